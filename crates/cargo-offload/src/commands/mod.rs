@@ -1,0 +1,49 @@
+//! One module per subcommand: argument parsing here, the work in the libraries.
+
+mod cargo;
+mod inspect;
+mod new;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cargo offload",
+    bin_name = "cargo offload",
+    version,
+    about = "Build, embed and run GPU and CPU-device kernels written in Rust",
+    after_help = "Run `cargo offload <command> --help` for a command's options."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// `cargo build` with device images built and embedded for --offload-arch.
+    Build(cargo::CargoArgs),
+    /// `cargo run` with device images built and embedded for --offload-arch.
+    Run(cargo::CargoArgs),
+    /// `cargo test` with device images built and embedded for --offload-arch.
+    Test(cargo::CargoArgs),
+    /// List the device images embedded in a binary, bundle or object.
+    Inspect(inspect::InspectArgs),
+    /// Create a host crate and its kernel crate.
+    New(new::NewArgs),
+}
+
+pub fn exec(args: Vec<OsString>) -> Result<ExitCode> {
+    let cli = Cli::parse_from(args);
+    match cli.command {
+        Command::Build(a) => cargo::exec("build", a),
+        Command::Run(a) => cargo::exec("run", a),
+        Command::Test(a) => cargo::exec("test", a),
+        Command::Inspect(a) => inspect::exec(a),
+        Command::New(a) => new::exec(a),
+    }
+}

@@ -1,0 +1,338 @@
+//! `cargo offload` end to end: the examples and fixture projects built, embedded, inspected
+//! with LLVM's own tools, and run on the CPU device.
+//!
+//! Each test builds into a target directory of its own under `CARGO_TARGET_TMPDIR`, kept
+//! between runs so that later runs are incremental.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const LLVM_BIN: &str = "/usr/lib/llvm-22/bin";
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("crates/cargo-offload sits two levels below the workspace root")
+        .to_owned()
+}
+
+fn target_dir(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(name)
+}
+
+/// `cargo offload <args>` run the way cargo runs a subcommand.
+fn cargo_offload(cwd: &Path, args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cargo-offload"));
+    cmd.arg("offload").args(args).current_dir(cwd);
+    // The tests' own build must not leak into the builds they start.
+    for var in ["RUSTFLAGS", "CARGO_TARGET_DIR", "CARGO_ENCODED_RUSTFLAGS"] {
+        cmd.env_remove(var);
+    }
+    cmd.output().expect("cargo-offload starts")
+}
+
+fn check(out: &Output, what: &str) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// An LLVM tool, or `None` with a visible skip line; in CI a missing tool fails the test.
+fn llvm_tool(name: &str) -> Option<PathBuf> {
+    let path = Path::new(LLVM_BIN).join(name);
+    if path.is_file() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{} is required in CI (run `cargo xtask setup`)",
+        path.display()
+    );
+    eprintln!("skipped: {} not installed", path.display());
+    None
+}
+
+#[test]
+fn examples_embed_every_image_and_llvm_tools_read_them() {
+    let root = workspace_root();
+    let target = target_dir("e2e-examples");
+    let target_s = target.to_string_lossy().into_owned();
+    check(
+        &cargo_offload(
+            &root,
+            &[
+                "build",
+                "--offload-arch",
+                "host",
+                "--release",
+                "-p",
+                "saxpy",
+                "-p",
+                "reduce",
+                "--target-dir",
+                &target_s,
+            ],
+        ),
+        "cargo offload build",
+    );
+
+    for (example, module, kernels) in [
+        ("saxpy", "saxpy_kernels", "saxpy"),
+        ("reduce", "reduce_kernels", "block_sum"),
+    ] {
+        let exe = target.join("release").join(example);
+        let json = check(
+            &cargo_offload(&root, &["inspect", "--json", &exe.to_string_lossy()]),
+            "cargo offload inspect",
+        );
+        let images: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let images = images.as_array().unwrap();
+        assert_eq!(images.len(), 1, "{json}");
+        assert_eq!(images[0]["triple"], "x86_64-unknown-linux-gnu");
+        assert_eq!(images[0]["arch"], "host");
+        assert_eq!(images[0]["kind"], "elf");
+        assert_eq!(images[0]["module"], module);
+        assert_eq!(images[0]["kernels"][0], kernels, "{json}");
+
+        let Some(objdump) = llvm_tool("llvm-objdump") else {
+            return;
+        };
+        let listing = check(
+            &Command::new(&objdump)
+                .arg("--offloading")
+                .arg(&exe)
+                .current_dir(&target)
+                .output()
+                .unwrap(),
+            "llvm-objdump --offloading",
+        );
+        assert!(listing.contains("OFFLOADING IMAGE [0]"), "{listing}");
+        assert!(!listing.contains("OFFLOADING IMAGE [1]"), "{listing}");
+        assert!(
+            listing.contains("triple          x86_64-unknown-linux-gnu"),
+            "{listing}"
+        );
+        assert!(listing.contains("producer        openmp"), "{listing}");
+
+        // LLVM's extraction gives back exactly the shared object the device build produced.
+        let Some(offload_binary) = llvm_tool("llvm-offload-binary") else {
+            return;
+        };
+        let extracted = target.join(format!("{example}-host.so"));
+        check(
+            &Command::new(&offload_binary)
+                .arg(&exe)
+                .arg(format!(
+                    "--image=file={},triple=x86_64-unknown-linux-gnu",
+                    extracted.display()
+                ))
+                .output()
+                .unwrap(),
+            "llvm-offload-binary",
+        );
+        let built = target
+            .join("offload/x86_64-unknown-linux-gnu-host/x86_64-unknown-linux-gnu/release")
+            .join(format!("lib{module}.so"));
+        assert_eq!(
+            std::fs::read(&extracted).unwrap(),
+            std::fs::read(&built).unwrap(),
+            "{} differs from {}",
+            extracted.display(),
+            built.display()
+        );
+    }
+}
+
+#[test]
+fn examples_run_correctly_on_the_cpu_device() {
+    let root = workspace_root();
+    let target = target_dir("e2e-examples");
+    let target_s = target.to_string_lossy().into_owned();
+    for (example, ok) in [("saxpy", "elements OK"), ("reduce", "OK")] {
+        let out = Command::new(env!("CARGO_BIN_EXE_cargo-offload"))
+            .args([
+                "offload",
+                "run",
+                "--offload-arch",
+                "host",
+                "--release",
+                "-p",
+            ])
+            .args([example, "--target-dir", &target_s, "--", "100000"])
+            .current_dir(&root)
+            .env("OFFLOAD_DEVICE", "cpu")
+            .env_remove("RUSTFLAGS")
+            .output()
+            .unwrap();
+        let stdout = check(&out, example);
+        assert!(stdout.contains("device: "), "{stdout}");
+        assert!(stdout.contains("image: "), "{stdout}");
+        assert!(stdout.contains(ok), "{stdout}");
+    }
+}
+
+/// Copies a fixture project to a scratch directory with the workspace's lockfile, so that its
+/// dependencies resolve to the versions the workspace uses.
+fn fixture(name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    let dst = target_dir("fixtures").join(name);
+    copy_dir(&src, &dst);
+    let rt = workspace_root().join("crates");
+    for manifest in walk(&dst).into_iter().filter(|p| p.ends_with("Cargo.toml")) {
+        let text = std::fs::read_to_string(&manifest).unwrap();
+        let text = text.replace("../../../../../", &format!("{}/", rt.display()));
+        std::fs::write(&manifest, text).unwrap();
+    }
+    std::fs::copy(workspace_root().join("Cargo.lock"), dst.join("Cargo.lock")).unwrap();
+    dst
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+fn copy_dir(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for entry in std::fs::read_dir(src).unwrap() {
+        let entry = entry.unwrap();
+        let to = dst.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &to);
+        } else {
+            let bytes = std::fs::read(entry.path()).unwrap();
+            if std::fs::read(&to).ok().as_ref() != Some(&bytes) {
+                std::fs::write(&to, bytes).unwrap();
+            }
+        }
+    }
+}
+
+#[test]
+fn two_host_crates_in_one_binary_each_register_their_kernels() {
+    let dir = fixture("two-crates");
+    let target = target_dir("e2e-fixtures");
+    let out = cargo_offload(
+        &dir,
+        &[
+            "run",
+            "-p",
+            "app",
+            "--target-dir",
+            &target.to_string_lossy(),
+        ],
+    );
+    let stdout = check(&out, "two crates");
+    assert!(stdout.contains("two crates: OK"), "{stdout}");
+}
+
+#[test]
+fn a_kernel_crate_that_does_not_compile_shows_rustc_diagnostics() {
+    let dir = fixture("two-crates");
+    let broken = dir.with_file_name("two-crates-broken");
+    copy_dir(&dir, &broken);
+    std::fs::write(
+        broken.join("kernels-b/src/lib.rs"),
+        "#![no_std]\n#[offload_rt::kernel]\npub fn fill(n: u32) { let x: u32 = \"text\"; }\n",
+    )
+    .unwrap();
+    let out = cargo_offload(
+        &broken,
+        &[
+            "build",
+            "-p",
+            "app",
+            "--target-dir",
+            &target_dir("e2e-fixtures").to_string_lossy(),
+        ],
+    );
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("mismatched types"), "{stderr}");
+}
+
+#[test]
+fn an_unknown_offload_arch_is_refused_with_the_known_ones() {
+    let out = cargo_offload(
+        &workspace_root(),
+        &["build", "--offload-arch", "sm_80,gfx9999", "-p", "saxpy"],
+    );
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("unknown offload architecture `gfx9999`"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("gfx90a"), "{stderr}");
+}
+
+#[test]
+fn conflicting_target_ids_get_clangs_error() {
+    let out = cargo_offload(
+        &workspace_root(),
+        &[
+            "build",
+            "--offload-arch",
+            "gfx90a,gfx90a:xnack+",
+            "-p",
+            "saxpy",
+        ],
+    );
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("invalid offload arch combinations: 'gfx90a' and 'gfx90a:xnack+'"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_new_project_from_the_template_builds_and_runs() {
+    let parent = target_dir("new-projects");
+    let project = parent.join("hello-offload");
+    if project.exists() {
+        std::fs::remove_dir_all(&project).unwrap();
+    }
+    std::fs::create_dir_all(&parent).unwrap();
+    check(
+        &cargo_offload(&parent, &["new", "hello-offload"]),
+        "cargo offload new",
+    );
+    std::fs::copy(
+        workspace_root().join("Cargo.lock"),
+        project.join("Cargo.lock"),
+    )
+    .unwrap();
+    let out = cargo_offload(
+        &project,
+        &[
+            "run",
+            "--target-dir",
+            &target_dir("e2e-fixtures").to_string_lossy(),
+        ],
+    );
+    let stdout = check(&out, "the new project");
+    assert!(stdout.contains("saxpy: 65536 elements OK"), "{stdout}");
+
+    let again = cargo_offload(&parent, &["new", "hello-offload"]);
+    assert!(
+        !again.status.success(),
+        "an existing directory must be refused"
+    );
+}

@@ -1,0 +1,492 @@
+//! The nested nightly `cargo` build of a kernel crate for a GPU triple, and the whole path from
+//! kernel crate to device images.
+
+use std::ffi::OsStr;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use offload_format::{ImageKind, OffloadBinary, OffloadKind};
+
+use super::amdgpu::{AmdTargetId, amdgpu_inspect};
+use super::archive::{DeviceInput, bitcode_members};
+use super::llvm::{AmdgpuLinkOptions, NvptxLinkOptions, amdgpu_code_object, nvptx_link};
+use super::ptx::{parse_sm, ptx_kernel_names, ptxas_assemble, ptxas_path, ptxas_verbose};
+use super::{Error, GpuImage, GpuImageKind, Result, io_err};
+use crate::arch::OffloadArch;
+use crate::env::Env;
+use crate::image::DeviceImage;
+use crate::inspect::KernelResources;
+use crate::metadata::KernelCrate;
+use crate::{command, nested};
+
+/// One GPU architecture to build for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum GpuTarget {
+    /// `nvptx64-nvidia-cuda` for an `sm_NN[a]`.
+    Nvptx {
+        /// The architecture, e.g. `sm_80`.
+        sm: String,
+    },
+    /// `amdgcn-amd-amdhsa` for a target ID.
+    Amdgpu(AmdTargetId),
+}
+
+impl GpuTarget {
+    /// Parses `sm_80` or an AMDGPU target ID such as `gfx942:xnack+`.
+    pub fn parse(arch: &str) -> Result<Self> {
+        if arch.starts_with("sm_") {
+            parse_sm(arch)?;
+            return Ok(Self::Nvptx {
+                sm: arch.to_owned(),
+            });
+        }
+        if arch.starts_with("gfx") {
+            return AmdTargetId::parse(arch).map(Self::Amdgpu);
+        }
+        Err(Error::InvalidTarget {
+            target: arch.to_owned(),
+            reason: "neither sm_NN nor an AMDGPU target ID",
+        })
+    }
+
+    /// The target triple.
+    pub fn triple(&self) -> &'static str {
+        match self {
+            Self::Nvptx { .. } => "nvptx64-nvidia-cuda",
+            Self::Amdgpu(_) => "amdgcn-amd-amdhsa",
+        }
+    }
+
+    /// The processor rustc and LLVM are told (`sm_80`, `gfx942`).
+    pub fn target_cpu(&self) -> String {
+        match self {
+            Self::Nvptx { sm } => sm.clone(),
+            Self::Amdgpu(id) => id.processor.clone(),
+        }
+    }
+}
+
+impl fmt::Display for GpuTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Nvptx { sm } => f.write_str(sm),
+            Self::Amdgpu(id) => id.fmt(f),
+        }
+    }
+}
+
+/// A nested device build of a kernel crate for one triple.
+#[derive(Debug, Clone)]
+pub struct NestedBuild {
+    /// The kernel crate's `Cargo.toml`.
+    pub manifest: PathBuf,
+    /// The triple: `nvptx64-nvidia-cuda` or `amdgcn-amd-amdhsa`.
+    pub triple: String,
+    /// `-Ctarget-cpu` for the build; the link re-targets the bitcode to each image's CPU.
+    pub target_cpu: String,
+    /// The target directory of this build (kept apart from the host build's).
+    pub target_dir: PathBuf,
+    /// Extra rustc flags for every crate of the build.
+    pub extra_rustflags: Vec<String>,
+}
+
+impl NestedBuild {
+    /// A release build (toolchain from [`Env::nightly_toolchain`]).
+    pub fn new(
+        manifest: impl Into<PathBuf>,
+        triple: impl Into<String>,
+        target_cpu: impl Into<String>,
+        target_dir: impl Into<PathBuf>,
+    ) -> Self {
+        Self {
+            manifest: manifest.into(),
+            triple: triple.into(),
+            target_cpu: target_cpu.into(),
+            target_dir: target_dir.into(),
+            extra_rustflags: Vec::new(),
+        }
+    }
+
+    fn rustflags(&self) -> Vec<String> {
+        let mut flags = vec![
+            format!("-Ctarget-cpu={}", self.target_cpu),
+            "--cfg".into(),
+            "offload_device".into(),
+            "-Cpanic=abort".into(),
+        ];
+        if self.triple.starts_with("amdgcn") {
+            // Makes every rlib member bitcode, so the whole program goes through the device link.
+            flags.push("-Clinker-plugin-lto".into());
+        }
+        flags.extend(self.extra_rustflags.iter().cloned());
+        flags
+    }
+
+    /// The `cargo rustc` command of this build, environment cleaned by [`nested::cargo`].
+    pub fn command(&self, env: &Env, linker_shim: &Path) -> Command {
+        let mut cmd = nested::cargo(env, "rustc");
+        cmd.arg("--manifest-path")
+            .arg(&self.manifest)
+            .args([
+                "--lib",
+                "--release",
+                "-Zbuild-std=core",
+                "--crate-type",
+                "cdylib",
+            ])
+            .arg("--message-format=json-render-diagnostics")
+            .arg("--target")
+            .arg(&self.triple)
+            .arg("--target-dir")
+            .arg(&self.target_dir)
+            .arg("--")
+            // `#[kernel]` expands to `extern "gpu-kernel"` functions on GPU targets; only the
+            // kernel crate needs the feature (it may enable it itself too).
+            .args(["--emit=llvm-bc,link", "-Ccodegen-units=1"])
+            .args([
+                "-Zcrate-attr=feature(abi_gpu_kernel)",
+                "-Aduplicate_features",
+            ])
+            .arg(format!("-Clinker={}", linker_shim.display()))
+            .env(
+                "CARGO_ENCODED_RUSTFLAGS",
+                nested::encoded_rustflags(&self.rustflags()),
+            )
+            // ptxas rejects optimized code with debug info ("Optimized debugging not supported").
+            .env("CARGO_PROFILE_RELEASE_DEBUG", "false");
+        cmd
+    }
+}
+
+/// What a nested device build produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NestedBuildOutput {
+    /// The kernel crate's bitcode (`deps/<crate>.bc`).
+    pub kernel_bitcode: PathBuf,
+    /// The rlibs of its dependencies (core, compiler_builtins, offload-rt, …), dependents first.
+    pub libraries: Vec<PathBuf>,
+}
+
+impl NestedBuildOutput {
+    /// Reads the outputs as device-link inputs: the kernel bitcode eager, rlib members lazy.
+    pub fn inputs(&self) -> Result<Vec<DeviceInput>> {
+        let bitcode =
+            std::fs::read(&self.kernel_bitcode).map_err(io_err("reading", &self.kernel_bitcode))?;
+        let mut inputs = vec![DeviceInput::object(
+            self.kernel_bitcode.display().to_string(),
+            bitcode,
+        )];
+        for rlib in &self.libraries {
+            let data = std::fs::read(rlib).map_err(io_err("reading", rlib))?;
+            let name = rlib
+                .file_name()
+                .unwrap_or(rlib.as_os_str())
+                .to_string_lossy();
+            inputs.extend(bitcode_members(&name, &data)?);
+        }
+        Ok(inputs)
+    }
+}
+
+const LINKER_SHIM: &str = "#!/bin/sh\n\
+# Stands in for the device linker: the device link runs in-process afterwards.\n\
+out=\n\
+while [ $# -gt 0 ]; do\n  if [ \"$1\" = \"-o\" ]; then out=\"$2\"; fi\n  shift\ndone\n\
+if [ -n \"$out\" ]; then : > \"$out\"; fi\n";
+
+fn write_linker_shim(target_dir: &Path) -> Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(target_dir).map_err(io_err("creating", target_dir))?;
+    let path = target_dir.join("offload-device-link-shim.sh");
+    if std::fs::read(&path).ok().as_deref() != Some(LINKER_SHIM.as_bytes()) {
+        std::fs::write(&path, LINKER_SHIM).map_err(io_err("writing", &path))?;
+    }
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+        .map_err(io_err("making executable", &path))?;
+    Ok(path)
+}
+
+/// Runs the nested build and finds its bitcode and rlibs from cargo's JSON messages. rustc's
+/// diagnostics go to the terminal.
+pub fn nested_build(env: &Env, build: &NestedBuild) -> Result<NestedBuildOutput> {
+    let shim = write_linker_shim(&build.target_dir)?;
+    let failed = |message: String| Error::NestedBuild {
+        manifest: build.manifest.clone(),
+        target: format!("{} ({})", build.triple, build.target_cpu),
+        message,
+    };
+    let mut cmd = build.command(env, &shim);
+    if env.verbose() {
+        eprintln!("running {}", command::CommandLine::of(&cmd));
+    }
+    let output = match command::run_stderr_inherited(&mut cmd) {
+        Ok(output) => output,
+        Err(command::CommandError::Failed {
+            command, status, ..
+        }) => {
+            return Err(failed(format!(
+                "`{command}` failed ({status}); rustc's diagnostics are above"
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let mut kernel_artifact = None;
+    let mut libraries = Vec::new();
+    for line in stdout.lines() {
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if message["reason"] != "compiler-artifact" {
+            continue;
+        }
+        let kinds: Vec<&str> = message["target"]["kind"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|k| k.as_str())
+            .collect();
+        let files: Vec<PathBuf> = message["filenames"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f.as_str())
+            .map(PathBuf::from)
+            .collect();
+        if kinds.contains(&"cdylib")
+            || files.iter().any(|f| {
+                f.extension() == Some(OsStr::new("ptx")) || f.extension() == Some(OsStr::new("elf"))
+            })
+        {
+            let name = message["target"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .replace('-', "_");
+            kernel_artifact = Some((name, files));
+        } else {
+            libraries.extend(
+                files
+                    .into_iter()
+                    .filter(|f| f.extension() == Some(OsStr::new("rlib"))),
+            );
+        }
+    }
+    let (crate_name, files) = kernel_artifact
+        .ok_or_else(|| failed("cargo reported no cdylib artifact for the kernel crate".into()))?;
+    let deps = build
+        .target_dir
+        .join(&build.triple)
+        .join("release")
+        .join("deps");
+    let kernel_bitcode = deps.join(format!("{crate_name}.bc"));
+    if !kernel_bitcode.is_file() {
+        return Err(failed(format!(
+            "expected the kernel crate's bitcode at `{}` (artifacts: {files:?})",
+            kernel_bitcode.display()
+        )));
+    }
+    // Artifacts arrive dependencies first; the link wants dependents first.
+    libraries.reverse();
+    Ok(NestedBuildOutput {
+        kernel_bitcode,
+        libraries,
+    })
+}
+
+/// The LLVM major of the nightly toolchain's rustc, from `rustc -vV`.
+pub fn rustc_llvm_major(env: &Env) -> Result<u32> {
+    let output = command::run(Command::new("rustup").args([
+        "run",
+        &env.nightly_toolchain(),
+        "rustc",
+        "-vV",
+    ]))?;
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    nested::rustc_llvm_major(&text).ok_or(Error::RustcVersion { output: text })
+}
+
+/// Runs the nested build of a kernel crate for `target` and reads its device-link inputs.
+pub fn device_inputs(
+    env: &Env,
+    manifest: &Path,
+    target: &GpuTarget,
+    target_dir: &Path,
+) -> Result<Vec<DeviceInput>> {
+    let build = NestedBuild::new(manifest, target.triple(), target.target_cpu(), target_dir);
+    nested_build(env, &build)?.inputs()
+}
+
+/// Links the images of one target from device-link inputs. NVIDIA targets give a cubin (where
+/// `ptxas` exists) and PTX, in that order; AMD targets one code object.
+pub fn gpu_images(inputs: &[DeviceInput], target: &GpuTarget) -> Result<Vec<GpuImage>> {
+    match target {
+        GpuTarget::Nvptx { sm } => {
+            let ptx = nvptx_link(inputs, sm, &NvptxLinkOptions::default())?;
+            let kernels: Vec<String> = ptx_kernel_names(&ptx).into_iter().map(|k| k.name).collect();
+            let mut images = Vec::new();
+            if ptxas_path().is_some() {
+                images.push(GpuImage {
+                    bytes: ptxas_assemble(&ptx, sm)?,
+                    kind: GpuImageKind::Cubin,
+                    triple: target.triple(),
+                    arch: target.to_string(),
+                    kernels: kernels.clone(),
+                });
+            }
+            images.push(GpuImage {
+                bytes: ptx.into_bytes(),
+                kind: GpuImageKind::Ptx,
+                triple: target.triple(),
+                arch: target.to_string(),
+                kernels,
+            });
+            Ok(images)
+        }
+        GpuTarget::Amdgpu(id) => {
+            let (bytes, kernels) = amdgpu_code_object(inputs, id, &AmdgpuLinkOptions::default())?;
+            Ok(vec![GpuImage {
+                bytes,
+                kind: GpuImageKind::AmdCodeObject,
+                triple: target.triple(),
+                arch: id.to_string(),
+                kernels,
+            }])
+        }
+    }
+}
+
+/// Builds the device images of `krate` for one GPU architecture: nested nightly build in
+/// `target_dir`, device link, `ptxas` / `ld.lld`. The build engine's entry point.
+pub fn build_gpu_images(
+    env: &Env,
+    krate: &KernelCrate,
+    arch: &OffloadArch,
+    target_dir: &Path,
+) -> crate::Result<Vec<DeviceImage>> {
+    let target = GpuTarget::parse(arch.name())?;
+    let inputs = device_inputs(env, &krate.manifest_path, &target, target_dir)?;
+    let images = gpu_images(&inputs, &target)?;
+    Ok(images
+        .into_iter()
+        .map(|image| DeviceImage {
+            arch: arch.clone(),
+            image_kind: match image.kind {
+                GpuImageKind::Ptx => ImageKind::Ptx,
+                GpuImageKind::Cubin => ImageKind::Cubin,
+                GpuImageKind::AmdCodeObject => ImageKind::Object,
+            },
+            offload_kind: match target {
+                GpuTarget::Nvptx { .. } => OffloadKind::Cuda,
+                GpuTarget::Amdgpu(_) => OffloadKind::Hip,
+            },
+            module: krate.lib_name.clone(),
+            kernels: image.kernels,
+            bytes: image.bytes,
+        })
+        .collect())
+}
+
+/// Resource use of the kernels of a GPU image: AMDGPU code objects from their metadata; PTX
+/// through `ptxas -v` where `ptxas` exists. Other images, and unreadable ones, give nothing.
+pub fn image_resources(bin: &OffloadBinary<'_>) -> Vec<KernelResources> {
+    let triple = bin.triple().unwrap_or_default();
+    match bin.image_kind {
+        ImageKind::Object if triple.starts_with("amdgcn") => amdgpu_inspect(&bin.image)
+            .map(|info| {
+                info.kernels
+                    .into_iter()
+                    .map(|k| KernelResources {
+                        kernel: k.name,
+                        vgprs: Some(k.vgpr_count),
+                        sgprs: Some(k.sgpr_count),
+                        registers: None,
+                        shared_bytes: Some(k.group_segment_fixed_size),
+                        scratch_bytes: Some(k.private_segment_fixed_size),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        ImageKind::Ptx => {
+            let (Ok(ptx), Some(arch)) = (std::str::from_utf8(&bin.image), bin.arch()) else {
+                return Vec::new();
+            };
+            if ptxas_path().is_none() {
+                return Vec::new();
+            }
+            ptxas_verbose(ptx, arch)
+                .map(|(_, kernels)| {
+                    kernels
+                        .into_iter()
+                        .map(|k| KernelResources {
+                            kernel: k.name,
+                            registers: Some(u64::from(k.registers)),
+                            shared_bytes: Some(k.shared_bytes),
+                            scratch_bytes: Some(k.stack_bytes),
+                            ..KernelResources::default()
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        }
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_targets() {
+        assert_eq!(
+            GpuTarget::parse("sm_90").unwrap(),
+            GpuTarget::Nvptx { sm: "sm_90".into() }
+        );
+        let amd = GpuTarget::parse("gfx942:xnack+").unwrap();
+        assert_eq!(amd.triple(), "amdgcn-amd-amdhsa");
+        assert_eq!(amd.target_cpu(), "gfx942");
+        assert_eq!(amd.to_string(), "gfx942:xnack+");
+        for bad in ["sm_", "sm_x", "host", "gfx", "sm_5"] {
+            assert!(GpuTarget::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn nested_command_is_clean() {
+        let build = NestedBuild::new("/k/Cargo.toml", "amdgcn-amd-amdhsa", "gfx90a", "/t");
+        let cmd = build.command(&Env::detect(), Path::new("/t/shim.sh"));
+        let args: Vec<String> = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(args[..4], ["run", "nightly", "cargo", "rustc"]);
+        assert!(args.contains(&"-Zbuild-std=core".to_owned()));
+        assert!(args.contains(&"-Clinker=/t/shim.sh".to_owned()));
+        let envs: Vec<(String, Option<String>)> = cmd
+            .get_envs()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.map(|v| v.to_string_lossy().into_owned()),
+                )
+            })
+            .collect();
+        let flags = envs
+            .iter()
+            .find(|(k, _)| k == "CARGO_ENCODED_RUSTFLAGS")
+            .and_then(|(_, v)| v.clone())
+            .unwrap();
+        assert_eq!(
+            flags.split('\x1f').collect::<Vec<_>>(),
+            [
+                "-Ctarget-cpu=gfx90a",
+                "--cfg",
+                "offload_device",
+                "-Cpanic=abort",
+                "-Clinker-plugin-lto"
+            ]
+        );
+    }
+}

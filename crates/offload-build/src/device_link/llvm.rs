@@ -1,0 +1,633 @@
+//! The in-process device link on LLVM 22 (inkwell): lazy bitcode linking, internalization,
+//! the shared-memory rewrite, `default<O3>` and code generation for NVPTX and AMDGPU.
+
+use std::collections::HashSet;
+use std::ffi::CStr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Once;
+
+use inkwell::OptimizationLevel;
+use inkwell::attributes::AttributeLoc;
+use inkwell::context::Context;
+use inkwell::llvm_sys;
+use inkwell::memory_buffer::MemoryBuffer;
+use inkwell::module::{Linkage, Module};
+use inkwell::passes::PassBuilderOptions;
+use inkwell::targets::{
+    CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple,
+};
+use inkwell::values::FunctionValue;
+
+use super::amdgpu::{AmdTargetId, fix_amdgpu_e_flags};
+use super::archive::DeviceInput;
+use super::cargo::rustc_llvm_major;
+use super::ptx::ptx_features;
+use super::{Error, LLVM_BIN, LLVM_MAJOR, Result, SHARED_SECTION, io_err};
+use crate::command::run as run_command;
+
+const PTX_KERNEL_CC: u32 = 71;
+const AMDGPU_KERNEL_CC: u32 = 91;
+const NVPTX_TRIPLE: &str = "nvptx64-nvidia-cuda";
+const AMDGPU_TRIPLE: &str = "amdgcn-amd-amdhsa";
+/// Functions the CUDA driver provides to PTX modules.
+const NVPTX_EXTERNALS: &[&str] = &["vprintf", "malloc", "free", "__assertfail"];
+
+/// The major version of the LLVM this crate is linked against.
+pub fn linked_llvm_major() -> u32 {
+    inkwell::support::get_llvm_version().0
+}
+
+/// Checks that rustc nightly's LLVM major equals the linked LLVM's (and [`LLVM_MAJOR`]).
+pub fn check_llvm_versions(env: &crate::env::Env) -> Result<()> {
+    let linked = linked_llvm_major();
+    let rustc = rustc_llvm_major(env)?;
+    if rustc != linked || linked != LLVM_MAJOR {
+        return Err(Error::LlvmMismatch { rustc, linked });
+    }
+    Ok(())
+}
+
+/// Options of [`nvptx_link`].
+#[derive(Debug, Clone, Default)]
+pub struct NvptxLinkOptions {
+    /// The kernels to keep; `None` keeps every `ptx_kernel` function.
+    pub kernels: Option<Vec<String>>,
+}
+
+/// Options of [`amdgpu_link_object`] and [`amdgpu_code_object`].
+#[derive(Debug, Clone, Default)]
+pub struct AmdgpuLinkOptions {
+    /// The kernels to keep; `None` keeps every `amdgpu_kernel` function.
+    pub kernels: Option<Vec<String>>,
+    /// `ld.lld`; `None` uses the one in [`LLVM_BIN`].
+    pub ld_lld: Option<PathBuf>,
+}
+
+/// A relocatable object from the device link and the kernels it defines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkedObject {
+    /// ELF relocatable object bytes.
+    pub object: Vec<u8>,
+    /// The kernels kept.
+    pub kernels: Vec<String>,
+}
+
+fn init_targets() {
+    static INIT: Once = Once::new();
+    INIT.call_once(|| {
+        let config = InitializationConfig::default();
+        Target::initialize_nvptx(&config);
+        Target::initialize_amd_gpu(&config);
+    });
+}
+
+fn target_machine(triple: &str, cpu: &str, features: &str) -> Result<TargetMachine> {
+    init_targets();
+    let target_triple = TargetTriple::create(triple);
+    let err = |message: String| Error::TargetMachine {
+        triple: triple.to_owned(),
+        cpu: cpu.to_owned(),
+        features: features.to_owned(),
+        message,
+    };
+    let target = Target::from_triple(&target_triple).map_err(|e| err(e.to_string()))?;
+    target
+        .create_target_machine(
+            &target_triple,
+            cpu,
+            features,
+            OptimizationLevel::Aggressive,
+            RelocMode::PIC,
+            CodeModel::Default,
+        )
+        .ok_or_else(|| err("LLVM returned no target machine".into()))
+}
+
+fn cstr(s: &CStr) -> String {
+    s.to_string_lossy().into_owned()
+}
+
+fn parse_eager<'ctx>(context: &'ctx Context, input: &DeviceInput) -> Result<Module<'ctx>> {
+    let buffer = MemoryBuffer::create_from_memory_range_copy(&input.bytes, &input.name);
+    Module::parse_bitcode_from_buffer(&buffer, context).map_err(|e| Error::ParseBitcode {
+        name: input.name.clone(),
+        message: e.to_string(),
+    })
+}
+
+/// Parses bitcode lazily: function bodies are read only when the linker moves them.
+fn parse_lazy<'ctx>(context: &'ctx Context, input: &DeviceInput) -> Result<Module<'ctx>> {
+    if !super::is_bitcode(&input.bytes) {
+        return Err(Error::NotBitcode {
+            name: input.name.clone(),
+        });
+    }
+    let buffer = MemoryBuffer::create_from_memory_range_copy(&input.bytes, &input.name);
+    let raw_buffer = buffer.as_mut_ptr();
+    let mut raw_module = std::ptr::null_mut();
+    // SAFETY: the context and buffer are live; LLVMGetBitcodeModuleInContext2 takes ownership of
+    // the buffer (the lazy module reads from it), so it is forgotten below, never freed twice.
+    let failed = unsafe {
+        llvm_sys::bit_reader::LLVMGetBitcodeModuleInContext2(
+            context.raw(),
+            raw_buffer,
+            &mut raw_module,
+        )
+    };
+    std::mem::forget(buffer);
+    if failed != 0 || raw_module.is_null() {
+        return Err(Error::ParseBitcode {
+            name: input.name.clone(),
+            message: "LLVM could not read the bitcode".into(),
+        });
+    }
+    // SAFETY: `raw_module` is a fresh module owned by nobody else, created in `context`.
+    Ok(unsafe { Module::new(raw_module) })
+}
+
+fn has_local_linkage(linkage: Linkage) -> bool {
+    matches!(
+        linkage,
+        Linkage::Internal | Linkage::Private | Linkage::AvailableExternally | Linkage::Appending
+    )
+}
+
+/// Names of the non-local definitions of `module` (functions and variables).
+fn external_definitions(module: &Module<'_>) -> HashSet<String> {
+    let mut defs = HashSet::new();
+    for f in module.get_functions() {
+        let gv = f.as_global_value();
+        if !gv.is_declaration() && !has_local_linkage(gv.get_linkage()) {
+            defs.insert(cstr(gv.get_name()));
+        }
+    }
+    for g in module.get_globals() {
+        if !g.is_declaration() && !has_local_linkage(g.get_linkage()) {
+            defs.insert(cstr(g.get_name()));
+        }
+    }
+    defs
+}
+
+fn has_uses(value: llvm_sys::prelude::LLVMValueRef) -> bool {
+    // SAFETY: `value` is a live value of a live module.
+    unsafe { !llvm_sys::core::LLVMGetFirstUse(value).is_null() }
+}
+
+/// Names `module` uses but does not define (intrinsics excluded).
+fn undefined_symbols(module: &Module<'_>) -> HashSet<String> {
+    let mut undefined = HashSet::new();
+    for f in module.get_functions() {
+        let gv = f.as_global_value();
+        let name = cstr(gv.get_name());
+        if gv.is_declaration()
+            && !name.starts_with("llvm.")
+            && has_uses(gv.as_pointer_value().as_value_ref_raw())
+        {
+            undefined.insert(name);
+        }
+    }
+    for g in module.get_globals() {
+        if g.is_declaration() && has_uses(g.as_pointer_value().as_value_ref_raw()) {
+            undefined.insert(cstr(g.get_name()));
+        }
+    }
+    undefined
+}
+
+trait RawValue {
+    fn as_value_ref_raw(&self) -> llvm_sys::prelude::LLVMValueRef;
+}
+
+impl RawValue for inkwell::values::PointerValue<'_> {
+    fn as_value_ref_raw(&self) -> llvm_sys::prelude::LLVMValueRef {
+        use inkwell::values::AsValueRef;
+        self.as_value_ref()
+    }
+}
+
+/// Links the inputs: the eager ones whole, then library members only as far as they define
+/// something still undefined (`llvm-link --only-needed`), repeated until nothing more resolves.
+fn link_inputs<'ctx>(context: &'ctx Context, inputs: &[DeviceInput]) -> Result<Module<'ctx>> {
+    let main = context.create_module("offload-device");
+    for input in inputs.iter().filter(|i| !i.lazy) {
+        let module = parse_eager(context, input)?;
+        main.link_in_module(module).map_err(|e| Error::Link {
+            name: input.name.clone(),
+            message: e.to_string(),
+        })?;
+    }
+    let libraries: Vec<&DeviceInput> = inputs.iter().filter(|i| i.lazy).collect();
+    let mut parsed: Vec<Option<Module<'ctx>>> = Vec::with_capacity(libraries.len());
+    let mut definitions: Vec<HashSet<String>> = Vec::with_capacity(libraries.len());
+    for input in &libraries {
+        let module = parse_lazy(context, input)?;
+        definitions.push(external_definitions(&module));
+        parsed.push(Some(module));
+    }
+    loop {
+        let undefined = undefined_symbols(&main);
+        let Some(index) = definitions
+            .iter()
+            .position(|defs| defs.iter().any(|d| undefined.contains(d)))
+        else {
+            break;
+        };
+        let input = libraries[index];
+        let module = match parsed[index].take() {
+            Some(module) => module,
+            None => parse_lazy(context, input)?,
+        };
+        // Only what is needed keeps external linkage; the linker then moves just the values
+        // reachable from it and leaves the rest of the member unread.
+        for f in module.get_functions() {
+            let gv = f.as_global_value();
+            if !gv.is_declaration()
+                && !has_local_linkage(gv.get_linkage())
+                && !undefined.contains(&cstr(gv.get_name()))
+            {
+                gv.set_linkage(Linkage::Internal);
+            }
+        }
+        for g in module.get_globals() {
+            let name = cstr(g.get_name());
+            if !g.is_declaration()
+                && !has_local_linkage(g.get_linkage())
+                && !name.starts_with("llvm.")
+                && !undefined.contains(&name)
+            {
+                g.set_linkage(Linkage::Internal);
+            }
+        }
+        definitions[index].retain(|d| !undefined.contains(d));
+        main.link_in_module(module).map_err(|e| Error::Link {
+            name: input.name.clone(),
+            message: e.to_string(),
+        })?;
+    }
+    Ok(main)
+}
+
+fn is_kernel(f: FunctionValue<'_>) -> bool {
+    matches!(f.get_call_conventions(), PTX_KERNEL_CC | AMDGPU_KERNEL_CC)
+}
+
+/// Keeps the kernels external and internalizes every other definition; returns the kernels.
+fn internalize(module: &Module<'_>, wanted: Option<&[String]>) -> Result<Vec<String>> {
+    let mut kept = Vec::new();
+    for f in module.get_functions() {
+        let gv = f.as_global_value();
+        if gv.is_declaration() {
+            continue;
+        }
+        let name = cstr(gv.get_name());
+        let keep = match wanted {
+            Some(wanted) => wanted.contains(&name),
+            None => is_kernel(f),
+        };
+        if keep {
+            kept.push(name);
+            gv.set_linkage(Linkage::External);
+        } else if !has_local_linkage(gv.get_linkage()) {
+            gv.set_linkage(Linkage::Internal);
+        }
+        // The image's target machine decides the CPU, so one device build serves every
+        // architecture of its triple.
+        f.remove_string_attribute(AttributeLoc::Function, "target-cpu");
+        f.remove_string_attribute(AttributeLoc::Function, "target-features");
+    }
+    for g in module.get_globals() {
+        let name = cstr(g.get_name());
+        if !g.is_declaration() && !name.starts_with("llvm.") && !has_local_linkage(g.get_linkage())
+        {
+            g.set_linkage(Linkage::Internal);
+        }
+    }
+    if let Some(wanted) = wanted
+        && let Some(missing) = wanted.iter().find(|w| !kept.contains(w))
+    {
+        return Err(Error::MissingKernel {
+            name: missing.clone(),
+        });
+    }
+    if kept.is_empty() {
+        return Err(Error::NoKernels);
+    }
+    kept.sort();
+    Ok(kept)
+}
+
+/// Moves every global of [`SHARED_SECTION`] to address space 3 (`.shared` / LDS), undefined
+/// initializer, no section; uses see it through a generic pointer. Returns how many moved.
+fn move_shared_to_addrspace3(module: &Module<'_>) -> usize {
+    use llvm_sys::core as c;
+    let shared: Vec<_> = module
+        .get_globals()
+        .filter(|g| {
+            g.get_section()
+                .is_some_and(|s| s.to_bytes() == SHARED_SECTION.as_bytes())
+        })
+        .collect();
+    let raw_module = module.as_mut_ptr();
+    for global in &shared {
+        let old = global.as_pointer_value().as_value_ref_raw();
+        let name = cstr(global.get_name());
+        // SAFETY: every reference below comes from the live `module` and its context; values
+        // are replaced before `old` is deleted, and `old` is not touched afterwards.
+        unsafe {
+            let context = c::LLVMGetModuleContext(raw_module);
+            let value_type = c::LLVMGlobalGetValueType(old);
+            let old_space = c::LLVMGetPointerAddressSpace(c::LLVMTypeOf(old));
+            let generic_ptr = c::LLVMPointerTypeInContext(context, 0);
+            let renamed = format!("{name}.generic\0");
+            c::LLVMSetValueName2(old, renamed.as_ptr().cast(), renamed.len() - 1);
+            let cname = format!("{name}\0");
+            let new =
+                c::LLVMAddGlobalInAddressSpace(raw_module, value_type, cname.as_ptr().cast(), 3);
+            c::LLVMSetInitializer(new, c::LLVMGetUndef(value_type));
+            c::LLVMSetLinkage(new, llvm_sys::LLVMLinkage::LLVMInternalLinkage);
+            c::LLVMSetAlignment(new, c::LLVMGetAlignment(old).max(4));
+            let as_generic = c::LLVMConstAddrSpaceCast(new, generic_ptr);
+            if old_space == 0 {
+                c::LLVMReplaceAllUsesWith(old, as_generic);
+            } else {
+                // Targets whose globals live in another space (AMDGPU: 1) reach them through
+                // casts to generic: those casts become casts of the LDS variable.
+                let mut users = Vec::new();
+                let mut u = c::LLVMGetFirstUse(old);
+                while !u.is_null() {
+                    users.push(c::LLVMGetUser(u));
+                    u = c::LLVMGetNextUse(u);
+                }
+                for user in users {
+                    let is_cast_to_generic = !c::LLVMIsAConstantExpr(user).is_null()
+                        && c::LLVMGetConstOpcode(user) == llvm_sys::LLVMOpcode::LLVMAddrSpaceCast
+                        && c::LLVMGetPointerAddressSpace(c::LLVMTypeOf(user)) == 0;
+                    if is_cast_to_generic {
+                        c::LLVMReplaceAllUsesWith(user, as_generic);
+                    }
+                }
+                if !c::LLVMGetFirstUse(old).is_null() {
+                    let back = c::LLVMConstAddrSpaceCast(as_generic, c::LLVMTypeOf(old));
+                    c::LLVMReplaceAllUsesWith(old, back);
+                }
+            }
+            c::LLVMDeleteGlobal(old);
+        }
+    }
+    shared.len()
+}
+
+fn optimize(module: &Module<'_>, machine: &TargetMachine) -> Result<()> {
+    let pipeline = "default<O3>";
+    module
+        .run_passes(pipeline, machine, PassBuilderOptions::create())
+        .map_err(|e| Error::Passes {
+            pipeline: pipeline.into(),
+            message: e.to_string(),
+        })
+}
+
+fn check_resolved(module: &Module<'_>, allowed: &[&str]) -> Result<()> {
+    let mut symbols: Vec<String> = undefined_symbols(module)
+        .into_iter()
+        .filter(|s| !allowed.contains(&s.as_str()))
+        .collect();
+    if symbols.is_empty() {
+        return Ok(());
+    }
+    symbols.sort();
+    Err(Error::Undefined { symbols })
+}
+
+/// What offload-rt's AMDGPU device API asks the link to define: a field of the HSA kernel
+/// dispatch packet (`workgroup_size_{x,y,z}` for 0..=2, `grid_size_{x,y,z}` for 3..=5), read
+/// through `llvm.amdgcn.dispatch.ptr`, which Rust cannot call (it returns an address-space-4
+/// pointer).
+const AMDGPU_DISPATCH_FIELD: &str = "__offload_amdgpu_dispatch_field";
+const AMDGPU_DISPATCH_FIELD_IR: &str = r#"
+declare ptr addrspace(4) @llvm.amdgcn.dispatch.ptr()
+
+define i32 @__offload_amdgpu_dispatch_field(i32 %dim) #0 {
+entry:
+  %packet = call ptr addrspace(4) @llvm.amdgcn.dispatch.ptr()
+  %is_size = icmp ult i32 %dim, 3
+  br i1 %is_size, label %size, label %grid
+size:
+  %d16 = zext i32 %dim to i64
+  %o16 = shl i64 %d16, 1
+  %off16 = add i64 %o16, 4
+  %p16 = getelementptr i8, ptr addrspace(4) %packet, i64 %off16
+  %v16 = load i16, ptr addrspace(4) %p16, align 2
+  %r16 = zext i16 %v16 to i32
+  ret i32 %r16
+grid:
+  %g = sub i32 %dim, 3
+  %gc = and i32 %g, 3
+  %d32 = zext i32 %gc to i64
+  %o32 = shl i64 %d32, 2
+  %off32 = add i64 %o32, 12
+  %p32 = getelementptr i8, ptr addrspace(4) %packet, i64 %off32
+  %v32 = load i32, ptr addrspace(4) %p32, align 4
+  ret i32 %v32
+}
+
+attributes #0 = { alwaysinline nounwind willreturn }
+"#;
+
+fn define_amdgpu_dispatch_field<'ctx>(context: &'ctx Context, module: &Module<'ctx>) -> Result<()> {
+    let needed = module
+        .get_function(AMDGPU_DISPATCH_FIELD)
+        .is_some_and(|f| f.as_global_value().is_declaration());
+    if !needed {
+        return Ok(());
+    }
+    let buffer = MemoryBuffer::create_from_memory_range_copy(
+        AMDGPU_DISPATCH_FIELD_IR.as_bytes(),
+        AMDGPU_DISPATCH_FIELD,
+    );
+    let helper = context
+        .create_module_from_ir(buffer)
+        .map_err(|e| Error::ParseBitcode {
+            name: AMDGPU_DISPATCH_FIELD.into(),
+            message: e.to_string(),
+        })?;
+    helper.set_triple(&module.get_triple());
+    // SAFETY: both modules are live; LLVM copies the layout string it is given.
+    unsafe {
+        let layout = llvm_sys::core::LLVMGetDataLayoutStr(module.as_mut_ptr());
+        llvm_sys::core::LLVMSetDataLayout(helper.as_mut_ptr(), layout);
+    }
+    module.link_in_module(helper).map_err(|e| Error::Link {
+        name: AMDGPU_DISPATCH_FIELD.into(),
+        message: e.to_string(),
+    })
+}
+
+fn link_for<'ctx>(
+    context: &'ctx Context,
+    inputs: &[DeviceInput],
+    machine: &TargetMachine,
+    kernels: Option<&[String]>,
+    allowed_external: &[&str],
+) -> Result<(Module<'ctx>, Vec<String>)> {
+    let module = link_inputs(context, inputs)?;
+    if module
+        .get_triple()
+        .as_str()
+        .to_bytes()
+        .starts_with(b"amdgcn")
+    {
+        define_amdgpu_dispatch_field(context, &module)?;
+    }
+    // SAFETY: `module` is live; stripping debug info leaves valid IR.
+    unsafe { llvm_sys::debuginfo::LLVMStripModuleDebugInfo(module.as_mut_ptr()) };
+    let kept = internalize(&module, kernels)?;
+    if move_shared_to_addrspace3(&module) > 0 {
+        module.verify().map_err(|e| Error::Verify {
+            message: e.to_string(),
+        })?;
+    }
+    optimize(&module, machine)?;
+    check_resolved(&module, allowed_external)?;
+    Ok((module, kept))
+}
+
+/// Links the bitcode `inputs` for `sm_<sm>` and returns PTX: the kernels kept, everything else
+/// internalized, shared-memory statics in `.shared`, `default<O3>`, PTX ISA per
+/// [`super::ptx_isa_version`]. `sm` is `sm_80`, `sm_90a`, …
+pub fn nvptx_link(inputs: &[DeviceInput], sm: &str, opts: &NvptxLinkOptions) -> Result<String> {
+    let cpu = sm.to_owned();
+    let features = ptx_features(sm)?;
+    let machine = target_machine(NVPTX_TRIPLE, &cpu, &features)?;
+    let context = Context::create();
+    let (module, _) = link_for(
+        &context,
+        inputs,
+        &machine,
+        opts.kernels.as_deref(),
+        NVPTX_EXTERNALS,
+    )?;
+    let buffer = machine
+        .write_to_memory_buffer(&module, FileType::Assembly)
+        .map_err(|e| Error::Codegen {
+            cpu: cpu.clone(),
+            message: e.to_string(),
+        })?;
+    String::from_utf8(buffer.as_slice().to_vec()).map_err(|_| Error::Codegen {
+        cpu,
+        message: "PTX is not UTF-8".into(),
+    })
+}
+
+/// Links the bitcode `inputs` for an AMDGPU target ID into a relocatable object.
+pub fn amdgpu_link_object(
+    inputs: &[DeviceInput],
+    target: &AmdTargetId,
+    opts: &AmdgpuLinkOptions,
+) -> Result<LinkedObject> {
+    let machine = target_machine(AMDGPU_TRIPLE, &target.processor, &target.llvm_features())?;
+    let context = Context::create();
+    let (module, kernels) = link_for(&context, inputs, &machine, opts.kernels.as_deref(), &[])?;
+    let buffer = machine
+        .write_to_memory_buffer(&module, FileType::Object)
+        .map_err(|e| Error::Codegen {
+            cpu: target.processor.clone(),
+            message: e.to_string(),
+        })?;
+    Ok(LinkedObject {
+        object: buffer.as_slice().to_vec(),
+        kernels,
+    })
+}
+
+fn llvm_tool(name: &str) -> PathBuf {
+    Path::new(LLVM_BIN).join(name)
+}
+
+fn scratch_dir(tag: &str) -> Result<PathBuf> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("offload-{tag}-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
+    Ok(dir)
+}
+
+/// The AMDGPU code object for a target ID: [`amdgpu_link_object`], then `ld.lld -shared`, then
+/// the `e_flags` made to state the target ID's xnack/sramecc settings.
+pub fn amdgpu_code_object(
+    inputs: &[DeviceInput],
+    target: &AmdTargetId,
+    opts: &AmdgpuLinkOptions,
+) -> Result<(Vec<u8>, Vec<String>)> {
+    let linked = amdgpu_link_object(inputs, target, opts)?;
+    let dir = scratch_dir("amdgpu")?;
+    let result = (|| {
+        let object = dir.join("device.o");
+        let image = dir.join("device.elf");
+        std::fs::write(&object, &linked.object).map_err(io_err("writing", &object))?;
+        let ld = opts.ld_lld.clone().unwrap_or_else(|| llvm_tool("ld.lld"));
+        run_command(
+            Command::new(ld)
+                .arg("-shared")
+                .arg("--no-undefined")
+                .arg(&object)
+                .arg("-o")
+                .arg(&image),
+        )?;
+        let mut bytes = std::fs::read(&image).map_err(io_err("reading", &image))?;
+        fix_amdgpu_e_flags(&mut bytes, target)?;
+        Ok((bytes, linked.kernels.clone()))
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+/// The same NVPTX link through LLVM's separate tools (`llvm-link --only-needed`, `opt -O3`,
+/// `llc`) as processes, for comparison with [`nvptx_link`]: kernels are exported by name and
+/// no shared-memory rewrite happens. `work` receives the intermediate files.
+pub fn external_nvptx_pipeline(
+    inputs: &[DeviceInput],
+    kernels: &[String],
+    sm: &str,
+    work: &Path,
+) -> Result<String> {
+    std::fs::create_dir_all(work).map_err(io_err("creating", work))?;
+    let mut link = Command::new(llvm_tool("llvm-link"));
+    link.arg("--only-needed");
+    // llvm-link links its first file whole and the rest only as needed: eager inputs first.
+    let ordered = inputs
+        .iter()
+        .filter(|i| !i.lazy)
+        .chain(inputs.iter().filter(|i| i.lazy));
+    for (i, input) in ordered.enumerate() {
+        let path = work.join(format!("in{i}.bc"));
+        std::fs::write(&path, &input.bytes).map_err(io_err("writing", &path))?;
+        link.arg(&path);
+    }
+    let linked = work.join("linked.bc");
+    run_command(link.arg("-o").arg(&linked))?;
+    let optimized = work.join("opt.bc");
+    let api = kernels.join(",");
+    run_command(
+        Command::new(llvm_tool("opt"))
+            .arg(format!("--internalize-public-api-list={api}"))
+            .arg("--passes=internalize,default<O3>")
+            .arg(&linked)
+            .arg("-o")
+            .arg(&optimized),
+    )?;
+    let ptx = work.join("out.ptx");
+    run_command(
+        Command::new(llvm_tool("llc"))
+            .arg("-O3")
+            .arg(format!("-mcpu={sm}"))
+            .arg(format!("-mattr={}", ptx_features(sm)?))
+            .arg(&optimized)
+            .arg("-o")
+            .arg(&ptx),
+    )?;
+    std::fs::read_to_string(&ptx).map_err(io_err("reading", &ptx))
+}

@@ -1,0 +1,232 @@
+//! Device images for GPU targets: the nested nightly builds for `nvptx64-nvidia-cuda` and
+//! `amdgcn-amd-amdhsa`, the device link (in-process LLVM 22 with the `llvm` feature), `ptxas`
+//! and `ld.lld` for the final images, and pure readers that inspect the images.
+//!
+//! The link follows what rustc's `llvm-bitcode-linker` would do: the kernel crate's bitcode plus
+//! the bitcode members of its dependencies' rlibs, linked lazily, every symbol but the kernels
+//! internalized, `default<O3>`, then code generation. It is also where globals a kernel declares
+//! in the [`SHARED_SECTION`] link section move to address space 3 (`.shared` / LDS).
+//!
+//! Environment variables read here: `OFFLOAD_PTXAS` (the `ptxas` to use; default `ptxas` on
+//! `PATH`, else `/usr/lib/cuda/bin/ptxas`), `OFFLOAD_NIGHTLY_TOOLCHAIN` (through
+//! [`crate::nested`]). LLVM's tools are taken from [`LLVM_BIN`].
+
+mod amdgpu;
+mod archive;
+mod cargo;
+mod llvm;
+mod ptx;
+
+pub use amdgpu::{
+    AmdCodeObjectInfo, AmdFeature, AmdKernelArg, AmdKernelInfo, AmdTargetId, amdgpu_e_flags,
+    amdgpu_inspect, amdgpu_mach, expected_e_flags, fix_amdgpu_e_flags,
+};
+pub use archive::{DeviceInput, bitcode_members, is_bitcode};
+pub use cargo::{
+    GpuTarget, NestedBuild, NestedBuildOutput, build_gpu_images, device_inputs, gpu_images,
+    image_resources, nested_build, rustc_llvm_major,
+};
+pub use llvm::{
+    AmdgpuLinkOptions, LinkedObject, NvptxLinkOptions, amdgpu_code_object, amdgpu_link_object,
+    check_llvm_versions, external_nvptx_pipeline, linked_llvm_major, nvptx_link,
+};
+pub use ptx::{
+    PtxKernelInfo, PtxasKernelInfo, is_cubin, parse_ptxas_verbose, parse_sm, ptx_features,
+    ptx_isa_version, ptx_kernel_names, ptxas_assemble, ptxas_path, ptxas_verbose,
+};
+
+use std::path::PathBuf;
+
+/// Link section that marks a static as per-block shared memory on GPU targets. The device link
+/// moves every global of this section to address space 3 with an undefined initializer.
+pub const SHARED_SECTION: &str = ".offload.shared";
+
+/// LLVM major version this module links against and requires of rustc.
+pub const LLVM_MAJOR: u32 = 22;
+
+/// Where LLVM 22's tools (`ld.lld`, `llvm-link`, `opt`, `llc`) are.
+pub const LLVM_BIN: &str = "/usr/lib/llvm-22/bin";
+
+/// What a device image holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum GpuImageKind {
+    /// PTX assembly text (NVIDIA), JIT-compiled by the driver.
+    Ptx,
+    /// A cubin assembled by `ptxas` for one `sm_XX`.
+    Cubin,
+    /// An AMDGPU code object (ELF shared object) for one target ID.
+    AmdCodeObject,
+}
+
+/// One device image of a kernel crate for one GPU architecture.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuImage {
+    /// The image bytes.
+    pub bytes: Vec<u8>,
+    /// What the bytes are.
+    pub kind: GpuImageKind,
+    /// The target triple (`nvptx64-nvidia-cuda` or `amdgcn-amd-amdhsa`).
+    pub triple: &'static str,
+    /// `sm_NN` or the AMDGPU target ID, e.g. `gfx942:xnack+`.
+    pub arch: String,
+    /// Names of the kernels in the image.
+    pub kernels: Vec<String>,
+}
+
+/// Errors of the GPU device build and link.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An external command could not run or failed.
+    #[error(transparent)]
+    Command(#[from] crate::command::CommandError),
+    /// Reading or writing a file failed.
+    #[error("{action} `{}`: {source}", path.display())]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// An rlib (ar archive) could not be read.
+    #[error("reading archive `{name}`: {message}")]
+    Archive {
+        /// The archive's name.
+        name: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A device input is not LLVM bitcode.
+    #[error("device input `{name}` is not LLVM bitcode")]
+    NotBitcode {
+        /// The input's name.
+        name: String,
+    },
+    /// LLVM could not parse a bitcode input.
+    #[error("parsing bitcode `{name}`: {message}")]
+    ParseBitcode {
+        /// The input's name.
+        name: String,
+        /// LLVM's message.
+        message: String,
+    },
+    /// LLVM's linker rejected a module.
+    #[error("linking `{name}`: {message}")]
+    Link {
+        /// The module being linked in.
+        name: String,
+        /// LLVM's message.
+        message: String,
+    },
+    /// The linked module did not verify.
+    #[error("linked module does not verify: {message}")]
+    Verify {
+        /// LLVM's message.
+        message: String,
+    },
+    /// Symbols the kernels need are defined by no input.
+    #[error("undefined symbols after the device link: {}", symbols.join(", "))]
+    Undefined {
+        /// The symbols.
+        symbols: Vec<String>,
+    },
+    /// A requested kernel is not defined by the inputs.
+    #[error("kernel `{name}` is not defined by the device inputs")]
+    MissingKernel {
+        /// The kernel's name.
+        name: String,
+    },
+    /// The inputs define no kernel at all.
+    #[error("the device inputs define no kernel")]
+    NoKernels,
+    /// The optimization pipeline failed.
+    #[error("running `{pipeline}`: {message}")]
+    Passes {
+        /// The pass pipeline.
+        pipeline: String,
+        /// LLVM's message.
+        message: String,
+    },
+    /// LLVM has no target machine for the request.
+    #[error("no LLVM target machine for `{triple}` cpu `{cpu}` features `{features}`: {message}")]
+    TargetMachine {
+        /// The triple.
+        triple: String,
+        /// The CPU.
+        cpu: String,
+        /// The features.
+        features: String,
+        /// LLVM's message.
+        message: String,
+    },
+    /// Code generation failed.
+    #[error("code generation for `{cpu}`: {message}")]
+    Codegen {
+        /// The CPU.
+        cpu: String,
+        /// LLVM's message.
+        message: String,
+    },
+    /// rustc's LLVM and the linked LLVM have different majors.
+    #[error(
+        "rustc nightly uses LLVM {rustc} but the device link uses LLVM {linked}: the bitcode \
+         would not be readable; install a nightly whose `rustc +nightly -vV` says LLVM {linked}"
+    )]
+    LlvmMismatch {
+        /// rustc's LLVM major.
+        rustc: u32,
+        /// The linked LLVM's major.
+        linked: u32,
+    },
+    /// `rustc -vV` did not say which LLVM it uses.
+    #[error("`rustc +nightly -vV` printed no `LLVM version:` line:\n{output}")]
+    RustcVersion {
+        /// What it printed.
+        output: String,
+    },
+    /// An `sm_XX` / `gfx…` / target ID string is not understood.
+    #[error("invalid GPU target `{target}`: {reason}")]
+    InvalidTarget {
+        /// The string.
+        target: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// `ptxas` is not installed.
+    #[error("`ptxas` not found (set PTXAS or install the CUDA toolkit)")]
+    PtxasNotFound,
+    /// An image is not a valid AMDGPU code object.
+    #[error("AMDGPU code object: {reason}")]
+    BadCodeObject {
+        /// Why.
+        reason: String,
+    },
+    /// The nested cargo build failed or its output was not understood.
+    #[error("nested device build of `{}` for {target}: {message}", manifest.display())]
+    NestedBuild {
+        /// The kernel crate's manifest.
+        manifest: PathBuf,
+        /// The target.
+        target: String,
+        /// What went wrong (compiler messages included).
+        message: String,
+    },
+}
+
+/// Result of this module.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+pub(crate) fn io_err(
+    action: &'static str,
+    path: impl Into<PathBuf>,
+) -> impl FnOnce(std::io::Error) -> Error {
+    let path = path.into();
+    move |source| Error::Io {
+        action,
+        path,
+        source,
+    }
+}

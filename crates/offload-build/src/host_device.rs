@@ -1,0 +1,58 @@
+//! The host CPU as a device: the kernel crate built as an x86_64 ELF shared object with
+//! `--cfg offload_device`. That shared object is the device image.
+
+use std::path::Path;
+
+use crate::arch::{HOST_TRIPLE, OffloadArch};
+use crate::env::Env;
+use crate::error::{Error, IoContext, Result};
+use crate::image::DeviceImage;
+use crate::metadata::KernelCrate;
+use crate::nested;
+
+/// Builds `krate` for the CPU device, in `target_dir` (a directory of its own).
+pub fn build(env: &Env, krate: &KernelCrate, target_dir: &Path) -> Result<DeviceImage> {
+    let mut cmd = nested::cargo(env, "rustc");
+    cmd.arg("--manifest-path")
+        .arg(&krate.manifest_path)
+        .args(["--lib", "--release", "--crate-type", "cdylib", "--target"])
+        .arg(HOST_TRIPLE)
+        .arg("--target-dir")
+        .arg(target_dir)
+        .env(
+            "CARGO_ENCODED_RUSTFLAGS",
+            nested::encoded_rustflags(&["--cfg", "offload_device", "-Cpanic=abort"]),
+        )
+        // The thread loop inside the image must inline the device API across crates to run
+        // at the speed of a plain loop.
+        .env("CARGO_PROFILE_RELEASE_LTO", "fat")
+        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1")
+        .env("CARGO_PROFILE_RELEASE_DEBUG", "false");
+    if env.verbose() {
+        eprintln!("offload: {}", crate::command::CommandLine::of(&cmd));
+    }
+    let line = crate::command::CommandLine::of(&cmd).to_string();
+    let files = nested::run_for_artifacts(cmd, &krate.manifest_path, &krate.package, "host")?;
+    let so = files
+        .iter()
+        .find(|f| f.extension().is_some_and(|e| e == "so"))
+        .ok_or_else(|| Error::MissingArtifact {
+            krate: krate.package.clone(),
+            arch: "host".to_owned(),
+            what: "shared object",
+            command: line,
+        })?;
+    let bytes = std::fs::read(so).io("reading the CPU device image", so)?;
+    let kernels = crate::image::kernels_of_cpu_image(&bytes).map_err(|reason| Error::BadImage {
+        path: so.clone(),
+        reason,
+    })?;
+    Ok(DeviceImage {
+        arch: OffloadArch::Host,
+        image_kind: offload_format::ImageKind::Object,
+        offload_kind: offload_format::OffloadKind::OpenMp,
+        module: krate.lib_name.clone(),
+        kernels,
+        bytes,
+    })
+}

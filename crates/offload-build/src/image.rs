@@ -1,0 +1,140 @@
+//! Device images and the bundle that carries them.
+
+use std::borrow::Cow;
+
+use offload_format::{ImageKind, OffloadBinary, OffloadKind};
+
+use crate::arch::OffloadArch;
+
+/// String keys this project adds to each OffloadBinary beside LLVM's `triple` and `arch`.
+pub const KEY_MODULE: &str = "offload.module";
+pub const KEY_KERNELS: &str = "offload.kernels";
+
+/// One linked device image of one kernel crate for one architecture.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceImage {
+    pub arch: OffloadArch,
+    pub image_kind: ImageKind,
+    pub offload_kind: OffloadKind,
+    /// The kernel crate's library name.
+    pub module: String,
+    pub kernels: Vec<String>,
+    pub bytes: Vec<u8>,
+}
+
+impl DeviceImage {
+    /// The image wrapped as LLVM's tools expect it. `arch` comes before `triple`, the order
+    /// `llvm-offload-binary` writes them in.
+    pub fn to_offload_binary(&self) -> OffloadBinary<'_> {
+        OffloadBinary {
+            image_kind: self.image_kind,
+            offload_kind: self.offload_kind,
+            flags: 0,
+            strings: vec![
+                (Cow::Borrowed("arch"), Cow::Borrowed(self.arch.name())),
+                (Cow::Borrowed("triple"), Cow::Borrowed(self.arch.triple())),
+                (
+                    Cow::Borrowed(KEY_MODULE),
+                    Cow::Borrowed(self.module.as_str()),
+                ),
+                (
+                    Cow::Owned(KEY_KERNELS.to_owned()),
+                    Cow::Owned(self.kernels.join(",")),
+                ),
+            ],
+            image: Cow::Borrowed(&self.bytes),
+        }
+    }
+
+    /// File extension clang's tools use for this kind of image.
+    pub fn extension(&self) -> &'static str {
+        match self.image_kind {
+            ImageKind::Ptx => "s",
+            ImageKind::Cubin => "cubin",
+            ImageKind::Fatbinary => "fatbin",
+            ImageKind::Bitcode => "bc",
+            _ => "o",
+        }
+    }
+}
+
+/// Concatenated OffloadBinaries, as in a `.llvm.offloading` section.
+pub fn bundle(images: &[DeviceImage]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for image in images {
+        out.extend_from_slice(&image.to_offload_binary().to_bytes());
+    }
+    out
+}
+
+/// Kernel names declared in PTX (`.entry name(`), in order.
+pub fn kernels_of_ptx(ptx: &str) -> Vec<String> {
+    ptx.lines()
+        .filter_map(|line| {
+            let rest = line.trim_start();
+            let rest = rest
+                .strip_prefix(".visible ")
+                .or_else(|| rest.strip_prefix(".weak "))
+                .unwrap_or(rest)
+                .trim_start();
+            let name = rest.strip_prefix(".entry ")?.trim_start();
+            let end = name
+                .find(|c: char| c == '(' || c.is_whitespace())
+                .unwrap_or(name.len());
+            (end > 0).then(|| name[..end].to_owned())
+        })
+        .collect()
+}
+
+/// Prefix of the per-kernel entry points a CPU device image exports (see `offload-macros`).
+pub const CPU_ENTRY_PREFIX: &str = "__offload_cpu_kernel_";
+
+/// Kernel names a CPU device image exports, read from its dynamic symbol table.
+pub fn kernels_of_cpu_image(elf: &[u8]) -> Result<Vec<String>, String> {
+    use object::{Object, ObjectSymbol};
+    let file = object::File::parse(elf).map_err(|e| format!("not an ELF object: {e}"))?;
+    let mut names: Vec<String> = file
+        .dynamic_symbols()
+        .filter(|s| s.is_definition())
+        .filter_map(|s| {
+            s.name()
+                .ok()?
+                .strip_prefix(CPU_ENTRY_PREFIX)
+                .map(str::to_owned)
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ptx_entries_are_found() {
+        let ptx = ".version 7.8\n.target sm_80\n.visible .entry saxpy(\n\t.param .u32 saxpy_param_0\n)\n{\n}\n.entry other (\n)\n.func helper(\n";
+        assert_eq!(kernels_of_ptx(ptx), vec!["saxpy", "other"]);
+    }
+
+    #[test]
+    fn offload_binary_carries_the_contract_keys() {
+        let image = DeviceImage {
+            arch: OffloadArch::Nvptx { sm: "sm_80".into() },
+            image_kind: ImageKind::Ptx,
+            offload_kind: OffloadKind::Cuda,
+            module: "saxpy_kernels".into(),
+            kernels: vec!["a".into(), "b".into()],
+            bytes: b"ptx".to_vec(),
+        };
+        let bytes = bundle(std::slice::from_ref(&image));
+        let parsed = offload_format::parse_all(&bytes).unwrap();
+        assert_eq!(parsed.len(), 1);
+        assert_eq!(parsed[0].triple(), Some("nvptx64-nvidia-cuda"));
+        assert_eq!(parsed[0].arch(), Some("sm_80"));
+        assert_eq!(parsed[0].get(KEY_MODULE), Some("saxpy_kernels"));
+        assert_eq!(parsed[0].get(KEY_KERNELS), Some("a,b"));
+        assert_eq!(&*parsed[0].image, b"ptx");
+    }
+}

@@ -1,0 +1,287 @@
+//! The cargo-offload build engine, used from a host crate's `build.rs` and by `cargo offload`.
+//!
+//! One call in `build.rs` compiles every kernel crate the package depends on for every
+//! requested offload architecture, packs the images as OffloadBinaries, and links an object
+//! that embeds them in `.llvm.offloading` and registers them with `offload-rt` at start-up:
+//!
+//! ```no_run
+//! // build.rs: fn main() { … }
+//! offload_build::Build::new().compile();
+//! ```
+//!
+//! Kernel crates are the dependencies marked `[package.metadata.offload] kernels = true`.
+//! Architectures come from, in order: [`Build::offload_arch`], the `OFFLOAD_ARCH`
+//! environment variable (`cargo offload build --offload-arch` sets it), the host package's
+//! `[package.metadata.offload] arch`, else `host`.
+//!
+//! # Environment variables
+//!
+//! | variable | meaning |
+//! |---|---|
+//! | `OFFLOAD_ARCH` | comma-separated offload architectures: `sm_80,gfx90a:xnack+,host` |
+//! | `OFFLOAD_NIGHTLY_TOOLCHAIN` | toolchain for device builds (default `nightly`) |
+//! | `OFFLOAD_BUILD_VERBOSE` | `1` prints every nested command |
+//! | `OFFLOAD_PTXAS` | the `ptxas` to use (default: `ptxas` on `PATH`, else none: PTX only) |
+//!
+//! Device builds go to `<target-dir>/offload/<triple>-<arch>/`, each a cargo target directory
+//! of its own; cargo's own caching makes an unchanged kernel crate cost nothing, and the build
+//! script is not rerun at all unless a kernel source, a local dependency or one of the
+//! variables above changed.
+
+pub mod arch;
+pub mod command;
+#[cfg(feature = "llvm")]
+pub mod device_link;
+pub mod embed;
+pub mod env;
+pub mod error;
+pub mod fsutil;
+pub mod host_device;
+pub mod image;
+pub mod inspect;
+pub mod metadata;
+pub mod nested;
+
+use std::path::{Path, PathBuf};
+
+pub use arch::OffloadArch;
+pub use error::{Error, Result};
+pub use image::DeviceImage;
+pub use metadata::KernelCrate;
+
+use env::Env;
+
+/// Builds and embeds the device images of a host crate. See the crate documentation.
+#[derive(Debug, Clone, Default)]
+pub struct Build {
+    offload_arch: Option<String>,
+    kernel_crates: Vec<String>,
+    manifest_dir: Option<PathBuf>,
+}
+
+/// What a build produced.
+#[derive(Debug, Clone)]
+pub struct BuildOutput {
+    pub archs: Vec<OffloadArch>,
+    pub images: Vec<DeviceImage>,
+    /// The concatenated OffloadBinaries that were embedded.
+    pub bundle_path: PathBuf,
+}
+
+impl Build {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Overrides the architecture list (`"sm_80,gfx90a,host"`).
+    pub fn offload_arch(&mut self, list: impl Into<String>) -> &mut Self {
+        self.offload_arch = Some(list.into());
+        self
+    }
+
+    /// Names a kernel crate (package name) instead of discovering them from the metadata.
+    pub fn kernel_crate(&mut self, package: impl Into<String>) -> &mut Self {
+        self.kernel_crates.push(package.into());
+        self
+    }
+
+    /// The host package's directory (default: `CARGO_MANIFEST_DIR`).
+    pub fn manifest_dir(&mut self, dir: impl Into<PathBuf>) -> &mut Self {
+        self.manifest_dir = Some(dir.into());
+        self
+    }
+
+    /// Like [`Build::try_compile`], but prints the error as one clear message and exits the
+    /// build script with a failure, the way a build script reports problems.
+    pub fn compile(&self) -> BuildOutput {
+        match self.try_compile() {
+            Ok(out) => out,
+            Err(e) => {
+                eprintln!("\nerror: offload build failed: {e}");
+                let mut source = std::error::Error::source(&e);
+                while let Some(s) = source {
+                    eprintln!("  caused by: {s}");
+                    source = s.source();
+                }
+                std::process::exit(1);
+            }
+        }
+    }
+
+    /// Builds every kernel crate for every architecture and links the embedding object.
+    /// Must run inside a build script.
+    pub fn try_compile(&self) -> Result<BuildOutput> {
+        let env = Env::detect();
+        let need = |name: &'static str| {
+            env.get_untracked(name).ok_or(Error::MissingEnv {
+                name,
+                context: " (offload_build::Build must run inside a build script)".to_owned(),
+            })
+        };
+        let out_dir = PathBuf::from(need("OUT_DIR")?);
+        let target = need("TARGET")?;
+        let rustc = PathBuf::from(need("RUSTC")?);
+        let manifest_dir = match &self.manifest_dir {
+            Some(d) => d.clone(),
+            None => PathBuf::from(need("CARGO_MANIFEST_DIR")?),
+        };
+        let cargo = env.get_untracked("CARGO").map(PathBuf::from);
+        let manifest = manifest_dir.join("Cargo.toml");
+
+        let host = metadata::host_package(&manifest, cargo.as_deref())?;
+        let archs = self.resolve_archs(&env, &host)?;
+        let kernel_crates = self.select_kernel_crates(&host)?;
+        for krate in &kernel_crates {
+            for path in &krate.watch {
+                println!("cargo:rerun-if-changed={}", path.display());
+            }
+        }
+        println!("cargo:rerun-if-changed=build.rs");
+
+        let offload_dir = host.target_directory.join("offload");
+        let images = build_images(&env, &kernel_crates, &archs, &offload_dir)?;
+        let bundle = image::bundle(&images);
+        let lib = embed::build_embedding_library(&out_dir, &host.name, &bundle, &rustc, &target)?;
+        println!("cargo:rustc-link-search=native={}", lib.dir.display());
+        println!(
+            "cargo:rustc-link-lib=static:+whole-archive={}",
+            lib.link_name
+        );
+        Ok(BuildOutput {
+            archs,
+            images,
+            bundle_path: out_dir.join("offload_bundle.bin"),
+        })
+    }
+
+    fn resolve_archs(&self, env: &Env, host: &metadata::HostPackage) -> Result<Vec<OffloadArch>> {
+        if let Some(list) = &self.offload_arch {
+            return arch::parse_list(list, "Build::offload_arch");
+        }
+        if let Some(list) = env.get(env::OFFLOAD_ARCH) {
+            return arch::parse_list(&list, "the OFFLOAD_ARCH environment variable");
+        }
+        if let Some(list) = &host.arch {
+            return arch::parse_list(
+                list,
+                &format!(
+                    "[package.metadata.offload] arch of {}",
+                    host.manifest_path.display()
+                ),
+            );
+        }
+        Ok(vec![OffloadArch::Host])
+    }
+
+    fn select_kernel_crates(&self, host: &metadata::HostPackage) -> Result<Vec<KernelCrate>> {
+        if self.kernel_crates.is_empty() {
+            if host.kernel_crates.is_empty() {
+                return Err(Error::NoKernelCrates {
+                    package: host.name.clone(),
+                });
+            }
+            return Ok(host.kernel_crates.clone());
+        }
+        self.kernel_crates
+            .iter()
+            .map(|name| {
+                host.kernel_crates
+                    .iter()
+                    .find(|k| &k.package == name || &k.lib_name == name)
+                    .cloned()
+                    .ok_or_else(|| Error::UnknownKernelCrate {
+                        name: name.clone(),
+                        package: host.name.clone(),
+                        known: host
+                            .kernel_crates
+                            .iter()
+                            .map(|k| k.package.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    })
+            })
+            .collect()
+    }
+}
+
+/// Builds every (kernel crate, architecture) pair, one job per architecture, at most as many
+/// jobs at once as there are cores. Images come back in (crate, architecture) order.
+pub fn build_images(
+    env: &Env,
+    kernel_crates: &[KernelCrate],
+    archs: &[OffloadArch],
+    offload_dir: &Path,
+) -> Result<Vec<DeviceImage>> {
+    let gpu = archs.iter().any(|a| !matches!(a, OffloadArch::Host));
+    nested::check_toolchain(env, gpu)?;
+    let jobs = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(archs.len())
+        .max(1);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::sync::Mutex<Option<Result<Vec<DeviceImage>>>>> =
+        archs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(arch) = archs.get(i) else { break };
+                    let target_dir = offload_dir.join(arch.file_stem());
+                    let result = kernel_crates
+                        .iter()
+                        .map(|k| build_one(env, k, arch, &target_dir))
+                        .collect::<Result<Vec<Vec<DeviceImage>>>>()
+                        .map(|v| v.into_iter().flatten().collect());
+                    if let Ok(mut slot) = results[i].lock() {
+                        *slot = Some(result);
+                    }
+                }
+            });
+        }
+    });
+    let mut per_arch = Vec::with_capacity(archs.len());
+    for slot in results {
+        let result = slot.into_inner().ok().flatten().unwrap_or_else(|| {
+            Err(Error::Prerequisite(
+                "a device build job did not finish".into(),
+            ))
+        });
+        per_arch.push(result?);
+    }
+    let mut images = Vec::new();
+    for krate in kernel_crates {
+        for arch_images in &per_arch {
+            images.extend(
+                arch_images
+                    .iter()
+                    .filter(|i| i.module == krate.lib_name)
+                    .cloned(),
+            );
+        }
+    }
+    Ok(images)
+}
+
+fn build_one(
+    env: &Env,
+    krate: &KernelCrate,
+    arch: &OffloadArch,
+    target_dir: &Path,
+) -> Result<Vec<DeviceImage>> {
+    match arch {
+        OffloadArch::Host => Ok(vec![host_device::build(env, krate, target_dir)?]),
+        #[cfg(feature = "llvm")]
+        OffloadArch::Nvptx { .. } | OffloadArch::Amdgcn { .. } => {
+            device_link::build_gpu_images(env, krate, arch, target_dir)
+        }
+        #[cfg(not(feature = "llvm"))]
+        OffloadArch::Nvptx { .. } | OffloadArch::Amdgcn { .. } => {
+            Err(Error::Prerequisite(format!(
+                "building for {arch} needs offload-build's `llvm` feature (LLVM 22: \
+                 `apt-get install llvm-22-dev`, then enable the feature)"
+            )))
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! What the package graph says: which dependencies are kernel crates, and the
+//! `[package.metadata.offload]` settings of the host package.
+
+use std::path::{Path, PathBuf};
+
+use cargo_metadata::{MetadataCommand, Package};
+
+use crate::error::{Error, Result};
+
+/// A kernel crate: a `no_std` library whose `#[kernel]` functions become device code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelCrate {
+    /// Package name (`saxpy-kernels`).
+    pub package: String,
+    /// Library name as rustc sees it (`saxpy_kernels`); images carry it as `offload.module`.
+    pub lib_name: String,
+    pub manifest_path: PathBuf,
+    /// Directory of the kernel crate.
+    pub root: PathBuf,
+    /// Files and directories whose change must rebuild the images: the kernel crate's and
+    /// those of every local (path) package it depends on, such as the device API.
+    pub watch: Vec<PathBuf>,
+}
+
+/// The host package and the kernel crates it embeds.
+#[derive(Debug, Clone)]
+pub struct HostPackage {
+    pub name: String,
+    pub manifest_path: PathBuf,
+    /// `[package.metadata.offload] arch`, if set.
+    pub arch: Option<String>,
+    /// Kernel crates among the direct dependencies, in dependency order.
+    pub kernel_crates: Vec<KernelCrate>,
+    /// The workspace's target directory as `cargo metadata` reports it.
+    pub target_directory: PathBuf,
+}
+
+/// Reads the package graph of the package at `manifest_path`.
+pub fn host_package(manifest_path: &Path, cargo: Option<&Path>) -> Result<HostPackage> {
+    let mut cmd = MetadataCommand::new();
+    cmd.manifest_path(manifest_path);
+    if let Some(cargo) = cargo {
+        cmd.cargo_path(cargo);
+    }
+    // Offline and without features: only the dependency edges are needed.
+    cmd.other_options(vec!["--offline".to_owned()]);
+    let meta = cmd.exec().or_else(|_| {
+        let mut again = MetadataCommand::new();
+        again.manifest_path(manifest_path);
+        if let Some(cargo) = cargo {
+            again.cargo_path(cargo);
+        }
+        again.exec()
+    })?;
+    let host = meta
+        .packages
+        .iter()
+        .find(|p| p.manifest_path.as_std_path() == manifest_path)
+        .ok_or_else(|| Error::BadMetadata {
+            manifest: manifest_path.to_owned(),
+            reason: "the package is not in `cargo metadata`'s output".to_owned(),
+        })?;
+    let arch = offload_table(host)?
+        .and_then(|t| t.get("arch").cloned())
+        .map(|v| arch_value(&v, host))
+        .transpose()?;
+
+    let mut kernel_crates = Vec::new();
+    for dep in &host.dependencies {
+        if dep.kind != cargo_metadata::DependencyKind::Normal {
+            continue;
+        }
+        let Some(pkg) = meta.packages.iter().find(|p| {
+            p.name.as_str() == dep.name
+                && dep.req.matches(&p.version)
+                && match &dep.path {
+                    Some(path) => p.manifest_path.parent() == Some(path.as_path()),
+                    None => true,
+                }
+        }) else {
+            continue;
+        };
+        if is_kernel_crate(pkg)? {
+            let mut krate = kernel_crate(pkg)?;
+            krate.watch = local_sources(&meta, pkg);
+            kernel_crates.push(krate);
+        }
+    }
+    Ok(HostPackage {
+        name: host.name.to_string(),
+        manifest_path: manifest_path.to_owned(),
+        arch,
+        kernel_crates,
+        target_directory: meta.target_directory.into_std_path_buf(),
+    })
+}
+
+fn offload_table(pkg: &Package) -> Result<Option<&serde_json::Map<String, serde_json::Value>>> {
+    match pkg.metadata.get("offload") {
+        None => Ok(None),
+        Some(serde_json::Value::Object(map)) => Ok(Some(map)),
+        Some(_) => Err(Error::BadMetadata {
+            manifest: pkg.manifest_path.clone().into_std_path_buf(),
+            reason: "`offload` must be a table".to_owned(),
+        }),
+    }
+}
+
+fn is_kernel_crate(pkg: &Package) -> Result<bool> {
+    match offload_table(pkg)?.and_then(|t| t.get("kernels")) {
+        None => Ok(false),
+        Some(serde_json::Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(Error::BadMetadata {
+            manifest: pkg.manifest_path.clone().into_std_path_buf(),
+            reason: "`kernels` must be true or false".to_owned(),
+        }),
+    }
+}
+
+fn arch_value(value: &serde_json::Value, pkg: &Package) -> Result<String> {
+    match value {
+        serde_json::Value::String(s) => Ok(s.clone()),
+        serde_json::Value::Array(items) => items
+            .iter()
+            .map(|v| v.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .map(|v| v.join(","))
+            .ok_or_else(|| Error::BadMetadata {
+                manifest: pkg.manifest_path.clone().into_std_path_buf(),
+                reason: "`arch` must be a string or an array of strings".to_owned(),
+            }),
+        _ => Err(Error::BadMetadata {
+            manifest: pkg.manifest_path.clone().into_std_path_buf(),
+            reason: "`arch` must be a string or an array of strings".to_owned(),
+        }),
+    }
+}
+
+pub(crate) fn kernel_crate(pkg: &Package) -> Result<KernelCrate> {
+    let lib = pkg
+        .targets
+        .iter()
+        .find(|t| t.is_lib())
+        .ok_or_else(|| Error::BadMetadata {
+            manifest: pkg.manifest_path.clone().into_std_path_buf(),
+            reason: "a kernel crate must have a library target".to_owned(),
+        })?;
+    let manifest_path = pkg.manifest_path.clone().into_std_path_buf();
+    let root = manifest_path
+        .parent()
+        .map(Path::to_owned)
+        .unwrap_or_default();
+    Ok(KernelCrate {
+        package: pkg.name.to_string(),
+        lib_name: lib.name.replace('-', "_"),
+        watch: vec![root.clone()],
+        manifest_path,
+        root,
+    })
+}
+
+/// The manifests and source directories of `pkg` and of every local package it depends on.
+fn local_sources(meta: &cargo_metadata::Metadata, pkg: &Package) -> Vec<PathBuf> {
+    let Some(resolve) = &meta.resolve else {
+        return package_sources(pkg);
+    };
+    let mut seen = vec![pkg.id.clone()];
+    let mut stack = vec![pkg.id.clone()];
+    let mut out = Vec::new();
+    while let Some(id) = stack.pop() {
+        let Some(p) = meta.packages.iter().find(|p| p.id == id) else {
+            continue;
+        };
+        if p.source.is_none() {
+            out.extend(package_sources(p));
+        }
+        if let Some(node) = resolve.nodes.iter().find(|n| n.id == id) {
+            for dep in &node.deps {
+                let normal = dep
+                    .dep_kinds
+                    .iter()
+                    .any(|k| k.kind == cargo_metadata::DependencyKind::Normal);
+                if normal && !seen.contains(&dep.pkg) {
+                    seen.push(dep.pkg.clone());
+                    stack.push(dep.pkg.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
+fn package_sources(pkg: &Package) -> Vec<PathBuf> {
+    let manifest = pkg.manifest_path.clone().into_std_path_buf();
+    let dir = manifest.parent().map(Path::to_owned).unwrap_or_default();
+    let mut out = vec![manifest];
+    let src = dir.join("src");
+    if src.is_dir() {
+        out.push(src);
+    }
+    out
+}

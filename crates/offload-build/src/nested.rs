@@ -1,0 +1,200 @@
+//! Nested cargo invocations for device builds.
+//!
+//! A device build must not see the outer build's configuration: its own toolchain, its own
+//! target directory, its own flags. Everything cargo and rustup set for the outer build is
+//! removed; the flags the device build needs are passed in `CARGO_ENCODED_RUSTFLAGS`.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::command;
+use crate::env::Env;
+use crate::error::{Error, Result};
+
+/// Variables the outer cargo, rustup or a build script set that would leak into a nested build.
+fn leaks_into_nested_build(name: &OsStr) -> bool {
+    let Some(name) = name.to_str() else {
+        return false;
+    };
+    const EXACT: &[&str] = &[
+        "RUSTC",
+        "RUSTDOC",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "RUSTFLAGS",
+        "RUSTDOCFLAGS",
+        "RUSTUP_TOOLCHAIN",
+        "TARGET",
+        "HOST",
+        "OUT_DIR",
+        "OPT_LEVEL",
+        "PROFILE",
+        "DEBUG",
+        "NUM_JOBS",
+        "RUSTC_LINKER",
+        "CARGO",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+        "CARGO_BUILD_TARGET_DIR",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_BUILD_RUSTC",
+        "CARGO_BUILD_RUSTC_WRAPPER",
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+        "CARGO_MANIFEST_LINKS",
+        "CARGO_PRIMARY_PACKAGE",
+    ];
+    EXACT.contains(&name)
+        || name.starts_with("CARGO_FEATURE_")
+        || name.starts_with("CARGO_CFG_")
+        || name.starts_with("CARGO_PKG_")
+        || name.starts_with("CARGO_BIN_")
+        || name.starts_with("DEP_")
+        || (name.starts_with("CARGO_TARGET_") && name.ends_with("_RUSTFLAGS"))
+        || (name.starts_with("CARGO_TARGET_") && name.ends_with("_LINKER"))
+        || name.starts_with("CARGO_PROFILE_")
+}
+
+/// `rustup run <toolchain> cargo <subcommand>` with a clean environment.
+pub fn cargo(env: &Env, subcommand: &str) -> Command {
+    let mut cmd = Command::new("rustup");
+    cmd.args(["run", &env.nightly_toolchain(), "cargo", subcommand]);
+    for (name, _) in std::env::vars_os() {
+        if leaks_into_nested_build(&name) {
+            cmd.env_remove(name);
+        }
+    }
+    cmd
+}
+
+/// Joins rustc flags the way `CARGO_ENCODED_RUSTFLAGS` wants them.
+pub fn encoded_rustflags<S: AsRef<str>>(flags: &[S]) -> String {
+    flags
+        .iter()
+        .map(AsRef::as_ref)
+        .collect::<Vec<_>>()
+        .join("\u{1f}")
+}
+
+/// Checks that the nightly toolchain used for device builds is installed, with rust-src
+/// when `needs_rust_src`, and returns its `rustc -vV` output.
+pub fn check_toolchain(env: &Env, needs_rust_src: bool) -> Result<String> {
+    let toolchain = env.nightly_toolchain();
+    let fix = format!(
+        "run `rustup toolchain install {toolchain} --component rust-src` (or `cargo xtask setup`)"
+    );
+    let out = command::run(Command::new("rustup").args(["run", &toolchain, "rustc", "-vV"]))
+        .map_err(|e| {
+            Error::Prerequisite(format!(
+                "device builds need the `{toolchain}` Rust toolchain, which is not usable: {e}\n  fix: {fix}"
+            ))
+        })?;
+    let version = String::from_utf8_lossy(&out.stdout).into_owned();
+    if needs_rust_src {
+        let sysroot = command::run(
+            Command::new("rustup").args(["run", &toolchain, "rustc", "--print", "sysroot"]),
+        )?;
+        let sysroot = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim());
+        let src = sysroot.join("lib/rustlib/src/rust/library/Cargo.lock");
+        if !src.is_file() {
+            return Err(Error::Prerequisite(format!(
+                "GPU device builds need the `rust-src` component of `{toolchain}` \
+                 ({} is missing)\n  fix: run `rustup component add rust-src --toolchain {toolchain}`",
+                src.display()
+            )));
+        }
+    }
+    Ok(version)
+}
+
+/// The LLVM major version in `rustc -vV` output.
+pub fn rustc_llvm_major(version_output: &str) -> Option<u32> {
+    version_output
+        .lines()
+        .find_map(|l| l.strip_prefix("LLVM version: "))
+        .and_then(|v| v.split('.').next())
+        .and_then(|m| m.trim().parse().ok())
+}
+
+/// Runs a nested `cargo rustc … --message-format=json-render-diagnostics`, with rustc's
+/// diagnostics shown to the user, and returns the artifacts of `package`'s library.
+pub fn run_for_artifacts(
+    mut cmd: Command,
+    package_manifest: &Path,
+    krate: &str,
+    arch: &str,
+) -> Result<Vec<PathBuf>> {
+    cmd.arg("--message-format=json-render-diagnostics");
+    let line = command::CommandLine::of(&cmd).to_string();
+    let output = match command::run_stderr_inherited(&mut cmd) {
+        Ok(out) => out,
+        Err(command::CommandError::Failed { .. }) => {
+            return Err(Error::DeviceBuild {
+                krate: krate.to_owned(),
+                arch: arch.to_owned(),
+                command: line,
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let mut files = Vec::new();
+    for message in cargo_metadata::Message::parse_stream(&output.stdout[..]).flatten() {
+        if let cargo_metadata::Message::CompilerArtifact(artifact) = message
+            && artifact.manifest_path.as_std_path() == package_manifest
+        {
+            files.extend(
+                artifact
+                    .filenames
+                    .into_iter()
+                    .map(|p| p.into_std_path_buf()),
+            );
+        }
+    }
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outer_build_variables_are_stripped() {
+        for leaking in [
+            "RUSTFLAGS",
+            "CARGO_FEATURE_STD",
+            "CARGO_CFG_TARGET_OS",
+            "CARGO_TARGET_DIR",
+            "RUSTUP_TOOLCHAIN",
+            "CARGO_ENCODED_RUSTFLAGS",
+            "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS",
+        ] {
+            assert!(leaks_into_nested_build(OsStr::new(leaking)), "{leaking}");
+        }
+        for kept in [
+            "PATH",
+            "HOME",
+            "CARGO_HOME",
+            "RUSTUP_HOME",
+            "CARGO_MAKEFLAGS",
+        ] {
+            assert!(!leaks_into_nested_build(OsStr::new(kept)), "{kept}");
+        }
+    }
+
+    #[test]
+    fn llvm_major_is_read_from_rustc_version() {
+        let out = "rustc 1.97.0-nightly\nbinary: rustc\nLLVM version: 22.1.4\n";
+        assert_eq!(rustc_llvm_major(out), Some(22));
+        assert_eq!(rustc_llvm_major("rustc 1.0"), None);
+    }
+
+    #[test]
+    fn rustflags_are_joined_with_unit_separators() {
+        assert_eq!(
+            encoded_rustflags(&["--cfg", "offload_device", "-Cpanic=abort"]),
+            "--cfg\u{1f}offload_device\u{1f}-Cpanic=abort"
+        );
+    }
+}

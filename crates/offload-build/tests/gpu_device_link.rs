@@ -1,0 +1,377 @@
+//! The GPU device link against the real tools: a fixture kernel crate built with nightly for
+//! nvptx64 and amdgcn, linked in-process, checked with `ptxas` and `llvm-readelf`.
+#![cfg(feature = "llvm")]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use offload_build::device_link::{
+    self, AmdTargetId, DeviceInput, GpuImageKind, GpuTarget, LLVM_BIN, NvptxLinkOptions,
+};
+use offload_build::env::Env;
+
+fn fixture_manifest() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gpu-kernels/Cargo.toml")
+}
+
+fn target_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("gpu-fixture")
+}
+
+/// A tool the test needs: present, or a visible skip (a failure under CI).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test harness reads CI directly"
+)]
+fn require(tool: &str, present: bool) -> bool {
+    if present {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("{tool} is required in CI but missing");
+    }
+    eprintln!("skipped: {tool} not found");
+    false
+}
+
+fn nightly_ready() -> bool {
+    let ok = Command::new("rustup")
+        .args(["run", "nightly", "rustc", "--print", "sysroot"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    require("the nightly toolchain with rust-src", ok)
+}
+
+fn inputs_for(target: &str) -> &'static [DeviceInput] {
+    static NVPTX: OnceLock<Vec<DeviceInput>> = OnceLock::new();
+    static AMDGPU: OnceLock<Vec<DeviceInput>> = OnceLock::new();
+    let target = GpuTarget::parse(target).unwrap();
+    let cell = match target {
+        GpuTarget::Nvptx { .. } => &NVPTX,
+        _ => &AMDGPU,
+    };
+    cell.get_or_init(|| {
+        let dir = target_dir().join(target.triple());
+        device_link::device_inputs(&Env::detect(), &fixture_manifest(), &target, &dir)
+            .unwrap_or_else(|e| panic!("nested build for {target}: {e}"))
+    })
+}
+
+#[test]
+fn rustc_and_linked_llvm_agree() {
+    if !nightly_ready() {
+        return;
+    }
+    assert_eq!(device_link::linked_llvm_major(), device_link::LLVM_MAJOR);
+    device_link::check_llvm_versions(&Env::detect()).unwrap();
+}
+
+#[test]
+fn nvptx_images_for_sm80_and_sm90() {
+    if !nightly_ready() {
+        return;
+    }
+    let inputs = inputs_for("sm_80");
+    assert!(
+        inputs.iter().any(|i| i.lazy),
+        "core's bitcode members are inputs"
+    );
+    for sm in ["sm_80", "sm_90"] {
+        let ptx = device_link::nvptx_link(inputs, sm, &NvptxLinkOptions::default()).unwrap();
+        assert!(ptx.contains(".version 7.8"), "{sm}:\n{ptx}");
+        assert!(ptx.contains(&format!(".target {sm}")), "{sm}");
+        let kernels = device_link::ptx_kernel_names(&ptx);
+        let names: Vec<&str> = kernels.iter().map(|k| k.name.as_str()).collect();
+        assert_eq!(names.len(), 2, "only the kernels stay visible: {names:?}");
+        assert!(
+            names.contains(&"saxpy") && names.contains(&"block_sum"),
+            "{names:?}"
+        );
+        let saxpy = kernels.iter().find(|k| k.name == "saxpy").unwrap();
+        assert_eq!(saxpy.params, [".u32", ".f32", ".u64", ".u64"]);
+        let block_sum = kernels.iter().find(|k| k.name == "block_sum").unwrap();
+        assert_eq!(block_sum.params, [".u64", ".u64", ".u64"]);
+        assert!(
+            ptx.lines()
+                .any(|l| l.contains(".shared") && l.contains("TILE") && l.contains("[2048]")),
+            "the shared tile lands in .shared:\n{ptx}"
+        );
+        if !require("ptxas", device_link::ptxas_path().is_some()) {
+            continue;
+        }
+        let (cubin, report) = device_link::ptxas_verbose(&ptx, sm).unwrap();
+        assert!(
+            device_link::is_cubin(&cubin),
+            "{sm}: ptxas output is a CUDA ELF"
+        );
+        let block = report.iter().find(|k| k.name == "block_sum").unwrap();
+        assert_eq!(block.shared_bytes, 2048, "{report:?}");
+        assert!(block.registers > 0);
+    }
+}
+
+#[test]
+fn nvptx_requested_kernel_must_exist() {
+    if !nightly_ready() {
+        return;
+    }
+    let opts = NvptxLinkOptions {
+        kernels: Some(vec!["saxpy".into()]),
+    };
+    let ptx = device_link::nvptx_link(inputs_for("sm_80"), "sm_80", &opts).unwrap();
+    let names: Vec<String> = device_link::ptx_kernel_names(&ptx)
+        .into_iter()
+        .map(|k| k.name)
+        .collect();
+    assert_eq!(names, ["saxpy"]);
+    let opts = NvptxLinkOptions {
+        kernels: Some(vec!["nope".into()]),
+    };
+    let err = device_link::nvptx_link(inputs_for("sm_80"), "sm_80", &opts).unwrap_err();
+    assert!(
+        matches!(err, device_link::Error::MissingKernel { .. }),
+        "{err}"
+    );
+}
+
+fn readelf(args: &[&str], file: &Path) -> String {
+    let out = Command::new(Path::new(LLVM_BIN).join("llvm-readelf"))
+        .args(args)
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "llvm-readelf {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn amdgpu_code_objects() {
+    if !nightly_ready()
+        || !require(
+            "llvm-readelf",
+            Path::new(LLVM_BIN).join("llvm-readelf").is_file(),
+        )
+    {
+        return;
+    }
+    let inputs = inputs_for("gfx90a");
+    let dir = tempfile::tempdir().unwrap();
+    for (id, flags, readelf_flags) in [
+        // llvm-readelf names "any" without a sign.
+        ("gfx90a", 0x53f, "Flags: 0x53f, gfx90a, xnack, sramecc\n"),
+        (
+            "gfx942:xnack+",
+            0x74c,
+            "Flags: 0x74c, gfx942, xnack+, sramecc\n",
+        ),
+        ("gfx1100", 0x41, "Flags: 0x41, gfx1100\n"),
+    ] {
+        let target = AmdTargetId::parse(id).unwrap();
+        let (image, kernels) =
+            device_link::amdgpu_code_object(inputs, &target, &Default::default()).unwrap();
+        assert_eq!(kernels, ["block_sum", "saxpy"]);
+        assert_eq!(device_link::amdgpu_e_flags(&image).unwrap(), flags, "{id}");
+        let path = dir.path().join(format!("{}.elf", id.replace(':', "_")));
+        std::fs::write(&path, &image).unwrap();
+
+        let header = readelf(&["-h"], &path);
+        assert!(header.contains("EM_AMDGPU"), "{header}");
+        let flags_line: String = header
+            .lines()
+            .find(|l| l.contains("Flags:"))
+            .unwrap()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert_eq!(format!("{flags_line}\n"), readelf_flags, "{id}");
+        assert!(
+            header.contains("DYN"),
+            "a linked code object is a shared object: {header}"
+        );
+        let symbols = readelf(&["-s"], &path);
+        for kernel in ["saxpy", "block_sum"] {
+            assert!(
+                symbols.contains(&format!(" {kernel}.kd")),
+                "{id}: no {kernel}.kd:\n{symbols}"
+            );
+        }
+        let notes = readelf(&["--notes"], &path);
+        assert!(notes.contains("NT_AMDGPU_METADATA"), "{notes}");
+        assert!(
+            notes.lines().any(|l| l.starts_with("amdhsa.target:")
+                && l.contains(&format!("amdgcn-amd-amdhsa--{id}"))),
+            "{id}:\n{notes}"
+        );
+
+        let info = device_link::amdgpu_inspect(&image).unwrap();
+        assert_eq!(info.target, format!("amdgcn-amd-amdhsa--{id}"));
+        let saxpy = info.kernels.iter().find(|k| k.name == "saxpy").unwrap();
+        assert!(saxpy.has_descriptor_symbol);
+        let args: Vec<(u64, u64, &str)> = saxpy
+            .explicit_args()
+            .map(|a| (a.offset, a.size, a.value_kind.as_str()))
+            .collect();
+        // saxpy(n: u32, a: f32, x: *const f32, y: *mut f32)
+        assert_eq!(
+            args,
+            [
+                (0, 4, "by_value"),
+                (4, 4, "by_value"),
+                (8, 8, "global_buffer"),
+                (16, 8, "global_buffer")
+            ]
+        );
+        assert_eq!(saxpy.group_segment_fixed_size, 0);
+        assert!(saxpy.vgpr_count > 0 && saxpy.sgpr_count > 0, "{saxpy:?}");
+        let block = info.kernels.iter().find(|k| k.name == "block_sum").unwrap();
+        let args: Vec<(u64, u64, &str)> = block
+            .explicit_args()
+            .map(|a| (a.offset, a.size, a.value_kind.as_str()))
+            .collect();
+        // block_sum(input: *const u64, out: *mut u64, scale: i64)
+        assert_eq!(
+            args,
+            [
+                (0, 8, "global_buffer"),
+                (8, 8, "global_buffer"),
+                (16, 8, "by_value")
+            ]
+        );
+        assert!(
+            block.group_segment_fixed_size >= 2048,
+            "the tile lands in LDS: {block:?}"
+        );
+    }
+}
+
+/// The real device API (`#[kernel]`, `shared_array!`, `sync_threads`, atomics) through the
+/// device link: the reduction example's kernel crate.
+#[test]
+fn device_api_of_offload_rt_on_both_gpus() {
+    if !nightly_ready() {
+        return;
+    }
+    let manifest =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/reduce/kernels/Cargo.toml");
+    let env = Env::detect();
+    for arch in ["sm_80", "gfx942:xnack+"] {
+        let target = GpuTarget::parse(arch).unwrap();
+        let dir = target_dir().join(format!("reduce-{}", target.triple()));
+        let inputs = device_link::device_inputs(&env, &manifest, &target, &dir).unwrap();
+        let images = device_link::gpu_images(&inputs, &target).unwrap();
+        for image in &images {
+            assert!(
+                image.kernels.iter().any(|k| k == "block_sum"),
+                "{arch}: {:?}",
+                image.kernels
+            );
+            assert_eq!(image.arch, arch);
+            match image.kind {
+                GpuImageKind::Ptx => {
+                    let ptx = std::str::from_utf8(&image.bytes).unwrap();
+                    assert!(
+                        ptx.lines()
+                            .any(|l| l.contains(".shared") && l.contains("[2048]")),
+                        "{ptx}"
+                    );
+                    assert!(
+                        ptx.contains("atom.global.add.u64")
+                            || ptx.contains("red.global.add.u64")
+                            || ptx.contains("atom.add.u64")
+                            || ptx.contains("red.add.u64"),
+                        "{ptx}"
+                    );
+                }
+                GpuImageKind::Cubin => {
+                    assert!(device_link::is_cubin(&image.bytes));
+                    let (_, report) = device_link::ptxas_verbose(
+                        std::str::from_utf8(&images.last().unwrap().bytes).unwrap(),
+                        arch,
+                    )
+                    .unwrap();
+                    assert_eq!(
+                        report
+                            .iter()
+                            .find(|k| k.name == "block_sum")
+                            .unwrap()
+                            .shared_bytes,
+                        2048
+                    );
+                }
+                GpuImageKind::AmdCodeObject => {
+                    let info = device_link::amdgpu_inspect(&image.bytes).unwrap();
+                    assert_eq!(info.e_flags, 0x74c);
+                    let k = info.kernels.iter().find(|k| k.name == "block_sum").unwrap();
+                    assert!(k.has_descriptor_symbol);
+                    assert!(k.group_segment_fixed_size >= 2048, "{k:?}");
+                    let args: Vec<(u64, u64, &str)> = k
+                        .explicit_args()
+                        .map(|a| (a.offset, a.size, a.value_kind.as_str()))
+                        .collect();
+                    // block_sum(n: u32, input: *const u32, out: *mut u64)
+                    assert_eq!(
+                        args,
+                        [
+                            (0, 4, "by_value"),
+                            (8, 8, "global_buffer"),
+                            (16, 8, "global_buffer")
+                        ]
+                    );
+                }
+                other => panic!("unexpected image kind {other:?}"),
+            }
+        }
+        let expected =
+            if matches!(target, GpuTarget::Nvptx { .. }) && device_link::ptxas_path().is_some() {
+                2
+            } else {
+                1
+            };
+        assert_eq!(images.len(), expected, "{arch}");
+    }
+}
+
+/// The benchmark's entry point: the in-process link against `llvm-link`, `opt -O3` and `llc`
+/// as processes, on the same bitcode. `cargo test --features llvm --test gpu_device_link --
+/// --ignored --nocapture link_speed`.
+#[test]
+#[ignore = "benchmark; run explicitly"]
+fn link_speed_in_process_vs_llvm_tools() {
+    if !nightly_ready() {
+        return;
+    }
+    let inputs = inputs_for("sm_80");
+    let kernels = vec!["saxpy".to_owned(), "block_sum".to_owned()];
+    let work = tempfile::tempdir().unwrap();
+    let runs = 5;
+    let mut in_process = std::time::Duration::MAX;
+    let mut external = std::time::Duration::MAX;
+    for _ in 0..runs {
+        let start = std::time::Instant::now();
+        device_link::nvptx_link(
+            inputs,
+            "sm_80",
+            &NvptxLinkOptions {
+                kernels: Some(kernels.clone()),
+            },
+        )
+        .unwrap();
+        in_process = in_process.min(start.elapsed());
+        let start = std::time::Instant::now();
+        device_link::external_nvptx_pipeline(inputs, &kernels, "sm_80", work.path()).unwrap();
+        external = external.min(start.elapsed());
+    }
+    let ratio = in_process.as_secs_f64() / external.as_secs_f64();
+    println!(
+        "best of {runs}: in-process {in_process:?}, llvm-link+opt+llc {external:?}, ratio {ratio:.2}"
+    );
+    assert!(
+        ratio <= 0.5,
+        "the in-process link should take at most half the time"
+    );
+}

@@ -1,0 +1,458 @@
+//! GNU `ar` archives (read: GNU and BSD member names; write: GNU, no symbol index) and the
+//! unbundling of heterogeneous device archives (HDA) as clang-offload-bundler `-type=a` does.
+
+use std::borrow::Cow;
+use std::io::Write;
+
+use crate::bundle::{BundleEntryId, is_binary_bundle, parse_binary_bundle};
+use crate::ccob;
+use crate::error::{Error, Result};
+use crate::target_id::{TargetId, conflicting_combination};
+
+/// The global archive header.
+pub const AR_MAGIC: &[u8; 8] = b"!<arch>\n";
+const THIN_MAGIC: &[u8; 8] = b"!<thin>\n";
+const MEMBER_HEADER: usize = 60;
+
+/// One archive member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArchiveMember<'a> {
+    pub name: String,
+    pub data: Cow<'a, [u8]>,
+}
+
+fn field_num(field: &[u8], radix: u32, offset: u64, what: &'static str) -> Result<u64> {
+    let text = std::str::from_utf8(field).map_err(|_| Error::ArchiveBadField { offset, what })?;
+    let text = text.trim_end_matches(' ');
+    if text.is_empty() {
+        return Ok(0);
+    }
+    u64::from_str_radix(text, radix).map_err(|_| Error::ArchiveBadField { offset, what })
+}
+
+/// Parses an archive in memory, borrowing member data. The symbol table (`/`, `/SYM64/`,
+/// `__.SYMDEF`) and the GNU long-name table (`//`) are consumed, not returned.
+pub fn parse_archive(bytes: &[u8]) -> Result<Vec<ArchiveMember<'_>>> {
+    if bytes.starts_with(THIN_MAGIC) {
+        return Err(Error::ArchiveThin);
+    }
+    if !bytes.starts_with(AR_MAGIC) {
+        return Err(Error::ArchiveBadMagic);
+    }
+    let mut pos = AR_MAGIC.len();
+    let mut long_names: &[u8] = &[];
+    let mut out = Vec::new();
+    while pos < bytes.len() {
+        let at = pos as u64;
+        if bytes.len() - pos < MEMBER_HEADER {
+            return Err(Error::ArchiveTruncated { offset: at });
+        }
+        let h = &bytes[pos..pos + MEMBER_HEADER];
+        if &h[58..60] != b"`\n" {
+            return Err(Error::ArchiveBadField {
+                offset: at + 58,
+                what: "header terminator",
+            });
+        }
+        let size = field_num(&h[48..58], 10, at + 48, "member size")?;
+        let data_at = pos + MEMBER_HEADER;
+        if size > (bytes.len() - data_at) as u64 {
+            return Err(Error::ArchiveMemberOutOfRange {
+                offset: at + 48,
+                size,
+                available: (bytes.len() - data_at) as u64,
+            });
+        }
+        let mut data = &bytes[data_at..data_at + size as usize];
+        let raw_name = std::str::from_utf8(&h[..16])
+            .map_err(|_| Error::ArchiveBadName { offset: at })?
+            .trim_end_matches(' ');
+        pos = data_at + size as usize;
+        pos += pos % 2;
+        let name = if raw_name == "/" || raw_name == "/SYM64/" || raw_name.starts_with("__.SYMDEF")
+        {
+            continue;
+        } else if raw_name == "//" {
+            long_names = data;
+            continue;
+        } else if let Some(len) = raw_name.strip_prefix("#1/") {
+            // BSD: the name is the first `len` bytes of the data.
+            let len = field_num(len.as_bytes(), 10, at, "BSD name length")?;
+            if len > data.len() as u64 {
+                return Err(Error::ArchiveBadName { offset: at });
+            }
+            let (n, rest) = data.split_at(len as usize);
+            data = rest;
+            std::str::from_utf8(n)
+                .map_err(|_| Error::ArchiveBadName {
+                    offset: data_at as u64,
+                })?
+                .trim_end_matches('\0')
+                .to_owned()
+        } else if let Some(off) = raw_name.strip_prefix('/') {
+            let off = field_num(off.as_bytes(), 10, at, "long-name offset")?;
+            let start = usize::try_from(off)
+                .ok()
+                .filter(|&o| o < long_names.len())
+                .ok_or(Error::ArchiveBadName { offset: at })?;
+            let end = long_names[start..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(long_names.len(), |e| start + e);
+            let n = std::str::from_utf8(&long_names[start..end])
+                .map_err(|_| Error::ArchiveBadName { offset: at })?;
+            n.strip_suffix('/').unwrap_or(n).to_owned()
+        } else {
+            raw_name.strip_suffix('/').unwrap_or(raw_name).to_owned()
+        };
+        out.push(ArchiveMember {
+            name,
+            data: Cow::Borrowed(data),
+        });
+    }
+    Ok(out)
+}
+
+/// Writes a GNU archive without a symbol index (a name containing a newline cannot be
+/// stored and is an error), deterministically (dates, owners 0, mode
+/// 644), as `llvm-ar`/`writeArchive` lay it out: names of 16 characters or more (or containing
+/// `/`) go to the `//` table.
+pub fn write_archive<W: Write>(mut w: W, members: &[ArchiveMember<'_>]) -> Result<()> {
+    w.write_all(AR_MAGIC)?;
+    let mut table = Vec::new();
+    let mut headers_names = Vec::with_capacity(members.len());
+    for m in members {
+        if m.name.contains('\n') {
+            return Err(Error::ArchiveUnwritableName {
+                name: m.name.clone(),
+            });
+        }
+        let special =
+            m.name.is_empty() || m.name.starts_with("#1/") || m.name.starts_with("__.SYMDEF");
+        if m.name.len() < 16 && !m.name.contains('/') && !special {
+            headers_names.push(format!("{}/", m.name));
+        } else {
+            headers_names.push(format!("/{}", table.len()));
+            table.extend_from_slice(m.name.as_bytes());
+            table.extend_from_slice(b"/\n");
+        }
+    }
+    if !table.is_empty() {
+        if table.len() % 2 == 1 {
+            table.push(b'\n');
+        }
+        write!(
+            w,
+            "{:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`",
+            "//",
+            "",
+            "",
+            "",
+            "",
+            table.len()
+        )?;
+        w.write_all(b"\n")?;
+        w.write_all(&table)?;
+    }
+    for (m, name) in members.iter().zip(headers_names) {
+        write!(
+            w,
+            "{:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`",
+            name,
+            0,
+            0,
+            0,
+            644,
+            m.data.len()
+        )?;
+        w.write_all(b"\n")?;
+        w.write_all(&m.data)?;
+        if m.data.len() % 2 == 1 {
+            w.write_all(b"\n")?;
+        }
+    }
+    Ok(())
+}
+
+/// Options of [`unbundle_archive`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ArchiveUnbundleOptions {
+    /// Give a target with no compatible entry an empty archive instead of failing.
+    pub allow_missing_bundles: bool,
+    /// Check each member's entries against the target-ID composition rule first.
+    pub check_input_archive: bool,
+    /// Let hip/hipv4 entries serve openmp targets and the reverse.
+    pub hip_openmp_compatible: bool,
+}
+
+fn member_ext(name: &str) -> &str {
+    match name.rfind('.') {
+        Some(i) if i > 0 => &name[i..],
+        _ => "",
+    }
+}
+
+fn member_stem(name: &str) -> &str {
+    match name.rfind('.') {
+        Some(i) if i > 0 => &name[..i],
+        _ => name,
+    }
+}
+
+/// The name clang 22 gives an entry extracted from archive member `member` with stored ID
+/// `id`: `<stem>-<id><stem><ext>` with `:` replaced by `_` (the stem really appears twice, as
+/// `getDeviceLibraryFileName` appends it); `<ext>` is `.bc` when the target ID contains `gfx`,
+/// `.cubin` when it contains `sm_`, else the member's own extension.
+pub fn device_member_name(member: &str, id: &str, target_id: Option<&str>) -> String {
+    let file = member.rsplit('/').next().unwrap_or(member);
+    let t = target_id.unwrap_or("");
+    let ext = if t.contains("gfx") {
+        ".bc"
+    } else if t.contains("sm_") {
+        ".cubin"
+    } else {
+        member_ext(file)
+    };
+    let stem = member_stem(file);
+    format!("{stem}-{id}{stem}{ext}").replace(':', "_")
+}
+
+/// Unbundles a heterogeneous device archive: every bundle entry of every member goes into the
+/// archive of each requested target it is compatible with (see
+/// [`BundleEntryId::is_compatible`]). Returns one member list per target, in `targets` order.
+/// Members that are not bundles are skipped; compressed members are decompressed first.
+pub fn unbundle_archive(
+    archive: &[u8],
+    targets: &[BundleEntryId],
+    opts: ArchiveUnbundleOptions,
+) -> Result<Vec<Vec<ArchiveMember<'static>>>> {
+    let members = parse_archive(archive)?;
+    let mut outputs: Vec<Vec<ArchiveMember<'static>>> = vec![Vec::new(); targets.len()];
+    for m in &members {
+        let decompressed;
+        let bundle: &[u8] = if ccob::is_compressed(&m.data) {
+            decompressed = ccob::decompress(&m.data)
+                .map_err(|e| Error::ArchiveMember {
+                    member: m.name.clone(),
+                    source: Box::new(e),
+                })?
+                .0;
+            &decompressed
+        } else {
+            &m.data
+        };
+        if !is_binary_bundle(bundle) {
+            continue;
+        }
+        let entries = parse_binary_bundle(bundle).map_err(|e| Error::ArchiveMember {
+            member: m.name.clone(),
+            source: Box::new(e),
+        })?;
+        let ids: Vec<BundleEntryId> = entries
+            .iter()
+            .map(|e| BundleEntryId::parse(&e.id))
+            .collect::<Result<_>>()
+            .map_err(|e| Error::ArchiveMember {
+                member: m.name.clone(),
+                source: Box::new(e),
+            })?;
+        if opts.check_input_archive {
+            let tids: Vec<TargetId> = ids
+                .iter()
+                .filter_map(|id| id.target_id.as_deref())
+                .filter_map(|t| TargetId::parse(t).ok())
+                .collect();
+            if let Some((a, b)) = conflicting_combination(&tids) {
+                return Err(Error::ArchiveConflictingTargetIds {
+                    member: m.name.clone(),
+                    first: a.as_written().to_owned(),
+                    second: b.as_written().to_owned(),
+                });
+            }
+        }
+        for (entry, id) in entries.iter().zip(&ids) {
+            if id.is_host() {
+                continue;
+            }
+            for (out, target) in outputs.iter_mut().zip(targets) {
+                if id.is_compatible(target, opts.hip_openmp_compatible) {
+                    out.push(ArchiveMember {
+                        name: device_member_name(&m.name, &entry.id, id.target_id.as_deref()),
+                        data: Cow::Owned(entry.data.to_vec()),
+                    });
+                }
+            }
+        }
+    }
+    for (out, target) in outputs.iter().zip(targets) {
+        if out.is_empty() && !opts.allow_missing_bundles {
+            return Err(Error::ArchiveNoCompatibleEntry {
+                target: target.to_string(),
+            });
+        }
+    }
+    Ok(outputs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bundle::binary_bundle_to_vec;
+
+    #[test]
+    fn archive_round_trip_with_long_names() {
+        let members = vec![
+            ArchiveMember {
+                name: "a.o".into(),
+                data: Cow::Borrowed(b"odd"),
+            },
+            ArchiveMember {
+                name: "a-very-long-member-name-hip.bc".into(),
+                data: Cow::Borrowed(b"even"),
+            },
+            ArchiveMember {
+                name: "exactly16chars.o".into(),
+                data: Cow::Borrowed(b""),
+            },
+        ];
+        let mut out = Vec::new();
+        write_archive(&mut out, &members).unwrap();
+        assert_eq!(parse_archive(&out).unwrap(), members);
+        let mut bad = out.clone();
+        bad[8 + 48] = b'x';
+        assert!(matches!(
+            parse_archive(&bad),
+            Err(Error::ArchiveBadField { offset: 56, .. })
+        ));
+        assert!(matches!(
+            parse_archive(b"!<thin>\n"),
+            Err(Error::ArchiveThin)
+        ));
+        assert!(matches!(
+            parse_archive(b"garbage!"),
+            Err(Error::ArchiveBadMagic)
+        ));
+    }
+
+    #[test]
+    fn member_names() {
+        assert_eq!(
+            device_member_name(
+                "func_1.o",
+                "openmp-amdgcn-amd-amdhsa--gfx906:sramecc+:xnack+",
+                Some("gfx906:sramecc+:xnack+")
+            ),
+            "func_1-openmp-amdgcn-amd-amdhsa--gfx906_sramecc+_xnack+func_1.bc"
+        );
+        assert_eq!(
+            device_member_name(
+                "f.o",
+                "openmp-nvptx64-nvidia-cuda-unknown-sm_80",
+                Some("sm_80")
+            ),
+            "f-openmp-nvptx64-nvidia-cuda-unknown-sm_80f.cubin"
+        );
+        assert_eq!(
+            device_member_name("f.o", "openmp-x86_64-pc-linux-gnu-", None),
+            "f-openmp-x86_64-pc-linux-gnu-f.o"
+        );
+    }
+
+    #[test]
+    fn hda_unbundle_rules() {
+        let b1 = binary_bundle_to_vec(
+            &[
+                ("host-x86_64-unknown-linux-gnu-", b"host"),
+                ("openmp-amdgcn-amd-amdhsa--gfx906:sramecc-:xnack+", b"A"),
+                ("openmp-amdgcn-amd-amdhsa--gfx906:sramecc+:xnack+", b"B"),
+                ("openmp-nvptx64-nvidia-cuda-unknown-sm_80", b"C"),
+            ],
+            1,
+        )
+        .unwrap();
+        let b2 = binary_bundle_to_vec(
+            &[
+                ("host-x86_64-unknown-linux-gnu-", b""),
+                ("openmp-amdgcn-amd-amdhsa--gfx906", b"D"),
+            ],
+            1,
+        )
+        .unwrap();
+        let mut ar = Vec::new();
+        write_archive(
+            &mut ar,
+            &[
+                ArchiveMember {
+                    name: "f1.o".into(),
+                    data: Cow::Owned(b1),
+                },
+                ArchiveMember {
+                    name: "f2.o".into(),
+                    data: Cow::Owned(ccob::compress(&b2, Default::default()).unwrap()),
+                },
+                ArchiveMember {
+                    name: "notes.txt".into(),
+                    data: Cow::Borrowed(b"not a bundle"),
+                },
+            ],
+        )
+        .unwrap();
+        let t = |s: &str| BundleEntryId::parse(s).unwrap();
+        let targets = [
+            t("openmp-amdgcn-amd-amdhsa--gfx906:sramecc+:xnack+"),
+            t("openmp-nvptx64-nvidia-cuda--sm_80"),
+            t("openmp-amdgcn-amd-amdhsa--gfx908"),
+        ];
+        let err = unbundle_archive(&ar, &targets, ArchiveUnbundleOptions::default()).unwrap_err();
+        assert!(
+            matches!(err, Error::ArchiveNoCompatibleEntry { ref target } if target.contains("gfx908"))
+        );
+        let out = unbundle_archive(
+            &ar,
+            &targets,
+            ArchiveUnbundleOptions {
+                allow_missing_bundles: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let names = |v: &Vec<ArchiveMember<'_>>| {
+            v.iter()
+                .map(|m| (m.name.clone(), m.data.to_vec()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names(&out[0]),
+            vec![
+                (
+                    "f1-openmp-amdgcn-amd-amdhsa--gfx906_sramecc+_xnack+f1.bc".to_owned(),
+                    b"B".to_vec()
+                ),
+                (
+                    "f2-openmp-amdgcn-amd-amdhsa--gfx906f2.bc".to_owned(),
+                    b"D".to_vec()
+                ),
+            ]
+        );
+        assert_eq!(
+            names(&out[1]),
+            vec![(
+                "f1-openmp-nvptx64-nvidia-cuda-unknown-sm_80f1.cubin".to_owned(),
+                b"C".to_vec()
+            )]
+        );
+        assert!(out[2].is_empty());
+        let err = unbundle_archive(
+            &ar,
+            &targets[..1],
+            ArchiveUnbundleOptions {
+                check_input_archive: true,
+                ..Default::default()
+            },
+        );
+        assert!(
+            err.is_ok(),
+            "f1 is consistent, f2 alone is consistent: {err:?}"
+        );
+    }
+}

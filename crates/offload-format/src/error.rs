@@ -1,0 +1,306 @@
+//! The crate's error type.
+
+/// Everything that can go wrong while reading or writing an offloading format.
+///
+/// Parse errors name the absolute byte offset (from the start of the buffer or stream handed to
+/// the parser) of the field or data that was wrong.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Reading or writing the underlying stream failed.
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+
+    // ---- OffloadBinary ----
+    /// Fewer bytes than an OffloadBinary header and entry need (72).
+    #[error("OffloadBinary at offset {offset}: truncated: {available} bytes, at least 72 needed")]
+    BinaryTruncated { offset: u64, available: u64 },
+    /// The buffer does not start with `10 FF 10 AD`.
+    #[error("OffloadBinary at offset {offset}: bad magic {found:02x?}, expected [10, ff, 10, ad]")]
+    BinaryBadMagic { offset: u64, found: [u8; 4] },
+    /// A version other than 1.
+    #[error(
+        "OffloadBinary at offset {offset}: unsupported version {version} (only version 1 is supported)"
+    )]
+    BinaryUnsupportedVersion { offset: u64, version: u32 },
+    /// The header's `Size` is smaller than the fixed part or larger than the buffer.
+    #[error(
+        "OffloadBinary at offset {offset}: header Size {size} is out of range (minimum 72, {available} bytes available)"
+    )]
+    BinarySizeOutOfRange {
+        offset: u64,
+        size: u64,
+        available: u64,
+    },
+    /// `EntryOffset`/`EntrySize` do not describe a 40-byte entry inside the binary.
+    #[error(
+        "OffloadBinary at offset {offset}: entry at offset {entry_offset} with size {entry_size} does not fit in a binary of {size} bytes"
+    )]
+    BinaryEntryOutOfRange {
+        offset: u64,
+        entry_offset: u64,
+        entry_size: u64,
+        size: u64,
+    },
+    /// The string-entry array does not fit in the binary.
+    #[error(
+        "OffloadBinary at offset {offset}: {count} string entries at offset {string_offset} do not fit in a binary of {size} bytes"
+    )]
+    BinaryStringEntriesOutOfRange {
+        offset: u64,
+        string_offset: u64,
+        count: u64,
+        size: u64,
+    },
+    /// A key or value offset points outside the binary or its string has no NUL terminator.
+    #[error(
+        "OffloadBinary string {what} at offset {offset}: not a NUL-terminated string inside the binary"
+    )]
+    BinaryStringOutOfRange { offset: u64, what: &'static str },
+    /// A key or value is not UTF-8.
+    #[error("OffloadBinary string {what} at offset {offset}: not valid UTF-8")]
+    BinaryStringNotUtf8 { offset: u64, what: &'static str },
+    /// The image does not fit in the binary.
+    #[error(
+        "OffloadBinary at offset {offset}: image at offset {image_offset} with size {image_size} does not fit in a binary of {size} bytes"
+    )]
+    BinaryImageOutOfRange {
+        offset: u64,
+        image_offset: u64,
+        image_size: u64,
+        size: u64,
+    },
+    /// A key or value to be written contains a NUL byte, which version 1 cannot represent.
+    #[error("OffloadBinary string {0:?} contains a NUL byte, which version 1 cannot store")]
+    BinaryStringHasNul(String),
+
+    // ---- Target IDs ----
+    /// An empty target ID.
+    #[error("empty target ID")]
+    TargetIdEmpty,
+    /// A target ID with no processor before the first `:`.
+    #[error("target ID {id:?} has no processor")]
+    TargetIdNoProcessor { id: String },
+    /// A feature that does not end in `+` or `-`, or has no name.
+    #[error("target ID {id:?}: feature {feature:?} must be a name followed by + or -")]
+    TargetIdBadFeature { id: String, feature: String },
+    /// A feature named twice.
+    #[error("target ID {id:?}: feature {feature:?} appears more than once")]
+    TargetIdDuplicateFeature { id: String, feature: String },
+    /// A feature the processor does not support.
+    #[error("target ID {id:?}: processor {processor} does not support feature {feature:?}")]
+    TargetIdUnsupportedFeature {
+        id: String,
+        processor: &'static str,
+        feature: String,
+    },
+    /// A processor clang does not know as an offload architecture.
+    #[error("unknown offload architecture {name:?}; known: {known}")]
+    UnknownOffloadArch { name: String, known: String },
+
+    // ---- clang-offload-bundler bundles ----
+    /// A bundle entry ID that does not split into 5 or 6 `-`-separated parts.
+    #[error(
+        "bundle entry ID {id:?} is malformed: expected <kind>-<arch>-<vendor>-<os>-<env>[-<target-id>]"
+    )]
+    BundleIdMalformed { id: String },
+    /// An offload kind other than host, openmp, hip, hipv4.
+    #[error("bundle entry ID {id:?}: invalid offload kind (expected host, openmp, hip or hipv4)")]
+    BundleInvalidKind { id: String },
+    /// The same ID given twice.
+    #[error("bundle entry ID {id:?} is given more than once")]
+    BundleDuplicateId { id: String },
+    /// Two targets whose target IDs may not be bundled together.
+    #[error("cannot bundle conflicting targets {first:?} and {second:?}")]
+    BundleConflictingTargets { first: String, second: String },
+    /// Not exactly one host entry (none is allowed when every entry is hip/hipv4).
+    #[error(
+        "a bundle needs exactly one host entry (unless every entry is hip or hipv4), found {count}"
+    )]
+    BundleHostCount { count: usize },
+    /// The binary bundle magic is missing.
+    #[error("bundle at offset {offset}: bad magic, expected __CLANG_OFFLOAD_BUNDLE__")]
+    BundleBadMagic { offset: u64 },
+    /// The input ends inside the header.
+    #[error(
+        "bundle truncated at offset {offset} while reading the {what} (file has {file_len} bytes)"
+    )]
+    BundleTruncated {
+        offset: u64,
+        what: &'static str,
+        file_len: u64,
+    },
+    /// An entry count that cannot fit in the file.
+    #[error(
+        "bundle entry count {count} at offset {offset} cannot fit in a file of {file_len} bytes"
+    )]
+    BundleCountTooLarge {
+        offset: u64,
+        count: u64,
+        file_len: u64,
+    },
+    /// An entry ID length past the end of the file.
+    #[error(
+        "bundle entry ID length {len} at offset {offset} runs past the end of a file of {file_len} bytes"
+    )]
+    BundleIdLengthOutOfRange {
+        offset: u64,
+        len: u64,
+        file_len: u64,
+    },
+    /// An entry ID that is not UTF-8.
+    #[error("bundle entry ID at offset {offset} is not valid UTF-8")]
+    BundleIdNotUtf8 { offset: u64 },
+    /// An entry's offset+size past the end of the file, or wrapping around.
+    #[error(
+        "bundle entry {id:?} (header at offset {offset}): data at {start} with size {size} runs past the end of a file of {file_len} bytes"
+    )]
+    BundleEntryOutOfRange {
+        offset: u64,
+        id: String,
+        start: u64,
+        size: u64,
+        file_len: u64,
+    },
+    /// An entry's data overlapping the header.
+    #[error(
+        "bundle entry {id:?}: data at offset {start} overlaps the header, which ends at {header_end}"
+    )]
+    BundleEntryOverlapsHeader {
+        id: String,
+        start: u64,
+        header_end: u64,
+    },
+    /// An entry index past the end.
+    #[error("no bundle entry with index {index}")]
+    BundleNoSuchEntry { index: usize },
+    /// An alignment that is zero or not a power of two.
+    #[error("bundle alignment {align} is not a power of two")]
+    BundleBadAlignment { align: u64 },
+    /// The bundle would be larger than 2^64 bytes.
+    #[error("bundle larger than 2^64 bytes")]
+    BundleTooLarge,
+    /// A text type other than i ii cui hipi d ll s.
+    #[error("{file_type:?} is not a text bundle type (i, ii, cui, hipi, d, ll, s)")]
+    BundleUnknownTextType { file_type: String },
+    /// A text start marker whose ID line does not end.
+    #[error("text bundle: the entry ID at offset {offset} has no terminating newline")]
+    TextBundleUnterminatedId { offset: u64 },
+    /// A text entry with no end marker.
+    #[error("text bundle: entry {id:?} starting at offset {offset} has no end marker")]
+    TextBundleMissingEnd { offset: u64, id: String },
+    /// Input that is neither a CCOB blob, a binary bundle nor an ELF object.
+    #[error("not an offload bundle: no CCOB, __CLANG_OFFLOAD_BUNDLE__ or ELF magic at offset 0")]
+    BundleUnrecognized,
+    /// A CCOB blob whose decompressed contents are not a valid binary bundle.
+    #[error("compressed blob {index}: {source}")]
+    CompressedBundleContents { index: usize, source: Box<Error> },
+    /// The host of an object bundle is not a readable object file.
+    #[error("object bundle: not a readable object file: {reason}")]
+    ObjectParse { reason: String },
+    /// A bundle section whose contents cannot be read.
+    #[error("object bundle: section for {id:?} cannot be read: {reason}")]
+    ObjectSection { id: String, reason: String },
+
+    // ---- Compressed bundles ----
+    /// The CCOB magic is missing.
+    #[error("compressed bundle at offset {offset}: bad magic, expected CCOB")]
+    CcobBadMagic { offset: u64 },
+    /// The input ends inside the header.
+    #[error(
+        "compressed bundle at offset {offset}: truncated header: {available} bytes, {needed} needed"
+    )]
+    CcobTruncated {
+        offset: u64,
+        needed: u64,
+        available: u64,
+    },
+    /// A version other than 1, 2, 3 (or, when writing, other than 2, 3).
+    #[error("compressed bundle: unsupported version {version} (field at offset {offset})")]
+    CcobUnsupportedVersion { offset: u64, version: u16 },
+    /// A compression method other than zlib (0) or zstd (1).
+    #[error("compressed bundle: unknown compression method {method} at offset {offset}")]
+    CcobUnknownMethod { offset: u64, method: u16 },
+    /// The total size is smaller than the header or larger than the input.
+    #[error(
+        "compressed bundle: total size {total_size} at offset {offset} is out of range ({available} bytes available)"
+    )]
+    CcobTotalSizeOutOfRange {
+        offset: u64,
+        total_size: u64,
+        available: u64,
+    },
+    /// The compressed data is corrupt.
+    #[error("compressed bundle: data at offset {offset} does not decompress: {reason}")]
+    CcobDecompress { offset: u64, reason: String },
+    /// The decompressed size differs from the header's.
+    #[error(
+        "compressed bundle: uncompressed size field at offset {offset} says {expected}, data decompresses to {actual}"
+    )]
+    CcobSizeMismatch {
+        offset: u64,
+        expected: u64,
+        actual: u64,
+    },
+    /// The MD5-based hash differs from the header's.
+    #[error(
+        "compressed bundle: hash field at offset {offset} is {expected:#018x}, data hashes to {actual:#018x}"
+    )]
+    CcobHashMismatch {
+        offset: u64,
+        expected: u64,
+        actual: u64,
+    },
+    /// A size that does not fit the chosen version's 32-bit fields.
+    #[error("compressed bundle version {version} cannot record a size of {size} bytes")]
+    CcobTooLargeForVersion { version: u16, size: u64 },
+
+    // ---- Archives ----
+    /// Not an `ar` archive.
+    #[error("not an ar archive (missing !<arch> magic)")]
+    ArchiveBadMagic,
+    /// A thin archive, whose members live in other files.
+    #[error("thin archives are not supported")]
+    ArchiveThin,
+    /// The input ends inside a member header.
+    #[error("archive truncated: member header at offset {offset} is incomplete")]
+    ArchiveTruncated { offset: u64 },
+    /// A header field that is not a number (or a bad terminator).
+    #[error("archive: bad {what} at offset {offset}")]
+    ArchiveBadField { offset: u64, what: &'static str },
+    /// A member name that cannot be decoded or points outside the long-name table.
+    #[error("archive: bad member name in header at offset {offset}")]
+    ArchiveBadName { offset: u64 },
+    /// A member size past the end of the archive.
+    #[error(
+        "archive: member size {size} (field at offset {offset}) exceeds the {available} bytes left"
+    )]
+    ArchiveMemberOutOfRange {
+        offset: u64,
+        size: u64,
+        available: u64,
+    },
+    /// A member name the GNU format cannot store.
+    #[error("archive member name {name:?} cannot be stored (it contains a newline)")]
+    ArchiveUnwritableName { name: String },
+    /// A member whose bundle could not be read.
+    #[error("archive member {member:?}: {source}")]
+    ArchiveMember { member: String, source: Box<Error> },
+    /// `--check-input-archive` found an invalid target-ID combination.
+    #[error(
+        "archive member {member:?}: bundle entries {first:?} and {second:?} are a conflicting target-ID combination"
+    )]
+    ArchiveConflictingTargetIds {
+        member: String,
+        first: String,
+        second: String,
+    },
+    /// A target with no compatible entry (without `--allow-missing-bundles`).
+    #[error(
+        "no compatible code object found for the target {target:?} in the heterogeneous archive"
+    )]
+    ArchiveNoCompatibleEntry { target: String },
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

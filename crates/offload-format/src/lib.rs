@@ -1,0 +1,32 @@
+//! Byte formats of the LLVM/clang offloading toolchain, read and written byte-compatibly with
+//! clang-22's tools. Pure data: no I/O beyond `Read`/`Write`/`Seek` handed in by the caller,
+//! no `unsafe`, and no panic or input-sized allocation on any input.
+//!
+//! | module | format | read | write |
+//! |---|---|---|---|
+//! | [`offload_binary`] | LLVM OffloadBinary v1 (`10 FF 10 AD`), one or many back to back, as in `.llvm.offloading` | yes, zero-copy, any alignment | yes, byte-identical to `llvm-offload-binary` for the same key order ([`llvm_key_order`]); image streamable |
+//! | [`bundle`] | clang-offload-bundler binary layout (`__CLANG_OFFLOAD_BUNDLE__`, any `-bundle-align`) | yes, from memory or `Read + Seek` | yes, streaming from `Read` sources of known size |
+//! | [`bundle`] | text layout for `i ii cui hipi d ll s` | yes | yes |
+//! | [`bundle`] | object layout (`-type=o` with a real host object: `__CLANG_OFFLOAD_BUNDLE__<id>` ELF sections) | yes | by `llvm-objcopy` with [`bundle::objcopy_args`], as clang does |
+//! | [`bundle`] | bundle entry IDs, normalized as the bundler's `OffloadTargetInfo::str()`; host-entry and conflict rules | | |
+//! | [`ccob`] | compressed bundles "CCOB", versions 1–3, zlib and zstd, MD5-based hash | v1, v2, v3, several back to back; size and hash checked | v2, v3 (default 3, zstd level 3 with long-distance matching, as clang-22) |
+//! | [`target_id`] | target IDs (`gfx90a:xnack+`), canonical form, compatibility, conflicting combinations; the AMDGPU processor table and the NVIDIA `sm_XX` list of LLVM 22 | | |
+//! | [`archive`] | GNU `ar` (no symbol index) and heterogeneous device archive unbundling (`-type=a`, `--allow-missing-bundles`, `--check-input-archive`) | yes | yes |
+//!
+//! Errors are one [`Error`] enum; parse errors name the byte offset and what was wrong.
+#![forbid(unsafe_code)]
+
+pub mod archive;
+pub mod bundle;
+pub mod ccob;
+pub mod error;
+pub mod offload_binary;
+pub mod target_id;
+
+pub use bundle::{BundleEntryId, BundleReader};
+pub use ccob::{CompressOptions, CompressionMethod};
+pub use error::{Error, Result};
+pub use offload_binary::{
+    ImageKind, OFFLOAD_BINARY_MAGIC, OffloadBinary, OffloadKind, llvm_key_order, parse_all,
+};
+pub use target_id::{TargetId, conflicting_combination};

@@ -1,0 +1,767 @@
+//! LLVM's OffloadBinary (magic `10 FF 10 AD`), version 1: one device image plus string metadata.
+//!
+//! The layout and the writer's string-table order follow `llvm/lib/Object/OffloadBinary.cpp`
+//! so that [`OffloadBinary::write_to`] produces the same bytes as `llvm-offload-binary` when
+//! the string entries are given in the same order.
+
+use std::borrow::Cow;
+use std::io::{self, Read, Write};
+
+use crate::error::{Error, Result};
+
+/// The four magic bytes every OffloadBinary starts with.
+pub const OFFLOAD_BINARY_MAGIC: [u8; 4] = [0x10, 0xFF, 0x10, 0xAD];
+/// The only version LLVM 22 reads and writes.
+pub const OFFLOAD_BINARY_VERSION: u32 = 1;
+/// Size of the header.
+pub const HEADER_SIZE: u64 = 32;
+/// Size of the (single) entry in version 1.
+pub const ENTRY_SIZE: u64 = 40;
+/// Size of one string entry (`{KeyOffset, ValueOffset}`).
+pub const STRING_ENTRY_SIZE: u64 = 16;
+/// Alignment of the image inside the binary and of the binary's total size.
+pub const ALIGNMENT: u64 = 8;
+
+const FIXED_SIZE: u64 = HEADER_SIZE + ENTRY_SIZE;
+
+/// The kind of the embedded image (`llvm::object::ImageKind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ImageKind {
+    None,
+    Object,
+    Bitcode,
+    Cubin,
+    Fatbinary,
+    Ptx,
+    Spirv,
+    Unknown(u16),
+}
+
+impl ImageKind {
+    /// The on-disk value.
+    pub fn to_u16(self) -> u16 {
+        match self {
+            ImageKind::None => 0,
+            ImageKind::Object => 1,
+            ImageKind::Bitcode => 2,
+            ImageKind::Cubin => 3,
+            ImageKind::Fatbinary => 4,
+            ImageKind::Ptx => 5,
+            ImageKind::Spirv => 6,
+            ImageKind::Unknown(v) => v,
+        }
+    }
+
+    /// The kind for an on-disk value; values LLVM does not define become `Unknown`.
+    pub fn from_u16(v: u16) -> Self {
+        match v {
+            0 => ImageKind::None,
+            1 => ImageKind::Object,
+            2 => ImageKind::Bitcode,
+            3 => ImageKind::Cubin,
+            4 => ImageKind::Fatbinary,
+            5 => ImageKind::Ptx,
+            6 => ImageKind::Spirv,
+            v => ImageKind::Unknown(v),
+        }
+    }
+
+    /// The name `llvm-objdump --offloading` prints for this kind (`elf`, `llvm ir`, `ptx`, ...).
+    /// LLVM 22's objdump has no name for SPIR-V and prints `<none>` for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ImageKind::Object => "elf",
+            ImageKind::Bitcode => "llvm ir",
+            ImageKind::Cubin => "cubin",
+            ImageKind::Fatbinary => "fatbinary",
+            ImageKind::Ptx => "ptx",
+            ImageKind::None | ImageKind::Spirv | ImageKind::Unknown(_) => "<none>",
+        }
+    }
+
+    /// The file extension LLVM uses for this kind (`getImageKindName`): `o`, `bc`, `cubin`,
+    /// `fatbin`, `s`, `spv`; empty for `None` and unknown kinds.
+    pub fn extension(self) -> &'static str {
+        match self {
+            ImageKind::Object => "o",
+            ImageKind::Bitcode => "bc",
+            ImageKind::Cubin => "cubin",
+            ImageKind::Fatbinary => "fatbin",
+            ImageKind::Ptx => "s",
+            ImageKind::Spirv => "spv",
+            ImageKind::None | ImageKind::Unknown(_) => "",
+        }
+    }
+
+    /// The kind `llvm-offload-binary` infers from a file extension (`o`, `bc`, `cubin`,
+    /// `fatbin`, `s`; `spv` as post-22 LLVM does); anything else is `None`.
+    pub fn from_extension(ext: &str) -> Self {
+        match ext {
+            "o" => ImageKind::Object,
+            "bc" => ImageKind::Bitcode,
+            "cubin" => ImageKind::Cubin,
+            "fatbin" => ImageKind::Fatbinary,
+            "s" => ImageKind::Ptx,
+            "spv" => ImageKind::Spirv,
+            _ => ImageKind::None,
+        }
+    }
+}
+
+/// The offloading programming model (`llvm::object::OffloadKind`), with LLVM >= 21 values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OffloadKind {
+    None,
+    OpenMp,
+    Cuda,
+    Hip,
+    Sycl,
+    Unknown(u16),
+}
+
+impl OffloadKind {
+    /// The on-disk value in LLVM >= 21 (HIP = 4, SYCL = 8).
+    pub fn to_u16(self) -> u16 {
+        match self {
+            OffloadKind::None => 0,
+            OffloadKind::OpenMp => 1,
+            OffloadKind::Cuda => 2,
+            OffloadKind::Hip => 4,
+            OffloadKind::Sycl => 8,
+            OffloadKind::Unknown(v) => v,
+        }
+    }
+
+    /// The kind for an LLVM >= 21 on-disk value.
+    pub fn from_u16(v: u16) -> Self {
+        match v {
+            0 => OffloadKind::None,
+            1 => OffloadKind::OpenMp,
+            2 => OffloadKind::Cuda,
+            4 => OffloadKind::Hip,
+            8 => OffloadKind::Sycl,
+            v => OffloadKind::Unknown(v),
+        }
+    }
+
+    /// The kind for an on-disk value written by LLVM 15–20, where HIP was 3.
+    pub fn from_legacy_u16(v: u16) -> Self {
+        match v {
+            3 => OffloadKind::Hip,
+            4 => OffloadKind::Unknown(4),
+            v => Self::from_u16(v),
+        }
+    }
+
+    /// `none`, `openmp`, `cuda`, `hip`, `sycl`; `unknown` otherwise.
+    pub fn name(self) -> &'static str {
+        match self {
+            OffloadKind::None => "none",
+            OffloadKind::OpenMp => "openmp",
+            OffloadKind::Cuda => "cuda",
+            OffloadKind::Hip => "hip",
+            OffloadKind::Sycl => "sycl",
+            OffloadKind::Unknown(_) => "unknown",
+        }
+    }
+
+    /// The kind named as `llvm-offload-binary`'s `kind=` accepts it.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "none" => OffloadKind::None,
+            "openmp" => OffloadKind::OpenMp,
+            "cuda" => OffloadKind::Cuda,
+            "hip" => OffloadKind::Hip,
+            "sycl" => OffloadKind::Sycl,
+            _ => return None,
+        })
+    }
+}
+
+/// One OffloadBinary: an image, its kinds, flags and string metadata.
+///
+/// `strings` keeps the on-disk order of the string entries; that order is part of the bytes
+/// (see [`llvm_key_order`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffloadBinary<'a> {
+    pub image_kind: ImageKind,
+    pub offload_kind: OffloadKind,
+    pub flags: u32,
+    pub strings: Vec<(Cow<'a, str>, Cow<'a, str>)>,
+    pub image: Cow<'a, [u8]>,
+}
+
+/// The metadata part of an OffloadBinary, laid out for writing: everything but the image.
+#[derive(Debug, Clone)]
+pub struct BinaryLayout {
+    /// The bytes before the image: header, entry, string entries, string table, padding.
+    pub prefix: Vec<u8>,
+    /// Zero bytes to write after the image.
+    pub trailing_padding: u64,
+    /// Total size of the binary (the header's `Size`).
+    pub size: u64,
+}
+
+fn align8(v: u64) -> u64 {
+    v.div_ceil(ALIGNMENT) * ALIGNMENT
+}
+
+fn rd_u16(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+fn rd_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+fn rd_u64(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+/// An ELF string table as LLVM's `StringTableBuilder(ELF)` + `finalize()` lays it out: byte 0
+/// is NUL, strings sorted by their reversed bytes in descending order, and a string that is a
+/// suffix of the one placed just before it shares that string's tail.
+///
+/// Returns the table and each input string's offset (in input order; duplicates share one).
+pub fn elf_string_table<S: AsRef<[u8]>>(strings: &[S]) -> (Vec<u8>, Vec<u64>) {
+    let mut unique: Vec<&[u8]> = strings.iter().map(|s| s.as_ref()).collect();
+    unique.sort_unstable();
+    unique.dedup();
+    // LLVM's multikey sort compares characters from the end, larger first, with "no more
+    // characters" ranking below every byte: that is descending order of the reversed strings.
+    unique.sort_by(|a, b| b.iter().rev().cmp(a.iter().rev()));
+    let mut table = vec![0u8];
+    let mut placed: Vec<(&[u8], u64)> = Vec::with_capacity(unique.len());
+    let mut previous: &[u8] = &[];
+    for s in unique {
+        if previous.ends_with(s) {
+            placed.push((s, table.len() as u64 - s.len() as u64 - 1));
+            continue;
+        }
+        placed.push((s, table.len() as u64));
+        table.extend_from_slice(s);
+        table.push(0);
+        previous = s;
+    }
+    let offsets = strings
+        .iter()
+        .map(|s| {
+            let s = s.as_ref();
+            placed
+                .iter()
+                .find(|(p, _)| *p == s)
+                .map_or(0, |&(_, off)| off)
+        })
+        .collect();
+    (table, offsets)
+}
+
+/// Keys whose relative `DenseMap` iteration order in `llvm-offload-binary` (LLVM 22) was
+/// observed, in that order. No two of them share a hash bucket (checked pairwise in both
+/// insertion orders), so any subset keeps this relative order.
+pub const LLVM_KEY_RANK: &[&str] = &[
+    "feature",
+    "offload.kernels",
+    "arch",
+    "bar",
+    "triple",
+    "producer",
+    "offload.module",
+    "foo",
+];
+
+/// The order in which `llvm-offload-binary` (LLVM 22) stores the string entries for a set of
+/// `--image` keys (its `DenseMap` hash order), e.g. `{triple, arch}` → arch, triple. Returns
+/// `None` when a key is outside [`LLVM_KEY_RANK`] (unless it is the only key) or repeated: byte
+/// equality with the tool cannot be promised then.
+pub fn llvm_key_order<'k>(keys: &[&'k str]) -> Option<Vec<&'k str>> {
+    let mut sorted: Vec<&str> = keys.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    if sorted.len() != keys.len() {
+        return None;
+    }
+    if keys.len() == 1 {
+        return Some(keys.to_vec());
+    }
+    let mut ranked: Vec<(usize, &'k str)> = keys
+        .iter()
+        .map(|k| LLVM_KEY_RANK.iter().position(|r| r == k).map(|i| (i, *k)))
+        .collect::<Option<_>>()?;
+    ranked.sort_unstable();
+    Some(ranked.into_iter().map(|(_, k)| k).collect())
+}
+
+impl<'a> OffloadBinary<'a> {
+    /// A binary with no strings and no flags.
+    pub fn new(
+        image_kind: ImageKind,
+        offload_kind: OffloadKind,
+        image: impl Into<Cow<'a, [u8]>>,
+    ) -> Self {
+        OffloadBinary {
+            image_kind,
+            offload_kind,
+            flags: 0,
+            strings: Vec::new(),
+            image: image.into(),
+        }
+    }
+
+    /// Appends a string entry (builder style).
+    pub fn with_string(
+        mut self,
+        key: impl Into<Cow<'a, str>>,
+        value: impl Into<Cow<'a, str>>,
+    ) -> Self {
+        self.strings.push((key.into(), value.into()));
+        self
+    }
+
+    /// The value of the first string entry named `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.strings
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_ref())
+    }
+
+    /// The `triple` string.
+    pub fn triple(&self) -> Option<&str> {
+        self.get("triple")
+    }
+
+    /// The `arch` string.
+    pub fn arch(&self) -> Option<&str> {
+        self.get("arch")
+    }
+
+    /// Sets `key` to `value`, replacing an existing entry in place or appending a new one.
+    pub fn set(&mut self, key: impl Into<Cow<'a, str>>, value: impl Into<Cow<'a, str>>) {
+        let key = key.into();
+        let value = value.into();
+        match self.strings.iter_mut().find(|(k, _)| *k == key) {
+            Some(slot) => slot.1 = value,
+            None => self.strings.push((key, value)),
+        }
+    }
+
+    /// Reorders the string entries as `llvm-offload-binary` would store them, when
+    /// [`llvm_key_order`] knows the key set. Returns whether it did.
+    pub fn apply_llvm_key_order(&mut self) -> bool {
+        let keys: Vec<&str> = self.strings.iter().map(|(k, _)| k.as_ref()).collect();
+        let Some(order) = llvm_key_order(&keys) else {
+            return false;
+        };
+        let order: Vec<String> = order.into_iter().map(str::to_owned).collect();
+        let mut old = std::mem::take(&mut self.strings);
+        for key in order {
+            if let Some(pos) = old.iter().position(|(k, _)| *k == key) {
+                self.strings.push(old.remove(pos));
+            }
+        }
+        true
+    }
+
+    /// Total size of the serialized binary (the header's `Size`).
+    pub fn serialized_size(&self) -> u64 {
+        let (table, _) = elf_string_table(&self.string_refs());
+        let data =
+            align8(FIXED_SIZE + STRING_ENTRY_SIZE * self.strings.len() as u64 + table.len() as u64);
+        align8(data + self.image.len() as u64)
+    }
+
+    fn string_refs(&self) -> Vec<&str> {
+        self.strings
+            .iter()
+            .flat_map(|(k, v)| [k.as_ref(), v.as_ref()])
+            .collect()
+    }
+
+    /// Lays out everything but the image for an image of `image_size` bytes.
+    ///
+    /// With [`BinaryLayout::prefix`], then the image, then `trailing_padding` zeros, a caller
+    /// can stream a large image from a reader instead of holding it in memory.
+    pub fn layout(&self, image_size: u64) -> Result<BinaryLayout> {
+        for s in self.string_refs() {
+            if s.as_bytes().contains(&0) {
+                return Err(Error::BinaryStringHasNul(s.to_owned()));
+            }
+        }
+        let refs = self.string_refs();
+        let (table, offsets) = elf_string_table(&refs);
+        let n = self.strings.len() as u64;
+        let string_offset = FIXED_SIZE;
+        let table_offset = string_offset + STRING_ENTRY_SIZE * n;
+        let image_offset = align8(table_offset + table.len() as u64);
+        let size = align8(image_offset + image_size);
+
+        let mut p = Vec::with_capacity(image_offset as usize);
+        p.extend_from_slice(&OFFLOAD_BINARY_MAGIC);
+        p.extend_from_slice(&OFFLOAD_BINARY_VERSION.to_le_bytes());
+        p.extend_from_slice(&size.to_le_bytes());
+        p.extend_from_slice(&HEADER_SIZE.to_le_bytes());
+        p.extend_from_slice(&ENTRY_SIZE.to_le_bytes());
+        p.extend_from_slice(&self.image_kind.to_u16().to_le_bytes());
+        p.extend_from_slice(&self.offload_kind.to_u16().to_le_bytes());
+        p.extend_from_slice(&self.flags.to_le_bytes());
+        p.extend_from_slice(&string_offset.to_le_bytes());
+        p.extend_from_slice(&n.to_le_bytes());
+        p.extend_from_slice(&image_offset.to_le_bytes());
+        p.extend_from_slice(&image_size.to_le_bytes());
+        for off in &offsets {
+            p.extend_from_slice(&(table_offset + off).to_le_bytes());
+        }
+        p.extend_from_slice(&table);
+        p.resize(image_offset as usize, 0);
+        Ok(BinaryLayout {
+            prefix: p,
+            trailing_padding: size - image_offset - image_size,
+            size,
+        })
+    }
+
+    /// Writes the binary; the bytes equal `llvm-offload-binary`'s for the same string order.
+    ///
+    /// Fails with `InvalidInput` when a key or value contains a NUL byte.
+    pub fn write_to<W: Write>(&self, mut w: W) -> io::Result<()> {
+        let layout = self
+            .layout(self.image.len() as u64)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        w.write_all(&layout.prefix)?;
+        w.write_all(&self.image)?;
+        write_zeros(&mut w, layout.trailing_padding)
+    }
+
+    /// Writes the binary with its image taken from `image`, which must yield exactly
+    /// `image_size` bytes; `self.image` is ignored. Returns the number of bytes written.
+    pub fn write_streaming<W: Write, R: Read>(
+        &self,
+        image: R,
+        image_size: u64,
+        mut w: W,
+    ) -> Result<u64> {
+        let layout = self.layout(image_size)?;
+        w.write_all(&layout.prefix)?;
+        copy_exact(image, image_size, &mut w)?;
+        write_zeros(&mut w, layout.trailing_padding)?;
+        Ok(layout.size)
+    }
+
+    /// The serialized bytes, as [`OffloadBinary::write_to`] writes them.
+    ///
+    /// Version 1 cannot store a NUL inside a key or value; such a string is cut at its first
+    /// NUL here (as a C reader would see it), where `write_to` reports an error instead.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(usize::try_from(self.serialized_size()).unwrap_or(0));
+        if self.write_to(&mut v).is_ok() {
+            return v;
+        }
+        let cut = |s: &str| s.split('\0').next().unwrap_or("").to_owned();
+        let trimmed = OffloadBinary {
+            strings: self
+                .strings
+                .iter()
+                .map(|(k, v)| (Cow::Owned(cut(k)), Cow::Owned(cut(v))))
+                .collect(),
+            image: Cow::Borrowed(self.image.as_ref()),
+            ..*self
+        };
+        let mut v = Vec::new();
+        // Cannot fail: no string has a NUL any more and writing to a Vec does not fail.
+        let _ = trimmed.write_to(&mut v);
+        v
+    }
+
+    /// Parses one binary at the start of `bytes`, borrowing strings and image from it.
+    ///
+    /// Returns the binary and the number of bytes it occupies (its header `Size`). The
+    /// buffer need not be 8-aligned.
+    pub fn parse(bytes: &'a [u8]) -> Result<(OffloadBinary<'a>, usize)> {
+        Self::parse_at(bytes, 0)
+    }
+
+    /// Like [`OffloadBinary::parse`], with `base` added to every offset in errors.
+    pub fn parse_at(bytes: &'a [u8], base: u64) -> Result<(OffloadBinary<'a>, usize)> {
+        let available = bytes.len() as u64;
+        if bytes.len() < 4 || bytes[..4] != OFFLOAD_BINARY_MAGIC {
+            let mut found = [0u8; 4];
+            let n = bytes.len().min(4);
+            found[..n].copy_from_slice(&bytes[..n]);
+            return Err(Error::BinaryBadMagic {
+                offset: base,
+                found,
+            });
+        }
+        if available < FIXED_SIZE {
+            return Err(Error::BinaryTruncated {
+                offset: base,
+                available,
+            });
+        }
+        let version = rd_u32(bytes, 4);
+        if version != OFFLOAD_BINARY_VERSION {
+            return Err(Error::BinaryUnsupportedVersion {
+                offset: base + 4,
+                version,
+            });
+        }
+        let size = rd_u64(bytes, 8);
+        if size < FIXED_SIZE || size > available {
+            return Err(Error::BinarySizeOutOfRange {
+                offset: base + 8,
+                size,
+                available,
+            });
+        }
+        let entry_offset = rd_u64(bytes, 16);
+        let entry_size = rd_u64(bytes, 24);
+        if entry_offset < HEADER_SIZE
+            || entry_offset > size - ENTRY_SIZE
+            || entry_size < ENTRY_SIZE
+            || entry_size > size - HEADER_SIZE
+        {
+            return Err(Error::BinaryEntryOutOfRange {
+                offset: base + 16,
+                entry_offset,
+                entry_size,
+                size,
+            });
+        }
+        // In range: entry_offset + 40 <= size <= bytes.len().
+        let data = &bytes[..size as usize];
+        let e = entry_offset as usize;
+        let image_kind = ImageKind::from_u16(rd_u16(data, e));
+        let offload_kind = OffloadKind::from_u16(rd_u16(data, e + 2));
+        let flags = rd_u32(data, e + 4);
+        let string_offset = rd_u64(data, e + 8);
+        let num_strings = rd_u64(data, e + 16);
+        let image_offset = rd_u64(data, e + 24);
+        let image_size = rd_u64(data, e + 32);
+
+        let strings_fit = num_strings
+            .checked_mul(STRING_ENTRY_SIZE)
+            .and_then(|len| string_offset.checked_add(len))
+            .is_some_and(|end| end <= size);
+        if !strings_fit {
+            return Err(Error::BinaryStringEntriesOutOfRange {
+                offset: base + entry_offset + 16,
+                string_offset,
+                count: num_strings,
+                size,
+            });
+        }
+        let image_end = image_offset.checked_add(image_size);
+        if image_end.is_none_or(|end| end > size) {
+            return Err(Error::BinaryImageOutOfRange {
+                offset: base + entry_offset + 32,
+                image_offset,
+                image_size,
+                size,
+            });
+        }
+        // num_strings * 16 <= size fits in memory, so this capacity is bounded by the input.
+        let mut strings = Vec::with_capacity(num_strings as usize);
+        for i in 0..num_strings {
+            let at = string_offset + i * STRING_ENTRY_SIZE;
+            let key = read_cstr(data, rd_u64(data, at as usize), base + at, "key")?;
+            let value = read_cstr(data, rd_u64(data, at as usize + 8), base + at + 8, "value")?;
+            strings.push((Cow::Borrowed(key), Cow::Borrowed(value)));
+        }
+        let image = &data[image_offset as usize..(image_offset + image_size) as usize];
+        Ok((
+            OffloadBinary {
+                image_kind,
+                offload_kind,
+                flags,
+                strings,
+                image: Cow::Borrowed(image),
+            },
+            size as usize,
+        ))
+    }
+
+    /// A copy that owns its strings and image.
+    pub fn into_owned(self) -> OffloadBinary<'static> {
+        OffloadBinary {
+            image_kind: self.image_kind,
+            offload_kind: self.offload_kind,
+            flags: self.flags,
+            strings: self
+                .strings
+                .into_iter()
+                .map(|(k, v)| (Cow::Owned(k.into_owned()), Cow::Owned(v.into_owned())))
+                .collect(),
+            image: Cow::Owned(self.image.into_owned()),
+        }
+    }
+}
+
+fn read_cstr<'a>(data: &'a [u8], at: u64, field: u64, what: &'static str) -> Result<&'a str> {
+    let start = usize::try_from(at).ok().filter(|&s| s < data.len()).ok_or(
+        Error::BinaryStringOutOfRange {
+            offset: field,
+            what,
+        },
+    )?;
+    let len = data[start..]
+        .iter()
+        .position(|&b| b == 0)
+        .ok_or(Error::BinaryStringOutOfRange {
+            offset: field,
+            what,
+        })?;
+    std::str::from_utf8(&data[start..start + len])
+        .map_err(|_| Error::BinaryStringNotUtf8 { offset: at, what })
+}
+
+/// Parses binaries stored back to back, as LLVM reads a `.llvm.offloading` section: each one
+/// starts `Size` bytes after the previous. Trailing zero bytes (section padding) are ignored.
+pub fn parse_all(bytes: &[u8]) -> Result<Vec<OffloadBinary<'_>>> {
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    while pos < bytes.len() {
+        let rest = &bytes[pos..];
+        if rest.iter().all(|&b| b == 0) {
+            break;
+        }
+        let (bin, used) = OffloadBinary::parse_at(rest, pos as u64)?;
+        out.push(bin);
+        pos += used;
+    }
+    Ok(out)
+}
+
+/// Writes `n` zero bytes.
+pub(crate) fn write_zeros<W: Write + ?Sized>(w: &mut W, mut n: u64) -> io::Result<()> {
+    const ZEROS: [u8; 4096] = [0; 4096];
+    while n > 0 {
+        let k = n.min(ZEROS.len() as u64) as usize;
+        w.write_all(&ZEROS[..k])?;
+        n -= k as u64;
+    }
+    Ok(())
+}
+
+/// Copies exactly `n` bytes from `r` to `w`; a short source is an `UnexpectedEof` error.
+pub(crate) fn copy_exact<R: Read, W: Write + ?Sized>(r: R, n: u64, w: &mut W) -> io::Result<()> {
+    let copied = io::copy(&mut r.take(n), w)?;
+    if copied != n {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("source ended after {copied} of {n} bytes"),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn string_table_matches_llvm_example() {
+        let (t, off) = elf_string_table(&["arch", "gfx90a", "triple", "amdgcn-amd-amdhsa"]);
+        assert_eq!(t, b"\0arch\0triple\0amdgcn-amd-amdhsa\0gfx90a\0");
+        assert_eq!(off, vec![1, 31, 6, 13]);
+    }
+
+    #[test]
+    fn string_table_tail_merges() {
+        let (t, off) = elf_string_table(&["bc", "abc", "c"]);
+        assert_eq!(t, b"\0abc\0");
+        assert_eq!(off, vec![2, 1, 3]);
+    }
+
+    #[test]
+    fn formats_md_example_bytes() {
+        let bin = OffloadBinary::new(ImageKind::None, OffloadKind::OpenMp, &b"12345678"[..])
+            .with_string("arch", "gfx90a")
+            .with_string("triple", "amdgcn-amd-amdhsa");
+        let bytes = bin.to_bytes();
+        assert_eq!(bytes.len(), 0x98);
+        assert_eq!(bin.serialized_size(), 0x98);
+        assert_eq!(rd_u64(&bytes, 0x48), 0x69);
+        assert_eq!(rd_u64(&bytes, 0x50), 0x87);
+        assert_eq!(rd_u64(&bytes, 0x58), 0x6e);
+        assert_eq!(rd_u64(&bytes, 0x60), 0x75);
+        assert_eq!(rd_u64(&bytes, 0x38), 0x90);
+        let (back, used) = OffloadBinary::parse(&bytes).unwrap();
+        assert_eq!(used, 0x98);
+        assert_eq!(back, bin);
+    }
+
+    #[test]
+    fn parse_unaligned_and_back_to_back() {
+        let a = OffloadBinary::new(ImageKind::Ptx, OffloadKind::Cuda, &b"ptx"[..])
+            .with_string("triple", "nvptx64-nvidia-cuda")
+            .with_string("arch", "sm_80");
+        let b = OffloadBinary::new(ImageKind::Object, OffloadKind::Hip, &[][..])
+            .with_string("triple", "amdgcn-amd-amdhsa");
+        let mut buf = vec![0xEEu8];
+        a.write_to(&mut buf).unwrap();
+        b.write_to(&mut buf).unwrap();
+        buf.extend_from_slice(&[0; 16]);
+        let all = parse_all(&buf[1..]).unwrap();
+        assert_eq!(all, vec![a, b]);
+    }
+
+    #[test]
+    fn rejects_bad_input() {
+        let bin =
+            OffloadBinary::new(ImageKind::Ptx, OffloadKind::Cuda, &b"x"[..]).with_string("k", "v");
+        let good = bin.to_bytes();
+        for cut in 0..good.len() {
+            assert!(OffloadBinary::parse(&good[..cut]).is_err(), "cut {cut}");
+        }
+        let mut bad = good.clone();
+        bad[0x30..0x38].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(matches!(
+            OffloadBinary::parse(&bad),
+            Err(Error::BinaryStringEntriesOutOfRange { offset: 0x30, .. })
+        ));
+        let mut bad = good.clone();
+        bad[0x40..0x48].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(matches!(
+            OffloadBinary::parse(&bad),
+            Err(Error::BinaryImageOutOfRange { offset: 0x40, .. })
+        ));
+        let mut bad = good.clone();
+        bad[4] = 2;
+        assert!(matches!(
+            OffloadBinary::parse(&bad),
+            Err(Error::BinaryUnsupportedVersion {
+                version: 2,
+                offset: 4
+            })
+        ));
+        let mut bad = good.clone();
+        bad[0x48..0x50].copy_from_slice(&(good.len() as u64).to_le_bytes());
+        assert!(matches!(
+            OffloadBinary::parse(&bad),
+            Err(Error::BinaryStringOutOfRange { what: "key", .. })
+        ));
+    }
+
+    #[test]
+    fn key_order() {
+        assert_eq!(
+            llvm_key_order(&["triple", "arch"]),
+            Some(vec!["arch", "triple"])
+        );
+        assert_eq!(
+            llvm_key_order(&["triple", "arch", "feature"]),
+            Some(vec!["feature", "arch", "triple"])
+        );
+        assert_eq!(
+            llvm_key_order(&["triple", "arch", "foo", "bar"]),
+            Some(vec!["arch", "bar", "triple", "foo"])
+        );
+        assert_eq!(
+            llvm_key_order(&["triple", "arch", "offload.module", "offload.kernels"]),
+            Some(vec!["offload.kernels", "arch", "triple", "offload.module"])
+        );
+        assert_eq!(llvm_key_order(&["x", "y"]), None);
+        assert_eq!(llvm_key_order(&["arch", "arch"]), None);
+    }
+}

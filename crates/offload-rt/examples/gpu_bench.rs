@@ -1,0 +1,347 @@
+//! CUDA benchmarks of the runtime, side by side in one program:
+//!
+//! 1. launch overhead of an empty kernel through the runtime (`Device::launch_raw`, with its
+//!    module and kernel lookups) against a raw `cuLaunchKernel` loop on the same stream
+//!    (target: at most 1.1x);
+//! 2. SAXPY over 256 Mi floats: achieved bandwidth against the device-to-device copy
+//!    bandwidth measured in the same run (target: at least 90%);
+//! 3. first launch, cubin against PTX JIT: time from process start to the first kernel done
+//!    (each in a fresh process; the JIT cache is disabled for the PTX run).
+//!
+//! `cargo run --release -p offload-rt --example gpu_bench [-- --launches N --reps N]`.
+//! Without a CUDA device it says why and exits with status 2. It exits with status 1 when a
+//! target is missed.
+
+use std::ffi::c_void;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use offload_format::{ImageKind, OffloadBinary, OffloadKind};
+use offload_rt::backend::cuda::{self, CudaBackend, CudaDevice, CudaImageKind};
+use offload_rt::registry::{
+    __offload_register_lib, OFFLOAD_DESCRIPTOR_MAGIC, OFFLOAD_DESCRIPTOR_VERSION, OffloadDescriptor,
+};
+use offload_rt::{Device, DeviceBuffer, LaunchConfig};
+
+const PTX_SM70: &[u8] = include_bytes!("../tests/gpu_fixtures/kernels.sm_70.ptx");
+const CUBIN_SM80: &[u8] = include_bytes!("../tests/gpu_fixtures/kernels.sm_80.cubin");
+const CUBIN_SM90: &[u8] = include_bytes!("../tests/gpu_fixtures/kernels.sm_90.cubin");
+const MODULE: &str = "gpu_fixtures";
+
+type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// Which images to register.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Images {
+    All,
+    CubinOnly,
+    PtxOnly,
+}
+
+fn register(images: Images) {
+    let mut binaries = Vec::new();
+    let mut add = |arch: &'static str, kind: ImageKind, bytes: &'static [u8]| {
+        binaries.push(
+            OffloadBinary::new(kind, OffloadKind::Cuda, bytes)
+                .with_string("arch", arch)
+                .with_string("triple", "nvptx64-nvidia-cuda")
+                .with_string("offload.module", MODULE)
+                .with_string("offload.kernels", "empty,saxpy,store"),
+        );
+    };
+    if images != Images::PtxOnly {
+        add("sm_80", ImageKind::Cubin, CUBIN_SM80);
+        add("sm_90", ImageKind::Cubin, CUBIN_SM90);
+    }
+    if images != Images::CubinOnly {
+        add("sm_70", ImageKind::Ptx, PTX_SM70);
+    }
+    let bundle: &'static [u8] = binaries
+        .iter()
+        .flat_map(OffloadBinary::to_bytes)
+        .collect::<Vec<u8>>()
+        .leak();
+    let name: &'static [u8] = b"gpu_bench";
+    let desc: &'static OffloadDescriptor = Box::leak(Box::new(OffloadDescriptor {
+        magic: OFFLOAD_DESCRIPTOR_MAGIC,
+        version: OFFLOAD_DESCRIPTOR_VERSION,
+        name: name.as_ptr(),
+        name_len: name.len(),
+        bundle: bundle.as_ptr(),
+        bundle_len: bundle.len(),
+    }));
+    // SAFETY: the descriptor, its name and its bundle are leaked: valid for the rest of the
+    // process.
+    unsafe { __offload_register_lib(desc) };
+}
+
+fn open_device() -> BenchResult<(Device, CudaDevice)> {
+    let backend = CudaBackend::open(0)?;
+    let raw = backend.device().clone();
+    Ok((Device::from_backend(Box::new(backend)), raw))
+}
+
+/// Child mode: from process start to the first kernel done, then one line on stdout.
+fn first_launch(images: Images) -> BenchResult<()> {
+    register(images);
+    let (device, _) = open_device()?;
+    // SAFETY: `empty` takes no parameters.
+    let report = unsafe { device.launch_raw(MODULE, "empty", &LaunchConfig::linear(1, 1), &[]) }?;
+    device.synchronize()?;
+    println!("done {report}");
+    Ok(())
+}
+
+fn time_first_launch(kind: &str, disable_jit_cache: bool) -> BenchResult<Duration> {
+    let exe = std::env::current_exe()?;
+    let mut cmd = Command::new(exe);
+    cmd.args(["--first-launch", kind])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    if disable_jit_cache {
+        cmd.env("CUDA_CACHE_DISABLE", "1");
+    }
+    let start = Instant::now();
+    let mut child = cmd.spawn()?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line)?;
+    let elapsed = start.elapsed();
+    let status = child.wait()?;
+    if !status.success() || !line.starts_with("done") {
+        return Err(
+            format!("first-launch child ({kind}) failed: {status}, output {line:?}").into(),
+        );
+    }
+    Ok(elapsed)
+}
+
+/// Per-launch time of `launches` launches plus a final synchronize.
+fn per_launch(
+    launches: u32,
+    mut launch: impl FnMut() -> BenchResult<()>,
+    sync: impl Fn() -> BenchResult<()>,
+) -> BenchResult<Duration> {
+    let start = Instant::now();
+    for _ in 0..launches {
+        launch()?;
+    }
+    sync()?;
+    Ok(start.elapsed() / launches)
+}
+
+fn launch_overhead(
+    device: &Device,
+    raw: &CudaDevice,
+    launches: u32,
+    reps: u32,
+) -> BenchResult<(Duration, Duration)> {
+    let api = cuda::sys::api()?;
+    let (image, kind) = image_for(raw);
+    let module = raw.load_module(image, kind)?;
+    let f = module.function("empty")?;
+    let (_, stream) = raw.raw_handles();
+    let cfg = LaunchConfig::linear(1, 1);
+    let sync = || -> BenchResult<()> { Ok(device.synchronize()?) };
+    let rt = || -> BenchResult<()> {
+        // SAFETY: `empty` takes no parameters.
+        unsafe { device.launch_raw(MODULE, "empty", &cfg, &[]) }?;
+        Ok(())
+    };
+    let raw_launch = || -> BenchResult<()> {
+        // SAFETY: `f` is a parameterless kernel of a module loaded in the device's context,
+        // which the runtime made current on this thread; `stream` is the device's stream.
+        let code = unsafe {
+            (api.cuLaunchKernel)(
+                f.raw_handle(),
+                1,
+                1,
+                1,
+                1,
+                1,
+                1,
+                0,
+                stream,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+        if code == cuda::sys::CUDA_SUCCESS {
+            Ok(())
+        } else {
+            Err(format!("cuLaunchKernel: {code}").into())
+        }
+    };
+    // Warm up both paths (module load, lookups, the driver's queues).
+    per_launch(1000, rt, sync)?;
+    per_launch(1000, raw_launch, sync)?;
+    let (mut best_rt, mut best_raw) = (Duration::MAX, Duration::MAX);
+    for _ in 0..reps {
+        best_raw = best_raw.min(per_launch(launches, raw_launch, sync)?);
+        best_rt = best_rt.min(per_launch(launches, rt, sync)?);
+    }
+    Ok((best_rt, best_raw))
+}
+
+/// The image the runtime's selection picks among the registered ones, for the raw loop.
+fn image_for(raw: &CudaDevice) -> (&'static [u8], CudaImageKind) {
+    match raw.info().compute_capability.0 {
+        8 => (CUBIN_SM80, CudaImageKind::Cubin),
+        9 => (CUBIN_SM90, CudaImageKind::Cubin),
+        _ => (PTX_SM70, CudaImageKind::Ptx),
+    }
+}
+
+/// (SAXPY GB/s, device-to-device copy GB/s).
+fn bandwidth(device: &Device, raw: &CudaDevice, reps: u32) -> BenchResult<(f64, f64)> {
+    let n: usize = 256 << 20;
+    let bytes = n * 4;
+    let a = 0.5f32;
+    let x: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
+    let y0: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
+    let dx = DeviceBuffer::from_slice(device, &x)?;
+    let mut dy = DeviceBuffer::from_slice(device, &y0)?;
+    let cfg = LaunchConfig::for_num_elems(n as u32);
+    let saxpy = |dy: &mut DeviceBuffer<f32>| -> BenchResult<()> {
+        let (mut nn, mut aa, mut px, mut py) = (n as u32, a, dx.device_ptr().0, dy.device_ptr().0);
+        let params: [*mut c_void; 4] = [
+            (&raw mut nn).cast(),
+            (&raw mut aa).cast(),
+            (&raw mut px).cast(),
+            (&raw mut py).cast(),
+        ];
+        // SAFETY: saxpy(unsigned, float, const float*, float*); both buffers hold n floats
+        // and outlive the launch (they are dropped after the device is synchronized).
+        unsafe { device.launch_raw(MODULE, "saxpy", &cfg, &params) }?;
+        Ok(())
+    };
+    // One checked run first, so that the timings are of a kernel that does the work.
+    saxpy(&mut dy)?;
+    let got = dy.to_vec()?;
+    for i in (0..n).step_by(n / 997) {
+        let want = a * x[i] + y0[i];
+        if (got[i] - want).abs() > want.abs() * 1e-6 + 1e-6 {
+            return Err(format!("saxpy wrong at {i}: {} != {want}", got[i]).into());
+        }
+    }
+    let (start, end) = (raw.event()?, raw.event()?);
+    let mut best_saxpy = f32::MAX;
+    for _ in 0..reps {
+        start.record()?;
+        saxpy(&mut dy)?;
+        end.record()?;
+        best_saxpy = best_saxpy.min(end.elapsed_ms_since(&start)?);
+    }
+    let src = raw.alloc(bytes)?;
+    let mut dst = raw.alloc(bytes)?;
+    raw.copy_device_to_device(&mut dst, &src, bytes)?;
+    let mut best_copy = f32::MAX;
+    for _ in 0..reps {
+        start.record()?;
+        raw.copy_device_to_device(&mut dst, &src, bytes)?;
+        end.record()?;
+        best_copy = best_copy.min(end.elapsed_ms_since(&start)?);
+    }
+    device.synchronize()?;
+    let gbs = |moved: usize, ms: f32| moved as f64 / (f64::from(ms) * 1e-3) / 1e9;
+    // SAXPY reads x and y and writes y; a copy reads and writes each byte once.
+    Ok((gbs(3 * bytes, best_saxpy), gbs(2 * bytes, best_copy)))
+}
+
+fn arg(args: &[String], name: &str, default: u32) -> BenchResult<u32> {
+    match args.iter().position(|a| a == name) {
+        Some(i) => Ok(args
+            .get(i + 1)
+            .ok_or(format!("{name} needs a value"))?
+            .parse()?),
+        None => Ok(default),
+    }
+}
+
+fn run() -> BenchResult<bool> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--first-launch") {
+        let images = match args.get(1).map(String::as_str) {
+            Some("cubin") => Images::CubinOnly,
+            Some("ptx") => Images::PtxOnly,
+            other => return Err(format!("--first-launch cubin|ptx, not {other:?}").into()),
+        };
+        first_launch(images)?;
+        return Ok(true);
+    }
+    let launches = arg(&args, "--launches", 20_000)?;
+    let reps = arg(&args, "--reps", 5)?.max(1);
+
+    let info = match cuda::probe() {
+        Ok(devices) => devices.into_iter().next().ok_or("no CUDA device")?,
+        Err(e) => {
+            eprintln!("gpu_bench: no CUDA device to benchmark: {e}");
+            std::process::exit(2);
+        }
+    };
+    register(Images::All);
+    let (device, raw) = open_device()?;
+    println!(
+        "device: {} ({} SMs, {} MiB), driver CUDA {}.{}",
+        device.describe(),
+        info.multiprocessors,
+        info.total_memory >> 20,
+        info.driver_version.0,
+        info.driver_version.1
+    );
+    let image = device.load_module(MODULE)?;
+    println!(
+        "image: {} {} ({})",
+        image.triple,
+        image.arch,
+        image.image_kind.name()
+    );
+    let mut ok = true;
+
+    let (rt, rawt) = launch_overhead(&device, &raw, launches, reps)?;
+    let ratio = rt.as_secs_f64() / rawt.as_secs_f64();
+    let pass = ratio <= 1.1;
+    ok &= pass;
+    println!(
+        "launch overhead, empty kernel, best of {reps} x {launches}: runtime {:.3} us/launch, raw cuLaunchKernel {:.3} us/launch, ratio {ratio:.3}x (target <= 1.1x: {})",
+        rt.as_secs_f64() * 1e6,
+        rawt.as_secs_f64() * 1e6,
+        if pass { "met" } else { "MISSED" }
+    );
+
+    let (saxpy, copy) = bandwidth(&device, &raw, reps)?;
+    let frac = saxpy / copy;
+    let pass = frac >= 0.9;
+    ok &= pass;
+    println!(
+        "saxpy, 256 Mi floats: {saxpy:.1} GB/s; device-to-device copy: {copy:.1} GB/s; {:.1}% of copy (target >= 90%: {})",
+        frac * 100.0,
+        if pass { "met" } else { "MISSED" }
+    );
+
+    let cubin = match image_for(&raw).1 {
+        CudaImageKind::Cubin => format!(
+            "{:.1} ms",
+            time_first_launch("cubin", false)?.as_secs_f64() * 1e3
+        ),
+        _ => format!("n/a (no cubin for {} here)", info.arch()),
+    };
+    let ptx = time_first_launch("ptx", true)?;
+    println!(
+        "first launch, process start to first kernel done: cubin {cubin}, PTX JIT (cache disabled) {:.1} ms",
+        ptx.as_secs_f64() * 1e3
+    );
+    Ok(ok)
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("gpu_bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

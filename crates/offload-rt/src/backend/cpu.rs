@@ -1,0 +1,546 @@
+//! The host CPU as an offload device.
+//!
+//! A CPU image is an ELF shared object built from the kernel crate with `--cfg offload_device`.
+//! It is loaded from memory (an anonymous `memfd` opened by `dlopen` through `/proc/self/fd`;
+//! nothing is written to disk). For every kernel it exports two entry points (see
+//! [`crate::device::abi`]): one running a range of blocks with the thread loop inside the image,
+//! one running a single GPU thread.
+//!
+//! Blocks are spread over a persistent pool of worker threads. Kernels that call
+//! `sync_threads()` run each GPU thread of a block as a coroutine on the worker's OS thread,
+//! switched at the barrier. Whether a kernel does is found on its first launch: thread 0 of
+//! block 0 runs as a coroutine; if it completes without reaching a barrier, the kernel takes
+//! the fast path (no coroutines) from then on.
+
+mod loader;
+mod pool;
+
+use std::cell::Cell;
+use std::ffi::c_void;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+use corosensei::stack::DefaultStack;
+use corosensei::{Coroutine, CoroutineResult, Yielder};
+
+use super::{Backend, DeviceKind, DevicePtr, KernelHandle, Module};
+use crate::device::abi::{CPU_RUN_PREFIX, CPU_THREAD_PREFIX, CpuLaunch, CpuRunFn, CpuThreadFn};
+use crate::error::{Error, Result};
+use crate::launch::LaunchConfig;
+use crate::registry::{ImageInfo, RegisteredImage};
+
+use loader::Library;
+use pool::Pool;
+
+/// Most threads per block the CPU device accepts (as CUDA).
+pub const MAX_THREADS_PER_BLOCK: u32 = 1024;
+/// Stack of each GPU thread run as a coroutine.
+const COROUTINE_STACK: usize = 128 * 1024;
+
+/// The triple of CPU images this runtime can load.
+pub const HOST_TRIPLE: &str = "x86_64-unknown-linux-gnu";
+
+/// The CPU device.
+#[derive(Debug)]
+pub struct CpuBackend {
+    pool: Pool,
+}
+
+impl CpuBackend {
+    /// A CPU device with `OFFLOAD_CPU_THREADS` worker threads, or as many as the host's
+    /// available parallelism. Threads start on the first launch.
+    pub fn new() -> CpuBackend {
+        let threads = std::env::var("OFFLOAD_CPU_THREADS")
+            .ok()
+            .and_then(|s| s.parse::<usize>().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        CpuBackend::with_threads(threads)
+    }
+
+    /// A CPU device running launches on `threads` threads (the launching thread included).
+    pub fn with_threads(threads: usize) -> CpuBackend {
+        CpuBackend {
+            pool: Pool::new(threads.max(1)),
+        }
+    }
+
+    /// Threads that run a launch.
+    pub fn threads(&self) -> usize {
+        self.pool.threads()
+    }
+}
+
+impl Default for CpuBackend {
+    fn default() -> Self {
+        CpuBackend::new()
+    }
+}
+
+/// Whether an image can run on this host's CPU device.
+pub fn image_fits(image: &RegisteredImage<'_>) -> bool {
+    image.triple() == HOST_TRIPLE
+        && matches!(image.arch(), "host" | "")
+        && image.image_kind() == offload_format::ImageKind::Object
+}
+
+impl Backend for CpuBackend {
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::Cpu
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "cpu: {} ({} threads)",
+            std::env::consts::ARCH,
+            self.pool.threads()
+        )
+    }
+
+    fn alloc_zeroed(&self, bytes: usize) -> Result<DevicePtr> {
+        // calloc maps large blocks lazily: zeroing is free until the memory is touched.
+        // SAFETY: calloc with a non-zero size has no preconditions.
+        let p = unsafe { libc::calloc(bytes.max(1), 1) };
+        if p.is_null() {
+            return Err(Error::OutOfMemory {
+                bytes,
+                device: self.describe(),
+            });
+        }
+        Ok(DevicePtr(p as u64))
+    }
+
+    unsafe fn free(&self, ptr: DevicePtr) -> Result<()> {
+        // Launches are synchronous on the CPU device, so nothing can still use the memory.
+        // SAFETY: `ptr` came from calloc in `alloc_zeroed` and is freed once (our contract).
+        unsafe { libc::free(ptr.0 as *mut c_void) };
+        Ok(())
+    }
+
+    unsafe fn copy_to_device(&self, dst: DevicePtr, src: &[u8]) -> Result<()> {
+        // SAFETY: `dst` is a live allocation of at least `src.len()` bytes (our contract);
+        // host slices never overlap device allocations.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.0 as *mut u8, src.len()) };
+        Ok(())
+    }
+
+    unsafe fn copy_to_host(&self, dst: &mut [u8], src: DevicePtr) -> Result<()> {
+        // SAFETY: as in `copy_to_device`.
+        unsafe { std::ptr::copy_nonoverlapping(src.0 as *const u8, dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+
+    fn load_module(&self, module: &str, images: &[RegisteredImage<'_>]) -> Result<Box<dyn Module>> {
+        let Some(image) = images.iter().find(|i| image_fits(i)) else {
+            return Err(Error::NoCompatibleImage {
+                module: module.to_owned(),
+                device: self.describe(),
+                candidates: images.len(),
+                tried: images
+                    .iter()
+                    .map(|i| format!("{} {} {}", i.triple(), i.arch(), i.image_kind().name()))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        };
+        let info = image.describe();
+        Ok(Box::new(CpuModule::load(
+            info,
+            image.bytes(),
+            self.pool.clone(),
+        )?))
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+const MODE_UNKNOWN: u8 = 0;
+const MODE_PLAIN: u8 = 1;
+const MODE_BARRIER: u8 = 2;
+
+#[derive(Debug)]
+struct CpuKernel {
+    name: String,
+    run: CpuRunFn,
+    thread: CpuThreadFn,
+    mode: AtomicU8,
+}
+
+/// A CPU image loaded in this process.
+#[derive(Debug)]
+pub struct CpuModule {
+    info: ImageInfo,
+    pool: Pool,
+    kernels: Mutex<Vec<CpuKernel>>,
+    // Declared last: the library is unloaded after everything pointing into it is gone.
+    lib: Library,
+}
+
+impl CpuModule {
+    /// Loads a CPU image from memory.
+    pub fn load(info: ImageInfo, bytes: &[u8], pool: Pool) -> Result<CpuModule> {
+        let lib = Library::load_from_memory(&info, bytes)?;
+        Ok(CpuModule {
+            info,
+            pool,
+            kernels: Mutex::new(Vec::new()),
+            lib,
+        })
+    }
+
+    fn kernels(&self) -> std::sync::MutexGuard<'_, Vec<CpuKernel>> {
+        self.kernels.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Module for CpuModule {
+    fn image(&self) -> &ImageInfo {
+        &self.info
+    }
+
+    fn kernel(&self, name: &str) -> Result<KernelHandle> {
+        let mut kernels = self.kernels();
+        if let Some(i) = kernels.iter().position(|k| k.name == name) {
+            return Ok(KernelHandle(i as u64));
+        }
+        let not_found = || Error::KernelNotFound {
+            kernel: name.to_owned(),
+            module: self.info.module.clone(),
+            image: self.info.to_string(),
+        };
+        let run = self
+            .lib
+            .symbol(&format!("{CPU_RUN_PREFIX}{name}"))
+            .ok_or_else(not_found)?;
+        let thread = self
+            .lib
+            .symbol(&format!("{CPU_THREAD_PREFIX}{name}"))
+            .ok_or_else(not_found)?;
+        // SAFETY: the image was built by `#[kernel]`, whose entry points with these prefixes
+        // have exactly the types `CpuRunFn` / `CpuThreadFn` (checked by the ABI version).
+        let (run, thread) = unsafe {
+            (
+                std::mem::transmute::<*mut c_void, CpuRunFn>(run),
+                std::mem::transmute::<*mut c_void, CpuThreadFn>(thread),
+            )
+        };
+        kernels.push(CpuKernel {
+            name: name.to_owned(),
+            run,
+            thread,
+            mode: AtomicU8::new(MODE_UNKNOWN),
+        });
+        Ok(KernelHandle(kernels.len() as u64 - 1))
+    }
+
+    unsafe fn launch(
+        &self,
+        kernel: KernelHandle,
+        name: &str,
+        config: &LaunchConfig,
+        params: &[*mut c_void],
+    ) -> Result<()> {
+        let invalid = |reason: String| Error::InvalidLaunch {
+            kernel: name.to_owned(),
+            reason,
+        };
+        let (run, thread, mode) = {
+            let kernels = self.kernels();
+            let k = kernels
+                .get(kernel.0 as usize)
+                .ok_or_else(|| invalid(format!("unknown kernel handle {}", kernel.0)))?;
+            (k.run, k.thread, k.mode.load(Ordering::Relaxed))
+        };
+        let (gx, gy, gz) = config.grid;
+        let (bx, by, bz) = config.block;
+        if [gx, gy, gz, bx, by, bz].contains(&0) {
+            return Err(invalid(format!(
+                "grid {:?} and block {:?} must be at least 1 in every dimension",
+                config.grid, config.block
+            )));
+        }
+        let threads = config
+            .threads_per_block()
+            .filter(|&t| t <= MAX_THREADS_PER_BLOCK)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "block {:?} has more than {MAX_THREADS_PER_BLOCK} threads",
+                    config.block
+                ))
+            })?;
+        if config.shared_mem_bytes != 0 {
+            return Err(invalid(
+                "dynamic shared memory is not available on the CPU device; use shared_array!"
+                    .to_owned(),
+            ));
+        }
+        let blocks = config
+            .num_blocks()
+            .ok_or_else(|| invalid("grid size overflows".to_owned()))?;
+
+        let ctx = LaunchCtx {
+            divergent: AtomicBool::new(false),
+        };
+        let launch = CpuLaunch {
+            grid: [gx, gy, gz],
+            block: [bx, by, bz],
+            barrier: cpu_barrier,
+            ctx: (&raw const ctx).cast(),
+        };
+        let launch_ref = Launch {
+            launch: &raw const launch,
+            params: params.as_ptr(),
+        };
+
+        let mode = if mode == MODE_UNKNOWN {
+            // SAFETY: the caller's contract covers running any thread of this launch.
+            let probed = unsafe { probe(&launch_ref, thread) }?;
+            let mode = if probed { MODE_BARRIER } else { MODE_PLAIN };
+            self.set_mode(kernel, mode);
+            if probed {
+                // Thread 0 of block 0 already ran to its first barrier inside `probe`, which
+                // also finished block 0.
+                // SAFETY: as above.
+                unsafe { self.run_barrier(&launch_ref, thread, threads, 1, blocks) }?;
+            } else {
+                // SAFETY: as above; thread 0 of block 0 has run.
+                unsafe { self.run_plain(&launch_ref, run, blocks, 1) };
+            }
+            mode
+        } else if mode == MODE_PLAIN {
+            // SAFETY: as above.
+            unsafe { self.run_plain(&launch_ref, run, blocks, 0) };
+            mode
+        } else {
+            // SAFETY: as above.
+            unsafe { self.run_barrier(&launch_ref, thread, threads, 0, blocks) }?;
+            mode
+        };
+        if mode == MODE_PLAIN && ctx.divergent.load(Ordering::Relaxed) {
+            self.set_mode(kernel, MODE_BARRIER);
+            return Err(Error::DivergentBarrier {
+                kernel: name.to_owned(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl CpuModule {
+    fn set_mode(&self, kernel: KernelHandle, mode: u8) {
+        if let Some(k) = self.kernels().get(kernel.0 as usize) {
+            k.mode.store(mode, Ordering::Relaxed);
+        }
+    }
+
+    /// Blocks `0..blocks` on the fast path; the first `skip` threads of block 0 have run.
+    ///
+    /// # Safety
+    ///
+    /// Running every thread of the launch is sound (the caller's launch contract).
+    unsafe fn run_plain(&self, l: &Launch, run: CpuRunFn, blocks: u64, skip: u32) {
+        let chunk = chunk_size(blocks, self.pool.threads());
+        self.pool
+            .run(blocks, chunk, &|begin, end| {
+                let skip = if begin == 0 { skip } else { 0 };
+                // SAFETY: `l` points at the launch record and parameters, alive until
+                // `Pool::run` returns; the kernel's contract is the caller's.
+                unsafe { run(l.launch, l.params, begin, end, skip) };
+                Ok(())
+            })
+            .unwrap_or(());
+    }
+
+    /// Blocks `first..blocks` with barrier support.
+    ///
+    /// # Safety
+    ///
+    /// As [`CpuModule::run_plain`].
+    unsafe fn run_barrier(
+        &self,
+        l: &Launch,
+        thread: CpuThreadFn,
+        threads: u32,
+        first: u64,
+        blocks: u64,
+    ) -> Result<()> {
+        if first >= blocks {
+            return Ok(());
+        }
+        let chunk = chunk_size(blocks - first, self.pool.threads());
+        self.pool.run(blocks - first, chunk, &|begin, end| {
+            for b in first + begin..first + end {
+                // SAFETY: as in `run_plain`.
+                unsafe { run_block_with_barriers(l, thread, b, threads, None) }?;
+            }
+            Ok(())
+        })
+    }
+}
+
+fn chunk_size(blocks: u64, threads: usize) -> u64 {
+    // Several chunks per thread balance uneven blocks; more would cost atomics.
+    (blocks / (threads as u64 * 8)).max(1)
+}
+
+struct LaunchCtx {
+    divergent: AtomicBool,
+}
+
+/// Pointers to a launch's record and parameters, shared with the worker threads.
+struct Launch {
+    launch: *const CpuLaunch,
+    params: *const *mut c_void,
+}
+
+// SAFETY: the record and the parameter values are only read during the launch, and the
+// launching thread keeps them alive until every worker is done with them.
+unsafe impl Sync for Launch {}
+
+type Yield = Yielder<(), ()>;
+
+thread_local! {
+    /// The yielder of the coroutine running on this OS thread, or null on the fast path.
+    static CURRENT: Cell<*const Yield> = const { Cell::new(std::ptr::null()) };
+    /// Coroutine stacks kept for the next block this thread runs.
+    static STACKS: Cell<Vec<DefaultStack>> = const { Cell::new(Vec::new()) };
+}
+
+/// `sync_threads()` on the CPU device.
+///
+/// # Safety
+///
+/// Called by image code with the launch record the runtime passed in.
+unsafe extern "C" fn cpu_barrier(launch: *const CpuLaunch) {
+    let y = CURRENT.with(Cell::get);
+    if y.is_null() {
+        // SAFETY: `launch` is this launch's record; its ctx is the LaunchCtx alive for the
+        // whole launch.
+        let ctx = unsafe { &*(*launch).ctx.cast::<LaunchCtx>() };
+        ctx.divergent.store(true, Ordering::Relaxed);
+        return;
+    }
+    // SAFETY: CURRENT holds the yielder of the coroutine running this code (set when it
+    // started or came back from its last suspension), which outlives it.
+    unsafe { (*y).suspend(()) };
+    CURRENT.with(|c| c.set(y));
+}
+
+/// Runs thread 0 of block 0 as a coroutine. Returns whether it reached a barrier; if so, runs
+/// the rest of block 0 with barriers, resuming that coroutine as thread 0.
+///
+/// # Safety
+///
+/// Running every thread of the launch is sound.
+unsafe fn probe(l: &Launch, thread: CpuThreadFn) -> Result<bool> {
+    let stack = take_stack()?;
+    let (launch, params) = (l.launch, l.params);
+    let mut co = Coroutine::with_stack(stack, move |y: &Yield, ()| {
+        CURRENT.with(|c| c.set(y));
+        // SAFETY: the caller's contract.
+        unsafe { thread(launch, params, 0, 0) };
+        CURRENT.with(|c| c.set(std::ptr::null()));
+    });
+    match co.resume(()) {
+        CoroutineResult::Return(()) => {
+            give_stack(co.into_stack());
+            Ok(false)
+        }
+        CoroutineResult::Yield(()) => {
+            // SAFETY: `launch` is alive for the launch.
+            let [bx, by, bz] = unsafe { (*l.launch).block };
+            // SAFETY: the caller's contract.
+            unsafe { run_block_with_barriers(l, thread, 0, bx * by * bz, Some(co)) }?;
+            Ok(true)
+        }
+    }
+}
+
+type ThreadCoroutine = Coroutine<(), (), (), DefaultStack>;
+
+/// Runs one block, each GPU thread a coroutine, round-robin: every pass takes each live thread
+/// to its next barrier (or its end). `first` is thread 0 already started (by [`probe`]).
+///
+/// # Safety
+///
+/// Running every thread of the block is sound.
+unsafe fn run_block_with_barriers(
+    l: &Launch,
+    thread: CpuThreadFn,
+    block: u64,
+    threads: u32,
+    first: Option<ThreadCoroutine>,
+) -> Result<()> {
+    let mut cos: Vec<Option<ThreadCoroutine>> = Vec::with_capacity(threads as usize);
+    let start = u32::from(first.is_some());
+    cos.push(first);
+    cos.truncate(start as usize);
+    // All stacks are taken before any thread runs: a failure cannot strand suspended threads.
+    let mut stacks = Vec::with_capacity(threads as usize);
+    for _ in start..threads {
+        match take_stack() {
+            Ok(s) => stacks.push(s),
+            Err(e) => {
+                stacks.into_iter().for_each(give_stack);
+                if let Some(Some(co)) = cos.pop() {
+                    // A suspended coroutine cannot be dropped without unwinding image frames.
+                    std::mem::forget(co);
+                }
+                return Err(e);
+            }
+        }
+    }
+    let launch = l.launch;
+    let params = l.params;
+    for (t, stack) in (start..threads).zip(stacks) {
+        cos.push(Some(Coroutine::with_stack(stack, move |y: &Yield, ()| {
+            CURRENT.with(|c| c.set(y));
+            // SAFETY: the caller's contract.
+            unsafe { thread(launch, params, block, t) };
+            CURRENT.with(|c| c.set(std::ptr::null()));
+        })));
+    }
+    let mut live = cos.len();
+    // A thread started by `probe` already waits at the first barrier: the first pass takes
+    // the others there.
+    let mut pass_start = start as usize;
+    while live > 0 {
+        for slot in &mut cos[pass_start..] {
+            let Some(co) = slot else { continue };
+            if let CoroutineResult::Return(()) = co.resume(()) {
+                if let Some(done) = slot.take() {
+                    give_stack(done.into_stack());
+                }
+                live -= 1;
+            }
+        }
+        pass_start = 0;
+    }
+    Ok(())
+}
+
+fn take_stack() -> Result<DefaultStack> {
+    let cached = STACKS.with(|s| {
+        let mut v = s.take();
+        let top = v.pop();
+        s.set(v);
+        top
+    });
+    match cached {
+        Some(s) => Ok(s),
+        None => DefaultStack::new(COROUTINE_STACK).map_err(|source| Error::Os {
+            call: "mmap (coroutine stack)",
+            source,
+        }),
+    }
+}
+
+fn give_stack(stack: DefaultStack) {
+    STACKS.with(|s| {
+        let mut v = s.take();
+        v.push(stack);
+        s.set(v);
+    });
+}

@@ -1,0 +1,257 @@
+//! A persistent pool of worker threads that run the blocks of CPU launches.
+//!
+//! One launch at a time: the launching thread publishes a job (a range of block indices and
+//! the function running a chunk of them), works on it itself, and returns once every worker
+//! has left it. Workers start on the first launch that needs them.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+
+use crate::error::{Error, Result};
+
+type ChunkFn<'a> = dyn Fn(u64, u64) -> Result<()> + Sync + 'a;
+
+struct Job {
+    f: *const ChunkFn<'static>,
+    next: AtomicU64,
+    total: u64,
+    chunk: u64,
+    error: Mutex<Option<Error>>,
+}
+
+impl Job {
+    fn work(&self) {
+        loop {
+            let begin = self.next.fetch_add(self.chunk, Ordering::Relaxed);
+            if begin >= self.total {
+                return;
+            }
+            let end = begin.saturating_add(self.chunk).min(self.total);
+            // SAFETY: `f` points at the closure of the `Pool::run` call that published this
+            // job, which does not return before every worker has left the job.
+            let f = unsafe { &*self.f };
+            if let Err(e) = f(begin, end) {
+                let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+                slot.get_or_insert(e);
+                // Stop handing out chunks.
+                self.next.store(self.total, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+struct JobPtr(*const Job);
+// SAFETY: a Job is Sync (atomics and a mutex; `f` is a `Sync` closure) and outlives every
+// worker's use of it (see `Pool::run`).
+unsafe impl Send for JobPtr {}
+
+#[derive(Default)]
+struct State {
+    job: Option<JobPtr>,
+    epoch: u64,
+    active: usize,
+    shutdown: bool,
+}
+
+struct Inner {
+    threads: usize,
+    state: Mutex<State>,
+    work: Condvar,
+    done: Condvar,
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+struct Handle {
+    inner: Arc<Inner>,
+    /// Serializes launches; holds the number of workers once started.
+    launch: Mutex<()>,
+    workers: OnceLock<usize>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.inner.lock().shutdown = true;
+        self.inner.work.notify_all();
+    }
+}
+
+/// The worker pool of a CPU device.
+#[derive(Clone)]
+pub struct Pool {
+    handle: Arc<Handle>,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("threads", &self.handle.inner.threads)
+            .finish()
+    }
+}
+
+impl Pool {
+    /// A pool running launches on `threads` threads, the launching one included.
+    pub fn new(threads: usize) -> Pool {
+        Pool {
+            handle: Arc::new(Handle {
+                inner: Arc::new(Inner {
+                    threads,
+                    state: Mutex::new(State::default()),
+                    work: Condvar::new(),
+                    done: Condvar::new(),
+                }),
+                launch: Mutex::new(()),
+                workers: OnceLock::new(),
+            }),
+        }
+    }
+
+    /// Threads running a launch, the launching one included.
+    pub fn threads(&self) -> usize {
+        self.handle.inner.threads
+    }
+
+    fn start_workers(&self) -> usize {
+        *self.handle.workers.get_or_init(|| {
+            let mut started = 0;
+            for i in 1..self.handle.inner.threads {
+                let inner = Arc::clone(&self.handle.inner);
+                let spawned = std::thread::Builder::new()
+                    .name(format!("offload-cpu-{i}"))
+                    .spawn(move || worker(&inner));
+                // With fewer workers than asked for, launches still run (slower).
+                if spawned.is_err() {
+                    break;
+                }
+                started += 1;
+            }
+            started
+        })
+    }
+
+    /// Calls `f(begin, end)` for consecutive chunks of `0..total` of `chunk` indices (the last
+    /// may be shorter), spread over the pool; returns once all are done, with the first error.
+    pub fn run(&self, total: u64, chunk: u64, f: &ChunkFn<'_>) -> Result<()> {
+        let chunk = chunk.max(1);
+        if total == 0 {
+            return Ok(());
+        }
+        let _serial = self.handle.launch.lock().unwrap_or_else(|p| p.into_inner());
+        let workers = if total > chunk {
+            self.start_workers()
+        } else {
+            0
+        };
+        // SAFETY: only the lifetime is erased. The pointer is used by workers only while the
+        // job is published, and this function unpublishes it and waits for every worker to
+        // leave it before returning (and so before `f` can be dropped).
+        let f: *const ChunkFn<'static> =
+            unsafe { std::mem::transmute::<*const ChunkFn<'_>, *const ChunkFn<'static>>(f) };
+        let job = Job {
+            f,
+            next: AtomicU64::new(0),
+            total,
+            chunk,
+            error: Mutex::new(None),
+        };
+        if workers == 0 {
+            job.work();
+        } else {
+            let inner = &self.handle.inner;
+            {
+                let mut st = inner.lock();
+                st.job = Some(JobPtr(&raw const job));
+                st.epoch += 1;
+                st.active = workers;
+            }
+            inner.work.notify_all();
+            job.work();
+            let mut st = inner.lock();
+            while st.active > 0 {
+                st = inner.done.wait(st).unwrap_or_else(|p| p.into_inner());
+            }
+            st.job = None;
+        }
+        match job.error.into_inner() {
+            Ok(None) | Err(_) => Ok(()),
+            Ok(Some(e)) => Err(e),
+        }
+    }
+}
+
+fn worker(inner: &Inner) {
+    let mut seen = 0u64;
+    loop {
+        let job = {
+            let mut st = inner.lock();
+            while st.epoch == seen && !st.shutdown {
+                st = inner.work.wait(st).unwrap_or_else(|p| p.into_inner());
+            }
+            if st.shutdown {
+                return;
+            }
+            seen = st.epoch;
+            match &st.job {
+                Some(j) => j.0,
+                None => continue,
+            }
+        };
+        // SAFETY: the job stays published (and alive) until `active` drops to zero, which
+        // needs this worker's decrement below.
+        unsafe { &*job }.work();
+        let mut st = inner.lock();
+        st.active -= 1;
+        if st.active == 0 {
+            inner.done.notify_all();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU64;
+
+    use super::*;
+
+    #[test]
+    fn every_index_runs_once() {
+        let pool = Pool::new(4);
+        for total in [0u64, 1, 7, 1000, 4096] {
+            let hits: Vec<AtomicU64> = (0..total).map(|_| AtomicU64::new(0)).collect();
+            pool.run(total, 3, &|b, e| {
+                for i in b..e {
+                    hits[i as usize].fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(())
+            })
+            .unwrap();
+            assert!(
+                hits.iter().all(|h| h.load(Ordering::Relaxed) == 1),
+                "total {total}"
+            );
+        }
+    }
+
+    #[test]
+    fn first_error_is_returned() {
+        let pool = Pool::new(3);
+        let err = pool
+            .run(100, 1, &|b, _| {
+                if b == 42 {
+                    Err(Error::InvalidLaunch {
+                        kernel: "k".into(),
+                        reason: "at 42".into(),
+                    })
+                } else {
+                    Ok(())
+                }
+            })
+            .unwrap_err();
+        assert!(err.to_string().contains("at 42"));
+    }
+}

@@ -1,0 +1,234 @@
+//! Raw CUDA driver API, loaded from `libcuda` at run time.
+//!
+//! Every entry point is looked up once, when the library is first needed, and kept in a
+//! table behind a `OnceLock`: a missing library or symbol is an error value, never a panic,
+//! and nothing links against CUDA, so a binary starts on a machine without it.
+//!
+//! Return codes are plain `c_int` (`CUresult`), not a Rust enum: a newer driver may return
+//! codes this table does not know, and an unknown value in a Rust enum would be undefined
+//! behaviour.
+//!
+//! The symbol names are the ABI versions `cuda.h` (CUDA 11 and newer) maps its API names to
+//! (`cuMemAlloc` is `cuMemAlloc_v2`, ...), without per-thread default stream.
+
+#![expect(
+    non_snake_case,
+    non_camel_case_types,
+    reason = "names of the CUDA driver API"
+)]
+
+use std::ffi::{c_char, c_float, c_int, c_uint, c_void};
+use std::sync::OnceLock;
+
+use libloading::Library;
+
+pub type CUresult = c_int;
+pub type CUdevice = c_int;
+pub type CUdeviceptr = u64;
+pub type CUcontext = *mut c_void;
+pub type CUmodule = *mut c_void;
+pub type CUfunction = *mut c_void;
+pub type CUstream = *mut c_void;
+pub type CUevent = *mut c_void;
+pub type CUjit_option = c_int;
+
+pub const CUDA_SUCCESS: CUresult = 0;
+pub const CUDA_ERROR_OUT_OF_MEMORY: CUresult = 2;
+pub const CUDA_ERROR_STUB_LIBRARY: CUresult = 34;
+pub const CUDA_ERROR_INSUFFICIENT_DRIVER: CUresult = 35;
+pub const CUDA_ERROR_NO_DEVICE: CUresult = 100;
+pub const CUDA_ERROR_INVALID_IMAGE: CUresult = 200;
+pub const CUDA_ERROR_NO_BINARY_FOR_GPU: CUresult = 209;
+pub const CUDA_ERROR_INVALID_PTX: CUresult = 218;
+pub const CUDA_ERROR_UNSUPPORTED_PTX_VERSION: CUresult = 222;
+pub const CUDA_ERROR_NOT_FOUND: CUresult = 500;
+pub const CUDA_ERROR_ILLEGAL_ADDRESS: CUresult = 700;
+pub const CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: CUresult = 701;
+pub const CUDA_ERROR_LAUNCH_TIMEOUT: CUresult = 702;
+pub const CUDA_ERROR_ASSERT: CUresult = 710;
+pub const CUDA_ERROR_HARDWARE_STACK_ERROR: CUresult = 714;
+pub const CUDA_ERROR_LAUNCH_FAILED: CUresult = 719;
+
+pub const CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: c_int = 16;
+pub const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: c_int = 75;
+pub const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: c_int = 76;
+
+pub const CU_JIT_ERROR_LOG_BUFFER: CUjit_option = 5;
+pub const CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES: CUjit_option = 6;
+
+pub const CU_STREAM_DEFAULT: c_uint = 0;
+pub const CU_EVENT_DEFAULT: c_uint = 0;
+
+/// The library names tried, in order.
+pub const LIBRARY_NAMES: &[&str] = &["libcuda.so.1", "libcuda.so"];
+
+/// Why the driver API could not be loaded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// None of the candidate libraries could be opened.
+    #[error("no driver library could be opened: {}", tried_list(.tried))]
+    LibraryNotFound {
+        /// Each name tried with the loader's message.
+        tried: Vec<(String, String)>,
+    },
+    /// The library opened but lacks an entry point this runtime needs.
+    #[error("{library} lacks `{symbol}` (driver too old?): {message}")]
+    MissingSymbol {
+        /// The library that was opened.
+        library: String,
+        /// The missing symbol.
+        symbol: &'static str,
+        /// The loader's message.
+        message: String,
+    },
+}
+
+fn tried_list(tried: &[(String, String)]) -> String {
+    let each = tried.iter().map(|(name, e)| {
+        if e.starts_with(name.as_str()) {
+            e.clone()
+        } else {
+            format!("{name}: {e}")
+        }
+    });
+    each.collect::<Vec<_>>().join("; ")
+}
+
+/// Opens the first library of `names` that loads.
+///
+/// # Errors
+/// [`LoadError::LibraryNotFound`] listing every name tried and why it failed.
+pub(crate) fn open_first(names: &[&str]) -> Result<(Library, String), LoadError> {
+    let mut tried = Vec::new();
+    for name in names {
+        // SAFETY: loading a driver library runs its initializers; the driver libraries named
+        // here (libcuda, libamdhip64) are designed to be dlopen-ed by any process.
+        match unsafe { Library::new(name) } {
+            Ok(lib) => return Ok((lib, (*name).to_owned())),
+            Err(e) => tried.push(((*name).to_owned(), e.to_string())),
+        }
+    }
+    Err(LoadError::LibraryNotFound { tried })
+}
+
+/// Looks up `symbol` in `lib` as a value of type `T`.
+///
+/// # Safety
+/// `T` must be the exact function pointer type of the C symbol `symbol`.
+pub(crate) unsafe fn symbol<T: Copy>(
+    lib: &Library,
+    library: &str,
+    symbol: &'static str,
+) -> Result<T, LoadError> {
+    // SAFETY: the caller guarantees that `T` is the symbol's type; the value is copied out
+    // and stays valid while `lib` is loaded, which the callers ensure by keeping `lib` in the
+    // same table as the pointers.
+    unsafe { lib.get::<T>(symbol.as_bytes()) }
+        .map(|s| *s)
+        .map_err(|e| LoadError::MissingSymbol {
+            library: library.to_owned(),
+            symbol,
+            message: e.to_string(),
+        })
+}
+
+macro_rules! driver_table {
+    ($( $name:ident : fn($($arg:ty),* $(,)?) -> $ret:ty ;)*) => {
+        /// The driver entry points this runtime uses, loaded from one library.
+        pub struct DriverApi {
+            /// The name the library was opened by.
+            pub library: String,
+            $(
+                #[doc = concat!("`", stringify!($name), "`")]
+                pub $name: unsafe extern "C" fn($($arg),*) -> $ret,
+            )*
+            _lib: Library,
+        }
+
+        impl DriverApi {
+            /// Loads every entry point from the first library of `names` that opens.
+            ///
+            /// # Errors
+            /// [`LoadError`] naming the libraries tried or the first missing symbol.
+            pub fn load(names: &[&str]) -> Result<Self, LoadError> {
+                let (lib, library) = open_first(names)?;
+                Ok(Self {
+                    $(
+                        // SAFETY: the field's type is the C prototype of the symbol of the
+                        // same name in cuda.h.
+                        $name: unsafe { symbol(&lib, &library, stringify!($name))? },
+                    )*
+                    library,
+                    _lib: lib,
+                })
+            }
+        }
+    };
+}
+
+driver_table! {
+    cuInit: fn(c_uint) -> CUresult;
+    cuDriverGetVersion: fn(*mut c_int) -> CUresult;
+    cuGetErrorString: fn(CUresult, *mut *const c_char) -> CUresult;
+    cuGetErrorName: fn(CUresult, *mut *const c_char) -> CUresult;
+    cuDeviceGetCount: fn(*mut c_int) -> CUresult;
+    cuDeviceGet: fn(*mut CUdevice, c_int) -> CUresult;
+    cuDeviceGetName: fn(*mut c_char, c_int, CUdevice) -> CUresult;
+    cuDeviceGetAttribute: fn(*mut c_int, c_int, CUdevice) -> CUresult;
+    cuDeviceTotalMem_v2: fn(*mut usize, CUdevice) -> CUresult;
+    cuDevicePrimaryCtxRetain: fn(*mut CUcontext, CUdevice) -> CUresult;
+    cuDevicePrimaryCtxRelease_v2: fn(CUdevice) -> CUresult;
+    cuCtxSetCurrent: fn(CUcontext) -> CUresult;
+    cuCtxSynchronize: fn() -> CUresult;
+    cuStreamCreate: fn(*mut CUstream, c_uint) -> CUresult;
+    cuStreamSynchronize: fn(CUstream) -> CUresult;
+    cuStreamDestroy_v2: fn(CUstream) -> CUresult;
+    cuMemAlloc_v2: fn(*mut CUdeviceptr, usize) -> CUresult;
+    cuMemFree_v2: fn(CUdeviceptr) -> CUresult;
+    cuMemGetInfo_v2: fn(*mut usize, *mut usize) -> CUresult;
+    cuMemcpyHtoDAsync_v2: fn(CUdeviceptr, *const c_void, usize, CUstream) -> CUresult;
+    cuMemcpyDtoHAsync_v2: fn(*mut c_void, CUdeviceptr, usize, CUstream) -> CUresult;
+    cuMemcpyDtoDAsync_v2: fn(CUdeviceptr, CUdeviceptr, usize, CUstream) -> CUresult;
+    cuMemsetD8Async: fn(CUdeviceptr, u8, usize, CUstream) -> CUresult;
+    cuModuleLoadDataEx: fn(*mut CUmodule, *const c_void, c_uint, *mut CUjit_option, *mut *mut c_void) -> CUresult;
+    cuModuleGetFunction: fn(*mut CUfunction, CUmodule, *const c_char) -> CUresult;
+    cuModuleUnload: fn(CUmodule) -> CUresult;
+    cuLaunchKernel: fn(CUfunction, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, CUstream, *mut *mut c_void, *mut *mut c_void) -> CUresult;
+    cuEventCreate: fn(*mut CUevent, c_uint) -> CUresult;
+    cuEventRecord: fn(CUevent, CUstream) -> CUresult;
+    cuEventSynchronize: fn(CUevent) -> CUresult;
+    cuEventElapsedTime: fn(*mut c_float, CUevent, CUevent) -> CUresult;
+    cuEventDestroy_v2: fn(CUevent) -> CUresult;
+}
+
+impl std::fmt::Debug for DriverApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DriverApi")
+            .field("library", &self.library)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The library names to try: `OFFLOAD_CUDA_LIBRARY` alone when set, else [`LIBRARY_NAMES`].
+fn candidate_names() -> Vec<String> {
+    match std::env::var("OFFLOAD_CUDA_LIBRARY") {
+        Ok(path) if !path.is_empty() => vec![path],
+        _ => LIBRARY_NAMES.iter().map(|s| (*s).to_owned()).collect(),
+    }
+}
+
+/// The process-wide driver table, loaded on first use.
+///
+/// # Errors
+/// The [`LoadError`] of the first (and only) load attempt.
+pub fn api() -> Result<&'static DriverApi, LoadError> {
+    static API: OnceLock<Result<DriverApi, LoadError>> = OnceLock::new();
+    API.get_or_init(|| {
+        let names = candidate_names();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        DriverApi::load(&names)
+    })
+    .as_ref()
+    .map_err(Clone::clone)
+}

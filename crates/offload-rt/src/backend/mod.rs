@@ -1,0 +1,154 @@
+//! Backends: what a device kind must provide to run kernels.
+//!
+//! [`crate::Device`] holds one `Box<dyn Backend>`. The CPU backend lives in [`cpu`]; the CUDA
+//! and HIP backends (driver loaded at run time) implement the same traits. Image selection for
+//! GPU backends (which registered image fits the device) is in `crate::select`.
+//!
+//! Ordering: launches on one backend may be asynchronous, but every operation of a backend
+//! is ordered after the operations issued before it on the same backend (one stream):
+//! `copy_to_host` sees the results of earlier launches and `free` waits for launches that
+//! may still use the memory.
+
+use std::ffi::c_void;
+use std::fmt;
+
+use crate::error::Result;
+use crate::launch::LaunchConfig;
+use crate::registry::{ImageInfo, RegisteredImage};
+
+pub mod cpu;
+pub mod cuda;
+pub mod hip;
+
+/// The kind of a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DeviceKind {
+    /// The host CPU as an offload device.
+    Cpu,
+    /// An NVIDIA GPU through the CUDA driver API.
+    Cuda,
+    /// An AMD GPU through HIP.
+    Hip,
+}
+
+impl DeviceKind {
+    /// `cpu`, `cuda` or `hip`.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceKind::Cpu => "cpu",
+            DeviceKind::Cuda => "cuda",
+            DeviceKind::Hip => "hip",
+        }
+    }
+}
+
+impl fmt::Display for DeviceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A device address, as the kernel sees it (64-bit on every target). On the CPU device it is
+/// a host address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(transparent)]
+pub struct DevicePtr(pub u64);
+
+impl DevicePtr {
+    /// The null device pointer.
+    pub const NULL: DevicePtr = DevicePtr(0);
+
+    /// `self` advanced by `bytes`.
+    pub fn offset(self, bytes: usize) -> DevicePtr {
+        DevicePtr(self.0.wrapping_add(bytes as u64))
+    }
+}
+
+/// An opaque kernel handle given out by a [`Module`] (a `CUfunction`, `hipFunction_t`, or an
+/// index into the module's table), valid as long as the module is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KernelHandle(pub u64);
+
+/// One device: memory, modules, synchronization.
+pub trait Backend: Send + Sync + fmt::Debug {
+    /// Which kind of device this is.
+    fn kind(&self) -> DeviceKind;
+
+    /// A one-line description: kind, ordinal, name, architecture
+    /// (e.g. `cuda:0 NVIDIA H100 (sm_90)`, `cpu: x86_64, 16 worker threads`).
+    fn describe(&self) -> String;
+
+    /// Allocates `bytes` of device memory, zeroed. `bytes` may be 0 (a unique non-null
+    /// pointer or [`DevicePtr::NULL`] is returned; either may be passed to `free`).
+    fn alloc_zeroed(&self, bytes: usize) -> Result<DevicePtr>;
+
+    /// Frees memory from [`Backend::alloc_zeroed`].
+    ///
+    /// # Safety
+    ///
+    /// `ptr` came from `alloc_zeroed` of this backend and was not freed before; nothing uses
+    /// the memory afterwards (launches issued before are waited for by the backend).
+    unsafe fn free(&self, ptr: DevicePtr) -> Result<()>;
+
+    /// Copies `src` to device memory at `dst`.
+    ///
+    /// # Safety
+    ///
+    /// `dst..dst + src.len()` lies inside one live allocation of this backend.
+    unsafe fn copy_to_device(&self, dst: DevicePtr, src: &[u8]) -> Result<()>;
+
+    /// Copies device memory at `src` to `dst`, after every earlier launch has finished.
+    ///
+    /// # Safety
+    ///
+    /// `src..src + dst.len()` lies inside one live allocation of this backend.
+    unsafe fn copy_to_host(&self, dst: &mut [u8], src: DevicePtr) -> Result<()>;
+
+    /// Loads a module from the registered images of one kernel module (all images whose
+    /// `offload.module` is `module`, every target). The backend picks the image that fits
+    /// the device, or returns [`crate::Error::NoCompatibleImage`].
+    fn load_module(&self, module: &str, images: &[RegisteredImage<'_>]) -> Result<Box<dyn Module>>;
+
+    /// Waits until every operation issued so far has finished.
+    fn synchronize(&self) -> Result<()>;
+}
+
+/// A loaded device image.
+pub trait Module: Send + Sync + fmt::Debug {
+    /// Which registered image was loaded.
+    fn image(&self) -> &ImageInfo;
+
+    /// Looks up a kernel by name; [`crate::Error::KernelNotFound`] when absent.
+    fn kernel(&self, name: &str) -> Result<KernelHandle>;
+
+    /// Launches a kernel.
+    ///
+    /// # Safety
+    ///
+    /// `kernel` came from [`Module::kernel`] of this module; `params` points at one pointer per
+    /// kernel parameter (`cuLaunchKernel`'s `kernelParams`), each pointing at a value of the
+    /// parameter's exact type, valid until this call returns; device pointers among the values
+    /// point into live allocations of the backend that loaded this module, large enough for
+    /// every access the kernel makes for this `config`, and stay live until the launch has
+    /// finished (see the ordering rule of [`Backend`]).
+    unsafe fn launch(
+        &self,
+        kernel: KernelHandle,
+        name: &str,
+        config: &LaunchConfig,
+        params: &[*mut c_void],
+    ) -> Result<()>;
+}
+
+/// Opens GPU `ordinal` of `kind` (CUDA or HIP).
+pub(crate) fn open_gpu(kind: DeviceKind, ordinal: usize) -> Result<Box<dyn Backend>> {
+    match kind {
+        DeviceKind::Cuda => cuda::open_backend(ordinal),
+        DeviceKind::Hip => hip::open_backend(ordinal),
+        DeviceKind::Cpu => Err(crate::Error::BackendUnavailable {
+            backend: kind.name(),
+            reason: format!("device {ordinal}: the CPU is not a GPU backend"),
+        }),
+    }
+}

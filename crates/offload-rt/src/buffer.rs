@@ -1,0 +1,163 @@
+//! Device memory holding typed elements.
+
+use std::marker::PhantomData;
+use std::mem::size_of;
+
+use crate::backend::DevicePtr;
+use crate::device::DeviceCopy;
+use crate::error::{Error, Result};
+use crate::host::Device;
+
+/// `len` elements of `T` in a device's memory. Freed on drop.
+pub struct DeviceBuffer<T: DeviceCopy> {
+    device: Device,
+    ptr: DevicePtr,
+    len: usize,
+    _elems: PhantomData<T>,
+}
+
+impl<T: DeviceCopy> std::fmt::Debug for DeviceBuffer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceBuffer")
+            .field("device", &self.device.describe())
+            .field("ptr", &self.ptr)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+fn as_bytes<T: DeviceCopy>(s: &[T]) -> &[u8] {
+    // SAFETY: DeviceCopy types have no padding, so every byte of the slice is initialized.
+    unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), size_of_val(s)) }
+}
+
+fn as_bytes_mut<T: DeviceCopy>(s: &mut [T]) -> &mut [u8] {
+    // SAFETY: as in `as_bytes`; any byte pattern written is a valid `T` (DeviceCopy).
+    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast(), size_of_val(s)) }
+}
+
+impl<T: DeviceCopy> DeviceBuffer<T> {
+    /// `len` zeroed elements on `device`.
+    pub fn zeroed(device: &Device, len: usize) -> Result<DeviceBuffer<T>> {
+        let bytes = len.checked_mul(size_of::<T>()).ok_or(Error::SizeOverflow {
+            len,
+            elem_size: size_of::<T>(),
+        })?;
+        let ptr = device.backend().alloc_zeroed(bytes)?;
+        Ok(DeviceBuffer {
+            device: device.clone(),
+            ptr,
+            len,
+            _elems: PhantomData,
+        })
+    }
+
+    /// A copy of `data` on `device`.
+    pub fn from_slice(device: &Device, data: &[T]) -> Result<DeviceBuffer<T>> {
+        let mut buf = DeviceBuffer::zeroed(device, data.len())?;
+        buf.copy_from(data)?;
+        Ok(buf)
+    }
+
+    /// Overwrites the buffer with `data` (same length).
+    pub fn copy_from(&mut self, data: &[T]) -> Result<()> {
+        self.check_len(data.len())?;
+        // SAFETY: the allocation holds `len` elements, as many bytes as `data`.
+        unsafe {
+            self.device
+                .backend()
+                .copy_to_device(self.ptr, as_bytes(data))
+        }
+    }
+
+    /// Copies the buffer into `out` (same length), after every earlier launch.
+    pub fn copy_to(&self, out: &mut [T]) -> Result<()> {
+        self.check_len(out.len())?;
+        // SAFETY: the allocation holds `len` elements, as many bytes as `out`.
+        unsafe {
+            self.device
+                .backend()
+                .copy_to_host(as_bytes_mut(out), self.ptr)
+        }
+    }
+
+    /// The buffer's contents, after every earlier launch.
+    pub fn to_vec(&self) -> Result<Vec<T>> {
+        let mut out: Vec<T> = Vec::with_capacity(self.len);
+        // SAFETY: the capacity is `len`; all-zero bytes are a valid `T` (DeviceCopy: every
+        // bit pattern is valid), so the elements are initialized before `set_len`.
+        unsafe {
+            std::ptr::write_bytes(out.as_mut_ptr(), 0, self.len);
+            out.set_len(self.len);
+        }
+        self.copy_to(&mut out)?;
+        Ok(out)
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The device the buffer lives on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The buffer's device address.
+    pub fn device_ptr(&self) -> DevicePtr {
+        self.ptr
+    }
+
+    /// The device address for argument `index` of a launch of `kernel` on `device`, or
+    /// [`Error::WrongDevice`].
+    #[doc(hidden)]
+    pub fn device_ptr_on(
+        &self,
+        device: &Device,
+        kernel: &'static str,
+        index: usize,
+    ) -> Result<DevicePtr> {
+        if self.device.same_device(device) {
+            Ok(self.ptr)
+        } else {
+            Err(Error::WrongDevice { kernel, index })
+        }
+    }
+
+    fn check_len(&self, host: usize) -> Result<()> {
+        if host == self.len {
+            Ok(())
+        } else {
+            Err(Error::LengthMismatch {
+                device: self.len,
+                host,
+            })
+        }
+    }
+}
+
+impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from this device's `alloc_zeroed` and is freed only here. A free
+        // failing (a GPU context already lost) leaves nothing else to do.
+        let _ = unsafe { self.device.backend().free(self.ptr) };
+    }
+}
+
+impl Device {
+    /// `len` zeroed elements on this device.
+    pub fn alloc_zeroed<T: DeviceCopy>(&self, len: usize) -> Result<DeviceBuffer<T>> {
+        DeviceBuffer::zeroed(self, len)
+    }
+
+    /// A copy of `data` on this device.
+    pub fn copy_from_slice<T: DeviceCopy>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
+        DeviceBuffer::from_slice(self, data)
+    }
+}

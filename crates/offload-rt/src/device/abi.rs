@@ -1,0 +1,77 @@
+//! Types that cross the boundary between host and kernel: what may be a kernel parameter,
+//! and the CPU device's entry-point ABI (shared by the runtime and every CPU image).
+
+use core::ffi::c_void;
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A scalar kernel parameter: passed by value.
+pub trait KernelScalar: Copy + 'static + sealed::Sealed {}
+
+macro_rules! scalars {
+    ($($t:ty),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl KernelScalar for $t {}
+        // SAFETY: a primitive number has no pointers, no padding and no invalid bit patterns.
+        unsafe impl DeviceCopy for $t {}
+    )*};
+}
+
+/// Plain data that may live in device memory and be copied bytewise between host and device.
+///
+/// # Safety
+///
+/// Implementors have no pointers into host memory, no `Drop`, no padding bytes, and every bit
+/// pattern is a valid value (device code may write any bytes into them).
+pub unsafe trait DeviceCopy: Copy + 'static {}
+
+scalars!(u8, u16, u32, u64, i8, i16, i32, i64, usize, isize, f32, f64);
+
+// SAFETY: an array of DeviceCopy values has no padding between elements and no other bytes.
+unsafe impl<T: DeviceCopy, const N: usize> DeviceCopy for [T; N] {}
+
+/// What the CPU backend passes to a CPU image's entry points for one launch.
+#[repr(C)]
+#[derive(Debug)]
+pub struct CpuLaunch {
+    /// Blocks in the grid (x, y, z).
+    pub grid: [u32; 3],
+    /// Threads per block (x, y, z).
+    pub block: [u32; 3],
+    /// Called by `sync_threads()`; suspends the calling GPU thread until its block reaches
+    /// the barrier.
+    pub barrier: unsafe extern "C" fn(launch: *const CpuLaunch),
+    /// The runtime's state for this launch.
+    pub ctx: *const c_void,
+}
+
+/// `__offload_cpu_run_<kernel>`: runs blocks `begin..end` (linear block indices) with all
+/// their threads one after another, skipping the first `skip` threads of block `begin`.
+pub type CpuRunFn = unsafe extern "C" fn(
+    launch: *const CpuLaunch,
+    params: *const *mut c_void,
+    begin: u64,
+    end: u64,
+    skip: u32,
+);
+
+/// `__offload_cpu_thread_<kernel>`: runs one thread (linear index in its block) of one block.
+pub type CpuThreadFn = unsafe extern "C" fn(
+    launch: *const CpuLaunch,
+    params: *const *mut c_void,
+    block: u64,
+    thread: u32,
+);
+
+/// Symbol prefix of [`CpuRunFn`] entry points.
+pub const CPU_RUN_PREFIX: &str = "__offload_cpu_run_";
+/// Symbol prefix of [`CpuThreadFn`] entry points.
+pub const CPU_THREAD_PREFIX: &str = "__offload_cpu_thread_";
+/// Symbol of the `u32` CPU ABI version every CPU image exports.
+pub const CPU_ABI_SYMBOL: &str = "__offload_cpu_abi_version";
+/// The CPU entry-point ABI described by this module.
+pub const CPU_ABI_VERSION: u32 = 1;
+/// Bytes of static shared memory a block can use on the CPU device.
+pub const CPU_SHARED_CAPACITY: usize = 64 * 1024;

@@ -1,0 +1,39 @@
+//! The device API built for the host (no `offload_device`): kernel bodies type-check against
+//! it, they never run on it. It describes a one-thread launch.
+
+#[inline(always)]
+pub(super) fn zero() -> u32 {
+    0
+}
+
+#[inline(always)]
+pub(super) fn one() -> u32 {
+    1
+}
+
+pub(super) use one as block_dim_x;
+pub(super) use one as block_dim_y;
+pub(super) use one as block_dim_z;
+pub(super) use one as grid_dim_x;
+pub(super) use one as grid_dim_y;
+pub(super) use one as grid_dim_z;
+pub(super) use zero as block_idx_x;
+pub(super) use zero as block_idx_y;
+pub(super) use zero as block_idx_z;
+pub(super) use zero as thread_idx_x;
+pub(super) use zero as thread_idx_y;
+pub(super) use zero as thread_idx_z;
+
+/// A barrier among one thread.
+#[inline(always)]
+pub(super) fn sync_threads() {}
+
+pub(super) fn trap() -> ! {
+    panic!("offload_rt::device::trap() called outside a device launch")
+}
+
+/// Shared memory exists only in device launches: null here.
+#[inline(always)]
+pub fn shared_slot(_key: usize, _size: usize, _align: usize) -> *mut u8 {
+    core::ptr::null_mut()
+}

@@ -1,0 +1,256 @@
+//! The device API: what kernels call, on every target. Needs only `core`.
+//!
+//! The same kernel source builds for the host CPU device, `nvptx64-nvidia-cuda` and
+//! `amdgcn-amd-amdhsa`; everything target-specific is in one file per target, chosen here:
+//!
+//! | target | file |
+//! |---|---|
+//! | host CPU device (`--cfg offload_device` on x86_64/aarch64) | `cpu.rs` |
+//! | `nvptx64` | `nvptx.rs` |
+//! | `amdgpu` | `amdgpu.rs` |
+//!
+//! Each target file provides, with these exact names and types:
+//! `thread_idx_{x,y,z}`, `block_idx_{x,y,z}`, `block_dim_{x,y,z}`, `grid_dim_{x,y,z}`
+//! (all `fn() -> u32`, `#[inline(always)]`), `sync_threads()` (a block-wide barrier that also
+//! orders memory, like `__syncthreads`), `trap() -> !` (abort the launch; used by the panic
+//! handler), and the expansion of [`shared_array!`] for its target (see there).
+//!
+//! Built for the host (without `offload_device`), the API describes a launch of a single
+//! thread: indices 0, dimensions 1, `sync_threads()` returns at once. It exists there so
+//! kernel bodies type-check with the host crate on stable Rust; kernels never run that way.
+//!
+//! # Atomics
+//!
+//! Use `core::sync::atomic` on device memory and shared memory alike, through
+//! `AtomicU32::from_ptr` (and its siblings):
+//!
+//! ```ignore
+//! use core::sync::atomic::{AtomicU64, Ordering};
+//! // SAFETY: `out` points at a live, aligned u64 that is only accessed atomically during
+//! // the launch.
+//! let total = unsafe { AtomicU64::from_ptr(out) };
+//! total.fetch_add(partial, Ordering::Relaxed);
+//! ```
+//!
+//! # Shared memory
+//!
+//! [`shared_array!`] declares a per-block array: every thread of a block sees the same
+//! memory, each block its own. Its contents are undefined when a block starts.
+
+#[cfg(all(
+    offload_device,
+    not(any(target_arch = "nvptx64", target_arch = "amdgpu"))
+))]
+pub mod cpu;
+#[cfg(not(offload_device))]
+mod host;
+
+#[cfg(all(offload_device, target_arch = "amdgpu"))]
+mod amdgpu;
+#[cfg(all(offload_device, target_arch = "nvptx64"))]
+mod nvptx;
+
+#[cfg(all(offload_device, target_arch = "amdgpu"))]
+use amdgpu as arch;
+#[cfg(all(
+    offload_device,
+    not(any(target_arch = "nvptx64", target_arch = "amdgpu"))
+))]
+use cpu as arch;
+#[cfg(not(offload_device))]
+use host as arch;
+#[cfg(all(offload_device, target_arch = "nvptx64"))]
+use nvptx as arch;
+
+pub mod abi;
+
+pub use abi::{DeviceCopy, KernelScalar};
+
+/// Three extents or indices, as CUDA's `dim3`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Dim3 {
+    /// The fastest-varying component.
+    pub x: u32,
+    /// The second component.
+    pub y: u32,
+    /// The slowest-varying component.
+    pub z: u32,
+}
+
+macro_rules! forward {
+    ($($(#[$doc:meta])* $name:ident;)*) => {$(
+        $(#[$doc])*
+        #[inline(always)]
+        pub fn $name() -> u32 {
+            arch::$name()
+        }
+    )*};
+}
+
+forward! {
+    /// Index of the calling thread in its block, x component (`threadIdx.x`).
+    thread_idx_x;
+    /// Index of the calling thread in its block, y component.
+    thread_idx_y;
+    /// Index of the calling thread in its block, z component.
+    thread_idx_z;
+    /// Index of the calling thread's block in the grid, x component (`blockIdx.x`).
+    block_idx_x;
+    /// Index of the calling thread's block in the grid, y component.
+    block_idx_y;
+    /// Index of the calling thread's block in the grid, z component.
+    block_idx_z;
+    /// Threads per block, x component (`blockDim.x`).
+    block_dim_x;
+    /// Threads per block, y component.
+    block_dim_y;
+    /// Threads per block, z component.
+    block_dim_z;
+    /// Blocks in the grid, x component (`gridDim.x`).
+    grid_dim_x;
+    /// Blocks in the grid, y component.
+    grid_dim_y;
+    /// Blocks in the grid, z component.
+    grid_dim_z;
+}
+
+/// `threadIdx`.
+#[inline(always)]
+pub fn thread_idx() -> Dim3 {
+    Dim3 {
+        x: thread_idx_x(),
+        y: thread_idx_y(),
+        z: thread_idx_z(),
+    }
+}
+
+/// `blockIdx`.
+#[inline(always)]
+pub fn block_idx() -> Dim3 {
+    Dim3 {
+        x: block_idx_x(),
+        y: block_idx_y(),
+        z: block_idx_z(),
+    }
+}
+
+/// `blockDim`.
+#[inline(always)]
+pub fn block_dim() -> Dim3 {
+    Dim3 {
+        x: block_dim_x(),
+        y: block_dim_y(),
+        z: block_dim_z(),
+    }
+}
+
+/// `gridDim`.
+#[inline(always)]
+pub fn grid_dim() -> Dim3 {
+    Dim3 {
+        x: grid_dim_x(),
+        y: grid_dim_y(),
+        z: grid_dim_z(),
+    }
+}
+
+/// Global index in x: `blockIdx.x * blockDim.x + threadIdx.x`, as `usize` (no overflow for
+/// any grid a backend accepts).
+#[inline(always)]
+pub fn global_idx_x() -> usize {
+    block_idx_x() as usize * block_dim_x() as usize + thread_idx_x() as usize
+}
+
+/// Global index in y.
+#[inline(always)]
+pub fn global_idx_y() -> usize {
+    block_idx_y() as usize * block_dim_y() as usize + thread_idx_y() as usize
+}
+
+/// Global index in z.
+#[inline(always)]
+pub fn global_idx_z() -> usize {
+    block_idx_z() as usize * block_dim_z() as usize + thread_idx_z() as usize
+}
+
+/// Linear index of the calling thread within its block: `x + y * dim.x + z * dim.x * dim.y`.
+#[inline(always)]
+pub fn thread_rank() -> u32 {
+    thread_idx_x() + block_dim_x() * (thread_idx_y() + block_dim_y() * thread_idx_z())
+}
+
+/// Threads per block in total.
+#[inline(always)]
+pub fn block_size() -> u32 {
+    block_dim_x() * block_dim_y() * block_dim_z()
+}
+
+/// Block-wide barrier (`__syncthreads()`): returns once every thread of the block has called
+/// it; memory written by the block before the barrier is visible to the block after it.
+/// Every thread of a block must reach the same barriers.
+#[inline(always)]
+pub fn sync_threads() {
+    arch::sync_threads()
+}
+
+/// Aborts the launch.
+#[inline(always)]
+pub fn trap() -> ! {
+    arch::trap()
+}
+
+#[doc(hidden)]
+pub mod __private {
+    #[cfg(all(
+        offload_device,
+        not(any(target_arch = "nvptx64", target_arch = "amdgpu"))
+    ))]
+    pub use super::cpu::shared_slot;
+    #[cfg(not(offload_device))]
+    pub use super::host::shared_slot;
+}
+
+/// A per-block array in shared memory: `let tile: *mut u32 = shared_array!(u32, 256);`.
+///
+/// Evaluates to a `*mut T` to `N` elements (`N` a constant) that all threads of the block
+/// share; its contents are undefined at block start. Each invocation site is its own array.
+/// On GPUs the array is a static in the link section `.offload.shared`, which the device link
+/// moves to the shared address space (`.shared` / LDS, address space 3); on the CPU device it
+/// is a slot of the per-block arena of the worker thread running the block.
+#[macro_export]
+macro_rules! shared_array {
+    ($ty:ty, $len:expr) => {{
+        let ptr: *mut $ty = $crate::__for_target! {
+            cpu {{
+                static KEY: u8 = 0;
+                $crate::device::__private::shared_slot(
+                    &raw const KEY as usize,
+                    ::core::mem::size_of::<[$ty; $len]>(),
+                    ::core::mem::align_of::<$ty>(),
+                )
+                .cast::<$ty>()
+            }}
+            gpu {{
+                #[unsafe(link_section = ".offload.shared")]
+                static mut SHARED: ::core::mem::MaybeUninit<[$ty; $len]> =
+                    ::core::mem::MaybeUninit::uninit();
+                (&raw mut SHARED).cast::<$ty>()
+            }}
+            host {{
+                $crate::device::__private::shared_slot(
+                    0,
+                    ::core::mem::size_of::<[$ty; $len]>(),
+                    ::core::mem::align_of::<$ty>(),
+                )
+                .cast::<$ty>()
+            }}
+        };
+        ptr
+    }};
+}
+
+#[cfg(all(offload_device, not(feature = "host")))]
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
+    arch::trap()
+}

@@ -1,0 +1,175 @@
+//! The runtime's errors.
+
+use std::sync::Arc;
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in the host runtime. Bad input (a damaged bundle, an unknown
+/// kernel, a bad device name) is reported here, never by a panic.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A registered descriptor is not one this runtime can read.
+    #[error("offload descriptor at {address:#x} is invalid: {reason}")]
+    BadDescriptor {
+        /// Address of the descriptor.
+        address: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A registered bundle could not be parsed.
+    #[error("the offload bundle embedded by `{name}` is damaged")]
+    DamagedBundle {
+        /// Name of the descriptor holding the bundle.
+        name: String,
+        /// What the parser found.
+        #[source]
+        source: Arc<offload_format::Error>,
+    },
+    /// No registered bundle holds an image of the module.
+    #[error("no registered device image belongs to kernel module `{module}`")]
+    NoImages {
+        /// The kernel crate's library name.
+        module: String,
+    },
+    /// Images of the module exist, but none runs on the device.
+    #[error("none of the {candidates} image(s) of `{module}` runs on {device}: {tried}")]
+    NoCompatibleImage {
+        /// The kernel crate's library name.
+        module: String,
+        /// The device, as [`crate::Device::describe`] says it.
+        device: String,
+        /// How many images of the module were registered.
+        candidates: usize,
+        /// The images tried (triple/arch list).
+        tried: String,
+    },
+    /// The module's image does not define the kernel.
+    #[error("kernel `{kernel}` is not in the `{module}` image ({image})")]
+    KernelNotFound {
+        /// Kernel name.
+        kernel: String,
+        /// Module name.
+        module: String,
+        /// Which image was searched.
+        image: String,
+    },
+    /// A device image could not be loaded.
+    #[error("loading the `{module}` image ({image}) failed: {reason}")]
+    ImageLoad {
+        /// Module name.
+        module: String,
+        /// Which image.
+        image: String,
+        /// The loader's message.
+        reason: String,
+    },
+    /// A system call of the CPU backend failed.
+    #[error("{call} failed")]
+    Os {
+        /// The call.
+        call: &'static str,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `OFFLOAD_DEVICE` or a device name given to [`crate::Device::from_spec`] is not understood.
+    #[error("unknown device `{spec}` (expected `cpu`, `cuda[:N]` or `hip[:N]`)")]
+    UnknownDevice {
+        /// What was given.
+        spec: String,
+    },
+    /// A backend could not be opened (driver missing, no such device, ...).
+    #[error("the {backend} backend is unavailable: {reason}")]
+    BackendUnavailable {
+        /// `cuda`, `hip`, `cpu`.
+        backend: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// A driver call of a GPU backend failed.
+    #[error("{backend} call {call} failed with code {code}: {message}")]
+    Driver {
+        /// `cuda` or `hip`.
+        backend: &'static str,
+        /// The driver function.
+        call: &'static str,
+        /// Its status code.
+        code: i64,
+        /// The driver's description of the code.
+        message: String,
+    },
+    /// Device memory could not be allocated.
+    #[error("allocating {bytes} bytes on {device} failed")]
+    OutOfMemory {
+        /// Requested size.
+        bytes: usize,
+        /// The device.
+        device: String,
+    },
+    /// A byte count overflowed `usize`.
+    #[error("{len} elements of {elem_size} bytes overflow the address space")]
+    SizeOverflow {
+        /// Element count.
+        len: usize,
+        /// Element size.
+        elem_size: usize,
+    },
+    /// A copy between host and device memory was given slices of different lengths.
+    #[error("length mismatch: the device buffer has {device} elements, the host slice {host}")]
+    LengthMismatch {
+        /// Device buffer length.
+        device: usize,
+        /// Host slice length.
+        host: usize,
+    },
+    /// A buffer of one device was passed to a launch on another.
+    #[error("kernel `{kernel}`: argument {index} is a buffer of another device")]
+    WrongDevice {
+        /// Kernel name.
+        kernel: &'static str,
+        /// Zero-based argument index.
+        index: usize,
+    },
+    /// The launch configuration is invalid.
+    #[error("invalid launch configuration for `{kernel}`: {reason}")]
+    InvalidLaunch {
+        /// Kernel name.
+        kernel: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// On the CPU device, a kernel reached `sync_threads()` in a launch run without barrier
+    /// support: its first thread never reached one, some other thread did.
+    #[error(
+        "kernel `{kernel}` reached sync_threads() in some thread although thread 0 of block 0 did not; barriers must be reached by every thread of a block (the next launch runs with barrier support)"
+    )]
+    DivergentBarrier {
+        /// Kernel name.
+        kernel: String,
+    },
+    /// A worker thread of the CPU device could not be started.
+    #[error("starting CPU device worker thread failed")]
+    Worker(#[source] std::io::Error),
+}
+
+impl Error {
+    /// A copy of an error kept in the registry, to report it again.
+    pub(crate) fn clone_for_report(&self) -> Error {
+        match self {
+            Error::BadDescriptor { address, reason } => Error::BadDescriptor {
+                address: *address,
+                reason: reason.clone(),
+            },
+            Error::DamagedBundle { name, source } => Error::DamagedBundle {
+                name: name.clone(),
+                source: Arc::clone(source),
+            },
+            other => Error::BadDescriptor {
+                address: 0,
+                reason: other.to_string(),
+            },
+        }
+    }
+}

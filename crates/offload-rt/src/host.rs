@@ -1,0 +1,220 @@
+//! [`Device`]: one device, its loaded modules and its launches.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::backend::cpu::CpuBackend;
+use crate::backend::{Backend, DeviceKind, KernelHandle, Module};
+use crate::error::{Error, Result};
+use crate::launch::LaunchConfig;
+use crate::registry::{self, ImageInfo};
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A device kernels run on. Cheap to clone (clones share the device).
+#[derive(Clone)]
+pub struct Device {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    id: u64,
+    description: Arc<str>,
+    backend: Box<dyn Backend>,
+    modules: Mutex<HashMap<&'static str, Arc<Loaded>>>,
+    last: Mutex<Option<LaunchReport>>,
+}
+
+struct Loaded {
+    module: Box<dyn Module>,
+    image: Arc<ImageInfo>,
+    kernels: Mutex<HashMap<&'static str, KernelHandle>>,
+}
+
+/// What ran a launch: the device and the image the kernel came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchReport {
+    /// The kernel's name.
+    pub kernel: &'static str,
+    /// The kernel module (kernel crate library name).
+    pub module: &'static str,
+    /// [`Device::describe`] of the device.
+    pub device: Arc<str>,
+    /// The image the module was loaded from.
+    pub image: Arc<ImageInfo>,
+}
+
+impl fmt::Display for LaunchReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}::{} on {} from {}",
+            self.module, self.kernel, self.device, self.image
+        )
+    }
+}
+
+impl fmt::Debug for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Device")
+            .field("id", &self.inner.id)
+            .field("device", &self.inner.description)
+            .finish()
+    }
+}
+
+impl Device {
+    /// A device over any backend.
+    pub fn from_backend(backend: Box<dyn Backend>) -> Device {
+        Device {
+            inner: Arc::new(Inner {
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                description: backend.describe().into(),
+                backend,
+                modules: Mutex::new(HashMap::new()),
+                last: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The device named by `OFFLOAD_DEVICE` when set; otherwise the best device present:
+    /// a CUDA GPU, a HIP GPU, else the CPU.
+    pub fn best() -> Result<Device> {
+        if let Ok(spec) = std::env::var("OFFLOAD_DEVICE") {
+            return Device::from_spec(&spec);
+        }
+        for kind in [DeviceKind::Cuda, DeviceKind::Hip] {
+            if let Ok(backend) = crate::backend::open_gpu(kind, 0) {
+                return Ok(Device::from_backend(backend));
+            }
+        }
+        Ok(Device::cpu())
+    }
+
+    /// The host CPU as a device.
+    pub fn cpu() -> Device {
+        Device::from_backend(Box::new(CpuBackend::new()))
+    }
+
+    /// The device named by `spec`: `cpu`, `cuda`, `cuda:N`, `hip` or `hip:N`.
+    pub fn from_spec(spec: &str) -> Result<Device> {
+        let unknown = || Error::UnknownDevice {
+            spec: spec.to_owned(),
+        };
+        let (kind, ordinal) = match spec.trim().split_once(':') {
+            Some((k, n)) => (k, n.parse::<usize>().map_err(|_| unknown())?),
+            None => (spec.trim(), 0),
+        };
+        match kind {
+            "cpu" if ordinal == 0 => Ok(Device::cpu()),
+            "cuda" => Ok(Device::from_backend(crate::backend::open_gpu(
+                DeviceKind::Cuda,
+                ordinal,
+            )?)),
+            "hip" => Ok(Device::from_backend(crate::backend::open_gpu(
+                DeviceKind::Hip,
+                ordinal,
+            )?)),
+            _ => Err(unknown()),
+        }
+    }
+
+    /// What the device is, in one line.
+    pub fn describe(&self) -> &str {
+        &self.inner.description
+    }
+
+    /// The device's kind.
+    pub fn kind(&self) -> DeviceKind {
+        self.inner.backend.kind()
+    }
+
+    /// The backend behind the device.
+    pub fn backend(&self) -> &dyn Backend {
+        &*self.inner.backend
+    }
+
+    /// Waits for every launch and copy issued so far.
+    pub fn synchronize(&self) -> Result<()> {
+        self.inner.backend.synchronize()
+    }
+
+    /// The report of the last launch on this device.
+    pub fn last_launch(&self) -> Option<LaunchReport> {
+        self.inner
+            .last
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Loads `module` now (launches load it on first use); returns the image chosen.
+    pub fn load_module(&self, module: &'static str) -> Result<Arc<ImageInfo>> {
+        Ok(Arc::clone(&self.module(module)?.image))
+    }
+
+    pub(crate) fn same_device(&self, other: &Device) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    fn module(&self, module: &'static str) -> Result<Arc<Loaded>> {
+        let mut modules = self.inner.modules.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = modules.get(module) {
+            return Ok(Arc::clone(m));
+        }
+        let loaded = registry::with_module_images(module, |images| {
+            self.inner.backend.load_module(module, images)
+        })?;
+        let loaded = Arc::new(Loaded {
+            image: Arc::new(loaded.image().clone()),
+            module: loaded,
+            kernels: Mutex::new(HashMap::new()),
+        });
+        modules.insert(module, Arc::clone(&loaded));
+        Ok(loaded)
+    }
+
+    /// Launches kernel `kernel` of kernel module `module` (its crate's library name) with the
+    /// launch ABI's parameter array. The typed handles made by `#[kernel]` call this.
+    ///
+    /// # Safety
+    ///
+    /// `params` has one pointer per kernel parameter, in order, each pointing at a value of
+    /// exactly the parameter's type (device pointers as `u64` addresses); every device pointer
+    /// points into a live allocation of this device, large enough for all the kernel's
+    /// accesses under `config`, not freed before the launch finishes, and not accessed by the
+    /// host meanwhile.
+    pub unsafe fn launch_raw(
+        &self,
+        module: &'static str,
+        kernel: &'static str,
+        config: &LaunchConfig,
+        params: &[*mut c_void],
+    ) -> Result<LaunchReport> {
+        let loaded = self.module(module)?;
+        let handle = {
+            let mut kernels = loaded.kernels.lock().unwrap_or_else(|e| e.into_inner());
+            match kernels.get(kernel) {
+                Some(&h) => h,
+                None => {
+                    let h = loaded.module.kernel(kernel)?;
+                    kernels.insert(kernel, h);
+                    h
+                }
+            }
+        };
+        // SAFETY: forwarded from this function's contract; `handle` is from this module.
+        unsafe { loaded.module.launch(handle, kernel, config, params) }?;
+        let report = LaunchReport {
+            kernel,
+            module,
+            device: Arc::clone(&self.inner.description),
+            image: Arc::clone(&loaded.image),
+        };
+        *self.inner.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(report.clone());
+        Ok(report)
+    }
+}

@@ -1,0 +1,156 @@
+//! The cargo-offload runtime.
+//!
+//! - [`device`] (always, `no_std`): what kernels call on every target: thread and block
+//!   indices, `sync_threads()`, shared memory, atomics.
+//! - With the `host` feature (default): [`registry`] of device images registered at start-up,
+//!   [`backend`]s (the CPU device; CUDA and HIP), [`Device`], [`DeviceBuffer`],
+//!   [`LaunchConfig`] and the typed kernel handles made by [`kernel`].
+//!
+//! # Environment
+//!
+//! - `OFFLOAD_DEVICE`: the device [`Device::best`] opens: `cpu`, `cuda[:N]` or `hip[:N]`.
+//! - `OFFLOAD_CPU_THREADS`: worker threads of the CPU device (default: available parallelism).
+#![cfg_attr(not(feature = "host"), no_std)]
+#![cfg_attr(
+    all(
+        offload_device,
+        not(any(target_arch = "nvptx64", target_arch = "amdgpu"))
+    ),
+    feature(thread_local)
+)]
+#![cfg_attr(all(offload_device, target_arch = "nvptx64"), feature(stdarch_nvptx))]
+#![cfg_attr(all(offload_device, target_arch = "amdgpu"), feature(stdarch_amdgpu))]
+
+pub mod device;
+
+pub use offload_macros::kernel;
+
+#[cfg(feature = "host")]
+pub mod backend;
+#[cfg(feature = "host")]
+mod buffer;
+#[cfg(feature = "host")]
+mod error;
+#[cfg(feature = "host")]
+mod host;
+#[cfg(feature = "host")]
+mod launch;
+#[cfg(feature = "host")]
+pub mod registry;
+#[cfg(feature = "host")]
+pub mod select;
+
+#[cfg(feature = "host")]
+pub use buffer::DeviceBuffer;
+#[cfg(feature = "host")]
+pub use error::{Error, Result};
+#[cfg(feature = "host")]
+pub use host::{Device, LaunchReport};
+#[cfg(feature = "host")]
+pub use launch::LaunchConfig;
+
+pub use device::{DeviceCopy, KernelScalar};
+
+/// Support for the code `#[kernel]` generates; not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use core::ffi::c_void;
+
+    pub use crate::device::abi::CpuLaunch;
+    #[cfg(all(
+        offload_device,
+        not(any(target_arch = "nvptx64", target_arch = "amdgpu"))
+    ))]
+    pub use crate::device::cpu::{run_blocks, run_thread};
+}
+
+/// Expands to the tokens of the target this crate is built for: the CPU device, a GPU, or the
+/// host. The choice is made by `cfg`s evaluated here, in offload-rt, so kernel crates need not
+/// declare `offload_device` themselves.
+#[cfg(all(
+    offload_device,
+    not(any(target_arch = "nvptx64", target_arch = "amdgpu"))
+))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __for_target {
+    (cpu { $($cpu:tt)* } gpu { $($gpu:tt)* } host { $($host:tt)* }) => { $($cpu)* };
+}
+
+#[cfg(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __for_target {
+    (cpu { $($cpu:tt)* } gpu { $($gpu:tt)* } host { $($host:tt)* }) => { $($gpu)* };
+}
+
+#[cfg(not(offload_device))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __for_target {
+    (cpu { $($cpu:tt)* } gpu { $($gpu:tt)* } host { $($host:tt)* }) => { $($host)* };
+}
+
+/// Implements a kernel handle's `launch`. With the `host` feature off (a kernel crate built
+/// alone), handles have no `launch`.
+#[cfg(feature = "host")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kernel_launch_impl {
+    ($handle:ident, $name:literal, $( ($arg:ident : $kind:ident $ty:ty, $idx:literal) ),* $(,)?) => {
+        impl $handle {
+            /// Launches the kernel on `device` with `config`. Returns which device and image
+            /// ran it.
+            #[allow(clippy::too_many_arguments)]
+            pub fn launch(
+                &self,
+                device: &$crate::Device,
+                config: $crate::LaunchConfig,
+                $( $arg: $crate::__kernel_arg_type!($kind $ty), )*
+            ) -> $crate::Result<$crate::LaunchReport> {
+                $( let $arg = $crate::__kernel_arg_value!($kind $arg, device, $name, $idx); )*
+                let params: &[*mut $crate::__private::c_void] = &[
+                    $( (&raw const $arg).cast_mut().cast::<$crate::__private::c_void>(), )*
+                ];
+                // SAFETY: `params` holds one pointer per parameter, in order, to a value of
+                // the parameter's type: this impl is generated from the kernel's signature
+                // (scalars by value, device pointers as the u64 address of a buffer checked to
+                // belong to `device`). The borrows of the buffers last for this call, and
+                // freeing a buffer is ordered after the launch by the backend. What the kernel
+                // does with the pointers (bounds) is the kernel's own `unsafe` contract.
+                unsafe { device.launch_raw(env!("CARGO_CRATE_NAME"), $name, &config, params) }
+            }
+        }
+    };
+}
+
+#[cfg(not(feature = "host"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kernel_launch_impl {
+    ($($t:tt)*) => {};
+}
+
+#[cfg(feature = "host")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kernel_arg_type {
+    (scalar $ty:ty) => { $ty };
+    (ptr_const $ty:ty) => { &$crate::DeviceBuffer<$ty> };
+    (ptr_mut $ty:ty) => { &mut $crate::DeviceBuffer<$ty> };
+}
+
+#[cfg(feature = "host")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kernel_arg_value {
+    (scalar $arg:ident, $dev:ident, $name:literal, $idx:literal) => {
+        $arg
+    };
+    (ptr_const $arg:ident, $dev:ident, $name:literal, $idx:literal) => {
+        $arg.device_ptr_on($dev, $name, $idx)?.0
+    };
+    (ptr_mut $arg:ident, $dev:ident, $name:literal, $idx:literal) => {
+        $arg.device_ptr_on($dev, $name, $idx)?.0
+    };
+}

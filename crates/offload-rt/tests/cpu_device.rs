@@ -1,0 +1,419 @@
+//! The CPU device on real images: a kernel crate (tests/fixtures/kernels) is built for the CPU
+//! device by a nested `cargo +nightly rustc --crate-type cdylib` with `--cfg offload_device`,
+//! registered from memory as an OffloadBinary, and launched through its typed handles.
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use offload_format::{ImageKind, OffloadBinary, OffloadKind};
+use offload_rt::registry::{
+    __offload_register_lib, OFFLOAD_DESCRIPTOR_MAGIC, OFFLOAD_DESCRIPTOR_VERSION, OffloadDescriptor,
+};
+use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig};
+use offload_rt_test_kernels as k;
+
+const MODULE: &str = "offload_rt_test_kernels";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent";
+/// The same image registered a second time, by another descriptor, as another module.
+const SECOND_MODULE: &str = "offload_rt_second_module";
+
+fn fixture_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kernels")
+}
+
+fn cargo() -> PathBuf {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")));
+    match home.map(|h| h.join("bin/cargo")) {
+        Some(p) if p.exists() => p,
+        _ => PathBuf::from("cargo"),
+    }
+}
+
+/// Builds the fixture for the CPU device: `Ok(image bytes)`, or `Err(why it cannot be built
+/// here)` when the nightly toolchain is missing.
+fn build_image() -> Result<Vec<u8>, String> {
+    let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cpu-device");
+    let mut cmd = Command::new(cargo());
+    // A clean environment: nothing of the outer cargo (CARGO_*, RUSTFLAGS, RUSTC_WRAPPER,
+    // CARGO_TARGET_DIR, RUSTUP_TOOLCHAIN) may leak into the device build.
+    cmd.env_clear();
+    for keep in [
+        "PATH",
+        "HOME",
+        "CARGO_HOME",
+        "RUSTUP_HOME",
+        "TMPDIR",
+        "USER",
+    ] {
+        if let Some(v) = std::env::var_os(keep) {
+            cmd.env(keep, v);
+        }
+    }
+    cmd.env(
+        "CARGO_ENCODED_RUSTFLAGS",
+        ["--cfg", "offload_device", "-Cpanic=abort"].join("\u{1f}"),
+    )
+    // LTO lets the optimizer see that kernel pointers never point at the image's
+    // thread-local index state, which keeps the thread loop tight.
+    .env("CARGO_PROFILE_RELEASE_LTO", "fat")
+    .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1")
+    .env("CARGO_TARGET_DIR", &target_dir)
+    .current_dir(fixture_dir())
+    .args([
+        "+nightly",
+        "rustc",
+        "--lib",
+        "--release",
+        "--crate-type",
+        "cdylib",
+        "--target",
+        "x86_64-unknown-linux-gnu",
+        "--quiet",
+    ]);
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", cargo().display()))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if stderr.contains("toolchain 'nightly") && stderr.contains("not installed") {
+            return Err("the nightly toolchain is not installed".to_owned());
+        }
+        panic!(
+            "device build of the fixture failed ({}):\n{stderr}",
+            out.status
+        );
+    }
+    let so = target_dir.join("x86_64-unknown-linux-gnu/release/liboffload_rt_test_kernels.so");
+    std::fs::read(&so).map_err(|e| format!("reading {}: {e}", so.display()))
+}
+
+fn descriptor(name: &'static str, module: &str, image: &[u8]) -> &'static OffloadDescriptor {
+    let bundle = OffloadBinary {
+        image_kind: ImageKind::Object,
+        offload_kind: OffloadKind::OpenMp,
+        flags: 0,
+        strings: vec![
+            (
+                Cow::Borrowed("triple"),
+                Cow::Borrowed("x86_64-unknown-linux-gnu"),
+            ),
+            (Cow::Borrowed("arch"), Cow::Borrowed("host")),
+            (
+                Cow::Borrowed("offload.module"),
+                Cow::Owned(module.to_owned()),
+            ),
+            (Cow::Borrowed("offload.kernels"), Cow::Borrowed(KERNELS)),
+        ],
+        image: Cow::Borrowed(image),
+    }
+    .to_bytes();
+    let bundle: &'static [u8] = Box::leak(bundle.into_boxed_slice());
+    Box::leak(Box::new(OffloadDescriptor {
+        magic: OFFLOAD_DESCRIPTOR_MAGIC,
+        version: OFFLOAD_DESCRIPTOR_VERSION,
+        name: name.as_ptr(),
+        name_len: name.len(),
+        bundle: bundle.as_ptr(),
+        bundle_len: bundle.len(),
+    }))
+}
+
+/// Registers the fixture image once per test process; `false` (after printing why) when it
+/// cannot be built on this machine.
+fn setup() -> bool {
+    static READY: OnceLock<Result<(), String>> = OnceLock::new();
+    let ready = READY.get_or_init(|| {
+        let image = build_image()?;
+        // SAFETY: the descriptors and their data are leaked: valid for the whole process.
+        unsafe {
+            __offload_register_lib(descriptor("cpu_device_test", MODULE, &image));
+            __offload_register_lib(descriptor("cpu_device_test_2", SECOND_MODULE, &image));
+        }
+        Ok(())
+    });
+    match ready {
+        Ok(()) => true,
+        Err(why) => {
+            assert!(std::env::var_os("CI").is_none(), "CI: {why}");
+            eprintln!("skipped: {why}");
+            false
+        }
+    }
+}
+
+#[test]
+fn saxpy_matches_the_host() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let n = 1_000_003u32;
+    let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+    let y: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
+    let dx = DeviceBuffer::from_slice(&dev, &x).unwrap();
+    let mut dy = DeviceBuffer::from_slice(&dev, &y).unwrap();
+    let report = k::saxpy
+        .launch(&dev, LaunchConfig::for_num_elems(n), n, 3.0, &dx, &mut dy)
+        .unwrap();
+    assert_eq!(report.kernel, "saxpy");
+    assert_eq!(report.module, MODULE);
+    assert_eq!(report.image.triple, "x86_64-unknown-linux-gnu");
+    assert_eq!(report.image.source, "cpu_device_test");
+    assert_eq!(dev.last_launch().as_ref(), Some(&report));
+    let got = dy.to_vec().unwrap();
+    for i in 0..n as usize {
+        assert_eq!(got[i], 3.0 * x[i] + y[i], "element {i}");
+    }
+    // A second launch takes the fast path decided on the first.
+    k::saxpy
+        .launch(&dev, LaunchConfig::for_num_elems(n), n, -3.0, &dx, &mut dy)
+        .unwrap();
+    assert_eq!(dy.to_vec().unwrap(), y);
+}
+
+#[test]
+fn block_reduction_with_shared_memory_and_barriers() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let n = 300_001u32;
+    let input: Vec<u32> = (0..n).map(|i| i.wrapping_mul(2_654_435_761) >> 8).collect();
+    let expected: u64 = input.iter().map(|&v| u64::from(v)).sum();
+    let din = DeviceBuffer::from_slice(&dev, &input).unwrap();
+    for _ in 0..2 {
+        let mut out = DeviceBuffer::<u64>::zeroed(&dev, 1).unwrap();
+        k::block_sum
+            .launch(&dev, LaunchConfig::for_num_elems(n), n, &din, &mut out)
+            .unwrap();
+        assert_eq!(out.to_vec().unwrap(), [expected]);
+    }
+}
+
+#[test]
+fn shared_memory_is_per_block() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let blocks = 513u32;
+    let data: Vec<i32> = (0..blocks as i32 * 64).collect();
+    let mut d = DeviceBuffer::from_slice(&dev, &data).unwrap();
+    k::reverse_blocks
+        .launch(&dev, LaunchConfig::linear(blocks, 64), &mut d)
+        .unwrap();
+    let got = d.to_vec().unwrap();
+    for (b, chunk) in got.chunks(64).enumerate() {
+        let want: Vec<i32> = (0..64).rev().map(|t| b as i32 * 64 + t).collect();
+        assert_eq!(chunk, want, "block {b}");
+    }
+}
+
+#[test]
+fn indices_in_three_dimensions() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let config = LaunchConfig {
+        grid: (3, 4, 2),
+        block: (8, 2, 3),
+        shared_mem_bytes: 0,
+    };
+    let total = 3 * 4 * 2 * 8 * 2 * 3;
+    let mut out = DeviceBuffer::<u32>::zeroed(&dev, total).unwrap();
+    let mut count = DeviceBuffer::<u32>::zeroed(&dev, 1).unwrap();
+    k::indices
+        .launch(&dev, config, &mut out, &mut count)
+        .unwrap();
+    assert_eq!(count.to_vec().unwrap(), [total as u32]);
+    let got = out.to_vec().unwrap();
+    let mut i = 0;
+    for bz in 0..2 {
+        for by in 0..4 {
+            for bx in 0..3 {
+                for tz in 0..3 {
+                    for ty in 0..2 {
+                        for tx in 0..8 {
+                            let want =
+                                tx | ty << 4 | tz << 8 | bx << 12 | by << 16 | bz << 20 | 8 << 24;
+                            assert_eq!(got[i], want, "thread {i}");
+                            i += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn two_modules_from_two_descriptors() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let first = dev.load_module(MODULE).unwrap();
+    let second = dev.load_module(SECOND_MODULE).unwrap();
+    assert_eq!(first.source, "cpu_device_test");
+    assert_eq!(second.source, "cpu_device_test_2");
+    assert_eq!(second.module, SECOND_MODULE);
+    let out = DeviceBuffer::<u32>::zeroed(&dev, 1024).unwrap();
+    let count = DeviceBuffer::<u32>::zeroed(&dev, 1).unwrap();
+    let (po, pc) = (out.device_ptr().0, count.device_ptr().0);
+    let params = [
+        (&raw const po).cast_mut().cast(),
+        (&raw const pc).cast_mut().cast(),
+    ];
+    // SAFETY: `indices(out: *mut u32, count: *mut u32)` gets two u64 device addresses of live
+    // buffers of this device, `out` with one element per thread of the launch (4 x 256).
+    let report = unsafe {
+        dev.launch_raw(
+            SECOND_MODULE,
+            "indices",
+            &LaunchConfig::linear(4, 256),
+            &params,
+        )
+    }
+    .unwrap();
+    assert_eq!(report.image.source, "cpu_device_test_2");
+    assert_eq!(count.to_vec().unwrap(), [1024]);
+    // Every thread but thread 0 of block 0 writes a non-zero value.
+    assert!(out.to_vec().unwrap().iter().skip(1).all(|&v| v != 0));
+}
+
+#[test]
+fn missing_kernel_and_module_are_typed_errors() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    // SAFETY: neither launch can reach a kernel: the lookups fail first.
+    let err = unsafe { dev.launch_raw(MODULE, "no_such_kernel", &LaunchConfig::linear(1, 1), &[]) }
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::KernelNotFound { kernel, module, .. } if kernel == "no_such_kernel" && module == MODULE),
+        "{err}"
+    );
+    // SAFETY: as above.
+    let err =
+        unsafe { dev.launch_raw("no_such_module", "saxpy", &LaunchConfig::linear(1, 1), &[]) }
+            .unwrap_err();
+    assert!(
+        matches!(&err, Error::NoImages { module } if module == "no_such_module"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_launch_configurations_are_typed_errors() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let mut d = DeviceBuffer::<i32>::zeroed(&dev, 64).unwrap();
+    for config in [
+        LaunchConfig::linear(0, 64),
+        LaunchConfig::linear(1, 2048),
+        LaunchConfig {
+            shared_mem_bytes: 16,
+            ..LaunchConfig::linear(1, 64)
+        },
+    ] {
+        let err = k::reverse_blocks.launch(&dev, config, &mut d).unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidLaunch { .. }),
+            "{config:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn buffers_of_another_device_are_refused() {
+    if !setup() {
+        return;
+    }
+    let a = Device::cpu();
+    let b = Device::cpu();
+    let mut d = DeviceBuffer::<i32>::zeroed(&b, 64).unwrap();
+    let err = k::reverse_blocks
+        .launch(&a, LaunchConfig::linear(1, 64), &mut d)
+        .unwrap_err();
+    assert!(matches!(err, Error::WrongDevice { index: 0, .. }), "{err}");
+}
+
+#[test]
+fn divergent_barrier_is_reported_then_handled() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let mut out = DeviceBuffer::<u32>::zeroed(&dev, 4 * 32).unwrap();
+    let err = k::divergent
+        .launch(&dev, LaunchConfig::linear(4, 32), &mut out)
+        .unwrap_err();
+    assert!(matches!(err, Error::DivergentBarrier { .. }), "{err}");
+    let mut out = DeviceBuffer::<u32>::zeroed(&dev, 4 * 32).unwrap();
+    k::divergent
+        .launch(&dev, LaunchConfig::linear(4, 32), &mut out)
+        .unwrap();
+    assert!(out.to_vec().unwrap().iter().all(|&v| v == 1));
+}
+
+/// SAXPY over 16 Mi floats on the CPU device against a plain Rust loop split over the same
+/// threads. Timing-sensitive, so run on request: `cargo test --release -- --ignored`.
+#[test]
+#[ignore = "timing; run with --release -- --ignored"]
+fn saxpy_speed_against_a_plain_loop() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let n = 16 << 20;
+    let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let mut y: Vec<f32> = vec![1.0; n];
+    let dx = DeviceBuffer::from_slice(&dev, &x).unwrap();
+    let mut dy = DeviceBuffer::from_slice(&dev, &y).unwrap();
+    let cfg = LaunchConfig::for_num_elems(n as u32);
+    k::saxpy
+        .launch(&dev, cfg, n as u32, 2.0, &dx, &mut dy)
+        .unwrap();
+    let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
+    let best = |f: &mut dyn FnMut()| {
+        (0..10)
+            .map(|_| {
+                let t = std::time::Instant::now();
+                f();
+                t.elapsed()
+            })
+            .min()
+            .unwrap()
+    };
+    let device = best(&mut || {
+        k::saxpy
+            .launch(&dev, cfg, n as u32, 2.0, &dx, &mut dy)
+            .unwrap();
+    });
+    let plain = best(&mut || {
+        let chunk = n.div_ceil(threads);
+        std::thread::scope(|s| {
+            for (ys, xs) in y.chunks_mut(chunk).zip(x.chunks(chunk)) {
+                s.spawn(move || {
+                    for (y, x) in ys.iter_mut().zip(xs) {
+                        *y += 2.0 * x;
+                    }
+                });
+            }
+        });
+    });
+    let ratio = plain.as_secs_f64() / device.as_secs_f64();
+    eprintln!("saxpy 16 Mi: device {device:?}, plain loop {plain:?}: {ratio:.2}x");
+    assert!(
+        ratio >= 0.8,
+        "the CPU device runs at {ratio:.2}x a plain loop"
+    );
+}

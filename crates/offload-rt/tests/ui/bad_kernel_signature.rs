@@ -1,0 +1,23 @@
+use offload_rt::kernel;
+
+#[kernel]
+pub fn takes_a_reference(x: &u32) {
+    let _ = x;
+}
+
+#[kernel]
+pub fn returns_a_value(n: u32) -> u32 {
+    n
+}
+
+#[kernel]
+pub fn generic<T>(n: u32) {
+    let _ = n;
+}
+
+#[kernel]
+pub fn bool_param(flag: bool) {
+    let _ = flag;
+}
+
+fn main() {}

@@ -1,0 +1,11 @@
+use offload_rt::{Device, DeviceBuffer, LaunchConfig};
+use offload_rt_test_kernels::saxpy;
+
+fn main() -> offload_rt::Result<()> {
+    let dev = Device::cpu();
+    let x = DeviceBuffer::<f32>::zeroed(&dev, 16)?;
+    let mut y = DeviceBuffer::<f32>::zeroed(&dev, 16)?;
+    saxpy.launch(&dev, LaunchConfig::for_num_elems(16), 16u64, 2.0, &x, &mut y)?;
+    saxpy.launch(&dev, LaunchConfig::for_num_elems(16), 16, &x, &mut y)?;
+    Ok(())
+}

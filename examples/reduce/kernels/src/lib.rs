@@ -1,0 +1,44 @@
+//! Kernels of the reduction example.
+#![no_std]
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use offload_rt::device::{block_dim_x, global_idx_x, sync_threads, thread_idx_x};
+use offload_rt::{kernel, shared_array};
+
+/// Threads per block [`block_sum`] is written for (a power of two).
+pub const BLOCK: u32 = 256;
+
+/// Adds `input[..n]` into `*out`: each block sums its part in shared memory (a tree
+/// reduction with `sync_threads()` between levels), then thread 0 adds the block's sum to
+/// `*out` atomically. Launch with blocks of [`BLOCK`] threads.
+#[kernel]
+pub fn block_sum(n: u32, input: *const u32, out: *mut u64) {
+    let partial: *mut u64 = shared_array!(u64, BLOCK as usize);
+    let tid = thread_idx_x() as usize;
+    let i = global_idx_x();
+    let value = if i < n as usize {
+        // SAFETY: `input` has at least `n` elements.
+        u64::from(unsafe { *input.add(i) })
+    } else {
+        0
+    };
+    // SAFETY: `tid < BLOCK`, the shared array's length.
+    unsafe { *partial.add(tid) = value };
+    sync_threads();
+    let mut stride = block_dim_x() as usize / 2;
+    while stride > 0 {
+        if tid < stride {
+            // SAFETY: `tid + stride < block_dim_x() <= BLOCK`.
+            unsafe { *partial.add(tid) += *partial.add(tid + stride) };
+        }
+        sync_threads();
+        stride /= 2;
+    }
+    if tid == 0 {
+        // SAFETY: `out` points at one u64, accessed only atomically during the launch.
+        let total = unsafe { AtomicU64::from_ptr(out) };
+        // SAFETY: `partial` holds the block's sum at index 0 after the last barrier.
+        total.fetch_add(unsafe { *partial }, Ordering::Relaxed);
+    }
+}
