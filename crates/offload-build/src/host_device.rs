@@ -21,7 +21,15 @@ pub fn build(env: &Env, krate: &KernelCrate, target_dir: &Path) -> Result<Device
         .arg(target_dir)
         .env(
             "CARGO_ENCODED_RUSTFLAGS",
-            nested::encoded_rustflags(&["--cfg", "offload_device", "-Cpanic=abort"]),
+            nested::encoded_rustflags(&[
+                "--cfg",
+                "offload_device",
+                "-Cpanic=abort",
+                // Inductive range-check elimination: a kernel's `if i < n` guard on an index
+                // affine in the thread loop splits the loop into a check-free main part (which
+                // the LTO pipeline vectorizes) and the few threads past the bound.
+                "-Cpasses=function(irce)",
+            ]),
         )
         // The thread loop inside the image must inline the device API across crates to run
         // at the speed of a plain loop.

@@ -86,8 +86,10 @@ pub fn kernels_of_ptx(ptx: &str) -> Vec<String> {
         .collect()
 }
 
-/// Prefix of the per-kernel entry points a CPU device image exports (see `offload-macros`).
-pub const CPU_ENTRY_PREFIX: &str = "__offload_cpu_kernel_";
+/// Prefix of the per-kernel entry points a CPU device image exports: the ABI constant
+/// `offload_rt::device::abi::CPU_RUN_PREFIX`, repeated because the build does not depend on
+/// the runtime.
+pub const CPU_ENTRY_PREFIX: &str = "__offload_cpu_run_";
 
 /// Kernel names a CPU device image exports, read from its dynamic symbol table.
 pub fn kernels_of_cpu_image(elf: &[u8]) -> Result<Vec<String>, String> {

@@ -1,6 +1,7 @@
 //! What a file carries: the device images embedded in an executable, object or shared
 //! library (`.llvm.offloading` sections), or a bare bundle of OffloadBinaries.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use offload_format::{ImageKind, OffloadBinary};
@@ -59,6 +60,13 @@ pub enum InspectError {
         #[source]
         source: offload_format::Error,
     },
+    #[error("{container}: bundle at offset {offset}: {source}")]
+    Bundle {
+        container: String,
+        offset: u64,
+        #[source]
+        source: offload_format::Error,
+    },
     #[error(transparent)]
     Format(#[from] offload_format::Error),
 }
@@ -73,19 +81,7 @@ pub fn inspect(bytes: &[u8]) -> Result<Vec<ImageInfo>, InspectError> {
         return Ok(out);
     }
     if let Ok(file) = object::File::parse(bytes) {
-        use object::{Object, ObjectSection};
-        for section in file.sections() {
-            let name = section.name().unwrap_or("").to_owned();
-            let is_offloading = match section.flags() {
-                object::SectionFlags::Elf { .. } => {
-                    elf_section_type(&file, section.index()) == Some(SHT_LLVM_OFFLOADING)
-                }
-                _ => name.starts_with(".llvm.offloading"),
-            };
-            if !is_offloading {
-                continue;
-            }
-            let Ok(data) = section.data() else { continue };
+        for (name, data) in offloading_sections(&file) {
             let bins = offload_format::parse_all(data).map_err(|source| InspectError::Section {
                 section: name.clone(),
                 source,
@@ -96,6 +92,29 @@ pub fn inspect(bytes: &[u8]) -> Result<Vec<ImageInfo>, InspectError> {
         }
     }
     Ok(out)
+}
+
+/// The `.llvm.offloading` sections of an object file (ELF: by section type; others: by
+/// name), with their contents.
+pub fn offloading_sections<'a>(file: &object::File<'a>) -> Vec<(String, &'a [u8])> {
+    use object::{Object, ObjectSection};
+    let mut out = Vec::new();
+    for section in file.sections() {
+        let name = section.name().unwrap_or("").to_owned();
+        let is_offloading = match section.flags() {
+            object::SectionFlags::Elf { .. } => {
+                elf_section_type(file, section.index()) == Some(SHT_LLVM_OFFLOADING)
+            }
+            _ => name.starts_with(".llvm.offloading"),
+        };
+        if !is_offloading {
+            continue;
+        }
+        if let Ok(data) = section.data() {
+            out.push((name, data));
+        }
+    }
+    out
 }
 
 fn elf_section_type(file: &object::File<'_>, index: object::SectionIndex) -> Option<u32> {
@@ -207,5 +226,341 @@ pub fn render_text(path: &str, images: &[ImageInfo]) -> String {
             let _ = writeln!(s, "      {}: {}", r.kernel, parts.join(", "));
         }
     }
+    s
+}
+
+/// A clang offload bundle found in a file, as `cargo offload inspect` shows it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct BundleInfo {
+    /// Where it was found: `file`, a section name, or `member <name>` of an archive.
+    pub container: String,
+    /// Offset of the bundle (or of its CCOB blob) in the container.
+    pub offset: u64,
+    /// `binary`, `object` (`__CLANG_OFFLOAD_BUNDLE__` sections) or `text`.
+    pub layout: String,
+    /// The CCOB header, when the bundle is compressed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compressed: Option<CcobInfo>,
+    pub entries: Vec<BundleEntryDesc>,
+}
+
+/// The header fields of a compressed bundle.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct CcobInfo {
+    pub version: u16,
+    /// `zlib` or `zstd`.
+    pub method: String,
+    /// Header plus compressed data (absent in version 1).
+    pub total_size: Option<u64>,
+    pub uncompressed_size: u64,
+    /// The stored hash, as 16 hex digits of the little-endian field.
+    pub hash: String,
+}
+
+/// One entry of a bundle.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct BundleEntryDesc {
+    /// The ID as stored.
+    pub id: String,
+    pub kind: String,
+    pub triple: String,
+    pub target_id: Option<String>,
+    /// Offset of the data within the (decompressed) bundle; absent for the object layout.
+    pub offset: Option<u64>,
+    pub size: u64,
+    /// What the data looks like: `empty`, `offload binary`, `elf <machine>`, `llvm bitcode`,
+    /// `data`.
+    pub contents: String,
+}
+
+/// Everything `cargo offload inspect` finds in a file.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, Default)]
+pub struct FileReport {
+    /// OffloadBinary images, including those held in bundle entries.
+    pub images: Vec<ImageInfo>,
+    pub bundles: Vec<BundleInfo>,
+}
+
+/// Finds OffloadBinaries, clang offload bundles (plain, compressed, object layout) and the
+/// images inside them anywhere in `bytes`: the whole file, archive members, and object
+/// sections (`.llvm.offloading`, `.hip_fatbin`, `__CLANG_OFFLOAD_BUNDLE__*`, and any section
+/// whose contents start with a bundle magic).
+pub fn inspect_all(bytes: &[u8]) -> Result<FileReport, InspectError> {
+    let mut report = FileReport::default();
+    scan(bytes, "file", &mut report, 0)?;
+    Ok(report)
+}
+
+const MAX_NESTING: u32 = 4;
+
+fn scan(
+    bytes: &[u8],
+    container: &str,
+    report: &mut FileReport,
+    depth: u32,
+) -> Result<(), InspectError> {
+    use offload_format::archive::{AR_MAGIC, parse_archive};
+    use offload_format::bundle::BUNDLE_MAGIC;
+    use offload_format::ccob::CCOB_MAGIC;
+    if depth > MAX_NESTING {
+        return Ok(());
+    }
+    let in_section = |source| InspectError::Section {
+        section: container.to_owned(),
+        source,
+    };
+    if bytes.starts_with(&offload_format::OFFLOAD_BINARY_MAGIC) {
+        for (i, bin) in offload_format::parse_all(bytes)
+            .map_err(in_section)?
+            .iter()
+            .enumerate()
+        {
+            report.images.push(describe(bin, container, i));
+        }
+    } else if bytes.starts_with(BUNDLE_MAGIC) || bytes.starts_with(CCOB_MAGIC) {
+        scan_bundles(bytes, container, report, depth)?;
+    } else if bytes.starts_with(AR_MAGIC) {
+        for m in parse_archive(bytes).map_err(in_section)? {
+            scan(&m.data, &format!("member {}", m.name), report, depth + 1)?;
+        }
+    } else if let Ok(file) = object::File::parse(bytes) {
+        scan_object(&file, bytes, report, depth)?;
+    }
+    Ok(())
+}
+
+fn scan_object(
+    file: &object::File<'_>,
+    bytes: &[u8],
+    report: &mut FileReport,
+    depth: u32,
+) -> Result<(), InspectError> {
+    use object::{Object, ObjectSection};
+    use offload_format::bundle::{BUNDLE_MAGIC, OBJECT_SECTION_PREFIX, parse_object_bundle};
+    use offload_format::ccob::CCOB_MAGIC;
+    let offloading: Vec<String> = offloading_sections(file)
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    let mut has_object_layout = false;
+    for section in file.sections() {
+        let name = section.name().unwrap_or("").to_owned();
+        if name.starts_with(OBJECT_SECTION_PREFIX) {
+            has_object_layout = true;
+            continue;
+        }
+        let Ok(data) = section.data() else { continue };
+        let is_offloading = offloading.contains(&name);
+        let bundle_like = data.starts_with(BUNDLE_MAGIC) || data.starts_with(CCOB_MAGIC);
+        if is_offloading || bundle_like || name == ".hip_fatbin" {
+            if name == ".hip_fatbin" && !bundle_like {
+                scan_bundles(data, &name, report, depth)?;
+            } else {
+                scan(data, &name, report, depth + 1)?;
+            }
+        }
+    }
+    if has_object_layout {
+        let entries = parse_object_bundle(bytes).map_err(|source| InspectError::Section {
+            section: OBJECT_SECTION_PREFIX.to_owned(),
+            source,
+        })?;
+        let descs = entries
+            .iter()
+            .map(|e| entry_desc(&e.id, None, &e.data))
+            .collect();
+        report.bundles.push(BundleInfo {
+            container: "file".to_owned(),
+            offset: 0,
+            layout: "object".to_owned(),
+            compressed: None,
+            entries: descs,
+        });
+        for e in &entries {
+            if e.data.len() > 1 {
+                scan(&e.data, &format!("entry {}", e.id), report, depth + 1)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every bundle stored back to back in `data` (as in `.hip_fatbin`, where each translation
+/// unit's bundle is 4096-aligned), compressed or not.
+fn scan_bundles(
+    data: &[u8],
+    container: &str,
+    report: &mut FileReport,
+    depth: u32,
+) -> Result<(), InspectError> {
+    use offload_format::bundle::{BUNDLE_MAGIC, read_binary_header};
+    use offload_format::ccob::{self, CCOB_MAGIC, CcobHeader};
+    let mut pos = 0usize;
+    while let Some(start) = next_bundle(data, pos) {
+        let rest = &data[start..];
+        let at = |source| InspectError::Bundle {
+            container: container.to_owned(),
+            offset: start as u64,
+            source,
+        };
+        let (compressed, bundle, used): (Option<CcobInfo>, Cow<'_, [u8]>, usize) =
+            if rest.starts_with(CCOB_MAGIC) {
+                let (h, _) = CcobHeader::parse(rest, 0).map_err(at)?;
+                let (plain, used) = ccob::decompress(rest).map_err(at)?;
+                let info = CcobInfo {
+                    version: h.version,
+                    method: match h.method {
+                        offload_format::CompressionMethod::Zlib => "zlib",
+                        offload_format::CompressionMethod::Zstd => "zstd",
+                    }
+                    .to_owned(),
+                    total_size: h.total_size,
+                    uncompressed_size: h.uncompressed_size,
+                    hash: format!("{:016x}", h.hash),
+                };
+                (Some(info), Cow::Owned(plain), used)
+            } else {
+                (None, Cow::Borrowed(rest), 0)
+            };
+        if !bundle.starts_with(BUNDLE_MAGIC) {
+            // A compressed text bundle, or something else: report the blob, no entries.
+            report.bundles.push(BundleInfo {
+                container: container.to_owned(),
+                offset: start as u64,
+                layout: "unknown".to_owned(),
+                compressed,
+                entries: Vec::new(),
+            });
+            pos = start + used.max(1);
+            continue;
+        }
+        let infos = read_binary_header(bundle.as_ref(), bundle.len() as u64).map_err(at)?;
+        let end = infos
+            .iter()
+            .map(|i| i.offset + i.size)
+            .max()
+            .unwrap_or(32)
+            .max(32);
+        let mut descs = Vec::new();
+        for i in &infos {
+            let d = &bundle[i.offset as usize..(i.offset + i.size) as usize];
+            descs.push(entry_desc(&i.id, Some(i.offset), d));
+        }
+        report.bundles.push(BundleInfo {
+            container: container.to_owned(),
+            offset: start as u64,
+            layout: "binary".to_owned(),
+            compressed,
+            entries: descs,
+        });
+        for i in &infos {
+            let d = &bundle[i.offset as usize..(i.offset + i.size) as usize];
+            if d.starts_with(&offload_format::OFFLOAD_BINARY_MAGIC) {
+                scan(d, &format!("entry {}", i.id), report, depth + 1)?;
+            }
+        }
+        pos = start + if used > 0 { used } else { end as usize };
+    }
+    Ok(())
+}
+
+fn next_bundle(data: &[u8], from: usize) -> Option<usize> {
+    use offload_format::bundle::BUNDLE_MAGIC;
+    use offload_format::ccob::CCOB_MAGIC;
+    let rest = data.get(from..)?;
+    let skip = rest.iter().position(|&b| b != 0)?;
+    let at = from + skip;
+    let here = &data[at..];
+    if here.starts_with(BUNDLE_MAGIC) || here.starts_with(CCOB_MAGIC) {
+        Some(at)
+    } else {
+        None
+    }
+}
+
+fn entry_desc(id: &str, offset: Option<u64>, data: &[u8]) -> BundleEntryDesc {
+    let parsed = offload_format::BundleEntryId::parse(id).ok();
+    BundleEntryDesc {
+        id: id.to_owned(),
+        kind: parsed.as_ref().map(|p| p.kind.clone()).unwrap_or_default(),
+        triple: parsed.as_ref().map(|p| p.triple()).unwrap_or_default(),
+        target_id: parsed.and_then(|p| p.target_id),
+        offset,
+        size: data.len() as u64,
+        contents: contents_of(data),
+    }
+}
+
+fn contents_of(data: &[u8]) -> String {
+    if data.is_empty() {
+        return "empty".to_owned();
+    }
+    if data.starts_with(&offload_format::OFFLOAD_BINARY_MAGIC) {
+        return "offload binary".to_owned();
+    }
+    if data.starts_with(b"BC\xc0\xde") || data.starts_with(&[0xde, 0xc0, 0x17, 0x0b]) {
+        return "llvm bitcode".to_owned();
+    }
+    if data.starts_with(b"\x7fELF") && data.len() >= 20 {
+        let machine = u16::from_le_bytes([data[18], data[19]]);
+        let name = match machine {
+            0x3e => "x86-64",
+            0xe0 => "amdgpu",
+            0xbe => "cuda",
+            0xb7 => "aarch64",
+            _ => "other",
+        };
+        let mut s = format!("elf {name}");
+        if machine == 0xe0
+            && data.len() >= 52
+            && let Some(p) = offload_format::target_id::amdgpu_processor_by_mach(data[48])
+        {
+            s.push(' ');
+            s.push_str(p.name);
+        }
+        return s;
+    }
+    if data.starts_with(b"//") || data.starts_with(b".version") {
+        return "text".to_owned();
+    }
+    "data".to_owned()
+}
+
+/// The human-readable listing of a [`FileReport`].
+pub fn render_report(path: &str, report: &FileReport) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    if !report.bundles.is_empty() {
+        let _ = writeln!(s, "{path}: {} offload bundle(s)", report.bundles.len());
+        for (n, b) in report.bundles.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "\n<{n}> {} bundle at {}+{:#x}, {} entr{}",
+                b.layout,
+                b.container,
+                b.offset,
+                b.entries.len(),
+                if b.entries.len() == 1 { "y" } else { "ies" }
+            );
+            if let Some(c) = &b.compressed {
+                let total = c.total_size.map_or("-".to_owned(), |t| t.to_string());
+                let _ = writeln!(
+                    s,
+                    "    compressed  CCOB v{} {}  total {}  uncompressed {}  hash {}",
+                    c.version, c.method, total, c.uncompressed_size, c.hash
+                );
+            }
+            for e in &b.entries {
+                let at = e.offset.map_or(String::new(), |o| format!(" @{o:#x}"));
+                let _ = writeln!(
+                    s,
+                    "    {:<48} {:>10} bytes{at}  {}",
+                    e.id, e.size, e.contents
+                );
+            }
+        }
+        s.push('\n');
+    }
+    s.push_str(&render_text(path, &report.images));
     s
 }

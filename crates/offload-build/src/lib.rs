@@ -41,6 +41,7 @@ pub mod image;
 pub mod inspect;
 pub mod metadata;
 pub mod nested;
+pub mod ops;
 
 use std::path::{Path, PathBuf};
 
@@ -138,7 +139,9 @@ impl Build {
         }
         println!("cargo:rerun-if-changed=build.rs");
 
-        let offload_dir = host.target_directory.join("offload");
+        let offload_dir = target_dir_of(&out_dir)
+            .unwrap_or_else(|| host.target_directory.clone())
+            .join("offload");
         let images = build_images(&env, &kernel_crates, &archs, &offload_dir)?;
         let bundle = image::bundle(&images);
         let lib = embed::build_embedding_library(&out_dir, &host.name, &bundle, &rustc, &target)?;
@@ -202,6 +205,17 @@ impl Build {
             })
             .collect()
     }
+}
+
+/// The target directory a build script's `OUT_DIR` lies in: the nearest ancestor holding the
+/// `CACHEDIR.TAG` cargo writes at a target directory's root. `cargo metadata` cannot know it
+/// when the outer build was given `--target-dir`.
+fn target_dir_of(out_dir: &Path) -> Option<PathBuf> {
+    out_dir
+        .ancestors()
+        .skip(1)
+        .find(|dir| dir.join("CACHEDIR.TAG").is_file())
+        .map(Path::to_owned)
 }
 
 /// Builds every (kernel crate, architecture) pair, one job per architecture, at most as many
@@ -283,5 +297,22 @@ fn build_one(
                  `apt-get install llvm-22-dev`, then enable the feature)"
             )))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_dir_is_found_above_out_dir() {
+        let root = tempfile::tempdir().unwrap();
+        let out = root
+            .path()
+            .join("x86_64-unknown-linux-gnu/release/build/app-0123/out");
+        std::fs::create_dir_all(&out).unwrap();
+        assert_eq!(target_dir_of(&out), None);
+        std::fs::write(root.path().join("CACHEDIR.TAG"), "Signature").unwrap();
+        assert_eq!(target_dir_of(&out).as_deref(), Some(root.path()));
     }
 }

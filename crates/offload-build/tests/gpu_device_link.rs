@@ -337,8 +337,10 @@ fn device_api_of_offload_rt_on_both_gpus() {
 }
 
 /// The benchmark's entry point: the in-process link against `llvm-link`, `opt -O3` and `llc`
-/// as processes, on the same bitcode. `cargo test --features llvm --test gpu_device_link --
-/// --ignored --nocapture link_speed`.
+/// as processes, on the same bitcode (written to files once, outside the timing). Both outputs
+/// must define the same kernels with the same parameters and both must assemble with `ptxas`.
+/// `cargo test -p offload-build --release --test gpu_device_link -- --ignored --nocapture
+/// link_speed`.
 #[test]
 #[ignore = "benchmark; run explicitly"]
 fn link_speed_in_process_vs_llvm_tools() {
@@ -348,12 +350,14 @@ fn link_speed_in_process_vs_llvm_tools() {
     let inputs = inputs_for("sm_80");
     let kernels = vec!["saxpy".to_owned(), "block_sum".to_owned()];
     let work = tempfile::tempdir().unwrap();
-    let runs = 5;
-    let mut in_process = std::time::Duration::MAX;
-    let mut external = std::time::Duration::MAX;
+    let files = device_link::write_external_inputs(inputs, work.path()).unwrap();
+    let runs = 7;
+    let mut in_process = Vec::with_capacity(runs);
+    let mut external = Vec::with_capacity(runs);
+    let mut outputs = None;
     for _ in 0..runs {
         let start = std::time::Instant::now();
-        device_link::nvptx_link(
+        let ours = device_link::nvptx_link(
             inputs,
             "sm_80",
             &NvptxLinkOptions {
@@ -361,15 +365,42 @@ fn link_speed_in_process_vs_llvm_tools() {
             },
         )
         .unwrap();
-        in_process = in_process.min(start.elapsed());
+        in_process.push(start.elapsed());
         let start = std::time::Instant::now();
-        device_link::external_nvptx_pipeline(inputs, &kernels, "sm_80", work.path()).unwrap();
-        external = external.min(start.elapsed());
+        let theirs =
+            device_link::external_nvptx_link(&files, &kernels, "sm_80", work.path()).unwrap();
+        external.push(start.elapsed());
+        outputs = Some((ours, theirs));
     }
-    let ratio = in_process.as_secs_f64() / external.as_secs_f64();
+    let (ours, theirs) = outputs.unwrap();
+    in_process.sort();
+    external.sort();
+    let (a, b) = (in_process[runs / 2], external[runs / 2]);
+    let ratio = a.as_secs_f64() / b.as_secs_f64();
     println!(
-        "best of {runs}: in-process {in_process:?}, llvm-link+opt+llc {external:?}, ratio {ratio:.2}"
+        "median of {runs}: in-process {a:?}, llvm-link+opt+llc {b:?}, ratio {ratio:.2} \
+         (best: {:?} vs {:?})",
+        in_process[0], external[0]
     );
+
+    // The same work: the same kernels with the same signatures, both accepted by ptxas.
+    let signatures = |ptx: &str| {
+        let mut k: Vec<(String, Vec<String>)> = device_link::ptx_kernel_names(ptx)
+            .into_iter()
+            .map(|k| (k.name, k.params))
+            .collect();
+        k.sort();
+        k
+    };
+    assert_eq!(signatures(&ours), signatures(&theirs));
+    assert_eq!(signatures(&ours).len(), 2, "{ours}");
+    if require("ptxas", device_link::ptxas_path().is_some()) {
+        for (who, ptx) in [("in-process", &ours), ("llvm tools", &theirs)] {
+            let cubin = device_link::ptxas_assemble(ptx, "sm_80")
+                .unwrap_or_else(|e| panic!("{who} PTX rejected by ptxas: {e}"));
+            assert!(device_link::is_cubin(&cubin), "{who}");
+        }
+    }
     assert!(
         ratio <= 0.5,
         "the in-process link should take at most half the time"

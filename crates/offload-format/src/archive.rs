@@ -103,7 +103,8 @@ pub fn parse_archive(bytes: &[u8]) -> Result<Vec<ArchiveMember<'_>>> {
                 .map_err(|_| Error::ArchiveBadName { offset: at })?;
             n.strip_suffix('/').unwrap_or(n).to_owned()
         } else {
-            raw_name.strip_suffix('/').unwrap_or(raw_name).to_owned()
+            // GNU names end at the first '/'; names without one are space-padded.
+            raw_name.split('/').next().unwrap_or(raw_name).to_owned()
         };
         out.push(ArchiveMember {
             name,
@@ -127,8 +128,8 @@ pub fn write_archive<W: Write>(mut w: W, members: &[ArchiveMember<'_>]) -> Resul
                 name: m.name.clone(),
             });
         }
-        let special =
-            m.name.is_empty() || m.name.starts_with("#1/") || m.name.starts_with("__.SYMDEF");
+        // Short names a reader would take for a symbol table or a BSD name go to the table.
+        let special = m.name.is_empty() || m.name == "#1" || m.name.starts_with("__.SYMDEF");
         if m.name.len() < 16 && !m.name.contains('/') && !special {
             headers_names.push(format!("{}/", m.name));
         } else {
@@ -141,37 +142,36 @@ pub fn write_archive<W: Write>(mut w: W, members: &[ArchiveMember<'_>]) -> Resul
         if table.len() % 2 == 1 {
             table.push(b'\n');
         }
-        write!(
-            w,
-            "{:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`",
-            "//",
-            "",
-            "",
-            "",
-            "",
-            table.len()
-        )?;
-        w.write_all(b"\n")?;
+        w.write_all(&member_header("//", "", "", "", "", table.len()))?;
         w.write_all(&table)?;
     }
     for (m, name) in members.iter().zip(headers_names) {
-        write!(
-            w,
-            "{:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`",
-            name,
-            0,
-            0,
-            0,
-            644,
-            m.data.len()
-        )?;
-        w.write_all(b"\n")?;
+        w.write_all(&member_header(&name, "0", "0", "0", "644", m.data.len()))?;
         w.write_all(&m.data)?;
         if m.data.len() % 2 == 1 {
             w.write_all(b"\n")?;
         }
     }
     Ok(())
+}
+
+/// A 60-byte member header; fields are padded by bytes (a name may hold multi-byte UTF-8).
+fn member_header(name: &str, date: &str, uid: &str, gid: &str, mode: &str, size: usize) -> Vec<u8> {
+    let mut h = Vec::with_capacity(MEMBER_HEADER);
+    let size = size.to_string();
+    for (field, width) in [
+        (name, 16),
+        (date, 12),
+        (uid, 6),
+        (gid, 6),
+        (mode, 8),
+        (size.as_str(), 10),
+    ] {
+        h.extend_from_slice(field.as_bytes());
+        h.resize(h.len() + width - field.len(), b' ');
+    }
+    h.extend_from_slice(b"`\n");
+    h
 }
 
 /// Options of [`unbundle_archive`].
@@ -331,6 +331,35 @@ mod tests {
         assert!(matches!(
             parse_archive(b"garbage!"),
             Err(Error::ArchiveBadMagic)
+        ));
+        // Found by fuzzing: a multi-byte UTF-8 name is padded by bytes.
+        let utf8 = [ArchiveMember {
+            name: "m1\u{490}".into(),
+            data: Cow::Borrowed(b"x"),
+        }];
+        let mut out = Vec::new();
+        write_archive(&mut out, &utf8).unwrap();
+        assert_eq!(parse_archive(&out).unwrap(), utf8);
+        // Found by fuzzing: names that look like BSD or symbol-table names as short names.
+        let tricky: Vec<ArchiveMember<'_>> = ["#1", "", "__.SYMDEF", "     "]
+            .into_iter()
+            .map(|n| ArchiveMember {
+                name: n.into(),
+                data: Cow::Borrowed(b"abc"),
+            })
+            .collect();
+        let mut out = Vec::new();
+        write_archive(&mut out, &tricky).unwrap();
+        assert_eq!(parse_archive(&out).unwrap(), tricky);
+        // Found by fuzzing: text after the GNU terminator is not part of the name.
+        let mut odd =
+            b"!<arch>\nm2.o/ !<thin>\n  0           0     0     644     2         `\nab".to_vec();
+        assert_eq!(parse_archive(&odd).unwrap()[0].name, "m2.o");
+        odd[8 + 4] = b'\n';
+        let names = parse_archive(&odd).unwrap();
+        assert!(matches!(
+            write_archive(Vec::new(), &names),
+            Err(Error::ArchiveUnwritableName { .. })
         ));
     }
 

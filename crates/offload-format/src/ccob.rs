@@ -294,10 +294,12 @@ fn decompress_at(bytes: &[u8], base: u64) -> Result<(Vec<u8>, usize)> {
     if out.len() as u64 != h.uncompressed_size {
         return Err(Error::CcobSizeMismatch {
             offset: base
-                + if h.version == 1 {
-                    8
+                + if h.version == 3 {
+                    16
+                } else if h.version == 2 {
+                    12
                 } else {
-                    8 + 4 * u64::from(h.version == 2) + 8 * u64::from(h.version == 3)
+                    8
                 },
             expected: h.uncompressed_size,
             actual: out.len() as u64,

@@ -21,6 +21,7 @@ pub mod bundle;
 pub mod ccob;
 pub mod error;
 pub mod offload_binary;
+pub mod stream;
 pub mod target_id;
 
 pub use bundle::{BundleEntryId, BundleReader};

@@ -87,6 +87,11 @@ impl Device {
             return Device::from_spec(&spec);
         }
         for kind in [DeviceKind::Cuda, DeviceKind::Hip] {
+            if let Some(reason) = gpu_not_worth_probing(kind) {
+                log(format_args!("{}:0 not tried: {reason}", kind.name()));
+                continue;
+            }
+            // The backend logs why it could not open, under OFFLOAD_LOG.
             if let Ok(backend) = crate::backend::open_gpu(kind, 0) {
                 return Ok(Device::from_backend(backend));
             }
@@ -216,5 +221,45 @@ impl Device {
         };
         *self.inner.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(report.clone());
         Ok(report)
+    }
+}
+
+fn log(line: std::fmt::Arguments<'_>) {
+    crate::backend::cuda::log(line);
+}
+
+/// Why [`Device::best`] need not start a GPU driver at all, if it need not: starting one
+/// (`cuInit`, `hipInit`) costs tens of milliseconds even when it finds nothing. A driver
+/// cannot find a device without its device nodes, and a device is of no use to a program
+/// that carries no image for it. `OFFLOAD_DEVICE=cuda:N|hip:N` still asks the driver itself.
+/// (With a GPU behind a device node the driver is asked as before.)
+fn gpu_not_worth_probing(kind: DeviceKind) -> Option<String> {
+    let triple = match kind {
+        DeviceKind::Cuda => "nvptx64-nvidia-cuda",
+        DeviceKind::Hip => "amdgcn-amd-amdhsa",
+        DeviceKind::Cpu => return None,
+    };
+    let carried = crate::registry::inventory()
+        .into_iter()
+        .any(|(_, images)| images.is_ok_and(|images| images.iter().any(|i| i.triple == triple)));
+    if !carried {
+        return Some(format!("the program carries no {triple} image"));
+    }
+    match kind {
+        // `/dev/nvidiactl` can exist with no GPU (the driver package creates it); each GPU
+        // has a node of its own, `/dev/nvidia<N>`.
+        DeviceKind::Cuda => {
+            let any_gpu = std::fs::read_dir("/dev").is_ok_and(|entries| {
+                entries.flatten().any(|e| {
+                    e.file_name()
+                        .to_str()
+                        .and_then(|n| n.strip_prefix("nvidia"))
+                        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                })
+            });
+            (!any_gpu).then(|| "no /dev/nvidia<N> device node (no NVIDIA GPU)".to_owned())
+        }
+        _ => (!std::path::Path::new("/dev/kfd").exists())
+            .then(|| "/dev/kfd does not exist (no AMD GPU driver loaded)".to_owned()),
     }
 }

@@ -7,25 +7,29 @@ use anyhow::{Context, Result};
 
 #[derive(Debug, clap::Args)]
 pub struct InspectArgs {
-    /// An executable, shared library, object, or bundle file.
+    /// Any file: executable, shared library, object, archive, bundle (plain or compressed),
+    /// OffloadBinary.
     file: PathBuf,
-    /// Print JSON instead of text.
+    /// Print the images as a JSON array instead of text.
     #[arg(long)]
     json: bool,
+    /// Print everything found (images and bundles, with CCOB header fields) as one JSON
+    /// object `{"images": [...], "bundles": [...]}`.
+    #[arg(long, conflicts_with = "json")]
+    json_report: bool,
 }
 
 pub fn exec(args: InspectArgs) -> Result<ExitCode> {
-    let bytes =
-        std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
-    let images = offload_build::inspect::inspect(&bytes)
+    let input = offload_build::ops::MappedInput::open(&args.file)?;
+    let report = offload_build::inspect::inspect_all(input.bytes())
         .with_context(|| format!("inspecting {}", args.file.display()))?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&images)?);
+    let text = if args.json {
+        serde_json::to_string_pretty(&report.images)? + "\n"
+    } else if args.json_report {
+        serde_json::to_string_pretty(&report)? + "\n"
     } else {
-        print!(
-            "{}",
-            offload_build::inspect::render_text(&args.file.display().to_string(), &images)
-        );
-    }
+        offload_build::inspect::render_report(&args.file.display().to_string(), &report)
+    };
+    super::bundle::print_stdout(&text)?;
     Ok(ExitCode::SUCCESS)
 }

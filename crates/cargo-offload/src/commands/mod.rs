@@ -1,8 +1,10 @@
 //! One module per subcommand: argument parsing here, the work in the libraries.
 
+mod bundle;
 mod cargo;
 mod inspect;
 mod new;
+mod package;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -35,6 +37,12 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// Create a host crate and its kernel crate.
     New(new::NewArgs),
+    /// Bundle, unbundle or list clang offload bundles (clang-offload-bundler's options).
+    #[command(disable_help_flag = true)]
+    Bundle(bundle::BundleArgs),
+    /// Pack images into OffloadBinaries or extract them (llvm-offload-binary's options).
+    #[command(disable_help_flag = true)]
+    Package(package::PackageArgs),
 }
 
 pub fn exec(args: Vec<OsString>) -> Result<ExitCode> {
@@ -45,5 +53,7 @@ pub fn exec(args: Vec<OsString>) -> Result<ExitCode> {
         Command::Test(a) => cargo::exec("test", a),
         Command::Inspect(a) => inspect::exec(a),
         Command::New(a) => new::exec(a),
+        Command::Bundle(a) => bundle::exec(a),
+        Command::Package(a) => package::exec(a),
     }
 }

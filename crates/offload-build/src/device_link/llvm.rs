@@ -109,7 +109,8 @@ fn cstr(s: &CStr) -> String {
 }
 
 fn parse_eager<'ctx>(context: &'ctx Context, input: &DeviceInput) -> Result<Module<'ctx>> {
-    let buffer = MemoryBuffer::create_from_memory_range_copy(&input.bytes, &input.name);
+    // Borrowed, not copied: a full parse keeps nothing of the buffer.
+    let buffer = MemoryBuffer::create_from_memory_range(&input.bytes, &input.name);
     Module::parse_bitcode_from_buffer(&buffer, context).map_err(|e| Error::ParseBitcode {
         name: input.name.clone(),
         message: e.to_string(),
@@ -117,17 +118,22 @@ fn parse_eager<'ctx>(context: &'ctx Context, input: &DeviceInput) -> Result<Modu
 }
 
 /// Parses bitcode lazily: function bodies are read only when the linker moves them.
+///
+/// The module reads from `input.bytes` (borrowed, not copied) until it is linked or dropped:
+/// every lazy module made from an input is consumed by [`link_inputs`], which the inputs
+/// outlive.
 fn parse_lazy<'ctx>(context: &'ctx Context, input: &DeviceInput) -> Result<Module<'ctx>> {
     if !super::is_bitcode(&input.bytes) {
         return Err(Error::NotBitcode {
             name: input.name.clone(),
         });
     }
-    let buffer = MemoryBuffer::create_from_memory_range_copy(&input.bytes, &input.name);
+    let buffer = MemoryBuffer::create_from_memory_range(&input.bytes, &input.name);
     let raw_buffer = buffer.as_mut_ptr();
     let mut raw_module = std::ptr::null_mut();
     // SAFETY: the context and buffer are live; LLVMGetBitcodeModuleInContext2 takes ownership of
-    // the buffer (the lazy module reads from it), so it is forgotten below, never freed twice.
+    // the buffer object (the lazy module reads from it), so it is forgotten below, never freed
+    // twice. The bytes it points at belong to `input`, which outlives the module (see above).
     let failed = unsafe {
         llvm_sys::bit_reader::LLVMGetBitcodeModuleInContext2(
             context.raw(),
@@ -207,37 +213,107 @@ impl RawValue for inkwell::values::PointerValue<'_> {
     }
 }
 
+/// A library member of the link: what it defines, and its module once read.
+struct Member<'a, 'ctx> {
+    input: &'a DeviceInput,
+    /// Definitions not yet linked.
+    definitions: HashSet<String>,
+    /// Whether `definitions` comes from the module itself rather than the archive's symbol map.
+    read: bool,
+    module: Option<Module<'ctx>>,
+}
+
+impl<'ctx> Member<'_, 'ctx> {
+    /// Reads the module (lazily: no function body yet) and takes its definitions from it.
+    fn read(&mut self, context: &'ctx Context, linked: &HashSet<String>) -> Result<()> {
+        let module = parse_lazy(context, self.input)?;
+        self.definitions = external_definitions(&module)
+            .into_iter()
+            .filter(|d| !linked.contains(d))
+            .collect();
+        self.read = true;
+        self.module = Some(module);
+        Ok(())
+    }
+}
+
 /// Links the inputs: the eager ones whole, then library members only as far as they define
 /// something still undefined (`llvm-link --only-needed`), repeated until nothing more resolves.
-fn link_inputs<'ctx>(context: &'ctx Context, inputs: &[DeviceInput]) -> Result<Module<'ctx>> {
+/// A member with a symbol map entry is read only when it resolves a symbol. `external` names
+/// symbols the target's loader provides, which no member is expected to define (nor the
+/// AMDGPU dispatch-packet helper, defined after the link).
+fn link_inputs<'ctx>(
+    context: &'ctx Context,
+    inputs: &[DeviceInput],
+    roots: Roots<'_>,
+) -> Result<Module<'ctx>> {
     let main = context.create_module("offload-device");
+    let mut members = Vec::new();
     for input in inputs.iter().filter(|i| !i.lazy) {
         let module = parse_eager(context, input)?;
+        // Should a library need one of this input's definitions dropped below (the panic
+        // handler, say), the input is linked again as a member, for just that.
+        members.push(Member {
+            input,
+            definitions: external_definitions(&module),
+            read: true,
+            module: None,
+        });
         main.link_in_module(module).map_err(|e| Error::Link {
             name: input.name.clone(),
             message: e.to_string(),
         })?;
     }
-    let libraries: Vec<&DeviceInput> = inputs.iter().filter(|i| i.lazy).collect();
-    let mut parsed: Vec<Option<Module<'ctx>>> = Vec::with_capacity(libraries.len());
-    let mut definitions: Vec<HashSet<String>> = Vec::with_capacity(libraries.len());
-    for input in &libraries {
-        let module = parse_lazy(context, input)?;
-        definitions.push(external_definitions(&module));
-        parsed.push(Some(module));
+    // Only the kernels are roots: what the rest of the crate's own code needs from libraries
+    // is not linked.
+    internalize(&main, roots.kernels)?;
+    run_pipeline(&main, "globaldce", roots.machine)?;
+    let external = roots.external;
+    for input in inputs.iter().filter(|i| i.lazy) {
+        let mut member = Member {
+            input,
+            definitions: input
+                .defines
+                .iter()
+                .flatten()
+                .cloned()
+                .collect::<HashSet<_>>(),
+            read: false,
+            module: None,
+        };
+        if input.defines.is_none() {
+            member.read(context, &HashSet::new())?;
+        }
+        members.push(member);
     }
+    let mut linked = HashSet::new();
     loop {
         let undefined = undefined_symbols(&main);
-        let Some(index) = definitions
+        let Some(index) = members
             .iter()
-            .position(|defs| defs.iter().any(|d| undefined.contains(d)))
+            .position(|m| m.definitions.iter().any(|d| undefined.contains(d)))
         else {
+            // A symbol map could be incomplete: before giving up on a symbol, read the members
+            // known only from it.
+            let unresolved = undefined
+                .iter()
+                .any(|s| !external.contains(&s.as_str()) && s != AMDGPU_DISPATCH_FIELD);
+            let mut reread = false;
+            if unresolved {
+                for member in members.iter_mut().filter(|m| !m.read) {
+                    member.read(context, &linked)?;
+                    reread = true;
+                }
+            }
+            if reread {
+                continue;
+            }
             break;
         };
-        let input = libraries[index];
-        let module = match parsed[index].take() {
+        let member = &mut members[index];
+        let module = match member.module.take() {
             Some(module) => module,
-            None => parse_lazy(context, input)?,
+            None => parse_lazy(context, member.input)?,
         };
         // Only what is needed keeps external linkage; the linker then moves just the values
         // reachable from it and leaves the rest of the member unread.
@@ -260,9 +336,15 @@ fn link_inputs<'ctx>(context: &'ctx Context, inputs: &[DeviceInput]) -> Result<M
                 g.set_linkage(Linkage::Internal);
             }
         }
-        definitions[index].retain(|d| !undefined.contains(d));
+        member.definitions.retain(|d| {
+            let needed = undefined.contains(d);
+            if needed {
+                linked.insert(d.clone());
+            }
+            !needed
+        });
         main.link_in_module(module).map_err(|e| Error::Link {
-            name: input.name.clone(),
+            name: member.input.name.clone(),
             message: e.to_string(),
         })?;
     }
@@ -379,8 +461,20 @@ fn move_shared_to_addrspace3(module: &Module<'_>) -> usize {
     shared.len()
 }
 
+/// What a device link keeps: the kernels (all of them when `None`) and the symbols the
+/// target's loader provides.
+#[derive(Clone, Copy)]
+struct Roots<'a> {
+    kernels: Option<&'a [String]>,
+    external: &'a [&'a str],
+    machine: &'a TargetMachine,
+}
+
 fn optimize(module: &Module<'_>, machine: &TargetMachine) -> Result<()> {
-    let pipeline = "default<O3>";
+    run_pipeline(module, "default<O3>", machine)
+}
+
+fn run_pipeline(module: &Module<'_>, pipeline: &str, machine: &TargetMachine) -> Result<()> {
     module
         .run_passes(pipeline, machine, PassBuilderOptions::create())
         .map_err(|e| Error::Passes {
@@ -472,7 +566,12 @@ fn link_for<'ctx>(
     kernels: Option<&[String]>,
     allowed_external: &[&str],
 ) -> Result<(Module<'ctx>, Vec<String>)> {
-    let module = link_inputs(context, inputs)?;
+    let roots = Roots {
+        kernels,
+        external: allowed_external,
+        machine,
+    };
+    let module = link_inputs(context, inputs, roots)?;
     if module
         .get_triple()
         .as_str()
@@ -594,19 +693,38 @@ pub fn external_nvptx_pipeline(
     sm: &str,
     work: &Path,
 ) -> Result<String> {
+    let files = write_external_inputs(inputs, work)?;
+    external_nvptx_link(&files, kernels, sm, work)
+}
+
+/// Writes the inputs as bitcode files for [`external_nvptx_link`], in the order `llvm-link`
+/// wants them: it links its first file whole and the rest only as needed, so eager inputs
+/// first.
+pub fn write_external_inputs(inputs: &[DeviceInput], work: &Path) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(work).map_err(io_err("creating", work))?;
-    let mut link = Command::new(llvm_tool("llvm-link"));
-    link.arg("--only-needed");
-    // llvm-link links its first file whole and the rest only as needed: eager inputs first.
     let ordered = inputs
         .iter()
         .filter(|i| !i.lazy)
         .chain(inputs.iter().filter(|i| i.lazy));
+    let mut files = Vec::with_capacity(inputs.len());
     for (i, input) in ordered.enumerate() {
         let path = work.join(format!("in{i}.bc"));
         std::fs::write(&path, &input.bytes).map_err(io_err("writing", &path))?;
-        link.arg(&path);
+        files.push(path);
     }
+    Ok(files)
+}
+
+/// `llvm-link --only-needed`, `opt` (internalize all but `kernels`, `default<O3>`) and `llc`
+/// for `sm` on bitcode `files` (from [`write_external_inputs`]); returns the PTX.
+pub fn external_nvptx_link(
+    files: &[PathBuf],
+    kernels: &[String],
+    sm: &str,
+    work: &Path,
+) -> Result<String> {
+    let mut link = Command::new(llvm_tool("llvm-link"));
+    link.arg("--only-needed").args(files);
     let linked = work.join("linked.bc");
     run_command(link.arg("-o").arg(&linked))?;
     let optimized = work.join("opt.bc");
@@ -630,4 +748,69 @@ pub fn external_nvptx_pipeline(
             .arg(&ptx),
     )?;
     std::fs::read_to_string(&ptx).map_err(io_err("reading", &ptx))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bitcode of a textual IR module for nvptx64.
+    fn bitcode(name: &str, ir: &str) -> Vec<u8> {
+        let context = Context::create();
+        let text = format!(
+            "target triple = \"{NVPTX_TRIPLE}\"\ntarget datalayout = \"e-p6:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64\"\n{ir}"
+        );
+        let buffer = MemoryBuffer::create_from_memory_range_copy(text.as_bytes(), name);
+        let module = context.create_module_from_ir(buffer).unwrap();
+        module.write_bitcode_to_memory().as_slice().to_vec()
+    }
+
+    fn inputs(library_defines: Option<Vec<String>>) -> Vec<DeviceInput> {
+        let kernel = bitcode(
+            "kernel",
+            "declare i32 @helper(i32)\n\
+             define ptx_kernel void @k(ptr %out) {\n  %v = call i32 @helper(i32 1)\n  store i32 %v, ptr %out\n  ret void\n}\n\
+             define i32 @unused() {\n  %v = call i32 @only_for_unused()\n  ret i32 %v\n}\n\
+             declare i32 @only_for_unused()\n",
+        );
+        let library = bitcode(
+            "library",
+            "define i32 @helper(i32 %x) {\n  %y = add i32 %x, 41\n  ret i32 %y\n}\n",
+        );
+        let mut library = DeviceInput::library("lib(helper.o)", library);
+        library.defines = library_defines;
+        vec![DeviceInput::object("kernel.bc", kernel), library]
+    }
+
+    fn link(inputs: &[DeviceInput]) -> Result<String> {
+        nvptx_link(inputs, "sm_80", &NvptxLinkOptions::default())
+    }
+
+    #[test]
+    fn members_resolve_with_and_without_a_symbol_map() {
+        for defines in [None, Some(vec!["helper".to_owned()])] {
+            let ptx = link(&inputs(defines.clone())).unwrap();
+            assert!(ptx.contains(".entry k"), "{defines:?}:\n{ptx}");
+            // `helper` is inlined and folded: the kernel stores 42.
+            assert!(ptx.contains("42"), "{defines:?}:\n{ptx}");
+        }
+    }
+
+    #[test]
+    fn an_incomplete_symbol_map_falls_back_to_reading_the_member() {
+        let ptx = link(&inputs(Some(Vec::new()))).unwrap();
+        assert!(ptx.contains("42"), "{ptx}");
+    }
+
+    #[test]
+    fn a_symbol_nobody_defines_is_reported() {
+        let mut inputs = inputs(Some(vec!["helper".to_owned()]));
+        inputs.truncate(1);
+        let err = link(&inputs).unwrap_err();
+        // Only what the kernel needs counts: `only_for_unused` is dead code.
+        match err {
+            Error::Undefined { symbols } => assert_eq!(symbols, ["helper"]),
+            other => panic!("{other}"),
+        }
+    }
 }

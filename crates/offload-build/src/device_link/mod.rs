@@ -28,7 +28,8 @@ pub use cargo::{
 };
 pub use llvm::{
     AmdgpuLinkOptions, LinkedObject, NvptxLinkOptions, amdgpu_code_object, amdgpu_link_object,
-    check_llvm_versions, external_nvptx_pipeline, linked_llvm_major, nvptx_link,
+    check_llvm_versions, external_nvptx_link, external_nvptx_pipeline, linked_llvm_major,
+    nvptx_link, write_external_inputs,
 };
 pub use ptx::{
     PtxKernelInfo, PtxasKernelInfo, is_cubin, parse_ptxas_verbose, parse_sm, ptx_features,

@@ -7,7 +7,10 @@ use offload_format::bundle::{
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(entries) = parse_binary_bundle(data) {
-        let pairs: Vec<(&str, &[u8])> = entries.iter().map(|e| (e.id.as_str(), e.data.as_ref())).collect();
+        let pairs: Vec<(&str, &[u8])> = entries
+            .iter()
+            .map(|e| (e.id.as_str(), e.data.as_ref()))
+            .collect();
         let again = binary_bundle_to_vec(&pairs, 1).expect("write");
         let back = parse_binary_bundle(&again).expect("re-parse");
         assert_eq!(back, entries);

@@ -8,7 +8,11 @@ fuzz_target!(|data: &[u8]| {
         assert!(used <= data.len());
         // What we parse we can write, and it reads back the same.
         let bytes = bin.to_bytes();
-        if bin.strings.iter().all(|(k, v)| !k.contains('\0') && !v.contains('\0')) {
+        if bin
+            .strings
+            .iter()
+            .all(|(k, v)| !k.contains('\0') && !v.contains('\0'))
+        {
             let (again, _) = OffloadBinary::parse(&bytes).expect("re-parse");
             assert_eq!(again, bin);
         }

@@ -5,7 +5,9 @@ use offload_format::TargetId;
 use offload_format::bundle::BundleEntryId;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(s) = std::str::from_utf8(data) else { return };
+    let Ok(s) = std::str::from_utf8(data) else {
+        return;
+    };
     let mut ids = Vec::new();
     for part in s.split(',') {
         if let Ok(id) = TargetId::parse(part) {

@@ -209,17 +209,48 @@ pub unsafe fn run_blocks(
         }
         first += 1;
     }
-    // The hot loop: an unconditional index store per thread lets the optimizer keep the
-    // index in a register (the image is built with LTO, so it knows kernel pointers cannot
-    // point at the thread-local state).
-    for b in first..end {
-        begin_block(launch, b);
+    // The hot loop, shaped for the optimizer. The block's coordinates advance by increments
+    // rather than being divided out of the linear index, so the global index a kernel computes
+    // (`block_idx * block_dim + thread_idx`) is affine in the loop counters. All index state is
+    // stored once per thread, before the body reads it: the reads are forwarded from those
+    // stores even where the optimizer cannot tell that kernel pointers miss the thread-local
+    // state (before LTO, when the image's range-check elimination pass runs). A kernel's
+    // `if i < n` guard then splits off the few threads past the bound and the rest of the loop
+    // vectorizes; with LTO the stores leave the loop.
+    if first >= end {
+        return;
+    }
+    // Copies in locals: the kernel's stores could alias the launch record as far as the
+    // optimizer knows, and it must not reload the dimensions once per thread.
+    let [gx, gy, gz] = launch.grid;
+    let (gx64, gy64) = (u64::from(gx), u64::from(gy));
+    // The runtime keeps every linear index below gx * gy * gz, so these fit in u32.
+    let mut block = [
+        (first % gx64) as u32,
+        ((first / gx64) % gy64) as u32,
+        (first / gx64 / gy64) as u32,
+    ];
+    for _ in first..end {
+        SLOT_COUNT.set(0);
+        ARENA_USED.set(0);
         for z in 0..bz {
             for y in 0..by {
                 for x in 0..bx {
                     THREAD.set([x, y, z]);
+                    BLOCK.set(block);
+                    BLOCK_DIM.set([bx, by, bz]);
+                    GRID_DIM.set([gx, gy, gz]);
                     body();
                 }
+            }
+        }
+        block[0] += 1;
+        if block[0] == gx {
+            block[0] = 0;
+            block[1] += 1;
+            if block[1] == gy {
+                block[1] = 0;
+                block[2] += 1;
             }
         }
     }

@@ -1,0 +1,921 @@
+//! `cargo offload bundle` / `package` / `inspect` against clang-22's own tools: the same
+//! arguments given to both, outputs compared byte for byte (or, for compressed bundles, by
+//! header fields and decompressed contents), and each side's output read by the other.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use offload_format::ccob::{self, CcobHeader};
+
+const LLVM_BIN: &str = "/usr/lib/llvm-22/bin";
+
+/// An LLVM 22 tool, or `None` after a visible skip line; in CI a missing tool fails.
+fn tool(name: &str) -> Option<PathBuf> {
+    let path = Path::new(LLVM_BIN).join(name);
+    if path.is_file() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{} is required in CI (run `cargo xtask setup`)",
+        path.display()
+    );
+    eprintln!("skipped: {} not installed", path.display());
+    None
+}
+
+fn clang() -> Option<PathBuf> {
+    let path = PathBuf::from("/usr/bin/clang-22");
+    if path.is_file() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "clang-22 is required in CI"
+    );
+    eprintln!("skipped: clang-22 not installed");
+    None
+}
+
+fn check(out: Output, what: &str) -> Vec<u8> {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// File contents that print as their length and first bytes when an assertion fails.
+#[derive(PartialEq, Eq)]
+struct Bytes(Vec<u8>);
+
+impl std::fmt::Debug for Bytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let head = &self.0[..self.0.len().min(48)];
+        write!(f, "{} bytes, starting {:02x?}", self.0.len(), head)
+    }
+}
+
+impl Bytes {
+    fn starts_with(&self, p: &[u8]) -> bool {
+        self.0.starts_with(p)
+    }
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+struct Bench {
+    bundler: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl Bench {
+    fn new() -> Option<Bench> {
+        Some(Bench {
+            bundler: tool("clang-offload-bundler")?,
+            dir: tempfile::tempdir().unwrap(),
+        })
+    }
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+    fn file(&self, name: &str, data: &[u8]) -> PathBuf {
+        let p = self.path(name);
+        std::fs::write(&p, data).unwrap();
+        p
+    }
+    fn read(&self, name: &str) -> Bytes {
+        Bytes(std::fs::read(self.path(name)).unwrap_or_else(|e| panic!("{name}: {e}")))
+    }
+    /// Runs `clang-offload-bundler` (`theirs`) or `cargo offload bundle` with `args`, in the
+    /// temporary directory; `{tag}` in an argument becomes `clang` or `ours`.
+    fn run(&self, theirs: bool, args: &[&str]) -> Output {
+        let tag = if theirs { "clang" } else { "ours" };
+        let mut cmd = if theirs {
+            Command::new(&self.bundler)
+        } else {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_cargo-offload"));
+            c.args(["offload", "bundle"]);
+            c
+        };
+        cmd.args(args.iter().map(|a| a.replace("{tag}", tag)))
+            .current_dir(self.dir.path())
+            .env("OFFLOAD_BUNDLER_IGNORE_ENV_VAR", "1");
+        cmd.output().unwrap()
+    }
+    fn both(&self, args: &[&str]) {
+        check(self.run(true, args), "clang-offload-bundler");
+        check(self.run(false, args), "cargo offload bundle");
+    }
+    fn ours(&self, args: &[&str]) -> Vec<u8> {
+        check(self.run(false, args), "cargo offload bundle")
+    }
+    fn theirs(&self, args: &[&str]) -> Vec<u8> {
+        check(self.run(true, args), "clang-offload-bundler")
+    }
+}
+
+fn sorted_lines(out: &[u8]) -> Vec<String> {
+    let mut v: Vec<String> = String::from_utf8_lossy(out)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    v.sort();
+    v
+}
+
+/// Inputs: binary data, text, an empty file.
+fn payloads(b: &Bench) -> Vec<String> {
+    // Not ELF: clang treats anything with an ELF magic as an object file and parses it.
+    let mut code = b"\x7fCODE\x02\x01\x01\0".to_vec();
+    code.extend((0..5000u32).flat_map(|i| (i.wrapping_mul(2_654_435_761) >> 7).to_le_bytes()));
+    b.file("host.bin", &code);
+    b.file("dev1.bin", b"define void @k() {\n  ret void\n}\n");
+    b.file("dev2.bin", &code[..3001]);
+    b.file("empty.bin", b"");
+    ["host.bin", "dev1.bin", "dev2.bin", "empty.bin"]
+        .map(str::to_owned)
+        .to_vec()
+}
+
+/// Bundles with both tools, compares, then has each side unbundle the other's output and
+/// compares the pieces with the inputs; `-list` must name the same IDs.
+fn round_trip(b: &Bench, ty: &str, targets: &[&str], inputs: &[&str], extra: &[&str]) {
+    let t = format!("-targets={}", targets.join(","));
+    let ins: Vec<String> = inputs.iter().map(|i| format!("-input={i}")).collect();
+    let mut args: Vec<&str> = vec![];
+    let ty_arg = format!("-type={ty}");
+    args.push(&ty_arg);
+    args.push(&t);
+    args.extend(ins.iter().map(String::as_str));
+    args.push("-output={tag}.bundle");
+    args.extend(extra);
+    b.both(&args);
+    let what = format!("{ty} {targets:?} {extra:?}");
+    assert_eq!(b.read("clang.bundle"), b.read("ours.bundle"), "{what}");
+
+    for (reader_is_clang, bundle) in [(true, "ours.bundle"), (false, "clang.bundle")] {
+        let outs: Vec<String> = (0..targets.len())
+            .map(|i| format!("-output=u{i}"))
+            .collect();
+        let input = format!("-input={bundle}");
+        let mut a: Vec<&str> = vec![&ty_arg, &t, "-unbundle", &input];
+        a.extend(outs.iter().map(String::as_str));
+        check(b.run(reader_is_clang, &a), &format!("unbundle {bundle}"));
+        for (i, input) in inputs.iter().enumerate() {
+            assert_eq!(
+                b.read(&format!("u{i}")),
+                b.read(input),
+                "{what}: entry {i} of {bundle} read by {}",
+                if reader_is_clang { "clang" } else { "ours" }
+            );
+        }
+        let input = format!("-input={bundle}");
+        let theirs = b.theirs(&[&ty_arg, "-list", &input]);
+        let ours = b.ours(&[&ty_arg, "-list", &input]);
+        assert_eq!(sorted_lines(&theirs), sorted_lines(&ours), "{what}: -list");
+    }
+}
+
+#[test]
+fn binary_layout_matches_clang_byte_for_byte() {
+    let Some(b) = Bench::new() else { return };
+    payloads(&b);
+    let host_omp = [
+        "host-x86_64-unknown-linux-gnu",
+        "openmp-nvptx64-nvidia-cuda--sm_80",
+        "openmp-amdgcn-amd-amdhsa--gfx90a:xnack+",
+    ];
+    for align in ["1", "8", "4096"] {
+        let a = format!("-bundle-align={align}");
+        round_trip(
+            &b,
+            "bc",
+            &host_omp,
+            &["host.bin", "dev1.bin", "dev2.bin"],
+            &[&a],
+        );
+    }
+    // Empty entries, HIP kinds, target IDs with features, the empty host entry of a fatbin.
+    round_trip(
+        &b,
+        "o",
+        &[
+            "host-x86_64-unknown-linux-gnu",
+            "hipv4-amdgcn-amd-amdhsa--gfx90a",
+            "hipv4-amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-",
+            "hip-amdgcn-amd-amdhsa--gfx1100",
+        ],
+        &["empty.bin", "dev2.bin", "empty.bin", "dev1.bin"],
+        &["-bundle-align=4096"],
+    );
+    round_trip(
+        &b,
+        "gch",
+        &[
+            "hip-amdgcn-amd-amdhsa--gfx90a",
+            "hipv4-amdgcn-amd-amdhsa--gfx908",
+        ],
+        &["dev1.bin", "dev2.bin"],
+        &[],
+    );
+    // Single-dash and double-dash spellings are the same tool.
+    b.ours(&[
+        "--type=ast",
+        "--targets=host-x86_64-unknown-linux-gnu,openmp-x86_64-pc-linux-gnu",
+        "--input=host.bin",
+        "--input=dev1.bin",
+        "--output=dd.bundle",
+    ]);
+    b.theirs(&[
+        "-type=ast",
+        "-targets=host-x86_64-unknown-linux-gnu,openmp-x86_64-pc-linux-gnu",
+        "-input=host.bin",
+        "-input=dev1.bin",
+        "-output=sd.bundle",
+    ]);
+    assert_eq!(b.read("dd.bundle"), b.read("sd.bundle"));
+}
+
+#[test]
+fn text_layouts_match_clang() {
+    let Some(b) = Bench::new() else { return };
+    payloads(&b);
+    for ty in ["i", "ii", "cui", "hipi", "d", "ll", "s"] {
+        round_trip(
+            &b,
+            ty,
+            &[
+                "openmp-nvptx64-nvidia-cuda--sm_80",
+                "host-x86_64-unknown-linux-gnu",
+            ],
+            &["dev1.bin", "empty.bin"],
+            &[],
+        );
+    }
+}
+
+#[test]
+fn object_layout_with_a_real_host_object() {
+    let Some(b) = Bench::new() else { return };
+    let Some(clang) = clang() else { return };
+    payloads(&b);
+    let src = b.file("h.c", b"int answer(void) { return 42; }\n");
+    check(
+        Command::new(&clang)
+            .args(["-c", "-O1"])
+            .arg(&src)
+            .arg("-o")
+            .arg(b.path("h.o"))
+            .output()
+            .unwrap(),
+        "clang-22 -c",
+    );
+    let targets = "-targets=host-x86_64-unknown-linux-gnu,openmp-nvptx64-nvidia-cuda--sm_80,hipv4-amdgcn-amd-amdhsa--gfx90a";
+    b.both(&[
+        "-type=o",
+        targets,
+        "-input=h.o",
+        "-input=dev1.bin",
+        "-input=dev2.bin",
+        "-output={tag}.o",
+    ]);
+    assert_eq!(b.read("clang.o"), b.read("ours.o"));
+    for (theirs, input) in [(true, "ours.o"), (false, "clang.o")] {
+        let input = format!("-input={input}");
+        check(
+            b.run(
+                theirs,
+                &[
+                    "-type=o",
+                    targets,
+                    "-unbundle",
+                    &input,
+                    "-output={tag}.host.o",
+                    "-output={tag}.d1",
+                    "-output={tag}.d2",
+                ],
+            ),
+            "unbundle object",
+        );
+    }
+    // The host entry is the object without the bundle sections, identically on both sides.
+    assert_eq!(b.read("clang.host.o"), b.read("ours.host.o"));
+    assert!(
+        !String::from_utf8_lossy(&b.read("ours.host.o").0).contains("__CLANG_OFFLOAD_BUNDLE__")
+    );
+    assert_eq!(b.read("ours.d1"), b.read("dev1.bin"));
+    assert_eq!(b.read("clang.d2"), b.read("dev2.bin"));
+}
+
+fn ccob_header(bytes: &[u8]) -> CcobHeader {
+    CcobHeader::parse(bytes, 0).unwrap().0
+}
+
+#[test]
+fn compressed_bundles_read_both_ways() {
+    let Some(b) = Bench::new() else { return };
+    payloads(&b);
+    let targets = "-targets=host-x86_64-unknown-linux-gnu,hipv4-amdgcn-amd-amdhsa--gfx90a,hipv4-amdgcn-amd-amdhsa--gfx942:xnack+";
+    let ins = ["-input=host.bin", "-input=dev1.bin", "-input=dev2.bin"];
+    let cases: [(&str, &[&str]); 4] = [
+        ("bc", &[]),
+        ("bc", &["-compression-level=9"]),
+        ("o", &["-bundle-align=4096"]),
+        ("ll", &[]),
+    ];
+    for (ty, extra) in cases {
+        let ty = format!("-type={ty}");
+        let mut args = vec![ty.as_str(), targets, "-compress", "-output={tag}.ccob"];
+        args.extend(ins);
+        args.extend(extra);
+        b.both(&args);
+        let (theirs, ours) = (b.read("clang.ccob").0, b.read("ours.ccob").0);
+        let (th, oh) = (ccob_header(&theirs), ccob_header(&ours));
+        assert_eq!((th.version, th.method), (oh.version, oh.method), "{args:?}");
+        assert_eq!(
+            (th.uncompressed_size, th.hash),
+            (oh.uncompressed_size, oh.hash),
+            "{args:?}"
+        );
+        assert_eq!(
+            Bytes(ccob::decompress(&theirs).unwrap().0),
+            Bytes(ccob::decompress(&ours).unwrap().0),
+            "{args:?}"
+        );
+        for (theirs, input) in [(true, "ours.ccob"), (false, "clang.ccob")] {
+            let input = format!("-input={input}");
+            check(
+                b.run(
+                    theirs,
+                    &[
+                        &ty,
+                        targets,
+                        "-unbundle",
+                        &input,
+                        "-output=c0",
+                        "-output=c1",
+                        "-output=c2",
+                    ],
+                ),
+                "unbundle compressed",
+            );
+            assert_eq!(b.read("c0"), b.read("host.bin"));
+            assert_eq!(b.read("c1"), b.read("dev1.bin"));
+            assert_eq!(b.read("c2"), b.read("dev2.bin"));
+        }
+    }
+    // Version 2 (clang: through its environment variable) and zlib (ours only; clang reads it).
+    let mut theirs = Command::new(&b.bundler);
+    theirs
+        .args(["-type=bc", targets, "-compress", "-output=clang2.ccob"])
+        .args(ins)
+        .current_dir(b.dir.path())
+        .env("COMPRESSED_BUNDLE_FORMAT_VERSION", "2");
+    check(theirs.output().unwrap(), "clang v2");
+    let mut args = vec!["-type=bc", targets, "-compress", "-compression-version=2"];
+    args.extend(ins);
+    args.push("-output=ours2.ccob");
+    b.ours(&args);
+    let (t2, o2) = (b.read("clang2.ccob").0, b.read("ours2.ccob").0);
+    assert_eq!(ccob_header(&t2).version, 2);
+    assert_eq!(ccob_header(&o2).version, 2);
+    assert_eq!(
+        Bytes(ccob::decompress(&t2).unwrap().0),
+        Bytes(ccob::decompress(&o2).unwrap().0)
+    );
+    args.pop();
+    args.push("-compression-method=zlib");
+    args.push("-output=oursz.ccob");
+    b.ours(&args);
+    assert_eq!(
+        ccob_header(&b.read("oursz.ccob").0).method,
+        offload_format::CompressionMethod::Zlib
+    );
+    b.theirs(&[
+        "-type=bc",
+        targets,
+        "-unbundle",
+        "-input=oursz.ccob",
+        "-output=z0",
+        "-output=z1",
+        "-output=z2",
+    ]);
+    assert_eq!(b.read("z1"), b.read("dev1.bin"));
+}
+
+#[test]
+fn device_archives_unbundle_like_clang() {
+    let Some(b) = Bench::new() else { return };
+    payloads(&b);
+    let members = [
+        (
+            "a.o",
+            "host-x86_64-unknown-linux-gnu,hipv4-amdgcn-amd-amdhsa--gfx90a,hipv4-amdgcn-amd-amdhsa--gfx942",
+        ),
+        (
+            "b.o",
+            "host-x86_64-unknown-linux-gnu,openmp-amdgcn-amd-amdhsa--gfx90a:xnack+",
+        ),
+    ];
+    let mut names = Vec::new();
+    for (name, targets) in members {
+        let n = targets.split(',').count();
+        let ins: Vec<String> = ["host.bin", "dev1.bin", "dev2.bin"][..n]
+            .iter()
+            .map(|i| format!("-input={i}"))
+            .collect();
+        let t = format!("-targets={targets}");
+        let o = format!("-output={name}");
+        let mut args = vec!["-type=o", &t, &o];
+        args.extend(ins.iter().map(String::as_str));
+        b.theirs(&args);
+        names.push(name);
+    }
+    let ar = tool("llvm-ar").expect("llvm-ar ships with clang-offload-bundler");
+    check(
+        Command::new(ar)
+            .arg("rcS")
+            .arg("lib.a")
+            .args(&names)
+            .current_dir(b.dir.path())
+            .output()
+            .unwrap(),
+        "llvm-ar",
+    );
+    for extra in [
+        &[][..],
+        &["-hip-openmp-compatible"],
+        &["-check-input-archive"],
+    ] {
+        let mut args = vec![
+            "-type=a",
+            "-targets=hip-amdgcn-amd-amdhsa--gfx90a:xnack+,openmp-amdgcn-amd-amdhsa--gfx942",
+            "-unbundle",
+            "-input=lib.a",
+            "-output={tag}.90a.a",
+            "-output={tag}.942.a",
+            "-allow-missing-bundles",
+        ];
+        args.extend(extra);
+        b.both(&args);
+        assert_eq!(b.read("clang.90a.a"), b.read("ours.90a.a"), "{extra:?}");
+        assert_eq!(b.read("clang.942.a"), b.read("ours.942.a"), "{extra:?}");
+    }
+    // Without -allow-missing-bundles, a target with no entry fails on both sides.
+    let args = [
+        "-type=a",
+        "-targets=hip-amdgcn-amd-amdhsa--gfx1030",
+        "-unbundle",
+        "-input=lib.a",
+        "-output={tag}.x.a",
+    ];
+    assert!(!b.run(true, &args).status.success());
+    assert!(!b.run(false, &args).status.success());
+}
+
+#[test]
+fn real_hip_fat_binary() {
+    let Some(b) = Bench::new() else { return };
+    let Some(clang) = clang() else { return };
+    let src = b.file(
+        "k.hip",
+        b"extern \"C\" __attribute__((global)) void k(float *x) {\n  \
+          x[__builtin_amdgcn_workitem_id_x()] *= 2.0f;\n}\n",
+    );
+    let build = |extra: &[&str], out: &str| {
+        check(
+            Command::new(&clang)
+                .args([
+                    "-x",
+                    "hip",
+                    "--offload-arch=gfx90a",
+                    "--offload-arch=gfx942",
+                ])
+                .args(["-nogpulib", "-nogpuinc", "--cuda-device-only", "-c"])
+                .args(extra)
+                .arg(&src)
+                .arg("-o")
+                .arg(b.path(out))
+                .output()
+                .unwrap(),
+            "clang-22 -x hip",
+        );
+    };
+    build(&[], "k.hipfb");
+    build(&["--offload-compress"], "kc.hipfb");
+    let ids = sorted_lines(&b.ours(&["-type=o", "-list", "-input=k.hipfb"]));
+    assert_eq!(
+        ids,
+        [
+            "hipv4-amdgcn-amd-amdhsa--gfx90a",
+            "hipv4-amdgcn-amd-amdhsa--gfx942",
+            "host-x86_64-unknown-linux-gnu-"
+        ]
+    );
+    let targets = "-targets=host-x86_64-unknown-linux-gnu,hipv4-amdgcn-amd-amdhsa--gfx90a,hipv4-amdgcn-amd-amdhsa--gfx942";
+    // The plain one last: its pieces are re-bundled below (the two builds' code objects
+    // differ in their `__hip_cuid_` symbol).
+    for fb in ["kc.hipfb", "k.hipfb"] {
+        let input = format!("-input={fb}");
+        b.both(&[
+            "-type=o",
+            targets,
+            "-unbundle",
+            &input,
+            "-output={tag}.host",
+            "-output={tag}.gfx90a",
+            "-output={tag}.gfx942",
+        ]);
+        for part in ["host", "gfx90a", "gfx942"] {
+            assert_eq!(
+                b.read(&format!("clang.{part}")),
+                b.read(&format!("ours.{part}")),
+                "{fb} {part}"
+            );
+        }
+        assert!(b.read("ours.gfx942").starts_with(b"\x7fELF"));
+    }
+    // Re-bundled the way the HIP driver does it, byte-identical to clang's fat binary.
+    b.ours(&[
+        "-type=o",
+        "-bundle-align=4096",
+        targets,
+        "-input=/dev/null",
+        "-input=ours.gfx90a",
+        "-input=ours.gfx942",
+        "-output=re.hipfb",
+    ]);
+    assert_eq!(b.read("re.hipfb"), b.read("k.hipfb"));
+
+    // inspect finds it raw, compressed, and inside an object's .hip_fatbin section.
+    let inspect = |file: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_cargo-offload"))
+            .args(["offload", "inspect", "--json-report"])
+            .arg(b.path(file))
+            .output()
+            .unwrap();
+        let json = check(out, "cargo offload inspect");
+        serde_json::from_slice::<serde_json::Value>(&json).unwrap()
+    };
+    let raw = inspect("k.hipfb");
+    let entries = &raw["bundles"][0]["entries"];
+    assert_eq!(entries[1]["target_id"], "gfx90a");
+    assert_eq!(entries[1]["contents"], "elf amdgpu gfx90a");
+    assert_eq!(entries[2]["contents"], "elf amdgpu gfx942");
+    assert_eq!(entries[0]["size"], 0);
+    let compressed = inspect("kc.hipfb");
+    let c = &compressed["bundles"][0]["compressed"];
+    assert_eq!(c["version"], 3);
+    assert_eq!(c["method"], "zstd");
+    assert_eq!(
+        c["uncompressed_size"].as_u64().unwrap(),
+        b.read("k.hipfb").0.len() as u64
+    );
+    assert_eq!(
+        compressed["bundles"][0]["entries"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+
+    let Some(objcopy) = tool("llvm-objcopy") else {
+        return;
+    };
+    let host = b.file("stub.c", b"int main(void) { return 0; }\n");
+    check(
+        Command::new(&clang)
+            .arg("-c")
+            .arg(&host)
+            .arg("-o")
+            .arg(b.path("stub.o"))
+            .output()
+            .unwrap(),
+        "clang-22 -c",
+    );
+    check(
+        Command::new(objcopy)
+            .arg(format!(
+                "--add-section=.hip_fatbin={}",
+                b.path("k.hipfb").display()
+            ))
+            .arg(b.path("stub.o"))
+            .arg(b.path("fat.o"))
+            .output()
+            .unwrap(),
+        "llvm-objcopy",
+    );
+    let fat = inspect("fat.o");
+    assert_eq!(fat["bundles"][0]["container"], ".hip_fatbin");
+    assert_eq!(fat["bundles"][0]["entries"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn package_matches_llvm_offload_binary() {
+    let Some(b) = Bench::new() else { return };
+    let Some(llvm) = tool("llvm-offload-binary") else {
+        return;
+    };
+    payloads(&b);
+    std::fs::copy(b.path("host.bin"), b.path("k.o")).unwrap();
+    std::fs::copy(b.path("dev1.bin"), b.path("k.bc")).unwrap();
+    let images = [
+        "--image=file=k.o,triple=amdgcn-amd-amdhsa,arch=gfx90a:xnack+,kind=hip",
+        "--image=file=k.bc,triple=nvptx64-nvidia-cuda,arch=sm_80,kind=openmp",
+        "--image=file=empty.bin,triple=x86_64-unknown-linux-gnu,kind=openmp",
+    ];
+    let run = |theirs: bool, args: &[&str]| {
+        let mut cmd = if theirs {
+            Command::new(&llvm)
+        } else {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_cargo-offload"));
+            c.args(["offload", "package"]);
+            c
+        };
+        cmd.args(args).current_dir(b.dir.path());
+        check(cmd.output().unwrap(), "package")
+    };
+    let mut a = vec!["-o", "theirs.bin"];
+    a.extend(images);
+    run(true, &a);
+    a[1] = "ours.bin";
+    run(false, &a);
+    assert_eq!(b.read("theirs.bin"), b.read("ours.bin"));
+
+    // Extraction, both ways, by triple and arch, by kind, and into an archive.
+    for (theirs, from) in [(true, "ours.bin"), (false, "theirs.bin")] {
+        run(
+            theirs,
+            &[
+                from,
+                "--image=file=x.o,triple=amdgcn-amd-amdhsa,arch=gfx90a:xnack+",
+            ],
+        );
+        assert_eq!(b.read("x.o"), b.read("k.o"));
+        run(theirs, &[from, "--image=file=y.bc,kind=openmp,arch=sm_80"]);
+        assert_eq!(b.read("y.bc"), b.read("k.bc"));
+        let lib = if theirs { "theirs.a" } else { "ours.a" };
+        let image = format!("--image=file={lib},kind=openmp");
+        run(theirs, &[from, "--archive", &image]);
+    }
+    // Archive members are named after the input file, so extract from the same name.
+    std::fs::copy(b.path("theirs.bin"), b.path("same.bin")).unwrap();
+    run(
+        true,
+        &["same.bin", "--archive", "--image=file=t.a,kind=openmp"],
+    );
+    run(
+        false,
+        &["same.bin", "--archive", "--image=file=o.a,kind=openmp"],
+    );
+    assert_eq!(b.read("t.a"), b.read("o.a"));
+    // Default names: <stem>-<triple>[-<arch>].<n>.<ext>.
+    run(false, &["same.bin", "-image=triple=nvptx64-nvidia-cuda"]);
+    assert_eq!(
+        b.read("same-nvptx64-nvidia-cuda-sm_80.0.bc"),
+        b.read("k.bc")
+    );
+
+    // From an object made by clang's OpenMP offload driver (.llvm.offloading section).
+    let Some(clang) = clang() else { return };
+    let src = b.file(
+        "omp.c",
+        b"int main(void) {\n  int x = 0;\n#pragma omp target map(tofrom: x)\n  { x = 1; }\n  return x;\n}\n",
+    );
+    check(
+        Command::new(clang)
+            .args([
+                "-fopenmp",
+                "-fopenmp-targets=x86_64-unknown-linux-gnu",
+                "-c",
+            ])
+            .arg(&src)
+            .arg("-o")
+            .arg(b.path("omp.o"))
+            .output()
+            .unwrap(),
+        "clang-22 -fopenmp",
+    );
+    run(
+        true,
+        &[
+            "omp.o",
+            "--image=file=t.img,triple=x86_64-unknown-linux-gnu",
+        ],
+    );
+    run(
+        false,
+        &[
+            "omp.o",
+            "--image=file=o.img,triple=x86_64-unknown-linux-gnu",
+        ],
+    );
+    assert!(!b.read("t.img").is_empty());
+    assert_eq!(b.read("t.img"), b.read("o.img"));
+}
+
+#[test]
+fn damaged_input_is_a_clean_error_naming_the_offset() {
+    let Some(b) = Bench::new() else { return };
+    payloads(&b);
+    let targets = "-targets=host-x86_64-unknown-linux-gnu,openmp-nvptx64-nvidia-cuda--sm_80";
+    b.ours(&[
+        "-type=bc",
+        targets,
+        "-input=host.bin",
+        "-input=dev1.bin",
+        "-output=good.bundle",
+    ]);
+    b.ours(&[
+        "-type=bc",
+        targets,
+        "-compress",
+        "-input=host.bin",
+        "-input=dev1.bin",
+        "-output=good.ccob",
+    ]);
+    let good = b.read("good.bundle").0;
+    let ccob = b.read("good.ccob").0;
+    let mut cases: Vec<(&str, Vec<u8>)> = vec![];
+    let mut huge_count = good.clone();
+    huge_count[24..32].copy_from_slice(&u64::MAX.to_le_bytes());
+    cases.push(("count", huge_count));
+    let mut past_end = good.clone();
+    past_end[32..40].copy_from_slice(&(u64::MAX - 3).to_le_bytes());
+    cases.push(("entry", past_end));
+    cases.push(("truncated", good[..50].to_vec()));
+    let mut bad_hash = ccob.clone();
+    bad_hash[24] ^= 0xff;
+    cases.push(("hash", bad_hash));
+    let mut bad_size = ccob.clone();
+    bad_size[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+    cases.push(("total size", bad_size));
+    let mut garbage = ccob;
+    let n = garbage.len();
+    garbage[40..n - 4].iter_mut().for_each(|x| *x = 0x5a);
+    cases.push(("garbage", garbage));
+    for (what, bytes) in cases {
+        b.file("bad.bundle", &bytes);
+        for args in [
+            &[
+                "-type=bc",
+                targets,
+                "-unbundle",
+                "-input=bad.bundle",
+                "-output=o1",
+                "-output=o2",
+            ][..],
+            &["-type=bc", "-list", "-input=bad.bundle"],
+        ] {
+            // Listing reads only the start of a compressed bundle (as clang does), so
+            // the hash, which covers all of the data, is checked when unbundling.
+            if what == "hash" && args.contains(&"-list") {
+                continue;
+            }
+            let out = b.run(false, args);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{what}: {stderr}");
+            assert!(!stderr.contains("panicked"), "{what}: {stderr}");
+            assert!(stderr.contains("offset"), "{what}: {stderr}");
+            assert!(!b.path("o1").exists(), "{what}: no partial output");
+        }
+        let out = Command::new(env!("CARGO_BIN_EXE_cargo-offload"))
+            .args(["offload", "inspect"])
+            .arg(b.path("bad.bundle"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "inspect {what}: {stderr}");
+        assert!(stderr.contains("offset"), "inspect {what}: {stderr}");
+    }
+    // Wrong argument counts and unknown types are refused before anything is written.
+    for args in [
+        &["-type=bc", targets, "-input=host.bin", "-output=x"][..],
+        &[
+            "-type=zz",
+            targets,
+            "-input=host.bin",
+            "-input=dev1.bin",
+            "-output=x",
+        ],
+        &[
+            "-type=bc",
+            "-targets=host-x86_64-unknown-linux-gnu,cuda-nvptx64-nvidia-cuda--sm_80",
+            "-input=host.bin",
+            "-input=dev1.bin",
+            "-output=x",
+        ],
+    ] {
+        let out = b.run(false, args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(!b.path("x").exists());
+    }
+}
+
+/// Peak resident memory of a `cargo offload bundle` run, in KiB, through `/usr/bin/time`.
+fn peak_rss_kib(b: &Bench, args: &[&str]) -> Option<u64> {
+    let time = Path::new("/usr/bin/time");
+    if !time.is_file() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "/usr/bin/time is required in CI"
+        );
+        eprintln!("skipped: /usr/bin/time not installed (memory not measured)");
+        return None;
+    }
+    let out = Command::new(time)
+        .args([
+            "-f",
+            "%M",
+            env!("CARGO_BIN_EXE_cargo-offload"),
+            "offload",
+            "bundle",
+        ])
+        .args(args)
+        .current_dir(b.dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{args:?}: {stderr}");
+    stderr.lines().last().and_then(|l| l.trim().parse().ok())
+}
+
+#[test]
+fn large_bundles_stream_in_bounded_memory() {
+    let Some(b) = Bench::new() else { return };
+    // Three 24 MiB inputs of code-like data: repeats at many distances, some noise.
+    let mut x = 0x9e37_79b9_u32;
+    for (name, seed) in [("l0", 1u8), ("l1", 2), ("l2", 3)] {
+        let mut data = Vec::with_capacity(24 << 20);
+        while data.len() < 24 << 20 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            data.extend_from_slice(&x.to_le_bytes());
+            data.extend_from_slice(b"\x48\x89\xe5\x48\x83\xec\x10\x89\x7d\xfc");
+            data.push(seed);
+        }
+        b.file(name, &data);
+    }
+    let targets = "-targets=host-x86_64-unknown-linux-gnu,hipv4-amdgcn-amd-amdhsa--gfx90a,hipv4-amdgcn-amd-amdhsa--gfx942";
+    let ins = ["-input=l0", "-input=l1", "-input=l2"];
+    let mut bundle = vec!["-type=bc", "-bundle-align=4096", targets, "-output=big"];
+    bundle.extend(ins);
+    let unbundle = [
+        "-type=bc",
+        targets,
+        "-unbundle",
+        "-input=big",
+        "-output=u0",
+        "-output=u1",
+        "-output=u2",
+    ];
+    // 72 MiB in, 72 MiB out: the process stays small either way.
+    let limit_kib = 24 * 1024;
+    if let Some(rss) = peak_rss_kib(&b, &bundle) {
+        assert!(rss < limit_kib, "bundling peaked at {rss} KiB");
+    }
+    if let Some(rss) = peak_rss_kib(&b, &unbundle) {
+        assert!(rss < limit_kib, "unbundling peaked at {rss} KiB");
+    }
+    for i in 0..3 {
+        assert_eq!(b.read(&format!("u{i}")), b.read(&format!("l{i}")));
+    }
+    b.theirs(&[
+        "-type=bc",
+        targets,
+        "-unbundle",
+        "-input=big",
+        "-output=t0",
+        "-output=t1",
+        "-output=t2",
+    ]);
+    assert_eq!(b.read("t2"), b.read("l2"));
+
+    // Large enough for several zstd workers; clang reads the result.
+    let mut compress = vec![
+        "-type=bc",
+        targets,
+        "-compress",
+        "-compression-threads=2",
+        "-output=big.ccob",
+    ];
+    compress.extend(ins);
+    b.ours(&compress);
+    b.theirs(&[
+        "-type=bc",
+        targets,
+        "-unbundle",
+        "-input=big.ccob",
+        "-output=c0",
+        "-output=c1",
+        "-output=c2",
+    ]);
+    for i in 0..3 {
+        assert_eq!(b.read(&format!("c{i}")), b.read(&format!("l{i}")));
+    }
+}

@@ -1,0 +1,264 @@
+//! File-level operations behind `cargo offload bundle` and `cargo offload package`: the
+//! stand-ins for `clang-offload-bundler` and `llvm-offload-binary`.
+//!
+//! Inputs are streamed (bundling copies each input through the kernel with
+//! `copy_file_range` where the platform has it) or memory-mapped (text and object layouts),
+//! so memory does not grow with the data. Every output is written to a temporary file
+//! beside it and renamed into place, so a failed run leaves no half-written output.
+
+pub mod bundle;
+pub mod package;
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use crate::command::CommandError;
+
+/// Why a bundle or package operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpsError {
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path}: {source}")]
+    Format {
+        path: PathBuf,
+        #[source]
+        source: offload_format::Error,
+    },
+    #[error(
+        "'{file_type}': invalid file type specified (known: i ii cui hipi d ll bc s o a gch ast)"
+    )]
+    UnknownFileType { file_type: String },
+    #[error(
+        "number of input files ({inputs}) and targets ({targets}) should match in bundling mode"
+    )]
+    BundleInputCount { inputs: usize, targets: usize },
+    #[error("only one output file supported in bundling mode, {outputs} given")]
+    BundleOutputCount { outputs: usize },
+    #[error("only one input file supported in {mode} mode, {inputs} given")]
+    SingleInput { mode: &'static str, inputs: usize },
+    #[error(
+        "number of output files ({outputs}) and targets ({targets}) should match in unbundling mode"
+    )]
+    UnbundleOutputCount { outputs: usize, targets: usize },
+    #[error("no {what} given (use {option})")]
+    MissingOption {
+        what: &'static str,
+        option: &'static str,
+    },
+    #[error("archives cannot be bundled, only unbundled (-type=a with -unbundle)")]
+    ArchiveBundling,
+    #[error("bundle entry ID {id:?}: {source}")]
+    Target {
+        id: String,
+        #[source]
+        source: offload_format::Error,
+    },
+    #[error("{path}: can't find bundles for {target}{note}")]
+    MissingBundle {
+        path: PathBuf,
+        target: String,
+        note: &'static str,
+    },
+    #[error("{path}: can't find bundle for the host target {target}")]
+    MissingHostBundle { path: PathBuf, target: String },
+    #[error(
+        "{path}: the host entry of an object bundle needs llvm-objcopy, which was not found (tried {tried})"
+    )]
+    ObjcopyNotFound { path: PathBuf, tried: String },
+    #[error(transparent)]
+    Command(#[from] CommandError),
+    #[error("--image={spec}: {reason}")]
+    BadImageSpec { spec: String, reason: String },
+    #[error("{path}: {size} bytes does not fit in memory on this platform")]
+    TooLarge { path: PathBuf, size: u64 },
+}
+
+/// Result of the operations.
+pub type Result<T, E = OpsError> = std::result::Result<T, E>;
+
+trait IoAt<T> {
+    fn at(self, what: &'static str, path: &Path) -> Result<T>;
+}
+
+impl<T> IoAt<T> for io::Result<T> {
+    fn at(self, what: &'static str, path: &Path) -> Result<T> {
+        self.map_err(|source| OpsError::Io {
+            what,
+            path: path.to_owned(),
+            source,
+        })
+    }
+}
+
+trait FormatAt<T> {
+    fn at(self, path: &Path) -> Result<T>;
+}
+
+impl<T> FormatAt<T> for offload_format::Result<T> {
+    fn at(self, path: &Path) -> Result<T> {
+        self.map_err(|source| match source {
+            offload_format::Error::Io(source) => OpsError::Io {
+                what: "reading or writing",
+                path: path.to_owned(),
+                source,
+            },
+            source => OpsError::Format {
+                path: path.to_owned(),
+                source,
+            },
+        })
+    }
+}
+
+/// An output file written under a temporary name in the same directory and renamed over
+/// the final path by [`AtomicOutput::commit`]; dropped uncommitted, it disappears.
+#[derive(Debug)]
+pub struct AtomicOutput {
+    file: tempfile::NamedTempFile,
+    path: PathBuf,
+}
+
+impl AtomicOutput {
+    /// Creates the temporary file for `path` (ordinary permissions, as the umask allows).
+    pub fn create(path: &Path) -> Result<AtomicOutput> {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let mut b = tempfile::Builder::new();
+        b.prefix(".offload-out").suffix(".tmp");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            b.permissions(std::fs::Permissions::from_mode(0o666));
+        }
+        let file = b
+            .tempfile_in(dir)
+            .at("creating a temporary file for", path)?;
+        Ok(AtomicOutput {
+            file,
+            path: path.to_owned(),
+        })
+    }
+
+    /// The open temporary file.
+    pub fn file(&mut self) -> &mut File {
+        self.file.as_file_mut()
+    }
+
+    /// The temporary file's path (for tools that write the output themselves).
+    pub fn temp_path(&self) -> &Path {
+        self.file.path()
+    }
+
+    /// The final path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Renames the temporary file over the final path. An existing file is removed first:
+    /// renaming over it would make ext4 (`auto_da_alloc`) write the new data back
+    /// synchronously, which costs more than the copy itself. A reader sees the old file, no
+    /// file, or the new one; never a part of one.
+    pub fn commit(self) -> Result<()> {
+        let path = self.path;
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+            std::fs::remove_file(&path).at("replacing", &path)?;
+        }
+        self.file
+            .persist(&path)
+            .map_err(|e| e.error)
+            .at("renaming into place", &path)?;
+        Ok(())
+    }
+}
+
+impl Write for AtomicOutput {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file.as_file_mut().write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.as_file_mut().flush()
+    }
+}
+
+/// A read-only view of a whole input file: mapped when it is not empty.
+#[derive(Debug)]
+pub struct MappedInput {
+    map: Option<memmap2::Mmap>,
+}
+
+impl MappedInput {
+    /// Maps `file` (opened from `path`, named in errors).
+    pub fn new(file: &File, path: &Path) -> Result<MappedInput> {
+        let len = file.metadata().at("reading the size of", path)?.len();
+        if len == 0 {
+            return Ok(MappedInput { map: None });
+        }
+        if usize::try_from(len).is_err() {
+            return Err(OpsError::TooLarge {
+                path: path.to_owned(),
+                size: len,
+            });
+        }
+        // SAFETY: the map is read-only and lives no longer than this value. Another process
+        // truncating the file while it is mapped would make reads fault; that is the accepted
+        // contract of mapping inputs (clang's tools map them the same way), and files handed
+        // to this tool are not expected to change underneath it.
+        let map = unsafe { memmap2::Mmap::map(file) }.at("mapping", path)?;
+        Ok(MappedInput { map: Some(map) })
+    }
+
+    /// Opens and maps `path`.
+    pub fn open(path: &Path) -> Result<MappedInput> {
+        let file = File::open(path).at("opening", path)?;
+        Self::new(&file, path)
+    }
+
+    /// The file's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        self.map.as_deref().unwrap_or(&[])
+    }
+}
+
+/// Opens an input file for streaming, with its length.
+fn open_input(path: &Path) -> Result<(File, u64)> {
+    let file = File::open(path).at("opening", path)?;
+    let len = file.metadata().at("reading the size of", path)?.len();
+    Ok((file, len))
+}
+
+/// Where `llvm-objcopy` may be: LLVM 22's own directory, then `llvm-objcopy-22` and
+/// `llvm-objcopy` on `$PATH` (an unversioned one may be older and write different bytes).
+/// On failure, the places tried.
+pub fn find_objcopy() -> std::result::Result<PathBuf, String> {
+    const LLVM_DIR: &str = "/usr/lib/llvm-22/bin";
+    let fixed = Path::new(LLVM_DIR).join("llvm-objcopy");
+    if fixed.is_file() {
+        return Ok(fixed);
+    }
+    let path_dirs: Vec<PathBuf> = crate::env::Env::detect()
+        .get_untracked("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    for name in ["llvm-objcopy-22", "llvm-objcopy"] {
+        for dir in &path_dirs {
+            let candidate = dir.join(name);
+            if candidate.is_file() {
+                return Ok(candidate);
+            }
+        }
+    }
+    Err(format!(
+        "{}, llvm-objcopy-22 and llvm-objcopy on PATH",
+        fixed.display()
+    ))
+}

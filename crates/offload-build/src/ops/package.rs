@@ -1,0 +1,210 @@
+//! `llvm-offload-binary`'s two directions: pack images into OffloadBinaries
+//! (`--image=file=..,triple=..,arch=..,kind=..`), and extract images from a file holding
+//! them (a bare OffloadBinary sequence, an object or executable with `.llvm.offloading`
+//! sections, or an archive of those).
+
+use std::borrow::Cow;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use offload_format::archive::{AR_MAGIC, ArchiveMember, parse_archive, write_archive};
+use offload_format::{ImageKind, OFFLOAD_BINARY_MAGIC, OffloadBinary, OffloadKind, llvm_key_order};
+
+use super::{AtomicOutput, FormatAt, IoAt, MappedInput, OpsError, Result, open_input};
+
+/// One `--image=key=value,...` argument.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageSpec {
+    /// The argument as written.
+    pub spec: String,
+    /// Its pairs in order; a repeated key keeps its first value.
+    pub args: Vec<(String, String)>,
+}
+
+impl ImageSpec {
+    /// Parses `key=value` pairs separated by commas.
+    pub fn parse(spec: &str) -> Result<ImageSpec> {
+        let mut args: Vec<(String, String)> = Vec::new();
+        for part in spec.split(',').filter(|p| !p.is_empty()) {
+            let Some((k, v)) = part.split_once('=') else {
+                return Err(OpsError::BadImageSpec {
+                    spec: spec.to_owned(),
+                    reason: format!("`{part}` is not key=value"),
+                });
+            };
+            if !args.iter().any(|(key, _)| key == k) {
+                args.push((k.to_owned(), v.to_owned()));
+            }
+        }
+        Ok(ImageSpec {
+            spec: spec.to_owned(),
+            args,
+        })
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.args
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn require(&self, key: &str) -> Result<&str> {
+        self.get(key).ok_or_else(|| OpsError::BadImageSpec {
+            spec: self.spec.clone(),
+            reason: format!("'{key}' is a required image argument"),
+        })
+    }
+
+    /// Whether `bin` matches every key but `file` (`kind` by offload kind; a missing string
+    /// reads as empty, as in LLVM).
+    pub fn matches(&self, bin: &OffloadBinary<'_>) -> bool {
+        self.args.iter().all(|(k, v)| match k.as_str() {
+            "file" => true,
+            "kind" => bin.offload_kind == offload_kind(v),
+            _ => bin.get(k).unwrap_or("") == v,
+        })
+    }
+}
+
+fn offload_kind(name: &str) -> OffloadKind {
+    OffloadKind::from_name(name).unwrap_or(OffloadKind::None)
+}
+
+/// Packs one OffloadBinary per image, back to back, into `output`. Each image needs `file`
+/// and `triple`; `kind` sets the offload kind; every other key becomes a string entry, in
+/// the order `llvm-offload-binary` stores them. Images are streamed from their files.
+pub fn pack(images: &[ImageSpec], output: &Path) -> Result<()> {
+    let mut out = AtomicOutput::create(output)?;
+    for spec in images {
+        let path = PathBuf::from(spec.require("file")?);
+        spec.require("triple")?;
+        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+        let kind = spec.get("kind").map_or(OffloadKind::None, offload_kind);
+        let mut bin =
+            OffloadBinary::new(ImageKind::from_extension(ext), kind, Cow::Borrowed(&[][..]));
+        let keys: Vec<&str> = spec
+            .args
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .filter(|k| *k != "file" && *k != "kind")
+            .collect();
+        let order = llvm_key_order(&keys).unwrap_or_else(|| keys.clone());
+        for key in order {
+            bin = bin.with_string(key.to_owned(), spec.get(key).unwrap_or("").to_owned());
+        }
+        let (file, size) = open_input(&path)?;
+        bin.write_streaming(&file, size, out.file()).at(&path)?;
+    }
+    out.commit()
+}
+
+/// What [`extract`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExtractReport {
+    /// Files written, in order.
+    pub written: Vec<PathBuf>,
+    /// Things `llvm-offload-binary` warns about (several images for one `file=`).
+    pub warnings: Vec<String>,
+}
+
+fn collect<'a>(bytes: &'a [u8], out: &mut Vec<OffloadBinary<'a>>, path: &Path) -> Result<()> {
+    if bytes.starts_with(&OFFLOAD_BINARY_MAGIC) {
+        out.extend(offload_format::parse_all(bytes).at(path)?);
+    } else if bytes.starts_with(AR_MAGIC) {
+        for m in parse_archive(bytes).at(path)? {
+            match m.data {
+                Cow::Borrowed(d) => collect(d, out, path)?,
+                Cow::Owned(d) => {
+                    let mut owned = Vec::new();
+                    collect(&d, &mut owned, path)?;
+                    out.extend(owned.into_iter().map(|b| b.into_owned()));
+                }
+            }
+        }
+    } else if let Ok(file) = object::File::parse(bytes) {
+        for (name, data) in crate::inspect::offloading_sections(&file) {
+            let bins = offload_format::parse_all(data).map_err(|source| OpsError::Format {
+                path: path.join(&name),
+                source,
+            })?;
+            out.extend(bins);
+        }
+    }
+    Ok(())
+}
+
+/// Extracts the images of `input` that match each spec. Without `archive`, each match is
+/// written to the spec's `file` (the last one wins when several match, with a warning) or,
+/// with no `file`, to `<input stem>-<triple>[-<arch>].<n>.<ext>` in the current directory.
+/// With `archive`, the matches go into one archive at `file`, each member named after the
+/// input file.
+pub fn extract(input: &Path, images: &[ImageSpec], archive: bool) -> Result<ExtractReport> {
+    let map = MappedInput::open(input)?;
+    let mut bins = Vec::new();
+    collect(map.bytes(), &mut bins, input)?;
+    let mut report = ExtractReport::default();
+    let stem = input
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let member_name = input
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    for spec in images {
+        let matched: Vec<&OffloadBinary<'_>> = bins.iter().filter(|b| spec.matches(b)).collect();
+        if matched.is_empty() {
+            continue;
+        }
+        if archive {
+            let file = PathBuf::from(spec.require("file")?);
+            let members: Vec<ArchiveMember<'_>> = matched
+                .iter()
+                .map(|b| ArchiveMember {
+                    name: member_name.clone(),
+                    data: Cow::Borrowed(b.image.as_ref()),
+                })
+                .collect();
+            let mut out = AtomicOutput::create(&file)?;
+            {
+                let mut w = BufWriter::new(out.file());
+                write_archive(&mut w, &members).at(&file)?;
+                w.flush().at("writing", &file)?;
+            }
+            out.commit()?;
+            report.written.push(file);
+            continue;
+        }
+        if let Some(file) = spec.get("file") {
+            if matched.len() > 1 {
+                report
+                    .warnings
+                    .push(format!("Multiple inputs match to a single file, '{file}'"));
+            }
+            if let Some(last) = matched.last() {
+                write_file(Path::new(file), &last.image)?;
+                report.written.push(PathBuf::from(file));
+            }
+            continue;
+        }
+        for (i, b) in matched.iter().enumerate() {
+            let mut name = format!("{stem}-{}", b.triple().unwrap_or(""));
+            if let Some(arch) = b.arch().filter(|a| !a.is_empty()) {
+                name.push('-');
+                name.push_str(arch);
+            }
+            name.push_str(&format!(".{i}.{}", b.image_kind.extension()));
+            write_file(Path::new(&name), &b.image)?;
+            report.written.push(PathBuf::from(name));
+        }
+    }
+    Ok(report)
+}
+
+fn write_file(path: &Path, data: &[u8]) -> Result<()> {
+    let mut out = AtomicOutput::create(path)?;
+    out.file().write_all(data).at("writing", path)?;
+    out.commit()
+}
