@@ -233,6 +233,16 @@ pub fn build_images(
         .unwrap_or(1)
         .min(archs.len())
         .max(1);
+    // One nested build per GPU triple serves every architecture of it (the device link picks
+    // the architecture), so the architectures of a triple share a target directory: cargo's
+    // lock serializes their builds and all but the first find it fresh. The first architecture
+    // of each triple is scheduled first, so that different triples build in parallel.
+    let dir_of = |arch: &OffloadArch| match arch {
+        OffloadArch::Host => offload_dir.join(arch.file_stem()),
+        OffloadArch::Nvptx { .. } | OffloadArch::Amdgcn { .. } => offload_dir.join(arch.triple()),
+    };
+    let mut order: Vec<usize> = (0..archs.len()).collect();
+    order.sort_by_key(|&i| archs[..i].iter().any(|a| dir_of(a) == dir_of(&archs[i])));
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results: Vec<std::sync::Mutex<Option<Result<Vec<DeviceImage>>>>> =
         archs.iter().map(|_| std::sync::Mutex::new(None)).collect();
@@ -240,9 +250,10 @@ pub fn build_images(
         for _ in 0..jobs {
             scope.spawn(|| {
                 loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(arch) = archs.get(i) else { break };
-                    let target_dir = offload_dir.join(arch.file_stem());
+                    let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(&i) = order.get(n) else { break };
+                    let arch = &archs[i];
+                    let target_dir = dir_of(arch);
                     let result = kernel_crates
                         .iter()
                         .map(|k| build_one(env, k, arch, &target_dir))

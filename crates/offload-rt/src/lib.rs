@@ -10,6 +10,11 @@
 //!
 //! - `OFFLOAD_DEVICE`: the device [`Device::best`] opens: `cpu`, `cuda[:N]` or `hip[:N]`.
 //! - `OFFLOAD_CPU_THREADS`: worker threads of the CPU device (default: available parallelism).
+//! - `OFFLOAD_LOG=1`: log lines on stderr saying why a GPU backend was not used and which
+//!   image was loaded.
+//! - `OFFLOAD_CUDA_LIBRARY`, `OFFLOAD_HIP_LIBRARY`: the driver library to open instead of
+//!   `libcuda.so.1` / `libamdhip64.so`.
+//! - `OFFLOAD_GPU_TESTS=1`, `OFFLOAD_HIP_TESTS=1` (tests only): run the GPU test suites.
 #![cfg_attr(not(feature = "host"), no_std)]
 #![cfg_attr(
     all(

@@ -51,6 +51,17 @@ impl GpuTarget {
         })
     }
 
+    /// The `-Ctarget-cpu` of the nested build: one fixed CPU per triple, so a single build
+    /// (and one `core`) serves every architecture of the triple and cargo's fingerprints stay
+    /// the same whichever architectures are asked for. The device link strips per-function
+    /// CPU attributes; the image's target machine decides the architecture.
+    pub fn baseline_cpu(&self) -> &'static str {
+        match self {
+            Self::Nvptx { .. } => "sm_70",
+            Self::Amdgpu(_) => "gfx90a",
+        }
+    }
+
     /// The target triple.
     pub fn triple(&self) -> &'static str {
         match self {
@@ -200,11 +211,21 @@ fn write_linker_shim(target_dir: &Path) -> Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(target_dir).map_err(io_err("creating", target_dir))?;
     let path = target_dir.join("offload-device-link-shim.sh");
-    if std::fs::read(&path).ok().as_deref() != Some(LINKER_SHIM.as_bytes()) {
-        std::fs::write(&path, LINKER_SHIM).map_err(io_err("writing", &path))?;
+    if std::fs::read(&path).ok().as_deref() == Some(LINKER_SHIM.as_bytes()) {
+        return Ok(path);
     }
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-        .map_err(io_err("making executable", &path))?;
+    // Architectures of one triple share the target directory and may get here at once, while
+    // another's build runs the shim: it is replaced whole (rename), never rewritten in place.
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let temp = target_dir.join(format!(
+        "offload-device-link-shim.sh.{}-{n}.tmp",
+        std::process::id()
+    ));
+    std::fs::write(&temp, LINKER_SHIM).map_err(io_err("writing", &temp))?;
+    std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o755))
+        .map_err(io_err("making executable", &temp))?;
+    std::fs::rename(&temp, &path).map_err(io_err("renaming into place", &path))?;
     Ok(path)
 }
 
@@ -314,7 +335,7 @@ pub fn device_inputs(
     target: &GpuTarget,
     target_dir: &Path,
 ) -> Result<Vec<DeviceInput>> {
-    let build = NestedBuild::new(manifest, target.triple(), target.target_cpu(), target_dir);
+    let build = NestedBuild::new(manifest, target.triple(), target.baseline_cpu(), target_dir);
     nested_build(env, &build)?.inputs()
 }
 
