@@ -149,6 +149,179 @@ fn examples_embed_every_image_and_llvm_tools_read_them() {
     }
 }
 
+/// The bundle the last build of `example` wrote (`OUT_DIR/offload_bundle.bin`).
+fn built_bundle(target: &Path, example: &str) -> Vec<u8> {
+    let build = target.join("release/build");
+    let newest = std::fs::read_dir(&build)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("{example}-"))
+        })
+        .map(|e| e.path().join("out/offload_bundle.bin"))
+        .filter(|p| p.is_file())
+        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
+        .expect("the build script wrote a bundle");
+    std::fs::read(newest).unwrap()
+}
+
+#[test]
+fn gpu_images_for_many_architectures_are_embedded_and_valid() {
+    let root = workspace_root();
+    let target = target_dir("e2e-gpu");
+    let target_s = target.to_string_lossy().into_owned();
+    check(
+        &cargo_offload(
+            &root,
+            &[
+                "build",
+                "--offload-arch",
+                "sm_80,sm_90,gfx90a,gfx942:xnack+,host",
+                "--release",
+                "-p",
+                "reduce",
+                "--target-dir",
+                &target_s,
+            ],
+        ),
+        "cargo offload build for five architectures",
+    );
+    let exe = target.join("release/reduce");
+    let json = check(
+        &cargo_offload(&root, &["inspect", "--json", &exe.to_string_lossy()]),
+        "cargo offload inspect",
+    );
+    let images: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let mut seen: Vec<(String, String, String)> = images
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            assert_eq!(i["kernels"][0], "block_sum", "{i}");
+            (
+                i["triple"].as_str().unwrap().to_owned(),
+                i["arch"].as_str().unwrap().to_owned(),
+                i["kind"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    seen.sort();
+    let want = [
+        ("amdgcn-amd-amdhsa", "gfx90a", "elf"),
+        ("amdgcn-amd-amdhsa", "gfx942:xnack+", "elf"),
+        ("nvptx64-nvidia-cuda", "sm_80", "cubin"),
+        ("nvptx64-nvidia-cuda", "sm_80", "ptx"),
+        ("nvptx64-nvidia-cuda", "sm_90", "cubin"),
+        ("nvptx64-nvidia-cuda", "sm_90", "ptx"),
+        ("x86_64-unknown-linux-gnu", "host", "elf"),
+    ]
+    .map(|(t, a, k)| (t.to_owned(), a.to_owned(), k.to_owned()));
+    assert_eq!(seen, want, "{json}");
+
+    // LLVM's own tool extracts, from the executable, exactly the images the build bundled.
+    let (Some(offload_binary), Some(readelf)) =
+        (llvm_tool("llvm-offload-binary"), llvm_tool("llvm-readelf"))
+    else {
+        return;
+    };
+    let bundle = built_bundle(&target, "reduce");
+    let built = offload_format::parse_all(&bundle).unwrap();
+    assert_eq!(built.len(), 7);
+    let out = target.join("extracted");
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).unwrap();
+    for bin in &built {
+        let (triple, arch) = (bin.triple().unwrap(), bin.arch().unwrap());
+        check(
+            &Command::new(&offload_binary)
+                .arg(&exe)
+                .arg(format!("--image=triple={triple},arch={arch}"))
+                .current_dir(&out)
+                .output()
+                .unwrap(),
+            "llvm-offload-binary",
+        );
+    }
+    let extracted = walk(&out);
+    assert_eq!(extracted.len(), 7, "{extracted:?}");
+    for bin in &built {
+        let matching: Vec<&PathBuf> = extracted
+            .iter()
+            .filter(|p| std::fs::read(p).unwrap() == *bin.image)
+            .collect();
+        assert_eq!(
+            matching.len(),
+            1,
+            "image {} {} {:?} extracted once, byte for byte",
+            bin.triple().unwrap(),
+            bin.arch().unwrap(),
+            bin.image_kind
+        );
+    }
+
+    for path in &extracted {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.ends_with(".s") {
+            let sm = if name.contains("sm_80") {
+                "sm_80"
+            } else {
+                "sm_90"
+            };
+            let Some(ptxas) = ptxas() else { continue };
+            let cubin = target.join(format!("{name}.cubin"));
+            check(
+                &Command::new(&ptxas)
+                    .arg(format!("-arch={sm}"))
+                    .arg(path)
+                    .arg("-o")
+                    .arg(&cubin)
+                    .output()
+                    .unwrap(),
+                "ptxas",
+            );
+        } else if name.contains("amdgcn") {
+            let header = check(
+                &Command::new(&readelf)
+                    .args(["-h", "-s"])
+                    .arg(path)
+                    .output()
+                    .unwrap(),
+                "llvm-readelf",
+            );
+            let want = if name.contains("gfx942") {
+                "0x74c"
+            } else {
+                "0x53f"
+            };
+            let flags = header
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("Flags:"))
+                .and_then(|rest| rest.split(',').next())
+                .map(str::trim)
+                .unwrap_or_default();
+            assert_eq!(flags, want, "{name}: e_flags\n{header}");
+            assert!(header.contains("block_sum.kd"), "{name}:\n{header}");
+        }
+    }
+}
+
+/// `ptxas`, or `None` with a visible skip; in CI a missing ptxas fails the test.
+fn ptxas() -> Option<PathBuf> {
+    let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| d.join("ptxas"))
+        .find(|p| p.is_file());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "ptxas is required in CI (run `cargo xtask setup --cuda`)"
+        );
+        eprintln!("skipped: ptxas not installed");
+    }
+    found
+}
+
 #[test]
 fn examples_run_correctly_on_the_cpu_device() {
     let root = workspace_root();
