@@ -69,7 +69,15 @@ pub fn build_embedding_library(
     let object = std::fs::read(&object_path).io("reading", &object_path)?;
     let link_name = crate_name;
     let archive_path = out_dir.join(format!("lib{link_name}.a"));
-    write_atomic(&archive_path, &single_member_archive("offload.o", &object))?;
+    let mut archive = Vec::with_capacity(object.len() + 128);
+    offload_format::archive::write_archive(
+        &mut archive,
+        &[offload_format::archive::ArchiveMember {
+            name: "offload.o".to_owned(),
+            data: object.into(),
+        }],
+    )?;
+    write_atomic(&archive_path, &archive)?;
     Ok(EmbeddingLibrary {
         dir: out_dir.to_owned(),
         link_name,
@@ -141,39 +149,21 @@ static OFFLOAD_CTOR: extern "C" fn() = offload_register;
     s
 }
 
-/// A GNU `ar` archive with one member (short name, so no long-name table is needed).
-fn single_member_archive(member: &str, data: &[u8]) -> Vec<u8> {
-    debug_assert!(member.len() < 16);
-    let mut out = Vec::with_capacity(8 + 60 + data.len() + 1);
-    out.extend_from_slice(b"!<arch>\n");
-    let header = format!(
-        "{:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n",
-        format!("{member}/"),
-        0,
-        0,
-        0,
-        644,
-        data.len()
-    );
-    out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(data);
-    if data.len() % 2 == 1 {
-        out.push(b'\n');
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn archive_header_is_sixty_bytes_and_padded() {
-        let a = single_member_archive("x.o", b"abc");
-        assert_eq!(&a[..8], b"!<arch>\n");
-        assert_eq!(&a[8 + 58..8 + 60], b"`\n");
-        assert_eq!(&a[8..8 + 16], b"x.o/            ");
-        assert_eq!(&a[8 + 48..8 + 58], b"3         ");
-        assert_eq!(a.len(), 8 + 60 + 4);
+    fn generated_source_names_the_bundle_and_registers_it() {
+        let src = generate_source("my-app", Path::new("/out/offload_bundle.bin"), 4096);
+        assert!(src.contains("const BUNDLE_LEN: usize = 4096;"));
+        assert!(src.contains(r#"include_bytes!("/out/offload_bundle.bin")"#));
+        assert!(src.contains("#[unsafe(link_section = \".llvm.offloading\")]"));
+        assert!(src.contains("#[unsafe(link_section = \".init_array.101\")]"));
+        // The name is embedded as bytes, whatever characters it holds.
+        assert!(
+            src.contains("static NAME: &[u8] = &[109, 121, 45, 97, 112, 112];"),
+            "{src}"
+        );
     }
 }

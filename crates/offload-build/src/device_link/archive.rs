@@ -135,23 +135,15 @@ mod tests {
     use super::*;
 
     fn ar(members: &[(&str, &[u8])]) -> Vec<u8> {
-        let mut out = b"!<arch>\n".to_vec();
-        for (name, data) in members {
-            let header = format!(
-                "{:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n",
-                format!("{name}/"),
-                0,
-                0,
-                0,
-                644,
-                data.len()
-            );
-            out.extend_from_slice(header.as_bytes());
-            out.extend_from_slice(data);
-            if data.len() % 2 == 1 {
-                out.push(b'\n');
-            }
-        }
+        let members: Vec<offload_format::archive::ArchiveMember<'_>> = members
+            .iter()
+            .map(|(name, data)| offload_format::archive::ArchiveMember {
+                name: (*name).to_owned(),
+                data: (*data).into(),
+            })
+            .collect();
+        let mut out = Vec::new();
+        offload_format::archive::write_archive(&mut out, &members).unwrap();
         out
     }
 
