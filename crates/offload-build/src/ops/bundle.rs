@@ -20,16 +20,7 @@ use offload_format::stream::{CcobWriter, StreamOptions, decompress_stream};
 
 use super::{AtomicOutput, FormatAt, IoAt, MappedInput, OpsError, Result, open_input};
 
-/// The text file types and their comment markers.
-const TEXT_TYPES: &[(&str, &str)] = &[
-    ("i", "//"),
-    ("ii", "//"),
-    ("cui", "//"),
-    ("hipi", "//"),
-    ("d", "#"),
-    ("ll", ";"),
-    ("s", "#"),
-];
+use offload_format::bundle::TEXT_TYPES;
 
 /// How a file type is laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
