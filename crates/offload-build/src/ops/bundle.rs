@@ -15,12 +15,11 @@ use offload_format::bundle::{
     BUNDLE_MAGIC, BundleEntryId, BundleReader, OBJECT_SECTION_PREFIX, binary_layout,
     check_bundle_targets, objcopy_args, parse_object_bundle, parse_text_bundle,
 };
+use offload_format::bundle::TEXT_TYPES;
 use offload_format::ccob::{CCOB_MAGIC, CompressOptions};
 use offload_format::stream::{CcobWriter, StreamOptions, decompress_stream};
 
 use super::{AtomicOutput, FormatAt, IoAt, MappedInput, OpsError, Result, open_input};
-
-use offload_format::bundle::TEXT_TYPES;
 
 /// How a file type is laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
