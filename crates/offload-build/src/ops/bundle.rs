@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use offload_format::archive::{ArchiveUnbundleOptions, unbundle_archive, write_archive};
+use offload_format::bundle::TEXT_TYPES;
 use offload_format::bundle::{
     BUNDLE_MAGIC, BundleEntryId, BundleReader, OBJECT_SECTION_PREFIX, binary_layout,
     check_bundle_targets, objcopy_args, parse_object_bundle, parse_text_bundle,
 };
-use offload_format::bundle::TEXT_TYPES;
 use offload_format::ccob::{CCOB_MAGIC, CompressOptions};
 use offload_format::stream::{CcobWriter, StreamOptions, decompress_stream};
 
