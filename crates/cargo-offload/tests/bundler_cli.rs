@@ -7,22 +7,8 @@ use std::process::{Command, Output};
 
 use offload_format::ccob::{self, CcobHeader};
 
-const LLVM_BIN: &str = "/usr/lib/llvm-22/bin";
-
-/// An LLVM 22 tool, or `None` after a visible skip line; in CI a missing tool fails.
-fn tool(name: &str) -> Option<PathBuf> {
-    let path = Path::new(LLVM_BIN).join(name);
-    if path.is_file() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{} is required in CI (run `cargo xtask setup`)",
-        path.display()
-    );
-    eprintln!("skipped: {} not installed", path.display());
-    None
-}
+mod common;
+use common::llvm_tool as tool;
 
 fn clang() -> Option<PathBuf> {
     let path = PathBuf::from("/usr/bin/clang-22");

@@ -7,7 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const LLVM_BIN: &str = "/usr/lib/llvm-22/bin";
+mod common;
+use common::{llvm_tool, ptxas};
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -41,21 +42,6 @@ fn check(out: &Output, what: &str) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     stdout
-}
-
-/// An LLVM tool, or `None` with a visible skip line; in CI a missing tool fails the test.
-fn llvm_tool(name: &str) -> Option<PathBuf> {
-    let path = Path::new(LLVM_BIN).join(name);
-    if path.is_file() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{} is required in CI (run `cargo xtask setup`)",
-        path.display()
-    );
-    eprintln!("skipped: {} not installed", path.display());
-    None
 }
 
 #[test]
@@ -305,21 +291,6 @@ fn gpu_images_for_many_architectures_are_embedded_and_valid() {
             assert!(header.contains("block_sum.kd"), "{name}:\n{header}");
         }
     }
-}
-
-/// `ptxas`, or `None` with a visible skip; in CI a missing ptxas fails the test.
-fn ptxas() -> Option<PathBuf> {
-    let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-        .map(|d| d.join("ptxas"))
-        .find(|p| p.is_file());
-    if found.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "ptxas is required in CI (run `cargo xtask setup --cuda`)"
-        );
-        eprintln!("skipped: ptxas not installed");
-    }
-    found
 }
 
 #[test]

@@ -275,17 +275,13 @@ pub fn build_images(
         });
         per_arch.push(result?);
     }
-    let mut images = Vec::new();
-    for krate in kernel_crates {
-        for arch_images in &per_arch {
-            images.extend(
-                arch_images
-                    .iter()
-                    .filter(|i| i.module == krate.lib_name)
-                    .cloned(),
-            );
-        }
-    }
+    // Crate by crate, each in architecture order (the sort is stable); moved, not copied.
+    let mut images: Vec<DeviceImage> = per_arch.into_iter().flatten().collect();
+    images.sort_by_key(|image| {
+        kernel_crates
+            .iter()
+            .position(|k| k.lib_name == image.module)
+    });
     Ok(images)
 }
 

@@ -86,8 +86,9 @@ impl Device {
         if let Ok(spec) = std::env::var("OFFLOAD_DEVICE") {
             return Device::from_spec(&spec);
         }
+        let carried = carried_triples();
         for kind in [DeviceKind::Cuda, DeviceKind::Hip] {
-            if let Some(reason) = gpu_not_worth_probing(kind) {
+            if let Some(reason) = gpu_not_worth_probing(kind, &carried) {
                 log(format_args!("{}:0 not tried: {reason}", kind.name()));
                 continue;
             }
@@ -228,21 +229,31 @@ fn log(line: std::fmt::Arguments<'_>) {
     crate::backend::cuda::log(line);
 }
 
+/// The triples of every image the program carries.
+fn carried_triples() -> Vec<String> {
+    let mut triples: Vec<String> = crate::registry::inventory()
+        .into_iter()
+        .filter_map(|(_, images)| images.ok())
+        .flatten()
+        .map(|image| image.triple)
+        .collect();
+    triples.sort();
+    triples.dedup();
+    triples
+}
+
 /// Why [`Device::best`] need not start a GPU driver at all, if it need not: starting one
 /// (`cuInit`, `hipInit`) costs tens of milliseconds even when it finds nothing. A driver
 /// cannot find a device without its device nodes, and a device is of no use to a program
 /// that carries no image for it. `OFFLOAD_DEVICE=cuda:N|hip:N` still asks the driver itself.
 /// (With a GPU behind a device node the driver is asked as before.)
-fn gpu_not_worth_probing(kind: DeviceKind) -> Option<String> {
+fn gpu_not_worth_probing(kind: DeviceKind, carried: &[String]) -> Option<String> {
     let triple = match kind {
         DeviceKind::Cuda => "nvptx64-nvidia-cuda",
         DeviceKind::Hip => "amdgcn-amd-amdhsa",
         DeviceKind::Cpu => return None,
     };
-    let carried = crate::registry::inventory()
-        .into_iter()
-        .any(|(_, images)| images.is_ok_and(|images| images.iter().any(|i| i.triple == triple)));
-    if !carried {
+    if !carried.iter().any(|t| t == triple) {
         return Some(format!("the program carries no {triple} image"));
     }
     match kind {
