@@ -12,7 +12,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WORK=${BENCH_DIR:-/tmp/offload-bundler-bench}
 RUNS=${RUNS:-5}
-CLANG_BUNDLER=${CLANG_BUNDLER:-/usr/lib/llvm-22/bin/clang-offload-bundler}
+CLANG_BUNDLER=${CLANG_BUNDLER:-$(cargo xtask which clang-offload-bundler)}
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 OURS=${OURS:-}
 if [ -z "$OURS" ]; then

@@ -1,40 +1,41 @@
-//! `cargo xtask`: set-up and the project's own jobs. No dependency, so it builds on a bare
-//! machine before anything else is installed.
+//! `cargo xtask`: set-up and the project's own jobs. Its one dependency, `offload-toolchain`,
+//! has none, so it builds on a bare machine before anything else is installed.
 //!
-//! - `cargo xtask setup [--cuda]`: installs what is missing (Debian's LLVM/clang 22 packages,
-//!   the nightly toolchain with rust-src; with `--cuda` the CUDA toolkit for `ptxas`).
+//! - `cargo xtask setup [--cuda]`: installs what is missing (the Debian packages of every tool in
+//!   `offload-toolchain`'s table and the libraries beside them, the nightly toolchain with
+//!   rust-src; with `--cuda` the CUDA toolkit for `ptxas`), then runs each tool and prints what
+//!   it found. Under `CI` a tool that does not run fails the set-up.
+//! - `cargo xtask tools`: the same check without installing anything.
+//! - `cargo xtask which TOOL`: the path of a tool, for scripts.
+//! - `cargo xtask lint-tools`: fails when a source file names a tool's path or program directly
+//!   instead of asking `offload-toolchain`, so the tests cannot need a tool the set-up misses.
 //! - `cargo xtask demo`: set-up, then `examples/saxpy` built and run through `cargo offload run`.
-//! - `cargo xtask test`: set-up (with the CUDA toolkit), then formatting, clippy, every test,
-//!   and both examples run through `cargo offload run`.
+//! - `cargo xtask test`: set-up (with the CUDA toolkit), the tool lint, then formatting, clippy,
+//!   every test, and both examples run through `cargo offload run`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-/// Debian packages every build needs: LLVM 22 for the device link (same major as rustc's),
-/// lld for AMD code objects, clang's offload tools and OpenMP runtime for the peer tests.
-const APT_PACKAGES: &[&str] = &[
-    "clang-22",
-    "lld-22",
-    "llvm-22",
-    "llvm-22-dev",
-    "libclang-rt-22-dev",
-    "libomp-22-dev",
-    "liboffload-22-dev",
-    "libpolly-22-dev",
-    "zlib1g-dev",
-    "libzstd-dev",
-];
-const CUDA_PACKAGE: &str = "nvidia-cuda-toolkit";
+use offload_toolchain::{Origin, Tool};
+
+const CUDA_PACKAGE: &str = Tool::Ptxas.package();
 const NIGHTLY: &str = "nightly";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("setup") => setup(args.iter().any(|a| a == "--cuda")),
+        Some("tools") => check_tools(args.iter().any(|a| a == "--cuda")),
+        Some("which") => which(args.get(1).map(String::as_str)),
+        Some("lint-tools") => lint_tools(),
         Some("demo") => setup(false).and_then(|()| demo()),
-        Some("test") => setup(true).and_then(|()| test()),
+        Some("test") => setup(true)
+            .and_then(|()| lint_tools())
+            .and_then(|()| test()),
         _ => {
-            eprintln!("usage: cargo xtask <setup [--cuda] | demo | test>");
+            eprintln!(
+                "usage: cargo xtask <setup [--cuda] | tools [--cuda] | which TOOL | lint-tools | demo | test>"
+            );
             return ExitCode::from(2);
         }
     };
@@ -78,23 +79,198 @@ fn succeeds(cmd: &mut Command) -> bool {
 // ---------------------------------------------------------------- set-up
 
 fn setup(cuda: bool) -> Result {
-    let mut missing: Vec<&str> = APT_PACKAGES
-        .iter()
-        .copied()
+    // The CUDA toolkit may come from NVIDIA's own installer: a working `ptxas` is enough.
+    let want_cuda = cuda && Tool::Ptxas.find().is_err();
+    let missing: Vec<&str> = offload_toolchain::packages(want_cuda)
+        .into_iter()
         .filter(|p| !dpkg_installed(p))
         .collect();
-    let want_cuda = cuda && !has_ptxas();
-    if want_cuda {
-        missing.push(CUDA_PACKAGE);
-    }
     if !missing.is_empty() {
-        if want_cuda {
+        if missing.contains(&CUDA_PACKAGE) {
             enable_contrib_non_free()?;
         }
         apt_install(&missing)?;
     }
     rust_toolchain()?;
+    check_tools(cuda)
+}
+
+/// Runs every tool of the table with `--version` and prints where it was found. A tool that
+/// is missing or does not run is an error under `CI` (naming its package), a warning otherwise.
+/// `ptxas` is checked only with `cuda`.
+fn check_tools(cuda: bool) -> Result {
+    let mut broken = Vec::new();
+    for &tool in Tool::ALL {
+        if tool.origin() == Origin::Cuda && !cuda {
+            continue;
+        }
+        match tool.find() {
+            Ok(path) => match Command::new(&path).arg("--version").output() {
+                Ok(out) if out.status.success() => {
+                    let text = String::from_utf8_lossy(&out.stdout);
+                    let version = text
+                        .lines()
+                        .find(|l| has_version_number(l))
+                        .or_else(|| text.lines().find(|l| !l.trim().is_empty()))
+                        .unwrap_or("")
+                        .trim();
+                    eprintln!("xtask: found {tool:<22} {}  ({version})", path.display());
+                    if let Some(owner) = dpkg_owner(&path)
+                        && owner != tool.package()
+                    {
+                        broken.push(format!(
+                            "{} belongs to package {owner}, but the tool table says {}",
+                            path.display(),
+                            tool.package()
+                        ));
+                    }
+                }
+                Ok(out) => broken.push(format!(
+                    "{} --version exited with {} (package {})",
+                    path.display(),
+                    out.status,
+                    tool.package()
+                )),
+                Err(e) => broken.push(format!(
+                    "{} cannot be run: {e} (package {})",
+                    path.display(),
+                    tool.package()
+                )),
+            },
+            Err(e) => broken.push(e.to_string()),
+        }
+    }
+    if broken.is_empty() {
+        return Ok(());
+    }
+    for b in &broken {
+        eprintln!("xtask: missing: {b}");
+    }
+    if std::env::var_os("CI").is_some() {
+        let packages: Vec<&str> = Tool::ALL
+            .iter()
+            .filter(|t| cuda || t.origin() != Origin::Cuda)
+            .filter(|t| t.find().is_err())
+            .map(|t| t.package())
+            .collect();
+        return Err(format!(
+            "{} tool(s) missing or broken; CI needs every one (apt-get install {})",
+            broken.len(),
+            packages.join(" ")
+        ));
+    }
     Ok(())
+}
+
+/// The Debian package that installed `path` (after resolving links), if dpkg knows it.
+fn dpkg_owner(path: &Path) -> Option<String> {
+    let real = std::fs::canonicalize(path).ok()?;
+    let out = Command::new("dpkg-query")
+        .arg("-S")
+        .arg(&real)
+        .output()
+        .ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    let package = text.lines().next()?.split(':').next()?.trim();
+    (out.status.success() && !package.is_empty()).then(|| package.to_owned())
+}
+
+/// Whether a line holds a dotted version number (`22.1.8`, `11.8`).
+fn has_version_number(line: &str) -> bool {
+    line.as_bytes()
+        .windows(3)
+        .any(|w| w[0].is_ascii_digit() && w[1] == b'.' && w[2].is_ascii_digit())
+}
+
+fn which(name: Option<&str>) -> Result {
+    let name = name.ok_or("usage: cargo xtask which TOOL")?;
+    let tool = Tool::ALL
+        .iter()
+        .find(|t| t.program() == name)
+        .ok_or_else(|| {
+            let known: Vec<&str> = Tool::ALL.iter().map(|t| t.program()).collect();
+            format!("unknown tool `{name}`; known: {}", known.join(", "))
+        })?;
+    let path = tool.find().map_err(|e| e.to_string())?;
+    println!("{}", path.display());
+    Ok(())
+}
+
+// ---------------------------------------------------------------- tool lint
+
+/// Files that may name tools directly: the table itself, and this file.
+const LINT_ALLOWED: &[&str] = &["crates/offload-toolchain/src/lib.rs", "xtask/src/main.rs"];
+
+/// Fails when a Rust source or shell script names a tool of the table by path
+/// (`/usr/lib/llvm-22/bin/…`, `/usr/bin/clang-22`) or runs one by program name
+/// (`Command::new("ptxas")`) rather than through `offload-toolchain`: such a tool could be
+/// missing from what the set-up installs and checks.
+fn lint_tools() -> Result {
+    let mut findings = Vec::new();
+    let mut files = Vec::new();
+    for dir in ["crates", "benches", "examples", "templates", "xtask"] {
+        collect_sources(&root().join(dir), &mut files);
+    }
+    let programs: Vec<&str> = Tool::ALL.iter().map(|t| t.program()).collect();
+    for file in files {
+        let rel = file
+            .strip_prefix(root())
+            .unwrap_or(&file)
+            .to_string_lossy()
+            .into_owned();
+        if LINT_ALLOWED.contains(&rel.as_str()) {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        for (n, line) in text.lines().enumerate() {
+            let code = line.trim_start();
+            if code.starts_with("//") || code.starts_with('#') && !rel.ends_with(".rs") {
+                continue;
+            }
+            let named_path = line.contains(offload_toolchain::DEBIAN_LLVM_BIN)
+                || line.contains("/usr/bin/clang-")
+                || line.contains("/usr/lib/cuda/bin");
+            let spawned = programs.iter().any(|p| {
+                line.contains(&format!("Command::new(\"{p}\")"))
+                    || line.contains(&format!("Command::new(\"{p}-22\")"))
+            });
+            if named_path || spawned {
+                findings.push(format!("{rel}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    if findings.is_empty() {
+        eprintln!("xtask: lint-tools: every tool is found through offload-toolchain");
+        return Ok(());
+    }
+    for f in &findings {
+        eprintln!("xtask: lint-tools: {f}");
+    }
+    Err(format!(
+        "{} place(s) name a tool directly; ask offload_toolchain::Tool (or `cargo xtask which`) \
+         so that the set-up installs and checks it",
+        findings.len()
+    ))
+}
+
+fn collect_sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        if name == "target" || name.to_string_lossy().starts_with('.') {
+            continue;
+        }
+        if path.is_dir() {
+            collect_sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs" || e == "sh") {
+            out.push(path);
+        }
+    }
 }
 
 fn dpkg_installed(package: &str) -> bool {
@@ -102,10 +278,6 @@ fn dpkg_installed(package: &str) -> bool {
         .args(["-W", "-f=${Status}", package])
         .output()
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
-}
-
-fn has_ptxas() -> bool {
-    succeeds(Command::new("ptxas").arg("--version"))
 }
 
 fn is_root() -> bool {

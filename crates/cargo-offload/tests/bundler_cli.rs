@@ -2,25 +2,17 @@
 //! arguments given to both, outputs compared byte for byte (or, for compressed bundles, by
 //! header fields and decompressed contents), and each side's output read by the other.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use offload_format::ccob::{self, CcobHeader};
 
 mod common;
 use common::llvm_tool as tool;
+use offload_toolchain::Tool;
 
 fn clang() -> Option<PathBuf> {
-    let path = PathBuf::from("/usr/bin/clang-22");
-    if path.is_file() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "clang-22 is required in CI"
-    );
-    eprintln!("skipped: clang-22 not installed");
-    None
+    Tool::Clang.for_test()
 }
 
 fn check(out: Output, what: &str) -> Vec<u8> {
@@ -61,7 +53,7 @@ struct Bench {
 impl Bench {
     fn new() -> Option<Bench> {
         Some(Bench {
-            bundler: tool("clang-offload-bundler")?,
+            bundler: tool(Tool::ClangOffloadBundler)?,
             dir: tempfile::tempdir().unwrap(),
         })
     }
@@ -421,7 +413,7 @@ fn device_archives_unbundle_like_clang() {
         b.theirs(&args);
         names.push(name);
     }
-    let ar = tool("llvm-ar").expect("llvm-ar ships with clang-offload-bundler");
+    let ar = tool(Tool::LlvmAr).expect("llvm-ar ships with clang-offload-bundler");
     check(
         Command::new(ar)
             .arg("rcS")
@@ -569,7 +561,7 @@ fn real_hip_fat_binary() {
         3
     );
 
-    let Some(objcopy) = tool("llvm-objcopy") else {
+    let Some(objcopy) = tool(Tool::LlvmObjcopy) else {
         return;
     };
     let host = b.file("stub.c", b"int main(void) { return 0; }\n");
@@ -603,7 +595,7 @@ fn real_hip_fat_binary() {
 #[test]
 fn package_matches_llvm_offload_binary() {
     let Some(b) = Bench::new() else { return };
-    let Some(llvm) = tool("llvm-offload-binary") else {
+    let Some(llvm) = tool(Tool::LlvmOffloadBinary) else {
         return;
     };
     payloads(&b);
@@ -804,15 +796,7 @@ fn damaged_input_is_a_clean_error_naming_the_offset() {
 
 /// Peak resident memory of a `cargo offload bundle` run, in KiB, through `/usr/bin/time`.
 fn peak_rss_kib(b: &Bench, args: &[&str]) -> Option<u64> {
-    let time = Path::new("/usr/bin/time");
-    if !time.is_file() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "/usr/bin/time is required in CI"
-        );
-        eprintln!("skipped: /usr/bin/time not installed (memory not measured)");
-        return None;
-    }
+    let time = Tool::GnuTime.for_test()?;
     let out = Command::new(time)
         .args([
             "-f",

@@ -9,6 +9,7 @@ use std::process::{Command, Output};
 
 mod common;
 use common::{llvm_tool, ptxas};
+use offload_toolchain::Tool;
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -86,7 +87,7 @@ fn examples_embed_every_image_and_llvm_tools_read_them() {
         assert_eq!(images[0]["module"], module);
         assert_eq!(images[0]["kernels"][0], kernels, "{json}");
 
-        let Some(objdump) = llvm_tool("llvm-objdump") else {
+        let Some(objdump) = llvm_tool(Tool::LlvmObjdump) else {
             return;
         };
         let listing = check(
@@ -107,7 +108,7 @@ fn examples_embed_every_image_and_llvm_tools_read_them() {
         assert!(listing.contains("producer        openmp"), "{listing}");
 
         // LLVM's extraction gives back exactly the shared object the device build produced.
-        let Some(offload_binary) = llvm_tool("llvm-offload-binary") else {
+        let Some(offload_binary) = llvm_tool(Tool::LlvmOffloadBinary) else {
             return;
         };
         let extracted = target.join(format!("{example}-host.so"));
@@ -207,9 +208,10 @@ fn gpu_images_for_many_architectures_are_embedded_and_valid() {
     assert_eq!(seen, want, "{json}");
 
     // LLVM's own tool extracts, from the executable, exactly the images the build bundled.
-    let (Some(offload_binary), Some(readelf)) =
-        (llvm_tool("llvm-offload-binary"), llvm_tool("llvm-readelf"))
-    else {
+    let (Some(offload_binary), Some(readelf)) = (
+        llvm_tool(Tool::LlvmOffloadBinary),
+        llvm_tool(Tool::LlvmReadelf),
+    ) else {
         return;
     };
     let bundle = built_bundle(&target, "reduce");

@@ -7,9 +7,10 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use offload_build::device_link::{
-    self, AmdTargetId, DeviceInput, GpuImageKind, GpuTarget, LLVM_BIN, NvptxLinkOptions,
+    self, AmdTargetId, DeviceInput, GpuImageKind, GpuTarget, NvptxLinkOptions,
 };
 use offload_build::env::Env;
+use offload_toolchain::Tool;
 
 fn fixture_manifest() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gpu-kernels/Cargo.toml")
@@ -97,7 +98,7 @@ fn nvptx_images_for_sm80_and_sm90() {
                 .any(|l| l.contains(".shared") && l.contains("TILE") && l.contains("[2048]")),
             "the shared tile lands in .shared:\n{ptx}"
         );
-        if !require("ptxas", device_link::ptxas_path().is_some()) {
+        if Tool::Ptxas.for_test().is_none() {
             continue;
         }
         let (cubin, report) = device_link::ptxas_verbose(&ptx, sm).unwrap();
@@ -136,7 +137,7 @@ fn nvptx_requested_kernel_must_exist() {
 }
 
 fn readelf(args: &[&str], file: &Path) -> String {
-    let out = Command::new(Path::new(LLVM_BIN).join("llvm-readelf"))
+    let out = Command::new(Tool::LlvmReadelf.for_test().expect("llvm-readelf"))
         .args(args)
         .arg(file)
         .output()
@@ -151,12 +152,7 @@ fn readelf(args: &[&str], file: &Path) -> String {
 
 #[test]
 fn amdgpu_code_objects() {
-    if !nightly_ready()
-        || !require(
-            "llvm-readelf",
-            Path::new(LLVM_BIN).join("llvm-readelf").is_file(),
-        )
-    {
+    if !nightly_ready() || Tool::LlvmReadelf.for_test().is_none() {
         return;
     }
     let inputs = inputs_for("gfx90a");

@@ -1,6 +1,7 @@
 //! Bundles written by us and by `clang-offload-bundler` (clang-22), each read by the other.
 
 mod common;
+use offload_toolchain::Tool;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -22,7 +23,7 @@ struct Env {
 impl Env {
     fn new() -> Option<Env> {
         Some(Env {
-            bundler: common::tool("clang-offload-bundler")?,
+            bundler: common::tool(Tool::ClangOffloadBundler)?,
             dir: tempfile::tempdir().unwrap(),
         })
     }
@@ -244,10 +245,10 @@ fn text_layouts_match_both_ways() {
 #[test]
 fn object_layout_read_and_written_through_objcopy() {
     let Some(env) = Env::new() else { return };
-    let Some(clang) = common::tool("clang") else {
+    let Some(clang) = common::tool(Tool::Clang) else {
         return;
     };
-    let Some(objcopy) = common::tool("llvm-objcopy") else {
+    let Some(objcopy) = common::tool(Tool::LlvmObjcopy) else {
         return;
     };
     let src = env.file("host.c", b"int host_fn(void) { return 42; }\n");
@@ -377,7 +378,7 @@ fn compressed_bundles_both_ways() {
 #[test]
 fn real_hip_fat_binary_from_clang() {
     let Some(env) = Env::new() else { return };
-    let Some(clang) = common::tool("clang") else {
+    let Some(clang) = common::tool(Tool::Clang) else {
         return;
     };
     let src = env.file(
@@ -439,7 +440,7 @@ fn real_hip_fat_binary_from_clang() {
 }
 
 fn hda(env: &Env) -> (PathBuf, Vec<u8>) {
-    let Some(ar) = common::tool("llvm-ar") else {
+    let Some(ar) = common::tool(Tool::LlvmAr) else {
         panic!("llvm-ar missing")
     };
     let a = env.file("a.bin", b"gfx906 sramecc- xnack+");
@@ -547,7 +548,7 @@ fn heterogeneous_archives_match_clang() {
 #[test]
 fn check_input_archive_agrees_with_clang() {
     let Some(env) = Env::new() else { return };
-    let Some(ar) = common::tool("llvm-ar") else {
+    let Some(ar) = common::tool(Tool::LlvmAr) else {
         return;
     };
     // clang refuses to bundle this combination, so the bundle is ours.

@@ -1,6 +1,7 @@
 //! OffloadBinary written by us and by `llvm-offload-binary`, each read by the other.
 
 mod common;
+use offload_toolchain::Tool;
 
 use std::process::Command;
 
@@ -80,7 +81,7 @@ fn ours(case: &Case) -> OffloadBinary<'static> {
 
 #[test]
 fn byte_identical_to_llvm_offload_binary() {
-    let Some(tool) = common::tool("llvm-offload-binary") else {
+    let Some(tool) = common::tool(Tool::LlvmOffloadBinary) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -107,7 +108,7 @@ fn byte_identical_to_llvm_offload_binary() {
 
 #[test]
 fn several_images_back_to_back_match_the_tool() {
-    let Some(tool) = common::tool("llvm-offload-binary") else {
+    let Some(tool) = common::tool(Tool::LlvmOffloadBinary) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -133,7 +134,7 @@ fn several_images_back_to_back_match_the_tool() {
 
 #[test]
 fn the_tool_extracts_images_we_wrote() {
-    let Some(tool) = common::tool("llvm-offload-binary") else {
+    let Some(tool) = common::tool(Tool::LlvmOffloadBinary) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -153,10 +154,10 @@ fn the_tool_extracts_images_we_wrote() {
 
 #[test]
 fn objdump_lists_what_we_wrote() {
-    let Some(objdump) = common::tool("llvm-objdump") else {
+    let Some(objdump) = common::tool(Tool::LlvmObjdump) else {
         return;
     };
-    let Some(clang) = common::tool("clang") else {
+    let Some(clang) = common::tool(Tool::Clang) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -23,8 +23,9 @@ use super::amdgpu::{AmdTargetId, fix_amdgpu_e_flags};
 use super::archive::DeviceInput;
 use super::cargo::rustc_llvm_major;
 use super::ptx::ptx_features;
-use super::{Error, LLVM_BIN, LLVM_MAJOR, Result, SHARED_SECTION, io_err};
+use super::{Error, LLVM_MAJOR, Result, SHARED_SECTION, find_tool, io_err};
 use crate::command::run as run_command;
+use offload_toolchain::Tool;
 
 const PTX_KERNEL_CC: u32 = 71;
 const AMDGPU_KERNEL_CC: u32 = 91;
@@ -60,7 +61,7 @@ pub struct NvptxLinkOptions {
 pub struct AmdgpuLinkOptions {
     /// The kernels to keep; `None` keeps every `amdgpu_kernel` function.
     pub kernels: Option<Vec<String>>,
-    /// `ld.lld`; `None` uses the one in [`LLVM_BIN`].
+    /// `ld.lld`; `None` uses the one [`find_tool`] finds.
     pub ld_lld: Option<PathBuf>,
 }
 
@@ -641,10 +642,6 @@ pub fn amdgpu_link_object(
     })
 }
 
-fn llvm_tool(name: &str) -> PathBuf {
-    Path::new(LLVM_BIN).join(name)
-}
-
 fn scratch_dir(tag: &str) -> Result<PathBuf> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -667,7 +664,10 @@ pub fn amdgpu_code_object(
         let object = dir.join("device.o");
         let image = dir.join("device.elf");
         std::fs::write(&object, &linked.object).map_err(io_err("writing", &object))?;
-        let ld = opts.ld_lld.clone().unwrap_or_else(|| llvm_tool("ld.lld"));
+        let ld = match &opts.ld_lld {
+            Some(ld) => ld.clone(),
+            None => find_tool(Tool::LdLld)?,
+        };
         run_command(
             Command::new(ld)
                 .arg("-shared")
@@ -723,14 +723,14 @@ pub fn external_nvptx_link(
     sm: &str,
     work: &Path,
 ) -> Result<String> {
-    let mut link = Command::new(llvm_tool("llvm-link"));
+    let mut link = Command::new(find_tool(Tool::LlvmLink)?);
     link.arg("--only-needed").args(files);
     let linked = work.join("linked.bc");
     run_command(link.arg("-o").arg(&linked))?;
     let optimized = work.join("opt.bc");
     let api = kernels.join(",");
     run_command(
-        Command::new(llvm_tool("opt"))
+        Command::new(find_tool(Tool::Opt)?)
             .arg(format!("--internalize-public-api-list={api}"))
             .arg("--passes=internalize,default<O3>")
             .arg(&linked)
@@ -739,7 +739,7 @@ pub fn external_nvptx_link(
     )?;
     let ptx = work.join("out.ptx");
     run_command(
-        Command::new(llvm_tool("llc"))
+        Command::new(find_tool(Tool::Llc)?)
             .arg("-O3")
             .arg(format!("-mcpu={sm}"))
             .arg(format!("-mattr={}", ptx_features(sm)?))

@@ -9,7 +9,7 @@
 //!
 //! Environment variables read here: `OFFLOAD_PTXAS` (the `ptxas` to use; default `ptxas` on
 //! `PATH`, else `/usr/lib/cuda/bin/ptxas`), `OFFLOAD_NIGHTLY_TOOLCHAIN` (through
-//! [`crate::nested`]). LLVM's tools are taken from [`LLVM_BIN`].
+//! [`crate::nested`]). External tools are found by [`find_tool`].
 
 mod amdgpu;
 mod archive;
@@ -43,10 +43,7 @@ use std::path::PathBuf;
 pub const SHARED_SECTION: &str = ".offload.shared";
 
 /// LLVM major version this module links against and requires of rustc.
-pub const LLVM_MAJOR: u32 = 22;
-
-/// Where LLVM 22's tools (`ld.lld`, `llvm-link`, `opt`, `llc`) are.
-pub const LLVM_BIN: &str = "/usr/lib/llvm-22/bin";
+pub use offload_toolchain::LLVM_MAJOR;
 
 /// What a device image holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -196,9 +193,9 @@ pub enum Error {
         /// Why.
         reason: &'static str,
     },
-    /// `ptxas` is not installed.
-    #[error("`ptxas` not found (set PTXAS or install the CUDA toolkit)")]
-    PtxasNotFound,
+    /// An external tool (`ptxas`, `ld.lld`, …) is not installed.
+    #[error(transparent)]
+    ToolNotFound(#[from] offload_toolchain::NotFound),
     /// An image is not a valid AMDGPU code object.
     #[error("AMDGPU code object: {reason}")]
     BadCodeObject {
@@ -230,4 +227,11 @@ pub(crate) fn io_err(
         path,
         source,
     }
+}
+
+/// An external tool, found by `offload-toolchain`'s policy with the environment read through
+/// [`crate::env::Env`] (so a build script reruns when an override changes).
+pub fn find_tool(tool: offload_toolchain::Tool) -> Result<PathBuf> {
+    let env = crate::env::Env::detect();
+    Ok(tool.find_with(&|name| env.get(name).map(Into::into))?)
 }

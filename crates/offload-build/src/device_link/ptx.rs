@@ -5,7 +5,6 @@ use std::process::Command;
 
 use super::{Error, Result, io_err};
 use crate::command::run as run_command;
-use crate::env::Env;
 
 /// The PTX ISA version (`78` for 7.8) the device link targets for `sm`: what clang-22 emits
 /// with CUDA 11.8 (7.8), raised where an architecture needs a newer ISA.
@@ -148,21 +147,11 @@ pub fn parse_ptxas_verbose(report: &str) -> Vec<PtxasKernelInfo> {
 
 /// Where `ptxas` is: `$OFFLOAD_PTXAS`, else `PATH`, else the usual CUDA locations.
 pub fn ptxas_path() -> Option<PathBuf> {
-    let env = Env::detect();
-    if let Some(path) = env.get("OFFLOAD_PTXAS") {
-        return Some(PathBuf::from(path));
-    }
-    let from_path = env
-        .get_untracked("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|dir| dir.join("ptxas"));
-    let usual = ["/usr/lib/cuda/bin/ptxas", "/usr/local/cuda/bin/ptxas"].map(PathBuf::from);
-    from_path.chain(usual).find(|p| p.is_file())
+    super::find_tool(offload_toolchain::Tool::Ptxas).ok()
 }
 
 fn run_ptxas(ptx: &str, sm: &str, verbose: bool) -> Result<(Vec<u8>, String)> {
-    let ptxas = ptxas_path().ok_or(Error::PtxasNotFound)?;
+    let ptxas = super::find_tool(offload_toolchain::Tool::Ptxas)?;
     let dir = tempfile_dir()?;
     let input = dir.join(format!("image.{sm}.ptx"));
     let output = dir.join(format!("image.{sm}.cubin"));

@@ -236,29 +236,11 @@ fn open_input(path: &Path) -> Result<(File, u64)> {
     Ok((file, len))
 }
 
-/// Where `llvm-objcopy` may be: LLVM 22's own directory, then `llvm-objcopy-22` and
-/// `llvm-objcopy` on `$PATH` (an unversioned one may be older and write different bytes).
-/// On failure, the places tried.
+/// Where `llvm-objcopy` is (`offload-toolchain`'s policy: an unversioned one on `PATH` may be
+/// older and write different bytes, so it is not used). On failure, the places tried.
 pub fn find_objcopy() -> std::result::Result<PathBuf, String> {
-    const LLVM_DIR: &str = "/usr/lib/llvm-22/bin";
-    let fixed = Path::new(LLVM_DIR).join("llvm-objcopy");
-    if fixed.is_file() {
-        return Ok(fixed);
-    }
-    let path_dirs: Vec<PathBuf> = crate::env::Env::detect()
-        .get_untracked("PATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default();
-    for name in ["llvm-objcopy-22", "llvm-objcopy"] {
-        for dir in &path_dirs {
-            let candidate = dir.join(name);
-            if candidate.is_file() {
-                return Ok(candidate);
-            }
-        }
-    }
-    Err(format!(
-        "{}, llvm-objcopy-22 and llvm-objcopy on PATH",
-        fixed.display()
-    ))
+    let env = crate::env::Env::detect();
+    offload_toolchain::Tool::LlvmObjcopy
+        .find_with(&|name| env.get_untracked(name).map(Into::into))
+        .map_err(|e| e.tried.join(", "))
 }

@@ -1,23 +1,15 @@
 //! Helpers shared by the tests that run clang-22's offload tools.
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
-pub const LLVM_BIN: &str = "/usr/lib/llvm-22/bin";
+use offload_toolchain::Tool;
 
-/// The path of an LLVM 22 tool, or `None` after printing a visible skip notice. When `CI` is
-/// set a missing tool is a test failure.
-pub fn tool(name: &str) -> Option<PathBuf> {
-    let path = Path::new(LLVM_BIN).join(name);
-    if path.is_file() {
-        return Some(path);
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("{} is required when CI is set", path.display());
-    }
-    eprintln!("skipped: {} not found", path.display());
-    None
+/// The path of a tool, or `None` after printing a visible skip notice. When `CI` is set a
+/// missing tool is a test failure naming its package.
+pub fn tool(tool: Tool) -> Option<PathBuf> {
+    tool.for_test()
 }
 
 /// Runs a command, panicking with its stderr when it fails; returns stdout.

@@ -1,0 +1,353 @@
+//! Every external program that cargo-offload's build, tests and benchmarks run, with the Debian
+//! package that provides it, and one policy for finding it.
+//!
+//! The set-up (`cargo xtask setup`) installs the packages of [`Tool::ALL`] and checks that each
+//! tool runs; test helpers ask for a [`Tool`], never for a path or a name, so a tool a test
+//! needs cannot be missing from what the set-up installs.
+//!
+//! Finding a tool:
+//! 1. its environment override (`OFFLOAD_CLANG`, `OFFLOAD_PTXAS`, …: [`Tool::env_var`]);
+//! 2. LLVM tools: LLVM 22's binary directory ([`llvm_bin_dir`]: `OFFLOAD_LLVM_BIN`, else
+//!    `llvm-config-22 --bindir`, else Debian's `/usr/lib/llvm-22/bin`); then the versioned name
+//!    on `PATH` (`clang-22`). An unversioned `clang` on `PATH` may be another LLVM and is not used;
+//! 3. CUDA tools: `PATH`, then the usual CUDA directories.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The LLVM major version device code is built with: rustc's, and the one Debian packages.
+pub const LLVM_MAJOR: u32 = 22;
+
+/// Debian's directory of LLVM 22's programs.
+pub const DEBIAN_LLVM_BIN: &str = "/usr/lib/llvm-22/bin";
+
+/// Debian packages that provide libraries and headers rather than programs: LLVM's C API for
+/// the in-process device link, the OpenMP and offload runtimes for the OpenMP peers, and the
+/// compression libraries `llvm-sys` links.
+pub const LIBRARY_PACKAGES: &[&str] = &[
+    "llvm-22-dev",
+    "libclang-rt-22-dev",
+    "libomp-22-dev",
+    "liboffload-22-dev",
+    "libpolly-22-dev",
+    "zlib1g-dev",
+    "libzstd-dev",
+];
+
+/// Where a tool comes from, which decides how it is found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Part of LLVM 22: found in LLVM's binary directory.
+    Llvm,
+    /// Part of the CUDA toolkit (Debian's `nvidia-cuda-toolkit`): found on `PATH`.
+    Cuda,
+    /// A general system program: found on `PATH`.
+    System,
+}
+
+/// One external program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Tool {
+    Clang,
+    ClangOffloadBundler,
+    ClangLinkerWrapper,
+    LdLld,
+    LlvmAr,
+    LlvmConfig,
+    LlvmLink,
+    LlvmObjcopy,
+    LlvmObjdump,
+    LlvmOffloadBinary,
+    LlvmReadelf,
+    Llc,
+    Opt,
+    Ptxas,
+    /// GNU time, for peak-memory figures in benchmarks and tests.
+    GnuTime,
+}
+
+impl Tool {
+    /// Every tool, in the order the set-up reports them.
+    pub const ALL: &'static [Tool] = &[
+        Tool::Clang,
+        Tool::ClangOffloadBundler,
+        Tool::ClangLinkerWrapper,
+        Tool::LdLld,
+        Tool::LlvmAr,
+        Tool::LlvmConfig,
+        Tool::LlvmLink,
+        Tool::LlvmObjcopy,
+        Tool::LlvmObjdump,
+        Tool::LlvmOffloadBinary,
+        Tool::LlvmReadelf,
+        Tool::Llc,
+        Tool::Opt,
+        Tool::Ptxas,
+        Tool::GnuTime,
+    ];
+
+    /// The program's file name in its directory.
+    pub const fn program(self) -> &'static str {
+        match self {
+            Tool::Clang => "clang",
+            Tool::ClangOffloadBundler => "clang-offload-bundler",
+            Tool::ClangLinkerWrapper => "clang-linker-wrapper",
+            Tool::LdLld => "ld.lld",
+            Tool::LlvmAr => "llvm-ar",
+            Tool::LlvmConfig => "llvm-config",
+            Tool::LlvmLink => "llvm-link",
+            Tool::LlvmObjcopy => "llvm-objcopy",
+            Tool::LlvmObjdump => "llvm-objdump",
+            Tool::LlvmOffloadBinary => "llvm-offload-binary",
+            Tool::LlvmReadelf => "llvm-readelf",
+            Tool::Llc => "llc",
+            Tool::Opt => "opt",
+            Tool::Ptxas => "ptxas",
+            Tool::GnuTime => "time",
+        }
+    }
+
+    /// The Debian package that installs it.
+    pub const fn package(self) -> &'static str {
+        match self {
+            Tool::Clang => "clang-22",
+            Tool::ClangOffloadBundler | Tool::ClangLinkerWrapper => "clang-tools-22",
+            Tool::LdLld => "lld-22",
+            Tool::LlvmAr
+            | Tool::LlvmConfig
+            | Tool::LlvmLink
+            | Tool::LlvmObjcopy
+            | Tool::LlvmObjdump
+            | Tool::LlvmOffloadBinary
+            | Tool::LlvmReadelf
+            | Tool::Llc
+            | Tool::Opt => "llvm-22",
+            Tool::Ptxas => "nvidia-cuda-toolkit",
+            Tool::GnuTime => "time",
+        }
+    }
+
+    pub const fn origin(self) -> Origin {
+        match self {
+            Tool::Ptxas => Origin::Cuda,
+            Tool::GnuTime => Origin::System,
+            _ => Origin::Llvm,
+        }
+    }
+
+    /// The environment variable that names this tool's path, overriding the search:
+    /// `OFFLOAD_` and the program name in upper case with `-` and `.` as `_`
+    /// (`OFFLOAD_CLANG_OFFLOAD_BUNDLER`, `OFFLOAD_LD_LLD`, `OFFLOAD_PTXAS`).
+    pub fn env_var(self) -> String {
+        let name: String = self
+            .program()
+            .chars()
+            .map(|c| match c {
+                '-' | '.' => '_',
+                c => c.to_ascii_uppercase(),
+            })
+            .collect();
+        match self {
+            Tool::GnuTime => "OFFLOAD_GNU_TIME".to_owned(),
+            _ => format!("OFFLOAD_{name}"),
+        }
+    }
+
+    /// Finds the tool with the process environment.
+    pub fn find(self) -> Result<PathBuf, NotFound> {
+        self.find_with(&|name| std::env::var_os(name))
+    }
+
+    /// Finds the tool, reading environment variables through `env` (so a build script can
+    /// declare what it read).
+    pub fn find_with(self, env: &dyn Fn(&str) -> Option<OsString>) -> Result<PathBuf, NotFound> {
+        let mut tried = Vec::new();
+        let var = self.env_var();
+        if let Some(path) = env(&var) {
+            let path = PathBuf::from(path);
+            if path.is_file() {
+                return Ok(path);
+            }
+            tried.push(format!("${var} = {}", path.display()));
+            return Err(NotFound { tool: self, tried });
+        }
+        let path_dirs: Vec<PathBuf> = env("PATH")
+            .map(|p| std::env::split_paths(&p).collect())
+            .unwrap_or_default();
+        let candidates: Vec<PathBuf> = match self.origin() {
+            Origin::Llvm => {
+                let versioned = format!("{}-{LLVM_MAJOR}", self.program());
+                std::iter::once(llvm_bin_dir_with(env).join(self.program()))
+                    .chain(path_dirs.iter().map(|d| d.join(&versioned)))
+                    .collect()
+            }
+            Origin::Cuda => path_dirs
+                .iter()
+                .map(|d| d.join(self.program()))
+                .chain(
+                    ["/usr/lib/cuda/bin", "/usr/local/cuda/bin"]
+                        .iter()
+                        .map(|d| Path::new(d).join(self.program())),
+                )
+                .collect(),
+            Origin::System => path_dirs
+                .iter()
+                .map(|d| d.join(self.program()))
+                .chain(std::iter::once(Path::new("/usr/bin").join(self.program())))
+                .collect(),
+        };
+        if let Some(found) = candidates.iter().find(|p| p.is_file()) {
+            return Ok(found.clone());
+        }
+        tried.push(format!("${var} (unset)"));
+        tried.extend(candidates.iter().map(|p| p.display().to_string()));
+        tried.dedup();
+        Err(NotFound { tool: self, tried })
+    }
+
+    /// For tests: the tool's path, or `None` after a visible `skipped:` line. Under `CI` a
+    /// missing tool fails the test, naming the package the set-up should have installed.
+    pub fn for_test(self) -> Option<PathBuf> {
+        match self.find() {
+            Ok(path) => Some(path),
+            Err(e) if std::env::var_os("CI").is_some() => {
+                panic!("{e}; CI requires it (`cargo xtask setup --cuda` installs it)")
+            }
+            Err(e) => {
+                eprintln!("skipped: {e}");
+                None
+            }
+        }
+    }
+}
+
+impl fmt::Display for Tool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.program())
+    }
+}
+
+/// A tool that is not installed, with every place looked at.
+#[derive(Debug, Clone)]
+pub struct NotFound {
+    pub tool: Tool,
+    pub tried: Vec<String>,
+}
+
+impl fmt::Display for NotFound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "`{}` not found (Debian package `{}`; looked at: {})",
+            self.tool,
+            self.tool.package(),
+            self.tried.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for NotFound {}
+
+/// LLVM 22's binary directory, with the process environment.
+pub fn llvm_bin_dir() -> PathBuf {
+    llvm_bin_dir_with(&|name| std::env::var_os(name))
+}
+
+/// LLVM 22's binary directory: `$OFFLOAD_LLVM_BIN`, else what `llvm-config-22 --bindir`
+/// prints, else Debian's `/usr/lib/llvm-22/bin`.
+pub fn llvm_bin_dir_with(env: &dyn Fn(&str) -> Option<OsString>) -> PathBuf {
+    if let Some(dir) = env("OFFLOAD_LLVM_BIN") {
+        return PathBuf::from(dir);
+    }
+    static FROM_LLVM_CONFIG: OnceLock<Option<PathBuf>> = OnceLock::new();
+    FROM_LLVM_CONFIG
+        .get_or_init(|| {
+            let out = Command::new(format!("llvm-config-{LLVM_MAJOR}"))
+                .arg("--bindir")
+                .output()
+                .ok()?;
+            let dir = String::from_utf8(out.stdout).ok()?;
+            let dir = dir.trim();
+            (out.status.success() && !dir.is_empty()).then(|| PathBuf::from(dir))
+        })
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEBIAN_LLVM_BIN))
+}
+
+/// Every Debian package the set-up installs: the tools' packages (`nvidia-cuda-toolkit` only
+/// when `cuda`), then [`LIBRARY_PACKAGES`], each once.
+pub fn packages(cuda: bool) -> Vec<&'static str> {
+    let mut all: Vec<&'static str> = Vec::new();
+    let tools = Tool::ALL
+        .iter()
+        .filter(|t| cuda || t.origin() != Origin::Cuda)
+        .map(|t| t.package());
+    for package in tools.chain(LIBRARY_PACKAGES.iter().copied()) {
+        if !all.contains(&package) {
+            all.push(package);
+        }
+    }
+    all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_var_names() {
+        assert_eq!(Tool::Ptxas.env_var(), "OFFLOAD_PTXAS");
+        assert_eq!(Tool::LdLld.env_var(), "OFFLOAD_LD_LLD");
+        assert_eq!(
+            Tool::ClangOffloadBundler.env_var(),
+            "OFFLOAD_CLANG_OFFLOAD_BUNDLER"
+        );
+    }
+
+    #[test]
+    fn every_tool_is_listed_once_with_a_package() {
+        for (i, tool) in Tool::ALL.iter().enumerate() {
+            assert!(!Tool::ALL[..i].contains(tool), "{tool} listed twice");
+            assert!(packages(true).contains(&tool.package()));
+        }
+        assert!(packages(true).contains(&"clang-tools-22"));
+        assert!(!packages(false).contains(&"nvidia-cuda-toolkit"));
+    }
+
+    #[test]
+    fn override_wins_and_a_bad_override_is_reported() {
+        let here = std::env::current_exe().unwrap();
+        let env = |name: &str| (name == "OFFLOAD_CLANG").then(|| here.clone().into_os_string());
+        assert_eq!(Tool::Clang.find_with(&env).unwrap(), here);
+        let env =
+            |name: &str| (name == "OFFLOAD_CLANG").then(|| OsString::from("/nonexistent/clang"));
+        let err = Tool::Clang.find_with(&env).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("$OFFLOAD_CLANG = /nonexistent/clang"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("clang-22"), "{err}");
+    }
+
+    #[test]
+    fn llvm_tools_are_looked_for_versioned_on_path() {
+        let env = |name: &str| match name {
+            "OFFLOAD_LLVM_BIN" => Some(OsString::from("/nonexistent/llvm")),
+            "PATH" => Some(OsString::from("/nonexistent/bin")),
+            _ => None,
+        };
+        let err = Tool::LlvmAr.find_with(&env).unwrap_err();
+        assert_eq!(
+            err.tried,
+            [
+                "$OFFLOAD_LLVM_AR (unset)",
+                "/nonexistent/llvm/llvm-ar",
+                "/nonexistent/bin/llvm-ar-22"
+            ]
+        );
+    }
+}
