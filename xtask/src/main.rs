@@ -162,17 +162,16 @@ fn check_tools(cuda: bool) -> Result {
     Ok(())
 }
 
-/// The Debian package that installed `path` (after resolving links), if dpkg knows it.
+/// The Debian package that installed `path` (the link itself where dpkg knows it, else what
+/// it resolves to), if dpkg knows either.
 fn dpkg_owner(path: &Path) -> Option<String> {
-    let real = std::fs::canonicalize(path).ok()?;
-    let out = Command::new("dpkg-query")
-        .arg("-S")
-        .arg(&real)
-        .output()
-        .ok()?;
-    let text = String::from_utf8(out.stdout).ok()?;
-    let package = text.lines().next()?.split(':').next()?.trim();
-    (out.status.success() && !package.is_empty()).then(|| package.to_owned())
+    let owner = |p: &Path| {
+        let out = Command::new("dpkg-query").arg("-S").arg(p).output().ok()?;
+        let text = String::from_utf8(out.stdout).ok()?;
+        let package = text.lines().next()?.split(':').next()?.trim().to_owned();
+        (out.status.success() && !package.is_empty()).then_some(package)
+    };
+    owner(path).or_else(|| owner(&std::fs::canonicalize(path).ok()?))
 }
 
 /// Whether a line holds a dotted version number (`22.1.8`, `11.8`).
@@ -367,6 +366,30 @@ fn rust_toolchain() -> Result {
         .map_err(|e| format!("could not run rustup: {e}"))?;
     if !String::from_utf8_lossy(&components.stdout).contains("rust-src") {
         run(Command::new("rustup").args(["component", "add", "rust-src", "--toolchain", NIGHTLY]))?;
+    }
+    // The active toolchain (the one `cargo` here runs) builds host crates; nightly builds the
+    // CPU image inside them.
+    for toolchain in [None, Some(NIGHTLY)] {
+        let mut list = Command::new("rustup");
+        list.current_dir(root())
+            .args(["target", "list", "--installed"]);
+        if let Some(t) = toolchain {
+            list.args(["--toolchain", t]);
+        }
+        let installed = list
+            .output()
+            .map_err(|e| format!("could not run rustup: {e}"))?;
+        let installed = String::from_utf8_lossy(&installed.stdout);
+        for target in offload_toolchain::RUST_CROSS_TARGETS {
+            if !installed.lines().any(|l| l.trim() == *target) {
+                let mut add = Command::new("rustup");
+                add.current_dir(root()).args(["target", "add", target]);
+                if let Some(t) = toolchain {
+                    add.args(["--toolchain", t]);
+                }
+                run(&mut add)?;
+            }
+        }
     }
     Ok(())
 }

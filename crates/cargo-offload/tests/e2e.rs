@@ -136,6 +136,62 @@ fn examples_embed_every_image_and_llvm_tools_read_them() {
     }
 }
 
+/// The CPU device is not tied to x86_64: the examples cross-built for aarch64 Linux (the CPU
+/// of Grace Hopper machines) carry an aarch64 CPU image, and run under qemu with the results
+/// each example checks against its own host loop.
+#[test]
+fn examples_cross_built_for_aarch64_run_under_qemu() {
+    const TRIPLE: &str = "aarch64-unknown-linux-gnu";
+    let (Some(qemu), Some(gcc)) = (Tool::QemuAarch64.for_test(), Tool::Aarch64Gcc.for_test())
+    else {
+        return;
+    };
+    let root = workspace_root();
+    let target = target_dir("e2e-aarch64");
+    let target_s = target.to_string_lossy().into_owned();
+    let mut build = Command::new(env!("CARGO_BIN_EXE_cargo-offload"));
+    build
+        .args(["offload", "build", "--offload-arch", "host", "--release"])
+        .args(["-p", "saxpy", "-p", "reduce", "--target", TRIPLE])
+        .args(["--target-dir", &target_s])
+        .env("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER", &gcc)
+        .current_dir(&root);
+    for var in ["RUSTFLAGS", "CARGO_TARGET_DIR", "CARGO_ENCODED_RUSTFLAGS"] {
+        build.env_remove(var);
+    }
+    check(
+        &build.output().unwrap(),
+        "cargo offload build --target aarch64",
+    );
+
+    for example in ["saxpy", "reduce"] {
+        let exe = target.join(TRIPLE).join("release").join(example);
+        let json = check(
+            &cargo_offload(&root, &["inspect", "--json", &exe.to_string_lossy()]),
+            "cargo offload inspect",
+        );
+        let images: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(images[0]["triple"], TRIPLE, "{json}");
+        assert_eq!(images[0]["arch"], "host", "{json}");
+
+        let run = Command::new(&qemu)
+            .arg("-L")
+            .arg(offload_toolchain::AARCH64_SYSROOT)
+            .arg(&exe)
+            .env("OFFLOAD_LOG", "1")
+            .output()
+            .unwrap();
+        let stdout = check(&run, &format!("qemu-aarch64 {example}"));
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(stdout.contains(" OK"), "{example}: {stdout}");
+        assert!(
+            stdout.contains(&format!("{TRIPLE} host elf"))
+                || stderr.contains(&format!("{TRIPLE} host elf")),
+            "{example} did not run its aarch64 CPU image:\n{stdout}\n{stderr}"
+        );
+    }
+}
+
 /// The bundle the last build of `example` wrote (`OUT_DIR/offload_bundle.bin`).
 fn built_bundle(target: &Path, example: &str) -> Vec<u8> {
     let build = target.join("release/build");

@@ -1,11 +1,31 @@
 //! Offload architectures, chosen like clang's `--offload-arch`: `sm_80,gfx90a:xnack+,host`.
 
 use std::fmt;
+use std::sync::OnceLock;
 
+use crate::env::Env;
 use crate::error::{Error, Result};
 
-/// The host's own triple, used for the CPU device.
-pub const HOST_TRIPLE: &str = "x86_64-unknown-linux-gnu";
+/// The triple the CPU device is built for: in a build script, the host crate's own target
+/// (`TARGET`, so a cross build for `aarch64-unknown-linux-gnu` gets an aarch64 CPU image);
+/// elsewhere the machine's (`<arch>-unknown-linux-gnu`).
+pub fn host_triple() -> &'static str {
+    static TRIPLE: OnceLock<String> = OnceLock::new();
+    TRIPLE.get_or_init(|| {
+        let env = Env::detect();
+        env.build_script
+            .then(|| env.get_untracked("TARGET"))
+            .flatten()
+            .unwrap_or_else(|| {
+                let arch = match std::env::consts::ARCH {
+                    "riscv64" => "riscv64gc",
+                    "powerpc64" => "powerpc64le",
+                    arch => arch,
+                };
+                format!("{arch}-unknown-linux-gnu")
+            })
+    })
+}
 pub const NVPTX_TRIPLE: &str = "nvptx64-nvidia-cuda";
 pub const AMDGCN_TRIPLE: &str = "amdgcn-amd-amdhsa";
 
@@ -23,7 +43,7 @@ pub enum OffloadArch {
 impl OffloadArch {
     pub fn triple(&self) -> &'static str {
         match self {
-            OffloadArch::Host => HOST_TRIPLE,
+            OffloadArch::Host => host_triple(),
             OffloadArch::Nvptx { .. } => NVPTX_TRIPLE,
             OffloadArch::Amdgcn { .. } => AMDGCN_TRIPLE,
         }

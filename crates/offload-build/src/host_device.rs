@@ -1,9 +1,9 @@
-//! The host CPU as a device: the kernel crate built as an x86_64 ELF shared object with
-//! `--cfg offload_device`. That shared object is the device image.
+//! The host CPU as a device: the kernel crate built as an ELF shared object for the host
+//! crate's own target with `--cfg offload_device`. That shared object is the device image.
 
 use std::path::Path;
 
-use crate::arch::{HOST_TRIPLE, OffloadArch};
+use crate::arch::{OffloadArch, host_triple};
 use crate::env::Env;
 use crate::error::{Error, IoContext, Result};
 use crate::image::DeviceImage;
@@ -16,7 +16,7 @@ pub fn build(env: &Env, krate: &KernelCrate, target_dir: &Path) -> Result<Device
     cmd.arg("--manifest-path")
         .arg(&krate.manifest_path)
         .args(["--lib", "--release", "--crate-type", "cdylib", "--target"])
-        .arg(HOST_TRIPLE)
+        .arg(host_triple())
         .arg("--target-dir")
         .arg(target_dir)
         .env(
@@ -36,6 +36,15 @@ pub fn build(env: &Env, krate: &KernelCrate, target_dir: &Path) -> Result<Device
         .env("CARGO_PROFILE_RELEASE_LTO", "fat")
         .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1")
         .env("CARGO_PROFILE_RELEASE_DEBUG", "false");
+    // A cross build's linker (`target.<triple>.linker`), which cargo hands the build script
+    // as `RUSTC_LINKER`, links the CPU image too.
+    if let Some(linker) = env.get_untracked("RUSTC_LINKER") {
+        let var = format!(
+            "CARGO_TARGET_{}_LINKER",
+            host_triple().to_ascii_uppercase().replace(['-', '.'], "_")
+        );
+        cmd.env(var, linker);
+    }
     if env.verbose() {
         eprintln!("offload: {}", crate::command::CommandLine::of(&cmd));
     }

@@ -35,7 +35,15 @@ pub const LIBRARY_PACKAGES: &[&str] = &[
     "libpolly-22-dev",
     "zlib1g-dev",
     "libzstd-dev",
+    "libc6-dev-arm64-cross",
 ];
+
+/// Rust targets the set-up adds to the stable and the device toolchain: aarch64 Linux, so the
+/// CPU device is proven on a second host architecture (cross-built, run under qemu).
+pub const RUST_CROSS_TARGETS: &[&str] = &["aarch64-unknown-linux-gnu"];
+
+/// The C library directory of the aarch64 cross toolchain, for qemu's `-L`.
+pub const AARCH64_SYSROOT: &str = "/usr/aarch64-linux-gnu";
 
 /// Where a tool comes from, which decides how it is found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,6 +75,10 @@ pub enum Tool {
     Ptxas,
     /// GNU time, for peak-memory figures in benchmarks and tests.
     GnuTime,
+    /// User-mode emulation of aarch64 Linux, to run cross-built programs.
+    QemuAarch64,
+    /// The aarch64 Linux cross linker.
+    Aarch64Gcc,
 }
 
 impl Tool {
@@ -87,6 +99,8 @@ impl Tool {
         Tool::Opt,
         Tool::Ptxas,
         Tool::GnuTime,
+        Tool::QemuAarch64,
+        Tool::Aarch64Gcc,
     ];
 
     /// The program's file name in its directory.
@@ -107,6 +121,8 @@ impl Tool {
             Tool::Opt => "opt",
             Tool::Ptxas => "ptxas",
             Tool::GnuTime => "time",
+            Tool::QemuAarch64 => "qemu-aarch64",
+            Tool::Aarch64Gcc => "aarch64-linux-gnu-gcc",
         }
     }
 
@@ -127,13 +143,15 @@ impl Tool {
             | Tool::Opt => "llvm-22",
             Tool::Ptxas => "nvidia-cuda-toolkit",
             Tool::GnuTime => "time",
+            Tool::QemuAarch64 => "qemu-user",
+            Tool::Aarch64Gcc => "gcc-aarch64-linux-gnu",
         }
     }
 
     pub const fn origin(self) -> Origin {
         match self {
             Tool::Ptxas => Origin::Cuda,
-            Tool::GnuTime => Origin::System,
+            Tool::GnuTime | Tool::QemuAarch64 | Tool::Aarch64Gcc => Origin::System,
             _ => Origin::Llvm,
         }
     }

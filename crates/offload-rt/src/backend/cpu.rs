@@ -37,8 +37,37 @@ pub const MAX_THREADS_PER_BLOCK: u32 = 1024;
 /// Stack of each GPU thread run as a coroutine.
 const COROUTINE_STACK: usize = 128 * 1024;
 
-/// The triple of CPU images this runtime can load.
-pub const HOST_TRIPLE: &str = "x86_64-unknown-linux-gnu";
+/// The triple of CPU images this runtime can load: the one it was compiled for. The build
+/// names the CPU image by the host crate's target, so the two agree on every Linux target;
+/// elsewhere no CPU image fits and the device choice says why.
+pub const HOST_TRIPLE: &str = if cfg!(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    target_env = "gnu"
+)) {
+    "x86_64-unknown-linux-gnu"
+} else if cfg!(all(
+    target_arch = "aarch64",
+    target_os = "linux",
+    target_env = "gnu"
+)) {
+    "aarch64-unknown-linux-gnu"
+} else if cfg!(all(
+    target_arch = "riscv64",
+    target_os = "linux",
+    target_env = "gnu"
+)) {
+    "riscv64gc-unknown-linux-gnu"
+} else if cfg!(all(
+    target_arch = "powerpc64",
+    target_endian = "little",
+    target_os = "linux",
+    target_env = "gnu"
+)) {
+    "powerpc64le-unknown-linux-gnu"
+} else {
+    "unsupported-host"
+};
 
 /// The CPU device.
 #[derive(Debug)]
