@@ -105,15 +105,8 @@ fn check_tools(cuda: bool) -> Result {
             continue;
         }
         match tool.find() {
-            Ok(path) => match Command::new(&path).arg("--version").output() {
-                Ok(out) if out.status.success() => {
-                    let text = String::from_utf8_lossy(&out.stdout);
-                    let version = text
-                        .lines()
-                        .find(|l| has_version_number(l))
-                        .or_else(|| text.lines().find(|l| !l.trim().is_empty()))
-                        .unwrap_or("")
-                        .trim();
+            Ok(path) => match offload_toolchain::version_of(&path) {
+                Ok(version) => {
                     eprintln!("xtask: found {tool:<22} {}  ({version})", path.display());
                     if let Some(owner) = dpkg_owner(&path)
                         && owner != tool.package()
@@ -125,14 +118,8 @@ fn check_tools(cuda: bool) -> Result {
                         ));
                     }
                 }
-                Ok(out) => broken.push(format!(
-                    "{} --version exited with {} (package {})",
-                    path.display(),
-                    out.status,
-                    tool.package()
-                )),
                 Err(e) => broken.push(format!(
-                    "{} cannot be run: {e} (package {})",
+                    "{} {e} (package {})",
                     path.display(),
                     tool.package()
                 )),
@@ -172,13 +159,6 @@ fn dpkg_owner(path: &Path) -> Option<String> {
         (out.status.success() && !package.is_empty()).then_some(package)
     };
     owner(path).or_else(|| owner(&std::fs::canonicalize(path).ok()?))
-}
-
-/// Whether a line holds a dotted version number (`22.1.8`, `11.8`).
-fn has_version_number(line: &str) -> bool {
-    line.as_bytes()
-        .windows(3)
-        .any(|w| w[0].is_ascii_digit() && w[1] == b'.' && w[2].is_ascii_digit())
 }
 
 fn which(name: Option<&str>) -> Result {

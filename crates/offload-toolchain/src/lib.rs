@@ -242,6 +242,31 @@ impl Tool {
     }
 }
 
+/// Runs `program --version` and returns the line that names its version (the first line with a
+/// dotted number, `22.1.8` or `release 11.8`), or why it did not run.
+pub fn version_of(program: &Path) -> Result<String, String> {
+    let out = Command::new(program)
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("cannot be run: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("`--version` exited with {}", out.status));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let dotted = |line: &&str| {
+        line.as_bytes()
+            .windows(3)
+            .any(|w| w[0].is_ascii_digit() && w[1] == b'.' && w[2].is_ascii_digit())
+    };
+    Ok(text
+        .lines()
+        .find(dotted)
+        .or_else(|| text.lines().find(|l| !l.trim().is_empty()))
+        .unwrap_or("")
+        .trim()
+        .to_owned())
+}
+
 impl fmt::Display for Tool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.program())

@@ -2,6 +2,7 @@
 
 mod bundle;
 mod cargo;
+mod doctor;
 mod inspect;
 mod new;
 mod package;
@@ -33,6 +34,8 @@ enum Command {
     Run(cargo::CargoArgs),
     /// `cargo test` with device images built and embedded for --offload-arch.
     Test(cargo::CargoArgs),
+    /// Check every prerequisite of builds and launches, with the command that fixes each.
+    Doctor(doctor::DoctorArgs),
     /// List the device images embedded in a binary, bundle or object.
     Inspect(inspect::InspectArgs),
     /// Create a host crate and its kernel crate.
@@ -51,6 +54,7 @@ pub fn exec(args: Vec<OsString>) -> Result<ExitCode> {
         Command::Build(a) => cargo::exec("build", a),
         Command::Run(a) => cargo::exec("run", a),
         Command::Test(a) => cargo::exec("test", a),
+        Command::Doctor(a) => doctor::exec(a),
         Command::Inspect(a) => inspect::exec(a),
         Command::New(a) => new::exec(a),
         Command::Bundle(a) => bundle::exec(a),

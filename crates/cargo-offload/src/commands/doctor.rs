@@ -1,0 +1,270 @@
+//! `cargo offload doctor`: every prerequisite of a build and of a launch, found or not, with
+//! the command that fixes what is missing. Exits 1 when builds cannot work.
+
+use std::process::{Command, ExitCode};
+
+use anyhow::Result;
+use offload_build::device_link::LLVM_MAJOR;
+use offload_build::env::Env;
+use offload_toolchain::Tool;
+use serde::Serialize;
+
+#[derive(Debug, clap::Args)]
+pub struct DoctorArgs {
+    /// Print the checks as a JSON array (`check`, `status`, `detail`, `fix`).
+    #[arg(long)]
+    json: bool,
+}
+
+/// How a finding affects builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Status {
+    /// Present and usable.
+    Ok,
+    /// Missing or degraded, but builds still work (e.g. PTX without cubins, no GPU).
+    Warning,
+    /// Builds cannot work until it is fixed.
+    Error,
+}
+
+#[derive(Debug, Serialize)]
+struct Finding {
+    check: String,
+    status: Status,
+    detail: String,
+    /// The command that fixes it, when something needs fixing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fix: Option<String>,
+}
+
+impl Finding {
+    fn new(check: impl Into<String>, status: Status, detail: impl Into<String>) -> Self {
+        Finding {
+            check: check.into(),
+            status,
+            detail: detail.into(),
+            fix: None,
+        }
+    }
+
+    fn fix(mut self, fix: impl Into<String>) -> Self {
+        self.fix = Some(fix.into());
+        self
+    }
+}
+
+pub fn exec(args: DoctorArgs) -> Result<ExitCode> {
+    let findings = diagnose();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&findings)?);
+    } else {
+        print!("{}", render(&findings));
+    }
+    let broken = findings.iter().any(|f| f.status == Status::Error);
+    Ok(if broken {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn render(findings: &[Finding]) -> String {
+    let mut out = String::new();
+    let width = findings.iter().map(|f| f.check.len()).max().unwrap_or(0);
+    for f in findings {
+        let tag = match f.status {
+            Status::Ok => "ok",
+            Status::Warning => "warning",
+            Status::Error => "error",
+        };
+        out.push_str(&format!("{tag:>8}  {:<width$}  {}\n", f.check, f.detail));
+        if let Some(fix) = &f.fix {
+            out.push_str(&format!("{:>8}  {:<width$}  fix: {fix}\n", "", ""));
+        }
+    }
+    let errors = findings
+        .iter()
+        .filter(|f| f.status == Status::Error)
+        .count();
+    let warnings = findings
+        .iter()
+        .filter(|f| f.status == Status::Warning)
+        .count();
+    out.push_str(&if errors == 0 {
+        format!("\nbuilds can work ({warnings} warning(s))\n")
+    } else {
+        format!("\nbuilds cannot work: {errors} error(s), {warnings} warning(s)\n")
+    });
+    out
+}
+
+fn diagnose() -> Vec<Finding> {
+    let env = Env::detect();
+    let nightly = env.nightly_toolchain();
+    let mut findings = vec![host_toolchain()];
+    let device_llvm = device_toolchain(&nightly, &mut findings);
+    findings.push(llvm_agreement(device_llvm));
+    for (tool, role, required) in [
+        (Tool::LdLld, "links AMD code objects", true),
+        (
+            Tool::Ptxas,
+            "assembles cubins (without it: PTX only)",
+            false,
+        ),
+        (Tool::Clang, "compiles CUDA/HIP/C++ sources", false),
+        (Tool::LlvmObjcopy, "object-layout bundles", false),
+    ] {
+        findings.push(tool_finding(&env, tool, role, required));
+    }
+    for (spec, name) in [("cuda:0", "CUDA driver"), ("hip:0", "HIP driver")] {
+        findings.push(match offload_rt::Device::from_spec(spec) {
+            Ok(device) => Finding::new(name, Status::Ok, device.describe()),
+            Err(e) => Finding::new(
+                name,
+                Status::Warning,
+                format!("{spec} unavailable ({e}); kernels run on the CPU device"),
+            ),
+        });
+    }
+    findings.push(Finding::new(
+        "CPU device",
+        Status::Ok,
+        offload_rt::Device::cpu().describe(),
+    ));
+    findings
+}
+
+fn version_line(cmd: &mut Command) -> std::result::Result<String, String> {
+    let out = cmd.output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let first = stderr.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+        return Err(format!("exited with {}: {}", out.status, first.trim()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn host_toolchain() -> Finding {
+    match version_line(Command::new("rustc").arg("-V")) {
+        Ok(v) => Finding::new("host toolchain", Status::Ok, v.trim()),
+        Err(e) => Finding::new("host toolchain", Status::Error, format!("rustc: {e}"))
+            .fix("rustup toolchain install stable"),
+    }
+}
+
+/// The device toolchain and its `rust-src`; returns its LLVM major when known.
+fn device_toolchain(nightly: &str, findings: &mut Vec<Finding>) -> Option<u32> {
+    let install = format!("rustup toolchain install {nightly} --component rust-src");
+    let verbose = match version_line(Command::new("rustup").args(["run", nightly, "rustc", "-vV"]))
+    {
+        Ok(v) => v,
+        Err(e) => {
+            findings.push(
+                Finding::new(
+                    "device toolchain",
+                    Status::Error,
+                    format!("`{nightly}`: {e}"),
+                )
+                .fix(install),
+            );
+            return None;
+        }
+    };
+    let llvm = offload_build::nested::rustc_llvm_major(&verbose);
+    let release = verbose.lines().next().unwrap_or("").trim();
+    findings.push(Finding::new(
+        "device toolchain",
+        Status::Ok,
+        format!("`{nightly}`: {release}"),
+    ));
+    let components = version_line(Command::new("rustup").args([
+        "component",
+        "list",
+        "--installed",
+        "--toolchain",
+        nightly,
+    ]))
+    .unwrap_or_default();
+    findings.push(if components.lines().any(|l| l.starts_with("rust-src")) {
+        Finding::new("rust-src", Status::Ok, format!("installed for `{nightly}`"))
+    } else {
+        Finding::new(
+            "rust-src",
+            Status::Error,
+            format!("not installed for `{nightly}` (needed by -Zbuild-std=core)"),
+        )
+        .fix(format!(
+            "rustup component add rust-src --toolchain {nightly}"
+        ))
+    });
+    llvm
+}
+
+/// rustc's LLVM against the LLVM the device link is linked with: bitcode from a newer LLVM
+/// cannot be read by an older one.
+fn llvm_agreement(rustc: Option<u32>) -> Finding {
+    let linked = offload_build::device_link::linked_llvm_major();
+    let check = "LLVM versions";
+    match rustc {
+        Some(r) if r == linked && linked == LLVM_MAJOR => Finding::new(
+            check,
+            Status::Ok,
+            format!("device toolchain's rustc and the device link both use LLVM {linked}"),
+        ),
+        Some(r) => Finding::new(
+            check,
+            Status::Error,
+            format!(
+                "the device toolchain's rustc uses LLVM {r}, the device link LLVM {linked} \
+                 (GPU targets need both at {LLVM_MAJOR})"
+            ),
+        )
+        .fix(format!(
+            "OFFLOAD_NIGHTLY_TOOLCHAIN=<a nightly whose `rustc -vV` says LLVM {LLVM_MAJOR}>"
+        )),
+        None => Finding::new(
+            check,
+            Status::Warning,
+            format!("rustc's LLVM version unknown; the device link uses LLVM {linked}"),
+        ),
+    }
+}
+
+fn tool_finding(env: &Env, tool: Tool, role: &str, required: bool) -> Finding {
+    let check = tool.program();
+    match tool.find_with(&|name| env.get_untracked(name).map(Into::into)) {
+        Ok(path) => match offload_toolchain::version_of(&path) {
+            Ok(version) => {
+                Finding::new(check, Status::Ok, format!("{} ({version})", path.display()))
+            }
+            Err(e) => Finding::new(
+                check,
+                if required {
+                    Status::Error
+                } else {
+                    Status::Warning
+                },
+                format!("{}: {e}", path.display()),
+            )
+            .fix(format!(
+                "sudo apt-get install --reinstall {}",
+                tool.package()
+            )),
+        },
+        Err(e) => Finding::new(
+            check,
+            if required {
+                Status::Error
+            } else {
+                Status::Warning
+            },
+            format!("{role}: {e}"),
+        )
+        .fix(format!(
+            "sudo apt-get install {}  (or set {})",
+            tool.package(),
+            tool.env_var()
+        )),
+    }
+}
