@@ -19,7 +19,7 @@ use std::process::{Command, ExitCode};
 use offload_toolchain::{Origin, Tool};
 
 const CUDA_PACKAGE: &str = Tool::Ptxas.package();
-const NIGHTLY: &str = "nightly";
+const NIGHTLY: &str = offload_toolchain::DEVICE_TOOLCHAIN;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -3,7 +3,7 @@
 
 /// Variables that select what the build does.
 pub const OFFLOAD_ARCH: &str = "OFFLOAD_ARCH";
-/// Toolchain used for nested device builds (default `nightly`).
+/// Toolchain used for nested device builds (default [`offload_toolchain::DEVICE_TOOLCHAIN`]).
 pub const OFFLOAD_NIGHTLY_TOOLCHAIN: &str = "OFFLOAD_NIGHTLY_TOOLCHAIN";
 /// Set to `1` to print every nested command before it runs.
 pub const OFFLOAD_BUILD_VERBOSE: &str = "OFFLOAD_BUILD_VERBOSE";
@@ -43,6 +43,6 @@ impl Env {
 
     pub fn nightly_toolchain(&self) -> String {
         self.get(OFFLOAD_NIGHTLY_TOOLCHAIN)
-            .unwrap_or_else(|| "nightly".to_owned())
+            .unwrap_or_else(|| offload_toolchain::DEVICE_TOOLCHAIN.to_owned())
     }
 }

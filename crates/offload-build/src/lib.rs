@@ -19,7 +19,7 @@
 //! | variable | meaning |
 //! |---|---|
 //! | `OFFLOAD_ARCH` | comma-separated offload architectures: `sm_80,gfx90a:xnack+,host` |
-//! | `OFFLOAD_NIGHTLY_TOOLCHAIN` | toolchain for device builds (default `nightly`) |
+//! | `OFFLOAD_NIGHTLY_TOOLCHAIN` | toolchain for device builds (default: the pinned `offload_toolchain::DEVICE_TOOLCHAIN`) |
 //! | `OFFLOAD_BUILD_VERBOSE` | `1` prints every nested command |
 //! | `OFFLOAD_PTXAS` | the `ptxas` to use (default: `ptxas` on `PATH`, else none: PTX only) |
 //!

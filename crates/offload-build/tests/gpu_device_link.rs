@@ -38,10 +38,16 @@ fn require(tool: &str, present: bool) -> bool {
 
 fn nightly_ready() -> bool {
     let ok = Command::new("rustup")
-        .args(["run", "nightly", "rustc", "--print", "sysroot"])
+        .args([
+            "run",
+            offload_toolchain::DEVICE_TOOLCHAIN,
+            "rustc",
+            "--print",
+            "sysroot",
+        ])
         .output()
         .is_ok_and(|o| o.status.success());
-    require("the nightly toolchain with rust-src", ok)
+    require("the device toolchain with rust-src", ok)
 }
 
 fn inputs_for(target: &str) -> &'static [DeviceInput] {

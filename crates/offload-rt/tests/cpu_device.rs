@@ -1,5 +1,5 @@
 //! The CPU device on real images: a kernel crate (tests/fixtures/kernels) is built for the CPU
-//! device by a nested `cargo +nightly rustc --crate-type cdylib` with `--cfg offload_device`,
+//! device by the build engine (`offload_build::host_device`, as `build.rs` builds it),
 //! registered from memory as an OffloadBinary, and launched through its typed handles.
 
 use std::borrow::Cow;
@@ -23,72 +23,38 @@ fn fixture_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kernels")
 }
 
-fn cargo() -> PathBuf {
-    let home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")));
-    match home.map(|h| h.join("bin/cargo")) {
-        Some(p) if p.exists() => p,
-        _ => PathBuf::from("cargo"),
-    }
-}
-
-/// Builds the fixture for the CPU device: `Ok(image bytes)`, or `Err(why it cannot be built
-/// here)` when the nightly toolchain is missing.
+/// Builds the fixture for the CPU device with the build engine's own CPU-image build (the one
+/// `build.rs` runs): `Ok(image bytes)`, or `Err(why it cannot be built here)` when the device
+/// toolchain is missing.
 fn build_image() -> Result<Vec<u8>, String> {
-    let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cpu-device");
-    let mut cmd = Command::new(cargo());
-    // A clean environment: nothing of the outer cargo (CARGO_*, RUSTFLAGS, RUSTC_WRAPPER,
-    // CARGO_TARGET_DIR, RUSTUP_TOOLCHAIN) may leak into the device build.
-    cmd.env_clear();
-    for keep in [
-        "PATH",
-        "HOME",
-        "CARGO_HOME",
-        "RUSTUP_HOME",
-        "TMPDIR",
-        "USER",
-    ] {
-        if let Some(v) = std::env::var_os(keep) {
-            cmd.env(keep, v);
-        }
-    }
-    cmd.env(
-        "CARGO_ENCODED_RUSTFLAGS",
-        ["--cfg", "offload_device", "-Cpanic=abort"].join("\u{1f}"),
-    )
-    // LTO lets the optimizer see that kernel pointers never point at the image's
-    // thread-local index state, which keeps the thread loop tight.
-    .env("CARGO_PROFILE_RELEASE_LTO", "fat")
-    .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1")
-    .env("CARGO_TARGET_DIR", &target_dir)
-    .current_dir(fixture_dir())
-    .args([
-        "+nightly",
-        "rustc",
-        "--lib",
-        "--release",
-        "--crate-type",
-        "cdylib",
-        "--target",
-        "x86_64-unknown-linux-gnu",
-        "--quiet",
-    ]);
-    let out = cmd
+    let toolchain = offload_toolchain::DEVICE_TOOLCHAIN;
+    let present = Command::new("rustup")
+        .args(["run", toolchain, "rustc", "-V"])
         .output()
-        .map_err(|e| format!("cannot run {}: {e}", cargo().display()))?;
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        if stderr.contains("toolchain 'nightly") && stderr.contains("not installed") {
-            return Err("the nightly toolchain is not installed".to_owned());
-        }
-        panic!(
-            "device build of the fixture failed ({}):\n{stderr}",
-            out.status
-        );
+        .is_ok_and(|o| o.status.success());
+    if !present {
+        return Err(format!(
+            "the device toolchain `{toolchain}` is not installed"
+        ));
     }
-    let so = target_dir.join("x86_64-unknown-linux-gnu/release/liboffload_rt_test_kernels.so");
-    std::fs::read(&so).map_err(|e| format!("reading {}: {e}", so.display()))
+    let manifest_path = fixture_dir().join("Cargo.toml");
+    let krate = offload_build::KernelCrate {
+        package: "offload-rt-test-kernels".to_owned(),
+        lib_name: MODULE.to_owned(),
+        manifest_path: manifest_path.clone(),
+        root: fixture_dir(),
+        watch: Vec::new(),
+    };
+    let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cpu-device");
+    let image =
+        offload_build::host_device::build(&offload_build::env::Env::detect(), &krate, &target_dir)
+            .unwrap_or_else(|e| panic!("device build of the fixture failed: {e}"));
+    let mut kernels = image.kernels.clone();
+    kernels.sort();
+    let mut expected: Vec<&str> = KERNELS.split(',').collect();
+    expected.sort();
+    assert_eq!(kernels, expected, "kernels the CPU image exports");
+    Ok(image.bytes)
 }
 
 fn descriptor(name: &'static str, module: &str, image: &[u8]) -> &'static OffloadDescriptor {
@@ -99,7 +65,7 @@ fn descriptor(name: &'static str, module: &str, image: &[u8]) -> &'static Offloa
         strings: vec![
             (
                 Cow::Borrowed("triple"),
-                Cow::Borrowed("x86_64-unknown-linux-gnu"),
+                Cow::Borrowed(offload_build::arch::host_triple()),
             ),
             (Cow::Borrowed("arch"), Cow::Borrowed("host")),
             (

@@ -21,6 +21,13 @@ use std::sync::OnceLock;
 /// The LLVM major version device code is built with: rustc's, and the one Debian packages.
 pub const LLVM_MAJOR: u32 = 22;
 
+/// The Rust toolchain device builds use, pinned so that its LLVM major stays
+/// [`LLVM_MAJOR`] whatever day a machine is set up: rustc's bitcode must be readable by the
+/// LLVM the device link is linked with. `OFFLOAD_NIGHTLY_TOOLCHAIN` overrides it. Moving to a
+/// newer nightly: pick one whose `rustc -vV` says `LLVM version: 22.x`, change this line, run
+/// `cargo xtask setup` and the tests (`cargo offload doctor` checks the two LLVM majors).
+pub const DEVICE_TOOLCHAIN: &str = "nightly-2026-05-20";
+
 /// Debian's directory of LLVM 22's programs.
 pub const DEBIAN_LLVM_BIN: &str = "/usr/lib/llvm-22/bin";
 

@@ -482,7 +482,8 @@ mod tests {
             .get_args()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
-        assert_eq!(args[..4], ["run", "nightly", "cargo", "rustc"]);
+        assert_eq!(args[1], Env::detect().nightly_toolchain());
+        assert_eq!([&args[0], &args[2], &args[3]], ["run", "cargo", "rustc"]);
         assert!(args.contains(&"-Zbuild-std=core".to_owned()));
         assert!(args.contains(&"-Clinker=/t/shim.sh".to_owned()));
         let envs: Vec<(String, Option<String>)> = cmd

@@ -170,8 +170,10 @@ pub enum Error {
     },
     /// rustc's LLVM and the linked LLVM have different majors.
     #[error(
-        "rustc nightly uses LLVM {rustc} but the device link uses LLVM {linked}: the bitcode \
-         would not be readable; install a nightly whose `rustc +nightly -vV` says LLVM {linked}"
+        "the device toolchain's rustc uses LLVM {rustc} but the device link uses LLVM {linked}: \
+         its bitcode would not be readable; set OFFLOAD_NIGHTLY_TOOLCHAIN to a nightly whose \
+         `rustc -vV` says LLVM {linked} (the default, {}, does)",
+        offload_toolchain::DEVICE_TOOLCHAIN
     )]
     LlvmMismatch {
         /// rustc's LLVM major.
@@ -180,7 +182,7 @@ pub enum Error {
         linked: u32,
     },
     /// `rustc -vV` did not say which LLVM it uses.
-    #[error("`rustc +nightly -vV` printed no `LLVM version:` line:\n{output}")]
+    #[error("the device toolchain's `rustc -vV` printed no `LLVM version:` line:\n{output}")]
     RustcVersion {
         /// What it printed.
         output: String,
