@@ -11,7 +11,7 @@ use offload_format::{ImageKind, OffloadBinary, OffloadKind};
 use super::amdgpu::{AmdTargetId, amdgpu_inspect};
 use super::archive::{DeviceInput, bitcode_members};
 use super::llvm::{AmdgpuLinkOptions, NvptxLinkOptions, amdgpu_code_object, nvptx_link};
-use super::ptx::{parse_sm, ptx_kernel_names, ptxas_assemble, ptxas_path, ptxas_verbose};
+use super::ptx::{ptx_isa_version, ptx_kernel_names, ptxas_assemble, ptxas_path, ptxas_verbose};
 use super::{Error, GpuImage, GpuImageKind, Result, io_err};
 use crate::arch::OffloadArch;
 use crate::env::Env;
@@ -37,7 +37,7 @@ impl GpuTarget {
     /// Parses `sm_80` or an AMDGPU target ID such as `gfx942:xnack+`.
     pub fn parse(arch: &str) -> Result<Self> {
         if arch.starts_with("sm_") {
-            parse_sm(arch)?;
+            ptx_isa_version(arch)?;
             return Ok(Self::Nvptx {
                 sm: arch.to_owned(),
             });

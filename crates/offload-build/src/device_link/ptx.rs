@@ -6,45 +6,95 @@ use std::process::Command;
 use super::{Error, Result, io_err};
 use crate::command::run as run_command;
 
-/// The PTX ISA version (`78` for 7.8) the device link targets for `sm`: what clang-22 emits
-/// with CUDA 11.8 (7.8), raised where an architecture needs a newer ISA.
-/// Architecture-specific variants (`sm_90a`) need PTX 8.0.
-pub fn ptx_isa_version(sm: u32, arch_specific: bool) -> u32 {
-    let needed = match sm {
-        0..=90 => 78,
-        91..=99 => 80,
-        100..=119 => 86,
-        _ => 87,
-    };
-    if arch_specific {
-        needed.max(80)
-    } else {
-        needed
-    }
+/// The lowest PTX ISA version (`87` for 8.7) LLVM 22's NVPTX back end accepts for each
+/// processor it knows: the `.version` it emits when given no `+ptxNN` feature. Asking for less
+/// makes LLVM abort the process, so an unknown processor is refused instead of guessed.
+const LLVM_MIN_PTX_ISA: &[(&str, u32)] = &[
+    ("sm_20", 32),
+    ("sm_21", 32),
+    ("sm_30", 32),
+    ("sm_32", 40),
+    ("sm_35", 32),
+    ("sm_37", 41),
+    ("sm_50", 40),
+    ("sm_52", 41),
+    ("sm_53", 42),
+    ("sm_60", 50),
+    ("sm_61", 50),
+    ("sm_62", 50),
+    ("sm_70", 60),
+    ("sm_72", 61),
+    ("sm_75", 63),
+    ("sm_80", 70),
+    ("sm_86", 71),
+    ("sm_87", 74),
+    ("sm_88", 90),
+    ("sm_89", 78),
+    ("sm_90", 78),
+    ("sm_90a", 80),
+    ("sm_100", 86),
+    ("sm_100a", 86),
+    ("sm_100f", 88),
+    ("sm_101", 86),
+    ("sm_101a", 86),
+    ("sm_101f", 88),
+    ("sm_103", 88),
+    ("sm_103a", 88),
+    ("sm_103f", 88),
+    ("sm_110", 90),
+    ("sm_110a", 90),
+    ("sm_110f", 90),
+    ("sm_120", 87),
+    ("sm_120a", 87),
+    ("sm_120f", 88),
+    ("sm_121", 88),
+    ("sm_121a", 88),
+    ("sm_121f", 88),
+];
+
+/// The ISA the device link targets at least: what clang-22 emits with CUDA 11.8, the newest
+/// ISA that toolkit's `ptxas` reads.
+const PTX_ISA_FLOOR: u32 = 78;
+
+/// The PTX ISA version (`78` for 7.8) the device link targets for `arch` (`sm_80`, `sm_90a`,
+/// `sm_120f`): 7.8, raised to the minimum LLVM 22 accepts for the processor.
+pub fn ptx_isa_version(arch: &str) -> Result<u32> {
+    parse_sm(arch)?;
+    LLVM_MIN_PTX_ISA
+        .iter()
+        .find(|(sm, _)| *sm == arch)
+        .map(|&(_, min)| min.max(PTX_ISA_FLOOR))
+        .ok_or_else(|| Error::InvalidTarget {
+            target: arch.to_owned(),
+            reason: "LLVM 22 knows no such NVPTX processor",
+        })
 }
 
-/// Splits `sm_90a` into its number and whether it is the architecture-specific variant.
-pub fn parse_sm(arch: &str) -> Result<(u32, bool)> {
+/// Splits `sm_90a` into its number and its suffix: `a` (architecture-specific) or `f`
+/// (family-specific).
+pub fn parse_sm(arch: &str) -> Result<(u32, Option<char>)> {
     let invalid = || Error::InvalidTarget {
         target: arch.to_owned(),
-        reason: "expected sm_<number>[a]",
+        reason: "expected sm_<number>[a|f]",
     };
     let digits = arch.strip_prefix("sm_").ok_or_else(invalid)?;
-    let (digits, arch_specific) = match digits.strip_suffix('a') {
-        Some(d) => (d, true),
-        None => (digits, false),
+    let (digits, suffix) = match digits.char_indices().last() {
+        Some((i, c @ ('a' | 'f'))) => (&digits[..i], Some(c)),
+        _ => (digits, None),
     };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(invalid());
+    }
     let sm: u32 = digits.parse().map_err(|_| invalid())?;
     if !(20..=1000).contains(&sm) || digits.starts_with('0') {
         return Err(invalid());
     }
-    Ok((sm, arch_specific))
+    Ok((sm, suffix))
 }
 
-/// The LLVM feature string for `sm`, e.g. `+ptx78` for `sm_80`.
+/// The LLVM feature string for `arch`, e.g. `+ptx78` for `sm_80`.
 pub fn ptx_features(arch: &str) -> Result<String> {
-    let (sm, arch_specific) = parse_sm(arch)?;
-    Ok(format!("+ptx{}", ptx_isa_version(sm, arch_specific)))
+    Ok(format!("+ptx{}", ptx_isa_version(arch)?))
 }
 
 /// One `.entry` of a PTX module.
@@ -203,21 +253,141 @@ pub fn is_cubin(bytes: &[u8]) -> bool {
 mod tests {
     use super::*;
 
+    /// The `.version` LLVM emits for `cpu` with `features`, from the LLVM this crate links.
+    fn llvm_ptx_version(cpu: &str, features: &str) -> String {
+        use inkwell::OptimizationLevel;
+        use inkwell::context::Context;
+        use inkwell::targets::{
+            CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetTriple,
+        };
+        Target::initialize_nvptx(&InitializationConfig::default());
+        let triple = TargetTriple::create("nvptx64-nvidia-cuda");
+        let machine = Target::from_triple(&triple)
+            .unwrap()
+            .create_target_machine(
+                &triple,
+                cpu,
+                features,
+                OptimizationLevel::None,
+                RelocMode::PIC,
+                CodeModel::Default,
+            )
+            .unwrap();
+        let context = Context::create();
+        let module = context.create_module("isa");
+        module.set_triple(&triple);
+        let ptx = machine
+            .write_to_memory_buffer(&module, FileType::Assembly)
+            .unwrap();
+        let ptx = String::from_utf8_lossy(ptx.as_slice()).into_owned();
+        let target = ptx
+            .lines()
+            .find_map(|l| l.strip_prefix(".target "))
+            .unwrap_or_default();
+        assert_eq!(target, cpu, "LLVM knows `{cpu}`:\n{ptx}");
+        ptx.lines()
+            .find_map(|l| l.strip_prefix(".version "))
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    fn isa_text(isa: u32) -> String {
+        format!("{}.{}", isa / 10, isa % 10)
+    }
+
+    /// The table against the linked LLVM: each row is the `.version` LLVM chooses for the
+    /// processor on its own, and every architecture the build accepts is in the table and
+    /// gets the version the link asks for.
     #[test]
-    fn isa_versions_follow_clang_22() {
-        assert_eq!(ptx_isa_version(70, false), 78);
-        assert_eq!(ptx_isa_version(80, false), 78);
-        assert_eq!(ptx_isa_version(90, false), 78);
-        assert_eq!(ptx_isa_version(90, true), 80);
-        assert_eq!(ptx_isa_version(100, false), 86);
+    fn isa_table_matches_the_linked_llvm() {
+        for &(sm, min) in LLVM_MIN_PTX_ISA {
+            assert_eq!(
+                llvm_ptx_version(sm, ""),
+                isa_text(min),
+                "{sm}: LLVM's minimum"
+            );
+            let ours = ptx_isa_version(sm).unwrap();
+            assert_eq!(ours, min.max(PTX_ISA_FLOOR), "{sm}");
+            assert_eq!(
+                llvm_ptx_version(sm, &ptx_features(sm).unwrap()),
+                isa_text(ours),
+                "{sm}: the link's features"
+            );
+        }
+        for sm in offload_format::target_id::NVIDIA_SM_ARCHS {
+            assert!(
+                ptx_isa_version(sm).is_ok(),
+                "{sm} is accepted but has no ISA"
+            );
+        }
+    }
+
+    /// The table lists exactly the processors `llc` (the same LLVM release) lists, so a
+    /// processor LLVM adds or drops is noticed.
+    #[test]
+    fn isa_table_lists_every_llvm_processor() {
+        let Some(llc) = offload_toolchain::Tool::Llc.for_test() else {
+            return;
+        };
+        let out = Command::new(llc)
+            .args(["-march=nvptx64", "-mcpu=help"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        let cpus = text
+            .split("Available CPUs for this target:")
+            .nth(1)
+            .and_then(|t| t.split("Available features").next())
+            .unwrap_or_default();
+        let mut listed: Vec<&str> = cpus
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|w| w.starts_with("sm_"))
+            .collect();
+        let mut ours: Vec<&str> = LLVM_MIN_PTX_ISA.iter().map(|(sm, _)| *sm).collect();
+        listed.sort_unstable();
+        ours.sort_unstable();
+        assert_eq!(ours, listed, "llc -mcpu=help:\n{text}");
+    }
+
+    #[test]
+    fn isa_versions() {
+        let table = [
+            ("sm_70", 78),
+            ("sm_80", 78),
+            ("sm_88", 90),
+            ("sm_90", 78),
+            ("sm_90a", 80),
+            ("sm_100", 86),
+            ("sm_100f", 88),
+            ("sm_103", 88),
+            ("sm_110", 90),
+            ("sm_120", 87),
+            ("sm_120a", 87),
+            ("sm_121", 88),
+        ];
+        for (sm, isa) in table {
+            assert_eq!(ptx_isa_version(sm).unwrap(), isa, "{sm}");
+        }
+        for unknown in ["sm_130", "sm_90f", "sm_99", "sm_80a"] {
+            assert!(
+                matches!(ptx_isa_version(unknown), Err(Error::InvalidTarget { .. })),
+                "{unknown}"
+            );
+        }
     }
 
     #[test]
     fn sm_names() {
-        assert_eq!(parse_sm("sm_80").unwrap(), (80, false));
-        assert_eq!(parse_sm("sm_90a").unwrap(), (90, true));
+        assert_eq!(parse_sm("sm_80").unwrap(), (80, None));
+        assert_eq!(parse_sm("sm_90a").unwrap(), (90, Some('a')));
+        assert_eq!(parse_sm("sm_120f").unwrap(), (120, Some('f')));
         assert_eq!(ptx_features("sm_90a").unwrap(), "+ptx80");
-        for bad in ["sm_", "80", "sm_x", "sm_08", "sm_5", "gfx90a"] {
+        assert_eq!(ptx_features("sm_120").unwrap(), "+ptx87");
+        for bad in [
+            "sm_", "80", "sm_x", "sm_08", "sm_5", "gfx90a", "sm_a", "sm_90af", "sm_9é",
+        ] {
             assert!(parse_sm(bad).is_err(), "{bad}");
         }
     }
