@@ -200,6 +200,133 @@ pub fn ptxas_path() -> Option<PathBuf> {
     super::find_tool(offload_toolchain::Tool::Ptxas).ok()
 }
 
+/// The `ptxas` found and what it can assemble, for the build and for a `doctor` report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PtxasInfo {
+    /// The executable.
+    pub path: PathBuf,
+    /// The CUDA release it comes from, `11.8` (from `ptxas --version`).
+    pub version: String,
+    /// The real architectures it assembles for, in its own order (`sm_35` … `sm_90`): the
+    /// `sm_*` values `ptxas --help` allows for `--gpu-name`.
+    pub sms: Vec<String>,
+}
+
+impl PtxasInfo {
+    /// Whether this `ptxas` can make a cubin for `sm`. An empty list means the help text was
+    /// not understood; then ptxas itself is left to decide.
+    pub fn knows(&self, sm: &str) -> bool {
+        self.sms.is_empty() || self.sms.iter().any(|s| s == sm)
+    }
+}
+
+/// The CUDA release in `ptxas --version`'s `Cuda compilation tools, release 11.8, V11.8.89`.
+pub fn parse_ptxas_version(text: &str) -> Option<String> {
+    let rest = text.split("release ").nth(1)?;
+    let version: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    (!version.is_empty()).then_some(version)
+}
+
+/// The `sm_*` values `ptxas --help` lists as allowed for `--gpu-name`.
+pub fn parse_ptxas_gpu_names(help: &str) -> Vec<String> {
+    let Some(start) = help.find("--gpu-name") else {
+        return Vec::new();
+    };
+    let section = &help[start..];
+    // The option's paragraph ends where the next option's line starts.
+    let end = section[1..].find("\n--").map_or(section.len(), |i| i + 1);
+    let section = &section[..end];
+    let allowed = section
+        .split("Default value")
+        .next()
+        .unwrap_or(section)
+        .split("Allowed values")
+        .nth(1)
+        .unwrap_or_default();
+    allowed
+        .split('\'')
+        .skip(1)
+        .step_by(2)
+        .filter(|name| name.starts_with("sm_"))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn query_ptxas(path: &std::path::Path) -> Result<PtxasInfo> {
+    let version_out = run_command(Command::new(path).arg("--version"))?;
+    let help_out = run_command(Command::new(path).arg("--help"))?;
+    let version_text = String::from_utf8_lossy(&version_out.stdout);
+    Ok(PtxasInfo {
+        path: path.to_owned(),
+        version: parse_ptxas_version(&version_text).unwrap_or_else(|| "(unknown version)".into()),
+        sms: parse_ptxas_gpu_names(&String::from_utf8_lossy(&help_out.stdout)),
+    })
+}
+
+/// The `ptxas` found (as [`ptxas_path`]) with its CUDA release and the `sm_XX` it supports;
+/// `None` when there is none. Asked once per executable and process.
+pub fn ptxas_supported_sms() -> Result<Option<PtxasInfo>> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<HashMap<PathBuf, PtxasInfo>>> = OnceLock::new();
+    let Some(path) = ptxas_path() else {
+        return Ok(None);
+    };
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(info) = cache.lock().ok().and_then(|c| c.get(&path).cloned()) {
+        return Ok(Some(info));
+    }
+    let info = query_ptxas(&path)?;
+    if let Ok(mut c) = cache.lock() {
+        c.insert(path, info.clone());
+    }
+    Ok(Some(info))
+}
+
+/// How the cubin of an `sm_XX` will be made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CubinPlan {
+    /// `ptxas` knows the architecture.
+    Assemble,
+    /// No `ptxas` is installed: the image is PTX only.
+    NoPtxas,
+    /// The `ptxas` found does not know the architecture: the image is PTX only.
+    Unsupported(PtxasInfo),
+}
+
+impl CubinPlan {
+    /// What stands in the way of a cubin for `sm`, in words; `None` when one will be made.
+    pub fn obstacle(&self, sm: &str) -> Option<String> {
+        match self {
+            Self::Assemble => None,
+            Self::NoPtxas => Some(format!(
+                "no `ptxas` was found to assemble {sm} (install a CUDA toolkit, or set \
+                 OFFLOAD_PTXAS to its ptxas)"
+            )),
+            Self::Unsupported(info) => Some(format!(
+                "`{}` (CUDA {}) does not know {sm}; it knows {}. A CUDA toolkit that knows {sm} \
+                 (point OFFLOAD_PTXAS at its ptxas) would make a cubin",
+                info.path.display(),
+                info.version,
+                info.sms.join(", ")
+            )),
+        }
+    }
+}
+
+/// Whether the installed `ptxas` can assemble `sm`.
+pub fn cubin_plan(sm: &str) -> Result<CubinPlan> {
+    Ok(match ptxas_supported_sms()? {
+        None => CubinPlan::NoPtxas,
+        Some(info) if info.knows(sm) => CubinPlan::Assemble,
+        Some(info) => CubinPlan::Unsupported(info),
+    })
+}
+
 fn run_ptxas(ptx: &str, sm: &str, verbose: bool) -> Result<(Vec<u8>, String)> {
     let ptxas = super::find_tool(offload_toolchain::Tool::Ptxas)?;
     let dir = tempfile_dir()?;
@@ -390,6 +517,128 @@ mod tests {
         ] {
             assert!(parse_sm(bad).is_err(), "{bad}");
         }
+    }
+
+    /// `ptxas --help` of CUDA 11.8, abridged around `--gpu-name`.
+    const PTXAS_11_8_HELP: &str = "\
+--fmad <true|false>                                 (-fmad)
+        Enables (disables) the contraction.
+        Default value:  true.
+
+--gpu-name <gpu name>                               (-arch)
+        Specify name of NVIDIA GPU to generate code for. This option also takes virtual
+        compute architectures, in which case code generation is suppressed. This
+        can be used for parsing only.
+        Allowed values for this option:  'compute_35','compute_37','compute_50',
+        'compute_52','compute_53','compute_60','compute_61','compute_62','compute_70',
+        'compute_72','compute_75','compute_80','compute_86','compute_87','compute_89',
+        'compute_90','lto_35','lto_37','lto_50','lto_52','lto_53','lto_60','lto_61',
+        'lto_62','lto_70','lto_72','lto_75','lto_80','lto_86','lto_87','lto_89',
+        'lto_90','sm_35','sm_37','sm_50','sm_52','sm_53','sm_60','sm_61','sm_62',
+        'sm_70','sm_72','sm_75','sm_80','sm_86','sm_87','sm_89','sm_90'.
+        Default value:  'sm_52'.
+
+--help                                              (-h)
+        Print this help information on this tool.
+        Allowed values for this option:  'sm_999'.
+";
+
+    #[test]
+    fn ptxas_help_and_version() {
+        let sms = parse_ptxas_gpu_names(PTXAS_11_8_HELP);
+        assert_eq!(sms.first().map(String::as_str), Some("sm_35"));
+        assert_eq!(sms.last().map(String::as_str), Some("sm_90"));
+        assert_eq!(sms.len(), 16, "{sms:?}");
+        let info = PtxasInfo {
+            path: "/usr/bin/ptxas".into(),
+            version: "11.8".into(),
+            sms,
+        };
+        assert!(info.knows("sm_80") && info.knows("sm_90"));
+        for sm in ["sm_90a", "sm_100", "sm_120", "sm_30"] {
+            assert!(!info.knows(sm), "{sm}");
+        }
+        let why = CubinPlan::Unsupported(info).obstacle("sm_120").unwrap();
+        for part in [
+            "/usr/bin/ptxas",
+            "CUDA 11.8",
+            "sm_120",
+            "sm_35",
+            "sm_90",
+            "OFFLOAD_PTXAS",
+        ] {
+            assert!(why.contains(part), "`{part}` missing in: {why}");
+        }
+        assert_eq!(CubinPlan::Assemble.obstacle("sm_80"), None);
+
+        // A newer toolkit's spelling: family and architecture-specific names in one list.
+        let newer = "--gpu-name <gpu name> (-arch)\n        Allowed values for this option: \
+                     'compute_100','sm_100','sm_100a','sm_100f','sm_120',\n        'sm_120a'.\n";
+        assert_eq!(
+            parse_ptxas_gpu_names(newer),
+            ["sm_100", "sm_100a", "sm_100f", "sm_120", "sm_120a"]
+        );
+        // Not understood: nothing listed, so ptxas is left to decide.
+        assert!(parse_ptxas_gpu_names("usage: ptxas [options] file").is_empty());
+        assert!(
+            PtxasInfo {
+                path: "ptxas".into(),
+                version: "12.9".into(),
+                sms: Vec::new()
+            }
+            .knows("sm_120")
+        );
+
+        let version = "ptxas: NVIDIA (R) Ptx optimizing assembler\n\
+                       Cuda compilation tools, release 11.8, V11.8.89\n\
+                       Build cuda_11.8.r11.8/compiler.31833905_0\n";
+        assert_eq!(parse_ptxas_version(version).as_deref(), Some("11.8"));
+        assert_eq!(parse_ptxas_version("release , V"), None);
+        assert_eq!(parse_ptxas_version(""), None);
+    }
+
+    /// What the installed `ptxas` says it knows is what it assembles: an sm on its list makes
+    /// a cubin, the first sm LLVM knows beyond its list is refused.
+    #[test]
+    fn installed_ptxas_assembles_what_it_lists() {
+        if offload_toolchain::Tool::Ptxas.for_test().is_none() {
+            return;
+        }
+        let info = ptxas_supported_sms().unwrap().unwrap();
+        assert!(!info.version.starts_with('('), "{info:?}");
+        assert!(info.knows("sm_80"), "{info:?}");
+        let ptx = |sm: &str| {
+            format!(
+                ".version {}\n.target {sm}\n.address_size 64\n.visible .entry k()\n{{\nret;\n}}\n",
+                isa_text(ptx_isa_version(sm).unwrap())
+            )
+        };
+        assert!(is_cubin(&ptxas_assemble(&ptx("sm_80"), "sm_80").unwrap()));
+        // A real error in the PTX, on an sm ptxas knows, is an error with its message and
+        // the command.
+        let bad = ptx("sm_80").replace("ret;", "bogus.u32 %r1;\nret;");
+        let err = ptxas_assemble(&bad, "sm_80").unwrap_err().to_string();
+        for part in ["-arch=sm_80", "image.sm_80.ptx", "'bogus'"] {
+            assert!(err.contains(part), "`{part}` missing in: {err}");
+        }
+        let Some(unknown) = ["sm_90a", "sm_100", "sm_120", "sm_121"]
+            .into_iter()
+            .find(|sm| !info.knows(sm))
+        else {
+            println!(
+                "skipped: {} (CUDA {}) knows every sm tried",
+                info.path.display(),
+                info.version
+            );
+            return;
+        };
+        let err = ptxas_assemble(&ptx(unknown), unknown).unwrap_err();
+        assert!(matches!(err, Error::Command(_)), "{unknown}: {err}");
+        assert_eq!(
+            cubin_plan(unknown).unwrap(),
+            CubinPlan::Unsupported(info.clone())
+        );
+        assert_eq!(cubin_plan("sm_80").unwrap(), CubinPlan::Assemble);
     }
 
     #[test]
