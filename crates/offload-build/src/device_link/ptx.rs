@@ -570,6 +570,11 @@ mod tests {
             assert!(why.contains(part), "`{part}` missing in: {why}");
         }
         assert_eq!(CubinPlan::Assemble.obstacle("sm_80"), None);
+        let why = CubinPlan::NoPtxas.obstacle("sm_80").unwrap();
+        assert!(
+            why.contains("no `ptxas`") && why.contains("OFFLOAD_PTXAS"),
+            "{why}"
+        );
 
         // A newer toolkit's spelling: family and architecture-specific names in one list.
         let newer = "--gpu-name <gpu name> (-arch)\n        Allowed values for this option: \
