@@ -25,11 +25,22 @@ fn target_dir(name: &str) -> PathBuf {
 
 /// `cargo offload <args>` run the way cargo runs a subcommand.
 fn cargo_offload(cwd: &Path, args: &[&str]) -> Output {
+    cargo_offload_env(cwd, args, &[])
+}
+
+/// [`cargo_offload`] with variables set (`Some`) or removed (`None`).
+fn cargo_offload_env(cwd: &Path, args: &[&str], vars: &[(&str, Option<&str>)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_cargo-offload"));
     cmd.arg("offload").args(args).current_dir(cwd);
     // The tests' own build must not leak into the builds they start.
     for var in ["RUSTFLAGS", "CARGO_TARGET_DIR", "CARGO_ENCODED_RUSTFLAGS"] {
         cmd.env_remove(var);
+    }
+    for (var, value) in vars {
+        match value {
+            Some(v) => cmd.env(var, v),
+            None => cmd.env_remove(var),
+        };
     }
     cmd.output().expect("cargo-offload starts")
 }
@@ -349,6 +360,155 @@ fn gpu_images_for_many_architectures_are_embedded_and_valid() {
             assert!(header.contains("block_sum.kd"), "{name}:\n{header}");
         }
     }
+}
+
+/// The first of `candidates` that the installed `ptxas` refuses to assemble for.
+fn an_sm_ptxas_refuses(ptxas: &Path, candidates: &[(&'static str, &str)]) -> Option<&'static str> {
+    let dir = target_dir("ptxas-probe");
+    std::fs::create_dir_all(&dir).unwrap();
+    candidates.iter().find_map(|&(sm, isa)| {
+        let ptx = dir.join(format!("{sm}.ptx"));
+        let ptx_text = format!(
+            ".version {isa}\n.target {sm}\n.address_size 64\n.visible .entry k()\n{{\nret;\n}}\n"
+        );
+        std::fs::write(&ptx, ptx_text).unwrap();
+        let out = Command::new(ptxas)
+            .arg(format!("-arch={sm}"))
+            .arg(&ptx)
+            .arg("-o")
+            .arg(dir.join(format!("{sm}.cubin")))
+            .output()
+            .unwrap();
+        (!out.status.success()).then_some(sm)
+    })
+}
+
+/// The `.version` line of PTX text.
+fn ptx_version(ptx: &str) -> Option<&str> {
+    ptx.lines().find_map(|l| l.trim().strip_prefix(".version "))
+}
+
+#[test]
+fn an_sm_the_installed_ptxas_does_not_know_gets_ptx_only() {
+    let Some(ptxas) = ptxas() else { return };
+    let Some(llc) = llvm_tool(Tool::Llc) else {
+        return;
+    };
+    let Some(new_sm) = an_sm_ptxas_refuses(&ptxas, &[("sm_120", "8.7"), ("sm_121", "8.8")]) else {
+        println!("skipped: {} assembles sm_120 and sm_121", ptxas.display());
+        return;
+    };
+    let root = workspace_root();
+    let target = target_dir("e2e-ptx-only");
+    let target_s = target.to_string_lossy().into_owned();
+    let archs = format!("sm_80,{new_sm}");
+    let args = [
+        "build",
+        "--offload-arch",
+        &archs,
+        "--release",
+        "-p",
+        "reduce",
+        "--target-dir",
+        &target_s,
+    ];
+
+    // A release pipeline that must ship cubins gets a clear error.
+    let strict = cargo_offload_env(&root, &args, &[("OFFLOAD_REQUIRE_CUBIN", Some("1"))]);
+    let stderr = String::from_utf8_lossy(&strict.stderr);
+    assert!(!strict.status.success(), "{stderr}");
+    for part in [
+        format!("no cubin can be made for {new_sm}"),
+        format!("does not know {new_sm}"),
+        "OFFLOAD_REQUIRE_CUBIN is set".to_owned(),
+    ] {
+        assert!(stderr.contains(&part), "`{part}` missing in:\n{stderr}");
+    }
+
+    let out = cargo_offload_env(&root, &args, &[("OFFLOAD_REQUIRE_CUBIN", None)]);
+    check(&out, "cargo offload build with an sm ptxas does not know");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("warning:") && l.contains("PTX only"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "one warning:\n{stderr}");
+    for part in [
+        new_sm,
+        "CUDA ",
+        "JIT-compiled",
+        "OFFLOAD_PTXAS",
+        "OFFLOAD_REQUIRE_CUBIN",
+    ] {
+        assert!(
+            warnings[0].contains(part),
+            "`{part}` missing in: {}",
+            warnings[0]
+        );
+    }
+
+    let bundle = built_bundle(&target, "reduce");
+    let built = offload_format::parse_all(&bundle).unwrap();
+    let mut seen: Vec<(&str, offload_format::ImageKind)> = built
+        .iter()
+        .map(|b| (b.arch().unwrap(), b.image_kind))
+        .collect();
+    seen.sort_by_key(|(arch, kind)| (arch.to_string(), kind.name()));
+    use offload_format::ImageKind::{Cubin, Ptx};
+    let mut want = vec![("sm_80", Cubin), ("sm_80", Ptx), (new_sm, Ptx)];
+    want.sort_by_key(|(arch, kind)| (arch.to_string(), kind.name()));
+    assert_eq!(seen, want);
+    for bin in &built {
+        match (bin.arch().unwrap(), bin.image_kind) {
+            ("sm_80", Cubin) => assert_eq!(
+                (
+                    &bin.image[..4],
+                    u16::from_le_bytes([bin.image[18], bin.image[19]])
+                ),
+                (&b"\x7fELF"[..], 190),
+                "sm_80's cubin is a CUDA ELF"
+            ),
+            (sm, Ptx) if sm == new_sm => {
+                // The ISA is one LLVM 22 accepts for the sm: at least what llc chooses for it.
+                let ptx = String::from_utf8_lossy(&bin.image);
+                let ll = target.join("isa-probe.ll");
+                std::fs::write(&ll, "target triple = \"nvptx64-nvidia-cuda\"\n").unwrap();
+                let llc_ptx = check(
+                    &Command::new(&llc)
+                        .arg(format!("-mcpu={new_sm}"))
+                        .arg(&ll)
+                        .args(["-o", "-"])
+                        .output()
+                        .unwrap(),
+                    "llc",
+                );
+                let isa = |v: Option<&str>| -> (u32, u32) {
+                    let (major, minor) = v.and_then(|v| v.split_once('.')).unwrap();
+                    (major.parse().unwrap(), minor.parse().unwrap())
+                };
+                assert!(
+                    isa(ptx_version(&ptx)) >= isa(ptx_version(&llc_ptx)),
+                    "{new_sm}: PTX .version {:?}, LLVM's minimum {:?}",
+                    ptx_version(&ptx),
+                    ptx_version(&llc_ptx)
+                );
+                assert!(ptx.contains(&format!(".target {new_sm}")), "{ptx}");
+                assert!(ptx.contains(".entry block_sum"), "{ptx}");
+            }
+            _ => {}
+        }
+    }
+
+    let exe = target.join("release/reduce");
+    let text = check(
+        &cargo_offload(&root, &["inspect", &exe.to_string_lossy()]),
+        "cargo offload inspect",
+    );
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("PTX only"))
+        .unwrap_or_else(|| panic!("no PTX-only line:\n{text}"));
+    assert!(line.ends_with(&format!(": {new_sm}")), "{line}");
 }
 
 #[test]

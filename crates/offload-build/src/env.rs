@@ -7,6 +7,8 @@ pub const OFFLOAD_ARCH: &str = "OFFLOAD_ARCH";
 pub const OFFLOAD_NIGHTLY_TOOLCHAIN: &str = "OFFLOAD_NIGHTLY_TOOLCHAIN";
 /// Set to `1` to print every nested command before it runs.
 pub const OFFLOAD_BUILD_VERBOSE: &str = "OFFLOAD_BUILD_VERBOSE";
+/// Set to `1` to fail the build when an `sm_XX` would get PTX without a cubin.
+pub const OFFLOAD_REQUIRE_CUBIN: &str = "OFFLOAD_REQUIRE_CUBIN";
 
 #[derive(Debug, Clone, Copy)]
 pub struct Env {
@@ -39,6 +41,23 @@ impl Env {
 
     pub fn verbose(&self) -> bool {
         self.get(OFFLOAD_BUILD_VERBOSE).is_some_and(|v| v != "0")
+    }
+
+    /// Whether every `sm_XX` must get a cubin (`OFFLOAD_REQUIRE_CUBIN`, any value but `0`).
+    pub fn require_cubin(&self) -> bool {
+        self.get(OFFLOAD_REQUIRE_CUBIN).is_some_and(|v| v != "0")
+    }
+
+    /// Reports a warning: in a build script as `cargo:warning=` (cargo shows it once per
+    /// line), elsewhere on stderr.
+    pub fn warn(&self, message: &str) {
+        for line in message.lines() {
+            if self.build_script {
+                println!("cargo:warning={line}");
+            } else {
+                eprintln!("warning: {line}");
+            }
+        }
     }
 
     pub fn nightly_toolchain(&self) -> String {

@@ -186,6 +186,22 @@ fn image_resources(_bin: &OffloadBinary<'_>) -> Vec<KernelResources> {
     Vec::new()
 }
 
+/// The NVIDIA architectures whose PTX comes without a cubin of the same module (the driver
+/// JIT-compiles it), in the order first seen.
+pub fn ptx_only_archs(images: &[ImageInfo]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for ptx in images.iter().filter(|i| i.kind == ImageKind::Ptx.name()) {
+        let has_cubin = images.iter().any(|i| {
+            i.kind == ImageKind::Cubin.name()
+                && (&i.triple, &i.arch, &i.module) == (&ptx.triple, &ptx.arch, &ptx.module)
+        });
+        if !has_cubin && !out.contains(&ptx.arch) {
+            out.push(ptx.arch.clone());
+        }
+    }
+    out
+}
+
 /// The human-readable listing.
 pub fn render_text(path: &str, images: &[ImageInfo]) -> String {
     use std::fmt::Write as _;
@@ -225,6 +241,14 @@ pub fn render_text(path: &str, images: &[ImageInfo]) -> String {
             }
             let _ = writeln!(s, "      {}: {}", r.kernel, parts.join(", "));
         }
+    }
+    let ptx_only = ptx_only_archs(images);
+    if !ptx_only.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nPTX only, no cubin (the CUDA driver JIT-compiles it): {}",
+            ptx_only.join(", ")
+        );
     }
     s
 }
@@ -563,4 +587,45 @@ pub fn render_report(path: &str, report: &FileReport) -> String {
     }
     s.push_str(&render_text(path, &report.images));
     s
+}
+
+#[cfg(test)]
+mod ptx_only_tests {
+    use super::*;
+
+    fn image(arch: &str, kind: ImageKind, module: &str) -> ImageInfo {
+        ImageInfo {
+            container: "file".into(),
+            index: 0,
+            triple: "nvptx64-nvidia-cuda".into(),
+            arch: arch.into(),
+            kind: kind.name().into(),
+            producer: "cuda".into(),
+            size: 1,
+            module: Some(module.into()),
+            kernels: Vec::new(),
+            strings: BTreeMap::new(),
+            resources: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn sms_with_ptx_but_no_cubin_are_named() {
+        let images = [
+            image("sm_80", ImageKind::Cubin, "a"),
+            image("sm_80", ImageKind::Ptx, "a"),
+            image("sm_120", ImageKind::Ptx, "a"),
+            // A cubin of another module does not cover this one's PTX.
+            image("sm_90", ImageKind::Cubin, "b"),
+            image("sm_90", ImageKind::Ptx, "a"),
+            image("sm_120", ImageKind::Ptx, "b"),
+        ];
+        assert_eq!(ptx_only_archs(&images), ["sm_120", "sm_90"]);
+        let text = render_text("x", &images);
+        assert!(
+            text.ends_with("PTX only, no cubin (the CUDA driver JIT-compiles it): sm_120, sm_90\n"),
+            "{text}"
+        );
+        assert!(!render_text("x", &images[..2]).contains("PTX only"));
+    }
 }

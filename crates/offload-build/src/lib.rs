@@ -22,6 +22,7 @@
 //! | `OFFLOAD_NIGHTLY_TOOLCHAIN` | toolchain for device builds (default: the pinned `offload_toolchain::DEVICE_TOOLCHAIN`) |
 //! | `OFFLOAD_BUILD_VERBOSE` | `1` prints every nested command |
 //! | `OFFLOAD_PTXAS` | the `ptxas` to use (default: `ptxas` on `PATH`, else none: PTX only) |
+//! | `OFFLOAD_REQUIRE_CUBIN` | `1` fails the build when an `sm_XX` would get no cubin (no `ptxas`, or one that does not know the `sm`); otherwise such an `sm` gets PTX only, with a warning when a `ptxas` exists |
 //!
 //! Device builds go to `<target-dir>/offload/<triple>-<arch>/`, each a cargo target directory
 //! of its own; cargo's own caching makes an unchanged kernel crate cost nothing, and the build

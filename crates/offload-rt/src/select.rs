@@ -422,6 +422,28 @@ mod tests {
                 vec![nv("sm_100", Cubin), nv("sm_90", Ptx)],
                 Some((1, Fit::PtxJit)),
             ),
+            // A build whose ptxas did not know sm_120 carries its PTX only, beside sm_80's
+            // cubin: a Blackwell GPU JIT-compiles sm_120's PTX, an Ampere one runs the cubin.
+            (
+                (12, 0),
+                vec![nv("sm_80", Cubin), nv("sm_80", Ptx), nv("sm_120", Ptx)],
+                Some((2, Fit::PtxJit)),
+            ),
+            (
+                (12, 1),
+                vec![nv("sm_80", Cubin), nv("sm_120", Ptx), nv("sm_80", Ptx)],
+                Some((1, Fit::PtxJit)),
+            ),
+            (
+                (8, 6),
+                vec![nv("sm_80", Cubin), nv("sm_80", Ptx), nv("sm_120", Ptx)],
+                Some((0, Fit::Cubin)),
+            ),
+            (
+                (10, 0),
+                vec![nv("sm_80", Cubin), nv("sm_80", Ptx), nv("sm_120", Ptx)],
+                Some((1, Fit::PtxJit)),
+            ),
             // Fat binaries: same family after cubins, else a last resort.
             (
                 (8, 0),

@@ -11,7 +11,9 @@ use offload_format::{ImageKind, OffloadBinary, OffloadKind};
 use super::amdgpu::{AmdTargetId, amdgpu_inspect};
 use super::archive::{DeviceInput, bitcode_members};
 use super::llvm::{AmdgpuLinkOptions, NvptxLinkOptions, amdgpu_code_object, nvptx_link};
-use super::ptx::{parse_sm, ptx_kernel_names, ptxas_assemble, ptxas_path, ptxas_verbose};
+use super::ptx::{
+    CubinPlan, cubin_plan, ptx_isa_version, ptx_kernel_names, ptxas_assemble, ptxas_verbose,
+};
 use super::{Error, GpuImage, GpuImageKind, Result, io_err};
 use crate::arch::OffloadArch;
 use crate::env::Env;
@@ -37,7 +39,7 @@ impl GpuTarget {
     /// Parses `sm_80` or an AMDGPU target ID such as `gfx942:xnack+`.
     pub fn parse(arch: &str) -> Result<Self> {
         if arch.starts_with("sm_") {
-            parse_sm(arch)?;
+            ptx_isa_version(arch)?;
             return Ok(Self::Nvptx {
                 sm: arch.to_owned(),
             });
@@ -340,14 +342,15 @@ pub fn device_inputs(
 }
 
 /// Links the images of one target from device-link inputs. NVIDIA targets give a cubin (where
-/// `ptxas` exists) and PTX, in that order; AMD targets one code object.
+/// the installed `ptxas` knows the `sm`, see [`cubin_plan`]) and PTX, in that order; AMD
+/// targets one code object. A `ptxas` failure on an `sm` it knows is an error.
 pub fn gpu_images(inputs: &[DeviceInput], target: &GpuTarget) -> Result<Vec<GpuImage>> {
     match target {
         GpuTarget::Nvptx { sm } => {
             let ptx = nvptx_link(inputs, sm, &NvptxLinkOptions::default())?;
             let kernels: Vec<String> = ptx_kernel_names(&ptx).into_iter().map(|k| k.name).collect();
             let mut images = Vec::new();
-            if ptxas_path().is_some() {
+            if cubin_plan(sm)? == CubinPlan::Assemble {
                 images.push(GpuImage {
                     bytes: ptxas_assemble(&ptx, sm)?,
                     kind: GpuImageKind::Cubin,
@@ -378,6 +381,32 @@ pub fn gpu_images(inputs: &[DeviceInput], target: &GpuTarget) -> Result<Vec<GpuI
     }
 }
 
+/// Decides, before anything is built, what an `sm` that will get no cubin means: an error
+/// under `OFFLOAD_REQUIRE_CUBIN`, else one warning when the `ptxas` found does not know it
+/// (without any `ptxas`, PTX only is the documented default and stays quiet).
+fn check_cubin(env: &Env, krate: &KernelCrate, sm: &str) -> Result<()> {
+    // Read first, so that cargo reruns the build script when it changes.
+    let require = env.require_cubin();
+    let plan = cubin_plan(sm)?;
+    let Some(obstacle) = plan.obstacle(sm) else {
+        return Ok(());
+    };
+    if require {
+        return Err(Error::CubinRequired {
+            sm: sm.to_owned(),
+            reason: obstacle,
+        });
+    }
+    if matches!(plan, CubinPlan::Unsupported(_)) {
+        env.warn(&format!(
+            "{}: {sm} gets PTX only, JIT-compiled by the CUDA driver on the GPU: {obstacle}; \
+             OFFLOAD_REQUIRE_CUBIN=1 makes this an error",
+            krate.package
+        ));
+    }
+    Ok(())
+}
+
 /// Builds the device images of `krate` for one GPU architecture: nested nightly build in
 /// `target_dir`, device link, `ptxas` / `ld.lld`. The build engine's entry point.
 pub fn build_gpu_images(
@@ -387,6 +416,9 @@ pub fn build_gpu_images(
     target_dir: &Path,
 ) -> crate::Result<Vec<DeviceImage>> {
     let target = GpuTarget::parse(arch.name())?;
+    if let GpuTarget::Nvptx { sm } = &target {
+        check_cubin(env, krate, sm)?;
+    }
     let inputs = device_inputs(env, &krate.manifest_path, &target, target_dir)?;
     let images = gpu_images(&inputs, &target)?;
     Ok(images
@@ -433,7 +465,7 @@ pub fn image_resources(bin: &OffloadBinary<'_>) -> Vec<KernelResources> {
             let (Ok(ptx), Some(arch)) = (std::str::from_utf8(&bin.image), bin.arch()) else {
                 return Vec::new();
             };
-            if ptxas_path().is_none() {
+            if !matches!(cubin_plan(arch), Ok(CubinPlan::Assemble)) {
                 return Vec::new();
             }
             ptxas_verbose(ptx, arch)

@@ -8,8 +8,11 @@
 //! in the [`SHARED_SECTION`] link section move to address space 3 (`.shared` / LDS).
 //!
 //! Environment variables read here: `OFFLOAD_PTXAS` (the `ptxas` to use; default `ptxas` on
-//! `PATH`, else `/usr/lib/cuda/bin/ptxas`), `OFFLOAD_NIGHTLY_TOOLCHAIN` (through
-//! [`crate::nested`]). External tools are found by [`find_tool`].
+//! `PATH`, else `/usr/lib/cuda/bin/ptxas`), `OFFLOAD_REQUIRE_CUBIN` (`1`: an `sm_XX` the
+//! `ptxas` found does not know, or no `ptxas` at all, fails the build instead of embedding its
+//! PTX alone with a warning), `OFFLOAD_NIGHTLY_TOOLCHAIN` (through [`crate::nested`]).
+//! External tools are found by [`find_tool`]; [`ptxas_supported_sms`] says which `sm_XX` the
+//! `ptxas` found can assemble.
 
 mod amdgpu;
 mod archive;
@@ -32,8 +35,10 @@ pub use llvm::{
     nvptx_link, write_external_inputs,
 };
 pub use ptx::{
-    PtxKernelInfo, PtxasKernelInfo, is_cubin, parse_ptxas_verbose, parse_sm, ptx_features,
-    ptx_isa_version, ptx_kernel_names, ptxas_assemble, ptxas_path, ptxas_verbose,
+    CubinPlan, PtxKernelInfo, PtxasInfo, PtxasKernelInfo, cubin_plan, is_cubin,
+    parse_ptxas_gpu_names, parse_ptxas_verbose, parse_ptxas_version, parse_sm, ptx_features,
+    ptx_isa_version, ptx_kernel_names, ptxas_assemble, ptxas_path, ptxas_supported_sms,
+    ptxas_verbose,
 };
 
 use std::path::PathBuf;
@@ -194,6 +199,17 @@ pub enum Error {
         target: String,
         /// Why.
         reason: &'static str,
+    },
+    /// `OFFLOAD_REQUIRE_CUBIN` is set and no cubin can be made for an `sm_XX`.
+    #[error(
+        "no cubin can be made for {sm}: {reason}; OFFLOAD_REQUIRE_CUBIN is set, so PTX alone \
+         is not accepted"
+    )]
+    CubinRequired {
+        /// The architecture.
+        sm: String,
+        /// Why not.
+        reason: String,
     },
     /// An external tool (`ptxas`, `ld.lld`, …) is not installed.
     #[error(transparent)]

@@ -6,45 +6,95 @@ use std::process::Command;
 use super::{Error, Result, io_err};
 use crate::command::run as run_command;
 
-/// The PTX ISA version (`78` for 7.8) the device link targets for `sm`: what clang-22 emits
-/// with CUDA 11.8 (7.8), raised where an architecture needs a newer ISA.
-/// Architecture-specific variants (`sm_90a`) need PTX 8.0.
-pub fn ptx_isa_version(sm: u32, arch_specific: bool) -> u32 {
-    let needed = match sm {
-        0..=90 => 78,
-        91..=99 => 80,
-        100..=119 => 86,
-        _ => 87,
-    };
-    if arch_specific {
-        needed.max(80)
-    } else {
-        needed
-    }
+/// The lowest PTX ISA version (`87` for 8.7) LLVM 22's NVPTX back end accepts for each
+/// processor it knows: the `.version` it emits when given no `+ptxNN` feature. Asking for less
+/// makes LLVM abort the process, so an unknown processor is refused instead of guessed.
+const LLVM_MIN_PTX_ISA: &[(&str, u32)] = &[
+    ("sm_20", 32),
+    ("sm_21", 32),
+    ("sm_30", 32),
+    ("sm_32", 40),
+    ("sm_35", 32),
+    ("sm_37", 41),
+    ("sm_50", 40),
+    ("sm_52", 41),
+    ("sm_53", 42),
+    ("sm_60", 50),
+    ("sm_61", 50),
+    ("sm_62", 50),
+    ("sm_70", 60),
+    ("sm_72", 61),
+    ("sm_75", 63),
+    ("sm_80", 70),
+    ("sm_86", 71),
+    ("sm_87", 74),
+    ("sm_88", 90),
+    ("sm_89", 78),
+    ("sm_90", 78),
+    ("sm_90a", 80),
+    ("sm_100", 86),
+    ("sm_100a", 86),
+    ("sm_100f", 88),
+    ("sm_101", 86),
+    ("sm_101a", 86),
+    ("sm_101f", 88),
+    ("sm_103", 88),
+    ("sm_103a", 88),
+    ("sm_103f", 88),
+    ("sm_110", 90),
+    ("sm_110a", 90),
+    ("sm_110f", 90),
+    ("sm_120", 87),
+    ("sm_120a", 87),
+    ("sm_120f", 88),
+    ("sm_121", 88),
+    ("sm_121a", 88),
+    ("sm_121f", 88),
+];
+
+/// The ISA the device link targets at least: what clang-22 emits with CUDA 11.8, the newest
+/// ISA that toolkit's `ptxas` reads.
+const PTX_ISA_FLOOR: u32 = 78;
+
+/// The PTX ISA version (`78` for 7.8) the device link targets for `arch` (`sm_80`, `sm_90a`,
+/// `sm_120f`): 7.8, raised to the minimum LLVM 22 accepts for the processor.
+pub fn ptx_isa_version(arch: &str) -> Result<u32> {
+    parse_sm(arch)?;
+    LLVM_MIN_PTX_ISA
+        .iter()
+        .find(|(sm, _)| *sm == arch)
+        .map(|&(_, min)| min.max(PTX_ISA_FLOOR))
+        .ok_or_else(|| Error::InvalidTarget {
+            target: arch.to_owned(),
+            reason: "LLVM 22 knows no such NVPTX processor",
+        })
 }
 
-/// Splits `sm_90a` into its number and whether it is the architecture-specific variant.
-pub fn parse_sm(arch: &str) -> Result<(u32, bool)> {
+/// Splits `sm_90a` into its number and its suffix: `a` (architecture-specific) or `f`
+/// (family-specific).
+pub fn parse_sm(arch: &str) -> Result<(u32, Option<char>)> {
     let invalid = || Error::InvalidTarget {
         target: arch.to_owned(),
-        reason: "expected sm_<number>[a]",
+        reason: "expected sm_<number>[a|f]",
     };
     let digits = arch.strip_prefix("sm_").ok_or_else(invalid)?;
-    let (digits, arch_specific) = match digits.strip_suffix('a') {
-        Some(d) => (d, true),
-        None => (digits, false),
+    let (digits, suffix) = match digits.char_indices().last() {
+        Some((i, c @ ('a' | 'f'))) => (&digits[..i], Some(c)),
+        _ => (digits, None),
     };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(invalid());
+    }
     let sm: u32 = digits.parse().map_err(|_| invalid())?;
     if !(20..=1000).contains(&sm) || digits.starts_with('0') {
         return Err(invalid());
     }
-    Ok((sm, arch_specific))
+    Ok((sm, suffix))
 }
 
-/// The LLVM feature string for `sm`, e.g. `+ptx78` for `sm_80`.
+/// The LLVM feature string for `arch`, e.g. `+ptx78` for `sm_80`.
 pub fn ptx_features(arch: &str) -> Result<String> {
-    let (sm, arch_specific) = parse_sm(arch)?;
-    Ok(format!("+ptx{}", ptx_isa_version(sm, arch_specific)))
+    Ok(format!("+ptx{}", ptx_isa_version(arch)?))
 }
 
 /// One `.entry` of a PTX module.
@@ -150,6 +200,133 @@ pub fn ptxas_path() -> Option<PathBuf> {
     super::find_tool(offload_toolchain::Tool::Ptxas).ok()
 }
 
+/// The `ptxas` found and what it can assemble, for the build and for a `doctor` report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PtxasInfo {
+    /// The executable.
+    pub path: PathBuf,
+    /// The CUDA release it comes from, `11.8` (from `ptxas --version`).
+    pub version: String,
+    /// The real architectures it assembles for, in its own order (`sm_35` … `sm_90`): the
+    /// `sm_*` values `ptxas --help` allows for `--gpu-name`.
+    pub sms: Vec<String>,
+}
+
+impl PtxasInfo {
+    /// Whether this `ptxas` can make a cubin for `sm`. An empty list means the help text was
+    /// not understood; then ptxas itself is left to decide.
+    pub fn knows(&self, sm: &str) -> bool {
+        self.sms.is_empty() || self.sms.iter().any(|s| s == sm)
+    }
+}
+
+/// The CUDA release in `ptxas --version`'s `Cuda compilation tools, release 11.8, V11.8.89`.
+pub fn parse_ptxas_version(text: &str) -> Option<String> {
+    let rest = text.split("release ").nth(1)?;
+    let version: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    (!version.is_empty()).then_some(version)
+}
+
+/// The `sm_*` values `ptxas --help` lists as allowed for `--gpu-name`.
+pub fn parse_ptxas_gpu_names(help: &str) -> Vec<String> {
+    let Some(start) = help.find("--gpu-name") else {
+        return Vec::new();
+    };
+    let section = &help[start..];
+    // The option's paragraph ends where the next option's line starts.
+    let end = section[1..].find("\n--").map_or(section.len(), |i| i + 1);
+    let section = &section[..end];
+    let allowed = section
+        .split("Default value")
+        .next()
+        .unwrap_or(section)
+        .split("Allowed values")
+        .nth(1)
+        .unwrap_or_default();
+    allowed
+        .split('\'')
+        .skip(1)
+        .step_by(2)
+        .filter(|name| name.starts_with("sm_"))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn query_ptxas(path: &std::path::Path) -> Result<PtxasInfo> {
+    let version_out = run_command(Command::new(path).arg("--version"))?;
+    let help_out = run_command(Command::new(path).arg("--help"))?;
+    let version_text = String::from_utf8_lossy(&version_out.stdout);
+    Ok(PtxasInfo {
+        path: path.to_owned(),
+        version: parse_ptxas_version(&version_text).unwrap_or_else(|| "(unknown version)".into()),
+        sms: parse_ptxas_gpu_names(&String::from_utf8_lossy(&help_out.stdout)),
+    })
+}
+
+/// The `ptxas` found (as [`ptxas_path`]) with its CUDA release and the `sm_XX` it supports;
+/// `None` when there is none. Asked once per executable and process.
+pub fn ptxas_supported_sms() -> Result<Option<PtxasInfo>> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<HashMap<PathBuf, PtxasInfo>>> = OnceLock::new();
+    let Some(path) = ptxas_path() else {
+        return Ok(None);
+    };
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(info) = cache.lock().ok().and_then(|c| c.get(&path).cloned()) {
+        return Ok(Some(info));
+    }
+    let info = query_ptxas(&path)?;
+    if let Ok(mut c) = cache.lock() {
+        c.insert(path, info.clone());
+    }
+    Ok(Some(info))
+}
+
+/// How the cubin of an `sm_XX` will be made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CubinPlan {
+    /// `ptxas` knows the architecture.
+    Assemble,
+    /// No `ptxas` is installed: the image is PTX only.
+    NoPtxas,
+    /// The `ptxas` found does not know the architecture: the image is PTX only.
+    Unsupported(PtxasInfo),
+}
+
+impl CubinPlan {
+    /// What stands in the way of a cubin for `sm`, in words; `None` when one will be made.
+    pub fn obstacle(&self, sm: &str) -> Option<String> {
+        match self {
+            Self::Assemble => None,
+            Self::NoPtxas => Some(format!(
+                "no `ptxas` was found to assemble {sm} (install a CUDA toolkit, or set \
+                 OFFLOAD_PTXAS to its ptxas)"
+            )),
+            Self::Unsupported(info) => Some(format!(
+                "`{}` (CUDA {}) does not know {sm}; it knows {}. A CUDA toolkit that knows {sm} \
+                 (point OFFLOAD_PTXAS at its ptxas) would make a cubin",
+                info.path.display(),
+                info.version,
+                info.sms.join(", ")
+            )),
+        }
+    }
+}
+
+/// Whether the installed `ptxas` can assemble `sm`.
+pub fn cubin_plan(sm: &str) -> Result<CubinPlan> {
+    Ok(match ptxas_supported_sms()? {
+        None => CubinPlan::NoPtxas,
+        Some(info) if info.knows(sm) => CubinPlan::Assemble,
+        Some(info) => CubinPlan::Unsupported(info),
+    })
+}
+
 fn run_ptxas(ptx: &str, sm: &str, verbose: bool) -> Result<(Vec<u8>, String)> {
     let ptxas = super::find_tool(offload_toolchain::Tool::Ptxas)?;
     let dir = tempfile_dir()?;
@@ -203,23 +380,270 @@ pub fn is_cubin(bytes: &[u8]) -> bool {
 mod tests {
     use super::*;
 
+    /// The `.version` LLVM emits for `cpu` with `features`, from the LLVM this crate links.
+    fn llvm_ptx_version(cpu: &str, features: &str) -> String {
+        use inkwell::OptimizationLevel;
+        use inkwell::context::Context;
+        use inkwell::targets::{
+            CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetTriple,
+        };
+        Target::initialize_nvptx(&InitializationConfig::default());
+        let triple = TargetTriple::create("nvptx64-nvidia-cuda");
+        let machine = Target::from_triple(&triple)
+            .unwrap()
+            .create_target_machine(
+                &triple,
+                cpu,
+                features,
+                OptimizationLevel::None,
+                RelocMode::PIC,
+                CodeModel::Default,
+            )
+            .unwrap();
+        let context = Context::create();
+        let module = context.create_module("isa");
+        module.set_triple(&triple);
+        let ptx = machine
+            .write_to_memory_buffer(&module, FileType::Assembly)
+            .unwrap();
+        let ptx = String::from_utf8_lossy(ptx.as_slice()).into_owned();
+        let target = ptx
+            .lines()
+            .find_map(|l| l.strip_prefix(".target "))
+            .unwrap_or_default();
+        assert_eq!(target, cpu, "LLVM knows `{cpu}`:\n{ptx}");
+        ptx.lines()
+            .find_map(|l| l.strip_prefix(".version "))
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    fn isa_text(isa: u32) -> String {
+        format!("{}.{}", isa / 10, isa % 10)
+    }
+
+    /// The table against the linked LLVM: each row is the `.version` LLVM chooses for the
+    /// processor on its own, and every architecture the build accepts is in the table and
+    /// gets the version the link asks for.
     #[test]
-    fn isa_versions_follow_clang_22() {
-        assert_eq!(ptx_isa_version(70, false), 78);
-        assert_eq!(ptx_isa_version(80, false), 78);
-        assert_eq!(ptx_isa_version(90, false), 78);
-        assert_eq!(ptx_isa_version(90, true), 80);
-        assert_eq!(ptx_isa_version(100, false), 86);
+    fn isa_table_matches_the_linked_llvm() {
+        for &(sm, min) in LLVM_MIN_PTX_ISA {
+            assert_eq!(
+                llvm_ptx_version(sm, ""),
+                isa_text(min),
+                "{sm}: LLVM's minimum"
+            );
+            let ours = ptx_isa_version(sm).unwrap();
+            assert_eq!(ours, min.max(PTX_ISA_FLOOR), "{sm}");
+            assert_eq!(
+                llvm_ptx_version(sm, &ptx_features(sm).unwrap()),
+                isa_text(ours),
+                "{sm}: the link's features"
+            );
+        }
+        for sm in offload_format::target_id::NVIDIA_SM_ARCHS {
+            assert!(
+                ptx_isa_version(sm).is_ok(),
+                "{sm} is accepted but has no ISA"
+            );
+        }
+    }
+
+    /// The table lists exactly the processors `llc` (the same LLVM release) lists, so a
+    /// processor LLVM adds or drops is noticed.
+    #[test]
+    fn isa_table_lists_every_llvm_processor() {
+        let Some(llc) = offload_toolchain::Tool::Llc.for_test() else {
+            return;
+        };
+        let out = Command::new(llc)
+            .args(["-march=nvptx64", "-mcpu=help"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        let cpus = text
+            .split("Available CPUs for this target:")
+            .nth(1)
+            .and_then(|t| t.split("Available features").next())
+            .unwrap_or_default();
+        let mut listed: Vec<&str> = cpus
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|w| w.starts_with("sm_"))
+            .collect();
+        let mut ours: Vec<&str> = LLVM_MIN_PTX_ISA.iter().map(|(sm, _)| *sm).collect();
+        listed.sort_unstable();
+        ours.sort_unstable();
+        assert_eq!(ours, listed, "llc -mcpu=help:\n{text}");
+    }
+
+    #[test]
+    fn isa_versions() {
+        let table = [
+            ("sm_70", 78),
+            ("sm_80", 78),
+            ("sm_88", 90),
+            ("sm_90", 78),
+            ("sm_90a", 80),
+            ("sm_100", 86),
+            ("sm_100f", 88),
+            ("sm_103", 88),
+            ("sm_110", 90),
+            ("sm_120", 87),
+            ("sm_120a", 87),
+            ("sm_121", 88),
+        ];
+        for (sm, isa) in table {
+            assert_eq!(ptx_isa_version(sm).unwrap(), isa, "{sm}");
+        }
+        for unknown in ["sm_130", "sm_90f", "sm_99", "sm_80a"] {
+            assert!(
+                matches!(ptx_isa_version(unknown), Err(Error::InvalidTarget { .. })),
+                "{unknown}"
+            );
+        }
     }
 
     #[test]
     fn sm_names() {
-        assert_eq!(parse_sm("sm_80").unwrap(), (80, false));
-        assert_eq!(parse_sm("sm_90a").unwrap(), (90, true));
+        assert_eq!(parse_sm("sm_80").unwrap(), (80, None));
+        assert_eq!(parse_sm("sm_90a").unwrap(), (90, Some('a')));
+        assert_eq!(parse_sm("sm_120f").unwrap(), (120, Some('f')));
         assert_eq!(ptx_features("sm_90a").unwrap(), "+ptx80");
-        for bad in ["sm_", "80", "sm_x", "sm_08", "sm_5", "gfx90a"] {
+        assert_eq!(ptx_features("sm_120").unwrap(), "+ptx87");
+        for bad in [
+            "sm_", "80", "sm_x", "sm_08", "sm_5", "gfx90a", "sm_a", "sm_90af", "sm_9é",
+        ] {
             assert!(parse_sm(bad).is_err(), "{bad}");
         }
+    }
+
+    /// `ptxas --help` of CUDA 11.8, abridged around `--gpu-name`.
+    const PTXAS_11_8_HELP: &str = "\
+--fmad <true|false>                                 (-fmad)
+        Enables (disables) the contraction.
+        Default value:  true.
+
+--gpu-name <gpu name>                               (-arch)
+        Specify name of NVIDIA GPU to generate code for. This option also takes virtual
+        compute architectures, in which case code generation is suppressed. This
+        can be used for parsing only.
+        Allowed values for this option:  'compute_35','compute_37','compute_50',
+        'compute_52','compute_53','compute_60','compute_61','compute_62','compute_70',
+        'compute_72','compute_75','compute_80','compute_86','compute_87','compute_89',
+        'compute_90','lto_35','lto_37','lto_50','lto_52','lto_53','lto_60','lto_61',
+        'lto_62','lto_70','lto_72','lto_75','lto_80','lto_86','lto_87','lto_89',
+        'lto_90','sm_35','sm_37','sm_50','sm_52','sm_53','sm_60','sm_61','sm_62',
+        'sm_70','sm_72','sm_75','sm_80','sm_86','sm_87','sm_89','sm_90'.
+        Default value:  'sm_52'.
+
+--help                                              (-h)
+        Print this help information on this tool.
+        Allowed values for this option:  'sm_999'.
+";
+
+    #[test]
+    fn ptxas_help_and_version() {
+        let sms = parse_ptxas_gpu_names(PTXAS_11_8_HELP);
+        assert_eq!(sms.first().map(String::as_str), Some("sm_35"));
+        assert_eq!(sms.last().map(String::as_str), Some("sm_90"));
+        assert_eq!(sms.len(), 16, "{sms:?}");
+        let info = PtxasInfo {
+            path: "/usr/bin/ptxas".into(),
+            version: "11.8".into(),
+            sms,
+        };
+        assert!(info.knows("sm_80") && info.knows("sm_90"));
+        for sm in ["sm_90a", "sm_100", "sm_120", "sm_30"] {
+            assert!(!info.knows(sm), "{sm}");
+        }
+        let why = CubinPlan::Unsupported(info).obstacle("sm_120").unwrap();
+        for part in [
+            "/usr/bin/ptxas",
+            "CUDA 11.8",
+            "sm_120",
+            "sm_35",
+            "sm_90",
+            "OFFLOAD_PTXAS",
+        ] {
+            assert!(why.contains(part), "`{part}` missing in: {why}");
+        }
+        assert_eq!(CubinPlan::Assemble.obstacle("sm_80"), None);
+        let why = CubinPlan::NoPtxas.obstacle("sm_80").unwrap();
+        assert!(
+            why.contains("no `ptxas`") && why.contains("OFFLOAD_PTXAS"),
+            "{why}"
+        );
+
+        // A newer toolkit's spelling: family and architecture-specific names in one list.
+        let newer = "--gpu-name <gpu name> (-arch)\n        Allowed values for this option: \
+                     'compute_100','sm_100','sm_100a','sm_100f','sm_120',\n        'sm_120a'.\n";
+        assert_eq!(
+            parse_ptxas_gpu_names(newer),
+            ["sm_100", "sm_100a", "sm_100f", "sm_120", "sm_120a"]
+        );
+        // Not understood: nothing listed, so ptxas is left to decide.
+        assert!(parse_ptxas_gpu_names("usage: ptxas [options] file").is_empty());
+        assert!(
+            PtxasInfo {
+                path: "ptxas".into(),
+                version: "12.9".into(),
+                sms: Vec::new()
+            }
+            .knows("sm_120")
+        );
+
+        let version = "ptxas: NVIDIA (R) Ptx optimizing assembler\n\
+                       Cuda compilation tools, release 11.8, V11.8.89\n\
+                       Build cuda_11.8.r11.8/compiler.31833905_0\n";
+        assert_eq!(parse_ptxas_version(version).as_deref(), Some("11.8"));
+        assert_eq!(parse_ptxas_version("release , V"), None);
+        assert_eq!(parse_ptxas_version(""), None);
+    }
+
+    /// What the installed `ptxas` says it knows is what it assembles: an sm on its list makes
+    /// a cubin, the first sm LLVM knows beyond its list is refused.
+    #[test]
+    fn installed_ptxas_assembles_what_it_lists() {
+        if offload_toolchain::Tool::Ptxas.for_test().is_none() {
+            return;
+        }
+        let info = ptxas_supported_sms().unwrap().unwrap();
+        assert!(!info.version.starts_with('('), "{info:?}");
+        assert!(info.knows("sm_80"), "{info:?}");
+        let ptx = |sm: &str| {
+            format!(
+                ".version {}\n.target {sm}\n.address_size 64\n.visible .entry k()\n{{\nret;\n}}\n",
+                isa_text(ptx_isa_version(sm).unwrap())
+            )
+        };
+        assert!(is_cubin(&ptxas_assemble(&ptx("sm_80"), "sm_80").unwrap()));
+        // A real error in the PTX, on an sm ptxas knows, is an error with its message and
+        // the command.
+        let bad = ptx("sm_80").replace("ret;", "bogus.u32 %r1;\nret;");
+        let err = ptxas_assemble(&bad, "sm_80").unwrap_err().to_string();
+        for part in ["-arch=sm_80", "image.sm_80.ptx", "'bogus'"] {
+            assert!(err.contains(part), "`{part}` missing in: {err}");
+        }
+        let Some(unknown) = ["sm_90a", "sm_100", "sm_120", "sm_121"]
+            .into_iter()
+            .find(|sm| !info.knows(sm))
+        else {
+            println!(
+                "skipped: {} (CUDA {}) knows every sm tried",
+                info.path.display(),
+                info.version
+            );
+            return;
+        };
+        let err = ptxas_assemble(&ptx(unknown), unknown).unwrap_err();
+        assert!(matches!(err, Error::Command(_)), "{unknown}: {err}");
+        assert_eq!(
+            cubin_plan(unknown).unwrap(),
+            CubinPlan::Unsupported(info.clone())
+        );
+        assert_eq!(cubin_plan("sm_80").unwrap(), CubinPlan::Assemble);
     }
 
     #[test]
