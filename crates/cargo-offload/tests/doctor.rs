@@ -52,6 +52,13 @@ fn every_prerequisite_is_checked_and_found_on_a_set_up_machine() {
         assert!(status == "ok" || status == "warning", "{check}: {status}");
     }
     assert_eq!(finding(&findings, "CPU device")["status"], "ok");
+    if offload_toolchain::Tool::Ptxas.find().is_ok() {
+        let detail = finding(&findings, "ptxas")["detail"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(detail.contains("sm_80"), "{detail}");
+    }
     assert!(out.status.success(), "{findings:#?}");
 }
 

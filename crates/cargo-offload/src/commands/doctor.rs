@@ -115,7 +115,11 @@ fn diagnose() -> Vec<Finding> {
         (Tool::Clang, "compiles CUDA/HIP/C++ sources", false),
         (Tool::LlvmObjcopy, "object-layout bundles", false),
     ] {
-        findings.push(tool_finding(&env, tool, role, required));
+        let mut finding = tool_finding(&env, tool, role, required);
+        if tool == Tool::Ptxas && finding.status == Status::Ok {
+            finding = ptxas_finding(finding);
+        }
+        findings.push(finding);
     }
     for (spec, name) in [("cuda:0", "CUDA driver"), ("hip:0", "HIP driver")] {
         findings.push(match offload_rt::Device::from_spec(spec) {
@@ -228,6 +232,28 @@ fn llvm_agreement(rustc: Option<u32>) -> Finding {
             Status::Warning,
             format!("rustc's LLVM version unknown; the device link uses LLVM {linked}"),
         ),
+    }
+}
+
+/// `ptxas` with the sms it makes cubins for: newer ones get PTX only.
+fn ptxas_finding(found: Finding) -> Finding {
+    match offload_build::device_link::ptxas_supported_sms() {
+        Ok(Some(info)) => Finding::new(
+            found.check,
+            Status::Ok,
+            format!(
+                "{} (CUDA {}; cubins for {}; newer sms get PTX only)",
+                info.path.display(),
+                info.version,
+                if info.sms.is_empty() {
+                    "the sms it accepts".to_owned()
+                } else {
+                    info.sms.join(" ")
+                }
+            ),
+        ),
+        Ok(None) => found,
+        Err(e) => Finding::new(found.check, Status::Warning, e.to_string()),
     }
 }
 
