@@ -5,6 +5,8 @@
 pub const OFFLOAD_ARCH: &str = "OFFLOAD_ARCH";
 /// Toolchain used for nested device builds (default [`offload_toolchain::DEVICE_TOOLCHAIN`]).
 pub const OFFLOAD_NIGHTLY_TOOLCHAIN: &str = "OFFLOAD_NIGHTLY_TOOLCHAIN";
+/// `auto` (default), `require` or `never`: how prebuilt kernel bundles are used.
+pub const OFFLOAD_PREBUILT: &str = "OFFLOAD_PREBUILT";
 /// Set to `1` to print every nested command before it runs.
 pub const OFFLOAD_BUILD_VERBOSE: &str = "OFFLOAD_BUILD_VERBOSE";
 /// Set to `1` to fail the build when an `sm_XX` would get PTX without a cubin.

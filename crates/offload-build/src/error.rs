@@ -59,6 +59,12 @@ pub enum Error {
     #[error("{0}")]
     Prerequisite(String),
 
+    #[error("prebuilt kernel bundle {path}: {reason}")]
+    BadPrebuilt { path: PathBuf, reason: String },
+
+    #[error("kernel crate `{krate}`: prebuilt bundle not usable: {reason}")]
+    Prebuilt { krate: String, reason: String },
+
     #[error(
         "the device build of `{krate}` for {arch} failed; rustc's diagnostics are above. \
          Command: {command}"

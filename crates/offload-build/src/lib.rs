@@ -21,6 +21,7 @@
 //! | `OFFLOAD_ARCH` | comma-separated offload architectures: `sm_80,gfx90a:xnack+,host` |
 //! | `OFFLOAD_NIGHTLY_TOOLCHAIN` | toolchain for device builds (default: the pinned `offload_toolchain::DEVICE_TOOLCHAIN`) |
 //! | `OFFLOAD_BUILD_VERBOSE` | `1` prints every nested command |
+//! | `OFFLOAD_PREBUILT` | `auto` (default): use a kernel crate's prebuilt bundle when its source hash matches, else build from source; `require`: the bundle or an error naming what differs; `never`: always from source |
 //! | `OFFLOAD_PTXAS` | the `ptxas` to use (default: `ptxas` on `PATH`, else none: PTX only) |
 //! | `OFFLOAD_REQUIRE_CUBIN` | `1` fails the build when an `sm_XX` would get no cubin (no `ptxas`, or one that does not know the `sm`); otherwise such an `sm` gets PTX only, with a warning when a `ptxas` exists |
 //!
@@ -43,13 +44,14 @@ pub mod inspect;
 pub mod metadata;
 pub mod nested;
 pub mod ops;
+pub mod prebuilt;
 
 use std::path::{Path, PathBuf};
 
 pub use arch::OffloadArch;
 pub use error::{Error, Result};
 pub use image::DeviceImage;
-pub use metadata::KernelCrate;
+pub use metadata::{KernelCrate, SourcePackage};
 
 use env::Env;
 
@@ -137,13 +139,18 @@ impl Build {
             for path in &krate.watch {
                 println!("cargo:rerun-if-changed={}", path.display());
             }
+            // Only an existing path: cargo reruns the script every time for a missing one.
+            let bundle = prebuilt::bundle_path(krate);
+            if bundle.is_file() {
+                println!("cargo:rerun-if-changed={}", bundle.display());
+            }
         }
         println!("cargo:rerun-if-changed=build.rs");
 
         let offload_dir = target_dir_of(&out_dir)
             .unwrap_or_else(|| host.target_directory.clone())
             .join("offload");
-        let images = build_images(&env, &kernel_crates, &archs, &offload_dir)?;
+        let images = images_from_bundles_or_source(&env, &kernel_crates, &archs, &offload_dir)?;
         let bundle = image::bundle(&images);
         let lib = embed::build_embedding_library(&out_dir, &host.name, &bundle, &rustc, &target)?;
         println!("cargo:rustc-link-search=native={}", lib.dir.display());
@@ -206,6 +213,57 @@ impl Build {
             })
             .collect()
     }
+}
+
+/// Every kernel crate's images: from its prebuilt bundle where that serves (see [`prebuilt`]),
+/// else built from source. Images come back crate by crate, each in architecture order.
+pub fn images_from_bundles_or_source(
+    env: &Env,
+    kernel_crates: &[KernelCrate],
+    archs: &[OffloadArch],
+    offload_dir: &Path,
+) -> Result<Vec<DeviceImage>> {
+    let policy = prebuilt::Policy::from_env(env)?;
+    let gpu = archs.iter().any(|a| !matches!(a, OffloadArch::Host));
+    let can_build = (cfg!(feature = "llvm") || !gpu)
+        && std::process::Command::new("rustup")
+            .args(["run", &env.nightly_toolchain(), "rustc", "-V"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+    let mut from_bundle: Vec<Option<Vec<DeviceImage>>> = Vec::with_capacity(kernel_crates.len());
+    let mut to_build = Vec::new();
+    for krate in kernel_crates {
+        match prebuilt::decide(krate, archs, policy, can_build)? {
+            prebuilt::Decision::Use(images) => from_bundle.push(Some(images)),
+            prebuilt::Decision::BuildFromSource(why) => {
+                if let Some(why) = why {
+                    env.warn(&why);
+                }
+                from_bundle.push(None);
+                to_build.push(krate.clone());
+            }
+        }
+    }
+    let mut built = if to_build.is_empty() {
+        Vec::new()
+    } else {
+        build_images(env, &to_build, archs, offload_dir)?
+    };
+    let mut images = Vec::new();
+    for (krate, bundled) in kernel_crates.iter().zip(from_bundle) {
+        match bundled {
+            Some(bundled) => images.extend(bundled),
+            None => {
+                let (mine, rest): (Vec<_>, Vec<_>) =
+                    built.into_iter().partition(|i| i.module == krate.lib_name);
+                images.extend(mine);
+                built = rest;
+            }
+        }
+    }
+    Ok(images)
 }
 
 /// The target directory a build script's `OUT_DIR` lies in: the nearest ancestor holding the

@@ -20,6 +20,19 @@ pub struct KernelCrate {
     /// Files and directories whose change must rebuild the images: the kernel crate's and
     /// those of every local (path) package it depends on, such as the device API.
     pub watch: Vec<PathBuf>,
+    /// Every package the kernel crate depends on, directly or not (normal and build
+    /// dependencies, proc macros included), sorted by name: what a prebuilt bundle's source
+    /// hash covers besides the crate itself.
+    pub deps: Vec<SourcePackage>,
+}
+
+/// A package whose sources go into a kernel crate's images.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourcePackage {
+    pub name: String,
+    pub version: String,
+    /// The directory holding its `Cargo.toml`.
+    pub root: PathBuf,
 }
 
 /// The host package and the kernel crates it embeds.
@@ -81,9 +94,7 @@ pub fn host_package(manifest_path: &Path, cargo: Option<&Path>) -> Result<HostPa
             continue;
         };
         if is_kernel_crate(pkg)? {
-            let mut krate = kernel_crate(pkg)?;
-            krate.watch = local_sources(&meta, pkg);
-            kernel_crates.push(krate);
+            kernel_crates.push(kernel_crate_in(&meta, pkg)?);
         }
     }
     Ok(HostPackage {
@@ -136,6 +147,70 @@ fn arch_value(value: &serde_json::Value, pkg: &Package) -> Result<String> {
     }
 }
 
+/// The kernel crate at `manifest_path` itself (for `cargo offload package-kernels`), and the
+/// target directory its workspace builds into.
+pub fn kernel_package(
+    manifest_path: &Path,
+    cargo: Option<&Path>,
+) -> Result<(KernelCrate, PathBuf)> {
+    let mut cmd = MetadataCommand::new();
+    cmd.manifest_path(manifest_path);
+    if let Some(cargo) = cargo {
+        cmd.cargo_path(cargo);
+    }
+    let meta = cmd.exec()?;
+    let manifest_path = std::fs::canonicalize(manifest_path).unwrap_or(manifest_path.to_owned());
+    let pkg = meta
+        .packages
+        .iter()
+        .find(|p| p.manifest_path.as_std_path() == manifest_path)
+        .ok_or_else(|| Error::BadMetadata {
+            manifest: manifest_path.clone(),
+            reason: "the package is not in `cargo metadata`'s output".to_owned(),
+        })?;
+    if !is_kernel_crate(pkg)? {
+        return Err(Error::BadMetadata {
+            manifest: manifest_path,
+            reason: "not a kernel crate (`[package.metadata.offload] kernels = true` is missing)"
+                .to_owned(),
+        });
+    }
+    Ok((
+        kernel_crate_in(&meta, pkg)?,
+        meta.target_directory.clone().into_std_path_buf(),
+    ))
+}
+
+/// `[package.metadata.offload] arch` of a package, if set.
+pub fn declared_arch(manifest_path: &Path, cargo: Option<&Path>) -> Result<Option<String>> {
+    let mut cmd = MetadataCommand::new();
+    cmd.manifest_path(manifest_path).no_deps();
+    if let Some(cargo) = cargo {
+        cmd.cargo_path(cargo);
+    }
+    let meta = cmd.exec()?;
+    let manifest_path = std::fs::canonicalize(manifest_path).unwrap_or(manifest_path.to_owned());
+    let Some(pkg) = meta
+        .packages
+        .iter()
+        .find(|p| p.manifest_path.as_std_path() == manifest_path)
+    else {
+        return Ok(None);
+    };
+    offload_table(pkg)?
+        .and_then(|t| t.get("arch").cloned())
+        .map(|v| arch_value(&v, pkg))
+        .transpose()
+}
+
+fn kernel_crate_in(meta: &cargo_metadata::Metadata, pkg: &Package) -> Result<KernelCrate> {
+    let mut krate = kernel_crate(pkg)?;
+    let (watch, deps) = dependency_closure(meta, pkg);
+    krate.watch = watch;
+    krate.deps = deps;
+    Ok(krate)
+}
+
 pub(crate) fn kernel_crate(pkg: &Package) -> Result<KernelCrate> {
     let lib = pkg
         .targets
@@ -154,25 +229,31 @@ pub(crate) fn kernel_crate(pkg: &Package) -> Result<KernelCrate> {
         package: pkg.name.to_string(),
         lib_name: lib.name.replace('-', "_"),
         watch: vec![root.clone()],
+        deps: Vec::new(),
         manifest_path,
         root,
     })
 }
 
-/// The manifests and source directories of `pkg` and of every local package it depends on.
-fn local_sources(meta: &cargo_metadata::Metadata, pkg: &Package) -> Vec<PathBuf> {
+/// What `pkg`'s images depend on: the manifests and source directories of it and of every
+/// local package it depends on (to watch), and the packages its device builds compile (to
+/// hash).
+fn dependency_closure(
+    meta: &cargo_metadata::Metadata,
+    pkg: &Package,
+) -> (Vec<PathBuf>, Vec<SourcePackage>) {
     let Some(resolve) = &meta.resolve else {
-        return package_sources(pkg);
+        return (package_sources(pkg), Vec::new());
     };
     let mut seen = vec![pkg.id.clone()];
     let mut stack = vec![pkg.id.clone()];
-    let mut out = Vec::new();
+    let mut watch = Vec::new();
     while let Some(id) = stack.pop() {
         let Some(p) = meta.packages.iter().find(|p| p.id == id) else {
             continue;
         };
         if p.source.is_none() {
-            out.extend(package_sources(p));
+            watch.extend(package_sources(p));
         }
         if let Some(node) = resolve.nodes.iter().find(|n| n.id == id) {
             for dep in &node.deps {
@@ -187,6 +268,60 @@ fn local_sources(meta: &cargo_metadata::Metadata, pkg: &Package) -> Vec<PathBuf>
             }
         }
     }
+    (watch, compiled_dependencies(meta, resolve, pkg))
+}
+
+/// The packages a device build of `pkg` compiles, found along declared, non-optional normal
+/// and build dependencies. `cargo metadata`'s resolve unifies features over the whole
+/// workspace (a host crate turns on `offload-rt`'s host runtime), so its edges would differ
+/// between the crate's author and its users; declared edges do not.
+fn compiled_dependencies(
+    meta: &cargo_metadata::Metadata,
+    resolve: &cargo_metadata::Resolve,
+    pkg: &Package,
+) -> Vec<SourcePackage> {
+    let mut seen = vec![pkg.id.clone()];
+    let mut stack = vec![pkg.id.clone()];
+    let mut out = Vec::new();
+    while let Some(id) = stack.pop() {
+        let (Some(p), Some(node)) = (
+            meta.packages.iter().find(|p| p.id == id),
+            resolve.nodes.iter().find(|n| n.id == id),
+        ) else {
+            continue;
+        };
+        for declared in &p.dependencies {
+            let compiled = !declared.optional
+                && matches!(
+                    declared.kind,
+                    cargo_metadata::DependencyKind::Normal | cargo_metadata::DependencyKind::Build
+                );
+            if !compiled {
+                continue;
+            }
+            let resolved = node.deps.iter().find_map(|d| {
+                meta.packages
+                    .iter()
+                    .find(|q| q.id == d.pkg && q.name.as_str() == declared.name)
+            });
+            let Some(dep) = resolved else { continue };
+            if seen.contains(&dep.id) {
+                continue;
+            }
+            seen.push(dep.id.clone());
+            stack.push(dep.id.clone());
+            out.push(SourcePackage {
+                name: dep.name.to_string(),
+                version: dep.version.to_string(),
+                root: dep
+                    .manifest_path
+                    .parent()
+                    .map(|d| d.as_std_path().to_owned())
+                    .unwrap_or_default(),
+            });
+        }
+    }
+    out.sort_by(|a, b| (&a.name, &a.version).cmp(&(&b.name, &b.version)));
     out
 }
 

@@ -44,6 +44,7 @@ fn build_image() -> Result<Vec<u8>, String> {
         manifest_path: manifest_path.clone(),
         root: fixture_dir(),
         watch: Vec::new(),
+        deps: Vec::new(),
     };
     let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cpu-device");
     let image =

@@ -6,6 +6,7 @@ mod doctor;
 mod inspect;
 mod new;
 mod package;
+mod prebuilt;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -34,6 +35,11 @@ enum Command {
     Run(cargo::CargoArgs),
     /// `cargo test` with device images built and embedded for --offload-arch.
     Test(cargo::CargoArgs),
+    /// In a kernel crate: build its images and write them, with their source hash, to
+    /// `offload/<lib>.offload`, so crates using it build without a device toolchain.
+    PackageKernels(prebuilt::PackageKernelsArgs),
+    /// In a kernel crate: rebuild its prebuilt bundle from source and compare byte for byte.
+    Verify(prebuilt::VerifyArgs),
     /// Check every prerequisite of builds and launches, with the command that fixes each.
     Doctor(doctor::DoctorArgs),
     /// List the device images embedded in a binary, bundle or object.
@@ -55,6 +61,8 @@ pub fn exec(args: Vec<OsString>) -> Result<ExitCode> {
         Command::Run(a) => cargo::exec("run", a),
         Command::Test(a) => cargo::exec("test", a),
         Command::Doctor(a) => doctor::exec(a),
+        Command::PackageKernels(a) => prebuilt::package_kernels(a),
+        Command::Verify(a) => prebuilt::verify(a),
         Command::Inspect(a) => inspect::exec(a),
         Command::New(a) => new::exec(a),
         Command::Bundle(a) => bundle::exec(a),
