@@ -696,6 +696,48 @@ fn package_matches_llvm_offload_binary() {
     assert_eq!(b.read("t.img"), b.read("o.img"));
 }
 
+/// Repeated keys (joined, as the clang driver's several `feature=` under offload LTO), keys
+/// outside the usual set, a repeated `file` (one binary each), an empty part and a key without
+/// a value, and bitcode named `.o`: the same bytes as `llvm-offload-binary`.
+#[test]
+fn package_keys_as_llvm_offload_binary_stores_them() {
+    let Some(b) = Bench::new() else { return };
+    let Some(llvm) = tool(Tool::LlvmOffloadBinary) else {
+        return;
+    };
+    payloads(&b);
+    std::fs::copy(b.path("host.bin"), b.path("k.o")).unwrap();
+    b.file("lto.o", b"BC\xc0\xde\x35\x14\0\0bitcode-ish");
+    let images = [
+        "--image=file=k.o,triple=nvptx64-nvidia-cuda,arch=sm_80,feature=+ptx80,feature=+sm_80,kind=cuda",
+        "--image=file=k.o,triple=x86_64-unknown-linux-gnu,mykey=myval,kind=openmp",
+        "--image=file=k.o,kind=hip,zeta=1,triple=amdgcn-amd-amdhsa,alpha=2,arch=gfx90a,omega=3,x=",
+        "--image=file=k.o,file=dev1.bin,triple=t,kind=openmp,triple=u",
+        "--image=file=lto.o,,triple=amdgcn-amd-amdhsa,novalue,kind=openmp,kind=hip",
+    ];
+    for (i, image) in images.iter().enumerate() {
+        let out = |tag: &str| format!("{tag}{i}.bin");
+        let theirs = Command::new(&llvm)
+            .args(["-o", &out("theirs"), image])
+            .current_dir(b.dir.path())
+            .output()
+            .unwrap();
+        check(theirs, "llvm-offload-binary");
+        let ours = Command::new(env!("CARGO_BIN_EXE_cargo-offload"))
+            .args(["offload", "package", "-o", &out("ours"), image])
+            .current_dir(b.dir.path())
+            .output()
+            .unwrap();
+        check(ours, "cargo offload package");
+        assert_eq!(b.read(&out("theirs")), b.read(&out("ours")), "{image}");
+    }
+    let first = offload_format::parse_all(&b.read("ours0.bin").0)
+        .unwrap()
+        .remove(0)
+        .into_owned();
+    assert_eq!(first.get("feature"), Some("+ptx80,+sm_80"));
+}
+
 #[test]
 fn damaged_input_is_a_clean_error_naming_the_offset() {
     let Some(b) = Bench::new() else { return };

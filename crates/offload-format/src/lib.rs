@@ -4,7 +4,7 @@
 //!
 //! | module | format | read | write |
 //! |---|---|---|---|
-//! | [`offload_binary`] | LLVM OffloadBinary v1 (`10 FF 10 AD`), one or many back to back, as in `.llvm.offloading` | yes, zero-copy, any alignment | yes, byte-identical to `llvm-offload-binary` for the same key order ([`llvm_key_order`]); image streamable |
+//! | [`offload_binary`] | LLVM OffloadBinary v1 (`10 FF 10 AD`), one or many back to back, as in `.llvm.offloading` | yes, zero-copy, any alignment | yes, byte-identical to `llvm-offload-binary`, whose key order ([`llvm_key_order`], LLVM 22's `DenseMap` layout in [`llvm_hash`]) is reproduced for any keys; image streamable |
 //! | [`bundle`] | clang-offload-bundler binary layout (`__CLANG_OFFLOAD_BUNDLE__`, any `-bundle-align`) | yes, from memory or `Read + Seek` | yes, streaming from `Read` sources of known size |
 //! | [`bundle`] | text layout for `i ii cui hipi d ll s` | yes | yes |
 //! | [`bundle`] | object layout (`-type=o` with a real host object: `__CLANG_OFFLOAD_BUNDLE__<id>` ELF sections) | yes | by `llvm-objcopy` with [`bundle::objcopy_args`], as clang does |
@@ -20,6 +20,7 @@ pub mod archive;
 pub mod bundle;
 pub mod ccob;
 pub mod error;
+pub mod llvm_hash;
 pub mod offload_binary;
 pub mod stream;
 pub mod target_id;
