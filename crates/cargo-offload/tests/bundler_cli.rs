@@ -455,6 +455,90 @@ fn device_archives_unbundle_like_clang() {
     assert!(!b.run(false, &args).status.success());
 }
 
+/// Objects from `clang -x hip -fgpu-rdc -c` (bundles in `__CLANG_OFFLOAD_BUNDLE__` sections),
+/// archived by `llvm-ar`, unbundled for one and several targets: clang's archives, byte for
+/// byte; a target no member has fails on both sides, or gives the same empty archive with
+/// `-allow-missing-bundles`.
+#[test]
+fn archives_of_relocatable_hip_objects() {
+    let Some(b) = Bench::new() else { return };
+    let Some(clang) = clang() else { return };
+    let ar = tool(Tool::LlvmAr).expect("llvm-ar ships with clang-offload-bundler");
+    let prelude = "struct dim3 { unsigned x, y, z; };\n\
+        extern \"C\" int hipLaunchKernel(const void *, dim3, dim3, void **, unsigned long, void *);\n";
+    for (name, body) in [
+        (
+            "a",
+            "extern \"C\" __attribute__((global)) void ka(int *p) { *p = 1; }\n",
+        ),
+        (
+            "b",
+            "extern \"C\" __attribute__((global)) void kb(int *p) { *p = 2; }\n",
+        ),
+    ] {
+        let src = b.file(
+            &format!("{name}.hip"),
+            format!("{prelude}{body}").as_bytes(),
+        );
+        check(
+            Command::new(&clang)
+                .args([
+                    "-x",
+                    "hip",
+                    "--offload-arch=gfx90a",
+                    "--offload-arch=gfx942",
+                ])
+                .args(["-fgpu-rdc", "-nogpulib", "-nogpuinc", "-c"])
+                .arg(&src)
+                .arg("-o")
+                .arg(b.path(&format!("{name}.o")))
+                .output()
+                .unwrap(),
+            "clang-22 -x hip -fgpu-rdc",
+        );
+    }
+    check(
+        Command::new(ar)
+            .args(["rc", "lib.a", "a.o", "b.o"])
+            .current_dir(b.dir.path())
+            .output()
+            .unwrap(),
+        "llvm-ar",
+    );
+    b.both(&[
+        "-unbundle",
+        "-type=a",
+        "-targets=hipv4-amdgcn-amd-amdhsa--gfx90a",
+        "-input=lib.a",
+        "-output={tag}.one.a",
+    ]);
+    assert_eq!(b.read("clang.one.a"), b.read("ours.one.a"));
+    assert!(b.read("ours.one.a").0.len() > 1000, "the gfx90a bitcode");
+    b.both(&[
+        "-unbundle",
+        "-type=a",
+        "-targets=hipv4-amdgcn-amd-amdhsa--gfx942,hip-amdgcn-amd-amdhsa--gfx90a:xnack+",
+        "-input=lib.a",
+        "-output={tag}.942.a",
+        "-output={tag}.90a.a",
+    ]);
+    assert_eq!(b.read("clang.942.a"), b.read("ours.942.a"));
+    assert_eq!(b.read("clang.90a.a"), b.read("ours.90a.a"));
+    let missing = [
+        "-unbundle",
+        "-type=a",
+        "-targets=hipv4-amdgcn-amd-amdhsa--gfx1030",
+        "-input=lib.a",
+        "-output={tag}.none.a",
+    ];
+    assert!(!b.run(true, &missing).status.success());
+    assert!(!b.run(false, &missing).status.success());
+    let mut allowed = missing.to_vec();
+    allowed.push("-allow-missing-bundles");
+    b.both(&allowed);
+    assert_eq!(b.read("clang.none.a"), b.read("ours.none.a"));
+}
+
 #[test]
 fn real_hip_fat_binary() {
     let Some(b) = Bench::new() else { return };

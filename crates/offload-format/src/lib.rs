@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 pub mod archive;
+pub mod bitcode;
 pub mod bundle;
 pub mod ccob;
 pub mod error;

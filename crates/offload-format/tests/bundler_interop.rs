@@ -599,3 +599,114 @@ fn check_input_archive_agrees_with_clang() {
     // Without the check both sides accept it.
     assert!(unbundle_archive(&bytes, &t, ArchiveUnbundleOptions::default()).is_ok());
 }
+
+/// Two relocatable HIP objects (`-fgpu-rdc -c`, bundles in `__CLANG_OFFLOAD_BUNDLE__`
+/// sections) archived by `llvm-ar`: the device archives we write are clang's, byte for byte,
+/// symbol index included.
+#[test]
+fn archives_of_relocatable_objects_match_clang() {
+    let Some(env) = Env::new() else { return };
+    let Some(clang) = common::tool(Tool::Clang) else {
+        return;
+    };
+    let Some(ar) = common::tool(Tool::LlvmAr) else {
+        return;
+    };
+    let lib = rdc_archive(&env, &clang, &ar);
+    let bytes = std::fs::read(&lib).unwrap();
+    let target_sets: [&[&str]; 3] = [
+        &["hipv4-amdgcn-amd-amdhsa--gfx90a"],
+        &[
+            "hipv4-amdgcn-amd-amdhsa--gfx90a",
+            "hip-amdgcn-amd-amdhsa--gfx942:xnack+",
+        ],
+        &[
+            "hip-amdgcn-amd-amdhsa--gfx942",
+            "hipv4-amdgcn-amd-amdhsa--gfx1030",
+        ],
+    ];
+    for targets in target_sets {
+        let outs: Vec<PathBuf> = (0..targets.len())
+            .map(|i| env.path(&format!("rdc{}_{i}.a", rand_name())))
+            .collect();
+        let mut c = env.bundler();
+        c.args(["-unbundle", "-type=a", "-allow-missing-bundles"])
+            .arg(format!("-targets={}", targets.join(",")))
+            .arg(format!("-input={}", lib.display()));
+        for o in &outs {
+            c.arg(format!("-output={}", o.display()));
+        }
+        common::run(&mut c);
+        let parsed: Vec<BundleEntryId> = targets
+            .iter()
+            .map(|t| BundleEntryId::parse(t).unwrap())
+            .collect();
+        let opts = ArchiveUnbundleOptions {
+            allow_missing_bundles: true,
+            ..Default::default()
+        };
+        let ours = unbundle_archive(&bytes, &parsed, opts).unwrap();
+        for ((members, out), target) in ours.iter().zip(&outs).zip(targets) {
+            let theirs = std::fs::read(out).unwrap();
+            let mut written = Vec::new();
+            write_archive(&mut written, members).unwrap();
+            assert_eq!(written, theirs, "{target} of {targets:?}");
+            if !target.contains("gfx1030") {
+                assert_eq!(members.len(), 2, "{target}");
+                assert!(
+                    members.iter().all(|m| m.data.starts_with(b"BC")),
+                    "{target}"
+                );
+            }
+        }
+    }
+    let missing = [BundleEntryId::parse("hipv4-amdgcn-amd-amdhsa--gfx1030").unwrap()];
+    assert!(matches!(
+        unbundle_archive(&bytes, &missing, ArchiveUnbundleOptions::default()),
+        Err(offload_format::Error::ArchiveNoCompatibleEntry { .. })
+    ));
+}
+
+/// `lib.a` of two objects from `clang -x hip --offload-arch=gfx90a --offload-arch=gfx942
+/// -fgpu-rdc -c`.
+fn rdc_archive(env: &Env, clang: &Path, ar: &Path) -> PathBuf {
+    // Enough of the HIP runtime's declarations for the host side to compile without headers.
+    let prelude = "struct dim3 { unsigned x, y, z; };\n\
+        extern \"C\" int hipLaunchKernel(const void *, dim3, dim3, void **, unsigned long, void *);\n";
+    let sources = [
+        (
+            "a",
+            "extern \"C\" __attribute__((device)) int dev_a(int x) { return x + 1; }\n\
+             extern \"C\" __attribute__((global)) void ka(int *p) { *p = dev_a(*p); }\n",
+        ),
+        (
+            "b",
+            "extern \"C\" __attribute__((device)) int dev_a(int);\n\
+             extern \"C\" __attribute__((global)) void kb(int *p) { *p = dev_a(2); }\n",
+        ),
+    ];
+    let mut objects = Vec::new();
+    for (name, body) in sources {
+        let src = env.file(
+            &format!("{name}.hip"),
+            format!("{prelude}{body}").as_bytes(),
+        );
+        let obj = env.path(&format!("{name}.o"));
+        common::run(
+            Command::new(clang)
+                .args([
+                    "-x",
+                    "hip",
+                    "--offload-arch=gfx90a",
+                    "--offload-arch=gfx942",
+                ])
+                .args(["-fgpu-rdc", "-nogpulib", "-nogpuinc", "-c", "-o"])
+                .arg(&obj)
+                .arg(&src),
+        );
+        objects.push(obj);
+    }
+    let lib = env.path("librdc.a");
+    common::run(Command::new(ar).arg("rc").arg(&lib).args(&objects));
+    lib
+}
