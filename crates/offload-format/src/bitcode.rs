@@ -85,7 +85,7 @@ impl<'a> Bits<'a> {
 
 #[derive(Clone, Copy)]
 enum Op {
-    Literal(u64),
+    Literal,
     Fixed(u32),
     Vbr(u32),
     Array,
@@ -108,7 +108,8 @@ fn block_blob<'a>(b: &mut Bits<'a>, width: u32) -> Result<Option<&'a [u8]>> {
                 let mut ops = Vec::new();
                 for _ in 0..n {
                     let op = if b.read(1)? == 1 {
-                        Op::Literal(b.vbr(8)?)
+                        b.vbr(8)?;
+                        Op::Literal
                     } else {
                         match b.read(3)? {
                             1 => Op::Fixed(b.vbr(5)? as u32),
@@ -138,7 +139,7 @@ fn block_blob<'a>(b: &mut Bits<'a>, width: u32) -> Result<Option<&'a [u8]>> {
                 let mut i = 0;
                 while i < ops.len() {
                     match ops[i] {
-                        Op::Literal(_) => {}
+                        Op::Literal => {}
                         Op::Fixed(w) => {
                             b.read(w)?;
                         }
