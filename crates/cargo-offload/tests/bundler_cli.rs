@@ -915,6 +915,76 @@ fn damaged_input_is_a_clean_error_naming_the_offset() {
     }
 }
 
+/// An executable from clang's OpenMP offloading to the host CPU: `inspect` lists the image's
+/// target-region entry points, the functions `llvm-readelf` shows in the image
+/// `llvm-offload-binary` extracts.
+#[test]
+fn inspect_lists_openmp_entry_points() {
+    let Some(b) = Bench::new() else { return };
+    let Some(clang) = clang() else { return };
+    let Some(llvm) = tool(Tool::LlvmOffloadBinary) else {
+        return;
+    };
+    let Some(readelf) = tool(Tool::LlvmReadelf) else {
+        return;
+    };
+    let src = b.file(
+        "omp.c",
+        b"int main(void) {\n  int x = 0;\n#pragma omp target map(tofrom: x)\n  { x = 1; }\n\
+          #pragma omp target teams distribute parallel for\n  for (int i = 0; i < 4; i++) {}\n\
+          return x;\n}\n",
+    );
+    check(
+        Command::new(&clang)
+            .args(["-fopenmp", "-fopenmp-targets=x86_64-unknown-linux-gnu"])
+            .arg(&src)
+            .arg("-o")
+            .arg(b.path("omp"))
+            .output()
+            .unwrap(),
+        "clang-22 -fopenmp -fopenmp-targets=x86_64-unknown-linux-gnu",
+    );
+    check(
+        Command::new(&llvm)
+            .args(["omp", "--image=file=img.so,triple=x86_64-unknown-linux-gnu"])
+            .current_dir(b.dir.path())
+            .output()
+            .unwrap(),
+        "llvm-offload-binary",
+    );
+    let syms = check(
+        Command::new(readelf)
+            .args(["--dyn-syms", "--wide"])
+            .arg(b.path("img.so"))
+            .output()
+            .unwrap(),
+        "llvm-readelf",
+    );
+    let mut want: Vec<String> = String::from_utf8_lossy(&syms)
+        .lines()
+        .filter(|l| l.contains(" FUNC ") && !l.contains(" UND "))
+        .filter_map(|l| l.split_whitespace().last())
+        .filter(|n| n.starts_with("__omp_offloading_"))
+        .map(str::to_owned)
+        .collect();
+    want.sort();
+    assert_eq!(want.len(), 2, "{}", String::from_utf8_lossy(&syms));
+    let out = Command::new(env!("CARGO_BIN_EXE_cargo-offload"))
+        .args(["offload", "inspect", "--json-report"])
+        .arg(b.path("omp"))
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&check(out, "inspect")).unwrap();
+    let kernels: Vec<String> = json["images"][0]["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(kernels, want);
+    assert!(kernels[0].ends_with("_main_l3"), "{kernels:?}");
+}
+
 /// `cargo offload bundle`'s stderr, checked for what every failure must be: exit status 1,
 /// no panic, no cause printed twice.
 fn clean_failure(out: &Output, what: &str) -> String {
