@@ -344,11 +344,14 @@ fn bundle_object(cfg: &BundleConfig, names: &[String], host: usize, output: &Pat
     out.commit()
 }
 
+/// Where one decompressed blob's contents lie in a file: offset and length.
+type Segment = (u64, u64);
+
 /// An input, decompressed into an anonymous temporary file first when it starts with a CCOB
 /// blob: every blob stored back to back (zero padding between them skipped), each checked for
 /// size and hash. Returns the file, its length and where each blob's contents start and how
 /// long they are (the whole file when it is not compressed).
-fn open_decompressed(path: &Path) -> Result<(File, u64, Vec<(u64, u64)>)> {
+fn open_decompressed(path: &Path) -> Result<(File, u64, Vec<Segment>)> {
     let (mut file, len) = open_input(path)?;
     if !has_magic(&mut file, CCOB_MAGIC, path)? {
         return Ok((file, len, vec![(0, len)]));
@@ -435,7 +438,7 @@ fn has_magic(file: &mut File, magic: &[u8], path: &Path) -> Result<bool> {
 /// decompressed blob), with offsets into `file`.
 fn binary_entries(
     file: &mut File,
-    segments: &[(u64, u64)],
+    segments: &[Segment],
     path: &Path,
 ) -> Result<Vec<Found<'static>>> {
     let mut found = Vec::new();
