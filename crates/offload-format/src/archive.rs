@@ -118,8 +118,8 @@ pub fn parse_archive(bytes: &[u8]) -> Result<Vec<ArchiveMember<'_>>> {
 
 /// Writes a GNU archive deterministically (dates, owners 0, mode 644), as
 /// `llvm-ar`/`writeArchive` lay it out: a symbol index (`/`) when a member is LLVM bitcode
-/// with global definitions (see [`crate::bitcode::archive_symbols`]; other members add no
-/// symbols), then the `//` table holding names of 16 characters or more (or containing `/`),
+/// with global definitions (see [`crate::bitcode::archive_symbols`]; other members, and
+/// bitcode that cannot be read, add no symbols), then the `//` table holding names of 16 characters or more (or containing `/`),
 /// then the members. A name containing a newline cannot be stored and is an error.
 pub fn write_archive<W: Write>(mut w: W, members: &[ArchiveMember<'_>]) -> Result<()> {
     w.write_all(AR_MAGIC)?;
@@ -144,7 +144,7 @@ pub fn write_archive<W: Write>(mut w: W, members: &[ArchiveMember<'_>]) -> Resul
     if table.len() % 2 == 1 {
         table.push(b'\n');
     }
-    let symbols = member_symbols(members)?;
+    let symbols = member_symbols(members);
     let count: usize = symbols.iter().map(Vec::len).sum();
     if count > 0 {
         let names: usize = symbols.iter().flatten().map(|s| s.len() + 1).sum();
@@ -185,19 +185,19 @@ pub fn write_archive<W: Write>(mut w: W, members: &[ArchiveMember<'_>]) -> Resul
     Ok(())
 }
 
-fn member_symbols(members: &[ArchiveMember<'_>]) -> Result<Vec<Vec<String>>> {
+/// Each member's index symbols. Bitcode that cannot be read adds none, as other data does:
+/// the archive is still a faithful container of the members.
+fn member_symbols(members: &[ArchiveMember<'_>]) -> Vec<Vec<String>> {
     members
         .iter()
         .map(|m| {
             if !crate::bitcode::is_bitcode(&m.data) {
-                return Ok(Vec::new());
+                return Vec::new();
             }
             crate::bitcode::archive_symbols(&m.data)
-                .map(Option::unwrap_or_default)
-                .map_err(|e| Error::ArchiveMember {
-                    member: m.name.clone(),
-                    source: Box::new(e),
-                })
+                .ok()
+                .flatten()
+                .unwrap_or_default()
         })
         .collect()
 }
