@@ -118,9 +118,10 @@ pub fn parse_archive(bytes: &[u8]) -> Result<Vec<ArchiveMember<'_>>> {
 
 /// Writes a GNU archive deterministically (dates, owners 0, mode 644), as
 /// `llvm-ar`/`writeArchive` lay it out: a symbol index (`/`) when a member is LLVM bitcode
-/// with global definitions (see [`crate::bitcode::archive_symbols`]; other members, and
-/// bitcode that cannot be read, add no symbols), then the `//` table holding names of 16 characters or more (or containing `/`),
-/// then the members. A name containing a newline cannot be stored and is an error.
+/// (see [`crate::bitcode::archive_symbols`]) or an ELF object with global definitions (other
+/// members, and members that cannot be read, add no symbols), then the `//` table holding
+/// names of 16 characters or more (or containing `/`), then the members. A name containing a
+/// newline cannot be stored and is an error.
 pub fn write_archive<W: Write>(mut w: W, members: &[ArchiveMember<'_>]) -> Result<()> {
     w.write_all(AR_MAGIC)?;
     let mut table = Vec::new();
@@ -185,20 +186,45 @@ pub fn write_archive<W: Write>(mut w: W, members: &[ArchiveMember<'_>]) -> Resul
     Ok(())
 }
 
-/// Each member's index symbols. Bitcode that cannot be read adds none, as other data does:
-/// the archive is still a faithful container of the members.
+/// Each member's index symbols. Data that is neither bitcode nor an ELF object, and members
+/// that cannot be read, add none: the archive is still a faithful container of the members.
 fn member_symbols(members: &[ArchiveMember<'_>]) -> Vec<Vec<String>> {
     members
         .iter()
         .map(|m| {
-            if !crate::bitcode::is_bitcode(&m.data) {
-                return Vec::new();
+            if crate::bitcode::is_bitcode(&m.data) {
+                crate::bitcode::archive_symbols(&m.data)
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default()
+            } else if m.data.starts_with(b"\x7fELF") {
+                elf_symbols(&m.data)
+            } else {
+                Vec::new()
             }
-            crate::bitcode::archive_symbols(&m.data)
-                .ok()
-                .flatten()
-                .unwrap_or_default()
         })
+        .collect()
+}
+
+/// The symbols `llvm-ar` indexes for an ELF object: `.symtab` entries in order that are not
+/// local, not undefined, and not section or file symbols.
+fn elf_symbols(bytes: &[u8]) -> Vec<String> {
+    use object::{Object, ObjectSymbol, SymbolKind};
+    // The ELF reader needs aligned headers; members inside archives and bundles may not be.
+    let copy;
+    let bytes = if bytes.as_ptr().align_offset(8) == 0 {
+        bytes
+    } else {
+        copy = bytes.to_vec();
+        &copy
+    };
+    let Ok(file) = object::File::parse(bytes) else {
+        return Vec::new();
+    };
+    file.symbols()
+        .filter(|s| !s.is_local() && !s.is_undefined())
+        .filter(|s| !matches!(s.kind(), SymbolKind::Section | SymbolKind::File))
+        .filter_map(|s| s.name().ok().filter(|n| !n.is_empty()).map(str::to_owned))
         .collect()
 }
 

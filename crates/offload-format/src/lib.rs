@@ -11,7 +11,7 @@
 //! | [`bundle`] | bundle entry IDs, normalized as the bundler's `OffloadTargetInfo::str()`; host-entry and conflict rules | | |
 //! | [`ccob`] | compressed bundles "CCOB", versions 1–3, zlib and zstd, MD5-based hash | v1, v2, v3, several back to back; size and hash checked, errors name the field's offset | v2, v3 (default 3, zstd level 3 with long-distance matching, as clang-22) |
 //! | [`target_id`] | target IDs (`gfx90a:xnack+`), canonical form, compatibility, conflicting combinations; the AMDGPU processor table and the NVIDIA `sm_XX` list of LLVM 22 | | |
-//! | [`archive`] | GNU `ar` and heterogeneous device archive unbundling (`-type=a`, `--allow-missing-bundles`, `--check-input-archive`), members in the binary or object layout | yes | yes, with clang's symbol index for bitcode members ([`bitcode`]) |
+//! | [`archive`] | GNU `ar` and heterogeneous device archive unbundling (`-type=a`, `--allow-missing-bundles`, `--check-input-archive`), members in the binary or object layout | yes | yes, with clang's symbol index for bitcode ([`bitcode`]) and ELF members |
 //!
 //! Errors are one [`Error`] enum; parse errors name the byte offset and what was wrong.
 #![forbid(unsafe_code)]

@@ -710,3 +710,65 @@ fn rdc_archive(env: &Env, clang: &Path, ar: &Path) -> PathBuf {
     common::run(Command::new(ar).arg("rc").arg(&lib).args(&objects));
     lib
 }
+
+/// A device archive whose entries are ELF objects made by clang (an OpenMP host-CPU target):
+/// the archive clang writes indexes their global definitions, and so does ours.
+#[test]
+fn archive_index_of_elf_members_matches_clang() {
+    let Some(env) = Env::new() else { return };
+    let Some(clang) = common::tool(Tool::Clang) else {
+        return;
+    };
+    let Some(ar) = common::tool(Tool::LlvmAr) else {
+        return;
+    };
+    let src = env.file(
+        "f.c",
+        b"int gv = 3;\nstatic int sv;\nint f(void) { return gv + sv; }\n\
+          __attribute__((weak)) int w(void) { return 1; }\n\
+          __attribute__((visibility(\"hidden\"))) int h(void) { return 2; }\n\
+          extern int u(void);\nint g(void) { return u(); }\n\
+          int common_var __attribute__((common));\n",
+    );
+    let obj = env.path("fdev.o");
+    common::run(
+        Command::new(&clang)
+            .args(["-c", "-fcommon", "-o"])
+            .arg(&obj)
+            .arg(&src),
+    );
+    let host = env.file("empty.bin", b"");
+    let bundle = env.bundle(
+        "bc",
+        &[
+            "host-x86_64-unknown-linux-gnu",
+            "openmp-x86_64-pc-linux-gnu",
+        ],
+        &[&host, &obj],
+        None,
+        &[],
+    );
+    let member = env.file("fm.o", &bundle);
+    let lib = env.path("libelf.a");
+    common::run(Command::new(ar).arg("rc").arg(&lib).arg(&member));
+    let target = "openmp-x86_64-pc-linux-gnu";
+    let out = env.path("elf_out.a");
+    common::run(
+        env.bundler()
+            .args(["-unbundle", "-type=a"])
+            .arg(format!("-targets={target}"))
+            .arg(format!("-input={}", lib.display()))
+            .arg(format!("-output={}", out.display())),
+    );
+    let theirs = std::fs::read(&out).unwrap();
+    let ours = unbundle_archive(
+        &std::fs::read(&lib).unwrap(),
+        &[BundleEntryId::parse(target).unwrap()],
+        ArchiveUnbundleOptions::default(),
+    )
+    .unwrap();
+    let mut written = Vec::new();
+    write_archive(&mut written, &ours[0]).unwrap();
+    assert_eq!(written, theirs);
+    assert!(theirs.starts_with(b"!<arch>\n/ "), "clang wrote an index");
+}
