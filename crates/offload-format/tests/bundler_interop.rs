@@ -657,6 +657,20 @@ fn archives_of_relocatable_objects_match_clang() {
                     members.iter().all(|m| m.data.starts_with(b"BC")),
                     "{target}"
                 );
+                let data = &members[0].data;
+                let syms = offload_format::bitcode::archive_symbols(data)
+                    .unwrap()
+                    .unwrap();
+                assert!(syms.iter().any(|s| s == "ka"), "{syms:?}");
+                // Damaged bitcode is an error or no symbols, never a panic or a hang.
+                for cut in 0..data.len() {
+                    let _ = offload_format::bitcode::archive_symbols(&data[..cut]);
+                }
+                for at in (0..data.len()).step_by(7) {
+                    let mut bad = data.to_vec();
+                    bad[at] ^= 0xa5;
+                    let _ = offload_format::bitcode::archive_symbols(&bad);
+                }
             }
         }
     }
@@ -771,4 +785,61 @@ fn archive_index_of_elf_members_matches_clang() {
     write_archive(&mut written, &ours[0]).unwrap();
     assert_eq!(written, theirs);
     assert!(theirs.starts_with(b"!<arch>\n/ "), "clang wrote an index");
+}
+
+/// A compressed bundle made by clang with a wrong uncompressed-size field: every reader names
+/// the field at its real offset (16 in version 3, 12 in version 2).
+#[test]
+fn compressed_size_errors_name_the_field_offset() {
+    use std::io::Read;
+    let Some(env) = Env::new() else { return };
+    let host = env.file("sz_host", b"");
+    let dev = env.file("sz_dev", b"device code");
+    let ids = [
+        "host-x86_64-unknown-linux-gnu",
+        "hipv4-amdgcn-amd-amdhsa--gfx90a",
+    ];
+    let v3 = env.bundle("bc", &ids, &[&host, &dev], None, &["-compress"]);
+    let v2_path = env.path("sz_v2.ccob");
+    common::run(
+        env.bundler()
+            .env_remove("OFFLOAD_BUNDLER_IGNORE_ENV_VAR")
+            .env("COMPRESSED_BUNDLE_FORMAT_VERSION", "2")
+            .args(["-type=bc", "-compress"])
+            .arg(format!("-targets={}", ids.join(",")))
+            .arg(format!("-input={}", host.display()))
+            .arg(format!("-input={}", dev.display()))
+            .arg(format!("-output={}", v2_path.display())),
+    );
+    let v2 = std::fs::read(&v2_path).unwrap();
+    let mut cases = Vec::new();
+    for size in [1u64 << 32, 1 << 40, 1 << 63, u64::MAX] {
+        let mut bad = v3.clone();
+        bad[16..24].copy_from_slice(&size.to_le_bytes());
+        cases.push((bad, 16u64));
+    }
+    let mut bad = v2.clone();
+    bad[12..16].copy_from_slice(&u32::MAX.to_le_bytes());
+    cases.push((bad, 12));
+    let size_field = |e: offload_format::Error| match e {
+        offload_format::Error::CcobSizeMismatch { offset, .. } => offset,
+        other => panic!("{other}"),
+    };
+    for (bad, field) in cases {
+        assert_eq!(size_field(ccob::decompress(&bad).unwrap_err()), field);
+        let streamed = offload_format::stream::decompress_stream(
+            bad.as_slice(),
+            std::io::sink(),
+            0,
+            bad.len() as u64,
+        );
+        assert_eq!(size_field(streamed.unwrap_err()), field);
+        let mut r =
+            offload_format::stream::CcobReader::new(bad.as_slice(), 0, bad.len() as u64).unwrap();
+        let err = r.read_to_end(&mut Vec::new()).unwrap_err();
+        assert_eq!(
+            size_field(offload_format::stream::into_format_error(err)),
+            field
+        );
+    }
 }
