@@ -14,8 +14,14 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err}");
+            // Many errors print their source in their own message; say each thing once.
+            let mut previous = err.to_string();
             for cause in err.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
+                let text = cause.to_string();
+                if !previous.contains(&text) {
+                    eprintln!("  caused by: {text}");
+                }
+                previous = text;
             }
             ExitCode::FAILURE
         }

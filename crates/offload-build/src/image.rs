@@ -110,6 +110,30 @@ pub fn kernels_of_cpu_image(elf: &[u8]) -> Result<Vec<String>, String> {
     Ok(names)
 }
 
+/// Prefix of the target-region entry points clang's OpenMP offloading gives a device image
+/// (`__omp_offloading_<device>_<file>_<function>_l<line>`).
+pub const OPENMP_ENTRY_PREFIX: &str = "__omp_offloading_";
+
+/// The target-region entry points an OpenMP offload image for a host-CPU target exports: its
+/// defined dynamic functions named `__omp_offloading_...`, sorted. Outlined helpers
+/// (`....omp_outlined`) are local and the `.offloading.entry.` records are data, so neither
+/// is listed.
+pub fn kernels_of_openmp_image(elf: &[u8]) -> Vec<String> {
+    use object::{Object, ObjectSymbol, SymbolKind};
+    let Ok(file) = object::File::parse(elf) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = file
+        .dynamic_symbols()
+        .filter(|s| s.is_definition() && s.kind() == SymbolKind::Text)
+        .filter_map(|s| s.name().ok().map(str::to_owned))
+        .filter(|n| n.starts_with(OPENMP_ENTRY_PREFIX))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use offload_format::{ImageKind, OffloadBinary};
 use serde::Serialize;
 
-use crate::image::{KEY_KERNELS, KEY_MODULE, kernels_of_cpu_image, kernels_of_ptx};
+use crate::image::{
+    KEY_KERNELS, KEY_MODULE, kernels_of_cpu_image, kernels_of_openmp_image, kernels_of_ptx,
+};
 
 /// ELF section type of `.llvm.offloading` (`SHT_LLVM_OFFLOADING`).
 pub const SHT_LLVM_OFFLOADING: u32 = 0x6fff_4c0b;
@@ -157,7 +159,10 @@ pub fn describe(bin: &OffloadBinary<'_>, container: &str, index: usize) -> Image
             ImageKind::Object if !resources.is_empty() => {
                 resources.iter().map(|r| r.kernel.clone()).collect()
             }
-            ImageKind::Object => kernels_of_cpu_image(&bin.image).unwrap_or_default(),
+            ImageKind::Object => kernels_of_cpu_image(&bin.image)
+                .ok()
+                .filter(|k| !k.is_empty())
+                .unwrap_or_else(|| kernels_of_openmp_image(&bin.image)),
             _ => Vec::new(),
         };
     }

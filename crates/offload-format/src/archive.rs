@@ -4,7 +4,9 @@
 use std::borrow::Cow;
 use std::io::Write;
 
-use crate::bundle::{BundleEntryId, is_binary_bundle, parse_binary_bundle};
+use crate::bundle::{
+    BundleEntry, BundleEntryId, is_binary_bundle, parse_binary_bundle, parse_object_bundle,
+};
 use crate::ccob;
 use crate::error::{Error, Result};
 use crate::target_id::{TargetId, conflicting_combination};
@@ -114,10 +116,12 @@ pub fn parse_archive(bytes: &[u8]) -> Result<Vec<ArchiveMember<'_>>> {
     Ok(out)
 }
 
-/// Writes a GNU archive without a symbol index (a name containing a newline cannot be
-/// stored and is an error), deterministically (dates, owners 0, mode
-/// 644), as `llvm-ar`/`writeArchive` lay it out: names of 16 characters or more (or containing
-/// `/`) go to the `//` table.
+/// Writes a GNU archive deterministically (dates, owners 0, mode 644), as
+/// `llvm-ar`/`writeArchive` lay it out: a symbol index (`/`) when a member is LLVM bitcode
+/// (see [`crate::bitcode::archive_symbols`]) or an ELF object with global definitions (other
+/// members, and members that cannot be read, add no symbols), then the `//` table holding
+/// names of 16 characters or more (or containing `/`), then the members. A name containing a
+/// newline cannot be stored and is an error.
 pub fn write_archive<W: Write>(mut w: W, members: &[ArchiveMember<'_>]) -> Result<()> {
     w.write_all(AR_MAGIC)?;
     let mut table = Vec::new();
@@ -138,10 +142,37 @@ pub fn write_archive<W: Write>(mut w: W, members: &[ArchiveMember<'_>]) -> Resul
             table.extend_from_slice(b"/\n");
         }
     }
-    if !table.is_empty() {
-        if table.len() % 2 == 1 {
-            table.push(b'\n');
+    if table.len() % 2 == 1 {
+        table.push(b'\n');
+    }
+    let symbols = member_symbols(members);
+    let count: usize = symbols.iter().map(Vec::len).sum();
+    if count > 0 {
+        let names: usize = symbols.iter().flatten().map(|s| s.len() + 1).sum();
+        let size = 4 + 4 * count + names;
+        let size = size + size % 2;
+        let mut at = (AR_MAGIC.len() + MEMBER_HEADER + size) as u64;
+        if !table.is_empty() {
+            at += (MEMBER_HEADER + table.len()) as u64;
         }
+        let mut index = Vec::with_capacity(size);
+        index.extend_from_slice(&(count as u32).to_be_bytes());
+        for (m, syms) in members.iter().zip(&symbols) {
+            let offset = u32::try_from(at).map_err(|_| Error::ArchiveTooLargeForIndex)?;
+            for _ in syms {
+                index.extend_from_slice(&offset.to_be_bytes());
+            }
+            at += (MEMBER_HEADER + m.data.len() + m.data.len() % 2) as u64;
+        }
+        for name in symbols.iter().flatten() {
+            index.extend_from_slice(name.as_bytes());
+            index.push(0);
+        }
+        index.resize(size, 0);
+        w.write_all(&member_header("/", "0", "0", "0", "0", size))?;
+        w.write_all(&index)?;
+    }
+    if !table.is_empty() {
         w.write_all(&member_header("//", "", "", "", "", table.len()))?;
         w.write_all(&table)?;
     }
@@ -153,6 +184,48 @@ pub fn write_archive<W: Write>(mut w: W, members: &[ArchiveMember<'_>]) -> Resul
         }
     }
     Ok(())
+}
+
+/// Each member's index symbols. Data that is neither bitcode nor an ELF object, and members
+/// that cannot be read, add none: the archive is still a faithful container of the members.
+fn member_symbols(members: &[ArchiveMember<'_>]) -> Vec<Vec<String>> {
+    members
+        .iter()
+        .map(|m| {
+            if crate::bitcode::is_bitcode(&m.data) {
+                crate::bitcode::archive_symbols(&m.data)
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default()
+            } else if m.data.starts_with(b"\x7fELF") {
+                elf_symbols(&m.data)
+            } else {
+                Vec::new()
+            }
+        })
+        .collect()
+}
+
+/// The symbols `llvm-ar` indexes for an ELF object: `.symtab` entries in order that are not
+/// local, not undefined, and not section or file symbols.
+fn elf_symbols(bytes: &[u8]) -> Vec<String> {
+    use object::{Object, ObjectSymbol, SymbolKind};
+    // The ELF reader needs aligned headers; members inside archives and bundles may not be.
+    let copy;
+    let bytes = if bytes.as_ptr().align_offset(8) == 0 {
+        bytes
+    } else {
+        copy = bytes.to_vec();
+        &copy
+    };
+    let Ok(file) = object::File::parse(bytes) else {
+        return Vec::new();
+    };
+    file.symbols()
+        .filter(|s| !s.is_local() && !s.is_undefined())
+        .filter(|s| !matches!(s.kind(), SymbolKind::Section | SymbolKind::File))
+        .filter_map(|s| s.name().ok().filter(|n| !n.is_empty()).map(str::to_owned))
+        .collect()
 }
 
 /// A 60-byte member header; fields are padded by bytes (a name may hold multi-byte UTF-8).
@@ -220,7 +293,8 @@ pub fn device_member_name(member: &str, id: &str, target_id: Option<&str>) -> St
 /// Unbundles a heterogeneous device archive: every bundle entry of every member goes into the
 /// archive of each requested target it is compatible with (see
 /// [`BundleEntryId::is_compatible`]). Returns one member list per target, in `targets` order.
-/// Members that are not bundles are skipped; compressed members are decompressed first.
+/// Members are bundles in the binary layout (compressed ones are decompressed first) or ELF
+/// objects in the object layout; other members are skipped.
 pub fn unbundle_archive(
     archive: &[u8],
     targets: &[BundleEntryId],
@@ -229,25 +303,26 @@ pub fn unbundle_archive(
     let members = parse_archive(archive)?;
     let mut outputs: Vec<Vec<ArchiveMember<'static>>> = vec![Vec::new(); targets.len()];
     for m in &members {
+        let in_member = |e: Error| Error::ArchiveMember {
+            member: m.name.clone(),
+            source: Box::new(e),
+        };
         let decompressed;
         let bundle: &[u8] = if ccob::is_compressed(&m.data) {
-            decompressed = ccob::decompress(&m.data)
-                .map_err(|e| Error::ArchiveMember {
-                    member: m.name.clone(),
-                    source: Box::new(e),
-                })?
-                .0;
+            decompressed = ccob::decompress(&m.data).map_err(in_member)?.0;
             &decompressed
         } else {
             &m.data
         };
-        if !is_binary_bundle(bundle) {
+        // Relocatable objects (`clang -fgpu-rdc -c`) carry their entries in
+        // `__CLANG_OFFLOAD_BUNDLE__<id>` sections.
+        let entries: Vec<BundleEntry<'_>> = if is_binary_bundle(bundle) {
+            parse_binary_bundle(bundle).map_err(in_member)?
+        } else if bundle.starts_with(b"\x7fELF") {
+            parse_object_bundle(bundle).map_err(in_member)?
+        } else {
             continue;
-        }
-        let entries = parse_binary_bundle(bundle).map_err(|e| Error::ArchiveMember {
-            member: m.name.clone(),
-            source: Box::new(e),
-        })?;
+        };
         let ids: Vec<BundleEntryId> = entries
             .iter()
             .map(|e| BundleEntryId::parse(&e.id))

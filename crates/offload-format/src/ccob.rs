@@ -69,6 +69,15 @@ impl CcobHeader {
         }
     }
 
+    /// Offset of the uncompressed-size field in a header of `version`: 8, 12 or 16.
+    pub fn uncompressed_size_offset(version: u16) -> u64 {
+        match version {
+            1 => 8,
+            2 => 12,
+            _ => 16,
+        }
+    }
+
     /// Parses a header at the start of `bytes`; `base` is added to offsets in errors.
     pub fn parse(bytes: &[u8], base: u64) -> Result<(CcobHeader, usize)> {
         if !bytes.starts_with(CCOB_MAGIC) {
@@ -293,14 +302,7 @@ fn decompress_at(bytes: &[u8], base: u64) -> Result<(Vec<u8>, usize)> {
     })?;
     if out.len() as u64 != h.uncompressed_size {
         return Err(Error::CcobSizeMismatch {
-            offset: base
-                + if h.version == 3 {
-                    16
-                } else if h.version == 2 {
-                    12
-                } else {
-                    8
-                },
+            offset: base + CcobHeader::uncompressed_size_offset(h.version),
             expected: h.uncompressed_size,
             actual: out.len() as u64,
         });

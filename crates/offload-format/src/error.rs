@@ -255,6 +255,14 @@ pub enum Error {
     #[error("compressed bundle version {version} cannot record a size of {size} bytes")]
     CcobTooLargeForVersion { version: u16, size: u64 },
 
+    // ---- Bitcode ----
+    /// Bitcode whose block structure cannot be followed.
+    #[error("bitcode: malformed block structure at byte {offset}")]
+    BitcodeMalformed { offset: u64 },
+    /// A bitcode symbol table whose fields point outside it or its string table.
+    #[error("bitcode symbol table: field at offset {offset} is out of range")]
+    BitcodeSymtabMalformed { offset: u64 },
+
     // ---- Archives ----
     /// Not an `ar` archive.
     #[error("not an ar archive (missing !<arch> magic)")]
@@ -283,6 +291,11 @@ pub enum Error {
     /// A member name the GNU format cannot store.
     #[error("archive member name {name:?} cannot be stored (it contains a newline)")]
     ArchiveUnwritableName { name: String },
+    /// A member that starts beyond 4 GiB, which a 32-bit GNU symbol index cannot point at.
+    #[error(
+        "archive: a member with symbols starts beyond 4 GiB; the symbol index cannot be written"
+    )]
+    ArchiveTooLargeForIndex,
     /// A member whose bundle could not be read.
     #[error("archive member {member:?}: {source}")]
     ArchiveMember { member: String, source: Box<Error> },

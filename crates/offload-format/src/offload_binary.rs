@@ -220,7 +220,8 @@ fn rd_u64(b: &[u8], at: usize) -> u64 {
 
 /// An ELF string table as LLVM's `StringTableBuilder(ELF)` + `finalize()` lays it out: byte 0
 /// is NUL, strings sorted by their reversed bytes in descending order, and a string that is a
-/// suffix of the one placed just before it shares that string's tail.
+/// suffix of the one placed just before it shares that string's tail; the empty string is
+/// the leading NUL.
 ///
 /// Returns the table and each input string's offset (in input order; duplicates share one).
 pub fn elf_string_table<S: AsRef<[u8]>>(strings: &[S]) -> (Vec<u8>, Vec<u64>) {
@@ -234,6 +235,11 @@ pub fn elf_string_table<S: AsRef<[u8]>>(strings: &[S]) -> (Vec<u8>, Vec<u64>) {
     let mut placed: Vec<(&[u8], u64)> = Vec::with_capacity(unique.len());
     let mut previous: &[u8] = &[];
     for s in unique {
+        // The empty string is the table's leading NUL, as the tool lays it out.
+        if s.is_empty() {
+            placed.push((s, 0));
+            continue;
+        }
         if previous.ends_with(s) {
             placed.push((s, table.len() as u64 - s.len() as u64 - 1));
             continue;
@@ -256,40 +262,17 @@ pub fn elf_string_table<S: AsRef<[u8]>>(strings: &[S]) -> (Vec<u8>, Vec<u64>) {
     (table, offsets)
 }
 
-/// Keys whose relative `DenseMap` iteration order in `llvm-offload-binary` (LLVM 22) was
-/// observed, in that order. No two of them share a hash bucket (checked pairwise in both
-/// insertion orders), so any subset keeps this relative order.
-pub const LLVM_KEY_RANK: &[&str] = &[
-    "feature",
-    "offload.kernels",
-    "arch",
-    "bar",
-    "triple",
-    "producer",
-    "offload.module",
-    "foo",
-];
-
-/// The order in which `llvm-offload-binary` (LLVM 22) stores the string entries for a set of
-/// `--image` keys (its `DenseMap` hash order), e.g. `{triple, arch}` → arch, triple. Returns
-/// `None` when a key is outside [`LLVM_KEY_RANK`] (unless it is the only key) or repeated: byte
-/// equality with the tool cannot be promised then.
-pub fn llvm_key_order<'k>(keys: &[&'k str]) -> Option<Vec<&'k str>> {
-    let mut sorted: Vec<&str> = keys.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
-    if sorted.len() != keys.len() {
-        return None;
-    }
-    if keys.len() == 1 {
-        return Some(keys.to_vec());
-    }
-    let mut ranked: Vec<(usize, &'k str)> = keys
-        .iter()
-        .map(|k| LLVM_KEY_RANK.iter().position(|r| r == k).map(|i| (i, *k)))
-        .collect::<Option<_>>()?;
-    ranked.sort_unstable();
-    Some(ranked.into_iter().map(|(_, k)| k).collect())
+/// The order in which `llvm-offload-binary` (LLVM 22) stores the string entries of an
+/// `--image=` argument whose keys are `keys`, in command-line order: its `DenseMap` iteration
+/// order (see [`crate::llvm_hash`]), e.g. `file, triple, arch, kind` → arch, triple. Pass
+/// every key of the argument, `file` and `kind` included: they are in the map too and shape
+/// its layout, but are not stored, so they are left out of the result. A repeated key counts
+/// once, at its first position.
+pub fn llvm_key_order<'k>(keys: &[&'k str]) -> Vec<&'k str> {
+    crate::llvm_hash::dense_map_order(keys)
+        .into_iter()
+        .filter(|k| *k != "file" && *k != "kind")
+        .collect()
 }
 
 impl<'a> OffloadBinary<'a> {
@@ -346,21 +329,24 @@ impl<'a> OffloadBinary<'a> {
         }
     }
 
-    /// Reorders the string entries as `llvm-offload-binary` would store them, when
-    /// [`llvm_key_order`] knows the key set. Returns whether it did.
-    pub fn apply_llvm_key_order(&mut self) -> bool {
-        let keys: Vec<&str> = self.strings.iter().map(|(k, _)| k.as_ref()).collect();
-        let Some(order) = llvm_key_order(&keys) else {
-            return false;
-        };
-        let order: Vec<String> = order.into_iter().map(str::to_owned).collect();
+    /// Reorders the string entries as `llvm-offload-binary` stores them when given
+    /// `--image=file=..,kind=..,` followed by these keys in their current order.
+    pub fn apply_llvm_key_order(&mut self) {
+        let keys: Vec<String> = self.strings.iter().map(|(k, _)| k.to_string()).collect();
+        let mut spec: Vec<&str> = vec!["file", "kind"];
+        spec.extend(keys.iter().map(String::as_str));
+        let order: Vec<String> = llvm_key_order(&spec)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
         let mut old = std::mem::take(&mut self.strings);
         for key in order {
             if let Some(pos) = old.iter().position(|(k, _)| *k == key) {
                 self.strings.push(old.remove(pos));
             }
         }
-        true
+        // Keys the tool cannot store (`file`, `kind`) stay, at the end.
+        self.strings.append(&mut old);
     }
 
     /// Total size of the serialized binary (the header's `Size`).
@@ -745,23 +731,15 @@ mod tests {
 
     #[test]
     fn key_order() {
+        let order = |k: &[&'static str]| llvm_key_order(k);
         assert_eq!(
-            llvm_key_order(&["triple", "arch"]),
-            Some(vec!["arch", "triple"])
+            order(&["file", "triple", "arch", "kind"]),
+            ["arch", "triple"]
         );
         assert_eq!(
-            llvm_key_order(&["triple", "arch", "feature"]),
-            Some(vec!["feature", "arch", "triple"])
+            order(&["file", "kind", "triple", "arch", "foo", "bar"]),
+            ["arch", "bar", "triple", "foo"]
         );
-        assert_eq!(
-            llvm_key_order(&["triple", "arch", "foo", "bar"]),
-            Some(vec!["arch", "bar", "triple", "foo"])
-        );
-        assert_eq!(
-            llvm_key_order(&["triple", "arch", "offload.module", "offload.kernels"]),
-            Some(vec!["offload.kernels", "arch", "triple", "offload.module"])
-        );
-        assert_eq!(llvm_key_order(&["x", "y"]), None);
-        assert_eq!(llvm_key_order(&["arch", "arch"]), None);
+        assert_eq!(order(&["arch", "arch"]), ["arch"]);
     }
 }

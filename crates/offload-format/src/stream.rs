@@ -409,7 +409,7 @@ pub fn decompress_stream<R: Read, W: Write>(
     if let Err(e) = res {
         if e.kind() == io::ErrorKind::InvalidData && out.len >= h.uncompressed_size {
             return Err(Error::CcobSizeMismatch {
-                offset: base + 8,
+                offset: base + CcobHeader::uncompressed_size_offset(h.version),
                 expected: h.uncompressed_size,
                 actual: out.len + 1,
             });
@@ -421,7 +421,7 @@ pub fn decompress_stream<R: Read, W: Write>(
     }
     if out.len != h.uncompressed_size {
         return Err(Error::CcobSizeMismatch {
-            offset: base + 8,
+            offset: base + CcobHeader::uncompressed_size_offset(h.version),
             expected: h.uncompressed_size,
             actual: out.len,
         });
@@ -524,7 +524,7 @@ impl<R: Read> CcobReader<R> {
     fn check_end(&mut self) -> Result<()> {
         if self.len != self.header.uncompressed_size {
             return Err(Error::CcobSizeMismatch {
-                offset: self.base + 8,
+                offset: self.base + CcobHeader::uncompressed_size_offset(self.header.version),
                 expected: self.header.uncompressed_size,
                 actual: self.len,
             });
@@ -573,7 +573,7 @@ impl<R: Read> Read for CcobReader<R> {
         if self.len > self.header.uncompressed_size {
             self.done = true;
             return Err(format_error(Error::CcobSizeMismatch {
-                offset: self.base + 8,
+                offset: self.base + CcobHeader::uncompressed_size_offset(self.header.version),
                 expected: self.header.uncompressed_size,
                 actual: self.len,
             }));

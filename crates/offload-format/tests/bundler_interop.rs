@@ -599,3 +599,247 @@ fn check_input_archive_agrees_with_clang() {
     // Without the check both sides accept it.
     assert!(unbundle_archive(&bytes, &t, ArchiveUnbundleOptions::default()).is_ok());
 }
+
+/// Two relocatable HIP objects (`-fgpu-rdc -c`, bundles in `__CLANG_OFFLOAD_BUNDLE__`
+/// sections) archived by `llvm-ar`: the device archives we write are clang's, byte for byte,
+/// symbol index included.
+#[test]
+fn archives_of_relocatable_objects_match_clang() {
+    let Some(env) = Env::new() else { return };
+    let Some(clang) = common::tool(Tool::Clang) else {
+        return;
+    };
+    let Some(ar) = common::tool(Tool::LlvmAr) else {
+        return;
+    };
+    let lib = rdc_archive(&env, &clang, &ar);
+    let bytes = std::fs::read(&lib).unwrap();
+    let target_sets: [&[&str]; 3] = [
+        &["hipv4-amdgcn-amd-amdhsa--gfx90a"],
+        &[
+            "hipv4-amdgcn-amd-amdhsa--gfx90a",
+            "hip-amdgcn-amd-amdhsa--gfx942:xnack+",
+        ],
+        &[
+            "hip-amdgcn-amd-amdhsa--gfx942",
+            "hipv4-amdgcn-amd-amdhsa--gfx1030",
+        ],
+    ];
+    for targets in target_sets {
+        let outs: Vec<PathBuf> = (0..targets.len())
+            .map(|i| env.path(&format!("rdc{}_{i}.a", rand_name())))
+            .collect();
+        let mut c = env.bundler();
+        c.args(["-unbundle", "-type=a", "-allow-missing-bundles"])
+            .arg(format!("-targets={}", targets.join(",")))
+            .arg(format!("-input={}", lib.display()));
+        for o in &outs {
+            c.arg(format!("-output={}", o.display()));
+        }
+        common::run(&mut c);
+        let parsed: Vec<BundleEntryId> = targets
+            .iter()
+            .map(|t| BundleEntryId::parse(t).unwrap())
+            .collect();
+        let opts = ArchiveUnbundleOptions {
+            allow_missing_bundles: true,
+            ..Default::default()
+        };
+        let ours = unbundle_archive(&bytes, &parsed, opts).unwrap();
+        for ((members, out), target) in ours.iter().zip(&outs).zip(targets) {
+            let theirs = std::fs::read(out).unwrap();
+            let mut written = Vec::new();
+            write_archive(&mut written, members).unwrap();
+            assert_eq!(written, theirs, "{target} of {targets:?}");
+            if !target.contains("gfx1030") {
+                assert_eq!(members.len(), 2, "{target}");
+                assert!(
+                    members.iter().all(|m| m.data.starts_with(b"BC")),
+                    "{target}"
+                );
+                let data = &members[0].data;
+                let syms = offload_format::bitcode::archive_symbols(data)
+                    .unwrap()
+                    .unwrap();
+                assert!(syms.iter().any(|s| s == "ka"), "{syms:?}");
+                // Damaged bitcode is an error or no symbols, never a panic or a hang.
+                for cut in 0..data.len() {
+                    let _ = offload_format::bitcode::archive_symbols(&data[..cut]);
+                }
+                for at in (0..data.len()).step_by(7) {
+                    let mut bad = data.to_vec();
+                    bad[at] ^= 0xa5;
+                    let _ = offload_format::bitcode::archive_symbols(&bad);
+                }
+            }
+        }
+    }
+    let missing = [BundleEntryId::parse("hipv4-amdgcn-amd-amdhsa--gfx1030").unwrap()];
+    assert!(matches!(
+        unbundle_archive(&bytes, &missing, ArchiveUnbundleOptions::default()),
+        Err(offload_format::Error::ArchiveNoCompatibleEntry { .. })
+    ));
+}
+
+/// `lib.a` of two objects from `clang -x hip --offload-arch=gfx90a --offload-arch=gfx942
+/// -fgpu-rdc -c`.
+fn rdc_archive(env: &Env, clang: &Path, ar: &Path) -> PathBuf {
+    // Enough of the HIP runtime's declarations for the host side to compile without headers.
+    let prelude = "struct dim3 { unsigned x, y, z; };\n\
+        extern \"C\" int hipLaunchKernel(const void *, dim3, dim3, void **, unsigned long, void *);\n";
+    let sources = [
+        (
+            "a",
+            "extern \"C\" __attribute__((device)) int dev_a(int x) { return x + 1; }\n\
+             extern \"C\" __attribute__((global)) void ka(int *p) { *p = dev_a(*p); }\n",
+        ),
+        (
+            "b",
+            "extern \"C\" __attribute__((device)) int dev_a(int);\n\
+             extern \"C\" __attribute__((global)) void kb(int *p) { *p = dev_a(2); }\n",
+        ),
+    ];
+    let mut objects = Vec::new();
+    for (name, body) in sources {
+        let src = env.file(
+            &format!("{name}.hip"),
+            format!("{prelude}{body}").as_bytes(),
+        );
+        let obj = env.path(&format!("{name}.o"));
+        common::run(
+            Command::new(clang)
+                .args([
+                    "-x",
+                    "hip",
+                    "--offload-arch=gfx90a",
+                    "--offload-arch=gfx942",
+                ])
+                .args(["-fgpu-rdc", "-nogpulib", "-nogpuinc", "-c", "-o"])
+                .arg(&obj)
+                .arg(&src),
+        );
+        objects.push(obj);
+    }
+    let lib = env.path("librdc.a");
+    common::run(Command::new(ar).arg("rc").arg(&lib).args(&objects));
+    lib
+}
+
+/// A device archive whose entries are ELF objects made by clang (an OpenMP host-CPU target):
+/// the archive clang writes indexes their global definitions, and so does ours.
+#[test]
+fn archive_index_of_elf_members_matches_clang() {
+    let Some(env) = Env::new() else { return };
+    let Some(clang) = common::tool(Tool::Clang) else {
+        return;
+    };
+    let Some(ar) = common::tool(Tool::LlvmAr) else {
+        return;
+    };
+    let src = env.file(
+        "f.c",
+        b"int gv = 3;\nstatic int sv;\nint f(void) { return gv + sv; }\n\
+          __attribute__((weak)) int w(void) { return 1; }\n\
+          __attribute__((visibility(\"hidden\"))) int h(void) { return 2; }\n\
+          extern int u(void);\nint g(void) { return u(); }\n\
+          int common_var __attribute__((common));\n",
+    );
+    let obj = env.path("fdev.o");
+    common::run(
+        Command::new(&clang)
+            .args(["-c", "-fcommon", "-o"])
+            .arg(&obj)
+            .arg(&src),
+    );
+    let host = env.file("empty.bin", b"");
+    let bundle = env.bundle(
+        "bc",
+        &[
+            "host-x86_64-unknown-linux-gnu",
+            "openmp-x86_64-pc-linux-gnu",
+        ],
+        &[&host, &obj],
+        None,
+        &[],
+    );
+    let member = env.file("fm.o", &bundle);
+    let lib = env.path("libelf.a");
+    common::run(Command::new(ar).arg("rc").arg(&lib).arg(&member));
+    let target = "openmp-x86_64-pc-linux-gnu";
+    let out = env.path("elf_out.a");
+    common::run(
+        env.bundler()
+            .args(["-unbundle", "-type=a"])
+            .arg(format!("-targets={target}"))
+            .arg(format!("-input={}", lib.display()))
+            .arg(format!("-output={}", out.display())),
+    );
+    let theirs = std::fs::read(&out).unwrap();
+    let ours = unbundle_archive(
+        &std::fs::read(&lib).unwrap(),
+        &[BundleEntryId::parse(target).unwrap()],
+        ArchiveUnbundleOptions::default(),
+    )
+    .unwrap();
+    let mut written = Vec::new();
+    write_archive(&mut written, &ours[0]).unwrap();
+    assert_eq!(written, theirs);
+    assert!(theirs.starts_with(b"!<arch>\n/ "), "clang wrote an index");
+}
+
+/// A compressed bundle made by clang with a wrong uncompressed-size field: every reader names
+/// the field at its real offset (16 in version 3, 12 in version 2).
+#[test]
+fn compressed_size_errors_name_the_field_offset() {
+    use std::io::Read;
+    let Some(env) = Env::new() else { return };
+    let host = env.file("sz_host", b"");
+    let dev = env.file("sz_dev", b"device code");
+    let ids = [
+        "host-x86_64-unknown-linux-gnu",
+        "hipv4-amdgcn-amd-amdhsa--gfx90a",
+    ];
+    let v3 = env.bundle("bc", &ids, &[&host, &dev], None, &["-compress"]);
+    let v2_path = env.path("sz_v2.ccob");
+    common::run(
+        env.bundler()
+            .env_remove("OFFLOAD_BUNDLER_IGNORE_ENV_VAR")
+            .env("COMPRESSED_BUNDLE_FORMAT_VERSION", "2")
+            .args(["-type=bc", "-compress"])
+            .arg(format!("-targets={}", ids.join(",")))
+            .arg(format!("-input={}", host.display()))
+            .arg(format!("-input={}", dev.display()))
+            .arg(format!("-output={}", v2_path.display())),
+    );
+    let v2 = std::fs::read(&v2_path).unwrap();
+    let mut cases = Vec::new();
+    for size in [1u64 << 32, 1 << 40, 1 << 63, u64::MAX] {
+        let mut bad = v3.clone();
+        bad[16..24].copy_from_slice(&size.to_le_bytes());
+        cases.push((bad, 16u64));
+    }
+    let mut bad = v2.clone();
+    bad[12..16].copy_from_slice(&u32::MAX.to_le_bytes());
+    cases.push((bad, 12));
+    let size_field = |e: offload_format::Error| match e {
+        offload_format::Error::CcobSizeMismatch { offset, .. } => offset,
+        other => panic!("{other}"),
+    };
+    for (bad, field) in cases {
+        assert_eq!(size_field(ccob::decompress(&bad).unwrap_err()), field);
+        let streamed = offload_format::stream::decompress_stream(
+            bad.as_slice(),
+            std::io::sink(),
+            0,
+            bad.len() as u64,
+        );
+        assert_eq!(size_field(streamed.unwrap_err()), field);
+        let mut r =
+            offload_format::stream::CcobReader::new(bad.as_slice(), 0, bad.len() as u64).unwrap();
+        let err = r.read_to_end(&mut Vec::new()).unwrap_err();
+        assert_eq!(
+            size_field(offload_format::stream::into_format_error(err)),
+            field
+        );
+    }
+}

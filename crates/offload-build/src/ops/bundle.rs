@@ -13,8 +13,8 @@ use std::process::Command;
 use offload_format::archive::{ArchiveUnbundleOptions, unbundle_archive, write_archive};
 use offload_format::bundle::TEXT_TYPES;
 use offload_format::bundle::{
-    BUNDLE_MAGIC, BundleEntryId, BundleReader, OBJECT_SECTION_PREFIX, binary_layout,
-    check_bundle_targets, objcopy_args, parse_object_bundle, parse_text_bundle,
+    BUNDLE_MAGIC, BundleEntryId, OBJECT_SECTION_PREFIX, binary_layout, check_bundle_targets,
+    objcopy_args, parse_object_bundle, parse_text_bundle,
 };
 use offload_format::ccob::{CCOB_MAGIC, CompressOptions};
 use offload_format::stream::{CcobWriter, StreamOptions, decompress_stream};
@@ -344,24 +344,61 @@ fn bundle_object(cfg: &BundleConfig, names: &[String], host: usize, output: &Pat
     out.commit()
 }
 
-/// An input, decompressed into an anonymous temporary file first when it is a CCOB blob.
-fn open_decompressed(path: &Path) -> Result<(File, u64)> {
+/// Where one decompressed blob's contents lie in a file: offset and length.
+type Segment = (u64, u64);
+
+/// An input, decompressed into an anonymous temporary file first when it starts with a CCOB
+/// blob: every blob stored back to back (zero padding between them skipped), each checked for
+/// size and hash. Returns the file, its length and where each blob's contents start and how
+/// long they are (the whole file when it is not compressed).
+fn open_decompressed(path: &Path) -> Result<(File, u64, Vec<Segment>)> {
     let (mut file, len) = open_input(path)?;
-    let mut magic = [0u8; 4];
-    let n = read_prefix(&mut file, &mut magic).at("reading", path)?;
-    file.seek(SeekFrom::Start(0)).at("reading", path)?;
-    if n < 4 || &magic != CCOB_MAGIC {
-        return Ok((file, len));
+    if !has_magic(&mut file, CCOB_MAGIC, path)? {
+        return Ok((file, len, vec![(0, len)]));
     }
+    let map = MappedInput::new(&file, path)?;
+    let bytes = map.bytes();
     let mut tmp = tempfile::tempfile().at("creating a temporary file for", path)?;
+    let mut segments = Vec::new();
     {
         let mut w = BufWriter::with_capacity(1 << 20, &mut tmp);
-        decompress_stream(BufReader::with_capacity(1 << 20, &mut file), &mut w, 0, len).at(path)?;
+        let mut at = 0u64;
+        for blob in blob_starts(bytes) {
+            let rest = &bytes[blob..];
+            let (h, _) =
+                decompress_stream(rest, &mut w, blob as u64, rest.len() as u64).at(path)?;
+            segments.push((at, h.uncompressed_size));
+            at += h.uncompressed_size;
+        }
         w.flush().at("decompressing", path)?;
     }
     let len = tmp.seek(SeekFrom::End(0)).at("decompressing", path)?;
     tmp.seek(SeekFrom::Start(0)).at("decompressing", path)?;
-    Ok((tmp, len))
+    Ok((tmp, len, segments))
+}
+
+/// Where each CCOB blob of `bytes` starts: at 0, then after each blob (version 1 records no
+/// length and runs to the end) past any zero padding. Headers are read again, and checked,
+/// by whoever decompresses them.
+fn blob_starts(bytes: &[u8]) -> Vec<usize> {
+    let mut starts = Vec::new();
+    let mut pos = 0usize;
+    while pos < bytes.len() {
+        let Some(skip) = bytes[pos..].iter().position(|&b| b != 0) else {
+            break;
+        };
+        pos += skip;
+        starts.push(pos);
+        let total = offload_format::ccob::CcobHeader::parse(&bytes[pos..], pos as u64)
+            .ok()
+            .and_then(|(h, _)| h.total_size);
+        match total {
+            Some(t) if t > 0 => pos += t as usize,
+            // Unreadable or version 1: the decompressor reports it, or takes the rest.
+            _ => break,
+        }
+    }
+    starts
 }
 
 fn read_prefix(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
@@ -397,22 +434,33 @@ fn has_magic(file: &mut File, magic: &[u8], path: &Path) -> Result<bool> {
     Ok(n == magic.len() && buf == magic)
 }
 
-fn binary_entries(file: &mut File, path: &Path) -> Result<Vec<Found<'static>>> {
-    if !has_magic(file, BUNDLE_MAGIC, path)? {
-        return Ok(Vec::new());
-    }
-    let reader = BundleReader::new(BufReader::new(&mut *file)).at(path)?;
-    let found = reader
-        .entries()
-        .iter()
-        .map(|e| Found {
-            id: e.id.clone(),
+/// The entries of every binary-layout bundle in `segments` of `file` (one segment per
+/// decompressed blob), with offsets into `file`.
+fn binary_entries(
+    file: &mut File,
+    segments: &[Segment],
+    path: &Path,
+) -> Result<Vec<Found<'static>>> {
+    let mut found = Vec::new();
+    for &(base, len) in segments {
+        file.seek(SeekFrom::Start(base)).at("reading", path)?;
+        let mut magic = [0u8; 24];
+        let n = read_prefix(file, &mut magic).at("reading", path)?;
+        if n < magic.len() || &magic != BUNDLE_MAGIC {
+            continue;
+        }
+        file.seek(SeekFrom::Start(base)).at("reading", path)?;
+        let reader = BufReader::new((&mut *file).take(len));
+        let infos = offload_format::bundle::read_binary_header(reader, len).at(path)?;
+        found.extend(infos.into_iter().map(|e| Found {
+            id: e.id,
             source: Source::Range {
-                offset: e.offset,
+                offset: base + e.offset,
                 size: e.size,
             },
-        })
-        .collect();
+        }));
+    }
+    file.seek(SeekFrom::Start(0)).at("reading", path)?;
     Ok(found)
 }
 
@@ -433,26 +481,39 @@ fn object_entries<'a>(map: &'a MappedInput, path: &Path) -> Result<Vec<Found<'a>
     Ok(found)
 }
 
-/// The IDs of a compressed binary bundle, from the start of its decompressed stream only
-/// (like clang, listing does not check the hash, which needs all of the data). `None` when
-/// the input is not a compressed binary bundle.
+/// The IDs of a compressed binary bundle: of every blob stored back to back, each read to
+/// its end so that its size and hash are checked (clang checks neither when listing) while
+/// only the decompressor's window is held. `None` when the input is not a compressed binary
+/// bundle.
 fn list_compressed(input: &Path) -> Result<Option<Vec<String>>> {
     use offload_format::stream::CcobReader;
-    let (mut file, len) = open_input(input)?;
+    let (mut file, _) = open_input(input)?;
     if !has_magic(&mut file, CCOB_MAGIC, input)? {
         return Ok(None);
     }
-    let mut r = CcobReader::new(BufReader::new(file), 0, len).at(input)?;
-    let plain_len = r.header().uncompressed_size;
-    match offload_format::bundle::read_binary_header(&mut r, plain_len) {
-        Ok(infos) => Ok(Some(infos.into_iter().map(|i| i.id).collect())),
-        Err(offload_format::Error::BundleBadMagic { .. }) => Ok(None),
-        Err(offload_format::Error::Io(e)) => Err(ccob_error(e, input)),
-        Err(source) => Err(OpsError::Format {
-            path: input.to_owned(),
-            source,
-        }),
+    let map = MappedInput::new(&file, input)?;
+    let bytes = map.bytes();
+    let mut ids = Vec::new();
+    for (i, blob) in blob_starts(bytes).into_iter().enumerate() {
+        let rest = &bytes[blob..];
+        let mut r = CcobReader::new(rest, blob as u64, rest.len() as u64).at(input)?;
+        let plain_len = r.header().uncompressed_size;
+        match offload_format::bundle::read_binary_header(&mut r, plain_len) {
+            Ok(infos) => ids.extend(infos.into_iter().map(|i| i.id)),
+            // Not the binary layout: the caller's generic path decompresses it.
+            Err(offload_format::Error::BundleBadMagic { .. }) if i == 0 => return Ok(None),
+            Err(offload_format::Error::BundleBadMagic { .. }) => {}
+            Err(offload_format::Error::Io(e)) => return Err(ccob_error(e, input)),
+            Err(source) => {
+                return Err(OpsError::Format {
+                    path: input.to_owned(),
+                    source,
+                });
+            }
+        }
+        io::copy(&mut r, &mut io::sink()).map_err(|e| ccob_error(e, input))?;
     }
+    Ok(Some(ids))
 }
 
 /// The bundle entry IDs of `input`, in file order (clang prints them in hash order).
@@ -463,7 +524,7 @@ pub fn list(file_type: &str, input: &Path) -> Result<Vec<String>> {
     {
         return Ok(ids);
     }
-    let (mut file, _) = open_decompressed(input)?;
+    let (mut file, _, segments) = open_decompressed(input)?;
     let ids = match layout {
         Layout::Text(_) => {
             let map = MappedInput::new(&file, input)?;
@@ -484,7 +545,7 @@ pub fn list(file_type: &str, input: &Path) -> Result<Vec<String>> {
                     .collect()
             }
         }
-        _ => binary_entries(&mut file, input)?
+        _ => binary_entries(&mut file, &segments, input)?
             .into_iter()
             .map(|f| f.id)
             .collect(),
@@ -517,7 +578,7 @@ pub fn unbundle(cfg: &BundleConfig) -> Result<()> {
     {
         return Ok(());
     }
-    let (mut file, len) = open_decompressed(input)?;
+    let (mut file, len, segments) = open_decompressed(input)?;
     let map;
     let found = match layout {
         Layout::Text(_) => {
@@ -546,7 +607,7 @@ pub fn unbundle(cfg: &BundleConfig) -> Result<()> {
                 object_entries(&map, input)?
             }
         }
-        _ => binary_entries(&mut file, input)?,
+        _ => binary_entries(&mut file, &segments, input)?,
     };
 
     let ids: Vec<&str> = found.iter().map(|f| f.id.as_str()).collect();
@@ -585,6 +646,18 @@ pub fn unbundle(cfg: &BundleConfig) -> Result<()> {
     Ok(())
 }
 
+/// Targets named as clang names them: sorted, "a", "a and b", "a, b, and c".
+fn clang_target_list(mut targets: Vec<String>) -> String {
+    targets.sort();
+    targets.dedup();
+    match targets.as_slice() {
+        [] => String::new(),
+        [one] => one.clone(),
+        [a, b] => format!("{a} and {b}"),
+        [rest @ .., last] => format!("{}, and {last}", rest.join(", ")),
+    }
+}
+
 /// Each entry, in file order, goes to the first still-waiting target it can serve. Fails
 /// when a target gets nothing, unless missing bundles are allowed.
 fn choose(
@@ -604,25 +677,21 @@ fn choose(
             chosen[t] = Some(i);
         }
     }
-    if !cfg.allow_missing_bundles
-        && let Some(t) = chosen.iter().position(Option::is_none)
-    {
-        let target = requested[t].to_string();
-        let path = input.to_owned();
-        return Err(if ids.is_empty() {
-            OpsError::MissingBundle {
-                path,
-                target,
-                note: " (the input holds no bundle entries)",
-            }
-        } else if requested[t].is_host() {
-            OpsError::MissingHostBundle { path, target }
-        } else {
-            OpsError::MissingBundle {
-                path,
-                target,
-                note: "",
-            }
+    let missing: Vec<String> = requested
+        .iter()
+        .zip(&chosen)
+        .filter(|(_, c)| c.is_none())
+        .map(|(t, _)| t.to_string())
+        .collect();
+    if !cfg.allow_missing_bundles && !missing.is_empty() {
+        return Err(OpsError::MissingBundle {
+            path: input.to_owned(),
+            targets: clang_target_list(missing),
+            note: if ids.is_empty() {
+                " (the input holds no bundle entries)"
+            } else {
+                ""
+            },
         });
     }
     Ok(chosen)
@@ -662,8 +731,13 @@ fn unbundle_compressed(
     if !has_magic(&mut file, CCOB_MAGIC, input)? {
         return Ok(Streamed::NotApplicable);
     }
+    // Several blobs back to back: each has its own entries, read through a temporary file.
+    if blob_starts(MappedInput::new(&file, input)?.bytes()).len() > 1 {
+        return Ok(Streamed::NotApplicable);
+    }
     let mut r = CcobReader::new(BufReader::with_capacity(1 << 20, file), 0, len).at(input)?;
     let plain_len = r.header().uncompressed_size;
+    let size_field = offload_format::ccob::CcobHeader::uncompressed_size_offset(r.header().version);
     let infos = match offload_format::bundle::read_binary_header(&mut r, plain_len) {
         Ok(infos) => infos,
         Err(offload_format::Error::BundleBadMagic { .. }) => return Ok(Streamed::NotApplicable),
@@ -705,7 +779,7 @@ fn unbundle_compressed(
             return Err(OpsError::Format {
                 path: input.to_owned(),
                 source: offload_format::Error::CcobSizeMismatch {
-                    offset: 8,
+                    offset: size_field,
                     expected: plain_len,
                     actual: plain_len - (n - skipped),
                 },

@@ -61,14 +61,13 @@ pub enum OpsError {
         #[source]
         source: offload_format::Error,
     },
-    #[error("{path}: can't find bundles for {target}{note}")]
+    /// Every requested target without an entry, named as clang names them.
+    #[error("{path}: can't find bundles for {targets}{note}")]
     MissingBundle {
         path: PathBuf,
-        target: String,
+        targets: String,
         note: &'static str,
     },
-    #[error("{path}: can't find bundle for the host target {target}")]
-    MissingHostBundle { path: PathBuf, target: String },
     #[error(
         "{path}: the host entry of an object bundle needs llvm-objcopy, which was not found (tried {tried})"
     )]

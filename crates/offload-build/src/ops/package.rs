@@ -17,23 +17,24 @@ use super::{AtomicOutput, FormatAt, IoAt, MappedInput, OpsError, Result, open_in
 pub struct ImageSpec {
     /// The argument as written.
     pub spec: String,
-    /// Its pairs in order; a repeated key keeps its first value.
+    /// Its pairs in order of first appearance; the values of a repeated key are joined with
+    /// commas, as `llvm-offload-binary` does (`feature=+a,feature=+b` → `+a,+b`).
     pub args: Vec<(String, String)>,
 }
 
 impl ImageSpec {
-    /// Parses `key=value` pairs separated by commas.
+    /// Parses `key=value` pairs separated by commas, as `llvm-offload-binary` does: a part
+    /// without `=` is a key with an empty value, an empty part the empty key.
     pub fn parse(spec: &str) -> Result<ImageSpec> {
         let mut args: Vec<(String, String)> = Vec::new();
-        for part in spec.split(',').filter(|p| !p.is_empty()) {
-            let Some((k, v)) = part.split_once('=') else {
-                return Err(OpsError::BadImageSpec {
-                    spec: spec.to_owned(),
-                    reason: format!("`{part}` is not key=value"),
-                });
-            };
-            if !args.iter().any(|(key, _)| key == k) {
-                args.push((k.to_owned(), v.to_owned()));
+        for part in spec.split(',') {
+            let (k, v) = part.split_once('=').unwrap_or((part, ""));
+            match args.iter_mut().find(|(key, _)| key == k) {
+                Some((_, value)) => {
+                    value.push(',');
+                    value.push_str(v);
+                }
+                None => args.push((k.to_owned(), v.to_owned())),
             }
         }
         Ok(ImageSpec {
@@ -78,26 +79,39 @@ fn offload_kind(name: &str) -> OffloadKind {
 pub fn pack(images: &[ImageSpec], output: &Path) -> Result<()> {
     let mut out = AtomicOutput::create(output)?;
     for spec in images {
-        let path = PathBuf::from(spec.require("file")?);
+        let files = spec.require("file")?;
         spec.require("triple")?;
-        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
         let kind = spec.get("kind").map_or(OffloadKind::None, offload_kind);
-        let mut bin =
-            OffloadBinary::new(ImageKind::from_extension(ext), kind, Cow::Borrowed(&[][..]));
-        let keys: Vec<&str> = spec
-            .args
-            .iter()
-            .map(|(k, _)| k.as_str())
-            .filter(|k| *k != "file" && *k != "kind")
-            .collect();
-        let order = llvm_key_order(&keys).unwrap_or_else(|| keys.clone());
-        for key in order {
-            bin = bin.with_string(key.to_owned(), spec.get(key).unwrap_or("").to_owned());
+        let keys: Vec<&str> = spec.args.iter().map(|(k, _)| k.as_str()).collect();
+        let order = llvm_key_order(&keys);
+        // A repeated `file` (joined with commas) packs one binary per file.
+        for file in files.split(',') {
+            let path = PathBuf::from(file);
+            let (file, size) = open_input(&path)?;
+            let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+            // As the tool: bitcode by its magic (clang names LTO bitcode `.o`), else by name.
+            let image_kind = if starts_with_bitcode_magic(&file, &path)? {
+                ImageKind::Bitcode
+            } else {
+                ImageKind::from_extension(ext)
+            };
+            let mut bin = OffloadBinary::new(image_kind, kind, Cow::Borrowed(&[][..]));
+            for key in &order {
+                bin = bin.with_string(*key, spec.get(key).unwrap_or(""));
+            }
+            bin.write_streaming(&file, size, out.file()).at(&path)?;
         }
-        let (file, size) = open_input(&path)?;
-        bin.write_streaming(&file, size, out.file()).at(&path)?;
     }
     out.commit()
+}
+
+fn starts_with_bitcode_magic(file: &std::fs::File, path: &Path) -> Result<bool> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut magic = [0u8; 4];
+    let mut r = file;
+    let n = r.read(&mut magic).at("reading", path)?;
+    r.seek(SeekFrom::Start(0)).at("reading", path)?;
+    Ok(n == 4 && (magic == *b"BC\xc0\xde" || magic == [0xde, 0xc0, 0x17, 0x0b]))
 }
 
 /// What [`extract`] did.
