@@ -24,7 +24,11 @@
     feature(thread_local)
 )]
 #![cfg_attr(all(offload_device, target_arch = "nvptx64"), feature(stdarch_nvptx))]
-#![cfg_attr(all(offload_device, target_arch = "amdgpu"), feature(stdarch_amdgpu))]
+#![cfg_attr(
+    all(offload_device, target_arch = "amdgpu"),
+    feature(stdarch_amdgpu, core_intrinsics),
+    allow(internal_features)
+)]
 
 pub mod device;
 

@@ -125,6 +125,17 @@ pub enum Error {
         /// LLVM's message.
         message: String,
     },
+    /// A shared-memory static is used in a way that cannot move to the shared address space.
+    #[error(
+        "shared-memory static `{name}` is used where it cannot live in shared memory (the \
+         address stored, passed to a function or merged with another pointer): `{instruction}`"
+    )]
+    SharedMemoryUse {
+        /// The static's symbol.
+        name: String,
+        /// The instruction, as LLVM prints it.
+        instruction: String,
+    },
     /// Symbols the kernels need are defined by no input.
     #[error("undefined symbols after the device link: {}", symbols.join(", "))]
     Undefined {
