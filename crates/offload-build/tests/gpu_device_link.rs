@@ -7,7 +7,8 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use offload_build::device_link::{
-    self, AmdTargetId, DeviceInput, GpuImageKind, GpuTarget, NvptxLinkOptions,
+    self, AmdCodeObjectVersion, AmdTargetId, AmdgpuLinkOptions, DeviceInput, GpuImageKind,
+    GpuTarget, NvptxLinkOptions,
 };
 use offload_build::env::Env;
 use offload_toolchain::Tool;
@@ -189,6 +190,25 @@ fn amdgpu_code_objects() {
             header.contains("DYN"),
             "a linked code object is a shared object: {header}"
         );
+        // Code object V5 by default, which ROCm 6.0 and newer load (V6 needs ROCm 6.3).
+        assert!(
+            header
+                .lines()
+                .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["ABI", "Version:", "3"]),
+            "{id}: not code object V5:\n{header}"
+        );
+        assert_eq!(device_link::amdgpu_inspect(&image).unwrap().abi_version, 3);
+        assert_eq!(
+            image[8],
+            AmdCodeObjectVersion::V5.abi_version(),
+            "EI_ABIVERSION"
+        );
+        let v6 = AmdgpuLinkOptions {
+            code_object_version: AmdCodeObjectVersion::V6,
+            ..Default::default()
+        };
+        let (image_v6, _) = device_link::amdgpu_code_object(inputs, &target, &v6).unwrap();
+        assert_eq!(image_v6[8], 4, "{id}: EI_ABIVERSION of code object V6");
         let symbols = readelf(&["-s"], &path);
         for kernel in ["saxpy", "block_sum"] {
             assert!(

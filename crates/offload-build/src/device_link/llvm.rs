@@ -19,7 +19,7 @@ use inkwell::targets::{
 };
 use inkwell::values::FunctionValue;
 
-use super::amdgpu::{AmdTargetId, fix_amdgpu_e_flags};
+use super::amdgpu::{AmdCodeObjectVersion, AmdTargetId, fix_amdgpu_e_flags};
 use super::archive::DeviceInput;
 use super::cargo::rustc_llvm_major;
 use super::ptx::ptx_features;
@@ -63,6 +63,8 @@ pub struct AmdgpuLinkOptions {
     pub kernels: Option<Vec<String>>,
     /// `ld.lld`; `None` uses the one [`find_tool`] finds.
     pub ld_lld: Option<PathBuf>,
+    /// The code object version to emit.
+    pub code_object_version: AmdCodeObjectVersion,
 }
 
 /// A relocatable object from the device link and the kernels it defines.
@@ -848,6 +850,17 @@ pub fn amdgpu_link_object(
     let machine = target_machine(AMDGPU_TRIPLE, &target.processor, &target.llvm_features())?;
     let context = Context::create();
     let (module, kernels) = link_for(&context, inputs, &machine, opts.kernels.as_deref(), &[])?;
+    const FLAG: &str = "amdhsa_code_object_version";
+    if module.get_flag(FLAG).is_some() {
+        return Err(Error::Codegen {
+            cpu: target.processor.clone(),
+            message: format!("the device inputs already set the module flag `{FLAG}`"),
+        });
+    }
+    let version = context
+        .i32_type()
+        .const_int(opts.code_object_version.module_flag(), false);
+    module.add_basic_value_flag(FLAG, inkwell::module::FlagBehavior::Error, version);
     let buffer = machine
         .write_to_memory_buffer(&module, FileType::Object)
         .map_err(|e| Error::Codegen {

@@ -8,8 +8,8 @@
 //! in the [`SHARED_SECTION`] link section move to address space 3 (`.shared` / LDS).
 //!
 //! Environment variables read here: `OFFLOAD_PTXAS` (the `ptxas` to use; default `ptxas` on
-//! `PATH`, else `/usr/lib/cuda/bin/ptxas`), `OFFLOAD_NIGHTLY_TOOLCHAIN` (through
-//! [`crate::nested`]). External tools are found by [`find_tool`].
+//! `PATH`, else `/usr/lib/cuda/bin/ptxas`), `OFFLOAD_AMDGPU_CODE_OBJECT` (see
+//! [`AmdCodeObjectVersion`]), `OFFLOAD_NIGHTLY_TOOLCHAIN` (through [`crate::nested`]). External tools are found by [`find_tool`].
 
 mod amdgpu;
 mod archive;
@@ -18,13 +18,13 @@ mod llvm;
 mod ptx;
 
 pub use amdgpu::{
-    AmdCodeObjectInfo, AmdFeature, AmdKernelArg, AmdKernelInfo, AmdTargetId, amdgpu_e_flags,
-    amdgpu_inspect, amdgpu_mach, expected_e_flags, fix_amdgpu_e_flags,
+    AmdCodeObjectInfo, AmdCodeObjectVersion, AmdFeature, AmdKernelArg, AmdKernelInfo, AmdTargetId,
+    amdgpu_e_flags, amdgpu_inspect, amdgpu_mach, expected_e_flags, fix_amdgpu_e_flags,
 };
 pub use archive::{DeviceInput, bitcode_members, is_bitcode};
 pub use cargo::{
     GpuTarget, NestedBuild, NestedBuildOutput, build_gpu_images, device_inputs, gpu_images,
-    image_resources, nested_build, rustc_llvm_major,
+    gpu_images_with, image_resources, nested_build, rustc_llvm_major,
 };
 pub use llvm::{
     AmdgpuLinkOptions, LinkedObject, NvptxLinkOptions, amdgpu_code_object, amdgpu_link_object,
@@ -207,6 +207,12 @@ pub enum Error {
     /// An external tool (`ptxas`, `ld.lld`, …) is not installed.
     #[error(transparent)]
     ToolNotFound(#[from] offload_toolchain::NotFound),
+    /// `OFFLOAD_AMDGPU_CODE_OBJECT` is neither `5` nor `6`.
+    #[error("OFFLOAD_AMDGPU_CODE_OBJECT is `{value}`; the code object versions built are 5 and 6")]
+    InvalidCodeObjectVersion {
+        /// The value given.
+        value: String,
+    },
     /// An image is not a valid AMDGPU code object.
     #[error("AMDGPU code object: {reason}")]
     BadCodeObject {
