@@ -38,12 +38,14 @@ pub enum CudaError {
     /// The driver library could not be loaded.
     #[error("CUDA unavailable: {0}")]
     Unavailable(#[source] sys::LoadError),
-    /// The driver loaded but reports no usable device (no GPU, stub library, driver too old
-    /// for the library).
-    #[error("CUDA unavailable: cuInit failed: {name} ({code}): {message}")]
+    /// The driver loaded but reports no usable device (no GPU, stub library, user-mode and
+    /// kernel drivers of different versions, ...): see [`result::no_device_reason`].
+    #[error("CUDA unavailable: {reason}: cuInit failed: {name} ({code}): {message}")]
     NoDevice {
         /// The driver's code.
         code: i32,
+        /// What the code means for this machine.
+        reason: &'static str,
         /// The driver's error name.
         name: String,
         /// The driver's message.
@@ -1011,6 +1013,27 @@ mod tests {
             ),
             "{err}"
         );
+    }
+
+    #[test]
+    fn codes_that_mean_no_usable_device() {
+        // cuda.h: STUB_LIBRARY 34, DEVICE_UNAVAILABLE 46, NO_DEVICE 100, SYSTEM_NOT_READY 802,
+        // SYSTEM_DRIVER_MISMATCH 803, COMPAT_NOT_SUPPORTED_ON_DEVICE 804.
+        for (code, words) in [
+            (34, "stub"),
+            (46, "busy"),
+            (100, "no CUDA-capable device"),
+            (802, "not ready"),
+            (803, "different versions"),
+            (804, "forward-compatibility"),
+        ] {
+            let reason = result::no_device_reason(code).unwrap_or_else(|| panic!("{code}"));
+            assert!(reason.contains(words), "{code}: {reason}");
+        }
+        // 35 is the runtime API's cudaErrorInsufficientDriver; as a CUresult it means nothing.
+        for code in [0, 1, 3, 35, 101, 999] {
+            assert_eq!(result::no_device_reason(code), None, "{code}");
+        }
     }
 
     #[test]

@@ -82,24 +82,38 @@ pub fn is_kernel_fault(code: CUresult) -> bool {
     )
 }
 
-/// `cuInit(0)`; no device and stub libraries become [`CudaError::NoDevice`].
+/// Why a `cuInit` result means that this machine has no usable CUDA device, for the codes
+/// that mean so (`cuda.h`); `None` for success and every other failure.
+pub fn no_device_reason(code: CUresult) -> Option<&'static str> {
+    Some(match code {
+        sys::CUDA_ERROR_STUB_LIBRARY => "the driver library is a stub, not a real driver",
+        sys::CUDA_ERROR_DEVICE_UNAVAILABLE => "every device is busy or unavailable",
+        sys::CUDA_ERROR_NO_DEVICE => "no CUDA-capable device is present",
+        sys::CUDA_ERROR_SYSTEM_NOT_READY => "the system is not ready (fabric manager not running?)",
+        sys::CUDA_ERROR_SYSTEM_DRIVER_MISMATCH => {
+            "the user-mode driver (libcuda) and the kernel driver are of different versions"
+        }
+        sys::CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE => {
+            "the forward-compatibility driver does not support this device"
+        }
+        _ => return None,
+    })
+}
+
+/// `cuInit(0)`; the codes of [`no_device_reason`] become [`CudaError::NoDevice`].
 pub fn init(api: &DriverApi) -> Result<(), CudaError> {
     // SAFETY: cuInit takes flags (must be 0) and no pointers.
     let code = unsafe { (api.cuInit)(0) };
-    match code {
-        sys::CUDA_SUCCESS => Ok(()),
-        sys::CUDA_ERROR_NO_DEVICE
-        | sys::CUDA_ERROR_STUB_LIBRARY
-        | sys::CUDA_ERROR_INSUFFICIENT_DRIVER => {
-            let (name, message) = describe(api, code);
-            Err(CudaError::NoDevice {
-                code,
-                name,
-                message,
-            })
-        }
-        _ => check(api, "cuInit", code),
+    if let Some(reason) = no_device_reason(code) {
+        let (name, message) = describe(api, code);
+        return Err(CudaError::NoDevice {
+            code,
+            reason,
+            name,
+            message,
+        });
     }
+    check(api, "cuInit", code)
 }
 
 /// The driver's CUDA version as (major, minor), e.g. (12, 4).
