@@ -56,7 +56,7 @@ pub use error::{Error, Result};
 #[cfg(feature = "host")]
 pub use host::{Device, LaunchReport};
 #[cfg(feature = "host")]
-pub use launch::LaunchConfig;
+pub use launch::{LaunchConfig, LaunchShape, MAX_BLOCK_DIM, MAX_GRID_DIM, MAX_THREADS_PER_BLOCK};
 
 pub use device::{DeviceCopy, KernelScalar};
 

@@ -66,6 +66,12 @@ pub mod abi;
 
 pub use abi::{DeviceCopy, KernelScalar};
 
+/// Bytes of static shared memory ([`shared_array!`]) one kernel may use, the same on every
+/// device: CUDA refuses more in static declarations (`ptxas`), AMD GPUs have 64 KiB of LDS
+/// per workgroup, and the CPU device's per-block arena is this size. The device link refuses
+/// a GPU kernel over it, naming the kernel; on the CPU device the launch fails.
+pub const MAX_STATIC_SHARED_BYTES: usize = 48 * 1024;
+
 /// Three extents or indices, as CUDA's `dim3`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Dim3 {

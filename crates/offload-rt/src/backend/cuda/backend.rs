@@ -7,7 +7,7 @@ use std::sync::{Mutex, PoisonError};
 use super::{CudaBuffer, CudaDevice, CudaError, CudaFunction, CudaImageKind, CudaModule, result};
 use crate::backend::{Backend, DeviceKind, DevicePtr, KernelHandle, Module};
 use crate::error::{Error, Result};
-use crate::launch::LaunchConfig;
+use crate::launch::{LaunchConfig, LaunchShape};
 use crate::registry::{ImageInfo, RegisteredImage};
 use crate::select::{self, DeviceTarget, ImageDescriptor};
 use offload_format::ImageKind;
@@ -353,6 +353,13 @@ impl Module for CudaLoadedModule {
         config: &LaunchConfig,
         params: &[*mut c_void],
     ) -> Result<()> {
+        if config.check().map_err(|reason| Error::InvalidLaunch {
+            kernel: name.to_owned(),
+            reason,
+        })? == LaunchShape::Empty
+        {
+            return Ok(());
+        }
         let (g, b) = (config.grid, config.block);
         let api = self.device.ctx.api;
         self.device.ctx.bind().map_err(|e| to_error(e, name))?;
