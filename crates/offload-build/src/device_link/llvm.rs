@@ -664,6 +664,96 @@ unsafe fn rewrite_memory_intrinsic(
     }
 }
 
+/// Bytes of static shared memory of each kernel of `kernels`: the address-space-3 globals
+/// used by the kernel or by any function it calls, each counted once.
+fn static_shared_bytes(module: &Module<'_>, kernels: &[String]) -> Vec<(String, u64)> {
+    use llvm_sys::core as c;
+    use llvm_sys::prelude::LLVMValueRef;
+    use std::collections::HashMap;
+    let raw_module = module.as_mut_ptr();
+    // SAFETY: every reference comes from the live `module`; nothing is modified.
+    unsafe {
+        let layout = llvm_sys::target::LLVMGetModuleDataLayout(raw_module);
+        let mut used_by: HashMap<LLVMValueRef, Vec<(LLVMValueRef, u64)>> = HashMap::new();
+        for global in module.get_globals() {
+            let raw = global.as_pointer_value().as_value_ref_raw();
+            if c::LLVMGetPointerAddressSpace(c::LLVMTypeOf(raw)) != 3 {
+                continue;
+            }
+            let size = llvm_sys::target::LLVMABISizeOfType(layout, c::LLVMGlobalGetValueType(raw));
+            let mut functions = HashSet::new();
+            let mut pending = users(raw);
+            while let Some(user) = pending.pop() {
+                if c::LLVMIsAInstruction(user).is_null() {
+                    pending.extend(users(user));
+                } else {
+                    functions.insert(c::LLVMGetBasicBlockParent(c::LLVMGetInstructionParent(
+                        user,
+                    )));
+                }
+            }
+            for function in functions {
+                used_by.entry(function).or_default().push((raw, size));
+            }
+        }
+        let callees = |function: LLVMValueRef| {
+            let mut out = Vec::new();
+            let mut block = c::LLVMGetFirstBasicBlock(function);
+            while !block.is_null() {
+                let mut inst = c::LLVMGetFirstInstruction(block);
+                while !inst.is_null() {
+                    if !c::LLVMIsACallInst(inst).is_null() {
+                        let callee = c::LLVMGetCalledValue(inst);
+                        if !c::LLVMIsAFunction(callee).is_null() {
+                            out.push(callee);
+                        }
+                    }
+                    inst = c::LLVMGetNextInstruction(inst);
+                }
+                block = c::LLVMGetNextBasicBlock(block);
+            }
+            out
+        };
+        let mut result = Vec::new();
+        for name in kernels {
+            let Some(kernel) = module.get_function(name) else {
+                continue;
+            };
+            let root = kernel
+                .as_global_value()
+                .as_pointer_value()
+                .as_value_ref_raw();
+            let mut seen = HashSet::from([root]);
+            let mut pending = vec![root];
+            let mut globals = HashMap::new();
+            while let Some(function) = pending.pop() {
+                globals.extend(used_by.get(&function).into_iter().flatten().copied());
+                for callee in callees(function) {
+                    if seen.insert(callee) {
+                        pending.push(callee);
+                    }
+                }
+            }
+            result.push((name.clone(), globals.values().sum()));
+        }
+        result
+    }
+}
+
+/// Refuses a kernel whose static shared memory exceeds [`super::MAX_STATIC_SHARED_BYTES`].
+fn check_shared_limit(module: &Module<'_>, kernels: &[String]) -> Result<()> {
+    for (kernel, bytes) in static_shared_bytes(module, kernels) {
+        if bytes > super::MAX_STATIC_SHARED_BYTES {
+            return Err(Error::SharedMemoryLimit {
+                kernel,
+                bytes,
+                limit: super::MAX_STATIC_SHARED_BYTES,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// What a device link keeps: the kernels (all of them when `None`) and the symbols the
 /// target's loader provides.
 #[derive(Clone, Copy)]
@@ -811,6 +901,7 @@ fn link_for<'ctx>(
     }
     optimize(&module, machine)?;
     check_resolved(&module, allowed_external)?;
+    check_shared_limit(&module, &kept)?;
     Ok((module, kept))
 }
 
@@ -1109,6 +1200,46 @@ mod tests {
                 assert!(
                     instruction.starts_with("store ptr addrspace(1) @tile"),
                     "{instruction}"
+                );
+            }
+            other => panic!("{other}"),
+        }
+    }
+
+    fn shared_kernel(bytes: u64) -> Vec<DeviceInput> {
+        let words = bytes / 4;
+        let kernel = bitcode(
+            "kernel",
+            &format!(
+                "@tile = internal global [{words} x i32] zeroinitializer, section \"{SHARED_SECTION}\", align 4\n\
+                 define internal void @fill(i64 %i) noinline {{\n\
+                   %p = getelementptr i32, ptr @tile, i64 %i\n\
+                   store volatile i32 1, ptr %p\n\
+                   ret void\n\
+                 }}\n\
+                 define ptx_kernel void @big(i64 %i) {{\n\
+                   call void @fill(i64 %i)\n\
+                   ret void\n\
+                 }}\n"
+            ),
+        );
+        vec![DeviceInput::object("kernel.bc", kernel)]
+    }
+
+    #[test]
+    fn static_shared_memory_over_the_limit_names_the_kernel() {
+        let limit = super::super::MAX_STATIC_SHARED_BYTES;
+        link(&shared_kernel(limit)).unwrap();
+        // Used from a function the kernel calls, not from the kernel itself.
+        match link(&shared_kernel(limit + 4)).unwrap_err() {
+            Error::SharedMemoryLimit {
+                kernel,
+                bytes,
+                limit: reported,
+            } => {
+                assert_eq!(
+                    (kernel.as_str(), bytes, reported),
+                    ("big", limit + 4, limit)
                 );
             }
             other => panic!("{other}"),

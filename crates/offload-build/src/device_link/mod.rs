@@ -42,6 +42,11 @@ use std::path::PathBuf;
 /// moves every global of this section to address space 3 with an undefined initializer.
 pub const SHARED_SECTION: &str = ".offload.shared";
 
+/// Bytes of static shared memory one GPU kernel may use, the limit of every device
+/// (`offload_rt::device::MAX_STATIC_SHARED_BYTES`): `ptxas` refuses more in static
+/// declarations, and the CPU device's arena is this size.
+pub const MAX_STATIC_SHARED_BYTES: u64 = 48 * 1024;
+
 /// LLVM major version this module links against and requires of rustc.
 pub use offload_toolchain::LLVM_MAJOR;
 
@@ -135,6 +140,19 @@ pub enum Error {
         name: String,
         /// The instruction, as LLVM prints it.
         instruction: String,
+    },
+    /// A kernel uses more static shared memory than every device allows.
+    #[error(
+        "kernel `{kernel}` uses {bytes} bytes of static shared memory (shared_array!), over \
+         the limit of {limit} bytes that every device supports"
+    )]
+    SharedMemoryLimit {
+        /// The kernel.
+        kernel: String,
+        /// Its static shared memory.
+        bytes: u64,
+        /// [`MAX_STATIC_SHARED_BYTES`].
+        limit: u64,
     },
     /// Symbols the kernels need are defined by no input.
     #[error("undefined symbols after the device link: {}", symbols.join(", "))]
