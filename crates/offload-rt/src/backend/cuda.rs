@@ -153,6 +153,14 @@ pub enum CudaError {
         /// The buffer's size.
         size: usize,
     },
+    /// A launch asks for more shared memory than the device gives a block.
+    #[error("launch of `{kernel}`: {reason}")]
+    SharedMemoryLimit {
+        /// The kernel.
+        kernel: String,
+        /// Which limit.
+        reason: String,
+    },
     /// An object of one device used with another.
     #[error("{what} belongs to CUDA device {owner}, not device {used_with}")]
     WrongDevice {
@@ -209,6 +217,34 @@ pub struct CudaDeviceInfo {
     pub multiprocessors: u32,
     /// The driver's CUDA version (major, minor).
     pub driver_version: (u32, u32),
+    /// Shared memory a block can use once a kernel opts in (attribute 97), in bytes.
+    pub max_shared_per_block_optin: u32,
+}
+
+/// Dynamic shared memory a launch may ask for without opting in (`cuda.h`: above it,
+/// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES` must be raised first).
+pub const DEFAULT_DYNAMIC_SHARED_BYTES: u32 = 48 * 1024;
+
+/// What a launch with `dynamic` bytes of dynamic shared memory needs of a kernel with
+/// `static_bytes` of static shared memory on a device whose opt-in maximum is `optin`:
+/// nothing (`Ok(None)`), the kernel's maximum dynamic size raised to `dynamic` first
+/// (`Ok(Some(dynamic))`), or a refusal naming the limit.
+///
+/// # Errors
+/// The reason, when `static_bytes + dynamic` exceeds what the device gives a block.
+pub fn dynamic_shared_opt_in(
+    dynamic: u32,
+    static_bytes: u32,
+    optin: u32,
+) -> Result<Option<u32>, String> {
+    let limit = optin.max(DEFAULT_DYNAMIC_SHARED_BYTES);
+    if u64::from(dynamic) + u64::from(static_bytes) > u64::from(limit) {
+        return Err(format!(
+            "{dynamic} bytes of dynamic shared memory and {static_bytes} of static shared \
+             memory exceed the {limit} bytes this device gives a block"
+        ));
+    }
+    Ok((dynamic > DEFAULT_DYNAMIC_SHARED_BYTES).then_some(dynamic))
 }
 
 impl CudaDeviceInfo {
@@ -244,6 +280,9 @@ fn device_info(
         total_memory: result::device_total_mem(api, dev)?,
         multiprocessors: attr(sys::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
         driver_version,
+        max_shared_per_block_optin: attr(
+            sys::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+        )?,
     };
     Ok((dev, info))
 }
@@ -482,6 +521,8 @@ impl CudaDevice {
             });
         }
         self.ctx.bind()?;
+        // SAFETY: the function's module is alive (held by `function`) and of this context.
+        unsafe { self.prepare_shared(function.function, &function.name, shared_mem_bytes)? };
         // SAFETY: the function's module is alive (held by `function`) and of this context,
         // the stream is this context's, and the caller vouches for `params`.
         unsafe {
@@ -494,6 +535,49 @@ impl CudaDevice {
                 self.ctx.stream,
                 params,
             )
+        }
+    }
+
+    /// Checks `dynamic` bytes of dynamic shared memory against the device and raises the
+    /// kernel's maximum when the launch needs more than the default 48 KiB.
+    ///
+    /// # Safety
+    /// `f` belongs to a live module of this context, which is current.
+    unsafe fn prepare_shared(
+        &self,
+        f: CUfunction,
+        kernel: &str,
+        dynamic: u32,
+    ) -> Result<(), CudaError> {
+        if dynamic == 0 {
+            return Ok(());
+        }
+        let api = self.ctx.api;
+        // SAFETY: per this function's contract.
+        let static_bytes = unsafe {
+            result::func_get_attribute(api, f, sys::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)?
+        };
+        let static_bytes = u32::try_from(static_bytes).unwrap_or(0);
+        match dynamic_shared_opt_in(
+            dynamic,
+            static_bytes,
+            self.ctx.info.max_shared_per_block_optin,
+        ) {
+            Ok(None) => Ok(()),
+            // SAFETY: per this function's contract; the value fits i32 (it is at most the
+            // device's opt-in maximum).
+            Ok(Some(bytes)) => unsafe {
+                result::func_set_attribute(
+                    api,
+                    f,
+                    sys::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    i32::try_from(bytes).unwrap_or(i32::MAX),
+                )
+            },
+            Err(reason) => Err(CudaError::SharedMemoryLimit {
+                kernel: kernel.to_owned(),
+                reason,
+            }),
         }
     }
 
@@ -1013,6 +1097,24 @@ mod tests {
             ),
             "{err}"
         );
+    }
+
+    #[test]
+    fn dynamic_shared_memory_over_48_kib_opts_in_up_to_the_device_maximum() {
+        // sm_80: 163 KiB opt-in; sm_75: 64 KiB.
+        let a100 = 166_912;
+        assert_eq!(dynamic_shared_opt_in(0, 2048, a100), Ok(None));
+        assert_eq!(dynamic_shared_opt_in(48 * 1024, 0, a100), Ok(None));
+        assert_eq!(
+            dynamic_shared_opt_in(100 * 1024, 2048, a100),
+            Ok(Some(100 * 1024))
+        );
+        let err = dynamic_shared_opt_in(64 * 1024, 2048, 65_536).unwrap_err();
+        assert!(
+            err.contains("65536 bytes this device gives a block"),
+            "{err}"
+        );
+        assert!(dynamic_shared_opt_in(u32::MAX, u32::MAX, a100).is_err());
     }
 
     #[test]

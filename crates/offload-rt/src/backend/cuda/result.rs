@@ -430,6 +430,39 @@ pub unsafe fn module_unload(api: &DriverApi, module: CUmodule) -> Result<(), Cud
     })
 }
 
+/// One attribute of a kernel (`CU_FUNC_ATTRIBUTE_*`).
+///
+/// # Safety
+/// `f` belongs to a live module of the current context.
+pub unsafe fn func_get_attribute(
+    api: &DriverApi,
+    f: CUfunction,
+    attr: c_int,
+) -> Result<i32, CudaError> {
+    let mut v: c_int = 0;
+    // SAFETY: per the caller; writes one int.
+    check(api, "cuFuncGetAttribute", unsafe {
+        (api.cuFuncGetAttribute)(&raw mut v, attr, f)
+    })?;
+    Ok(v)
+}
+
+/// Sets one attribute of a kernel (`CU_FUNC_ATTRIBUTE_*`).
+///
+/// # Safety
+/// `f` belongs to a live module of the current context.
+pub unsafe fn func_set_attribute(
+    api: &DriverApi,
+    f: CUfunction,
+    attr: c_int,
+    value: c_int,
+) -> Result<(), CudaError> {
+    // SAFETY: per the caller.
+    check(api, "cuFuncSetAttribute", unsafe {
+        (api.cuFuncSetAttribute)(f, attr, value)
+    })
+}
+
 /// Launches `f` on `stream`.
 ///
 /// # Safety

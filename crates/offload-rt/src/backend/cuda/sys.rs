@@ -53,6 +53,9 @@ pub const CUDA_ERROR_SYSTEM_DRIVER_MISMATCH: CUresult = 803;
 pub const CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE: CUresult = 804;
 
 pub const CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: c_int = 16;
+pub const CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: c_int = 97;
+pub const CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: c_int = 1;
+pub const CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: c_int = 8;
 pub const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: c_int = 75;
 pub const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: c_int = 76;
 
@@ -197,6 +200,8 @@ driver_table! {
     cuModuleLoadDataEx: fn(*mut CUmodule, *const c_void, c_uint, *mut CUjit_option, *mut *mut c_void) -> CUresult;
     cuModuleGetFunction: fn(*mut CUfunction, CUmodule, *const c_char) -> CUresult;
     cuModuleUnload: fn(CUmodule) -> CUresult;
+    cuFuncGetAttribute: fn(*mut c_int, c_int, CUfunction) -> CUresult;
+    cuFuncSetAttribute: fn(CUfunction, c_int, c_int) -> CUresult;
     cuLaunchKernel: fn(CUfunction, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, CUstream, *mut *mut c_void, *mut *mut c_void) -> CUresult;
     cuEventCreate: fn(*mut CUevent, c_uint) -> CUresult;
     cuEventRecord: fn(CUevent, CUstream) -> CUresult;
