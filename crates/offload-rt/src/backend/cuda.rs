@@ -9,8 +9,10 @@
 //! return `CUresult` as a Rust enum, which is undefined behaviour for any code a newer driver
 //! adds. Here both are plain errors.
 //!
-//! Each device uses its primary context and one stream, which orders all its work; every operation makes
-//! the context current on the calling thread first, so handles can move between threads.
+//! Each device uses its primary context and one stream, which orders all its work; every
+//! operation makes the context current on the calling thread first unless `cuCtxGetCurrent`
+//! says it is, so handles can move between threads and other CUDA code may change the current
+//! context in between.
 //!
 //! `OFFLOAD_CUDA_LIBRARY` names the driver library to open instead of `libcuda.so.1`;
 //! with `OFFLOAD_LOG=1`, why a device is not used and which image is loaded go to stderr.
@@ -22,11 +24,9 @@ pub mod sys;
 pub(crate) use backend::log;
 pub use backend::{CudaBackend, open_backend, to_error};
 
-use std::cell::Cell;
 use std::ffi::c_void;
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use sys::{CUcontext, CUdevice, CUdeviceptr, CUevent, CUfunction, CUmodule, CUstream, DriverApi};
 
@@ -305,19 +305,7 @@ pub fn probe() -> Result<Vec<CudaDeviceInfo>, CudaError> {
         .collect()
 }
 
-thread_local! {
-    /// The context last made current on this thread by this module, to skip redundant
-    /// `cuCtxSetCurrent` calls on the launch path.
-    /// Identified by `Context::id`, not by the handle, which the driver may reuse after a
-    /// primary context is released and retained again.
-    static CURRENT: Cell<u64> = const { Cell::new(0) };
-}
-
-/// Source of `Context::id` (0 means none).
-static NEXT_CONTEXT_ID: AtomicU64 = AtomicU64::new(1);
-
 struct Context {
-    id: u64,
     api: &'static DriverApi,
     dev: CUdevice,
     ctx: CUcontext,
@@ -332,11 +320,12 @@ unsafe impl Send for Context {}
 unsafe impl Sync for Context {}
 
 impl Context {
+    /// Makes the context current on the calling thread unless the driver says it is: other
+    /// CUDA code on the thread (cuBLAS, the runtime API, ...) may have changed it since.
     fn bind(&self) -> Result<(), CudaError> {
-        if CURRENT.get() != self.id {
+        if result::ctx_get_current(self.api)? != self.ctx {
             // SAFETY: `self.ctx` is retained until `self` drops.
             unsafe { result::ctx_set_current(self.api, self.ctx)? };
-            CURRENT.set(self.id);
         }
         Ok(())
     }
@@ -352,7 +341,6 @@ impl Drop for Context {
         }
         // SAFETY: pairs with the retain in `CudaDevice::open`.
         let _ = unsafe { result::primary_ctx_release(self.api, self.dev) };
-        CURRENT.set(0);
     }
 }
 
@@ -395,12 +383,9 @@ impl CudaDevice {
         };
         // SAFETY: `ctx` was just retained.
         unsafe { result::ctx_set_current(api, ctx) }.map_err(release)?;
-        let id = NEXT_CONTEXT_ID.fetch_add(1, Ordering::Relaxed);
-        CURRENT.set(id);
         let stream = result::stream_create(api).map_err(release)?;
         Ok(Self {
             ctx: Arc::new(Context {
-                id,
                 api,
                 dev,
                 ctx,

@@ -217,6 +217,16 @@ pub unsafe fn ctx_set_current(api: &DriverApi, ctx: CUcontext) -> Result<(), Cud
     })
 }
 
+/// The context current on the calling thread (null when none).
+pub fn ctx_get_current(api: &DriverApi) -> Result<CUcontext, CudaError> {
+    let mut ctx: CUcontext = ptr::null_mut();
+    // SAFETY: writes one context handle.
+    check(api, "cuCtxGetCurrent", unsafe {
+        (api.cuCtxGetCurrent)(&raw mut ctx)
+    })?;
+    Ok(ctx)
+}
+
 /// Creates a stream in the current context. It is a blocking stream (it synchronizes with
 /// the legacy default stream), so work others issue on the default stream stays ordered
 /// with it.
@@ -288,8 +298,9 @@ pub fn mem_get_info(api: &DriverApi) -> Result<(usize, usize), CudaError> {
     Ok((free, total))
 }
 
-/// Copies `src` to device memory at `dst`, ordered on `stream`. The host buffer may be
-/// reused when this returns (pageable memory is staged before the call returns).
+/// Copies `src` to device memory at `dst`, ordered on `stream`, and waits for the copy: the
+/// driver does not promise that an asynchronous copy from pageable memory has read it all
+/// when the call returns, and `src` may be freed as soon as this returns.
 ///
 /// # Safety
 /// `dst .. dst + src.len()` lies in one live allocation of the current context; `stream`
@@ -300,10 +311,13 @@ pub unsafe fn memcpy_htod(
     src: &[u8],
     stream: CUstream,
 ) -> Result<(), CudaError> {
-    // SAFETY: `src` is readable for its length; the caller vouches for `dst` and `stream`.
+    // SAFETY: `src` is readable for its length and stays borrowed until the stream is
+    // synchronized below; the caller vouches for `dst` and `stream`.
     check(api, "cuMemcpyHtoDAsync_v2", unsafe {
         (api.cuMemcpyHtoDAsync_v2)(dst, src.as_ptr().cast(), src.len(), stream)
-    })
+    })?;
+    // SAFETY: `stream` is live per the caller.
+    unsafe { stream_synchronize(api, stream) }
 }
 
 /// Copies device memory at `src` into `dst`, ordered on `stream`; returns when the copy is

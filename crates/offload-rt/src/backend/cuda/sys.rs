@@ -186,6 +186,7 @@ driver_table! {
     cuDevicePrimaryCtxRetain: fn(*mut CUcontext, CUdevice) -> CUresult;
     cuDevicePrimaryCtxRelease_v2: fn(CUdevice) -> CUresult;
     cuCtxSetCurrent: fn(CUcontext) -> CUresult;
+    cuCtxGetCurrent: fn(*mut CUcontext) -> CUresult;
     cuCtxSynchronize: fn() -> CUresult;
     cuStreamCreate: fn(*mut CUstream, c_uint) -> CUresult;
     cuStreamSynchronize: fn(CUstream) -> CUresult;
