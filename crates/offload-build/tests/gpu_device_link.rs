@@ -7,7 +7,8 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use offload_build::device_link::{
-    self, AmdTargetId, DeviceInput, GpuImageKind, GpuTarget, NvptxLinkOptions,
+    self, AmdCodeObjectVersion, AmdTargetId, AmdgpuLinkOptions, DeviceInput, GpuImageKind,
+    GpuTarget, NvptxLinkOptions,
 };
 use offload_build::env::Env;
 use offload_toolchain::Tool;
@@ -195,6 +196,25 @@ fn amdgpu_code_objects() {
             header.contains("DYN"),
             "a linked code object is a shared object: {header}"
         );
+        // Code object V5 by default, which ROCm 6.0 and newer load (V6 needs ROCm 6.3).
+        assert!(
+            header
+                .lines()
+                .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["ABI", "Version:", "3"]),
+            "{id}: not code object V5:\n{header}"
+        );
+        assert_eq!(device_link::amdgpu_inspect(&image).unwrap().abi_version, 3);
+        assert_eq!(
+            image[8],
+            AmdCodeObjectVersion::V5.abi_version(),
+            "EI_ABIVERSION"
+        );
+        let v6 = AmdgpuLinkOptions {
+            code_object_version: AmdCodeObjectVersion::V6,
+            ..Default::default()
+        };
+        let (image_v6, _) = device_link::amdgpu_code_object(inputs, &target, &v6).unwrap();
+        assert_eq!(image_v6[8], 4, "{id}: EI_ABIVERSION of code object V6");
         let symbols = readelf(&["-s"], &path);
         for kernel in ["saxpy", "block_sum"] {
             assert!(
@@ -335,5 +355,120 @@ fn device_api_of_offload_rt_on_both_gpus() {
                 1
             };
         assert_eq!(images.len(), expected, "{arch}");
+    }
+}
+
+/// `llvm-objdump -d --mcpu=PROCESSOR` of a code object.
+fn disassemble(image: &[u8], processor: &str, dir: &Path) -> String {
+    let path = dir.join(format!("{processor}.elf"));
+    std::fs::write(&path, image).unwrap();
+    let out = Command::new(Tool::LlvmObjdump.for_test().expect("llvm-objdump"))
+        .arg("-d")
+        .arg(format!("--mcpu={processor}"))
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "llvm-objdump: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The instructions of one function of a disassembly (`<name>:` up to the next blank line).
+fn function_body<'a>(disassembly: &'a str, name: &str) -> Vec<&'a str> {
+    disassembly
+        .lines()
+        .skip_while(|l| !l.ends_with(&format!("<{name}>:")))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect()
+}
+
+/// The machine code of `reduce`'s AMD images: the shared array is LDS (`ds_*`, no global access
+/// besides the input load and the atomic), the barriers carry workgroup-scope fences (no L2
+/// write-back or invalidate), and a reachable panic is `s_trap 2`.
+#[test]
+fn amdgpu_machine_code_of_reduce() {
+    if !nightly_ready() || Tool::LlvmObjdump.for_test().is_none() {
+        return;
+    }
+    let manifest =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/reduce/kernels/Cargo.toml");
+    let env = Env::detect();
+    let target = GpuTarget::parse("gfx90a").unwrap();
+    let dir = target_dir().join(format!("reduce-{}", target.triple()));
+    let inputs = device_link::device_inputs(&env, &manifest, &target, &dir).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    for id in ["gfx90a", "gfx942", "gfx1100"] {
+        let target = GpuTarget::parse(id).unwrap();
+        let images = device_link::gpu_images(&inputs, &target).unwrap();
+        let text = disassemble(&images[0].bytes, id, scratch.path());
+        let body = function_body(&text, "block_sum");
+        assert!(!body.is_empty(), "{id}: no block_sum in\n{text}");
+        let all = body.join("\n");
+        let count = |prefix: &str| body.iter().filter(|l| l.starts_with(prefix)).count();
+        assert!(
+            count("ds_write") + count("ds_store") > 0,
+            "{id}: no LDS store:\n{all}"
+        );
+        assert!(
+            count("ds_read") + count("ds_load") > 0,
+            "{id}: no LDS load:\n{all}"
+        );
+        assert!(count("s_barrier") > 0, "{id}: no barrier:\n{all}");
+        // The only global accesses: the input element and the atomic add to `out`.
+        assert_eq!(
+            count("global_store"),
+            0,
+            "{id}: a shared store went global:\n{all}"
+        );
+        assert!(
+            count("global_load") <= 1,
+            "{id}: a shared load went global:\n{all}"
+        );
+        // gfx90a/gfx942 write back (`buffer_wbl2`) and invalidate (`buffer_inv*`) L2 for a
+        // system-scope fence, gfx1100 invalidates GL1 (`buffer_gl1_inv`); a workgroup-scope
+        // fence needs at most gfx1100's `buffer_gl0_inv` (its workgroups span two CUs).
+        for flush in [
+            "buffer_wbl2",
+            "buffer_inv",
+            "buffer_wbinv",
+            "buffer_gl1_inv",
+        ] {
+            assert_eq!(
+                count(flush),
+                0,
+                "{id}: a system-scope fence ({flush}):\n{all}"
+            );
+        }
+    }
+}
+
+/// A reachable panic in an AMD kernel ends the dispatch with a trap (`s_trap 2`), not with
+/// `s_endpgm`, which would report success.
+#[test]
+fn amdgpu_panic_traps() {
+    if !nightly_ready() || Tool::LlvmObjdump.for_test().is_none() {
+        return;
+    }
+    let manifest =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rt-kernels/Cargo.toml");
+    let target = GpuTarget::parse("gfx90a").unwrap();
+    let dir = target_dir().join(format!("rt-kernels-{}", target.triple()));
+    let inputs = device_link::device_inputs(&Env::detect(), &manifest, &target, &dir).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    for id in ["gfx90a", "gfx1100"] {
+        let target = GpuTarget::parse(id).unwrap();
+        let images = device_link::gpu_images(&inputs, &target).unwrap();
+        let text = disassemble(&images[0].bytes, id, scratch.path());
+        let body = function_body(&text, "lookup");
+        assert!(
+            body.iter().any(|l| l.starts_with("s_trap 2")),
+            "{id}: no s_trap 2 in lookup:\n{}",
+            body.join("\n")
+        );
     }
 }

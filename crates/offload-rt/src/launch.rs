@@ -1,4 +1,25 @@
-//! Launch configurations.
+//! Launch configurations, and the one rule of which shapes every backend accepts.
+
+/// Threads per block every device runs (CUDA, HIP and the CPU device alike).
+pub const MAX_THREADS_PER_BLOCK: u32 = 1024;
+/// Largest block extent in x, y, z (CUDA's limits, which AMD GPUs and the CPU device meet).
+pub const MAX_BLOCK_DIM: (u32, u32, u32) = (1024, 1024, 64);
+/// Largest grid extent in x, y, z, in blocks (CUDA's limits).
+pub const MAX_GRID_DIM: (u32, u32, u32) = (i32::MAX as u32, 65535, 65535);
+
+/// What a launch that passed [`LaunchConfig::check`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LaunchShape {
+    /// A grid with no block (some extent is 0): nothing runs and the launch succeeds.
+    Empty,
+    /// `blocks` blocks of `threads` threads.
+    Blocks {
+        /// Blocks in the grid.
+        blocks: u64,
+        /// Threads per block.
+        threads: u32,
+    },
+}
 
 /// Grid and block shape of a launch, and the dynamic shared memory per block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -41,6 +62,67 @@ impl LaunchConfig {
             .checked_mul(u64::from(self.grid.2))
     }
 
+    /// The launch rule of every backend, so that a launch gives the same answer on every
+    /// device. A grid with an extent of 0 is empty: nothing runs and the launch succeeds
+    /// (a launch over `n = 0` elements). Every block extent must be at least 1 and at most
+    /// [`MAX_BLOCK_DIM`], with at most [`MAX_THREADS_PER_BLOCK`] threads in all; grid extents
+    /// at most [`MAX_GRID_DIM`], and grid extent times block extent must fit in `u32` (AMD
+    /// counts the grid in work-items). Dynamic shared memory is checked by each backend
+    /// against its device.
+    ///
+    /// # Errors
+    /// Why the shape is invalid, as [`crate::Error::InvalidLaunch`]'s reason.
+    pub fn check(&self) -> Result<LaunchShape, String> {
+        let block = [self.block.0, self.block.1, self.block.2];
+        let grid = [self.grid.0, self.grid.1, self.grid.2];
+        let max_block = [MAX_BLOCK_DIM.0, MAX_BLOCK_DIM.1, MAX_BLOCK_DIM.2];
+        let max_grid = [MAX_GRID_DIM.0, MAX_GRID_DIM.1, MAX_GRID_DIM.2];
+        if block.contains(&0) {
+            return Err(format!(
+                "block {:?} must be at least 1 in every dimension",
+                self.block
+            ));
+        }
+        if block.iter().zip(max_block).any(|(&b, max)| b > max) {
+            return Err(format!(
+                "block {:?} exceeds the largest block {MAX_BLOCK_DIM:?}",
+                self.block
+            ));
+        }
+        let threads = self
+            .threads_per_block()
+            .filter(|&t| t <= MAX_THREADS_PER_BLOCK)
+            .ok_or_else(|| {
+                format!(
+                    "block {:?} has more than {MAX_THREADS_PER_BLOCK} threads",
+                    self.block
+                )
+            })?;
+        if grid.iter().zip(max_grid).any(|(&g, max)| g > max) {
+            return Err(format!(
+                "grid {:?} exceeds the largest grid {MAX_GRID_DIM:?}",
+                self.grid
+            ));
+        }
+        if grid
+            .iter()
+            .zip(block)
+            .any(|(&g, b)| g.checked_mul(b).is_none())
+        {
+            return Err(format!(
+                "grid {:?} of blocks {:?} has more than {} threads in one dimension",
+                self.grid,
+                self.block,
+                u32::MAX
+            ));
+        }
+        match self.num_blocks() {
+            Some(0) => Ok(LaunchShape::Empty),
+            Some(blocks) => Ok(LaunchShape::Blocks { blocks, threads }),
+            None => Err("grid size overflows".to_owned()),
+        }
+    }
+
     /// Threads per block, or `None` on overflow.
     pub fn threads_per_block(&self) -> Option<u32> {
         self.block
@@ -53,6 +135,47 @@ impl LaunchConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn empty_grids_run_nothing() {
+        for grid in [(0, 1, 1), (1, 0, 1), (5, 5, 0)] {
+            let config = LaunchConfig {
+                grid,
+                ..LaunchConfig::linear(1, 64)
+            };
+            assert_eq!(config.check(), Ok(LaunchShape::Empty), "{grid:?}");
+        }
+        assert_eq!(
+            LaunchConfig::linear(3, 64).check(),
+            Ok(LaunchShape::Blocks {
+                blocks: 3,
+                threads: 64
+            })
+        );
+    }
+
+    #[test]
+    fn invalid_shapes_are_refused() {
+        let shape = |grid, block| LaunchConfig {
+            grid,
+            block,
+            shared_mem_bytes: 0,
+        };
+        for (config, words) in [
+            (shape((1, 1, 1), (0, 1, 1)), "at least 1"),
+            // An empty grid does not excuse an invalid block.
+            (shape((0, 1, 1), (64, 0, 1)), "at least 1"),
+            (shape((1, 1, 1), (2048, 1, 1)), "largest block"),
+            (shape((1, 1, 1), (1, 1, 128)), "largest block"),
+            (shape((1, 1, 1), (64, 64, 1)), "more than 1024 threads"),
+            (shape((1, 65536, 1), (1, 1, 1)), "largest grid"),
+            (shape((1 << 31, 1, 1), (1, 1, 1)), "largest grid"),
+            (shape((1 << 30, 1, 1), (8, 1, 1)), "in one dimension"),
+        ] {
+            let err = config.check().unwrap_err();
+            assert!(err.contains(words), "{config:?}: {err}");
+        }
+    }
 
     #[test]
     fn for_num_elems_covers_n() {

@@ -24,7 +24,11 @@
     feature(thread_local)
 )]
 #![cfg_attr(all(offload_device, target_arch = "nvptx64"), feature(stdarch_nvptx))]
-#![cfg_attr(all(offload_device, target_arch = "amdgpu"), feature(stdarch_amdgpu))]
+#![cfg_attr(
+    all(offload_device, target_arch = "amdgpu"),
+    feature(stdarch_amdgpu, core_intrinsics),
+    allow(internal_features)
+)]
 
 pub mod device;
 
@@ -52,7 +56,7 @@ pub use error::{Error, Result};
 #[cfg(feature = "host")]
 pub use host::{Device, LaunchReport};
 #[cfg(feature = "host")]
-pub use launch::LaunchConfig;
+pub use launch::{LaunchConfig, LaunchShape, MAX_BLOCK_DIM, MAX_GRID_DIM, MAX_THREADS_PER_BLOCK};
 
 pub use device::{DeviceCopy, KernelScalar};
 

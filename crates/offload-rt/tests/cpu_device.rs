@@ -283,20 +283,58 @@ fn bad_launch_configurations_are_typed_errors() {
     }
     let dev = Device::cpu();
     let mut d = DeviceBuffer::<i32>::zeroed(&dev, 64).unwrap();
+    let shape = |grid, block| LaunchConfig {
+        grid,
+        block,
+        shared_mem_bytes: 0,
+    };
+    // The rule of `LaunchConfig::check`, which the CUDA and HIP backends apply too.
     for config in [
-        LaunchConfig::linear(0, 64),
+        LaunchConfig::linear(1, 0),
+        LaunchConfig::linear(0, 0),
         LaunchConfig::linear(1, 2048),
+        shape((1, 1, 1), (1, 1, 128)),
+        shape((1, 65536, 1), (64, 1, 1)),
         LaunchConfig {
             shared_mem_bytes: 16,
             ..LaunchConfig::linear(1, 64)
         },
     ] {
         let err = k::reverse_blocks.launch(&dev, config, &mut d).unwrap_err();
-        assert!(
-            matches!(err, Error::InvalidLaunch { .. }),
-            "{config:?}: {err}"
-        );
+        let expected = config.check().err();
+        match &err {
+            Error::InvalidLaunch { reason, .. } if config.shared_mem_bytes == 0 => {
+                assert_eq!(Some(reason), expected.as_ref(), "{config:?}")
+            }
+            Error::InvalidLaunch { .. } => {}
+            _ => panic!("{config:?}: {err}"),
+        }
     }
+}
+
+/// A launch over no elements runs nothing and succeeds, as on CUDA and HIP (the backends
+/// share `LaunchConfig::check`).
+#[test]
+fn an_empty_grid_runs_nothing() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let data: Vec<i32> = (0..64).collect();
+    let mut d = DeviceBuffer::from_slice(&dev, &data).unwrap();
+    for grid in [(0, 1, 1), (1, 0, 1), (1, 1, 0)] {
+        let config = LaunchConfig {
+            grid,
+            ..LaunchConfig::linear(1, 64)
+        };
+        k::reverse_blocks.launch(&dev, config, &mut d).unwrap();
+    }
+    assert_eq!(d.to_vec().unwrap(), data);
+    let n = 0u32;
+    k::reverse_blocks
+        .launch(&dev, LaunchConfig::linear(n.div_ceil(64), 64), &mut d)
+        .unwrap();
+    assert_eq!(d.to_vec().unwrap(), data);
 }
 
 #[test]

@@ -103,6 +103,57 @@ impl fmt::Display for AmdTargetId {
     }
 }
 
+/// The AMDGPU code object version of the images, `OFFLOAD_AMDGPU_CODE_OBJECT` (`5` or `6`).
+///
+/// V5 is the default: ROCm 6.0 and newer load it, while V6 (LLVM 22's own default) needs
+/// ROCm 6.3 or newer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum AmdCodeObjectVersion {
+    /// Code object V5 (`EI_ABIVERSION` 3).
+    #[default]
+    V5,
+    /// Code object V6 (`EI_ABIVERSION` 4).
+    V6,
+}
+
+impl AmdCodeObjectVersion {
+    /// The environment variable that chooses the version.
+    pub const ENV: &str = "OFFLOAD_AMDGPU_CODE_OBJECT";
+
+    /// Parses `5` or `6`.
+    pub fn parse(value: &str) -> Result<Self> {
+        match value.trim() {
+            "5" => Ok(Self::V5),
+            "6" => Ok(Self::V6),
+            _ => Err(Error::InvalidCodeObjectVersion {
+                value: value.to_owned(),
+            }),
+        }
+    }
+
+    /// The version from [`Self::ENV`], else the default.
+    pub fn from_env(env: &crate::env::Env) -> Result<Self> {
+        env.get(Self::ENV)
+            .map_or(Ok(Self::default()), |v| Self::parse(&v))
+    }
+
+    /// The value of LLVM's `amdhsa_code_object_version` module flag.
+    pub fn module_flag(self) -> u64 {
+        match self {
+            Self::V5 => 500,
+            Self::V6 => 600,
+        }
+    }
+
+    /// The ELF header's `EI_ABIVERSION` for this version.
+    pub fn abi_version(self) -> u8 {
+        match self {
+            Self::V5 => 3,
+            Self::V6 => 4,
+        }
+    }
+}
+
 /// `EF_AMDGPU_MACH` for a processor name (`llvm/BinaryFormat/ELF.h`, LLVM 22).
 pub fn amdgpu_mach(processor: &str) -> Option<u32> {
     Some(match processor {
@@ -458,6 +509,20 @@ pub fn amdgpu_inspect(image: &[u8]) -> Result<AmdCodeObjectInfo> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn code_object_versions() {
+        assert_eq!(AmdCodeObjectVersion::default(), AmdCodeObjectVersion::V5);
+        assert_eq!(AmdCodeObjectVersion::parse("6").unwrap().abi_version(), 4);
+        assert_eq!(AmdCodeObjectVersion::parse("5").unwrap().module_flag(), 500);
+        for bad in ["4", "v5", ""] {
+            let err = AmdCodeObjectVersion::parse(bad).unwrap_err();
+            assert!(
+                err.to_string().contains("OFFLOAD_AMDGPU_CODE_OBJECT"),
+                "{err}"
+            );
+        }
+    }
 
     #[test]
     fn target_ids_and_flags_match_clang() {

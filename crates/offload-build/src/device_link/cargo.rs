@@ -8,7 +8,7 @@ use std::process::Command;
 
 use offload_format::{ImageKind, OffloadBinary, OffloadKind};
 
-use super::amdgpu::{AmdTargetId, amdgpu_inspect};
+use super::amdgpu::{AmdCodeObjectVersion, AmdTargetId, amdgpu_inspect};
 use super::archive::{DeviceInput, bitcode_members};
 use super::llvm::{AmdgpuLinkOptions, NvptxLinkOptions, amdgpu_code_object, nvptx_link};
 use super::ptx::{
@@ -343,8 +343,18 @@ pub fn device_inputs(
 
 /// Links the images of one target from device-link inputs. NVIDIA targets give a cubin (where
 /// the installed `ptxas` knows the `sm`, see [`cubin_plan`]) and PTX, in that order; AMD
-/// targets one code object. A `ptxas` failure on an `sm` it knows is an error.
+/// targets one code object (of the version [`AmdCodeObjectVersion::from_env`] picks). A
+/// `ptxas` failure on an `sm` it knows is an error.
 pub fn gpu_images(inputs: &[DeviceInput], target: &GpuTarget) -> Result<Vec<GpuImage>> {
+    gpu_images_with(inputs, target, &AmdgpuLinkOptions::default())
+}
+
+/// [`gpu_images`] with the options of AMD links (`kernels` and `ld_lld` are overridden).
+pub fn gpu_images_with(
+    inputs: &[DeviceInput],
+    target: &GpuTarget,
+    amd: &AmdgpuLinkOptions,
+) -> Result<Vec<GpuImage>> {
     match target {
         GpuTarget::Nvptx { sm } => {
             let ptx = nvptx_link(inputs, sm, &NvptxLinkOptions::default())?;
@@ -369,7 +379,11 @@ pub fn gpu_images(inputs: &[DeviceInput], target: &GpuTarget) -> Result<Vec<GpuI
             Ok(images)
         }
         GpuTarget::Amdgpu(id) => {
-            let (bytes, kernels) = amdgpu_code_object(inputs, id, &AmdgpuLinkOptions::default())?;
+            let opts = AmdgpuLinkOptions {
+                code_object_version: amd.code_object_version,
+                ..AmdgpuLinkOptions::default()
+            };
+            let (bytes, kernels) = amdgpu_code_object(inputs, id, &opts)?;
             Ok(vec![GpuImage {
                 bytes,
                 kind: GpuImageKind::AmdCodeObject,
@@ -419,8 +433,12 @@ pub fn build_gpu_images(
     if let GpuTarget::Nvptx { sm } = &target {
         check_cubin(env, krate, sm)?;
     }
+    let amd = AmdgpuLinkOptions {
+        code_object_version: AmdCodeObjectVersion::from_env(env)?,
+        ..AmdgpuLinkOptions::default()
+    };
     let inputs = device_inputs(env, &krate.manifest_path, &target, target_dir)?;
-    let images = gpu_images(&inputs, &target)?;
+    let images = gpu_images_with(&inputs, &target, &amd)?;
     Ok(images
         .into_iter()
         .map(|image| DeviceImage {

@@ -19,7 +19,7 @@ use inkwell::targets::{
 };
 use inkwell::values::FunctionValue;
 
-use super::amdgpu::{AmdTargetId, fix_amdgpu_e_flags};
+use super::amdgpu::{AmdCodeObjectVersion, AmdTargetId, fix_amdgpu_e_flags};
 use super::archive::DeviceInput;
 use super::cargo::rustc_llvm_major;
 use super::ptx::ptx_features;
@@ -63,6 +63,8 @@ pub struct AmdgpuLinkOptions {
     pub kernels: Option<Vec<String>>,
     /// `ld.lld`; `None` uses the one [`find_tool`] finds.
     pub ld_lld: Option<PathBuf>,
+    /// The code object version to emit.
+    pub code_object_version: AmdCodeObjectVersion,
 }
 
 /// A relocatable object from the device link and the kernels it defines.
@@ -242,7 +244,7 @@ impl<'ctx> Member<'_, 'ctx> {
 /// something still undefined (`llvm-link --only-needed`), repeated until nothing more resolves.
 /// A member with a symbol map entry is read only when it resolves a symbol. `external` names
 /// symbols the target's loader provides, which no member is expected to define (nor the
-/// AMDGPU dispatch-packet helper, defined after the link).
+/// [`AMDGPU_HELPERS`], defined after the link).
 fn link_inputs<'ctx>(
     context: &'ctx Context,
     inputs: &[DeviceInput],
@@ -298,7 +300,7 @@ fn link_inputs<'ctx>(
             // known only from it.
             let unresolved = undefined
                 .iter()
-                .any(|s| !external.contains(&s.as_str()) && s != AMDGPU_DISPATCH_FIELD);
+                .any(|s| !external.contains(&s.as_str()) && !AMDGPU_HELPERS.contains(&s.as_str()));
             let mut reread = false;
             if unresolved {
                 for member in members.iter_mut().filter(|m| !m.read) {
@@ -402,8 +404,13 @@ fn internalize(module: &Module<'_>, wanted: Option<&[String]>) -> Result<Vec<Str
 }
 
 /// Moves every global of [`SHARED_SECTION`] to address space 3 (`.shared` / LDS), undefined
-/// initializer, no section; uses see it through a generic pointer. Returns how many moved.
-fn move_shared_to_addrspace3(module: &Module<'_>) -> usize {
+/// initializer, no section. Returns how many moved.
+///
+/// Where globals live in address space 0 (NVPTX), uses see the new global through a generic
+/// pointer. Where they live in another space (AMDGPU: 1), rustc's optimizations have already
+/// turned the uses into accesses in that space, and no cast from LDS to it exists: the use tree
+/// is rebuilt on the LDS global instead (see [`rewrite_shared_uses`]).
+fn move_shared_to_addrspace3(module: &Module<'_>) -> Result<usize> {
     use llvm_sys::core as c;
     let shared: Vec<_> = module
         .get_globals()
@@ -417,12 +424,11 @@ fn move_shared_to_addrspace3(module: &Module<'_>) -> usize {
         let old = global.as_pointer_value().as_value_ref_raw();
         let name = cstr(global.get_name());
         // SAFETY: every reference below comes from the live `module` and its context; values
-        // are replaced before `old` is deleted, and `old` is not touched afterwards.
+        // are replaced before the old global is deleted, and the builder is disposed of.
         unsafe {
             let context = c::LLVMGetModuleContext(raw_module);
             let value_type = c::LLVMGlobalGetValueType(old);
             let old_space = c::LLVMGetPointerAddressSpace(c::LLVMTypeOf(old));
-            let generic_ptr = c::LLVMPointerTypeInContext(context, 0);
             let renamed = format!("{name}.generic\0");
             c::LLVMSetValueName2(old, renamed.as_ptr().cast(), renamed.len() - 1);
             let cname = format!("{name}\0");
@@ -431,35 +437,321 @@ fn move_shared_to_addrspace3(module: &Module<'_>) -> usize {
             c::LLVMSetInitializer(new, c::LLVMGetUndef(value_type));
             c::LLVMSetLinkage(new, llvm_sys::LLVMLinkage::LLVMInternalLinkage);
             c::LLVMSetAlignment(new, c::LLVMGetAlignment(old).max(4));
-            let as_generic = c::LLVMConstAddrSpaceCast(new, generic_ptr);
             if old_space == 0 {
-                c::LLVMReplaceAllUsesWith(old, as_generic);
+                let generic_ptr = c::LLVMPointerTypeInContext(context, 0);
+                c::LLVMReplaceAllUsesWith(old, c::LLVMConstAddrSpaceCast(new, generic_ptr));
             } else {
-                // Targets whose globals live in another space (AMDGPU: 1) reach them through
-                // casts to generic: those casts become casts of the LDS variable.
-                let mut users = Vec::new();
-                let mut u = c::LLVMGetFirstUse(old);
-                while !u.is_null() {
-                    users.push(c::LLVMGetUser(u));
-                    u = c::LLVMGetNextUse(u);
-                }
-                for user in users {
-                    let is_cast_to_generic = !c::LLVMIsAConstantExpr(user).is_null()
-                        && c::LLVMGetConstOpcode(user) == llvm_sys::LLVMOpcode::LLVMAddrSpaceCast
-                        && c::LLVMGetPointerAddressSpace(c::LLVMTypeOf(user)) == 0;
-                    if is_cast_to_generic {
-                        c::LLVMReplaceAllUsesWith(user, as_generic);
-                    }
-                }
-                if !c::LLVMGetFirstUse(old).is_null() {
-                    let back = c::LLVMConstAddrSpaceCast(as_generic, c::LLVMTypeOf(old));
-                    c::LLVMReplaceAllUsesWith(old, back);
-                }
+                let builder = c::LLVMCreateBuilderInContext(context);
+                let rewritten = rewrite_shared_uses(raw_module, builder, old, new, &name);
+                c::LLVMDisposeBuilder(builder);
+                rewritten?;
+            }
+            if has_uses(old) {
+                // Only dead constants that referred to it are left.
+                c::LLVMReplaceAllUsesWith(old, c::LLVMGetPoison(c::LLVMTypeOf(old)));
             }
             c::LLVMDeleteGlobal(old);
         }
     }
-    shared.len()
+    Ok(shared.len())
+}
+
+/// The users of `value`, each once, collected before any is changed.
+///
+/// # Safety
+/// `value` is a live LLVM value.
+unsafe fn users(value: llvm_sys::prelude::LLVMValueRef) -> Vec<llvm_sys::prelude::LLVMValueRef> {
+    use llvm_sys::core as c;
+    let mut users = Vec::new();
+    // SAFETY: walking the use list of a live value (the caller's contract).
+    unsafe {
+        let mut u = c::LLVMGetFirstUse(value);
+        while !u.is_null() {
+            let user = c::LLVMGetUser(u);
+            if !users.contains(&user) {
+                users.push(user);
+            }
+            u = c::LLVMGetNextUse(u);
+        }
+    }
+    users
+}
+
+/// Rebuilds every use of `old` (a pointer in a global address space) on `new` (the same memory
+/// in address space 3): GEPs are re-created on `new`, loads, stores, atomics and memory
+/// intrinsics take `new` as their pointer, casts to generic become casts of `new`. A use that
+/// would let the pointer escape in its old address space (stored as a value, passed to a
+/// function, merged by a phi) is an error naming the static and the instruction. `old` has no
+/// uses left on success.
+///
+/// # Safety
+/// All references are live and belong to `module`; `builder` is a builder of its context.
+unsafe fn rewrite_shared_uses(
+    module: llvm_sys::prelude::LLVMModuleRef,
+    builder: llvm_sys::prelude::LLVMBuilderRef,
+    old: llvm_sys::prelude::LLVMValueRef,
+    new: llvm_sys::prelude::LLVMValueRef,
+    name: &str,
+) -> Result<()> {
+    use llvm_sys::LLVMOpcode as Op;
+    use llvm_sys::core as c;
+    // SAFETY: the caller's contract; every value used below is a user of a live value.
+    unsafe {
+        let unsupported = |user| {
+            let text = c::LLVMPrintValueToString(user);
+            let instruction = CStr::from_ptr(text).to_string_lossy().trim().to_owned();
+            c::LLVMDisposeMessage(text);
+            Error::SharedMemoryUse {
+                name: name.to_owned(),
+                instruction,
+            }
+        };
+        let is_operand = |user, index: u32| c::LLVMGetOperand(user, index) == old;
+        for user in users(old) {
+            let is_instruction = !c::LLVMIsAInstruction(user).is_null();
+            let opcode = if is_instruction {
+                c::LLVMGetInstructionOpcode(user)
+            } else if !c::LLVMIsAConstantExpr(user).is_null() {
+                c::LLVMGetConstOpcode(user)
+            } else {
+                return Err(unsupported(user));
+            };
+            if is_instruction {
+                c::LLVMPositionBuilderBefore(builder, user);
+            }
+            match opcode {
+                Op::LLVMGetElementPtr if c::LLVMGetOperand(user, 0) == old => {
+                    let count = c::LLVMGetNumOperands(user);
+                    let mut indices: Vec<_> = (1..count)
+                        .map(|i| c::LLVMGetOperand(user, i as u32))
+                        .collect();
+                    for index in &indices {
+                        if *index == old {
+                            return Err(unsupported(user));
+                        }
+                    }
+                    let source = c::LLVMGetGEPSourceElementType(user);
+                    let flags = c::LLVMGEPGetNoWrapFlags(user);
+                    let gep = if is_instruction {
+                        c::LLVMBuildGEPWithNoWrapFlags(
+                            builder,
+                            source,
+                            new,
+                            indices.as_mut_ptr(),
+                            indices.len() as u32,
+                            c"".as_ptr(),
+                            flags,
+                        )
+                    } else {
+                        c::LLVMConstGEPWithNoWrapFlags(
+                            source,
+                            new,
+                            indices.as_mut_ptr(),
+                            indices.len() as u32,
+                            flags,
+                        )
+                    };
+                    rewrite_shared_uses(module, builder, user, gep, name)?;
+                    if is_instruction {
+                        c::LLVMInstructionEraseFromParent(user);
+                    }
+                }
+                Op::LLVMAddrSpaceCast
+                    if c::LLVMGetPointerAddressSpace(c::LLVMTypeOf(user)) == 0 =>
+                {
+                    let ty = c::LLVMTypeOf(user);
+                    let cast = if is_instruction {
+                        c::LLVMBuildAddrSpaceCast(builder, new, ty, c"".as_ptr())
+                    } else {
+                        c::LLVMConstAddrSpaceCast(new, ty)
+                    };
+                    c::LLVMReplaceAllUsesWith(user, cast);
+                    if is_instruction {
+                        c::LLVMInstructionEraseFromParent(user);
+                    }
+                }
+                Op::LLVMLoad if is_instruction => c::LLVMSetOperand(user, 0, new),
+                Op::LLVMStore if is_instruction && !is_operand(user, 0) => {
+                    c::LLVMSetOperand(user, 1, new)
+                }
+                Op::LLVMAtomicRMW if is_instruction && !is_operand(user, 1) => {
+                    c::LLVMSetOperand(user, 0, new)
+                }
+                Op::LLVMAtomicCmpXchg
+                    if is_instruction && !is_operand(user, 1) && !is_operand(user, 2) =>
+                {
+                    c::LLVMSetOperand(user, 0, new)
+                }
+                Op::LLVMCall if is_instruction => {
+                    rewrite_memory_intrinsic(module, builder, user, old, new)
+                        .ok_or_else(|| unsupported(user))?
+                }
+                _ => return Err(unsupported(user)),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Re-creates a call of `llvm.memcpy`/`llvm.memmove`/`llvm.memset` whose pointer arguments
+/// include `old` as a call of the intrinsic overloaded for `new`'s address space. `None` for
+/// any other call.
+///
+/// # Safety
+/// As [`rewrite_shared_uses`]; the builder is positioned before `call`.
+unsafe fn rewrite_memory_intrinsic(
+    module: llvm_sys::prelude::LLVMModuleRef,
+    builder: llvm_sys::prelude::LLVMBuilderRef,
+    call: llvm_sys::prelude::LLVMValueRef,
+    old: llvm_sys::prelude::LLVMValueRef,
+    new: llvm_sys::prelude::LLVMValueRef,
+) -> Option<()> {
+    use llvm_sys::core as c;
+    // SAFETY: the caller's contract.
+    unsafe {
+        let callee = c::LLVMGetCalledValue(call);
+        if c::LLVMIsAFunction(callee).is_null() {
+            return None;
+        }
+        let mut len = 0;
+        let callee_name = c::LLVMGetValueName2(callee, &mut len);
+        let callee_name = std::slice::from_raw_parts(callee_name.cast::<u8>(), len);
+        let pointer_args: &[u32] = if callee_name.starts_with(b"llvm.memcpy.")
+            || callee_name.starts_with(b"llvm.memmove.")
+        {
+            &[0, 1]
+        } else if callee_name.starts_with(b"llvm.memset.") {
+            &[0]
+        } else {
+            return None;
+        };
+        let count = c::LLVMGetNumArgOperands(call);
+        let mut args: Vec<_> = (0..count).map(|i| c::LLVMGetOperand(call, i)).collect();
+        for (i, arg) in args.iter_mut().enumerate() {
+            if *arg == old {
+                if !pointer_args.contains(&(i as u32)) {
+                    return None;
+                }
+                *arg = new;
+            }
+        }
+        // Overloaded on each pointer argument's type, then the length's.
+        let mut overloads: Vec<_> = pointer_args
+            .iter()
+            .map(|&i| c::LLVMTypeOf(args[i as usize]))
+            .collect();
+        overloads.push(c::LLVMTypeOf(args[2]));
+        let id = c::LLVMGetIntrinsicID(callee);
+        let declaration =
+            c::LLVMGetIntrinsicDeclaration(module, id, overloads.as_mut_ptr(), overloads.len());
+        let function_type = c::LLVMIntrinsicGetType(
+            c::LLVMGetModuleContext(module),
+            id,
+            overloads.as_mut_ptr(),
+            overloads.len(),
+        );
+        let replacement = c::LLVMBuildCall2(
+            builder,
+            function_type,
+            declaration,
+            args.as_mut_ptr(),
+            args.len() as u32,
+            c"".as_ptr(),
+        );
+        c::LLVMReplaceAllUsesWith(call, replacement);
+        c::LLVMInstructionEraseFromParent(call);
+        Some(())
+    }
+}
+
+/// Bytes of static shared memory of each kernel of `kernels`: the address-space-3 globals
+/// used by the kernel or by any function it calls, each counted once.
+fn static_shared_bytes(module: &Module<'_>, kernels: &[String]) -> Vec<(String, u64)> {
+    use llvm_sys::core as c;
+    use llvm_sys::prelude::LLVMValueRef;
+    use std::collections::HashMap;
+    let raw_module = module.as_mut_ptr();
+    // SAFETY: every reference comes from the live `module`; nothing is modified.
+    unsafe {
+        let layout = llvm_sys::target::LLVMGetModuleDataLayout(raw_module);
+        let mut used_by: HashMap<LLVMValueRef, Vec<(LLVMValueRef, u64)>> = HashMap::new();
+        for global in module.get_globals() {
+            let raw = global.as_pointer_value().as_value_ref_raw();
+            if c::LLVMGetPointerAddressSpace(c::LLVMTypeOf(raw)) != 3 {
+                continue;
+            }
+            let size = llvm_sys::target::LLVMABISizeOfType(layout, c::LLVMGlobalGetValueType(raw));
+            let mut functions = HashSet::new();
+            let mut pending = users(raw);
+            while let Some(user) = pending.pop() {
+                if c::LLVMIsAInstruction(user).is_null() {
+                    pending.extend(users(user));
+                } else {
+                    functions.insert(c::LLVMGetBasicBlockParent(c::LLVMGetInstructionParent(
+                        user,
+                    )));
+                }
+            }
+            for function in functions {
+                used_by.entry(function).or_default().push((raw, size));
+            }
+        }
+        let callees = |function: LLVMValueRef| {
+            let mut out = Vec::new();
+            let mut block = c::LLVMGetFirstBasicBlock(function);
+            while !block.is_null() {
+                let mut inst = c::LLVMGetFirstInstruction(block);
+                while !inst.is_null() {
+                    if !c::LLVMIsACallInst(inst).is_null() {
+                        let callee = c::LLVMGetCalledValue(inst);
+                        if !c::LLVMIsAFunction(callee).is_null() {
+                            out.push(callee);
+                        }
+                    }
+                    inst = c::LLVMGetNextInstruction(inst);
+                }
+                block = c::LLVMGetNextBasicBlock(block);
+            }
+            out
+        };
+        let mut result = Vec::new();
+        for name in kernels {
+            let Some(kernel) = module.get_function(name) else {
+                continue;
+            };
+            let root = kernel
+                .as_global_value()
+                .as_pointer_value()
+                .as_value_ref_raw();
+            let mut seen = HashSet::from([root]);
+            let mut pending = vec![root];
+            let mut globals = HashMap::new();
+            while let Some(function) = pending.pop() {
+                globals.extend(used_by.get(&function).into_iter().flatten().copied());
+                for callee in callees(function) {
+                    if seen.insert(callee) {
+                        pending.push(callee);
+                    }
+                }
+            }
+            result.push((name.clone(), globals.values().sum()));
+        }
+        result
+    }
+}
+
+/// Refuses a kernel whose static shared memory exceeds [`super::MAX_STATIC_SHARED_BYTES`].
+fn check_shared_limit(module: &Module<'_>, kernels: &[String]) -> Result<()> {
+    for (kernel, bytes) in static_shared_bytes(module, kernels) {
+        if bytes > super::MAX_STATIC_SHARED_BYTES {
+            return Err(Error::SharedMemoryLimit {
+                kernel,
+                bytes,
+                limit: super::MAX_STATIC_SHARED_BYTES,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// What a device link keeps: the kernels (all of them when `None`) and the symbols the
@@ -496,13 +788,20 @@ fn check_resolved(module: &Module<'_>, allowed: &[&str]) -> Result<()> {
     Err(Error::Undefined { symbols })
 }
 
-/// What offload-rt's AMDGPU device API asks the link to define: a field of the HSA kernel
-/// dispatch packet (`workgroup_size_{x,y,z}` for 0..=2, `grid_size_{x,y,z}` for 3..=5), read
-/// through `llvm.amdgcn.dispatch.ptr`, which Rust cannot call (it returns an address-space-4
-/// pointer).
-const AMDGPU_DISPATCH_FIELD: &str = "__offload_amdgpu_dispatch_field";
-const AMDGPU_DISPATCH_FIELD_IR: &str = r#"
+/// What offload-rt's AMDGPU device API asks the link to define, in IR because Rust cannot
+/// say it:
+/// - `__offload_amdgpu_dispatch_field(dim)`: a field of the HSA kernel dispatch packet
+///   (`workgroup_size_{x,y,z}` for 0..=2, `grid_size_{x,y,z}` for 3..=5), read through
+///   `llvm.amdgcn.dispatch.ptr`, which returns an address-space-4 pointer;
+/// - `__offload_amdgpu_sync_threads()`: `s_barrier` between workgroup-scope fences (Rust's
+///   fences are system-scope, which write back and invalidate L2 at every barrier).
+const AMDGPU_HELPERS: &[&str] = &[
+    "__offload_amdgpu_dispatch_field",
+    "__offload_amdgpu_sync_threads",
+];
+const AMDGPU_HELPERS_IR: &str = r#"
 declare ptr addrspace(4) @llvm.amdgcn.dispatch.ptr()
+declare void @llvm.amdgcn.s.barrier() #1
 
 define i32 @__offload_amdgpu_dispatch_field(i32 %dim) #0 {
 entry:
@@ -528,24 +827,35 @@ grid:
   ret i32 %v32
 }
 
+define void @__offload_amdgpu_sync_threads() #1 {
+entry:
+  fence syncscope("workgroup") release
+  call void @llvm.amdgcn.s.barrier()
+  fence syncscope("workgroup") acquire
+  ret void
+}
+
 attributes #0 = { alwaysinline nounwind willreturn }
+attributes #1 = { alwaysinline convergent nounwind willreturn }
 "#;
 
-fn define_amdgpu_dispatch_field<'ctx>(context: &'ctx Context, module: &Module<'ctx>) -> Result<()> {
-    let needed = module
-        .get_function(AMDGPU_DISPATCH_FIELD)
-        .is_some_and(|f| f.as_global_value().is_declaration());
+fn define_amdgpu_helpers<'ctx>(context: &'ctx Context, module: &Module<'ctx>) -> Result<()> {
+    let needed = AMDGPU_HELPERS.iter().any(|name| {
+        module
+            .get_function(name)
+            .is_some_and(|f| f.as_global_value().is_declaration())
+    });
     if !needed {
         return Ok(());
     }
     let buffer = MemoryBuffer::create_from_memory_range_copy(
-        AMDGPU_DISPATCH_FIELD_IR.as_bytes(),
-        AMDGPU_DISPATCH_FIELD,
+        AMDGPU_HELPERS_IR.as_bytes(),
+        "offload-amdgpu-helpers",
     );
     let helper = context
         .create_module_from_ir(buffer)
         .map_err(|e| Error::ParseBitcode {
-            name: AMDGPU_DISPATCH_FIELD.into(),
+            name: "offload-amdgpu-helpers".into(),
             message: e.to_string(),
         })?;
     helper.set_triple(&module.get_triple());
@@ -555,7 +865,7 @@ fn define_amdgpu_dispatch_field<'ctx>(context: &'ctx Context, module: &Module<'c
         llvm_sys::core::LLVMSetDataLayout(helper.as_mut_ptr(), layout);
     }
     module.link_in_module(helper).map_err(|e| Error::Link {
-        name: AMDGPU_DISPATCH_FIELD.into(),
+        name: "offload-amdgpu-helpers".into(),
         message: e.to_string(),
     })
 }
@@ -579,18 +889,19 @@ fn link_for<'ctx>(
         .to_bytes()
         .starts_with(b"amdgcn")
     {
-        define_amdgpu_dispatch_field(context, &module)?;
+        define_amdgpu_helpers(context, &module)?;
     }
     // SAFETY: `module` is live; stripping debug info leaves valid IR.
     unsafe { llvm_sys::debuginfo::LLVMStripModuleDebugInfo(module.as_mut_ptr()) };
     let kept = internalize(&module, kernels)?;
-    if move_shared_to_addrspace3(&module) > 0 {
+    if move_shared_to_addrspace3(&module)? > 0 {
         module.verify().map_err(|e| Error::Verify {
             message: e.to_string(),
         })?;
     }
     optimize(&module, machine)?;
     check_resolved(&module, allowed_external)?;
+    check_shared_limit(&module, &kept)?;
     Ok((module, kept))
 }
 
@@ -630,6 +941,17 @@ pub fn amdgpu_link_object(
     let machine = target_machine(AMDGPU_TRIPLE, &target.processor, &target.llvm_features())?;
     let context = Context::create();
     let (module, kernels) = link_for(&context, inputs, &machine, opts.kernels.as_deref(), &[])?;
+    const FLAG: &str = "amdhsa_code_object_version";
+    if module.get_flag(FLAG).is_some() {
+        return Err(Error::Codegen {
+            cpu: target.processor.clone(),
+            message: format!("the device inputs already set the module flag `{FLAG}`"),
+        });
+    }
+    let version = context
+        .i32_type()
+        .const_int(opts.code_object_version.module_flag(), false);
+    module.add_basic_value_flag(FLAG, inkwell::module::FlagBehavior::Error, version);
     let buffer = machine
         .write_to_memory_buffer(&module, FileType::Object)
         .map_err(|e| Error::Codegen {
@@ -810,6 +1132,116 @@ mod tests {
         // Only what the kernel needs counts: `only_for_unused` is dead code.
         match err {
             Error::Undefined { symbols } => assert_eq!(symbols, ["helper"]),
+            other => panic!("{other}"),
+        }
+    }
+
+    /// An AMDGPU module with a shared static in address space 1, used as rustc leaves it.
+    fn amdgpu_module<'ctx>(context: &'ctx Context, body: &str) -> Module<'ctx> {
+        let text = format!(
+            "target triple = \"{AMDGPU_TRIPLE}\"\n\
+             @tile = internal addrspace(1) global [64 x i32] zeroinitializer, section \"{SHARED_SECTION}\", align 4\n\
+             {body}"
+        );
+        let buffer = MemoryBuffer::create_from_memory_range_copy(text.as_bytes(), "amdgpu");
+        context.create_module_from_ir(buffer).unwrap()
+    }
+
+    #[test]
+    fn amdgpu_shared_uses_are_rebuilt_in_lds() {
+        let context = Context::create();
+        let module = amdgpu_module(
+            &context,
+            "declare void @llvm.memset.p1.i64(ptr addrspace(1), i8, i64, i1)\n\
+             define amdgpu_kernel void @k(i64 %i, ptr %out) {\n\
+               call void @llvm.memset.p1.i64(ptr addrspace(1) @tile, i8 0, i64 16, i1 false)\n\
+               %p = getelementptr inbounds i32, ptr addrspace(1) @tile, i64 %i\n\
+               %q = getelementptr inbounds i32, ptr addrspace(1) %p, i64 1\n\
+               store i32 1, ptr addrspace(1) %q\n\
+               %c = getelementptr inbounds i8, ptr addrspace(1) @tile, i64 8\n\
+               %v = load i32, ptr addrspace(1) getelementptr inbounds (i8, ptr addrspace(1) @tile, i64 4)\n\
+               %a = atomicrmw add ptr addrspace(1) %c, i32 %v monotonic\n\
+               %x = cmpxchg ptr addrspace(1) @tile, i32 0, i32 %a monotonic monotonic\n\
+               %g = addrspacecast ptr addrspace(1) %p to ptr\n\
+               %w = load i32, ptr %g\n\
+               store i32 %w, ptr %out\n\
+               ret void\n\
+             }\n",
+        );
+        assert_eq!(move_shared_to_addrspace3(&module).unwrap(), 1);
+        module.verify().unwrap();
+        let ir = module.print_to_string().to_string();
+        assert!(ir.contains("@tile = internal addrspace(3) global"), "{ir}");
+        let body = &ir[ir.find("define amdgpu_kernel").unwrap()..];
+        assert!(
+            !body[..body.find("\n}").unwrap()].contains("addrspace(1)"),
+            "{ir}"
+        );
+        assert!(
+            ir.contains("@llvm.memset.p3.i64(ptr addrspace(3) @tile"),
+            "{ir}"
+        );
+        assert!(ir.contains("addrspacecast ptr addrspace(3)"), "{ir}");
+    }
+
+    #[test]
+    fn an_escaping_amdgpu_shared_pointer_is_an_error() {
+        let context = Context::create();
+        let module = amdgpu_module(
+            &context,
+            "define amdgpu_kernel void @k(ptr addrspace(1) %out) {\n\
+               store ptr addrspace(1) @tile, ptr addrspace(1) %out\n\
+               ret void\n\
+             }\n",
+        );
+        match move_shared_to_addrspace3(&module).unwrap_err() {
+            Error::SharedMemoryUse { name, instruction } => {
+                assert_eq!(name, "tile");
+                assert!(
+                    instruction.starts_with("store ptr addrspace(1) @tile"),
+                    "{instruction}"
+                );
+            }
+            other => panic!("{other}"),
+        }
+    }
+
+    fn shared_kernel(bytes: u64) -> Vec<DeviceInput> {
+        let words = bytes / 4;
+        let kernel = bitcode(
+            "kernel",
+            &format!(
+                "@tile = internal global [{words} x i32] zeroinitializer, section \"{SHARED_SECTION}\", align 4\n\
+                 define internal void @fill(i64 %i) noinline {{\n\
+                   %p = getelementptr i32, ptr @tile, i64 %i\n\
+                   store volatile i32 1, ptr %p\n\
+                   ret void\n\
+                 }}\n\
+                 define ptx_kernel void @big(i64 %i) {{\n\
+                   call void @fill(i64 %i)\n\
+                   ret void\n\
+                 }}\n"
+            ),
+        );
+        vec![DeviceInput::object("kernel.bc", kernel)]
+    }
+
+    #[test]
+    fn static_shared_memory_over_the_limit_names_the_kernel() {
+        let limit = super::super::MAX_STATIC_SHARED_BYTES;
+        link(&shared_kernel(limit)).unwrap();
+        // Used from a function the kernel calls, not from the kernel itself.
+        match link(&shared_kernel(limit + 4)).unwrap_err() {
+            Error::SharedMemoryLimit {
+                kernel,
+                bytes,
+                limit: reported,
+            } => {
+                assert_eq!(
+                    (kernel.as_str(), bytes, reported),
+                    ("big", limit + 4, limit)
+                );
+            }
             other => panic!("{other}"),
         }
     }

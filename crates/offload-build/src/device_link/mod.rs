@@ -10,9 +10,9 @@
 //! Environment variables read here: `OFFLOAD_PTXAS` (the `ptxas` to use; default `ptxas` on
 //! `PATH`, else `/usr/lib/cuda/bin/ptxas`), `OFFLOAD_REQUIRE_CUBIN` (`1`: an `sm_XX` the
 //! `ptxas` found does not know, or no `ptxas` at all, fails the build instead of embedding its
-//! PTX alone with a warning), `OFFLOAD_NIGHTLY_TOOLCHAIN` (through [`crate::nested`]).
-//! External tools are found by [`find_tool`]; [`ptxas_supported_sms`] says which `sm_XX` the
-//! `ptxas` found can assemble.
+//! PTX alone with a warning), `OFFLOAD_AMDGPU_CODE_OBJECT` (see [`AmdCodeObjectVersion`]),
+//! `OFFLOAD_NIGHTLY_TOOLCHAIN` (through [`crate::nested`]). External tools are found by
+//! [`find_tool`]; [`ptxas_supported_sms`] says which `sm_XX` the `ptxas` found can assemble.
 
 mod amdgpu;
 mod archive;
@@ -21,13 +21,13 @@ mod llvm;
 mod ptx;
 
 pub use amdgpu::{
-    AmdCodeObjectInfo, AmdFeature, AmdKernelArg, AmdKernelInfo, AmdTargetId, amdgpu_e_flags,
-    amdgpu_inspect, amdgpu_mach, expected_e_flags, fix_amdgpu_e_flags,
+    AmdCodeObjectInfo, AmdCodeObjectVersion, AmdFeature, AmdKernelArg, AmdKernelInfo, AmdTargetId,
+    amdgpu_e_flags, amdgpu_inspect, amdgpu_mach, expected_e_flags, fix_amdgpu_e_flags,
 };
 pub use archive::{DeviceInput, bitcode_members, is_bitcode};
 pub use cargo::{
     GpuTarget, NestedBuild, NestedBuildOutput, build_gpu_images, device_inputs, gpu_images,
-    image_resources, nested_build, rustc_llvm_major,
+    gpu_images_with, image_resources, nested_build, rustc_llvm_major,
 };
 pub use llvm::{
     AmdgpuLinkOptions, LinkedObject, NvptxLinkOptions, amdgpu_code_object, amdgpu_link_object,
@@ -46,6 +46,11 @@ use std::path::PathBuf;
 /// Link section that marks a static as per-block shared memory on GPU targets. The device link
 /// moves every global of this section to address space 3 with an undefined initializer.
 pub const SHARED_SECTION: &str = ".offload.shared";
+
+/// Bytes of static shared memory one GPU kernel may use, the limit of every device
+/// (`offload_rt::device::MAX_STATIC_SHARED_BYTES`): `ptxas` refuses more in static
+/// declarations, and the CPU device's arena is this size.
+pub const MAX_STATIC_SHARED_BYTES: u64 = 48 * 1024;
 
 /// LLVM major version this module links against and requires of rustc.
 pub use offload_toolchain::LLVM_MAJOR;
@@ -129,6 +134,30 @@ pub enum Error {
     Verify {
         /// LLVM's message.
         message: String,
+    },
+    /// A shared-memory static is used in a way that cannot move to the shared address space.
+    #[error(
+        "shared-memory static `{name}` is used where it cannot live in shared memory (the \
+         address stored, passed to a function or merged with another pointer): `{instruction}`"
+    )]
+    SharedMemoryUse {
+        /// The static's symbol.
+        name: String,
+        /// The instruction, as LLVM prints it.
+        instruction: String,
+    },
+    /// A kernel uses more static shared memory than every device allows.
+    #[error(
+        "kernel `{kernel}` uses {bytes} bytes of static shared memory (shared_array!), over \
+         the limit of {limit} bytes that every device supports"
+    )]
+    SharedMemoryLimit {
+        /// The kernel.
+        kernel: String,
+        /// Its static shared memory.
+        bytes: u64,
+        /// [`MAX_STATIC_SHARED_BYTES`].
+        limit: u64,
     },
     /// Symbols the kernels need are defined by no input.
     #[error("undefined symbols after the device link: {}", symbols.join(", "))]
@@ -214,6 +243,12 @@ pub enum Error {
     /// An external tool (`ptxas`, `ld.lld`, …) is not installed.
     #[error(transparent)]
     ToolNotFound(#[from] offload_toolchain::NotFound),
+    /// `OFFLOAD_AMDGPU_CODE_OBJECT` is neither `5` nor `6`.
+    #[error("OFFLOAD_AMDGPU_CODE_OBJECT is `{value}`; the code object versions built are 5 and 6")]
+    InvalidCodeObjectVersion {
+        /// The value given.
+        value: String,
+    },
     /// An image is not a valid AMDGPU code object.
     #[error("AMDGPU code object: {reason}")]
     BadCodeObject {

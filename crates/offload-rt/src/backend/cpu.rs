@@ -26,14 +26,12 @@ use corosensei::{Coroutine, CoroutineResult, Yielder};
 use super::{Backend, DeviceKind, DevicePtr, KernelHandle, Module};
 use crate::device::abi::{CPU_RUN_PREFIX, CPU_THREAD_PREFIX, CpuLaunch, CpuRunFn, CpuThreadFn};
 use crate::error::{Error, Result};
-use crate::launch::LaunchConfig;
+use crate::launch::{LaunchConfig, LaunchShape};
 use crate::registry::{ImageInfo, RegisteredImage};
 
 use loader::Library;
 use pool::Pool;
 
-/// Most threads per block the CPU device accepts (as CUDA).
-pub const MAX_THREADS_PER_BLOCK: u32 = 1024;
 /// Stack of each GPU thread run as a coroutine.
 const COROUTINE_STACK: usize = 128 * 1024;
 
@@ -347,32 +345,18 @@ impl Module for CpuModule {
                 .ok_or_else(|| invalid(format!("unknown kernel handle {}", kernel.0)))?;
             (k.run, k.thread, k.mode.load(Ordering::Relaxed))
         };
-        let (gx, gy, gz) = config.grid;
-        let (bx, by, bz) = config.block;
-        if [gx, gy, gz, bx, by, bz].contains(&0) {
-            return Err(invalid(format!(
-                "grid {:?} and block {:?} must be at least 1 in every dimension",
-                config.grid, config.block
-            )));
-        }
-        let threads = config
-            .threads_per_block()
-            .filter(|&t| t <= MAX_THREADS_PER_BLOCK)
-            .ok_or_else(|| {
-                invalid(format!(
-                    "block {:?} has more than {MAX_THREADS_PER_BLOCK} threads",
-                    config.block
-                ))
-            })?;
+        let (blocks, threads) = match config.check().map_err(invalid)? {
+            LaunchShape::Empty => return Ok(()),
+            LaunchShape::Blocks { blocks, threads } => (blocks, threads),
+        };
         if config.shared_mem_bytes != 0 {
             return Err(invalid(
                 "dynamic shared memory is not available on the CPU device; use shared_array!"
                     .to_owned(),
             ));
         }
-        let blocks = config
-            .num_blocks()
-            .ok_or_else(|| invalid("grid size overflows".to_owned()))?;
+        let (gx, gy, gz) = config.grid;
+        let (bx, by, bz) = config.block;
 
         let ctx = LaunchCtx {
             divergent: AtomicBool::new(false),

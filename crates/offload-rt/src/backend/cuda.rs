@@ -9,8 +9,10 @@
 //! return `CUresult` as a Rust enum, which is undefined behaviour for any code a newer driver
 //! adds. Here both are plain errors.
 //!
-//! Each device uses its primary context and one stream, which orders all its work; every operation makes
-//! the context current on the calling thread first, so handles can move between threads.
+//! Each device uses its primary context and one stream, which orders all its work; every
+//! operation makes the context current on the calling thread first unless `cuCtxGetCurrent`
+//! says it is, so handles can move between threads and other CUDA code may change the current
+//! context in between.
 //!
 //! `OFFLOAD_CUDA_LIBRARY` names the driver library to open instead of `libcuda.so.1`;
 //! with `OFFLOAD_LOG=1`, why a device is not used and which image is loaded go to stderr.
@@ -22,11 +24,9 @@ pub mod sys;
 pub(crate) use backend::log;
 pub use backend::{CudaBackend, open_backend, to_error};
 
-use std::cell::Cell;
 use std::ffi::c_void;
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use sys::{CUcontext, CUdevice, CUdeviceptr, CUevent, CUfunction, CUmodule, CUstream, DriverApi};
 
@@ -38,12 +38,14 @@ pub enum CudaError {
     /// The driver library could not be loaded.
     #[error("CUDA unavailable: {0}")]
     Unavailable(#[source] sys::LoadError),
-    /// The driver loaded but reports no usable device (no GPU, stub library, driver too old
-    /// for the library).
-    #[error("CUDA unavailable: cuInit failed: {name} ({code}): {message}")]
+    /// The driver loaded but reports no usable device (no GPU, stub library, user-mode and
+    /// kernel drivers of different versions, ...): see [`result::no_device_reason`].
+    #[error("CUDA unavailable: {reason}: cuInit failed: {name} ({code}): {message}")]
     NoDevice {
         /// The driver's code.
         code: i32,
+        /// What the code means for this machine.
+        reason: &'static str,
         /// The driver's error name.
         name: String,
         /// The driver's message.
@@ -151,6 +153,14 @@ pub enum CudaError {
         /// The buffer's size.
         size: usize,
     },
+    /// A launch asks for more shared memory than the device gives a block.
+    #[error("launch of `{kernel}`: {reason}")]
+    SharedMemoryLimit {
+        /// The kernel.
+        kernel: String,
+        /// Which limit.
+        reason: String,
+    },
     /// An object of one device used with another.
     #[error("{what} belongs to CUDA device {owner}, not device {used_with}")]
     WrongDevice {
@@ -207,6 +217,34 @@ pub struct CudaDeviceInfo {
     pub multiprocessors: u32,
     /// The driver's CUDA version (major, minor).
     pub driver_version: (u32, u32),
+    /// Shared memory a block can use once a kernel opts in (attribute 97), in bytes.
+    pub max_shared_per_block_optin: u32,
+}
+
+/// Dynamic shared memory a launch may ask for without opting in (`cuda.h`: above it,
+/// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES` must be raised first).
+pub const DEFAULT_DYNAMIC_SHARED_BYTES: u32 = 48 * 1024;
+
+/// What a launch with `dynamic` bytes of dynamic shared memory needs of a kernel with
+/// `static_bytes` of static shared memory on a device whose opt-in maximum is `optin`:
+/// nothing (`Ok(None)`), the kernel's maximum dynamic size raised to `dynamic` first
+/// (`Ok(Some(dynamic))`), or a refusal naming the limit.
+///
+/// # Errors
+/// The reason, when `static_bytes + dynamic` exceeds what the device gives a block.
+pub fn dynamic_shared_opt_in(
+    dynamic: u32,
+    static_bytes: u32,
+    optin: u32,
+) -> Result<Option<u32>, String> {
+    let limit = optin.max(DEFAULT_DYNAMIC_SHARED_BYTES);
+    if u64::from(dynamic) + u64::from(static_bytes) > u64::from(limit) {
+        return Err(format!(
+            "{dynamic} bytes of dynamic shared memory and {static_bytes} of static shared \
+             memory exceed the {limit} bytes this device gives a block"
+        ));
+    }
+    Ok((dynamic > DEFAULT_DYNAMIC_SHARED_BYTES).then_some(dynamic))
 }
 
 impl CudaDeviceInfo {
@@ -242,6 +280,9 @@ fn device_info(
         total_memory: result::device_total_mem(api, dev)?,
         multiprocessors: attr(sys::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
         driver_version,
+        max_shared_per_block_optin: attr(
+            sys::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+        )?,
     };
     Ok((dev, info))
 }
@@ -264,19 +305,7 @@ pub fn probe() -> Result<Vec<CudaDeviceInfo>, CudaError> {
         .collect()
 }
 
-thread_local! {
-    /// The context last made current on this thread by this module, to skip redundant
-    /// `cuCtxSetCurrent` calls on the launch path.
-    /// Identified by `Context::id`, not by the handle, which the driver may reuse after a
-    /// primary context is released and retained again.
-    static CURRENT: Cell<u64> = const { Cell::new(0) };
-}
-
-/// Source of `Context::id` (0 means none).
-static NEXT_CONTEXT_ID: AtomicU64 = AtomicU64::new(1);
-
 struct Context {
-    id: u64,
     api: &'static DriverApi,
     dev: CUdevice,
     ctx: CUcontext,
@@ -291,11 +320,12 @@ unsafe impl Send for Context {}
 unsafe impl Sync for Context {}
 
 impl Context {
+    /// Makes the context current on the calling thread unless the driver says it is: other
+    /// CUDA code on the thread (cuBLAS, the runtime API, ...) may have changed it since.
     fn bind(&self) -> Result<(), CudaError> {
-        if CURRENT.get() != self.id {
+        if result::ctx_get_current(self.api)? != self.ctx {
             // SAFETY: `self.ctx` is retained until `self` drops.
             unsafe { result::ctx_set_current(self.api, self.ctx)? };
-            CURRENT.set(self.id);
         }
         Ok(())
     }
@@ -311,7 +341,6 @@ impl Drop for Context {
         }
         // SAFETY: pairs with the retain in `CudaDevice::open`.
         let _ = unsafe { result::primary_ctx_release(self.api, self.dev) };
-        CURRENT.set(0);
     }
 }
 
@@ -354,12 +383,9 @@ impl CudaDevice {
         };
         // SAFETY: `ctx` was just retained.
         unsafe { result::ctx_set_current(api, ctx) }.map_err(release)?;
-        let id = NEXT_CONTEXT_ID.fetch_add(1, Ordering::Relaxed);
-        CURRENT.set(id);
         let stream = result::stream_create(api).map_err(release)?;
         Ok(Self {
             ctx: Arc::new(Context {
-                id,
                 api,
                 dev,
                 ctx,
@@ -480,6 +506,8 @@ impl CudaDevice {
             });
         }
         self.ctx.bind()?;
+        // SAFETY: the function's module is alive (held by `function`) and of this context.
+        unsafe { self.prepare_shared(function.function, &function.name, shared_mem_bytes)? };
         // SAFETY: the function's module is alive (held by `function`) and of this context,
         // the stream is this context's, and the caller vouches for `params`.
         unsafe {
@@ -492,6 +520,49 @@ impl CudaDevice {
                 self.ctx.stream,
                 params,
             )
+        }
+    }
+
+    /// Checks `dynamic` bytes of dynamic shared memory against the device and raises the
+    /// kernel's maximum when the launch needs more than the default 48 KiB.
+    ///
+    /// # Safety
+    /// `f` belongs to a live module of this context, which is current.
+    unsafe fn prepare_shared(
+        &self,
+        f: CUfunction,
+        kernel: &str,
+        dynamic: u32,
+    ) -> Result<(), CudaError> {
+        if dynamic == 0 {
+            return Ok(());
+        }
+        let api = self.ctx.api;
+        // SAFETY: per this function's contract.
+        let static_bytes = unsafe {
+            result::func_get_attribute(api, f, sys::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)?
+        };
+        let static_bytes = u32::try_from(static_bytes).unwrap_or(0);
+        match dynamic_shared_opt_in(
+            dynamic,
+            static_bytes,
+            self.ctx.info.max_shared_per_block_optin,
+        ) {
+            Ok(None) => Ok(()),
+            // SAFETY: per this function's contract; the value fits i32 (it is at most the
+            // device's opt-in maximum).
+            Ok(Some(bytes)) => unsafe {
+                result::func_set_attribute(
+                    api,
+                    f,
+                    sys::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    i32::try_from(bytes).unwrap_or(i32::MAX),
+                )
+            },
+            Err(reason) => Err(CudaError::SharedMemoryLimit {
+                kernel: kernel.to_owned(),
+                reason,
+            }),
         }
     }
 
@@ -1011,6 +1082,45 @@ mod tests {
             ),
             "{err}"
         );
+    }
+
+    #[test]
+    fn dynamic_shared_memory_over_48_kib_opts_in_up_to_the_device_maximum() {
+        // sm_80: 163 KiB opt-in; sm_75: 64 KiB.
+        let a100 = 166_912;
+        assert_eq!(dynamic_shared_opt_in(0, 2048, a100), Ok(None));
+        assert_eq!(dynamic_shared_opt_in(48 * 1024, 0, a100), Ok(None));
+        assert_eq!(
+            dynamic_shared_opt_in(100 * 1024, 2048, a100),
+            Ok(Some(100 * 1024))
+        );
+        let err = dynamic_shared_opt_in(64 * 1024, 2048, 65_536).unwrap_err();
+        assert!(
+            err.contains("65536 bytes this device gives a block"),
+            "{err}"
+        );
+        assert!(dynamic_shared_opt_in(u32::MAX, u32::MAX, a100).is_err());
+    }
+
+    #[test]
+    fn codes_that_mean_no_usable_device() {
+        // cuda.h: STUB_LIBRARY 34, DEVICE_UNAVAILABLE 46, NO_DEVICE 100, SYSTEM_NOT_READY 802,
+        // SYSTEM_DRIVER_MISMATCH 803, COMPAT_NOT_SUPPORTED_ON_DEVICE 804.
+        for (code, words) in [
+            (34, "stub"),
+            (46, "busy"),
+            (100, "no CUDA-capable device"),
+            (802, "not ready"),
+            (803, "different versions"),
+            (804, "forward-compatibility"),
+        ] {
+            let reason = result::no_device_reason(code).unwrap_or_else(|| panic!("{code}"));
+            assert!(reason.contains(words), "{code}: {reason}");
+        }
+        // 35 is the runtime API's cudaErrorInsufficientDriver; as a CUresult it means nothing.
+        for code in [0, 1, 3, 35, 101, 999] {
+            assert_eq!(result::no_device_reason(code), None, "{code}");
+        }
     }
 
     #[test]

@@ -16,7 +16,6 @@ pub mod sys;
 
 pub use backend::{HipBackend, open_backend, to_error};
 
-use std::cell::Cell;
 use std::ffi::{CString, c_int, c_void};
 use std::fmt;
 use std::sync::Arc;
@@ -260,11 +259,6 @@ pub fn probe() -> Result<Vec<HipDeviceInfo>, HipError> {
     (0..count).map(|i| device_info(api, i, version)).collect()
 }
 
-thread_local! {
-    /// The device last made current on this thread by this module (-1: none).
-    static CURRENT: Cell<c_int> = const { Cell::new(-1) };
-}
-
 struct Context {
     api: &'static HipApi,
     ordinal: c_int,
@@ -272,10 +266,11 @@ struct Context {
 }
 
 impl Context {
+    /// Makes the device current on the calling thread unless HIP says it is: other HIP code
+    /// on the thread may have changed it since.
     fn bind(&self) -> Result<(), HipError> {
-        if CURRENT.get() != self.ordinal {
+        if result::get_device(self.api)? != self.ordinal {
             result::set_device(self.api, self.ordinal)?;
-            CURRENT.set(self.ordinal);
         }
         Ok(())
     }

@@ -74,4 +74,4 @@ pub const CPU_ABI_SYMBOL: &str = "__offload_cpu_abi_version";
 /// The CPU entry-point ABI described by this module.
 pub const CPU_ABI_VERSION: u32 = 1;
 /// Bytes of static shared memory a block can use on the CPU device.
-pub const CPU_SHARED_CAPACITY: usize = 64 * 1024;
+pub const CPU_SHARED_CAPACITY: usize = super::MAX_STATIC_SHARED_BYTES;

@@ -3,7 +3,6 @@
 //! `__offload_amdgpu_dispatch_field`, which the AMD device link must define).
 
 use core::arch::amdgpu;
-use core::sync::atomic::{Ordering, fence};
 
 unsafe extern "C" {
     /// Field of the HSA kernel dispatch packet: `workgroup_size_{x,y,z}` for `dim` 0, 1, 2,
@@ -11,6 +10,10 @@ unsafe extern "C" {
     /// (it returns an address-space-4 pointer), so the AMD device link defines this
     /// function in IR over that intrinsic.
     fn __offload_amdgpu_dispatch_field(dim: u32) -> u32;
+    /// `s_barrier` between workgroup-scope release and acquire fences, defined by the AMD
+    /// device link: Rust's fences are system-scope, and each would write back and invalidate
+    /// the whole L2 cache.
+    fn __offload_amdgpu_sync_threads();
 }
 
 #[inline(always)]
@@ -69,14 +72,16 @@ pub(super) fn grid_dim_z() -> u32 {
     packet(5).div_ceil(block_dim_z())
 }
 
-/// `__syncthreads()`: release fence, `s_barrier`, acquire fence.
+/// `__syncthreads()`: workgroup-scope release fence, `s_barrier`, workgroup-scope acquire
+/// fence.
 #[inline(always)]
 pub(super) fn sync_threads() {
-    fence(Ordering::Release);
-    amdgpu::s_barrier();
-    fence(Ordering::Acquire);
+    // SAFETY: a barrier every thread of the block reaches (the device API's contract).
+    unsafe { __offload_amdgpu_sync_threads() }
 }
 
+/// `llvm.trap` (`s_trap 2`): the dispatch ends with an error, where `s_endpgm` would end the
+/// wave as if it had finished.
 pub(super) fn trap() -> ! {
-    amdgpu::endpgm()
+    core::intrinsics::abort()
 }

@@ -66,6 +66,12 @@ pub mod abi;
 
 pub use abi::{DeviceCopy, KernelScalar};
 
+/// Bytes of static shared memory ([`shared_array!`]) one kernel may use, the same on every
+/// device: CUDA refuses more in static declarations (`ptxas`), AMD GPUs have 64 KiB of LDS
+/// per workgroup, and the CPU device's per-block arena is this size. The device link refuses
+/// a GPU kernel over it, naming the kernel; on the CPU device the launch fails.
+pub const MAX_STATIC_SHARED_BYTES: usize = 48 * 1024;
+
 /// Three extents or indices, as CUDA's `dim3`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Dim3 {
@@ -213,13 +219,21 @@ pub mod __private {
 /// A per-block array in shared memory: `let tile: *mut u32 = shared_array!(u32, 256);`.
 ///
 /// Evaluates to a `*mut T` to `N` elements (`N` a constant) that all threads of the block
-/// share; its contents are undefined at block start. Each invocation site is its own array.
+/// share; its contents are undefined at block start. An array over
+/// [`MAX_STATIC_SHARED_BYTES`] does not compile; the device link refuses a GPU kernel whose
+/// arrays together exceed it. Each invocation site is its own array.
 /// On GPUs the array is a static in the link section `.offload.shared`, which the device link
 /// moves to the shared address space (`.shared` / LDS, address space 3); on the CPU device it
 /// is a slot of the per-block arena of the worker thread running the block.
 #[macro_export]
 macro_rules! shared_array {
     ($ty:ty, $len:expr) => {{
+        // An item, not an inline const: items are evaluated by `cargo check` and host builds too.
+        const _: () = assert!(
+            ::core::mem::size_of::<[$ty; $len]>() <= $crate::device::MAX_STATIC_SHARED_BYTES,
+            "shared_array!: more static shared memory than the 48 KiB every device supports \
+             (offload_rt::device::MAX_STATIC_SHARED_BYTES)"
+        );
         let ptr: *mut $ty = $crate::__for_target! {
             cpu {{
                 static KEY: u8 = 0;

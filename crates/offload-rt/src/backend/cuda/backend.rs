@@ -7,7 +7,7 @@ use std::sync::{Mutex, PoisonError};
 use super::{CudaBuffer, CudaDevice, CudaError, CudaFunction, CudaImageKind, CudaModule, result};
 use crate::backend::{Backend, DeviceKind, DevicePtr, KernelHandle, Module};
 use crate::error::{Error, Result};
-use crate::launch::LaunchConfig;
+use crate::launch::{LaunchConfig, LaunchShape};
 use crate::registry::{ImageInfo, RegisteredImage};
 use crate::select::{self, DeviceTarget, ImageDescriptor};
 use offload_format::ImageKind;
@@ -353,16 +353,37 @@ impl Module for CudaLoadedModule {
         config: &LaunchConfig,
         params: &[*mut c_void],
     ) -> Result<()> {
+        if config.check().map_err(|reason| Error::InvalidLaunch {
+            kernel: name.to_owned(),
+            reason,
+        })? == LaunchShape::Empty
+        {
+            return Ok(());
+        }
         let (g, b) = (config.grid, config.block);
         let api = self.device.ctx.api;
         self.device.ctx.bind().map_err(|e| to_error(e, name))?;
+        let function = std::ptr::with_exposed_provenance_mut(kernel.0 as usize);
+        // SAFETY: `kernel` is a CUfunction of `self.module` (the caller's contract), of the
+        // context just made current.
+        unsafe {
+            self.device
+                .prepare_shared(function, name, config.shared_mem_bytes)
+        }
+        .map_err(|e| match e {
+            CudaError::SharedMemoryLimit { reason, .. } => Error::InvalidLaunch {
+                kernel: name.to_owned(),
+                reason,
+            },
+            other => to_error(other, name),
+        })?;
         // SAFETY: `kernel` is a CUfunction of `self.module` (the caller's contract), which
         // stays loaded while `self` lives; the stream is this device's; the caller vouches
         // for `params`, one pointer per kernel parameter.
         unsafe {
             result::launch_kernel(
                 api,
-                std::ptr::with_exposed_provenance_mut(kernel.0 as usize),
+                function,
                 [g.0, g.1, g.2],
                 [b.0, b.1, b.2],
                 config.shared_mem_bytes,

@@ -82,24 +82,38 @@ pub fn is_kernel_fault(code: CUresult) -> bool {
     )
 }
 
-/// `cuInit(0)`; no device and stub libraries become [`CudaError::NoDevice`].
+/// Why a `cuInit` result means that this machine has no usable CUDA device, for the codes
+/// that mean so (`cuda.h`); `None` for success and every other failure.
+pub fn no_device_reason(code: CUresult) -> Option<&'static str> {
+    Some(match code {
+        sys::CUDA_ERROR_STUB_LIBRARY => "the driver library is a stub, not a real driver",
+        sys::CUDA_ERROR_DEVICE_UNAVAILABLE => "every device is busy or unavailable",
+        sys::CUDA_ERROR_NO_DEVICE => "no CUDA-capable device is present",
+        sys::CUDA_ERROR_SYSTEM_NOT_READY => "the system is not ready (fabric manager not running?)",
+        sys::CUDA_ERROR_SYSTEM_DRIVER_MISMATCH => {
+            "the user-mode driver (libcuda) and the kernel driver are of different versions"
+        }
+        sys::CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE => {
+            "the forward-compatibility driver does not support this device"
+        }
+        _ => return None,
+    })
+}
+
+/// `cuInit(0)`; the codes of [`no_device_reason`] become [`CudaError::NoDevice`].
 pub fn init(api: &DriverApi) -> Result<(), CudaError> {
     // SAFETY: cuInit takes flags (must be 0) and no pointers.
     let code = unsafe { (api.cuInit)(0) };
-    match code {
-        sys::CUDA_SUCCESS => Ok(()),
-        sys::CUDA_ERROR_NO_DEVICE
-        | sys::CUDA_ERROR_STUB_LIBRARY
-        | sys::CUDA_ERROR_INSUFFICIENT_DRIVER => {
-            let (name, message) = describe(api, code);
-            Err(CudaError::NoDevice {
-                code,
-                name,
-                message,
-            })
-        }
-        _ => check(api, "cuInit", code),
+    if let Some(reason) = no_device_reason(code) {
+        let (name, message) = describe(api, code);
+        return Err(CudaError::NoDevice {
+            code,
+            reason,
+            name,
+            message,
+        });
     }
+    check(api, "cuInit", code)
 }
 
 /// The driver's CUDA version as (major, minor), e.g. (12, 4).
@@ -203,6 +217,16 @@ pub unsafe fn ctx_set_current(api: &DriverApi, ctx: CUcontext) -> Result<(), Cud
     })
 }
 
+/// The context current on the calling thread (null when none).
+pub fn ctx_get_current(api: &DriverApi) -> Result<CUcontext, CudaError> {
+    let mut ctx: CUcontext = ptr::null_mut();
+    // SAFETY: writes one context handle.
+    check(api, "cuCtxGetCurrent", unsafe {
+        (api.cuCtxGetCurrent)(&raw mut ctx)
+    })?;
+    Ok(ctx)
+}
+
 /// Creates a stream in the current context. It is a blocking stream (it synchronizes with
 /// the legacy default stream), so work others issue on the default stream stays ordered
 /// with it.
@@ -274,8 +298,9 @@ pub fn mem_get_info(api: &DriverApi) -> Result<(usize, usize), CudaError> {
     Ok((free, total))
 }
 
-/// Copies `src` to device memory at `dst`, ordered on `stream`. The host buffer may be
-/// reused when this returns (pageable memory is staged before the call returns).
+/// Copies `src` to device memory at `dst`, ordered on `stream`, and waits for the copy: the
+/// driver does not promise that an asynchronous copy from pageable memory has read it all
+/// when the call returns, and `src` may be freed as soon as this returns.
 ///
 /// # Safety
 /// `dst .. dst + src.len()` lies in one live allocation of the current context; `stream`
@@ -286,10 +311,13 @@ pub unsafe fn memcpy_htod(
     src: &[u8],
     stream: CUstream,
 ) -> Result<(), CudaError> {
-    // SAFETY: `src` is readable for its length; the caller vouches for `dst` and `stream`.
+    // SAFETY: `src` is readable for its length and stays borrowed until the stream is
+    // synchronized below; the caller vouches for `dst` and `stream`.
     check(api, "cuMemcpyHtoDAsync_v2", unsafe {
         (api.cuMemcpyHtoDAsync_v2)(dst, src.as_ptr().cast(), src.len(), stream)
-    })
+    })?;
+    // SAFETY: `stream` is live per the caller.
+    unsafe { stream_synchronize(api, stream) }
 }
 
 /// Copies device memory at `src` into `dst`, ordered on `stream`; returns when the copy is
@@ -413,6 +441,39 @@ pub unsafe fn module_unload(api: &DriverApi, module: CUmodule) -> Result<(), Cud
     // SAFETY: per the caller.
     check(api, "cuModuleUnload", unsafe {
         (api.cuModuleUnload)(module)
+    })
+}
+
+/// One attribute of a kernel (`CU_FUNC_ATTRIBUTE_*`).
+///
+/// # Safety
+/// `f` belongs to a live module of the current context.
+pub unsafe fn func_get_attribute(
+    api: &DriverApi,
+    f: CUfunction,
+    attr: c_int,
+) -> Result<i32, CudaError> {
+    let mut v: c_int = 0;
+    // SAFETY: per the caller; writes one int.
+    check(api, "cuFuncGetAttribute", unsafe {
+        (api.cuFuncGetAttribute)(&raw mut v, attr, f)
+    })?;
+    Ok(v)
+}
+
+/// Sets one attribute of a kernel (`CU_FUNC_ATTRIBUTE_*`).
+///
+/// # Safety
+/// `f` belongs to a live module of the current context.
+pub unsafe fn func_set_attribute(
+    api: &DriverApi,
+    f: CUfunction,
+    attr: c_int,
+    value: c_int,
+) -> Result<(), CudaError> {
+    // SAFETY: per the caller.
+    check(api, "cuFuncSetAttribute", unsafe {
+        (api.cuFuncSetAttribute)(f, attr, value)
     })
 }
 

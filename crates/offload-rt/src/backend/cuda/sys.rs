@@ -35,7 +35,7 @@ pub type CUjit_option = c_int;
 pub const CUDA_SUCCESS: CUresult = 0;
 pub const CUDA_ERROR_OUT_OF_MEMORY: CUresult = 2;
 pub const CUDA_ERROR_STUB_LIBRARY: CUresult = 34;
-pub const CUDA_ERROR_INSUFFICIENT_DRIVER: CUresult = 35;
+pub const CUDA_ERROR_DEVICE_UNAVAILABLE: CUresult = 46;
 pub const CUDA_ERROR_NO_DEVICE: CUresult = 100;
 pub const CUDA_ERROR_INVALID_IMAGE: CUresult = 200;
 pub const CUDA_ERROR_NO_BINARY_FOR_GPU: CUresult = 209;
@@ -48,8 +48,14 @@ pub const CUDA_ERROR_LAUNCH_TIMEOUT: CUresult = 702;
 pub const CUDA_ERROR_ASSERT: CUresult = 710;
 pub const CUDA_ERROR_HARDWARE_STACK_ERROR: CUresult = 714;
 pub const CUDA_ERROR_LAUNCH_FAILED: CUresult = 719;
+pub const CUDA_ERROR_SYSTEM_NOT_READY: CUresult = 802;
+pub const CUDA_ERROR_SYSTEM_DRIVER_MISMATCH: CUresult = 803;
+pub const CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE: CUresult = 804;
 
 pub const CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: c_int = 16;
+pub const CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: c_int = 97;
+pub const CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: c_int = 1;
+pub const CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: c_int = 8;
 pub const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: c_int = 75;
 pub const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: c_int = 76;
 
@@ -180,6 +186,7 @@ driver_table! {
     cuDevicePrimaryCtxRetain: fn(*mut CUcontext, CUdevice) -> CUresult;
     cuDevicePrimaryCtxRelease_v2: fn(CUdevice) -> CUresult;
     cuCtxSetCurrent: fn(CUcontext) -> CUresult;
+    cuCtxGetCurrent: fn(*mut CUcontext) -> CUresult;
     cuCtxSynchronize: fn() -> CUresult;
     cuStreamCreate: fn(*mut CUstream, c_uint) -> CUresult;
     cuStreamSynchronize: fn(CUstream) -> CUresult;
@@ -194,6 +201,8 @@ driver_table! {
     cuModuleLoadDataEx: fn(*mut CUmodule, *const c_void, c_uint, *mut CUjit_option, *mut *mut c_void) -> CUresult;
     cuModuleGetFunction: fn(*mut CUfunction, CUmodule, *const c_char) -> CUresult;
     cuModuleUnload: fn(CUmodule) -> CUresult;
+    cuFuncGetAttribute: fn(*mut c_int, c_int, CUfunction) -> CUresult;
+    cuFuncSetAttribute: fn(CUfunction, c_int, c_int) -> CUresult;
     cuLaunchKernel: fn(CUfunction, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, CUstream, *mut *mut c_void, *mut *mut c_void) -> CUresult;
     cuEventCreate: fn(*mut CUevent, c_uint) -> CUresult;
     cuEventRecord: fn(CUevent, CUstream) -> CUresult;

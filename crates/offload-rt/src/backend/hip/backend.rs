@@ -8,7 +8,7 @@ use super::{HipBuffer, HipDevice, HipError, HipFunction, HipModule, result};
 use crate::backend::cuda::log;
 use crate::backend::{Backend, DeviceKind, DevicePtr, KernelHandle, Module};
 use crate::error::{Error, Result};
-use crate::launch::LaunchConfig;
+use crate::launch::{LaunchConfig, LaunchShape};
 use crate::registry::{ImageInfo, RegisteredImage};
 use crate::select::{self, DeviceTarget, ImageDescriptor};
 
@@ -337,6 +337,13 @@ impl Module for HipLoadedModule {
         config: &LaunchConfig,
         params: &[*mut c_void],
     ) -> Result<()> {
+        if config.check().map_err(|reason| Error::InvalidLaunch {
+            kernel: name.to_owned(),
+            reason,
+        })? == LaunchShape::Empty
+        {
+            return Ok(());
+        }
         let (g, b) = (config.grid, config.block);
         let api = self.device.ctx.api;
         self.device.ctx.bind().map_err(|e| to_error(e, name))?;

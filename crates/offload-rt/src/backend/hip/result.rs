@@ -111,6 +111,16 @@ pub fn device_count(api: &HipApi) -> Result<usize, HipError> {
     Ok(usize::try_from(n).unwrap_or(0))
 }
 
+/// The device current on the calling thread.
+pub fn get_device(api: &HipApi) -> Result<c_int, HipError> {
+    let mut ordinal: c_int = -1;
+    // SAFETY: writes one int.
+    check(api, "hipGetDevice", unsafe {
+        (api.hipGetDevice)(&raw mut ordinal)
+    })?;
+    Ok(ordinal)
+}
+
 /// Makes `ordinal` the calling thread's current device.
 pub fn set_device(api: &HipApi, ordinal: c_int) -> Result<(), HipError> {
     // SAFETY: takes an int.

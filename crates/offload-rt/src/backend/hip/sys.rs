@@ -142,6 +142,7 @@ runtime_table! {
     hipDeviceTotalMem: fn(*mut usize, hipDevice_t) -> hipError_t;
     hipGetDevicePropertiesR0600: fn(*mut hipDeviceProp_tR0600, c_int) -> hipError_t;
     hipSetDevice: fn(c_int) -> hipError_t;
+    hipGetDevice: fn(*mut c_int) -> hipError_t;
     hipDeviceSynchronize: fn() -> hipError_t;
     hipMalloc: fn(*mut *mut c_void, usize) -> hipError_t;
     hipFree: fn(*mut c_void) -> hipError_t;

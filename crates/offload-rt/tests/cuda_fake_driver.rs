@@ -1,0 +1,152 @@
+//! The CUDA backend against a stand-in driver (tests/fixtures/fake-cuda) that enforces the
+//! driver's rules a GPU machine would: the current context, pageable host copies, the
+//! dynamic shared-memory opt-in, empty grids. Runs everywhere; one test, because the driver
+//! library is chosen once per process through `OFFLOAD_CUDA_LIBRARY`.
+
+use std::ffi::c_void;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use offload_format::{ImageKind, OffloadBinary, OffloadKind};
+use offload_rt::backend::cuda::{self, CudaBackend, CudaDevice, CudaError, CudaImageKind};
+use offload_rt::backend::{Backend, KernelHandle};
+use offload_rt::registry::RegisteredImage;
+use offload_rt::{Error, LaunchConfig};
+
+const PTX: &[u8] = b".version 7.8\n.target sm_80\n.address_size 64\n";
+
+fn cargo() -> PathBuf {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")));
+    match home.map(|h| h.join("bin/cargo")) {
+        Some(p) if p.exists() => p,
+        _ => PathBuf::from("cargo"),
+    }
+}
+
+/// Builds the stand-in driver; its path.
+fn build_fake_driver() -> PathBuf {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-cuda");
+    let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fake-cuda");
+    let mut cmd = Command::new(cargo());
+    // Nothing of the outer cargo (CARGO_*, RUSTFLAGS, RUSTUP_TOOLCHAIN) may leak in.
+    cmd.env_clear();
+    for keep in [
+        "PATH",
+        "HOME",
+        "CARGO_HOME",
+        "RUSTUP_HOME",
+        "TMPDIR",
+        "USER",
+    ] {
+        if let Some(v) = std::env::var_os(keep) {
+            cmd.env(keep, v);
+        }
+    }
+    let out = cmd
+        .current_dir(&fixture)
+        .args(["build", "--release", "--quiet", "--target-dir"])
+        .arg(&target_dir)
+        .output()
+        .expect("running cargo");
+    assert!(
+        out.status.success(),
+        "building the fake driver: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    target_dir.join("release/libfake_cuda.so")
+}
+
+/// What another library on the thread (cuBLAS, the runtime API) does: make its own context
+/// current.
+fn switch_to_another_context() {
+    let api = cuda::sys::api().unwrap();
+    // SAFETY: the stand-in driver takes any handle as a context.
+    let code = unsafe { (api.cuCtxSetCurrent)(std::ptr::without_provenance_mut(0x9999)) };
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn the_cuda_backend_keeps_the_drivers_rules() {
+    let library = build_fake_driver();
+    // SAFETY: the only test of this process, and no thread reads the environment yet.
+    unsafe { std::env::set_var("OFFLOAD_CUDA_LIBRARY", &library) };
+
+    let dev = CudaDevice::open(0).unwrap();
+    assert_eq!(dev.info().name, "Fake GPU");
+
+    // A host-to-device copy has read its source when it returns.
+    let mut buffer = dev.alloc(16).unwrap();
+    let mut source = vec![1u8; 16];
+    buffer.copy_from_host(0, &source).unwrap();
+    source.fill(9);
+    let mut back = [0u8; 16];
+    buffer.copy_to_host(0, &mut back).unwrap();
+    assert_eq!(back, [1; 16], "the copy read its source after returning");
+
+    // Another context made current in between is noticed.
+    switch_to_another_context();
+    buffer.copy_from_host(0, &[2; 16]).unwrap();
+    switch_to_another_context();
+    buffer.copy_to_host(0, &mut back).unwrap();
+    assert_eq!(back, [2; 16]);
+
+    // Dynamic shared memory over 48 KiB opts in; over the device's maximum it is refused.
+    let module = dev.load_module(PTX, CudaImageKind::Ptx).unwrap();
+    let k = module.function("k").unwrap();
+    switch_to_another_context();
+    // SAFETY: the stand-in driver runs nothing; the kernel takes no parameters.
+    unsafe { dev.launch(&k, [1, 1, 1], [64, 1, 1], 96 * 1024, std::ptr::null()) }.unwrap();
+    // SAFETY: as above.
+    let err =
+        unsafe { dev.launch(&k, [1, 1, 1], [64, 1, 1], 98 * 1024, std::ptr::null()) }.unwrap_err();
+    match err {
+        CudaError::SharedMemoryLimit { kernel, reason } => {
+            assert_eq!(kernel, "k");
+            assert!(
+                reason.contains("101376 bytes this device gives a block"),
+                "{reason}"
+            );
+        }
+        other => panic!("{other}"),
+    }
+
+    // Through the `Backend` trait: an empty grid runs nothing and succeeds, as on the CPU;
+    // an invalid block is the same typed error as on the CPU.
+    let backend = CudaBackend::open(0).unwrap();
+    let binary = OffloadBinary::new(ImageKind::Ptx, OffloadKind::Cuda, PTX)
+        .with_string("triple", "nvptx64-nvidia-cuda")
+        .with_string("arch", "sm_80")
+        .with_string("offload.module", "fake")
+        .with_string("offload.kernels", "k");
+    let images = [RegisteredImage {
+        source: "cuda_fake_driver",
+        index: 0,
+        module: "fake",
+        binary: &binary,
+    }];
+    let module = backend.load_module("fake", &images).unwrap();
+    let handle: KernelHandle = module.kernel("k").unwrap();
+    let params: [*mut c_void; 0] = [];
+    for grid in [(0, 1, 1), (1, 0, 1), (1, 1, 0)] {
+        let config = LaunchConfig {
+            grid,
+            ..LaunchConfig::linear(1, 64)
+        };
+        // SAFETY: the stand-in driver runs nothing; the kernel takes no parameters.
+        unsafe { module.launch(handle, "k", &config, &params) }.unwrap();
+    }
+    // SAFETY: as above.
+    let err =
+        unsafe { module.launch(handle, "k", &LaunchConfig::linear(1, 0), &params) }.unwrap_err();
+    match err {
+        Error::InvalidLaunch { kernel, reason } => {
+            assert_eq!(kernel, "k");
+            assert_eq!(Some(reason), LaunchConfig::linear(1, 0).check().err());
+        }
+        other => panic!("{other}"),
+    }
+    // SAFETY: as above.
+    unsafe { module.launch(handle, "k", &LaunchConfig::linear(2, 64), &params) }.unwrap();
+}
