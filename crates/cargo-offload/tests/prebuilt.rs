@@ -165,6 +165,21 @@ offload-rt = {{ path = "{rt}" }}
         "{json}"
     );
 
+    let text = check(
+        cargo_offload(&kernels, &["inspect", &bundle.to_string_lossy()])
+            .output()
+            .unwrap(),
+        "cargo offload inspect (text)",
+    );
+    for line in [
+        "source hash ",
+        "toolchain   rustc ",
+        "producer    offload-build ",
+        "inputs ",
+    ] {
+        assert!(text.contains(line), "`{line}` missing from:\n{text}");
+    }
+
     // `cargo offload verify`: a rebuild in another target directory gives the same bytes.
     let verified = check(
         cargo_offload(&kernels, &["verify"])

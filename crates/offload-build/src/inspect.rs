@@ -230,6 +230,24 @@ pub fn render_text(path: &str, images: &[ImageInfo]) -> String {
                 img.kernels.join(", ")
             }
         );
+        // A prebuilt kernel bundle's provenance (see `crate::prebuilt`).
+        for (key, label) in [
+            (crate::prebuilt::KEY_HASH, "source hash"),
+            (crate::prebuilt::KEY_TOOLCHAIN, "toolchain"),
+            (crate::prebuilt::KEY_PRODUCER, "producer"),
+        ] {
+            if let Some(value) = img.strings.get(key) {
+                let _ = writeln!(s, "    {label:<11} {value}");
+            }
+        }
+        if let Some(inputs) = img.strings.get(crate::prebuilt::KEY_INPUTS) {
+            let _ = writeln!(
+                s,
+                "    {:<11} {} files and settings (`--json` lists each with its SHA-256)",
+                "inputs",
+                inputs.lines().count()
+            );
+        }
         for r in &img.resources {
             let mut parts = Vec::new();
             let fields = [
