@@ -270,7 +270,7 @@ offload-rt = {{ path = "{rt}" }}
             .unwrap(),
         "cargo tree",
     );
-    for heavy in ["llvm-sys", "inkwell"] {
+    for heavy in ["llvm-sys", "inkwell", "zstd-sys"] {
         assert!(
             !tree.contains(heavy),
             "{heavy} is in the user's graph:\n{tree}"

@@ -232,20 +232,7 @@ pub fn compress_stream<R: Read, W: Write>(data: R, mut w: W, opts: CompressOptio
         len: 0,
     };
     let mut compressed = Vec::new();
-    match opts.method {
-        CompressionMethod::Zstd => {
-            let mut enc = zstd::stream::Encoder::new(&mut compressed, level)?;
-            enc.long_distance_matching(true)?;
-            std::io::copy(&mut src, &mut enc)?;
-            enc.finish()?;
-        }
-        CompressionMethod::Zlib => {
-            let level = flate2::Compression::new(level.clamp(0, 9) as u32);
-            let mut enc = flate2::write::ZlibEncoder::new(&mut compressed, level);
-            std::io::copy(&mut src, &mut enc)?;
-            enc.finish()?;
-        }
-    }
+    compress_payload(opts.method, level, &mut src, &mut compressed)?;
     let digest = src.md5.finalize();
     let mut a = [0u8; 8];
     a.copy_from_slice(&digest[..8]);
@@ -265,6 +252,75 @@ pub fn compress_stream<R: Read, W: Write>(data: R, mut w: W, opts: CompressOptio
     w.write_all(&bytes)?;
     w.write_all(&compressed)?;
     Ok(total)
+}
+
+#[cfg(feature = "compression")]
+fn compress_payload(
+    method: CompressionMethod,
+    level: i32,
+    src: &mut impl Read,
+    compressed: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    match method {
+        CompressionMethod::Zstd => {
+            let mut enc = zstd::stream::Encoder::new(compressed, level)?;
+            enc.long_distance_matching(true)?;
+            std::io::copy(src, &mut enc)?;
+            enc.finish()?;
+        }
+        CompressionMethod::Zlib => {
+            let level = flate2::Compression::new(level.clamp(0, 9) as u32);
+            let mut enc = flate2::write::ZlibEncoder::new(compressed, level);
+            std::io::copy(src, &mut enc)?;
+            enc.finish()?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(feature = "compression")]
+fn decompress_payload(
+    method: CompressionMethod,
+    payload: &[u8],
+    limit: u64,
+    out: &mut Vec<u8>,
+) -> std::io::Result<usize> {
+    match method {
+        CompressionMethod::Zstd => {
+            zstd::stream::Decoder::with_buffer(payload).and_then(|d| d.take(limit).read_to_end(out))
+        }
+        CompressionMethod::Zlib => flate2::read::ZlibDecoder::new(payload)
+            .take(limit)
+            .read_to_end(out),
+    }
+}
+
+#[cfg(not(feature = "compression"))]
+fn without_compression() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        "offload-format was built without its `compression` feature",
+    )
+}
+
+#[cfg(not(feature = "compression"))]
+fn compress_payload(
+    _: CompressionMethod,
+    _: i32,
+    _: &mut impl Read,
+    _: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    Err(without_compression())
+}
+
+#[cfg(not(feature = "compression"))]
+fn decompress_payload(
+    _: CompressionMethod,
+    _: &[u8],
+    _: u64,
+    _: &mut Vec<u8>,
+) -> std::io::Result<usize> {
+    Err(without_compression())
 }
 
 /// Compresses an in-memory bundle into one CCOB blob.
@@ -289,14 +345,7 @@ fn decompress_at(bytes: &[u8], base: u64) -> Result<(Vec<u8>, usize)> {
     // mismatch, growing the buffer only as real data arrives.
     let limit = h.uncompressed_size.saturating_add(1);
     let mut out = Vec::new();
-    let res = match h.method {
-        CompressionMethod::Zstd => zstd::stream::Decoder::with_buffer(payload)
-            .and_then(|d| d.take(limit).read_to_end(&mut out)),
-        CompressionMethod::Zlib => flate2::read::ZlibDecoder::new(payload)
-            .take(limit)
-            .read_to_end(&mut out),
-    };
-    res.map_err(|e| Error::CcobDecompress {
+    decompress_payload(h.method, payload, limit, &mut out).map_err(|e| Error::CcobDecompress {
         offset: data_at,
         reason: e.to_string(),
     })?;

@@ -23,6 +23,7 @@ pub mod ccob;
 pub mod error;
 pub mod llvm_hash;
 pub mod offload_binary;
+#[cfg(feature = "compression")]
 pub mod stream;
 pub mod target_id;
 

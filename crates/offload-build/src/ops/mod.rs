@@ -6,6 +6,7 @@
 //! so memory does not grow with the data. Every output is written to a temporary file
 //! beside it and renamed into place, so a failed run leaves no half-written output.
 
+#[cfg(feature = "compression")]
 pub mod bundle;
 pub mod package;
 
