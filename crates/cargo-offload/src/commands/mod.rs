@@ -6,7 +6,6 @@ mod doctor;
 mod inspect;
 mod new;
 mod package;
-mod prebuilt;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -37,9 +36,11 @@ enum Command {
     Test(cargo::CargoArgs),
     /// In a kernel crate: build its images and write them, with their source hash, to
     /// `offload/<lib>.offload`, so crates using it build without a device toolchain.
-    PackageKernels(prebuilt::PackageKernelsArgs),
+    #[command(disable_help_flag = true)]
+    PackageKernels(DeviceArgs),
     /// In a kernel crate: rebuild its prebuilt bundle from source and compare byte for byte.
-    Verify(prebuilt::VerifyArgs),
+    #[command(disable_help_flag = true)]
+    Verify(DeviceArgs),
     /// Check every prerequisite of builds and launches, with the command that fixes each.
     Doctor(doctor::DoctorArgs),
     /// List the device images embedded in a binary, bundle or object.
@@ -61,11 +62,48 @@ pub fn exec(args: Vec<OsString>) -> Result<ExitCode> {
         Command::Run(a) => cargo::exec("run", a),
         Command::Test(a) => cargo::exec("test", a),
         Command::Doctor(a) => doctor::exec(a),
-        Command::PackageKernels(a) => prebuilt::package_kernels(a),
-        Command::Verify(a) => prebuilt::verify(a),
+        Command::PackageKernels(a) => run_device_binary("package-kernels", a),
+        Command::Verify(a) => run_device_binary("verify", a),
         Command::Inspect(a) => inspect::exec(a),
         Command::New(a) => new::exec(a),
         Command::Bundle(a) => bundle::exec(a),
         Command::Package(a) => package::exec(a),
     }
+}
+
+/// The arguments of a subcommand that `cargo-offload-device` parses (`--help` included).
+#[derive(Debug, clap::Args)]
+struct DeviceArgs {
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "ARGS"
+    )]
+    args: Vec<OsString>,
+}
+
+/// Runs `subcommand` in `cargo-offload-device`, the binary beside this one that links LLVM
+/// for in-process device builds, and returns its exit status.
+fn run_device_binary(subcommand: &str, args: DeviceArgs) -> Result<ExitCode> {
+    use anyhow::Context as _;
+    let me = std::env::current_exe().context("locating the cargo-offload executable")?;
+    let device = me.with_file_name(format!(
+        "cargo-offload-device{}",
+        std::env::consts::EXE_SUFFIX
+    ));
+    let status = std::process::Command::new(&device)
+        .arg(subcommand)
+        .args(&args.args)
+        .status()
+        .with_context(|| {
+            format!(
+                "running {} (it is installed beside cargo-offload; reinstall cargo-offload)",
+                device.display()
+            )
+        })?;
+    Ok(match status.code() {
+        Some(0) => ExitCode::SUCCESS,
+        Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        None => ExitCode::FAILURE,
+    })
 }

@@ -1,0 +1,45 @@
+//! `cargo-offload-device`: the subcommands that run device builds in-process
+//! (`package-kernels`, `verify`). They link LLVM for the device link; keeping them in a binary
+//! of their own keeps `cargo-offload` from loading LLVM at every start. `cargo offload
+//! package-kernels …` and `cargo offload verify …` run this binary, found beside `cargo-offload`.
+
+#[path = "../commands/prebuilt.rs"]
+mod prebuilt;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "cargo offload", bin_name = "cargo offload", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// In a kernel crate: build its images and write them, with their source hash, to
+    /// `offload/<lib>.offload`, so crates using it build without a device toolchain.
+    PackageKernels(prebuilt::PackageKernelsArgs),
+    /// In a kernel crate: rebuild its prebuilt bundle from source and compare byte for byte.
+    Verify(prebuilt::VerifyArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::PackageKernels(a) => prebuilt::package_kernels(a),
+        Command::Verify(a) => prebuilt::verify(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err}");
+            for cause in err.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
