@@ -8,16 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 mod common;
-use common::{llvm_tool, ptxas};
+use common::{check, llvm_tool, ptxas, workspace_root};
 use offload_toolchain::Tool;
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .expect("crates/cargo-offload sits two levels below the workspace root")
-        .to_owned()
-}
 
 fn target_dir(name: &str) -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join(name)
@@ -43,17 +35,6 @@ fn cargo_offload_env(cwd: &Path, args: &[&str], vars: &[(&str, Option<&str>)]) -
         };
     }
     cmd.output().expect("cargo-offload starts")
-}
-
-fn check(out: &Output, what: &str) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
 }
 
 #[test]

@@ -4,26 +4,10 @@
 //! refused with a message naming the changed file; and verified byte for byte.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .expect("crates/cargo-offload sits two levels below the workspace root")
-        .to_owned()
-}
-
-fn check(out: Output, what: &str) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
+mod common;
+use common::{check, workspace_root};
 
 /// A command with nothing of the test's own cargo build in its environment.
 fn clean(program: impl AsRef<std::ffi::OsStr>) -> Command {
@@ -124,7 +108,7 @@ offload-rt = {{ path = "{rt}" }}
     );
     write(&kernels.join("src/lib.rs"), KERNEL_SRC);
     let out = check(
-        cargo_offload(&kernels, &["package-kernels"])
+        &cargo_offload(&kernels, &["package-kernels"])
             .env("CARGO_TARGET_DIR", &author_target)
             .output()
             .unwrap(),
@@ -136,7 +120,7 @@ offload-rt = {{ path = "{rt}" }}
 
     // What `inspect` shows of it: each image, and the provenance.
     let json = check(
-        cargo_offload(&kernels, &["inspect", "--json", &bundle.to_string_lossy()])
+        &cargo_offload(&kernels, &["inspect", "--json", &bundle.to_string_lossy()])
             .output()
             .unwrap(),
         "cargo offload inspect",
@@ -166,7 +150,7 @@ offload-rt = {{ path = "{rt}" }}
     );
 
     let text = check(
-        cargo_offload(&kernels, &["inspect", &bundle.to_string_lossy()])
+        &cargo_offload(&kernels, &["inspect", &bundle.to_string_lossy()])
             .output()
             .unwrap(),
         "cargo offload inspect (text)",
@@ -182,7 +166,7 @@ offload-rt = {{ path = "{rt}" }}
 
     // `cargo offload verify`: a rebuild in another target directory gives the same bytes.
     let verified = check(
-        cargo_offload(&kernels, &["verify"])
+        &cargo_offload(&kernels, &["verify"])
             .env("CARGO_TARGET_DIR", &author_target)
             .output()
             .unwrap(),
@@ -192,7 +176,7 @@ offload-rt = {{ path = "{rt}" }}
 
     // `cargo package`, then unpacked where a user's registry would put it.
     check(
-        clean("cargo")
+        &clean("cargo")
             .args([
                 "package",
                 "--no-verify",
@@ -211,7 +195,7 @@ offload-rt = {{ path = "{rt}" }}
     let unpacked = tmp.path().join("registry");
     std::fs::create_dir_all(&unpacked).unwrap();
     check(
-        Command::new("tar")
+        &Command::new("tar")
             .arg("xzf")
             .arg(&crate_file)
             .arg("-C")
@@ -263,7 +247,7 @@ offload-rt = {{ path = "{rt}" }}
     write(&app.join("src/main.rs"), MAIN_SRC);
 
     let tree = check(
-        clean("cargo")
+        &clean("cargo")
             .args(["tree", "-e", "normal,build", "--prefix", "none"])
             .current_dir(&app)
             .output()
@@ -297,13 +281,13 @@ offload-rt = {{ path = "{rt}" }}
     let mut run = clean("cargo");
     run.args(["run", "--release"]);
     restricted(&mut run);
-    let out = check(run.output().unwrap(), "the user's cargo run");
+    let out = check(&run.output().unwrap(), "the user's cargo run");
     assert!(out.contains("prebuilt scale_add OK on cpu"), "{out}");
 
     // The binary carries the author's images, GPU ones included.
     let exe = tmp.path().join("user-target/release/app");
     let json = check(
-        cargo_offload(&app, &["inspect", "--json", &exe.to_string_lossy()])
+        &cargo_offload(&app, &["inspect", "--json", &exe.to_string_lossy()])
             .output()
             .unwrap(),
         "inspect of the user's binary",

@@ -261,35 +261,21 @@ fn ptxas_finding(found: Finding) -> Finding {
 
 fn tool_finding(env: &Env, tool: Tool, role: &str, required: bool) -> Finding {
     let check = tool.program();
+    let missing = if required {
+        Status::Error
+    } else {
+        Status::Warning
+    };
     match tool.find_with(&|name| env.get_untracked(name).map(Into::into)) {
         Ok(path) => match offload_toolchain::version_of(&path) {
             Ok(version) => {
                 Finding::new(check, Status::Ok, format!("{} ({version})", path.display()))
             }
-            Err(e) => Finding::new(
-                check,
-                if required {
-                    Status::Error
-                } else {
-                    Status::Warning
-                },
-                format!("{}: {e}", path.display()),
-            )
-            .fix(format!(
-                "sudo apt-get install --reinstall {}",
-                tool.package()
-            )),
+            Err(e) => Finding::new(check, missing, format!("{}: {e}", path.display())).fix(
+                format!("sudo apt-get install --reinstall {}", tool.package()),
+            ),
         },
-        Err(e) => Finding::new(
-            check,
-            if required {
-                Status::Error
-            } else {
-                Status::Warning
-            },
-            format!("{role}: {e}"),
-        )
-        .fix(format!(
+        Err(e) => Finding::new(check, missing, format!("{role}: {e}")).fix(format!(
             "sudo apt-get install {}  (or set {})",
             tool.package(),
             tool.env_var()
