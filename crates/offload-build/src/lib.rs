@@ -225,17 +225,23 @@ pub fn images_from_bundles_or_source(
 ) -> Result<Vec<DeviceImage>> {
     let policy = prebuilt::Policy::from_env(env)?;
     let gpu = archs.iter().any(|a| !matches!(a, OffloadArch::Host));
-    let can_build = (cfg!(feature = "llvm") || !gpu)
-        && std::process::Command::new("rustup")
-            .args(["run", &env.nightly_toolchain(), "rustc", "-V"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
+    // Asked only when a bundle does not serve: a build without bundles runs no extra process.
+    let can_build = std::cell::OnceCell::new();
+    let can_build = || {
+        *can_build.get_or_init(|| {
+            (cfg!(feature = "llvm") || !gpu)
+                && std::process::Command::new("rustup")
+                    .args(["run", &env.nightly_toolchain(), "rustc", "-V"])
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+        })
+    };
     let mut from_bundle: Vec<Option<Vec<DeviceImage>>> = Vec::with_capacity(kernel_crates.len());
     let mut to_build = Vec::new();
     for krate in kernel_crates {
-        match prebuilt::decide(krate, archs, policy, can_build)? {
+        match prebuilt::decide(krate, archs, policy, &can_build)? {
             prebuilt::Decision::Use(images) => from_bundle.push(Some(images)),
             prebuilt::Decision::BuildFromSource(why) => {
                 if let Some(why) = why {

@@ -50,33 +50,9 @@ pub struct HostPackage {
 
 /// Reads the package graph of the package at `manifest_path`.
 pub fn host_package(manifest_path: &Path, cargo: Option<&Path>) -> Result<HostPackage> {
-    let mut cmd = MetadataCommand::new();
-    cmd.manifest_path(manifest_path);
-    if let Some(cargo) = cargo {
-        cmd.cargo_path(cargo);
-    }
-    // Offline and without features: only the dependency edges are needed.
-    cmd.other_options(vec!["--offline".to_owned()]);
-    let meta = cmd.exec().or_else(|_| {
-        let mut again = MetadataCommand::new();
-        again.manifest_path(manifest_path);
-        if let Some(cargo) = cargo {
-            again.cargo_path(cargo);
-        }
-        again.exec()
-    })?;
-    let host = meta
-        .packages
-        .iter()
-        .find(|p| p.manifest_path.as_std_path() == manifest_path)
-        .ok_or_else(|| Error::BadMetadata {
-            manifest: manifest_path.to_owned(),
-            reason: "the package is not in `cargo metadata`'s output".to_owned(),
-        })?;
-    let arch = offload_table(host)?
-        .and_then(|t| t.get("arch").cloned())
-        .map(|v| arch_value(&v, host))
-        .transpose()?;
+    let meta = read_metadata(manifest_path, cargo)?;
+    let host = package_at(&meta, manifest_path)?;
+    let arch = declared_arch(host)?;
 
     let mut kernel_crates = Vec::new();
     for dep in &host.dependencies {
@@ -147,56 +123,68 @@ fn arch_value(value: &serde_json::Value, pkg: &Package) -> Result<String> {
     }
 }
 
-/// The kernel crate at `manifest_path` itself (for `cargo offload package-kernels`), and the
-/// target directory its workspace builds into.
-pub fn kernel_package(
-    manifest_path: &Path,
-    cargo: Option<&Path>,
-) -> Result<(KernelCrate, PathBuf)> {
-    let mut cmd = MetadataCommand::new();
-    cmd.manifest_path(manifest_path);
-    if let Some(cargo) = cargo {
-        cmd.cargo_path(cargo);
-    }
-    let meta = cmd.exec()?;
-    let manifest_path = std::fs::canonicalize(manifest_path).unwrap_or(manifest_path.to_owned());
-    let pkg = meta
-        .packages
-        .iter()
-        .find(|p| p.manifest_path.as_std_path() == manifest_path)
-        .ok_or_else(|| Error::BadMetadata {
-            manifest: manifest_path.clone(),
-            reason: "the package is not in `cargo metadata`'s output".to_owned(),
-        })?;
+/// A kernel crate read on its own (for `cargo offload package-kernels` and `verify`).
+#[derive(Debug, Clone)]
+pub struct KernelPackage {
+    pub krate: KernelCrate,
+    /// Its `[package.metadata.offload] arch`, if set.
+    pub arch: Option<String>,
+    /// The target directory its workspace builds into.
+    pub target_directory: PathBuf,
+}
+
+/// The kernel crate at `manifest_path` itself.
+pub fn kernel_package(manifest_path: &Path, cargo: Option<&Path>) -> Result<KernelPackage> {
+    let meta = read_metadata(manifest_path, cargo)?;
+    let pkg = package_at(&meta, manifest_path)?;
     if !is_kernel_crate(pkg)? {
         return Err(Error::BadMetadata {
-            manifest: manifest_path,
+            manifest: pkg.manifest_path.clone().into_std_path_buf(),
             reason: "not a kernel crate (`[package.metadata.offload] kernels = true` is missing)"
                 .to_owned(),
         });
     }
-    Ok((
-        kernel_crate_in(&meta, pkg)?,
-        meta.target_directory.clone().into_std_path_buf(),
-    ))
+    Ok(KernelPackage {
+        krate: kernel_crate_in(&meta, pkg)?,
+        arch: declared_arch(pkg)?,
+        target_directory: meta.target_directory.clone().into_std_path_buf(),
+    })
+}
+
+/// `cargo metadata` for `manifest_path`: offline first (only the dependency edges are needed),
+/// then online when a dependency is not in the local cache yet.
+fn read_metadata(manifest_path: &Path, cargo: Option<&Path>) -> Result<cargo_metadata::Metadata> {
+    let command = |offline: bool| {
+        let mut cmd = MetadataCommand::new();
+        cmd.manifest_path(manifest_path);
+        if let Some(cargo) = cargo {
+            cmd.cargo_path(cargo);
+        }
+        if offline {
+            cmd.other_options(vec!["--offline".to_owned()]);
+        }
+        cmd
+    };
+    Ok(command(true).exec().or_else(|_| command(false).exec())?)
+}
+
+/// The package whose manifest is `manifest_path` (as given, or with links resolved).
+fn package_at<'a>(meta: &'a cargo_metadata::Metadata, manifest_path: &Path) -> Result<&'a Package> {
+    let canonical = std::fs::canonicalize(manifest_path).ok();
+    meta.packages
+        .iter()
+        .find(|p| {
+            let path = p.manifest_path.as_std_path();
+            path == manifest_path || Some(path) == canonical.as_deref()
+        })
+        .ok_or_else(|| Error::BadMetadata {
+            manifest: manifest_path.to_owned(),
+            reason: "the package is not in `cargo metadata`'s output".to_owned(),
+        })
 }
 
 /// `[package.metadata.offload] arch` of a package, if set.
-pub fn declared_arch(manifest_path: &Path, cargo: Option<&Path>) -> Result<Option<String>> {
-    let mut cmd = MetadataCommand::new();
-    cmd.manifest_path(manifest_path).no_deps();
-    if let Some(cargo) = cargo {
-        cmd.cargo_path(cargo);
-    }
-    let meta = cmd.exec()?;
-    let manifest_path = std::fs::canonicalize(manifest_path).unwrap_or(manifest_path.to_owned());
-    let Some(pkg) = meta
-        .packages
-        .iter()
-        .find(|p| p.manifest_path.as_std_path() == manifest_path)
-    else {
-        return Ok(None);
-    };
+fn declared_arch(pkg: &Package) -> Result<Option<String>> {
     offload_table(pkg)?
         .and_then(|t| t.get("arch").cloned())
         .map(|v| arch_value(&v, pkg))

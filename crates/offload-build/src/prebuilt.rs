@@ -219,13 +219,7 @@ fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
 /// The device toolchain's identity as recorded in a bundle: `rustc -vV`'s release line and
 /// its LLVM line.
 pub fn toolchain_identity(env: &Env) -> Result<String> {
-    let output = crate::command::run(std::process::Command::new("rustup").args([
-        "run",
-        &env.nightly_toolchain(),
-        "rustc",
-        "-vV",
-    ]))?;
-    let text = String::from_utf8_lossy(&output.stdout);
+    let text = crate::nested::check_toolchain(env, false)?;
     let release = text.lines().next().unwrap_or("").trim();
     let llvm = text
         .lines()
@@ -428,12 +422,13 @@ pub enum Decision {
 }
 
 /// Decides, under `policy`, whether `krate`'s bundle serves `archs`. `can_build` says whether
-/// a build from source is possible here (device toolchain present, GPU support compiled in).
+/// a build from source is possible here (device toolchain present, GPU support compiled in);
+/// it is asked only when the bundle does not serve.
 pub fn decide(
     krate: &KernelCrate,
     archs: &[OffloadArch],
     policy: Policy,
-    can_build: bool,
+    can_build: &dyn Fn() -> bool,
 ) -> Result<Decision> {
     let path = bundle_path(krate);
     if policy == Policy::Never || !path.is_file() {
@@ -449,6 +444,7 @@ pub fn decide(
         };
     }
     let refuse = |reason: String| -> Result<Decision> {
+        let can_build = can_build();
         if policy == Policy::Auto && can_build {
             Ok(Decision::BuildFromSource(Some(format!(
                 "not using {}: {reason}; building `{}` from source",
@@ -552,7 +548,7 @@ mod tests {
         let back = read_bundle(&bundle_path(&k)).unwrap();
         assert_eq!(back.hash, hash.hash);
         assert_eq!(back.inputs, hash.inputs);
-        match decide(&k, &archs, Policy::Require, false).unwrap() {
+        match decide(&k, &archs, Policy::Require, &|| false).unwrap() {
             Decision::Use(images) => {
                 assert_eq!(images.len(), 1);
                 assert_eq!(images[0].bytes, b"\x7fELF");
@@ -562,15 +558,15 @@ mod tests {
         }
 
         std::fs::write(dir.path().join("src/lib.rs"), "fn a() { /* patched */ }").unwrap();
-        let err = decide(&k, &archs, Policy::Require, true)
+        let err = decide(&k, &archs, Policy::Require, &|| true)
             .unwrap_err()
             .to_string();
         assert!(err.contains("k/src/lib.rs (changed)"), "{err}");
-        match decide(&k, &archs, Policy::Auto, true).unwrap() {
+        match decide(&k, &archs, Policy::Auto, &|| true).unwrap() {
             Decision::BuildFromSource(Some(why)) => assert!(why.contains("(changed)"), "{why}"),
             other => panic!("{other:?}"),
         }
-        let err = decide(&k, &archs, Policy::Auto, false)
+        let err = decide(&k, &archs, Policy::Auto, &|| false)
             .unwrap_err()
             .to_string();
         assert!(err.contains("cannot be built from source here"), "{err}");
@@ -584,7 +580,7 @@ mod tests {
         let hash = source_hash(&k, "t", &archs).unwrap();
         write_bundle(&k, &[image(OffloadArch::Host, b"x")], &hash, "t").unwrap();
         let want = arch::parse_list("host,sm_80", "test").unwrap();
-        let err = decide(&k, &want, Policy::Require, false)
+        let err = decide(&k, &want, Policy::Require, &|| false)
             .unwrap_err()
             .to_string();
         assert!(err.contains("no image for sm_80"), "{err}");
@@ -606,7 +602,7 @@ mod tests {
             std::fs::write(&path, &good[..cut]).unwrap();
             let err = read_bundle(&path).unwrap_err().to_string();
             assert!(err.contains(&path.display().to_string()), "{err}");
-            match decide(&k, &archs, Policy::Auto, true).unwrap() {
+            match decide(&k, &archs, Policy::Auto, &|| true).unwrap() {
                 Decision::BuildFromSource(Some(why)) => assert!(why.contains("not using"), "{why}"),
                 other => panic!("cut {cut}: {other:?}"),
             }
@@ -615,6 +611,6 @@ mod tests {
         let at = flipped.len() - 3;
         flipped[at] ^= 0xff;
         std::fs::write(&path, &flipped).unwrap();
-        assert!(decide(&k, &archs, Policy::Require, false).is_err());
+        assert!(decide(&k, &archs, Policy::Require, &|| false).is_err());
     }
 }

@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
+use offload_build::OffloadArch;
 use offload_build::env::{Env, OFFLOAD_ARCH};
+use offload_build::metadata::KernelPackage;
 use offload_build::prebuilt;
-use offload_build::{KernelCrate, OffloadArch};
 
 #[derive(Debug, clap::Args)]
 pub struct PackageKernelsArgs {
@@ -28,7 +29,7 @@ pub struct VerifyArgs {
     manifest_path: Option<PathBuf>,
 }
 
-fn kernel_crate(manifest_path: Option<&Path>) -> Result<(KernelCrate, PathBuf)> {
+fn kernel_package(manifest_path: Option<&Path>) -> Result<KernelPackage> {
     let manifest = match manifest_path {
         Some(p) => p.to_owned(),
         None => std::env::current_dir()?.join("Cargo.toml"),
@@ -41,36 +42,34 @@ fn kernel_crate(manifest_path: Option<&Path>) -> Result<(KernelCrate, PathBuf)> 
     }
     let env = Env::detect();
     let cargo = env.get_untracked("CARGO").map(PathBuf::from);
-    let (krate, target_dir) = offload_build::metadata::kernel_package(&manifest, cargo.as_deref())
-        .with_context(|| format!("reading {}", manifest.display()))?;
-    Ok((krate, target_dir))
+    offload_build::metadata::kernel_package(&manifest, cargo.as_deref())
+        .with_context(|| format!("reading {}", manifest.display()))
 }
 
 pub fn package_kernels(args: PackageKernelsArgs) -> Result<ExitCode> {
     let env = Env::detect();
-    let (krate, target_dir) = kernel_crate(args.manifest_path.as_deref())?;
-    let cargo = env.get_untracked("CARGO").map(PathBuf::from);
-    let (list, origin) = match args.offload_arch {
-        Some(list) => (list, "--offload-arch".to_owned()),
-        None => {
-            match offload_build::metadata::declared_arch(&krate.manifest_path, cargo.as_deref())? {
-                Some(list) => (
-                    list,
-                    format!(
-                        "[package.metadata.offload] arch of {}",
-                        krate.manifest_path.display()
-                    ),
-                ),
-                None => match env.get(OFFLOAD_ARCH) {
-                    Some(list) => (list, "OFFLOAD_ARCH".to_owned()),
-                    None => bail!(
-                        "name the targets to package: --offload-arch sm_80,gfx90a,host, or \
-                     `arch` under [package.metadata.offload] in {}",
-                        krate.manifest_path.display()
-                    ),
-                },
-            }
-        }
+    let KernelPackage {
+        krate,
+        arch,
+        target_directory,
+    } = kernel_package(args.manifest_path.as_deref())?;
+    let (list, origin) = match (args.offload_arch, arch) {
+        (Some(list), _) => (list, "--offload-arch".to_owned()),
+        (None, Some(list)) => (
+            list,
+            format!(
+                "[package.metadata.offload] arch of {}",
+                krate.manifest_path.display()
+            ),
+        ),
+        (None, None) => match env.get(OFFLOAD_ARCH) {
+            Some(list) => (list, "OFFLOAD_ARCH".to_owned()),
+            None => bail!(
+                "name the targets to package: --offload-arch sm_80,gfx90a,host, or \
+                 `arch` under [package.metadata.offload] in {}",
+                krate.manifest_path.display()
+            ),
+        },
     };
     let archs = offload_build::arch::parse_list(&list, &origin)?;
     let toolchain = prebuilt::toolchain_identity(&env)?;
@@ -78,7 +77,7 @@ pub fn package_kernels(args: PackageKernelsArgs) -> Result<ExitCode> {
         &env,
         std::slice::from_ref(&krate),
         &archs,
-        &target_dir.join("offload"),
+        &target_directory.join("offload"),
     )?;
     let hash = prebuilt::source_hash(&krate, &toolchain, &archs)?;
     let path = prebuilt::write_bundle(&krate, &images, &hash, &toolchain)?;
@@ -104,7 +103,7 @@ pub fn package_kernels(args: PackageKernelsArgs) -> Result<ExitCode> {
 
 pub fn verify(args: VerifyArgs) -> Result<ExitCode> {
     let env = Env::detect();
-    let (krate, _) = kernel_crate(args.manifest_path.as_deref())?;
+    let krate = kernel_package(args.manifest_path.as_deref())?.krate;
     let path = prebuilt::bundle_path(&krate);
     let bundle = prebuilt::read_bundle(&path)?;
     let mut archs: Vec<OffloadArch> = Vec::new();
