@@ -5,8 +5,9 @@
 //!    (target: at most 1.1x);
 //! 2. SAXPY over 256 Mi floats: achieved bandwidth against the device-to-device copy
 //!    bandwidth measured in the same run (target: at least 90%);
-//! 3. first launch, cubin against PTX JIT: time from process start to the first kernel done
-//!    (each in a fresh process; the JIT cache is disabled for the PTX run).
+//! 3. first launch, cubin against PTX JIT: time from process start to the first kernel done,
+//!    split into opening the device, loading the module and the launch (each in a fresh
+//!    process, the two kinds alternated, medians; the JIT cache is disabled for the PTX runs).
 //!
 //! `cargo run --release -p offload-rt --example gpu_bench [-- --launches N --reps N]`.
 //! Without a CUDA device it says why and exits with status 2. It exits with status 1 when a
@@ -82,18 +83,32 @@ fn open_device() -> BenchResult<(Device, CudaDevice)> {
     Ok((Device::from_backend(Box::new(backend)), raw))
 }
 
-/// Child mode: from process start to the first kernel done, then one line on stdout.
+/// Child mode: one line on stdout, `done <open> <load> <launch>`, the milliseconds spent on
+/// opening the device (driver start and context), loading the module (the PTX JIT, if any) and
+/// the first launch until it is done.
 fn first_launch(images: Images) -> BenchResult<()> {
+    let start = Instant::now();
     register(images);
     let (device, _) = open_device()?;
+    let opened = start.elapsed();
+    device.load_module(MODULE)?;
+    let loaded = start.elapsed();
     // SAFETY: `empty` takes no parameters.
-    let report = unsafe { device.launch_raw(MODULE, "empty", &LaunchConfig::linear(1, 1), &[]) }?;
+    unsafe { device.launch_raw(MODULE, "empty", &LaunchConfig::linear(1, 1), &[]) }?;
     device.synchronize()?;
-    println!("done {report}");
+    let done = start.elapsed();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "done {:.3} {:.3} {:.3}",
+        ms(opened),
+        ms(loaded - opened),
+        ms(done - loaded)
+    );
     Ok(())
 }
 
-fn time_first_launch(kind: &str, disable_jit_cache: bool) -> BenchResult<Duration> {
+/// One first launch in a fresh process: (from spawn to the child's line, open, load, launch).
+fn time_first_launch(kind: &str, disable_jit_cache: bool) -> BenchResult<[f64; 4]> {
     let exe = std::env::current_exe()?;
     let mut cmd = Command::new(exe);
     cmd.args(["--first-launch", kind])
@@ -109,12 +124,36 @@ fn time_first_launch(kind: &str, disable_jit_cache: bool) -> BenchResult<Duratio
     BufReader::new(stdout).read_line(&mut line)?;
     let elapsed = start.elapsed();
     let status = child.wait()?;
-    if !status.success() || !line.starts_with("done") {
-        return Err(
-            format!("first-launch child ({kind}) failed: {status}, output {line:?}").into(),
-        );
+    let phases: Vec<f64> = line
+        .strip_prefix("done ")
+        .map(|rest| {
+            rest.split_whitespace()
+                .filter_map(|v| v.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    match (status.success(), phases.as_slice()) {
+        (true, &[open, load, launch]) => Ok([elapsed.as_secs_f64() * 1e3, open, load, launch]),
+        _ => Err(format!("first-launch child ({kind}) failed: {status}, output {line:?}").into()),
     }
-    Ok(elapsed)
+}
+
+/// The median of each of the four figures.
+fn median_of(samples: &[[f64; 4]]) -> [f64; 4] {
+    let mut out = [0.0; 4];
+    for (i, o) in out.iter_mut().enumerate() {
+        let mut column: Vec<f64> = samples.iter().map(|s| s[i]).collect();
+        column.sort_by(f64::total_cmp);
+        *o = column[column.len() / 2];
+    }
+    out
+}
+
+fn describe_first_launch(m: [f64; 4]) -> String {
+    format!(
+        "{:.1} ms (open {:.1}, module load {:.1}, launch {:.2})",
+        m[0], m[1], m[2], m[3]
+    )
 }
 
 /// Per-launch time of `launches` launches plus a final synchronize.
@@ -320,17 +359,23 @@ fn run() -> BenchResult<bool> {
         if pass { "met" } else { "MISSED" }
     );
 
-    let cubin = match image_for(&raw).1 {
-        CudaImageKind::Cubin => format!(
-            "{:.1} ms",
-            time_first_launch("cubin", false)?.as_secs_f64() * 1e3
-        ),
-        _ => format!("n/a (no cubin for {} here)", info.arch()),
+    // Fresh processes, cubin and PTX alternated so that both see the same machine state.
+    let has_cubin = image_for(&raw).1 == CudaImageKind::Cubin;
+    let (mut cubin, mut ptx) = (Vec::new(), Vec::new());
+    for _ in 0..reps {
+        if has_cubin {
+            cubin.push(time_first_launch("cubin", false)?);
+        }
+        ptx.push(time_first_launch("ptx", true)?);
+    }
+    let cubin = if has_cubin {
+        describe_first_launch(median_of(&cubin))
+    } else {
+        format!("n/a (no cubin for {} here)", info.arch())
     };
-    let ptx = time_first_launch("ptx", true)?;
     println!(
-        "first launch, process start to first kernel done: cubin {cubin}, PTX JIT (cache disabled) {:.1} ms",
-        ptx.as_secs_f64() * 1e3
+        "first launch, process start to first kernel done, median of {reps}: cubin {cubin}; PTX JIT (cache disabled) {}",
+        describe_first_launch(median_of(&ptx))
     );
     Ok(ok)
 }

@@ -43,7 +43,10 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             len,
             elem_size: size_of::<T>(),
         })?;
-        let ptr = device.backend().alloc_zeroed(bytes)?;
+        let ptr = device
+            .backend()
+            .alloc_zeroed(bytes)
+            .map_err(|e| device.with_fault_context(e))?;
         Ok(DeviceBuffer {
             device: device.clone(),
             ptr,
@@ -68,6 +71,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
                 .backend()
                 .copy_to_device(self.ptr, as_bytes(data))
         }
+        .map_err(|e| self.device.with_fault_context(e))
     }
 
     /// Copies the buffer into `out` (same length), after every earlier launch.
@@ -79,6 +83,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
                 .backend()
                 .copy_to_host(as_bytes_mut(out), self.ptr)
         }
+        .map_err(|e| self.device.with_fault_context(e))
     }
 
     /// The buffer's contents, after every earlier launch.

@@ -100,6 +100,27 @@ pub enum Error {
         /// The driver's description of the code.
         message: String,
     },
+    /// A kernel faulted on a GPU (an illegal address, a trap such as a panic, a timeout). The
+    /// driver reports it at the next call after the launch, and the device cannot be used again
+    /// by this process: every later call reports it too.
+    #[error(
+        "kernel fault on {device}{}: {call} reported {name} ({code}): {message}",
+        match kernel { Some(k) => format!(" in or after kernel `{k}`"), None => String::new() }
+    )]
+    KernelFault {
+        /// The device.
+        device: String,
+        /// The last kernel launched on the device (`module::kernel`), if any.
+        kernel: Option<String>,
+        /// The driver call that reported the fault.
+        call: &'static str,
+        /// The driver's status code.
+        code: i64,
+        /// The driver's name for the code.
+        name: String,
+        /// The driver's description of the code.
+        message: String,
+    },
     /// Device memory could not be allocated.
     #[error("allocating {bytes} bytes on {device} failed")]
     OutOfMemory {

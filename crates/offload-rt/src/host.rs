@@ -145,7 +145,35 @@ impl Device {
 
     /// Waits for every launch and copy issued so far.
     pub fn synchronize(&self) -> Result<()> {
-        self.inner.backend.synchronize()
+        self.inner
+            .backend
+            .synchronize()
+            .map_err(|e| self.with_fault_context(e))
+    }
+
+    /// Names this device and the last kernel launched on it in a kernel fault its backend
+    /// reported: a GPU reports a fault at the next call after the launch, which may be a copy.
+    pub(crate) fn with_fault_context(&self, e: Error) -> Error {
+        match e {
+            Error::KernelFault {
+                kernel: None,
+                call,
+                code,
+                name,
+                message,
+                ..
+            } => Error::KernelFault {
+                device: self.describe().to_owned(),
+                kernel: self
+                    .last_launch()
+                    .map(|r| format!("{}::{}", r.module, r.kernel)),
+                call,
+                code,
+                name,
+                message,
+            },
+            other => other,
+        }
     }
 
     /// The report of the last launch on this device.
@@ -213,7 +241,8 @@ impl Device {
             }
         };
         // SAFETY: forwarded from this function's contract; `handle` is from this module.
-        unsafe { loaded.module.launch(handle, kernel, config, params) }?;
+        unsafe { loaded.module.launch(handle, kernel, config, params) }
+            .map_err(|e| self.with_fault_context(e))?;
         let report = LaunchReport {
             kernel,
             module,

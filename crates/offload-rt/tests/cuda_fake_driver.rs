@@ -1,6 +1,6 @@
 //! The CUDA backend against a stand-in driver (tests/fixtures/fake-cuda) that enforces the
 //! driver's rules a GPU machine would: the current context, pageable host copies, the
-//! dynamic shared-memory opt-in, empty grids. Runs everywhere; one test, because the driver
+//! dynamic shared-memory opt-in, empty grids, a kernel's fault. Runs everywhere; one test, because the driver
 //! library is chosen once per process through `OFFLOAD_CUDA_LIBRARY`.
 
 use std::ffi::c_void;
@@ -10,8 +10,11 @@ use std::process::Command;
 use offload_format::{ImageKind, OffloadBinary, OffloadKind};
 use offload_rt::backend::cuda::{self, CudaBackend, CudaDevice, CudaError, CudaImageKind};
 use offload_rt::backend::{Backend, KernelHandle};
-use offload_rt::registry::RegisteredImage;
-use offload_rt::{Error, LaunchConfig};
+use offload_rt::registry::{
+    __offload_register_lib, OFFLOAD_DESCRIPTOR_MAGIC, OFFLOAD_DESCRIPTOR_VERSION,
+    OffloadDescriptor, RegisteredImage,
+};
+use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig};
 
 const PTX: &[u8] = b".version 7.8\n.target sm_80\n.address_size 64\n";
 
@@ -119,7 +122,7 @@ fn the_cuda_backend_keeps_the_drivers_rules() {
         .with_string("triple", "nvptx64-nvidia-cuda")
         .with_string("arch", "sm_80")
         .with_string("offload.module", "fake")
-        .with_string("offload.kernels", "k");
+        .with_string("offload.kernels", "k,trap");
     let images = [RegisteredImage {
         source: "cuda_fake_driver",
         index: 0,
@@ -149,4 +152,55 @@ fn the_cuda_backend_keeps_the_drivers_rules() {
     }
     // SAFETY: as above.
     unsafe { module.launch(handle, "k", &LaunchConfig::linear(2, 64), &params) }.unwrap();
+
+    // A kernel's fault comes back from the next call, here a copy, as a typed error naming
+    // the device and the kernel launched last; the device keeps reporting it.
+    register(&binary);
+    let device = Device::from_backend(Box::new(CudaBackend::open(0).unwrap()));
+    let buffer = DeviceBuffer::<u32>::zeroed(&device, 4).unwrap();
+    // SAFETY: the stand-in driver runs nothing; the kernels take no parameters.
+    unsafe { device.launch_raw("fake", "k", &LaunchConfig::linear(1, 32), &[]) }.unwrap();
+    // SAFETY: as above.
+    unsafe { device.launch_raw("fake", "trap", &LaunchConfig::linear(1, 32), &[]) }.unwrap();
+    for err in [
+        buffer.to_vec().unwrap_err(),
+        device.synchronize().unwrap_err(),
+    ] {
+        match &err {
+            Error::KernelFault {
+                device: on,
+                kernel,
+                code,
+                ..
+            } => {
+                assert_eq!(on, "cuda:0 Fake GPU (sm_80)");
+                assert_eq!(kernel.as_deref(), Some("fake::trap"));
+                assert_eq!(*code, 719);
+            }
+            other => panic!("expected a kernel fault, got {other:?}"),
+        }
+        assert!(
+            err.to_string().starts_with(
+                "kernel fault on cuda:0 Fake GPU (sm_80) in or after kernel `fake::trap`: "
+            ),
+            "{err}"
+        );
+    }
+}
+
+/// Registers `binary` as the embedded images of a program would be (once per process).
+fn register(binary: &OffloadBinary<'_>) {
+    let bundle: &'static [u8] = binary.to_bytes().leak();
+    let name: &'static [u8] = b"cuda_fake_driver";
+    let desc: &'static OffloadDescriptor = Box::leak(Box::new(OffloadDescriptor {
+        magic: OFFLOAD_DESCRIPTOR_MAGIC,
+        version: OFFLOAD_DESCRIPTOR_VERSION,
+        name: name.as_ptr(),
+        name_len: name.len(),
+        bundle: bundle.as_ptr(),
+        bundle_len: bundle.len(),
+    }));
+    // SAFETY: the descriptor, its name and its bundle are leaked: valid for the rest of the
+    // process.
+    unsafe { __offload_register_lib(desc) };
 }

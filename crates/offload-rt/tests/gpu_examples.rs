@@ -1,9 +1,10 @@
-//! Every example on the CUDA device (`OFFLOAD_GPU_TESTS=1`), its output compared with the
-//! same binary's on the CPU device.
+//! Every example, and every kernel of the runtime's test fixtures (`offload-rt-kernel-run`), on
+//! the CUDA device (`OFFLOAD_GPU_TESTS=1`), its output compared with the same binary's on the
+//! CPU device; and a kernel's panic on the GPU coming back as an error.
 //!
-//! The example binaries are looked up in `OFFLOAD_EXAMPLES_DIR` (default: the workspace's
+//! The binaries are looked up in `OFFLOAD_EXAMPLES_DIR` (default: the workspace's
 //! `target/release`), so that binaries built on one machine can be run on another:
-//! `cargo build --release -p saxpy -p reduce` builds them.
+//! `cargo build --release -p saxpy -p reduce -p offload-rt-kernel-run` builds them.
 
 mod gpu_common;
 
@@ -12,13 +13,23 @@ use std::process::Command;
 
 use gpu_common::gpu_tests_enabled;
 
-const EXAMPLES: &[&str] = &["saxpy", "reduce"];
+const EXAMPLES: &[&str] = &["saxpy", "reduce", "offload-rt-kernel-run"];
 
 fn examples_dir() -> PathBuf {
     match std::env::var_os("OFFLOAD_EXAMPLES_DIR") {
         Some(d) => PathBuf::from(d),
         None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/release"),
     }
+}
+
+fn example(name: &str) -> PathBuf {
+    let exe = examples_dir().join(name);
+    assert!(
+        exe.is_file(),
+        "{} is missing: build it (`cargo build --release -p {name}`) or set OFFLOAD_EXAMPLES_DIR",
+        exe.display()
+    );
+    exe
 }
 
 /// Runs `exe` on `device`: (stdout without its `device:` and `image:` lines, the `device:`
@@ -54,14 +65,8 @@ fn gpu_examples_match_the_cpu_device() {
     if !gpu_tests_enabled("gpu_examples_match_the_cpu_device") {
         return;
     }
-    let dir = examples_dir();
     for name in EXAMPLES {
-        let exe = dir.join(name);
-        assert!(
-            exe.is_file(),
-            "{} is missing: build the examples (`cargo build --release -p {name}`) or set OFFLOAD_EXAMPLES_DIR",
-            exe.display()
-        );
+        let exe = example(name);
         let (gpu, gpu_device) = run_on(&exe, "cuda:0");
         let (cpu, cpu_device) = run_on(&exe, "cpu");
         assert!(
@@ -74,4 +79,32 @@ fn gpu_examples_match_the_cpu_device() {
         );
         assert_eq!(gpu, cpu, "{name}: CUDA and CPU outputs differ");
     }
+}
+
+/// `lookup` with an index past its table panics in the kernel: on the GPU the panic traps, and
+/// the launch (or the copy after it) returns an error naming the kernel fault.
+#[test]
+fn gpu_kernel_panic_is_an_error() {
+    if !gpu_tests_enabled("gpu_kernel_panic_is_an_error") {
+        return;
+    }
+    let exe = example("offload-rt-kernel-run");
+    let out = Command::new(&exe)
+        .arg("lookup-past-the-table")
+        .env("OFFLOAD_DEVICE", "cuda:0")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "exit status of a panicking kernel\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(stdout.contains("device: cuda:0"), "{stdout}");
+    assert!(
+        stderr.starts_with("error: kernel fault on cuda:0")
+            && stderr.contains("`rt_fixture_kernels::lookup`"),
+        "the error should be a kernel fault naming the kernel:\n{stderr}"
+    );
 }

@@ -55,13 +55,15 @@ pub fn to_error(e: CudaError, device: &str) -> Error {
         CudaError::KernelFault {
             call,
             code,
-            ref name,
-            ref message,
-        } => Error::Driver {
-            backend: "cuda",
+            name,
+            message,
+        } => Error::KernelFault {
+            device: device.to_owned(),
+            kernel: None,
             call,
             code: code.into(),
-            message: format!("kernel fault: {name}: {message}"),
+            name,
+            message,
         },
         other => Error::Driver {
             backend: "cuda",

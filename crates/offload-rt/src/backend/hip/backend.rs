@@ -45,13 +45,15 @@ pub fn to_error(e: HipError, device: &str) -> Error {
         HipError::KernelFault {
             call,
             code,
-            ref name,
-            ref message,
-        } => Error::Driver {
-            backend: "hip",
+            name,
+            message,
+        } => Error::KernelFault {
+            device: device.to_owned(),
+            kernel: None,
             call,
             code: code.into(),
-            message: format!("kernel fault: {name}: {message}"),
+            name,
+            message,
         },
         other => Error::Driver {
             backend: "hip",
