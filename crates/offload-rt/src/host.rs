@@ -255,7 +255,7 @@ impl Device {
 }
 
 fn log(line: std::fmt::Arguments<'_>) {
-    crate::backend::cuda::log(line);
+    crate::backend::gpu::log(line);
 }
 
 /// The triples of every image the program carries.

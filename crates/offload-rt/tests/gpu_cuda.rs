@@ -63,7 +63,9 @@ fn without_cuda_the_backend_reports_why() {
     assert!(
         matches!(
             err,
-            CudaError::Unavailable(_) | CudaError::NoDevice { .. } | CudaError::NoDevices
+            CudaError::Unavailable { .. }
+                | CudaError::NoDevice { .. }
+                | CudaError::NoDevices { .. }
         ),
         "{err:?}"
     );

@@ -168,7 +168,7 @@ fn gpu_hip_saxpy_matches_cpu_and_errors_are_typed() {
         .find(|(arch, _)| *arch != processor)
         .map(|(_, co)| *co)
         .unwrap_or_default();
-    match dev.load_module(wrong) {
+    match dev.load_module(wrong, hip::HipImageKind::CodeObject) {
         Err(HipError::ModuleLoad { message, .. }) => assert!(!message.is_empty()),
         other => {
             panic!("expected ModuleLoad for a code object of another processor, got {other:?}")

@@ -1,8 +1,9 @@
 //! Backends: what a device kind must provide to run kernels.
 //!
-//! [`crate::Device`] holds one `Box<dyn Backend>`. The CPU backend lives in [`cpu`]; the CUDA
-//! and HIP backends (driver loaded at run time) implement the same traits. Image selection for
-//! GPU backends (which registered image fits the device) is in `crate::select`.
+//! [`crate::Device`] holds one `Box<dyn Backend>`. The CPU backend lives in [`cpu`]; every GPU
+//! is [`gpu::GpuBackend`] over a [`gpu::Driver`]: CUDA's in [`cuda`], HIP's in [`hip`] (each
+//! driver loaded at run time). Image selection for GPU backends (which registered image fits
+//! the device) is in `crate::select`.
 //!
 //! Ordering: launches on one backend may be asynchronous, but every operation of a backend
 //! is ordered after the operations issued before it on the same backend (one stream):
@@ -18,6 +19,7 @@ use crate::registry::{ImageInfo, RegisteredImage};
 
 pub mod cpu;
 pub mod cuda;
+pub mod gpu;
 pub mod hip;
 
 /// The kind of a device.

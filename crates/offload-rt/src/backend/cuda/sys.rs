@@ -20,7 +20,8 @@
 use std::ffi::{c_char, c_float, c_int, c_uint, c_void};
 use std::sync::OnceLock;
 
-use libloading::Library;
+pub use crate::backend::gpu::LoadError;
+use crate::backend::gpu::library::{candidate_names, entry_points};
 
 pub type CUresult = c_int;
 pub type CUdevice = c_int;
@@ -31,6 +32,8 @@ pub type CUfunction = *mut c_void;
 pub type CUstream = *mut c_void;
 pub type CUevent = *mut c_void;
 pub type CUjit_option = c_int;
+pub type CUgraph = *mut c_void;
+pub type CUgraphExec = *mut c_void;
 
 pub const CUDA_SUCCESS: CUresult = 0;
 pub const CUDA_ERROR_OUT_OF_MEMORY: CUresult = 2;
@@ -64,116 +67,17 @@ pub const CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES: CUjit_option = 6;
 
 pub const CU_STREAM_DEFAULT: c_uint = 0;
 pub const CU_EVENT_DEFAULT: c_uint = 0;
+pub const CU_STREAM_NON_BLOCKING: c_uint = 1;
+pub const CU_STREAM_CAPTURE_MODE_THREAD_LOCAL: c_int = 1;
+pub const CUDA_ERROR_NOT_READY: CUresult = 600;
 
 /// The library names tried, in order.
 pub const LIBRARY_NAMES: &[&str] = &["libcuda.so.1", "libcuda.so"];
 
-/// Why the driver API could not be loaded.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum LoadError {
-    /// None of the candidate libraries could be opened.
-    #[error("no driver library could be opened: {}", tried_list(.tried))]
-    LibraryNotFound {
-        /// Each name tried with the loader's message.
-        tried: Vec<(String, String)>,
-    },
-    /// The library opened but lacks an entry point this runtime needs.
-    #[error("{library} lacks `{symbol}` (driver too old?): {message}")]
-    MissingSymbol {
-        /// The library that was opened.
-        library: String,
-        /// The missing symbol.
-        symbol: &'static str,
-        /// The loader's message.
-        message: String,
-    },
-}
-
-fn tried_list(tried: &[(String, String)]) -> String {
-    let each = tried.iter().map(|(name, e)| {
-        if e.starts_with(name.as_str()) {
-            e.clone()
-        } else {
-            format!("{name}: {e}")
-        }
-    });
-    each.collect::<Vec<_>>().join("; ")
-}
-
-/// Opens the first library of `names` that loads.
-///
-/// # Errors
-/// [`LoadError::LibraryNotFound`] listing every name tried and why it failed.
-pub(crate) fn open_first(names: &[&str]) -> Result<(Library, String), LoadError> {
-    let mut tried = Vec::new();
-    for name in names {
-        // SAFETY: loading a driver library runs its initializers; the driver libraries named
-        // here (libcuda, libamdhip64) are designed to be dlopen-ed by any process.
-        match unsafe { Library::new(name) } {
-            Ok(lib) => return Ok((lib, (*name).to_owned())),
-            Err(e) => tried.push(((*name).to_owned(), e.to_string())),
-        }
-    }
-    Err(LoadError::LibraryNotFound { tried })
-}
-
-/// Looks up `symbol` in `lib` as a value of type `T`.
-///
-/// # Safety
-/// `T` must be the exact function pointer type of the C symbol `symbol`.
-pub(crate) unsafe fn symbol<T: Copy>(
-    lib: &Library,
-    library: &str,
-    symbol: &'static str,
-) -> Result<T, LoadError> {
-    // SAFETY: the caller guarantees that `T` is the symbol's type; the value is copied out
-    // and stays valid while `lib` is loaded, which the callers ensure by keeping `lib` in the
-    // same table as the pointers.
-    unsafe { lib.get::<T>(symbol.as_bytes()) }
-        .map(|s| *s)
-        .map_err(|e| LoadError::MissingSymbol {
-            library: library.to_owned(),
-            symbol,
-            message: e.to_string(),
-        })
-}
-
-macro_rules! driver_table {
-    ($( $name:ident : fn($($arg:ty),* $(,)?) -> $ret:ty ;)*) => {
-        /// The driver entry points this runtime uses, loaded from one library.
-        pub struct DriverApi {
-            /// The name the library was opened by.
-            pub library: String,
-            $(
-                #[doc = concat!("`", stringify!($name), "`")]
-                pub $name: unsafe extern "C" fn($($arg),*) -> $ret,
-            )*
-            _lib: Library,
-        }
-
-        impl DriverApi {
-            /// Loads every entry point from the first library of `names` that opens.
-            ///
-            /// # Errors
-            /// [`LoadError`] naming the libraries tried or the first missing symbol.
-            pub fn load(names: &[&str]) -> Result<Self, LoadError> {
-                let (lib, library) = open_first(names)?;
-                Ok(Self {
-                    $(
-                        // SAFETY: the field's type is the C prototype of the symbol of the
-                        // same name in cuda.h.
-                        $name: unsafe { symbol(&lib, &library, stringify!($name))? },
-                    )*
-                    library,
-                    _lib: lib,
-                })
-            }
-        }
-    };
-}
-
-driver_table! {
+entry_points! {
+    /// The CUDA driver entry points this runtime uses, loaded from `libcuda`; the CUDA
+    /// [`Driver`](crate::backend::gpu::Driver).
+    DriverApi {
     cuInit: fn(c_uint) -> CUresult;
     cuDriverGetVersion: fn(*mut c_int) -> CUresult;
     cuGetErrorString: fn(CUresult, *mut *const c_char) -> CUresult;
@@ -209,21 +113,16 @@ driver_table! {
     cuEventSynchronize: fn(CUevent) -> CUresult;
     cuEventElapsedTime: fn(*mut c_float, CUevent, CUevent) -> CUresult;
     cuEventDestroy_v2: fn(CUevent) -> CUresult;
-}
-
-impl std::fmt::Debug for DriverApi {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DriverApi")
-            .field("library", &self.library)
-            .finish_non_exhaustive()
-    }
-}
-
-/// The library names to try: `OFFLOAD_CUDA_LIBRARY` alone when set, else [`LIBRARY_NAMES`].
-fn candidate_names() -> Vec<String> {
-    match std::env::var("OFFLOAD_CUDA_LIBRARY") {
-        Ok(path) if !path.is_empty() => vec![path],
-        _ => LIBRARY_NAMES.iter().map(|s| (*s).to_owned()).collect(),
+    cuStreamWaitEvent: fn(CUstream, CUevent, c_uint) -> CUresult;
+    cuEventQuery: fn(CUevent) -> CUresult;
+    cuMemHostAlloc: fn(*mut *mut c_void, usize, c_uint) -> CUresult;
+    cuMemFreeHost: fn(*mut c_void) -> CUresult;
+    cuStreamBeginCapture_v2: fn(CUstream, c_int) -> CUresult;
+    cuStreamEndCapture: fn(CUstream, *mut CUgraph) -> CUresult;
+    cuGraphInstantiateWithFlags: fn(*mut CUgraphExec, CUgraph, u64) -> CUresult;
+    cuGraphLaunch: fn(CUgraphExec, CUstream) -> CUresult;
+    cuGraphDestroy: fn(CUgraph) -> CUresult;
+    cuGraphExecDestroy: fn(CUgraphExec) -> CUresult;
     }
 }
 
@@ -233,11 +132,7 @@ fn candidate_names() -> Vec<String> {
 /// The [`LoadError`] of the first (and only) load attempt.
 pub fn api() -> Result<&'static DriverApi, LoadError> {
     static API: OnceLock<Result<DriverApi, LoadError>> = OnceLock::new();
-    API.get_or_init(|| {
-        let names = candidate_names();
-        let names: Vec<&str> = names.iter().map(String::as_str).collect();
-        DriverApi::load(&names)
-    })
-    .as_ref()
-    .map_err(Clone::clone)
+    API.get_or_init(|| DriverApi::load(&candidate_names("OFFLOAD_CUDA_LIBRARY", LIBRARY_NAMES)))
+        .as_ref()
+        .map_err(Clone::clone)
 }

@@ -17,14 +17,12 @@
     reason = "names of the HIP runtime API"
 )]
 
-use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::ffi::{c_char, c_float, c_int, c_uint, c_void};
 use std::mem::offset_of;
 use std::sync::OnceLock;
 
-use libloading::Library;
-
-pub use crate::backend::cuda::sys::LoadError;
-use crate::backend::cuda::sys::{open_first, symbol};
+pub use crate::backend::gpu::LoadError;
+use crate::backend::gpu::library::{candidate_names, entry_points};
 
 pub type hipError_t = c_int;
 pub type hipDevice_t = c_int;
@@ -32,6 +30,9 @@ pub type hipDeviceptr_t = *mut c_void;
 pub type hipModule_t = *mut c_void;
 pub type hipFunction_t = *mut c_void;
 pub type hipStream_t = *mut c_void;
+pub type hipEvent_t = *mut c_void;
+pub type hipGraph_t = *mut c_void;
+pub type hipGraphExec_t = *mut c_void;
 
 pub const hipSuccess: hipError_t = 0;
 pub const hipErrorOutOfMemory: hipError_t = 2;
@@ -39,12 +40,14 @@ pub const hipErrorInsufficientDriver: hipError_t = 35;
 pub const hipErrorInvalidDeviceFunction: hipError_t = 98;
 pub const hipErrorNoDevice: hipError_t = 100;
 pub const hipErrorNotFound: hipError_t = 500;
+pub const hipErrorNotReady: hipError_t = 600;
 pub const hipErrorIllegalAddress: hipError_t = 700;
 pub const hipErrorLaunchTimeOut: hipError_t = 702;
 pub const hipErrorAssert: hipError_t = 710;
 pub const hipErrorLaunchFailure: hipError_t = 719;
 
 pub const hipDeviceAttributeMultiprocessorCount: c_int = 63;
+pub const hipStreamCaptureModeThreadLocal: c_int = 1;
 
 /// Byte offset of `gcnArchName` in `hipDeviceProp_tR0600`.
 pub const GCN_ARCH_NAME_OFFSET: usize = 1160;
@@ -81,9 +84,9 @@ const _: () = {
 impl std::fmt::Debug for hipDeviceProp_tR0600 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("hipDeviceProp_tR0600")
-            .field("name", &super::result::c_chars(&self.name))
+            .field("name", &super::c_chars(&self.name))
             .field("totalGlobalMem", &self.totalGlobalMem)
-            .field("gcnArchName", &super::result::c_chars(&self.gcnArchName))
+            .field("gcnArchName", &super::c_chars(&self.gcnArchName))
             .finish_non_exhaustive()
     }
 }
@@ -96,41 +99,10 @@ pub const LIBRARY_NAMES: &[&str] = &[
     "/opt/rocm/lib/libamdhip64.so",
 ];
 
-macro_rules! runtime_table {
-    ($( $name:ident : fn($($arg:ty),* $(,)?) -> $ret:ty ;)*) => {
-        /// The HIP entry points this runtime uses, loaded from one library.
-        pub struct HipApi {
-            /// The name the library was opened by.
-            pub library: String,
-            $(
-                #[doc = concat!("`", stringify!($name), "`")]
-                pub $name: unsafe extern "C" fn($($arg),*) -> $ret,
-            )*
-            _lib: Library,
-        }
-
-        impl HipApi {
-            /// Loads every entry point from the first library of `names` that opens.
-            ///
-            /// # Errors
-            /// [`LoadError`] naming the libraries tried or the first missing symbol.
-            pub fn load(names: &[&str]) -> Result<Self, LoadError> {
-                let (lib, library) = open_first(names)?;
-                Ok(Self {
-                    $(
-                        // SAFETY: the field's type is the C prototype of the symbol of the
-                        // same name in hip_runtime_api.h (ROCm 6).
-                        $name: unsafe { symbol(&lib, &library, stringify!($name))? },
-                    )*
-                    library,
-                    _lib: lib,
-                })
-            }
-        }
-    };
-}
-
-runtime_table! {
+entry_points! {
+    /// The HIP entry points this runtime uses, loaded from `libamdhip64`; the HIP
+    /// [`Driver`](crate::backend::gpu::Driver).
+    HipApi {
     hipInit: fn(c_uint) -> hipError_t;
     hipDriverGetVersion: fn(*mut c_int) -> hipError_t;
     hipGetErrorName: fn(hipError_t) -> *const c_char;
@@ -155,21 +127,28 @@ runtime_table! {
     hipModuleGetFunction: fn(*mut hipFunction_t, hipModule_t, *const c_char) -> hipError_t;
     hipModuleUnload: fn(hipModule_t) -> hipError_t;
     hipModuleLaunchKernel: fn(hipFunction_t, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, hipStream_t, *mut *mut c_void, *mut *mut c_void) -> hipError_t;
-}
-
-impl std::fmt::Debug for HipApi {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HipApi")
-            .field("library", &self.library)
-            .finish_non_exhaustive()
-    }
-}
-
-/// `OFFLOAD_HIP_LIBRARY` alone when set, else [`LIBRARY_NAMES`].
-fn candidate_names() -> Vec<String> {
-    match std::env::var("OFFLOAD_HIP_LIBRARY") {
-        Ok(path) if !path.is_empty() => vec![path],
-        _ => LIBRARY_NAMES.iter().map(|s| (*s).to_owned()).collect(),
+    hipStreamCreate: fn(*mut hipStream_t) -> hipError_t;
+    hipStreamDestroy: fn(hipStream_t) -> hipError_t;
+    hipStreamSynchronize: fn(hipStream_t) -> hipError_t;
+    hipStreamWaitEvent: fn(hipStream_t, hipEvent_t, c_uint) -> hipError_t;
+    hipEventCreate: fn(*mut hipEvent_t) -> hipError_t;
+    hipEventDestroy: fn(hipEvent_t) -> hipError_t;
+    hipEventRecord: fn(hipEvent_t, hipStream_t) -> hipError_t;
+    hipEventSynchronize: fn(hipEvent_t) -> hipError_t;
+    hipEventQuery: fn(hipEvent_t) -> hipError_t;
+    hipEventElapsedTime: fn(*mut c_float, hipEvent_t, hipEvent_t) -> hipError_t;
+    hipMemcpyHtoDAsync: fn(hipDeviceptr_t, *mut c_void, usize, hipStream_t) -> hipError_t;
+    hipMemcpyDtoHAsync: fn(*mut c_void, hipDeviceptr_t, usize, hipStream_t) -> hipError_t;
+    hipMemcpyDtoDAsync: fn(hipDeviceptr_t, hipDeviceptr_t, usize, hipStream_t) -> hipError_t;
+    hipMemsetD8Async: fn(hipDeviceptr_t, u8, usize, hipStream_t) -> hipError_t;
+    hipHostMalloc: fn(*mut *mut c_void, usize, c_uint) -> hipError_t;
+    hipHostFree: fn(*mut c_void) -> hipError_t;
+    hipStreamBeginCapture: fn(hipStream_t, c_int) -> hipError_t;
+    hipStreamEndCapture: fn(hipStream_t, *mut hipGraph_t) -> hipError_t;
+    hipGraphInstantiateWithFlags: fn(*mut hipGraphExec_t, hipGraph_t, u64) -> hipError_t;
+    hipGraphLaunch: fn(hipGraphExec_t, hipStream_t) -> hipError_t;
+    hipGraphDestroy: fn(hipGraph_t) -> hipError_t;
+    hipGraphExecDestroy: fn(hipGraphExec_t) -> hipError_t;
     }
 }
 
@@ -179,11 +158,7 @@ fn candidate_names() -> Vec<String> {
 /// The [`LoadError`] of the first (and only) load attempt.
 pub fn api() -> Result<&'static HipApi, LoadError> {
     static API: OnceLock<Result<HipApi, LoadError>> = OnceLock::new();
-    API.get_or_init(|| {
-        let names = candidate_names();
-        let names: Vec<&str> = names.iter().map(String::as_str).collect();
-        HipApi::load(&names)
-    })
-    .as_ref()
-    .map_err(Clone::clone)
+    API.get_or_init(|| HipApi::load(&candidate_names("OFFLOAD_HIP_LIBRARY", LIBRARY_NAMES)))
+        .as_ref()
+        .map_err(Clone::clone)
 }

@@ -1,19 +1,19 @@
-//! [`Backend`] and [`Module`] over [`CudaDevice`].
+//! [`Backend`] and [`Module`] over any [`Driver`]: what `Device` sees of a GPU.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::c_void;
 use std::sync::{Mutex, PoisonError};
 
-use super::{CudaBuffer, CudaDevice, CudaError, CudaFunction, CudaImageKind, CudaModule, result};
+use super::driver::{DeviceInfo, Driver};
+use super::{GpuBuffer, GpuDevice, GpuError, GpuFunction, GpuModule};
 use crate::backend::{Backend, DeviceKind, DevicePtr, KernelHandle, Module};
 use crate::error::{Error, Result};
 use crate::launch::{LaunchConfig, LaunchShape};
 use crate::registry::{ImageInfo, RegisteredImage};
-use crate::select::{self, DeviceTarget, ImageDescriptor};
-use offload_format::ImageKind;
+use crate::select::{self, ImageDescriptor};
 
 /// Whether `OFFLOAD_LOG` asks for log lines (set, not empty, not `0`).
-pub(crate) fn log_enabled() -> bool {
+fn log_enabled() -> bool {
     std::env::var_os("OFFLOAD_LOG").is_some_and(|v| !v.is_empty() && v != "0")
 }
 
@@ -24,35 +24,39 @@ pub(crate) fn log(line: std::fmt::Arguments<'_>) {
     }
 }
 
-/// Converts a backend error into the runtime's error for `device`.
-pub fn to_error(e: CudaError, device: &str) -> Error {
+/// Converts a driver-layer error into the runtime's error for `device` of `kind`.
+pub fn to_error(e: GpuError, kind: DeviceKind, device: &str) -> Error {
+    let backend = kind.name();
     match e {
-        CudaError::Unavailable(_)
-        | CudaError::NoDevice { .. }
-        | CudaError::NoDevices
-        | CudaError::DeviceOutOfRange { .. } => Error::BackendUnavailable {
-            backend: "cuda",
-            reason: e
-                .to_string()
-                .trim_start_matches("CUDA unavailable: ")
-                .to_owned(),
-        },
-        CudaError::OutOfMemory { bytes, .. } => Error::OutOfMemory {
+        GpuError::Unavailable { .. }
+        | GpuError::NoDevice { .. }
+        | GpuError::NoDevices { .. }
+        | GpuError::DeviceOutOfRange { .. }
+        | GpuError::PropertiesAbiMismatch { .. }
+        | GpuError::BadArchName { .. } => {
+            let text = e.to_string();
+            let reason = text
+                .split_once(" unavailable: ")
+                .map_or(text.as_str(), |(_, r)| r)
+                .to_owned();
+            Error::BackendUnavailable { backend, reason }
+        }
+        GpuError::OutOfMemory { bytes, .. } => Error::OutOfMemory {
             bytes,
             device: format!("{device} ({e})"),
         },
-        CudaError::Driver {
+        GpuError::Driver {
             call,
             code,
-            ref name,
-            ref message,
+            name,
+            message,
         } => Error::Driver {
-            backend: "cuda",
+            backend,
             call,
             code: code.into(),
             message: format!("{name}: {message}"),
         },
-        CudaError::KernelFault {
+        GpuError::KernelFault {
             call,
             code,
             name,
@@ -66,7 +70,7 @@ pub fn to_error(e: CudaError, device: &str) -> Error {
             message,
         },
         other => Error::Driver {
-            backend: "cuda",
+            backend,
             call: "offload-rt",
             code: -1,
             message: other.to_string(),
@@ -74,49 +78,53 @@ pub fn to_error(e: CudaError, device: &str) -> Error {
     }
 }
 
-/// The CUDA device as a [`Backend`]: allocations are tracked so that copies into memory
-/// the backend did not give out are refused instead of reaching the driver.
-pub struct CudaBackend {
-    device: CudaDevice,
+/// A GPU as a [`Backend`]: allocations are tracked so that copies into memory the backend
+/// did not give out are refused instead of reaching the driver.
+pub struct GpuBackend<D: Driver> {
+    device: GpuDevice<D>,
     description: String,
-    allocations: Mutex<BTreeMap<u64, CudaBuffer>>,
+    allocations: Mutex<BTreeMap<u64, GpuBuffer<D>>>,
 }
 
-impl std::fmt::Debug for CudaBackend {
+impl<D: Driver> std::fmt::Debug for GpuBackend<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CudaBackend")
+        f.debug_struct("GpuBackend")
             .field("device", &self.description)
             .finish_non_exhaustive()
     }
 }
 
-/// Opens CUDA device `ordinal` as a boxed [`Backend`].
-///
-/// # Errors
-/// [`Error::BackendUnavailable`] saying why, or a driver failure.
-pub fn open_backend(ordinal: usize) -> Result<Box<dyn Backend>> {
-    match CudaBackend::open(ordinal) {
+/// Opens GPU `ordinal` of driver `D` as a boxed [`Backend`], logging why when it cannot be
+/// used.
+pub fn open_backend<D: Driver>(ordinal: usize) -> Result<Box<dyn Backend>> {
+    match GpuBackend::<D>::open(ordinal) {
         Ok(b) => {
             log(format_args!("opened {}", b.description));
             Ok(Box::new(b))
         }
         Err(e) => {
-            log(format_args!("cuda:{ordinal} not used: {e}"));
+            log(format_args!("{}:{ordinal} not used: {e}", D::KIND.name()));
             Err(e)
         }
     }
 }
 
-impl CudaBackend {
-    /// Opens CUDA device `ordinal`.
+impl<D: Driver> GpuBackend<D> {
+    /// Opens device `ordinal`.
     ///
     /// # Errors
     /// [`Error::BackendUnavailable`] saying why, or a driver failure.
     pub fn open(ordinal: usize) -> Result<Self> {
-        let device =
-            CudaDevice::open(ordinal).map_err(|e| to_error(e, &format!("cuda:{ordinal}")))?;
+        let device = GpuDevice::<D>::open(ordinal)
+            .map_err(|e| to_error(e, D::KIND, &format!("{}:{ordinal}", D::KIND.name())))?;
         let info = device.info();
-        let description = format!("cuda:{} {} ({})", info.ordinal, info.name, info.arch());
+        let description = format!(
+            "{}:{} {} ({})",
+            D::KIND.name(),
+            info.ordinal(),
+            info.name(),
+            info.arch()
+        );
         Ok(Self {
             device,
             description,
@@ -125,12 +133,21 @@ impl CudaBackend {
     }
 
     /// The device underneath.
-    pub fn device(&self) -> &CudaDevice {
+    pub fn device(&self) -> &GpuDevice<D> {
         &self.device
     }
 
-    fn err(&self, e: CudaError) -> Error {
-        to_error(e, &self.description)
+    fn err(&self, e: GpuError) -> Error {
+        to_error(e, D::KIND, &self.description)
+    }
+
+    fn not_allocated(&self, what: String) -> Error {
+        Error::Driver {
+            backend: D::KIND.name(),
+            call: "offload-rt",
+            code: -1,
+            message: format!("{what} of {}", self.description),
+        }
     }
 
     /// Runs `f` on the allocation holding `ptr .. ptr + len`, with the offset into it.
@@ -138,7 +155,7 @@ impl CudaBackend {
         &self,
         ptr: DevicePtr,
         len: usize,
-        f: impl FnOnce(&mut CudaBuffer, usize) -> Result<R>,
+        f: impl FnOnce(&mut GpuBuffer<D>, usize) -> Result<R>,
     ) -> Result<R> {
         let mut map = self
             .allocations
@@ -155,22 +172,17 @@ impl CudaBackend {
                 let offset = usize::try_from(ptr.0 - *start).unwrap_or(usize::MAX);
                 f(buf, offset)
             }
-            None => Err(Error::Driver {
-                backend: "cuda",
-                call: "offload-rt",
-                code: -1,
-                message: format!(
-                    "{len} bytes at {:#x} are not inside one allocation of {}",
-                    ptr.0, self.description
-                ),
-            }),
+            None => Err(self.not_allocated(format!(
+                "{len} bytes at {:#x} are not inside one allocation",
+                ptr.0
+            ))),
         }
     }
 }
 
-impl Backend for CudaBackend {
+impl<D: Driver> Backend for GpuBackend<D> {
     fn kind(&self) -> DeviceKind {
-        DeviceKind::Cuda
+        D::KIND
     }
 
     fn describe(&self) -> String {
@@ -201,20 +213,14 @@ impl Backend for CudaBackend {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&ptr.0);
         match buf {
-            // Dropping frees; cuMemFree waits for launches still using the memory.
+            // Dropping frees; the driver's free waits for launches still using the memory.
             Some(buf) => {
                 drop(buf);
                 Ok(())
             }
-            None => Err(Error::Driver {
-                backend: "cuda",
-                call: "offload-rt",
-                code: -1,
-                message: format!(
-                    "free of {:#x}, which is not an allocation of {}",
-                    ptr.0, self.description
-                ),
-            }),
+            None => {
+                Err(self.not_allocated(format!("free of {:#x}, which is not an allocation", ptr.0)))
+            }
         }
     }
 
@@ -237,11 +243,7 @@ impl Backend for CudaBackend {
     }
 
     fn load_module(&self, module: &str, images: &[RegisteredImage<'_>]) -> Result<Box<dyn Module>> {
-        let info = self.device.info();
-        let target = DeviceTarget::Cuda {
-            major: info.compute_capability.0,
-            minor: info.compute_capability.1,
-        };
+        let target = self.device.info().target();
         // Candidates still to try: when the driver rejects the best image (say, a cubin it
         // cannot run), the next best is tried, and the first refusal is reported if all fail.
         let mut left: Vec<usize> = (0..images.len()).collect();
@@ -268,11 +270,6 @@ impl Backend for CudaBackend {
             };
             let index = left.remove(chosen.index);
             let image = &images[index];
-            let kind = match image.image_kind() {
-                ImageKind::Cubin => CudaImageKind::Cubin,
-                ImageKind::Ptx => CudaImageKind::Ptx,
-                _ => CudaImageKind::Fatbin,
-            };
             log(format_args!(
                 "{}: module `{module}`: loading {} {} ({:?})",
                 self.description,
@@ -280,10 +277,12 @@ impl Backend for CudaBackend {
                 image.image_kind().name(),
                 chosen.fit
             ));
+            let kind = D::loader_kind(image.image_kind());
             match self.device.load_module(image.bytes(), kind) {
                 Ok(loaded) => {
-                    return Ok(Box::new(CudaLoadedModule {
+                    return Ok(Box::new(GpuLoadedModule {
                         device: self.device.clone(),
+                        description: self.description.clone(),
                         module: loaded,
                         info: image.describe(),
                         kernels: Mutex::new(HashMap::new()),
@@ -307,23 +306,30 @@ impl Backend for CudaBackend {
     }
 }
 
-/// A module loaded on a CUDA device.
-struct CudaLoadedModule {
-    device: CudaDevice,
-    module: CudaModule,
+/// A module loaded on a GPU.
+struct GpuLoadedModule<D: Driver> {
+    device: GpuDevice<D>,
+    description: String,
+    module: GpuModule<D>,
     info: ImageInfo,
-    kernels: Mutex<HashMap<String, CudaFunction>>,
+    kernels: Mutex<HashMap<String, GpuFunction<D>>>,
 }
 
-impl std::fmt::Debug for CudaLoadedModule {
+impl<D: Driver> std::fmt::Debug for GpuLoadedModule<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CudaLoadedModule")
+        f.debug_struct("GpuLoadedModule")
             .field("image", &self.info)
             .finish_non_exhaustive()
     }
 }
 
-impl Module for CudaLoadedModule {
+impl<D: Driver> GpuLoadedModule<D> {
+    fn err(&self, e: GpuError) -> Error {
+        to_error(e, D::KIND, &self.description)
+    }
+}
+
+impl<D: Driver> Module for GpuLoadedModule<D> {
     fn image(&self) -> &ImageInfo {
         &self.info
     }
@@ -334,14 +340,14 @@ impl Module for CudaLoadedModule {
             return Ok(KernelHandle(f.raw_handle().expose_provenance() as u64));
         }
         let f = self.module.function(name).map_err(|e| match e {
-            CudaError::KernelNotFound { .. } | CudaError::InvalidKernelName { .. } => {
+            GpuError::KernelNotFound { .. } | GpuError::InvalidKernelName { .. } => {
                 Error::KernelNotFound {
                     kernel: name.to_owned(),
                     module: self.info.module.clone(),
                     image: format!("{} {}", self.info.triple, self.info.arch),
                 }
             }
-            other => to_error(other, self.device.info().name.as_str()),
+            other => self.err(other),
         })?;
         let handle = KernelHandle(f.raw_handle().expose_provenance() as u64);
         kernels.insert(name.to_owned(), f);
@@ -363,47 +369,35 @@ impl Module for CudaLoadedModule {
             return Ok(());
         }
         let (g, b) = (config.grid, config.block);
-        let api = self.device.ctx.api;
-        self.device.ctx.bind().map_err(|e| to_error(e, name))?;
-        let function = std::ptr::with_exposed_provenance_mut(kernel.0 as usize);
-        // SAFETY: `kernel` is a CUfunction of `self.module` (the caller's contract), of the
-        // context just made current.
+        // SAFETY: `kernel` is a function of `self.module` (the caller's contract), which
+        // stays loaded while `self` lives, on `self.device`; the caller vouches for
+        // `params`, one pointer per kernel parameter.
         unsafe {
-            self.device
-                .prepare_shared(function, name, config.shared_mem_bytes)
-        }
-        .map_err(|e| match e {
-            CudaError::SharedMemoryLimit { reason, .. } => Error::InvalidLaunch {
-                kernel: name.to_owned(),
-                reason,
-            },
-            other => to_error(other, name),
-        })?;
-        // SAFETY: `kernel` is a CUfunction of `self.module` (the caller's contract), which
-        // stays loaded while `self` lives; the stream is this device's; the caller vouches
-        // for `params`, one pointer per kernel parameter.
-        unsafe {
-            result::launch_kernel(
-                api,
-                function,
+            self.device.launch_handle(
+                std::ptr::with_exposed_provenance_mut(kernel.0 as usize),
+                name,
                 [g.0, g.1, g.2],
                 [b.0, b.1, b.2],
                 config.shared_mem_bytes,
-                self.device.ctx.stream,
+                self.device.default_stream(),
                 params.as_ptr(),
             )
         }
         .map_err(|e| match e {
-            CudaError::Driver {
+            GpuError::SharedMemoryLimit { reason, .. } => Error::InvalidLaunch {
+                kernel: name.to_owned(),
+                reason,
+            },
+            GpuError::Driver {
+                call,
                 code,
                 name: err_name,
                 message,
-                ..
-            } => Error::InvalidLaunch {
+            } if call.ends_with("LaunchKernel") => Error::InvalidLaunch {
                 kernel: name.to_owned(),
-                reason: format!("cuLaunchKernel: {err_name} ({code}): {message}"),
+                reason: format!("{call}: {err_name} ({code}): {message}"),
             },
-            other => to_error(other, name),
+            other => self.err(other),
         })
     }
 }

@@ -1,0 +1,901 @@
+//! The RAII layer over a [`Driver`]: an opened device with its context and stream, device
+//! buffers, modules, functions, events, streams and graphs, each released on drop.
+//!
+//! Every operation makes the device's context current on the calling thread first (unless
+//! the driver says it is), so these values can move between threads and other code may
+//! change the current context in between.
+
+use std::ffi::{CString, c_void};
+use std::fmt;
+use std::sync::Arc;
+
+use super::driver::{DeviceInfo, Driver, Handle};
+use super::{GpuError, GpuImageKind};
+
+struct Context<D: Driver> {
+    driver: &'static D,
+    info: D::Info,
+    ctx: Handle,
+    stream: Handle,
+}
+
+// SAFETY: driver handles are process-wide and the driver APIs are thread-safe; every use
+// goes through `bind`, which makes the context current on the calling thread.
+unsafe impl<D: Driver> Send for Context<D> {}
+// SAFETY: as above; no method mutates the Rust-side fields.
+unsafe impl<D: Driver> Sync for Context<D> {}
+
+impl<D: Driver> Context<D> {
+    fn bind(&self) -> Result<(), GpuError> {
+        // SAFETY: `ctx` is from `context_open` for `info` and is closed only on drop.
+        unsafe { self.driver.context_bind(&self.info, self.ctx) }
+    }
+
+    fn wrong_device(&self, what: &'static str, owner: &Context<D>) -> GpuError {
+        GpuError::WrongDevice {
+            api: D::API,
+            what,
+            owner: owner.info.ordinal(),
+            used_with: self.info.ordinal(),
+        }
+    }
+}
+
+impl<D: Driver> Drop for Context<D> {
+    fn drop(&mut self) {
+        // Errors here have no one to go to: the context is being torn down.
+        if self.bind().is_ok() {
+            // SAFETY: the stream was created in this context and nothing uses it any more
+            // (every buffer, module, event and stream holds an `Arc` of this context).
+            let _ = unsafe { self.driver.stream_destroy(self.stream) };
+        }
+        // SAFETY: pairs with `context_open` in `GpuDevice::open`; nothing holds the context.
+        unsafe { self.driver.context_close(&self.info, self.ctx) };
+    }
+}
+
+/// One GPU, opened: its context and the stream that orders its default work. Cheap to
+/// clone.
+pub struct GpuDevice<D: Driver> {
+    ctx: Arc<Context<D>>,
+}
+
+impl<D: Driver> Clone for GpuDevice<D> {
+    fn clone(&self) -> Self {
+        Self {
+            ctx: Arc::clone(&self.ctx),
+        }
+    }
+}
+
+impl<D: Driver> fmt::Debug for GpuDevice<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GpuDevice")
+            .field("info", &self.ctx.info)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: Driver> GpuDevice<D> {
+    /// Opens device `ordinal`.
+    ///
+    /// # Errors
+    /// Why the driver is unavailable, [`GpuError::DeviceOutOfRange`], or a driver failure.
+    pub fn open(ordinal: usize) -> Result<Self, GpuError> {
+        let driver = D::get()?;
+        let count = driver.device_count()?;
+        if ordinal >= count {
+            return Err(if count == 0 {
+                GpuError::NoDevices { api: D::API }
+            } else {
+                GpuError::DeviceOutOfRange {
+                    api: D::API,
+                    ordinal,
+                    count,
+                }
+            });
+        }
+        let info = driver.device_info(ordinal)?;
+        let ctx = driver.context_open(&info)?;
+        let stream = match driver.stream_create() {
+            Ok(s) => s,
+            Err(e) => {
+                // SAFETY: pairs with the open just above; nothing of the context escaped.
+                unsafe { driver.context_close(&info, ctx) };
+                return Err(e);
+            }
+        };
+        Ok(Self {
+            ctx: Arc::new(Context {
+                driver,
+                info,
+                ctx,
+                stream,
+            }),
+        })
+    }
+
+    /// What the driver says about this device.
+    pub fn info(&self) -> &D::Info {
+        &self.ctx.info
+    }
+
+    /// The driver.
+    pub fn driver(&self) -> &'static D {
+        self.ctx.driver
+    }
+
+    /// (free, total) device memory in bytes.
+    ///
+    /// # Errors
+    /// A driver failure.
+    pub fn memory_info(&self) -> Result<(usize, usize), GpuError> {
+        self.ctx.bind()?;
+        self.ctx.driver.mem_info()
+    }
+
+    /// Allocates `bytes` of device memory (a zero-size buffer allocates nothing).
+    ///
+    /// # Errors
+    /// [`GpuError::OutOfMemory`] or a driver failure.
+    pub fn alloc(&self, bytes: usize) -> Result<GpuBuffer<D>, GpuError> {
+        let ptr = if bytes == 0 {
+            0
+        } else {
+            self.ctx.bind()?;
+            self.ctx.driver.mem_alloc(bytes)?
+        };
+        Ok(GpuBuffer {
+            ctx: Arc::clone(&self.ctx),
+            ptr,
+            len: bytes,
+        })
+    }
+
+    /// Allocates `bytes` of page-locked host memory, zeroed, which asynchronous copies
+    /// need.
+    ///
+    /// # Errors
+    /// [`GpuError::OutOfMemory`] or a driver failure.
+    pub fn alloc_host(&self, bytes: usize) -> Result<PinnedBytes<D>, GpuError> {
+        let ptr = if bytes == 0 {
+            std::ptr::NonNull::<u8>::dangling().as_ptr()
+        } else {
+            self.ctx.bind()?;
+            let p = self.ctx.driver.host_alloc(bytes)?;
+            // SAFETY: the driver gave out `bytes` writable bytes at `p`.
+            unsafe { std::ptr::write_bytes(p, 0, bytes) };
+            p
+        };
+        Ok(PinnedBytes {
+            ctx: Arc::clone(&self.ctx),
+            ptr,
+            len: bytes,
+        })
+    }
+
+    /// Loads a module from an image of the given kind. The image is checked first, so that
+    /// the driver never reads past its end.
+    ///
+    /// # Errors
+    /// [`GpuError::MalformedImage`], [`GpuError::PtxTooNew`], [`GpuError::ModuleLoad`].
+    pub fn load_module(&self, image: &[u8], kind: GpuImageKind) -> Result<GpuModule<D>, GpuError> {
+        let driver = self.ctx.driver;
+        let image = driver.prepare_image(image, kind)?;
+        self.ctx.bind()?;
+        // SAFETY: `prepare_image` checked the image; the context is current.
+        let module = unsafe { driver.module_load(&image, kind, &self.ctx.info)? };
+        Ok(GpuModule {
+            inner: Arc::new(ModuleInner {
+                ctx: Arc::clone(&self.ctx),
+                module,
+            }),
+        })
+    }
+
+    /// Launches `function` on this device's stream; it runs asynchronously.
+    ///
+    /// # Safety
+    /// `params` holds one pointer per kernel parameter, each to a live value of exactly the
+    /// parameter's type (device pointers as their 64-bit address), and every device pointer
+    /// passed stays allocated until the kernel has finished.
+    ///
+    /// # Errors
+    /// [`GpuError::WrongDevice`], [`GpuError::SharedMemoryLimit`] or the driver's launch
+    /// failure.
+    pub unsafe fn launch(
+        &self,
+        function: &GpuFunction<D>,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_mem_bytes: u32,
+        params: *const *mut c_void,
+    ) -> Result<(), GpuError> {
+        if !Arc::ptr_eq(&function.module.ctx, &self.ctx) {
+            return Err(self.ctx.wrong_device("kernel", &function.module.ctx));
+        }
+        // SAFETY: forwarded from this function's contract; the function is of this device
+        // and alive (held by `function`); the stream is this device's.
+        unsafe {
+            self.launch_handle(
+                function.function,
+                &function.name,
+                grid,
+                block,
+                shared_mem_bytes,
+                self.ctx.stream,
+                params,
+            )
+        }
+    }
+
+    /// As [`GpuDevice::launch`], on `stream`.
+    ///
+    /// # Safety
+    /// As [`GpuDevice::launch`].
+    ///
+    /// # Errors
+    /// As [`GpuDevice::launch`].
+    pub unsafe fn launch_on(
+        &self,
+        stream: &GpuStream<D>,
+        function: &GpuFunction<D>,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_mem_bytes: u32,
+        params: *const *mut c_void,
+    ) -> Result<(), GpuError> {
+        for (what, owner) in [("stream", &stream.ctx), ("kernel", &function.module.ctx)] {
+            if !Arc::ptr_eq(owner, &self.ctx) {
+                return Err(self.ctx.wrong_device(what, owner));
+            }
+        }
+        // SAFETY: forwarded from this function's contract; the function is of this device
+        // and alive (held by `function`); the stream is this device's.
+        unsafe {
+            self.launch_handle(
+                function.function,
+                &function.name,
+                grid,
+                block,
+                shared_mem_bytes,
+                stream.stream,
+                params,
+            )
+        }
+    }
+
+    /// Launches the raw `function` (kernel `name`) on `stream`.
+    ///
+    /// # Safety
+    /// As [`GpuDevice::launch`]; `function` belongs to a live module of this device and
+    /// `stream` is a live stream of this device (or its default stream).
+    #[expect(clippy::too_many_arguments, reason = "a launch's own arguments")]
+    pub(crate) unsafe fn launch_handle(
+        &self,
+        function: Handle,
+        name: &str,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_mem_bytes: u32,
+        stream: Handle,
+        params: *const *mut c_void,
+    ) -> Result<(), GpuError> {
+        let driver = self.ctx.driver;
+        self.ctx.bind()?;
+        // SAFETY: the function's module is alive and of this context (the caller's
+        // contract), which is current.
+        unsafe { driver.prepare_shared(function, name, shared_mem_bytes, &self.ctx.info)? };
+        // SAFETY: as above; the stream is this context's, and the caller vouches for
+        // `params`.
+        unsafe { driver.launch(function, grid, block, shared_mem_bytes, stream, params) }
+    }
+
+    /// The device's default stream.
+    pub(crate) fn default_stream(&self) -> Handle {
+        self.ctx.stream
+    }
+
+    /// Waits until all work on this device's stream is done; a kernel fault surfaces here.
+    ///
+    /// # Errors
+    /// [`GpuError::KernelFault`] or a driver failure.
+    pub fn synchronize(&self) -> Result<(), GpuError> {
+        self.ctx.bind()?;
+        // SAFETY: the stream lives as long as the context.
+        unsafe { self.ctx.driver.stream_synchronize(self.ctx.stream) }
+    }
+
+    /// Copies `len` bytes from `src` to `dst` on the device's stream (both on this device).
+    ///
+    /// # Errors
+    /// [`GpuError::CopyOutOfBounds`], [`GpuError::WrongDevice`] or a driver failure.
+    pub fn copy_device_to_device(
+        &self,
+        dst: &mut GpuBuffer<D>,
+        src: &GpuBuffer<D>,
+        len: usize,
+    ) -> Result<(), GpuError> {
+        for b in [&*dst, src] {
+            if !Arc::ptr_eq(&b.ctx, &self.ctx) {
+                return Err(self.ctx.wrong_device("buffer", &b.ctx));
+            }
+            b.check(0, len)?;
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        self.ctx.bind()?;
+        // SAFETY: both ranges were checked to lie in live allocations of this context.
+        unsafe {
+            self.ctx
+                .driver
+                .copy_dtod(dst.ptr, src.ptr, len, self.ctx.stream)
+        }
+    }
+
+    /// A new event on this device, for ordering and timing work.
+    ///
+    /// # Errors
+    /// A driver failure.
+    pub fn event(&self) -> Result<GpuEvent<D>, GpuError> {
+        self.ctx.bind()?;
+        let event = self.ctx.driver.event_create()?;
+        Ok(GpuEvent {
+            ctx: Arc::clone(&self.ctx),
+            event,
+        })
+    }
+
+    /// A new stream on this device.
+    ///
+    /// # Errors
+    /// A driver failure.
+    pub fn stream(&self) -> Result<GpuStream<D>, GpuError> {
+        self.ctx.bind()?;
+        let stream = self.ctx.driver.stream_create()?;
+        Ok(GpuStream {
+            ctx: Arc::clone(&self.ctx),
+            stream,
+        })
+    }
+
+    /// The raw context and default stream, for code that calls the driver directly
+    /// (benchmarks).
+    pub fn raw_handles(&self) -> (Handle, Handle) {
+        (self.ctx.ctx, self.ctx.stream)
+    }
+}
+
+/// Device memory on one GPU, freed on drop.
+pub struct GpuBuffer<D: Driver> {
+    ctx: Arc<Context<D>>,
+    ptr: u64,
+    len: usize,
+}
+
+impl<D: Driver> fmt::Debug for GpuBuffer<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GpuBuffer")
+            .field("device", &self.ctx.info.ordinal())
+            .field("ptr", &format_args!("{:#x}", self.ptr))
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl<D: Driver> GpuBuffer<D> {
+    /// The device address (0 for an empty buffer).
+    pub fn device_ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn check(&self, offset: usize, len: usize) -> Result<(), GpuError> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(GpuError::CopyOutOfBounds {
+                len,
+                offset,
+                size: self.len,
+            }),
+        }
+    }
+
+    /// Copies `src` into the buffer at `offset`, ordered after all work queued on the
+    /// device's stream, and waits for it: a driver need not have read pageable memory when
+    /// an asynchronous copy returns, and `src` may be reused when this returns.
+    ///
+    /// # Errors
+    /// [`GpuError::CopyOutOfBounds`], a kernel fault or a driver failure.
+    pub fn copy_from_host(&mut self, offset: usize, src: &[u8]) -> Result<(), GpuError> {
+        self.check(offset, src.len())?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        let (driver, stream) = (self.ctx.driver, self.ctx.stream);
+        self.ctx.bind()?;
+        // SAFETY: the range was checked to lie in this live allocation; `src` stays borrowed
+        // until the stream is synchronized.
+        unsafe {
+            driver.copy_htod(self.ptr + offset as u64, src.as_ptr(), src.len(), stream)?;
+            driver.stream_synchronize(stream)
+        }
+    }
+
+    /// Copies from the buffer at `offset` into `dst`, after all work queued on the device's
+    /// stream.
+    ///
+    /// # Errors
+    /// [`GpuError::CopyOutOfBounds`], a kernel fault or a driver failure.
+    pub fn copy_to_host(&self, offset: usize, dst: &mut [u8]) -> Result<(), GpuError> {
+        self.check(offset, dst.len())?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        let (driver, stream) = (self.ctx.driver, self.ctx.stream);
+        self.ctx.bind()?;
+        // SAFETY: the range was checked to lie in this live allocation; `dst` stays borrowed
+        // until the stream is synchronized.
+        unsafe {
+            driver.copy_dtoh(
+                dst.as_mut_ptr(),
+                self.ptr + offset as u64,
+                dst.len(),
+                stream,
+            )?;
+            driver.stream_synchronize(stream)
+        }
+    }
+
+    /// Sets every byte to `value`, ordered after all work queued on the device's stream.
+    ///
+    /// # Errors
+    /// A kernel fault or a driver failure.
+    pub fn fill(&mut self, value: u8) -> Result<(), GpuError> {
+        if self.len == 0 {
+            return Ok(());
+        }
+        self.ctx.bind()?;
+        // SAFETY: the whole live allocation, on this context's stream.
+        unsafe {
+            self.ctx
+                .driver
+                .memset(self.ptr, value, self.len, self.ctx.stream)
+        }
+    }
+}
+
+impl<D: Driver> Drop for GpuBuffer<D> {
+    fn drop(&mut self) {
+        if self.ptr != 0 && self.ctx.bind().is_ok() {
+            // SAFETY: allocated in this context by `GpuDevice::alloc`; freed once, here. The
+            // drivers' free waits for work using it to finish.
+            let _ = unsafe { self.ctx.driver.mem_free(self.ptr) };
+        }
+    }
+}
+
+// SAFETY: the buffer is a device address plus a shared context; see `Context`.
+unsafe impl<D: Driver> Send for GpuBuffer<D> {}
+// SAFETY: `&GpuBuffer` allows only reads of device memory (copy_to_host).
+unsafe impl<D: Driver> Sync for GpuBuffer<D> {}
+
+/// Page-locked host memory of one GPU's driver, freed on drop.
+pub struct PinnedBytes<D: Driver> {
+    ctx: Arc<Context<D>>,
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl<D: Driver> fmt::Debug for PinnedBytes<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PinnedBytes")
+            .field("device", &self.ctx.info.ordinal())
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl<D: Driver> PinnedBytes<D> {
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `len` initialized bytes (zeroed at allocation) owned by `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// The bytes, writable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and `&mut self` is the only access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl<D: Driver> Drop for PinnedBytes<D> {
+    fn drop(&mut self) {
+        if self.len != 0 && self.ctx.bind().is_ok() {
+            // SAFETY: from `host_alloc` of this driver; freed once, here. The owner of this
+            // value waited for copies using it (the borrow of an async copy ends only when
+            // its stream was synchronized).
+            let _ = unsafe { self.ctx.driver.host_free(self.ptr) };
+        }
+    }
+}
+
+// SAFETY: host memory owned by this value; the context is shared; see `Context`.
+unsafe impl<D: Driver> Send for PinnedBytes<D> {}
+// SAFETY: `&PinnedBytes` gives only shared reads.
+unsafe impl<D: Driver> Sync for PinnedBytes<D> {}
+
+struct ModuleInner<D: Driver> {
+    ctx: Arc<Context<D>>,
+    module: Handle,
+}
+
+impl<D: Driver> Drop for ModuleInner<D> {
+    fn drop(&mut self) {
+        if self.ctx.bind().is_ok() {
+            // SAFETY: the module was loaded in this context; every function holds an `Arc`
+            // of this value, so none is left.
+            let _ = unsafe { self.ctx.driver.module_unload(self.module) };
+        }
+    }
+}
+
+// SAFETY: module handles are process-wide; see `Context`.
+unsafe impl<D: Driver> Send for ModuleInner<D> {}
+// SAFETY: the module is immutable after loading.
+unsafe impl<D: Driver> Sync for ModuleInner<D> {}
+
+/// A loaded module, unloaded when the last clone and the last function of it drop.
+pub struct GpuModule<D: Driver> {
+    inner: Arc<ModuleInner<D>>,
+}
+
+impl<D: Driver> Clone for GpuModule<D> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<D: Driver> fmt::Debug for GpuModule<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GpuModule")
+            .field("device", &self.inner.ctx.info.ordinal())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: Driver> GpuModule<D> {
+    /// Looks up a kernel by its symbol name.
+    ///
+    /// # Errors
+    /// [`GpuError::InvalidKernelName`] or [`GpuError::KernelNotFound`].
+    pub fn function(&self, name: &str) -> Result<GpuFunction<D>, GpuError> {
+        let c_name = CString::new(name).map_err(|_| GpuError::InvalidKernelName {
+            name: name.to_owned(),
+        })?;
+        self.inner.ctx.bind()?;
+        // SAFETY: the module is alive while `self` is, and of the context just made current.
+        let function = unsafe {
+            self.inner
+                .ctx
+                .driver
+                .module_function(self.inner.module, name, &c_name)?
+        };
+        Ok(GpuFunction {
+            module: Arc::clone(&self.inner),
+            function,
+            name: name.to_owned(),
+        })
+    }
+}
+
+/// A kernel of a loaded module; keeps the module loaded.
+pub struct GpuFunction<D: Driver> {
+    module: Arc<ModuleInner<D>>,
+    function: Handle,
+    name: String,
+}
+
+impl<D: Driver> Clone for GpuFunction<D> {
+    fn clone(&self) -> Self {
+        Self {
+            module: Arc::clone(&self.module),
+            function: self.function,
+            name: self.name.clone(),
+        }
+    }
+}
+
+impl<D: Driver> fmt::Debug for GpuFunction<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GpuFunction")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: Driver> GpuFunction<D> {
+    /// The kernel's symbol name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The raw function handle, for code that calls the driver directly (benchmarks).
+    pub fn raw_handle(&self) -> Handle {
+        self.function
+    }
+}
+
+// SAFETY: function handles are process-wide and immutable; see `Context`.
+unsafe impl<D: Driver> Send for GpuFunction<D> {}
+// SAFETY: as above.
+unsafe impl<D: Driver> Sync for GpuFunction<D> {}
+
+/// An event of one device: a point in a stream's work to wait for or time.
+pub struct GpuEvent<D: Driver> {
+    ctx: Arc<Context<D>>,
+    event: Handle,
+}
+
+impl<D: Driver> fmt::Debug for GpuEvent<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GpuEvent")
+            .field("device", &self.ctx.info.ordinal())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: Driver> GpuEvent<D> {
+    /// Records the event after the work queued so far on the device's stream.
+    ///
+    /// # Errors
+    /// A driver failure.
+    pub fn record(&self) -> Result<(), GpuError> {
+        self.ctx.bind()?;
+        // SAFETY: the event and stream are of this live context.
+        unsafe { self.ctx.driver.event_record(self.event, self.ctx.stream) }
+    }
+
+    /// Records the event after the work queued so far on `stream`.
+    ///
+    /// # Errors
+    /// [`GpuError::WrongDevice`] or a driver failure.
+    pub fn record_on(&self, stream: &GpuStream<D>) -> Result<(), GpuError> {
+        if !Arc::ptr_eq(&stream.ctx, &self.ctx) {
+            return Err(self.ctx.wrong_device("stream", &stream.ctx));
+        }
+        self.ctx.bind()?;
+        // SAFETY: the event and stream are of this live context.
+        unsafe { self.ctx.driver.event_record(self.event, stream.stream) }
+    }
+
+    /// Waits until the work before the event's last recording has completed.
+    ///
+    /// # Errors
+    /// A kernel fault or a driver failure.
+    pub fn synchronize(&self) -> Result<(), GpuError> {
+        self.ctx.bind()?;
+        // SAFETY: the event is alive.
+        unsafe { self.ctx.driver.event_synchronize(self.event) }
+    }
+
+    /// Whether the work before the event's last recording has completed.
+    ///
+    /// # Errors
+    /// A kernel fault or a driver failure.
+    pub fn query(&self) -> Result<bool, GpuError> {
+        self.ctx.bind()?;
+        // SAFETY: the event is alive.
+        unsafe { self.ctx.driver.event_query(self.event) }
+    }
+
+    /// Milliseconds from `start` to `self`, waiting for `self` to complete.
+    ///
+    /// # Errors
+    /// A driver failure (e.g. an event never recorded).
+    pub fn elapsed_ms_since(&self, start: &GpuEvent<D>) -> Result<f32, GpuError> {
+        self.ctx.bind()?;
+        // SAFETY: both events are alive.
+        unsafe {
+            self.ctx.driver.event_synchronize(self.event)?;
+            self.ctx.driver.event_elapsed_ms(start.event, self.event)
+        }
+    }
+}
+
+impl<D: Driver> Drop for GpuEvent<D> {
+    fn drop(&mut self) {
+        if self.ctx.bind().is_ok() {
+            // SAFETY: created in this context; destroyed once.
+            let _ = unsafe { self.ctx.driver.event_destroy(self.event) };
+        }
+    }
+}
+
+// SAFETY: event handles are process-wide; see `Context`.
+unsafe impl<D: Driver> Send for GpuEvent<D> {}
+// SAFETY: as above.
+unsafe impl<D: Driver> Sync for GpuEvent<D> {}
+
+/// A stream of one device: an ordered queue of work that may overlap other streams' work.
+pub struct GpuStream<D: Driver> {
+    ctx: Arc<Context<D>>,
+    stream: Handle,
+}
+
+impl<D: Driver> fmt::Debug for GpuStream<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GpuStream")
+            .field("device", &self.ctx.info.ordinal())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: Driver> GpuStream<D> {
+    /// Waits for everything queued on the stream; a kernel fault surfaces here.
+    ///
+    /// # Errors
+    /// [`GpuError::KernelFault`] or a driver failure.
+    pub fn synchronize(&self) -> Result<(), GpuError> {
+        self.ctx.bind()?;
+        // SAFETY: the stream is alive.
+        unsafe { self.ctx.driver.stream_synchronize(self.stream) }
+    }
+
+    /// Makes later work on this stream wait for `event`'s last recording.
+    ///
+    /// # Errors
+    /// [`GpuError::WrongDevice`] or a driver failure.
+    pub fn wait(&self, event: &GpuEvent<D>) -> Result<(), GpuError> {
+        if !Arc::ptr_eq(&event.ctx, &self.ctx) {
+            return Err(self.ctx.wrong_device("event", &event.ctx));
+        }
+        self.ctx.bind()?;
+        // SAFETY: both are alive and of this context.
+        unsafe { self.ctx.driver.stream_wait_event(self.stream, event.event) }
+    }
+
+    /// Queues a copy of `len` bytes from host `src` to device `dst` on this stream.
+    ///
+    /// # Safety
+    /// `dst..dst + len` lies in a live allocation of this device; `src` is readable for
+    /// `len` bytes, page-locked (or the copy is synchronous), and neither freed nor written
+    /// until the stream has passed the copy.
+    ///
+    /// # Errors
+    /// A driver failure.
+    pub unsafe fn copy_htod(&self, dst: u64, src: *const u8, len: usize) -> Result<(), GpuError> {
+        self.ctx.bind()?;
+        // SAFETY: the caller's contract.
+        unsafe { self.ctx.driver.copy_htod(dst, src, len, self.stream) }
+    }
+
+    /// Queues a copy of `len` bytes from device `src` to host `dst` on this stream.
+    ///
+    /// # Safety
+    /// `src..src + len` lies in a live allocation of this device; `dst` is writable for
+    /// `len` bytes, page-locked (or the copy is synchronous), and neither freed nor accessed
+    /// until the stream has passed the copy.
+    ///
+    /// # Errors
+    /// A driver failure.
+    pub unsafe fn copy_dtoh(&self, dst: *mut u8, src: u64, len: usize) -> Result<(), GpuError> {
+        self.ctx.bind()?;
+        // SAFETY: the caller's contract.
+        unsafe { self.ctx.driver.copy_dtoh(dst, src, len, self.stream) }
+    }
+
+    /// Starts recording the work queued on this stream into a graph instead of running it.
+    ///
+    /// # Errors
+    /// A driver failure (e.g. already recording).
+    pub fn begin_capture(&self) -> Result<(), GpuError> {
+        self.ctx.bind()?;
+        // SAFETY: the stream is alive.
+        unsafe { self.ctx.driver.capture_begin(self.stream) }
+    }
+
+    /// Ends the recording begun by [`GpuStream::begin_capture`] and instantiates it.
+    ///
+    /// # Errors
+    /// A driver failure (e.g. an operation that cannot be captured was queued).
+    pub fn end_capture(&self) -> Result<GpuGraph<D>, GpuError> {
+        self.ctx.bind()?;
+        let driver = self.ctx.driver;
+        // SAFETY: the stream is alive and recording.
+        let graph = unsafe { driver.capture_end(self.stream)? };
+        // SAFETY: `graph` was just made by the driver.
+        let exec = match unsafe { driver.graph_instantiate(graph) } {
+            Ok(exec) => exec,
+            Err(e) => {
+                // SAFETY: as above; not used afterwards.
+                let _ = unsafe { driver.graph_destroy(graph) };
+                return Err(e);
+            }
+        };
+        Ok(GpuGraph {
+            ctx: Arc::clone(&self.ctx),
+            graph,
+            exec,
+        })
+    }
+
+    /// Queues one replay of `graph` on this stream.
+    ///
+    /// # Errors
+    /// [`GpuError::WrongDevice`] or a driver failure.
+    pub fn launch_graph(&self, graph: &GpuGraph<D>) -> Result<(), GpuError> {
+        if !Arc::ptr_eq(&graph.ctx, &self.ctx) {
+            return Err(self.ctx.wrong_device("graph", &graph.ctx));
+        }
+        self.ctx.bind()?;
+        // SAFETY: both are alive and of this context.
+        unsafe { self.ctx.driver.graph_launch(graph.exec, self.stream) }
+    }
+
+    /// The raw stream handle.
+    pub fn raw_handle(&self) -> Handle {
+        self.stream
+    }
+}
+
+impl<D: Driver> Drop for GpuStream<D> {
+    fn drop(&mut self) {
+        if self.ctx.bind().is_ok() {
+            // SAFETY: created in this context; destroyed once (queued work still completes).
+            let _ = unsafe { self.ctx.driver.stream_destroy(self.stream) };
+        }
+    }
+}
+
+// SAFETY: stream handles are process-wide; see `Context`.
+unsafe impl<D: Driver> Send for GpuStream<D> {}
+// SAFETY: the driver's stream calls are thread-safe.
+unsafe impl<D: Driver> Sync for GpuStream<D> {}
+
+/// A recorded sequence of work and its executable instance, replayed with
+/// [`GpuStream::launch_graph`].
+pub struct GpuGraph<D: Driver> {
+    ctx: Arc<Context<D>>,
+    graph: Handle,
+    exec: Handle,
+}
+
+impl<D: Driver> fmt::Debug for GpuGraph<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GpuGraph")
+            .field("device", &self.ctx.info.ordinal())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: Driver> Drop for GpuGraph<D> {
+    fn drop(&mut self) {
+        if self.ctx.bind().is_ok() {
+            // SAFETY: made in this context; destroyed once. Replays already queued keep
+            // their own reference in the driver.
+            unsafe {
+                let _ = self.ctx.driver.graph_exec_destroy(self.exec);
+                let _ = self.ctx.driver.graph_destroy(self.graph);
+            }
+        }
+    }
+}
+
+// SAFETY: graph handles are process-wide; see `Context`.
+unsafe impl<D: Driver> Send for GpuGraph<D> {}
+// SAFETY: replays only read the instance.
+unsafe impl<D: Driver> Sync for GpuGraph<D> {}

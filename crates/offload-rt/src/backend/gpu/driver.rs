@@ -1,0 +1,286 @@
+//! What a GPU driver must provide: the small set of raw calls the generic layer
+//! ([`super::GpuDevice`], [`super::GpuBackend`]) is written over. A new driver is one file
+//! implementing this trait over its entry points.
+//!
+//! Handles are the driver's own (`CUstream`, `hipModule_t`, ...) as raw pointers; the
+//! generic layer owns them through RAII types and calls these functions with the device's
+//! context made current on the calling thread ([`Driver::context_bind`]) first.
+
+use std::borrow::Cow;
+use std::ffi::{CStr, c_void};
+use std::fmt;
+
+use super::{Api, GpuError, GpuImageKind};
+use crate::backend::DeviceKind;
+use crate::select::DeviceTarget;
+
+/// A raw driver handle: a context, stream, module, function, event, graph or graph instance.
+pub type Handle = *mut c_void;
+
+/// What a driver says about one device, as the generic layer needs it.
+pub trait DeviceInfo: Clone + fmt::Debug + Send + Sync + 'static {
+    /// The ordinal (`cuda:N`, `hip:N`).
+    fn ordinal(&self) -> usize;
+    /// The marketing name.
+    fn name(&self) -> &str;
+    /// The architecture image selection matches: `sm_90`, `gfx90a:sramecc+:xnack-`.
+    fn arch(&self) -> String;
+    /// The device as image selection sees it.
+    fn target(&self) -> DeviceTarget<'_>;
+}
+
+/// The raw calls of one GPU driver API.
+///
+/// # Safety of the `unsafe` methods
+/// Unless a method says otherwise: every handle passed was created by this driver on the
+/// device whose context is current on the calling thread, and is live; device address ranges
+/// lie inside live allocations of that device; host pointers are valid for the length given
+/// until the operation has completed (a stream synchronization or, for synchronous calls,
+/// the return).
+#[expect(
+    clippy::missing_safety_doc,
+    reason = "the trait's contract above covers every method"
+)]
+pub trait Driver: Send + Sync + Sized + 'static {
+    /// Which API this is.
+    const API: Api;
+    /// The device kind its devices are.
+    const KIND: DeviceKind;
+    /// What it says about a device.
+    type Info: DeviceInfo;
+
+    /// The process-wide driver, loaded and initialized on first use; the error says why
+    /// this machine cannot use it.
+    fn get() -> Result<&'static Self, GpuError>;
+    /// The driver's name and message for a status code.
+    fn describe(&self, code: i32) -> (String, String);
+    /// Whether a status code means that a kernel faulted (the device is unusable
+    /// afterwards).
+    fn is_kernel_fault(code: i32) -> bool;
+    /// The driver's success code.
+    const SUCCESS: i32 = 0;
+
+    /// The [`GpuError`] for a failing `code` returned by `call`; faults of an earlier kernel
+    /// (reported by whatever call comes next) become [`GpuError::KernelFault`].
+    fn error(&self, call: &'static str, code: i32) -> GpuError {
+        let (name, message) = self.describe(code);
+        if Self::is_kernel_fault(code) {
+            GpuError::KernelFault {
+                call,
+                code,
+                name,
+                message,
+            }
+        } else {
+            GpuError::Driver {
+                call,
+                code,
+                name,
+                message,
+            }
+        }
+    }
+
+    /// `Ok` for [`Driver::SUCCESS`], else [`Driver::error`].
+    fn check(&self, call: &'static str, code: i32) -> Result<(), GpuError> {
+        if code == Self::SUCCESS {
+            Ok(())
+        } else {
+            Err(self.error(call, code))
+        }
+    }
+    /// Number of devices.
+    fn device_count(&self) -> Result<usize, GpuError>;
+    /// Describes device `ordinal` (< [`Driver::device_count`]).
+    fn device_info(&self, ordinal: usize) -> Result<Self::Info, GpuError>;
+
+    /// Makes the device usable by this process and current on the calling thread; returns
+    /// its context (CUDA's primary context; null where the driver has none).
+    fn context_open(&self, info: &Self::Info) -> Result<Handle, GpuError>;
+    /// Undoes [`Driver::context_open`]; nothing of the context is used afterwards.
+    unsafe fn context_close(&self, info: &Self::Info, ctx: Handle);
+    /// Makes the device's context current on the calling thread unless the driver says it
+    /// is: other code on the thread (cuBLAS, the runtime API) may have changed it. `ctx`
+    /// came from [`Driver::context_open`] for `info` and was not closed.
+    unsafe fn context_bind(&self, info: &Self::Info, ctx: Handle) -> Result<(), GpuError>;
+
+    /// (free, total) device memory.
+    fn mem_info(&self) -> Result<(usize, usize), GpuError>;
+    /// Allocates `bytes` (> 0) of device memory.
+    fn mem_alloc(&self, bytes: usize) -> Result<u64, GpuError>;
+    /// Frees device memory from [`Driver::mem_alloc`]; waits for work using it.
+    unsafe fn mem_free(&self, ptr: u64) -> Result<(), GpuError>;
+    /// Allocates `bytes` (> 0) of page-locked host memory the device can copy from
+    /// asynchronously.
+    fn host_alloc(&self, bytes: usize) -> Result<*mut u8, GpuError>;
+    /// Frees memory from [`Driver::host_alloc`].
+    unsafe fn host_free(&self, ptr: *mut u8) -> Result<(), GpuError>;
+
+    /// A new stream: an ordered queue of work, which may overlap other streams' work.
+    fn stream_create(&self) -> Result<Handle, GpuError>;
+    /// Destroys a stream (its queued work still completes).
+    unsafe fn stream_destroy(&self, stream: Handle) -> Result<(), GpuError>;
+    /// Waits for everything queued on `stream`; a kernel fault surfaces here.
+    unsafe fn stream_synchronize(&self, stream: Handle) -> Result<(), GpuError>;
+    /// Makes later work on `stream` wait until `event` has completed.
+    unsafe fn stream_wait_event(&self, stream: Handle, event: Handle) -> Result<(), GpuError>;
+
+    /// Queues a copy of `len` bytes from host `src` to device `dst` on `stream`.
+    unsafe fn copy_htod(
+        &self,
+        dst: u64,
+        src: *const u8,
+        len: usize,
+        stream: Handle,
+    ) -> Result<(), GpuError>;
+    /// Queues a copy of `len` bytes from device `src` to host `dst` on `stream`.
+    unsafe fn copy_dtoh(
+        &self,
+        dst: *mut u8,
+        src: u64,
+        len: usize,
+        stream: Handle,
+    ) -> Result<(), GpuError>;
+    /// Queues a copy of `len` bytes between device ranges on `stream`.
+    unsafe fn copy_dtod(
+        &self,
+        dst: u64,
+        src: u64,
+        len: usize,
+        stream: Handle,
+    ) -> Result<(), GpuError>;
+    /// Queues setting `len` bytes at `dst` to `value` on `stream`.
+    unsafe fn memset(
+        &self,
+        dst: u64,
+        value: u8,
+        len: usize,
+        stream: Handle,
+    ) -> Result<(), GpuError>;
+
+    /// The loader's kind for an image of `kind` (an offload image's kind).
+    fn loader_kind(kind: offload_format::ImageKind) -> GpuImageKind;
+    /// Checks an image of `kind` and returns the bytes to hand the loader, so that the
+    /// driver never reads past its end.
+    fn prepare_image<'a>(
+        &self,
+        image: &'a [u8],
+        kind: GpuImageKind,
+    ) -> Result<Cow<'a, [u8]>, GpuError>;
+    /// Loads a module from bytes [`Driver::prepare_image`] returned.
+    unsafe fn module_load(
+        &self,
+        image: &[u8],
+        kind: GpuImageKind,
+        info: &Self::Info,
+    ) -> Result<Handle, GpuError>;
+    /// Unloads a module none of whose functions is used afterwards.
+    unsafe fn module_unload(&self, module: Handle) -> Result<(), GpuError>;
+    /// Looks up kernel `name` (`c_name` is the same, NUL-terminated) in `module`;
+    /// [`GpuError::KernelNotFound`] when absent.
+    unsafe fn module_function(
+        &self,
+        module: Handle,
+        name: &str,
+        c_name: &CStr,
+    ) -> Result<Handle, GpuError>;
+    /// Before a launch of `function` with `dynamic` bytes of dynamic shared memory: checks
+    /// them against the device, opting the kernel in where the driver needs it.
+    unsafe fn prepare_shared(
+        &self,
+        function: Handle,
+        kernel: &str,
+        dynamic: u32,
+        info: &Self::Info,
+    ) -> Result<(), GpuError>;
+    /// Queues a launch of `function` on `stream`; `params` holds one pointer per kernel
+    /// parameter, each to a value of the parameter's type (the launch ABI).
+    unsafe fn launch(
+        &self,
+        function: Handle,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_mem_bytes: u32,
+        stream: Handle,
+        params: *const *mut c_void,
+    ) -> Result<(), GpuError>;
+
+    /// A new event that can be timed.
+    fn event_create(&self) -> Result<Handle, GpuError>;
+    /// Destroys an event.
+    unsafe fn event_destroy(&self, event: Handle) -> Result<(), GpuError>;
+    /// Records `event` after the work queued so far on `stream`.
+    unsafe fn event_record(&self, event: Handle, stream: Handle) -> Result<(), GpuError>;
+    /// Waits until `event` has completed.
+    unsafe fn event_synchronize(&self, event: Handle) -> Result<(), GpuError>;
+    /// Whether `event` has completed, without waiting.
+    unsafe fn event_query(&self, event: Handle) -> Result<bool, GpuError>;
+    /// Milliseconds between two completed events.
+    unsafe fn event_elapsed_ms(&self, start: Handle, end: Handle) -> Result<f32, GpuError>;
+
+    /// Starts recording the work queued on `stream` into a graph instead of running it.
+    unsafe fn capture_begin(&self, stream: Handle) -> Result<(), GpuError>;
+    /// Ends the recording; returns the graph.
+    unsafe fn capture_end(&self, stream: Handle) -> Result<Handle, GpuError>;
+    /// An executable instance of `graph`.
+    unsafe fn graph_instantiate(&self, graph: Handle) -> Result<Handle, GpuError>;
+    /// Queues one replay of an instance on `stream`.
+    unsafe fn graph_launch(&self, exec: Handle, stream: Handle) -> Result<(), GpuError>;
+    /// Destroys a graph.
+    unsafe fn graph_destroy(&self, graph: Handle) -> Result<(), GpuError>;
+    /// Destroys a graph instance.
+    unsafe fn graph_exec_destroy(&self, exec: Handle) -> Result<(), GpuError>;
+}
+
+/// Writes the [`Driver`] methods that hand their arguments to one entry point of the
+/// implementing table and turn its status into a `Result` through the table's own
+/// `check(call, code)`:
+///
+/// - `unsafe fn m(a: T) => entry(a, ...);` returns `Result<(), GpuError>`;
+/// - `[unsafe] fn m(a: T) -> |out| entry(&raw mut out, ...);` returns the handle the entry
+///   point writes to `out`;
+/// - `unsafe fn m(a: T) -> |out: U = init| entry(&raw mut out, ...);` returns the `U` it
+///   writes.
+///
+/// The `unsafe` methods rely on the [`Driver`] contract (live handles of the current
+/// context), which is exactly what the entry points require.
+macro_rules! forward_calls {
+    () => {};
+    (unsafe fn $method:ident($($arg:ident: $ty:ty),*) => $entry:ident($($call:expr),*); $($rest:tt)*) => {
+        unsafe fn $method(&self, $($arg: $ty),*) -> Result<(), $crate::backend::gpu::GpuError> {
+            // SAFETY: the Driver trait's contract covers every handle and range passed.
+            self.check(stringify!($entry), unsafe { (self.$entry)($($call),*) })
+        }
+        $crate::backend::gpu::driver::forward_calls!($($rest)*);
+    };
+    (unsafe fn $method:ident($($arg:ident: $ty:ty),*) -> |$out:ident| $entry:ident($($call:expr),*); $($rest:tt)*) => {
+        unsafe fn $method(&self, $($arg: $ty),*) -> Result<$crate::backend::gpu::Handle, $crate::backend::gpu::GpuError> {
+            let mut $out: $crate::backend::gpu::Handle = std::ptr::null_mut();
+            // SAFETY: the Driver trait's contract covers every handle passed; the entry
+            // point writes one handle to `out`.
+            self.check(stringify!($entry), unsafe { (self.$entry)($($call),*) })?;
+            Ok($out)
+        }
+        $crate::backend::gpu::driver::forward_calls!($($rest)*);
+    };
+    (unsafe fn $method:ident($($arg:ident: $ty:ty),*) -> |$out:ident: $out_ty:ty = $init:literal| $entry:ident($($call:expr),*); $($rest:tt)*) => {
+        unsafe fn $method(&self, $($arg: $ty),*) -> Result<$out_ty, $crate::backend::gpu::GpuError> {
+            let mut $out: $out_ty = $init;
+            // SAFETY: the Driver trait's contract covers every handle passed; the entry
+            // point writes one value to `out`.
+            self.check(stringify!($entry), unsafe { (self.$entry)($($call),*) })?;
+            Ok($out)
+        }
+        $crate::backend::gpu::driver::forward_calls!($($rest)*);
+    };
+    (fn $method:ident($($arg:ident: $ty:ty),*) -> |$out:ident| $entry:ident($($call:expr),*); $($rest:tt)*) => {
+        fn $method(&self, $($arg: $ty),*) -> Result<$crate::backend::gpu::Handle, $crate::backend::gpu::GpuError> {
+            let mut $out: $crate::backend::gpu::Handle = std::ptr::null_mut();
+            // SAFETY: the entry point only writes one new handle to `out`.
+            self.check(stringify!($entry), unsafe { (self.$entry)($($call),*) })?;
+            Ok($out)
+        }
+        $crate::backend::gpu::driver::forward_calls!($($rest)*);
+    };
+}
+pub(crate) use forward_calls;
