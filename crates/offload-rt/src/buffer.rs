@@ -62,9 +62,11 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         Ok(buf)
     }
 
-    /// Overwrites the buffer with `data` (same length).
+    /// Overwrites the buffer with `data` (same length), after the work queued before it on
+    /// the device's default stream (and, on the CPU device, on all its streams).
     pub fn copy_from(&mut self, data: &[T]) -> Result<()> {
         self.check_len(data.len())?;
+        self.device.quiesce_queues();
         // SAFETY: the allocation holds `len` elements, as many bytes as `data`.
         unsafe {
             self.device
@@ -74,9 +76,13 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         .map_err(|e| self.device.with_fault_context(e))
     }
 
-    /// Copies the buffer into `out` (same length), after every earlier launch.
+    /// Copies the buffer into `out` (same length), after every earlier launch on the
+    /// device's default stream (and, on the CPU device, on all its streams); work on a GPU
+    /// stream is waited for with [`Stream::synchronize`](crate::Stream::synchronize) or an
+    /// event.
     pub fn copy_to(&self, out: &mut [T]) -> Result<()> {
         self.check_len(out.len())?;
+        self.device.quiesce_queues();
         // SAFETY: the allocation holds `len` elements, as many bytes as `out`.
         unsafe {
             self.device
@@ -97,6 +103,17 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         }
         self.copy_to(&mut out)?;
         Ok(out)
+    }
+
+    /// Overwrites the buffer with the contents of `src` (same length), which may live on
+    /// another device: the copy is staged through host memory.
+    ///
+    /// # Errors
+    /// [`Error::LengthMismatch`] or a failure of either device.
+    pub fn copy_from_buffer(&mut self, src: &DeviceBuffer<T>) -> Result<()> {
+        self.check_len(src.len)?;
+        let staged = src.to_vec()?;
+        self.copy_from(&staged)
     }
 
     /// Number of elements.
@@ -149,6 +166,9 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
 
 impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
     fn drop(&mut self) {
+        // The CPU device's queued work may still use the memory; GPU drivers' free waits for
+        // work using it by itself.
+        self.device.quiesce_queues();
         // SAFETY: `ptr` came from this device's `alloc_zeroed` and is freed only here. A free
         // failing (a GPU context already lost) leaves nothing else to do.
         let _ = unsafe { self.device.backend().free(self.ptr) };

@@ -170,6 +170,22 @@ pub enum Error {
         /// Kernel name.
         kernel: String,
     },
+    /// An object of one device (a buffer, event or graph) used on another's stream.
+    #[error("the {what} belongs to {owner}, not to {used_on}")]
+    OtherDevice {
+        /// What was passed.
+        what: &'static str,
+        /// Its device.
+        owner: String,
+        /// The device it was used on.
+        used_on: String,
+    },
+    /// A graph recording (stream capture) was misused.
+    #[error("stream capture: {reason}")]
+    Capture {
+        /// What went wrong.
+        reason: String,
+    },
     /// A worker thread of the CPU device could not be started.
     #[error("starting CPU device worker thread failed")]
     Worker(#[source] std::io::Error),

@@ -4,20 +4,27 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use crate::backend::cpu::CpuBackend;
 use crate::backend::{Backend, DeviceKind, KernelHandle, Module};
 use crate::error::{Error, Result};
 use crate::launch::LaunchConfig;
 use crate::registry::{self, ImageInfo};
+use crate::stream::{QueueRef, Stream, StreamImpl};
+
+/// A kernel resolved on a device, found by the addresses of its module and kernel names.
+type Resolved = (Arc<Loaded>, KernelHandle);
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// A device kernels run on. Cheap to clone (clones share the device).
+/// A device kernels run on. Cheap to clone (clones share the device). The device of a
+/// [`Stream`](crate::Stream) ([`Stream::device`](crate::Stream::device)) queues its launches
+/// on that stream.
 #[derive(Clone)]
 pub struct Device {
     inner: Arc<Inner>,
+    stream: Option<Arc<StreamImpl>>,
 }
 
 struct Inner {
@@ -26,10 +33,14 @@ struct Inner {
     backend: Box<dyn Backend>,
     modules: Mutex<HashMap<&'static str, Arc<Loaded>>>,
     last: Mutex<Option<LaunchReport>>,
+    queues: Mutex<Vec<QueueRef>>,
+    /// Kernels already resolved (module loaded, function looked up), so that a launch of one
+    /// costs a read lock and a hash of two addresses before the driver call.
+    resolved: RwLock<HashMap<(usize, usize), Resolved>>,
 }
 
 struct Loaded {
-    module: Box<dyn Module>,
+    module: Arc<dyn Module>,
     image: Arc<ImageInfo>,
     kernels: Mutex<HashMap<&'static str, KernelHandle>>,
 }
@@ -76,7 +87,10 @@ impl Device {
                 backend,
                 modules: Mutex::new(HashMap::new()),
                 last: Mutex::new(None),
+                queues: Mutex::new(Vec::new()),
+                resolved: RwLock::new(HashMap::new()),
             }),
+            stream: None,
         }
     }
 
@@ -194,6 +208,46 @@ impl Device {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
+    /// This device, its launches queued on `stream`.
+    pub(crate) fn bound_to(&self, stream: Arc<StreamImpl>) -> Device {
+        Device {
+            inner: Arc::clone(&self.inner),
+            stream: Some(stream),
+        }
+    }
+
+    /// This device, not bound to a stream.
+    pub(crate) fn unbound(&self) -> Device {
+        Device {
+            inner: Arc::clone(&self.inner),
+            stream: None,
+        }
+    }
+
+    /// The stream this handle queues its launches on, if any.
+    pub(crate) fn stream_impl(&self) -> Option<&StreamImpl> {
+        self.stream.as_deref()
+    }
+
+    pub(crate) fn register_queue(&self, queue: QueueRef) {
+        let mut queues = self.inner.queues.lock().unwrap_or_else(|e| e.into_inner());
+        queues.retain(|q| q.strong_count() > 0);
+        queues.push(queue);
+    }
+
+    /// Waits for the work queued on this device's queues (the CPU device's streams): its
+    /// device memory is host memory, which must not be freed or copied while a queued
+    /// launch or copy may use it.
+    pub(crate) fn quiesce_queues(&self) {
+        let queues: Vec<_> = {
+            let queues = self.inner.queues.lock().unwrap_or_else(|e| e.into_inner());
+            queues.iter().filter_map(std::sync::Weak::upgrade).collect()
+        };
+        for queue in queues {
+            queue.drain();
+        }
+    }
+
     fn module(&self, module: &'static str) -> Result<Arc<Loaded>> {
         let mut modules = self.inner.modules.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(m) = modules.get(module) {
@@ -204,7 +258,7 @@ impl Device {
         })?;
         let loaded = Arc::new(Loaded {
             image: Arc::new(loaded.image().clone()),
-            module: loaded,
+            module: Arc::from(loaded),
             kernels: Mutex::new(HashMap::new()),
         });
         modules.insert(module, Arc::clone(&loaded));
@@ -228,6 +282,43 @@ impl Device {
         config: &LaunchConfig,
         params: &[*mut c_void],
     ) -> Result<LaunchReport> {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.launch_inner(module, kernel, config, params, None) }
+    }
+
+    /// [`Device::launch_raw`] with the size of each parameter, so that a stream of the CPU
+    /// device can keep copies of the values. The typed handles made by `#[kernel]` call this.
+    ///
+    /// # Safety
+    /// As [`Device::launch_raw`]; `params[i]` points at `sizes[i]` bytes.
+    #[doc(hidden)]
+    pub unsafe fn launch_sized(
+        &self,
+        module: &'static str,
+        kernel: &'static str,
+        config: &LaunchConfig,
+        params: &[*mut c_void],
+        sizes: &[usize],
+    ) -> Result<LaunchReport> {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.launch_inner(module, kernel, config, params, Some(sizes)) }
+    }
+
+    /// The module and handle of `kernel`, resolved once per device.
+    fn resolve(&self, module: &'static str, kernel: &'static str) -> Result<Resolved> {
+        let key = (
+            module.as_ptr().addr() ^ module.len(),
+            kernel.as_ptr().addr() ^ kernel.len(),
+        );
+        if let Some(found) = self
+            .inner
+            .resolved
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
+            return Ok(found.clone());
+        }
         let loaded = self.module(module)?;
         let handle = {
             let mut kernels = loaded.kernels.lock().unwrap_or_else(|e| e.into_inner());
@@ -240,9 +331,43 @@ impl Device {
                 }
             }
         };
-        // SAFETY: forwarded from this function's contract; `handle` is from this module.
-        unsafe { loaded.module.launch(handle, kernel, config, params) }
-            .map_err(|e| self.with_fault_context(e))?;
+        let resolved = (loaded, handle);
+        self.inner
+            .resolved
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, resolved.clone());
+        Ok(resolved)
+    }
+
+    /// # Safety
+    /// As [`Device::launch_raw`]; with `sizes`, `params[i]` points at `sizes[i]` bytes.
+    unsafe fn launch_inner(
+        &self,
+        module: &'static str,
+        kernel: &'static str,
+        config: &LaunchConfig,
+        params: &[*mut c_void],
+        sizes: Option<&[usize]>,
+    ) -> Result<LaunchReport> {
+        let (loaded, handle) = self.resolve(module, kernel)?;
+        match self.stream.as_deref() {
+            // SAFETY: forwarded from this function's contract; `handle` is from this module.
+            None => unsafe { loaded.module.launch(handle, kernel, config, params) },
+            // SAFETY: as above; the stream is this device's.
+            Some(stream) => unsafe {
+                Stream::queue_launch(
+                    stream,
+                    &loaded.module,
+                    handle,
+                    kernel,
+                    config,
+                    params,
+                    sizes,
+                )
+            },
+        }
+        .map_err(|e| self.with_fault_context(e))?;
         let report = LaunchReport {
             kernel,
             module,

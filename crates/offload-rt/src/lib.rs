@@ -48,6 +48,8 @@ mod launch;
 pub mod registry;
 #[cfg(feature = "host")]
 pub mod select;
+#[cfg(feature = "host")]
+mod stream;
 
 #[cfg(feature = "host")]
 pub use buffer::DeviceBuffer;
@@ -57,6 +59,8 @@ pub use error::{Error, Result};
 pub use host::{Device, LaunchReport};
 #[cfg(feature = "host")]
 pub use launch::{LaunchConfig, LaunchShape, MAX_BLOCK_DIM, MAX_GRID_DIM, MAX_THREADS_PER_BLOCK};
+#[cfg(feature = "host")]
+pub use stream::{DeviceEntry, Event, Graph, PinnedBuffer, Stream};
 
 pub use device::{DeviceCopy, KernelScalar};
 
@@ -121,13 +125,14 @@ macro_rules! __kernel_launch_impl {
                 let params: &[*mut $crate::__private::c_void] = &[
                     $( (&raw const $arg).cast_mut().cast::<$crate::__private::c_void>(), )*
                 ];
+                let sizes: &[usize] = &[ $( ::core::mem::size_of_val(&$arg), )* ];
                 // SAFETY: `params` holds one pointer per parameter, in order, to a value of
                 // the parameter's type: this impl is generated from the kernel's signature
                 // (scalars by value, device pointers as the u64 address of a buffer checked to
                 // belong to `device`). The borrows of the buffers last for this call, and
                 // freeing a buffer is ordered after the launch by the backend. What the kernel
                 // does with the pointers (bounds) is the kernel's own `unsafe` contract.
-                unsafe { device.launch_raw(env!("CARGO_CRATE_NAME"), $name, &config, params) }
+                unsafe { device.launch_sized(env!("CARGO_CRATE_NAME"), $name, &config, params, sizes) }
             }
         }
     };

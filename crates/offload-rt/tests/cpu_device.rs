@@ -11,7 +11,7 @@ use offload_format::{ImageKind, OffloadBinary, OffloadKind};
 use offload_rt::registry::{
     __offload_register_lib, OFFLOAD_DESCRIPTOR_MAGIC, OFFLOAD_DESCRIPTOR_VERSION, OffloadDescriptor,
 };
-use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig};
+use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig, PinnedBuffer};
 use offload_rt_test_kernels as k;
 
 const MODULE: &str = "offload_rt_test_kernels";
@@ -367,4 +367,175 @@ fn divergent_barrier_is_reported_then_handled() {
         .launch(&dev, LaunchConfig::linear(4, 32), &mut out)
         .unwrap();
     assert!(out.to_vec().unwrap().iter().all(|&v| v == 1));
+}
+
+/// Small integers as floats: `a * x + y` is exact, so every order of work gives the same bits.
+fn exact_inputs(n: u32) -> (Vec<f32>, Vec<f32>) {
+    let x = (0..n).map(|i| (i % 13) as f32).collect();
+    let y = (0..n).map(|i| (i % 5) as f32).collect();
+    (x, y)
+}
+
+#[test]
+fn a_stream_runs_copies_and_launches_in_order() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let stream = dev.stream().unwrap();
+    let n = 100_003u32;
+    let (x, y) = exact_inputs(n);
+    let px = PinnedBuffer::from_slice(&dev, &x).unwrap();
+    let py = PinnedBuffer::from_slice(&dev, &y).unwrap();
+    let mut out = PinnedBuffer::<f32>::zeroed(&dev, n as usize).unwrap();
+    let mut dx = DeviceBuffer::<f32>::zeroed(&dev, n as usize).unwrap();
+    let mut dy = DeviceBuffer::<f32>::zeroed(&dev, n as usize).unwrap();
+    stream.copy_to_device(&mut dx, &px).unwrap();
+    stream.copy_to_device(&mut dy, &py).unwrap();
+    for a in [1.0, 2.0, 3.0] {
+        k::saxpy
+            .launch(
+                stream.device(),
+                LaunchConfig::for_num_elems(n),
+                n,
+                a,
+                &dx,
+                &mut dy,
+            )
+            .unwrap();
+    }
+    stream.copy_to_host(&mut out, &dy).unwrap();
+    // The accessor waits for the copy into the buffer.
+    let got = out.as_slice().unwrap();
+    for i in 0..n as usize {
+        assert_eq!(got[i], y[i] + 6.0 * x[i], "element {i}");
+    }
+    stream.synchronize().unwrap();
+}
+
+#[test]
+fn events_order_two_streams_and_time_work() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let (producer, consumer) = (dev.stream().unwrap(), dev.stream().unwrap());
+    let n = 200_000u32;
+    let (x, y) = exact_inputs(n);
+    let px = PinnedBuffer::from_slice(&dev, &x).unwrap();
+    let mut dx = DeviceBuffer::<f32>::zeroed(&dev, n as usize).unwrap();
+    let mut dy = DeviceBuffer::from_slice(&dev, &y).unwrap();
+    let start = producer.record().unwrap();
+    producer.copy_to_device(&mut dx, &px).unwrap();
+    k::saxpy
+        .launch(
+            producer.device(),
+            LaunchConfig::for_num_elems(n),
+            n,
+            2.0,
+            &dx,
+            &mut dy,
+        )
+        .unwrap();
+    let done = producer.record().unwrap();
+    // The consumer's copy waits for the producer's launch.
+    consumer.wait(&done).unwrap();
+    let mut out = PinnedBuffer::<f32>::zeroed(&dev, n as usize).unwrap();
+    consumer.copy_to_host(&mut out, &dy).unwrap();
+    consumer.synchronize().unwrap();
+    assert!(done.query().unwrap());
+    let got = out.as_slice().unwrap();
+    assert!((0..n as usize).all(|i| got[i] == y[i] + 2.0 * x[i]));
+    let elapsed = done.elapsed_since(&start).unwrap();
+    assert!(elapsed < std::time::Duration::from_secs(60), "{elapsed:?}");
+}
+
+#[test]
+fn a_graph_replays_recorded_launches() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let stream = dev.stream().unwrap();
+    let n = 50_000u32;
+    let (x, y) = exact_inputs(n);
+    let dx = DeviceBuffer::from_slice(&dev, &x).unwrap();
+    let mut dy = DeviceBuffer::from_slice(&dev, &y).unwrap();
+    stream.begin_capture().unwrap();
+    for _ in 0..4 {
+        k::saxpy
+            .launch(
+                stream.device(),
+                LaunchConfig::for_num_elems(n),
+                n,
+                1.0,
+                &dx,
+                &mut dy,
+            )
+            .unwrap();
+    }
+    let graph = stream.end_capture().unwrap();
+    // Recording ran nothing.
+    stream.synchronize().unwrap();
+    assert_eq!(dy.to_vec().unwrap(), y);
+    for _ in 0..3 {
+        // SAFETY: `dx` and `dy`, which the recorded launches use, outlive the replays,
+        // which are waited for below before the host reads `dy`.
+        unsafe { stream.launch_graph(&graph) }.unwrap();
+    }
+    stream.synchronize().unwrap();
+    let got = dy.to_vec().unwrap();
+    assert!((0..n as usize).all(|i| got[i] == y[i] + 12.0 * x[i]));
+}
+
+#[test]
+fn stream_misuse_is_a_typed_error() {
+    if !setup() {
+        return;
+    }
+    let (a, b) = (Device::cpu(), Device::cpu());
+    let (sa, sb) = (a.stream().unwrap(), b.stream().unwrap());
+    let event = sb.record().unwrap();
+    match sa.wait(&event) {
+        Err(Error::OtherDevice { what: "event", .. }) => {}
+        other => panic!("expected OtherDevice, got {other:?}"),
+    }
+    assert!(matches!(sa.end_capture(), Err(Error::Capture { .. })));
+    sa.begin_capture().unwrap();
+    assert!(matches!(sa.begin_capture(), Err(Error::Capture { .. })));
+    assert!(matches!(sa.record(), Err(Error::Capture { .. })));
+    sa.end_capture().unwrap();
+    let pinned = PinnedBuffer::<f32>::zeroed(&a, 3).unwrap();
+    let mut short = DeviceBuffer::<f32>::zeroed(&a, 2).unwrap();
+    assert!(matches!(
+        sa.copy_to_device(&mut short, &pinned),
+        Err(Error::LengthMismatch { device: 2, host: 3 })
+    ));
+    let mut other = DeviceBuffer::<f32>::zeroed(&b, 3).unwrap();
+    assert!(matches!(
+        sa.copy_to_device(&mut other, &pinned),
+        Err(Error::OtherDevice { .. })
+    ));
+    // A launch error of queued work (a kernel whose barrier divergence the CPU device finds
+    // only while running it) comes back from `synchronize`.
+    let mut out = DeviceBuffer::<u32>::zeroed(&a, 4 * 32).unwrap();
+    k::divergent
+        .launch(sa.device(), LaunchConfig::linear(4, 32), &mut out)
+        .unwrap();
+    assert!(matches!(
+        sa.synchronize(),
+        Err(Error::DivergentBarrier { .. })
+    ));
+    sa.synchronize().unwrap();
+}
+
+#[test]
+fn every_device_is_listed_with_the_cpu_last() {
+    let all = Device::all();
+    let cpu = all.last().unwrap();
+    assert_eq!(cpu.spec, "cpu");
+    assert!(cpu.compute_units >= 1);
+    for entry in &all {
+        Device::from_spec(&entry.spec).unwrap();
+    }
 }

@@ -378,3 +378,97 @@ fn gpu_device_buffers_round_trip_like_the_cpu() {
     assert!(zeros.iter().all(|&z| z == 0));
     assert!(gpu.describe().starts_with("cuda:0 "), "{}", gpu.describe());
 }
+
+/// Queues `saxpy(n, a, x, y)` on `device` (a stream's device queues it on the stream).
+fn queue_saxpy(device: &Device, n: u32, a: f32, x: &DeviceBuffer<f32>, y: &mut DeviceBuffer<f32>) {
+    let (mut nn, mut aa, mut px, mut py) = (n, a, x.device_ptr().0, y.device_ptr().0);
+    let params: [*mut c_void; 4] = [
+        (&raw mut nn).cast(),
+        (&raw mut aa).cast(),
+        (&raw mut px).cast(),
+        (&raw mut py).cast(),
+    ];
+    // SAFETY: saxpy(unsigned, float, const float*, float*); both buffers hold n floats and
+    // outlive the work (the callers synchronize before dropping them); the driver copies the
+    // parameter values at the call.
+    unsafe {
+        device.launch_raw(
+            "gpu_fixtures",
+            "saxpy",
+            &LaunchConfig::for_num_elems(n),
+            &params,
+        )
+    }
+    .unwrap();
+}
+
+/// Streams, events, page-locked copies and graphs on the GPU give the CPU device's results.
+#[test]
+fn gpu_streams_events_and_graphs() {
+    if !gpu_tests_enabled("gpu_streams_events_and_graphs") {
+        return;
+    }
+    register_fixtures();
+    let gpu = Device::from_backend(Box::new(CudaBackend::open(0).unwrap()));
+    let n = (1u32 << 20) + 7;
+    // Small integers: every order of work gives the same bits.
+    let x: Vec<f32> = (0..n).map(|i| (i % 13) as f32).collect();
+    let y: Vec<f32> = (0..n).map(|i| (i % 5) as f32).collect();
+
+    // Copies and launches in order on one stream, page-locked both ways.
+    let stream = gpu.stream().unwrap();
+    let px = offload_rt::PinnedBuffer::from_slice(&gpu, &x).unwrap();
+    let py = offload_rt::PinnedBuffer::from_slice(&gpu, &y).unwrap();
+    let mut out = offload_rt::PinnedBuffer::<f32>::zeroed(&gpu, n as usize).unwrap();
+    let mut dx = DeviceBuffer::<f32>::zeroed(&gpu, n as usize).unwrap();
+    let mut dy = DeviceBuffer::<f32>::zeroed(&gpu, n as usize).unwrap();
+    let start = stream.record().unwrap();
+    stream.copy_to_device(&mut dx, &px).unwrap();
+    stream.copy_to_device(&mut dy, &py).unwrap();
+    for a in [1.0, 2.0, 3.0] {
+        queue_saxpy(stream.device(), n, a, &dx, &mut dy);
+    }
+    stream.copy_to_host(&mut out, &dy).unwrap();
+    let end = stream.record().unwrap();
+    let got = out.as_slice().unwrap();
+    assert!((0..n as usize).all(|i| got[i] == y[i] + 6.0 * x[i]));
+    assert!(end.query().unwrap());
+    assert!(end.elapsed_since(&start).unwrap() > std::time::Duration::ZERO);
+
+    // A second stream waits on the first one's event.
+    let other = gpu.stream().unwrap();
+    queue_saxpy(stream.device(), n, -6.0, &dx, &mut dy);
+    let done = stream.record().unwrap();
+    other.wait(&done).unwrap();
+    other.copy_to_host(&mut out, &dy).unwrap();
+    other.synchronize().unwrap();
+    assert_eq!(out.as_slice().unwrap(), &y[..]);
+
+    // A graph of four launches, replayed three times.
+    stream.begin_capture().unwrap();
+    for _ in 0..4 {
+        queue_saxpy(stream.device(), n, 1.0, &dx, &mut dy);
+    }
+    let graph = stream.end_capture().unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(dy.to_vec().unwrap(), y, "recording ran nothing");
+    for _ in 0..3 {
+        // SAFETY: `dx` and `dy` outlive the replays, synchronized below.
+        unsafe { stream.launch_graph(&graph) }.unwrap();
+    }
+    stream.synchronize().unwrap();
+    let got = dy.to_vec().unwrap();
+    assert!((0..n as usize).all(|i| got[i] == y[i] + 12.0 * x[i]));
+
+    // Every device is listed, this GPU first.
+    let all = Device::all();
+    assert_eq!(all[0].spec, "cuda:0");
+    assert_eq!(
+        all[0].arch,
+        gpu.describe()
+            .rsplit('(')
+            .next()
+            .unwrap()
+            .trim_end_matches(')')
+    );
+}

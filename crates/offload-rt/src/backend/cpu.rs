@@ -273,6 +273,10 @@ impl CpuModule {
 }
 
 impl Module for CpuModule {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
     fn image(&self) -> &ImageInfo {
         &self.info
     }

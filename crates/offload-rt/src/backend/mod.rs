@@ -10,8 +10,10 @@
 //! `copy_to_host` sees the results of earlier launches and `free` waits for launches that
 //! may still use the memory.
 
+use std::any::Any;
 use std::ffi::c_void;
 use std::fmt;
+use std::time::Duration;
 
 use crate::error::Result;
 use crate::launch::LaunchConfig;
@@ -114,12 +116,99 @@ pub trait Backend: Send + Sync + fmt::Debug {
 
     /// Waits until every operation issued so far has finished.
     fn synchronize(&self) -> Result<()>;
+
+    /// A stream of the device's own (a GPU driver's), or `None` where the device has none:
+    /// then [`crate::Stream`] queues the backend's synchronous operations in order on a
+    /// thread of its own (the CPU device).
+    fn create_stream(&self) -> Result<Option<Box<dyn BackendStream>>> {
+        Ok(None)
+    }
+
+    /// `bytes` (> 0) of zeroed page-locked host memory the device copies from and to
+    /// asynchronously, or `None` where ordinary memory serves (the CPU device).
+    fn alloc_host(&self, bytes: usize) -> Result<Option<Box<dyn HostMemory>>> {
+        let _ = bytes;
+        Ok(None)
+    }
+}
+
+/// Host memory a backend gave out for asynchronous copies; freed on drop.
+pub trait HostMemory: Send + Sync + fmt::Debug {
+    /// The first byte.
+    fn as_ptr(&self) -> *mut u8;
+    /// Size in bytes.
+    fn len(&self) -> usize;
+    /// Whether it has no bytes.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A device's own ordered queue of work (a CUDA or HIP stream).
+///
+/// # Safety of the `unsafe` methods
+/// As for [`Module::launch`] and the [`Backend`] copies, except that the work is only
+/// queued: every device range and host range passed stays valid, and host memory
+/// untouched by anything else, until the stream has passed the operation (see
+/// [`BackendStream::synchronize`] and [`BackendStream::record`]).
+#[expect(
+    clippy::missing_safety_doc,
+    reason = "the trait's contract above covers every method"
+)]
+pub trait BackendStream: Send + Sync + fmt::Debug {
+    /// Queues a launch of `kernel` (from `module`, loaded on this stream's device).
+    unsafe fn launch(
+        &self,
+        module: &dyn Module,
+        kernel: KernelHandle,
+        name: &str,
+        config: &LaunchConfig,
+        params: &[*mut c_void],
+    ) -> Result<()>;
+    /// Queues a copy of `len` bytes from host `src` to device `dst`.
+    unsafe fn copy_to_device(&self, dst: DevicePtr, src: *const u8, len: usize) -> Result<()>;
+    /// Queues a copy of `len` bytes from device `src` to host `dst`.
+    unsafe fn copy_to_host(&self, dst: *mut u8, src: DevicePtr, len: usize) -> Result<()>;
+    /// An event recorded after the work queued so far.
+    fn record(&self) -> Result<Box<dyn BackendEvent>>;
+    /// Makes later work wait for `event` (of the same device).
+    fn wait(&self, event: &dyn BackendEvent) -> Result<()>;
+    /// Waits for everything queued; a kernel fault surfaces here.
+    fn synchronize(&self) -> Result<()>;
+    /// Starts recording the queued work into a graph instead of running it.
+    fn begin_capture(&self) -> Result<()>;
+    /// Ends the recording.
+    fn end_capture(&self) -> Result<Box<dyn BackendGraph>>;
+    /// Queues one replay of `graph` (of the same device).
+    fn launch_graph(&self, graph: &dyn BackendGraph) -> Result<()>;
+}
+
+/// A point in a [`BackendStream`]'s work.
+pub trait BackendEvent: Send + Sync + fmt::Debug {
+    /// Waits until the work before it has completed.
+    fn synchronize(&self) -> Result<()>;
+    /// Whether the work before it has completed.
+    fn query(&self) -> Result<bool>;
+    /// Time from `start` (of the same device) to this event, both completed.
+    fn elapsed_since(&self, start: &dyn BackendEvent) -> Result<Duration>;
+    /// For downcasting to the backend's own type.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// Work recorded from a [`BackendStream`], to replay.
+pub trait BackendGraph: Send + Sync + fmt::Debug {
+    /// For downcasting to the backend's own type.
+    fn as_any(&self) -> &dyn Any;
 }
 
 /// A loaded device image.
 pub trait Module: Send + Sync + fmt::Debug {
     /// Which registered image was loaded.
     fn image(&self) -> &ImageInfo;
+
+    /// For downcasting to the backend's own type (a stream launches the modules of its
+    /// device).
+    fn as_any(&self) -> &dyn Any;
 
     /// Looks up a kernel by name; [`crate::Error::KernelNotFound`] when absent.
     fn kernel(&self, name: &str) -> Result<KernelHandle>;

@@ -4,9 +4,18 @@ use std::collections::{BTreeMap, HashMap};
 use std::ffi::c_void;
 use std::sync::{Mutex, PoisonError};
 
+use std::any::Any;
+use std::time::Duration;
+
 use super::driver::{DeviceInfo, Driver};
-use super::{GpuBuffer, GpuDevice, GpuError, GpuFunction, GpuModule};
-use crate::backend::{Backend, DeviceKind, DevicePtr, KernelHandle, Module};
+use super::{
+    GpuBuffer, GpuDevice, GpuError, GpuEvent, GpuFunction, GpuGraph, GpuModule, GpuStream,
+    PinnedBytes,
+};
+use crate::backend::{
+    Backend, BackendEvent, BackendGraph, BackendStream, DeviceKind, DevicePtr, HostMemory,
+    KernelHandle, Module,
+};
 use crate::error::{Error, Result};
 use crate::launch::{LaunchConfig, LaunchShape};
 use crate::registry::{ImageInfo, RegisteredImage};
@@ -304,6 +313,195 @@ impl<D: Driver> Backend for GpuBackend<D> {
     fn synchronize(&self) -> Result<()> {
         self.device.synchronize().map_err(|e| self.err(e))
     }
+
+    fn create_stream(&self) -> Result<Option<Box<dyn BackendStream>>> {
+        let stream = self.device.stream().map_err(|e| self.err(e))?;
+        Ok(Some(Box::new(GpuStreamImpl {
+            device: self.device.clone(),
+            description: self.description.clone(),
+            stream,
+        })))
+    }
+
+    fn alloc_host(&self, bytes: usize) -> Result<Option<Box<dyn HostMemory>>> {
+        let memory = self.device.alloc_host(bytes).map_err(|e| self.err(e))?;
+        Ok(Some(Box::new(memory)))
+    }
+}
+
+impl<D: Driver> HostMemory for PinnedBytes<D> {
+    fn as_ptr(&self) -> *mut u8 {
+        self.as_slice().as_ptr().cast_mut()
+    }
+
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+}
+
+/// A driver stream as a [`BackendStream`].
+struct GpuStreamImpl<D: Driver> {
+    device: GpuDevice<D>,
+    description: String,
+    stream: GpuStream<D>,
+}
+
+impl<D: Driver> std::fmt::Debug for GpuStreamImpl<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuStream")
+            .field("device", &self.description)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: Driver> GpuStreamImpl<D> {
+    fn err(&self, e: GpuError) -> Error {
+        to_error(e, D::KIND, &self.description)
+    }
+
+    fn foreign(&self, what: &str) -> Error {
+        Error::Driver {
+            backend: D::KIND.name(),
+            call: "offload-rt",
+            code: -1,
+            message: format!(
+                "{what} of another device used on a stream of {}",
+                self.description
+            ),
+        }
+    }
+}
+
+impl<D: Driver> BackendStream for GpuStreamImpl<D> {
+    unsafe fn launch(
+        &self,
+        module: &dyn Module,
+        kernel: KernelHandle,
+        name: &str,
+        config: &LaunchConfig,
+        params: &[*mut c_void],
+    ) -> Result<()> {
+        let Some(module) = module.as_any().downcast_ref::<GpuLoadedModule<D>>() else {
+            return Err(self.foreign("a module"));
+        };
+        // SAFETY: forwarded from this function's contract.
+        unsafe { module.launch_on(self.stream.raw_handle(), kernel, name, config, params) }
+    }
+
+    unsafe fn copy_to_device(&self, dst: DevicePtr, src: *const u8, len: usize) -> Result<()> {
+        // SAFETY: the trait's contract: `dst` is inside an allocation of this device and
+        // `src` stays valid until the stream has passed the copy.
+        unsafe { self.stream.copy_htod(dst.0, src, len) }.map_err(|e| self.err(e))
+    }
+
+    unsafe fn copy_to_host(&self, dst: *mut u8, src: DevicePtr, len: usize) -> Result<()> {
+        // SAFETY: as above.
+        unsafe { self.stream.copy_dtoh(dst, src.0, len) }.map_err(|e| self.err(e))
+    }
+
+    fn record(&self) -> Result<Box<dyn BackendEvent>> {
+        let event = self.device.event().map_err(|e| self.err(e))?;
+        event.record_on(&self.stream).map_err(|e| self.err(e))?;
+        Ok(Box::new(GpuEventImpl {
+            description: self.description.clone(),
+            event,
+        }))
+    }
+
+    fn wait(&self, event: &dyn BackendEvent) -> Result<()> {
+        let Some(event) = event.as_any().downcast_ref::<GpuEventImpl<D>>() else {
+            return Err(self.foreign("an event"));
+        };
+        self.stream.wait(&event.event).map_err(|e| self.err(e))
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.stream.synchronize().map_err(|e| self.err(e))
+    }
+
+    fn begin_capture(&self) -> Result<()> {
+        self.stream.begin_capture().map_err(|e| self.err(e))
+    }
+
+    fn end_capture(&self) -> Result<Box<dyn BackendGraph>> {
+        let graph = self.stream.end_capture().map_err(|e| self.err(e))?;
+        Ok(Box::new(GpuGraphImpl { graph }))
+    }
+
+    fn launch_graph(&self, graph: &dyn BackendGraph) -> Result<()> {
+        let Some(graph) = graph.as_any().downcast_ref::<GpuGraphImpl<D>>() else {
+            return Err(self.foreign("a graph"));
+        };
+        self.stream
+            .launch_graph(&graph.graph)
+            .map_err(|e| self.err(e))
+    }
+}
+
+/// A driver event as a [`BackendEvent`].
+struct GpuEventImpl<D: Driver> {
+    description: String,
+    event: GpuEvent<D>,
+}
+
+impl<D: Driver> std::fmt::Debug for GpuEventImpl<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuEvent")
+            .field("device", &self.description)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: Driver> BackendEvent for GpuEventImpl<D> {
+    fn synchronize(&self) -> Result<()> {
+        self.event
+            .synchronize()
+            .map_err(|e| to_error(e, D::KIND, &self.description))
+    }
+
+    fn query(&self) -> Result<bool> {
+        self.event
+            .query()
+            .map_err(|e| to_error(e, D::KIND, &self.description))
+    }
+
+    fn elapsed_since(&self, start: &dyn BackendEvent) -> Result<Duration> {
+        let err = |e| to_error(e, D::KIND, &self.description);
+        let Some(start) = start.as_any().downcast_ref::<GpuEventImpl<D>>() else {
+            return Err(Error::Driver {
+                backend: D::KIND.name(),
+                call: "offload-rt",
+                code: -1,
+                message: format!(
+                    "timing an event of {} against another device's",
+                    self.description
+                ),
+            });
+        };
+        let ms = self.event.elapsed_ms_since(&start.event).map_err(err)?;
+        Ok(Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// A driver graph as a [`BackendGraph`].
+struct GpuGraphImpl<D: Driver> {
+    graph: GpuGraph<D>,
+}
+
+impl<D: Driver> std::fmt::Debug for GpuGraphImpl<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.graph.fmt(f)
+    }
+}
+
+impl<D: Driver> BackendGraph for GpuGraphImpl<D> {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
 }
 
 /// A module loaded on a GPU.
@@ -327,11 +525,68 @@ impl<D: Driver> GpuLoadedModule<D> {
     fn err(&self, e: GpuError) -> Error {
         to_error(e, D::KIND, &self.description)
     }
+
+    /// Launches `kernel` of this module on `stream` (the device's default stream or one of
+    /// its streams).
+    ///
+    /// # Safety
+    /// As [`Module::launch`]; `stream` is a live stream of this module's device.
+    unsafe fn launch_on(
+        &self,
+        stream: super::Handle,
+        kernel: KernelHandle,
+        name: &str,
+        config: &LaunchConfig,
+        params: &[*mut c_void],
+    ) -> Result<()> {
+        if config.check().map_err(|reason| Error::InvalidLaunch {
+            kernel: name.to_owned(),
+            reason,
+        })? == LaunchShape::Empty
+        {
+            return Ok(());
+        }
+        let (g, b) = (config.grid, config.block);
+        // SAFETY: `kernel` is a function of `self.module` (the caller's contract), which
+        // stays loaded while `self` lives, on `self.device`; the caller vouches for
+        // `params`, one pointer per kernel parameter.
+        unsafe {
+            self.device.launch_handle(
+                std::ptr::with_exposed_provenance_mut(kernel.0 as usize),
+                name,
+                [g.0, g.1, g.2],
+                [b.0, b.1, b.2],
+                config.shared_mem_bytes,
+                stream,
+                params.as_ptr(),
+            )
+        }
+        .map_err(|e| match e {
+            GpuError::SharedMemoryLimit { reason, .. } => Error::InvalidLaunch {
+                kernel: name.to_owned(),
+                reason,
+            },
+            GpuError::Driver {
+                call,
+                code,
+                name: err_name,
+                message,
+            } if call.ends_with("LaunchKernel") => Error::InvalidLaunch {
+                kernel: name.to_owned(),
+                reason: format!("{call}: {err_name} ({code}): {message}"),
+            },
+            other => self.err(other),
+        })
+    }
 }
 
 impl<D: Driver> Module for GpuLoadedModule<D> {
     fn image(&self) -> &ImageInfo {
         &self.info
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 
     fn kernel(&self, name: &str) -> Result<KernelHandle> {
@@ -361,43 +616,8 @@ impl<D: Driver> Module for GpuLoadedModule<D> {
         config: &LaunchConfig,
         params: &[*mut c_void],
     ) -> Result<()> {
-        if config.check().map_err(|reason| Error::InvalidLaunch {
-            kernel: name.to_owned(),
-            reason,
-        })? == LaunchShape::Empty
-        {
-            return Ok(());
-        }
-        let (g, b) = (config.grid, config.block);
-        // SAFETY: `kernel` is a function of `self.module` (the caller's contract), which
-        // stays loaded while `self` lives, on `self.device`; the caller vouches for
-        // `params`, one pointer per kernel parameter.
-        unsafe {
-            self.device.launch_handle(
-                std::ptr::with_exposed_provenance_mut(kernel.0 as usize),
-                name,
-                [g.0, g.1, g.2],
-                [b.0, b.1, b.2],
-                config.shared_mem_bytes,
-                self.device.default_stream(),
-                params.as_ptr(),
-            )
-        }
-        .map_err(|e| match e {
-            GpuError::SharedMemoryLimit { reason, .. } => Error::InvalidLaunch {
-                kernel: name.to_owned(),
-                reason,
-            },
-            GpuError::Driver {
-                call,
-                code,
-                name: err_name,
-                message,
-            } if call.ends_with("LaunchKernel") => Error::InvalidLaunch {
-                kernel: name.to_owned(),
-                reason: format!("{call}: {err_name} ({code}): {message}"),
-            },
-            other => self.err(other),
-        })
+        // SAFETY: forwarded from this function's contract; the default stream is this
+        // device's.
+        unsafe { self.launch_on(self.device.default_stream(), kernel, name, config, params) }
     }
 }
