@@ -153,11 +153,44 @@ fn the_cuda_backend_keeps_the_drivers_rules() {
     // SAFETY: as above.
     unsafe { module.launch(handle, "k", &LaunchConfig::linear(2, 64), &params) }.unwrap();
 
-    // A kernel's fault comes back from the next call, here a copy, as a typed error naming
-    // the device and the kernel launched last; the device keeps reporting it.
+    // Streams: page-locked copies round-trip through a stream, and a captured graph replays
+    // as many launches as were recorded, each time.
     register(&binary);
     let device = Device::from_backend(Box::new(CudaBackend::open(0).unwrap()));
+    // SAFETY: the stand-in driver, already loaded by the runtime; kept open while used.
+    let lib = unsafe { libloading::Library::new(&library) }.unwrap();
+    // SAFETY: the stand-in driver's own export, `extern "C" fn() -> u32`.
+    let launches = *unsafe { lib.get::<extern "C" fn() -> u32>(b"fake_cuda_launches") }.unwrap();
+    let stream = device.stream().unwrap();
+    let pinned = offload_rt::PinnedBuffer::from_slice(&device, &[1u32, 2, 3]).unwrap();
+    let mut on_device = DeviceBuffer::<u32>::zeroed(&device, 3).unwrap();
+    let mut back = offload_rt::PinnedBuffer::<u32>::zeroed(&device, 3).unwrap();
+    stream.copy_to_device(&mut on_device, &pinned).unwrap();
+    stream.copy_to_host(&mut back, &on_device).unwrap();
+    assert_eq!(back.as_slice().unwrap(), [1, 2, 3]);
+    stream.begin_capture().unwrap();
+    for _ in 0..3 {
+        // SAFETY: the stand-in driver runs nothing; the kernel takes no parameters.
+        unsafe {
+            stream
+                .device()
+                .launch_raw("fake", "k", &LaunchConfig::linear(1, 32), &[])
+        }
+        .unwrap();
+    }
+    let graph = stream.end_capture().unwrap();
+    let before = launches();
+    for _ in 0..2 {
+        // SAFETY: the recorded launches use no memory.
+        unsafe { stream.launch_graph(&graph) }.unwrap();
+    }
+    stream.synchronize().unwrap();
+    assert_eq!(launches() - before, 6);
+
+    // A kernel's fault comes back from the next call, here a copy, as a typed error naming
+    // the device and the kernel launched last; the device keeps reporting it.
     let buffer = DeviceBuffer::<u32>::zeroed(&device, 4).unwrap();
+    drop(stream);
     // SAFETY: the stand-in driver runs nothing; the kernels take no parameters.
     unsafe { device.launch_raw("fake", "k", &LaunchConfig::linear(1, 32), &[]) }.unwrap();
     // SAFETY: as above.
