@@ -1,65 +1,20 @@
 //! The CUDA backend against a stand-in driver (tests/fixtures/fake-cuda) that enforces the
 //! driver's rules a GPU machine would: the current context, pageable host copies, the
-//! dynamic shared-memory opt-in, empty grids, a kernel's fault. Runs everywhere; one test, because the driver
-//! library is chosen once per process through `OFFLOAD_CUDA_LIBRARY`.
+//! dynamic shared-memory opt-in, empty grids, streams and graphs, a kernel's fault. Runs
+//! everywhere; one test, because the driver library is chosen once per process through
+//! `OFFLOAD_CUDA_LIBRARY`.
+
+mod fake_driver;
 
 use std::ffi::c_void;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use offload_format::{ImageKind, OffloadBinary, OffloadKind};
 use offload_rt::backend::cuda::{self, CudaBackend, CudaDevice, CudaError, CudaImageKind};
 use offload_rt::backend::{Backend, KernelHandle};
-use offload_rt::registry::{
-    __offload_register_lib, OFFLOAD_DESCRIPTOR_MAGIC, OFFLOAD_DESCRIPTOR_VERSION,
-    OffloadDescriptor, RegisteredImage,
-};
+use offload_rt::registry::RegisteredImage;
 use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig};
 
 const PTX: &[u8] = b".version 7.8\n.target sm_80\n.address_size 64\n";
-
-fn cargo() -> PathBuf {
-    let home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")));
-    match home.map(|h| h.join("bin/cargo")) {
-        Some(p) if p.exists() => p,
-        _ => PathBuf::from("cargo"),
-    }
-}
-
-/// Builds the stand-in driver; its path.
-fn build_fake_driver() -> PathBuf {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-cuda");
-    let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fake-cuda");
-    let mut cmd = Command::new(cargo());
-    // Nothing of the outer cargo (CARGO_*, RUSTFLAGS, RUSTUP_TOOLCHAIN) may leak in.
-    cmd.env_clear();
-    for keep in [
-        "PATH",
-        "HOME",
-        "CARGO_HOME",
-        "RUSTUP_HOME",
-        "TMPDIR",
-        "USER",
-    ] {
-        if let Some(v) = std::env::var_os(keep) {
-            cmd.env(keep, v);
-        }
-    }
-    let out = cmd
-        .current_dir(&fixture)
-        .args(["build", "--release", "--quiet", "--target-dir"])
-        .arg(&target_dir)
-        .output()
-        .expect("running cargo");
-    assert!(
-        out.status.success(),
-        "building the fake driver: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    target_dir.join("release/libfake_cuda.so")
-}
 
 /// What another library on the thread (cuBLAS, the runtime API) does: make its own context
 /// current.
@@ -72,7 +27,7 @@ fn switch_to_another_context() {
 
 #[test]
 fn the_cuda_backend_keeps_the_drivers_rules() {
-    let library = build_fake_driver();
+    let library = fake_driver::build("fake-cuda");
     // SAFETY: the only test of this process, and no thread reads the environment yet.
     unsafe { std::env::set_var("OFFLOAD_CUDA_LIBRARY", &library) };
 
@@ -155,7 +110,7 @@ fn the_cuda_backend_keeps_the_drivers_rules() {
 
     // Streams: page-locked copies round-trip through a stream, and a captured graph replays
     // as many launches as were recorded, each time.
-    register(&binary);
+    fake_driver::register(&binary);
     let device = Device::from_backend(Box::new(CudaBackend::open(0).unwrap()));
     // SAFETY: the stand-in driver, already loaded by the runtime; kept open while used.
     let lib = unsafe { libloading::Library::new(&library) }.unwrap();
@@ -219,21 +174,4 @@ fn the_cuda_backend_keeps_the_drivers_rules() {
             "{err}"
         );
     }
-}
-
-/// Registers `binary` as the embedded images of a program would be (once per process).
-fn register(binary: &OffloadBinary<'_>) {
-    let bundle: &'static [u8] = binary.to_bytes().leak();
-    let name: &'static [u8] = b"cuda_fake_driver";
-    let desc: &'static OffloadDescriptor = Box::leak(Box::new(OffloadDescriptor {
-        magic: OFFLOAD_DESCRIPTOR_MAGIC,
-        version: OFFLOAD_DESCRIPTOR_VERSION,
-        name: name.as_ptr(),
-        name_len: name.len(),
-        bundle: bundle.as_ptr(),
-        bundle_len: bundle.len(),
-    }));
-    // SAFETY: the descriptor, its name and its bundle are leaked: valid for the rest of the
-    // process.
-    unsafe { __offload_register_lib(desc) };
 }

@@ -1,0 +1,127 @@
+//! The HIP backend against a stand-in runtime (tests/fixtures/fake-hip) that keeps the rules a
+//! machine with an AMD GPU would: a device made current per thread, consistent device
+//! properties, code objects only, empty grids refused, streams and graphs. Runs everywhere;
+//! one test, because the runtime library is chosen once per process through
+//! `OFFLOAD_HIP_LIBRARY`.
+
+mod fake_driver;
+
+use offload_format::{ImageKind, OffloadBinary, OffloadKind};
+use offload_rt::backend::hip::{self, HipBackend, HipDevice, HipError, HipImageKind};
+use offload_rt::backend::{Backend, DeviceKind};
+use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig, PinnedBuffer};
+
+/// The smallest code object the loader's check accepts: an ELF header for `EM_AMDGPU`.
+fn code_object() -> Vec<u8> {
+    let mut elf = vec![0u8; 64];
+    elf[..4].copy_from_slice(b"\x7fELF");
+    elf[4] = 2;
+    elf[5] = 1;
+    elf[18..20].copy_from_slice(&224u16.to_le_bytes());
+    elf
+}
+
+#[test]
+fn the_hip_backend_keeps_the_runtimes_rules() {
+    let library = fake_driver::build("fake-hip");
+    // SAFETY: the only test of this process, and no thread reads the environment yet.
+    unsafe { std::env::set_var("OFFLOAD_HIP_LIBRARY", &library) };
+
+    // The device as the properties describe it, cross-checked against the other calls.
+    let devices = hip::probe().unwrap();
+    assert_eq!(devices.len(), 1);
+    assert_eq!(devices[0].name, "Fake AMD GPU");
+    assert_eq!(devices[0].target_id, "gfx90a:sramecc+:xnack-");
+    assert_eq!(devices[0].compute_units, 104);
+
+    // Work on another thread makes the device current there first.
+    let dev = HipDevice::open(0).unwrap();
+    let moved = dev.clone();
+    std::thread::spawn(move || {
+        let mut b = moved.alloc(8).unwrap();
+        b.copy_from_host(0, &[7; 8]).unwrap();
+        let mut back = [0u8; 8];
+        b.copy_to_host(0, &mut back).unwrap();
+        assert_eq!(back, [7; 8]);
+    })
+    .join()
+    .unwrap();
+
+    // Only code objects load; kernels are found by name.
+    let module = dev
+        .load_module(&code_object(), HipImageKind::CodeObject)
+        .unwrap();
+    module.function("k").unwrap();
+    assert!(matches!(
+        module.function("missing"),
+        Err(HipError::KernelNotFound { .. })
+    ));
+    assert!(matches!(
+        dev.load_module(b"\x7fELF\x02\x01", HipImageKind::CodeObject),
+        Err(HipError::MalformedImage { .. })
+    ));
+
+    // Through `Device`: selection by target ID, launches, streams and a graph.
+    let binary = OffloadBinary::new(ImageKind::Object, OffloadKind::Hip, &*code_object().leak())
+        .with_string("triple", "amdgcn-amd-amdhsa")
+        .with_string("arch", "gfx90a")
+        .with_string("offload.module", "fake")
+        .with_string("offload.kernels", "k");
+    fake_driver::register(&binary);
+    let backend = HipBackend::open(0).unwrap();
+    assert_eq!(backend.kind(), DeviceKind::Hip);
+    let device = Device::from_backend(Box::new(backend));
+    assert_eq!(
+        device.describe(),
+        "hip:0 Fake AMD GPU (gfx90a:sramecc+:xnack-)"
+    );
+    let launches = {
+        // SAFETY: the stand-in runtime, already loaded; kept open while used.
+        let lib = Box::leak(Box::new(
+            unsafe { libloading::Library::new(&library) }.unwrap(),
+        ));
+        // SAFETY: the stand-in's own export, `extern "C" fn() -> u32`.
+        *unsafe { lib.get::<extern "C" fn() -> u32>(b"fake_hip_launches") }.unwrap()
+    };
+    let before = launches();
+    // SAFETY: the stand-in runs nothing; the kernel takes no parameters.
+    unsafe { device.launch_raw("fake", "k", &LaunchConfig::linear(2, 64), &[]) }.unwrap();
+    assert_eq!(launches() - before, 1);
+    // An empty grid runs nothing and succeeds, as on every device.
+    // SAFETY: as above.
+    unsafe { device.launch_raw("fake", "k", &LaunchConfig::linear(0, 64), &[]) }.unwrap();
+    assert_eq!(launches() - before, 1);
+    // SAFETY: as above.
+    let err =
+        unsafe { device.launch_raw("fake", "k", &LaunchConfig::linear(1, 0), &[]) }.unwrap_err();
+    assert!(matches!(err, Error::InvalidLaunch { .. }), "{err}");
+
+    let stream = device.stream().unwrap();
+    let pinned = PinnedBuffer::from_slice(&device, &[1u32, 2, 3]).unwrap();
+    let mut on_device = DeviceBuffer::<u32>::zeroed(&device, 3).unwrap();
+    let mut back = PinnedBuffer::<u32>::zeroed(&device, 3).unwrap();
+    stream.copy_to_device(&mut on_device, &pinned).unwrap();
+    stream.copy_to_host(&mut back, &on_device).unwrap();
+    assert_eq!(back.as_slice().unwrap(), [1, 2, 3]);
+    assert_eq!(on_device.to_vec().unwrap(), [1, 2, 3]);
+    let start = stream.record().unwrap();
+    stream.begin_capture().unwrap();
+    for _ in 0..3 {
+        // SAFETY: as above.
+        unsafe {
+            stream
+                .device()
+                .launch_raw("fake", "k", &LaunchConfig::linear(1, 32), &[])
+        }
+        .unwrap();
+    }
+    let graph = stream.end_capture().unwrap();
+    let before = launches();
+    // SAFETY: the recorded launches use no memory.
+    unsafe { stream.launch_graph(&graph) }.unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(launches() - before, 3);
+    let end = stream.record().unwrap();
+    assert!(end.elapsed_since(&start).unwrap() > std::time::Duration::ZERO);
+    assert!(Device::all().iter().any(|d| d.spec == "hip:0"));
+}
