@@ -106,12 +106,26 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     }
 
     /// Overwrites the buffer with the contents of `src` (same length), which may live on
-    /// another device: the copy is staged through host memory.
+    /// another device: a peer copy between two GPUs of one driver (direct where they can
+    /// reach each other), else staged through host memory.
     ///
     /// # Errors
     /// [`Error::LengthMismatch`] or a failure of either device.
     pub fn copy_from_buffer(&mut self, src: &DeviceBuffer<T>) -> Result<()> {
         self.check_len(src.len)?;
+        let bytes = self.len * size_of::<T>();
+        if !self.device.same_device(&src.device) && bytes != 0 {
+            // SAFETY: both are whole live allocations of their devices, `bytes` long.
+            let direct = unsafe {
+                self.device
+                    .backend()
+                    .copy_from_peer(self.ptr, src.device.backend(), src.ptr, bytes)
+            }
+            .map_err(|e| self.device.with_fault_context(e))?;
+            if direct {
+                return Ok(());
+            }
+        }
         let staged = src.to_vec()?;
         self.copy_from(&staged)
     }

@@ -452,6 +452,30 @@ impl Stream {
         })
     }
 
+    /// Ends the recording begun by [`Stream::begin_capture`] and makes `graph` replay it from
+    /// now on: the way to change a graph's parameters between replays (record the same
+    /// launches with the new values). A GPU graph's executable is updated in place where the
+    /// driver can (CUDA 12 and newer, HIP), else instantiated anew.
+    ///
+    /// # Errors
+    /// [`Error::Capture`] when not recording, [`Error::OtherDevice`], or a driver failure.
+    pub fn end_capture_into(&self, graph: &mut Graph) -> Result<()> {
+        self.same_device(&graph.device, "graph")?;
+        match (self.imp(), &mut graph.imp) {
+            (StreamImpl::Driver(s), GraphImpl::Driver(g)) => s.end_capture_into(g.as_mut()),
+            (StreamImpl::Queue(q), GraphImpl::Queue(ops)) => match q.shared.lock().capture.take() {
+                Some(recorded) => {
+                    *ops = recorded;
+                    Ok(())
+                }
+                None => Err(Error::Capture {
+                    reason: "the stream is not recording".into(),
+                }),
+            },
+            _ => Err(self.other_device("graph", graph.device.describe())),
+        }
+    }
+
     /// Queues one replay of `graph`.
     ///
     /// # Safety
@@ -643,7 +667,7 @@ impl Event {
 /// Launches and copies recorded from a stream ([`Stream::begin_capture`] …
 /// [`Stream::end_capture`]), replayed by [`Stream::launch_graph`] at the cost of one
 /// submission (a CUDA or HIP graph on a GPU, the recorded list on the CPU device).
-/// To change parameters, record again.
+/// To change parameters, record the launches again into it with [`Stream::end_capture_into`].
 pub struct Graph {
     device: Device,
     imp: GraphImpl,

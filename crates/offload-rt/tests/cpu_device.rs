@@ -486,6 +486,26 @@ fn a_graph_replays_recorded_launches() {
     stream.synchronize().unwrap();
     let got = dy.to_vec().unwrap();
     assert!((0..n as usize).all(|i| got[i] == y[i] + 12.0 * x[i]));
+    // New parameters: the same launches recorded again into the graph.
+    let mut graph = graph;
+    stream.begin_capture().unwrap();
+    for _ in 0..4 {
+        k::saxpy
+            .launch(
+                stream.device(),
+                LaunchConfig::for_num_elems(n),
+                n,
+                -3.0,
+                &dx,
+                &mut dy,
+            )
+            .unwrap();
+    }
+    stream.end_capture_into(&mut graph).unwrap();
+    // SAFETY: as above.
+    unsafe { stream.launch_graph(&graph) }.unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(dy.to_vec().unwrap(), y);
 }
 
 #[test]

@@ -141,6 +141,22 @@ fn the_cuda_backend_keeps_the_drivers_rules() {
     }
     stream.synchronize().unwrap();
     assert_eq!(launches() - before, 6);
+    // Recorded again with one launch: the graph replays the new recording.
+    let mut graph = graph;
+    stream.begin_capture().unwrap();
+    // SAFETY: as above.
+    unsafe {
+        stream
+            .device()
+            .launch_raw("fake", "k", &LaunchConfig::linear(1, 32), &[])
+    }
+    .unwrap();
+    stream.end_capture_into(&mut graph).unwrap();
+    let before = launches();
+    // SAFETY: as above.
+    unsafe { stream.launch_graph(&graph) }.unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(launches() - before, 1);
 
     // A kernel's fault comes back from the next call, here a copy, as a typed error naming
     // the device and the kernel launched last; the device keeps reporting it.

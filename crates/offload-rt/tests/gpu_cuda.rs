@@ -459,6 +459,17 @@ fn gpu_streams_events_and_graphs() {
     stream.synchronize().unwrap();
     let got = dy.to_vec().unwrap();
     assert!((0..n as usize).all(|i| got[i] == y[i] + 12.0 * x[i]));
+    // New parameters, recorded into the same graph (updated in place on CUDA 12+).
+    let mut graph = graph;
+    stream.begin_capture().unwrap();
+    for _ in 0..4 {
+        queue_saxpy(stream.device(), n, -3.0, &dx, &mut dy);
+    }
+    stream.end_capture_into(&mut graph).unwrap();
+    // SAFETY: as above.
+    unsafe { stream.launch_graph(&graph) }.unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(dy.to_vec().unwrap(), y);
 
     // Every device is listed, this GPU first.
     let all = Device::all();

@@ -29,7 +29,7 @@ fn the_hip_backend_keeps_the_runtimes_rules() {
 
     // The device as the properties describe it, cross-checked against the other calls.
     let devices = hip::probe().unwrap();
-    assert_eq!(devices.len(), 1);
+    assert_eq!(devices.len(), 2);
     assert_eq!(devices[0].name, "Fake AMD GPU");
     assert_eq!(devices[0].target_id, "gfx90a:sramecc+:xnack-");
     assert_eq!(devices[0].compute_units, 104);
@@ -121,7 +121,49 @@ fn the_hip_backend_keeps_the_runtimes_rules() {
     unsafe { stream.launch_graph(&graph) }.unwrap();
     stream.synchronize().unwrap();
     assert_eq!(launches() - before, 3);
+    // Recorded again with one launch: the graph replays the new recording.
+    let mut graph = graph;
+    stream.begin_capture().unwrap();
+    // SAFETY: as above.
+    unsafe {
+        stream
+            .device()
+            .launch_raw("fake", "k", &LaunchConfig::linear(1, 32), &[])
+    }
+    .unwrap();
+    stream.end_capture_into(&mut graph).unwrap();
+    let before = launches();
+    // SAFETY: as above.
+    unsafe { stream.launch_graph(&graph) }.unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(launches() - before, 1);
     let end = stream.record().unwrap();
     assert!(end.elapsed_since(&start).unwrap() > std::time::Duration::ZERO);
-    assert!(Device::all().iter().any(|d| d.spec == "hip:0"));
+    assert!(Device::all().iter().any(|d| d.spec == "hip:1"));
+
+    // Between two GPUs, a peer copy; with the CPU device, staged through host memory.
+    let peer_copies = {
+        // SAFETY: the stand-in runtime, already loaded; kept open while used.
+        let lib = Box::leak(Box::new(
+            unsafe { libloading::Library::new(&library) }.unwrap(),
+        ));
+        // SAFETY: the stand-in's own export, `extern "C" fn() -> u32`.
+        *unsafe { lib.get::<extern "C" fn() -> u32>(b"fake_hip_peer_copies") }.unwrap()
+    };
+    let second = Device::from_spec("hip:1").unwrap();
+    let data: Vec<u64> = (0..1000).collect();
+    let on_second = DeviceBuffer::from_slice(&second, &data).unwrap();
+    let mut on_first = DeviceBuffer::<u64>::zeroed(&device, 1000).unwrap();
+    on_first.copy_from_buffer(&on_second).unwrap();
+    assert_eq!(peer_copies(), 1);
+    assert_eq!(on_first.to_vec().unwrap(), data);
+    let mut on_cpu = DeviceBuffer::<u64>::zeroed(&Device::cpu(), 1000).unwrap();
+    on_cpu.copy_from_buffer(&on_second).unwrap();
+    assert_eq!(on_cpu.to_vec().unwrap(), data);
+    assert_eq!(peer_copies(), 1);
+    let mut short = DeviceBuffer::<u64>::zeroed(&device, 999).unwrap();
+    assert!(matches!(
+        short.copy_from_buffer(&on_second),
+        Err(Error::LengthMismatch { .. })
+    ));
 }

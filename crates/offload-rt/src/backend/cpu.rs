@@ -142,6 +142,10 @@ pub fn image_fits(image: &RegisteredImage<'_>) -> bool {
 }
 
 impl Backend for CpuBackend {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
     fn kind(&self) -> DeviceKind {
         DeviceKind::Cpu
     }

@@ -411,6 +411,38 @@ impl Driver for DriverApi {
         unsafe fn event_elapsed_ms(start: Handle, end: Handle) -> |ms: f32 = 0.0| cuEventElapsedTime(&raw mut ms, start, end);
     }
 
+    unsafe fn copy_peer(
+        &self,
+        dst: u64,
+        _dst_info: &CudaDeviceInfo,
+        dst_ctx: Handle,
+        src: u64,
+        _src_info: &CudaDeviceInfo,
+        src_ctx: Handle,
+        len: usize,
+        stream: Handle,
+    ) -> Result<(), GpuError> {
+        // SAFETY: the trait's contract.
+        self.check("cuMemcpyPeerAsync", unsafe {
+            (self.cuMemcpyPeerAsync)(dst, dst_ctx, src, src_ctx, len, stream)
+        })
+    }
+
+    unsafe fn graph_exec_update(&self, exec: Handle, graph: Handle) -> Result<bool, GpuError> {
+        let Some(update) = self.cuGraphExecUpdate_v2 else {
+            return Ok(false);
+        };
+        let mut info = sys::CUgraphExecUpdateResultInfo {
+            result: 0,
+            errorNode: ptr::null_mut(),
+            errorFromNode: ptr::null_mut(),
+        };
+        // SAFETY: the trait's contract; writes the result record.
+        let code = unsafe { update(exec, graph, &raw mut info) };
+        // CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE: the shapes differ; instantiate instead.
+        Ok(code == sys::CUDA_SUCCESS)
+    }
+
     fn loader_kind(kind: offload_format::ImageKind) -> GpuImageKind {
         match kind {
             offload_format::ImageKind::Cubin => GpuImageKind::Cubin,

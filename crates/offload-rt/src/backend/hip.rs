@@ -407,6 +407,41 @@ impl Driver for HipApi {
         unsafe fn event_elapsed_ms(start: Handle, end: Handle) -> |ms: f32 = 0.0| hipEventElapsedTime(&raw mut ms, start, end);
     }
 
+    unsafe fn copy_peer(
+        &self,
+        dst: u64,
+        dst_info: &HipDeviceInfo,
+        _dst_ctx: Handle,
+        src: u64,
+        src_info: &HipDeviceInfo,
+        _src_ctx: Handle,
+        len: usize,
+        stream: Handle,
+    ) -> Result<(), GpuError> {
+        let (to, from) = (c_ordinal(dst_info.ordinal)?, c_ordinal(src_info.ordinal)?);
+        // SAFETY: the trait's contract.
+        self.check("hipMemcpyPeerAsync", unsafe {
+            (self.hipMemcpyPeerAsync)(
+                device_ptr(dst),
+                to,
+                device_ptr(src).cast_const(),
+                from,
+                len,
+                stream,
+            )
+        })
+    }
+
+    unsafe fn graph_exec_update(&self, exec: Handle, graph: Handle) -> Result<bool, GpuError> {
+        let Some(update) = self.hipGraphExecUpdate else {
+            return Ok(false);
+        };
+        let (mut node, mut result): (*mut c_void, c_int) = (ptr::null_mut(), 0);
+        // SAFETY: the trait's contract; writes the failing node and the result.
+        let code = unsafe { update(exec, graph, &raw mut node, &raw mut result) };
+        Ok(code == sys::hipSuccess)
+    }
+
     fn loader_kind(_kind: offload_format::ImageKind) -> GpuImageKind {
         GpuImageKind::CodeObject
     }

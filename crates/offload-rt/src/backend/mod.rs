@@ -124,6 +124,27 @@ pub trait Backend: Send + Sync + fmt::Debug {
         Ok(None)
     }
 
+    /// Copies `len` bytes at `src` of another device's backend `from` to `dst` of this one
+    /// directly (a GPU driver's peer copy), waiting for it; `Ok(false)` where this backend
+    /// cannot, and the caller stages the copy through host memory.
+    ///
+    /// # Safety
+    /// `dst..dst + len` lies in one live allocation of this backend, `src..src + len` in one
+    /// of `from`.
+    unsafe fn copy_from_peer(
+        &self,
+        dst: DevicePtr,
+        from: &dyn Backend,
+        src: DevicePtr,
+        len: usize,
+    ) -> Result<bool> {
+        let _ = (dst, from, src, len);
+        Ok(false)
+    }
+
+    /// For downcasting to the backend's own type (peer copies between two of its devices).
+    fn as_any(&self) -> &dyn Any;
+
     /// `bytes` (> 0) of zeroed page-locked host memory the device copies from and to
     /// asynchronously, or `None` where ordinary memory serves (the CPU device).
     fn alloc_host(&self, bytes: usize) -> Result<Option<Box<dyn HostMemory>>> {
@@ -179,6 +200,9 @@ pub trait BackendStream: Send + Sync + fmt::Debug {
     fn begin_capture(&self) -> Result<()>;
     /// Ends the recording.
     fn end_capture(&self) -> Result<Box<dyn BackendGraph>>;
+    /// Ends the recording and makes `graph` (of the same device) run it instead of what it
+    /// ran: updated in place where the driver can, else replaced.
+    fn end_capture_into(&self, graph: &mut dyn BackendGraph) -> Result<()>;
     /// Queues one replay of `graph` (of the same device).
     fn launch_graph(&self, graph: &dyn BackendGraph) -> Result<()>;
 }
@@ -199,6 +223,8 @@ pub trait BackendEvent: Send + Sync + fmt::Debug {
 pub trait BackendGraph: Send + Sync + fmt::Debug {
     /// For downcasting to the backend's own type.
     fn as_any(&self) -> &dyn Any;
+    /// For downcasting to the backend's own type, to update it.
+    fn as_any_mut(&mut self) -> &mut dyn Any;
 }
 
 /// A loaded device image.

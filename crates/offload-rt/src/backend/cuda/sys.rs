@@ -35,6 +35,15 @@ pub type CUjit_option = c_int;
 pub type CUgraph = *mut c_void;
 pub type CUgraphExec = *mut c_void;
 
+/// `CUgraphExecUpdateResultInfo` (CUDA 12).
+#[derive(Debug)]
+#[repr(C)]
+pub struct CUgraphExecUpdateResultInfo {
+    pub result: c_int,
+    pub errorNode: *mut c_void,
+    pub errorFromNode: *mut c_void,
+}
+
 pub const CUDA_SUCCESS: CUresult = 0;
 pub const CUDA_ERROR_OUT_OF_MEMORY: CUresult = 2;
 pub const CUDA_ERROR_STUB_LIBRARY: CUresult = 34;
@@ -123,6 +132,10 @@ entry_points! {
     cuGraphLaunch: fn(CUgraphExec, CUstream) -> CUresult;
     cuGraphDestroy: fn(CUgraph) -> CUresult;
     cuGraphExecDestroy: fn(CUgraphExec) -> CUresult;
+    cuMemcpyPeerAsync: fn(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, usize, CUstream) -> CUresult;
+    @optional
+    // CUDA 12 and newer.
+    cuGraphExecUpdate_v2: fn(CUgraphExec, CUgraph, *mut CUgraphExecUpdateResultInfo) -> CUresult;
     }
 }
 

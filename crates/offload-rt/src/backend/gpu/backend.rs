@@ -150,6 +150,12 @@ impl<D: Driver> GpuBackend<D> {
         to_error(e, D::KIND, &self.description)
     }
 
+    fn allocations(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, GpuBuffer<D>>> {
+        self.allocations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn not_allocated(&self, what: String) -> Error {
         Error::Driver {
             backend: D::KIND.name(),
@@ -314,6 +320,46 @@ impl<D: Driver> Backend for GpuBackend<D> {
         self.device.synchronize().map_err(|e| self.err(e))
     }
 
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    unsafe fn copy_from_peer(
+        &self,
+        dst: DevicePtr,
+        from: &dyn Backend,
+        src: DevicePtr,
+        len: usize,
+    ) -> Result<bool> {
+        let Some(from) = from.as_any().downcast_ref::<GpuBackend<D>>() else {
+            return Ok(false);
+        };
+        if std::ptr::eq(self, from) {
+            return Ok(false);
+        }
+        // Both maps are held during the copy; taken in address order, so that copies both
+        // ways between two devices at once cannot deadlock.
+        let (mut mine, theirs) =
+            if std::ptr::from_ref(self).addr() < std::ptr::from_ref(from).addr() {
+                let mine = self.allocations();
+                (mine, from.allocations())
+            } else {
+                let theirs = from.allocations();
+                (self.allocations(), theirs)
+            };
+        // Whole allocations only: what `DeviceBuffer::copy_from_buffer` asks for.
+        let (Some(dst_buf), Some(src_buf)) = (mine.get_mut(&dst.0), theirs.get(&src.0)) else {
+            return Ok(false);
+        };
+        if dst_buf.len() != len || src_buf.len() != len {
+            return Ok(false);
+        }
+        self.device
+            .copy_peer(dst_buf, src_buf)
+            .map(|()| true)
+            .map_err(|e| self.err(e))
+    }
+
     fn create_stream(&self) -> Result<Option<Box<dyn BackendStream>>> {
         let stream = self.device.stream().map_err(|e| self.err(e))?;
         Ok(Some(Box::new(GpuStreamImpl {
@@ -428,6 +474,15 @@ impl<D: Driver> BackendStream for GpuStreamImpl<D> {
         Ok(Box::new(GpuGraphImpl { graph }))
     }
 
+    fn end_capture_into(&self, graph: &mut dyn BackendGraph) -> Result<()> {
+        let Some(graph) = graph.as_any_mut().downcast_mut::<GpuGraphImpl<D>>() else {
+            return Err(self.foreign("a graph"));
+        };
+        self.stream
+            .end_capture_into(&mut graph.graph)
+            .map_err(|e| self.err(e))
+    }
+
     fn launch_graph(&self, graph: &dyn BackendGraph) -> Result<()> {
         let Some(graph) = graph.as_any().downcast_ref::<GpuGraphImpl<D>>() else {
             return Err(self.foreign("a graph"));
@@ -500,6 +555,10 @@ impl<D: Driver> std::fmt::Debug for GpuGraphImpl<D> {
 
 impl<D: Driver> BackendGraph for GpuGraphImpl<D> {
     fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
         self
     }
 }

@@ -334,6 +334,39 @@ impl<D: Driver> GpuDevice<D> {
         }
     }
 
+    /// Copies all of `src`, a buffer of another device of this driver, into `dst` (of this
+    /// device, as long), and waits for it: directly between the devices where they can reach
+    /// each other, else staged by the driver.
+    ///
+    /// # Errors
+    /// [`GpuError::CopyOutOfBounds`], [`GpuError::WrongDevice`] or a driver failure.
+    pub fn copy_peer(&self, dst: &mut GpuBuffer<D>, src: &GpuBuffer<D>) -> Result<(), GpuError> {
+        if !Arc::ptr_eq(&dst.ctx, &self.ctx) {
+            return Err(self.ctx.wrong_device("buffer", &dst.ctx));
+        }
+        dst.check(0, src.len)?;
+        if src.len == 0 {
+            return Ok(());
+        }
+        self.ctx.bind()?;
+        let (driver, stream) = (self.ctx.driver, self.ctx.stream);
+        // SAFETY: both ranges lie in live allocations of their devices, checked above;
+        // `stream` is this (the destination) device's; waited for before returning.
+        unsafe {
+            driver.copy_peer(
+                dst.ptr,
+                &self.ctx.info,
+                self.ctx.ctx,
+                src.ptr,
+                &src.ctx.info,
+                src.ctx.ctx,
+                src.len,
+                stream,
+            )?;
+            driver.stream_synchronize(stream)
+        }
+    }
+
     /// A new event on this device, for ordering and timing work.
     ///
     /// # Errors
@@ -831,6 +864,54 @@ impl<D: Driver> GpuStream<D> {
             graph,
             exec,
         })
+    }
+
+    /// Ends the recording begun by [`GpuStream::begin_capture`] and makes `graph` run it: the
+    /// instance is updated in place where the driver can (the same work with other
+    /// parameters), else the recording is instantiated anew.
+    ///
+    /// # Errors
+    /// [`GpuError::WrongDevice`] or a driver failure.
+    pub fn end_capture_into(&self, graph: &mut GpuGraph<D>) -> Result<(), GpuError> {
+        if !Arc::ptr_eq(&graph.ctx, &self.ctx) {
+            return Err(self.ctx.wrong_device("graph", &graph.ctx));
+        }
+        self.ctx.bind()?;
+        let driver = self.ctx.driver;
+        // SAFETY: the stream is alive and recording.
+        let recorded = unsafe { driver.capture_end(self.stream)? };
+        // SAFETY: both are alive; `graph.exec` is not replaying on the host's behalf while
+        // `&mut` is held (replays already queued keep the driver's own reference).
+        let updated = match unsafe { driver.graph_exec_update(graph.exec, recorded) } {
+            Ok(updated) => updated,
+            Err(e) => {
+                // SAFETY: made just above; not used afterwards.
+                let _ = unsafe { driver.graph_destroy(recorded) };
+                return Err(e);
+            }
+        };
+        let exec = if updated {
+            graph.exec
+        } else {
+            // SAFETY: `recorded` was just made by the driver.
+            match unsafe { driver.graph_instantiate(recorded) } {
+                Ok(exec) => {
+                    // SAFETY: the old instance is replaced and not used afterwards.
+                    let _ = unsafe { driver.graph_exec_destroy(graph.exec) };
+                    exec
+                }
+                Err(e) => {
+                    // SAFETY: as above.
+                    let _ = unsafe { driver.graph_destroy(recorded) };
+                    return Err(e);
+                }
+            }
+        };
+        // SAFETY: the old graph is replaced; the instance no longer needs it.
+        let _ = unsafe { driver.graph_destroy(graph.graph) };
+        graph.graph = recorded;
+        graph.exec = exec;
+        Ok(())
     }
 
     /// Queues one replay of `graph` on this stream.

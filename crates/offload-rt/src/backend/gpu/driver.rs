@@ -149,6 +149,22 @@ pub trait Driver: Send + Sync + Sized + 'static {
         len: usize,
         stream: Handle,
     ) -> Result<(), GpuError>;
+    /// Queues a copy of `len` bytes from `src` on another device of this driver (`src_info`,
+    /// context `src_ctx`) to `dst` on the device `dst_info`/`dst_ctx` on `stream` (of the
+    /// destination device): directly where the devices can reach each other, else staged by
+    /// the driver.
+    #[expect(clippy::too_many_arguments, reason = "both ends of the copy")]
+    unsafe fn copy_peer(
+        &self,
+        dst: u64,
+        dst_info: &Self::Info,
+        dst_ctx: Handle,
+        src: u64,
+        src_info: &Self::Info,
+        src_ctx: Handle,
+        len: usize,
+        stream: Handle,
+    ) -> Result<(), GpuError>;
     /// Queues setting `len` bytes at `dst` to `value` on `stream`.
     unsafe fn memset(
         &self,
@@ -224,6 +240,10 @@ pub trait Driver: Send + Sync + Sized + 'static {
     unsafe fn capture_end(&self, stream: Handle) -> Result<Handle, GpuError>;
     /// An executable instance of `graph`.
     unsafe fn graph_instantiate(&self, graph: Handle) -> Result<Handle, GpuError>;
+    /// Updates instance `exec` in place to run `graph` (the same work with other
+    /// parameters); `Ok(false)` where the driver cannot (an older driver, or work of another
+    /// shape), and the caller instantiates `graph` instead.
+    unsafe fn graph_exec_update(&self, exec: Handle, graph: Handle) -> Result<bool, GpuError>;
     /// Queues one replay of an instance on `stream`.
     unsafe fn graph_launch(&self, exec: Handle, stream: Handle) -> Result<(), GpuError>;
     /// Destroys a graph.

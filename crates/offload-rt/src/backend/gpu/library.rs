@@ -85,11 +85,15 @@ pub(crate) unsafe fn symbol<T: Copy>(
 }
 
 /// Declares a table of C entry points loaded from one library: `$table::load(names)` opens
-/// the first library of `names` and looks up every entry point, or says which is missing.
+/// the first library of `names` and looks up every entry point, or says which is missing;
+/// the entries after `@optional` are `None` where the library lacks them (newer calls).
 /// Each entry's type must be the C prototype of the symbol of the same name in the driver's
 /// header (`cuda.h`, `hip_runtime_api.h`).
 macro_rules! entry_points {
-    ($(#[$meta:meta])* $table:ident { $( $name:ident : fn($($arg:ty),* $(,)?) -> $ret:ty ;)* }) => {
+    ($(#[$meta:meta])* $table:ident {
+        $( $name:ident : fn($($arg:ty),* $(,)?) -> $ret:ty ;)*
+        @optional $( $opt:ident : fn($($oarg:ty),* $(,)?) -> $oret:ty ;)*
+    }) => {
         $(#[$meta])*
         pub struct $table {
             /// The name the library was opened by.
@@ -97,6 +101,10 @@ macro_rules! entry_points {
             $(
                 #[doc = concat!("`", stringify!($name), "`")]
                 pub $name: unsafe extern "C" fn($($arg),*) -> $ret,
+            )*
+            $(
+                #[doc = concat!("`", stringify!($opt), "`, where the library has it")]
+                pub $opt: Option<unsafe extern "C" fn($($oarg),*) -> $oret>,
             )*
             _lib: libloading::Library,
         }
@@ -116,6 +124,13 @@ macro_rules! entry_points {
                         $name: unsafe {
                             $crate::backend::gpu::library::symbol(&lib, &library, stringify!($name))?
                         },
+                    )*
+                    $(
+                        // SAFETY: as above.
+                        $opt: unsafe {
+                            $crate::backend::gpu::library::symbol(&lib, &library, stringify!($opt))
+                        }
+                        .ok(),
                     )*
                     library,
                     _lib: lib,

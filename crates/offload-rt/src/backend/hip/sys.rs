@@ -149,6 +149,9 @@ entry_points! {
     hipGraphLaunch: fn(hipGraphExec_t, hipStream_t) -> hipError_t;
     hipGraphDestroy: fn(hipGraph_t) -> hipError_t;
     hipGraphExecDestroy: fn(hipGraphExec_t) -> hipError_t;
+    hipMemcpyPeerAsync: fn(*mut c_void, c_int, *const c_void, c_int, usize, hipStream_t) -> hipError_t;
+    @optional
+    hipGraphExecUpdate: fn(hipGraphExec_t, hipGraph_t, *mut *mut c_void, *mut c_int) -> hipError_t;
     }
 }
 
