@@ -559,3 +559,39 @@ fn every_device_is_listed_with_the_cpu_last() {
         Device::from_spec(&entry.spec).unwrap();
     }
 }
+
+/// Many threads share one CPU device, each with its own buffers: every result is right.
+/// (`benches/cpu-load` runs the same with 2,000 launches a thread and records resident
+/// memory.)
+#[test]
+fn sixteen_threads_launch_on_one_device() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let threads: Vec<_> = (0..16u32)
+        .map(|id| {
+            let dev = dev.clone();
+            std::thread::spawn(move || {
+                let n = 1000 + id * 17;
+                let (x, y) = exact_inputs(n);
+                let dx = DeviceBuffer::from_slice(&dev, &x).unwrap();
+                let mut dy = DeviceBuffer::from_slice(&dev, &y).unwrap();
+                for launch in 1..=100u32 {
+                    let a = if launch % 2 == 1 { 1.0 } else { -1.0 };
+                    k::saxpy
+                        .launch(&dev, LaunchConfig::for_num_elems(n), n, a, &dx, &mut dy)
+                        .unwrap();
+                    let got = dy.to_vec().unwrap();
+                    for i in 0..n as usize {
+                        let want = if launch % 2 == 1 { y[i] + x[i] } else { y[i] };
+                        assert_eq!(got[i], want, "thread {id}, launch {launch}, [{i}]");
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
