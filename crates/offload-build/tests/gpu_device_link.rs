@@ -472,3 +472,106 @@ fn amdgpu_panic_traps() {
         );
     }
 }
+
+/// The runtime's fixture kernels (every device-API feature the CPU device tests run).
+fn rt_fixture_inputs(target: &GpuTarget) -> Vec<device_link::DeviceInput> {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../offload-rt/tests/fixtures/kernels/Cargo.toml");
+    let dir = target_dir().join(format!("offload-rt-kernels-{}", target.triple()));
+    device_link::device_inputs(&Env::detect(), &manifest, target, &dir)
+        .unwrap_or_else(|e| panic!("nested build for {target}: {e}"))
+}
+
+/// The lines of one `.entry` of a PTX module.
+fn ptx_entry<'a>(ptx: &'a str, name: &str) -> Vec<&'a str> {
+    ptx.lines()
+        .skip_while(|l| !l.contains(&format!(".entry {name}(")))
+        .take_while(|l| *l != "}")
+        .map(str::trim)
+        .collect()
+}
+
+/// Warp operations on NVIDIA: `shfl.sync` in its four modes and `vote.sync`, all with the full
+/// mask, accepted by `ptxas` for sm_80 and sm_90.
+#[test]
+fn nvptx_warp_operations_are_shfl_sync() {
+    if !nightly_ready() {
+        return;
+    }
+    let target = GpuTarget::parse("sm_80").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    for sm in ["sm_80", "sm_90"] {
+        let ptx = device_link::nvptx_link(&inputs, sm, &NvptxLinkOptions::default()).unwrap();
+        let body = ptx_entry(&ptx, "warp_ops").join("\n");
+        for op in [
+            "shfl.sync.idx.b32",
+            "shfl.sync.up.b32",
+            "shfl.sync.down.b32",
+            "shfl.sync.bfly.b32",
+            "vote.sync.ballot.b32",
+            "vote.sync.any.pred",
+            "vote.sync.all.pred",
+            "%laneid",
+        ] {
+            assert!(body.contains(op), "{sm}: no {op} in warp_ops:\n{body}");
+        }
+        for line in body
+            .lines()
+            .filter(|l| l.starts_with("shfl.sync") || l.starts_with("vote.sync"))
+        {
+            assert!(line.ends_with(", -1;"), "{sm}: not the full mask: {line}");
+        }
+        // No shared memory: the warp reduction's only `.shared` is its array of warp sums.
+        let block_sum = ptx_entry(&ptx, "warp_block_sum").join("\n");
+        assert!(block_sum.contains("shfl.sync.bfly.b32"), "{block_sum}");
+        if device_link::ptxas_path().is_some() {
+            let (_, report) = device_link::ptxas_verbose(&ptx, sm).unwrap();
+            let k = report.iter().find(|k| k.name == "warp_block_sum").unwrap();
+            assert_eq!(k.shared_bytes, 32 * 8, "{report:?}");
+        }
+    }
+}
+
+/// Warp operations on AMD: `ds_bpermute_b32` for shuffles, `v_mbcnt` for the lane id, the
+/// wave size of each processor (64 on gfx9, 32 on gfx11) folded into the code, and no LDS
+/// for the shuffles themselves.
+#[test]
+fn amdgpu_warp_operations_are_ds_bpermute() {
+    if !nightly_ready() || Tool::LlvmObjdump.for_test().is_none() {
+        return;
+    }
+    let target = GpuTarget::parse("gfx90a").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    let scratch = tempfile::tempdir().unwrap();
+    for (id, wave) in [("gfx90a", 64), ("gfx942", 64), ("gfx1100", 32)] {
+        let target = GpuTarget::parse(id).unwrap();
+        let images = device_link::gpu_images(&inputs, &target).unwrap();
+        let info = device_link::amdgpu_inspect(&images[0].bytes).unwrap();
+        let k = info.kernels.iter().find(|k| k.name == "warp_ops").unwrap();
+        assert_eq!(k.wavefront_size, wave, "{id}: {k:?}");
+        assert_eq!(k.group_segment_fixed_size, 0, "{id}: shuffles need no LDS");
+        let text = disassemble(&images[0].bytes, id, scratch.path());
+        let body = function_body(&text, "warp_ops");
+        let count = |prefix: &str| body.iter().filter(|l| l.starts_with(prefix)).count();
+        assert!(count("ds_bpermute_b32") > 0, "{id}:\n{}", body.join("\n"));
+        assert!(
+            count("v_mbcnt_lo_u32_b32") > 0,
+            "{id}:\n{}",
+            body.join("\n")
+        );
+        // warp_ops stores warp_size() as the second word of each row: the constant.
+        assert!(
+            body.iter().any(
+                |l| l.starts_with("v_mov_b32") && l.contains(&format!(", {wave}"))
+                    || l.starts_with("s_mov_b32") && l.contains(&format!(", {wave}"))
+            ),
+            "{id}: the wave size {wave} is not a constant:\n{}",
+            body.join("\n")
+        );
+        let block_sum = function_body(&text, "warp_block_sum");
+        assert!(
+            block_sum.iter().any(|l| l.starts_with("ds_bpermute_b32")),
+            "{id}"
+        );
+    }
+}

@@ -23,7 +23,11 @@
     ),
     feature(thread_local)
 )]
-#![cfg_attr(all(offload_device, target_arch = "nvptx64"), feature(stdarch_nvptx))]
+#![cfg_attr(
+    all(offload_device, target_arch = "nvptx64"),
+    feature(stdarch_nvptx, link_llvm_intrinsics, abi_unadjusted),
+    allow(internal_features)
+)]
 #![cfg_attr(
     all(offload_device, target_arch = "amdgpu"),
     feature(stdarch_amdgpu, core_intrinsics),

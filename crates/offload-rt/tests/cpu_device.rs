@@ -15,7 +15,7 @@ use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig};
 use offload_rt_test_kernels as k;
 
 const MODULE: &str = "offload_rt_test_kernels";
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,warp_ops,warp_block_sum";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -367,4 +367,58 @@ fn divergent_barrier_is_reported_then_handled() {
         .launch(&dev, LaunchConfig::linear(4, 32), &mut out)
         .unwrap();
     assert!(out.to_vec().unwrap().iter().all(|&v| v == 1));
+}
+
+/// Lane ids, shuffles, votes and warp reductions on the CPU device's emulated warps of 32,
+/// against the host's reading of the rules; a first launch decides barrier mode from them.
+#[test]
+fn warp_operations_match_the_rules() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    for (blocks, block) in [(3u32, 128u32), (2, 1024), (5, 32)] {
+        let threads = (blocks * block) as usize;
+        let mut out = DeviceBuffer::<u32>::zeroed(&dev, threads * k::WARP_OPS_WORDS).unwrap();
+        k::warp_ops
+            .launch(&dev, LaunchConfig::linear(blocks, block), 0x5eed, &mut out)
+            .unwrap();
+        let got = out.to_vec().unwrap();
+        let mut want = vec![0; got.len()];
+        k::warp_ops_reference(0x5eed, 32, &mut want);
+        for (t, (g, w)) in got
+            .chunks(k::WARP_OPS_WORDS)
+            .zip(want.chunks(k::WARP_OPS_WORDS))
+            .enumerate()
+        {
+            assert_eq!(g, w, "blocks of {block}: thread {t}");
+        }
+    }
+}
+
+/// A warp reduction whose second level runs in warp 0 only, after a block barrier, in blocks of
+/// 3 to 32 warps.
+#[test]
+fn warp_reduction_in_one_warp_after_a_barrier() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let n = 100_003u32;
+    let input: Vec<u32> = (0..n).map(|i| i.wrapping_mul(2_654_435_761) >> 4).collect();
+    let expected: u64 = input.iter().map(|&v| u64::from(v)).sum();
+    let din = DeviceBuffer::from_slice(&dev, &input).unwrap();
+    for block in [256u32, 96, 1024] {
+        let mut out = DeviceBuffer::<u64>::zeroed(&dev, 1).unwrap();
+        k::warp_block_sum
+            .launch(
+                &dev,
+                LaunchConfig::linear(n.div_ceil(block), block),
+                n,
+                &din,
+                &mut out,
+            )
+            .unwrap();
+        assert_eq!(out.to_vec().unwrap(), [expected], "blocks of {block}");
+    }
 }

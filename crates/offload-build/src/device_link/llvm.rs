@@ -794,11 +794,34 @@ fn check_resolved(module: &Module<'_>, allowed: &[&str]) -> Result<()> {
 ///   (`workgroup_size_{x,y,z}` for 0..=2, `grid_size_{x,y,z}` for 3..=5), read through
 ///   `llvm.amdgcn.dispatch.ptr`, which returns an address-space-4 pointer;
 /// - `__offload_amdgpu_sync_threads()`: `s_barrier` between workgroup-scope fences (Rust's
-///   fences are system-scope, which write back and invalidate L2 at every barrier).
+///   fences are system-scope, which write back and invalidate L2 at every barrier);
+/// - `__offload_amdgpu_wave_size()`: the wavefront size of the image's processor (see
+///   [`amdgpu_wave_size`]), a constant here because one device build serves every processor
+///   and rustc folds `llvm.amdgcn.wavefrontsize` for the build's baseline CPU.
 const AMDGPU_HELPERS: &[&str] = &[
     "__offload_amdgpu_dispatch_field",
     "__offload_amdgpu_sync_threads",
+    "__offload_amdgpu_wave_size",
 ];
+
+/// Lanes per wavefront the code object runs with on `processor`: 64 up to gfx9, 32 from
+/// gfx10 on (LLVM's default there; the device link does not ask for `+wavefrontsize64`).
+pub fn amdgpu_wave_size(processor: &str) -> u32 {
+    let major: u32 = processor
+        .strip_prefix("gfx")
+        .map(|rest| {
+            rest.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+        })
+        .and_then(|digits| {
+            // gfx90a, gfx942: one digit of major; gfx1100, gfx1201: two.
+            let n = if digits.len() >= 4 { 2 } else { 1 };
+            digits.get(..n)?.parse().ok()
+        })
+        .unwrap_or(9);
+    if major >= 10 { 32 } else { 64 }
+}
 const AMDGPU_HELPERS_IR: &str = r#"
 declare ptr addrspace(4) @llvm.amdgcn.dispatch.ptr()
 declare void @llvm.amdgcn.s.barrier() #1
@@ -835,11 +858,20 @@ entry:
   ret void
 }
 
+define i32 @__offload_amdgpu_wave_size() #0 {
+entry:
+  ret i32 WAVE_SIZE
+}
+
 attributes #0 = { alwaysinline nounwind willreturn }
 attributes #1 = { alwaysinline convergent nounwind willreturn }
 "#;
 
-fn define_amdgpu_helpers<'ctx>(context: &'ctx Context, module: &Module<'ctx>) -> Result<()> {
+fn define_amdgpu_helpers<'ctx>(
+    context: &'ctx Context,
+    module: &Module<'ctx>,
+    processor: &str,
+) -> Result<()> {
     let needed = AMDGPU_HELPERS.iter().any(|name| {
         module
             .get_function(name)
@@ -848,10 +880,9 @@ fn define_amdgpu_helpers<'ctx>(context: &'ctx Context, module: &Module<'ctx>) ->
     if !needed {
         return Ok(());
     }
-    let buffer = MemoryBuffer::create_from_memory_range_copy(
-        AMDGPU_HELPERS_IR.as_bytes(),
-        "offload-amdgpu-helpers",
-    );
+    let ir = AMDGPU_HELPERS_IR.replace("WAVE_SIZE", &amdgpu_wave_size(processor).to_string());
+    let buffer =
+        MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "offload-amdgpu-helpers");
     let helper = context
         .create_module_from_ir(buffer)
         .map_err(|e| Error::ParseBitcode {
@@ -889,7 +920,7 @@ fn link_for<'ctx>(
         .to_bytes()
         .starts_with(b"amdgcn")
     {
-        define_amdgpu_helpers(context, &module)?;
+        define_amdgpu_helpers(context, &module, &cstr(&machine.get_cpu()))?;
     }
     // SAFETY: `module` is live; stripping debug info leaves valid IR.
     unsafe { llvm_sys::debuginfo::LLVMStripModuleDebugInfo(module.as_mut_ptr()) };
@@ -1224,6 +1255,21 @@ mod tests {
             ),
         );
         vec![DeviceInput::object("kernel.bc", kernel)]
+    }
+
+    #[test]
+    fn wave_size_by_processor() {
+        for (processor, size) in [
+            ("gfx906", 64),
+            ("gfx90a", 64),
+            ("gfx942", 64),
+            ("gfx950", 64),
+            ("gfx1030", 32),
+            ("gfx1100", 32),
+            ("gfx1201", 32),
+        ] {
+            assert_eq!(amdgpu_wave_size(processor), size, "{processor}");
+        }
     }
 
     #[test]

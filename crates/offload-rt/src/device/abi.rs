@@ -43,6 +43,9 @@ pub struct CpuLaunch {
     /// Called by `sync_threads()`; suspends the calling GPU thread until its block reaches
     /// the barrier.
     pub barrier: unsafe extern "C" fn(launch: *const CpuLaunch),
+    /// Called by warp operations; suspends the calling GPU thread until every live lane of its
+    /// warp (32 consecutive threads by rank) reaches a warp barrier too.
+    pub warp_sync: unsafe extern "C" fn(launch: *const CpuLaunch),
     /// The runtime's state for this launch.
     pub ctx: *const c_void,
 }
@@ -72,6 +75,8 @@ pub const CPU_THREAD_PREFIX: &str = "__offload_cpu_thread_";
 /// Symbol of the `u32` CPU ABI version every CPU image exports.
 pub const CPU_ABI_SYMBOL: &str = "__offload_cpu_abi_version";
 /// The CPU entry-point ABI described by this module.
-pub const CPU_ABI_VERSION: u32 = 1;
+pub const CPU_ABI_VERSION: u32 = 2;
+/// Lanes of a warp on the CPU device.
+pub const CPU_WARP_SIZE: u32 = 32;
 /// Bytes of static shared memory a block can use on the CPU device.
 pub const CPU_SHARED_CAPACITY: usize = super::MAX_STATIC_SHARED_BYTES;

@@ -13,7 +13,9 @@
 //! `thread_idx_{x,y,z}`, `block_idx_{x,y,z}`, `block_dim_{x,y,z}`, `grid_dim_{x,y,z}`
 //! (all `fn() -> u32`, `#[inline(always)]`), `sync_threads()` (a block-wide barrier that also
 //! orders memory, like `__syncthreads`), `trap() -> !` (abort the launch; used by the panic
-//! handler), and the expansion of [`shared_array!`] for its target (see there).
+//! handler), the warp primitives `lane_id`, `warp_size`, `shuffle_u32` / `shuffle_u64`
+//! (`(warp::Shuffle, value, arg)`), `ballot`, `warp_any`, `warp_all` (see [`warp`]), and the
+//! expansion of [`shared_array!`] for its target (see there).
 //!
 //! Built for the host (without `offload_device`), the API describes a launch of a single
 //! thread: indices 0, dimensions 1, `sync_threads()` returns at once. It exists there so
@@ -31,6 +33,11 @@
 //! let total = unsafe { AtomicU64::from_ptr(out) };
 //! total.fetch_add(partial, Ordering::Relaxed);
 //! ```
+//!
+//! # Warp operations
+//!
+//! [`warp`]: lane ids, shuffles, votes and warp reductions, the same on every device (the CPU
+//! device runs warps of 32 lanes).
 //!
 //! # Shared memory
 //!
@@ -63,8 +70,13 @@ use host as arch;
 use nvptx as arch;
 
 pub mod abi;
+pub mod warp;
 
 pub use abi::{DeviceCopy, KernelScalar};
+pub use warp::{
+    WarpAdd, WarpValue, ballot, lane_id, shuffle_down, shuffle_idx, shuffle_up, shuffle_xor,
+    warp_all, warp_any, warp_max, warp_min, warp_size, warp_sum,
+};
 
 /// Bytes of static shared memory ([`shared_array!`]) one kernel may use, the same on every
 /// device: CUDA refuses more in static declarations (`ptxas`), AMD GPUs have 64 KiB of LDS
