@@ -575,3 +575,72 @@ fn amdgpu_warp_operations_are_ds_bpermute() {
         );
     }
 }
+
+/// Dynamic shared memory: NVIDIA's `.extern .shared` array (ptxas counts only the static
+/// bytes); on AMD LDS accesses (`ds_*`, no flat access), the static LDS alone in
+/// `.group_segment_fixed_size` (code object V5 has no dynamic-LDS field: the runtime adds the
+/// launch's dynamic size to it) and the dynamic area addressed from the static size on.
+#[test]
+fn dynamic_shared_memory_is_extern_shared_and_lds() {
+    if !nightly_ready() || Tool::LlvmObjdump.for_test().is_none() {
+        return;
+    }
+    let target = GpuTarget::parse("sm_80").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    let ptx = device_link::nvptx_link(&inputs, "sm_90", &NvptxLinkOptions::default()).unwrap();
+    assert!(
+        ptx.lines().any(|l| l.trim()
+            == ".extern .shared .align 16 .b8 __offload_dynamic_shared_memory[];"),
+        "{ptx}"
+    );
+    let body = ptx_entry(&ptx, "reverse_dynamic").join("\n");
+    assert!(
+        body.contains("st.shared") && body.contains("ld.shared"),
+        "{body}"
+    );
+    if device_link::ptxas_path().is_some() {
+        let (_, report) = device_link::ptxas_verbose(&ptx, "sm_90").unwrap();
+        let k = report.iter().find(|k| k.name == "reverse_dynamic").unwrap();
+        assert_eq!(k.shared_bytes, 16, "{report:?}");
+    }
+
+    let target = GpuTarget::parse("gfx90a").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    let scratch = tempfile::tempdir().unwrap();
+    for id in ["gfx90a", "gfx942", "gfx1100"] {
+        let target = GpuTarget::parse(id).unwrap();
+        let images = device_link::gpu_images(&inputs, &target).unwrap();
+        let path = scratch.path().join(format!("{id}.elf"));
+        std::fs::write(&path, &images[0].bytes).unwrap();
+        let notes = readelf(&["--notes"], &path);
+        assert!(
+            notes.contains(".name:           reverse_dynamic"),
+            "{notes}"
+        );
+        let info = device_link::amdgpu_inspect(&images[0].bytes).unwrap();
+        let k = info
+            .kernels
+            .iter()
+            .find(|k| k.name == "reverse_dynamic")
+            .unwrap();
+        assert_eq!(k.group_segment_fixed_size, 16, "{id}: {k:?}");
+        let text = disassemble(&images[0].bytes, id, scratch.path());
+        let body = function_body(&text, "reverse_dynamic");
+        let all = body.join("\n");
+        let count = |prefix: &str| body.iter().filter(|l| l.starts_with(prefix)).count();
+        assert!(count("ds_write") + count("ds_store") >= 2, "{id}:\n{all}");
+        assert!(count("ds_read") + count("ds_load") >= 2, "{id}:\n{all}");
+        assert_eq!(
+            count("global_store"),
+            1,
+            "{id}: only `data` is global:\n{all}"
+        );
+        assert_eq!(count("flat_"), 0, "{id}: a flat access:\n{all}");
+        // Dynamic LDS starts where the static LDS (16 bytes) ends.
+        assert!(
+            body.iter()
+                .any(|l| l.contains("add") && l.split([' ', ',']).any(|w| w == "16")),
+            "{id}: no address past the static LDS:\n{all}"
+        );
+    }
+}

@@ -15,7 +15,8 @@ use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig};
 use offload_rt_test_kernels as k;
 
 const MODULE: &str = "offload_rt_test_kernels";
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,warp_ops,warp_block_sum";
+const KERNELS: &str =
+    "saxpy,block_sum,indices,reverse_blocks,divergent,warp_ops,warp_block_sum,reverse_dynamic";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -295,10 +296,6 @@ fn bad_launch_configurations_are_typed_errors() {
         LaunchConfig::linear(1, 2048),
         shape((1, 1, 1), (1, 1, 128)),
         shape((1, 65536, 1), (64, 1, 1)),
-        LaunchConfig {
-            shared_mem_bytes: 16,
-            ..LaunchConfig::linear(1, 64)
-        },
     ] {
         let err = k::reverse_blocks.launch(&dev, config, &mut d).unwrap_err();
         let expected = config.check().err();
@@ -421,4 +418,55 @@ fn warp_reduction_in_one_warp_after_a_barrier() {
             .unwrap();
         assert_eq!(out.to_vec().unwrap(), [expected], "blocks of {block}");
     }
+}
+
+/// Dynamic shared memory beside a static array, in blocks of several sizes; then a launch over
+/// the limit, refused with both figures (after the first launch, which ran, and before the
+/// next).
+#[test]
+fn dynamic_shared_memory() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    for block in [64u32, 256, 1024] {
+        let blocks = 7u32;
+        let data: Vec<i32> = (0..(blocks * block) as i32).collect();
+        let mut d = DeviceBuffer::from_slice(&dev, &data).unwrap();
+        let config = LaunchConfig {
+            shared_mem_bytes: block * 4,
+            ..LaunchConfig::linear(blocks, block)
+        };
+        k::reverse_dynamic.launch(&dev, config, &mut d).unwrap();
+        let want: Vec<i32> = data
+            .chunks(block as usize)
+            .enumerate()
+            .flat_map(|(b, c)| c.iter().rev().map(move |v| v + b as i32))
+            .collect();
+        assert_eq!(d.to_vec().unwrap(), want, "blocks of {block}");
+    }
+    let mut d = DeviceBuffer::<i32>::zeroed(&dev, 64).unwrap();
+    let over = LaunchConfig {
+        shared_mem_bytes: 64 * 1024 - 8,
+        ..LaunchConfig::linear(1, 64)
+    };
+    for _ in 0..2 {
+        let err = k::reverse_dynamic.launch(&dev, over, &mut d).unwrap_err();
+        match &err {
+            Error::SharedMemoryLimit {
+                static_bytes: 16,
+                dynamic_bytes: 65528,
+                limit: 65536,
+                ..
+            } => {}
+            _ => panic!("{err}"),
+        }
+        let text = err.to_string();
+        assert!(text.contains("16 bytes of static") && text.contains("65528 bytes of dynamic"));
+    }
+    let fits = LaunchConfig {
+        shared_mem_bytes: 64 * 1024 - 16,
+        ..LaunchConfig::linear(1, 64)
+    };
+    k::reverse_dynamic.launch(&dev, fits, &mut d).unwrap();
 }

@@ -32,7 +32,35 @@ const AMDGPU_KERNEL_CC: u32 = 91;
 const NVPTX_TRIPLE: &str = "nvptx64-nvidia-cuda";
 const AMDGPU_TRIPLE: &str = "amdgcn-amd-amdhsa";
 /// Functions the CUDA driver provides to PTX modules.
-const NVPTX_EXTERNALS: &[&str] = &["vprintf", "malloc", "free", "__assertfail"];
+const NVPTX_EXTERNALS: &[&str] = &[
+    "vprintf",
+    "malloc",
+    "free",
+    "__assertfail",
+    DYNAMIC_SHARED_MEMORY,
+];
+/// Externals an AMDGPU image may keep.
+const AMDGPU_EXTERNALS: &[&str] = &[DYNAMIC_SHARED_MEMORY];
+
+/// The block's dynamic shared memory: a zero-length `extern` array in address space 3, which
+/// NVPTX emits as `.extern .shared .align 16 .b8 NAME[]` and AMDGPU places after the static
+/// LDS (CUDA's `extern __shared__`).
+const DYNAMIC_SHARED_MEMORY: &str = "__offload_dynamic_shared_memory";
+
+/// What offload-rt's device API asks every GPU link to define:
+/// `__offload_dynamic_shared()`, the generic address of [`DYNAMIC_SHARED_MEMORY`] (Rust cannot
+/// declare an address-space-3 global).
+const GPU_HELPERS: &[&str] = &["__offload_dynamic_shared"];
+const GPU_HELPERS_IR: &str = r#"
+@__offload_dynamic_shared_memory = external addrspace(3) global [0 x i8], align 16
+
+define ptr @__offload_dynamic_shared() #0 {
+entry:
+  ret ptr addrspacecast (ptr addrspace(3) @__offload_dynamic_shared_memory to ptr)
+}
+
+attributes #0 = { alwaysinline nounwind willreturn }
+"#;
 
 /// The major version of the LLVM this crate is linked against.
 pub fn linked_llvm_major() -> u32 {
@@ -867,12 +895,14 @@ attributes #0 = { alwaysinline nounwind willreturn }
 attributes #1 = { alwaysinline convergent nounwind willreturn }
 "#;
 
-fn define_amdgpu_helpers<'ctx>(
+/// Links the IR module `ir` into `module` when `module` declares one of `names`.
+fn link_helpers<'ctx>(
     context: &'ctx Context,
     module: &Module<'ctx>,
-    processor: &str,
+    names: &[&str],
+    ir: &str,
 ) -> Result<()> {
-    let needed = AMDGPU_HELPERS.iter().any(|name| {
+    let needed = names.iter().any(|name| {
         module
             .get_function(name)
             .is_some_and(|f| f.as_global_value().is_declaration())
@@ -880,13 +910,12 @@ fn define_amdgpu_helpers<'ctx>(
     if !needed {
         return Ok(());
     }
-    let ir = AMDGPU_HELPERS_IR.replace("WAVE_SIZE", &amdgpu_wave_size(processor).to_string());
     let buffer =
-        MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "offload-amdgpu-helpers");
+        MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "offload-device-helpers");
     let helper = context
         .create_module_from_ir(buffer)
         .map_err(|e| Error::ParseBitcode {
-            name: "offload-amdgpu-helpers".into(),
+            name: "offload-device-helpers".into(),
             message: e.to_string(),
         })?;
     helper.set_triple(&module.get_triple());
@@ -896,7 +925,7 @@ fn define_amdgpu_helpers<'ctx>(
         llvm_sys::core::LLVMSetDataLayout(helper.as_mut_ptr(), layout);
     }
     module.link_in_module(helper).map_err(|e| Error::Link {
-        name: "offload-amdgpu-helpers".into(),
+        name: "offload-device-helpers".into(),
         message: e.to_string(),
     })
 }
@@ -920,8 +949,11 @@ fn link_for<'ctx>(
         .to_bytes()
         .starts_with(b"amdgcn")
     {
-        define_amdgpu_helpers(context, &module, &cstr(&machine.get_cpu()))?;
+        let wave = amdgpu_wave_size(&cstr(&machine.get_cpu())).to_string();
+        let ir = AMDGPU_HELPERS_IR.replace("WAVE_SIZE", &wave);
+        link_helpers(context, &module, AMDGPU_HELPERS, &ir)?;
     }
+    link_helpers(context, &module, GPU_HELPERS, GPU_HELPERS_IR)?;
     // SAFETY: `module` is live; stripping debug info leaves valid IR.
     unsafe { llvm_sys::debuginfo::LLVMStripModuleDebugInfo(module.as_mut_ptr()) };
     let kept = internalize(&module, kernels)?;
@@ -971,7 +1003,13 @@ pub fn amdgpu_link_object(
 ) -> Result<LinkedObject> {
     let machine = target_machine(AMDGPU_TRIPLE, &target.processor, &target.llvm_features())?;
     let context = Context::create();
-    let (module, kernels) = link_for(&context, inputs, &machine, opts.kernels.as_deref(), &[])?;
+    let (module, kernels) = link_for(
+        &context,
+        inputs,
+        &machine,
+        opts.kernels.as_deref(),
+        AMDGPU_EXTERNALS,
+    )?;
     const FLAG: &str = "amdhsa_code_object_version";
     if module.get_flag(FLAG).is_some() {
         return Err(Error::Codegen {

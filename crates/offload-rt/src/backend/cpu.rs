@@ -19,12 +19,13 @@ mod pool;
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use super::{Backend, DeviceKind, DevicePtr, KernelHandle, Module};
+use crate::device::MAX_SHARED_BYTES;
 use crate::device::abi::{
     CPU_RUN_PREFIX, CPU_THREAD_PREFIX, CPU_WARP_SIZE, CpuLaunch, CpuRunFn, CpuThreadFn,
 };
@@ -246,6 +247,8 @@ struct CpuKernel {
     run: CpuRunFn,
     thread: CpuThreadFn,
     mode: AtomicU8,
+    /// The most static shared memory a block of this kernel has used in a launch so far.
+    static_shared: AtomicU32,
 }
 
 /// A CPU image loaded in this process.
@@ -311,6 +314,7 @@ impl Module for CpuModule {
             run,
             thread,
             mode: AtomicU8::new(MODE_UNKNOWN),
+            static_shared: AtomicU32::new(0),
         });
         Ok(KernelHandle(kernels.len() as u64 - 1))
     }
@@ -326,23 +330,39 @@ impl Module for CpuModule {
             kernel: name.to_owned(),
             reason,
         };
-        let (run, thread, mode) = {
+        let (run, thread, mode, known_static) = {
             let kernels = self.kernels();
             let k = kernels
                 .get(kernel.0 as usize)
                 .ok_or_else(|| invalid(format!("unknown kernel handle {}", kernel.0)))?;
-            (k.run, k.thread, k.mode.load(Ordering::Relaxed))
+            (
+                k.run,
+                k.thread,
+                k.mode.load(Ordering::Relaxed),
+                k.static_shared.load(Ordering::Relaxed),
+            )
         };
         let (blocks, threads) = match config.check().map_err(invalid)? {
             LaunchShape::Empty => return Ok(()),
             LaunchShape::Blocks { blocks, threads } => (blocks, threads),
         };
-        if config.shared_mem_bytes != 0 {
-            return Err(invalid(
-                "dynamic shared memory is not available on the CPU device; use shared_array!"
-                    .to_owned(),
-            ));
-        }
+        // The kernel's static shared memory is known once a launch has run it; the first
+        // launch is checked after it ran (on the CPU device the two kinds of shared memory
+        // are apart, so running it was harmless) and gets the same error.
+        let shared_limit = |static_bytes: u32| {
+            let dynamic = u64::from(config.shared_mem_bytes);
+            let limit = MAX_SHARED_BYTES as u64;
+            if u64::from(static_bytes) + dynamic > limit {
+                return Err(Error::SharedMemoryLimit {
+                    kernel: name.to_owned(),
+                    static_bytes: u64::from(static_bytes),
+                    dynamic_bytes: dynamic,
+                    limit,
+                });
+            }
+            Ok(())
+        };
+        shared_limit(known_static)?;
         let (gx, gy, gz) = config.grid;
         let (bx, by, bz) = config.block;
 
@@ -355,6 +375,8 @@ impl Module for CpuModule {
             barrier: cpu_barrier,
             warp_sync: cpu_warp_sync,
             ctx: (&raw const ctx).cast(),
+            dynamic_shared_bytes: config.shared_mem_bytes,
+            static_shared_bytes: AtomicU32::new(0),
         };
         let launch_ref = Launch {
             launch: &raw const launch,
@@ -385,13 +407,19 @@ impl Module for CpuModule {
             unsafe { self.run_barrier(&launch_ref, thread, threads, 0, blocks) }?;
             mode
         };
+        let used = launch.static_shared_bytes.load(Ordering::Relaxed);
+        if used > known_static
+            && let Some(k) = self.kernels().get(kernel.0 as usize)
+        {
+            k.static_shared.fetch_max(used, Ordering::Relaxed);
+        }
         if mode == MODE_PLAIN && ctx.divergent.load(Ordering::Relaxed) {
             self.set_mode(kernel, MODE_BARRIER);
             return Err(Error::DivergentBarrier {
                 kernel: name.to_owned(),
             });
         }
-        Ok(())
+        shared_limit(used)
     }
 }
 

@@ -2,6 +2,7 @@
 //! and the CPU device's entry-point ABI (shared by the runtime and every CPU image).
 
 use core::ffi::c_void;
+use core::sync::atomic::AtomicU32;
 
 mod sealed {
     pub trait Sealed {}
@@ -48,6 +49,11 @@ pub struct CpuLaunch {
     pub warp_sync: unsafe extern "C" fn(launch: *const CpuLaunch),
     /// The runtime's state for this launch.
     pub ctx: *const c_void,
+    /// Bytes of dynamic shared memory each block gets.
+    pub dynamic_shared_bytes: u32,
+    /// The most static shared memory (`shared_array!`) a block of the launch has used so far,
+    /// raised by the image as blocks allocate their arrays.
+    pub static_shared_bytes: AtomicU32,
 }
 
 /// `__offload_cpu_run_<kernel>`: runs blocks `begin..end` (linear block indices) with all
@@ -78,5 +84,7 @@ pub const CPU_ABI_SYMBOL: &str = "__offload_cpu_abi_version";
 pub const CPU_ABI_VERSION: u32 = 2;
 /// Lanes of a warp on the CPU device.
 pub const CPU_WARP_SIZE: u32 = 32;
+/// Bytes of dynamic shared memory a block can use on the CPU device.
+pub const CPU_DYNAMIC_SHARED_CAPACITY: usize = super::MAX_SHARED_BYTES;
 /// Bytes of static shared memory a block can use on the CPU device.
 pub const CPU_SHARED_CAPACITY: usize = super::MAX_STATIC_SHARED_BYTES;

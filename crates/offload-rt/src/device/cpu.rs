@@ -9,7 +9,11 @@
 
 use core::cell::{Cell, UnsafeCell};
 
-use super::abi::{CPU_ABI_VERSION, CPU_SHARED_CAPACITY, CPU_WARP_SIZE, CpuLaunch};
+use core::sync::atomic::Ordering;
+
+use super::abi::{
+    CPU_ABI_VERSION, CPU_DYNAMIC_SHARED_CAPACITY, CPU_SHARED_CAPACITY, CPU_WARP_SIZE, CpuLaunch,
+};
 use super::warp::{Shuffle, source_lane};
 
 /// The CPU ABI this image speaks; the runtime refuses images with another version.
@@ -34,6 +38,19 @@ struct Arena(UnsafeCell<[u8; CPU_SHARED_CAPACITY]>);
 
 #[thread_local]
 static ARENA: Arena = Arena(UnsafeCell::new([0; CPU_SHARED_CAPACITY]));
+
+/// The dynamic shared memory of the block this OS thread runs; the runtime refuses launches
+/// asking for more.
+#[repr(C, align(64))]
+struct DynamicArena(UnsafeCell<[u8; CPU_DYNAMIC_SHARED_CAPACITY]>);
+
+#[thread_local]
+static DYNAMIC: DynamicArena = DynamicArena(UnsafeCell::new([0; CPU_DYNAMIC_SHARED_CAPACITY]));
+
+#[inline(always)]
+pub(super) fn dynamic_shared() -> *mut u8 {
+    DYNAMIC.0.get().cast()
+}
 #[thread_local]
 static SLOT_KEYS: Cell<[usize; SLOTS]> = Cell::new([0; SLOTS]);
 #[thread_local]
@@ -262,6 +279,16 @@ pub fn shared_slot(key: usize, size: usize, align: usize) -> *mut u8 {
     SLOT_OFFSETS.set(offsets);
     SLOT_COUNT.set(count + 1);
     ARENA_USED.set(start + size);
+    let launch = LAUNCH.get();
+    if !launch.is_null() {
+        // SAFETY: LAUNCH is this launch's record, alive for the launch.
+        let used = unsafe { &(*launch).static_shared_bytes };
+        // At most 48 KiB: fits u32.
+        let total = (start + size) as u32;
+        if used.load(Ordering::Relaxed) < total {
+            used.fetch_max(total, Ordering::Relaxed);
+        }
+    }
     // SAFETY: `start + size <= CPU_SHARED_CAPACITY`, checked above.
     unsafe { base.add(start) }
 }

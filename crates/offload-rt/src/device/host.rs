@@ -72,3 +72,9 @@ pub(super) fn warp_any(predicate: bool) -> bool {
 pub(super) fn warp_all(predicate: bool) -> bool {
     predicate
 }
+
+/// Shared memory exists only in device launches: null here.
+#[inline(always)]
+pub(super) fn dynamic_shared() -> *mut u8 {
+    core::ptr::null_mut()
+}

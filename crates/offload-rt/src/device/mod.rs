@@ -13,7 +13,7 @@
 //! `thread_idx_{x,y,z}`, `block_idx_{x,y,z}`, `block_dim_{x,y,z}`, `grid_dim_{x,y,z}`
 //! (all `fn() -> u32`, `#[inline(always)]`), `sync_threads()` (a block-wide barrier that also
 //! orders memory, like `__syncthreads`), `trap() -> !` (abort the launch; used by the panic
-//! handler), the warp primitives `lane_id`, `warp_size`, `shuffle_u32` / `shuffle_u64`
+//! handler), `dynamic_shared() -> *mut u8`, the warp primitives `lane_id`, `warp_size`, `shuffle_u32` / `shuffle_u64`
 //! (`(warp::Shuffle, value, arg)`), `ballot`, `warp_any`, `warp_all` (see [`warp`]), and the
 //! expansion of [`shared_array!`] for its target (see there).
 //!
@@ -83,6 +83,31 @@ pub use warp::{
 /// per workgroup, and the CPU device's per-block arena is this size. The device link refuses
 /// a GPU kernel over it, naming the kernel; on the CPU device the launch fails.
 pub const MAX_STATIC_SHARED_BYTES: usize = 48 * 1024;
+
+/// Bytes of shared memory, static ([`shared_array!`]) and dynamic ([`dynamic_shared`]) together,
+/// that one block may use on every device: an AMD GPU's 64 KiB of LDS per workgroup (NVIDIA's
+/// sm_70 and later give more, once the CUDA backend opts the kernel in above 48 KiB). The CPU
+/// device refuses a launch over it with `Error::SharedMemoryLimit`, naming both figures.
+pub const MAX_SHARED_BYTES: usize = 64 * 1024;
+
+/// Alignment of [`dynamic_shared`]'s memory on every device.
+pub const DYNAMIC_SHARED_ALIGN: usize = 16;
+
+/// The block's dynamic shared memory (CUDA's `extern __shared__`): the
+/// `LaunchConfig::shared_mem_bytes` bytes the launch asked for, shared by the block's threads,
+/// [`DYNAMIC_SHARED_ALIGN`]-aligned, contents undefined when the block starts. Every call
+/// returns the same address within a block; reading or writing past the launch's size is
+/// undefined behaviour. `T` must be at most 16-aligned (checked at compile time).
+#[inline(always)]
+pub fn dynamic_shared<T: DeviceCopy>() -> *mut T {
+    const {
+        assert!(
+            core::mem::align_of::<T>() <= DYNAMIC_SHARED_ALIGN,
+            "dynamic_shared::<T>: T is aligned to more than the 16 bytes dynamic shared memory has"
+        )
+    };
+    arch::dynamic_shared().cast()
+}
 
 /// Three extents or indices, as CUDA's `dim3`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

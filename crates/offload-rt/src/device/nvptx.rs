@@ -109,3 +109,15 @@ pub(super) fn warp_any(predicate: bool) -> bool {
 pub(super) fn warp_all(predicate: bool) -> bool {
     vote_all_sync(FULL_MASK, predicate)
 }
+
+unsafe extern "C" {
+    /// The generic address of the block's dynamic shared memory, defined by the device link
+    /// (Rust cannot declare the zero-length address-space-3 array it points at).
+    fn __offload_dynamic_shared() -> *mut u8;
+}
+
+#[inline(always)]
+pub(super) fn dynamic_shared() -> *mut u8 {
+    // SAFETY: returns a constant address, defined by the device link.
+    unsafe { __offload_dynamic_shared() }
+}
