@@ -644,3 +644,81 @@ fn dynamic_shared_memory_is_extern_shared_and_lds() {
         );
     }
 }
+
+/// Structs by value: the PTX parameters and the AMD kernel arguments have the Rust layout of
+/// `struct_params(tag: u8, p: Params, q: Pair, out: *mut f64)` (Params: 40 bytes, 8-aligned;
+/// Pair: 4 bytes, 2-aligned), as the launch ABI lays them out: NVIDIA's `byval` parameters,
+/// AMD's `byref` kernel arguments (`by_value` in the metadata, at the aligned offsets).
+#[test]
+fn struct_parameters_have_the_rust_layout() {
+    if !nightly_ready() {
+        return;
+    }
+    let target = GpuTarget::parse("sm_80").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    for sm in ["sm_80", "sm_90"] {
+        let ptx = device_link::nvptx_link(&inputs, sm, &NvptxLinkOptions::default()).unwrap();
+        let entry = ptx_entry(&ptx, "struct_params");
+        let params: Vec<&str> = entry
+            .iter()
+            .filter(|l| l.starts_with(".param"))
+            .copied()
+            .collect();
+        assert_eq!(
+            params,
+            [
+                ".param .u8 struct_params_param_0,",
+                ".param .align 8 .b8 struct_params_param_1[40],",
+                ".param .align 2 .b8 struct_params_param_2[4],",
+                ".param .u64 .ptr .align 1 struct_params_param_3",
+            ],
+            "{sm}"
+        );
+        if device_link::ptxas_path().is_some() {
+            device_link::ptxas_verbose(&ptx, sm).unwrap();
+        }
+    }
+    let target = GpuTarget::parse("gfx90a").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    for id in ["gfx90a", "gfx942", "gfx1100"] {
+        let target = GpuTarget::parse(id).unwrap();
+        let images = device_link::gpu_images(&inputs, &target).unwrap();
+        let info = device_link::amdgpu_inspect(&images[0].bytes).unwrap();
+        let k = info
+            .kernels
+            .iter()
+            .find(|k| k.name == "struct_params")
+            .unwrap();
+        assert!(k.has_descriptor_symbol);
+        let args: Vec<(u64, u64, &str)> = k
+            .explicit_args()
+            .map(|a| (a.offset, a.size, a.value_kind.as_str()))
+            .collect();
+        assert_eq!(
+            args,
+            [
+                (0, 1, "by_value"),
+                (8, 40, "by_value"),
+                (48, 4, "by_value"),
+                (56, 8, "global_buffer")
+            ],
+            "{id}"
+        );
+        // Scalars keep their layout through the same path.
+        let saxpy = info.kernels.iter().find(|k| k.name == "saxpy").unwrap();
+        let args: Vec<(u64, u64, &str)> = saxpy
+            .explicit_args()
+            .map(|a| (a.offset, a.size, a.value_kind.as_str()))
+            .collect();
+        assert_eq!(
+            args,
+            [
+                (0, 4, "by_value"),
+                (4, 4, "by_value"),
+                (8, 8, "global_buffer"),
+                (16, 8, "global_buffer")
+            ],
+            "{id}"
+        );
+    }
+}

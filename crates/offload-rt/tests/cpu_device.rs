@@ -15,8 +15,7 @@ use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig};
 use offload_rt_test_kernels as k;
 
 const MODULE: &str = "offload_rt_test_kernels";
-const KERNELS: &str =
-    "saxpy,block_sum,indices,reverse_blocks,divergent,warp_ops,warp_block_sum,reverse_dynamic";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,warp_ops,warp_block_sum,reverse_dynamic,struct_params";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -469,4 +468,41 @@ fn dynamic_shared_memory() {
         ..LaunchConfig::linear(1, 64)
     };
     k::reverse_dynamic.launch(&dev, fits, &mut d).unwrap();
+}
+
+fn params() -> k::Params {
+    k::Params {
+        n: 10_007,
+        flags: 3,
+        affine: k::Affine {
+            scale: [0.5, -1.25, 3.0],
+            offset: 7.5,
+        },
+        bias: -0.125,
+        lut: [1, 20, 300, 4000],
+    }
+}
+
+/// `#[derive(DeviceCopy)] #[repr(C)]` structs, nested, with arrays, passed by value next to
+/// a `u8` and a pointer.
+#[test]
+fn structs_by_value() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let p = params();
+    let q = k::Pair { a: 9, b: 2 };
+    let mut out = DeviceBuffer::<f64>::zeroed(&dev, p.n as usize).unwrap();
+    k::struct_params
+        .launch(&dev, LaunchConfig::for_num_elems(p.n), 7, p, q, &mut out)
+        .unwrap();
+    let got = out.to_vec().unwrap();
+    for (i, g) in got.iter().enumerate() {
+        assert_eq!(
+            g.to_bits(),
+            k::params_value(7, &p, q, i).to_bits(),
+            "element {i}"
+        );
+    }
 }

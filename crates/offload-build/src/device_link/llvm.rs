@@ -386,6 +386,108 @@ fn is_kernel(f: FunctionValue<'_>) -> bool {
     matches!(f.get_call_conventions(), PTX_KERNEL_CC | AMDGPU_KERNEL_CC)
 }
 
+/// Makes the AMDGPU kernels' by-value parameters `byref` kernel arguments, as clang does for
+/// aggregates: offload-rt's `#[kernel]` passes each by-value parameter of an AMDGPU entry as a
+/// reference (`ptr dereferenceable(N) align A`), since rustc would pass a struct as a pointer
+/// to a copy or split it into scalars, neither of which is the parameter's bytes in the kernel
+/// argument segment. Each such kernel becomes an internal function called by a new kernel of
+/// the same name whose parameter is `ptr addrspace(4) byref([N x i8]) align A`: the argument's
+/// bytes at its aligned offset, where the launch ABI puts them. Returns how many kernels
+/// changed.
+fn amdgpu_byref_parameters<'ctx>(context: &'ctx Context, module: &Module<'ctx>) -> Result<usize> {
+    let kind = |name: &str| inkwell::attributes::Attribute::get_named_enum_kind_id(name);
+    let (deref, align, byref) = (kind("dereferenceable"), kind("align"), kind("byref"));
+    let kernels: Vec<FunctionValue<'_>> = module
+        .get_functions()
+        .filter(|f| f.get_call_conventions() == AMDGPU_KERNEL_CC && f.count_basic_blocks() > 0)
+        .collect();
+    let mut changed = 0;
+    for inner in kernels {
+        let params: Vec<Option<(u64, u64)>> = (0..inner.count_params())
+            .map(|i| {
+                let size = inner.get_enum_attribute(AttributeLoc::Param(i), deref)?;
+                let a = inner
+                    .get_enum_attribute(AttributeLoc::Param(i), align)
+                    .map_or(1, |a| a.get_enum_value());
+                Some((size.get_enum_value(), a))
+            })
+            .collect();
+        if params.iter().all(Option::is_none) {
+            continue;
+        }
+        let name = cstr(inner.get_name());
+        let constant = context.ptr_type(inkwell::AddressSpace::from(4u16));
+        let arg_types: Vec<inkwell::types::BasicMetadataTypeEnum<'_>> = inner
+            .get_param_iter()
+            .zip(&params)
+            .map(|(p, byref)| match byref {
+                Some(_) => constant.into(),
+                None => p.get_type().into(),
+            })
+            .collect();
+        let fn_type = context.void_type().fn_type(&arg_types, false);
+        inner
+            .as_global_value()
+            .set_name(&format!("{name}.offload.body"));
+        let kernel = module.add_function(&name, fn_type, Some(Linkage::External));
+        kernel.set_call_conventions(AMDGPU_KERNEL_CC);
+        for attr in inner.attributes(AttributeLoc::Function) {
+            kernel.add_attribute(AttributeLoc::Function, attr);
+        }
+        inner.set_call_conventions(0);
+        inner.as_global_value().set_linkage(Linkage::Internal);
+        inner.add_attribute(
+            AttributeLoc::Function,
+            context.create_enum_attribute(kind("alwaysinline"), 0),
+        );
+        inner.remove_enum_attribute(AttributeLoc::Function, kind("noinline"));
+        let builder = context.create_builder();
+        let entry = context.append_basic_block(kernel, "entry");
+        builder.position_at_end(entry);
+        let mut args = Vec::with_capacity(params.len());
+        for (i, byref_param) in params.iter().enumerate() {
+            let index = i as u32;
+            let arg = kernel
+                .get_nth_param(index)
+                .expect("one argument per parameter");
+            match byref_param {
+                Some((size, a)) => {
+                    let bytes = context.i8_type().array_type(*size as u32);
+                    kernel.add_attribute(
+                        AttributeLoc::Param(index),
+                        context.create_type_attribute(byref, bytes.into()),
+                    );
+                    kernel.add_attribute(
+                        AttributeLoc::Param(index),
+                        context.create_enum_attribute(align, *a),
+                    );
+                    let flat = builder
+                        .build_address_space_cast(
+                            arg.into_pointer_value(),
+                            context.ptr_type(inkwell::AddressSpace::default()),
+                            "",
+                        )
+                        .map_err(|e| Error::Codegen {
+                            cpu: "amdgpu".into(),
+                            message: e.to_string(),
+                        })?;
+                    args.push(flat.into());
+                }
+                None => args.push(arg.into()),
+            }
+        }
+        let built = builder
+            .build_call(inner, &args, "")
+            .and_then(|_| builder.build_return(None));
+        built.map_err(|e| Error::Codegen {
+            cpu: "amdgpu".into(),
+            message: e.to_string(),
+        })?;
+        changed += 1;
+    }
+    Ok(changed)
+}
+
 /// Keeps the kernels external and internalizes every other definition; returns the kernels.
 fn internalize(module: &Module<'_>, wanted: Option<&[String]>) -> Result<Vec<String>> {
     let mut kept = Vec::new();
@@ -956,6 +1058,17 @@ fn link_for<'ctx>(
     link_helpers(context, &module, GPU_HELPERS, GPU_HELPERS_IR)?;
     // SAFETY: `module` is live; stripping debug info leaves valid IR.
     unsafe { llvm_sys::debuginfo::LLVMStripModuleDebugInfo(module.as_mut_ptr()) };
+    if module
+        .get_triple()
+        .as_str()
+        .to_bytes()
+        .starts_with(b"amdgcn")
+        && amdgpu_byref_parameters(context, &module)? > 0
+    {
+        module.verify().map_err(|e| Error::Verify {
+            message: e.to_string(),
+        })?;
+    }
     let kept = internalize(&module, kernels)?;
     if move_shared_to_addrspace3(&module)? > 0 {
         module.verify().map_err(|e| Error::Verify {

@@ -20,12 +20,18 @@ macro_rules! scalars {
     )*};
 }
 
-/// Plain data that may live in device memory and be copied bytewise between host and device.
+/// Plain data that may live in device memory, be copied bytewise between host and device, and
+/// be a kernel parameter passed by value: the scalars, arrays of `DeviceCopy` values, and
+/// `#[repr(C)]` structs of them through `#[derive(DeviceCopy)]` (which checks the rules below).
 ///
 /// # Safety
 ///
 /// Implementors have no pointers into host memory, no `Drop`, no padding bytes, and every bit
 /// pattern is a valid value (device code may write any bytes into them).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not `DeviceCopy`: it cannot be a kernel parameter or a device buffer's element",
+    note = "kernel parameters are scalars (u8..u64, i8..i64, usize, isize, f32, f64), #[derive(DeviceCopy)] #[repr(C)] structs, arrays of these, or device pointers (*const T, *mut T)"
+)]
 pub unsafe trait DeviceCopy: Copy + 'static {}
 
 scalars!(u8, u16, u32, u64, i8, i16, i32, i64, usize, isize, f32, f64);
