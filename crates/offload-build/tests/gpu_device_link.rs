@@ -472,3 +472,253 @@ fn amdgpu_panic_traps() {
         );
     }
 }
+
+/// The runtime's fixture kernels (every device-API feature the CPU device tests run).
+fn rt_fixture_inputs(target: &GpuTarget) -> Vec<device_link::DeviceInput> {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../offload-rt/tests/fixtures/kernels/Cargo.toml");
+    let dir = target_dir().join(format!("offload-rt-kernels-{}", target.triple()));
+    device_link::device_inputs(&Env::detect(), &manifest, target, &dir)
+        .unwrap_or_else(|e| panic!("nested build for {target}: {e}"))
+}
+
+/// The lines of one `.entry` of a PTX module.
+fn ptx_entry<'a>(ptx: &'a str, name: &str) -> Vec<&'a str> {
+    ptx.lines()
+        .skip_while(|l| !l.contains(&format!(".entry {name}(")))
+        .take_while(|l| *l != "}")
+        .map(str::trim)
+        .collect()
+}
+
+/// Warp operations on NVIDIA: `shfl.sync` in its four modes and `vote.sync`, all with the full
+/// mask, accepted by `ptxas` for sm_80 and sm_90.
+#[test]
+fn nvptx_warp_operations_are_shfl_sync() {
+    if !nightly_ready() {
+        return;
+    }
+    let target = GpuTarget::parse("sm_80").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    for sm in ["sm_80", "sm_90"] {
+        let ptx = device_link::nvptx_link(&inputs, sm, &NvptxLinkOptions::default()).unwrap();
+        let body = ptx_entry(&ptx, "warp_ops").join("\n");
+        for op in [
+            "shfl.sync.idx.b32",
+            "shfl.sync.up.b32",
+            "shfl.sync.down.b32",
+            "shfl.sync.bfly.b32",
+            "vote.sync.ballot.b32",
+            "vote.sync.any.pred",
+            "vote.sync.all.pred",
+            "%laneid",
+        ] {
+            assert!(body.contains(op), "{sm}: no {op} in warp_ops:\n{body}");
+        }
+        for line in body
+            .lines()
+            .filter(|l| l.starts_with("shfl.sync") || l.starts_with("vote.sync"))
+        {
+            assert!(line.ends_with(", -1;"), "{sm}: not the full mask: {line}");
+        }
+        // No shared memory: the warp reduction's only `.shared` is its array of warp sums.
+        let block_sum = ptx_entry(&ptx, "warp_block_sum").join("\n");
+        assert!(block_sum.contains("shfl.sync.bfly.b32"), "{block_sum}");
+        if device_link::ptxas_path().is_some() {
+            let (_, report) = device_link::ptxas_verbose(&ptx, sm).unwrap();
+            let k = report.iter().find(|k| k.name == "warp_block_sum").unwrap();
+            assert_eq!(k.shared_bytes, 32 * 8, "{report:?}");
+        }
+    }
+}
+
+/// Warp operations on AMD: `ds_bpermute_b32` for shuffles, `v_mbcnt` for the lane id, the
+/// wave size of each processor (64 on gfx9, 32 on gfx11) folded into the code, and no LDS
+/// for the shuffles themselves.
+#[test]
+fn amdgpu_warp_operations_are_ds_bpermute() {
+    if !nightly_ready() || Tool::LlvmObjdump.for_test().is_none() {
+        return;
+    }
+    let target = GpuTarget::parse("gfx90a").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    let scratch = tempfile::tempdir().unwrap();
+    for (id, wave) in [("gfx90a", 64), ("gfx942", 64), ("gfx1100", 32)] {
+        let target = GpuTarget::parse(id).unwrap();
+        let images = device_link::gpu_images(&inputs, &target).unwrap();
+        let info = device_link::amdgpu_inspect(&images[0].bytes).unwrap();
+        let k = info.kernels.iter().find(|k| k.name == "warp_ops").unwrap();
+        assert_eq!(k.wavefront_size, wave, "{id}: {k:?}");
+        assert_eq!(k.group_segment_fixed_size, 0, "{id}: shuffles need no LDS");
+        let text = disassemble(&images[0].bytes, id, scratch.path());
+        let body = function_body(&text, "warp_ops");
+        let count = |prefix: &str| body.iter().filter(|l| l.starts_with(prefix)).count();
+        assert!(count("ds_bpermute_b32") > 0, "{id}:\n{}", body.join("\n"));
+        assert!(
+            count("v_mbcnt_lo_u32_b32") > 0,
+            "{id}:\n{}",
+            body.join("\n")
+        );
+        // warp_ops stores warp_size() as the second word of each row: the constant.
+        assert!(
+            body.iter().any(
+                |l| l.starts_with("v_mov_b32") && l.contains(&format!(", {wave}"))
+                    || l.starts_with("s_mov_b32") && l.contains(&format!(", {wave}"))
+            ),
+            "{id}: the wave size {wave} is not a constant:\n{}",
+            body.join("\n")
+        );
+        let block_sum = function_body(&text, "warp_block_sum");
+        assert!(
+            block_sum.iter().any(|l| l.starts_with("ds_bpermute_b32")),
+            "{id}"
+        );
+    }
+}
+
+/// Dynamic shared memory: NVIDIA's `.extern .shared` array (ptxas counts only the static
+/// bytes); on AMD LDS accesses (`ds_*`, no flat access), the static LDS alone in
+/// `.group_segment_fixed_size` (code object V5 has no dynamic-LDS field: the runtime adds the
+/// launch's dynamic size to it) and the dynamic area addressed from the static size on.
+#[test]
+fn dynamic_shared_memory_is_extern_shared_and_lds() {
+    if !nightly_ready() || Tool::LlvmObjdump.for_test().is_none() {
+        return;
+    }
+    let target = GpuTarget::parse("sm_80").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    let ptx = device_link::nvptx_link(&inputs, "sm_90", &NvptxLinkOptions::default()).unwrap();
+    assert!(
+        ptx.lines().any(|l| l.trim()
+            == ".extern .shared .align 16 .b8 __offload_dynamic_shared_memory[];"),
+        "{ptx}"
+    );
+    let body = ptx_entry(&ptx, "reverse_dynamic").join("\n");
+    assert!(
+        body.contains("st.shared") && body.contains("ld.shared"),
+        "{body}"
+    );
+    if device_link::ptxas_path().is_some() {
+        let (_, report) = device_link::ptxas_verbose(&ptx, "sm_90").unwrap();
+        let k = report.iter().find(|k| k.name == "reverse_dynamic").unwrap();
+        assert_eq!(k.shared_bytes, 16, "{report:?}");
+    }
+
+    let target = GpuTarget::parse("gfx90a").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    let scratch = tempfile::tempdir().unwrap();
+    for id in ["gfx90a", "gfx942", "gfx1100"] {
+        let target = GpuTarget::parse(id).unwrap();
+        let images = device_link::gpu_images(&inputs, &target).unwrap();
+        let path = scratch.path().join(format!("{id}.elf"));
+        std::fs::write(&path, &images[0].bytes).unwrap();
+        let notes = readelf(&["--notes"], &path);
+        assert!(
+            notes.contains(".name:           reverse_dynamic"),
+            "{notes}"
+        );
+        let info = device_link::amdgpu_inspect(&images[0].bytes).unwrap();
+        let k = info
+            .kernels
+            .iter()
+            .find(|k| k.name == "reverse_dynamic")
+            .unwrap();
+        assert_eq!(k.group_segment_fixed_size, 16, "{id}: {k:?}");
+        let text = disassemble(&images[0].bytes, id, scratch.path());
+        let body = function_body(&text, "reverse_dynamic");
+        let all = body.join("\n");
+        let count = |prefix: &str| body.iter().filter(|l| l.starts_with(prefix)).count();
+        assert!(count("ds_write") + count("ds_store") >= 2, "{id}:\n{all}");
+        assert!(count("ds_read") + count("ds_load") >= 2, "{id}:\n{all}");
+        assert_eq!(
+            count("global_store"),
+            1,
+            "{id}: only `data` is global:\n{all}"
+        );
+        assert_eq!(count("flat_"), 0, "{id}: a flat access:\n{all}");
+        // Dynamic LDS starts where the static LDS (16 bytes) ends.
+        assert!(
+            body.iter()
+                .any(|l| l.contains("add") && l.split([' ', ',']).any(|w| w == "16")),
+            "{id}: no address past the static LDS:\n{all}"
+        );
+    }
+}
+
+/// Structs by value: the PTX parameters and the AMD kernel arguments have the Rust layout of
+/// `struct_params(tag: u8, p: Params, q: Pair, out: *mut f64)` (Params: 40 bytes, 8-aligned;
+/// Pair: 4 bytes, 2-aligned), as the launch ABI lays them out: NVIDIA's `byval` parameters,
+/// AMD's `byref` kernel arguments (`by_value` in the metadata, at the aligned offsets).
+#[test]
+fn struct_parameters_have_the_rust_layout() {
+    if !nightly_ready() {
+        return;
+    }
+    let target = GpuTarget::parse("sm_80").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    for sm in ["sm_80", "sm_90"] {
+        let ptx = device_link::nvptx_link(&inputs, sm, &NvptxLinkOptions::default()).unwrap();
+        let entry = ptx_entry(&ptx, "struct_params");
+        let params: Vec<&str> = entry
+            .iter()
+            .filter(|l| l.starts_with(".param"))
+            .copied()
+            .collect();
+        assert_eq!(
+            params,
+            [
+                ".param .u8 struct_params_param_0,",
+                ".param .align 8 .b8 struct_params_param_1[40],",
+                ".param .align 2 .b8 struct_params_param_2[4],",
+                ".param .u64 .ptr .align 1 struct_params_param_3",
+            ],
+            "{sm}"
+        );
+        if device_link::ptxas_path().is_some() {
+            device_link::ptxas_verbose(&ptx, sm).unwrap();
+        }
+    }
+    let target = GpuTarget::parse("gfx90a").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    for id in ["gfx90a", "gfx942", "gfx1100"] {
+        let target = GpuTarget::parse(id).unwrap();
+        let images = device_link::gpu_images(&inputs, &target).unwrap();
+        let info = device_link::amdgpu_inspect(&images[0].bytes).unwrap();
+        let k = info
+            .kernels
+            .iter()
+            .find(|k| k.name == "struct_params")
+            .unwrap();
+        assert!(k.has_descriptor_symbol);
+        let args: Vec<(u64, u64, &str)> = k
+            .explicit_args()
+            .map(|a| (a.offset, a.size, a.value_kind.as_str()))
+            .collect();
+        assert_eq!(
+            args,
+            [
+                (0, 1, "by_value"),
+                (8, 40, "by_value"),
+                (48, 4, "by_value"),
+                (56, 8, "global_buffer")
+            ],
+            "{id}"
+        );
+        // Scalars keep their layout through the same path.
+        let saxpy = info.kernels.iter().find(|k| k.name == "saxpy").unwrap();
+        let args: Vec<(u64, u64, &str)> = saxpy
+            .explicit_args()
+            .map(|a| (a.offset, a.size, a.value_kind.as_str()))
+            .collect();
+        assert_eq!(
+            args,
+            [
+                (0, 4, "by_value"),
+                (4, 4, "by_value"),
+                (8, 8, "global_buffer"),
+                (16, 8, "global_buffer")
+            ],
+            "{id}"
+        );
+    }
+}

@@ -5,8 +5,9 @@
 //! pub fn saxpy(n: u32, a: f32, x: *const f32, y: *mut f32) { /* device code */ }
 //! ```
 //!
-//! Parameters are scalars (`u8`..`u64`, `i8`..`i64`, `usize`, `isize`, `f32`, `f64`) and
-//! device pointers `*const T` / `*mut T`. The attribute emits:
+//! Parameters are passed by value when they are `DeviceCopy`: scalars (`u8`..`u64`,
+//! `i8`..`i64`, `usize`, `isize`, `f32`, `f64`), `#[derive(DeviceCopy)] #[repr(C)]` structs and
+//! arrays of these; and device pointers `*const T` / `*mut T`. The attribute emits:
 //!
 //! - always, the body as a private function (so kernel code type-checks with the host build);
 //! - in device builds (`--cfg offload_device`, evaluated inside offload-rt so kernel crates
@@ -50,7 +51,7 @@ struct Param {
     kind: Kind,
 }
 
-fn classify(ty: &Type) -> syn::Result<(Kind, Type)> {
+fn classify(name: &syn::Ident, ty: &Type) -> syn::Result<(Kind, Type)> {
     match ty {
         Type::Ptr(p) => {
             let kind = if p.mutability.is_some() {
@@ -60,12 +61,16 @@ fn classify(ty: &Type) -> syn::Result<(Kind, Type)> {
             };
             Ok((kind, (*p.elem).clone()))
         }
-        Type::Path(_) => Ok((Kind::Scalar, ty.clone())),
-        Type::Paren(p) => classify(&p.elem),
-        Type::Group(g) => classify(&g.elem),
+        Type::Path(_) | Type::Array(_) => Ok((Kind::Scalar, ty.clone())),
+        Type::Paren(p) => classify(name, &p.elem),
+        Type::Group(g) => classify(name, &g.elem),
         other => Err(syn::Error::new(
             other.span(),
-            "kernel parameters are scalars (u8..u64, i8..i64, usize, isize, f32, f64) or device pointers (*const T, *mut T)",
+            format!(
+                "kernel parameter `{name}`: kernel parameters are scalars (u8..u64, i8..i64, \
+                 usize, isize, f32, f64), #[derive(DeviceCopy)] #[repr(C)] structs, arrays of \
+                 these, or device pointers (*const T, *mut T)"
+            ),
         )),
     }
 }
@@ -114,7 +119,7 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
                 "kernel parameters must be plain names",
             ));
         };
-        let (kind, elem) = classify(&pt.ty)?;
+        let (kind, elem) = classify(&pi.ident, &pt.ty)?;
         params.push(Param {
             name: pi.ident.clone(),
             ty: (*pt.ty).clone(),
@@ -136,16 +141,35 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
     let names: Vec<_> = params.iter().map(|p| &p.name).collect();
     let tys: Vec<_> = params.iter().map(|p| &p.ty).collect();
     let indices: Vec<_> = (0..params.len()).collect();
+    let gpu_tys: Vec<TokenStream2> = params
+        .iter()
+        .map(|p| {
+            let ty = &p.ty;
+            match p.kind {
+                Kind::Scalar => quote!(::offload_rt::__private::GpuParam<#ty>),
+                Kind::Const | Kind::Mut => quote!(#ty),
+            }
+        })
+        .collect();
+    let gpu_args: Vec<TokenStream2> = params
+        .iter()
+        .map(|p| {
+            let n = &p.name;
+            match p.kind {
+                Kind::Scalar => quote!(::offload_rt::__private::gpu_param(#n)),
+                Kind::Const | Kind::Mut => quote!(#n),
+            }
+        })
+        .collect();
 
+    // One check function per parameter, named after it, so that a type error names the
+    // parameter ("required by a bound in `kernel_parameter_x`").
     let checks = params.iter().map(|p| {
         let elem = &p.elem;
-        match p.kind {
-            Kind::Scalar => quote_spanned! {p.ty.span()=>
-                __offload_check_scalar::<#elem>();
-            },
-            Kind::Const | Kind::Mut => quote_spanned! {p.ty.span()=>
-                __offload_check_pointee::<#elem>();
-            },
+        let check = format_ident!("kernel_parameter_{}", p.name);
+        quote_spanned! {p.ty.span()=>
+            fn #check<T: ::offload_rt::DeviceCopy>() {}
+            #check::<#elem>();
         }
     });
 
@@ -172,9 +196,7 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
         #unsafety fn #body_fn(#inputs) #block
 
         const _: () = {
-            fn __offload_check_scalar<T: ::offload_rt::KernelScalar>() {}
-            fn __offload_check_pointee<T: ::offload_rt::DeviceCopy>() {}
-            #[allow(dead_code)]
+            #[allow(dead_code, non_snake_case)]
             fn __offload_checks() {
                 #(#checks)*
             }
@@ -229,10 +251,10 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
         gpu {
         const _: () = {
             #[unsafe(no_mangle)]
-            #[allow(unused_unsafe)]
-            pub unsafe extern "gpu-kernel" fn #name(#(#names: #tys),*) {
+            #[allow(unused_unsafe, unknown_lints, improper_gpu_kernel_arg)]
+            pub unsafe extern "gpu-kernel" fn #name(#(#names: #gpu_tys),*) {
                 // SAFETY: the launch's parameters are the kernel's own, by the launch ABI.
-                unsafe { #body_fn(#(#names),*) }
+                unsafe { #body_fn(#(#gpu_args),*) }
             }
         };
         }
@@ -252,5 +274,87 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
         ::offload_rt::__kernel_launch_impl! { #name, #name_str, #(#launch_args),* }
         }
         }
+    })
+}
+
+/// `#[derive(DeviceCopy)]`: implements `offload_rt::DeviceCopy` for a `#[repr(C)]` struct
+/// whose fields are all `DeviceCopy`, checking at compile time that it has no padding (device
+/// code and the host copy it bytewise, and every bit pattern of its fields is a valid value).
+#[proc_macro_derive(DeviceCopy)]
+pub fn derive_device_copy(item: TokenStream) -> TokenStream {
+    let item = syn::parse_macro_input!(item as syn::DeriveInput);
+    match expand_device_copy(item) {
+        Ok(ts) => ts.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+fn expand_device_copy(item: syn::DeriveInput) -> syn::Result<TokenStream2> {
+    let name = &item.ident;
+    let syn::Data::Struct(data) = &item.data else {
+        return Err(syn::Error::new(
+            name.span(),
+            "#[derive(DeviceCopy)] is for structs: an enum or union can hold invalid bit patterns",
+        ));
+    };
+    if !item.generics.params.is_empty() {
+        return Err(syn::Error::new(
+            item.generics.span(),
+            "#[derive(DeviceCopy)] does not take generic structs",
+        ));
+    }
+    let mut repr_c = false;
+    for attr in item.attrs.iter().filter(|a| a.path().is_ident("repr")) {
+        attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("C") || meta.path.is_ident("transparent") {
+                repr_c = true;
+            }
+            Ok(())
+        })?;
+    }
+    if !repr_c {
+        return Err(syn::Error::new(
+            name.span(),
+            format!(
+                "#[derive(DeviceCopy)] needs `#[repr(C)]` on `{name}`: the host and every device \
+                 must agree on its layout"
+            ),
+        ));
+    }
+    let fields: Vec<_> = data.fields.iter().collect();
+    let checks = fields.iter().enumerate().map(|(i, f)| {
+        let ty = &f.ty;
+        let check = match &f.ident {
+            Some(id) => format_ident!("field_{}", id),
+            None => format_ident!("field_{}", i),
+        };
+        quote_spanned! {ty.span()=>
+            fn #check<T: ::offload_rt::DeviceCopy>() {}
+            #check::<#ty>();
+        }
+    });
+    let sizes = fields.iter().map(|f| {
+        let ty = &f.ty;
+        quote!(::core::mem::size_of::<#ty>())
+    });
+    let message = format!(
+        "#[derive(DeviceCopy)]: `{name}` has padding bytes; add explicit fields for them \
+         (device code may write any bytes, and padding is not copied reliably)"
+    );
+    Ok(quote! {
+        const _: () = {
+            #[allow(dead_code, non_snake_case)]
+            fn __offload_fields() {
+                #(#checks)*
+            }
+            assert!(
+                ::core::mem::size_of::<#name>() == 0 #(+ #sizes)*,
+                #message
+            );
+        };
+        // SAFETY: a `#[repr(C)]` struct without padding (asserted above) whose fields are all
+        // `DeviceCopy` (checked above) has no pointers into host memory, no padding, and every
+        // bit pattern is a valid value.
+        unsafe impl ::offload_rt::DeviceCopy for #name {}
     })
 }

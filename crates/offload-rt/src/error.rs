@@ -161,6 +161,21 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A launch asks for more shared memory, static and dynamic together, than every device
+    /// gives a block ([`crate::device::MAX_SHARED_BYTES`]).
+    #[error(
+        "launch of `{kernel}`: {static_bytes} bytes of static shared memory and {dynamic_bytes} bytes of dynamic shared memory exceed the {limit} bytes every device gives a block"
+    )]
+    SharedMemoryLimit {
+        /// Kernel name.
+        kernel: String,
+        /// The kernel's static shared memory (`shared_array!`).
+        static_bytes: u64,
+        /// `LaunchConfig::shared_mem_bytes`.
+        dynamic_bytes: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// On the CPU device, a kernel reached `sync_threads()` in a launch run without barrier
     /// support: its first thread never reached one, some other thread did.
     #[error(

@@ -23,7 +23,11 @@
     ),
     feature(thread_local)
 )]
-#![cfg_attr(all(offload_device, target_arch = "nvptx64"), feature(stdarch_nvptx))]
+#![cfg_attr(
+    all(offload_device, target_arch = "nvptx64"),
+    feature(stdarch_nvptx, link_llvm_intrinsics, abi_unadjusted),
+    allow(internal_features)
+)]
 #![cfg_attr(
     all(offload_device, target_arch = "amdgpu"),
     feature(stdarch_amdgpu, core_intrinsics),
@@ -32,7 +36,7 @@
 
 pub mod device;
 
-pub use offload_macros::kernel;
+pub use offload_macros::{DeviceCopy, kernel};
 
 #[cfg(feature = "host")]
 pub mod backend;
@@ -75,6 +79,25 @@ pub mod __private {
         not(any(target_arch = "nvptx64", target_arch = "amdgpu"))
     ))]
     pub use crate::device::cpu::{run_blocks, run_thread};
+
+    /// How a GPU entry point takes a by-value parameter: itself on NVIDIA (rustc passes
+    /// structs `byval`, the parameter's bytes), a reference on AMDGPU, which the AMD device
+    /// link turns into a `byref` kernel argument (the bytes in the kernel argument segment),
+    /// since rustc would pass a struct there as a pointer to a copy or as split scalars.
+    #[cfg(all(offload_device, target_arch = "amdgpu"))]
+    pub type GpuParam<T> = &'static T;
+    /// See the AMDGPU definition.
+    #[cfg(not(all(offload_device, target_arch = "amdgpu")))]
+    pub type GpuParam<T> = T;
+
+    /// The value of a [`GpuParam`].
+    #[inline(always)]
+    pub fn gpu_param<T: Copy>(param: GpuParam<T>) -> T {
+        #[cfg(all(offload_device, target_arch = "amdgpu"))]
+        return *param;
+        #[cfg(not(all(offload_device, target_arch = "amdgpu")))]
+        return param;
+    }
 }
 
 /// Expands to the tokens of the target this crate is built for: the CPU device, a GPU, or the

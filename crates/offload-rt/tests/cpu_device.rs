@@ -15,7 +15,7 @@ use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig, PinnedBuffer};
 use offload_rt_test_kernels as k;
 
 const MODULE: &str = "offload_rt_test_kernels";
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,warp_ops,warp_block_sum,reverse_dynamic,struct_params";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -295,10 +295,6 @@ fn bad_launch_configurations_are_typed_errors() {
         LaunchConfig::linear(1, 2048),
         shape((1, 1, 1), (1, 1, 128)),
         shape((1, 65536, 1), (64, 1, 1)),
-        LaunchConfig {
-            shared_mem_bytes: 16,
-            ..LaunchConfig::linear(1, 64)
-        },
     ] {
         let err = k::reverse_blocks.launch(&dev, config, &mut d).unwrap_err();
         let expected = config.check().err();
@@ -367,6 +363,148 @@ fn divergent_barrier_is_reported_then_handled() {
         .launch(&dev, LaunchConfig::linear(4, 32), &mut out)
         .unwrap();
     assert!(out.to_vec().unwrap().iter().all(|&v| v == 1));
+}
+
+/// Lane ids, shuffles, votes and warp reductions on the CPU device's emulated warps of 32,
+/// against the host's reading of the rules; a first launch decides barrier mode from them.
+#[test]
+fn warp_operations_match_the_rules() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    for (blocks, block) in [(3u32, 128u32), (2, 1024), (5, 32)] {
+        let threads = (blocks * block) as usize;
+        let mut out = DeviceBuffer::<u32>::zeroed(&dev, threads * k::WARP_OPS_WORDS).unwrap();
+        k::warp_ops
+            .launch(&dev, LaunchConfig::linear(blocks, block), 0x5eed, &mut out)
+            .unwrap();
+        let got = out.to_vec().unwrap();
+        let mut want = vec![0; got.len()];
+        k::warp_ops_reference(0x5eed, 32, &mut want);
+        for (t, (g, w)) in got
+            .chunks(k::WARP_OPS_WORDS)
+            .zip(want.chunks(k::WARP_OPS_WORDS))
+            .enumerate()
+        {
+            assert_eq!(g, w, "blocks of {block}: thread {t}");
+        }
+    }
+}
+
+/// A warp reduction whose second level runs in warp 0 only, after a block barrier, in blocks of
+/// 3 to 32 warps.
+#[test]
+fn warp_reduction_in_one_warp_after_a_barrier() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let n = 100_003u32;
+    let input: Vec<u32> = (0..n).map(|i| i.wrapping_mul(2_654_435_761) >> 4).collect();
+    let expected: u64 = input.iter().map(|&v| u64::from(v)).sum();
+    let din = DeviceBuffer::from_slice(&dev, &input).unwrap();
+    for block in [256u32, 96, 1024] {
+        let mut out = DeviceBuffer::<u64>::zeroed(&dev, 1).unwrap();
+        k::warp_block_sum
+            .launch(
+                &dev,
+                LaunchConfig::linear(n.div_ceil(block), block),
+                n,
+                &din,
+                &mut out,
+            )
+            .unwrap();
+        assert_eq!(out.to_vec().unwrap(), [expected], "blocks of {block}");
+    }
+}
+
+/// Dynamic shared memory beside a static array, in blocks of several sizes; then a launch over
+/// the limit, refused with both figures (after the first launch, which ran, and before the
+/// next).
+#[test]
+fn dynamic_shared_memory() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    for block in [64u32, 256, 1024] {
+        let blocks = 7u32;
+        let data: Vec<i32> = (0..(blocks * block) as i32).collect();
+        let mut d = DeviceBuffer::from_slice(&dev, &data).unwrap();
+        let config = LaunchConfig {
+            shared_mem_bytes: block * 4,
+            ..LaunchConfig::linear(blocks, block)
+        };
+        k::reverse_dynamic.launch(&dev, config, &mut d).unwrap();
+        let want: Vec<i32> = data
+            .chunks(block as usize)
+            .enumerate()
+            .flat_map(|(b, c)| c.iter().rev().map(move |v| v + b as i32))
+            .collect();
+        assert_eq!(d.to_vec().unwrap(), want, "blocks of {block}");
+    }
+    let mut d = DeviceBuffer::<i32>::zeroed(&dev, 64).unwrap();
+    let over = LaunchConfig {
+        shared_mem_bytes: 64 * 1024 - 8,
+        ..LaunchConfig::linear(1, 64)
+    };
+    for _ in 0..2 {
+        let err = k::reverse_dynamic.launch(&dev, over, &mut d).unwrap_err();
+        match &err {
+            Error::SharedMemoryLimit {
+                static_bytes: 16,
+                dynamic_bytes: 65528,
+                limit: 65536,
+                ..
+            } => {}
+            _ => panic!("{err}"),
+        }
+        let text = err.to_string();
+        assert!(text.contains("16 bytes of static") && text.contains("65528 bytes of dynamic"));
+    }
+    let fits = LaunchConfig {
+        shared_mem_bytes: 64 * 1024 - 16,
+        ..LaunchConfig::linear(1, 64)
+    };
+    k::reverse_dynamic.launch(&dev, fits, &mut d).unwrap();
+}
+
+fn params() -> k::Params {
+    k::Params {
+        n: 10_007,
+        flags: 3,
+        affine: k::Affine {
+            scale: [0.5, -1.25, 3.0],
+            offset: 7.5,
+        },
+        bias: -0.125,
+        lut: [1, 20, 300, 4000],
+    }
+}
+
+/// `#[derive(DeviceCopy)] #[repr(C)]` structs, nested, with arrays, passed by value next to
+/// a `u8` and a pointer.
+#[test]
+fn structs_by_value() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let p = params();
+    let q = k::Pair { a: 9, b: 2 };
+    let mut out = DeviceBuffer::<f64>::zeroed(&dev, p.n as usize).unwrap();
+    k::struct_params
+        .launch(&dev, LaunchConfig::for_num_elems(p.n), 7, p, q, &mut out)
+        .unwrap();
+    let got = out.to_vec().unwrap();
+    for (i, g) in got.iter().enumerate() {
+        assert_eq!(
+            g.to_bits(),
+            k::params_value(7, &p, q, i).to_bits(),
+            "element {i}"
+        );
+    }
 }
 
 /// Small integers as floats: `a * x + y` is exact, so every order of work gives the same bits.

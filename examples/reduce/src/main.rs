@@ -1,14 +1,39 @@
-//! A block reduction (shared memory, `sync_threads()`, an atomic add per block) on the best
-//! device present, checked against the CPU.
+//! Two block reductions on the best device present, checked against the CPU: one with a
+//! shared-memory tree (`sync_threads()` between levels), one with warp shuffles; each block
+//! adds its sum to the total atomically.
 //!
-//! `cargo offload run -p reduce [--release] [-- N]`; `OFFLOAD_DEVICE=cpu|cuda:0|hip:0` picks the device.
+//! `cargo offload run -p reduce [--release] [-- N]`; `OFFLOAD_DEVICE=cpu|cuda:0|hip:0` picks the
+//! device. `reduce bench [N] [REPEATS]` times both kernels (median of REPEATS launches).
 
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use offload_rt::{Device, DeviceBuffer, LaunchConfig};
 
+type Kernel = fn(
+    &Device,
+    LaunchConfig,
+    u32,
+    &DeviceBuffer<u32>,
+    &mut DeviceBuffer<u64>,
+) -> offload_rt::Result<offload_rt::LaunchReport>;
+
+const KERNELS: [(&str, Kernel); 2] = [
+    ("shared memory", |d, c, n, i, o| {
+        reduce_kernels::block_sum.launch(d, c, n, i, o)
+    }),
+    ("warp shuffle", |d, c, n, i, o| {
+        reduce_kernels::warp_shuffle_sum.launch(d, c, n, i, o)
+    }),
+];
+
 fn main() -> ExitCode {
-    match run() {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let bench = args.first().is_some_and(|a| a == "bench");
+    if bench {
+        args.remove(0);
+    }
+    match run(&args, bench) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
@@ -18,13 +43,16 @@ fn main() -> ExitCode {
     }
 }
 
-fn run() -> Result<bool, Box<dyn std::error::Error>> {
-    let n: u32 = match std::env::args().nth(1) {
-        Some(arg) => arg
-            .parse()
-            .map_err(|e| format!("element count `{arg}`: {e}"))?,
-        None => 1 << 20,
-    };
+fn arg(args: &[String], i: usize, what: &str, default: u32) -> Result<u32, String> {
+    match args.get(i) {
+        Some(a) => a.parse().map_err(|e| format!("{what} `{a}`: {e}")),
+        None => Ok(default),
+    }
+}
+
+fn run(args: &[String], bench: bool) -> Result<bool, Box<dyn std::error::Error>> {
+    let n = arg(args, 0, "element count", 1 << 20)?;
+    let repeats = arg(args, 1, "repeat count", 21)?.max(1);
     let input: Vec<u32> = (0..n)
         .map(|i| i.wrapping_mul(2_654_435_761) % 1000)
         .collect();
@@ -33,18 +61,37 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
     let device = Device::best()?;
     println!("device: {}", device.describe());
     let d_input = DeviceBuffer::from_slice(&device, &input)?;
-    let mut d_total = DeviceBuffer::from_slice(&device, &[0u64])?;
     let block = reduce_kernels::BLOCK;
     let config = LaunchConfig::linear(n.div_ceil(block), block);
-    let report = reduce_kernels::block_sum.launch(&device, config, n, &d_input, &mut d_total)?;
-    println!("image: {report}");
-    let total = d_total.to_vec()?[0];
-
-    if total == expected {
-        println!("reduce: sum of {n} elements = {total} OK");
-        Ok(true)
-    } else {
-        eprintln!("reduce: got {total}, expected {expected}");
-        Ok(false)
+    let mut ok = true;
+    for (name, kernel) in KERNELS {
+        let mut d_total = DeviceBuffer::from_slice(&device, &[0u64])?;
+        let report = kernel(&device, config, n, &d_input, &mut d_total)?;
+        println!("image: {report}");
+        let total = d_total.to_vec()?[0];
+        if total == expected {
+            println!("reduce ({name}): sum of {n} elements = {total} OK");
+        } else {
+            eprintln!("reduce ({name}): got {total}, expected {expected}");
+            ok = false;
+        }
+        if bench {
+            let mut times: Vec<Duration> = (0..repeats)
+                .map(|_| {
+                    let start = Instant::now();
+                    kernel(&device, config, n, &d_input, &mut d_total)?;
+                    device.synchronize()?;
+                    Ok(start.elapsed())
+                })
+                .collect::<offload_rt::Result<_>>()?;
+            times.sort();
+            let median = times[times.len() / 2];
+            println!(
+                "bench ({name}): {n} elements, median of {repeats}: {:.3} ms, {:.1} Melem/s",
+                median.as_secs_f64() * 1e3,
+                f64::from(n) / median.as_secs_f64() / 1e6
+            );
+        }
     }
+    Ok(ok)
 }

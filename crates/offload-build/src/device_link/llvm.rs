@@ -32,7 +32,35 @@ const AMDGPU_KERNEL_CC: u32 = 91;
 const NVPTX_TRIPLE: &str = "nvptx64-nvidia-cuda";
 const AMDGPU_TRIPLE: &str = "amdgcn-amd-amdhsa";
 /// Functions the CUDA driver provides to PTX modules.
-const NVPTX_EXTERNALS: &[&str] = &["vprintf", "malloc", "free", "__assertfail"];
+const NVPTX_EXTERNALS: &[&str] = &[
+    "vprintf",
+    "malloc",
+    "free",
+    "__assertfail",
+    DYNAMIC_SHARED_MEMORY,
+];
+/// Externals an AMDGPU image may keep.
+const AMDGPU_EXTERNALS: &[&str] = &[DYNAMIC_SHARED_MEMORY];
+
+/// The block's dynamic shared memory: a zero-length `extern` array in address space 3, which
+/// NVPTX emits as `.extern .shared .align 16 .b8 NAME[]` and AMDGPU places after the static
+/// LDS (CUDA's `extern __shared__`).
+const DYNAMIC_SHARED_MEMORY: &str = "__offload_dynamic_shared_memory";
+
+/// What offload-rt's device API asks every GPU link to define:
+/// `__offload_dynamic_shared()`, the generic address of [`DYNAMIC_SHARED_MEMORY`] (Rust cannot
+/// declare an address-space-3 global).
+const GPU_HELPERS: &[&str] = &["__offload_dynamic_shared"];
+const GPU_HELPERS_IR: &str = r#"
+@__offload_dynamic_shared_memory = external addrspace(3) global [0 x i8], align 16
+
+define ptr @__offload_dynamic_shared() #0 {
+entry:
+  ret ptr addrspacecast (ptr addrspace(3) @__offload_dynamic_shared_memory to ptr)
+}
+
+attributes #0 = { alwaysinline nounwind willreturn }
+"#;
 
 /// The major version of the LLVM this crate is linked against.
 pub fn linked_llvm_major() -> u32 {
@@ -356,6 +384,108 @@ fn link_inputs<'ctx>(
 
 fn is_kernel(f: FunctionValue<'_>) -> bool {
     matches!(f.get_call_conventions(), PTX_KERNEL_CC | AMDGPU_KERNEL_CC)
+}
+
+/// Makes the AMDGPU kernels' by-value parameters `byref` kernel arguments, as clang does for
+/// aggregates: offload-rt's `#[kernel]` passes each by-value parameter of an AMDGPU entry as a
+/// reference (`ptr dereferenceable(N) align A`), since rustc would pass a struct as a pointer
+/// to a copy or split it into scalars, neither of which is the parameter's bytes in the kernel
+/// argument segment. Each such kernel becomes an internal function called by a new kernel of
+/// the same name whose parameter is `ptr addrspace(4) byref([N x i8]) align A`: the argument's
+/// bytes at its aligned offset, where the launch ABI puts them. Returns how many kernels
+/// changed.
+fn amdgpu_byref_parameters<'ctx>(context: &'ctx Context, module: &Module<'ctx>) -> Result<usize> {
+    let kind = |name: &str| inkwell::attributes::Attribute::get_named_enum_kind_id(name);
+    let (deref, align, byref) = (kind("dereferenceable"), kind("align"), kind("byref"));
+    let kernels: Vec<FunctionValue<'_>> = module
+        .get_functions()
+        .filter(|f| f.get_call_conventions() == AMDGPU_KERNEL_CC && f.count_basic_blocks() > 0)
+        .collect();
+    let mut changed = 0;
+    for inner in kernels {
+        let params: Vec<Option<(u64, u64)>> = (0..inner.count_params())
+            .map(|i| {
+                let size = inner.get_enum_attribute(AttributeLoc::Param(i), deref)?;
+                let a = inner
+                    .get_enum_attribute(AttributeLoc::Param(i), align)
+                    .map_or(1, |a| a.get_enum_value());
+                Some((size.get_enum_value(), a))
+            })
+            .collect();
+        if params.iter().all(Option::is_none) {
+            continue;
+        }
+        let name = cstr(inner.get_name());
+        let constant = context.ptr_type(inkwell::AddressSpace::from(4u16));
+        let arg_types: Vec<inkwell::types::BasicMetadataTypeEnum<'_>> = inner
+            .get_param_iter()
+            .zip(&params)
+            .map(|(p, byref)| match byref {
+                Some(_) => constant.into(),
+                None => p.get_type().into(),
+            })
+            .collect();
+        let fn_type = context.void_type().fn_type(&arg_types, false);
+        inner
+            .as_global_value()
+            .set_name(&format!("{name}.offload.body"));
+        let kernel = module.add_function(&name, fn_type, Some(Linkage::External));
+        kernel.set_call_conventions(AMDGPU_KERNEL_CC);
+        for attr in inner.attributes(AttributeLoc::Function) {
+            kernel.add_attribute(AttributeLoc::Function, attr);
+        }
+        inner.set_call_conventions(0);
+        inner.as_global_value().set_linkage(Linkage::Internal);
+        inner.add_attribute(
+            AttributeLoc::Function,
+            context.create_enum_attribute(kind("alwaysinline"), 0),
+        );
+        inner.remove_enum_attribute(AttributeLoc::Function, kind("noinline"));
+        let builder = context.create_builder();
+        let entry = context.append_basic_block(kernel, "entry");
+        builder.position_at_end(entry);
+        let mut args = Vec::with_capacity(params.len());
+        for (i, byref_param) in params.iter().enumerate() {
+            let index = i as u32;
+            let arg = kernel
+                .get_nth_param(index)
+                .expect("one argument per parameter");
+            match byref_param {
+                Some((size, a)) => {
+                    let bytes = context.i8_type().array_type(*size as u32);
+                    kernel.add_attribute(
+                        AttributeLoc::Param(index),
+                        context.create_type_attribute(byref, bytes.into()),
+                    );
+                    kernel.add_attribute(
+                        AttributeLoc::Param(index),
+                        context.create_enum_attribute(align, *a),
+                    );
+                    let flat = builder
+                        .build_address_space_cast(
+                            arg.into_pointer_value(),
+                            context.ptr_type(inkwell::AddressSpace::default()),
+                            "",
+                        )
+                        .map_err(|e| Error::Codegen {
+                            cpu: "amdgpu".into(),
+                            message: e.to_string(),
+                        })?;
+                    args.push(flat.into());
+                }
+                None => args.push(arg.into()),
+            }
+        }
+        let built = builder
+            .build_call(inner, &args, "")
+            .and_then(|_| builder.build_return(None));
+        built.map_err(|e| Error::Codegen {
+            cpu: "amdgpu".into(),
+            message: e.to_string(),
+        })?;
+        changed += 1;
+    }
+    Ok(changed)
 }
 
 /// Keeps the kernels external and internalizes every other definition; returns the kernels.
@@ -794,11 +924,34 @@ fn check_resolved(module: &Module<'_>, allowed: &[&str]) -> Result<()> {
 ///   (`workgroup_size_{x,y,z}` for 0..=2, `grid_size_{x,y,z}` for 3..=5), read through
 ///   `llvm.amdgcn.dispatch.ptr`, which returns an address-space-4 pointer;
 /// - `__offload_amdgpu_sync_threads()`: `s_barrier` between workgroup-scope fences (Rust's
-///   fences are system-scope, which write back and invalidate L2 at every barrier).
+///   fences are system-scope, which write back and invalidate L2 at every barrier);
+/// - `__offload_amdgpu_wave_size()`: the wavefront size of the image's processor (see
+///   [`amdgpu_wave_size`]), a constant here because one device build serves every processor
+///   and rustc folds `llvm.amdgcn.wavefrontsize` for the build's baseline CPU.
 const AMDGPU_HELPERS: &[&str] = &[
     "__offload_amdgpu_dispatch_field",
     "__offload_amdgpu_sync_threads",
+    "__offload_amdgpu_wave_size",
 ];
+
+/// Lanes per wavefront the code object runs with on `processor`: 64 up to gfx9, 32 from
+/// gfx10 on (LLVM's default there; the device link does not ask for `+wavefrontsize64`).
+pub fn amdgpu_wave_size(processor: &str) -> u32 {
+    let major: u32 = processor
+        .strip_prefix("gfx")
+        .map(|rest| {
+            rest.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+        })
+        .and_then(|digits| {
+            // gfx90a, gfx942: one digit of major; gfx1100, gfx1201: two.
+            let n = if digits.len() >= 4 { 2 } else { 1 };
+            digits.get(..n)?.parse().ok()
+        })
+        .unwrap_or(9);
+    if major >= 10 { 32 } else { 64 }
+}
 const AMDGPU_HELPERS_IR: &str = r#"
 declare ptr addrspace(4) @llvm.amdgcn.dispatch.ptr()
 declare void @llvm.amdgcn.s.barrier() #1
@@ -835,12 +988,23 @@ entry:
   ret void
 }
 
+define i32 @__offload_amdgpu_wave_size() #0 {
+entry:
+  ret i32 WAVE_SIZE
+}
+
 attributes #0 = { alwaysinline nounwind willreturn }
 attributes #1 = { alwaysinline convergent nounwind willreturn }
 "#;
 
-fn define_amdgpu_helpers<'ctx>(context: &'ctx Context, module: &Module<'ctx>) -> Result<()> {
-    let needed = AMDGPU_HELPERS.iter().any(|name| {
+/// Links the IR module `ir` into `module` when `module` declares one of `names`.
+fn link_helpers<'ctx>(
+    context: &'ctx Context,
+    module: &Module<'ctx>,
+    names: &[&str],
+    ir: &str,
+) -> Result<()> {
+    let needed = names.iter().any(|name| {
         module
             .get_function(name)
             .is_some_and(|f| f.as_global_value().is_declaration())
@@ -848,14 +1012,12 @@ fn define_amdgpu_helpers<'ctx>(context: &'ctx Context, module: &Module<'ctx>) ->
     if !needed {
         return Ok(());
     }
-    let buffer = MemoryBuffer::create_from_memory_range_copy(
-        AMDGPU_HELPERS_IR.as_bytes(),
-        "offload-amdgpu-helpers",
-    );
+    let buffer =
+        MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "offload-device-helpers");
     let helper = context
         .create_module_from_ir(buffer)
         .map_err(|e| Error::ParseBitcode {
-            name: "offload-amdgpu-helpers".into(),
+            name: "offload-device-helpers".into(),
             message: e.to_string(),
         })?;
     helper.set_triple(&module.get_triple());
@@ -865,7 +1027,7 @@ fn define_amdgpu_helpers<'ctx>(context: &'ctx Context, module: &Module<'ctx>) ->
         llvm_sys::core::LLVMSetDataLayout(helper.as_mut_ptr(), layout);
     }
     module.link_in_module(helper).map_err(|e| Error::Link {
-        name: "offload-amdgpu-helpers".into(),
+        name: "offload-device-helpers".into(),
         message: e.to_string(),
     })
 }
@@ -889,10 +1051,24 @@ fn link_for<'ctx>(
         .to_bytes()
         .starts_with(b"amdgcn")
     {
-        define_amdgpu_helpers(context, &module)?;
+        let wave = amdgpu_wave_size(&cstr(&machine.get_cpu())).to_string();
+        let ir = AMDGPU_HELPERS_IR.replace("WAVE_SIZE", &wave);
+        link_helpers(context, &module, AMDGPU_HELPERS, &ir)?;
     }
+    link_helpers(context, &module, GPU_HELPERS, GPU_HELPERS_IR)?;
     // SAFETY: `module` is live; stripping debug info leaves valid IR.
     unsafe { llvm_sys::debuginfo::LLVMStripModuleDebugInfo(module.as_mut_ptr()) };
+    if module
+        .get_triple()
+        .as_str()
+        .to_bytes()
+        .starts_with(b"amdgcn")
+        && amdgpu_byref_parameters(context, &module)? > 0
+    {
+        module.verify().map_err(|e| Error::Verify {
+            message: e.to_string(),
+        })?;
+    }
     let kept = internalize(&module, kernels)?;
     if move_shared_to_addrspace3(&module)? > 0 {
         module.verify().map_err(|e| Error::Verify {
@@ -940,7 +1116,13 @@ pub fn amdgpu_link_object(
 ) -> Result<LinkedObject> {
     let machine = target_machine(AMDGPU_TRIPLE, &target.processor, &target.llvm_features())?;
     let context = Context::create();
-    let (module, kernels) = link_for(&context, inputs, &machine, opts.kernels.as_deref(), &[])?;
+    let (module, kernels) = link_for(
+        &context,
+        inputs,
+        &machine,
+        opts.kernels.as_deref(),
+        AMDGPU_EXTERNALS,
+    )?;
     const FLAG: &str = "amdhsa_code_object_version";
     if module.get_flag(FLAG).is_some() {
         return Err(Error::Codegen {
@@ -1224,6 +1406,21 @@ mod tests {
             ),
         );
         vec![DeviceInput::object("kernel.bc", kernel)]
+    }
+
+    #[test]
+    fn wave_size_by_processor() {
+        for (processor, size) in [
+            ("gfx906", 64),
+            ("gfx90a", 64),
+            ("gfx942", 64),
+            ("gfx950", 64),
+            ("gfx1030", 32),
+            ("gfx1100", 32),
+            ("gfx1201", 32),
+        ] {
+            assert_eq!(amdgpu_wave_size(processor), size, "{processor}");
+        }
     }
 
     #[test]

@@ -31,8 +31,8 @@ pub use cargo::{
 };
 pub use llvm::{
     AmdgpuLinkOptions, LinkedObject, NvptxLinkOptions, amdgpu_code_object, amdgpu_link_object,
-    check_llvm_versions, external_nvptx_link, external_nvptx_pipeline, linked_llvm_major,
-    nvptx_link, write_external_inputs,
+    amdgpu_wave_size, check_llvm_versions, external_nvptx_link, external_nvptx_pipeline,
+    linked_llvm_major, nvptx_link, write_external_inputs,
 };
 pub use ptx::{
     CubinPlan, PtxKernelInfo, PtxasInfo, PtxasKernelInfo, cubin_plan, is_cubin,

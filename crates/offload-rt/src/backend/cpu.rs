@@ -10,7 +10,8 @@
 //! `sync_threads()` run each GPU thread of a block as a coroutine on the worker's OS thread,
 //! switched at the barrier. Whether a kernel does is found on its first launch: thread 0 of
 //! block 0 runs as a coroutine; if it completes without reaching a barrier, the kernel takes
-//! the fast path (no coroutines) from then on.
+//! the fast path (no coroutines) from then on. Warp operations suspend a coroutine too, at a
+//! warp barrier that opens when every live lane of the warp (32 threads) has reached it.
 
 mod loader;
 mod pool;
@@ -18,13 +19,16 @@ mod pool;
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use super::{Backend, DeviceKind, DevicePtr, KernelHandle, Module};
-use crate::device::abi::{CPU_RUN_PREFIX, CPU_THREAD_PREFIX, CpuLaunch, CpuRunFn, CpuThreadFn};
+use crate::device::MAX_SHARED_BYTES;
+use crate::device::abi::{
+    CPU_RUN_PREFIX, CPU_THREAD_PREFIX, CPU_WARP_SIZE, CpuLaunch, CpuRunFn, CpuThreadFn,
+};
 use crate::error::{Error, Result};
 use crate::launch::{LaunchConfig, LaunchShape};
 use crate::registry::{ImageInfo, RegisteredImage};
@@ -247,6 +251,8 @@ struct CpuKernel {
     run: CpuRunFn,
     thread: CpuThreadFn,
     mode: AtomicU8,
+    /// The most static shared memory a block of this kernel has used in a launch so far.
+    static_shared: AtomicU32,
 }
 
 /// A CPU image loaded in this process.
@@ -316,6 +322,7 @@ impl Module for CpuModule {
             run,
             thread,
             mode: AtomicU8::new(MODE_UNKNOWN),
+            static_shared: AtomicU32::new(0),
         });
         Ok(KernelHandle(kernels.len() as u64 - 1))
     }
@@ -331,23 +338,39 @@ impl Module for CpuModule {
             kernel: name.to_owned(),
             reason,
         };
-        let (run, thread, mode) = {
+        let (run, thread, mode, known_static) = {
             let kernels = self.kernels();
             let k = kernels
                 .get(kernel.0 as usize)
                 .ok_or_else(|| invalid(format!("unknown kernel handle {}", kernel.0)))?;
-            (k.run, k.thread, k.mode.load(Ordering::Relaxed))
+            (
+                k.run,
+                k.thread,
+                k.mode.load(Ordering::Relaxed),
+                k.static_shared.load(Ordering::Relaxed),
+            )
         };
         let (blocks, threads) = match config.check().map_err(invalid)? {
             LaunchShape::Empty => return Ok(()),
             LaunchShape::Blocks { blocks, threads } => (blocks, threads),
         };
-        if config.shared_mem_bytes != 0 {
-            return Err(invalid(
-                "dynamic shared memory is not available on the CPU device; use shared_array!"
-                    .to_owned(),
-            ));
-        }
+        // The kernel's static shared memory is known once a launch has run it; the first
+        // launch is checked after it ran (on the CPU device the two kinds of shared memory
+        // are apart, so running it was harmless) and gets the same error.
+        let shared_limit = |static_bytes: u32| {
+            let dynamic = u64::from(config.shared_mem_bytes);
+            let limit = MAX_SHARED_BYTES as u64;
+            if u64::from(static_bytes) + dynamic > limit {
+                return Err(Error::SharedMemoryLimit {
+                    kernel: name.to_owned(),
+                    static_bytes: u64::from(static_bytes),
+                    dynamic_bytes: dynamic,
+                    limit,
+                });
+            }
+            Ok(())
+        };
+        shared_limit(known_static)?;
         let (gx, gy, gz) = config.grid;
         let (bx, by, bz) = config.block;
 
@@ -358,7 +381,10 @@ impl Module for CpuModule {
             grid: [gx, gy, gz],
             block: [bx, by, bz],
             barrier: cpu_barrier,
+            warp_sync: cpu_warp_sync,
             ctx: (&raw const ctx).cast(),
+            dynamic_shared_bytes: config.shared_mem_bytes,
+            static_shared_bytes: AtomicU32::new(0),
         };
         let launch_ref = Launch {
             launch: &raw const launch,
@@ -389,13 +415,19 @@ impl Module for CpuModule {
             unsafe { self.run_barrier(&launch_ref, thread, threads, 0, blocks) }?;
             mode
         };
+        let used = launch.static_shared_bytes.load(Ordering::Relaxed);
+        if used > known_static
+            && let Some(k) = self.kernels().get(kernel.0 as usize)
+        {
+            k.static_shared.fetch_max(used, Ordering::Relaxed);
+        }
         if mode == MODE_PLAIN && ctx.divergent.load(Ordering::Relaxed) {
             self.set_mode(kernel, MODE_BARRIER);
             return Err(Error::DivergentBarrier {
                 kernel: name.to_owned(),
             });
         }
-        Ok(())
+        shared_limit(used)
     }
 }
 
@@ -470,7 +502,16 @@ struct Launch {
 // launching thread keeps them alive until every worker is done with them.
 unsafe impl Sync for Launch {}
 
-type Yield = Yielder<(), ()>;
+/// Where a suspended GPU thread waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// At `sync_threads()`: for every thread of the block.
+    Block,
+    /// At a warp operation: for the live lanes of its warp.
+    Warp,
+}
+
+type Yield = Yielder<(), Wait>;
 
 thread_local! {
     /// The yielder of the coroutine running on this OS thread, or null on the fast path.
@@ -479,12 +520,13 @@ thread_local! {
     static STACKS: Cell<Vec<DefaultStack>> = const { Cell::new(Vec::new()) };
 }
 
-/// `sync_threads()` on the CPU device.
+/// Suspends the calling GPU thread at `wait`; on the fast path (no coroutine) marks the launch
+/// divergent instead.
 ///
 /// # Safety
 ///
 /// Called by image code with the launch record the runtime passed in.
-unsafe extern "C" fn cpu_barrier(launch: *const CpuLaunch) {
+unsafe fn suspend(launch: *const CpuLaunch, wait: Wait) {
     let y = CURRENT.with(Cell::get);
     if y.is_null() {
         // SAFETY: `launch` is this launch's record; its ctx is the LaunchCtx alive for the
@@ -495,8 +537,28 @@ unsafe extern "C" fn cpu_barrier(launch: *const CpuLaunch) {
     }
     // SAFETY: CURRENT holds the yielder of the coroutine running this code (set when it
     // started or came back from its last suspension), which outlives it.
-    unsafe { (*y).suspend(()) };
+    unsafe { (*y).suspend(wait) };
     CURRENT.with(|c| c.set(y));
+}
+
+/// `sync_threads()` on the CPU device.
+///
+/// # Safety
+///
+/// As [`suspend`].
+unsafe extern "C" fn cpu_barrier(launch: *const CpuLaunch) {
+    // SAFETY: this function's contract.
+    unsafe { suspend(launch, Wait::Block) }
+}
+
+/// The warp barrier of warp operations on the CPU device.
+///
+/// # Safety
+///
+/// As [`suspend`].
+unsafe extern "C" fn cpu_warp_sync(launch: *const CpuLaunch) {
+    // SAFETY: this function's contract.
+    unsafe { suspend(launch, Wait::Warp) }
 }
 
 /// Runs thread 0 of block 0 as a coroutine. Returns whether it reached a barrier; if so, runs
@@ -519,20 +581,30 @@ unsafe fn probe(l: &Launch, thread: CpuThreadFn) -> Result<bool> {
             give_stack(co.into_stack());
             Ok(false)
         }
-        CoroutineResult::Yield(()) => {
+        CoroutineResult::Yield(wait) => {
             // SAFETY: `launch` is alive for the launch.
             let [bx, by, bz] = unsafe { (*l.launch).block };
             // SAFETY: the caller's contract.
-            unsafe { run_block_with_barriers(l, thread, 0, bx * by * bz, Some(co)) }?;
+            unsafe { run_block_with_barriers(l, thread, 0, bx * by * bz, Some((co, wait))) }?;
             Ok(true)
         }
     }
 }
 
-type ThreadCoroutine = Coroutine<(), (), (), DefaultStack>;
+type ThreadCoroutine = Coroutine<(), Wait, (), DefaultStack>;
 
-/// Runs one block, each GPU thread a coroutine, round-robin: every pass takes each live thread
-/// to its next barrier (or its end). `first` is thread 0 already started (by [`probe`]).
+/// One GPU thread of a block run with barriers.
+struct Lane {
+    co: Option<ThreadCoroutine>,
+    /// Where it waits; `None` when it can run.
+    wait: Option<Wait>,
+}
+
+/// Runs one block, each GPU thread a coroutine. Warp by warp (32 threads by rank), the lanes
+/// that can run are taken in order to their next suspension; lanes at a warp barrier go on
+/// once no lane of their warp can run, so a warp operation sees every live lane's value. Once
+/// every warp waits at `sync_threads()` (or has finished), the block barrier opens. `first` is
+/// thread 0 already started (by [`probe`]) and where it waits.
 ///
 /// # Safety
 ///
@@ -542,12 +614,16 @@ unsafe fn run_block_with_barriers(
     thread: CpuThreadFn,
     block: u64,
     threads: u32,
-    first: Option<ThreadCoroutine>,
+    first: Option<(ThreadCoroutine, Wait)>,
 ) -> Result<()> {
-    let mut cos: Vec<Option<ThreadCoroutine>> = Vec::with_capacity(threads as usize);
+    let mut lanes: Vec<Lane> = Vec::with_capacity(threads as usize);
     let start = u32::from(first.is_some());
-    cos.push(first);
-    cos.truncate(start as usize);
+    if let Some((co, wait)) = first {
+        lanes.push(Lane {
+            co: Some(co),
+            wait: Some(wait),
+        });
+    }
     // All stacks are taken before any thread runs: a failure cannot strand suspended threads.
     let mut stacks = Vec::with_capacity(threads as usize);
     for _ in start..threads {
@@ -555,7 +631,7 @@ unsafe fn run_block_with_barriers(
             Ok(s) => stacks.push(s),
             Err(e) => {
                 stacks.into_iter().for_each(give_stack);
-                if let Some(Some(co)) = cos.pop() {
+                if let Some(Lane { co: Some(co), .. }) = lanes.pop() {
                     // A suspended coroutine cannot be dropped without unwinding image frames.
                     std::mem::forget(co);
                 }
@@ -566,28 +642,50 @@ unsafe fn run_block_with_barriers(
     let launch = l.launch;
     let params = l.params;
     for (t, stack) in (start..threads).zip(stacks) {
-        cos.push(Some(Coroutine::with_stack(stack, move |y: &Yield, ()| {
-            CURRENT.with(|c| c.set(y));
-            // SAFETY: the caller's contract.
-            unsafe { thread(launch, params, block, t) };
-            CURRENT.with(|c| c.set(std::ptr::null()));
-        })));
+        lanes.push(Lane {
+            co: Some(Coroutine::with_stack(stack, move |y: &Yield, ()| {
+                CURRENT.with(|c| c.set(y));
+                // SAFETY: the caller's contract.
+                unsafe { thread(launch, params, block, t) };
+                CURRENT.with(|c| c.set(std::ptr::null()));
+            })),
+            wait: None,
+        });
     }
-    let mut live = cos.len();
-    // A thread started by `probe` already waits at the first barrier: the first pass takes
-    // the others there.
-    let mut pass_start = start as usize;
+    let mut live = lanes.len();
     while live > 0 {
-        for slot in &mut cos[pass_start..] {
-            let Some(co) = slot else { continue };
-            if let CoroutineResult::Return(()) = co.resume(()) {
-                if let Some(done) = slot.take() {
-                    give_stack(done.into_stack());
+        for warp in lanes.chunks_mut(CPU_WARP_SIZE as usize) {
+            loop {
+                for lane in warp.iter_mut() {
+                    if lane.wait.is_some() {
+                        continue;
+                    }
+                    let Some(co) = &mut lane.co else { continue };
+                    match co.resume(()) {
+                        CoroutineResult::Yield(wait) => lane.wait = Some(wait),
+                        CoroutineResult::Return(()) => {
+                            if let Some(done) = lane.co.take() {
+                                give_stack(done.into_stack());
+                            }
+                            live -= 1;
+                        }
+                    }
                 }
-                live -= 1;
+                let mut at_warp_barrier = false;
+                for lane in warp.iter_mut() {
+                    if lane.wait == Some(Wait::Warp) {
+                        lane.wait = None;
+                        at_warp_barrier = true;
+                    }
+                }
+                if !at_warp_barrier {
+                    break;
+                }
             }
         }
-        pass_start = 0;
+        for lane in &mut lanes {
+            lane.wait = None;
+        }
     }
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! and the CPU device's entry-point ABI (shared by the runtime and every CPU image).
 
 use core::ffi::c_void;
+use core::sync::atomic::AtomicU32;
 
 mod sealed {
     pub trait Sealed {}
@@ -19,12 +20,18 @@ macro_rules! scalars {
     )*};
 }
 
-/// Plain data that may live in device memory and be copied bytewise between host and device.
+/// Plain data that may live in device memory, be copied bytewise between host and device, and
+/// be a kernel parameter passed by value: the scalars, arrays of `DeviceCopy` values, and
+/// `#[repr(C)]` structs of them through `#[derive(DeviceCopy)]` (which checks the rules below).
 ///
 /// # Safety
 ///
 /// Implementors have no pointers into host memory, no `Drop`, no padding bytes, and every bit
 /// pattern is a valid value (device code may write any bytes into them).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not `DeviceCopy`: it cannot be a kernel parameter or a device buffer's element",
+    note = "kernel parameters are scalars (u8..u64, i8..i64, usize, isize, f32, f64), #[derive(DeviceCopy)] #[repr(C)] structs, arrays of these, or device pointers (*const T, *mut T)"
+)]
 pub unsafe trait DeviceCopy: Copy + 'static {}
 
 scalars!(u8, u16, u32, u64, i8, i16, i32, i64, usize, isize, f32, f64);
@@ -43,8 +50,16 @@ pub struct CpuLaunch {
     /// Called by `sync_threads()`; suspends the calling GPU thread until its block reaches
     /// the barrier.
     pub barrier: unsafe extern "C" fn(launch: *const CpuLaunch),
+    /// Called by warp operations; suspends the calling GPU thread until every live lane of its
+    /// warp (32 consecutive threads by rank) reaches a warp barrier too.
+    pub warp_sync: unsafe extern "C" fn(launch: *const CpuLaunch),
     /// The runtime's state for this launch.
     pub ctx: *const c_void,
+    /// Bytes of dynamic shared memory each block gets.
+    pub dynamic_shared_bytes: u32,
+    /// The most static shared memory (`shared_array!`) a block of the launch has used so far,
+    /// raised by the image as blocks allocate their arrays.
+    pub static_shared_bytes: AtomicU32,
 }
 
 /// `__offload_cpu_run_<kernel>`: runs blocks `begin..end` (linear block indices) with all
@@ -72,6 +87,10 @@ pub const CPU_THREAD_PREFIX: &str = "__offload_cpu_thread_";
 /// Symbol of the `u32` CPU ABI version every CPU image exports.
 pub const CPU_ABI_SYMBOL: &str = "__offload_cpu_abi_version";
 /// The CPU entry-point ABI described by this module.
-pub const CPU_ABI_VERSION: u32 = 1;
+pub const CPU_ABI_VERSION: u32 = 2;
+/// Lanes of a warp on the CPU device.
+pub const CPU_WARP_SIZE: u32 = 32;
+/// Bytes of dynamic shared memory a block can use on the CPU device.
+pub const CPU_DYNAMIC_SHARED_CAPACITY: usize = super::MAX_SHARED_BYTES;
 /// Bytes of static shared memory a block can use on the CPU device.
 pub const CPU_SHARED_CAPACITY: usize = super::MAX_STATIC_SHARED_BYTES;

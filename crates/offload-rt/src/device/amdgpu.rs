@@ -4,6 +4,8 @@
 
 use core::arch::amdgpu;
 
+use super::warp::{Shuffle, source_lane};
+
 unsafe extern "C" {
     /// Field of the HSA kernel dispatch packet: `workgroup_size_{x,y,z}` for `dim` 0, 1, 2,
     /// then `grid_size_{x,y,z}` for 3, 4, 5. Rust cannot name `llvm.amdgcn.dispatch.ptr`
@@ -14,6 +16,10 @@ unsafe extern "C" {
     /// device link: Rust's fences are system-scope, and each would write back and invalidate
     /// the whole L2 cache.
     fn __offload_amdgpu_sync_threads();
+    /// Lanes per wavefront of the image's target (64 on gfx9, 32 on gfx10 and later), defined
+    /// by the AMD device link: one device build serves every target of the triple, and rustc
+    /// would fold `llvm.amdgcn.wavefrontsize` for the build's baseline CPU.
+    fn __offload_amdgpu_wave_size() -> u32;
 }
 
 #[inline(always)]
@@ -84,4 +90,64 @@ pub(super) fn sync_threads() {
 /// wave as if it had finished.
 pub(super) fn trap() -> ! {
     core::intrinsics::abort()
+}
+
+#[inline(always)]
+pub(super) fn warp_size() -> u32 {
+    // SAFETY: a constant, defined by the device link.
+    unsafe { __offload_amdgpu_wave_size() }
+}
+
+#[inline(always)]
+pub(super) fn lane_id() -> u32 {
+    amdgpu::mbcnt_hi(u32::MAX, amdgpu::mbcnt_lo(u32::MAX, 0))
+}
+
+/// `ds_bpermute_b32` from the source lane computed by CUDA's rules (it addresses lanes in
+/// bytes, and spans the whole wave on gfx9's wave64 and gfx10+'s wave32).
+#[inline(always)]
+pub(super) fn shuffle_u32(mode: Shuffle, value: u32, arg: u32) -> u32 {
+    let src = source_lane(mode, lane_id(), arg, warp_size());
+    // SAFETY: `src` is a lane of this wave; `ds_bpermute` only reads other lanes' registers.
+    unsafe { amdgpu::ds_bpermute(src * 4, value) }
+}
+
+#[inline(always)]
+pub(super) fn shuffle_u64(mode: Shuffle, value: u64, arg: u32) -> u64 {
+    let src = source_lane(mode, lane_id(), arg, warp_size());
+    // SAFETY: as in `shuffle_u32`.
+    let (lo, hi) = unsafe {
+        (
+            amdgpu::ds_bpermute(src * 4, value as u32),
+            amdgpu::ds_bpermute(src * 4, (value >> 32) as u32),
+        )
+    };
+    u64::from(hi) << 32 | u64::from(lo)
+}
+
+#[inline(always)]
+pub(super) fn ballot(predicate: bool) -> u64 {
+    amdgpu::ballot(predicate)
+}
+
+#[inline(always)]
+pub(super) fn warp_any(predicate: bool) -> bool {
+    amdgpu::ballot(predicate) != 0
+}
+
+#[inline(always)]
+pub(super) fn warp_all(predicate: bool) -> bool {
+    amdgpu::ballot(predicate) == amdgpu::ballot(true)
+}
+
+unsafe extern "C" {
+    /// The generic address of the block's dynamic shared memory, defined by the device link
+    /// (Rust cannot declare the zero-length address-space-3 array it points at).
+    fn __offload_dynamic_shared() -> *mut u8;
+}
+
+#[inline(always)]
+pub(super) fn dynamic_shared() -> *mut u8 {
+    // SAFETY: returns a constant address, defined by the device link.
+    unsafe { __offload_dynamic_shared() }
 }

@@ -9,7 +9,12 @@
 
 use core::cell::{Cell, UnsafeCell};
 
-use super::abi::{CPU_ABI_VERSION, CPU_SHARED_CAPACITY, CpuLaunch};
+use core::sync::atomic::Ordering;
+
+use super::abi::{
+    CPU_ABI_VERSION, CPU_DYNAMIC_SHARED_CAPACITY, CPU_SHARED_CAPACITY, CPU_WARP_SIZE, CpuLaunch,
+};
+use super::warp::{Shuffle, source_lane};
 
 /// The CPU ABI this image speaks; the runtime refuses images with another version.
 #[unsafe(no_mangle)]
@@ -33,6 +38,19 @@ struct Arena(UnsafeCell<[u8; CPU_SHARED_CAPACITY]>);
 
 #[thread_local]
 static ARENA: Arena = Arena(UnsafeCell::new([0; CPU_SHARED_CAPACITY]));
+
+/// The dynamic shared memory of the block this OS thread runs; the runtime refuses launches
+/// asking for more.
+#[repr(C, align(64))]
+struct DynamicArena(UnsafeCell<[u8; CPU_DYNAMIC_SHARED_CAPACITY]>);
+
+#[thread_local]
+static DYNAMIC: DynamicArena = DynamicArena(UnsafeCell::new([0; CPU_DYNAMIC_SHARED_CAPACITY]));
+
+#[inline(always)]
+pub(super) fn dynamic_shared() -> *mut u8 {
+    DYNAMIC.0.get().cast()
+}
 #[thread_local]
 static SLOT_KEYS: Cell<[usize; SLOTS]> = Cell::new([0; SLOTS]);
 #[thread_local]
@@ -41,6 +59,18 @@ static SLOT_OFFSETS: Cell<[usize; SLOTS]> = Cell::new([0; SLOTS]);
 static SLOT_COUNT: Cell<usize> = Cell::new(0);
 #[thread_local]
 static ARENA_USED: Cell<usize> = Cell::new(0);
+
+/// Two slots per thread of the running block, where warp operations leave the value the
+/// other lanes read, used in turn: a lane writes the other slot for its next operation, which
+/// no lane can still be reading (every lane read this one before reaching the next warp
+/// barrier). `PARITY` says which slot a thread's next operation uses.
+#[repr(C, align(64))]
+struct Exchange(UnsafeCell<[[u64; 1024]; 2]>);
+
+#[thread_local]
+static EXCHANGE: Exchange = Exchange(UnsafeCell::new([[0; 1024]; 2]));
+#[thread_local]
+static PARITY: UnsafeCell<[u8; 1024]> = UnsafeCell::new([0; 1024]);
 
 #[inline(always)]
 pub(super) fn thread_idx_x() -> u32 {
@@ -106,6 +136,108 @@ pub(super) fn sync_threads() {
     THREAD.set(thread);
 }
 
+/// Suspends this GPU thread until the live lanes of its warp reach a warp barrier.
+#[inline(never)]
+fn warp_sync() {
+    let launch = LAUNCH.get();
+    if launch.is_null() {
+        return;
+    }
+    let thread = THREAD.get();
+    // SAFETY: as in `sync_threads`.
+    unsafe { ((*launch).warp_sync)(launch) };
+    THREAD.set(thread);
+}
+
+#[inline(always)]
+pub(super) fn warp_size() -> u32 {
+    CPU_WARP_SIZE
+}
+
+#[inline(always)]
+fn rank() -> u32 {
+    let [x, y, z] = THREAD.get();
+    let [bx, by, _] = BLOCK_DIM.get();
+    x + bx * (y + by * z)
+}
+
+#[inline(always)]
+pub(super) fn lane_id() -> u32 {
+    rank() % CPU_WARP_SIZE
+}
+
+/// Publishes `value` in the caller's slot and waits for its warp: returns the slots of this
+/// operation, the index of the warp's first slot and the number of lanes the warp has.
+#[inline(always)]
+fn publish(value: u64) -> (*const u64, usize, u32) {
+    let rank = rank();
+    let base = rank - rank % CPU_WARP_SIZE;
+    let [bx, by, bz] = BLOCK_DIM.get();
+    let lanes = (bx * by * bz - base).min(CPU_WARP_SIZE);
+    // SAFETY: `rank` < threads per block <= 1024, the length of PARITY and of each slot
+    // array; the thread's own entries are written by it alone.
+    let slots = unsafe {
+        let parity = PARITY.get().cast::<u8>().add(rank as usize);
+        let p = *parity;
+        *parity = p ^ 1;
+        let slots = EXCHANGE
+            .0
+            .get()
+            .cast::<[u64; 1024]>()
+            .add(usize::from(p))
+            .cast::<u64>();
+        *slots.add(rank as usize) = value;
+        slots
+    };
+    warp_sync();
+    (slots, base as usize, lanes)
+}
+
+#[inline(always)]
+pub(super) fn shuffle_u64(mode: Shuffle, value: u64, arg: u32) -> u64 {
+    let (slots, base, lanes) = publish(value);
+    let src = source_lane(mode, lane_id(), arg, CPU_WARP_SIZE);
+    let got = if src < lanes {
+        // SAFETY: `base + src` is a thread of this block; every lane wrote its slot before the
+        // warp barrier, and none writes again before the next one.
+        unsafe { *slots.add(base + src as usize) }
+    } else {
+        value
+    };
+    got
+}
+
+#[inline(always)]
+pub(super) fn shuffle_u32(mode: Shuffle, value: u32, arg: u32) -> u32 {
+    shuffle_u64(mode, u64::from(value), arg) as u32
+}
+
+#[inline(always)]
+pub(super) fn ballot(predicate: bool) -> u64 {
+    let (slots, base, lanes) = publish(u64::from(predicate));
+    let mut mask = 0;
+    for lane in 0..lanes as usize {
+        // SAFETY: as in `shuffle_u64`.
+        mask |= unsafe { *slots.add(base + lane) } << lane;
+    }
+    mask
+}
+
+#[inline(always)]
+pub(super) fn warp_any(predicate: bool) -> bool {
+    ballot(predicate) != 0
+}
+
+#[inline(always)]
+pub(super) fn warp_all(predicate: bool) -> bool {
+    let lanes = {
+        let rank = rank();
+        let [bx, by, bz] = BLOCK_DIM.get();
+        (bx * by * bz - (rank - rank % CPU_WARP_SIZE)).min(CPU_WARP_SIZE)
+    };
+    ballot(predicate) == u64::MAX >> (64 - lanes)
+}
+
 pub(super) fn trap() -> ! {
     // SAFETY: `ud2` raises SIGILL; it touches no memory.
     #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
@@ -147,6 +279,16 @@ pub fn shared_slot(key: usize, size: usize, align: usize) -> *mut u8 {
     SLOT_OFFSETS.set(offsets);
     SLOT_COUNT.set(count + 1);
     ARENA_USED.set(start + size);
+    let launch = LAUNCH.get();
+    if !launch.is_null() {
+        // SAFETY: LAUNCH is this launch's record, alive for the launch.
+        let used = unsafe { &(*launch).static_shared_bytes };
+        // At most 48 KiB: fits u32.
+        let total = (start + size) as u32;
+        if used.load(Ordering::Relaxed) < total {
+            used.fetch_max(total, Ordering::Relaxed);
+        }
+    }
     // SAFETY: `start + size <= CPU_SHARED_CAPACITY`, checked above.
     unsafe { base.add(start) }
 }
@@ -162,6 +304,8 @@ fn begin_block(launch: &CpuLaunch, linear: u64) {
     BLOCK.set([x as u32, y as u32, z as u32]);
     SLOT_COUNT.set(0);
     ARENA_USED.set(0);
+    // SAFETY: no thread of the new block has run; PARITY is this OS thread's.
+    unsafe { (*PARITY.get()).fill(0) };
 }
 
 #[inline(always)]

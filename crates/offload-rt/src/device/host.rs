@@ -37,3 +37,44 @@ pub(super) fn trap() -> ! {
 pub fn shared_slot(_key: usize, _size: usize, _align: usize) -> *mut u8 {
     core::ptr::null_mut()
 }
+
+/// The documented warp size of the CPU device, so host-side code sees the same constant.
+#[inline(always)]
+pub(super) fn warp_size() -> u32 {
+    32
+}
+
+pub(super) use zero as lane_id;
+
+/// A warp of one lane: every shuffle reads the caller's own value.
+#[inline(always)]
+pub(super) fn shuffle_u32(_: super::warp::Shuffle, value: u32, _: u32) -> u32 {
+    value
+}
+
+/// As [`shuffle_u32`].
+#[inline(always)]
+pub(super) fn shuffle_u64(_: super::warp::Shuffle, value: u64, _: u32) -> u64 {
+    value
+}
+
+#[inline(always)]
+pub(super) fn ballot(predicate: bool) -> u64 {
+    u64::from(predicate)
+}
+
+#[inline(always)]
+pub(super) fn warp_any(predicate: bool) -> bool {
+    predicate
+}
+
+#[inline(always)]
+pub(super) fn warp_all(predicate: bool) -> bool {
+    predicate
+}
+
+/// Shared memory exists only in device launches: null here.
+#[inline(always)]
+pub(super) fn dynamic_shared() -> *mut u8 {
+    core::ptr::null_mut()
+}

@@ -13,7 +13,9 @@
 //! `thread_idx_{x,y,z}`, `block_idx_{x,y,z}`, `block_dim_{x,y,z}`, `grid_dim_{x,y,z}`
 //! (all `fn() -> u32`, `#[inline(always)]`), `sync_threads()` (a block-wide barrier that also
 //! orders memory, like `__syncthreads`), `trap() -> !` (abort the launch; used by the panic
-//! handler), and the expansion of [`shared_array!`] for its target (see there).
+//! handler), `dynamic_shared() -> *mut u8`, the warp primitives `lane_id`, `warp_size`, `shuffle_u32` / `shuffle_u64`
+//! (`(warp::Shuffle, value, arg)`), `ballot`, `warp_any`, `warp_all` (see [`warp`]), and the
+//! expansion of [`shared_array!`] for its target (see there).
 //!
 //! Built for the host (without `offload_device`), the API describes a launch of a single
 //! thread: indices 0, dimensions 1, `sync_threads()` returns at once. It exists there so
@@ -31,6 +33,11 @@
 //! let total = unsafe { AtomicU64::from_ptr(out) };
 //! total.fetch_add(partial, Ordering::Relaxed);
 //! ```
+//!
+//! # Warp operations
+//!
+//! [`warp`]: lane ids, shuffles, votes and warp reductions, the same on every device (the CPU
+//! device runs warps of 32 lanes).
 //!
 //! # Shared memory
 //!
@@ -63,14 +70,44 @@ use host as arch;
 use nvptx as arch;
 
 pub mod abi;
+pub mod warp;
 
 pub use abi::{DeviceCopy, KernelScalar};
+pub use warp::{
+    WarpAdd, WarpValue, ballot, lane_id, shuffle_down, shuffle_idx, shuffle_up, shuffle_xor,
+    warp_all, warp_any, warp_max, warp_min, warp_size, warp_sum,
+};
 
 /// Bytes of static shared memory ([`shared_array!`]) one kernel may use, the same on every
 /// device: CUDA refuses more in static declarations (`ptxas`), AMD GPUs have 64 KiB of LDS
 /// per workgroup, and the CPU device's per-block arena is this size. The device link refuses
 /// a GPU kernel over it, naming the kernel; on the CPU device the launch fails.
 pub const MAX_STATIC_SHARED_BYTES: usize = 48 * 1024;
+
+/// Bytes of shared memory, static ([`shared_array!`]) and dynamic ([`dynamic_shared`]) together,
+/// that one block may use on every device: an AMD GPU's 64 KiB of LDS per workgroup (NVIDIA's
+/// sm_70 and later give more, once the CUDA backend opts the kernel in above 48 KiB). The CPU
+/// device refuses a launch over it with `Error::SharedMemoryLimit`, naming both figures.
+pub const MAX_SHARED_BYTES: usize = 64 * 1024;
+
+/// Alignment of [`dynamic_shared`]'s memory on every device.
+pub const DYNAMIC_SHARED_ALIGN: usize = 16;
+
+/// The block's dynamic shared memory (CUDA's `extern __shared__`): the
+/// `LaunchConfig::shared_mem_bytes` bytes the launch asked for, shared by the block's threads,
+/// [`DYNAMIC_SHARED_ALIGN`]-aligned, contents undefined when the block starts. Every call
+/// returns the same address within a block; reading or writing past the launch's size is
+/// undefined behaviour. `T` must be at most 16-aligned (checked at compile time).
+#[inline(always)]
+pub fn dynamic_shared<T: DeviceCopy>() -> *mut T {
+    const {
+        assert!(
+            core::mem::align_of::<T>() <= DYNAMIC_SHARED_ALIGN,
+            "dynamic_shared::<T>: T is aligned to more than the 16 bytes dynamic shared memory has"
+        )
+    };
+    arch::dynamic_shared().cast()
+}
 
 /// Three extents or indices, as CUDA's `dim3`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

@@ -2,6 +2,33 @@
 
 use core::arch::nvptx;
 
+use super::warp::Shuffle;
+
+/// Every lane of the warp: the mask of each `*.sync` warp operation.
+const FULL_MASK: u32 = u32::MAX;
+
+// `core::arch::nvptx` has no warp intrinsics; these are LLVM's, which the NVPTX backend lowers
+// to `shfl.sync` / `vote.sync` (sm_70+, PTX 6.0+).
+#[allow(improper_ctypes)]
+unsafe extern "unadjusted" {
+    #[link_name = "llvm.nvvm.shfl.sync.idx.i32"]
+    safe fn shfl_sync_idx(mask: u32, value: u32, lane: u32, clamp: u32) -> u32;
+    #[link_name = "llvm.nvvm.shfl.sync.up.i32"]
+    safe fn shfl_sync_up(mask: u32, value: u32, delta: u32, clamp: u32) -> u32;
+    #[link_name = "llvm.nvvm.shfl.sync.down.i32"]
+    safe fn shfl_sync_down(mask: u32, value: u32, delta: u32, clamp: u32) -> u32;
+    #[link_name = "llvm.nvvm.shfl.sync.bfly.i32"]
+    safe fn shfl_sync_bfly(mask: u32, value: u32, lane_mask: u32, clamp: u32) -> u32;
+    #[link_name = "llvm.nvvm.vote.ballot.sync"]
+    safe fn vote_ballot_sync(mask: u32, predicate: bool) -> u32;
+    #[link_name = "llvm.nvvm.vote.any.sync"]
+    safe fn vote_any_sync(mask: u32, predicate: bool) -> bool;
+    #[link_name = "llvm.nvvm.vote.all.sync"]
+    safe fn vote_all_sync(mask: u32, predicate: bool) -> bool;
+    #[link_name = "llvm.nvvm.read.ptx.sreg.laneid"]
+    safe fn read_laneid() -> u32;
+}
+
 macro_rules! sreg {
     ($($name:ident => $intrinsic:ident;)*) => {$(
         #[inline(always)]
@@ -37,4 +64,60 @@ pub(super) fn sync_threads() {
 pub(super) fn trap() -> ! {
     // SAFETY: `trap` aborts the kernel; it has no preconditions.
     unsafe { nvptx::trap() }
+}
+
+#[inline(always)]
+pub(super) fn lane_id() -> u32 {
+    read_laneid()
+}
+
+#[inline(always)]
+pub(super) fn warp_size() -> u32 {
+    32
+}
+
+/// `shfl.sync` over the whole warp: the clamp operand is 31 (a segment of 32 lanes) except for
+/// `up`, whose lower bound is lane 0 (PTX ISA, `shfl.sync`).
+#[inline(always)]
+pub(super) fn shuffle_u32(mode: Shuffle, value: u32, arg: u32) -> u32 {
+    match mode {
+        Shuffle::Idx => shfl_sync_idx(FULL_MASK, value, arg, 0x1f),
+        Shuffle::Up => shfl_sync_up(FULL_MASK, value, arg, 0),
+        Shuffle::Down => shfl_sync_down(FULL_MASK, value, arg, 0x1f),
+        Shuffle::Xor => shfl_sync_bfly(FULL_MASK, value, arg, 0x1f),
+    }
+}
+
+#[inline(always)]
+pub(super) fn shuffle_u64(mode: Shuffle, value: u64, arg: u32) -> u64 {
+    let lo = shuffle_u32(mode, value as u32, arg);
+    let hi = shuffle_u32(mode, (value >> 32) as u32, arg);
+    u64::from(hi) << 32 | u64::from(lo)
+}
+
+#[inline(always)]
+pub(super) fn ballot(predicate: bool) -> u64 {
+    u64::from(vote_ballot_sync(FULL_MASK, predicate))
+}
+
+#[inline(always)]
+pub(super) fn warp_any(predicate: bool) -> bool {
+    vote_any_sync(FULL_MASK, predicate)
+}
+
+#[inline(always)]
+pub(super) fn warp_all(predicate: bool) -> bool {
+    vote_all_sync(FULL_MASK, predicate)
+}
+
+unsafe extern "C" {
+    /// The generic address of the block's dynamic shared memory, defined by the device link
+    /// (Rust cannot declare the zero-length address-space-3 array it points at).
+    fn __offload_dynamic_shared() -> *mut u8;
+}
+
+#[inline(always)]
+pub(super) fn dynamic_shared() -> *mut u8 {
+    // SAFETY: returns a constant address, defined by the device link.
+    unsafe { __offload_dynamic_shared() }
 }

@@ -1,0 +1,266 @@
+//! Warp (AMD: wavefront) operations: lanes of one warp exchanging values without shared memory.
+//!
+//! A warp is [`warp_size()`] consecutive threads of a block by [`thread_rank`](super::thread_rank):
+//! 32 on NVIDIA GPUs, 64 on AMD gfx9 (gfx90a, gfx942), 32 on AMD gfx10 and later (their default
+//! wave32), and 32 on the CPU device, which emulates a warp's lanes with its barrier coroutines.
+//!
+//! Every operation here is collective, like CUDA's `*_sync` functions called with a full mask:
+//! every lane of the warp must call it, with the same arguments where the documentation says
+//! so. Give warp operations blocks of a whole number of warps (a multiple of 64 threads
+//! serves every device): lanes that do not exist (the last warp of a block whose size is not
+//! a multiple of the warp size) contribute nothing: a shuffle from such a lane returns an
+//! unspecified value, so [`warp_sum`] and its siblings are wrong there, and [`ballot`] has
+//! their bits clear.
+//!
+//! | operation | NVIDIA | AMD | CPU device |
+//! |---|---|---|---|
+//! | shuffles | `shfl.sync.{idx,up,down,bfly}.b32`, mask `0xffffffff` | `ds_bpermute_b32` | an exchange slot per thread, two warp barriers |
+//! | [`ballot`], [`warp_any`], [`warp_all`] | `vote.sync.{ballot,any,all}` | `llvm.amdgcn.ballot` | the same exchange |
+//! | [`lane_id`] | `%laneid` | `v_mbcnt_{lo,hi}` | rank modulo 32 |
+//!
+//! [`warp_sum`], [`warp_max`] and [`warp_min`] are butterflies of [`shuffle_xor`] from
+//! `warp_size() / 2` down to 1, so every lane gets the same result, and a device with the same
+//! warp size computes the same bits (floating-point sums too: each step adds the same two
+//! values on both lanes of a pair).
+
+use core::ops::Add;
+
+use super::arch;
+
+/// How a shuffle picks its source lane.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shuffle {
+    /// Lane `arg % warp_size`.
+    Idx,
+    /// Lane `lane - arg`; the caller's own value where that is below 0.
+    Up,
+    /// Lane `lane + arg`; the caller's own value where that is past the warp.
+    Down,
+    /// Lane `lane ^ arg`; the caller's own value where that is past the warp.
+    Xor,
+}
+
+/// The source lane of a shuffle for `lane` in a warp of `size` lanes (a power of two), by
+/// CUDA's rules; targets without a hardware shuffle mode per kind use it.
+#[allow(
+    dead_code,
+    reason = "used by the targets without hardware shuffle modes"
+)]
+#[inline(always)]
+pub(crate) fn source_lane(mode: Shuffle, lane: u32, arg: u32, size: u32) -> u32 {
+    match mode {
+        Shuffle::Idx => arg & (size - 1),
+        Shuffle::Up => {
+            if arg <= lane {
+                lane - arg
+            } else {
+                lane
+            }
+        }
+        Shuffle::Down => {
+            if arg < size - lane {
+                lane + arg
+            } else {
+                lane
+            }
+        }
+        Shuffle::Xor => {
+            let src = lane ^ arg;
+            if src < size { src } else { lane }
+        }
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A value lanes can exchange: 32-bit values move in one shuffle, 64-bit values in two (one on
+/// the CPU device).
+pub trait WarpValue: Copy + sealed::Sealed {
+    #[doc(hidden)]
+    fn __shuffle(self, mode: Shuffle, arg: u32) -> Self;
+}
+
+macro_rules! warp_values {
+    ($via:ident, $bits:ty: $($t:ty),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl WarpValue for $t {
+            #[inline(always)]
+            fn __shuffle(self, mode: Shuffle, arg: u32) -> Self {
+                <$t>::from_bits_or_cast(arch::$via(mode, self.to_bits_or_cast(), arg))
+            }
+        }
+    )*};
+}
+
+/// Bit-exact conversions between a value and the word that carries it.
+trait Bits<W> {
+    fn to_bits_or_cast(self) -> W;
+    fn from_bits_or_cast(w: W) -> Self;
+}
+
+macro_rules! int_bits {
+    ($w:ty: $($t:ty),*) => {$(
+        impl Bits<$w> for $t {
+            #[inline(always)]
+            fn to_bits_or_cast(self) -> $w {
+                self as $w
+            }
+            #[inline(always)]
+            fn from_bits_or_cast(w: $w) -> Self {
+                w as $t
+            }
+        }
+    )*};
+}
+int_bits!(u32: u32, i32);
+int_bits!(u64: u64, i64, usize, isize);
+
+impl Bits<u32> for f32 {
+    #[inline(always)]
+    fn to_bits_or_cast(self) -> u32 {
+        self.to_bits()
+    }
+    #[inline(always)]
+    fn from_bits_or_cast(w: u32) -> Self {
+        f32::from_bits(w)
+    }
+}
+
+impl Bits<u64> for f64 {
+    #[inline(always)]
+    fn to_bits_or_cast(self) -> u64 {
+        self.to_bits()
+    }
+    #[inline(always)]
+    fn from_bits_or_cast(w: u64) -> Self {
+        f64::from_bits(w)
+    }
+}
+
+warp_values!(shuffle_u32, u32: u32, i32, f32);
+warp_values!(shuffle_u64, u64: u64, i64, f64, usize, isize);
+
+/// The calling thread's lane in its warp: `0..warp_size()`.
+#[inline(always)]
+pub fn lane_id() -> u32 {
+    arch::lane_id()
+}
+
+/// Lanes per warp: 32 on NVIDIA, 64 on AMD gfx9 and 32 on AMD gfx10 and later, 32 on the
+/// CPU device. A constant of the image (the AMD device link fixes it per target).
+#[inline(always)]
+pub fn warp_size() -> u32 {
+    arch::warp_size()
+}
+
+/// The value of lane `src_lane % warp_size()` (`__shfl_sync`).
+#[inline(always)]
+pub fn shuffle_idx<T: WarpValue>(value: T, src_lane: u32) -> T {
+    value.__shuffle(Shuffle::Idx, src_lane)
+}
+
+/// The value of lane `lane_id() - delta`, or `value` itself for the first `delta` lanes
+/// (`__shfl_up_sync`).
+#[inline(always)]
+pub fn shuffle_up<T: WarpValue>(value: T, delta: u32) -> T {
+    value.__shuffle(Shuffle::Up, delta)
+}
+
+/// The value of lane `lane_id() + delta`, or `value` itself for the last `delta` lanes
+/// (`__shfl_down_sync`).
+#[inline(always)]
+pub fn shuffle_down<T: WarpValue>(value: T, delta: u32) -> T {
+    value.__shuffle(Shuffle::Down, delta)
+}
+
+/// The value of lane `lane_id() ^ lane_mask`, or `value` itself where that lane is past the
+/// warp (`__shfl_xor_sync`).
+#[inline(always)]
+pub fn shuffle_xor<T: WarpValue>(value: T, lane_mask: u32) -> T {
+    value.__shuffle(Shuffle::Xor, lane_mask)
+}
+
+/// Bit `i` set when lane `i` passed `true` (`__ballot_sync`, widened to 64 bits for AMD's
+/// wave64).
+#[inline(always)]
+pub fn ballot(predicate: bool) -> u64 {
+    arch::ballot(predicate)
+}
+
+/// Whether any lane of the warp passed `true` (`__any_sync`).
+#[inline(always)]
+pub fn warp_any(predicate: bool) -> bool {
+    arch::warp_any(predicate)
+}
+
+/// Whether every lane of the warp passed `true` (`__all_sync`).
+#[inline(always)]
+pub fn warp_all(predicate: bool) -> bool {
+    arch::warp_all(predicate)
+}
+
+/// `value` combined over the warp with `op` by an xor butterfly; every lane gets the result.
+#[inline(always)]
+fn butterfly<T: WarpValue>(value: T, op: impl Fn(T, T) -> T) -> T {
+    let mut v = value;
+    let mut offset = warp_size() / 2;
+    while offset > 0 {
+        v = op(v, shuffle_xor(v, offset));
+        offset /= 2;
+    }
+    v
+}
+
+/// The sum of `value` over the warp, on every lane. Integers wrap on overflow.
+#[inline(always)]
+pub fn warp_sum<T: WarpValue + WarpAdd>(value: T) -> T {
+    butterfly(value, T::warp_add)
+}
+
+/// The largest `value` of the warp, on every lane (for floats, a NaN loses to any number;
+/// between `0.0` and `-0.0` lanes may differ).
+#[inline(always)]
+pub fn warp_max<T: WarpValue + PartialOrd>(value: T) -> T {
+    butterfly(value, |a, b| if b > a || is_nan(a) { b } else { a })
+}
+
+/// The smallest `value` of the warp, on every lane (as [`warp_max`] for NaN and zeros).
+#[inline(always)]
+pub fn warp_min<T: WarpValue + PartialOrd>(value: T) -> T {
+    butterfly(value, |a, b| if b < a || is_nan(a) { b } else { a })
+}
+
+#[inline(always)]
+fn is_nan<T: PartialOrd>(v: T) -> bool {
+    v.partial_cmp(&v).is_none()
+}
+
+/// Addition as [`warp_sum`] does it: wrapping for integers, IEEE addition for floats.
+pub trait WarpAdd: sealed::Sealed {
+    #[doc(hidden)]
+    fn warp_add(self, other: Self) -> Self;
+}
+
+macro_rules! warp_add {
+    (wrapping: $($t:ty),*) => {$(
+        impl WarpAdd for $t {
+            #[inline(always)]
+            fn warp_add(self, other: Self) -> Self {
+                self.wrapping_add(other)
+            }
+        }
+    )*};
+    (float: $($t:ty),*) => {$(
+        impl WarpAdd for $t {
+            #[inline(always)]
+            fn warp_add(self, other: Self) -> Self {
+                Add::add(self, other)
+            }
+        }
+    )*};
+}
+warp_add!(wrapping: u32, i32, u64, i64, usize, isize);
+warp_add!(float: f32, f64);

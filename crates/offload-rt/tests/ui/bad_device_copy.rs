@@ -1,0 +1,32 @@
+use offload_rt::{DeviceCopy, kernel};
+
+#[derive(Clone, Copy, DeviceCopy)]
+pub struct NotReprC {
+    pub a: u32,
+}
+
+#[derive(Clone, Copy, DeviceCopy)]
+#[repr(C)]
+pub struct Padded {
+    pub a: u8,
+    pub b: u32,
+}
+
+#[derive(Clone, Copy, DeviceCopy)]
+#[repr(C)]
+pub struct HoldsABool {
+    pub flag: bool,
+}
+
+#[derive(Clone, Copy)]
+#[repr(C)]
+pub struct NotDerived {
+    pub a: u32,
+}
+
+#[kernel]
+pub fn takes_a_plain_struct(params: NotDerived, out: *mut u32) {
+    let _ = (params, out);
+}
+
+fn main() {}
