@@ -15,6 +15,12 @@ use crate::stream::{QueueRef, Stream, StreamImpl};
 
 /// A kernel resolved on a device, found by the addresses of its module and kernel names.
 type Resolved = (Arc<Loaded>, KernelHandle);
+/// A `&'static str` by address and length: equal keys are the same string.
+type NameKey = (usize, usize);
+
+fn name_key(name: &'static str) -> NameKey {
+    (name.as_ptr().addr(), name.len())
+}
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -36,7 +42,7 @@ struct Inner {
     queues: Mutex<Vec<QueueRef>>,
     /// Kernels already resolved (module loaded, function looked up), so that a launch of one
     /// costs a read lock and a hash of two addresses before the driver call.
-    resolved: RwLock<HashMap<(usize, usize), Resolved>>,
+    resolved: RwLock<HashMap<(NameKey, NameKey), Resolved>>,
 }
 
 struct Loaded {
@@ -306,10 +312,7 @@ impl Device {
 
     /// The module and handle of `kernel`, resolved once per device.
     fn resolve(&self, module: &'static str, kernel: &'static str) -> Result<Resolved> {
-        let key = (
-            module.as_ptr().addr() ^ module.len(),
-            kernel.as_ptr().addr() ^ kernel.len(),
-        );
+        let key = (name_key(module), name_key(kernel));
         if let Some(found) = self
             .inner
             .resolved
@@ -426,5 +429,24 @@ fn gpu_not_worth_probing(kind: DeviceKind, carried: &[String]) -> Option<String>
         }
         _ => (!std::path::Path::new("/dev/kfd").exists())
             .then(|| "/dev/kfd does not exist (no AMD GPU driver loaded)".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Kernel names often lie side by side in read-only data: no two different names may
+    /// share a key (an address folded with the length would let `block_sum` find `saxpy`).
+    #[test]
+    fn names_side_by_side_have_different_keys() {
+        static NAMES: &str = "saxpyblock_sumindicesreverse_blocks";
+        let names: Vec<&'static str> = (0..NAMES.len())
+            .flat_map(|i| (i + 1..=NAMES.len()).map(move |j| &NAMES[i..j]))
+            .collect();
+        let mut keys: Vec<NameKey> = names.iter().map(|n| name_key(n)).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), names.len());
     }
 }
