@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::fmt;
+use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -22,6 +23,32 @@ fn name_key(name: &'static str) -> NameKey {
     (name.as_ptr().addr(), name.len())
 }
 
+/// Hashes the words of a key by multiply-and-rotate: the keys are a few addresses and
+/// lengths of this process's own strings, never input, so a keyed hash buys nothing and a
+/// launch should not pay for one.
+#[derive(Default)]
+struct AddressHasher(u64);
+
+impl std::hash::Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_usize(&mut self, word: usize) {
+        self.write_u64(word as u64);
+    }
+
+    fn write_u64(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A device kernels run on. Cheap to clone (clones share the device). The device of a
@@ -38,11 +65,12 @@ struct Inner {
     description: Arc<str>,
     backend: Box<dyn Backend>,
     modules: Mutex<HashMap<&'static str, Arc<Loaded>>>,
-    last: Mutex<Option<LaunchReport>>,
+    /// The module and kernel of the last launch (names only: a launch stores two words).
+    last: Mutex<Option<(&'static str, &'static str)>>,
     queues: Mutex<Vec<QueueRef>>,
     /// Kernels already resolved (module loaded, function looked up), so that a launch of one
     /// costs a read lock and a hash of two addresses before the driver call.
-    resolved: RwLock<HashMap<(NameKey, NameKey), Resolved>>,
+    resolved: RwLock<HashMap<(NameKey, NameKey), Resolved, BuildHasherDefault<AddressHasher>>>,
 }
 
 struct Loaded {
@@ -94,7 +122,7 @@ impl Device {
                 modules: Mutex::new(HashMap::new()),
                 last: Mutex::new(None),
                 queues: Mutex::new(Vec::new()),
-                resolved: RwLock::new(HashMap::new()),
+                resolved: RwLock::new(HashMap::default()),
             }),
             stream: None,
         }
@@ -198,11 +226,14 @@ impl Device {
 
     /// The report of the last launch on this device.
     pub fn last_launch(&self) -> Option<LaunchReport> {
-        self.inner
-            .last
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        let (module, kernel) = (*self.inner.last.lock().unwrap_or_else(|e| e.into_inner()))?;
+        let (loaded, _) = self.resolve(module, kernel).ok()?;
+        Some(LaunchReport {
+            kernel,
+            module,
+            device: Arc::clone(&self.inner.description),
+            image: Arc::clone(&loaded.image),
+        })
     }
 
     /// Loads `module` now (launches load it on first use); returns the image chosen.
@@ -377,7 +408,7 @@ impl Device {
             device: Arc::clone(&self.inner.description),
             image: Arc::clone(&loaded.image),
         };
-        *self.inner.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(report.clone());
+        *self.inner.last.lock().unwrap_or_else(|e| e.into_inner()) = Some((module, kernel));
         Ok(report)
     }
 }
