@@ -113,8 +113,8 @@ static BUNDLE: Aligned<[u8; BUNDLE_LEN]> = Aligned(*include_bytes!({bundle_path:
 static NAME: &[u8] = &{name_bytes:?};
 
 static DESCRIPTOR: OffloadDescriptor = OffloadDescriptor {{
-    magic: 0x4F46_4C44,
-    version: 1,
+    magic: {magic:#x},
+    version: {version},
     name: NAME.as_ptr(),
     name_len: NAME.len(),
     bundle: &raw const BUNDLE.0 as *const u8,
@@ -145,6 +145,8 @@ extern "C" fn offload_register() {{
 static OFFLOAD_CTOR: extern "C" fn() = offload_register;
 "#,
         name_bytes = name.as_bytes(),
+        magic = offload_format::offload_binary::OFFLOAD_DESCRIPTOR_MAGIC,
+        version = offload_format::offload_binary::OFFLOAD_DESCRIPTOR_VERSION,
     );
     s
 }

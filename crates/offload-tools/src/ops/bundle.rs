@@ -340,7 +340,7 @@ fn bundle_object(cfg: &BundleConfig, names: &[String], host: usize, output: &Pat
         .collect();
     let out = AtomicOutput::create(output)?;
     let args = objcopy_args(&entries, &cfg.inputs[host], out.temp_path());
-    crate::command::run(Command::new(&objcopy).args(args))?;
+    offload_build::command::run(Command::new(&objcopy).args(args))?;
     out.commit()
 }
 
@@ -635,7 +635,7 @@ pub fn unbundle(cfg: &BundleConfig) -> Result<()> {
                     .arg("--")
                     .arg(input)
                     .arg(out.temp_path());
-                crate::command::run(&mut cmd)?;
+                offload_build::command::run(&mut cmd)?;
             }
         }
         outs.push(out);
