@@ -212,6 +212,7 @@ while [ $# -gt 0 ]; do\n  if [ \"$1\" = \"-o\" ]; then out=\"$2\"; fi\n  shift\n
 if [ -n \"$out\" ]; then : > \"$out\"; fi\n";
 
 fn write_linker_shim(target_dir: &Path) -> Result<PathBuf> {
+    use std::io::Write as _;
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(target_dir).map_err(io_err("creating", target_dir))?;
     let path = target_dir.join("offload-device-link-shim.sh");
@@ -220,16 +221,17 @@ fn write_linker_shim(target_dir: &Path) -> Result<PathBuf> {
     }
     // Architectures of one triple share the target directory and may get here at once, while
     // another's build runs the shim: it is replaced whole (rename), never rewritten in place.
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let temp = target_dir.join(format!(
-        "offload-device-link-shim.sh.{}-{n}.tmp",
-        std::process::id()
-    ));
-    std::fs::write(&temp, LINKER_SHIM).map_err(io_err("writing", &temp))?;
-    std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o755))
-        .map_err(io_err("making executable", &temp))?;
-    std::fs::rename(&temp, &path).map_err(io_err("renaming into place", &path))?;
+    let mut temp = tempfile::Builder::new()
+        .prefix(".offload-device-link-shim.sh.")
+        .suffix(".tmp")
+        .tempfile_in(target_dir)
+        .map_err(io_err("creating a temporary file in", target_dir))?;
+    temp.write_all(LINKER_SHIM.as_bytes())
+        .map_err(io_err("writing", temp.path().to_owned()))?;
+    std::fs::set_permissions(temp.path(), std::fs::Permissions::from_mode(0o755))
+        .map_err(io_err("making executable", temp.path().to_owned()))?;
+    temp.persist(&path)
+        .map_err(|e| io_err("renaming into place", &path)(e.error))?;
     Ok(path)
 }
 

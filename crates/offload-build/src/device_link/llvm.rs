@@ -24,6 +24,7 @@ use super::archive::DeviceInput;
 use super::ptx::ptx_features;
 use super::{
     Error, LLVM_MAJOR, Result, SHARED_SECTION, find_tool, io_err, nightly_rustc_llvm_major,
+    scratch_dir,
 };
 use crate::command::run as run_command;
 use offload_format::AmdTargetId;
@@ -969,15 +970,6 @@ pub fn amdgpu_link_object(
     })
 }
 
-fn scratch_dir(tag: &str) -> Result<PathBuf> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("offload-{tag}-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
-    Ok(dir)
-}
-
 /// The AMDGPU code object for a target ID: [`amdgpu_link_object`], then `ld.lld -shared`, then
 /// the `e_flags` made to state the target ID's xnack/sramecc settings.
 pub fn amdgpu_code_object(
@@ -988,8 +980,8 @@ pub fn amdgpu_code_object(
     let linked = amdgpu_link_object(inputs, target, opts)?;
     let dir = scratch_dir("amdgpu")?;
     let result = (|| {
-        let object = dir.join("device.o");
-        let image = dir.join("device.elf");
+        let object = dir.path().join("device.o");
+        let image = dir.path().join("device.elf");
         std::fs::write(&object, &linked.object).map_err(io_err("writing", &object))?;
         let ld = match &opts.ld_lld {
             Some(ld) => ld.clone(),

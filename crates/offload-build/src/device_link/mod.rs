@@ -301,6 +301,16 @@ pub fn nightly_rustc_llvm_major(env: &crate::env::Env) -> Result<u32> {
     crate::nested::rustc_llvm_major(&text).ok_or(Error::RustcVersion { output: text })
 }
 
+/// A new scratch directory for an external tool's files (`offload-<tag>-XXXXXX` in the
+/// system's temporary directory), removed when dropped.
+pub(crate) fn scratch_dir(tag: &str) -> Result<tempfile::TempDir> {
+    let base = std::env::temp_dir();
+    tempfile::Builder::new()
+        .prefix(&format!("offload-{tag}-"))
+        .tempdir_in(&base)
+        .map_err(io_err("creating a directory in", base))
+}
+
 /// An external tool, found by `offload-toolchain`'s policy with the environment read through
 /// [`crate::env::Env`] (so a build script reruns when an override changes).
 pub fn find_tool(tool: offload_toolchain::Tool) -> Result<PathBuf> {

@@ -264,9 +264,9 @@ pub fn cubin_plan(sm: &str) -> Result<CubinPlan> {
 
 fn run_ptxas(ptx: &str, sm: &str, verbose: bool) -> Result<(Vec<u8>, String)> {
     let ptxas = super::find_tool(offload_toolchain::Tool::Ptxas)?;
-    let dir = tempfile_dir()?;
-    let input = dir.join(format!("image.{sm}.ptx"));
-    let output = dir.join(format!("image.{sm}.cubin"));
+    let dir = super::scratch_dir("ptxas")?;
+    let input = dir.path().join(format!("image.{sm}.ptx"));
+    let output = dir.path().join(format!("image.{sm}.cubin"));
     let result = (|| {
         std::fs::write(&input, ptx).map_err(io_err("writing", &input))?;
         let mut cmd = Command::new(&ptxas);
@@ -279,17 +279,8 @@ fn run_ptxas(ptx: &str, sm: &str, verbose: bool) -> Result<(Vec<u8>, String)> {
         let cubin = std::fs::read(&output).map_err(io_err("reading", &output))?;
         Ok((cubin, String::from_utf8_lossy(&out.stderr).into_owned()))
     })();
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(dir);
     result
-}
-
-fn tempfile_dir() -> Result<PathBuf> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("offload-ptxas-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
-    Ok(dir)
 }
 
 /// Assembles `ptx` into a cubin for `sm` (`sm_80`) with `ptxas`.
