@@ -6,6 +6,9 @@ use std::sync::OnceLock;
 use crate::env::Env;
 use crate::error::{Error, Result};
 
+use offload_format::target_id::{self, AmdTargetId, Sm};
+pub use offload_format::triple::{AMDGCN_TRIPLE, HOST_ARCH, NVPTX_TRIPLE};
+
 /// The triple the CPU device is built for: in a build script, the host crate's own target
 /// (`TARGET`, so a cross build for `aarch64-unknown-linux-gnu` gets an aarch64 CPU image);
 /// elsewhere the machine's (`<arch>-unknown-linux-gnu`).
@@ -16,46 +19,33 @@ pub fn host_triple() -> &'static str {
         env.build_script
             .then(|| env.get_untracked("TARGET"))
             .flatten()
-            .unwrap_or_else(|| {
-                let arch = match std::env::consts::ARCH {
-                    "riscv64" => "riscv64gc",
-                    "powerpc64" => "powerpc64le",
-                    arch => arch,
-                };
-                format!("{arch}-unknown-linux-gnu")
-            })
+            .unwrap_or_else(|| offload_format::triple::linux_gnu_triple(std::env::consts::ARCH))
     })
 }
-pub const NVPTX_TRIPLE: &str = "nvptx64-nvidia-cuda";
-pub const AMDGCN_TRIPLE: &str = "amdgcn-amd-amdhsa";
 
 /// One device target of a build.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum OffloadArch {
     /// The host CPU as a device.
     Host,
     /// An NVIDIA GPU: `sm_NN` (compute capability N.N), `sm_90a` style suffixes included.
-    Nvptx { sm: String },
-    /// An AMD GPU target ID in canonical form (`gfx942:sramecc-:xnack+`).
-    Amdgcn { target_id: String },
+    Nvptx(Sm),
+    /// An AMD GPU target ID (`gfx942:sramecc-:xnack+`).
+    Amdgcn(AmdTargetId),
 }
 
 impl OffloadArch {
     pub fn triple(&self) -> &'static str {
         match self {
             OffloadArch::Host => host_triple(),
-            OffloadArch::Nvptx { .. } => NVPTX_TRIPLE,
-            OffloadArch::Amdgcn { .. } => AMDGCN_TRIPLE,
+            OffloadArch::Nvptx(_) => NVPTX_TRIPLE,
+            OffloadArch::Amdgcn(_) => AMDGCN_TRIPLE,
         }
     }
 
-    /// The `arch` string stored with the image.
-    pub fn name(&self) -> &str {
-        match self {
-            OffloadArch::Host => "host",
-            OffloadArch::Nvptx { sm } => sm,
-            OffloadArch::Amdgcn { target_id } => target_id,
-        }
+    /// The `arch` string stored with the image; AMD target IDs in canonical form.
+    pub fn name(&self) -> String {
+        self.to_string()
     }
 
     /// A file-name-safe form (`gfx942_xnack+`), as clang names device archive members.
@@ -66,7 +56,11 @@ impl OffloadArch {
 
 impl fmt::Display for OffloadArch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        match self {
+            OffloadArch::Host => f.write_str(HOST_ARCH),
+            OffloadArch::Nvptx(sm) => sm.fmt(f),
+            OffloadArch::Amdgcn(id) => id.fmt(f),
+        }
     }
 }
 
@@ -91,17 +85,13 @@ pub fn parse_list(list: &str, origin: &str) -> Result<Vec<OffloadArch>> {
 }
 
 fn parse_one(item: &str, origin: &str) -> Result<OffloadArch> {
-    if item == "host" || item == "cpu" {
+    if item == HOST_ARCH || item == "cpu" {
         return Ok(OffloadArch::Host);
     }
     if item.starts_with("sm_") {
-        return if offload_format::target_id::NVIDIA_SM_ARCHS.contains(&item) {
-            Ok(OffloadArch::Nvptx {
-                sm: item.to_owned(),
-            })
-        } else {
-            Err(unknown(item, origin))
-        };
+        return Sm::parse_offload_arch(item)
+            .map(OffloadArch::Nvptx)
+            .map_err(|_| unknown(item, origin));
     }
     if item.starts_with("gfx") {
         let id = offload_format::TargetId::parse(item).map_err(|e| Error::InvalidArch {
@@ -109,24 +99,17 @@ fn parse_one(item: &str, origin: &str) -> Result<OffloadArch> {
             origin: origin.to_owned(),
             reason: e.to_string(),
         })?;
-        if offload_format::target_id::amdgpu_processor(id.processor()).is_none() {
-            return Err(unknown(item, origin));
-        }
-        return Ok(OffloadArch::Amdgcn {
-            target_id: id.canonical(),
-        });
+        return AmdTargetId::from_target_id(&id)
+            .map(OffloadArch::Amdgcn)
+            .map_err(|_| unknown(item, origin));
     }
     Err(unknown(item, origin))
 }
 
 fn unknown(item: &str, origin: &str) -> Error {
-    let mut known: Vec<&str> = vec!["host"];
-    known.extend(offload_format::target_id::NVIDIA_SM_ARCHS.iter().copied());
-    known.extend(
-        offload_format::target_id::AMDGPU_PROCESSORS
-            .iter()
-            .map(|p| p.name),
-    );
+    let mut known: Vec<&str> = vec![HOST_ARCH];
+    known.extend(target_id::nvidia_offload_archs());
+    known.extend(target_id::AMDGPU_PROCESSORS.iter().map(|p| p.name));
     Error::UnknownArch {
         name: item.to_owned(),
         origin: origin.to_owned(),
@@ -138,11 +121,11 @@ fn check_conflicts(archs: &[OffloadArch], origin: &str) -> Result<()> {
     let ids: Vec<offload_format::TargetId> = archs
         .iter()
         .filter_map(|a| match a {
-            OffloadArch::Amdgcn { target_id } => offload_format::TargetId::parse(target_id).ok(),
+            OffloadArch::Amdgcn(id) => Some(id.to_target_id()),
             _ => None,
         })
         .collect();
-    if let Some((a, b)) = offload_format::target_id::conflicting_combination(&ids) {
+    if let Some((a, b)) = target_id::conflicting_combination(&ids) {
         return Err(Error::InvalidArch {
             name: format!("{},{}", a, b),
             origin: origin.to_owned(),
@@ -166,10 +149,8 @@ mod tests {
         assert_eq!(
             archs,
             vec![
-                OffloadArch::Nvptx { sm: "sm_80".into() },
-                OffloadArch::Amdgcn {
-                    target_id: "gfx942:sramecc-:xnack+".into()
-                },
+                OffloadArch::Nvptx(Sm::parse("sm_80").unwrap()),
+                OffloadArch::Amdgcn(AmdTargetId::parse("gfx942:sramecc-:xnack+").unwrap()),
                 OffloadArch::Host,
             ]
         );
@@ -193,6 +174,11 @@ mod tests {
             "{err}"
         );
         assert!(parse_list("gfx90a:xnack-,gfx90a:xnack+", "test").is_ok());
+        assert_eq!(
+            parse_list("gfx942:xnack+:sramecc-", "test").unwrap()[0].name(),
+            "gfx942:sramecc-:xnack+"
+        );
+        assert!(parse_list("sm_120f", "test").is_err());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::process::Command;
 
 use crate::command;
 use crate::error::{IoContext, Result};
-use crate::fsutil::write_atomic;
+use crate::fsutil::{temp_file_beside, write_atomic};
 
 /// The static library to link, and its `-l` name.
 #[derive(Debug, Clone)]
@@ -45,7 +45,7 @@ pub fn build_embedding_library(
     )?;
 
     let object_path = out_dir.join(format!("{crate_name}.o"));
-    let tmp_object = out_dir.join(format!("{crate_name}.o.tmp"));
+    let tmp_object = temp_file_beside(&object_path)?.into_temp_path();
     command::run(
         Command::new(rustc)
             .arg("--crate-name")
@@ -64,7 +64,10 @@ pub fn build_embedding_library(
             .arg(&tmp_object)
             .arg(&source_path),
     )?;
-    std::fs::rename(&tmp_object, &object_path).io("renaming", &object_path)?;
+    tmp_object
+        .persist(&object_path)
+        .map_err(|e| e.error)
+        .io("renaming", &object_path)?;
 
     let object = std::fs::read(&object_path).io("reading", &object_path)?;
     let link_name = crate_name;
@@ -113,8 +116,8 @@ static BUNDLE: Aligned<[u8; BUNDLE_LEN]> = Aligned(*include_bytes!({bundle_path:
 static NAME: &[u8] = &{name_bytes:?};
 
 static DESCRIPTOR: OffloadDescriptor = OffloadDescriptor {{
-    magic: 0x4F46_4C44,
-    version: 1,
+    magic: {magic:#x},
+    version: {version},
     name: NAME.as_ptr(),
     name_len: NAME.len(),
     bundle: &raw const BUNDLE.0 as *const u8,
@@ -145,6 +148,8 @@ extern "C" fn offload_register() {{
 static OFFLOAD_CTOR: extern "C" fn() = offload_register;
 "#,
         name_bytes = name.as_bytes(),
+        magic = offload_format::offload_binary::OFFLOAD_DESCRIPTOR_MAGIC,
+        version = offload_format::offload_binary::OFFLOAD_DESCRIPTOR_VERSION,
     );
     s
 }

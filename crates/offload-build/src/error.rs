@@ -37,8 +37,8 @@ pub enum Error {
     #[error("{origin}: no offload architecture given (expected e.g. `sm_80,gfx90a,host`)")]
     EmptyArchList { origin: String },
 
-    #[error("could not read the package graph with `cargo metadata`: {0}")]
-    Metadata(#[from] cargo_metadata::Error),
+    #[error("could not read the package graph with `cargo metadata`: {reason}")]
+    Metadata { reason: String },
 
     #[error("{manifest}: [package.metadata.offload] is malformed: {reason}")]
     BadMetadata { manifest: PathBuf, reason: String },

@@ -12,33 +12,36 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     if std::fs::read(path).is_ok_and(|old| old == bytes) {
         return Ok(());
     }
-    let dir = path.parent().unwrap_or(Path::new("."));
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
     std::fs::create_dir_all(dir).io("creating directory", dir)?;
-    let mut tmp = tempfile_in(dir, path)?;
-    tmp.1.write_all(bytes).io("writing", &tmp.0)?;
-    tmp.1.sync_all().io("syncing", &tmp.0)?;
-    drop(tmp.1);
-    std::fs::rename(&tmp.0, path).io("renaming into place", path)
+    let mut tmp = temp_file_beside(path)?;
+    tmp.write_all(bytes).io("writing", tmp.path())?;
+    tmp.as_file().sync_all().io("syncing", tmp.path())?;
+    tmp.persist(path)
+        .map_err(|e| e.error)
+        .io("renaming into place", path)?;
+    Ok(())
 }
 
-fn tempfile_in(dir: &Path, path: &Path) -> Result<(std::path::PathBuf, std::fs::File)> {
-    let stem = path
+/// A new temporary file in `path`'s directory, named after it (`.<name>.XXXXXX.tmp`), removed
+/// unless persisted.
+pub fn temp_file_beside(path: &Path) -> Result<tempfile::NamedTempFile> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    for attempt in 0u32..100 {
-        let candidate = dir.join(format!(".{stem}.{}.{attempt}.tmp", std::process::id()));
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&candidate)
-        {
-            Ok(f) => return Ok((candidate, f)),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e).io("creating temporary file", candidate),
-        }
-    }
-    Err(std::io::Error::other("no free temporary file name")).io("creating temporary file", dir)
+    tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .io("creating a temporary file in", dir)
 }
 
 #[cfg(test)]

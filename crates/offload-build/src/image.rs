@@ -2,13 +2,10 @@
 
 use std::borrow::Cow;
 
+use offload_format::offload_binary::{KEY_ARCH, KEY_KERNELS, KEY_MODULE, KEY_TRIPLE};
 use offload_format::{ImageKind, OffloadBinary, OffloadKind};
 
 use crate::arch::OffloadArch;
-
-/// String keys this project adds to each OffloadBinary beside LLVM's `triple` and `arch`.
-pub const KEY_MODULE: &str = "offload.module";
-pub const KEY_KERNELS: &str = "offload.kernels";
 
 /// One linked device image of one kernel crate for one architecture.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,8 +28,8 @@ impl DeviceImage {
             offload_kind: self.offload_kind,
             flags: 0,
             strings: vec![
-                (Cow::Borrowed("arch"), Cow::Borrowed(self.arch.name())),
-                (Cow::Borrowed("triple"), Cow::Borrowed(self.arch.triple())),
+                (Cow::Borrowed(KEY_ARCH), Cow::Owned(self.arch.name())),
+                (Cow::Borrowed(KEY_TRIPLE), Cow::Borrowed(self.arch.triple())),
                 (
                     Cow::Borrowed(KEY_MODULE),
                     Cow::Borrowed(self.module.as_str()),
@@ -147,7 +144,7 @@ mod tests {
     #[test]
     fn offload_binary_carries_the_contract_keys() {
         let image = DeviceImage {
-            arch: OffloadArch::Nvptx { sm: "sm_80".into() },
+            arch: OffloadArch::Nvptx(offload_format::Sm::parse("sm_80").unwrap()),
             image_kind: ImageKind::Ptx,
             offload_kind: OffloadKind::Cuda,
             module: "saxpy_kernels".into(),

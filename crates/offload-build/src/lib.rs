@@ -40,10 +40,8 @@ pub mod error;
 pub mod fsutil;
 pub mod host_device;
 pub mod image;
-pub mod inspect;
 pub mod metadata;
 pub mod nested;
-pub mod ops;
 pub mod prebuilt;
 
 use std::path::{Path, PathBuf};
@@ -304,7 +302,7 @@ pub fn build_images(
     // of each triple is scheduled first, so that different triples build in parallel.
     let dir_of = |arch: &OffloadArch| match arch {
         OffloadArch::Host => offload_dir.join(arch.file_stem()),
-        OffloadArch::Nvptx { .. } | OffloadArch::Amdgcn { .. } => offload_dir.join(arch.triple()),
+        OffloadArch::Nvptx(_) | OffloadArch::Amdgcn(_) => offload_dir.join(arch.triple()),
     };
     let mut order: Vec<usize> = (0..archs.len()).collect();
     order.sort_by_key(|&i| archs[..i].iter().any(|a| dir_of(a) == dir_of(&archs[i])));
@@ -359,16 +357,14 @@ fn build_one(
     match arch {
         OffloadArch::Host => Ok(vec![host_device::build(env, krate, target_dir)?]),
         #[cfg(feature = "llvm")]
-        OffloadArch::Nvptx { .. } | OffloadArch::Amdgcn { .. } => {
+        OffloadArch::Nvptx(_) | OffloadArch::Amdgcn(_) => {
             device_link::build_gpu_images(env, krate, arch, target_dir)
         }
         #[cfg(not(feature = "llvm"))]
-        OffloadArch::Nvptx { .. } | OffloadArch::Amdgcn { .. } => {
-            Err(Error::Prerequisite(format!(
-                "building for {arch} needs offload-build's `llvm` feature (LLVM 22: \
+        OffloadArch::Nvptx(_) | OffloadArch::Amdgcn(_) => Err(Error::Prerequisite(format!(
+            "building for {arch} needs offload-build's `llvm` feature (LLVM 22: \
                  `apt-get install llvm-22-dev`, then enable the feature)"
-            )))
-        }
+        ))),
     }
 }
 

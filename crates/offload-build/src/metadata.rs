@@ -2,9 +2,11 @@
 //! `[package.metadata.offload]` settings of the host package.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
-use cargo_metadata::{MetadataCommand, Package};
+use serde_json::Value;
 
+use crate::command;
 use crate::error::{Error, Result};
 
 /// A kernel crate: a `no_std` library whose `#[kernel]` functions become device code.
@@ -56,17 +58,10 @@ pub fn host_package(manifest_path: &Path, cargo: Option<&Path>) -> Result<HostPa
 
     let mut kernel_crates = Vec::new();
     for dep in &host.dependencies {
-        if dep.kind != cargo_metadata::DependencyKind::Normal {
+        if dep.kind != DependencyKind::Normal {
             continue;
         }
-        let Some(pkg) = meta.packages.iter().find(|p| {
-            p.name.as_str() == dep.name
-                && dep.req.matches(&p.version)
-                && match &dep.path {
-                    Some(path) => p.manifest_path.parent() == Some(path.as_path()),
-                    None => true,
-                }
-        }) else {
+        let Some(pkg) = meta.resolved_dependency(host, &dep.name) else {
             continue;
         };
         if is_kernel_crate(pkg)? {
@@ -74,20 +69,20 @@ pub fn host_package(manifest_path: &Path, cargo: Option<&Path>) -> Result<HostPa
         }
     }
     Ok(HostPackage {
-        name: host.name.to_string(),
+        name: host.name.clone(),
         manifest_path: manifest_path.to_owned(),
         arch,
         kernel_crates,
-        target_directory: meta.target_directory.into_std_path_buf(),
+        target_directory: meta.target_directory,
     })
 }
 
-fn offload_table(pkg: &Package) -> Result<Option<&serde_json::Map<String, serde_json::Value>>> {
+fn offload_table(pkg: &Package) -> Result<Option<&serde_json::Map<String, Value>>> {
     match pkg.metadata.get("offload") {
         None => Ok(None),
         Some(serde_json::Value::Object(map)) => Ok(Some(map)),
         Some(_) => Err(Error::BadMetadata {
-            manifest: pkg.manifest_path.clone().into_std_path_buf(),
+            manifest: pkg.manifest_path.clone(),
             reason: "`offload` must be a table".to_owned(),
         }),
     }
@@ -98,7 +93,7 @@ fn is_kernel_crate(pkg: &Package) -> Result<bool> {
         None => Ok(false),
         Some(serde_json::Value::Bool(b)) => Ok(*b),
         Some(_) => Err(Error::BadMetadata {
-            manifest: pkg.manifest_path.clone().into_std_path_buf(),
+            manifest: pkg.manifest_path.clone(),
             reason: "`kernels` must be true or false".to_owned(),
         }),
     }
@@ -113,11 +108,11 @@ fn arch_value(value: &serde_json::Value, pkg: &Package) -> Result<String> {
             .collect::<Option<Vec<_>>>()
             .map(|v| v.join(","))
             .ok_or_else(|| Error::BadMetadata {
-                manifest: pkg.manifest_path.clone().into_std_path_buf(),
+                manifest: pkg.manifest_path.clone(),
                 reason: "`arch` must be a string or an array of strings".to_owned(),
             }),
         _ => Err(Error::BadMetadata {
-            manifest: pkg.manifest_path.clone().into_std_path_buf(),
+            manifest: pkg.manifest_path.clone(),
             reason: "`arch` must be a string or an array of strings".to_owned(),
         }),
     }
@@ -139,7 +134,7 @@ pub fn kernel_package(manifest_path: &Path, cargo: Option<&Path>) -> Result<Kern
     let pkg = package_at(&meta, manifest_path)?;
     if !is_kernel_crate(pkg)? {
         return Err(Error::BadMetadata {
-            manifest: pkg.manifest_path.clone().into_std_path_buf(),
+            manifest: pkg.manifest_path.clone(),
             reason: "not a kernel crate (`[package.metadata.offload] kernels = true` is missing)"
                 .to_owned(),
         });
@@ -147,34 +142,206 @@ pub fn kernel_package(manifest_path: &Path, cargo: Option<&Path>) -> Result<Kern
     Ok(KernelPackage {
         krate: kernel_crate_in(&meta, pkg)?,
         arch: declared_arch(pkg)?,
-        target_directory: meta.target_directory.clone().into_std_path_buf(),
+        target_directory: meta.target_directory.clone(),
     })
 }
 
 /// `cargo metadata` for `manifest_path`: offline first (only the dependency edges are needed),
 /// then online when a dependency is not in the local cache yet.
-fn read_metadata(manifest_path: &Path, cargo: Option<&Path>) -> Result<cargo_metadata::Metadata> {
-    let command = |offline: bool| {
-        let mut cmd = MetadataCommand::new();
-        cmd.manifest_path(manifest_path);
-        if let Some(cargo) = cargo {
-            cmd.cargo_path(cargo);
-        }
+fn read_metadata(manifest_path: &Path, cargo: Option<&Path>) -> Result<Metadata> {
+    let run = |offline: bool| {
+        let mut cmd = Command::new(cargo.unwrap_or(Path::new("cargo")));
+        cmd.args(["metadata", "--format-version", "1", "--manifest-path"])
+            .arg(manifest_path);
         if offline {
-            cmd.other_options(vec!["--offline".to_owned()]);
+            cmd.arg("--offline");
         }
-        cmd
+        command::run(&mut cmd)
     };
-    Ok(command(true).exec().or_else(|_| command(false).exec())?)
+    let output = run(true).or_else(|_| run(false))?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let json = text
+        .lines()
+        .find(|line| line.starts_with('{'))
+        .ok_or_else(|| Error::Metadata {
+            reason: "it printed no JSON".to_owned(),
+        })?;
+    let value: Value = serde_json::from_str(json).map_err(|e| Error::Metadata {
+        reason: e.to_string(),
+    })?;
+    Metadata::from_json(&value).ok_or_else(|| Error::Metadata {
+        reason: "its JSON lacks a field this build reads (format version 1 expected)".to_owned(),
+    })
+}
+
+/// The parts of `cargo metadata --format-version 1` the build reads.
+#[derive(Debug)]
+struct Metadata {
+    packages: Vec<Package>,
+    /// The resolved graph: each package's id and the ids it depends on.
+    resolve: Option<Vec<Node>>,
+    target_directory: PathBuf,
+}
+
+#[derive(Debug)]
+struct Package {
+    id: String,
+    name: String,
+    version: String,
+    manifest_path: PathBuf,
+    /// `None` for a local (path) package.
+    source: Option<String>,
+    dependencies: Vec<Dependency>,
+    targets: Vec<Target>,
+    metadata: Value,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DependencyKind {
+    Normal,
+    Development,
+    Build,
+}
+
+#[derive(Debug)]
+struct Dependency {
+    name: String,
+    kind: DependencyKind,
+    optional: bool,
+}
+
+#[derive(Debug)]
+struct Target {
+    name: String,
+    kind: Vec<String>,
+}
+
+#[derive(Debug)]
+struct Node {
+    id: String,
+    /// (package id, whether a normal dependency edge leads there).
+    deps: Vec<(String, bool)>,
+}
+
+fn string(v: &Value, key: &str) -> Option<String> {
+    v.get(key)?.as_str().map(str::to_owned)
+}
+
+fn array<'v>(v: &'v Value, key: &str) -> Option<&'v Vec<Value>> {
+    v.get(key)?.as_array()
+}
+
+fn dependency_kind(v: &Value) -> Option<DependencyKind> {
+    match v.get("kind")? {
+        Value::Null => Some(DependencyKind::Normal),
+        Value::String(s) if s == "dev" => Some(DependencyKind::Development),
+        Value::String(s) if s == "build" => Some(DependencyKind::Build),
+        _ => None,
+    }
+}
+
+impl Metadata {
+    fn from_json(v: &Value) -> Option<Metadata> {
+        let packages = array(v, "packages")?
+            .iter()
+            .map(Package::from_json)
+            .collect::<Option<Vec<_>>>()?;
+        let resolve = match v.get("resolve") {
+            None | Some(Value::Null) => None,
+            Some(r) => Some(
+                array(r, "nodes")?
+                    .iter()
+                    .map(Node::from_json)
+                    .collect::<Option<Vec<_>>>()?,
+            ),
+        };
+        Some(Metadata {
+            packages,
+            resolve,
+            target_directory: string(v, "target_directory")?.into(),
+        })
+    }
+
+    fn package(&self, id: &str) -> Option<&Package> {
+        self.packages.iter().find(|p| p.id == id)
+    }
+
+    fn node(&self, id: &str) -> Option<&Node> {
+        self.resolve.as_ref()?.iter().find(|n| n.id == id)
+    }
+
+    /// The package the resolve gives `pkg` for its declared dependency `name`.
+    fn resolved_dependency(&self, pkg: &Package, name: &str) -> Option<&Package> {
+        self.node(&pkg.id)?
+            .deps
+            .iter()
+            .find_map(|(id, _)| self.package(id).filter(|q| q.name == name))
+    }
+}
+
+impl Package {
+    fn from_json(v: &Value) -> Option<Package> {
+        Some(Package {
+            id: string(v, "id")?,
+            name: string(v, "name")?,
+            version: string(v, "version")?,
+            manifest_path: string(v, "manifest_path")?.into(),
+            source: string(v, "source"),
+            dependencies: array(v, "dependencies")?
+                .iter()
+                .map(|d| {
+                    Some(Dependency {
+                        name: string(d, "name")?,
+                        kind: dependency_kind(d)?,
+                        optional: d.get("optional")?.as_bool()?,
+                    })
+                })
+                .collect::<Option<Vec<_>>>()?,
+            targets: array(v, "targets")?
+                .iter()
+                .map(|t| {
+                    Some(Target {
+                        name: string(t, "name")?,
+                        kind: array(t, "kind")?
+                            .iter()
+                            .map(|k| k.as_str().map(str::to_owned))
+                            .collect::<Option<Vec<_>>>()?,
+                    })
+                })
+                .collect::<Option<Vec<_>>>()?,
+            metadata: v.get("metadata").cloned().unwrap_or(Value::Null),
+        })
+    }
+
+    fn is_local(&self) -> bool {
+        self.source.is_none()
+    }
+}
+
+impl Node {
+    fn from_json(v: &Value) -> Option<Node> {
+        Some(Node {
+            id: string(v, "id")?,
+            deps: array(v, "deps")?
+                .iter()
+                .map(|d| {
+                    let normal = array(d, "dep_kinds")?
+                        .iter()
+                        .any(|k| dependency_kind(k) == Some(DependencyKind::Normal));
+                    Some((string(d, "pkg")?, normal))
+                })
+                .collect::<Option<Vec<_>>>()?,
+        })
+    }
 }
 
 /// The package whose manifest is `manifest_path` (as given, or with links resolved).
-fn package_at<'a>(meta: &'a cargo_metadata::Metadata, manifest_path: &Path) -> Result<&'a Package> {
+fn package_at<'a>(meta: &'a Metadata, manifest_path: &Path) -> Result<&'a Package> {
     let canonical = std::fs::canonicalize(manifest_path).ok();
     meta.packages
         .iter()
         .find(|p| {
-            let path = p.manifest_path.as_std_path();
+            let path = p.manifest_path.as_path();
             path == manifest_path || Some(path) == canonical.as_deref()
         })
         .ok_or_else(|| Error::BadMetadata {
@@ -191,7 +358,7 @@ fn declared_arch(pkg: &Package) -> Result<Option<String>> {
         .transpose()
 }
 
-fn kernel_crate_in(meta: &cargo_metadata::Metadata, pkg: &Package) -> Result<KernelCrate> {
+fn kernel_crate_in(meta: &Metadata, pkg: &Package) -> Result<KernelCrate> {
     let mut krate = kernel_crate(pkg)?;
     let (watch, deps) = dependency_closure(meta, pkg);
     krate.watch = watch;
@@ -199,22 +366,22 @@ fn kernel_crate_in(meta: &cargo_metadata::Metadata, pkg: &Package) -> Result<Ker
     Ok(krate)
 }
 
-pub(crate) fn kernel_crate(pkg: &Package) -> Result<KernelCrate> {
+fn kernel_crate(pkg: &Package) -> Result<KernelCrate> {
     let lib = pkg
         .targets
         .iter()
-        .find(|t| t.is_lib())
+        .find(|t| t.kind.iter().any(|k| k == "lib"))
         .ok_or_else(|| Error::BadMetadata {
-            manifest: pkg.manifest_path.clone().into_std_path_buf(),
+            manifest: pkg.manifest_path.clone(),
             reason: "a kernel crate must have a library target".to_owned(),
         })?;
-    let manifest_path = pkg.manifest_path.clone().into_std_path_buf();
+    let manifest_path = pkg.manifest_path.clone();
     let root = manifest_path
         .parent()
         .map(Path::to_owned)
         .unwrap_or_default();
     Ok(KernelCrate {
-        package: pkg.name.to_string(),
+        package: pkg.name.clone(),
         lib_name: lib.name.replace('-', "_"),
         watch: vec![root.clone()],
         deps: Vec::new(),
@@ -226,85 +393,68 @@ pub(crate) fn kernel_crate(pkg: &Package) -> Result<KernelCrate> {
 /// What `pkg`'s images depend on: the manifests and source directories of it and of every
 /// local package it depends on (to watch), and the packages its device builds compile (to
 /// hash).
-fn dependency_closure(
-    meta: &cargo_metadata::Metadata,
-    pkg: &Package,
-) -> (Vec<PathBuf>, Vec<SourcePackage>) {
-    let Some(resolve) = &meta.resolve else {
+fn dependency_closure(meta: &Metadata, pkg: &Package) -> (Vec<PathBuf>, Vec<SourcePackage>) {
+    if meta.resolve.is_none() {
         return (package_sources(pkg), Vec::new());
-    };
+    }
     let mut seen = vec![pkg.id.clone()];
     let mut stack = vec![pkg.id.clone()];
     let mut watch = Vec::new();
     while let Some(id) = stack.pop() {
-        let Some(p) = meta.packages.iter().find(|p| p.id == id) else {
+        let Some(p) = meta.package(&id) else {
             continue;
         };
-        if p.source.is_none() {
+        if p.is_local() {
             watch.extend(package_sources(p));
         }
-        if let Some(node) = resolve.nodes.iter().find(|n| n.id == id) {
-            for dep in &node.deps {
-                let normal = dep
-                    .dep_kinds
-                    .iter()
-                    .any(|k| k.kind == cargo_metadata::DependencyKind::Normal);
-                if normal && !seen.contains(&dep.pkg) {
-                    seen.push(dep.pkg.clone());
-                    stack.push(dep.pkg.clone());
+        if let Some(node) = meta.node(&id) {
+            for (dep, normal) in &node.deps {
+                if *normal && !seen.contains(dep) {
+                    seen.push(dep.clone());
+                    stack.push(dep.clone());
                 }
             }
         }
     }
-    (watch, compiled_dependencies(meta, resolve, pkg))
+    (watch, compiled_dependencies(meta, pkg))
 }
 
 /// The packages a device build of `pkg` compiles, found along declared, non-optional normal
 /// and build dependencies. `cargo metadata`'s resolve unifies features over the whole
 /// workspace (a host crate turns on `offload-rt`'s host runtime), so its edges would differ
 /// between the crate's author and its users; declared edges do not.
-fn compiled_dependencies(
-    meta: &cargo_metadata::Metadata,
-    resolve: &cargo_metadata::Resolve,
-    pkg: &Package,
-) -> Vec<SourcePackage> {
+fn compiled_dependencies(meta: &Metadata, pkg: &Package) -> Vec<SourcePackage> {
     let mut seen = vec![pkg.id.clone()];
     let mut stack = vec![pkg.id.clone()];
     let mut out = Vec::new();
     while let Some(id) = stack.pop() {
-        let (Some(p), Some(node)) = (
-            meta.packages.iter().find(|p| p.id == id),
-            resolve.nodes.iter().find(|n| n.id == id),
-        ) else {
+        let Some(p) = meta.package(&id) else {
             continue;
         };
         for declared in &p.dependencies {
             let compiled = !declared.optional
                 && matches!(
                     declared.kind,
-                    cargo_metadata::DependencyKind::Normal | cargo_metadata::DependencyKind::Build
+                    DependencyKind::Normal | DependencyKind::Build
                 );
             if !compiled {
                 continue;
             }
-            let resolved = node.deps.iter().find_map(|d| {
-                meta.packages
-                    .iter()
-                    .find(|q| q.id == d.pkg && q.name.as_str() == declared.name)
-            });
-            let Some(dep) = resolved else { continue };
+            let Some(dep) = meta.resolved_dependency(p, &declared.name) else {
+                continue;
+            };
             if seen.contains(&dep.id) {
                 continue;
             }
             seen.push(dep.id.clone());
             stack.push(dep.id.clone());
             out.push(SourcePackage {
-                name: dep.name.to_string(),
-                version: dep.version.to_string(),
+                name: dep.name.clone(),
+                version: dep.version.clone(),
                 root: dep
                     .manifest_path
                     .parent()
-                    .map(|d| d.as_std_path().to_owned())
+                    .map(Path::to_owned)
                     .unwrap_or_default(),
             });
         }
@@ -314,7 +464,7 @@ fn compiled_dependencies(
 }
 
 fn package_sources(pkg: &Package) -> Vec<PathBuf> {
-    let manifest = pkg.manifest_path.clone().into_std_path_buf();
+    let manifest = pkg.manifest_path.clone();
     let dir = manifest.parent().map(Path::to_owned).unwrap_or_default();
     let mut out = vec![manifest];
     let src = dir.join("src");

@@ -140,15 +140,22 @@ pub fn run_for_artifacts(
         Err(e) => return Err(e.into()),
     };
     let mut files = Vec::new();
-    for message in cargo_metadata::Message::parse_stream(&output.stdout[..]).flatten() {
-        if let cargo_metadata::Message::CompilerArtifact(artifact) = message
-            && artifact.manifest_path.as_std_path() == package_manifest
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let field = |key| message.get(key).and_then(serde_json::Value::as_str);
+        if field("reason") == Some("compiler-artifact")
+            && field("manifest_path").map(Path::new) == Some(package_manifest)
         {
             files.extend(
-                artifact
-                    .filenames
+                message
+                    .get("filenames")
+                    .and_then(serde_json::Value::as_array)
                     .into_iter()
-                    .map(|p| p.into_std_path_buf()),
+                    .flatten()
+                    .filter_map(serde_json::Value::as_str)
+                    .map(PathBuf::from),
             );
         }
     }

@@ -31,8 +31,9 @@ use sha2::{Digest, Sha256};
 use crate::arch::{self, OffloadArch};
 use crate::env::Env;
 use crate::error::{Error, IoContext, Result};
-use crate::image::{DeviceImage, KEY_KERNELS, KEY_MODULE};
+use crate::image::DeviceImage;
 use crate::metadata::KernelCrate;
+use offload_format::offload_binary::{KEY_ARCH, KEY_KERNELS, KEY_MODULE, KEY_TRIPLE};
 
 /// The directory of a kernel crate that holds its prebuilt bundle.
 pub const PREBUILT_DIR: &str = "offload";
@@ -373,8 +374,8 @@ pub fn read_bundle(path: &Path) -> Result<Prebuilt> {
                 "image {n}'s bytes do not match their recorded SHA-256"
             )));
         }
-        let triple = key(b, "triple")?;
-        let arch_name = key(b, "arch")?;
+        let triple = key(b, KEY_TRIPLE)?;
+        let arch_name = key(b, KEY_ARCH)?;
         let arch = arch::parse_list(&arch_name, &format!("{}", path.display()))
             .map_err(|e| bad(e.to_string()))?
             .into_iter()
@@ -497,7 +498,7 @@ fn archs_of(bundle: &Prebuilt) -> Vec<OffloadArch> {
     let mut out: Vec<OffloadArch> = Vec::new();
     for (_, image) in &bundle.images {
         if !out.contains(&image.arch) {
-            out.push(image.arch.clone());
+            out.push(image.arch);
         }
     }
     out

@@ -7,10 +7,11 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use offload_build::device_link::{
-    self, AmdCodeObjectVersion, AmdTargetId, AmdgpuLinkOptions, DeviceInput, GpuImageKind,
-    GpuTarget, NvptxLinkOptions,
+    self, AmdCodeObjectVersion, AmdgpuLinkOptions, DeviceInput, GpuImageKind, GpuTarget,
+    NvptxLinkOptions,
 };
 use offload_build::env::Env;
+use offload_format::AmdTargetId;
 use offload_toolchain::Tool;
 
 fn fixture_manifest() -> PathBuf {

@@ -97,6 +97,15 @@ pub enum Error {
     /// A processor clang does not know as an offload architecture.
     #[error("unknown offload architecture {name:?}; known: {known}")]
     UnknownOffloadArch { name: String, known: String },
+    /// An AMDGPU target ID whose processor LLVM 22 does not know.
+    #[error("target ID {id:?}: unknown AMDGPU processor")]
+    UnknownAmdgpuProcessor { id: String },
+    /// An NVIDIA architecture name that is not `sm_<number>[a|f]`.
+    #[error("{name:?} is not an NVIDIA architecture: expected sm_<number>[a|f]")]
+    BadSmName { name: String },
+    /// An `sm_XX` LLVM 22's NVPTX back end does not know.
+    #[error("{name:?}: LLVM 22 knows no such NVPTX processor")]
+    UnknownNvptxProcessor { name: String },
 
     // ---- clang-offload-bundler bundles ----
     /// A bundle entry ID that does not split into 5 or 6 `-`-separated parts.

@@ -5,12 +5,14 @@
 //! | module | format | read | write |
 //! |---|---|---|---|
 //! | [`offload_binary`] | LLVM OffloadBinary v1 (`10 FF 10 AD`), one or many back to back, as in `.llvm.offloading` | yes, zero-copy, any alignment | yes, byte-identical to `llvm-offload-binary`, whose key order ([`llvm_key_order`], LLVM 22's `DenseMap` layout in [`llvm_hash`]) is reproduced for any keys; image streamable |
-//! | [`bundle`] | clang-offload-bundler binary layout (`__CLANG_OFFLOAD_BUNDLE__`, any `-bundle-align`) | yes, from memory or `Read + Seek` | yes, streaming from `Read` sources of known size |
-//! | [`bundle`] | text layout for `i ii cui hipi d ll s` | yes | yes |
-//! | [`bundle`] | object layout (`-type=o` with a real host object: `__CLANG_OFFLOAD_BUNDLE__<id>` ELF sections) | yes | by `llvm-objcopy` with [`bundle::objcopy_args`], as clang does |
-//! | [`bundle`] | bundle entry IDs, normalized as the bundler's `OffloadTargetInfo::str()`; host-entry and conflict rules | | |
+//! | [`bundle::binary`] | clang-offload-bundler binary layout (`__CLANG_OFFLOAD_BUNDLE__`, any `-bundle-align`) | yes, from memory or `Read + Seek` | yes, streaming from `Read` sources of known size |
+//! | [`bundle::text`] | text layout for `i ii cui hipi d ll s` | yes | yes |
+//! | [`bundle::object`] | object layout (`-type=o` with a real host object: `__CLANG_OFFLOAD_BUNDLE__<id>` ELF sections) | yes | by `llvm-objcopy` with [`bundle::objcopy_args`], as clang does |
+//! | [`bundle::id`] | bundle entry IDs, normalized as the bundler's `OffloadTargetInfo::str()`; host-entry and conflict rules | | |
 //! | [`ccob`] | compressed bundles "CCOB", versions 1–3, zlib and zstd, MD5-based hash | v1, v2, v3, several back to back; size and hash checked, errors name the field's offset | v2, v3 (default 3, zstd level 3 with long-distance matching, as clang-22) |
-//! | [`target_id`] | target IDs (`gfx90a:xnack+`), canonical form, compatibility, conflicting combinations; the AMDGPU processor table and the NVIDIA `sm_XX` list of LLVM 22 | | |
+//! | [`ccob_stream`] | CCOB compression and decompression streamed through `Read`/`Write` (size and hash checked while copying), for bundles too large for memory | yes | yes |
+//! | [`target_id`] | target IDs (`gfx90a:xnack+`), canonical form, compatibility, conflicting combinations; typed AMDGPU target IDs ([`AmdTargetId`], with their `e_flags`) and NVIDIA names ([`Sm`]); the AMDGPU and NVPTX processor tables of LLVM 22 | | |
+//! | [`triple`] | the device triples and the host `arch` | | |
 //! | [`archive`] | GNU `ar` and heterogeneous device archive unbundling (`-type=a`, `--allow-missing-bundles`, `--check-input-archive`), members in the binary or object layout | yes | yes, with clang's symbol index for bitcode ([`bitcode`]) and ELF members |
 //!
 //! Errors are one [`Error`] enum; parse errors name the byte offset and what was wrong.
@@ -20,12 +22,13 @@ pub mod archive;
 pub mod bitcode;
 pub mod bundle;
 pub mod ccob;
+#[cfg(feature = "compression")]
+pub mod ccob_stream;
 pub mod error;
 pub mod llvm_hash;
 pub mod offload_binary;
-#[cfg(feature = "compression")]
-pub mod stream;
 pub mod target_id;
+pub mod triple;
 
 pub use bundle::{BundleEntryId, BundleReader};
 pub use ccob::{CompressOptions, CompressionMethod};
@@ -33,4 +36,4 @@ pub use error::{Error, Result};
 pub use offload_binary::{
     ImageKind, OFFLOAD_BINARY_MAGIC, OffloadBinary, OffloadKind, llvm_key_order, parse_all,
 };
-pub use target_id::{TargetId, conflicting_combination};
+pub use target_id::{AmdTargetId, Sm, TargetId, conflicting_combination};

@@ -22,6 +22,22 @@ pub const STRING_ENTRY_SIZE: u64 = 16;
 /// Alignment of the image inside the binary and of the binary's total size.
 pub const ALIGNMENT: u64 = 8;
 
+/// String key of an image's target triple (LLVM's).
+pub const KEY_TRIPLE: &str = "triple";
+/// String key of an image's architecture: `sm_80`, a target ID, `host` (LLVM's).
+pub const KEY_ARCH: &str = "arch";
+/// String key of the library name of the kernel crate an image was built from (`-` replaced
+/// by `_`), which cargo-offload adds.
+pub const KEY_MODULE: &str = "offload.module";
+/// String key of an image's comma-separated kernel names, which cargo-offload adds.
+pub const KEY_KERNELS: &str = "offload.kernels";
+
+/// `magic` of every registration descriptor (`offload_rt::registry::OffloadDescriptor`, which
+/// the embedding object declares again): "OFLD" read as a little-endian `u32`'s digits.
+pub const OFFLOAD_DESCRIPTOR_MAGIC: u32 = 0x4F46_4C44;
+/// The layout version of the registration descriptor.
+pub const OFFLOAD_DESCRIPTOR_VERSION: u32 = 1;
+
 const FIXED_SIZE: u64 = HEADER_SIZE + ENTRY_SIZE;
 
 /// The kind of the embedded image (`llvm::object::ImageKind`).
@@ -311,12 +327,12 @@ impl<'a> OffloadBinary<'a> {
 
     /// The `triple` string.
     pub fn triple(&self) -> Option<&str> {
-        self.get("triple")
+        self.get(KEY_TRIPLE)
     }
 
     /// The `arch` string.
     pub fn arch(&self) -> Option<&str> {
-        self.get("arch")
+        self.get(KEY_ARCH)
     }
 
     /// Sets `key` to `value`, replacing an existing entry in place or appending a new one.

@@ -7,7 +7,7 @@ use std::fmt;
 use crate::error::{Error, Result};
 
 /// One AMDGPU processor as LLVM 22 describes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct AmdGpuProcessor {
     /// Primary (canonical) name, e.g. `gfx90a`.
     pub name: &'static str,
@@ -126,13 +126,213 @@ pub const AMDGPU_ALIASES: &[(&str, &str)] = &[
     ("stoney", "gfx810"),
 ];
 
-/// The NVIDIA GPU architectures clang 22 accepts as offload architectures.
-pub const NVIDIA_SM_ARCHS: &[&str] = &[
-    "sm_20", "sm_21", "sm_30", "sm_32", "sm_35", "sm_37", "sm_50", "sm_52", "sm_53", "sm_60",
-    "sm_61", "sm_62", "sm_70", "sm_72", "sm_75", "sm_80", "sm_86", "sm_87", "sm_88", "sm_89",
-    "sm_90", "sm_90a", "sm_100", "sm_100a", "sm_101", "sm_101a", "sm_103", "sm_103a", "sm_110",
-    "sm_110a", "sm_120", "sm_120a", "sm_121", "sm_121a",
+/// One NVPTX processor (`sm_XX`) as LLVM 22 describes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NvptxProcessor {
+    /// The name, e.g. `sm_90a`.
+    pub name: &'static str,
+    /// The lowest PTX ISA version (`87` for 8.7) LLVM 22's NVPTX back end accepts for it: the
+    /// `.version` it emits when given no `+ptxNN` feature.
+    pub min_ptx_isa: u32,
+    /// Whether clang 22 accepts it as an offload architecture (`--offload-arch`): the
+    /// family-specific `sm_XXXf` names are LLVM processors but not clang offload
+    /// architectures.
+    pub offload_arch: bool,
+}
+
+const fn nv(name: &'static str, min_ptx_isa: u32, offload_arch: bool) -> NvptxProcessor {
+    NvptxProcessor {
+        name,
+        min_ptx_isa,
+        offload_arch,
+    }
+}
+
+/// Every NVPTX processor of LLVM 22 (`llc -march=nvptx64 -mcpu=help`).
+pub const NVPTX_PROCESSORS: &[NvptxProcessor] = &[
+    nv("sm_20", 32, true),
+    nv("sm_21", 32, true),
+    nv("sm_30", 32, true),
+    nv("sm_32", 40, true),
+    nv("sm_35", 32, true),
+    nv("sm_37", 41, true),
+    nv("sm_50", 40, true),
+    nv("sm_52", 41, true),
+    nv("sm_53", 42, true),
+    nv("sm_60", 50, true),
+    nv("sm_61", 50, true),
+    nv("sm_62", 50, true),
+    nv("sm_70", 60, true),
+    nv("sm_72", 61, true),
+    nv("sm_75", 63, true),
+    nv("sm_80", 70, true),
+    nv("sm_86", 71, true),
+    nv("sm_87", 74, true),
+    nv("sm_88", 90, true),
+    nv("sm_89", 78, true),
+    nv("sm_90", 78, true),
+    nv("sm_90a", 80, true),
+    nv("sm_100", 86, true),
+    nv("sm_100a", 86, true),
+    nv("sm_100f", 88, false),
+    nv("sm_101", 86, true),
+    nv("sm_101a", 86, true),
+    nv("sm_101f", 88, false),
+    nv("sm_103", 88, true),
+    nv("sm_103a", 88, true),
+    nv("sm_103f", 88, false),
+    nv("sm_110", 90, true),
+    nv("sm_110a", 90, true),
+    nv("sm_110f", 90, false),
+    nv("sm_120", 87, true),
+    nv("sm_120a", 87, true),
+    nv("sm_120f", 88, false),
+    nv("sm_121", 88, true),
+    nv("sm_121a", 88, true),
+    nv("sm_121f", 88, false),
 ];
+
+/// The NVIDIA GPU architectures clang 22 accepts as offload architectures.
+pub fn nvidia_offload_archs() -> impl Iterator<Item = &'static str> {
+    NVPTX_PROCESSORS
+        .iter()
+        .filter(|p| p.offload_arch)
+        .map(|p| p.name)
+}
+
+/// The NVPTX processor named `name` (`sm_90a`, `sm_120f`).
+pub fn nvptx_processor(name: &str) -> Option<&'static NvptxProcessor> {
+    NVPTX_PROCESSORS.iter().find(|p| p.name == name)
+}
+
+/// The suffix of an `sm_XX` name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SmSuffix {
+    /// `a`: architecture-specific, runs only on exactly this compute capability.
+    ArchSpecific,
+    /// `f`: family-specific.
+    FamilySpecific,
+}
+
+impl SmSuffix {
+    /// The letter: `a` or `f`.
+    pub fn letter(self) -> char {
+        match self {
+            Self::ArchSpecific => 'a',
+            Self::FamilySpecific => 'f',
+        }
+    }
+}
+
+/// An NVIDIA architecture name, `sm_<number>[a|f]` (`sm_80`, `sm_90a`, `sm_120f`), parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Sm {
+    number: u32,
+    suffix: Option<SmSuffix>,
+}
+
+impl Sm {
+    /// Parses `sm_<number>[a|f]`: a number from 20 to 1000 written without leading zeros.
+    /// Whether LLVM knows the processor is [`Sm::processor`]'s question.
+    pub fn parse(name: &str) -> Result<Sm> {
+        let digits = name.strip_prefix("sm_").ok_or_else(|| Error::BadSmName {
+            name: name.to_owned(),
+        })?;
+        Self::parse_digits(name, digits)
+    }
+
+    /// Parses a virtual architecture, `compute_<number>[a|f]`, by the rules of [`Sm::parse`].
+    pub fn parse_compute(name: &str) -> Result<Sm> {
+        let digits = name
+            .strip_prefix("compute_")
+            .ok_or_else(|| Error::BadSmName {
+                name: name.to_owned(),
+            })?;
+        Self::parse_digits(name, digits)
+    }
+
+    fn parse_digits(name: &str, digits: &str) -> Result<Sm> {
+        let invalid = || Error::BadSmName {
+            name: name.to_owned(),
+        };
+        let (digits, suffix) = match digits.char_indices().last() {
+            Some((i, 'a')) => (&digits[..i], Some(SmSuffix::ArchSpecific)),
+            Some((i, 'f')) => (&digits[..i], Some(SmSuffix::FamilySpecific)),
+            _ => (digits, None),
+        };
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(invalid());
+        }
+        let number: u32 = digits.parse().map_err(|_| invalid())?;
+        if !(20..=1000).contains(&number) || digits.starts_with('0') {
+            return Err(invalid());
+        }
+        Ok(Sm { number, suffix })
+    }
+
+    /// Parses an `--offload-arch` NVIDIA name: one clang 22 accepts.
+    pub fn parse_offload_arch(name: &str) -> Result<Sm> {
+        let sm = Self::parse(name)?;
+        match sm.processor() {
+            Some(p) if p.offload_arch => Ok(sm),
+            _ => Err(Error::UnknownOffloadArch {
+                name: name.to_owned(),
+                known: known_arch_list(),
+            }),
+        }
+    }
+
+    /// The number: `90` for `sm_90a`.
+    pub fn number(self) -> u32 {
+        self.number
+    }
+
+    /// The compute capability's major version: `9` for `sm_90a`, `12` for `sm_120`.
+    pub fn major(self) -> u32 {
+        self.number / 10
+    }
+
+    /// The compute capability's minor version.
+    pub fn minor(self) -> u32 {
+        self.number % 10
+    }
+
+    /// The suffix.
+    pub fn suffix(self) -> Option<SmSuffix> {
+        self.suffix
+    }
+
+    /// LLVM 22's processor of this name.
+    pub fn processor(self) -> Option<&'static NvptxProcessor> {
+        let name = self.to_string();
+        nvptx_processor(&name)
+    }
+
+    /// LLVM 22's processor of this name, or an error saying LLVM 22 knows none.
+    pub fn llvm_processor(self) -> Result<&'static NvptxProcessor> {
+        self.processor()
+            .ok_or_else(|| Error::UnknownNvptxProcessor {
+                name: self.to_string(),
+            })
+    }
+}
+
+impl fmt::Display for Sm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sm_{}", self.number)?;
+        if let Some(suffix) = self.suffix {
+            write!(f, "{}", suffix.letter())?;
+        }
+        Ok(())
+    }
+}
+
+impl std::str::FromStr for Sm {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::parse(s)
+    }
+}
 
 /// Offload architectures clang 22 knows besides `gfx*` and `sm_*`.
 pub const OTHER_OFFLOAD_ARCHS: &[&str] = &["generic", "amdgcnspirv", "graniterapids", "bmg_g21"];
@@ -156,7 +356,7 @@ pub fn amdgpu_processor_by_mach(mach: u8) -> Option<&'static AmdGpuProcessor> {
 /// Alternative AMDGPU names (`fiji`) are not offload architectures.
 pub fn is_known_offload_arch(name: &str) -> bool {
     AMDGPU_PROCESSORS.iter().any(|p| p.name == name)
-        || NVIDIA_SM_ARCHS.contains(&name)
+        || nvidia_offload_archs().any(|n| n == name)
         || OTHER_OFFLOAD_ARCHS.contains(&name)
 }
 
@@ -164,7 +364,7 @@ fn known_arch_list() -> String {
     AMDGPU_PROCESSORS
         .iter()
         .map(|p| p.name)
-        .chain(NVIDIA_SM_ARCHS.iter().copied())
+        .chain(nvidia_offload_archs())
         .chain(OTHER_OFFLOAD_ARCHS.iter().copied())
         .collect::<Vec<_>>()
         .join(", ")
@@ -335,6 +535,182 @@ impl std::str::FromStr for TargetId {
     }
 }
 
+/// The setting of an AMDGPU target-ID feature (`xnack`, `sramecc`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum FeatureSetting {
+    /// Not named in the target ID: the code object works either way.
+    #[default]
+    Any,
+    /// `feature+`.
+    On,
+    /// `feature-`.
+    Off,
+}
+
+/// An AMDGPU target ID of a processor LLVM 22 knows, e.g. `gfx942:sramecc-:xnack+`: what a
+/// build targets and what a code object's `e_flags` say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AmdTargetId {
+    processor: &'static AmdGpuProcessor,
+    xnack: FeatureSetting,
+    sramecc: FeatureSetting,
+}
+
+const XNACK_ANY: u32 = 0x100;
+const XNACK_OFF: u32 = 0x200;
+const XNACK_ON: u32 = 0x300;
+const SRAMECC_ANY: u32 = 0x400;
+const SRAMECC_OFF: u32 = 0x800;
+const SRAMECC_ON: u32 = 0xc00;
+
+impl AmdTargetId {
+    /// Parses `<processor>(:<feature>(+|-))*` by [`TargetId::parse`]'s rules; the processor must
+    /// be an AMDGPU processor LLVM 22 knows (an alternative name stands for its primary one).
+    pub fn parse(s: &str) -> Result<AmdTargetId> {
+        Self::from_target_id(&TargetId::parse(s)?)
+    }
+
+    /// The AMDGPU target ID a parsed [`TargetId`] names, if its processor is an AMDGPU one.
+    pub fn from_target_id(id: &TargetId) -> Result<AmdTargetId> {
+        let processor = id.amdgpu().ok_or_else(|| Error::UnknownAmdgpuProcessor {
+            id: id.as_written().to_owned(),
+        })?;
+        let setting = |name| match id.feature(name) {
+            None => FeatureSetting::Any,
+            Some(true) => FeatureSetting::On,
+            Some(false) => FeatureSetting::Off,
+        };
+        // `TargetId::parse` admits only the features the processor supports, and those are
+        // `xnack` and `sramecc`.
+        Ok(AmdTargetId {
+            processor,
+            xnack: setting("xnack"),
+            sramecc: setting("sramecc"),
+        })
+    }
+
+    /// The processor.
+    pub fn processor(&self) -> &'static AmdGpuProcessor {
+        self.processor
+    }
+
+    /// The `xnack` setting.
+    pub fn xnack(&self) -> FeatureSetting {
+        self.xnack
+    }
+
+    /// The `sramecc` setting.
+    pub fn sramecc(&self) -> FeatureSetting {
+        self.sramecc
+    }
+
+    fn named_features(&self) -> impl Iterator<Item = (&'static str, bool)> {
+        // Alphabetical: clang's canonical order.
+        [("sramecc", self.sramecc), ("xnack", self.xnack)]
+            .into_iter()
+            .filter_map(|(name, setting)| match setting {
+                FeatureSetting::Any => None,
+                FeatureSetting::On => Some((name, true)),
+                FeatureSetting::Off => Some((name, false)),
+            })
+    }
+
+    /// LLVM's target-feature string for this ID, e.g. `-sramecc,+xnack`.
+    pub fn llvm_features(&self) -> String {
+        self.named_features()
+            .map(|(name, on)| format!("{}{name}", if on { '+' } else { '-' }))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The `e_flags` a code object (V4 and later) for this target ID carries: the machine,
+    /// the xnack and sramecc settings where the processor supports them, and the generic
+    /// version.
+    pub fn e_flags(&self) -> u32 {
+        let p = self.processor;
+        let setting =
+            |supported: bool, s: FeatureSetting, [any, off, on]: [u32; 3]| match (supported, s) {
+                (false, _) => 0,
+                (true, FeatureSetting::Any) => any,
+                (true, FeatureSetting::Off) => off,
+                (true, FeatureSetting::On) => on,
+            };
+        u32::from(p.mach)
+            | setting(p.xnack, self.xnack, [XNACK_ANY, XNACK_OFF, XNACK_ON])
+            | setting(
+                p.sramecc,
+                self.sramecc,
+                [SRAMECC_ANY, SRAMECC_OFF, SRAMECC_ON],
+            )
+            | (u32::from(p.generic_version) << 24)
+    }
+
+    /// This ID as a general [`TargetId`].
+    pub fn to_target_id(&self) -> TargetId {
+        TargetId {
+            written: self.to_string(),
+            processor: self.processor.name.to_owned(),
+            features: self
+                .named_features()
+                .map(|(name, on)| (name.to_owned(), on))
+                .collect(),
+        }
+    }
+}
+
+impl fmt::Display for AmdTargetId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.processor.name)?;
+        for (name, on) in self.named_features() {
+            write!(f, ":{name}{}", if on { '+' } else { '-' })?;
+        }
+        Ok(())
+    }
+}
+
+impl std::str::FromStr for AmdTargetId {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::parse(s)
+    }
+}
+
+impl PartialOrd for AmdTargetId {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for AmdTargetId {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.processor.name, self.xnack, self.sramecc).cmp(&(
+            other.processor.name,
+            other.xnack,
+            other.sramecc,
+        ))
+    }
+}
+
+/// Whether `s` has the shape of an AMDGPU target ID as a driver reports it (HIP's
+/// `gcnArchName`): `gfx` and a processor of letters, digits and `-`, then `:<feature>(+|-)`
+/// parts named by letters and digits. Processors and features are not looked up, so a device
+/// newer than this table still passes.
+pub fn is_amdgpu_target_id_shaped(s: &str) -> bool {
+    let mut parts = s.split(':');
+    let processor = parts.next().unwrap_or("");
+    let processor_ok = processor.len() > 3
+        && processor.starts_with("gfx")
+        && processor
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    processor_ok
+        && parts.all(|f| {
+            f.len() > 1
+                && (f.ends_with('+') || f.ends_with('-'))
+                && f[..f.len() - 1].bytes().all(|b| b.is_ascii_alphanumeric())
+        })
+}
+
 /// Checks the composition rule for a set of target IDs: for one processor, a feature must be
 /// named in every ID or in none (an "any" entry cannot sit next to an on/off entry).
 ///
@@ -499,6 +875,149 @@ mod tests {
             let got = conflicting_combination(&parsed);
             let got = got.as_ref().map(|(a, b)| (a.as_written(), b.as_written()));
             assert_eq!(got, *want, "{ids:?}");
+        }
+    }
+
+    #[test]
+    fn amd_target_ids_and_e_flags_match_clang() {
+        let cases = [
+            ("gfx90a", 0x53f),
+            ("gfx90a:xnack-", 0x63f),
+            ("gfx942:xnack+", 0x74c),
+            ("gfx942:sramecc-:xnack+", 0xb4c),
+            ("gfx1100", 0x41),
+            ("gfx9-4-generic", 0x0100_055f),
+        ];
+        for (id, flags) in cases {
+            let target = AmdTargetId::parse(id).unwrap();
+            assert_eq!(target.e_flags(), flags, "{id}");
+            assert_eq!(target.to_string(), id);
+            assert_eq!(target.to_target_id().canonical(), id);
+        }
+        let id = AmdTargetId::parse("gfx942:xnack+:sramecc-").unwrap();
+        assert_eq!(id.to_string(), "gfx942:sramecc-:xnack+");
+        assert_eq!(id.llvm_features(), "-sramecc,+xnack");
+        assert_eq!(
+            (id.xnack(), id.sramecc()),
+            (FeatureSetting::On, FeatureSetting::Off)
+        );
+        assert_eq!(AmdTargetId::parse("gfx90a").unwrap().llvm_features(), "");
+    }
+
+    #[test]
+    fn bad_amd_target_ids() {
+        for id in [
+            "",
+            "sm_80",
+            "gfx942:xnack",
+            "gfx942:foo+",
+            "gfx1100:xnack+",
+            "gfx942:xnack+:xnack-",
+            "gfx9999",
+        ] {
+            assert!(AmdTargetId::parse(id).is_err(), "{id}");
+        }
+        assert!(matches!(
+            AmdTargetId::parse("gfx9999"),
+            Err(Error::UnknownAmdgpuProcessor { .. })
+        ));
+    }
+
+    #[test]
+    fn amd_target_id_shapes() {
+        for ok in [
+            "gfx90a",
+            "gfx90a:sramecc+:xnack-",
+            "gfx942:xnack+",
+            "gfx1100",
+            "gfx9-4-generic",
+            "gfx10-3-generic:xnack-",
+        ] {
+            assert!(is_amdgpu_target_id_shaped(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "gfx",
+            "sm_80",
+            "gfx90a:",
+            "gfx90a:xnack",
+            "gfx90a:xnack*",
+            "gfx 90a",
+            "\u{1}gfx90a",
+            "gfx90a::xnack+",
+        ] {
+            assert!(!is_amdgpu_target_id_shaped(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sm_names() {
+        let cases: &[(&str, u32, u32, Option<SmSuffix>)] = &[
+            ("sm_80", 8, 0, None),
+            ("sm_86", 8, 6, None),
+            ("sm_90a", 9, 0, Some(SmSuffix::ArchSpecific)),
+            ("sm_100", 10, 0, None),
+            ("sm_120f", 12, 0, Some(SmSuffix::FamilySpecific)),
+        ];
+        for &(name, major, minor, suffix) in cases {
+            let sm = Sm::parse(name).unwrap();
+            assert_eq!(
+                (sm.major(), sm.minor(), sm.suffix()),
+                (major, minor, suffix)
+            );
+            assert_eq!(sm.to_string(), name);
+        }
+        let compute = Sm::parse_compute("compute_75").unwrap();
+        assert_eq!((compute.major(), compute.minor()), (7, 5));
+        for bad in [
+            "sm_",
+            "80",
+            "sm_x",
+            "sm_08",
+            "sm_5",
+            "sm_8",
+            "sm_8x",
+            "gfx90a",
+            "sm_a",
+            "sm_90af",
+            "sm_9é",
+            "",
+            "compute_75",
+        ] {
+            assert!(
+                matches!(Sm::parse(bad), Err(Error::BadSmName { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn nvptx_processor_table() {
+        assert_eq!(
+            Sm::parse("sm_90a")
+                .unwrap()
+                .llvm_processor()
+                .unwrap()
+                .min_ptx_isa,
+            80
+        );
+        assert!(Sm::parse("sm_120f").unwrap().processor().is_some());
+        assert!(matches!(
+            Sm::parse("sm_130").unwrap().llvm_processor(),
+            Err(Error::UnknownNvptxProcessor { .. })
+        ));
+        assert!(Sm::parse_offload_arch("sm_90a").is_ok());
+        assert!(Sm::parse_offload_arch("sm_120f").is_err());
+        assert!(is_known_offload_arch("sm_121a") && !is_known_offload_arch("sm_121f"));
+        for p in NVPTX_PROCESSORS {
+            let sm = Sm::parse(p.name).unwrap();
+            assert_eq!(sm.to_string(), p.name);
+            assert_eq!(
+                p.offload_arch,
+                sm.suffix() != Some(SmSuffix::FamilySpecific),
+                "{}",
+                p.name
+            );
         }
     }
 

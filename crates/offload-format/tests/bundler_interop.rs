@@ -827,7 +827,7 @@ fn compressed_size_errors_name_the_field_offset() {
     };
     for (bad, field) in cases {
         assert_eq!(size_field(ccob::decompress(&bad).unwrap_err()), field);
-        let streamed = offload_format::stream::decompress_stream(
+        let streamed = offload_format::ccob_stream::decompress_stream(
             bad.as_slice(),
             std::io::sink(),
             0,
@@ -835,10 +835,11 @@ fn compressed_size_errors_name_the_field_offset() {
         );
         assert_eq!(size_field(streamed.unwrap_err()), field);
         let mut r =
-            offload_format::stream::CcobReader::new(bad.as_slice(), 0, bad.len() as u64).unwrap();
+            offload_format::ccob_stream::CcobReader::new(bad.as_slice(), 0, bad.len() as u64)
+                .unwrap();
         let err = r.read_to_end(&mut Vec::new()).unwrap_err();
         assert_eq!(
-            size_field(offload_format::stream::into_format_error(err)),
+            size_field(offload_format::ccob_stream::into_format_error(err)),
             field
         );
     }

@@ -437,8 +437,8 @@ fn carried_triples() -> Vec<String> {
 /// (With a GPU behind a device node the driver is asked as before.)
 fn gpu_not_worth_probing(kind: DeviceKind, carried: &[String]) -> Option<String> {
     let triple = match kind {
-        DeviceKind::Cuda => "nvptx64-nvidia-cuda",
-        DeviceKind::Hip => "amdgcn-amd-amdhsa",
+        DeviceKind::Cuda => offload_format::triple::NVPTX_TRIPLE,
+        DeviceKind::Hip => offload_format::triple::AMDGCN_TRIPLE,
         DeviceKind::Cpu => return None,
     };
     if !carried.iter().any(|t| t == triple) {

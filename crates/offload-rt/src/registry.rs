@@ -84,15 +84,10 @@ use offload_format::{ImageKind, OffloadBinary, OffloadKind};
 
 use crate::error::{Error, Result};
 
-/// `magic` of every [`OffloadDescriptor`]: "OFLD" read as a little-endian `u32`'s digits.
-pub const OFFLOAD_DESCRIPTOR_MAGIC: u32 = 0x4F46_4C44;
-/// The layout version of [`OffloadDescriptor`] this runtime reads.
-pub const OFFLOAD_DESCRIPTOR_VERSION: u32 = 1;
-
-/// Key of an image's kernel crate library name (`-` replaced by `_`).
-pub const KEY_MODULE: &str = "offload.module";
-/// Key of an image's comma-separated kernel names.
-pub const KEY_KERNELS: &str = "offload.kernels";
+/// The keys of an image's kernel crate library name and its comma-separated kernel names.
+pub use offload_format::offload_binary::{KEY_KERNELS, KEY_MODULE};
+/// `magic` of every [`OffloadDescriptor`], and the layout version this runtime reads.
+pub use offload_format::offload_binary::{OFFLOAD_DESCRIPTOR_MAGIC, OFFLOAD_DESCRIPTOR_VERSION};
 
 /// What an embedding object hands to [`__offload_register_lib`]: one bundle of device images.
 ///

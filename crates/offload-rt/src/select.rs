@@ -19,12 +19,8 @@ use std::fmt;
 
 use offload_format::ImageKind;
 
-/// The NVIDIA device triple.
-pub const NVPTX_TRIPLE: &str = "nvptx64-nvidia-cuda";
-/// The AMD device triple.
-pub const AMDGCN_TRIPLE: &str = "amdgcn-amd-amdhsa";
-/// The `arch` of host-CPU images.
-pub const HOST_ARCH: &str = "host";
+use offload_format::target_id::{Sm, SmSuffix};
+pub use offload_format::triple::{AMDGCN_TRIPLE, HOST_ARCH, NVPTX_TRIPLE};
 
 /// What selection needs to know about a device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,29 +181,18 @@ mod offload_target_id {
     }
 }
 
-/// Parses `sm_NN` / `sm_NNa` / `sm_NNf` (and `compute_NN`) into (major, minor, suffix).
-pub fn parse_sm(arch: &str) -> Option<(u32, u32, Option<char>)> {
-    let digits = arch
-        .strip_prefix("sm_")
-        .or_else(|| arch.strip_prefix("compute_"))?;
-    let (digits, suffix) = match digits.char_indices().last()? {
-        (i, c @ ('a' | 'f')) => (&digits[..i], Some(c)),
-        _ => (digits, None),
-    };
-    if digits.len() < 2 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let (major, minor) = digits.split_at(digits.len() - 1);
-    Some((major.parse().ok()?, minor.parse().ok()?, suffix))
+/// An image's `sm_NN[a|f]` or `compute_NN[a|f]`.
+fn parse_sm(arch: &str) -> Option<Sm> {
+    Sm::parse(arch).or_else(|_| Sm::parse_compute(arch)).ok()
 }
 
 /// Whether code for `arch` (major, minor, suffix) runs natively on a device of
 /// compute capability `dev`: same major, minor at most the device's; `a` (arch-specific)
 /// needs the exact capability.
-fn sm_runs_on(arch: (u32, u32, Option<char>), dev: (u32, u32)) -> bool {
-    let (major, minor, suffix) = arch;
-    match suffix {
-        Some('a') => (major, minor) == dev,
+fn sm_runs_on(arch: Sm, dev: (u32, u32)) -> bool {
+    let (major, minor) = (arch.major(), arch.minor());
+    match arch.suffix() {
+        Some(SmSuffix::ArchSpecific) => (major, minor) == dev,
         _ => major == dev.0 && minor <= dev.1,
     }
 }
@@ -259,10 +244,10 @@ fn select_cuda(dev: (u32, u32), images: &[ImageDescriptor<'_>]) -> Option<Select
         let Some(sm) = parse_sm(image.arch) else {
             continue;
         };
-        let (major, minor, suffix) = sm;
+        let (major, minor, suffix) = (sm.major(), sm.minor(), sm.suffix());
         let native = sm_runs_on(sm, dev);
         let jit_ok = suffix.is_none() && (major, minor) <= dev
-            || suffix == Some('a') && (major, minor) == dev;
+            || suffix == Some(SmSuffix::ArchSpecific) && (major, minor) == dev;
         let (tier, fit) = match image.kind {
             ImageKind::Cubin if native => (4, Fit::Cubin),
             ImageKind::Fatbinary if native => (3, Fit::Fatbin),
@@ -337,22 +322,19 @@ mod tests {
 
     #[test]
     fn parse_sm_names() {
-        type Row = (&'static str, Option<(u32, u32, Option<char>)>);
+        type Row = (&'static str, Option<(u32, u32, Option<SmSuffix>)>);
         let table: &[Row] = &[
             ("sm_80", Some((8, 0, None))),
-            ("sm_86", Some((8, 6, None))),
-            ("sm_90a", Some((9, 0, Some('a')))),
-            ("sm_100", Some((10, 0, None))),
-            ("sm_120f", Some((12, 0, Some('f')))),
+            ("sm_90a", Some((9, 0, Some(SmSuffix::ArchSpecific)))),
+            ("sm_120f", Some((12, 0, Some(SmSuffix::FamilySpecific)))),
             ("compute_75", Some((7, 5, None))),
             ("sm_8", None),
-            ("sm_", None),
-            ("sm_8x", None),
             ("gfx90a", None),
             ("", None),
         ];
         for (arch, want) in table {
-            assert_eq!(parse_sm(arch), *want, "{arch}");
+            let got = parse_sm(arch).map(|sm| (sm.major(), sm.minor(), sm.suffix()));
+            assert_eq!(got, *want, "{arch}");
         }
     }
 

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
-use offload_build::ops::bundle::{self, BundleConfig};
 use offload_format::{CompressOptions, CompressionMethod};
+use offload_tools::ops::bundle::{self, BundleConfig};
 
 /// The raw arguments; parsed by [`BundlerCli`] after the single-dash spelling is accepted.
 #[derive(Debug, clap::Args)]

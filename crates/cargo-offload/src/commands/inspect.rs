@@ -20,15 +20,15 @@ pub struct InspectArgs {
 }
 
 pub fn exec(args: InspectArgs) -> Result<ExitCode> {
-    let input = offload_build::ops::MappedInput::open(&args.file)?;
-    let report = offload_build::inspect::inspect_all(input.bytes())
+    let input = offload_tools::ops::MappedInput::open(&args.file)?;
+    let report = offload_tools::inspect::inspect_all(input.bytes())
         .with_context(|| format!("inspecting {}", args.file.display()))?;
     let text = if args.json {
         serde_json::to_string_pretty(&report.images)? + "\n"
     } else if args.json_report {
         serde_json::to_string_pretty(&report)? + "\n"
     } else {
-        offload_build::inspect::render_report(&args.file.display().to_string(), &report)
+        offload_tools::inspect::render_report(&args.file.display().to_string(), &report)
     };
     super::bundle::print_stdout(&text)?;
     Ok(ExitCode::SUCCESS)

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
-use offload_build::ops::package::{self, ImageSpec};
+use offload_tools::ops::package::{self, ImageSpec};
 
 /// The raw arguments; parsed by [`PackageCli`] after the single-dash spelling is accepted.
 #[derive(Debug, clap::Args)]

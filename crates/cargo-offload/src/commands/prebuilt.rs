@@ -109,7 +109,7 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode> {
     let mut archs: Vec<OffloadArch> = Vec::new();
     for (_, image) in &bundle.images {
         if !archs.contains(&image.arch) {
-            archs.push(image.arch.clone());
+            archs.push(image.arch);
         }
     }
     let mut ok = true;

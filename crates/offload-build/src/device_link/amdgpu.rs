@@ -1,107 +1,11 @@
-//! AMDGPU code objects: target IDs, ELF `e_flags`, and the `amdhsa` metadata note.
-
-use std::fmt;
+//! AMDGPU code objects: ELF `e_flags`, and the `amdhsa` metadata note.
 
 use object::elf;
 use object::read::elf::{FileHeader, SectionHeader, Sym};
+use offload_format::AmdTargetId;
 use rmpv::Value;
 
 use super::{Error, Result};
-
-/// The setting of a target-ID feature (`xnack`, `sramecc`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum AmdFeature {
-    /// Not named in the target ID: the code object works either way.
-    #[default]
-    Any,
-    /// `feature+`.
-    On,
-    /// `feature-`.
-    Off,
-}
-
-/// An AMDGPU target ID such as `gfx942:sramecc-:xnack+`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct AmdTargetId {
-    /// The processor, e.g. `gfx90a`.
-    pub processor: String,
-    /// The `xnack` setting.
-    pub xnack: AmdFeature,
-    /// The `sramecc` setting.
-    pub sramecc: AmdFeature,
-}
-
-impl AmdTargetId {
-    /// Parses `gfxNNN[:feature±]*`; the processor must be one LLVM 22 knows.
-    pub fn parse(id: &str) -> Result<Self> {
-        let invalid = |reason| Error::InvalidTarget {
-            target: id.to_owned(),
-            reason,
-        };
-        let mut parts = id.split(':');
-        let processor = parts.next().unwrap_or_default();
-        if amdgpu_mach(processor).is_none() {
-            return Err(invalid("unknown AMDGPU processor"));
-        }
-        let mut target = Self {
-            processor: processor.to_owned(),
-            xnack: AmdFeature::Any,
-            sramecc: AmdFeature::Any,
-        };
-        for feature in parts {
-            let (name, setting) = match feature.as_bytes().last() {
-                Some(b'+') => (&feature[..feature.len() - 1], AmdFeature::On),
-                Some(b'-') => (&feature[..feature.len() - 1], AmdFeature::Off),
-                _ => return Err(invalid("a target-ID feature must end in `+` or `-`")),
-            };
-            let (slot, supported) = match name {
-                "xnack" => (&mut target.xnack, supports_xnack(processor)),
-                "sramecc" => (&mut target.sramecc, supports_sramecc(processor)),
-                _ => {
-                    return Err(invalid(
-                        "unknown target-ID feature (xnack and sramecc exist)",
-                    ));
-                }
-            };
-            if !supported {
-                return Err(invalid("the processor does not support this feature"));
-            }
-            if *slot != AmdFeature::Any {
-                return Err(invalid("a feature is named twice"));
-            }
-            *slot = setting;
-        }
-        Ok(target)
-    }
-
-    /// LLVM's target-feature string for this ID, e.g. `+xnack,-sramecc`.
-    pub fn llvm_features(&self) -> String {
-        let mut features = Vec::new();
-        for (name, setting) in [("sramecc", self.sramecc), ("xnack", self.xnack)] {
-            match setting {
-                AmdFeature::Any => {}
-                AmdFeature::On => features.push(format!("+{name}")),
-                AmdFeature::Off => features.push(format!("-{name}")),
-            }
-        }
-        features.join(",")
-    }
-}
-
-impl fmt::Display for AmdTargetId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.processor)?;
-        // Clang's canonical order: features sorted by name.
-        for (name, setting) in [("sramecc", self.sramecc), ("xnack", self.xnack)] {
-            match setting {
-                AmdFeature::Any => {}
-                AmdFeature::On => write!(f, ":{name}+")?,
-                AmdFeature::Off => write!(f, ":{name}-")?,
-            }
-        }
-        Ok(())
-    }
-}
 
 /// The AMDGPU code object version of the images, `OFFLOAD_AMDGPU_CODE_OBJECT` (`5` or `6`).
 ///
@@ -154,133 +58,10 @@ impl AmdCodeObjectVersion {
     }
 }
 
-/// `EF_AMDGPU_MACH` for a processor name (`llvm/BinaryFormat/ELF.h`, LLVM 22).
-pub fn amdgpu_mach(processor: &str) -> Option<u32> {
-    Some(match processor {
-        "gfx600" => 0x20,
-        "gfx601" => 0x21,
-        "gfx602" => 0x3a,
-        "gfx700" => 0x22,
-        "gfx701" => 0x23,
-        "gfx702" => 0x24,
-        "gfx703" => 0x25,
-        "gfx704" => 0x26,
-        "gfx705" => 0x3b,
-        "gfx801" => 0x28,
-        "gfx802" => 0x29,
-        "gfx803" => 0x2a,
-        "gfx805" => 0x3c,
-        "gfx810" => 0x2b,
-        "gfx900" => 0x2c,
-        "gfx902" => 0x2d,
-        "gfx904" => 0x2e,
-        "gfx906" => 0x2f,
-        "gfx908" => 0x30,
-        "gfx909" => 0x31,
-        "gfx90c" => 0x32,
-        "gfx90a" => 0x3f,
-        "gfx942" => 0x4c,
-        "gfx950" => 0x4f,
-        "gfx1010" => 0x33,
-        "gfx1011" => 0x34,
-        "gfx1012" => 0x35,
-        "gfx1013" => 0x42,
-        "gfx1030" => 0x36,
-        "gfx1031" => 0x37,
-        "gfx1032" => 0x38,
-        "gfx1033" => 0x39,
-        "gfx1034" => 0x3e,
-        "gfx1035" => 0x3d,
-        "gfx1036" => 0x45,
-        "gfx1100" => 0x41,
-        "gfx1101" => 0x46,
-        "gfx1102" => 0x47,
-        "gfx1103" => 0x44,
-        "gfx1150" => 0x43,
-        "gfx1151" => 0x4a,
-        "gfx1152" => 0x55,
-        "gfx1153" => 0x58,
-        "gfx1200" => 0x48,
-        "gfx1201" => 0x4e,
-        "gfx1250" => 0x49,
-        "gfx1251" => 0x5a,
-        "gfx9-generic" => 0x51,
-        "gfx10-1-generic" => 0x52,
-        "gfx10-3-generic" => 0x53,
-        "gfx11-generic" => 0x54,
-        "gfx12-generic" => 0x59,
-        "gfx9-4-generic" => 0x5f,
-        _ => return None,
-    })
-}
-
-fn supports_xnack(processor: &str) -> bool {
-    matches!(
-        processor,
-        "gfx801"
-            | "gfx810"
-            | "gfx900"
-            | "gfx902"
-            | "gfx904"
-            | "gfx906"
-            | "gfx908"
-            | "gfx909"
-            | "gfx90c"
-            | "gfx90a"
-            | "gfx942"
-            | "gfx950"
-            | "gfx1010"
-            | "gfx1011"
-            | "gfx1012"
-            | "gfx1013"
-            | "gfx9-generic"
-            | "gfx9-4-generic"
-            | "gfx10-1-generic"
-    )
-}
-
-fn supports_sramecc(processor: &str) -> bool {
-    matches!(
-        processor,
-        "gfx906" | "gfx908" | "gfx90a" | "gfx942" | "gfx950" | "gfx9-4-generic"
-    )
-}
-
 const XNACK_MASK: u32 = 0x300;
 const SRAMECC_MASK: u32 = 0xc00;
 const MACH_MASK: u32 = 0xff;
 const E_FLAGS_OFFSET: usize = 48;
-
-/// The `e_flags` a code object (V4 and later) for `target` must carry.
-pub fn expected_e_flags(target: &AmdTargetId) -> Option<u32> {
-    let mach = amdgpu_mach(&target.processor)?;
-    let setting = |supported: bool, s: AmdFeature, any, off, on| match (supported, s) {
-        (false, _) => 0,
-        (true, AmdFeature::Any) => any,
-        (true, AmdFeature::Off) => off,
-        (true, AmdFeature::On) => on,
-    };
-    let xnack = setting(
-        supports_xnack(&target.processor),
-        target.xnack,
-        0x100,
-        0x200,
-        0x300,
-    );
-    let sramecc = setting(
-        supports_sramecc(&target.processor),
-        target.sramecc,
-        0x400,
-        0x800,
-        0xc00,
-    );
-    let generic = if target.processor.ends_with("-generic") {
-        1 << 24
-    } else {
-        0
-    };
-    Some(mach | xnack | sramecc | generic)
-}
 
 fn elf_header(
     image: &[u8],
@@ -309,10 +90,7 @@ pub fn amdgpu_e_flags(image: &[u8]) -> Result<u32> {
 /// where the target ID says `+` or `-`). Returns whether anything changed.
 pub fn fix_amdgpu_e_flags(image: &mut [u8], target: &AmdTargetId) -> Result<bool> {
     let flags = amdgpu_e_flags(image)?;
-    let expected = expected_e_flags(target).ok_or_else(|| Error::InvalidTarget {
-        target: target.to_string(),
-        reason: "unknown AMDGPU processor",
-    })?;
+    let expected = target.e_flags();
     if flags & MACH_MASK != expected & MACH_MASK {
         return Err(Error::BadCodeObject {
             reason: format!(
@@ -520,53 +298,6 @@ mod tests {
             assert!(
                 err.to_string().contains("OFFLOAD_AMDGPU_CODE_OBJECT"),
                 "{err}"
-            );
-        }
-    }
-
-    #[test]
-    fn target_ids_and_flags_match_clang() {
-        let cases = [
-            ("gfx90a", 0x53f),
-            ("gfx90a:xnack-", 0x63f),
-            ("gfx942:xnack+", 0x74c),
-            ("gfx942:sramecc-:xnack+", 0xb4c),
-            ("gfx1100", 0x41),
-            ("gfx9-4-generic", 0x0100_055f),
-        ];
-        for (id, flags) in cases {
-            let target = AmdTargetId::parse(id).unwrap();
-            assert_eq!(expected_e_flags(&target), Some(flags), "{id}");
-            assert_eq!(target.to_string(), id);
-        }
-        assert_eq!(
-            AmdTargetId::parse("gfx942:xnack+:sramecc-")
-                .unwrap()
-                .to_string(),
-            "gfx942:sramecc-:xnack+"
-        );
-        assert_eq!(
-            AmdTargetId::parse("gfx942:xnack+:sramecc-")
-                .unwrap()
-                .llvm_features(),
-            "-sramecc,+xnack"
-        );
-    }
-
-    #[test]
-    fn bad_target_ids() {
-        for id in [
-            "",
-            "sm_80",
-            "gfx942:xnack",
-            "gfx942:foo+",
-            "gfx1100:xnack+",
-            "gfx942:xnack+:xnack-",
-            "gfx9999",
-        ] {
-            assert!(
-                matches!(AmdTargetId::parse(id), Err(Error::InvalidTarget { .. })),
-                "{id}"
             );
         }
     }

@@ -6,19 +6,17 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use offload_format::{ImageKind, OffloadBinary, OffloadKind};
+use offload_format::triple::{AMDGCN_TRIPLE, NVPTX_TRIPLE};
+use offload_format::{AmdTargetId, ImageKind, OffloadKind, Sm};
 
-use super::amdgpu::{AmdCodeObjectVersion, AmdTargetId, amdgpu_inspect};
+use super::amdgpu::AmdCodeObjectVersion;
 use super::archive::{DeviceInput, bitcode_members};
 use super::llvm::{AmdgpuLinkOptions, NvptxLinkOptions, amdgpu_code_object, nvptx_link};
-use super::ptx::{
-    CubinPlan, cubin_plan, ptx_isa_version, ptx_kernel_names, ptxas_assemble, ptxas_verbose,
-};
+use super::ptx::{CubinPlan, cubin_plan, ptx_isa_version, ptx_kernel_names, ptxas_assemble};
 use super::{Error, GpuImage, GpuImageKind, Result, io_err};
 use crate::arch::OffloadArch;
 use crate::env::Env;
 use crate::image::DeviceImage;
-use crate::inspect::KernelResources;
 use crate::metadata::KernelCrate;
 use crate::{command, nested};
 
@@ -26,10 +24,10 @@ use crate::{command, nested};
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum GpuTarget {
-    /// `nvptx64-nvidia-cuda` for an `sm_NN[a]`.
+    /// `nvptx64-nvidia-cuda` for an `sm_NN[a|f]` LLVM 22 knows.
     Nvptx {
         /// The architecture, e.g. `sm_80`.
-        sm: String,
+        sm: Sm,
     },
     /// `amdgcn-amd-amdhsa` for a target ID.
     Amdgpu(AmdTargetId),
@@ -38,14 +36,18 @@ pub enum GpuTarget {
 impl GpuTarget {
     /// Parses `sm_80` or an AMDGPU target ID such as `gfx942:xnack+`.
     pub fn parse(arch: &str) -> Result<Self> {
+        let invalid = |source| Error::BadTargetName {
+            target: arch.to_owned(),
+            source,
+        };
         if arch.starts_with("sm_") {
             ptx_isa_version(arch)?;
             return Ok(Self::Nvptx {
-                sm: arch.to_owned(),
+                sm: Sm::parse(arch).map_err(invalid)?,
             });
         }
         if arch.starts_with("gfx") {
-            return AmdTargetId::parse(arch).map(Self::Amdgpu);
+            return AmdTargetId::parse(arch).map(Self::Amdgpu).map_err(invalid);
         }
         Err(Error::InvalidTarget {
             target: arch.to_owned(),
@@ -67,16 +69,16 @@ impl GpuTarget {
     /// The target triple.
     pub fn triple(&self) -> &'static str {
         match self {
-            Self::Nvptx { .. } => "nvptx64-nvidia-cuda",
-            Self::Amdgpu(_) => "amdgcn-amd-amdhsa",
+            Self::Nvptx { .. } => NVPTX_TRIPLE,
+            Self::Amdgpu(_) => AMDGCN_TRIPLE,
         }
     }
 
     /// The processor rustc and LLVM are told (`sm_80`, `gfx942`).
     pub fn target_cpu(&self) -> String {
         match self {
-            Self::Nvptx { sm } => sm.clone(),
-            Self::Amdgpu(id) => id.processor.clone(),
+            Self::Nvptx { sm } => sm.to_string(),
+            Self::Amdgpu(id) => id.processor().name.to_owned(),
         }
     }
 }
@@ -84,7 +86,7 @@ impl GpuTarget {
 impl fmt::Display for GpuTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Nvptx { sm } => f.write_str(sm),
+            Self::Nvptx { sm } => sm.fmt(f),
             Self::Amdgpu(id) => id.fmt(f),
         }
     }
@@ -210,6 +212,7 @@ while [ $# -gt 0 ]; do\n  if [ \"$1\" = \"-o\" ]; then out=\"$2\"; fi\n  shift\n
 if [ -n \"$out\" ]; then : > \"$out\"; fi\n";
 
 fn write_linker_shim(target_dir: &Path) -> Result<PathBuf> {
+    use std::io::Write as _;
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(target_dir).map_err(io_err("creating", target_dir))?;
     let path = target_dir.join("offload-device-link-shim.sh");
@@ -218,16 +221,17 @@ fn write_linker_shim(target_dir: &Path) -> Result<PathBuf> {
     }
     // Architectures of one triple share the target directory and may get here at once, while
     // another's build runs the shim: it is replaced whole (rename), never rewritten in place.
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let temp = target_dir.join(format!(
-        "offload-device-link-shim.sh.{}-{n}.tmp",
-        std::process::id()
-    ));
-    std::fs::write(&temp, LINKER_SHIM).map_err(io_err("writing", &temp))?;
-    std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o755))
-        .map_err(io_err("making executable", &temp))?;
-    std::fs::rename(&temp, &path).map_err(io_err("renaming into place", &path))?;
+    let mut temp = tempfile::Builder::new()
+        .prefix(".offload-device-link-shim.sh.")
+        .suffix(".tmp")
+        .tempfile_in(target_dir)
+        .map_err(io_err("creating a temporary file in", target_dir))?;
+    temp.write_all(LINKER_SHIM.as_bytes())
+        .map_err(io_err("writing", temp.path().to_owned()))?;
+    std::fs::set_permissions(temp.path(), std::fs::Permissions::from_mode(0o755))
+        .map_err(io_err("making executable", temp.path().to_owned()))?;
+    temp.persist(&path)
+        .map_err(|e| io_err("renaming into place", &path)(e.error))?;
     Ok(path)
 }
 
@@ -318,18 +322,6 @@ pub fn nested_build(env: &Env, build: &NestedBuild) -> Result<NestedBuildOutput>
     })
 }
 
-/// The LLVM major of the nightly toolchain's rustc, from `rustc -vV`.
-pub fn rustc_llvm_major(env: &Env) -> Result<u32> {
-    let output = command::run(Command::new("rustup").args([
-        "run",
-        &env.nightly_toolchain(),
-        "rustc",
-        "-vV",
-    ]))?;
-    let text = String::from_utf8_lossy(&output.stdout).into_owned();
-    nested::rustc_llvm_major(&text).ok_or(Error::RustcVersion { output: text })
-}
-
 /// Runs the nested build of a kernel crate for `target` and reads its device-link inputs.
 pub fn device_inputs(
     env: &Env,
@@ -357,6 +349,7 @@ pub fn gpu_images_with(
 ) -> Result<Vec<GpuImage>> {
     match target {
         GpuTarget::Nvptx { sm } => {
+            let sm = &sm.to_string();
             let ptx = nvptx_link(inputs, sm, &NvptxLinkOptions::default())?;
             let kernels: Vec<String> = ptx_kernel_names(&ptx).into_iter().map(|k| k.name).collect();
             let mut images = Vec::new();
@@ -429,10 +422,22 @@ pub fn build_gpu_images(
     arch: &OffloadArch,
     target_dir: &Path,
 ) -> crate::Result<Vec<DeviceImage>> {
-    let target = GpuTarget::parse(arch.name())?;
-    if let GpuTarget::Nvptx { sm } = &target {
-        check_cubin(env, krate, sm)?;
-    }
+    let target = match *arch {
+        OffloadArch::Nvptx(sm) => {
+            // Refuses, before any build, an `sm` LLVM would abort on.
+            ptx_isa_version(&sm.to_string())?;
+            check_cubin(env, krate, &sm.to_string())?;
+            GpuTarget::Nvptx { sm }
+        }
+        OffloadArch::Amdgcn(id) => GpuTarget::Amdgpu(id),
+        OffloadArch::Host => {
+            return Err(Error::InvalidTarget {
+                target: arch.name(),
+                reason: "the host CPU is not a GPU target",
+            }
+            .into());
+        }
+    };
     let amd = AmdgpuLinkOptions {
         code_object_version: AmdCodeObjectVersion::from_env(env)?,
         ..AmdgpuLinkOptions::default()
@@ -442,7 +447,7 @@ pub fn build_gpu_images(
     Ok(images
         .into_iter()
         .map(|image| DeviceImage {
-            arch: arch.clone(),
+            arch: *arch,
             image_kind: match image.kind {
                 GpuImageKind::Ptx => ImageKind::Ptx,
                 GpuImageKind::Cubin => ImageKind::Cubin,
@@ -459,52 +464,6 @@ pub fn build_gpu_images(
         .collect())
 }
 
-/// Resource use of the kernels of a GPU image: AMDGPU code objects from their metadata; PTX
-/// through `ptxas -v` where `ptxas` exists. Other images, and unreadable ones, give nothing.
-pub fn image_resources(bin: &OffloadBinary<'_>) -> Vec<KernelResources> {
-    let triple = bin.triple().unwrap_or_default();
-    match bin.image_kind {
-        ImageKind::Object if triple.starts_with("amdgcn") => amdgpu_inspect(&bin.image)
-            .map(|info| {
-                info.kernels
-                    .into_iter()
-                    .map(|k| KernelResources {
-                        kernel: k.name,
-                        vgprs: Some(k.vgpr_count),
-                        sgprs: Some(k.sgpr_count),
-                        registers: None,
-                        shared_bytes: Some(k.group_segment_fixed_size),
-                        scratch_bytes: Some(k.private_segment_fixed_size),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
-        ImageKind::Ptx => {
-            let (Ok(ptx), Some(arch)) = (std::str::from_utf8(&bin.image), bin.arch()) else {
-                return Vec::new();
-            };
-            if !matches!(cubin_plan(arch), Ok(CubinPlan::Assemble)) {
-                return Vec::new();
-            }
-            ptxas_verbose(ptx, arch)
-                .map(|(_, kernels)| {
-                    kernels
-                        .into_iter()
-                        .map(|k| KernelResources {
-                            kernel: k.name,
-                            registers: Some(u64::from(k.registers)),
-                            shared_bytes: Some(k.shared_bytes),
-                            scratch_bytes: Some(k.stack_bytes),
-                            ..KernelResources::default()
-                        })
-                        .collect()
-                })
-                .unwrap_or_default()
-        }
-        _ => Vec::new(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -513,7 +472,9 @@ mod tests {
     fn parses_targets() {
         assert_eq!(
             GpuTarget::parse("sm_90").unwrap(),
-            GpuTarget::Nvptx { sm: "sm_90".into() }
+            GpuTarget::Nvptx {
+                sm: Sm::parse("sm_90").unwrap()
+            }
         );
         let amd = GpuTarget::parse("gfx942:xnack+").unwrap();
         assert_eq!(amd.triple(), "amdgcn-amd-amdhsa");

@@ -19,18 +19,20 @@ use inkwell::targets::{
 };
 use inkwell::values::FunctionValue;
 
-use super::amdgpu::{AmdCodeObjectVersion, AmdTargetId, fix_amdgpu_e_flags};
+use super::amdgpu::{AmdCodeObjectVersion, fix_amdgpu_e_flags};
 use super::archive::DeviceInput;
-use super::cargo::rustc_llvm_major;
 use super::ptx::ptx_features;
-use super::{Error, LLVM_MAJOR, Result, SHARED_SECTION, find_tool, io_err};
+use super::{
+    Error, LLVM_MAJOR, Result, SHARED_SECTION, find_tool, io_err, nightly_rustc_llvm_major,
+    scratch_dir,
+};
 use crate::command::run as run_command;
+use offload_format::AmdTargetId;
+use offload_format::triple::{AMDGCN_TRIPLE as AMDGPU_TRIPLE, NVPTX_TRIPLE};
 use offload_toolchain::Tool;
 
 const PTX_KERNEL_CC: u32 = 71;
 const AMDGPU_KERNEL_CC: u32 = 91;
-const NVPTX_TRIPLE: &str = "nvptx64-nvidia-cuda";
-const AMDGPU_TRIPLE: &str = "amdgcn-amd-amdhsa";
 /// Functions the CUDA driver provides to PTX modules.
 const NVPTX_EXTERNALS: &[&str] = &[
     "vprintf",
@@ -70,7 +72,7 @@ pub fn linked_llvm_major() -> u32 {
 /// Checks that rustc nightly's LLVM major equals the linked LLVM's (and [`LLVM_MAJOR`]).
 pub fn check_llvm_versions(env: &crate::env::Env) -> Result<()> {
     let linked = linked_llvm_major();
-    let rustc = rustc_llvm_major(env)?;
+    let rustc = nightly_rustc_llvm_major(env)?;
     if rustc != linked || linked != LLVM_MAJOR {
         return Err(Error::LlvmMismatch { rustc, linked });
     }
@@ -1114,7 +1116,11 @@ pub fn amdgpu_link_object(
     target: &AmdTargetId,
     opts: &AmdgpuLinkOptions,
 ) -> Result<LinkedObject> {
-    let machine = target_machine(AMDGPU_TRIPLE, &target.processor, &target.llvm_features())?;
+    let machine = target_machine(
+        AMDGPU_TRIPLE,
+        target.processor().name,
+        &target.llvm_features(),
+    )?;
     let context = Context::create();
     let (module, kernels) = link_for(
         &context,
@@ -1126,7 +1132,7 @@ pub fn amdgpu_link_object(
     const FLAG: &str = "amdhsa_code_object_version";
     if module.get_flag(FLAG).is_some() {
         return Err(Error::Codegen {
-            cpu: target.processor.clone(),
+            cpu: target.processor().name.to_owned(),
             message: format!("the device inputs already set the module flag `{FLAG}`"),
         });
     }
@@ -1137,22 +1143,13 @@ pub fn amdgpu_link_object(
     let buffer = machine
         .write_to_memory_buffer(&module, FileType::Object)
         .map_err(|e| Error::Codegen {
-            cpu: target.processor.clone(),
+            cpu: target.processor().name.to_owned(),
             message: e.to_string(),
         })?;
     Ok(LinkedObject {
         object: buffer.as_slice().to_vec(),
         kernels,
     })
-}
-
-fn scratch_dir(tag: &str) -> Result<PathBuf> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("offload-{tag}-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
-    Ok(dir)
 }
 
 /// The AMDGPU code object for a target ID: [`amdgpu_link_object`], then `ld.lld -shared`, then
@@ -1165,8 +1162,8 @@ pub fn amdgpu_code_object(
     let linked = amdgpu_link_object(inputs, target, opts)?;
     let dir = scratch_dir("amdgpu")?;
     let result = (|| {
-        let object = dir.join("device.o");
-        let image = dir.join("device.elf");
+        let object = dir.path().join("device.o");
+        let image = dir.path().join("device.elf");
         std::fs::write(&object, &linked.object).map_err(io_err("writing", &object))?;
         let ld = match &opts.ld_lld {
             Some(ld) => ld.clone(),

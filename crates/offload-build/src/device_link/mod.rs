@@ -21,13 +21,13 @@ mod llvm;
 mod ptx;
 
 pub use amdgpu::{
-    AmdCodeObjectInfo, AmdCodeObjectVersion, AmdFeature, AmdKernelArg, AmdKernelInfo, AmdTargetId,
-    amdgpu_e_flags, amdgpu_inspect, amdgpu_mach, expected_e_flags, fix_amdgpu_e_flags,
+    AmdCodeObjectInfo, AmdCodeObjectVersion, AmdKernelArg, AmdKernelInfo, amdgpu_e_flags,
+    amdgpu_inspect, fix_amdgpu_e_flags,
 };
 pub use archive::{DeviceInput, bitcode_members, is_bitcode};
 pub use cargo::{
     GpuTarget, NestedBuild, NestedBuildOutput, build_gpu_images, device_inputs, gpu_images,
-    gpu_images_with, image_resources, nested_build, rustc_llvm_major,
+    gpu_images_with, nested_build,
 };
 pub use llvm::{
     AmdgpuLinkOptions, LinkedObject, NvptxLinkOptions, amdgpu_code_object, amdgpu_link_object,
@@ -36,9 +36,8 @@ pub use llvm::{
 };
 pub use ptx::{
     CubinPlan, PtxKernelInfo, PtxasInfo, PtxasKernelInfo, cubin_plan, is_cubin,
-    parse_ptxas_gpu_names, parse_ptxas_verbose, parse_ptxas_version, parse_sm, ptx_features,
-    ptx_isa_version, ptx_kernel_names, ptxas_assemble, ptxas_path, ptxas_supported_sms,
-    ptxas_verbose,
+    parse_ptxas_gpu_names, parse_ptxas_verbose, parse_ptxas_version, ptx_features, ptx_isa_version,
+    ptx_kernel_names, ptxas_assemble, ptxas_path, ptxas_supported_sms, ptxas_verbose,
 };
 
 use std::path::PathBuf;
@@ -229,6 +228,14 @@ pub enum Error {
         /// Why.
         reason: &'static str,
     },
+    /// An `sm_XX` name or AMDGPU target ID that `offload-format` refuses.
+    #[error("invalid GPU target `{target}`: {source}")]
+    BadTargetName {
+        /// The string.
+        target: String,
+        /// Why.
+        source: offload_format::Error,
+    },
     /// `OFFLOAD_REQUIRE_CUBIN` is set and no cubin can be made for an `sm_XX`.
     #[error(
         "no cubin can be made for {sm}: {reason}; OFFLOAD_REQUIRE_CUBIN is set, so PTX alone \
@@ -280,6 +287,28 @@ pub(crate) fn io_err(
         path,
         source,
     }
+}
+
+/// The LLVM major of the nightly toolchain's rustc, from `rustc -vV`.
+pub fn nightly_rustc_llvm_major(env: &crate::env::Env) -> Result<u32> {
+    let output = crate::command::run(std::process::Command::new("rustup").args([
+        "run",
+        &env.nightly_toolchain(),
+        "rustc",
+        "-vV",
+    ]))?;
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    crate::nested::rustc_llvm_major(&text).ok_or(Error::RustcVersion { output: text })
+}
+
+/// A new scratch directory for an external tool's files (`offload-<tag>-XXXXXX` in the
+/// system's temporary directory), removed when dropped.
+pub(crate) fn scratch_dir(tag: &str) -> Result<tempfile::TempDir> {
+    let base = std::env::temp_dir();
+    tempfile::Builder::new()
+        .prefix(&format!("offload-{tag}-"))
+        .tempdir_in(&base)
+        .map_err(io_err("creating a directory in", base))
 }
 
 /// An external tool, found by `offload-toolchain`'s policy with the environment read through

@@ -3,93 +3,28 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use offload_format::Sm;
+
 use super::{Error, Result, io_err};
 use crate::command::run as run_command;
-
-/// The lowest PTX ISA version (`87` for 8.7) LLVM 22's NVPTX back end accepts for each
-/// processor it knows: the `.version` it emits when given no `+ptxNN` feature. Asking for less
-/// makes LLVM abort the process, so an unknown processor is refused instead of guessed.
-const LLVM_MIN_PTX_ISA: &[(&str, u32)] = &[
-    ("sm_20", 32),
-    ("sm_21", 32),
-    ("sm_30", 32),
-    ("sm_32", 40),
-    ("sm_35", 32),
-    ("sm_37", 41),
-    ("sm_50", 40),
-    ("sm_52", 41),
-    ("sm_53", 42),
-    ("sm_60", 50),
-    ("sm_61", 50),
-    ("sm_62", 50),
-    ("sm_70", 60),
-    ("sm_72", 61),
-    ("sm_75", 63),
-    ("sm_80", 70),
-    ("sm_86", 71),
-    ("sm_87", 74),
-    ("sm_88", 90),
-    ("sm_89", 78),
-    ("sm_90", 78),
-    ("sm_90a", 80),
-    ("sm_100", 86),
-    ("sm_100a", 86),
-    ("sm_100f", 88),
-    ("sm_101", 86),
-    ("sm_101a", 86),
-    ("sm_101f", 88),
-    ("sm_103", 88),
-    ("sm_103a", 88),
-    ("sm_103f", 88),
-    ("sm_110", 90),
-    ("sm_110a", 90),
-    ("sm_110f", 90),
-    ("sm_120", 87),
-    ("sm_120a", 87),
-    ("sm_120f", 88),
-    ("sm_121", 88),
-    ("sm_121a", 88),
-    ("sm_121f", 88),
-];
 
 /// The ISA the device link targets at least: what clang-22 emits with CUDA 11.8, the newest
 /// ISA that toolkit's `ptxas` reads.
 const PTX_ISA_FLOOR: u32 = 78;
 
 /// The PTX ISA version (`78` for 7.8) the device link targets for `arch` (`sm_80`, `sm_90a`,
-/// `sm_120f`): 7.8, raised to the minimum LLVM 22 accepts for the processor.
+/// `sm_120f`): 7.8, raised to the minimum LLVM 22 accepts for the processor
+/// ([`offload_format::target_id::NvptxProcessor::min_ptx_isa`]). Asking LLVM for less makes it
+/// abort the process, so an unknown processor is refused instead of guessed.
 pub fn ptx_isa_version(arch: &str) -> Result<u32> {
-    parse_sm(arch)?;
-    LLVM_MIN_PTX_ISA
-        .iter()
-        .find(|(sm, _)| *sm == arch)
-        .map(|&(_, min)| min.max(PTX_ISA_FLOOR))
-        .ok_or_else(|| Error::InvalidTarget {
-            target: arch.to_owned(),
-            reason: "LLVM 22 knows no such NVPTX processor",
-        })
-}
-
-/// Splits `sm_90a` into its number and its suffix: `a` (architecture-specific) or `f`
-/// (family-specific).
-pub fn parse_sm(arch: &str) -> Result<(u32, Option<char>)> {
-    let invalid = || Error::InvalidTarget {
+    let invalid = |source| Error::BadTargetName {
         target: arch.to_owned(),
-        reason: "expected sm_<number>[a|f]",
+        source,
     };
-    let digits = arch.strip_prefix("sm_").ok_or_else(invalid)?;
-    let (digits, suffix) = match digits.char_indices().last() {
-        Some((i, c @ ('a' | 'f'))) => (&digits[..i], Some(c)),
-        _ => (digits, None),
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(invalid());
-    }
-    let sm: u32 = digits.parse().map_err(|_| invalid())?;
-    if !(20..=1000).contains(&sm) || digits.starts_with('0') {
-        return Err(invalid());
-    }
-    Ok((sm, suffix))
+    let processor = Sm::parse(arch)
+        .and_then(Sm::llvm_processor)
+        .map_err(invalid)?;
+    Ok(processor.min_ptx_isa.max(PTX_ISA_FLOOR))
 }
 
 /// The LLVM feature string for `arch`, e.g. `+ptx78` for `sm_80`.
@@ -329,9 +264,9 @@ pub fn cubin_plan(sm: &str) -> Result<CubinPlan> {
 
 fn run_ptxas(ptx: &str, sm: &str, verbose: bool) -> Result<(Vec<u8>, String)> {
     let ptxas = super::find_tool(offload_toolchain::Tool::Ptxas)?;
-    let dir = tempfile_dir()?;
-    let input = dir.join(format!("image.{sm}.ptx"));
-    let output = dir.join(format!("image.{sm}.cubin"));
+    let dir = super::scratch_dir("ptxas")?;
+    let input = dir.path().join(format!("image.{sm}.ptx"));
+    let output = dir.path().join(format!("image.{sm}.cubin"));
     let result = (|| {
         std::fs::write(&input, ptx).map_err(io_err("writing", &input))?;
         let mut cmd = Command::new(&ptxas);
@@ -344,17 +279,8 @@ fn run_ptxas(ptx: &str, sm: &str, verbose: bool) -> Result<(Vec<u8>, String)> {
         let cubin = std::fs::read(&output).map_err(io_err("reading", &output))?;
         Ok((cubin, String::from_utf8_lossy(&out.stderr).into_owned()))
     })();
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(dir);
     result
-}
-
-fn tempfile_dir() -> Result<PathBuf> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("offload-ptxas-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
-    Ok(dir)
 }
 
 /// Assembles `ptx` into a cubin for `sm` (`sm_80`) with `ptxas`.
@@ -427,7 +353,8 @@ mod tests {
     /// gets the version the link asks for.
     #[test]
     fn isa_table_matches_the_linked_llvm() {
-        for &(sm, min) in LLVM_MIN_PTX_ISA {
+        for p in offload_format::target_id::NVPTX_PROCESSORS {
+            let (sm, min) = (p.name, p.min_ptx_isa);
             assert_eq!(
                 llvm_ptx_version(sm, ""),
                 isa_text(min),
@@ -441,7 +368,7 @@ mod tests {
                 "{sm}: the link's features"
             );
         }
-        for sm in offload_format::target_id::NVIDIA_SM_ARCHS {
+        for sm in offload_format::target_id::nvidia_offload_archs() {
             assert!(
                 ptx_isa_version(sm).is_ok(),
                 "{sm} is accepted but has no ISA"
@@ -472,7 +399,10 @@ mod tests {
             .filter_map(|l| l.split_whitespace().next())
             .filter(|w| w.starts_with("sm_"))
             .collect();
-        let mut ours: Vec<&str> = LLVM_MIN_PTX_ISA.iter().map(|(sm, _)| *sm).collect();
+        let mut ours: Vec<&str> = offload_format::target_id::NVPTX_PROCESSORS
+            .iter()
+            .map(|p| p.name)
+            .collect();
         listed.sort_unstable();
         ours.sort_unstable();
         assert_eq!(ours, listed, "llc -mcpu=help:\n{text}");
@@ -499,7 +429,7 @@ mod tests {
         }
         for unknown in ["sm_130", "sm_90f", "sm_99", "sm_80a"] {
             assert!(
-                matches!(ptx_isa_version(unknown), Err(Error::InvalidTarget { .. })),
+                matches!(ptx_isa_version(unknown), Err(Error::BadTargetName { .. })),
                 "{unknown}"
             );
         }
@@ -507,15 +437,12 @@ mod tests {
 
     #[test]
     fn sm_names() {
-        assert_eq!(parse_sm("sm_80").unwrap(), (80, None));
-        assert_eq!(parse_sm("sm_90a").unwrap(), (90, Some('a')));
-        assert_eq!(parse_sm("sm_120f").unwrap(), (120, Some('f')));
         assert_eq!(ptx_features("sm_90a").unwrap(), "+ptx80");
         assert_eq!(ptx_features("sm_120").unwrap(), "+ptx87");
         for bad in [
             "sm_", "80", "sm_x", "sm_08", "sm_5", "gfx90a", "sm_a", "sm_90af", "sm_9é",
         ] {
-            assert!(parse_sm(bad).is_err(), "{bad}");
+            assert!(ptx_isa_version(bad).is_err(), "{bad}");
         }
     }
 

@@ -95,23 +95,6 @@ impl DeviceInfo for HipDeviceInfo {
     }
 }
 
-/// Whether `s` looks like an AMD target ID: `gfx` + processor, then `:feature±` parts.
-pub fn is_target_id_shaped(s: &str) -> bool {
-    let mut parts = s.split(':');
-    let processor = parts.next().unwrap_or("");
-    let proc_ok = processor.len() > 3
-        && processor.starts_with("gfx")
-        && processor
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-');
-    proc_ok
-        && parts.all(|f| {
-            f.len() > 1
-                && (f.ends_with('+') || f.ends_with('-'))
-                && f[..f.len() - 1].bytes().all(|b| b.is_ascii_alphanumeric())
-        })
-}
-
 /// Loads HIP, initializes it and describes every device; an error says why it cannot be
 /// used here.
 ///
@@ -287,7 +270,7 @@ impl Driver for HipApi {
             });
         }
         let target_id = c_chars(&props.gcnArchName);
-        if !is_target_id_shaped(&target_id) {
+        if !offload_format::target_id::is_amdgpu_target_id_shaped(&target_id) {
             return Err(GpuError::BadArchName {
                 ordinal,
                 found: target_id,
@@ -524,33 +507,6 @@ impl Driver for HipApi {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn target_id_shapes() {
-        for ok in [
-            "gfx90a",
-            "gfx90a:sramecc+:xnack-",
-            "gfx942:xnack+",
-            "gfx1100",
-            "gfx9-4-generic",
-            "gfx10-3-generic:xnack-",
-        ] {
-            assert!(is_target_id_shaped(ok), "{ok}");
-        }
-        for bad in [
-            "",
-            "gfx",
-            "sm_80",
-            "gfx90a:",
-            "gfx90a:xnack",
-            "gfx90a:xnack*",
-            "gfx 90a",
-            "\u{1}gfx90a",
-            "gfx90a::xnack+",
-        ] {
-            assert!(!is_target_id_shaped(bad), "{bad}");
-        }
-    }
 
     #[test]
     fn missing_library_is_an_error() {

@@ -6,7 +6,6 @@
 //! so memory does not grow with the data. Every output is written to a temporary file
 //! beside it and renamed into place, so a failed run leaves no half-written output.
 
-#[cfg(feature = "compression")]
 pub mod bundle;
 pub mod package;
 
@@ -14,7 +13,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use crate::command::CommandError;
+use offload_build::command::CommandError;
 
 /// Why a bundle or package operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -239,7 +238,7 @@ fn open_input(path: &Path) -> Result<(File, u64)> {
 /// Where `llvm-objcopy` is (`offload-toolchain`'s policy: an unversioned one on `PATH` may be
 /// older and write different bytes, so it is not used). On failure, the places tried.
 pub fn find_objcopy() -> std::result::Result<PathBuf, String> {
-    let env = crate::env::Env::detect();
+    let env = offload_build::env::Env::detect();
     offload_toolchain::Tool::LlvmObjcopy
         .find_with(&|name| env.get_untracked(name).map(Into::into))
         .map_err(|e| e.tried.join(", "))

@@ -17,7 +17,7 @@ use offload_format::bundle::{
     objcopy_args, parse_object_bundle, parse_text_bundle,
 };
 use offload_format::ccob::{CCOB_MAGIC, CompressOptions};
-use offload_format::stream::{CcobWriter, StreamOptions, decompress_stream};
+use offload_format::ccob_stream::{CcobWriter, StreamOptions, decompress_stream};
 
 use super::{AtomicOutput, FormatAt, IoAt, MappedInput, OpsError, Result, open_input};
 
@@ -340,7 +340,7 @@ fn bundle_object(cfg: &BundleConfig, names: &[String], host: usize, output: &Pat
         .collect();
     let out = AtomicOutput::create(output)?;
     let args = objcopy_args(&entries, &cfg.inputs[host], out.temp_path());
-    crate::command::run(Command::new(&objcopy).args(args))?;
+    offload_build::command::run(Command::new(&objcopy).args(args))?;
     out.commit()
 }
 
@@ -486,7 +486,7 @@ fn object_entries<'a>(map: &'a MappedInput, path: &Path) -> Result<Vec<Found<'a>
 /// only the decompressor's window is held. `None` when the input is not a compressed binary
 /// bundle.
 fn list_compressed(input: &Path) -> Result<Option<Vec<String>>> {
-    use offload_format::stream::CcobReader;
+    use offload_format::ccob_stream::CcobReader;
     let (mut file, _) = open_input(input)?;
     if !has_magic(&mut file, CCOB_MAGIC, input)? {
         return Ok(None);
@@ -635,7 +635,7 @@ pub fn unbundle(cfg: &BundleConfig) -> Result<()> {
                     .arg("--")
                     .arg(input)
                     .arg(out.temp_path());
-                crate::command::run(&mut cmd)?;
+                offload_build::command::run(&mut cmd)?;
             }
         }
         outs.push(out);
@@ -705,7 +705,7 @@ enum Streamed {
 }
 
 fn ccob_error(e: io::Error, input: &Path) -> OpsError {
-    match offload_format::stream::into_format_error(e) {
+    match offload_format::ccob_stream::into_format_error(e) {
         offload_format::Error::Io(source) => OpsError::Io {
             what: "decompressing",
             path: input.to_owned(),
@@ -726,7 +726,7 @@ fn unbundle_compressed(
     input: &Path,
     requested: &[BundleEntryId],
 ) -> Result<Streamed> {
-    use offload_format::stream::CcobReader;
+    use offload_format::ccob_stream::CcobReader;
     let (mut file, len) = open_input(input)?;
     if !has_magic(&mut file, CCOB_MAGIC, input)? {
         return Ok(Streamed::NotApplicable);

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use offload_format::{ImageKind, OffloadBinary};
 use serde::Serialize;
 
-use crate::image::{
-    KEY_KERNELS, KEY_MODULE, kernels_of_cpu_image, kernels_of_openmp_image, kernels_of_ptx,
-};
+use offload_format::offload_binary::{KEY_KERNELS, KEY_MODULE};
+
+use offload_build::image::{kernels_of_cpu_image, kernels_of_openmp_image, kernels_of_ptx};
 
 /// ELF section type of `.llvm.offloading` (`SHT_LLVM_OFFLOADING`).
 pub const SHT_LLVM_OFFLOADING: u32 = 0x6fff_4c0b;
@@ -181,9 +181,57 @@ pub fn describe(bin: &OffloadBinary<'_>, container: &str, index: usize) -> Image
     }
 }
 
+/// Resource use of the kernels of a GPU image: AMDGPU code objects from their metadata; PTX
+/// through `ptxas -v` where `ptxas` exists. Other images, and unreadable ones, give nothing.
 #[cfg(feature = "llvm")]
 fn image_resources(bin: &OffloadBinary<'_>) -> Vec<KernelResources> {
-    crate::device_link::image_resources(bin)
+    use offload_build::device_link;
+    let triple = bin.triple().unwrap_or_default();
+    match bin.image_kind {
+        ImageKind::Object if triple.starts_with("amdgcn") => {
+            device_link::amdgpu_inspect(&bin.image)
+                .map(|info| {
+                    info.kernels
+                        .into_iter()
+                        .map(|k| KernelResources {
+                            kernel: k.name,
+                            vgprs: Some(k.vgpr_count),
+                            sgprs: Some(k.sgpr_count),
+                            registers: None,
+                            shared_bytes: Some(k.group_segment_fixed_size),
+                            scratch_bytes: Some(k.private_segment_fixed_size),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        }
+        ImageKind::Ptx => {
+            let (Ok(ptx), Some(arch)) = (std::str::from_utf8(&bin.image), bin.arch()) else {
+                return Vec::new();
+            };
+            if !matches!(
+                device_link::cubin_plan(arch),
+                Ok(device_link::CubinPlan::Assemble)
+            ) {
+                return Vec::new();
+            }
+            device_link::ptxas_verbose(ptx, arch)
+                .map(|(_, kernels)| {
+                    kernels
+                        .into_iter()
+                        .map(|k| KernelResources {
+                            kernel: k.name,
+                            registers: Some(u64::from(k.registers)),
+                            shared_bytes: Some(k.shared_bytes),
+                            scratch_bytes: Some(k.stack_bytes),
+                            ..KernelResources::default()
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        }
+        _ => Vec::new(),
+    }
 }
 
 #[cfg(not(feature = "llvm"))]
@@ -230,17 +278,17 @@ pub fn render_text(path: &str, images: &[ImageInfo]) -> String {
                 img.kernels.join(", ")
             }
         );
-        // A prebuilt kernel bundle's provenance (see `crate::prebuilt`).
+        // A prebuilt kernel bundle's provenance (see `offload_build::prebuilt`).
         for (key, label) in [
-            (crate::prebuilt::KEY_HASH, "source hash"),
-            (crate::prebuilt::KEY_TOOLCHAIN, "toolchain"),
-            (crate::prebuilt::KEY_PRODUCER, "producer"),
+            (offload_build::prebuilt::KEY_HASH, "source hash"),
+            (offload_build::prebuilt::KEY_TOOLCHAIN, "toolchain"),
+            (offload_build::prebuilt::KEY_PRODUCER, "producer"),
         ] {
             if let Some(value) = img.strings.get(key) {
                 let _ = writeln!(s, "    {label:<11} {value}");
             }
         }
-        if let Some(inputs) = img.strings.get(crate::prebuilt::KEY_INPUTS) {
+        if let Some(inputs) = img.strings.get(offload_build::prebuilt::KEY_INPUTS) {
             let _ = writeln!(
                 s,
                 "    {:<11} {} files and settings (`--json` lists each with its SHA-256)",
