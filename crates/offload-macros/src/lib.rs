@@ -54,7 +54,7 @@ struct Param {
 fn classify(name: &syn::Ident, ty: &Type) -> syn::Result<(Kind, Type)> {
     match ty {
         Type::Ptr(p) => {
-            let kind = if p.mutability.is_some() {
+            let kind = if matches!(p.mutability, syn::PointerMutability::Mut(_)) {
                 Kind::Mut
             } else {
                 Kind::Const
@@ -132,7 +132,7 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
     let name_str = name.to_string();
     let vis = &item.vis;
     let body_fn = format_ident!("__offload_kernel_{}", name);
-    let unsafety = &sig.unsafety;
+    let unsafety = &sig.safety;
     let inputs = &sig.inputs;
     let block = &item.block;
     let (docs, other_attrs): (Vec<_>, Vec<_>) =
