@@ -18,9 +18,13 @@
 //! Errors are one [`Error`] enum; parse errors name the byte offset and what was wrong.
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "containers")]
 pub mod archive;
+#[cfg(feature = "containers")]
 pub mod bitcode;
+#[cfg(feature = "containers")]
 pub mod bundle;
+#[cfg(feature = "containers")]
 pub mod ccob;
 #[cfg(feature = "compression")]
 pub mod ccob_stream;
@@ -30,7 +34,9 @@ pub mod offload_binary;
 pub mod target_id;
 pub mod triple;
 
+#[cfg(feature = "containers")]
 pub use bundle::{BundleEntryId, BundleReader};
+#[cfg(feature = "containers")]
 pub use ccob::{CompressOptions, CompressionMethod};
 pub use error::{Error, Result};
 pub use offload_binary::{
