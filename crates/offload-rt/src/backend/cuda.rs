@@ -22,43 +22,27 @@ use sys::{CUdevice, CUresult, DriverApi};
 
 use crate::backend::DeviceKind;
 use crate::backend::gpu::driver::forward_calls;
-use crate::backend::gpu::{
-    self, Api, DeviceInfo, Driver, GpuBackend, GpuBuffer, GpuDevice, GpuError, GpuEvent,
-    GpuFunction, GpuImageKind, GpuModule, GpuStream, Handle,
-};
-use crate::error::Result as RtResult;
+use crate::backend::gpu::driver_names;
+use crate::backend::gpu::{self, Api, DeviceInfo, Driver, GpuError, GpuImageKind, Handle};
 use crate::select::DeviceTarget;
 
 pub use crate::backend::gpu::image::{check_cubin, check_fatbin, ptx_with_nul};
 
 /// The CUDA driver.
 pub type Cuda = DriverApi;
-/// An opened CUDA device.
-pub type CudaDevice = GpuDevice<Cuda>;
-/// CUDA device memory.
-pub type CudaBuffer = GpuBuffer<Cuda>;
-/// A loaded CUDA module.
-pub type CudaModule = GpuModule<Cuda>;
-/// A kernel of a CUDA module.
-pub type CudaFunction = GpuFunction<Cuda>;
-/// A CUDA event.
-pub type CudaEvent = GpuEvent<Cuda>;
-/// A CUDA stream.
-pub type CudaStream = GpuStream<Cuda>;
-/// A CUDA device as the runtime's backend.
-pub type CudaBackend = GpuBackend<Cuda>;
-/// What can go wrong with CUDA.
-pub type CudaError = GpuError;
-/// The kinds of image the CUDA driver loads.
-pub type CudaImageKind = GpuImageKind;
-
-/// Opens CUDA device `ordinal` as a boxed backend.
-///
-/// # Errors
-/// [`crate::Error::BackendUnavailable`] saying why, or a driver failure.
-pub fn open_backend(ordinal: usize) -> RtResult<Box<dyn crate::backend::Backend>> {
-    gpu::open_backend::<Cuda>(ordinal)
-}
+driver_names!(
+    Cuda,
+    "CUDA",
+    CudaDevice,
+    CudaBuffer,
+    CudaModule,
+    CudaFunction,
+    CudaEvent,
+    CudaStream,
+    CudaBackend,
+    CudaError,
+    CudaImageKind
+);
 
 /// What the driver says about one device.
 #[derive(Debug, Clone, PartialEq, Eq)]

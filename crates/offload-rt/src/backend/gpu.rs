@@ -40,3 +40,30 @@ pub fn probe<D: Driver>() -> Result<Vec<D::Info>, GpuError> {
     }
     (0..count).map(|i| driver.device_info(i)).collect()
 }
+
+/// Declares the names the rest of the runtime (and users) know a driver's types by:
+/// `CudaDevice` is `GpuDevice<Cuda>`, and so on.
+macro_rules! driver_names {
+    ($driver:ty, $api:literal, $device:ident, $buffer:ident, $module:ident, $function:ident,
+     $event:ident, $stream:ident, $backend:ident, $error:ident, $kind:ident) => {
+        #[doc = concat!("An opened ", $api, " device.")]
+        pub type $device = $crate::backend::gpu::GpuDevice<$driver>;
+        #[doc = concat!($api, " device memory.")]
+        pub type $buffer = $crate::backend::gpu::GpuBuffer<$driver>;
+        #[doc = concat!("A loaded ", $api, " module.")]
+        pub type $module = $crate::backend::gpu::GpuModule<$driver>;
+        #[doc = concat!("A kernel of a ", $api, " module.")]
+        pub type $function = $crate::backend::gpu::GpuFunction<$driver>;
+        #[doc = concat!("A ", $api, " event.")]
+        pub type $event = $crate::backend::gpu::GpuEvent<$driver>;
+        #[doc = concat!("A ", $api, " stream.")]
+        pub type $stream = $crate::backend::gpu::GpuStream<$driver>;
+        #[doc = concat!("A ", $api, " device as the runtime's backend.")]
+        pub type $backend = $crate::backend::gpu::GpuBackend<$driver>;
+        #[doc = concat!("What can go wrong with ", $api, ".")]
+        pub type $error = $crate::backend::gpu::GpuError;
+        #[doc = concat!("The kinds of image the ", $api, " driver loads.")]
+        pub type $kind = $crate::backend::gpu::GpuImageKind;
+    };
+}
+pub(crate) use driver_names;

@@ -20,43 +20,27 @@ use sys::{HipApi, hipDeviceProp_tR0600, hipError_t};
 
 use crate::backend::DeviceKind;
 use crate::backend::gpu::driver::forward_calls;
-use crate::backend::gpu::{
-    self, Api, DeviceInfo, Driver, GpuBackend, GpuBuffer, GpuDevice, GpuError, GpuEvent,
-    GpuFunction, GpuImageKind, GpuModule, GpuStream, Handle,
-};
-use crate::error::Result as RtResult;
+use crate::backend::gpu::driver_names;
+use crate::backend::gpu::{self, Api, DeviceInfo, Driver, GpuError, GpuImageKind, Handle};
 use crate::select::DeviceTarget;
 
 pub use crate::backend::gpu::image::check_code_object;
 
 /// The HIP driver.
 pub type Hip = HipApi;
-/// An opened HIP device.
-pub type HipDevice = GpuDevice<Hip>;
-/// HIP device memory.
-pub type HipBuffer = GpuBuffer<Hip>;
-/// A loaded HIP module.
-pub type HipModule = GpuModule<Hip>;
-/// A kernel of a HIP module.
-pub type HipFunction = GpuFunction<Hip>;
-/// A HIP event.
-pub type HipEvent = GpuEvent<Hip>;
-/// A HIP stream.
-pub type HipStream = GpuStream<Hip>;
-/// A HIP device as the runtime's backend.
-pub type HipBackend = GpuBackend<Hip>;
-/// What can go wrong with HIP.
-pub type HipError = GpuError;
-/// The kinds of image the HIP runtime loads (code objects).
-pub type HipImageKind = GpuImageKind;
-
-/// Opens HIP device `ordinal` as a boxed backend.
-///
-/// # Errors
-/// [`crate::Error::BackendUnavailable`] saying why, or a runtime failure.
-pub fn open_backend(ordinal: usize) -> RtResult<Box<dyn crate::backend::Backend>> {
-    gpu::open_backend::<Hip>(ordinal)
-}
+driver_names!(
+    Hip,
+    "HIP",
+    HipDevice,
+    HipBuffer,
+    HipModule,
+    HipFunction,
+    HipEvent,
+    HipStream,
+    HipBackend,
+    HipError,
+    HipImageKind
+);
 
 /// What HIP says about one device.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -261,8 +261,8 @@ pub trait Module: Send + Sync + fmt::Debug {
 /// Opens GPU `ordinal` of `kind` (CUDA or HIP).
 pub(crate) fn open_gpu(kind: DeviceKind, ordinal: usize) -> Result<Box<dyn Backend>> {
     match kind {
-        DeviceKind::Cuda => cuda::open_backend(ordinal),
-        DeviceKind::Hip => hip::open_backend(ordinal),
+        DeviceKind::Cuda => gpu::open_backend::<cuda::Cuda>(ordinal),
+        DeviceKind::Hip => gpu::open_backend::<hip::Hip>(ordinal),
         DeviceKind::Cpu => Err(crate::Error::BackendUnavailable {
             backend: kind.name(),
             reason: format!("device {ordinal}: the CPU is not a GPU backend"),
