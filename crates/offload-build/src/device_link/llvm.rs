@@ -20,8 +20,8 @@ use inkwell::targets::{
 use inkwell::values::FunctionValue;
 
 use super::amdgpu::{AmdCodeObjectVersion, fix_amdgpu_e_flags};
-use super::archive::DeviceInput;
 use super::ptx::ptx_features;
+use super::rlib_bitcode::DeviceInput;
 use super::{
     Error, LLVM_MAJOR, Result, SHARED_SECTION, find_tool, io_err, nightly_rustc_llvm_major,
     scratch_dir,

@@ -15,30 +15,30 @@
 //! [`find_tool`]; [`ptxas_supported_sms`] says which `sm_XX` the `ptxas` found can assemble.
 
 mod amdgpu;
-mod archive;
-mod cargo;
 mod llvm;
+mod pipeline;
 mod ptx;
+mod rlib_bitcode;
 
 pub use amdgpu::{
     AmdCodeObjectInfo, AmdCodeObjectVersion, AmdKernelArg, AmdKernelInfo, amdgpu_e_flags,
     amdgpu_inspect, fix_amdgpu_e_flags,
-};
-pub use archive::{DeviceInput, bitcode_members, is_bitcode};
-pub use cargo::{
-    GpuTarget, NestedBuild, NestedBuildOutput, build_gpu_images, device_inputs, gpu_images,
-    gpu_images_with, nested_build,
 };
 pub use llvm::{
     AmdgpuLinkOptions, LinkedObject, NvptxLinkOptions, amdgpu_code_object, amdgpu_link_object,
     amdgpu_wave_size, check_llvm_versions, external_nvptx_link, external_nvptx_pipeline,
     linked_llvm_major, nvptx_link, write_external_inputs,
 };
+pub use pipeline::{
+    GpuTarget, NestedBuild, NestedBuildOutput, build_gpu_images, device_inputs, gpu_images,
+    gpu_images_with, nested_build,
+};
 pub use ptx::{
     CubinPlan, PtxKernelInfo, PtxasInfo, PtxasKernelInfo, cubin_plan, is_cubin,
     parse_ptxas_gpu_names, parse_ptxas_verbose, parse_ptxas_version, ptx_features, ptx_isa_version,
     ptx_kernel_names, ptxas_assemble, ptxas_path, ptxas_supported_sms, ptxas_verbose,
 };
+pub use rlib_bitcode::{DeviceInput, bitcode_members, is_bitcode};
 
 use std::path::PathBuf;
 

@@ -10,9 +10,9 @@ use offload_format::triple::{AMDGCN_TRIPLE, NVPTX_TRIPLE};
 use offload_format::{AmdTargetId, ImageKind, OffloadKind, Sm};
 
 use super::amdgpu::AmdCodeObjectVersion;
-use super::archive::{DeviceInput, bitcode_members};
 use super::llvm::{AmdgpuLinkOptions, NvptxLinkOptions, amdgpu_code_object, nvptx_link};
 use super::ptx::{CubinPlan, cubin_plan, ptx_isa_version, ptx_kernel_names, ptxas_assemble};
+use super::rlib_bitcode::{DeviceInput, bitcode_members};
 use super::{Error, GpuImage, GpuImageKind, Result, io_err};
 use crate::arch::OffloadArch;
 use crate::env::Env;
