@@ -422,7 +422,8 @@ enum Source<'a> {
     ObjectHost,
 }
 
-struct Found<'a> {
+/// An entry found in an input bundle: its ID and where its data lives.
+struct BundleEntry<'a> {
     id: String,
     source: Source<'a>,
 }
@@ -440,7 +441,7 @@ fn binary_entries(
     file: &mut File,
     segments: &[Segment],
     path: &Path,
-) -> Result<Vec<Found<'static>>> {
+) -> Result<Vec<BundleEntry<'static>>> {
     let mut found = Vec::new();
     for &(base, len) in segments {
         file.seek(SeekFrom::Start(base)).at("reading", path)?;
@@ -452,7 +453,7 @@ fn binary_entries(
         file.seek(SeekFrom::Start(base)).at("reading", path)?;
         let reader = BufReader::new((&mut *file).take(len));
         let infos = offload_format::bundle::read_binary_header(reader, len).at(path)?;
-        found.extend(infos.into_iter().map(|e| Found {
+        found.extend(infos.into_iter().map(|e| BundleEntry {
             id: e.id,
             source: Source::Range {
                 offset: base + e.offset,
@@ -464,7 +465,7 @@ fn binary_entries(
     Ok(found)
 }
 
-fn object_entries<'a>(map: &'a MappedInput, path: &Path) -> Result<Vec<Found<'a>>> {
+fn object_entries<'a>(map: &'a MappedInput, path: &Path) -> Result<Vec<BundleEntry<'a>>> {
     let found = parse_object_bundle(map.bytes())
         .at(path)?
         .into_iter()
@@ -475,7 +476,7 @@ fn object_entries<'a>(map: &'a MappedInput, path: &Path) -> Result<Vec<Found<'a>
                 std::borrow::Cow::Borrowed(d) => Source::Bytes(d),
                 std::borrow::Cow::Owned(_) => Source::ObjectHost,
             };
-            Found { id: e.id, source }
+            BundleEntry { id: e.id, source }
         })
         .collect();
     Ok(found)
@@ -587,7 +588,7 @@ pub fn unbundle(cfg: &BundleConfig) -> Result<()> {
                 .at(input)?
                 .into_iter()
                 .map(|e| match e.data {
-                    std::borrow::Cow::Borrowed(d) => Ok(Found {
+                    std::borrow::Cow::Borrowed(d) => Ok(BundleEntry {
                         id: e.id,
                         source: Source::Bytes(d),
                     }),
@@ -611,7 +612,7 @@ pub fn unbundle(cfg: &BundleConfig) -> Result<()> {
     };
 
     let ids: Vec<&str> = found.iter().map(|f| f.id.as_str()).collect();
-    let chosen = choose(&ids, &requested, cfg, input)?;
+    let chosen = assign_entries_to_targets(&ids, &requested, cfg, input)?;
     let mut outs = Vec::with_capacity(requested.len());
     for ((target, choice), output) in requested.iter().zip(&chosen).zip(&cfg.outputs) {
         let mut out = AtomicOutput::create(output)?;
@@ -660,7 +661,7 @@ fn clang_target_list(mut targets: Vec<String>) -> String {
 
 /// Each entry, in file order, goes to the first still-waiting target it can serve. Fails
 /// when a target gets nothing, unless missing bundles are allowed.
-fn choose(
+fn assign_entries_to_targets(
     ids: &[&str],
     requested: &[BundleEntryId],
     cfg: &BundleConfig,
@@ -754,7 +755,7 @@ fn unbundle_compressed(
     }
     let mut pos = 32 + infos.iter().map(|i| 24 + i.id.len() as u64).sum::<u64>();
     let ids: Vec<&str> = infos.iter().map(|i| i.id.as_str()).collect();
-    let chosen = choose(&ids, requested, cfg, input)?;
+    let chosen = assign_entries_to_targets(&ids, requested, cfg, input)?;
     let mut order: Vec<(usize, usize)> = chosen
         .iter()
         .enumerate()
