@@ -723,3 +723,108 @@ fn struct_parameters_have_the_rust_layout() {
         );
     }
 }
+
+/// Math on NVIDIA: `device::math`'s sqrt, fma, floor, abs, min and max are PTX instructions
+/// (correctly rounded `.rn` forms), exp/log/sin/cos/pow and the kernel crate's own `libm`
+/// calls are linked in, so the module declares no external function, and `ptxas` accepts it.
+#[test]
+fn nvptx_math_is_native_and_self_contained() {
+    if !nightly_ready() {
+        return;
+    }
+    let target = GpuTarget::parse("sm_80").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    for sm in ["sm_80", "sm_90"] {
+        let ptx = device_link::nvptx_link(&inputs, sm, &NvptxLinkOptions::default()).unwrap();
+        let externs: Vec<&str> = ptx
+            .lines()
+            .filter(|l| l.contains(".extern .func"))
+            .collect();
+        assert!(externs.is_empty(), "{sm}: unresolved calls: {externs:?}");
+        for (kernel, t) in [("math_f32", "f32"), ("math_f64", "f64")] {
+            let body = ptx_entry(&ptx, kernel).join("\n");
+            assert!(!body.is_empty(), "{sm}: no {kernel}");
+            for op in [
+                format!("sqrt.rn.{t}"),
+                format!("fma.rn.{t}"),
+                format!("cvt.rmi.{t}.{t}"),
+                format!("abs.{t}"),
+                format!("min.{t}"),
+                format!("max.{t}"),
+                format!("div.rn.{t}"),
+            ] {
+                assert!(body.contains(&op), "{sm}: no {op} in {kernel}:\n{body}");
+            }
+            // Only the hardware's correctly rounded operations: no approximation.
+            assert!(!body.contains(".approx"), "{sm}: {kernel}:\n{body}");
+        }
+        assert!(ptx.contains(".entry libm_direct("), "{sm}");
+        if device_link::ptxas_path().is_some() {
+            device_link::ptxas_verbose(&ptx, sm).unwrap();
+        }
+    }
+}
+
+/// Math on AMD: the same functions are VALU instructions (`v_sqrt_f32` in the correctly
+/// rounded f32 square root, `v_rsq_f64` in the f64 one, `v_fma_*`, `v_floor_*`, `v_min_*`,
+/// `v_max_*`), and the code object has no undefined symbol (the software functions and the
+/// kernel crate's own `libm` calls are linked in).
+#[test]
+fn amdgpu_math_is_native_and_self_contained() {
+    if !nightly_ready() || Tool::LlvmObjdump.for_test().is_none() {
+        return;
+    }
+    let target = GpuTarget::parse("gfx90a").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    let scratch = tempfile::tempdir().unwrap();
+    for id in ["gfx90a", "gfx942", "gfx1100"] {
+        let target = GpuTarget::parse(id).unwrap();
+        let images = device_link::gpu_images(&inputs, &target).unwrap();
+        let path = scratch.path().join(format!("{id}-symbols.elf"));
+        std::fs::write(&path, &images[0].bytes).unwrap();
+        let symbols = readelf(&["-s", "-W"], &path);
+        let undefined: Vec<&str> = symbols
+            .lines()
+            .filter(|l| l.contains(" UND ") && !l.trim_end().ends_with("UND"))
+            .collect();
+        assert!(
+            undefined.is_empty(),
+            "{id}: undefined symbols {undefined:?}"
+        );
+        let text = disassemble(&images[0].bytes, id, scratch.path());
+        for (kernel, ops) in [
+            (
+                "math_f32",
+                [
+                    "v_sqrt_f32",
+                    "v_fma_f32",
+                    "v_floor_f32",
+                    "v_min_f32",
+                    "v_max_f32",
+                ],
+            ),
+            (
+                "math_f64",
+                [
+                    "v_rsq_f64",
+                    "v_fma_f64",
+                    "v_floor_f64",
+                    "v_min_f64",
+                    "v_max_f64",
+                ],
+            ),
+        ] {
+            let body = function_body(&text, kernel);
+            assert!(!body.is_empty(), "{id}: no {kernel}");
+            for op in ops {
+                assert!(
+                    body.iter().any(|l| l.starts_with(op)),
+                    "{id}: no {op} in {kernel}:\n{}",
+                    body.join("\n")
+                );
+            }
+        }
+        let info = device_link::amdgpu_inspect(&images[0].bytes).unwrap();
+        assert!(info.kernels.iter().any(|k| k.name == "libm_direct"), "{id}");
+    }
+}

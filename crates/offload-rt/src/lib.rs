@@ -1,7 +1,7 @@
 //! The cargo-offload runtime.
 //!
 //! - [`device`] (always, `no_std`): what kernels call on every target: thread and block
-//!   indices, `sync_threads()`, shared memory, atomics.
+//!   indices, `sync_threads()`, shared memory, atomics, warp operations, math.
 //! - With the `host` feature (default): [`registry`] of device images registered at start-up,
 //!   [`backend`]s (the CPU device; CUDA and HIP), [`Device`], [`DeviceBuffer`],
 //!   [`LaunchConfig`] and the typed kernel handles made by [`kernel`].
@@ -30,7 +30,7 @@
 )]
 #![cfg_attr(
     all(offload_device, target_arch = "amdgpu"),
-    feature(stdarch_amdgpu, core_intrinsics),
+    feature(stdarch_amdgpu, core_intrinsics, link_llvm_intrinsics, abi_unadjusted),
     allow(internal_features)
 )]
 

@@ -15,7 +15,7 @@ use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig, PinnedBuffer};
 use offload_rt_test_kernels as k;
 
 const MODULE: &str = "offload_rt_test_kernels";
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,warp_ops,warp_block_sum,reverse_dynamic,struct_params";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,warp_ops,warp_block_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -731,5 +731,140 @@ fn sixteen_threads_launch_on_one_device() {
         .collect();
     for t in threads {
         t.join().unwrap();
+    }
+}
+
+/// Distance in units in the last place between two floats of one sign (0 for equal bits).
+fn ulps(a: u64, b: u64) -> u64 {
+    a.abs_diff(b)
+}
+
+/// `device::math` on the CPU device: the same bits as on the host (the same code), and the
+/// documented precision against the host's C library: sqrt, fma, floor, abs, min and max
+/// exact, `rsqrt` within 1 ulp of the correctly rounded value, the software functions within
+/// 1 ulp (f32: of the f64 result rounded, f64: of glibc's).
+#[test]
+fn math_has_the_documented_precision() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let n = 20_011u32;
+    let (x64, y64): (Vec<f64>, Vec<f64>) = (0..n).map(k::math_input).unzip();
+    let x32: Vec<f32> = x64.iter().map(|&v| v as f32).collect();
+    let y32: Vec<f32> = y64.iter().map(|&v| v as f32).collect();
+    let config = LaunchConfig::for_num_elems(n);
+
+    let mut out = DeviceBuffer::<f32>::zeroed(&dev, n as usize * k::MATH_WORDS).unwrap();
+    let (dx, dy) = (
+        DeviceBuffer::from_slice(&dev, &x32).unwrap(),
+        DeviceBuffer::from_slice(&dev, &y32).unwrap(),
+    );
+    k::math_f32
+        .launch(&dev, config, n, &dx, &dy, &mut out)
+        .unwrap();
+    let got = out.to_vec().unwrap();
+    for (i, (&x, &y)) in x32.iter().zip(&y32).enumerate() {
+        let row = &got[i * k::MATH_WORDS..][..k::MATH_WORDS];
+        let same: Vec<u32> = k::math_row_f32(x, y).iter().map(|v| v.to_bits()).collect();
+        assert_eq!(
+            row.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            same,
+            "x {x}, y {y}"
+        );
+        let ax = x.abs();
+        let (xd, yd, axd) = (f64::from(x), f64::from(y), f64::from(ax));
+        let exact = [
+            ax.sqrt(),
+            x.mul_add(y, 0.25),
+            x.floor(),
+            y.abs(),
+            x.min(y),
+            x.max(y),
+        ];
+        for (g, w) in [row[0], row[2], row[8], row[9], row[10], row[11]]
+            .iter()
+            .zip(exact)
+        {
+            assert_eq!(g.to_bits(), w.to_bits(), "x {x}, y {y}: {g} against {w}");
+        }
+        let near = [
+            (1.0 / axd.sqrt()) as f32,
+            yd.exp() as f32,
+            axd.ln() as f32,
+            xd.sin() as f32,
+            xd.cos() as f32,
+            axd.powf(yd) as f32,
+        ];
+        for (g, w) in [row[1], row[3], row[4], row[5], row[6], row[7]]
+            .iter()
+            .zip(near)
+        {
+            assert!(
+                ulps(g.to_bits().into(), w.to_bits().into()) <= 1,
+                "x {x}, y {y}: {g} against {w}"
+            );
+        }
+    }
+
+    let mut out = DeviceBuffer::<f64>::zeroed(&dev, n as usize * k::MATH_WORDS).unwrap();
+    let (dx, dy) = (
+        DeviceBuffer::from_slice(&dev, &x64).unwrap(),
+        DeviceBuffer::from_slice(&dev, &y64).unwrap(),
+    );
+    k::math_f64
+        .launch(&dev, config, n, &dx, &dy, &mut out)
+        .unwrap();
+    let got = out.to_vec().unwrap();
+    for (i, (&x, &y)) in x64.iter().zip(&y64).enumerate() {
+        let row = &got[i * k::MATH_WORDS..][..k::MATH_WORDS];
+        let same: Vec<u64> = k::math_row_f64(x, y).iter().map(|v| v.to_bits()).collect();
+        assert_eq!(
+            row.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            same,
+            "x {x}, y {y}"
+        );
+        let ax = x.abs();
+        let exact = [
+            ax.sqrt(),
+            1.0 / ax.sqrt(),
+            x.mul_add(y, 0.25),
+            x.floor(),
+            y.abs(),
+            x.min(y),
+            x.max(y),
+        ];
+        for (g, w) in [row[0], row[1], row[2], row[8], row[9], row[10], row[11]]
+            .iter()
+            .zip(exact)
+        {
+            assert_eq!(g.to_bits(), w.to_bits(), "x {x}, y {y}: {g} against {w}");
+        }
+        let near = [y.exp(), ax.ln(), x.sin(), x.cos(), ax.powf(y)];
+        for (g, w) in [row[3], row[4], row[5], row[6], row[7]].iter().zip(near) {
+            assert!(
+                ulps(g.to_bits(), w.to_bits()) <= 1,
+                "x {x}, y {y}: {g} against {w}"
+            );
+        }
+    }
+}
+
+/// A kernel crate's own dependency on `libm` from crates.io runs on the CPU device.
+#[test]
+fn a_kernel_crate_may_depend_on_libm() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let n = 4_099u32;
+    let x: Vec<f32> = (0..n).map(|i| k::math_input(i).1 as f32).collect();
+    let dx = DeviceBuffer::from_slice(&dev, &x).unwrap();
+    let mut out = DeviceBuffer::<f32>::zeroed(&dev, n as usize).unwrap();
+    k::libm_direct
+        .launch(&dev, LaunchConfig::for_num_elems(n), n, &dx, &mut out)
+        .unwrap();
+    for (g, &x) in out.to_vec().unwrap().iter().zip(&x) {
+        assert_eq!(g.to_bits(), k::libm_value(x).to_bits(), "x {x}");
     }
 }

@@ -39,6 +39,11 @@
 //! [`warp`]: lane ids, shuffles, votes and warp reductions, the same on every device (the CPU
 //! device runs warps of 32 lanes).
 //!
+//! # Math
+//!
+//! [`math`]: `sqrt`, `rsqrt`, `fma`, `exp`, `log`, `sin`, `cos`, `pow`, `floor`, `abs`, `min`,
+//! `max` on `f32` and `f64`, with the same bits on every device.
+//!
 //! # Shared memory
 //!
 //! [`shared_array!`] declares a per-block array: every thread of a block sees the same
@@ -70,6 +75,7 @@ use host as arch;
 use nvptx as arch;
 
 pub mod abi;
+pub mod math;
 pub mod warp;
 
 pub use abi::{DeviceCopy, KernelScalar};
