@@ -673,6 +673,33 @@ fn a_new_project_from_the_template_builds_and_runs() {
     let stdout = check(&out, "the new project");
     assert!(stdout.contains("saxpy: 65536 elements OK"), "{stdout}");
 
+    // JSON messages: cargo's own, then one `offload-image` message per embedded image.
+    let out = cargo_offload(
+        &project,
+        &[
+            "build",
+            "--message-format=json",
+            "--target-dir",
+            &target_dir("e2e-fixtures").to_string_lossy(),
+        ],
+    );
+    let stdout = check(&out, "the new project's JSON build");
+    let messages: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(messages.iter().any(|m| m["reason"] == "build-finished"));
+    let images: Vec<&serde_json::Value> = messages
+        .iter()
+        .filter(|m| m["reason"] == "offload-image")
+        .collect();
+    assert!(
+        images
+            .iter()
+            .any(|m| m["image"]["arch"] == "host" && m["image"]["kernels"][0] == "saxpy"),
+        "{stdout}"
+    );
+
     let again = cargo_offload(&parent, &["new", "hello-offload"]);
     assert!(
         !again.status.success(),

@@ -1,9 +1,15 @@
 //! `build`, `run` and `test`: cargo's own commands, with the offload architectures handed to
 //! the host crates' build scripts through `OFFLOAD_ARCH`. Every other flag (`--release`, `-p`,
 //! `--features`, `--manifest-path`, `--target-dir`, `-- <program args>`) goes to cargo as is.
+//!
+//! With `--message-format=json` (or one of its `json-…` forms) cargo's messages pass through
+//! unchanged, and after each artifact that embeds device images come one
+//! `{"reason":"offload-image",…}` message per image: target, arch, kind, size, module,
+//! kernels and, where the image records them, each kernel's resource use.
 
 use std::ffi::OsString;
-use std::process::{Command, ExitCode};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::{Context, Result};
 use offload_build::env::{Env, OFFLOAD_ARCH};
@@ -87,14 +93,86 @@ pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
     if let Some(list) = canonical {
         cmd.env(OFFLOAD_ARCH, list);
     }
-    let status = cmd
-        .status()
-        .with_context(|| format!("could not run `{cargo} {subcommand}`"))?;
+    let status = if wants_json_messages(&cargo_args) {
+        cmd.stdout(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("could not run `{cargo} {subcommand}`"))?;
+        let stdout = child.stdout.take().context("cargo's standard output")?;
+        let mut out = std::io::stdout().lock();
+        for line in BufReader::new(stdout).lines() {
+            let line = line.context("reading cargo's messages")?;
+            writeln!(out, "{line}")?;
+            for message in image_messages(&line) {
+                writeln!(out, "{message}")?;
+            }
+        }
+        child.wait()
+    } else {
+        cmd.status()
+    }
+    .with_context(|| format!("could not run `{cargo} {subcommand}`"))?;
     Ok(match status.code() {
         Some(0) => ExitCode::SUCCESS,
         Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         None => ExitCode::FAILURE,
     })
+}
+
+/// Whether cargo is asked for JSON messages (`--message-format json…`, before `--`).
+fn wants_json_messages(args: &[OsString]) -> bool {
+    let mut iter = args
+        .iter()
+        .take_while(|a| *a != "--")
+        .map(|a| a.to_string_lossy());
+    while let Some(arg) = iter.next() {
+        let value = match arg.strip_prefix("--message-format") {
+            Some("") => iter.next().map(|v| v.into_owned()),
+            Some(rest) => rest.strip_prefix('=').map(str::to_owned),
+            None => None,
+        };
+        if value.is_some_and(|v| v.split(',').any(|f| f.starts_with("json"))) {
+            return true;
+        }
+    }
+    false
+}
+
+/// The `offload-image` messages for a `compiler-artifact` message whose files embed device
+/// images (none for other messages, or files without images).
+fn image_messages(line: &str) -> Vec<String> {
+    let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
+        return Vec::new();
+    };
+    if message["reason"] != "compiler-artifact" {
+        return Vec::new();
+    }
+    let files = message["filenames"].as_array().into_iter().flatten();
+    let mut out = Vec::new();
+    for file in files.filter_map(serde_json::Value::as_str) {
+        // Only linked outputs carry the `.llvm.offloading` section; an rlib's does not count.
+        if file.ends_with(".rlib") || file.ends_with(".rmeta") || file.ends_with(".d") {
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(file) else {
+            continue;
+        };
+        let Ok(images) = offload_tools::inspect::inspect(&bytes) else {
+            continue;
+        };
+        for image in images {
+            out.push(
+                serde_json::json!({
+                    "reason": "offload-image",
+                    "package_id": message["package_id"],
+                    "artifact": file,
+                    "image": image,
+                })
+                .to_string(),
+            );
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -129,5 +207,57 @@ mod tests {
     #[test]
     fn offload_arch_without_value_is_an_error() {
         assert!(split_offload_args(os(&["--offload-arch"])).is_err());
+    }
+}
+
+#[cfg(test)]
+mod json_tests {
+    use super::*;
+
+    #[test]
+    fn json_message_formats_are_recognized_before_dashdash_only() {
+        let os = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+        assert!(wants_json_messages(&os(&["--message-format=json"])));
+        assert!(wants_json_messages(&os(&[
+            "--message-format",
+            "json-diagnostic-short"
+        ])));
+        assert!(wants_json_messages(&os(&[
+            "--message-format=short,json-render-diagnostics"
+        ])));
+        assert!(!wants_json_messages(&os(&["--message-format=short"])));
+        assert!(!wants_json_messages(&os(&["--", "--message-format=json"])));
+    }
+
+    #[test]
+    fn artifacts_with_images_get_one_message_per_image() {
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = offload_format::OffloadBinary::new(
+            offload_format::ImageKind::Ptx,
+            offload_format::OffloadKind::Cuda,
+            &b".version 7.8\n"[..],
+        )
+        .with_string("triple", "nvptx64-nvidia-cuda")
+        .with_string("arch", "sm_80")
+        .with_string("offload.module", "k")
+        .with_string("offload.kernels", "saxpy")
+        .to_bytes();
+        let file = dir.path().join("app.offload");
+        std::fs::write(&file, bundle).unwrap();
+        let artifact = serde_json::json!({
+            "reason": "compiler-artifact",
+            "package_id": "app 0.1.0",
+            "filenames": [file, dir.path().join("libapp.rlib")],
+        })
+        .to_string();
+        let messages = image_messages(&artifact);
+        assert_eq!(messages.len(), 1);
+        let m: serde_json::Value = serde_json::from_str(&messages[0]).unwrap();
+        assert_eq!(m["reason"], "offload-image");
+        assert_eq!(m["package_id"], "app 0.1.0");
+        assert_eq!(m["image"]["arch"], "sm_80");
+        assert_eq!(m["image"]["kernels"][0], "saxpy");
+        assert!(image_messages(r#"{"reason":"build-finished","success":true}"#).is_empty());
+        assert!(image_messages("not json").is_empty());
     }
 }
