@@ -673,6 +673,22 @@ fn a_new_project_from_the_template_builds_and_runs() {
     let stdout = check(&out, "the new project");
     assert!(stdout.contains("saxpy: 65536 elements OK"), "{stdout}");
 
+    // A build says what it embedded, in Cargo's style.
+    let out = cargo_offload(
+        &project,
+        &[
+            "build",
+            "--target-dir",
+            &target_dir("e2e-fixtures").to_string_lossy(),
+        ],
+    );
+    check(&out, "the new project's build");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("    Embedded hello-offload (1 device image: host elf)"),
+        "{stderr}"
+    );
+
     // JSON messages: cargo's own, then one `offload-image` message per embedded image.
     let out = cargo_offload(
         &project,

@@ -93,7 +93,35 @@ pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
     if let Some(list) = canonical {
         cmd.env(OFFLOAD_ARCH, list);
     }
-    let status = if wants_json_messages(&cargo_args) {
+    let summarize = subcommand == "build"
+        && !wants_json_messages(&cargo_args)
+        && !has_flag(&cargo_args, &["-q", "--quiet", "--message-format"]);
+    if summarize {
+        // Artifacts come back as JSON on stdout; diagnostics and cargo's status lines stay
+        // human on stderr, as without the option.
+        cmd.arg("--message-format=json-render-diagnostics");
+    }
+    let status = if summarize {
+        cmd.stdout(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("could not run `{cargo} {subcommand}`"))?;
+        let stdout = child.stdout.take().context("cargo's standard output")?;
+        let mut summaries = Vec::new();
+        for line in BufReader::new(stdout).lines() {
+            let line = line.context("reading cargo's messages")?;
+            summaries.extend(embedded_summary(&line));
+        }
+        let status = child.wait();
+        if status.as_ref().is_ok_and(|s| s.success()) {
+            let style = Style::for_stderr(&env);
+            let mut err = std::io::stderr().lock();
+            for line in summaries {
+                writeln!(err, "{}", style.status("Embedded", &line))?;
+            }
+        }
+        status
+    } else if wants_json_messages(&cargo_args) {
         cmd.stdout(Stdio::piped());
         let mut child = cmd
             .spawn()
@@ -117,6 +145,86 @@ pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
         Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         None => ExitCode::FAILURE,
     })
+}
+
+/// Whether any of `flags` (or `flag=…`) stands among the arguments before `--`.
+fn has_flag(args: &[OsString], flags: &[&str]) -> bool {
+    args.iter().take_while(|a| *a != "--").any(|a| {
+        let a = a.to_string_lossy();
+        flags
+            .iter()
+            .any(|f| *a == **f || a.strip_prefix(f).is_some_and(|r| r.starts_with('=')))
+    })
+}
+
+/// Cargo's way of printing a status line: the verb right-aligned in 12 columns, bold green
+/// where colour is on (`CARGO_TERM_COLOR=always|never|auto`, `NO_COLOR`, a terminal).
+struct Style {
+    color: bool,
+}
+
+impl Style {
+    fn for_stderr(env: &Env) -> Style {
+        use std::io::IsTerminal;
+        let color = match env.get_untracked("CARGO_TERM_COLOR").as_deref() {
+            Some("always") => true,
+            Some("never") => false,
+            _ => env.get_untracked("NO_COLOR").is_none() && std::io::stderr().is_terminal(),
+        };
+        Style { color }
+    }
+
+    fn status(&self, verb: &str, rest: &str) -> String {
+        if self.color {
+            format!("\x1b[1m\x1b[92m{verb:>12}\x1b[0m {rest}")
+        } else {
+            format!("{verb:>12} {rest}")
+        }
+    }
+}
+
+/// For a `compiler-artifact` message of a linked output that embeds device images, one line
+/// naming the artifact and its images by target: `demo (4 device images: sm_80 cubin+ptx,
+/// gfx90a elf, host elf)`.
+fn embedded_summary(line: &str) -> Option<String> {
+    let message: serde_json::Value = serde_json::from_str(line).ok()?;
+    if message["reason"] != "compiler-artifact" {
+        return None;
+    }
+    let file = message["executable"]
+        .as_str()
+        .or_else(|| {
+            message["filenames"]
+                .as_array()?
+                .iter()
+                .filter_map(serde_json::Value::as_str)
+                .find(|f| f.ends_with(".so"))
+        })?
+        .to_owned();
+    let images = offload_tools::inspect::inspect(&std::fs::read(&file).ok()?).ok()?;
+    if images.is_empty() {
+        return None;
+    }
+    let mut by_arch: Vec<(String, Vec<String>)> = Vec::new();
+    for image in &images {
+        match by_arch.iter_mut().find(|(arch, _)| *arch == image.arch) {
+            Some((_, kinds)) => kinds.push(image.kind.clone()),
+            None => by_arch.push((image.arch.clone(), vec![image.kind.clone()])),
+        }
+    }
+    let targets: Vec<String> = by_arch
+        .into_iter()
+        .map(|(arch, kinds)| format!("{arch} {}", kinds.join("+")))
+        .collect();
+    let name = std::path::Path::new(&file)
+        .file_name()
+        .map_or(file.clone(), |n| n.to_string_lossy().into_owned());
+    Some(format!(
+        "{name} ({} device image{}: {})",
+        images.len(),
+        if images.len() == 1 { "" } else { "s" },
+        targets.join(", ")
+    ))
 }
 
 /// Whether cargo is asked for JSON messages (`--message-format json…`, before `--`).
@@ -215,6 +323,18 @@ mod json_tests {
     use super::*;
 
     #[test]
+    fn flags_are_found_before_dashdash_only() {
+        let os = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+        assert!(has_flag(&os(&["-q"]), &["-q", "--quiet"]));
+        assert!(has_flag(
+            &os(&["--message-format=short"]),
+            &["--message-format"]
+        ));
+        assert!(!has_flag(&os(&["--", "-q"]), &["-q"]));
+        assert!(!has_flag(&os(&["--quietly"]), &["--quiet"]));
+    }
+
+    #[test]
     fn json_message_formats_are_recognized_before_dashdash_only() {
         let os = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
         assert!(wants_json_messages(&os(&["--message-format=json"])));
@@ -258,6 +378,20 @@ mod json_tests {
         assert_eq!(m["image"]["arch"], "sm_80");
         assert_eq!(m["image"]["kernels"][0], "saxpy");
         assert!(image_messages(r#"{"reason":"build-finished","success":true}"#).is_empty());
+        let executable = serde_json::json!({
+            "reason": "compiler-artifact",
+            "executable": file,
+            "filenames": [file],
+        })
+        .to_string();
+        assert_eq!(
+            embedded_summary(&executable).as_deref(),
+            Some("app.offload (1 device image: sm_80 ptx)")
+        );
+        assert_eq!(
+            Style { color: false }.status("Embedded", "x"),
+            "    Embedded x"
+        );
         assert!(image_messages("not json").is_empty());
     }
 }
