@@ -91,7 +91,7 @@ pub enum Error {
 
     #[cfg(feature = "llvm")]
     #[error(transparent)]
-    DeviceLink(#[from] crate::device_link::Error),
+    DeviceLink(#[from] crate::device_link::LinkError),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -139,7 +139,7 @@ fn nvptx_requested_kernel_must_exist() {
     };
     let err = device_link::nvptx_link(inputs_for("sm_80"), "sm_80", &opts).unwrap_err();
     assert!(
-        matches!(err, device_link::Error::MissingKernel { .. }),
+        matches!(err, device_link::LinkError::MissingKernel { .. }),
         "{err}"
     );
 }

@@ -5,7 +5,7 @@ use object::read::elf::{FileHeader, SectionHeader, Sym};
 use offload_format::AmdTargetId;
 use rmpv::Value;
 
-use super::{Error, Result};
+use super::{LinkError, Result};
 
 /// The AMDGPU code object version of the images, `OFFLOAD_AMDGPU_CODE_OBJECT` (`5` or `6`).
 ///
@@ -29,7 +29,7 @@ impl AmdCodeObjectVersion {
         match value.trim() {
             "5" => Ok(Self::V5),
             "6" => Ok(Self::V6),
-            _ => Err(Error::InvalidCodeObjectVersion {
+            _ => Err(LinkError::InvalidCodeObjectVersion {
                 value: value.to_owned(),
             }),
         }
@@ -66,7 +66,7 @@ const E_FLAGS_OFFSET: usize = 48;
 fn elf_header(
     image: &[u8],
 ) -> Result<(&elf::FileHeader64<object::Endianness>, object::Endianness)> {
-    let bad = |reason: String| Error::BadCodeObject { reason };
+    let bad = |reason: String| LinkError::BadCodeObject { reason };
     let header = elf::FileHeader64::<object::Endianness>::parse(image)
         .map_err(|e| bad(format!("not a 64-bit ELF: {e}")))?;
     let endian = header.endian().map_err(|e| bad(e.to_string()))?;
@@ -92,7 +92,7 @@ pub fn fix_amdgpu_e_flags(image: &mut [u8], target: &AmdTargetId) -> Result<bool
     let flags = amdgpu_e_flags(image)?;
     let expected = target.e_flags();
     if flags & MACH_MASK != expected & MACH_MASK {
-        return Err(Error::BadCodeObject {
+        return Err(LinkError::BadCodeObject {
             reason: format!(
                 "e_flags {flags:#x} name another processor than `{target}` ({expected:#x})"
             ),
@@ -197,7 +197,7 @@ fn get_str(map: &[(Value, Value)], key: &str) -> Option<String> {
 /// Reads an AMDGPU code object: `e_flags`, the msgpack `amdhsa` metadata note (kernels, their
 /// resources and arguments) and whether each kernel's `.kd` symbol exists.
 pub fn amdgpu_inspect(image: &[u8]) -> Result<AmdCodeObjectInfo> {
-    let bad = |reason: String| Error::BadCodeObject { reason };
+    let bad = |reason: String| LinkError::BadCodeObject { reason };
     let (header, endian) = elf_header(image)?;
     let sections = header
         .sections(endian, image)
@@ -328,7 +328,7 @@ mod tests {
         let other = AmdTargetId::parse("gfx90a").unwrap();
         assert!(matches!(
             fix_amdgpu_e_flags(&mut image, &other),
-            Err(Error::BadCodeObject { .. })
+            Err(LinkError::BadCodeObject { .. })
         ));
         let mut not_amd = minimal_elf(62, 0);
         assert!(fix_amdgpu_e_flags(&mut not_amd, &target).is_err());
@@ -340,7 +340,7 @@ mod tests {
         assert!(amdgpu_inspect(&[0x7f, b'E', b'L', b'F', 2, 1, 1]).is_err());
         assert!(matches!(
             amdgpu_inspect(&minimal_elf(224, 0x74c)),
-            Err(Error::BadCodeObject { .. })
+            Err(LinkError::BadCodeObject { .. })
         ));
     }
 }

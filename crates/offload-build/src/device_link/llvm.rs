@@ -23,7 +23,7 @@ use super::amdgpu::{AmdCodeObjectVersion, fix_amdgpu_e_flags};
 use super::ptx::ptx_features;
 use super::rlib_bitcode::DeviceInput;
 use super::{
-    Error, LLVM_MAJOR, Result, SHARED_SECTION, find_tool, io_err, nightly_rustc_llvm_major,
+    LLVM_MAJOR, LinkError, Result, SHARED_SECTION, find_tool, io_err, nightly_rustc_llvm_major,
     scratch_dir,
 };
 use crate::command::run as run_command;
@@ -74,7 +74,7 @@ pub fn check_llvm_versions(env: &crate::env::Env) -> Result<()> {
     let linked = linked_llvm_major();
     let rustc = nightly_rustc_llvm_major(env)?;
     if rustc != linked || linked != LLVM_MAJOR {
-        return Err(Error::LlvmMismatch { rustc, linked });
+        return Err(LinkError::LlvmMismatch { rustc, linked });
     }
     Ok(())
 }
@@ -118,7 +118,7 @@ fn init_targets() {
 fn target_machine(triple: &str, cpu: &str, features: &str) -> Result<TargetMachine> {
     init_targets();
     let target_triple = TargetTriple::create(triple);
-    let err = |message: String| Error::TargetMachine {
+    let err = |message: String| LinkError::TargetMachine {
         triple: triple.to_owned(),
         cpu: cpu.to_owned(),
         features: features.to_owned(),
@@ -144,7 +144,7 @@ fn cstr(s: &CStr) -> String {
 fn parse_eager<'ctx>(context: &'ctx Context, input: &DeviceInput) -> Result<Module<'ctx>> {
     // Borrowed, not copied: a full parse keeps nothing of the buffer.
     let buffer = MemoryBuffer::create_from_memory_range(&input.bytes, &input.name);
-    Module::parse_bitcode_from_buffer(&buffer, context).map_err(|e| Error::ParseBitcode {
+    Module::parse_bitcode_from_buffer(&buffer, context).map_err(|e| LinkError::ParseBitcode {
         name: input.name.clone(),
         message: e.to_string(),
     })
@@ -157,7 +157,7 @@ fn parse_eager<'ctx>(context: &'ctx Context, input: &DeviceInput) -> Result<Modu
 /// outlive.
 fn parse_lazy<'ctx>(context: &'ctx Context, input: &DeviceInput) -> Result<Module<'ctx>> {
     if !super::is_bitcode(&input.bytes) {
-        return Err(Error::NotBitcode {
+        return Err(LinkError::NotBitcode {
             name: input.name.clone(),
         });
     }
@@ -176,7 +176,7 @@ fn parse_lazy<'ctx>(context: &'ctx Context, input: &DeviceInput) -> Result<Modul
     };
     std::mem::forget(buffer);
     if failed != 0 || raw_module.is_null() {
-        return Err(Error::ParseBitcode {
+        return Err(LinkError::ParseBitcode {
             name: input.name.clone(),
             message: "LLVM could not read the bitcode".into(),
         });
@@ -292,7 +292,7 @@ fn link_inputs<'ctx>(
             read: true,
             module: None,
         });
-        main.link_in_module(module).map_err(|e| Error::Link {
+        main.link_in_module(module).map_err(|e| LinkError::Link {
             name: input.name.clone(),
             message: e.to_string(),
         })?;
@@ -376,7 +376,7 @@ fn link_inputs<'ctx>(
             }
             !needed
         });
-        main.link_in_module(module).map_err(|e| Error::Link {
+        main.link_in_module(module).map_err(|e| LinkError::Link {
             name: member.input.name.clone(),
             message: e.to_string(),
         })?;
@@ -469,7 +469,7 @@ fn amdgpu_byref_parameters<'ctx>(context: &'ctx Context, module: &Module<'ctx>) 
                             context.ptr_type(inkwell::AddressSpace::default()),
                             "",
                         )
-                        .map_err(|e| Error::Codegen {
+                        .map_err(|e| LinkError::Codegen {
                             cpu: "amdgpu".into(),
                             message: e.to_string(),
                         })?;
@@ -481,7 +481,7 @@ fn amdgpu_byref_parameters<'ctx>(context: &'ctx Context, module: &Module<'ctx>) 
         let built = builder
             .build_call(inner, &args, "")
             .and_then(|_| builder.build_return(None));
-        built.map_err(|e| Error::Codegen {
+        built.map_err(|e| LinkError::Codegen {
             cpu: "amdgpu".into(),
             message: e.to_string(),
         })?;
@@ -524,12 +524,12 @@ fn internalize(module: &Module<'_>, wanted: Option<&[String]>) -> Result<Vec<Str
     if let Some(wanted) = wanted
         && let Some(missing) = wanted.iter().find(|w| !kept.contains(w))
     {
-        return Err(Error::MissingKernel {
+        return Err(LinkError::MissingKernel {
             name: missing.clone(),
         });
     }
     if kept.is_empty() {
-        return Err(Error::NoKernels);
+        return Err(LinkError::NoKernels);
     }
     kept.sort();
     Ok(kept)
@@ -633,7 +633,7 @@ unsafe fn rewrite_shared_uses(
             let text = c::LLVMPrintValueToString(user);
             let instruction = CStr::from_ptr(text).to_string_lossy().trim().to_owned();
             c::LLVMDisposeMessage(text);
-            Error::SharedMemoryUse {
+            LinkError::SharedMemoryUse {
                 name: name.to_owned(),
                 instruction,
             }
@@ -876,7 +876,7 @@ fn static_shared_bytes(module: &Module<'_>, kernels: &[String]) -> Vec<(String, 
 fn check_shared_limit(module: &Module<'_>, kernels: &[String]) -> Result<()> {
     for (kernel, bytes) in static_shared_bytes(module, kernels) {
         if bytes > super::MAX_STATIC_SHARED_BYTES {
-            return Err(Error::SharedMemoryLimit {
+            return Err(LinkError::SharedMemoryLimit {
                 kernel,
                 bytes,
                 limit: super::MAX_STATIC_SHARED_BYTES,
@@ -902,7 +902,7 @@ fn optimize(module: &Module<'_>, machine: &TargetMachine) -> Result<()> {
 fn run_pipeline(module: &Module<'_>, pipeline: &str, machine: &TargetMachine) -> Result<()> {
     module
         .run_passes(pipeline, machine, PassBuilderOptions::create())
-        .map_err(|e| Error::Passes {
+        .map_err(|e| LinkError::Passes {
             pipeline: pipeline.into(),
             message: e.to_string(),
         })
@@ -917,7 +917,7 @@ fn check_resolved(module: &Module<'_>, allowed: &[&str]) -> Result<()> {
         return Ok(());
     }
     symbols.sort();
-    Err(Error::Undefined { symbols })
+    Err(LinkError::Undefined { symbols })
 }
 
 /// What offload-rt's AMDGPU device API asks the link to define, in IR because Rust cannot
@@ -1018,7 +1018,7 @@ fn link_helpers<'ctx>(
         MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "offload-device-helpers");
     let helper = context
         .create_module_from_ir(buffer)
-        .map_err(|e| Error::ParseBitcode {
+        .map_err(|e| LinkError::ParseBitcode {
             name: "offload-device-helpers".into(),
             message: e.to_string(),
         })?;
@@ -1028,7 +1028,7 @@ fn link_helpers<'ctx>(
         let layout = llvm_sys::core::LLVMGetDataLayoutStr(module.as_mut_ptr());
         llvm_sys::core::LLVMSetDataLayout(helper.as_mut_ptr(), layout);
     }
-    module.link_in_module(helper).map_err(|e| Error::Link {
+    module.link_in_module(helper).map_err(|e| LinkError::Link {
         name: "offload-device-helpers".into(),
         message: e.to_string(),
     })
@@ -1067,13 +1067,13 @@ fn link_for<'ctx>(
         .starts_with(b"amdgcn")
         && amdgpu_byref_parameters(context, &module)? > 0
     {
-        module.verify().map_err(|e| Error::Verify {
+        module.verify().map_err(|e| LinkError::Verify {
             message: e.to_string(),
         })?;
     }
     let kept = internalize(&module, kernels)?;
     if move_shared_to_addrspace3(&module)? > 0 {
-        module.verify().map_err(|e| Error::Verify {
+        module.verify().map_err(|e| LinkError::Verify {
             message: e.to_string(),
         })?;
     }
@@ -1100,11 +1100,11 @@ pub fn nvptx_link(inputs: &[DeviceInput], sm: &str, opts: &NvptxLinkOptions) -> 
     )?;
     let buffer = machine
         .write_to_memory_buffer(&module, FileType::Assembly)
-        .map_err(|e| Error::Codegen {
+        .map_err(|e| LinkError::Codegen {
             cpu: cpu.clone(),
             message: e.to_string(),
         })?;
-    String::from_utf8(buffer.as_slice().to_vec()).map_err(|_| Error::Codegen {
+    String::from_utf8(buffer.as_slice().to_vec()).map_err(|_| LinkError::Codegen {
         cpu,
         message: "PTX is not UTF-8".into(),
     })
@@ -1131,7 +1131,7 @@ pub fn amdgpu_link_object(
     )?;
     const FLAG: &str = "amdhsa_code_object_version";
     if module.get_flag(FLAG).is_some() {
-        return Err(Error::Codegen {
+        return Err(LinkError::Codegen {
             cpu: target.processor().name.to_owned(),
             message: format!("the device inputs already set the module flag `{FLAG}`"),
         });
@@ -1142,7 +1142,7 @@ pub fn amdgpu_link_object(
     module.add_basic_value_flag(FLAG, inkwell::module::FlagBehavior::Error, version);
     let buffer = machine
         .write_to_memory_buffer(&module, FileType::Object)
-        .map_err(|e| Error::Codegen {
+        .map_err(|e| LinkError::Codegen {
             cpu: target.processor().name.to_owned(),
             message: e.to_string(),
         })?;
@@ -1310,7 +1310,7 @@ mod tests {
         let err = link(&inputs).unwrap_err();
         // Only what the kernel needs counts: `only_for_unused` is dead code.
         match err {
-            Error::Undefined { symbols } => assert_eq!(symbols, ["helper"]),
+            LinkError::Undefined { symbols } => assert_eq!(symbols, ["helper"]),
             other => panic!("{other}"),
         }
     }
@@ -1374,7 +1374,7 @@ mod tests {
              }\n",
         );
         match move_shared_to_addrspace3(&module).unwrap_err() {
-            Error::SharedMemoryUse { name, instruction } => {
+            LinkError::SharedMemoryUse { name, instruction } => {
                 assert_eq!(name, "tile");
                 assert!(
                     instruction.starts_with("store ptr addrspace(1) @tile"),
@@ -1426,7 +1426,7 @@ mod tests {
         link(&shared_kernel(limit)).unwrap();
         // Used from a function the kernel calls, not from the kernel itself.
         match link(&shared_kernel(limit + 4)).unwrap_err() {
-            Error::SharedMemoryLimit {
+            LinkError::SharedMemoryLimit {
                 kernel,
                 bytes,
                 limit: reported,

@@ -84,7 +84,7 @@ pub struct GpuImage {
 /// Errors of the GPU device build and link.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error {
+pub enum LinkError {
     /// An external command could not run or failed.
     #[error(transparent)]
     Command(#[from] crate::command::CommandError),
@@ -275,14 +275,14 @@ pub enum Error {
 }
 
 /// Result of this module.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub type Result<T, E = LinkError> = std::result::Result<T, E>;
 
 pub(crate) fn io_err(
     action: &'static str,
     path: impl Into<PathBuf>,
-) -> impl FnOnce(std::io::Error) -> Error {
+) -> impl FnOnce(std::io::Error) -> LinkError {
     let path = path.into();
-    move |source| Error::Io {
+    move |source| LinkError::Io {
         action,
         path,
         source,
@@ -298,7 +298,7 @@ pub fn nightly_rustc_llvm_major(env: &crate::env::Env) -> Result<u32> {
         "-vV",
     ]))?;
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
-    crate::nested::rustc_llvm_major(&text).ok_or(Error::RustcVersion { output: text })
+    crate::nested::rustc_llvm_major(&text).ok_or(LinkError::RustcVersion { output: text })
 }
 
 /// A new scratch directory for an external tool's files (`offload-<tag>-XXXXXX` in the

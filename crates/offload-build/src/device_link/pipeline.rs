@@ -13,7 +13,7 @@ use super::amdgpu::AmdCodeObjectVersion;
 use super::llvm::{AmdgpuLinkOptions, NvptxLinkOptions, amdgpu_code_object, nvptx_link};
 use super::ptx::{CubinPlan, cubin_plan, ptx_isa_version, ptx_kernel_names, ptxas_assemble};
 use super::rlib_bitcode::{DeviceInput, bitcode_members};
-use super::{Error, GpuImage, GpuImageKind, Result, io_err};
+use super::{GpuImage, GpuImageKind, LinkError, Result, io_err};
 use crate::arch::OffloadArch;
 use crate::env::Env;
 use crate::image::DeviceImage;
@@ -36,7 +36,7 @@ pub enum GpuTarget {
 impl GpuTarget {
     /// Parses `sm_80` or an AMDGPU target ID such as `gfx942:xnack+`.
     pub fn parse(arch: &str) -> Result<Self> {
-        let invalid = |source| Error::BadTargetName {
+        let invalid = |source| LinkError::BadTargetName {
             target: arch.to_owned(),
             source,
         };
@@ -49,7 +49,7 @@ impl GpuTarget {
         if arch.starts_with("gfx") {
             return AmdTargetId::parse(arch).map(Self::Amdgpu).map_err(invalid);
         }
-        Err(Error::InvalidTarget {
+        Err(LinkError::InvalidTarget {
             target: arch.to_owned(),
             reason: "neither sm_NN nor an AMDGPU target ID",
         })
@@ -239,7 +239,7 @@ fn write_linker_shim(target_dir: &Path) -> Result<PathBuf> {
 /// diagnostics go to the terminal.
 pub fn nested_build(env: &Env, build: &NestedBuild) -> Result<NestedBuildOutput> {
     let shim = write_linker_shim(&build.target_dir)?;
-    let failed = |message: String| Error::NestedBuild {
+    let failed = |message: String| LinkError::NestedBuild {
         manifest: build.manifest.clone(),
         target: format!("{} ({})", build.triple, build.target_cpu),
         message,
@@ -399,7 +399,7 @@ fn check_cubin(env: &Env, krate: &KernelCrate, sm: &str) -> Result<()> {
         return Ok(());
     };
     if require {
-        return Err(Error::CubinRequired {
+        return Err(LinkError::CubinRequired {
             sm: sm.to_owned(),
             reason: obstacle,
         });
@@ -431,7 +431,7 @@ pub fn build_gpu_images(
         }
         OffloadArch::Amdgcn(id) => GpuTarget::Amdgpu(id),
         OffloadArch::Host => {
-            return Err(Error::InvalidTarget {
+            return Err(LinkError::InvalidTarget {
                 target: arch.name(),
                 reason: "the host CPU is not a GPU target",
             }

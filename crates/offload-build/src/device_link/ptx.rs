@@ -5,7 +5,7 @@ use std::process::Command;
 
 use offload_format::Sm;
 
-use super::{Error, Result, io_err};
+use super::{LinkError, Result, io_err};
 use crate::command::run as run_command;
 
 /// The ISA the device link targets at least: what clang-22 emits with CUDA 11.8, the newest
@@ -17,7 +17,7 @@ const PTX_ISA_FLOOR: u32 = 78;
 /// ([`offload_format::target_id::NvptxProcessor::min_ptx_isa`]). Asking LLVM for less makes it
 /// abort the process, so an unknown processor is refused instead of guessed.
 pub fn ptx_isa_version(arch: &str) -> Result<u32> {
-    let invalid = |source| Error::BadTargetName {
+    let invalid = |source| LinkError::BadTargetName {
         target: arch.to_owned(),
         source,
     };
@@ -429,7 +429,10 @@ mod tests {
         }
         for unknown in ["sm_130", "sm_90f", "sm_99", "sm_80a"] {
             assert!(
-                matches!(ptx_isa_version(unknown), Err(Error::BadTargetName { .. })),
+                matches!(
+                    ptx_isa_version(unknown),
+                    Err(LinkError::BadTargetName { .. })
+                ),
                 "{unknown}"
             );
         }
@@ -565,7 +568,7 @@ mod tests {
             return;
         };
         let err = ptxas_assemble(&ptx(unknown), unknown).unwrap_err();
-        assert!(matches!(err, Error::Command(_)), "{unknown}: {err}");
+        assert!(matches!(err, LinkError::Command(_)), "{unknown}: {err}");
         assert_eq!(
             cubin_plan(unknown).unwrap(),
             CubinPlan::Unsupported(info.clone())

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use object::read::archive::ArchiveFile;
 
-use super::{Error, Result};
+use super::{LinkError, Result};
 
 const BITCODE_MAGIC: [u8; 4] = *b"BC\xC0\xDE";
 /// Bitcode wrapper header magic (`0x0B17C0DE`, little-endian), as Darwin tools write it.
@@ -68,7 +68,7 @@ pub fn is_bitcode(bytes: &[u8]) -> bool {
 /// symbol map (rustc writes one), each member carries the symbols it defines, so the device
 /// link parses only the members it needs.
 pub fn bitcode_members(archive_name: &str, data: &[u8]) -> Result<Vec<DeviceInput>> {
-    let archive_err = |message: String| Error::Archive {
+    let archive_err = |message: String| LinkError::Archive {
         name: archive_name.to_owned(),
         message,
     };
@@ -234,7 +234,7 @@ mod tests {
         data[at..at + 4].copy_from_slice(&u32::MAX.to_be_bytes());
         assert!(matches!(
             bitcode_members("x", &data),
-            Err(Error::Archive { .. })
+            Err(LinkError::Archive { .. })
         ));
     }
 
@@ -242,7 +242,7 @@ mod tests {
     fn garbage_is_an_error_not_a_panic() {
         assert!(matches!(
             bitcode_members("x", b"not an archive"),
-            Err(Error::Archive { .. })
+            Err(LinkError::Archive { .. })
         ));
         let mut truncated = ar(&[("a.o", b"BC\xC0\xDEabcdef")]);
         truncated.truncate(70);

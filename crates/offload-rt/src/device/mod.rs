@@ -55,7 +55,7 @@
 ))]
 pub mod cpu;
 #[cfg(not(offload_device))]
-mod host;
+mod host_stubs;
 
 #[cfg(all(offload_device, target_arch = "amdgpu"))]
 mod amdgpu;
@@ -70,7 +70,7 @@ use amdgpu as arch;
 ))]
 use cpu as arch;
 #[cfg(not(offload_device))]
-use host as arch;
+use host_stubs as arch;
 #[cfg(all(offload_device, target_arch = "nvptx64"))]
 use nvptx as arch;
 
@@ -256,7 +256,7 @@ pub mod __private {
     ))]
     pub use super::cpu::shared_slot;
     #[cfg(not(offload_device))]
-    pub use super::host::shared_slot;
+    pub use super::host_stubs::shared_slot;
 }
 
 /// A per-block array in shared memory: `let tile: *mut u32 = shared_array!(u32, 256);`.
