@@ -1,0 +1,50 @@
+//! A kernel fault on a GPU stream (`OFFLOAD_GPU_TESTS=1`): the stream's `synchronize` returns
+//! the typed fault naming the kernel, and the device reports itself unusable afterwards (the
+//! CUDA fault is sticky) with the same typed error, never an unrelated code. In a test binary
+//! of its own: a fault leaves the process's CUDA context unusable.
+
+mod gpu_common;
+
+use std::ffi::c_void;
+
+use gpu_common::*;
+use offload_rt::backend::cuda::CudaBackend;
+use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig};
+
+#[test]
+fn gpu_stream_fault_is_typed_and_sticky() {
+    if !gpu_tests_enabled("gpu_stream_fault_is_typed_and_sticky") {
+        return;
+    }
+    register_fixtures();
+    let gpu = Device::from_backend(Box::new(CudaBackend::open(0).unwrap()));
+    let stream = gpu.stream().unwrap();
+    // An address no allocation has: the store faults.
+    let (mut p, mut v) = (0x10u64, 7i32);
+    let params: [*mut c_void; 2] = [(&raw mut p).cast(), (&raw mut v).cast()];
+    // SAFETY: store(int*, int); the pointer is bad on purpose, which faults on the device and
+    // cannot touch host memory.
+    unsafe {
+        stream.device().launch_raw(
+            "gpu_fixtures",
+            "store",
+            &LaunchConfig::linear(1, 1),
+            &params,
+        )
+    }
+    .unwrap();
+    let fault = |e: Error| match e {
+        Error::KernelFault { kernel, device, .. } => {
+            assert!(device.starts_with("cuda:0"), "{device}");
+            kernel
+        }
+        other => panic!("expected a kernel fault, got {other:?}"),
+    };
+    assert_eq!(
+        fault(stream.synchronize().unwrap_err()).as_deref(),
+        Some("gpu_fixtures::store")
+    );
+    // Sticky: later work on the device reports the same kind of error.
+    assert!(fault(gpu.synchronize().unwrap_err()).is_some());
+    assert!(fault(DeviceBuffer::<u32>::zeroed(&gpu, 4).unwrap_err()).is_some());
+}
