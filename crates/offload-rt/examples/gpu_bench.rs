@@ -27,9 +27,7 @@ use std::time::{Duration, Instant};
 
 use offload_format::{ImageKind, OffloadBinary, OffloadKind};
 use offload_rt::backend::cuda::{self, CudaBackend, CudaDevice, CudaImageKind};
-use offload_rt::registry::{
-    __offload_register_lib, OFFLOAD_DESCRIPTOR_MAGIC, OFFLOAD_DESCRIPTOR_VERSION, OffloadDescriptor,
-};
+use offload_rt::registry::register_bundle;
 use offload_rt::{Device, DeviceBuffer, LaunchConfig, PinnedBuffer, Stream};
 
 const PTX_SM70: &[u8] = include_bytes!("../tests/gpu_fixtures/kernels.sm_70.ptx");
@@ -65,23 +63,10 @@ fn register(images: Images) {
     if images != Images::CubinOnly {
         add("sm_70", ImageKind::Ptx, PTX_SM70);
     }
-    let bundle: &'static [u8] = binaries
-        .iter()
-        .flat_map(OffloadBinary::to_bytes)
-        .collect::<Vec<u8>>()
-        .leak();
-    let name: &'static [u8] = b"gpu_bench";
-    let desc: &'static OffloadDescriptor = Box::leak(Box::new(OffloadDescriptor {
-        magic: OFFLOAD_DESCRIPTOR_MAGIC,
-        version: OFFLOAD_DESCRIPTOR_VERSION,
-        name: name.as_ptr(),
-        name_len: name.len(),
-        bundle: bundle.as_ptr(),
-        bundle_len: bundle.len(),
-    }));
-    // SAFETY: the descriptor, its name and its bundle are leaked: valid for the rest of the
-    // process.
-    unsafe { __offload_register_lib(desc) };
+    register_bundle(
+        "gpu_bench",
+        binaries.iter().flat_map(OffloadBinary::to_bytes).collect(),
+    );
 }
 
 fn open_device() -> BenchResult<(Device, CudaDevice)> {

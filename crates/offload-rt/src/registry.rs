@@ -279,6 +279,26 @@ pub unsafe extern "C" fn __offload_register_lib(desc: *const OffloadDescriptor) 
     reg.entries.push(Entry { desc, parsed: None });
 }
 
+/// Registers `bundle` (OffloadBinaries back to back) under `name`, as an embedding object
+/// registers its bundle at start-up: for images built or loaded at run time (tests,
+/// benchmarks, a program that fetches its kernels). The name, bundle and descriptor are leaked,
+/// so the registration lasts for the process.
+pub fn register_bundle(name: &str, bundle: Vec<u8>) {
+    let name: &'static [u8] = Box::leak(name.as_bytes().to_vec().into_boxed_slice());
+    let bundle: &'static [u8] = Box::leak(bundle.into_boxed_slice());
+    let desc: &'static OffloadDescriptor = Box::leak(Box::new(OffloadDescriptor {
+        magic: OFFLOAD_DESCRIPTOR_MAGIC,
+        version: OFFLOAD_DESCRIPTOR_VERSION,
+        name: name.as_ptr(),
+        name_len: name.len(),
+        bundle: bundle.as_ptr(),
+        bundle_len: bundle.len(),
+    }));
+    // SAFETY: the descriptor, its name and its bundle are leaked: valid and unchanged for the
+    // rest of the process.
+    unsafe { __offload_register_lib(desc) };
+}
+
 /// Forgets a bundle recorded by [`__offload_register_lib`]. Modules already loaded from it
 /// keep working: backends load copies of images.
 ///

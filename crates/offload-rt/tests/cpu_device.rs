@@ -8,9 +8,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use offload_format::{ImageKind, OffloadBinary, OffloadKind};
-use offload_rt::registry::{
-    __offload_register_lib, OFFLOAD_DESCRIPTOR_MAGIC, OFFLOAD_DESCRIPTOR_VERSION, OffloadDescriptor,
-};
+use offload_rt::registry::register_bundle;
 use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig, PinnedBuffer};
 use offload_rt_test_kernels as k;
 
@@ -58,8 +56,9 @@ fn build_image() -> Result<Vec<u8>, String> {
     Ok(image.bytes)
 }
 
-fn descriptor(name: &'static str, module: &str, image: &[u8]) -> &'static OffloadDescriptor {
-    let bundle = OffloadBinary {
+/// The fixture's CPU image as a bundle of module `module`.
+fn bundle(module: &str, image: &[u8]) -> Vec<u8> {
+    OffloadBinary {
         image_kind: ImageKind::Object,
         offload_kind: OffloadKind::OpenMp,
         flags: 0,
@@ -77,16 +76,7 @@ fn descriptor(name: &'static str, module: &str, image: &[u8]) -> &'static Offloa
         ],
         image: Cow::Borrowed(image),
     }
-    .to_bytes();
-    let bundle: &'static [u8] = Box::leak(bundle.into_boxed_slice());
-    Box::leak(Box::new(OffloadDescriptor {
-        magic: OFFLOAD_DESCRIPTOR_MAGIC,
-        version: OFFLOAD_DESCRIPTOR_VERSION,
-        name: name.as_ptr(),
-        name_len: name.len(),
-        bundle: bundle.as_ptr(),
-        bundle_len: bundle.len(),
-    }))
+    .to_bytes()
 }
 
 /// Registers the fixture image once per test process; `false` (after printing why) when it
@@ -95,11 +85,8 @@ fn setup() -> bool {
     static READY: OnceLock<Result<(), String>> = OnceLock::new();
     let ready = READY.get_or_init(|| {
         let image = build_image()?;
-        // SAFETY: the descriptors and their data are leaked: valid for the whole process.
-        unsafe {
-            __offload_register_lib(descriptor("cpu_device_test", MODULE, &image));
-            __offload_register_lib(descriptor("cpu_device_test_2", SECOND_MODULE, &image));
-        }
+        register_bundle("cpu_device_test", bundle(MODULE, &image));
+        register_bundle("cpu_device_test_2", bundle(SECOND_MODULE, &image));
         Ok(())
     });
     match ready {

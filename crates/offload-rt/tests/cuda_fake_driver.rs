@@ -112,51 +112,9 @@ fn the_cuda_backend_keeps_the_drivers_rules() {
     // as many launches as were recorded, each time.
     fake_driver::register(&binary);
     let device = Device::from_backend(Box::new(CudaBackend::open(0).unwrap()));
-    // SAFETY: the stand-in driver, already loaded by the runtime; kept open while used.
-    let lib = unsafe { libloading::Library::new(&library) }.unwrap();
-    // SAFETY: the stand-in driver's own export, `extern "C" fn() -> u32`.
-    let launches = *unsafe { lib.get::<extern "C" fn() -> u32>(b"fake_cuda_launches") }.unwrap();
+    let launches = fake_driver::counter(&library, "fake_cuda_launches");
     let stream = device.stream().unwrap();
-    let pinned = offload_rt::PinnedBuffer::from_slice(&device, &[1u32, 2, 3]).unwrap();
-    let mut on_device = DeviceBuffer::<u32>::zeroed(&device, 3).unwrap();
-    let mut back = offload_rt::PinnedBuffer::<u32>::zeroed(&device, 3).unwrap();
-    stream.copy_to_device(&mut on_device, &pinned).unwrap();
-    stream.copy_to_host(&mut back, &on_device).unwrap();
-    assert_eq!(back.as_slice().unwrap(), [1, 2, 3]);
-    stream.begin_capture().unwrap();
-    for _ in 0..3 {
-        // SAFETY: the stand-in driver runs nothing; the kernel takes no parameters.
-        unsafe {
-            stream
-                .device()
-                .launch_raw("fake", "k", &LaunchConfig::linear(1, 32), &[])
-        }
-        .unwrap();
-    }
-    let graph = stream.end_capture().unwrap();
-    let before = launches();
-    for _ in 0..2 {
-        // SAFETY: the recorded launches use no memory.
-        unsafe { stream.launch_graph(&graph) }.unwrap();
-    }
-    stream.synchronize().unwrap();
-    assert_eq!(launches() - before, 6);
-    // Recorded again with one launch: the graph replays the new recording.
-    let mut graph = graph;
-    stream.begin_capture().unwrap();
-    // SAFETY: as above.
-    unsafe {
-        stream
-            .device()
-            .launch_raw("fake", "k", &LaunchConfig::linear(1, 32), &[])
-    }
-    .unwrap();
-    stream.end_capture_into(&mut graph).unwrap();
-    let before = launches();
-    // SAFETY: as above.
-    unsafe { stream.launch_graph(&graph) }.unwrap();
-    stream.synchronize().unwrap();
-    assert_eq!(launches() - before, 1);
+    fake_driver::check_streams_and_graphs(&device, &stream, launches, 2);
 
     // A kernel's fault comes back from the next call, here a copy, as a typed error naming
     // the device and the kernel launched last; the device keeps reporting it.

@@ -9,7 +9,7 @@ mod fake_driver;
 use offload_format::{ImageKind, OffloadBinary, OffloadKind};
 use offload_rt::backend::hip::{self, HipBackend, HipDevice, HipError, HipImageKind};
 use offload_rt::backend::{Backend, DeviceKind};
-use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig, PinnedBuffer};
+use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig};
 
 /// The smallest code object the loader's check accepts: an ELF header for `EM_AMDGPU`.
 fn code_object() -> Vec<u8> {
@@ -75,14 +75,7 @@ fn the_hip_backend_keeps_the_runtimes_rules() {
         device.describe(),
         "hip:0 Fake AMD GPU (gfx90a:sramecc+:xnack-)"
     );
-    let launches = {
-        // SAFETY: the stand-in runtime, already loaded; kept open while used.
-        let lib = Box::leak(Box::new(
-            unsafe { libloading::Library::new(&library) }.unwrap(),
-        ));
-        // SAFETY: the stand-in's own export, `extern "C" fn() -> u32`.
-        *unsafe { lib.get::<extern "C" fn() -> u32>(b"fake_hip_launches") }.unwrap()
-    };
+    let launches = fake_driver::counter(&library, "fake_hip_launches");
     let before = launches();
     // SAFETY: the stand-in runs nothing; the kernel takes no parameters.
     unsafe { device.launch_raw("fake", "k", &LaunchConfig::linear(2, 64), &[]) }.unwrap();
@@ -97,59 +90,14 @@ fn the_hip_backend_keeps_the_runtimes_rules() {
     assert!(matches!(err, Error::InvalidLaunch { .. }), "{err}");
 
     let stream = device.stream().unwrap();
-    let pinned = PinnedBuffer::from_slice(&device, &[1u32, 2, 3]).unwrap();
-    let mut on_device = DeviceBuffer::<u32>::zeroed(&device, 3).unwrap();
-    let mut back = PinnedBuffer::<u32>::zeroed(&device, 3).unwrap();
-    stream.copy_to_device(&mut on_device, &pinned).unwrap();
-    stream.copy_to_host(&mut back, &on_device).unwrap();
-    assert_eq!(back.as_slice().unwrap(), [1, 2, 3]);
-    assert_eq!(on_device.to_vec().unwrap(), [1, 2, 3]);
     let start = stream.record().unwrap();
-    stream.begin_capture().unwrap();
-    for _ in 0..3 {
-        // SAFETY: as above.
-        unsafe {
-            stream
-                .device()
-                .launch_raw("fake", "k", &LaunchConfig::linear(1, 32), &[])
-        }
-        .unwrap();
-    }
-    let graph = stream.end_capture().unwrap();
-    let before = launches();
-    // SAFETY: the recorded launches use no memory.
-    unsafe { stream.launch_graph(&graph) }.unwrap();
-    stream.synchronize().unwrap();
-    assert_eq!(launches() - before, 3);
-    // Recorded again with one launch: the graph replays the new recording.
-    let mut graph = graph;
-    stream.begin_capture().unwrap();
-    // SAFETY: as above.
-    unsafe {
-        stream
-            .device()
-            .launch_raw("fake", "k", &LaunchConfig::linear(1, 32), &[])
-    }
-    .unwrap();
-    stream.end_capture_into(&mut graph).unwrap();
-    let before = launches();
-    // SAFETY: as above.
-    unsafe { stream.launch_graph(&graph) }.unwrap();
-    stream.synchronize().unwrap();
-    assert_eq!(launches() - before, 1);
+    fake_driver::check_streams_and_graphs(&device, &stream, launches, 1);
     let end = stream.record().unwrap();
     assert!(end.elapsed_since(&start).unwrap() > std::time::Duration::ZERO);
     assert!(Device::all().iter().any(|d| d.spec == "hip:1"));
 
     // Between two GPUs, a peer copy; with the CPU device, staged through host memory.
-    let peer_copies = {
-        // SAFETY: the stand-in runtime, already loaded; kept open while used.
-        let lib = Box::leak(Box::new(
-            unsafe { libloading::Library::new(&library) }.unwrap(),
-        ));
-        // SAFETY: the stand-in's own export, `extern "C" fn() -> u32`.
-        *unsafe { lib.get::<extern "C" fn() -> u32>(b"fake_hip_peer_copies") }.unwrap()
-    };
+    let peer_copies = fake_driver::counter(&library, "fake_hip_peer_copies");
     let second = Device::from_spec("hip:1").unwrap();
     let data: Vec<u64> = (0..1000).collect();
     let on_second = DeviceBuffer::from_slice(&second, &data).unwrap();

@@ -13,6 +13,7 @@ use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::{Context, Result};
 use offload_build::env::{Env, OFFLOAD_ARCH};
+use offload_tools::inspect::ImageInfo;
 
 #[derive(Debug, clap::Args)]
 #[command(disable_help_flag = true)]
@@ -93,27 +94,38 @@ pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
     if let Some(list) = canonical {
         cmd.env(OFFLOAD_ARCH, list);
     }
+    let json = wants_json_messages(&cargo_args);
     let summarize = subcommand == "build"
-        && !wants_json_messages(&cargo_args)
+        && !json
         && !has_flag(&cargo_args, &["-q", "--quiet", "--message-format"]);
     if summarize {
         // Artifacts come back as JSON on stdout; diagnostics and cargo's status lines stay
         // human on stderr, as without the option.
         cmd.arg("--message-format=json-render-diagnostics");
     }
-    let status = if summarize {
+    let status = if summarize || json {
+        // Cargo's messages come through our hands: passed on with an `offload-image` message
+        // per embedded image (JSON), or read for the `Embedded` lines (human).
         cmd.stdout(Stdio::piped());
         let mut child = cmd
             .spawn()
             .with_context(|| format!("could not run `{cargo} {subcommand}`"))?;
         let stdout = child.stdout.take().context("cargo's standard output")?;
+        let mut out = std::io::stdout().lock();
         let mut summaries = Vec::new();
         for line in BufReader::new(stdout).lines() {
             let line = line.context("reading cargo's messages")?;
-            summaries.extend(embedded_summary(&line));
+            if json {
+                writeln!(out, "{line}")?;
+                for message in image_messages(&line) {
+                    writeln!(out, "{message}")?;
+                }
+            } else {
+                summaries.extend(embedded_summary(&line));
+            }
         }
         let status = child.wait();
-        if status.as_ref().is_ok_and(|s| s.success()) {
+        if status.as_ref().is_ok_and(|s| s.success()) && !summaries.is_empty() {
             let style = Style::for_stderr(&env);
             let mut err = std::io::stderr().lock();
             for line in summaries {
@@ -121,21 +133,6 @@ pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
             }
         }
         status
-    } else if wants_json_messages(&cargo_args) {
-        cmd.stdout(Stdio::piped());
-        let mut child = cmd
-            .spawn()
-            .with_context(|| format!("could not run `{cargo} {subcommand}`"))?;
-        let stdout = child.stdout.take().context("cargo's standard output")?;
-        let mut out = std::io::stdout().lock();
-        for line in BufReader::new(stdout).lines() {
-            let line = line.context("reading cargo's messages")?;
-            writeln!(out, "{line}")?;
-            for message in image_messages(&line) {
-                writeln!(out, "{message}")?;
-            }
-        }
-        child.wait()
     } else {
         cmd.status()
     }
@@ -188,23 +185,7 @@ impl Style {
 /// gfx90a elf, host elf)`.
 fn embedded_summary(line: &str) -> Option<String> {
     let message: serde_json::Value = serde_json::from_str(line).ok()?;
-    if message["reason"] != "compiler-artifact" {
-        return None;
-    }
-    let file = message["executable"]
-        .as_str()
-        .or_else(|| {
-            message["filenames"]
-                .as_array()?
-                .iter()
-                .filter_map(serde_json::Value::as_str)
-                .find(|f| f.ends_with(".so"))
-        })?
-        .to_owned();
-    let images = offload_tools::inspect::inspect(&std::fs::read(&file).ok()?).ok()?;
-    if images.is_empty() {
-        return None;
-    }
+    let (file, images) = artifact_images(&message).into_iter().next()?;
     let mut by_arch: Vec<(String, Vec<String>)> = Vec::new();
     for image in &images {
         match by_arch.iter_mut().find(|(arch, _)| *arch == image.arch) {
@@ -216,9 +197,9 @@ fn embedded_summary(line: &str) -> Option<String> {
         .into_iter()
         .map(|(arch, kinds)| format!("{arch} {}", kinds.join("+")))
         .collect();
-    let name = std::path::Path::new(&file)
+    let name = std::path::Path::new(file)
         .file_name()
-        .map_or(file.clone(), |n| n.to_string_lossy().into_owned());
+        .map_or(file.to_owned(), |n| n.to_string_lossy().into_owned());
     Some(format!(
         "{name} ({} device image{}: {})",
         images.len(),
@@ -252,22 +233,8 @@ fn image_messages(line: &str) -> Vec<String> {
     let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
         return Vec::new();
     };
-    if message["reason"] != "compiler-artifact" {
-        return Vec::new();
-    }
-    let files = message["filenames"].as_array().into_iter().flatten();
     let mut out = Vec::new();
-    for file in files.filter_map(serde_json::Value::as_str) {
-        // Only linked outputs carry the `.llvm.offloading` section; an rlib's does not count.
-        if file.ends_with(".rlib") || file.ends_with(".rmeta") || file.ends_with(".d") {
-            continue;
-        }
-        let Ok(bytes) = std::fs::read(file) else {
-            continue;
-        };
-        let Ok(images) = offload_tools::inspect::inspect(&bytes) else {
-            continue;
-        };
+    for (file, images) in artifact_images(&message) {
         for image in images {
             out.push(
                 serde_json::json!({
@@ -281,6 +248,24 @@ fn image_messages(line: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// The linked outputs of a `compiler-artifact` message that embed device images, with their
+/// images (nothing for other messages).
+fn artifact_images(message: &serde_json::Value) -> Vec<(&str, Vec<ImageInfo>)> {
+    if message["reason"] != "compiler-artifact" {
+        return Vec::new();
+    }
+    let files = message["filenames"].as_array().into_iter().flatten();
+    files
+        .filter_map(serde_json::Value::as_str)
+        // Only linked outputs carry the `.llvm.offloading` section; an rlib's does not count.
+        .filter(|f| !(f.ends_with(".rlib") || f.ends_with(".rmeta") || f.ends_with(".d")))
+        .filter_map(|f| {
+            let images = offload_tools::inspect::inspect(&std::fs::read(f).ok()?).ok()?;
+            (!images.is_empty()).then_some((f, images))
+        })
+        .collect()
 }
 
 #[cfg(test)]

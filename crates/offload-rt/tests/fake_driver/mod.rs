@@ -1,13 +1,11 @@
 //! Builds the stand-in driver libraries (`tests/fixtures/fake-cuda`, `fake-hip`) that the
-//! fake-driver tests load instead of a real driver.
+//! fake-driver tests load instead of a real driver, and the checks both drivers' tests share.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use offload_format::OffloadBinary;
-use offload_rt::registry::{
-    __offload_register_lib, OFFLOAD_DESCRIPTOR_MAGIC, OFFLOAD_DESCRIPTOR_VERSION, OffloadDescriptor,
-};
+use offload_rt::{Device, DeviceBuffer, LaunchConfig, PinnedBuffer, Stream};
 
 fn cargo() -> PathBuf {
     let home = std::env::var_os("CARGO_HOME")
@@ -56,17 +54,63 @@ pub fn build(name: &str) -> PathBuf {
 
 /// Registers `binary` as the embedded images of a program would be (once per process).
 pub fn register(binary: &OffloadBinary<'_>) {
-    let bundle: &'static [u8] = binary.to_bytes().leak();
-    let name: &'static [u8] = b"fake_driver";
-    let desc: &'static OffloadDescriptor = Box::leak(Box::new(OffloadDescriptor {
-        magic: OFFLOAD_DESCRIPTOR_MAGIC,
-        version: OFFLOAD_DESCRIPTOR_VERSION,
-        name: name.as_ptr(),
-        name_len: name.len(),
-        bundle: bundle.as_ptr(),
-        bundle_len: bundle.len(),
-    }));
-    // SAFETY: the descriptor, its name and its bundle are leaked: valid for the rest of the
-    // process.
-    unsafe { __offload_register_lib(desc) };
+    offload_rt::registry::register_bundle("fake_driver", binary.to_bytes());
+}
+
+/// A counter the stand-in driver at `library` exports (`extern "C" fn() -> u32`, such as
+/// `fake_cuda_launches`).
+pub fn counter(library: &Path, symbol: &str) -> extern "C" fn() -> u32 {
+    // SAFETY: the stand-in, already loaded by the runtime; leaked, so it stays open while the
+    // counter is used.
+    let lib = Box::leak(Box::new(
+        unsafe { libloading::Library::new(library) }.unwrap(),
+    ));
+    // SAFETY: the stand-ins export their counters with this signature.
+    *unsafe { lib.get::<extern "C" fn() -> u32>(symbol.as_bytes()) }.unwrap()
+}
+
+/// Queues a launch of the stand-ins' parameterless kernel `k` of module `fake` on `device`.
+fn launch_k(device: &Device) {
+    // SAFETY: the stand-in drivers run nothing; `k` takes no parameters.
+    unsafe { device.launch_raw("fake", "k", &LaunchConfig::linear(1, 32), &[]) }.unwrap();
+}
+
+/// On `stream` of `device` (registered module `fake`): page-locked copies round-trip; a graph
+/// of 3 launches replayed `replays` times runs 3 launches each time (`launches` counts what
+/// reached the driver); recorded again into the same graph with one launch, it replays that.
+pub fn check_streams_and_graphs(
+    device: &Device,
+    stream: &Stream,
+    launches: extern "C" fn() -> u32,
+    replays: u32,
+) {
+    let pinned = PinnedBuffer::from_slice(device, &[1u32, 2, 3]).unwrap();
+    let mut on_device = DeviceBuffer::<u32>::zeroed(device, 3).unwrap();
+    let mut back = PinnedBuffer::<u32>::zeroed(device, 3).unwrap();
+    stream.copy_to_device(&mut on_device, &pinned).unwrap();
+    stream.copy_to_host(&mut back, &on_device).unwrap();
+    assert_eq!(back.as_slice().unwrap(), [1, 2, 3]);
+    assert_eq!(on_device.to_vec().unwrap(), [1, 2, 3]);
+
+    stream.begin_capture().unwrap();
+    for _ in 0..3 {
+        launch_k(stream.device());
+    }
+    let mut graph = stream.end_capture().unwrap();
+    let before = launches();
+    for _ in 0..replays {
+        // SAFETY: the recorded launches use no memory.
+        unsafe { stream.launch_graph(&graph) }.unwrap();
+    }
+    stream.synchronize().unwrap();
+    assert_eq!(launches() - before, 3 * replays);
+
+    stream.begin_capture().unwrap();
+    launch_k(stream.device());
+    stream.end_capture_into(&mut graph).unwrap();
+    let before = launches();
+    // SAFETY: as above.
+    unsafe { stream.launch_graph(&graph) }.unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(launches() - before, 1);
 }

@@ -9,9 +9,7 @@
 use std::io::Write;
 
 use offload_format::{ImageKind, OffloadBinary, OffloadKind};
-use offload_rt::registry::{
-    __offload_register_lib, OFFLOAD_DESCRIPTOR_MAGIC, OFFLOAD_DESCRIPTOR_VERSION, OffloadDescriptor,
-};
+use offload_rt::registry::register_bundle;
 
 pub const PTX_SM70: &[u8] = include_bytes!("../gpu_fixtures/kernels.sm_70.ptx");
 pub const PTX_SM52: &[u8] = include_bytes!("../gpu_fixtures/kernels.sm_52.ptx");
@@ -71,23 +69,13 @@ pub fn nv_image(
 pub fn register_fixtures() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        let bundle: &'static [u8] = fixture_images()
-            .iter()
-            .flat_map(OffloadBinary::to_bytes)
-            .collect::<Vec<u8>>()
-            .leak();
-        let name: &'static [u8] = b"gpu_fixtures";
-        let desc: &'static OffloadDescriptor = Box::leak(Box::new(OffloadDescriptor {
-            magic: OFFLOAD_DESCRIPTOR_MAGIC,
-            version: OFFLOAD_DESCRIPTOR_VERSION,
-            name: name.as_ptr(),
-            name_len: name.len(),
-            bundle: bundle.as_ptr(),
-            bundle_len: bundle.len(),
-        }));
-        // SAFETY: the descriptor, its name and its bundle are leaked: valid for the rest of
-        // the process.
-        unsafe { __offload_register_lib(desc) };
+        register_bundle(
+            "gpu_fixtures",
+            fixture_images()
+                .iter()
+                .flat_map(OffloadBinary::to_bytes)
+                .collect(),
+        );
     });
 }
 
