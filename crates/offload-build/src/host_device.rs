@@ -60,10 +60,18 @@ pub fn build(env: &Env, krate: &KernelCrate, target_dir: &Path) -> Result<Device
             command: line,
         })?;
     let bytes = std::fs::read(so).io("reading the CPU device image", so)?;
-    let kernels = crate::image::kernels_of_cpu_image(&bytes).map_err(|reason| Error::BadImage {
+    let bad = |reason| Error::BadImage {
         path: so.clone(),
         reason,
-    })?;
+    };
+    let kernels = crate::image::kernels_of_cpu_image(&bytes).map_err(bad)?;
+    for (kernel, reason) in crate::image::coroutine_notes_of_cpu_image(&bytes).map_err(bad)? {
+        env.warn(&format!(
+            "kernel `{kernel}` of `{}` runs with one coroutine per GPU thread on the CPU \
+             device, not as loops between its barriers: {reason}",
+            krate.package
+        ));
+    }
     Ok(DeviceImage {
         arch: OffloadArch::Host,
         image_kind: offload_format::ImageKind::Object,

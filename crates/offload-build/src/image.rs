@@ -107,6 +107,43 @@ pub fn kernels_of_cpu_image(elf: &[u8]) -> Result<Vec<String>, String> {
     Ok(names)
 }
 
+/// Prefix of the note a CPU image carries for a kernel with barriers that runs with one
+/// coroutine per GPU thread (`offload_rt::device::abi::CPU_NOTE_PREFIX`).
+pub const CPU_NOTE_PREFIX: &str = "__offload_cpu_note_";
+
+/// The kernels of a CPU image that keep the coroutine path for their barriers, each with the
+/// reason `#[kernel]` recorded, sorted by kernel.
+pub fn coroutine_notes_of_cpu_image(elf: &[u8]) -> Result<Vec<(String, String)>, String> {
+    use object::{Object, ObjectSection, ObjectSymbol};
+    let file = object::File::parse(elf).map_err(|e| format!("not an ELF object: {e}"))?;
+    let mut notes = Vec::new();
+    for symbol in file.dynamic_symbols().filter(|s| s.is_definition()) {
+        let Some(kernel) = symbol
+            .name()
+            .ok()
+            .and_then(|n| n.strip_prefix(CPU_NOTE_PREFIX))
+        else {
+            continue;
+        };
+        let bytes = symbol
+            .section_index()
+            .and_then(|i| file.section_by_index(i).ok())
+            .and_then(|section| {
+                section
+                    .data_range(symbol.address(), symbol.size())
+                    .ok()
+                    .flatten()
+            })
+            .ok_or_else(|| format!("the note of kernel `{kernel}` is not in the image's data"))?;
+        notes.push((
+            kernel.to_owned(),
+            String::from_utf8_lossy(bytes).into_owned(),
+        ));
+    }
+    notes.sort();
+    Ok(notes)
+}
+
 /// Prefix of the target-region entry points clang's OpenMP offloading gives a device image
 /// (`__omp_offloading_<device>_<file>_<function>_l<line>`).
 pub const OPENMP_ENTRY_PREFIX: &str = "__omp_offloading_";

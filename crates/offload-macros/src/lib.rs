@@ -20,6 +20,8 @@
 //!   `&DeviceBuffer<T>`, `*mut T` as `&mut DeviceBuffer<T>`, so argument types are checked at
 //!   compile time.
 
+mod regions;
+
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
 use quote::{format_ident, quote, quote_spanned};
@@ -188,6 +190,89 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
     let run_symbol = format!("__offload_cpu_run_{name_str}");
     let thread_symbol = format!("__offload_cpu_thread_{name_str}");
 
+    // The CPU device's form of the barriers: the region entry point and the coroutine path's
+    // body with its barriers marked, or the note saying why the kernel keeps coroutines.
+    let param_muts: Vec<(syn::Ident, bool)> = sig
+        .inputs
+        .iter()
+        .filter_map(|input| match input {
+            FnArg::Typed(pt) => match &*pt.pat {
+                Pat::Ident(pi) => Some((pi.ident.clone(), pi.mutability.is_some())),
+                _ => None,
+            },
+            FnArg::Receiver(_) => None,
+        })
+        .collect();
+    let mut thread_body_fn = body_fn.clone();
+    let cpu_barriers = match regions::plan(block, &param_muts) {
+        regions::Plan::NoBarriers => TokenStream2::new(),
+        regions::Plan::Coroutines(reason) => {
+            let symbol = format!("__offload_cpu_note_{name_str}");
+            let bytes = syn::LitByteStr::new(reason.as_bytes(), Span::call_site());
+            let len = reason.len();
+            quote! {
+                #[unsafe(export_name = #symbol)]
+                #[used]
+                static __OFFLOAD_NOTE: [u8; #len] = *#bytes;
+            }
+        }
+        regions::Plan::Regions {
+            lanes,
+            items,
+            block: region_block,
+            counted,
+        } => {
+            let regions_symbol = format!("__offload_cpu_regions_{name_str}");
+            thread_body_fn = format_ident!("__offload_kernel_counted_{}", name);
+            quote! {
+                #[allow(dead_code, unused_unsafe, clippy::not_unsafe_ptr_arg_deref)]
+                #(#other_attrs)*
+                #[inline(always)]
+                #unsafety fn #thread_body_fn(#inputs) #counted
+
+                #[unsafe(export_name = #regions_symbol)]
+                #[allow(
+                    unused_unsafe,
+                    unused_mut,
+                    unused_variables,
+                    unused_assignments,
+                    unused_labels,
+                    unreachable_code,
+                    clippy::all
+                )]
+                unsafe extern "C" fn __offload_regions(
+                    launch: *const ::offload_rt::__private::CpuLaunch,
+                    params: *const *mut ::offload_rt::__private::c_void,
+                    begin: u64,
+                    end: u64,
+                ) -> u32 {
+                    // SAFETY: as in `__offload_run`.
+                    #( let #names: #tys = unsafe {
+                        ::core::ptr::read_unaligned((*params.add(#indices)).cast::<#tys>())
+                    }; )*
+                    #items
+                    // SAFETY: the runtime passes its launch record, alive for the launch.
+                    unsafe { ::offload_rt::__private::enter_regions(launch) };
+                    let mut __offload_cursor = 0usize;
+                    #lanes
+                    if !::offload_rt::__private::lanes_fit(__offload_cursor) {
+                        return 1;
+                    }
+                    let mut __offload_block = begin;
+                    while __offload_block < end {
+                        // SAFETY: the runtime's launch contract covers these blocks.
+                        unsafe {
+                            ::offload_rt::__private::begin_region_block(launch, __offload_block)
+                        };
+                        #region_block
+                        __offload_block += 1;
+                    }
+                    0
+                }
+            }
+        }
+    };
+
     Ok(quote! {
         #[doc(hidden)]
         #[allow(dead_code, unused_unsafe, clippy::not_unsafe_ptr_arg_deref)]
@@ -242,10 +327,12 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
                 // SAFETY: as in `__offload_run`.
                 unsafe {
                     ::offload_rt::__private::run_thread(launch, block, thread, move || {
-                        unsafe { #body_fn(#(#names),*) }
+                        unsafe { #thread_body_fn(#(#names),*) }
                     })
                 }
             }
+
+            #cpu_barriers
         };
         }
         gpu {

@@ -179,7 +179,7 @@ pub enum Error {
     /// On the CPU device, a kernel reached `sync_threads()` in a launch run without barrier
     /// support: its first thread never reached one, some other thread did.
     #[error(
-        "kernel `{kernel}` reached sync_threads() in some thread although thread 0 of block 0 did not; barriers must be reached by every thread of a block (the next launch runs with barrier support)"
+        "kernel `{kernel}` reached a barrier the CPU device did not expect: in some thread although thread 0 of block 0 did not, or in a function the kernel calls while it ran split at the barriers of its body; barriers must be reached by every thread of a block (the next launch runs with one coroutine per thread)"
     )]
     DivergentBarrier {
         /// Kernel name.

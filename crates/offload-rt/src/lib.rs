@@ -10,8 +10,10 @@
 //!
 //! - `OFFLOAD_DEVICE`: the device [`Device::best`] opens: `cpu`, `cuda[:N]` or `hip[:N]`.
 //! - `OFFLOAD_CPU_THREADS`: worker threads of the CPU device (default: available parallelism).
-//! - `OFFLOAD_LOG=1`: log lines on stderr saying why a GPU backend was not used and which
-//!   image was loaded.
+//! - `OFFLOAD_CPU_BARRIERS=coroutines`: run kernels with barriers on the CPU device with one
+//!   coroutine per GPU thread instead of as loops between their barriers.
+//! - `OFFLOAD_LOG=1`: log lines on stderr saying why a GPU backend was not used, which image
+//!   was loaded, and how the CPU device runs each kernel with barriers.
 //! - `OFFLOAD_CUDA_LIBRARY`, `OFFLOAD_HIP_LIBRARY`: the driver library to open instead of
 //!   `libcuda.so.1` / `libamdhip64.so`.
 //! - `OFFLOAD_GPU_TESTS=1`, `OFFLOAD_HIP_TESTS=1` (tests only): run the GPU test suites.
@@ -78,7 +80,10 @@ pub mod __private {
         offload_device,
         not(any(target_arch = "nvptx64", target_arch = "amdgpu"))
     ))]
-    pub use crate::device::cpu::{run_blocks, run_thread};
+    pub use crate::device::cpu::{
+        begin_region_block, enter_regions, for_each_thread, lane_read, lane_write, lanes,
+        lanes_fit, region_barrier, run_blocks, run_thread, uniform,
+    };
 
     /// How a GPU entry point takes a by-value parameter: itself on NVIDIA (rustc passes
     /// structs `byval`, the parameter's bytes), a reference on AMDGPU, which the AMD device

@@ -8,12 +8,13 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use offload_format::{ImageKind, OffloadBinary, OffloadKind};
+use offload_rt::backend::cpu::{BarrierMode, CpuBackend};
 use offload_rt::registry::register_bundle;
 use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig, PinnedBuffer};
 use offload_rt_test_kernels as k;
 
 const MODULE: &str = "offload_rt_test_kernels";
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,warp_ops,warp_block_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -82,19 +83,25 @@ fn bundle(module: &str, image: &[u8]) -> Vec<u8> {
 /// Registers the fixture image once per test process; `false` (after printing why) when it
 /// cannot be built on this machine.
 fn setup() -> bool {
-    static READY: OnceLock<Result<(), String>> = OnceLock::new();
+    image().is_some()
+}
+
+/// The fixture's CPU image, registered once per test process; `None` (after printing why)
+/// when it cannot be built on this machine.
+fn image() -> Option<&'static [u8]> {
+    static READY: OnceLock<Result<Vec<u8>, String>> = OnceLock::new();
     let ready = READY.get_or_init(|| {
         let image = build_image()?;
         register_bundle("cpu_device_test", bundle(MODULE, &image));
         register_bundle("cpu_device_test_2", bundle(SECOND_MODULE, &image));
-        Ok(())
+        Ok(image)
     });
     match ready {
-        Ok(()) => true,
+        Ok(image) => Some(image),
         Err(why) => {
             assert!(std::env::var_os("CI").is_none(), "CI: {why}");
             eprintln!("skipped: {why}");
-            false
+            None
         }
     }
 }
@@ -854,4 +861,261 @@ fn a_kernel_crate_may_depend_on_libm() {
     for (g, &x) in out.to_vec().unwrap().iter().zip(&x) {
         assert_eq!(g.to_bits(), k::libm_value(x).to_bits(), "x {x}");
     }
+}
+
+/// The CPU device with each way of running barriers: in region form (loops over the block's
+/// threads between barriers, the default) and with one coroutine per GPU thread.
+fn both_barrier_modes() -> [(BarrierMode, Device); 2] {
+    [BarrierMode::Regions, BarrierMode::Coroutines].map(|mode| {
+        (
+            mode,
+            Device::from_backend(Box::new(CpuBackend::with_threads(2).with_barriers(mode))),
+        )
+    })
+}
+
+#[test]
+fn kernels_with_barriers_run_alike_in_region_form_and_with_coroutines() {
+    if !setup() {
+        return;
+    }
+    for (mode, dev) in both_barrier_modes() {
+        // Tiled matrix product: barriers in a loop, a per-thread accumulator across them.
+        let n = 64usize;
+        let a: Vec<f32> = (0..n * n)
+            .map(|i| ((i * 7) % 23) as f32 * 0.125 - 1.0)
+            .collect();
+        let b: Vec<f32> = (0..n * n)
+            .map(|i| ((i * 5) % 19) as f32 * 0.25 - 2.0)
+            .collect();
+        let mut want = vec![0f32; n * n];
+        for r in 0..n {
+            for c in 0..n {
+                let mut acc = 0f32;
+                for k in 0..n {
+                    acc += a[r * n + k] * b[k * n + c];
+                }
+                want[r * n + c] = acc;
+            }
+        }
+        let da = DeviceBuffer::from_slice(&dev, &a).unwrap();
+        let db = DeviceBuffer::from_slice(&dev, &b).unwrap();
+        let mut dc = DeviceBuffer::<f32>::zeroed(&dev, n * n).unwrap();
+        let tiles = (n / k::TILE) as u32;
+        let config = LaunchConfig {
+            grid: (tiles, tiles, 1),
+            block: (k::TILE as u32, k::TILE as u32, 1),
+            shared_mem_bytes: 0,
+        };
+        for _ in 0..2 {
+            k::matmul_tiled
+                .launch(&dev, config, n as u32, &da, &db, &mut dc)
+                .unwrap();
+            assert_eq!(dc.to_vec().unwrap(), want, "{mode:?}: matmul_tiled");
+        }
+
+        // Threads past the end return before the barrier.
+        let len = 1000u32;
+        let input: Vec<f32> = (0..len).map(|i| (i % 13) as f32).collect();
+        let din = DeviceBuffer::from_slice(&dev, &input).unwrap();
+        let mut dout = DeviceBuffer::<f32>::zeroed(&dev, len as usize).unwrap();
+        k::blur3
+            .launch(&dev, LaunchConfig::linear(4, 256), len, &din, &mut dout)
+            .unwrap();
+        let at = |i: isize| input[i.clamp(0, len as isize - 1) as usize];
+        let want: Vec<f32> = (0..len as isize)
+            .map(|i| (at(i - 1) + at(i) + at(i + 1)) / 3.0)
+            .collect();
+        assert_eq!(dout.to_vec().unwrap(), want, "{mode:?}: blur3");
+
+        // A value read before a barrier and used after it, in a loop with a uniform bound.
+        for (blocks, block) in [(3u32, 1024u32), (5, 96)] {
+            let values: Vec<u32> = (0..blocks * block).map(|i| i % 11 + 1).collect();
+            let mut data = DeviceBuffer::from_slice(&dev, &values).unwrap();
+            k::block_scan
+                .launch(&dev, LaunchConfig::linear(blocks, block), &mut data)
+                .unwrap();
+            let mut want = values.clone();
+            for part in want.chunks_mut(block as usize) {
+                for i in 1..part.len() {
+                    part[i] += part[i - 1];
+                }
+            }
+            assert_eq!(data.to_vec().unwrap(), want, "{mode:?}: block_scan {block}");
+        }
+
+        // 256 bytes a thread across a barrier: blocks of 1024 exceed the lane storage.
+        for (blocks, block) in [(2u32, 1024u32), (3, 128)] {
+            let values: Vec<u32> = (0..blocks * block)
+                .map(|i| i.wrapping_mul(40_503))
+                .collect();
+            let mut data = DeviceBuffer::from_slice(&dev, &values).unwrap();
+            k::wide_locals
+                .launch(&dev, LaunchConfig::linear(blocks, block), &mut data)
+                .unwrap();
+            let want: Vec<u32> = (0..values.len())
+                .map(|i| {
+                    let (base, t) = (i - i % block as usize, i % block as usize);
+                    let mirrored = values[base + block as usize - 1 - t].wrapping_mul(64);
+                    mirrored.wrapping_add(values[i].wrapping_mul(2080))
+                })
+                .collect();
+            assert_eq!(
+                data.to_vec().unwrap(),
+                want,
+                "{mode:?}: wide_locals {block}"
+            );
+        }
+
+        // A block-uniform barrier that block 0 skips: right on the first launch.
+        let mut out = DeviceBuffer::<u32>::zeroed(&dev, 4 * 64).unwrap();
+        k::block_uniform_barrier
+            .launch(&dev, LaunchConfig::linear(4, 64), &mut out)
+            .unwrap();
+        let want: Vec<u32> = (0..4 * 64)
+            .map(|i| if i < 64 { i + 1 } else { 64 - i % 64 })
+            .collect();
+        assert_eq!(
+            out.to_vec().unwrap(),
+            want,
+            "{mode:?}: block_uniform_barrier"
+        );
+
+        // A barrier in a called function besides the body's: right on the first launch.
+        let values: Vec<i32> = (0..3 * 64).map(|i| i * 3 - 100).collect();
+        let mut data = DeviceBuffer::from_slice(&dev, &values).unwrap();
+        k::hidden_barrier
+            .launch(&dev, LaunchConfig::linear(3, 64), &mut data)
+            .unwrap();
+        let want: Vec<i32> = (0..values.len())
+            .map(|i| 2 * values[i - i % 64 + 63 - i % 64] + 2 * values[i])
+            .collect();
+        assert_eq!(data.to_vec().unwrap(), want, "{mode:?}: hidden_barrier");
+
+        // A barrier the region form does not take (inside `loop`).
+        let mut data = DeviceBuffer::<u32>::zeroed(&dev, 2 * 64).unwrap();
+        k::loop_barrier
+            .launch(&dev, LaunchConfig::linear(2, 64), &mut data)
+            .unwrap();
+        let want: Vec<u32> = (0..128).map(|i| 3 * (i % 64)).collect();
+        assert_eq!(data.to_vec().unwrap(), want, "{mode:?}: loop_barrier");
+    }
+}
+
+/// `#[kernel]` gives every kernel with barriers in its body a region entry point, except those
+/// it cannot split, which carry the reason for the build to report.
+#[test]
+fn the_image_says_which_kernels_keep_coroutines_and_why() {
+    let Some(image) = image() else {
+        return;
+    };
+    let notes = offload_build::image::coroutine_notes_of_cpu_image(image).unwrap();
+    let kernels: Vec<&str> = notes.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(kernels, ["loop_barrier", "warp_block_sum", "warp_ops"]);
+    assert!(notes[0].1.contains("inside a `loop`"), "{}", notes[0].1);
+    assert!(notes[1].1.contains("warp operations"), "{}", notes[1].1);
+    use object::{Object, ObjectSymbol};
+    let file = object::File::parse(image).unwrap();
+    let mut regions: Vec<&str> = file
+        .dynamic_symbols()
+        .filter_map(|s| s.name().ok()?.strip_prefix("__offload_cpu_regions_"))
+        .collect();
+    regions.sort();
+    assert_eq!(
+        regions,
+        [
+            "block_scan",
+            "block_sum",
+            "block_uniform_barrier",
+            "blur3",
+            "hidden_barrier",
+            "matmul_tiled",
+            "reverse_blocks",
+            "reverse_dynamic",
+            "wide_locals"
+        ]
+    );
+}
+
+/// Which way a kernel's barriers run is decided on its first launch and said under
+/// `OFFLOAD_LOG`: in region form where `#[kernel]` could split the body, with coroutines where
+/// a barrier sits in a called function. Runs itself again as a child to read the log.
+#[test]
+fn the_barrier_path_is_chosen_per_kernel_and_logged() {
+    if !setup() {
+        return;
+    }
+    const CHILD: &str = "OFFLOAD_TEST_BARRIER_LOG_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        let dev = Device::cpu();
+        let mut data = DeviceBuffer::<i32>::zeroed(&dev, 128).unwrap();
+        k::reverse_blocks
+            .launch(&dev, LaunchConfig::linear(2, 64), &mut data)
+            .unwrap();
+        k::hidden_barrier
+            .launch(&dev, LaunchConfig::linear(2, 64), &mut data)
+            .unwrap();
+        return;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "the_barrier_path_is_chosen_per_kernel_and_logged",
+            "--nocapture",
+        ])
+        .env(CHILD, "1")
+        .env("OFFLOAD_LOG", "1")
+        .env_remove("OFFLOAD_CPU_BARRIERS")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "kernel `reverse_blocks` has barriers; runs as loops over each block's threads"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("kernel `hidden_barrier` has barriers; runs with one coroutine per GPU thread (it reached a barrier outside its body"),
+        "{stderr}"
+    );
+}
+
+/// The region form exists to let the optimizer vectorize across a block's threads: the tiled
+/// matrix product's inner region (16 multiply-adds of a row of `tile_b` by one element of
+/// `tile_a`, for 16 consecutive threads) must be packed SSE arithmetic, not one thread at a
+/// time.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn the_matmul_inner_region_is_vector_code() {
+    let Some(image) = image() else {
+        return;
+    };
+    let Some(objdump) = offload_toolchain::Tool::LlvmObjdump.for_test() else {
+        return;
+    };
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cpu-device-disassembly");
+    std::fs::create_dir_all(&dir).unwrap();
+    let so = dir.join("kernels.so");
+    std::fs::write(&so, image).unwrap();
+    let out = Command::new(objdump)
+        .args([
+            "-d",
+            "--no-show-raw-insn",
+            "--disassemble-symbols=__offload_cpu_regions_matmul_tiled",
+        ])
+        .arg(&so)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mnemonic = |line: &str| line.split_whitespace().nth(1).map(str::to_owned);
+    let mnemonics: Vec<String> = text.lines().filter_map(mnemonic).collect();
+    let packed_mul = mnemonics.iter().filter(|m| *m == "mulps").count();
+    let packed_add = mnemonics.iter().filter(|m| *m == "addps").count();
+    assert!(
+        packed_mul >= 16 && packed_add >= 16,
+        "matmul_tiled's region entry has {packed_mul} mulps and {packed_add} addps:\n{text}"
+    );
 }

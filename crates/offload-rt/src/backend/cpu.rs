@@ -6,12 +6,16 @@
 //! [`crate::device::abi`]): one running a range of blocks with the thread loop inside the image,
 //! one running a single GPU thread.
 //!
-//! Blocks are spread over a persistent pool of worker threads. Kernels that call
-//! `sync_threads()` run each GPU thread of a block as a coroutine on the worker's OS thread,
-//! switched at the barrier. Whether a kernel does is found on its first launch: thread 0 of
-//! block 0 runs as a coroutine; if it completes without reaching a barrier, the kernel takes
-//! the fast path (no coroutines) from then on. Warp operations suspend a coroutine too, at a
-//! warp barrier that opens when every live lane of the warp (32 threads) has reached it.
+//! Blocks are spread over a persistent pool of worker threads. Whether a kernel reaches
+//! barriers is found on its first launch: thread 0 of block 0 runs as a coroutine; if it
+//! completes without reaching a barrier, the kernel takes the fast path (no coroutines) from
+//! then on. A kernel with barriers runs in region form when its image has a region entry
+//! point (`#[kernel]` split its body at its barriers into loops over the block's threads) and
+//! block 0 reached no barrier the region form cannot see (one in a function the kernel calls);
+//! otherwise, or with `OFFLOAD_CPU_BARRIERS=coroutines`, each GPU thread of a block runs as a
+//! coroutine on the worker's OS thread, switched at the barrier. Warp operations suspend a
+//! coroutine too, at a warp barrier that opens when every live lane of the warp (32 threads)
+//! has reached it.
 
 mod loader;
 mod pool;
@@ -27,7 +31,8 @@ use corosensei::{Coroutine, CoroutineResult, Yielder};
 use super::{Backend, DeviceKind, DevicePtr, KernelHandle, Module};
 use crate::device::MAX_SHARED_BYTES;
 use crate::device::abi::{
-    CPU_RUN_PREFIX, CPU_THREAD_PREFIX, CPU_WARP_SIZE, CpuLaunch, CpuRunFn, CpuThreadFn,
+    CPU_REGIONS_PREFIX, CPU_RUN_PREFIX, CPU_THREAD_PREFIX, CPU_WARP_SIZE, CpuLaunch, CpuRegionsFn,
+    CpuRunFn, CpuThreadFn,
 };
 use crate::error::{Error, Result};
 use crate::launch::{LaunchConfig, LaunchShape};
@@ -56,10 +61,21 @@ pub const HOST_TRIPLE: &str = if !cfg!(all(target_os = "linux", target_env = "gn
     "unsupported-host"
 };
 
+/// How the CPU device runs kernels with barriers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BarrierMode {
+    /// In region form where the image has it (loops over the block's threads between
+    /// barriers), else with coroutines.
+    Regions,
+    /// Always with one coroutine per GPU thread (`OFFLOAD_CPU_BARRIERS=coroutines`).
+    Coroutines,
+}
+
 /// The CPU device.
 #[derive(Debug)]
 pub struct CpuBackend {
     pool: Pool,
+    barriers: BarrierMode,
     /// Allocations made with `mmap` (address → mapped length); the rest came from `calloc`.
     mapped: Mutex<std::collections::HashMap<u64, usize>>,
 }
@@ -108,22 +124,34 @@ fn map_huge(bytes: usize) -> Option<(*mut c_void, usize)> {
 
 impl CpuBackend {
     /// A CPU device with `OFFLOAD_CPU_THREADS` worker threads, or as many as the host's
-    /// available parallelism. Threads start on the first launch.
+    /// available parallelism, running barriers as `OFFLOAD_CPU_BARRIERS` says (`coroutines`,
+    /// or by default `regions`). Threads start on the first launch.
     pub fn new() -> CpuBackend {
         let threads = std::env::var("OFFLOAD_CPU_THREADS")
             .ok()
             .and_then(|s| s.parse::<usize>().ok())
             .filter(|&n| n > 0)
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        CpuBackend::with_threads(threads)
+        let barriers = match std::env::var("OFFLOAD_CPU_BARRIERS").as_deref() {
+            Ok("coroutines") => BarrierMode::Coroutines,
+            _ => BarrierMode::Regions,
+        };
+        CpuBackend::with_threads(threads).with_barriers(barriers)
     }
 
     /// A CPU device running launches on `threads` threads (the launching thread included).
     pub fn with_threads(threads: usize) -> CpuBackend {
         CpuBackend {
             pool: Pool::new(threads.max(1)),
+            barriers: BarrierMode::Regions,
             mapped: Mutex::new(std::collections::HashMap::new()),
         }
+    }
+
+    /// This device, running kernels with barriers as `mode` says.
+    pub fn with_barriers(mut self, mode: BarrierMode) -> CpuBackend {
+        self.barriers = mode;
+        self
     }
 
     /// Threads that run a launch.
@@ -233,6 +261,7 @@ impl Backend for CpuBackend {
             info,
             image.bytes(),
             self.pool.clone(),
+            self.barriers,
         )?))
     }
 
@@ -244,12 +273,14 @@ impl Backend for CpuBackend {
 const MODE_UNKNOWN: u8 = 0;
 const MODE_PLAIN: u8 = 1;
 const MODE_BARRIER: u8 = 2;
+const MODE_REGIONS: u8 = 3;
 
 #[derive(Debug)]
 struct CpuKernel {
     name: String,
     run: CpuRunFn,
     thread: CpuThreadFn,
+    regions: Option<CpuRegionsFn>,
     mode: AtomicU8,
     /// The most static shared memory a block of this kernel has used in a launch so far.
     static_shared: AtomicU32,
@@ -260,6 +291,7 @@ struct CpuKernel {
 pub struct CpuModule {
     info: ImageInfo,
     pool: Pool,
+    barriers: BarrierMode,
     kernels: Mutex<Vec<CpuKernel>>,
     // Declared last: the library is unloaded after everything pointing into it is gone.
     lib: Library,
@@ -267,11 +299,17 @@ pub struct CpuModule {
 
 impl CpuModule {
     /// Loads a CPU image from memory.
-    pub fn load(info: ImageInfo, bytes: &[u8], pool: Pool) -> Result<CpuModule> {
+    pub fn load(
+        info: ImageInfo,
+        bytes: &[u8],
+        pool: Pool,
+        barriers: BarrierMode,
+    ) -> Result<CpuModule> {
         let lib = Library::load_from_memory(&info, bytes)?;
         Ok(CpuModule {
             info,
             pool,
+            barriers,
             kernels: Mutex::new(Vec::new()),
             lib,
         })
@@ -309,18 +347,22 @@ impl Module for CpuModule {
             .lib
             .symbol(&format!("{CPU_THREAD_PREFIX}{name}"))
             .ok_or_else(not_found)?;
+        let regions = self.lib.symbol(&format!("{CPU_REGIONS_PREFIX}{name}"));
         // SAFETY: the image was built by `#[kernel]`, whose entry points with these prefixes
-        // have exactly the types `CpuRunFn` / `CpuThreadFn` (checked by the ABI version).
-        let (run, thread) = unsafe {
+        // have exactly the types `CpuRunFn` / `CpuThreadFn` / `CpuRegionsFn` (checked by the
+        // ABI version).
+        let (run, thread, regions) = unsafe {
             (
                 std::mem::transmute::<*mut c_void, CpuRunFn>(run),
                 std::mem::transmute::<*mut c_void, CpuThreadFn>(thread),
+                regions.map(|r| std::mem::transmute::<*mut c_void, CpuRegionsFn>(r)),
             )
         };
         kernels.push(CpuKernel {
             name: name.to_owned(),
             run,
             thread,
+            regions,
             mode: AtomicU8::new(MODE_UNKNOWN),
             static_shared: AtomicU32::new(0),
         });
@@ -338,7 +380,7 @@ impl Module for CpuModule {
             kernel: name.to_owned(),
             reason,
         };
-        let (run, thread, mode, known_static) = {
+        let (run, thread, regions, mode, known_static) = {
             let kernels = self.kernels();
             let k = kernels
                 .get(kernel.0 as usize)
@@ -346,6 +388,7 @@ impl Module for CpuModule {
             (
                 k.run,
                 k.thread,
+                k.regions,
                 k.mode.load(Ordering::Relaxed),
                 k.static_shared.load(Ordering::Relaxed),
             )
@@ -357,30 +400,19 @@ impl Module for CpuModule {
         // The kernel's static shared memory is known once a launch has run it; the first
         // launch is checked after it ran (on the CPU device the two kinds of shared memory
         // are apart, so running it was harmless) and gets the same error.
-        let shared_limit = |static_bytes: u32| {
-            let dynamic = u64::from(config.shared_mem_bytes);
-            let limit = MAX_SHARED_BYTES as u64;
-            if u64::from(static_bytes) + dynamic > limit {
-                return Err(Error::SharedMemoryLimit {
-                    kernel: name.to_owned(),
-                    static_bytes: u64::from(static_bytes),
-                    dynamic_bytes: dynamic,
-                    limit,
-                });
-            }
-            Ok(())
-        };
-        shared_limit(known_static)?;
+        self.shared_limit(name, known_static, config.shared_mem_bytes)?;
         let (gx, gy, gz) = config.grid;
         let (bx, by, bz) = config.block;
 
         let ctx = LaunchCtx {
             divergent: AtomicBool::new(false),
+            unmarked: AtomicBool::new(false),
         };
         let launch = CpuLaunch {
             grid: [gx, gy, gz],
             block: [bx, by, bz],
             barrier: cpu_barrier,
+            region_barrier: cpu_region_barrier,
             warp_sync: cpu_warp_sync,
             ctx: (&raw const ctx).cast(),
             dynamic_shared_bytes: config.shared_mem_bytes,
@@ -392,46 +424,110 @@ impl Module for CpuModule {
         };
 
         let mode = if mode == MODE_UNKNOWN {
-            // SAFETY: the caller's contract covers running any thread of this launch.
-            let probed = unsafe { probe(&launch_ref, thread) }?;
-            let mode = if probed { MODE_BARRIER } else { MODE_PLAIN };
-            self.set_mode(kernel, mode);
-            if probed {
-                // Thread 0 of block 0 already ran to its first barrier inside `probe`, which
-                // also finished block 0.
-                // SAFETY: as above.
-                unsafe { self.run_barrier(&launch_ref, thread, threads, 1, blocks) }?;
+            let mode = if regions.is_some() {
+                // The body has barriers. Block 0 runs with coroutines, which see every
+                // barrier; barriers the region form cannot see (in functions the kernel
+                // calls) keep the kernel there.
+                // SAFETY: the caller's contract covers running any thread of this launch.
+                unsafe { run_block_with_barriers(&launch_ref, thread, 0, threads, None) }?;
+                if ctx.unmarked.load(Ordering::Relaxed) || self.barriers == BarrierMode::Coroutines
+                {
+                    MODE_BARRIER
+                } else {
+                    MODE_REGIONS
+                }
+            // SAFETY: as above.
+            } else if unsafe { probe(&launch_ref, thread) }? {
+                // Thread 0 of block 0 reached a barrier inside `probe`, which then finished
+                // block 0.
+                MODE_BARRIER
             } else {
                 // SAFETY: as above; thread 0 of block 0 has run.
                 unsafe { self.run_plain(&launch_ref, run, blocks, 1) };
+                self.set_mode(kernel, MODE_PLAIN);
+                return self.finish(kernel, name, &launch, &ctx, MODE_PLAIN, known_static);
+            };
+            self.set_mode(kernel, mode);
+            crate::backend::gpu::log(format_args!(
+                "cpu: kernel `{name}` has barriers; {}",
+                match mode {
+                    MODE_REGIONS => "runs as loops over each block's threads between them",
+                    _ if regions.is_none() =>
+                        "runs with one coroutine per GPU thread (no region form in its image)",
+                    _ if self.barriers == BarrierMode::Coroutines =>
+                        "runs with one coroutine per GPU thread (OFFLOAD_CPU_BARRIERS=coroutines)",
+                    _ =>
+                        "runs with one coroutine per GPU thread (it reached a barrier outside its body, in a function it calls)",
+                }
+            ));
+            match (mode, regions) {
+                (MODE_REGIONS, Some(regions)) => {
+                    // SAFETY: as above; block 0 has run.
+                    unsafe { self.run_regions(&launch_ref, regions, thread, threads, 1, blocks) }?
+                }
+                // SAFETY: as above; block 0 has run.
+                _ => unsafe { self.run_barrier(&launch_ref, thread, threads, 1, blocks) }?,
             }
             mode
         } else if mode == MODE_PLAIN {
             // SAFETY: as above.
             unsafe { self.run_plain(&launch_ref, run, blocks, 0) };
             mode
+        } else if let (MODE_REGIONS, Some(regions)) = (mode, regions) {
+            // SAFETY: as above.
+            unsafe { self.run_regions(&launch_ref, regions, thread, threads, 0, blocks) }?;
+            mode
         } else {
             // SAFETY: as above.
             unsafe { self.run_barrier(&launch_ref, thread, threads, 0, blocks) }?;
             mode
         };
+        self.finish(kernel, name, &launch, &ctx, mode, known_static)
+    }
+}
+
+impl CpuModule {
+    /// What a launch that ran in `mode` reports: a barrier reached where no coroutine ran, or
+    /// more shared memory than a block has.
+    fn finish(
+        &self,
+        kernel: KernelHandle,
+        name: &str,
+        launch: &CpuLaunch,
+        ctx: &LaunchCtx,
+        mode: u8,
+        known_static: u32,
+    ) -> Result<()> {
         let used = launch.static_shared_bytes.load(Ordering::Relaxed);
         if used > known_static
             && let Some(k) = self.kernels().get(kernel.0 as usize)
         {
             k.static_shared.fetch_max(used, Ordering::Relaxed);
         }
-        if mode == MODE_PLAIN && ctx.divergent.load(Ordering::Relaxed) {
+        if matches!(mode, MODE_PLAIN | MODE_REGIONS) && ctx.divergent.load(Ordering::Relaxed) {
             self.set_mode(kernel, MODE_BARRIER);
             return Err(Error::DivergentBarrier {
                 kernel: name.to_owned(),
             });
         }
-        shared_limit(used)
+        self.shared_limit(name, used, launch.dynamic_shared_bytes)
     }
-}
 
-impl CpuModule {
+    /// The shared memory a block of `kernel` uses against the limit of every device.
+    fn shared_limit(&self, kernel: &str, static_bytes: u32, dynamic_bytes: u32) -> Result<()> {
+        let dynamic = u64::from(dynamic_bytes);
+        let limit = MAX_SHARED_BYTES as u64;
+        if u64::from(static_bytes) + dynamic > limit {
+            return Err(Error::SharedMemoryLimit {
+                kernel: kernel.to_owned(),
+                static_bytes: u64::from(static_bytes),
+                dynamic_bytes: dynamic,
+                limit,
+            });
+        }
+        Ok(())
+    }
+
     fn set_mode(&self, kernel: KernelHandle, mode: u8) {
         if let Some(k) = self.kernels().get(kernel.0 as usize) {
             k.mode.store(mode, Ordering::Relaxed);
@@ -483,13 +579,51 @@ impl CpuModule {
     }
 }
 
+impl CpuModule {
+    /// Blocks `first..blocks` in region form; a range whose locals do not fit the lane
+    /// storage runs on the coroutine path.
+    ///
+    /// # Safety
+    ///
+    /// As [`CpuModule::run_plain`].
+    unsafe fn run_regions(
+        &self,
+        l: &Launch,
+        regions: CpuRegionsFn,
+        thread: CpuThreadFn,
+        threads: u32,
+        first: u64,
+        blocks: u64,
+    ) -> Result<()> {
+        if first >= blocks {
+            return Ok(());
+        }
+        let chunk = chunk_size(blocks - first, self.pool.threads());
+        self.pool.run(blocks - first, chunk, &|begin, end| {
+            let (begin, end) = (first + begin, first + end);
+            // SAFETY: as in `run_plain`.
+            if unsafe { regions(l.launch, l.params, begin, end) } != 0 {
+                for b in begin..end {
+                    // SAFETY: as in `run_plain`.
+                    unsafe { run_block_with_barriers(l, thread, b, threads, None) }?;
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
 fn chunk_size(blocks: u64, threads: usize) -> u64 {
     // Several chunks per thread balance uneven blocks; more would cost atomics.
     (blocks / (threads as u64 * 8)).max(1)
 }
 
 struct LaunchCtx {
+    /// A barrier was reached where no coroutine runs (the fast path or the region form).
     divergent: AtomicBool,
+    /// A barrier or warp operation the region form did not split at was reached (one in a
+    /// function the kernel calls).
+    unmarked: AtomicBool,
 }
 
 /// Pointers to a launch's record and parameters, shared with the worker threads.
@@ -541,12 +675,37 @@ unsafe fn suspend(launch: *const CpuLaunch, wait: Wait) {
     CURRENT.with(|c| c.set(y));
 }
 
+/// Records that the launch reached a barrier the region form did not split at.
+///
+/// # Safety
+///
+/// As [`suspend`].
+unsafe fn unmarked(launch: *const CpuLaunch) {
+    // SAFETY: `launch` is this launch's record; its ctx is the LaunchCtx alive for the
+    // whole launch.
+    let ctx = unsafe { &*(*launch).ctx.cast::<LaunchCtx>() };
+    ctx.unmarked.store(true, Ordering::Relaxed);
+}
+
 /// `sync_threads()` on the CPU device.
 ///
 /// # Safety
 ///
 /// As [`suspend`].
 unsafe extern "C" fn cpu_barrier(launch: *const CpuLaunch) {
+    // SAFETY: this function's contract.
+    unsafe {
+        unmarked(launch);
+        suspend(launch, Wait::Block)
+    }
+}
+
+/// A barrier of the kernel body that the region form splits at, on the coroutine path.
+///
+/// # Safety
+///
+/// As [`suspend`].
+unsafe extern "C" fn cpu_region_barrier(launch: *const CpuLaunch) {
     // SAFETY: this function's contract.
     unsafe { suspend(launch, Wait::Block) }
 }
@@ -558,7 +717,10 @@ unsafe extern "C" fn cpu_barrier(launch: *const CpuLaunch) {
 /// As [`suspend`].
 unsafe extern "C" fn cpu_warp_sync(launch: *const CpuLaunch) {
     // SAFETY: this function's contract.
-    unsafe { suspend(launch, Wait::Warp) }
+    unsafe {
+        unmarked(launch);
+        suspend(launch, Wait::Warp)
+    }
 }
 
 /// Runs thread 0 of block 0 as a coroutine. Returns whether it reached a barrier; if so, runs

@@ -50,6 +50,10 @@ pub struct CpuLaunch {
     /// Called by `sync_threads()`; suspends the calling GPU thread until its block reaches
     /// the barrier.
     pub barrier: unsafe extern "C" fn(launch: *const CpuLaunch),
+    /// Called by the barriers of a kernel body that the region form splits at, when the kernel
+    /// runs on the coroutine path: suspends like `barrier`, which the runtime then knows was
+    /// not called from elsewhere (a function the kernel calls).
+    pub region_barrier: unsafe extern "C" fn(launch: *const CpuLaunch),
     /// Called by warp operations; suspends the calling GPU thread until every live lane of its
     /// warp (32 consecutive threads by rank) reaches a warp barrier too.
     pub warp_sync: unsafe extern "C" fn(launch: *const CpuLaunch),
@@ -80,6 +84,22 @@ pub type CpuThreadFn = unsafe extern "C" fn(
     thread: u32,
 );
 
+/// `__offload_cpu_regions_<kernel>`, exported for kernels with barriers in region form: runs
+/// blocks `begin..end` with each region of the body as a loop over the block's threads.
+/// Returns 0, or 1 without running anything when the block's locals do not fit the lane
+/// storage (the runtime then runs those blocks on the coroutine path).
+pub type CpuRegionsFn = unsafe extern "C" fn(
+    launch: *const CpuLaunch,
+    params: *const *mut c_void,
+    begin: u64,
+    end: u64,
+) -> u32;
+
+/// Symbol prefix of [`CpuRegionsFn`] entry points.
+pub const CPU_REGIONS_PREFIX: &str = "__offload_cpu_regions_";
+/// Symbol prefix of the note a CPU image carries for a kernel with barriers that runs on the
+/// coroutine path: the reason, as UTF-8 bytes, which the build reports.
+pub const CPU_NOTE_PREFIX: &str = "__offload_cpu_note_";
 /// Symbol prefix of [`CpuRunFn`] entry points.
 pub const CPU_RUN_PREFIX: &str = "__offload_cpu_run_";
 /// Symbol prefix of [`CpuThreadFn`] entry points.
@@ -87,7 +107,7 @@ pub const CPU_THREAD_PREFIX: &str = "__offload_cpu_thread_";
 /// Symbol of the `u32` CPU ABI version every CPU image exports.
 pub const CPU_ABI_SYMBOL: &str = "__offload_cpu_abi_version";
 /// The CPU entry-point ABI described by this module.
-pub const CPU_ABI_VERSION: u32 = 2;
+pub const CPU_ABI_VERSION: u32 = 3;
 /// Lanes of a warp on the CPU device.
 pub const CPU_WARP_SIZE: u32 = 32;
 /// Bytes of dynamic shared memory a block can use on the CPU device.

@@ -1,0 +1,1271 @@
+//! The region form of a kernel with barriers, for the CPU device.
+//!
+//! A kernel body that calls `sync_threads()` is split at its barriers into regions, and each
+//! region runs as a loop over the block's threads (a work-item loop, as POCL's work-group
+//! functions and the GPU-to-CPU compilers do), so the CPU image runs plain loops the
+//! optimizer vectorizes instead of one coroutine per GPU thread switched at every barrier.
+//!
+//! The rewrite is structured, on the kernel's syntax: a barrier is a statement of the body, or
+//! of a `for`, `while`, `if` or block statement that is itself such a statement. Those
+//! statements are block-uniform (every thread of a block must reach the same barriers), so
+//! their ranges and conditions are evaluated once per block, for the first live thread. A
+//! local that a later region reads is kept per thread in lane storage (one slot per thread
+//! of the block), unless it is recomputed there: an immutable local whose value is a pure
+//! function of the thread and block indices is computed again, so an index such as
+//! `thread_idx_x()` stays visibly affine in the loop counter. An immutable local whose value
+//! is the same for the whole block (parameters, block indices, `shared_array!`) is computed
+//! once per block. Any other shape (a barrier inside an expression, a `loop`, a labelled
+//! loop, `break` out of a region, warp operations) gives [`Plan::Coroutines`] with the reason,
+//! and the kernel keeps the coroutine path.
+
+use std::collections::{HashMap, HashSet};
+
+use proc_macro2::{Ident, Span, TokenStream as TokenStream2, TokenTree};
+use quote::{ToTokens, format_ident, quote};
+use syn::visit::Visit;
+use syn::visit_mut::VisitMut;
+use syn::{Block, Expr, Pat, Stmt};
+
+/// What the CPU device does with a kernel's barriers.
+pub(crate) enum Plan {
+    /// No barrier or warp operation in the body.
+    NoBarriers,
+    /// The region form: `blocks` runs one block (the code inside the block loop), `lanes`
+    /// declares the lane storage, `items` are the body's items, hoisted; `counted` is the body
+    /// with its barriers marked as the ones the region form splits at.
+    Regions {
+        lanes: TokenStream2,
+        items: TokenStream2,
+        block: TokenStream2,
+        counted: Block,
+    },
+    /// The coroutine path, and why.
+    Coroutines(String),
+}
+
+const BARRIER: &str = "sync_threads";
+const WARP_OPS: &[&str] = &[
+    "shuffle_idx",
+    "shuffle_up",
+    "shuffle_down",
+    "shuffle_xor",
+    "ballot",
+    "warp_any",
+    "warp_all",
+    "warp_sum",
+    "warp_min",
+    "warp_max",
+];
+
+/// Index functions whose value differs between the threads of a block.
+const THREAD_FNS: &[&str] = &[
+    "thread_idx_x",
+    "thread_idx_y",
+    "thread_idx_z",
+    "thread_idx",
+    "global_idx_x",
+    "global_idx_y",
+    "global_idx_z",
+    "thread_rank",
+    "lane_id",
+];
+/// Index functions whose value is the same for every thread of a block.
+const BLOCK_FNS: &[&str] = &[
+    "block_idx_x",
+    "block_idx_y",
+    "block_idx_z",
+    "block_idx",
+    "block_dim_x",
+    "block_dim_y",
+    "block_dim_z",
+    "block_dim",
+    "grid_dim_x",
+    "grid_dim_y",
+    "grid_dim_z",
+    "grid_dim",
+    "block_size",
+    "warp_size",
+    "dynamic_shared",
+];
+/// Methods of numbers and pointers that compute a value from their operands alone.
+const PURE_METHODS: &[&str] = &[
+    "min",
+    "max",
+    "clamp",
+    "abs",
+    "pow",
+    "div_ceil",
+    "next_multiple_of",
+    "rem_euclid",
+    "div_euclid",
+    "wrapping_add",
+    "wrapping_sub",
+    "wrapping_mul",
+    "saturating_add",
+    "saturating_sub",
+    "saturating_mul",
+    "add",
+    "sub",
+    "offset",
+    "wrapping_offset",
+    "cast",
+    "count_ones",
+    "leading_zeros",
+    "trailing_zeros",
+    "is_power_of_two",
+    "to_bits",
+];
+
+/// Plans the CPU device's form of `body`, whose parameters are `params` (name, mutable).
+pub(crate) fn plan(body: &Block, params: &[(Ident, bool)]) -> Plan {
+    let tokens = body.to_token_stream();
+    if let Some(op) = WARP_OPS.iter().find(|op| mentions(&tokens, op)) {
+        return Plan::Coroutines(format!("it uses warp operations (`{op}`)"));
+    }
+    if !mentions(&tokens, BARRIER) {
+        return Plan::NoBarriers;
+    }
+    match Lowering::new(body, params).run(body, params) {
+        Ok(plan) => plan,
+        Err(reason) => Plan::Coroutines(reason),
+    }
+}
+
+/// Whether `tokens` contains the identifier `name` anywhere, macro arguments included.
+fn mentions(tokens: &TokenStream2, name: &str) -> bool {
+    tokens.clone().into_iter().any(|t| match t {
+        TokenTree::Ident(i) => i == name,
+        TokenTree::Group(g) => mentions(&g.stream(), name),
+        _ => false,
+    })
+}
+
+fn idents_of(tokens: &TokenStream2, out: &mut HashSet<String>) {
+    for t in tokens.clone() {
+        match t {
+            TokenTree::Ident(i) => {
+                out.insert(i.to_string());
+            }
+            TokenTree::Group(g) => idents_of(&g.stream(), out),
+            _ => {}
+        }
+    }
+}
+
+#[derive(Clone)]
+enum Kind {
+    /// A plain local of the block function: parameters, uniform locals, loop variables of
+    /// uniform loops.
+    Uniform,
+    /// Kept per thread in `slot`; recomputed from `init` where its dependencies are unchanged.
+    Lane {
+        slot: Ident,
+        mutable: bool,
+        recompute: Option<Recompute>,
+    },
+}
+
+#[derive(Clone)]
+struct Recompute {
+    init: TokenStream2,
+    ty: Option<TokenStream2>,
+    /// The bindings its value reads: (name, binding id).
+    deps: Vec<(String, usize)>,
+}
+
+#[derive(Clone)]
+struct Var {
+    name: String,
+    id: usize,
+    kind: Kind,
+}
+
+struct Lowering {
+    lanes: Vec<Ident>,
+    items: Vec<Stmt>,
+    next_id: usize,
+    /// Lane storage of "this thread has not returned", when the body returns early.
+    alive: Option<Ident>,
+    /// Mutable locals assigned only by statements the whole block runs (see
+    /// [`block_mutables`]): one copy per block when their first value is uniform.
+    block_mutables: HashMap<String, Vec<Expr>>,
+}
+
+impl Lowering {
+    fn new(body: &Block, _params: &[(Ident, bool)]) -> Lowering {
+        let alive =
+            mentions(&body.to_token_stream(), "return").then(|| format_ident!("__offload_alive"));
+        Lowering {
+            lanes: Vec::new(),
+            items: Vec::new(),
+            next_id: 0,
+            alive,
+            block_mutables: HashMap::new(),
+        }
+    }
+
+    fn run(mut self, body: &Block, params: &[(Ident, bool)]) -> Result<Plan, String> {
+        let mut scope = Vec::new();
+        let mut stmts = Vec::new();
+        for (name, mutable) in params {
+            let id = self.id();
+            scope.push(Var {
+                name: name.to_string(),
+                id,
+                kind: Kind::Uniform,
+            });
+            if *mutable {
+                // A `mut` parameter is a per-thread copy.
+                stmts.push(syn::parse_quote!(let mut #name = #name;));
+            }
+        }
+        stmts.extend(body.stmts.iter().cloned());
+        self.block_mutables = block_mutables(&stmts);
+        let block = self.lower_list(&stmts, &mut scope, &TokenStream2::new())?;
+        let lanes = self.lanes.iter().map(|slot| {
+            quote! { let #slot = ::offload_rt::__private::lanes(&mut __offload_cursor); }
+        });
+        let alive = self.alive.as_ref().map(|a| {
+            quote! { let #a: *mut bool = ::offload_rt::__private::lanes(&mut __offload_cursor); }
+        });
+        let alive_init = self.alive.as_ref().map(|a| {
+            quote! {
+                ::offload_rt::__private::for_each_thread(|__offload_t| unsafe {
+                    ::offload_rt::__private::lane_write(#a, __offload_t, true)
+                });
+            }
+        });
+        let items = &self.items;
+        let mut counted = body.clone();
+        MarkBarriers.visit_block_mut(&mut counted);
+        Ok(Plan::Regions {
+            lanes: quote! { #(#lanes)* #alive },
+            items: quote! { #(#items)* },
+            block: quote! { #alive_init #block },
+            counted,
+        })
+    }
+
+    /// Whether `name` is a block mutable whose every assigned value is uniform where it is
+    /// declared (the local itself counting as uniform).
+    fn block_mutable(&mut self, name: &str, scope: &[Var]) -> bool {
+        let Some(values) = self.block_mutables.get(name) else {
+            return false;
+        };
+        let mut with_self = scope.to_vec();
+        with_self.push(Var {
+            name: name.to_owned(),
+            id: usize::MAX,
+            kind: Kind::Uniform,
+        });
+        values.iter().all(|v| is_uniform(v, &with_self))
+    }
+
+    fn id(&mut self) -> usize {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    /// The code running `stmts` for every thread of the block; `after` is everything that
+    /// runs after them in the enclosing lists (to know which locals later code reads).
+    fn lower_list(
+        &mut self,
+        stmts: &[Stmt],
+        scope: &mut Vec<Var>,
+        after: &TokenStream2,
+    ) -> Result<TokenStream2, String> {
+        let mut out = TokenStream2::new();
+        let mut region: Vec<Stmt> = Vec::new();
+        for (i, stmt) in stmts.iter().enumerate() {
+            if let Stmt::Item(_) = stmt {
+                self.items.push(stmt.clone());
+                continue;
+            }
+            if let Some(name) = assigned_local(stmt)
+                && self.block_mutables.contains_key(&name)
+                && matches!(
+                    scope.iter().rev().find(|v| v.name == name),
+                    Some(Var {
+                        kind: Kind::Uniform,
+                        ..
+                    })
+                )
+            {
+                if !assigned_value(stmt).is_some_and(|e| is_uniform(e, scope)) {
+                    return Err(format!(
+                        "it assigns `{name}`, whose first value is the same for the whole block, \
+                         a value that may differ between threads"
+                    ));
+                }
+                // An assignment of a block-wide local: once, between two regions.
+                let rest = rest_tokens(&stmts[i..], after);
+                out.extend(self.region(&region, scope, &rest)?);
+                region.clear();
+                out.extend(quote! { #stmt });
+                continue;
+            }
+            if !mentions(&stmt.to_token_stream(), BARRIER) {
+                region.push(stmt.clone());
+                continue;
+            }
+            let rest = rest_tokens(&stmts[i..], after);
+            out.extend(self.region(&region, scope, &rest)?);
+            region.clear();
+            let rest = rest_tokens(&stmts[i + 1..], after);
+            out.extend(self.barrier_stmt(stmt, scope, &rest)?);
+        }
+        out.extend(self.region(&region, scope, after)?);
+        Ok(out)
+    }
+
+    fn barrier_stmt(
+        &mut self,
+        stmt: &Stmt,
+        scope: &mut Vec<Var>,
+        after: &TokenStream2,
+    ) -> Result<TokenStream2, String> {
+        let expr = match stmt {
+            Stmt::Expr(e, _) => e,
+            Stmt::Local(_) => {
+                return Err("it calls sync_threads() in a `let` statement".to_owned());
+            }
+            Stmt::Macro(_) => {
+                return Err("it calls sync_threads() inside a macro invocation".to_owned());
+            }
+            Stmt::Item(_) => return Ok(TokenStream2::new()),
+        };
+        match expr {
+            Expr::Call(call) if is_barrier_call(call) => Ok(TokenStream2::new()),
+            Expr::ForLoop(f) => {
+                if f.label.is_some() {
+                    return Err("it calls sync_threads() inside a labelled loop".to_owned());
+                }
+                let range = self.uniform_value(&f.expr, scope)?;
+                let mark = scope.len();
+                let mut names = Vec::new();
+                pattern_names(&f.pat, &mut names);
+                for name in names {
+                    let id = self.id();
+                    scope.push(Var {
+                        name,
+                        id,
+                        kind: Kind::Uniform,
+                    });
+                }
+                let loop_after = loop_tokens(&f.body, after);
+                let body = self.lower_list(&f.body.stmts, scope, &loop_after)?;
+                scope.truncate(mark);
+                let pat = &f.pat;
+                Ok(quote! {
+                    for #pat in ::core::iter::IntoIterator::into_iter(#range).flatten() {
+                        #body
+                    }
+                })
+            }
+            Expr::While(w) => {
+                if w.label.is_some() {
+                    return Err("it calls sync_threads() inside a labelled loop".to_owned());
+                }
+                if matches!(&*w.cond, Expr::Let(_)) {
+                    return Err("it calls sync_threads() inside a `while let` loop".to_owned());
+                }
+                let cond = self.uniform_value(&w.cond, scope)?;
+                let mark = scope.len();
+                let loop_after = loop_tokens(&w.body, after);
+                let body = self.lower_list(&w.body.stmts, scope, &loop_after)?;
+                scope.truncate(mark);
+                Ok(quote! {
+                    while #cond == ::core::option::Option::Some(true) {
+                        #body
+                    }
+                })
+            }
+            Expr::If(_) => self.lower_if(expr, scope, after),
+            Expr::Block(b) if b.label.is_none() => {
+                let mark = scope.len();
+                let body = self.lower_list(&b.block.stmts, scope, after)?;
+                scope.truncate(mark);
+                Ok(quote! { { #body } })
+            }
+            Expr::Unsafe(b) => {
+                let mark = scope.len();
+                let body = self.lower_list(&b.block.stmts, scope, after)?;
+                scope.truncate(mark);
+                Ok(quote! { { #body } })
+            }
+            Expr::Loop(_) => Err("it calls sync_threads() inside a `loop`".to_owned()),
+            Expr::Match(_) => Err("it calls sync_threads() inside a `match`".to_owned()),
+            _ => Err("it calls sync_threads() inside an expression".to_owned()),
+        }
+    }
+
+    fn lower_if(
+        &mut self,
+        expr: &Expr,
+        scope: &mut Vec<Var>,
+        after: &TokenStream2,
+    ) -> Result<TokenStream2, String> {
+        match expr {
+            Expr::If(i) => {
+                if matches!(&*i.cond, Expr::Let(_)) {
+                    return Err("it calls sync_threads() inside an `if let`".to_owned());
+                }
+                let cond = self.uniform_value(&i.cond, scope)?;
+                let mark = scope.len();
+                let then = self.lower_list(&i.then_branch.stmts, scope, after)?;
+                scope.truncate(mark);
+                let otherwise = match &i.else_branch {
+                    Some((_, e)) => self.lower_if(e, scope, after)?,
+                    None => quote! {{}},
+                };
+                Ok(quote! {
+                    if #cond == ::core::option::Option::Some(true) { #then } else #otherwise
+                })
+            }
+            Expr::Block(b) => {
+                let mark = scope.len();
+                let body = self.lower_list(&b.block.stmts, scope, after)?;
+                scope.truncate(mark);
+                Ok(quote! { { #body } })
+            }
+            _ => Err("it calls sync_threads() inside an `else` of an unknown kind".to_owned()),
+        }
+    }
+
+    /// An expression every thread of the block agrees on (a range, a loop condition), as an
+    /// `Option` of its value for the first live thread (`None` when none is live).
+    fn uniform_value(&mut self, expr: &Expr, scope: &[Var]) -> Result<TokenStream2, String> {
+        if assigns(expr) {
+            return Err(
+                "the range or condition of a loop or `if` around sync_threads() assigns a variable"
+                    .to_owned(),
+            );
+        }
+        let tokens = expr.to_token_stream();
+        let loads = self.loads(&tokens, scope);
+        let alive = self.alive_arg();
+        Ok(quote! {
+            unsafe {
+                ::offload_rt::__private::uniform(#alive, |__offload_t| unsafe { #loads #expr })
+            }
+        })
+    }
+
+    fn alive_arg(&self) -> TokenStream2 {
+        match &self.alive {
+            Some(a) => quote!(#a),
+            None => quote!(::core::ptr::null_mut()),
+        }
+    }
+
+    /// The statements that bring, into a region, every per-thread local it names.
+    fn loads(&self, tokens: &TokenStream2, scope: &[Var]) -> TokenStream2 {
+        let mut named = HashSet::new();
+        idents_of(tokens, &mut named);
+        // The visible binding of each name, and those recomputations need.
+        let visible = |name: &str| scope.iter().rposition(|v| v.name == name);
+        let mut needed = vec![false; scope.len()];
+        let mut stack: Vec<usize> = named.iter().filter_map(|n| visible(n)).collect();
+        while let Some(i) = stack.pop() {
+            if needed[i] {
+                continue;
+            }
+            needed[i] = true;
+            if let Kind::Lane {
+                recompute: Some(r), ..
+            } = &scope[i].kind
+                && recomputable(r, scope)
+            {
+                stack.extend(r.deps.iter().filter_map(|(n, _)| visible(n)));
+            }
+        }
+        let mut out = TokenStream2::new();
+        for (i, var) in scope.iter().enumerate() {
+            if !needed[i] {
+                continue;
+            }
+            // Shadowed bindings are never loaded: their names mean the later ones.
+            if visible(&var.name) != Some(i) {
+                continue;
+            }
+            let Kind::Lane {
+                slot,
+                mutable,
+                recompute,
+            } = &var.kind
+            else {
+                continue;
+            };
+            let name = Ident::new(&var.name, Span::call_site());
+            match recompute {
+                Some(r) if recomputable(r, scope) => {
+                    let (init, ty) = (&r.init, r.ty.iter());
+                    out.extend(quote! { let #name #(: #ty)* = #init; });
+                }
+                _ => {
+                    let m = mutable.then(|| quote!(mut));
+                    out.extend(quote! {
+                        let #m #name = ::offload_rt::__private::lane_read(#slot, __offload_t);
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// One region: `stmts` run by every thread, then the block goes on.
+    fn region(
+        &mut self,
+        stmts: &[Stmt],
+        scope: &mut Vec<Var>,
+        after: &TokenStream2,
+    ) -> Result<TokenStream2, String> {
+        if stmts.is_empty() {
+            return Ok(TokenStream2::new());
+        }
+        let mut before = TokenStream2::new();
+        let mut body: Vec<Stmt> = Vec::new();
+        // Per-thread bindings of this region are pushed on `scope` from here on.
+        let start = scope.len();
+        let mut uniforms = Vec::new();
+        let stmts = split_tuple_lets(stmts);
+        for stmt in &stmts {
+            check_region_stmt(stmt, self.alive.is_some())?;
+            if let Stmt::Local(l) = stmt {
+                if let Some((name, ty, init)) = simple_let(l)
+                    && (!l.pat_is_mut() || self.block_mutable(&name, scope))
+                    && !body.iter().any(|s| mentions(&s.to_token_stream(), &name))
+                    && is_uniform(init, scope)
+                {
+                    let ident = Ident::new(&name, Span::call_site());
+                    let ty = ty.iter();
+                    let m = l.pat_is_mut().then(|| quote!(mut));
+                    before.extend(quote! {
+                        let #m #ident #(: #ty)* = unsafe { #init };
+                    });
+                    let id = self.id();
+                    uniforms.push(Var {
+                        name,
+                        id,
+                        kind: Kind::Uniform,
+                    });
+                    // Visible to the rest of the region, below its per-thread bindings.
+                    scope.insert(start, uniforms.last().cloned().expect("just pushed"));
+                    continue;
+                }
+                let mut names = Vec::new();
+                pattern_names(&l.pat, &mut names);
+                let recompute = match simple_let(l) {
+                    Some((_, ty, init)) if !l.pat_is_mut() => {
+                        pure_deps(init, scope).map(|deps| Recompute {
+                            init: init.to_token_stream(),
+                            ty: ty.map(ToTokens::to_token_stream),
+                            deps,
+                        })
+                    }
+                    _ => None,
+                };
+                let mutable = l.pat_is_mut();
+                for name in names {
+                    let id = self.id();
+                    scope.push(Var {
+                        name,
+                        id,
+                        kind: Kind::Lane {
+                            slot: format_ident!("__offload_lane_{}", id),
+                            mutable,
+                            recompute: recompute.clone(),
+                        },
+                    });
+                }
+            }
+            body.push(stmt.clone());
+        }
+        let start = start + uniforms.len();
+        if body.is_empty() {
+            return Ok(before);
+        }
+        let body_tokens: TokenStream2 = body.iter().map(ToTokens::to_token_stream).collect();
+        let loads = self.loads(&body_tokens, &scope[..start]);
+        let mut later = HashSet::new();
+        idents_of(after, &mut later);
+        let mut named = HashSet::new();
+        idents_of(&body_tokens, &mut named);
+        // Stores: locals of earlier regions this one may assign, then its own locals that
+        // later code names.
+        let mut stores = TokenStream2::new();
+        for (i, var) in scope.iter().enumerate() {
+            let visible = scope.iter().rposition(|v| v.name == var.name) == Some(i);
+            let Kind::Lane { slot, mutable, .. } = &var.kind else {
+                continue;
+            };
+            let store = if i < start {
+                visible && *mutable && named.contains(&var.name)
+            } else {
+                visible && later.contains(&var.name)
+            };
+            if !store {
+                continue;
+            }
+            if i >= start {
+                self.lanes.push(slot.clone());
+            }
+            let name = Ident::new(&var.name, Span::call_site());
+            stores.extend(quote! {
+                ::offload_rt::__private::lane_write(#slot, __offload_t, #name);
+            });
+        }
+        // Bindings of this region that were not stored are gone after it, unless later code
+        // can recompute them (only recomputations name them: later code does not).
+        let mut i = start;
+        while i < scope.len() {
+            let stored = match &scope[i].kind {
+                Kind::Lane {
+                    slot, recompute, ..
+                } => recompute.is_some() || self.lanes.contains(slot),
+                Kind::Uniform => true,
+            };
+            if stored {
+                i += 1;
+            } else {
+                scope.remove(i);
+            }
+        }
+        let body: Vec<TokenStream2> = body
+            .into_iter()
+            .map(|mut s| {
+                if self.alive.is_some() {
+                    ReturnToBreak.visit_stmt_mut(&mut s);
+                }
+                match s {
+                    Stmt::Expr(e, None) => quote! { #e; },
+                    s => s.to_token_stream(),
+                }
+            })
+            .collect();
+        let code = match &self.alive {
+            Some(alive) => quote! {
+                if !::offload_rt::__private::lane_read(#alive, __offload_t) {
+                    return;
+                }
+                #loads
+                let __offload_live: bool = '__offload_region: {
+                    #(#body)*
+                    #stores
+                    true
+                };
+                ::offload_rt::__private::lane_write(#alive, __offload_t, __offload_live);
+            },
+            None => quote! {
+                #loads
+                #(#body)*
+                #stores
+            },
+        };
+        Ok(quote! {
+            #before
+            ::offload_rt::__private::for_each_thread(|__offload_t| unsafe { #code });
+        })
+    }
+}
+
+/// The local a statement `name = value;` or `name op= value;` assigns.
+fn assigned_local(stmt: &Stmt) -> Option<String> {
+    let Stmt::Expr(e, Some(_)) = stmt else {
+        return None;
+    };
+    let lhs = match e {
+        Expr::Assign(a) => &*a.left,
+        Expr::Binary(b) if assigns(e) => &*b.left,
+        _ => return None,
+    };
+    match lhs {
+        Expr::Path(p) => p.path.get_ident().map(ToString::to_string),
+        _ => None,
+    }
+}
+
+/// The value of such an assignment.
+fn assigned_value(stmt: &Stmt) -> Option<&Expr> {
+    match stmt {
+        Stmt::Expr(Expr::Assign(a), Some(_)) => Some(&a.right),
+        Stmt::Expr(e @ Expr::Binary(b), Some(_)) if assigns(e) => Some(&b.right),
+        _ => None,
+    }
+}
+
+/// The mutable locals of a kernel that every thread of a block changes alike: declared once
+/// (`let mut name = ...;` as a statement of a list the region form lowers), and assigned only
+/// by statements `name = value;` / `name op= value;` of such lists, never borrowed, never
+/// assigned anywhere else. Whether their values are uniform is checked where they are used.
+fn block_mutables(stmts: &[Stmt]) -> HashMap<String, Vec<Expr>> {
+    /// Declarations and assignments that are statements of lowered lists.
+    fn walk(stmts: &[Stmt], decls: &mut Vec<String>, writes: &mut Vec<(String, Expr)>) {
+        for stmt in stmts {
+            if let Stmt::Local(l) = stmt
+                && l.pat_is_mut()
+                && let Some((name, _, _)) = simple_let(l)
+            {
+                decls.push(name);
+            }
+            if let (Some(name), Some(value)) = (assigned_local(stmt), assigned_value(stmt)) {
+                writes.push((name, value.clone()));
+            }
+            if !mentions(&stmt.to_token_stream(), BARRIER) {
+                continue;
+            }
+            let mut blocks: Vec<&Block> = Vec::new();
+            let mut expr = match stmt {
+                Stmt::Expr(e, _) => Some(e),
+                _ => None,
+            };
+            while let Some(e) = expr.take() {
+                match e {
+                    Expr::ForLoop(f) => blocks.push(&f.body),
+                    Expr::While(w) => blocks.push(&w.body),
+                    Expr::Block(b) => blocks.push(&b.block),
+                    Expr::Unsafe(b) => blocks.push(&b.block),
+                    Expr::If(i) => {
+                        blocks.push(&i.then_branch);
+                        expr = i.else_branch.as_ref().map(|(_, e)| &**e);
+                    }
+                    _ => {}
+                }
+            }
+            for b in blocks {
+                walk(&b.stmts, decls, writes);
+            }
+        }
+    }
+    /// Every declaration, assignment and borrow of a name anywhere in the body.
+    #[derive(Default)]
+    struct Uses {
+        decls: Vec<String>,
+        writes: Vec<String>,
+        escaped: HashSet<String>,
+    }
+    impl<'ast> Visit<'ast> for Uses {
+        fn visit_pat_ident(&mut self, i: &'ast syn::PatIdent) {
+            self.decls.push(i.ident.to_string());
+            syn::visit::visit_pat_ident(self, i);
+        }
+        fn visit_expr(&mut self, e: &'ast Expr) {
+            let target = match e {
+                Expr::Assign(a) => Some(&*a.left),
+                Expr::Binary(b) if assigns(e) => Some(&*b.left),
+                Expr::Reference(r) if r.mutability.is_some() => {
+                    if let Expr::Path(p) = &*r.expr
+                        && let Some(i) = p.path.get_ident()
+                    {
+                        self.escaped.insert(i.to_string());
+                    }
+                    None
+                }
+                Expr::MethodCall(m) => {
+                    if let Expr::Path(p) = &*m.receiver
+                        && let Some(i) = p.path.get_ident()
+                        && !PURE_METHODS.iter().any(|p| m.method == p)
+                    {
+                        self.escaped.insert(i.to_string());
+                    }
+                    None
+                }
+                Expr::Closure(c) => {
+                    let mut names = HashSet::new();
+                    idents_of(&c.body.to_token_stream(), &mut names);
+                    self.escaped.extend(names);
+                    None
+                }
+                _ => None,
+            };
+            if let Some(Expr::Path(p)) = target
+                && let Some(i) = p.path.get_ident()
+            {
+                self.writes.push(i.to_string());
+            }
+            syn::visit::visit_expr(self, e);
+        }
+        fn visit_macro(&mut self, m: &'ast syn::Macro) {
+            idents_of(&m.tokens, &mut self.escaped);
+        }
+    }
+    let (mut decls, mut writes) = (Vec::new(), Vec::new());
+    walk(stmts, &mut decls, &mut writes);
+    let mut uses = Uses::default();
+    for stmt in stmts {
+        uses.visit_stmt(stmt);
+    }
+    let count = |list: &[String], name: &str| list.iter().filter(|n| *n == name).count();
+    decls
+        .iter()
+        .filter(|name| {
+            count(&uses.decls, name) == 1
+                && count(&decls, name) == 1
+                && count(&uses.writes, name) == writes.iter().filter(|(n, _)| n == *name).count()
+                && !uses.escaped.contains(*name)
+        })
+        .map(|name| {
+            let values = writes
+                .iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, v)| v.clone());
+            (name.clone(), values.collect())
+        })
+        .collect()
+}
+
+/// `let (a, b) = (x, y);` as `let a = x; let b = y;` where neither value names `a` or `b`, so
+/// each local can be uniform or recomputed on its own.
+fn split_tuple_lets(stmts: &[Stmt]) -> Vec<Stmt> {
+    let mut out = Vec::with_capacity(stmts.len());
+    for stmt in stmts {
+        if let Stmt::Local(l) = stmt
+            && let Pat::Tuple(pats) = &l.pat
+            && let Some(init) = &l.init
+            && init.diverge.is_none()
+            && let Expr::Tuple(values) = &*init.expr
+            && pats.elems.len() == values.elems.len()
+            && pats
+                .elems
+                .iter()
+                .all(|p| matches!(p, Pat::Ident(i) if i.by_ref.is_none() && i.subpat.is_none()))
+        {
+            let names: Vec<String> = pats
+                .elems
+                .iter()
+                .filter_map(|p| match p {
+                    Pat::Ident(i) => Some(i.ident.to_string()),
+                    _ => None,
+                })
+                .collect();
+            if !values
+                .elems
+                .iter()
+                .any(|v| names.iter().any(|n| mentions(&v.to_token_stream(), n)))
+            {
+                for (pat, value) in pats.elems.iter().zip(&values.elems) {
+                    out.push(syn::parse_quote!(let #pat = #value;));
+                }
+                continue;
+            }
+        }
+        out.push(stmt.clone());
+    }
+    out
+}
+
+trait LocalExt {
+    fn pat_is_mut(&self) -> bool;
+}
+
+impl LocalExt for syn::Local {
+    fn pat_is_mut(&self) -> bool {
+        let mut pat = &self.pat;
+        if let Pat::Type(t) = pat {
+            pat = &t.pat;
+        }
+        matches!(pat, Pat::Ident(i) if i.mutability.is_some())
+    }
+}
+
+/// `let name[: ty] = init;` (any `mut`), without `else`.
+fn simple_let(l: &syn::Local) -> Option<(String, Option<&syn::Type>, &Expr)> {
+    let init = l.init.as_ref()?;
+    if init.diverge.is_some() {
+        return None;
+    }
+    let (pat, ty) = match &l.pat {
+        Pat::Type(t) => (&*t.pat, Some(&*t.ty)),
+        p => (p, None),
+    };
+    match pat {
+        Pat::Ident(i) if i.by_ref.is_none() && i.subpat.is_none() => {
+            Some((i.ident.to_string(), ty, &init.expr))
+        }
+        _ => None,
+    }
+}
+
+fn pattern_names(pat: &Pat, out: &mut Vec<String>) {
+    struct Names<'a>(&'a mut Vec<String>);
+    impl<'ast> Visit<'ast> for Names<'_> {
+        fn visit_pat_ident(&mut self, i: &'ast syn::PatIdent) {
+            self.0.push(i.ident.to_string());
+            syn::visit::visit_pat_ident(self, i);
+        }
+    }
+    Names(out).visit_pat(pat);
+}
+
+fn rest_tokens(stmts: &[Stmt], after: &TokenStream2) -> TokenStream2 {
+    let mut t: TokenStream2 = stmts.iter().map(ToTokens::to_token_stream).collect();
+    t.extend(after.clone());
+    t
+}
+
+/// What follows a statement of a loop body: the rest of the body in the next iteration too.
+fn loop_tokens(body: &Block, after: &TokenStream2) -> TokenStream2 {
+    let mut t = body.to_token_stream();
+    t.extend(after.clone());
+    t
+}
+
+fn is_barrier_call(call: &syn::ExprCall) -> bool {
+    call.args.is_empty()
+        && matches!(&*call.func, Expr::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == BARRIER))
+}
+
+/// Refuses what a region cannot hold: `return` where the kernel is not tracked for it,
+/// `break`/`continue` out of the region, `ref` bindings and `let` without a value.
+fn check_region_stmt(stmt: &Stmt, returns_ok: bool) -> Result<(), String> {
+    struct Check {
+        loops: usize,
+        labels: Vec<String>,
+        error: Option<String>,
+        returns_ok: bool,
+    }
+    impl<'ast> Visit<'ast> for Check {
+        fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+        fn visit_expr_return(&mut self, r: &'ast syn::ExprReturn) {
+            if !self.returns_ok {
+                self.error = Some("it returns early".to_owned());
+            }
+            syn::visit::visit_expr_return(self, r);
+        }
+        fn visit_expr_for_loop(&mut self, e: &'ast syn::ExprForLoop) {
+            self.visit_expr(&e.expr);
+            self.looped(e.label.as_ref(), |s| s.visit_block(&e.body));
+        }
+        fn visit_expr_while(&mut self, e: &'ast syn::ExprWhile) {
+            self.looped(e.label.as_ref(), |s| {
+                s.visit_expr(&e.cond);
+                s.visit_block(&e.body);
+            });
+        }
+        fn visit_expr_loop(&mut self, e: &'ast syn::ExprLoop) {
+            self.looped(e.label.as_ref(), |s| s.visit_block(&e.body));
+        }
+        fn visit_expr_block(&mut self, e: &'ast syn::ExprBlock) {
+            match &e.label {
+                Some(l) => {
+                    self.labels.push(l.name.ident.to_string());
+                    self.visit_block(&e.block);
+                    self.labels.pop();
+                }
+                None => self.visit_block(&e.block),
+            }
+        }
+        fn visit_expr_break(&mut self, e: &'ast syn::ExprBreak) {
+            self.jump(e.label.as_ref(), "break");
+            syn::visit::visit_expr_break(self, e);
+        }
+        fn visit_expr_continue(&mut self, e: &'ast syn::ExprContinue) {
+            self.jump(e.label.as_ref(), "continue");
+        }
+        fn visit_local(&mut self, l: &'ast syn::Local) {
+            if l.init.is_none() {
+                self.error = Some("it declares a variable without a value".to_owned());
+            }
+            syn::visit::visit_local(self, l);
+        }
+        fn visit_pat_ident(&mut self, i: &'ast syn::PatIdent) {
+            if i.by_ref.is_some() {
+                self.error = Some("it binds a variable by reference (`ref`)".to_owned());
+            }
+            syn::visit::visit_pat_ident(self, i);
+        }
+        fn visit_macro(&mut self, m: &'ast syn::Macro) {
+            for word in ["return", "break", "continue"] {
+                if mentions(&m.tokens, word) {
+                    self.error = Some(format!("a macro invocation in it holds `{word}`"));
+                }
+            }
+        }
+    }
+    impl Check {
+        fn looped(&mut self, label: Option<&syn::Label>, f: impl FnOnce(&mut Self)) {
+            self.loops += 1;
+            if let Some(l) = label {
+                self.labels.push(l.name.ident.to_string());
+            }
+            f(self);
+            if label.is_some() {
+                self.labels.pop();
+            }
+            self.loops -= 1;
+        }
+        fn jump(&mut self, label: Option<&syn::Lifetime>, what: &str) {
+            let inside = match label {
+                Some(l) => self.labels.contains(&l.ident.to_string()),
+                None => self.loops > 0,
+            };
+            if !inside {
+                self.error = Some(format!(
+                    "it uses `{what}` to leave a loop around sync_threads()"
+                ));
+            }
+        }
+    }
+    let mut check = Check {
+        loops: 0,
+        labels: Vec::new(),
+        error: None,
+        returns_ok,
+    };
+    check.visit_stmt(stmt);
+    check.error.map_or(Ok(()), Err)
+}
+
+/// Whether `expr` assigns anything (the uniform parts are evaluated for one thread only).
+fn assigns(expr: &Expr) -> bool {
+    struct Assigns(bool);
+    impl<'ast> Visit<'ast> for Assigns {
+        fn visit_expr_assign(&mut self, _: &'ast syn::ExprAssign) {
+            self.0 = true;
+        }
+        fn visit_expr_binary(&mut self, b: &'ast syn::ExprBinary) {
+            use syn::BinOp::*;
+            if matches!(
+                b.op,
+                AddAssign(_)
+                    | SubAssign(_)
+                    | MulAssign(_)
+                    | DivAssign(_)
+                    | RemAssign(_)
+                    | BitXorAssign(_)
+                    | BitAndAssign(_)
+                    | BitOrAssign(_)
+                    | ShlAssign(_)
+                    | ShrAssign(_)
+            ) {
+                self.0 = true;
+            }
+            syn::visit::visit_expr_binary(self, b);
+        }
+    }
+    let mut a = Assigns(false);
+    a.visit_expr(expr);
+    a.0
+}
+
+/// Whether a recomputation reads the same bindings where it is used as where it was made,
+/// each of them a uniform value or recomputable itself.
+fn recomputable(r: &Recompute, scope: &[Var]) -> bool {
+    r.deps.iter().all(|(name, id)| {
+        scope
+            .iter()
+            .rev()
+            .find(|v| v.name == *name)
+            .is_some_and(|v| {
+                v.id == *id
+                    && match &v.kind {
+                        Kind::Uniform => true,
+                        Kind::Lane { recompute, .. } => {
+                            recompute.as_ref().is_some_and(|r| recomputable(r, scope))
+                        }
+                    }
+            })
+    })
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Purity {
+    /// The same value for every thread of the block.
+    Uniform,
+    /// A function of the indices and uniform values, reading no memory.
+    Pure,
+}
+
+fn is_uniform(expr: &Expr, scope: &[Var]) -> bool {
+    let mut deps = Vec::new();
+    classify(expr, scope, Purity::Uniform, &mut deps)
+}
+
+fn pure_deps(expr: &Expr, scope: &[Var]) -> Option<Vec<(String, usize)>> {
+    let mut deps = Vec::new();
+    classify(expr, scope, Purity::Pure, &mut deps).then_some(deps)
+}
+
+/// Whether `expr` has purity `want`, collecting the bindings it reads.
+fn classify(expr: &Expr, scope: &[Var], want: Purity, deps: &mut Vec<(String, usize)>) -> bool {
+    let go = |e: &Expr, deps: &mut Vec<(String, usize)>| classify(e, scope, want, deps);
+    match expr {
+        Expr::Lit(_) => true,
+        Expr::Paren(p) => go(&p.expr, deps),
+        Expr::Group(g) => go(&g.expr, deps),
+        Expr::Cast(c) => go(&c.expr, deps),
+        Expr::Unary(u) => !matches!(u.op, syn::UnOp::Deref(_)) && go(&u.expr, deps),
+        Expr::Binary(b) => !assigns(expr) && go(&b.left, deps) && go(&b.right, deps),
+        Expr::Field(f) => go(&f.base, deps),
+        Expr::Tuple(t) => t.elems.iter().all(|e| go(e, deps)),
+        Expr::Array(a) => a.elems.iter().all(|e| go(e, deps)),
+        Expr::MethodCall(m) => {
+            PURE_METHODS.iter().any(|p| m.method == p)
+                && go(&m.receiver, deps)
+                && m.args.iter().all(|a| go(a, deps))
+        }
+        Expr::Call(c) => {
+            let Expr::Path(p) = &*c.func else {
+                return false;
+            };
+            let Some(last) = p.path.segments.last() else {
+                return false;
+            };
+            let name = last.ident.to_string();
+            c.args.is_empty()
+                && (BLOCK_FNS.contains(&name.as_str())
+                    || (want == Purity::Pure && THREAD_FNS.contains(&name.as_str())))
+        }
+        Expr::Macro(m) => {
+            want == Purity::Uniform
+                && m.mac
+                    .path
+                    .segments
+                    .last()
+                    .is_some_and(|s| s.ident == "shared_array")
+        }
+        Expr::Path(p) => {
+            if p.qself.is_some() || p.path.segments.len() > 1 {
+                return true;
+            }
+            let Some(ident) = p.path.get_ident() else {
+                return false;
+            };
+            let name = ident.to_string();
+            match scope.iter().rev().find(|v| v.name == name) {
+                Some(v) => {
+                    let ok = match &v.kind {
+                        Kind::Uniform => true,
+                        Kind::Lane {
+                            recompute: Some(r), ..
+                        } => want == Purity::Pure && recomputable(r, scope),
+                        Kind::Lane { .. } => false,
+                    };
+                    if ok {
+                        deps.push((name, v.id));
+                    }
+                    ok
+                }
+                // A constant (by Rust's naming convention); anything else may be a static.
+                None => name
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'),
+            }
+        }
+        _ => false,
+    }
+}
+
+/// `return` in a region ends the thread: the region's labelled block yields "not live".
+struct ReturnToBreak;
+
+impl VisitMut for ReturnToBreak {
+    fn visit_expr_mut(&mut self, e: &mut Expr) {
+        match e {
+            Expr::Closure(_) => {}
+            Expr::Return(_) => {
+                *e = syn::parse_quote!(break '__offload_region false);
+            }
+            _ => syn::visit_mut::visit_expr_mut(self, e),
+        }
+    }
+    fn visit_item_mut(&mut self, _: &mut syn::Item) {}
+}
+
+/// The body for the coroutine path with the barriers the region form splits at marked, so
+/// the runtime can tell them from barriers in functions the kernel calls.
+struct MarkBarriers;
+
+impl VisitMut for MarkBarriers {
+    fn visit_expr_mut(&mut self, e: &mut Expr) {
+        match e {
+            Expr::Closure(_) => {}
+            Expr::Call(c) if is_barrier_call(c) => {
+                *e = syn::parse_quote!(::offload_rt::__private::region_barrier());
+            }
+            _ => syn::visit_mut::visit_expr_mut(self, e),
+        }
+    }
+    fn visit_item_mut(&mut self, _: &mut syn::Item) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan_of(body: TokenStream2) -> Plan {
+        let block: Block = syn::parse2(quote!({ #body })).unwrap();
+        plan(&block, &[(format_ident!("n"), false)])
+    }
+
+    fn reason(plan: Plan) -> String {
+        match plan {
+            Plan::Coroutines(reason) => reason,
+            Plan::Regions { .. } => panic!("split into regions"),
+            Plan::NoBarriers => panic!("no barriers found"),
+        }
+    }
+
+    #[test]
+    fn barriers_in_loops_and_ifs_split_into_regions() {
+        let plan = plan_of(quote! {
+            let tile = shared_array!(f32, 256);
+            let tx = thread_idx_x() as usize;
+            let mut acc = 0.0f32;
+            let mut stride = block_dim_x() / 2;
+            for step in 0..n / 16 {
+                unsafe { *tile.add(tx) = step as f32 };
+                sync_threads();
+                acc += unsafe { *tile.add(255 - tx) };
+                sync_threads();
+            }
+            while stride > 0 {
+                sync_threads();
+                stride /= 2;
+            }
+            if block_idx_x() == 0 {
+                sync_threads();
+            }
+            let _ = acc;
+        });
+        let (block, counted) = match plan {
+            Plan::Regions { block, counted, .. } => (block, counted),
+            Plan::Coroutines(reason) => panic!("not split: {reason}"),
+            Plan::NoBarriers => panic!("no barriers found"),
+        };
+        let block = block.to_string();
+        // `tx` is recomputed, `acc` kept per thread, `stride` halved once per block.
+        assert!(
+            block.contains("let tx = thread_idx_x () as usize"),
+            "{block}"
+        );
+        assert!(block.contains("lane_write"), "{block}");
+        assert!(!block.contains("sync_threads"), "{block}");
+        let counted = counted.to_token_stream().to_string();
+        assert!(counted.contains("region_barrier"), "{counted}");
+        assert!(!counted.contains("sync_threads"), "{counted}");
+    }
+
+    #[test]
+    fn shapes_the_region_form_cannot_take_say_why() {
+        let r = reason(plan_of(quote! { loop { sync_threads(); break; } }));
+        assert!(r.contains("inside a `loop`"), "{r}");
+        let r = reason(plan_of(quote! { let x = { sync_threads(); 1 }; }));
+        assert!(r.contains("`let`"), "{r}");
+        let r = reason(plan_of(
+            quote! { for i in 0..n { if i == 3 { break; } sync_threads(); } },
+        ));
+        assert!(r.contains("`break`"), "{r}");
+        let r = reason(plan_of(quote! { let v = warp_sum(1u32); sync_threads(); }));
+        assert!(r.contains("warp operations"), "{r}");
+    }
+
+    #[test]
+    fn kernels_without_barriers_are_left_alone() {
+        assert!(matches!(
+            plan_of(quote! { let i = global_idx_x(); let _ = i; }),
+            Plan::NoBarriers
+        ));
+    }
+}
