@@ -460,26 +460,18 @@ impl Module for CpuModule {
                         "runs with one coroutine per GPU thread (it reached a barrier outside its body, in a function it calls)",
                 }
             ));
-            match (mode, regions) {
-                (MODE_REGIONS, Some(regions)) => {
-                    // SAFETY: as above; block 0 has run.
-                    unsafe { self.run_regions(&launch_ref, regions, thread, threads, 1, blocks) }?
-                }
-                // SAFETY: as above; block 0 has run.
-                _ => unsafe { self.run_barrier(&launch_ref, thread, threads, 1, blocks) }?,
-            }
+            let regions = regions.filter(|_| mode == MODE_REGIONS);
+            // SAFETY: as above; block 0 has run.
+            unsafe { self.run_barrier(&launch_ref, regions, thread, threads, 1, blocks) }?;
             mode
         } else if mode == MODE_PLAIN {
             // SAFETY: as above.
             unsafe { self.run_plain(&launch_ref, run, blocks, 0) };
             mode
-        } else if let (MODE_REGIONS, Some(regions)) = (mode, regions) {
-            // SAFETY: as above.
-            unsafe { self.run_regions(&launch_ref, regions, thread, threads, 0, blocks) }?;
-            mode
         } else {
+            let regions = regions.filter(|_| mode == MODE_REGIONS);
             // SAFETY: as above.
-            unsafe { self.run_barrier(&launch_ref, thread, threads, 0, blocks) }?;
+            unsafe { self.run_barrier(&launch_ref, regions, thread, threads, 0, blocks) }?;
             mode
         };
         self.finish(kernel, name, &launch, &ctx, mode, known_static)
@@ -552,7 +544,9 @@ impl CpuModule {
             .unwrap_or(());
     }
 
-    /// Blocks `first..blocks` with barrier support.
+    /// Blocks `first..blocks` of a kernel with barriers: in region form when `regions` is
+    /// given, with coroutines otherwise and for a range whose locals do not fit the lane
+    /// storage.
     ///
     /// # Safety
     ///
@@ -560,36 +554,7 @@ impl CpuModule {
     unsafe fn run_barrier(
         &self,
         l: &Launch,
-        thread: CpuThreadFn,
-        threads: u32,
-        first: u64,
-        blocks: u64,
-    ) -> Result<()> {
-        if first >= blocks {
-            return Ok(());
-        }
-        let chunk = chunk_size(blocks - first, self.pool.threads());
-        self.pool.run(blocks - first, chunk, &|begin, end| {
-            for b in first + begin..first + end {
-                // SAFETY: as in `run_plain`.
-                unsafe { run_block_with_barriers(l, thread, b, threads, None) }?;
-            }
-            Ok(())
-        })
-    }
-}
-
-impl CpuModule {
-    /// Blocks `first..blocks` in region form; a range whose locals do not fit the lane
-    /// storage runs on the coroutine path.
-    ///
-    /// # Safety
-    ///
-    /// As [`CpuModule::run_plain`].
-    unsafe fn run_regions(
-        &self,
-        l: &Launch,
-        regions: CpuRegionsFn,
+        regions: Option<CpuRegionsFn>,
         thread: CpuThreadFn,
         threads: u32,
         first: u64,
@@ -601,12 +566,15 @@ impl CpuModule {
         let chunk = chunk_size(blocks - first, self.pool.threads());
         self.pool.run(blocks - first, chunk, &|begin, end| {
             let (begin, end) = (first + begin, first + end);
-            // SAFETY: as in `run_plain`.
-            if unsafe { regions(l.launch, l.params, begin, end) } != 0 {
-                for b in begin..end {
-                    // SAFETY: as in `run_plain`.
-                    unsafe { run_block_with_barriers(l, thread, b, threads, None) }?;
-                }
+            if let Some(regions) = regions
+                // SAFETY: as in `run_plain`.
+                && unsafe { regions(l.launch, l.params, begin, end) } == 0
+            {
+                return Ok(());
+            }
+            for b in begin..end {
+                // SAFETY: as in `run_plain`.
+                unsafe { run_block_with_barriers(l, thread, b, threads, None) }?;
             }
             Ok(())
         })
