@@ -125,7 +125,7 @@ pub(crate) fn plan(body: &Block, params: &[(Ident, bool)]) -> Plan {
     if !mentions(&tokens, BARRIER) {
         return Plan::NoBarriers;
     }
-    match Lowering::new(body, params).run(body, params) {
+    match Lowering::new(body).run(body, params) {
         Ok(plan) => plan,
         Err(reason) => Plan::Coroutines(reason),
     }
@@ -192,7 +192,7 @@ struct Lowering {
 }
 
 impl Lowering {
-    fn new(body: &Block, _params: &[(Ident, bool)]) -> Lowering {
+    fn new(body: &Block) -> Lowering {
         let alive =
             mentions(&body.to_token_stream(), "return").then(|| format_ident!("__offload_alive"));
         Lowering {
@@ -318,6 +318,19 @@ impl Lowering {
         Ok(out)
     }
 
+    /// `lower_list` for a nested block: its bindings end with it.
+    fn lower_scoped(
+        &mut self,
+        stmts: &[Stmt],
+        scope: &mut Vec<Var>,
+        after: &TokenStream2,
+    ) -> Result<TokenStream2, String> {
+        let mark = scope.len();
+        let body = self.lower_list(stmts, scope, after);
+        scope.truncate(mark);
+        body
+    }
+
     fn barrier_stmt(
         &mut self,
         stmt: &Stmt,
@@ -370,10 +383,8 @@ impl Lowering {
                     return Err("it calls sync_threads() inside a `while let` loop".to_owned());
                 }
                 let cond = self.uniform_value(&w.cond, scope)?;
-                let mark = scope.len();
                 let loop_after = loop_tokens(&w.body, after);
-                let body = self.lower_list(&w.body.stmts, scope, &loop_after)?;
-                scope.truncate(mark);
+                let body = self.lower_scoped(&w.body.stmts, scope, &loop_after)?;
                 Ok(quote! {
                     while #cond == ::core::option::Option::Some(true) {
                         #body
@@ -381,16 +392,11 @@ impl Lowering {
                 })
             }
             Expr::If(_) => self.lower_if(expr, scope, after),
-            Expr::Block(b) if b.label.is_none() => {
-                let mark = scope.len();
-                let body = self.lower_list(&b.block.stmts, scope, after)?;
-                scope.truncate(mark);
-                Ok(quote! { { #body } })
-            }
-            Expr::Unsafe(b) => {
-                let mark = scope.len();
-                let body = self.lower_list(&b.block.stmts, scope, after)?;
-                scope.truncate(mark);
+            Expr::Block(syn::ExprBlock {
+                label: None, block, ..
+            })
+            | Expr::Unsafe(syn::ExprUnsafe { block, .. }) => {
+                let body = self.lower_scoped(&block.stmts, scope, after)?;
                 Ok(quote! { { #body } })
             }
             Expr::Loop(_) => Err("it calls sync_threads() inside a `loop`".to_owned()),
@@ -411,9 +417,7 @@ impl Lowering {
                     return Err("it calls sync_threads() inside an `if let`".to_owned());
                 }
                 let cond = self.uniform_value(&i.cond, scope)?;
-                let mark = scope.len();
-                let then = self.lower_list(&i.then_branch.stmts, scope, after)?;
-                scope.truncate(mark);
+                let then = self.lower_scoped(&i.then_branch.stmts, scope, after)?;
                 let otherwise = match &i.else_branch {
                     Some((_, e)) => self.lower_if(e, scope, after)?,
                     None => quote! {{}},
@@ -423,9 +427,7 @@ impl Lowering {
                 })
             }
             Expr::Block(b) => {
-                let mark = scope.len();
-                let body = self.lower_list(&b.block.stmts, scope, after)?;
-                scope.truncate(mark);
+                let body = self.lower_scoped(&b.block.stmts, scope, after)?;
                 Ok(quote! { { #body } })
             }
             _ => Err("it calls sync_threads() inside an `else` of an unknown kind".to_owned()),

@@ -310,6 +310,15 @@ pub fn shared_slot(key: usize, size: usize, align: usize) -> *mut u8 {
 
 #[inline(always)]
 fn begin_block(launch: &CpuLaunch, linear: u64) {
+    begin_block_without_warps(launch, linear);
+    // SAFETY: no thread of the new block has run; PARITY is this OS thread's.
+    unsafe { (*PARITY.get()).fill(0) };
+}
+
+/// [`begin_block`] for code without warp operations (the region form), which never reads
+/// the warp operations' `PARITY`.
+#[inline(always)]
+fn begin_block_without_warps(launch: &CpuLaunch, linear: u64) {
     let [gx, gy, _] = launch.grid;
     let x = linear % u64::from(gx);
     let rest = linear / u64::from(gx);
@@ -319,8 +328,6 @@ fn begin_block(launch: &CpuLaunch, linear: u64) {
     BLOCK.set([x as u32, y as u32, z as u32]);
     SLOT_COUNT.set(0);
     ARENA_USED.set(0);
-    // SAFETY: no thread of the new block has run; PARITY is this OS thread's.
-    unsafe { (*PARITY.get()).fill(0) };
 }
 
 #[inline(always)]
@@ -472,7 +479,7 @@ pub unsafe fn enter_regions(launch: *const CpuLaunch) {
 #[inline(always)]
 pub unsafe fn begin_region_block(launch: *const CpuLaunch, linear: u64) {
     // SAFETY: this function's contract.
-    begin_block(unsafe { &*launch }, linear);
+    begin_block_without_warps(unsafe { &*launch }, linear);
 }
 
 /// Lane storage for one local: a slot of `T` per thread of the block, after the `cursor`
