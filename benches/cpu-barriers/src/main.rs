@@ -48,7 +48,8 @@ fn matmul(device: &Device, n: u32, rounds: usize) -> Result<()> {
         shared_mem_bytes: 0,
     };
     let ms = median_ms(rounds, || {
-        cpu_barriers_kernels::matmul_tiled.launch(device, config, n, &da, &db, &mut dc)?;
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        unsafe { cpu_barriers_kernels::matmul_tiled.launch(device, config, n, &da, &db, &mut dc) }?;
         Ok(device.synchronize()?)
     })?;
     report(
@@ -69,7 +70,8 @@ fn reduce(device: &Device, n: u32, rounds: usize) -> Result<()> {
     let config = LaunchConfig::linear(n.div_ceil(block), block);
     let ms = median_ms(rounds, || {
         d_total.copy_from(&[0])?;
-        reduce_kernels::block_sum.launch(device, config, n, &d_input, &mut d_total)?;
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        unsafe { reduce_kernels::block_sum.launch(device, config, n, &d_input, &mut d_total) }?;
         Ok(device.synchronize()?)
     })?;
     let total = d_total.to_vec()?[0];
@@ -97,14 +99,17 @@ fn transpose(device: &Device, rows: u32, cols: u32, rounds: usize) -> Result<()>
         shared_mem_bytes: 0,
     };
     let ms = median_ms(rounds, || {
-        cpu_barriers_kernels::transpose_tiled.launch(
-            device,
-            config,
-            rows,
-            cols,
-            &d_input,
-            &mut d_output,
-        )?;
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        unsafe {
+            cpu_barriers_kernels::transpose_tiled.launch(
+                device,
+                config,
+                rows,
+                cols,
+                &d_input,
+                &mut d_output,
+            )
+        }?;
         Ok(device.synchronize()?)
     })?;
     let size = format!("{rows}x{cols}");
@@ -128,7 +133,10 @@ fn stencil(device: &Device, n: u32, rounds: usize) -> Result<()> {
         shared_mem_bytes: 0,
     };
     let ms = median_ms(rounds, || {
-        cpu_barriers_kernels::stencil5.launch(device, config, n, &d_input, &mut d_output)?;
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        unsafe {
+            cpu_barriers_kernels::stencil5.launch(device, config, n, &d_input, &mut d_output)
+        }?;
         Ok(device.synchronize()?)
     })?;
     let size = format!("{n}x{n}");

@@ -32,7 +32,7 @@ fn worker(device: Device, id: u32, launches: u32, halfway: Arc<Barrier>) -> Benc
     for launch in 1..=launches {
         // Alternating +1 and -1: y returns to its start after every second launch.
         let a = if launch % 2 == 1 { 1.0 } else { -1.0 };
-        saxpy_kernels::saxpy.launch(&device, config, n, a, &dx, &mut dy)?;
+        saxpy_kernels::saxpy.launch(&device, config, a, &dx, &mut dy)?;
         let got = dy.to_vec()?;
         let want = |i: usize| if launch % 2 == 1 { y[i] + x[i] } else { y[i] };
         if let Some(i) = (0..n as usize).find(|&i| got[i] != want(i)) {

@@ -40,14 +40,14 @@ fn main() -> BenchResult<()> {
     let sync_loop = |y: &mut DeviceBuffer<f32>| -> BenchResult<Duration> {
         let t = Instant::now();
         for _ in 0..launches {
-            saxpy_kernels::saxpy.launch(&device, empty, 0, 1.0, &x, y)?;
+            saxpy_kernels::saxpy.launch(&device, empty, 1.0, &x, y)?;
         }
         Ok(t.elapsed() / launches)
     };
     let stream_loop = |y: &mut DeviceBuffer<f32>| -> BenchResult<Duration> {
         let t = Instant::now();
         for _ in 0..launches {
-            saxpy_kernels::saxpy.launch(stream.device(), empty, 0, 1.0, &x, y)?;
+            saxpy_kernels::saxpy.launch(stream.device(), empty, 1.0, &x, y)?;
         }
         stream.synchronize()?;
         Ok(t.elapsed() / launches)
@@ -119,7 +119,7 @@ fn pipeline(device: &Device, rounds: usize) -> BenchResult<(Duration, Duration)>
         for c in 0..CHUNKS {
             let s = &streams[c % ways];
             s.copy_to_device(&mut dx[c], &pinned_in[c])?;
-            saxpy_kernels::saxpy.launch(s.device(), config, N, 1.0, &dx[c], &mut dy[c])?;
+            saxpy_kernels::saxpy.launch(s.device(), config, 1.0, &dx[c], &mut dy[c])?;
             s.copy_to_host(&mut pinned_out[c], &dy[c])?;
         }
         for s in &streams {

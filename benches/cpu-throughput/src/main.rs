@@ -25,7 +25,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut plain = Vec::with_capacity(rounds);
     for _ in 0..rounds {
         let t = Instant::now();
-        saxpy_kernels::saxpy.launch(&device, config, n, a, &dx, &mut dy)?;
+        saxpy_kernels::saxpy.launch(&device, config, a, &dx, &mut dy)?;
         runtime.push(t.elapsed());
 
         let t = Instant::now();

@@ -54,7 +54,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ys: Vec<f32> = (0..n).map(|i| 1.0 + i as f32).collect();
     let x = DeviceBuffer::from_slice(&device, &xs)?;
     let mut y = DeviceBuffer::from_slice(&device, &ys)?;
-    pre_kernels::scale_add.launch(&device, LaunchConfig::for_num_elems(n), n, 3.0, &x, &mut y)?;
+    // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+    unsafe { pre_kernels::scale_add.launch(&device, LaunchConfig::for_num_elems(n), n, 3.0, &x, &mut y) }?;
     let got = y.to_vec()?;
     for i in 0..n as usize {
         assert_eq!(got[i], 3.0 * xs[i] + ys[i], "element {i}");

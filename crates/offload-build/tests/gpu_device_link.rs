@@ -724,6 +724,81 @@ fn struct_parameters_have_the_rust_layout() {
     }
 }
 
+/// Slice parameters: `&[T]` and `DisjointSlice<T>` cross as 16 bytes, address then length
+/// (NVIDIA `byval` parameters, AMD `by_value` kernel arguments at 8-aligned offsets), as the
+/// host's `SliceParam` writes them; a bad index reaches the trap.
+#[test]
+fn slice_parameters_are_address_and_length() {
+    if !nightly_ready() {
+        return;
+    }
+    let target = GpuTarget::parse("sm_80").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    for sm in ["sm_80", "sm_90"] {
+        let ptx = device_link::nvptx_link(&inputs, sm, &NvptxLinkOptions::default()).unwrap();
+        let entry = ptx_entry(&ptx, "saxpy_slices");
+        let params: Vec<&str> = entry
+            .iter()
+            .filter(|l| l.starts_with(".param"))
+            .copied()
+            .collect();
+        assert_eq!(
+            params,
+            [
+                ".param .f32 saxpy_slices_param_0,",
+                ".param .align 8 .b8 saxpy_slices_param_1[16],",
+                ".param .align 8 .b8 saxpy_slices_param_2[16]",
+            ],
+            "{sm}"
+        );
+        assert!(
+            entry
+                .iter()
+                .any(|l| l.starts_with("call.uni") && l.contains("panic_bounds_check")),
+            "{sm}: the bounds check of `x[i]` reaches no panic:\n{}",
+            entry.join("\n")
+        );
+        assert!(
+            ptx.lines().any(|l| l.trim().starts_with("trap;")),
+            "{sm}: no trap"
+        );
+        if device_link::ptxas_path().is_some() {
+            device_link::ptxas_verbose(&ptx, sm).unwrap();
+        }
+    }
+    let target = GpuTarget::parse("gfx90a").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    let scratch = tempfile::tempdir().unwrap();
+    for id in ["gfx90a", "gfx1100"] {
+        let target = GpuTarget::parse(id).unwrap();
+        let images = device_link::gpu_images(&inputs, &target).unwrap();
+        let info = device_link::amdgpu_inspect(&images[0].bytes).unwrap();
+        for (kernel, first) in [("saxpy_slices", 4), ("copy_offset", 4)] {
+            let k = info.kernels.iter().find(|k| k.name == kernel).unwrap();
+            let args: Vec<(u64, u64, &str)> = k
+                .explicit_args()
+                .map(|a| (a.offset, a.size, a.value_kind.as_str()))
+                .collect();
+            assert_eq!(
+                args,
+                [
+                    (0, first, "by_value"),
+                    (8, 16, "by_value"),
+                    (24, 16, "by_value")
+                ],
+                "{id}: {kernel}"
+            );
+        }
+        let all = disassemble(&images[0].bytes, id, scratch.path());
+        let body = function_body(&all, "copy_offset");
+        assert!(
+            body.iter().any(|l| l.starts_with("s_trap 2")),
+            "{id}: the bounds check of `input[i]` ends in no s_trap 2:\n{}",
+            body.join("\n")
+        );
+    }
+}
+
 /// Math on NVIDIA: `device::math`'s sqrt, fma, floor, abs, min and max are PTX instructions
 /// (correctly rounded `.rn` forms), exp/log/sin/cos/pow and the kernel crate's own `libm`
 /// calls are linked in, so the module declares no external function, and `ptxas` accepts it.

@@ -2,31 +2,35 @@
 //!
 //! ```ignore
 //! #[offload_rt::kernel]
-//! pub fn saxpy(n: u32, a: f32, x: *const f32, y: *mut f32) { /* device code */ }
+//! pub fn saxpy(a: f32, #[len(y.len())] x: &[f32], mut y: DisjointSlice<f32>) { /* device code */ }
 //! ```
 //!
 //! Parameters are passed by value when they are `DeviceCopy`: scalars (`u8`..`u64`,
 //! `i8`..`i64`, `usize`, `isize`, `f32`, `f64`), `#[derive(DeviceCopy)] #[repr(C)]` structs and
-//! arrays of these; and device pointers `*const T` / `*mut T`. The attribute emits:
+//! arrays of these; buffers as read-only slices `&[T]` and `DisjointSlice<T>` (address and
+//! length); and device pointers `*const T` / `*mut T`. `#[len(expr)]` on a buffer parameter
+//! is the number of elements the launch needs, checked by the host before it. The attribute
+//! emits:
 //!
 //! - always, the body as a private function (so kernel code type-checks with the host build);
 //! - in device builds (`--cfg offload_device`, evaluated inside offload-rt so kernel crates
 //!   need not declare it), the device entry points for the target being built: on the
 //!   CPU device `__offload_cpu_run_<name>` (a range of blocks, the thread loop with the body
 //!   inlined) and `__offload_cpu_thread_<name>` (one thread, for barriers); on GPUs an
-//!   `extern "gpu-kernel"` function named `<name>` taking the parameters themselves;
+//!   `extern "gpu-kernel"` function named `<name>` taking the parameters' launch ABI values;
 //! - otherwise, a host handle: a unit struct named like the kernel whose `launch` takes the
-//!   device, a `LaunchConfig` and one argument per parameter: scalars by value, `*const T` as
-//!   `&DeviceBuffer<T>`, `*mut T` as `&mut DeviceBuffer<T>`, so argument types are checked at
-//!   compile time.
+//!   device, a `LaunchConfig` and one argument per parameter: values by value, `&[T]` and
+//!   `*const T` as `&DeviceBuffer<T>`, `DisjointSlice<T>` and `*mut T` as
+//!   `&mut DeviceBuffer<T>`, so argument types are checked at compile time. It is an
+//!   `unsafe fn` when the kernel takes a raw pointer, a safe one otherwise.
 
 mod regions;
 
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
-use quote::{format_ident, quote, quote_spanned};
+use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{FnArg, ItemFn, Pat, ReturnType, Type};
+use syn::{Expr, FnArg, ItemFn, Pat, ReturnType, Type};
 
 /// See the crate documentation.
 #[proc_macro_attribute]
@@ -43,14 +47,53 @@ enum Kind {
     Scalar,
     Const,
     Mut,
+    /// `&[T]`: a read-only slice, passed as address and length.
+    Slice,
+    /// `DisjointSlice<T>`: a slice each thread writes only its own elements of.
+    Disjoint,
+}
+
+impl Kind {
+    fn is_raw_pointer(&self) -> bool {
+        matches!(self, Kind::Const | Kind::Mut)
+    }
+
+    fn is_slice(&self) -> bool {
+        matches!(self, Kind::Slice | Kind::Disjoint)
+    }
 }
 
 struct Param {
     name: syn::Ident,
     ty: Type,
-    /// The pointee for pointers, the type itself for scalars.
+    /// The pointee for pointers, the element for slices, the type itself for scalars.
     elem: Type,
     kind: Kind,
+    /// `#[len(expr)]`: the elements the launch needs, evaluated on the host from the
+    /// launch's arguments.
+    len: Option<Expr>,
+}
+
+const ACCEPTED: &str = "kernel parameters are scalars (u8..u64, i8..i64, usize, isize, f32, \
+                        f64), #[derive(DeviceCopy)] #[repr(C)] structs, arrays of these, \
+                        read-only slices `&[T]`, `DisjointSlice<T>` to write, or device \
+                        pointers (*const T, *mut T)";
+
+/// The element type of `DisjointSlice<T>` / `DisjointSlice<'_, T>`, by the last path segment.
+fn disjoint_elem(ty: &syn::TypePath) -> Option<Type> {
+    let last = ty.path.segments.last()?;
+    if last.ident != "DisjointSlice" {
+        return None;
+    }
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    let mut types = args.args.iter().filter_map(|a| match a {
+        syn::GenericArgument::Type(t) => Some(t.clone()),
+        _ => None,
+    });
+    let elem = types.next()?;
+    types.next().is_none().then_some(elem)
 }
 
 fn classify(name: &syn::Ident, ty: &Type) -> syn::Result<(Kind, Type)> {
@@ -63,17 +106,65 @@ fn classify(name: &syn::Ident, ty: &Type) -> syn::Result<(Kind, Type)> {
             };
             Ok((kind, (*p.elem).clone()))
         }
-        Type::Path(_) | Type::Array(_) => Ok((Kind::Scalar, ty.clone())),
+        Type::Reference(r) => match (&*r.elem, r.mutability) {
+            (Type::Slice(s), None) => Ok((Kind::Slice, (*s.elem).clone())),
+            (Type::Slice(_), Some(m)) => Err(syn::Error::new(
+                m.span(),
+                format!(
+                    "kernel parameter `{name}`: a `&mut [T]` would give every thread the whole \
+                     slice to write, and two threads could write one element; take \
+                     `DisjointSlice<T>` (each thread gets the elements it owns) or, in an \
+                     `unsafe` launch, a `*mut T`"
+                ),
+            )),
+            _ => Err(syn::Error::new(
+                r.span(),
+                format!(
+                    "kernel parameter `{name}`: a reference to one value cannot cross to the \
+                     device; pass the value itself (a DeviceCopy type) or a slice. {ACCEPTED}"
+                ),
+            )),
+        },
+        Type::Path(p) => match disjoint_elem(p) {
+            Some(elem) => Ok((Kind::Disjoint, elem)),
+            None => Ok((Kind::Scalar, ty.clone())),
+        },
+        Type::Array(_) => Ok((Kind::Scalar, ty.clone())),
         Type::Paren(p) => classify(name, &p.elem),
         Type::Group(g) => classify(name, &g.elem),
         other => Err(syn::Error::new(
             other.span(),
-            format!(
-                "kernel parameter `{name}`: kernel parameters are scalars (u8..u64, i8..i64, \
-                 usize, isize, f32, f64), #[derive(DeviceCopy)] #[repr(C)] structs, arrays of \
-                 these, or device pointers (*const T, *mut T)"
-            ),
+            format!("kernel parameter `{name}`: {ACCEPTED}"),
         )),
+    }
+}
+
+/// Takes the `#[len(expr)]` attribute off a parameter.
+fn take_len(pt: &mut syn::PatType) -> syn::Result<Option<Expr>> {
+    let mut len = None;
+    let mut error = None;
+    pt.attrs.retain(|a| {
+        if !a.path().is_ident("len") {
+            return true;
+        }
+        match a.parse_args::<Expr>() {
+            Ok(e) if len.is_none() => len = Some(e),
+            Ok(_) => error = Some(syn::Error::new(a.span(), "a second #[len(..)]")),
+            Err(e) => {
+                error = Some(syn::Error::new(
+                    e.span(),
+                    format!(
+                        "#[len(..)] takes the number of elements the launch needs, an integer \
+                         expression of the other parameters: {e}"
+                    ),
+                ))
+            }
+        }
+        false
+    });
+    match error {
+        Some(e) => Err(e),
+        None => Ok(len),
     }
 }
 
@@ -99,7 +190,7 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
         if !unit {
             return Err(syn::Error::new(
                 ty.span(),
-                "a kernel returns nothing: write results through a `*mut T` parameter",
+                "a kernel returns nothing: write results through a `DisjointSlice<T>` or `*mut T` parameter",
             ));
         }
     }
@@ -111,10 +202,12 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
     }
 
     let mut params = Vec::new();
-    for input in &sig.inputs {
+    let mut inputs = sig.inputs.clone();
+    for input in inputs.iter_mut() {
         let FnArg::Typed(pt) = input else {
             return Err(syn::Error::new(input.span(), "a kernel has no `self`"));
         };
+        let len = take_len(pt)?;
         let Pat::Ident(pi) = &*pt.pat else {
             return Err(syn::Error::new(
                 pt.pat.span(),
@@ -122,11 +215,22 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
             ));
         };
         let (kind, elem) = classify(&pi.ident, &pt.ty)?;
+        if let (Some(len), Kind::Scalar) = (&len, &kind) {
+            return Err(syn::Error::new(
+                len.span(),
+                format!(
+                    "kernel parameter `{}`: #[len(..)] is for buffer parameters (slices and \
+                     pointers)",
+                    pi.ident
+                ),
+            ));
+        }
         params.push(Param {
             name: pi.ident.clone(),
             ty: (*pt.ty).clone(),
             elem,
             kind,
+            len,
         });
     }
 
@@ -135,31 +239,61 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
     let vis = &item.vis;
     let body_fn = format_ident!("__offload_kernel_{}", name);
     let unsafety = &sig.safety;
-    let inputs = &sig.inputs;
+    let inputs = &inputs;
     let block = &item.block;
     let (docs, other_attrs): (Vec<_>, Vec<_>) =
         item.attrs.iter().partition(|a| a.path().is_ident("doc"));
 
     let names: Vec<_> = params.iter().map(|p| &p.name).collect();
-    let tys: Vec<_> = params.iter().map(|p| &p.ty).collect();
     let indices: Vec<_> = (0..params.len()).collect();
-    let gpu_tys: Vec<TokenStream2> = params
+    // How each parameter crosses the launch ABI, and its value in the kernel from that.
+    let abi_tys: Vec<TokenStream2> = params
         .iter()
         .map(|p| {
-            let ty = &p.ty;
-            match p.kind {
-                Kind::Scalar => quote!(::offload_rt::__private::GpuParam<#ty>),
-                Kind::Const | Kind::Mut => quote!(#ty),
+            let (ty, elem) = (&p.ty, &p.elem);
+            if p.kind.is_slice() {
+                quote!(::offload_rt::__private::SliceParam<#elem>)
+            } else {
+                quote!(#ty)
             }
+        })
+        .collect();
+    let values: Vec<TokenStream2> = params
+        .iter()
+        .map(|p| {
+            let n = &p.name;
+            // SAFETY (of the generated blocks): the host passes a buffer borrowed shared for
+            // `&[T]` and exclusively for `DisjointSlice<T>`, alive for the launch.
+            match p.kind {
+                Kind::Slice => quote!(unsafe { #n.as_slice() }),
+                Kind::Disjoint => quote!(unsafe { #n.into_disjoint() }),
+                _ => quote!(#n),
+            }
+        })
+        .collect();
+    let read_params = quote! {
+        // SAFETY: the runtime passes one pointer per parameter, each at a value of the
+        // parameter's launch ABI type.
+        #( let #names: #abi_tys = unsafe {
+            ::core::ptr::read_unaligned((*params.add(#indices)).cast::<#abi_tys>())
+        }; )*
+    };
+    let gpu_tys: Vec<TokenStream2> = params
+        .iter()
+        .zip(&abi_tys)
+        .map(|(p, abi)| match p.kind {
+            Kind::Const | Kind::Mut => quote!(#abi),
+            _ => quote!(::offload_rt::__private::GpuParam<#abi>),
         })
         .collect();
     let gpu_args: Vec<TokenStream2> = params
         .iter()
-        .map(|p| {
+        .zip(&values)
+        .map(|(p, value)| {
             let n = &p.name;
             match p.kind {
-                Kind::Scalar => quote!(::offload_rt::__private::gpu_param(#n)),
                 Kind::Const | Kind::Mut => quote!(#n),
+                _ => quote! {{ let #n = ::offload_rt::__private::gpu_param(#n); #value }},
             }
         })
         .collect();
@@ -182,27 +316,62 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
             Kind::Scalar => quote!(scalar),
             Kind::Const => quote!(ptr_const),
             Kind::Mut => quote!(ptr_mut),
+            Kind::Slice => quote!(slice),
+            Kind::Disjoint => quote!(slice_mut),
         };
         let idx = syn::LitInt::new(&i.to_string(), Span::call_site());
-        quote! { (#n : #kind #elem, #idx) }
+        let len = p.len.as_ref().map(|e| {
+            let text = e.to_token_stream().to_string();
+            quote!(, len = (#e) #text)
+        });
+        quote! { (#n : #kind #elem, #idx #len) }
     });
+    let raw: Vec<String> = params
+        .iter()
+        .filter(|p| p.kind.is_raw_pointer())
+        .map(|p| format!("`{}`", p.name))
+        .collect();
+    let launch_safety = if raw.is_empty() {
+        quote!(safe)
+    } else {
+        let doc = format!(
+            "The kernel takes raw device pointers ({}): the caller guarantees that what it does \
+             through them stays inside the buffers passed for them and that no two threads of \
+             the launch race on an element (one writing while another reads or writes it \
+             without atomics). The launch checks only that each buffer belongs to `device` and \
+             the `#[len(..)]` lengths.",
+            raw.join(", ")
+        );
+        quote!(unsafe #doc)
+    };
 
     let run_symbol = format!("__offload_cpu_run_{name_str}");
     let thread_symbol = format!("__offload_cpu_thread_{name_str}");
 
     // The CPU device's form of the barriers: the region entry point and the coroutine path's
     // body with its barriers marked, or the note saying why the kernel keeps coroutines.
+    // A `DisjointSlice` is one value for the block, whose accessors give each thread its own
+    // elements; other `mut` parameters are per-thread copies.
     let param_muts: Vec<(syn::Ident, bool)> = sig
         .inputs
         .iter()
-        .filter_map(|input| match input {
+        .zip(&params)
+        .filter_map(|(input, p)| match input {
             FnArg::Typed(pt) => match &*pt.pat {
-                Pat::Ident(pi) => Some((pi.ident.clone(), pi.mutability.is_some())),
+                Pat::Ident(pi) => Some((
+                    pi.ident.clone(),
+                    pi.mutability.is_some() && !matches!(p.kind, Kind::Disjoint),
+                )),
                 _ => None,
             },
             FnArg::Receiver(_) => None,
         })
         .collect();
+    let region_values = params.iter().zip(&values).map(|(p, value)| {
+        let (n, ty) = (&p.name, &p.ty);
+        let mutability = matches!(p.kind, Kind::Disjoint).then(|| quote!(mut));
+        quote! { let #mutability #n: #ty = #value; }
+    });
     let mut thread_body_fn = body_fn.clone();
     let cpu_barriers = match regions::plan(block, &param_muts) {
         regions::Plan::NoBarriers => TokenStream2::new(),
@@ -246,10 +415,8 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
                     begin: u64,
                     end: u64,
                 ) -> u32 {
-                    // SAFETY: as in `__offload_run`.
-                    #( let #names: #tys = unsafe {
-                        ::core::ptr::read_unaligned((*params.add(#indices)).cast::<#tys>())
-                    }; )*
+                    #read_params
+                    #( #region_values )*
                     #items
                     // SAFETY: the runtime passes its launch record, alive for the launch.
                     unsafe { ::offload_rt::__private::enter_regions(launch) };
@@ -299,15 +466,11 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
                 end: u64,
                 skip: u32,
             ) {
-                // SAFETY: the runtime passes one pointer per parameter, each at a value of the
-                // parameter's type (the launch ABI).
-                #( let #names: #tys = unsafe {
-                    ::core::ptr::read_unaligned((*params.add(#indices)).cast::<#tys>())
-                }; )*
+                #read_params
                 // SAFETY: the runtime's launch contract covers running these threads.
                 unsafe {
                     ::offload_rt::__private::run_blocks(launch, begin, end, skip, move || {
-                        unsafe { #body_fn(#(#names),*) }
+                        unsafe { #body_fn(#(#values),*) }
                     })
                 }
             }
@@ -320,14 +483,11 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
                 block: u64,
                 thread: u32,
             ) {
-                // SAFETY: as in `__offload_run`.
-                #( let #names: #tys = unsafe {
-                    ::core::ptr::read_unaligned((*params.add(#indices)).cast::<#tys>())
-                }; )*
+                #read_params
                 // SAFETY: as in `__offload_run`.
                 unsafe {
                     ::offload_rt::__private::run_thread(launch, block, thread, move || {
-                        unsafe { #thread_body_fn(#(#names),*) }
+                        unsafe { #thread_body_fn(#(#values),*) }
                     })
                 }
             }
@@ -358,7 +518,9 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
             pub const MODULE: &'static str = env!("CARGO_CRATE_NAME");
         }
 
-        ::offload_rt::__kernel_launch_impl! { #name, #name_str, #(#launch_args),* }
+        ::offload_rt::__kernel_launch_impl! {
+            #launch_safety, #name, #name_str, #(#launch_args),*
+        }
         }
         }
     })

@@ -153,6 +153,25 @@ pub enum Error {
         /// Zero-based argument index.
         index: usize,
     },
+    /// A buffer passed to a launch has fewer elements than the kernel's `#[len(..)]` for it.
+    #[error(
+        "kernel `{kernel}`: argument {index} (`{param}`) has {len} elements, the launch needs \
+         {needed} (`#[len({needed_expr})]`)"
+    )]
+    BufferTooShort {
+        /// Kernel name.
+        kernel: &'static str,
+        /// The parameter's name.
+        param: &'static str,
+        /// Zero-based argument index.
+        index: usize,
+        /// Elements the buffer has.
+        len: usize,
+        /// Elements the launch needs (`usize::MAX` for a negative or too large value).
+        needed: usize,
+        /// The kernel's expression for `needed`.
+        needed_expr: &'static str,
+    },
     /// The launch configuration is invalid.
     #[error("invalid launch configuration for `{kernel}`: {reason}")]
     InvalidLaunch {

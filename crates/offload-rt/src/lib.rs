@@ -95,6 +95,51 @@ pub mod __private {
     #[cfg(not(all(offload_device, target_arch = "amdgpu")))]
     pub type GpuParam<T> = T;
 
+    pub use crate::device::SliceParam;
+
+    /// The launch ABI value of a slice parameter over a buffer at `ptr` of `len` elements.
+    #[cfg(feature = "host")]
+    #[inline]
+    pub fn slice_param<T>(ptr: crate::backend::DevicePtr, len: usize) -> SliceParam<T> {
+        const { assert!(core::mem::size_of::<SliceParam<u8>>() == 16) };
+        SliceParam {
+            ptr: core::ptr::without_provenance_mut(ptr.0 as usize),
+            len,
+        }
+    }
+
+    /// A `#[len(..)]` value as a length; a negative or too large one needs more than any
+    /// buffer has.
+    #[cfg(feature = "host")]
+    #[inline]
+    pub fn needed_len<N: TryInto<usize>>(n: N) -> usize {
+        n.try_into().unwrap_or(usize::MAX)
+    }
+
+    /// [`Error::BufferTooShort`](crate::Error::BufferTooShort) when argument `index` has fewer
+    /// elements than its `#[len(..)]`.
+    #[cfg(feature = "host")]
+    pub fn check_len(
+        kernel: &'static str,
+        param: &'static str,
+        index: usize,
+        len: usize,
+        needed: usize,
+        needed_expr: &'static str,
+    ) -> crate::Result<()> {
+        if len >= needed {
+            return Ok(());
+        }
+        Err(crate::Error::BufferTooShort {
+            kernel,
+            param,
+            index,
+            len,
+            needed,
+            needed_expr,
+        })
+    }
+
     /// The value of a [`GpuParam`].
     #[inline(always)]
     pub fn gpu_param<T: Copy>(param: GpuParam<T>) -> T {
@@ -132,34 +177,71 @@ macro_rules! __for_target {
     (cpu { $($cpu:tt)* } gpu { $($gpu:tt)* } host { $($host:tt)* }) => { $($host)* };
 }
 
-/// Implements a kernel handle's `launch`. With the `host` feature off (a kernel crate built
-/// alone), handles have no `launch`.
+/// Implements a kernel handle's `launch`: a safe function, or an `unsafe` one with the given
+/// safety section for a kernel taking raw pointers. With the `host` feature off (a kernel
+/// crate built alone), handles have no `launch`.
 #[cfg(feature = "host")]
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kernel_launch_impl {
-    ($handle:ident, $name:literal, $( ($arg:ident : $kind:ident $ty:ty, $idx:literal) ),* $(,)?) => {
+    (safe, $($rest:tt)*) => {
+        $crate::__kernel_launch_impl! { @impl [] [], $($rest)* }
+    };
+    (unsafe $safety:literal, $($rest:tt)*) => {
+        $crate::__kernel_launch_impl! {
+            @impl [unsafe] [
+                #[doc = ""]
+                #[doc = "# Safety"]
+                #[doc = ""]
+                #[doc = $safety]
+            ],
+            $($rest)*
+        }
+    };
+    (@impl [$($unsafety:tt)?] [$(#[$safety:meta])*], $handle:ident, $name:literal, $(
+        ($arg:ident : $kind:ident $ty:ty, $idx:literal $(, len = ($len:expr) $len_text:literal)?)
+    ),* $(,)?) => {
         impl $handle {
             /// Launches the kernel on `device` with `config`. Returns which device and image
             /// ran it.
+            ///
+            /// # Errors
+            ///
+            /// [`Error::WrongDevice`]($crate::Error::WrongDevice) for a buffer of another
+            /// device, [`Error::BufferTooShort`]($crate::Error::BufferTooShort) for a buffer
+            /// shorter than its `#[len(..)]`, and what the device reports.
+            $(#[$safety])*
             #[allow(clippy::too_many_arguments)]
-            pub fn launch(
+            pub $($unsafety)? fn launch(
                 &self,
                 device: &$crate::Device,
                 config: $crate::LaunchConfig,
                 $( $arg: $crate::__kernel_arg_type!($kind $ty), )*
             ) -> $crate::Result<$crate::LaunchReport> {
-                $( let $arg = $crate::__kernel_arg_value!($kind $arg, device, $name, $idx); )*
+                $($(
+                    $crate::__private::check_len(
+                        $name,
+                        stringify!($arg),
+                        $idx,
+                        $arg.len(),
+                        $crate::__private::needed_len($len),
+                        $len_text,
+                    )?;
+                )?)*
+                $( let $arg = $crate::__kernel_arg_value!($kind $arg, $ty, device, $name, $idx); )*
                 let params: &[*mut $crate::__private::c_void] = &[
                     $( (&raw const $arg).cast_mut().cast::<$crate::__private::c_void>(), )*
                 ];
                 let sizes: &[usize] = &[ $( ::core::mem::size_of_val(&$arg), )* ];
                 // SAFETY: `params` holds one pointer per parameter, in order, to a value of
-                // the parameter's type: this impl is generated from the kernel's signature
-                // (scalars by value, device pointers as the u64 address of a buffer checked to
-                // belong to `device`). The borrows of the buffers last for this call, and
-                // freeing a buffer is ordered after the launch by the backend. What the kernel
-                // does with the pointers (bounds) is the kernel's own `unsafe` contract.
+                // the parameter's launch ABI type: this impl is generated from the kernel's
+                // signature (scalars by value, device pointers as the u64 address, slices as
+                // address and length, of a buffer checked to belong to `device`). A slice
+                // parameter's buffer is borrowed shared (`&[T]`) or exclusively
+                // (`DisjointSlice<T>`) for this call, and freeing a buffer is ordered after
+                // the launch by the backend, so a kernel without raw pointers cannot reach
+                // memory outside its buffers; what a kernel does with raw pointers is this
+                // function's `unsafe` contract.
                 unsafe { device.launch_sized(env!("CARGO_CRATE_NAME"), $name, &config, params, sizes) }
             }
         }
@@ -180,19 +262,27 @@ macro_rules! __kernel_arg_type {
     (scalar $ty:ty) => { $ty };
     (ptr_const $ty:ty) => { &$crate::DeviceBuffer<$ty> };
     (ptr_mut $ty:ty) => { &mut $crate::DeviceBuffer<$ty> };
+    (slice $ty:ty) => { &$crate::DeviceBuffer<$ty> };
+    (slice_mut $ty:ty) => { &mut $crate::DeviceBuffer<$ty> };
 }
 
 #[cfg(feature = "host")]
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kernel_arg_value {
-    (scalar $arg:ident, $dev:ident, $name:literal, $idx:literal) => {
+    (scalar $arg:ident, $ty:ty, $dev:ident, $name:literal, $idx:literal) => {
         $arg
     };
-    (ptr_const $arg:ident, $dev:ident, $name:literal, $idx:literal) => {
+    (ptr_const $arg:ident, $ty:ty, $dev:ident, $name:literal, $idx:literal) => {
         $arg.device_ptr_on($dev, $name, $idx)?.0
     };
-    (ptr_mut $arg:ident, $dev:ident, $name:literal, $idx:literal) => {
+    (ptr_mut $arg:ident, $ty:ty, $dev:ident, $name:literal, $idx:literal) => {
         $arg.device_ptr_on($dev, $name, $idx)?.0
+    };
+    (slice $arg:ident, $ty:ty, $dev:ident, $name:literal, $idx:literal) => {
+        $crate::__private::slice_param::<$ty>($arg.device_ptr_on($dev, $name, $idx)?, $arg.len())
+    };
+    (slice_mut $arg:ident, $ty:ty, $dev:ident, $name:literal, $idx:literal) => {
+        $crate::__private::slice_param::<$ty>($arg.device_ptr_on($dev, $name, $idx)?, $arg.len())
     };
 }

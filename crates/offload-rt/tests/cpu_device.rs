@@ -14,7 +14,7 @@ use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig, PinnedBuffer};
 use offload_rt_test_kernels as k;
 
 const MODULE: &str = "offload_rt_test_kernels";
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -117,9 +117,10 @@ fn saxpy_matches_the_host() {
     let y: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
     let dx = DeviceBuffer::from_slice(&dev, &x).unwrap();
     let mut dy = DeviceBuffer::from_slice(&dev, &y).unwrap();
-    let report = k::saxpy
-        .launch(&dev, LaunchConfig::for_num_elems(n), n, 3.0, &dx, &mut dy)
-        .unwrap();
+    // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+    let report =
+        unsafe { k::saxpy.launch(&dev, LaunchConfig::for_num_elems(n), n, 3.0, &dx, &mut dy) }
+            .unwrap();
     assert_eq!(report.kernel, "saxpy");
     assert_eq!(report.module, MODULE);
     assert_eq!(report.image.triple, "x86_64-unknown-linux-gnu");
@@ -130,8 +131,8 @@ fn saxpy_matches_the_host() {
         assert_eq!(got[i], 3.0 * x[i] + y[i], "element {i}");
     }
     // A second launch takes the fast path decided on the first.
-    k::saxpy
-        .launch(&dev, LaunchConfig::for_num_elems(n), n, -3.0, &dx, &mut dy)
+    // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+    unsafe { k::saxpy.launch(&dev, LaunchConfig::for_num_elems(n), n, -3.0, &dx, &mut dy) }
         .unwrap();
     assert_eq!(dy.to_vec().unwrap(), y);
 }
@@ -148,8 +149,8 @@ fn block_reduction_with_shared_memory_and_barriers() {
     let din = DeviceBuffer::from_slice(&dev, &input).unwrap();
     for _ in 0..2 {
         let mut out = DeviceBuffer::<u64>::zeroed(&dev, 1).unwrap();
-        k::block_sum
-            .launch(&dev, LaunchConfig::for_num_elems(n), n, &din, &mut out)
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        unsafe { k::block_sum.launch(&dev, LaunchConfig::for_num_elems(n), n, &din, &mut out) }
             .unwrap();
         assert_eq!(out.to_vec().unwrap(), [expected]);
     }
@@ -164,9 +165,8 @@ fn shared_memory_is_per_block() {
     let blocks = 513u32;
     let data: Vec<i32> = (0..blocks as i32 * 64).collect();
     let mut d = DeviceBuffer::from_slice(&dev, &data).unwrap();
-    k::reverse_blocks
-        .launch(&dev, LaunchConfig::linear(blocks, 64), &mut d)
-        .unwrap();
+    // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+    unsafe { k::reverse_blocks.launch(&dev, LaunchConfig::linear(blocks, 64), &mut d) }.unwrap();
     let got = d.to_vec().unwrap();
     for (b, chunk) in got.chunks(64).enumerate() {
         let want: Vec<i32> = (0..64).rev().map(|t| b as i32 * 64 + t).collect();
@@ -188,9 +188,8 @@ fn indices_in_three_dimensions() {
     let total = 3 * 4 * 2 * 8 * 2 * 3;
     let mut out = DeviceBuffer::<u32>::zeroed(&dev, total).unwrap();
     let mut count = DeviceBuffer::<u32>::zeroed(&dev, 1).unwrap();
-    k::indices
-        .launch(&dev, config, &mut out, &mut count)
-        .unwrap();
+    // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+    unsafe { k::indices.launch(&dev, config, &mut out, &mut count) }.unwrap();
     assert_eq!(count.to_vec().unwrap(), [total as u32]);
     let got = out.to_vec().unwrap();
     let mut i = 0;
@@ -290,7 +289,8 @@ fn bad_launch_configurations_are_typed_errors() {
         shape((1, 1, 1), (1, 1, 128)),
         shape((1, 65536, 1), (64, 1, 1)),
     ] {
-        let err = k::reverse_blocks.launch(&dev, config, &mut d).unwrap_err();
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        let err = unsafe { k::reverse_blocks.launch(&dev, config, &mut d) }.unwrap_err();
         let expected = config.check().err();
         match &err {
             Error::InvalidLaunch { reason, .. } if config.shared_mem_bytes == 0 => {
@@ -317,12 +317,13 @@ fn an_empty_grid_runs_nothing() {
             grid,
             ..LaunchConfig::linear(1, 64)
         };
-        k::reverse_blocks.launch(&dev, config, &mut d).unwrap();
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        unsafe { k::reverse_blocks.launch(&dev, config, &mut d) }.unwrap();
     }
     assert_eq!(d.to_vec().unwrap(), data);
     let n = 0u32;
-    k::reverse_blocks
-        .launch(&dev, LaunchConfig::linear(n.div_ceil(64), 64), &mut d)
+    // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+    unsafe { k::reverse_blocks.launch(&dev, LaunchConfig::linear(n.div_ceil(64), 64), &mut d) }
         .unwrap();
     assert_eq!(d.to_vec().unwrap(), data);
 }
@@ -335,9 +336,9 @@ fn buffers_of_another_device_are_refused() {
     let a = Device::cpu();
     let b = Device::cpu();
     let mut d = DeviceBuffer::<i32>::zeroed(&b, 64).unwrap();
-    let err = k::reverse_blocks
-        .launch(&a, LaunchConfig::linear(1, 64), &mut d)
-        .unwrap_err();
+    // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+    let err =
+        unsafe { k::reverse_blocks.launch(&a, LaunchConfig::linear(1, 64), &mut d) }.unwrap_err();
     assert!(matches!(err, Error::WrongDevice { index: 0, .. }), "{err}");
 }
 
@@ -348,14 +349,13 @@ fn divergent_barrier_is_reported_then_handled() {
     }
     let dev = Device::cpu();
     let mut out = DeviceBuffer::<u32>::zeroed(&dev, 4 * 32).unwrap();
-    let err = k::divergent
-        .launch(&dev, LaunchConfig::linear(4, 32), &mut out)
-        .unwrap_err();
+    // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+    let err =
+        unsafe { k::divergent.launch(&dev, LaunchConfig::linear(4, 32), &mut out) }.unwrap_err();
     assert!(matches!(err, Error::DivergentBarrier { .. }), "{err}");
     let mut out = DeviceBuffer::<u32>::zeroed(&dev, 4 * 32).unwrap();
-    k::divergent
-        .launch(&dev, LaunchConfig::linear(4, 32), &mut out)
-        .unwrap();
+    // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+    unsafe { k::divergent.launch(&dev, LaunchConfig::linear(4, 32), &mut out) }.unwrap();
     assert!(out.to_vec().unwrap().iter().all(|&v| v == 1));
 }
 
@@ -370,8 +370,8 @@ fn warp_operations_match_the_rules() {
     for (blocks, block) in [(3u32, 128u32), (2, 1024), (5, 32)] {
         let threads = (blocks * block) as usize;
         let mut out = DeviceBuffer::<u32>::zeroed(&dev, threads * k::WARP_OPS_WORDS).unwrap();
-        k::warp_ops
-            .launch(&dev, LaunchConfig::linear(blocks, block), 0x5eed, &mut out)
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        unsafe { k::warp_ops.launch(&dev, LaunchConfig::linear(blocks, block), 0x5eed, &mut out) }
             .unwrap();
         let got = out.to_vec().unwrap();
         let mut want = vec![0; got.len()];
@@ -400,15 +400,17 @@ fn warp_reduction_in_one_warp_after_a_barrier() {
     let din = DeviceBuffer::from_slice(&dev, &input).unwrap();
     for block in [256u32, 96, 1024] {
         let mut out = DeviceBuffer::<u64>::zeroed(&dev, 1).unwrap();
-        k::warp_block_sum
-            .launch(
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        unsafe {
+            k::warp_block_sum.launch(
                 &dev,
                 LaunchConfig::linear(n.div_ceil(block), block),
                 n,
                 &din,
                 &mut out,
             )
-            .unwrap();
+        }
+        .unwrap();
         assert_eq!(out.to_vec().unwrap(), [expected], "blocks of {block}");
     }
 }
@@ -430,7 +432,8 @@ fn dynamic_shared_memory() {
             shared_mem_bytes: block * 4,
             ..LaunchConfig::linear(blocks, block)
         };
-        k::reverse_dynamic.launch(&dev, config, &mut d).unwrap();
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        unsafe { k::reverse_dynamic.launch(&dev, config, &mut d) }.unwrap();
         let want: Vec<i32> = data
             .chunks(block as usize)
             .enumerate()
@@ -444,7 +447,8 @@ fn dynamic_shared_memory() {
         ..LaunchConfig::linear(1, 64)
     };
     for _ in 0..2 {
-        let err = k::reverse_dynamic.launch(&dev, over, &mut d).unwrap_err();
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        let err = unsafe { k::reverse_dynamic.launch(&dev, over, &mut d) }.unwrap_err();
         match &err {
             Error::SharedMemoryLimit {
                 static_bytes: 16,
@@ -461,7 +465,8 @@ fn dynamic_shared_memory() {
         shared_mem_bytes: 64 * 1024 - 16,
         ..LaunchConfig::linear(1, 64)
     };
-    k::reverse_dynamic.launch(&dev, fits, &mut d).unwrap();
+    // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+    unsafe { k::reverse_dynamic.launch(&dev, fits, &mut d) }.unwrap();
 }
 
 fn params() -> k::Params {
@@ -488,8 +493,8 @@ fn structs_by_value() {
     let p = params();
     let q = k::Pair { a: 9, b: 2 };
     let mut out = DeviceBuffer::<f64>::zeroed(&dev, p.n as usize).unwrap();
-    k::struct_params
-        .launch(&dev, LaunchConfig::for_num_elems(p.n), 7, p, q, &mut out)
+    // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+    unsafe { k::struct_params.launch(&dev, LaunchConfig::for_num_elems(p.n), 7, p, q, &mut out) }
         .unwrap();
     let got = out.to_vec().unwrap();
     for (i, g) in got.iter().enumerate() {
@@ -525,8 +530,9 @@ fn a_stream_runs_copies_and_launches_in_order() {
     stream.copy_to_device(&mut dx, &px).unwrap();
     stream.copy_to_device(&mut dy, &py).unwrap();
     for a in [1.0, 2.0, 3.0] {
-        k::saxpy
-            .launch(
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        unsafe {
+            k::saxpy.launch(
                 stream.device(),
                 LaunchConfig::for_num_elems(n),
                 n,
@@ -534,7 +540,8 @@ fn a_stream_runs_copies_and_launches_in_order() {
                 &dx,
                 &mut dy,
             )
-            .unwrap();
+        }
+        .unwrap();
     }
     stream.copy_to_host(&mut out, &dy).unwrap();
     // The accessor waits for the copy into the buffer.
@@ -559,8 +566,9 @@ fn events_order_two_streams_and_time_work() {
     let mut dy = DeviceBuffer::from_slice(&dev, &y).unwrap();
     let start = producer.record().unwrap();
     producer.copy_to_device(&mut dx, &px).unwrap();
-    k::saxpy
-        .launch(
+    // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+    unsafe {
+        k::saxpy.launch(
             producer.device(),
             LaunchConfig::for_num_elems(n),
             n,
@@ -568,7 +576,8 @@ fn events_order_two_streams_and_time_work() {
             &dx,
             &mut dy,
         )
-        .unwrap();
+    }
+    .unwrap();
     let done = producer.record().unwrap();
     // The consumer's copy waits for the producer's launch.
     consumer.wait(&done).unwrap();
@@ -595,8 +604,9 @@ fn a_graph_replays_recorded_launches() {
     let mut dy = DeviceBuffer::from_slice(&dev, &y).unwrap();
     stream.begin_capture().unwrap();
     for _ in 0..4 {
-        k::saxpy
-            .launch(
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        unsafe {
+            k::saxpy.launch(
                 stream.device(),
                 LaunchConfig::for_num_elems(n),
                 n,
@@ -604,7 +614,8 @@ fn a_graph_replays_recorded_launches() {
                 &dx,
                 &mut dy,
             )
-            .unwrap();
+        }
+        .unwrap();
     }
     let graph = stream.end_capture().unwrap();
     // Recording ran nothing.
@@ -622,8 +633,9 @@ fn a_graph_replays_recorded_launches() {
     let mut graph = graph;
     stream.begin_capture().unwrap();
     for _ in 0..4 {
-        k::saxpy
-            .launch(
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        unsafe {
+            k::saxpy.launch(
                 stream.device(),
                 LaunchConfig::for_num_elems(n),
                 n,
@@ -631,7 +643,8 @@ fn a_graph_replays_recorded_launches() {
                 &dx,
                 &mut dy,
             )
-            .unwrap();
+        }
+        .unwrap();
     }
     stream.end_capture_into(&mut graph).unwrap();
     // SAFETY: as above.
@@ -671,9 +684,8 @@ fn stream_misuse_is_a_typed_error() {
     // A launch error of queued work (a kernel whose barrier divergence the CPU device finds
     // only while running it) comes back from `synchronize`.
     let mut out = DeviceBuffer::<u32>::zeroed(&a, 4 * 32).unwrap();
-    k::divergent
-        .launch(sa.device(), LaunchConfig::linear(4, 32), &mut out)
-        .unwrap();
+    // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+    unsafe { k::divergent.launch(sa.device(), LaunchConfig::linear(4, 32), &mut out) }.unwrap();
     assert!(matches!(
         sa.synchronize(),
         Err(Error::DivergentBarrier { .. })
@@ -711,9 +723,11 @@ fn sixteen_threads_launch_on_one_device() {
                 let mut dy = DeviceBuffer::from_slice(&dev, &y).unwrap();
                 for launch in 1..=100u32 {
                     let a = if launch % 2 == 1 { 1.0 } else { -1.0 };
-                    k::saxpy
-                        .launch(&dev, LaunchConfig::for_num_elems(n), n, a, &dx, &mut dy)
-                        .unwrap();
+                    // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+                    unsafe {
+                        k::saxpy.launch(&dev, LaunchConfig::for_num_elems(n), n, a, &dx, &mut dy)
+                    }
+                    .unwrap();
                     let got = dy.to_vec().unwrap();
                     for i in 0..n as usize {
                         let want = if launch % 2 == 1 { y[i] + x[i] } else { y[i] };
@@ -754,9 +768,8 @@ fn math_has_the_documented_precision() {
         DeviceBuffer::from_slice(&dev, &x32).unwrap(),
         DeviceBuffer::from_slice(&dev, &y32).unwrap(),
     );
-    k::math_f32
-        .launch(&dev, config, n, &dx, &dy, &mut out)
-        .unwrap();
+    // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+    unsafe { k::math_f32.launch(&dev, config, n, &dx, &dy, &mut out) }.unwrap();
     let got = out.to_vec().unwrap();
     for (i, (&x, &y)) in x32.iter().zip(&y32).enumerate() {
         let row = &got[i * k::MATH_WORDS..][..k::MATH_WORDS];
@@ -806,9 +819,8 @@ fn math_has_the_documented_precision() {
         DeviceBuffer::from_slice(&dev, &x64).unwrap(),
         DeviceBuffer::from_slice(&dev, &y64).unwrap(),
     );
-    k::math_f64
-        .launch(&dev, config, n, &dx, &dy, &mut out)
-        .unwrap();
+    // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+    unsafe { k::math_f64.launch(&dev, config, n, &dx, &dy, &mut out) }.unwrap();
     let got = out.to_vec().unwrap();
     for (i, (&x, &y)) in x64.iter().zip(&y64).enumerate() {
         let row = &got[i * k::MATH_WORDS..][..k::MATH_WORDS];
@@ -855,8 +867,8 @@ fn a_kernel_crate_may_depend_on_libm() {
     let x: Vec<f32> = (0..n).map(|i| k::math_input(i).1 as f32).collect();
     let dx = DeviceBuffer::from_slice(&dev, &x).unwrap();
     let mut out = DeviceBuffer::<f32>::zeroed(&dev, n as usize).unwrap();
-    k::libm_direct
-        .launch(&dev, LaunchConfig::for_num_elems(n), n, &dx, &mut out)
+    // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+    unsafe { k::libm_direct.launch(&dev, LaunchConfig::for_num_elems(n), n, &dx, &mut out) }
         .unwrap();
     for (g, &x) in out.to_vec().unwrap().iter().zip(&x) {
         assert_eq!(g.to_bits(), k::libm_value(x).to_bits(), "x {x}");
@@ -908,9 +920,8 @@ fn kernels_with_barriers_run_alike_in_region_form_and_with_coroutines() {
             shared_mem_bytes: 0,
         };
         for _ in 0..2 {
-            k::matmul_tiled
-                .launch(&dev, config, n as u32, &da, &db, &mut dc)
-                .unwrap();
+            // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+            unsafe { k::matmul_tiled.launch(&dev, config, n as u32, &da, &db, &mut dc) }.unwrap();
             assert_eq!(dc.to_vec().unwrap(), want, "{mode:?}: matmul_tiled");
         }
 
@@ -919,8 +930,8 @@ fn kernels_with_barriers_run_alike_in_region_form_and_with_coroutines() {
         let input: Vec<f32> = (0..len).map(|i| (i % 13) as f32).collect();
         let din = DeviceBuffer::from_slice(&dev, &input).unwrap();
         let mut dout = DeviceBuffer::<f32>::zeroed(&dev, len as usize).unwrap();
-        k::blur3
-            .launch(&dev, LaunchConfig::linear(4, 256), len, &din, &mut dout)
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        unsafe { k::blur3.launch(&dev, LaunchConfig::linear(4, 256), len, &din, &mut dout) }
             .unwrap();
         let at = |i: isize| input[i.clamp(0, len as isize - 1) as usize];
         let want: Vec<f32> = (0..len as isize)
@@ -932,8 +943,8 @@ fn kernels_with_barriers_run_alike_in_region_form_and_with_coroutines() {
         for (blocks, block) in [(3u32, 1024u32), (5, 96)] {
             let values: Vec<u32> = (0..blocks * block).map(|i| i % 11 + 1).collect();
             let mut data = DeviceBuffer::from_slice(&dev, &values).unwrap();
-            k::block_scan
-                .launch(&dev, LaunchConfig::linear(blocks, block), &mut data)
+            // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+            unsafe { k::block_scan.launch(&dev, LaunchConfig::linear(blocks, block), &mut data) }
                 .unwrap();
             let mut want = values.clone();
             for part in want.chunks_mut(block as usize) {
@@ -950,8 +961,8 @@ fn kernels_with_barriers_run_alike_in_region_form_and_with_coroutines() {
                 .map(|i| i.wrapping_mul(40_503))
                 .collect();
             let mut data = DeviceBuffer::from_slice(&dev, &values).unwrap();
-            k::wide_locals
-                .launch(&dev, LaunchConfig::linear(blocks, block), &mut data)
+            // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+            unsafe { k::wide_locals.launch(&dev, LaunchConfig::linear(blocks, block), &mut data) }
                 .unwrap();
             let want: Vec<u32> = (0..values.len())
                 .map(|i| {
@@ -969,8 +980,8 @@ fn kernels_with_barriers_run_alike_in_region_form_and_with_coroutines() {
 
         // A block-uniform barrier that block 0 skips: right on the first launch.
         let mut out = DeviceBuffer::<u32>::zeroed(&dev, 4 * 64).unwrap();
-        k::block_uniform_barrier
-            .launch(&dev, LaunchConfig::linear(4, 64), &mut out)
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        unsafe { k::block_uniform_barrier.launch(&dev, LaunchConfig::linear(4, 64), &mut out) }
             .unwrap();
         let want: Vec<u32> = (0..4 * 64)
             .map(|i| if i < 64 { i + 1 } else { 64 - i % 64 })
@@ -984,9 +995,8 @@ fn kernels_with_barriers_run_alike_in_region_form_and_with_coroutines() {
         // A barrier in a called function besides the body's: right on the first launch.
         let values: Vec<i32> = (0..3 * 64).map(|i| i * 3 - 100).collect();
         let mut data = DeviceBuffer::from_slice(&dev, &values).unwrap();
-        k::hidden_barrier
-            .launch(&dev, LaunchConfig::linear(3, 64), &mut data)
-            .unwrap();
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        unsafe { k::hidden_barrier.launch(&dev, LaunchConfig::linear(3, 64), &mut data) }.unwrap();
         let want: Vec<i32> = (0..values.len())
             .map(|i| 2 * values[i - i % 64 + 63 - i % 64] + 2 * values[i])
             .collect();
@@ -994,9 +1004,8 @@ fn kernels_with_barriers_run_alike_in_region_form_and_with_coroutines() {
 
         // A barrier the region form does not take (inside `loop`).
         let mut data = DeviceBuffer::<u32>::zeroed(&dev, 2 * 64).unwrap();
-        k::loop_barrier
-            .launch(&dev, LaunchConfig::linear(2, 64), &mut data)
-            .unwrap();
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        unsafe { k::loop_barrier.launch(&dev, LaunchConfig::linear(2, 64), &mut data) }.unwrap();
         let want: Vec<u32> = (0..128).map(|i| 3 * (i % 64)).collect();
         assert_eq!(data.to_vec().unwrap(), want, "{mode:?}: loop_barrier");
     }
@@ -1032,6 +1041,7 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "matmul_tiled",
             "reverse_blocks",
             "reverse_dynamic",
+            "reverse_slices",
             "wide_locals"
         ]
     );
@@ -1049,12 +1059,10 @@ fn the_barrier_path_is_chosen_per_kernel_and_logged() {
     if std::env::var_os(CHILD).is_some() {
         let dev = Device::cpu();
         let mut data = DeviceBuffer::<i32>::zeroed(&dev, 128).unwrap();
-        k::reverse_blocks
-            .launch(&dev, LaunchConfig::linear(2, 64), &mut data)
-            .unwrap();
-        k::hidden_barrier
-            .launch(&dev, LaunchConfig::linear(2, 64), &mut data)
-            .unwrap();
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        unsafe { k::reverse_blocks.launch(&dev, LaunchConfig::linear(2, 64), &mut data) }.unwrap();
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        unsafe { k::hidden_barrier.launch(&dev, LaunchConfig::linear(2, 64), &mut data) }.unwrap();
         return;
     }
     let out = Command::new(std::env::current_exe().unwrap())
@@ -1118,4 +1126,133 @@ fn the_matmul_inner_region_is_vector_code() {
         packed_mul >= 16 && packed_add >= 16,
         "matmul_tiled's region entry has {packed_mul} mulps and {packed_add} addps:\n{text}"
     );
+}
+
+#[test]
+fn slice_parameters_launch_safely_and_check_lengths() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let n = 100_003u32;
+    let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+    let y: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
+    let dx = DeviceBuffer::from_slice(&dev, &x).unwrap();
+    let mut dy = DeviceBuffer::from_slice(&dev, &y).unwrap();
+    // A grid rounded up past the data: the extra threads own no element.
+    let config = LaunchConfig::linear(n.div_ceil(256) + 3, 256);
+    k::saxpy_slices
+        .launch(&dev, config, 3.0, &dx, &mut dy)
+        .unwrap();
+    let got = dy.to_vec().unwrap();
+    for i in 0..n as usize {
+        assert_eq!(got[i], 3.0 * x[i] + y[i], "element {i}");
+    }
+
+    // `#[len(y.len())] x`: a shorter `x` is refused before anything runs.
+    let short = DeviceBuffer::from_slice(&dev, &x[..1000]).unwrap();
+    let err = k::saxpy_slices
+        .launch(&dev, config, 3.0, &short, &mut dy)
+        .unwrap_err();
+    match &err {
+        Error::BufferTooShort {
+            kernel,
+            param,
+            index,
+            len,
+            needed,
+            needed_expr,
+        } => {
+            assert_eq!(
+                (*kernel, *param, *index, *len, *needed, *needed_expr),
+                ("saxpy_slices", "x", 1, 1000, n as usize, "y.len()")
+            );
+        }
+        other => panic!("{other}"),
+    }
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "kernel `saxpy_slices`: argument 1 (`x`) has 1000 elements, the launch needs {n} \
+             (`#[len(y.len())]`)"
+        )
+    );
+    assert_eq!(dy.to_vec().unwrap(), got, "nothing ran");
+
+    // A slice of another device.
+    let other = Device::from_backend(Box::new(CpuBackend::with_threads(1)));
+    let foreign = DeviceBuffer::from_slice(&other, &x).unwrap();
+    let err = k::saxpy_slices
+        .launch(&dev, config, 3.0, &foreign, &mut dy)
+        .unwrap_err();
+    assert!(matches!(err, Error::WrongDevice { index: 1, .. }), "{err}");
+
+    // Empty buffers: every thread owns nothing.
+    let empty_x = DeviceBuffer::<f32>::zeroed(&dev, 0).unwrap();
+    let mut empty_y = DeviceBuffer::<f32>::zeroed(&dev, 0).unwrap();
+    k::saxpy_slices
+        .launch(
+            &dev,
+            LaunchConfig::linear(2, 32),
+            1.0,
+            &empty_x,
+            &mut empty_y,
+        )
+        .unwrap();
+}
+
+#[test]
+fn disjoint_slices_hand_out_chunks_and_rows() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    // 5 blocks of 7 threads, chunks of 3 over 100 elements: ranks 0..=33 own elements.
+    let mut out = DeviceBuffer::<u32>::from_slice(&dev, &[u32::MAX; 100]).unwrap();
+    k::fill_chunks
+        .launch(&dev, LaunchConfig::linear(5, 7), 3, &mut out)
+        .unwrap();
+    let want: Vec<u32> = (0..100).map(|i| i / 3).collect();
+    assert_eq!(out.to_vec().unwrap(), want);
+
+    // A 10 x 5 array under a 12 x 8 grid of threads in 4 x 4 blocks.
+    let (width, height) = (10usize, 5usize);
+    let mut rows = DeviceBuffer::<u32>::zeroed(&dev, width * height).unwrap();
+    let config = LaunchConfig {
+        grid: (3, 2, 1),
+        block: (4, 4, 1),
+        shared_mem_bytes: 0,
+    };
+    k::fill_rows
+        .launch(&dev, config, width as u32, &mut rows)
+        .unwrap();
+    let got = rows.to_vec().unwrap();
+    for y in 0..height {
+        for x in 0..width {
+            assert_eq!(got[y * width + x], (x + 1000 * y + 1) as u32, "({x}, {y})");
+        }
+    }
+}
+
+#[test]
+fn slices_in_kernels_with_barriers() {
+    if !setup() {
+        return;
+    }
+    for (mode, dev) in both_barrier_modes() {
+        let blocks = 9u32;
+        // One element short of the grid: the last thread reads 0 through `get`.
+        let input: Vec<i32> = (0..blocks as i32 * 64 - 1).map(|i| i * 3 - 7).collect();
+        let din = DeviceBuffer::from_slice(&dev, &input).unwrap();
+        let mut out = DeviceBuffer::<i32>::zeroed(&dev, input.len()).unwrap();
+        k::reverse_slices
+            .launch(&dev, LaunchConfig::linear(blocks, 64), &din, &mut out)
+            .unwrap();
+        let got = out.to_vec().unwrap();
+        for (i, &v) in got.iter().enumerate() {
+            let src = (i / 64) * 64 + 63 - i % 64;
+            let want = input.get(src).copied().unwrap_or(0);
+            assert_eq!(v, want, "{mode:?}: element {i}");
+        }
+    }
 }

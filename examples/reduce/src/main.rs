@@ -20,10 +20,12 @@ type Kernel = fn(
 
 const KERNELS: [(&str, Kernel); 2] = [
     ("shared memory", |d, c, n, i, o| {
-        reduce_kernels::block_sum.launch(d, c, n, i, o)
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        unsafe { reduce_kernels::block_sum.launch(d, c, n, i, o) }
     }),
     ("warp shuffle", |d, c, n, i, o| {
-        reduce_kernels::warp_shuffle_sum.launch(d, c, n, i, o)
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        unsafe { reduce_kernels::warp_shuffle_sum.launch(d, c, n, i, o) }
     }),
 ];
 

@@ -33,7 +33,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
     let dx = DeviceBuffer::from_slice(&device, &x)?;
     let mut dy = DeviceBuffer::from_slice(&device, &y)?;
     let report =
-        saxpy_kernels::saxpy.launch(&device, LaunchConfig::for_num_elems(n), n, a, &dx, &mut dy)?;
+        saxpy_kernels::saxpy.launch(&device, LaunchConfig::for_num_elems(n), a, &dx, &mut dy)?;
     println!("image: {report}");
     let result = dy.to_vec()?;
 

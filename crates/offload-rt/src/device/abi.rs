@@ -30,7 +30,7 @@ macro_rules! scalars {
 /// pattern is a valid value (device code may write any bytes into them).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not `DeviceCopy`: it cannot be a kernel parameter or a device buffer's element",
-    note = "kernel parameters are scalars (u8..u64, i8..i64, usize, isize, f32, f64), #[derive(DeviceCopy)] #[repr(C)] structs, arrays of these, or device pointers (*const T, *mut T)"
+    note = "kernel parameters are scalars (u8..u64, i8..i64, usize, isize, f32, f64), #[derive(DeviceCopy)] #[repr(C)] structs, arrays of these, slices `&[T]` and `DisjointSlice<T>` of these, or device pointers (*const T, *mut T)"
 )]
 pub unsafe trait DeviceCopy: Copy + 'static {}
 

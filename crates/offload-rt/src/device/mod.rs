@@ -76,9 +76,13 @@ use nvptx as arch;
 
 pub mod abi;
 pub mod math;
+mod slice;
 pub mod warp;
 
 pub use abi::{DeviceCopy, KernelScalar};
+#[doc(hidden)]
+pub use slice::SliceParam;
+pub use slice::{DisjointSlice, grid_thread_rank};
 pub use warp::{
     WarpAdd, WarpValue, ballot, lane_id, shuffle_down, shuffle_idx, shuffle_up, shuffle_xor,
     warp_all, warp_any, warp_max, warp_min, warp_size, warp_sum,

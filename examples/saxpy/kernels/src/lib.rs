@@ -1,15 +1,16 @@
 //! Kernels of the SAXPY example.
 #![no_std]
 
-use offload_rt::device::global_idx_x;
+use offload_rt::device::{DisjointSlice, grid_thread_rank};
 use offload_rt::kernel;
 
-/// `y[i] = a * x[i] + y[i]` for `i < n`.
+/// `y[i] = a * x[i] + y[i]` for every element of `y`. `x` must be as long as `y`; the launch
+/// checks it (`#[len(..)]`) before anything runs, and each thread writes only its own `y[i]`,
+/// so the host's `launch` is safe.
 #[kernel]
-pub fn saxpy(n: u32, a: f32, x: *const f32, y: *mut f32) {
-    let i = global_idx_x();
-    if i < n as usize {
-        // SAFETY: the host passes `x` and `y` with at least `n` elements each.
-        unsafe { *y.add(i) = a * *x.add(i) + *y.add(i) };
+pub fn saxpy(a: f32, #[len(y.len())] x: &[f32], mut y: DisjointSlice<f32>) {
+    let i = grid_thread_rank();
+    if let Some(yi) = y.for_thread() {
+        *yi += a * x[i];
     }
 }

@@ -1,0 +1,180 @@
+//! Bounds-carrying buffer parameters: `&[T]` to read, [`DisjointSlice`] to write.
+//!
+//! A kernel whose parameters are scalars, `DeviceCopy` values, `&[T]` and `DisjointSlice<T>`
+//! cannot touch memory outside its buffers nor race on an element between two threads without
+//! `unsafe`, so its host `launch` is a safe function. `&[T]` is a plain Rust slice: `len()`,
+//! indexing (a bad index panics, which ends the launch with an error naming the kernel),
+//! `get`, `get_unchecked` in `unsafe`. A `DisjointSlice<T>` hands each thread only the
+//! elements it owns, as `&mut`, so no two threads ever hold `&mut` to the same element.
+
+use core::marker::PhantomData;
+
+use super::abi::DeviceCopy;
+use super::{
+    block_dim_x, block_dim_y, block_dim_z, block_idx_x, block_idx_y, block_idx_z, global_idx_x,
+    global_idx_y, global_idx_z, grid_dim_x, grid_dim_y, thread_rank,
+};
+
+/// How a slice parameter crosses from host to device: the buffer's address and its length in
+/// elements, 16 bytes on every target (the host writes the same layout with `u64`s).
+#[doc(hidden)]
+#[repr(C)]
+#[derive(Debug)]
+pub struct SliceParam<T> {
+    pub ptr: *mut T,
+    pub len: usize,
+}
+
+impl<T> Clone for SliceParam<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for SliceParam<T> {}
+
+impl<T: DeviceCopy> SliceParam<T> {
+    /// The read-only slice of a `&[T]` parameter.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` points at `len` initialized elements that nothing writes for `'a` (the launch
+    /// contract: the host passes a buffer it borrows shared for the launch).
+    #[inline(always)]
+    pub unsafe fn as_slice<'a>(self) -> &'a [T] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: this function's contract; `len > 0`, so `ptr` is a real allocation.
+        unsafe { core::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// The disjoint slice of a `DisjointSlice<T>` parameter.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` points at `len` elements that, for `'a`, only this launch's threads access, each
+    /// through its own `DisjointSlice` (the launch contract: the host passes a buffer it
+    /// borrows exclusively for the launch).
+    #[inline(always)]
+    pub unsafe fn into_disjoint<'a>(self) -> DisjointSlice<'a, T> {
+        DisjointSlice {
+            ptr: self.ptr,
+            len: self.len,
+            _elems: PhantomData,
+        }
+    }
+}
+
+/// The calling thread's index among all threads of the launch, unique per thread:
+/// `block_rank * block_size + thread_rank`, with blocks ranked x fastest. In a 1-D launch it
+/// is [`global_idx_x`].
+#[inline(always)]
+pub fn grid_thread_rank() -> usize {
+    let block_rank = (block_idx_z() as usize * grid_dim_y() as usize + block_idx_y() as usize)
+        * grid_dim_x() as usize
+        + block_idx_x() as usize;
+    let block_size = block_dim_x() as usize * block_dim_y() as usize * block_dim_z() as usize;
+    block_rank * block_size + thread_rank() as usize
+}
+
+/// A buffer a kernel writes, each thread only the elements it owns: the element at its
+/// [`grid_thread_rank`] ([`DisjointSlice::for_thread`]), a chunk of consecutive elements
+/// ([`DisjointSlice::chunk_for_thread`]), or the element at its (x, y) position in a
+/// row-major array ([`DisjointSlice::for_thread_in_rows`]). Owned elements can be read and
+/// written; other threads' elements are reachable only through `unsafe`.
+///
+/// The host passes it as `&mut DeviceBuffer<T>`. It is neither `Copy` nor `Clone`, and every
+/// accessor borrows it mutably, so a thread holds at most one `&mut` to an element.
+#[derive(Debug)]
+pub struct DisjointSlice<'a, T> {
+    ptr: *mut T,
+    len: usize,
+    _elems: PhantomData<&'a mut [T]>,
+}
+
+impl<T: DeviceCopy> DisjointSlice<'_, T> {
+    /// Number of elements in the whole buffer.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer has no elements.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The element at the calling thread's [`grid_thread_rank`] (its global index in a 1-D
+    /// launch), or `None` past the end (a grid rounded up past the data).
+    #[inline(always)]
+    pub fn for_thread(&mut self) -> Option<&mut T> {
+        let i = grid_thread_rank();
+        if i < self.len {
+            // SAFETY: `i` is in bounds, and no other thread of the launch has this rank, so
+            // no other thread can reach element `i` without `unsafe`.
+            Some(unsafe { &mut *self.ptr.add(i) })
+        } else {
+            None
+        }
+    }
+
+    /// Elements `rank * chunk .. (rank + 1) * chunk` for the calling thread's
+    /// [`grid_thread_rank`], cut at the end of the buffer (empty past it, and for `chunk` 0).
+    #[inline(always)]
+    pub fn chunk_for_thread(&mut self, chunk: usize) -> &mut [T] {
+        let start = grid_thread_rank().saturating_mul(chunk).min(self.len);
+        let end = start.saturating_add(chunk).min(self.len);
+        if start == end {
+            return &mut [];
+        }
+        // SAFETY: `start..end` is in bounds and non-empty; ranks are unique, so the chunks of
+        // two threads do not overlap.
+        unsafe { core::slice::from_raw_parts_mut(self.ptr.add(start), end - start) }
+    }
+
+    /// The element at column [`global_idx_x`], row [`global_idx_y`] (and plane
+    /// [`global_idx_z`], planes being as many rows as the grid has threads in y) of a
+    /// row-major array `row_len` elements wide: index `(z * rows + y) * row_len + x`. `None`
+    /// when `x >= row_len` or the index is past the end.
+    #[inline(always)]
+    pub fn for_thread_in_rows(&mut self, row_len: usize) -> Option<&mut T> {
+        let x = global_idx_x();
+        if x >= row_len {
+            return None;
+        }
+        let rows = grid_dim_y() as usize * block_dim_y() as usize;
+        let i = (global_idx_z()
+            .checked_mul(rows)?
+            .checked_add(global_idx_y())?)
+        .checked_mul(row_len)?
+        .checked_add(x)?;
+        if i < self.len {
+            // SAFETY: `i` is in bounds; two threads with different (x, y, z) and x < row_len
+            // get different indices, so no other thread reaches element `i` without `unsafe`.
+            Some(unsafe { &mut *self.ptr.add(i) })
+        } else {
+            None
+        }
+    }
+
+    /// Element `index`, with no bounds check and no ownership check.
+    ///
+    /// # Safety
+    ///
+    /// `index < self.len()`, and no other thread of the launch accesses element `index` while
+    /// the returned reference lives.
+    #[inline(always)]
+    pub unsafe fn get_unchecked_mut(&mut self, index: usize) -> &mut T {
+        // SAFETY: this function's contract.
+        unsafe { &mut *self.ptr.add(index) }
+    }
+
+    /// The buffer's address, for accesses the other methods cannot express (atomics, a
+    /// pattern of ownership of one's own); every access through it is the caller's `unsafe`.
+    #[inline(always)]
+    pub fn as_mut_ptr(&mut self) -> *mut T {
+        self.ptr
+    }
+}
