@@ -121,6 +121,31 @@ pub enum Error {
         /// The driver's description of the code.
         message: String,
     },
+    /// A kernel panicked (a failed `assert!`, an index out of bounds, `panic!`): the launch
+    /// was abandoned. The device stays usable.
+    #[error(
+        "kernel `{kernel}` panicked on {device} at {file}:{line}:{column} (block ({}, {}, {}), \
+         thread ({}, {}, {})): {message}",
+        block[0], block[1], block[2], thread[0], thread[1], thread[2]
+    )]
+    KernelPanic {
+        /// Kernel name.
+        kernel: String,
+        /// The device.
+        device: String,
+        /// The panic message.
+        message: String,
+        /// Source file of the panic.
+        file: String,
+        /// Line of the panic, 1-based.
+        line: u32,
+        /// Column of the panic, 1-based.
+        column: u32,
+        /// Index of the panicking thread's block.
+        block: [u32; 3],
+        /// Index of the panicking thread in its block.
+        thread: [u32; 3],
+    },
     /// Device memory could not be allocated.
     #[error("allocating {bytes} bytes on {device} failed")]
     OutOfMemory {

@@ -14,7 +14,7 @@ use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig, PinnedBuffer};
 use offload_rt_test_kernels as k;
 
 const MODULE: &str = "offload_rt_test_kernels";
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers,checked_block_sum";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -1037,6 +1037,7 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "block_sum",
             "block_uniform_barrier",
             "blur3",
+            "checked_block_sum",
             "hidden_barrier",
             "matmul_tiled",
             "reverse_blocks",
@@ -1254,5 +1255,142 @@ fn slices_in_kernels_with_barriers() {
             let want = input.get(src).copied().unwrap_or(0);
             assert_eq!(v, want, "{mode:?}: element {i}");
         }
+    }
+}
+
+/// The line of `needle` in the fixture kernels' source, 1-based.
+fn fixture_line(needle: &str) -> u32 {
+    let source = std::fs::read_to_string(fixture_dir().join("src/lib.rs")).unwrap();
+    let index = source.lines().position(|l| l.contains(needle)).unwrap();
+    index as u32 + 1
+}
+
+#[test]
+fn a_kernel_panic_is_an_error_with_its_message_and_place() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let input: Vec<u32> = (0..100).collect();
+    let din = DeviceBuffer::from_slice(&dev, &input).unwrap();
+    let mut out = DeviceBuffer::<u32>::zeroed(&dev, 100).unwrap();
+    // Thread 99 reads `input[100]`.
+    for _ in 0..2 {
+        let err = k::copy_offset
+            .launch(&dev, LaunchConfig::linear(2, 64), 1, &din, &mut out)
+            .unwrap_err();
+        match &err {
+            Error::KernelPanic {
+                kernel,
+                device,
+                message,
+                file,
+                line,
+                column,
+                block,
+                thread,
+            } => {
+                assert_eq!(kernel, "copy_offset");
+                assert_eq!(device, "cpu");
+                assert_eq!(
+                    message,
+                    "index out of bounds: the len is 100 but the index is 100"
+                );
+                assert!(file.ends_with("src/lib.rs"), "{file}");
+                assert_eq!(*line, fixture_line("*o = input[i];"));
+                assert!(*column > 0);
+                assert_eq!((*block, *thread), ([1, 0, 0], [35, 0, 0]));
+            }
+            other => panic!("{other}"),
+        }
+        if let Error::KernelPanic {
+            file, line, column, ..
+        } = &err
+        {
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "kernel `copy_offset` panicked on cpu at {file}:{line}:{column} (block (1, 0, \
+                     0), thread (35, 0, 0)): index out of bounds: the len is 100 but the index \
+                     is 100"
+                )
+            );
+        }
+    }
+    // The device goes on: the same kernel within bounds, then another.
+    k::copy_offset
+        .launch(&dev, LaunchConfig::linear(2, 64), 0, &din, &mut out)
+        .unwrap();
+    assert_eq!(out.to_vec().unwrap(), input);
+    let mut chunks = DeviceBuffer::<u32>::zeroed(&dev, 30).unwrap();
+    k::fill_chunks
+        .launch(&dev, LaunchConfig::linear(1, 10), 3, &mut chunks)
+        .unwrap();
+    assert_eq!(
+        chunks.to_vec().unwrap(),
+        (0..30).map(|i| i / 3).collect::<Vec<u32>>()
+    );
+}
+
+#[test]
+fn panics_in_kernels_with_barriers_and_in_every_thread() {
+    if !setup() {
+        return;
+    }
+    let assert_line = fixture_line("    assert!(");
+    for (mode, dev) in both_barrier_modes() {
+        let blocks = 40u32;
+        let data: Vec<u32> = (0..blocks * 64).map(|i| i % 1000).collect();
+        let din = DeviceBuffer::from_slice(&dev, &data).unwrap();
+        let mut sums = DeviceBuffer::<u32>::zeroed(&dev, blocks as usize).unwrap();
+        // One value over the limit: element 2000, block 31, thread 16.
+        let mut bad = data.clone();
+        bad[2000] = 5000;
+        let dbad = DeviceBuffer::from_slice(&dev, &bad).unwrap();
+        for _ in 0..2 {
+            let err = k::checked_block_sum
+                .launch(
+                    &dev,
+                    LaunchConfig::linear(blocks, 64),
+                    1000,
+                    &dbad,
+                    &mut sums,
+                )
+                .unwrap_err();
+            match &err {
+                Error::KernelPanic {
+                    message,
+                    line,
+                    block,
+                    thread,
+                    ..
+                } => {
+                    assert_eq!(message, "value 5000 at 2000 is over the limit 1000");
+                    assert_eq!(*line, assert_line, "{mode:?}");
+                    assert_eq!((*block, *thread), ([31, 0, 0], [16, 0, 0]), "{mode:?}");
+                }
+                other => panic!("{mode:?}: {other}"),
+            }
+        }
+        // Every thread of every block panics: one error, the first report.
+        let err = k::checked_block_sum
+            .launch(&dev, LaunchConfig::linear(blocks, 64), 0, &din, &mut sums)
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::KernelPanic { message, .. } if message.ends_with("is over the limit 0")),
+            "{mode:?}: {err}"
+        );
+        // And the kernel still runs right.
+        k::checked_block_sum
+            .launch(
+                &dev,
+                LaunchConfig::linear(blocks, 64),
+                1000,
+                &din,
+                &mut sums,
+            )
+            .unwrap();
+        let want: Vec<u32> = data.chunks(64).map(|c| c.iter().sum()).collect();
+        assert_eq!(sums.to_vec().unwrap(), want, "{mode:?}");
     }
 }

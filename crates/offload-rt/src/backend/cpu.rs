@@ -16,6 +16,13 @@
 //! coroutine on the worker's OS thread, switched at the barrier. Warp operations suspend a
 //! coroutine too, at a warp barrier that opens when every live lane of the warp (32 threads)
 //! has reached it.
+//!
+//! A panicking GPU thread (a failed `assert!`, a bad index) reports its message and location
+//! through the launch record; the runtime then leaves the kernel by switching away from the
+//! stack it runs on (every kernel runs on a coroutine stack: a GPU thread's own, or a worker's
+//! guard stack on the fast path and in region form) and never resuming it, and the launch fails
+//! with `Error::KernelPanic`. The abandoned frames are dropped without running destructors, as
+//! a GPU abandons a trapped kernel; the process goes on.
 
 mod loader;
 mod pool;
@@ -31,8 +38,8 @@ use corosensei::{Coroutine, CoroutineResult, Yielder};
 use super::{Backend, DeviceKind, DevicePtr, KernelHandle, Module};
 use crate::device::MAX_SHARED_BYTES;
 use crate::device::abi::{
-    CPU_REGIONS_PREFIX, CPU_RUN_PREFIX, CPU_THREAD_PREFIX, CPU_WARP_SIZE, CpuLaunch, CpuRegionsFn,
-    CpuRunFn, CpuThreadFn,
+    CPU_REGIONS_PREFIX, CPU_RUN_PREFIX, CPU_THREAD_PREFIX, CPU_WARP_SIZE, CpuLaunch, CpuPanic,
+    CpuRegionsFn, CpuRunFn, CpuThreadFn,
 };
 use crate::error::{Error, Result};
 use crate::launch::{LaunchConfig, LaunchShape};
@@ -43,6 +50,9 @@ use pool::Pool;
 
 /// Stack of each GPU thread run as a coroutine.
 const COROUTINE_STACK: usize = 128 * 1024;
+/// Stack a worker runs kernels on outside coroutines: a thread's default (memory is committed
+/// as it is touched).
+const GUARD_STACK: usize = 8 * 1024 * 1024;
 
 /// The triple of CPU images this runtime can load: the one it was compiled for. The build
 /// names the CPU image by the host crate's target, so the two agree on every Linux target;
@@ -407,6 +417,8 @@ impl Module for CpuModule {
         let ctx = LaunchCtx {
             divergent: AtomicBool::new(false),
             unmarked: AtomicBool::new(false),
+            panicked: AtomicBool::new(false),
+            panic: Mutex::new(None),
         };
         let launch = CpuLaunch {
             grid: [gx, gy, gz],
@@ -414,6 +426,7 @@ impl Module for CpuModule {
             barrier: cpu_barrier,
             region_barrier: cpu_region_barrier,
             warp_sync: cpu_warp_sync,
+            panic: cpu_panic,
             ctx: (&raw const ctx).cast(),
             dynamic_shared_bytes: config.shared_mem_bytes,
             static_shared_bytes: AtomicU32::new(0),
@@ -430,6 +443,7 @@ impl Module for CpuModule {
                 // calls) keep the kernel there.
                 // SAFETY: the caller's contract covers running any thread of this launch.
                 unsafe { run_block_with_barriers(&launch_ref, thread, 0, threads, None) }?;
+                ctx.check_panic(name)?;
                 if ctx.unmarked.load(Ordering::Relaxed) || self.barriers == BarrierMode::Coroutines
                 {
                     MODE_BARRIER
@@ -437,13 +451,14 @@ impl Module for CpuModule {
                     MODE_REGIONS
                 }
             // SAFETY: as above.
-            } else if unsafe { probe(&launch_ref, thread) }? {
+            } else if unsafe { probe(&launch_ref, thread) }? && !ctx.panicked() {
                 // Thread 0 of block 0 reached a barrier inside `probe`, which then finished
                 // block 0.
                 MODE_BARRIER
             } else {
+                ctx.check_panic(name)?;
                 // SAFETY: as above; thread 0 of block 0 has run.
-                unsafe { self.run_plain(&launch_ref, run, blocks, 1) };
+                unsafe { self.run_plain(&launch_ref, run, blocks, 1) }?;
                 self.set_mode(kernel, MODE_PLAIN);
                 return self.finish(kernel, name, &launch, &ctx, MODE_PLAIN, known_static);
             };
@@ -466,7 +481,7 @@ impl Module for CpuModule {
             mode
         } else if mode == MODE_PLAIN {
             // SAFETY: as above.
-            unsafe { self.run_plain(&launch_ref, run, blocks, 0) };
+            unsafe { self.run_plain(&launch_ref, run, blocks, 0) }?;
             mode
         } else {
             let regions = regions.filter(|_| mode == MODE_REGIONS);
@@ -490,6 +505,7 @@ impl CpuModule {
         mode: u8,
         known_static: u32,
     ) -> Result<()> {
+        ctx.check_panic(name)?;
         let used = launch.static_shared_bytes.load(Ordering::Relaxed);
         if used > known_static
             && let Some(k) = self.kernels().get(kernel.0 as usize)
@@ -531,17 +547,17 @@ impl CpuModule {
     /// # Safety
     ///
     /// Running every thread of the launch is sound (the caller's launch contract).
-    unsafe fn run_plain(&self, l: &Launch, run: CpuRunFn, blocks: u64, skip: u32) {
+    unsafe fn run_plain(&self, l: &Launch, run: CpuRunFn, blocks: u64, skip: u32) -> Result<()> {
         let chunk = chunk_size(blocks, self.pool.threads());
-        self.pool
-            .run(blocks, chunk, &|begin, end| {
-                let skip = if begin == 0 { skip } else { 0 };
-                // SAFETY: `l` points at the launch record and parameters, alive until
-                // `Pool::run` returns; the kernel's contract is the caller's.
-                unsafe { run(l.launch, l.params, begin, end, skip) };
-                Ok(())
-            })
-            .unwrap_or(());
+        self.pool.run(blocks, chunk, &|begin, end| {
+            if l.panicked() {
+                return Ok(());
+            }
+            let skip = if begin == 0 { skip } else { 0 };
+            // SAFETY: `l` points at the launch record and parameters, alive until `Pool::run`
+            // returns; the kernel's contract is the caller's.
+            guarded(|| unsafe { run(l.launch, l.params, begin, end, skip) })
+        })
     }
 
     /// Blocks `first..blocks` of a kernel with barriers: in region form when `regions` is
@@ -566,15 +582,23 @@ impl CpuModule {
         let chunk = chunk_size(blocks - first, self.pool.threads());
         self.pool.run(blocks - first, chunk, &|begin, end| {
             let (begin, end) = (first + begin, first + end);
-            if let Some(regions) = regions
-                // SAFETY: as in `run_plain`.
-                && unsafe { regions(l.launch, l.params, begin, end) } == 0
-            {
+            if l.panicked() {
                 return Ok(());
+            }
+            if let Some(regions) = regions {
+                let mut fits = false;
+                // SAFETY: as in `run_plain`.
+                guarded(|| fits = unsafe { regions(l.launch, l.params, begin, end) } == 0)?;
+                if fits || l.panicked() {
+                    return Ok(());
+                }
             }
             for b in begin..end {
                 // SAFETY: as in `run_plain`.
                 unsafe { run_block_with_barriers(l, thread, b, threads, None) }?;
+                if l.panicked() {
+                    break;
+                }
             }
             Ok(())
         })
@@ -592,6 +616,44 @@ struct LaunchCtx {
     /// A barrier or warp operation the region form did not split at was reached (one in a
     /// function the kernel calls).
     unmarked: AtomicBool,
+    /// A GPU thread panicked: workers start no more blocks.
+    panicked: AtomicBool,
+    /// The first panic's report.
+    panic: Mutex<Option<PanicReport>>,
+}
+
+/// A kernel panic, copied out of the image.
+struct PanicReport {
+    message: String,
+    file: String,
+    line: u32,
+    column: u32,
+    block: [u32; 3],
+    thread: [u32; 3],
+}
+
+impl LaunchCtx {
+    fn panicked(&self) -> bool {
+        self.panicked.load(Ordering::Relaxed)
+    }
+
+    /// [`Error::KernelPanic`] for kernel `name` if one of its threads panicked.
+    fn check_panic(&self, name: &str) -> Result<()> {
+        let report = self.panic.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match report {
+            None => Ok(()),
+            Some(r) => Err(Error::KernelPanic {
+                kernel: name.to_owned(),
+                device: "cpu".to_owned(),
+                message: r.message,
+                file: r.file,
+                line: r.line,
+                column: r.column,
+                block: r.block,
+                thread: r.thread,
+            }),
+        }
+    }
 }
 
 /// Pointers to a launch's record and parameters, shared with the worker threads.
@@ -604,6 +666,13 @@ struct Launch {
 // launching thread keeps them alive until every worker is done with them.
 unsafe impl Sync for Launch {}
 
+impl Launch {
+    fn panicked(&self) -> bool {
+        // SAFETY: the record and its ctx (a LaunchCtx) are alive for the launch.
+        unsafe { (*(*self.launch).ctx.cast::<LaunchCtx>()).panicked() }
+    }
+}
+
 /// Where a suspended GPU thread waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Wait {
@@ -611,15 +680,100 @@ enum Wait {
     Block,
     /// At a warp operation: for the live lanes of its warp.
     Warp,
+    /// Panicked: never to be resumed.
+    Panic,
 }
 
 type Yield = Yielder<(), Wait>;
+type GuardYield = Yielder<(), ()>;
 
 thread_local! {
     /// The yielder of the coroutine running on this OS thread, or null on the fast path.
     static CURRENT: Cell<*const Yield> = const { Cell::new(std::ptr::null()) };
     /// Coroutine stacks kept for the next block this thread runs.
     static STACKS: Cell<Vec<DefaultStack>> = const { Cell::new(Vec::new()) };
+    /// The yielder of the guard coroutine running kernel code outside GPU-thread coroutines.
+    static GUARD: Cell<*const GuardYield> = const { Cell::new(std::ptr::null()) };
+    /// This OS thread's guard stack, between guarded runs.
+    static GUARD_STACKS: Cell<Option<DefaultStack>> = const { Cell::new(None) };
+}
+
+/// Runs `f` (kernel code outside GPU-thread coroutines) on this thread's guard stack, so that
+/// a panic in it can leave it: [`cpu_panic`] suspends the guard, which is then reset, not
+/// resumed. After a panic the launch's ctx holds the report.
+fn guarded<F: FnOnce()>(f: F) -> Result<()> {
+    let stack = match GUARD_STACKS.with(Cell::take) {
+        Some(stack) => stack,
+        None => DefaultStack::new(GUARD_STACK).map_err(|source| Error::Os {
+            call: "mmap (guard stack)",
+            source,
+        })?,
+    };
+    let body = move |y: &GuardYield, ()| {
+        GUARD.with(|g| g.set(y));
+        f();
+        GUARD.with(|g| g.set(std::ptr::null()));
+    };
+    // SAFETY: `body` borrows from this frame, and the coroutine does not outlive it: it either
+    // completes in the `resume` below or is reset there.
+    let mut co = unsafe { Coroutine::with_stack_unchecked(stack, body) };
+    if let CoroutineResult::Yield(()) = co.resume(()) {
+        GUARD.with(|g| g.set(std::ptr::null()));
+        CURRENT.with(|c| c.set(std::ptr::null()));
+        // SAFETY: the coroutine is suspended in `cpu_panic`, on frames of the kernel (image
+        // code, built with `-Cpanic=abort`, so it has no unwinding cleanups to skip; its
+        // locals' destructors are not run, as on a GPU) and of this closure, which holds
+        // nothing to drop but `f`'s borrows.
+        unsafe { co.force_reset() };
+    }
+    GUARD_STACKS.with(|s| s.set(Some(co.into_stack())));
+    Ok(())
+}
+
+/// A GPU thread's panic: records the report (the first one wins) and leaves the kernel.
+///
+/// # Safety
+///
+/// Called by image code with the launch record the runtime passed in and a valid report,
+/// while running on a GPU-thread coroutine or a guard stack.
+unsafe extern "C" fn cpu_panic(launch: *const CpuLaunch, report: *const CpuPanic) -> ! {
+    {
+        // SAFETY: this function's contract: the record's ctx is the launch's LaunchCtx, and
+        // the report and its strings are valid for the call.
+        let (ctx, r) = unsafe { (&*(*launch).ctx.cast::<LaunchCtx>(), &*report) };
+        // SAFETY: as above; the image passes pointer and length of byte strings.
+        let text = |ptr: *const u8, len: usize| unsafe {
+            String::from_utf8_lossy(std::slice::from_raw_parts(ptr, len)).into_owned()
+        };
+        let mut slot = ctx.panic.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(PanicReport {
+                message: text(r.message, r.message_len),
+                file: text(r.file, r.file_len),
+                line: r.line,
+                column: r.column,
+                block: r.block,
+                thread: r.thread,
+            });
+        }
+        ctx.panicked.store(true, Ordering::Relaxed);
+    }
+    let current = CURRENT.with(Cell::get);
+    if !current.is_null() {
+        // SAFETY: CURRENT is the yielder of the coroutine running this code; it is never
+        // resumed after `Wait::Panic`.
+        unsafe { (*current).suspend(Wait::Panic) };
+    } else {
+        let guard = GUARD.with(Cell::get);
+        if !guard.is_null() {
+            // SAFETY: GUARD is the yielder of the guard coroutine running this code; it is
+            // reset, never resumed.
+            unsafe { (*guard).suspend(()) };
+        }
+    }
+    // Kernel code only runs on the stacks above; a panic elsewhere cannot be left.
+    eprintln!("offload-rt: a kernel panicked outside the CPU device's stacks");
+    std::process::abort()
 }
 
 /// Suspends the calling GPU thread at `wait`; on the fast path (no coroutine) marks the launch
@@ -711,6 +865,10 @@ unsafe fn probe(l: &Launch, thread: CpuThreadFn) -> Result<bool> {
             give_stack(co.into_stack());
             Ok(false)
         }
+        CoroutineResult::Yield(Wait::Panic) => {
+            abandon(co);
+            Ok(false)
+        }
         CoroutineResult::Yield(wait) => {
             // SAFETY: `launch` is alive for the launch.
             let [bx, by, bz] = unsafe { (*l.launch).block };
@@ -783,7 +941,7 @@ unsafe fn run_block_with_barriers(
         });
     }
     let mut live = lanes.len();
-    while live > 0 {
+    'block: while live > 0 {
         for warp in lanes.chunks_mut(CPU_WARP_SIZE as usize) {
             loop {
                 for lane in warp.iter_mut() {
@@ -792,6 +950,7 @@ unsafe fn run_block_with_barriers(
                     }
                     let Some(co) = &mut lane.co else { continue };
                     match co.resume(()) {
+                        CoroutineResult::Yield(Wait::Panic) => break 'block,
                         CoroutineResult::Yield(wait) => lane.wait = Some(wait),
                         CoroutineResult::Return(()) => {
                             if let Some(done) = lane.co.take() {
@@ -817,7 +976,22 @@ unsafe fn run_block_with_barriers(
             lane.wait = None;
         }
     }
+    // Left early only by a panic: the block's other threads are abandoned with it.
+    lanes.into_iter().filter_map(|l| l.co).for_each(abandon);
     Ok(())
+}
+
+/// Drops a GPU thread's coroutine whatever its state, keeping its stack; after a panic in the
+/// block.
+fn abandon(mut co: ThreadCoroutine) {
+    if co.started() && !co.done() {
+        // SAFETY: the coroutine is suspended in image code (built with `-Cpanic=abort`, no
+        // cleanups to skip; its locals' destructors are not run, as on a GPU) under the
+        // thread closure of `run_block_with_barriers`/`probe`, which holds nothing to drop.
+        unsafe { co.force_reset() };
+    }
+    CURRENT.with(|c| c.set(std::ptr::null()));
+    give_stack(co.into_stack());
 }
 
 fn take_stack() -> Result<DefaultStack> {

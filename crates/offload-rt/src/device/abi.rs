@@ -57,6 +57,9 @@ pub struct CpuLaunch {
     /// Called by warp operations; suspends the calling GPU thread until every live lane of its
     /// warp (32 consecutive threads by rank) reaches a warp barrier too.
     pub warp_sync: unsafe extern "C" fn(launch: *const CpuLaunch),
+    /// Called by a panicking GPU thread (a failed `assert!`, a bad index, `panic!`): records
+    /// the report and leaves the kernel, abandoning the launch; never returns.
+    pub panic: unsafe extern "C" fn(launch: *const CpuLaunch, report: *const CpuPanic) -> !,
     /// The runtime's state for this launch.
     pub ctx: *const c_void,
     /// Bytes of dynamic shared memory each block gets.
@@ -65,6 +68,33 @@ pub struct CpuLaunch {
     /// raised by the image as blocks allocate their arrays.
     pub static_shared_bytes: AtomicU32,
 }
+
+/// What a panicking GPU thread of the CPU device reports: its message (cut at
+/// [`CPU_PANIC_MESSAGE_CAPACITY`] bytes), where it panicked, and which thread it was. The
+/// strings are UTF-8 and live until the callback returns (it does not).
+#[repr(C)]
+#[derive(Debug)]
+pub struct CpuPanic {
+    /// The formatted panic message.
+    pub message: *const u8,
+    /// Its length in bytes.
+    pub message_len: usize,
+    /// The source file of the panic, as `core::panic::Location` names it.
+    pub file: *const u8,
+    /// Its length in bytes.
+    pub file_len: usize,
+    /// Line of the panic, 1-based.
+    pub line: u32,
+    /// Column of the panic, 1-based.
+    pub column: u32,
+    /// Index of the panicking thread's block.
+    pub block: [u32; 3],
+    /// Index of the panicking thread in its block.
+    pub thread: [u32; 3],
+}
+
+/// Bytes of a panic message a CPU image reports; a longer one is cut at a UTF-8 boundary.
+pub const CPU_PANIC_MESSAGE_CAPACITY: usize = 1024;
 
 /// `__offload_cpu_run_<kernel>`: runs blocks `begin..end` (linear block indices) with all
 /// their threads one after another, skipping the first `skip` threads of block `begin`.
@@ -107,7 +137,7 @@ pub const CPU_THREAD_PREFIX: &str = "__offload_cpu_thread_";
 /// Symbol of the `u32` CPU ABI version every CPU image exports.
 pub const CPU_ABI_SYMBOL: &str = "__offload_cpu_abi_version";
 /// The CPU entry-point ABI described by this module.
-pub const CPU_ABI_VERSION: u32 = 3;
+pub const CPU_ABI_VERSION: u32 = 4;
 /// Lanes of a warp on the CPU device.
 pub const CPU_WARP_SIZE: u32 = 32;
 /// Bytes of dynamic shared memory a block can use on the CPU device.

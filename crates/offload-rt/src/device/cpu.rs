@@ -12,7 +12,8 @@ use core::cell::{Cell, UnsafeCell};
 use core::sync::atomic::Ordering;
 
 use super::abi::{
-    CPU_ABI_VERSION, CPU_DYNAMIC_SHARED_CAPACITY, CPU_SHARED_CAPACITY, CPU_WARP_SIZE, CpuLaunch,
+    CPU_ABI_VERSION, CPU_DYNAMIC_SHARED_CAPACITY, CPU_PANIC_MESSAGE_CAPACITY, CPU_SHARED_CAPACITY,
+    CPU_WARP_SIZE, CpuLaunch, CpuPanic,
 };
 use super::warp::{Shuffle, source_lane};
 
@@ -251,6 +252,60 @@ pub(super) fn warp_all(predicate: bool) -> bool {
         (bx * by * bz - (rank - rank % CPU_WARP_SIZE)).min(CPU_WARP_SIZE)
     };
     ballot(predicate) == u64::MAX >> (64 - lanes)
+}
+
+/// The message of a panic, formatted into a fixed buffer (no allocator in an image).
+struct MessageBuffer {
+    bytes: [u8; CPU_PANIC_MESSAGE_CAPACITY],
+    len: usize,
+}
+
+impl core::fmt::Write for MessageBuffer {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let room = self.bytes.len() - self.len;
+        let mut take = s.len().min(room);
+        while !s.is_char_boundary(take) {
+            take -= 1;
+        }
+        self.bytes[self.len..self.len + take].copy_from_slice(&s.as_bytes()[..take]);
+        self.len += take;
+        if take < s.len() {
+            return Err(core::fmt::Error);
+        }
+        Ok(())
+    }
+}
+
+/// A panic in a kernel: reported to the runtime of the launch this OS thread runs, which
+/// leaves the kernel and fails the launch with the report; outside a launch, a trap.
+pub(super) fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+    let launch = LAUNCH.get();
+    if launch.is_null() {
+        trap()
+    }
+    let mut message = MessageBuffer {
+        bytes: [0; CPU_PANIC_MESSAGE_CAPACITY],
+        len: 0,
+    };
+    // A message longer than the buffer is cut; the error only ends the writing.
+    let _ = core::fmt::write(&mut message, format_args!("{}", info.message()));
+    let (file, line, column) = info
+        .location()
+        .map_or(("", 0, 0), |l| (l.file(), l.line(), l.column()));
+    let report = CpuPanic {
+        message: message.bytes.as_ptr(),
+        message_len: message.len,
+        file: file.as_ptr(),
+        file_len: file.len(),
+        line,
+        column,
+        block: BLOCK.get(),
+        thread: THREAD.get(),
+    };
+    // SAFETY: LAUNCH is the record of the launch running on this OS thread (set by every
+    // entry point before running kernel code), alive for the launch; the report's strings
+    // outlive the call, which does not return.
+    unsafe { ((*launch).panic)(launch, &report) }
 }
 
 pub(super) fn trap() -> ! {

@@ -310,8 +310,18 @@ macro_rules! shared_array {
     }};
 }
 
+/// A kernel's panic: on GPUs a trap, which fails the launch; on the CPU device a report of the
+/// message and location to the runtime, which fails the launch with them.
 #[cfg(all(offload_device, not(feature = "host")))]
 #[panic_handler]
-fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
-    arch::trap()
+fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+    #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+    {
+        cpu::panic(info)
+    }
+    #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+    {
+        let _ = info;
+        arch::trap()
+    }
 }

@@ -79,7 +79,8 @@ pub fn grid_thread_rank() -> usize {
 }
 
 /// A buffer a kernel writes, each thread only the elements it owns: the element at its
-/// [`grid_thread_rank`] ([`DisjointSlice::for_thread`]), a chunk of consecutive elements
+/// [`grid_thread_rank`] ([`DisjointSlice::for_thread`]), its block's element for thread 0 of
+/// each block ([`DisjointSlice::for_block`]), a chunk of consecutive elements
 /// ([`DisjointSlice::chunk_for_thread`]), or the element at its (x, y) position in a
 /// row-major array ([`DisjointSlice::for_thread_in_rows`]). Owned elements can be read and
 /// written; other threads' elements are reachable only through `unsafe`.
@@ -114,6 +115,25 @@ impl<T: DeviceCopy> DisjointSlice<'_, T> {
         if i < self.len {
             // SAFETY: `i` is in bounds, and no other thread of the launch has this rank, so
             // no other thread can reach element `i` without `unsafe`.
+            Some(unsafe { &mut *self.ptr.add(i) })
+        } else {
+            None
+        }
+    }
+
+    /// For thread 0 of each block (by [`thread_rank`]), the element at the block's rank in the
+    /// grid (x fastest): where a block leaves its partial result. `None` for the block's other
+    /// threads and past the end.
+    #[inline(always)]
+    pub fn for_block(&mut self) -> Option<&mut T> {
+        if thread_rank() != 0 {
+            return None;
+        }
+        let i = (block_idx_z() as usize * grid_dim_y() as usize + block_idx_y() as usize)
+            * grid_dim_x() as usize
+            + block_idx_x() as usize;
+        if i < self.len {
+            // SAFETY: `i` is in bounds; one thread per block, and blocks have distinct ranks.
             Some(unsafe { &mut *self.ptr.add(i) })
         } else {
             None
