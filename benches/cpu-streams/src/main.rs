@@ -4,7 +4,10 @@
 //!    synchronously and queued on a stream, against a `rayon::scope` spawning the same number
 //!    of empty tasks on a pool of the same threads (goal: at most 1.5x);
 //! 2. a pipeline of 8 chunks of copy in, kernel, copy out, on two streams against one (goal:
-//!    not slower).
+//!    not slower);
+//! 3. launch overhead (on a stream) of an empty kernel taking two buffers as slices (`&[f32]`,
+//!    `DisjointSlice<f32>`: a safe launch) against the same kernel taking raw pointers (goal:
+//!    the safety costs at most 5%).
 //!
 //! `cargo offload run --release -p cpu-streams [-- LAUNCHES ROUNDS]`
 
@@ -83,6 +86,38 @@ fn main() -> BenchResult<()> {
         us(q),
         us(q) / us(p),
         us(p)
+    );
+
+    let slices_loop = |y: &mut DeviceBuffer<f32>| -> BenchResult<Duration> {
+        let t = Instant::now();
+        for _ in 0..launches {
+            cpu_streams_kernels::empty_slices.launch(stream.device(), empty, &x, y)?;
+        }
+        stream.synchronize()?;
+        Ok(t.elapsed() / launches)
+    };
+    let pointers_loop = |y: &mut DeviceBuffer<f32>| -> BenchResult<Duration> {
+        let t = Instant::now();
+        for _ in 0..launches {
+            // SAFETY: the kernel does not use its pointers.
+            unsafe { cpu_streams_kernels::empty_pointers.launch(stream.device(), empty, &x, y) }?;
+        }
+        stream.synchronize()?;
+        Ok(t.elapsed() / launches)
+    };
+    slices_loop(&mut y)?;
+    pointers_loop(&mut y)?;
+    let (mut safe, mut raw) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        safe.push(slices_loop(&mut y)?);
+        raw.push(pointers_loop(&mut y)?);
+    }
+    let (s, r) = (median(&mut safe), median(&mut raw));
+    println!(
+        "empty launch with two buffers on a stream, {threads} blocks, median of {rounds} x {launches}: slices {:.2} us, raw pointers {:.2} us ({:.3}x; goal <= 1.05x)",
+        us(s),
+        us(r),
+        us(s) / us(r)
     );
 
     let (one, two) = pipeline(&device, rounds)?;
