@@ -123,28 +123,14 @@ pub enum Error {
     },
     /// A kernel panicked (a failed `assert!`, an index out of bounds, `panic!`): the launch
     /// was abandoned. The device stays usable.
-    #[error(
-        "kernel `{kernel}` panicked on {device} at {file}:{line}:{column} (block ({}, {}, {}), \
-         thread ({}, {}, {})): {message}",
-        block[0], block[1], block[2], thread[0], thread[1], thread[2]
-    )]
+    #[error("kernel `{kernel}` panicked on {device} at {panic}")]
     KernelPanic {
         /// Kernel name.
         kernel: String,
         /// The device.
         device: String,
-        /// The panic message.
-        message: String,
-        /// Source file of the panic.
-        file: String,
-        /// Line of the panic, 1-based.
-        line: u32,
-        /// Column of the panic, 1-based.
-        column: u32,
-        /// Index of the panicking thread's block.
-        block: [u32; 3],
-        /// Index of the panicking thread in its block.
-        thread: [u32; 3],
+        /// What the panicking thread reported.
+        panic: Box<KernelPanicReport>,
     },
     /// Device memory could not be allocated.
     #[error("allocating {bytes} bytes on {device} failed")]
@@ -267,5 +253,33 @@ impl Error {
                 reason: other.to_string(),
             },
         }
+    }
+}
+
+/// What a panicking kernel thread reports: where, which thread, and the message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelPanicReport {
+    /// The panic message.
+    pub message: String,
+    /// Source file of the panic, as the kernel crate's build names it.
+    pub file: String,
+    /// Line of the panic, 1-based.
+    pub line: u32,
+    /// Column of the panic, 1-based.
+    pub column: u32,
+    /// Index of the panicking thread's block.
+    pub block: [u32; 3],
+    /// Index of the panicking thread in its block.
+    pub thread: [u32; 3],
+}
+
+impl std::fmt::Display for KernelPanicReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ([bx, by, bz], [tx, ty, tz]) = (self.block, self.thread);
+        write!(
+            f,
+            "{}:{}:{} (block ({bx}, {by}, {bz}), thread ({tx}, {ty}, {tz})): {}",
+            self.file, self.line, self.column, self.message
+        )
     }
 }

@@ -60,7 +60,7 @@ mod stream;
 #[cfg(feature = "host")]
 pub use buffer::DeviceBuffer;
 #[cfg(feature = "host")]
-pub use error::{Error, Result};
+pub use error::{Error, KernelPanicReport, Result};
 #[cfg(feature = "host")]
 pub use host::{Device, LaunchReport};
 #[cfg(feature = "host")]

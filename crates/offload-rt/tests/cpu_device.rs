@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use offload_format::{ImageKind, OffloadBinary, OffloadKind};
 use offload_rt::backend::cpu::{BarrierMode, CpuBackend};
 use offload_rt::registry::register_bundle;
-use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig, PinnedBuffer};
+use offload_rt::{Device, DeviceBuffer, Error, KernelPanicReport, LaunchConfig, PinnedBuffer};
 use offload_rt_test_kernels as k;
 
 const MODULE: &str = "offload_rt_test_kernels";
@@ -1283,13 +1283,16 @@ fn a_kernel_panic_is_an_error_with_its_message_and_place() {
             Error::KernelPanic {
                 kernel,
                 device,
-                message,
-                file,
-                line,
-                column,
-                block,
-                thread,
+                panic,
             } => {
+                let KernelPanicReport {
+                    message,
+                    file,
+                    line,
+                    column,
+                    block,
+                    thread,
+                } = &**panic;
                 assert_eq!(kernel, "copy_offset");
                 assert_eq!(device, "cpu");
                 assert_eq!(
@@ -1303,10 +1306,10 @@ fn a_kernel_panic_is_an_error_with_its_message_and_place() {
             }
             other => panic!("{other}"),
         }
-        if let Error::KernelPanic {
-            file, line, column, ..
-        } = &err
-        {
+        if let Error::KernelPanic { panic, .. } = &err {
+            let KernelPanicReport {
+                file, line, column, ..
+            } = &**panic;
             assert_eq!(
                 err.to_string(),
                 format!(
@@ -1358,13 +1361,14 @@ fn panics_in_kernels_with_barriers_and_in_every_thread() {
                 )
                 .unwrap_err();
             match &err {
-                Error::KernelPanic {
-                    message,
-                    line,
-                    block,
-                    thread,
-                    ..
-                } => {
+                Error::KernelPanic { panic, .. } => {
+                    let KernelPanicReport {
+                        message,
+                        line,
+                        block,
+                        thread,
+                        ..
+                    } = &**panic;
                     assert_eq!(message, "value 5000 at 2000 is over the limit 1000");
                     assert_eq!(*line, assert_line, "{mode:?}");
                     assert_eq!((*block, *thread), ([31, 0, 0], [16, 0, 0]), "{mode:?}");
@@ -1377,7 +1381,7 @@ fn panics_in_kernels_with_barriers_and_in_every_thread() {
             .launch(&dev, LaunchConfig::linear(blocks, 64), 0, &din, &mut sums)
             .unwrap_err();
         assert!(
-            matches!(&err, Error::KernelPanic { message, .. } if message.ends_with("is over the limit 0")),
+            matches!(&err, Error::KernelPanic { panic, .. } if panic.message.ends_with("is over the limit 0")),
             "{mode:?}: {err}"
         );
         // And the kernel still runs right.

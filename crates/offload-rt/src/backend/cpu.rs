@@ -41,7 +41,7 @@ use crate::device::abi::{
     CPU_REGIONS_PREFIX, CPU_RUN_PREFIX, CPU_THREAD_PREFIX, CPU_WARP_SIZE, CpuLaunch, CpuPanic,
     CpuRegionsFn, CpuRunFn, CpuThreadFn,
 };
-use crate::error::{Error, Result};
+use crate::error::{Error, KernelPanicReport, Result};
 use crate::launch::{LaunchConfig, LaunchShape};
 use crate::registry::{ImageInfo, RegisteredImage};
 
@@ -619,17 +619,7 @@ struct LaunchCtx {
     /// A GPU thread panicked: workers start no more blocks.
     panicked: AtomicBool,
     /// The first panic's report.
-    panic: Mutex<Option<PanicReport>>,
-}
-
-/// A kernel panic, copied out of the image.
-struct PanicReport {
-    message: String,
-    file: String,
-    line: u32,
-    column: u32,
-    block: [u32; 3],
-    thread: [u32; 3],
+    panic: Mutex<Option<KernelPanicReport>>,
 }
 
 impl LaunchCtx {
@@ -642,15 +632,10 @@ impl LaunchCtx {
         let report = self.panic.lock().unwrap_or_else(|p| p.into_inner()).take();
         match report {
             None => Ok(()),
-            Some(r) => Err(Error::KernelPanic {
+            Some(report) => Err(Error::KernelPanic {
                 kernel: name.to_owned(),
                 device: "cpu".to_owned(),
-                message: r.message,
-                file: r.file,
-                line: r.line,
-                column: r.column,
-                block: r.block,
-                thread: r.thread,
+                panic: Box::new(report),
             }),
         }
     }
@@ -747,7 +732,7 @@ unsafe extern "C" fn cpu_panic(launch: *const CpuLaunch, report: *const CpuPanic
         };
         let mut slot = ctx.panic.lock().unwrap_or_else(|p| p.into_inner());
         if slot.is_none() {
-            *slot = Some(PanicReport {
+            *slot = Some(KernelPanicReport {
                 message: text(r.message, r.message_len),
                 file: text(r.file, r.file_len),
                 line: r.line,
