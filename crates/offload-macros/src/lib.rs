@@ -6,7 +6,8 @@
 //! ```
 //!
 //! Parameters are passed by value when they are `DeviceCopy`: scalars (`u8`..`u64`,
-//! `i8`..`i64`, `usize`, `isize`, `f32`, `f64`), `#[derive(DeviceCopy)] #[repr(C)]` structs and
+//! `i8`..`i64`, `usize`, `isize`, `f32`, `f64`; `half::f16` and `half::bf16` with offload-rt's
+//! `half` feature), `#[derive(DeviceCopy)] #[repr(C)]` structs and
 //! arrays of these; and device pointers `*const T` / `*mut T`. The attribute emits:
 //!
 //! - always, the body as a private function (so kernel code type-checks with the host build);
@@ -70,8 +71,9 @@ fn classify(name: &syn::Ident, ty: &Type) -> syn::Result<(Kind, Type)> {
             other.span(),
             format!(
                 "kernel parameter `{name}`: kernel parameters are scalars (u8..u64, i8..i64, \
-                 usize, isize, f32, f64), #[derive(DeviceCopy)] #[repr(C)] structs, arrays of \
-                 these, or device pointers (*const T, *mut T)"
+                 usize, isize, f32, f64, and half::f16, half::bf16 with offload-rt's `half` \
+                 feature), #[derive(DeviceCopy)] #[repr(C)] structs, arrays of these, or device \
+                 pointers (*const T, *mut T)"
             ),
         )),
     }
