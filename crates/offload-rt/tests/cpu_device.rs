@@ -14,7 +14,7 @@ use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig, PinnedBuffer};
 use offload_rt_test_kernels as k;
 
 const MODULE: &str = "offload_rt_test_kernels";
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,half_widen,half_narrow,half_params,half_dot";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -1028,6 +1028,7 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "block_sum",
             "block_uniform_barrier",
             "blur3",
+            "half_dot",
             "hidden_barrier",
             "matmul_tiled",
             "reverse_blocks",
