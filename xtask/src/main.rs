@@ -11,7 +11,7 @@
 //!   instead of asking `offload-toolchain`, so the tests cannot need a tool the set-up misses.
 //! - `cargo xtask demo`: set-up, then `examples/saxpy` built and run through `cargo offload run`.
 //! - `cargo xtask test`: set-up (with the CUDA toolkit), the tool lint, then formatting, clippy,
-//!   every test, and both examples run through `cargo offload run`.
+//!   every test, and the examples run through `cargo offload run`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -422,7 +422,7 @@ fn test() -> Result {
     run(cargo()
         .env("PATH", &path)
         .args(["test", "--workspace", "--locked", "--no-fail-fast"]))?;
-    for example in ["saxpy", "reduce"] {
+    for example in ["saxpy", "reduce", "half-sum"] {
         cargo_offload_run(&path, example)?;
     }
     Ok(())

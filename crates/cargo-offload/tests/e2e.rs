@@ -497,7 +497,11 @@ fn examples_run_correctly_on_the_cpu_device() {
     let root = workspace_root();
     let target = target_dir("e2e-examples");
     let target_s = target.to_string_lossy().into_owned();
-    for (example, ok) in [("saxpy", "elements OK"), ("reduce", "OK")] {
+    for (example, ok) in [
+        ("saxpy", "elements OK"),
+        ("reduce", "OK"),
+        ("half-sum", "bf16 sum"),
+    ] {
         let out = Command::new(env!("CARGO_BIN_EXE_cargo-offload"))
             .args([
                 "offload",

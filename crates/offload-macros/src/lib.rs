@@ -6,11 +6,11 @@
 //! ```
 //!
 //! Parameters are passed by value when they are `DeviceCopy`: scalars (`u8`..`u64`,
-//! `i8`..`i64`, `usize`, `isize`, `f32`, `f64`), `#[derive(DeviceCopy)] #[repr(C)]` structs and
-//! arrays of these; buffers as read-only slices `&[T]` and `DisjointSlice<T>` (address and
-//! length); and device pointers `*const T` / `*mut T`. `#[len(expr)]` on a buffer parameter
-//! is the number of elements the launch needs, checked by the host before it. The attribute
-//! emits:
+//! `i8`..`i64`, `usize`, `isize`, `f32`, `f64`; `half::f16` and `half::bf16` with offload-rt's
+//! `half` feature), `#[derive(DeviceCopy)] #[repr(C)]` structs and arrays of these; buffers as
+//! read-only slices `&[T]` and `DisjointSlice<T>` (address and length); and device pointers
+//! `*const T` / `*mut T`. `#[len(expr)]` on a buffer parameter is the number of elements the
+//! launch needs, checked by the host before it. The attribute emits:
 //!
 //! - always, the body as a private function (so kernel code type-checks with the host build);
 //! - in device builds (`--cfg offload_device`, evaluated inside offload-rt so kernel crates
@@ -75,7 +75,8 @@ struct Param {
 }
 
 const ACCEPTED: &str = "kernel parameters are scalars (u8..u64, i8..i64, usize, isize, f32, \
-                        f64), #[derive(DeviceCopy)] #[repr(C)] structs, arrays of these, \
+                        f64, and half::f16, half::bf16 with offload-rt's `half` feature), \
+                        #[derive(DeviceCopy)] #[repr(C)] structs, arrays of these, \
                         read-only slices `&[T]`, `DisjointSlice<T>` to write, or device \
                         pointers (*const T, *mut T)";
 

@@ -35,6 +35,14 @@
     feature(stdarch_amdgpu, core_intrinsics, link_llvm_intrinsics, abi_unadjusted),
     allow(internal_features)
 )]
+#![cfg_attr(
+    all(
+        feature = "half",
+        offload_device,
+        any(target_arch = "nvptx64", target_arch = "amdgpu")
+    ),
+    feature(f16)
+)]
 
 pub mod device;
 

@@ -4,7 +4,7 @@
 //!
 //! The binaries are looked up in `OFFLOAD_EXAMPLES_DIR` (default: the workspace's
 //! `target/release`), so that binaries built on one machine can be run on another:
-//! `cargo build --release -p saxpy -p reduce -p offload-rt-kernel-run` builds them.
+//! `cargo build --release -p saxpy -p reduce -p half-sum -p offload-rt-kernel-run` builds them.
 
 mod gpu_common;
 
@@ -13,7 +13,7 @@ use std::process::Command;
 
 use gpu_common::gpu_tests_enabled;
 
-const EXAMPLES: &[&str] = &["saxpy", "reduce", "offload-rt-kernel-run"];
+const EXAMPLES: &[&str] = &["saxpy", "reduce", "half-sum", "offload-rt-kernel-run"];
 
 fn examples_dir() -> PathBuf {
     match std::env::var_os("OFFLOAD_EXAMPLES_DIR") {

@@ -51,8 +51,10 @@ const DYNAMIC_SHARED_MEMORY: &str = "__offload_dynamic_shared_memory";
 
 /// What offload-rt's device API asks every GPU link to define:
 /// `__offload_dynamic_shared()`, the generic address of [`DYNAMIC_SHARED_MEMORY`] (Rust cannot
-/// declare an address-space-3 global).
-const GPU_HELPERS: &[&str] = &["__offload_dynamic_shared"];
+/// declare an address-space-3 global); `__offload_f32_to_bf16(x)`, `x` rounded to bfloat16 by
+/// `fptrunc` (Rust has no `bf16` type), which each image's processor lowers its own way:
+/// `cvt.rn.bf16.f32` from sm_80 on, integer operations before it and on most AMD GPUs.
+const GPU_HELPERS: &[&str] = &["__offload_dynamic_shared", "__offload_f32_to_bf16"];
 const GPU_HELPERS_IR: &str = r#"
 @__offload_dynamic_shared_memory = external addrspace(3) global [0 x i8], align 16
 
@@ -61,7 +63,15 @@ entry:
   ret ptr addrspacecast (ptr addrspace(3) @__offload_dynamic_shared_memory to ptr)
 }
 
+define i16 @__offload_f32_to_bf16(float %x) #1 {
+entry:
+  %b = fptrunc float %x to bfloat
+  %r = bitcast bfloat %b to i16
+  ret i16 %r
+}
+
 attributes #0 = { alwaysinline nounwind willreturn }
+attributes #1 = { alwaysinline nounwind willreturn memory(none) }
 "#;
 
 /// The major version of the LLVM this crate is linked against.

@@ -21,7 +21,8 @@ macro_rules! scalars {
 }
 
 /// Plain data that may live in device memory, be copied bytewise between host and device, and
-/// be a kernel parameter passed by value: the scalars, arrays of `DeviceCopy` values, and
+/// be a kernel parameter passed by value: the scalars (with the `half` feature `half::f16` and
+/// `half::bf16` too), arrays of `DeviceCopy` values, and
 /// `#[repr(C)]` structs of them through `#[derive(DeviceCopy)]` (which checks the rules below).
 ///
 /// # Safety
@@ -30,11 +31,14 @@ macro_rules! scalars {
 /// pattern is a valid value (device code may write any bytes into them).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not `DeviceCopy`: it cannot be a kernel parameter or a device buffer's element",
-    note = "kernel parameters are scalars (u8..u64, i8..i64, usize, isize, f32, f64), #[derive(DeviceCopy)] #[repr(C)] structs, arrays of these, slices `&[T]` and `DisjointSlice<T>` of these, or device pointers (*const T, *mut T)"
+    note = "kernel parameters are scalars (u8..u64, i8..i64, usize, isize, f32, f64, and half::f16, half::bf16 with offload-rt's `half` feature), #[derive(DeviceCopy)] #[repr(C)] structs, arrays of these, slices `&[T]` and `DisjointSlice<T>` of these, or device pointers (*const T, *mut T)"
 )]
 pub unsafe trait DeviceCopy: Copy + 'static {}
 
 scalars!(u8, u16, u32, u64, i8, i16, i32, i64, usize, isize, f32, f64);
+// The `half` crate's types are `#[repr(transparent)]` over a `u16`: every bit pattern is a value.
+#[cfg(feature = "half")]
+scalars!(::half::f16, ::half::bf16);
 
 // SAFETY: an array of DeviceCopy values has no padding between elements and no other bytes.
 unsafe impl<T: DeviceCopy, const N: usize> DeviceCopy for [T; N] {}

@@ -44,6 +44,11 @@
 //! [`math`]: `sqrt`, `rsqrt`, `fma`, `exp`, `log`, `sin`, `cos`, `pow`, `floor`, `abs`, `min`,
 //! `max` on `f32` and `f64`, with the same bits on every device.
 //!
+//! # Half precision
+//!
+//! With the `half` feature, `device::half`: the `half` crate's `f16` and `bf16` as buffer elements
+//! and kernel parameters, and conversions to and from `f32` that GPUs run as instructions.
+//!
 //! # Shared memory
 //!
 //! [`shared_array!`] declares a per-block array: every thread of a block sees the same
@@ -75,6 +80,8 @@ use host_stubs as arch;
 use nvptx as arch;
 
 pub mod abi;
+#[cfg(feature = "half")]
+pub mod half;
 pub mod math;
 mod slice;
 pub mod warp;

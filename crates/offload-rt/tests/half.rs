@@ -1,0 +1,368 @@
+//! `device::half` on the CPU device: the fixture's half-precision kernels (tests/fixtures/kernels,
+//! `half_kernels.rs`) built by the build engine, launched, and their bits checked against
+//! hand-computed roundings and the `half` crate's software, which the GPUs' conversion
+//! instructions match.
+
+use std::borrow::Cow;
+use std::path::Path;
+use std::process::Command;
+use std::sync::OnceLock;
+
+use offload_format::{ImageKind, OffloadBinary, OffloadKind};
+use offload_rt::device::half::{bf16, f16};
+use offload_rt::{Device, DeviceBuffer, LaunchConfig};
+use offload_rt_test_kernels as k;
+
+const MODULE: &str = "offload_rt_test_kernels";
+
+/// Builds the fixture's CPU image and registers it once per test process; `false` (after
+/// printing why) when the device toolchain is missing, which fails under CI.
+fn setup() -> bool {
+    static READY: OnceLock<Result<(), String>> = OnceLock::new();
+    let ready = READY.get_or_init(|| {
+        let toolchain = offload_toolchain::DEVICE_TOOLCHAIN;
+        let present = Command::new("rustup")
+            .args(["run", toolchain, "rustc", "-V"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !present {
+            return Err(format!(
+                "the device toolchain `{toolchain}` is not installed"
+            ));
+        }
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kernels");
+        let krate = offload_build::KernelCrate {
+            package: "offload-rt-test-kernels".to_owned(),
+            lib_name: MODULE.to_owned(),
+            manifest_path: root.join("Cargo.toml"),
+            root,
+            watch: Vec::new(),
+            deps: Vec::new(),
+        };
+        // The directory tests/cpu_device.rs builds the same image in.
+        let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cpu-device");
+        let image = offload_build::host_device::build(
+            &offload_build::env::Env::detect(),
+            &krate,
+            &target_dir,
+        )
+        .unwrap_or_else(|e| panic!("device build of the fixture failed: {e}"));
+        let kernels = image.kernels.join(",");
+        let bundle = OffloadBinary {
+            image_kind: ImageKind::Object,
+            offload_kind: OffloadKind::OpenMp,
+            flags: 0,
+            strings: vec![
+                (
+                    Cow::Borrowed("triple"),
+                    Cow::Borrowed(offload_build::arch::host_triple()),
+                ),
+                (Cow::Borrowed("arch"), Cow::Borrowed("host")),
+                (Cow::Borrowed("offload.module"), Cow::Borrowed(MODULE)),
+                (Cow::Borrowed("offload.kernels"), Cow::Owned(kernels)),
+            ],
+            image: Cow::Borrowed(&image.bytes),
+        }
+        .to_bytes();
+        offload_rt::registry::register_bundle("half_test", bundle);
+        Ok(())
+    });
+    match ready {
+        Ok(()) => true,
+        Err(why) => {
+            assert!(std::env::var_os("CI").is_none(), "CI: {why}");
+            eprintln!("skipped: {why}");
+            false
+        }
+    }
+}
+
+/// `x` rounded to `f16` and `bf16` on the CPU device.
+fn narrow(dev: &Device, x: &[f32]) -> (Vec<f16>, Vec<bf16>) {
+    let n = x.len() as u32;
+    let dx = DeviceBuffer::from_slice(dev, x).unwrap();
+    let mut h = DeviceBuffer::<f16>::zeroed(dev, x.len()).unwrap();
+    let mut b = DeviceBuffer::<bf16>::zeroed(dev, x.len()).unwrap();
+    // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+    unsafe { k::half_narrow.launch(dev, LaunchConfig::for_num_elems(n), n, &dx, &mut h, &mut b) }
+        .unwrap();
+    (h.to_vec().unwrap(), b.to_vec().unwrap())
+}
+
+/// Every `f16` and every `bf16` widens to the `f32` of the same value: the `half` crate's
+/// result, and for `bf16` the bits shifted up.
+#[test]
+fn every_f16_and_bf16_widens_exactly() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let bits: Vec<u16> = (0..=u16::MAX).collect();
+    let h: Vec<f16> = bits.iter().map(|&b| f16::from_bits(b)).collect();
+    let b: Vec<bf16> = bits.iter().map(|&b| bf16::from_bits(b)).collect();
+    let n = bits.len() as u32;
+    let dh = DeviceBuffer::from_slice(&dev, &h).unwrap();
+    let db = DeviceBuffer::from_slice(&dev, &b).unwrap();
+    let mut out = DeviceBuffer::<[f32; 2]>::zeroed(&dev, bits.len()).unwrap();
+    // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+    unsafe { k::half_widen.launch(&dev, LaunchConfig::for_num_elems(n), n, &dh, &db, &mut out) }
+        .unwrap();
+    let out = out.to_vec().unwrap();
+    for (i, &[wh, wb]) in out.iter().enumerate() {
+        let (eh, eb) = (h[i].to_f32(), b[i].to_f32());
+        if h[i].is_nan() {
+            assert!(wh.is_nan(), "f16 {:#06x} -> {wh}", bits[i]);
+        } else {
+            assert_eq!(wh.to_bits(), eh.to_bits(), "f16 {:#06x}", bits[i]);
+        }
+        if b[i].is_nan() {
+            assert!(wb.is_nan(), "bf16 {:#06x} -> {wb}", bits[i]);
+        } else {
+            assert_eq!(wb.to_bits(), eb.to_bits(), "bf16 {:#06x}", bits[i]);
+            assert_eq!(wb.to_bits(), u32::from(bits[i]) << 16);
+        }
+    }
+    // Spot checks independent of the `half` crate.
+    let f16_of = |bits: u16| out[usize::from(bits)][0];
+    assert_eq!(f16_of(0x3c00), 1.0);
+    assert_eq!(f16_of(0x0001), 2f32.powi(-24));
+    assert_eq!(f16_of(0x03ff), 2f32.powi(-14) - 2f32.powi(-24));
+    assert_eq!(f16_of(0x7bff), 65504.0);
+    assert_eq!(f16_of(0xfc00), f32::NEG_INFINITY);
+    assert_eq!(out[0xc2c0][1], -96.0);
+}
+
+/// Narrowing rounds to nearest, ties to even, into subnormals and up to infinity, and keeps
+/// NaN a NaN (a truncation would make the signalling NaN `0x7f800001` an infinity in `bf16`).
+#[test]
+fn narrowing_rounds_ties_to_even() {
+    if !setup() {
+        return;
+    }
+    let p = |e: i32| 2f32.powi(e);
+    // (input, f16 bits, bf16 bits)
+    let cases: &[(f32, u16, u16)] = &[
+        (1.0, 0x3c00, 0x3f80),
+        (-0.0, 0x8000, 0x8000),
+        // f16 ties: halfway to the odd neighbour goes down, to the even one up.
+        (1.0 + p(-11), 0x3c00, 0x3f80),
+        (1.0 + 3.0 * p(-11), 0x3c02, 0x3f80),
+        (1.0 + p(-11) + p(-20), 0x3c01, 0x3f80),
+        // bf16 ties.
+        (1.0 + p(-8), 0x3c04, 0x3f80),
+        (1.0 + 3.0 * p(-8), 0x3c0c, 0x3f82),
+        // f16 subnormals: the smallest, a tie to zero, a tie up to the even 2 * 2^-24.
+        (p(-24), 0x0001, 0x3380),
+        (p(-25), 0x0000, 0x3300),
+        (3.0 * p(-25), 0x0002, 0x33c0),
+        (-p(-14) * 0.5, 0x8200, 0xb800),
+        // f16 overflow: 65504 is the largest, 65520 the tie that rounds to infinity.
+        (65504.0, 0x7bff, 0x4780),
+        (65519.996, 0x7bff, 0x4780),
+        (65520.0, 0x7c00, 0x4780),
+        (1e10, 0x7c00, 0x5015),
+        (f32::MAX, 0x7c00, 0x7f80),
+        (f32::INFINITY, 0x7c00, 0x7f80),
+        (f32::NEG_INFINITY, 0xfc00, 0xff80),
+        // f32 subnormals stay bf16 subnormals: a tie to even 0, a tie up to even 2.
+        (f32::from_bits(0x0000_8000), 0x0000, 0x0000),
+        (f32::from_bits(0x0001_8000), 0x0000, 0x0002),
+        (f32::from_bits(0x0001_7fff), 0x0000, 0x0001),
+        (f32::from_bits(0x807f_ffff), 0x8000, 0x8080),
+    ];
+    let dev = Device::cpu();
+    let x: Vec<f32> = cases.iter().map(|c| c.0).collect();
+    let (h, b) = narrow(&dev, &x);
+    for (i, &(x, eh, eb)) in cases.iter().enumerate() {
+        assert_eq!(h[i].to_bits(), eh, "f16 of {x:e} ({:#010x})", x.to_bits());
+        assert_eq!(b[i].to_bits(), eb, "bf16 of {x:e} ({:#010x})", x.to_bits());
+    }
+    let nans = [
+        f32::NAN,
+        -f32::NAN,
+        f32::from_bits(0x7f80_0001),
+        f32::from_bits(0xff80_0001),
+        f32::from_bits(0x7fbf_ffff),
+    ];
+    let (h, b) = narrow(&dev, &nans);
+    for (i, x) in nans.iter().enumerate() {
+        assert!(
+            h[i].is_nan(),
+            "f16 of {:#010x}: {:#06x}",
+            x.to_bits(),
+            h[i].to_bits()
+        );
+        assert!(
+            b[i].is_nan(),
+            "bf16 of {:#010x}: {:#06x}",
+            x.to_bits(),
+            b[i].to_bits()
+        );
+    }
+}
+
+/// A million `f32` bit patterns (every exponent, both signs) narrow to the `half` crate's
+/// bits, and every `f16` and `bf16` survives the round trip through `f32` unchanged.
+#[test]
+fn narrowing_matches_the_half_crate_and_round_trips() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let mut s = 0x2545_f491_u32;
+    let x: Vec<f32> = (0..1_000_000)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            f32::from_bits(s)
+        })
+        .collect();
+    let (h, b) = narrow(&dev, &x);
+    for (i, &x) in x.iter().enumerate() {
+        if x.is_nan() {
+            assert!(h[i].is_nan() && b[i].is_nan(), "{:#010x}", x.to_bits());
+            continue;
+        }
+        let (eh, eb) = (f16::from_f32(x), bf16::from_f32(x));
+        assert_eq!(h[i].to_bits(), eh.to_bits(), "f16 of {:#010x}", x.to_bits());
+        assert_eq!(
+            b[i].to_bits(),
+            eb.to_bits(),
+            "bf16 of {:#010x}",
+            x.to_bits()
+        );
+    }
+
+    let all: Vec<u16> = (0..=u16::MAX).collect();
+    for (name, widened, is_nan) in [
+        (
+            "f16",
+            all.iter()
+                .map(|&b| f16::from_bits(b).to_f32())
+                .collect::<Vec<_>>(),
+            (|b| f16::from_bits(b).is_nan()) as fn(u16) -> bool,
+        ),
+        (
+            "bf16",
+            all.iter().map(|&b| bf16::from_bits(b).to_f32()).collect(),
+            |b| bf16::from_bits(b).is_nan(),
+        ),
+    ] {
+        let (h, b) = narrow(&dev, &widened);
+        for &bits in &all {
+            let got = if name == "f16" {
+                h[usize::from(bits)].to_bits()
+            } else {
+                b[usize::from(bits)].to_bits()
+            };
+            if is_nan(bits) {
+                assert!(is_nan(got), "{name} {bits:#06x} came back {got:#06x}");
+            } else {
+                assert_eq!(got, bits, "{name} round trip");
+            }
+        }
+    }
+}
+
+/// `f16` and `bf16` as kernel parameters by value, alone and in a `#[repr(C)]` struct.
+#[test]
+fn half_parameters_by_value() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let h = f16::from_f32(-1.5);
+    let b = bf16::from_f32(3.0e38);
+    let pair = k::HalfPair {
+        h: f16::from_f32(0.333),
+        b: bf16::from_f32(-2.0e-39),
+    };
+    let mut out = DeviceBuffer::<[f32; 4]>::zeroed(&dev, 1).unwrap();
+    let mut scaled = DeviceBuffer::<f16>::zeroed(&dev, 1).unwrap();
+    // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+    unsafe {
+        k::half_params.launch(
+            &dev,
+            LaunchConfig::linear(1, 1),
+            h,
+            b,
+            pair,
+            &mut out,
+            &mut scaled,
+        )
+    }
+    .unwrap();
+    let out = out.to_vec().unwrap()[0];
+    assert_eq!(
+        out.map(f32::to_bits),
+        [h.to_f32(), b.to_f32(), pair.h.to_f32(), pair.b.to_f32()].map(f32::to_bits)
+    );
+    assert_eq!(out[0], -1.5);
+    assert!(out[3] < 0.0 && out[3] > -1e-38, "{}", out[3]);
+    let want = f16::from_f32(h.to_f32() * pair.h.to_f32());
+    assert_eq!(scaled.to_vec().unwrap()[0].to_bits(), want.to_bits());
+}
+
+/// The dot product of `f16` vectors summed in `f32`: each block's partial sum has the bits of
+/// the same tree of additions on the host, and the total is the exact sum to `f32` precision
+/// (products of two `f16` values are exact in `f32`).
+#[test]
+fn dot_product_of_f16_sums_in_f32() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let n = 100_003u32;
+    let value = |i: u32, salt: u32| {
+        let v = (i.wrapping_mul(2_654_435_761) ^ salt) % 2001;
+        f16::from_f32((v as f32 - 1000.0) / 256.0)
+    };
+    let x: Vec<f16> = (0..n).map(|i| value(i, 0)).collect();
+    let y: Vec<f16> = (0..n).map(|i| value(i, 0x5bd1_e995)).collect();
+    let blocks = n.div_ceil(k::DOT_BLOCK);
+    let dx = DeviceBuffer::from_slice(&dev, &x).unwrap();
+    let dy = DeviceBuffer::from_slice(&dev, &y).unwrap();
+    let mut partial = DeviceBuffer::<f32>::zeroed(&dev, blocks as usize).unwrap();
+    // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+    unsafe {
+        k::half_dot.launch(
+            &dev,
+            LaunchConfig::linear(blocks, k::DOT_BLOCK),
+            n,
+            &dx,
+            &dy,
+            &mut partial,
+        )
+    }
+    .unwrap();
+    let partial = partial.to_vec().unwrap();
+
+    let block = k::DOT_BLOCK as usize;
+    for (b, &got) in partial.iter().enumerate() {
+        let mut tile: Vec<f32> = (b * block..(b + 1) * block)
+            .map(|i| match (x.get(i), y.get(i)) {
+                (Some(a), Some(c)) => a.to_f32() * c.to_f32(),
+                _ => 0.0,
+            })
+            .collect();
+        let mut stride = block / 2;
+        while stride > 0 {
+            for t in 0..stride {
+                tile[t] += tile[t + stride];
+            }
+            stride /= 2;
+        }
+        assert_eq!(got.to_bits(), tile[0].to_bits(), "block {b}");
+    }
+    let exact: f64 = x
+        .iter()
+        .zip(&y)
+        .map(|(a, c)| f64::from(a.to_f32()) * f64::from(c.to_f32()))
+        .sum();
+    let total: f64 = partial.iter().map(|&p| f64::from(p)).sum();
+    assert!(
+        (total - exact).abs() <= 1e-5 * exact.abs().max(1.0),
+        "{total} vs {exact}"
+    );
+}
