@@ -135,6 +135,29 @@ fn saxpy_matches_the_host() {
     unsafe { k::saxpy.launch(&dev, LaunchConfig::for_num_elems(n), n, -3.0, &dx, &mut dy) }
         .unwrap();
     assert_eq!(dy.to_vec().unwrap(), y);
+
+    // `#[len(n)]` on a raw pointer: a buffer shorter than `n` is refused before the launch.
+    let mut short = DeviceBuffer::<f32>::zeroed(&dev, n as usize - 1).unwrap();
+    // SAFETY: the launch is refused before it runs.
+    let err = unsafe {
+        k::saxpy.launch(
+            &dev,
+            LaunchConfig::for_num_elems(n),
+            n,
+            1.0,
+            &dx,
+            &mut short,
+        )
+    }
+    .unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            Error::BufferTooShort { param: "y", index: 3, needed, needed_expr: "n", .. }
+                if *needed == n as usize
+        ),
+        "{err}"
+    );
 }
 
 #[test]
