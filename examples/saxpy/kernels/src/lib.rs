@@ -10,7 +10,7 @@ use offload_rt::kernel;
 #[kernel]
 pub fn saxpy(a: f32, #[len(y.len())] x: &[f32], mut y: DisjointSlice<f32>) {
     let i = grid_thread_rank();
-    if let Some(yi) = y.for_thread() {
-        *yi += a * x[i];
+    if let (Some(yi), Some(xi)) = (y.for_thread(), x.get(i)) {
+        *yi += a * xi;
     }
 }
