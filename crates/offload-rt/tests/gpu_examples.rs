@@ -108,3 +108,29 @@ fn gpu_kernel_panic_is_an_error() {
         "the error should be a kernel fault naming the kernel:\n{stderr}"
     );
 }
+
+/// `copy_offset` indexing past its `&[u32]`: the slice's bounds check panics on the GPU too,
+/// and the launch fails with a kernel fault naming the kernel.
+#[test]
+fn gpu_slice_index_past_the_end_is_an_error() {
+    if !gpu_tests_enabled("gpu_slice_index_past_the_end_is_an_error") {
+        return;
+    }
+    let exe = example("offload-rt-kernel-run");
+    let out = Command::new(&exe)
+        .arg("copy-past-the-end")
+        .env("OFFLOAD_DEVICE", "cuda:0")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "exit status of a panicking kernel\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stderr.starts_with("error: kernel fault on cuda:0") && stderr.contains("copy_offset"),
+        "the error should be a kernel fault naming the kernel:\n{stderr}"
+    );
+}
