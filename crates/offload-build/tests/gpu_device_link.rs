@@ -2,8 +2,9 @@
 //! nvptx64 and amdgcn, linked in-process, checked with `ptxas` and `llvm-readelf`.
 #![cfg(feature = "llvm")]
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 use offload_build::device_link::{
@@ -14,42 +15,12 @@ use offload_build::env::Env;
 use offload_format::AmdTargetId;
 use offload_toolchain::Tool;
 
+use common::{
+    disassemble, function_body, nightly_ready, ptx_entry, readelf, rt_fixture_inputs, target_dir,
+};
+
 fn fixture_manifest() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gpu-kernels/Cargo.toml")
-}
-
-fn target_dir() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join("gpu-fixture")
-}
-
-/// A tool the test needs: present, or a visible skip (a failure under CI).
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the test harness reads CI directly"
-)]
-fn require(tool: &str, present: bool) -> bool {
-    if present {
-        return true;
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("{tool} is required in CI but missing");
-    }
-    eprintln!("skipped: {tool} not found");
-    false
-}
-
-fn nightly_ready() -> bool {
-    let ok = Command::new("rustup")
-        .args([
-            "run",
-            offload_toolchain::DEVICE_TOOLCHAIN,
-            "rustc",
-            "--print",
-            "sysroot",
-        ])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    require("the device toolchain with rust-src", ok)
 }
 
 fn inputs_for(target: &str) -> &'static [DeviceInput] {
@@ -142,20 +113,6 @@ fn nvptx_requested_kernel_must_exist() {
         matches!(err, device_link::LinkError::MissingKernel { .. }),
         "{err}"
     );
-}
-
-fn readelf(args: &[&str], file: &Path) -> String {
-    let out = Command::new(Tool::LlvmReadelf.for_test().expect("llvm-readelf"))
-        .args(args)
-        .arg(file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "llvm-readelf {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]
@@ -359,35 +316,6 @@ fn device_api_of_offload_rt_on_both_gpus() {
     }
 }
 
-/// `llvm-objdump -d --mcpu=PROCESSOR` of a code object.
-fn disassemble(image: &[u8], processor: &str, dir: &Path) -> String {
-    let path = dir.join(format!("{processor}.elf"));
-    std::fs::write(&path, image).unwrap();
-    let out = Command::new(Tool::LlvmObjdump.for_test().expect("llvm-objdump"))
-        .arg("-d")
-        .arg(format!("--mcpu={processor}"))
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "llvm-objdump: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The instructions of one function of a disassembly (`<name>:` up to the next blank line).
-fn function_body<'a>(disassembly: &'a str, name: &str) -> Vec<&'a str> {
-    disassembly
-        .lines()
-        .skip_while(|l| !l.ends_with(&format!("<{name}>:")))
-        .skip(1)
-        .take_while(|l| !l.trim().is_empty())
-        .map(str::trim)
-        .collect()
-}
-
 /// The machine code of `reduce`'s AMD images: the shared array is LDS (`ds_*`, no global access
 /// besides the input load and the atomic), the barriers carry workgroup-scope fences (no L2
 /// write-back or invalidate), and a reachable panic is `s_trap 2`.
@@ -472,24 +400,6 @@ fn amdgpu_panic_traps() {
             body.join("\n")
         );
     }
-}
-
-/// The runtime's fixture kernels (every device-API feature the CPU device tests run).
-fn rt_fixture_inputs(target: &GpuTarget) -> Vec<device_link::DeviceInput> {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../offload-rt/tests/fixtures/kernels/Cargo.toml");
-    let dir = target_dir().join(format!("offload-rt-kernels-{}", target.triple()));
-    device_link::device_inputs(&Env::detect(), &manifest, target, &dir)
-        .unwrap_or_else(|e| panic!("nested build for {target}: {e}"))
-}
-
-/// The lines of one `.entry` of a PTX module.
-fn ptx_entry<'a>(ptx: &'a str, name: &str) -> Vec<&'a str> {
-    ptx.lines()
-        .skip_while(|l| !l.contains(&format!(".entry {name}(")))
-        .take_while(|l| *l != "}")
-        .map(str::trim)
-        .collect()
 }
 
 /// Warp operations on NVIDIA: `shfl.sync` in its four modes and `vote.sync`, all with the full

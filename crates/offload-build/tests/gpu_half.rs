@@ -3,108 +3,22 @@
 //! the PTX (checked by `ptxas`) and in the AMD disassembly: hardware conversions, no call.
 #![cfg(feature = "llvm")]
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
-use offload_build::device_link::{self, DeviceInput, GpuTarget, NvptxLinkOptions};
-use offload_build::env::Env;
+use std::path::Path;
+
+use offload_build::device_link::{self, GpuTarget, NvptxLinkOptions};
 use offload_toolchain::Tool;
 
-/// A tool the test needs: present, or a visible skip (a failure under CI).
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the test harness reads CI directly"
-)]
-fn require(tool: &str, present: bool) -> bool {
-    if present {
-        return true;
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("{tool} is required in CI but missing");
-    }
-    eprintln!("skipped: {tool} not found");
-    false
-}
-
-fn nightly_ready() -> bool {
-    let ok = Command::new("rustup")
-        .args([
-            "run",
-            offload_toolchain::DEVICE_TOOLCHAIN,
-            "rustc",
-            "--print",
-            "sysroot",
-        ])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    require("the device toolchain with rust-src", ok)
-}
-
-/// The runtime's fixture kernels built for `target`'s triple (in the directory
-/// tests/gpu_device_link.rs builds them in).
-fn rt_fixture_inputs(target: &GpuTarget) -> Vec<DeviceInput> {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../offload-rt/tests/fixtures/kernels/Cargo.toml");
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join("gpu-fixture")
-        .join(format!("offload-rt-kernels-{}", target.triple()));
-    device_link::device_inputs(&Env::detect(), &manifest, target, &dir)
-        .unwrap_or_else(|e| panic!("nested build for {target}: {e}"))
-}
-
-/// The lines of one `.entry` of a PTX module.
-fn ptx_entry<'a>(ptx: &'a str, name: &str) -> Vec<&'a str> {
-    ptx.lines()
-        .skip_while(|l| !l.contains(&format!(".entry {name}(")))
-        .take_while(|l| *l != "}")
-        .map(str::trim)
-        .collect()
-}
-
-/// `llvm-objdump -d --mcpu=PROCESSOR` of a code object.
-fn disassemble(image: &[u8], processor: &str, dir: &Path) -> String {
-    let path = dir.join(format!("{processor}.elf"));
-    std::fs::write(&path, image).unwrap();
-    let out = Command::new(Tool::LlvmObjdump.for_test().expect("llvm-objdump"))
-        .arg("-d")
-        .arg(format!("--mcpu={processor}"))
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "llvm-objdump: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The instructions of one function of a disassembly (`<name>:` up to the next blank line).
-fn function_body<'a>(disassembly: &'a str, name: &str) -> Vec<&'a str> {
-    disassembly
-        .lines()
-        .skip_while(|l| !l.ends_with(&format!("<{name}>:")))
-        .skip(1)
-        .take_while(|l| !l.trim().is_empty())
-        .map(str::trim)
-        .collect()
-}
+use common::{
+    disassemble, function_body, nightly_ready, ptx_entry, readelf, require, rt_fixture_inputs,
+};
 
 /// The undefined symbols of a code object (`llvm-readelf -s`).
 fn undefined_symbols(image: &[u8], dir: &Path, name: &str) -> Vec<String> {
     let path = dir.join(format!("{name}-symbols.elf"));
     std::fs::write(&path, image).unwrap();
-    let out = Command::new(Tool::LlvmReadelf.for_test().expect("llvm-readelf"))
-        .args(["-s", "-W"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "llvm-readelf: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
+    readelf(&["-s", "-W"], &path)
         .lines()
         .filter(|l| l.contains(" UND ") && !l.trim_end().ends_with("UND"))
         .map(str::to_owned)

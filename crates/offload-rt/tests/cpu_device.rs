@@ -2,82 +2,35 @@
 //! device by the build engine (`offload_build::host_device`, as `build.rs` builds it),
 //! registered from memory as an OffloadBinary, and launched through its typed handles.
 
-use std::borrow::Cow;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::OnceLock;
 
-use offload_format::{ImageKind, OffloadBinary, OffloadKind};
+mod cpu_common;
+
 use offload_rt::backend::cpu::{BarrierMode, CpuBackend};
 use offload_rt::registry::register_bundle;
 use offload_rt::{Device, DeviceBuffer, Error, KernelPanicReport, LaunchConfig, PinnedBuffer};
 use offload_rt_test_kernels as k;
 
-const MODULE: &str = "offload_rt_test_kernels";
+use cpu_common::{MODULE, fixture_dir};
 const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
-fn fixture_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kernels")
-}
-
-/// Builds the fixture for the CPU device with the build engine's own CPU-image build (the one
-/// `build.rs` runs): `Ok(image bytes)`, or `Err(why it cannot be built here)` when the device
-/// toolchain is missing.
+/// The fixture's CPU image, checked to export exactly [`KERNELS`].
 fn build_image() -> Result<Vec<u8>, String> {
-    let toolchain = offload_toolchain::DEVICE_TOOLCHAIN;
-    let present = Command::new("rustup")
-        .args(["run", toolchain, "rustc", "-V"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !present {
-        return Err(format!(
-            "the device toolchain `{toolchain}` is not installed"
-        ));
-    }
-    let manifest_path = fixture_dir().join("Cargo.toml");
-    let krate = offload_build::KernelCrate {
-        package: "offload-rt-test-kernels".to_owned(),
-        lib_name: MODULE.to_owned(),
-        manifest_path: manifest_path.clone(),
-        root: fixture_dir(),
-        watch: Vec::new(),
-        deps: Vec::new(),
-    };
-    let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cpu-device");
-    let image =
-        offload_build::host_device::build(&offload_build::env::Env::detect(), &krate, &target_dir)
-            .unwrap_or_else(|e| panic!("device build of the fixture failed: {e}"));
-    let mut kernels = image.kernels.clone();
+    let (bytes, mut kernels) = cpu_common::build_image()?;
     kernels.sort();
     let mut expected: Vec<&str> = KERNELS.split(',').collect();
     expected.sort();
     assert_eq!(kernels, expected, "kernels the CPU image exports");
-    Ok(image.bytes)
+    Ok(bytes)
 }
 
 /// The fixture's CPU image as a bundle of module `module`.
 fn bundle(module: &str, image: &[u8]) -> Vec<u8> {
-    OffloadBinary {
-        image_kind: ImageKind::Object,
-        offload_kind: OffloadKind::OpenMp,
-        flags: 0,
-        strings: vec![
-            (
-                Cow::Borrowed("triple"),
-                Cow::Borrowed(offload_build::arch::host_triple()),
-            ),
-            (Cow::Borrowed("arch"), Cow::Borrowed("host")),
-            (
-                Cow::Borrowed("offload.module"),
-                Cow::Owned(module.to_owned()),
-            ),
-            (Cow::Borrowed("offload.kernels"), Cow::Borrowed(KERNELS)),
-        ],
-        image: Cow::Borrowed(image),
-    }
-    .to_bytes()
+    cpu_common::bundle(module, KERNELS, image)
 }
 
 /// Registers the fixture image once per test process; `false` (after printing why) when it
@@ -99,8 +52,7 @@ fn image() -> Option<&'static [u8]> {
     match ready {
         Ok(image) => Some(image),
         Err(why) => {
-            assert!(std::env::var_os("CI").is_none(), "CI: {why}");
-            eprintln!("skipped: {why}");
+            cpu_common::skip(why);
             None
         }
     }

@@ -3,75 +3,28 @@
 //! hand-computed roundings and the `half` crate's software, which the GPUs' conversion
 //! instructions match.
 
-use std::borrow::Cow;
-use std::path::Path;
-use std::process::Command;
 use std::sync::OnceLock;
 
-use offload_format::{ImageKind, OffloadBinary, OffloadKind};
+mod cpu_common;
+
 use offload_rt::device::half::{bf16, f16};
 use offload_rt::{Device, DeviceBuffer, LaunchConfig};
 use offload_rt_test_kernels as k;
-
-const MODULE: &str = "offload_rt_test_kernels";
 
 /// Builds the fixture's CPU image and registers it once per test process; `false` (after
 /// printing why) when the device toolchain is missing, which fails under CI.
 fn setup() -> bool {
     static READY: OnceLock<Result<(), String>> = OnceLock::new();
     let ready = READY.get_or_init(|| {
-        let toolchain = offload_toolchain::DEVICE_TOOLCHAIN;
-        let present = Command::new("rustup")
-            .args(["run", toolchain, "rustc", "-V"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !present {
-            return Err(format!(
-                "the device toolchain `{toolchain}` is not installed"
-            ));
-        }
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kernels");
-        let krate = offload_build::KernelCrate {
-            package: "offload-rt-test-kernels".to_owned(),
-            lib_name: MODULE.to_owned(),
-            manifest_path: root.join("Cargo.toml"),
-            root,
-            watch: Vec::new(),
-            deps: Vec::new(),
-        };
-        // The directory tests/cpu_device.rs builds the same image in.
-        let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cpu-device");
-        let image = offload_build::host_device::build(
-            &offload_build::env::Env::detect(),
-            &krate,
-            &target_dir,
-        )
-        .unwrap_or_else(|e| panic!("device build of the fixture failed: {e}"));
-        let kernels = image.kernels.join(",");
-        let bundle = OffloadBinary {
-            image_kind: ImageKind::Object,
-            offload_kind: OffloadKind::OpenMp,
-            flags: 0,
-            strings: vec![
-                (
-                    Cow::Borrowed("triple"),
-                    Cow::Borrowed(offload_build::arch::host_triple()),
-                ),
-                (Cow::Borrowed("arch"), Cow::Borrowed("host")),
-                (Cow::Borrowed("offload.module"), Cow::Borrowed(MODULE)),
-                (Cow::Borrowed("offload.kernels"), Cow::Owned(kernels)),
-            ],
-            image: Cow::Borrowed(&image.bytes),
-        }
-        .to_bytes();
+        let (bytes, kernels) = cpu_common::build_image()?;
+        let bundle = cpu_common::bundle(cpu_common::MODULE, &kernels.join(","), &bytes);
         offload_rt::registry::register_bundle("half_test", bundle);
         Ok(())
     });
     match ready {
         Ok(()) => true,
         Err(why) => {
-            assert!(std::env::var_os("CI").is_none(), "CI: {why}");
-            eprintln!("skipped: {why}");
+            cpu_common::skip(why);
             false
         }
     }

@@ -1,0 +1,77 @@
+//! The runtime's fixture kernels (tests/fixtures/kernels) built for the CPU device by the build
+//! engine (`offload_build::host_device`, as `build.rs` builds them) and wrapped for
+//! registration, shared by the CPU-device tests.
+#![allow(dead_code)]
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use offload_format::{ImageKind, OffloadBinary, OffloadKind};
+
+/// The fixture's kernel module (its library name).
+pub const MODULE: &str = "offload_rt_test_kernels";
+
+pub fn fixture_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kernels")
+}
+
+/// The fixture's CPU image (bytes, exported kernels), or `Err(why it cannot be built here)`
+/// when the device toolchain is missing. Every test binary builds it in the same directory.
+pub fn build_image() -> Result<(Vec<u8>, Vec<String>), String> {
+    let toolchain = offload_toolchain::DEVICE_TOOLCHAIN;
+    let present = Command::new("rustup")
+        .args(["run", toolchain, "rustc", "-V"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !present {
+        return Err(format!(
+            "the device toolchain `{toolchain}` is not installed"
+        ));
+    }
+    let krate = offload_build::KernelCrate {
+        package: "offload-rt-test-kernels".to_owned(),
+        lib_name: MODULE.to_owned(),
+        manifest_path: fixture_dir().join("Cargo.toml"),
+        root: fixture_dir(),
+        watch: Vec::new(),
+        deps: Vec::new(),
+    };
+    let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cpu-device");
+    let image =
+        offload_build::host_device::build(&offload_build::env::Env::detect(), &krate, &target_dir)
+            .unwrap_or_else(|e| panic!("device build of the fixture failed: {e}"));
+    Ok((image.bytes, image.kernels))
+}
+
+/// A CPU image as a bundle of kernel module `module` exporting `kernels` (comma-separated).
+pub fn bundle(module: &str, kernels: &str, image: &[u8]) -> Vec<u8> {
+    OffloadBinary {
+        image_kind: ImageKind::Object,
+        offload_kind: OffloadKind::OpenMp,
+        flags: 0,
+        strings: vec![
+            (
+                Cow::Borrowed("triple"),
+                Cow::Borrowed(offload_build::arch::host_triple()),
+            ),
+            (Cow::Borrowed("arch"), Cow::Borrowed("host")),
+            (
+                Cow::Borrowed("offload.module"),
+                Cow::Owned(module.to_owned()),
+            ),
+            (
+                Cow::Borrowed("offload.kernels"),
+                Cow::Owned(kernels.to_owned()),
+            ),
+        ],
+        image: Cow::Borrowed(image),
+    }
+    .to_bytes()
+}
+
+/// Prints why a test cannot run here; under CI that is a failure.
+pub fn skip(why: &str) {
+    assert!(std::env::var_os("CI").is_none(), "CI: {why}");
+    eprintln!("skipped: {why}");
+}
