@@ -69,6 +69,8 @@ struct Param {
     /// The pointee for pointers, the element for slices, the type itself for scalars.
     elem: Type,
     kind: Kind,
+    /// Declared `mut`.
+    mutable: bool,
     /// `#[len(expr)]`: the elements the launch needs, evaluated on the host from the
     /// launch's arguments.
     len: Option<Expr>,
@@ -231,6 +233,7 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
             ty: (*pt.ty).clone(),
             elem,
             kind,
+            mutable: pi.mutability.is_some(),
             len,
         });
     }
@@ -353,19 +356,11 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
     // body with its barriers marked, or the note saying why the kernel keeps coroutines.
     // A `DisjointSlice` is one value for the block, whose accessors give each thread its own
     // elements; other `mut` parameters are per-thread copies.
-    let param_muts: Vec<(syn::Ident, bool)> = sig
-        .inputs
+    let param_muts: Vec<(syn::Ident, bool)> = params
         .iter()
-        .zip(&params)
-        .filter_map(|(input, p)| match input {
-            FnArg::Typed(pt) => match &*pt.pat {
-                Pat::Ident(pi) => Some((
-                    pi.ident.clone(),
-                    pi.mutability.is_some() && !matches!(p.kind, Kind::Disjoint),
-                )),
-                _ => None,
-            },
-            FnArg::Receiver(_) => None,
+        .map(|p| {
+            let copied = p.mutable && !matches!(p.kind, Kind::Disjoint);
+            (p.name.clone(), copied)
         })
         .collect();
     let region_values = params.iter().zip(&values).map(|(p, value)| {

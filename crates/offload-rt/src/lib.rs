@@ -284,13 +284,13 @@ macro_rules! __kernel_arg_value {
     (ptr_const $arg:ident, $ty:ty, $dev:ident, $name:literal, $idx:literal) => {
         $arg.device_ptr_on($dev, $name, $idx)?.0
     };
-    (ptr_mut $arg:ident, $ty:ty, $dev:ident, $name:literal, $idx:literal) => {
-        $arg.device_ptr_on($dev, $name, $idx)?.0
+    (ptr_mut $($rest:tt)*) => {
+        $crate::__kernel_arg_value!(ptr_const $($rest)*)
     };
     (slice $arg:ident, $ty:ty, $dev:ident, $name:literal, $idx:literal) => {
         $crate::__private::slice_param::<$ty>($arg.device_ptr_on($dev, $name, $idx)?, $arg.len())
     };
-    (slice_mut $arg:ident, $ty:ty, $dev:ident, $name:literal, $idx:literal) => {
-        $crate::__private::slice_param::<$ty>($arg.device_ptr_on($dev, $name, $idx)?, $arg.len())
+    (slice_mut $($rest:tt)*) => {
+        $crate::__kernel_arg_value!(slice $($rest)*)
     };
 }

@@ -450,17 +450,20 @@ impl Module for CpuModule {
                 } else {
                     MODE_REGIONS
                 }
-            // SAFETY: as above.
-            } else if unsafe { probe(&launch_ref, thread) }? && !ctx.panicked() {
-                // Thread 0 of block 0 reached a barrier inside `probe`, which then finished
-                // block 0.
-                MODE_BARRIER
             } else {
+                // SAFETY: as above.
+                let reached_barrier = unsafe { probe(&launch_ref, thread) }?;
                 ctx.check_panic(name)?;
-                // SAFETY: as above; thread 0 of block 0 has run.
-                unsafe { self.run_plain(&launch_ref, run, blocks, 1) }?;
-                self.set_mode(kernel, MODE_PLAIN);
-                return self.finish(kernel, name, &launch, &ctx, MODE_PLAIN, known_static);
+                if reached_barrier {
+                    // Thread 0 of block 0 reached a barrier inside `probe`, which then
+                    // finished block 0.
+                    MODE_BARRIER
+                } else {
+                    // SAFETY: as above; thread 0 of block 0 has run.
+                    unsafe { self.run_plain(&launch_ref, run, blocks, 1) }?;
+                    self.set_mode(kernel, MODE_PLAIN);
+                    return self.finish(kernel, name, &launch, &ctx, MODE_PLAIN, known_static);
+                }
             };
             self.set_mode(kernel, mode);
             crate::backend::gpu::log(format_args!(
@@ -623,12 +626,26 @@ struct LaunchCtx {
 }
 
 impl LaunchCtx {
+    /// The state of the launch whose record is `launch`.
+    ///
+    /// # Safety
+    ///
+    /// `launch` is a record the runtime made for a launch still running, whose `ctx` is its
+    /// `LaunchCtx`.
+    unsafe fn of<'a>(launch: *const CpuLaunch) -> &'a LaunchCtx {
+        // SAFETY: this function's contract.
+        unsafe { &*(*launch).ctx.cast::<LaunchCtx>() }
+    }
+
     fn panicked(&self) -> bool {
         self.panicked.load(Ordering::Relaxed)
     }
 
     /// [`Error::KernelPanic`] for kernel `name` if one of its threads panicked.
     fn check_panic(&self, name: &str) -> Result<()> {
+        if !self.panicked() {
+            return Ok(());
+        }
         let report = self.panic.lock().unwrap_or_else(|p| p.into_inner()).take();
         match report {
             None => Ok(()),
@@ -653,8 +670,8 @@ unsafe impl Sync for Launch {}
 
 impl Launch {
     fn panicked(&self) -> bool {
-        // SAFETY: the record and its ctx (a LaunchCtx) are alive for the launch.
-        unsafe { (*(*self.launch).ctx.cast::<LaunchCtx>()).panicked() }
+        // SAFETY: the record and its ctx are alive for the launch.
+        unsafe { LaunchCtx::of(self.launch) }.panicked()
     }
 }
 
@@ -725,7 +742,7 @@ unsafe extern "C" fn cpu_panic(launch: *const CpuLaunch, report: *const CpuPanic
     {
         // SAFETY: this function's contract: the record's ctx is the launch's LaunchCtx, and
         // the report and its strings are valid for the call.
-        let (ctx, r) = unsafe { (&*(*launch).ctx.cast::<LaunchCtx>(), &*report) };
+        let (ctx, r) = unsafe { (LaunchCtx::of(launch), &*report) };
         // SAFETY: as above; the image passes pointer and length of byte strings.
         let text = |ptr: *const u8, len: usize| unsafe {
             String::from_utf8_lossy(std::slice::from_raw_parts(ptr, len)).into_owned()
@@ -772,7 +789,7 @@ unsafe fn suspend(launch: *const CpuLaunch, wait: Wait) {
     if y.is_null() {
         // SAFETY: `launch` is this launch's record; its ctx is the LaunchCtx alive for the
         // whole launch.
-        let ctx = unsafe { &*(*launch).ctx.cast::<LaunchCtx>() };
+        let ctx = unsafe { LaunchCtx::of(launch) };
         ctx.divergent.store(true, Ordering::Relaxed);
         return;
     }
@@ -790,7 +807,7 @@ unsafe fn suspend(launch: *const CpuLaunch, wait: Wait) {
 unsafe fn unmarked(launch: *const CpuLaunch) {
     // SAFETY: `launch` is this launch's record; its ctx is the LaunchCtx alive for the
     // whole launch.
-    let ctx = unsafe { &*(*launch).ctx.cast::<LaunchCtx>() };
+    let ctx = unsafe { LaunchCtx::of(launch) };
     ctx.unmarked.store(true, Ordering::Relaxed);
 }
 

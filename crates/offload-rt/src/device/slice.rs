@@ -11,8 +11,8 @@ use core::marker::PhantomData;
 
 use super::abi::DeviceCopy;
 use super::{
-    block_dim_x, block_dim_y, block_dim_z, block_idx_x, block_idx_y, block_idx_z, global_idx_x,
-    global_idx_y, global_idx_z, grid_dim_x, grid_dim_y, thread_rank,
+    block_dim_y, block_idx_x, block_idx_y, block_idx_z, block_size, global_idx_x, global_idx_y,
+    global_idx_z, grid_dim_x, grid_dim_y, thread_rank,
 };
 
 /// How a slice parameter crosses from host to device: the buffer's address and its length in
@@ -71,11 +71,15 @@ impl<T: DeviceCopy> SliceParam<T> {
 /// is [`global_idx_x`].
 #[inline(always)]
 pub fn grid_thread_rank() -> usize {
-    let block_rank = (block_idx_z() as usize * grid_dim_y() as usize + block_idx_y() as usize)
+    block_rank() * block_size() as usize + thread_rank() as usize
+}
+
+/// The calling thread's block's index among the grid's blocks, x fastest.
+#[inline(always)]
+fn block_rank() -> usize {
+    (block_idx_z() as usize * grid_dim_y() as usize + block_idx_y() as usize)
         * grid_dim_x() as usize
-        + block_idx_x() as usize;
-    let block_size = block_dim_x() as usize * block_dim_y() as usize * block_dim_z() as usize;
-    block_rank * block_size + thread_rank() as usize
+        + block_idx_x() as usize
 }
 
 /// A buffer a kernel writes, each thread only the elements it owns: the element at its
@@ -111,14 +115,8 @@ impl<T: DeviceCopy> DisjointSlice<'_, T> {
     /// launch), or `None` past the end (a grid rounded up past the data).
     #[inline(always)]
     pub fn for_thread(&mut self) -> Option<&mut T> {
-        let i = grid_thread_rank();
-        if i < self.len {
-            // SAFETY: `i` is in bounds, and no other thread of the launch has this rank, so
-            // no other thread can reach element `i` without `unsafe`.
-            Some(unsafe { &mut *self.ptr.add(i) })
-        } else {
-            None
-        }
+        // SAFETY: no other thread of the launch has this rank.
+        unsafe { self.owned(grid_thread_rank()) }
     }
 
     /// For thread 0 of each block (by [`thread_rank`]), the element at the block's rank in the
@@ -129,15 +127,8 @@ impl<T: DeviceCopy> DisjointSlice<'_, T> {
         if thread_rank() != 0 {
             return None;
         }
-        let i = (block_idx_z() as usize * grid_dim_y() as usize + block_idx_y() as usize)
-            * grid_dim_x() as usize
-            + block_idx_x() as usize;
-        if i < self.len {
-            // SAFETY: `i` is in bounds; one thread per block, and blocks have distinct ranks.
-            Some(unsafe { &mut *self.ptr.add(i) })
-        } else {
-            None
-        }
+        // SAFETY: one thread per block asks, and blocks have distinct ranks.
+        unsafe { self.owned(block_rank()) }
     }
 
     /// Elements `rank * chunk .. (rank + 1) * chunk` for the calling thread's
@@ -170,9 +161,20 @@ impl<T: DeviceCopy> DisjointSlice<'_, T> {
             .checked_add(global_idx_y())?)
         .checked_mul(row_len)?
         .checked_add(x)?;
+        // SAFETY: two threads with different (x, y, z) and x < row_len get different indices.
+        unsafe { self.owned(i) }
+    }
+
+    /// Element `i` as the calling thread's own, or `None` past the end.
+    ///
+    /// # Safety
+    ///
+    /// No other thread of the launch gets element `i` from a safe accessor.
+    #[inline(always)]
+    unsafe fn owned(&mut self, i: usize) -> Option<&mut T> {
         if i < self.len {
-            // SAFETY: `i` is in bounds; two threads with different (x, y, z) and x < row_len
-            // get different indices, so no other thread reaches element `i` without `unsafe`.
+            // SAFETY: `i` is in bounds, and by this function's contract no other thread can
+            // reach element `i` without `unsafe`.
             Some(unsafe { &mut *self.ptr.add(i) })
         } else {
             None
