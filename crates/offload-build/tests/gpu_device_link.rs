@@ -813,3 +813,126 @@ fn amdgpu_math_is_native_and_self_contained() {
         assert!(info.kernels.iter().any(|k| k.name == "libm_direct"), "{id}");
     }
 }
+
+/// Panics and prints on GPUs go through the channel global the runtime writes after loading
+/// (`offload_rt::device::abi::CHANNEL_SYMBOL`): it stays one external 8-byte global the driver
+/// can find (`.visible .global` in PTX and a symbol of the cubin; a protected symbol of the AMD
+/// code object), however many times the link pulls in the runtime's code; a panic claims the
+/// report with a system-scope compare-and-swap and fences before it traps; a print reserves its
+/// record with an atomic add.
+#[test]
+fn panics_and_prints_use_the_channel() {
+    if !nightly_ready() {
+        return;
+    }
+    let target = GpuTarget::parse("sm_80").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    let scratch = tempfile::tempdir().unwrap();
+    for sm in ["sm_80", "sm_90"] {
+        let ptx = device_link::nvptx_link(&inputs, sm, &NvptxLinkOptions::default()).unwrap();
+        let globals: Vec<&str> = ptx
+            .lines()
+            .filter(|l| {
+                l.starts_with(".") && l.contains(" .global ") && l.contains("__offload_channel")
+            })
+            .collect();
+        assert_eq!(
+            globals,
+            [".visible .global .align 8 .b8 __offload_channel[8];"],
+            "{sm}"
+        );
+        let loads = ptx
+            .lines()
+            .filter(|l| l.contains("ld.volatile.global.b64") && l.contains("[__offload_channel]"))
+            .count();
+        assert!(loads >= 2, "{sm}: print and panic each read the channel");
+        for needle in ["atom.acquire.sys.cas.b32", "fence.sc.sys;", "trap;"] {
+            assert!(
+                ptx.lines().any(|l| l.trim().starts_with(needle)),
+                "{sm}: no `{needle}` in the panic path"
+            );
+        }
+        assert!(
+            ptx.lines().any(|l| l.trim().starts_with("atom.add.u64")
+                || l.trim().starts_with("atom.global.add.u64")),
+            "{sm}: a print reserves no record"
+        );
+        if device_link::ptxas_path().is_some() {
+            let (cubin, _) = device_link::ptxas_verbose(&ptx, sm).unwrap();
+            let path = scratch.path().join(format!("{sm}.cubin"));
+            std::fs::write(&path, cubin).unwrap();
+            let symbols = readelf(&["-s"], &path);
+            assert!(
+                symbols.lines().any(|l| l.contains("OBJECT")
+                    && l.contains("GLOBAL")
+                    && l.trim_end().ends_with(" __offload_channel")),
+                "{sm}: the cubin has no global __offload_channel:\n{symbols}"
+            );
+        }
+    }
+    let target = GpuTarget::parse("gfx90a").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    for id in ["gfx90a", "gfx1100"] {
+        let target = GpuTarget::parse(id).unwrap();
+        let images = device_link::gpu_images(&inputs, &target).unwrap();
+        let path = scratch.path().join(format!("{id}.co"));
+        std::fs::write(&path, &images[0].bytes).unwrap();
+        let symbols = readelf(&["--dyn-syms"], &path);
+        let channel: Vec<Vec<&str>> = symbols
+            .lines()
+            .filter(|l| l.contains("__offload_channel"))
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(channel.len(), 1, "{id}:\n{symbols}");
+        assert_eq!(
+            channel[0][2..7],
+            ["8", "OBJECT", "GLOBAL", "PROTECTED", channel[0][6]],
+            "{id}"
+        );
+        assert_eq!(channel[0][7], "__offload_channel", "{id}");
+        let all = disassemble(&images[0].bytes, id, scratch.path());
+        let name_of = |suffix: &str| -> String {
+            let line = all
+                .lines()
+                .find(|l| l.ends_with(&format!("{suffix}>:")))
+                .unwrap_or_else(|| panic!("{id}: no function ending in {suffix}"));
+            line[line.find('<').unwrap() + 1..line.len() - 2].to_owned()
+        };
+        let panic = function_body(&all, &name_of("gpu_channel5panic"));
+        assert!(
+            panic.iter().any(|l| l.contains("atomic_cmpswap")),
+            "{id}: the panic claims no report:\n{}",
+            panic.join("\n")
+        );
+        if id == "gfx90a" {
+            assert!(
+                panic.iter().any(|l| l.starts_with("buffer_wbl2")),
+                "{id}: the report is not written back to memory before the trap"
+            );
+        }
+        // The print is inlined into the kernel on AMD GPUs; the disassembly of a function
+        // may have blank lines, so this takes it up to the next function.
+        let print: Vec<&str> = all
+            .lines()
+            .skip_while(|l| !l.ends_with("<print_values>:"))
+            .skip(1)
+            .take_while(|l| !l.ends_with(">:"))
+            .map(str::trim)
+            .collect();
+        assert!(
+            print
+                .iter()
+                .any(|l| l.contains("atomic_add_x2") || l.contains("atomic_add_u64")),
+            "{id}: a print reserves no record:\n{}",
+            print.join("\n")
+        );
+        assert!(
+            function_body(&all, "print_then_panic")
+                .iter()
+                .chain(&panic)
+                .chain(&function_body(&all, &name_of("rust_begin_unwind")))
+                .any(|l| l.starts_with("s_trap 2")),
+            "{id}: a panic does not trap"
+        );
+    }
+}

@@ -13,6 +13,7 @@
 //! | [`ccob_stream`] | CCOB compression and decompression streamed through `Read`/`Write` (size and hash checked while copying), for bundles too large for memory | yes | yes |
 //! | [`target_id`] | target IDs (`gfx90a:xnack+`), canonical form, compatibility, conflicting combinations; typed AMDGPU target IDs ([`AmdTargetId`], with their `e_flags`) and NVIDIA names ([`Sm`]); the AMDGPU and NVPTX processor tables of LLVM 22 | | |
 //! | [`triple`] | the device triples and the host `arch` | | |
+//! | [`print_template`] | the templates of device prints (`device_println!`), checked by the macro at compile time and read by the runtime to print | yes | |
 //! | [`archive`] | GNU `ar` and heterogeneous device archive unbundling (`-type=a`, `--allow-missing-bundles`, `--check-input-archive`), members in the binary or object layout | yes | yes, with clang's symbol index for bitcode ([`bitcode`]) and ELF members |
 //!
 //! Errors are one [`Error`] enum; parse errors name the byte offset and what was wrong.
@@ -31,6 +32,7 @@ pub mod ccob_stream;
 pub mod error;
 pub mod llvm_hash;
 pub mod offload_binary;
+pub mod print_template;
 pub mod target_id;
 pub mod triple;
 

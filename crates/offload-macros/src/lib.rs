@@ -24,6 +24,7 @@
 //!   `&mut DeviceBuffer<T>`, so argument types are checked at compile time. It is an
 //!   `unsafe fn` when the kernel takes a raw pointer, a safe one otherwise.
 
+mod print;
 mod regions;
 
 use proc_macro::TokenStream;
@@ -31,6 +32,31 @@ use proc_macro2::{Span, TokenStream as TokenStream2};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{Expr, FnArg, ItemFn, Pat, ReturnType, Type};
+
+/// `device_print!("template", args…)`: prints from a kernel, without a newline.
+///
+/// The template is Rust's format syntax: `{}`, `{0}`, `{name}` (a named argument or a variable
+/// of the kernel), with the specs `[[fill]align][+][#][0][width][.precision][?|x|X|o|b|e|E]`;
+/// widths and precisions are literal numbers. Arguments are scalars (`offload_rt::device::
+/// Printable`). It is checked at compile time; the device sends the template and the values,
+/// and the host formats the text as `format!` would and prints it after the launch (GPUs: at
+/// the next synchronization or copy to the host).
+#[proc_macro]
+pub fn device_print(input: TokenStream) -> TokenStream {
+    let input = syn::parse_macro_input!(input as print::PrintInput);
+    print::expand(input, false)
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+/// `device_println!("template", args…)`: [`device_print!`] with a newline.
+#[proc_macro]
+pub fn device_println(input: TokenStream) -> TokenStream {
+    let input = syn::parse_macro_input!(input as print::PrintInput);
+    print::expand(input, true)
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
 
 /// See the crate documentation.
 #[proc_macro_attribute]

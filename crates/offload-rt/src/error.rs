@@ -122,7 +122,9 @@ pub enum Error {
         message: String,
     },
     /// A kernel panicked (a failed `assert!`, an index out of bounds, `panic!`): the launch
-    /// was abandoned. The device stays usable.
+    /// was abandoned. On the CPU device the device stays usable; on a GPU the panic traps,
+    /// which, like any kernel fault, leaves the device unusable to this process (later calls
+    /// report [`Error::KernelFault`]), and is reported by the first call after the launch.
     #[error("kernel `{kernel}` panicked on {device} at {panic}")]
     KernelPanic {
         /// Kernel name.

@@ -201,7 +201,20 @@ impl Device {
 
     /// Names this device and the last kernel launched on it in a kernel fault its backend
     /// reported: a GPU reports a fault at the next call after the launch, which may be a copy.
+    /// A fault that was a kernel's panic becomes [`Error::KernelPanic`] with its report.
     pub(crate) fn with_fault_context(&self, e: Error) -> Error {
+        if matches!(e, Error::KernelFault { .. })
+            && let Some(panic) = self.inner.backend.take_kernel_panic()
+        {
+            let kernel = self
+                .last_launch()
+                .map_or_else(|| "(unknown)".to_owned(), |r| r.kernel.to_owned());
+            return Error::KernelPanic {
+                kernel,
+                device: self.describe().to_owned(),
+                panic: Box::new(panic),
+            };
+        }
         match e {
             Error::KernelFault {
                 kernel: None,

@@ -46,7 +46,7 @@
 
 pub mod device;
 
-pub use offload_macros::{DeviceCopy, kernel};
+pub use offload_macros::{DeviceCopy, device_print, device_println, kernel};
 
 #[cfg(feature = "host")]
 pub mod backend;
@@ -66,6 +66,9 @@ pub mod select;
 mod stream;
 
 #[cfg(feature = "host")]
+mod print;
+
+#[cfg(feature = "host")]
 pub use buffer::DeviceBuffer;
 #[cfg(feature = "host")]
 pub use error::{Error, KernelPanicReport, Result};
@@ -73,6 +76,8 @@ pub use error::{Error, KernelPanicReport, Result};
 pub use host::{Device, LaunchReport};
 #[cfg(feature = "host")]
 pub use launch::{LaunchConfig, LaunchShape, MAX_BLOCK_DIM, MAX_GRID_DIM, MAX_THREADS_PER_BLOCK};
+#[cfg(feature = "host")]
+pub use print::{PrintSink, set_print_sink};
 #[cfg(feature = "host")]
 pub use stream::{DeviceEntry, Event, Graph, PinnedBuffer, Stream};
 

@@ -103,9 +103,9 @@ fn gpu_kernel_panic_is_an_error() {
     );
     assert!(stdout.contains("device: cuda:0"), "{stdout}");
     assert!(
-        stderr.starts_with("error: kernel fault on cuda:0")
-            && stderr.contains("`rt_fixture_kernels::lookup`"),
-        "the error should be a kernel fault naming the kernel:\n{stderr}"
+        stderr.starts_with("error: kernel `lookup` panicked on cuda:0")
+            && stderr.contains("index out of bounds"),
+        "the error should be the kernel's panic with its message:\n{stderr}"
     );
 }
 
@@ -129,8 +129,59 @@ fn gpu_slice_index_past_the_end_is_an_error() {
         Some(1),
         "exit status of a panicking kernel\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
+    // Thread 35 of block 1 is the only one past the end: the report is its own.
     assert!(
-        stderr.starts_with("error: kernel fault on cuda:0") && stderr.contains("copy_offset"),
-        "the error should be a kernel fault naming the kernel:\n{stderr}"
+        stderr.starts_with("error: kernel `copy_offset` panicked on cuda:0")
+            && stderr.contains("src/lib.rs:")
+            && stderr.ends_with(
+                "(block (1, 0, 0), thread (35, 0, 0)): index out of bounds: the len is 100 but \
+                 the index is 100\n"
+            ),
+        "the error should be the kernel's panic with its place and message:\n{stderr}"
+    );
+}
+
+/// `device_println!` on a GPU: every thread's line reaches standard output once, formatted as
+/// `format!` does on the host; lines printed before a panic come out too, and the panic is
+/// reported with its message.
+#[test]
+fn gpu_device_prints_reach_the_host() {
+    if !gpu_tests_enabled("gpu_device_prints_reach_the_host") {
+        return;
+    }
+    let exe = example("offload-rt-kernel-run");
+    let out = Command::new(&exe)
+        .arg("print")
+        .env("OFFLOAD_DEVICE", "cuda:0")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let (values_part, panic_part) = stdout
+        .split_once("--- print_then_panic\n")
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let mut lines: Vec<&str> = values_part.lines().skip(1).collect();
+    lines.sort_unstable();
+    let scale = 0.125f32;
+    let mut expected: Vec<String> = (0..100)
+        .map(|i| {
+            let v = i * 37 - 1500;
+            format!(
+                "[{i:>3}] {v} {v:#x} {:+.1e} {}{}",
+                v as f32 * scale,
+                v < 0,
+                if v < 0 { '!' } else { '.' }
+            )
+        })
+        .collect();
+    expected.push(format!("launch: 4 blocks of 32, scale {scale:.2}"));
+    expected.sort_unstable();
+    assert_eq!(lines, expected);
+    assert!(panic_part.contains("thread 5\n"), "{panic_part}");
+    assert!(
+        panic_part.contains("error: kernel `print_then_panic` panicked on cuda:0")
+            && panic_part.contains("thread 5 was told to panic"),
+        "{panic_part}"
     );
 }

@@ -371,7 +371,11 @@ fn link_inputs<'ctx>(
         }
         for g in module.get_globals() {
             let name = cstr(g.get_name());
-            if !g.is_declaration()
+            if HOST_GLOBALS.contains(&name.as_str()) && !g.is_declaration() {
+                // One global, however many times its member is linked (an internal copy per
+                // link would leave each user its own, which the runtime never writes).
+                g.set_linkage(Linkage::WeakAny);
+            } else if !g.is_declaration()
                 && !has_local_linkage(g.get_linkage())
                 && !name.starts_with("llvm.")
                 && !undefined.contains(&name)
@@ -500,7 +504,12 @@ fn amdgpu_byref_parameters<'ctx>(context: &'ctx Context, module: &Module<'ctx>) 
     Ok(changed)
 }
 
-/// Keeps the kernels external and internalizes every other definition; returns the kernels.
+/// Globals of the device API that the runtime writes after loading an image (see
+/// `offload_rt::device::abi::CHANNEL_SYMBOL`): kept external.
+pub const HOST_GLOBALS: &[&str] = &["__offload_channel"];
+
+/// Keeps the kernels and [`HOST_GLOBALS`] external and internalizes every other definition;
+/// returns the kernels.
 fn internalize(module: &Module<'_>, wanted: Option<&[String]>) -> Result<Vec<String>> {
     let mut kept = Vec::new();
     for f in module.get_functions() {
@@ -524,9 +533,25 @@ fn internalize(module: &Module<'_>, wanted: Option<&[String]>) -> Result<Vec<Str
         f.remove_string_attribute(AttributeLoc::Function, "target-cpu");
         f.remove_string_attribute(AttributeLoc::Function, "target-features");
     }
+    let amdgpu = module
+        .get_triple()
+        .as_str()
+        .to_bytes()
+        .starts_with(b"amdgcn");
     for g in module.get_globals() {
         let name = cstr(g.get_name());
-        if !g.is_declaration() && !name.starts_with("llvm.") && !has_local_linkage(g.get_linkage())
+        if HOST_GLOBALS.contains(&name.as_str()) && !g.is_declaration() {
+            // The runtime writes it after loading the image: the optimizer must not assume its
+            // initializer, and the driver must find it (AMD code objects export only
+            // non-hidden symbols).
+            g.set_linkage(Linkage::External);
+            g.set_externally_initialized(true);
+            if amdgpu {
+                g.set_visibility(inkwell::GlobalVisibility::Protected);
+            }
+        } else if !g.is_declaration()
+            && !name.starts_with("llvm.")
+            && !has_local_linkage(g.get_linkage())
         {
             g.set_linkage(Linkage::Internal);
         }
@@ -1239,7 +1264,12 @@ pub fn external_nvptx_link(
     let linked = work.join("linked.bc");
     run_command(link.arg("-o").arg(&linked))?;
     let optimized = work.join("opt.bc");
-    let api = kernels.join(",");
+    let api = kernels
+        .iter()
+        .map(String::as_str)
+        .chain(HOST_GLOBALS.iter().copied())
+        .collect::<Vec<_>>()
+        .join(",");
     run_command(
         Command::new(find_tool(Tool::Opt)?)
             .arg(format!("--internalize-public-api-list={api}"))

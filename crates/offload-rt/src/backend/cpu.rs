@@ -39,7 +39,7 @@ use super::{Backend, DeviceKind, DevicePtr, KernelHandle, Module};
 use crate::device::MAX_SHARED_BYTES;
 use crate::device::abi::{
     CPU_REGIONS_PREFIX, CPU_RUN_PREFIX, CPU_THREAD_PREFIX, CPU_WARP_SIZE, CpuLaunch, CpuPanic,
-    CpuRegionsFn, CpuRunFn, CpuThreadFn,
+    CpuRegionsFn, CpuRunFn, CpuThreadFn, PrintArg,
 };
 use crate::error::{Error, KernelPanicReport, Result};
 use crate::launch::{LaunchConfig, LaunchShape};
@@ -419,6 +419,7 @@ impl Module for CpuModule {
             unmarked: AtomicBool::new(false),
             panicked: AtomicBool::new(false),
             panic: Mutex::new(None),
+            output: Mutex::new(String::new()),
         };
         let launch = CpuLaunch {
             grid: [gx, gy, gz],
@@ -427,6 +428,7 @@ impl Module for CpuModule {
             region_barrier: cpu_region_barrier,
             warp_sync: cpu_warp_sync,
             panic: cpu_panic,
+            print: cpu_print,
             ctx: (&raw const ctx).cast(),
             dynamic_shared_bytes: config.shared_mem_bytes,
             static_shared_bytes: AtomicU32::new(0),
@@ -623,6 +625,14 @@ struct LaunchCtx {
     panicked: AtomicBool,
     /// The first panic's report.
     panic: Mutex<Option<KernelPanicReport>>,
+    /// What the launch's device prints wrote, printed when the launch is over.
+    output: Mutex<String>,
+}
+
+impl Drop for LaunchCtx {
+    fn drop(&mut self) {
+        crate::print::emit(self.output.get_mut().unwrap_or_else(|p| p.into_inner()));
+    }
 }
 
 impl LaunchCtx {
@@ -730,6 +740,34 @@ fn guarded<F: FnOnce()>(f: F) -> Result<()> {
     }
     GUARD_STACKS.with(|s| s.set(Some(co.into_stack())));
     Ok(())
+}
+
+/// A device print: formatted now, printed when the launch is over.
+///
+/// # Safety
+///
+/// Called by image code with the launch record the runtime passed in, a UTF-8 template of
+/// `template_len` bytes and `arg_count` arguments, valid for the call.
+unsafe extern "C" fn cpu_print(
+    launch: *const CpuLaunch,
+    template: *const u8,
+    template_len: usize,
+    args: *const PrintArg,
+    arg_count: usize,
+) {
+    // SAFETY: this function's contract.
+    let (ctx, template, args) = unsafe {
+        (
+            LaunchCtx::of(launch),
+            std::slice::from_raw_parts(template, template_len),
+            std::slice::from_raw_parts(args, arg_count),
+        )
+    };
+    let text = crate::print::render(&String::from_utf8_lossy(template), args);
+    ctx.output
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push_str(&text);
 }
 
 /// A GPU thread's panic: records the report (the first one wins) and leaves the kernel.

@@ -364,6 +364,52 @@ impl Driver for DriverApi {
         Ok(p.cast())
     }
 
+    fn host_alloc_mapped(&self, bytes: usize) -> Result<(*mut u8, u64), GpuError> {
+        let Some(device_pointer) = self.cuMemHostGetDevicePointer_v2 else {
+            return Err(GpuError::MissingEntryPoint {
+                api: Self::API,
+                call: "cuMemHostGetDevicePointer_v2",
+            });
+        };
+        let mut p: *mut c_void = ptr::null_mut();
+        // SAFETY: writes one pointer; the memory is mapped into every context's address space.
+        let code = unsafe {
+            (self.cuMemHostAlloc)(
+                &raw mut p,
+                bytes,
+                sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP,
+            )
+        };
+        self.check("cuMemHostAlloc", code)?;
+        let mut device = 0;
+        // SAFETY: `p` is the mapped allocation just made; writes one device pointer.
+        let code = unsafe { device_pointer(&raw mut device, p, 0) };
+        if let Err(e) = self.check("cuMemHostGetDevicePointer_v2", code) {
+            // SAFETY: allocated above, not used.
+            let _ = unsafe { (self.cuMemFreeHost)(p) };
+            return Err(e);
+        }
+        Ok((p.cast(), device))
+    }
+
+    unsafe fn module_global(
+        &self,
+        module: Handle,
+        name: &CStr,
+    ) -> Result<Option<(u64, usize)>, GpuError> {
+        let Some(get_global) = self.cuModuleGetGlobal_v2 else {
+            return Ok(None);
+        };
+        let (mut address, mut size) = (0, 0);
+        // SAFETY: `module` is live (the trait's contract); `name` is NUL-terminated.
+        let code = unsafe { get_global(&raw mut address, &raw mut size, module, name.as_ptr()) };
+        match code {
+            sys::CUDA_SUCCESS => Ok(Some((address, size))),
+            sys::CUDA_ERROR_NOT_FOUND => Ok(None),
+            _ => Err(self.error("cuModuleGetGlobal_v2", code)),
+        }
+    }
+
     forward_calls! {
         unsafe fn mem_free(ptr: u64) => cuMemFree_v2(ptr);
         unsafe fn host_free(ptr: *mut u8) => cuMemFreeHost(ptr.cast());

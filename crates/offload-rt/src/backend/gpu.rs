@@ -6,11 +6,13 @@
 //! - [`image`]: the one check of device images before a driver reads them;
 //! - the RAII types over a driver ([`GpuDevice`], [`GpuBuffer`], [`GpuModule`],
 //!   [`GpuFunction`], [`GpuEvent`], [`GpuStream`], [`GpuGraph`], [`PinnedBytes`]);
+//! - `channel`: the mapped host memory through which kernels report panics and send prints;
 //! - [`GpuBackend`]: a GPU as the runtime's [`Backend`](crate::backend::Backend).
 //!
 //! Only this layer and the driver files call a GPU driver.
 
 mod backend;
+mod channel;
 mod device;
 pub mod driver;
 mod error;

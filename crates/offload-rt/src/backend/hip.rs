@@ -346,6 +346,53 @@ impl Driver for HipApi {
         Ok(p.cast())
     }
 
+    fn host_alloc_mapped(&self, bytes: usize) -> Result<(*mut u8, u64), GpuError> {
+        let Some(device_pointer) = self.hipHostGetDevicePointer else {
+            return Err(GpuError::MissingEntryPoint {
+                api: Self::API,
+                call: "hipHostGetDevicePointer",
+            });
+        };
+        let mut p: *mut c_void = ptr::null_mut();
+        // SAFETY: writes one pointer. Coherent: the host reads what kernels write without
+        // waiting for them to end (a panic's report, after the trap).
+        let code = unsafe {
+            (self.hipHostMalloc)(
+                &raw mut p,
+                bytes,
+                sys::hipHostMallocPortable | sys::hipHostMallocMapped | sys::hipHostMallocCoherent,
+            )
+        };
+        self.check("hipHostMalloc", code)?;
+        let mut device: *mut c_void = ptr::null_mut();
+        // SAFETY: `p` is the mapped allocation just made; writes one pointer.
+        let code = unsafe { device_pointer(&raw mut device, p, 0) };
+        if let Err(e) = self.check("hipHostGetDevicePointer", code) {
+            // SAFETY: allocated above, not used.
+            let _ = unsafe { (self.hipHostFree)(p) };
+            return Err(e);
+        }
+        Ok((p.cast(), device.expose_provenance() as u64))
+    }
+
+    unsafe fn module_global(
+        &self,
+        module: Handle,
+        name: &CStr,
+    ) -> Result<Option<(u64, usize)>, GpuError> {
+        let Some(get_global) = self.hipModuleGetGlobal else {
+            return Ok(None);
+        };
+        let (mut address, mut size): (*mut c_void, usize) = (ptr::null_mut(), 0);
+        // SAFETY: `module` is live (the trait's contract); `name` is NUL-terminated.
+        let code = unsafe { get_global(&raw mut address, &raw mut size, module, name.as_ptr()) };
+        match code {
+            sys::hipSuccess => Ok(Some((address.expose_provenance() as u64, size))),
+            sys::hipErrorNotFound => Ok(None),
+            _ => Err(self.error("hipModuleGetGlobal", code)),
+        }
+    }
+
     forward_calls! {
         unsafe fn mem_free(ptr: u64) => hipFree(device_ptr(ptr));
         unsafe fn host_free(ptr: *mut u8) => hipHostFree(ptr.cast());

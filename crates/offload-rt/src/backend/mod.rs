@@ -117,6 +117,12 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// Waits until every operation issued so far has finished.
     fn synchronize(&self) -> Result<()>;
 
+    /// The report of the kernel panic behind a kernel fault this backend reported, if a
+    /// panicking kernel wrote one (GPUs: through the device's channel). Taken once.
+    fn take_kernel_panic(&self) -> Option<crate::error::KernelPanicReport> {
+        None
+    }
+
     /// A stream of the device's own (a GPU driver's), or `None` where the device has none:
     /// then [`crate::Stream`] queues the backend's synchronous operations in order on a
     /// thread of its own (the CPU device).

@@ -2,7 +2,7 @@
 //! and the CPU device's entry-point ABI (shared by the runtime and every CPU image).
 
 use core::ffi::c_void;
-use core::sync::atomic::AtomicU32;
+use core::sync::atomic::{AtomicU32, AtomicU64};
 
 mod sealed {
     pub trait Sealed {}
@@ -64,6 +64,15 @@ pub struct CpuLaunch {
     /// Called by a panicking GPU thread (a failed `assert!`, a bad index, `panic!`): records
     /// the report and leaves the kernel, abandoning the launch; never returns.
     pub panic: unsafe extern "C" fn(launch: *const CpuLaunch, report: *const CpuPanic) -> !,
+    /// Called by `device_print!`/`device_println!`: the launch keeps the line, which the host
+    /// prints when the launch is over. `template` is UTF-8, the arguments as [`PrintArg`].
+    pub print: unsafe extern "C" fn(
+        launch: *const CpuLaunch,
+        template: *const u8,
+        template_len: usize,
+        args: *const PrintArg,
+        arg_count: usize,
+    ),
     /// The runtime's state for this launch.
     pub ctx: *const c_void,
     /// Bytes of dynamic shared memory each block gets.
@@ -141,10 +150,144 @@ pub const CPU_THREAD_PREFIX: &str = "__offload_cpu_thread_";
 /// Symbol of the `u32` CPU ABI version every CPU image exports.
 pub const CPU_ABI_SYMBOL: &str = "__offload_cpu_abi_version";
 /// The CPU entry-point ABI described by this module.
-pub const CPU_ABI_VERSION: u32 = 4;
+pub const CPU_ABI_VERSION: u32 = 5;
 /// Lanes of a warp on the CPU device.
 pub const CPU_WARP_SIZE: u32 = 32;
 /// Bytes of dynamic shared memory a block can use on the CPU device.
 pub const CPU_DYNAMIC_SHARED_CAPACITY: usize = super::MAX_SHARED_BYTES;
 /// Bytes of static shared memory a block can use on the CPU device.
 pub const CPU_SHARED_CAPACITY: usize = super::MAX_STATIC_SHARED_BYTES;
+
+/// One argument of a device print: a scalar as its bits, with what it is.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PrintArg {
+    /// The [`PrintTag`] of the value, as its `u32`.
+    pub tag: u32,
+    /// Bytes of the value's type (`{:x}` of an `i8` shows two digits).
+    pub size: u32,
+    /// The value: integers sign- or zero-extended, floats and halves as their IEEE bits,
+    /// `bool` as 0 or 1, `char` as its scalar value.
+    pub bits: u64,
+}
+
+/// What a [`PrintArg`] holds.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrintTag {
+    /// An unsigned integer (`u8` to `u64`, `usize`).
+    Unsigned = 1,
+    /// A signed integer (`i8` to `i64`, `isize`), sign-extended.
+    Signed = 2,
+    /// An `f32`, as its bits.
+    F32 = 3,
+    /// An `f64`, as its bits.
+    F64 = 4,
+    /// A `bool`.
+    Bool = 5,
+    /// A `char`.
+    Char = 6,
+    /// A `half::f16`, as its bits.
+    F16 = 7,
+    /// A `half::bf16`, as its bits.
+    Bf16 = 8,
+}
+
+impl PrintTag {
+    /// The tag a `u32` names, if any.
+    pub fn from_u32(tag: u32) -> Option<PrintTag> {
+        Some(match tag {
+            1 => PrintTag::Unsigned,
+            2 => PrintTag::Signed,
+            3 => PrintTag::F32,
+            4 => PrintTag::F64,
+            5 => PrintTag::Bool,
+            6 => PrintTag::Char,
+            7 => PrintTag::F16,
+            8 => PrintTag::Bf16,
+            _ => return None,
+        })
+    }
+}
+
+/// The host memory a GPU image reports through: a panic record and the print ring, followed by
+/// the ring's bytes. The runtime maps it into the device and writes its device address into the
+/// image's [`CHANNEL_SYMBOL`] when it loads the module; an image whose global is null (or that
+/// has none) traps on a panic without a report and drops its prints.
+#[repr(C)]
+#[derive(Debug)]
+pub struct DeviceChannel {
+    /// The first panic of the device since the runtime last read it.
+    pub panic: PanicRecord,
+    /// Where prints go.
+    pub print: PrintRing,
+}
+
+/// Symbol of the `*mut DeviceChannel` global of a GPU image.
+pub const CHANNEL_SYMBOL: &str = "__offload_channel";
+
+/// [`PanicRecord::state`]: no panic.
+pub const PANIC_EMPTY: u32 = 0;
+/// [`PanicRecord::state`]: a thread is writing its report.
+pub const PANIC_WRITING: u32 = 1;
+/// [`PanicRecord::state`]: the report is complete.
+pub const PANIC_WRITTEN: u32 = 2;
+/// Bytes of a panic's source file name a GPU records; a longer one keeps its end.
+pub const PANIC_FILE_CAPACITY: usize = 256;
+/// Bytes of a panic message a GPU records; a longer one is cut at a UTF-8 boundary.
+pub const PANIC_MESSAGE_CAPACITY: usize = CPU_PANIC_MESSAGE_CAPACITY;
+
+/// A GPU thread's panic: the first thread to move `state` from [`PANIC_EMPTY`] to
+/// [`PANIC_WRITING`] writes the rest, then stores [`PANIC_WRITTEN`] and traps.
+#[repr(C)]
+#[derive(Debug)]
+pub struct PanicRecord {
+    /// [`PANIC_EMPTY`], [`PANIC_WRITING`] or [`PANIC_WRITTEN`].
+    pub state: AtomicU32,
+    /// Line of the panic, 1-based.
+    pub line: u32,
+    /// Column of the panic, 1-based.
+    pub column: u32,
+    /// Bytes of `file` used.
+    pub file_len: u32,
+    /// Bytes of `message` used.
+    pub message_len: u32,
+    /// Index of the panicking thread's block.
+    pub block: [u32; 3],
+    /// Index of the panicking thread in its block.
+    pub thread: [u32; 3],
+    /// The source file, UTF-8.
+    pub file: [u8; PANIC_FILE_CAPACITY],
+    /// The message, UTF-8.
+    pub message: [u8; PANIC_MESSAGE_CAPACITY],
+}
+
+/// The print ring's header; its `capacity` bytes follow the [`DeviceChannel`]. A print reserves
+/// a record's bytes by adding them to `head`, writes the record, and stores its first word last
+/// (`PRINT_RECORD_READY` set). A record that does not fit is dropped and counted.
+///
+/// A record: `u32` size in bytes (a multiple of 8, [`PRINT_RECORD_READY`] set once written),
+/// `u32` template length, `u32` argument count, `u32` zero, the template's UTF-8 bytes padded
+/// with zeros to a multiple of 8, then the arguments as [`PrintArg`]s.
+#[repr(C)]
+#[derive(Debug)]
+pub struct PrintRing {
+    /// Bytes reserved since the runtime last emptied the ring (may pass `capacity`).
+    pub head: AtomicU64,
+    /// Prints dropped for lack of room since the runtime last emptied the ring.
+    pub dropped: AtomicU32,
+    /// Bytes of ring after the channel (a multiple of 8).
+    pub capacity: u32,
+}
+
+/// Set in a print record's first word once the record is complete.
+pub const PRINT_RECORD_READY: u32 = 1 << 31;
+/// Bytes of a print record before its template.
+pub const PRINT_RECORD_HEADER: usize = 16;
+
+/// Bytes of the print record for a template of `template_len` bytes and `arg_count` arguments.
+pub const fn print_record_size(template_len: usize, arg_count: usize) -> usize {
+    PRINT_RECORD_HEADER
+        + template_len.next_multiple_of(8)
+        + arg_count * core::mem::size_of::<PrintArg>()
+}

@@ -13,7 +13,7 @@ use core::sync::atomic::Ordering;
 
 use super::abi::{
     CPU_ABI_VERSION, CPU_DYNAMIC_SHARED_CAPACITY, CPU_PANIC_MESSAGE_CAPACITY, CPU_SHARED_CAPACITY,
-    CPU_WARP_SIZE, CpuLaunch, CpuPanic,
+    CPU_WARP_SIZE, CpuLaunch, CpuPanic, PrintArg,
 };
 use super::warp::{Shuffle, source_lane};
 
@@ -306,6 +306,25 @@ pub(super) fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
     // entry point before running kernel code), alive for the launch; the report's strings
     // outlive the call, which does not return.
     unsafe { ((*launch).panic)(launch, &report) }
+}
+
+/// A device print: handed to the runtime of the launch this OS thread runs, which prints it
+/// when the launch is over; outside a launch, nothing.
+pub(super) fn print(template: &str, args: &[PrintArg]) {
+    let launch = LAUNCH.get();
+    if launch.is_null() {
+        return;
+    }
+    // SAFETY: as in `panic`; the strings and arguments outlive the call.
+    unsafe {
+        ((*launch).print)(
+            launch,
+            template.as_ptr(),
+            template.len(),
+            args.as_ptr(),
+            args.len(),
+        )
+    }
 }
 
 pub(super) fn trap() -> ! {

@@ -49,6 +49,13 @@
 //! With the `half` feature, `device::half`: the `half` crate's `f16` and `bf16` as buffer elements
 //! and kernel parameters, and conversions to and from `f32` that GPUs run as instructions.
 //!
+//! # Printing and panics
+//!
+//! [`device_println!`](crate::device_println) and [`device_print!`](crate::device_print): Rust's
+//! format syntax over scalar arguments ([`Printable`]); the host formats and prints the lines
+//! after the launch, on every device. A panic (`panic!`, a failed `assert!`, a bad index) ends
+//! the launch with `Error::KernelPanic`: its message, file, line, block and thread.
+//!
 //! # Shared memory
 //!
 //! [`shared_array!`] declares a per-block array: every thread of a block sees the same
@@ -64,6 +71,8 @@ mod host_stubs;
 
 #[cfg(all(offload_device, target_arch = "amdgpu"))]
 mod amdgpu;
+#[cfg(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+mod gpu_channel;
 #[cfg(all(offload_device, target_arch = "nvptx64"))]
 mod nvptx;
 
@@ -83,10 +92,12 @@ pub mod abi;
 #[cfg(feature = "half")]
 pub mod half;
 pub mod math;
+mod print;
 mod slice;
 pub mod warp;
 
 pub use abi::{DeviceCopy, KernelScalar};
+pub use print::Printable;
 #[doc(hidden)]
 pub use slice::SliceParam;
 pub use slice::{DisjointSlice, grid_thread_rank};
@@ -268,6 +279,7 @@ pub mod __private {
     pub use super::cpu::shared_slot;
     #[cfg(not(offload_device))]
     pub use super::host_stubs::shared_slot;
+    pub use super::print::{print, print_arg};
 }
 
 /// A per-block array in shared memory: `let tile: *mut u32 = shared_array!(u32, 256);`.
@@ -317,8 +329,9 @@ macro_rules! shared_array {
     }};
 }
 
-/// A kernel's panic: on GPUs a trap, which fails the launch; on the CPU device a report of the
-/// message and location to the runtime, which fails the launch with them.
+/// A kernel's panic: on the CPU device a report of the message and location to the runtime,
+/// which fails the launch with them; on GPUs the report is written to the channel the runtime
+/// mapped, then the thread traps, which ends the launch.
 #[cfg(all(offload_device, not(feature = "host")))]
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
@@ -328,7 +341,6 @@ fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
     }
     #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
     {
-        let _ = info;
-        arch::trap()
+        gpu_channel::panic(info)
     }
 }

@@ -54,6 +54,8 @@ pub const CUDA_ERROR_NO_BINARY_FOR_GPU: CUresult = 209;
 pub const CUDA_ERROR_INVALID_PTX: CUresult = 218;
 pub const CUDA_ERROR_UNSUPPORTED_PTX_VERSION: CUresult = 222;
 pub const CUDA_ERROR_NOT_FOUND: CUresult = 500;
+pub const CU_MEMHOSTALLOC_PORTABLE: c_uint = 0x01;
+pub const CU_MEMHOSTALLOC_DEVICEMAP: c_uint = 0x02;
 pub const CUDA_ERROR_ILLEGAL_ADDRESS: CUresult = 700;
 pub const CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: CUresult = 701;
 pub const CUDA_ERROR_LAUNCH_TIMEOUT: CUresult = 702;
@@ -134,6 +136,9 @@ entry_points! {
     cuGraphExecDestroy: fn(CUgraphExec) -> CUresult;
     cuMemcpyPeerAsync: fn(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, usize, CUstream) -> CUresult;
     @optional
+    // Device prints and panic reports (a fake driver may lack them).
+    cuMemHostGetDevicePointer_v2: fn(*mut CUdeviceptr, *mut c_void, c_uint) -> CUresult;
+    cuModuleGetGlobal_v2: fn(*mut CUdeviceptr, *mut usize, CUmodule, *const c_char) -> CUresult;
     // CUDA 12 and newer.
     cuGraphExecUpdate_v2: fn(CUgraphExec, CUgraph, *mut CUgraphExecUpdateResultInfo) -> CUresult;
     }

@@ -2,11 +2,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::c_void;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use std::any::Any;
 use std::time::Duration;
 
+use super::channel::Channel;
 use super::driver::{DeviceInfo, Driver};
 use super::{
     GpuBuffer, GpuDevice, GpuError, GpuEvent, GpuFunction, GpuGraph, GpuModule, GpuStream,
@@ -93,6 +94,17 @@ pub struct GpuBackend<D: Driver> {
     device: GpuDevice<D>,
     description: String,
     allocations: Mutex<BTreeMap<u64, GpuBuffer<D>>>,
+    /// Where kernels report panics and send prints; `None` when the driver cannot map host
+    /// memory (panics then fault without a report, prints are dropped).
+    channel: Option<Arc<Channel<D>>>,
+}
+
+impl<D: Driver> Drop for GpuBackend<D> {
+    fn drop(&mut self) {
+        if let Some(channel) = &self.channel {
+            channel.flush(false);
+        }
+    }
 }
 
 impl<D: Driver> std::fmt::Debug for GpuBackend<D> {
@@ -134,10 +146,20 @@ impl<D: Driver> GpuBackend<D> {
             info.name(),
             info.arch()
         );
+        let channel = match Channel::open(&device) {
+            Ok(channel) => Some(Arc::new(channel)),
+            Err(e) => {
+                log(format_args!(
+                    "{description}: no device prints or panic reports: {e}"
+                ));
+                None
+            }
+        };
         Ok(Self {
             device,
             description,
             allocations: Mutex::new(BTreeMap::new()),
+            channel,
         })
     }
 
@@ -254,7 +276,13 @@ impl<D: Driver> Backend for GpuBackend<D> {
         }
         self.with_allocation(src, dst.len(), |buf, offset| {
             buf.copy_to_host(offset, dst).map_err(|e| self.err(e))
-        })
+        })?;
+        // A copy to the host waits for the launches before it, as CUDA's printf output
+        // appears at one.
+        if let Some(channel) = &self.channel {
+            channel.flush(false);
+        }
+        Ok(())
     }
 
     fn load_module(&self, module: &str, images: &[RegisteredImage<'_>]) -> Result<Box<dyn Module>> {
@@ -295,6 +323,17 @@ impl<D: Driver> Backend for GpuBackend<D> {
             let kind = D::loader_kind(image.image_kind());
             match self.device.load_module(image.bytes(), kind) {
                 Ok(loaded) => {
+                    if let Some(channel) = &self.channel {
+                        match channel.attach(&self.device, &loaded) {
+                            Ok(true) => {}
+                            Ok(false) => log(format_args!(
+                                "{}: module `{module}` has no channel global: its panics \
+                                 fault without a report",
+                                self.description
+                            )),
+                            Err(e) => return Err(self.err(e)),
+                        }
+                    }
                     return Ok(Box::new(GpuLoadedModule {
                         device: self.device.clone(),
                         description: self.description.clone(),
@@ -317,7 +356,17 @@ impl<D: Driver> Backend for GpuBackend<D> {
     }
 
     fn synchronize(&self) -> Result<()> {
-        self.device.synchronize().map_err(|e| self.err(e))
+        let result = self.device.synchronize().map_err(|e| self.err(e));
+        if let Some(channel) = &self.channel {
+            channel.flush(result.is_ok());
+        }
+        result
+    }
+
+    fn take_kernel_panic(&self) -> Option<crate::error::KernelPanicReport> {
+        let channel = self.channel.as_ref()?;
+        channel.flush(false);
+        channel.take_panic()
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -366,6 +415,7 @@ impl<D: Driver> Backend for GpuBackend<D> {
             device: self.device.clone(),
             description: self.description.clone(),
             stream,
+            channel: self.channel.clone(),
         })))
     }
 
@@ -390,6 +440,7 @@ struct GpuStreamImpl<D: Driver> {
     device: GpuDevice<D>,
     description: String,
     stream: GpuStream<D>,
+    channel: Option<Arc<Channel<D>>>,
 }
 
 impl<D: Driver> std::fmt::Debug for GpuStreamImpl<D> {
@@ -462,7 +513,11 @@ impl<D: Driver> BackendStream for GpuStreamImpl<D> {
     }
 
     fn synchronize(&self) -> Result<()> {
-        self.stream.synchronize().map_err(|e| self.err(e))
+        self.stream.synchronize().map_err(|e| self.err(e))?;
+        if let Some(channel) = &self.channel {
+            channel.flush(false);
+        }
+        Ok(())
     }
 
     fn begin_capture(&self) -> Result<()> {

@@ -5,7 +5,7 @@
 //! the driver says it is), so these values can move between threads and other code may
 //! change the current context in between.
 
-use std::ffi::{CString, c_void};
+use std::ffi::{CStr, CString, c_void};
 use std::fmt;
 use std::sync::Arc;
 
@@ -171,7 +171,46 @@ impl<D: Driver> GpuDevice<D> {
             ctx: Arc::clone(&self.ctx),
             ptr,
             len: bytes,
+            device: None,
         })
+    }
+
+    /// Allocates `bytes` (> 0) of page-locked host memory, zeroed, that kernels can read and
+    /// write too, at [`PinnedBytes::device_ptr`].
+    ///
+    /// # Errors
+    /// [`GpuError::MissingEntryPoint`] or a driver failure.
+    pub fn alloc_mapped(&self, bytes: usize) -> Result<PinnedBytes<D>, GpuError> {
+        self.ctx.bind()?;
+        let (ptr, device) = self.ctx.driver.host_alloc_mapped(bytes.max(1))?;
+        // SAFETY: the driver gave out `bytes` writable bytes at `ptr`.
+        unsafe { std::ptr::write_bytes(ptr, 0, bytes.max(1)) };
+        Ok(PinnedBytes {
+            ctx: Arc::clone(&self.ctx),
+            ptr,
+            len: bytes.max(1),
+            device: Some(device),
+        })
+    }
+
+    /// Writes `bytes` at device address `address` (a module's global), after the work queued
+    /// on the device's stream, and waits for it.
+    ///
+    /// # Safety
+    /// `address .. address + bytes.len()` is device memory of this device that no kernel
+    /// uses meanwhile.
+    ///
+    /// # Errors
+    /// A kernel fault or a driver failure.
+    pub unsafe fn write_device(&self, address: u64, bytes: &[u8]) -> Result<(), GpuError> {
+        let (driver, stream) = (self.ctx.driver, self.ctx.stream);
+        self.ctx.bind()?;
+        // SAFETY: this function's contract; `bytes` stays borrowed until the stream is
+        // synchronized.
+        unsafe {
+            driver.copy_htod(address, bytes.as_ptr(), bytes.len(), stream)?;
+            driver.stream_synchronize(stream)
+        }
     }
 
     /// Loads a module from an image of the given kind. The image is checked first, so that
@@ -528,6 +567,8 @@ pub struct PinnedBytes<D: Driver> {
     ctx: Arc<Context<D>>,
     ptr: *mut u8,
     len: usize,
+    /// The device address of the bytes, when they are mapped into the device.
+    device: Option<u64>,
 }
 
 impl<D: Driver> fmt::Debug for PinnedBytes<D> {
@@ -540,6 +581,16 @@ impl<D: Driver> fmt::Debug for PinnedBytes<D> {
 }
 
 impl<D: Driver> PinnedBytes<D> {
+    /// The host address of the bytes, for access that may race with kernels (mapped memory).
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// The device address of the bytes, for memory from [`GpuDevice::alloc_mapped`].
+    pub fn device_ptr(&self) -> Option<u64> {
+        self.device
+    }
+
     /// The bytes.
     pub fn as_slice(&self) -> &[u8] {
         // SAFETY: `len` initialized bytes (zeroed at allocation) owned by `self`.
@@ -611,6 +662,16 @@ impl<D: Driver> fmt::Debug for GpuModule<D> {
 }
 
 impl<D: Driver> GpuModule<D> {
+    /// The device address and size of the module's global variable `name`, if it has one.
+    ///
+    /// # Errors
+    /// A driver failure.
+    pub fn global(&self, name: &CStr) -> Result<Option<(u64, usize)>, GpuError> {
+        self.inner.ctx.bind()?;
+        // SAFETY: the module is alive while `self` is, and of the context just made current.
+        unsafe { self.inner.ctx.driver.module_global(self.inner.module, name) }
+    }
+
     /// Looks up a kernel by its symbol name.
     ///
     /// # Errors

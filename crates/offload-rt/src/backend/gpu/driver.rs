@@ -115,6 +115,16 @@ pub trait Driver: Send + Sync + Sized + 'static {
     fn host_alloc(&self, bytes: usize) -> Result<*mut u8, GpuError>;
     /// Frees memory from [`Driver::host_alloc`].
     unsafe fn host_free(&self, ptr: *mut u8) -> Result<(), GpuError>;
+    /// Allocates `bytes` (> 0) of page-locked host memory that kernels can access too; returns
+    /// its host pointer and its device address. Freed by [`Driver::host_free`].
+    fn host_alloc_mapped(&self, bytes: usize) -> Result<(*mut u8, u64), GpuError>;
+    /// The device address and size of global variable `name` of `module`; `None` when the
+    /// module has no such global (or the driver cannot say).
+    unsafe fn module_global(
+        &self,
+        module: Handle,
+        name: &CStr,
+    ) -> Result<Option<(u64, usize)>, GpuError>;
 
     /// A new stream: an ordered queue of work, which may overlap other streams' work.
     fn stream_create(&self) -> Result<Handle, GpuError>;

@@ -93,6 +93,14 @@ pub enum GpuError {
         /// The number of devices.
         count: usize,
     },
+    /// The driver library lacks an entry point a feature needs.
+    #[error("the {api} driver library has no `{call}`")]
+    MissingEntryPoint {
+        /// Which API.
+        api: Api,
+        /// The entry point.
+        call: &'static str,
+    },
     /// A driver call failed.
     #[error("{call} failed: {name} ({code}): {message}")]
     Driver {

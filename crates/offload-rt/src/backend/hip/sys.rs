@@ -40,6 +40,9 @@ pub const hipErrorInsufficientDriver: hipError_t = 35;
 pub const hipErrorInvalidDeviceFunction: hipError_t = 98;
 pub const hipErrorNoDevice: hipError_t = 100;
 pub const hipErrorNotFound: hipError_t = 500;
+pub const hipHostMallocPortable: c_uint = 0x1;
+pub const hipHostMallocMapped: c_uint = 0x2;
+pub const hipHostMallocCoherent: c_uint = 0x4000_0000;
 pub const hipErrorNotReady: hipError_t = 600;
 pub const hipErrorIllegalAddress: hipError_t = 700;
 pub const hipErrorLaunchTimeOut: hipError_t = 702;
@@ -151,6 +154,9 @@ entry_points! {
     hipGraphExecDestroy: fn(hipGraphExec_t) -> hipError_t;
     hipMemcpyPeerAsync: fn(*mut c_void, c_int, *const c_void, c_int, usize, hipStream_t) -> hipError_t;
     @optional
+    // Device prints and panic reports (a fake driver may lack them).
+    hipHostGetDevicePointer: fn(*mut *mut c_void, *mut c_void, c_uint) -> hipError_t;
+    hipModuleGetGlobal: fn(*mut hipDeviceptr_t, *mut usize, hipModule_t, *const c_char) -> hipError_t;
     hipGraphExecUpdate: fn(hipGraphExec_t, hipGraph_t, *mut *mut c_void, *mut c_int) -> hipError_t;
     }
 }

@@ -1,0 +1,188 @@
+//! The host end of a GPU's [`DeviceChannel`]: mapped host memory through which the device
+//! reports a panic and sends its prints (see `device::gpu_channel`). One per opened device;
+//! every module loaded on it gets its address in its `__offload_channel` global.
+
+use std::ffi::CString;
+use std::sync::atomic::Ordering;
+use std::sync::{Mutex, PoisonError};
+
+use super::driver::Driver;
+use super::{GpuDevice, GpuError, GpuModule, PinnedBytes};
+use crate::device::abi::{
+    CHANNEL_SYMBOL, DeviceChannel, PANIC_EMPTY, PANIC_FILE_CAPACITY, PANIC_MESSAGE_CAPACITY,
+    PANIC_WRITING, PANIC_WRITTEN,
+};
+use crate::error::KernelPanicReport;
+
+/// Bytes of print ring a device gets unless `OFFLOAD_PRINT_BUFFER_SIZE` says otherwise: CUDA's
+/// default `printf` FIFO size.
+pub const DEFAULT_PRINT_BUFFER: usize = 1 << 20;
+
+/// The ring size `OFFLOAD_PRINT_BUFFER_SIZE` asks for (bytes, rounded up to 8, at least 4 KiB,
+/// at most 1 GiB), else [`DEFAULT_PRINT_BUFFER`].
+fn print_buffer_size() -> usize {
+    std::env::var("OFFLOAD_PRINT_BUFFER_SIZE")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .map_or(DEFAULT_PRINT_BUFFER, |n| {
+            n.clamp(4096, 1 << 30).next_multiple_of(8)
+        })
+}
+
+/// A device's channel.
+pub struct Channel<D: Driver> {
+    memory: PinnedBytes<D>,
+    device_address: u64,
+    capacity: usize,
+    /// Bytes of the ring already printed; held while printing, so lines come out once.
+    printed: Mutex<usize>,
+}
+
+// SAFETY: the memory is only accessed through atomics and reads of bytes the device has
+// published (a record's first word, written last); `printed` is behind a mutex.
+unsafe impl<D: Driver> Sync for Channel<D> {}
+
+impl<D: Driver> std::fmt::Debug for Channel<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channel")
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: Driver> Channel<D> {
+    /// Maps a channel into `device`.
+    ///
+    /// # Errors
+    /// The driver cannot map host memory.
+    pub fn open(device: &GpuDevice<D>) -> Result<Self, GpuError> {
+        let capacity = print_buffer_size();
+        let memory = device.alloc_mapped(size_of::<DeviceChannel>() + capacity)?;
+        let device_address = memory
+            .device_ptr()
+            .expect("alloc_mapped returns mapped memory");
+        let channel = Channel {
+            memory,
+            device_address,
+            capacity,
+            printed: Mutex::new(0),
+        };
+        // SAFETY: no module has the channel's address yet.
+        unsafe { (&raw mut (*channel.raw()).print.capacity).write(capacity as u32) };
+        Ok(channel)
+    }
+
+    fn raw(&self) -> *mut DeviceChannel {
+        self.memory.as_ptr().cast()
+    }
+
+    fn header(&self) -> &DeviceChannel {
+        // SAFETY: the allocation starts with a `DeviceChannel` (zeroed, then initialized in
+        // `open`), aligned by the driver; the fields the device writes are atomics or are
+        // read only after a record or report says they are complete.
+        unsafe { &*self.raw() }
+    }
+
+    /// Points `module`'s channel global at this channel; `false` when the module has none (an
+    /// image with neither a panic nor a print) or one of another size (another runtime's).
+    ///
+    /// # Errors
+    /// A driver failure.
+    pub fn attach(&self, device: &GpuDevice<D>, module: &GpuModule<D>) -> Result<bool, GpuError> {
+        let name = CString::new(CHANNEL_SYMBOL).expect("no NUL in the symbol");
+        match module.global(&name)? {
+            None => Ok(false),
+            Some((address, 8)) => {
+                // SAFETY: the module's own 8-byte global; no kernel of it has been launched.
+                unsafe { device.write_device(address, &self.device_address.to_le_bytes())? };
+                Ok(true)
+            }
+            Some(_) => Ok(false),
+        }
+    }
+
+    /// The report of a panic since the last call, if a kernel panicked.
+    pub fn take_panic(&self) -> Option<KernelPanicReport> {
+        let record = &self.header().panic;
+        match record.state.load(Ordering::Acquire) {
+            PANIC_EMPTY => None,
+            PANIC_WRITTEN => {
+                let text = |bytes: &[u8], len: u32, cap: usize| {
+                    String::from_utf8_lossy(&bytes[..(len as usize).min(cap)]).into_owned()
+                };
+                let report = KernelPanicReport {
+                    message: text(&record.message, record.message_len, PANIC_MESSAGE_CAPACITY),
+                    file: text(&record.file, record.file_len, PANIC_FILE_CAPACITY),
+                    line: record.line,
+                    column: record.column,
+                    block: record.block,
+                    thread: record.thread,
+                };
+                record.state.store(PANIC_EMPTY, Ordering::Release);
+                Some(report)
+            }
+            state => {
+                debug_assert_eq!(state, PANIC_WRITING);
+                record.state.store(PANIC_EMPTY, Ordering::Release);
+                Some(KernelPanicReport {
+                    message: "a kernel thread panicked; the launch ended before its report \
+                              was complete"
+                        .to_owned(),
+                    file: String::new(),
+                    line: 0,
+                    column: 0,
+                    block: [0; 3],
+                    thread: [0; 3],
+                })
+            }
+        }
+    }
+
+    /// Prints the complete records not printed yet. With `idle` (nothing runs on the device),
+    /// the ring is emptied for the next prints.
+    pub fn flush(&self, idle: bool) {
+        let mut printed = self.printed.lock().unwrap_or_else(PoisonError::into_inner);
+        let ring = &self.header().print;
+        let head = usize::try_from(ring.head.load(Ordering::Acquire)).unwrap_or(usize::MAX);
+        let used = head.min(self.capacity);
+        let mut text = String::new();
+        if used > *printed {
+            // SAFETY: the ring's bytes follow the header inside the allocation; `used` is at
+            // most its capacity. Records before `used` are reserved; `render_records` reads a
+            // record only once its first word (copied first) says it is complete.
+            let bytes = unsafe {
+                std::slice::from_raw_parts(
+                    self.memory
+                        .as_ptr()
+                        .add(size_of::<DeviceChannel>() + *printed),
+                    used - *printed,
+                )
+            }
+            .to_vec();
+            let (lines, read) = crate::print::render_records(&bytes);
+            text = lines;
+            *printed += read;
+        }
+        crate::print::emit(&text);
+        if idle {
+            let dropped = ring.dropped.swap(0, Ordering::Relaxed);
+            if dropped > 0 {
+                eprintln!(
+                    "offload-rt: {dropped} device prints were dropped: the print buffer of {} \
+                     bytes was full (OFFLOAD_PRINT_BUFFER_SIZE sets its size)",
+                    self.capacity
+                );
+            }
+            // SAFETY: nothing runs on the device; the bytes lie inside the ring.
+            unsafe {
+                std::ptr::write_bytes(
+                    self.memory.as_ptr().add(size_of::<DeviceChannel>()),
+                    0,
+                    used,
+                );
+            }
+            ring.head.store(0, Ordering::Release);
+            *printed = 0;
+        }
+    }
+}
