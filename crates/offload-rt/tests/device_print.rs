@@ -56,7 +56,7 @@ fn device_prints_reach_the_host_after_the_launch() {
     let text = &chunks[0];
     assert!(text.ends_with('\n'));
     let mut lines: Vec<&str> = text.lines().collect();
-    // Threads run in any order; the two prints of one thread are one line in order.
+    // Threads run in any order; each call's text comes out whole.
     lines.sort_unstable();
     let mut expected: Vec<String> = values
         .iter()
