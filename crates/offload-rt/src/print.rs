@@ -288,10 +288,6 @@ mod tests {
     use super::*;
     use crate::device::Printable;
 
-    fn args(values: &[PrintArg]) -> Vec<PrintArg> {
-        values.to_vec()
-    }
-
     /// Every spec the macro accepts renders as `format!` would.
     #[test]
     fn renders_as_format_does() {
@@ -342,7 +338,7 @@ mod tests {
             ("{0:^5}", 1u8.print_arg(), format!("{:^5}", 1u8)),
         ];
         for (template, arg, expected) in cases {
-            assert_eq!(render(template, &args(&[arg])), expected, "{template}");
+            assert_eq!(render(template, &[arg]), expected, "{template}");
         }
     }
 

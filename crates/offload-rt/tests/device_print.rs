@@ -2,7 +2,7 @@
 //! (tests/fixtures/kernels) launched with a print sink that collects, the lines checked against
 //! `format!` on the host. One test per process state: the sink is process-wide.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 mod cpu_common;
 
@@ -10,20 +10,7 @@ use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig};
 use offload_rt_test_kernels as k;
 
 fn setup() -> bool {
-    static READY: OnceLock<Result<(), String>> = OnceLock::new();
-    let ready = READY.get_or_init(|| {
-        let (bytes, kernels) = cpu_common::build_image()?;
-        let bundle = cpu_common::bundle(cpu_common::MODULE, &kernels.join(","), &bytes);
-        offload_rt::registry::register_bundle("print_test", bundle);
-        Ok(())
-    });
-    match ready {
-        Ok(()) => true,
-        Err(why) => {
-            cpu_common::skip(why);
-            false
-        }
-    }
+    cpu_common::register_fixture("print_test")
 }
 
 /// Collects what the runtime prints.

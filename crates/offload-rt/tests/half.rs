@@ -3,31 +3,14 @@
 //! hand-computed roundings and the `half` crate's software, which the GPUs' conversion
 //! instructions match.
 
-use std::sync::OnceLock;
-
 mod cpu_common;
 
 use offload_rt::device::half::{bf16, f16};
 use offload_rt::{Device, DeviceBuffer, LaunchConfig};
 use offload_rt_test_kernels as k;
 
-/// Builds the fixture's CPU image and registers it once per test process; `false` (after
-/// printing why) when the device toolchain is missing, which fails under CI.
 fn setup() -> bool {
-    static READY: OnceLock<Result<(), String>> = OnceLock::new();
-    let ready = READY.get_or_init(|| {
-        let (bytes, kernels) = cpu_common::build_image()?;
-        let bundle = cpu_common::bundle(cpu_common::MODULE, &kernels.join(","), &bytes);
-        offload_rt::registry::register_bundle("half_test", bundle);
-        Ok(())
-    });
-    match ready {
-        Ok(()) => true,
-        Err(why) => {
-            cpu_common::skip(why);
-            false
-        }
-    }
+    cpu_common::register_fixture("half_test")
 }
 
 /// `x` rounded to `f16` and `bf16` on the CPU device.

@@ -71,6 +71,26 @@ pub fn bundle(module: &str, kernels: &str, image: &[u8]) -> Vec<u8> {
 }
 
 /// Prints why a test cannot run here; under CI that is a failure.
+/// Builds the fixture's CPU image and registers it once per test process, under descriptor
+/// name `name`; `false` (after printing why) when the device toolchain is missing, which fails
+/// under CI.
+pub fn register_fixture(name: &'static str) -> bool {
+    static READY: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let ready = READY.get_or_init(|| {
+        let (bytes, kernels) = build_image()?;
+        let bundle = bundle(MODULE, &kernels.join(","), &bytes);
+        offload_rt::registry::register_bundle(name, bundle);
+        Ok(())
+    });
+    match ready {
+        Ok(()) => true,
+        Err(why) => {
+            skip(why);
+            false
+        }
+    }
+}
+
 pub fn skip(why: &str) {
     assert!(std::env::var_os("CI").is_none(), "CI: {why}");
     eprintln!("skipped: {why}");

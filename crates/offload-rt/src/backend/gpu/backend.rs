@@ -2,12 +2,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::c_void;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
 use std::any::Any;
 use std::time::Duration;
 
-use super::channel::Channel;
+use super::channel::ChannelSlot;
 use super::driver::{DeviceInfo, Driver};
 use super::{
     GpuBuffer, GpuDevice, GpuError, GpuEvent, GpuFunction, GpuGraph, GpuModule, GpuStream,
@@ -94,14 +94,13 @@ pub struct GpuBackend<D: Driver> {
     device: GpuDevice<D>,
     description: String,
     allocations: Mutex<BTreeMap<u64, GpuBuffer<D>>>,
-    /// Where kernels report panics and send prints; `None` when the driver cannot map host
-    /// memory (panics then fault without a report, prints are dropped).
-    channel: Option<Arc<Channel<D>>>,
+    /// Where kernels report panics and send prints.
+    channel: ChannelSlot<D>,
 }
 
 impl<D: Driver> Drop for GpuBackend<D> {
     fn drop(&mut self) {
-        if let Some(channel) = &self.channel {
+        if let Some(channel) = self.channel.get() {
             channel.flush(false);
         }
     }
@@ -146,20 +145,11 @@ impl<D: Driver> GpuBackend<D> {
             info.name(),
             info.arch()
         );
-        let channel = match Channel::open(&device) {
-            Ok(channel) => Some(Arc::new(channel)),
-            Err(e) => {
-                log(format_args!(
-                    "{description}: no device prints or panic reports: {e}"
-                ));
-                None
-            }
-        };
         Ok(Self {
             device,
             description,
             allocations: Mutex::new(BTreeMap::new()),
-            channel,
+            channel: ChannelSlot::new(),
         })
     }
 
@@ -279,7 +269,7 @@ impl<D: Driver> Backend for GpuBackend<D> {
         })?;
         // A copy to the host waits for the launches before it, as CUDA's printf output
         // appears at one.
-        if let Some(channel) = &self.channel {
+        if let Some(channel) = self.channel.get() {
             channel.flush(false);
         }
         Ok(())
@@ -323,7 +313,8 @@ impl<D: Driver> Backend for GpuBackend<D> {
             let kind = D::loader_kind(image.image_kind());
             match self.device.load_module(image.bytes(), kind) {
                 Ok(loaded) => {
-                    if let Some(channel) = &self.channel {
+                    if let Some(channel) = self.channel.get_or_open(&self.device, &self.description)
+                    {
                         match channel.attach(&self.device, &loaded) {
                             Ok(true) => {}
                             Ok(false) => log(format_args!(
@@ -357,14 +348,14 @@ impl<D: Driver> Backend for GpuBackend<D> {
 
     fn synchronize(&self) -> Result<()> {
         let result = self.device.synchronize().map_err(|e| self.err(e));
-        if let Some(channel) = &self.channel {
+        if let Some(channel) = self.channel.get() {
             channel.flush(result.is_ok());
         }
         result
     }
 
     fn take_kernel_panic(&self) -> Option<crate::error::KernelPanicReport> {
-        let channel = self.channel.as_ref()?;
+        let channel = self.channel.get()?;
         channel.flush(false);
         channel.take_panic()
     }
@@ -440,7 +431,7 @@ struct GpuStreamImpl<D: Driver> {
     device: GpuDevice<D>,
     description: String,
     stream: GpuStream<D>,
-    channel: Option<Arc<Channel<D>>>,
+    channel: ChannelSlot<D>,
 }
 
 impl<D: Driver> std::fmt::Debug for GpuStreamImpl<D> {
@@ -514,7 +505,7 @@ impl<D: Driver> BackendStream for GpuStreamImpl<D> {
 
     fn synchronize(&self) -> Result<()> {
         self.stream.synchronize().map_err(|e| self.err(e))?;
-        if let Some(channel) = &self.channel {
+        if let Some(channel) = self.channel.get() {
             channel.flush(false);
         }
         Ok(())

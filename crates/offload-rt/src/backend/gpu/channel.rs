@@ -4,7 +4,7 @@
 
 use std::ffi::CString;
 use std::sync::atomic::Ordering;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use super::driver::Driver;
 use super::{GpuDevice, GpuError, GpuModule, PinnedBytes};
@@ -27,6 +27,51 @@ fn print_buffer_size() -> usize {
         .map_or(DEFAULT_PRINT_BUFFER, |n| {
             n.clamp(4096, 1 << 30).next_multiple_of(8)
         })
+}
+
+/// A device's channel, mapped when its first module loads (a program that only copies never
+/// pays for one); shared by the device's backend and streams.
+pub struct ChannelSlot<D: Driver>(Arc<OnceLock<Option<Channel<D>>>>);
+
+impl<D: Driver> Clone for ChannelSlot<D> {
+    fn clone(&self) -> Self {
+        Self(Arc::clone(&self.0))
+    }
+}
+
+impl<D: Driver> std::fmt::Debug for ChannelSlot<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ChannelSlot").field(&self.get()).finish()
+    }
+}
+
+impl<D: Driver> ChannelSlot<D> {
+    /// A slot with no channel yet.
+    pub fn new() -> Self {
+        Self(Arc::new(OnceLock::new()))
+    }
+
+    /// The channel, once a module has loaded and the driver could map one.
+    pub fn get(&self) -> Option<&Channel<D>> {
+        self.0.get().and_then(Option::as_ref)
+    }
+
+    /// The channel, mapped into `device` on first use; `None` (logged once, for
+    /// `description`) when the driver cannot map host memory: panics then fault without a
+    /// report, prints are dropped.
+    pub fn get_or_open(&self, device: &GpuDevice<D>, description: &str) -> Option<&Channel<D>> {
+        self.0
+            .get_or_init(|| match Channel::open(device) {
+                Ok(channel) => Some(channel),
+                Err(e) => {
+                    super::log(format_args!(
+                        "{description}: no device prints or panic reports: {e}"
+                    ));
+                    None
+                }
+            })
+            .as_ref()
+    }
 }
 
 /// A device's channel.
