@@ -59,6 +59,45 @@ pub enum Error {
     #[error("{0}")]
     Prerequisite(String),
 
+    #[error(
+        "clang-{major} is needed to compile CUDA, HIP and C++ sources, and none was found \
+         (tried {tried}). Fix: `apt-get install clang-{major}` (or `cargo xtask setup`), or set \
+         OFFLOAD_CLANG to its path",
+        major = offload_toolchain::LLVM_MAJOR
+    )]
+    ClangNotFound { tried: String },
+
+    #[error(
+        "{path} is not clang {major} ({version:?}{found}); CUDA, HIP and C++ device code must be \
+         compiled by the LLVM the Rust kernels are linked with. Fix: `apt-get install \
+         clang-{major}` and set OFFLOAD_CLANG=/usr/lib/llvm-{major}/bin/clang",
+        major = offload_toolchain::LLVM_MAJOR,
+        found = found.map(|m| format!(", major {m}")).unwrap_or_default()
+    )]
+    ClangWrongMajor {
+        path: PathBuf,
+        version: String,
+        found: Option<u32>,
+    },
+
+    #[error("{language} source {path}: {reason}")]
+    BadSource {
+        language: &'static str,
+        path: PathBuf,
+        reason: String,
+    },
+
+    #[error(
+        "compiling the {language} source {path} for {arch} failed; clang's diagnostics are \
+         above. Command: {command}"
+    )]
+    ForeignCompile {
+        language: &'static str,
+        path: PathBuf,
+        arch: String,
+        command: String,
+    },
+
     #[error("prebuilt kernel bundle {path}: {reason}")]
     BadPrebuilt { path: PathBuf, reason: String },
 

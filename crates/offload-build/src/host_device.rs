@@ -78,6 +78,7 @@ pub fn build(env: &Env, krate: &KernelCrate, target_dir: &Path) -> Result<Device
         offload_kind: offload_format::OffloadKind::OpenMp,
         module: krate.lib_name.clone(),
         kernels,
+        kernel_params: Vec::new(),
         bytes,
     })
 }

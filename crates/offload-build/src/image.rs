@@ -2,6 +2,7 @@
 
 use std::borrow::Cow;
 
+use offload_format::offload_binary::KernelParams;
 use offload_format::offload_binary::{KEY_ARCH, KEY_KERNELS, KEY_MODULE, KEY_TRIPLE};
 use offload_format::{ImageKind, OffloadBinary, OffloadKind};
 
@@ -16,6 +17,9 @@ pub struct DeviceImage {
     /// The kernel crate's library name.
     pub module: String,
     pub kernels: Vec<String>,
+    /// The parameter sizes of the kernels, where the build knows them (images of CUDA and HIP
+    /// sources), stored under `KEY_KERNEL_PARAMS`.
+    pub kernel_params: Vec<KernelParams>,
     pub bytes: Vec<u8>,
 }
 
@@ -186,6 +190,7 @@ mod tests {
             offload_kind: OffloadKind::Cuda,
             module: "saxpy_kernels".into(),
             kernels: vec!["a".into(), "b".into()],
+            kernel_params: Vec::new(),
             bytes: b"ptx".to_vec(),
         };
         let bytes = bundle(std::slice::from_ref(&image));

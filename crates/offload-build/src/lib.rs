@@ -37,6 +37,7 @@ pub mod device_link;
 pub mod embed;
 pub mod env;
 pub mod error;
+pub mod foreign;
 pub mod fsutil;
 pub mod host_device;
 pub mod image;
@@ -59,6 +60,8 @@ pub struct Build {
     offload_arch: Option<String>,
     kernel_crates: Vec<String>,
     manifest_dir: Option<PathBuf>,
+    sources: Vec<foreign::Source>,
+    options: foreign::Options,
 }
 
 /// What a build produced.
@@ -90,6 +93,54 @@ impl Build {
     /// The host package's directory (default: `CARGO_MANIFEST_DIR`).
     pub fn manifest_dir(&mut self, dir: impl Into<PathBuf>) -> &mut Self {
         self.manifest_dir = Some(dir.into());
+        self
+    }
+
+    /// Adds a CUDA source (`.cu`), compiled with clang-22 for every `sm_XX` of the build. Its
+    /// kernels join the module named after the file stem, and are launched through
+    /// `offload_rt::extern_kernels!`. A relative path is relative to the package directory.
+    pub fn cuda(&mut self, path: impl Into<PathBuf>) -> &mut Self {
+        self.source(foreign::Language::Cuda, path)
+    }
+
+    /// Adds a HIP source (`.hip`), compiled with clang-22 for every AMD target ID of the
+    /// build; as [`Build::cuda`] otherwise.
+    pub fn hip(&mut self, path: impl Into<PathBuf>) -> &mut Self {
+        self.source(foreign::Language::Hip, path)
+    }
+
+    /// Adds a C++ source with OpenMP `target` regions: compiled with `-fopenmp` for the host
+    /// and its offload targets, device-linked at build time and linked into the host program
+    /// with LLVM's offload runtime. Its `extern "C"` functions are called from Rust.
+    pub fn openmp_cpp(&mut self, path: impl Into<PathBuf>) -> &mut Self {
+        self.source(foreign::Language::OpenmpCpp, path)
+    }
+
+    fn source(&mut self, language: foreign::Language, path: impl Into<PathBuf>) -> &mut Self {
+        self.sources.push(foreign::Source {
+            language,
+            path: path.into(),
+        });
+        self
+    }
+
+    /// Adds an include directory (`-I`) for CUDA, HIP and C++ sources.
+    pub fn include(&mut self, dir: impl Into<PathBuf>) -> &mut Self {
+        self.options.includes.push(dir.into());
+        self
+    }
+
+    /// Defines a macro (`-DNAME` or `-DNAME=VALUE`) for CUDA, HIP and C++ sources.
+    pub fn define<'a>(&mut self, name: &str, value: impl Into<Option<&'a str>>) -> &mut Self {
+        self.options
+            .defines
+            .push((name.to_owned(), value.into().map(str::to_owned)));
+        self
+    }
+
+    /// Adds a clang flag for CUDA, HIP and C++ sources.
+    pub fn flag(&mut self, flag: impl Into<String>) -> &mut Self {
+        self.options.flags.push(flag.into());
         self
     }
 
@@ -132,7 +183,11 @@ impl Build {
 
         let host = metadata::host_package(&manifest, cargo.as_deref())?;
         let archs = self.resolve_archs(&env, &host)?;
-        let kernel_crates = self.select_kernel_crates(&host)?;
+        let kernel_crates = if self.sources.is_empty() || !self.kernel_crates.is_empty() {
+            self.select_kernel_crates(&host)?
+        } else {
+            host.kernel_crates.clone()
+        };
         for krate in &kernel_crates {
             for path in &krate.watch {
                 println!("cargo:rerun-if-changed={}", path.display());
@@ -148,7 +203,36 @@ impl Build {
         let offload_dir = target_dir_of(&out_dir)
             .unwrap_or_else(|| host.target_directory.clone())
             .join("offload");
-        let images = images_from_bundles_or_source(&env, &kernel_crates, &archs, &offload_dir)?;
+        let mut images = images_from_bundles_or_source(&env, &kernel_crates, &archs, &offload_dir)?;
+        if !self.sources.is_empty() {
+            let sources: Vec<foreign::Source> = self
+                .sources
+                .iter()
+                .map(|s| foreign::Source {
+                    language: s.language,
+                    path: manifest_dir.join(&s.path),
+                })
+                .collect();
+            let options = foreign::Options {
+                includes: self
+                    .options
+                    .includes
+                    .iter()
+                    .map(|d| manifest_dir.join(d))
+                    .collect(),
+                ..self.options.clone()
+            };
+            let built = foreign::build(&env, &sources, &archs, &options, &out_dir, &host.name)?;
+            for path in &built.watch {
+                println!("cargo:rerun-if-changed={}", path.display());
+            }
+            if let Some(lib) = &built.openmp {
+                for line in lib.cargo_directives() {
+                    println!("{line}");
+                }
+            }
+            images.extend(built.images);
+        }
         let bundle = image::bundle(&images);
         let lib = embed::build_embedding_library(&out_dir, &host.name, &bundle, &rustc, &target)?;
         println!("cargo:rustc-link-search=native={}", lib.dir.display());

@@ -398,6 +398,7 @@ pub fn read_bundle(path: &Path) -> Result<Prebuilt> {
                     .filter(|k| !k.is_empty())
                     .map(str::to_owned)
                     .collect(),
+                kernel_params: Vec::new(),
                 bytes: b.image.to_vec(),
             },
         ));
@@ -526,6 +527,7 @@ mod tests {
             offload_kind: offload_format::OffloadKind::OpenMp,
             module: "k".to_owned(),
             kernels: vec!["a".to_owned(), "b".to_owned()],
+            kernel_params: Vec::new(),
             bytes: bytes.to_vec(),
         }
     }

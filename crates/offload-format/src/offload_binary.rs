@@ -31,6 +31,17 @@ pub const KEY_ARCH: &str = "arch";
 pub const KEY_MODULE: &str = "offload.module";
 /// String key of an image's comma-separated kernel names, which cargo-offload adds.
 pub const KEY_KERNELS: &str = "offload.kernels";
+/// String key of the parameter sizes of an image's kernels, which cargo-offload adds to
+/// images of kernels written in CUDA, HIP or C++ so that a launch declared in Rust is checked
+/// against them.
+pub const KEY_KERNEL_PARAMS: &str = "offload.kernel-params";
+
+/// One kernel's parameters as its image declares them: each one's size in bytes, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelParams {
+    pub kernel: String,
+    pub sizes: Vec<u32>,
+}
 
 /// `magic` of every registration descriptor (`offload_rt::registry::OffloadDescriptor`, which
 /// the embedding object declares again): "OFLD" read as a little-endian `u32`'s digits.

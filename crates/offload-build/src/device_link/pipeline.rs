@@ -459,6 +459,7 @@ pub fn build_gpu_images(
             },
             module: krate.lib_name.clone(),
             kernels: image.kernels,
+            kernel_params: Vec::new(),
             bytes: image.bytes,
         })
         .collect())
