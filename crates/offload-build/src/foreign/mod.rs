@@ -151,7 +151,7 @@ pub fn build(
     let amd: Vec<AmdTargetId> = archs
         .iter()
         .filter_map(|a| match a {
-            OffloadArch::Amdgcn(id) => Some(id.clone()),
+            OffloadArch::Amdgcn(id) => Some(*id),
             _ => None,
         })
         .collect();
