@@ -29,6 +29,7 @@ pub use llvm::{
     amdgpu_wave_size, check_llvm_versions, external_nvptx_link, external_nvptx_pipeline,
     linked_llvm_major, nvptx_link, write_external_inputs,
 };
+pub(crate) use pipeline::check_cubin;
 pub use pipeline::{
     GpuTarget, NestedBuild, NestedBuildOutput, build_gpu_images, device_inputs, gpu_images,
     gpu_images_with, nested_build,

@@ -391,7 +391,7 @@ pub fn gpu_images_with(
 /// Decides, before anything is built, what an `sm` that will get no cubin means: an error
 /// under `OFFLOAD_REQUIRE_CUBIN`, else one warning when the `ptxas` found does not know it
 /// (without any `ptxas`, PTX only is the documented default and stays quiet).
-fn check_cubin(env: &Env, krate: &KernelCrate, sm: &str) -> Result<()> {
+pub(crate) fn check_cubin(env: &Env, owner: &str, sm: &str) -> Result<()> {
     // Read first, so that cargo reruns the build script when it changes.
     let require = env.require_cubin();
     let plan = cubin_plan(sm)?;
@@ -408,7 +408,7 @@ fn check_cubin(env: &Env, krate: &KernelCrate, sm: &str) -> Result<()> {
         env.warn(&format!(
             "{}: {sm} gets PTX only, JIT-compiled by the CUDA driver on the GPU: {obstacle}; \
              OFFLOAD_REQUIRE_CUBIN=1 makes this an error",
-            krate.package
+            owner
         ));
     }
     Ok(())
@@ -426,7 +426,7 @@ pub fn build_gpu_images(
         OffloadArch::Nvptx(sm) => {
             // Refuses, before any build, an `sm` LLVM would abort on.
             ptx_isa_version(&sm.to_string())?;
-            check_cubin(env, krate, &sm.to_string())?;
+            check_cubin(env, &krate.package, &sm.to_string())?;
             GpuTarget::Nvptx { sm }
         }
         OffloadArch::Amdgcn(id) => GpuTarget::Amdgpu(id),

@@ -1,32 +1,120 @@
-//! CUDA sources: a device-only compile with clang-22 per `sm_XX`, PTX for each, a cubin
-//! where `ptxas` knows the `sm`.
+//! CUDA sources: a device-only compile with clang-22 per `sm_XX` to PTX (at the PTX ISA the
+//! Rust kernels of the same `sm` get), and a cubin where `ptxas` knows the `sm`.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
-use offload_format::Sm;
+use offload_format::{ImageKind, OffloadKind, Sm};
 
-use super::{Clang, Options, Source};
+use super::{Clang, Compiled, Options, Source, depfile};
+use crate::arch::OffloadArch;
+use crate::device_link::{CubinPlan, cubin_plan, ptx_isa_version, ptxas_assemble};
 use crate::env::Env;
-use crate::error::Result;
-use crate::image::DeviceImage;
+use crate::error::{Error, IoContext, Result};
+use crate::image::{DeviceImage, kernels_of_ptx};
 
-/// What one source compiled to: its images and the files it depends on.
-#[derive(Debug, Clone)]
-pub struct Compiled {
-    pub images: Vec<DeviceImage>,
-    pub watch: Vec<PathBuf>,
+/// Where the CUDA headers come from: `OFFLOAD_CUDA_PATH`, else the first CUDA installation
+/// clang would find among the usual directories (Debian's `nvidia-cuda-toolkit` is
+/// `/usr/lib/cuda`).
+pub fn cuda_path(env: &Env) -> Result<PathBuf> {
+    if let Some(path) = env.get("OFFLOAD_CUDA_PATH") {
+        return Ok(PathBuf::from(path));
+    }
+    ["/usr/lib/cuda", "/usr/local/cuda"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|dir| dir.join("bin").is_dir() || dir.join("include/cuda.h").is_file())
+        .ok_or_else(|| {
+            Error::Prerequisite(
+                "CUDA sources need the CUDA headers, and no CUDA installation was found in \
+                 /usr/lib/cuda or /usr/local/cuda. Fix: `apt-get install nvidia-cuda-toolkit` \
+                 (Debian's contrib non-free; `cargo xtask setup --cuda` does it), or set \
+                 OFFLOAD_CUDA_PATH to a CUDA installation"
+                    .to_owned(),
+            )
+        })
 }
 
+/// Compiles `source` for each of `sms`: PTX, and before it a cubin where `ptxas` can make one.
 pub fn build(
-    _env: &Env,
-    _clang: &Clang,
-    _source: &Source,
-    _sms: &[Sm],
-    _options: &Options,
-    _out_dir: &Path,
+    env: &Env,
+    clang: &Clang,
+    source: &Source,
+    sms: &[Sm],
+    options: &Options,
+    out_dir: &Path,
 ) -> Result<Compiled> {
-    Ok(Compiled {
+    let mut compiled = Compiled {
         images: Vec::new(),
-        watch: Vec::new(),
-    })
+        watch: vec![source.path.clone()],
+    };
+    if sms.is_empty() {
+        return Ok(compiled);
+    }
+    let cuda = cuda_path(env)?;
+    let dir = super::work_dir(out_dir, source);
+    std::fs::create_dir_all(&dir).io("creating", &dir)?;
+    let module = source.module();
+    for sm in sms {
+        let sm_name = sm.to_string();
+        let isa = ptx_isa_version(&sm_name)?;
+        crate::device_link::check_cubin(env, &source.path.display().to_string(), &sm_name)?;
+        let ptx_path = dir.join(format!("{module}.{sm_name}.ptx"));
+        let dep_path = dir.join(format!("{module}.{sm_name}.d"));
+        let mut cmd = Command::new(&clang.path);
+        cmd.args(["-x", "cuda", "--cuda-device-only", "-O3", "-S"])
+            .arg(format!("--cuda-path={}", cuda.display()))
+            // Debian's CUDA 11.8 predates sm_100 and later: clang would refuse them, and would
+            // ask LLVM for its PTX ISA 7.8, which those processors do not accept.
+            .arg("--no-cuda-version-check")
+            .arg(format!("--offload-arch={sm_name}"))
+            .args(["-Xclang", "-target-feature", "-Xclang"])
+            .arg(format!("+ptx{isa}"))
+            .args(options.clang_args())
+            .arg("-MMD")
+            .arg("-MF")
+            .arg(&dep_path)
+            .arg(&source.path)
+            .arg("-o")
+            .arg(&ptx_path);
+        super::run_clang(env, &mut cmd, source, &sm_name)?;
+        let ptx = std::fs::read_to_string(&ptx_path).io("reading", &ptx_path)?;
+        let deps = std::fs::read_to_string(&dep_path).io("reading", &dep_path)?;
+        super::extend_unique(&mut compiled.watch, depfile::prerequisites(&deps));
+        let kernels = kernels_of_ptx(&ptx);
+        if kernels.is_empty() {
+            env.warn(&format!(
+                "{}: no `__global__` kernel for {sm_name}",
+                source.path.display()
+            ));
+        }
+        let kernel_params = Vec::new();
+        let arch = OffloadArch::Nvptx(*sm);
+        if cubin_plan(&sm_name)? == CubinPlan::Assemble {
+            let cubin = ptxas_assemble(&ptx, &sm_name).map_err(|e| Error::BadSource {
+                language: source.language.name(),
+                path: source.path.clone(),
+                reason: format!("ptxas refused clang's PTX for {sm_name}: {e}"),
+            })?;
+            compiled.images.push(DeviceImage {
+                arch,
+                image_kind: ImageKind::Cubin,
+                offload_kind: OffloadKind::Cuda,
+                module: module.clone(),
+                kernels: kernels.clone(),
+                kernel_params: kernel_params.clone(),
+                bytes: cubin,
+            });
+        }
+        compiled.images.push(DeviceImage {
+            arch,
+            image_kind: ImageKind::Ptx,
+            offload_kind: OffloadKind::Cuda,
+            module: module.clone(),
+            kernels,
+            kernel_params,
+            bytes: ptx.into_bytes(),
+        });
+    }
+    Ok(compiled)
 }

@@ -1,25 +1,126 @@
-//! HIP sources: one device-only compile with clang-22 for every AMD target ID of the build;
-//! clang's offload bundle is unbundled with `offload-format` and each code object re-packed.
+//! HIP sources: one device-only compile with clang-22 for every AMD target ID of the build.
+//! Clang returns an offload bundle (`hipv4-amdgcn-amd-amdhsa--<target id>` entries), which
+//! `offload-format` unbundles; each code object is re-packed as an OffloadBinary.
+//!
+//! Headers: clang's own HIP wrapper (`__clang_hip_runtime_wrapper.h`, which defines
+//! `__global__`, `__device__`, `__shared__`) with `-nogpuinc -nogpulib`, and the minimal
+//! `hip/hip_runtime.h` of [`HIP_RUNTIME_H`] (the builtin variables, `__syncthreads`), so no
+//! ROCm installation is needed. A source that needs ROCm's full headers gets them with
+//! `Build::include` (and `Build::flag` for `--rocm-path`).
 
 use std::path::Path;
+use std::process::Command;
 
-use offload_format::AmdTargetId;
+use offload_format::{AmdTargetId, ImageKind, OffloadKind};
 
-use super::cuda::Compiled;
-use super::{Clang, Options, Source};
+use super::{Clang, Compiled, Options, Source, depfile};
+use crate::arch::OffloadArch;
+use crate::device_link::{AmdCodeObjectVersion, amdgpu_inspect};
 use crate::env::Env;
-use crate::error::Result;
+use crate::error::{Error, IoContext, Result};
+use crate::image::DeviceImage;
 
+/// The `hip/hip_runtime.h` HIP sources compile against: what kernels use of HIP's device API,
+/// written with clang's AMDGPU builtins (which read code object V5's implicit arguments for
+/// the block and grid sizes).
+pub const HIP_RUNTIME_H: &str = include_str!("hip_runtime.h");
+
+/// Compiles `source` for all of `targets` in one clang run and unbundles the result.
 pub fn build(
-    _env: &Env,
-    _clang: &Clang,
-    _source: &Source,
-    _targets: &[AmdTargetId],
-    _options: &Options,
-    _out_dir: &Path,
+    env: &Env,
+    clang: &Clang,
+    source: &Source,
+    targets: &[AmdTargetId],
+    options: &Options,
+    out_dir: &Path,
 ) -> Result<Compiled> {
-    Ok(Compiled {
+    let mut compiled = Compiled {
         images: Vec::new(),
-        watch: Vec::new(),
-    })
+        watch: vec![source.path.clone()],
+    };
+    if targets.is_empty() {
+        return Ok(compiled);
+    }
+    let code_object = AmdCodeObjectVersion::from_env(env)?;
+    let dir = super::work_dir(out_dir, source);
+    let include = dir.join("include");
+    let header = include.join("hip").join("hip_runtime.h");
+    std::fs::create_dir_all(header.parent().unwrap_or(&include)).io("creating", &include)?;
+    crate::fsutil::write_atomic(&header, HIP_RUNTIME_H.as_bytes())?;
+    let module = source.module();
+    let bundle_path = dir.join(format!("{module}.hipfb"));
+    let dep_path = dir.join(format!("{module}.d"));
+    let arch_list = targets
+        .iter()
+        .map(|t| t.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let base = |cmd: &mut Command| {
+        cmd.args(["-x", "hip", "-nogpulib", "-nogpuinc", "-O3"])
+            .args(["-include", "__clang_hip_runtime_wrapper.h"])
+            .arg("-isystem")
+            .arg(&include)
+            .arg(format!(
+                "-mcode-object-version={}",
+                code_object.module_flag() / 100
+            ))
+            .args(targets.iter().map(|t| format!("--offload-arch={t}")))
+            .args(options.clang_args());
+    };
+    let mut cmd = Command::new(&clang.path);
+    base(&mut cmd);
+    cmd.args(["--cuda-device-only", "-c"])
+        .arg(&source.path)
+        .arg("-o")
+        .arg(&bundle_path);
+    super::run_clang(env, &mut cmd, source, &arch_list)?;
+    // A device-only HIP compile ends in a device link and writes no depfile, so the headers
+    // come from the host side's preprocessor, which reads the same files.
+    let mut deps = Command::new(&clang.path);
+    base(&mut deps);
+    deps.args(["--cuda-host-only", "-MM", "-MF"])
+        .arg(&dep_path)
+        .arg("-MT")
+        .arg(&bundle_path)
+        .arg(&source.path);
+    super::run_clang(env, &mut deps, source, &arch_list)?;
+    let text = std::fs::read_to_string(&dep_path).io("reading", &dep_path)?;
+    super::extend_unique(&mut compiled.watch, depfile::prerequisites(&text));
+
+    let bundle = std::fs::read(&bundle_path).io("reading", &bundle_path)?;
+    let entries = offload_format::bundle::parse_any_bundle(&bundle)?;
+    for target in targets {
+        let id = format!("hipv4-amdgcn-amd-amdhsa--{target}");
+        let object = entries
+            .iter()
+            .find(|e| e.id == id)
+            .map(|e| e.data.to_vec())
+            .ok_or_else(|| Error::BadSource {
+                language: source.language.name(),
+                path: source.path.clone(),
+                reason: format!(
+                    "clang's bundle {} has no entry `{id}`",
+                    bundle_path.display()
+                ),
+            })?;
+        let info = amdgpu_inspect(&object)?;
+        let mut kernels: Vec<String> = info.kernels.iter().map(|k| k.name.clone()).collect();
+        kernels.sort();
+        if kernels.is_empty() {
+            env.warn(&format!(
+                "{}: no `__global__` kernel for {target}",
+                source.path.display()
+            ));
+        }
+        compiled.images.push(DeviceImage {
+            arch: OffloadArch::Amdgcn(*target),
+            image_kind: ImageKind::Object,
+            offload_kind: OffloadKind::Hip,
+            module: module.clone(),
+            kernels,
+            kernel_params: Vec::new(),
+            bytes: object,
+        });
+    }
+    Ok(compiled)
 }

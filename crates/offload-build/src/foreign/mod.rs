@@ -7,13 +7,16 @@
 //! host program with LLVM's offload runtime.
 
 pub mod clang;
+#[cfg(feature = "llvm")]
 pub mod cuda;
 pub mod depfile;
+#[cfg(feature = "llvm")]
 pub mod hip;
 pub mod openmp;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use offload_format::{AmdTargetId, Sm};
 
@@ -102,6 +105,32 @@ pub fn work_dir(out_dir: &Path, source: &Source) -> PathBuf {
         .join(format!("{}-{hex}", source.module()))
 }
 
+/// What one CUDA or HIP source compiled to: its images and the files it depends on.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    pub images: Vec<DeviceImage>,
+    pub watch: Vec<PathBuf>,
+}
+
+/// Runs one clang compile of `source` for `arch`, its diagnostics going straight to the
+/// user; a failure names the source, the architecture and the command.
+pub(crate) fn run_clang(env: &Env, cmd: &mut Command, source: &Source, arch: &str) -> Result<()> {
+    let line = crate::command::CommandLine::of(cmd);
+    if env.verbose() {
+        eprintln!("offload-build: running {line}");
+    }
+    match crate::command::run_stderr_inherited(cmd) {
+        Ok(_) => Ok(()),
+        Err(crate::command::CommandError::Failed { .. }) => Err(Error::ForeignCompile {
+            language: source.language.name(),
+            path: source.path.clone(),
+            arch: arch.to_owned(),
+            command: line.to_string(),
+        }),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// What a build's foreign sources produced.
 #[derive(Debug, Clone, Default)]
 pub struct Built {
@@ -158,8 +187,21 @@ pub fn build(
     let mut built = Built::default();
     for source in sources {
         let compiled = match source.language {
+            #[cfg(feature = "llvm")]
             Language::Cuda => cuda::build(env, &clang, source, &sms, options, out_dir)?,
+            #[cfg(feature = "llvm")]
             Language::Hip => hip::build(env, &clang, source, &amd, options, out_dir)?,
+            #[cfg(not(feature = "llvm"))]
+            Language::Cuda | Language::Hip => {
+                if sms.is_empty() && amd.is_empty() {
+                    continue;
+                }
+                return Err(Error::Prerequisite(format!(
+                    "building {} for a GPU needs offload-build's `llvm` feature (LLVM 22: \
+                     `apt-get install llvm-22-dev`, then enable the feature)",
+                    source.path.display()
+                )));
+            }
             Language::OpenmpCpp => continue,
         };
         built.images.extend(compiled.images);
