@@ -1,7 +1,7 @@
 //! The host CPU as a device: the kernel crate built as an ELF shared object for the host
 //! crate's own target with `--cfg offload_device`. That shared object is the device image.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::arch::{OffloadArch, host_triple};
 use crate::env::Env;
@@ -12,6 +12,33 @@ use crate::nested;
 
 /// Builds `krate` for the CPU device, in `target_dir` (a directory of its own).
 pub fn build(env: &Env, krate: &KernelCrate, target_dir: &Path) -> Result<DeviceImage> {
+    build_linked(env, krate, target_dir, None)
+}
+
+/// [`build`], the image linked with the static library `library` (directory, link name): the
+/// host side of relocatable CUDA/HIP sources.
+pub fn build_linked(
+    env: &Env,
+    krate: &KernelCrate,
+    target_dir: &Path,
+    library: Option<&(PathBuf, String)>,
+) -> Result<DeviceImage> {
+    let mut flags: Vec<String> = [
+        "--cfg",
+        "offload_device",
+        "-Cpanic=abort",
+        // Inductive range-check elimination: a kernel's `if i < n` guard on an index
+        // affine in the thread loop splits the loop into a check-free main part (which
+        // the LTO pipeline vectorizes) and the few threads past the bound.
+        "-Cpasses=function(irce)",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    if let Some((dir, name)) = library {
+        // Link arguments reach only the image's own link, never the dependencies' rlibs.
+        flags.push(format!("-Clink-arg=-L{}", dir.display()));
+        flags.push(format!("-Clink-arg=-l{name}"));
+    }
     let mut cmd = nested::cargo(env, "rustc");
     cmd.arg("--manifest-path")
         .arg(&krate.manifest_path)
@@ -19,18 +46,7 @@ pub fn build(env: &Env, krate: &KernelCrate, target_dir: &Path) -> Result<Device
         .arg(host_triple())
         .arg("--target-dir")
         .arg(target_dir)
-        .env(
-            "CARGO_ENCODED_RUSTFLAGS",
-            nested::encoded_rustflags(&[
-                "--cfg",
-                "offload_device",
-                "-Cpanic=abort",
-                // Inductive range-check elimination: a kernel's `if i < n` guard on an index
-                // affine in the thread loop splits the loop into a check-free main part (which
-                // the LTO pipeline vectorizes) and the few threads past the bound.
-                "-Cpasses=function(irce)",
-            ]),
-        )
+        .env("CARGO_ENCODED_RUSTFLAGS", nested::encoded_rustflags(&flags))
         // The thread loop inside the image must inline the device API across crates to run
         // at the speed of a plain loop.
         .env("CARGO_PROFILE_RELEASE_LTO", "fat")

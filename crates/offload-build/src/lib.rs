@@ -116,10 +116,35 @@ impl Build {
         self.source(foreign::Language::OpenmpCpp, path)
     }
 
+    /// Adds a CUDA source compiled as relocatable device code and device-linked with the
+    /// kernel crate: its `__device__` functions are callable from Rust kernels (declared in an
+    /// `extern "C"` block), its kernels call `#[no_mangle] extern "C"` Rust functions, and its
+    /// kernels join the kernel crate's module. On the CPU device its host side is linked in
+    /// (`__host__ __device__` functions; kernels belong in `#ifndef OFFLOAD_CPU_DEVICE`).
+    /// Needs exactly one kernel crate.
+    pub fn cuda_rdc(&mut self, path: impl Into<PathBuf>) -> &mut Self {
+        self.source(foreign::Language::Cuda, path);
+        self.mark_last_relocatable()
+    }
+
+    /// Adds a HIP source compiled as relocatable device code; as [`Build::cuda_rdc`].
+    pub fn hip_rdc(&mut self, path: impl Into<PathBuf>) -> &mut Self {
+        self.source(foreign::Language::Hip, path);
+        self.mark_last_relocatable()
+    }
+
+    fn mark_last_relocatable(&mut self) -> &mut Self {
+        if let Some(last) = self.sources.last_mut() {
+            last.relocatable = true;
+        }
+        self
+    }
+
     fn source(&mut self, language: foreign::Language, path: impl Into<PathBuf>) -> &mut Self {
         self.sources.push(foreign::Source {
             language,
             path: path.into(),
+            relocatable: false,
         });
         self
     }
@@ -203,25 +228,34 @@ impl Build {
         let offload_dir = target_dir_of(&out_dir)
             .unwrap_or_else(|| host.target_directory.clone())
             .join("offload");
-        let mut images = images_from_bundles_or_source(&env, &kernel_crates, &archs, &offload_dir)?;
-        if !self.sources.is_empty() {
-            let sources: Vec<foreign::Source> = self
-                .sources
+        let sources: Vec<foreign::Source> = self
+            .sources
+            .iter()
+            .map(|s| foreign::Source {
+                path: manifest_dir.join(&s.path),
+                ..s.clone()
+            })
+            .collect();
+        let options = foreign::Options {
+            includes: self
+                .options
+                .includes
                 .iter()
-                .map(|s| foreign::Source {
-                    language: s.language,
-                    path: manifest_dir.join(&s.path),
-                })
-                .collect();
-            let options = foreign::Options {
-                includes: self
-                    .options
-                    .includes
-                    .iter()
-                    .map(|d| manifest_dir.join(d))
-                    .collect(),
-                ..self.options.clone()
-            };
+                .map(|d| manifest_dir.join(d))
+                .collect(),
+            ..self.options.clone()
+        };
+        let mut images = self.kernel_crate_images(
+            &env,
+            &kernel_crates,
+            &archs,
+            &offload_dir,
+            &sources,
+            &options,
+            &out_dir,
+            &host.name,
+        )?;
+        if !self.sources.is_empty() {
             let built = foreign::build(&env, &sources, &archs, &options, &out_dir, &host.name)?;
             for path in &built.watch {
                 println!("cargo:rerun-if-changed={}", path.display());
@@ -245,6 +279,60 @@ impl Build {
             images,
             bundle_path: out_dir.join("offload_bundle.bin"),
         })
+    }
+
+    /// The kernel crates' images: from prebuilt bundles or built, or, with relocatable
+    /// CUDA/HIP sources, always built and device-linked with them.
+    #[allow(clippy::too_many_arguments)]
+    fn kernel_crate_images(
+        &self,
+        env: &Env,
+        kernel_crates: &[KernelCrate],
+        archs: &[OffloadArch],
+        offload_dir: &Path,
+        sources: &[foreign::Source],
+        options: &foreign::Options,
+        out_dir: &Path,
+        package: &str,
+    ) -> Result<Vec<DeviceImage>> {
+        if !sources.iter().any(|s| s.relocatable) {
+            return images_from_bundles_or_source(env, kernel_crates, archs, offload_dir);
+        }
+        if kernel_crates.len() != 1 {
+            return Err(Error::Prerequisite(format!(
+                "relocatable CUDA/HIP sources (`Build::cuda_rdc`, `Build::hip_rdc`) are \
+                 device-linked with one kernel crate, and `{package}` has {}{}; name it with \
+                 `Build::kernel_crate`",
+                kernel_crates.len(),
+                if kernel_crates.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " ({})",
+                        kernel_crates
+                            .iter()
+                            .map(|k| k.package.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                }
+            )));
+        }
+        #[cfg(feature = "llvm")]
+        {
+            let linked = foreign::build_linked(env, sources, archs, options, out_dir, package)?;
+            for path in &linked.watch {
+                println!("cargo:rerun-if-changed={}", path.display());
+            }
+            build_images_linked(env, kernel_crates, archs, offload_dir, &linked)
+        }
+        #[cfg(not(feature = "llvm"))]
+        {
+            let _ = (options, out_dir);
+            Err(Error::Prerequisite(
+                "relocatable CUDA/HIP sources need offload-build's `llvm` feature".to_owned(),
+            ))
+        }
     }
 
     fn resolve_archs(&self, env: &Env, host: &metadata::HostPackage) -> Result<Vec<OffloadArch>> {
@@ -354,6 +442,25 @@ pub fn images_from_bundles_or_source(
     Ok(images)
 }
 
+/// What relocatable CUDA/HIP sources give the kernel crate's link.
+#[cfg(feature = "llvm")]
+pub use foreign::rdc::LinkedSources;
+
+/// Without the `llvm` feature there are no relocatable sources to link.
+#[cfg(not(feature = "llvm"))]
+#[derive(Debug, Clone, Default)]
+pub struct LinkedSources;
+
+#[cfg(feature = "llvm")]
+fn linked_cpu_library(linked: &LinkedSources) -> Option<&(PathBuf, String)> {
+    linked.cpu_library.as_ref()
+}
+
+#[cfg(not(feature = "llvm"))]
+fn linked_cpu_library(_: &LinkedSources) -> Option<&(PathBuf, String)> {
+    None
+}
+
 /// The target directory a build script's `OUT_DIR` lies in: the nearest ancestor holding the
 /// `CACHEDIR.TAG` cargo writes at a target directory's root. `cargo metadata` cannot know it
 /// when the outer build was given `--target-dir`.
@@ -372,6 +479,17 @@ pub fn build_images(
     kernel_crates: &[KernelCrate],
     archs: &[OffloadArch],
     offload_dir: &Path,
+) -> Result<Vec<DeviceImage>> {
+    build_images_linked(env, kernel_crates, archs, offload_dir, &Default::default())
+}
+
+/// [`build_images`], each image device-linked with `linked` (relocatable CUDA/HIP sources).
+pub fn build_images_linked(
+    env: &Env,
+    kernel_crates: &[KernelCrate],
+    archs: &[OffloadArch],
+    offload_dir: &Path,
+    linked: &LinkedSources,
 ) -> Result<Vec<DeviceImage>> {
     let gpu = archs.iter().any(|a| !matches!(a, OffloadArch::Host));
     nested::check_toolchain(env, gpu)?;
@@ -403,7 +521,7 @@ pub fn build_images(
                     let target_dir = dir_of(arch);
                     let result = kernel_crates
                         .iter()
-                        .map(|k| build_one(env, k, arch, &target_dir))
+                        .map(|k| build_one(env, k, arch, &target_dir, linked))
                         .collect::<Result<Vec<Vec<DeviceImage>>>>()
                         .map(|v| v.into_iter().flatten().collect());
                     if let Ok(mut slot) = results[i].lock() {
@@ -437,12 +555,22 @@ fn build_one(
     krate: &KernelCrate,
     arch: &OffloadArch,
     target_dir: &Path,
+    linked: &LinkedSources,
 ) -> Result<Vec<DeviceImage>> {
     match arch {
-        OffloadArch::Host => Ok(vec![host_device::build(env, krate, target_dir)?]),
+        OffloadArch::Host => Ok(vec![host_device::build_linked(
+            env,
+            krate,
+            target_dir,
+            linked_cpu_library(linked),
+        )?]),
         #[cfg(feature = "llvm")]
         OffloadArch::Nvptx(_) | OffloadArch::Amdgcn(_) => {
-            device_link::build_gpu_images(env, krate, arch, target_dir)
+            let extra: Vec<device_link::DeviceInput> = linked
+                .bitcode_for(arch)
+                .map(|b| device_link::DeviceInput::object(b.name.clone(), b.bytes.clone()))
+                .collect();
+            device_link::build_gpu_images_linked(env, krate, arch, target_dir, &extra)
         }
         #[cfg(not(feature = "llvm"))]
         OffloadArch::Nvptx(_) | OffloadArch::Amdgcn(_) => Err(Error::Prerequisite(format!(

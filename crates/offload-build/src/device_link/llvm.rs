@@ -1165,16 +1165,15 @@ pub fn amdgpu_link_object(
         AMDGPU_EXTERNALS,
     )?;
     const FLAG: &str = "amdhsa_code_object_version";
-    if module.get_flag(FLAG).is_some() {
-        return Err(LinkError::Codegen {
-            cpu: target.processor().name.to_owned(),
-            message: format!("the device inputs already set the module flag `{FLAG}`"),
-        });
+    // Relocatable HIP sources arrive with the flag, set by clang to the same version (their
+    // compile asks for it); two inputs that disagree have already failed the IR link, whose
+    // merge rule for the flag is `Error`.
+    if module.get_flag(FLAG).is_none() {
+        let version = context
+            .i32_type()
+            .const_int(opts.code_object_version.module_flag(), false);
+        module.add_basic_value_flag(FLAG, inkwell::module::FlagBehavior::Error, version);
     }
-    let version = context
-        .i32_type()
-        .const_int(opts.code_object_version.module_flag(), false);
-    module.add_basic_value_flag(FLAG, inkwell::module::FlagBehavior::Error, version);
     let buffer = machine
         .write_to_memory_buffer(&module, FileType::Object)
         .map_err(|e| LinkError::Codegen {

@@ -31,8 +31,8 @@ pub use llvm::{
 };
 pub(crate) use pipeline::check_cubin;
 pub use pipeline::{
-    GpuTarget, NestedBuild, NestedBuildOutput, build_gpu_images, device_inputs, gpu_images,
-    gpu_images_with, nested_build,
+    GpuTarget, NestedBuild, NestedBuildOutput, build_gpu_images, build_gpu_images_linked,
+    device_inputs, gpu_images, gpu_images_with, nested_build,
 };
 pub use ptx::{
     CubinPlan, PtxKernelInfo, PtxasInfo, PtxasKernelInfo, cubin_plan, is_cubin,

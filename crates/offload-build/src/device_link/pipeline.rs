@@ -422,6 +422,18 @@ pub fn build_gpu_images(
     arch: &OffloadArch,
     target_dir: &Path,
 ) -> crate::Result<Vec<DeviceImage>> {
+    build_gpu_images_linked(env, krate, arch, target_dir, &[])
+}
+
+/// [`build_gpu_images`], the kernel crate's bitcode linked with `extra` (the device bitcode of
+/// relocatable CUDA/HIP sources), whose kernels join the image.
+pub fn build_gpu_images_linked(
+    env: &Env,
+    krate: &KernelCrate,
+    arch: &OffloadArch,
+    target_dir: &Path,
+    extra: &[DeviceInput],
+) -> crate::Result<Vec<DeviceImage>> {
     let target = match *arch {
         OffloadArch::Nvptx(sm) => {
             // Refuses, before any build, an `sm` LLVM would abort on.
@@ -442,7 +454,8 @@ pub fn build_gpu_images(
         code_object_version: AmdCodeObjectVersion::from_env(env)?,
         ..AmdgpuLinkOptions::default()
     };
-    let inputs = device_inputs(env, &krate.manifest_path, &target, target_dir)?;
+    let mut inputs = device_inputs(env, &krate.manifest_path, &target, target_dir)?;
+    inputs.extend(extra.iter().cloned());
     let images = gpu_images_with(&inputs, &target, &amd)?;
     Ok(images
         .into_iter()

@@ -25,6 +25,16 @@ use crate::image::DeviceImage;
 /// the block and grid sizes).
 pub const HIP_RUNTIME_H: &str = include_str!("hip_runtime.h");
 
+/// Writes [`HIP_RUNTIME_H`] as `include/hip/hip_runtime.h` under `dir`; returns the include
+/// directory.
+pub fn write_headers(dir: &Path) -> Result<std::path::PathBuf> {
+    let include = dir.join("include");
+    let header = include.join("hip").join("hip_runtime.h");
+    std::fs::create_dir_all(header.parent().unwrap_or(&include)).io("creating", &include)?;
+    crate::fsutil::write_atomic(&header, HIP_RUNTIME_H.as_bytes())?;
+    Ok(include)
+}
+
 /// Compiles `source` for all of `targets` in one clang run and unbundles the result.
 pub fn build(
     env: &Env,
@@ -43,10 +53,7 @@ pub fn build(
     }
     let code_object = AmdCodeObjectVersion::from_env(env)?;
     let dir = super::work_dir(out_dir, source);
-    let include = dir.join("include");
-    let header = include.join("hip").join("hip_runtime.h");
-    std::fs::create_dir_all(header.parent().unwrap_or(&include)).io("creating", &include)?;
-    crate::fsutil::write_atomic(&header, HIP_RUNTIME_H.as_bytes())?;
+    let include = write_headers(&dir)?;
     let module = source.module();
     let bundle_path = dir.join(format!("{module}.hipfb"));
     let dep_path = dir.join(format!("{module}.d"));

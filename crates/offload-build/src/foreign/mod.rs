@@ -13,6 +13,8 @@ pub mod depfile;
 #[cfg(feature = "llvm")]
 pub mod hip;
 pub mod openmp;
+#[cfg(feature = "llvm")]
+pub mod rdc;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -53,6 +55,9 @@ impl Language {
 pub struct Source {
     pub language: Language,
     pub path: PathBuf,
+    /// Compiled as relocatable device code and device-linked with the Rust kernel crate
+    /// ([`rdc`]) instead of into images of its own.
+    pub relocatable: bool,
 }
 
 impl Source {
@@ -154,6 +159,9 @@ pub fn build(
     out_dir: &Path,
     package: &str,
 ) -> Result<Built> {
+    if sources.iter().all(|s| s.relocatable) {
+        return Ok(Built::default());
+    }
     for source in sources {
         if !source.path.is_file() {
             return Err(Error::BadSource {
@@ -185,7 +193,7 @@ pub fn build(
         })
         .collect();
     let mut built = Built::default();
-    for source in sources {
+    for source in sources.iter().filter(|s| !s.relocatable) {
         let compiled = match source.language {
             #[cfg(feature = "llvm")]
             Language::Cuda => cuda::build(env, &clang, source, &sms, options, out_dir)?,
@@ -217,6 +225,25 @@ pub fn build(
         built.openmp = Some(lib);
     }
     Ok(built)
+}
+
+/// Compiles the relocatable CUDA and HIP sources of `sources` for the kernel crate's link
+/// (see [`rdc`]); nothing, and no clang, when there are none.
+#[cfg(feature = "llvm")]
+pub fn build_linked(
+    env: &Env,
+    sources: &[Source],
+    archs: &[OffloadArch],
+    options: &Options,
+    out_dir: &Path,
+    package: &str,
+) -> Result<rdc::LinkedSources> {
+    let linked: Vec<&Source> = sources.iter().filter(|s| s.relocatable).collect();
+    if linked.is_empty() {
+        return Ok(rdc::LinkedSources::default());
+    }
+    let clang = clang::find(env)?;
+    rdc::build(env, &clang, &linked, archs, options, out_dir, package)
 }
 
 fn extend_unique(into: &mut Vec<PathBuf>, paths: Vec<PathBuf>) {

@@ -1,0 +1,203 @@
+//! CUDA and HIP sources compiled as relocatable device code and device-linked with a Rust
+//! kernel crate: a Rust kernel calls a `__device__` function written in CUDA or HIP, and a
+//! CUDA or HIP kernel calls an `extern "C"` function written in Rust, in one image.
+//!
+//! For each GPU architecture the source becomes LLVM bitcode (`-fgpu-rdc -emit-llvm`, the
+//! device side of clang's `-fgpu-rdc --offload-new-driver -foffload-lto`), which the device
+//! link reads beside the kernel crate's bitcode. For the CPU device the source's host side
+//! (its `__host__ __device__` functions) is compiled for the host with `OFFLOAD_CPU_DEVICE`
+//! defined and linked into the CPU image; kernels there are for GPUs, so a source keeps
+//! them out of that compile with `#ifndef OFFLOAD_CPU_DEVICE`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::{Clang, Language, Options, Source, depfile};
+use crate::arch::{OffloadArch, host_triple};
+use crate::env::Env;
+use crate::error::{IoContext, Result};
+
+/// One source's device bitcode for one GPU architecture.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceBitcode {
+    pub arch: OffloadArch,
+    /// The source it came from, for messages.
+    pub name: String,
+    pub bytes: Vec<u8>,
+}
+
+/// What the kernel crate's images are linked with.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LinkedSources {
+    pub bitcode: Vec<DeviceBitcode>,
+    /// The static library (directory, link name) of the sources' host side, for the CPU
+    /// device image.
+    pub cpu_library: Option<(PathBuf, String)>,
+    pub watch: Vec<PathBuf>,
+}
+
+impl LinkedSources {
+    pub fn is_empty(&self) -> bool {
+        self.bitcode.is_empty() && self.cpu_library.is_none()
+    }
+
+    /// The bitcode for `arch`.
+    pub fn bitcode_for<'a>(
+        &'a self,
+        arch: &'a OffloadArch,
+    ) -> impl Iterator<Item = &'a DeviceBitcode> {
+        self.bitcode.iter().filter(move |b| &b.arch == arch)
+    }
+}
+
+/// Compiles `sources` (CUDA and HIP, relocatable) for every architecture of `archs` their
+/// language serves, and the CPU device's library when `archs` has `host`.
+pub fn build(
+    env: &Env,
+    clang: &Clang,
+    sources: &[&Source],
+    archs: &[OffloadArch],
+    options: &Options,
+    out_dir: &Path,
+    package: &str,
+) -> Result<LinkedSources> {
+    let mut linked = LinkedSources::default();
+    let mut host_objects = Vec::new();
+    for source in sources {
+        super::extend_unique(&mut linked.watch, vec![source.path.clone()]);
+        let dir = super::work_dir(out_dir, source);
+        std::fs::create_dir_all(&dir).io("creating", &dir)?;
+        let module = source.module();
+        for arch in archs {
+            let serves = matches!(
+                (source.language, arch),
+                (Language::Cuda, OffloadArch::Nvptx(_))
+                    | (Language::Hip, OffloadArch::Amdgcn(_))
+                    | (_, OffloadArch::Host)
+            );
+            if !serves {
+                continue;
+            }
+            let stem = format!("{module}.{}", arch.name().replace(':', "_"));
+            let output = dir.join(format!(
+                "{stem}.{}",
+                if *arch == OffloadArch::Host {
+                    "o"
+                } else {
+                    "bc"
+                }
+            ));
+            let dep_path = dir.join(format!("{stem}.d"));
+            let mut cmd = Command::new(&clang.path);
+            match arch {
+                OffloadArch::Host => {
+                    language_args(env, &mut cmd, source, &dir)?;
+                    cmd.arg(format!("--target={}", host_triple())).args([
+                        "--cuda-host-only",
+                        "-fPIC",
+                        "-O2",
+                        "-DOFFLOAD_CPU_DEVICE=1",
+                    ]);
+                    if source.language == Language::Cuda {
+                        // No GPU architecture is compiled; any one satisfies the driver.
+                        cmd.arg("--offload-arch=sm_80");
+                    } else {
+                        cmd.arg("--offload-arch=gfx90a");
+                    }
+                }
+                OffloadArch::Nvptx(sm) => {
+                    language_args(env, &mut cmd, source, &dir)?;
+                    let isa = crate::device_link::ptx_isa_version(&sm.to_string())?;
+                    cmd.arg(format!("--offload-arch={sm}"))
+                        .args(["--cuda-device-only", "-fgpu-rdc", "-emit-llvm", "-O2"])
+                        .args(["-Xclang", "-target-feature", "-Xclang"])
+                        .arg(format!("+ptx{isa}"));
+                }
+                OffloadArch::Amdgcn(id) => {
+                    language_args(env, &mut cmd, source, &dir)?;
+                    let version = crate::device_link::AmdCodeObjectVersion::from_env(env)?;
+                    cmd.arg(format!("--offload-arch={id}"))
+                        .args(["--cuda-device-only", "-fgpu-rdc", "-emit-llvm", "-O2"])
+                        .arg("--no-gpu-bundle-output")
+                        .arg(format!(
+                            "-mcode-object-version={}",
+                            version.module_flag() / 100
+                        ));
+                }
+            }
+            cmd.args(options.clang_args())
+                .arg("-c")
+                .arg(&source.path)
+                .arg("-o")
+                .arg(&output);
+            // HIP's device-only compiles write no depfile; the host-side compile reads the
+            // same headers, so its depfile serves (the CPU device compile has one).
+            if *arch == OffloadArch::Host || source.language == Language::Cuda {
+                cmd.arg("-MMD").arg("-MF").arg(&dep_path);
+            }
+            super::run_clang(env, &mut cmd, source, &arch.name())?;
+            if dep_path.is_file() {
+                let text = std::fs::read_to_string(&dep_path).io("reading", &dep_path)?;
+                super::extend_unique(&mut linked.watch, depfile::prerequisites(&text));
+            }
+            if *arch == OffloadArch::Host {
+                host_objects.push(output);
+            } else {
+                let bytes = std::fs::read(&output).io("reading", &output)?;
+                linked.bitcode.push(DeviceBitcode {
+                    arch: *arch,
+                    name: format!("{} ({arch})", source.path.display()),
+                    bytes,
+                });
+            }
+        }
+    }
+    if !host_objects.is_empty() {
+        let link_name = format!("offload_linked_{}", package.replace('-', "_"));
+        let lib_dir = out_dir.join("offload-src");
+        archive(&host_objects, &lib_dir.join(format!("lib{link_name}.a")))?;
+        linked.cpu_library = Some((lib_dir, link_name));
+    }
+    Ok(linked)
+}
+
+fn language_args(env: &Env, cmd: &mut Command, source: &Source, dir: &Path) -> Result<()> {
+    match source.language {
+        Language::Cuda => {
+            cmd.args(["-x", "cuda", "--no-cuda-version-check"])
+                .arg(format!(
+                    "--cuda-path={}",
+                    super::cuda::cuda_path(env)?.display()
+                ));
+        }
+        Language::Hip => {
+            let include = super::hip::write_headers(dir)?;
+            cmd.args(["-x", "hip", "-nogpulib", "-nogpuinc"])
+                .args(["-include", "__clang_hip_runtime_wrapper.h"])
+                .arg("-isystem")
+                .arg(include);
+        }
+        Language::OpenmpCpp => {}
+    }
+    Ok(())
+}
+
+/// Writes `objects` as a static library at `path` (atomically: an interrupted build leaves
+/// the previous library or none).
+fn archive(objects: &[PathBuf], path: &Path) -> Result<()> {
+    let ar = offload_toolchain::Tool::LlvmAr
+        .find()
+        .map_err(|e| crate::error::Error::Prerequisite(e.to_string()))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).io("creating", dir)?;
+    let temp = crate::fsutil::temp_file_beside(path)?;
+    // llvm-ar appends to an existing archive; it must create a fresh one.
+    let temp_path = temp.into_temp_path();
+    std::fs::remove_file(&temp_path).io("removing", temp_path.to_path_buf())?;
+    crate::command::run(Command::new(ar).arg("rcs").arg(&temp_path).args(objects))?;
+    temp_path
+        .persist(path)
+        .map_err(|e| e.error)
+        .io("writing", path)?;
+    Ok(())
+}
