@@ -32,6 +32,7 @@ fn compile(
     let sources = [Source {
         language,
         path: fixture(name),
+        relocatable: false,
     }];
     let built = foreign::build(
         &Env::detect(),
@@ -159,6 +160,7 @@ fn a_source_that_does_not_compile_names_the_file_the_arch_and_the_command() {
     let sources = [Source {
         language: Language::Cuda,
         path: fixture("broken.cu"),
+        relocatable: false,
     }];
     let archs = parse_list("sm_80", "the test").unwrap();
     let err = foreign::build(
@@ -185,6 +187,7 @@ fn a_missing_source_is_named() {
     let sources = [Source {
         language: Language::Hip,
         path: fixture("no-such.hip"),
+        relocatable: false,
     }];
     let archs = parse_list("gfx90a", "the test").unwrap();
     let err = foreign::build(
