@@ -726,3 +726,53 @@ fn a_new_project_from_the_template_builds_and_runs() {
         "an existing directory must be refused"
     );
 }
+
+/// Whether `cargo build -v` output shows the package's build script running.
+fn build_script_ran(out: &Output) -> bool {
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .any(|l| l.contains("Running `") && l.contains("build-script-build"))
+}
+
+#[test]
+fn editing_a_header_a_cuda_source_includes_rebuilds_it_and_nothing_else_does() {
+    if Tool::Clang.for_test().is_none() {
+        return;
+    }
+    let dir = fixture("cuda-rebuild");
+    let target = target_dir("e2e-cuda-rebuild");
+    let target_s = target.to_string_lossy().into_owned();
+    let build = || cargo_offload(&dir, &["build", "-v", "--target-dir", &target_s]);
+    let ptx = || {
+        let path = walk(&target.join("debug/build"))
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "ptx"))
+            .max_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
+            .expect("a PTX file under the build script's OUT_DIR");
+        std::fs::read_to_string(path).unwrap()
+    };
+    check(&build(), "first build");
+    let fresh = build();
+    check(&fresh, "unchanged build");
+    assert!(!build_script_ran(&fresh), "nothing changed, nothing reruns");
+
+    std::fs::write(dir.join("app/include/unused.h"), "#define UNUSED 2\n").unwrap();
+    let unrelated = build();
+    check(&unrelated, "after editing a header no source includes");
+    assert!(
+        !build_script_ran(&unrelated),
+        "an unrelated header reruns nothing"
+    );
+
+    std::fs::write(dir.join("app/include/factor.h"), "#define FACTOR 7.0f\n").unwrap();
+    let edited = build();
+    check(&edited, "after editing the included header");
+    assert!(
+        build_script_ran(&edited),
+        "the included header reruns the CUDA compile"
+    );
+    assert!(
+        ptx().contains("0f40E00000"),
+        "the PTX has the new factor 7.0"
+    );
+}

@@ -75,7 +75,14 @@ pub fn build(
                     | (Language::Hip, OffloadArch::Amdgcn(_))
                     | (_, OffloadArch::Host)
             );
-            if !serves {
+            // The CPU device takes a function written for each vendor once: from the CUDA
+            // file when a HIP file of the same name exists.
+            let twin = *arch == OffloadArch::Host
+                && source.language == Language::Hip
+                && sources
+                    .iter()
+                    .any(|s| s.language == Language::Cuda && s.module() == module);
+            if !serves || twin {
                 continue;
             }
             let stem = format!("{module}.{}", arch.name().replace(':', "_"));
