@@ -128,3 +128,21 @@ fn text_output_ends_with_a_verdict() {
         "{text}"
     );
 }
+
+#[test]
+fn a_clang_of_another_major_gets_the_message_a_build_gets() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("clang");
+    std::fs::write(&fake, "#!/bin/sh\necho 'clang version 19.1.7 (fake)'\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (_, findings) = doctor(&[("OFFLOAD_CLANG", fake.to_str().unwrap())]);
+    let clang = finding(&findings, "clang");
+    assert_eq!(clang["status"], "warning", "{clang:#?}");
+    let detail = clang["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("is not clang 22") && detail.contains("major 19"),
+        "{detail}"
+    );
+    assert!(detail.contains("Fix: `apt-get install clang-22`"), "{detail}");
+}

@@ -112,7 +112,6 @@ fn diagnose() -> Vec<Finding> {
             "assembles cubins (without it: PTX only)",
             false,
         ),
-        (Tool::Clang, "compiles CUDA/HIP/C++ sources", false),
         (Tool::LlvmObjcopy, "object-layout bundles", false),
     ] {
         let mut finding = tool_finding(&env, tool, role, required);
@@ -121,6 +120,20 @@ fn diagnose() -> Vec<Finding> {
         }
         findings.push(finding);
     }
+    // The same search, version check and message as a build with CUDA/HIP/C++ sources.
+    findings.push(match offload_build::foreign::clang::find(&env) {
+        Ok(clang) => Finding::new(
+            "clang",
+            Status::Ok,
+            format!(
+                "{} ({}, found through {}): compiles CUDA/HIP/C++ sources",
+                clang.path.display(),
+                clang.version,
+                clang.found_via
+            ),
+        ),
+        Err(e) => Finding::new("clang", Status::Warning, e.to_string()),
+    });
     for (spec, name) in [("cuda:0", "CUDA driver"), ("hip:0", "HIP driver")] {
         findings.push(match offload_rt::Device::from_spec(spec) {
             Ok(device) => Finding::new(name, Status::Ok, device.describe()),
