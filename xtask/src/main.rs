@@ -11,7 +11,8 @@
 //!   instead of asking `offload-toolchain`, so the tests cannot need a tool the set-up misses.
 //! - `cargo xtask demo`: set-up, then `examples/saxpy` built and run through `cargo offload run`.
 //! - `cargo xtask test`: set-up (with the CUDA toolkit), the tool lint, then formatting, clippy,
-//!   every test, and the examples run through `cargo offload run`.
+//!   every test, and the examples run through `cargo offload run` (`openmp-cpp` with
+//!   `OMP_TARGET_OFFLOAD=MANDATORY`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -425,5 +426,17 @@ fn test() -> Result {
     for example in ["saxpy", "reduce", "half-sum"] {
         cargo_offload_run(&path, example)?;
     }
-    Ok(())
+    // The OpenMP example checks its result and that its target region ran on an offload
+    // device; MANDATORY makes libomptarget fail rather than run the region on the host.
+    run(cargo()
+        .env("PATH", &path)
+        .env("OMP_TARGET_OFFLOAD", "MANDATORY")
+        .args([
+            "offload",
+            "run",
+            "--release",
+            "--locked",
+            "-p",
+            "openmp-cpp",
+        ]))
 }

@@ -774,5 +774,59 @@ fn editing_a_header_a_cuda_source_includes_rebuilds_it_and_nothing_else_does() {
     assert!(
         ptx().contains("0f40E00000"),
         "the PTX has the new factor 7.0"
+#[test]
+fn a_new_openmp_project_runs_its_target_region_on_an_offload_device() {
+    if llvm_tool(Tool::Clang).is_none() {
+        return;
+    }
+    let parent = target_dir("new-projects");
+    let project = parent.join("hello-openmp");
+    if project.exists() {
+        std::fs::remove_dir_all(&project).unwrap();
+    }
+    std::fs::create_dir_all(&parent).unwrap();
+    check(
+        &cargo_offload(&parent, &["new", "--template", "openmp", "hello-openmp"]),
+        "cargo offload new --template openmp",
+    );
+    assert!(project.join("cpp/saxpy.cpp").is_file());
+    assert!(!project.join("kernels").exists());
+    std::fs::copy(
+        workspace_root().join("Cargo.lock"),
+        project.join("Cargo.lock"),
+    )
+    .unwrap();
+    let target = target_dir("e2e-openmp");
+    let target = target.to_string_lossy();
+    let out = cargo_offload_env(
+        &project,
+        &["run", "--target-dir", &target],
+        &[("OMP_TARGET_OFFLOAD", Some("MANDATORY"))],
+    );
+    let stdout = check(&out, "the new OpenMP project");
+    assert!(
+        stdout.contains("target region: ran on an offload device"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("saxpy: 65536 elements OK"), "{stdout}");
+
+    // The wrapped OpenMP image is in the executable, where `cargo offload` finds it.
+    let out = cargo_offload(&project, &["build", "--target-dir", &target]);
+    check(&out, "the new OpenMP project's build");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let host = offload_build::arch::host_triple();
+    assert!(
+        stderr.contains(&format!(
+            "    Embedded hello-openmp (1 device image: {host} elf)"
+        )),
+        "{stderr}"
+    );
+
+    let unknown = cargo_offload(&parent, &["new", "--template", "nope", "other"]);
+    assert!(!unknown.status.success());
+    let stderr = String::from_utf8_lossy(&unknown.stderr);
+    assert!(
+        stderr.contains("default") && stderr.contains("openmp"),
+        "{stderr}"
     );
 }

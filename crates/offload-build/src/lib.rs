@@ -14,6 +14,10 @@
 //! environment variable (`cargo offload build --offload-arch` sets it), the host package's
 //! `[package.metadata.offload] arch`, else `host`.
 //!
+//! [`Build::openmp_cpp`] adds C++ whose OpenMP `target` regions run through LLVM's offload
+//! runtime: built into a static library at build time (see [`foreign::openmp`]); a package
+//! with only such sources needs no kernel crate and no `offload-rt`.
+//!
 //! # Environment variables
 //!
 //! | variable | meaning |
@@ -267,17 +271,25 @@ impl Build {
             }
             images.extend(built.images);
         }
-        let bundle = image::bundle(&images);
-        let lib = embed::build_embedding_library(&out_dir, &host.name, &bundle, &rustc, &target)?;
-        println!("cargo:rustc-link-search=native={}", lib.dir.display());
-        println!(
-            "cargo:rustc-link-lib=static:+whole-archive={}",
-            lib.link_name
-        );
+        let bundle_path = out_dir.join("offload_bundle.bin");
+        if images.is_empty() {
+            // Only OpenMP C++ sources: nothing to register with offload-rt, which such a
+            // package need not depend on, so no embedding object refers to it.
+            fsutil::write_atomic(&bundle_path, &[])?;
+        } else {
+            let bundle = image::bundle(&images);
+            let lib =
+                embed::build_embedding_library(&out_dir, &host.name, &bundle, &rustc, &target)?;
+            println!("cargo:rustc-link-search=native={}", lib.dir.display());
+            println!(
+                "cargo:rustc-link-lib=static:+whole-archive={}",
+                lib.link_name
+            );
+        }
         Ok(BuildOutput {
             archs,
             images,
-            bundle_path: out_dir.join("offload_bundle.bin"),
+            bundle_path,
         })
     }
 

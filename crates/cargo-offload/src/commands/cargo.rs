@@ -181,16 +181,22 @@ impl Style {
 }
 
 /// For a `compiler-artifact` message of a linked output that embeds device images, one line
-/// naming the artifact and its images by target: `demo (4 device images: sm_80 cubin+ptx,
-/// gfx90a elf, host elf)`.
+/// naming the artifact and its images by target (the arch, else the triple): `demo (4 device
+/// images: sm_80 cubin+ptx, gfx90a elf, host elf)`.
 fn embedded_summary(line: &str) -> Option<String> {
     let message: serde_json::Value = serde_json::from_str(line).ok()?;
     let (file, images) = artifact_images(&message).into_iter().next()?;
     let mut by_arch: Vec<(String, Vec<String>)> = Vec::new();
     for image in &images {
-        match by_arch.iter_mut().find(|(arch, _)| *arch == image.arch) {
+        // clang's OpenMP images for a CPU name no arch, only their triple.
+        let target = if image.arch.is_empty() {
+            &image.triple
+        } else {
+            &image.arch
+        };
+        match by_arch.iter_mut().find(|(arch, _)| arch == target) {
             Some((_, kinds)) => kinds.push(image.kind.clone()),
-            None => by_arch.push((image.arch.clone(), vec![image.kind.clone()])),
+            None => by_arch.push((target.clone(), vec![image.kind.clone()])),
         }
     }
     let targets: Vec<String> = by_arch

@@ -45,7 +45,7 @@ enum Command {
     Doctor(doctor::DoctorArgs),
     /// List the device images embedded in a binary, bundle or object.
     Inspect(inspect::InspectArgs),
-    /// Create a host crate and its kernel crate.
+    /// Create a project: a host crate and its kernel crate, or another `--template`.
     New(new::NewArgs),
     /// Bundle, unbundle or list clang offload bundles (clang-offload-bundler's options).
     #[command(disable_help_flag = true)]

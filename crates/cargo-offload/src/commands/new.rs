@@ -1,9 +1,11 @@
-//! `cargo offload new <path>`: a host crate and its kernel crate, from `templates/default`.
+//! `cargo offload new <path> [--template NAME]`: a new project from one of [`TEMPLATES`]
+//! (`templates/<name>/`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
+use clap::builder::{PossibleValue, PossibleValuesParser};
 
 #[derive(Debug, clap::Args)]
 pub struct NewArgs {
@@ -12,37 +14,99 @@ pub struct NewArgs {
     /// Package name (default: the directory name).
     #[arg(long)]
     name: Option<String>,
+    /// What the project holds.
+    #[arg(long, default_value = TEMPLATES[0].name, value_parser = template_names())]
+    template: String,
 }
 
-/// (path in the new project, template text)
-const FILES: &[(&str, &str)] = &[
-    (
-        "Cargo.toml",
-        include_str!("../../../../templates/default/Cargo.toml.tmpl"),
-    ),
-    (
-        "build.rs",
-        include_str!("../../../../templates/default/build.rs.tmpl"),
-    ),
-    (
-        "src/main.rs",
-        include_str!("../../../../templates/default/src/main.rs.tmpl"),
-    ),
-    (
-        "kernels/Cargo.toml",
-        include_str!("../../../../templates/default/kernels/Cargo.toml.tmpl"),
-    ),
-    (
-        "kernels/src/lib.rs",
-        include_str!("../../../../templates/default/kernels/src/lib.rs.tmpl"),
-    ),
-    (
-        ".gitignore",
-        include_str!("../../../../templates/default/gitignore.tmpl"),
-    ),
+/// One project template: its files and what `new` says once it has written them.
+#[derive(Debug)]
+pub struct Template {
+    /// The `--template` value.
+    pub name: &'static str,
+    /// One line for `--help`.
+    pub about: &'static str,
+    /// (path in the new project, template text); `{{var}}` placeholders are filled from
+    /// `variables`.
+    pub files: &'static [(&'static str, &'static str)],
+    /// The first line printed after creating the project, with placeholders.
+    pub created: &'static str,
+}
+
+/// Every template; the first is the default.
+pub const TEMPLATES: &[Template] = &[
+    Template {
+        name: "default",
+        about: "a host crate and its Rust kernel crate",
+        files: &[
+            (
+                "Cargo.toml",
+                include_str!("../../../../templates/default/Cargo.toml.tmpl"),
+            ),
+            (
+                "build.rs",
+                include_str!("../../../../templates/default/build.rs.tmpl"),
+            ),
+            (
+                "src/main.rs",
+                include_str!("../../../../templates/default/src/main.rs.tmpl"),
+            ),
+            (
+                "kernels/Cargo.toml",
+                include_str!("../../../../templates/default/kernels/Cargo.toml.tmpl"),
+            ),
+            (
+                "kernels/src/lib.rs",
+                include_str!("../../../../templates/default/kernels/src/lib.rs.tmpl"),
+            ),
+            (
+                ".gitignore",
+                include_str!("../../../../templates/default/gitignore.tmpl"),
+            ),
+        ],
+        created: "Created `{{name}}` (host crate) and `{{kernels_name}}` (kernel crate)",
+    },
+    Template {
+        name: "openmp",
+        about: "a host crate calling C++ whose OpenMP target regions run through libomptarget",
+        files: &[
+            (
+                "Cargo.toml",
+                include_str!("../../../../templates/openmp/Cargo.toml.tmpl"),
+            ),
+            (
+                "build.rs",
+                include_str!("../../../../templates/openmp/build.rs.tmpl"),
+            ),
+            (
+                "src/main.rs",
+                include_str!("../../../../templates/openmp/src/main.rs.tmpl"),
+            ),
+            (
+                "cpp/saxpy.cpp",
+                include_str!("../../../../templates/openmp/cpp/saxpy.cpp.tmpl"),
+            ),
+            (
+                ".gitignore",
+                include_str!("../../../../templates/openmp/gitignore.tmpl"),
+            ),
+        ],
+        created: "Created `{{name}}` (host crate calling C++ with OpenMP target offload)",
+    },
 ];
 
+fn template_names() -> PossibleValuesParser {
+    TEMPLATES
+        .iter()
+        .map(|t| PossibleValue::new(t.name).help(t.about))
+        .into()
+}
+
 pub fn exec(args: NewArgs) -> Result<ExitCode> {
+    let template = TEMPLATES
+        .iter()
+        .find(|t| t.name == args.template)
+        .with_context(|| format!("no template `{}`", args.template))?;
     let name = match &args.name {
         Some(n) => n.clone(),
         None => args
@@ -66,17 +130,17 @@ pub fn exec(args: NewArgs) -> Result<ExitCode> {
         bail!("{} already exists", args.path.display());
     }
     let vars = variables(&name);
-    for (rel, template) in FILES {
+    for (rel, text) in template.files {
         let dest = args.path.join(rel);
         if let Some(dir) = dest.parent() {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
-        std::fs::write(&dest, render(template, &vars))
+        std::fs::write(&dest, render(text, &vars))
             .with_context(|| format!("writing {}", dest.display()))?;
     }
     println!(
-        "Created `{name}` (host crate) and `{name}-kernels` (kernel crate) in {}.\n\
-         Run it: cd {} && cargo offload run",
+        "{} in {}.\nRun it: cd {} && cargo offload run",
+        render(template.created, &vars),
         args.path.display(),
         args.path.display()
     );
@@ -88,7 +152,7 @@ fn variables(name: &str) -> Vec<(&'static str, String)> {
     // Built from a checkout: depend on its crates by path, so the project builds offline
     // against exactly this version.
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let (rt, rt_device, build) = if source.join("offload-rt/Cargo.toml").is_file() {
+    let (rt, rt_device, build, build_no_llvm) = if source.join("offload-rt/Cargo.toml").is_file() {
         let p = |c: &str| source.join(c).canonicalize().unwrap_or(source.join(c));
         (
             format!("{{ path = {:?} }}", p("offload-rt")),
@@ -97,6 +161,10 @@ fn variables(name: &str) -> Vec<(&'static str, String)> {
                 p("offload-rt")
             ),
             format!("{{ path = {:?} }}", p("offload-build")),
+            format!(
+                "{{ path = {:?}, default-features = false }}",
+                p("offload-build")
+            ),
         )
     } else {
         let v = env!("CARGO_PKG_VERSION");
@@ -104,6 +172,7 @@ fn variables(name: &str) -> Vec<(&'static str, String)> {
             format!("\"{v}\""),
             format!("{{ version = \"{v}\", default-features = false }}"),
             format!("\"{v}\""),
+            format!("{{ version = \"{v}\", default-features = false }}"),
         )
     };
     vec![
@@ -113,6 +182,7 @@ fn variables(name: &str) -> Vec<(&'static str, String)> {
         ("offload_rt", rt),
         ("offload_rt_device", rt_device),
         ("offload_build", build),
+        ("offload_build_no_llvm", build_no_llvm),
     ]
 }
 
@@ -129,9 +199,32 @@ mod tests {
     #[test]
     fn every_placeholder_is_filled() {
         let vars = variables("demo-app");
-        for (path, template) in FILES {
-            let text = render(template, &vars);
-            assert!(!text.contains("{{"), "{path} keeps a placeholder:\n{text}");
+        for template in TEMPLATES {
+            let texts = template
+                .files
+                .iter()
+                .map(|(path, text)| (*path, *text))
+                .chain([("the `created` line", template.created)]);
+            for (path, text) in texts {
+                let text = render(text, &vars);
+                assert!(
+                    !text.contains("{{"),
+                    "{}: {path} keeps a placeholder:\n{text}",
+                    template.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn template_names_are_unique_and_default_comes_first() {
+        assert_eq!(TEMPLATES[0].name, "default");
+        for (i, t) in TEMPLATES.iter().enumerate() {
+            assert!(
+                !TEMPLATES[..i].iter().any(|u| u.name == t.name),
+                "{} twice",
+                t.name
+            );
         }
     }
 
