@@ -423,7 +423,7 @@ fn test() -> Result {
     run(cargo()
         .env("PATH", &path)
         .args(["test", "--workspace", "--locked", "--no-fail-fast"]))?;
-    for example in ["saxpy", "reduce", "half-sum"] {
+    for example in ["saxpy", "reduce", "half-sum", "mixed"] {
         cargo_offload_run(&path, example)?;
     }
     // The OpenMP example checks its result and that its target region ran on an offload

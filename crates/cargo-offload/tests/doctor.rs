@@ -144,5 +144,8 @@ fn a_clang_of_another_major_gets_the_message_a_build_gets() {
         detail.contains("is not clang 22") && detail.contains("major 19"),
         "{detail}"
     );
-    assert!(detail.contains("Fix: `apt-get install clang-22`"), "{detail}");
+    assert!(
+        detail.contains("Fix: `apt-get install clang-22`"),
+        "{detail}"
+    );
 }

@@ -774,6 +774,9 @@ fn editing_a_header_a_cuda_source_includes_rebuilds_it_and_nothing_else_does() {
     assert!(
         ptx().contains("0f40E00000"),
         "the PTX has the new factor 7.0"
+    );
+}
+
 #[test]
 fn a_new_openmp_project_runs_its_target_region_on_an_offload_device() {
     if llvm_tool(Tool::Clang).is_none() {
@@ -829,4 +832,79 @@ fn a_new_openmp_project_runs_its_target_region_on_an_offload_device() {
         stderr.contains("default") && stderr.contains("openmp"),
         "{stderr}"
     );
+}
+
+/// `examples/mixed` embeds the Rust kernel crate's images (device-linked with the relocatable
+/// CUDA/HIP sources) and the CUDA/HIP kernels' own images side by side, as LLVM reads them.
+#[test]
+fn mixed_example_embeds_rust_and_cuda_hip_images_together() {
+    let Some(objdump) = llvm_tool(Tool::LlvmObjdump) else {
+        return;
+    };
+    if Tool::Clang.for_test().is_none() {
+        return;
+    }
+    let root = workspace_root();
+    let target = target_dir("e2e-mixed");
+    let target_s = target.to_string_lossy().into_owned();
+    check(
+        &cargo_offload(
+            &root,
+            &[
+                "build",
+                "--offload-arch",
+                "sm_80,gfx90a,host",
+                "--release",
+                "-p",
+                "mixed",
+                "--target-dir",
+                &target_s,
+            ],
+        ),
+        "cargo offload build -p mixed",
+    );
+    let exe = target.join("release/mixed");
+    let json = check(
+        &cargo_offload(&root, &["inspect", "--json", &exe.to_string_lossy()]),
+        "cargo offload inspect",
+    );
+    let images: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let modules: Vec<(String, String)> = images
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["module"].as_str().unwrap_or("").to_owned(),
+                i["arch"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    for (module, arch) in [
+        ("mixed_kernels", "sm_80"),
+        ("mixed_kernels", "gfx90a"),
+        ("mixed_kernels", "host"),
+        ("scale", "sm_80"),
+        ("scale", "gfx90a"),
+    ] {
+        assert!(
+            modules.iter().any(|(m, a)| m == module && a == arch),
+            "{module} for {arch} in {modules:?}"
+        );
+    }
+    let listing = check(
+        &Command::new(&objdump)
+            .arg("--offloading")
+            .arg(&exe)
+            .output()
+            .unwrap(),
+        "llvm-objdump --offloading",
+    );
+    for arch in ["sm_80", "gfx90a", "host"] {
+        assert!(
+            listing.contains(&format!("arch            {arch}")),
+            "{listing}"
+        );
+    }
+    assert!(listing.contains("kind            ptx"), "{listing}");
 }

@@ -150,6 +150,7 @@ fn a_source_that_does_not_compile_is_reported_with_its_file_and_command() {
     let source = Source {
         language: Language::OpenmpCpp,
         path: path.clone(),
+        relocatable: false,
     };
     let err = foreign::build(
         &Env::detect(),

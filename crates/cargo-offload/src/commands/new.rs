@@ -67,6 +67,53 @@ pub const TEMPLATES: &[Template] = &[
         created: "Created `{{name}}` (host crate) and `{{kernels_name}}` (kernel crate)",
     },
     Template {
+        name: "mixed",
+        about: "Rust, CUDA and HIP kernels in one program, device-linked both ways",
+        files: &[
+            (
+                "Cargo.toml",
+                include_str!("../../../../templates/mixed/Cargo.toml.tmpl"),
+            ),
+            (
+                "build.rs",
+                include_str!("../../../../templates/mixed/build.rs.tmpl"),
+            ),
+            (
+                "src/main.rs",
+                include_str!("../../../../templates/mixed/src/main.rs.tmpl"),
+            ),
+            (
+                "kernels/Cargo.toml",
+                include_str!("../../../../templates/mixed/kernels/Cargo.toml.tmpl"),
+            ),
+            (
+                "kernels/src/lib.rs",
+                include_str!("../../../../templates/mixed/kernels/src/lib.rs.tmpl"),
+            ),
+            (
+                "cuda/scale.cu",
+                include_str!("../../../../templates/mixed/cuda/scale.cu.tmpl"),
+            ),
+            (
+                "hip/scale.hip",
+                include_str!("../../../../templates/mixed/hip/scale.hip.tmpl"),
+            ),
+            (
+                "cuda/poly.cu",
+                include_str!("../../../../templates/mixed/cuda/poly.cu.tmpl"),
+            ),
+            (
+                "hip/poly.hip",
+                include_str!("../../../../templates/mixed/hip/poly.hip.tmpl"),
+            ),
+            (
+                ".gitignore",
+                include_str!("../../../../templates/mixed/gitignore.tmpl"),
+            ),
+        ],
+        created: "Created `{{name}}` (host crate, CUDA and HIP sources) and `{{kernels_name}}` (kernel crate)",
+    },
+    Template {
         name: "openmp",
         about: "a host crate calling C++ whose OpenMP target regions run through libomptarget",
         files: &[

@@ -189,22 +189,23 @@ fn language_args(env: &Env, cmd: &mut Command, source: &Source, dir: &Path) -> R
     Ok(())
 }
 
-/// Writes `objects` as a static library at `path` (atomically: an interrupted build leaves
-/// the previous library or none).
+/// Writes `objects` as a static library at `path`, with the symbol index a linker reads
+/// (atomically: an interrupted build leaves the previous library or none).
 fn archive(objects: &[PathBuf], path: &Path) -> Result<()> {
-    let ar = offload_toolchain::Tool::LlvmAr
-        .find()
-        .map_err(|e| crate::error::Error::Prerequisite(e.to_string()))?;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).io("creating", dir)?;
-    let temp = crate::fsutil::temp_file_beside(path)?;
-    // llvm-ar appends to an existing archive; it must create a fresh one.
-    let temp_path = temp.into_temp_path();
-    std::fs::remove_file(&temp_path).io("removing", temp_path.to_path_buf())?;
-    crate::command::run(Command::new(ar).arg("rcs").arg(&temp_path).args(objects))?;
-    temp_path
-        .persist(path)
-        .map_err(|e| e.error)
-        .io("writing", path)?;
-    Ok(())
+    let mut members = Vec::with_capacity(objects.len());
+    for object in objects {
+        members.push(offload_format::archive::ArchiveMember {
+            name: object
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            data: std::fs::read(object).io("reading", object)?.into(),
+        });
+    }
+    let mut bytes = Vec::new();
+    offload_format::archive::write_archive(&mut bytes, &members)?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).io("creating", dir)?;
+    }
+    crate::fsutil::write_atomic(path, &bytes)
 }
