@@ -119,6 +119,10 @@ pub struct Compiled {
 
 /// Runs one clang compile of `source` for `arch`, its diagnostics going straight to the
 /// user; a failure names the source, the architecture and the command.
+#[cfg_attr(
+    not(feature = "llvm"),
+    expect(dead_code, reason = "CUDA and HIP compiles need LLVM")
+)]
 pub(crate) fn run_clang(env: &Env, cmd: &mut Command, source: &Source, arch: &str) -> Result<()> {
     let line = crate::command::CommandLine::of(cmd);
     if env.verbose() {
@@ -194,21 +198,24 @@ pub fn build(
         .collect();
     let mut built = Built::default();
     for source in sources.iter().filter(|s| !s.relocatable) {
-        let compiled = match source.language {
+        let compiled: Compiled = match source.language {
             #[cfg(feature = "llvm")]
             Language::Cuda => cuda::build(env, &clang, source, &sms, options, out_dir)?,
             #[cfg(feature = "llvm")]
             Language::Hip => hip::build(env, &clang, source, &amd, options, out_dir)?,
             #[cfg(not(feature = "llvm"))]
             Language::Cuda | Language::Hip => {
-                if sms.is_empty() && amd.is_empty() {
-                    continue;
-                }
-                return Err(Error::Prerequisite(format!(
-                    "building {} for a GPU needs offload-build's `llvm` feature (LLVM 22: \
+                if !sms.is_empty() || !amd.is_empty() {
+                    return Err(Error::Prerequisite(format!(
+                        "building {} for a GPU needs offload-build's `llvm` feature (LLVM 22: \
                      `apt-get install llvm-22-dev`, then enable the feature)",
-                    source.path.display()
-                )));
+                        source.path.display()
+                    )));
+                }
+                Compiled {
+                    images: Vec::new(),
+                    watch: Vec::new(),
+                }
             }
             Language::OpenmpCpp => continue,
         };
