@@ -249,18 +249,23 @@ impl Build {
                 .collect(),
             ..self.options.clone()
         };
+        let plan = if sources.is_empty() {
+            None
+        } else {
+            Some(foreign::Plan::new(
+                &env, &sources, &options, &out_dir, &host.name,
+            )?)
+        };
         let mut images = self.kernel_crate_images(
             &env,
             &kernel_crates,
             &archs,
             &offload_dir,
-            &sources,
-            &options,
-            &out_dir,
+            plan.as_ref(),
             &host.name,
         )?;
-        if !self.sources.is_empty() {
-            let built = foreign::build(&env, &sources, &archs, &options, &out_dir, &host.name)?;
+        if let Some(plan) = &plan {
+            let built = plan.build(&env, &archs)?;
             for path in &built.watch {
                 println!("cargo:rerun-if-changed={}", path.display());
             }
@@ -295,21 +300,18 @@ impl Build {
 
     /// The kernel crates' images: from prebuilt bundles or built, or, with relocatable
     /// CUDA/HIP sources, always built and device-linked with them.
-    #[allow(clippy::too_many_arguments)]
     fn kernel_crate_images(
         &self,
         env: &Env,
         kernel_crates: &[KernelCrate],
         archs: &[OffloadArch],
         offload_dir: &Path,
-        sources: &[foreign::Source],
-        options: &foreign::Options,
-        out_dir: &Path,
+        plan: Option<&foreign::Plan>,
         package: &str,
     ) -> Result<Vec<DeviceImage>> {
-        if !sources.iter().any(|s| s.relocatable) {
+        let Some(plan) = plan.filter(|p| p.sources.iter().any(|s| s.relocatable)) else {
             return images_from_bundles_or_source(env, kernel_crates, archs, offload_dir);
-        }
+        };
         if kernel_crates.len() != 1 {
             return Err(Error::Prerequisite(format!(
                 "relocatable CUDA/HIP sources (`Build::cuda_rdc`, `Build::hip_rdc`) are \
@@ -332,7 +334,7 @@ impl Build {
         }
         #[cfg(feature = "llvm")]
         {
-            let linked = foreign::build_linked(env, sources, archs, options, out_dir, package)?;
+            let linked = plan.build_linked(env, archs)?;
             for path in &linked.watch {
                 println!("cargo:rerun-if-changed={}", path.display());
             }
@@ -340,7 +342,7 @@ impl Build {
         }
         #[cfg(not(feature = "llvm"))]
         {
-            let _ = (options, out_dir);
+            let _ = plan;
             Err(Error::Prerequisite(
                 "relocatable CUDA/HIP sources need offload-build's `llvm` feature".to_owned(),
             ))

@@ -1,6 +1,7 @@
 //! CUDA sources: a device-only compile with clang-22 per `sm_XX` to PTX (at the PTX ISA the
 //! Rust kernels of the same `sm` get), and a cubin where `ptxas` knows the `sm`.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -35,6 +36,30 @@ pub fn cuda_path(env: &Env) -> Result<PathBuf> {
         })
 }
 
+/// The arguments that make clang compile CUDA against the headers of `cuda_path`.
+pub(crate) fn language_args(env: &Env) -> Result<Vec<OsString>> {
+    Ok(vec![
+        "-x".into(),
+        "cuda".into(),
+        format!("--cuda-path={}", cuda_path(env)?.display()).into(),
+        // Debian's CUDA 11.8 predates sm_100 and later: clang would refuse them, and would ask
+        // LLVM for its PTX ISA 7.8, which those processors do not accept.
+        "--no-cuda-version-check".into(),
+    ])
+}
+
+/// The arguments that target `sm`, at the PTX ISA the Rust kernels of that `sm` get.
+pub(crate) fn sm_args(sm: &Sm) -> Result<Vec<OsString>> {
+    let isa = ptx_isa_version(&sm.to_string())?;
+    Ok(vec![
+        format!("--offload-arch={sm}").into(),
+        "-Xclang".into(),
+        "-target-feature".into(),
+        "-Xclang".into(),
+        format!("+ptx{isa}").into(),
+    ])
+}
+
 /// Compiles `source` for each of `sms`: PTX, and before it a cubin where `ptxas` can make one.
 pub fn build(
     env: &Env,
@@ -51,25 +76,20 @@ pub fn build(
     if sms.is_empty() {
         return Ok(compiled);
     }
-    let cuda = cuda_path(env)?;
+    let language = language_args(env)?;
     let dir = super::work_dir(out_dir, source);
     std::fs::create_dir_all(&dir).io("creating", &dir)?;
     let module = source.module();
     for sm in sms {
         let sm_name = sm.to_string();
-        let isa = ptx_isa_version(&sm_name)?;
+        let target = sm_args(sm)?;
         crate::device_link::check_cubin(env, &source.path.display().to_string(), &sm_name)?;
         let ptx_path = dir.join(format!("{module}.{sm_name}.ptx"));
         let dep_path = dir.join(format!("{module}.{sm_name}.d"));
         let mut cmd = Command::new(&clang.path);
-        cmd.args(["-x", "cuda", "--cuda-device-only", "-O3", "-S"])
-            .arg(format!("--cuda-path={}", cuda.display()))
-            // Debian's CUDA 11.8 predates sm_100 and later: clang would refuse them, and would
-            // ask LLVM for its PTX ISA 7.8, which those processors do not accept.
-            .arg("--no-cuda-version-check")
-            .arg(format!("--offload-arch={sm_name}"))
-            .args(["-Xclang", "-target-feature", "-Xclang"])
-            .arg(format!("+ptx{isa}"))
+        cmd.args(&language)
+            .args(&target)
+            .args(["--cuda-device-only", "-O3", "-S"])
             .args(options.clang_args())
             .arg("-MMD")
             .arg("-MF")

@@ -8,7 +8,8 @@
 //! ROCm installation is needed. A source that needs ROCm's full headers gets them with
 //! `Build::include` (and `Build::flag` for `--rocm-path`).
 
-use std::path::Path;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use offload_format::{AmdTargetId, ImageKind, OffloadKind};
@@ -35,6 +36,45 @@ pub fn write_headers(dir: &Path) -> Result<std::path::PathBuf> {
     Ok(include)
 }
 
+/// The arguments that make clang compile HIP with its own wrapper header and the
+/// [`HIP_RUNTIME_H`] written under `dir` (no ROCm).
+pub(crate) fn language_args(dir: &Path) -> Result<Vec<OsString>> {
+    let include = write_headers(dir)?;
+    Ok(vec![
+        "-x".into(),
+        "hip".into(),
+        "-nogpulib".into(),
+        "-nogpuinc".into(),
+        "-include".into(),
+        "__clang_hip_runtime_wrapper.h".into(),
+        "-isystem".into(),
+        include.into(),
+    ])
+}
+
+/// The files `source` reads, from a depfile written to `dep_path`. A device-only HIP compile
+/// ends in a device link and writes no depfile, so they come from the host side's
+/// preprocessor, which reads the same files; `args` are the compile's own.
+pub(crate) fn header_dependencies(
+    env: &Env,
+    clang: &Clang,
+    source: &Source,
+    args: &[OsString],
+    dep_path: &Path,
+    arch: &str,
+) -> Result<Vec<PathBuf>> {
+    let mut cmd = Command::new(&clang.path);
+    cmd.args(args)
+        .args(["--cuda-host-only", "-MM", "-MF"])
+        .arg(dep_path)
+        .arg("-MT")
+        .arg(&source.path)
+        .arg(&source.path);
+    super::run_clang(env, &mut cmd, source, arch)?;
+    let text = std::fs::read_to_string(dep_path).io("reading", dep_path)?;
+    Ok(depfile::prerequisites(&text))
+}
+
 /// Compiles `source` for all of `targets` in one clang run and unbundles the result.
 pub fn build(
     env: &Env,
@@ -53,7 +93,7 @@ pub fn build(
     }
     let code_object = AmdCodeObjectVersion::from_env(env)?;
     let dir = super::work_dir(out_dir, source);
-    let include = write_headers(&dir)?;
+    let mut args = language_args(&dir)?;
     let module = source.module();
     let bundle_path = dir.join(format!("{module}.hipfb"));
     let dep_path = dir.join(format!("{module}.d"));
@@ -62,37 +102,19 @@ pub fn build(
         .map(|t| t.to_string())
         .collect::<Vec<_>>()
         .join(",");
-    let base = |cmd: &mut Command| {
-        cmd.args(["-x", "hip", "-nogpulib", "-nogpuinc", "-O3"])
-            .args(["-include", "__clang_hip_runtime_wrapper.h"])
-            .arg("-isystem")
-            .arg(&include)
-            .arg(format!(
-                "-mcode-object-version={}",
-                code_object.module_flag() / 100
-            ))
-            .args(targets.iter().map(|t| format!("--offload-arch={t}")))
-            .args(options.clang_args());
-    };
+    args.push("-O3".into());
+    args.push(format!("-mcode-object-version={}", code_object.module_flag() / 100).into());
+    args.extend(targets.iter().map(|t| format!("--offload-arch={t}").into()));
+    args.extend(options.clang_args());
     let mut cmd = Command::new(&clang.path);
-    base(&mut cmd);
-    cmd.args(["--cuda-device-only", "-c"])
+    cmd.args(&args)
+        .args(["--cuda-device-only", "-c"])
         .arg(&source.path)
         .arg("-o")
         .arg(&bundle_path);
     super::run_clang(env, &mut cmd, source, &arch_list)?;
-    // A device-only HIP compile ends in a device link and writes no depfile, so the headers
-    // come from the host side's preprocessor, which reads the same files.
-    let mut deps = Command::new(&clang.path);
-    base(&mut deps);
-    deps.args(["--cuda-host-only", "-MM", "-MF"])
-        .arg(&dep_path)
-        .arg("-MT")
-        .arg(&bundle_path)
-        .arg(&source.path);
-    super::run_clang(env, &mut deps, source, &arch_list)?;
-    let text = std::fs::read_to_string(&dep_path).io("reading", &dep_path)?;
-    super::extend_unique(&mut compiled.watch, depfile::prerequisites(&text));
+    let deps = header_dependencies(env, clang, source, &args, &dep_path, &arch_list)?;
+    super::extend_unique(&mut compiled.watch, deps);
 
     let bundle = std::fs::read(&bundle_path).io("reading", &bundle_path)?;
     let entries = offload_format::bundle::parse_any_bundle(&bundle)?;

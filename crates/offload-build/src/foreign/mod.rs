@@ -24,7 +24,7 @@ use offload_format::{AmdTargetId, Sm};
 
 use crate::arch::OffloadArch;
 use crate::env::Env;
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::image::DeviceImage;
 
 pub use clang::Clang;
@@ -119,10 +119,6 @@ pub struct Compiled {
 
 /// Runs one clang compile of `source` for `arch`, its diagnostics going straight to the
 /// user; a failure names the source, the architecture and the command.
-#[cfg_attr(
-    not(feature = "llvm"),
-    expect(dead_code, reason = "CUDA and HIP compiles need LLVM")
-)]
 pub(crate) fn run_clang(env: &Env, cmd: &mut Command, source: &Source, arch: &str) -> Result<()> {
     let line = crate::command::CommandLine::of(cmd);
     if env.verbose() {
@@ -152,9 +148,132 @@ pub struct Built {
     pub watch: Vec<PathBuf>,
 }
 
-/// Compiles every source for the architectures its language serves: CUDA for the `sm_XX`,
-/// HIP for the AMD target IDs, OpenMP C++ for the host and its offload targets. `package`
-/// names the host package, for the OpenMP library.
+/// A build's foreign sources, checked to exist, with the clang that compiles them: found once
+/// for the relocatable sources (compiled before the kernel crates' link) and the others.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub clang: Clang,
+    pub sources: Vec<Source>,
+    pub options: Options,
+    pub out_dir: PathBuf,
+    /// The host package, which names the libraries.
+    pub package: String,
+}
+
+impl Plan {
+    /// Checks that every source exists and finds clang (saying which, in the build script's
+    /// output).
+    pub fn new(
+        env: &Env,
+        sources: &[Source],
+        options: &Options,
+        out_dir: &Path,
+        package: &str,
+    ) -> Result<Plan> {
+        for source in sources {
+            if !source.path.is_file() {
+                return Err(Error::BadSource {
+                    language: source.language.name(),
+                    path: source.path.clone(),
+                    reason: "no such file".to_owned(),
+                });
+            }
+        }
+        let clang = clang::find(env)?;
+        println!(
+            "offload-build: compiling CUDA/HIP/C++ sources with {} ({}, found through {})",
+            clang.path.display(),
+            clang.version,
+            clang.found_via
+        );
+        Ok(Plan {
+            clang,
+            sources: sources.to_vec(),
+            options: options.clone(),
+            out_dir: out_dir.to_owned(),
+            package: package.to_owned(),
+        })
+    }
+
+    /// Compiles every source but the relocatable ones for the architectures its language
+    /// serves: CUDA for the `sm_XX`, HIP for the AMD target IDs, OpenMP C++ for the host and
+    /// its offload targets.
+    pub fn build(&self, env: &Env, archs: &[OffloadArch]) -> Result<Built> {
+        let sms: Vec<Sm> = archs
+            .iter()
+            .filter_map(|a| match a {
+                OffloadArch::Nvptx(sm) => Some(*sm),
+                _ => None,
+            })
+            .collect();
+        let amd: Vec<AmdTargetId> = archs
+            .iter()
+            .filter_map(|a| match a {
+                OffloadArch::Amdgcn(id) => Some(*id),
+                _ => None,
+            })
+            .collect();
+        let (clang, options, out_dir) = (&self.clang, &self.options, self.out_dir.as_path());
+        let mut built = Built::default();
+        for source in self.sources.iter().filter(|s| !s.relocatable) {
+            let compiled: Compiled = match source.language {
+                #[cfg(feature = "llvm")]
+                Language::Cuda => cuda::build(env, clang, source, &sms, options, out_dir)?,
+                #[cfg(feature = "llvm")]
+                Language::Hip => hip::build(env, clang, source, &amd, options, out_dir)?,
+                #[cfg(not(feature = "llvm"))]
+                Language::Cuda | Language::Hip => {
+                    if !sms.is_empty() || !amd.is_empty() {
+                        return Err(Error::Prerequisite(format!(
+                            "building {} for a GPU needs offload-build's `llvm` feature (LLVM \
+                             22: `apt-get install llvm-22-dev`, then enable the feature)",
+                            source.path.display()
+                        )));
+                    }
+                    Compiled {
+                        images: Vec::new(),
+                        watch: Vec::new(),
+                    }
+                }
+                Language::OpenmpCpp => continue,
+            };
+            built.images.extend(compiled.images);
+            extend_unique(&mut built.watch, compiled.watch);
+        }
+        let openmp: Vec<&Source> = self
+            .sources
+            .iter()
+            .filter(|s| s.language == Language::OpenmpCpp)
+            .collect();
+        if !openmp.is_empty() {
+            let lib = openmp::build(env, clang, &openmp, archs, options, out_dir, &self.package)?;
+            extend_unique(&mut built.watch, lib.watch.clone());
+            built.openmp = Some(lib);
+        }
+        Ok(built)
+    }
+
+    /// Compiles the relocatable CUDA and HIP sources for the kernel crate's link (see
+    /// [`rdc`]).
+    #[cfg(feature = "llvm")]
+    pub fn build_linked(&self, env: &Env, archs: &[OffloadArch]) -> Result<rdc::LinkedSources> {
+        let linked: Vec<&Source> = self.sources.iter().filter(|s| s.relocatable).collect();
+        if linked.is_empty() {
+            return Ok(rdc::LinkedSources::default());
+        }
+        rdc::build(
+            env,
+            &self.clang,
+            &linked,
+            archs,
+            &self.options,
+            &self.out_dir,
+            &self.package,
+        )
+    }
+}
+
+/// [`Plan::new`] and [`Plan::build`] in one call.
 pub fn build(
     env: &Env,
     sources: &[Source],
@@ -163,94 +282,21 @@ pub fn build(
     out_dir: &Path,
     package: &str,
 ) -> Result<Built> {
-    if sources.iter().all(|s| s.relocatable) {
-        return Ok(Built::default());
-    }
-    for source in sources {
-        if !source.path.is_file() {
-            return Err(Error::BadSource {
-                language: source.language.name(),
-                path: source.path.clone(),
-                reason: "no such file".to_owned(),
-            });
-        }
-    }
-    let clang = clang::find(env)?;
-    println!(
-        "offload-build: compiling CUDA/HIP/C++ sources with {} ({}, found through {})",
-        clang.path.display(),
-        clang.version,
-        clang.found_via
-    );
-    let sms: Vec<Sm> = archs
-        .iter()
-        .filter_map(|a| match a {
-            OffloadArch::Nvptx(sm) => Some(*sm),
-            _ => None,
-        })
-        .collect();
-    let amd: Vec<AmdTargetId> = archs
-        .iter()
-        .filter_map(|a| match a {
-            OffloadArch::Amdgcn(id) => Some(*id),
-            _ => None,
-        })
-        .collect();
-    let mut built = Built::default();
-    for source in sources.iter().filter(|s| !s.relocatable) {
-        let compiled: Compiled = match source.language {
-            #[cfg(feature = "llvm")]
-            Language::Cuda => cuda::build(env, &clang, source, &sms, options, out_dir)?,
-            #[cfg(feature = "llvm")]
-            Language::Hip => hip::build(env, &clang, source, &amd, options, out_dir)?,
-            #[cfg(not(feature = "llvm"))]
-            Language::Cuda | Language::Hip => {
-                if !sms.is_empty() || !amd.is_empty() {
-                    return Err(Error::Prerequisite(format!(
-                        "building {} for a GPU needs offload-build's `llvm` feature (LLVM 22: \
-                     `apt-get install llvm-22-dev`, then enable the feature)",
-                        source.path.display()
-                    )));
-                }
-                Compiled {
-                    images: Vec::new(),
-                    watch: Vec::new(),
-                }
-            }
-            Language::OpenmpCpp => continue,
-        };
-        built.images.extend(compiled.images);
-        extend_unique(&mut built.watch, compiled.watch);
-    }
-    let openmp: Vec<&Source> = sources
-        .iter()
-        .filter(|s| s.language == Language::OpenmpCpp)
-        .collect();
-    if !openmp.is_empty() {
-        let lib = openmp::build(env, &clang, &openmp, archs, options, out_dir, package)?;
-        extend_unique(&mut built.watch, lib.watch.clone());
-        built.openmp = Some(lib);
-    }
-    Ok(built)
+    Plan::new(env, sources, options, out_dir, package)?.build(env, archs)
 }
 
-/// Compiles the relocatable CUDA and HIP sources of `sources` for the kernel crate's link
-/// (see [`rdc`]); nothing, and no clang, when there are none.
-#[cfg(feature = "llvm")]
-pub fn build_linked(
-    env: &Env,
-    sources: &[Source],
-    archs: &[OffloadArch],
-    options: &Options,
-    out_dir: &Path,
-    package: &str,
-) -> Result<rdc::LinkedSources> {
-    let linked: Vec<&Source> = sources.iter().filter(|s| s.relocatable).collect();
-    if linked.is_empty() {
-        return Ok(rdc::LinkedSources::default());
+/// Writes `members` as a static library at `path`, with the symbol index a linker reads,
+/// atomically: an interrupted build leaves the previous library or none.
+pub(crate) fn write_static_library(
+    path: &Path,
+    members: &[offload_format::archive::ArchiveMember<'_>],
+) -> Result<()> {
+    let mut bytes = Vec::new();
+    offload_format::archive::write_archive(&mut bytes, members)?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).io("creating", dir)?;
     }
-    let clang = clang::find(env)?;
-    rdc::build(env, &clang, &linked, archs, options, out_dir, package)
+    crate::fsutil::write_atomic(path, &bytes)
 }
 
 fn extend_unique(into: &mut Vec<PathBuf>, paths: Vec<PathBuf>) {

@@ -16,12 +16,12 @@ use std::process::Command;
 
 use offload_format::{AmdTargetId, Sm};
 
-use super::{Clang, Language, Options, Source};
+use super::{Clang, Options, Source};
 use crate::arch::{AMDGCN_TRIPLE, NVPTX_TRIPLE, OffloadArch};
-use crate::command::{self, CommandError, CommandLine};
+use crate::command::{self, CommandLine};
 use crate::env::Env;
 use crate::error::{Error, IoContext, Result};
-use crate::fsutil::{temp_file_beside, write_atomic};
+use crate::fsutil::temp_file_beside;
 
 /// The static library built from a build's OpenMP C++ sources, and how to link it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -221,11 +221,7 @@ pub fn build(
     for source in sources {
         let (object, deps) = compile(env, clang, source, &targets, options, out_dir)?;
         objects.push(object);
-        for path in deps {
-            if !watch.contains(&path) {
-                watch.push(path);
-            }
-        }
+        super::extend_unique(&mut watch, deps);
     }
     let link_name = link_name(package);
     let merged = out_dir.join("offload-src").join(format!("{link_name}.o"));
@@ -236,15 +232,13 @@ pub fn build(
         path: merged.clone(),
         reason,
     })?;
-    let mut archive = Vec::with_capacity(object.len() + 256);
-    offload_format::archive::write_archive(
-        &mut archive,
+    super::write_static_library(
+        &out_dir.join(format!("lib{link_name}.a")),
         &[offload_format::archive::ArchiveMember {
             name: format!("{link_name}.o"),
             data: object.into(),
         }],
     )?;
-    write_atomic(&out_dir.join(format!("lib{link_name}.a")), &archive)?;
     Ok(OpenmpLibrary {
         dir: out_dir.to_owned(),
         link_name,
@@ -279,28 +273,13 @@ fn compile(
         .arg(&*tmp)
         .args(["-x", "c++"])
         .arg(&source.path);
-    if env.verbose() {
-        eprintln!("offload-build: running {}", CommandLine::of(&cmd));
-    }
-    command::run_stderr_inherited(&mut cmd).map_err(|e| match e {
-        CommandError::Failed { command, .. } => Error::ForeignCompile {
-            language: Language::OpenmpCpp.name(),
-            path: source.path.clone(),
-            arch: targets.describe(),
-            command: command.to_string(),
-        },
-        other => Error::Command(other),
-    })?;
+    super::run_clang(env, &mut cmd, source, &targets.describe())?;
     tmp.persist(&object)
         .map_err(|e| e.error)
         .io("renaming into place", &object)?;
     let text = std::fs::read_to_string(&depfile).io("reading", &depfile)?;
     let mut deps = vec![source.path.clone()];
-    for path in super::depfile::prerequisites(&text) {
-        if !deps.contains(&path) {
-            deps.push(path);
-        }
-    }
+    super::extend_unique(&mut deps, super::depfile::prerequisites(&text));
     Ok((object, deps))
 }
 

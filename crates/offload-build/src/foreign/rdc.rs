@@ -68,6 +68,13 @@ pub fn build(
         let dir = super::work_dir(out_dir, source);
         std::fs::create_dir_all(&dir).io("creating", &dir)?;
         let module = source.module();
+        let language = match source.language {
+            Language::Cuda => super::cuda::language_args(env)?,
+            Language::Hip => super::hip::language_args(&dir)?,
+            Language::OpenmpCpp => Vec::new(),
+        };
+        let dep_path = dir.join(format!("{module}.d"));
+        let mut compiled = false;
         for arch in archs {
             let serves = matches!(
                 (source.language, arch),
@@ -86,19 +93,12 @@ pub fn build(
                 continue;
             }
             let stem = format!("{module}.{}", arch.name().replace(':', "_"));
-            let output = dir.join(format!(
-                "{stem}.{}",
-                if *arch == OffloadArch::Host {
-                    "o"
-                } else {
-                    "bc"
-                }
-            ));
-            let dep_path = dir.join(format!("{stem}.d"));
+            let host = *arch == OffloadArch::Host;
+            let output = dir.join(format!("{stem}.{}", if host { "o" } else { "bc" }));
             let mut cmd = Command::new(&clang.path);
+            cmd.args(&language);
             match arch {
                 OffloadArch::Host => {
-                    language_args(env, &mut cmd, source, &dir)?;
                     cmd.arg(format!("--target={}", host_triple())).args([
                         "--cuda-host-only",
                         "-fPIC",
@@ -113,15 +113,14 @@ pub fn build(
                     }
                 }
                 OffloadArch::Nvptx(sm) => {
-                    language_args(env, &mut cmd, source, &dir)?;
-                    let isa = crate::device_link::ptx_isa_version(&sm.to_string())?;
-                    cmd.arg(format!("--offload-arch={sm}"))
-                        .args(["--cuda-device-only", "-fgpu-rdc", "-emit-llvm", "-O2"])
-                        .args(["-Xclang", "-target-feature", "-Xclang"])
-                        .arg(format!("+ptx{isa}"));
+                    cmd.args(super::cuda::sm_args(sm)?).args([
+                        "--cuda-device-only",
+                        "-fgpu-rdc",
+                        "-emit-llvm",
+                        "-O2",
+                    ]);
                 }
                 OffloadArch::Amdgcn(id) => {
-                    language_args(env, &mut cmd, source, &dir)?;
                     let version = crate::device_link::AmdCodeObjectVersion::from_env(env)?;
                     cmd.arg(format!("--offload-arch={id}"))
                         .args(["--cuda-device-only", "-fgpu-rdc", "-emit-llvm", "-O2"])
@@ -137,17 +136,13 @@ pub fn build(
                 .arg(&source.path)
                 .arg("-o")
                 .arg(&output);
-            // HIP's device-only compiles write no depfile; the host-side compile reads the
-            // same headers, so its depfile serves (the CPU device compile has one).
-            if *arch == OffloadArch::Host || source.language == Language::Cuda {
+            // HIP's device-only compiles write no depfile (see `hip::header_dependencies`).
+            if host || source.language == Language::Cuda {
                 cmd.arg("-MMD").arg("-MF").arg(&dep_path);
             }
             super::run_clang(env, &mut cmd, source, &arch.name())?;
-            if dep_path.is_file() {
-                let text = std::fs::read_to_string(&dep_path).io("reading", &dep_path)?;
-                super::extend_unique(&mut linked.watch, depfile::prerequisites(&text));
-            }
-            if *arch == OffloadArch::Host {
+            compiled = true;
+            if host {
                 host_objects.push(output);
             } else {
                 let bytes = std::fs::read(&output).io("reading", &output)?;
@@ -158,6 +153,18 @@ pub fn build(
                 });
             }
         }
+        if !compiled {
+            continue;
+        }
+        let deps = if source.language == Language::Hip {
+            let mut args = language.clone();
+            args.extend(options.clang_args());
+            super::hip::header_dependencies(env, clang, source, &args, &dep_path, "host")?
+        } else {
+            let text = std::fs::read_to_string(&dep_path).io("reading", &dep_path)?;
+            depfile::prerequisites(&text)
+        };
+        super::extend_unique(&mut linked.watch, deps);
     }
     if !host_objects.is_empty() {
         let link_name = format!("offload_linked_{}", package.replace('-', "_"));
@@ -168,29 +175,7 @@ pub fn build(
     Ok(linked)
 }
 
-fn language_args(env: &Env, cmd: &mut Command, source: &Source, dir: &Path) -> Result<()> {
-    match source.language {
-        Language::Cuda => {
-            cmd.args(["-x", "cuda", "--no-cuda-version-check"])
-                .arg(format!(
-                    "--cuda-path={}",
-                    super::cuda::cuda_path(env)?.display()
-                ));
-        }
-        Language::Hip => {
-            let include = super::hip::write_headers(dir)?;
-            cmd.args(["-x", "hip", "-nogpulib", "-nogpuinc"])
-                .args(["-include", "__clang_hip_runtime_wrapper.h"])
-                .arg("-isystem")
-                .arg(include);
-        }
-        Language::OpenmpCpp => {}
-    }
-    Ok(())
-}
-
-/// Writes `objects` as a static library at `path`, with the symbol index a linker reads
-/// (atomically: an interrupted build leaves the previous library or none).
+/// Writes `objects` as the static library at `path`.
 fn archive(objects: &[PathBuf], path: &Path) -> Result<()> {
     let mut members = Vec::with_capacity(objects.len());
     for object in objects {
@@ -202,10 +187,5 @@ fn archive(objects: &[PathBuf], path: &Path) -> Result<()> {
             data: std::fs::read(object).io("reading", object)?.into(),
         });
     }
-    let mut bytes = Vec::new();
-    offload_format::archive::write_archive(&mut bytes, &members)?;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).io("creating", dir)?;
-    }
-    crate::fsutil::write_atomic(path, &bytes)
+    super::write_static_library(path, &members)
 }
