@@ -2,8 +2,10 @@
 
 use std::borrow::Cow;
 
-use offload_format::offload_binary::KernelParams;
-use offload_format::offload_binary::{KEY_ARCH, KEY_KERNELS, KEY_MODULE, KEY_TRIPLE};
+use offload_format::offload_binary::{
+    KEY_ARCH, KEY_KERNEL_PARAMS, KEY_KERNELS, KEY_MODULE, KEY_TRIPLE, KernelParams,
+    encode_kernel_params,
+};
 use offload_format::{ImageKind, OffloadBinary, OffloadKind};
 
 use crate::arch::OffloadArch;
@@ -25,24 +27,33 @@ pub struct DeviceImage {
 
 impl DeviceImage {
     /// The image wrapped as LLVM's tools expect it. `arch` comes before `triple`, the order
-    /// `llvm-offload-binary` writes them in.
+    /// `llvm-offload-binary` writes them in. `offload.kernel-params` is written only for an
+    /// image that has kernel parameter sizes, so the bytes of every other image stay those
+    /// LLVM's tools write.
     pub fn to_offload_binary(&self) -> OffloadBinary<'_> {
+        let mut strings = vec![
+            (Cow::Borrowed(KEY_ARCH), Cow::Owned(self.arch.name())),
+            (Cow::Borrowed(KEY_TRIPLE), Cow::Borrowed(self.arch.triple())),
+            (
+                Cow::Borrowed(KEY_MODULE),
+                Cow::Borrowed(self.module.as_str()),
+            ),
+            (
+                Cow::Owned(KEY_KERNELS.to_owned()),
+                Cow::Owned(self.kernels.join(",")),
+            ),
+        ];
+        if !self.kernel_params.is_empty() {
+            strings.push((
+                Cow::Borrowed(KEY_KERNEL_PARAMS),
+                Cow::Owned(encode_kernel_params(&self.kernel_params)),
+            ));
+        }
         OffloadBinary {
             image_kind: self.image_kind,
             offload_kind: self.offload_kind,
             flags: 0,
-            strings: vec![
-                (Cow::Borrowed(KEY_ARCH), Cow::Owned(self.arch.name())),
-                (Cow::Borrowed(KEY_TRIPLE), Cow::Borrowed(self.arch.triple())),
-                (
-                    Cow::Borrowed(KEY_MODULE),
-                    Cow::Borrowed(self.module.as_str()),
-                ),
-                (
-                    Cow::Owned(KEY_KERNELS.to_owned()),
-                    Cow::Owned(self.kernels.join(",")),
-                ),
-            ],
+            strings,
             image: Cow::Borrowed(&self.bytes),
         }
     }
@@ -85,6 +96,104 @@ pub fn kernels_of_ptx(ptx: &str) -> Vec<String> {
             (end > 0).then(|| name[..end].to_owned())
         })
         .collect()
+}
+
+/// The parameter sizes of each kernel (`.entry`) of a PTX module, in order: 1 byte for
+/// `.u8`/`.s8`/`.b8`, 2 for the 16-bit types, 4 for the 32-bit ones, 8 for the 64-bit ones
+/// (pointers are `.u64`), 16 for `.b128`, and N elements for an array `name[N]` (how a struct
+/// passed by value is declared). A kernel with a parameter of another type is left out: its
+/// launches are not checked, rather than checked against a wrong size.
+pub fn ptx_kernel_params(ptx: &str) -> Vec<KernelParams> {
+    let code: Vec<&str> = ptx
+        .lines()
+        .map(|line| line.split("//").next().unwrap_or(""))
+        .collect();
+    let code = code.join("\n");
+    let mut out = Vec::new();
+    let mut rest = code.as_str();
+    while let Some(at) = find_entry(rest) {
+        let after = rest[at + ".entry".len()..].trim_start();
+        let name_end = after
+            .find(|c: char| c == '(' || c == '{' || c == ';' || c.is_whitespace())
+            .unwrap_or(after.len());
+        let name = &after[..name_end];
+        let tail = after[name_end..].trim_start();
+        let (list, next) = match tail.strip_prefix('(') {
+            Some(list) => {
+                let close = list.find(')').unwrap_or(list.len());
+                (&list[..close], &list[close..])
+            }
+            None => ("", tail),
+        };
+        let sizes: Option<Vec<u32>> = list
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(ptx_param_size)
+            .collect();
+        if let (false, Some(sizes)) = (name.is_empty(), sizes) {
+            out.push(KernelParams {
+                kernel: name.to_owned(),
+                sizes,
+            });
+        }
+        rest = next;
+    }
+    out
+}
+
+/// The offset of the next `.entry` directive (a whole word) in `text`.
+fn find_entry(text: &str) -> Option<usize> {
+    let mut from = 0;
+    while let Some(i) = text[from..].find(".entry") {
+        let at = from + i;
+        let before = text[..at].chars().next_back();
+        let after = text[at + ".entry".len()..].chars().next();
+        if before.is_none_or(char::is_whitespace) && after.is_some_and(char::is_whitespace) {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
+}
+
+/// The size of one parameter declaration, `.param [.align N] .type [.ptr [.space] [.align N]]
+/// name[[N]]`; `None` for a type not known here.
+fn ptx_param_size(param: &str) -> Option<u32> {
+    let mut tokens = param.split_whitespace();
+    if tokens.next()? != ".param" {
+        return None;
+    }
+    let (mut element, mut name) = (None, None);
+    while let Some(token) = tokens.next() {
+        match token.strip_prefix('.') {
+            Some("align") => {
+                tokens.next();
+            }
+            Some(directive) => {
+                if let Some(size) = ptx_type_size(directive) {
+                    element = Some(size);
+                }
+            }
+            None => name = Some(token),
+        }
+    }
+    let (element, name) = (element?, name?);
+    match name.split_once('[') {
+        None => Some(element),
+        Some((_, count)) => element.checked_mul(count.strip_suffix(']')?.parse().ok()?),
+    }
+}
+
+fn ptx_type_size(ty: &str) -> Option<u32> {
+    Some(match ty {
+        "u8" | "s8" | "b8" => 1,
+        "u16" | "s16" | "b16" | "f16" | "bf16" => 2,
+        "u32" | "s32" | "b32" | "f32" | "f16x2" | "bf16x2" => 4,
+        "u64" | "s64" | "b64" | "f64" => 8,
+        "b128" => 16,
+        _ => return None,
+    })
 }
 
 /// Prefix of the per-kernel entry points a CPU device image exports: the ABI constant
@@ -180,6 +289,83 @@ mod tests {
     fn ptx_entries_are_found() {
         let ptx = ".version 7.8\n.target sm_80\n.visible .entry saxpy(\n\t.param .u32 saxpy_param_0\n)\n{\n}\n.entry other (\n)\n.func helper(\n";
         assert_eq!(kernels_of_ptx(ptx), vec!["saxpy", "other"]);
+    }
+
+    fn params(kernel: &str, sizes: &[u32]) -> KernelParams {
+        KernelParams {
+            kernel: kernel.to_owned(),
+            sizes: sizes.to_vec(),
+        }
+    }
+
+    /// The forms clang-22 writes (see also tests/foreign_params.rs, which runs it), a
+    /// comment holding `.entry`, a kernel on one line, and a type this reader does not know.
+    #[test]
+    fn ptx_param_sizes() {
+        let ptx = "\
+.version 8.7
+.target sm_80
+// .entry commented_out(.param .u32 x)
+.visible .entry scale(
+	.param .u64 .ptr .align 1 scale_param_0,
+	.param .f32 scale_param_1,
+	.param .u32 scale_param_2,
+	.param .align 8 .b8 scale_param_3[16],
+	.param .u8 scale_param_4,
+	.param .u16 scale_param_5,
+	.param .f64 scale_param_6,
+	.param .u64 .ptr .global .align 8 scale_param_7
+)                                       // @scale
+{
+	ret;
+}
+.visible .entry noargs()                // @noargs
+{
+}
+.weak .entry _Z1kILi3EEvPi(.param .u64 .ptr .align 1 _Z1kILi3EEvPi_param_0, .param .align 4 .b8 _Z1kILi3EEvPi_param_1[12]) { ret; }
+.visible .entry odd(
+	.param .u256 odd_param_0
+)
+{
+}
+.func helper(.param .u32 helper_param_0) { ret; }
+";
+        assert_eq!(
+            ptx_kernel_params(ptx),
+            [
+                params("scale", &[8, 4, 4, 16, 1, 2, 8, 8]),
+                params("noargs", &[]),
+                params("_Z1kILi3EEvPi", &[8, 12]),
+            ]
+        );
+    }
+
+    #[test]
+    fn kernel_params_are_written_only_when_known() {
+        let mut image = DeviceImage {
+            arch: OffloadArch::Nvptx(offload_format::Sm::parse("sm_80").unwrap()),
+            image_kind: ImageKind::Ptx,
+            offload_kind: OffloadKind::Cuda,
+            module: "scale".into(),
+            kernels: vec!["scale".into(), "_Z9scale_cppPffi".into()],
+            kernel_params: Vec::new(),
+            bytes: b"ptx".to_vec(),
+        };
+        let without = image.to_offload_binary();
+        assert_eq!(without.get(KEY_KERNEL_PARAMS), None);
+        assert_eq!(without.strings.len(), 4);
+        image.kernel_params = vec![
+            params("scale", &[8, 4, 4]),
+            params("_Z9scale_cppPffi", &[8, 4, 4]),
+        ];
+        let bytes = image.to_offload_binary().to_bytes();
+        let (parsed, _) = OffloadBinary::parse(&bytes).unwrap();
+        let text = parsed.get(KEY_KERNEL_PARAMS).unwrap();
+        assert_eq!(text, "scale:8,4,4;_Z9scale_cppPffi:8,4,4");
+        assert_eq!(
+            offload_format::offload_binary::parse_kernel_params(text).unwrap(),
+            image.kernel_params
+        );
     }
 
     #[test]

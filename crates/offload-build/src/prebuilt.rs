@@ -33,7 +33,9 @@ use crate::env::Env;
 use crate::error::{Error, IoContext, Result};
 use crate::image::DeviceImage;
 use crate::metadata::KernelCrate;
-use offload_format::offload_binary::{KEY_ARCH, KEY_KERNELS, KEY_MODULE, KEY_TRIPLE};
+use offload_format::offload_binary::{
+    KEY_ARCH, KEY_KERNEL_PARAMS, KEY_KERNELS, KEY_MODULE, KEY_TRIPLE, parse_kernel_params,
+};
 
 /// The directory of a kernel crate that holds its prebuilt bundle.
 pub const PREBUILT_DIR: &str = "offload";
@@ -386,6 +388,10 @@ pub fn read_bundle(path: &Path) -> Result<Prebuilt> {
                 "image {n}: `{arch_name}` is not an {triple} architecture"
             )));
         }
+        let kernel_params = match b.get(KEY_KERNEL_PARAMS) {
+            Some(text) => parse_kernel_params(text).map_err(|e| bad(format!("image {n}: {e}")))?,
+            None => Vec::new(),
+        };
         images.push((
             triple,
             DeviceImage {
@@ -398,7 +404,7 @@ pub fn read_bundle(path: &Path) -> Result<Prebuilt> {
                     .filter(|k| !k.is_empty())
                     .map(str::to_owned)
                     .collect(),
-                kernel_params: Vec::new(),
+                kernel_params,
                 bytes: b.image.to_vec(),
             },
         ));
@@ -573,6 +579,46 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("cannot be built from source here"), "{err}");
+    }
+
+    #[test]
+    fn kernel_params_are_read_back_and_checked() {
+        use offload_format::offload_binary::KernelParams;
+        let dir = tempfile::tempdir().unwrap();
+        let k = krate(dir.path());
+        let archs = [OffloadArch::Host];
+        let hash = source_hash(&k, "t", &archs).unwrap();
+        let with_params = DeviceImage {
+            kernel_params: vec![
+                KernelParams {
+                    kernel: "a".to_owned(),
+                    sizes: vec![8, 4, 4],
+                },
+                KernelParams {
+                    kernel: "b".to_owned(),
+                    sizes: vec![],
+                },
+            ],
+            ..image(OffloadArch::Host, b"x")
+        };
+        let path = write_bundle(
+            &k,
+            &[with_params.clone(), image(OffloadArch::Host, b"y")],
+            &hash,
+            "t",
+        )
+        .unwrap();
+        let back = read_bundle(&path).unwrap();
+        assert_eq!(back.images[0].1, with_params);
+        assert!(back.images[1].1.kernel_params.is_empty());
+
+        let bytes = std::fs::read(&path).unwrap();
+        let mut binaries = offload_format::parse_all(&bytes).unwrap();
+        binaries[0].set(KEY_KERNEL_PARAMS, "a:8,x");
+        let damaged: Vec<u8> = binaries.iter().flat_map(|b| b.to_bytes()).collect();
+        std::fs::write(&path, damaged).unwrap();
+        let err = read_bundle(&path).unwrap_err().to_string();
+        assert!(err.contains("image 0: offload.kernel-params: "), "{err}");
     }
 
     #[test]

@@ -13,6 +13,7 @@ use offload_build::env::Env;
 use offload_build::foreign::{self, Language, Options, Source};
 use offload_build::{DeviceImage, Error, OffloadArch};
 use offload_format::ImageKind;
+use offload_format::offload_binary::KernelParams;
 use offload_toolchain::Tool;
 
 fn fixture(name: &str) -> PathBuf {
@@ -54,6 +55,19 @@ fn images_of<'a>(built: &'a foreign::Built, arch: &str) -> Vec<&'a DeviceImage> 
         .collect()
 }
 
+/// The parameter sizes of the fixture's kernels, which every image of it records.
+fn expected_params() -> Vec<KernelParams> {
+    let k = |kernel: &str, sizes: &[u32]| KernelParams {
+        kernel: kernel.to_owned(),
+        sizes: sizes.to_vec(),
+    };
+    vec![
+        k("scale", &[8, 4, 4]),
+        k("_Z11scale_twicePfi", &[8, 4]),
+        k("block_sum", &[8, 8, 4]),
+    ]
+}
+
 #[test]
 fn cuda_source_gives_ptx_per_sm_and_cubins_ptxas_accepts() {
     let Some((built, _dir)) = compile(Language::Cuda, "scale.cu", "sm_80,sm_120") else {
@@ -80,6 +94,7 @@ fn cuda_source_gives_ptx_per_sm_and_cubins_ptxas_accepts() {
             ["scale", "_Z11scale_twicePfi", "block_sum"],
             "extern \"C\" names as written, C++ names mangled"
         );
+        assert_eq!(ptx.kernel_params, expected_params(), "{sm}");
         let plan = device_link::cubin_plan(sm).unwrap();
         let cubin = images.iter().find(|i| i.image_kind == ImageKind::Cubin);
         assert_eq!(
@@ -89,6 +104,7 @@ fn cuda_source_gives_ptx_per_sm_and_cubins_ptxas_accepts() {
         );
         if let Some(cubin) = cubin {
             assert!(device_link::is_cubin(&cubin.bytes));
+            assert_eq!(cubin.kernel_params, expected_params(), "{sm}: the cubin's");
             let (_, report) = device_link::ptxas_verbose(text, sm).unwrap();
             let sum = report.iter().find(|k| k.name == "block_sum").unwrap();
             assert_eq!(sum.shared_bytes, 1024, "__shared__ float[256]: {report:?}");
@@ -136,6 +152,11 @@ fn hip_source_gives_code_objects_with_the_target_ids_flags_descriptors_and_lds()
         let scale = info.kernels.iter().find(|k| k.name == "scale").unwrap();
         let sizes: Vec<u64> = scale.explicit_args().map(|a| a.size).collect();
         assert_eq!(sizes, [8, 4, 4], "{arch}");
+        let mut params = image.kernel_params.clone();
+        params.sort_by(|a, b| a.kernel.cmp(&b.kernel));
+        let mut want = expected_params();
+        want.sort_by(|a, b| a.kernel.cmp(&b.kernel));
+        assert_eq!(params, want, "{arch}");
         let processor = id.processor().name;
         let asm = common::disassemble(&image.bytes, processor, dir.path());
         let body = asm

@@ -70,6 +70,9 @@ pub enum Error {
         image_size: u64,
         size: u64,
     },
+    /// The value of `offload.kernel-params` is not `kernel:size,…;…`.
+    #[error("offload.kernel-params: {reason} at byte {offset}")]
+    BadKernelParams { offset: u64, reason: &'static str },
     /// A key or value to be written contains a NUL byte, which version 1 cannot represent.
     #[error("OffloadBinary string {0:?} contains a NUL byte, which version 1 cannot store")]
     BinaryStringHasNul(String),

@@ -39,8 +39,83 @@ pub const KEY_KERNEL_PARAMS: &str = "offload.kernel-params";
 /// One kernel's parameters as its image declares them: each one's size in bytes, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelParams {
+    /// The kernel's symbol name (a C++ kernel's is mangled).
     pub kernel: String,
+    /// The size in bytes of each explicit parameter, in order.
     pub sizes: Vec<u32>,
+}
+
+/// The value of [`KEY_KERNEL_PARAMS`]: one `kernel:size,size,…` entry per kernel, joined by
+/// `;` (`scale:8,4,4;_Z5scalePffi:8,4,4`; a kernel without parameters is `name:`).
+///
+/// Kernel names are symbol names, C identifiers or Itanium-mangled C++ names, which hold none
+/// of the separators `:`, `;`, `,`; [`parse_kernel_params`] rejects a name that would.
+pub fn encode_kernel_params(params: &[KernelParams]) -> String {
+    let mut out = String::new();
+    for (i, p) in params.iter().enumerate() {
+        if i > 0 {
+            out.push(';');
+        }
+        out.push_str(&p.kernel);
+        out.push(':');
+        for (j, size) in p.sizes.iter().enumerate() {
+            if j > 0 {
+                out.push(',');
+            }
+            out.push_str(&size.to_string());
+        }
+    }
+    out
+}
+
+/// Parses the value of [`KEY_KERNEL_PARAMS`] written by [`encode_kernel_params`].
+///
+/// # Errors
+/// [`Error::BadKernelParams`] with the byte offset of the first thing wrong: an empty entry or
+/// name, an entry without `:`, a name holding whitespace or a separator, a size that is not a
+/// decimal `u32`, a kernel listed twice.
+pub fn parse_kernel_params(text: &str) -> Result<Vec<KernelParams>> {
+    let mut out: Vec<KernelParams> = Vec::new();
+    if text.is_empty() {
+        return Ok(out);
+    }
+    let bad = |offset: usize, reason: &'static str| Error::BadKernelParams {
+        offset: offset as u64,
+        reason,
+    };
+    let mut start = 0usize;
+    for entry in text.split(';') {
+        let Some((name, sizes)) = entry.split_once(':') else {
+            return Err(bad(start, "an entry is not `kernel:sizes`"));
+        };
+        if name.is_empty() {
+            return Err(bad(start, "an empty kernel name"));
+        }
+        if let Some(at) = name.find(|c: char| c == ',' || c.is_whitespace()) {
+            return Err(bad(start + at, "a kernel name holds `,` or whitespace"));
+        }
+        if out.iter().any(|p| p.kernel == name) {
+            return Err(bad(start, "a kernel is listed twice"));
+        }
+        let mut parsed = Vec::new();
+        if !sizes.is_empty() {
+            let mut at = start + name.len() + 1;
+            for size in sizes.split(',') {
+                let digits = !size.is_empty() && size.bytes().all(|b| b.is_ascii_digit());
+                match size.parse::<u32>() {
+                    Ok(n) if digits => parsed.push(n),
+                    _ => return Err(bad(at, "a size is not a decimal number below 2^32")),
+                }
+                at += size.len() + 1;
+            }
+        }
+        out.push(KernelParams {
+            kernel: name.to_owned(),
+            sizes: parsed,
+        });
+        start += entry.len() + 1;
+    }
+    Ok(out)
 }
 
 /// `magic` of every registration descriptor (`offload_rt::registry::OffloadDescriptor`, which
@@ -754,6 +829,66 @@ mod tests {
             OffloadBinary::parse(&bad),
             Err(Error::BinaryStringOutOfRange { what: "key", .. })
         ));
+    }
+
+    fn params(kernel: &str, sizes: &[u32]) -> KernelParams {
+        KernelParams {
+            kernel: kernel.to_owned(),
+            sizes: sizes.to_vec(),
+        }
+    }
+
+    #[test]
+    fn kernel_params_round_trip() {
+        let cases: Vec<(Vec<KernelParams>, &str)> = vec![
+            (vec![], ""),
+            (vec![params("scale", &[8, 4, 4])], "scale:8,4,4"),
+            (
+                vec![
+                    params("scale", &[8, 4, 4]),
+                    params("_Z9scale_cppPffi", &[8, 4, 4]),
+                    params("noargs", &[]),
+                    params("_ZN2ns2tkIdEEvPT_S1_", &[8, 8]),
+                    params("big", &[0, u32::MAX]),
+                ],
+                "scale:8,4,4;_Z9scale_cppPffi:8,4,4;noargs:;_ZN2ns2tkIdEEvPT_S1_:8,8;big:0,4294967295",
+            ),
+            (vec![params("only", &[])], "only:"),
+        ];
+        for (list, text) in cases {
+            assert_eq!(encode_kernel_params(&list), text);
+            assert_eq!(parse_kernel_params(text).unwrap(), list, "{text}");
+        }
+    }
+
+    #[test]
+    fn malformed_kernel_params_are_typed_errors() {
+        let cases: &[(&str, u64)] = &[
+            ("scale", 0),
+            (";", 0),
+            ("a:4;", 4),
+            ("a:4;;b:4", 4),
+            (":4", 0),
+            ("a:4,", 4),
+            ("a:,4", 2),
+            ("a:4,,8", 4),
+            ("a:x", 2),
+            ("a:-4", 2),
+            ("a:+4", 2),
+            ("a: 4", 2),
+            ("a:4294967296", 2),
+            ("a:4;b:8,99999999999", 8),
+            ("a b:4", 1),
+            ("a,b:4", 1),
+            ("a:4:4", 2),
+            ("a:4;a:8", 4),
+        ];
+        for &(text, want) in cases {
+            match parse_kernel_params(text) {
+                Err(Error::BadKernelParams { offset, .. }) => assert_eq!(offset, want, "{text:?}"),
+                other => panic!("{text:?}: {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -74,6 +74,41 @@ fn damaged_offload_binaries() {
     assert!(errors > 100);
 }
 
+/// Every truncation and single-byte change of a kernel-params value: a typed error or a list
+/// that encodes back to text that parses to the same list.
+#[test]
+fn damaged_kernel_params() {
+    use offload_format::offload_binary::{encode_kernel_params, parse_kernel_params};
+    let good = "scale:8,4,4;_Z9scale_cppPffi:8,4,4;noargs:;s:16,1,4294967295";
+    let mut errors = 0;
+    let mut texts: Vec<Vec<u8>> = (0..good.len())
+        .map(|cut| good.as_bytes()[..cut].to_vec())
+        .collect();
+    for i in 0..good.len() {
+        for v in [b':', b';', b',', b' ', b'0', b'9', b'x', 0xff] {
+            let mut d = good.as_bytes().to_vec();
+            d[i] = v;
+            texts.push(d);
+        }
+    }
+    for d in texts {
+        let Ok(text) = std::str::from_utf8(&d) else {
+            continue;
+        };
+        match parse_kernel_params(text) {
+            Ok(list) => assert_eq!(
+                parse_kernel_params(&encode_kernel_params(&list)).unwrap(),
+                list
+            ),
+            Err(e) => {
+                errors += 1;
+                assert!(e.to_string().starts_with("offload.kernel-params: "), "{e}");
+            }
+        }
+    }
+    assert!(errors > 100, "{errors}");
+}
+
 #[test]
 fn damaged_binary_bundles() {
     let good = bundle();

@@ -23,7 +23,11 @@
 //!   `*const T` as `&DeviceBuffer<T>`, `DisjointSlice<T>` and `*mut T` as
 //!   `&mut DeviceBuffer<T>`, so argument types are checked at compile time. It is an
 //!   `unsafe fn` when the kernel takes a raw pointer, a safe one otherwise.
+//!
+//! [`extern_kernels!`] (`foreign.rs`) makes the same handles for CUDA and HIP kernels from
+//! declarations of their signatures; they find their kernel by symbol name at run time.
 
+mod foreign;
 mod print;
 mod regions;
 
@@ -54,6 +58,34 @@ pub fn device_print(input: TokenStream) -> TokenStream {
 pub fn device_println(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as print::PrintInput);
     print::expand(input, true)
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+/// `extern_kernels! { fn name(params); … }`: launch handles for kernels written in CUDA or
+/// HIP (built by `offload-build`'s `Build::cuda`/`Build::hip`), as `#[kernel]` gives for Rust
+/// kernels.
+///
+/// ```ignore
+/// offload_rt::extern_kernels! {
+///     /// `extern "C" __global__ void scale(float *x, float a, int n)`
+///     pub fn scale(x: *mut f32, a: f32, n: i32);
+///     /// A C++ kernel, by its mangled name.
+///     #[link_name = "_Z9scale_cppPffi"]
+///     pub fn scale_cpp(#[len(n)] x: *mut f32, a: f32, n: i32);
+/// }
+/// ```
+///
+/// Each declaration becomes a unit struct whose `unsafe fn launch(&self, device, config,
+/// args…)` takes `&DeviceBuffer<T>` for `*const T`, `&mut DeviceBuffer<T>` for `*mut T` and
+/// `DeviceCopy` values by value; `load(&self, device)` finds the kernel without launching it.
+/// The kernel is found by its symbol name (the function's name, or `#[link_name]`) in the
+/// images the device loads, and where its image records its parameter sizes they must be the
+/// declared ones. Slices and `DisjointSlice` are for Rust kernels only.
+#[proc_macro]
+pub fn extern_kernels(input: TokenStream) -> TokenStream {
+    let input = syn::parse_macro_input!(input as foreign::Declarations);
+    foreign::expand(input)
         .unwrap_or_else(syn::Error::into_compile_error)
         .into()
 }
@@ -541,7 +573,7 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
         }
 
         ::offload_rt::__kernel_launch_impl! {
-            #launch_safety, #name, #name_str, #(#launch_args),*
+            module #launch_safety, #name, #name_str, #(#launch_args),*
         }
         }
         }

@@ -55,6 +55,36 @@ pub enum Error {
         /// Which image was searched.
         image: String,
     },
+    /// No image the device would run lists a foreign kernel (one declared with
+    /// [`extern_kernels!`](crate::extern_kernels)) under its symbol name.
+    #[error(
+        "foreign kernel `{kernel}` is in none of the device images searched for {device}: {}",
+        if searched.is_empty() { "no images are registered".to_owned() } else { searched.join(", ") }
+    )]
+    ForeignKernelNotFound {
+        /// The kernel's symbol name.
+        kernel: String,
+        /// The device, as [`crate::Device::describe`] says it.
+        device: String,
+        /// The images whose kernel lists were searched, each `module/arch/triple`.
+        searched: Vec<String>,
+    },
+    /// A foreign kernel's declared parameters differ from those its image records
+    /// (`offload.kernel-params`): the launch would pass the kernel other bytes than it reads.
+    #[error(
+        "foreign kernel `{kernel}` is declared with parameters of {declared:?} bytes, but the \
+         {image} image's kernel takes {found:?} bytes"
+    )]
+    KernelSignatureMismatch {
+        /// The kernel's symbol name.
+        kernel: String,
+        /// The image, `module/arch/triple`.
+        image: String,
+        /// The size of each declared parameter, in order.
+        declared: Vec<usize>,
+        /// The size of each parameter the image records, in order.
+        found: Vec<u32>,
+    },
     /// A device image could not be loaded.
     #[error("loading the `{module}` image ({image}) failed: {reason}")]
     ImageLoad {

@@ -11,7 +11,7 @@ use crate::backend::cpu::CpuBackend;
 use crate::backend::{Backend, DeviceKind, KernelHandle, Module};
 use crate::error::{Error, Result};
 use crate::launch::LaunchConfig;
-use crate::registry::{self, ImageInfo};
+use crate::registry::{self, ImageInfo, KernelEntry};
 use crate::stream::{QueueRef, Stream, StreamImpl};
 
 /// A kernel resolved on a device, found by the addresses of its module and kernel names.
@@ -71,6 +71,18 @@ struct Inner {
     /// Kernels already resolved (module loaded, function looked up), so that a launch of one
     /// costs a read lock and a hash of two addresses before the driver call.
     resolved: RwLock<HashMap<(NameKey, NameKey), Resolved, BuildHasherDefault<AddressHasher>>>,
+    /// Foreign kernels already resolved, by symbol name.
+    foreign: RwLock<HashMap<NameKey, Foreign, BuildHasherDefault<AddressHasher>>>,
+}
+
+/// A foreign kernel found by its symbol name.
+struct Foreign {
+    /// The parameter sizes it was checked with: a declaration with other sizes is checked
+    /// again.
+    sizes: Box<[usize]>,
+    /// The module holding it.
+    module: &'static str,
+    resolved: Resolved,
 }
 
 struct Loaded {
@@ -84,7 +96,7 @@ struct Loaded {
 pub struct LaunchReport {
     /// The kernel's name.
     pub kernel: &'static str,
-    /// The kernel module (kernel crate library name).
+    /// The kernel module: a kernel crate's library name, or a CUDA or HIP source's file stem.
     pub module: &'static str,
     /// [`Device::describe`] of the device.
     pub device: Arc<str>,
@@ -123,6 +135,7 @@ impl Device {
                 last: Mutex::new(None),
                 queues: Mutex::new(Vec::new()),
                 resolved: RwLock::new(HashMap::default()),
+                foreign: RwLock::new(HashMap::default()),
             }),
             stream: None,
         }
@@ -354,6 +367,64 @@ impl Device {
         unsafe { self.launch_inner(module, kernel, config, params, Some(sizes)) }
     }
 
+    /// Finds the kernel whose symbol name is `kernel` (a foreign kernel, declared with
+    /// [`extern_kernels!`](crate::extern_kernels)) in the images this device loads, and checks
+    /// that `param_sizes`, the size of each declared parameter, are those its image records
+    /// (`offload.kernel-params`, which the build writes for CUDA and HIP kernels). Returns the
+    /// image. Launches do this on first use; call it to have a wrong declaration reported
+    /// before any launch.
+    ///
+    /// The kernel modules whose images list the symbol are loaded in registration order until
+    /// one whose loaded image lists it: a symbol in two modules is the first one's.
+    ///
+    /// # Errors
+    /// [`Error::ForeignKernelNotFound`] naming the images searched,
+    /// [`Error::KernelSignatureMismatch`], and what loading a module reports.
+    pub fn load_foreign(
+        &self,
+        kernel: &'static str,
+        param_sizes: &[usize],
+    ) -> Result<Arc<ImageInfo>> {
+        let (_, (loaded, _)) = self.resolve_foreign(kernel, param_sizes)?;
+        Ok(Arc::clone(&loaded.image))
+    }
+
+    /// Launches the foreign kernel whose symbol name is `kernel` with the launch ABI's
+    /// parameter array, found and checked as [`Device::load_foreign`] does with `sizes` as the
+    /// declared parameter sizes. The handles made by
+    /// [`extern_kernels!`](crate::extern_kernels) call this.
+    ///
+    /// # Errors
+    /// As [`Device::load_foreign`]; [`Error::InvalidLaunch`] when `params` and `sizes` differ
+    /// in length; what the device reports.
+    ///
+    /// # Safety
+    /// As [`Device::launch_raw`], and `params[i]` points at `sizes[i]` bytes. Nothing checks
+    /// what the foreign kernel does: that its parameters are of the declared types (the
+    /// recorded sizes catch only a different count or size) and that it accesses only memory
+    /// the launch gives it are the caller's responsibility.
+    pub unsafe fn launch_foreign(
+        &self,
+        kernel: &'static str,
+        config: &LaunchConfig,
+        params: &[*mut c_void],
+        sizes: &[usize],
+    ) -> Result<LaunchReport> {
+        if params.len() != sizes.len() {
+            return Err(Error::InvalidLaunch {
+                kernel: kernel.to_owned(),
+                reason: format!(
+                    "{} parameter values with {} parameter sizes",
+                    params.len(),
+                    sizes.len()
+                ),
+            });
+        }
+        let (module, resolved) = self.resolve_foreign(kernel, sizes)?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.launch_resolved(module, kernel, &resolved, config, params, Some(sizes)) }
+    }
+
     /// The module and handle of `kernel`, resolved once per device.
     fn resolve(&self, module: &'static str, kernel: &'static str) -> Result<Resolved> {
         let key = (name_key(module), name_key(kernel));
@@ -367,17 +438,7 @@ impl Device {
             return Ok(found.clone());
         }
         let loaded = self.module(module)?;
-        let handle = {
-            let mut kernels = loaded.kernels.lock().unwrap_or_else(|e| e.into_inner());
-            match kernels.get(kernel) {
-                Some(&h) => h,
-                None => {
-                    let h = loaded.module.kernel(kernel)?;
-                    kernels.insert(kernel, h);
-                    h
-                }
-            }
-        };
+        let handle = kernel_handle(&loaded, kernel)?;
         let resolved = (loaded, handle);
         self.inner
             .resolved
@@ -385,6 +446,92 @@ impl Device {
             .unwrap_or_else(|e| e.into_inner())
             .insert(key, resolved.clone());
         Ok(resolved)
+    }
+
+    /// The module and handle of foreign kernel `kernel` declared with `sizes`, resolved and
+    /// checked once per device and declaration.
+    fn resolve_foreign(
+        &self,
+        kernel: &'static str,
+        sizes: &[usize],
+    ) -> Result<(&'static str, Resolved)> {
+        let key = name_key(kernel);
+        if let Some(found) = self
+            .inner
+            .foreign
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            && *found.sizes == *sizes
+        {
+            return Ok((found.module, found.resolved.clone()));
+        }
+        let modules = registry::modules_listing(kernel)?;
+        let mut searched = Vec::new();
+        let mut first_error = None;
+        for module in &modules {
+            let module = intern(module);
+            let loaded = match self.module(module) {
+                Ok(loaded) => loaded,
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                    continue;
+                }
+            };
+            let recorded = match registry::kernel_entry(&loaded.image, kernel)? {
+                KernelEntry::Absent => {
+                    searched.push(short_name(&loaded.image));
+                    continue;
+                }
+                KernelEntry::Listed(recorded) => recorded,
+            };
+            if let Some(found) = recorded
+                && !sizes
+                    .iter()
+                    .map(|&s| s as u64)
+                    .eq(found.iter().map(|&s| u64::from(s)))
+            {
+                return Err(Error::KernelSignatureMismatch {
+                    kernel: kernel.to_owned(),
+                    image: short_name(&loaded.image),
+                    declared: sizes.to_vec(),
+                    found,
+                });
+            }
+            let handle = kernel_handle(&loaded, kernel)?;
+            let resolved = (loaded, handle);
+            self.inner
+                .foreign
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(
+                    key,
+                    Foreign {
+                        sizes: sizes.into(),
+                        module,
+                        resolved: resolved.clone(),
+                    },
+                );
+            return Ok((module, resolved));
+        }
+        if modules.is_empty() {
+            searched = registry::inventory()
+                .into_iter()
+                .filter_map(|(_, images)| images.ok())
+                .flatten()
+                .map(|image| short_name(&image))
+                .collect();
+        } else if searched.is_empty()
+            && let Some(e) = first_error
+        {
+            // No module listing the kernel has an image this device runs: that is the news.
+            return Err(e);
+        }
+        Err(Error::ForeignKernelNotFound {
+            kernel: kernel.to_owned(),
+            device: self.describe().to_owned(),
+            searched,
+        })
     }
 
     /// # Safety
@@ -397,7 +544,26 @@ impl Device {
         params: &[*mut c_void],
         sizes: Option<&[usize]>,
     ) -> Result<LaunchReport> {
-        let (loaded, handle) = self.resolve(module, kernel)?;
+        let resolved = self.resolve(module, kernel)?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.launch_resolved(module, kernel, &resolved, config, params, sizes) }
+    }
+
+    /// Launches a resolved kernel, on this handle's stream if it has one.
+    ///
+    /// # Safety
+    /// As [`Device::launch_raw`]; with `sizes`, `params[i]` points at `sizes[i]` bytes;
+    /// `resolved` is `kernel` of `module` on this device.
+    unsafe fn launch_resolved(
+        &self,
+        module: &'static str,
+        kernel: &'static str,
+        (loaded, handle): &Resolved,
+        config: &LaunchConfig,
+        params: &[*mut c_void],
+        sizes: Option<&[usize]>,
+    ) -> Result<LaunchReport> {
+        let handle = *handle;
         match self.stream.as_deref() {
             // SAFETY: forwarded from this function's contract; `handle` is from this module.
             None => unsafe { loaded.module.launch(handle, kernel, config, params) },
@@ -424,6 +590,36 @@ impl Device {
         *self.inner.last.lock().unwrap_or_else(|e| e.into_inner()) = Some((module, kernel));
         Ok(report)
     }
+}
+
+/// The handle of `kernel` in a loaded module, looked up once.
+fn kernel_handle(loaded: &Loaded, kernel: &'static str) -> Result<KernelHandle> {
+    let mut kernels = loaded.kernels.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(&h) = kernels.get(kernel) {
+        return Ok(h);
+    }
+    let h = loaded.module.kernel(kernel)?;
+    kernels.insert(kernel, h);
+    Ok(h)
+}
+
+/// An image as errors about foreign kernels name it: `module/arch/triple`.
+fn short_name(image: &ImageInfo) -> String {
+    format!("{}/{}/{}", image.module, image.arch, image.triple)
+}
+
+/// `name` as a `&'static str`, one allocation per distinct name for the process: module names
+/// found at run time (those of foreign kernels) key the per-device tables as the names of
+/// `#[kernel]` modules, which are literals, do. There are as many as registered modules.
+fn intern(name: &str) -> &'static str {
+    static NAMES: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(&known) = names.iter().find(|&&n| n == name) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    names.push(leaked);
+    leaked
 }
 
 fn log(line: std::fmt::Arguments<'_>) {

@@ -4,7 +4,8 @@
 //!   indices, `sync_threads()`, shared memory, atomics, warp operations, math.
 //! - With the `host` feature (default): [`registry`] of device images registered at start-up,
 //!   [`backend`]s (the CPU device; CUDA and HIP), [`Device`], [`DeviceBuffer`],
-//!   [`LaunchConfig`] and the typed kernel handles made by [`kernel`].
+//!   [`LaunchConfig`] and the typed kernel handles made by [`kernel`] and, for CUDA and HIP
+//!   kernels built by `offload-build`, by [`extern_kernels!`].
 //!
 //! # Environment
 //!
@@ -46,7 +47,7 @@
 
 pub mod device;
 
-pub use offload_macros::{DeviceCopy, device_print, device_println, kernel};
+pub use offload_macros::{DeviceCopy, device_print, device_println, extern_kernels, kernel};
 
 #[cfg(feature = "host")]
 pub mod backend;
@@ -191,27 +192,15 @@ macro_rules! __for_target {
 }
 
 /// Implements a kernel handle's `launch`: a safe function, or an `unsafe` one with the given
-/// safety section for a kernel taking raw pointers. With the `host` feature off (a kernel
-/// crate built alone), handles have no `launch`.
+/// safety section for a kernel taking raw pointers. The first word says how the kernel is
+/// found: `module`, a `#[kernel]` by its crate and name; `foreign`, an `extern_kernels!`
+/// declaration by its symbol name alone (its handle also gets `PARAM_SIZES` and `load`).
+/// With the `host` feature off (a kernel crate built alone), handles have no `launch`.
 #[cfg(feature = "host")]
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kernel_launch_impl {
-    (safe, $($rest:tt)*) => {
-        $crate::__kernel_launch_impl! { @impl [] [], $($rest)* }
-    };
-    (unsafe $safety:literal, $($rest:tt)*) => {
-        $crate::__kernel_launch_impl! {
-            @impl [unsafe] [
-                #[doc = ""]
-                #[doc = "# Safety"]
-                #[doc = ""]
-                #[doc = $safety]
-            ],
-            $($rest)*
-        }
-    };
-    (@impl [$($unsafety:tt)?] [$(#[$safety:meta])*], $handle:ident, $name:literal, $(
+    (@impl [$lookup:ident] [$($unsafety:tt)?] [$(#[$safety:meta])*], $handle:ident, $name:literal, $(
         ($arg:ident : $kind:ident $ty:ty, $idx:literal $(, len = ($len:expr) $len_text:literal)?)
     ),* $(,)?) => {
         impl $handle {
@@ -222,7 +211,8 @@ macro_rules! __kernel_launch_impl {
             ///
             /// [`Error::WrongDevice`]($crate::Error::WrongDevice) for a buffer of another
             /// device, [`Error::BufferTooShort`]($crate::Error::BufferTooShort) for a buffer
-            /// shorter than its `#[len(..)]`, and what the device reports.
+            /// shorter than its `#[len(..)]`, what finding the kernel reports, and what the
+            /// device reports.
             $(#[$safety])*
             #[allow(clippy::too_many_arguments)]
             pub $($unsafety)? fn launch(
@@ -247,16 +237,63 @@ macro_rules! __kernel_launch_impl {
                 ];
                 let sizes: &[usize] = &[ $( ::core::mem::size_of_val(&$arg), )* ];
                 // SAFETY: `params` holds one pointer per parameter, in order, to a value of
-                // the parameter's launch ABI type: this impl is generated from the kernel's
-                // signature (scalars by value, device pointers as the u64 address, slices as
-                // address and length, of a buffer checked to belong to `device`). A slice
-                // parameter's buffer is borrowed shared (`&[T]`) or exclusively
-                // (`DisjointSlice<T>`) for this call, and freeing a buffer is ordered after
-                // the launch by the backend, so a kernel without raw pointers cannot reach
-                // memory outside its buffers; what a kernel does with raw pointers is this
-                // function's `unsafe` contract.
-                unsafe { device.launch_sized(env!("CARGO_CRATE_NAME"), $name, &config, params, sizes) }
+                // the parameter's launch ABI type, `sizes[i]` bytes: this impl is generated
+                // from the kernel's signature (scalars by value, device pointers as the u64
+                // address, slices as address and length, of a buffer checked to belong to
+                // `device`). A slice parameter's buffer is borrowed shared (`&[T]`) or
+                // exclusively (`DisjointSlice<T>`) for this call, and freeing a buffer is
+                // ordered after the launch by the backend, so a Rust kernel without raw
+                // pointers cannot reach memory outside its buffers; what a kernel does with
+                // raw pointers, and anything a foreign kernel does, is this function's
+                // `unsafe` contract.
+                unsafe { $crate::__kernel_launch_impl!(@call $lookup device, $name, &config, params, sizes) }
             }
+        }
+        $crate::__kernel_launch_impl! { @items $lookup $handle, $name, $($kind $ty),* }
+    };
+    (@call module $device:ident, $name:literal, $config:expr, $params:ident, $sizes:ident) => {
+        $device.launch_sized(env!("CARGO_CRATE_NAME"), $name, $config, $params, $sizes)
+    };
+    (@call foreign $device:ident, $name:literal, $config:expr, $params:ident, $sizes:ident) => {
+        $device.launch_foreign($name, $config, $params, $sizes)
+    };
+    (@items module $($rest:tt)*) => {};
+    (@items foreign $handle:ident, $name:literal, $($kind:ident $ty:ty),*) => {
+        impl $handle {
+            /// The size of each parameter a launch passes, in order (a device pointer is its
+            /// 8-byte address): what is checked against the sizes the kernel's image records.
+            pub const PARAM_SIZES: &'static [usize] = &[ $( $crate::__kernel_abi_size!($kind $ty) ),* ];
+
+            /// Finds the kernel by its symbol name in the images `device` loads (loading its
+            /// module) and checks [`Self::PARAM_SIZES`] against the sizes its image records,
+            /// as the first launch would. Returns the image.
+            ///
+            /// # Errors
+            ///
+            /// [`Error::ForeignKernelNotFound`]($crate::Error::ForeignKernelNotFound) naming
+            /// the images searched,
+            /// [`Error::KernelSignatureMismatch`]($crate::Error::KernelSignatureMismatch), and
+            /// what loading the module reports.
+            pub fn load(
+                &self,
+                device: &$crate::Device,
+            ) -> $crate::Result<::std::sync::Arc<$crate::registry::ImageInfo>> {
+                device.load_foreign($name, Self::PARAM_SIZES)
+            }
+        }
+    };
+    ($lookup:ident safe, $($rest:tt)*) => {
+        $crate::__kernel_launch_impl! { @impl [$lookup] [] [], $($rest)* }
+    };
+    ($lookup:ident unsafe $safety:literal, $($rest:tt)*) => {
+        $crate::__kernel_launch_impl! {
+            @impl [$lookup] [unsafe] [
+                #[doc = ""]
+                #[doc = "# Safety"]
+                #[doc = ""]
+                #[doc = $safety]
+            ],
+            $($rest)*
         }
     };
 }
@@ -277,6 +314,22 @@ macro_rules! __kernel_arg_type {
     (ptr_mut $ty:ty) => { &mut $crate::DeviceBuffer<$ty> };
     (slice $ty:ty) => { &$crate::DeviceBuffer<$ty> };
     (slice_mut $ty:ty) => { &mut $crate::DeviceBuffer<$ty> };
+}
+
+/// The size of a parameter's launch ABI value.
+#[cfg(feature = "host")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kernel_abi_size {
+    (scalar $ty:ty) => {
+        ::core::mem::size_of::<$ty>()
+    };
+    (ptr_const $ty:ty) => {
+        ::core::mem::size_of::<u64>()
+    };
+    (ptr_mut $ty:ty) => {
+        ::core::mem::size_of::<u64>()
+    };
 }
 
 #[cfg(feature = "host")]

@@ -84,8 +84,9 @@ use offload_format::{ImageKind, OffloadBinary, OffloadKind};
 
 use crate::error::{Error, Result};
 
-/// The keys of an image's kernel crate library name and its comma-separated kernel names.
-pub use offload_format::offload_binary::{KEY_KERNELS, KEY_MODULE};
+/// The keys of an image's kernel crate library name, its comma-separated kernel names and its
+/// kernels' parameter sizes.
+pub use offload_format::offload_binary::{KEY_KERNEL_PARAMS, KEY_KERNELS, KEY_MODULE};
 /// `magic` of every [`OffloadDescriptor`], and the layout version this runtime reads.
 pub use offload_format::offload_binary::{OFFLOAD_DESCRIPTOR_MAGIC, OFFLOAD_DESCRIPTOR_VERSION};
 
@@ -161,6 +162,28 @@ impl RegisteredImage<'_> {
             .unwrap_or("")
             .split(',')
             .filter(|k| !k.is_empty())
+    }
+
+    /// The parameter sizes `offload.kernel-params` records for `kernel`, `None` when the
+    /// image records none for it (images of Rust kernels record none).
+    ///
+    /// # Errors
+    /// [`Error::ImageLoad`] when the key's value is malformed.
+    pub fn kernel_params(&self, kernel: &str) -> Result<Option<Vec<u32>>> {
+        let Some(text) = self.binary.get(KEY_KERNEL_PARAMS) else {
+            return Ok(None);
+        };
+        let all = offload_format::offload_binary::parse_kernel_params(text).map_err(|e| {
+            Error::ImageLoad {
+                module: self.module.to_owned(),
+                image: self.describe().to_string(),
+                reason: e.to_string(),
+            }
+        })?;
+        Ok(all
+            .into_iter()
+            .find(|p| p.kernel == kernel)
+            .map(|p| p.sizes))
     }
 
     /// A one-line description: `module[index] triple arch kind (from source)`.
@@ -405,6 +428,81 @@ pub fn with_module_images<R>(
     f(&found)
 }
 
+/// The kernel modules with an image whose `offload.kernels` lists `kernel`, each once, in
+/// registration order: where a kernel known only by its symbol name (a foreign kernel) may be.
+///
+/// # Errors
+/// When no intact bundle lists it and some bundle could not be read, that bundle's
+/// [`Error::DamagedBundle`] / [`Error::BadDescriptor`].
+pub fn modules_listing(kernel: &str) -> Result<Vec<String>> {
+    let mut reg = lock();
+    let mut modules: Vec<String> = Vec::new();
+    let mut first_bad = None;
+    for e in &mut reg.entries {
+        if e.parsed.is_none() {
+            e.parsed = Some(parse_entry(e.desc));
+        }
+        match &e.parsed {
+            Some(Parsed::Ok { name, images }) => {
+                for (index, binary) in images.iter().enumerate() {
+                    let image = RegisteredImage {
+                        source: name,
+                        index,
+                        module: binary.get(KEY_MODULE).unwrap_or(""),
+                        binary,
+                    };
+                    if image.kernels().any(|k| k == kernel)
+                        && !modules.iter().any(|m| m == image.module)
+                    {
+                        modules.push(image.module.to_owned());
+                    }
+                }
+            }
+            Some(Parsed::Bad(err)) => {
+                first_bad.get_or_insert(err.clone_for_report());
+            }
+            None => {}
+        }
+    }
+    match first_bad {
+        Some(err) if modules.is_empty() => Err(err),
+        _ => Ok(modules),
+    }
+}
+
+/// What a registered image records about one kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KernelEntry {
+    /// The image's `offload.kernels` does not list it (or the image is no longer registered).
+    Absent,
+    /// Listed, with the parameter sizes `offload.kernel-params` records for it, if any.
+    Listed(Option<Vec<u32>>),
+}
+
+/// What the registered image `image` (a loaded module's, [`crate::Device::load_module`])
+/// records about `kernel`.
+///
+/// # Errors
+/// [`Error::ImageLoad`] when its `offload.kernel-params` is malformed.
+pub fn kernel_entry(image: &ImageInfo, kernel: &str) -> Result<KernelEntry> {
+    let found = with_module_images(&image.module, |images| {
+        let Some(registered) = images
+            .iter()
+            .find(|i| i.source == image.source && i.index == image.index)
+        else {
+            return Ok(KernelEntry::Absent);
+        };
+        if !registered.kernels().any(|k| k == kernel) {
+            return Ok(KernelEntry::Absent);
+        }
+        Ok(KernelEntry::Listed(registered.kernel_params(kernel)?))
+    });
+    match found {
+        Err(Error::NoImages { .. }) => Ok(KernelEntry::Absent),
+        other => other,
+    }
+}
+
 /// Names of the registered bundles and what each holds, for diagnostics: one
 /// `(name, Ok(images) | Err(error))` pair per registered descriptor.
 pub fn inventory() -> Vec<(String, Result<Vec<ImageInfo>>)> {
@@ -525,6 +623,76 @@ mod tests {
         );
         // SAFETY: `b` was registered above.
         unsafe { __offload_unregister_lib(b) };
+    }
+
+    #[test]
+    fn modules_listing_a_kernel_and_what_images_record() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let mut with_params = OffloadBinary::parse(&binary("reg_fk_b", "fk_shared", b"BB"))
+            .unwrap()
+            .0
+            .into_owned();
+        with_params.set(KEY_KERNEL_PARAMS, "fk_shared:8,4;other:1");
+        let mut two = with_params.to_bytes();
+        two.extend(binary("reg_fk_b", "fk_shared", b"CC"));
+        let a = leak_descriptor("fk_a", binary("reg_fk_a", "fk_a,fk_shared", b"AA"));
+        let b = leak_descriptor("fk_b", two);
+        // SAFETY: both descriptors and their data are leaked, so valid for the process.
+        unsafe {
+            __offload_register_lib(a);
+            __offload_register_lib(b);
+        }
+        assert_eq!(
+            modules_listing("fk_shared").unwrap(),
+            ["reg_fk_a", "reg_fk_b"]
+        );
+        assert_eq!(modules_listing("fk_a").unwrap(), ["reg_fk_a"]);
+        assert!(modules_listing("fk_nowhere").unwrap().is_empty());
+
+        let image = |module: &str, index, source: &str| ImageInfo {
+            source: source.to_owned(),
+            index,
+            module: module.to_owned(),
+            triple: String::new(),
+            arch: String::new(),
+            image_kind: ImageKind::Object,
+            size: 0,
+        };
+        assert_eq!(
+            kernel_entry(&image("reg_fk_b", 0, "fk_b"), "fk_shared").unwrap(),
+            KernelEntry::Listed(Some(vec![8, 4]))
+        );
+        assert_eq!(
+            kernel_entry(&image("reg_fk_b", 1, "fk_b"), "fk_shared").unwrap(),
+            KernelEntry::Listed(None)
+        );
+        // `other` has recorded sizes but is not a kernel the image lists.
+        assert_eq!(
+            kernel_entry(&image("reg_fk_b", 0, "fk_b"), "other").unwrap(),
+            KernelEntry::Absent
+        );
+        assert_eq!(
+            kernel_entry(&image("reg_fk_gone", 0, "fk_b"), "fk_shared").unwrap(),
+            KernelEntry::Absent
+        );
+
+        // SAFETY: registered above.
+        unsafe {
+            __offload_unregister_lib(a);
+            __offload_unregister_lib(b);
+        }
+        let mut bytes = binary("reg_fk_damaged", "fk_a", b"XXXX");
+        bytes.truncate(bytes.len() - 20);
+        let d = leak_descriptor("fk_damaged", bytes);
+        // SAFETY: leaked, valid for the process.
+        unsafe { __offload_register_lib(d) };
+        let err = modules_listing("fk_a").unwrap_err();
+        assert!(
+            matches!(&err, Error::DamagedBundle { name, .. } if name == "fk_damaged"),
+            "{err}"
+        );
+        // SAFETY: registered above.
+        unsafe { __offload_unregister_lib(d) };
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //!   (`cuda/poly.cu`, `hip/poly.hip`), which calls `rust_clamp` back: one device link. It runs
 //!   on every device, the CPU included.
 //! - `scale` is a kernel written in CUDA (`cuda/scale.cu`) and in HIP (`hip/scale.hip`), one
-//!   module `scale` with NVIDIA and AMD images, launched through the runtime's raw launch: it
-//!   needs an NVIDIA or AMD GPU.
+//!   module `scale` with NVIDIA and AMD images, launched through the handle `extern_kernels!`
+//!   declares: it needs an NVIDIA or AMD GPU.
 //!
 //! `cargo offload run -p mixed`; `OFFLOAD_DEVICE=cpu|cuda:0|hip:0` picks the device.
 
@@ -13,6 +13,12 @@ use std::process::ExitCode;
 
 use offload_rt::backend::DeviceKind;
 use offload_rt::{Device, DeviceBuffer, LaunchConfig};
+
+offload_rt::extern_kernels! {
+    /// `extern "C" __global__ void scale(float *x, float a, int n)`, found by its symbol in the
+    /// `scale` images; its parameter sizes are checked against theirs when first launched.
+    fn scale(#[len(n)] x: *mut f32, a: f32, n: i32);
+}
 
 fn main() -> ExitCode {
     match run() {
@@ -45,24 +51,17 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
 
     match device.kind() {
         DeviceKind::Cuda | DeviceKind::Hip => {
-            let buf = DeviceBuffer::from_slice(&device, &x)?;
-            // `scale(float *x, float a, int n)`: the launch ABI's values, in order.
-            let mut ptr = buf.device_ptr().0;
-            let (mut a, mut count) = (3.0_f32, n as i32);
-            let params = [
-                (&raw mut ptr).cast(),
-                (&raw mut a).cast(),
-                (&raw mut count).cast(),
-            ];
-            // SAFETY: one pointer per parameter of `scale`, each at a value of its type (the
-            // buffer's address as a u64); `scale` writes `x[i]` for `i < n` only, `buf` holds
-            // `n` elements and is not touched until the launch is synchronized by `to_vec`.
+            let mut buf = DeviceBuffer::from_slice(&device, &x)?;
+            // SAFETY: `scale` writes `x[i]` for `i < n` only, and `buf` holds the `n` elements
+            // (`#[len(n)]` checks it); `buf` is not touched until the launch is synchronized
+            // by `to_vec`.
             let report = unsafe {
-                device.launch_raw(
-                    "scale",
-                    "scale",
-                    &LaunchConfig::for_num_elems(n as u32),
-                    &params,
+                scale.launch(
+                    &device,
+                    LaunchConfig::for_num_elems(n as u32),
+                    &mut buf,
+                    3.0,
+                    n as i32,
                 )?
             };
             println!("scale (CUDA/HIP): {report}");

@@ -3,6 +3,7 @@
 use object::elf;
 use object::read::elf::{FileHeader, SectionHeader, Sym};
 use offload_format::AmdTargetId;
+use offload_format::offload_binary::KernelParams;
 use rmpv::Value;
 
 use super::{LinkError, Result};
@@ -282,6 +283,48 @@ pub fn amdgpu_inspect(image: &[u8]) -> Result<AmdCodeObjectInfo> {
             .unwrap_or_default(),
         kernels,
     })
+}
+
+/// The explicit parameter sizes of each kernel of an AMD code object, from its metadata note
+/// (`amdhsa.kernels[].{.name, .args[].size}`), the hidden arguments (`.value_kind`
+/// `hidden_*`, which the runtime fills) left out. `.name` is the kernel's symbol name.
+///
+/// # Errors
+/// What [`amdgpu_inspect`] reports, and [`LinkError::BadCodeObject`] for a kernel name that
+/// `offload.kernel-params` cannot hold or an argument size above `u32::MAX`.
+pub fn amd_kernel_params(code_object: &[u8]) -> Result<Vec<KernelParams>> {
+    let bad = |reason: String| LinkError::BadCodeObject { reason };
+    amdgpu_inspect(code_object)?
+        .kernels
+        .into_iter()
+        .map(|kernel| {
+            if kernel.name.is_empty()
+                || kernel
+                    .name
+                    .contains(|c: char| matches!(c, ':' | ';' | ',') || c.is_whitespace())
+            {
+                return Err(bad(format!(
+                    "kernel name {:?} is empty or holds `:`, `;`, `,` or whitespace",
+                    kernel.name
+                )));
+            }
+            let sizes = kernel
+                .explicit_args()
+                .map(|arg| {
+                    u32::try_from(arg.size).map_err(|_| {
+                        bad(format!(
+                            "kernel `{}` has an argument of {} bytes",
+                            kernel.name, arg.size
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<u32>>>()?;
+            Ok(KernelParams {
+                kernel: kernel.name,
+                sizes,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

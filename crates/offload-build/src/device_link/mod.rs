@@ -21,8 +21,8 @@ mod ptx;
 mod rlib_bitcode;
 
 pub use amdgpu::{
-    AmdCodeObjectInfo, AmdCodeObjectVersion, AmdKernelArg, AmdKernelInfo, amdgpu_e_flags,
-    amdgpu_inspect, fix_amdgpu_e_flags,
+    AmdCodeObjectInfo, AmdCodeObjectVersion, AmdKernelArg, AmdKernelInfo, amd_kernel_params,
+    amdgpu_e_flags, amdgpu_inspect, fix_amdgpu_e_flags,
 };
 pub use llvm::{
     AmdgpuLinkOptions, LinkedObject, NvptxLinkOptions, amdgpu_code_object, amdgpu_link_object,

@@ -12,7 +12,7 @@ use crate::arch::OffloadArch;
 use crate::device_link::{CubinPlan, cubin_plan, ptx_isa_version, ptxas_assemble};
 use crate::env::Env;
 use crate::error::{Error, IoContext, Result};
-use crate::image::{DeviceImage, kernels_of_ptx};
+use crate::image::{DeviceImage, kernels_of_ptx, ptx_kernel_params};
 
 /// Where the CUDA headers come from: `OFFLOAD_CUDA_PATH`, else the first CUDA installation
 /// clang would find among the usual directories (Debian's `nvidia-cuda-toolkit` is
@@ -108,7 +108,7 @@ pub fn build(
                 source.path.display()
             ));
         }
-        let kernel_params = Vec::new();
+        let kernel_params = ptx_kernel_params(&ptx);
         let arch = OffloadArch::Nvptx(*sm);
         if cubin_plan(&sm_name)? == CubinPlan::Assemble {
             let cubin = ptxas_assemble(&ptx, &sm_name).map_err(|e| Error::BadSource {

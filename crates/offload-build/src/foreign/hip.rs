@@ -16,7 +16,7 @@ use offload_format::{AmdTargetId, ImageKind, OffloadKind};
 
 use super::{Clang, Compiled, Options, Source, depfile};
 use crate::arch::OffloadArch;
-use crate::device_link::{AmdCodeObjectVersion, amdgpu_inspect};
+use crate::device_link::{AmdCodeObjectVersion, amd_kernel_params, amdgpu_inspect};
 use crate::env::Env;
 use crate::error::{Error, IoContext, Result};
 use crate::image::DeviceImage;
@@ -147,7 +147,7 @@ pub fn build(
             offload_kind: OffloadKind::Hip,
             module: module.clone(),
             kernels,
-            kernel_params: Vec::new(),
+            kernel_params: amd_kernel_params(&object)?,
             bytes: object,
         });
     }

@@ -1,6 +1,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use offload_format::offload_binary::{encode_kernel_params, parse_kernel_params};
 use offload_format::{OffloadBinary, parse_all};
 
 fuzz_target!(|data: &[u8]| {
@@ -16,6 +17,11 @@ fuzz_target!(|data: &[u8]| {
             let (again, _) = OffloadBinary::parse(&bytes).expect("re-parse");
             assert_eq!(again, bin);
         }
+    }
+    if let Ok(text) = std::str::from_utf8(data)
+        && let Ok(list) = parse_kernel_params(text)
+    {
+        assert_eq!(parse_kernel_params(&encode_kernel_params(&list)).unwrap(), list);
     }
     let _ = parse_all(data);
 });

@@ -1,5 +1,7 @@
 //! Builds the stand-in driver libraries (`tests/fixtures/fake-cuda`, `fake-hip`) that the
 //! fake-driver tests load instead of a real driver, and the checks both drivers' tests share.
+// Each test binary uses what it needs of these.
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
