@@ -834,6 +834,70 @@ fn a_new_openmp_project_runs_its_target_region_on_an_offload_device() {
     );
 }
 
+#[test]
+fn a_new_mixed_project_builds_its_cuda_sources_and_runs_on_the_cpu_device() {
+    if llvm_tool(Tool::Clang).is_none() {
+        return;
+    }
+    let parent = target_dir("new-projects");
+    let project = parent.join("hello-mixed");
+    if project.exists() {
+        std::fs::remove_dir_all(&project).unwrap();
+    }
+    std::fs::create_dir_all(&parent).unwrap();
+    check(
+        &cargo_offload(&parent, &["new", "--template", "mixed", "hello-mixed"]),
+        "cargo offload new --template mixed",
+    );
+    for file in [
+        "cuda/poly.cu",
+        "cuda/scale.cu",
+        "hip/poly.hip",
+        "kernels/src/lib.rs",
+    ] {
+        assert!(project.join(file).is_file(), "{file}");
+    }
+    std::fs::copy(
+        workspace_root().join("Cargo.lock"),
+        project.join("Cargo.lock"),
+    )
+    .unwrap();
+    let target = target_dir("e2e-mixed-template");
+    let target = target.to_string_lossy();
+    let out = cargo_offload_env(
+        &project,
+        &["run", "--target-dir", &target],
+        &[("OFFLOAD_DEVICE", Some("cpu"))],
+    );
+    let stdout = check(&out, "the new mixed project");
+    assert!(stdout.contains("polynomial: 1000 elements OK"), "{stdout}");
+    assert!(stdout.contains("needs an NVIDIA or AMD GPU"), "{stdout}");
+
+    // The template's `sm_80,host`: the Rust kernels (linked with the relocatable CUDA source)
+    // for both, and the CUDA `scale` module for sm_80, cubin and PTX where ptxas knows sm_80.
+    let out = cargo_offload(&project, &["build", "--target-dir", &target]);
+    check(&out, "the new mixed project's build");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let embedded = stderr
+        .lines()
+        .find(|l| l.trim_start().starts_with("Embedded hello-mixed"))
+        .unwrap_or_else(|| panic!("no Embedded line:\n{stderr}"));
+    let ptxas_knows_sm_80 = ptxas().is_some();
+    let sm_80 = if ptxas_knows_sm_80 {
+        "sm_80 cubin+ptx"
+    } else {
+        "sm_80 ptx"
+    };
+    let count = if ptxas_knows_sm_80 { 5 } else { 3 };
+    assert!(
+        embedded.ends_with(&format!(
+            "Embedded hello-mixed ({count} device images; hello_mixed_kernels: {sm_80}, \
+             host elf; scale: {sm_80})"
+        )),
+        "{embedded}"
+    );
+}
+
 /// `examples/mixed` embeds the Rust kernel crate's images (device-linked with the relocatable
 /// CUDA/HIP sources) and the CUDA/HIP kernels' own images side by side, as LLVM reads them.
 #[test]

@@ -10,10 +10,12 @@ use std::path::{Path, PathBuf};
 
 use object::{Object, ObjectSymbol};
 use offload_build::arch::parse_list;
-use offload_build::device_link::{self, DeviceInput, GpuTarget};
+use offload_build::device_link::{self, DeviceInput};
 use offload_build::env::Env;
 use offload_build::foreign::{self, Language, Options, Source, rdc::LinkedSources};
+use offload_build::image::DeviceImage;
 use offload_build::{KernelCrate, OffloadArch};
+use offload_format::ImageKind;
 use offload_toolchain::Tool;
 
 fn fixture(name: &str) -> PathBuf {
@@ -53,29 +55,48 @@ fn ready() -> bool {
     Tool::Clang.for_test().is_some() && common::nightly_ready()
 }
 
-fn gpu_image(arch: &str, linked: &LinkedSources) -> device_link::GpuImage {
+fn rdc_crate() -> KernelCrate {
+    KernelCrate {
+        package: "rdc-fixture-kernels".to_owned(),
+        lib_name: "rdc_fixture_kernels".to_owned(),
+        manifest_path: fixture("rdc-kernels/Cargo.toml"),
+        root: fixture("rdc-kernels"),
+        watch: Vec::new(),
+        deps: Vec::new(),
+    }
+}
+
+/// The image `Build` embeds for `arch` (the PTX one on NVIDIA), through the same call.
+fn gpu_image(arch: &str, linked: &LinkedSources) -> DeviceImage {
     let arch = parse_list(arch, "the test").unwrap()[0];
-    let target = match arch {
-        OffloadArch::Nvptx(sm) => GpuTarget::Nvptx { sm },
-        OffloadArch::Amdgcn(id) => GpuTarget::Amdgpu(id),
-        OffloadArch::Host => unreachable!(),
-    };
-    let dir = common::target_dir().join(format!("rdc-{}", target.triple()));
-    let mut inputs = device_link::device_inputs(
-        &Env::detect(),
-        &fixture("rdc-kernels/Cargo.toml"),
-        &target,
-        &dir,
-    )
-    .unwrap_or_else(|e| panic!("nested build for {target}: {e}"));
+    let dir = common::target_dir().join(format!("rdc-{}", arch.triple()));
     let extra: Vec<DeviceInput> = linked
         .bitcode_for(&arch)
         .map(|b| DeviceInput::object(b.name.clone(), b.bytes.clone()))
         .collect();
     assert_eq!(extra.len(), 1, "one source serves {arch}");
-    inputs.extend(extra);
-    let images = device_link::gpu_images(&inputs, &target).unwrap_or_else(|e| panic!("{e}"));
-    images.into_iter().last().unwrap()
+    let images =
+        device_link::build_gpu_images_linked(&Env::detect(), &rdc_crate(), &arch, &dir, &extra)
+            .unwrap_or_else(|e| panic!("nested build and link for {arch}: {e}"));
+    images
+        .into_iter()
+        .find(|i| i.image_kind != ImageKind::Cubin)
+        .expect("a PTX or code-object image")
+}
+
+/// Both kernels' parameter sizes are recorded, so `extern_kernels!` checks a launch of the
+/// CUDA/HIP kernel as it does one built from a separate source.
+fn assert_params_recorded(image: &DeviceImage) {
+    let mut params = image.kernel_params.clone();
+    params.sort_by(|a, b| a.kernel.cmp(&b.kernel));
+    let got: Vec<(&str, &[u32])> = params
+        .iter()
+        .map(|p| (p.kernel.as_str(), p.sizes.as_slice()))
+        .collect();
+    assert_eq!(
+        got,
+        [("square_all", &[4, 8][..]), ("twice_plus_one", &[8, 4][..])]
+    );
 }
 
 #[test]
@@ -87,6 +108,7 @@ fn nvptx_image_resolves_rust_to_cuda_and_cuda_to_rust() {
     let archs = parse_list("sm_80", "the test").unwrap();
     let linked = linked_sources(&archs, out.path());
     let ptx_image = gpu_image("sm_80", &linked);
+    assert_params_recorded(&ptx_image);
     let ptx = String::from_utf8(ptx_image.bytes).unwrap();
     let mut kernels = ptx_image.kernels.clone();
     kernels.sort();
@@ -122,6 +144,7 @@ fn amdgpu_image_resolves_rust_to_hip_and_hip_to_rust() {
     let mut kernels = image.kernels.clone();
     kernels.sort();
     assert_eq!(kernels, ["square_all", "twice_plus_one"]);
+    assert_params_recorded(&image);
     let file = object::File::parse(&*image.bytes).unwrap();
     let undefined: Vec<String> = file
         .symbols()
@@ -149,14 +172,7 @@ fn cpu_image_links_the_sources_host_side() {
     let archs = parse_list("host", "the test").unwrap();
     let linked = linked_sources(&archs, out.path());
     let library = linked.cpu_library.as_ref().expect("a host library");
-    let krate = KernelCrate {
-        package: "rdc-fixture-kernels".to_owned(),
-        lib_name: "rdc_fixture_kernels".to_owned(),
-        manifest_path: fixture("rdc-kernels/Cargo.toml"),
-        root: fixture("rdc-kernels"),
-        watch: Vec::new(),
-        deps: Vec::new(),
-    };
+    let krate = rdc_crate();
     let dir = common::target_dir().join("rdc-host");
     let image =
         offload_build::host_device::build_linked(&Env::detect(), &krate, &dir, Some(library))

@@ -182,36 +182,61 @@ impl Style {
 
 /// For a `compiler-artifact` message of a linked output that embeds device images, one line
 /// naming the artifact and its images by target (the arch, else the triple): `demo (4 device
-/// images: sm_80 cubin+ptx, gfx90a elf, host elf)`.
+/// images: sm_80 cubin+ptx, gfx90a elf, host elf)`; with images of several modules, each
+/// module's targets after its name: `demo (5 device images; demo_kernels: sm_80 cubin+ptx,
+/// host elf; scale: sm_80 cubin+ptx)`.
 fn embedded_summary(line: &str) -> Option<String> {
+    /// Each target (arch or triple) with the kinds of its images.
+    type TargetKinds<'a> = Vec<(&'a str, Vec<&'a str>)>;
     let message: serde_json::Value = serde_json::from_str(line).ok()?;
     let (file, images) = artifact_images(&message).into_iter().next()?;
-    let mut by_arch: Vec<(String, Vec<String>)> = Vec::new();
+    // module -> [(target, kinds)], in the order the images stand.
+    let mut modules: Vec<(&str, TargetKinds)> = Vec::new();
     for image in &images {
+        let module = image.module.as_deref().unwrap_or("");
         // clang's OpenMP images for a CPU name no arch, only their triple.
         let target = if image.arch.is_empty() {
-            &image.triple
+            image.triple.as_str()
         } else {
-            &image.arch
+            image.arch.as_str()
         };
-        match by_arch.iter_mut().find(|(arch, _)| arch == target) {
-            Some((_, kinds)) => kinds.push(image.kind.clone()),
-            None => by_arch.push((target.clone(), vec![image.kind.clone()])),
+        let targets = match modules.iter_mut().find(|(m, _)| *m == module) {
+            Some((_, targets)) => targets,
+            None => {
+                modules.push((module, Vec::new()));
+                &mut modules.last_mut()?.1
+            }
+        };
+        match targets.iter_mut().find(|(t, _)| *t == target) {
+            Some((_, kinds)) => kinds.push(&image.kind),
+            None => targets.push((target, vec![&image.kind])),
         }
     }
-    let targets: Vec<String> = by_arch
-        .into_iter()
-        .map(|(arch, kinds)| format!("{arch} {}", kinds.join("+")))
-        .collect();
+    let list = |targets: &TargetKinds| {
+        targets
+            .iter()
+            .map(|(target, kinds)| format!("{target} {}", kinds.join("+")))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let name = std::path::Path::new(file)
         .file_name()
         .map_or(file.to_owned(), |n| n.to_string_lossy().into_owned());
-    Some(format!(
-        "{name} ({} device image{}: {})",
+    let count = format!(
+        "{} device image{}",
         images.len(),
-        if images.len() == 1 { "" } else { "s" },
-        targets.join(", ")
-    ))
+        if images.len() == 1 { "" } else { "s" }
+    );
+    Some(match modules.as_slice() {
+        [(_, targets)] => format!("{name} ({count}: {})", list(targets)),
+        _ => {
+            let per_module: Vec<String> = modules
+                .iter()
+                .map(|(module, targets)| format!("{module}: {}", list(targets)))
+                .collect();
+            format!("{name} ({count}; {})", per_module.join("; "))
+        }
+    })
 }
 
 /// Whether cargo is asked for JSON messages (`--message-format json…`, before `--`).
@@ -384,5 +409,37 @@ mod json_tests {
             "    Embedded x"
         );
         assert!(image_messages("not json").is_empty());
+    }
+
+    #[test]
+    fn the_summary_names_each_module_when_there_are_several() {
+        let image = |kind, offload_kind, arch: &str, module: &str| {
+            offload_format::OffloadBinary::new(kind, offload_kind, &b"\0"[..])
+                .with_string("triple", "t")
+                .with_string("arch", arch)
+                .with_string("offload.module", module)
+                .to_bytes()
+        };
+        use offload_format::{ImageKind, OffloadKind};
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mixed");
+        let bytes = [
+            image(ImageKind::Cubin, OffloadKind::Cuda, "sm_80", "k"),
+            image(ImageKind::Ptx, OffloadKind::Cuda, "sm_80", "k"),
+            image(ImageKind::Object, OffloadKind::OpenMp, "host", "k"),
+            image(ImageKind::Cubin, OffloadKind::Cuda, "sm_80", "scale"),
+            image(ImageKind::Ptx, OffloadKind::Cuda, "sm_80", "scale"),
+        ]
+        .concat();
+        std::fs::write(&file, bytes).unwrap();
+        let artifact = serde_json::json!({
+            "reason": "compiler-artifact",
+            "filenames": [file],
+        })
+        .to_string();
+        assert_eq!(
+            embedded_summary(&artifact).as_deref(),
+            Some("mixed (5 device images; k: sm_80 cubin+ptx, host elf; scale: sm_80 cubin+ptx)")
+        );
     }
 }

@@ -9,7 +9,7 @@ use std::process::Command;
 use offload_format::triple::{AMDGCN_TRIPLE, NVPTX_TRIPLE};
 use offload_format::{AmdTargetId, ImageKind, OffloadKind, Sm};
 
-use super::amdgpu::AmdCodeObjectVersion;
+use super::amdgpu::{AmdCodeObjectVersion, amd_kernel_params};
 use super::llvm::{AmdgpuLinkOptions, NvptxLinkOptions, amdgpu_code_object, nvptx_link};
 use super::ptx::{CubinPlan, cubin_plan, ptx_isa_version, ptx_kernel_names, ptxas_assemble};
 use super::rlib_bitcode::{DeviceInput, bitcode_members};
@@ -457,6 +457,15 @@ pub fn build_gpu_images_linked(
     let mut inputs = device_inputs(env, &krate.manifest_path, &target, target_dir)?;
     inputs.extend(extra.iter().cloned());
     let images = gpu_images_with(&inputs, &target, &amd)?;
+    // The parameter sizes come from the PTX (a cubin is assembled from it) or the AMD code
+    // object's metadata, so `extern_kernels!` can check a relocatable CUDA/HIP kernel too.
+    let kernel_params = match images.iter().find(|i| i.kind != GpuImageKind::Cubin) {
+        Some(image) if image.kind == GpuImageKind::Ptx => {
+            crate::image::ptx_kernel_params(&String::from_utf8_lossy(&image.bytes))
+        }
+        Some(image) => amd_kernel_params(&image.bytes)?,
+        None => Vec::new(),
+    };
     Ok(images
         .into_iter()
         .map(|image| DeviceImage {
@@ -472,7 +481,7 @@ pub fn build_gpu_images_linked(
             },
             module: krate.lib_name.clone(),
             kernels: image.kernels,
-            kernel_params: Vec::new(),
+            kernel_params: kernel_params.clone(),
             bytes: image.bytes,
         })
         .collect())
