@@ -727,6 +727,76 @@ fn a_new_project_from_the_template_builds_and_runs() {
     );
 }
 
+/// Plain `cargo <args>` in `cwd`, as rust-analyzer or a user runs it without `cargo offload`.
+fn cargo(cwd: &Path, args: &[&str]) -> Output {
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.args(args).current_dir(cwd);
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_TARGET_DIR",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "OFFLOAD_CHECK_ONLY",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.output().unwrap()
+}
+
+#[test]
+fn cargo_check_builds_no_device_image_and_the_next_build_builds_them() {
+    let parent = target_dir("new-projects");
+    let project = parent.join("hello-check");
+    if project.exists() {
+        std::fs::remove_dir_all(&project).unwrap();
+    }
+    std::fs::create_dir_all(&parent).unwrap();
+    check(
+        &cargo_offload(&parent, &["new", "hello-check"]),
+        "cargo offload new",
+    );
+    std::fs::copy(
+        workspace_root().join("Cargo.lock"),
+        project.join("Cargo.lock"),
+    )
+    .unwrap();
+    let target = target_dir("e2e-check");
+    if target.exists() {
+        std::fs::remove_dir_all(&target).unwrap();
+    }
+    let target_s = target.to_string_lossy().into_owned();
+    let nested = target.join("offload");
+    let said = "checking only, so no device images were built";
+
+    for args in [&["check"][..], &["clippy"], &["check", "--release"]] {
+        let out = cargo(&project, &[args, &["--target-dir", &target_s]].concat());
+        check(&out, &args.join(" "));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.matches(said).count(), 1, "said once:\n{stderr}");
+        assert!(
+            !nested.exists(),
+            "`cargo {}` ran a device build",
+            args.join(" ")
+        );
+    }
+
+    // The release profile has no debuginfo, so `check --release` and `build --release` share
+    // one run of the build script: the build must still rerun it and build the images.
+    let out = cargo_offload(&project, &["run", "--release", "--target-dir", &target_s]);
+    let stdout = check(
+        &out,
+        "cargo offload run --release after cargo check --release",
+    );
+    assert!(stdout.contains("saxpy: 65536 elements OK"), "{stdout}");
+    assert!(nested.exists(), "the device build ran");
+    let out = cargo_offload(&project, &["build", "--release", "--target-dir", &target_s]);
+    check(&out, "the build again");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Embedded hello-check (1 device image"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Whether `cargo build -v` output shows the package's build script running.
 fn build_script_ran(out: &Output) -> bool {
     String::from_utf8_lossy(&out.stderr)

@@ -11,6 +11,9 @@ pub const OFFLOAD_PREBUILT: &str = "OFFLOAD_PREBUILT";
 pub const OFFLOAD_BUILD_VERBOSE: &str = "OFFLOAD_BUILD_VERBOSE";
 /// Set to `1` to fail the build when an `sm_XX` would get PTX without a cubin.
 pub const OFFLOAD_REQUIRE_CUBIN: &str = "OFFLOAD_REQUIRE_CUBIN";
+/// `1`: build no device images (as under `cargo check`); `0`: always build them; unset: build
+/// them unless the build script runs under `cargo check`, `clippy` or `doc`.
+pub const OFFLOAD_CHECK_ONLY: &str = "OFFLOAD_CHECK_ONLY";
 
 #[derive(Debug, Clone, Copy)]
 pub struct Env {
@@ -62,8 +65,98 @@ impl Env {
         }
     }
 
+    /// Whether this build only checks code (`cargo check`, `clippy`, `doc`, and rust-analyzer,
+    /// which runs `cargo check`), so no device image is needed: [`OFFLOAD_CHECK_ONLY`] when
+    /// set, else the subcommand of the cargo that runs this build script. Cargo does not tell
+    /// build scripts its mode, so this reads the parent's command line (Linux only; elsewhere
+    /// every build builds images).
+    pub fn check_only(&self) -> bool {
+        match self.get(OFFLOAD_CHECK_ONLY).as_deref() {
+            Some("0") => return false,
+            Some(_) => return true,
+            None => {}
+        }
+        self.build_script && parent_cargo_subcommand().is_some_and(|c| is_check_only(&c))
+    }
+
     pub fn nightly_toolchain(&self) -> String {
         self.get(OFFLOAD_NIGHTLY_TOOLCHAIN)
             .unwrap_or_else(|| offload_toolchain::DEVICE_TOOLCHAIN.to_owned())
+    }
+}
+
+/// The subcommand of the parent process when it is cargo: its first argument that names a
+/// cargo command (options and their values before it, such as `+nightly` or `--config k=v`,
+/// are passed over).
+fn parent_cargo_subcommand() -> Option<String> {
+    #[cfg(target_os = "linux")]
+    {
+        let ppid = std::os::unix::process::parent_id();
+        let cmdline = std::fs::read(format!("/proc/{ppid}/cmdline")).ok()?;
+        let args: Vec<String> = cmdline
+            .split(|&b| b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        cargo_subcommand(&args)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
+const CARGO_COMMANDS: &[&str] = &[
+    "build", "b", "check", "c", "clippy", "doc", "d", "run", "r", "test", "t", "bench", "rustc",
+    "rustdoc", "install", "fix", "miri",
+];
+
+fn cargo_subcommand(args: &[String]) -> Option<String> {
+    let program = std::path::Path::new(args.first()?).file_stem()?.to_str()?;
+    if !program.starts_with("cargo") {
+        return None;
+    }
+    args[1..]
+        .iter()
+        .take_while(|a| *a != "--")
+        .find(|a| CARGO_COMMANDS.contains(&a.as_str()))
+        .cloned()
+}
+
+fn is_check_only(subcommand: &str) -> bool {
+    matches!(subcommand, "check" | "c" | "clippy" | "doc" | "d")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn the_cargo_subcommand_is_found_past_options() {
+        let sub = |v: &[&str]| cargo_subcommand(&args(v));
+        assert_eq!(sub(&["cargo", "check"]).as_deref(), Some("check"));
+        assert_eq!(
+            sub(&[
+                "/home/u/.rustup/toolchains/x/bin/cargo",
+                "+nightly",
+                "--config",
+                "a=b",
+                "c"
+            ])
+            .as_deref(),
+            Some("c")
+        );
+        assert_eq!(
+            sub(&["cargo", "build", "-p", "check"]).as_deref(),
+            Some("build")
+        );
+        assert_eq!(sub(&["cargo", "--", "check"]), None);
+        assert_eq!(sub(&["rustc", "check"]), None);
+        assert_eq!(sub(&[]), None);
+        assert!(is_check_only("check") && is_check_only("clippy") && is_check_only("doc"));
+        assert!(!is_check_only("build") && !is_check_only("test") && !is_check_only("run"));
     }
 }

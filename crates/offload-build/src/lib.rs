@@ -212,6 +212,9 @@ impl Build {
 
         let host = metadata::host_package(&manifest, cargo.as_deref())?;
         let archs = self.resolve_archs(&env, &host)?;
+        if env.check_only() {
+            return Self::check_only_output(&env, &host.name, &out_dir, archs);
+        }
         let kernel_crates = if self.sources.is_empty() || !self.kernel_crates.is_empty() {
             self.select_kernel_crates(&host)?
         } else {
@@ -294,6 +297,33 @@ impl Build {
         Ok(BuildOutput {
             archs,
             images,
+            bundle_path,
+        })
+    }
+
+    /// Under `cargo check` (see [`Env::check_only`]): no device build and no link directive,
+    /// since nothing links; kernel bodies type-check as host code, the kernel crate being an
+    /// ordinary dependency. The script is declared stale (a path that never exists), so the
+    /// next `cargo build`, which shares this script's run with `check`, builds the images.
+    fn check_only_output(
+        env: &Env,
+        host: &str,
+        out_dir: &Path,
+        archs: Vec<OffloadArch>,
+    ) -> Result<BuildOutput> {
+        println!(
+            "cargo:rerun-if-changed={}",
+            out_dir.join("device-images-not-built").display()
+        );
+        env.warn(&format!(
+            "{host}: checking only, so no device images were built (kernels type-check as \
+             host code); `cargo build` builds them"
+        ));
+        let bundle_path = out_dir.join("offload_bundle.bin");
+        fsutil::write_atomic(&bundle_path, &[])?;
+        Ok(BuildOutput {
+            archs,
+            images: Vec::new(),
             bundle_path,
         })
     }
