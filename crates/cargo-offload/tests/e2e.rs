@@ -797,6 +797,174 @@ fn cargo_check_builds_no_device_image_and_the_next_build_builds_them() {
     );
 }
 
+/// Kernel code with a warning in code both builds compile, and one only device builds see.
+const WARNING_KERNELS: &str = "
+pub fn both() -> u32 {
+    let unused_everywhere = 1;
+    2
+}
+
+#[cfg(offload_device)]
+pub fn device_only() -> u32 {
+    let unused_on_device = 1;
+    3
+}
+";
+
+#[test]
+fn device_build_diagnostics_are_shown_once_as_cargo_shows_them_and_as_json() {
+    let parent = target_dir("new-projects");
+    let project = parent.join("hello-diagnostics");
+    if project.exists() {
+        std::fs::remove_dir_all(&project).unwrap();
+    }
+    std::fs::create_dir_all(&parent).unwrap();
+    check(
+        &cargo_offload(&parent, &["new", "hello-diagnostics"]),
+        "cargo offload new",
+    );
+    std::fs::copy(
+        workspace_root().join("Cargo.lock"),
+        project.join("Cargo.lock"),
+    )
+    .unwrap();
+    let lib = project.join("kernels/src/lib.rs");
+    let source = std::fs::read_to_string(&lib).unwrap();
+    std::fs::write(&lib, format!("{source}{WARNING_KERNELS}")).unwrap();
+    let target = target_dir("e2e-fixtures");
+    let target = target.to_string_lossy();
+    let build = |extra: &[&str]| {
+        let args = [
+            &[
+                "build",
+                "--offload-arch",
+                "sm_80,host",
+                "--target-dir",
+                &target,
+            ],
+            extra,
+        ];
+        cargo_offload_env(
+            &project,
+            &args.concat(),
+            &[("CARGO_TERM_COLOR", Some("never"))],
+        )
+    };
+
+    // Human: each warning once, the device-only one with the architectures that gave it;
+    // again when nothing is rebuilt, as cargo replays rustc's warnings.
+    for run in ["first build", "fresh build"] {
+        let out = build(&[]);
+        check(&out, run);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            stderr
+                .matches("unused variable: `unused_everywhere`")
+                .count(),
+            1,
+            "{run}:\n{stderr}"
+        );
+        assert_eq!(
+            stderr
+                .matches("unused variable: `unused_on_device`")
+                .count(),
+            1,
+            "{run}:\n{stderr}"
+        );
+        assert!(stderr.contains("--> kernels/src/lib.rs:"), "{stderr}");
+        let note = stderr
+            .lines()
+            .find(|l| l.contains("in the device build of"))
+            .unwrap_or("");
+        assert!(
+            note.contains("`hello-diagnostics-kernels` for")
+                && note.contains("nvptx64-nvidia-cuda")
+                && note.contains("host"),
+            "{run}:\n{stderr}"
+        );
+    }
+
+    // Under a plain `cargo build` (no `--offload-arch`: the script reruns), one
+    // `cargo:warning` line sums each device diagnostic up.
+    let out = cargo(&project, &["build", "--target-dir", &target]);
+    check(&out, "plain cargo build");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "hello-diagnostics-kernels: device build (host): warning: unused variable: \
+             `unused_on_device` at kernels/src/lib.rs:"
+        ),
+        "{stderr}"
+    );
+
+    // JSON: one compiler-message per diagnostic, the device one naming its architectures,
+    // all before `build-finished`.
+    let out = build(&["--message-format=json"]);
+    let stdout = check(&out, "JSON build");
+    let messages: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let about = |what: &str| -> Vec<&serde_json::Value> {
+        messages
+            .iter()
+            .filter(|m| m["reason"] == "compiler-message")
+            .filter(|m| {
+                m["message"]["message"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains(what)
+            })
+            .collect()
+    };
+    assert_eq!(about("unused_everywhere").len(), 1, "{stdout}");
+    let device = about("unused_on_device");
+    assert_eq!(device.len(), 1, "{stdout}");
+    assert_eq!(
+        device[0]["offload_archs"].as_array().map(Vec::len),
+        Some(2),
+        "{stdout}"
+    );
+    assert_eq!(
+        device[0]["message"]["spans"][0]["file_name"],
+        "kernels/src/lib.rs"
+    );
+    assert_eq!(messages.last().unwrap()["reason"], "build-finished");
+
+    // A device-only error: the build fails, and an IDE reading JSON gets it at its line.
+    std::fs::write(
+        &lib,
+        format!("{source}\n#[cfg(offload_device)]\npub fn broken() -> u32 {{ \"no\" }}\n"),
+    )
+    .unwrap();
+    let out = build(&["--message-format=json"]);
+    assert!(!out.status.success());
+    let errors: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["reason"] == "compiler-message" && m["message"]["level"] == "error")
+        .collect();
+    assert!(
+        errors
+            .iter()
+            .any(|m| m["message"]["code"]["code"] == "E0308"
+                && m["message"]["spans"][0]["file_name"] == "kernels/src/lib.rs"),
+        "{errors:?}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = build(&[]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("mismatched types"),
+        "the error is shown:\n{stderr}"
+    );
+    assert!(
+        !stderr.contains("in the device build of"),
+        "errors are shown once, in cargo's report of the build script:\n{stderr}"
+    );
+}
+
 /// Whether `cargo build -v` output shows the package's build script running.
 fn build_script_ran(out: &Output) -> bool {
     String::from_utf8_lossy(&out.stderr)

@@ -116,22 +116,25 @@ pub fn run_with_hint(cmd: &mut Command, hint: &str) -> Result<Output, CommandErr
 /// Runs `cmd` with stderr passed through to the user's terminal (rustc diagnostics stay
 /// readable and coloured) and stdout captured.
 pub fn run_stderr_inherited(cmd: &mut Command) -> Result<Output, CommandError> {
-    let command = CommandLine::of(cmd);
-    let output = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|source| spawn_error(command.clone(), source, ""))?;
+    let output = output_stderr_inherited(cmd)?;
     if output.status.success() {
         Ok(output)
     } else {
         Err(CommandError::Failed {
-            command,
+            command: CommandLine::of(cmd),
             status: output.status,
             stderr: String::new(),
         })
     }
+}
+
+/// [`run_stderr_inherited`] that returns the output of a failed run too (its status tells).
+pub fn output_stderr_inherited(cmd: &mut Command) -> Result<Output, CommandError> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|source| spawn_error(CommandLine::of(cmd), source, ""))
 }
 
 fn spawn_error(command: CommandLine, source: std::io::Error, hint: &str) -> CommandError {

@@ -38,6 +38,7 @@ pub mod arch;
 pub mod command;
 #[cfg(feature = "llvm")]
 pub mod device_link;
+pub mod diagnostics;
 pub mod embed;
 pub mod env;
 pub mod error;
@@ -194,6 +195,13 @@ impl Build {
     /// Must run inside a build script.
     pub fn try_compile(&self) -> Result<BuildOutput> {
         let env = Env::detect();
+        let result = self.build(&env);
+        diagnostics::report(&env);
+        result
+    }
+
+    fn build(&self, env: &Env) -> Result<BuildOutput> {
+        let env = *env;
         let need = |name: &'static str| {
             env.get_untracked(name).ok_or(Error::MissingEnv {
                 name,

@@ -8,7 +8,9 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::command;
+use serde_json::Value;
+
+use crate::command::{self, CommandError};
 use crate::env::Env;
 use crate::error::{Error, Result};
 
@@ -118,19 +120,43 @@ pub fn rustc_llvm_major(version_output: &str) -> Option<u32> {
         .and_then(|m| m.trim().parse().ok())
 }
 
-/// Runs a nested `cargo rustc … --message-format=json-render-diagnostics`, with rustc's
-/// diagnostics shown to the user, and returns the artifacts of `package`'s library.
+/// Runs a nested cargo build whose command asks for `--message-format=json` (before its `--`)
+/// and returns cargo's JSON messages. Its diagnostics are recorded for
+/// [`diagnostics::report`](crate::diagnostics::report), once across architectures; when it
+/// fails they are also printed to stderr, which cargo shows for a failed build script.
+pub fn run_json(cmd: &mut Command, arch: &str) -> std::result::Result<Vec<Value>, CommandError> {
+    let output = command::output_stderr_inherited(cmd)?;
+    let messages: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    let rendered = crate::diagnostics::record(arch, &messages);
+    if output.status.success() {
+        return Ok(messages);
+    }
+    for text in rendered {
+        eprint!("{text}");
+    }
+    Err(CommandError::Failed {
+        command: command::CommandLine::of(cmd),
+        status: output.status,
+        stderr: String::new(),
+    })
+}
+
+/// Runs a nested `cargo rustc … --message-format=json` ([`run_json`]) and returns the
+/// artifacts of `package`'s library.
 pub fn run_for_artifacts(
     mut cmd: Command,
     package_manifest: &Path,
     krate: &str,
     arch: &str,
 ) -> Result<Vec<PathBuf>> {
-    cmd.arg("--message-format=json-render-diagnostics");
+    cmd.arg("--message-format=json");
     let line = command::CommandLine::of(&cmd).to_string();
-    let output = match command::run_stderr_inherited(&mut cmd) {
-        Ok(out) => out,
-        Err(command::CommandError::Failed { .. }) => {
+    let messages = match run_json(&mut cmd, arch) {
+        Ok(messages) => messages,
+        Err(CommandError::Failed { .. }) => {
             return Err(Error::DeviceBuild {
                 krate: krate.to_owned(),
                 arch: arch.to_owned(),
@@ -140,21 +166,18 @@ pub fn run_for_artifacts(
         Err(e) => return Err(e.into()),
     };
     let mut files = Vec::new();
-    for line in String::from_utf8_lossy(&output.stdout).lines() {
-        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        let field = |key| message.get(key).and_then(serde_json::Value::as_str);
+    for message in &messages {
+        let field = |key| message.get(key).and_then(Value::as_str);
         if field("reason") == Some("compiler-artifact")
             && field("manifest_path").map(Path::new) == Some(package_manifest)
         {
             files.extend(
                 message
                     .get("filenames")
-                    .and_then(serde_json::Value::as_array)
+                    .and_then(Value::as_array)
                     .into_iter()
                     .flatten()
-                    .filter_map(serde_json::Value::as_str)
+                    .filter_map(Value::as_str)
                     .map(PathBuf::from),
             );
         }

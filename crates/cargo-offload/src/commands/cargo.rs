@@ -12,6 +12,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::{Context, Result};
+use offload_build::diagnostics::{self, OFFLOAD_ARCHS_KEY, OFFLOAD_MESSAGE_DIR};
 use offload_build::env::{Env, OFFLOAD_ARCH};
 use offload_tools::inspect::ImageInfo;
 
@@ -98,14 +99,23 @@ pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
     let summarize = subcommand == "build"
         && !json
         && !has_flag(&cargo_args, &["-q", "--quiet", "--message-format"]);
+    let style = Style::for_stderr(&env);
     if summarize {
-        // Artifacts come back as JSON on stdout; diagnostics and cargo's status lines stay
-        // human on stderr, as without the option.
-        cmd.arg("--message-format=json-render-diagnostics");
+        // Artifacts and diagnostics come back as JSON on stdout, the diagnostics printed here
+        // as cargo would, so the device builds' can be told from the host's; cargo's status
+        // lines stay on stderr.
+        cmd.arg(if style.color {
+            "--message-format=json-diagnostic-rendered-ansi"
+        } else {
+            "--message-format=json"
+        });
     }
     let status = if summarize || json {
+        // The build scripts hand their device builds' diagnostics over through this directory.
+        let message_dir = tempfile::tempdir().context("creating a directory for messages")?;
+        cmd.env(OFFLOAD_MESSAGE_DIR, message_dir.path());
         // Cargo's messages come through our hands: passed on with an `offload-image` message
-        // per embedded image (JSON), or read for the `Embedded` lines (human).
+        // per embedded image (JSON), or read for the diagnostics and `Embedded` lines (human).
         cmd.stdout(Stdio::piped());
         let mut child = cmd
             .spawn()
@@ -113,20 +123,68 @@ pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
         let stdout = child.stdout.take().context("cargo's standard output")?;
         let mut out = std::io::stdout().lock();
         let mut summaries = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut finished = None;
+        let mut kept = Vec::new();
         for line in BufReader::new(stdout).lines() {
             let line = line.context("reading cargo's messages")?;
+            let message: Option<serde_json::Value> = serde_json::from_str(&line).ok();
+            if let Some(m) = message
+                .as_ref()
+                .filter(|m| m["reason"] == "compiler-message")
+            {
+                seen.insert(diagnostics::identity(m));
+            }
+            // A fresh build script's device diagnostics, kept from its last run.
+            if let Some(out_dir) = message
+                .as_ref()
+                .filter(|m| m["reason"] == "build-script-executed")
+                .and_then(|m| m["out_dir"].as_str())
+            {
+                kept.push(std::path::Path::new(out_dir).join(diagnostics::DIAGNOSTICS_FILE));
+            }
             if json {
+                if message
+                    .as_ref()
+                    .is_some_and(|m| m["reason"] == "build-finished")
+                {
+                    finished = Some(line);
+                    continue;
+                }
                 writeln!(out, "{line}")?;
                 for message in image_messages(&line) {
                     writeln!(out, "{message}")?;
                 }
             } else {
+                if let Some(text) = message
+                    .as_ref()
+                    .filter(|m| m["reason"] == "compiler-message")
+                    .and_then(|m| m["message"]["rendered"].as_str())
+                {
+                    eprint!("{text}");
+                }
                 summaries.extend(embedded_summary(&line));
             }
         }
         let status = child.wait();
+        let device = device_messages(message_dir.path(), &kept, &seen);
+        if json {
+            // Before `build-finished`, which ends what some readers wait for.
+            for message in &device {
+                writeln!(out, "{message}")?;
+            }
+            if let Some(line) = finished {
+                writeln!(out, "{line}")?;
+            }
+        } else {
+            let mut err = std::io::stderr().lock();
+            // A failed device build's errors (and their notes) are already on stderr, in
+            // cargo's report.
+            for message in device.iter().filter(|m| m["message"]["level"] == "warning") {
+                write_device_diagnostic(&mut err, message, &style)?;
+            }
+        }
         if status.as_ref().is_ok_and(|s| s.success()) && !summaries.is_empty() {
-            let style = Style::for_stderr(&env);
             let mut err = std::io::stderr().lock();
             for line in summaries {
                 writeln!(err, "{}", style.status("Embedded", &line))?;
@@ -142,6 +200,67 @@ pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
         Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         None => ExitCode::FAILURE,
     })
+}
+
+/// The device builds' `compiler-message`s: those the build scripts that ran left in `dir`,
+/// then those fresh ones kept (`kept`), less those the host build already gave (`seen`, by
+/// [`diagnostics::identity`]) and those two build scripts both gave (a kernel crate of two
+/// host crates).
+fn device_messages(
+    dir: &std::path::Path,
+    kept: &[std::path::PathBuf],
+    seen: &std::collections::HashSet<String>,
+) -> Vec<serde_json::Value> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    files.extend(kept.iter().cloned());
+    let mut seen = seen.clone();
+    let mut out = Vec::new();
+    for file in files {
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        for line in text.lines() {
+            let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            if seen.insert(diagnostics::identity(&message)) {
+                out.push(message);
+            }
+        }
+    }
+    out
+}
+
+/// A device build's diagnostic as cargo prints a host one, with a note naming the
+/// architectures whose builds gave it.
+fn write_device_diagnostic(
+    err: &mut impl Write,
+    message: &serde_json::Value,
+    style: &Style,
+) -> std::io::Result<()> {
+    let Some(rendered) = message["message"]["rendered"].as_str() else {
+        return Ok(());
+    };
+    let archs: Vec<&str> = message[OFFLOAD_ARCHS_KEY]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_str)
+        .collect();
+    let krate = diagnostics::package_name(message);
+    let note = format!("in the device build of `{krate}` for {}", archs.join(", "));
+    let note = if style.color {
+        format!("\x1b[1m\x1b[94m= \x1b[0m\x1b[1mnote\x1b[0m: {note}")
+    } else {
+        format!("= note: {note}")
+    };
+    writeln!(err, "{}\n  {note}\n", rendered.trim_end())
 }
 
 /// Whether any of `flags` (or `flag=…`) stands among the arguments before `--`.

@@ -151,7 +151,7 @@ impl NestedBuild {
                 "--crate-type",
                 "cdylib",
             ])
-            .arg("--message-format=json-render-diagnostics")
+            .arg("--message-format=json")
             .arg("--target")
             .arg(&self.triple)
             .arg("--target-dir")
@@ -248,8 +248,8 @@ pub fn nested_build(env: &Env, build: &NestedBuild) -> Result<NestedBuildOutput>
     if env.verbose() {
         eprintln!("running {}", command::CommandLine::of(&cmd));
     }
-    let output = match command::run_stderr_inherited(&mut cmd) {
-        Ok(output) => output,
+    let messages = match nested::run_json(&mut cmd, &build.triple) {
+        Ok(messages) => messages,
         Err(command::CommandError::Failed {
             command, status, ..
         }) => {
@@ -259,13 +259,9 @@ pub fn nested_build(env: &Env, build: &NestedBuild) -> Result<NestedBuildOutput>
         }
         Err(e) => return Err(e.into()),
     };
-    let stdout = String::from_utf8_lossy(&output.stdout);
     let mut kernel_artifact = None;
     let mut libraries = Vec::new();
-    for line in stdout.lines() {
-        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
+    for message in messages {
         if message["reason"] != "compiler-artifact" {
             continue;
         }
