@@ -872,6 +872,19 @@ fn device_build_diagnostics_are_shown_once_as_cargo_shows_them_and_as_json() {
             "{run}:\n{stderr}"
         );
         assert!(stderr.contains("--> kernels/src/lib.rs:"), "{stderr}");
+        // Cargo-style status lines while the device build runs; none when nothing is rebuilt.
+        let statuses = [
+            "   Compiling kernels hello-diagnostics-kernels (sm_80, host)",
+            "     Linking hello-diagnostics-kernels (sm_80)",
+            "   Embedding ",
+        ];
+        for status in statuses {
+            assert_eq!(
+                stderr.lines().any(|l| l.starts_with(status)),
+                run == "first build",
+                "{run}: {status}\n{stderr}"
+            );
+        }
         let note = stderr
             .lines()
             .find(|l| l.contains("in the device build of"))
@@ -896,6 +909,12 @@ fn device_build_diagnostics_are_shown_once_as_cargo_shows_them_and_as_json() {
         ),
         "{stderr}"
     );
+
+    // `-q`: the script reruns (other architectures than the plain build's), silently.
+    let out = build(&["-q"]);
+    check(&out, "quiet build");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("Compiling kernels"), "{stderr}");
 
     // JSON: one compiler-message per diagnostic, the device one naming its architectures,
     // all before `build-finished`.

@@ -49,6 +49,7 @@ pub mod image;
 pub mod metadata;
 pub mod nested;
 pub mod prebuilt;
+pub mod status;
 
 use std::path::{Path, PathBuf};
 
@@ -294,6 +295,17 @@ impl Build {
             fsutil::write_atomic(&bundle_path, &[])?;
         } else {
             let bundle = image::bundle(&images);
+            status::status(
+                &env,
+                "Embedding",
+                &format!(
+                    "{} device image{} into {} ({} bytes)",
+                    images.len(),
+                    if images.len() == 1 { "" } else { "s" },
+                    host.name,
+                    bundle.len()
+                ),
+            );
             let lib =
                 embed::build_embedding_library(&out_dir, &host.name, &bundle, &rustc, &target)?;
             println!("cargo:rustc-link-search=native={}", lib.dir.display());
@@ -464,7 +476,18 @@ pub fn images_from_bundles_or_source(
     let mut to_build = Vec::new();
     for krate in kernel_crates {
         match prebuilt::decide(krate, archs, policy, &can_build)? {
-            prebuilt::Decision::Use(images) => from_bundle.push(Some(images)),
+            prebuilt::Decision::Use(images) => {
+                status::status(
+                    env,
+                    "Prebuilt",
+                    &format!(
+                        "kernels {} ({})",
+                        krate.package,
+                        prebuilt::bundle_path(krate).display()
+                    ),
+                );
+                from_bundle.push(Some(images));
+            }
             prebuilt::Decision::BuildFromSource(why) => {
                 if let Some(why) = why {
                     env.warn(&why);
@@ -545,6 +568,13 @@ pub fn build_images_linked(
 ) -> Result<Vec<DeviceImage>> {
     let gpu = archs.iter().any(|a| !matches!(a, OffloadArch::Host));
     nested::check_toolchain(env, gpu)?;
+    for krate in kernel_crates {
+        status::status(
+            env,
+            "Compiling",
+            &format!("kernels {} ({})", krate.package, status::arch_list(archs)),
+        );
+    }
     let jobs = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)

@@ -16,6 +16,8 @@ use offload_build::diagnostics::{self, OFFLOAD_ARCHS_KEY, OFFLOAD_MESSAGE_DIR};
 use offload_build::env::{Env, OFFLOAD_ARCH};
 use offload_tools::inspect::ImageInfo;
 
+use super::build_status::{OFFLOAD_STATUS_DIR, StatusWatcher};
+
 #[derive(Debug, clap::Args)]
 #[command(disable_help_flag = true)]
 pub struct CargoArgs {
@@ -100,6 +102,13 @@ pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
         && !json
         && !has_flag(&cargo_args, &["-q", "--quiet", "--message-format"]);
     let style = Style::for_stderr(&env);
+    let quiet = has_flag(&cargo_args, &["-q", "--quiet"]);
+    // The build scripts hand over their status lines and device diagnostics through here.
+    let message_dir = tempfile::tempdir().context("creating a directory for build messages")?;
+    let _watcher = (!quiet).then(|| {
+        cmd.env(OFFLOAD_STATUS_DIR, message_dir.path());
+        StatusWatcher::start(message_dir.path(), style)
+    });
     if summarize {
         // Artifacts and diagnostics come back as JSON on stdout, the diagnostics printed here
         // as cargo would, so the device builds' can be told from the host's; cargo's status
@@ -111,8 +120,6 @@ pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
         });
     }
     let status = if summarize || json {
-        // The build scripts hand their device builds' diagnostics over through this directory.
-        let message_dir = tempfile::tempdir().context("creating a directory for messages")?;
         cmd.env(OFFLOAD_MESSAGE_DIR, message_dir.path());
         // Cargo's messages come through our hands: passed on with an `offload-image` message
         // per embedded image (JSON), or read for the diagnostics and `Embedded` lines (human).
@@ -275,12 +282,13 @@ fn has_flag(args: &[OsString], flags: &[&str]) -> bool {
 
 /// Cargo's way of printing a status line: the verb right-aligned in 12 columns, bold green
 /// where colour is on (`CARGO_TERM_COLOR=always|never|auto`, `NO_COLOR`, a terminal).
-struct Style {
-    color: bool,
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Style {
+    pub(super) color: bool,
 }
 
 impl Style {
-    fn for_stderr(env: &Env) -> Style {
+    pub(super) fn for_stderr(env: &Env) -> Style {
         use std::io::IsTerminal;
         let color = match env.get_untracked("CARGO_TERM_COLOR").as_deref() {
             Some("always") => true,
@@ -290,7 +298,7 @@ impl Style {
         Style { color }
     }
 
-    fn status(&self, verb: &str, rest: &str) -> String {
+    pub(super) fn status(&self, verb: &str, rest: &str) -> String {
         if self.color {
             format!("\x1b[1m\x1b[92m{verb:>12}\x1b[0m {rest}")
         } else {

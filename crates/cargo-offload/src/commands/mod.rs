@@ -1,5 +1,6 @@
 //! One module per subcommand: argument parsing here, the work in the libraries.
 
+mod build_status;
 mod bundle;
 mod cargo;
 mod doctor;

@@ -452,6 +452,7 @@ pub fn build_gpu_images_linked(
     };
     let mut inputs = device_inputs(env, &krate.manifest_path, &target, target_dir)?;
     inputs.extend(extra.iter().cloned());
+    crate::status::status(env, "Linking", &format!("{} ({arch})", krate.package));
     let images = gpu_images_with(&inputs, &target, &amd)?;
     // The parameter sizes come from the PTX (a cubin is assembled from it) or the AMD code
     // object's metadata, so `extern_kernels!` can check a relocatable CUDA/HIP kernel too.

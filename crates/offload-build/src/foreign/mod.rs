@@ -216,6 +216,23 @@ impl Plan {
         let (clang, options, out_dir) = (&self.clang, &self.options, self.out_dir.as_path());
         let mut built = Built::default();
         for source in self.sources.iter().filter(|s| !s.relocatable) {
+            let targets: Vec<String> = match source.language {
+                Language::Cuda => sms.iter().map(|s| s.to_string()).collect(),
+                Language::Hip => amd.iter().map(|a| a.to_string()).collect(),
+                Language::OpenmpCpp => vec![crate::arch::host_triple().to_owned()],
+            };
+            if !targets.is_empty() {
+                crate::status::status(
+                    env,
+                    "Compiling",
+                    &format!(
+                        "{} {} ({})",
+                        source.language.name(),
+                        shown(&source.path),
+                        targets.join(", ")
+                    ),
+                );
+            }
             let compiled: Compiled = match source.language {
                 #[cfg(feature = "llvm")]
                 Language::Cuda => cuda::build(env, clang, source, &sms, options, out_dir)?,
@@ -261,6 +278,18 @@ impl Plan {
         if linked.is_empty() {
             return Ok(rdc::LinkedSources::default());
         }
+        for source in &linked {
+            crate::status::status(
+                env,
+                "Compiling",
+                &format!(
+                    "{} {} (relocatable, {})",
+                    source.language.name(),
+                    shown(&source.path),
+                    crate::status::arch_list(archs)
+                ),
+            );
+        }
         rdc::build(
             env,
             &self.clang,
@@ -305,4 +334,15 @@ fn extend_unique(into: &mut Vec<PathBuf>, paths: Vec<PathBuf>) {
             into.push(path);
         }
     }
+}
+
+/// A source's path as a status line shows it: relative to the package (a build script's
+/// working directory), where it lies inside it.
+fn shown(path: &Path) -> String {
+    std::env::current_dir()
+        .ok()
+        .and_then(|dir| path.strip_prefix(dir).ok().map(Path::to_owned))
+        .unwrap_or_else(|| path.to_owned())
+        .display()
+        .to_string()
 }

@@ -1,0 +1,114 @@
+//! The device builds' status lines, read while cargo runs: each build script appends
+//! `verb\tmessage` lines to a file of its own in a directory handed over through
+//! [`OFFLOAD_STATUS_DIR`], and a thread here prints them in cargo's style as they come.
+
+use std::collections::HashMap;
+use std::io::{IsTerminal as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+pub use offload_build::status::OFFLOAD_STATUS_DIR;
+
+use super::cargo::Style;
+
+/// Prints the status lines of the files in a directory until stopped.
+pub struct StatusWatcher {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl StatusWatcher {
+    pub fn start(dir: &Path, style: Style) -> StatusWatcher {
+        let stop = Arc::new(AtomicBool::new(false));
+        let dir = dir.to_owned();
+        let thread = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut read = HashMap::new();
+                loop {
+                    // Read once more after the stop, for what came last.
+                    let last = stop.load(Ordering::Acquire);
+                    print_new_lines(&dir, &mut read, &style);
+                    if last {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            })
+        };
+        StatusWatcher {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for StatusWatcher {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Prints the whole lines added to each `*.status` file since the last call (`read`: bytes
+/// consumed per file).
+fn print_new_lines(dir: &Path, read: &mut HashMap<PathBuf, usize>, style: &Style) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut files: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "status"))
+        .collect();
+    files.sort();
+    let mut err = std::io::stderr().lock();
+    // Cargo's progress bar, drawn on a terminal, is cleared before a line is printed over it.
+    let clear = if std::io::stderr().is_terminal() {
+        "\r\x1b[K"
+    } else {
+        ""
+    };
+    for file in files {
+        let Ok(bytes) = std::fs::read(&file) else {
+            continue;
+        };
+        let done = read.entry(file).or_insert(0);
+        let Some(end) = bytes[*done..].iter().rposition(|&b| b == b'\n') else {
+            continue;
+        };
+        let new = String::from_utf8_lossy(&bytes[*done..*done + end + 1]).into_owned();
+        *done += end + 1;
+        for line in new.lines() {
+            if let Some((verb, message)) = line.split_once('\t') {
+                let _ = writeln!(err, "{clear}{}", style.status(verb, message));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_whole_new_lines_are_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("1.status");
+        std::fs::write(&file, "Compiling\tkernels k (host)\nLink").unwrap();
+        let mut read = HashMap::new();
+        let style = Style { color: false };
+        print_new_lines(dir.path(), &mut read, &style);
+        assert_eq!(read[&file], "Compiling\tkernels k (host)\n".len());
+        std::fs::write(&file, "Compiling\tkernels k (host)\nLinking\tk (sm_80)\n").unwrap();
+        print_new_lines(dir.path(), &mut read, &style);
+        assert_eq!(
+            read[&file],
+            std::fs::metadata(&file).unwrap().len() as usize
+        );
+    }
+}
