@@ -65,7 +65,9 @@ pub fn build_linked(
         eprintln!("offload: {}", crate::command::CommandLine::of(&cmd));
     }
     let line = crate::command::CommandLine::of(&cmd).to_string();
-    let files = nested::run_for_artifacts(cmd, &krate.manifest_path, &krate.package, "host")?;
+    let files = crate::build_cache::around(env, target_dir, &krate.package, || {
+        nested::run_for_artifacts(cmd, &krate.manifest_path, &krate.package, "host")
+    })?;
     let so = files
         .iter()
         .find(|f| f.extension().is_some_and(|e| e == "so"))

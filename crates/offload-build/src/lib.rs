@@ -35,6 +35,7 @@
 //! variables above changed.
 
 pub mod arch;
+pub mod build_cache;
 pub mod command;
 #[cfg(feature = "llvm")]
 pub mod device_link;

@@ -22,7 +22,8 @@ fn leaks_into_nested_build(name: &OsStr) -> bool {
     const EXACT: &[&str] = &[
         "RUSTC",
         "RUSTDOC",
-        "RUSTC_WRAPPER",
+        // RUSTC_WRAPPER stays: `sccache` caches the nested builds' compiles too. The
+        // workspace wrapper is the outer workspace's (`clippy-driver`).
         "RUSTC_WORKSPACE_WRAPPER",
         "RUSTFLAGS",
         "RUSTDOCFLAGS",
@@ -208,6 +209,7 @@ mod tests {
             "CARGO_HOME",
             "RUSTUP_HOME",
             "CARGO_MAKEFLAGS",
+            "RUSTC_WRAPPER",
         ] {
             assert!(!leaks_into_nested_build(OsStr::new(kept)), "{kept}");
         }

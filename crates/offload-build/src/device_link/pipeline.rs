@@ -450,7 +450,14 @@ pub fn build_gpu_images_linked(
         code_object_version: AmdCodeObjectVersion::from_env(env)?,
         ..AmdgpuLinkOptions::default()
     };
-    let mut inputs = device_inputs(env, &krate.manifest_path, &target, target_dir)?;
+    let mut inputs = crate::build_cache::around(env, target_dir, &krate.package, || {
+        Ok(device_inputs(
+            env,
+            &krate.manifest_path,
+            &target,
+            target_dir,
+        )?)
+    })?;
     inputs.extend(extra.iter().cloned());
     crate::status::status(env, "Linking", &format!("{} ({arch})", krate.package));
     let images = gpu_images_with(&inputs, &target, &amd)?;

@@ -1,0 +1,380 @@
+//! A cache of nested builds' units shared by every project on the machine, so a new project's
+//! first device build does not rebuild `core` (and `compiler_builtins`, `offload-rt`, …) for
+//! each GPU target when another project already built them with the same toolchain and flags.
+//!
+//! Cargo names each unit of a target directory by a hash of everything that went into it
+//! (package, version, source, features, profile, target, flags, rustc): the unit
+//! `core-ad5cc240d8901ad8` of one project's nested build is the one another project's would
+//! build. So the cache holds units by that name: after a nested build, each unit that is not
+//! yet cached is copied in (outputs first, its fingerprint last, each renamed into place, so a
+//! reader never sees half a unit); before one, each cached unit the target directory lacks is
+//! copied out, modification times kept, and cargo finds it fresh. A unit cargo would build
+//! differently has another name and is simply not used. The kernel crates themselves are never
+//! cached: their outputs (`deps/<crate>.bc`) carry no hash.
+//!
+//! Location: [`OFFLOAD_BUILD_CACHE`], else `$XDG_CACHE_HOME/cargo-offload/nested`, else
+//! `$HOME/.cache/cargo-offload/nested`; `OFFLOAD_BUILD_CACHE=off` turns it off.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use crate::env::Env;
+use crate::error::{IoContext, Result};
+
+/// Where the cache lies (a directory), or `off`.
+pub const OFFLOAD_BUILD_CACHE: &str = "OFFLOAD_BUILD_CACHE";
+
+/// The shared cache of nested-build units.
+#[derive(Debug, Clone)]
+pub struct BuildCache {
+    root: PathBuf,
+}
+
+/// One unit of a profile directory (`<target>/release`, `<target>/<triple>/release`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Unit {
+    /// `core-ad5cc240d8901ad8`: the name of its `.fingerprint` directory.
+    name: String,
+    /// The `-ad5cc240d8901ad8` its outputs' names carry.
+    hash_suffix: String,
+}
+
+impl BuildCache {
+    /// The cache the environment asks for; `None` when turned off or no home is known.
+    pub fn from_env(env: &Env) -> Option<BuildCache> {
+        let root = match env.get(OFFLOAD_BUILD_CACHE) {
+            Some(v) if v == "off" || v == "0" => return None,
+            Some(path) => PathBuf::from(path),
+            None => env
+                .get_untracked("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| {
+                    env.get_untracked("HOME")
+                        .map(|h| PathBuf::from(h).join(".cache"))
+                })?
+                .join("cargo-offload/nested"),
+        };
+        Some(BuildCache { root })
+    }
+
+    /// A cache at `root`.
+    pub fn at(root: impl Into<PathBuf>) -> BuildCache {
+        BuildCache { root: root.into() }
+    }
+
+    /// The cache's copy of the nested target directory `target_dir` (by its name:
+    /// `nvptx64-nvidia-cuda`, `x86_64-unknown-linux-gnu-host`).
+    fn mirror(&self, target_dir: &Path) -> PathBuf {
+        self.root.join(target_dir.file_name().unwrap_or_default())
+    }
+
+    /// Copies into `target_dir` every cached unit it lacks; returns how many. Cargo's lock of
+    /// each profile directory is held meanwhile, so no cargo builds there as units arrive.
+    pub fn seed(&self, target_dir: &Path) -> Result<usize> {
+        let mirror = self.mirror(target_dir);
+        let mut seeded = 0;
+        for profile in profile_dirs(&mirror) {
+            let to = target_dir.join(profile.strip_prefix(&mirror).unwrap_or(&profile));
+            std::fs::create_dir_all(&to).io("creating", &to)?;
+            let _lock = cargo_lock(&to)?;
+            for unit in units(&profile, &[])? {
+                if to.join(".fingerprint").join(&unit.name).exists() {
+                    continue;
+                }
+                if copy_unit(&profile, &to, &unit).is_ok() {
+                    seeded += 1;
+                }
+            }
+        }
+        Ok(seeded)
+    }
+
+    /// Copies into the cache every unit of `target_dir` it lacks but those of the packages
+    /// `excluded` (the kernel crates); returns how many.
+    pub fn store(&self, target_dir: &Path, excluded: &[&str]) -> Result<usize> {
+        let mirror = self.mirror(target_dir);
+        let mut stored = 0;
+        for profile in profile_dirs(target_dir) {
+            let to = mirror.join(profile.strip_prefix(target_dir).unwrap_or(&profile));
+            for unit in units(&profile, excluded)? {
+                if to.join(".fingerprint").join(&unit.name).exists() {
+                    continue;
+                }
+                std::fs::create_dir_all(&to).io("creating", &to)?;
+                // Another build storing the same unit at once is harmless: the same content,
+                // renamed into place by whichever comes first.
+                if copy_unit(&profile, &to, &unit).is_ok() {
+                    stored += 1;
+                }
+            }
+        }
+        Ok(stored)
+    }
+}
+
+/// Runs the nested build `build` in `target_dir` between the cache's [`BuildCache::seed`] and
+/// [`BuildCache::store`] (after a success only; `kernel_crate` is not stored). The cache
+/// only ever saves time: a failure to use it is a warning.
+pub fn around<T>(
+    env: &Env,
+    target_dir: &Path,
+    kernel_crate: &str,
+    build: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    let Some(cache) = BuildCache::from_env(env) else {
+        return build();
+    };
+    let warn = |what: &str, e: crate::Error| {
+        env.warn(&format!(
+            "the shared build cache {} could not be {what} ({e}); building without it",
+            cache.root.display()
+        ));
+    };
+    if let Err(e) = cache.seed(target_dir) {
+        warn("read", e);
+    }
+    let built = build()?;
+    if let Err(e) = cache.store(target_dir, &[kernel_crate]) {
+        warn("written", e);
+    }
+    Ok(built)
+}
+
+/// The profile directories of a nested target directory: `release` and `<triple>/release`.
+fn profile_dirs(target_dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut visit = |dir: PathBuf| {
+        if dir.join(".fingerprint").is_dir() {
+            out.push(dir);
+        }
+    };
+    visit(target_dir.join("release"));
+    for entry in std::fs::read_dir(target_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let path = entry.path();
+        if path.is_dir() && path.file_name().is_some_and(|n| n != "release") {
+            visit(path.join("release"));
+        }
+    }
+    out
+}
+
+/// The units of a profile directory, less those of the packages `excluded`.
+fn units(profile: &Path, excluded: &[&str]) -> Result<Vec<Unit>> {
+    let dir = profile.join(".fingerprint");
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(&dir).io("reading", &dir)?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some((package, hash)) = name.rsplit_once('-') else {
+            continue;
+        };
+        if hash.len() != 16 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+            continue;
+        }
+        if excluded
+            .iter()
+            .any(|e| *e == package || e.replace('-', "_") == package)
+        {
+            continue;
+        }
+        out.push(Unit {
+            hash_suffix: format!("-{hash}"),
+            name,
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+/// Copies one unit from the profile directory `from` to `to`: its outputs in `deps/`, its
+/// build-script directory in `build/`, then its fingerprint, each through a temporary name.
+fn copy_unit(from: &Path, to: &Path, unit: &Unit) -> std::io::Result<()> {
+    let deps = from.join("deps");
+    for entry in std::fs::read_dir(&deps).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let stem = name.split('.').next().unwrap_or("");
+        if stem.ends_with(&unit.hash_suffix) {
+            copy_into_place(&entry.path(), &to.join("deps").join(&name))?;
+        }
+    }
+    let build = from.join("build").join(&unit.name);
+    if build.is_dir() {
+        copy_into_place(&build, &to.join("build").join(&unit.name))?;
+    }
+    copy_into_place(
+        &from.join(".fingerprint").join(&unit.name),
+        &to.join(".fingerprint").join(&unit.name),
+    )
+}
+
+/// Copies a file or directory tree to `to` under a temporary name, then renames it there; an
+/// existing `to` is kept. Modification times are kept: cargo compares them.
+fn copy_into_place(from: &Path, to: &Path) -> std::io::Result<()> {
+    if to.exists() {
+        return Ok(());
+    }
+    let parent = to.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent)?;
+    let temp = parent.join(format!(
+        ".{}.{}.partial",
+        to.file_name().unwrap_or_default().to_string_lossy(),
+        std::process::id()
+    ));
+    let _ = remove_any(&temp);
+    let copied = copy_tree(from, &temp).and_then(|()| match std::fs::rename(&temp, to) {
+        // A directory renamed onto one that appeared meanwhile: theirs is as good.
+        Err(_) if to.exists() => remove_any(&temp),
+        other => other,
+    });
+    if copied.is_err() {
+        let _ = remove_any(&temp);
+    }
+    copied
+}
+
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    let meta = std::fs::symlink_metadata(from)?;
+    if meta.is_dir() {
+        std::fs::create_dir(to)?;
+        for entry in std::fs::read_dir(from)? {
+            let entry = entry?;
+            copy_tree(&entry.path(), &to.join(entry.file_name()))?;
+        }
+    } else if meta.is_file() {
+        std::fs::copy(from, to)?;
+    } else {
+        return Ok(());
+    }
+    let times = std::fs::FileTimes::new()
+        .set_modified(meta.modified()?)
+        .set_accessed(meta.accessed()?);
+    // Directories cannot be opened for writing; their times matter less to cargo.
+    if meta.is_file() {
+        File::options().write(true).open(to)?.set_times(times)?;
+    }
+    Ok(())
+}
+
+fn remove_any(path: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Cargo's lock of a profile directory (`.cargo-lock`, the file cargo itself locks).
+fn cargo_lock(profile: &Path) -> Result<File> {
+    let path = profile.join(".cargo-lock");
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .io("opening", &path)?;
+    file.lock().io("locking", &path)?;
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn touch(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn a_nested_target_dir(root: &Path) {
+        let profile = root.join("nvptx64-nvidia-cuda/release");
+        touch(
+            &profile.join(".fingerprint/core-ad5cc240d8901ad8/lib-core"),
+            "h",
+        );
+        touch(&profile.join("deps/libcore-ad5cc240d8901ad8.rlib"), "core");
+        touch(&profile.join("deps/core-ad5cc240d8901ad8.d"), "dep");
+        touch(
+            &profile.join(".fingerprint/k-kernels-0123456789abcdef/lib"),
+            "k",
+        );
+        touch(&profile.join("deps/k_kernels.bc"), "bitcode");
+        touch(
+            &profile.join("deps/libk_kernels-0123456789abcdef.rlib"),
+            "k",
+        );
+        let host = root.join("release");
+        touch(&host.join(".fingerprint/libm-1bf77fcf8902382d/run"), "r");
+        touch(
+            &host.join("build/libm-1bf77fcf8902382d/output"),
+            "cargo:rustc-cfg=x",
+        );
+    }
+
+    #[test]
+    fn units_go_in_and_out_whole_with_their_times_and_without_the_kernel_crates() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a/nvptx64-nvidia-cuda");
+        a_nested_target_dir(&a);
+        let rlib = a.join("nvptx64-nvidia-cuda/release/deps/libcore-ad5cc240d8901ad8.rlib");
+        let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        File::options()
+            .write(true)
+            .open(&rlib)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let cache = BuildCache::at(dir.path().join("cache"));
+        assert_eq!(cache.store(&a, &["k-kernels"]).unwrap(), 2);
+        assert_eq!(
+            cache.store(&a, &["k-kernels"]).unwrap(),
+            0,
+            "already cached"
+        );
+
+        let b = dir.path().join("b/nvptx64-nvidia-cuda");
+        assert_eq!(cache.seed(&b).unwrap(), 2);
+        let seeded = b.join("nvptx64-nvidia-cuda/release");
+        let copy = seeded.join("deps/libcore-ad5cc240d8901ad8.rlib");
+        assert_eq!(std::fs::read(&copy).unwrap(), b"core");
+        assert_eq!(std::fs::metadata(&copy).unwrap().modified().unwrap(), old);
+        assert!(seeded.join("deps/core-ad5cc240d8901ad8.d").is_file());
+        assert!(
+            seeded
+                .join(".fingerprint/core-ad5cc240d8901ad8/lib-core")
+                .is_file()
+        );
+        assert!(!seeded.join("deps/k_kernels.bc").exists());
+        assert!(
+            !seeded
+                .join(".fingerprint/k-kernels-0123456789abcdef")
+                .exists()
+        );
+        assert!(
+            b.join("release/build/libm-1bf77fcf8902382d/output")
+                .is_file()
+        );
+        assert_eq!(cache.seed(&b).unwrap(), 0, "nothing lacking");
+        let leftovers: Vec<_> = walk(dir.path())
+            .into_iter()
+            .filter(|p| p.to_string_lossy().ends_with(".partial"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+
+    fn walk(dir: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                out.extend(walk(&path));
+            }
+            out.push(path);
+        }
+        out
+    }
+}

@@ -1,0 +1,118 @@
+//! The shared cache of nested-build units (`build_cache`): a new target directory is seeded
+//! from what another one built, so its device build compiles the kernel crate alone; and the
+//! nested builds go through `RUSTC_WRAPPER` (`sccache`), like the outer one.
+#![cfg(feature = "llvm")]
+
+mod common;
+
+use std::path::Path;
+
+use offload_build::arch::parse_list;
+use offload_build::device_link;
+use offload_build::env::Env;
+use offload_build::{KernelCrate, OffloadArch};
+use offload_format::ImageKind;
+
+fn rt_kernels() -> KernelCrate {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rt-kernels");
+    KernelCrate {
+        package: "rt-fixture-kernels".to_owned(),
+        lib_name: "rt_fixture_kernels".to_owned(),
+        manifest_path: root.join("Cargo.toml"),
+        root,
+        watch: Vec::new(),
+        deps: Vec::new(),
+    }
+}
+
+fn ptx(arch: &OffloadArch, target_dir: &Path) -> Vec<u8> {
+    device_link::build_gpu_images_linked(&Env::detect(), &rt_kernels(), arch, target_dir, &[])
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .find(|i| i.image_kind == ImageKind::Ptx)
+        .expect("a PTX image")
+        .bytes
+}
+
+/// The crates the wrapper saw compiled since `log` was last emptied.
+fn compiled(log: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    std::fs::write(log, "").unwrap();
+    text.lines()
+        .filter_map(|l| l.split(" --crate-name ").nth(1))
+        .filter_map(|rest| rest.split_whitespace().next())
+        // Cargo's probe of the compiler, not a crate.
+        .filter(|name| *name != "___")
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_new_target_directory_is_seeded_and_builds_only_the_kernel_crate() {
+    if !common::nightly_ready() {
+        return;
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    let cache = scratch.path().join("cache");
+    let log = scratch.path().join("rustc.log");
+    let wrapper = scratch.path().join("log-rustc.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec \"$@\"\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .arg("755")
+        .arg(&wrapper)
+        .status()
+        .unwrap();
+    // SAFETY: this test binary has this one test, and nothing else in it reads or writes the
+    // environment meanwhile.
+    unsafe {
+        std::env::set_var("OFFLOAD_BUILD_CACHE", &cache);
+        std::env::set_var("RUSTC_WRAPPER", &wrapper);
+    }
+    let arch = parse_list("sm_80", "the test").unwrap()[0];
+
+    // A warm target directory (kept between test runs) fills the empty cache.
+    let first = common::target_dir().join("cache-a/nvptx64-nvidia-cuda");
+    let first_ptx = ptx(&arch, &first);
+    let core = |dir: &Path| {
+        let deps = dir.join("nvptx64-nvidia-cuda/release/deps");
+        let rlib = std::fs::read_dir(&deps)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                name.starts_with("libcore-") && name.ends_with(".rlib")
+            })
+            .unwrap_or_else(|| panic!("no libcore in {}", deps.display()));
+        std::fs::metadata(rlib).unwrap().modified().unwrap()
+    };
+    assert!(
+        cache.join("nvptx64-nvidia-cuda").is_dir(),
+        "the cache was filled"
+    );
+    compiled(&log);
+
+    // A new one, as a new project's: seeded, it compiles the kernel crate and nothing else,
+    // through the wrapper, and links the same image.
+    let fresh = tempfile::tempdir().unwrap();
+    let second = fresh.path().join("nvptx64-nvidia-cuda");
+    let second_ptx = ptx(&arch, &second);
+    assert_eq!(compiled(&log), ["rt_fixture_kernels"]);
+    assert_eq!(core(&second), core(&first), "core came from the cache");
+    assert_eq!(second_ptx, first_ptx);
+
+    // Off: a new directory builds everything, `core` included.
+    // SAFETY: as above.
+    unsafe { std::env::set_var("OFFLOAD_BUILD_CACHE", "off") };
+    let third = fresh.path().join("off/nvptx64-nvidia-cuda");
+    ptx(&arch, &third);
+    let crates = compiled(&log);
+    assert!(crates.iter().any(|c| c == "core"), "{crates:?}");
+}
