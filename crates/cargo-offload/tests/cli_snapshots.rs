@@ -1,6 +1,9 @@
 //! `cargo offload`'s command-line output as snapshots, in the manner of Cargo's own test
 //! suite: what a user reads, fixed, so that a change to it is a visible diff.
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
 use snapbox::cmd::Command;
 use snapbox::str;
 
@@ -80,4 +83,209 @@ error: bundling
   caused by: 'exe': invalid file type specified (known: i ii cui hipi d ll bc s o a gch ast)
 
 "#]]);
+}
+
+/// A crate as `cargo new` makes it, with a comment and a dependency.
+fn plain_crate(dir: &Path) {
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n\
+         # Errors, the easy way.\n[dependencies]\nanyhow = \"1\"\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("src/main.rs"), "fn main() {}\n").unwrap();
+}
+
+/// Every file below `dir` with its bytes: what a refused `init` leaves as it found it.
+fn contents(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut pending = vec![dir.to_owned()];
+    while let Some(at) = pending.pop() {
+        for entry in std::fs::read_dir(&at).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                files.insert(path.strip_prefix(dir).unwrap().to_owned(), bytes);
+            }
+        }
+    }
+    files
+}
+
+/// Runs `cargo offload init` in `dir`, expects it to fail with `stderr`, and checks that
+/// nothing in `dir` changed.
+fn init_refused(dir: &Path, stderr: impl snapbox::IntoData) {
+    let before = contents(dir);
+    cargo_offload()
+        .arg("init")
+        .current_dir(dir)
+        .assert()
+        .failure()
+        .stdout_eq(str![""])
+        .stderr_eq(stderr);
+    assert_eq!(contents(dir), before, "a refused init changed files");
+}
+
+#[test]
+fn init_says_what_it_did_and_how_to_launch_a_kernel() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = dir.path().join("app");
+    plain_crate(&app);
+    cargo_offload()
+        .arg("init")
+        .current_dir(&app)
+        .env_remove("CARGO_TERM_COLOR")
+        .assert()
+        .success()
+        .stderr_eq(str![[r#"
+     Created kernel crate `app-kernels` in kernels
+     Created build.rs
+    Modified Cargo.toml: [package.metadata.offload] arch = "host", dependencies `app-kernels`, `offload-rt`, build-dependency `offload-build`, workspace member `kernels`, [workspace.lints.rust] check-cfg `cfg(offload_device)`
+
+"#]])
+        .stdout_eq(str![[r#"
+
+Write kernels in kernels/src/lib.rs and launch them from the host crate:
+
+    use offload_rt::{Device, DeviceBuffer, LaunchConfig};
+
+    let device = Device::best()?;
+    println!("device: {}", device.describe());
+    let dx = DeviceBuffer::from_slice(&device, &x)?;
+    let mut dy = DeviceBuffer::from_slice(&device, &y)?;
+    let report = app_kernels::saxpy.launch(&device, LaunchConfig::for_num_elems(n), 2.0, &dx, &mut dy)?;
+    println!("image: {report}");
+
+    let out = dy.to_vec()?;
+
+Then run it: cargo offload run
+
+"#]]);
+}
+
+#[test]
+fn init_leaves_a_build_script_alone_and_names_the_line_it_lacks() {
+    let dir = tempfile::tempdir().unwrap();
+    plain_crate(dir.path());
+    std::fs::write(
+        dir.path().join("build.rs"),
+        "fn main() {\n    println!(\"cargo::rerun-if-changed=build.rs\");\n}\n",
+    )
+    .unwrap();
+    init_refused(
+        dir.path(),
+        str![[r#"
+error: build.rs does not call offload_build, and `init` does not edit a build script: add this line to its `main`, then run `cargo offload init` again
+
+    offload_build::Build::new().compile();
+
+"#]],
+    );
+}
+
+#[test]
+fn init_keeps_a_build_script_that_calls_offload_build() {
+    let dir = tempfile::tempdir().unwrap();
+    plain_crate(dir.path());
+    let script = "fn main() {\n    cc::Build::new().file(\"src/a.c\").compile(\"a\");\n    \
+                  offload_build::Build::new().compile();\n}\n";
+    std::fs::write(dir.path().join("build.rs"), script).unwrap();
+    cargo_offload()
+        .args(["init", "--kernels-name", "gpu", "--arch", "sm_90,host"])
+        .current_dir(dir.path())
+        .env_remove("CARGO_TERM_COLOR")
+        .assert()
+        .success()
+        .stderr_eq(str![[r#"
+     Created kernel crate `gpu` in kernels
+    Modified Cargo.toml: [package.metadata.offload] arch = "sm_90,host", dependencies `gpu`, `offload-rt`, build-dependency `offload-build`, workspace member `kernels`, [workspace.lints.rust] check-cfg `cfg(offload_device)`
+   Unchanged build.rs (it calls offload_build already)
+
+"#]]);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("build.rs")).unwrap(),
+        script
+    );
+}
+
+#[test]
+fn init_refuses_a_virtual_manifest() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("Cargo.toml"),
+        "[workspace]\nmembers = [\"app\"]\n",
+    )
+    .unwrap();
+    plain_crate(&dir.path().join("app"));
+    init_refused(
+        dir.path(),
+        str![[r#"
+error: Cargo.toml is a virtual workspace manifest (it has no [package]): run `cargo offload init` in the member crate that is to launch kernels
+
+"#]],
+    );
+}
+
+#[test]
+fn init_refuses_a_crate_set_up_already() {
+    let dir = tempfile::tempdir().unwrap();
+    plain_crate(dir.path());
+    let manifest = dir.path().join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, format!("{text}offload-rt = \"0.1\"\n")).unwrap();
+    init_refused(
+        dir.path(),
+        str![[r#"
+error: Cargo.toml is set up for offload already: it has `offload-rt` in [dependencies]
+
+"#]],
+    );
+}
+
+#[test]
+fn init_refuses_an_existing_kernels_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    plain_crate(dir.path());
+    std::fs::create_dir(dir.path().join("kernels")).unwrap();
+    std::fs::write(dir.path().join("kernels/notes.txt"), "mine\n").unwrap();
+    init_refused(
+        dir.path(),
+        str![[r#"
+error: kernels exists already: the kernel crate goes there; move it away first
+
+"#]],
+    );
+}
+
+#[test]
+fn init_refuses_a_directory_without_a_manifest() {
+    let dir = tempfile::tempdir().unwrap();
+    init_refused(
+        dir.path(),
+        str![[r#"
+error: no Cargo.toml in .: `cargo offload init` sets up an existing crate (`cargo offload new PATH` creates one)
+
+"#]],
+    );
+}
+
+#[test]
+fn init_refuses_a_crate_its_enclosing_workspace_does_not_list() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("Cargo.toml"), "[workspace]\nmembers = []\n").unwrap();
+    let stray = dir.path().join("stray");
+    plain_crate(&stray);
+    init_refused(
+        &stray,
+        str![[r#"
+error: finding the workspace the crate belongs to
+  caused by: `[..] metadata --no-deps --format-version 1 --manifest-path [..]/stray/Cargo.toml` failed (exit status: 101):
+error: current package believes it's in a workspace when it's not:
+...
+"#]],
+    );
+    assert!(!stray.join("kernels").exists());
 }

@@ -1229,3 +1229,157 @@ fn mixed_example_embeds_rust_and_cuda_hip_images_together() {
     }
     assert!(listing.contains("kind            ptx"), "{listing}");
 }
+
+/// A crate as a user has it before `cargo offload init`: a comment and a dependency of its own.
+fn write_plain_crate(dir: &Path, name: &str) {
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n\
+             # Errors, the easy way.\n[dependencies]\nanyhow = \"1\" # any version 1\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.join("src/main.rs"), "fn main() {}\n").unwrap();
+}
+
+/// The default template's main.rs, which launches the template kernel crate's `saxpy`, for the
+/// kernel crate `kernels_name`.
+fn template_main(kernels_name: &str) -> String {
+    let text = std::fs::read_to_string(workspace_root().join("templates/default/src/main.rs.tmpl"))
+        .unwrap()
+        .replace("{{kernels_ident}}", &kernels_name.replace('-', "_"));
+    assert!(!text.contains("{{"), "main.rs keeps a placeholder:\n{text}");
+    text
+}
+
+#[test]
+fn init_sets_up_an_existing_crate_that_then_runs_its_kernel() {
+    // Outside the repository, so that the crate belongs to no workspace: `init` gives it one.
+    let scratch = tempfile::Builder::new()
+        .prefix("offload-init-")
+        .tempdir()
+        .unwrap();
+    let project = scratch.path().join("init-app");
+    write_plain_crate(&project, "init-app");
+
+    let out = cargo_offload(&project, &["init"]);
+    let stdout = check(&out, "cargo offload init");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("     Created kernel crate `init-app-kernels` in kernels\n"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("     Created build.rs\n"), "{stderr}");
+    assert!(stderr.contains("    Modified Cargo.toml: "), "{stderr}");
+    assert!(
+        stdout.contains("init_app_kernels::saxpy.launch(") && stdout.contains("kernels/src/lib.rs"),
+        "{stdout}"
+    );
+    let manifest = std::fs::read_to_string(project.join("Cargo.toml")).unwrap();
+    for kept in [
+        "# Errors, the easy way.\n[dependencies]\n",
+        "anyhow = \"1\" # any version 1\n",
+    ] {
+        assert!(manifest.contains(kept), "{kept:?} lost:\n{manifest}");
+    }
+    for added in [
+        "[package.metadata.offload]\narch = \"host\"\n",
+        "init-app-kernels = { path = \"kernels\" }\n",
+        "[workspace]\nmembers = [\".\", \"kernels\"]\n",
+        "check-cfg = ['cfg(offload_device)']",
+    ] {
+        assert!(manifest.contains(added), "{added:?} missing:\n{manifest}");
+    }
+
+    std::fs::write(
+        project.join("src/main.rs"),
+        template_main("init-app-kernels"),
+    )
+    .unwrap();
+    std::fs::copy(
+        workspace_root().join("Cargo.lock"),
+        project.join("Cargo.lock"),
+    )
+    .unwrap();
+    let out = cargo_offload(
+        &project,
+        &[
+            "run",
+            "--target-dir",
+            &target_dir("e2e-fixtures").to_string_lossy(),
+        ],
+    );
+    let stdout = check(&out, "the initialised crate");
+    assert!(stdout.contains("saxpy: 65536 elements OK"), "{stdout}");
+
+    let again = cargo_offload(&project, &["init"]);
+    assert!(!again.status.success(), "a second init must be refused");
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        stderr.contains("Cargo.toml is set up for offload already"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.join("Cargo.toml")).unwrap(),
+        manifest
+    );
+}
+
+#[test]
+fn init_in_a_member_of_a_workspace_adds_the_kernel_crate_to_that_workspace() {
+    let root = target_dir("new-projects").join("init-workspace");
+    if root.exists() {
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+    std::fs::create_dir_all(&root).unwrap();
+    let root_manifest = "# The workspace of a crate that `init` sets up.\n[workspace]\n\
+                         resolver = \"3\"\nmembers = [\n    \"crates/app\", # the program\n]\n";
+    std::fs::write(root.join("Cargo.toml"), root_manifest).unwrap();
+    let app = root.join("crates/app");
+    write_plain_crate(&app, "init-member");
+
+    let out = cargo_offload(&root, &["init", "crates/app"]);
+    check(&out, "cargo offload init crates/app");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("    Modified Cargo.toml: workspace member `crates/app/kernels`"),
+        "{stderr}"
+    );
+    let edited = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    assert!(
+        edited.starts_with(
+            "# The workspace of a crate that `init` sets up.\n[workspace]\nresolver = \"3\"\n\
+             members = [\n    \"crates/app\", # the program\n    \"crates/app/kernels\",\n]\n"
+        ),
+        "{edited}"
+    );
+    assert!(
+        edited.contains("[workspace.lints.rust]\nunexpected_cfgs"),
+        "{edited}"
+    );
+    let member = std::fs::read_to_string(app.join("Cargo.toml")).unwrap();
+    assert!(!member.contains("[workspace"), "{member}");
+    assert!(app.join("kernels/src/lib.rs").is_file());
+    assert!(app.join("build.rs").is_file());
+
+    std::fs::write(
+        app.join("src/main.rs"),
+        template_main("init-member-kernels"),
+    )
+    .unwrap();
+    std::fs::copy(workspace_root().join("Cargo.lock"), root.join("Cargo.lock")).unwrap();
+    let out = cargo_offload(
+        &root,
+        &[
+            "run",
+            "-p",
+            "init-member",
+            "--target-dir",
+            &target_dir("e2e-fixtures").to_string_lossy(),
+        ],
+    );
+    let stdout = check(&out, "the initialised workspace member");
+    assert!(stdout.contains("saxpy: 65536 elements OK"), "{stdout}");
+}

@@ -4,6 +4,7 @@ mod build_status;
 mod bundle;
 mod cargo;
 mod doctor;
+mod init;
 mod inspect;
 mod new;
 mod package;
@@ -48,6 +49,9 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// Create a project: a host crate and its kernel crate, or another `--template`.
     New(new::NewArgs),
+    /// Set up an existing crate to launch Rust kernels: a kernel crate in `kernels/`, the
+    /// dependencies, build.rs and workspace entries `new` would have written.
+    Init(init::InitArgs),
     /// Bundle, unbundle or list clang offload bundles (clang-offload-bundler's options).
     #[command(disable_help_flag = true)]
     Bundle(bundle::BundleArgs),
@@ -67,6 +71,7 @@ pub fn exec(args: Vec<OsString>) -> Result<ExitCode> {
         Command::Verify(a) => run_device_binary("verify", a),
         Command::Inspect(a) => inspect::exec(a),
         Command::New(a) => new::exec(a),
+        Command::Init(a) => init::exec(a),
         Command::Bundle(a) => bundle::exec(a),
         Command::Package(a) => package::exec(a),
     }

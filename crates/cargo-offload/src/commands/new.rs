@@ -142,6 +142,16 @@ pub const TEMPLATES: &[Template] = &[
     },
 ];
 
+impl Template {
+    /// The text of the template's file at `path` (as it lands in the project).
+    pub(super) fn file(&self, path: &str) -> Option<&'static str> {
+        self.files
+            .iter()
+            .find(|(rel, _)| *rel == path)
+            .map(|(_, text)| *text)
+    }
+}
+
 fn template_names() -> PossibleValuesParser {
     TEMPLATES
         .iter()
@@ -163,20 +173,11 @@ pub fn exec(args: NewArgs) -> Result<ExitCode> {
             .context("the path has no usable last component to name the package after")?
             .to_owned(),
     };
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        || name.starts_with(|c: char| c.is_ascii_digit())
-    {
-        bail!(
-            "`{name}` is not a valid package name (letters, digits, `-`, `_`; not starting with a digit)"
-        );
-    }
+    check_package_name(&name)?;
     if args.path.exists() {
         bail!("{} already exists", args.path.display());
     }
-    let vars = variables(&name);
+    let vars = variables(&name, &format!("{name}-kernels"));
     for (rel, text) in template.files {
         let dest = args.path.join(rel);
         if let Some(dir) = dest.parent() {
@@ -194,8 +195,22 @@ pub fn exec(args: NewArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn variables(name: &str) -> Vec<(&'static str, String)> {
-    let kernels_name = format!("{name}-kernels");
+pub(super) fn check_package_name(name: &str) -> Result<()> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        || name.starts_with(|c: char| c.is_ascii_digit())
+    {
+        bail!(
+            "`{name}` is not a valid package name (letters, digits, `-`, `_`; not starting with a digit)"
+        );
+    }
+    Ok(())
+}
+
+/// The placeholders' values for a host crate `name` and its kernel crate `kernels_name`.
+pub(super) fn variables(name: &str, kernels_name: &str) -> Vec<(&'static str, String)> {
     // Built from a checkout: depend on its crates by path, so the project builds offline
     // against exactly this version.
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -225,7 +240,7 @@ fn variables(name: &str) -> Vec<(&'static str, String)> {
     vec![
         ("name", name.to_owned()),
         ("kernels_ident", kernels_name.replace('-', "_")),
-        ("kernels_name", kernels_name),
+        ("kernels_name", kernels_name.to_owned()),
         ("offload_rt", rt),
         ("offload_rt_device", rt_device),
         ("offload_build", build),
@@ -233,7 +248,7 @@ fn variables(name: &str) -> Vec<(&'static str, String)> {
     ]
 }
 
-fn render(template: &str, vars: &[(&str, String)]) -> String {
+pub(super) fn render(template: &str, vars: &[(&str, String)]) -> String {
     vars.iter().fold(template.to_owned(), |text, (k, v)| {
         text.replace(&format!("{{{{{k}}}}}"), v)
     })
@@ -245,7 +260,7 @@ mod tests {
 
     #[test]
     fn every_placeholder_is_filled() {
-        let vars = variables("demo-app");
+        let vars = variables("demo-app", "demo-app-kernels");
         for template in TEMPLATES {
             let texts = template
                 .files
@@ -277,7 +292,7 @@ mod tests {
 
     #[test]
     fn kernel_crate_ident_is_a_rust_identifier() {
-        let vars = variables("demo-app");
+        let vars = variables("demo-app", "demo-app-kernels");
         let ident = &vars.iter().find(|(k, _)| *k == "kernels_ident").unwrap().1;
         assert_eq!(ident, "demo_app_kernels");
     }
