@@ -6,6 +6,7 @@ mod doctor;
 mod inspect;
 mod new;
 mod package;
+mod phases;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
