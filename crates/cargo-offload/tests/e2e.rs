@@ -8,12 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 mod common;
-use common::{check, llvm_tool, ptxas, workspace_root};
+use common::{check, fixture, fixture_as, llvm_tool, ptxas, target_dir, walk, workspace_root};
 use offload_toolchain::Tool;
-
-fn target_dir(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join(name)
-}
 
 /// `cargo offload <args>` run the way cargo runs a subcommand.
 fn cargo_offload(cwd: &Path, args: &[&str]) -> Output {
@@ -524,53 +520,6 @@ fn examples_run_correctly_on_the_cpu_device() {
     }
 }
 
-/// Copies a fixture project to a scratch directory with the workspace's lockfile, so that its
-/// dependencies resolve to the versions the workspace uses.
-fn fixture(name: &str) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name);
-    let dst = target_dir("fixtures").join(name);
-    copy_dir(&src, &dst);
-    let rt = workspace_root().join("crates");
-    for manifest in walk(&dst).into_iter().filter(|p| p.ends_with("Cargo.toml")) {
-        let text = std::fs::read_to_string(&manifest).unwrap();
-        let text = text.replace("../../../../../", &format!("{}/", rt.display()));
-        std::fs::write(&manifest, text).unwrap();
-    }
-    std::fs::copy(workspace_root().join("Cargo.lock"), dst.join("Cargo.lock")).unwrap();
-    dst
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            out.extend(walk(&path));
-        } else {
-            out.push(path);
-        }
-    }
-    out
-}
-
-fn copy_dir(src: &Path, dst: &Path) {
-    std::fs::create_dir_all(dst).unwrap();
-    for entry in std::fs::read_dir(src).unwrap() {
-        let entry = entry.unwrap();
-        let to = dst.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &to);
-        } else {
-            let bytes = std::fs::read(entry.path()).unwrap();
-            if std::fs::read(&to).ok().as_ref() != Some(&bytes) {
-                std::fs::write(&to, bytes).unwrap();
-            }
-        }
-    }
-}
-
 #[test]
 fn two_host_crates_in_one_binary_each_register_their_kernels() {
     let dir = fixture("two-crates");
@@ -591,9 +540,7 @@ fn two_host_crates_in_one_binary_each_register_their_kernels() {
 
 #[test]
 fn a_kernel_crate_that_does_not_compile_shows_rustc_diagnostics() {
-    let dir = fixture("two-crates");
-    let broken = dir.with_file_name("two-crates-broken");
-    copy_dir(&dir, &broken);
+    let broken = fixture_as("two-crates", "two-crates-broken");
     std::fs::write(
         broken.join("kernels-b/src/lib.rs"),
         "#![no_std]\n#[offload_rt::kernel]\npub fn fill(n: u32) { let x: u32 = \"text\"; }\n",

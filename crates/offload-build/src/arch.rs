@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::OnceLock;
 
-use crate::env::Env;
+use crate::env::{Env, NATIVE_NONE, OFFLOAD_NATIVE_ARCH};
 use crate::error::{Error, Result};
 
 use offload_format::target_id::{self, AmdTargetId, Sm};
@@ -64,15 +64,83 @@ impl fmt::Display for OffloadArch {
     }
 }
 
+/// The name that stands for this machine's GPUs, as in clang's `--offload-arch=native`.
+pub const NATIVE: &str = "native";
+
+fn items(list: &str) -> impl Iterator<Item = &str> {
+    list.split(',').map(str::trim).filter(|s| !s.is_empty())
+}
+
+/// Whether `list` names [`NATIVE`].
+pub fn mentions_native(list: &str) -> bool {
+    items(list).any(|item| item == NATIVE)
+}
+
+/// What [`NATIVE`] stands for where a list names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Native {
+    /// The GPUs found; none makes `native` stand for `host`.
+    Found(Vec<OffloadArch>),
+    /// Nothing could probe them here (the reason, for the note): `native` stands for `host`.
+    NotProbed(String),
+}
+
+/// An architecture list with [`NATIVE`] replaced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub archs: Vec<OffloadArch>,
+    /// One line saying that `native` found no GPU and stands for `host`.
+    pub note: Option<String>,
+}
+
 /// Parses a comma-separated list (`sm_80,sm_90,gfx90a,gfx942:xnack+,host`), canonicalizes
 /// AMD target IDs, removes duplicates and rejects combinations clang rejects.
-/// `origin` names where the list came from, for error messages.
+/// `origin` names where the list came from, for error messages. `native` is refused here:
+/// [`parse_list_with_native`] resolves it.
 pub fn parse_list(list: &str, origin: &str) -> Result<Vec<OffloadArch>> {
+    parse_list_with_native(list, origin, || {
+        Err(Error::InvalidArch {
+            name: NATIVE.to_owned(),
+            origin: origin.to_owned(),
+            reason: "`native` (the GPUs of the machine) is taken by `cargo offload build`, `run` \
+                     and `test` and by build scripts; name the architectures here"
+                .to_owned(),
+        })
+    })
+    .map(|resolved| resolved.archs)
+}
+
+/// [`parse_list`], with `native` standing for the GPUs `native()` gives (asked only when the
+/// list names it), and for `host` when they are none, with a note: where clang stops
+/// ("cannot determine … architecture"), a build here still has the CPU device.
+pub fn parse_list_with_native(
+    list: &str,
+    origin: &str,
+    native: impl FnOnce() -> Result<Native>,
+) -> Result<Resolved> {
+    let (gpus, note) = if mentions_native(list) {
+        let (gpus, why) = match native()? {
+            Native::Found(gpus) => (gpus, "no GPU found".to_owned()),
+            Native::NotProbed(why) => (Vec::new(), why),
+        };
+        let note = gpus
+            .is_empty()
+            .then(|| format!("`{NATIVE}` in {origin}: {why}; building for `{HOST_ARCH}`"));
+        (gpus, note)
+    } else {
+        (Vec::new(), None)
+    };
     let mut archs: Vec<OffloadArch> = Vec::new();
-    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let arch = parse_one(item, origin)?;
-        if !archs.contains(&arch) {
-            archs.push(arch);
+    for item in items(list) {
+        let expanded = match item {
+            NATIVE if gpus.is_empty() => vec![OffloadArch::Host],
+            NATIVE => gpus.clone(),
+            _ => vec![parse_one(item, origin)?],
+        };
+        for arch in expanded {
+            if !archs.contains(&arch) {
+                archs.push(arch);
+            }
         }
     }
     if archs.is_empty() {
@@ -81,7 +149,43 @@ pub fn parse_list(list: &str, origin: &str) -> Result<Vec<OffloadArch>> {
         });
     }
     check_conflicts(&archs, origin)?;
-    Ok(archs)
+    Ok(Resolved { archs, note })
+}
+
+/// What `native` stands for in a build script: [`OFFLOAD_NATIVE_ARCH`], the GPUs `cargo
+/// offload` found (it probes them through offload-rt's drivers, which a build script does
+/// not link); unset, `native` stands for `host`.
+pub fn native_from_env(env: &Env) -> Result<Native> {
+    match env.get(OFFLOAD_NATIVE_ARCH) {
+        None => Ok(Native::NotProbed(format!(
+            "the GPUs are probed by `cargo offload`, and {OFFLOAD_NATIVE_ARCH} is unset (this \
+             build did not run through it)"
+        ))),
+        Some(value) if value.trim() == NATIVE_NONE => Ok(Native::Found(Vec::new())),
+        Some(value) => parse_list(
+            &value,
+            &format!("the {OFFLOAD_NATIVE_ARCH} environment variable"),
+        )
+        .map(Native::Found),
+    }
+}
+
+/// The GPU architectures a probe reported (`sm_80`, `gfx90a:sramecc+:xnack-`), parsed, each
+/// once; those this build cannot target are left out, each with a note.
+pub fn parse_found(names: &[String]) -> (Vec<OffloadArch>, Vec<String>) {
+    let mut archs = Vec::new();
+    let mut notes = Vec::new();
+    for name in names {
+        match parse_one(name, "the GPUs found") {
+            Ok(OffloadArch::Host) | Err(_) => notes.push(format!(
+                "`{NATIVE}`: a GPU of this machine is `{name}`, which is no offload architecture \
+                 this build knows; left out"
+            )),
+            Ok(arch) if !archs.contains(&arch) => archs.push(arch),
+            Ok(_) => {}
+        }
+    }
+    (archs, notes)
 }
 
 fn parse_one(item: &str, origin: &str) -> Result<OffloadArch> {
@@ -107,7 +211,7 @@ fn parse_one(item: &str, origin: &str) -> Result<OffloadArch> {
 }
 
 fn unknown(item: &str, origin: &str) -> Error {
-    let mut known: Vec<&str> = vec![HOST_ARCH];
+    let mut known: Vec<&str> = vec![HOST_ARCH, NATIVE];
     known.extend(target_id::nvidia_offload_archs());
     known.extend(target_id::AMDGPU_PROCESSORS.iter().map(|p| p.name));
     Error::UnknownArch {
@@ -163,6 +267,7 @@ mod tests {
         assert!(msg.contains("`gfx9999`"), "{msg}");
         assert!(msg.contains("OFFLOAD_ARCH"), "{msg}");
         assert!(msg.contains("gfx90a") && msg.contains("sm_90"), "{msg}");
+        assert!(msg.contains("native"), "{msg}");
     }
 
     #[test]
@@ -179,6 +284,86 @@ mod tests {
             "gfx942:sramecc-:xnack+"
         );
         assert!(parse_list("sm_120f", "test").is_err());
+    }
+
+    #[test]
+    fn native_stands_for_the_gpus_found_deduplicated_where_it_stands() {
+        let sm80 = OffloadArch::Nvptx(Sm::parse("sm_80").unwrap());
+        let gfx = OffloadArch::Amdgcn(AmdTargetId::parse("gfx90a:sramecc+:xnack-").unwrap());
+        let resolved = parse_list_with_native("host,native,sm_80", "test", || {
+            Ok(Native::Found(vec![sm80, gfx]))
+        })
+        .unwrap();
+        assert_eq!(resolved.archs, vec![OffloadArch::Host, sm80, gfx]);
+        assert_eq!(resolved.note, None);
+        let mut asked = false;
+        parse_list_with_native("sm_80", "test", || {
+            asked = true;
+            Ok(Native::Found(Vec::new()))
+        })
+        .unwrap();
+        assert!(
+            !asked,
+            "the GPUs are probed only for a list naming `native`"
+        );
+    }
+
+    #[test]
+    fn native_without_a_gpu_is_host_with_a_note_never_an_error() {
+        let resolved =
+            parse_list_with_native("native", "OFFLOAD_ARCH", || Ok(Native::Found(Vec::new())))
+                .unwrap();
+        assert_eq!(resolved.archs, vec![OffloadArch::Host]);
+        assert_eq!(
+            resolved.note.as_deref(),
+            Some("`native` in OFFLOAD_ARCH: no GPU found; building for `host`")
+        );
+        let resolved = parse_list_with_native("native,host", "x", || {
+            Ok(Native::NotProbed("nothing probed the GPUs".to_owned()))
+        })
+        .unwrap();
+        assert_eq!(resolved.archs, vec![OffloadArch::Host]);
+        assert_eq!(
+            resolved.note.as_deref(),
+            Some("`native` in x: nothing probed the GPUs; building for `host`")
+        );
+    }
+
+    #[test]
+    fn native_where_it_cannot_be_resolved_is_a_typed_error() {
+        let err = parse_list("sm_80,native", "the bundle").unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidArch { name, origin, .. } if name == "native" && origin == "the bundle"),
+            "{err}"
+        );
+        // A list naming `native` with a GPU that conflicts with another entry gets clang's rule.
+        let gfx = OffloadArch::Amdgcn(AmdTargetId::parse("gfx90a:xnack-").unwrap());
+        let err = parse_list_with_native("gfx90a,native", "test", || Ok(Native::Found(vec![gfx])))
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("invalid offload arch combinations"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn found_names_are_parsed_and_unknown_ones_left_out_with_a_note() {
+        let names = [
+            "sm_80",
+            "gfx90a:xnack-:sramecc+",
+            "sm_80",
+            "sm_1234",
+            "host",
+        ]
+        .map(str::to_owned);
+        let (archs, notes) = parse_found(&names);
+        assert_eq!(
+            archs.iter().map(OffloadArch::name).collect::<Vec<_>>(),
+            ["sm_80", "gfx90a:sramecc+:xnack-"]
+        );
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes[0].contains("`sm_1234`"), "{notes:?}");
     }
 
     #[test]

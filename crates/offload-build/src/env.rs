@@ -3,6 +3,11 @@
 
 /// Variables that select what the build does.
 pub const OFFLOAD_ARCH: &str = "OFFLOAD_ARCH";
+/// What `native` stands for in an architecture list: the GPUs `cargo offload` found, or
+/// [`NATIVE_NONE`] when it found none. Unset outside `cargo offload`.
+pub const OFFLOAD_NATIVE_ARCH: &str = "OFFLOAD_NATIVE_ARCH";
+/// The value of [`OFFLOAD_NATIVE_ARCH`] when no GPU was found.
+pub const NATIVE_NONE: &str = "none";
 /// Toolchain used for nested device builds (default [`offload_toolchain::DEVICE_TOOLCHAIN`]).
 pub const OFFLOAD_NIGHTLY_TOOLCHAIN: &str = "OFFLOAD_NIGHTLY_TOOLCHAIN";
 /// `auto` (default), `require` or `never`: how prebuilt kernel bundles are used.

@@ -49,6 +49,9 @@ pub enum Error {
     )]
     NoKernelCrates { package: String },
 
+    #[error("package `{name}` is not in the package graph (workspace members: {known})")]
+    UnknownPackage { name: String, known: String },
+
     #[error("kernel crate `{name}` is not a dependency of `{package}` (known: {known})")]
     UnknownKernelCrate {
         name: String,

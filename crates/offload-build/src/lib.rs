@@ -12,7 +12,10 @@
 //! Kernel crates are the dependencies marked `[package.metadata.offload] kernels = true`.
 //! Architectures come from, in order: [`Build::offload_arch`], the `OFFLOAD_ARCH`
 //! environment variable (`cargo offload build --offload-arch` sets it), the host package's
-//! `[package.metadata.offload] arch`, else `host`.
+//! `[package.metadata.offload] arch`, else `host`. `native` in a list stands for the GPUs of
+//! the machine, which `cargo offload` probes and hands over in `OFFLOAD_NATIVE_ARCH`; without
+//! them (no GPU, or a build not run through `cargo offload`) it stands for `host`, with a
+//! warning.
 //!
 //! [`Build::openmp_cpp`] adds C++ whose OpenMP `target` regions run through LLVM's offload
 //! runtime: built into a static library at build time (see [`foreign::openmp`]); a package
@@ -22,7 +25,8 @@
 //!
 //! | variable | meaning |
 //! |---|---|
-//! | `OFFLOAD_ARCH` | comma-separated offload architectures: `sm_80,gfx90a:xnack+,host` |
+//! | `OFFLOAD_ARCH` | comma-separated offload architectures: `sm_80,gfx90a:xnack+,host`, `native` |
+//! | `OFFLOAD_NATIVE_ARCH` | what `native` stands for: the GPUs `cargo offload` found (`sm_80,gfx90a:sramecc+:xnack-`), `none` when it found none |
 //! | `OFFLOAD_NIGHTLY_TOOLCHAIN` | toolchain for device builds (default: the pinned `offload_toolchain::DEVICE_TOOLCHAIN`) |
 //! | `OFFLOAD_BUILD_VERBOSE` | `1` prints every nested command |
 //! | `OFFLOAD_PREBUILT` | `auto` (default): use a kernel crate's prebuilt bundle when its source hash matches, else build from source; `require`: the bundle or an error naming what differs; `never`: always from source |
@@ -401,22 +405,26 @@ impl Build {
     }
 
     fn resolve_archs(&self, env: &Env, host: &metadata::HostPackage) -> Result<Vec<OffloadArch>> {
-        if let Some(list) = &self.offload_arch {
-            return arch::parse_list(list, "Build::offload_arch");
-        }
-        if let Some(list) = env.get(env::OFFLOAD_ARCH) {
-            return arch::parse_list(&list, "the OFFLOAD_ARCH environment variable");
-        }
-        if let Some(list) = &host.arch {
-            return arch::parse_list(
-                list,
-                &format!(
+        let (list, origin) = if let Some(list) = &self.offload_arch {
+            (list.clone(), "Build::offload_arch".to_owned())
+        } else if let Some(list) = env.get(env::OFFLOAD_ARCH) {
+            (list, "the OFFLOAD_ARCH environment variable".to_owned())
+        } else if let Some(list) = &host.arch {
+            (
+                list.clone(),
+                format!(
                     "[package.metadata.offload] arch of {}",
                     host.manifest_path.display()
                 ),
-            );
+            )
+        } else {
+            return Ok(vec![OffloadArch::Host]);
+        };
+        let resolved = arch::parse_list_with_native(&list, &origin, || arch::native_from_env(env))?;
+        if let Some(note) = &resolved.note {
+            env.warn(note);
         }
-        Ok(vec![OffloadArch::Host])
+        Ok(resolved.archs)
     }
 
     fn select_kernel_crates(&self, host: &metadata::HostPackage) -> Result<Vec<KernelCrate>> {

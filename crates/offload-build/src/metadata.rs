@@ -52,10 +52,13 @@ pub struct HostPackage {
 
 /// Reads the package graph of the package at `manifest_path`.
 pub fn host_package(manifest_path: &Path, cargo: Option<&Path>) -> Result<HostPackage> {
-    let meta = read_metadata(manifest_path, cargo)?;
+    let meta = read_metadata(Some(manifest_path), cargo, false)?;
     let host = package_at(&meta, manifest_path)?;
-    let arch = declared_arch(host)?;
+    host_package_in(&meta, host, manifest_path)
+}
 
+fn host_package_in(meta: &Metadata, host: &Package, manifest_path: &Path) -> Result<HostPackage> {
+    let arch = declared_arch(host)?;
     let mut kernel_crates = Vec::new();
     for dep in &host.dependencies {
         if dep.kind != DependencyKind::Normal {
@@ -65,7 +68,7 @@ pub fn host_package(manifest_path: &Path, cargo: Option<&Path>) -> Result<HostPa
             continue;
         };
         if is_kernel_crate(pkg)? {
-            kernel_crates.push(kernel_crate_in(&meta, pkg)?);
+            kernel_crates.push(kernel_crate_in(meta, pkg)?);
         }
     }
     Ok(HostPackage {
@@ -73,8 +76,163 @@ pub fn host_package(manifest_path: &Path, cargo: Option<&Path>) -> Result<HostPa
         manifest_path: manifest_path.to_owned(),
         arch,
         kernel_crates,
-        target_directory: meta.target_directory,
+        target_directory: meta.target_directory.clone(),
     })
+}
+
+/// Which packages a `cargo build` compiles, as its package options say.
+#[derive(Debug, Clone, Default)]
+pub struct PackageSelection {
+    /// `--manifest-path` (default: the current directory's `Cargo.toml`).
+    pub manifest_path: Option<PathBuf>,
+    /// `-p`/`--package`: names, or `name@version`.
+    pub packages: Vec<String>,
+    /// `--workspace` (`--all`).
+    pub workspace: bool,
+    /// `--exclude`, with `--workspace`.
+    pub exclude: Vec<String>,
+}
+
+/// A host crate a build compiles, with the crate roots its compiles start from.
+#[derive(Debug, Clone)]
+pub struct HostCrate {
+    pub host: HostPackage,
+    /// Its library's crate root, else its first binary's.
+    pub src_path: PathBuf,
+    /// Whether that is a binary (linked into an executable) rather than a library.
+    pub binary: bool,
+    /// Each kernel crate's library root, in `host.kernel_crates` order.
+    pub kernel_src_paths: Vec<PathBuf>,
+}
+
+/// The host crates a build of `selection` compiles: among the selected packages and their
+/// normal dependencies, those whose build script runs offload-build (a build-dependency on
+/// `offload-build`) and that depend on a kernel crate, found as [`host_package`] finds them,
+/// in one `cargo metadata`. Sorted by name.
+pub fn host_crates(selection: &PackageSelection, cargo: Option<&Path>) -> Result<Vec<HostCrate>> {
+    let meta = read_metadata(selection.manifest_path.as_deref(), cargo, false)?;
+    let mut stack: Vec<&str> = selected(&meta, selection)?;
+    let mut seen: Vec<&str> = stack.clone();
+    let mut out = Vec::new();
+    while let Some(id) = stack.pop() {
+        let Some(pkg) = meta.package(id) else {
+            continue;
+        };
+        let runs_offload_build = pkg
+            .dependencies
+            .iter()
+            .any(|d| d.kind == DependencyKind::Build && d.name == "offload-build");
+        if runs_offload_build {
+            let host = host_package_in(&meta, pkg, &pkg.manifest_path)?;
+            if !host.kernel_crates.is_empty() {
+                out.push(host_crate(&meta, pkg, host)?);
+            }
+        }
+        for (dep, normal) in meta.node(id).map(|n| n.deps.as_slice()).unwrap_or_default() {
+            if *normal && !seen.contains(&dep.as_str()) {
+                seen.push(dep);
+                stack.push(dep);
+            }
+        }
+    }
+    out.sort_by(|a, b| a.host.name.cmp(&b.host.name));
+    Ok(out)
+}
+
+/// The ids of the packages `selection` names.
+fn selected<'m>(meta: &'m Metadata, selection: &PackageSelection) -> Result<Vec<&'m str>> {
+    if !selection.packages.is_empty() {
+        return selection
+            .packages
+            .iter()
+            .map(|spec| {
+                let (name, version) = match spec.split_once('@') {
+                    Some((name, version)) => (name, Some(version)),
+                    None => (spec.as_str(), None),
+                };
+                meta.packages
+                    .iter()
+                    .find(|p| p.name == name && version.is_none_or(|v| p.version == v))
+                    .map(|p| p.id.as_str())
+                    .ok_or_else(|| Error::UnknownPackage {
+                        name: spec.clone(),
+                        known: meta
+                            .workspace_members
+                            .iter()
+                            .filter_map(|id| meta.package(id))
+                            .map(|p| p.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    })
+            })
+            .collect();
+    }
+    let members = if selection.workspace {
+        &meta.workspace_members
+    } else if let Some(root) = &meta.root {
+        return Ok(vec![root.as_str()]);
+    } else {
+        &meta.workspace_default_members
+    };
+    Ok(members
+        .iter()
+        .filter(|id| {
+            meta.package(id)
+                .is_none_or(|p| !selection.exclude.contains(&p.name))
+        })
+        .map(String::as_str)
+        .collect())
+}
+
+fn host_crate(meta: &Metadata, pkg: &Package, host: HostPackage) -> Result<HostCrate> {
+    let target = pkg
+        .targets
+        .iter()
+        .find(|t| t.is_lib())
+        .or_else(|| {
+            pkg.targets
+                .iter()
+                .find(|t| t.kind.iter().any(|k| k == "bin"))
+        })
+        .ok_or_else(|| Error::BadMetadata {
+            manifest: pkg.manifest_path.clone(),
+            reason: "the package has neither a library nor a binary target".to_owned(),
+        })?;
+    let mut kernel_src_paths = Vec::new();
+    for krate in &host.kernel_crates {
+        let lib = meta
+            .packages
+            .iter()
+            .find(|p| p.manifest_path == krate.manifest_path)
+            .and_then(|p| p.targets.iter().find(|t| t.is_lib()))
+            .ok_or_else(|| Error::BadMetadata {
+                manifest: krate.manifest_path.clone(),
+                reason: "a kernel crate must have a library target".to_owned(),
+            })?;
+        kernel_src_paths.push(lib.src_path.clone());
+    }
+    Ok(HostCrate {
+        src_path: target.src_path.clone(),
+        binary: !target.is_lib(),
+        kernel_src_paths,
+        host,
+    })
+}
+
+/// Each workspace member's `[package.metadata.offload] arch`, as (package, list), from
+/// `cargo metadata --no-deps`, which resolves no dependency.
+pub fn workspace_archs(
+    manifest_path: Option<&Path>,
+    cargo: Option<&Path>,
+) -> Result<Vec<(String, String)>> {
+    let meta = read_metadata(manifest_path, cargo, true)?;
+    let mut out = Vec::new();
+    for pkg in &meta.packages {
+        if let Some(arch) = declared_arch(pkg)? {
+            out.push((pkg.name.clone(), arch));
+        }
+    }
+    Ok(out)
 }
 
 fn offload_table(pkg: &Package) -> Result<Option<&serde_json::Map<String, Value>>> {
@@ -130,7 +288,7 @@ pub struct KernelPackage {
 
 /// The kernel crate at `manifest_path` itself.
 pub fn kernel_package(manifest_path: &Path, cargo: Option<&Path>) -> Result<KernelPackage> {
-    let meta = read_metadata(manifest_path, cargo)?;
+    let meta = read_metadata(Some(manifest_path), cargo, false)?;
     let pkg = package_at(&meta, manifest_path)?;
     if !is_kernel_crate(pkg)? {
         return Err(Error::BadMetadata {
@@ -146,19 +304,33 @@ pub fn kernel_package(manifest_path: &Path, cargo: Option<&Path>) -> Result<Kern
     })
 }
 
-/// `cargo metadata` for `manifest_path`: offline first (only the dependency edges are needed),
-/// then online when a dependency is not in the local cache yet.
-fn read_metadata(manifest_path: &Path, cargo: Option<&Path>) -> Result<Metadata> {
+/// `cargo metadata` for `manifest_path` (default: the current directory's): offline first
+/// (only the dependency edges are needed), then online when a dependency is not in the local
+/// cache yet. With `no_deps`, the workspace members alone, without a resolve.
+fn read_metadata(
+    manifest_path: Option<&Path>,
+    cargo: Option<&Path>,
+    no_deps: bool,
+) -> Result<Metadata> {
     let run = |offline: bool| {
         let mut cmd = Command::new(cargo.unwrap_or(Path::new("cargo")));
-        cmd.args(["metadata", "--format-version", "1", "--manifest-path"])
-            .arg(manifest_path);
+        cmd.args(["metadata", "--format-version", "1"]);
+        if let Some(manifest_path) = manifest_path {
+            cmd.arg("--manifest-path").arg(manifest_path);
+        }
+        if no_deps {
+            cmd.arg("--no-deps");
+        }
         if offline {
             cmd.arg("--offline");
         }
         command::run(&mut cmd)
     };
-    let output = run(true).or_else(|_| run(false))?;
+    let output = if no_deps {
+        run(false)?
+    } else {
+        run(true).or_else(|_| run(false))?
+    };
     let text = String::from_utf8_lossy(&output.stdout);
     let json = text
         .lines()
@@ -180,6 +352,10 @@ struct Metadata {
     packages: Vec<Package>,
     /// The resolved graph: each package's id and the ids it depends on.
     resolve: Option<Vec<Node>>,
+    /// The package of the manifest, when it is not a virtual one (`resolve.root`).
+    root: Option<String>,
+    workspace_members: Vec<String>,
+    workspace_default_members: Vec<String>,
     target_directory: PathBuf,
 }
 
@@ -214,6 +390,13 @@ struct Dependency {
 struct Target {
     name: String,
     kind: Vec<String>,
+    src_path: PathBuf,
+}
+
+impl Target {
+    fn is_lib(&self) -> bool {
+        self.kind.iter().any(|k| k == "lib")
+    }
 }
 
 #[derive(Debug)]
@@ -255,9 +438,28 @@ impl Metadata {
                     .collect::<Option<Vec<_>>>()?,
             ),
         };
+        let ids = |key: &str| -> Option<Vec<String>> {
+            match v.get(key) {
+                None | Some(Value::Null) => Some(Vec::new()),
+                Some(list) => list
+                    .as_array()?
+                    .iter()
+                    .map(|id| id.as_str().map(str::to_owned))
+                    .collect(),
+            }
+        };
+        let workspace_members = ids("workspace_members")?;
+        let workspace_default_members = match ids("workspace_default_members")? {
+            // Older cargo leaves it out: then every member is a default one.
+            none if none.is_empty() => workspace_members.clone(),
+            some => some,
+        };
         Some(Metadata {
             packages,
             resolve,
+            root: v.get("resolve").and_then(|r| string(r, "root")),
+            workspace_members,
+            workspace_default_members,
             target_directory: string(v, "target_directory")?.into(),
         })
     }
@@ -302,6 +504,7 @@ impl Package {
                 .map(|t| {
                     Some(Target {
                         name: string(t, "name")?,
+                        src_path: string(t, "src_path")?.into(),
                         kind: array(t, "kind")?
                             .iter()
                             .map(|k| k.as_str().map(str::to_owned))
@@ -370,7 +573,7 @@ fn kernel_crate(pkg: &Package) -> Result<KernelCrate> {
     let lib = pkg
         .targets
         .iter()
-        .find(|t| t.kind.iter().any(|k| k == "lib"))
+        .find(|t| t.is_lib())
         .ok_or_else(|| Error::BadMetadata {
             manifest: pkg.manifest_path.clone(),
             reason: "a kernel crate must have a library target".to_owned(),
@@ -472,4 +675,74 @@ fn package_sources(pkg: &Package) -> Vec<PathBuf> {
         out.push(src);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A workspace of `app` (default member) and `lib`, and `dep` outside it.
+    fn metadata(root: Option<&str>) -> Metadata {
+        let package = |name: &str| {
+            serde_json::json!({
+                "id": format!("{name} 0.1.0"), "name": name, "version": "0.1.0",
+                "manifest_path": format!("/w/{name}/Cargo.toml"), "source": null,
+                "dependencies": [], "metadata": null,
+                "targets": [{"name": name, "kind": ["lib"], "src_path": format!("/w/{name}/src/lib.rs")}],
+            })
+        };
+        let value = serde_json::json!({
+            "packages": [package("app"), package("lib"), package("dep")],
+            "workspace_members": ["app 0.1.0", "lib 0.1.0"],
+            "workspace_default_members": ["app 0.1.0"],
+            "resolve": {"nodes": [], "root": root},
+            "target_directory": "/w/target",
+        });
+        Metadata::from_json(&value).unwrap()
+    }
+
+    fn names(ids: Vec<&str>) -> Vec<&str> {
+        ids.into_iter()
+            .map(|id| id.split(' ').next().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn the_packages_a_build_selects_are_cargos() {
+        let meta = metadata(None);
+        let select = |selection: PackageSelection| names(selected(&meta, &selection).unwrap());
+        assert_eq!(select(PackageSelection::default()), ["app"]);
+        let all = PackageSelection {
+            workspace: true,
+            ..Default::default()
+        };
+        assert_eq!(select(all.clone()), ["app", "lib"]);
+        let exclude = PackageSelection {
+            exclude: vec!["app".into()],
+            ..all
+        };
+        assert_eq!(select(exclude), ["lib"]);
+        let named = PackageSelection {
+            packages: vec!["dep@0.1.0".into(), "lib".into()],
+            ..Default::default()
+        };
+        assert_eq!(select(named), ["dep", "lib"]);
+        let meta = metadata(Some("lib 0.1.0"));
+        assert_eq!(
+            names(selected(&meta, &PackageSelection::default()).unwrap()),
+            ["lib"]
+        );
+        let err = selected(
+            &meta,
+            &PackageSelection {
+                packages: vec!["dep@9.9.9".into()],
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "package `dep@9.9.9` is not in the package graph (workspace members: app, lib)"
+        );
+    }
 }

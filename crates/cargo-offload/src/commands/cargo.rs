@@ -1,6 +1,9 @@
 //! `build`, `run` and `test`: cargo's own commands, with the offload architectures handed to
-//! the host crates' build scripts through `OFFLOAD_ARCH`. Every other flag (`--release`, `-p`,
-//! `--features`, `--manifest-path`, `--target-dir`, `-- <program args>`) goes to cargo as is.
+//! the host crates' build scripts through `OFFLOAD_ARCH`, and what `native` stands for through
+//! `OFFLOAD_NATIVE_ARCH` (the GPUs are probed here, through offload-rt's drivers, which build
+//! scripts do not link). Every other flag (`--release`, `-p`, `--features`,
+//! `--manifest-path`, `--target-dir`, `-- <program args>`) goes to cargo as is;
+//! `--print-phases` builds nothing and prints the action graphs (`phases`).
 //!
 //! With `--message-format=json` (or one of its `json-…` forms) cargo's messages pass through
 //! unchanged, and after each artifact that embeds device images come one
@@ -9,11 +12,14 @@
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::{Context, Result};
+use offload_build::OffloadArch;
+use offload_build::arch;
 use offload_build::diagnostics::{self, OFFLOAD_ARCHS_KEY, OFFLOAD_MESSAGE_DIR};
-use offload_build::env::{Env, OFFLOAD_ARCH};
+use offload_build::env::{Env, NATIVE_NONE, OFFLOAD_ARCH, OFFLOAD_NATIVE_ARCH};
 use offload_tools::inspect::ImageInfo;
 
 use super::build_status::{OFFLOAD_STATUS_DIR, StatusWatcher};
@@ -21,9 +27,11 @@ use super::build_status::{OFFLOAD_STATUS_DIR, StatusWatcher};
 #[derive(Debug, clap::Args)]
 #[command(disable_help_flag = true)]
 pub struct CargoArgs {
-    /// `--offload-arch ARCHS` (like clang's: `sm_80,sm_90,gfx90a,gfx942:xnack+,host`; may
-    /// repeat; default: the package's `[package.metadata.offload] arch`, else `host`), then
-    /// anything cargo takes, and after `--` the program's or test harness's arguments.
+    /// `--offload-arch ARCHS` (like clang's: `sm_80,sm_90,gfx90a,gfx942:xnack+,host`, and
+    /// `native` for the GPUs of this machine; may repeat; default: `OFFLOAD_ARCH`, else the
+    /// package's `[package.metadata.offload] arch`, else `host`), `--print-phases` (print the
+    /// action graphs, build nothing), then anything cargo takes, and after `--` the program's
+    /// or test harness's arguments.
     #[arg(
         trailing_var_arg = true,
         allow_hyphen_values = true,
@@ -32,9 +40,19 @@ pub struct CargoArgs {
     args: Vec<OsString>,
 }
 
-/// Takes `--offload-arch X` / `--offload-arch=X` out of the arguments before `--`.
-fn split_offload_args(args: Vec<OsString>) -> Result<(Vec<String>, Vec<OsString>)> {
-    let mut archs = Vec::new();
+/// What `cargo offload` itself takes from the arguments before `--`.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct OffloadOptions {
+    /// Each `--offload-arch` value.
+    archs: Vec<String>,
+    /// `--print-phases`: print the action graphs instead of building.
+    print_phases: bool,
+}
+
+/// Takes `--offload-arch X` / `--offload-arch=X` and `--print-phases` out of the arguments
+/// before `--`.
+fn split_offload_args(args: Vec<OsString>) -> Result<(OffloadOptions, Vec<OsString>)> {
+    let mut options = OffloadOptions::default();
     let mut rest = Vec::new();
     let mut iter = args.into_iter();
     while let Some(arg) = iter.next() {
@@ -47,26 +65,97 @@ fn split_offload_args(args: Vec<OsString>) -> Result<(Vec<String>, Vec<OsString>
             let value = iter
                 .next()
                 .context("`--offload-arch` needs a value, e.g. `--offload-arch sm_80,host`")?;
-            archs.push(value.to_string_lossy().into_owned());
+            options.archs.push(value.to_string_lossy().into_owned());
         } else if let Some(value) = arg.to_str().and_then(|a| a.strip_prefix("--offload-arch=")) {
-            archs.push(value.to_owned());
+            options.archs.push(value.to_owned());
+        } else if arg == "--print-phases" {
+            options.print_phases = true;
         } else {
             rest.push(arg);
         }
     }
-    Ok((archs, rest))
+    Ok((options, rest))
 }
 
 const HELP: &str = "\
 Offload options (the rest is cargo's own, below):
       --offload-arch <ARCHS>  device targets, like clang's --offload-arch:
                               sm_80,sm_90,gfx90a,gfx942:xnack+,host (may repeat;
-                              default: [package.metadata.offload] arch, else host)
+                              default: OFFLOAD_ARCH, else [package.metadata.offload]
+                              arch, else host). `native`: the GPUs of this machine
+                              (each CUDA device's sm_XX, each AMD device's target ID),
+                              or host with a note where there is none; `native,host`
+                              adds the CPU device
+      --print-phases          print each host crate's action graph (host compile,
+                              device compiles and links per architecture, images,
+                              embedding, host link) like clang's -ccc-print-phases,
+                              and build nothing
 ";
+
+/// The list that comes before the package metadata, with its origin as build scripts name
+/// it: `--offload-arch`, else `OFFLOAD_ARCH`.
+fn explicit_list(archs: &[String], env: &Env) -> Option<(String, &'static str)> {
+    if !archs.is_empty() {
+        return Some((archs.join(","), "--offload-arch"));
+    }
+    env.get_untracked(OFFLOAD_ARCH)
+        .map(|list| (list, "the OFFLOAD_ARCH environment variable"))
+}
+
+/// What `native` stands for: this machine's GPUs, probed through offload-rt's drivers at the
+/// first list naming `native`, once.
+#[derive(Debug, Default)]
+pub(super) struct NativeGpus(std::cell::OnceCell<Vec<OffloadArch>>);
+
+impl NativeGpus {
+    fn get(&self) -> &[OffloadArch] {
+        self.0.get_or_init(|| {
+            let found = offload_rt::backend::native_archs();
+            let (archs, notes) = arch::parse_found(&found.archs);
+            for note in notes {
+                eprintln!("note: {note}");
+            }
+            archs
+        })
+    }
+
+    /// `list` parsed with `native` resolved; a note on stderr when it stands for `host`.
+    #[expect(
+        clippy::result_large_err,
+        reason = "the probe's closure returns offload-build's error type, as its other callers do"
+    )]
+    pub(super) fn resolve(&self, list: &str, origin: &str) -> Result<Vec<OffloadArch>> {
+        let resolved = arch::parse_list_with_native(list, origin, || {
+            Ok(arch::Native::Found(self.get().to_vec()))
+        })?;
+        if let Some(note) = &resolved.note {
+            eprintln!("note: {note}");
+        }
+        Ok(resolved.archs)
+    }
+
+    /// `OFFLOAD_NATIVE_ARCH` for the build scripts, once probed.
+    fn env_value(&self) -> Option<String> {
+        let archs = self.0.get()?;
+        Some(if archs.is_empty() {
+            NATIVE_NONE.to_owned()
+        } else {
+            canonical(archs)
+        })
+    }
+}
+
+fn canonical(archs: &[OffloadArch]) -> String {
+    archs
+        .iter()
+        .map(OffloadArch::name)
+        .collect::<Vec<_>>()
+        .join(",")
+}
 
 pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
     let env = Env::detect();
-    let (offload_arch, cargo_args) = split_offload_args(args.args)?;
+    let (options, cargo_args) = split_offload_args(args.args)?;
     let wants_help = cargo_args
         .iter()
         .take_while(|a| *a != "--")
@@ -74,19 +163,39 @@ pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
     if wants_help {
         println!("{HELP}");
     }
+    let native = NativeGpus::default();
+    let explicit = explicit_list(&options.archs, &env);
+    if options.print_phases && !wants_help {
+        let archs = explicit
+            .map(|(list, origin)| native.resolve(&list, origin))
+            .transpose()?;
+        return super::phases::print(&cargo_args, archs.as_deref(), &native, &env);
+    }
     // Only the list is checked here: the toolchain is checked by the build scripts, when and
     // only when a device build runs, so a no-op build costs what a no-op `cargo build` costs.
-    let canonical = if offload_arch.is_empty() {
-        None
-    } else {
-        let archs = offload_build::arch::parse_list(&offload_arch.join(","), "--offload-arch")?;
-        Some(
-            archs
-                .iter()
-                .map(|a| a.name().to_owned())
-                .collect::<Vec<_>>()
-                .join(","),
-        )
+    // `OFFLOAD_ARCH` is left to them unless it names `native`.
+    let canonical_list = match explicit {
+        Some((list, origin)) if !options.archs.is_empty() || arch::mentions_native(&list) => {
+            Some(canonical(&native.resolve(&list, origin)?))
+        }
+        Some(_) => None,
+        None => {
+            // `native` in a package's metadata is resolved by its build script from
+            // OFFLOAD_NATIVE_ARCH: probed only when a workspace member names it (`cargo
+            // metadata --no-deps` reads the manifests alone). A workspace that cannot be read
+            // is cargo's to report.
+            let manifest = cargo_flag_values(&cargo_args, "--manifest-path", None)
+                .pop()
+                .map(PathBuf::from);
+            let cargo = env.get_untracked("CARGO").map(PathBuf::from);
+            let lists =
+                offload_build::metadata::workspace_archs(manifest.as_deref(), cargo.as_deref())
+                    .unwrap_or_default();
+            if lists.iter().any(|(_, list)| arch::mentions_native(list)) {
+                native.get();
+            }
+            None
+        }
     };
 
     let cargo = env
@@ -94,8 +203,11 @@ pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
         .unwrap_or_else(|| "cargo".to_owned());
     let mut cmd = Command::new(&cargo);
     cmd.arg(subcommand).args(&cargo_args);
-    if let Some(list) = canonical {
+    if let Some(list) = canonical_list {
         cmd.env(OFFLOAD_ARCH, list);
+    }
+    if let Some(value) = native.env_value() {
+        cmd.env(OFFLOAD_NATIVE_ARCH, value);
     }
     let json = wants_json_messages(&cargo_args);
     let summarize = subcommand == "build"
@@ -280,6 +392,32 @@ fn has_flag(args: &[OsString], flags: &[&str]) -> bool {
     })
 }
 
+/// The values of cargo's option `long` (`--long V`, `--long=V`, and `-sV`, `-s V` for its
+/// short form `short`) among the arguments before `--`, in order.
+pub(super) fn cargo_flag_values(args: &[OsString], long: &str, short: Option<&str>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut iter = args
+        .iter()
+        .take_while(|a| *a != "--")
+        .map(|a| a.to_string_lossy());
+    while let Some(arg) = iter.next() {
+        let attached = arg
+            .strip_prefix(long)
+            .and_then(|rest| rest.strip_prefix('='))
+            .or_else(|| {
+                short
+                    .and_then(|s| arg.strip_prefix(s))
+                    .filter(|v| !v.is_empty())
+            });
+        if let Some(value) = attached {
+            out.push(value.to_owned());
+        } else if *arg == *long || short.is_some_and(|s| *arg == *s) {
+            out.extend(iter.next().map(|v| v.into_owned()));
+        }
+    }
+    out
+}
+
 /// Cargo's way of printing a status line: the verb right-aligned in 12 columns, bold green
 /// where colour is on (`CARGO_TERM_COLOR=always|never|auto`, `NO_COLOR`, a terminal).
 #[derive(Debug, Clone, Copy)]
@@ -436,23 +574,62 @@ mod tests {
 
     #[test]
     fn offload_arch_is_taken_out_wherever_it_stands_before_dashdash() {
-        let (archs, rest) = split_offload_args(os(&[
+        let (options, rest) = split_offload_args(os(&[
             "--release",
             "--offload-arch",
             "sm_80,host",
             "-p",
             "saxpy",
+            "--print-phases",
             "--offload-arch=gfx90a",
             "--",
             "--offload-arch",
             "x",
+            "--print-phases",
         ]))
         .unwrap();
-        assert_eq!(archs, vec!["sm_80,host", "gfx90a"]);
+        assert_eq!(options.archs, vec!["sm_80,host", "gfx90a"]);
+        assert!(options.print_phases);
         assert_eq!(
             rest,
-            os(&["--release", "-p", "saxpy", "--", "--offload-arch", "x"])
+            os(&[
+                "--release",
+                "-p",
+                "saxpy",
+                "--",
+                "--offload-arch",
+                "x",
+                "--print-phases"
+            ])
         );
+    }
+
+    #[test]
+    fn cargo_options_are_read_in_every_spelling_before_dashdash() {
+        let args = os(&[
+            "-p",
+            "a",
+            "--package=b",
+            "-pc",
+            "--package",
+            "d",
+            "--",
+            "-p",
+            "e",
+        ]);
+        assert_eq!(
+            cargo_flag_values(&args, "--package", Some("-p")),
+            ["a", "b", "c", "d"]
+        );
+        assert_eq!(
+            cargo_flag_values(
+                &os(&["--manifest-path", "x/Cargo.toml"]),
+                "--manifest-path",
+                None
+            ),
+            ["x/Cargo.toml"]
+        );
+        assert!(cargo_flag_values(&os(&["--package"]), "--package", Some("-p")).is_empty());
     }
 
     #[test]

@@ -144,12 +144,30 @@ fn diagnose() -> Vec<Finding> {
             ),
         });
     }
+    findings.push(native_finding());
     findings.push(Finding::new(
         "CPU device",
         Status::Ok,
         offload_rt::Device::cpu().describe(),
     ));
     findings
+}
+
+/// What `--offload-arch native` builds for here.
+fn native_finding() -> Finding {
+    let found = offload_rt::backend::native_archs();
+    let (archs, mut notes) = offload_build::arch::parse_found(&found.archs);
+    let detail = if archs.is_empty() {
+        "no GPU found: builds for host".to_owned()
+    } else {
+        archs
+            .iter()
+            .map(offload_build::OffloadArch::name)
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    notes.insert(0, detail);
+    Finding::new("--offload-arch native", Status::Ok, notes.join("; "))
 }
 
 fn version_line(cmd: &mut Command) -> std::result::Result<String, String> {

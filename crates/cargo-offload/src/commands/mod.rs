@@ -8,6 +8,7 @@ mod init;
 mod inspect;
 mod new;
 mod package;
+mod phases;
 
 use std::ffi::OsString;
 use std::process::ExitCode;

@@ -16,6 +16,64 @@ pub fn workspace_root() -> PathBuf {
         .to_owned()
 }
 
+/// A scratch directory of the tests, kept between runs so that later builds are incremental.
+pub fn target_dir(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(name)
+}
+
+/// Copies a fixture project to a scratch directory with the workspace's lockfile, so that its
+/// dependencies resolve to the versions the workspace uses.
+pub fn fixture(name: &str) -> PathBuf {
+    fixture_as(name, name)
+}
+
+/// [`fixture`] into a directory of its own, `copy`, for a test that changes it (tests running
+/// at once must not rewrite one copy).
+pub fn fixture_as(name: &str, copy: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    let dst = target_dir("fixtures").join(copy);
+    copy_dir(&src, &dst);
+    let rt = workspace_root().join("crates");
+    for manifest in walk(&dst).into_iter().filter(|p| p.ends_with("Cargo.toml")) {
+        let text = std::fs::read_to_string(&manifest).unwrap();
+        let text = text.replace("../../../../../", &format!("{}/", rt.display()));
+        std::fs::write(&manifest, text).unwrap();
+    }
+    std::fs::copy(workspace_root().join("Cargo.lock"), dst.join("Cargo.lock")).unwrap();
+    dst
+}
+
+pub fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+pub fn copy_dir(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for entry in std::fs::read_dir(src).unwrap() {
+        let entry = entry.unwrap();
+        let to = dst.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &to);
+        } else {
+            let bytes = std::fs::read(entry.path()).unwrap();
+            if std::fs::read(&to).ok().as_ref() != Some(&bytes) {
+                std::fs::write(&to, bytes).unwrap();
+            }
+        }
+    }
+}
+
 /// A finished command's stdout, after asserting it succeeded (both streams on failure).
 pub fn check(out: &Output, what: &str) -> String {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();

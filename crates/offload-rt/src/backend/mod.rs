@@ -2,8 +2,8 @@
 //!
 //! [`crate::Device`] holds one `Box<dyn Backend>`. The CPU backend lives in [`cpu`]; every GPU
 //! is [`gpu::GpuBackend`] over a [`gpu::Driver`]: CUDA's in [`cuda`], HIP's in [`hip`] (each
-//! driver loaded at run time). Image selection for GPU backends (which registered image fits
-//! the device) is in `crate::select`.
+//! driver loaded at run time); [`native_archs`] asks both for this machine's GPUs. Image
+//! selection for GPU backends (which registered image fits the device) is in `crate::select`.
 //!
 //! Ordering: launches on one backend may be asynchronous, but every operation of a backend
 //! is ordered after the operations issued before it on the same backend (one stream):
@@ -23,6 +23,9 @@ pub mod cpu;
 pub mod cuda;
 pub mod gpu;
 pub mod hip;
+mod native;
+
+pub use native::{NativeArchs, native_archs};
 
 /// The kind of a device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

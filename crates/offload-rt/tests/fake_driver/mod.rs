@@ -4,54 +4,19 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use offload_format::OffloadBinary;
 use offload_rt::{Device, DeviceBuffer, LaunchConfig, PinnedBuffer, Stream};
 
-fn cargo() -> PathBuf {
-    let home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")));
-    match home.map(|h| h.join("bin/cargo")) {
-        Some(p) if p.exists() => p,
-        _ => PathBuf::from("cargo"),
-    }
-}
+mod library;
 
 /// Builds the stand-in driver library of fixture `name` (`tests/fixtures/<name>`); its path.
 pub fn build(name: &str) -> PathBuf {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name);
-    let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let mut cmd = Command::new(cargo());
-    // Nothing of the outer cargo (CARGO_*, RUSTFLAGS, RUSTUP_TOOLCHAIN) may leak in.
-    cmd.env_clear();
-    for keep in [
-        "PATH",
-        "HOME",
-        "CARGO_HOME",
-        "RUSTUP_HOME",
-        "TMPDIR",
-        "USER",
-    ] {
-        if let Some(v) = std::env::var_os(keep) {
-            cmd.env(keep, v);
-        }
-    }
-    let out = cmd
-        .current_dir(&fixture)
-        .args(["build", "--release", "--quiet", "--target-dir"])
-        .arg(&target_dir)
-        .output()
-        .expect("running cargo");
-    assert!(
-        out.status.success(),
-        "building the stand-in driver {name}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    target_dir.join(format!("release/lib{}.so", name.replace('-', "_")))
+    library::build(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"),
+        name,
+        &Path::new(env!("CARGO_TARGET_TMPDIR")).join(name),
+    )
 }
 
 /// Registers `binary` as the embedded images of a program would be (once per process).
