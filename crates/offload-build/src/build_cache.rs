@@ -5,12 +5,16 @@
 //! Cargo names each unit of a target directory by a hash of everything that went into it
 //! (package, version, source, features, profile, target, flags, rustc): the unit
 //! `core-ad5cc240d8901ad8` of one project's nested build is the one another project's would
-//! build. So the cache holds units by that name: after a nested build, each unit that is not
-//! yet cached is copied in (outputs first, its fingerprint last, each renamed into place, so a
+//! build, as long as its sources cannot change under the same name: those of the toolchain's
+//! `rust-src` (for `-Zbuild-std`) and of crates.io or git dependencies, unpacked under
+//! `CARGO_HOME` once and for all. A path dependency's name stays when its files are edited, so
+//! units compiled from any other file are never cached, the kernel crates among them.
+//!
+//! So the cache holds units by that name: after a nested build, each unit that is not yet
+//! cached is copied in (outputs first, its fingerprint last, each renamed into place, so a
 //! reader never sees half a unit); before one, each cached unit the target directory lacks is
 //! copied out, modification times kept, and cargo finds it fresh. A unit cargo would build
-//! differently has another name and is simply not used. The kernel crates themselves are never
-//! cached: their outputs (`deps/<crate>.bc`) carry no hash.
+//! differently has another name and is simply not used.
 //!
 //! Location: [`OFFLOAD_BUILD_CACHE`], else `$XDG_CACHE_HOME/cargo-offload/nested`, else
 //! `$HOME/.cache/cargo-offload/nested`; `OFFLOAD_BUILD_CACHE=off` turns it off.
@@ -28,9 +32,19 @@ pub const OFFLOAD_BUILD_CACHE: &str = "OFFLOAD_BUILD_CACHE";
 #[derive(Debug, Clone)]
 pub struct BuildCache {
     root: PathBuf,
+    /// Directories whose files never change under the same name (see the module's docs).
+    immutable: Vec<PathBuf>,
 }
 
 /// One unit of a profile directory (`<target>/release`, `<target>/<triple>/release`).
+impl Unit {
+    fn package(&self) -> &str {
+        self.name
+            .strip_suffix(&self.hash_suffix)
+            .unwrap_or(&self.name)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Unit {
     /// `core-ad5cc240d8901ad8`: the name of its `.fingerprint` directory.
@@ -54,12 +68,38 @@ impl BuildCache {
                 })?
                 .join("cargo-offload/nested"),
         };
-        Some(BuildCache { root })
+        let cargo_home = env
+            .get_untracked("CARGO_HOME")
+            .map(PathBuf::from)
+            .or_else(|| {
+                env.get_untracked("HOME")
+                    .map(|h| PathBuf::from(h).join(".cargo"))
+            });
+        let rustup_home = env
+            .get_untracked("RUSTUP_HOME")
+            .map(PathBuf::from)
+            .or_else(|| {
+                env.get_untracked("HOME")
+                    .map(|h| PathBuf::from(h).join(".rustup"))
+            });
+        let immutable = [
+            cargo_home.as_ref().map(|h| h.join("registry")),
+            cargo_home.as_ref().map(|h| h.join("git")),
+            rustup_home.map(|h| h.join("toolchains")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        Some(BuildCache::at(root, immutable))
     }
 
-    /// A cache at `root`.
-    pub fn at(root: impl Into<PathBuf>) -> BuildCache {
-        BuildCache { root: root.into() }
+    /// A cache at `root` that takes the units compiled from files under `immutable` only.
+    pub fn at(root: impl Into<PathBuf>, immutable: Vec<PathBuf>) -> BuildCache {
+        BuildCache {
+            // The layout's version: a later one never reads this one's units.
+            root: root.into().join("v1"),
+            immutable,
+        }
     }
 
     /// The cache's copy of the nested target directory `target_dir` (by its name:
@@ -96,20 +136,103 @@ impl BuildCache {
         let mut stored = 0;
         for profile in profile_dirs(target_dir) {
             let to = mirror.join(profile.strip_prefix(target_dir).unwrap_or(&profile));
-            for unit in units(&profile, excluded)? {
+            let all = units(&profile, excluded)?;
+            for unit in all.iter().filter(|u| self.cacheable(&profile, u, &all)) {
                 if to.join(".fingerprint").join(&unit.name).exists() {
                     continue;
                 }
                 std::fs::create_dir_all(&to).io("creating", &to)?;
                 // Another build storing the same unit at once is harmless: the same content,
                 // renamed into place by whichever comes first.
-                if copy_unit(&profile, &to, &unit).is_ok() {
+                if copy_unit(&profile, &to, unit).is_ok() {
                     stored += 1;
                 }
             }
         }
         Ok(stored)
     }
+}
+
+impl BuildCache {
+    /// Whether `unit` was compiled from immutable files only, by its dep-info (`deps/*.d`,
+    /// `build/<unit>/*.d`); a unit without one (a build script's run) as its package's
+    /// others are.
+    fn cacheable(&self, profile: &Path, unit: &Unit, all: &[Unit]) -> bool {
+        match self.sources_immutable(profile, unit) {
+            Some(answer) => answer,
+            None => {
+                let siblings: Vec<Option<bool>> = all
+                    .iter()
+                    .filter(|u| u.package() == unit.package() && u.name != unit.name)
+                    .map(|u| self.sources_immutable(profile, u))
+                    .collect();
+                siblings.contains(&Some(true)) && !siblings.contains(&Some(false))
+            }
+        }
+    }
+
+    fn sources_immutable(&self, profile: &Path, unit: &Unit) -> Option<bool> {
+        let in_deps = std::fs::read_dir(profile.join("deps"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.extension().is_some_and(|e| e == "d")
+                    && p.file_stem()
+                        .is_some_and(|s| s.to_string_lossy().ends_with(&unit.hash_suffix))
+            });
+        let in_build = || {
+            std::fs::read_dir(profile.join("build").join(&unit.name))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| p.extension().is_some_and(|e| e == "d"))
+        };
+        let text = std::fs::read_to_string(in_deps.or_else(in_build)?).ok()?;
+        let sources = dep_info_sources(&text);
+        // A build script's output (`build/<unit>/out/…`) travels with its unit.
+        let target_dir = profile.ancestors().nth(2).unwrap_or(profile);
+        Some(
+            !sources.is_empty()
+                && sources.iter().all(|s| {
+                    s.starts_with(target_dir) || self.immutable.iter().any(|dir| s.starts_with(dir))
+                }),
+        )
+    }
+}
+
+/// The sources a makefile-style dep-info file lists (after the first target's `:`; `\ ` is
+/// a space within a path).
+fn dep_info_sources(text: &str) -> Vec<PathBuf> {
+    let Some(first) = text.lines().find(|l| !l.trim().is_empty()) else {
+        return Vec::new();
+    };
+    let Some((_, rest)) = first.split_once(": ") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut chars = rest.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&' ') => {
+                current.push(' ');
+                chars.next();
+            }
+            ' ' => {
+                if !current.is_empty() {
+                    out.push(PathBuf::from(std::mem::take(&mut current)));
+                }
+            }
+            c => current.push(c),
+        }
+    }
+    if !current.is_empty() {
+        out.push(PathBuf::from(current));
+    }
+    out
 }
 
 /// Runs the nested build `build` in `target_dir` between the cache's [`BuildCache::seed`] and
@@ -290,14 +413,40 @@ mod tests {
         std::fs::write(path, text).unwrap();
     }
 
-    fn a_nested_target_dir(root: &Path) {
+    /// A nested target directory whose units were compiled from files under `sources`:
+    /// `toolchains/` and `registry/` (immutable) and `work/` (a path dependency's).
+    fn a_nested_target_dir(root: &Path, sources: &Path) {
+        let src = |p: &str| sources.join(p).display().to_string();
         let profile = root.join("nvptx64-nvidia-cuda/release");
         touch(
             &profile.join(".fingerprint/core-ad5cc240d8901ad8/lib-core"),
             "h",
         );
         touch(&profile.join("deps/libcore-ad5cc240d8901ad8.rlib"), "core");
-        touch(&profile.join("deps/core-ad5cc240d8901ad8.d"), "dep");
+        touch(
+            &profile.join("deps/core-ad5cc240d8901ad8.d"),
+            &format!(
+                "/t/libcore.rlib: {} {}\n",
+                src("toolchains/core/lib.rs"),
+                src("toolchains/core/a\\ b.rs")
+            ),
+        );
+        touch(
+            &profile.join(".fingerprint/offload-rt-1111111111111111/lib"),
+            "h",
+        );
+        touch(
+            &profile.join("deps/liboffload_rt-1111111111111111.rlib"),
+            "rt",
+        );
+        touch(
+            &profile.join("deps/offload_rt-1111111111111111.d"),
+            &format!(
+                "/t/x.rlib: {} {}\n",
+                src("registry/x.rs"),
+                src("work/offload-rt/src/lib.rs")
+            ),
+        );
         touch(
             &profile.join(".fingerprint/k-kernels-0123456789abcdef/lib"),
             "k",
@@ -313,13 +462,19 @@ mod tests {
             &host.join("build/libm-1bf77fcf8902382d/output"),
             "cargo:rustc-cfg=x",
         );
+        touch(&host.join(".fingerprint/libm-2bf77fcf8902382d/lib"), "l");
+        touch(
+            &host.join("deps/libm-2bf77fcf8902382d.d"),
+            &format!("/t/libm.rlib: {}\n", src("registry/libm/src/lib.rs")),
+        );
     }
 
     #[test]
-    fn units_go_in_and_out_whole_with_their_times_and_without_the_kernel_crates() {
+    fn immutable_units_go_in_and_out_whole_with_their_times() {
         let dir = tempfile::tempdir().unwrap();
+        let sources = dir.path().join("src");
         let a = dir.path().join("a/nvptx64-nvidia-cuda");
-        a_nested_target_dir(&a);
+        a_nested_target_dir(&a, &sources);
         let rlib = a.join("nvptx64-nvidia-cuda/release/deps/libcore-ad5cc240d8901ad8.rlib");
         let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
         File::options()
@@ -328,8 +483,13 @@ mod tests {
             .unwrap()
             .set_modified(old)
             .unwrap();
-        let cache = BuildCache::at(dir.path().join("cache"));
-        assert_eq!(cache.store(&a, &["k-kernels"]).unwrap(), 2);
+        let cache = BuildCache::at(
+            dir.path().join("cache"),
+            vec![sources.join("toolchains"), sources.join("registry")],
+        );
+        // core, and libm's library and build-script run; not the kernel crate, not a unit
+        // with a path dependency's source.
+        assert_eq!(cache.store(&a, &["k-kernels"]).unwrap(), 3);
         assert_eq!(
             cache.store(&a, &["k-kernels"]).unwrap(),
             0,
@@ -337,7 +497,7 @@ mod tests {
         );
 
         let b = dir.path().join("b/nvptx64-nvidia-cuda");
-        assert_eq!(cache.seed(&b).unwrap(), 2);
+        assert_eq!(cache.seed(&b).unwrap(), 3);
         let seeded = b.join("nvptx64-nvidia-cuda/release");
         let copy = seeded.join("deps/libcore-ad5cc240d8901ad8.rlib");
         assert_eq!(std::fs::read(&copy).unwrap(), b"core");
@@ -355,6 +515,11 @@ mod tests {
                 .exists()
         );
         assert!(
+            !seeded
+                .join(".fingerprint/offload-rt-1111111111111111")
+                .exists()
+        );
+        assert!(
             b.join("release/build/libm-1bf77fcf8902382d/output")
                 .is_file()
         );
@@ -364,6 +529,15 @@ mod tests {
             .filter(|p| p.to_string_lossy().ends_with(".partial"))
             .collect();
         assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+
+    #[test]
+    fn dep_info_sources_are_read_with_escaped_spaces() {
+        assert_eq!(
+            dep_info_sources("/o/x.rlib: /a/b.rs /a/c\\ d.rs\n\n/a/b.rs:\n"),
+            [PathBuf::from("/a/b.rs"), PathBuf::from("/a/c d.rs")]
+        );
+        assert!(dep_info_sources("").is_empty());
     }
 
     fn walk(dir: &Path) -> Vec<PathBuf> {

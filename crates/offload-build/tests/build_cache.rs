@@ -1,5 +1,6 @@
 //! The shared cache of nested-build units (`build_cache`): a new target directory is seeded
-//! from what another one built, so its device build compiles the kernel crate alone; and the
+//! from what another one built, so its device build compiles the kernel crate and its path
+//! dependencies alone; and the
 //! nested builds go through `RUSTC_WRAPPER` (`sccache`), like the outer one.
 #![cfg(feature = "llvm")]
 
@@ -94,17 +95,28 @@ fn a_new_target_directory_is_seeded_and_builds_only_the_kernel_crate() {
         std::fs::metadata(rlib).unwrap().modified().unwrap()
     };
     assert!(
-        cache.join("nvptx64-nvidia-cuda").is_dir(),
+        cache.join("v1/nvptx64-nvidia-cuda").is_dir(),
         "the cache was filled"
     );
     compiled(&log);
 
-    // A new one, as a new project's: seeded, it compiles the kernel crate and nothing else,
-    // through the wrapper, and links the same image.
+    // A new one, as a new project's: seeded, it compiles the kernel crate and its path
+    // dependencies (the device API here; from crates.io it would come from the cache too),
+    // not `core` nor any crates.io crate, through the wrapper, and links the same image.
     let fresh = tempfile::tempdir().unwrap();
     let second = fresh.path().join("nvptx64-nvidia-cuda");
     let second_ptx = ptx(&arch, &second);
-    assert_eq!(compiled(&log), ["rt_fixture_kernels"]);
+    let mut crates = compiled(&log);
+    crates.sort();
+    assert_eq!(
+        crates,
+        [
+            "offload_format",
+            "offload_macros",
+            "offload_rt",
+            "rt_fixture_kernels"
+        ]
+    );
     assert_eq!(core(&second), core(&first), "core came from the cache");
     assert_eq!(second_ptx, first_ptx);
 
