@@ -57,7 +57,7 @@ fn split_offload_args(args: Vec<OsString>) -> Result<(Vec<String>, Vec<OsString>
     Ok((archs, rest))
 }
 
-const HELP: &str = "\
+pub(super) const HELP: &str = "\
 Offload options (the rest is cargo's own, below):
       --offload-arch <ARCHS>  device targets, like clang's --offload-arch:
                               sm_80,sm_90,gfx90a,gfx942:xnack+,host (may repeat;
