@@ -10,9 +10,13 @@
 //! - `cargo xtask lint-tools`: fails when a source file names a tool's path or program directly
 //!   instead of asking `offload-toolchain`, so the tests cannot need a tool the set-up misses.
 //! - `cargo xtask demo`: set-up, then `examples/saxpy` built and run through `cargo offload run`.
+//! - `cargo xtask guide`: the user guide (`docs/guide`) built with the pinned mdBook, installed
+//!   first when missing, and its links and anchors checked.
 //! - `cargo xtask test`: set-up (with the CUDA toolkit), the tool lint, then formatting, clippy,
-//!   every test, and the examples run through `cargo offload run` (`openmp-cpp` with
+//!   the guide, every test, and the examples run through `cargo offload run` (`openmp-cpp` with
 //!   `OMP_TARGET_OFFLOAD=MANDATORY`).
+
+mod guide;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -30,12 +34,13 @@ fn main() -> ExitCode {
         Some("which") => which(args.get(1).map(String::as_str)),
         Some("lint-tools") => lint_tools(),
         Some("demo") => setup(false).and_then(|()| demo()),
+        Some("guide") => guide::guide(),
         Some("test") => setup(true)
             .and_then(|()| lint_tools())
             .and_then(|()| test()),
         _ => {
             eprintln!(
-                "usage: cargo xtask <setup [--cuda] | tools [--cuda] | which TOOL | lint-tools | demo | test>"
+                "usage: cargo xtask <setup [--cuda] | tools [--cuda] | which TOOL | lint-tools | demo | guide | test>"
             );
             return ExitCode::from(2);
         }
@@ -419,6 +424,7 @@ fn test() -> Result {
         "-D",
         "warnings",
     ]))?;
+    guide::guide()?;
     let path = path_with_cargo_offload()?;
     run(cargo()
         .env("PATH", &path)

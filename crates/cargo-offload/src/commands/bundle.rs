@@ -35,7 +35,7 @@ enum Method {
     after_help = "Options may also be spelled with one dash, as clang-offload-bundler spells \
                   them: -type=o -targets=... -input=... -output=... -unbundle"
 )]
-struct BundlerCli {
+pub(super) struct BundlerCli {
     /// Type of the files: i ii cui hipi d ll bc s o a gch ast.
     #[arg(long = "type", value_name = "TYPE")]
     file_type: Option<String>,

@@ -77,7 +77,7 @@ fn split_offload_args(args: Vec<OsString>) -> Result<(OffloadOptions, Vec<OsStri
     Ok((options, rest))
 }
 
-const HELP: &str = "\
+pub(super) const HELP: &str = "\
 Offload options (the rest is cargo's own, below):
       --offload-arch <ARCHS>  device targets, like clang's --offload-arch:
                               sm_80,sm_90,gfx90a,gfx942:xnack+,host (may repeat;

@@ -114,3 +114,129 @@ fn run_device_binary(subcommand: &str, args: DeviceArgs) -> Result<ExitCode> {
         None => ExitCode::FAILURE,
     })
 }
+
+/// `cargo-offload-device`'s arguments (`package-kernels`, `verify`), whose `--help` that binary
+/// prints: read by the command reference below.
+#[cfg(test)]
+#[allow(dead_code, reason = "only the argument definitions are used")]
+#[path = "prebuilt.rs"]
+mod device_args;
+
+#[cfg(test)]
+mod tests {
+    use clap::{Args as _, CommandFactory as _};
+
+    use super::*;
+
+    /// The user guide's command reference, from the workspace root.
+    const REFERENCE: &str = "docs/guide/src/reference/commands.md";
+
+    /// The one command that rewrites [`REFERENCE`].
+    const BLESS: &str =
+        "OFFLOAD_BLESS=1 cargo test -p cargo-offload --bin cargo-offload command_reference";
+
+    /// Help text as `--help` prints it (trailing spaces left out).
+    fn help(mut command: clap::Command) -> String {
+        command = command.term_width(100);
+        let text = command.render_long_help().to_string();
+        let lines: Vec<&str> = text.trim_end().lines().map(str::trim_end).collect();
+        lines.join("\n")
+    }
+
+    /// A shell transcript: `$ command` and what it prints.
+    fn transcript(command: &str, output: &str) -> String {
+        format!("```text\n$ {command}\n{output}\n```\n")
+    }
+
+    /// The body of `cargo offload NAME`'s section: what `--help` prints, from the definitions
+    /// that print it. Clap's for most commands; for `build`, `run` and `test`, which hand
+    /// `--help` on to cargo, the offload options printed before cargo's help (clap's text is
+    /// `cargo offload help NAME`); for the commands whose options another parser reads, that
+    /// parser's.
+    fn subcommand_help(sub: &clap::Command) -> String {
+        let name = sub.get_name();
+        let own_help = |text: String| transcript(&format!("cargo offload {name} --help"), &text);
+        let device = |name: &'static str, args: fn(clap::Command) -> clap::Command| {
+            let mut command = clap::Command::new(name).bin_name(format!("cargo offload {name}"));
+            if let Some(about) = sub.get_about() {
+                command = command.about(about.clone());
+            }
+            if let Some(about) = sub.get_long_about() {
+                command = command.long_about(about.clone());
+            }
+            own_help(help(args(command)))
+        };
+        match name {
+            "build" | "run" | "test" => format!(
+                "{}\nfollowed by what `cargo {name} --help` prints: every other option is \
+                 cargo's own and passes through.\n\n{}",
+                own_help(cargo::HELP.trim_end().to_owned()),
+                transcript(&format!("cargo offload help {name}"), &help(sub.clone())),
+            ),
+            "package-kernels" => device(
+                "package-kernels",
+                device_args::PackageKernelsArgs::augment_args,
+            ),
+            "verify" => device("verify", device_args::VerifyArgs::augment_args),
+            "bundle" => own_help(help(bundle::BundlerCli::command())),
+            "package" => own_help(help(package::PackageCli::command())),
+            other => {
+                assert!(
+                    !sub.is_disable_help_flag_set(),
+                    "`cargo offload {other}` parses its own --help: say here where its help \
+                     text comes from"
+                );
+                own_help(help(sub.clone()))
+            }
+        }
+    }
+
+    /// The command reference, in Markdown.
+    fn command_reference() -> String {
+        let mut cli = Cli::command();
+        cli.build();
+        let mut md = format!(
+            "# Command reference\n\n\
+             <!-- Generated from the argument definitions of `cargo offload` by the test \
+             `command_reference_is_current` (crates/cargo-offload/src/commands/mod.rs). Do not \
+             edit: run `{BLESS}`. -->\n\n\
+             Every `cargo offload` command, with what its `--help` prints.\n\n{}",
+            transcript("cargo offload --help", &help(cli.clone()))
+        );
+        // `help` (clap's) prints what the sections below show.
+        for sub in cli.get_subcommands().filter(|s| s.get_name() != "help") {
+            md.push_str(&format!("\n## `cargo offload {}`\n\n", sub.get_name()));
+            if let Some(about) = sub.get_long_about().or(sub.get_about()) {
+                md.push_str(&format!("{}\n\n", about.to_string().trim_end()));
+            }
+            md.push_str(&subcommand_help(sub));
+        }
+        md
+    }
+
+    #[test]
+    fn command_reference_is_current() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(REFERENCE);
+        let expected = command_reference();
+        if std::env::var_os("OFFLOAD_BLESS").is_some_and(|v| v == "1") {
+            std::fs::write(&path, &expected).expect("writing the command reference");
+            return;
+        }
+        let found = std::fs::read_to_string(&path).unwrap_or_default();
+        if found != expected {
+            let line = found
+                .lines()
+                .zip(expected.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or_else(|| found.lines().count().min(expected.lines().count()));
+            panic!(
+                "{REFERENCE} does not match the command-line definitions of `cargo offload` \
+                 (first difference at line {}). It is generated from them: run\n\n    {BLESS}\n\n\
+                 and commit the result.",
+                line + 1
+            );
+        }
+    }
+}

@@ -29,7 +29,7 @@ pub struct PackageArgs {
                   --image=file=k.o,triple=amdgcn-amd-amdhsa,arch=gfx90a,kind=hip\n\
                   Extract: cargo offload package a.out --image=file=k.o,triple=amdgcn-amd-amdhsa"
 )]
-struct PackageCli {
+pub(super) struct PackageCli {
     /// A file to extract images from: an executable, object, archive or OffloadBinary file.
     input: Option<PathBuf>,
     /// `key=value,...`: `file` and `triple` required to pack; when extracting, every key but
