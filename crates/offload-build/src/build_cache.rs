@@ -109,14 +109,18 @@ impl BuildCache {
     }
 
     /// Copies into `target_dir` every cached unit it lacks; returns how many. Cargo's lock of
-    /// each profile directory is held meanwhile, so no cargo builds there as units arrive.
+    /// the directory is held meanwhile, so no cargo builds there as units arrive.
     pub fn seed(&self, target_dir: &Path) -> Result<usize> {
         let mirror = self.mirror(target_dir);
         let mut seeded = 0;
-        for profile in profile_dirs(&mirror) {
+        let profiles = profile_dirs(&mirror);
+        if profiles.is_empty() {
+            return Ok(0);
+        }
+        let _lock = cargo_lock(&target_dir.join("release"))?;
+        for profile in profiles {
             let to = target_dir.join(profile.strip_prefix(&mirror).unwrap_or(&profile));
             std::fs::create_dir_all(&to).io("creating", &to)?;
-            let _lock = cargo_lock(&to)?;
             for unit in units(&profile, &[])? {
                 if to.join(".fingerprint").join(&unit.name).exists() {
                     continue;
@@ -390,8 +394,10 @@ fn remove_any(path: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Cargo's lock of a profile directory (`.cargo-lock`, the file cargo itself locks).
+/// Cargo's lock of a target directory: `release/.cargo-lock`, which cargo holds for a whole
+/// `--release` build, `--target` units included.
 fn cargo_lock(profile: &Path) -> Result<File> {
+    std::fs::create_dir_all(profile).io("creating", profile)?;
     let path = profile.join(".cargo-lock");
     let file = File::options()
         .create(true)
