@@ -213,7 +213,12 @@ pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
     let summarize = subcommand == "build"
         && !json
         && !has_flag(&cargo_args, &["-q", "--quiet", "--message-format"]);
-    let style = Style::for_stderr(&env);
+    let style = Style::for_stderr_with(
+        &env,
+        cargo_flag_values(&cargo_args, "--color", None)
+            .last()
+            .map(String::as_str),
+    );
     let quiet = has_flag(&cargo_args, &["-q", "--quiet"]);
     // The build scripts hand over their status lines and device diagnostics through here.
     let message_dir = tempfile::tempdir().context("creating a directory for build messages")?;
@@ -427,8 +432,16 @@ pub(super) struct Style {
 
 impl Style {
     pub(super) fn for_stderr(env: &Env) -> Style {
+        Style::for_stderr_with(env, None)
+    }
+
+    /// [`Style::for_stderr`], cargo's `--color WHEN` (`always`, `never`, `auto`) first.
+    pub(super) fn for_stderr_with(env: &Env, color_flag: Option<&str>) -> Style {
         use std::io::IsTerminal;
-        let color = match env.get_untracked("CARGO_TERM_COLOR").as_deref() {
+        let when = color_flag
+            .map(str::to_owned)
+            .or_else(|| env.get_untracked("CARGO_TERM_COLOR"));
+        let color = match when.as_deref() {
             Some("always") => true,
             Some("never") => false,
             _ => env.get_untracked("NO_COLOR").is_none() && std::io::stderr().is_terminal(),
