@@ -16,6 +16,9 @@
 //! copied out, modification times kept, and cargo finds it fresh. A unit cargo would build
 //! differently has another name and is simply not used.
 //!
+//! Each unit's files are recorded with their SHA-256 when stored; a cached unit whose files
+//! are not exactly those (changed since, or an entry the cache did not write) is refused.
+//!
 //! Location: [`OFFLOAD_BUILD_CACHE`], else `$XDG_CACHE_HOME/cargo-offload/nested`, else
 //! `$HOME/.cache/cargo-offload/nested`; `OFFLOAD_BUILD_CACHE=off` turns it off.
 
@@ -97,7 +100,7 @@ impl BuildCache {
     pub fn at(root: impl Into<PathBuf>, immutable: Vec<PathBuf>) -> BuildCache {
         BuildCache {
             // The layout's version: a later one never reads this one's units.
-            root: root.into().join("v1"),
+            root: root.into().join("v2"),
             immutable,
         }
     }
@@ -111,11 +114,18 @@ impl BuildCache {
     /// Copies into `target_dir` every cached unit it lacks; returns how many. Cargo's lock of
     /// the directory is held meanwhile, so no cargo builds there as units arrive.
     pub fn seed(&self, target_dir: &Path) -> Result<usize> {
+        Ok(self.seed_reporting(target_dir)?.0)
+    }
+
+    /// [`BuildCache::seed`], with the units refused because their files are not those the
+    /// cache recorded when it stored them (changed, added or removed since).
+    pub fn seed_reporting(&self, target_dir: &Path) -> Result<(usize, Vec<String>)> {
         let mirror = self.mirror(target_dir);
         let mut seeded = 0;
+        let mut refused = Vec::new();
         let profiles = profile_dirs(&mirror);
         if profiles.is_empty() {
-            return Ok(0);
+            return Ok((0, refused));
         }
         let _lock = cargo_lock(&target_dir.join("release"))?;
         for profile in profiles {
@@ -125,12 +135,16 @@ impl BuildCache {
                 if to.join(".fingerprint").join(&unit.name).exists() {
                     continue;
                 }
-                if copy_unit(&profile, &to, &unit).is_ok() {
+                if !verified(&profile, &unit) {
+                    refused.push(unit.name.clone());
+                    continue;
+                }
+                if copy_unit(&profile, &to, &unit, None).is_ok() {
                     seeded += 1;
                 }
             }
         }
-        Ok(seeded)
+        Ok((seeded, refused))
     }
 
     /// Copies into the cache every unit of `target_dir` it lacks but those of the packages
@@ -148,7 +162,10 @@ impl BuildCache {
                 std::fs::create_dir_all(&to).io("creating", &to)?;
                 // Another build storing the same unit at once is harmless: the same content,
                 // renamed into place by whichever comes first.
-                if copy_unit(&profile, &to, unit).is_ok() {
+                let Ok(manifest) = manifest(&profile, unit) else {
+                    continue;
+                };
+                if copy_unit(&profile, &to, unit, Some(&manifest)).is_ok() {
                     stored += 1;
                 }
             }
@@ -257,8 +274,15 @@ pub fn around<T>(
             cache.root.display()
         ));
     };
-    if let Err(e) = cache.seed(target_dir) {
-        warn("read", e);
+    match cache.seed_reporting(target_dir) {
+        Ok((_, refused)) if !refused.is_empty() => env.warn(&format!(
+            "the shared build cache {} holds units whose files differ from what it recorded \
+             ({}); they were not used",
+            cache.root.display(),
+            refused.join(", ")
+        )),
+        Ok(_) => {}
+        Err(e) => warn("read", e),
     }
     let built = build()?;
     if let Err(e) = cache.store(target_dir, &[kernel_crate]) {
@@ -316,20 +340,90 @@ fn units(profile: &Path, excluded: &[&str]) -> Result<Vec<Unit>> {
     Ok(out)
 }
 
-/// Copies one unit from the profile directory `from` to `to`: its outputs in `deps/`, its
-/// build-script directory in `build/`, then its fingerprint, each through a temporary name.
-fn copy_unit(from: &Path, to: &Path, unit: &Unit) -> std::io::Result<()> {
-    let deps = from.join("deps");
-    for entry in std::fs::read_dir(&deps).into_iter().flatten().flatten() {
+/// Where the cache keeps a unit's manifest: one `<sha256>  <path>` line per file, the paths
+/// relative to the profile directory, written before the unit's fingerprint.
+fn manifest_path(profile: &Path, unit: &Unit) -> PathBuf {
+    profile.join(".offload-manifest").join(&unit.name)
+}
+
+/// The files of a unit, relative to its profile directory, sorted: its outputs in `deps/`,
+/// its build-script directory and its fingerprint.
+fn unit_files(profile: &Path, unit: &Unit) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(profile.join("deps"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let stem = name.split('.').next().unwrap_or("");
-        if stem.ends_with(&unit.hash_suffix) {
-            copy_into_place(&entry.path(), &to.join("deps").join(&name))?;
+        if name
+            .split('.')
+            .next()
+            .unwrap_or("")
+            .ends_with(&unit.hash_suffix)
+        {
+            out.push(Path::new("deps").join(name));
+        }
+    }
+    for dir in [Path::new("build"), Path::new(".fingerprint")] {
+        let root = dir.join(&unit.name);
+        let mut stack = vec![root];
+        while let Some(rel) = stack.pop() {
+            let path = profile.join(&rel);
+            if path.is_dir() {
+                for entry in std::fs::read_dir(&path).into_iter().flatten().flatten() {
+                    stack.push(rel.join(entry.file_name()));
+                }
+            } else if path.is_file() {
+                out.push(rel);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The manifest of a unit as its files are now.
+fn manifest(profile: &Path, unit: &Unit) -> std::io::Result<String> {
+    use sha2::{Digest, Sha256};
+    let mut text = String::new();
+    for rel in unit_files(profile, unit) {
+        let bytes = std::fs::read(profile.join(&rel))?;
+        let digest = Sha256::digest(&bytes);
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        text.push_str(&format!("{hex}  {}\n", rel.display()));
+    }
+    Ok(text)
+}
+
+/// Whether a cached unit's files are exactly those its manifest records: an entry the cache
+/// did not write, or one changed since, is not used.
+fn verified(profile: &Path, unit: &Unit) -> bool {
+    let Ok(recorded) = std::fs::read_to_string(manifest_path(profile, unit)) else {
+        return false;
+    };
+    manifest(profile, unit).is_ok_and(|now| now == recorded)
+}
+
+/// Copies one unit from the profile directory `from` to `to`: its outputs in `deps/`, its
+/// build-script directory in `build/`, its manifest (into the cache), then its fingerprint,
+/// each through a temporary name.
+fn copy_unit(from: &Path, to: &Path, unit: &Unit, manifest: Option<&str>) -> std::io::Result<()> {
+    for rel in unit_files(from, unit) {
+        if rel.starts_with("deps") {
+            copy_into_place(&from.join(&rel), &to.join(&rel))?;
         }
     }
     let build = from.join("build").join(&unit.name);
     if build.is_dir() {
         copy_into_place(&build, &to.join("build").join(&unit.name))?;
+    }
+    if let Some(manifest) = manifest {
+        let path = manifest_path(to, unit);
+        std::fs::create_dir_all(path.parent().unwrap_or(to))?;
+        let temp = path.with_extension(format!("{}.partial", std::process::id()));
+        std::fs::write(&temp, manifest)?;
+        std::fs::rename(&temp, &path)?;
     }
     copy_into_place(
         &from.join(".fingerprint").join(&unit.name),
@@ -530,6 +624,25 @@ mod tests {
                 .is_file()
         );
         assert_eq!(cache.seed(&b).unwrap(), 0, "nothing lacking");
+
+        // An entry changed in the cache, or one it did not write, is refused.
+        let cached = dir
+            .path()
+            .join("cache/v2/nvptx64-nvidia-cuda/nvptx64-nvidia-cuda/release");
+        std::fs::write(cached.join("deps/libcore-ad5cc240d8901ad8.rlib"), "evil").unwrap();
+        touch(
+            &cached.join(".fingerprint/alloc-0000000000000001/lib"),
+            "forged",
+        );
+        let c = dir.path().join("c/nvptx64-nvidia-cuda");
+        let (seeded, mut refused) = cache.seed_reporting(&c).unwrap();
+        refused.sort();
+        assert_eq!(refused, ["alloc-0000000000000001", "core-ad5cc240d8901ad8"]);
+        assert_eq!(seeded, 2, "libm's two units are still good");
+        assert!(
+            !c.join("nvptx64-nvidia-cuda/release/deps/libcore-ad5cc240d8901ad8.rlib")
+                .exists()
+        );
         let leftovers: Vec<_> = walk(dir.path())
             .into_iter()
             .filter(|p| p.to_string_lossy().ends_with(".partial"))

@@ -95,7 +95,7 @@ fn a_new_target_directory_is_seeded_and_builds_only_the_kernel_crate() {
         std::fs::metadata(rlib).unwrap().modified().unwrap()
     };
     assert!(
-        cache.join("v1/nvptx64-nvidia-cuda").is_dir(),
+        cache.join("v2/nvptx64-nvidia-cuda").is_dir(),
         "the cache was filled"
     );
     compiled(&log);
