@@ -192,7 +192,7 @@ impl Build {
         match self.try_compile() {
             Ok(out) => out,
             Err(e) => {
-                eprintln!("\nerror: offload build failed: {e}");
+                eprintln!("\nerror[{}]: offload build failed: {e}", e.code());
                 let mut source = std::error::Error::source(&e);
                 while let Some(s) = source {
                     eprintln!("  caused by: {s}");

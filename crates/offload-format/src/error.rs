@@ -543,3 +543,126 @@ pub enum Error {
 
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Implements `code()` with one arm per variant and no wildcard, so that a new variant does not
+/// compile until it has a code, and `all_codes()`, every variant's code, for the tests.
+macro_rules! error_codes {
+    ($ty:ident { $($v:ident => $code:literal,)* } $(delegate { $($(#[$dm:meta])* $dv:ident,)* })?) => {
+        impl $ty {
+            /// The error's stable code, `OFF` and four digits (`OFF1xxx` for this crate), listed with its
+            /// meaning in the user guide's error-code index (`reference/error-codes.md`).
+            pub fn code(&self) -> &'static str {
+                match self {
+                    $(Self::$v { .. } => $code,)*
+                    $($($(#[$dm])* Self::$dv(e) => e.code(),)*)?
+                }
+            }
+
+            /// Every variant's name and code, in declaration order.
+            #[cfg(test)]
+            pub(crate) fn all_codes() -> Vec<(&'static str, &'static str)> {
+                vec![$((stringify!($v), $code)),*]
+            }
+        }
+    };
+}
+
+error_codes! {
+    Error {
+        Io => "OFF1001",
+        BinaryTruncated => "OFF1002",
+        BinaryBadMagic => "OFF1003",
+        BinaryUnsupportedVersion => "OFF1004",
+        BinarySizeOutOfRange => "OFF1005",
+        BinaryEntryOutOfRange => "OFF1006",
+        BinaryStringEntriesOutOfRange => "OFF1007",
+        BinaryStringOutOfRange => "OFF1008",
+        BinaryStringNotUtf8 => "OFF1009",
+        BinaryImageOutOfRange => "OFF1010",
+        BadKernelParams => "OFF1011",
+        BinaryStringHasNul => "OFF1012",
+        TargetIdEmpty => "OFF1013",
+        TargetIdNoProcessor => "OFF1014",
+        TargetIdBadFeature => "OFF1015",
+        TargetIdDuplicateFeature => "OFF1016",
+        TargetIdUnsupportedFeature => "OFF1017",
+        UnknownOffloadArch => "OFF1018",
+        UnknownAmdgpuProcessor => "OFF1019",
+        BadSmName => "OFF1020",
+        UnknownNvptxProcessor => "OFF1021",
+        BundleIdMalformed => "OFF1022",
+        BundleInvalidKind => "OFF1023",
+        BundleDuplicateId => "OFF1024",
+        BundleConflictingTargets => "OFF1025",
+        BundleHostCount => "OFF1026",
+        BundleBadMagic => "OFF1027",
+        BundleTruncated => "OFF1028",
+        BundleCountTooLarge => "OFF1029",
+        BundleIdLengthOutOfRange => "OFF1030",
+        BundleIdNotUtf8 => "OFF1031",
+        BundleEntryOutOfRange => "OFF1032",
+        BundleEntryOverlapsHeader => "OFF1033",
+        BundleNoSuchEntry => "OFF1034",
+        BundleBadAlignment => "OFF1035",
+        BundleTooLarge => "OFF1036",
+        BundleUnknownTextType => "OFF1037",
+        TextBundleUnterminatedId => "OFF1038",
+        TextBundleMissingEnd => "OFF1039",
+        BundleUnrecognized => "OFF1040",
+        CompressedBundleContents => "OFF1041",
+        ObjectParse => "OFF1042",
+        ObjectSection => "OFF1043",
+        CcobBadMagic => "OFF1044",
+        CcobTruncated => "OFF1045",
+        CcobUnsupportedVersion => "OFF1046",
+        CcobUnknownMethod => "OFF1047",
+        CcobTotalSizeOutOfRange => "OFF1048",
+        CcobDecompress => "OFF1049",
+        CcobSizeMismatch => "OFF1050",
+        CcobHashMismatch => "OFF1051",
+        CcobTooLargeForVersion => "OFF1052",
+        BitcodeMalformed => "OFF1053",
+        BitcodeSymtabMalformed => "OFF1054",
+        ArchiveBadMagic => "OFF1055",
+        ArchiveThin => "OFF1056",
+        ArchiveTruncated => "OFF1057",
+        ArchiveBadField => "OFF1058",
+        ArchiveBadName => "OFF1059",
+        ArchiveMemberOutOfRange => "OFF1060",
+        ArchiveUnwritableName => "OFF1061",
+        ArchiveTooLargeForIndex => "OFF1062",
+        ArchiveMember => "OFF1063",
+        ArchiveConflictingTargetIds => "OFF1064",
+        ArchiveNoCompatibleEntry => "OFF1065",
+    }
+}
+
+#[cfg(test)]
+mod error_code_tests {
+    use std::collections::HashSet;
+
+    /// Codes are `OFF1` and three digits, each given once, and every one is in the guide's
+    /// index, so that neither can drift from the variants.
+    #[test]
+    fn error_codes_are_unique_and_indexed() {
+        let index_path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/guide/src/reference/error-codes.md"
+        );
+        let index = std::fs::read_to_string(index_path).expect("the guide's error-code index");
+        let mut seen = HashSet::new();
+        for (variant, code) in super::Error::all_codes() {
+            assert!(
+                code.len() == 7
+                    && code.starts_with("OFF1")
+                    && code[3..].bytes().all(|b| b.is_ascii_digit()),
+                "{variant}: malformed code {code}"
+            );
+            assert!(seen.insert(code), "{variant}: code {code} is given twice");
+            assert!(
+                index.contains(&format!("| `{code}` |")),
+                "{variant}: code {code} is not in {index_path}"
+            );
+        }
+    }
+}
