@@ -35,6 +35,7 @@ pub enum OffloadArch {
 }
 
 impl OffloadArch {
+    /// The target triple the architecture's images are built for (the host's own for `host`).
     pub fn triple(&self) -> &'static str {
         match self {
             OffloadArch::Host => host_triple(),
@@ -88,6 +89,7 @@ pub enum Native {
 /// An architecture list with [`NATIVE`] replaced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
+    /// The architectures, `native` replaced by those found.
     pub archs: Vec<OffloadArch>,
     /// One line saying that `native` found no GPU and stands for `host`.
     pub note: Option<String>,

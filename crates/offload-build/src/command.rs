@@ -11,12 +11,16 @@ use std::process::{Command, Output, Stdio};
 /// A command as it was run, printable as a shell line.
 #[derive(Debug, Clone)]
 pub struct CommandLine {
+    /// The program as given to `Command`.
     pub program: OsString,
+    /// Its arguments, in order.
     pub args: Vec<OsString>,
+    /// The directory it ran in, when not the current one.
     pub cwd: Option<PathBuf>,
 }
 
 impl CommandLine {
+    /// Records `cmd`'s program, arguments and directory.
     pub fn of(cmd: &Command) -> Self {
         CommandLine {
             program: cmd.get_program().to_owned(),
@@ -61,22 +65,33 @@ fn shell_quote(s: &str) -> String {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CommandError {
+    /// The program is not installed.
     #[error("`{program}` was not found on PATH (needed to run `{command}`){hint}")]
     NotFound {
+        /// The program's name.
         program: String,
+        /// The command that needed it.
         command: CommandLine,
+        /// Text appended to the message, e.g. the install command; may be empty.
         hint: String,
     },
+    /// The program exists but could not be started.
     #[error("could not start `{command}`: {source}")]
     Spawn {
+        /// The command.
         command: CommandLine,
+        /// Why it could not start.
         #[source]
         source: std::io::Error,
     },
+    /// The program ran and exited unsuccessfully.
     #[error("`{command}` failed ({status}){}", stderr_tail(stderr))]
     Failed {
+        /// The command.
         command: CommandLine,
+        /// Its exit status.
         status: std::process::ExitStatus,
+        /// What it wrote to standard error; the message shows its last lines.
         stderr: String,
     },
 }

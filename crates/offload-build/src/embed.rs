@@ -15,7 +15,9 @@ use crate::fsutil::{temp_file_beside, write_atomic};
 /// The static library to link, and its `-l` name.
 #[derive(Debug, Clone)]
 pub struct EmbeddingLibrary {
+    /// The directory holding `lib<link_name>.a`.
     pub dir: PathBuf,
+    /// The name to pass to `-l`.
     pub link_name: String,
 }
 

@@ -20,12 +20,16 @@ pub const OFFLOAD_REQUIRE_CUBIN: &str = "OFFLOAD_REQUIRE_CUBIN";
 /// them unless the build script runs under `cargo check`, `clippy` or `doc`.
 pub const OFFLOAD_CHECK_ONLY: &str = "OFFLOAD_CHECK_ONLY";
 
+/// The environment the build reads, every read going through it: in a build script each variable
+/// read is declared with `rerun-if-env-changed`.
 #[derive(Debug, Clone, Copy)]
 pub struct Env {
     pub(crate) build_script: bool,
 }
 
 impl Env {
+    /// Looks at whether this process is a build script (cargo set `OUT_DIR`, `CARGO_MANIFEST_DIR`
+    /// and `TARGET`).
     pub fn detect() -> Self {
         // Cargo sets these two only for build scripts.
         #[expect(clippy::disallowed_methods, reason = "the one place env vars are read")]
@@ -49,6 +53,7 @@ impl Env {
         std::env::var(name).ok().filter(|v| !v.is_empty())
     }
 
+    /// Whether `OFFLOAD_BUILD_VERBOSE` asks for the commands to be printed (set and not `0`).
     pub fn verbose(&self) -> bool {
         self.get(OFFLOAD_BUILD_VERBOSE).is_some_and(|v| v != "0")
     }
@@ -84,6 +89,8 @@ impl Env {
         self.build_script && parent_cargo_subcommand().is_some_and(|c| is_check_only(&c))
     }
 
+    /// The toolchain of the nested device builds: `OFFLOAD_NIGHTLY_TOOLCHAIN`, else the pinned
+    /// default.
     pub fn nightly_toolchain(&self) -> String {
         self.get(OFFLOAD_NIGHTLY_TOOLCHAIN)
             .unwrap_or_else(|| offload_toolchain::DEVICE_TOOLCHAIN.to_owned())

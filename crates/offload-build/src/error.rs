@@ -6,70 +6,124 @@ use crate::command::CommandError;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    /// An external program could not be run or failed.
     #[error(transparent)]
     Command(#[from] CommandError),
 
+    /// A file operation failed.
     #[error("{what}: {path}: {source}")]
     Io {
+        /// What was being done, e.g. `reading the manifest`.
         what: &'static str,
+        /// The file or directory it was done on.
         path: PathBuf,
+        /// The error the operating system reported.
         #[source]
         source: std::io::Error,
     },
 
+    /// An environment variable the build needs (one cargo sets for build scripts) is not set.
     #[error("environment variable {name} is not set{context}")]
-    MissingEnv { name: &'static str, context: String },
+    MissingEnv {
+        /// The variable's name.
+        name: &'static str,
+        /// Extra text after the message, e.g. that `Build` must run in a build script; may be
+        /// empty.
+        context: String,
+    },
 
+    /// An `--offload-arch` name that is no known architecture.
     #[error("unknown offload architecture `{name}` in {origin}; known: {known}")]
     UnknownArch {
+        /// The name as given.
         name: String,
+        /// Where the list came from, e.g. `OFFLOAD_ARCH`.
         origin: String,
+        /// The known names, comma-separated.
         known: String,
     },
 
+    /// An `--offload-arch` name that is known but malformed (e.g. a bad target-ID feature).
     #[error("invalid offload architecture `{name}` in {origin}: {reason}")]
     InvalidArch {
+        /// The name as given.
         name: String,
+        /// Where the list came from, e.g. `OFFLOAD_ARCH`.
         origin: String,
+        /// What is wrong with it.
         reason: String,
     },
 
+    /// An architecture list with no entries.
     #[error("{origin}: no offload architecture given (expected e.g. `sm_80,gfx90a,host`)")]
-    EmptyArchList { origin: String },
+    EmptyArchList {
+        /// Where the list came from, e.g. `OFFLOAD_ARCH`.
+        origin: String,
+    },
 
+    /// `cargo metadata` failed or its output could not be read.
     #[error("could not read the package graph with `cargo metadata`: {reason}")]
-    Metadata { reason: String },
+    Metadata {
+        /// What failed.
+        reason: String,
+    },
 
+    /// A manifest's `[package.metadata.offload]` table is malformed.
     #[error("{manifest}: [package.metadata.offload] is malformed: {reason}")]
-    BadMetadata { manifest: PathBuf, reason: String },
+    BadMetadata {
+        /// The manifest's path.
+        manifest: PathBuf,
+        /// What is wrong with the table.
+        reason: String,
+    },
 
+    /// The host package has no kernel crate among its dependencies and none was named.
     #[error(
         "no kernel crate found for `{package}`: mark a dependency with \
          `[package.metadata.offload] kernels = true`, or name it with `Build::kernel_crate`"
     )]
-    NoKernelCrates { package: String },
-
-    #[error("package `{name}` is not in the package graph (workspace members: {known})")]
-    UnknownPackage { name: String, known: String },
-
-    #[error("kernel crate `{name}` is not a dependency of `{package}` (known: {known})")]
-    UnknownKernelCrate {
-        name: String,
+    NoKernelCrates {
+        /// The host package's name.
         package: String,
+    },
+
+    /// A package name that is not in the package graph.
+    #[error("package `{name}` is not in the package graph (workspace members: {known})")]
+    UnknownPackage {
+        /// The name as given.
+        name: String,
+        /// The workspace members, comma-separated.
         known: String,
     },
 
+    /// A kernel crate named with `Build::kernel_crate` that the host package does not depend on.
+    #[error("kernel crate `{name}` is not a dependency of `{package}` (known: {known})")]
+    UnknownKernelCrate {
+        /// The name as given.
+        name: String,
+        /// The host package's name.
+        package: String,
+        /// The kernel crates it depends on, comma-separated.
+        known: String,
+    },
+
+    /// A tool or setting the build needs is missing; the text says which and how to fix it.
     #[error("{0}")]
     Prerequisite(String),
 
+    /// No clang of LLVM's major version was found to compile CUDA, HIP or C++ sources.
     #[error(
         "clang-{major} is needed to compile CUDA, HIP and C++ sources, and none was found \
          (tried {tried}). Fix: `apt-get install clang-{major}` (or `cargo xtask setup`), or set \
          OFFLOAD_CLANG to its path",
         major = offload_toolchain::LLVM_MAJOR
     )]
-    ClangNotFound { tried: String },
+    ClangNotFound {
+        /// The places looked in.
+        tried: String,
+    },
 
+    /// The clang found is not of LLVM's major version.
     #[error(
         "{path} is not clang {major} ({version:?}{found}); CUDA, HIP and C++ device code must be \
          compiled by the LLVM the Rust kernels are linked with. Fix: `apt-get install \
@@ -78,64 +132,107 @@ pub enum Error {
         found = found.map(|m| format!(", major {m}")).unwrap_or_default()
     )]
     ClangWrongMajor {
+        /// The clang found.
         path: PathBuf,
+        /// Its `--version` line.
         version: String,
+        /// Its major version, when the line could be read.
         found: Option<u32>,
     },
 
+    /// A CUDA, HIP or C++ source that cannot be compiled as given (e.g. missing, or a bad name).
     #[error("{language} source {path}: {reason}")]
     BadSource {
+        /// The source's language: `CUDA`, `HIP` or `C++`.
         language: &'static str,
+        /// The source file.
         path: PathBuf,
+        /// What is wrong with it.
         reason: String,
     },
 
+    /// clang failed on a CUDA, HIP or C++ source; its diagnostics were printed before.
     #[error(
         "compiling the {language} source {path} for {arch} failed; clang's diagnostics are \
          above. Command: {command}"
     )]
     ForeignCompile {
+        /// The source's language: `CUDA`, `HIP` or `C++`.
         language: &'static str,
+        /// The source file.
         path: PathBuf,
+        /// The offload architecture it was compiled for.
         arch: String,
+        /// The clang command line, for running it by hand.
         command: String,
     },
 
+    /// A prebuilt kernel bundle that cannot be read.
     #[error("prebuilt kernel bundle {path}: {reason}")]
-    BadPrebuilt { path: PathBuf, reason: String },
+    BadPrebuilt {
+        /// The bundle file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
 
+    /// A kernel crate's prebuilt bundle cannot be used for this build (e.g. stale, or missing an
+    /// architecture).
     #[error("kernel crate `{krate}`: prebuilt bundle not usable: {reason}")]
-    Prebuilt { krate: String, reason: String },
+    Prebuilt {
+        /// The kernel crate's name.
+        krate: String,
+        /// Why the bundle cannot be used.
+        reason: String,
+    },
 
+    /// The nested cargo build of a kernel crate failed; rustc's diagnostics were printed before.
     #[error(
         "the device build of `{krate}` for {arch} failed; rustc's diagnostics are above. \
          Command: {command}"
     )]
     DeviceBuild {
+        /// The kernel crate's name.
         krate: String,
+        /// The offload architecture it was built for.
         arch: String,
+        /// The cargo command line, for running it by hand.
         command: String,
     },
 
+    /// A nested device build succeeded but left no file of the kind expected.
     #[error("the device build of `{krate}` for {arch} produced no {what}; command: {command}")]
     MissingArtifact {
+        /// The kernel crate's name.
         krate: String,
+        /// The offload architecture it was built for.
         arch: String,
+        /// The kind of file expected, e.g. `shared object`.
         what: &'static str,
+        /// The cargo command line, for running it by hand.
         command: String,
     },
 
+    /// A device image that cannot be read or wrapped.
     #[error("device image {path}: {reason}")]
-    BadImage { path: PathBuf, reason: String },
+    BadImage {
+        /// The image file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
 
+    /// Reading or writing an offloading format failed.
     #[error(transparent)]
     Format(#[from] offload_format::Error),
 
+    /// Linking a GPU image failed.
     #[cfg(feature = "llvm")]
     #[error(transparent)]
     DeviceLink(#[from] crate::device_link::LinkError),
 }
 
+/// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 pub(crate) trait IoContext<T> {
@@ -149,5 +246,100 @@ impl<T> IoContext<T> for std::io::Result<T> {
             path: path.into(),
             source,
         })
+    }
+}
+
+/// Implements `code()` with one arm per variant and no wildcard, so that a new variant does not
+/// compile until it has a code, and `all_codes()`, every variant's code, for the tests.
+macro_rules! error_codes {
+    ($ty:ident { $($v:ident => $code:literal,)* } $(delegate { $($(#[$dm:meta])* $dv:ident,)* })?) => {
+        impl $ty {
+            /// The error's stable code, `OFF` and four digits (`OFF2xxx` for this crate), listed with its
+            /// meaning in the user guide's error-code index (`reference/error-codes.md`).
+            /// Errors that only wrap another crate's or module's error give that error's code.
+            pub fn code(&self) -> &'static str {
+                match self {
+                    $(Self::$v { .. } => $code,)*
+                    $($($(#[$dm])* Self::$dv(e) => e.code(),)*)?
+                }
+            }
+
+            /// Every variant's name and code, in declaration order.
+            #[cfg(test)]
+            pub(crate) fn all_codes() -> Vec<(&'static str, &'static str)> {
+                vec![$((stringify!($v), $code)),*]
+            }
+        }
+    };
+}
+
+error_codes! {
+    Error {
+        Command => "OFF2001",
+        Io => "OFF2002",
+        MissingEnv => "OFF2003",
+        UnknownArch => "OFF2004",
+        InvalidArch => "OFF2005",
+        EmptyArchList => "OFF2006",
+        Metadata => "OFF2007",
+        BadMetadata => "OFF2008",
+        NoKernelCrates => "OFF2009",
+        UnknownPackage => "OFF2010",
+        UnknownKernelCrate => "OFF2011",
+        Prerequisite => "OFF2012",
+        ClangNotFound => "OFF2013",
+        ClangWrongMajor => "OFF2014",
+        BadSource => "OFF2015",
+        ForeignCompile => "OFF2016",
+        BadPrebuilt => "OFF2017",
+        Prebuilt => "OFF2018",
+        DeviceBuild => "OFF2019",
+        MissingArtifact => "OFF2020",
+        BadImage => "OFF2021",
+    }
+    delegate {
+        Format,
+        #[cfg(feature = "llvm")]
+        DeviceLink,
+    }
+}
+
+#[cfg(test)]
+mod error_code_tests {
+    use std::collections::HashSet;
+
+    #[cfg(feature = "llvm")]
+    fn link_codes() -> Vec<(&'static str, &'static str)> {
+        crate::device_link::LinkError::all_codes()
+    }
+
+    #[cfg(not(feature = "llvm"))]
+    fn link_codes() -> Vec<(&'static str, &'static str)> {
+        Vec::new()
+    }
+
+    /// Codes are `OFF2` and three digits, each given once, and every one is in the guide's
+    /// index, so that neither can drift from the variants.
+    #[test]
+    fn error_codes_are_unique_and_indexed() {
+        let index_path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/guide/src/reference/error-codes.md"
+        );
+        let index = std::fs::read_to_string(index_path).expect("the guide's error-code index");
+        let mut seen = HashSet::new();
+        for (variant, code) in super::Error::all_codes().into_iter().chain(link_codes()) {
+            assert!(
+                code.len() == 7
+                    && code.starts_with("OFF2")
+                    && code[3..].bytes().all(|b| b.is_ascii_digit()),
+                "{variant}: malformed code {code}"
+            );
+            assert!(seen.insert(code), "{variant}: code {code} is given twice");
+            assert!(
+                index.contains(&format!("| `{code}` |")),
+                "{variant}: code {code} is not in {index_path}"
+            );
+        }
     }
 }

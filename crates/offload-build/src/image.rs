@@ -13,15 +13,20 @@ use crate::arch::OffloadArch;
 /// One linked device image of one kernel crate for one architecture.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceImage {
+    /// The architecture it was built for.
     pub arch: OffloadArch,
+    /// What the bytes are: an object, a cubin, PTX, ….
     pub image_kind: ImageKind,
+    /// The programming model recorded in its OffloadBinary.
     pub offload_kind: OffloadKind,
     /// The kernel crate's library name.
     pub module: String,
+    /// The names of the kernels it defines, stored under `offload.kernels`.
     pub kernels: Vec<String>,
     /// The parameter sizes of the kernels, where the build knows them (images of CUDA and HIP
     /// sources), stored under `KEY_KERNEL_PARAMS`.
     pub kernel_params: Vec<KernelParams>,
+    /// The image file's contents.
     pub bytes: Vec<u8>,
 }
 

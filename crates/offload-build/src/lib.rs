@@ -37,6 +37,7 @@
 //! of its own; cargo's own caching makes an unchanged kernel crate cost nothing, and the build
 //! script is not rerun at all unless a kernel source, a local dependency or one of the
 //! variables above changed.
+#![deny(missing_docs)]
 
 pub mod arch;
 pub mod build_cache;
@@ -46,6 +47,7 @@ pub mod device_link;
 pub mod diagnostics;
 pub mod embed;
 pub mod env;
+/// The build's error type.
 pub mod error;
 pub mod foreign;
 pub mod fsutil;
@@ -78,13 +80,17 @@ pub struct Build {
 /// What a build produced.
 #[derive(Debug, Clone)]
 pub struct BuildOutput {
+    /// The architectures built for, in the order of the list.
     pub archs: Vec<OffloadArch>,
+    /// Every device image embedded, kernel crates' and foreign sources'.
     pub images: Vec<DeviceImage>,
     /// The concatenated OffloadBinaries that were embedded.
     pub bundle_path: PathBuf,
 }
 
 impl Build {
+    /// A build with nothing set: the architectures and the kernel crates then come from the
+    /// environment and the manifests (see the crate documentation).
     pub fn new() -> Self {
         Self::default()
     }
@@ -186,7 +192,7 @@ impl Build {
         match self.try_compile() {
             Ok(out) => out,
             Err(e) => {
-                eprintln!("\nerror: offload build failed: {e}");
+                eprintln!("\nerror[{}]: offload build failed: {e}", e.code());
                 let mut source = std::error::Error::source(&e);
                 while let Some(s) = source {
                     eprintln!("  caused by: {s}");

@@ -16,6 +16,7 @@ pub struct KernelCrate {
     pub package: String,
     /// Library name as rustc sees it (`saxpy_kernels`); images carry it as `offload.module`.
     pub lib_name: String,
+    /// Path of its `Cargo.toml`.
     pub manifest_path: PathBuf,
     /// Directory of the kernel crate.
     pub root: PathBuf,
@@ -31,7 +32,9 @@ pub struct KernelCrate {
 /// A package whose sources go into a kernel crate's images.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourcePackage {
+    /// The package name.
     pub name: String,
+    /// The package version.
     pub version: String,
     /// The directory holding its `Cargo.toml`.
     pub root: PathBuf,
@@ -40,7 +43,9 @@ pub struct SourcePackage {
 /// The host package and the kernel crates it embeds.
 #[derive(Debug, Clone)]
 pub struct HostPackage {
+    /// The package name.
     pub name: String,
+    /// Path of its `Cargo.toml`.
     pub manifest_path: PathBuf,
     /// `[package.metadata.offload] arch`, if set.
     pub arch: Option<String>,
@@ -96,6 +101,7 @@ pub struct PackageSelection {
 /// A host crate a build compiles, with the crate roots its compiles start from.
 #[derive(Debug, Clone)]
 pub struct HostCrate {
+    /// The package and its kernel crates.
     pub host: HostPackage,
     /// Its library's crate root, else its first binary's.
     pub src_path: PathBuf,
@@ -279,6 +285,7 @@ fn arch_value(value: &serde_json::Value, pkg: &Package) -> Result<String> {
 /// A kernel crate read on its own (for `cargo offload package-kernels` and `verify`).
 #[derive(Debug, Clone)]
 pub struct KernelPackage {
+    /// The kernel crate, as a host build would see it.
     pub krate: KernelCrate,
     /// Its `[package.metadata.offload] arch`, if set.
     pub arch: Option<String>,

@@ -42,10 +42,17 @@ pub const PREBUILT_DIR: &str = "offload";
 /// The file extension of a prebuilt bundle.
 pub const EXTENSION: &str = "offload";
 
+/// Image metadata key: SHA-256 of the inputs, hex.
 pub const KEY_HASH: &str = "offload.prebuilt.hash";
+/// Image metadata key: one `<label> <sha256>` line per input (first image only).
 pub const KEY_INPUTS: &str = "offload.prebuilt.inputs";
+/// Image metadata key: the device toolchain's `rustc -vV` release and LLVM lines (first image
+/// only).
 pub const KEY_TOOLCHAIN: &str = "offload.prebuilt.toolchain";
+/// Image metadata key: `offload-build <version>` of the build that wrote the bundle (first image
+/// only).
 pub const KEY_PRODUCER: &str = "offload.prebuilt.producer";
+/// Image metadata key: SHA-256 of the image's own bytes, hex, checked before use.
 pub const KEY_IMAGE_SHA256: &str = "offload.prebuilt.image-sha256";
 
 /// The codegen recipe of device images: changed whenever the flags or passes that make an
@@ -265,10 +272,15 @@ pub fn write_bundle(
 /// A prebuilt bundle as read back.
 #[derive(Debug, Clone)]
 pub struct Prebuilt {
+    /// The bundle file.
     pub path: PathBuf,
+    /// The source hash it was built from (`offload.prebuilt.hash`).
     pub hash: String,
+    /// The inputs the hash covers: (label, SHA-256 hex) pairs.
     pub inputs: Vec<(String, String)>,
+    /// The device toolchain that built it (`offload.prebuilt.toolchain`).
     pub toolchain: String,
+    /// The build that wrote it (`offload.prebuilt.producer`).
     pub producer: String,
     /// Every image, host images of every triple included.
     pub images: Vec<(String, DeviceImage)>,

@@ -19,7 +19,9 @@ const MEMBER_HEADER: usize = 60;
 /// One archive member.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArchiveMember<'a> {
+    /// The member's name, long names resolved.
     pub name: String,
+    /// The member's contents.
     pub data: Cow<'a, [u8]>,
 }
 

@@ -15,7 +15,9 @@ pub const DEFAULT_VERSION: u16 = 3;
 /// `llvm::compression::Format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CompressionMethod {
+    /// zlib, on-disk value 0.
     Zlib,
+    /// zstd, on-disk value 1.
     Zstd,
 }
 
@@ -49,10 +51,13 @@ impl CompressionMethod {
 /// A parsed CCOB header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CcobHeader {
+    /// Format version: 1, 2 or 3.
     pub version: u16,
+    /// How the data is compressed.
     pub method: CompressionMethod,
     /// Header plus compressed data; absent in version 1.
     pub total_size: Option<u64>,
+    /// Size of the decompressed bundle, in bytes.
     pub uncompressed_size: u64,
     /// `MD5(uncompressed)` bytes 0..8 as a little-endian u64.
     pub hash: u64,
@@ -184,6 +189,7 @@ pub fn is_compressed(bytes: &[u8]) -> bool {
 pub struct CompressOptions {
     /// 2 or 3.
     pub version: u16,
+    /// How to compress the data.
     pub method: CompressionMethod,
     /// `None` for the method's default (zstd 3, zlib 6).
     pub level: Option<i32>,

@@ -17,6 +17,7 @@
 //! | [`archive`] | GNU `ar` and heterogeneous device archive unbundling (`-type=a`, `--allow-missing-bundles`, `--check-input-archive`), members in the binary or object layout | yes | yes, with clang's symbol index for bitcode ([`bitcode`]) and ELF members |
 //!
 //! Errors are one [`Error`] enum; parse errors name the byte offset and what was wrong.
+#![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 #[cfg(feature = "containers")]

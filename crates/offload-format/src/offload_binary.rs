@@ -129,13 +129,21 @@ const FIXED_SIZE: u64 = HEADER_SIZE + ENTRY_SIZE;
 /// The kind of the embedded image (`llvm::object::ImageKind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ImageKind {
+    /// No image (0).
     None,
+    /// A relocatable or shared object file (1).
     Object,
+    /// LLVM bitcode (2).
     Bitcode,
+    /// An NVIDIA cubin (3).
     Cubin,
+    /// A CUDA fatbinary (4).
     Fatbinary,
+    /// PTX assembly (5).
     Ptx,
+    /// SPIR-V (6).
     Spirv,
+    /// A value this crate does not know, kept as read.
     Unknown(u16),
 }
 
@@ -213,11 +221,17 @@ impl ImageKind {
 /// The offloading programming model (`llvm::object::OffloadKind`), with LLVM >= 21 values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum OffloadKind {
+    /// No programming model (0).
     None,
+    /// OpenMP offloading (1).
     OpenMp,
+    /// CUDA (2).
     Cuda,
+    /// HIP (4).
     Hip,
+    /// SYCL (8).
     Sycl,
+    /// A value this crate does not know, kept as read.
     Unknown(u16),
 }
 
@@ -286,10 +300,15 @@ impl OffloadKind {
 /// (see [`llvm_key_order`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OffloadBinary<'a> {
+    /// What the image is: object, bitcode, cubin, PTX, ….
     pub image_kind: ImageKind,
+    /// The programming model it was compiled for.
     pub offload_kind: OffloadKind,
+    /// The entry's `Flags` word, as read or to be written.
     pub flags: u32,
+    /// Key/value string metadata (`triple`, `arch`, …), in on-disk order.
     pub strings: Vec<(Cow<'a, str>, Cow<'a, str>)>,
+    /// The image's bytes.
     pub image: Cow<'a, [u8]>,
 }
 

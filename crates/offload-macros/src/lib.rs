@@ -26,6 +26,7 @@
 //!
 //! [`extern_kernels!`] (`foreign.rs`) makes the same handles for CUDA and HIP kernels from
 //! declarations of their signatures; they find their kernel by symbol name at run time.
+#![deny(missing_docs)]
 
 mod foreign;
 mod print;

@@ -315,3 +315,86 @@ impl std::fmt::Display for KernelPanicReport {
         )
     }
 }
+
+/// Implements `code()` with one arm per variant and no wildcard, so that a new variant does not
+/// compile until it has a code, and `all_codes()`, every variant's code, for the tests.
+macro_rules! error_codes {
+    ($ty:ident { $($v:ident => $code:literal,)* } $(delegate { $($(#[$dm:meta])* $dv:ident,)* })?) => {
+        impl $ty {
+            /// The error's stable code, `OFF` and four digits (`OFF3xxx` for this crate), listed with its
+            /// meaning in the user guide's error-code index (`reference/error-codes.md`).
+            pub fn code(&self) -> &'static str {
+                match self {
+                    $(Self::$v { .. } => $code,)*
+                    $($($(#[$dm])* Self::$dv(e) => e.code(),)*)?
+                }
+            }
+
+            /// Every variant's name and code, in declaration order.
+            #[cfg(test)]
+            pub(crate) fn all_codes() -> Vec<(&'static str, &'static str)> {
+                vec![$((stringify!($v), $code)),*]
+            }
+        }
+    };
+}
+
+error_codes! {
+    Error {
+        BadDescriptor => "OFF3001",
+        DamagedBundle => "OFF3002",
+        NoImages => "OFF3003",
+        NoCompatibleImage => "OFF3004",
+        KernelNotFound => "OFF3005",
+        ForeignKernelNotFound => "OFF3006",
+        KernelSignatureMismatch => "OFF3007",
+        ImageLoad => "OFF3008",
+        Os => "OFF3009",
+        UnknownDevice => "OFF3010",
+        BackendUnavailable => "OFF3011",
+        Driver => "OFF3012",
+        KernelFault => "OFF3013",
+        KernelPanic => "OFF3014",
+        OutOfMemory => "OFF3015",
+        SizeOverflow => "OFF3016",
+        LengthMismatch => "OFF3017",
+        WrongDevice => "OFF3018",
+        BufferTooShort => "OFF3019",
+        InvalidLaunch => "OFF3020",
+        SharedMemoryLimit => "OFF3021",
+        DivergentBarrier => "OFF3022",
+        OtherDevice => "OFF3023",
+        Capture => "OFF3024",
+        Worker => "OFF3025",
+    }
+}
+
+#[cfg(test)]
+mod error_code_tests {
+    use std::collections::HashSet;
+
+    /// Codes are `OFF3` and three digits, each given once, and every one is in the guide's
+    /// index, so that neither can drift from the variants.
+    #[test]
+    fn error_codes_are_unique_and_indexed() {
+        let index_path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/guide/src/reference/error-codes.md"
+        );
+        let index = std::fs::read_to_string(index_path).expect("the guide's error-code index");
+        let mut seen = HashSet::new();
+        for (variant, code) in super::Error::all_codes() {
+            assert!(
+                code.len() == 7
+                    && code.starts_with("OFF3")
+                    && code[3..].bytes().all(|b| b.is_ascii_digit()),
+                "{variant}: malformed code {code}"
+            );
+            assert!(seen.insert(code), "{variant}: code {code} is given twice");
+            assert!(
+                index.contains(&format!("| `{code}` |")),
+                "{variant}: code {code} is not in {index_path}"
+            );
+        }
+    }
+}

@@ -18,6 +18,7 @@
 //! - `OFFLOAD_CUDA_LIBRARY`, `OFFLOAD_HIP_LIBRARY`: the driver library to open instead of
 //!   `libcuda.so.1` / `libamdhip64.so`.
 //! - `OFFLOAD_GPU_TESTS=1`, `OFFLOAD_HIP_TESTS=1` (tests only): run the GPU test suites.
+#![deny(missing_docs)]
 #![cfg_attr(not(feature = "host"), no_std)]
 #![cfg_attr(
     all(

@@ -11,6 +11,7 @@
 //!    `llvm-config-22 --bindir`, else Debian's `/usr/lib/llvm-22/bin`); then the versioned name
 //!    on `PATH` (`clang-22`). An unversioned `clang` on `PATH` may be another LLVM and is not used;
 //! 3. CUDA tools: `PATH`, then the usual CUDA directories.
+#![deny(missing_docs)]
 
 use std::ffi::OsString;
 use std::fmt;
@@ -66,19 +67,33 @@ pub enum Origin {
 /// One external program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Tool {
+    /// `clang`, LLVM's C/C++/CUDA/HIP compiler.
     Clang,
+    /// `clang-offload-bundler`, for clang's offload bundles.
     ClangOffloadBundler,
+    /// `clang-linker-wrapper`, which links OpenMP device images.
     ClangLinkerWrapper,
+    /// `ld.lld`, LLVM's ELF linker (AMDGPU code objects).
     LdLld,
+    /// `llvm-ar`, LLVM's archiver.
     LlvmAr,
+    /// `llvm-config`, which names LLVM's directories and version.
     LlvmConfig,
+    /// `llvm-link`, LLVM's bitcode linker.
     LlvmLink,
+    /// `llvm-objcopy`, to copy and edit object files.
     LlvmObjcopy,
+    /// `llvm-objdump`, to disassemble object files.
     LlvmObjdump,
+    /// `llvm-offload-binary`, which packs and unpacks OffloadBinaries.
     LlvmOffloadBinary,
+    /// `llvm-readelf`, to print ELF headers, sections and notes.
     LlvmReadelf,
+    /// `llc`, LLVM's static compiler (IR to assembly or objects).
     Llc,
+    /// `opt`, LLVM's IR optimizer.
     Opt,
+    /// `ptxas`, NVIDIA's PTX assembler (PTX to cubin).
     Ptxas,
     /// GNU time, for peak-memory figures in benchmarks and tests.
     GnuTime,
@@ -155,6 +170,7 @@ impl Tool {
         }
     }
 
+    /// Where the program comes from, which decides how it is looked for.
     pub const fn origin(self) -> Origin {
         match self {
             Tool::Ptxas => Origin::Cuda,
@@ -283,7 +299,9 @@ impl fmt::Display for Tool {
 /// A tool that is not installed, with every place looked at.
 #[derive(Debug, Clone)]
 pub struct NotFound {
+    /// The program that was looked for.
     pub tool: Tool,
+    /// Every place looked at, in order (overrides, directories, `PATH`).
     pub tried: Vec<String>,
 }
 

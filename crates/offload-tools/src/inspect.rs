@@ -19,15 +19,21 @@ pub const SHT_LLVM_OFFLOADING: u32 = 0x6fff_4c0b;
 pub struct ImageInfo {
     /// Where it was found: a section name, or `file`.
     pub container: String,
+    /// Position of the image among those of its container, from 0.
     pub index: usize,
+    /// The image's `triple` string.
     pub triple: String,
+    /// The image's `arch` string.
     pub arch: String,
     /// Image kind as `llvm-objdump --offloading` names it (`elf`, `ptx`, `cubin`, …).
     pub kind: String,
     /// Offload kind (`openmp`, `cuda`, `hip`), `llvm-objdump`'s "producer".
     pub producer: String,
+    /// Size of the image, in bytes.
     pub size: u64,
+    /// The kernel module (`offload.module`), when the image names one.
     pub module: Option<String>,
+    /// The kernels the image lists (`offload.kernels`).
     pub kernels: Vec<String>,
     /// Every string entry of the OffloadBinary.
     pub strings: BTreeMap<String, String>,
@@ -39,15 +45,21 @@ pub struct ImageInfo {
 /// Resource use of one kernel (AMDGPU metadata; NVPTX through `ptxas -v`).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, Default)]
 pub struct KernelResources {
+    /// The kernel's symbol name.
     pub kernel: String,
+    /// Vector registers per thread (AMDGPU).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vgprs: Option<u64>,
+    /// Scalar registers per wave (AMDGPU).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sgprs: Option<u64>,
+    /// Registers per thread (NVPTX).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub registers: Option<u64>,
+    /// Static shared memory (LDS on AMDGPU) per block, in bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shared_bytes: Option<u64>,
+    /// Private (scratch or stack) memory per thread, in bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scratch_bytes: Option<u64>,
 }
@@ -56,19 +68,27 @@ pub struct KernelResources {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum InspectError {
+    /// An `.llvm.offloading` section that does not parse as OffloadBinaries.
     #[error("section {section}: {source}")]
     Section {
+        /// The section's name.
         section: String,
+        /// What is wrong with its contents.
         #[source]
         source: offload_format::Error,
     },
+    /// A clang offload bundle that does not parse.
     #[error("{container}: bundle at offset {offset}: {source}")]
     Bundle {
+        /// Where it was found: `file`, a section name, or an archive member.
         container: String,
+        /// Offset of the bundle in its container, in bytes.
         offset: u64,
+        /// What is wrong with it.
         #[source]
         source: offload_format::Error,
     },
+    /// The file itself does not parse.
     #[error(transparent)]
     Format(#[from] offload_format::Error),
 }
@@ -336,17 +356,20 @@ pub struct BundleInfo {
     /// The CCOB header, when the bundle is compressed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compressed: Option<CcobInfo>,
+    /// One description per entry, in header order.
     pub entries: Vec<BundleEntryDesc>,
 }
 
 /// The header fields of a compressed bundle.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct CcobInfo {
+    /// Format version: 1, 2 or 3.
     pub version: u16,
     /// `zlib` or `zstd`.
     pub method: String,
     /// Header plus compressed data (absent in version 1).
     pub total_size: Option<u64>,
+    /// Size of the decompressed bundle, in bytes.
     pub uncompressed_size: u64,
     /// The stored hash, as 16 hex digits of the little-endian field.
     pub hash: String,
@@ -357,11 +380,15 @@ pub struct CcobInfo {
 pub struct BundleEntryDesc {
     /// The ID as stored.
     pub id: String,
+    /// The offload kind: `host`, `openmp`, `hip` or `hipv4`.
     pub kind: String,
+    /// The entry's triple.
     pub triple: String,
+    /// The entry's target ID, when it has one.
     pub target_id: Option<String>,
     /// Offset of the data within the (decompressed) bundle; absent for the object layout.
     pub offset: Option<u64>,
+    /// Size of the data, in bytes.
     pub size: u64,
     /// What the data looks like: `empty`, `offload binary`, `elf <machine>`, `llvm bitcode`,
     /// `data`.
@@ -373,6 +400,7 @@ pub struct BundleEntryDesc {
 pub struct FileReport {
     /// OffloadBinary images, including those held in bundle entries.
     pub images: Vec<ImageInfo>,
+    /// The clang offload bundles found, in the file and its sections and archive members.
     pub bundles: Vec<BundleInfo>,
 }
 

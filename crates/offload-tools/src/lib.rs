@@ -5,6 +5,7 @@
 //!   `clang-offload-bundler` and `llvm-offload-binary`;
 //! - [`inspect`]: `cargo offload inspect`, the device images in any file (executables,
 //!   bundles, archives, OffloadBinaries) and what they say about themselves.
+#![deny(missing_docs)]
 
 pub mod inspect;
 pub mod ops;

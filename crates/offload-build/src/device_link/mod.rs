@@ -318,3 +318,55 @@ pub fn find_tool(tool: offload_toolchain::Tool) -> Result<PathBuf> {
     let env = crate::env::Env::detect();
     Ok(tool.find_with(&|name| env.get(name).map(Into::into))?)
 }
+
+/// Implements `code()` with one arm per variant and no wildcard, so that a new variant does not
+/// compile until it has a code, and `all_codes()`, every variant's code, for the tests.
+macro_rules! error_codes {
+    ($ty:ident { $($v:ident => $code:literal,)* } $(delegate { $($(#[$dm:meta])* $dv:ident,)* })?) => {
+        impl $ty {
+            /// The error's stable code, `OFF` and four digits (`OFF21xx` for the device link), listed with its
+            /// meaning in the user guide's error-code index (`reference/error-codes.md`).
+            pub fn code(&self) -> &'static str {
+                match self {
+                    $(Self::$v { .. } => $code,)*
+                    $($($(#[$dm])* Self::$dv(e) => e.code(),)*)?
+                }
+            }
+
+            /// Every variant's name and code, in declaration order.
+            #[cfg(test)]
+            pub(crate) fn all_codes() -> Vec<(&'static str, &'static str)> {
+                vec![$((stringify!($v), $code)),*]
+            }
+        }
+    };
+}
+
+error_codes! {
+    LinkError {
+        Command => "OFF2101",
+        Io => "OFF2102",
+        Archive => "OFF2103",
+        NotBitcode => "OFF2104",
+        ParseBitcode => "OFF2105",
+        Link => "OFF2106",
+        Verify => "OFF2107",
+        SharedMemoryUse => "OFF2108",
+        SharedMemoryLimit => "OFF2109",
+        Undefined => "OFF2110",
+        MissingKernel => "OFF2111",
+        NoKernels => "OFF2112",
+        Passes => "OFF2113",
+        TargetMachine => "OFF2114",
+        Codegen => "OFF2115",
+        LlvmMismatch => "OFF2116",
+        RustcVersion => "OFF2117",
+        InvalidTarget => "OFF2118",
+        BadTargetName => "OFF2119",
+        CubinRequired => "OFF2120",
+        ToolNotFound => "OFF2121",
+        InvalidCodeObjectVersion => "OFF2122",
+        BadCodeObject => "OFF2123",
+        NestedBuild => "OFF2124",
+    }
+}

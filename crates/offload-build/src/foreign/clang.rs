@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 /// The clang that compiles a build's foreign sources.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Clang {
+    /// The clang executable.
     pub path: PathBuf,
     /// How it was found: `$OFFLOAD_CLANG`, `llvm-config-22 --bindir`, `PATH`, ….
     pub found_via: String,

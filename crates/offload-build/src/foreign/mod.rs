@@ -41,6 +41,7 @@ pub enum Language {
 }
 
 impl Language {
+    /// The language's name in messages: `CUDA`, `HIP` or `C++ (OpenMP)`.
     pub fn name(self) -> &'static str {
         match self {
             Language::Cuda => "CUDA",
@@ -53,7 +54,9 @@ impl Language {
 /// One source file given to the build.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Source {
+    /// What the file is written in, which decides how clang compiles it.
     pub language: Language,
+    /// The file, as given to the build (relative to the manifest directory, or absolute).
     pub path: PathBuf,
     /// Compiled as relocatable device code and device-linked with the Rust kernel crate
     /// ([`rdc`]) instead of into images of its own.
@@ -74,8 +77,11 @@ impl Source {
 /// extra flags, in the order given.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Options {
+    /// Directories passed as `-I`.
     pub includes: Vec<PathBuf>,
+    /// Macros passed as `-D`: a name, with a value or without.
     pub defines: Vec<(String, Option<String>)>,
+    /// Further clang arguments, passed as given after the others.
     pub flags: Vec<String>,
 }
 
@@ -113,7 +119,9 @@ pub fn work_dir(out_dir: &Path, source: &Source) -> PathBuf {
 /// What one CUDA or HIP source compiled to: its images and the files it depends on.
 #[derive(Debug, Clone)]
 pub struct Compiled {
+    /// One image per GPU architecture.
     pub images: Vec<DeviceImage>,
+    /// The source and the headers clang read, from its dependency file.
     pub watch: Vec<PathBuf>,
 }
 
@@ -152,9 +160,13 @@ pub struct Built {
 /// for the relocatable sources (compiled before the kernel crates' link) and the others.
 #[derive(Debug, Clone)]
 pub struct Plan {
+    /// The clang found for these sources.
     pub clang: Clang,
+    /// The sources, in the order given.
     pub sources: Vec<Source>,
+    /// Include directories, macros and flags for every clang command.
     pub options: Options,
+    /// The build script's `OUT_DIR`, under which the intermediate files go.
     pub out_dir: PathBuf,
     /// The host package, which names the libraries.
     pub package: String,

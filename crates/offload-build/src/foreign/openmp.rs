@@ -28,6 +28,7 @@ use crate::fsutil::temp_file_beside;
 pub struct OpenmpLibrary {
     /// The directory holding `lib<link_name>.a`.
     pub dir: PathBuf,
+    /// The name to pass to `-l` (see [`link_name`]).
     pub link_name: String,
     /// The directory of `libomptarget.so` and `libomp.so`, for the link search path and the
     /// run-time search path.
@@ -73,8 +74,11 @@ pub fn link_name(package: &str) -> String {
 /// which LLVM has an OpenMP device runtime.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Targets {
+    /// The host's target triple, which always has an OpenMP device.
     pub host: String,
+    /// The NVIDIA architectures asked for that have a device runtime.
     pub nvptx: Vec<Sm>,
+    /// The AMD architectures asked for that have a device runtime.
     pub amdgcn: Vec<AmdTargetId>,
 }
 

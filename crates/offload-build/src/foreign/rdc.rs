@@ -20,23 +20,28 @@ use crate::error::{IoContext, Result};
 /// One source's device bitcode for one GPU architecture.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceBitcode {
+    /// The GPU architecture it was compiled for.
     pub arch: OffloadArch,
     /// The source it came from, for messages.
     pub name: String,
+    /// The LLVM bitcode.
     pub bytes: Vec<u8>,
 }
 
 /// What the kernel crate's images are linked with.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LinkedSources {
+    /// Every relocatable source's bitcode, for every GPU architecture.
     pub bitcode: Vec<DeviceBitcode>,
     /// The static library (directory, link name) of the sources' host side, for the CPU
     /// device image.
     pub cpu_library: Option<(PathBuf, String)>,
+    /// The sources and the headers clang read.
     pub watch: Vec<PathBuf>,
 }
 
 impl LinkedSources {
+    /// Whether there is nothing to link: no bitcode and no host library.
     pub fn is_empty(&self) -> bool {
         self.bitcode.is_empty() && self.cpu_library.is_none()
     }

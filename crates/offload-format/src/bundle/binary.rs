@@ -183,8 +183,11 @@ impl<R: Read + Seek> BundleReader<R> {
 /// that many bytes.
 #[derive(Debug)]
 pub struct BundleInput<R> {
+    /// The entry ID, written as given.
     pub id: String,
+    /// Number of bytes `data` yields.
     pub size: u64,
+    /// The entry's contents.
     pub data: R,
 }
 

@@ -13,9 +13,13 @@ use crate::target_id::{TargetId, conflicting_combination, is_known_offload_arch}
 pub struct BundleEntryId {
     /// `host`, `openmp`, `hip`, `hipv4` (others are kept but refused when bundling).
     pub kind: String,
+    /// The triple's architecture, e.g. `amdgcn` or `nvptx64`.
     pub arch: String,
+    /// The triple's vendor, e.g. `amd`.
     pub vendor: String,
+    /// The triple's OS, e.g. `amdhsa`.
     pub os: String,
+    /// The triple's environment; empty for AMDHSA triples, as the runtimes expect.
     pub env: String,
     /// The target ID, kept only when its processor is a known offload architecture.
     pub target_id: Option<String>,
@@ -180,7 +184,8 @@ impl std::str::FromStr for BundleEntryId {
 }
 
 /// Checks the bundler's rules for a list of targets to bundle: valid kinds, no duplicate IDs,
-/// no conflicting target-ID combination (see [`conflicting_combination`]), and exactly one `host` entry unless every entry is `hip`/`hipv4` (then at most one).
+/// no conflicting target-ID combination (see [`conflicting_combination`]), and exactly one `host`
+/// entry unless every entry is `hip`/`hipv4` (then at most one).
 pub fn check_bundle_targets(ids: &[BundleEntryId]) -> Result<()> {
     for id in ids {
         if !OFFLOAD_KINDS.contains(&id.kind.as_str()) {

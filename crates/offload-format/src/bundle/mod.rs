@@ -34,6 +34,7 @@ pub struct BundleEntryInfo {
     pub id: String,
     /// Absolute offset of the data.
     pub offset: u64,
+    /// Size of the data, in bytes.
     pub size: u64,
 }
 
@@ -47,7 +48,9 @@ impl BundleEntryInfo {
 /// One entry with its data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BundleEntry<'a> {
+    /// The ID exactly as stored in the file.
     pub id: String,
+    /// The entry's contents.
     pub data: Cow<'a, [u8]>,
 }
 

@@ -12,6 +12,10 @@
 //! `OFFLOAD_CUDA_LIBRARY` names the driver library to open instead of `libcuda.so.1`;
 //! with `OFFLOAD_LOG=1`, why a device is not used and which image is loaded go to stderr.
 
+#[allow(
+    missing_docs,
+    reason = "raw driver bindings: the names mirror cuda.h, documented there"
+)]
 pub mod sys;
 
 use std::borrow::Cow;

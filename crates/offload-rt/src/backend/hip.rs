@@ -10,6 +10,10 @@
 //! `OFFLOAD_HIP_LIBRARY` names the library to open instead of `libamdhip64.so`;
 //! with `OFFLOAD_LOG=1`, why a device is not used and which image is loaded go to stderr.
 
+#[allow(
+    missing_docs,
+    reason = "raw runtime bindings: the names mirror hip_runtime_api.h, documented there"
+)]
 pub mod sys;
 
 use std::borrow::Cow;

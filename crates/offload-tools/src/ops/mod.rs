@@ -19,65 +19,127 @@ use offload_build::command::CommandError;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum OpsError {
+    /// A file could not be read or written.
     #[error("{what} {path}: {source}")]
     Io {
+        /// What was being done, e.g. `reading`.
         what: &'static str,
+        /// The file.
         path: PathBuf,
+        /// The error the operating system reported.
         #[source]
         source: io::Error,
     },
+    /// A file's contents are not a valid bundle, archive or OffloadBinary.
     #[error("{path}: {source}")]
     Format {
+        /// The file.
         path: PathBuf,
+        /// What is wrong with its contents.
         #[source]
         source: offload_format::Error,
     },
+    /// A `-type` the bundler does not know.
     #[error(
         "'{file_type}': invalid file type specified (known: i ii cui hipi d ll bc s o a gch ast)"
     )]
-    UnknownFileType { file_type: String },
+    UnknownFileType {
+        /// The type as given.
+        file_type: String,
+    },
+    /// Bundling with a different number of inputs and targets.
     #[error(
         "number of input files ({inputs}) and targets ({targets}) should match in bundling mode"
     )]
-    BundleInputCount { inputs: usize, targets: usize },
+    BundleInputCount {
+        /// Number of input files.
+        inputs: usize,
+        /// Number of targets.
+        targets: usize,
+    },
+    /// Bundling into more than one output.
     #[error("only one output file supported in bundling mode, {outputs} given")]
-    BundleOutputCount { outputs: usize },
+    BundleOutputCount {
+        /// Number of output files given.
+        outputs: usize,
+    },
+    /// More than one input in a mode that reads one.
     #[error("only one input file supported in {mode} mode, {inputs} given")]
-    SingleInput { mode: &'static str, inputs: usize },
+    SingleInput {
+        /// The mode, e.g. `unbundling`.
+        mode: &'static str,
+        /// Number of input files given.
+        inputs: usize,
+    },
+    /// Unbundling with a different number of outputs and targets.
     #[error(
         "number of output files ({outputs}) and targets ({targets}) should match in unbundling mode"
     )]
-    UnbundleOutputCount { outputs: usize, targets: usize },
+    UnbundleOutputCount {
+        /// Number of output files.
+        outputs: usize,
+        /// Number of targets.
+        targets: usize,
+    },
+    /// A required option is missing.
     #[error("no {what} given (use {option})")]
     MissingOption {
+        /// What is missing, e.g. `targets`.
         what: &'static str,
+        /// The option that gives it.
         option: &'static str,
     },
+    /// `-type=a` in bundling mode: archives can only be unbundled.
     #[error("archives cannot be bundled, only unbundled (-type=a with -unbundle)")]
     ArchiveBundling,
+    /// A `-targets` entry that is not a valid bundle entry ID.
     #[error("bundle entry ID {id:?}: {source}")]
     Target {
+        /// The entry ID as given.
         id: String,
+        /// What is wrong with it.
         #[source]
         source: offload_format::Error,
     },
     /// Every requested target without an entry, named as clang names them.
     #[error("{path}: can't find bundles for {targets}{note}")]
     MissingBundle {
+        /// The bundle file.
         path: PathBuf,
+        /// The missing targets, comma-separated.
         targets: String,
+        /// Text appended to the message (e.g. that the bundle has no entries); may be empty.
         note: &'static str,
     },
+    /// An object bundle needs `llvm-objcopy` for its host entry and none was found.
     #[error(
         "{path}: the host entry of an object bundle needs llvm-objcopy, which was not found (tried {tried})"
     )]
-    ObjcopyNotFound { path: PathBuf, tried: String },
+    ObjcopyNotFound {
+        /// The bundle file.
+        path: PathBuf,
+        /// The places looked in.
+        tried: String,
+    },
+    /// An external program could not be run or failed.
     #[error(transparent)]
     Command(#[from] CommandError),
+    /// An `--image` specification that cannot be parsed.
     #[error("--image={spec}: {reason}")]
-    BadImageSpec { spec: String, reason: String },
+    BadImageSpec {
+        /// The specification as given.
+        spec: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A file larger than this platform's address space.
     #[error("{path}: {size} bytes does not fit in memory on this platform")]
-    TooLarge { path: PathBuf, size: u64 },
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size, in bytes.
+        size: u64,
+    },
 }
 
 /// Result of the operations.
