@@ -13,8 +13,8 @@
 //! - `cargo xtask guide`: the user guide (`docs/guide`) built with the pinned mdBook, installed
 //!   first when missing, and its links and anchors checked.
 //! - `cargo xtask test`: set-up (with the CUDA toolkit), the tool lint, then formatting, clippy,
-//!   the guide, every test, and the examples run through `cargo offload run` (`openmp-cpp` with
-//!   `OMP_TARGET_OFFLOAD=MANDATORY`).
+//!   the API docs (`cargo doc`, warnings denied), the guide, every test, and the examples run
+//!   through `cargo offload run` (`openmp-cpp` with `OMP_TARGET_OFFLOAD=MANDATORY`).
 
 mod guide;
 
@@ -423,6 +423,13 @@ fn test() -> Result {
         "--",
         "-D",
         "warnings",
+    ]))?;
+    // The API docs' links resolve (the crates deny missing docs themselves).
+    run(cargo().env("RUSTDOCFLAGS", "-D warnings").args([
+        "doc",
+        "--workspace",
+        "--no-deps",
+        "--locked",
     ]))?;
     guide::guide()?;
     let path = path_with_cargo_offload()?;

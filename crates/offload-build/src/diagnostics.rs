@@ -83,7 +83,7 @@ pub(crate) fn record(arch: &str, messages: &[Value]) -> Vec<String> {
 /// `cargo offload` shows them again when the script is fresh, as cargo replays rustc's.
 pub const DIAGNOSTICS_FILE: &str = "offload-diagnostics.jsonl";
 
-/// Reports what [`record`] gathered, once each, and forgets it: kept in `OUT_DIR`
+/// Reports what `record` gathered, once each, and forgets it: kept in `OUT_DIR`
 /// ([`DIAGNOSTICS_FILE`]) and handed to `cargo offload` through its message directory, else
 /// summed up as `cargo:warning` lines (errors are already on stderr, which cargo shows when
 /// the script fails).

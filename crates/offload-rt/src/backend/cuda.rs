@@ -1,6 +1,6 @@
 //! The CUDA driver, over the CUDA driver API loaded from `libcuda` at run time: the
 //! [`Driver`] implementation for [`sys::DriverApi`], the device description, and the names
-//! the rest of the runtime uses (`CudaDevice` is the generic [`GpuDevice`] over it, ...).
+//! the rest of the runtime uses (`CudaDevice` is the generic [`GpuDevice`](super::gpu::GpuDevice) over it, ...).
 //!
 //! The driver table is written here rather than taken from cudarc because cudarc's dynamic
 //! loading panics when `libcuda` or one of its symbols is missing, and its bindings return

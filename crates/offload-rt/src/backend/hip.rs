@@ -1,6 +1,6 @@
 //! The HIP driver, over `libamdhip64` loaded at run time (ROCm 6 or newer): the [`Driver`]
 //! implementation for [`sys::HipApi`], the device description, and the names the rest of the
-//! runtime uses (`HipDevice` is the generic [`GpuDevice`] over it, ...). The device's full
+//! runtime uses (`HipDevice` is the generic [`GpuDevice`](super::gpu::GpuDevice) over it, ...). The device's full
 //! target ID (`gcnArchName`, e.g. `gfx90a:sramecc+:xnack-`) is what image selection matches
 //! code objects against.
 //!

@@ -1,4 +1,4 @@
-//! Half-precision floats in kernels (feature `half`): the `half` crate's [`f16`] (IEEE binary16)
+//! Half-precision floats in kernels (feature `half`): the `half` crate's [`f16`](struct@f16) (IEEE binary16)
 //! and [`bf16`] (bfloat16) as buffer elements and kernel parameters, and their conversions to
 //! and from `f32`, with the same bits on every device.
 //!

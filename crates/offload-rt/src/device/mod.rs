@@ -15,7 +15,7 @@
 //! orders memory, like `__syncthreads`), `trap() -> !` (abort the launch; used by the panic
 //! handler), `dynamic_shared() -> *mut u8`, the warp primitives `lane_id`, `warp_size`, `shuffle_u32` / `shuffle_u64`
 //! (`(warp::Shuffle, value, arg)`), `ballot`, `warp_any`, `warp_all` (see [`warp`]), and the
-//! expansion of [`shared_array!`] for its target (see there).
+//! expansion of [`shared_array!`](crate::shared_array!) for its target (see there).
 //!
 //! Built for the host (without `offload_device`), the API describes a launch of a single
 //! thread: indices 0, dimensions 1, `sync_threads()` returns at once. It exists there so
@@ -58,7 +58,7 @@
 //!
 //! # Shared memory
 //!
-//! [`shared_array!`] declares a per-block array: every thread of a block sees the same
+//! [`shared_array!`](crate::shared_array!) declares a per-block array: every thread of a block sees the same
 //! memory, each block its own. Its contents are undefined when a block starts.
 
 #[cfg(all(
@@ -106,13 +106,13 @@ pub use warp::{
     warp_all, warp_any, warp_max, warp_min, warp_size, warp_sum,
 };
 
-/// Bytes of static shared memory ([`shared_array!`]) one kernel may use, the same on every
+/// Bytes of static shared memory ([`shared_array!`](crate::shared_array!)) one kernel may use, the same on every
 /// device: CUDA refuses more in static declarations (`ptxas`), AMD GPUs have 64 KiB of LDS
 /// per workgroup, and the CPU device's per-block arena is this size. The device link refuses
 /// a GPU kernel over it, naming the kernel; on the CPU device the launch fails.
 pub const MAX_STATIC_SHARED_BYTES: usize = 48 * 1024;
 
-/// Bytes of shared memory, static ([`shared_array!`]) and dynamic ([`dynamic_shared`]) together,
+/// Bytes of shared memory, static ([`shared_array!`](crate::shared_array!)) and dynamic ([`dynamic_shared`]) together,
 /// that one block may use on every device: an AMD GPU's 64 KiB of LDS per workgroup (NVIDIA's
 /// sm_70 and later give more, once the CUDA backend opts the kernel in above 48 KiB). The CPU
 /// device refuses a launch over it with `Error::SharedMemoryLimit`, naming both figures.
