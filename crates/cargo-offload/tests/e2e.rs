@@ -596,23 +596,30 @@ fn conflicting_target_ids_get_clangs_error() {
     );
 }
 
-#[test]
-fn a_new_project_from_the_template_builds_and_runs() {
+/// A project `cargo offload new <args>` writes (the last argument its name) under
+/// `new-projects`, anew, with the workspace's lock file so it builds offline.
+fn new_project(args: &[&str]) -> PathBuf {
     let parent = target_dir("new-projects");
-    let project = parent.join("hello-offload");
+    let project = parent.join(args.last().expect("a project name"));
     if project.exists() {
         std::fs::remove_dir_all(&project).unwrap();
     }
     std::fs::create_dir_all(&parent).unwrap();
     check(
-        &cargo_offload(&parent, &["new", "hello-offload"]),
-        "cargo offload new",
+        &cargo_offload(&parent, &[&["new"][..], args].concat()),
+        &format!("cargo offload new {}", args.join(" ")),
     );
     std::fs::copy(
         workspace_root().join("Cargo.lock"),
         project.join("Cargo.lock"),
     )
     .unwrap();
+    project
+}
+
+#[test]
+fn a_new_project_from_the_template_builds_and_runs() {
+    let project = new_project(&["hello-offload"]);
     let out = cargo_offload(
         &project,
         &[
@@ -667,7 +674,7 @@ fn a_new_project_from_the_template_builds_and_runs() {
         "{stdout}"
     );
 
-    let again = cargo_offload(&parent, &["new", "hello-offload"]);
+    let again = cargo_offload(project.parent().unwrap(), &["new", "hello-offload"]);
     assert!(
         !again.status.success(),
         "an existing directory must be refused"
@@ -691,21 +698,7 @@ fn cargo(cwd: &Path, args: &[&str]) -> Output {
 
 #[test]
 fn cargo_check_builds_no_device_image_and_the_next_build_builds_them() {
-    let parent = target_dir("new-projects");
-    let project = parent.join("hello-check");
-    if project.exists() {
-        std::fs::remove_dir_all(&project).unwrap();
-    }
-    std::fs::create_dir_all(&parent).unwrap();
-    check(
-        &cargo_offload(&parent, &["new", "hello-check"]),
-        "cargo offload new",
-    );
-    std::fs::copy(
-        workspace_root().join("Cargo.lock"),
-        project.join("Cargo.lock"),
-    )
-    .unwrap();
+    let project = new_project(&["hello-check"]);
     let target = target_dir("e2e-check");
     if target.exists() {
         std::fs::remove_dir_all(&target).unwrap();
@@ -760,21 +753,7 @@ pub fn device_only() -> u32 {
 
 #[test]
 fn device_build_diagnostics_are_shown_once_as_cargo_shows_them_and_as_json() {
-    let parent = target_dir("new-projects");
-    let project = parent.join("hello-diagnostics");
-    if project.exists() {
-        std::fs::remove_dir_all(&project).unwrap();
-    }
-    std::fs::create_dir_all(&parent).unwrap();
-    check(
-        &cargo_offload(&parent, &["new", "hello-diagnostics"]),
-        "cargo offload new",
-    );
-    std::fs::copy(
-        workspace_root().join("Cargo.lock"),
-        project.join("Cargo.lock"),
-    )
-    .unwrap();
+    let project = new_project(&["hello-diagnostics"]);
     let lib = project.join("kernels/src/lib.rs");
     let source = std::fs::read_to_string(&lib).unwrap();
     std::fs::write(&lib, format!("{source}{WARNING_KERNELS}")).unwrap();
@@ -986,23 +965,9 @@ fn a_new_openmp_project_runs_its_target_region_on_an_offload_device() {
     if llvm_tool(Tool::Clang).is_none() {
         return;
     }
-    let parent = target_dir("new-projects");
-    let project = parent.join("hello-openmp");
-    if project.exists() {
-        std::fs::remove_dir_all(&project).unwrap();
-    }
-    std::fs::create_dir_all(&parent).unwrap();
-    check(
-        &cargo_offload(&parent, &["new", "--template", "openmp", "hello-openmp"]),
-        "cargo offload new --template openmp",
-    );
+    let project = new_project(&["--template", "openmp", "hello-openmp"]);
     assert!(project.join("cpp/saxpy.cpp").is_file());
     assert!(!project.join("kernels").exists());
-    std::fs::copy(
-        workspace_root().join("Cargo.lock"),
-        project.join("Cargo.lock"),
-    )
-    .unwrap();
     let target = target_dir("e2e-openmp");
     let target = target.to_string_lossy();
     let out = cargo_offload_env(
@@ -1029,7 +994,10 @@ fn a_new_openmp_project_runs_its_target_region_on_an_offload_device() {
         "{stderr}"
     );
 
-    let unknown = cargo_offload(&parent, &["new", "--template", "nope", "other"]);
+    let unknown = cargo_offload(
+        project.parent().unwrap(),
+        &["new", "--template", "nope", "other"],
+    );
     assert!(!unknown.status.success());
     let stderr = String::from_utf8_lossy(&unknown.stderr);
     assert!(
@@ -1043,16 +1011,7 @@ fn a_new_mixed_project_builds_its_cuda_sources_and_runs_on_the_cpu_device() {
     if llvm_tool(Tool::Clang).is_none() {
         return;
     }
-    let parent = target_dir("new-projects");
-    let project = parent.join("hello-mixed");
-    if project.exists() {
-        std::fs::remove_dir_all(&project).unwrap();
-    }
-    std::fs::create_dir_all(&parent).unwrap();
-    check(
-        &cargo_offload(&parent, &["new", "--template", "mixed", "hello-mixed"]),
-        "cargo offload new --template mixed",
-    );
+    let project = new_project(&["--template", "mixed", "hello-mixed"]);
     for file in [
         "cuda/poly.cu",
         "cuda/scale.cu",
@@ -1061,11 +1020,6 @@ fn a_new_mixed_project_builds_its_cuda_sources_and_runs_on_the_cpu_device() {
     ] {
         assert!(project.join(file).is_file(), "{file}");
     }
-    std::fs::copy(
-        workspace_root().join("Cargo.lock"),
-        project.join("Cargo.lock"),
-    )
-    .unwrap();
     let target = target_dir("e2e-mixed-template");
     let target = target.to_string_lossy();
     let out = cargo_offload_env(
@@ -1243,11 +1197,6 @@ fn init_sets_up_an_existing_crate_that_then_runs_its_kernel() {
     std::fs::write(
         project.join("src/main.rs"),
         template_main("init-app-kernels"),
-    )
-    .unwrap();
-    std::fs::copy(
-        workspace_root().join("Cargo.lock"),
-        project.join("Cargo.lock"),
     )
     .unwrap();
     let out = cargo_offload(

@@ -155,8 +155,10 @@ impl BuildCache {
         for profile in profile_dirs(target_dir) {
             let to = mirror.join(profile.strip_prefix(target_dir).unwrap_or(&profile));
             let all = units(&profile, excluded)?;
-            for unit in all.iter().filter(|u| self.cacheable(&profile, u, &all)) {
-                if to.join(".fingerprint").join(&unit.name).exists() {
+            for unit in &all {
+                if to.join(".fingerprint").join(&unit.name).exists()
+                    || !self.cacheable(&profile, unit, &all)
+                {
                     continue;
                 }
                 std::fs::create_dir_all(&to).io("creating", &to)?;

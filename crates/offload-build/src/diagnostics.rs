@@ -26,6 +26,8 @@ pub const OFFLOAD_ARCHS_KEY: &str = "offload_archs";
 
 /// A nested build's `compiler-message` and the architectures that gave it.
 struct Recorded {
+    /// Its [`identity`].
+    id: String,
     message: Value,
     archs: Vec<String>,
 }
@@ -67,10 +69,11 @@ pub(crate) fn record(arch: &str, messages: &[Value]) -> Vec<String> {
             rendered.push(text.to_owned());
         }
         let id = identity(message);
-        match recorded.iter_mut().find(|r| identity(&r.message) == id) {
+        match recorded.iter_mut().find(|r| r.id == id) {
             Some(r) if !r.archs.iter().any(|a| a == arch) => r.archs.push(arch.to_owned()),
             Some(_) => {}
             None => recorded.push(Recorded {
+                id,
                 message: message.clone(),
                 archs: vec![arch.to_owned()],
             }),

@@ -249,31 +249,7 @@ impl<T> IoContext<T> for std::io::Result<T> {
     }
 }
 
-/// Implements `code()` with one arm per variant and no wildcard, so that a new variant does not
-/// compile until it has a code, and `all_codes()`, every variant's code, for the tests.
-macro_rules! error_codes {
-    ($ty:ident { $($v:ident => $code:literal,)* } $(delegate { $($(#[$dm:meta])* $dv:ident,)* })?) => {
-        impl $ty {
-            /// The error's stable code, `OFF` and four digits (`OFF2xxx` for this crate), listed with its
-            /// meaning in the user guide's error-code index (`reference/error-codes.md`).
-            /// Errors that only wrap another crate's or module's error give that error's code.
-            pub fn code(&self) -> &'static str {
-                match self {
-                    $(Self::$v { .. } => $code,)*
-                    $($($(#[$dm])* Self::$dv(e) => e.code(),)*)?
-                }
-            }
-
-            /// Every variant's name and code, in declaration order.
-            #[cfg(test)]
-            pub(crate) fn all_codes() -> Vec<(&'static str, &'static str)> {
-                vec![$((stringify!($v), $code)),*]
-            }
-        }
-    };
-}
-
-error_codes! {
+offload_format::error_codes! {
     Error {
         Command => "OFF2001",
         Io => "OFF2002",
@@ -306,8 +282,6 @@ error_codes! {
 
 #[cfg(test)]
 mod error_code_tests {
-    use std::collections::HashSet;
-
     #[cfg(feature = "llvm")]
     fn link_codes() -> Vec<(&'static str, &'static str)> {
         crate::device_link::LinkError::all_codes()
@@ -318,28 +292,18 @@ mod error_code_tests {
         Vec::new()
     }
 
-    /// Codes are `OFF2` and three digits, each given once, and every one is in the guide's
-    /// index, so that neither can drift from the variants.
     #[test]
     fn error_codes_are_unique_and_indexed() {
-        let index_path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../docs/guide/src/reference/error-codes.md"
+        offload_format::error::check_error_codes(
+            &super::Error::all_codes()
+                .into_iter()
+                .chain(link_codes())
+                .collect::<Vec<_>>(),
+            "OFF2",
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../docs/guide/src/reference/error-codes.md"
+            ),
         );
-        let index = std::fs::read_to_string(index_path).expect("the guide's error-code index");
-        let mut seen = HashSet::new();
-        for (variant, code) in super::Error::all_codes().into_iter().chain(link_codes()) {
-            assert!(
-                code.len() == 7
-                    && code.starts_with("OFF2")
-                    && code[3..].bytes().all(|b| b.is_ascii_digit()),
-                "{variant}: malformed code {code}"
-            );
-            assert!(seen.insert(code), "{variant}: code {code} is given twice");
-            assert!(
-                index.contains(&format!("| `{code}` |")),
-                "{variant}: code {code} is not in {index_path}"
-            );
-        }
     }
 }

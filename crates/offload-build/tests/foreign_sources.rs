@@ -29,22 +29,34 @@ fn compile(
 ) -> Option<(foreign::Built, tempfile::TempDir)> {
     Tool::Clang.for_test()?;
     let out = tempfile::tempdir().unwrap();
-    let archs = parse_list(archs, "the test").unwrap();
+    let built = try_compile(language, name, archs, out.path()).unwrap_or_else(|e| panic!("{e}"));
+    Some((built, out))
+}
+
+/// `foreign::build` of the one fixture source `name` for `archs`, into `out`.
+#[expect(
+    clippy::result_large_err,
+    reason = "offload-build's own error type, as `foreign::build` returns it"
+)]
+fn try_compile(
+    language: Language,
+    name: &str,
+    archs: &str,
+    out: &Path,
+) -> offload_build::Result<foreign::Built> {
     let sources = [Source {
         language,
         path: fixture(name),
         relocatable: false,
     }];
-    let built = foreign::build(
+    foreign::build(
         &Env::detect(),
         &sources,
-        &archs,
+        &parse_list(archs, "the test").unwrap(),
         &Options::default(),
-        out.path(),
+        out,
         "test",
     )
-    .unwrap_or_else(|e| panic!("{e}"));
-    Some((built, out))
 }
 
 fn images_of<'a>(built: &'a foreign::Built, arch: &str) -> Vec<&'a DeviceImage> {
@@ -178,21 +190,7 @@ fn a_source_that_does_not_compile_names_the_file_the_arch_and_the_command() {
         return;
     }
     let out = tempfile::tempdir().unwrap();
-    let sources = [Source {
-        language: Language::Cuda,
-        path: fixture("broken.cu"),
-        relocatable: false,
-    }];
-    let archs = parse_list("sm_80", "the test").unwrap();
-    let err = foreign::build(
-        &Env::detect(),
-        &sources,
-        &archs,
-        &Options::default(),
-        out.path(),
-        "t",
-    )
-    .unwrap_err();
+    let err = try_compile(Language::Cuda, "broken.cu", "sm_80", out.path()).unwrap_err();
     let msg = err.to_string();
     assert!(matches!(err, Error::ForeignCompile { .. }), "{msg}");
     assert!(msg.contains("broken.cu") && msg.contains("sm_80"), "{msg}");
@@ -205,21 +203,7 @@ fn a_source_that_does_not_compile_names_the_file_the_arch_and_the_command() {
 #[test]
 fn a_missing_source_is_named() {
     let out = tempfile::tempdir().unwrap();
-    let sources = [Source {
-        language: Language::Hip,
-        path: fixture("no-such.hip"),
-        relocatable: false,
-    }];
-    let archs = parse_list("gfx90a", "the test").unwrap();
-    let err = foreign::build(
-        &Env::detect(),
-        &sources,
-        &archs,
-        &Options::default(),
-        out.path(),
-        "t",
-    )
-    .unwrap_err();
+    let err = try_compile(Language::Hip, "no-such.hip", "gfx90a", out.path()).unwrap_err();
     assert!(matches!(err, Error::BadSource { .. }), "{err}");
     assert!(err.to_string().contains("no-such.hip"), "{err}");
 }

@@ -545,12 +545,17 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Implements `code()` with one arm per variant and no wildcard, so that a new variant does not
-/// compile until it has a code, and `all_codes()`, every variant's code, for the tests.
+/// compile until it has a code, and `all_codes()`, every variant's code, for the tests. Shared
+/// by the error types of `offload-format`, `offload-build` and `offload-rt`; variants under
+/// `delegate` only wrap another error and give its code.
+#[doc(hidden)]
+#[macro_export]
 macro_rules! error_codes {
     ($ty:ident { $($v:ident => $code:literal,)* } $(delegate { $($(#[$dm:meta])* $dv:ident,)* })?) => {
         impl $ty {
-            /// The error's stable code, `OFF` and four digits (`OFF1xxx` for this crate), listed with its
-            /// meaning in the user guide's error-code index (`reference/error-codes.md`).
+            /// The error's stable code, `OFF` and four digits, listed with its meaning in the
+            /// user guide's error-code index (`reference/error-codes.md`). An error that only
+            /// wraps another gives that error's code.
             pub fn code(&self) -> &'static str {
                 match self {
                     $(Self::$v { .. } => $code,)*
@@ -565,6 +570,28 @@ macro_rules! error_codes {
             }
         }
     };
+}
+
+/// The tests' check of a crate's error codes: each is `prefix` and digits, seven characters,
+/// given once, and listed in the guide's index (`index_path`), so that neither can drift from
+/// the variants.
+#[doc(hidden)]
+pub fn check_error_codes(codes: &[(&str, &str)], prefix: &str, index_path: &str) {
+    let index = std::fs::read_to_string(index_path).expect("the guide's error-code index");
+    let mut seen = std::collections::HashSet::new();
+    for (variant, code) in codes {
+        assert!(
+            code.len() == 7
+                && code.starts_with(prefix)
+                && code[3..].bytes().all(|b| b.is_ascii_digit()),
+            "{variant}: malformed code {code}"
+        );
+        assert!(seen.insert(code), "{variant}: code {code} is given twice");
+        assert!(
+            index.contains(&format!("| `{code}` |")),
+            "{variant}: code {code} is not in {index_path}"
+        );
+    }
 }
 
 error_codes! {
@@ -639,30 +666,15 @@ error_codes! {
 
 #[cfg(test)]
 mod error_code_tests {
-    use std::collections::HashSet;
-
-    /// Codes are `OFF1` and three digits, each given once, and every one is in the guide's
-    /// index, so that neither can drift from the variants.
     #[test]
     fn error_codes_are_unique_and_indexed() {
-        let index_path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../docs/guide/src/reference/error-codes.md"
+        crate::error::check_error_codes(
+            &super::Error::all_codes(),
+            "OFF1",
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../docs/guide/src/reference/error-codes.md"
+            ),
         );
-        let index = std::fs::read_to_string(index_path).expect("the guide's error-code index");
-        let mut seen = HashSet::new();
-        for (variant, code) in super::Error::all_codes() {
-            assert!(
-                code.len() == 7
-                    && code.starts_with("OFF1")
-                    && code[3..].bytes().all(|b| b.is_ascii_digit()),
-                "{variant}: malformed code {code}"
-            );
-            assert!(seen.insert(code), "{variant}: code {code} is given twice");
-            assert!(
-                index.contains(&format!("| `{code}` |")),
-                "{variant}: code {code} is not in {index_path}"
-            );
-        }
     }
 }

@@ -3,7 +3,7 @@
 //! [`OFFLOAD_STATUS_DIR`], and a thread here prints them in cargo's style as they come.
 
 use std::collections::HashMap;
-use std::io::{IsTerminal as _, Write as _};
+use std::io::{IsTerminal as _, Read as _, Seek as _, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -74,14 +74,20 @@ fn print_new_lines(dir: &Path, read: &mut HashMap<PathBuf, usize>, style: &Style
         ""
     };
     for file in files {
-        let Ok(bytes) = std::fs::read(&file) else {
+        let done = read.entry(file.clone()).or_insert(0);
+        // Only what was appended since the last call.
+        let mut bytes = Vec::new();
+        let appended = std::fs::File::open(&file).and_then(|mut f| {
+            f.seek(SeekFrom::Start(*done as u64))?;
+            f.read_to_end(&mut bytes)
+        });
+        if appended.is_err() {
+            continue;
+        }
+        let Some(end) = bytes.iter().rposition(|&b| b == b'\n') else {
             continue;
         };
-        let done = read.entry(file).or_insert(0);
-        let Some(end) = bytes[*done..].iter().rposition(|&b| b == b'\n') else {
-            continue;
-        };
-        let new = String::from_utf8_lossy(&bytes[*done..*done + end + 1]).into_owned();
+        let new = String::from_utf8_lossy(&bytes[..end + 1]).into_owned();
         *done += end + 1;
         for line in new.lines() {
             if let Some((verb, message)) = line.split_once('\t') {

@@ -319,30 +319,7 @@ pub fn find_tool(tool: offload_toolchain::Tool) -> Result<PathBuf> {
     Ok(tool.find_with(&|name| env.get(name).map(Into::into))?)
 }
 
-/// Implements `code()` with one arm per variant and no wildcard, so that a new variant does not
-/// compile until it has a code, and `all_codes()`, every variant's code, for the tests.
-macro_rules! error_codes {
-    ($ty:ident { $($v:ident => $code:literal,)* } $(delegate { $($(#[$dm:meta])* $dv:ident,)* })?) => {
-        impl $ty {
-            /// The error's stable code, `OFF` and four digits (`OFF21xx` for the device link), listed with its
-            /// meaning in the user guide's error-code index (`reference/error-codes.md`).
-            pub fn code(&self) -> &'static str {
-                match self {
-                    $(Self::$v { .. } => $code,)*
-                    $($($(#[$dm])* Self::$dv(e) => e.code(),)*)?
-                }
-            }
-
-            /// Every variant's name and code, in declaration order.
-            #[cfg(test)]
-            pub(crate) fn all_codes() -> Vec<(&'static str, &'static str)> {
-                vec![$((stringify!($v), $code)),*]
-            }
-        }
-    };
-}
-
-error_codes! {
+offload_format::error_codes! {
     LinkError {
         Command => "OFF2101",
         Io => "OFF2102",
