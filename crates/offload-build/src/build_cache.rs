@@ -467,6 +467,9 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
             copy_tree(&entry.path(), &to.join(entry.file_name()))?;
         }
     } else if meta.is_file() {
+        if shares_inode(from) && std::fs::hard_link(from, to).is_ok() {
+            return Ok(());
+        }
         std::fs::copy(from, to)?;
     } else {
         return Ok(());
@@ -479,6 +482,17 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
         File::options().write(true).open(to)?.set_times(times)?;
     }
     Ok(())
+}
+
+/// Whether a file may be hard-linked rather than copied: rustc's and the linker's outputs,
+/// which they replace by renaming a new file over the old rather than rewrite in place, so a
+/// link never sees another build's writes. Dep-info and fingerprints are rewritten in place
+/// and are copied. A changed link would also fail the manifest check on the next seed.
+fn shares_inode(path: &Path) -> bool {
+    matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("rlib" | "rmeta" | "so")
+    )
 }
 
 fn remove_any(path: &Path) -> std::io::Result<()> {
@@ -605,6 +619,20 @@ mod tests {
         assert_eq!(std::fs::read(&copy).unwrap(), b"core");
         assert_eq!(std::fs::metadata(&copy).unwrap().modified().unwrap(), old);
         assert!(seeded.join("deps/core-ad5cc240d8901ad8.d").is_file());
+        // Outputs share the cache's storage; dep-info, rewritten in place by cargo, does not.
+        use std::os::unix::fs::MetadataExt;
+        let cached = dir
+            .path()
+            .join("cache/v2/nvptx64-nvidia-cuda/nvptx64-nvidia-cuda/release");
+        let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
+        assert_eq!(
+            ino(&copy),
+            ino(&cached.join("deps/libcore-ad5cc240d8901ad8.rlib"))
+        );
+        assert_ne!(
+            ino(&seeded.join("deps/core-ad5cc240d8901ad8.d")),
+            ino(&cached.join("deps/core-ad5cc240d8901ad8.d"))
+        );
         assert!(
             seeded
                 .join(".fingerprint/core-ad5cc240d8901ad8/lib-core")
@@ -628,9 +656,6 @@ mod tests {
         assert_eq!(cache.seed(&b).unwrap(), 0, "nothing lacking");
 
         // An entry changed in the cache, or one it did not write, is refused.
-        let cached = dir
-            .path()
-            .join("cache/v2/nvptx64-nvidia-cuda/nvptx64-nvidia-cuda/release");
         std::fs::write(cached.join("deps/libcore-ad5cc240d8901ad8.rlib"), "evil").unwrap();
         touch(
             &cached.join(".fingerprint/alloc-0000000000000001/lib"),
