@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 mod common;
-use common::{check, fixture, fixture_as, llvm_tool, ptxas, target_dir, walk, workspace_root};
+use common::{
+    cargo_offload_command, check, fixture, fixture_as, llvm_tool, new_project_in, ptxas,
+    target_dir, walk, workspace_root,
+};
 use offload_toolchain::Tool;
 
 /// `cargo offload <args>` run the way cargo runs a subcommand.
@@ -18,12 +21,7 @@ fn cargo_offload(cwd: &Path, args: &[&str]) -> Output {
 
 /// [`cargo_offload`] with variables set (`Some`) or removed (`None`).
 fn cargo_offload_env(cwd: &Path, args: &[&str], vars: &[(&str, Option<&str>)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cargo-offload"));
-    cmd.arg("offload").args(args).current_dir(cwd);
-    // The tests' own build must not leak into the builds they start.
-    for var in ["RUSTFLAGS", "CARGO_TARGET_DIR", "CARGO_ENCODED_RUSTFLAGS"] {
-        cmd.env_remove(var);
-    }
+    let mut cmd = cargo_offload_command(cwd, args);
     for (var, value) in vars {
         match value {
             Some(v) => cmd.env(var, v),
@@ -597,24 +595,9 @@ fn conflicting_target_ids_get_clangs_error() {
 }
 
 /// A project `cargo offload new <args>` writes (the last argument its name) under
-/// `new-projects`, anew, with the workspace's lock file so it builds offline.
+/// `new-projects`, anew.
 fn new_project(args: &[&str]) -> PathBuf {
-    let parent = target_dir("new-projects");
-    let project = parent.join(args.last().expect("a project name"));
-    if project.exists() {
-        std::fs::remove_dir_all(&project).unwrap();
-    }
-    std::fs::create_dir_all(&parent).unwrap();
-    check(
-        &cargo_offload(&parent, &[&["new"][..], args].concat()),
-        &format!("cargo offload new {}", args.join(" ")),
-    );
-    std::fs::copy(
-        workspace_root().join("Cargo.lock"),
-        project.join("Cargo.lock"),
-    )
-    .unwrap();
-    project
+    new_project_in(&target_dir("new-projects"), args)
 }
 
 #[test]

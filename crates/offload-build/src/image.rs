@@ -3,8 +3,8 @@
 use std::borrow::Cow;
 
 use offload_format::offload_binary::{
-    KEY_ARCH, KEY_KERNEL_PARAMS, KEY_KERNELS, KEY_MODULE, KEY_TRIPLE, KernelParams,
-    encode_kernel_params,
+    KEY_ARCH, KEY_IMAGE_CRC32, KEY_KERNEL_PARAMS, KEY_KERNELS, KEY_MODULE, KEY_TRIPLE,
+    KernelParams, encode_kernel_params, image_crc32,
 };
 use offload_format::{ImageKind, OffloadBinary, OffloadKind};
 
@@ -32,9 +32,9 @@ pub struct DeviceImage {
 
 impl DeviceImage {
     /// The image wrapped as LLVM's tools expect it. `arch` comes before `triple`, the order
-    /// `llvm-offload-binary` writes them in. `offload.kernel-params` is written only for an
-    /// image that has kernel parameter sizes, so the bytes of every other image stay those
-    /// LLVM's tools write.
+    /// `llvm-offload-binary` writes them in; then the kernel crate, its kernels and the
+    /// image's CRC-32, which the runtime checks before loading it. `offload.kernel-params` is
+    /// written only for an image that has kernel parameter sizes.
     pub fn to_offload_binary(&self) -> OffloadBinary<'_> {
         let mut strings = vec![
             (Cow::Borrowed(KEY_ARCH), Cow::Owned(self.arch.name())),
@@ -48,6 +48,10 @@ impl DeviceImage {
                 Cow::Owned(self.kernels.join(",")),
             ),
         ];
+        strings.push((
+            Cow::Borrowed(KEY_IMAGE_CRC32),
+            Cow::Owned(image_crc32(&self.bytes)),
+        ));
         if !self.kernel_params.is_empty() {
             strings.push((
                 Cow::Borrowed(KEY_KERNEL_PARAMS),
@@ -358,7 +362,7 @@ mod tests {
         };
         let without = image.to_offload_binary();
         assert_eq!(without.get(KEY_KERNEL_PARAMS), None);
-        assert_eq!(without.strings.len(), 4);
+        assert_eq!(without.strings.len(), 5);
         image.kernel_params = vec![
             params("scale", &[8, 4, 4]),
             params("_Z9scale_cppPffi", &[8, 4, 4]),
@@ -391,6 +395,10 @@ mod tests {
         assert_eq!(parsed[0].arch(), Some("sm_80"));
         assert_eq!(parsed[0].get(KEY_MODULE), Some("saxpy_kernels"));
         assert_eq!(parsed[0].get(KEY_KERNELS), Some("a,b"));
+        assert_eq!(
+            parsed[0].get(KEY_IMAGE_CRC32),
+            Some(image_crc32(b"ptx").as_str())
+        );
         assert_eq!(&*parsed[0].image, b"ptx");
     }
 }

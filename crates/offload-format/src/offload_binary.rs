@@ -36,6 +36,35 @@ pub const KEY_KERNELS: &str = "offload.kernels";
 /// against them.
 pub const KEY_KERNEL_PARAMS: &str = "offload.kernel-params";
 
+/// String key of the CRC-32 of an image's bytes (8 lowercase hex digits), which cargo-offload
+/// records when it packs the image and the runtime checks before a backend reads it: a
+/// damaged image is refused by name rather than handed to a driver or the dynamic loader.
+pub const KEY_IMAGE_CRC32: &str = "offload.image-crc32";
+
+/// The value of [`KEY_IMAGE_CRC32`] for `image`.
+pub fn image_crc32(image: &[u8]) -> String {
+    format!("{:08x}", crc32fast::hash(image))
+}
+
+/// Checks `image` against a recorded [`KEY_IMAGE_CRC32`] value.
+///
+/// # Errors
+/// A description of the mismatch, or of a recorded value that is not 8 hex digits.
+pub fn check_image_crc32(image: &[u8], recorded: &str) -> std::result::Result<(), String> {
+    if recorded.len() != 8 || !recorded.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!(
+            "{KEY_IMAGE_CRC32} is `{recorded}`, not 8 hex digits"
+        ));
+    }
+    let found = image_crc32(image);
+    if !found.eq_ignore_ascii_case(recorded) {
+        return Err(format!(
+            "its bytes are damaged: CRC-32 {found}, recorded at build time as {recorded}"
+        ));
+    }
+    Ok(())
+}
+
 /// One kernel's parameters as its image declares them: each one's size in bytes, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelParams {
@@ -765,6 +794,20 @@ pub(crate) fn copy_exact<R: Read, W: Write + ?Sized>(r: R, n: u64, w: &mut W) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn image_crc32_is_the_ieee_crc_and_a_damaged_image_fails_its_check() {
+        // The CRC-32 (IEEE 802.3) check value.
+        assert_eq!(image_crc32(b"123456789"), "cbf43926");
+        assert_eq!(check_image_crc32(b"123456789", "CBF43926"), Ok(()));
+        let damaged = check_image_crc32(b"123456780", "cbf43926").unwrap_err();
+        assert!(
+            damaged.contains("recorded at build time as cbf43926"),
+            "{damaged}"
+        );
+        assert!(check_image_crc32(b"", "cbf4392").is_err());
+        assert!(check_image_crc32(b"", "cbf4392g").is_err());
+    }
 
     #[test]
     fn string_table_matches_llvm_example() {

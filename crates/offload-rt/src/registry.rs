@@ -86,7 +86,9 @@ use crate::error::{Error, Result};
 
 /// The keys of an image's kernel crate library name, its comma-separated kernel names and its
 /// kernels' parameter sizes.
-pub use offload_format::offload_binary::{KEY_KERNEL_PARAMS, KEY_KERNELS, KEY_MODULE};
+pub use offload_format::offload_binary::{
+    KEY_IMAGE_CRC32, KEY_KERNEL_PARAMS, KEY_KERNELS, KEY_MODULE,
+};
 /// `magic` of every [`OffloadDescriptor`], and the layout version this runtime reads.
 pub use offload_format::offload_binary::{OFFLOAD_DESCRIPTOR_MAGIC, OFFLOAD_DESCRIPTOR_VERSION};
 
@@ -153,6 +155,26 @@ impl RegisteredImage<'_> {
     /// The image bytes.
     pub fn bytes(&self) -> &[u8] {
         &self.binary.image
+    }
+
+    /// The image bytes, after checking them against the CRC-32 the build recorded
+    /// (`offload.image-crc32`; images packed by other tools record none and are not checked).
+    /// Backends read images through this, so a damaged one is refused by name.
+    ///
+    /// # Errors
+    /// [`Error::ImageLoad`] naming the image when its bytes do not match.
+    pub fn checked_bytes(&self) -> Result<&[u8]> {
+        let bytes = self.bytes();
+        if let Some(recorded) = self.binary.get(KEY_IMAGE_CRC32) {
+            offload_format::offload_binary::check_image_crc32(bytes, recorded).map_err(
+                |reason| Error::ImageLoad {
+                    module: self.module.to_owned(),
+                    image: self.describe().to_string(),
+                    reason,
+                },
+            )?;
+        }
+        Ok(bytes)
     }
 
     /// Kernel names listed in `offload.kernels`.

@@ -222,6 +222,45 @@ fn two_modules_from_two_descriptors() {
 }
 
 #[test]
+fn damaged_or_foreign_images_are_refused_by_name_before_they_are_loaded() {
+    let Some(image) = image() else {
+        return;
+    };
+    use offload_format::offload_binary::{KEY_IMAGE_CRC32, OffloadBinary, image_crc32};
+    let with_crc = |module: &str, bytes: &[u8], crc: String| {
+        let plain = bundle(module, bytes);
+        let mut binary: OffloadBinary<'_> = offload_format::parse_all(&plain).unwrap().remove(0);
+        binary.set(KEY_IMAGE_CRC32, crc);
+        binary.to_bytes()
+    };
+    // One flipped byte in the middle of the image, against the CRC of the intact one.
+    let mut damaged = image.to_vec();
+    damaged[image.len() / 2] ^= 0x40;
+    register_bundle(
+        "damaged_image_test",
+        with_crc("offload_rt_damaged", &damaged, image_crc32(image)),
+    );
+    // An image that matches its CRC but is no shared object of this machine.
+    let truncated = &image[..200];
+    register_bundle(
+        "truncated_image_test",
+        with_crc("offload_rt_truncated", truncated, image_crc32(truncated)),
+    );
+    let dev = Device::cpu();
+    for (module, says) in [
+        ("offload_rt_damaged", "damaged: CRC-32"),
+        ("offload_rt_truncated", "past the image's 200 bytes"),
+    ] {
+        let err = dev.load_module(module).unwrap_err();
+        assert!(
+            matches!(&err, Error::ImageLoad { module: m, image, reason }
+                if m == module && image.contains(module) && reason.contains(says)),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn missing_kernel_and_module_are_typed_errors() {
     if !setup() {
         return;

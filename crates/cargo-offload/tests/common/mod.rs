@@ -3,7 +3,7 @@
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Command, Output};
 
 use offload_toolchain::Tool;
 
@@ -19,6 +19,39 @@ pub fn workspace_root() -> PathBuf {
 /// A scratch directory of the tests, kept between runs so that later builds are incremental.
 pub fn target_dir(name: &str) -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join(name)
+}
+
+/// `cargo offload <args>` in `cwd`, run the way cargo runs a subcommand; the tests' own
+/// build's variables do not leak into the builds it starts.
+pub fn cargo_offload_command(cwd: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cargo-offload"));
+    cmd.arg("offload").args(args).current_dir(cwd);
+    for var in ["RUSTFLAGS", "CARGO_TARGET_DIR", "CARGO_ENCODED_RUSTFLAGS"] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+/// A project `cargo offload new <args>` writes (the last argument its name) under `parent`,
+/// anew, with the workspace's lock file so it builds offline.
+pub fn new_project_in(parent: &Path, args: &[&str]) -> PathBuf {
+    let project = parent.join(args.last().expect("a project name"));
+    if project.exists() {
+        std::fs::remove_dir_all(&project).unwrap();
+    }
+    std::fs::create_dir_all(parent).unwrap();
+    check(
+        &cargo_offload_command(parent, &[&["new"][..], args].concat())
+            .output()
+            .expect("cargo-offload starts"),
+        &format!("cargo offload new {}", args.join(" ")),
+    );
+    std::fs::copy(
+        workspace_root().join("Cargo.lock"),
+        project.join("Cargo.lock"),
+    )
+    .unwrap();
+    project
 }
 
 /// Copies a fixture project to a scratch directory with the workspace's lockfile, so that its

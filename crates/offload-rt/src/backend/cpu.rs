@@ -267,9 +267,15 @@ impl Backend for CpuBackend {
             });
         };
         let info = image.describe();
+        let bytes = image.checked_bytes()?;
+        super::image::check_host_shared_object(bytes).map_err(|reason| Error::ImageLoad {
+            module: module.to_owned(),
+            image: info.to_string(),
+            reason,
+        })?;
         Ok(Box::new(CpuModule::load(
             info,
-            image.bytes(),
+            bytes,
             self.pool.clone(),
             self.barriers,
         )?))

@@ -30,7 +30,7 @@ use crate::backend::gpu::driver_names;
 use crate::backend::gpu::{self, Api, DeviceInfo, Driver, GpuError, GpuImageKind, Handle};
 use crate::select::DeviceTarget;
 
-pub use crate::backend::gpu::image::{check_cubin, check_fatbin, ptx_with_nul};
+pub use crate::backend::image::{check_cubin, check_fatbin, ptx_with_nul};
 
 /// The CUDA driver.
 pub type Cuda = DriverApi;

@@ -16,7 +16,6 @@ mod channel;
 mod device;
 pub mod driver;
 mod error;
-pub mod image;
 pub mod library;
 
 pub(crate) use backend::log;

@@ -28,7 +28,7 @@ use crate::backend::gpu::driver_names;
 use crate::backend::gpu::{self, Api, DeviceInfo, Driver, GpuError, GpuImageKind, Handle};
 use crate::select::DeviceTarget;
 
-pub use crate::backend::gpu::image::check_code_object;
+pub use crate::backend::image::check_code_object;
 
 /// The HIP driver.
 pub type Hip = HipApi;

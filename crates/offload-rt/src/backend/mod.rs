@@ -23,6 +23,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod gpu;
 pub mod hip;
+pub mod image;
 mod native;
 
 pub use native::{NativeArchs, native_archs};

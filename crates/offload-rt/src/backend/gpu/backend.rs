@@ -311,7 +311,15 @@ impl<D: Driver> Backend for GpuBackend<D> {
                 chosen.fit
             ));
             let kind = D::loader_kind(image.image_kind());
-            match self.device.load_module(image.bytes(), kind) {
+            let bytes = match image.checked_bytes() {
+                Ok(bytes) => bytes,
+                Err(damaged) => {
+                    log(format_args!("{}: {damaged}", self.description));
+                    first_failure.get_or_insert(damaged);
+                    continue;
+                }
+            };
+            match self.device.load_module(bytes, kind) {
                 Ok(loaded) => {
                     if let Some(channel) = self.channel.get_or_open(&self.device, &self.description)
                     {

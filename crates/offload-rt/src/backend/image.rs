@@ -1,5 +1,6 @@
-//! Checks of device images before a driver reads them: drivers trust the offsets inside an
-//! image, so a truncated or foreign image is refused here rather than read out of bounds.
+//! Checks of device images before a driver or the dynamic loader reads them: both trust the
+//! offsets inside an image, so a truncated or foreign image is refused here rather than read
+//! out of bounds.
 
 fn read<const N: usize>(b: &[u8], at: usize) -> Option<[u8; N]> {
     b.get(at..at.checked_add(N)?)?.try_into().ok()
@@ -9,6 +10,12 @@ fn read<const N: usize>(b: &[u8], at: usize) -> Option<[u8; N]> {
 pub const EM_CUDA: u16 = 190;
 /// `EM_AMDGPU`: AMD code objects.
 pub const EM_AMDGPU: u16 = 224;
+/// `EM_X86_64`.
+pub const EM_X86_64: u16 = 62;
+/// `EM_AARCH64`.
+pub const EM_AARCH64: u16 = 183;
+/// `ET_DYN`: a shared object.
+const ET_DYN: u16 = 3;
 
 /// Checks that `image` is a 64-bit little-endian ELF for machine `machine` (`name` in
 /// messages) whose program and section header tables lie inside the slice.
@@ -72,6 +79,27 @@ pub fn check_cubin(image: &[u8]) -> Result<(), String> {
 /// A description of the first problem.
 pub fn check_code_object(image: &[u8]) -> Result<(), String> {
     check_elf(image, EM_AMDGPU, "EM_AMDGPU")
+}
+
+/// The ELF machine of this process, for CPU device images.
+pub const HOST_MACHINE: (u16, &str) = if cfg!(target_arch = "aarch64") {
+    (EM_AARCH64, "EM_AARCH64")
+} else {
+    (EM_X86_64, "EM_X86_64")
+};
+
+/// Checks that `image` is a 64-bit little-endian shared object for this process's machine
+/// whose header tables lie inside the slice: what the CPU device hands to the dynamic loader.
+///
+/// # Errors
+/// A description of the first problem.
+pub fn check_host_shared_object(image: &[u8]) -> Result<(), String> {
+    check_elf(image, HOST_MACHINE.0, HOST_MACHINE.1)?;
+    let e_type = read(image, 16).map(u16::from_le_bytes).unwrap_or(0);
+    if e_type != ET_DYN {
+        return Err(format!("e_type is {e_type}, not a shared object (ET_DYN)"));
+    }
+    Ok(())
 }
 
 /// Checks that `image` is an NVIDIA fat binary whose declared size fits the slice.
@@ -140,6 +168,27 @@ mod tests {
         b[58..60].copy_from_slice(&64u16.to_le_bytes());
         b[60..62].copy_from_slice(&shnum.to_le_bytes());
         b
+    }
+
+    #[test]
+    fn a_cpu_image_must_be_a_shared_object_for_this_machine() {
+        let mut so = elf(HOST_MACHINE.0, 64, 0);
+        so[16] = 3;
+        assert_eq!(check_host_shared_object(&so), Ok(()));
+        let mut relocatable = so.clone();
+        relocatable[16] = 1;
+        assert!(
+            check_host_shared_object(&relocatable)
+                .unwrap_err()
+                .contains("ET_DYN")
+        );
+        let mut foreign = so.clone();
+        foreign[18..20].copy_from_slice(&EM_AMDGPU.to_le_bytes());
+        assert!(
+            check_host_shared_object(&foreign)
+                .unwrap_err()
+                .contains(HOST_MACHINE.1)
+        );
     }
 
     #[test]
