@@ -42,7 +42,9 @@ pub fn build_linked(
     let mut cmd = nested::cargo(env, "rustc");
     cmd.arg("--manifest-path")
         .arg(&krate.manifest_path)
-        .args(["--lib", "--release", "--crate-type", "cdylib", "--target"])
+        .args(["--lib", "--release", "--crate-type", "cdylib"])
+        .args(krate.feature_args())
+        .arg("--target")
         .arg(host_triple())
         .arg("--target-dir")
         .arg(target_dir)

@@ -230,7 +230,17 @@ impl Build {
         let cargo = env.get_untracked("CARGO").map(PathBuf::from);
         let manifest = manifest_dir.join("Cargo.toml");
 
-        let host = metadata::host_package(&manifest, cargo.as_deref())?;
+        // Cargo lists the host crate's enabled features here, and leaves the variable out when
+        // none is (CARGO_FEATURE_* loses their spelling); they decide which features its
+        // kernel crates are built with.
+        let host_features: Vec<String> = env
+            .get_untracked("CARGO_CFG_FEATURE")
+            .unwrap_or_default()
+            .split(',')
+            .filter(|f| !f.is_empty())
+            .map(str::to_owned)
+            .collect();
+        let host = metadata::host_package(&manifest, cargo.as_deref(), Some(&host_features))?;
         let archs = self.resolve_archs(&env, &host)?;
         if env.check_only() {
             return Self::check_only_output(&env, &host.name, &out_dir, archs);

@@ -27,6 +27,28 @@ pub struct KernelCrate {
     /// dependencies, proc macros included), sorted by name: what a prebuilt bundle's source
     /// hash covers besides the crate itself.
     pub deps: Vec<SourcePackage>,
+    /// Whether its default features are on: its dependency declaration's
+    /// `default-features`.
+    pub default_features: bool,
+    /// The features its host crate turns on, sorted: those its dependency declaration lists
+    /// and those the host crate's enabled features name (`kernels/fast`, `kernels?/fast`).
+    pub features: Vec<String>,
+}
+
+impl KernelCrate {
+    /// The options that give a nested build of the crate the features the host build gives
+    /// it: `--no-default-features` and `--features a,b`, each when needed.
+    pub fn feature_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if !self.default_features {
+            args.push("--no-default-features".to_owned());
+        }
+        if !self.features.is_empty() {
+            args.push("--features".to_owned());
+            args.push(self.features.join(","));
+        }
+        args
+    }
 }
 
 /// A package whose sources go into a kernel crate's images.
@@ -56,14 +78,31 @@ pub struct HostPackage {
 }
 
 /// Reads the package graph of the package at `manifest_path`.
-pub fn host_package(manifest_path: &Path, cargo: Option<&Path>) -> Result<HostPackage> {
+///
+/// `host_features` are the host crate's enabled features (a build script's
+/// `CARGO_CFG_FEATURE`); `None` means its default ones. They decide the kernel crates'
+/// features ([`KernelCrate::features`]).
+pub fn host_package(
+    manifest_path: &Path,
+    cargo: Option<&Path>,
+    host_features: Option<&[String]>,
+) -> Result<HostPackage> {
     let meta = read_metadata(Some(manifest_path), cargo, false)?;
     let host = package_at(&meta, manifest_path)?;
-    host_package_in(&meta, host, manifest_path)
+    host_package_in(&meta, host, manifest_path, host_features)
 }
 
-fn host_package_in(meta: &Metadata, host: &Package, manifest_path: &Path) -> Result<HostPackage> {
+fn host_package_in(
+    meta: &Metadata,
+    host: &Package,
+    manifest_path: &Path,
+    host_features: Option<&[String]>,
+) -> Result<HostPackage> {
     let arch = declared_arch(host)?;
+    let enabled = match host_features {
+        Some(list) => list.to_vec(),
+        None => host.default_features(),
+    };
     let mut kernel_crates = Vec::new();
     for dep in &host.dependencies {
         if dep.kind != DependencyKind::Normal {
@@ -73,7 +112,10 @@ fn host_package_in(meta: &Metadata, host: &Package, manifest_path: &Path) -> Res
             continue;
         };
         if is_kernel_crate(pkg)? {
-            kernel_crates.push(kernel_crate_in(meta, pkg)?);
+            let mut krate = kernel_crate_in(meta, pkg)?;
+            krate.default_features = dep.uses_default_features;
+            krate.features = host.features_turned_on(dep, &enabled);
+            kernel_crates.push(krate);
         }
     }
     Ok(HostPackage {
@@ -129,7 +171,7 @@ pub fn host_crates(selection: &PackageSelection, cargo: Option<&Path>) -> Result
             .iter()
             .any(|d| d.kind == DependencyKind::Build && d.name == "offload-build");
         if runs_offload_build {
-            let host = host_package_in(&meta, pkg, &pkg.manifest_path)?;
+            let host = host_package_in(&meta, pkg, &pkg.manifest_path, None)?;
             if !host.kernel_crates.is_empty() {
                 out.push(host_crate(&meta, pkg, host)?);
             }
@@ -377,6 +419,8 @@ struct Package {
     dependencies: Vec<Dependency>,
     targets: Vec<Target>,
     metadata: Value,
+    /// `[features]`: each feature and what it turns on.
+    features: Vec<(String, Vec<String>)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -391,6 +435,10 @@ struct Dependency {
     name: String,
     kind: DependencyKind,
     optional: bool,
+    /// The name the declaring package knows it by (`rename`, else `name`).
+    key: String,
+    uses_default_features: bool,
+    features: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -419,6 +467,17 @@ fn string(v: &Value, key: &str) -> Option<String> {
 
 fn array<'v>(v: &'v Value, key: &str) -> Option<&'v Vec<Value>> {
     v.get(key)?.as_array()
+}
+
+/// The strings of the array `key`, none when it is missing.
+fn strings(v: &Value, key: &str) -> Vec<String> {
+    array(v, key)
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn dependency_kind(v: &Value) -> Option<DependencyKind> {
@@ -499,10 +558,17 @@ impl Package {
             dependencies: array(v, "dependencies")?
                 .iter()
                 .map(|d| {
+                    let name = string(d, "name")?;
                     Some(Dependency {
-                        name: string(d, "name")?,
+                        key: string(d, "rename").unwrap_or_else(|| name.clone()),
+                        name,
                         kind: dependency_kind(d)?,
                         optional: d.get("optional")?.as_bool()?,
+                        uses_default_features: d
+                            .get("uses_default_features")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(true),
+                        features: strings(d, "features"),
                     })
                 })
                 .collect::<Option<Vec<_>>>()?,
@@ -520,11 +586,66 @@ impl Package {
                 })
                 .collect::<Option<Vec<_>>>()?,
             metadata: v.get("metadata").cloned().unwrap_or(Value::Null),
+            features: v
+                .get("features")
+                .and_then(Value::as_object)
+                .map(|map| {
+                    map.iter()
+                        .map(|(name, _)| (name.clone(), strings(&v["features"], name)))
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
     }
 
     fn is_local(&self) -> bool {
         self.source.is_none()
+    }
+
+    /// The features a build with no feature options turns on: `default` and what it turns on,
+    /// transitively.
+    fn default_features(&self) -> Vec<String> {
+        let mut on: Vec<String> = Vec::new();
+        let mut stack = vec!["default".to_owned()];
+        while let Some(name) = stack.pop() {
+            let Some((_, turns_on)) = self.features.iter().find(|(n, _)| *n == name) else {
+                continue;
+            };
+            if on.contains(&name) {
+                continue;
+            }
+            on.push(name);
+            stack.extend(
+                turns_on
+                    .iter()
+                    .filter(|f| !f.contains('/') && !f.starts_with("dep:"))
+                    .cloned(),
+            );
+        }
+        on
+    }
+
+    /// The features of dependency `dep` that this package turns on with its features
+    /// `enabled`: those `dep` is declared with and each `dep/f` or `dep?/f` an enabled
+    /// feature lists. Sorted.
+    fn features_turned_on(&self, dep: &Dependency, enabled: &[String]) -> Vec<String> {
+        let mut out = dep.features.clone();
+        for (name, turns_on) in &self.features {
+            if !enabled.contains(name) {
+                continue;
+            }
+            for entry in turns_on {
+                let Some((key, feature)) = entry.split_once('/') else {
+                    continue;
+                };
+                if key.trim_end_matches('?') == dep.key {
+                    out.push(feature.to_owned());
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
     }
 }
 
@@ -595,6 +716,8 @@ fn kernel_crate(pkg: &Package) -> Result<KernelCrate> {
         lib_name: lib.name.replace('-', "_"),
         watch: vec![root.clone()],
         deps: Vec::new(),
+        default_features: true,
+        features: Vec::new(),
         manifest_path,
         root,
     })
@@ -687,6 +810,53 @@ fn package_sources(pkg: &Package) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kernel_crate_gets_the_features_its_host_crate_turns_on() {
+        let host = Package::from_json(&serde_json::json!({
+            "id": "app 0.1.0", "name": "app", "version": "0.1.0",
+            "manifest_path": "/w/app/Cargo.toml", "source": null, "metadata": null,
+            "targets": [],
+            "features": {
+                "default": ["fast"], "fast": ["k/simd"], "all": ["fast", "k?/wide", "dep:k"],
+                "other": ["unrelated/x"],
+            },
+            "dependencies": [{
+                "name": "kernels", "rename": "k", "kind": null, "optional": false,
+                "uses_default_features": false, "features": ["base"],
+            }],
+        }))
+        .unwrap();
+        let dep = &host.dependencies[0];
+        assert_eq!(dep.key, "k");
+        assert!(!dep.uses_default_features);
+        assert_eq!(host.default_features(), ["default", "fast"]);
+        let on = |enabled: &[&str]| {
+            let enabled: Vec<String> = enabled.iter().map(|s| s.to_string()).collect();
+            host.features_turned_on(dep, &enabled)
+        };
+        assert_eq!(on(&[]), ["base"]);
+        assert_eq!(on(&["default", "fast"]), ["base", "simd"]);
+        assert_eq!(on(&["all", "fast", "other"]), ["base", "simd", "wide"]);
+
+        let mut krate = KernelCrate {
+            package: "kernels".into(),
+            lib_name: "kernels".into(),
+            manifest_path: "/w/k/Cargo.toml".into(),
+            root: "/w/k".into(),
+            watch: Vec::new(),
+            deps: Vec::new(),
+            default_features: true,
+            features: Vec::new(),
+        };
+        assert!(krate.feature_args().is_empty());
+        krate.default_features = false;
+        krate.features = on(&["all"]);
+        assert_eq!(
+            krate.feature_args(),
+            ["--no-default-features", "--features", "base,wide"]
+        );
+    }
 
     /// A workspace of `app` (default member) and `lib`, and `dep` outside it.
     fn metadata(root: Option<&str>) -> Metadata {

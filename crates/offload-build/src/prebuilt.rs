@@ -151,6 +151,15 @@ pub fn source_hash(
     inputs.push(("targets".to_owned(), hex(&Sha256::digest(names.join(",")))));
     inputs.push(("toolchain".to_owned(), hex(&Sha256::digest(toolchain))));
     inputs.push(("recipe".to_owned(), hex(&Sha256::digest(IMAGE_RECIPE))));
+    // Only features other than the defaults enter the hash, so a bundle built with the
+    // defaults keeps its hash.
+    let features = krate.feature_args();
+    if !features.is_empty() {
+        inputs.push((
+            "features".to_owned(),
+            hex(&Sha256::digest(features.join(" "))),
+        ));
+    }
     hash_package_sources(&krate.package, "", &krate.root, &mut inputs)?;
     for dep in &krate.deps {
         hash_package_sources(&dep.name, &dep.version, &dep.root, &mut inputs)?;
@@ -535,6 +544,8 @@ mod tests {
             root: root.to_owned(),
             watch: Vec::new(),
             deps: Vec::new(),
+            default_features: true,
+            features: Vec::new(),
         }
     }
 

@@ -23,6 +23,8 @@ fn rt_kernels() -> KernelCrate {
         root,
         watch: Vec::new(),
         deps: Vec::new(),
+        default_features: true,
+        features: Vec::new(),
     }
 }
 

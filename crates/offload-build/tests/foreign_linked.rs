@@ -63,6 +63,8 @@ fn rdc_crate() -> KernelCrate {
         root: fixture("rdc-kernels"),
         watch: Vec::new(),
         deps: Vec::new(),
+        default_features: true,
+        features: Vec::new(),
     }
 }
 

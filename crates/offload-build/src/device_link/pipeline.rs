@@ -105,6 +105,9 @@ pub struct NestedBuild {
     pub target_dir: PathBuf,
     /// Extra rustc flags for every crate of the build.
     pub extra_rustflags: Vec<String>,
+    /// The kernel crate's feature options (`--no-default-features`, `--features a,b`), as
+    /// [`KernelCrate::feature_args`] gives them.
+    pub feature_args: Vec<String>,
 }
 
 impl NestedBuild {
@@ -121,6 +124,7 @@ impl NestedBuild {
             target_cpu: target_cpu.into(),
             target_dir: target_dir.into(),
             extra_rustflags: Vec::new(),
+            feature_args: Vec::new(),
         }
     }
 
@@ -151,6 +155,7 @@ impl NestedBuild {
                 "--crate-type",
                 "cdylib",
             ])
+            .args(&self.feature_args)
             .arg("--message-format=json")
             .arg("--target")
             .arg(&self.triple)
@@ -450,13 +455,15 @@ pub fn build_gpu_images_linked(
         code_object_version: AmdCodeObjectVersion::from_env(env)?,
         ..AmdgpuLinkOptions::default()
     };
+    let mut build = NestedBuild::new(
+        &krate.manifest_path,
+        target.triple(),
+        target.baseline_cpu(),
+        target_dir,
+    );
+    build.feature_args = krate.feature_args();
     let mut inputs = crate::build_cache::around(env, target_dir, &krate.package, || {
-        Ok(device_inputs(
-            env,
-            &krate.manifest_path,
-            &target,
-            target_dir,
-        )?)
+        Ok(nested_build(env, &build)?.inputs()?)
     })?;
     inputs.extend(extra.iter().cloned());
     crate::status::status(env, "Linking", &format!("{} ({arch})", krate.package));

@@ -36,6 +36,8 @@ pub fn build_image() -> Result<(Vec<u8>, Vec<String>), String> {
         root: fixture_dir(),
         watch: Vec::new(),
         deps: Vec::new(),
+        default_features: true,
+        features: Vec::new(),
     };
     let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cpu-device");
     let image =
