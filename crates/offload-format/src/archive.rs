@@ -465,6 +465,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "zstd and zlib are C code, which Miri cannot run")]
     fn hda_unbundle_rules() {
         let b1 = binary_bundle_to_vec(
             &[

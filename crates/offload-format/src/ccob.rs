@@ -402,6 +402,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "zstd and zlib are C code, which Miri cannot run")]
     fn round_trip_every_version_and_method() {
         let data = sample();
         for version in [2, 3] {
@@ -427,6 +428,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "zstd and zlib are C code, which Miri cannot run")]
     fn version_one_is_read() {
         let data = sample();
         let payload = zstd::bulk::compress(&data, 3).unwrap();
@@ -444,6 +446,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "zstd and zlib are C code, which Miri cannot run")]
     fn several_blobs_back_to_back() {
         let a = compress(b"first", CompressOptions::default()).unwrap();
         let b = compress(
@@ -466,6 +469,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "zstd and zlib are C code, which Miri cannot run")]
     fn bad_input() {
         let data = sample();
         let blob = compress(&data, CompressOptions::default()).unwrap();

@@ -610,6 +610,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "zstd and zlib are C code, which Miri cannot run")]
     fn streamed_blob_reads_back_with_the_in_memory_reader() {
         for (version, method) in [
             (3, CompressionMethod::Zstd),
@@ -651,6 +652,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "zstd and zlib are C code, which Miri cannot run")]
     fn reader_checks_size_and_hash() {
         let data = sample(100_000);
         let blob = ccob::compress(&data, CompressOptions::default()).unwrap();
@@ -683,6 +685,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "zstd and zlib are C code, which Miri cannot run")]
     fn damaged_blobs_are_typed_errors() {
         let data = sample(5000);
         let blob = ccob::compress(&data, CompressOptions::default()).unwrap();

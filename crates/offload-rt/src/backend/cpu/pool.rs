@@ -68,15 +68,27 @@ impl Inner {
 
 struct Handle {
     inner: Arc<Inner>,
-    /// Serializes launches; holds the number of workers once started.
+    /// Serializes launches.
     launch: Mutex<()>,
-    workers: OnceLock<usize>,
+    /// The workers, once started.
+    workers: OnceLock<Vec<std::thread::JoinHandle<()>>>,
 }
 
 impl Drop for Handle {
+    /// Stops the workers and waits for them to exit: a pool in a library that is unloaded
+    /// after its last device is dropped (a `cdylib` closed with `dlclose`) must leave no
+    /// thread running its code.
     fn drop(&mut self) {
         self.inner.lock().shutdown = true;
         self.inner.work.notify_all();
+        // A worker cannot join itself; nor can it hold the last handle, short of kernel code
+        // dropping a device.
+        if on_worker_thread() {
+            return;
+        }
+        for worker in self.workers.take().unwrap_or_default() {
+            let _ = worker.join();
+        }
     }
 }
 
@@ -117,21 +129,24 @@ impl Pool {
     }
 
     fn start_workers(&self) -> usize {
-        *self.handle.workers.get_or_init(|| {
-            let mut started = 0;
-            for i in 1..self.handle.inner.threads {
-                let inner = Arc::clone(&self.handle.inner);
-                let spawned = std::thread::Builder::new()
-                    .name(format!("offload-cpu-{i}"))
-                    .spawn(move || worker(&inner));
-                // With fewer workers than asked for, launches still run (slower).
-                if spawned.is_err() {
-                    break;
+        self.handle
+            .workers
+            .get_or_init(|| {
+                let mut started = Vec::new();
+                for i in 1..self.handle.inner.threads {
+                    let inner = Arc::clone(&self.handle.inner);
+                    let spawned = std::thread::Builder::new()
+                        .name(format!("offload-cpu-{i}"))
+                        .spawn(move || worker(&inner));
+                    // With fewer workers than asked for, launches still run (slower).
+                    match spawned {
+                        Ok(handle) => started.push(handle),
+                        Err(_) => break,
+                    }
                 }
-                started += 1;
-            }
-            started
-        })
+                started
+            })
+            .len()
     }
 
     /// Calls `f(begin, end)` for consecutive chunks of `0..total` of `chunk` indices (the last
@@ -184,7 +199,18 @@ impl Pool {
     }
 }
 
+thread_local! {
+    /// Whether this thread is a pool worker. No destructor: see `LauncherStacks`.
+    static ON_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread is a worker of some pool (not a thread that launches).
+pub(crate) fn on_worker_thread() -> bool {
+    ON_WORKER.with(std::cell::Cell::get)
+}
+
 fn worker(inner: &Inner) {
+    ON_WORKER.with(|w| w.set(true));
     let mut seen = 0u64;
     loop {
         let job = {
@@ -217,6 +243,17 @@ mod tests {
     use std::sync::atomic::AtomicU64;
 
     use super::*;
+
+    #[test]
+    fn dropping_the_last_handle_waits_for_every_worker_to_exit() {
+        let pool = Pool::new(4);
+        pool.run(64, 1, &|_, _| Ok(())).unwrap();
+        assert_eq!(pool.start_workers(), 3);
+        // Each worker holds the shared state until it has returned.
+        let inner = Arc::downgrade(&pool.handle.inner);
+        drop(pool);
+        assert!(inner.upgrade().is_none(), "a worker outlived its pool");
+    }
 
     #[test]
     fn every_index_runs_once() {
