@@ -17,6 +17,7 @@
 //!   through `cargo offload run` (`openmp-cpp` with `OMP_TARGET_OFFLOAD=MANDATORY`).
 
 mod guide;
+mod sanitizers;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -35,12 +36,15 @@ fn main() -> ExitCode {
         Some("lint-tools") => lint_tools(),
         Some("demo") => setup(false).and_then(|()| demo()),
         Some("guide") => guide::guide(),
+        Some("sanitizers") => setup(false)
+            .and_then(|()| sanitizers::miri())
+            .and_then(|()| sanitizers::thread_sanitizer()),
         Some("test") => setup(true)
             .and_then(|()| lint_tools())
             .and_then(|()| test()),
         _ => {
             eprintln!(
-                "usage: cargo xtask <setup [--cuda] | tools [--cuda] | which TOOL | lint-tools | demo | guide | test>"
+                "usage: cargo xtask <setup [--cuda] | tools [--cuda] | which TOOL | lint-tools | demo | guide | sanitizers | test>"
             );
             return ExitCode::from(2);
         }
@@ -436,6 +440,8 @@ fn test() -> Result {
     run(cargo()
         .env("PATH", &path)
         .args(["test", "--workspace", "--locked", "--no-fail-fast"]))?;
+    sanitizers::miri()?;
+    sanitizers::thread_sanitizer()?;
     for example in ["saxpy", "reduce", "half-sum", "mixed"] {
         cargo_offload_run(&path, example)?;
     }

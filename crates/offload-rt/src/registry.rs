@@ -594,7 +594,8 @@ mod tests {
     fn leak_descriptor(name: &str, bundle: Vec<u8>) -> *const OffloadDescriptor {
         let name: &'static [u8] = Box::leak(name.as_bytes().to_vec().into_boxed_slice());
         let bundle: &'static [u8] = Box::leak(bundle.into_boxed_slice());
-        Box::leak(Box::new(OffloadDescriptor {
+        // A raw pointer from `into_raw`, not a reference: a test may still write through it.
+        Box::into_raw(Box::new(OffloadDescriptor {
             magic: OFFLOAD_DESCRIPTOR_MAGIC,
             version: OFFLOAD_DESCRIPTOR_VERSION,
             name: name.as_ptr(),
@@ -738,7 +739,8 @@ mod tests {
     fn bad_magic_is_a_typed_error() {
         let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let d = leak_descriptor("badmagic", binary("reg_test_magic", "k", b"XXXX"));
-        // SAFETY: leaked just above and never shared, so this is the only access.
+        // SAFETY: leaked just above (a raw pointer with write permission) and not yet
+        // registered, so this is the only access.
         unsafe { (*d.cast_mut()).magic = 7 };
         // SAFETY: leaked, valid for the process.
         unsafe { __offload_register_lib(d) };
