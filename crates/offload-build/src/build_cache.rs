@@ -128,6 +128,8 @@ impl BuildCache {
             return Ok((0, refused));
         }
         let _lock = cargo_lock(&target_dir.join("release"))?;
+        // No unit is read while another build is storing it.
+        let _cache = cache_lock(&mirror, Lock::Shared)?;
         for profile in profiles {
             let to = target_dir.join(profile.strip_prefix(&mirror).unwrap_or(&profile));
             std::fs::create_dir_all(&to).io("creating", &to)?;
@@ -151,6 +153,9 @@ impl BuildCache {
     /// `excluded` (the kernel crates); returns how many.
     pub fn store(&self, target_dir: &Path, excluded: &[&str]) -> Result<usize> {
         let mirror = self.mirror(target_dir);
+        // One build stores at a time: two builds' files of one unit differ (dep-info names
+        // each build's target directory), so a unit stored by two at once would mix them.
+        let _lock = cache_lock(&mirror, Lock::Exclusive)?;
         let mut stored = 0;
         for profile in profile_dirs(target_dir) {
             let to = mirror.join(profile.strip_prefix(target_dir).unwrap_or(&profile));
@@ -162,8 +167,6 @@ impl BuildCache {
                     continue;
                 }
                 std::fs::create_dir_all(&to).io("creating", &to)?;
-                // Another build storing the same unit at once is harmless: the same content,
-                // renamed into place by whichever comes first.
                 let Ok(manifest) = manifest(&profile, unit) else {
                     continue;
                 };
@@ -517,6 +520,32 @@ fn cargo_lock(profile: &Path) -> Result<File> {
         .open(&path)
         .io("opening", &path)?;
     file.lock().io("locking", &path)?;
+    Ok(file)
+}
+
+#[derive(Clone, Copy)]
+enum Lock {
+    Shared,
+    Exclusive,
+}
+
+/// The cache's lock of the mirror of one nested target directory: held exclusively while a
+/// build stores units, shared while one seeds from it.
+fn cache_lock(mirror: &Path, kind: Lock) -> Result<File> {
+    std::fs::create_dir_all(mirror).io("creating", mirror)?;
+    let path = mirror.join(".offload-cache-lock");
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .io("opening", &path)?;
+    match kind {
+        Lock::Shared => file.lock_shared(),
+        Lock::Exclusive => file.lock(),
+    }
+    .io("locking", &path)?;
     Ok(file)
 }
 
