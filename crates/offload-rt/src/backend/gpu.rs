@@ -3,7 +3,8 @@
 //! - [`driver`]: the [`Driver`] trait, the raw calls a GPU driver provides (CUDA's in
 //!   `backend::cuda`, HIP's in `backend::hip`, each one file over its entry points);
 //! - [`library`]: the one loader of driver libraries (`dlopen` at run time);
-//! - [`image`]: the one check of device images before a driver reads them;
+//! - [`image`](crate::backend::image) (beside this layer, shared with the CPU device): the one
+//!   check of device images before a driver reads them;
 //! - the RAII types over a driver ([`GpuDevice`], [`GpuBuffer`], [`GpuModule`],
 //!   [`GpuFunction`], [`GpuEvent`], [`GpuStream`], [`GpuGraph`], [`PinnedBytes`]);
 //! - `channel`: the mapped host memory through which kernels report panics and send prints;
