@@ -5,7 +5,25 @@
 
 use std::process::Command;
 
-use crate::{NIGHTLY, Result, cargo, run};
+use crate::{NIGHTLY, Result, root, run};
+
+/// `cargo` of the device toolchain, through rustup (`cargo +toolchain` needs rustup's proxy;
+/// the `cargo` running this task is the stable one's binary, and the variables it set would
+/// point Miri's cargo back at it).
+fn nightly_cargo() -> Command {
+    let mut cmd = Command::new("rustup");
+    cmd.args(["run", NIGHTLY, "cargo"]).current_dir(root());
+    for var in [
+        "CARGO",
+        "RUSTC",
+        "RUSTDOC",
+        "RUSTUP_TOOLCHAIN",
+        "RUSTC_WRAPPER",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
 
 /// Installs Miri for the device toolchain when it is missing.
 fn miri_installed() -> Result {
@@ -19,13 +37,13 @@ fn miri_installed() -> Result {
     {
         run(Command::new("rustup").args(["component", "add", "miri", "--toolchain", NIGHTLY]))?;
     }
-    run(cargo().args([&format!("+{NIGHTLY}"), "miri", "setup"]))
+    run(nightly_cargo().args(["miri", "setup"]))
 }
 
 fn miri_test(flags: &str, args: &[&str]) -> Result {
-    run(cargo()
+    run(nightly_cargo()
         .env("MIRIFLAGS", flags)
-        .args([&format!("+{NIGHTLY}"), "miri", "test", "--locked"])
+        .args(["miri", "test", "--locked"])
         .args(args))
 }
 
@@ -49,12 +67,11 @@ pub fn miri() -> Result {
 /// (`-Zbuild-std`), so that its synchronization is seen.
 pub fn thread_sanitizer() -> Result {
     let target = host_triple()?;
-    run(cargo()
+    run(nightly_cargo()
         .env("RUSTFLAGS", "-Zsanitizer=thread")
         .env("RUSTDOCFLAGS", "-Zsanitizer=thread")
-        .env("CARGO_TARGET_DIR", crate::root().join("target/tsan"))
+        .env("CARGO_TARGET_DIR", root().join("target/tsan"))
         .args([
-            &format!("+{NIGHTLY}"),
             "test",
             "--locked",
             "-Zbuild-std",
