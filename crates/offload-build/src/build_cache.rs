@@ -14,7 +14,9 @@
 //! cached is copied in (outputs first, its fingerprint last, each renamed into place, so a
 //! reader never sees half a unit); before one, each cached unit the target directory lacks is
 //! copied out, modification times kept, and cargo finds it fresh. A unit cargo would build
-//! differently has another name and is simply not used.
+//! differently has another name and is simply not used. Compiled outputs (`.rlib`, `.rmeta`,
+//! `.so`) are hard-linked rather than copied where the file system allows; one build stores
+//! at a time (a lock of the cache), and none seeds while one stores.
 //!
 //! Each unit's files are recorded with their SHA-256 when stored; a cached unit whose files
 //! are not exactly those (changed since, or an entry the cache did not write) is refused.
@@ -510,17 +512,13 @@ fn remove_any(path: &Path) -> std::io::Result<()> {
 /// Cargo's lock of a target directory: `release/.cargo-lock`, which cargo holds for a whole
 /// `--release` build, `--target` units included.
 fn cargo_lock(profile: &Path) -> Result<File> {
-    std::fs::create_dir_all(profile).io("creating", profile)?;
-    let path = profile.join(".cargo-lock");
-    let file = File::options()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(&path)
-        .io("opening", &path)?;
-    file.lock().io("locking", &path)?;
-    Ok(file)
+    lock_file(profile, ".cargo-lock", Lock::Exclusive)
+}
+
+/// The cache's lock of the mirror of one nested target directory: held exclusively while a
+/// build stores units, shared while one seeds from it.
+fn cache_lock(mirror: &Path, kind: Lock) -> Result<File> {
+    lock_file(mirror, ".offload-cache-lock", kind)
 }
 
 #[derive(Clone, Copy)]
@@ -529,11 +527,10 @@ enum Lock {
     Exclusive,
 }
 
-/// The cache's lock of the mirror of one nested target directory: held exclusively while a
-/// build stores units, shared while one seeds from it.
-fn cache_lock(mirror: &Path, kind: Lock) -> Result<File> {
-    std::fs::create_dir_all(mirror).io("creating", mirror)?;
-    let path = mirror.join(".offload-cache-lock");
+/// Locks `dir/name` (created if missing) as `kind` says; the lock lasts as long as the file.
+fn lock_file(dir: &Path, name: &str, kind: Lock) -> Result<File> {
+    std::fs::create_dir_all(dir).io("creating", dir)?;
+    let path = dir.join(name);
     let file = File::options()
         .create(true)
         .truncate(false)

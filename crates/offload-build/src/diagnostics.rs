@@ -9,8 +9,7 @@
 //! JSON messages for IDEs), or, under a plain `cargo build`, summed up as one `cargo:warning`
 //! each.
 
-use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use serde_json::Value;
@@ -110,12 +109,8 @@ pub fn report(env: &Env) {
         return;
     }
     if let Some(dir) = env.get_untracked(OFFLOAD_MESSAGE_DIR) {
-        let path = PathBuf::from(dir).join(format!("{}.jsonl", std::process::id()));
-        let written = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(text.as_bytes()));
+        let written =
+            crate::fsutil::append_for_this_process(Path::new(&dir), "jsonl", text.as_bytes());
         if written.is_ok() {
             return;
         }

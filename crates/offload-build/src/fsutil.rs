@@ -44,6 +44,19 @@ pub fn temp_file_beside(path: &Path) -> Result<tempfile::NamedTempFile> {
         .io("creating a temporary file in", dir)
 }
 
+/// Appends `bytes` to `dir/<this process's id>.<extension>` in one write, the way build
+/// scripts hand lines to `cargo offload` (which reads every such file of the directory):
+/// whole records, in order, none shared between processes.
+pub fn append_for_this_process(dir: &Path, extension: &str, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let path = dir.join(format!("{}.{extension}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(bytes))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -471,7 +471,12 @@ fn array<'v>(v: &'v Value, key: &str) -> Option<&'v Vec<Value>> {
 
 /// The strings of the array `key`, none when it is missing.
 fn strings(v: &Value, key: &str) -> Vec<String> {
-    array(v, key)
+    v.get(key).map(string_list).unwrap_or_default()
+}
+
+/// The strings of an array value, none when it is not one.
+fn string_list(list: &Value) -> Vec<String> {
+    list.as_array()
         .map(|a| {
             a.iter()
                 .filter_map(|s| s.as_str().map(str::to_owned))
@@ -591,7 +596,7 @@ impl Package {
                 .and_then(Value::as_object)
                 .map(|map| {
                     map.iter()
-                        .map(|(name, _)| (name.clone(), strings(&v["features"], name)))
+                        .map(|(name, list)| (name.clone(), string_list(list)))
                         .collect()
                 })
                 .unwrap_or_default(),

@@ -2,8 +2,7 @@
 //! by `cargo offload` in cargo's style while cargo runs the build script, whose own output
 //! cargo keeps hidden.
 
-use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::Path;
 
 use crate::env::Env;
 
@@ -16,13 +15,8 @@ pub const OFFLOAD_STATUS_DIR: &str = "OFFLOAD_STATUS_DIR";
 pub fn status(env: &Env, verb: &str, message: &str) {
     let line = format!("{verb}\t{}\n", message.replace(['\n', '\t'], " "));
     if let Some(dir) = env.get_untracked(OFFLOAD_STATUS_DIR) {
-        let path = PathBuf::from(dir).join(format!("{}.status", std::process::id()));
-        // One write of one short line to a file opened for appending: whole lines, in order.
-        let written = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(line.as_bytes()));
+        let written =
+            crate::fsutil::append_for_this_process(Path::new(&dir), "status", line.as_bytes());
         if written.is_ok() {
             return;
         }
