@@ -136,11 +136,11 @@ impl Watched {
             std::thread::sleep(Duration::from_millis(20));
         }
         let phase = phase(&self.lines.lock().unwrap());
-        let status = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.child.id())])
-            .status()
-            .unwrap();
-        assert!(status.success(), "kill -KILL the build's process group");
+        let group = libc::pid_t::try_from(self.child.id()).expect("a pid fits pid_t");
+        // SAFETY: kill(2) with a negative pid signals that process group: the build's own,
+        // made by `process_group(0)` at spawn, whose leader has not been reaped yet.
+        let killed = unsafe { libc::kill(-group, libc::SIGKILL) };
+        assert_eq!(killed, 0, "SIGKILL to the build's process group");
         let _ = self.child.wait();
         let _ = self.reader.join();
         Some(phase)
