@@ -33,45 +33,15 @@ pub fn guide() -> Result {
     Ok(())
 }
 
-/// The `mdbook` to run: the one on `PATH` when it is [`MDBOOK_VERSION`], else the one in a
-/// directory of its own under cargo's home, `cargo install`ed there first when missing (a few
-/// minutes, once per machine; another mdBook the machine has is left alone).
+/// The `mdbook` to run, [`MDBOOK_VERSION`] (see [`crate::pinned_tool`]).
 fn ensure_mdbook() -> Result<PathBuf> {
-    let wanted = format!("mdbook v{MDBOOK_VERSION}");
-    let is_wanted = |path: &Path| {
-        Command::new(path)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == wanted)
-    };
-    let on_path = PathBuf::from("mdbook");
-    if is_wanted(&on_path) {
-        return Ok(on_path);
-    }
-    let cargo_home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
-        .ok_or("neither CARGO_HOME nor HOME is set: nowhere to install mdbook")?;
-    let install_root = cargo_home.join(format!("mdbook-{MDBOOK_VERSION}"));
-    let installed = install_root.join("bin").join("mdbook");
-    if is_wanted(&installed) {
-        return Ok(installed);
-    }
     // Without mdBook's `serve` and `watch` features: what `build` needs, in half the time.
-    run(
-        Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
-            .args(["install", "mdbook", "--locked", "--version", MDBOOK_VERSION])
-            .args(["--no-default-features", "--features", "search", "--root"])
-            .arg(&install_root),
-    )?;
-    if is_wanted(&installed) {
-        Ok(installed)
-    } else {
-        Err(format!(
-            "installed mdbook {MDBOOK_VERSION}, but {} does not say `{wanted}`",
-            installed.display()
-        ))
-    }
+    crate::pinned_tool(
+        "mdbook",
+        MDBOOK_VERSION,
+        &format!("mdbook v{MDBOOK_VERSION}"),
+        &["--no-default-features", "--features", "search"],
+    )
 }
 
 /// A link found in a page: its line and its destination.

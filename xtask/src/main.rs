@@ -12,10 +12,15 @@
 //! - `cargo xtask demo`: set-up, then `examples/saxpy` built and run through `cargo offload run`.
 //! - `cargo xtask guide`: the user guide (`docs/guide`) built with the pinned mdBook, installed
 //!   first when missing, and its links and anchors checked.
+//! - `cargo xtask fuzz [SECONDS]`: every fuzz target (`fuzz/`) built with the pinned
+//!   cargo-fuzz, installed first when missing, and run SECONDS each (default 20) from a copy of
+//!   its corpus; a crash fails it.
 //! - `cargo xtask test`: set-up (with the CUDA toolkit), the tool lint, then formatting, clippy,
-//!   the API docs (`cargo doc`, warnings denied), the guide, every test, and the examples run
-//!   through `cargo offload run` (`openmp-cpp` with `OMP_TARGET_OFFLOAD=MANDATORY`).
+//!   the API docs (`cargo doc`, warnings denied), the guide, every test, the examples run
+//!   through `cargo offload run` (`openmp-cpp` with `OMP_TARGET_OFFLOAD=MANDATORY`), and the
+//!   fuzz smoke (`cargo xtask fuzz`).
 
+mod fuzz;
 mod guide;
 mod sanitizers;
 
@@ -39,12 +44,20 @@ fn main() -> ExitCode {
         Some("sanitizers") => setup(false)
             .and_then(|()| sanitizers::miri())
             .and_then(|()| sanitizers::thread_sanitizer()),
+        Some("fuzz") => match args.get(1).map(|s| s.parse::<u64>()) {
+            None => fuzz::fuzz(fuzz::DEFAULT_SECONDS),
+            Some(Ok(seconds)) if seconds > 0 => fuzz::fuzz(seconds),
+            Some(_) => Err(format!(
+                "`{}` is not a number of seconds; usage: cargo xtask fuzz [SECONDS]",
+                args[1]
+            )),
+        },
         Some("test") => setup(true)
             .and_then(|()| lint_tools())
             .and_then(|()| test()),
         _ => {
             eprintln!(
-                "usage: cargo xtask <setup [--cuda] | tools [--cuda] | which TOOL | lint-tools | demo | guide | sanitizers | test>"
+                "usage: cargo xtask <setup [--cuda] | tools [--cuda] | which TOOL | lint-tools | demo | guide | sanitizers | fuzz [SECONDS] | test>"
             );
             return ExitCode::from(2);
         }
@@ -77,6 +90,85 @@ fn run(cmd: &mut Command) -> Result {
     } else {
         Err(format!("{cmd:?} failed ({status})"))
     }
+}
+
+/// A tool `cargo install`ed at a pinned version: the one on `PATH` when its `--version`
+/// prints `version_line`, else the one in a directory of its own under cargo's home
+/// (`<crate>-<version>`), installed there first when missing (minutes, once per machine;
+/// another version the machine has is left alone). `program` is both the crate and its binary.
+fn pinned_tool(
+    program: &str,
+    version: &str,
+    version_line: &str,
+    install_args: &[&str],
+) -> Result<PathBuf> {
+    let is_wanted = |path: &Path| {
+        Command::new(path)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == version_line)
+    };
+    let on_path = PathBuf::from(program);
+    if is_wanted(&on_path) {
+        return Ok(on_path);
+    }
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
+        .ok_or_else(|| {
+            format!("neither CARGO_HOME nor HOME is set: nowhere to install {program}")
+        })?;
+    let install_root = cargo_home.join(format!("{program}-{version}"));
+    let installed = install_root.join("bin").join(program);
+    if is_wanted(&installed) {
+        return Ok(installed);
+    }
+    run(
+        Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+            .args(["install", program, "--locked", "--version", version])
+            .args(install_args)
+            .arg("--root")
+            .arg(&install_root),
+    )?;
+    if is_wanted(&installed) {
+        Ok(installed)
+    } else {
+        Err(format!(
+            "installed {program} {version}, but {} does not say `{version_line}`",
+            installed.display()
+        ))
+    }
+}
+
+/// `program` run with the device toolchain, through rustup, from the repository root (`cargo
+/// +toolchain` needs rustup's proxy; the `cargo` running this task is the stable one's binary,
+/// and the variables it set would point the program's cargo back at it).
+fn with_nightly(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut cmd = Command::new("rustup");
+    cmd.args(["run", NIGHTLY]).arg(program).current_dir(root());
+    for var in [
+        "CARGO",
+        "RUSTC",
+        "RUSTDOC",
+        "RUSTUP_TOOLCHAIN",
+        "RUSTC_WRAPPER",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+/// The host's triple, as `rustc -vV` names it.
+fn host_triple() -> Result<String> {
+    let out = Command::new("rustc")
+        .arg("-vV")
+        .output()
+        .map_err(|e| format!("could not run rustc: {e}"))?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .map(str::to_owned)
+        .ok_or_else(|| "`rustc -vV` names no host".to_owned())
 }
 
 fn succeeds(cmd: &mut Command) -> bool {
@@ -457,5 +549,6 @@ fn test() -> Result {
             "--locked",
             "-p",
             "openmp-cpp",
-        ]))
+        ]))?;
+    fuzz::fuzz(fuzz::DEFAULT_SECONDS)
 }

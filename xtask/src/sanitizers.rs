@@ -7,22 +7,9 @@ use std::process::Command;
 
 use crate::{NIGHTLY, Result, root, run};
 
-/// `cargo` of the device toolchain, through rustup (`cargo +toolchain` needs rustup's proxy;
-/// the `cargo` running this task is the stable one's binary, and the variables it set would
-/// point Miri's cargo back at it).
+/// `cargo` of the device toolchain (see [`crate::with_nightly`]).
 fn nightly_cargo() -> Command {
-    let mut cmd = Command::new("rustup");
-    cmd.args(["run", NIGHTLY, "cargo"]).current_dir(root());
-    for var in [
-        "CARGO",
-        "RUSTC",
-        "RUSTDOC",
-        "RUSTUP_TOOLCHAIN",
-        "RUSTC_WRAPPER",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd
+    crate::with_nightly("cargo")
 }
 
 /// Installs Miri for the device toolchain when it is missing.
@@ -66,7 +53,7 @@ pub fn miri() -> Result {
 /// The worker pool's tests with ThreadSanitizer, the standard library instrumented too
 /// (`-Zbuild-std`), so that its synchronization is seen.
 pub fn thread_sanitizer() -> Result {
-    let target = host_triple()?;
+    let target = crate::host_triple()?;
     run(nightly_cargo()
         .env("RUSTFLAGS", "-Zsanitizer=thread")
         .env("RUSTDOCFLAGS", "-Zsanitizer=thread")
@@ -83,17 +70,4 @@ pub fn thread_sanitizer() -> Result {
             "--",
             "pool",
         ]))
-}
-
-/// The host's triple, as `rustc -vV` names it.
-fn host_triple() -> Result<String> {
-    let out = Command::new("rustc")
-        .arg("-vV")
-        .output()
-        .map_err(|e| format!("could not run rustc: {e}"))?;
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| l.strip_prefix("host: "))
-        .map(str::to_owned)
-        .ok_or_else(|| "`rustc -vV` names no host".to_owned())
 }

@@ -1,6 +1,7 @@
 //! Device images and the bundle that carries them.
 
 use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 
 use offload_format::offload_binary::{
     KEY_ARCH, KEY_IMAGE_CRC32, KEY_KERNEL_PARAMS, KEY_KERNELS, KEY_MODULE, KEY_TRIPLE,
@@ -111,14 +112,17 @@ pub fn kernels_of_ptx(ptx: &str) -> Vec<String> {
 /// `.u8`/`.s8`/`.b8`, 2 for the 16-bit types, 4 for the 32-bit ones, 8 for the 64-bit ones
 /// (pointers are `.u64`), 16 for `.b128`, and N elements for an array `name[N]` (how a struct
 /// passed by value is declared). A kernel with a parameter of another type is left out: its
-/// launches are not checked, rather than checked against a wrong size.
+/// launches are not checked, rather than checked against a wrong size. So is a kernel declared
+/// twice with different parameters (one declared twice alike is listed once), and one whose
+/// name `offload.kernel-params` cannot hold (empty, or holding `:`, `;`, `,` or whitespace): the
+/// runtime reads the key back and refuses it whole if it lists a kernel twice or such a name.
 pub fn ptx_kernel_params(ptx: &str) -> Vec<KernelParams> {
     let code: Vec<&str> = ptx
         .lines()
         .map(|line| line.split("//").next().unwrap_or(""))
         .collect();
     let code = code.join("\n");
-    let mut out = Vec::new();
+    let mut found: Vec<(&str, Option<Vec<u32>>)> = Vec::new();
     let mut rest = code.as_str();
     while let Some(at) = find_entry(rest) {
         let after = rest[at + ".entry".len()..].trim_start();
@@ -140,15 +144,39 @@ pub fn ptx_kernel_params(ptx: &str) -> Vec<KernelParams> {
             .filter(|p| !p.is_empty())
             .map(ptx_param_size)
             .collect();
-        if let (false, Some(sizes)) = (name.is_empty(), sizes) {
+        if !name.is_empty() {
+            found.push((name, sizes));
+        }
+        rest = next;
+    }
+    let mut first: HashMap<&str, &Option<Vec<u32>>> = HashMap::new();
+    let mut conflicting: HashSet<&str> = HashSet::new();
+    for (name, sizes) in &found {
+        if *first.entry(name).or_insert(sizes) != sizes {
+            conflicting.insert(name);
+        }
+    }
+    let mut listed: HashSet<&str> = HashSet::new();
+    let mut out = Vec::new();
+    for (name, sizes) in found {
+        if let Some(sizes) = sizes
+            && kernel_params_can_name(name)
+            && !conflicting.contains(name)
+            && listed.insert(name)
+        {
             out.push(KernelParams {
                 kernel: name.to_owned(),
                 sizes,
             });
         }
-        rest = next;
     }
     out
+}
+
+/// Whether `offload.kernel-params` can hold a kernel named `name`: not empty, and none of the
+/// key's separators (`:`, `;`, `,`) or whitespace, which no symbol name holds.
+pub(crate) fn kernel_params_can_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains(|c: char| matches!(c, ':' | ';' | ',') || c.is_whitespace())
 }
 
 /// The offset of the next `.entry` directive (a whole word) in `text`.
@@ -346,6 +374,30 @@ mod tests {
                 params("noargs", &[]),
                 params("_Z1kILi3EEvPi", &[8, 12]),
             ]
+        );
+    }
+
+    /// Found by fuzzing: what the build writes as `offload.kernel-params`, the runtime must
+    /// read back, so a kernel declared twice and a name holding a separator are left out.
+    #[test]
+    fn ptx_params_the_runtime_can_read() {
+        let ptx = "\
+.entry twice(.param .u32 a) { }
+.entry twice(.param .u32 a) { }
+.entry clash(.param .u32 a) { }
+.entry clash(.param .u64 a) { }
+.entry unknown(.param .u32 a) { }
+.entry unknown(.param .u256 a) { }
+.entry a,b(.param .u32 a) { }
+.entry c:4(.param .u32 a) { }
+.entry ok(.param .u8 a) { }
+";
+        let found = ptx_kernel_params(ptx);
+        assert_eq!(found, [params("twice", &[4]), params("ok", &[1])]);
+        let text = encode_kernel_params(&found);
+        assert_eq!(
+            offload_format::offload_binary::parse_kernel_params(&text).unwrap(),
+            found
         );
     }
 

@@ -42,7 +42,6 @@
 pub mod arch;
 pub mod build_cache;
 pub mod command;
-#[cfg(feature = "llvm")]
 pub mod device_link;
 pub mod diagnostics;
 pub mod embed;

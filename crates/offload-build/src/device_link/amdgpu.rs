@@ -291,20 +291,24 @@ pub fn amdgpu_inspect(image: &[u8]) -> Result<AmdCodeObjectInfo> {
 ///
 /// # Errors
 /// What [`amdgpu_inspect`] reports, and [`LinkError::BadCodeObject`] for a kernel name that
-/// `offload.kernel-params` cannot hold or an argument size above `u32::MAX`.
+/// `offload.kernel-params` cannot hold, a kernel listed twice or an argument size above
+/// `u32::MAX`.
 pub fn amd_kernel_params(code_object: &[u8]) -> Result<Vec<KernelParams>> {
     let bad = |reason: String| LinkError::BadCodeObject { reason };
-    amdgpu_inspect(code_object)?
-        .kernels
+    let kernels = amdgpu_inspect(code_object)?.kernels;
+    let mut names = std::collections::HashSet::new();
+    kernels
         .into_iter()
         .map(|kernel| {
-            if kernel.name.is_empty()
-                || kernel
-                    .name
-                    .contains(|c: char| matches!(c, ':' | ';' | ',') || c.is_whitespace())
-            {
+            if !crate::image::kernel_params_can_name(&kernel.name) {
                 return Err(bad(format!(
                     "kernel name {:?} is empty or holds `:`, `;`, `,` or whitespace",
+                    kernel.name
+                )));
+            }
+            if !names.insert(kernel.name.clone()) {
+                return Err(bad(format!(
+                    "the metadata lists kernel `{}` twice",
                     kernel.name
                 )));
             }
@@ -375,6 +379,94 @@ mod tests {
         ));
         let mut not_amd = minimal_elf(62, 0);
         assert!(fix_amdgpu_e_flags(&mut not_amd, &target).is_err());
+    }
+
+    /// A code object holding only a metadata note: the ELF header, the note, the section
+    /// names, then the section headers (null, note, names).
+    fn code_object_with_metadata(metadata: &Value) -> Vec<u8> {
+        let mut desc = Vec::new();
+        rmpv::encode::write_value(&mut desc, metadata).unwrap();
+        let mut image = minimal_elf(224, 0x74c);
+        let note_at = image.len() as u64;
+        image.extend_from_slice(&7u32.to_le_bytes());
+        image.extend_from_slice(&(desc.len() as u32).to_le_bytes());
+        image.extend_from_slice(&NT_AMDGPU_METADATA.to_le_bytes());
+        image.extend_from_slice(b"AMDGPU\0\0");
+        image.extend_from_slice(&desc);
+        image.resize(image.len().next_multiple_of(4), 0);
+        let note_size = image.len() as u64 - note_at;
+        let names: &[u8] = b"\0.note\0.shstrtab\0";
+        let names_at = image.len() as u64;
+        image.extend_from_slice(names);
+        image.resize(image.len().next_multiple_of(8), 0);
+        let shoff = image.len() as u64;
+        let header = |name: u32, kind: u32, offset: u64, size: u64| {
+            let mut h = [0u8; 64];
+            h[..4].copy_from_slice(&name.to_le_bytes());
+            h[4..8].copy_from_slice(&kind.to_le_bytes());
+            h[24..32].copy_from_slice(&offset.to_le_bytes());
+            h[32..40].copy_from_slice(&size.to_le_bytes());
+            h[48..56].copy_from_slice(&4u64.to_le_bytes());
+            h
+        };
+        image.extend_from_slice(&[0; 64]);
+        image.extend_from_slice(&header(1, elf::SHT_NOTE, note_at, note_size));
+        image.extend_from_slice(&header(7, elf::SHT_STRTAB, names_at, names.len() as u64));
+        image[40..48].copy_from_slice(&shoff.to_le_bytes());
+        image[58..60].copy_from_slice(&64u16.to_le_bytes());
+        image[60..62].copy_from_slice(&3u16.to_le_bytes());
+        image[62..64].copy_from_slice(&2u16.to_le_bytes());
+        image
+    }
+
+    fn kernel(name: &str, arg_size: u64) -> Value {
+        let arg = |size: u64, kind: &str| {
+            Value::Map(vec![
+                (".size".into(), size.into()),
+                (".value_kind".into(), kind.into()),
+            ])
+        };
+        Value::Map(vec![
+            (".name".into(), name.into()),
+            (".symbol".into(), format!("{name}.kd").into()),
+            (
+                ".args".into(),
+                Value::Array(vec![
+                    arg(arg_size, "by_value"),
+                    arg(8, "hidden_block_count_x"),
+                ]),
+            ),
+        ])
+    }
+
+    fn metadata(kernels: Vec<Value>) -> Value {
+        Value::Map(vec![("amdhsa.kernels".into(), Value::Array(kernels))])
+    }
+
+    #[test]
+    fn kernel_params_from_the_metadata() {
+        let image = code_object_with_metadata(&metadata(vec![kernel("a", 4), kernel("b", 16)]));
+        let params = |kernel: &str, size: u32| KernelParams {
+            kernel: kernel.to_owned(),
+            sizes: vec![size],
+        };
+        assert_eq!(
+            amd_kernel_params(&image).unwrap(),
+            [params("a", 4), params("b", 16)]
+        );
+    }
+
+    /// Found by fuzzing: `offload.kernel-params` cannot list a kernel twice (the runtime
+    /// refuses the key whole), so metadata that does is a damaged code object.
+    #[test]
+    fn kernel_listed_twice_is_a_bad_code_object() {
+        let image = code_object_with_metadata(&metadata(vec![kernel("a", 4), kernel("a", 4)]));
+        assert_eq!(amdgpu_inspect(&image).unwrap().kernels.len(), 2);
+        let err = amd_kernel_params(&image).unwrap_err();
+        assert!(
+            matches!(&err, LinkError::BadCodeObject { reason } if reason.contains("`a` twice")),
+            "{err}"
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Device images for GPU targets: the nested nightly builds for `nvptx64-nvidia-cuda` and
 //! `amdgcn-amd-amdhsa`, the device link (in-process LLVM 22 with the `llvm` feature), `ptxas`
-//! and `ld.lld` for the final images, and pure readers that inspect the images.
+//! and `ld.lld` for the final images, and pure readers that inspect the images (those, and
+//! `ptxas`, without the `llvm` feature too).
 //!
 //! The link follows what rustc's `llvm-bitcode-linker` would do: the kernel crate's bitcode plus
 //! the bitcode members of its dependencies' rlibs, linked lazily, every symbol but the kernels
@@ -15,21 +16,27 @@
 //! [`find_tool`]; [`ptxas_supported_sms`] says which `sm_XX` the `ptxas` found can assemble.
 
 mod amdgpu;
+#[cfg(feature = "llvm")]
 mod llvm;
+#[cfg(feature = "llvm")]
 mod pipeline;
 mod ptx;
+#[cfg(feature = "llvm")]
 mod rlib_bitcode;
 
 pub use amdgpu::{
     AmdCodeObjectInfo, AmdCodeObjectVersion, AmdKernelArg, AmdKernelInfo, amd_kernel_params,
     amdgpu_e_flags, amdgpu_inspect, fix_amdgpu_e_flags,
 };
+#[cfg(feature = "llvm")]
 pub use llvm::{
     AmdgpuLinkOptions, LinkedObject, NvptxLinkOptions, amdgpu_code_object, amdgpu_link_object,
     amdgpu_wave_size, check_llvm_versions, external_nvptx_link, external_nvptx_pipeline,
     linked_llvm_major, nvptx_link, write_external_inputs,
 };
+#[cfg(feature = "llvm")]
 pub(crate) use pipeline::check_cubin;
+#[cfg(feature = "llvm")]
 pub use pipeline::{
     GpuTarget, NestedBuild, NestedBuildOutput, build_gpu_images, build_gpu_images_linked,
     device_inputs, gpu_images, gpu_images_with, nested_build,
@@ -39,6 +46,7 @@ pub use ptx::{
     parse_ptxas_gpu_names, parse_ptxas_verbose, parse_ptxas_version, ptx_features, ptx_isa_version,
     ptx_kernel_names, ptxas_assemble, ptxas_path, ptxas_supported_sms, ptxas_verbose,
 };
+#[cfg(feature = "llvm")]
 pub use rlib_bitcode::{DeviceInput, bitcode_members, is_bitcode};
 
 use std::path::PathBuf;

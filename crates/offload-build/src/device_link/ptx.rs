@@ -307,6 +307,7 @@ mod tests {
     use super::*;
 
     /// The `.version` LLVM emits for `cpu` with `features`, from the LLVM this crate links.
+    #[cfg(feature = "llvm")]
     fn llvm_ptx_version(cpu: &str, features: &str) -> String {
         use inkwell::OptimizationLevel;
         use inkwell::context::Context;
@@ -351,6 +352,7 @@ mod tests {
     /// The table against the linked LLVM: each row is the `.version` LLVM chooses for the
     /// processor on its own, and every architecture the build accepts is in the table and
     /// gets the version the link asks for.
+    #[cfg(feature = "llvm")]
     #[test]
     fn isa_table_matches_the_linked_llvm() {
         for p in offload_format::target_id::NVPTX_PROCESSORS {

@@ -16,9 +16,13 @@ pub const EM_X86_64: u16 = 62;
 pub const EM_AARCH64: u16 = 183;
 /// `ET_DYN`: a shared object.
 const ET_DYN: u16 = 3;
+/// Size of the ELF64 file header (`Elf64_Ehdr`), all of which a driver or the dynamic loader
+/// reads.
+const ELF64_HEADER_SIZE: usize = 64;
 
 /// Checks that `image` is a 64-bit little-endian ELF for machine `machine` (`name` in
-/// messages) whose program and section header tables lie inside the slice.
+/// messages) whose whole file header and program and section header tables lie inside the
+/// slice.
 ///
 /// # Errors
 /// A description of the first problem.
@@ -30,6 +34,12 @@ pub fn check_elf(image: &[u8], machine: u16, name: &str) -> Result<(), String> {
         return Err("not a 64-bit little-endian ELF".into());
     }
     let too_short = || "truncated ELF header".to_owned();
+    if image.len() < ELF64_HEADER_SIZE {
+        return Err(format!(
+            "truncated ELF header: {} bytes of {ELF64_HEADER_SIZE}",
+            image.len()
+        ));
+    }
     let found = u16::from_le_bytes(read(image, 18).ok_or_else(too_short)?);
     if found != machine {
         return Err(format!("e_machine is {found}, not {name} ({machine})"));
@@ -216,6 +226,14 @@ mod tests {
                     .contains("overflows")
             );
             assert!(check(b"\x7fELF\x02\x01").unwrap_err().contains("truncated"));
+            // Found by fuzzing: every field the check reads lies in the first 62 bytes, but
+            // a driver reads the whole 64-byte header.
+            let mut short = elf(machine, 0, 0);
+            short.truncate(62);
+            assert_eq!(
+                check(&short).unwrap_err(),
+                "truncated ELF header: 62 bytes of 64"
+            );
             assert!(
                 check(b"__CLANG_OFFLOAD_BUNDLE__")
                     .unwrap_err()

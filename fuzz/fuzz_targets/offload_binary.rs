@@ -21,7 +21,10 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data)
         && let Ok(list) = parse_kernel_params(text)
     {
-        assert_eq!(parse_kernel_params(&encode_kernel_params(&list)).unwrap(), list);
+        assert_eq!(
+            parse_kernel_params(&encode_kernel_params(&list)).unwrap(),
+            list
+        );
     }
     let _ = parse_all(data);
 });
