@@ -41,9 +41,17 @@ fn main() -> ExitCode {
         Some("lint-tools") => lint_tools(),
         Some("demo") => setup(false).and_then(|()| demo()),
         Some("guide") => guide::guide(),
-        Some("sanitizers") => setup(false)
-            .and_then(|()| sanitizers::miri())
-            .and_then(|()| sanitizers::thread_sanitizer()),
+        Some("sanitizers") => setup(false).and_then(|()| match args.get(1).map(String::as_str) {
+            None => sanitizers::miri()
+                .and_then(|()| sanitizers::thread_sanitizer())
+                .and_then(|()| sanitizers::address_sanitizer()),
+            Some("miri") => sanitizers::miri(),
+            Some("thread") => sanitizers::thread_sanitizer(),
+            Some("address") => sanitizers::address_sanitizer(),
+            Some(other) => Err(format!(
+                "`{other}` is not one of miri, thread, address; usage: cargo xtask sanitizers [miri | thread | address]"
+            )),
+        }),
         Some("fuzz") => match args.get(1).map(|s| s.parse::<u64>()) {
             None => fuzz::fuzz(fuzz::DEFAULT_SECONDS),
             Some(Ok(seconds)) if seconds > 0 => fuzz::fuzz(seconds),
@@ -57,7 +65,7 @@ fn main() -> ExitCode {
             .and_then(|()| test()),
         _ => {
             eprintln!(
-                "usage: cargo xtask <setup [--cuda] | tools [--cuda] | which TOOL | lint-tools | demo | guide | sanitizers | fuzz [SECONDS] | test>"
+                "usage: cargo xtask <setup [--cuda] | tools [--cuda] | which TOOL | lint-tools | demo | guide | sanitizers [miri | thread | address] | fuzz [SECONDS] | test>"
             );
             return ExitCode::from(2);
         }
@@ -534,6 +542,7 @@ fn test() -> Result {
         .args(["test", "--workspace", "--locked", "--no-fail-fast"]))?;
     sanitizers::miri()?;
     sanitizers::thread_sanitizer()?;
+    sanitizers::address_sanitizer()?;
     for example in ["saxpy", "reduce", "half-sum", "mixed"] {
         cargo_offload_run(&path, example)?;
     }

@@ -3,13 +3,21 @@
 //! ABI). It is compiled from generated Rust by the same rustc as the host crate, for the same
 //! target, and archived so Cargo can link it with `+whole-archive`: nothing refers to it by
 //! name, so a plain archive member would be dropped by the linker.
+//!
+//! On ELF targets the object's references to the runtime's registration functions are made
+//! hidden before it is archived. A hidden reference must be resolved inside the executable or
+//! shared object it is linked into, so a `cdylib` with kernels registers them with its own copy
+//! of the runtime even when it is loaded into a program that exports its own (a plugin host
+//! linked with `-rdynamic`); with a default-visibility reference the dynamic linker would bind
+//! the `cdylib`'s registration to the program's runtime, and the `cdylib` would find none of
+//! its kernels.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::command;
-use crate::error::{IoContext, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{temp_file_beside, write_atomic};
 
 /// The static library to link, and its `-l` name.
@@ -66,12 +74,14 @@ pub fn build_embedding_library(
             .arg(&tmp_object)
             .arg(&source_path),
     )?;
-    tmp_object
-        .persist(&object_path)
-        .map_err(|e| e.error)
-        .io("renaming", &object_path)?;
+    let mut object = std::fs::read(&tmp_object).io("reading", &*tmp_object)?;
+    hide_registration_references(&mut object).map_err(|reason| Error::BadEmbeddingObject {
+        path: object_path.clone(),
+        reason,
+    })?;
+    write_atomic(&object_path, &object)?;
+    drop(tmp_object);
 
-    let object = std::fs::read(&object_path).io("reading", &object_path)?;
     let link_name = crate_name;
     let archive_path = out_dir.join(format!("lib{link_name}.a"));
     let mut archive = Vec::with_capacity(object.len() + 128);
@@ -87,6 +97,59 @@ pub fn build_embedding_library(
         dir: out_dir.to_owned(),
         link_name,
     })
+}
+
+/// The runtime functions the embedding object calls (`offload_rt::registry`).
+const REGISTRATION_FUNCTIONS: [&str; 2] = ["__offload_register_lib", "__offload_unregister_lib"];
+
+/// Gives the undefined references of a 64-bit little-endian ELF relocatable object to
+/// [`REGISTRATION_FUNCTIONS`] hidden visibility, in place; other objects (Mach-O, COFF, whose
+/// linkers bind a library's references to its own definitions) are left as they are.
+fn hide_registration_references(object: &mut [u8]) -> std::result::Result<(), String> {
+    use object::LittleEndian;
+    use object::elf::{FileHeader64, SHT_SYMTAB, STV_HIDDEN};
+    use object::read::elf::{FileHeader, SectionHeader, Sym};
+
+    if !object.starts_with(&object::elf::ELFMAG) {
+        return Ok(());
+    }
+    let mut patches = Vec::new();
+    {
+        let data = &*object;
+        let header = FileHeader64::<LittleEndian>::parse(data).map_err(|e| e.to_string())?;
+        // Refuses a 32-bit or big-endian object: no host target of this project makes one.
+        let endian = header.endian().map_err(|e| e.to_string())?;
+        let sections = header.sections(endian, data).map_err(|e| e.to_string())?;
+        let symtab = sections
+            .symbols(endian, data, SHT_SYMTAB)
+            .map_err(|e| e.to_string())?;
+        let section = sections
+            .section(symtab.section())
+            .map_err(|e| e.to_string())?;
+        let base = usize::try_from(section.sh_offset(endian)).map_err(|e| e.to_string())?;
+        let entry = size_of::<object::elf::Sym64<LittleEndian>>();
+        for (i, sym) in symtab.symbols().iter().enumerate() {
+            let name = sym.name(endian, symtab.strings()).unwrap_or_default();
+            if sym.is_undefined(endian)
+                && REGISTRATION_FUNCTIONS.iter().any(|f| f.as_bytes() == name)
+            {
+                // st_other follows st_name (4 bytes) and st_info (1 byte).
+                patches.push(base + i * entry + 5);
+            }
+        }
+    }
+    if patches.len() != REGISTRATION_FUNCTIONS.len() {
+        return Err(format!(
+            "expected one undefined reference to each of {}, found {}",
+            REGISTRATION_FUNCTIONS.join(" and "),
+            patches.len()
+        ));
+    }
+    for at in patches {
+        let other = object.get_mut(at).ok_or("symbol table out of bounds")?;
+        *other = (*other & !0x3) | STV_HIDDEN;
+    }
+    Ok(())
 }
 
 fn generate_source(name: &str, bundle_path: &Path, bundle_len: usize) -> String {
@@ -172,5 +235,71 @@ mod tests {
             src.contains("static NAME: &[u8] = &[109, 121, 45, 97, 112, 112];"),
             "{src}"
         );
+    }
+
+    /// The host's rustc and target, as the tests of this crate run on the host.
+    fn host_rustc() -> (PathBuf, String) {
+        let rustc = PathBuf::from("rustc");
+        let out = Command::new(&rustc).arg("-vV").output().unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let host = text
+            .lines()
+            .find_map(|l| l.strip_prefix("host: "))
+            .unwrap()
+            .to_owned();
+        (rustc, host)
+    }
+
+    #[test]
+    fn the_embedding_object_binds_registration_inside_the_object_it_is_linked_into() {
+        use object::{Object, ObjectSymbol, SymbolFlags};
+
+        let dir = tempfile::tempdir().unwrap();
+        let (rustc, host) = host_rustc();
+        let lib =
+            build_embedding_library(dir.path(), "my-app", b"not a bundle", &rustc, &host).unwrap();
+        let object_path = lib.dir.join(format!("{}.o", lib.link_name));
+        let bytes = std::fs::read(&object_path).unwrap();
+        let file = object::File::parse(&*bytes).unwrap();
+        if file.format() != object::BinaryFormat::Elf {
+            return;
+        }
+        for name in REGISTRATION_FUNCTIONS {
+            let symbol = file
+                .symbols()
+                .find(|s| s.name() == Ok(name))
+                .unwrap_or_else(|| panic!("no reference to {name}"));
+            assert!(symbol.is_undefined(), "{name}");
+            let SymbolFlags::Elf { st_other, .. } = symbol.flags() else {
+                panic!("{name}: not an ELF symbol");
+            };
+            assert_eq!(st_other & 0x3, object::elf::STV_HIDDEN, "{name}");
+        }
+        // The archive holds the patched object.
+        let archive = std::fs::read(lib.dir.join(format!("lib{}.a", lib.link_name))).unwrap();
+        assert!(archive.windows(bytes.len()).any(|w| w == bytes));
+    }
+
+    #[test]
+    fn an_object_without_the_registration_references_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (rustc, host) = host_rustc();
+        let lib = build_embedding_library(dir.path(), "my-app", b"x", &rustc, &host).unwrap();
+        let mut bytes = std::fs::read(lib.dir.join(format!("{}.o", lib.link_name))).unwrap();
+        if !bytes.starts_with(&object::elf::ELFMAG) {
+            return;
+        }
+        // Renames the references in the string table: what is left references neither.
+        let at = bytes
+            .windows(b"__offload_register_lib".len())
+            .position(|w| w == b"__offload_register_lib")
+            .unwrap();
+        bytes[at] = b'X';
+        let err = hide_registration_references(&mut bytes).unwrap_err();
+        assert!(err.contains("found 1"), "{err}");
+        // Anything not ELF passes through untouched.
+        let mut macho = vec![0xcf, 0xfa, 0xed, 0xfe, 0, 0, 0, 0];
+        hide_registration_references(&mut macho).unwrap();
+        assert_eq!(macho, [0xcf, 0xfa, 0xed, 0xfe, 0, 0, 0, 0]);
     }
 }

@@ -222,6 +222,15 @@ pub enum Error {
         reason: String,
     },
 
+    /// The embedding object rustc compiled is not what the registration needs.
+    #[error("embedding object {path}: {reason}")]
+    BadEmbeddingObject {
+        /// The object file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+
     /// Reading or writing an offloading format failed.
     #[error(transparent)]
     Format(#[from] offload_format::Error),
@@ -272,6 +281,7 @@ offload_format::error_codes! {
         DeviceBuild => "OFF2019",
         MissingArtifact => "OFF2020",
         BadImage => "OFF2021",
+        BadEmbeddingObject => "OFF2022",
     }
     delegate {
         Format,

@@ -61,6 +61,8 @@ mod host;
 #[cfg(feature = "host")]
 mod launch;
 #[cfg(feature = "host")]
+mod os_thread;
+#[cfg(feature = "host")]
 pub mod registry;
 #[cfg(feature = "host")]
 pub mod select;

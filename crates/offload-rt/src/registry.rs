@@ -353,7 +353,13 @@ pub fn register_bundle(name: &str, bundle: Vec<u8>) {
 /// pointer is ignored).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn __offload_unregister_lib(desc: *const OffloadDescriptor) {
-    lock().entries.retain(|e| e.desc != desc);
+    let mut reg = lock();
+    reg.entries.retain(|e| e.desc != desc);
+    if reg.entries.is_empty() {
+        // Statics are never dropped: a `cdylib` unloaded with its last registration gone must
+        // not leave the list's storage behind.
+        reg.entries = Vec::new();
+    }
 }
 
 fn parse_entry(desc: *const OffloadDescriptor) -> Parsed {

@@ -16,7 +16,6 @@
 use std::ffi::c_void;
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::backend::{BackendEvent, BackendGraph, BackendStream, HostMemory};
@@ -24,6 +23,7 @@ use crate::buffer::DeviceBuffer;
 use crate::device::DeviceCopy;
 use crate::error::{Error, Result};
 use crate::host::Device;
+use crate::os_thread;
 
 /// An ordered queue of launches and copies on one device. Work queued on it returns at
 /// once and runs in order; work on different streams may overlap. Launch on a stream by
@@ -90,7 +90,7 @@ impl QueueShared {
 pub(crate) struct Queue {
     shared: Arc<QueueShared>,
     tx: Mutex<Option<Sender<Op>>>,
-    worker: Mutex<Option<JoinHandle<()>>>,
+    worker: Mutex<Option<os_thread::JoinHandle>>,
 }
 
 impl Queue {
@@ -101,21 +101,19 @@ impl Queue {
         });
         let (tx, rx) = mpsc::channel::<Op>();
         let worker_shared = Arc::clone(&shared);
-        let worker = std::thread::Builder::new()
-            .name("offload-stream".into())
-            .spawn(move || {
-                for op in rx {
-                    let result = op();
-                    let mut st = worker_shared.lock();
-                    if let Err(e) = result {
-                        st.error.get_or_insert(e);
-                    }
-                    st.done += 1;
-                    drop(st);
-                    worker_shared.changed.notify_all();
+        let worker = os_thread::spawn("offload-stream", move || {
+            for op in rx {
+                let result = op();
+                let mut st = worker_shared.lock();
+                if let Err(e) = result {
+                    st.error.get_or_insert(e);
                 }
-            })
-            .map_err(Error::Worker)?;
+                st.done += 1;
+                drop(st);
+                worker_shared.changed.notify_all();
+            }
+        })
+        .map_err(Error::Worker)?;
         Ok(Queue {
             shared,
             tx: Mutex::new(Some(tx)),
@@ -177,7 +175,7 @@ impl Drop for Queue {
             .unwrap_or_else(PoisonError::into_inner)
             .take()
         {
-            let _ = worker.join();
+            worker.join();
         }
     }
 }

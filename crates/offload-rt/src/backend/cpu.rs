@@ -27,10 +27,10 @@
 mod loader;
 mod pool;
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
@@ -85,6 +85,7 @@ pub enum BarrierMode {
 #[derive(Debug)]
 pub struct CpuBackend {
     pool: Pool,
+    stacks: LauncherStacks,
     barriers: BarrierMode,
     /// Allocations made with `mmap` (address → mapped length); the rest came from `calloc`.
     mapped: Mutex<std::collections::HashMap<u64, usize>>,
@@ -153,6 +154,7 @@ impl CpuBackend {
     pub fn with_threads(threads: usize) -> CpuBackend {
         CpuBackend {
             pool: Pool::new(threads.max(1)),
+            stacks: LauncherStacks::default(),
             barriers: BarrierMode::Regions,
             mapped: Mutex::new(std::collections::HashMap::new()),
         }
@@ -277,6 +279,7 @@ impl Backend for CpuBackend {
             info,
             bytes,
             self.pool.clone(),
+            self.stacks.clone(),
             self.barriers,
         )?))
     }
@@ -307,6 +310,7 @@ struct CpuKernel {
 pub struct CpuModule {
     info: ImageInfo,
     pool: Pool,
+    stacks: LauncherStacks,
     barriers: BarrierMode,
     kernels: Mutex<Vec<CpuKernel>>,
     // Declared last: the library is unloaded after everything pointing into it is gone.
@@ -315,16 +319,18 @@ pub struct CpuModule {
 
 impl CpuModule {
     /// Loads a CPU image from memory.
-    pub fn load(
+    fn load(
         info: ImageInfo,
         bytes: &[u8],
         pool: Pool,
+        stacks: LauncherStacks,
         barriers: BarrierMode,
     ) -> Result<CpuModule> {
         let lib = Library::load_from_memory(&info, bytes)?;
         Ok(CpuModule {
             info,
             pool,
+            stacks,
             barriers,
             kernels: Mutex::new(Vec::new()),
             lib,
@@ -560,14 +566,16 @@ impl CpuModule {
     /// Running every thread of the launch is sound (the caller's launch contract).
     unsafe fn run_plain(&self, l: &Launch, run: CpuRunFn, blocks: u64, skip: u32) -> Result<()> {
         let chunk = chunk_size(blocks, self.pool.threads());
-        self.pool.run(blocks, chunk, &|begin, end| {
-            if l.panicked() {
-                return Ok(());
-            }
-            let skip = if begin == 0 { skip } else { 0 };
-            // SAFETY: `l` points at the launch record and parameters, alive until `Pool::run`
-            // returns; the kernel's contract is the caller's.
-            guarded(|| unsafe { run(l.launch, l.params, begin, end, skip) })
+        self.stacks.lend(|| {
+            self.pool.run(blocks, chunk, &|begin, end| {
+                if l.panicked() {
+                    return Ok(());
+                }
+                let skip = if begin == 0 { skip } else { 0 };
+                // SAFETY: `l` points at the launch record and parameters, alive until `Pool::run`
+                // returns; the kernel's contract is the caller's.
+                guarded(|| unsafe { run(l.launch, l.params, begin, end, skip) })
+            })
         })
     }
 
@@ -591,27 +599,29 @@ impl CpuModule {
             return Ok(());
         }
         let chunk = chunk_size(blocks - first, self.pool.threads());
-        self.pool.run(blocks - first, chunk, &|begin, end| {
-            let (begin, end) = (first + begin, first + end);
-            if l.panicked() {
-                return Ok(());
-            }
-            if let Some(regions) = regions {
-                let mut fits = false;
-                // SAFETY: as in `run_plain`.
-                guarded(|| fits = unsafe { regions(l.launch, l.params, begin, end) } == 0)?;
-                if fits || l.panicked() {
+        self.stacks.lend(|| {
+            self.pool.run(blocks - first, chunk, &|begin, end| {
+                let (begin, end) = (first + begin, first + end);
+                if l.panicked() {
                     return Ok(());
                 }
-            }
-            for b in begin..end {
-                // SAFETY: as in `run_plain`.
-                unsafe { run_block_with_barriers(l, thread, b, threads, None) }?;
-                if l.panicked() {
-                    break;
+                if let Some(regions) = regions {
+                    let mut fits = false;
+                    // SAFETY: as in `run_plain`.
+                    guarded(|| fits = unsafe { regions(l.launch, l.params, begin, end) } == 0)?;
+                    if fits || l.panicked() {
+                        return Ok(());
+                    }
                 }
-            }
-            Ok(())
+                for b in begin..end {
+                    // SAFETY: as in `run_plain`.
+                    unsafe { run_block_with_barriers(l, thread, b, threads, None) }?;
+                    if l.panicked() {
+                        break;
+                    }
+                }
+                Ok(())
+            })
         })
     }
 }
@@ -708,19 +718,85 @@ type GuardYield = Yielder<(), ()>;
 thread_local! {
     /// The yielder of the coroutine running on this OS thread, or null on the fast path.
     static CURRENT: Cell<*const Yield> = const { Cell::new(std::ptr::null()) };
-    /// Coroutine stacks kept for the next block this thread runs.
-    static STACKS: Cell<Vec<DefaultStack>> = const { Cell::new(Vec::new()) };
     /// The yielder of the guard coroutine running kernel code outside GPU-thread coroutines.
     static GUARD: Cell<*const GuardYield> = const { Cell::new(std::ptr::null()) };
-    /// This OS thread's guard stack, between guarded runs.
-    static GUARD_STACKS: Cell<Option<DefaultStack>> = const { Cell::new(None) };
+    /// A pool worker's stacks, kept for the next block it runs. Workers exit when their pool
+    /// is dropped, running this destructor with them.
+    static WORKER_STACKS: RefCell<StackCache> = const { RefCell::new(StackCache::new()) };
+    /// On a thread that launches, the launching device's stacks while its launch runs. No
+    /// destructor: one would keep a `cdylib` with kernels mapped after `dlclose` until this
+    /// thread exits (see `os_thread`).
+    static LENT_STACKS: Cell<*const Mutex<StackCache>> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Stacks kept between blocks: mapping one costs more than a small block's work.
+struct StackCache {
+    /// GPU threads' coroutine stacks.
+    coroutine: Vec<DefaultStack>,
+    /// The guard stack.
+    guard: Option<DefaultStack>,
+}
+
+impl StackCache {
+    const fn new() -> StackCache {
+        StackCache {
+            coroutine: Vec::new(),
+            guard: None,
+        }
+    }
+}
+
+/// A device's stacks for the thread that launches on it (its workers keep their own).
+#[derive(Clone)]
+struct LauncherStacks(Arc<Mutex<StackCache>>);
+
+impl std::fmt::Debug for LauncherStacks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LauncherStacks")
+    }
+}
+
+impl Default for LauncherStacks {
+    fn default() -> LauncherStacks {
+        LauncherStacks(Arc::new(Mutex::new(StackCache::new())))
+    }
+}
+
+impl LauncherStacks {
+    /// Runs `launch` with these stacks lent to the calling thread.
+    fn lend<R>(&self, launch: impl FnOnce() -> R) -> R {
+        struct Restore(*const Mutex<StackCache>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                LENT_STACKS.with(|l| l.set(self.0));
+            }
+        }
+        let _restore = Restore(LENT_STACKS.with(|l| l.replace(Arc::as_ptr(&self.0))));
+        launch()
+    }
+}
+
+/// Runs `f` on the calling thread's stack cache: a worker's own, or the stacks lent to a
+/// launching thread; a thread with neither maps and unmaps stacks as it goes.
+fn with_stacks<R>(f: impl FnOnce(&mut StackCache) -> R) -> R {
+    if pool::on_worker_thread() {
+        return WORKER_STACKS.with_borrow_mut(f);
+    }
+    let lent = LENT_STACKS.with(Cell::get);
+    if lent.is_null() {
+        return f(&mut StackCache::new());
+    }
+    // SAFETY: `LauncherStacks::lend` set the pointer from an `Arc` it borrows for as long as
+    // the pointer is set, and resets it before returning.
+    let lent = unsafe { &*lent };
+    f(&mut lent.lock().unwrap_or_else(|p| p.into_inner()))
 }
 
 /// Runs `f` (kernel code outside GPU-thread coroutines) on this thread's guard stack, so that
 /// a panic in it can leave it: [`cpu_panic`] suspends the guard, which is then reset, not
 /// resumed. After a panic the launch's ctx holds the report.
 fn guarded<F: FnOnce()>(f: F) -> Result<()> {
-    let stack = match GUARD_STACKS.with(Cell::take) {
+    let stack = match with_stacks(|s| s.guard.take()) {
         Some(stack) => stack,
         None => DefaultStack::new(GUARD_STACK).map_err(|source| Error::Os {
             call: "mmap (guard stack)",
@@ -744,7 +820,8 @@ fn guarded<F: FnOnce()>(f: F) -> Result<()> {
         // nothing to drop but `f`'s borrows.
         unsafe { co.force_reset() };
     }
-    GUARD_STACKS.with(|s| s.set(Some(co.into_stack())));
+    let stack = co.into_stack();
+    with_stacks(|s| s.guard = Some(stack));
     Ok(())
 }
 
@@ -1041,12 +1118,7 @@ fn abandon(mut co: ThreadCoroutine) {
 }
 
 fn take_stack() -> Result<DefaultStack> {
-    let cached = STACKS.with(|s| {
-        let mut v = s.take();
-        let top = v.pop();
-        s.set(v);
-        top
-    });
+    let cached = with_stacks(|s| s.coroutine.pop());
     match cached {
         Some(s) => Ok(s),
         None => DefaultStack::new(COROUTINE_STACK).map_err(|source| Error::Os {
@@ -1057,9 +1129,5 @@ fn take_stack() -> Result<DefaultStack> {
 }
 
 fn give_stack(stack: DefaultStack) {
-    STACKS.with(|s| {
-        let mut v = s.take();
-        v.push(stack);
-        s.set(v);
-    });
+    with_stacks(|s| s.coroutine.push(stack));
 }

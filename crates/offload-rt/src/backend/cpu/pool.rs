@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 use crate::error::{Error, Result};
+use crate::os_thread;
 
 type ChunkFn<'a> = dyn Fn(u64, u64) -> Result<()> + Sync + 'a;
 
@@ -71,7 +72,7 @@ struct Handle {
     /// Serializes launches.
     launch: Mutex<()>,
     /// The workers, once started.
-    workers: OnceLock<Vec<std::thread::JoinHandle<()>>>,
+    workers: OnceLock<Vec<os_thread::JoinHandle>>,
 }
 
 impl Drop for Handle {
@@ -87,7 +88,7 @@ impl Drop for Handle {
             return;
         }
         for worker in self.workers.take().unwrap_or_default() {
-            let _ = worker.join();
+            worker.join();
         }
     }
 }
@@ -135,9 +136,9 @@ impl Pool {
                 let mut started = Vec::new();
                 for i in 1..self.handle.inner.threads {
                     let inner = Arc::clone(&self.handle.inner);
-                    let spawned = std::thread::Builder::new()
-                        .name(format!("offload-cpu-{i}"))
-                        .spawn(move || worker(&inner));
+                    let spawned = os_thread::spawn(&format!("offload-cpu-{i}"), move || {
+                        worker(&inner);
+                    });
                     // With fewer workers than asked for, launches still run (slower).
                     match spawned {
                         Ok(handle) => started.push(handle),
@@ -200,7 +201,7 @@ impl Pool {
 }
 
 thread_local! {
-    /// Whether this thread is a pool worker. No destructor: see `LauncherStacks`.
+    /// Whether this thread is a pool worker. No destructor: see `LENT_STACKS` (cpu.rs).
     static ON_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
