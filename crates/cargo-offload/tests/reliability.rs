@@ -321,22 +321,36 @@ fn two_projects_filling_one_device_build_cache_at_once_both_succeed() {
 fn a_plugin_with_kernels_loaded_and_unloaded_100_times_leaves_nothing_behind() {
     let project = common::fixture("plugin");
     let target = target_dir("reliability").join("plugin-target");
-    check(
-        &cargo_offload_command(
-            &project,
-            &[
-                "build",
-                "-p",
-                "app",
-                "-p",
-                "plugin",
-                "--target-dir",
-                &target.to_string_lossy(),
-            ],
-        )
-        .output()
-        .unwrap(),
-        "the program and its plugin",
+    let _ = std::fs::remove_dir_all(&target);
+    let mut build = cargo_offload_command(
+        &project,
+        &[
+            "build",
+            "-p",
+            "app",
+            "-p",
+            "plugin",
+            "--target-dir",
+            &target.to_string_lossy(),
+        ],
+    );
+    // The most open file-creation mask a user can have: what the build writes must still not
+    // be writable by others.
+    // SAFETY: umask(2) is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        build.pre_exec(|| {
+            libc::umask(0);
+            Ok(())
+        });
+    }
+    check(&build.output().unwrap(), "the program and its plugin");
+    let open: Vec<_> = walk_all(&target)
+        .into_iter()
+        .filter(|(_, mode)| mode & 0o022 != 0)
+        .collect();
+    assert!(
+        open.is_empty(),
+        "written group- or world-writable under umask 0: {open:?}"
     );
     let plugin = target.join("debug/libplugin.so");
     let out = Command::new(target.join("debug/app"))
@@ -354,4 +368,24 @@ fn a_plugin_with_kernels_loaded_and_unloaded_100_times_leaves_nothing_behind() {
         stdout.contains("plugin cycles: 100 all right, unmapped after 100"),
         "{stdout}"
     );
+}
+
+/// Every file and directory under `dir` (not following links), with its permission bits.
+fn walk_all(dir: &Path) -> Vec<(PathBuf, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let meta = entry.path().symlink_metadata().unwrap();
+            if meta.is_symlink() {
+                continue;
+            }
+            out.push((entry.path(), meta.permissions().mode() & 0o7777));
+            if meta.is_dir() {
+                stack.push(entry.path());
+            }
+        }
+    }
+    out
 }

@@ -151,8 +151,9 @@ impl BuildCache {
         Ok((seeded, refused))
     }
 
-    /// Copies into the cache every unit of `target_dir` it lacks but those of the packages
-    /// `excluded` (the kernel crates); returns how many.
+    /// Copies into the cache every unit of `target_dir` it lacks, or holds but refuses (see
+    /// [`BuildCache::seed_reporting`]), but those of the packages `excluded` (the kernel
+    /// crates); returns how many.
     pub fn store(&self, target_dir: &Path, excluded: &[&str]) -> Result<usize> {
         let mirror = self.mirror(target_dir);
         // One build stores at a time: two builds' files of one unit differ (dep-info names
@@ -163,10 +164,18 @@ impl BuildCache {
             let to = mirror.join(profile.strip_prefix(target_dir).unwrap_or(&profile));
             let all = units(&profile, excluded)?;
             for unit in &all {
-                if to.join(".fingerprint").join(&unit.name).exists()
-                    || !self.cacheable(&profile, unit, &all)
-                {
+                if !self.cacheable(&profile, unit, &all) {
                     continue;
+                }
+                if to.join(".fingerprint").join(&unit.name).exists() {
+                    if verified(&to, unit) {
+                        continue;
+                    }
+                    // A damaged entry is replaced by this build's good copy, so that one bad
+                    // write does not cost every later build the unit.
+                    if remove_unit(&to, unit).is_err() {
+                        continue;
+                    }
                 }
                 std::fs::create_dir_all(&to).io("creating", &to)?;
                 let Ok(manifest) = manifest(&profile, unit) else {
@@ -284,7 +293,7 @@ pub fn around<T>(
     match cache.seed_reporting(target_dir) {
         Ok((_, refused)) if !refused.is_empty() => env.warn(&format!(
             "the shared build cache {} holds units whose files differ from what it recorded \
-             ({}); they were not used",
+             ({}); they were not used, and this build's copies replace them",
             cache.root.display(),
             refused.join(", ")
         )),
@@ -436,6 +445,20 @@ fn copy_unit(from: &Path, to: &Path, unit: &Unit, manifest: Option<&str>) -> std
         &from.join(".fingerprint").join(&unit.name),
         &to.join(".fingerprint").join(&unit.name),
     )
+}
+
+/// Removes a unit from the cache's profile directory `profile`, its fingerprint first, so
+/// that a unit whose removal stops half-way is one the cache lacks, not one it refuses.
+/// Target directories seeded with its files keep them: they hold links, not the names.
+fn remove_unit(profile: &Path, unit: &Unit) -> std::io::Result<()> {
+    remove_any(&profile.join(".fingerprint").join(&unit.name))?;
+    for rel in unit_files(profile, unit) {
+        remove_any(&profile.join(rel))?;
+    }
+    match std::fs::remove_file(manifest_path(profile, unit)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// Copies a file or directory tree to `to` under a temporary name, then renames it there; an
@@ -682,6 +705,8 @@ mod tests {
         assert_eq!(cache.seed(&b).unwrap(), 0, "nothing lacking");
 
         // An entry changed in the cache, or one it did not write, is refused.
+        // (A new file: the cached one is a link of `a`'s, which a write in place would change.)
+        std::fs::remove_file(cached.join("deps/libcore-ad5cc240d8901ad8.rlib")).unwrap();
         std::fs::write(cached.join("deps/libcore-ad5cc240d8901ad8.rlib"), "evil").unwrap();
         touch(
             &cached.join(".fingerprint/alloc-0000000000000001/lib"),
@@ -701,6 +726,25 @@ mod tests {
             .filter(|p| p.to_string_lossy().ends_with(".partial"))
             .collect();
         assert!(leftovers.is_empty(), "{leftovers:?}");
+
+        // The next build with a good copy of a refused unit replaces it in the cache, and the
+        // build after it is seeded with it again; a unit no build has stays refused.
+        assert_eq!(cache.store(&a, &["k-kernels"]).unwrap(), 1, "core repaired");
+        assert_eq!(
+            std::fs::read(cached.join("deps/libcore-ad5cc240d8901ad8.rlib")).unwrap(),
+            b"core"
+        );
+        let d = dir.path().join("d/nvptx64-nvidia-cuda");
+        let (seeded, refused) = cache.seed_reporting(&d).unwrap();
+        assert_eq!(
+            (seeded, refused),
+            (3, vec!["alloc-0000000000000001".to_owned()])
+        );
+        assert_eq!(
+            cache.store(&a, &["k-kernels"]).unwrap(),
+            0,
+            "nothing left to repair"
+        );
     }
 
     #[test]

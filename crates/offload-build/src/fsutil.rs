@@ -5,6 +5,21 @@ use std::path::Path;
 
 use crate::error::{IoContext, Result};
 
+/// Clears the group and world write bits of this process's file-creation mask, for it and
+/// the builds it starts: a file the build writes that another user could change (a cached
+/// library, a device image, the embedding object) would let them put code into the program.
+/// Called first thing by `cargo offload` and by [`crate::Build`] in a build script.
+pub fn restrict_umask() {
+    #[cfg(unix)]
+    // SAFETY: umask(2) cannot fail and touches no memory. The mask is briefly 022 between the
+    // two calls, stricter than either value, so a file created meanwhile is at worst less
+    // open than asked.
+    unsafe {
+        let old = libc::umask(0o022);
+        libc::umask(old | 0o022);
+    }
+}
+
 /// Writes `bytes` to a temporary file beside `path`, syncs it, then renames it over `path`.
 /// A reader sees the old file or the new one, never a part of either. Unchanged contents
 /// are not rewritten, so timestamps (and what Cargo decides from them) stay put.

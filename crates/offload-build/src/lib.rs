@@ -205,6 +205,7 @@ impl Build {
     /// Builds every kernel crate for every architecture and links the embedding object.
     /// Must run inside a build script.
     pub fn try_compile(&self) -> Result<BuildOutput> {
+        fsutil::restrict_umask();
         let env = Env::detect();
         let result = self.build(&env);
         diagnostics::report(&env);
