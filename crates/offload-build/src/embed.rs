@@ -55,7 +55,8 @@ pub fn build_embedding_library(
     )?;
 
     let object_path = out_dir.join(format!("{crate_name}.o"));
-    let tmp_object = temp_file_beside(&object_path)?.into_temp_path();
+    let tmp_object =
+        temp_file_beside(&object_path).io("creating a temporary file beside", &object_path)?;
     command::run(
         Command::new(rustc)
             .arg("--crate-name")

@@ -1,7 +1,8 @@
 //! File writes that a killed build cannot leave half done.
 
+use std::fs::File;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{IoContext, Result};
 
@@ -11,12 +12,22 @@ use crate::error::{IoContext, Result};
 /// Called first thing by `cargo offload` and by [`crate::Build`] in a build script.
 pub fn restrict_umask() {
     #[cfg(unix)]
-    // SAFETY: umask(2) cannot fail and touches no memory. The mask is briefly 022 between the
-    // two calls, stricter than either value, so a file created meanwhile is at worst less
-    // open than asked.
-    unsafe {
-        let old = libc::umask(0o022);
-        libc::umask(old | 0o022);
+    {
+        // Declared here rather than through `libc`, for the same reason as `TempPath`.
+        #[cfg(any(target_os = "macos", target_os = "ios"))]
+        type Mode = u16;
+        #[cfg(not(any(target_os = "macos", target_os = "ios")))]
+        type Mode = u32;
+        unsafe extern "C" {
+            fn umask(mask: Mode) -> Mode;
+        }
+        // SAFETY: umask(2) cannot fail and touches no memory. The mask is briefly 022 between
+        // the two calls, stricter than either value, so a file created meanwhile is at worst
+        // less open than asked.
+        unsafe {
+            let old = umask(0o022);
+            umask(old | 0o022);
+        }
     }
 }
 
@@ -32,18 +43,110 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         _ => Path::new("."),
     };
     std::fs::create_dir_all(dir).io("creating directory", dir)?;
-    let mut tmp = temp_file_beside(path)?;
-    tmp.write_all(bytes).io("writing", tmp.path())?;
-    tmp.as_file().sync_all().io("syncing", tmp.path())?;
-    tmp.persist(path)
-        .map_err(|e| e.error)
-        .io("renaming into place", path)?;
+    let (tmp, mut file) = create_temp_beside(path).io("creating a temporary file beside", path)?;
+    file.write_all(bytes).io("writing", &*tmp)?;
+    file.sync_all().io("syncing", &*tmp)?;
+    drop(file);
+    tmp.persist(path).io("renaming into place", path)?;
     Ok(())
 }
 
-/// A new temporary file in `path`'s directory, named after it (`.<name>.XXXXXX.tmp`), removed
-/// unless persisted.
-pub fn temp_file_beside(path: &Path) -> Result<tempfile::NamedTempFile> {
+/// A file under a fresh name, removed when dropped unless [`TempPath::persist`]ed.
+///
+/// Written here rather than taken from `tempfile`: a build script's dependencies are compiled
+/// in every user's cold build, and `tempfile`'s (`rustix`, `getrandom`, `libc`) cost more than
+/// the whole of this.
+#[derive(Debug)]
+pub struct TempPath {
+    path: PathBuf,
+    persisted: bool,
+}
+
+impl TempPath {
+    /// Renames the file to `to`, replacing what is there.
+    pub fn persist(mut self, to: &Path) -> std::io::Result<()> {
+        std::fs::rename(&self.path, to)?;
+        self.persisted = true;
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for TempPath {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for TempPath {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.path.as_os_str()
+    }
+}
+
+impl AsRef<Path> for TempPath {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for TempPath {
+    fn drop(&mut self) {
+        if !self.persisted {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// A directory under a fresh name, removed with what it holds when dropped.
+#[derive(Debug)]
+pub struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    /// A new directory `<prefix><pid>-<n>` in `parent` that only its owner may enter.
+    pub fn new_in(parent: &Path, prefix: &str) -> std::io::Result<TempDir> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let mut last = None;
+        for _ in 0..64 {
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let path = parent.join(format!("{prefix}{}-{n}", std::process::id()));
+            let mut builder = std::fs::DirBuilder::new();
+            #[cfg(unix)]
+            std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+            match builder.create(&path) {
+                Ok(()) => return Ok(TempDir { path }),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| std::io::Error::other("no free name")))
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// A new, empty file in `path`'s directory, named after it (`.<name>.<pid>.<n>.tmp`), only its
+/// owner may read or write; removed unless persisted. For a tool to write its output to.
+pub fn temp_file_beside(path: &Path) -> std::io::Result<TempPath> {
+    Ok(create_temp_beside(path)?.0)
+}
+
+/// [`temp_file_beside`], with the file open for writing.
+fn create_temp_beside(path: &Path) -> std::io::Result<(TempPath, File)> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -52,11 +155,29 @@ pub fn temp_file_beside(path: &Path) -> Result<tempfile::NamedTempFile> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .io("creating a temporary file in", dir)
+    // A name this process has not used; `create_new` refuses one left by a killed process
+    // that had the same id, and the next number is tried.
+    let mut last = None;
+    for _ in 0..64 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let candidate = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        match options.open(&candidate) {
+            Ok(file) => {
+                let temp = TempPath {
+                    path: candidate,
+                    persisted: false,
+                };
+                return Ok((temp, file));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no free name")))
 }
 
 /// Appends `bytes` to `dir/<this process's id>.<extension>` in one write, the way build
@@ -85,5 +206,41 @@ mod tests {
         assert_eq!(std::fs::read(&p).unwrap(), b"two");
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(names.len(), 1);
+    }
+
+    #[test]
+    fn temporary_files_and_directories_are_private_fresh_and_cleaned_up() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("out.o");
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+
+        let (a, b) = (
+            temp_file_beside(&dest).unwrap(),
+            temp_file_beside(&dest).unwrap(),
+        );
+        assert_ne!(&*a, &*b);
+        assert_eq!(mode(&a), 0o600);
+        assert!(
+            a.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(".out.o.")
+        );
+        let kept = b.to_path_buf();
+        drop(b);
+        assert!(!kept.exists(), "dropped unpersisted");
+        std::fs::write(&*a, b"x").unwrap();
+        a.persist(&dest).unwrap();
+        assert_eq!(std::fs::read(&dest).unwrap(), b"x");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+
+        let scratch = TempDir::new_in(dir.path(), "offload-test-").unwrap();
+        assert_eq!(mode(scratch.path()), 0o700);
+        std::fs::create_dir(scratch.path().join("sub")).unwrap();
+        std::fs::write(scratch.path().join("sub/f"), b"y").unwrap();
+        let path = scratch.path().to_owned();
+        drop(scratch);
+        assert!(!path.exists(), "removed with its contents");
     }
 }

@@ -1215,7 +1215,7 @@ pub fn amdgpu_code_object(
         fix_amdgpu_e_flags(&mut bytes, target)?;
         Ok((bytes, linked.kernels.clone()))
     })();
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(dir);
     result
 }
 

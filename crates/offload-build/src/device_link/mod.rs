@@ -15,6 +15,7 @@
 //! `OFFLOAD_NIGHTLY_TOOLCHAIN` (through [`crate::nested`]). External tools are found by
 //! [`find_tool`]; [`ptxas_supported_sms`] says which `sm_XX` the `ptxas` found can assemble.
 
+#[cfg(feature = "image-readers")]
 mod amdgpu;
 #[cfg(feature = "llvm")]
 mod llvm;
@@ -24,6 +25,7 @@ mod ptx;
 #[cfg(feature = "llvm")]
 mod rlib_bitcode;
 
+#[cfg(feature = "image-readers")]
 pub use amdgpu::{
     AmdCodeObjectInfo, AmdCodeObjectVersion, AmdKernelArg, AmdKernelInfo, amd_kernel_params,
     amdgpu_e_flags, amdgpu_inspect, fix_amdgpu_e_flags,
@@ -312,11 +314,9 @@ pub fn nightly_rustc_llvm_major(env: &crate::env::Env) -> Result<u32> {
 
 /// A new scratch directory for an external tool's files (`offload-<tag>-XXXXXX` in the
 /// system's temporary directory), removed when dropped.
-pub(crate) fn scratch_dir(tag: &str) -> Result<tempfile::TempDir> {
+pub(crate) fn scratch_dir(tag: &str) -> Result<crate::fsutil::TempDir> {
     let base = std::env::temp_dir();
-    tempfile::Builder::new()
-        .prefix(&format!("offload-{tag}-"))
-        .tempdir_in(&base)
+    crate::fsutil::TempDir::new_in(&base, &format!("offload-{tag}-"))
         .map_err(io_err("creating a directory in", base))
 }
 

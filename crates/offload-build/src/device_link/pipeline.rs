@@ -217,7 +217,6 @@ while [ $# -gt 0 ]; do\n  if [ \"$1\" = \"-o\" ]; then out=\"$2\"; fi\n  shift\n
 if [ -n \"$out\" ]; then : > \"$out\"; fi\n";
 
 fn write_linker_shim(target_dir: &Path) -> Result<PathBuf> {
-    use std::io::Write as _;
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(target_dir).map_err(io_err("creating", target_dir))?;
     let path = target_dir.join("offload-device-link-shim.sh");
@@ -226,17 +225,13 @@ fn write_linker_shim(target_dir: &Path) -> Result<PathBuf> {
     }
     // Architectures of one triple share the target directory and may get here at once, while
     // another's build runs the shim: it is replaced whole (rename), never rewritten in place.
-    let mut temp = tempfile::Builder::new()
-        .prefix(".offload-device-link-shim.sh.")
-        .suffix(".tmp")
-        .tempfile_in(target_dir)
-        .map_err(io_err("creating a temporary file in", target_dir))?;
-    temp.write_all(LINKER_SHIM.as_bytes())
-        .map_err(io_err("writing", temp.path().to_owned()))?;
-    std::fs::set_permissions(temp.path(), std::fs::Permissions::from_mode(0o755))
-        .map_err(io_err("making executable", temp.path().to_owned()))?;
+    let temp = crate::fsutil::temp_file_beside(&path)
+        .map_err(io_err("creating a temporary file beside", &path))?;
+    std::fs::write(&*temp, LINKER_SHIM).map_err(io_err("writing", temp.to_path_buf()))?;
+    std::fs::set_permissions(&*temp, std::fs::Permissions::from_mode(0o755))
+        .map_err(io_err("making executable", temp.to_path_buf()))?;
     temp.persist(&path)
-        .map_err(|e| io_err("renaming into place", &path)(e.error))?;
+        .map_err(io_err("renaming into place", &path))?;
     Ok(path)
 }
 

@@ -265,7 +265,7 @@ fn compile(
     std::fs::create_dir_all(&dir).io("creating directory", &dir)?;
     let object = dir.join(format!("{}.o", source.module()));
     let depfile = dir.join(format!("{}.d", source.module()));
-    let tmp = temp_file_beside(&object)?.into_temp_path();
+    let tmp = temp_file_beside(&object).io("creating a temporary file beside", &object)?;
     let mut cmd = Command::new(&clang.path);
     cmd.args(targets.clang_args())
         .args(["-O2", "-fPIC"])
@@ -278,9 +278,7 @@ fn compile(
         .args(["-x", "c++"])
         .arg(&source.path);
     super::run_clang(env, &mut cmd, source, &targets.describe())?;
-    tmp.persist(&object)
-        .map_err(|e| e.error)
-        .io("renaming into place", &object)?;
+    tmp.persist(&object).io("renaming into place", &object)?;
     let text = std::fs::read_to_string(&depfile).io("reading", &depfile)?;
     let mut deps = vec![source.path.clone()];
     super::extend_unique(&mut deps, super::depfile::prerequisites(&text));
@@ -317,7 +315,7 @@ fn relocatable_link(
     runtime_dir: &Path,
     merged: &Path,
 ) -> Result<()> {
-    let tmp = temp_file_beside(merged)?.into_temp_path();
+    let tmp = temp_file_beside(merged).io("creating a temporary file beside", merged)?;
     let mut cmd = Command::new(&clang.path);
     cmd.args(targets.clang_args())
         .arg("-r")
@@ -329,9 +327,7 @@ fn relocatable_link(
         eprintln!("offload-build: running {}", CommandLine::of(&cmd));
     }
     command::run(&mut cmd)?;
-    tmp.persist(merged)
-        .map_err(|e| e.error)
-        .io("renaming into place", merged)?;
+    tmp.persist(merged).io("renaming into place", merged)?;
     Ok(())
 }
 
