@@ -4,10 +4,13 @@
 #                the host's offload-build has no `llvm` feature; no device toolchain is run.
 #   from source: the same host crate with offload-build's default features and
 #                OFFLOAD_PREBUILT=never: LLVM, the nested -Zbuild-std builds, ptxas, ld.lld.
-# Each command removes its target directory first, so every run is a cold build; the crates.io
-# dependencies come from the local registry cache either way.
+# Each command removes its target directory and its shared build cache (OFFLOAD_BUILD_CACHE)
+# first, so every run is a cold build, a user's first; the crates.io dependencies come from the
+# local registry cache either way. source-warm.sh keeps its shared build cache between runs
+# (a user who has built other kernel crates before): the cache holds the nested builds' core,
+# compiler_builtins and crates.io units.
 #
-#   benches/prebuilt.sh            # sets up $WORK and prints the two commands to time
+#   benches/prebuilt.sh            # sets up $WORK and prints the commands to time
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -33,9 +36,12 @@ TOML
 cp "$ROOT/examples/saxpy/kernels/src/lib.rs" "$WORK/kernels/src/lib.rs"
 (cd "$WORK/kernels" && CARGO_TARGET_DIR="$WORK/author-target" "$OURS" offload package-kernels --offload-arch "$ARCHS" >&2)
 
-for variant in prebuilt source; do
+for variant in prebuilt source source-warm; do
+    dir=${variant%-warm}
     features=$([ "$variant" = prebuilt ] && echo ', default-features = false' || true)
-    cat >"$WORK/$variant/Cargo.toml" <<TOML
+    cache=$WORK/cache-$variant
+    clear_cache=$([ "$variant" = source-warm ] && echo true || echo "rm -rf '$cache'")
+    [ "$variant" = source-warm ] || cat >"$WORK/$dir/Cargo.toml" <<TOML
 [package]
 name = "bench-app"
 version = "0.1.0"
@@ -49,16 +55,18 @@ offload-rt = { path = "$ROOT/crates/offload-rt" }
 offload-build = { path = "$ROOT/crates/offload-build"$features }
 [workspace]
 TOML
-    echo 'fn main() { offload_build::Build::new().compile(); }' >"$WORK/$variant/build.rs"
-    echo 'fn main() { let _ = offload_rt::Device::cpu(); }' >"$WORK/$variant/src/main.rs"
+    echo 'fn main() { offload_build::Build::new().compile(); }' >"$WORK/$dir/build.rs"
+    echo 'fn main() { let _ = offload_rt::Device::cpu(); }' >"$WORK/$dir/src/main.rs"
     cat >"$WORK/$variant.sh" <<SH
 #!/usr/bin/env bash
 set -e
-cd "$WORK/$variant"
+cd "$WORK/$dir"
 rm -rf target
+$clear_cache
+export OFFLOAD_BUILD_CACHE='$cache'
 export LLVM_SYS_221_PREFIX=/usr/lib/llvm-22 OFFLOAD_PREBUILT=$([ "$variant" = prebuilt ] && echo require || echo never)
 exec cargo build --release --quiet
 SH
     chmod +x "$WORK/$variant.sh"
 done
-echo "time these two: $WORK/prebuilt.sh  and  $WORK/source.sh"
+echo "time these: $WORK/prebuilt.sh against $WORK/source.sh (cold) and $WORK/source-warm.sh (after one run to fill its cache)"
