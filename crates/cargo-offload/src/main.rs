@@ -5,8 +5,6 @@ mod commands;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    // Before anything is written, by this process or the cargo it runs.
-    offload_build::fsutil::restrict_umask();
     let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     // Cargo runs `cargo-offload offload <args>`; run directly, the subcommand name is absent.
     if args.get(1).is_some_and(|a| a == "offload") {

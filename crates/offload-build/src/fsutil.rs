@@ -9,7 +9,8 @@ use crate::error::{IoContext, Result};
 /// Clears the group and world write bits of this process's file-creation mask, for it and
 /// the builds it starts: a file the build writes that another user could change (a cached
 /// library, a device image, the embedding object) would let them put code into the program.
-/// Called first thing by `cargo offload` and by [`crate::Build`] in a build script.
+/// Called first thing by `cargo offload` (but for the commands that run the user's programs)
+/// and by [`crate::Build`] in a build script.
 pub fn restrict_umask() {
     #[cfg(unix)]
     {

@@ -63,6 +63,12 @@ enum Command {
 
 pub fn exec(args: Vec<OsString>) -> Result<ExitCode> {
     let cli = Cli::parse_from(args);
+    // Before anything is written, by this process or the cargo it runs. Not for the commands
+    // that run the user's programs, which must see the user's own mask; their build scripts
+    // restrict it for everything `offload-build` and the device builds write.
+    if !matches!(cli.command, Command::Run(_) | Command::Test(_)) {
+        offload_build::fsutil::restrict_umask();
+    }
     match cli.command {
         Command::Build(a) => cargo::exec("build", a),
         Command::Run(a) => cargo::exec("run", a),
