@@ -42,9 +42,7 @@ fn main() -> ExitCode {
         Some("demo") => setup(false).and_then(|()| demo()),
         Some("guide") => guide::guide(),
         Some("sanitizers") => setup(false).and_then(|()| match args.get(1).map(String::as_str) {
-            None => sanitizers::miri()
-                .and_then(|()| sanitizers::thread_sanitizer())
-                .and_then(|()| sanitizers::address_sanitizer()),
+            None => sanitizers::all(),
             Some("miri") => sanitizers::miri(),
             Some("thread") => sanitizers::thread_sanitizer(),
             Some("address") => sanitizers::address_sanitizer(),
@@ -540,9 +538,7 @@ fn test() -> Result {
     run(cargo()
         .env("PATH", &path)
         .args(["test", "--workspace", "--locked", "--no-fail-fast"]))?;
-    sanitizers::miri()?;
-    sanitizers::thread_sanitizer()?;
-    sanitizers::address_sanitizer()?;
+    sanitizers::all()?;
     for example in ["saxpy", "reduce", "half-sum", "mixed"] {
         cargo_offload_run(&path, example)?;
     }

@@ -14,6 +14,13 @@ fn nightly_cargo() -> Command {
     crate::with_nightly("cargo")
 }
 
+/// Every run of this module: Miri, ThreadSanitizer, AddressSanitizer.
+pub fn all() -> Result {
+    miri()?;
+    thread_sanitizer()?;
+    address_sanitizer()
+}
+
 /// Installs Miri for the device toolchain when it is missing.
 fn miri_installed() -> Result {
     let components = Command::new("rustup")

@@ -151,10 +151,10 @@ impl BuildCache {
         Ok((seeded, refused))
     }
 
-    /// Copies into the cache every unit of `target_dir` it lacks, or holds but refuses (see
-    /// [`BuildCache::seed_reporting`]), but those of the packages `excluded` (the kernel
-    /// crates); returns how many.
-    pub fn store(&self, target_dir: &Path, excluded: &[&str]) -> Result<usize> {
+    /// Copies into the cache every unit of `target_dir` it lacks, and those named in `refused`
+    /// (what [`BuildCache::seed_reporting`] refused before this build), but those of the
+    /// packages `excluded` (the kernel crates); returns how many.
+    pub fn store(&self, target_dir: &Path, excluded: &[&str], refused: &[String]) -> Result<usize> {
         let mirror = self.mirror(target_dir);
         // One build stores at a time: two builds' files of one unit differ (dep-info names
         // each build's target directory), so a unit stored by two at once would mix them.
@@ -168,12 +168,14 @@ impl BuildCache {
                     continue;
                 }
                 if to.join(".fingerprint").join(&unit.name).exists() {
-                    if verified(&to, unit) {
-                        continue;
-                    }
-                    // A damaged entry is replaced by this build's good copy, so that one bad
-                    // write does not cost every later build the unit.
-                    if remove_unit(&to, unit).is_err() {
+                    // A refused entry is replaced by this build's good copy, so that one bad
+                    // write does not cost every later build the unit. (Refused by the seed
+                    // under a shared lock: it may have been repaired since, which this
+                    // exclusive lock makes safe to check.)
+                    if !refused.contains(&unit.name)
+                        || verified(&to, unit)
+                        || remove_unit(&to, unit).is_err()
+                    {
                         continue;
                     }
                 }
@@ -290,18 +292,23 @@ pub fn around<T>(
             cache.root.display()
         ));
     };
-    match cache.seed_reporting(target_dir) {
-        Ok((_, refused)) if !refused.is_empty() => env.warn(&format!(
+    let refused = match cache.seed_reporting(target_dir) {
+        Ok((_, refused)) => refused,
+        Err(e) => {
+            warn("read", e);
+            Vec::new()
+        }
+    };
+    if !refused.is_empty() {
+        env.warn(&format!(
             "the shared build cache {} holds units whose files differ from what it recorded \
              ({}); they were not used, and this build's copies replace them",
             cache.root.display(),
             refused.join(", ")
-        )),
-        Ok(_) => {}
-        Err(e) => warn("read", e),
+        ));
     }
     let built = build()?;
-    if let Err(e) = cache.store(target_dir, &[kernel_crate]) {
+    if let Err(e) = cache.store(target_dir, &[kernel_crate], &refused) {
         warn("written", e);
     }
     Ok(built)
@@ -654,9 +661,9 @@ mod tests {
         );
         // core, and libm's library and build-script run; not the kernel crate, not a unit
         // with a path dependency's source.
-        assert_eq!(cache.store(&a, &["k-kernels"]).unwrap(), 3);
+        assert_eq!(cache.store(&a, &["k-kernels"], &[]).unwrap(), 3);
         assert_eq!(
-            cache.store(&a, &["k-kernels"]).unwrap(),
+            cache.store(&a, &["k-kernels"], &[]).unwrap(),
             0,
             "already cached"
         );
@@ -729,7 +736,11 @@ mod tests {
 
         // The next build with a good copy of a refused unit replaces it in the cache, and the
         // build after it is seeded with it again; a unit no build has stays refused.
-        assert_eq!(cache.store(&a, &["k-kernels"]).unwrap(), 1, "core repaired");
+        assert_eq!(
+            cache.store(&a, &["k-kernels"], &refused).unwrap(),
+            1,
+            "core repaired"
+        );
         assert_eq!(
             std::fs::read(cached.join("deps/libcore-ad5cc240d8901ad8.rlib")).unwrap(),
             b"core"
@@ -737,11 +748,11 @@ mod tests {
         let d = dir.path().join("d/nvptx64-nvidia-cuda");
         let (seeded, refused) = cache.seed_reporting(&d).unwrap();
         assert_eq!(
-            (seeded, refused),
-            (3, vec!["alloc-0000000000000001".to_owned()])
+            (seeded, &refused[..]),
+            (3, &["alloc-0000000000000001".to_owned()][..])
         );
         assert_eq!(
-            cache.store(&a, &["k-kernels"]).unwrap(),
+            cache.store(&a, &["k-kernels"], &refused).unwrap(),
             0,
             "nothing left to repair"
         );

@@ -80,8 +80,10 @@ pub fn build_embedding_library(
         path: object_path.clone(),
         reason,
     })?;
-    write_atomic(&object_path, &object)?;
-    drop(tmp_object);
+    std::fs::write(&tmp_object, &object).io("writing", &*tmp_object)?;
+    tmp_object
+        .persist(&object_path)
+        .io("renaming into place", &object_path)?;
 
     let link_name = crate_name;
     let archive_path = out_dir.join(format!("lib{link_name}.a"));
@@ -238,17 +240,9 @@ mod tests {
         );
     }
 
-    /// The host's rustc and target, as the tests of this crate run on the host.
-    fn host_rustc() -> (PathBuf, String) {
-        let rustc = PathBuf::from("rustc");
-        let out = Command::new(&rustc).arg("-vV").output().unwrap();
-        let text = String::from_utf8(out.stdout).unwrap();
-        let host = text
-            .lines()
-            .find_map(|l| l.strip_prefix("host: "))
-            .unwrap()
-            .to_owned();
-        (rustc, host)
+    /// The host's rustc and target: the tests of this crate run on the host.
+    fn host_rustc() -> (PathBuf, &'static str) {
+        (PathBuf::from("rustc"), crate::arch::host_triple())
     }
 
     #[test]
@@ -258,7 +252,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (rustc, host) = host_rustc();
         let lib =
-            build_embedding_library(dir.path(), "my-app", b"not a bundle", &rustc, &host).unwrap();
+            build_embedding_library(dir.path(), "my-app", b"not a bundle", &rustc, host).unwrap();
         let object_path = lib.dir.join(format!("{}.o", lib.link_name));
         let bytes = std::fs::read(&object_path).unwrap();
         let file = object::File::parse(&*bytes).unwrap();
@@ -285,7 +279,7 @@ mod tests {
     fn an_object_without_the_registration_references_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let (rustc, host) = host_rustc();
-        let lib = build_embedding_library(dir.path(), "my-app", b"x", &rustc, &host).unwrap();
+        let lib = build_embedding_library(dir.path(), "my-app", b"x", &rustc, host).unwrap();
         let mut bytes = std::fs::read(lib.dir.join(format!("{}.o", lib.link_name))).unwrap();
         if !bytes.starts_with(&object::elf::ELFMAG) {
             return;

@@ -108,22 +108,13 @@ pub struct TempDir {
 impl TempDir {
     /// A new directory `<prefix><pid>-<n>` in `parent` that only its owner may enter.
     pub fn new_in(parent: &Path, prefix: &str) -> std::io::Result<TempDir> {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let mut last = None;
-        for _ in 0..64 {
-            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        create_fresh(|n| {
             let path = parent.join(format!("{prefix}{}-{n}", std::process::id()));
             let mut builder = std::fs::DirBuilder::new();
             #[cfg(unix)]
             std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-            match builder.create(&path) {
-                Ok(()) => return Ok(TempDir { path }),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
-                Err(e) => return Err(e),
-            }
-        }
-        Err(last.unwrap_or_else(|| std::io::Error::other("no free name")))
+            builder.create(&path).map(|()| TempDir { path })
+        })
     }
 
     /// The directory.
@@ -146,8 +137,6 @@ pub fn temp_file_beside(path: &Path) -> std::io::Result<TempPath> {
 
 /// [`temp_file_beside`], with the file open for writing.
 fn create_temp_beside(path: &Path) -> std::io::Result<(TempPath, File)> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -156,26 +145,32 @@ fn create_temp_beside(path: &Path) -> std::io::Result<(TempPath, File)> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    // A name this process has not used; `create_new` refuses one left by a killed process
-    // that had the same id, and the next number is tried.
-    let mut last = None;
-    for _ in 0..64 {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    create_fresh(|n| {
         let candidate = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create_new(true);
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        match options.open(&candidate) {
-            Ok(file) => {
-                let temp = TempPath {
-                    path: candidate,
-                    persisted: false,
-                };
-                return Ok((temp, file));
-            }
+        let file = options.open(&candidate)?;
+        let temp = TempPath {
+            path: candidate,
+            persisted: false,
+        };
+        Ok((temp, file))
+    })
+}
+
+/// Calls `create` with numbers this process has not used before until it does not fail with
+/// `AlreadyExists`: the names built from them carry the process id, and one may still be
+/// taken by a killed process that had the same id.
+fn create_fresh<T>(mut create: impl FnMut(u64) -> std::io::Result<T>) -> std::io::Result<T> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let mut last = None;
+    for _ in 0..64 {
+        match create(NEXT.fetch_add(1, Ordering::Relaxed)) {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
-            Err(e) => return Err(e),
+            other => return other,
         }
     }
     Err(last.unwrap_or_else(|| std::io::Error::other("no free name")))
@@ -185,7 +180,6 @@ fn create_temp_beside(path: &Path) -> std::io::Result<(TempPath, File)> {
 /// scripts hand lines to `cargo offload` (which reads every such file of the directory):
 /// whole records, in order, none shared between processes.
 pub fn append_for_this_process(dir: &Path, extension: &str, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
     let path = dir.join(format!("{}.{extension}", std::process::id()));
     std::fs::OpenOptions::new()
         .create(true)

@@ -398,6 +398,25 @@ impl Module for CpuModule {
         config: &LaunchConfig,
         params: &[*mut c_void],
     ) -> Result<()> {
+        // SAFETY: this function's contract, passed on.
+        self.stacks
+            .lend(|| unsafe { self.launch_with_stacks(kernel, name, config, params) })
+    }
+}
+
+impl CpuModule {
+    /// [`Module::launch`] with the device's stacks lent to the calling thread.
+    ///
+    /// # Safety
+    ///
+    /// As [`Module::launch`].
+    unsafe fn launch_with_stacks(
+        &self,
+        kernel: KernelHandle,
+        name: &str,
+        config: &LaunchConfig,
+        params: &[*mut c_void],
+    ) -> Result<()> {
         let invalid = |reason: String| Error::InvalidLaunch {
             kernel: name.to_owned(),
             reason,
@@ -508,9 +527,7 @@ impl Module for CpuModule {
         };
         self.finish(kernel, name, &launch, &ctx, mode, known_static)
     }
-}
 
-impl CpuModule {
     /// What a launch that ran in `mode` reports: a barrier reached where no coroutine ran, or
     /// more shared memory than a block has.
     fn finish(
@@ -566,16 +583,14 @@ impl CpuModule {
     /// Running every thread of the launch is sound (the caller's launch contract).
     unsafe fn run_plain(&self, l: &Launch, run: CpuRunFn, blocks: u64, skip: u32) -> Result<()> {
         let chunk = chunk_size(blocks, self.pool.threads());
-        self.stacks.lend(|| {
-            self.pool.run(blocks, chunk, &|begin, end| {
-                if l.panicked() {
-                    return Ok(());
-                }
-                let skip = if begin == 0 { skip } else { 0 };
-                // SAFETY: `l` points at the launch record and parameters, alive until `Pool::run`
-                // returns; the kernel's contract is the caller's.
-                guarded(|| unsafe { run(l.launch, l.params, begin, end, skip) })
-            })
+        self.pool.run(blocks, chunk, &|begin, end| {
+            if l.panicked() {
+                return Ok(());
+            }
+            let skip = if begin == 0 { skip } else { 0 };
+            // SAFETY: `l` points at the launch record and parameters, alive until `Pool::run`
+            // returns; the kernel's contract is the caller's.
+            guarded(|| unsafe { run(l.launch, l.params, begin, end, skip) })
         })
     }
 
@@ -599,29 +614,27 @@ impl CpuModule {
             return Ok(());
         }
         let chunk = chunk_size(blocks - first, self.pool.threads());
-        self.stacks.lend(|| {
-            self.pool.run(blocks - first, chunk, &|begin, end| {
-                let (begin, end) = (first + begin, first + end);
-                if l.panicked() {
+        self.pool.run(blocks - first, chunk, &|begin, end| {
+            let (begin, end) = (first + begin, first + end);
+            if l.panicked() {
+                return Ok(());
+            }
+            if let Some(regions) = regions {
+                let mut fits = false;
+                // SAFETY: as in `run_plain`.
+                guarded(|| fits = unsafe { regions(l.launch, l.params, begin, end) } == 0)?;
+                if fits || l.panicked() {
                     return Ok(());
                 }
-                if let Some(regions) = regions {
-                    let mut fits = false;
-                    // SAFETY: as in `run_plain`.
-                    guarded(|| fits = unsafe { regions(l.launch, l.params, begin, end) } == 0)?;
-                    if fits || l.panicked() {
-                        return Ok(());
-                    }
+            }
+            for b in begin..end {
+                // SAFETY: as in `run_plain`.
+                unsafe { run_block_with_barriers(l, thread, b, threads, None) }?;
+                if l.panicked() {
+                    break;
                 }
-                for b in begin..end {
-                    // SAFETY: as in `run_plain`.
-                    unsafe { run_block_with_barriers(l, thread, b, threads, None) }?;
-                    if l.panicked() {
-                        break;
-                    }
-                }
-                Ok(())
-            })
+            }
+            Ok(())
         })
     }
 }
@@ -726,7 +739,7 @@ thread_local! {
     /// On a thread that launches, the launching device's stacks while its launch runs. No
     /// destructor: one would keep a `cdylib` with kernels mapped after `dlclose` until this
     /// thread exits (see `os_thread`).
-    static LENT_STACKS: Cell<*const Mutex<StackCache>> = const { Cell::new(std::ptr::null()) };
+    static LENT_STACKS: Cell<*mut StackCache> = const { Cell::new(std::ptr::null_mut()) };
 }
 
 /// Stacks kept between blocks: mapping one costs more than a small block's work.
@@ -763,15 +776,18 @@ impl Default for LauncherStacks {
 }
 
 impl LauncherStacks {
-    /// Runs `launch` with these stacks lent to the calling thread.
+    /// Runs `launch` with these stacks lent to the calling thread, locked once for the whole
+    /// launch (a device's launches run one at a time anyway).
     fn lend<R>(&self, launch: impl FnOnce() -> R) -> R {
-        struct Restore(*const Mutex<StackCache>);
+        struct Restore(*mut StackCache);
         impl Drop for Restore {
             fn drop(&mut self) {
                 LENT_STACKS.with(|l| l.set(self.0));
             }
         }
-        let _restore = Restore(LENT_STACKS.with(|l| l.replace(Arc::as_ptr(&self.0))));
+        let mut stacks = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        // Declared after the guard, so dropped (and the pointer reset) before it unlocks.
+        let _restore = Restore(LENT_STACKS.with(|l| l.replace(&raw mut *stacks)));
         launch()
     }
 }
@@ -786,10 +802,10 @@ fn with_stacks<R>(f: impl FnOnce(&mut StackCache) -> R) -> R {
     if lent.is_null() {
         return f(&mut StackCache::new());
     }
-    // SAFETY: `LauncherStacks::lend` set the pointer from an `Arc` it borrows for as long as
-    // the pointer is set, and resets it before returning.
-    let lent = unsafe { &*lent };
-    f(&mut lent.lock().unwrap_or_else(|p| p.into_inner()))
+    // SAFETY: `LauncherStacks::lend` set the pointer to the cache behind the lock guard it
+    // holds for as long as the pointer is set, on this thread only; no `f` here calls
+    // `with_stacks` again, so this is the one reference to the cache while it lives.
+    f(unsafe { &mut *lent })
 }
 
 /// Runs `f` (kernel code outside GPU-thread coroutines) on this thread's guard stack, so that
