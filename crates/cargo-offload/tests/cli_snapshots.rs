@@ -289,3 +289,61 @@ error: current package believes it's in a workspace when it's not:
     );
     assert!(!stray.join("kernels").exists());
 }
+
+/// Every command's `--help`: the options a user reads, each in `tests/snapshots/help/`.
+/// `SNAPSHOTS=overwrite cargo test -p cargo-offload --test cli_snapshots` rewrites them after
+/// an intended change.
+#[test]
+fn help_of_every_command() {
+    let commands = [
+        "",
+        "build",
+        "run",
+        "test",
+        "package-kernels",
+        "verify",
+        "doctor",
+        "inspect",
+        "new",
+        "init",
+        "bundle",
+        "package",
+    ];
+    for command in commands {
+        let name = if command.is_empty() {
+            "offload"
+        } else {
+            command
+        };
+        let snapshot = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/snapshots/help")
+            .join(format!("{name}.txt"));
+        let mut cmd = cargo_offload();
+        if !command.is_empty() {
+            cmd = cmd.arg(command);
+        }
+        cmd.arg("--help")
+            .assert()
+            .success()
+            .stdout_eq(snapbox::Data::read_from(&snapshot, None).raw());
+    }
+}
+
+/// A command line clap refuses: the error names the argument and says where to look.
+#[test]
+fn an_unknown_option_is_refused_with_usage() {
+    cargo_offload()
+        .args(["build", "--offload-archs", "sm_80"])
+        .assert()
+        .failure()
+        .stderr_eq(str![[r#"
+error: unexpected argument '--offload-archs' found
+
+  tip: a similar argument exists: '--color'
+
+Usage: cargo build --color <WHEN>
+
+For more information, try '--help'.
+
+"#]]);
+}

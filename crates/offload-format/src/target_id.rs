@@ -251,6 +251,12 @@ impl Sm {
         Self::parse_digits(name, digits)
     }
 
+    /// Parses an NVIDIA image's architecture: `sm_<number>[a|f]` (a cubin, or PTX for that
+    /// processor) or `compute_<number>[a|f]` (PTX for a virtual architecture).
+    pub fn parse_image_arch(name: &str) -> Result<Sm> {
+        Self::parse(name).or_else(|_| Self::parse_compute(name))
+    }
+
     fn parse_digits(name: &str, digits: &str) -> Result<Sm> {
         let invalid = || Error::BadSmName {
             name: name.to_owned(),
@@ -741,6 +747,26 @@ mod tests {
 
     fn t(s: &str) -> TargetId {
         TargetId::parse(s).unwrap()
+    }
+
+    #[test]
+    fn nvidia_image_archs() {
+        type Row = (&'static str, Option<(u32, u32, Option<SmSuffix>)>);
+        let table: &[Row] = &[
+            ("sm_80", Some((8, 0, None))),
+            ("sm_90a", Some((9, 0, Some(SmSuffix::ArchSpecific)))),
+            ("sm_120f", Some((12, 0, Some(SmSuffix::FamilySpecific)))),
+            ("compute_75", Some((7, 5, None))),
+            ("sm_8", None),
+            ("gfx90a", None),
+            ("", None),
+        ];
+        for (arch, want) in table {
+            let got = Sm::parse_image_arch(arch)
+                .ok()
+                .map(|sm| (sm.major(), sm.minor(), sm.suffix()));
+            assert_eq!(got, *want, "{arch}");
+        }
     }
 
     #[test]

@@ -53,8 +53,6 @@ pub use offload_macros::{DeviceCopy, device_print, device_println, extern_kernel
 #[cfg(feature = "host")]
 pub mod backend;
 #[cfg(feature = "host")]
-mod buffer;
-#[cfg(feature = "host")]
 mod error;
 #[cfg(feature = "host")]
 mod host;
@@ -66,24 +64,22 @@ mod os_thread;
 pub mod registry;
 #[cfg(feature = "host")]
 pub mod select;
-#[cfg(feature = "host")]
-mod stream;
 
 #[cfg(feature = "host")]
 mod print;
 
 #[cfg(feature = "host")]
-pub use buffer::DeviceBuffer;
-#[cfg(feature = "host")]
 pub use error::{Error, KernelPanicReport, Result};
+#[cfg(feature = "host")]
+pub use host::buffer::DeviceBuffer;
+#[cfg(feature = "host")]
+pub use host::stream::{DeviceEntry, Event, Graph, PinnedBuffer, Stream};
 #[cfg(feature = "host")]
 pub use host::{Device, LaunchReport};
 #[cfg(feature = "host")]
 pub use launch::{LaunchConfig, LaunchShape, MAX_BLOCK_DIM, MAX_GRID_DIM, MAX_THREADS_PER_BLOCK};
 #[cfg(feature = "host")]
 pub use print::{PrintSink, set_print_sink};
-#[cfg(feature = "host")]
-pub use stream::{DeviceEntry, Event, Graph, PinnedBuffer, Stream};
 
 pub use device::{DeviceCopy, KernelScalar};
 

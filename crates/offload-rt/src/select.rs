@@ -181,11 +181,6 @@ mod offload_target_id {
     }
 }
 
-/// An image's `sm_NN[a|f]` or `compute_NN[a|f]`.
-fn parse_sm(arch: &str) -> Option<Sm> {
-    Sm::parse(arch).or_else(|_| Sm::parse_compute(arch)).ok()
-}
-
 /// Whether code for `arch` (major, minor, suffix) runs natively on a device of
 /// compute capability `dev`: same major, minor at most the device's; `a` (arch-specific)
 /// needs the exact capability.
@@ -241,7 +236,7 @@ fn select_cuda(dev: (u32, u32), images: &[ImageDescriptor<'_>]) -> Option<Select
         if image.triple != NVPTX_TRIPLE {
             continue;
         }
-        let Some(sm) = parse_sm(image.arch) else {
+        let Ok(sm) = Sm::parse_image_arch(image.arch) else {
             continue;
         };
         let (major, minor, suffix) = (sm.major(), sm.minor(), sm.suffix());
@@ -319,24 +314,6 @@ mod tests {
         arch: HOST_ARCH,
         kind: Object,
     };
-
-    #[test]
-    fn parse_sm_names() {
-        type Row = (&'static str, Option<(u32, u32, Option<SmSuffix>)>);
-        let table: &[Row] = &[
-            ("sm_80", Some((8, 0, None))),
-            ("sm_90a", Some((9, 0, Some(SmSuffix::ArchSpecific)))),
-            ("sm_120f", Some((12, 0, Some(SmSuffix::FamilySpecific)))),
-            ("compute_75", Some((7, 5, None))),
-            ("sm_8", None),
-            ("gfx90a", None),
-            ("", None),
-        ];
-        for (arch, want) in table {
-            let got = parse_sm(arch).map(|sm| (sm.major(), sm.minor(), sm.suffix()));
-            assert_eq!(got, *want, "{arch}");
-        }
-    }
 
     /// (device major.minor, images, expected index and fit or None).
     #[test]

@@ -34,6 +34,16 @@ fn the_cuda_backend_keeps_the_drivers_rules() {
     let dev = CudaDevice::open(0).unwrap();
     assert_eq!(dev.info().name, "Fake GPU");
 
+    // More than the device has: the driver's code becomes a typed error with the free memory.
+    assert!(matches!(
+        dev.alloc(2 << 30),
+        Err(CudaError::OutOfMemory {
+            bytes: 0x8000_0000,
+            free: Some(0x2000_0000),
+            ..
+        })
+    ));
+
     // A host-to-device copy has read its source when it returns.
     let mut buffer = dev.alloc(16).unwrap();
     let mut source = vec![1u8; 16];

@@ -36,6 +36,13 @@ fn the_hip_backend_keeps_the_runtimes_rules() {
 
     // Work on another thread makes the device current there first.
     let dev = HipDevice::open(0).unwrap();
+    assert!(matches!(
+        dev.alloc(128 << 30),
+        Err(HipError::OutOfMemory {
+            free: Some(0x8_0000_0000),
+            ..
+        })
+    ));
     let moved = dev.clone();
     std::thread::spawn(move || {
         let mut b = moved.alloc(8).unwrap();

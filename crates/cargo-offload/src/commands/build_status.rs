@@ -9,9 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use offload_build::env::Env;
 pub use offload_build::status::OFFLOAD_STATUS_DIR;
-
-use super::cargo::Style;
 
 /// Prints the status lines of the files in a directory until stopped.
 pub struct StatusWatcher {
@@ -93,6 +92,41 @@ fn print_new_lines(dir: &Path, read: &mut HashMap<PathBuf, usize>, style: &Style
             if let Some((verb, message)) = line.split_once('\t') {
                 let _ = writeln!(err, "{clear}{}", style.status(verb, message));
             }
+        }
+    }
+}
+
+/// Cargo's way of printing a status line: the verb right-aligned in 12 columns, bold green
+/// where colour is on (`CARGO_TERM_COLOR=always|never|auto`, `NO_COLOR`, a terminal).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Style {
+    pub(super) color: bool,
+}
+
+impl Style {
+    pub(super) fn for_stderr(env: &Env) -> Style {
+        Style::for_stderr_with(env, None)
+    }
+
+    /// [`Style::for_stderr`], cargo's `--color WHEN` (`always`, `never`, `auto`) first.
+    pub(super) fn for_stderr_with(env: &Env, color_flag: Option<&str>) -> Style {
+        use std::io::IsTerminal;
+        let when = color_flag
+            .map(str::to_owned)
+            .or_else(|| env.get_untracked("CARGO_TERM_COLOR"));
+        let color = match when.as_deref() {
+            Some("always") => true,
+            Some("never") => false,
+            _ => env.get_untracked("NO_COLOR").is_none() && std::io::stderr().is_terminal(),
+        };
+        Style { color }
+    }
+
+    pub(super) fn status(&self, verb: &str, rest: &str) -> String {
+        if self.color {
+            format!("\x1b[1m\x1b[92m{verb:>12}\x1b[0m {rest}")
+        } else {
+            format!("{verb:>12} {rest}")
         }
     }
 }

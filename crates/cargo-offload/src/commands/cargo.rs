@@ -16,13 +16,13 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::{Context, Result};
-use offload_build::OffloadArch;
 use offload_build::arch;
 use offload_build::diagnostics::{self, OFFLOAD_ARCHS_KEY, OFFLOAD_MESSAGE_DIR};
-use offload_build::env::{Env, NATIVE_NONE, OFFLOAD_ARCH, OFFLOAD_NATIVE_ARCH};
+use offload_build::env::{Env, OFFLOAD_ARCH, OFFLOAD_NATIVE_ARCH};
 use offload_tools::inspect::ImageInfo;
 
-use super::build_status::{OFFLOAD_STATUS_DIR, StatusWatcher};
+use super::build_status::{OFFLOAD_STATUS_DIR, StatusWatcher, Style};
+use super::command_line::{NativeGpus, canonical, cargo_flag_values};
 
 #[derive(Debug, clap::Args)]
 #[command(disable_help_flag = true)]
@@ -100,57 +100,6 @@ fn explicit_list(archs: &[String], env: &Env) -> Option<(String, &'static str)> 
     }
     env.get_untracked(OFFLOAD_ARCH)
         .map(|list| (list, "the OFFLOAD_ARCH environment variable"))
-}
-
-/// What `native` stands for: this machine's GPUs, probed through offload-rt's drivers at the
-/// first list naming `native`, once.
-#[derive(Debug, Default)]
-pub(super) struct NativeGpus(std::cell::OnceCell<Vec<OffloadArch>>);
-
-impl NativeGpus {
-    fn get(&self) -> &[OffloadArch] {
-        self.0.get_or_init(|| {
-            let found = offload_rt::backend::native_archs();
-            let (archs, notes) = arch::parse_found(&found.archs);
-            for note in notes {
-                eprintln!("note: {note}");
-            }
-            archs
-        })
-    }
-
-    /// `list` parsed with `native` resolved; a note on stderr when it stands for `host`.
-    #[expect(
-        clippy::result_large_err,
-        reason = "the probe's closure returns offload-build's error type, as its other callers do"
-    )]
-    pub(super) fn resolve(&self, list: &str, origin: &str) -> Result<Vec<OffloadArch>> {
-        let resolved = arch::parse_list_with_native(list, origin, || {
-            Ok(arch::Native::Found(self.get().to_vec()))
-        })?;
-        if let Some(note) = &resolved.note {
-            eprintln!("note: {note}");
-        }
-        Ok(resolved.archs)
-    }
-
-    /// `OFFLOAD_NATIVE_ARCH` for the build scripts, once probed.
-    fn env_value(&self) -> Option<String> {
-        let archs = self.0.get()?;
-        Some(if archs.is_empty() {
-            NATIVE_NONE.to_owned()
-        } else {
-            canonical(archs)
-        })
-    }
-}
-
-fn canonical(archs: &[OffloadArch]) -> String {
-    archs
-        .iter()
-        .map(OffloadArch::name)
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
@@ -397,67 +346,6 @@ fn has_flag(args: &[OsString], flags: &[&str]) -> bool {
     })
 }
 
-/// The values of cargo's option `long` (`--long V`, `--long=V`, and `-sV`, `-s V` for its
-/// short form `short`) among the arguments before `--`, in order.
-pub(super) fn cargo_flag_values(args: &[OsString], long: &str, short: Option<&str>) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut iter = args
-        .iter()
-        .take_while(|a| *a != "--")
-        .map(|a| a.to_string_lossy());
-    while let Some(arg) = iter.next() {
-        let attached = arg
-            .strip_prefix(long)
-            .and_then(|rest| rest.strip_prefix('='))
-            .or_else(|| {
-                short
-                    .and_then(|s| arg.strip_prefix(s))
-                    .filter(|v| !v.is_empty())
-            });
-        if let Some(value) = attached {
-            out.push(value.to_owned());
-        } else if *arg == *long || short.is_some_and(|s| *arg == *s) {
-            out.extend(iter.next().map(|v| v.into_owned()));
-        }
-    }
-    out
-}
-
-/// Cargo's way of printing a status line: the verb right-aligned in 12 columns, bold green
-/// where colour is on (`CARGO_TERM_COLOR=always|never|auto`, `NO_COLOR`, a terminal).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Style {
-    pub(super) color: bool,
-}
-
-impl Style {
-    pub(super) fn for_stderr(env: &Env) -> Style {
-        Style::for_stderr_with(env, None)
-    }
-
-    /// [`Style::for_stderr`], cargo's `--color WHEN` (`always`, `never`, `auto`) first.
-    pub(super) fn for_stderr_with(env: &Env, color_flag: Option<&str>) -> Style {
-        use std::io::IsTerminal;
-        let when = color_flag
-            .map(str::to_owned)
-            .or_else(|| env.get_untracked("CARGO_TERM_COLOR"));
-        let color = match when.as_deref() {
-            Some("always") => true,
-            Some("never") => false,
-            _ => env.get_untracked("NO_COLOR").is_none() && std::io::stderr().is_terminal(),
-        };
-        Style { color }
-    }
-
-    pub(super) fn status(&self, verb: &str, rest: &str) -> String {
-        if self.color {
-            format!("\x1b[1m\x1b[92m{verb:>12}\x1b[0m {rest}")
-        } else {
-            format!("{verb:>12} {rest}")
-        }
-    }
-}
-
 /// For a `compiler-artifact` message of a linked output that embeds device images, one line
 /// naming the artifact and its images by target (the arch, else the triple): `demo (4 device
 /// images: sm_80 cubin+ptx, gfx90a elf, host elf)`; with images of several modules, each
@@ -615,34 +503,6 @@ mod tests {
                 "--print-phases"
             ])
         );
-    }
-
-    #[test]
-    fn cargo_options_are_read_in_every_spelling_before_dashdash() {
-        let args = os(&[
-            "-p",
-            "a",
-            "--package=b",
-            "-pc",
-            "--package",
-            "d",
-            "--",
-            "-p",
-            "e",
-        ]);
-        assert_eq!(
-            cargo_flag_values(&args, "--package", Some("-p")),
-            ["a", "b", "c", "d"]
-        );
-        assert_eq!(
-            cargo_flag_values(
-                &os(&["--manifest-path", "x/Cargo.toml"]),
-                "--manifest-path",
-                None
-            ),
-            ["x/Cargo.toml"]
-        );
-        assert!(cargo_flag_values(&os(&["--package"]), "--package", Some("-p")).is_empty());
     }
 
     #[test]

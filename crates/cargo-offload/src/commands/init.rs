@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use offload_build::env::Env;
 use toml_edit::{Array, DocumentMut, InlineTable, Item, Table, TableLike, Value};
 
-use super::cargo::Style;
+use super::build_status::Style;
 use super::new::{self, TEMPLATES};
 
 #[derive(Debug, clap::Args)]

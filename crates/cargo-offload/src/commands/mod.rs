@@ -3,6 +3,7 @@
 mod build_status;
 mod bundle;
 mod cargo;
+mod command_line;
 mod doctor;
 mod init;
 mod inspect;

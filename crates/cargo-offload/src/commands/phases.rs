@@ -31,7 +31,7 @@ use offload_build::env::Env;
 use offload_build::metadata::{HostCrate, PackageSelection};
 use offload_build::prebuilt::{self, Decision};
 
-use super::cargo::{NativeGpus, cargo_flag_values};
+use super::command_line::{NativeGpus, cargo_flag_values};
 
 /// Prints the action graph of every host crate the build that `cargo_args` describe compiles:
 /// for `archs` (`--offload-arch` or `OFFLOAD_ARCH`, resolved), else each crate's own list.

@@ -25,7 +25,7 @@ use std::ptr;
 use sys::{CUdevice, CUresult, DriverApi};
 
 use crate::backend::DeviceKind;
-use crate::backend::gpu::driver::forward_calls;
+use crate::backend::gpu::driver::{c_chars, c_ordinal, forward_calls, initialized, static_c_str};
 use crate::backend::gpu::driver_names;
 use crate::backend::gpu::{self, Api, DeviceInfo, Driver, GpuError, GpuImageKind, Handle};
 use crate::select::DeviceTarget;
@@ -142,12 +142,11 @@ fn c_message(
     let mut p: *const c_char = ptr::null();
     // SAFETY: `f` is cuGetErrorName/cuGetErrorString, which write a pointer to a static
     // NUL-terminated string into `p` or fail for unknown codes.
-    let rc = unsafe { f(code, &raw mut p) };
-    if rc != sys::CUDA_SUCCESS || p.is_null() {
+    if unsafe { f(code, &raw mut p) } != sys::CUDA_SUCCESS {
         return None;
     }
-    // SAFETY: on success the driver stored a pointer to a static NUL-terminated string.
-    Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    // SAFETY: on success the driver stored null or a static NUL-terminated string.
+    unsafe { static_c_str(p) }
 }
 
 /// Errors that mean a kernel faulted; the context is unusable afterwards.
@@ -217,30 +216,18 @@ impl Driver for DriverApi {
         is_kernel_fault(code)
     }
 
+    const OUT_OF_MEMORY: CUresult = sys::CUDA_ERROR_OUT_OF_MEMORY;
+    const NOT_READY: CUresult = sys::CUDA_ERROR_NOT_READY;
+
+    fn is_not_found(code: CUresult) -> bool {
+        code == sys::CUDA_ERROR_NOT_FOUND
+    }
+
     fn get() -> Result<&'static Self, GpuError> {
         static INIT: std::sync::OnceLock<Result<(), GpuError>> = std::sync::OnceLock::new();
-        let api = sys::api().map_err(|source| GpuError::Unavailable {
-            api: Api::Cuda,
-            source,
-        })?;
-        INIT.get_or_init(|| {
-            // SAFETY: cuInit takes flags (must be 0) and no pointers.
-            let code = unsafe { (api.cuInit)(0) };
-            if let Some(reason) = no_device_reason(code) {
-                let (name, message) = api.describe(code);
-                return Err(GpuError::NoDevice {
-                    api: Api::Cuda,
-                    call: "cuInit",
-                    code,
-                    reason,
-                    name,
-                    message,
-                });
-            }
-            api.check("cuInit", code)
-        })
-        .clone()?;
-        Ok(api)
+        // SAFETY: cuInit takes flags (must be 0) and no pointers.
+        let init = |api: &Self| unsafe { (api.cuInit)(0) };
+        initialized(&INIT, sys::api(), "cuInit", init, no_device_reason)
     }
 
     fn device_count(&self) -> Result<usize, GpuError> {
@@ -253,11 +240,7 @@ impl Driver for DriverApi {
     }
 
     fn device_info(&self, ordinal: usize) -> Result<CudaDeviceInfo, GpuError> {
-        let ord = c_int::try_from(ordinal).map_err(|_| GpuError::DeviceOutOfRange {
-            api: Api::Cuda,
-            ordinal,
-            count: 0,
-        })?;
+        let ord = c_ordinal::<Self>(ordinal)?;
         let mut dev: CUdevice = 0;
         // SAFETY: writes one CUdevice.
         self.check("cuDeviceGet", unsafe {
@@ -268,11 +251,6 @@ impl Driver for DriverApi {
         self.check("cuDeviceGetName", unsafe {
             (self.cuDeviceGetName)(buf.as_mut_ptr(), 256, dev)
         })?;
-        let name_bytes: Vec<u8> = buf
-            .iter()
-            .take_while(|&&c| c != 0)
-            .map(|&c| c.to_ne_bytes()[0])
-            .collect();
         let mut total_memory = 0usize;
         // SAFETY: writes one size_t.
         self.check("cuDeviceTotalMem_v2", unsafe {
@@ -280,7 +258,7 @@ impl Driver for DriverApi {
         })?;
         Ok(CudaDeviceInfo {
             ordinal,
-            name: String::from_utf8_lossy(&name_bytes).into_owned(),
+            name: c_chars(&buf),
             compute_capability: (
                 self.attribute(dev, sys::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
                 self.attribute(dev, sys::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
@@ -329,27 +307,11 @@ impl Driver for DriverApi {
         Ok(())
     }
 
-    fn mem_info(&self) -> Result<(usize, usize), GpuError> {
-        let (mut free, mut total) = (0usize, 0usize);
-        // SAFETY: writes two size_t.
-        self.check("cuMemGetInfo_v2", unsafe {
-            (self.cuMemGetInfo_v2)(&raw mut free, &raw mut total)
-        })?;
-        Ok((free, total))
-    }
-
     fn mem_alloc(&self, bytes: usize) -> Result<u64, GpuError> {
         let mut p = 0u64;
         // SAFETY: writes one device pointer.
         let code = unsafe { (self.cuMemAlloc_v2)(&raw mut p, bytes) };
-        if code == sys::CUDA_ERROR_OUT_OF_MEMORY {
-            return Err(GpuError::OutOfMemory {
-                bytes,
-                free: self.mem_info().map(|(f, _)| f).ok(),
-                message: self.describe(code).1,
-            });
-        }
-        self.check("cuMemAlloc_v2", code)?;
+        self.check_alloc("cuMemAlloc_v2", code, bytes, true)?;
         Ok(p)
     }
 
@@ -357,14 +319,7 @@ impl Driver for DriverApi {
         let mut p: *mut c_void = ptr::null_mut();
         // SAFETY: writes one pointer; flags 0 (portable to this context only).
         let code = unsafe { (self.cuMemHostAlloc)(&raw mut p, bytes, 0) };
-        if code == sys::CUDA_ERROR_OUT_OF_MEMORY {
-            return Err(GpuError::OutOfMemory {
-                bytes,
-                free: None,
-                message: self.describe(code).1,
-            });
-        }
-        self.check("cuMemHostAlloc", code)?;
+        self.check_alloc("cuMemHostAlloc", code, bytes, false)?;
         Ok(p.cast())
     }
 
@@ -407,14 +362,13 @@ impl Driver for DriverApi {
         let (mut address, mut size) = (0, 0);
         // SAFETY: `module` is live (the trait's contract); `name` is NUL-terminated.
         let code = unsafe { get_global(&raw mut address, &raw mut size, module, name.as_ptr()) };
-        match code {
-            sys::CUDA_SUCCESS => Ok(Some((address, size))),
-            sys::CUDA_ERROR_NOT_FOUND => Ok(None),
-            _ => Err(self.error("cuModuleGetGlobal_v2", code)),
-        }
+        Ok(self
+            .check_found("cuModuleGetGlobal_v2", code)?
+            .then_some((address, size)))
     }
 
     forward_calls! {
+        fn mem_info() -> |free: usize = 0, total: usize = 0| cuMemGetInfo_v2(&raw mut free, &raw mut total);
         unsafe fn mem_free(ptr: u64) => cuMemFree_v2(ptr);
         unsafe fn host_free(ptr: *mut u8) => cuMemFreeHost(ptr.cast());
         // A blocking stream (it synchronizes with the legacy default stream), so work others
@@ -428,6 +382,7 @@ impl Driver for DriverApi {
         unsafe fn copy_dtod(dst: u64, src: u64, len: usize, stream: Handle) => cuMemcpyDtoDAsync_v2(dst, src, len, stream);
         unsafe fn memset(dst: u64, value: u8, len: usize, stream: Handle) => cuMemsetD8Async(dst, value, len, stream);
         unsafe fn module_unload(module: Handle) => cuModuleUnload(module);
+        unsafe fn module_function(module: Handle, name: &str, c_name: &CStr) -> |f| kernel name in cuModuleGetFunction(&raw mut f, module, c_name.as_ptr());
         fn event_create() -> |e| cuEventCreate(&raw mut e, sys::CU_EVENT_DEFAULT);
         unsafe fn event_destroy(event: Handle) => cuEventDestroy_v2(event);
         unsafe fn event_record(event: Handle, stream: Handle) => cuEventRecord(event, stream);
@@ -536,42 +491,15 @@ impl Driver for DriverApi {
         }
         let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
         let jit_log = String::from_utf8_lossy(&log[..end]).trim().to_owned();
-        let (name, message) = self.describe(code);
         Err(if code == sys::CUDA_ERROR_UNSUPPORTED_PTX_VERSION {
             GpuError::PtxTooNew {
                 driver_version: info.driver_version,
-                message,
+                message: self.describe(code).1,
                 jit_log,
             }
         } else {
-            GpuError::ModuleLoad {
-                call: "cuModuleLoadDataEx",
-                kind,
-                code,
-                name,
-                message,
-                jit_log,
-            }
+            self.module_load_error("cuModuleLoadDataEx", kind, code, jit_log)
         })
-    }
-
-    unsafe fn module_function(
-        &self,
-        module: Handle,
-        name: &str,
-        c_name: &CStr,
-    ) -> Result<Handle, GpuError> {
-        let mut f: Handle = ptr::null_mut();
-        // SAFETY: `c_name` is NUL-terminated; `module` is live (the trait's contract).
-        let code = unsafe { (self.cuModuleGetFunction)(&raw mut f, module, c_name.as_ptr()) };
-        match code {
-            sys::CUDA_SUCCESS => Ok(f),
-            sys::CUDA_ERROR_NOT_FOUND => Err(GpuError::KernelNotFound {
-                kernel: name.to_owned(),
-                message: self.describe(code).1,
-            }),
-            _ => Err(self.error("cuModuleGetFunction", code)),
-        }
     }
 
     unsafe fn prepare_shared(
@@ -614,45 +542,13 @@ impl Driver for DriverApi {
 
     unsafe fn event_query(&self, event: Handle) -> Result<bool, GpuError> {
         // SAFETY: the trait's contract.
-        match unsafe { (self.cuEventQuery)(event) } {
-            sys::CUDA_SUCCESS => Ok(true),
-            sys::CUDA_ERROR_NOT_READY => Ok(false),
-            code => Err(self.error("cuEventQuery", code)),
-        }
+        self.check_ready("cuEventQuery", unsafe { (self.cuEventQuery)(event) })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn missing_library_is_an_error_listing_the_names() {
-        let err = sys::DriverApi::load(&[
-            "libdoes-not-exist-offload.so.1".to_owned(),
-            "/nonexistent/libcuda.so".to_owned(),
-        ])
-        .unwrap_err();
-        let msg = err.to_string();
-        assert!(msg.contains("libdoes-not-exist-offload.so.1"), "{msg}");
-        assert!(msg.contains("/nonexistent/libcuda.so"), "{msg}");
-    }
-
-    #[test]
-    fn library_without_the_symbols_is_missing_symbol() {
-        // libc opens everywhere and has no CUDA entry points.
-        let err = sys::DriverApi::load(&["libc.so.6".to_owned()]).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                sys::LoadError::MissingSymbol {
-                    symbol: "cuInit",
-                    ..
-                }
-            ),
-            "{err}"
-        );
-    }
 
     #[test]
     fn dynamic_shared_memory_over_48_kib_opts_in_up_to_the_device_maximum() {

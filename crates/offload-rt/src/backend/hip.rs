@@ -23,7 +23,7 @@ use std::ptr;
 use sys::{HipApi, hipDeviceProp_tR0600, hipError_t};
 
 use crate::backend::DeviceKind;
-use crate::backend::gpu::driver::forward_calls;
+use crate::backend::gpu::driver::{c_chars, c_ordinal, forward_calls, initialized, static_c_str};
 use crate::backend::gpu::driver_names;
 use crate::backend::gpu::{self, Api, DeviceInfo, Driver, GpuError, GpuImageKind, Handle};
 use crate::select::DeviceTarget;
@@ -93,15 +93,6 @@ pub fn probe() -> Result<Vec<HipDeviceInfo>, GpuError> {
     gpu::probe::<Hip>()
 }
 
-fn static_str(p: *const c_char) -> Option<String> {
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: hipGetErrorName/hipGetErrorString return pointers to static NUL-terminated
-    // strings.
-    Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
-}
-
 /// Errors that mean a kernel faulted.
 pub fn is_kernel_fault(code: hipError_t) -> bool {
     matches!(
@@ -113,17 +104,19 @@ pub fn is_kernel_fault(code: hipError_t) -> bool {
     )
 }
 
+/// Why a `hipInit` status means that this machine has no usable AMD GPU, for the codes that
+/// mean so; `None` for success and every other failure.
+pub fn no_device_reason(code: hipError_t) -> Option<&'static str> {
+    match code {
+        sys::hipErrorNoDevice => Some("no AMD GPU is present"),
+        sys::hipErrorInsufficientDriver => Some("the kernel driver is too old for this HIP"),
+        _ => None,
+    }
+}
+
 /// A device address as HIP's pointer type.
 fn device_ptr(address: u64) -> *mut c_void {
     std::ptr::with_exposed_provenance_mut(address as usize)
-}
-
-fn c_ordinal(ordinal: usize) -> Result<c_int, GpuError> {
-    c_int::try_from(ordinal).map_err(|_| GpuError::DeviceOutOfRange {
-        api: Api::Hip,
-        ordinal,
-        count: 0,
-    })
 }
 
 /// `hipGetDevicePropertiesR0600`, into a zeroed buffer with slack after the struct.
@@ -147,16 +140,6 @@ fn device_properties(api: &HipApi, ordinal: c_int) -> Result<Box<hipDeviceProp_t
     Ok(props)
 }
 
-/// A NUL-terminated `c_char` array as a string (lossy).
-pub(crate) fn c_chars(buf: &[c_char]) -> String {
-    let bytes: Vec<u8> = buf
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c.to_ne_bytes()[0])
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
 impl HipApi {
     fn device_handle(&self, ordinal: c_int) -> Result<c_int, GpuError> {
         let mut dev = 0;
@@ -175,11 +158,15 @@ impl Driver for HipApi {
 
     fn describe(&self, code: hipError_t) -> (String, String) {
         // SAFETY: both take a code by value and return a static string (or null).
-        let (name, message) =
-            unsafe { ((self.hipGetErrorName)(code), (self.hipGetErrorString)(code)) };
+        let (name, message) = unsafe {
+            (
+                static_c_str((self.hipGetErrorName)(code)),
+                static_c_str((self.hipGetErrorString)(code)),
+            )
+        };
         (
-            static_str(name).unwrap_or_else(|| format!("HIP error {code}")),
-            static_str(message).unwrap_or_else(|| "unknown error code".to_owned()),
+            name.unwrap_or_else(|| format!("HIP error {code}")),
+            message.unwrap_or_else(|| "unknown error code".to_owned()),
         )
     }
 
@@ -187,32 +174,21 @@ impl Driver for HipApi {
         is_kernel_fault(code)
     }
 
+    const OUT_OF_MEMORY: hipError_t = sys::hipErrorOutOfMemory;
+    const NOT_READY: hipError_t = sys::hipErrorNotReady;
+
+    fn is_not_found(code: hipError_t) -> bool {
+        matches!(
+            code,
+            sys::hipErrorNotFound | sys::hipErrorInvalidDeviceFunction
+        )
+    }
+
     fn get() -> Result<&'static Self, GpuError> {
         static INIT: std::sync::OnceLock<Result<(), GpuError>> = std::sync::OnceLock::new();
-        let api = sys::api().map_err(|source| GpuError::Unavailable {
-            api: Api::Hip,
-            source,
-        })?;
-        INIT.get_or_init(|| {
-            // SAFETY: takes flags (0) only.
-            let code = unsafe { (api.hipInit)(0) };
-            let reason = match code {
-                sys::hipErrorNoDevice => "no AMD GPU is present",
-                sys::hipErrorInsufficientDriver => "the kernel driver is too old for this HIP",
-                _ => return api.check("hipInit", code),
-            };
-            let (name, message) = api.describe(code);
-            Err(GpuError::NoDevice {
-                api: Api::Hip,
-                call: "hipInit",
-                code,
-                reason,
-                name,
-                message,
-            })
-        })
-        .clone()?;
-        Ok(api)
+        // SAFETY: takes flags (0) only.
+        let init = |api: &Self| unsafe { (api.hipInit)(0) };
+        initialized(&INIT, sys::api(), "hipInit", init, no_device_reason)
     }
 
     fn device_count(&self) -> Result<usize, GpuError> {
@@ -227,7 +203,7 @@ impl Driver for HipApi {
     }
 
     fn device_info(&self, ordinal: usize) -> Result<HipDeviceInfo, GpuError> {
-        let ord = c_ordinal(ordinal)?;
+        let ord = c_ordinal::<Self>(ordinal)?;
         let dev = self.device_handle(ord)?;
         let mut buf = [0 as c_char; 256];
         // SAFETY: writes at most 256 bytes, NUL-terminated.
@@ -298,7 +274,7 @@ impl Driver for HipApi {
     unsafe fn context_close(&self, _info: &HipDeviceInfo, _ctx: Handle) {}
 
     unsafe fn context_bind(&self, info: &HipDeviceInfo, _ctx: Handle) -> Result<(), GpuError> {
-        let ordinal = c_ordinal(info.ordinal)?;
+        let ordinal = c_ordinal::<Self>(info.ordinal)?;
         let mut current: c_int = -1;
         // SAFETY: writes one int.
         self.check("hipGetDevice", unsafe {
@@ -311,27 +287,11 @@ impl Driver for HipApi {
         Ok(())
     }
 
-    fn mem_info(&self) -> Result<(usize, usize), GpuError> {
-        let (mut free, mut total) = (0usize, 0usize);
-        // SAFETY: writes two size_t.
-        self.check("hipMemGetInfo", unsafe {
-            (self.hipMemGetInfo)(&raw mut free, &raw mut total)
-        })?;
-        Ok((free, total))
-    }
-
     fn mem_alloc(&self, bytes: usize) -> Result<u64, GpuError> {
         let mut p: *mut c_void = ptr::null_mut();
         // SAFETY: writes one pointer.
         let code = unsafe { (self.hipMalloc)(&raw mut p, bytes) };
-        if code == sys::hipErrorOutOfMemory {
-            return Err(GpuError::OutOfMemory {
-                bytes,
-                free: self.mem_info().map(|(f, _)| f).ok(),
-                message: self.describe(code).1,
-            });
-        }
-        self.check("hipMalloc", code)?;
+        self.check_alloc("hipMalloc", code, bytes, true)?;
         Ok(p.expose_provenance() as u64)
     }
 
@@ -339,14 +299,7 @@ impl Driver for HipApi {
         let mut p: *mut c_void = ptr::null_mut();
         // SAFETY: writes one pointer; flags 0 (hipHostMallocDefault).
         let code = unsafe { (self.hipHostMalloc)(&raw mut p, bytes, 0) };
-        if code == sys::hipErrorOutOfMemory {
-            return Err(GpuError::OutOfMemory {
-                bytes,
-                free: None,
-                message: self.describe(code).1,
-            });
-        }
-        self.check("hipHostMalloc", code)?;
+        self.check_alloc("hipHostMalloc", code, bytes, false)?;
         Ok(p.cast())
     }
 
@@ -390,14 +343,13 @@ impl Driver for HipApi {
         let (mut address, mut size): (*mut c_void, usize) = (ptr::null_mut(), 0);
         // SAFETY: `module` is live (the trait's contract); `name` is NUL-terminated.
         let code = unsafe { get_global(&raw mut address, &raw mut size, module, name.as_ptr()) };
-        match code {
-            sys::hipSuccess => Ok(Some((address.expose_provenance() as u64, size))),
-            sys::hipErrorNotFound => Ok(None),
-            _ => Err(self.error("hipModuleGetGlobal", code)),
-        }
+        Ok(self
+            .check_found("hipModuleGetGlobal", code)?
+            .then(|| (address.expose_provenance() as u64, size)))
     }
 
     forward_calls! {
+        fn mem_info() -> |free: usize = 0, total: usize = 0| hipMemGetInfo(&raw mut free, &raw mut total);
         unsafe fn mem_free(ptr: u64) => hipFree(device_ptr(ptr));
         unsafe fn host_free(ptr: *mut u8) => hipHostFree(ptr.cast());
         fn stream_create() -> |s| hipStreamCreate(&raw mut s);
@@ -410,6 +362,7 @@ impl Driver for HipApi {
         unsafe fn copy_dtod(dst: u64, src: u64, len: usize, stream: Handle) => hipMemcpyDtoDAsync(device_ptr(dst), device_ptr(src), len, stream);
         unsafe fn memset(dst: u64, value: u8, len: usize, stream: Handle) => hipMemsetD8Async(device_ptr(dst), value, len, stream);
         unsafe fn module_unload(module: Handle) => hipModuleUnload(module);
+        unsafe fn module_function(module: Handle, name: &str, c_name: &CStr) -> |f| kernel name in hipModuleGetFunction(&raw mut f, module, c_name.as_ptr());
         fn event_create() -> |e| hipEventCreate(&raw mut e);
         unsafe fn event_destroy(event: Handle) => hipEventDestroy(event);
         unsafe fn event_record(event: Handle, stream: Handle) => hipEventRecord(event, stream);
@@ -436,7 +389,10 @@ impl Driver for HipApi {
         len: usize,
         stream: Handle,
     ) -> Result<(), GpuError> {
-        let (to, from) = (c_ordinal(dst_info.ordinal)?, c_ordinal(src_info.ordinal)?);
+        let (to, from) = (
+            c_ordinal::<Self>(dst_info.ordinal)?,
+            c_ordinal::<Self>(src_info.ordinal)?,
+        );
         // SAFETY: the trait's contract.
         self.check("hipMemcpyPeerAsync", unsafe {
             (self.hipMemcpyPeerAsync)(
@@ -486,36 +442,7 @@ impl Driver for HipApi {
         if code == sys::hipSuccess {
             return Ok(m);
         }
-        let (name, message) = self.describe(code);
-        Err(GpuError::ModuleLoad {
-            call: "hipModuleLoadData",
-            kind,
-            code,
-            name,
-            message,
-            jit_log: String::new(),
-        })
-    }
-
-    unsafe fn module_function(
-        &self,
-        module: Handle,
-        name: &str,
-        c_name: &CStr,
-    ) -> Result<Handle, GpuError> {
-        let mut f: Handle = ptr::null_mut();
-        // SAFETY: `c_name` is NUL-terminated; `module` is live (the trait's contract).
-        let code = unsafe { (self.hipModuleGetFunction)(&raw mut f, module, c_name.as_ptr()) };
-        match code {
-            sys::hipSuccess => Ok(f),
-            sys::hipErrorNotFound | sys::hipErrorInvalidDeviceFunction => {
-                Err(GpuError::KernelNotFound {
-                    kernel: name.to_owned(),
-                    message: self.describe(code).1,
-                })
-            }
-            _ => Err(self.error("hipModuleGetFunction", code)),
-        }
+        Err(self.module_load_error("hipModuleLoadData", kind, code, String::new()))
     }
 
     unsafe fn prepare_shared(
@@ -531,32 +458,6 @@ impl Driver for HipApi {
 
     unsafe fn event_query(&self, event: Handle) -> Result<bool, GpuError> {
         // SAFETY: the trait's contract.
-        match unsafe { (self.hipEventQuery)(event) } {
-            sys::hipSuccess => Ok(true),
-            sys::hipErrorNotReady => Ok(false),
-            code => Err(self.error("hipEventQuery", code)),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn missing_library_is_an_error() {
-        let err = sys::HipApi::load(&["libamdhip64-not-here.so".to_owned()]).unwrap_err();
-        assert!(err.to_string().contains("libamdhip64-not-here.so"), "{err}");
-        let err = sys::HipApi::load(&["libc.so.6".to_owned()]).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                sys::LoadError::MissingSymbol {
-                    symbol: "hipInit",
-                    ..
-                }
-            ),
-            "{err}"
-        );
+        self.check_ready("hipEventQuery", unsafe { (self.hipEventQuery)(event) })
     }
 }

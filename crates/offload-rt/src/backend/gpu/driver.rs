@@ -7,10 +7,11 @@
 //! context made current on the calling thread ([`Driver::context_bind`]) first.
 
 use std::borrow::Cow;
-use std::ffi::{CStr, c_void};
+use std::ffi::{CStr, c_char, c_int, c_void};
 use std::fmt;
+use std::sync::OnceLock;
 
-use super::{Api, GpuError, GpuImageKind};
+use super::{Api, GpuError, GpuImageKind, LoadError};
 use crate::backend::DeviceKind;
 use crate::select::DeviceTarget;
 
@@ -89,6 +90,76 @@ pub trait Driver: Send + Sync + Sized + 'static {
             Err(self.error(call, code))
         }
     }
+
+    /// The driver's "out of memory" code.
+    const OUT_OF_MEMORY: i32;
+    /// The driver's "not complete yet" code (an event's or a stream's query).
+    const NOT_READY: i32;
+    /// Whether a code returned by a lookup by name means that nothing has that name.
+    fn is_not_found(code: i32) -> bool;
+
+    /// An allocation's status: out of memory becomes [`GpuError::OutOfMemory`] (saying how
+    /// much device memory is free when `of_device` is set), any other failure
+    /// [`Driver::error`].
+    fn check_alloc(
+        &self,
+        call: &'static str,
+        code: i32,
+        bytes: usize,
+        of_device: bool,
+    ) -> Result<(), GpuError> {
+        if code == Self::OUT_OF_MEMORY {
+            return Err(GpuError::OutOfMemory {
+                bytes,
+                free: if of_device {
+                    self.mem_info().map(|(free, _)| free).ok()
+                } else {
+                    None
+                },
+                message: self.describe(code).1,
+            });
+        }
+        self.check(call, code)
+    }
+
+    /// A lookup by name's status: `Ok(true)` found, `Ok(false)` nothing has that name.
+    fn check_found(&self, call: &'static str, code: i32) -> Result<bool, GpuError> {
+        if Self::is_not_found(code) {
+            Ok(false)
+        } else {
+            self.check(call, code).map(|()| true)
+        }
+    }
+
+    /// A query's status: `Ok(true)` complete, `Ok(false)` not yet.
+    fn check_ready(&self, call: &'static str, code: i32) -> Result<bool, GpuError> {
+        if code == Self::NOT_READY {
+            Ok(false)
+        } else {
+            self.check(call, code).map(|()| true)
+        }
+    }
+
+    /// The [`GpuError::ModuleLoad`] for a failing `code` of `call`, with the JIT's log
+    /// (empty where the driver keeps none).
+    fn module_load_error(
+        &self,
+        call: &'static str,
+        kind: GpuImageKind,
+        code: i32,
+        jit_log: String,
+    ) -> GpuError {
+        let (name, message) = self.describe(code);
+        GpuError::ModuleLoad {
+            call,
+            kind,
+            code,
+            name,
+            message,
+            jit_log,
+        }
+    }
+
     /// Number of devices.
     fn device_count(&self) -> Result<usize, GpuError>;
     /// Describes device `ordinal` (< [`Driver::device_count`]).
@@ -262,6 +333,73 @@ pub trait Driver: Send + Sync + Sized + 'static {
     unsafe fn graph_exec_destroy(&self, exec: Handle) -> Result<(), GpuError>;
 }
 
+/// The process-wide driver from `loaded` (its table, or why it could not be loaded),
+/// initialized once through `init` (whose status is remembered in `state`): a status for
+/// which `no_device` gives a reason becomes [`GpuError::NoDevice`], naming `init_call`.
+pub(crate) fn initialized<D: Driver>(
+    state: &'static OnceLock<Result<(), GpuError>>,
+    loaded: Result<&'static D, LoadError>,
+    init_call: &'static str,
+    init: impl FnOnce(&D) -> i32,
+    no_device: fn(i32) -> Option<&'static str>,
+) -> Result<&'static D, GpuError> {
+    let api = loaded.map_err(|source| GpuError::Unavailable {
+        api: D::API,
+        source,
+    })?;
+    state
+        .get_or_init(|| {
+            let code = init(api);
+            let Some(reason) = no_device(code) else {
+                return api.check(init_call, code);
+            };
+            let (name, message) = api.describe(code);
+            Err(GpuError::NoDevice {
+                api: D::API,
+                call: init_call,
+                code,
+                reason,
+                name,
+                message,
+            })
+        })
+        .clone()?;
+    Ok(api)
+}
+
+/// A device ordinal as the C `int` drivers take.
+pub(crate) fn c_ordinal<D: Driver>(ordinal: usize) -> Result<c_int, GpuError> {
+    c_int::try_from(ordinal).map_err(|_| GpuError::DeviceOutOfRange {
+        api: D::API,
+        ordinal,
+        count: 0,
+    })
+}
+
+/// A NUL-terminated `c_char` array a driver filled (a device name), as a string (lossy);
+/// the whole array when it holds no NUL.
+pub(crate) fn c_chars(buf: &[c_char]) -> String {
+    let bytes: Vec<u8> = buf
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c.to_ne_bytes()[0])
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// A string a driver returned (an error's name or message), `None` for null.
+///
+/// # Safety
+/// `p` is null or points to a NUL-terminated string that lives as long as the process (the
+/// drivers' error strings are static).
+pub(crate) unsafe fn static_c_str(p: *const c_char) -> Option<String> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: non-null, NUL-terminated and static (the caller's contract).
+    Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+}
+
 /// Writes the [`Driver`] methods that hand their arguments to one entry point of the
 /// implementing table and turn its status into a `Result` through the table's own
 /// `check(call, code)`:
@@ -270,12 +408,32 @@ pub trait Driver: Send + Sync + Sized + 'static {
 /// - `[unsafe] fn m(a: T) -> |out| entry(&raw mut out, ...);` returns the handle the entry
 ///   point writes to `out`;
 /// - `unsafe fn m(a: T) -> |out: U = init| entry(&raw mut out, ...);` returns the `U` it
-///   writes.
+///   writes;
+/// - `fn m() -> |a: T = init, b: U = init| entry(&raw mut a, &raw mut b);` returns both;
+/// - `unsafe fn m(.., k: &str, ..) -> |out| kernel k in entry(&raw mut out, ...);` looks a
+///   kernel up by name: a status [`Driver::is_not_found`] accepts becomes
+///   [`GpuError::KernelNotFound`] naming kernel `k`.
 ///
 /// The `unsafe` methods rely on the [`Driver`] contract (live handles of the current
 /// context), which is exactly what the entry points require.
 macro_rules! forward_calls {
     () => {};
+    (unsafe fn $method:ident($($arg:ident: $ty:ty),*) -> |$out:ident| kernel $kernel:ident in $entry:ident($($call:expr),*); $($rest:tt)*) => {
+        unsafe fn $method(&self, $($arg: $ty),*) -> Result<$crate::backend::gpu::Handle, $crate::backend::gpu::GpuError> {
+            let mut $out: $crate::backend::gpu::Handle = std::ptr::null_mut();
+            // SAFETY: the Driver trait's contract covers the module passed; the name is
+            // NUL-terminated; the entry point writes one handle to `out`.
+            let code = unsafe { (self.$entry)($($call),*) };
+            if self.check_found(stringify!($entry), code)? {
+                return Ok($out);
+            }
+            Err($crate::backend::gpu::GpuError::KernelNotFound {
+                kernel: $kernel.to_owned(),
+                message: self.describe(code).1,
+            })
+        }
+        $crate::backend::gpu::driver::forward_calls!($($rest)*);
+    };
     (unsafe fn $method:ident($($arg:ident: $ty:ty),*) => $entry:ident($($call:expr),*); $($rest:tt)*) => {
         unsafe fn $method(&self, $($arg: $ty),*) -> Result<(), $crate::backend::gpu::GpuError> {
             // SAFETY: the Driver trait's contract covers every handle and range passed.
@@ -300,6 +458,15 @@ macro_rules! forward_calls {
             // point writes one value to `out`.
             self.check(stringify!($entry), unsafe { (self.$entry)($($call),*) })?;
             Ok($out)
+        }
+        $crate::backend::gpu::driver::forward_calls!($($rest)*);
+    };
+    (fn $method:ident() -> |$a:ident: $a_ty:ty = $a_init:literal, $b:ident: $b_ty:ty = $b_init:literal| $entry:ident($($call:expr),*); $($rest:tt)*) => {
+        fn $method(&self) -> Result<($a_ty, $b_ty), $crate::backend::gpu::GpuError> {
+            let (mut $a, mut $b): ($a_ty, $b_ty) = ($a_init, $b_init);
+            // SAFETY: the entry point only writes one value to each of `a` and `b`.
+            self.check(stringify!($entry), unsafe { (self.$entry)($($call),*) })?;
+            Ok(($a, $b))
         }
         $crate::backend::gpu::driver::forward_calls!($($rest)*);
     };

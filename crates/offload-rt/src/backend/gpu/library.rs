@@ -148,3 +148,42 @@ macro_rules! entry_points {
     };
 }
 pub(crate) use entry_points;
+
+#[cfg(test)]
+mod tests {
+    use super::LoadError;
+    use crate::backend::{cuda, hip};
+
+    /// Each driver's table through the one loader: what it reports when the library is not
+    /// there, and when the library opened lacks the driver's first entry point.
+    #[test]
+    fn driver_tables_name_what_they_could_not_load() {
+        let missing = [
+            "libdoes-not-exist-offload.so.1".to_owned(),
+            "/nonexistent/libdriver.so".to_owned(),
+        ];
+        // libc opens everywhere and has no driver entry points.
+        let libc = ["libc.so.6".to_owned()];
+        let not_found = [
+            cuda::sys::DriverApi::load(&missing).err(),
+            hip::sys::HipApi::load(&missing).err(),
+        ];
+        for err in not_found {
+            let msg = err.expect("no such library").to_string();
+            for name in &missing {
+                assert!(msg.contains(name.as_str()), "{msg}");
+            }
+        }
+        let without_symbols = [
+            (cuda::sys::DriverApi::load(&libc).err(), "cuInit"),
+            (hip::sys::HipApi::load(&libc).err(), "hipInit"),
+        ];
+        for (err, first) in without_symbols {
+            let err = err.expect("libc has no driver entry points");
+            assert!(
+                matches!(err, LoadError::MissingSymbol { symbol, .. } if symbol == first),
+                "{err}"
+            );
+        }
+    }
+}

@@ -18,11 +18,11 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
+use super::Device;
+use super::buffer::DeviceBuffer;
 use crate::backend::{BackendEvent, BackendGraph, BackendStream, HostMemory};
-use crate::buffer::DeviceBuffer;
 use crate::device::DeviceCopy;
 use crate::error::{Error, Result};
-use crate::host::Device;
 use crate::os_thread;
 
 /// An ordered queue of launches and copies on one device. Work queued on it returns at

@@ -3,10 +3,10 @@
 use std::marker::PhantomData;
 use std::mem::size_of;
 
+use super::Device;
 use crate::backend::DevicePtr;
 use crate::device::DeviceCopy;
 use crate::error::{Error, Result};
-use crate::host::Device;
 
 /// `len` elements of `T` in a device's memory. Freed on drop.
 pub struct DeviceBuffer<T: DeviceCopy> {

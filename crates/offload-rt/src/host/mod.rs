@@ -1,4 +1,8 @@
-//! [`Device`]: one device, its loaded modules and its launches.
+//! The host API over one device: [`Device`] (here: its loaded modules and its launches), its
+//! memory ([`buffer`]) and its streams, events, graphs and page-locked buffers ([`stream`]).
+
+pub(crate) mod buffer;
+pub(crate) mod stream;
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -12,7 +16,7 @@ use crate::backend::{Backend, DeviceKind, KernelHandle, Module};
 use crate::error::{Error, Result};
 use crate::launch::LaunchConfig;
 use crate::registry::{self, ImageInfo, KernelEntry};
-use crate::stream::{QueueRef, Stream, StreamImpl};
+use stream::{QueueRef, Stream, StreamImpl};
 
 /// A kernel resolved on a device, found by the addresses of its module and kernel names.
 type Resolved = (Arc<Loaded>, KernelHandle);
