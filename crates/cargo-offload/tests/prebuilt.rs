@@ -33,11 +33,11 @@ fn cargo_offload(dir: &Path, args: &[&str]) -> Command {
 }
 
 const KERNEL_SRC: &str = r#"#![no_std]
-use offload_rt::{device, kernel};
+use offload_rt::kernel;
 
 #[kernel]
 pub fn scale_add(n: u32, a: f32, x: *const f32, y: *mut f32) {
-    let i = device::global_idx_x();
+    let i = kernel::global_idx_x();
     if i < n as usize {
         // SAFETY: the host passes buffers of at least `n` elements.
         unsafe { *y.add(i) = a * *x.add(i) + *y.add(i) };

@@ -234,7 +234,7 @@ fn ptx_type_size(ty: &str) -> Option<u32> {
 }
 
 /// Prefix of the per-kernel entry points a CPU device image exports: the ABI constant
-/// `offload_rt::device::abi::CPU_RUN_PREFIX`, repeated because the build does not depend on
+/// `offload_rt::kernel::abi::CPU_RUN_PREFIX`, repeated because the build does not depend on
 /// the runtime.
 pub const CPU_ENTRY_PREFIX: &str = "__offload_cpu_run_";
 
@@ -258,7 +258,7 @@ pub fn kernels_of_cpu_image(elf: &[u8]) -> Result<Vec<String>, String> {
 }
 
 /// Prefix of the note a CPU image carries for a kernel with barriers that runs with one
-/// coroutine per GPU thread (`offload_rt::device::abi::CPU_NOTE_PREFIX`).
+/// coroutine per GPU thread (`offload_rt::kernel::abi::CPU_NOTE_PREFIX`).
 pub const CPU_NOTE_PREFIX: &str = "__offload_cpu_note_";
 
 /// The kernels of a CPU image that keep the coroutine path for their barriers, each with the

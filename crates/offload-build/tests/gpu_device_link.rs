@@ -377,7 +377,7 @@ fn amdgpu_machine_code_of_reduce() {
 }
 
 /// Whether `kernel`'s panics end in `s_trap 2`: in its body, or in the panic handler it calls
-/// (`device::gpu_channel::panic`, which writes the report first).
+/// (`kernel::gpu_channel::panic`, which writes the report first).
 fn panic_traps(disassembly: &str, kernel: &str) -> bool {
     let traps = |body: &[&str]| body.iter().any(|l| l.starts_with("s_trap 2"));
     let body = function_body(disassembly, kernel);
@@ -721,7 +721,7 @@ fn slice_parameters_are_address_and_length() {
     }
 }
 
-/// Math on NVIDIA: `device::math`'s sqrt, fma, floor, abs, min and max are PTX instructions
+/// Math on NVIDIA: `kernel::math`'s sqrt, fma, floor, abs, min and max are PTX instructions
 /// (correctly rounded `.rn` forms), exp/log/sin/cos/pow and the kernel crate's own `libm`
 /// calls are linked in, so the module declares no external function, and `ptxas` accepts it.
 #[test]
@@ -827,7 +827,7 @@ fn amdgpu_math_is_native_and_self_contained() {
 }
 
 /// Panics and prints on GPUs go through the channel global the runtime writes after loading
-/// (`offload_rt::device::abi::CHANNEL_SYMBOL`): it stays one external 8-byte global the driver
+/// (`offload_rt::kernel::abi::CHANNEL_SYMBOL`): it stays one external 8-byte global the driver
 /// can find (`.visible .global` in PTX and a symbol of the cubin; a protected symbol of the AMD
 /// code object), however many times the link pulls in the runtime's code; a panic claims the
 /// report with a system-scope compare-and-swap and fences before it traps; a print reserves its

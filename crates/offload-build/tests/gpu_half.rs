@@ -1,4 +1,4 @@
-//! `device::half` through the GPU device link: the runtime's fixture kernels
+//! `kernel::half` through the GPU device link: the runtime's fixture kernels
 //! (`half_kernels.rs`) built with nightly for nvptx64 and amdgcn, and the conversions read in
 //! the PTX (checked by `ptxas`) and in the AMD disassembly: hardware conversions, no call.
 #![cfg(feature = "llvm")]

@@ -42,7 +42,7 @@ use syn::{Expr, FnArg, ItemFn, Pat, ReturnType, Type};
 ///
 /// The template is Rust's format syntax: `{}`, `{0}`, `{name}` (a named argument or a variable
 /// of the kernel), with the specs `[[fill]align][+][#][0][width][.precision][?|x|X|o|b|e|E]`;
-/// widths and precisions are literal numbers. Arguments are scalars (`offload_rt::device::
+/// widths and precisions are literal numbers. Arguments are scalars (`offload_rt::kernel::
 /// Printable`). It is checked at compile time; the device sends the template and the values,
 /// and the host formats the text as `format!` would and prints it after the launch (GPUs: at
 /// the next synchronization or copy to the host).

@@ -136,9 +136,9 @@ pub(crate) fn expand(input: PrintInput, newline: bool) -> syn::Result<TokenStrea
         if false {
             let _ = ::core::format_args!(#template, #(#temps),*);
         }
-        ::offload_rt::device::__private::print(
+        ::offload_rt::kernel::__private::print(
             #template,
-            &[#( ::offload_rt::device::__private::print_arg(#temps) ),*],
+            &[#( ::offload_rt::kernel::__private::print_arg(#temps) ),*],
         );
     }})
 }

@@ -224,7 +224,7 @@ pub enum Error {
         reason: String,
     },
     /// A launch asks for more shared memory, static and dynamic together, than every device
-    /// gives a block ([`crate::device::MAX_SHARED_BYTES`]).
+    /// gives a block ([`crate::kernel::MAX_SHARED_BYTES`]).
     #[error(
         "launch of `{kernel}`: {static_bytes} bytes of static shared memory and {dynamic_bytes} bytes of dynamic shared memory exceed the {limit} bytes every device gives a block"
     )]

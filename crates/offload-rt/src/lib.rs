@@ -1,10 +1,10 @@
 //! The cargo-offload runtime.
 //!
-//! - [`device`] (always, `no_std`): what kernels call on every target: thread and block
+//! - [`kernel`](mod@kernel) (always, `no_std`): what kernels call on every target: thread and block
 //!   indices, `sync_threads()`, shared memory, atomics, warp operations, math.
 //! - With the `host` feature (default): [`registry`] of device images registered at start-up,
 //!   [`backend`]s (the CPU device; CUDA and HIP), [`Device`], [`DeviceBuffer`],
-//!   [`LaunchConfig`] and the typed kernel handles made by [`kernel`] and, for CUDA and HIP
+//!   [`LaunchConfig`] and the typed kernel handles made by [`#[kernel]`](macro@kernel) and, for CUDA and HIP
 //!   kernels built by `offload-build`, by [`extern_kernels!`].
 //!
 //! # Environment
@@ -46,7 +46,7 @@
     feature(f16)
 )]
 
-pub mod device;
+pub mod kernel;
 
 pub use offload_macros::{DeviceCopy, device_print, device_println, extern_kernels, kernel};
 
@@ -81,19 +81,19 @@ pub use launch::{LaunchConfig, LaunchShape, MAX_BLOCK_DIM, MAX_GRID_DIM, MAX_THR
 #[cfg(feature = "host")]
 pub use print::{PrintSink, set_print_sink};
 
-pub use device::{DeviceCopy, KernelScalar};
+pub use kernel::{DeviceCopy, KernelScalar};
 
 /// Support for the code `#[kernel]` generates; not a public API.
 #[doc(hidden)]
 pub mod __private {
     pub use core::ffi::c_void;
 
-    pub use crate::device::abi::CpuLaunch;
+    pub use crate::kernel::abi::CpuLaunch;
     #[cfg(all(
         offload_device,
         not(any(target_arch = "nvptx64", target_arch = "amdgpu"))
     ))]
-    pub use crate::device::cpu::{
+    pub use crate::kernel::cpu::{
         begin_region_block, enter_regions, for_each_thread, lane_read, lane_write, lanes,
         lanes_fit, region_barrier, run_blocks, run_thread, uniform,
     };
@@ -108,7 +108,7 @@ pub mod __private {
     #[cfg(not(all(offload_device, target_arch = "amdgpu")))]
     pub type GpuParam<T> = T;
 
-    pub use crate::device::SliceParam;
+    pub use crate::kernel::SliceParam;
 
     /// The launch ABI value of a slice parameter over a buffer at `ptr` of `len` elements.
     #[cfg(feature = "host")]

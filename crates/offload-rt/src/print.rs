@@ -7,7 +7,7 @@ use std::sync::RwLock;
 
 use offload_format::print_template::{self, Align, ArgRef, Piece, Spec};
 
-use crate::device::abi::{
+use crate::kernel::abi::{
     PRINT_RECORD_HEADER, PRINT_RECORD_READY, PrintArg, PrintTag, print_record_size,
 };
 
@@ -286,7 +286,7 @@ fn f16_to_f32(bits: u16) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::Printable;
+    use crate::kernel::Printable;
 
     /// Every spec the macro accepts renders as `format!` would.
     #[test]

@@ -761,7 +761,7 @@ fn ulps(a: u64, b: u64) -> u64 {
     a.abs_diff(b)
 }
 
-/// `device::math` on the CPU device: the same bits as on the host (the same code), and the
+/// `kernel::math` on the CPU device: the same bits as on the host (the same code), and the
 /// documented precision against the host's C library: sqrt, fma, floor, abs, min and max
 /// exact, `rsqrt` within 1 ulp of the correctly rounded value, the software functions within
 /// 1 ulp (f32: of the f64 result rounded, f64: of glibc's).

@@ -1,11 +1,11 @@
-//! `device::half` on the CPU device: the fixture's half-precision kernels (tests/fixtures/kernels,
+//! `kernel::half` on the CPU device: the fixture's half-precision kernels (tests/fixtures/kernels,
 //! `half_kernels.rs`) built by the build engine, launched, and their bits checked against
 //! hand-computed roundings and the `half` crate's software, which the GPUs' conversion
 //! instructions match.
 
 mod cpu_common;
 
-use offload_rt::device::half::{bf16, f16};
+use offload_rt::kernel::half::{bf16, f16};
 use offload_rt::{Device, DeviceBuffer, LaunchConfig};
 use offload_rt_test_kernels as k;
 

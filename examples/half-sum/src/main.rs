@@ -9,7 +9,7 @@
 use std::process::ExitCode;
 
 use half_sum_kernels::{BLOCK, dot_f16, scale_f16, sum_bf16};
-use offload_rt::device::half::{bf16, f16};
+use offload_rt::kernel::half::{bf16, f16};
 use offload_rt::{Device, DeviceBuffer, LaunchConfig};
 
 fn main() -> ExitCode {

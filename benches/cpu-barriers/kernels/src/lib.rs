@@ -6,7 +6,7 @@
 //! a barrier, no warp operations, no barrier inside a helper function.
 #![no_std]
 
-use offload_rt::device::{block_idx_x, block_idx_y, sync_threads, thread_idx_x, thread_idx_y};
+use offload_rt::kernel::{block_idx_x, block_idx_y, sync_threads, thread_idx_x, thread_idx_y};
 use offload_rt::{kernel, shared_array};
 
 /// Tile edge of [`matmul_tiled`] and [`stencil5`]: blocks of `TILE × TILE` threads.

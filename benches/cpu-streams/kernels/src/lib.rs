@@ -2,8 +2,8 @@
 //! safe launch) and as raw pointers (an `unsafe` one).
 #![no_std]
 
-use offload_rt::device::DisjointSlice;
 use offload_rt::kernel;
+use offload_rt::kernel::DisjointSlice;
 
 /// Does nothing with its slices.
 #[kernel]

@@ -58,7 +58,7 @@ use std::path::PathBuf;
 pub const SHARED_SECTION: &str = ".offload.shared";
 
 /// Bytes of static shared memory one GPU kernel may use, the limit of every device
-/// (`offload_rt::device::MAX_STATIC_SHARED_BYTES`): `ptxas` refuses more in static
+/// (`offload_rt::kernel::MAX_STATIC_SHARED_BYTES`): `ptxas` refuses more in static
 /// declarations, and the CPU device's arena is this size.
 pub const MAX_STATIC_SHARED_BYTES: u64 = 48 * 1024;
 

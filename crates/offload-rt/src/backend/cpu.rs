@@ -3,7 +3,7 @@
 //! A CPU image is an ELF shared object built from the kernel crate with `--cfg offload_device`.
 //! It is loaded from memory (an anonymous `memfd` opened by `dlopen` through `/proc/self/fd`;
 //! nothing is written to disk). For every kernel it exports two entry points (see
-//! [`crate::device::abi`]): one running a range of blocks with the thread loop inside the image,
+//! [`crate::kernel::abi`]): one running a range of blocks with the thread loop inside the image,
 //! one running a single GPU thread.
 //!
 //! Blocks are spread over a persistent pool of worker threads. Whether a kernel reaches
@@ -36,12 +36,12 @@ use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use super::{Backend, DeviceKind, DevicePtr, KernelHandle, Module};
-use crate::device::MAX_SHARED_BYTES;
-use crate::device::abi::{
+use crate::error::{Error, KernelPanicReport, Result};
+use crate::kernel::MAX_SHARED_BYTES;
+use crate::kernel::abi::{
     CPU_REGIONS_PREFIX, CPU_RUN_PREFIX, CPU_THREAD_PREFIX, CPU_WARP_SIZE, CpuLaunch, CpuPanic,
     CpuRegionsFn, CpuRunFn, CpuThreadFn, PrintArg,
 };
-use crate::error::{Error, KernelPanicReport, Result};
 use crate::launch::{LaunchConfig, LaunchShape};
 use crate::registry::{ImageInfo, RegisteredImage};
 

@@ -5,8 +5,8 @@ use std::mem::size_of;
 
 use super::Device;
 use crate::backend::DevicePtr;
-use crate::device::DeviceCopy;
 use crate::error::{Error, Result};
+use crate::kernel::DeviceCopy;
 
 /// `len` elements of `T` in a device's memory. Freed on drop.
 pub struct DeviceBuffer<T: DeviceCopy> {

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use super::Device;
 use super::buffer::DeviceBuffer;
 use crate::backend::{BackendEvent, BackendGraph, BackendStream, HostMemory};
-use crate::device::DeviceCopy;
 use crate::error::{Error, Result};
+use crate::kernel::DeviceCopy;
 use crate::os_thread;
 
 /// An ordered queue of launches and copies on one device. Work queued on it returns at

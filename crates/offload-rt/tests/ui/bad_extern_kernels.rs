@@ -2,7 +2,7 @@ use offload_rt::extern_kernels;
 
 extern_kernels! {
     fn takes_a_slice(x: &[f32]);
-    fn takes_a_disjoint_slice(x: offload_rt::device::DisjointSlice<f32>);
+    fn takes_a_disjoint_slice(x: offload_rt::kernel::DisjointSlice<f32>);
     fn takes_an_array(x: [f32; 4]);
     fn takes_a_reference(x: &f32);
     unsafe fn marked_unsafe(x: *mut f32);

@@ -1,4 +1,4 @@
-use offload_rt::device::DisjointSlice;
+use offload_rt::kernel::DisjointSlice;
 use offload_rt::kernel;
 
 #[kernel]

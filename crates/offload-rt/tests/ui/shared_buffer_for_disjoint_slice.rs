@@ -1,4 +1,4 @@
-use offload_rt::device::DisjointSlice;
+use offload_rt::kernel::DisjointSlice;
 use offload_rt::{Device, DeviceBuffer, LaunchConfig, kernel};
 
 #[kernel]

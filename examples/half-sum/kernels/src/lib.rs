@@ -1,8 +1,8 @@
 //! Kernels of the half-precision example: `f16` and `bf16` data, arithmetic and sums in `f32`.
 #![no_std]
 
-use offload_rt::device::half::{bf16, bf16_to_f32, f16, f16_to_f32, f32_to_f16};
-use offload_rt::device::{DisjointSlice, block_dim_x, global_idx_x, sync_threads, thread_idx_x};
+use offload_rt::kernel::half::{bf16, bf16_to_f32, f16, f16_to_f32, f32_to_f16};
+use offload_rt::kernel::{DisjointSlice, block_dim_x, global_idx_x, sync_threads, thread_idx_x};
 use offload_rt::{kernel, shared_array};
 
 /// Threads per block of the sums (a power of two).

@@ -2,8 +2,8 @@
 //! CPU device) and `hip/poly.hip` (AMD).
 #![no_std]
 
-use offload_rt::device::{DisjointSlice, grid_thread_rank};
 use offload_rt::kernel;
+use offload_rt::kernel::{DisjointSlice, grid_thread_rank};
 
 unsafe extern "C" {
     /// Written in CUDA/HIP: `A*v*v + B`, clamped with [`rust_clamp`].

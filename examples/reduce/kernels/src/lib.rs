@@ -3,7 +3,7 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use offload_rt::device::{
+use offload_rt::kernel::{
     block_dim_x, global_idx_x, lane_id, sync_threads, thread_idx_x, warp_size, warp_sum,
 };
 use offload_rt::{kernel, shared_array};

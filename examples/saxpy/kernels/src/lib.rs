@@ -1,8 +1,8 @@
 //! Kernels of the SAXPY example.
 #![no_std]
 
-use offload_rt::device::{DisjointSlice, grid_thread_rank};
 use offload_rt::kernel;
+use offload_rt::kernel::{DisjointSlice, grid_thread_rank};
 
 /// `y[i] = a * x[i] + y[i]` for every element of `y`. `x` must be as long as `y`; the launch
 /// checks it (`#[len(..)]`) before anything runs, and each thread writes only its own `y[i]`,

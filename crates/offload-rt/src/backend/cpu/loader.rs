@@ -3,8 +3,8 @@
 
 use std::ffi::{CStr, CString, c_void};
 
-use crate::device::abi::{CPU_ABI_SYMBOL, CPU_ABI_VERSION};
 use crate::error::{Error, Result};
+use crate::kernel::abi::{CPU_ABI_SYMBOL, CPU_ABI_VERSION};
 use crate::registry::ImageInfo;
 
 /// A shared object loaded by [`Library::load_from_memory`]; unloaded on drop.

@@ -1,5 +1,5 @@
 //! The host end of a GPU's [`DeviceChannel`]: mapped host memory through which the device
-//! reports a panic and sends its prints (see `device::gpu_channel`). One per opened device;
+//! reports a panic and sends its prints (see `kernel::gpu_channel`). One per opened device;
 //! every module loaded on it gets its address in its `__offload_channel` global.
 
 use std::ffi::CString;
@@ -8,11 +8,11 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use super::driver::Driver;
 use super::{GpuDevice, GpuError, GpuModule, PinnedBytes};
-use crate::device::abi::{
+use crate::error::KernelPanicReport;
+use crate::kernel::abi::{
     CHANNEL_SYMBOL, DeviceChannel, PANIC_EMPTY, PANIC_FILE_CAPACITY, PANIC_MESSAGE_CAPACITY,
     PANIC_WRITTEN,
 };
-use crate::error::KernelPanicReport;
 
 /// Bytes of print ring a device gets unless `OFFLOAD_PRINT_BUFFER_SIZE` says otherwise: CUDA's
 /// default `printf` FIFO size.

@@ -1,7 +1,7 @@
 //! Floating-point math for kernels, on `f32` and `f64`, giving the same bits on every device.
 //!
 //! ```ignore
-//! use offload_rt::device::math;
+//! use offload_rt::kernel::math;
 //! let r = math::sqrt(math::fma(x, x, y * y));
 //! let w = math::exp(-r) * math::cos(theta);
 //! ```

@@ -3,7 +3,7 @@
 //! and from `f32`, with the same bits on every device.
 //!
 //! ```ignore
-//! use offload_rt::device::half::{f16, f16_to_f32, f32_to_f16};
+//! use offload_rt::kernel::half::{f16, f16_to_f32, f32_to_f16};
 //! // SAFETY: the host passes buffers of at least `n` elements.
 //! let (x, y) = unsafe { (f16_to_f32(*x.add(i)), f16_to_f32(*y.add(i))) };
 //! unsafe { *out.add(i) = f32_to_f16(x * y) };

@@ -29,7 +29,7 @@ pub(super) use zero as thread_idx_z;
 pub(super) fn sync_threads() {}
 
 pub(super) fn trap() -> ! {
-    panic!("offload_rt::device::trap() called outside a device launch")
+    panic!("offload_rt::kernel::trap() called outside a device launch")
 }
 
 /// Shared memory exists only in device launches: null here.

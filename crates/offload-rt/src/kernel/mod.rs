@@ -46,7 +46,7 @@
 //!
 //! # Half precision
 //!
-//! With the `half` feature, `device::half`: the `half` crate's `f16` and `bf16` as buffer elements
+//! With the `half` feature, `kernel::half`: the `half` crate's `f16` and `bf16` as buffer elements
 //! and kernel parameters, and conversions to and from `f32` that GPUs run as instructions.
 //!
 //! # Printing and panics
@@ -296,14 +296,14 @@ macro_rules! shared_array {
     ($ty:ty, $len:expr) => {{
         // An item, not an inline const: items are evaluated by `cargo check` and host builds too.
         const _: () = assert!(
-            ::core::mem::size_of::<[$ty; $len]>() <= $crate::device::MAX_STATIC_SHARED_BYTES,
+            ::core::mem::size_of::<[$ty; $len]>() <= $crate::kernel::MAX_STATIC_SHARED_BYTES,
             "shared_array!: more static shared memory than the 48 KiB every device supports \
-             (offload_rt::device::MAX_STATIC_SHARED_BYTES)"
+             (offload_rt::kernel::MAX_STATIC_SHARED_BYTES)"
         );
         let ptr: *mut $ty = $crate::__for_target! {
             cpu {{
                 static KEY: u8 = 0;
-                $crate::device::__private::shared_slot(
+                $crate::kernel::__private::shared_slot(
                     &raw const KEY as usize,
                     ::core::mem::size_of::<[$ty; $len]>(),
                     ::core::mem::align_of::<$ty>(),
@@ -317,7 +317,7 @@ macro_rules! shared_array {
                 (&raw mut SHARED).cast::<$ty>()
             }}
             host {{
-                $crate::device::__private::shared_slot(
+                $crate::kernel::__private::shared_slot(
                     0,
                     ::core::mem::size_of::<[$ty; $len]>(),
                     ::core::mem::align_of::<$ty>(),
