@@ -1,16 +1,22 @@
 //! The device link of a kernel crate: in-process (inkwell, LLVM 22) against `llvm-link`,
 //! `opt -O3` and `llc` run as processes on the same bitcode, alternately, medians reported.
 //! Both outputs must define the same kernels with the same parameters, and both must
-//! assemble with `ptxas` where it is installed.
+//! assemble with `ptxas` where it is installed. The external pipeline lives here, not in the
+//! library, since nothing else runs it.
 //!
 //! `cargo bench -p offload-build --bench device_link [-- RUNS]`
 
-use std::path::Path;
-use std::process::ExitCode;
+use std::error::Error;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-use offload_build::device_link::{self, GpuTarget, NvptxLinkOptions};
+use offload_build::command::run as run_command;
+use offload_build::device_link::{
+    self, DeviceInput, GpuTarget, HOST_GLOBALS, NvptxLinkOptions, find_tool, ptx_features,
+};
 use offload_build::env::Env;
+use offload_toolchain::Tool;
 
 fn main() -> ExitCode {
     match run() {
@@ -22,7 +28,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run() -> Result<(), Box<dyn std::error::Error>> {
+fn run() -> Result<(), Box<dyn Error>> {
     let runs: usize = std::env::args()
         .skip(1)
         .find(|a| !a.starts_with('-'))
@@ -36,7 +42,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let inputs = device_link::device_inputs(&Env::detect(), &manifest, &target, &nested)?;
     let kernels = vec!["saxpy".to_owned(), "block_sum".to_owned()];
     let work = tempfile::tempdir()?;
-    let files = device_link::write_external_inputs(&inputs, work.path())?;
+    let files = write_external_inputs(&inputs, work.path())?;
 
     let mut in_process = Vec::with_capacity(runs);
     let mut external = Vec::with_capacity(runs);
@@ -52,7 +58,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         )?;
         in_process.push(start.elapsed());
         let start = Instant::now();
-        let theirs = device_link::external_nvptx_link(&files, &kernels, "sm_80", work.path())?;
+        let theirs = external_nvptx_link(&files, &kernels, "sm_80", work.path())?;
         external.push(start.elapsed());
         outputs = Some((ours, theirs));
     }
@@ -92,4 +98,68 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("  ratio: {:.2}", a.as_secs_f64() / b.as_secs_f64());
     Ok(())
+}
+
+/// Writes the inputs as bitcode files for [`external_nvptx_link`], in the order `llvm-link`
+/// wants them: it links its first file whole and the rest only as needed, so eager inputs
+/// first.
+fn write_external_inputs(
+    inputs: &[DeviceInput],
+    work: &Path,
+) -> Result<Vec<PathBuf>, Box<dyn Error>> {
+    std::fs::create_dir_all(work).map_err(|e| format!("creating `{}`: {e}", work.display()))?;
+    let ordered = inputs
+        .iter()
+        .filter(|i| !i.lazy)
+        .chain(inputs.iter().filter(|i| i.lazy));
+    let mut files = Vec::with_capacity(inputs.len());
+    for (i, input) in ordered.enumerate() {
+        let path = work.join(format!("in{i}.bc"));
+        std::fs::write(&path, &input.bytes)
+            .map_err(|e| format!("writing `{}`: {e}", path.display()))?;
+        files.push(path);
+    }
+    Ok(files)
+}
+
+/// The NVPTX link through LLVM's separate tools as processes, for comparison with
+/// [`device_link::nvptx_link`]: `llvm-link --only-needed`, `opt` (internalize all but
+/// `kernels` and [`HOST_GLOBALS`], `default<O3>`) and `llc` for `sm` on bitcode `files` (from
+/// [`write_external_inputs`]); no shared-memory rewrite happens. Returns the PTX.
+fn external_nvptx_link(
+    files: &[PathBuf],
+    kernels: &[String],
+    sm: &str,
+    work: &Path,
+) -> Result<String, Box<dyn Error>> {
+    let mut link = Command::new(find_tool(Tool::LlvmLink)?);
+    link.arg("--only-needed").args(files);
+    let linked = work.join("linked.bc");
+    run_command(link.arg("-o").arg(&linked))?;
+    let optimized = work.join("opt.bc");
+    let api = kernels
+        .iter()
+        .map(String::as_str)
+        .chain(HOST_GLOBALS.iter().copied())
+        .collect::<Vec<_>>()
+        .join(",");
+    run_command(
+        Command::new(find_tool(Tool::Opt)?)
+            .arg(format!("--internalize-public-api-list={api}"))
+            .arg("--passes=internalize,default<O3>")
+            .arg(&linked)
+            .arg("-o")
+            .arg(&optimized),
+    )?;
+    let ptx = work.join("out.ptx");
+    run_command(
+        Command::new(find_tool(Tool::Llc)?)
+            .arg("-O3")
+            .arg(format!("-mcpu={sm}"))
+            .arg(format!("-mattr={}", ptx_features(sm)?))
+            .arg(&optimized)
+            .arg("-o")
+            .arg(&ptx),
+    )?;
+    std::fs::read_to_string(&ptx).map_err(|e| format!("reading `{}`: {e}", ptx.display()).into())
 }

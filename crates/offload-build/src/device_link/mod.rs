@@ -32,9 +32,8 @@ pub use amdgpu::{
 };
 #[cfg(feature = "llvm")]
 pub use llvm::{
-    AmdgpuLinkOptions, LinkedObject, NvptxLinkOptions, amdgpu_code_object, amdgpu_link_object,
-    amdgpu_wave_size, check_llvm_versions, external_nvptx_link, external_nvptx_pipeline,
-    linked_llvm_major, nvptx_link, write_external_inputs,
+    AmdgpuLinkOptions, HOST_GLOBALS, LinkedObject, NvptxLinkOptions, amdgpu_code_object,
+    amdgpu_link_object, amdgpu_wave_size, check_llvm_versions, linked_llvm_major, nvptx_link,
 };
 #[cfg(feature = "llvm")]
 pub(crate) use pipeline::check_cubin;

@@ -1,0 +1,185 @@
+//! Fix-ups of the linked module around the kernels: which functions are kernels, AMDGPU's
+//! `byref` kernel arguments, and the internalization that keeps only the kernels and the
+//! [`HOST_GLOBALS`] external.
+
+use inkwell::attributes::AttributeLoc;
+use inkwell::context::Context;
+use inkwell::module::{Linkage, Module};
+use inkwell::values::FunctionValue;
+
+use super::{HOST_GLOBALS, cstr, has_local_linkage};
+use crate::device_link::{LinkError, Result};
+
+const PTX_KERNEL_CC: u32 = 71;
+const AMDGPU_KERNEL_CC: u32 = 91;
+
+fn is_kernel(f: FunctionValue<'_>) -> bool {
+    matches!(f.get_call_conventions(), PTX_KERNEL_CC | AMDGPU_KERNEL_CC)
+}
+
+/// Makes the AMDGPU kernels' by-value parameters `byref` kernel arguments, as clang does for
+/// aggregates: offload-rt's `#[kernel]` passes each by-value parameter of an AMDGPU entry as a
+/// reference (`ptr dereferenceable(N) align A`), since rustc would pass a struct as a pointer
+/// to a copy or split it into scalars, neither of which is the parameter's bytes in the kernel
+/// argument segment. Each such kernel becomes an internal function called by a new kernel of
+/// the same name whose parameter is `ptr addrspace(4) byref([N x i8]) align A`: the argument's
+/// bytes at its aligned offset, where the launch ABI puts them. Returns how many kernels
+/// changed.
+pub(super) fn amdgpu_byref_parameters<'ctx>(
+    context: &'ctx Context,
+    module: &Module<'ctx>,
+) -> Result<usize> {
+    let kind = |name: &str| inkwell::attributes::Attribute::get_named_enum_kind_id(name);
+    let (deref, align, byref) = (kind("dereferenceable"), kind("align"), kind("byref"));
+    let kernels: Vec<FunctionValue<'_>> = module
+        .get_functions()
+        .filter(|f| f.get_call_conventions() == AMDGPU_KERNEL_CC && f.count_basic_blocks() > 0)
+        .collect();
+    let mut changed = 0;
+    for inner in kernels {
+        let params: Vec<Option<(u64, u64)>> = (0..inner.count_params())
+            .map(|i| {
+                let size = inner.get_enum_attribute(AttributeLoc::Param(i), deref)?;
+                let a = inner
+                    .get_enum_attribute(AttributeLoc::Param(i), align)
+                    .map_or(1, |a| a.get_enum_value());
+                Some((size.get_enum_value(), a))
+            })
+            .collect();
+        if params.iter().all(Option::is_none) {
+            continue;
+        }
+        let name = cstr(inner.get_name());
+        let constant = context.ptr_type(inkwell::AddressSpace::from(4u16));
+        let arg_types: Vec<inkwell::types::BasicMetadataTypeEnum<'_>> = inner
+            .get_param_iter()
+            .zip(&params)
+            .map(|(p, byref)| match byref {
+                Some(_) => constant.into(),
+                None => p.get_type().into(),
+            })
+            .collect();
+        let fn_type = context.void_type().fn_type(&arg_types, false);
+        inner
+            .as_global_value()
+            .set_name(&format!("{name}.offload.body"));
+        let kernel = module.add_function(&name, fn_type, Some(Linkage::External));
+        kernel.set_call_conventions(AMDGPU_KERNEL_CC);
+        for attr in inner.attributes(AttributeLoc::Function) {
+            kernel.add_attribute(AttributeLoc::Function, attr);
+        }
+        inner.set_call_conventions(0);
+        inner.as_global_value().set_linkage(Linkage::Internal);
+        inner.add_attribute(
+            AttributeLoc::Function,
+            context.create_enum_attribute(kind("alwaysinline"), 0),
+        );
+        inner.remove_enum_attribute(AttributeLoc::Function, kind("noinline"));
+        let builder = context.create_builder();
+        let entry = context.append_basic_block(kernel, "entry");
+        builder.position_at_end(entry);
+        let mut args = Vec::with_capacity(params.len());
+        for (i, byref_param) in params.iter().enumerate() {
+            let index = i as u32;
+            let arg = kernel
+                .get_nth_param(index)
+                .expect("one argument per parameter");
+            match byref_param {
+                Some((size, a)) => {
+                    let bytes = context.i8_type().array_type(*size as u32);
+                    kernel.add_attribute(
+                        AttributeLoc::Param(index),
+                        context.create_type_attribute(byref, bytes.into()),
+                    );
+                    kernel.add_attribute(
+                        AttributeLoc::Param(index),
+                        context.create_enum_attribute(align, *a),
+                    );
+                    let flat = builder
+                        .build_address_space_cast(
+                            arg.into_pointer_value(),
+                            context.ptr_type(inkwell::AddressSpace::default()),
+                            "",
+                        )
+                        .map_err(|e| LinkError::Codegen {
+                            cpu: "amdgpu".into(),
+                            message: e.to_string(),
+                        })?;
+                    args.push(flat.into());
+                }
+                None => args.push(arg.into()),
+            }
+        }
+        let built = builder
+            .build_call(inner, &args, "")
+            .and_then(|_| builder.build_return(None));
+        built.map_err(|e| LinkError::Codegen {
+            cpu: "amdgpu".into(),
+            message: e.to_string(),
+        })?;
+        changed += 1;
+    }
+    Ok(changed)
+}
+
+/// Keeps the kernels and [`HOST_GLOBALS`] external and internalizes every other definition;
+/// returns the kernels.
+pub(super) fn internalize(module: &Module<'_>, wanted: Option<&[String]>) -> Result<Vec<String>> {
+    let mut kept = Vec::new();
+    for f in module.get_functions() {
+        let gv = f.as_global_value();
+        if gv.is_declaration() {
+            continue;
+        }
+        let name = cstr(gv.get_name());
+        let keep = match wanted {
+            Some(wanted) => wanted.contains(&name),
+            None => is_kernel(f),
+        };
+        if keep {
+            kept.push(name);
+            gv.set_linkage(Linkage::External);
+        } else if !has_local_linkage(gv.get_linkage()) {
+            gv.set_linkage(Linkage::Internal);
+        }
+        // The image's target machine decides the CPU, so one device build serves every
+        // architecture of its triple.
+        f.remove_string_attribute(AttributeLoc::Function, "target-cpu");
+        f.remove_string_attribute(AttributeLoc::Function, "target-features");
+    }
+    let amdgpu = module
+        .get_triple()
+        .as_str()
+        .to_bytes()
+        .starts_with(b"amdgcn");
+    for g in module.get_globals() {
+        let name = cstr(g.get_name());
+        if HOST_GLOBALS.contains(&name.as_str()) && !g.is_declaration() {
+            // The runtime writes it after loading the image: the optimizer must not assume its
+            // initializer, and the driver must find it (AMD code objects export only
+            // non-hidden symbols).
+            g.set_linkage(Linkage::External);
+            g.set_externally_initialized(true);
+            if amdgpu {
+                g.set_visibility(inkwell::GlobalVisibility::Protected);
+            }
+        } else if !g.is_declaration()
+            && !name.starts_with("llvm.")
+            && !has_local_linkage(g.get_linkage())
+        {
+            g.set_linkage(Linkage::Internal);
+        }
+    }
+    if let Some(wanted) = wanted
+        && let Some(missing) = wanted.iter().find(|w| !kept.contains(w))
+    {
+        return Err(LinkError::MissingKernel {
+            name: missing.clone(),
+        });
+    }
+    if kept.is_empty() {
+        return Err(LinkError::NoKernels);
+    }
+    kept.sort();
+    Ok(kept)
+}

@@ -1,0 +1,173 @@
+//! The IR the device link defines for offload-rt's device API: what Rust cannot express on a
+//! GPU, linked into the module only when it declares one of the helpers.
+
+use inkwell::context::Context;
+use inkwell::llvm_sys;
+use inkwell::memory_buffer::MemoryBuffer;
+use inkwell::module::Module;
+
+use crate::device_link::{LinkError, Result};
+
+/// The block's dynamic shared memory: a zero-length `extern` array in address space 3, which
+/// NVPTX emits as `.extern .shared .align 16 .b8 NAME[]` and AMDGPU places after the static
+/// LDS (CUDA's `extern __shared__`).
+pub(super) const DYNAMIC_SHARED_MEMORY: &str = "__offload_dynamic_shared_memory";
+
+/// What offload-rt's device API asks every GPU link to define:
+/// `__offload_dynamic_shared()`, the generic address of [`DYNAMIC_SHARED_MEMORY`] (Rust cannot
+/// declare an address-space-3 global); `__offload_f32_to_bf16(x)`, `x` rounded to bfloat16 by
+/// `fptrunc` (Rust has no `bf16` type), which each image's processor lowers its own way:
+/// `cvt.rn.bf16.f32` from sm_80 on, integer operations before it and on most AMD GPUs.
+pub(super) const GPU_HELPERS: &[&str] = &["__offload_dynamic_shared", "__offload_f32_to_bf16"];
+pub(super) const GPU_HELPERS_IR: &str = r#"
+@__offload_dynamic_shared_memory = external addrspace(3) global [0 x i8], align 16
+
+define ptr @__offload_dynamic_shared() #0 {
+entry:
+  ret ptr addrspacecast (ptr addrspace(3) @__offload_dynamic_shared_memory to ptr)
+}
+
+define i16 @__offload_f32_to_bf16(float %x) #1 {
+entry:
+  %b = fptrunc float %x to bfloat
+  %r = bitcast bfloat %b to i16
+  ret i16 %r
+}
+
+attributes #0 = { alwaysinline nounwind willreturn }
+attributes #1 = { alwaysinline nounwind willreturn memory(none) }
+"#;
+
+/// What offload-rt's AMDGPU device API asks the link to define, in IR because Rust cannot
+/// say it:
+/// - `__offload_amdgpu_dispatch_field(dim)`: a field of the HSA kernel dispatch packet
+///   (`workgroup_size_{x,y,z}` for 0..=2, `grid_size_{x,y,z}` for 3..=5), read through
+///   `llvm.amdgcn.dispatch.ptr`, which returns an address-space-4 pointer;
+/// - `__offload_amdgpu_sync_threads()`: `s_barrier` between workgroup-scope fences (Rust's
+///   fences are system-scope, which write back and invalidate L2 at every barrier);
+/// - `__offload_amdgpu_wave_size()`: the wavefront size of the image's processor (see
+///   [`amdgpu_wave_size`]), a constant here because one device build serves every processor
+///   and rustc folds `llvm.amdgcn.wavefrontsize` for the build's baseline CPU.
+pub(super) const AMDGPU_HELPERS: &[&str] = &[
+    "__offload_amdgpu_dispatch_field",
+    "__offload_amdgpu_sync_threads",
+    "__offload_amdgpu_wave_size",
+];
+
+/// Lanes per wavefront the code object runs with on `processor`: 64 up to gfx9, 32 from
+/// gfx10 on (LLVM's default there; the device link does not ask for `+wavefrontsize64`).
+pub fn amdgpu_wave_size(processor: &str) -> u32 {
+    let major: u32 = processor
+        .strip_prefix("gfx")
+        .map(|rest| {
+            rest.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+        })
+        .and_then(|digits| {
+            // gfx90a, gfx942: one digit of major; gfx1100, gfx1201: two.
+            let n = if digits.len() >= 4 { 2 } else { 1 };
+            digits.get(..n)?.parse().ok()
+        })
+        .unwrap_or(9);
+    if major >= 10 { 32 } else { 64 }
+}
+pub(super) const AMDGPU_HELPERS_IR: &str = r#"
+declare ptr addrspace(4) @llvm.amdgcn.dispatch.ptr()
+declare void @llvm.amdgcn.s.barrier() #1
+
+define i32 @__offload_amdgpu_dispatch_field(i32 %dim) #0 {
+entry:
+  %packet = call ptr addrspace(4) @llvm.amdgcn.dispatch.ptr()
+  %is_size = icmp ult i32 %dim, 3
+  br i1 %is_size, label %size, label %grid
+size:
+  %d16 = zext i32 %dim to i64
+  %o16 = shl i64 %d16, 1
+  %off16 = add i64 %o16, 4
+  %p16 = getelementptr i8, ptr addrspace(4) %packet, i64 %off16
+  %v16 = load i16, ptr addrspace(4) %p16, align 2
+  %r16 = zext i16 %v16 to i32
+  ret i32 %r16
+grid:
+  %g = sub i32 %dim, 3
+  %gc = and i32 %g, 3
+  %d32 = zext i32 %gc to i64
+  %o32 = shl i64 %d32, 2
+  %off32 = add i64 %o32, 12
+  %p32 = getelementptr i8, ptr addrspace(4) %packet, i64 %off32
+  %v32 = load i32, ptr addrspace(4) %p32, align 4
+  ret i32 %v32
+}
+
+define void @__offload_amdgpu_sync_threads() #1 {
+entry:
+  fence syncscope("workgroup") release
+  call void @llvm.amdgcn.s.barrier()
+  fence syncscope("workgroup") acquire
+  ret void
+}
+
+define i32 @__offload_amdgpu_wave_size() #0 {
+entry:
+  ret i32 WAVE_SIZE
+}
+
+attributes #0 = { alwaysinline nounwind willreturn }
+attributes #1 = { alwaysinline convergent nounwind willreturn }
+"#;
+
+/// Links the IR module `ir` into `module` when `module` declares one of `names`.
+pub(super) fn link_helpers<'ctx>(
+    context: &'ctx Context,
+    module: &Module<'ctx>,
+    names: &[&str],
+    ir: &str,
+) -> Result<()> {
+    let needed = names.iter().any(|name| {
+        module
+            .get_function(name)
+            .is_some_and(|f| f.as_global_value().is_declaration())
+    });
+    if !needed {
+        return Ok(());
+    }
+    let buffer =
+        MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "offload-device-helpers");
+    let helper = context
+        .create_module_from_ir(buffer)
+        .map_err(|e| LinkError::ParseBitcode {
+            name: "offload-device-helpers".into(),
+            message: e.to_string(),
+        })?;
+    helper.set_triple(&module.get_triple());
+    // SAFETY: both modules are live; LLVM copies the layout string it is given.
+    unsafe {
+        let layout = llvm_sys::core::LLVMGetDataLayoutStr(module.as_mut_ptr());
+        llvm_sys::core::LLVMSetDataLayout(helper.as_mut_ptr(), layout);
+    }
+    module.link_in_module(helper).map_err(|e| LinkError::Link {
+        name: "offload-device-helpers".into(),
+        message: e.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wave_size_by_processor() {
+        for (processor, size) in [
+            ("gfx906", 64),
+            ("gfx90a", 64),
+            ("gfx942", 64),
+            ("gfx950", 64),
+            ("gfx1030", 32),
+            ("gfx1100", 32),
+            ("gfx1201", 32),
+        ] {
+            assert_eq!(amdgpu_wave_size(processor), size, "{processor}");
+        }
+    }
+}

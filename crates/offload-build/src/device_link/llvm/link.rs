@@ -1,0 +1,314 @@
+//! Reading the bitcode inputs and linking them: the eager inputs whole, library members only
+//! as far as they resolve something (`llvm-link --only-needed`); and the final check that
+//! nothing the kernels need is left undefined.
+
+use std::collections::HashSet;
+
+use inkwell::context::Context;
+use inkwell::llvm_sys;
+use inkwell::memory_buffer::MemoryBuffer;
+use inkwell::module::{Linkage, Module};
+use inkwell::targets::TargetMachine;
+
+use super::codegen::run_pipeline;
+use super::fixups::internalize;
+use super::helpers::AMDGPU_HELPERS;
+use super::{HOST_GLOBALS, RawValue, cstr, has_local_linkage, has_uses};
+use crate::device_link::rlib_bitcode::DeviceInput;
+use crate::device_link::{LinkError, Result};
+
+fn parse_eager<'ctx>(context: &'ctx Context, input: &DeviceInput) -> Result<Module<'ctx>> {
+    // Borrowed, not copied: a full parse keeps nothing of the buffer.
+    let buffer = MemoryBuffer::create_from_memory_range(&input.bytes, &input.name);
+    Module::parse_bitcode_from_buffer(&buffer, context).map_err(|e| LinkError::ParseBitcode {
+        name: input.name.clone(),
+        message: e.to_string(),
+    })
+}
+
+/// Parses bitcode lazily: function bodies are read only when the linker moves them.
+///
+/// The module reads from `input.bytes` (borrowed, not copied) until it is linked or dropped:
+/// every lazy module made from an input is consumed by [`link_inputs`], which the inputs
+/// outlive.
+fn parse_lazy<'ctx>(context: &'ctx Context, input: &DeviceInput) -> Result<Module<'ctx>> {
+    if !crate::device_link::is_bitcode(&input.bytes) {
+        return Err(LinkError::NotBitcode {
+            name: input.name.clone(),
+        });
+    }
+    let buffer = MemoryBuffer::create_from_memory_range(&input.bytes, &input.name);
+    let raw_buffer = buffer.as_mut_ptr();
+    let mut raw_module = std::ptr::null_mut();
+    // SAFETY: the context and buffer are live; LLVMGetBitcodeModuleInContext2 takes ownership of
+    // the buffer object (the lazy module reads from it), so it is forgotten below, never freed
+    // twice. The bytes it points at belong to `input`, which outlives the module (see above).
+    let failed = unsafe {
+        llvm_sys::bit_reader::LLVMGetBitcodeModuleInContext2(
+            context.raw(),
+            raw_buffer,
+            &mut raw_module,
+        )
+    };
+    std::mem::forget(buffer);
+    if failed != 0 || raw_module.is_null() {
+        return Err(LinkError::ParseBitcode {
+            name: input.name.clone(),
+            message: "LLVM could not read the bitcode".into(),
+        });
+    }
+    // SAFETY: `raw_module` is a fresh module owned by nobody else, created in `context`.
+    Ok(unsafe { Module::new(raw_module) })
+}
+
+/// Names of the non-local definitions of `module` (functions and variables).
+fn external_definitions(module: &Module<'_>) -> HashSet<String> {
+    let mut defs = HashSet::new();
+    for f in module.get_functions() {
+        let gv = f.as_global_value();
+        if !gv.is_declaration() && !has_local_linkage(gv.get_linkage()) {
+            defs.insert(cstr(gv.get_name()));
+        }
+    }
+    for g in module.get_globals() {
+        if !g.is_declaration() && !has_local_linkage(g.get_linkage()) {
+            defs.insert(cstr(g.get_name()));
+        }
+    }
+    defs
+}
+
+/// Names `module` uses but does not define (intrinsics excluded).
+fn undefined_symbols(module: &Module<'_>) -> HashSet<String> {
+    let mut undefined = HashSet::new();
+    for f in module.get_functions() {
+        let gv = f.as_global_value();
+        let name = cstr(gv.get_name());
+        if gv.is_declaration()
+            && !name.starts_with("llvm.")
+            && has_uses(gv.as_pointer_value().as_value_ref_raw())
+        {
+            undefined.insert(name);
+        }
+    }
+    for g in module.get_globals() {
+        if g.is_declaration() && has_uses(g.as_pointer_value().as_value_ref_raw()) {
+            undefined.insert(cstr(g.get_name()));
+        }
+    }
+    undefined
+}
+
+/// A library member of the link: what it defines, and its module once read.
+struct Member<'a, 'ctx> {
+    input: &'a DeviceInput,
+    /// Definitions not yet linked.
+    definitions: HashSet<String>,
+    /// Whether `definitions` comes from the module itself rather than the archive's symbol map.
+    read: bool,
+    module: Option<Module<'ctx>>,
+}
+
+impl<'ctx> Member<'_, 'ctx> {
+    /// Reads the module (lazily: no function body yet) and takes its definitions from it.
+    fn read(&mut self, context: &'ctx Context, linked: &HashSet<String>) -> Result<()> {
+        let module = parse_lazy(context, self.input)?;
+        self.definitions = external_definitions(&module)
+            .into_iter()
+            .filter(|d| !linked.contains(d))
+            .collect();
+        self.read = true;
+        self.module = Some(module);
+        Ok(())
+    }
+}
+
+/// What a device link keeps: the kernels (all of them when `None`) and the symbols the
+/// target's loader provides.
+#[derive(Clone, Copy)]
+pub(super) struct Roots<'a> {
+    pub(super) kernels: Option<&'a [String]>,
+    pub(super) external: &'a [&'a str],
+    pub(super) machine: &'a TargetMachine,
+}
+
+/// Links the inputs: the eager ones whole, then library members only as far as they define
+/// something still undefined (`llvm-link --only-needed`), repeated until nothing more resolves.
+/// A member with a symbol map entry is read only when it resolves a symbol. `external` names
+/// symbols the target's loader provides, which no member is expected to define (nor the
+/// [`AMDGPU_HELPERS`], defined after the link).
+pub(super) fn link_inputs<'ctx>(
+    context: &'ctx Context,
+    inputs: &[DeviceInput],
+    roots: Roots<'_>,
+) -> Result<Module<'ctx>> {
+    let main = context.create_module("offload-device");
+    let mut members = Vec::new();
+    for input in inputs.iter().filter(|i| !i.lazy) {
+        let module = parse_eager(context, input)?;
+        // Should a library need one of this input's definitions dropped below (the panic
+        // handler, say), the input is linked again as a member, for just that.
+        members.push(Member {
+            input,
+            definitions: external_definitions(&module),
+            read: true,
+            module: None,
+        });
+        main.link_in_module(module).map_err(|e| LinkError::Link {
+            name: input.name.clone(),
+            message: e.to_string(),
+        })?;
+    }
+    // Only the kernels are roots: what the rest of the crate's own code needs from libraries
+    // is not linked.
+    internalize(&main, roots.kernels)?;
+    run_pipeline(&main, "globaldce", roots.machine)?;
+    let external = roots.external;
+    for input in inputs.iter().filter(|i| i.lazy) {
+        let mut member = Member {
+            input,
+            definitions: input
+                .defines
+                .iter()
+                .flatten()
+                .cloned()
+                .collect::<HashSet<_>>(),
+            read: false,
+            module: None,
+        };
+        if input.defines.is_none() {
+            member.read(context, &HashSet::new())?;
+        }
+        members.push(member);
+    }
+    let mut linked = HashSet::new();
+    loop {
+        let undefined = undefined_symbols(&main);
+        let Some(index) = members
+            .iter()
+            .position(|m| m.definitions.iter().any(|d| undefined.contains(d)))
+        else {
+            // A symbol map could be incomplete: before giving up on a symbol, read the members
+            // known only from it.
+            let unresolved = undefined
+                .iter()
+                .any(|s| !external.contains(&s.as_str()) && !AMDGPU_HELPERS.contains(&s.as_str()));
+            let mut reread = false;
+            if unresolved {
+                for member in members.iter_mut().filter(|m| !m.read) {
+                    member.read(context, &linked)?;
+                    reread = true;
+                }
+            }
+            if reread {
+                continue;
+            }
+            break;
+        };
+        let member = &mut members[index];
+        let module = match member.module.take() {
+            Some(module) => module,
+            None => parse_lazy(context, member.input)?,
+        };
+        // Only what is needed keeps external linkage; the linker then moves just the values
+        // reachable from it and leaves the rest of the member unread.
+        for f in module.get_functions() {
+            let gv = f.as_global_value();
+            if !gv.is_declaration()
+                && !has_local_linkage(gv.get_linkage())
+                && !undefined.contains(&cstr(gv.get_name()))
+            {
+                gv.set_linkage(Linkage::Internal);
+            }
+        }
+        for g in module.get_globals() {
+            let name = cstr(g.get_name());
+            if HOST_GLOBALS.contains(&name.as_str()) && !g.is_declaration() {
+                // One global, however many times its member is linked (an internal copy per
+                // link would leave each user its own, which the runtime never writes).
+                g.set_linkage(Linkage::WeakAny);
+            } else if !g.is_declaration()
+                && !has_local_linkage(g.get_linkage())
+                && !name.starts_with("llvm.")
+                && !undefined.contains(&name)
+            {
+                g.set_linkage(Linkage::Internal);
+            }
+        }
+        member.definitions.retain(|d| {
+            let needed = undefined.contains(d);
+            if needed {
+                linked.insert(d.clone());
+            }
+            !needed
+        });
+        main.link_in_module(module).map_err(|e| LinkError::Link {
+            name: member.input.name.clone(),
+            message: e.to_string(),
+        })?;
+    }
+    Ok(main)
+}
+
+pub(super) fn check_resolved(module: &Module<'_>, allowed: &[&str]) -> Result<()> {
+    let mut symbols: Vec<String> = undefined_symbols(module)
+        .into_iter()
+        .filter(|s| !allowed.contains(&s.as_str()))
+        .collect();
+    if symbols.is_empty() {
+        return Ok(());
+    }
+    symbols.sort();
+    Err(LinkError::Undefined { symbols })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{bitcode, link};
+    use super::*;
+
+    fn inputs(library_defines: Option<Vec<String>>) -> Vec<DeviceInput> {
+        let kernel = bitcode(
+            "kernel",
+            "declare i32 @helper(i32)\n\
+             define ptx_kernel void @k(ptr %out) {\n  %v = call i32 @helper(i32 1)\n  store i32 %v, ptr %out\n  ret void\n}\n\
+             define i32 @unused() {\n  %v = call i32 @only_for_unused()\n  ret i32 %v\n}\n\
+             declare i32 @only_for_unused()\n",
+        );
+        let library = bitcode(
+            "library",
+            "define i32 @helper(i32 %x) {\n  %y = add i32 %x, 41\n  ret i32 %y\n}\n",
+        );
+        let mut library = DeviceInput::library("lib(helper.o)", library);
+        library.defines = library_defines;
+        vec![DeviceInput::object("kernel.bc", kernel), library]
+    }
+
+    #[test]
+    fn members_resolve_with_and_without_a_symbol_map() {
+        for defines in [None, Some(vec!["helper".to_owned()])] {
+            let ptx = link(&inputs(defines.clone())).unwrap();
+            assert!(ptx.contains(".entry k"), "{defines:?}:\n{ptx}");
+            // `helper` is inlined and folded: the kernel stores 42.
+            assert!(ptx.contains("42"), "{defines:?}:\n{ptx}");
+        }
+    }
+
+    #[test]
+    fn an_incomplete_symbol_map_falls_back_to_reading_the_member() {
+        let ptx = link(&inputs(Some(Vec::new()))).unwrap();
+        assert!(ptx.contains("42"), "{ptx}");
+    }
+
+    #[test]
+    fn a_symbol_nobody_defines_is_reported() {
+        let mut inputs = inputs(Some(vec!["helper".to_owned()]));
+        inputs.truncate(1);
+        let err = link(&inputs).unwrap_err();
+        // Only what the kernel needs counts: `only_for_unused` is dead code.
+        match err {
+            LinkError::Undefined { symbols } => assert_eq!(symbols, ["helper"]),
+            other => panic!("{other}"),
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! The in-process device link on LLVM 22 (inkwell), one stage a file, in the order
+//! [`link_for`] runs them: [`link`] reads the bitcode and links the inputs lazily, [`helpers`]
+//! defines the device API's IR helpers, [`fixups`] makes AMDGPU's by-value kernel parameters
+//! `byref` and internalizes all but the kernels, [`shared_memory`] moves shared-memory statics
+//! to address space 3 and checks their size, and [`codegen`] runs `default<O3>` and emits PTX
+//! or an object. This file holds the entry points for NVPTX and AMDGPU.
+
+use std::ffi::CStr;
+use std::path::PathBuf;
+use std::process::Command;
+
+use inkwell::context::Context;
+use inkwell::llvm_sys;
+use inkwell::module::{Linkage, Module};
+use inkwell::targets::{FileType, TargetMachine};
+
+use super::amdgpu::{AmdCodeObjectVersion, fix_amdgpu_e_flags};
+use super::ptx::ptx_features;
+use super::rlib_bitcode::DeviceInput;
+use super::{
+    LLVM_MAJOR, LinkError, Result, find_tool, io_err, nightly_rustc_llvm_major, scratch_dir,
+};
+use crate::command::run as run_command;
+use codegen::{emit, optimize, target_machine};
+use fixups::{amdgpu_byref_parameters, internalize};
+use helpers::{
+    AMDGPU_HELPERS, AMDGPU_HELPERS_IR, DYNAMIC_SHARED_MEMORY, GPU_HELPERS, GPU_HELPERS_IR,
+    link_helpers,
+};
+use link::{Roots, check_resolved, link_inputs};
+use offload_format::AmdTargetId;
+use offload_format::triple::{AMDGCN_TRIPLE as AMDGPU_TRIPLE, NVPTX_TRIPLE};
+use offload_toolchain::Tool;
+use shared_memory::{check_shared_limit, move_shared_to_addrspace3};
+
+mod codegen;
+mod fixups;
+mod helpers;
+mod link;
+mod shared_memory;
+
+pub use helpers::amdgpu_wave_size;
+
+/// Functions the CUDA driver provides to PTX modules.
+const NVPTX_EXTERNALS: &[&str] = &[
+    "vprintf",
+    "malloc",
+    "free",
+    "__assertfail",
+    DYNAMIC_SHARED_MEMORY,
+];
+/// Externals an AMDGPU image may keep.
+const AMDGPU_EXTERNALS: &[&str] = &[DYNAMIC_SHARED_MEMORY];
+
+/// Globals of the device API that the runtime writes after loading an image (see
+/// `offload_rt::device::abi::CHANNEL_SYMBOL`): the device link keeps them external.
+pub const HOST_GLOBALS: &[&str] = &["__offload_channel"];
+
+/// The major version of the LLVM this crate is linked against.
+pub fn linked_llvm_major() -> u32 {
+    inkwell::support::get_llvm_version().0
+}
+
+/// Checks that rustc nightly's LLVM major equals the linked LLVM's (and [`LLVM_MAJOR`]).
+pub fn check_llvm_versions(env: &crate::env::Env) -> Result<()> {
+    let linked = linked_llvm_major();
+    let rustc = nightly_rustc_llvm_major(env)?;
+    if rustc != linked || linked != LLVM_MAJOR {
+        return Err(LinkError::LlvmMismatch { rustc, linked });
+    }
+    Ok(())
+}
+
+/// Options of [`nvptx_link`].
+#[derive(Debug, Clone, Default)]
+pub struct NvptxLinkOptions {
+    /// The kernels to keep; `None` keeps every `ptx_kernel` function.
+    pub kernels: Option<Vec<String>>,
+}
+
+/// Options of [`amdgpu_link_object`] and [`amdgpu_code_object`].
+#[derive(Debug, Clone, Default)]
+pub struct AmdgpuLinkOptions {
+    /// The kernels to keep; `None` keeps every `amdgpu_kernel` function.
+    pub kernels: Option<Vec<String>>,
+    /// `ld.lld`; `None` uses the one [`find_tool`] finds.
+    pub ld_lld: Option<PathBuf>,
+    /// The code object version to emit.
+    pub code_object_version: AmdCodeObjectVersion,
+}
+
+/// A relocatable object from the device link and the kernels it defines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkedObject {
+    /// ELF relocatable object bytes.
+    pub object: Vec<u8>,
+    /// The kernels kept.
+    pub kernels: Vec<String>,
+}
+
+// Accessors the stages share.
+
+fn cstr(s: &CStr) -> String {
+    s.to_string_lossy().into_owned()
+}
+
+fn has_local_linkage(linkage: Linkage) -> bool {
+    matches!(
+        linkage,
+        Linkage::Internal | Linkage::Private | Linkage::AvailableExternally | Linkage::Appending
+    )
+}
+
+fn has_uses(value: llvm_sys::prelude::LLVMValueRef) -> bool {
+    // SAFETY: `value` is a live value of a live module.
+    unsafe { !llvm_sys::core::LLVMGetFirstUse(value).is_null() }
+}
+
+trait RawValue {
+    fn as_value_ref_raw(&self) -> llvm_sys::prelude::LLVMValueRef;
+}
+
+impl RawValue for inkwell::values::PointerValue<'_> {
+    fn as_value_ref_raw(&self) -> llvm_sys::prelude::LLVMValueRef {
+        use inkwell::values::AsValueRef;
+        self.as_value_ref()
+    }
+}
+
+/// The link both targets share: the inputs linked, the helpers defined, the fix-ups, the
+/// shared-memory move, `default<O3>` and the final checks. Returns the module, ready for code
+/// generation, and the kernels kept.
+fn link_for<'ctx>(
+    context: &'ctx Context,
+    inputs: &[DeviceInput],
+    machine: &TargetMachine,
+    kernels: Option<&[String]>,
+    allowed_external: &[&str],
+) -> Result<(Module<'ctx>, Vec<String>)> {
+    let roots = Roots {
+        kernels,
+        external: allowed_external,
+        machine,
+    };
+    let module = link_inputs(context, inputs, roots)?;
+    if module
+        .get_triple()
+        .as_str()
+        .to_bytes()
+        .starts_with(b"amdgcn")
+    {
+        let wave = amdgpu_wave_size(&cstr(&machine.get_cpu())).to_string();
+        let ir = AMDGPU_HELPERS_IR.replace("WAVE_SIZE", &wave);
+        link_helpers(context, &module, AMDGPU_HELPERS, &ir)?;
+    }
+    link_helpers(context, &module, GPU_HELPERS, GPU_HELPERS_IR)?;
+    // SAFETY: `module` is live; stripping debug info leaves valid IR.
+    unsafe { llvm_sys::debuginfo::LLVMStripModuleDebugInfo(module.as_mut_ptr()) };
+    if module
+        .get_triple()
+        .as_str()
+        .to_bytes()
+        .starts_with(b"amdgcn")
+        && amdgpu_byref_parameters(context, &module)? > 0
+    {
+        module.verify().map_err(|e| LinkError::Verify {
+            message: e.to_string(),
+        })?;
+    }
+    let kept = internalize(&module, kernels)?;
+    if move_shared_to_addrspace3(&module)? > 0 {
+        module.verify().map_err(|e| LinkError::Verify {
+            message: e.to_string(),
+        })?;
+    }
+    optimize(&module, machine)?;
+    check_resolved(&module, allowed_external)?;
+    check_shared_limit(&module, &kept)?;
+    Ok((module, kept))
+}
+
+/// Links the bitcode `inputs` for `sm_<sm>` and returns PTX: the kernels kept, everything else
+/// internalized, shared-memory statics in `.shared`, `default<O3>`, PTX ISA per
+/// [`super::ptx_isa_version`]. `sm` is `sm_80`, `sm_90a`, …
+pub fn nvptx_link(inputs: &[DeviceInput], sm: &str, opts: &NvptxLinkOptions) -> Result<String> {
+    let cpu = sm.to_owned();
+    let features = ptx_features(sm)?;
+    let machine = target_machine(NVPTX_TRIPLE, &cpu, &features)?;
+    let context = Context::create();
+    let (module, _) = link_for(
+        &context,
+        inputs,
+        &machine,
+        opts.kernels.as_deref(),
+        NVPTX_EXTERNALS,
+    )?;
+    let buffer = emit(&machine, &module, FileType::Assembly, &cpu)?;
+    String::from_utf8(buffer.as_slice().to_vec()).map_err(|_| LinkError::Codegen {
+        cpu,
+        message: "PTX is not UTF-8".into(),
+    })
+}
+
+/// Links the bitcode `inputs` for an AMDGPU target ID into a relocatable object.
+pub fn amdgpu_link_object(
+    inputs: &[DeviceInput],
+    target: &AmdTargetId,
+    opts: &AmdgpuLinkOptions,
+) -> Result<LinkedObject> {
+    let machine = target_machine(
+        AMDGPU_TRIPLE,
+        target.processor().name,
+        &target.llvm_features(),
+    )?;
+    let context = Context::create();
+    let (module, kernels) = link_for(
+        &context,
+        inputs,
+        &machine,
+        opts.kernels.as_deref(),
+        AMDGPU_EXTERNALS,
+    )?;
+    const FLAG: &str = "amdhsa_code_object_version";
+    // Relocatable HIP sources arrive with the flag, set by clang to the same version (their
+    // compile asks for it); two inputs that disagree have already failed the IR link, whose
+    // merge rule for the flag is `Error`.
+    if module.get_flag(FLAG).is_none() {
+        let version = context
+            .i32_type()
+            .const_int(opts.code_object_version.module_flag(), false);
+        module.add_basic_value_flag(FLAG, inkwell::module::FlagBehavior::Error, version);
+    }
+    let buffer = emit(&machine, &module, FileType::Object, target.processor().name)?;
+    Ok(LinkedObject {
+        object: buffer.as_slice().to_vec(),
+        kernels,
+    })
+}
+
+/// The AMDGPU code object for a target ID: [`amdgpu_link_object`], then `ld.lld -shared`, then
+/// the `e_flags` made to state the target ID's xnack/sramecc settings.
+pub fn amdgpu_code_object(
+    inputs: &[DeviceInput],
+    target: &AmdTargetId,
+    opts: &AmdgpuLinkOptions,
+) -> Result<(Vec<u8>, Vec<String>)> {
+    let linked = amdgpu_link_object(inputs, target, opts)?;
+    let dir = scratch_dir("amdgpu")?;
+    let result = (|| {
+        let object = dir.path().join("device.o");
+        let image = dir.path().join("device.elf");
+        std::fs::write(&object, &linked.object).map_err(io_err("writing", &object))?;
+        let ld = match &opts.ld_lld {
+            Some(ld) => ld.clone(),
+            None => find_tool(Tool::LdLld)?,
+        };
+        run_command(
+            Command::new(ld)
+                .arg("-shared")
+                .arg("--no-undefined")
+                .arg(&object)
+                .arg("-o")
+                .arg(&image),
+        )?;
+        let mut bytes = std::fs::read(&image).map_err(io_err("reading", &image))?;
+        fix_amdgpu_e_flags(&mut bytes, target)?;
+        Ok((bytes, linked.kernels.clone()))
+    })();
+    drop(dir);
+    result
+}
+
+/// What the stages' tests build their inputs with.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use inkwell::memory_buffer::MemoryBuffer;
+
+    /// Bitcode of a textual IR module for nvptx64.
+    pub(super) fn bitcode(name: &str, ir: &str) -> Vec<u8> {
+        let context = Context::create();
+        let text = format!(
+            "target triple = \"{NVPTX_TRIPLE}\"\ntarget datalayout = \"e-p6:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64\"\n{ir}"
+        );
+        let buffer = MemoryBuffer::create_from_memory_range_copy(text.as_bytes(), name);
+        let module = context.create_module_from_ir(buffer).unwrap();
+        module.write_bitcode_to_memory().as_slice().to_vec()
+    }
+
+    pub(super) fn link(inputs: &[DeviceInput]) -> Result<String> {
+        nvptx_link(inputs, "sm_80", &NvptxLinkOptions::default())
+    }
+}

@@ -1,0 +1,482 @@
+//! Static shared memory: the globals of [`SHARED_SECTION`] moved to address space 3, and the
+//! bytes each kernel uses checked against [`MAX_STATIC_SHARED_BYTES`].
+
+use std::collections::HashSet;
+use std::ffi::CStr;
+
+use inkwell::llvm_sys;
+use inkwell::module::Module;
+
+use super::{RawValue, cstr, has_uses};
+use crate::device_link::{LinkError, MAX_STATIC_SHARED_BYTES, Result, SHARED_SECTION};
+
+/// Moves every global of [`SHARED_SECTION`] to address space 3 (`.shared` / LDS), undefined
+/// initializer, no section. Returns how many moved.
+///
+/// Where globals live in address space 0 (NVPTX), uses see the new global through a generic
+/// pointer. Where they live in another space (AMDGPU: 1), rustc's optimizations have already
+/// turned the uses into accesses in that space, and no cast from LDS to it exists: the use tree
+/// is rebuilt on the LDS global instead (see [`rewrite_shared_uses`]).
+pub(super) fn move_shared_to_addrspace3(module: &Module<'_>) -> Result<usize> {
+    use llvm_sys::core as c;
+    let shared: Vec<_> = module
+        .get_globals()
+        .filter(|g| {
+            g.get_section()
+                .is_some_and(|s| s.to_bytes() == SHARED_SECTION.as_bytes())
+        })
+        .collect();
+    let raw_module = module.as_mut_ptr();
+    for global in &shared {
+        let old = global.as_pointer_value().as_value_ref_raw();
+        let name = cstr(global.get_name());
+        // SAFETY: every reference below comes from the live `module` and its context; values
+        // are replaced before the old global is deleted, and the builder is disposed of.
+        unsafe {
+            let context = c::LLVMGetModuleContext(raw_module);
+            let value_type = c::LLVMGlobalGetValueType(old);
+            let old_space = c::LLVMGetPointerAddressSpace(c::LLVMTypeOf(old));
+            let renamed = format!("{name}.generic\0");
+            c::LLVMSetValueName2(old, renamed.as_ptr().cast(), renamed.len() - 1);
+            let cname = format!("{name}\0");
+            let new =
+                c::LLVMAddGlobalInAddressSpace(raw_module, value_type, cname.as_ptr().cast(), 3);
+            c::LLVMSetInitializer(new, c::LLVMGetUndef(value_type));
+            c::LLVMSetLinkage(new, llvm_sys::LLVMLinkage::LLVMInternalLinkage);
+            c::LLVMSetAlignment(new, c::LLVMGetAlignment(old).max(4));
+            if old_space == 0 {
+                let generic_ptr = c::LLVMPointerTypeInContext(context, 0);
+                c::LLVMReplaceAllUsesWith(old, c::LLVMConstAddrSpaceCast(new, generic_ptr));
+            } else {
+                let builder = c::LLVMCreateBuilderInContext(context);
+                let rewritten = rewrite_shared_uses(raw_module, builder, old, new, &name);
+                c::LLVMDisposeBuilder(builder);
+                rewritten?;
+            }
+            if has_uses(old) {
+                // Only dead constants that referred to it are left.
+                c::LLVMReplaceAllUsesWith(old, c::LLVMGetPoison(c::LLVMTypeOf(old)));
+            }
+            c::LLVMDeleteGlobal(old);
+        }
+    }
+    Ok(shared.len())
+}
+
+/// The users of `value`, each once, collected before any is changed.
+///
+/// # Safety
+/// `value` is a live LLVM value.
+unsafe fn users(value: llvm_sys::prelude::LLVMValueRef) -> Vec<llvm_sys::prelude::LLVMValueRef> {
+    use llvm_sys::core as c;
+    let mut users = Vec::new();
+    // SAFETY: walking the use list of a live value (the caller's contract).
+    unsafe {
+        let mut u = c::LLVMGetFirstUse(value);
+        while !u.is_null() {
+            let user = c::LLVMGetUser(u);
+            if !users.contains(&user) {
+                users.push(user);
+            }
+            u = c::LLVMGetNextUse(u);
+        }
+    }
+    users
+}
+
+/// Rebuilds every use of `old` (a pointer in a global address space) on `new` (the same memory
+/// in address space 3): GEPs are re-created on `new`, loads, stores, atomics and memory
+/// intrinsics take `new` as their pointer, casts to generic become casts of `new`. A use that
+/// would let the pointer escape in its old address space (stored as a value, passed to a
+/// function, merged by a phi) is an error naming the static and the instruction. `old` has no
+/// uses left on success.
+///
+/// # Safety
+/// All references are live and belong to `module`; `builder` is a builder of its context.
+unsafe fn rewrite_shared_uses(
+    module: llvm_sys::prelude::LLVMModuleRef,
+    builder: llvm_sys::prelude::LLVMBuilderRef,
+    old: llvm_sys::prelude::LLVMValueRef,
+    new: llvm_sys::prelude::LLVMValueRef,
+    name: &str,
+) -> Result<()> {
+    use llvm_sys::LLVMOpcode as Op;
+    use llvm_sys::core as c;
+    // SAFETY: the caller's contract; every value used below is a user of a live value.
+    unsafe {
+        let unsupported = |user| {
+            let text = c::LLVMPrintValueToString(user);
+            let instruction = CStr::from_ptr(text).to_string_lossy().trim().to_owned();
+            c::LLVMDisposeMessage(text);
+            LinkError::SharedMemoryUse {
+                name: name.to_owned(),
+                instruction,
+            }
+        };
+        let is_operand = |user, index: u32| c::LLVMGetOperand(user, index) == old;
+        for user in users(old) {
+            let is_instruction = !c::LLVMIsAInstruction(user).is_null();
+            let opcode = if is_instruction {
+                c::LLVMGetInstructionOpcode(user)
+            } else if !c::LLVMIsAConstantExpr(user).is_null() {
+                c::LLVMGetConstOpcode(user)
+            } else {
+                return Err(unsupported(user));
+            };
+            if is_instruction {
+                c::LLVMPositionBuilderBefore(builder, user);
+            }
+            match opcode {
+                Op::LLVMGetElementPtr if c::LLVMGetOperand(user, 0) == old => {
+                    let count = c::LLVMGetNumOperands(user);
+                    let mut indices: Vec<_> = (1..count)
+                        .map(|i| c::LLVMGetOperand(user, i as u32))
+                        .collect();
+                    for index in &indices {
+                        if *index == old {
+                            return Err(unsupported(user));
+                        }
+                    }
+                    let source = c::LLVMGetGEPSourceElementType(user);
+                    let flags = c::LLVMGEPGetNoWrapFlags(user);
+                    let gep = if is_instruction {
+                        c::LLVMBuildGEPWithNoWrapFlags(
+                            builder,
+                            source,
+                            new,
+                            indices.as_mut_ptr(),
+                            indices.len() as u32,
+                            c"".as_ptr(),
+                            flags,
+                        )
+                    } else {
+                        c::LLVMConstGEPWithNoWrapFlags(
+                            source,
+                            new,
+                            indices.as_mut_ptr(),
+                            indices.len() as u32,
+                            flags,
+                        )
+                    };
+                    rewrite_shared_uses(module, builder, user, gep, name)?;
+                    if is_instruction {
+                        c::LLVMInstructionEraseFromParent(user);
+                    }
+                }
+                Op::LLVMAddrSpaceCast
+                    if c::LLVMGetPointerAddressSpace(c::LLVMTypeOf(user)) == 0 =>
+                {
+                    let ty = c::LLVMTypeOf(user);
+                    let cast = if is_instruction {
+                        c::LLVMBuildAddrSpaceCast(builder, new, ty, c"".as_ptr())
+                    } else {
+                        c::LLVMConstAddrSpaceCast(new, ty)
+                    };
+                    c::LLVMReplaceAllUsesWith(user, cast);
+                    if is_instruction {
+                        c::LLVMInstructionEraseFromParent(user);
+                    }
+                }
+                Op::LLVMLoad if is_instruction => c::LLVMSetOperand(user, 0, new),
+                Op::LLVMStore if is_instruction && !is_operand(user, 0) => {
+                    c::LLVMSetOperand(user, 1, new)
+                }
+                Op::LLVMAtomicRMW if is_instruction && !is_operand(user, 1) => {
+                    c::LLVMSetOperand(user, 0, new)
+                }
+                Op::LLVMAtomicCmpXchg
+                    if is_instruction && !is_operand(user, 1) && !is_operand(user, 2) =>
+                {
+                    c::LLVMSetOperand(user, 0, new)
+                }
+                Op::LLVMCall if is_instruction => {
+                    rewrite_memory_intrinsic(module, builder, user, old, new)
+                        .ok_or_else(|| unsupported(user))?
+                }
+                _ => return Err(unsupported(user)),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Re-creates a call of `llvm.memcpy`/`llvm.memmove`/`llvm.memset` whose pointer arguments
+/// include `old` as a call of the intrinsic overloaded for `new`'s address space. `None` for
+/// any other call.
+///
+/// # Safety
+/// As [`rewrite_shared_uses`]; the builder is positioned before `call`.
+unsafe fn rewrite_memory_intrinsic(
+    module: llvm_sys::prelude::LLVMModuleRef,
+    builder: llvm_sys::prelude::LLVMBuilderRef,
+    call: llvm_sys::prelude::LLVMValueRef,
+    old: llvm_sys::prelude::LLVMValueRef,
+    new: llvm_sys::prelude::LLVMValueRef,
+) -> Option<()> {
+    use llvm_sys::core as c;
+    // SAFETY: the caller's contract.
+    unsafe {
+        let callee = c::LLVMGetCalledValue(call);
+        if c::LLVMIsAFunction(callee).is_null() {
+            return None;
+        }
+        let mut len = 0;
+        let callee_name = c::LLVMGetValueName2(callee, &mut len);
+        let callee_name = std::slice::from_raw_parts(callee_name.cast::<u8>(), len);
+        let pointer_args: &[u32] = if callee_name.starts_with(b"llvm.memcpy.")
+            || callee_name.starts_with(b"llvm.memmove.")
+        {
+            &[0, 1]
+        } else if callee_name.starts_with(b"llvm.memset.") {
+            &[0]
+        } else {
+            return None;
+        };
+        let count = c::LLVMGetNumArgOperands(call);
+        let mut args: Vec<_> = (0..count).map(|i| c::LLVMGetOperand(call, i)).collect();
+        for (i, arg) in args.iter_mut().enumerate() {
+            if *arg == old {
+                if !pointer_args.contains(&(i as u32)) {
+                    return None;
+                }
+                *arg = new;
+            }
+        }
+        // Overloaded on each pointer argument's type, then the length's.
+        let mut overloads: Vec<_> = pointer_args
+            .iter()
+            .map(|&i| c::LLVMTypeOf(args[i as usize]))
+            .collect();
+        overloads.push(c::LLVMTypeOf(args[2]));
+        let id = c::LLVMGetIntrinsicID(callee);
+        let declaration =
+            c::LLVMGetIntrinsicDeclaration(module, id, overloads.as_mut_ptr(), overloads.len());
+        let function_type = c::LLVMIntrinsicGetType(
+            c::LLVMGetModuleContext(module),
+            id,
+            overloads.as_mut_ptr(),
+            overloads.len(),
+        );
+        let replacement = c::LLVMBuildCall2(
+            builder,
+            function_type,
+            declaration,
+            args.as_mut_ptr(),
+            args.len() as u32,
+            c"".as_ptr(),
+        );
+        c::LLVMReplaceAllUsesWith(call, replacement);
+        c::LLVMInstructionEraseFromParent(call);
+        Some(())
+    }
+}
+
+/// Bytes of static shared memory of each kernel of `kernels`: the address-space-3 globals
+/// used by the kernel or by any function it calls, each counted once.
+fn static_shared_bytes(module: &Module<'_>, kernels: &[String]) -> Vec<(String, u64)> {
+    use llvm_sys::core as c;
+    use llvm_sys::prelude::LLVMValueRef;
+    use std::collections::HashMap;
+    let raw_module = module.as_mut_ptr();
+    // SAFETY: every reference comes from the live `module`; nothing is modified.
+    unsafe {
+        let layout = llvm_sys::target::LLVMGetModuleDataLayout(raw_module);
+        let mut used_by: HashMap<LLVMValueRef, Vec<(LLVMValueRef, u64)>> = HashMap::new();
+        for global in module.get_globals() {
+            let raw = global.as_pointer_value().as_value_ref_raw();
+            if c::LLVMGetPointerAddressSpace(c::LLVMTypeOf(raw)) != 3 {
+                continue;
+            }
+            let size = llvm_sys::target::LLVMABISizeOfType(layout, c::LLVMGlobalGetValueType(raw));
+            let mut functions = HashSet::new();
+            let mut pending = users(raw);
+            while let Some(user) = pending.pop() {
+                if c::LLVMIsAInstruction(user).is_null() {
+                    pending.extend(users(user));
+                } else {
+                    functions.insert(c::LLVMGetBasicBlockParent(c::LLVMGetInstructionParent(
+                        user,
+                    )));
+                }
+            }
+            for function in functions {
+                used_by.entry(function).or_default().push((raw, size));
+            }
+        }
+        let callees = |function: LLVMValueRef| {
+            let mut out = Vec::new();
+            let mut block = c::LLVMGetFirstBasicBlock(function);
+            while !block.is_null() {
+                let mut inst = c::LLVMGetFirstInstruction(block);
+                while !inst.is_null() {
+                    if !c::LLVMIsACallInst(inst).is_null() {
+                        let callee = c::LLVMGetCalledValue(inst);
+                        if !c::LLVMIsAFunction(callee).is_null() {
+                            out.push(callee);
+                        }
+                    }
+                    inst = c::LLVMGetNextInstruction(inst);
+                }
+                block = c::LLVMGetNextBasicBlock(block);
+            }
+            out
+        };
+        let mut result = Vec::new();
+        for name in kernels {
+            let Some(kernel) = module.get_function(name) else {
+                continue;
+            };
+            let root = kernel
+                .as_global_value()
+                .as_pointer_value()
+                .as_value_ref_raw();
+            let mut seen = HashSet::from([root]);
+            let mut pending = vec![root];
+            let mut globals = HashMap::new();
+            while let Some(function) = pending.pop() {
+                globals.extend(used_by.get(&function).into_iter().flatten().copied());
+                for callee in callees(function) {
+                    if seen.insert(callee) {
+                        pending.push(callee);
+                    }
+                }
+            }
+            result.push((name.clone(), globals.values().sum()));
+        }
+        result
+    }
+}
+
+/// Refuses a kernel whose static shared memory exceeds [`MAX_STATIC_SHARED_BYTES`].
+pub(super) fn check_shared_limit(module: &Module<'_>, kernels: &[String]) -> Result<()> {
+    for (kernel, bytes) in static_shared_bytes(module, kernels) {
+        if bytes > MAX_STATIC_SHARED_BYTES {
+            return Err(LinkError::SharedMemoryLimit {
+                kernel,
+                bytes,
+                limit: MAX_STATIC_SHARED_BYTES,
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{bitcode, link};
+    use super::*;
+    use crate::device_link::rlib_bitcode::DeviceInput;
+    use inkwell::context::Context;
+    use inkwell::memory_buffer::MemoryBuffer;
+    use offload_format::triple::AMDGCN_TRIPLE as AMDGPU_TRIPLE;
+
+    /// An AMDGPU module with a shared static in address space 1, used as rustc leaves it.
+    fn amdgpu_module<'ctx>(context: &'ctx Context, body: &str) -> Module<'ctx> {
+        let text = format!(
+            "target triple = \"{AMDGPU_TRIPLE}\"\n\
+             @tile = internal addrspace(1) global [64 x i32] zeroinitializer, section \"{SHARED_SECTION}\", align 4\n\
+             {body}"
+        );
+        let buffer = MemoryBuffer::create_from_memory_range_copy(text.as_bytes(), "amdgpu");
+        context.create_module_from_ir(buffer).unwrap()
+    }
+
+    #[test]
+    fn amdgpu_shared_uses_are_rebuilt_in_lds() {
+        let context = Context::create();
+        let module = amdgpu_module(
+            &context,
+            "declare void @llvm.memset.p1.i64(ptr addrspace(1), i8, i64, i1)\n\
+             define amdgpu_kernel void @k(i64 %i, ptr %out) {\n\
+               call void @llvm.memset.p1.i64(ptr addrspace(1) @tile, i8 0, i64 16, i1 false)\n\
+               %p = getelementptr inbounds i32, ptr addrspace(1) @tile, i64 %i\n\
+               %q = getelementptr inbounds i32, ptr addrspace(1) %p, i64 1\n\
+               store i32 1, ptr addrspace(1) %q\n\
+               %c = getelementptr inbounds i8, ptr addrspace(1) @tile, i64 8\n\
+               %v = load i32, ptr addrspace(1) getelementptr inbounds (i8, ptr addrspace(1) @tile, i64 4)\n\
+               %a = atomicrmw add ptr addrspace(1) %c, i32 %v monotonic\n\
+               %x = cmpxchg ptr addrspace(1) @tile, i32 0, i32 %a monotonic monotonic\n\
+               %g = addrspacecast ptr addrspace(1) %p to ptr\n\
+               %w = load i32, ptr %g\n\
+               store i32 %w, ptr %out\n\
+               ret void\n\
+             }\n",
+        );
+        assert_eq!(move_shared_to_addrspace3(&module).unwrap(), 1);
+        module.verify().unwrap();
+        let ir = module.print_to_string().to_string();
+        assert!(ir.contains("@tile = internal addrspace(3) global"), "{ir}");
+        let body = &ir[ir.find("define amdgpu_kernel").unwrap()..];
+        assert!(
+            !body[..body.find("\n}").unwrap()].contains("addrspace(1)"),
+            "{ir}"
+        );
+        assert!(
+            ir.contains("@llvm.memset.p3.i64(ptr addrspace(3) @tile"),
+            "{ir}"
+        );
+        assert!(ir.contains("addrspacecast ptr addrspace(3)"), "{ir}");
+    }
+
+    #[test]
+    fn an_escaping_amdgpu_shared_pointer_is_an_error() {
+        let context = Context::create();
+        let module = amdgpu_module(
+            &context,
+            "define amdgpu_kernel void @k(ptr addrspace(1) %out) {\n\
+               store ptr addrspace(1) @tile, ptr addrspace(1) %out\n\
+               ret void\n\
+             }\n",
+        );
+        match move_shared_to_addrspace3(&module).unwrap_err() {
+            LinkError::SharedMemoryUse { name, instruction } => {
+                assert_eq!(name, "tile");
+                assert!(
+                    instruction.starts_with("store ptr addrspace(1) @tile"),
+                    "{instruction}"
+                );
+            }
+            other => panic!("{other}"),
+        }
+    }
+
+    fn shared_kernel(bytes: u64) -> Vec<DeviceInput> {
+        let words = bytes / 4;
+        let kernel = bitcode(
+            "kernel",
+            &format!(
+                "@tile = internal global [{words} x i32] zeroinitializer, section \"{SHARED_SECTION}\", align 4\n\
+                 define internal void @fill(i64 %i) noinline {{\n\
+                   %p = getelementptr i32, ptr @tile, i64 %i\n\
+                   store volatile i32 1, ptr %p\n\
+                   ret void\n\
+                 }}\n\
+                 define ptx_kernel void @big(i64 %i) {{\n\
+                   call void @fill(i64 %i)\n\
+                   ret void\n\
+                 }}\n"
+            ),
+        );
+        vec![DeviceInput::object("kernel.bc", kernel)]
+    }
+
+    #[test]
+    fn static_shared_memory_over_the_limit_names_the_kernel() {
+        let limit = MAX_STATIC_SHARED_BYTES;
+        link(&shared_kernel(limit)).unwrap();
+        // Used from a function the kernel calls, not from the kernel itself.
+        match link(&shared_kernel(limit + 4)).unwrap_err() {
+            LinkError::SharedMemoryLimit {
+                kernel,
+                bytes,
+                limit: reported,
+            } => {
+                assert_eq!(
+                    (kernel.as_str(), bytes, reported),
+                    ("big", limit + 4, limit)
+                );
+            }
+            other => panic!("{other}"),
+        }
+    }
+}
