@@ -526,10 +526,31 @@ fn test() -> Result {
         "-D",
         "warnings",
     ]))?;
-    // The API docs' links resolve (the crates deny missing docs themselves).
+    // The build-script crate as a host crate using prebuilt bundles builds it: without LLVM.
+    run(cargo().args([
+        "clippy",
+        "-p",
+        "offload-build",
+        "--no-default-features",
+        "--all-targets",
+        "--locked",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    // The API docs' links resolve (the crates deny missing docs themselves), in that
+    // configuration too.
     run(cargo().env("RUSTDOCFLAGS", "-D warnings").args([
         "doc",
         "--workspace",
+        "--no-deps",
+        "--locked",
+    ]))?;
+    run(cargo().env("RUSTDOCFLAGS", "-D warnings").args([
+        "doc",
+        "-p",
+        "offload-build",
+        "--no-default-features",
         "--no-deps",
         "--locked",
     ]))?;

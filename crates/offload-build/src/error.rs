@@ -238,7 +238,7 @@ pub enum Error {
     /// Linking a GPU image failed.
     #[cfg(feature = "llvm")]
     #[error(transparent)]
-    DeviceLink(#[from] crate::device_link::LinkError),
+    DeviceLink(#[from] LinkError),
 }
 
 /// `Result` with this crate's [`Error`].
@@ -290,16 +290,232 @@ offload_format::error_codes! {
     }
 }
 
+/// Errors of the GPU device build and link.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LinkError {
+    /// An external command could not run or failed.
+    #[error(transparent)]
+    Command(#[from] CommandError),
+    /// Reading or writing a file failed.
+    #[error("{action} `{}`: {source}", path.display())]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// An rlib (ar archive) could not be read.
+    #[error("reading archive `{name}`: {message}")]
+    Archive {
+        /// The archive's name.
+        name: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A device input is not LLVM bitcode.
+    #[error("device input `{name}` is not LLVM bitcode")]
+    NotBitcode {
+        /// The input's name.
+        name: String,
+    },
+    /// LLVM could not parse a bitcode input.
+    #[error("parsing bitcode `{name}`: {message}")]
+    ParseBitcode {
+        /// The input's name.
+        name: String,
+        /// LLVM's message.
+        message: String,
+    },
+    /// LLVM's linker rejected a module.
+    #[error("linking `{name}`: {message}")]
+    Link {
+        /// The module being linked in.
+        name: String,
+        /// LLVM's message.
+        message: String,
+    },
+    /// The linked module did not verify.
+    #[error("linked module does not verify: {message}")]
+    Verify {
+        /// LLVM's message.
+        message: String,
+    },
+    /// A shared-memory static is used in a way that cannot move to the shared address space.
+    #[error(
+        "shared-memory static `{name}` is used where it cannot live in shared memory (the \
+         address stored, passed to a function or merged with another pointer): `{instruction}`"
+    )]
+    SharedMemoryUse {
+        /// The static's symbol.
+        name: String,
+        /// The instruction, as LLVM prints it.
+        instruction: String,
+    },
+    /// A kernel uses more static shared memory than every device allows.
+    #[error(
+        "kernel `{kernel}` uses {bytes} bytes of static shared memory (shared_array!), over \
+         the limit of {limit} bytes that every device supports"
+    )]
+    SharedMemoryLimit {
+        /// The kernel.
+        kernel: String,
+        /// Its static shared memory.
+        bytes: u64,
+        /// [`MAX_STATIC_SHARED_BYTES`](crate::device_link::MAX_STATIC_SHARED_BYTES).
+        limit: u64,
+    },
+    /// Symbols the kernels need are defined by no input.
+    #[error("undefined symbols after the device link: {}", symbols.join(", "))]
+    Undefined {
+        /// The symbols.
+        symbols: Vec<String>,
+    },
+    /// A requested kernel is not defined by the inputs.
+    #[error("kernel `{name}` is not defined by the device inputs")]
+    MissingKernel {
+        /// The kernel's name.
+        name: String,
+    },
+    /// The inputs define no kernel at all.
+    #[error("the device inputs define no kernel")]
+    NoKernels,
+    /// The optimization pipeline failed.
+    #[error("running `{pipeline}`: {message}")]
+    Passes {
+        /// The pass pipeline.
+        pipeline: String,
+        /// LLVM's message.
+        message: String,
+    },
+    /// LLVM has no target machine for the request.
+    #[error("no LLVM target machine for `{triple}` cpu `{cpu}` features `{features}`: {message}")]
+    TargetMachine {
+        /// The triple.
+        triple: String,
+        /// The CPU.
+        cpu: String,
+        /// The features.
+        features: String,
+        /// LLVM's message.
+        message: String,
+    },
+    /// Code generation failed.
+    #[error("code generation for `{cpu}`: {message}")]
+    Codegen {
+        /// The CPU.
+        cpu: String,
+        /// LLVM's message.
+        message: String,
+    },
+    /// rustc's LLVM and the linked LLVM have different majors.
+    #[error(
+        "the device toolchain's rustc uses LLVM {rustc} but the device link uses LLVM {linked}: \
+         its bitcode would not be readable; set OFFLOAD_NIGHTLY_TOOLCHAIN to a nightly whose \
+         `rustc -vV` says LLVM {linked} (the default, {}, does)",
+        offload_toolchain::DEVICE_TOOLCHAIN
+    )]
+    LlvmMismatch {
+        /// rustc's LLVM major.
+        rustc: u32,
+        /// The linked LLVM's major.
+        linked: u32,
+    },
+    /// `rustc -vV` did not say which LLVM it uses.
+    #[error("the device toolchain's `rustc -vV` printed no `LLVM version:` line:\n{output}")]
+    RustcVersion {
+        /// What it printed.
+        output: String,
+    },
+    /// An `sm_XX` / `gfx…` / target ID string is not understood.
+    #[error("invalid GPU target `{target}`: {reason}")]
+    InvalidTarget {
+        /// The string.
+        target: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// An `sm_XX` name or AMDGPU target ID that `offload-format` refuses.
+    #[error("invalid GPU target `{target}`: {source}")]
+    BadTargetName {
+        /// The string.
+        target: String,
+        /// Why.
+        source: offload_format::Error,
+    },
+    /// `OFFLOAD_REQUIRE_CUBIN` is set and no cubin can be made for an `sm_XX`.
+    #[error(
+        "no cubin can be made for {sm}: {reason}; OFFLOAD_REQUIRE_CUBIN is set, so PTX alone \
+         is not accepted"
+    )]
+    CubinRequired {
+        /// The architecture.
+        sm: String,
+        /// Why not.
+        reason: String,
+    },
+    /// An external tool (`ptxas`, `ld.lld`, …) is not installed.
+    #[error(transparent)]
+    ToolNotFound(#[from] offload_toolchain::NotFound),
+    /// `OFFLOAD_AMDGPU_CODE_OBJECT` is neither `5` nor `6`.
+    #[error("OFFLOAD_AMDGPU_CODE_OBJECT is `{value}`; the code object versions built are 5 and 6")]
+    InvalidCodeObjectVersion {
+        /// The value given.
+        value: String,
+    },
+    /// An image is not a valid AMDGPU code object.
+    #[error("AMDGPU code object: {reason}")]
+    BadCodeObject {
+        /// Why.
+        reason: String,
+    },
+    /// The nested cargo build failed or its output was not understood.
+    #[error("nested device build of `{}` for {target}: {message}", manifest.display())]
+    NestedBuild {
+        /// The kernel crate's manifest.
+        manifest: PathBuf,
+        /// The target.
+        target: String,
+        /// What went wrong (compiler messages included).
+        message: String,
+    },
+}
+
+offload_format::error_codes! {
+    LinkError {
+        Command => "OFF2101",
+        Io => "OFF2102",
+        Archive => "OFF2103",
+        NotBitcode => "OFF2104",
+        ParseBitcode => "OFF2105",
+        Link => "OFF2106",
+        Verify => "OFF2107",
+        SharedMemoryUse => "OFF2108",
+        SharedMemoryLimit => "OFF2109",
+        Undefined => "OFF2110",
+        MissingKernel => "OFF2111",
+        NoKernels => "OFF2112",
+        Passes => "OFF2113",
+        TargetMachine => "OFF2114",
+        Codegen => "OFF2115",
+        LlvmMismatch => "OFF2116",
+        RustcVersion => "OFF2117",
+        InvalidTarget => "OFF2118",
+        BadTargetName => "OFF2119",
+        CubinRequired => "OFF2120",
+        ToolNotFound => "OFF2121",
+        InvalidCodeObjectVersion => "OFF2122",
+        BadCodeObject => "OFF2123",
+        NestedBuild => "OFF2124",
+    }
+}
+
 #[cfg(test)]
 mod error_code_tests {
-    #[cfg(feature = "llvm")]
     fn link_codes() -> Vec<(&'static str, &'static str)> {
-        crate::device_link::LinkError::all_codes()
-    }
-
-    #[cfg(not(feature = "llvm"))]
-    fn link_codes() -> Vec<(&'static str, &'static str)> {
-        Vec::new()
+        super::LinkError::all_codes()
     }
 
     #[test]

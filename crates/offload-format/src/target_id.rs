@@ -28,6 +28,28 @@ impl AmdGpuProcessor {
             .into_iter()
             .filter_map(|(on, name)| on.then_some(name))
     }
+
+    /// The GFX major version: 9 for `gfx90a`, `gfx942` and `gfx9-4-generic`, 10 for `gfx1030`
+    /// and `gfx10-3-generic`, 11 for `gfx1100`.
+    pub fn gfx_major(&self) -> u32 {
+        let rest = self.name.strip_prefix("gfx").unwrap_or(self.name);
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        // A generic target spells its major whole (`gfx10-1-generic`); a processor writes
+        // major, minor and stepping as one digit each after a one- or two-digit major
+        // (`gfx90a`, `gfx1201`).
+        let major_digits = if rest[digits..].starts_with('-') || digits >= 4 {
+            digits.min(2)
+        } else {
+            1
+        };
+        rest[..major_digits].parse().unwrap_or(0)
+    }
+
+    /// Lanes per wavefront code for this processor runs with when no `wavefrontsize`
+    /// feature is asked for (LLVM's default): 64 up to GFX9, 32 from GFX10 on.
+    pub fn default_wave_size(&self) -> u32 {
+        if self.gfx_major() >= 10 { 32 } else { 64 }
+    }
 }
 
 const fn p(
@@ -747,6 +769,36 @@ mod tests {
 
     fn t(s: &str) -> TargetId {
         TargetId::parse(s).unwrap()
+    }
+
+    #[test]
+    fn gfx_major_and_wave_size_of_every_processor() {
+        for (name, major, wave) in [
+            ("gfx600", 6, 64),
+            ("gfx906", 9, 64),
+            ("gfx90a", 9, 64),
+            ("gfx90c", 9, 64),
+            ("gfx942", 9, 64),
+            ("gfx950", 9, 64),
+            ("gfx9-generic", 9, 64),
+            ("gfx9-4-generic", 9, 64),
+            ("gfx1030", 10, 32),
+            ("gfx10-1-generic", 10, 32),
+            ("gfx10-3-generic", 10, 32),
+            ("gfx1100", 11, 32),
+            ("gfx11-generic", 11, 32),
+            ("gfx1201", 12, 32),
+        ] {
+            let p = amdgpu_processor(name).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(
+                (p.gfx_major(), p.default_wave_size()),
+                (major, wave),
+                "{name}"
+            );
+        }
+        for p in AMDGPU_PROCESSORS {
+            assert!((6..=12).contains(&p.gfx_major()), "{}", p.name);
+        }
     }
 
     #[test]

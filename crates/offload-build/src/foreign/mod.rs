@@ -59,7 +59,7 @@ pub struct Source {
     /// The file, as given to the build (relative to the manifest directory, or absolute).
     pub path: PathBuf,
     /// Compiled as relocatable device code and device-linked with the Rust kernel crate
-    /// ([`rdc`]) instead of into images of its own.
+    /// (`rdc`) instead of into images of its own.
     pub relocatable: bool,
 }
 

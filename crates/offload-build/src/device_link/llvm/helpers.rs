@@ -57,20 +57,10 @@ pub(super) const AMDGPU_HELPERS: &[&str] = &[
 /// Lanes per wavefront the code object runs with on `processor`: 64 up to gfx9, 32 from
 /// gfx10 on (LLVM's default there; the device link does not ask for `+wavefrontsize64`).
 pub fn amdgpu_wave_size(processor: &str) -> u32 {
-    let major: u32 = processor
-        .strip_prefix("gfx")
-        .map(|rest| {
-            rest.chars()
-                .take_while(char::is_ascii_digit)
-                .collect::<String>()
-        })
-        .and_then(|digits| {
-            // gfx90a, gfx942: one digit of major; gfx1100, gfx1201: two.
-            let n = if digits.len() >= 4 { 2 } else { 1 };
-            digits.get(..n)?.parse().ok()
-        })
-        .unwrap_or(9);
-    if major >= 10 { 32 } else { 64 }
+    offload_format::target_id::amdgpu_processor(processor).map_or(
+        64,
+        offload_format::target_id::AmdGpuProcessor::default_wave_size,
+    )
 }
 pub(super) const AMDGPU_HELPERS_IR: &str = r#"
 declare ptr addrspace(4) @llvm.amdgcn.dispatch.ptr()
@@ -166,6 +156,8 @@ mod tests {
             ("gfx1030", 32),
             ("gfx1100", 32),
             ("gfx1201", 32),
+            ("gfx10-3-generic", 32),
+            ("gfx11-generic", 32),
         ] {
             assert_eq!(amdgpu_wave_size(processor), size, "{processor}");
         }

@@ -53,7 +53,7 @@ const NVPTX_EXTERNALS: &[&str] = &[
 const AMDGPU_EXTERNALS: &[&str] = &[DYNAMIC_SHARED_MEMORY];
 
 /// Globals of the device API that the runtime writes after loading an image (see
-/// `offload_rt::device::abi::CHANNEL_SYMBOL`): the device link keeps them external.
+/// `offload_rt::kernel::abi::CHANNEL_SYMBOL`): the device link keeps them external.
 pub const HOST_GLOBALS: &[&str] = &["__offload_channel"];
 
 /// The major version of the LLVM this crate is linked against.
