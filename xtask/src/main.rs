@@ -20,6 +20,7 @@
 //!   through `cargo offload run` (`openmp-cpp` with `OMP_TARGET_OFFLOAD=MANDATORY`), and the
 //!   fuzz smoke (`cargo xtask fuzz`).
 
+mod code_map;
 mod fuzz;
 mod guide;
 mod sanitizers;
@@ -517,43 +518,22 @@ fn demo() -> Result {
 
 fn test() -> Result {
     run(cargo().args(["fmt", "--all", "--", "--check"]))?;
-    run(cargo().args([
-        "clippy",
-        "--workspace",
-        "--all-targets",
-        "--locked",
-        "--",
-        "-D",
-        "warnings",
-    ]))?;
-    // The build-script crate as a host crate using prebuilt bundles builds it: without LLVM.
-    run(cargo().args([
-        "clippy",
-        "-p",
-        "offload-build",
-        "--no-default-features",
-        "--all-targets",
-        "--locked",
-        "--",
-        "-D",
-        "warnings",
-    ]))?;
-    // The API docs' links resolve (the crates deny missing docs themselves), in that
-    // configuration too.
-    run(cargo().env("RUSTDOCFLAGS", "-D warnings").args([
-        "doc",
-        "--workspace",
-        "--no-deps",
-        "--locked",
-    ]))?;
-    run(cargo().env("RUSTDOCFLAGS", "-D warnings").args([
-        "doc",
-        "-p",
-        "offload-build",
-        "--no-default-features",
-        "--no-deps",
-        "--locked",
-    ]))?;
+    // Each lint and API-doc run for the workspace, then for the build-script crate as a host
+    // crate using prebuilt bundles builds it: without LLVM. The docs' links must resolve (the
+    // crates deny missing docs themselves).
+    for selection in [
+        &["--workspace"][..],
+        &["-p", "offload-build", "--no-default-features"],
+    ] {
+        run(cargo()
+            .args(["clippy", "--all-targets", "--locked"])
+            .args(selection)
+            .args(["--", "-D", "warnings"]))?;
+        run(cargo()
+            .env("RUSTDOCFLAGS", "-D warnings")
+            .args(["doc", "--no-deps", "--locked"])
+            .args(selection))?;
+    }
     guide::guide()?;
     let path = path_with_cargo_offload()?;
     run(cargo()
