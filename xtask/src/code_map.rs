@@ -55,7 +55,12 @@ mod tests {
                 let stem = file.file_stem().unwrap().to_string_lossy();
                 let module = match &*stem {
                     "lib" | "main" => continue,
-                    "mod" => file.parent().unwrap().file_name().unwrap().to_string_lossy(),
+                    "mod" => file
+                        .parent()
+                        .unwrap()
+                        .file_name()
+                        .unwrap()
+                        .to_string_lossy(),
                     _ => stem,
                 };
                 if !words.iter().any(|w| *w == module) {

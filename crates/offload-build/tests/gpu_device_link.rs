@@ -8,11 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use offload_build::device_link::{
-    self, AmdCodeObjectVersion, AmdgpuLinkOptions, DeviceInput, GpuImageKind, GpuTarget,
-    NvptxLinkOptions,
+    self, AmdCodeObjectVersion, AmdgpuLinkOptions, DeviceInput, GpuTarget, NvptxLinkOptions,
 };
 use offload_build::env::Env;
-use offload_format::AmdTargetId;
+use offload_format::{AmdTargetId, ImageKind};
 use offload_toolchain::Tool;
 
 use common::{
@@ -252,7 +251,7 @@ fn device_api_of_offload_rt_on_both_gpus() {
             );
             assert_eq!(image.arch, arch);
             match image.kind {
-                GpuImageKind::Ptx => {
+                ImageKind::Ptx => {
                     let ptx = std::str::from_utf8(&image.bytes).unwrap();
                     assert!(
                         ptx.lines()
@@ -267,7 +266,7 @@ fn device_api_of_offload_rt_on_both_gpus() {
                         "{ptx}"
                     );
                 }
-                GpuImageKind::Cubin => {
+                ImageKind::Cubin => {
                     assert!(device_link::is_cubin(&image.bytes));
                     let (_, report) = device_link::ptxas_verbose(
                         std::str::from_utf8(&images.last().unwrap().bytes).unwrap(),
@@ -283,7 +282,7 @@ fn device_api_of_offload_rt_on_both_gpus() {
                         2048
                     );
                 }
-                GpuImageKind::AmdCodeObject => {
+                ImageKind::Object => {
                     let info = device_link::amdgpu_inspect(&image.bytes).unwrap();
                     assert_eq!(info.e_flags, 0x74c);
                     let k = info.kernels.iter().find(|k| k.name == "block_sum").unwrap();

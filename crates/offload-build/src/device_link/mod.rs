@@ -64,25 +64,13 @@ pub const MAX_STATIC_SHARED_BYTES: u64 = 48 * 1024;
 /// LLVM major version this module links against and requires of rustc.
 pub use offload_toolchain::LLVM_MAJOR;
 
-/// What a device image holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum GpuImageKind {
-    /// PTX assembly text (NVIDIA), JIT-compiled by the driver.
-    Ptx,
-    /// A cubin assembled by `ptxas` for one `sm_XX`.
-    Cubin,
-    /// An AMDGPU code object (ELF shared object) for one target ID.
-    AmdCodeObject,
-}
-
 /// One device image of a kernel crate for one GPU architecture.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GpuImage {
     /// The image bytes.
     pub bytes: Vec<u8>,
-    /// What the bytes are.
-    pub kind: GpuImageKind,
+    /// What the bytes are: `Ptx`, `Cubin`, or `Object` (an AMDGPU code object).
+    pub kind: offload_format::ImageKind,
     /// The target triple (`nvptx64-nvidia-cuda` or `amdgcn-amd-amdhsa`).
     pub triple: &'static str,
     /// `sm_NN` or the AMDGPU target ID, e.g. `gfx942:xnack+`.

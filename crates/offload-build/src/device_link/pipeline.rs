@@ -13,7 +13,7 @@ use super::amdgpu::{AmdCodeObjectVersion, amd_kernel_params};
 use super::llvm::{AmdgpuLinkOptions, NvptxLinkOptions, amdgpu_code_object, nvptx_link};
 use super::ptx::{CubinPlan, cubin_plan, ptx_isa_version, ptx_kernel_names, ptxas_assemble};
 use super::rlib_bitcode::{DeviceInput, bitcode_members};
-use super::{GpuImage, GpuImageKind, LinkError, Result, io_err};
+use super::{GpuImage, LinkError, Result, io_err};
 use crate::arch::OffloadArch;
 use crate::env::Env;
 use crate::image::DeviceImage;
@@ -352,7 +352,7 @@ pub fn gpu_images_with(
             if cubin_plan(sm)? == CubinPlan::Assemble {
                 images.push(GpuImage {
                     bytes: ptxas_assemble(&ptx, sm)?,
-                    kind: GpuImageKind::Cubin,
+                    kind: ImageKind::Cubin,
                     triple: target.triple(),
                     arch: target.to_string(),
                     kernels: kernels.clone(),
@@ -360,7 +360,7 @@ pub fn gpu_images_with(
             }
             images.push(GpuImage {
                 bytes: ptx.into_bytes(),
-                kind: GpuImageKind::Ptx,
+                kind: ImageKind::Ptx,
                 triple: target.triple(),
                 arch: target.to_string(),
                 kernels,
@@ -375,7 +375,7 @@ pub fn gpu_images_with(
             let (bytes, kernels) = amdgpu_code_object(inputs, id, &opts)?;
             Ok(vec![GpuImage {
                 bytes,
-                kind: GpuImageKind::AmdCodeObject,
+                kind: ImageKind::Object,
                 triple: target.triple(),
                 arch: id.to_string(),
                 kernels,
@@ -465,8 +465,8 @@ pub fn build_gpu_images_linked(
     let images = gpu_images_with(&inputs, &target, &amd)?;
     // The parameter sizes come from the PTX (a cubin is assembled from it) or the AMD code
     // object's metadata, so `extern_kernels!` can check a relocatable CUDA/HIP kernel too.
-    let kernel_params = match images.iter().find(|i| i.kind != GpuImageKind::Cubin) {
-        Some(image) if image.kind == GpuImageKind::Ptx => {
+    let kernel_params = match images.iter().find(|i| i.kind != ImageKind::Cubin) {
+        Some(image) if image.kind == ImageKind::Ptx => {
             crate::image::ptx_kernel_params(&String::from_utf8_lossy(&image.bytes))
         }
         Some(image) => amd_kernel_params(&image.bytes)?,
@@ -476,11 +476,7 @@ pub fn build_gpu_images_linked(
         .into_iter()
         .map(|image| DeviceImage {
             arch: *arch,
-            image_kind: match image.kind {
-                GpuImageKind::Ptx => ImageKind::Ptx,
-                GpuImageKind::Cubin => ImageKind::Cubin,
-                GpuImageKind::AmdCodeObject => ImageKind::Object,
-            },
+            image_kind: image.kind,
             offload_kind: match target {
                 GpuTarget::Nvptx { .. } => OffloadKind::Cuda,
                 GpuTarget::Amdgpu(_) => OffloadKind::Hip,
