@@ -69,10 +69,7 @@ pub fn build(
     options: &Options,
     out_dir: &Path,
 ) -> Result<Compiled> {
-    let mut compiled = Compiled {
-        images: Vec::new(),
-        watch: vec![source.path.clone()],
-    };
+    let mut compiled = Compiled::watching(source);
     if sms.is_empty() {
         return Ok(compiled);
     }

@@ -125,6 +125,16 @@ pub struct Compiled {
     pub watch: Vec<PathBuf>,
 }
 
+impl Compiled {
+    /// No images yet, watching `source` itself.
+    fn watching(source: &Source) -> Compiled {
+        Compiled {
+            images: Vec::new(),
+            watch: vec![source.path.clone()],
+        }
+    }
+}
+
 /// Runs one clang compile of `source` for `arch`, its diagnostics going straight to the
 /// user; a failure names the source, the architecture and the command.
 pub(crate) fn run_clang(env: &Env, cmd: &mut Command, source: &Source, arch: &str) -> Result<()> {
