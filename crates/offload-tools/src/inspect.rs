@@ -201,14 +201,14 @@ pub fn describe(bin: &OffloadBinary<'_>, container: &str, index: usize) -> Image
     }
 }
 
-/// Resource use of the kernels of a GPU image: AMDGPU code objects from their metadata; PTX
-/// through `ptxas -v` where `ptxas` exists. Other images, and unreadable ones, give nothing.
-#[cfg(feature = "llvm")]
+/// Resource use of the kernels of a GPU image: AMDGPU code objects from their metadata (with
+/// the `image-readers` feature); PTX through `ptxas -v` where `ptxas` exists. Other images,
+/// and unreadable ones, give nothing.
 fn image_resources(bin: &OffloadBinary<'_>) -> Vec<KernelResources> {
     use offload_build::device_link;
-    let triple = bin.triple().unwrap_or_default();
     match bin.image_kind {
-        ImageKind::Object if triple.starts_with("amdgcn") => {
+        #[cfg(feature = "image-readers")]
+        ImageKind::Object if bin.triple().is_some_and(|t| t.starts_with("amdgcn")) => {
             device_link::amdgpu_inspect(&bin.image)
                 .map(|info| {
                     info.kernels
@@ -252,11 +252,6 @@ fn image_resources(bin: &OffloadBinary<'_>) -> Vec<KernelResources> {
         }
         _ => Vec::new(),
     }
-}
-
-#[cfg(not(feature = "llvm"))]
-fn image_resources(_bin: &OffloadBinary<'_>) -> Vec<KernelResources> {
-    Vec::new()
 }
 
 /// The NVIDIA architectures whose PTX comes without a cubin of the same module (the driver

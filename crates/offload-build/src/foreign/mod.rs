@@ -125,6 +125,7 @@ pub struct Compiled {
     pub watch: Vec<PathBuf>,
 }
 
+#[cfg(feature = "llvm")]
 impl Compiled {
     /// No images yet, watching `source` itself.
     fn watching(source: &Source) -> Compiled {
