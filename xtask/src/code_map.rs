@@ -1,5 +1,5 @@
 //! ARCHITECTURE.md's code map against the tree: every source file of a crate is named in that
-//! crate's section (`### \`crates/<name>\``), as a module (`host::stream`, `stream`) or a path
+//! crate's section (the one headed by the crate's path), as a module (`host::stream`, `stream`) or a path
 //! (`backend/native.rs`), so a new file cannot go unmapped.
 
 #[cfg(test)]
