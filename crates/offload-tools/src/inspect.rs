@@ -16,7 +16,7 @@ pub const SHT_LLVM_OFFLOADING: u32 = 0x6fff_4c0b;
 
 /// One embedded image, as `cargo offload inspect` shows it.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct ImageInfo {
+pub struct InspectedImage {
     /// Where it was found: a section name, or `file`.
     pub container: String,
     /// Position of the image among those of its container, from 0.
@@ -94,7 +94,7 @@ pub enum InspectError {
 }
 
 /// Finds and describes every offload image in `bytes`.
-pub fn inspect(bytes: &[u8]) -> Result<Vec<ImageInfo>, InspectError> {
+pub fn inspect(bytes: &[u8]) -> Result<Vec<InspectedImage>, InspectError> {
     let mut out = Vec::new();
     if bytes.starts_with(&offload_format::OFFLOAD_BINARY_MAGIC) {
         for (i, bin) in offload_format::parse_all(bytes)?.iter().enumerate() {
@@ -157,7 +157,7 @@ fn elf_section_type(file: &object::File<'_>, index: object::SectionIndex) -> Opt
 }
 
 /// Describes one OffloadBinary, reading the kernel list from the image when no key carries it.
-pub fn describe(bin: &OffloadBinary<'_>, container: &str, index: usize) -> ImageInfo {
+pub fn describe(bin: &OffloadBinary<'_>, container: &str, index: usize) -> InspectedImage {
     let strings: BTreeMap<String, String> = bin
         .strings
         .iter()
@@ -186,7 +186,7 @@ pub fn describe(bin: &OffloadBinary<'_>, container: &str, index: usize) -> Image
             _ => Vec::new(),
         };
     }
-    ImageInfo {
+    InspectedImage {
         container: container.to_owned(),
         index,
         triple: bin.triple().unwrap_or("").to_owned(),
@@ -256,7 +256,7 @@ fn image_resources(bin: &OffloadBinary<'_>) -> Vec<KernelResources> {
 
 /// The NVIDIA architectures whose PTX comes without a cubin of the same module (the driver
 /// JIT-compiles it), in the order first seen.
-pub fn ptx_only_archs(images: &[ImageInfo]) -> Vec<String> {
+pub fn ptx_only_archs(images: &[InspectedImage]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for ptx in images.iter().filter(|i| i.kind == ImageKind::Ptx.name()) {
         let has_cubin = images.iter().any(|i| {
@@ -271,7 +271,7 @@ pub fn ptx_only_archs(images: &[ImageInfo]) -> Vec<String> {
 }
 
 /// The human-readable listing.
-pub fn render_text(path: &str, images: &[ImageInfo]) -> String {
+pub fn render_text(path: &str, images: &[InspectedImage]) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     let _ = writeln!(s, "{path}: {} offload image(s)", images.len());
@@ -394,7 +394,7 @@ pub struct BundleEntryDesc {
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, Default)]
 pub struct FileReport {
     /// OffloadBinary images, including those held in bundle entries.
-    pub images: Vec<ImageInfo>,
+    pub images: Vec<InspectedImage>,
     /// The clang offload bundles found, in the file and its sections and archive members.
     pub bundles: Vec<BundleInfo>,
 }
@@ -687,8 +687,8 @@ pub fn render_report(path: &str, report: &FileReport) -> String {
 mod ptx_only_tests {
     use super::*;
 
-    fn image(arch: &str, kind: ImageKind, module: &str) -> ImageInfo {
-        ImageInfo {
+    fn image(arch: &str, kind: ImageKind, module: &str) -> InspectedImage {
+        InspectedImage {
             container: "file".into(),
             index: 0,
             triple: "nvptx64-nvidia-cuda".into(),

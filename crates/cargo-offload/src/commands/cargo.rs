@@ -19,7 +19,7 @@ use anyhow::{Context, Result};
 use offload_build::arch;
 use offload_build::diagnostics::{self, OFFLOAD_ARCHS_KEY, OFFLOAD_MESSAGE_DIR};
 use offload_build::env::{Env, OFFLOAD_ARCH, OFFLOAD_NATIVE_ARCH};
-use offload_tools::inspect::ImageInfo;
+use offload_tools::inspect::InspectedImage;
 
 use super::build_status::{OFFLOAD_STATUS_DIR, StatusWatcher, Style};
 use super::command_line::{NativeGpus, canonical, cargo_flag_values};
@@ -449,7 +449,7 @@ fn image_messages(line: &str) -> Vec<String> {
 
 /// The linked outputs of a `compiler-artifact` message that embed device images, with their
 /// images (nothing for other messages).
-fn artifact_images(message: &serde_json::Value) -> Vec<(&str, Vec<ImageInfo>)> {
+fn artifact_images(message: &serde_json::Value) -> Vec<(&str, Vec<InspectedImage>)> {
     if message["reason"] != "compiler-artifact" {
         return Vec::new();
     }
