@@ -408,11 +408,10 @@ fn unit_files(profile: &Path, unit: &Unit) -> Vec<PathBuf> {
 
 /// The manifest of a unit as its files are now.
 fn manifest(profile: &Path, unit: &Unit) -> std::io::Result<String> {
-    use sha2::{Digest, Sha256};
     let mut text = String::new();
     for rel in unit_files(profile, unit) {
         let bytes = std::fs::read(profile.join(&rel))?;
-        let digest = Sha256::digest(&bytes);
+        let digest = hmac_sha256::Hash::hash(&bytes);
         let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
         text.push_str(&format!("{hex}  {}\n", rel.display()));
     }

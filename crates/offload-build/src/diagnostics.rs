@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use serde_json::Value;
+use crate::json::{CargoMessage, JsonExt, JsonValue};
 
 use crate::env::Env;
 
@@ -27,44 +27,63 @@ pub const OFFLOAD_ARCHS_KEY: &str = "offload_archs";
 struct Recorded {
     /// Its [`identity`].
     id: String,
-    message: Value,
+    message: CargoMessage,
     archs: Vec<String>,
 }
 
 static RECORDED: Mutex<Vec<Recorded>> = Mutex::new(Vec::new());
 
 /// What makes two diagnostics the same one: package, level, text and primary location.
-pub fn identity(message: &Value) -> String {
-    let diagnostic = &message["message"];
-    let primary = diagnostic["spans"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|s| s["is_primary"] == true);
+pub fn identity(message: &CargoMessage) -> String {
+    let json = message.json();
+    let text = |path: &[&str]| json.str_at(path).unwrap_or("");
     format!(
         "{}\u{1f}{}\u{1f}{}\u{1f}{}",
-        message["package_id"].as_str().unwrap_or(""),
-        diagnostic["level"].as_str().unwrap_or(""),
-        diagnostic["message"].as_str().unwrap_or(""),
-        primary.map_or(String::new(), |s| format!(
-            "{}:{}:{}",
-            s["file_name"].as_str().unwrap_or(""),
-            s["line_start"],
-            s["column_start"]
-        )),
+        text(&["package_id"]),
+        text(&["message", "level"]),
+        text(&["message", "message"]),
+        primary_span(message).map_or(String::new(), |s| s.to_string()),
     )
+}
+
+/// Where a diagnostic's primary span starts: `file:line:column`.
+struct SpanStart<'m> {
+    file: &'m str,
+    line: f64,
+    column: f64,
+}
+
+impl std::fmt::Display for SpanStart<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}:{}", self.file, self.line, self.column)
+    }
+}
+
+fn primary_span(message: &CargoMessage) -> Option<SpanStart<'_>> {
+    let number = |v: &JsonValue, key| match v.get_key(key) {
+        Some(JsonValue::Number(n)) => Some(*n),
+        _ => None,
+    };
+    let span = message
+        .json()
+        .at(&["message", "spans"])?
+        .as_array()?
+        .iter()
+        .find(|s| s.get_key("is_primary").and_then(JsonExt::as_bool) == Some(true))?;
+    Some(SpanStart {
+        file: span.str_at(&["file_name"]).unwrap_or("?"),
+        line: number(span, "line_start")?,
+        column: number(span, "column_start")?,
+    })
 }
 
 /// Records the `compiler-message`s among a nested build's JSON messages (for `arch`), and
 /// returns the rendered text of each, for a failed build to show.
-pub(crate) fn record(arch: &str, messages: &[Value]) -> Vec<String> {
+pub(crate) fn record(arch: &str, messages: &[CargoMessage]) -> Vec<String> {
     let mut recorded = RECORDED.lock().unwrap_or_else(|e| e.into_inner());
     let mut rendered = Vec::new();
-    for message in messages
-        .iter()
-        .filter(|m| m["reason"] == "compiler-message")
-    {
-        if let Some(text) = message["message"]["rendered"].as_str() {
+    for message in messages.iter().filter(|m| m.is("compiler-message")) {
+        if let Some(text) = message.json().str_at(&["message", "rendered"]) {
             rendered.push(text.to_owned());
         }
         let id = identity(message);
@@ -94,7 +113,8 @@ pub fn report(env: &Env) {
     let mut text = String::new();
     for r in &recorded {
         let mut message = r.message.clone();
-        message[OFFLOAD_ARCHS_KEY] = Value::from(r.archs.clone());
+        let archs = r.archs.iter().cloned().map(JsonValue::from).collect();
+        message.insert(OFFLOAD_ARCHS_KEY, JsonValue::Array(archs));
         text.push_str(&message.to_string());
         text.push('\n');
     }
@@ -117,7 +137,7 @@ pub fn report(env: &Env) {
     }
     for r in recorded
         .iter()
-        .filter(|r| r.message["message"]["level"] == "warning")
+        .filter(|r| level(&r.message) == Some("warning"))
     {
         env.warn(&summary_line(&r.message, &r.archs));
     }
@@ -125,39 +145,42 @@ pub fn report(env: &Env) {
 
 /// The name of the package a `compiler-message` is about, from its id
 /// (`path+file:///…/kernels#saxpy-kernels@0.1.0`), else its target's name.
-pub fn package_name(message: &Value) -> &str {
-    message["package_id"]
-        .as_str()
+pub fn package_name(message: &CargoMessage) -> &str {
+    let json = message.json();
+    json.str_at(&["package_id"])
         .and_then(|id| id.rsplit_once('#'))
         .map(|(_, name)| name.split('@').next().unwrap_or(name))
-        .or_else(|| message["target"]["name"].as_str())
+        .or_else(|| json.str_at(&["target", "name"]))
         .unwrap_or("kernel crate")
+}
+
+/// A `compiler-message`'s level: `error`, `warning`, `note`, ….
+pub fn level(message: &CargoMessage) -> Option<&str> {
+    message.json().str_at(&["message", "level"])
+}
+
+/// A `compiler-message`'s text as rustc prints it.
+pub fn rendered(message: &CargoMessage) -> Option<&str> {
+    message.json().str_at(&["message", "rendered"])
+}
+
+/// The architectures whose device builds gave a message [`report`] wrote.
+pub fn archs(message: &CargoMessage) -> Vec<&str> {
+    message.json().strs_at(&[OFFLOAD_ARCHS_KEY])
 }
 
 /// `saxpy-kernels: device build (sm_80, gfx90a): warning: unused variable `x` at
 /// kernels/src/lib.rs:10:9`.
-fn summary_line(message: &Value, archs: &[String]) -> String {
-    let diagnostic = &message["message"];
+fn summary_line(message: &CargoMessage, archs: &[String]) -> String {
     let package = package_name(message);
-    let location = diagnostic["spans"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|s| s["is_primary"] == true)
-        .map(|s| {
-            format!(
-                " at {}:{}:{}",
-                s["file_name"].as_str().unwrap_or("?"),
-                s["line_start"],
-                s["column_start"]
-            )
-        })
+    let location = primary_span(message)
+        .map(|s| format!(" at {s}"))
         .unwrap_or_default();
     format!(
         "{package}: device build ({}): {}: {}{location}",
         archs.join(", "),
-        diagnostic["level"].as_str().unwrap_or("warning"),
-        diagnostic["message"].as_str().unwrap_or(""),
+        level(message).unwrap_or("warning"),
+        message.json().str_at(&["message", "message"]).unwrap_or(""),
     )
 }
 
@@ -165,24 +188,28 @@ fn summary_line(message: &Value, archs: &[String]) -> String {
 mod tests {
     use super::*;
 
-    fn warning(file: &str, line: u32) -> Value {
-        serde_json::json!({
-            "reason": "compiler-message",
-            "package_id": "path+file:///k#k@0.1.0",
-            "target": {"name": "k"},
-            "message": {
-                "level": "warning",
-                "message": "unused variable: `x`",
-                "rendered": format!("warning: unused variable: `x`\n --> {file}:{line}:9\n"),
-                "spans": [{"is_primary": true, "file_name": file, "line_start": line, "column_start": 9}],
-            },
-        })
+    fn warning(file: &str, line: u32) -> CargoMessage {
+        CargoMessage::parse(&format!(
+            r#"{{
+                "reason": "compiler-message",
+                "package_id": "path+file:///k#k@0.1.0",
+                "target": {{"name": "k"}},
+                "message": {{
+                    "level": "warning",
+                    "message": "unused variable: `x`",
+                    "rendered": "warning: unused variable: `x`\n --> {file}:{line}:9\n",
+                    "spans": [{{"is_primary": false, "file_name": "other.rs", "line_start": 1, "column_start": 1}},
+                              {{"is_primary": true, "file_name": "{file}", "line_start": {line}, "column_start": 9}}]
+                }}
+            }}"#
+        ))
+        .unwrap()
     }
 
     #[test]
     fn one_diagnostic_of_several_architectures_is_reported_once_naming_them() {
         RECORDED.lock().unwrap().clear();
-        let artifact = serde_json::json!({"reason": "compiler-artifact"});
+        let artifact = CargoMessage::parse(r#"{"reason": "compiler-artifact"}"#).unwrap();
         let rendered = record("sm_80", &[warning("src/lib.rs", 3), artifact]);
         assert_eq!(rendered.len(), 1);
         record(

@@ -52,6 +52,7 @@ pub mod foreign;
 pub mod fsutil;
 pub mod host_device;
 pub mod image;
+pub mod json;
 pub mod metadata;
 pub mod nested;
 pub mod prebuilt;

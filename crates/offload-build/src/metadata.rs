@@ -1,10 +1,11 @@
 //! What the package graph says: which dependencies are kernel crates, and the
 //! `[package.metadata.offload]` settings of the host package.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::Value;
+use crate::json::{JsonExt, JsonValue as Value};
 
 use crate::command;
 use crate::error::{Error, Result};
@@ -283,10 +284,10 @@ pub fn workspace_archs(
     Ok(out)
 }
 
-fn offload_table(pkg: &Package) -> Result<Option<&serde_json::Map<String, Value>>> {
-    match pkg.metadata.get("offload") {
+fn offload_table(pkg: &Package) -> Result<Option<&HashMap<String, Value>>> {
+    match pkg.metadata.get_key("offload") {
         None => Ok(None),
-        Some(serde_json::Value::Object(map)) => Ok(Some(map)),
+        Some(Value::Object(map)) => Ok(Some(map)),
         Some(_) => Err(Error::BadMetadata {
             manifest: pkg.manifest_path.clone(),
             reason: "`offload` must be a table".to_owned(),
@@ -297,7 +298,7 @@ fn offload_table(pkg: &Package) -> Result<Option<&serde_json::Map<String, Value>
 fn is_kernel_crate(pkg: &Package) -> Result<bool> {
     match offload_table(pkg)?.and_then(|t| t.get("kernels")) {
         None => Ok(false),
-        Some(serde_json::Value::Bool(b)) => Ok(*b),
+        Some(Value::Boolean(b)) => Ok(*b),
         Some(_) => Err(Error::BadMetadata {
             manifest: pkg.manifest_path.clone(),
             reason: "`kernels` must be true or false".to_owned(),
@@ -305,10 +306,10 @@ fn is_kernel_crate(pkg: &Package) -> Result<bool> {
     }
 }
 
-fn arch_value(value: &serde_json::Value, pkg: &Package) -> Result<String> {
+fn arch_value(value: &Value, pkg: &Package) -> Result<String> {
     match value {
-        serde_json::Value::String(s) => Ok(s.clone()),
-        serde_json::Value::Array(items) => items
+        Value::String(s) => Ok(s.clone()),
+        Value::Array(items) => items
             .iter()
             .map(|v| v.as_str().map(str::to_owned))
             .collect::<Option<Vec<_>>>()
@@ -387,7 +388,7 @@ fn read_metadata(
         .ok_or_else(|| Error::Metadata {
             reason: "it printed no JSON".to_owned(),
         })?;
-    let value: Value = serde_json::from_str(json).map_err(|e| Error::Metadata {
+    let value = crate::json::parse(json).map_err(|e| Error::Metadata {
         reason: e.to_string(),
     })?;
     Metadata::from_json(&value).ok_or_else(|| Error::Metadata {
@@ -462,16 +463,16 @@ struct Node {
 }
 
 fn string(v: &Value, key: &str) -> Option<String> {
-    v.get(key)?.as_str().map(str::to_owned)
+    v.str_at(&[key]).map(str::to_owned)
 }
 
-fn array<'v>(v: &'v Value, key: &str) -> Option<&'v Vec<Value>> {
-    v.get(key)?.as_array()
+fn array<'v>(v: &'v Value, key: &str) -> Option<&'v [Value]> {
+    v.get_key(key)?.as_array()
 }
 
 /// The strings of the array `key`, none when it is missing.
 fn strings(v: &Value, key: &str) -> Vec<String> {
-    v.get(key).map(string_list).unwrap_or_default()
+    v.get_key(key).map(string_list).unwrap_or_default()
 }
 
 /// The strings of an array value, none when it is not one.
@@ -486,7 +487,7 @@ fn string_list(list: &Value) -> Vec<String> {
 }
 
 fn dependency_kind(v: &Value) -> Option<DependencyKind> {
-    match v.get("kind")? {
+    match v.get_key("kind")? {
         Value::Null => Some(DependencyKind::Normal),
         Value::String(s) if s == "dev" => Some(DependencyKind::Development),
         Value::String(s) if s == "build" => Some(DependencyKind::Build),
@@ -500,7 +501,7 @@ impl Metadata {
             .iter()
             .map(Package::from_json)
             .collect::<Option<Vec<_>>>()?;
-        let resolve = match v.get("resolve") {
+        let resolve = match v.get_key("resolve") {
             None | Some(Value::Null) => None,
             Some(r) => Some(
                 array(r, "nodes")?
@@ -510,7 +511,7 @@ impl Metadata {
             ),
         };
         let ids = |key: &str| -> Option<Vec<String>> {
-            match v.get(key) {
+            match v.get_key(key) {
                 None | Some(Value::Null) => Some(Vec::new()),
                 Some(list) => list
                     .as_array()?
@@ -528,7 +529,7 @@ impl Metadata {
         Some(Metadata {
             packages,
             resolve,
-            root: v.get("resolve").and_then(|r| string(r, "root")),
+            root: v.str_at(&["resolve", "root"]).map(str::to_owned),
             workspace_members,
             workspace_default_members,
             target_directory: string(v, "target_directory")?.into(),
@@ -568,9 +569,9 @@ impl Package {
                         key: string(d, "rename").unwrap_or_else(|| name.clone()),
                         name,
                         kind: dependency_kind(d)?,
-                        optional: d.get("optional")?.as_bool()?,
+                        optional: d.get_key("optional")?.as_bool()?,
                         uses_default_features: d
-                            .get("uses_default_features")
+                            .get_key("uses_default_features")
                             .and_then(Value::as_bool)
                             .unwrap_or(true),
                         features: strings(d, "features"),
@@ -590,16 +591,19 @@ impl Package {
                     })
                 })
                 .collect::<Option<Vec<_>>>()?,
-            metadata: v.get("metadata").cloned().unwrap_or(Value::Null),
-            features: v
-                .get("features")
-                .and_then(Value::as_object)
-                .map(|map| {
-                    map.iter()
+            metadata: v.get_key("metadata").cloned().unwrap_or(Value::Null),
+            features: match v.get_key("features") {
+                Some(Value::Object(map)) => {
+                    let mut features: Vec<_> = map
+                        .iter()
                         .map(|(name, list)| (name.clone(), string_list(list)))
-                        .collect()
-                })
-                .unwrap_or_default(),
+                        .collect();
+                    // A hash map's order is not the manifest's: sorted, as cargo prints them.
+                    features.sort();
+                    features
+                }
+                _ => Vec::new(),
+            },
         })
     }
 
@@ -816,21 +820,27 @@ fn package_sources(pkg: &Package) -> Vec<PathBuf> {
 mod tests {
     use super::*;
 
+    fn json(text: &str) -> Value {
+        crate::json::parse(text).unwrap()
+    }
+
     #[test]
     fn a_kernel_crate_gets_the_features_its_host_crate_turns_on() {
-        let host = Package::from_json(&serde_json::json!({
-            "id": "app 0.1.0", "name": "app", "version": "0.1.0",
-            "manifest_path": "/w/app/Cargo.toml", "source": null, "metadata": null,
-            "targets": [],
-            "features": {
-                "default": ["fast"], "fast": ["k/simd"], "all": ["fast", "k?/wide", "dep:k"],
-                "other": ["unrelated/x"],
-            },
-            "dependencies": [{
-                "name": "kernels", "rename": "k", "kind": null, "optional": false,
-                "uses_default_features": false, "features": ["base"],
-            }],
-        }))
+        let host = Package::from_json(&json(
+            r#"{
+                "id": "app 0.1.0", "name": "app", "version": "0.1.0",
+                "manifest_path": "/w/app/Cargo.toml", "source": null, "metadata": null,
+                "targets": [],
+                "features": {
+                    "default": ["fast"], "fast": ["k/simd"], "all": ["fast", "k?/wide", "dep:k"],
+                    "other": ["unrelated/x"]
+                },
+                "dependencies": [{
+                    "name": "kernels", "rename": "k", "kind": null, "optional": false,
+                    "uses_default_features": false, "features": ["base"]
+                }]
+            }"#,
+        ))
         .unwrap();
         let dep = &host.dependencies[0];
         assert_eq!(dep.key, "k");
@@ -866,20 +876,28 @@ mod tests {
     /// A workspace of `app` (default member) and `lib`, and `dep` outside it.
     fn metadata(root: Option<&str>) -> Metadata {
         let package = |name: &str| {
-            serde_json::json!({
-                "id": format!("{name} 0.1.0"), "name": name, "version": "0.1.0",
-                "manifest_path": format!("/w/{name}/Cargo.toml"), "source": null,
-                "dependencies": [], "metadata": null,
-                "targets": [{"name": name, "kind": ["lib"], "src_path": format!("/w/{name}/src/lib.rs")}],
-            })
+            format!(
+                r#"{{
+                    "id": "{name} 0.1.0", "name": "{name}", "version": "0.1.0",
+                    "manifest_path": "/w/{name}/Cargo.toml", "source": null,
+                    "dependencies": [], "metadata": null,
+                    "targets": [{{"name": "{name}", "kind": ["lib"], "src_path": "/w/{name}/src/lib.rs"}}]
+                }}"#
+            )
         };
-        let value = serde_json::json!({
-            "packages": [package("app"), package("lib"), package("dep")],
-            "workspace_members": ["app 0.1.0", "lib 0.1.0"],
-            "workspace_default_members": ["app 0.1.0"],
-            "resolve": {"nodes": [], "root": root},
-            "target_directory": "/w/target",
-        });
+        let root = root.map_or("null".to_owned(), |id| format!("\"{id}\""));
+        let value = json(&format!(
+            r#"{{
+                "packages": [{}, {}, {}],
+                "workspace_members": ["app 0.1.0", "lib 0.1.0"],
+                "workspace_default_members": ["app 0.1.0"],
+                "resolve": {{"nodes": [], "root": {root}}},
+                "target_directory": "/w/target"
+            }}"#,
+            package("app"),
+            package("lib"),
+            package("dep"),
+        ));
         Metadata::from_json(&value).unwrap()
     }
 

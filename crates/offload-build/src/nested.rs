@@ -8,7 +8,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::Value;
+use crate::json::{CargoMessage, JsonExt};
 
 use crate::command::{self, CommandError};
 use crate::env::Env;
@@ -125,11 +125,14 @@ pub fn rustc_llvm_major(version_output: &str) -> Option<u32> {
 /// and returns cargo's JSON messages. Its diagnostics are recorded for
 /// [`diagnostics::report`](crate::diagnostics::report), once across architectures; when it
 /// fails they are also printed to stderr, which cargo shows for a failed build script.
-pub fn run_json(cmd: &mut Command, arch: &str) -> std::result::Result<Vec<Value>, CommandError> {
+pub fn run_json(
+    cmd: &mut Command,
+    arch: &str,
+) -> std::result::Result<Vec<CargoMessage>, CommandError> {
     let output = command::output_stderr_inherited(cmd)?;
-    let messages: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+    let messages: Vec<CargoMessage> = String::from_utf8_lossy(&output.stdout)
         .lines()
-        .filter_map(|line| serde_json::from_str(line).ok())
+        .filter_map(CargoMessage::parse)
         .collect();
     let rendered = crate::diagnostics::record(arch, &messages);
     if output.status.success() {
@@ -168,19 +171,11 @@ pub fn run_for_artifacts(
     };
     let mut files = Vec::new();
     for message in &messages {
-        let field = |key| message.get(key).and_then(Value::as_str);
-        if field("reason") == Some("compiler-artifact")
-            && field("manifest_path").map(Path::new) == Some(package_manifest)
+        let json = message.json();
+        if message.is("compiler-artifact")
+            && json.str_at(&["manifest_path"]).map(Path::new) == Some(package_manifest)
         {
-            files.extend(
-                message
-                    .get("filenames")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .map(PathBuf::from),
-            );
+            files.extend(json.strs_at(&["filenames"]).into_iter().map(PathBuf::from));
         }
     }
     Ok(files)

@@ -25,8 +25,8 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use hmac_sha256::Hash as Sha256;
 use offload_format::OffloadBinary;
-use sha2::{Digest, Sha256};
 
 use crate::arch::{self, OffloadArch};
 use crate::env::Env;
@@ -148,16 +148,25 @@ pub fn source_hash(
     let mut inputs = Vec::new();
     let mut names: Vec<String> = archs.iter().map(|a| a.name().to_owned()).collect();
     names.sort();
-    inputs.push(("targets".to_owned(), hex(&Sha256::digest(names.join(",")))));
-    inputs.push(("toolchain".to_owned(), hex(&Sha256::digest(toolchain))));
-    inputs.push(("recipe".to_owned(), hex(&Sha256::digest(IMAGE_RECIPE))));
+    inputs.push((
+        "targets".to_owned(),
+        hex(&Sha256::hash(names.join(",").as_bytes())),
+    ));
+    inputs.push((
+        "toolchain".to_owned(),
+        hex(&Sha256::hash(toolchain.as_bytes())),
+    ));
+    inputs.push((
+        "recipe".to_owned(),
+        hex(&Sha256::hash(IMAGE_RECIPE.as_bytes())),
+    ));
     // Only features other than the defaults enter the hash, so a bundle built with the
     // defaults keeps its hash.
     let features = krate.feature_args();
     if !features.is_empty() {
         inputs.push((
             "features".to_owned(),
-            hex(&Sha256::digest(features.join(" "))),
+            hex(&Sha256::hash(features.join(" ").as_bytes())),
         ));
     }
     hash_package_sources(&krate.package, "", &krate.root, &mut inputs)?;
@@ -215,7 +224,7 @@ fn hash_package_sources(
     labelled.sort();
     for (label, file) in labelled {
         let bytes = std::fs::read(&file).io("reading a source file", &file)?;
-        inputs.push((label, hex(&Sha256::digest(&bytes))));
+        inputs.push((label, hex(&Sha256::hash(&bytes))));
     }
     Ok(())
 }
@@ -259,7 +268,7 @@ pub fn write_bundle(
     let inputs = hash.inputs_text();
     let mut bytes = Vec::new();
     for image in images {
-        let image_sha = hex(&Sha256::digest(&image.bytes));
+        let image_sha = hex(&Sha256::hash(&image.bytes));
         let mut binary = image.to_offload_binary();
         binary.strings.extend([
             (Cow::Borrowed(KEY_IMAGE_SHA256), Cow::Owned(image_sha)),
@@ -379,7 +388,7 @@ pub fn read_bundle(path: &Path) -> Result<Prebuilt> {
             "its recorded inputs do not give its recorded hash".to_owned()
         ));
     }
-    let toolchain_digest = hex(&Sha256::digest(&toolchain));
+    let toolchain_digest = hex(&Sha256::hash(toolchain.as_bytes()));
     if !inputs.contains(&("toolchain".to_owned(), toolchain_digest)) {
         return Err(bad(
             "its recorded toolchain does not match its inputs".to_owned()
@@ -392,7 +401,7 @@ pub fn read_bundle(path: &Path) -> Result<Prebuilt> {
                 "image {n} has another source hash than image 0"
             )));
         }
-        if key(b, KEY_IMAGE_SHA256)? != hex(&Sha256::digest(&b.image)) {
+        if key(b, KEY_IMAGE_SHA256)? != hex(&Sha256::hash(&b.image)) {
             return Err(bad(format!(
                 "image {n}'s bytes do not match their recorded SHA-256"
             )));

@@ -3,8 +3,6 @@
 
 use std::io::{Read, Write};
 
-use md5::{Digest, Md5};
-
 use crate::error::{Error, Result};
 
 /// The four magic bytes.
@@ -173,7 +171,7 @@ impl CcobHeader {
 
 /// The hash stored in CCOB headers: the first 8 bytes of the MD5 digest, little-endian.
 pub fn ccob_hash(data: &[u8]) -> u64 {
-    let digest = Md5::digest(data);
+    let digest = md5::compute(data);
     let mut a = [0u8; 8];
     a.copy_from_slice(&digest[..8]);
     u64::from_le_bytes(a)
@@ -208,14 +206,14 @@ impl Default for CompressOptions {
 
 struct HashingReader<R> {
     inner: R,
-    md5: Md5,
+    md5: md5::Context,
     len: u64,
 }
 
 impl<R: Read> Read for HashingReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
-        self.md5.update(&buf[..n]);
+        self.md5.consume(&buf[..n]);
         self.len += n as u64;
         Ok(n)
     }
@@ -234,7 +232,7 @@ pub fn compress_stream<R: Read, W: Write>(data: R, mut w: W, opts: CompressOptio
     let level = opts.level.unwrap_or(opts.method.default_level());
     let mut src = HashingReader {
         inner: data,
-        md5: Md5::new(),
+        md5: md5::Context::new(),
         len: 0,
     };
     let mut compressed = Vec::new();

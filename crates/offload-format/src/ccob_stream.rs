@@ -10,8 +10,6 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
-use md5::{Digest, Md5};
-
 use crate::ccob::{CCOB_MAGIC, CcobHeader, CompressOptions, CompressionMethod};
 use crate::error::{Error, Result};
 
@@ -70,9 +68,9 @@ impl Hasher {
         let handle = std::thread::Builder::new()
             .name("ccob-md5".into())
             .spawn(move || {
-                let mut md5 = Md5::new();
+                let mut md5 = md5::Context::new();
                 for mut chunk in chunks {
-                    md5.update(&chunk);
+                    md5.consume(&chunk);
                     chunk.clear();
                     // The writer may have stopped taking buffers back; that is fine.
                     let _ = give_back.try_send(chunk);
@@ -295,7 +293,7 @@ impl<W: Write + Seek> Write for CcobWriter<W> {
 /// Counts and hashes what passes through, refusing more than `limit` bytes.
 struct Checked<W> {
     inner: W,
-    md5: Md5,
+    md5: md5::Context,
     len: u64,
     limit: u64,
 }
@@ -309,7 +307,7 @@ impl<W: Write> Write for Checked<W> {
             ));
         }
         self.inner.write_all(buf)?;
-        self.md5.update(buf);
+        self.md5.consume(buf);
         self.len += buf.len() as u64;
         Ok(buf.len())
     }
@@ -395,7 +393,7 @@ pub fn decompress_stream<R: Read, W: Write>(
     let data_at = base + header_size as u64;
     let mut out = Checked {
         inner: w,
-        md5: Md5::new(),
+        md5: md5::Context::new(),
         len: 0,
         limit: h.uncompressed_size,
     };

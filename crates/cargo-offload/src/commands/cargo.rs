@@ -17,8 +17,9 @@ use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::{Context, Result};
 use offload_build::arch;
-use offload_build::diagnostics::{self, OFFLOAD_ARCHS_KEY, OFFLOAD_MESSAGE_DIR};
+use offload_build::diagnostics::{self, OFFLOAD_MESSAGE_DIR};
 use offload_build::env::{Env, OFFLOAD_ARCH, OFFLOAD_NATIVE_ARCH};
+use offload_build::json::{CargoMessage, JsonExt};
 use offload_tools::inspect::InspectedImage;
 
 use super::build_status::{OFFLOAD_STATUS_DIR, StatusWatcher, Style};
@@ -201,26 +202,20 @@ pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
         let mut kept = Vec::new();
         for line in BufReader::new(stdout).lines() {
             let line = line.context("reading cargo's messages")?;
-            let message: Option<serde_json::Value> = serde_json::from_str(&line).ok();
-            if let Some(m) = message
-                .as_ref()
-                .filter(|m| m["reason"] == "compiler-message")
-            {
+            let message = CargoMessage::parse(&line);
+            if let Some(m) = message.as_ref().filter(|m| m.is("compiler-message")) {
                 seen.insert(diagnostics::identity(m));
             }
             // A fresh build script's device diagnostics, kept from its last run.
             if let Some(out_dir) = message
                 .as_ref()
-                .filter(|m| m["reason"] == "build-script-executed")
-                .and_then(|m| m["out_dir"].as_str())
+                .filter(|m| m.is("build-script-executed"))
+                .and_then(|m| m.json().str_at(&["out_dir"]))
             {
                 kept.push(std::path::Path::new(out_dir).join(diagnostics::DIAGNOSTICS_FILE));
             }
             if json {
-                if message
-                    .as_ref()
-                    .is_some_and(|m| m["reason"] == "build-finished")
-                {
+                if message.as_ref().is_some_and(|m| m.is("build-finished")) {
                     finished = Some(line);
                     continue;
                 }
@@ -231,8 +226,8 @@ pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
             } else {
                 if let Some(text) = message
                     .as_ref()
-                    .filter(|m| m["reason"] == "compiler-message")
-                    .and_then(|m| m["message"]["rendered"].as_str())
+                    .filter(|m| m.is("compiler-message"))
+                    .and_then(diagnostics::rendered)
                 {
                     eprint!("{text}");
                 }
@@ -253,7 +248,10 @@ pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
             let mut err = std::io::stderr().lock();
             // A failed device build's errors (and their notes) are already on stderr, in
             // cargo's report.
-            for message in device.iter().filter(|m| m["message"]["level"] == "warning") {
+            for message in device
+                .iter()
+                .filter(|m| diagnostics::level(m) == Some("warning"))
+            {
                 write_device_diagnostic(&mut err, message, &style)?;
             }
         }
@@ -283,7 +281,7 @@ fn device_messages(
     dir: &std::path::Path,
     kept: &[std::path::PathBuf],
     seen: &std::collections::HashSet<String>,
-) -> Vec<serde_json::Value> {
+) -> Vec<CargoMessage> {
     let mut files: Vec<_> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
@@ -299,7 +297,7 @@ fn device_messages(
             continue;
         };
         for line in text.lines() {
-            let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
+            let Some(message) = CargoMessage::parse(line) else {
                 continue;
             };
             if seen.insert(diagnostics::identity(&message)) {
@@ -314,18 +312,13 @@ fn device_messages(
 /// architectures whose builds gave it.
 fn write_device_diagnostic(
     err: &mut impl Write,
-    message: &serde_json::Value,
+    message: &CargoMessage,
     style: &Style,
 ) -> std::io::Result<()> {
-    let Some(rendered) = message["message"]["rendered"].as_str() else {
+    let Some(rendered) = diagnostics::rendered(message) else {
         return Ok(());
     };
-    let archs: Vec<&str> = message[OFFLOAD_ARCHS_KEY]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(serde_json::Value::as_str)
-        .collect();
+    let archs = diagnostics::archs(message);
     let krate = diagnostics::package_name(message);
     let note = format!("in the device build of `{krate}` for {}", archs.join(", "));
     let note = if style.color {

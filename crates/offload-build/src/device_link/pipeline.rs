@@ -17,6 +17,7 @@ use super::{GpuImage, LinkError, Result, io_err};
 use crate::arch::OffloadArch;
 use crate::env::Env;
 use crate::image::DeviceImage;
+use crate::json::JsonExt;
 use crate::metadata::KernelCrate;
 use crate::{command, nested};
 
@@ -261,21 +262,15 @@ pub fn nested_build(env: &Env, build: &NestedBuild) -> Result<NestedBuildOutput>
     };
     let mut kernel_artifact = None;
     let mut libraries = Vec::new();
-    for message in messages {
-        if message["reason"] != "compiler-artifact" {
+    for message in &messages {
+        if !message.is("compiler-artifact") {
             continue;
         }
-        let kinds: Vec<&str> = message["target"]["kind"]
-            .as_array()
+        let message = message.json();
+        let kinds = message.strs_at(&["target", "kind"]);
+        let files: Vec<PathBuf> = message
+            .strs_at(&["filenames"])
             .into_iter()
-            .flatten()
-            .filter_map(|k| k.as_str())
-            .collect();
-        let files: Vec<PathBuf> = message["filenames"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|f| f.as_str())
             .map(PathBuf::from)
             .collect();
         if kinds.contains(&"cdylib")
@@ -283,8 +278,8 @@ pub fn nested_build(env: &Env, build: &NestedBuild) -> Result<NestedBuildOutput>
                 f.extension() == Some(OsStr::new("ptx")) || f.extension() == Some(OsStr::new("elf"))
             })
         {
-            let name = message["target"]["name"]
-                .as_str()
+            let name = message
+                .str_at(&["target", "name"])
                 .unwrap_or_default()
                 .replace('-', "_");
             kernel_artifact = Some((name, files));

@@ -108,8 +108,7 @@ impl Options {
 /// The directory of a build's intermediate files for one source: `<out>/offload-src/<stem>-<hash>`
 /// (the hash of the path keeps two `scale.cu` in different directories apart).
 pub fn work_dir(out_dir: &Path, source: &Source) -> PathBuf {
-    use sha2::Digest;
-    let hash = sha2::Sha256::digest(source.path.as_os_str().as_encoded_bytes());
+    let hash = hmac_sha256::Hash::hash(source.path.as_os_str().as_encoded_bytes());
     let hex: String = hash[..6].iter().map(|b| format!("{b:02x}")).collect();
     out_dir
         .join("offload-src")
