@@ -4,7 +4,7 @@
 
 #[cfg(test)]
 mod tests {
-    use std::path::{Path, PathBuf};
+    use std::path::Path;
 
     /// The words a backticked span names: its segments split at `::`, `/`, `.`, spaces and
     /// punctuation (`host::buffer` names `host` and `buffer`; `backend/native.rs`, `native`),
@@ -24,17 +24,6 @@ mod tests {
             .collect()
     }
 
-    fn source_files(dir: &Path, out: &mut Vec<PathBuf>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                source_files(&path, out);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
-
     #[test]
     fn architecture_names_every_source_file() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -49,8 +38,7 @@ mod tests {
                 .find(|s| s.starts_with(&heading[4..]))
                 .unwrap_or_else(|| panic!("ARCHITECTURE.md has no section {heading}"));
             let words = named(section);
-            let mut files = Vec::new();
-            source_files(&krate.join("src"), &mut files);
+            let files = crate::rust_sources(&krate.join("src"));
             for file in files {
                 let stem = file.file_stem().unwrap().to_string_lossy();
                 let module = match &*stem {

@@ -23,6 +23,7 @@
 mod code_map;
 mod fuzz;
 mod guide;
+mod module_graph;
 mod sanitizers;
 
 use std::path::{Path, PathBuf};
@@ -359,6 +360,15 @@ fn collect_sources(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(path);
         }
     }
+}
+
+/// The Rust files under `dir`, for the tests that read the crates' sources.
+#[cfg(test)]
+fn rust_sources(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    collect_sources(dir, &mut files);
+    files.retain(|f| f.extension().is_some_and(|e| e == "rs"));
+    files
 }
 
 fn dpkg_installed(package: &str) -> bool {
