@@ -40,7 +40,7 @@ pub fn identity(message: &CargoMessage) -> String {
     format!(
         "{}\u{1f}{}\u{1f}{}\u{1f}{}",
         text(&["package_id"]),
-        text(&["message", "level"]),
+        level(message).unwrap_or(""),
         text(&["message", "message"]),
         primary_span(message).map_or(String::new(), |s| s.to_string()),
     )
@@ -81,10 +81,10 @@ fn primary_span(message: &CargoMessage) -> Option<SpanStart<'_>> {
 /// returns the rendered text of each, for a failed build to show.
 pub(crate) fn record(arch: &str, messages: &[CargoMessage]) -> Vec<String> {
     let mut recorded = RECORDED.lock().unwrap_or_else(|e| e.into_inner());
-    let mut rendered = Vec::new();
+    let mut texts = Vec::new();
     for message in messages.iter().filter(|m| m.is("compiler-message")) {
-        if let Some(text) = message.json().str_at(&["message", "rendered"]) {
-            rendered.push(text.to_owned());
+        if let Some(text) = rendered(message) {
+            texts.push(text.to_owned());
         }
         let id = identity(message);
         match recorded.iter_mut().find(|r| r.id == id) {
@@ -97,7 +97,7 @@ pub(crate) fn record(arch: &str, messages: &[CargoMessage]) -> Vec<String> {
             }),
         }
     }
-    rendered
+    texts
 }
 
 /// The file in a build script's `OUT_DIR` that keeps its device builds' diagnostics, so

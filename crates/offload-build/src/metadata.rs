@@ -477,13 +477,7 @@ fn strings(v: &Value, key: &str) -> Vec<String> {
 
 /// The strings of an array value, none when it is not one.
 fn string_list(list: &Value) -> Vec<String> {
-    list.as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
+    list.strs_at(&[]).into_iter().map(str::to_owned).collect()
 }
 
 fn dependency_kind(v: &Value) -> Option<DependencyKind> {

@@ -220,8 +220,8 @@ pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
                     continue;
                 }
                 writeln!(out, "{line}")?;
-                for message in image_messages(&line) {
-                    writeln!(out, "{message}")?;
+                for image in message.iter().flat_map(image_messages) {
+                    writeln!(out, "{image}")?;
                 }
             } else {
                 if let Some(text) = message
@@ -231,7 +231,7 @@ pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
                 {
                     eprint!("{text}");
                 }
-                summaries.extend(embedded_summary(&line));
+                summaries.extend(message.as_ref().and_then(embedded_summary));
             }
         }
         let status = child.wait();
@@ -344,11 +344,10 @@ fn has_flag(args: &[OsString], flags: &[&str]) -> bool {
 /// images: sm_80 cubin+ptx, gfx90a elf, host elf)`; with images of several modules, each
 /// module's targets after its name: `demo (5 device images; demo_kernels: sm_80 cubin+ptx,
 /// host elf; scale: sm_80 cubin+ptx)`.
-fn embedded_summary(line: &str) -> Option<String> {
+fn embedded_summary(message: &CargoMessage) -> Option<String> {
     /// Each target (arch or triple) with the kinds of its images.
     type TargetKinds<'a> = Vec<(&'a str, Vec<&'a str>)>;
-    let message: serde_json::Value = serde_json::from_str(line).ok()?;
-    let (file, images) = artifact_images(&message).into_iter().next()?;
+    let (file, images) = artifact_images(message).into_iter().next()?;
     // module -> [(target, kinds)], in the order the images stand.
     let mut modules: Vec<(&str, TargetKinds)> = Vec::new();
     for image in &images {
@@ -419,17 +418,14 @@ fn wants_json_messages(args: &[OsString]) -> bool {
 
 /// The `offload-image` messages for a `compiler-artifact` message whose files embed device
 /// images (none for other messages, or files without images).
-fn image_messages(line: &str) -> Vec<String> {
-    let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
-        return Vec::new();
-    };
+fn image_messages(message: &CargoMessage) -> Vec<String> {
     let mut out = Vec::new();
-    for (file, images) in artifact_images(&message) {
+    for (file, images) in artifact_images(message) {
         for image in images {
             out.push(
                 serde_json::json!({
                     "reason": "offload-image",
-                    "package_id": message["package_id"],
+                    "package_id": message.json().str_at(&["package_id"]),
                     "artifact": file,
                     "image": image,
                 })
@@ -442,13 +438,14 @@ fn image_messages(line: &str) -> Vec<String> {
 
 /// The linked outputs of a `compiler-artifact` message that embed device images, with their
 /// images (nothing for other messages).
-fn artifact_images(message: &serde_json::Value) -> Vec<(&str, Vec<InspectedImage>)> {
-    if message["reason"] != "compiler-artifact" {
+fn artifact_images(message: &CargoMessage) -> Vec<(&str, Vec<InspectedImage>)> {
+    if !message.is("compiler-artifact") {
         return Vec::new();
     }
-    let files = message["filenames"].as_array().into_iter().flatten();
-    files
-        .filter_map(serde_json::Value::as_str)
+    message
+        .json()
+        .strs_at(&["filenames"])
+        .into_iter()
         // Only linked outputs carry the `.llvm.offloading` section; an rlib's does not count.
         .filter(|f| !(f.ends_with(".rlib") || f.ends_with(".rmeta") || f.ends_with(".d")))
         .filter_map(|f| {
@@ -507,6 +504,18 @@ mod tests {
 #[cfg(test)]
 mod json_tests {
     use super::*;
+
+    /// As the message loop calls it: a line that is not a JSON message gives nothing.
+    fn image_messages(line: &str) -> Vec<String> {
+        CargoMessage::parse(line)
+            .map(|m| super::image_messages(&m))
+            .unwrap_or_default()
+    }
+
+    /// As the message loop calls it, on one line of cargo's output.
+    fn embedded_summary(line: &str) -> Option<String> {
+        super::embedded_summary(&CargoMessage::parse(line)?)
+    }
 
     #[test]
     fn flags_are_found_before_dashdash_only() {
