@@ -375,20 +375,12 @@ fn amdgpu_machine_code_of_reduce() {
     }
 }
 
-/// Whether `kernel`'s panics end in `s_trap 2`: in its body, or in the panic handler it calls
-/// (`kernel::gpu_channel::panic`, which writes the report first).
+/// Whether `kernel`'s panics end in `s_trap 2`, in its body: on AMD GPUs the report
+/// (`kernel::gpu_channel::__offload_gpu_panic`) is inlined at each panic site.
 fn panic_traps(disassembly: &str, kernel: &str) -> bool {
-    let traps = |body: &[&str]| body.iter().any(|l| l.starts_with("s_trap 2"));
-    let body = function_body(disassembly, kernel);
-    if traps(&body) {
-        return true;
-    }
-    let handler = disassembly
-        .lines()
-        .find(|l| l.ends_with("gpu_channel5panic>:"))
-        .map(|l| &l[l.find('<').map_or(0, |i| i + 1)..l.len() - 2]);
-    body.iter().any(|l| l.starts_with("s_swappc_b64"))
-        && handler.is_some_and(|name| traps(&function_body(disassembly, name)))
+    whole_function(disassembly, kernel)
+        .iter()
+        .any(|l| l.starts_with("s_trap 2"))
 }
 
 /// A reachable panic in an AMD kernel ends the dispatch with a trap (`s_trap 2`), not with
@@ -677,8 +669,8 @@ fn slice_parameters_are_address_and_length() {
         assert!(
             entry
                 .iter()
-                .any(|l| l.starts_with("call.uni") && l.contains("panic_bounds_check")),
-            "{sm}: the bounds check of `x[i]` reaches no panic:\n{}",
+                .any(|l| l.starts_with("call.uni") && l.contains("__offload_gpu_panic")),
+            "{sm}: the bounds check of `x[i]` reaches no panic report:\n{}",
             entry.join("\n")
         );
         assert!(
@@ -902,14 +894,8 @@ fn panics_and_prints_use_the_channel() {
         );
         assert_eq!(channel[0][7], "__offload_channel", "{id}");
         let all = disassemble(&images[0].bytes, id, scratch.path());
-        let name_of = |suffix: &str| -> String {
-            let line = all
-                .lines()
-                .find(|l| l.ends_with(&format!("{suffix}>:")))
-                .unwrap_or_else(|| panic!("{id}: no function ending in {suffix}"));
-            line[line.find('<').unwrap() + 1..line.len() - 2].to_owned()
-        };
-        let panic = function_body(&all, &name_of("gpu_channel5panic"));
+        // The report is inlined at the panic site on AMD GPUs.
+        let panic = whole_function(&all, "print_then_panic");
         assert!(
             panic.iter().any(|l| l.contains("atomic_cmpswap")),
             "{id}: the panic claims no report:\n{}",
@@ -921,15 +907,8 @@ fn panics_and_prints_use_the_channel() {
                 "{id}: the report is not written back to memory before the trap"
             );
         }
-        // The print is inlined into the kernel on AMD GPUs; the disassembly of a function
-        // may have blank lines, so this takes it up to the next function.
-        let print: Vec<&str> = all
-            .lines()
-            .skip_while(|l| !l.ends_with("<print_values>:"))
-            .skip(1)
-            .take_while(|l| !l.ends_with(">:"))
-            .map(str::trim)
-            .collect();
+        // The print is inlined into the kernel on AMD GPUs.
+        let print = whole_function(&all, "print_values");
         assert!(
             print
                 .iter()
@@ -938,12 +917,128 @@ fn panics_and_prints_use_the_channel() {
             print.join("\n")
         );
         assert!(
-            function_body(&all, "print_then_panic")
-                .iter()
-                .chain(&panic)
-                .chain(&function_body(&all, &name_of("rust_begin_unwind")))
-                .any(|l| l.starts_with("s_trap 2")),
+            panic.iter().any(|l| l.starts_with("s_trap 2")),
             "{id}: a panic does not trap"
         );
     }
+}
+
+/// A kernel that can panic carries none of `core::fmt` (core's panic functions report through
+/// offload-rt's `__offload_gpu_panic`, which formats nothing): no formatter in the module, one
+/// out-of-line function on NVIDIA and none on AMD, no stack or scratch, few registers; the
+/// literal messages are in the image for the report. AMD's `grid_dim` reads the block counts,
+/// so a slice kernel divides nothing.
+#[test]
+fn panics_carry_no_formatting() {
+    if !nightly_ready() {
+        return;
+    }
+    let is_fmt = |name: &str| name.contains("4core3fmt") || name.contains("flt2dec");
+    let target = GpuTarget::parse("sm_80").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    for sm in ["sm_80", "sm_90"] {
+        let ptx = device_link::nvptx_link(&inputs, sm, &NvptxLinkOptions::default()).unwrap();
+        let functions: Vec<&str> = ptx
+            .lines()
+            .filter_map(|l| l.strip_prefix(".func "))
+            .map(|l| l.trim_end_matches('(').trim())
+            .collect();
+        assert!(
+            functions
+                .iter()
+                .all(|f| f.starts_with("__offload_gpu_panic")),
+            "{sm}: functions besides the panic reporter: {functions:?}"
+        );
+        let entry = ptx_entry(&ptx, "panic_kinds");
+        let calls: Vec<&&str> = entry.iter().filter(|l| l.starts_with("call")).collect();
+        assert!(
+            !calls.is_empty() && calls.iter().all(|l| l.contains("__offload_gpu_panic")),
+            "{sm}: panic_kinds calls {calls:?}"
+        );
+        assert!(!ptx.lines().any(is_fmt), "{sm}: core::fmt in the module");
+        if device_link::ptxas_path().is_none() {
+            continue;
+        }
+        let (_, report) = device_link::ptxas_verbose(&ptx, sm).unwrap();
+        for kernel in [
+            "panic_kinds",
+            "saxpy_slices",
+            "copy_offset",
+            "print_then_panic",
+        ] {
+            let k = report.iter().find(|k| k.name == kernel).unwrap();
+            assert_eq!(
+                (k.stack_bytes, k.spill_store_bytes),
+                (0, 0),
+                "{sm}: {kernel}: {k:?}"
+            );
+            assert!(k.registers <= 32, "{sm}: {kernel}: {k:?}");
+        }
+    }
+    let target = GpuTarget::parse("gfx90a").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    let scratch = tempfile::tempdir().unwrap();
+    for id in ["gfx90a", "gfx1100"] {
+        let target = GpuTarget::parse(id).unwrap();
+        let images = device_link::gpu_images(&inputs, &target).unwrap();
+        let bytes = &images[0].bytes;
+        let info = device_link::amdgpu_inspect(bytes).unwrap();
+        let kernel = |name: &str| info.kernels.iter().find(|k| k.name == name).unwrap();
+        for name in [
+            "panic_kinds",
+            "saxpy_slices",
+            "copy_offset",
+            "print_then_panic",
+        ] {
+            let k = kernel(name);
+            assert_eq!(k.private_segment_fixed_size, 0, "{id}: {name}: {k:?}");
+            assert!(k.vgpr_count <= 32, "{id}: {name}: {k:?}");
+        }
+        assert!(kernel("saxpy_slices").vgpr_count <= 8, "{id}");
+        let all = disassemble(bytes, id, scratch.path());
+        let symbols: Vec<&str> = all.lines().filter(|l| l.ends_with(">:")).collect();
+        assert!(
+            !symbols.iter().any(|l| is_fmt(l)),
+            "{id}: core::fmt in the image: {symbols:?}"
+        );
+        let body = whole_function(&all, "panic_kinds");
+        assert!(
+            body.iter().any(|l| l.starts_with("s_trap 2")),
+            "{id}: panic_kinds does not trap"
+        );
+        assert!(
+            !body.iter().any(|l| l.starts_with("s_swappc")),
+            "{id}: panic_kinds calls a function:\n{}",
+            body.join("\n")
+        );
+        let slices = whole_function(&all, "saxpy_slices");
+        assert!(
+            !slices.iter().any(|l| l.starts_with("v_rcp_iflag_f32")),
+            "{id}: saxpy_slices divides:\n{}",
+            slices.join("\n")
+        );
+        for message in [
+            "no value past the end",
+            "values differ",
+            "a literal message",
+        ] {
+            assert!(
+                bytes
+                    .windows(message.len())
+                    .any(|w| w == message.as_bytes()),
+                "{id}: the message `{message}` is not in the image"
+            );
+        }
+    }
+}
+
+/// The instructions of `name` in a disassembly, up to the next function (a function's
+/// disassembly may have blank lines).
+fn whole_function<'a>(all: &'a str, name: &str) -> Vec<&'a str> {
+    all.lines()
+        .skip_while(|l| !l.ends_with(&format!("<{name}>:")))
+        .skip(1)
+        .take_while(|l| !l.ends_with(">:"))
+        .map(str::trim)
+        .collect()
 }

@@ -14,7 +14,7 @@ use offload_rt::{Device, DeviceBuffer, Error, KernelPanicReport, LaunchConfig, P
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -1412,4 +1412,56 @@ fn panics_in_kernels_with_barriers_and_in_every_thread() {
         let want: Vec<u32> = data.chunks(64).map(|c| c.iter().sum()).collect();
         assert_eq!(sums.to_vec().unwrap(), want, "{mode:?}");
     }
+}
+
+/// Core's panics on the CPU device keep their full messages (GPUs record values or literal
+/// text and the host words them the same way, see `backend::gpu::channel`).
+#[test]
+fn each_kind_of_panic_reports_its_message() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::from_backend(Box::new(CpuBackend::with_threads(2)));
+    let values: Vec<u32> = (0..64).collect();
+    let dvalues = DeviceBuffer::from_slice(&dev, &values).unwrap();
+    let mut out = DeviceBuffer::<u32>::zeroed(&dev, 64).unwrap();
+    let expected = [
+        (1, "index out of bounds: the len is 64 but the index is 69"),
+        (2, "no value past the end"),
+        (
+            3,
+            "assertion `left == right` failed: values differ\n  left: 5\n right: 6",
+        ),
+        (4, "attempt to divide by zero"),
+        (5, "thread 5 was told to panic"),
+        (
+            6,
+            "called `Result::unwrap()` on an `Err` value: TryFromIntError(())",
+        ),
+        (7, "slice index starts at 7 but ends at 6"),
+        (8, "a literal message"),
+    ];
+    for (kind, message) in expected {
+        let err = k::panic_kinds
+            .launch(
+                &dev,
+                LaunchConfig::linear(2, 32),
+                kind,
+                5,
+                &dvalues,
+                &mut out,
+            )
+            .unwrap_err();
+        match &err {
+            Error::KernelPanic { panic, .. } => {
+                assert_eq!(panic.message, message, "kind {kind}");
+                assert_eq!(panic.thread, [5, 0, 0], "kind {kind}");
+            }
+            other => panic!("kind {kind}: {other}"),
+        }
+    }
+    k::panic_kinds
+        .launch(&dev, LaunchConfig::linear(2, 32), 0, 5, &dvalues, &mut out)
+        .unwrap();
+    assert_eq!(out.to_vec().unwrap(), values);
 }

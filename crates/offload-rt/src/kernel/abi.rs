@@ -237,6 +237,50 @@ pub const PANIC_FILE_CAPACITY: usize = 256;
 /// Bytes of a panic message a GPU records; a longer one is cut at a UTF-8 boundary.
 pub const PANIC_MESSAGE_CAPACITY: usize = CPU_PANIC_MESSAGE_CAPACITY;
 
+/// What a GPU panic record holds, so that the device formats nothing: its message text as it
+/// is, or the raw values of one of core's panics, which the host formats with core's own
+/// wording (`offload-build`'s device link makes core's panic functions report this way).
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PanicKind {
+    /// `message` is the whole message (`panic!`/`assert!`/`expect` with a literal message,
+    /// overflow, division by zero, `unwrap` on `None`).
+    Message = 0,
+    /// `slice[index]` past the end: `values` are the index and the length.
+    IndexOutOfBounds = 1,
+    /// A range index of a slice out of order or past the end: `values` are the start, the
+    /// end and the length.
+    SliceRange = 2,
+    /// `Result::unwrap`/`expect` on an `Err`: `message` is the text before the error, whose
+    /// `Debug` form a GPU does not record.
+    ResultErr = 3,
+    /// A failed `assert_eq!`/`assert_ne!`/`assert_matches!`: `values[0]` is 0, 1, 2 for `==`,
+    /// `!=`, `matches`; the operands' `Debug` forms are not recorded.
+    AssertOperands = 4,
+    /// A message that formats values (`panic!("{x}")`, a user `Display`): a GPU records
+    /// neither the template nor the values, only that it was such a message.
+    Formatted = 5,
+    /// A string sliced out of bounds or off a character boundary: `values` are the range's
+    /// start and end and the string's length in bytes.
+    StrRange = 6,
+}
+
+impl PanicKind {
+    /// The kind a record's `u32` names, if any.
+    pub fn from_u32(kind: u32) -> Option<PanicKind> {
+        Some(match kind {
+            0 => PanicKind::Message,
+            1 => PanicKind::IndexOutOfBounds,
+            2 => PanicKind::SliceRange,
+            3 => PanicKind::ResultErr,
+            4 => PanicKind::AssertOperands,
+            5 => PanicKind::Formatted,
+            6 => PanicKind::StrRange,
+            _ => return None,
+        })
+    }
+}
+
 /// A GPU thread's panic: the first thread to move `state` from [`PANIC_EMPTY`] to
 /// [`PANIC_WRITING`] writes the rest, then stores [`PANIC_WRITTEN`] and traps.
 #[repr(C)]
@@ -256,6 +300,10 @@ pub struct PanicRecord {
     pub block: [u32; 3],
     /// Index of the panicking thread in its block.
     pub thread: [u32; 3],
+    /// What `message` and `values` hold: a [`PanicKind`] as `u32`.
+    pub kind: u32,
+    /// The raw values of a panic whose message the host formats ([`PanicKind`]).
+    pub values: [u64; 3],
     /// The source file, UTF-8.
     pub file: [u8; PANIC_FILE_CAPACITY],
     /// The message, UTF-8.

@@ -7,10 +7,11 @@ use core::arch::amdgpu;
 use super::warp::{Shuffle, source_lane};
 
 unsafe extern "C" {
-    /// Field of the HSA kernel dispatch packet: `workgroup_size_{x,y,z}` for `dim` 0, 1, 2,
-    /// then `grid_size_{x,y,z}` for 3, 4, 5. Rust cannot name `llvm.amdgcn.dispatch.ptr`
-    /// (it returns an address-space-4 pointer), so the AMD device link defines this
-    /// function in IR over that intrinsic.
+    /// `workgroup_size_{x,y,z}` of the HSA kernel dispatch packet for `dim` 0, 1, 2, then the
+    /// grid's block counts in x, y, z for 3, 4, 5 (code object V5's hidden kernel arguments,
+    /// as HIP's `gridDim` reads them). Rust cannot name `llvm.amdgcn.dispatch.ptr` or
+    /// `llvm.amdgcn.implicitarg.ptr` (they return address-space-4 pointers), so the AMD device
+    /// link defines this function in IR over them.
     fn __offload_amdgpu_dispatch_field(dim: u32) -> u32;
     /// `s_barrier` between workgroup-scope release and acquire fences, defined by the AMD
     /// device link: Rust's fences are system-scope, and each would write back and invalidate
@@ -64,18 +65,18 @@ pub(super) fn block_dim_y() -> u32 {
 pub(super) fn block_dim_z() -> u32 {
     packet(2)
 }
-/// HSA grid sizes count work-items; CUDA's gridDim counts blocks.
+/// Blocks, as CUDA's gridDim counts them (HSA's grid sizes count work-items).
 #[inline(always)]
 pub(super) fn grid_dim_x() -> u32 {
-    packet(3).div_ceil(block_dim_x())
+    packet(3)
 }
 #[inline(always)]
 pub(super) fn grid_dim_y() -> u32 {
-    packet(4).div_ceil(block_dim_y())
+    packet(4)
 }
 #[inline(always)]
 pub(super) fn grid_dim_z() -> u32 {
-    packet(5).div_ceil(block_dim_z())
+    packet(5)
 }
 
 /// `__syncthreads()`: workgroup-scope release fence, `s_barrier`, workgroup-scope acquire

@@ -3,11 +3,12 @@
 //! memory mapped into the device, so the host can read a panic's report after the trap has
 //! ended the launch and, on CUDA, the context.
 
+use core::panic::Location;
 use core::sync::atomic::{AtomicU32, Ordering, fence};
 
 use super::abi::{
     DeviceChannel, PANIC_EMPTY, PANIC_FILE_CAPACITY, PANIC_MESSAGE_CAPACITY, PANIC_WRITING,
-    PANIC_WRITTEN, PRINT_RECORD_READY, PanicRecord, PrintArg, print_record_size,
+    PANIC_WRITTEN, PRINT_RECORD_READY, PanicKind, PanicRecord, PrintArg, print_record_size,
 };
 
 /// The channel, set by the runtime before any launch (null until then, or when the runtime
@@ -59,31 +60,56 @@ pub(super) fn print(template: &str, args: &[PrintArg]) {
     }
 }
 
-/// Writes into a fixed field of the record, cutting at a UTF-8 boundary.
-struct FieldWriter {
-    dst: *mut u8,
-    capacity: usize,
-    len: usize,
-}
-
-impl core::fmt::Write for FieldWriter {
-    fn write_str(&mut self, s: &str) -> core::fmt::Result {
-        let mut take = s.len().min(self.capacity - self.len);
-        while !s.is_char_boundary(take) {
-            take -= 1;
-        }
-        // SAFETY: `dst` has `capacity` writable bytes; `len + take <= capacity`.
-        unsafe { core::ptr::copy_nonoverlapping(s.as_ptr(), self.dst.add(self.len), take) };
-        self.len += take;
-        if take < s.len() {
-            return Err(core::fmt::Error);
-        }
-        Ok(())
+/// A panicking GPU thread, through the panic handler: a message that is a literal is recorded
+/// as it is, one that formats values is recorded as [`PanicKind::Formatted`] and nothing is
+/// formatted on the device (core's formatting machinery would be part of every kernel that
+/// can panic). Core's own panics with values reach [`__offload_gpu_panic`] directly.
+#[inline(always)]
+pub(super) fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+    let (kind, message) = match info.message().as_str() {
+        Some(text) => (PanicKind::Message, text),
+        None => (PanicKind::Formatted, ""),
+    };
+    let location = info
+        .location()
+        .map_or(core::ptr::null(), |l| core::ptr::from_ref(l).cast());
+    // SAFETY: `message` is a live `str`; `location` is null or a live `Location`.
+    unsafe {
+        __offload_gpu_panic(
+            kind as u32,
+            message.as_ptr(),
+            message.len(),
+            0,
+            0,
+            0,
+            location,
+        )
     }
 }
 
-/// A panicking GPU thread: the first one writes the report, then every one traps.
-pub(super) fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+/// The one report of a GPU panic: the first panicking thread writes the record, then every
+/// one traps. `offload-build`'s device link replaces the bodies of core's panic functions
+/// with a call of this function (`panic_bounds_check` with [`PanicKind::IndexOutOfBounds`]
+/// and the index and length, `expect_failed` with its message, …), so no kernel carries
+/// `core::fmt`; the host formats `values` ([`PanicKind`]). One out-of-line copy, so that
+/// a kernel's many panic sites share it.
+///
+/// # Safety
+/// `message` points at `message_len` bytes of UTF-8 (the first
+/// [`PANIC_MESSAGE_CAPACITY`] are recorded); `location` is null or points at a live
+/// `Location`.
+#[unsafe(no_mangle)]
+#[inline(never)]
+#[cold]
+pub unsafe extern "C" fn __offload_gpu_panic(
+    kind: u32,
+    message: *const u8,
+    message_len: usize,
+    a: u64,
+    b: u64,
+    c: u64,
+    location: *const Location<'static>,
+) -> ! {
     let channel = channel();
     if !channel.is_null() {
         // SAFETY: as in `print`; `state` is only accessed atomically, and the other fields
@@ -100,7 +126,7 @@ pub(super) fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
                 )
                 .is_ok()
             {
-                write_report(record, info);
+                write_report(record, kind, message, message_len, [a, b, c], location);
                 // System scope: the host reads the record, perhaps after the trap below.
                 fence(Ordering::SeqCst);
                 state.store(PANIC_WRITTEN, Ordering::Release);
@@ -117,58 +143,140 @@ pub(super) fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
     super::arch::trap()
 }
 
+// What the device link makes core's panic functions call instead of formatting: each has the
+// Rust signature of the function it stands for (`#[track_caller]`'s location last), so the
+// link forwards the parameters as they are. The table of which stands for which is
+// `offload-build`'s `device_link::llvm::panics::REDIRECTS`.
+
+/// For `core::panicking::panic_bounds_check`.
+#[unsafe(no_mangle)]
+pub fn __offload_gpu_panic_bounds_check(index: usize, len: usize, location: &Location<'_>) -> ! {
+    let values = [index as u64, len as u64, 0];
+    report(PanicKind::IndexOutOfBounds, "", values, location)
+}
+
+/// For `core::slice::index::slice_index_fail`.
+#[unsafe(no_mangle)]
+pub fn __offload_gpu_slice_index_fail(
+    start: usize,
+    end: usize,
+    len: usize,
+    location: &Location<'_>,
+) -> ! {
+    let values = [start as u64, end as u64, len as u64];
+    report(PanicKind::SliceRange, "", values, location)
+}
+
+/// For `core::str::slice_error_fail`.
+#[unsafe(no_mangle)]
+pub fn __offload_gpu_str_slice_fail(
+    s: &str,
+    begin: usize,
+    end: usize,
+    location: &Location<'_>,
+) -> ! {
+    let values = [begin as u64, end as u64, s.len() as u64];
+    report(PanicKind::StrRange, "", values, location)
+}
+
+/// For `core::option::expect_failed`.
+#[unsafe(no_mangle)]
+pub fn __offload_gpu_expect_failed(message: &str, location: &Location<'_>) -> ! {
+    report(PanicKind::Message, message, [0; 3], location)
+}
+
+/// For `core::result::unwrap_failed`: the error's `Debug` form is not recorded.
+#[unsafe(no_mangle)]
+pub fn __offload_gpu_unwrap_failed(
+    message: &str,
+    _error: &dyn core::fmt::Debug,
+    location: &Location<'_>,
+) -> ! {
+    report(PanicKind::ResultErr, message, [0; 3], location)
+}
+
+/// For `core::panicking::assert_failed_inner` (`op`: its `AssertKind`, `==`, `!=`, `matches`):
+/// the operands' `Debug` forms are not recorded, a literal message is.
+#[unsafe(no_mangle)]
+pub fn __offload_gpu_assert_failed(
+    op: u8,
+    _left: &dyn core::fmt::Debug,
+    _right: &dyn core::fmt::Debug,
+    message: Option<core::fmt::Arguments<'_>>,
+    location: &Location<'_>,
+) -> ! {
+    let message = message.and_then(|m| m.as_str()).unwrap_or("");
+    report(
+        PanicKind::AssertOperands,
+        message,
+        [u64::from(op), 0, 0],
+        location,
+    )
+}
+
+#[inline(always)]
+fn report(kind: PanicKind, message: &str, [a, b, c]: [u64; 3], location: &Location<'_>) -> ! {
+    let location = core::ptr::from_ref(location).cast();
+    // SAFETY: `message` is a live `str`, `location` a live `Location`.
+    unsafe {
+        __offload_gpu_panic(
+            kind as u32,
+            message.as_ptr(),
+            message.len(),
+            a,
+            b,
+            c,
+            location,
+        )
+    }
+}
+
 /// # Safety
 /// `record` is the channel's live panic record, and this thread owns every field but `state`
-/// (which other threads read meanwhile, so no reference to the whole record is made).
-unsafe fn write_report(record: *mut PanicRecord, info: &core::panic::PanicInfo<'_>) {
-    // SAFETY (every write below): fields of the live record this thread owns.
-    if let Some(location) = info.location() {
-        let file = location.file();
-        // The end of a long path names the file.
-        let mut start = file.len().saturating_sub(PANIC_FILE_CAPACITY);
-        while !file.is_char_boundary(start) {
-            start += 1;
-        }
-        let file = &file[start..];
-        unsafe {
-            core::ptr::copy_nonoverlapping(
-                file.as_ptr(),
-                (&raw mut (*record).file).cast::<u8>(),
-                file.len(),
-            );
-            (&raw mut (*record).file_len).write(file.len() as u32);
+/// (which other threads read meanwhile, so no reference to the whole record is made);
+/// `message` points at `message_len` bytes; `location` is null or points at a live
+/// `Location`. Nothing here can panic (a panic would come back here): the host cuts the
+/// fields at character boundaries. The order keeps few values live at once: this is the
+/// one out-of-line function of a kernel's panic path, whose registers the kernel pays for.
+unsafe fn write_report(
+    record: *mut PanicRecord,
+    kind: u32,
+    message: *const u8,
+    message_len: usize,
+    values: [u64; 3],
+    location: *const Location<'static>,
+) {
+    // SAFETY (every access below): fields of the live record this thread owns, and the
+    // caller's message and location.
+    unsafe {
+        (&raw mut (*record).kind).write(kind);
+        (&raw mut (*record).values).write(values);
+        (&raw mut (*record).block).write([
+            super::block_idx_x(),
+            super::block_idx_y(),
+            super::block_idx_z(),
+        ]);
+        (&raw mut (*record).thread).write([
+            super::thread_idx_x(),
+            super::thread_idx_y(),
+            super::thread_idx_z(),
+        ]);
+        let len = message_len.min(PANIC_MESSAGE_CAPACITY);
+        core::ptr::copy_nonoverlapping(message, (&raw mut (*record).message).cast(), len);
+        (&raw mut (*record).message_len).write(len as u32);
+        if let Some(location) = location.as_ref() {
             (&raw mut (*record).line).write(location.line());
             (&raw mut (*record).column).write(location.column());
+            let file = location.file();
+            // The end of a long path names the file.
+            let skip = file.len().saturating_sub(PANIC_FILE_CAPACITY);
+            let len = file.len() - skip;
+            core::ptr::copy_nonoverlapping(
+                file.as_ptr().add(skip),
+                (&raw mut (*record).file).cast(),
+                len,
+            );
+            (&raw mut (*record).file_len).write(len as u32);
         }
-    }
-    let block = [
-        super::block_idx_x(),
-        super::block_idx_y(),
-        super::block_idx_z(),
-    ];
-    let thread = [
-        super::thread_idx_x(),
-        super::thread_idx_y(),
-        super::thread_idx_z(),
-    ];
-    let mut writer = FieldWriter {
-        dst: unsafe { (&raw mut (*record).message).cast::<u8>() },
-        capacity: PANIC_MESSAGE_CAPACITY,
-        len: 0,
-    };
-    let message = info.message();
-    match message.as_str() {
-        Some(text) => {
-            let _ = core::fmt::Write::write_str(&mut writer, text);
-        }
-        // A message longer than the field is cut; the error only ends the writing.
-        None => {
-            let _ = core::fmt::write(&mut writer, format_args!("{message}"));
-        }
-    }
-    unsafe {
-        (&raw mut (*record).block).write(block);
-        (&raw mut (*record).thread).write(thread);
-        (&raw mut (*record).message_len).write(writer.len as u32);
     }
 }

@@ -8,11 +8,12 @@
 //! elements it owns, as `&mut`, so no two threads ever hold `&mut` to the same element.
 
 use core::marker::PhantomData;
+use core::ptr::NonNull;
 
 use super::abi::DeviceCopy;
 use super::{
-    block_dim_y, block_idx_x, block_idx_y, block_idx_z, block_size, global_idx_x, global_idx_y,
-    global_idx_z, grid_dim_x, grid_dim_y, thread_rank,
+    block_dim_y, block_dim_z, block_idx_x, block_idx_y, block_idx_z, block_size, global_idx_x,
+    global_idx_y, global_idx_z, grid_dim_x, grid_dim_y, grid_dim_z, thread_rank,
 };
 
 /// How a slice parameter crosses from host to device: the buffer's address and its length in
@@ -42,11 +43,18 @@ impl<T: DeviceCopy> SliceParam<T> {
     /// contract: the host passes a buffer it borrows shared for the launch).
     #[inline(always)]
     pub unsafe fn as_slice<'a>(self) -> &'a [T] {
-        if self.len == 0 {
-            return &[];
+        let ptr = if self.len == 0 {
+            NonNull::dangling().as_ptr()
+        } else {
+            self.ptr
+        };
+        // SAFETY: this function's contract; `len > 0`, so `ptr` is a real allocation, or
+        // dangling for no elements. Non-null said to the optimizer, so that `get` needs no null
+        // test of its own.
+        unsafe {
+            core::hint::assert_unchecked(!ptr.is_null());
+            core::slice::from_raw_parts(ptr, self.len)
         }
-        // SAFETY: this function's contract; `len > 0`, so `ptr` is a real allocation.
-        unsafe { core::slice::from_raw_parts(self.ptr, self.len) }
     }
 
     /// The disjoint slice of a `DisjointSlice<T>` parameter.
@@ -58,8 +66,20 @@ impl<T: DeviceCopy> SliceParam<T> {
     /// borrows exclusively for the launch).
     #[inline(always)]
     pub unsafe fn into_disjoint<'a>(self) -> DisjointSlice<'a, T> {
+        let ptr = if self.len == 0 {
+            NonNull::dangling().as_ptr()
+        } else {
+            self.ptr
+        };
+        // SAFETY: this function's contract; `len > 0`, so `ptr` is a real allocation, or
+        // dangling for no elements. Non-null said to the optimizer, so that `Option<&mut T>`
+        // from the accessors needs no null test.
+        let ptr = unsafe {
+            core::hint::assert_unchecked(!ptr.is_null());
+            NonNull::new_unchecked(ptr)
+        };
         DisjointSlice {
-            ptr: self.ptr,
+            ptr,
             len: self.len,
             _elems: PhantomData,
         }
@@ -71,7 +91,19 @@ impl<T: DeviceCopy> SliceParam<T> {
 /// is [`global_idx_x`].
 #[inline(always)]
 pub fn grid_thread_rank() -> usize {
-    block_rank() * block_size() as usize + thread_rank() as usize
+    if launch_is_1d() {
+        // The same rank, as CUDA C computes it: `blockIdx.x * blockDim.x + threadIdx.x`.
+        global_idx_x()
+    } else {
+        block_rank() * block_size() as usize + thread_rank() as usize
+    }
+}
+
+/// Whether the launch has one row of blocks of one row of threads. Every extent is at least 1,
+/// so their bits together are 1 only when each is 1; a uniform test of launch constants.
+#[inline(always)]
+fn launch_is_1d() -> bool {
+    grid_dim_y() | grid_dim_z() | block_dim_y() | block_dim_z() == 1
 }
 
 /// The calling thread's block's index among the grid's blocks, x fastest.
@@ -93,7 +125,7 @@ fn block_rank() -> usize {
 /// accessor borrows it mutably, so a thread holds at most one `&mut` to an element.
 #[derive(Debug)]
 pub struct DisjointSlice<'a, T> {
-    ptr: *mut T,
+    ptr: NonNull<T>,
     len: usize,
     _elems: PhantomData<&'a mut [T]>,
 }
@@ -142,7 +174,7 @@ impl<T: DeviceCopy> DisjointSlice<'_, T> {
         }
         // SAFETY: `start..end` is in bounds and non-empty; ranks are unique, so the chunks of
         // two threads do not overlap.
-        unsafe { core::slice::from_raw_parts_mut(self.ptr.add(start), end - start) }
+        unsafe { core::slice::from_raw_parts_mut(self.ptr.as_ptr().add(start), end - start) }
     }
 
     /// The element at column [`global_idx_x`], row [`global_idx_y`] (and plane
@@ -175,7 +207,7 @@ impl<T: DeviceCopy> DisjointSlice<'_, T> {
         if i < self.len {
             // SAFETY: `i` is in bounds, and by this function's contract no other thread can
             // reach element `i` without `unsafe`.
-            Some(unsafe { &mut *self.ptr.add(i) })
+            Some(unsafe { &mut *self.ptr.as_ptr().add(i) })
         } else {
             None
         }
@@ -190,13 +222,13 @@ impl<T: DeviceCopy> DisjointSlice<'_, T> {
     #[inline(always)]
     pub unsafe fn get_unchecked_mut(&mut self, index: usize) -> &mut T {
         // SAFETY: this function's contract.
-        unsafe { &mut *self.ptr.add(index) }
+        unsafe { &mut *self.ptr.as_ptr().add(index) }
     }
 
     /// The buffer's address, for accesses the other methods cannot express (atomics, a
     /// pattern of ownership of one's own); every access through it is the caller's `unsafe`.
     #[inline(always)]
     pub fn as_mut_ptr(&mut self) -> *mut T {
-        self.ptr
+        self.ptr.as_ptr()
     }
 }

@@ -40,9 +40,12 @@ attributes #1 = { alwaysinline nounwind willreturn memory(none) }
 
 /// What offload-rt's AMDGPU device API asks the link to define, in IR because Rust cannot
 /// say it:
-/// - `__offload_amdgpu_dispatch_field(dim)`: a field of the HSA kernel dispatch packet
-///   (`workgroup_size_{x,y,z}` for 0..=2, `grid_size_{x,y,z}` for 3..=5), read through
-///   `llvm.amdgcn.dispatch.ptr`, which returns an address-space-4 pointer;
+/// - `__offload_amdgpu_dispatch_field(dim)`: for 0..=2 the HSA kernel dispatch packet's
+///   `workgroup_size_{x,y,z}` (through `llvm.amdgcn.dispatch.ptr`, an address-space-4
+///   pointer), for 3..=5 the grid's block counts, code object V5's hidden kernel arguments
+///   `hidden_block_count_{x,y,z}` (through `llvm.amdgcn.implicitarg.ptr`), as HIP reads
+///   `gridDim`: no division by the workgroup size, whose ranges (1..=1024, never 0) the loads
+///   state, so no index function has a division or a reachable panic;
 /// - `__offload_amdgpu_sync_threads()`: `s_barrier` between workgroup-scope fences (Rust's
 ///   fences are system-scope, which write back and invalidate L2 at every barrier);
 /// - `__offload_amdgpu_wave_size()`: the wavefront size of the image's processor (see
@@ -64,29 +67,30 @@ pub fn amdgpu_wave_size(processor: &str) -> u32 {
 }
 pub(super) const AMDGPU_HELPERS_IR: &str = r#"
 declare ptr addrspace(4) @llvm.amdgcn.dispatch.ptr()
+declare ptr addrspace(4) @llvm.amdgcn.implicitarg.ptr()
 declare void @llvm.amdgcn.s.barrier() #1
 
 define i32 @__offload_amdgpu_dispatch_field(i32 %dim) #0 {
 entry:
-  %packet = call ptr addrspace(4) @llvm.amdgcn.dispatch.ptr()
   %is_size = icmp ult i32 %dim, 3
-  br i1 %is_size, label %size, label %grid
+  br i1 %is_size, label %size, label %blocks
 size:
+  %packet = call ptr addrspace(4) @llvm.amdgcn.dispatch.ptr()
   %d16 = zext i32 %dim to i64
   %o16 = shl i64 %d16, 1
   %off16 = add i64 %o16, 4
   %p16 = getelementptr i8, ptr addrspace(4) %packet, i64 %off16
-  %v16 = load i16, ptr addrspace(4) %p16, align 2
+  %v16 = load i16, ptr addrspace(4) %p16, align 2, !range !0, !invariant.load !2, !noundef !2
   %r16 = zext i16 %v16 to i32
   ret i32 %r16
-grid:
+blocks:
+  %implicit = call ptr addrspace(4) @llvm.amdgcn.implicitarg.ptr()
   %g = sub i32 %dim, 3
   %gc = and i32 %g, 3
   %d32 = zext i32 %gc to i64
-  %o32 = shl i64 %d32, 2
-  %off32 = add i64 %o32, 12
-  %p32 = getelementptr i8, ptr addrspace(4) %packet, i64 %off32
-  %v32 = load i32, ptr addrspace(4) %p32, align 4
+  %off32 = shl i64 %d32, 2
+  %p32 = getelementptr i8, ptr addrspace(4) %implicit, i64 %off32
+  %v32 = load i32, ptr addrspace(4) %p32, align 4, !range !1, !invariant.load !2, !noundef !2
   ret i32 %v32
 }
 
@@ -105,6 +109,10 @@ entry:
 
 attributes #0 = { alwaysinline nounwind willreturn }
 attributes #1 = { alwaysinline convergent nounwind willreturn }
+
+!0 = !{i16 1, i16 1025}
+!1 = !{i32 1, i32 0}
+!2 = !{}
 "#;
 
 /// Links the IR module `ir` into `module` when `module` declares one of `names`.

@@ -13,6 +13,7 @@ use inkwell::targets::TargetMachine;
 use super::codegen::run_pipeline;
 use super::fixups::internalize;
 use super::helpers::AMDGPU_HELPERS;
+use super::panics::lean_panics;
 use super::{HOST_GLOBALS, RawValue, cstr, has_local_linkage, has_uses};
 use crate::device_link::rlib_bitcode::DeviceInput;
 use crate::device_link::{LinkError, Result};
@@ -159,6 +160,7 @@ pub(super) fn link_inputs<'ctx>(
             message: e.to_string(),
         })?;
     }
+    lean_panics(&main)?;
     // Only the kernels are roots: what the rest of the crate's own code needs from libraries
     // is not linked.
     internalize(&main, roots.kernels)?;
@@ -246,6 +248,7 @@ pub(super) fn link_inputs<'ctx>(
             name: member.input.name.clone(),
             message: e.to_string(),
         })?;
+        lean_panics(&main)?;
     }
     Ok(main)
 }

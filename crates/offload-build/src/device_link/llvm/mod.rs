@@ -37,6 +37,7 @@ mod codegen;
 mod fixups;
 mod helpers;
 mod link;
+mod panics;
 mod shared_memory;
 
 pub use helpers::amdgpu_wave_size;
@@ -143,6 +144,7 @@ fn link_for<'ctx>(
         machine,
     };
     let module = link_inputs(context, inputs, roots)?;
+    panics::check_reporters(&module)?;
     if module
         .get_triple()
         .as_str()

@@ -11,8 +11,69 @@ use super::{GpuDevice, GpuError, GpuModule, PinnedBytes};
 use crate::error::KernelPanicReport;
 use crate::kernel::abi::{
     CHANNEL_SYMBOL, DeviceChannel, PANIC_EMPTY, PANIC_FILE_CAPACITY, PANIC_MESSAGE_CAPACITY,
-    PANIC_WRITTEN,
+    PANIC_WRITTEN, PanicKind,
 };
+
+/// A text field of a panic record, which the device cut by bytes: a character cut at either
+/// end is left out.
+fn utf8_field(bytes: &[u8]) -> String {
+    let start = bytes
+        .iter()
+        .position(|b| b & 0xc0 != 0x80)
+        .unwrap_or(bytes.len());
+    let bytes = &bytes[start..];
+    let end = match std::str::from_utf8(bytes) {
+        Err(e) if e.error_len().is_none() => e.valid_up_to(),
+        _ => bytes.len(),
+    };
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+/// The message of a GPU panic record: its text, or core's wording around the raw values the
+/// device recorded instead of formatting them (see [`PanicKind`]).
+fn panic_message(kind: u32, text: String, [a, b, c]: [u64; 3]) -> String {
+    const NOT_RECORDED: &str = "not recorded on GPUs";
+    match PanicKind::from_u32(kind) {
+        Some(PanicKind::Message) => text,
+        Some(PanicKind::IndexOutOfBounds) => {
+            format!("index out of bounds: the len is {b} but the index is {a}")
+        }
+        // The order of core's `slice_index_fail`.
+        Some(PanicKind::SliceRange) => {
+            let (start, end, len) = (a, b, c);
+            if start > len {
+                format!("range start index {start} out of range for slice of length {len}")
+            } else if end <= len && start > end {
+                format!("slice index starts at {start} but ends at {end}")
+            } else {
+                format!("range end index {end} out of range for slice of length {len}")
+            }
+        }
+        Some(PanicKind::StrRange) => format!(
+            "failed to slice string: byte range {a}..{b} of a string of {c} bytes is out of \
+             bounds or not at character boundaries"
+        ),
+        Some(PanicKind::ResultErr) => format!("{text}: (the error's Debug form is {NOT_RECORDED})"),
+        Some(PanicKind::AssertOperands) => {
+            let op = match a {
+                0 => "==",
+                1 => "!=",
+                _ => "matches",
+            };
+            let message = if text.is_empty() {
+                String::new()
+            } else {
+                format!(": {text}")
+            };
+            format!("assertion `left {op} right` failed{message} (the operands are {NOT_RECORDED})")
+        }
+        Some(PanicKind::Formatted) => format!(
+            "a panic message that formats values ({NOT_RECORDED}: panic with a literal \
+             message, or print the values with `device_println!` first)"
+        ),
+        None => format!("{text} (a panic record of unknown kind {kind})"),
+    }
+}
 
 /// Bytes of print ring a device gets unless `OFFLOAD_PRINT_BUFFER_SIZE` says otherwise: CUDA's
 /// default `printf` FIFO size.
@@ -153,10 +214,14 @@ impl<D: Driver> Channel<D> {
             PANIC_EMPTY => None,
             PANIC_WRITTEN => {
                 let text = |bytes: &[u8], len: u32, cap: usize| {
-                    String::from_utf8_lossy(&bytes[..(len as usize).min(cap)]).into_owned()
+                    utf8_field(&bytes[..(len as usize).min(cap)])
                 };
                 let report = KernelPanicReport {
-                    message: text(&record.message, record.message_len, PANIC_MESSAGE_CAPACITY),
+                    message: panic_message(
+                        record.kind,
+                        text(&record.message, record.message_len, PANIC_MESSAGE_CAPACITY),
+                        record.values,
+                    ),
                     file: text(&record.file, record.file_len, PANIC_FILE_CAPACITY),
                     line: record.line,
                     column: record.column,
@@ -229,5 +294,69 @@ impl<D: Driver> Channel<D> {
             ring.head.store(0, Ordering::Release);
             *printed = 0;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_fields_cut_by_bytes_lose_only_the_cut_characters() {
+        let path = "src/données.rs".as_bytes();
+        assert_eq!(utf8_field(path), "src/données.rs");
+        // "é" is two bytes: a field that starts inside it, or ends inside it, leaves it out.
+        let e = path.iter().position(|&b| b == 0xc3).unwrap();
+        assert_eq!(utf8_field(&path[e + 1..]), "es.rs");
+        assert_eq!(utf8_field(&path[..e + 1]), "src/donn");
+        assert_eq!(utf8_field(b"ok \xff ok"), "ok \u{fffd} ok");
+    }
+
+    #[test]
+    fn panic_records_are_worded_as_core_words_them() {
+        let message =
+            |kind: PanicKind, text: &str, values| panic_message(kind as u32, text.into(), values);
+        assert_eq!(
+            message(PanicKind::Message, "attempt to divide by zero", [0; 3]),
+            "attempt to divide by zero"
+        );
+        assert_eq!(
+            message(PanicKind::IndexOutOfBounds, "", [7, 5, 0]),
+            "index out of bounds: the len is 5 but the index is 7"
+        );
+        assert_eq!(
+            message(PanicKind::SliceRange, "", [6, 8, 5]),
+            "range start index 6 out of range for slice of length 5"
+        );
+        assert_eq!(
+            message(PanicKind::SliceRange, "", [2, 8, 5]),
+            "range end index 8 out of range for slice of length 5"
+        );
+        assert_eq!(
+            message(PanicKind::SliceRange, "", [4, 2, 5]),
+            "slice index starts at 4 but ends at 2"
+        );
+        assert_eq!(
+            message(
+                PanicKind::ResultErr,
+                "called `Result::unwrap()` on an `Err` value",
+                [0; 3]
+            ),
+            "called `Result::unwrap()` on an `Err` value: (the error's Debug form is not recorded on GPUs)"
+        );
+        assert_eq!(
+            message(PanicKind::AssertOperands, "sizes differ", [1, 0, 0]),
+            "assertion `left != right` failed: sizes differ (the operands are not recorded on GPUs)"
+        );
+        assert_eq!(
+            message(PanicKind::AssertOperands, "", [0, 0, 0]),
+            "assertion `left == right` failed (the operands are not recorded on GPUs)"
+        );
+        assert!(message(PanicKind::Formatted, "", [0; 3]).contains("formats values"));
+        assert!(message(PanicKind::StrRange, "", [1, 9, 4]).contains("1..9"));
+        assert_eq!(
+            panic_message(99, "text".into(), [0; 3]),
+            "text (a panic record of unknown kind 99)"
+        );
     }
 }

@@ -1,0 +1,350 @@
+//! Panics without `core::fmt`: core's panic functions format their message with
+//! `core::fmt`, and on a GPU every formatter they reach through `fmt::Arguments` is a possible
+//! callee of an indirect call, so ptxas and the AMDGPU backend give each kernel that can panic
+//! the registers and stack of all of them (hundreds of kilobytes of code, scratch on AMD). The
+//! link instead gives each of those functions a body that calls offload-rt's reporter for it
+//! (`kernel::gpu_channel`), which records the raw values for the host to format, and lets
+//! `panic_fmt` and the panic handler inline, where `Arguments::as_str` folds: a literal message
+//! is recorded, a formatted one is not, and its formatters become dead code.
+
+use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::module::Module;
+use inkwell::values::{BasicMetadataValueEnum, FunctionValue};
+
+use super::cstr;
+use crate::device_link::{LinkError, Result};
+
+/// Core's functions whose bodies become a call of offload-rt's reporter with the same Rust
+/// signature (the parameters forwarded as they are).
+pub(super) const REDIRECTS: &[(&str, &str)] = &[
+    (
+        "core::panicking::panic_bounds_check",
+        "__offload_gpu_panic_bounds_check",
+    ),
+    (
+        "core::slice::index::slice_index_fail",
+        "__offload_gpu_slice_index_fail",
+    ),
+    (
+        "core::str::slice_error_fail",
+        "__offload_gpu_str_slice_fail",
+    ),
+    ("core::option::expect_failed", "__offload_gpu_expect_failed"),
+    ("core::result::unwrap_failed", "__offload_gpu_unwrap_failed"),
+    (
+        "core::panicking::assert_failed_inner",
+        "__offload_gpu_assert_failed",
+    ),
+];
+
+/// The message of each of [`REDIRECTS`] when rustc's own LTO (AMDGPU requires it) has
+/// specialized core's function for its callers, so that its parameters are no longer the
+/// reporter's: the body becomes a report of this message and, when the location is still a
+/// parameter, the location, without values.
+const SPECIALIZED_MESSAGES: &[&str] = &[
+    "index out of bounds (the index and length are not recorded here)",
+    "slice index out of range (the indices are not recorded here)",
+    "failed to slice string (the range is not recorded here)",
+    "`Option::expect` failed (its message is not recorded here)",
+    "called `Result::unwrap()` on an `Err` value",
+    "an `assert_eq!` or `assert_ne!` failed (its operands are not recorded here)",
+];
+/// Core's functions on the way to the panic handler, inlined into their callers: with
+/// `panic_fmt` and the handler inlined, a message's `Arguments::as_str` folds where the
+/// message is made, and the formatters of a formatted one are dead. With the reporters and the
+/// new bodies inlined too, every panic site is one call of offload-rt's `__offload_gpu_panic`,
+/// the one out-of-line function of the panic path (nested calls would each cost the calling
+/// convention's registers).
+const INLINED_MODULES: &[&str] = &["core::panicking::"];
+const INLINED: &[&str] = &["core::option::unwrap_failed"];
+
+/// offload-rt's function that records a panic and traps. Out of line on NVPTX, where ptxas
+/// gives a kernel fewer registers for one call of it than for a copy at each panic site;
+/// inlined on AMDGPU, where a call costs the calling convention's VGPRs and scratch (measured
+/// on sm_80 and gfx90a: 16–24 registers called against 32 inlined; 11–18 VGPRs inlined
+/// against 32 and scratch called).
+const REPORTER: &str = "__offload_gpu_panic";
+
+/// The panic handler's symbol (`#[panic_handler]`), however rustc mangles it.
+const PANIC_HANDLER: &str = "rust_begin_unwind";
+
+/// What a module's functions are, for this pass.
+enum Role {
+    Redirect(&'static str),
+    Inline,
+}
+
+fn role(name: &str, inline_reporter: bool) -> Option<Role> {
+    if REDIRECTS.iter().any(|(_, reporter)| *reporter == name) {
+        return Some(Role::Inline);
+    }
+    // A member linked twice leaves a renamed copy (`__offload_gpu_panic39`).
+    if inline_reporter && name.trim_end_matches(|c: char| c.is_ascii_digit()) == REPORTER {
+        return Some(Role::Inline);
+    }
+    let demangled = rustc_demangle::try_demangle(name).ok()?;
+    let path = format!("{demangled:#}");
+    if let Some((_, reporter)) = REDIRECTS.iter().find(|(core, _)| *core == path) {
+        return Some(Role::Redirect(reporter));
+    }
+    if INLINED.contains(&path.as_str())
+        || INLINED_MODULES.iter().any(|m| path.starts_with(m))
+        || path.ends_with(PANIC_HANDLER)
+    {
+        return Some(Role::Inline);
+    }
+    None
+}
+
+/// Applies the pass to what the link has brought in so far; call it after each input is
+/// linked, so that the functions core's original bodies call are never linked. The
+/// reporters the new bodies call are left undefined for the link to bring from offload-rt (a
+/// kernel crate's panic handler is always offload-rt's). Returns how many functions changed.
+pub(super) fn lean_panics(module: &Module<'_>) -> Result<usize> {
+    let inline_reporter = module
+        .get_triple()
+        .as_str()
+        .to_bytes()
+        .starts_with(b"amdgcn");
+    let mut changed = 0;
+    let functions: Vec<FunctionValue<'_>> = module
+        .get_functions()
+        .filter(|f| f.count_basic_blocks() > 0)
+        .collect();
+    for f in functions {
+        let name = cstr(f.get_name());
+        match role(&name, inline_reporter) {
+            Some(Role::Redirect(reporter)) => {
+                if is_redirected(f, reporter) {
+                    make_inlinable(module, f);
+                } else if let Some(lean) = redirect(module, f, &name, reporter)? {
+                    make_inlinable(module, lean);
+                    changed += 1;
+                }
+            }
+            Some(Role::Inline) => {
+                if make_inlinable(module, f) {
+                    changed += 1;
+                }
+            }
+            None => {}
+        }
+    }
+    Ok(changed)
+}
+
+/// Marks `f` `alwaysinline` and takes `noinline` off it and off its call sites (rustc puts it
+/// on calls of `#[inline(never)]` functions too). Returns whether anything changed.
+fn make_inlinable(module: &Module<'_>, f: FunctionValue<'_>) -> bool {
+    let noinline = Attribute::get_named_enum_kind_id("noinline");
+    let always = Attribute::get_named_enum_kind_id("alwaysinline");
+    let mut changed = false;
+    if f.get_enum_attribute(AttributeLoc::Function, always)
+        .is_none()
+    {
+        f.remove_enum_attribute(AttributeLoc::Function, noinline);
+        f.add_attribute(
+            AttributeLoc::Function,
+            module.get_context().create_enum_attribute(always, 0),
+        );
+        changed = true;
+    }
+    // SAFETY: `f` is a live function of a live module; the loop reads its use list and
+    // changes attributes of the calls among its users, which leaves the list as it is.
+    unsafe {
+        use inkwell::llvm_sys::core as llvm;
+        use inkwell::values::AsValueRef;
+        let mut use_ = llvm::LLVMGetFirstUse(f.as_value_ref());
+        while !use_.is_null() {
+            let user = llvm::LLVMGetUser(use_);
+            if !llvm::LLVMIsACallInst(user).is_null()
+                && llvm::LLVMGetCalledValue(user) == f.as_value_ref()
+                && !llvm::LLVMGetCallSiteEnumAttribute(
+                    user,
+                    inkwell::llvm_sys::LLVMAttributeFunctionIndex,
+                    noinline,
+                )
+                .is_null()
+            {
+                llvm::LLVMRemoveCallSiteEnumAttribute(
+                    user,
+                    inkwell::llvm_sys::LLVMAttributeFunctionIndex,
+                    noinline,
+                );
+                changed = true;
+            }
+            use_ = llvm::LLVMGetNextUse(use_);
+        }
+    }
+    changed
+}
+
+/// Whether `f`'s body calls `__offload_gpu_panic` itself (a specialized function's).
+fn calls_the_report(f: FunctionValue<'_>) -> bool {
+    f.get_first_basic_block()
+        .and_then(|b| b.get_first_instruction())
+        .into_iter()
+        .flat_map(|first| std::iter::successors(Some(first), |i| i.get_next_instruction()))
+        .filter_map(|i| i.get_operand(i.get_num_operands().checked_sub(1)?))
+        .filter_map(|op| op.value())
+        .any(|callee| {
+            callee.is_pointer_value()
+                && cstr(callee.into_pointer_value().get_name())
+                    .trim_end_matches(|c: char| c.is_ascii_digit())
+                    == REPORTER
+        })
+}
+
+/// Whether `f` is already the one-call body this pass gives it.
+fn is_redirected(f: FunctionValue<'_>, reporter: &str) -> bool {
+    f.count_basic_blocks() == 1
+        && f.get_first_basic_block()
+            .and_then(|b| b.get_first_instruction())
+            .and_then(|i| i.get_operand(i.get_num_operands() - 1))
+            .and_then(|callee| callee.value())
+            .is_some_and(|callee| {
+                callee.is_pointer_value() && {
+                    let name = cstr(callee.into_pointer_value().get_name());
+                    name == reporter
+                        || name.trim_end_matches(|c: char| c.is_ascii_digit()) == REPORTER
+                }
+            })
+}
+
+/// Replaces `f` by a function of the same name whose body is a call of `reporter` with its
+/// parameters, then `unreachable`, and returns it; `None` when `reporter` is there with
+/// another type. A `reporter` not linked
+/// yet is declared with `f`'s type; [`check_reporters`] checks, once linked, that offload-rt
+/// defines it so.
+fn redirect<'ctx>(
+    module: &Module<'ctx>,
+    f: FunctionValue<'ctx>,
+    name: &str,
+    reporter: &str,
+) -> Result<Option<FunctionValue<'ctx>>> {
+    let context = module.get_context();
+    let fn_type = f.get_type();
+    let callee = match module.get_function(reporter) {
+        Some(existing) if existing.get_type() == fn_type => Some(existing),
+        Some(_) => None,
+        None => Some(module.add_function(reporter, fn_type, None)),
+    };
+    let specialized = match callee {
+        Some(_) => None,
+        None => match module.get_function(REPORTER) {
+            Some(report) if report.count_params() == 7 => Some(report),
+            _ => return Ok(None),
+        },
+    };
+    let linkage = f.get_linkage();
+    f.as_global_value()
+        .set_name(&format!("{name}.offload.replaced"));
+    let lean = module.add_function(name, fn_type, Some(linkage));
+    for kind in ["noreturn", "nounwind"] {
+        lean.add_attribute(
+            AttributeLoc::Function,
+            context.create_enum_attribute(Attribute::get_named_enum_kind_id(kind), 0),
+        );
+    }
+    let builder = context.create_builder();
+    builder.position_at_end(context.append_basic_block(lean, "entry"));
+    let built = match (callee, specialized) {
+        (Some(callee), _) => {
+            let args: Vec<BasicMetadataValueEnum<'_>> =
+                lean.get_param_iter().map(Into::into).collect();
+            builder.build_call(callee, &args, "")
+        }
+        (None, Some(report)) => {
+            let message = REDIRECTS
+                .iter()
+                .position(|(_, r)| *r == reporter)
+                .map_or("a panic", |i| SPECIALIZED_MESSAGES[i]);
+            report_specialized(module, &builder, lean, report, message)
+        }
+        (None, None) => unreachable!("one of the two is set above"),
+    }
+    .and_then(|_| builder.build_unreachable());
+    built.map_err(|e| LinkError::Codegen {
+        cpu: "device link".into(),
+        message: format!("redirecting {name} to {reporter}: {e}"),
+    })?;
+    f.as_global_value()
+        .as_pointer_value()
+        .replace_all_uses_with(lean.as_global_value().as_pointer_value());
+    // SAFETY: every use of `f` now refers to `lean`; nothing refers to `f` any more.
+    unsafe { f.delete() };
+    Ok(Some(lean))
+}
+
+/// The body of a specialized panic function: `report(Message, message, 0, 0, 0, location)`,
+/// the location being the last parameter when it still is one (a `&Location`: a pointer to
+/// 24 dereferenceable bytes), else null.
+fn report_specialized<'ctx>(
+    module: &Module<'ctx>,
+    builder: &inkwell::builder::Builder<'ctx>,
+    lean: FunctionValue<'ctx>,
+    report: FunctionValue<'ctx>,
+    message: &str,
+) -> std::result::Result<inkwell::values::CallSiteValue<'ctx>, inkwell::builder::BuilderError> {
+    let context = module.get_context();
+    let generic = context.ptr_type(inkwell::AddressSpace::default());
+    let deref = Attribute::get_named_enum_kind_id("dereferenceable");
+    let location = lean
+        .count_params()
+        .checked_sub(1)
+        .filter(|&last| {
+            lean.get_nth_param(last)
+                .is_some_and(|p| p.is_pointer_value())
+                && lean
+                    .get_enum_attribute(AttributeLoc::Param(last), deref)
+                    .is_some_and(|a| a.get_enum_value() == 24)
+        })
+        .and_then(|last| lean.get_nth_param(last))
+        .map_or(generic.const_null(), |p| p.into_pointer_value());
+    let text = builder.build_global_string_ptr(message, "offload.panic.message")?;
+    let text = builder.build_address_space_cast(text.as_pointer_value(), generic, "")?;
+    let types = report.get_type().get_param_types();
+    let int = |i: usize, v: u64| -> BasicMetadataValueEnum<'ctx> {
+        types[i].into_int_type().const_int(v, false).into()
+    };
+    let args = [
+        int(0, 0),
+        text.into(),
+        int(2, message.len() as u64),
+        int(3, 0),
+        int(4, 0),
+        int(5, 0),
+        location.into(),
+    ];
+    builder.build_call(report, &args, "")
+}
+
+/// Checks that each reporter a redirected body calls is defined with that body's type: a
+/// reporter whose Rust signature no longer matches core's function (another toolchain) would
+/// be called with the wrong parameters.
+pub(super) fn check_reporters(module: &Module<'_>) -> Result<()> {
+    for f in module.get_functions() {
+        let name = cstr(f.get_name());
+        let Some(Role::Redirect(reporter)) = role(&name, false) else {
+            continue;
+        };
+        if !is_redirected(f, reporter) || calls_the_report(f) {
+            continue;
+        }
+        let Some(defined) = module.get_function(reporter) else {
+            continue;
+        };
+        if defined.count_basic_blocks() > 0 && defined.get_type() != f.get_type() {
+            return Err(LinkError::Link {
+                name: reporter.to_owned(),
+                message: format!(
+                    "offload-rt's {reporter} has the type {}, but the toolchain's {name} has {}: \
+                     offload-rt does not match this toolchain's core",
+                    defined.get_type().print_to_string(),
+                    f.get_type().print_to_string(),
+                ),
+            });
+        }
+    }
+    Ok(())
+}
