@@ -1,6 +1,6 @@
 //! Fix-ups of the linked module around the kernels: which functions are kernels, AMDGPU's
-//! `byref` kernel arguments, and the internalization that keeps only the kernels and the
-//! [`HOST_GLOBALS`] external.
+//! `byref` kernel arguments, the internalization that keeps only the kernels and the
+//! [`HOST_GLOBALS`] external, and NVPTX's global pointers from parameters' integers.
 
 use inkwell::attributes::AttributeLoc;
 use inkwell::context::Context;
@@ -182,4 +182,85 @@ pub(super) fn internalize(module: &Module<'_>, wanted: Option<&[String]>) -> Res
     }
     kept.sort();
     Ok(kept)
+}
+
+/// Marks as global memory the pointers an NVPTX kernel makes from its parameters' integers
+/// (`inttoptr` of a value read out of a parameter: rustc passes slices and structs by value as
+/// integer arrays), as NVPTX's own lowering does for pointer parameters: a cast to address
+/// space 1 and back after each, which the code generator's address-space inference turns
+/// into global loads and stores (`ld.global`, not generic `ld`). A launch's addresses are
+/// device memory, which is global. Run after the optimizer, which would fold the casts away.
+/// Returns how many pointers changed.
+pub(super) fn nvptx_global_pointers(module: &Module<'_>) -> usize {
+    use inkwell::llvm_sys::core as llvm;
+    use inkwell::values::{AsValueRef, InstructionOpcode};
+    let context = module.get_context();
+    let builder = context.create_builder();
+    let global = context.ptr_type(inkwell::AddressSpace::from(1u16));
+    let generic = context.ptr_type(inkwell::AddressSpace::default());
+    let mut changed = 0;
+    for f in module
+        .get_functions()
+        .filter(|f| f.get_call_conventions() == PTX_KERNEL_CC)
+    {
+        let made: Vec<_> = f
+            .get_basic_block_iter()
+            .flat_map(|b| b.get_instructions())
+            .filter(|i| i.get_opcode() == InstructionOpcode::IntToPtr)
+            .filter(|i| {
+                // SAFETY: `i` is a live instruction of `f`; its operand 0 is a live value.
+                unsafe { from_parameter(llvm::LLVMGetOperand(i.as_value_ref(), 0), 8) }
+            })
+            .collect();
+        for made in made {
+            let Some(next) = made.get_next_instruction() else {
+                continue;
+            };
+            builder.position_before(&next);
+            // SAFETY: `made` is an `inttoptr`, so a pointer value of this function.
+            let pointer = unsafe { inkwell::values::PointerValue::new(made.as_value_ref()) };
+            let Ok(as_global) = builder.build_address_space_cast(pointer, global, "global") else {
+                continue;
+            };
+            let Ok(back) = builder.build_address_space_cast(as_global, generic, "") else {
+                continue;
+            };
+            // SAFETY: all three are live values of `f`; after the replacement the first cast
+            // reads `made` again, so the chain is `made -> global -> back -> users`.
+            unsafe {
+                llvm::LLVMReplaceAllUsesWith(made.as_value_ref(), back.as_value_ref());
+                llvm::LLVMSetOperand(as_global.as_value_ref(), 0, made.as_value_ref());
+            }
+            changed += 1;
+        }
+    }
+    changed
+}
+
+/// Whether `value` is read out of a parameter of its function: the parameter itself, or an
+/// `extractvalue`, `load`, `getelementptr` or integer cast of such a value (`depth` steps at
+/// most).
+///
+/// # Safety
+/// `value` is a live value of a live module.
+unsafe fn from_parameter(value: inkwell::llvm_sys::prelude::LLVMValueRef, depth: u32) -> bool {
+    use inkwell::llvm_sys::LLVMOpcode;
+    use inkwell::llvm_sys::core as llvm;
+    // SAFETY: this function's contract, for `value` and its operands.
+    unsafe {
+        if !llvm::LLVMIsAArgument(value).is_null() {
+            return true;
+        }
+        if depth == 0 || llvm::LLVMIsAInstruction(value).is_null() {
+            return false;
+        }
+        match llvm::LLVMGetInstructionOpcode(value) {
+            LLVMOpcode::LLVMExtractValue
+            | LLVMOpcode::LLVMLoad
+            | LLVMOpcode::LLVMGetElementPtr
+            | LLVMOpcode::LLVMTrunc
+            | LLVMOpcode::LLVMZExt => from_parameter(llvm::LLVMGetOperand(value, 0), depth - 1),
+            _ => false,
+        }
+    }
 }

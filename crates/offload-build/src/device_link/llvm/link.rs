@@ -13,7 +13,7 @@ use inkwell::targets::TargetMachine;
 use super::codegen::run_pipeline;
 use super::fixups::internalize;
 use super::helpers::AMDGPU_HELPERS;
-use super::panics::lean_panics;
+use super::panics::{REPORTER, lean_panics};
 use super::{HOST_GLOBALS, RawValue, cstr, has_local_linkage, has_uses};
 use crate::device_link::rlib_bitcode::DeviceInput;
 use crate::device_link::{LinkError, Result};
@@ -77,6 +77,13 @@ fn external_definitions(module: &Module<'_>) -> HashSet<String> {
         }
     }
     defs
+}
+
+/// Whether `module` defines `name` (a function).
+fn defines(module: &Module<'_>, name: &str) -> bool {
+    module
+        .get_function(name)
+        .is_some_and(|f| !f.as_global_value().is_declaration())
 }
 
 /// Names `module` uses but does not define (intrinsics excluded).
@@ -160,7 +167,7 @@ pub(super) fn link_inputs<'ctx>(
             message: e.to_string(),
         })?;
     }
-    lean_panics(&main)?;
+    lean_panics(&main, defines(&main, REPORTER))?;
     // Only the kernels are roots: what the rest of the crate's own code needs from libraries
     // is not linked.
     internalize(&main, roots.kernels)?;
@@ -183,6 +190,10 @@ pub(super) fn link_inputs<'ctx>(
         }
         members.push(member);
     }
+    // Core's panic functions report through offload-rt's reporter when the link has it (a
+    // kernel crate's does; a bare `no_std` module with a panic handler of its own does not).
+    let reporters =
+        defines(&main, REPORTER) || members.iter().any(|m| m.definitions.contains(REPORTER));
     let mut linked = HashSet::new();
     loop {
         let undefined = undefined_symbols(&main);
@@ -216,11 +227,18 @@ pub(super) fn link_inputs<'ctx>(
         // reachable from it and leaves the rest of the member unread.
         for f in module.get_functions() {
             let gv = f.as_global_value();
+            let name = cstr(gv.get_name());
             if !gv.is_declaration()
                 && !has_local_linkage(gv.get_linkage())
-                && !undefined.contains(&cstr(gv.get_name()))
+                && !undefined.contains(&name)
             {
-                gv.set_linkage(Linkage::Internal);
+                // One reporter, however many times its member is linked: the panic path's one
+                // out-of-line function.
+                gv.set_linkage(if name == REPORTER {
+                    Linkage::WeakAny
+                } else {
+                    Linkage::Internal
+                });
             }
         }
         for g in module.get_globals() {
@@ -248,8 +266,9 @@ pub(super) fn link_inputs<'ctx>(
             name: member.input.name.clone(),
             message: e.to_string(),
         })?;
-        lean_panics(&main)?;
+        lean_panics(&main, reporters)?;
     }
+    lean_panics(&main, reporters)?;
     Ok(main)
 }
 

@@ -22,7 +22,7 @@ use super::{
 };
 use crate::command::run as run_command;
 use codegen::{emit, optimize, target_machine};
-use fixups::{amdgpu_byref_parameters, internalize};
+use fixups::{amdgpu_byref_parameters, internalize, nvptx_global_pointers};
 use helpers::{
     AMDGPU_HELPERS, AMDGPU_HELPERS_IR, DYNAMIC_SHARED_MEMORY, GPU_HELPERS, GPU_HELPERS_IR,
     link_helpers,
@@ -196,6 +196,7 @@ pub fn nvptx_link(inputs: &[DeviceInput], sm: &str, opts: &NvptxLinkOptions) -> 
         opts.kernels.as_deref(),
         NVPTX_EXTERNALS,
     )?;
+    nvptx_global_pointers(&module);
     let buffer = emit(&machine, &module, FileType::Assembly, &cpu)?;
     String::from_utf8(buffer.as_slice().to_vec()).map_err(|_| LinkError::Codegen {
         cpu,

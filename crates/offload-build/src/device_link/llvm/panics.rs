@@ -63,7 +63,7 @@ const INLINED: &[&str] = &["core::option::unwrap_failed"];
 /// inlined on AMDGPU, where a call costs the calling convention's VGPRs and scratch (measured
 /// on sm_80 and gfx90a: 16–24 registers called against 32 inlined; 11–18 VGPRs inlined
 /// against 32 and scratch called).
-const REPORTER: &str = "__offload_gpu_panic";
+pub(super) const REPORTER: &str = "__offload_gpu_panic";
 
 /// The panic handler's symbol (`#[panic_handler]`), however rustc mangles it.
 const PANIC_HANDLER: &str = "rust_begin_unwind";
@@ -98,9 +98,13 @@ fn role(name: &str, inline_reporter: bool) -> Option<Role> {
 
 /// Applies the pass to what the link has brought in so far; call it after each input is
 /// linked, so that the functions core's original bodies call are never linked. The
-/// reporters the new bodies call are left undefined for the link to bring from offload-rt (a
-/// kernel crate's panic handler is always offload-rt's). Returns how many functions changed.
-pub(super) fn lean_panics(module: &Module<'_>) -> Result<usize> {
+/// reporters the new bodies call are left undefined for the link to bring from offload-rt;
+/// `reporters` says whether the link has them (a kernel crate's does: its panic handler is
+/// offload-rt's), else nothing changes. Returns how many functions changed.
+pub(super) fn lean_panics(module: &Module<'_>, reporters: bool) -> Result<usize> {
+    if !reporters {
+        return Ok(0);
+    }
     let inline_reporter = module
         .get_triple()
         .as_str()
@@ -259,7 +263,7 @@ fn redirect<'ctx>(
                 .iter()
                 .position(|(_, r)| *r == reporter)
                 .map_or("a panic", |i| SPECIALIZED_MESSAGES[i]);
-            report_specialized(module, &builder, lean, report, message)
+            report_specialized(module, &builder, f, lean, report, message)
         }
         (None, None) => unreachable!("one of the two is set above"),
     }
@@ -282,6 +286,7 @@ fn redirect<'ctx>(
 fn report_specialized<'ctx>(
     module: &Module<'ctx>,
     builder: &inkwell::builder::Builder<'ctx>,
+    original: FunctionValue<'ctx>,
     lean: FunctionValue<'ctx>,
     report: FunctionValue<'ctx>,
     message: &str,
@@ -295,12 +300,14 @@ fn report_specialized<'ctx>(
         .filter(|&last| {
             lean.get_nth_param(last)
                 .is_some_and(|p| p.is_pointer_value())
-                && lean
+                && original
                     .get_enum_attribute(AttributeLoc::Param(last), deref)
                     .is_some_and(|a| a.get_enum_value() == 24)
         })
         .and_then(|last| lean.get_nth_param(last))
-        .map_or(generic.const_null(), |p| p.into_pointer_value());
+        .map(|p| p.into_pointer_value())
+        .or_else(|| constant_location(original))
+        .unwrap_or(generic.const_null());
     let text = builder.build_global_string_ptr(message, "offload.panic.message")?;
     let text = builder.build_address_space_cast(text.as_pointer_value(), generic, "")?;
     let types = report.get_type().get_param_types();
@@ -317,6 +324,28 @@ fn report_specialized<'ctx>(
         location.into(),
     ];
     builder.build_call(report, &args, "")
+}
+
+/// The location a specialized panic function hands on to core's panic machinery as a
+/// constant: the last argument (`#[track_caller]`'s) of a call of a `core::panicking`
+/// function in its body.
+fn constant_location<'ctx>(f: FunctionValue<'ctx>) -> Option<inkwell::values::PointerValue<'ctx>> {
+    use inkwell::values::InstructionOpcode;
+    f.get_basic_block_iter()
+        .flat_map(|b| b.get_instructions())
+        .filter(|i| i.get_opcode() == InstructionOpcode::Call && i.get_num_operands() >= 2)
+        .find_map(|call| {
+            let operands = call.get_num_operands();
+            let callee = call.get_operand(operands - 1)?.value()?;
+            let name = cstr(callee.into_pointer_value().get_name());
+            let path = format!("{:#}", rustc_demangle::try_demangle(&name).ok()?);
+            if !path.starts_with("core::panicking::") {
+                return None;
+            }
+            let last = call.get_operand(operands - 2)?.value()?;
+            let last = last.is_pointer_value().then(|| last.into_pointer_value())?;
+            last.is_const().then_some(last)
+        })
 }
 
 /// Checks that each reporter a redirected body calls is defined with that body's type: a
