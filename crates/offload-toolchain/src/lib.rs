@@ -95,6 +95,8 @@ pub enum Tool {
     Opt,
     /// `ptxas`, NVIDIA's PTX assembler (PTX to cubin).
     Ptxas,
+    /// `cuobjdump`, which disassembles cubins (SASS).
+    Cuobjdump,
     /// GNU time, for peak-memory figures in benchmarks and tests.
     GnuTime,
     /// User-mode emulation of aarch64 Linux, to run cross-built programs.
@@ -120,6 +122,7 @@ impl Tool {
         Tool::Llc,
         Tool::Opt,
         Tool::Ptxas,
+        Tool::Cuobjdump,
         Tool::GnuTime,
         Tool::QemuAarch64,
         Tool::Aarch64Gcc,
@@ -142,6 +145,7 @@ impl Tool {
             Tool::Llc => "llc",
             Tool::Opt => "opt",
             Tool::Ptxas => "ptxas",
+            Tool::Cuobjdump => "cuobjdump",
             Tool::GnuTime => "time",
             Tool::QemuAarch64 => "qemu-aarch64",
             Tool::Aarch64Gcc => "aarch64-linux-gnu-gcc",
@@ -163,7 +167,7 @@ impl Tool {
             | Tool::LlvmReadelf
             | Tool::Llc
             | Tool::Opt => "llvm-22",
-            Tool::Ptxas => "nvidia-cuda-toolkit",
+            Tool::Ptxas | Tool::Cuobjdump => "nvidia-cuda-toolkit",
             Tool::GnuTime => "time",
             Tool::QemuAarch64 => "qemu-user",
             Tool::Aarch64Gcc => "gcc-aarch64-linux-gnu",
@@ -173,7 +177,7 @@ impl Tool {
     /// Where the program comes from, which decides how it is looked for.
     pub const fn origin(self) -> Origin {
         match self {
-            Tool::Ptxas => Origin::Cuda,
+            Tool::Ptxas | Tool::Cuobjdump => Origin::Cuda,
             Tool::GnuTime | Tool::QemuAarch64 | Tool::Aarch64Gcc => Origin::System,
             _ => Origin::Llvm,
         }

@@ -145,6 +145,13 @@ pub struct AmdKernelInfo {
     pub group_segment_fixed_size: u64,
     /// `.private_segment_fixed_size`: scratch bytes per work-item.
     pub private_segment_fixed_size: u64,
+    /// `.uses_dynamic_stack`: scratch of a size only known at run time (recursion, calls
+    /// through pointers), beyond `private_segment_fixed_size`.
+    pub uses_dynamic_stack: bool,
+    /// `.vgpr_spill_count`.
+    pub vgpr_spill_count: u64,
+    /// `.sgpr_spill_count`.
+    pub sgpr_spill_count: u64,
     /// `.kernarg_segment_size`.
     pub kernarg_segment_size: u64,
     /// `.wavefront_size`.
@@ -267,6 +274,11 @@ pub fn amdgpu_inspect(image: &[u8]) -> Result<AmdCodeObjectInfo> {
             agpr_count: get_u64(k, ".agpr_count"),
             group_segment_fixed_size: get_u64(k, ".group_segment_fixed_size"),
             private_segment_fixed_size: get_u64(k, ".private_segment_fixed_size"),
+            uses_dynamic_stack: map_get(k, ".uses_dynamic_stack")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            vgpr_spill_count: get_u64(k, ".vgpr_spill_count"),
+            sgpr_spill_count: get_u64(k, ".sgpr_spill_count"),
             kernarg_segment_size: get_u64(k, ".kernarg_segment_size"),
             wavefront_size: get_u64(k, ".wavefront_size"),
             max_flat_workgroup_size: get_u64(k, ".max_flat_workgroup_size"),

@@ -1,0 +1,205 @@
+//! The parity benchmark's assertions: that everything was measured and reads sanely, and the
+//! limits of `limits.rs`, with the limits the figures would allow today printed as Rust for
+//! pasting when a table must change.
+
+use std::fmt::Write as _;
+
+use crate::limits;
+use crate::measure::{Figures, Outcome, Row};
+
+/// Every figure a row should have: each side used registers, has code, and touches global
+/// memory (every kernel of the benchmark reads or writes a buffer).
+pub fn sanity(arch: &str, rows: &[Row]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for row in rows {
+        for (side, f) in [("Rust", &row.rust), ("C", &row.c)] {
+            let a = &f.accesses;
+            if f.registers == 0 || f.instructions == 0 || f.code_bytes == 0 {
+                problems.push(format!(
+                    "{arch} {} ({side}): registers, instructions or code bytes unread: {f:?}",
+                    row.kernel
+                ));
+            }
+            if a.global + a.generic == 0 {
+                problems.push(format!(
+                    "{arch} {} ({side}): no global or generic access found: {f:?}",
+                    row.kernel
+                ));
+            }
+        }
+    }
+    problems
+}
+
+pub fn ratio(rust: u64, c: u64) -> f64 {
+    rust as f64 / c.max(1) as f64
+}
+
+pub fn geomean(values: impl Iterator<Item = f64>) -> f64 {
+    let (sum, n) = values.fold((0.0, 0u32), |(s, n), v| (s + v.ln(), n + 1));
+    if n == 0 {
+        1.0
+    } else {
+        (sum / f64::from(n)).exp()
+    }
+}
+
+/// Scratch where C has none: stack bytes and spills, with a dynamic stack counted as one.
+pub fn excess_scratch(row: &Row) -> Option<u64> {
+    (!row.c.uses_scratch() && row.rust.uses_scratch()).then(|| scratch_figure(&row.rust))
+}
+
+fn scratch_figure(f: &Figures) -> u64 {
+    f.stack_bytes + f.spills + u64::from(f.dynamic_stack)
+}
+
+/// Generic accesses beyond C's.
+pub fn excess_generic(row: &Row) -> Option<u64> {
+    let excess = row
+        .rust
+        .accesses
+        .generic
+        .saturating_sub(row.c.accesses.generic);
+    (excess > 0).then_some(excess)
+}
+
+/// A guard with some headroom above today's ratio: 10 %, rounded up to 0.05.
+fn ratio_guard(r: f64) -> f64 {
+    (r * 1.1 * 20.0).ceil() / 20.0
+}
+
+/// A guard with some headroom above today's count: 10 %, rounded up.
+fn count_guard(n: u64) -> u64 {
+    n + n.div_ceil(10)
+}
+
+/// Checks a per-kernel limit: a figure over `goal` needs an entry of `not_met` at least as
+/// large, and an entry whose figure meets the goal is stale.
+fn per_kernel<T: PartialOrd + Copy + std::fmt::Display>(
+    metric: &str,
+    measured: &[(&str, &str, Option<T>)],
+    not_met: &[(&str, &str, T)],
+    problems: &mut Vec<String>,
+) {
+    for &(kernel, arch, over) in measured {
+        let entry = not_met.iter().find(|e| e.0 == kernel && e.1 == arch);
+        match (over, entry) {
+            (Some(value), None) => problems.push(format!(
+                "{metric}: {kernel} on {arch} is {value}, over the goal (a regression, or a \
+                 new kernel or architecture without an entry)"
+            )),
+            (Some(value), Some(&(_, _, guard))) if value > guard => problems.push(format!(
+                "{metric}: {kernel} on {arch} is {value}, over its guard {guard} (a regression)"
+            )),
+            (None, Some(_)) => problems.push(format!(
+                "{metric}: {kernel} on {arch} meets the goal now: delete its NOT_MET entry"
+            )),
+            _ => {}
+        }
+    }
+    for (kernel, arch, _) in not_met {
+        if !measured.iter().any(|m| m.0 == *kernel && m.1 == *arch) {
+            problems.push(format!(
+                "{metric}: the NOT_MET entry ({kernel}, {arch}) names nothing measured"
+            ));
+        }
+    }
+}
+
+/// The limits of `limits.rs` against the figures; returns the failures and the tables the
+/// figures would allow today.
+pub fn limits(results: &[(&str, Outcome)]) -> (Vec<String>, String) {
+    let mut problems = Vec::new();
+    let mut registers = Vec::new();
+    let mut code = Vec::new();
+    let mut scratch = Vec::new();
+    let mut generic = Vec::new();
+    let mut geomeans = Vec::new();
+    for (arch, outcome) in results {
+        let Outcome::Measured(rows, _) = outcome else {
+            continue;
+        };
+        for row in rows {
+            let r = ratio(row.rust.registers, row.c.registers);
+            registers.push((row.kernel, *arch, (r > limits::REGISTERS_GOAL).then_some(r)));
+            let r = ratio(row.rust.code_bytes, row.c.code_bytes);
+            code.push((row.kernel, *arch, (r > limits::CODE_SIZE_GOAL).then_some(r)));
+            scratch.push((row.kernel, *arch, excess_scratch(row)));
+            generic.push((row.kernel, *arch, excess_generic(row)));
+        }
+        let g = geomean(rows.iter().map(|r| ratio(r.rust.registers, r.c.registers)));
+        geomeans.push((*arch, (g > limits::REGISTERS_GEOMEAN_GOAL).then_some(g)));
+    }
+    for &(arch, over) in &geomeans {
+        let entry = limits::REGISTERS_GEOMEAN_NOT_MET
+            .iter()
+            .find(|e| e.0 == arch);
+        match (over, entry) {
+            (Some(g), None) => problems.push(format!(
+                "registers, geometric mean: {arch} is {g:.3}, over the goal {}",
+                limits::REGISTERS_GEOMEAN_GOAL
+            )),
+            (Some(g), Some(&(_, guard))) if g > guard => problems.push(format!(
+                "registers, geometric mean: {arch} is {g:.3}, over its guard {guard}"
+            )),
+            (None, Some(_)) => problems.push(format!(
+                "registers, geometric mean: {arch} meets the goal now: delete its NOT_MET entry"
+            )),
+            _ => {}
+        }
+    }
+    per_kernel(
+        "registers",
+        &registers,
+        limits::REGISTERS_NOT_MET,
+        &mut problems,
+    );
+    per_kernel("code size", &code, limits::CODE_SIZE_NOT_MET, &mut problems);
+    per_kernel(
+        "scratch where C has none",
+        &scratch,
+        limits::SCRATCH_NOT_MET,
+        &mut problems,
+    );
+    per_kernel(
+        "generic accesses beyond C's",
+        &generic,
+        limits::GENERIC_NOT_MET,
+        &mut problems,
+    );
+
+    let mut today = String::new();
+    let _ = writeln!(
+        today,
+        "pub const REGISTERS_GEOMEAN_NOT_MET: &[(&str, f64)] = &["
+    );
+    for (arch, g) in &geomeans {
+        if let Some(g) = g {
+            let _ = writeln!(today, "    ({arch:?}, {:.2}),", ratio_guard(*g));
+        }
+    }
+    let _ = writeln!(today, "];");
+    let ratios = |name: &str, rows: &[(&str, &str, Option<f64>)], out: &mut String| {
+        let _ = writeln!(out, "pub const {name}: &[(&str, &str, f64)] = &[");
+        for (kernel, arch, r) in rows {
+            if let Some(r) = r {
+                let _ = writeln!(out, "    ({kernel:?}, {arch:?}, {:.2}),", ratio_guard(*r));
+            }
+        }
+        let _ = writeln!(out, "];");
+    };
+    let counts = |name: &str, rows: &[(&str, &str, Option<u64>)], out: &mut String| {
+        let _ = writeln!(out, "pub const {name}: &[(&str, &str, u64)] = &[");
+        for (kernel, arch, n) in rows {
+            if let Some(n) = n {
+                let _ = writeln!(out, "    ({kernel:?}, {arch:?}, {}),", count_guard(*n));
+            }
+        }
+        let _ = writeln!(out, "];");
+    };
+    ratios("REGISTERS_NOT_MET", &registers, &mut today);
+    ratios("CODE_SIZE_NOT_MET", &code, &mut today);
+    counts("SCRATCH_NOT_MET", &scratch, &mut today);
+    counts("GENERIC_NOT_MET", &generic, &mut today);
+    (problems, today)
+}

@@ -1,0 +1,149 @@
+//! The parity benchmark (`benches/parity/README.md`): the Rust kernels of
+//! `benches/parity/kernels` against their CUDA and HIP twins compiled by clang-22, per kernel
+//! and architecture: registers, scratch, instructions, code size, memory accesses by address
+//! space, device-build time. Writes `target/parity/parity.md` and `parity.json`, prints the
+//! table, and fails when a figure is missing or a limit of `limits.rs` is broken.
+//!
+//! Unlike the other GPU-tool tests, a missing tool fails this one everywhere: the benchmark
+//! has nothing to say without its tools, and CI installs them (`cargo xtask setup --cuda`).
+#![cfg(feature = "llvm")]
+
+mod checks;
+mod limits;
+mod measure;
+mod report;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use offload_build::device_link::GpuTarget;
+use offload_build::env::Env;
+use offload_toolchain::Tool;
+
+use measure::{Inputs, Outcome};
+
+/// The benchmark's kernels, in the table's order: each is a `#[kernel]` of the Rust crate and
+/// an `extern "C" __global__` function of both C files.
+pub const KERNELS: [&str; 13] = [
+    "saxpy",
+    "matmul",
+    "reduce_shared",
+    "reduce_warp",
+    "transpose",
+    "stencil5",
+    "histogram",
+    "scan",
+    "gather",
+    "gauss",
+    "affine",
+    "divide",
+    "reverse",
+];
+
+const NVIDIA: [&str; 2] = ["sm_80", "sm_90"];
+const AMD: [&str; 3] = ["gfx90a", "gfx942", "gfx1100"];
+
+pub const COMMAND: &str = "cargo test -p offload-build --test parity -- --nocapture";
+
+fn require_tools() {
+    let nightly = Command::new("rustup")
+        .args([
+            "run",
+            offload_toolchain::DEVICE_TOOLCHAIN,
+            "rustc",
+            "--print",
+            "sysroot",
+        ])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        nightly,
+        "the parity benchmark needs the device toolchain {} with rust-src (`cargo xtask setup`)",
+        offload_toolchain::DEVICE_TOOLCHAIN
+    );
+    for tool in [
+        Tool::Clang,
+        Tool::LdLld,
+        Tool::LlvmObjdump,
+        Tool::Ptxas,
+        Tool::Cuobjdump,
+    ] {
+        if let Err(e) = tool.find() {
+            panic!(
+                "the parity benchmark needs {tool:?}: {e} (`cargo xtask setup --cuda` installs \
+                 package {})",
+                tool.package()
+            );
+        }
+    }
+}
+
+/// `target/parity`, beside the test's own temporary directory.
+fn output_dir() -> PathBuf {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    tmp.parent().unwrap_or(tmp).join("parity")
+}
+
+#[test]
+fn parity() {
+    require_tools();
+    let started = std::time::Instant::now();
+    let clang = offload_build::foreign::clang::find(&Env::detect())
+        .unwrap_or_else(|e| panic!("clang: {e}"));
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("parity");
+    let work = base.join("work");
+    let _ = std::fs::remove_dir_all(&work);
+    let mut results: Vec<(&str, Outcome)> = Vec::new();
+    for (archs, triple_arch) in [(&NVIDIA[..], "sm_80"), (&AMD[..], "gfx90a")] {
+        let target = GpuTarget::parse(triple_arch).unwrap();
+        let (rust, rustc_seconds) = measure::rust_inputs(&target, &base.join("nested"));
+        let inputs = Inputs {
+            kernels: &KERNELS,
+            rust: &rust,
+            rustc_seconds,
+            clang: &clang,
+            work: &work,
+        };
+        for &arch in archs {
+            let outcome = if arch.starts_with("sm_") {
+                measure::nvidia(arch, &inputs)
+            } else {
+                measure::amd(arch, &inputs)
+            };
+            results.push((arch, outcome));
+        }
+    }
+
+    let markdown = report::markdown(&results, COMMAND);
+    let out = output_dir();
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("parity.md"), &markdown).unwrap();
+    std::fs::write(out.join("parity.json"), report::json(&results)).unwrap();
+    println!("{markdown}");
+    println!(
+        "parity: {:.0} s; written to {} (parity.md, parity.json); images and listings in {}",
+        started.elapsed().as_secs_f64(),
+        out.display(),
+        work.display()
+    );
+
+    let mut problems = Vec::new();
+    for (arch, outcome) in &results {
+        if let Outcome::Measured(rows, _) = outcome {
+            problems.extend(checks::sanity(arch, rows));
+        }
+    }
+    let (broken, today) = checks::limits(&results);
+    problems.extend(broken);
+    if !problems.is_empty() {
+        std::fs::write(out.join("limits-today.rs"), &today).unwrap();
+        panic!(
+            "parity benchmark: {} problem(s):\n  {}\n\nThe NOT_MET lists of \
+             crates/offload-build/tests/parity/limits.rs that today's figures allow \
+             (also in {}):\n{today}",
+            problems.len(),
+            problems.join("\n  "),
+            out.join("limits-today.rs").display()
+        );
+    }
+}

@@ -1,0 +1,262 @@
+//! The parity benchmark's table, as Markdown (printed, and written for BENCHMARKS.md) and
+//! as JSON (for tools).
+
+use std::fmt::Write as _;
+
+use crate::checks::{excess_generic, excess_scratch, geomean, ratio};
+use crate::limits;
+use crate::measure::{Accesses, Figures, Outcome, Row};
+
+/// `text` in lines of at most `width` characters, broken at spaces.
+fn wrap(text: &str, width: usize) -> String {
+    let mut lines: Vec<String> = vec![String::new()];
+    for word in text.split_whitespace() {
+        let line = lines.last_mut().expect("one line at least");
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(word.to_owned());
+        } else {
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+    }
+    lines.join("\n")
+}
+
+fn is_amd(arch: &str) -> bool {
+    arch.starts_with("gfx")
+}
+
+fn over(value: f64, goal: f64) -> String {
+    if value > goal {
+        format!("**{value:.2}**")
+    } else {
+        format!("{value:.2}")
+    }
+}
+
+fn scratch(f: &Figures) -> String {
+    let dynamic = if f.dynamic_stack { "+dyn" } else { "" };
+    format!("{}{dynamic}, {}", f.stack_bytes, f.spills)
+}
+
+fn accesses(a: &Accesses) -> String {
+    format!("{}·{}·{}·{}", a.generic, a.global, a.shared, a.local)
+}
+
+pub fn markdown(results: &[(&str, Outcome)], command: &str) -> String {
+    let mut md = String::new();
+    let legend = format!(
+        "Each kernel of `benches/parity/kernels` against its twin in `benches/parity/parity.cu` \
+         (NVIDIA) or `parity.hip` (AMD), compiled by clang-22 `-O3`; cells are `Rust / C`, `×` \
+         is Rust over C, **bold** where the goal is not met (registers {:.2}×, code size \
+         {:.1}×). Registers: `ptxas -v` (NVIDIA), `.vgpr_count` with the AGPRs in it (AMD). \
+         Stack, spills: `ptxas`'s stack frame and spill-store bytes; AMD's private segment \
+         (`+dyn`: dynamic stack) and spilled registers. Instructions and code bytes: SASS \
+         (`cuobjdump -sass`, callees included, padding not), AMD `llvm-objdump -d` of the \
+         kernel and the functions it calls. Accesses, `generic·global·shared·local` memory \
+         instructions: in the PTX (NVIDIA) or the machine code (AMD). Reproduce: `{command}`.",
+        limits::REGISTERS_GOAL,
+        limits::CODE_SIZE_GOAL
+    );
+    let _ = writeln!(md, "{}", wrap(&legend, 95));
+    let _ = writeln!(md);
+    let _ = writeln!(
+        md,
+        "| arch | registers, geo. mean × (goal ≤ {:.2}) | kernels over {:.2}× registers | \
+         over {:.1}× code size | scratch where C has none | generic where C has none | device \
+         build, Rust / C (s) |",
+        limits::REGISTERS_GEOMEAN_GOAL,
+        limits::REGISTERS_GOAL,
+        limits::CODE_SIZE_GOAL
+    );
+    let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|---:|");
+    for (arch, outcome) in results {
+        match outcome {
+            Outcome::Unavailable(reason) => {
+                let _ = writeln!(md, "| {arch} | {reason} | | | | | |");
+            }
+            Outcome::Measured(rows, times) => {
+                let registers: Vec<f64> = rows
+                    .iter()
+                    .map(|r| ratio(r.rust.registers, r.c.registers))
+                    .collect();
+                let code = rows
+                    .iter()
+                    .filter(|r| ratio(r.rust.code_bytes, r.c.code_bytes) > limits::CODE_SIZE_GOAL)
+                    .count();
+                let _ = writeln!(
+                    md,
+                    "| {arch} | {} | {} | {code} | {} | {} | {:.2} / {:.2} |",
+                    over(
+                        geomean(registers.iter().copied()),
+                        limits::REGISTERS_GEOMEAN_GOAL
+                    ),
+                    registers
+                        .iter()
+                        .filter(|r| **r > limits::REGISTERS_GOAL)
+                        .count(),
+                    rows.iter().filter(|r| excess_scratch(r).is_some()).count(),
+                    rows.iter().filter(|r| excess_generic(r).is_some()).count(),
+                    times.rustc + times.link,
+                    times.clang
+                );
+            }
+        }
+    }
+    for (arch, outcome) in results {
+        let _ = writeln!(md);
+        let _ = writeln!(md, "### {arch}");
+        let _ = writeln!(md);
+        let (rows, times) = match outcome {
+            Outcome::Unavailable(reason) => {
+                let _ = writeln!(md, "Not measured: {reason}");
+                continue;
+            }
+            Outcome::Measured(rows, times) => (rows, times),
+        };
+        let amd = is_amd(arch);
+        let _ = writeln!(
+            md,
+            "| kernel | {} | × |{} stack, spills | instructions | code bytes | × | accesses | \
+             calls |",
+            if amd { "VGPRs" } else { "registers" },
+            if amd { " AGPRs | SGPRs |" } else { "" }
+        );
+        let _ = writeln!(
+            md,
+            "|---|---:|---:|{}---:|---:|---:|---:|---:|---:|",
+            if amd { "---:|---:|" } else { "" }
+        );
+        for Row { kernel, rust, c } in rows {
+            let amd_columns = if amd {
+                format!(
+                    " {} / {} | {} / {} |",
+                    rust.agprs.unwrap_or(0),
+                    c.agprs.unwrap_or(0),
+                    rust.sgprs.unwrap_or(0),
+                    c.sgprs.unwrap_or(0)
+                )
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                md,
+                "| {kernel} | {} / {} | {} |{amd_columns} {} / {} | {} / {} | {} / {} | {} | {} / \
+                 {} | {} / {} |",
+                rust.registers,
+                c.registers,
+                over(ratio(rust.registers, c.registers), limits::REGISTERS_GOAL),
+                scratch(rust),
+                scratch(c),
+                rust.instructions,
+                c.instructions,
+                rust.code_bytes,
+                c.code_bytes,
+                over(ratio(rust.code_bytes, c.code_bytes), limits::CODE_SIZE_GOAL),
+                accesses(&rust.accesses),
+                accesses(&c.accesses),
+                rust.calls,
+                c.calls
+            );
+        }
+        let geo =
+            |f: &dyn Fn(&Figures) -> u64| geomean(rows.iter().map(|r| ratio(f(&r.rust), f(&r.c))));
+        let _ = writeln!(
+            md,
+            "| geometric mean | | {} |{} | {:.2}× | | {} | | |",
+            over(geo(&|f| f.registers), limits::REGISTERS_GEOMEAN_GOAL),
+            if amd { " | |" } else { "" },
+            geo(&|f| f.instructions),
+            over(geo(&|f| f.code_bytes), limits::CODE_SIZE_GOAL)
+        );
+        let _ = writeln!(md);
+        let _ = writeln!(
+            md,
+            "Device build: Rust {:.2} s (rustc of the kernel crate for the triple {:.2} s, link \
+             {:.2} s), C {:.2} s (clang{}).",
+            times.rustc + times.link,
+            times.rustc,
+            times.link,
+            times.clang,
+            if amd { "" } else { " and ptxas" }
+        );
+    }
+    md
+}
+
+fn json_string(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn json_figures(f: &Figures) -> String {
+    let optional = |v: Option<u64>| v.map_or("null".to_owned(), |v| v.to_string());
+    format!(
+        "{{\"registers\": {}, \"agprs\": {}, \"sgprs\": {}, \"stack_bytes\": {}, \
+         \"dynamic_stack\": {}, \"spills\": {}, \"instructions\": {}, \"code_bytes\": {}, \
+         \"calls\": {}, \"accesses\": {{\"generic\": {}, \"global\": {}, \"shared\": {}, \
+         \"local\": {}}}}}",
+        f.registers,
+        optional(f.agprs),
+        optional(f.sgprs),
+        f.stack_bytes,
+        f.dynamic_stack,
+        f.spills,
+        f.instructions,
+        f.code_bytes,
+        f.calls,
+        f.accesses.generic,
+        f.accesses.global,
+        f.accesses.shared,
+        f.accesses.local
+    )
+}
+
+pub fn json(results: &[(&str, Outcome)]) -> String {
+    let archs: Vec<String> = results
+        .iter()
+        .map(|(arch, outcome)| match outcome {
+            Outcome::Unavailable(reason) => format!(
+                "{{\"arch\": {}, \"unavailable\": {}}}",
+                json_string(arch),
+                json_string(reason)
+            ),
+            Outcome::Measured(rows, times) => {
+                let rows: Vec<String> = rows
+                    .iter()
+                    .map(|r| {
+                        format!(
+                            "{{\"kernel\": {}, \"rust\": {}, \"c\": {}}}",
+                            json_string(r.kernel),
+                            json_figures(&r.rust),
+                            json_figures(&r.c)
+                        )
+                    })
+                    .collect();
+                format!(
+                    "{{\"arch\": {}, \"build_seconds\": {{\"rustc\": {:.3}, \"link\": {:.3}, \
+                     \"clang\": {:.3}}}, \"kernels\": [\n    {}\n  ]}}",
+                    json_string(arch),
+                    times.rustc,
+                    times.link,
+                    times.clang,
+                    rows.join(",\n    ")
+                )
+            }
+        })
+        .collect();
+    format!("{{\"archs\": [\n  {}\n]}}\n", archs.join(",\n  "))
+}
