@@ -1436,7 +1436,7 @@ fn each_kind_of_panic_reports_its_message() {
         (5, "thread 5 was told to panic"),
         (
             6,
-            "called `Result::unwrap()` on an `Err` value: TryFromIntError(())",
+            "called `Result::unwrap()` on an `Err` value: TryFromIntError(NegOverflow)",
         ),
         (7, "slice index starts at 7 but ends at 6"),
         (8, "a literal message"),
