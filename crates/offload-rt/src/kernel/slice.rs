@@ -12,8 +12,8 @@ use core::ptr::NonNull;
 
 use super::abi::DeviceCopy;
 use super::{
-    block_dim_y, block_dim_z, block_idx_x, block_idx_y, block_idx_z, block_size, global_idx_x,
-    global_idx_y, global_idx_z, grid_dim_x, grid_dim_y, grid_dim_z, thread_rank,
+    block_dim_y, block_idx_x, block_idx_y, block_idx_z, block_size, global_idx_x, global_idx_y,
+    global_idx_z, grid_dim_x, grid_dim_y, thread_rank,
 };
 
 /// How a slice parameter crosses from host to device: the buffer's address and its length in
@@ -91,19 +91,7 @@ impl<T: DeviceCopy> SliceParam<T> {
 /// is [`global_idx_x`].
 #[inline(always)]
 pub fn grid_thread_rank() -> usize {
-    if launch_is_1d() {
-        // The same rank, as CUDA C computes it: `blockIdx.x * blockDim.x + threadIdx.x`.
-        global_idx_x()
-    } else {
-        block_rank() * block_size() as usize + thread_rank() as usize
-    }
-}
-
-/// Whether the launch has one row of blocks of one row of threads. Every extent is at least 1,
-/// so their bits together are 1 only when each is 1; a uniform test of launch constants.
-#[inline(always)]
-fn launch_is_1d() -> bool {
-    grid_dim_y() | grid_dim_z() | block_dim_y() | block_dim_z() == 1
+    block_rank() * block_size() as usize + thread_rank() as usize
 }
 
 /// The calling thread's block's index among the grid's blocks, x fastest.

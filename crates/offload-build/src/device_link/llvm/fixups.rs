@@ -1,6 +1,6 @@
 //! Fix-ups of the linked module around the kernels: which functions are kernels, AMDGPU's
 //! `byref` kernel arguments, the internalization that keeps only the kernels and the
-//! [`HOST_GLOBALS`] external, and NVPTX's global pointers from parameters' integers.
+//! [`HOST_GLOBALS`] external, and the pointers known to be global memory.
 
 use inkwell::attributes::AttributeLoc;
 use inkwell::context::Context;
@@ -184,32 +184,52 @@ pub(super) fn internalize(module: &Module<'_>, wanted: Option<&[String]>) -> Res
     Ok(kept)
 }
 
-/// Marks as global memory the pointers an NVPTX kernel makes from its parameters' integers
-/// (`inttoptr` of a value read out of a parameter: rustc passes slices and structs by value as
-/// integer arrays), as NVPTX's own lowering does for pointer parameters: a cast to address
-/// space 1 and back after each, which the code generator's address-space inference turns
-/// into global loads and stores (`ld.global`, not generic `ld`). A launch's addresses are
-/// device memory, which is global. Run after the optimizer, which would fold the casts away.
-/// Returns how many pointers changed.
-pub(super) fn nvptx_global_pointers(module: &Module<'_>) -> usize {
+/// Marks as global memory the pointers the module knows to be device memory, so that the
+/// code generator's address-space inference turns their accesses into global ones (`ld.global`,
+/// `global_load`, not generic `ld`, `flat_load`): on NVPTX, those a kernel makes from its
+/// parameters' integers (`inttoptr` of a value read out of a parameter: rustc passes slices
+/// and structs by value as integer arrays), as NVPTX's own lowering does for pointer
+/// parameters (a launch's addresses are device memory, which is global); on both GPU
+/// triples, the channel pointer read from [`HOST_GLOBALS`] (host memory mapped into the
+/// device, which global instructions reach). A cast to address space 1 and back after each:
+/// run after the optimizer, which would fold the pair away. Returns how many pointers changed.
+pub(super) fn global_pointers(module: &Module<'_>) -> usize {
     use inkwell::llvm_sys::core as llvm;
     use inkwell::values::{AsValueRef, InstructionOpcode};
     let context = module.get_context();
     let builder = context.create_builder();
     let global = context.ptr_type(inkwell::AddressSpace::from(1u16));
     let generic = context.ptr_type(inkwell::AddressSpace::default());
+    let nvptx = module
+        .get_triple()
+        .as_str()
+        .to_bytes()
+        .starts_with(b"nvptx");
+    let host_globals: Vec<_> = HOST_GLOBALS
+        .iter()
+        .filter_map(|name| module.get_global(name))
+        .map(|g| g.as_pointer_value().as_value_ref())
+        .collect();
     let mut changed = 0;
-    for f in module
-        .get_functions()
-        .filter(|f| f.get_call_conventions() == PTX_KERNEL_CC)
-    {
+    for f in module.get_functions() {
+        let kernel = f.get_call_conventions() == PTX_KERNEL_CC;
         let made: Vec<_> = f
             .get_basic_block_iter()
             .flat_map(|b| b.get_instructions())
-            .filter(|i| i.get_opcode() == InstructionOpcode::IntToPtr)
             .filter(|i| {
                 // SAFETY: `i` is a live instruction of `f`; its operand 0 is a live value.
-                unsafe { from_parameter(llvm::LLVMGetOperand(i.as_value_ref(), 0), 8) }
+                let operand = unsafe { llvm::LLVMGetOperand(i.as_value_ref(), 0) };
+                match i.get_opcode() {
+                    InstructionOpcode::IntToPtr => {
+                        // SAFETY: as above.
+                        nvptx && kernel && unsafe { from_parameter(operand, 8) }
+                    }
+                    InstructionOpcode::Load => {
+                        i.get_type().is_pointer_type()
+                            && host_globals.iter().any(|g| strip_casts(operand) == *g)
+                    }
+                    _ => false,
+                }
             })
             .collect();
         for made in made {
@@ -217,7 +237,7 @@ pub(super) fn nvptx_global_pointers(module: &Module<'_>) -> usize {
                 continue;
             };
             builder.position_before(&next);
-            // SAFETY: `made` is an `inttoptr`, so a pointer value of this function.
+            // SAFETY: `made` is an `inttoptr` or a load of a pointer: a pointer value.
             let pointer = unsafe { inkwell::values::PointerValue::new(made.as_value_ref()) };
             let Ok(as_global) = builder.build_address_space_cast(pointer, global, "global") else {
                 continue;
@@ -235,6 +255,23 @@ pub(super) fn nvptx_global_pointers(module: &Module<'_>) -> usize {
         }
     }
     changed
+}
+
+/// `value` without the address-space casts around it (a global's address, say).
+fn strip_casts(
+    value: inkwell::llvm_sys::prelude::LLVMValueRef,
+) -> inkwell::llvm_sys::prelude::LLVMValueRef {
+    use inkwell::llvm_sys::LLVMOpcode;
+    use inkwell::llvm_sys::core as llvm;
+    // SAFETY: `value` is a live value; a cast has an operand 0.
+    unsafe {
+        if !llvm::LLVMIsAConstantExpr(value).is_null()
+            && llvm::LLVMGetConstOpcode(value) == LLVMOpcode::LLVMAddrSpaceCast
+        {
+            return strip_casts(llvm::LLVMGetOperand(value, 0));
+        }
+    }
+    value
 }
 
 /// Whether `value` is read out of a parameter of its function: the parameter itself, or an

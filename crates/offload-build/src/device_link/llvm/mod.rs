@@ -21,8 +21,8 @@ use super::{
     LLVM_MAJOR, LinkError, Result, find_tool, io_err, nightly_rustc_llvm_major, scratch_dir,
 };
 use crate::command::run as run_command;
-use codegen::{emit, optimize, target_machine};
-use fixups::{amdgpu_byref_parameters, internalize, nvptx_global_pointers};
+use codegen::{emit, optimize, run_pipeline, target_machine};
+use fixups::{amdgpu_byref_parameters, global_pointers, internalize};
 use helpers::{
     AMDGPU_HELPERS, AMDGPU_HELPERS_IR, DYNAMIC_SHARED_MEMORY, GPU_HELPERS, GPU_HELPERS_IR,
     link_helpers,
@@ -176,6 +176,10 @@ fn link_for<'ctx>(
         })?;
     }
     optimize(&module, machine)?;
+    if global_pointers(&module) > 0 {
+        // Not left to the code generator, which runs it on NVPTX but not on AMDGPU.
+        run_pipeline(&module, "function(infer-address-spaces)", machine)?;
+    }
     check_resolved(&module, allowed_external)?;
     check_shared_limit(&module, &kept)?;
     Ok((module, kept))
@@ -196,7 +200,6 @@ pub fn nvptx_link(inputs: &[DeviceInput], sm: &str, opts: &NvptxLinkOptions) -> 
         opts.kernels.as_deref(),
         NVPTX_EXTERNALS,
     )?;
-    nvptx_global_pointers(&module);
     let buffer = emit(&machine, &module, FileType::Assembly, &cpu)?;
     String::from_utf8(buffer.as_slice().to_vec()).map_err(|_| LinkError::Codegen {
         cpu,
