@@ -861,7 +861,15 @@ fn panics_and_prints_use_the_channel() {
             .filter(|l| l.contains("ld.volatile.global.b64") && l.contains("[__offload_channel]"))
             .count();
         assert!(loads >= 2, "{sm}: print and panic each read the channel");
-        for needle in ["atom.acquire.sys.cas.b32", "fence.sc.sys;", "trap;"] {
+        // The channel is global memory (`atom.acquire.sys.global.cas.b32`).
+        assert!(
+            ptx.lines().any(|l| {
+                let l = l.trim();
+                l.starts_with("atom.acquire.sys.") && l.contains("cas.b32")
+            }),
+            "{sm}: no system-scope compare-and-swap in the panic path"
+        );
+        for needle in ["fence.sc.sys;", "trap;"] {
             assert!(
                 ptx.lines().any(|l| l.trim().starts_with(needle)),
                 "{sm}: no `{needle}` in the panic path"

@@ -126,12 +126,8 @@ pub(super) fn lean_panics(module: &Module<'_>, reporters: bool) -> Result<usize>
                     changed += 1;
                 }
             }
-            Some(Role::Inline) => {
-                if make_inlinable(module, f) {
-                    changed += 1;
-                }
-            }
-            None => {}
+            Some(Role::Inline) if make_inlinable(module, f) => changed += 1,
+            Some(Role::Inline) | None => {}
         }
     }
     Ok(changed)
@@ -376,4 +372,136 @@ pub(super) fn check_reporters(module: &Module<'_>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use inkwell::context::Context;
+    use inkwell::memory_buffer::MemoryBuffer;
+
+    const BOUNDS_CHECK: &str = "_RNvNtCskadkSMZu6gz_4core9panicking18panic_bounds_check";
+
+    fn module<'ctx>(context: &'ctx Context, ir: &str) -> Module<'ctx> {
+        let text = format!("target triple = \"nvptx64-nvidia-cuda\"\n{ir}");
+        let buffer = MemoryBuffer::create_from_memory_range_copy(text.as_bytes(), "test");
+        context.create_module_from_ir(buffer).unwrap()
+    }
+
+    fn callees(f: FunctionValue<'_>) -> Vec<String> {
+        f.get_basic_block_iter()
+            .flat_map(|b| b.get_instructions())
+            .filter_map(|i| i.get_operand(i.get_num_operands().checked_sub(1)?))
+            .filter_map(|op| op.value())
+            .filter(|v| v.is_pointer_value())
+            .map(|v| cstr(v.into_pointer_value().get_name()))
+            .collect()
+    }
+
+    #[test]
+    fn core_functions_are_found_by_demangled_path() {
+        assert!(matches!(
+            role(BOUNDS_CHECK, false),
+            Some(Role::Redirect("__offload_gpu_panic_bounds_check"))
+        ));
+        assert!(matches!(
+            role("_RNvNtCskadkSMZu6gz_4core9panicking9panic_fmt", false),
+            Some(Role::Inline)
+        ));
+        assert!(matches!(
+            role("_RNvCseulmdZsCeCG_7___rustc17rust_begin_unwind", false),
+            Some(Role::Inline)
+        ));
+        assert!(role("__offload_gpu_panic45", false).is_none());
+        assert!(matches!(
+            role("__offload_gpu_panic45", true),
+            Some(Role::Inline)
+        ));
+        assert!(role("_RNvCs5AuxUanGK3T_12lean_kernels5saxpy", true).is_none());
+        assert!(role("saxpy", true).is_none());
+    }
+
+    #[test]
+    fn a_bounds_check_forwards_its_parameters_to_the_reporter() {
+        let context = Context::create();
+        let m = module(
+            &context,
+            &format!(
+                "declare void @format_everything(ptr)\n\
+                 define void @{BOUNDS_CHECK}(i64 %index, i64 %len, ptr %location) #0 {{\n  \
+                 call void @format_everything(ptr %location)\n  unreachable\n}}\n\
+                 define void @k(i64 %i) {{\n  call void @{BOUNDS_CHECK}(i64 %i, i64 4, ptr null) #0\n  ret void\n}}\n\
+                 attributes #0 = {{ noinline }}\n"
+            ),
+        );
+        assert_eq!(
+            lean_panics(&m, false).unwrap(),
+            0,
+            "no reporters, no change"
+        );
+        assert!(lean_panics(&m, true).unwrap() > 0);
+        m.verify().unwrap();
+        let lean = m.get_function(BOUNDS_CHECK).unwrap();
+        assert_eq!(callees(lean), ["__offload_gpu_panic_bounds_check"]);
+        let always = Attribute::get_named_enum_kind_id("alwaysinline");
+        assert!(
+            lean.get_enum_attribute(AttributeLoc::Function, always)
+                .is_some()
+        );
+        // The call site's `noinline` is gone, so the body inlines where the panic is.
+        let text = m.print_to_string().to_string();
+        let call = text
+            .lines()
+            .find(|l| l.contains("call void @") && l.contains("(i64 %i, i64 4"))
+            .unwrap();
+        assert!(!call.contains('#'), "{call}");
+        check_reporters(&m).unwrap();
+        // A reporter of another type is offload-rt out of step with core: an error.
+        let other = module(
+            &context,
+            &format!(
+                "define void @__offload_gpu_panic_bounds_check(i64 %index) {{\n  unreachable\n}}\n\
+                 define void @{BOUNDS_CHECK}(i64 %index, i64 %len, ptr %location) {{\n  \
+                 call void @__offload_gpu_panic_bounds_check(i64 %index, i64 %len, ptr %location)\n  unreachable\n}}\n"
+            ),
+        );
+        assert!(matches!(
+            check_reporters(&other),
+            Err(LinkError::Link { .. })
+        ));
+    }
+
+    #[test]
+    fn a_specialized_core_function_reports_its_wording_and_location() {
+        let context = Context::create();
+        let m = module(
+            &context,
+            &format!(
+                "@location = private constant [24 x i8] zeroinitializer\n\
+                 declare void @format_everything(ptr)\n\
+                 define void @__offload_gpu_panic_bounds_check(i64 %i, i64 %l, ptr %loc) {{\n  unreachable\n}}\n\
+                 define void @__offload_gpu_panic(i32 %k, ptr %m, i64 %n, i64 %a, i64 %b, i64 %c, ptr %loc) {{\n  unreachable\n}}\n\
+                 define internal void @{BOUNDS_CHECK}(i64 %index, ptr dereferenceable(24) %location) {{\n  \
+                 call void @format_everything(ptr %location)\n  unreachable\n}}\n\
+                 define void @k(i64 %i) {{\n  call void @{BOUNDS_CHECK}(i64 %i, ptr @location)\n  ret void\n}}\n"
+            ),
+        );
+        assert!(lean_panics(&m, true).unwrap() > 0);
+        m.verify().unwrap();
+        let lean = m.get_function(BOUNDS_CHECK).unwrap();
+        assert_eq!(callees(lean), ["__offload_gpu_panic"]);
+        // The location is the last parameter, handed on.
+        let text = m.print_to_string().to_string();
+        let call = text
+            .lines()
+            .find(|l| l.contains("call void @__offload_gpu_panic("))
+            .unwrap();
+        assert!(call.trim_end().ends_with("ptr %1)"), "{call}");
+        assert!(
+            m.print_to_string()
+                .to_string()
+                .contains("index out of bounds (the index and length are not recorded here)")
+        );
+        check_reporters(&m).unwrap();
+    }
 }
