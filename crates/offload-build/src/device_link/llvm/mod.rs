@@ -34,6 +34,7 @@ use offload_toolchain::Tool;
 use shared_memory::{check_shared_limit, move_shared_to_addrspace3};
 
 mod codegen;
+mod crash;
 mod fixups;
 mod helpers;
 mod link;
@@ -128,6 +129,22 @@ impl RawValue for inkwell::values::PointerValue<'_> {
     }
 }
 
+/// What a link is called in a crash report: the kernel crate (its bitcode's file stem) and
+/// the architecture.
+fn link_name(inputs: &[DeviceInput], arch: &str) -> String {
+    let krate = inputs
+        .iter()
+        .find(|i| !i.lazy)
+        .or(inputs.first())
+        .map_or("(no input)", |i| {
+            std::path::Path::new(&i.name)
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or(&i.name)
+        });
+    format!("`{krate}` for {arch}")
+}
+
 /// The link both targets share: the inputs linked, the helpers defined, the fix-ups, the
 /// shared-memory move, `default<O3>` and the final checks. Returns the module, ready for code
 /// generation, and the kernels kept.
@@ -189,6 +206,7 @@ fn link_for<'ctx>(
 /// internalized, shared-memory statics in `.shared`, `default<O3>`, PTX ISA per
 /// [`super::ptx_isa_version`]. `sm` is `sm_80`, `sm_90a`, …
 pub fn nvptx_link(inputs: &[DeviceInput], sm: &str, opts: &NvptxLinkOptions) -> Result<String> {
+    let _linking = crash::linking(link_name(inputs, sm));
     let cpu = sm.to_owned();
     let features = ptx_features(sm)?;
     let machine = target_machine(NVPTX_TRIPLE, &cpu, &features)?;
@@ -213,6 +231,7 @@ pub fn amdgpu_link_object(
     target: &AmdTargetId,
     opts: &AmdgpuLinkOptions,
 ) -> Result<LinkedObject> {
+    let _linking = crash::linking(link_name(inputs, &target.to_string()));
     let machine = target_machine(
         AMDGPU_TRIPLE,
         target.processor().name,
