@@ -110,13 +110,19 @@ pub mod __private {
 
     pub use crate::kernel::SliceParam;
 
-    /// The launch ABI value of a slice parameter over a buffer at `ptr` of `len` elements.
+    /// The launch ABI value of a slice parameter over a buffer at `ptr` of `len` elements:
+    /// never a null address (an empty buffer's is `align_of::<T>()`, as Rust's empty
+    /// slices'), so kernels need no test of their own.
     #[cfg(feature = "host")]
     #[inline]
     pub fn slice_param<T>(ptr: crate::backend::DevicePtr, len: usize) -> SliceParam<T> {
         const { assert!(core::mem::size_of::<SliceParam<u8>>() == 16) };
+        let address = match ptr.0 {
+            0 => core::mem::align_of::<T>(),
+            address => address as usize,
+        };
         SliceParam {
-            ptr: core::ptr::without_provenance_mut(ptr.0 as usize),
+            ptr: core::ptr::without_provenance_mut(address),
             len,
         }
     }

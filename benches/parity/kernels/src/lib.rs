@@ -28,8 +28,9 @@ pub const BINS: usize = 256;
 /// `y[i] += a * x[i]`.
 #[kernel]
 pub fn saxpy(a: f32, #[len(y.len())] x: &[f32], mut y: DisjointSlice<f32>) {
-    let i = grid_thread_rank();
-    if let (Some(yi), Some(xi)) = (y.for_thread(), x.get(i)) {
+    if let Some((i, yi)) = y.for_thread_x()
+        && let Some(xi) = x.get(i)
+    {
         *yi += a * xi;
     }
 }

@@ -13,7 +13,7 @@ use core::ptr::NonNull;
 use super::abi::DeviceCopy;
 use super::{
     block_dim_y, block_idx_x, block_idx_y, block_idx_z, block_size, global_idx_x, global_idx_y,
-    global_idx_z, grid_dim_x, grid_dim_y, thread_rank,
+    global_idx_z, grid_dim_x, grid_dim_y, thread_idx_y, thread_idx_z, thread_rank,
 };
 
 /// How a slice parameter crosses from host to device: the buffer's address and its length in
@@ -39,21 +39,16 @@ impl<T: DeviceCopy> SliceParam<T> {
     ///
     /// # Safety
     ///
-    /// `ptr` points at `len` initialized elements that nothing writes for `'a` (the launch
-    /// contract: the host passes a buffer it borrows shared for the launch).
+    /// `ptr` is non-null and aligned and points at `len` initialized elements that nothing
+    /// writes for `'a` (the launch contract: the host passes a buffer it borrows shared for
+    /// the launch, and a dangling address for an empty one).
     #[inline(always)]
     pub unsafe fn as_slice<'a>(self) -> &'a [T] {
-        let ptr = if self.len == 0 {
-            NonNull::dangling().as_ptr()
-        } else {
-            self.ptr
-        };
-        // SAFETY: this function's contract; `len > 0`, so `ptr` is a real allocation, or
-        // dangling for no elements. Non-null said to the optimizer, so that `get` needs no null
-        // test of its own.
+        // SAFETY: this function's contract. Non-null said to the optimizer, so that `get`
+        // needs no null test of its own.
         unsafe {
-            core::hint::assert_unchecked(!ptr.is_null());
-            core::slice::from_raw_parts(ptr, self.len)
+            core::hint::assert_unchecked(!self.ptr.is_null());
+            core::slice::from_raw_parts(self.ptr, self.len)
         }
     }
 
@@ -61,22 +56,17 @@ impl<T: DeviceCopy> SliceParam<T> {
     ///
     /// # Safety
     ///
-    /// `ptr` points at `len` elements that, for `'a`, only this launch's threads access, each
-    /// through its own `DisjointSlice` (the launch contract: the host passes a buffer it
-    /// borrows exclusively for the launch).
+    /// `ptr` is non-null and aligned and points at `len` elements that, for `'a`, only this
+    /// launch's threads access, each through its own `DisjointSlice` (the launch contract: the
+    /// host passes a buffer it borrows exclusively for the launch, and a dangling address for
+    /// an empty one).
     #[inline(always)]
     pub unsafe fn into_disjoint<'a>(self) -> DisjointSlice<'a, T> {
-        let ptr = if self.len == 0 {
-            NonNull::dangling().as_ptr()
-        } else {
-            self.ptr
-        };
-        // SAFETY: this function's contract; `len > 0`, so `ptr` is a real allocation, or
-        // dangling for no elements. Non-null said to the optimizer, so that `Option<&mut T>`
-        // from the accessors needs no null test.
+        // SAFETY: this function's contract. Non-null said to the optimizer, so that
+        // `Option<&mut T>` from the accessors needs no null test.
         let ptr = unsafe {
-            core::hint::assert_unchecked(!ptr.is_null());
-            NonNull::new_unchecked(ptr)
+            core::hint::assert_unchecked(!self.ptr.is_null());
+            NonNull::new_unchecked(self.ptr)
         };
         DisjointSlice {
             ptr,
@@ -137,6 +127,21 @@ impl<T: DeviceCopy> DisjointSlice<'_, T> {
     pub fn for_thread(&mut self) -> Option<&mut T> {
         // SAFETY: no other thread of the launch has this rank.
         unsafe { self.owned(grid_thread_rank()) }
+    }
+
+    /// The element at [`global_idx_x`] (`blockIdx.x * blockDim.x + threadIdx.x`), with its
+    /// index, for the threads of the launch's first row of threads (y and z indices 0, of the
+    /// thread and of its block: every thread of a 1-D launch), or `None` (past the end, or
+    /// another row). The 1-D accessor, as cheap as CUDA C's index: in a 1-D launch it is
+    /// [`DisjointSlice::for_thread`], without the 3-D rank.
+    #[inline(always)]
+    pub fn for_thread_x(&mut self) -> Option<(usize, &mut T)> {
+        if thread_idx_y() | thread_idx_z() | block_idx_y() | block_idx_z() != 0 {
+            return None;
+        }
+        let i = global_idx_x();
+        // SAFETY: among the threads with y and z indices 0, `global_idx_x` is unique.
+        unsafe { self.owned(i) }.map(|e| (i, e))
     }
 
     /// For thread 0 of each block (by [`thread_rank`]), the element at the block's rank in the
