@@ -1,7 +1,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use offload_format::offload_binary::{encode_kernel_params, parse_kernel_params};
+use offload_format::offload_binary::{
+    encode_kernel_params, encode_kernel_resources, parse_kernel_params, parse_kernel_resources,
+};
 use offload_format::{OffloadBinary, parse_all};
 
 fuzz_target!(|data: &[u8]| {
@@ -23,6 +25,14 @@ fuzz_target!(|data: &[u8]| {
     {
         assert_eq!(
             parse_kernel_params(&encode_kernel_params(&list)).unwrap(),
+            list
+        );
+    }
+    if let Ok(text) = std::str::from_utf8(data)
+        && let Ok(list) = parse_kernel_resources(text)
+    {
+        assert_eq!(
+            parse_kernel_resources(&encode_kernel_resources(&list)).unwrap(),
             list
         );
     }

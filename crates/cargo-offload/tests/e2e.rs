@@ -486,6 +486,181 @@ fn an_sm_the_installed_ptxas_does_not_know_gets_ptx_only() {
     assert!(line.ends_with(&format!(": {new_sm}")), "{line}");
 }
 
+/// A `ptxas` that appends each run's arguments to `ptxas.log` beside it, then runs `real`.
+fn logging_ptxas(dir: &Path, real: &Path) -> (PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).unwrap();
+    let (wrapper, log) = (dir.join("ptxas"), dir.join("ptxas.log"));
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            real.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(&log, "").unwrap();
+    (wrapper, log)
+}
+
+/// The runs `ptxas.log` holds, emptying it.
+fn take_runs(log: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(log).unwrap();
+    std::fs::write(log, "").unwrap();
+    text.lines().map(str::to_owned).collect()
+}
+
+/// The build runs `ptxas -v` once per image and `sm`, records what it reports in the images,
+/// and nothing after it runs `ptxas` again: not the `Embedded` summary or the `offload-image`
+/// messages of a no-op build, not `inspect`. Only an image that records no figures makes
+/// `inspect` run it, and it says so.
+#[test]
+fn ptxas_runs_once_per_image_at_build_time_and_never_after() {
+    let Some(real) = ptxas() else { return };
+    let root = workspace_root();
+    let target = target_dir("e2e-ptxas-once");
+    let target_s = target.to_string_lossy().into_owned();
+    // A new wrapper path each run changes `OFFLOAD_PTXAS`, which the build script watches, so
+    // the first build below links (and assembles) again even in a kept target directory.
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let tools = target.join(format!("ptxas-{}-{nonce}", std::process::id()));
+    let (wrapper, log) = logging_ptxas(&tools, &real);
+    let wrapper_s = wrapper.to_string_lossy().into_owned();
+    let vars = [("OFFLOAD_PTXAS", Some(wrapper_s.as_str()))];
+    let build = [
+        "build",
+        "--offload-arch",
+        "sm_80,sm_90",
+        "--release",
+        "-p",
+        "saxpy",
+        "--target-dir",
+        &target_s,
+    ];
+
+    let out = cargo_offload_env(&root, &build, &vars);
+    check(&out, "the first build");
+    let runs = take_runs(&log);
+    let mut assembled: Vec<&str> = runs
+        .iter()
+        .filter(|r| !matches!(r.as_str(), "--version" | "--help"))
+        .map(String::as_str)
+        .collect();
+    assembled.sort_unstable();
+    assert_eq!(assembled.len(), 2, "one run per sm: {runs:#?}");
+    for (run, sm) in assembled.iter().zip(["sm_80", "sm_90"]) {
+        assert!(
+            run.starts_with(&format!("-arch={sm} -O3 -v ")),
+            "{sm} assembled once, with -v: {runs:#?}"
+        );
+    }
+
+    // Nothing changed: cargo runs no build script, and the summary runs no ptxas.
+    let out = cargo_offload_env(&root, &build, &vars);
+    check(&out, "the no-op build");
+    assert_eq!(take_runs(&log), Vec::<String>::new(), "no-op build");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("Embedded saxpy (4 device images: sm_80 cubin+ptx, sm_90 cubin+ptx)"),
+        "{stderr}"
+    );
+
+    // Nor do the `offload-image` messages, which carry the recorded figures.
+    let out = cargo_offload_env(
+        &root,
+        &[&build[..], &["--message-format=json"]].concat(),
+        &vars,
+    );
+    let stdout = check(&out, "the no-op build with JSON messages");
+    assert_eq!(take_runs(&log), Vec::<String>::new(), "JSON messages");
+    let images: Vec<serde_json::Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["reason"] == "offload-image")
+        .map(|m| m["image"].clone())
+        .collect();
+    assert_eq!(images.len(), 4, "{stdout}");
+    for image in &images {
+        assert_eq!(image["resources_from"], "recorded", "{image}");
+        assert_eq!(image["resources"][0]["kernel"], "saxpy", "{image}");
+        assert!(
+            image["resources"][0]["registers"].as_u64() > Some(0),
+            "{image}"
+        );
+    }
+
+    // `inspect` reads the figures from the images.
+    let exe = target.join("release/saxpy");
+    let exe_s = exe.to_string_lossy().into_owned();
+    let json = check(
+        &cargo_offload_env(&root, &["inspect", "--json", &exe_s], &vars),
+        "cargo offload inspect --json",
+    );
+    assert_eq!(take_runs(&log), Vec::<String>::new(), "inspect");
+    let inspected: Vec<serde_json::Value> = serde_json::from_str(&json).unwrap();
+    assert_eq!(inspected, images, "inspect and the build's messages agree");
+    let sm_80_cubin = inspected
+        .iter()
+        .find(|i| i["arch"] == "sm_80" && i["kind"] == "cubin")
+        .unwrap();
+    let recorded = &sm_80_cubin["resources"][0];
+    let text = check(
+        &cargo_offload_env(&root, &["inspect", &exe_s], &vars),
+        "cargo offload inspect",
+    );
+    assert_eq!(take_runs(&log), Vec::<String>::new(), "inspect");
+    assert!(
+        text.contains(&format!("saxpy: registers {}", recorded["registers"])),
+        "{text}"
+    );
+    assert!(!text.contains("run now"), "{text}");
+
+    // An image that records none (as clang's tools make them): `inspect` runs ptxas for it,
+    // says so, and finds what the build recorded.
+    let bundle = built_bundle(&target, "saxpy");
+    let mut stripped: Vec<u8> = Vec::new();
+    for bin in offload_format::parse_all(&bundle).unwrap() {
+        if bin.arch() == Some("sm_80") && bin.image_kind == offload_format::ImageKind::Ptx {
+            let mut bare = bin.clone();
+            bare.strings
+                .retain(|(key, _)| key != "offload.kernel-resources");
+            stripped.extend(bare.to_bytes());
+        }
+    }
+    let file = tools.join("stripped.offload");
+    std::fs::write(&file, &stripped).unwrap();
+    let file_s = file.to_string_lossy().into_owned();
+    let json = check(
+        &cargo_offload_env(&root, &["inspect", "--json", &file_s], &vars),
+        "cargo offload inspect of an image without figures",
+    );
+    let runs = take_runs(&log);
+    assert_eq!(
+        runs.iter()
+            .filter(|r| r.starts_with("-arch=sm_80 -O3 -v "))
+            .count(),
+        1,
+        "{runs:#?}"
+    );
+    let fallback: Vec<serde_json::Value> = serde_json::from_str(&json).unwrap();
+    assert_eq!(fallback[0]["resources_from"], "ptxas", "{json}");
+    assert_eq!(&fallback[0]["resources"][0], recorded, "{json}");
+    let text = check(
+        &cargo_offload_env(&root, &["inspect", &file_s], &vars),
+        "cargo offload inspect of an image without figures",
+    );
+    assert!(
+        text.contains("(the image records no figures: these are from `ptxas -v` run now)"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&tools);
+}
+
 #[test]
 fn examples_run_correctly_on_the_cpu_device() {
     let root = workspace_root();

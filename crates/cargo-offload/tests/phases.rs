@@ -218,6 +218,7 @@ fn write_prebuilt_bundle(manifest: &Path) {
         module: krate.lib_name.clone(),
         kernels: vec!["fill".to_owned()],
         kernel_params: Vec::new(),
+        kernel_resources: Vec::new(),
         bytes: b"\x7fELF stand-in".to_vec(),
     };
     offload_build::prebuilt::write_bundle(&krate, &[image], &hash, toolchain).unwrap();

@@ -99,6 +99,7 @@ pub fn build_linked(
         module: krate.lib_name.clone(),
         kernels,
         kernel_params: Vec::new(),
+        kernel_resources: Vec::new(),
         bytes,
     })
 }

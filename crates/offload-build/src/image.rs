@@ -4,8 +4,9 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use offload_format::offload_binary::{
-    KEY_ARCH, KEY_IMAGE_CRC32, KEY_KERNEL_PARAMS, KEY_KERNELS, KEY_MODULE, KEY_TRIPLE,
-    KernelParams, encode_kernel_params, image_crc32,
+    KEY_ARCH, KEY_IMAGE_CRC32, KEY_KERNEL_PARAMS, KEY_KERNEL_RESOURCES, KEY_KERNELS, KEY_MODULE,
+    KEY_TRIPLE, KernelParams, PtxasKernelInfo, encode_kernel_params, encode_kernel_resources,
+    image_crc32,
 };
 use offload_format::{ImageKind, OffloadBinary, OffloadKind};
 
@@ -27,6 +28,10 @@ pub struct DeviceImage {
     /// The parameter sizes of the kernels, where the build knows them (images of CUDA and HIP
     /// sources), stored under `KEY_KERNEL_PARAMS`.
     pub kernel_params: Vec<KernelParams>,
+    /// What `ptxas -v` reported for each kernel when the build assembled the image's `sm`
+    /// (the cubin and the PTX of an `sm` that gets a cubin), stored under
+    /// `KEY_KERNEL_RESOURCES` so that readers need not run `ptxas` again.
+    pub kernel_resources: Vec<PtxasKernelInfo>,
     /// The image file's contents.
     pub bytes: Vec<u8>,
 }
@@ -35,7 +40,9 @@ impl DeviceImage {
     /// The image wrapped as LLVM's tools expect it. `arch` comes before `triple`, the order
     /// `llvm-offload-binary` writes them in; then the kernel crate, its kernels and the
     /// image's CRC-32, which the runtime checks before loading it. `offload.kernel-params` is
-    /// written only for an image that has kernel parameter sizes.
+    /// written only for an image that has kernel parameter sizes, `offload.kernel-resources`
+    /// only for one with `ptxas` figures (a kernel the key cannot name, or a repeated one,
+    /// left out).
     pub fn to_offload_binary(&self) -> OffloadBinary<'_> {
         let mut strings = vec![
             (Cow::Borrowed(KEY_ARCH), Cow::Owned(self.arch.name())),
@@ -57,6 +64,21 @@ impl DeviceImage {
             strings.push((
                 Cow::Borrowed(KEY_KERNEL_PARAMS),
                 Cow::Owned(encode_kernel_params(&self.kernel_params)),
+            ));
+        }
+        let mut named: HashSet<&str> = HashSet::new();
+        let resources: Vec<PtxasKernelInfo> = self
+            .kernel_resources
+            .iter()
+            .filter(|k| {
+                kernel_params_can_name(&k.name) && !k.name.contains('=') && named.insert(&k.name)
+            })
+            .cloned()
+            .collect();
+        if !resources.is_empty() {
+            strings.push((
+                Cow::Borrowed(KEY_KERNEL_RESOURCES),
+                Cow::Owned(encode_kernel_resources(&resources)),
             ));
         }
         OffloadBinary {
@@ -410,6 +432,7 @@ mod tests {
             module: "scale".into(),
             kernels: vec!["scale".into(), "_Z9scale_cppPffi".into()],
             kernel_params: Vec::new(),
+            kernel_resources: Vec::new(),
             bytes: b"ptx".to_vec(),
         };
         let without = image.to_offload_binary();
@@ -429,6 +452,48 @@ mod tests {
         );
     }
 
+    /// The figures of the build's `ptxas -v` run come back from the packed image as they went
+    /// in; a kernel the key cannot name, or a repeated one, is left out rather than making the
+    /// value unreadable.
+    #[test]
+    fn kernel_resources_round_trip_through_the_image() {
+        use offload_format::offload_binary::parse_kernel_resources;
+        let figures = |name: &str, registers: u32| PtxasKernelInfo {
+            name: name.into(),
+            registers,
+            shared_bytes: 2048,
+            stack_bytes: 16,
+            spill_store_bytes: 4,
+            spill_load_bytes: 8,
+            constant_bytes: 380,
+        };
+        let mut image = DeviceImage {
+            arch: OffloadArch::Nvptx(offload_format::Sm::parse("sm_80").unwrap()),
+            image_kind: ImageKind::Cubin,
+            offload_kind: OffloadKind::Cuda,
+            module: "reduce_kernels".into(),
+            kernels: vec!["block_sum".into(), "saxpy".into()],
+            kernel_params: Vec::new(),
+            kernel_resources: Vec::new(),
+            bytes: b"\x7fELF cubin".to_vec(),
+        };
+        assert_eq!(image.to_offload_binary().get(KEY_KERNEL_RESOURCES), None);
+        image.kernel_resources = vec![
+            figures("block_sum", 12),
+            figures("saxpy", 8),
+            figures("block_sum", 99),
+            figures("a=b", 1),
+            figures("a;b", 1),
+        ];
+        let bytes = bundle(std::slice::from_ref(&image));
+        let parsed = offload_format::parse_all(&bytes).unwrap();
+        let text = parsed[0].get(KEY_KERNEL_RESOURCES).unwrap();
+        assert_eq!(
+            parse_kernel_resources(text).unwrap(),
+            [figures("block_sum", 12), figures("saxpy", 8)]
+        );
+    }
+
     #[test]
     fn offload_binary_carries_the_contract_keys() {
         let image = DeviceImage {
@@ -438,6 +503,7 @@ mod tests {
             module: "saxpy_kernels".into(),
             kernels: vec!["a".into(), "b".into()],
             kernel_params: Vec::new(),
+            kernel_resources: Vec::new(),
             bytes: b"ptx".to_vec(),
         };
         let bytes = bundle(std::slice::from_ref(&image));

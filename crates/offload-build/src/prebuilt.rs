@@ -34,7 +34,8 @@ use crate::error::{Error, IoContext, Result};
 use crate::image::DeviceImage;
 use crate::metadata::KernelCrate;
 use offload_format::offload_binary::{
-    KEY_ARCH, KEY_KERNEL_PARAMS, KEY_KERNELS, KEY_MODULE, KEY_TRIPLE, parse_kernel_params,
+    KEY_ARCH, KEY_KERNEL_PARAMS, KEY_KERNEL_RESOURCES, KEY_KERNELS, KEY_MODULE, KEY_TRIPLE,
+    parse_kernel_params, parse_kernel_resources,
 };
 
 /// The directory of a kernel crate that holds its prebuilt bundle.
@@ -422,6 +423,12 @@ pub fn read_bundle(path: &Path) -> Result<Prebuilt> {
             Some(text) => parse_kernel_params(text).map_err(|e| bad(format!("image {n}: {e}")))?,
             None => Vec::new(),
         };
+        let kernel_resources = match b.get(KEY_KERNEL_RESOURCES) {
+            Some(text) => {
+                parse_kernel_resources(text).map_err(|e| bad(format!("image {n}: {e}")))?
+            }
+            None => Vec::new(),
+        };
         images.push((
             triple,
             DeviceImage {
@@ -435,6 +442,7 @@ pub fn read_bundle(path: &Path) -> Result<Prebuilt> {
                     .map(str::to_owned)
                     .collect(),
                 kernel_params,
+                kernel_resources,
                 bytes: b.image.to_vec(),
             },
         ));
@@ -566,6 +574,7 @@ mod tests {
             module: "k".to_owned(),
             kernels: vec!["a".to_owned(), "b".to_owned()],
             kernel_params: Vec::new(),
+            kernel_resources: Vec::new(),
             bytes: bytes.to_vec(),
         }
     }
@@ -614,13 +623,19 @@ mod tests {
     }
 
     #[test]
-    fn kernel_params_are_read_back_and_checked() {
+    fn kernel_params_and_resources_are_read_back_and_checked() {
         use offload_format::offload_binary::KernelParams;
         let dir = tempfile::tempdir().unwrap();
         let k = krate(dir.path());
         let archs = [OffloadArch::Host];
         let hash = source_hash(&k, "t", &archs).unwrap();
         let with_params = DeviceImage {
+            kernel_resources: vec![offload_format::offload_binary::PtxasKernelInfo {
+                name: "a".to_owned(),
+                registers: 12,
+                constant_bytes: 372,
+                ..Default::default()
+            }],
             kernel_params: vec![
                 KernelParams {
                     kernel: "a".to_owned(),
@@ -651,6 +666,13 @@ mod tests {
         std::fs::write(&path, damaged).unwrap();
         let err = read_bundle(&path).unwrap_err().to_string();
         assert!(err.contains("image 0: offload.kernel-params: "), "{err}");
+
+        binaries[0].set(KEY_KERNEL_PARAMS, "a:8");
+        binaries[0].set(KEY_KERNEL_RESOURCES, "a:registers=x");
+        let damaged: Vec<u8> = binaries.iter().flat_map(|b| b.to_bytes()).collect();
+        std::fs::write(&path, damaged).unwrap();
+        let err = read_bundle(&path).unwrap_err().to_string();
+        assert!(err.contains("image 0: offload.kernel-resources: "), "{err}");
     }
 
     #[test]

@@ -120,6 +120,15 @@ fn cuda_source_gives_ptx_per_sm_and_cubins_ptxas_accepts() {
             let (_, report) = device_link::ptxas_verbose(text, sm).unwrap();
             let sum = report.iter().find(|k| k.name == "block_sum").unwrap();
             assert_eq!(sum.shared_bytes, 1024, "__shared__ float[256]: {report:?}");
+            // The build's own `ptxas -v` run is recorded on both images, so nothing after the
+            // build runs it again.
+            assert_eq!(cubin.kernel_resources, report, "{sm}: the cubin's figures");
+            assert_eq!(ptx.kernel_resources, report, "{sm}: the PTX's figures");
+        } else {
+            assert!(
+                ptx.kernel_resources.is_empty(),
+                "{sm}: no ptxas run, no figures"
+            );
         }
     }
     assert!(

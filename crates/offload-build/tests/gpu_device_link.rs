@@ -281,6 +281,10 @@ fn device_api_of_offload_rt_on_both_gpus() {
                             .shared_bytes,
                         2048
                     );
+                    // The link's own `ptxas -v` run gave the same figures, carried by the
+                    // cubin and the PTX alike.
+                    assert_eq!(image.resources, report);
+                    assert_eq!(images.last().unwrap().resources, report);
                 }
                 ImageKind::Object => {
                     let info = device_link::amdgpu_inspect(&image.bytes).unwrap();

@@ -118,6 +118,14 @@ pub enum Error {
         /// What was expected there.
         reason: &'static str,
     },
+    /// The value of `offload.kernel-resources` is not `kernel:field=n,…;…`.
+    #[error("offload.kernel-resources: {reason} at byte {offset}")]
+    BadKernelResources {
+        /// Byte offset in the value where it stopped parsing.
+        offset: u64,
+        /// What was expected there.
+        reason: &'static str,
+    },
     /// A key or value to be written contains a NUL byte, which version 1 cannot represent.
     #[error("OffloadBinary string {0:?} contains a NUL byte, which version 1 cannot store")]
     BinaryStringHasNul(String),
@@ -661,6 +669,7 @@ error_codes! {
         ArchiveMember => "OFF1063",
         ArchiveConflictingTargetIds => "OFF1064",
         ArchiveNoCompatibleEntry => "OFF1065",
+        BadKernelResources => "OFF1066",
     }
 }
 

@@ -147,6 +147,162 @@ pub fn parse_kernel_params(text: &str) -> Result<Vec<KernelParams>> {
     Ok(out)
 }
 
+/// String key of the resources `ptxas -v` reported for each kernel of an NVIDIA image when
+/// the build assembled the image's PTX for its `arch`: recorded on the cubin and the PTX of
+/// every `sm` the build makes a cubin for, so that the tools read the figures instead of
+/// running `ptxas` again. Images from other tools (clang's) record none.
+pub const KEY_KERNEL_RESOURCES: &str = "offload.kernel-resources";
+
+/// What `ptxas -v` reports for one kernel, as [`KEY_KERNEL_RESOURCES`] records it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PtxasKernelInfo {
+    /// The kernel's name.
+    pub name: String,
+    /// Registers per thread.
+    pub registers: u32,
+    /// Static shared memory per block, bytes.
+    pub shared_bytes: u64,
+    /// Stack frame per thread, bytes.
+    pub stack_bytes: u64,
+    /// Spill stores, bytes.
+    pub spill_store_bytes: u64,
+    /// Spill loads, bytes.
+    pub spill_load_bytes: u64,
+    /// Constant memory, bytes, over every bank (`cmem[0]` holds the parameters).
+    pub constant_bytes: u64,
+}
+
+/// The fields of one [`KEY_KERNEL_RESOURCES`] entry, in the order they are written.
+const RESOURCE_FIELDS: [&str; 6] = [
+    "registers",
+    "shared",
+    "stack",
+    "spill-stores",
+    "spill-loads",
+    "constant",
+];
+
+/// The value of [`KEY_KERNEL_RESOURCES`]: one `kernel:field=n,…` entry per kernel, joined by
+/// `;`, each with every field once, in this order:
+/// `saxpy:registers=8,shared=0,stack=0,spill-stores=0,spill-loads=0,constant=372`.
+///
+/// Kernel names are PTX identifiers, which hold none of the separators `:`, `;`, `,`, `=`;
+/// [`parse_kernel_resources`] rejects a name that would.
+pub fn encode_kernel_resources(kernels: &[PtxasKernelInfo]) -> String {
+    let mut out = String::new();
+    for (i, k) in kernels.iter().enumerate() {
+        if i > 0 {
+            out.push(';');
+        }
+        let values = [
+            u64::from(k.registers),
+            k.shared_bytes,
+            k.stack_bytes,
+            k.spill_store_bytes,
+            k.spill_load_bytes,
+            k.constant_bytes,
+        ];
+        out.push_str(&k.name);
+        out.push(':');
+        for (j, (field, value)) in RESOURCE_FIELDS.iter().zip(values).enumerate() {
+            if j > 0 {
+                out.push(',');
+            }
+            out.push_str(field);
+            out.push('=');
+            out.push_str(&value.to_string());
+        }
+    }
+    out
+}
+
+/// Parses the value of [`KEY_KERNEL_RESOURCES`] written by [`encode_kernel_resources`]. The
+/// fields may stand in any order.
+///
+/// # Errors
+/// [`Error::BadKernelResources`] with the byte offset of the first thing wrong: an empty entry
+/// or name, an entry without `:`, a name holding whitespace or a separator, a field that is not
+/// `name=n`, an unknown or repeated field, a missing one, a value that is not a decimal number
+/// (below 2^32 for `registers`, 2^64 for the others), a kernel listed twice.
+pub fn parse_kernel_resources(text: &str) -> Result<Vec<PtxasKernelInfo>> {
+    let mut out: Vec<PtxasKernelInfo> = Vec::new();
+    if text.is_empty() {
+        return Ok(out);
+    }
+    let bad = |offset: usize, reason: &'static str| Error::BadKernelResources {
+        offset: offset as u64,
+        reason,
+    };
+    let mut start = 0usize;
+    for entry in text.split(';') {
+        let Some((name, fields)) = entry.split_once(':') else {
+            return Err(bad(start, "an entry is not `kernel:fields`"));
+        };
+        if name.is_empty() {
+            return Err(bad(start, "an empty kernel name"));
+        }
+        if let Some(at) = name.find(|c: char| matches!(c, ',' | '=') || c.is_whitespace()) {
+            return Err(bad(
+                start + at,
+                "a kernel name holds `,`, `=` or whitespace",
+            ));
+        }
+        if out.iter().any(|k| k.name == name) {
+            return Err(bad(start, "a kernel is listed twice"));
+        }
+        let mut values: [Option<u64>; RESOURCE_FIELDS.len()] = [None; RESOURCE_FIELDS.len()];
+        let mut at = start + name.len() + 1;
+        for field in fields.split(',') {
+            let Some((key, value)) = field.split_once('=') else {
+                return Err(bad(at, "a field is not `name=number`"));
+            };
+            let Some(slot) = RESOURCE_FIELDS.iter().position(|f| *f == key) else {
+                return Err(bad(at, "an unknown field"));
+            };
+            if values[slot].is_some() {
+                return Err(bad(at, "a field is given twice"));
+            }
+            let digits = !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit());
+            let parsed = value.parse::<u64>().ok().filter(|_| digits);
+            let parsed = match (key, parsed) {
+                ("registers", Some(n)) if u32::try_from(n).is_err() => None,
+                (_, n) => n,
+            };
+            let Some(n) = parsed else {
+                return Err(bad(
+                    at + key.len() + 1,
+                    "a value is not a decimal number in range",
+                ));
+            };
+            values[slot] = Some(n);
+            at += field.len() + 1;
+        }
+        let [
+            Some(registers),
+            Some(shared_bytes),
+            Some(stack_bytes),
+            Some(spill_store_bytes),
+            Some(spill_load_bytes),
+            Some(constant_bytes),
+        ] = values
+        else {
+            return Err(bad(start, "a field is missing"));
+        };
+        out.push(PtxasKernelInfo {
+            name: name.to_owned(),
+            // Checked above.
+            registers: u32::try_from(registers).unwrap_or(u32::MAX),
+            shared_bytes,
+            stack_bytes,
+            spill_store_bytes,
+            spill_load_bytes,
+            constant_bytes,
+        });
+        start += entry.len() + 1;
+    }
+    Ok(out)
+}
+
 /// `magic` of every registration descriptor (`offload_rt::registry::OffloadDescriptor`, which
 /// the embedding object declares again): "OFLD" read as a little-endian `u32`'s digits.
 pub const OFFLOAD_DESCRIPTOR_MAGIC: u32 = 0x4F46_4C44;
@@ -948,6 +1104,110 @@ mod tests {
         for &(text, want) in cases {
             match parse_kernel_params(text) {
                 Err(Error::BadKernelParams { offset, .. }) => assert_eq!(offset, want, "{text:?}"),
+                other => panic!("{text:?}: {other:?}"),
+            }
+        }
+    }
+
+    fn figures(name: &str, values: [u64; 6]) -> PtxasKernelInfo {
+        PtxasKernelInfo {
+            name: name.to_owned(),
+            registers: u32::try_from(values[0]).unwrap(),
+            shared_bytes: values[1],
+            stack_bytes: values[2],
+            spill_store_bytes: values[3],
+            spill_load_bytes: values[4],
+            constant_bytes: values[5],
+        }
+    }
+
+    #[test]
+    fn kernel_resources_round_trip() {
+        let cases: Vec<(Vec<PtxasKernelInfo>, &str)> = vec![
+            (vec![], ""),
+            (
+                vec![figures("saxpy", [8, 0, 0, 0, 0, 372])],
+                "saxpy:registers=8,shared=0,stack=0,spill-stores=0,spill-loads=0,constant=372",
+            ),
+            (
+                vec![
+                    figures("block_sum", [12, 2048, 16, 4, 8, 380]),
+                    figures("_Z5scalePffi", [u64::from(u32::MAX), 0, u64::MAX, 0, 0, 0]),
+                ],
+                "block_sum:registers=12,shared=2048,stack=16,spill-stores=4,spill-loads=8,\
+                 constant=380;_Z5scalePffi:registers=4294967295,shared=0,\
+                 stack=18446744073709551615,spill-stores=0,spill-loads=0,constant=0",
+            ),
+        ];
+        for (list, text) in cases {
+            assert_eq!(encode_kernel_resources(&list), text);
+            assert_eq!(parse_kernel_resources(text).unwrap(), list, "{text}");
+        }
+        // Fields in another order read the same.
+        assert_eq!(
+            parse_kernel_resources(
+                "k:constant=1,spill-loads=2,spill-stores=3,stack=4,shared=5,registers=6"
+            )
+            .unwrap(),
+            [figures("k", [6, 5, 4, 3, 2, 1])]
+        );
+    }
+
+    #[test]
+    fn malformed_kernel_resources_are_typed_errors() {
+        const ALL: &str = "registers=1,shared=2,stack=3,spill-stores=4,spill-loads=5,constant=6";
+        let with = |text: &str| text.replace("ALL", ALL);
+        // `k:ALL` ends at byte `END`.
+        const END: u64 = 2 + ALL.len() as u64;
+        let cases: &[(&str, u64)] = &[
+            ("k", 0),
+            (";", 0),
+            (":ALL", 0),
+            ("k:ALL;", END + 1),
+            ("k:ALL;;j:ALL", END + 1),
+            ("k:", 2),
+            ("k:ALL,", END + 1),
+            ("k:registers", 2),
+            ("k:registers=1", 0),
+            ("k:ALL,registers=1", END + 1),
+            ("k:ALL,colour=1", END + 1),
+            (
+                "k:registers=x,shared=2,stack=3,spill-stores=4,spill-loads=5,constant=6",
+                12,
+            ),
+            (
+                "k:registers=-1,shared=2,stack=3,spill-stores=4,spill-loads=5,constant=6",
+                12,
+            ),
+            (
+                "k:registers=+1,shared=2,stack=3,spill-stores=4,spill-loads=5,constant=6",
+                12,
+            ),
+            (
+                "k:registers=,shared=2,stack=3,spill-stores=4,spill-loads=5,constant=6",
+                12,
+            ),
+            (
+                "k:registers=4294967296,shared=2,stack=3,spill-stores=4,spill-loads=5,constant=6",
+                12,
+            ),
+            (
+                "k:registers=1,shared=18446744073709551616,stack=3,spill-stores=4,spill-loads=5,\
+                 constant=6",
+                21,
+            ),
+            ("k j:ALL", 1),
+            ("k,j:ALL", 1),
+            ("k=j:ALL", 1),
+            ("k:ALL:x", END - 1),
+            ("k:ALL;k:ALL", END + 1),
+        ];
+        for &(text, want) in cases {
+            let text = with(text);
+            match parse_kernel_resources(&text) {
+                Err(Error::BadKernelResources { offset, .. }) => {
+                    assert_eq!(offset, want, "{text:?}")
+                }
                 other => panic!("{text:?}: {other:?}"),
             }
         }

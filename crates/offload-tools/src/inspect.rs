@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use offload_format::{ImageKind, OffloadBinary};
 use serde::Serialize;
 
-use offload_format::offload_binary::{KEY_KERNELS, KEY_MODULE};
+use offload_format::offload_binary::{
+    KEY_KERNEL_RESOURCES, KEY_KERNELS, KEY_MODULE, PtxasKernelInfo, parse_kernel_resources,
+};
 
 use offload_build::image::{kernels_of_cpu_image, kernels_of_openmp_image, kernels_of_ptx};
 
@@ -37,12 +39,47 @@ pub struct InspectedImage {
     pub kernels: Vec<String>,
     /// Every string entry of the OffloadBinary.
     pub strings: BTreeMap<String, String>,
-    /// Per-kernel resource figures, where the image format records them.
+    /// Per-kernel resource figures, where the image records them (or, for PTX that records
+    /// none, `ptxas -v` gives them).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub resources: Vec<KernelResources>,
+    /// Where `resources` come from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources_from: Option<ResourceSource>,
+    /// Why the figures the image records could not be read (`offload.kernel-resources`, with
+    /// its error code), when they could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources_error: Option<String>,
 }
 
-/// Resource use of one kernel (AMDGPU metadata; NVPTX through `ptxas -v`).
+/// Where the resource figures of an image come from.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum ResourceSource {
+    /// What `ptxas -v` reported when the build assembled the image's `sm`, recorded in the
+    /// image (`offload.kernel-resources`).
+    Recorded,
+    /// An AMDGPU code object's own metadata.
+    AmdgpuMetadata,
+    /// `ptxas -v` run by `inspect` on PTX that records no figures (an image clang's tools
+    /// made, or one whose recorded figures are unreadable).
+    Ptxas,
+}
+
+/// Whether `inspect` may run `ptxas -v` for a PTX image that records no resource figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum PtxasFallback {
+    /// Run it (`cargo offload inspect`).
+    #[default]
+    Run,
+    /// Never: such an image shows no figures (`cargo offload build`'s summary and messages,
+    /// which run after every build, no-op builds included).
+    Never,
+}
+
+/// Resource use of one kernel (AMDGPU metadata; NVPTX from `ptxas -v`).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, Default)]
 pub struct KernelResources {
     /// The kernel's symbol name.
@@ -62,6 +99,30 @@ pub struct KernelResources {
     /// Private (scratch or stack) memory per thread, in bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scratch_bytes: Option<u64>,
+    /// Spill stores per thread, in bytes (NVPTX).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spill_store_bytes: Option<u64>,
+    /// Spill loads per thread, in bytes (NVPTX).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spill_load_bytes: Option<u64>,
+    /// Constant memory, every bank, in bytes (NVPTX).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub constant_bytes: Option<u64>,
+}
+
+impl KernelResources {
+    fn from_ptxas(k: PtxasKernelInfo) -> Self {
+        Self {
+            kernel: k.name,
+            registers: Some(u64::from(k.registers)),
+            shared_bytes: Some(k.shared_bytes),
+            scratch_bytes: Some(k.stack_bytes),
+            spill_store_bytes: Some(k.spill_store_bytes),
+            spill_load_bytes: Some(k.spill_load_bytes),
+            constant_bytes: Some(k.constant_bytes),
+            ..Self::default()
+        }
+    }
 }
 
 /// Why a file could not be inspected.
@@ -95,10 +156,18 @@ pub enum InspectError {
 
 /// Finds and describes every offload image in `bytes`.
 pub fn inspect(bytes: &[u8]) -> Result<Vec<InspectedImage>, InspectError> {
+    inspect_with(bytes, PtxasFallback::Run)
+}
+
+/// [`inspect`], running `ptxas` for PTX that records no figures only as `ptxas` allows.
+pub fn inspect_with(
+    bytes: &[u8],
+    ptxas: PtxasFallback,
+) -> Result<Vec<InspectedImage>, InspectError> {
     let mut out = Vec::new();
     if bytes.starts_with(&offload_format::OFFLOAD_BINARY_MAGIC) {
         for (i, bin) in offload_format::parse_all(bytes)?.iter().enumerate() {
-            out.push(describe(bin, "file", i));
+            out.push(describe_with(bin, "file", i, ptxas));
         }
         return Ok(out);
     }
@@ -109,7 +178,7 @@ pub fn inspect(bytes: &[u8]) -> Result<Vec<InspectedImage>, InspectError> {
                 source,
             })?;
             for (i, bin) in bins.iter().enumerate() {
-                out.push(describe(bin, &name, i));
+                out.push(describe_with(bin, &name, i, ptxas));
             }
         }
     }
@@ -158,6 +227,16 @@ fn elf_section_type(file: &object::File<'_>, index: object::SectionIndex) -> Opt
 
 /// Describes one OffloadBinary, reading the kernel list from the image when no key carries it.
 pub fn describe(bin: &OffloadBinary<'_>, container: &str, index: usize) -> InspectedImage {
+    describe_with(bin, container, index, PtxasFallback::Run)
+}
+
+/// [`describe`], running `ptxas` for PTX that records no figures only as `ptxas` allows.
+pub fn describe_with(
+    bin: &OffloadBinary<'_>,
+    container: &str,
+    index: usize,
+    ptxas: PtxasFallback,
+) -> InspectedImage {
     let strings: BTreeMap<String, String> = bin
         .strings
         .iter()
@@ -172,7 +251,11 @@ pub fn describe(bin: &OffloadBinary<'_>, container: &str, index: usize) -> Inspe
                 .collect()
         })
         .unwrap_or_default();
-    let resources = image_resources(bin);
+    let Resources {
+        kernels: resources,
+        from: resources_from,
+        error: resources_error,
+    } = image_resources(bin, ptxas);
     if kernels.is_empty() {
         kernels = match bin.image_kind {
             ImageKind::Ptx => kernels_of_ptx(&String::from_utf8_lossy(&bin.image)),
@@ -198,60 +281,98 @@ pub fn describe(bin: &OffloadBinary<'_>, container: &str, index: usize) -> Inspe
         kernels,
         strings,
         resources,
+        resources_from,
+        resources_error,
     }
 }
 
-/// Resource use of the kernels of a GPU image: AMDGPU code objects from their metadata (with
-/// the `image-readers` feature); PTX through `ptxas -v` where `ptxas` exists. Other images,
-/// and unreadable ones, give nothing.
-fn image_resources(bin: &OffloadBinary<'_>) -> Vec<KernelResources> {
-    use offload_build::device_link;
-    match bin.image_kind {
+/// The resource figures of one image and where they come from.
+struct Resources {
+    kernels: Vec<KernelResources>,
+    from: Option<ResourceSource>,
+    error: Option<String>,
+}
+
+/// Resource use of the kernels of a GPU image: those it records (`offload.kernel-resources`,
+/// the build's `ptxas -v` report); AMDGPU code objects' from their metadata (with the
+/// `image-readers` feature); for PTX that records none, `ptxas -v` run now where `ptxas`
+/// exists and `ptxas` allows. Other images, and unreadable ones, give nothing.
+fn image_resources(bin: &OffloadBinary<'_>, ptxas: PtxasFallback) -> Resources {
+    let mut error = None;
+    if let Some(text) = bin.get(KEY_KERNEL_RESOURCES) {
+        match parse_kernel_resources(text) {
+            Ok(kernels) => {
+                return Resources {
+                    kernels: kernels
+                        .into_iter()
+                        .map(KernelResources::from_ptxas)
+                        .collect(),
+                    from: Some(ResourceSource::Recorded),
+                    error: None,
+                };
+            }
+            Err(e) => error = Some(format!("error[{}]: {e}", e.code())),
+        }
+    }
+    let (kernels, from) = match bin.image_kind {
         #[cfg(feature = "image-readers")]
         ImageKind::Object if bin.triple().is_some_and(|t| t.starts_with("amdgcn")) => {
-            device_link::amdgpu_inspect(&bin.image)
-                .map(|info| {
-                    info.kernels
-                        .into_iter()
-                        .map(|k| KernelResources {
-                            kernel: k.name,
-                            vgprs: Some(k.vgpr_count),
-                            sgprs: Some(k.sgpr_count),
-                            registers: None,
-                            shared_bytes: Some(k.group_segment_fixed_size),
-                            scratch_bytes: Some(k.private_segment_fixed_size),
-                        })
-                        .collect()
-                })
-                .unwrap_or_default()
+            let kernels: Vec<KernelResources> =
+                offload_build::device_link::amdgpu_inspect(&bin.image)
+                    .map(|info| {
+                        info.kernels
+                            .into_iter()
+                            .map(|k| KernelResources {
+                                kernel: k.name,
+                                vgprs: Some(k.vgpr_count),
+                                sgprs: Some(k.sgpr_count),
+                                shared_bytes: Some(k.group_segment_fixed_size),
+                                scratch_bytes: Some(k.private_segment_fixed_size),
+                                ..KernelResources::default()
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+            (kernels, ResourceSource::AmdgpuMetadata)
         }
-        ImageKind::Ptx => {
-            let (Ok(ptx), Some(arch)) = (std::str::from_utf8(&bin.image), bin.arch()) else {
-                return Vec::new();
+        ImageKind::Ptx if ptxas == PtxasFallback::Run => {
+            (ptxas_resources(bin), ResourceSource::Ptxas)
+        }
+        _ => {
+            return Resources {
+                kernels: Vec::new(),
+                from: None,
+                error,
             };
-            if !matches!(
-                device_link::cubin_plan(arch),
-                Ok(device_link::CubinPlan::Assemble)
-            ) {
-                return Vec::new();
-            }
-            device_link::ptxas_verbose(ptx, arch)
-                .map(|(_, kernels)| {
-                    kernels
-                        .into_iter()
-                        .map(|k| KernelResources {
-                            kernel: k.name,
-                            registers: Some(u64::from(k.registers)),
-                            shared_bytes: Some(k.shared_bytes),
-                            scratch_bytes: Some(k.stack_bytes),
-                            ..KernelResources::default()
-                        })
-                        .collect()
-                })
-                .unwrap_or_default()
         }
-        _ => Vec::new(),
+    };
+    Resources {
+        from: (!kernels.is_empty()).then_some(from),
+        kernels,
+        error,
     }
+}
+
+/// `ptxas -v` on a PTX image, for its `arch`, where the `ptxas` found knows it.
+fn ptxas_resources(bin: &OffloadBinary<'_>) -> Vec<KernelResources> {
+    use offload_build::device_link;
+    let (Ok(ptx), Some(arch)) = (std::str::from_utf8(&bin.image), bin.arch()) else {
+        return Vec::new();
+    };
+    if !matches!(
+        device_link::cubin_plan(arch),
+        Ok(device_link::CubinPlan::Assemble)
+    ) {
+        return Vec::new();
+    }
+    device_link::ptxas_verbose(ptx, arch)
+        .map(|(_, kernels)| {
+            kernels
+                .into_iter()
+                .map(KernelResources::from_ptxas)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The NVIDIA architectures whose PTX comes without a cubin of the same module (the driver
@@ -319,6 +440,10 @@ pub fn render_text(path: &str, images: &[InspectedImage]) -> String {
                 ("registers", r.registers),
                 ("shared", r.shared_bytes),
                 ("scratch", r.scratch_bytes),
+                ("constant", r.constant_bytes),
+                // Spills are shown where there are any: they are what a reader looks for.
+                ("spill stores", r.spill_store_bytes.filter(|&n| n > 0)),
+                ("spill loads", r.spill_load_bytes.filter(|&n| n > 0)),
             ];
             for (label, v) in fields {
                 if let Some(v) = v {
@@ -326,6 +451,15 @@ pub fn render_text(path: &str, images: &[InspectedImage]) -> String {
                 }
             }
             let _ = writeln!(s, "      {}: {}", r.kernel, parts.join(", "));
+        }
+        if img.resources_from == Some(ResourceSource::Ptxas) {
+            let _ = writeln!(
+                s,
+                "      (the image records no figures: these are from `ptxas -v` run now)"
+            );
+        }
+        if let Some(error) = &img.resources_error {
+            let _ = writeln!(s, "      recorded figures unreadable: {error}");
         }
     }
     let ptx_only = ptx_only_archs(images);
@@ -404,8 +538,13 @@ pub struct FileReport {
 /// sections (`.llvm.offloading`, `.hip_fatbin`, `__CLANG_OFFLOAD_BUNDLE__*`, and any section
 /// whose contents start with a bundle magic).
 pub fn inspect_all(bytes: &[u8]) -> Result<FileReport, InspectError> {
+    inspect_all_with(bytes, PtxasFallback::Run)
+}
+
+/// [`inspect_all`], running `ptxas` for PTX that records no figures only as `ptxas` allows.
+pub fn inspect_all_with(bytes: &[u8], ptxas: PtxasFallback) -> Result<FileReport, InspectError> {
     let mut report = FileReport::default();
-    scan(bytes, "file", &mut report, 0)?;
+    scan(bytes, "file", &mut report, 0, ptxas)?;
     Ok(report)
 }
 
@@ -416,6 +555,7 @@ fn scan(
     container: &str,
     report: &mut FileReport,
     depth: u32,
+    ptxas: PtxasFallback,
 ) -> Result<(), InspectError> {
     use offload_format::archive::{AR_MAGIC, parse_archive};
     use offload_format::bundle::BUNDLE_MAGIC;
@@ -433,16 +573,22 @@ fn scan(
             .iter()
             .enumerate()
         {
-            report.images.push(describe(bin, container, i));
+            report.images.push(describe_with(bin, container, i, ptxas));
         }
     } else if bytes.starts_with(BUNDLE_MAGIC) || bytes.starts_with(CCOB_MAGIC) {
-        scan_bundles(bytes, container, report, depth)?;
+        scan_bundles(bytes, container, report, depth, ptxas)?;
     } else if bytes.starts_with(AR_MAGIC) {
         for m in parse_archive(bytes).map_err(in_section)? {
-            scan(&m.data, &format!("member {}", m.name), report, depth + 1)?;
+            scan(
+                &m.data,
+                &format!("member {}", m.name),
+                report,
+                depth + 1,
+                ptxas,
+            )?;
         }
     } else if let Ok(file) = object::File::parse(bytes) {
-        scan_object(&file, bytes, report, depth)?;
+        scan_object(&file, bytes, report, depth, ptxas)?;
     }
     Ok(())
 }
@@ -452,6 +598,7 @@ fn scan_object(
     bytes: &[u8],
     report: &mut FileReport,
     depth: u32,
+    ptxas: PtxasFallback,
 ) -> Result<(), InspectError> {
     use object::{Object, ObjectSection};
     use offload_format::bundle::{BUNDLE_MAGIC, OBJECT_SECTION_PREFIX, parse_object_bundle};
@@ -472,9 +619,9 @@ fn scan_object(
         let bundle_like = data.starts_with(BUNDLE_MAGIC) || data.starts_with(CCOB_MAGIC);
         if is_offloading || bundle_like || name == ".hip_fatbin" {
             if name == ".hip_fatbin" && !bundle_like {
-                scan_bundles(data, &name, report, depth)?;
+                scan_bundles(data, &name, report, depth, ptxas)?;
             } else {
-                scan(data, &name, report, depth + 1)?;
+                scan(data, &name, report, depth + 1, ptxas)?;
             }
         }
     }
@@ -496,7 +643,13 @@ fn scan_object(
         });
         for e in &entries {
             if e.data.len() > 1 {
-                scan(&e.data, &format!("entry {}", e.id), report, depth + 1)?;
+                scan(
+                    &e.data,
+                    &format!("entry {}", e.id),
+                    report,
+                    depth + 1,
+                    ptxas,
+                )?;
             }
         }
     }
@@ -510,6 +663,7 @@ fn scan_bundles(
     container: &str,
     report: &mut FileReport,
     depth: u32,
+    ptxas: PtxasFallback,
 ) -> Result<(), InspectError> {
     use offload_format::bundle::{BUNDLE_MAGIC, read_binary_header};
     use offload_format::ccob::{self, CCOB_MAGIC, CcobHeader};
@@ -574,7 +728,7 @@ fn scan_bundles(
         for i in &infos {
             let d = &bundle[i.offset as usize..(i.offset + i.size) as usize];
             if d.starts_with(&offload_format::OFFLOAD_BINARY_MAGIC) {
-                scan(d, &format!("entry {}", i.id), report, depth + 1)?;
+                scan(d, &format!("entry {}", i.id), report, depth + 1, ptxas)?;
             }
         }
         pos = start + if used > 0 { used } else { end as usize };
@@ -700,6 +854,8 @@ mod ptx_only_tests {
             kernels: Vec::new(),
             strings: BTreeMap::new(),
             resources: Vec::new(),
+            resources_from: None,
+            resources_error: None,
         }
     }
 

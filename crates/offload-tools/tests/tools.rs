@@ -3,8 +3,13 @@
 
 use std::path::Path;
 
+use offload_format::offload_binary::{
+    KEY_KERNEL_RESOURCES, PtxasKernelInfo, encode_kernel_resources,
+};
 use offload_format::{ImageKind, OffloadBinary, OffloadKind};
-use offload_tools::inspect::{inspect, inspect_all, render_report, render_text};
+use offload_tools::inspect::{
+    PtxasFallback, ResourceSource, inspect, inspect_all, inspect_with, render_report, render_text,
+};
 use offload_tools::ops::OpsError;
 use offload_tools::ops::bundle::{BundleConfig, Layout, bundle, layout_of, list, unbundle};
 use snapbox::{assert_data_eq, str};
@@ -74,6 +79,117 @@ notes.txt: 0 offload image(s)
 
 "#]]
     );
+}
+
+/// A cubin and a PTX image of `sm_80` as the build packs them, with the figures of its `ptxas
+/// -v` run under `offload.kernel-resources` (`value`). Neither image is one `ptxas` could read,
+/// so figures shown come from the key.
+fn images_recording(value: &str) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for (kind, image) in [
+        (ImageKind::Cubin, &b"\x7fELF not a cubin"[..]),
+        (ImageKind::Ptx, &b"not PTX"[..]),
+    ] {
+        let bin = OffloadBinary::new(kind, OffloadKind::Cuda, image)
+            .with_string("triple", "nvptx64-nvidia-cuda")
+            .with_string("arch", "sm_80")
+            .with_string("offload.module", "demo")
+            .with_string("offload.kernels", "saxpy,block_sum")
+            .with_string(KEY_KERNEL_RESOURCES, value);
+        bytes.extend(bin.to_bytes());
+    }
+    bytes
+}
+
+#[test]
+fn inspect_shows_the_figures_the_build_recorded() {
+    let recorded = encode_kernel_resources(&[
+        PtxasKernelInfo {
+            name: "saxpy".into(),
+            registers: 8,
+            constant_bytes: 372,
+            ..PtxasKernelInfo::default()
+        },
+        PtxasKernelInfo {
+            name: "block_sum".into(),
+            registers: 12,
+            shared_bytes: 2048,
+            stack_bytes: 16,
+            spill_store_bytes: 4,
+            spill_load_bytes: 8,
+            constant_bytes: 376,
+        },
+    ]);
+    let images = inspect(&images_recording(&recorded)).unwrap();
+    for image in &images {
+        assert_eq!(image.resources_from, Some(ResourceSource::Recorded));
+        assert_eq!(image.resources_error, None);
+    }
+    assert_eq!(
+        inspect_with(&images_recording(&recorded), PtxasFallback::Never).unwrap(),
+        images
+    );
+    assert_data_eq!(
+        render_text("demo.offload", &images),
+        str![[r#"
+demo.offload: 2 offload image(s)
+
+[0] nvptx64-nvidia-cuda sm_80  kind cubin  producer cuda  size 16 bytes  (file[0])
+    module   demo
+    kernels  saxpy, block_sum
+      saxpy: registers 8, shared 0, scratch 0, constant 372
+      block_sum: registers 12, shared 2048, scratch 16, constant 376, spill stores 4, spill loads 8
+
+[1] nvptx64-nvidia-cuda sm_80  kind ptx  producer cuda  size 7 bytes  (file[1])
+    module   demo
+    kernels  saxpy, block_sum
+      saxpy: registers 8, shared 0, scratch 0, constant 372
+      block_sum: registers 12, shared 2048, scratch 16, constant 376, spill stores 4, spill loads 8
+
+"#]]
+    );
+}
+
+/// Damaged figures are named with their error code, never a panic nor a failed inspection;
+/// the rest of the image is shown.
+#[test]
+fn unreadable_recorded_figures_are_named() {
+    for bad in [
+        "saxpy",
+        "saxpy:registers=x",
+        "saxpy:registers=4294967296,shared=0,stack=0,spill-stores=0,spill-loads=0,constant=0",
+        "saxpy:registers=1;saxpy:registers=1",
+        "\u{fffd};",
+    ] {
+        let images =
+            inspect_with(&images_recording(bad), PtxasFallback::Never).unwrap_or_else(|e| {
+                panic!("{bad:?}: {e}");
+            });
+        assert_eq!(images.len(), 2);
+        for image in &images {
+            assert!(image.resources.is_empty(), "{bad:?}");
+            assert_eq!(image.resources_from, None, "{bad:?}");
+            let error = image.resources_error.as_deref().unwrap_or_default();
+            assert!(
+                error.starts_with("error[OFF1066]: offload.kernel-resources: "),
+                "{bad:?}: {error}"
+            );
+            assert_eq!(image.kernels, ["saxpy", "block_sum"]);
+        }
+        let text = render_text("demo.offload", &images);
+        assert!(
+            text.contains("      recorded figures unreadable: error[OFF1066]"),
+            "{text}"
+        );
+    }
+}
+
+/// Without the key and with `ptxas` not to be run, a PTX image shows no figures.
+#[test]
+fn without_recorded_figures_and_ptxas_nothing_is_shown() {
+    let images = inspect_with(&two_images(), PtxasFallback::Never).unwrap();
+    assert!(images.iter().all(|i| i.resources.is_empty()));
+    assert!(images.iter().all(|i| i.resources_from.is_none()));
 }
 
 #[test]

@@ -8,7 +8,8 @@
 //! With `--message-format=json` (or one of its `json-…` forms) cargo's messages pass through
 //! unchanged, and after each artifact that embeds device images come one
 //! `{"reason":"offload-image",…}` message per image: target, arch, kind, size, module,
-//! kernels and, where the image records them, each kernel's resource use.
+//! kernels and, where the image records them, each kernel's resource use (for NVIDIA images,
+//! the figures of the build's own `ptxas -v` run: nothing here runs `ptxas`).
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
@@ -20,7 +21,7 @@ use offload_build::arch;
 use offload_build::diagnostics::{self, OFFLOAD_MESSAGE_DIR};
 use offload_build::env::{Env, OFFLOAD_ARCH, OFFLOAD_NATIVE_ARCH};
 use offload_build::json::{CargoMessage, JsonExt};
-use offload_tools::inspect::InspectedImage;
+use offload_tools::inspect::{InspectedImage, PtxasFallback, inspect_with};
 
 use super::build_status::{OFFLOAD_STATUS_DIR, StatusWatcher, Style};
 use super::command_line::{NativeGpus, canonical, cargo_flag_values};
@@ -437,7 +438,8 @@ fn image_messages(message: &CargoMessage) -> Vec<String> {
 }
 
 /// The linked outputs of a `compiler-artifact` message that embed device images, with their
-/// images (nothing for other messages).
+/// images (nothing for other messages). This runs after every build, no-op builds included,
+/// so it runs no `ptxas`: an image's resource figures are those the build recorded in it.
 fn artifact_images(message: &CargoMessage) -> Vec<(&str, Vec<InspectedImage>)> {
     if !message.is("compiler-artifact") {
         return Vec::new();
@@ -449,7 +451,7 @@ fn artifact_images(message: &CargoMessage) -> Vec<(&str, Vec<InspectedImage>)> {
         // Only linked outputs carry the `.llvm.offloading` section; an rlib's does not count.
         .filter(|f| !(f.ends_with(".rlib") || f.ends_with(".rmeta") || f.ends_with(".d")))
         .filter_map(|f| {
-            let images = offload_tools::inspect::inspect(&std::fs::read(f).ok()?).ok()?;
+            let images = inspect_with(&std::fs::read(f).ok()?, PtxasFallback::Never).ok()?;
             (!images.is_empty()).then_some((f, images))
         })
         .collect()
@@ -556,6 +558,10 @@ mod json_tests {
         .with_string("arch", "sm_80")
         .with_string("offload.module", "k")
         .with_string("offload.kernels", "saxpy")
+        .with_string(
+            "offload.kernel-resources",
+            "saxpy:registers=8,shared=0,stack=0,spill-stores=0,spill-loads=0,constant=372",
+        )
         .to_bytes();
         let file = dir.path().join("app.offload");
         std::fs::write(&file, bundle).unwrap();
@@ -572,6 +578,10 @@ mod json_tests {
         assert_eq!(m["package_id"], "app 0.1.0");
         assert_eq!(m["image"]["arch"], "sm_80");
         assert_eq!(m["image"]["kernels"][0], "saxpy");
+        // The figures the build recorded, read without running ptxas.
+        assert_eq!(m["image"]["resources_from"], "recorded");
+        assert_eq!(m["image"]["resources"][0]["registers"], 8);
+        assert_eq!(m["image"]["resources"][0]["constant_bytes"], 372);
         assert!(image_messages(r#"{"reason":"build-finished","success":true}"#).is_empty());
         let executable = serde_json::json!({
             "reason": "compiler-artifact",

@@ -77,6 +77,9 @@ pub struct GpuImage {
     pub arch: String,
     /// Names of the kernels in the image.
     pub kernels: Vec<String>,
+    /// What `ptxas -v` reported for each kernel when it assembled the `sm`'s cubin: on the
+    /// cubin and the PTX of an `sm` that gets one, empty otherwise.
+    pub resources: Vec<PtxasKernelInfo>,
 }
 
 pub use crate::error::LinkError;

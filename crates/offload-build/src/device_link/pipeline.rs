@@ -11,7 +11,7 @@ use offload_format::{AmdTargetId, ImageKind, OffloadKind, Sm};
 
 use super::amdgpu::{AmdCodeObjectVersion, amd_kernel_params};
 use super::llvm::{AmdgpuLinkOptions, NvptxLinkOptions, amdgpu_code_object, nvptx_link};
-use super::ptx::{CubinPlan, cubin_plan, ptx_isa_version, ptx_kernel_names, ptxas_assemble};
+use super::ptx::{CubinPlan, cubin_plan, ptx_isa_version, ptx_kernel_names, ptxas_verbose};
 use super::rlib_bitcode::{DeviceInput, bitcode_members};
 use super::{GpuImage, LinkError, Result, io_err};
 use crate::arch::OffloadArch;
@@ -325,7 +325,8 @@ pub fn device_inputs(
 }
 
 /// Links the images of one target from device-link inputs. NVIDIA targets give a cubin (where
-/// the installed `ptxas` knows the `sm`, see [`cubin_plan`]) and PTX, in that order; AMD
+/// the installed `ptxas` knows the `sm`, see [`cubin_plan`]) and PTX, in that order, both with
+/// the figures of the one `ptxas -v` run that made the cubin; AMD
 /// targets one code object (of the version [`AmdCodeObjectVersion::from_env`] picks). A
 /// `ptxas` failure on an `sm` it knows is an error.
 pub fn gpu_images(inputs: &[DeviceInput], target: &GpuTarget) -> Result<Vec<GpuImage>> {
@@ -344,13 +345,19 @@ pub fn gpu_images_with(
             let ptx = nvptx_link(inputs, sm, &NvptxLinkOptions::default())?;
             let kernels: Vec<String> = ptx_kernel_names(&ptx).into_iter().map(|k| k.name).collect();
             let mut images = Vec::new();
+            let mut resources = Vec::new();
             if cubin_plan(sm)? == CubinPlan::Assemble {
+                // The one `ptxas` run of this image: its report is recorded, so that nothing
+                // after the build runs `ptxas` for the figures.
+                let (cubin, report) = ptxas_verbose(&ptx, sm)?;
+                resources = report;
                 images.push(GpuImage {
-                    bytes: ptxas_assemble(&ptx, sm)?,
+                    bytes: cubin,
                     kind: ImageKind::Cubin,
                     triple: target.triple(),
                     arch: target.to_string(),
                     kernels: kernels.clone(),
+                    resources: resources.clone(),
                 });
             }
             images.push(GpuImage {
@@ -359,6 +366,7 @@ pub fn gpu_images_with(
                 triple: target.triple(),
                 arch: target.to_string(),
                 kernels,
+                resources,
             });
             Ok(images)
         }
@@ -374,6 +382,7 @@ pub fn gpu_images_with(
                 triple: target.triple(),
                 arch: id.to_string(),
                 kernels,
+                resources: Vec::new(),
             }])
         }
     }
@@ -479,6 +488,7 @@ pub fn build_gpu_images_linked(
             module: krate.lib_name.clone(),
             kernels: image.kernels,
             kernel_params: kernel_params.clone(),
+            kernel_resources: image.resources,
             bytes: image.bytes,
         })
         .collect())

@@ -73,22 +73,9 @@ pub fn ptx_kernel_names(ptx: &str) -> Vec<PtxKernelInfo> {
     kernels
 }
 
-/// What `ptxas -v` reports for one kernel.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PtxasKernelInfo {
-    /// The kernel's name.
-    pub name: String,
-    /// Registers per thread.
-    pub registers: u32,
-    /// Static shared memory per block, bytes.
-    pub shared_bytes: u64,
-    /// Stack frame per thread, bytes.
-    pub stack_bytes: u64,
-    /// Spill stores, bytes.
-    pub spill_store_bytes: u64,
-    /// Spill loads, bytes.
-    pub spill_load_bytes: u64,
-}
+/// What `ptxas -v` reports for one kernel; the build records it on the image
+/// (`offload.kernel-resources`).
+pub use offload_format::offload_binary::PtxasKernelInfo;
 
 fn number_before(text: &str, unit: &str) -> Option<u64> {
     let end = text.find(unit)?;
@@ -124,6 +111,11 @@ pub fn parse_ptxas_verbose(report: &str) -> Vec<PtxasKernelInfo> {
                     .and_then(|n| u32::try_from(n).ok())
                     .unwrap_or(0);
                 kernel.shared_bytes = number_before(line, "bytes smem").unwrap_or(0);
+                // `372 bytes cmem[0], 8 bytes cmem[2]`: every bank counts.
+                kernel.constant_bytes = line
+                    .split(',')
+                    .filter_map(|part| number_before(part, "bytes cmem["))
+                    .fold(0, u64::saturating_add);
             }
         }
     }
@@ -289,7 +281,7 @@ pub fn ptxas_assemble(ptx: &str, sm: &str) -> Result<Vec<u8>> {
 }
 
 /// Assembles `ptx` for `sm` (`sm_80`) with `ptxas -v`: the cubin and the per-kernel resource
-/// report.
+/// report. The build assembles this way, once per image and `sm`, and records the report.
 pub fn ptxas_verbose(ptx: &str, sm: &str) -> Result<(Vec<u8>, Vec<PtxasKernelInfo>)> {
     let (cubin, report) = run_ptxas(ptx, sm, true)?;
     Ok((cubin, parse_ptxas_verbose(&report)))
@@ -616,7 +608,7 @@ ptxas info    : Used 12 registers, 2048 bytes smem, 376 bytes cmem[0]
 ptxas info    : Compiling entry function 'saxpy' for 'sm_80'
 ptxas info    : Function properties for saxpy
     16 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
-ptxas info    : Used 8 registers, 372 bytes cmem[0]
+ptxas info    : Used 8 registers, 372 bytes cmem[0], 8 bytes cmem[2]
 ";
         let k = parse_ptxas_verbose(report);
         assert_eq!(
@@ -627,9 +619,11 @@ ptxas info    : Used 8 registers, 372 bytes cmem[0]
                 shared_bytes: 2048,
                 stack_bytes: 0,
                 spill_store_bytes: 4,
-                spill_load_bytes: 8
+                spill_load_bytes: 8,
+                constant_bytes: 376,
             }
         );
+        assert_eq!(k[1].constant_bytes, 380);
         assert_eq!(k[1].registers, 8);
         assert_eq!(k[1].shared_bytes, 0);
         assert_eq!(k[1].stack_bytes, 16);

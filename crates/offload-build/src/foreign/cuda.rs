@@ -1,5 +1,6 @@
 //! CUDA sources: a device-only compile with clang-22 per `sm_XX` to PTX (at the PTX ISA the
-//! Rust kernels of the same `sm` get), and a cubin where `ptxas` knows the `sm`.
+//! Rust kernels of the same `sm` get), and a cubin where `ptxas` knows the `sm`, whose
+//! `ptxas -v` figures both images record.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -9,7 +10,7 @@ use offload_format::{ImageKind, OffloadKind, Sm};
 
 use super::{Clang, Compiled, Options, Source, depfile};
 use crate::arch::OffloadArch;
-use crate::device_link::{CubinPlan, cubin_plan, ptx_isa_version, ptxas_assemble};
+use crate::device_link::{CubinPlan, cubin_plan, ptx_isa_version, ptxas_verbose};
 use crate::env::Env;
 use crate::error::{Error, IoContext, Result};
 use crate::image::{DeviceImage, kernels_of_ptx, ptx_kernel_params};
@@ -107,12 +108,14 @@ pub fn build(
         }
         let kernel_params = ptx_kernel_params(&ptx);
         let arch = OffloadArch::Nvptx(*sm);
+        let mut kernel_resources = Vec::new();
         if cubin_plan(&sm_name)? == CubinPlan::Assemble {
-            let cubin = ptxas_assemble(&ptx, &sm_name).map_err(|e| Error::BadSource {
+            let (cubin, report) = ptxas_verbose(&ptx, &sm_name).map_err(|e| Error::BadSource {
                 language: source.language.name(),
                 path: source.path.clone(),
                 reason: format!("ptxas refused clang's PTX for {sm_name}: {e}"),
             })?;
+            kernel_resources = report;
             compiled.images.push(DeviceImage {
                 arch,
                 image_kind: ImageKind::Cubin,
@@ -120,6 +123,7 @@ pub fn build(
                 module: module.clone(),
                 kernels: kernels.clone(),
                 kernel_params: kernel_params.clone(),
+                kernel_resources: kernel_resources.clone(),
                 bytes: cubin,
             });
         }
@@ -130,6 +134,7 @@ pub fn build(
             module: module.clone(),
             kernels,
             kernel_params,
+            kernel_resources,
             bytes: ptx.into_bytes(),
         });
     }

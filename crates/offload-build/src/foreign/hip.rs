@@ -145,6 +145,7 @@ pub fn build(
             module: module.clone(),
             kernels,
             kernel_params: amd_kernel_params(&object)?,
+            kernel_resources: Vec::new(),
             bytes: object,
         });
     }
