@@ -91,8 +91,9 @@ pub(super) fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
 /// one traps. `offload-build`'s device link replaces the bodies of core's panic functions
 /// with a call of this function (`panic_bounds_check` with [`PanicKind::IndexOutOfBounds`]
 /// and the index and length, `expect_failed` with its message, …), so no kernel carries
-/// `core::fmt`; the host formats `values` ([`PanicKind`]). One out-of-line copy, so that
-/// a kernel's many panic sites share it.
+/// `core::fmt`; the host formats `values` ([`PanicKind`]). Out of line on NVIDIA, one copy
+/// every panic site calls; the AMD device link inlines it at each site, where a call would
+/// cost more registers and scratch than the copy.
 ///
 /// # Safety
 /// `message` points at `message_len` bytes of UTF-8 (the first
