@@ -29,8 +29,9 @@ pub fn require(tool: &str, present: bool) -> bool {
     false
 }
 
-pub fn nightly_ready() -> bool {
-    let ok = Command::new("rustup")
+/// Whether the device toolchain (nightly with rust-src) runs.
+pub fn device_toolchain_present() -> bool {
+    Command::new("rustup")
         .args([
             "run",
             offload_toolchain::DEVICE_TOOLCHAIN,
@@ -39,8 +40,14 @@ pub fn nightly_ready() -> bool {
             "sysroot",
         ])
         .output()
-        .is_ok_and(|o| o.status.success());
-    require("the device toolchain with rust-src", ok)
+        .is_ok_and(|o| o.status.success())
+}
+
+pub fn nightly_ready() -> bool {
+    require(
+        "the device toolchain with rust-src",
+        device_toolchain_present(),
+    )
 }
 
 pub fn readelf(args: &[&str], file: &Path) -> String {

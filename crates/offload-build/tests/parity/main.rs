@@ -9,12 +9,13 @@
 #![cfg(feature = "llvm")]
 
 mod checks;
+#[path = "../common/mod.rs"]
+mod common;
 mod limits;
 mod measure;
 mod report;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use offload_build::device_link::GpuTarget;
 use offload_build::env::Env;
@@ -46,16 +47,7 @@ const AMD: [&str; 3] = ["gfx90a", "gfx942", "gfx1100"];
 pub const COMMAND: &str = "cargo test -p offload-build --test parity -- --nocapture";
 
 fn require_tools() {
-    let nightly = Command::new("rustup")
-        .args([
-            "run",
-            offload_toolchain::DEVICE_TOOLCHAIN,
-            "rustc",
-            "--print",
-            "sysroot",
-        ])
-        .output()
-        .is_ok_and(|o| o.status.success());
+    let nightly = common::device_toolchain_present();
     assert!(
         nightly,
         "the parity benchmark needs the device toolchain {} with rust-src (`cargo xtask setup`)",

@@ -70,21 +70,7 @@ pub(super) fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
         Some(text) => (PanicKind::Message, text),
         None => (PanicKind::Formatted, ""),
     };
-    let location = info
-        .location()
-        .map_or(core::ptr::null(), |l| core::ptr::from_ref(l).cast());
-    // SAFETY: `message` is a live `str`; `location` is null or a live `Location`.
-    unsafe {
-        __offload_gpu_panic(
-            kind as u32,
-            message.as_ptr(),
-            message.len(),
-            0,
-            0,
-            0,
-            location,
-        )
-    }
+    report(kind, message, [0; 3], info.location())
 }
 
 /// The one report of a GPU panic: the first panicking thread writes the record, then every
@@ -153,7 +139,7 @@ pub unsafe extern "C" fn __offload_gpu_panic(
 #[unsafe(no_mangle)]
 pub fn __offload_gpu_panic_bounds_check(index: usize, len: usize, location: &Location<'_>) -> ! {
     let values = [index as u64, len as u64, 0];
-    report(PanicKind::IndexOutOfBounds, "", values, location)
+    report(PanicKind::IndexOutOfBounds, "", values, Some(location))
 }
 
 /// For `core::slice::index::slice_index_fail`.
@@ -165,7 +151,7 @@ pub fn __offload_gpu_slice_index_fail(
     location: &Location<'_>,
 ) -> ! {
     let values = [start as u64, end as u64, len as u64];
-    report(PanicKind::SliceRange, "", values, location)
+    report(PanicKind::SliceRange, "", values, Some(location))
 }
 
 /// For `core::str::slice_error_fail`.
@@ -177,13 +163,13 @@ pub fn __offload_gpu_str_slice_fail(
     location: &Location<'_>,
 ) -> ! {
     let values = [begin as u64, end as u64, s.len() as u64];
-    report(PanicKind::StrRange, "", values, location)
+    report(PanicKind::StrRange, "", values, Some(location))
 }
 
 /// For `core::option::expect_failed`.
 #[unsafe(no_mangle)]
 pub fn __offload_gpu_expect_failed(message: &str, location: &Location<'_>) -> ! {
-    report(PanicKind::Message, message, [0; 3], location)
+    report(PanicKind::Message, message, [0; 3], Some(location))
 }
 
 /// For `core::result::unwrap_failed`: the error's `Debug` form is not recorded.
@@ -193,7 +179,7 @@ pub fn __offload_gpu_unwrap_failed(
     _error: &dyn core::fmt::Debug,
     location: &Location<'_>,
 ) -> ! {
-    report(PanicKind::ResultErr, message, [0; 3], location)
+    report(PanicKind::ResultErr, message, [0; 3], Some(location))
 }
 
 /// For `core::panicking::assert_failed_inner` (`op`: its `AssertKind`, `==`, `!=`, `matches`):
@@ -211,14 +197,19 @@ pub fn __offload_gpu_assert_failed(
         PanicKind::AssertOperands,
         message,
         [u64::from(op), 0, 0],
-        location,
+        Some(location),
     )
 }
 
 #[inline(always)]
-fn report(kind: PanicKind, message: &str, [a, b, c]: [u64; 3], location: &Location<'_>) -> ! {
-    let location = core::ptr::from_ref(location).cast();
-    // SAFETY: `message` is a live `str`, `location` a live `Location`.
+fn report(
+    kind: PanicKind,
+    message: &str,
+    [a, b, c]: [u64; 3],
+    location: Option<&Location<'_>>,
+) -> ! {
+    let location = location.map_or(core::ptr::null(), |l| core::ptr::from_ref(l).cast());
+    // SAFETY: `message` is a live `str`; `location` is null or a live `Location`.
     unsafe {
         __offload_gpu_panic(
             kind as u32,

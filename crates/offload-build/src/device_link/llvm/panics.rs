@@ -65,6 +65,12 @@ const INLINED: &[&str] = &["core::option::unwrap_failed"];
 /// against 32 and scratch called).
 pub(super) const REPORTER: &str = "__offload_gpu_panic";
 
+/// Whether `name` is [`REPORTER`], or the renamed copy a member linked twice would leave
+/// (`__offload_gpu_panic39`).
+fn is_reporter(name: &str) -> bool {
+    name.trim_end_matches(|c: char| c.is_ascii_digit()) == REPORTER
+}
+
 /// The panic handler's symbol (`#[panic_handler]`), however rustc mangles it.
 const PANIC_HANDLER: &str = "rust_begin_unwind";
 
@@ -78,9 +84,13 @@ fn role(name: &str, inline_reporter: bool) -> Option<Role> {
     if REDIRECTS.iter().any(|(_, reporter)| *reporter == name) {
         return Some(Role::Inline);
     }
-    // A member linked twice leaves a renamed copy (`__offload_gpu_panic39`).
-    if inline_reporter && name.trim_end_matches(|c: char| c.is_ascii_digit()) == REPORTER {
+    if inline_reporter && is_reporter(name) {
         return Some(Role::Inline);
+    }
+    // The pass runs after each input the link brings in: only core's functions and the
+    // handler are worth demangling (`4core` begins core's path in both manglings).
+    if !name.contains("4core") && !name.ends_with(PANIC_HANDLER) {
+        return None;
     }
     let demangled = rustc_demangle::try_demangle(name).ok()?;
     let path = format!("{demangled:#}");
@@ -188,10 +198,7 @@ fn calls_the_report(f: FunctionValue<'_>) -> bool {
         .filter_map(|i| i.get_operand(i.get_num_operands().checked_sub(1)?))
         .filter_map(|op| op.value())
         .any(|callee| {
-            callee.is_pointer_value()
-                && cstr(callee.into_pointer_value().get_name())
-                    .trim_end_matches(|c: char| c.is_ascii_digit())
-                    == REPORTER
+            callee.is_pointer_value() && is_reporter(&cstr(callee.into_pointer_value().get_name()))
         })
 }
 
@@ -205,8 +212,7 @@ fn is_redirected(f: FunctionValue<'_>, reporter: &str) -> bool {
             .is_some_and(|callee| {
                 callee.is_pointer_value() && {
                     let name = cstr(callee.into_pointer_value().get_name());
-                    name == reporter
-                        || name.trim_end_matches(|c: char| c.is_ascii_digit()) == REPORTER
+                    name == reporter || is_reporter(&name)
                 }
             })
 }
