@@ -443,6 +443,15 @@ fn device_archives_unbundle_like_clang() {
         assert_eq!(b.read("clang.90a.a"), b.read("ours.90a.a"), "{extra:?}");
         assert_eq!(b.read("clang.942.a"), b.read("ours.942.a"), "{extra:?}");
     }
+    // The host entries too: an archive of each member's host entry.
+    b.both(&[
+        "-type=a",
+        "-targets=host-x86_64-unknown-linux-gnu",
+        "-unbundle",
+        "-input=lib.a",
+        "-output={tag}.host.a",
+    ]);
+    assert_eq!(b.read("clang.host.a"), b.read("ours.host.a"));
     // Without -allow-missing-bundles, a target with no entry fails on both sides.
     let args = [
         "-type=a",
@@ -1285,4 +1294,270 @@ fn large_bundles_stream_in_bounded_memory() {
     for i in 0..3 {
         assert_eq!(b.read(&format!("c{i}")), b.read(&format!("l{i}")));
     }
+}
+
+/// The data offsets of an archive's members, in order (GNU layout, names and index included).
+fn member_data_offsets(archive: &[u8]) -> Vec<(String, usize)> {
+    let mut at = 8;
+    let mut out = Vec::new();
+    while at + 60 <= archive.len() {
+        let name = String::from_utf8_lossy(&archive[at..at + 16])
+            .trim()
+            .to_owned();
+        let size: usize = String::from_utf8_lossy(&archive[at + 48..at + 58])
+            .trim()
+            .parse()
+            .unwrap();
+        out.push((name, at + 60));
+        at += 60 + size;
+        at += at % 2;
+    }
+    out
+}
+
+/// Objects made by clang's OpenMP offload driver, each embedding an OffloadBinary, archived by
+/// `llvm-ar` after a member of odd length: their data lies at offsets that are not multiples
+/// of 8, where the ELF reader cannot map them in place. Every image is still found: `inspect`
+/// names each member's, and `package --archive` writes `llvm-offload-binary`'s archive, byte
+/// for byte, members named after the members they came from.
+#[test]
+fn archive_members_at_any_offset_keep_their_images() {
+    let Some(b) = Bench::new() else { return };
+    let Some(llvm) = tool(Tool::LlvmOffloadBinary) else {
+        return;
+    };
+    let Some(clang) = clang() else { return };
+    let ar = tool(Tool::LlvmAr).expect("llvm-ar ships with clang");
+    let mut members = vec!["pad.txt".to_owned()];
+    b.file("pad.txt", b"odd");
+    for (i, name) in ["a", "bb", "ccc"].iter().enumerate() {
+        let src = b.file(
+            &format!("{name}.c"),
+            format!(
+                "int {name}_v = {i};\nint run_{name}(void) {{\n  int x = 0;\n\
+                 #pragma omp target map(tofrom: x)\n  {{ x = {i} + 1; }}\n  return x;\n}}\n"
+            )
+            .as_bytes(),
+        );
+        check(
+            Command::new(&clang)
+                .args([
+                    "-fopenmp",
+                    "-fopenmp-targets=x86_64-unknown-linux-gnu",
+                    "-c",
+                ])
+                .arg(&src)
+                .arg("-o")
+                .arg(b.path(&format!("{name}.o")))
+                .output()
+                .unwrap(),
+            "clang-22 -fopenmp",
+        );
+        members.push(format!("{name}.o"));
+    }
+    check(
+        Command::new(ar)
+            .arg("rc")
+            .arg("lib.a")
+            .args(&members)
+            .current_dir(b.dir.path())
+            .output()
+            .unwrap(),
+        "llvm-ar",
+    );
+    let offsets = member_data_offsets(&b.read("lib.a").0);
+    assert!(
+        offsets
+            .iter()
+            .any(|(n, at)| n.ends_with(".o/") && at % 8 != 0),
+        "some object must lie off 8-byte alignment: {offsets:?}"
+    );
+
+    let inspect = Command::new(env!("CARGO_BIN_EXE_cargo-offload"))
+        .args(["offload", "inspect", "lib.a"])
+        .current_dir(b.dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8(check(inspect, "cargo offload inspect")).unwrap();
+    assert!(text.contains("3 offload image(s)"), "{text}");
+    for m in ["a.o", "bb.o", "ccc.o"] {
+        assert!(
+            text.contains(&format!("member {m}: .llvm.offloading")),
+            "{m}: {text}"
+        );
+    }
+
+    let image = |file: &str| format!("--image=file={file},triple=x86_64-unknown-linux-gnu");
+    check(
+        Command::new(&llvm)
+            .args(["lib.a", "--archive", &image("theirs.a")])
+            .current_dir(b.dir.path())
+            .output()
+            .unwrap(),
+        "llvm-offload-binary --archive",
+    );
+    check(
+        Command::new(env!("CARGO_BIN_EXE_cargo-offload"))
+            .args(["offload", "package", "lib.a", "--archive", &image("ours.a")])
+            .current_dir(b.dir.path())
+            .output()
+            .unwrap(),
+        "cargo offload package --archive",
+    );
+    assert_eq!(b.read("theirs.a"), b.read("ours.a"));
+    let names: Vec<String> = member_data_offsets(&b.read("ours.a").0)
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(names, ["/", "a.o/", "bb.o/", "ccc.o/"]);
+}
+
+/// A member with an ELF magic that the object reader refuses is an error naming the archive
+/// and the member, never an archive without images.
+#[test]
+fn an_unreadable_archive_member_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bad = b"\x7fELF\x02\x01\x01\0".to_vec();
+    bad.extend([0xAB; 40]);
+    let members = [offload_format::archive::ArchiveMember {
+        name: "bad.o".to_owned(),
+        data: std::borrow::Cow::Owned(bad),
+    }];
+    let mut lib = Vec::new();
+    offload_format::archive::write_archive(&mut lib, &members).unwrap();
+    std::fs::write(dir.path().join("lib.a"), lib).unwrap();
+    for (args, expected) in [
+        (
+            &["inspect", "lib.a"][..],
+            "member bad.o: not a readable object file",
+        ),
+        (
+            &[
+                "package",
+                "lib.a",
+                "--image=file=x.bin,triple=nvptx64-nvidia-cuda",
+            ][..],
+            "lib.a(bad.o): not a readable object file",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_cargo-offload"))
+            .arg("offload")
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} must fail: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+    assert!(!dir.path().join("x.bin").exists());
+}
+
+/// Fat objects (`-type=o` with a real host object: the object layout) archived by `llvm-ar`:
+/// the host target's archive holds each member's object without its bundle sections, and
+/// device and host targets unbundled together give clang's archives, byte for byte.
+#[test]
+fn host_entries_of_an_archive_of_fat_objects_match_clang() {
+    let Some(b) = Bench::new() else { return };
+    let Some(clang) = clang() else { return };
+    let ar = tool(Tool::LlvmAr).expect("llvm-ar ships with clang");
+    let mut fat = Vec::new();
+    for (i, name) in ["a", "bb"].iter().enumerate() {
+        let src = b.file(
+            &format!("{name}.c"),
+            format!("int {name}_v = {i};\nint get_{name}(void) {{ return {name}_v; }}\n")
+                .as_bytes(),
+        );
+        check(
+            Command::new(&clang)
+                .arg("-c")
+                .arg(&src)
+                .arg("-o")
+                .arg(b.path(&format!("{name}.o")))
+                .output()
+                .unwrap(),
+            "clang-22 -c",
+        );
+        b.file(
+            &format!("{name}.dev"),
+            format!("device code {name}").as_bytes(),
+        );
+        let (input_host, input_dev) = (format!("-input={name}.o"), format!("-input={name}.dev"));
+        let output = format!("-output=fat_{name}.o");
+        b.theirs(&[
+            "-type=o",
+            "-targets=host-x86_64-unknown-linux-gnu,hip-amdgcn-amd-amdhsa--gfx90a",
+            &input_host,
+            &input_dev,
+            &output,
+        ]);
+        fat.push(format!("fat_{name}.o"));
+    }
+    check(
+        Command::new(ar)
+            .arg("rc")
+            .arg("fat.a")
+            .args(&fat)
+            .current_dir(b.dir.path())
+            .output()
+            .unwrap(),
+        "llvm-ar",
+    );
+    b.both(&[
+        "-type=a",
+        "-targets=host-x86_64-unknown-linux-gnu",
+        "-unbundle",
+        "-input=fat.a",
+        "-output={tag}.host.a",
+    ]);
+    assert_eq!(b.read("clang.host.a"), b.read("ours.host.a"));
+    b.both(&[
+        "-type=a",
+        "-targets=hip-amdgcn-amd-amdhsa--gfx90a,host-x86_64-unknown-linux-gnu",
+        "-unbundle",
+        "-input=fat.a",
+        "-output={tag}.dev.a",
+        "-output={tag}.host2.a",
+    ]);
+    assert_eq!(b.read("clang.dev.a"), b.read("ours.dev.a"));
+    assert_eq!(b.read("clang.host2.a"), b.read("ours.host2.a"));
+    assert_eq!(b.read("ours.host.a"), b.read("ours.host2.a"));
+}
+
+/// `@file` arguments, as build systems pass long command lines: the same response file given
+/// to both tools gives the same bundle and the same OffloadBinary; a quoted name with a space
+/// and a nested response file are expanded as LLVM expands them.
+#[test]
+fn response_files_are_expanded_as_llvm_expands_them() {
+    let Some(b) = Bench::new() else { return };
+    let Some(llvm) = tool(Tool::LlvmOffloadBinary) else {
+        return;
+    };
+    payloads(&b);
+    std::fs::copy(b.path("dev1.bin"), b.path("dev one.bin")).unwrap();
+    b.file("inputs.rsp", b"-input=host.bin\n'-input=dev one.bin'\n");
+    b.file(
+        "bundle.rsp",
+        b"-type=bc -targets=host-x86_64-unknown-linux-gnu,openmp-nvptx64-nvidia-cuda-sm_80\n@inputs.rsp\n",
+    );
+    b.both(&["@bundle.rsp", "-output={tag}.bundle"]);
+    assert_eq!(b.read("clang.bundle"), b.read("ours.bundle"));
+
+    b.file(
+        "package.rsp",
+        b"--image=file=dev1.bin,triple=nvptx64-nvidia-cuda,arch=sm_80,kind=openmp\n",
+    );
+    for (theirs, out) in [(true, "theirs.bin"), (false, "ours.bin")] {
+        let mut cmd = if theirs {
+            Command::new(&llvm)
+        } else {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_cargo-offload"));
+            c.args(["offload", "package"]);
+            c
+        };
+        cmd.args(["-o", out, "@package.rsp"])
+            .current_dir(b.dir.path());
+        check(cmd.output().unwrap(), "package @package.rsp");
+    }
+    assert_eq!(b.read("theirs.bin"), b.read("ours.bin"));
 }

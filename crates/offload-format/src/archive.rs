@@ -1,4 +1,4 @@
-//! GNU `ar` archives (read: GNU and BSD member names; write: GNU, no symbol index) and the
+//! GNU `ar` archives (read: GNU and BSD member names; write: GNU, with the symbol index `llvm-ar` writes) and the
 //! unbundling of heterogeneous device archives (HDA) as clang-offload-bundler `-type=a` does.
 
 use std::borrow::Cow;
@@ -120,8 +120,9 @@ pub fn parse_archive(bytes: &[u8]) -> Result<Vec<ArchiveMember<'_>>> {
 
 /// Writes a GNU archive deterministically (dates, owners 0, mode 644), as
 /// `llvm-ar`/`writeArchive` lay it out: a symbol index (`/`) when a member is LLVM bitcode
-/// (see [`crate::bitcode::archive_symbols`]) or an ELF object with global definitions (other
-/// members, and members that cannot be read, add no symbols), then the `//` table holding
+/// (see [`crate::bitcode::archive_symbols`]) or an ELF object (empty when none of them has a
+/// global definition; other members, and members that cannot be read, add no symbols), then
+/// the `//` table holding
 /// names of 16 characters or more (or containing `/`), then the members. A name containing a
 /// newline cannot be stored and is an error.
 pub fn write_archive<W: Write>(mut w: W, members: &[ArchiveMember<'_>]) -> Result<()> {
@@ -147,10 +148,12 @@ pub fn write_archive<W: Write>(mut w: W, members: &[ArchiveMember<'_>]) -> Resul
     if table.len() % 2 == 1 {
         table.push(b'\n');
     }
-    let symbols = member_symbols(members);
+    let (symbols, has_object) = member_symbols(members);
     let count: usize = symbols.iter().map(Vec::len).sum();
-    if count > 0 {
+    if count > 0 || has_object {
         let names: usize = symbols.iter().flatten().map(|s| s.len() + 1).sum();
+        // An empty index: the count, then a zero word where the names would be.
+        let names = if count == 0 { 4 } else { names };
         let size = 4 + 4 * count + names;
         let size = size + size % 2;
         let mut at = (AR_MAGIC.len() + MEMBER_HEADER + size) as u64;
@@ -188,46 +191,47 @@ pub fn write_archive<W: Write>(mut w: W, members: &[ArchiveMember<'_>]) -> Resul
     Ok(())
 }
 
-/// Each member's index symbols. Data that is neither bitcode nor an ELF object, and members
-/// that cannot be read, add none: the archive is still a faithful container of the members.
-fn member_symbols(members: &[ArchiveMember<'_>]) -> Vec<Vec<String>> {
-    members
+/// Each member's index symbols, and whether any member is an object file (bitcode, or an ELF
+/// object the reader accepts): `llvm-ar` writes an empty index then, for tools that expect
+/// one in any archive of objects. Other data, and members that cannot be read, add no
+/// symbols: the archive is still a faithful container of the members.
+fn member_symbols(members: &[ArchiveMember<'_>]) -> (Vec<Vec<String>>, bool) {
+    let mut has_object = false;
+    let symbols = members
         .iter()
         .map(|m| {
             if crate::bitcode::is_bitcode(&m.data) {
+                has_object = true;
                 crate::bitcode::archive_symbols(&m.data)
                     .ok()
                     .flatten()
                     .unwrap_or_default()
             } else if m.data.starts_with(b"\x7fELF") {
-                elf_symbols(&m.data)
+                let symbols = elf_symbols(&m.data);
+                has_object |= symbols.is_some();
+                symbols.unwrap_or_default()
             } else {
                 Vec::new()
             }
         })
-        .collect()
+        .collect();
+    (symbols, has_object)
 }
 
 /// The symbols `llvm-ar` indexes for an ELF object: `.symtab` entries in order that are not
-/// local, not undefined, and not section or file symbols.
-fn elf_symbols(bytes: &[u8]) -> Vec<String> {
+/// local, not undefined, and not section or file symbols; `None` when the object cannot be
+/// read.
+fn elf_symbols(bytes: &[u8]) -> Option<Vec<String>> {
     use object::{Object, ObjectSymbol, SymbolKind};
-    // The ELF reader needs aligned headers; members inside archives and bundles may not be.
-    let copy;
-    let bytes = if bytes.as_ptr().align_offset(8) == 0 {
-        bytes
-    } else {
-        copy = bytes.to_vec();
-        &copy
-    };
-    let Ok(file) = object::File::parse(bytes) else {
-        return Vec::new();
-    };
-    file.symbols()
+    let bytes = crate::aligned::object_bytes(bytes);
+    let file = object::File::parse(&*bytes).ok()?;
+    let symbols = file
+        .symbols()
         .filter(|s| !s.is_local() && !s.is_undefined())
         .filter(|s| !matches!(s.kind(), SymbolKind::Section | SymbolKind::File))
         .filter_map(|s| s.name().ok().filter(|n| !n.is_empty()).map(str::to_owned))
-        .collect()
+        .collect();
+    Some(symbols)
 }
 
 /// A 60-byte member header; fields are padded by bytes (a name may hold multi-byte UTF-8).
@@ -294,13 +298,33 @@ pub fn device_member_name(member: &str, id: &str, target_id: Option<&str>) -> St
 
 /// Unbundles a heterogeneous device archive: every bundle entry of every member goes into the
 /// archive of each requested target it is compatible with (see
-/// [`BundleEntryId::is_compatible`]). Returns one member list per target, in `targets` order.
-/// Members are bundles in the binary layout (compressed ones are decompressed first) or ELF
-/// objects in the object layout; other members are skipped.
+/// [`BundleEntryId::is_compatible`]), host entries included, as clang 22 does. Returns one
+/// member list per target, in `targets` order. Members are bundles in the binary layout
+/// (compressed ones are decompressed first) or ELF objects in the object layout; other members
+/// are skipped. A host entry of an object-layout member is the member without its bundle
+/// sections, which `llvm-objcopy` makes: that needs [`unbundle_archive_with`], and is an error
+/// here.
 pub fn unbundle_archive(
     archive: &[u8],
     targets: &[BundleEntryId],
     opts: ArchiveUnbundleOptions,
+) -> Result<Vec<Vec<ArchiveMember<'static>>>> {
+    unbundle_archive_with(archive, targets, opts, &mut |_| {
+        Err(Error::Io(std::io::Error::other(
+            "its host object is the member without its bundle sections, which only \
+             llvm-objcopy makes (see unbundle_archive_with)",
+        )))
+    })
+}
+
+/// [`unbundle_archive`], with `host_object` making the host object of a fat object (an
+/// object-layout member) from the member's bytes: clang runs `llvm-objcopy --regex
+/// --remove-section=__CLANG_OFFLOAD_BUNDLE__.*` on it.
+pub fn unbundle_archive_with(
+    archive: &[u8],
+    targets: &[BundleEntryId],
+    opts: ArchiveUnbundleOptions,
+    host_object: &mut dyn FnMut(&[u8]) -> Result<Vec<u8>>,
 ) -> Result<Vec<Vec<ArchiveMember<'static>>>> {
     let members = parse_archive(archive)?;
     let mut outputs: Vec<Vec<ArchiveMember<'static>>> = vec![Vec::new(); targets.len()];
@@ -318,7 +342,8 @@ pub fn unbundle_archive(
         };
         // Relocatable objects (`clang -fgpu-rdc -c`) carry their entries in
         // `__CLANG_OFFLOAD_BUNDLE__<id>` sections.
-        let entries: Vec<BundleEntry<'_>> = if is_binary_bundle(bundle) {
+        let object_layout = !is_binary_bundle(bundle);
+        let entries: Vec<BundleEntry<'_>> = if !object_layout {
             parse_binary_bundle(bundle).map_err(in_member)?
         } else if bundle.starts_with(b"\x7fELF") {
             parse_object_bundle(bundle).map_err(in_member)?
@@ -348,16 +373,25 @@ pub fn unbundle_archive(
             }
         }
         for (entry, id) in entries.iter().zip(&ids) {
-            if id.is_host() {
+            let wanted: Vec<usize> = (0..targets.len())
+                .filter(|&t| id.is_compatible(&targets[t], opts.hip_openmp_compatible))
+                .collect();
+            if wanted.is_empty() {
                 continue;
             }
-            for (out, target) in outputs.iter_mut().zip(targets) {
-                if id.is_compatible(target, opts.hip_openmp_compatible) {
-                    out.push(ArchiveMember {
-                        name: device_member_name(&m.name, &entry.id, id.target_id.as_deref()),
-                        data: Cow::Owned(entry.data.to_vec()),
-                    });
-                }
+            // The object layout marks the host entry with one zero byte: its contents are the
+            // object itself, less the bundle sections.
+            let data = if object_layout && id.is_host() && *entry.data == [0] {
+                host_object(bundle).map_err(in_member)?
+            } else {
+                entry.data.to_vec()
+            };
+            let name = device_member_name(&m.name, &entry.id, id.target_id.as_deref());
+            for t in wanted {
+                outputs[t].push(ArchiveMember {
+                    name: name.clone(),
+                    data: Cow::Owned(data.clone()),
+                });
             }
         }
     }

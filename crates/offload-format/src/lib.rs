@@ -14,12 +14,15 @@
 //! | [`target_id`] | target IDs (`gfx90a:xnack+`), canonical form, compatibility, conflicting combinations; typed AMDGPU target IDs ([`AmdTargetId`], with their `e_flags`) and NVIDIA names ([`Sm`]); the AMDGPU and NVPTX processor tables of LLVM 22 | | |
 //! | [`triple`] | the device triples and the host `arch` | | |
 //! | [`print_template`] | the templates of device prints (`device_println!`), checked by the macro at compile time and read by the runtime to print | yes | |
+//! | [`aligned`] | object files copied to an address the ELF reader accepts (archive members, sections) | | |
 //! | [`archive`] | GNU `ar` and heterogeneous device archive unbundling (`-type=a`, `--allow-missing-bundles`, `--check-input-archive`), members in the binary or object layout | yes | yes, with clang's symbol index for bitcode ([`bitcode`]) and ELF members |
 //!
 //! Errors are one [`Error`] enum; parse errors name the byte offset and what was wrong.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "containers")]
+pub mod aligned;
 #[cfg(feature = "containers")]
 pub mod archive;
 #[cfg(feature = "containers")]

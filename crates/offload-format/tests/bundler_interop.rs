@@ -787,6 +787,53 @@ fn archive_index_of_elf_members_matches_clang() {
     assert!(theirs.starts_with(b"!<arch>\n/ "), "clang wrote an index");
 }
 
+/// The index `llvm-ar` writes, member for member: an ELF object without global definitions
+/// gets an empty index (a zero count and a zero word), data that is no object gets none, and
+/// an object with definitions among other members indexes them. `llvm-ar rcD` (zero dates and
+/// owners, mode 644) and our writer, byte for byte.
+#[test]
+fn archive_index_matches_llvm_ar_for_any_members() {
+    let Some(env) = Env::new() else { return };
+    let Some(clang) = common::tool(Tool::Clang) else {
+        return;
+    };
+    let Some(ar) = common::tool(Tool::LlvmAr) else {
+        return;
+    };
+    let compile = |name: &str, source: &[u8]| {
+        let src = env.file(&format!("{name}.c"), source);
+        let obj = env.path(&format!("{name}.o"));
+        common::run(Command::new(&clang).arg("-c").arg(&src).arg("-o").arg(&obj));
+        obj
+    };
+    let locals = compile("locals", b"static int hidden_counter;\n");
+    let globals = compile(
+        "globals",
+        b"int seen = 1;\nint peek(void) { return seen; }\n",
+    );
+    let text = env.file("notes.txt", b"not an object\n");
+    for (case, inputs) in [
+        ("locals only", vec![&locals]),
+        ("text only", vec![&text]),
+        ("locals and text", vec![&text, &locals]),
+        ("all three", vec![&locals, &text, &globals]),
+    ] {
+        let lib = env.path("llvm.a");
+        let _ = std::fs::remove_file(&lib);
+        common::run(Command::new(&ar).arg("rcD").arg(&lib).args(&inputs));
+        let members: Vec<ArchiveMember<'_>> = inputs
+            .iter()
+            .map(|p| ArchiveMember {
+                name: p.file_name().unwrap().to_string_lossy().into_owned(),
+                data: std::fs::read(p).unwrap().into(),
+            })
+            .collect();
+        let mut ours = Vec::new();
+        write_archive(&mut ours, &members).unwrap();
+        assert_eq!(ours, std::fs::read(&lib).unwrap(), "{case}");
+    }
+}
+
 /// A compressed bundle made by clang with a wrong uncompressed-size field: every reader names
 /// the field at its real offset (16 in version 3, 12 in version 2).
 #[test]

@@ -149,9 +149,37 @@ pub enum InspectError {
         #[source]
         source: offload_format::Error,
     },
+    /// An object file (by its magic) that the object reader refuses: its images cannot be
+    /// looked for, so the file is not reported as holding none.
+    #[error("{container}: not a readable object file: {reason}")]
+    Object {
+        /// Where it was found: `file`, a section name, or an archive member.
+        container: String,
+        /// What the object reader reported.
+        reason: String,
+    },
     /// The file itself does not parse.
     #[error(transparent)]
     Format(#[from] offload_format::Error),
+}
+
+/// `bytes` (aligned by [`offload_format::aligned::object_bytes`]) parsed as an object file
+/// when their magic says they are one, `Ok(None)` otherwise. An object the reader refuses is
+/// an error (what the reader said), never a file without images.
+pub(crate) fn read_object(bytes: &[u8]) -> Result<Option<object::File<'_>>, String> {
+    if object::FileKind::parse(bytes).is_err() {
+        return Ok(None);
+    }
+    object::File::parse(bytes)
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
+fn object_error(container: &str) -> impl FnOnce(String) -> InspectError + '_ {
+    move |reason| InspectError::Object {
+        container: container.to_owned(),
+        reason,
+    }
 }
 
 /// Finds and describes every offload image in `bytes`.
@@ -171,7 +199,8 @@ pub fn inspect_with(
         }
         return Ok(out);
     }
-    if let Ok(file) = object::File::parse(bytes) {
+    let aligned = offload_format::aligned::object_bytes(bytes);
+    if let Some(file) = read_object(&aligned).map_err(object_error("file"))? {
         for (name, data) in offloading_sections(&file) {
             let bins = offload_format::parse_all(data).map_err(|source| InspectError::Section {
                 section: name.clone(),
@@ -587,15 +616,29 @@ fn scan(
                 ptxas,
             )?;
         }
-    } else if let Ok(file) = object::File::parse(bytes) {
-        scan_object(&file, bytes, report, depth, ptxas)?;
+    } else {
+        let aligned = offload_format::aligned::object_bytes(bytes);
+        if let Some(file) = read_object(&aligned).map_err(object_error(container))? {
+            scan_object(&file, &aligned, container, report, depth, ptxas)?;
+        }
     }
     Ok(())
+}
+
+/// Where a part of `container` is found: the part's own name in the file itself, else after
+/// the container's (`member a.o: .llvm.offloading`).
+fn within(container: &str, part: &str) -> String {
+    if container == "file" {
+        part.to_owned()
+    } else {
+        format!("{container}: {part}")
+    }
 }
 
 fn scan_object(
     file: &object::File<'_>,
     bytes: &[u8],
+    container: &str,
     report: &mut FileReport,
     depth: u32,
     ptxas: PtxasFallback,
@@ -618,16 +661,17 @@ fn scan_object(
         let is_offloading = offloading.contains(&name);
         let bundle_like = data.starts_with(BUNDLE_MAGIC) || data.starts_with(CCOB_MAGIC);
         if is_offloading || bundle_like || name == ".hip_fatbin" {
+            let part = within(container, &name);
             if name == ".hip_fatbin" && !bundle_like {
-                scan_bundles(data, &name, report, depth, ptxas)?;
+                scan_bundles(data, &part, report, depth, ptxas)?;
             } else {
-                scan(data, &name, report, depth + 1, ptxas)?;
+                scan(data, &part, report, depth + 1, ptxas)?;
             }
         }
     }
     if has_object_layout {
         let entries = parse_object_bundle(bytes).map_err(|source| InspectError::Section {
-            section: OBJECT_SECTION_PREFIX.to_owned(),
+            section: within(container, OBJECT_SECTION_PREFIX),
             source,
         })?;
         let descs = entries
@@ -635,7 +679,7 @@ fn scan_object(
             .map(|e| entry_desc(&e.id, None, &e.data))
             .collect();
         report.bundles.push(BundleInfo {
-            container: "file".to_owned(),
+            container: container.to_owned(),
             offset: 0,
             layout: "object".to_owned(),
             compressed: None,
@@ -645,7 +689,7 @@ fn scan_object(
             if e.data.len() > 1 {
                 scan(
                     &e.data,
-                    &format!("entry {}", e.id),
+                    &within(container, &format!("entry {}", e.id)),
                     report,
                     depth + 1,
                     ptxas,

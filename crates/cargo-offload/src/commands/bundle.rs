@@ -160,7 +160,7 @@ fn env_settings() -> EnvSettings {
 
 pub fn exec(args: BundleArgs) -> Result<ExitCode> {
     let mut argv = vec![OsString::from("cargo offload bundle")];
-    argv.extend(double_dash(args.args));
+    argv.extend(double_dash(super::response_files::expand(args.args)?));
     let cli = BundlerCli::parse_from(argv);
     let Some(file_type) = cli.file_type.clone() else {
         bail!("no file type given (use -type=<i|ii|cui|hipi|d|ll|bc|s|o|a|gch|ast>)");

@@ -10,6 +10,7 @@ mod inspect;
 mod new;
 mod package;
 mod phases;
+mod response_files;
 
 use std::ffi::OsString;
 use std::process::ExitCode;

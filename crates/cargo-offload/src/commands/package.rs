@@ -46,7 +46,9 @@ pub(super) struct PackageCli {
 
 pub fn exec(args: PackageArgs) -> Result<ExitCode> {
     let mut argv = vec![OsString::from("cargo offload package")];
-    argv.extend(super::bundle::double_dash(args.args));
+    argv.extend(super::bundle::double_dash(super::response_files::expand(
+        args.args,
+    )?));
     let cli = PackageCli::parse_from(argv);
     let images = cli
         .images

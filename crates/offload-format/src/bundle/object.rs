@@ -10,11 +10,9 @@ use crate::error::{Error, Result};
 /// of an ELF object, in section order. The host entry's section holds a single zero byte; its
 /// real contents are the object without these sections (see [`objcopy_args`]).
 pub fn parse_object_bundle(bytes: &[u8]) -> Result<Vec<BundleEntry<'_>>> {
-    // The ELF reader needs aligned headers; archive members are only 2-aligned. A fresh
-    // allocation is aligned for any ELF structure.
-    if bytes.as_ptr().align_offset(8) != 0 {
-        let copy = bytes.to_vec();
-        return Ok(parse_aligned_object_bundle(&copy)?
+    let aligned = crate::aligned::object_bytes(bytes);
+    if aligned.is_copy() {
+        return Ok(parse_aligned_object_bundle(&aligned)?
             .into_iter()
             .map(BundleEntry::into_owned)
             .collect());

@@ -10,7 +10,7 @@ use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use offload_format::archive::{ArchiveUnbundleOptions, unbundle_archive, write_archive};
+use offload_format::archive::{ArchiveUnbundleOptions, unbundle_archive_with, write_archive};
 use offload_format::bundle::TEXT_TYPES;
 use offload_format::bundle::{
     BUNDLE_MAGIC, BundleEntryId, OBJECT_SECTION_PREFIX, binary_layout, check_bundle_targets,
@@ -817,6 +817,27 @@ fn unbundle_compressed(
     Ok(Streamed::Done)
 }
 
+/// An error of this crate inside a format-level operation.
+fn other(e: OpsError) -> offload_format::Error {
+    offload_format::Error::Io(io::Error::other(e.to_string()))
+}
+
+/// The host object of a fat object: `object` without its `__CLANG_OFFLOAD_BUNDLE__` sections,
+/// by the `llvm-objcopy` command clang runs.
+fn strip_bundle_sections(objcopy: &Path, object: &[u8]) -> Result<Vec<u8>> {
+    let dir = tempfile::tempdir().at("creating a temporary directory in", &std::env::temp_dir())?;
+    let (fat, host) = (dir.path().join("fat.o"), dir.path().join("host.o"));
+    std::fs::write(&fat, object).at("writing", &fat)?;
+    let mut cmd = Command::new(objcopy);
+    cmd.arg("--regex")
+        .arg(format!("--remove-section={OBJECT_SECTION_PREFIX}.*"))
+        .arg("--")
+        .arg(&fat)
+        .arg(&host);
+    offload_build::command::run(&mut cmd)?;
+    std::fs::read(&host).at("reading", &host)
+}
+
 fn unbundle_archive_file(
     cfg: &BundleConfig,
     input: &Path,
@@ -828,7 +849,17 @@ fn unbundle_archive_file(
         check_input_archive: cfg.check_input_archive,
         hip_openmp_compatible: cfg.hip_openmp_compatible,
     };
-    let archives = unbundle_archive(map.bytes(), requested, opts).at(input)?;
+    // Made only when a host entry of a fat object is asked for.
+    let mut objcopy_path = None;
+    let mut host_object = |member: &[u8]| -> offload_format::Result<Vec<u8>> {
+        let objcopy = match &objcopy_path {
+            Some(p) => p,
+            None => objcopy_path.insert(objcopy(cfg, input).map_err(other)?),
+        };
+        strip_bundle_sections(objcopy, member).map_err(other)
+    };
+    let archives =
+        unbundle_archive_with(map.bytes(), requested, opts, &mut host_object).at(input)?;
     let mut outs = Vec::with_capacity(archives.len());
     for (members, output) in archives.iter().zip(&cfg.outputs) {
         let mut out = AtomicOutput::create(output)?;

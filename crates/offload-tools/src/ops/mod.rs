@@ -39,6 +39,15 @@ pub enum OpsError {
         #[source]
         source: offload_format::Error,
     },
+    /// An object file (by its magic) that the object reader refuses, so its images cannot be
+    /// looked for; never taken for a file without images.
+    #[error("{path}: not a readable object file: {reason}")]
+    Unreadable {
+        /// The file, or `archive(member)`.
+        path: PathBuf,
+        /// What the object reader reported.
+        reason: String,
+    },
     /// A `-type` the bundler does not know.
     #[error(
         "'{file_type}': invalid file type specified (known: i ii cui hipi d ll bc s o a gch ast)"

@@ -7,6 +7,7 @@ use std::borrow::Cow;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use offload_format::aligned::ObjectBytes;
 use offload_format::archive::{AR_MAGIC, ArchiveMember, parse_archive, write_archive};
 use offload_format::{ImageKind, OFFLOAD_BINARY_MAGIC, OffloadBinary, OffloadKind, llvm_key_order};
 
@@ -123,52 +124,102 @@ pub struct ExtractReport {
     pub warnings: Vec<String>,
 }
 
-fn collect<'a>(bytes: &'a [u8], out: &mut Vec<OffloadBinary<'a>>, path: &Path) -> Result<()> {
+/// An image found in the input, with the name of the file it came from: the input's, or the
+/// archive member's (what `llvm-offload-binary --archive` names its members after).
+struct Found<'a> {
+    source: String,
+    binary: OffloadBinary<'a>,
+}
+
+impl Found<'_> {
+    fn into_owned(self) -> Found<'static> {
+        Found {
+            source: self.source,
+            binary: self.binary.into_owned(),
+        }
+    }
+}
+
+/// The images of `bytes` (an OffloadBinary, an object file, or an archive of those), found in
+/// `path`, named `source`.
+fn collect<'a>(bytes: &'a [u8], out: &mut Vec<Found<'a>>, path: &Path, source: &str) -> Result<()> {
+    let found = |binary| Found {
+        source: source.to_owned(),
+        binary,
+    };
     if bytes.starts_with(&OFFLOAD_BINARY_MAGIC) {
-        out.extend(offload_format::parse_all(bytes).at(path)?);
+        out.extend(
+            offload_format::parse_all(bytes)
+                .at(path)?
+                .into_iter()
+                .map(found),
+        );
     } else if bytes.starts_with(AR_MAGIC) {
         for m in parse_archive(bytes).at(path)? {
+            // Named as linkers name a member: `lib.a(member.o)`.
+            let member = PathBuf::from(format!("{}({})", path.display(), m.name));
             match m.data {
-                Cow::Borrowed(d) => collect(d, out, path)?,
+                Cow::Borrowed(d) => collect(d, out, &member, &m.name)?,
                 Cow::Owned(d) => {
                     let mut owned = Vec::new();
-                    collect(&d, &mut owned, path)?;
-                    out.extend(owned.into_iter().map(|b| b.into_owned()));
+                    collect(&d, &mut owned, &member, &m.name)?;
+                    out.extend(owned.into_iter().map(|f| f.into_owned()));
                 }
             }
         }
-    } else if let Ok(file) = object::File::parse(bytes) {
-        for (name, data) in crate::inspect::offloading_sections(&file) {
-            let bins = offload_format::parse_all(data).map_err(|source| OpsError::Format {
-                path: path.join(&name),
-                source,
-            })?;
-            out.extend(bins);
+    } else {
+        match offload_format::aligned::object_bytes(bytes) {
+            ObjectBytes::Borrowed(b) => {
+                out.extend(object_images(b, path)?.into_iter().map(found));
+            }
+            copy @ ObjectBytes::Copied { .. } => {
+                let images = object_images(&copy, path)?;
+                out.extend(images.into_iter().map(|b| found(b.into_owned())));
+            }
         }
     }
     Ok(())
 }
 
+/// The images in the `.llvm.offloading` sections of `bytes` when they are an object file
+/// (aligned for the reader); an object file the reader refuses is an error.
+fn object_images<'a>(bytes: &'a [u8], path: &Path) -> Result<Vec<OffloadBinary<'a>>> {
+    let file = crate::inspect::read_object(bytes).map_err(|reason| OpsError::Unreadable {
+        path: path.to_owned(),
+        reason,
+    })?;
+    let mut out = Vec::new();
+    for (name, data) in file.iter().flat_map(crate::inspect::offloading_sections) {
+        out.extend(
+            offload_format::parse_all(data).map_err(|source| OpsError::Format {
+                path: path.join(&name),
+                source,
+            })?,
+        );
+    }
+    Ok(out)
+}
+
 /// Extracts the images of `input` that match each spec. Without `archive`, each match is
 /// written to the spec's `file` (the last one wins when several match, with a warning) or,
 /// with no `file`, to `<input stem>-<triple>[-<arch>].<n>.<ext>` in the current directory.
-/// With `archive`, the matches go into one archive at `file`, each member named after the
-/// input file.
+/// With `archive`, the matches go into one archive at `file`, each member named after the file
+/// it came from (the input, or the archive member that held it).
 pub fn extract(input: &Path, images: &[ImageSpec], archive: bool) -> Result<ExtractReport> {
     let map = MappedInput::open(input)?;
-    let mut bins = Vec::new();
-    collect(map.bytes(), &mut bins, input)?;
+    let input_name = input
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut found = Vec::new();
+    collect(map.bytes(), &mut found, input, &input_name)?;
     let mut report = ExtractReport::default();
     let stem = input
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let member_name = input
-        .file_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
     for spec in images {
-        let matched: Vec<&OffloadBinary<'_>> = bins.iter().filter(|b| spec.matches(b)).collect();
+        let matched: Vec<&Found<'_>> = found.iter().filter(|f| spec.matches(&f.binary)).collect();
         if matched.is_empty() {
             continue;
         }
@@ -176,9 +227,9 @@ pub fn extract(input: &Path, images: &[ImageSpec], archive: bool) -> Result<Extr
             let file = PathBuf::from(spec.require("file")?);
             let members: Vec<ArchiveMember<'_>> = matched
                 .iter()
-                .map(|b| ArchiveMember {
-                    name: member_name.clone(),
-                    data: Cow::Borrowed(b.image.as_ref()),
+                .map(|f| ArchiveMember {
+                    name: f.source.clone(),
+                    data: Cow::Borrowed(f.binary.image.as_ref()),
                 })
                 .collect();
             let mut out = AtomicOutput::create(&file)?;
@@ -198,12 +249,12 @@ pub fn extract(input: &Path, images: &[ImageSpec], archive: bool) -> Result<Extr
                     .push(format!("Multiple inputs match to a single file, '{file}'"));
             }
             if let Some(last) = matched.last() {
-                write_file(Path::new(file), &last.image)?;
+                write_file(Path::new(file), &last.binary.image)?;
                 report.written.push(PathBuf::from(file));
             }
             continue;
         }
-        for (i, b) in matched.iter().enumerate() {
+        for (i, b) in matched.iter().map(|f| &f.binary).enumerate() {
             let mut name = format!("{stem}-{}", b.triple().unwrap_or(""));
             if let Some(arch) = b.arch().filter(|a| !a.is_empty()) {
                 name.push('-');
