@@ -79,8 +79,7 @@ fn an_unknown_bundle_type_is_refused_with_the_known_ones() {
         .assert()
         .failure()
         .stderr_eq(str![[r#"
-error: bundling
-  caused by: 'exe': invalid file type specified (known: i ii cui hipi d ll bc s o a gch ast)
+error: 'exe': invalid file type specified (known: i ii cui hipi d ll bc s o a gch ast)
 
 "#]]);
 }

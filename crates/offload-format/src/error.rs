@@ -209,13 +209,13 @@ pub enum Error {
         id: String,
     },
     /// The same ID given twice.
-    #[error("bundle entry ID {id:?} is given more than once")]
+    #[error("Duplicate targets are not allowed: {id}")]
     BundleDuplicateId {
         /// The ID as given.
         id: String,
     },
     /// Two targets whose target IDs may not be bundled together.
-    #[error("cannot bundle conflicting targets {first:?} and {second:?}")]
+    #[error("Cannot bundle inputs with conflicting targets: '{first}' and '{second}'")]
     BundleConflictingTargets {
         /// The first of the two entry IDs.
         first: String,
@@ -224,7 +224,8 @@ pub enum Error {
     },
     /// Not exactly one host entry (none is allowed when every entry is hip/hipv4).
     #[error(
-        "a bundle needs exactly one host entry (unless every entry is hip or hipv4), found {count}"
+        "expecting exactly one host target but got {count} (a bundle of hip or hipv4 entries \
+         only needs none)"
     )]
     BundleHostCount {
         /// Number of host entries found.

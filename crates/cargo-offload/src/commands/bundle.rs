@@ -33,7 +33,9 @@ enum Method {
     name = "cargo offload bundle",
     about = "Bundle, unbundle or list clang offload bundles, as clang-offload-bundler does",
     after_help = "Options may also be spelled with one dash, as clang-offload-bundler spells \
-                  them: -type=o -targets=... -input=... -output=... -unbundle"
+                  them: -type=o -targets=... -input=... -output=... -unbundle\n\
+                  -### prints the llvm-objcopy command of the object layout instead of running \
+                  it; @file reads more options from file"
 )]
 pub(super) struct BundlerCli {
     /// Type of the files: i ii cui hipi d ll bc s o a gch ast.
@@ -158,16 +160,118 @@ fn env_settings() -> EnvSettings {
     }
 }
 
+/// The checks clang-offload-bundler makes of its command line before reading any file, in its
+/// order and words, so that scripts matching its messages match ours.
+fn check_command_line(cli: &BundlerCli, file_type: &str) -> Result<()> {
+    if !cli.input.is_empty() && !cli.inputs.is_empty() {
+        bail!("-inputs and -input cannot be used together, use only -input instead");
+    }
+    if !cli.inputs.is_empty() {
+        eprintln!("warning: -inputs is deprecated, use -input instead");
+    }
+    if !cli.output.is_empty() && !cli.outputs.is_empty() {
+        bail!("-outputs and -output cannot be used together, use only -output instead");
+    }
+    if !cli.outputs.is_empty() {
+        eprintln!("warning: -outputs is deprecated, use -output instead");
+    }
+    let inputs = cli.input.len() + cli.inputs.len();
+    let outputs = cli.output.len() + cli.outputs.len();
+    if cli.list {
+        if cli.unbundle {
+            bail!("-unbundle and -list cannot be used together");
+        }
+        if inputs != 1 {
+            bail!("only one input file supported for -list\nnote: {inputs} given");
+        }
+        if outputs != 0 {
+            bail!("-outputs option is invalid for -list");
+        }
+        if !cli.targets.is_empty() {
+            bail!("-targets option is invalid for -list");
+        }
+        return Ok(());
+    }
+    if cli.check_input_archive {
+        if !cli.unbundle {
+            bail!("-check-input-archive cannot be used while bundling");
+        }
+        if file_type != "a" {
+            bail!("-check-input-archive can only be used for unbundling archives (-type=a)");
+        }
+    }
+    if outputs == 0 {
+        bail!("no output file specified!");
+    }
+    if cli.targets.is_empty() {
+        bail!("for the --targets option: must be specified at least once!");
+    }
+    let targets = cli.targets.len();
+    if cli.unbundle {
+        if inputs != 1 {
+            bail!("only one input file supported in unbundling mode\nnote: {inputs} given");
+        }
+        if outputs != targets {
+            bail!(
+                "number of output files and targets should match in unbundling mode\n\
+                 note: {outputs} output file(s), {targets} target(s)"
+            );
+        }
+    } else {
+        if file_type == "a" {
+            bail!("Archive files are only supported for unbundling");
+        }
+        if outputs != 1 {
+            bail!("only one output file supported in bundling mode\nnote: {outputs} given");
+        }
+        if inputs != targets {
+            bail!(
+                "number of input files and targets should match in bundling mode\n\
+                 note: {inputs} input file(s), {targets} target(s)"
+            );
+        }
+    }
+    let mut hosts = 0;
+    let mut hip_only = true;
+    for (i, target) in cli.targets.iter().enumerate() {
+        if cli.targets[..i].contains(target) {
+            bail!("Duplicate targets are not allowed\nnote: {target} is given twice");
+        }
+        let kind = target.split('-').next().unwrap_or_default();
+        if !offload_format::bundle::OFFLOAD_KINDS.contains(&kind) {
+            bail!(
+                "invalid target '{target}', unknown offloading kind '{kind}'\n\
+                 note: the kinds are host, openmp, hip and hipv4"
+            );
+        }
+        hosts += usize::from(kind == "host");
+        hip_only &= kind == "hip" || kind == "hipv4";
+    }
+    if (cli.unbundle && hosts > 1) || (!cli.unbundle && hosts != 1 && !hip_only) {
+        bail!("expecting exactly one host target but got {hosts}");
+    }
+    Ok(())
+}
+
 pub fn exec(args: BundleArgs) -> Result<ExitCode> {
     let mut argv = vec![OsString::from("cargo offload bundle")];
-    argv.extend(double_dash(super::response_files::expand(args.args)?));
+    let mut print_commands = false;
+    for arg in double_dash(super::response_files::expand(args.args)?) {
+        // `-###` is no name clap takes.
+        if arg == "-###" || arg == "--###" {
+            print_commands = true;
+        } else {
+            argv.push(arg);
+        }
+    }
     let cli = BundlerCli::parse_from(argv);
     let Some(file_type) = cli.file_type.clone() else {
-        bail!("no file type given (use -type=<i|ii|cui|hipi|d|ll|bc|s|o|a|gch|ast>)");
+        bail!(
+            "for the --type option: must be specified at least once!\n\
+             note: -type=<i|ii|cui|hipi|d|ll|bc|s|o|a|gch|ast>"
+        );
     };
-    if cli.unbundle && cli.list {
-        bail!("-unbundle and -list cannot be used together");
-    }
+    check_command_line(&cli, &file_type)?;
     let env = env_settings();
     let method = match cli.compression_method {
         Method::Zstd => CompressionMethod::Zstd,
@@ -200,16 +304,13 @@ pub fn exec(args: BundleArgs) -> Result<ExitCode> {
         check_input_archive: cli.check_input_archive,
         hip_openmp_compatible: cli.hip_openmp_compatible,
         objcopy: cli.objcopy,
+        print_commands,
     };
     if cli.list {
-        let [input] = cfg.inputs.as_slice() else {
-            bail!(
-                "-list needs exactly one input file, {} given",
-                cfg.inputs.len()
-            );
+        let Some(input) = cfg.inputs.first() else {
+            bail!("only one input file supported for -list");
         };
-        let ids = bundle::list(&cfg.file_type, input)
-            .with_context(|| format!("listing {}", input.display()))?;
+        let ids = bundle::list(&cfg.file_type, input)?;
         let mut text = String::new();
         for id in ids {
             text.push_str(&id);
@@ -217,9 +318,9 @@ pub fn exec(args: BundleArgs) -> Result<ExitCode> {
         }
         print_stdout(&text)?;
     } else if cli.unbundle {
-        bundle::unbundle(&cfg).context("unbundling")?;
+        bundle::unbundle(&cfg)?;
     } else {
-        bundle::bundle(&cfg).context("bundling")?;
+        bundle::bundle(&cfg)?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::Parser;
 use offload_tools::ops::package::{self, ImageSpec};
 
@@ -57,8 +57,7 @@ pub fn exec(args: PackageArgs) -> Result<ExitCode> {
         .collect::<Result<Vec<_>, _>>()?;
     match (&cli.input, &cli.output) {
         (Some(input), _) => {
-            let report = package::extract(input, &images, cli.archive)
-                .with_context(|| format!("extracting from {}", input.display()))?;
+            let report = package::extract(input, &images, cli.archive)?;
             for w in &report.warnings {
                 eprintln!("warning: {w}");
             }
@@ -67,8 +66,7 @@ pub fn exec(args: PackageArgs) -> Result<ExitCode> {
             if images.is_empty() {
                 bail!("nothing to pack: give at least one --image=file=..,triple=..");
             }
-            package::pack(&images, output)
-                .with_context(|| format!("packing {}", output.display()))?;
+            package::pack(&images, output)?;
         }
         (None, None) => bail!("give an input file to extract from, or -o <file> to pack into"),
     }

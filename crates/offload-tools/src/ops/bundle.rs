@@ -76,6 +76,9 @@ pub struct BundleConfig {
     pub hip_openmp_compatible: bool,
     /// The `llvm-objcopy` to use for the object layout (default: [`super::find_objcopy`]).
     pub objcopy: Option<PathBuf>,
+    /// `-###`: print the `llvm-objcopy` command that bundles in the object layout to stderr,
+    /// as clang does, instead of running it (the output is left empty, as clang leaves it).
+    pub print_commands: bool,
 }
 
 impl Default for BundleConfig {
@@ -93,6 +96,7 @@ impl Default for BundleConfig {
             check_input_archive: false,
             hip_openmp_compatible: false,
             objcopy: None,
+            print_commands: false,
         }
     }
 }
@@ -338,6 +342,16 @@ fn bundle_object(cfg: &BundleConfig, names: &[String], host: usize, output: &Pat
             (id.as_str(), path)
         })
         .collect();
+    if cfg.print_commands {
+        let args = objcopy_args(&entries, &cfg.inputs[host], output);
+        let mut line = format!("\"{}\"", objcopy.display());
+        for arg in args {
+            line.push_str(&format!(" \"{}\"", arg.to_string_lossy()));
+        }
+        eprintln!("{line}");
+        // clang has opened, so emptied, the output by then.
+        return AtomicOutput::create(output)?.commit();
+    }
     let out = AtomicOutput::create(output)?;
     let args = objcopy_args(&entries, &cfg.inputs[host], out.temp_path());
     offload_build::command::run(Command::new(&objcopy).args(args))?;

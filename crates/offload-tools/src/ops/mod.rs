@@ -111,7 +111,7 @@ pub enum OpsError {
         source: offload_format::Error,
     },
     /// Every requested target without an entry, named as clang names them.
-    #[error("{path}: can't find bundles for {targets}{note}")]
+    #[error("Can't find bundles for {targets}\nnote: looked in {path}{note}")]
     MissingBundle {
         /// The bundle file.
         path: PathBuf,
@@ -134,7 +134,7 @@ pub enum OpsError {
     #[error(transparent)]
     Command(#[from] CommandError),
     /// An `--image` specification that cannot be parsed.
-    #[error("--image={spec}: {reason}")]
+    #[error("{reason}\nnote: in --image={spec}")]
     BadImageSpec {
         /// The specification as given.
         spec: String,

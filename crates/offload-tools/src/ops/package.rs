@@ -55,7 +55,8 @@ impl ImageSpec {
     fn require(&self, key: &str) -> Result<&str> {
         self.get(key).ok_or_else(|| OpsError::BadImageSpec {
             spec: self.spec.clone(),
-            reason: format!("'{key}' is a required image argument"),
+            // `llvm-offload-binary`'s words, which scripts match.
+            reason: format!("'{key}' is a required image arguments"),
         })
     }
 
@@ -75,13 +76,13 @@ fn offload_kind(name: &str) -> OffloadKind {
 }
 
 /// Packs one OffloadBinary per image, back to back, into `output`. Each image needs `file`
-/// and `triple`; `kind` sets the offload kind; every other key becomes a string entry, in
-/// the order `llvm-offload-binary` stores them. Images are streamed from their files.
+/// (a `triple` is what runtimes select by, but `llvm-offload-binary` packs images without
+/// one, and so does this); `kind` sets the offload kind; every other key becomes a string
+/// entry, in the order `llvm-offload-binary` stores them. Images are streamed from their files.
 pub fn pack(images: &[ImageSpec], output: &Path) -> Result<()> {
     let mut out = AtomicOutput::create(output)?;
     for spec in images {
         let files = spec.require("file")?;
-        spec.require("triple")?;
         let kind = spec.get("kind").map_or(OffloadKind::None, offload_kind);
         let keys: Vec<&str> = spec.args.iter().map(|(k, _)| k.as_str()).collect();
         let order = llvm_key_order(&keys);
