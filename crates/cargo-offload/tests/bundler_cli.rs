@@ -1753,3 +1753,72 @@ fn print_commands_shows_the_objcopy_command() {
     assert!(b.read("clang.o").is_empty());
     assert!(b.read("ours.o").is_empty());
 }
+
+/// `-verbose` and `OFFLOAD_BUNDLER_VERBOSE=1`: the report clang prints for each compressed
+/// bundle written, unbundled or listed, line for line but for the measured speeds.
+#[test]
+fn verbose_reports_match_clangs() {
+    let Some(b) = Bench::new() else { return };
+    payloads(&b);
+    let report = |out: Output| -> Vec<String> {
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        stderr
+            .lines()
+            .filter(|l| l.contains(": ") && !l.contains("speed"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let targets = "-targets=host-x86_64-unknown-linux-gnu,openmp-x86_64-unknown-linux-gnu";
+    for version in ["2", "3"] {
+        let mut runs = Vec::new();
+        for theirs in [true, false] {
+            let tag = if theirs { "clang" } else { "ours" };
+            let mut cmd = if theirs {
+                Command::new(&b.bundler)
+            } else {
+                let mut c = Command::new(env!("CARGO_BIN_EXE_cargo-offload"));
+                c.args(["offload", "bundle"]);
+                c
+            };
+            let out = cmd
+                .args([
+                    "-type=bc",
+                    targets,
+                    "-input=host.bin",
+                    "-input=dev1.bin",
+                    "-compress",
+                ])
+                .arg(format!("-output={tag}.v{version}"))
+                .env("OFFLOAD_BUNDLER_VERBOSE", "1")
+                .env("COMPRESSED_BUNDLE_FORMAT_VERSION", version)
+                .current_dir(b.dir.path())
+                .output()
+                .unwrap();
+            let written = report(out);
+            let input = format!("-input={tag}.v{version}");
+            let unbundled = report(b.run(
+                theirs,
+                &[
+                    "-verbose",
+                    "-type=bc",
+                    targets,
+                    "-unbundle",
+                    &input,
+                    "-output=u0",
+                    "-output=u1",
+                ],
+            ));
+            let listed = report(b.run(theirs, &["-verbose", "-type=bc", "-list", &input]));
+            runs.push((written, unbundled, listed));
+        }
+        assert!(
+            runs[0]
+                .0
+                .iter()
+                .any(|l| l.starts_with("Truncated MD5 hash: 0x"))
+        );
+        assert!(runs[0].1.contains(&"Hashes match: Yes".to_owned()));
+        assert_eq!(runs[0], runs[1], "version {version}");
+    }
+}

@@ -233,7 +233,7 @@ fn bundle_list_and_unbundle_round_trip_in_every_simple_layout() {
         .unwrap();
         // `-list` prints the normalized IDs, as clang's bundler does (`host-<triple>-`).
         assert_eq!(
-            list(file_type, &bundled).unwrap(),
+            list(file_type, &bundled, false).unwrap(),
             [
                 "host-x86_64-unknown-linux-gnu-",
                 "hipv4-amdgcn-amd-amdhsa--gfx90a"

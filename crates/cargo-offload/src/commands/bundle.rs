@@ -84,7 +84,7 @@ pub(super) struct BundlerCli {
     /// Let hip/hipv4 entries serve openmp targets and the reverse.
     #[arg(long = "hip-openmp-compatible")]
     hip_openmp_compatible: bool,
-    /// Accepted for compatibility; prints nothing more.
+    /// Report each compressed bundle written or read (sizes, method, level, hash).
     #[arg(long)]
     verbose: bool,
     /// [this tool] CCOB version to write: 2 or 3.
@@ -139,6 +139,7 @@ pub(crate) fn print_stdout(text: &str) -> Result<()> {
 /// `OFFLOAD_BUNDLER_IGNORE_ENV_VAR=1`.
 struct EnvSettings {
     compress: bool,
+    verbose: bool,
     level: Option<i32>,
     version: Option<u16>,
 }
@@ -149,12 +150,14 @@ fn env_settings() -> EnvSettings {
     if get("OFFLOAD_BUNDLER_IGNORE_ENV_VAR").is_some_and(|v| v == "1") {
         return EnvSettings {
             compress: false,
+            verbose: false,
             level: None,
             version: None,
         };
     }
     EnvSettings {
         compress: get("OFFLOAD_BUNDLER_COMPRESS").is_some_and(|v| v == "1"),
+        verbose: get("OFFLOAD_BUNDLER_VERBOSE").is_some_and(|v| v == "1"),
         level: get("OFFLOAD_BUNDLER_COMPRESSION_LEVEL").and_then(|v| v.parse().ok()),
         version: get("COMPRESSED_BUNDLE_FORMAT_VERSION").and_then(|v| v.parse().ok()),
     }
@@ -305,12 +308,13 @@ pub fn exec(args: BundleArgs) -> Result<ExitCode> {
         hip_openmp_compatible: cli.hip_openmp_compatible,
         objcopy: cli.objcopy,
         print_commands,
+        verbose: cli.verbose || env.verbose,
     };
     if cli.list {
         let Some(input) = cfg.inputs.first() else {
             bail!("only one input file supported for -list");
         };
-        let ids = bundle::list(&cfg.file_type, input)?;
+        let ids = bundle::list(&cfg.file_type, input, cfg.verbose)?;
         let mut text = String::new();
         for id in ids {
             text.push_str(&id);

@@ -79,6 +79,8 @@ pub struct BundleConfig {
     /// `-###`: print the `llvm-objcopy` command that bundles in the object layout to stderr,
     /// as clang does, instead of running it (the output is left empty, as clang leaves it).
     pub print_commands: bool,
+    /// `-verbose`: report each compressed bundle written or read on stderr, as clang does.
+    pub verbose: bool,
 }
 
 impl Default for BundleConfig {
@@ -97,6 +99,7 @@ impl Default for BundleConfig {
             hip_openmp_compatible: false,
             objcopy: None,
             print_commands: false,
+            verbose: false,
         }
     }
 }
@@ -270,7 +273,7 @@ pub fn bundle(cfg: &BundleConfig) -> Result<()> {
             let size = entries.text_size(comment);
             compressed(
                 &mut out,
-                opts,
+                (opts, cfg.verbose),
                 (cfg.max_window_log, cfg.compression_threads),
                 size,
                 |w| entries.write_text(w, comment, output),
@@ -281,7 +284,7 @@ pub fn bundle(cfg: &BundleConfig) -> Result<()> {
             let (_, size) = entries.binary_size(cfg.bundle_align, output)?;
             compressed(
                 &mut out,
-                opts,
+                (opts, cfg.verbose),
                 (cfg.max_window_log, cfg.compression_threads),
                 size,
                 |w| entries.write_binary(w, cfg.bundle_align, output),
@@ -293,11 +296,12 @@ pub fn bundle(cfg: &BundleConfig) -> Result<()> {
 
 fn compressed(
     out: &mut AtomicOutput,
-    opts: CompressOptions,
+    (opts, verbose): (CompressOptions, bool),
     (max_window_log, workers): (Option<u32>, u32),
     size: u64,
     body: impl FnOnce(&mut CcobWriter<BufWriter<&mut File>>) -> Result<()>,
 ) -> Result<()> {
+    let started = std::time::Instant::now();
     let path = out.path().to_owned();
     let tuning = StreamOptions {
         pledged_size: Some(size),
@@ -308,10 +312,16 @@ fn compressed(
         CcobWriter::new(BufWriter::with_capacity(1 << 20, out.file()), opts, tuning).at(&path)?;
     body(&mut w)?;
     let (buffered, _) = w.finish().at(&path)?;
-    buffered
+    let file = buffered
         .into_inner()
         .map_err(io::IntoInnerError::into_error)
         .at("writing", &path)?;
+    if verbose {
+        let len = file.seek(SeekFrom::End(0)).at("reading", &path)?;
+        file.seek(SeekFrom::Start(0)).at("reading", &path)?;
+        let (header, _) = offload_format::ccob_stream::read_header(&mut *file, 0, len).at(&path)?;
+        super::verbose::compression(&header, opts, started.elapsed());
+    }
     Ok(())
 }
 
@@ -365,7 +375,7 @@ type Segment = (u64, u64);
 /// blob: every blob stored back to back (zero padding between them skipped), each checked for
 /// size and hash. Returns the file, its length and where each blob's contents start and how
 /// long they are (the whole file when it is not compressed).
-fn open_decompressed(path: &Path) -> Result<(File, u64, Vec<Segment>)> {
+fn open_decompressed(path: &Path, verbose: bool) -> Result<(File, u64, Vec<Segment>)> {
     let (mut file, len) = open_input(path)?;
     if !has_magic(&mut file, CCOB_MAGIC, path)? {
         return Ok((file, len, vec![(0, len)]));
@@ -379,8 +389,12 @@ fn open_decompressed(path: &Path) -> Result<(File, u64, Vec<Segment>)> {
         let mut at = 0u64;
         for blob in blob_starts(bytes) {
             let rest = &bytes[blob..];
-            let (h, _) =
+            let started = std::time::Instant::now();
+            let (h, blob_len) =
                 decompress_stream(rest, &mut w, blob as u64, rest.len() as u64).at(path)?;
+            if verbose {
+                super::verbose::decompression(&h, blob_len, h.hash, started.elapsed());
+            }
             segments.push((at, h.uncompressed_size));
             at += h.uncompressed_size;
         }
@@ -500,7 +514,7 @@ fn object_entries<'a>(map: &'a MappedInput, path: &Path) -> Result<Vec<BundleEnt
 /// its end so that its size and hash are checked (clang checks neither when listing) while
 /// only the decompressor's window is held. `None` when the input is not a compressed binary
 /// bundle.
-fn list_compressed(input: &Path) -> Result<Option<Vec<String>>> {
+fn list_compressed(input: &Path, verbose: bool) -> Result<Option<Vec<String>>> {
     use offload_format::ccob_stream::CcobReader;
     let (mut file, _) = open_input(input)?;
     if !has_magic(&mut file, CCOB_MAGIC, input)? {
@@ -511,6 +525,7 @@ fn list_compressed(input: &Path) -> Result<Option<Vec<String>>> {
     let mut ids = Vec::new();
     for (i, blob) in blob_starts(bytes).into_iter().enumerate() {
         let rest = &bytes[blob..];
+        let started = std::time::Instant::now();
         let mut r = CcobReader::new(rest, blob as u64, rest.len() as u64).at(input)?;
         let plain_len = r.header().uncompressed_size;
         match offload_format::bundle::read_binary_header(&mut r, plain_len) {
@@ -527,19 +542,25 @@ fn list_compressed(input: &Path) -> Result<Option<Vec<String>>> {
             }
         }
         io::copy(&mut r, &mut io::sink()).map_err(|e| ccob_error(e, input))?;
+        if verbose {
+            let h = r.header();
+            let blob_len = h.total_size.unwrap_or(rest.len() as u64);
+            super::verbose::decompression(h, blob_len, h.hash, started.elapsed());
+        }
     }
     Ok(Some(ids))
 }
 
-/// The bundle entry IDs of `input`, in file order (clang prints them in hash order).
-pub fn list(file_type: &str, input: &Path) -> Result<Vec<String>> {
+/// The bundle entry IDs of `input`, in file order (clang prints them in hash order); with
+/// `verbose`, each compressed bundle read is reported on stderr, as clang reports it.
+pub fn list(file_type: &str, input: &Path, verbose: bool) -> Result<Vec<String>> {
     let layout = layout_of(file_type)?;
     if !matches!(layout, Layout::Text(_))
-        && let Some(ids) = list_compressed(input)?
+        && let Some(ids) = list_compressed(input, verbose)?
     {
         return Ok(ids);
     }
-    let (mut file, _, segments) = open_decompressed(input)?;
+    let (mut file, _, segments) = open_decompressed(input, verbose)?;
     let ids = match layout {
         Layout::Text(_) => {
             let map = MappedInput::new(&file, input)?;
@@ -593,7 +614,7 @@ pub fn unbundle(cfg: &BundleConfig) -> Result<()> {
     {
         return Ok(());
     }
-    let (mut file, len, segments) = open_decompressed(input)?;
+    let (mut file, len, segments) = open_decompressed(input, cfg.verbose)?;
     let map;
     let found = match layout {
         Layout::Text(_) => {
@@ -750,6 +771,7 @@ fn unbundle_compressed(
     if blob_starts(MappedInput::new(&file, input)?.bytes()).len() > 1 {
         return Ok(Streamed::NotApplicable);
     }
+    let started = std::time::Instant::now();
     let mut r = CcobReader::new(BufReader::with_capacity(1 << 20, file), 0, len).at(input)?;
     let plain_len = r.header().uncompressed_size;
     let size_field = offload_format::ccob::CcobHeader::uncompressed_size_offset(r.header().version);
@@ -825,6 +847,11 @@ fn unbundle_compressed(
     }
     // Read to the end: the size and hash are checked there.
     io::copy(&mut r, &mut io::sink()).map_err(|e| ccob_error(e, input))?;
+    if cfg.verbose {
+        let h = r.header();
+        let blob_len = h.total_size.unwrap_or(len);
+        super::verbose::decompression(h, blob_len, h.hash, started.elapsed());
+    }
     for out in outs.into_iter().flatten() {
         out.commit()?;
     }

@@ -8,6 +8,7 @@
 
 pub mod bundle;
 pub mod package;
+mod verbose;
 
 use std::fs::File;
 use std::io::{self, Write};
