@@ -862,7 +862,9 @@ fn panics_and_prints_use_the_channel() {
         );
         let loads = ptx
             .lines()
-            .filter(|l| l.contains("ld.volatile.global.b64") && l.contains("[__offload_channel]"))
+            .filter(|l| {
+                l.contains("ld.relaxed.sys.global.b64") && l.contains("[__offload_channel]")
+            })
             .count();
         assert!(loads >= 2, "{sm}: print and panic each read the channel");
         // The channel is global memory (`atom.acquire.sys.global.cas.b32`).

@@ -4,7 +4,7 @@
 //! ended the launch and, on CUDA, the context.
 
 use core::panic::Location;
-use core::sync::atomic::{AtomicU32, Ordering, fence};
+use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering, fence};
 
 use super::abi::{
     DeviceChannel, PANIC_EMPTY, PANIC_FILE_CAPACITY, PANIC_MESSAGE_CAPACITY, PANIC_WRITING,
@@ -17,10 +17,14 @@ use super::abi::{
 #[unsafe(no_mangle)]
 static mut __offload_channel: *mut DeviceChannel = core::ptr::null_mut();
 
+/// The channel's address. A relaxed atomic load, not a volatile one: the global is external,
+/// so nothing folds its value, and LLVM infers the address space of non-volatile accesses
+/// only (AMDGPU then loads it with a global, not a flat, instruction).
 #[inline(always)]
 fn channel() -> *mut DeviceChannel {
-    // SAFETY: a read of a pointer-sized global, which only the host writes, between launches.
-    unsafe { core::ptr::read_volatile(&raw const __offload_channel) }
+    // SAFETY: the global is pointer-sized and aligned, and only the host writes it, between
+    // launches; every device access of it is this atomic load.
+    unsafe { AtomicPtr::from_ptr(&raw mut __offload_channel).load(Ordering::Relaxed) }
 }
 
 /// Iterations a panicking thread that lost the race to report waits for the winner's report
