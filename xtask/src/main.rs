@@ -12,16 +12,19 @@
 //! - `cargo xtask demo`: set-up, then `examples/saxpy` built and run through `cargo offload run`.
 //! - `cargo xtask guide`: the user guide (`docs/guide`) built with the pinned mdBook, installed
 //!   first when missing, and its links and anchors checked.
+//! - `cargo xtask gpu-pack DIR`: everything a GPU can check, built and stripped into `DIR`
+//!   (at most 60 MiB) with the `run.sh` that runs it all on a GPU machine (see `gpu_pack`).
 //! - `cargo xtask fuzz [SECONDS]`: every fuzz target (`fuzz/`) built with the pinned
 //!   cargo-fuzz, installed first when missing, and run SECONDS each (default 20) from a copy of
 //!   its corpus; a crash fails it.
 //! - `cargo xtask test`: set-up (with the CUDA toolkit), the tool lint, then formatting, clippy,
 //!   the API docs (`cargo doc`, warnings denied), the guide, every test, the examples run
-//!   through `cargo offload run` (`openmp-cpp` with `OMP_TARGET_OFFLOAD=MANDATORY`), and the
-//!   fuzz smoke (`cargo xtask fuzz`).
+//!   through `cargo offload run` (`openmp-cpp` with `OMP_TARGET_OFFLOAD=MANDATORY`), the GPU
+//!   pack built and run on the CPU device, and the fuzz smoke (`cargo xtask fuzz`).
 
 mod code_map;
 mod fuzz;
+mod gpu_pack;
 mod guide;
 mod module_graph;
 mod sanitizers;
@@ -43,6 +46,10 @@ fn main() -> ExitCode {
         Some("lint-tools") => lint_tools(),
         Some("demo") => setup(false).and_then(|()| demo()),
         Some("guide") => guide::guide(),
+        Some("gpu-pack") => match args.get(1) {
+            Some(dir) => gpu_pack::gpu_pack(Path::new(dir)),
+            None => Err("usage: cargo xtask gpu-pack DIR".to_owned()),
+        },
         Some("sanitizers") => setup(false).and_then(|()| match args.get(1).map(String::as_str) {
             None => sanitizers::all(),
             Some("miri") => sanitizers::miri(),
@@ -65,7 +72,7 @@ fn main() -> ExitCode {
             .and_then(|()| test()),
         _ => {
             eprintln!(
-                "usage: cargo xtask <setup [--cuda] | tools [--cuda] | which TOOL | lint-tools | demo | guide | sanitizers [miri | thread | address] | fuzz [SECONDS] | test>"
+                "usage: cargo xtask <setup [--cuda] | tools [--cuda] | which TOOL | lint-tools | demo | guide | gpu-pack DIR | sanitizers [miri | thread | address] | fuzz [SECONDS] | test>"
             );
             return ExitCode::from(2);
         }
@@ -553,6 +560,11 @@ fn test() -> Result {
     for example in ["saxpy", "reduce", "half-sum", "mixed"] {
         cargo_offload_run(&path, example)?;
     }
+    // The GPU pack, built and size-checked, its runner run on the CPU device: what a GPU
+    // machine will run, ready whenever one is lent.
+    let pack = gpu_pack::target_dir().join("gpu-pack");
+    gpu_pack::gpu_pack(&pack)?;
+    gpu_pack::run_on_cpu(&pack)?;
     // The OpenMP example checks its result and that its target region ran on an offload
     // device; MANDATORY makes libomptarget fail rather than run the region on the host.
     run(cargo()

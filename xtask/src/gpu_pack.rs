@@ -1,0 +1,227 @@
+//! `cargo xtask gpu-pack DIR`: everything a GPU can check, built here, into one directory small
+//! enough to copy to a GPU machine in seconds, with the `run.sh` that runs it all there in one
+//! command (the machine needs no Rust toolchain: the backends load the drivers at run time).
+//!
+//! `DIR/bin` holds, with their debug information stripped: the GPU test binaries of offload-rt
+//! (run with `OFFLOAD_GPU_TESTS=1` / `OFFLOAD_HIP_TESTS=1` by `run.sh` where the machine has
+//! such a GPU), the examples and `offload-rt-kernel-run` (every fixture kernel, its result's
+//! digest), and `gpu_bench`. `OFFLOAD_DEVICE=cpu DIR/run.sh` runs the same on the CPU device,
+//! which is how `cargo xtask test` checks the pack on every change.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use offload_toolchain::Tool;
+
+use crate::{Result, cargo, root, run};
+
+/// The most the pack may weigh: a GPU machine is lent for minutes, start-up and copy included.
+pub const SIZE_LIMIT: u64 = 60 << 20;
+
+/// Programs with GPU images, run on the GPU and on the CPU device and compared.
+const PROGRAMS: &[&str] = &[
+    "saxpy",
+    "reduce",
+    "half-sum",
+    "mixed",
+    "offload-rt-kernel-run",
+];
+
+/// offload-rt's tests that need a GPU (or say visibly why they skip).
+const GPU_TESTS: &[&str] = &[
+    "gpu_cuda",
+    "gpu_cuda_fault",
+    "gpu_stream_fault",
+    "gpu_examples",
+    "gpu_hip",
+    "native_archs",
+];
+
+const RUN_SH: &str = include_str!("gpu_pack/run.sh");
+
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"))
+}
+
+/// The test executables a `cargo test --no-run --message-format=json` printed, by target name
+/// (`gpu_cuda` for `.../deps/gpu_cuda-0123abcd`).
+fn test_executables(json: &str) -> Vec<(String, PathBuf)> {
+    json.lines()
+        .filter(|l| l.contains(r#""reason":"compiler-artifact""#) && l.contains(r#""test":true"#))
+        .filter_map(|l| {
+            let start = l.find(r#""executable":""#)? + r#""executable":""#.len();
+            let path = PathBuf::from(&l[start..start + l[start..].find('"')?]);
+            let file = path.file_name()?.to_str()?;
+            let name = file.rsplit_once('-').map_or(file, |(n, _)| n).to_owned();
+            Some((name, path))
+        })
+        .collect()
+}
+
+/// Copies `from` to `to` without its debug information (the GPU images are data, kept).
+fn strip_into(objcopy: &Path, from: &Path, to: &Path) -> Result {
+    run(Command::new(objcopy).arg("--strip-debug").arg(from).arg(to))
+}
+
+fn dir_size(dir: &Path) -> Result<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+        let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
+        let meta = entry
+            .metadata()
+            .map_err(|e| format!("{}: {e}", entry.path().display()))?;
+        total += if meta.is_dir() {
+            dir_size(&entry.path())?
+        } else {
+            meta.len()
+        };
+    }
+    Ok(total)
+}
+
+/// Builds the pack into `dir` (its `bin`, `run.sh` and `MANIFEST.txt` replaced; results of an
+/// earlier run left alone).
+pub fn gpu_pack(dir: &Path) -> Result {
+    let objcopy = Tool::LlvmObjcopy.find().map_err(|e| e.to_string())?;
+    let mut build = cargo();
+    build.args(["build", "--release", "--locked"]);
+    for p in PROGRAMS {
+        build.args(["-p", p]);
+    }
+    run(&mut build)?;
+    run(cargo().args([
+        "build",
+        "--release",
+        "--locked",
+        "-p",
+        "offload-rt",
+        "--example",
+        "gpu_bench",
+    ]))?;
+    let mut tests = cargo();
+    tests.args([
+        "test",
+        "--release",
+        "--locked",
+        "-p",
+        "offload-rt",
+        "--no-run",
+        "--message-format=json-render-diagnostics",
+    ]);
+    for t in GPU_TESTS {
+        tests.args(["--test", t]);
+    }
+    eprintln!("xtask: running {tests:?}");
+    let out = tests
+        .output()
+        .map_err(|e| format!("could not start cargo: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("building the GPU tests failed ({})", out.status));
+    }
+    let executables = test_executables(&String::from_utf8_lossy(&out.stdout));
+
+    let bin = dir.join("bin");
+    if bin.exists() {
+        std::fs::remove_dir_all(&bin).map_err(|e| format!("{}: {e}", bin.display()))?;
+    }
+    std::fs::create_dir_all(&bin).map_err(|e| format!("{}: {e}", bin.display()))?;
+    let release = target_dir().join("release");
+    let mut contents = Vec::new();
+    for program in PROGRAMS {
+        strip_into(&objcopy, &release.join(program), &bin.join(program))?;
+        contents.push(program.to_string());
+    }
+    strip_into(
+        &objcopy,
+        &release.join("examples").join("gpu_bench"),
+        &bin.join("gpu_bench"),
+    )?;
+    contents.push("gpu_bench".to_owned());
+    for test in GPU_TESTS {
+        let Some((_, path)) = executables.iter().find(|(n, _)| n == test) else {
+            return Err(format!("cargo built no executable for the test `{test}`"));
+        };
+        strip_into(&objcopy, path, &bin.join(test))?;
+        contents.push(test.to_string());
+    }
+
+    let script = dir.join("run.sh");
+    std::fs::write(&script, RUN_SH).map_err(|e| format!("{}: {e}", script.display()))?;
+    set_executable(&script)?;
+    let commit = Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(root())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_else(|| "unknown".to_owned());
+    let manifest = format!(
+        "cargo-offload GPU pack\ncommit: {commit}\nprograms and tests (bin/): {}\n\
+         run: ./run.sh (OFFLOAD_DEVICE=cpu ./run.sh without a GPU)\n",
+        contents.join(" ")
+    );
+    let manifest_path = dir.join("MANIFEST.txt");
+    std::fs::write(&manifest_path, manifest)
+        .map_err(|e| format!("{}: {e}", manifest_path.display()))?;
+
+    let size = dir_size(&bin)? + RUN_SH.len() as u64;
+    eprintln!(
+        "xtask: gpu-pack: {} ({:.1} MiB of at most {} MiB); on the GPU machine: {}/run.sh",
+        dir.display(),
+        size as f64 / f64::from(1 << 20),
+        SIZE_LIMIT >> 20,
+        dir.display()
+    );
+    if size > SIZE_LIMIT {
+        return Err(format!(
+            "the GPU pack is {size} bytes, over its limit of {SIZE_LIMIT}: a GPU machine is lent \
+             for minutes, and the pack must copy in seconds"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(unix)]
+fn set_executable(path: &Path) -> Result {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+#[cfg(not(unix))]
+fn set_executable(_: &Path) -> Result {
+    Ok(())
+}
+
+/// Runs the pack's `run.sh` on the CPU device, as CI does.
+pub fn run_on_cpu(dir: &Path) -> Result {
+    run(Command::new("bash")
+        .arg(dir.join("run.sh"))
+        .env("OFFLOAD_DEVICE", "cpu"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_executables_are_named_by_target() {
+        let json = concat!(
+            r#"{"reason":"compiler-artifact","target":{"name":"gpu_cuda"},"profile":{"test":true},"executable":"/t/release/deps/gpu_cuda-0a1b2c"}"#,
+            "\n",
+            r#"{"reason":"compiler-artifact","target":{"name":"offload_rt"},"profile":{"test":false},"executable":null}"#,
+            "\n",
+            r#"{"reason":"build-finished","success":true}"#,
+        );
+        assert_eq!(
+            test_executables(json),
+            [(
+                "gpu_cuda".to_owned(),
+                PathBuf::from("/t/release/deps/gpu_cuda-0a1b2c")
+            )]
+        );
+    }
+}

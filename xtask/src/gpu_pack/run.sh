@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# The GPU pack's runner (`cargo xtask gpu-pack DIR` writes it): every GPU test binary, example,
+# fixture kernel and benchmark in bin/, in one process tree. It never stops at a failure: it
+# prints a summary table, writes results.json and results.md beside itself (the machine, its
+# driver, each step with its status, digest and figures) and exits 1 if anything failed.
+#
+#   ./run.sh                      on a GPU machine: NVIDIA and AMD parts where their GPU is
+#   OFFLOAD_DEVICE=cpu ./run.sh   anywhere: the same programs on the CPU device
+#
+# OFFLOAD_PACK_STEP_TIMEOUT (seconds, default 240) bounds each step.
+set -u
+
+here="$(cd "$(dirname "$0")" && pwd)"
+bin="$here/bin"
+logs="$here/logs"
+rm -rf "$logs"
+mkdir -p "$logs"
+export OFFLOAD_EXAMPLES_DIR="$bin"
+step_timeout="${OFFLOAD_PACK_STEP_TIMEOUT:-240}"
+started=$(date +%s)
+
+# ---- the machine ----------------------------------------------------------------------------
+nvidia=0
+amd=0
+if [ "${OFFLOAD_DEVICE:-}" != "cpu" ]; then
+    if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+        nvidia=1
+    fi
+    if [ -e /dev/kfd ] && { command -v rocminfo >/dev/null 2>&1 || [ -e /opt/rocm/lib/libamdhip64.so ]; }; then
+        amd=1
+    fi
+fi
+gpu="none"
+driver="none"
+cuda="none"
+if [ "$nvidia" = 1 ]; then
+    gpu="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)"
+    driver="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1)"
+    cuda="$(nvidia-smi | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -n 1)"
+    export OFFLOAD_GPU_TESTS=1
+fi
+if [ "$amd" = 1 ]; then
+    amd_name="$(rocminfo 2>/dev/null | sed -n 's/^ *Marketing Name: *//p' | grep -v CPU | head -n 1)"
+    if [ "$gpu" = "none" ]; then gpu="${amd_name:-AMD GPU}"; else gpu="$gpu; ${amd_name:-AMD GPU}"; fi
+    export OFFLOAD_HIP_TESTS=1
+fi
+cpu="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)"
+echo "gpu pack: $(cat "$here/MANIFEST.txt" 2>/dev/null | sed -n 's/^commit: /commit /p')"
+echo "machine: gpu: $gpu; driver: $driver; CUDA: $cuda; cpu: ${cpu:-unknown}"
+if [ "${OFFLOAD_DEVICE:-}" = "cpu" ]; then
+    echo "OFFLOAD_DEVICE=cpu: the programs run on the CPU device; the GPU tests say why they skip"
+else
+    [ "$nvidia" = 1 ] || echo "not an NVIDIA machine: the CUDA tests skip, each saying so"
+    [ "$amd" = 1 ] || echo "not an AMD machine: the HIP tests skip, each saying so"
+fi
+
+# ---- steps ----------------------------------------------------------------------------------
+results="$logs/results.tsv"
+: >"$results"
+failed=0
+
+# record NAME STATUS SECONDS DETAIL
+record() {
+    printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$results"
+    [ "$2" = "FAIL" ] && failed=$((failed + 1))
+    printf '%-44s %-5s %6ss  %s\n' "$1" "$2" "$3" "$4"
+}
+
+# timed LOG COMMAND...: runs the command into LOG; sets rc and secs.
+timed() {
+    local log=$1
+    shift
+    local t0 t1
+    t0=$(date +%s.%N)
+    timeout "$step_timeout" "$@" >"$log" 2>&1
+    rc=$?
+    t1=$(date +%s.%N)
+    secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+}
+
+# The lines of a program's output that must agree between devices, as a digest.
+digest_of() {
+    grep -v -e '^device:' -e '^image:' "$1" | sha256sum | cut -c1-16
+}
+
+# Test binaries: libtest's summary; a skip line from every test that needs what is absent.
+for t in gpu_cuda gpu_cuda_fault gpu_stream_fault gpu_hip native_archs gpu_examples; do
+    log="$logs/$t.log"
+    timed "$log" "$bin/$t" --test-threads=1 --nocapture
+    summary="$(grep -E '^test result:' "$log" | tail -n 1 | sed 's/^test result: //; s/; finished in.*//')"
+    skips=$(grep -c 'skipped: ' "$log")
+    detail="${summary:-no summary}"
+    [ "$skips" -gt 0 ] && detail="$detail; $skips skipped (see logs/$t.log)"
+    if [ "$rc" = 0 ]; then record "test $t" PASS "$secs" "$detail"; else record "test $t" FAIL "$secs" "exit $rc: $detail"; fi
+done
+
+# Programs: on the GPU (the runtime picks it) and on the CPU device; their outputs must agree.
+for p in saxpy reduce half-sum mixed offload-rt-kernel-run; do
+    cpu_log="$logs/$p.cpu.log"
+    OFFLOAD_DEVICE=cpu timed "$cpu_log" "$bin/$p"
+    cpu_rc=$rc
+    cpu_digest=$(digest_of "$cpu_log")
+    if [ "$nvidia" = 1 ] || [ "$amd" = 1 ]; then
+        gpu_log="$logs/$p.gpu.log"
+        timed "$gpu_log" "$bin/$p"
+        device="$(sed -n 's/^device: //p' "$gpu_log" | head -n 1)"
+        gpu_digest=$(digest_of "$gpu_log")
+        if [ "$rc" = 0 ] && [ "$cpu_rc" = 0 ] && [ "$gpu_digest" = "$cpu_digest" ]; then
+            record "program $p" PASS "$secs" "on ${device:-?}: digest $gpu_digest, the CPU device's too"
+        else
+            record "program $p" FAIL "$secs" "on ${device:-?}: exit $rc, digest $gpu_digest; CPU device: exit $cpu_rc, digest $cpu_digest"
+        fi
+    else
+        if [ "$cpu_rc" = 0 ]; then
+            record "program $p" PASS "$secs" "CPU device: digest $cpu_digest"
+        else
+            record "program $p" FAIL "$secs" "CPU device: exit $cpu_rc (see logs/$p.cpu.log)"
+        fi
+    fi
+done
+
+# Every fixture kernel, one line each, from the GPU run (else the CPU device's).
+kernel_log="$logs/offload-rt-kernel-run.gpu.log"
+[ -f "$kernel_log" ] || kernel_log="$logs/offload-rt-kernel-run.cpu.log"
+while IFS= read -r line; do
+    case "$line" in
+    device:* | image:* | "") continue ;;
+    esac
+    name="${line%%:*}"
+    what="${line#*: }"
+    case "$line" in
+    *WRONG*) record "kernel $name" FAIL 0 "$what" ;;
+    *) record "kernel $name" PASS 0 "$what" ;;
+    esac
+done <"$kernel_log"
+
+# The print and panic modes of offload-rt-kernel-run, on the device the runtime picks: the
+# device's lines reach stdout, and a kernel's panic comes back as an error with its message.
+for mode in print copy-past-the-end lookup-past-the-table; do
+    log="$logs/kernel-run-$mode.log"
+    timed "$log" "$bin/offload-rt-kernel-run" "$mode"
+    case "$mode" in
+    print) want=0 need="--- print_then_panic" ;;
+    copy-past-the-end) want=1 need="index out of bounds: the len is 100 but the index is 100" ;;
+    *) want=1 need="index out of bounds" ;;
+    esac
+    said="$(grep -m 1 -e 'panicked' "$log" | cut -c1-140)"
+    if [ "$rc" = "$want" ] && grep -q -F -e "$need" "$log"; then
+        record "mode $mode" PASS "$secs" "exit $rc; ${said:-$need}"
+    else
+        record "mode $mode" FAIL "$secs" "exit $rc (expected $want, and \"$need\"; see logs/kernel-run-$mode.log)"
+    fi
+done
+
+# Benchmarks: the figures go into results.md; exit 2 means no CUDA device.
+log="$logs/gpu_bench.log"
+timed "$log" "$bin/gpu_bench"
+case "$rc" in
+0) record "bench gpu_bench" PASS "$secs" "every target met (figures in results.md)" ;;
+2) record "bench gpu_bench" SKIP "$secs" "$(tail -n 1 "$log" | cut -c1-120)" ;;
+*) record "bench gpu_bench" FAIL "$secs" "exit $rc (figures in results.md)" ;;
+esac
+
+# ---- results --------------------------------------------------------------------------------
+total=$(($(date +%s) - started))
+json_escape() {
+    sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/\t/ /g' | tr -d '\n'
+}
+{
+    printf '{\n  "machine": {"gpu": "%s", "driver": "%s", "cuda": "%s", "cpu": "%s", "offload_device": "%s"},\n' \
+        "$(printf '%s' "$gpu" | json_escape)" "$(printf '%s' "$driver" | json_escape)" \
+        "$(printf '%s' "$cuda" | json_escape)" "$(printf '%s' "$cpu" | json_escape)" \
+        "$(printf '%s' "${OFFLOAD_DEVICE:-}" | json_escape)"
+    printf '  "seconds": %s,\n  "failed": %s,\n  "steps": [\n' "$total" "$failed"
+    first=1
+    while IFS=$'\t' read -r name status secs detail; do
+        [ "$first" = 1 ] || printf ',\n'
+        first=0
+        printf '    {"name": "%s", "status": "%s", "seconds": %s, "detail": "%s"}' \
+            "$(printf '%s' "$name" | json_escape)" "$status" "$secs" "$(printf '%s' "$detail" | json_escape)"
+    done <"$results"
+    printf '\n  ]\n}\n'
+} >"$here/results.json"
+{
+    echo "# GPU pack results"
+    echo
+    echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "- $(sed -n 's/^commit: /commit: /p' "$here/MANIFEST.txt" 2>/dev/null)"
+    echo "- GPU: $gpu; driver: $driver; CUDA: $cuda"
+    echo "- CPU: ${cpu:-unknown}; OFFLOAD_DEVICE: ${OFFLOAD_DEVICE:-unset}"
+    echo "- $failed failed; ${total} s in all"
+    echo
+    echo "| step | status | seconds | detail |"
+    echo "|---|---|---:|---|"
+    while IFS=$'\t' read -r name status secs detail; do
+        echo "| $name | $status | $secs | ${detail//|/\\|} |"
+    done <"$results"
+    echo
+    echo "## gpu_bench"
+    echo
+    echo '```'
+    cat "$logs/gpu_bench.log"
+    echo '```'
+} >"$here/results.md"
+
+echo
+echo "$failed failed; ${total} s; results.json and results.md in $here"
+[ "$failed" = 0 ]
