@@ -832,6 +832,32 @@ fn a_new_project_from_the_template_builds_and_runs() {
         "{stdout}"
     );
 
+    // An edit of the `[package.metadata.offload] arch` list reruns the build script: the next
+    // build embeds what the list now names.
+    let manifest = project.join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    assert!(text.contains("arch = \"host\""), "{text}");
+    std::fs::write(
+        &manifest,
+        text.replace("arch = \"host\"", "arch = \"sm_80,host\""),
+    )
+    .unwrap();
+    let out = cargo_offload(
+        &project,
+        &[
+            "build",
+            "--target-dir",
+            &target_dir("e2e-fixtures").to_string_lossy(),
+        ],
+    );
+    check(&out, "the new project's build after its arch list changed");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("    Embedded hello-offload (") && stderr.contains("sm_80"),
+        "{stderr}"
+    );
+    std::fs::write(&manifest, text).unwrap();
+
     let again = cargo_offload(project.parent().unwrap(), &["new", "hello-offload"]);
     assert!(
         !again.status.success(),

@@ -262,6 +262,9 @@ impl Build {
             }
         }
         println!("cargo:rerun-if-changed=build.rs");
+        // The host's `[package.metadata.offload]` (its `arch` list) is read from here: an edit
+        // must rerun the script, which declaring any file stops cargo from assuming.
+        println!("cargo:rerun-if-changed={}", manifest.display());
 
         let offload_dir = target_dir_of(&out_dir)
             .unwrap_or_else(|| host.target_directory.clone())

@@ -152,6 +152,30 @@ for mode in print copy-past-the-end lookup-past-the-table; do
     fi
 done
 
+# Each kind of panic core raises, one process each: its report names the thread and keeps the
+# part of the message a GPU records (the CPU device has the full message).
+kinds=(
+    "index out of bounds: the len is 64 but the index is 69"
+    "no value past the end"
+    "values differ"
+    "attempt to divide by zero"
+    "panicked"
+    "called \`Result::unwrap()\` on an \`Err\` value"
+    "slice index starts at 7 but ends at 6"
+    "a literal message"
+)
+for kind in 1 2 3 4 5 6 7 8; do
+    log="$logs/panic-kind-$kind.log"
+    timed "$log" "$bin/offload-rt-kernel-run" panic-kind "$kind"
+    need="${kinds[$((kind - 1))]}"
+    said="$(grep -m 1 -e 'panicked' "$log" | cut -c1-160)"
+    if [ "$rc" = 1 ] && grep -q -F -e "$need" "$log" && grep -q -F -e "thread (5, 0, 0)" "$log"; then
+        record "panic kind $kind" PASS "$secs" "$said"
+    else
+        record "panic kind $kind" FAIL "$secs" "exit $rc (expected 1, thread (5, 0, 0) and \"$need\"; see logs/panic-kind-$kind.log)"
+    fi
+done
+
 # Benchmarks: the figures go into results.md; exit 2 means no CUDA device.
 log="$logs/gpu_bench.log"
 timed "$log" "$bin/gpu_bench"
