@@ -5,7 +5,8 @@
 //! `DIR/bin` holds, with their debug information stripped: the GPU test binaries of offload-rt
 //! (run with `OFFLOAD_GPU_TESTS=1` / `OFFLOAD_HIP_TESTS=1` by `run.sh` where the machine has
 //! such a GPU), the examples and `offload-rt-kernel-run` (every fixture kernel, its result's
-//! digest), and `gpu_bench`. `OFFLOAD_DEVICE=cpu DIR/run.sh` runs the same on the CPU device,
+//! digest), `gpu_bench`, and `parity_bench` with `DIR/parity` (the parity benchmark's kernels,
+//! Rust's and CUDA C's, timed against each other). `OFFLOAD_DEVICE=cpu DIR/run.sh` runs the same on the CPU device,
 //! which is how `cargo xtask test` checks the pack on every change.
 
 use std::path::{Path, PathBuf};
@@ -99,6 +100,17 @@ pub fn gpu_pack(dir: &Path) -> Result {
         "offload-rt",
         "--example",
         "gpu_bench",
+        "--example",
+        "parity_bench",
+    ]))?;
+    // The parity benchmark's images, Rust's and C's, made afresh by its test.
+    run(cargo().args([
+        "test",
+        "--locked",
+        "-p",
+        "offload-build",
+        "--test",
+        "parity",
     ]))?;
     let mut tests = cargo();
     tests.args([
@@ -133,12 +145,26 @@ pub fn gpu_pack(dir: &Path) -> Result {
         strip_into(&objcopy, &release.join(program), &bin.join(program))?;
         contents.push(program.to_string());
     }
-    strip_into(
-        &objcopy,
-        &release.join("examples").join("gpu_bench"),
-        &bin.join("gpu_bench"),
-    )?;
-    contents.push("gpu_bench".to_owned());
+    for example in ["gpu_bench", "parity_bench"] {
+        strip_into(
+            &objcopy,
+            &release.join("examples").join(example),
+            &bin.join(example),
+        )?;
+        contents.push(example.to_owned());
+    }
+    let parity = dir.join("parity");
+    std::fs::create_dir_all(&parity).map_err(|e| format!("{}: {e}", parity.display()))?;
+    let work = target_dir().join("tmp").join("parity").join("work");
+    for sm in ["sm_80", "sm_90"] {
+        for lang in ["rust", "c"] {
+            let from = work.join(format!("{sm}-{lang}")).join("image.cubin");
+            let to = parity.join(format!("{sm}-{lang}.cubin"));
+            std::fs::copy(&from, &to)
+                .map_err(|e| format!("{} to {}: {e}", from.display(), to.display()))?;
+        }
+    }
+    contents.push("parity/ (the parity kernels' cubins, Rust's and C's)".to_owned());
     for test in GPU_TESTS {
         let Some((_, path)) = executables.iter().find(|(n, _)| n == test) else {
             return Err(format!("cargo built no executable for the test `{test}`"));
@@ -167,7 +193,7 @@ pub fn gpu_pack(dir: &Path) -> Result {
     std::fs::write(&manifest_path, manifest)
         .map_err(|e| format!("{}: {e}", manifest_path.display()))?;
 
-    let size = dir_size(&bin)? + RUN_SH.len() as u64;
+    let size = dir_size(&bin)? + dir_size(&parity)? + RUN_SH.len() as u64;
     eprintln!(
         "xtask: gpu-pack: {} ({:.1} MiB of at most {} MiB); on the GPU machine: {}/run.sh",
         dir.display(),

@@ -185,6 +185,14 @@ case "$rc" in
 *) record "bench gpu_bench" FAIL "$secs" "exit $rc (figures in results.md)" ;;
 esac
 
+log="$logs/parity_bench.log"
+timed "$log" "$bin/parity_bench" "$here/parity"
+case "$rc" in
+0) record "bench parity_bench" PASS "$secs" "$(tail -n 1 "$log" | cut -c1-120)" ;;
+2) record "bench parity_bench" SKIP "$secs" "$(tail -n 1 "$log" | cut -c1-120)" ;;
+*) record "bench parity_bench" FAIL "$secs" "exit $rc (see logs/parity_bench.log)" ;;
+esac
+
 # ---- results --------------------------------------------------------------------------------
 total=$(($(date +%s) - started))
 json_escape() {
@@ -220,11 +228,14 @@ json_escape() {
         echo "| $name | $status | $secs | ${detail//|/\\|} |"
     done <"$results"
     echo
-    echo "## gpu_bench"
-    echo
-    echo '```'
-    cat "$logs/gpu_bench.log"
-    echo '```'
+    for b in gpu_bench parity_bench; do
+        echo
+        echo "## $b"
+        echo
+        echo '```'
+        cat "$logs/$b.log"
+        echo '```'
+    done
 } >"$here/results.md"
 
 echo
