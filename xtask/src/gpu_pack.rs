@@ -35,7 +35,6 @@ const GPU_TESTS: &[&str] = &[
     "gpu_stream_fault",
     "gpu_examples",
     "gpu_hip",
-    "native_archs",
 ];
 
 const RUN_SH: &str = include_str!("gpu_pack/run.sh");

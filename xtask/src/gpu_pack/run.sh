@@ -84,7 +84,7 @@ digest_of() {
 }
 
 # Test binaries: libtest's summary; a skip line from every test that needs what is absent.
-for t in gpu_cuda gpu_cuda_fault gpu_stream_fault gpu_hip native_archs gpu_examples; do
+for t in gpu_cuda gpu_cuda_fault gpu_stream_fault gpu_hip gpu_examples; do
     log="$logs/$t.log"
     timed "$log" "$bin/$t" --test-threads=1 --nocapture
     summary="$(grep -E '^test result:' "$log" | tail -n 1 | sed 's/^test result: //; s/; finished in.*//')"
@@ -151,6 +151,20 @@ for mode in print copy-past-the-end lookup-past-the-table; do
         record "mode $mode" FAIL "$secs" "exit $rc (expected $want, and \"$need\"; see logs/kernel-run-$mode.log)"
     fi
 done
+
+# `--offload-arch native`: the architectures the real drivers report, each GPU's among them.
+log="$logs/native-archs.log"
+timed "$log" "$bin/offload-rt-kernel-run" native-archs
+native="$(sed -n 's/^native: //p' "$log")"
+if [ "$rc" != 0 ]; then
+    record "native archs" FAIL "$secs" "exit $rc (see logs/native-archs.log)"
+elif [ "$nvidia" = 1 ] && ! printf '%s' "$native" | grep -q 'sm_'; then
+    record "native archs" FAIL "$secs" "no sm_ among \"$native\" on an NVIDIA machine"
+elif [ "$amd" = 1 ] && ! printf '%s' "$native" | grep -q 'gfx'; then
+    record "native archs" FAIL "$secs" "no gfx among \"$native\" on an AMD machine"
+else
+    record "native archs" PASS "$secs" "native = ${native:-none} ($(grep -c '^unavailable' "$log") driver(s) without a device)"
+fi
 
 # Each kind of panic core raises, one process each: its report names the thread and keeps the
 # part of the message a GPU records (the CPU device has the full message).
