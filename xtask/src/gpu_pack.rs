@@ -175,11 +175,16 @@ pub fn gpu_pack(dir: &Path) -> Result {
     let script = dir.join("run.sh");
     std::fs::write(&script, RUN_SH).map_err(|e| format!("{}: {e}", script.display()))?;
     set_executable(&script)?;
-    let commit = Command::new("git")
-        .args(["rev-parse", "HEAD"])
-        .current_dir(root())
-        .output()
+    let commit = Tool::Git
+        .find()
         .ok()
+        .and_then(|git| {
+            Command::new(git)
+                .args(["rev-parse", "HEAD"])
+                .current_dir(root())
+                .output()
+                .ok()
+        })
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .unwrap_or_else(|| "unknown".to_owned());

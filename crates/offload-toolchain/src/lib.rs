@@ -89,6 +89,15 @@ pub enum Tool {
     LlvmOffloadBinary,
     /// `llvm-readelf`, to print ELF headers, sections and notes.
     LlvmReadelf,
+    /// `clang-offload-packager`, the older name of `llvm-offload-binary`.
+    ClangOffloadPackager,
+    /// `lit`, LLVM's test runner, which runs LLVM's own tests of the offload tools.
+    Lit,
+    /// `FileCheck`, LLVM's pattern checker of test output (with `not`, `count` and
+    /// `split-file` beside it, from the same package).
+    FileCheck,
+    /// `obj2yaml`, which prints object files as YAML.
+    Obj2yaml,
     /// `llc`, LLVM's static compiler (IR to assembly or objects).
     Llc,
     /// `opt`, LLVM's IR optimizer.
@@ -103,6 +112,10 @@ pub enum Tool {
     QemuAarch64,
     /// The aarch64 Linux cross linker.
     Aarch64Gcc,
+    /// Python 3, which runs `lit`.
+    Python3,
+    /// Git, which fetches LLVM's tests of the offload tools.
+    Git,
 }
 
 impl Tool {
@@ -119,6 +132,10 @@ impl Tool {
         Tool::LlvmObjdump,
         Tool::LlvmOffloadBinary,
         Tool::LlvmReadelf,
+        Tool::ClangOffloadPackager,
+        Tool::Lit,
+        Tool::FileCheck,
+        Tool::Obj2yaml,
         Tool::Llc,
         Tool::Opt,
         Tool::Ptxas,
@@ -126,6 +143,8 @@ impl Tool {
         Tool::GnuTime,
         Tool::QemuAarch64,
         Tool::Aarch64Gcc,
+        Tool::Python3,
+        Tool::Git,
     ];
 
     /// The program's file name in its directory.
@@ -142,6 +161,10 @@ impl Tool {
             Tool::LlvmObjdump => "llvm-objdump",
             Tool::LlvmOffloadBinary => "llvm-offload-binary",
             Tool::LlvmReadelf => "llvm-readelf",
+            Tool::ClangOffloadPackager => "clang-offload-packager",
+            Tool::Lit => "lit",
+            Tool::FileCheck => "FileCheck",
+            Tool::Obj2yaml => "obj2yaml",
             Tool::Llc => "llc",
             Tool::Opt => "opt",
             Tool::Ptxas => "ptxas",
@@ -149,6 +172,8 @@ impl Tool {
             Tool::GnuTime => "time",
             Tool::QemuAarch64 => "qemu-aarch64",
             Tool::Aarch64Gcc => "aarch64-linux-gnu-gcc",
+            Tool::Python3 => "python3",
+            Tool::Git => "git",
         }
     }
 
@@ -156,7 +181,10 @@ impl Tool {
     pub const fn package(self) -> &'static str {
         match self {
             Tool::Clang => "clang-22",
-            Tool::ClangOffloadBundler | Tool::ClangLinkerWrapper => "clang-tools-22",
+            Tool::ClangOffloadBundler | Tool::ClangLinkerWrapper | Tool::ClangOffloadPackager => {
+                "clang-tools-22"
+            }
+            Tool::Lit | Tool::FileCheck => "llvm-22-tools",
             Tool::LdLld => "lld-22",
             Tool::LlvmAr
             | Tool::LlvmConfig
@@ -165,12 +193,15 @@ impl Tool {
             | Tool::LlvmObjdump
             | Tool::LlvmOffloadBinary
             | Tool::LlvmReadelf
+            | Tool::Obj2yaml
             | Tool::Llc
             | Tool::Opt => "llvm-22",
             Tool::Ptxas | Tool::Cuobjdump => "nvidia-cuda-toolkit",
             Tool::GnuTime => "time",
             Tool::QemuAarch64 => "qemu-user",
             Tool::Aarch64Gcc => "gcc-aarch64-linux-gnu",
+            Tool::Python3 => "python3",
+            Tool::Git => "git",
         }
     }
 
@@ -178,7 +209,9 @@ impl Tool {
     pub const fn origin(self) -> Origin {
         match self {
             Tool::Ptxas | Tool::Cuobjdump => Origin::Cuda,
-            Tool::GnuTime | Tool::QemuAarch64 | Tool::Aarch64Gcc => Origin::System,
+            Tool::GnuTime | Tool::QemuAarch64 | Tool::Aarch64Gcc | Tool::Python3 | Tool::Git => {
+                Origin::System
+            }
             _ => Origin::Llvm,
         }
     }
