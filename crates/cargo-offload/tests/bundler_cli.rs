@@ -1822,3 +1822,63 @@ fn verbose_reports_match_clangs() {
         assert_eq!(runs[0], runs[1], "version {version}");
     }
 }
+
+/// `cargo-offload` linked as `clang-offload-bundler` or `llvm-offload-binary` is that tool,
+/// and prints its errors after the program's name, as LLVM's tools do: what scripts and
+/// LLVM's tests match (`clang-offload-bundler: for the --type option: …`).
+#[test]
+fn linked_under_a_tools_name_it_is_that_tool() {
+    let Some(b) = Bench::new() else { return };
+    payloads(&b);
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_cargo-offload"));
+    let as_tool = |name: &str, args: &[&str]| -> (Output, String) {
+        let link = b.path(name);
+        if !link.exists() {
+            std::os::unix::fs::symlink(&exe, &link).unwrap();
+        }
+        let out = Command::new(&link)
+            .args(args)
+            .current_dir(b.dir.path())
+            .output()
+            .unwrap();
+        (out, link.display().to_string())
+    };
+    let (out, link) = as_tool("clang-offload-bundler", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with(&format!(
+            "{link}: for the --type option: must be specified at least once!"
+        )),
+        "{stderr}"
+    );
+    // Bundling works under the name, byte for byte clang's.
+    let args = [
+        "-type=bc",
+        "-targets=host-x86_64-unknown-linux-gnu,openmp-nvptx64-nvidia-cuda--sm_80",
+        "-input=host.bin",
+        "-input=dev1.bin",
+    ];
+    let (out, _) = as_tool(
+        "clang-offload-bundler",
+        &[&args[..], &["-output=ours.bc"]].concat(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    b.theirs(&[&args[..], &["-output=clang.bc"]].concat());
+    assert_eq!(b.read("ours.bc"), b.read("clang.bc"));
+
+    b.file("cut.bin", &offload_format::OFFLOAD_BINARY_MAGIC);
+    let (out, link) = as_tool("llvm-offload-binary", &["cut.bin"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with(&format!(
+            "{link}: error: Invalid data was encountered while parsing the file\nnote: "
+        )),
+        "{stderr}"
+    );
+}

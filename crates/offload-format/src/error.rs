@@ -472,7 +472,9 @@ pub enum Error {
 
     // ---- Archives ----
     /// Not an `ar` archive.
-    #[error("not an ar archive (missing !<arch> magic)")]
+    #[error(
+        "file too small to be an archive (LLVM's words for any file without the `!<arch>` magic)"
+    )]
     ArchiveBadMagic,
     /// A thin archive, whose members live in other files.
     #[error("thin archives are not supported")]

@@ -240,12 +240,21 @@ fn check_command_line(cli: &BundlerCli, file_type: &str) -> Result<()> {
         if cli.targets[..i].contains(target) {
             bail!("Duplicate targets are not allowed\nnote: {target} is given twice");
         }
-        let kind = target.split('-').next().unwrap_or_default();
-        if !offload_format::bundle::OFFLOAD_KINDS.contains(&kind) {
-            bail!(
-                "invalid target '{target}', unknown offloading kind '{kind}'\n\
-                 note: the kinds are host, openmp, hip and hipv4"
-            );
+        let (kind, triple) = target.split_once('-').unwrap_or((target, ""));
+        let kind_known = offload_format::bundle::OFFLOAD_KINDS.contains(&kind);
+        // The triple as the bundler reads it: up to four fields, the rest a target ID.
+        let triple: String = triple.splitn(5, '-').take(4).collect::<Vec<_>>().join("-");
+        let arch = triple.split('-').next().unwrap_or_default();
+        let arch_known = offload_format::triple::is_llvm_arch(arch);
+        if !kind_known || !arch_known {
+            let mut message = format!("invalid target '{target}'");
+            if !kind_known {
+                message.push_str(&format!(", unknown offloading kind '{kind}'"));
+            }
+            if !arch_known {
+                message.push_str(&format!(", unknown target triple '{triple}'"));
+            }
+            bail!("{message}\nnote: the kinds are host, openmp, hip and hipv4");
         }
         hosts += usize::from(kind == "host");
         hip_only &= kind == "hip" || kind == "hipv4";
@@ -269,10 +278,12 @@ pub fn exec(args: BundleArgs) -> Result<ExitCode> {
     }
     let cli = BundlerCli::parse_from(argv);
     let Some(file_type) = cli.file_type.clone() else {
-        bail!(
+        return Err(super::OptionError(
             "for the --type option: must be specified at least once!\n\
              note: -type=<i|ii|cui|hipi|d|ll|bc|s|o|a|gch|ast>"
-        );
+                .to_owned(),
+        )
+        .into());
     };
     check_command_line(&cli, &file_type)?;
     let env = env_settings();

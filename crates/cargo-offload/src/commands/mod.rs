@@ -63,6 +63,31 @@ enum Command {
     Package(package::PackageArgs),
 }
 
+/// The subcommand a program named after one of clang's offload tools stands for, so that
+/// `cargo-offload` installed (or linked) as `clang-offload-bundler`, `llvm-offload-binary` or
+/// `clang-offload-packager` is that tool.
+pub fn tool_personality(program: &str) -> Option<&'static str> {
+    match program {
+        "clang-offload-bundler" => Some("bundle"),
+        "llvm-offload-binary" | "clang-offload-packager" => Some("package"),
+        _ => None,
+    }
+}
+
+/// A command line refused by the option parser itself, worded as LLVM's parser words it;
+/// under a tool's name it is printed as LLVM prints such errors, after the program's name
+/// and without `error:`.
+#[derive(Debug)]
+pub struct OptionError(pub String);
+
+impl std::fmt::Display for OptionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for OptionError {}
+
 pub fn exec(args: Vec<OsString>) -> Result<ExitCode> {
     let cli = Cli::parse_from(args);
     // Before anything is written, by this process or the cargo it runs. Not for the commands

@@ -32,11 +32,8 @@ import subprocess
 import sys
 import time
 
-TOOLS_UNDER_TEST = {
-    "clang-offload-bundler": ["offload", "bundle"],
-    "clang-offload-packager": ["offload", "package"],
-    "llvm-offload-binary": ["offload", "package"],
-}
+# cargo-offload run under one of these names is that tool (its `bundle` or `package`).
+TOOLS_UNDER_TEST = ("clang-offload-bundler", "clang-offload-packager", "llvm-offload-binary")
 TOOL_RE = re.compile(
     r"(?<![\w./-])(?:%s)(?![\w.-])" % "|".join(re.escape(t) for t in TOOLS_UNDER_TEST)
 )
@@ -129,12 +126,13 @@ def settings_for(args, wrappers):
 
 
 def write_wrappers(directory, cargo_offload):
+    """cargo-offload under each tool's name: run so, it is that tool (as a user installs it)."""
     os.makedirs(directory, exist_ok=True)
-    for name, sub in TOOLS_UNDER_TEST.items():
+    for name in TOOLS_UNDER_TEST:
         path = os.path.join(directory, name)
-        with open(path, "w") as f:
-            f.write('#!/bin/sh\nexec "%s" %s "$@"\n' % (cargo_offload, " ".join(sub)))
-        os.chmod(path, 0o755)
+        if os.path.lexists(path):
+            os.remove(path)
+        os.symlink(cargo_offload, path)
 
 
 # ------------------------------------------------------------------------------ lit pass

@@ -254,10 +254,7 @@ pub fn bundle(cfg: &BundleConfig) -> Result<()> {
             targets: ids.len(),
         });
     }
-    check_bundle_targets(&ids).map_err(|source| OpsError::Target {
-        id: cfg.targets.join(","),
-        source,
-    })?;
+    check_bundle_targets(&ids).map_err(OpsError::TargetRules)?;
     let names: Vec<String> = ids.iter().map(ToString::to_string).collect();
     if layout == Layout::Object
         && let Some(host) = ids.iter().position(BundleEntryId::is_host)

@@ -16,12 +16,22 @@ use std::path::{Path, PathBuf};
 
 use offload_build::command::CommandError;
 
+/// An I/O error as LLVM words it: the system's message, without Rust's `(os error N)`.
+fn io_words(e: &io::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" (os error ") {
+        Some(at) if text.ends_with(')') => text[..at].to_owned(),
+        _ => text,
+    }
+}
+
 /// Why a bundle or package operation failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum OpsError {
-    /// A file could not be read or written.
-    #[error("{what} {path}: {source}")]
+    /// A file could not be read or written: LLVM's words (`'PATH': No such file or
+    /// directory`), then what was being done.
+    #[error("'{}': {}\nnote: while {what} it", path.display(), io_words(source))]
     Io {
         /// What was being done, e.g. `reading`.
         what: &'static str,
@@ -31,8 +41,9 @@ pub enum OpsError {
         #[source]
         source: io::Error,
     },
-    /// A file's contents are not a valid bundle, archive or OffloadBinary.
-    #[error("{path}: {source}")]
+    /// A file's contents are not a valid bundle, archive or OffloadBinary: what is wrong
+    /// first (clang's words where clang has them), then the file.
+    #[error("{source}\nnote: in {}", path.display())]
     Format {
         /// The file.
         path: PathBuf,
@@ -40,6 +51,19 @@ pub enum OpsError {
         #[source]
         source: offload_format::Error,
     },
+    /// An OffloadBinary that does not parse, in `llvm-offload-binary`'s words, then ours.
+    #[error("Invalid data was encountered while parsing the file\nnote: {}: {source}", path.display())]
+    BadOffloadBinary {
+        /// The file, or `archive(member)`, or `file/section`.
+        path: PathBuf,
+        /// What is wrong with it.
+        #[source]
+        source: offload_format::Error,
+    },
+    /// A bundle's targets that break the bundler's rules (duplicates, conflicting target IDs,
+    /// the host count), in clang's words.
+    #[error(transparent)]
+    TargetRules(offload_format::Error),
     /// An object file (by its magic) that the object reader refuses, so its images cannot be
     /// looked for; never taken for a file without images.
     #[error("{path}: not a readable object file: {reason}")]

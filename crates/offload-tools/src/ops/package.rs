@@ -149,12 +149,12 @@ fn collect<'a>(bytes: &'a [u8], out: &mut Vec<Found<'a>>, path: &Path, source: &
         binary,
     };
     if bytes.starts_with(&OFFLOAD_BINARY_MAGIC) {
-        out.extend(
-            offload_format::parse_all(bytes)
-                .at(path)?
-                .into_iter()
-                .map(found),
-        );
+        let binaries =
+            offload_format::parse_all(bytes).map_err(|source| OpsError::BadOffloadBinary {
+                path: path.to_owned(),
+                source,
+            })?;
+        out.extend(binaries.into_iter().map(found));
     } else if bytes.starts_with(AR_MAGIC) {
         for m in parse_archive(bytes).at(path)? {
             // Named as linkers name a member: `lib.a(member.o)`.
@@ -191,12 +191,12 @@ fn object_images<'a>(bytes: &'a [u8], path: &Path) -> Result<Vec<OffloadBinary<'
     })?;
     let mut out = Vec::new();
     for (name, data) in file.iter().flat_map(crate::inspect::offloading_sections) {
-        out.extend(
-            offload_format::parse_all(data).map_err(|source| OpsError::Format {
+        out.extend(offload_format::parse_all(data).map_err(|source| {
+            OpsError::BadOffloadBinary {
                 path: path.join(&name),
                 source,
-            })?,
-        );
+            }
+        })?);
     }
     Ok(out)
 }
