@@ -191,8 +191,8 @@ pub fn write_archive<W: Write>(mut w: W, members: &[ArchiveMember<'_>]) -> Resul
     Ok(())
 }
 
-/// Each member's index symbols, and whether any member is an object file (bitcode, or an ELF
-/// object the reader accepts): `llvm-ar` writes an empty index then, for tools that expect
+/// Each member's index symbols, and whether any member is an object file (bitcode with a
+/// symbol table, or an ELF object the reader accepts): `llvm-ar` writes an empty index then, for tools that expect
 /// one in any archive of objects. Other data, and members that cannot be read, add no
 /// symbols: the archive is still a faithful container of the members.
 fn member_symbols(members: &[ArchiveMember<'_>]) -> (Vec<Vec<String>>, bool) {
@@ -201,11 +201,10 @@ fn member_symbols(members: &[ArchiveMember<'_>]) -> (Vec<Vec<String>>, bool) {
         .iter()
         .map(|m| {
             if crate::bitcode::is_bitcode(&m.data) {
-                has_object = true;
-                crate::bitcode::archive_symbols(&m.data)
-                    .ok()
-                    .flatten()
-                    .unwrap_or_default()
+                // Only bitcode with a symbol table is known to be a module `llvm-ar` reads.
+                let symbols = crate::bitcode::archive_symbols(&m.data).ok().flatten();
+                has_object |= symbols.is_some();
+                symbols.unwrap_or_default()
             } else if m.data.starts_with(b"\x7fELF") {
                 let symbols = elf_symbols(&m.data);
                 has_object |= symbols.is_some();
