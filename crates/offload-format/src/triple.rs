@@ -114,7 +114,7 @@ const LLVM_ARCHS: &[&str] = &[
 ];
 
 /// Whether LLVM 22's `Triple` knows `arch`, the first field of a triple: the names of
-/// [`LLVM_ARCHS`], `i386` to `i986`, and the families it parses by prefix (ARM and Thumb
+/// `LLVM_ARCHS`, `i386` to `i986`, and the families it parses by prefix (ARM and Thumb
 /// sub-architectures, AArch64 and Arm64 variants, SPIR-V versions, Kalimba versions). The
 /// bundler refuses a target whose architecture it does not know.
 pub fn is_llvm_arch(arch: &str) -> bool {
