@@ -2,7 +2,7 @@
 //! arguments given to both, outputs compared byte for byte (or, for compressed bundles, by
 //! header fields and decompressed contents), and each side's output read by the other.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use offload_format::ccob::{self, CcobHeader};
@@ -93,6 +93,30 @@ impl Bench {
     }
     fn theirs(&self, args: &[&str]) -> Vec<u8> {
         check(self.run(true, args), "clang-offload-bundler")
+    }
+    /// Compiles `source` with clang-22 and `flags` into `output` in the temporary directory.
+    fn compile(&self, clang: &Path, flags: &[&str], source: &Path, output: &str) {
+        let out = Command::new(clang)
+            .args(flags)
+            .arg(source)
+            .arg("-o")
+            .arg(self.path(output))
+            .output()
+            .unwrap();
+        check(out, &format!("clang-22 {}", flags.join(" ")));
+    }
+    /// Runs `llvm-offload-binary` at `llvm` (`theirs`) or `cargo offload package` with `args`
+    /// in the temporary directory; their stdout.
+    fn package(&self, llvm: &Path, theirs: bool, args: &[&str]) -> Vec<u8> {
+        let mut cmd = if theirs {
+            Command::new(llvm)
+        } else {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_cargo-offload"));
+            c.args(["offload", "package"]);
+            c
+        };
+        cmd.args(args).current_dir(self.dir.path());
+        check(cmd.output().unwrap(), "package")
     }
 }
 
@@ -242,16 +266,7 @@ fn object_layout_with_a_real_host_object() {
     let Some(clang) = clang() else { return };
     payloads(&b);
     let src = b.file("h.c", b"int answer(void) { return 42; }\n");
-    check(
-        Command::new(&clang)
-            .args(["-c", "-O1"])
-            .arg(&src)
-            .arg("-o")
-            .arg(b.path("h.o"))
-            .output()
-            .unwrap(),
-        "clang-22 -c",
-    );
+    b.compile(&clang, &["-c", "-O1"], &src, "h.o");
     let targets = "-targets=host-x86_64-unknown-linux-gnu,openmp-nvptx64-nvidia-cuda--sm_80,hipv4-amdgcn-amd-amdhsa--gfx90a";
     b.both(&[
         "-type=o",
@@ -491,21 +506,20 @@ fn archives_of_relocatable_hip_objects() {
             &format!("{name}.hip"),
             format!("{prelude}{body}").as_bytes(),
         );
-        check(
-            Command::new(&clang)
-                .args([
-                    "-x",
-                    "hip",
-                    "--offload-arch=gfx90a",
-                    "--offload-arch=gfx942",
-                ])
-                .args(["-fgpu-rdc", "-nogpulib", "-nogpuinc", "-c"])
-                .arg(&src)
-                .arg("-o")
-                .arg(b.path(&format!("{name}.o")))
-                .output()
-                .unwrap(),
-            "clang-22 -x hip -fgpu-rdc",
+        b.compile(
+            &clang,
+            &[
+                "-x",
+                "hip",
+                "--offload-arch=gfx90a",
+                "--offload-arch=gfx942",
+                "-fgpu-rdc",
+                "-nogpulib",
+                "-nogpuinc",
+                "-c",
+            ],
+            &src,
+            &format!("{name}.o"),
         );
     }
     check(
@@ -660,16 +674,7 @@ fn real_hip_fat_binary() {
         return;
     };
     let host = b.file("stub.c", b"int main(void) { return 0; }\n");
-    check(
-        Command::new(&clang)
-            .arg("-c")
-            .arg(&host)
-            .arg("-o")
-            .arg(b.path("stub.o"))
-            .output()
-            .unwrap(),
-        "clang-22 -c",
-    );
+    b.compile(&clang, &["-c"], &host, "stub.o");
     check(
         Command::new(objcopy)
             .arg(format!(
@@ -701,17 +706,7 @@ fn package_matches_llvm_offload_binary() {
         "--image=file=k.bc,triple=nvptx64-nvidia-cuda,arch=sm_80,kind=openmp",
         "--image=file=empty.bin,triple=x86_64-unknown-linux-gnu,kind=openmp",
     ];
-    let run = |theirs: bool, args: &[&str]| {
-        let mut cmd = if theirs {
-            Command::new(&llvm)
-        } else {
-            let mut c = Command::new(env!("CARGO_BIN_EXE_cargo-offload"));
-            c.args(["offload", "package"]);
-            c
-        };
-        cmd.args(args).current_dir(b.dir.path());
-        check(cmd.output().unwrap(), "package")
-    };
+    let run = |theirs: bool, args: &[&str]| b.package(&llvm, theirs, args);
     let mut a = vec!["-o", "theirs.bin"];
     a.extend(images);
     run(true, &a);
@@ -759,19 +754,15 @@ fn package_matches_llvm_offload_binary() {
         "omp.c",
         b"int main(void) {\n  int x = 0;\n#pragma omp target map(tofrom: x)\n  { x = 1; }\n  return x;\n}\n",
     );
-    check(
-        Command::new(clang)
-            .args([
-                "-fopenmp",
-                "-fopenmp-targets=x86_64-unknown-linux-gnu",
-                "-c",
-            ])
-            .arg(&src)
-            .arg("-o")
-            .arg(b.path("omp.o"))
-            .output()
-            .unwrap(),
-        "clang-22 -fopenmp",
+    b.compile(
+        &clang,
+        &[
+            "-fopenmp",
+            "-fopenmp-targets=x86_64-unknown-linux-gnu",
+            "-c",
+        ],
+        &src,
+        "omp.o",
     );
     run(
         true,
@@ -945,15 +936,11 @@ fn inspect_lists_openmp_entry_points() {
           #pragma omp target teams distribute parallel for\n  for (int i = 0; i < 4; i++) {}\n\
           return x;\n}\n",
     );
-    check(
-        Command::new(&clang)
-            .args(["-fopenmp", "-fopenmp-targets=x86_64-unknown-linux-gnu"])
-            .arg(&src)
-            .arg("-o")
-            .arg(b.path("omp"))
-            .output()
-            .unwrap(),
-        "clang-22 -fopenmp -fopenmp-targets=x86_64-unknown-linux-gnu",
+    b.compile(
+        &clang,
+        &["-fopenmp", "-fopenmp-targets=x86_64-unknown-linux-gnu"],
+        &src,
+        "omp",
     );
     check(
         Command::new(&llvm)
@@ -1342,19 +1329,15 @@ fn archive_members_at_any_offset_keep_their_images() {
             )
             .as_bytes(),
         );
-        check(
-            Command::new(&clang)
-                .args([
-                    "-fopenmp",
-                    "-fopenmp-targets=x86_64-unknown-linux-gnu",
-                    "-c",
-                ])
-                .arg(&src)
-                .arg("-o")
-                .arg(b.path(&format!("{name}.o")))
-                .output()
-                .unwrap(),
-            "clang-22 -fopenmp",
+        b.compile(
+            &clang,
+            &[
+                "-fopenmp",
+                "-fopenmp-targets=x86_64-unknown-linux-gnu",
+                "-c",
+            ],
+            &src,
+            &format!("{name}.o"),
         );
         members.push(format!("{name}.o"));
     }
@@ -1391,22 +1374,8 @@ fn archive_members_at_any_offset_keep_their_images() {
     }
 
     let image = |file: &str| format!("--image=file={file},triple=x86_64-unknown-linux-gnu");
-    check(
-        Command::new(&llvm)
-            .args(["lib.a", "--archive", &image("theirs.a")])
-            .current_dir(b.dir.path())
-            .output()
-            .unwrap(),
-        "llvm-offload-binary --archive",
-    );
-    check(
-        Command::new(env!("CARGO_BIN_EXE_cargo-offload"))
-            .args(["offload", "package", "lib.a", "--archive", &image("ours.a")])
-            .current_dir(b.dir.path())
-            .output()
-            .unwrap(),
-        "cargo offload package --archive",
-    );
+    b.package(&llvm, true, &["lib.a", "--archive", &image("theirs.a")]);
+    b.package(&llvm, false, &["lib.a", "--archive", &image("ours.a")]);
     assert_eq!(b.read("theirs.a"), b.read("ours.a"));
     let names: Vec<String> = member_data_offsets(&b.read("ours.a").0)
         .into_iter()
@@ -1471,16 +1440,7 @@ fn host_entries_of_an_archive_of_fat_objects_match_clang() {
             format!("int {name}_v = {i};\nint get_{name}(void) {{ return {name}_v; }}\n")
                 .as_bytes(),
         );
-        check(
-            Command::new(&clang)
-                .arg("-c")
-                .arg(&src)
-                .arg("-o")
-                .arg(b.path(&format!("{name}.o")))
-                .output()
-                .unwrap(),
-            "clang-22 -c",
-        );
+        b.compile(&clang, &["-c"], &src, &format!("{name}.o"));
         b.file(
             &format!("{name}.dev"),
             format!("device code {name}").as_bytes(),
@@ -1551,16 +1511,7 @@ fn response_files_are_expanded_as_llvm_expands_them() {
         b"--image=file=dev1.bin,triple=nvptx64-nvidia-cuda,arch=sm_80,kind=openmp\n",
     );
     for (theirs, out) in [(true, "theirs.bin"), (false, "ours.bin")] {
-        let mut cmd = if theirs {
-            Command::new(&llvm)
-        } else {
-            let mut c = Command::new(env!("CARGO_BIN_EXE_cargo-offload"));
-            c.args(["offload", "package"]);
-            c
-        };
-        cmd.args(["-o", out, "@package.rsp"])
-            .current_dir(b.dir.path());
-        check(cmd.output().unwrap(), "package @package.rsp");
+        b.package(&llvm, theirs, &["-o", out, "@package.rsp"]);
     }
     assert_eq!(b.read("theirs.bin"), b.read("ours.bin"));
 }
@@ -1700,16 +1651,7 @@ fn print_commands_shows_the_objcopy_command() {
     let Some(b) = Bench::new() else { return };
     let Some(clang) = clang() else { return };
     let src = b.file("h.c", b"int h(void) { return 1; }\n");
-    check(
-        Command::new(&clang)
-            .arg("-c")
-            .arg(&src)
-            .arg("-o")
-            .arg(b.path("h.o"))
-            .output()
-            .unwrap(),
-        "clang-22 -c",
-    );
+    b.compile(&clang, &["-c"], &src, "h.o");
     b.file("dev.bin", b"device code");
     let args = [
         "-###",
