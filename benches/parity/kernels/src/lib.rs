@@ -7,9 +7,9 @@
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use offload_rt::kernel::{
-    DisjointSlice, block_dim_x, block_idx_x, block_idx_y, dynamic_shared, global_idx_x,
-    global_idx_y, grid_dim_x, grid_thread_rank, lane_id, math, shuffle_down, sync_threads,
-    thread_idx_x, thread_idx_y, warp_size,
+    DisjointSlice, block_dim_x, block_idx_x, block_idx_y, block_stride_x, dynamic_shared,
+    global_idx_x, global_idx_y, grid_dim_x, grid_thread_rank, lane_id, math, shuffle_down,
+    sync_threads, thread_idx_x, thread_idx_y, warp_size,
 };
 use offload_rt::{DeviceCopy, kernel, shared_array};
 
@@ -192,13 +192,12 @@ pub fn stencil5(width: u32, height: u32, input: &[f32], mut out: DisjointSlice<f
 #[kernel]
 pub fn histogram(data: &[u8], bins: *mut u32) {
     let local: *mut u32 = shared_array!(u32, BINS);
-    let (tid, threads) = (thread_idx_x() as usize, block_dim_x() as usize);
-    for b in (tid..BINS).step_by(threads) {
+    for b in block_stride_x(BINS) {
         // SAFETY: `b < BINS`.
         unsafe { *local.add(b) = 0 };
     }
     sync_threads();
-    let stride = grid_dim_x() as usize * threads;
+    let stride = grid_dim_x() as usize * block_dim_x() as usize;
     let mut i = global_idx_x();
     while let Some(&v) = data.get(i) {
         // SAFETY: `v < 256 = BINS`; the bins are accessed only atomically until the barrier.
@@ -206,7 +205,7 @@ pub fn histogram(data: &[u8], bins: *mut u32) {
         i += stride;
     }
     sync_threads();
-    for b in (tid..BINS).step_by(threads) {
+    for b in block_stride_x(BINS) {
         // SAFETY: `b < BINS`; `bins` has BINS elements, accessed only atomically.
         unsafe {
             let count = *local.add(b);

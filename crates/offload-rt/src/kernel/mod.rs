@@ -244,6 +244,61 @@ pub fn global_idx_z() -> usize {
     block_idx_z() as usize * block_dim_z() as usize + thread_idx_z() as usize
 }
 
+/// The indices `start, start + step, start + 2 * step, …` below `end`: a strided loop (a
+/// block- or grid-stride loop) as cheap as C's `for (i = start; i < end; i += step)`, where
+/// `(start..end).step_by(step)` first divides to count its steps. A `step` of 0 counts as 1.
+/// See [`block_stride_x`] and [`grid_stride_x`].
+#[derive(Debug, Clone)]
+pub struct Strided {
+    next: usize,
+    end: usize,
+    step: usize,
+}
+
+impl Strided {
+    /// The indices from `start` below `end`, `step` apart.
+    #[inline(always)]
+    pub fn new(start: usize, end: usize, step: usize) -> Strided {
+        Strided {
+            next: start,
+            end,
+            step: step.max(1),
+        }
+    }
+}
+
+impl Iterator for Strided {
+    type Item = usize;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<usize> {
+        if self.next >= self.end {
+            return None;
+        }
+        let i = self.next;
+        self.next = i.saturating_add(self.step);
+        Some(i)
+    }
+}
+
+/// The calling thread's share of `0..n` in a block-stride loop: `thread_idx_x()`, then every
+/// `block_dim_x()`-th index below `n` (how a block clears or flushes a shared array).
+#[inline(always)]
+pub fn block_stride_x(n: usize) -> Strided {
+    Strided::new(thread_idx_x() as usize, n, block_dim_x() as usize)
+}
+
+/// The calling thread's share of `0..n` in a grid-stride loop: [`global_idx_x`], then every
+/// `grid_dim_x() * block_dim_x()`-th index below `n` (a 1-D launch of any size covers `n`).
+#[inline(always)]
+pub fn grid_stride_x(n: usize) -> Strided {
+    Strided::new(
+        global_idx_x(),
+        n,
+        grid_dim_x() as usize * block_dim_x() as usize,
+    )
+}
+
 /// Linear index of the calling thread within its block: `x + y * dim.x + z * dim.x * dim.y`.
 #[inline(always)]
 pub fn thread_rank() -> u32 {
@@ -342,5 +397,24 @@ fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
     #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
     {
         gpu_channel::panic(info)
+    }
+}
+
+#[cfg(test)]
+mod strided_tests {
+    use super::Strided;
+
+    #[test]
+    fn strided_indices_stop_below_the_end() {
+        assert_eq!(Strided::new(3, 20, 5).collect::<Vec<_>>(), [3, 8, 13, 18]);
+        assert_eq!(Strided::new(7, 7, 1).count(), 0);
+        assert_eq!(Strided::new(9, 4, 2).count(), 0);
+        // A step of 0 counts as 1; a step past the end of `usize` stops, never wraps.
+        assert_eq!(Strided::new(0, 3, 0).collect::<Vec<_>>(), [0, 1, 2]);
+        let near_end = usize::MAX - 1;
+        assert_eq!(
+            Strided::new(near_end, usize::MAX, usize::MAX).collect::<Vec<_>>(),
+            [near_end]
+        );
     }
 }
