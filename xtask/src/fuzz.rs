@@ -5,7 +5,7 @@
 //! the task; its input stays in `fuzz/artifacts/<target>/` (ignored by git).
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -41,10 +41,7 @@ pub fn fuzz(seconds: u64) -> Result {
     let nightly = || crate::with_nightly(&cargo_fuzz);
     let targets = list_targets(&mut nightly())?;
     let host = crate::host_triple()?;
-    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"))
-        .join("fuzz");
+    let target_dir = crate::target_dir().join("fuzz");
     let started = Instant::now();
     run(nightly()
         .args(["build", "--fuzz-dir", FUZZ_DIR, "--sanitizer", SANITIZER])

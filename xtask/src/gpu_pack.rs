@@ -14,7 +14,7 @@ use std::process::Command;
 
 use offload_toolchain::Tool;
 
-use crate::{Result, cargo, root, run};
+use crate::{Result, cargo, root, run, target_dir};
 
 /// The most the pack may weigh: a GPU machine is lent for minutes, start-up and copy included.
 pub const SIZE_LIMIT: u64 = 60 << 20;
@@ -38,12 +38,6 @@ const GPU_TESTS: &[&str] = &[
 ];
 
 const RUN_SH: &str = include_str!("gpu_pack/run.sh");
-
-pub fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"))
-}
 
 /// The test executables a `cargo test --no-run --message-format=json` printed, by target name
 /// (`gpu_cuda` for `.../deps/gpu_cuda-0123abcd`).

@@ -88,6 +88,13 @@ fn main() -> ExitCode {
 
 type Result<T = ()> = std::result::Result<T, String>;
 
+/// Cargo's target directory for the workspace: `CARGO_TARGET_DIR`, else `target/`.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"))
+}
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -511,10 +518,7 @@ fn cargo() -> Command {
 /// Builds `cargo-offload` and returns a PATH on which `cargo offload` finds it.
 fn path_with_cargo_offload() -> Result<std::ffi::OsString> {
     run(cargo().args(["build", "--release", "--locked", "-p", "cargo-offload"]))?;
-    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"));
-    let bin_dir = target_dir.join("release");
+    let bin_dir = target_dir().join("release");
     let mut paths = vec![bin_dir];
     paths.extend(std::env::split_paths(
         &std::env::var_os("PATH").unwrap_or_default(),
@@ -562,7 +566,7 @@ fn test() -> Result {
     }
     // The GPU pack, built and size-checked, its runner run on the CPU device: what a GPU
     // machine will run, ready whenever one is lent.
-    let pack = gpu_pack::target_dir().join("gpu-pack");
+    let pack = target_dir().join("gpu-pack");
     gpu_pack::gpu_pack(&pack)?;
     gpu_pack::run_on_cpu(&pack)?;
     // The OpenMP example checks its result and that its target region ran on an offload

@@ -15,7 +15,7 @@ pub use binary::{
     parse_binary_bundle, read_binary_header, write_binary_bundle,
 };
 pub use id::{BundleEntryId, check_bundle_targets};
-pub use object::{objcopy_args, parse_object_bundle};
+pub use object::{host_objcopy_args, objcopy_args, parse_object_bundle};
 pub use text::{TEXT_TYPES, parse_text_bundle, text_comment, write_text_bundle, write_text_entry};
 
 /// The 24-byte magic of the binary layout (no NUL).

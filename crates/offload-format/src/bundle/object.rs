@@ -49,6 +49,21 @@ fn parse_aligned_object_bundle(bytes: &[u8]) -> Result<Vec<BundleEntry<'_>>> {
     Ok(out)
 }
 
+/// The `llvm-objcopy` arguments clang-offload-bundler uses to read a fat object's host entry:
+/// `fat_object` without its `__CLANG_OFFLOAD_BUNDLE__` sections, written to `output`.
+pub fn host_objcopy_args(
+    fat_object: &std::path::Path,
+    output: &std::path::Path,
+) -> Vec<std::ffi::OsString> {
+    vec![
+        "--regex".into(),
+        format!("--remove-section={OBJECT_SECTION_PREFIX}.*").into(),
+        "--".into(),
+        fat_object.as_os_str().to_owned(),
+        output.as_os_str().to_owned(),
+    ]
+}
+
 /// The `llvm-objcopy` arguments clang-offload-bundler uses to write the object layout: add
 /// one `__CLANG_OFFLOAD_BUNDLE__<id>` section per entry (file given as the path of the entry's
 /// data; for the host entry a file holding one zero byte), marked `readonly,exclude`, then the

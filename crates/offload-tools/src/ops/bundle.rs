@@ -13,7 +13,7 @@ use std::process::Command;
 use offload_format::archive::{ArchiveUnbundleOptions, unbundle_archive_with, write_archive};
 use offload_format::bundle::TEXT_TYPES;
 use offload_format::bundle::{
-    BUNDLE_MAGIC, BundleEntryId, OBJECT_SECTION_PREFIX, binary_layout, check_bundle_targets,
+    BUNDLE_MAGIC, BundleEntryId, binary_layout, check_bundle_targets, host_objcopy_args,
     objcopy_args, parse_object_bundle, parse_text_bundle,
 };
 use offload_format::ccob::{CCOB_MAGIC, CompressOptions};
@@ -662,13 +662,8 @@ pub fn unbundle(cfg: &BundleConfig) -> Result<()> {
             Some(Source::Bytes(d)) => out.file().write_all(d).at("writing", output)?,
             Some(Source::ObjectHost) => {
                 let objcopy = objcopy(cfg, input)?;
-                let mut cmd = Command::new(&objcopy);
-                cmd.arg("--regex")
-                    .arg(format!("--remove-section={OBJECT_SECTION_PREFIX}.*"))
-                    .arg("--")
-                    .arg(input)
-                    .arg(out.temp_path());
-                offload_build::command::run(&mut cmd)?;
+                let args = host_objcopy_args(input, out.temp_path());
+                offload_build::command::run(Command::new(&objcopy).args(args))?;
             }
         }
         outs.push(out);
@@ -866,13 +861,7 @@ fn strip_bundle_sections(objcopy: &Path, object: &[u8]) -> Result<Vec<u8>> {
     let dir = tempfile::tempdir().at("creating a temporary directory in", &std::env::temp_dir())?;
     let (fat, host) = (dir.path().join("fat.o"), dir.path().join("host.o"));
     std::fs::write(&fat, object).at("writing", &fat)?;
-    let mut cmd = Command::new(objcopy);
-    cmd.arg("--regex")
-        .arg(format!("--remove-section={OBJECT_SECTION_PREFIX}.*"))
-        .arg("--")
-        .arg(&fat)
-        .arg(&host);
-    offload_build::command::run(&mut cmd)?;
+    offload_build::command::run(Command::new(objcopy).args(host_objcopy_args(&fat, &host)))?;
     std::fs::read(&host).at("reading", &host)
 }
 
