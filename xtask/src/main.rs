@@ -537,6 +537,21 @@ fn demo() -> Result {
     cargo_offload_run(&path, "saxpy")
 }
 
+/// In CI, the tests' scratch projects and their nested builds (`target/tmp`, several GiB)
+/// are removed once the tests pass: the steps after them need the space, not the files (the
+/// GPU pack makes its parity images afresh). A local run keeps them for the next one.
+fn release_test_scratch() -> Result {
+    if std::env::var_os("CI").is_none() {
+        return Ok(());
+    }
+    let scratch = target_dir().join("tmp");
+    match std::fs::remove_dir_all(&scratch) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("removing {}: {e}", scratch.display())),
+    }
+}
+
 fn test() -> Result {
     run(cargo().args(["fmt", "--all", "--", "--check"]))?;
     // Each lint and API-doc run for the workspace, then for the build-script crate as a host
@@ -560,6 +575,7 @@ fn test() -> Result {
     run(cargo()
         .env("PATH", &path)
         .args(["test", "--workspace", "--locked", "--no-fail-fast"]))?;
+    release_test_scratch()?;
     sanitizers::all()?;
     for example in ["saxpy", "reduce", "half-sum", "mixed"] {
         cargo_offload_run(&path, example)?;
