@@ -17,16 +17,22 @@
 //! - `cargo xtask fuzz [SECONDS]`: every fuzz target (`fuzz/`) built with the pinned
 //!   cargo-fuzz, installed first when missing, and run SECONDS each (default 20) from a copy of
 //!   its corpus; a crash fails it.
+//! - `cargo xtask outside`: the crates as another project gets them (see `outside`): the
+//!   workspace's `cargo publish --dry-run`, a project made by `cargo offload new --source
+//!   registry` built and run against the packaged crates, and the README's commands for a
+//!   project of one's own run in a temporary directory.
 //! - `cargo xtask test`: set-up (with the CUDA toolkit), the tool lint, then formatting, clippy,
 //!   the API docs (`cargo doc`, warnings denied), the guide, every test, the examples run
-//!   through `cargo offload run` (`openmp-cpp` with `OMP_TARGET_OFFLOAD=MANDATORY`), the GPU
-//!   pack built and run on the CPU device, and the fuzz smoke (`cargo xtask fuzz`).
+//!   through `cargo offload run` (`openmp-cpp` with `OMP_TARGET_OFFLOAD=MANDATORY`), the
+//!   `outside` checks, the GPU pack built and run on the CPU device, and the fuzz smoke
+//!   (`cargo xtask fuzz`).
 
 mod code_map;
 mod fuzz;
 mod gpu_pack;
 mod guide;
 mod module_graph;
+mod outside;
 mod sanitizers;
 
 use std::path::{Path, PathBuf};
@@ -67,12 +73,17 @@ fn main() -> ExitCode {
                 args[1]
             )),
         },
+        Some("outside") => path_with_cargo_offload().and_then(|path| {
+            outside::publish_dry_run()?;
+            outside::registry_project(&path)?;
+            outside::readme_commands()
+        }),
         Some("test") => setup(true)
             .and_then(|()| lint_tools())
             .and_then(|()| test()),
         _ => {
             eprintln!(
-                "usage: cargo xtask <setup [--cuda] | tools [--cuda] | which TOOL | lint-tools | demo | guide | gpu-pack DIR | sanitizers [miri | thread | address] | fuzz [SECONDS] | test>"
+                "usage: cargo xtask <setup [--cuda] | tools [--cuda] | which TOOL | lint-tools | demo | guide | gpu-pack DIR | outside | sanitizers [miri | thread | address] | fuzz [SECONDS] | test>"
             );
             return ExitCode::from(2);
         }
@@ -580,6 +591,11 @@ fn test() -> Result {
     for example in ["saxpy", "reduce", "half-sum", "mixed"] {
         cargo_offload_run(&path, example)?;
     }
+    // The crates as another project gets them: packaged and verified, a project made by
+    // `new` against the packages, and the README's commands for one's own project.
+    outside::publish_dry_run()?;
+    outside::registry_project(&path)?;
+    outside::readme_commands()?;
     // The GPU pack, built and size-checked, its runner run on the CPU device: what a GPU
     // machine will run, ready whenever one is lent.
     let pack = target_dir().join("gpu-pack");

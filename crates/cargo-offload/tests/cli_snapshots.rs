@@ -140,6 +140,7 @@ fn init_says_what_it_did_and_how_to_launch_a_kernel() {
         .assert()
         .success()
         .stderr_eq(str![[r#"
+note: offload-rt and offload-build from the checkout [..] (the checkout this cargo-offload was built from); `--source` chooses another
      Created kernel crate `app-kernels` in kernels
      Created build.rs
     Modified Cargo.toml: [package.metadata.offload] arch = "host", dependencies `app-kernels`, `offload-rt`, build-dependency `offload-build`, workspace member `kernels`, [workspace.lints.rust] check-cfg `cfg(offload_device)`
@@ -199,6 +200,7 @@ fn init_keeps_a_build_script_that_calls_offload_build() {
         .assert()
         .success()
         .stderr_eq(str![[r#"
+note: offload-rt and offload-build from the checkout [..] (the checkout this cargo-offload was built from); `--source` chooses another
      Created kernel crate `gpu` in kernels
     Modified Cargo.toml: [package.metadata.offload] arch = "sm_90,host", dependencies `gpu`, `offload-rt`, build-dependency `offload-build`, workspace member `kernels`, [workspace.lints.rust] check-cfg `cfg(offload_device)`
    Unchanged build.rs (it calls offload_build already)

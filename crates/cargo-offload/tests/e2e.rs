@@ -1332,9 +1332,11 @@ fn write_plain_crate(dir: &Path, name: &str) {
 /// The default template's main.rs, which launches the template kernel crate's `saxpy`, for the
 /// kernel crate `kernels_name`.
 fn template_main(kernels_name: &str) -> String {
-    let text = std::fs::read_to_string(workspace_root().join("templates/default/src/main.rs.tmpl"))
-        .unwrap()
-        .replace("{{kernels_ident}}", &kernels_name.replace('-', "_"));
+    let text = std::fs::read_to_string(
+        workspace_root().join("crates/cargo-offload/templates/default/src/main.rs.tmpl"),
+    )
+    .unwrap()
+    .replace("{{kernels_ident}}", &kernels_name.replace('-', "_"));
     assert!(!text.contains("{{"), "main.rs keeps a placeholder:\n{text}");
     text
 }

@@ -11,6 +11,7 @@ use offload_build::env::Env;
 use toml_edit::{Array, DocumentMut, InlineTable, Item, Table, TableLike, Value};
 
 use super::build_status::Style;
+use super::dependency_source::DependencySource;
 use super::new::{self, TEMPLATES};
 
 #[derive(Debug, clap::Args)]
@@ -25,6 +26,11 @@ pub struct InitArgs {
     /// --offload-arch: `sm_80,gfx90a,host`.
     #[arg(long, value_name = "LIST", default_value = "host")]
     arch: String,
+    /// Where the crate gets offload-rt and offload-build: `registry` (the published crates),
+    /// `git=URL[@TAG_OR_COMMIT]`, or `path=DIR` (a checkout; written relative to the crate
+    /// unless DIR is absolute). Default: where this cargo-offload came from.
+    #[arg(long, value_name = "SOURCE")]
+    source: Option<DependencySource>,
 }
 
 /// The kernel crate's directory, beside the host crate's manifest: the template's layout.
@@ -168,7 +174,8 @@ fn plan(args: &InitArgs, env: &Env) -> Result<Plan> {
     }
 
     let template = default_template();
-    let vars = new::variables(&name, &kernels_name);
+    let source = new::chosen_source(args.source.clone())?;
+    let vars = new::variables(&name, &kernels_name, &source, &dir);
     let additions = Additions::new(template, &vars, &arch);
     let mut changes = edit_host(&mut doc, &additions, &at)?;
     let mut edits = Vec::new();
@@ -864,13 +871,12 @@ mod tests {
     /// The additions with fixed dependency specs, so that the expected texts do not depend on
     /// where the checkout is.
     fn additions(name: &str, arch: &str) -> Additions {
-        let mut vars = new::variables(name, &format!("{name}-kernels"));
-        for (key, value) in &mut vars {
-            match *key {
-                "offload_rt" | "offload_build" => *value = "\"0.1.0\"".to_owned(),
-                _ => {}
-            }
-        }
+        let vars = new::variables(
+            name,
+            &format!("{name}-kernels"),
+            &DependencySource::Registry,
+            Path::new(name),
+        );
         Additions::new(default_template(), &vars, arch)
     }
 
@@ -1110,7 +1116,12 @@ unexpected_cfgs = { level = "warn", check-cfg = ['cfg(offload_device)'] }
             add.item(&["dependencies", "app-kernels", "path"]).as_str(),
             Some(KERNELS_DIR)
         );
-        let vars = new::variables("app", "app-kernels");
+        let vars = new::variables(
+            "app",
+            "app-kernels",
+            &DependencySource::Registry,
+            Path::new("app"),
+        );
         let main_rs = new::render(template_file(default_template(), "src/main.rs"), &vars);
         let snippet = launch_snippet(&main_rs).unwrap();
         assert!(snippet.starts_with("use offload_rt::"), "{snippet}");
@@ -1125,7 +1136,12 @@ unexpected_cfgs = { level = "warn", check-cfg = ['cfg(offload_device)'] }
     #[test]
     fn a_write_that_fails_takes_back_those_before_it() {
         let dir = tempfile::tempdir().unwrap();
-        let vars = new::variables("app", "app-kernels");
+        let vars = new::variables(
+            "app",
+            "app-kernels",
+            &DependencySource::Registry,
+            Path::new("app"),
+        );
         let kernels = dir.path().join(KERNELS_DIR);
         let manifest = dir.path().join("Cargo.toml");
         std::fs::write(&manifest, "[package]\n").unwrap();

@@ -4,6 +4,7 @@ mod build_status;
 mod bundle;
 mod cargo;
 mod command_line;
+mod dependency_source;
 mod doctor;
 mod init;
 mod inspect;

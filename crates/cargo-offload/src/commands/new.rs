@@ -7,6 +7,8 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::builder::{PossibleValue, PossibleValuesParser};
 
+use super::dependency_source::{Crate, DependencySource, default_source};
+
 #[derive(Debug, clap::Args)]
 pub struct NewArgs {
     /// Directory to create; its last component is the package name.
@@ -17,6 +19,11 @@ pub struct NewArgs {
     /// What the project holds.
     #[arg(long, default_value = TEMPLATES[0].name, value_parser = template_names())]
     template: String,
+    /// Where the project gets offload-rt and offload-build: `registry` (the published
+    /// crates), `git=URL[@TAG_OR_COMMIT]`, or `path=DIR` (a checkout; written relative to the
+    /// project unless DIR is absolute). Default: where this cargo-offload came from.
+    #[arg(long, value_name = "SOURCE")]
+    source: Option<DependencySource>,
 }
 
 /// One project template: its files and what `new` says once it has written them.
@@ -41,27 +48,27 @@ pub const TEMPLATES: &[Template] = &[
         files: &[
             (
                 "Cargo.toml",
-                include_str!("../../../../templates/default/Cargo.toml.tmpl"),
+                include_str!("../../templates/default/Cargo.toml.tmpl"),
             ),
             (
                 "build.rs",
-                include_str!("../../../../templates/default/build.rs.tmpl"),
+                include_str!("../../templates/default/build.rs.tmpl"),
             ),
             (
                 "src/main.rs",
-                include_str!("../../../../templates/default/src/main.rs.tmpl"),
+                include_str!("../../templates/default/src/main.rs.tmpl"),
             ),
             (
                 "kernels/Cargo.toml",
-                include_str!("../../../../templates/default/kernels/Cargo.toml.tmpl"),
+                include_str!("../../templates/default/kernels/Cargo.toml.tmpl"),
             ),
             (
                 "kernels/src/lib.rs",
-                include_str!("../../../../templates/default/kernels/src/lib.rs.tmpl"),
+                include_str!("../../templates/default/kernels/src/lib.rs.tmpl"),
             ),
             (
                 ".gitignore",
-                include_str!("../../../../templates/default/gitignore.tmpl"),
+                include_str!("../../templates/default/gitignore.tmpl"),
             ),
         ],
         created: "Created `{{name}}` (host crate) and `{{kernels_name}}` (kernel crate)",
@@ -72,43 +79,43 @@ pub const TEMPLATES: &[Template] = &[
         files: &[
             (
                 "Cargo.toml",
-                include_str!("../../../../templates/mixed/Cargo.toml.tmpl"),
+                include_str!("../../templates/mixed/Cargo.toml.tmpl"),
             ),
             (
                 "build.rs",
-                include_str!("../../../../templates/mixed/build.rs.tmpl"),
+                include_str!("../../templates/mixed/build.rs.tmpl"),
             ),
             (
                 "src/main.rs",
-                include_str!("../../../../templates/mixed/src/main.rs.tmpl"),
+                include_str!("../../templates/mixed/src/main.rs.tmpl"),
             ),
             (
                 "kernels/Cargo.toml",
-                include_str!("../../../../templates/mixed/kernels/Cargo.toml.tmpl"),
+                include_str!("../../templates/mixed/kernels/Cargo.toml.tmpl"),
             ),
             (
                 "kernels/src/lib.rs",
-                include_str!("../../../../templates/mixed/kernels/src/lib.rs.tmpl"),
+                include_str!("../../templates/mixed/kernels/src/lib.rs.tmpl"),
             ),
             (
                 "cuda/scale.cu",
-                include_str!("../../../../templates/mixed/cuda/scale.cu.tmpl"),
+                include_str!("../../templates/mixed/cuda/scale.cu.tmpl"),
             ),
             (
                 "hip/scale.hip",
-                include_str!("../../../../templates/mixed/hip/scale.hip.tmpl"),
+                include_str!("../../templates/mixed/hip/scale.hip.tmpl"),
             ),
             (
                 "cuda/poly.cu",
-                include_str!("../../../../templates/mixed/cuda/poly.cu.tmpl"),
+                include_str!("../../templates/mixed/cuda/poly.cu.tmpl"),
             ),
             (
                 "hip/poly.hip",
-                include_str!("../../../../templates/mixed/hip/poly.hip.tmpl"),
+                include_str!("../../templates/mixed/hip/poly.hip.tmpl"),
             ),
             (
                 ".gitignore",
-                include_str!("../../../../templates/mixed/gitignore.tmpl"),
+                include_str!("../../templates/mixed/gitignore.tmpl"),
             ),
         ],
         created: "Created `{{name}}` (host crate, CUDA and HIP sources) and `{{kernels_name}}` (kernel crate)",
@@ -119,23 +126,23 @@ pub const TEMPLATES: &[Template] = &[
         files: &[
             (
                 "Cargo.toml",
-                include_str!("../../../../templates/openmp/Cargo.toml.tmpl"),
+                include_str!("../../templates/openmp/Cargo.toml.tmpl"),
             ),
             (
                 "build.rs",
-                include_str!("../../../../templates/openmp/build.rs.tmpl"),
+                include_str!("../../templates/openmp/build.rs.tmpl"),
             ),
             (
                 "src/main.rs",
-                include_str!("../../../../templates/openmp/src/main.rs.tmpl"),
+                include_str!("../../templates/openmp/src/main.rs.tmpl"),
             ),
             (
                 "cpp/saxpy.cpp",
-                include_str!("../../../../templates/openmp/cpp/saxpy.cpp.tmpl"),
+                include_str!("../../templates/openmp/cpp/saxpy.cpp.tmpl"),
             ),
             (
                 ".gitignore",
-                include_str!("../../../../templates/openmp/gitignore.tmpl"),
+                include_str!("../../templates/openmp/gitignore.tmpl"),
             ),
         ],
         created: "Created `{{name}}` (host crate calling C++ with OpenMP target offload)",
@@ -177,7 +184,8 @@ pub fn exec(args: NewArgs) -> Result<ExitCode> {
     if args.path.exists() {
         bail!("{} already exists", args.path.display());
     }
-    let vars = variables(&name, &format!("{name}-kernels"));
+    let source = chosen_source(args.source)?;
+    let vars = variables(&name, &format!("{name}-kernels"), &source, &args.path);
     for (rel, text) in template.files {
         let dest = args.path.join(rel);
         if let Some(dir) = dest.parent() {
@@ -209,43 +217,49 @@ pub(super) fn check_package_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// The placeholders' values for a host crate `name` and its kernel crate `kernels_name`.
-pub(super) fn variables(name: &str, kernels_name: &str) -> Vec<(&'static str, String)> {
-    // Built from a checkout: depend on its crates by path, so the project builds offline
-    // against exactly this version.
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let (rt, rt_device, build, build_no_llvm) = if source.join("offload-rt/Cargo.toml").is_file() {
-        let p = |c: &str| source.join(c).canonicalize().unwrap_or(source.join(c));
-        (
-            format!("{{ path = {:?} }}", p("offload-rt")),
-            format!(
-                "{{ path = {:?}, default-features = false }}",
-                p("offload-rt")
-            ),
-            format!("{{ path = {:?} }}", p("offload-build")),
-            format!(
-                "{{ path = {:?}, default-features = false }}",
-                p("offload-build")
-            ),
-        )
-    } else {
-        let v = env!("CARGO_PKG_VERSION");
-        (
-            format!("\"{v}\""),
-            format!("{{ version = \"{v}\", default-features = false }}"),
-            format!("\"{v}\""),
-            format!("{{ version = \"{v}\", default-features = false }}"),
-        )
-    };
+/// The placeholders' values for a host crate `name` in `project_dir` (which need not exist
+/// yet) and its kernel crate `kernels_name` in `project_dir/kernels`, the offload crates
+/// coming from `source`.
+pub(super) fn variables(
+    name: &str,
+    kernels_name: &str,
+    source: &DependencySource,
+    project_dir: &Path,
+) -> Vec<(&'static str, String)> {
+    let kernels_dir = project_dir.join("kernels");
     vec![
         ("name", name.to_owned()),
         ("kernels_ident", kernels_name.replace('-', "_")),
         ("kernels_name", kernels_name.to_owned()),
-        ("offload_rt", rt),
-        ("offload_rt_device", rt_device),
-        ("offload_build", build),
-        ("offload_build_no_llvm", build_no_llvm),
+        ("offload_rt", source.spec(Crate::Runtime, project_dir)),
+        (
+            "offload_rt_device",
+            source.spec(Crate::RuntimeForKernels, &kernels_dir),
+        ),
+        ("offload_build", source.spec(Crate::Build, project_dir)),
+        (
+            "offload_build_no_llvm",
+            source.spec(Crate::BuildWithoutDefaults, project_dir),
+        ),
     ]
+}
+
+/// The `--source` given, or the default with the line that says where it comes from.
+pub(super) fn chosen_source(given: Option<DependencySource>) -> Result<DependencySource> {
+    let source = match given {
+        Some(source) => source,
+        None => {
+            let (source, why) = default_source();
+            if !matches!(source, DependencySource::Registry) {
+                eprintln!(
+                    "note: offload-rt and offload-build from {source} ({why}); `--source` chooses another"
+                );
+            }
+            source
+        }
+    };
+    source.check()?;
+    Ok(source)
 }
 
 pub(super) fn render(template: &str, vars: &[(&str, String)]) -> String {
@@ -260,7 +274,12 @@ mod tests {
 
     #[test]
     fn every_placeholder_is_filled() {
-        let vars = variables("demo-app", "demo-app-kernels");
+        let vars = variables(
+            "demo-app",
+            "demo-app-kernels",
+            &DependencySource::Registry,
+            Path::new("demo-app"),
+        );
         for template in TEMPLATES {
             let texts = template
                 .files
@@ -292,7 +311,12 @@ mod tests {
 
     #[test]
     fn kernel_crate_ident_is_a_rust_identifier() {
-        let vars = variables("demo-app", "demo-app-kernels");
+        let vars = variables(
+            "demo-app",
+            "demo-app-kernels",
+            &DependencySource::Registry,
+            Path::new("demo-app"),
+        );
         let ident = &vars.iter().find(|(k, _)| *k == "kernels_ident").unwrap().1;
         assert_eq!(ident, "demo_app_kernels");
     }
