@@ -42,6 +42,13 @@ pub fn publish_dry_run() -> Result {
 /// manifests and lock file must name nothing in the checkout.
 pub fn registry_project(path: &OsStr) -> Result {
     let version = workspace_version()?;
+    // The `.crate` files `cargo publish` would upload (its dry run keeps them elsewhere).
+    let mut package = cargo();
+    package.args(["package", "--no-verify", "--locked", "--allow-dirty"]);
+    for name in PUBLISHED {
+        package.args(["-p", name]);
+    }
+    run(&mut package)?;
     let dir = Scratch::new("registry")?;
     let packaged = dir.0.join("packaged");
     std::fs::create_dir_all(&packaged).map_err(|e| format!("{}: {e}", packaged.display()))?;
@@ -52,7 +59,7 @@ pub fn registry_project(path: &OsStr) -> Result {
             .join(format!("{name}-{version}.crate"));
         if !file.is_file() {
             return Err(format!(
-                "{} is missing: `cargo publish --dry-run` packages it",
+                "{} is missing: `cargo package` should have written it",
                 file.display()
             ));
         }
