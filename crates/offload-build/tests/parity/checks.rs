@@ -120,6 +120,14 @@ pub fn limits(results: &[(&str, Outcome)]) -> (Vec<String>, String) {
             continue;
         };
         for row in rows {
+            // No allowance: a `&[T]` reads through the read-only path wherever CUDA C's
+            // `const __restrict__` does.
+            if row.rust.accesses.read_only < row.c.accesses.read_only {
+                problems.push(format!(
+                    "read-only loads: {} on {arch} has {}, C has {}",
+                    row.kernel, row.rust.accesses.read_only, row.c.accesses.read_only
+                ));
+            }
             let r = ratio(row.rust.registers, row.c.registers);
             registers.push((row.kernel, *arch, (r > limits::REGISTERS_GOAL).then_some(r)));
             let r = ratio(row.rust.code_bytes, row.c.code_bytes);

@@ -28,6 +28,8 @@ pub struct Accesses {
     pub shared: u64,
     /// Thread-private memory: PTX `.local`, AMD `scratch_*` and `buffer_*` loads and stores.
     pub local: u64,
+    /// Of the global ones, NVIDIA's loads through the read-only data path (`ld.global.nc`).
+    pub read_only: u64,
 }
 
 /// What one side's code for one kernel on one architecture costs.
@@ -434,6 +436,9 @@ fn ptx_accesses(functions: &BTreeMap<String, Vec<&str>>, kernel: &str) -> Access
             }
             if has("global") {
                 accesses.global += 1;
+                if has("nc") {
+                    accesses.read_only += 1;
+                }
             } else if has("shared") {
                 accesses.shared += 1;
             } else if has("local") {
@@ -547,6 +552,7 @@ fn amd_side(
                         .iter()
                         .any(|p| m.starts_with(p))
             }),
+            read_only: 0,
         };
         figures.insert(
             kernel.name.clone(),
@@ -766,7 +772,8 @@ mod tests {
                 generic: 2,
                 global: 3,
                 shared: 1,
-                local: 1
+                local: 1,
+                read_only: 1,
             }
         );
     }

@@ -42,7 +42,15 @@ fn scratch(f: &Figures) -> String {
 }
 
 fn accesses(a: &Accesses) -> String {
-    format!("{}·{}·{}·{}", a.generic, a.global, a.shared, a.local)
+    let read_only = if a.read_only > 0 {
+        format!(" ({} nc)", a.read_only)
+    } else {
+        String::new()
+    };
+    format!(
+        "{}·{}·{}·{}{read_only}",
+        a.generic, a.global, a.shared, a.local
+    )
 }
 
 pub fn markdown(results: &[(&str, Outcome)], command: &str) -> String {
@@ -56,7 +64,9 @@ pub fn markdown(results: &[(&str, Outcome)], command: &str) -> String {
          (`+dyn`: dynamic stack) and spilled registers. Instructions and code bytes: SASS \
          (`cuobjdump -sass`, callees included, padding not), AMD `llvm-objdump -d` of the \
          kernel and the functions it calls. Accesses, `generic·global·shared·local` memory \
-         instructions: in the PTX (NVIDIA) or the machine code (AMD). Reproduce: `{command}`.",
+         instructions: in the PTX (NVIDIA) or the machine code (AMD); `(N nc)`: N of the global \
+         ones are loads through NVIDIA's read-only data path, `ld.global.nc`. Reproduce: \
+         `{command}`.",
         limits::REGISTERS_GOAL,
         limits::CODE_SIZE_GOAL
     );
@@ -208,7 +218,7 @@ fn json_figures(f: &Figures) -> String {
         "{{\"registers\": {}, \"agprs\": {}, \"sgprs\": {}, \"stack_bytes\": {}, \
          \"dynamic_stack\": {}, \"spills\": {}, \"instructions\": {}, \"code_bytes\": {}, \
          \"calls\": {}, \"accesses\": {{\"generic\": {}, \"global\": {}, \"shared\": {}, \
-         \"local\": {}}}}}",
+         \"local\": {}, \"read_only\": {}}}}}",
         f.registers,
         optional(f.agprs),
         optional(f.sgprs),
@@ -221,7 +231,8 @@ fn json_figures(f: &Figures) -> String {
         f.accesses.generic,
         f.accesses.global,
         f.accesses.shared,
-        f.accesses.local
+        f.accesses.local,
+        f.accesses.read_only
     )
 }
 

@@ -26,6 +26,19 @@ pub struct SliceParam<T> {
     pub len: usize,
 }
 
+/// What a GPU image's `&[T]` parameters pass their pointer through: nothing writes the memory
+/// behind it while the launch runs. `offload-build`'s device link marks the loads through the
+/// result `!invariant.load` (NVIDIA's read-only data path, `ld.global.nc`, as for CUDA C's
+/// `const __restrict__`) and replaces each call by its argument; nothing defines the symbol.
+#[cfg(all(offload_device, target_arch = "nvptx64"))]
+mod read_only_marker {
+    unsafe extern "C" {
+        /// The identity. Call it only on a pointer to memory that nothing writes for as long
+        /// as the kernel runs.
+        pub(super) fn __offload_read_only(ptr: *mut u8) -> *mut u8;
+    }
+}
+
 impl<T> Clone for SliceParam<T> {
     fn clone(&self) -> Self {
         *self
@@ -44,11 +57,17 @@ impl<T: DeviceCopy> SliceParam<T> {
     /// the launch, and a dangling address for an empty one).
     #[inline(always)]
     pub unsafe fn as_slice<'a>(self) -> &'a [T] {
+        #[cfg(all(offload_device, target_arch = "nvptx64"))]
+        // SAFETY: the marker is the identity (`read_only_marker`); the contract below is
+        // what it tells the device link.
+        let ptr = unsafe { read_only_marker::__offload_read_only(self.ptr.cast()) }.cast::<T>();
+        #[cfg(not(all(offload_device, target_arch = "nvptx64")))]
+        let ptr = self.ptr;
         // SAFETY: this function's contract. Non-null said to the optimizer, so that `get`
         // needs no null test of its own.
         unsafe {
-            core::hint::assert_unchecked(!self.ptr.is_null());
-            core::slice::from_raw_parts(self.ptr, self.len)
+            core::hint::assert_unchecked(!ptr.is_null());
+            core::slice::from_raw_parts(ptr, self.len)
         }
     }
 

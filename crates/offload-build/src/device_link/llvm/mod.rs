@@ -2,7 +2,8 @@
 //! [`link_for`] runs them: [`link`] reads the bitcode and links the inputs lazily, [`helpers`]
 //! defines the device API's IR helpers, [`fixups`] makes AMDGPU's by-value kernel parameters
 //! `byref` and internalizes all but the kernels, [`shared_memory`] moves shared-memory statics
-//! to address space 3 and checks their size, and [`codegen`] runs `default<O3>` and emits PTX
+//! to address space 3 and checks their size, [`codegen`] runs `default<O3>`, after which
+//! [`read_only`] marks the loads through `&[T]` parameters invariant, and [`codegen`] emits PTX
 //! or an object. This file holds the entry points for NVPTX and AMDGPU.
 
 use std::ffi::CStr;
@@ -39,6 +40,7 @@ mod fixups;
 mod helpers;
 mod link;
 mod panics;
+mod read_only;
 mod shared_memory;
 
 pub use helpers::amdgpu_wave_size;
@@ -192,7 +194,9 @@ fn link_for<'ctx>(
             message: e.to_string(),
         })?;
     }
+    read_only::describe_marker(&module);
     optimize(&module, machine)?;
+    read_only::mark_read_only_loads(&module);
     if global_pointers(&module) > 0 {
         // Not left to the code generator, which runs it on NVPTX but not on AMDGPU.
         run_pipeline(&module, "function(infer-address-spaces)", machine)?;
