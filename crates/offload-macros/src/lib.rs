@@ -230,6 +230,22 @@ fn take_len(pt: &mut syn::PatType) -> syn::Result<Option<Expr>> {
     }
 }
 
+/// `ty` with its named lifetimes (but `'static`) elided: the type as code outside the
+/// kernel's body, where its lifetime parameters are not declared, writes it.
+fn elided_lifetimes(ty: &Type) -> Type {
+    struct Elide;
+    impl syn::visit_mut::VisitMut for Elide {
+        fn visit_lifetime_mut(&mut self, lifetime: &mut syn::Lifetime) {
+            if lifetime.ident != "static" {
+                *lifetime = syn::Lifetime::new("'_", lifetime.span());
+            }
+        }
+    }
+    let mut ty = ty.clone();
+    syn::visit_mut::VisitMut::visit_type_mut(&mut Elide, &mut ty);
+    ty
+}
+
 fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
     if !attr.is_empty() {
         return Err(syn::Error::new(attr.span(), "#[kernel] takes no arguments"));
@@ -238,12 +254,27 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
     if let Some(a) = &sig.asyncness {
         return Err(syn::Error::new(a.span(), "a kernel cannot be async"));
     }
-    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+    // Lifetimes name the borrows of the launch and stay on the kernel's body; a type or const
+    // parameter would make the kernel many device entry points.
+    if let Some(param) = sig
+        .generics
+        .params
+        .iter()
+        .find(|p| !matches!(p, syn::GenericParam::Lifetime(_)))
+    {
         return Err(syn::Error::new(
-            sig.generics.span(),
-            "a kernel cannot be generic: each kernel is one device entry point",
+            param.span(),
+            "a kernel cannot be generic over types or constants: each kernel is one device \
+             entry point (lifetime parameters are accepted)",
         ));
     }
+    if let Some(w) = &sig.generics.where_clause {
+        return Err(syn::Error::new(
+            w.span(),
+            "a kernel takes no `where` clause: each kernel is one device entry point",
+        ));
+    }
+    let generics = &sig.generics;
     if let Some(v) = &sig.variadic {
         return Err(syn::Error::new(v.span(), "a kernel cannot be variadic"));
     }
@@ -423,7 +454,8 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
         })
         .collect();
     let region_values = params.iter().zip(&values).map(|(p, value)| {
-        let (n, ty) = (&p.name, &p.ty);
+        let n = &p.name;
+        let ty = elided_lifetimes(&p.ty);
         let mutability = matches!(p.kind, Kind::Disjoint).then(|| quote!(mut));
         quote! { let #mutability #n: #ty = #value; }
     });
@@ -452,7 +484,7 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
                 #[allow(dead_code, unused_unsafe, clippy::not_unsafe_ptr_arg_deref)]
                 #(#other_attrs)*
                 #[inline(always)]
-                #unsafety fn #thread_body_fn(#inputs) #counted
+                #unsafety fn #thread_body_fn #generics (#inputs) #counted
 
                 #[unsafe(export_name = #regions_symbol)]
                 #[allow(
@@ -500,7 +532,7 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
         #[allow(dead_code, unused_unsafe, clippy::not_unsafe_ptr_arg_deref)]
         #(#other_attrs)*
         #[inline(always)]
-        #unsafety fn #body_fn(#inputs) #block
+        #unsafety fn #body_fn #generics (#inputs) #block
 
         const _: () = {
             #[allow(dead_code, non_snake_case)]
@@ -612,6 +644,14 @@ fn expand_device_copy(item: syn::DeriveInput) -> syn::Result<TokenStream2> {
         attr.parse_nested_meta(|meta| {
             if meta.path.is_ident("C") || meta.path.is_ident("transparent") {
                 repr_c = true;
+            } else if meta.path.is_ident("align") || meta.path.is_ident("packed") {
+                // `align(16)`, `packed(2)` or `packed`: the layout stays C's, the padding
+                // check below covers what they change.
+                if meta.input.peek(syn::token::Paren) {
+                    let content;
+                    syn::parenthesized!(content in meta.input);
+                    content.parse::<syn::LitInt>()?;
+                }
             }
             Ok(())
         })?;

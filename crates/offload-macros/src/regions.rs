@@ -125,10 +125,39 @@ pub(crate) fn plan(body: &Block, params: &[(Ident, bool)]) -> Plan {
     if !mentions(&tokens, BARRIER) {
         return Plan::NoBarriers;
     }
+    if let Some(name) = closure_local(body) {
+        // The lane storage holds values, and a closure's captures would borrow the region
+        // loop's temporaries: the coroutine path keeps each thread's closure on its stack.
+        return Plan::Coroutines(format!(
+            "it binds a closure to a local (`{name}`), which the region form cannot keep per \
+             thread across a barrier"
+        ));
+    }
     match Lowering::new(body).run(body, params) {
         Ok(plan) => plan,
         Err(reason) => Plan::Coroutines(reason),
     }
+}
+
+/// The name of a local anywhere in `body` whose value is a closure.
+fn closure_local(body: &Block) -> Option<String> {
+    #[derive(Default)]
+    struct Find(Option<String>);
+    impl<'ast> Visit<'ast> for Find {
+        fn visit_local(&mut self, local: &'ast syn::Local) {
+            let mut init = local.init.as_ref().map(|i| &*i.expr);
+            while let Some(Expr::Paren(p)) = init {
+                init = Some(&*p.expr);
+            }
+            if self.0.is_none() && matches!(init, Some(Expr::Closure(_))) {
+                self.0 = Some(local.pat.to_token_stream().to_string());
+            }
+            syn::visit::visit_local(self, local);
+        }
+    }
+    let mut find = Find::default();
+    find.visit_block(body);
+    find.0
 }
 
 /// Whether `tokens` contains the identifier `name` anywhere, macro arguments included.
@@ -1259,6 +1288,12 @@ mod tests {
             quote! { for i in 0..n { if i == 3 { break; } sync_threads(); } },
         ));
         assert!(r.contains("`break`"), "{r}");
+        let r = reason(plan_of(quote! {
+            let read = |k: usize| unsafe { *tile.add(k) };
+            sync_threads();
+            let v = read(1);
+        }));
+        assert!(r.contains("closure") && r.contains("`read`"), "{r}");
         let r = reason(plan_of(quote! { let v = warp_sum(1u32); sync_threads(); }));
         assert!(r.contains("warp operations"), "{r}");
     }

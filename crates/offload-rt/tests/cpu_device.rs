@@ -14,7 +14,7 @@ use offload_rt::{Device, DeviceBuffer, Error, KernelPanicReport, LaunchConfig, P
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,closure_over_tile";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -517,6 +517,58 @@ fn structs_by_value() {
             k::params_value(7, &p, q, i).to_bits(),
             "element {i}"
         );
+    }
+}
+
+/// `#[repr(C, align(16))]` elements (CUDA's `float4`) through a kernel with named lifetimes.
+#[test]
+fn aligned_elements_and_named_lifetimes() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let n = 1000u32;
+    let v: Vec<k::Float4> = (0..n)
+        .map(|i| k::Float4 {
+            x: i as f32,
+            y: -(i as f32),
+            z: 0.5,
+            w: (i % 7) as f32,
+        })
+        .collect();
+    assert_eq!(std::mem::align_of::<k::Float4>(), 16);
+    let dv = DeviceBuffer::from_slice(&dev, &v).unwrap();
+    let mut out = DeviceBuffer::<k::Float4>::zeroed(&dev, n as usize).unwrap();
+    k::scale_float4
+        .launch(&dev, LaunchConfig::for_num_elems(n), 2.0, &dv, &mut out)
+        .unwrap();
+    let got = out.to_vec().unwrap();
+    for (i, (g, e)) in got.iter().zip(&v).enumerate() {
+        let want = k::Float4 {
+            x: 2.0 * e.x,
+            y: 2.0 * e.y,
+            z: 2.0 * e.z,
+            w: 2.0 * e.w,
+        };
+        assert_eq!(*g, want, "element {i}");
+    }
+}
+
+/// A closure over a shared tile, made before a barrier and called after it.
+#[test]
+fn a_closure_made_before_a_barrier_is_called_after_it() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let blocks = 3u32;
+    let mut out = DeviceBuffer::<f32>::zeroed(&dev, 256 * blocks as usize).unwrap();
+    k::closure_over_tile
+        .launch(&dev, LaunchConfig::linear(blocks, 256), &mut out)
+        .unwrap();
+    let got = out.to_vec().unwrap();
+    for (i, g) in got.iter().enumerate() {
+        assert_eq!(*g, (255 - i % 256) as f32, "element {i}");
     }
 }
 
@@ -1034,9 +1086,18 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
     };
     let notes = offload_build::image::coroutine_notes_of_cpu_image(image).unwrap();
     let kernels: Vec<&str> = notes.iter().map(|(k, _)| k.as_str()).collect();
-    assert_eq!(kernels, ["loop_barrier", "warp_block_sum", "warp_ops"]);
-    assert!(notes[0].1.contains("inside a `loop`"), "{}", notes[0].1);
-    assert!(notes[1].1.contains("warp operations"), "{}", notes[1].1);
+    assert_eq!(
+        kernels,
+        [
+            "closure_over_tile",
+            "loop_barrier",
+            "warp_block_sum",
+            "warp_ops"
+        ]
+    );
+    assert!(notes[0].1.contains("closure"), "{}", notes[0].1);
+    assert!(notes[1].1.contains("inside a `loop`"), "{}", notes[1].1);
+    assert!(notes[2].1.contains("warp operations"), "{}", notes[2].1);
     use object::{Object, ObjectSymbol};
     let file = object::File::parse(image).unwrap();
     let mut regions: Vec<&str> = file
