@@ -633,12 +633,6 @@ fn expand_device_copy(item: syn::DeriveInput) -> syn::Result<TokenStream2> {
             "#[derive(DeviceCopy)] is for structs: an enum or union can hold invalid bit patterns",
         ));
     };
-    if !item.generics.params.is_empty() {
-        return Err(syn::Error::new(
-            item.generics.span(),
-            "#[derive(DeviceCopy)] does not take generic structs",
-        ));
-    }
     let mut repr_c = false;
     for attr in item.attrs.iter().filter(|a| a.path().is_ident("repr")) {
         attr.parse_nested_meta(|meta| {
@@ -685,6 +679,33 @@ fn expand_device_copy(item: syn::DeriveInput) -> syn::Result<TokenStream2> {
         "#[derive(DeviceCopy)]: `{name}` has padding bytes; add explicit fields for them \
          (device code may write any bytes, and padding is not copied reliably)"
     );
+    if !item.generics.params.is_empty() {
+        // Whether an instantiation has padding depends on its type arguments: each field's
+        // type must be `DeviceCopy`, and the padding check is the layout constant, which
+        // buffers, copies and launches evaluate for the instantiations they use.
+        let (impl_generics, ty_generics, where_clause) = item.generics.split_for_impl();
+        let mut predicates: Vec<TokenStream2> = where_clause
+            .map(|w| w.predicates.iter().map(|p| quote!(#p)).collect())
+            .unwrap_or_default();
+        for f in &fields {
+            let ty = &f.ty;
+            predicates.push(quote_spanned!(ty.span()=> #ty: ::offload_rt::DeviceCopy));
+        }
+        return Ok(quote! {
+            // SAFETY: a `#[repr(C)]` struct whose fields are all `DeviceCopy` (the bounds
+            // above) and that has no padding (the layout constant, evaluated for every
+            // instantiation that crosses between host and device) has no pointers into host
+            // memory, no padding, and every bit pattern is a valid value.
+            unsafe impl #impl_generics ::offload_rt::DeviceCopy for #name #ty_generics
+            where #(#predicates),*
+            {
+                const __OFFLOAD_LAYOUT: () = assert!(
+                    ::core::mem::size_of::<Self>() == 0 #(+ #sizes)*,
+                    #message
+                );
+            }
+        });
+    }
     Ok(quote! {
         const _: () = {
             #[allow(dead_code, non_snake_case)]

@@ -14,7 +14,7 @@ use offload_rt::{Device, DeviceBuffer, Error, KernelPanicReport, LaunchConfig, P
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,closure_over_tile";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,closure_over_tile,swap_two";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -551,6 +551,33 @@ fn aligned_elements_and_named_lifetimes() {
             w: 2.0 * e.w,
         };
         assert_eq!(*g, want, "element {i}");
+    }
+}
+
+/// A generic `#[derive(DeviceCopy)]` struct, instantiated as a parameter and as elements.
+#[test]
+fn generic_structs_cross_as_parameters_and_elements() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let v: Vec<k::Two<u32>> = (0..777).map(|i| k::Two { a: i, b: 3 * i }).collect();
+    let dv = DeviceBuffer::from_slice(&dev, &v).unwrap();
+    let mut out = DeviceBuffer::<k::Two<u32>>::zeroed(&dev, v.len()).unwrap();
+    let add = k::Two { a: 10, b: 20 };
+    k::swap_two
+        .launch(&dev, LaunchConfig::for_num_elems(777), add, &dv, &mut out)
+        .unwrap();
+    let got = out.to_vec().unwrap();
+    for (i, (g, e)) in got.iter().zip(&v).enumerate() {
+        assert_eq!(
+            *g,
+            k::Two {
+                a: e.b + 10,
+                b: e.a + 20
+            },
+            "element {i}"
+        );
     }
 }
 

@@ -27,11 +27,15 @@ impl<T: DeviceCopy> std::fmt::Debug for DeviceBuffer<T> {
 }
 
 fn as_bytes<T: DeviceCopy>(s: &[T]) -> &[u8] {
+    #[allow(clippy::let_unit_value)]
+    let () = T::__OFFLOAD_LAYOUT;
     // SAFETY: DeviceCopy types have no padding, so every byte of the slice is initialized.
     unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), size_of_val(s)) }
 }
 
 fn as_bytes_mut<T: DeviceCopy>(s: &mut [T]) -> &mut [u8] {
+    #[allow(clippy::let_unit_value)]
+    let () = T::__OFFLOAD_LAYOUT;
     // SAFETY: as in `as_bytes`; any byte pattern written is a valid `T` (DeviceCopy).
     unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast(), size_of_val(s)) }
 }
@@ -39,6 +43,8 @@ fn as_bytes_mut<T: DeviceCopy>(s: &mut [T]) -> &mut [u8] {
 impl<T: DeviceCopy> DeviceBuffer<T> {
     /// `len` zeroed elements on `device`.
     pub fn zeroed(device: &Device, len: usize) -> Result<DeviceBuffer<T>> {
+        #[allow(clippy::let_unit_value)]
+        let () = T::__OFFLOAD_LAYOUT;
         let bytes = len.checked_mul(size_of::<T>()).ok_or(Error::SizeOverflow {
             len,
             elem_size: size_of::<T>(),

@@ -727,6 +727,8 @@ impl<T: DeviceCopy> PinnedBuffer<T> {
     /// # Errors
     /// [`Error::SizeOverflow`], [`Error::OutOfMemory`] or a driver failure.
     pub fn zeroed(device: &Device, len: usize) -> Result<PinnedBuffer<T>> {
+        #[allow(clippy::let_unit_value)]
+        let () = T::__OFFLOAD_LAYOUT;
         let bytes = len.checked_mul(size_of::<T>()).ok_or(Error::SizeOverflow {
             len,
             elem_size: size_of::<T>(),

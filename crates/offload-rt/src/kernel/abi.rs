@@ -33,7 +33,15 @@ macro_rules! scalars {
     message = "`{Self}` is not `DeviceCopy`: it cannot be a kernel parameter or a device buffer's element",
     note = "kernel parameters are scalars (u8..u64, i8..i64, usize, isize, f32, f64, and half::f16, half::bf16 with offload-rt's `half` feature), #[derive(DeviceCopy)] #[repr(C)] structs, arrays of these, slices `&[T]` and `DisjointSlice<T>` of these, or device pointers (*const T, *mut T)"
 )]
-pub unsafe trait DeviceCopy: Copy + 'static {}
+pub unsafe trait DeviceCopy: Copy + 'static {
+    /// Evaluated wherever memory of the type is allocated or viewed as bytes (device and
+    /// pinned buffers, copies): `#[derive(DeviceCopy)]` on a generic struct makes it the
+    /// padding check of each instantiation, which a definition cannot make for every type
+    /// argument. (A value passed by value to a launch needs no check: its padding bytes are
+    /// never read as a value.)
+    #[doc(hidden)]
+    const __OFFLOAD_LAYOUT: () = ();
+}
 
 scalars!(u8, u16, u32, u64, i8, i16, i32, i64, usize, isize, f32, f64);
 // The `half` crate's types are `#[repr(transparent)]` over a `u16`: every bit pattern is a value.
