@@ -329,7 +329,7 @@ error: finding the host crates of the build
     .assert()
     .failure()
     .stderr_eq(str![[r#"
-error: unknown offload architecture `natve` in --offload-arch; known: host, native, [..]
+error: unknown offload architecture `natve` in --offload-arch; did you mean `native`?; known: host, native, [..]
 
 "#]]);
 }

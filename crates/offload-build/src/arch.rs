@@ -213,14 +213,78 @@ fn parse_one(item: &str, origin: &str) -> Result<OffloadArch> {
 }
 
 fn unknown(item: &str, origin: &str) -> Error {
-    let mut known: Vec<&str> = vec![HOST_ARCH, NATIVE];
-    known.extend(target_id::nvidia_offload_archs());
-    known.extend(target_id::AMDGPU_PROCESSORS.iter().map(|p| p.name));
+    let nvidia: Vec<&str> = target_id::nvidia_offload_archs().collect();
+    let amd: Vec<&str> = target_id::AMDGPU_PROCESSORS
+        .iter()
+        .map(|p| p.name)
+        .collect();
+    let family = |names: &[&str], vendor: &str| match (names.first(), names.last()) {
+        (Some(first), Some(last)) => format!("{} {vendor} ({first} … {last})", names.len()),
+        _ => String::new(),
+    };
+    let known = format!(
+        "{HOST_ARCH}, {NATIVE}, {}, {}",
+        family(&nvidia, "NVIDIA `sm_XX`"),
+        family(&amd, "AMD `gfxNNN`")
+    );
+    let candidates = [HOST_ARCH, NATIVE].into_iter().chain(nvidia).chain(amd);
     Error::UnknownArch {
         name: item.to_owned(),
         origin: origin.to_owned(),
-        known: known.join(", "),
+        suggestion: closest(item, candidates).map(str::to_owned),
+        known,
     }
+}
+
+/// The candidate closest to `name` (case and `_`/`-` aside, then by edit distance), if it is
+/// within two edits.
+fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let squash = |s: &str| -> String {
+        s.chars()
+            .filter(|c| !matches!(c, '_' | '-'))
+            .flat_map(char::to_lowercase)
+            .collect()
+    };
+    let wanted = squash(name);
+    candidates
+        .map(|c| {
+            let squashed = squash(c);
+            let distance = if squashed == wanted {
+                0
+            } else {
+                1 + edit_distance(&squashed, &wanted)
+            };
+            (distance, c)
+        })
+        .filter(|&(d, _)| d <= 2)
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, c)| c)
+}
+
+/// Edit distance between `a` and `b` by characters, a swap of two neighbours counting as one
+/// edit (optimal string alignment).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
+        }
+    }
+    d[a.len()][b.len()]
 }
 
 fn check_conflicts(archs: &[OffloadArch], origin: &str) -> Result<()> {
@@ -250,6 +314,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_misspelt_architecture_gets_a_suggestion_and_a_short_list() {
+        for (typo, meant) in [
+            ("sm80", "sm_80"),
+            ("SM_90", "sm_90"),
+            ("gfx90A", "gfx90a"),
+            ("gfx9422", "gfx942"),
+            ("hots", "host"),
+            ("natve", "native"),
+        ] {
+            let err = parse_list(typo, "--offload-arch").unwrap_err();
+            let text = err.to_string();
+            assert!(
+                text.contains(&format!("did you mean `{meant}`?")),
+                "{typo}: {text}"
+            );
+            assert!(text.len() < 300, "{typo}: {} bytes: {text}", text.len());
+        }
+        let text = parse_list("quantum", "--offload-arch")
+            .unwrap_err()
+            .to_string();
+        assert!(!text.contains("did you mean"), "{text}");
+        assert!(
+            text.contains("NVIDIA `sm_XX`") && text.contains("AMD `gfxNNN`"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn parses_and_canonicalizes_a_mixed_list() {
         let archs = parse_list("sm_80, gfx942:xnack+:sramecc-,host,sm_80", "test").unwrap();
         assert_eq!(
@@ -268,8 +360,9 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.contains("`gfx9999`"), "{msg}");
         assert!(msg.contains("OFFLOAD_ARCH"), "{msg}");
-        assert!(msg.contains("gfx90a") && msg.contains("sm_90"), "{msg}");
-        assert!(msg.contains("native"), "{msg}");
+        assert!(msg.contains("NVIDIA `sm_XX` (sm_20"), "{msg}");
+        assert!(msg.contains("AMD `gfxNNN` (gfx600"), "{msg}");
+        assert!(msg.contains("host, native"), "{msg}");
     }
 
     #[test]

@@ -33,13 +33,18 @@ pub enum Error {
     },
 
     /// An `--offload-arch` name that is no known architecture.
-    #[error("unknown offload architecture `{name}` in {origin}; known: {known}")]
+    #[error(
+        "unknown offload architecture `{name}` in {origin}{}; known: {known}",
+        suggestion.as_ref().map(|s| format!("; did you mean `{s}`?")).unwrap_or_default()
+    )]
     UnknownArch {
         /// The name as given.
         name: String,
         /// Where the list came from, e.g. `OFFLOAD_ARCH`.
         origin: String,
-        /// The known names, comma-separated.
+        /// The known name closest to `name`, when one is close.
+        suggestion: Option<String>,
+        /// The known names in brief: `host`, `native` and the range of each GPU family.
         known: String,
     },
 
