@@ -21,6 +21,36 @@ pub enum LaunchShape {
     },
 }
 
+/// A number of elements [`LaunchConfig::for_num_elems`] takes: any primitive integer (an
+/// integer literal is an `i32`); a negative one counts no elements.
+pub trait ElementCount: Copy {
+    /// The count.
+    fn count(self) -> u64;
+}
+
+macro_rules! element_counts {
+    ($($t:ty),*) => {$(
+        impl ElementCount for $t {
+            fn count(self) -> u64 {
+                // Lossless: no unsigned type here is wider than 64 bits.
+                self as u64
+            }
+        }
+    )*};
+}
+element_counts!(u8, u16, u32, u64, usize);
+
+macro_rules! signed_element_counts {
+    ($($t:ty),*) => {$(
+        impl ElementCount for $t {
+            fn count(self) -> u64 {
+                u64::try_from(self).unwrap_or(0)
+            }
+        }
+    )*};
+}
+signed_element_counts!(i8, i16, i32, i64, isize);
+
 /// Grid and block shape of a launch, and the dynamic shared memory per block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct LaunchConfig {
@@ -37,10 +67,13 @@ impl LaunchConfig {
     pub const DEFAULT_BLOCK: u32 = 256;
 
     /// A 1-D launch with at least `n` threads: blocks of 256 threads, as many as needed
-    /// (at least one).
-    pub fn for_num_elems(n: u32) -> LaunchConfig {
+    /// (at least one). `n` is any integer count (`usize` lengths, `u32`, `u64`); a count
+    /// needing more blocks than a grid holds gives a grid the launch refuses
+    /// ([`LaunchConfig::check`]), never fewer threads than asked.
+    pub fn for_num_elems(n: impl ElementCount) -> LaunchConfig {
+        let blocks = n.count().div_ceil(u64::from(Self::DEFAULT_BLOCK)).max(1);
         LaunchConfig {
-            grid: (n.div_ceil(Self::DEFAULT_BLOCK).max(1), 1, 1),
+            grid: (u32::try_from(blocks).unwrap_or(u32::MAX), 1, 1),
             block: (Self::DEFAULT_BLOCK, 1, 1),
             shared_mem_bytes: 0,
         }
@@ -183,5 +216,14 @@ mod tests {
         assert_eq!(LaunchConfig::for_num_elems(256).grid, (1, 1, 1));
         assert_eq!(LaunchConfig::for_num_elems(257).grid, (2, 1, 1));
         assert_eq!(LaunchConfig::for_num_elems(u32::MAX).grid.0, 16_777_216);
+        // Lengths are `usize`; past what a grid holds, a grid the launch refuses.
+        assert_eq!(
+            LaunchConfig::for_num_elems(vec![0u8; 300].len()).grid,
+            (2, 1, 1)
+        );
+        assert_eq!(LaunchConfig::for_num_elems(-5).grid, (1, 1, 1));
+        let huge = LaunchConfig::for_num_elems(u64::MAX);
+        assert_eq!(huge.grid.0, u32::MAX);
+        assert!(huge.check().is_err());
     }
 }

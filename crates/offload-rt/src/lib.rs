@@ -77,7 +77,9 @@ pub use host::stream::{DeviceEntry, Event, Graph, PinnedBuffer, Stream};
 #[cfg(feature = "host")]
 pub use host::{Device, LaunchReport};
 #[cfg(feature = "host")]
-pub use launch::{LaunchConfig, LaunchShape, MAX_BLOCK_DIM, MAX_GRID_DIM, MAX_THREADS_PER_BLOCK};
+pub use launch::{
+    ElementCount, LaunchConfig, LaunchShape, MAX_BLOCK_DIM, MAX_GRID_DIM, MAX_THREADS_PER_BLOCK,
+};
 #[cfg(feature = "host")]
 pub use print::{PrintSink, set_print_sink};
 
