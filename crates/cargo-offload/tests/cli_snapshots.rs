@@ -348,3 +348,34 @@ For more information, try '--help'.
 
 "#]]);
 }
+
+/// `new` makes a git repository as `cargo new` does: not inside another work tree, not with
+/// `--vcs none`; the lock file is not ignored (the project is a program).
+#[test]
+fn new_makes_a_repository_unless_told_or_inside_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let new = |args: &[&str]| {
+        cargo_offload()
+            .arg("new")
+            .args(args)
+            .args(["--source", "registry"])
+            .current_dir(dir.path())
+            .assert()
+            .success();
+    };
+    new(&["app"]);
+    let app = dir.path().join("app");
+    assert!(app.join(".git").is_dir(), "no repository made");
+    let ignored = std::fs::read_to_string(app.join(".gitignore")).unwrap();
+    assert_eq!(ignored, "/target\n");
+    new(&["plain", "--vcs", "none"]);
+    assert!(!dir.path().join("plain/.git").exists());
+    // Inside `app`'s work tree: no repository of its own.
+    cargo_offload()
+        .args(["new", "inner", "--source", "registry"])
+        .current_dir(&app)
+        .assert()
+        .success();
+    assert!(app.join("inner/Cargo.toml").is_file());
+    assert!(!app.join("inner/.git").exists());
+}

@@ -2,7 +2,7 @@
 //! (`templates/<name>/`).
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::{Context, Result, bail};
 use clap::builder::{PossibleValue, PossibleValuesParser};
@@ -24,6 +24,10 @@ pub struct NewArgs {
     /// project unless DIR is absolute). Default: where this cargo-offload came from.
     #[arg(long, value_name = "SOURCE")]
     source: Option<DependencySource>,
+    /// Version control for the new project, as `cargo new`'s: `git` (the default) runs
+    /// `git init` unless the directory is inside a git work tree already; `none` does not.
+    #[arg(long, value_name = "VCS", default_value = "git", value_parser = ["git", "none"])]
+    vcs: String,
 }
 
 /// One project template: its files and what `new` says once it has written them.
@@ -194,6 +198,9 @@ pub fn exec(args: NewArgs) -> Result<ExitCode> {
         std::fs::write(&dest, render(text, &vars))
             .with_context(|| format!("writing {}", dest.display()))?;
     }
+    if args.vcs == "git" {
+        init_git(&args.path);
+    }
     println!(
         "{} in {}.\nRun it: cd {} && cargo offload run",
         render(template.created, &vars),
@@ -201,6 +208,36 @@ pub fn exec(args: NewArgs) -> Result<ExitCode> {
         args.path.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// `git init` in `dir`, as `cargo new` does: not when `dir` is inside a git work tree already,
+/// and with a note, not an error, when git cannot run.
+fn init_git(dir: &Path) {
+    let inside = Command::new("git")
+        .args(["rev-parse", "--is-inside-work-tree"])
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    match inside {
+        Ok(status) if status.success() => {}
+        Ok(_) => {
+            let init = Command::new("git")
+                .args(["init", "--quiet"])
+                .current_dir(dir)
+                .status();
+            if !init.is_ok_and(|s| s.success()) {
+                eprintln!(
+                    "note: `git init` failed in {}; the project has no repository",
+                    dir.display()
+                );
+            }
+        }
+        Err(e) => eprintln!(
+            "note: no git repository made for {} (git: {e}); `--vcs none` skips it",
+            dir.display()
+        ),
+    }
 }
 
 pub(super) fn check_package_name(name: &str) -> Result<()> {
