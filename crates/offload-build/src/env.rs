@@ -9,7 +9,7 @@ pub const OFFLOAD_NATIVE_ARCH: &str = "OFFLOAD_NATIVE_ARCH";
 /// The value of [`OFFLOAD_NATIVE_ARCH`] when no GPU was found.
 pub const NATIVE_NONE: &str = "none";
 /// Toolchain of the nested GPU device builds (default [`offload_toolchain::DEVICE_TOOLCHAIN`]);
-/// the CPU device builds with the toolchain running the build.
+/// the CPU device's too where installed ([`crate::nested::CpuToolchain`]).
 pub const OFFLOAD_NIGHTLY_TOOLCHAIN: &str = "OFFLOAD_NIGHTLY_TOOLCHAIN";
 /// `auto` (default), `require` or `never`: how prebuilt kernel bundles are used.
 pub const OFFLOAD_PREBUILT: &str = "OFFLOAD_PREBUILT";

@@ -78,8 +78,9 @@ fn clean(cmd: &mut Command) {
     }
 }
 
-/// The toolchain that runs the outer build, which builds the CPU device's images: no nightly
-/// and no `rust-src` (the host target's `std` is installed with every toolchain).
+/// The toolchain that runs the outer build, which builds the CPU device's images where the
+/// nightly is not installed ([`CpuToolchain`]): no `rust-src` needed, the host target's `std`
+/// comes with every toolchain.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostToolchain {
     /// The cargo running the build (`CARGO`), else the toolchain's own.
@@ -142,12 +143,63 @@ impl HostToolchain {
             .env("RUSTC_BOOTSTRAP", "offload_rt");
         cmd
     }
+}
+
+/// The toolchain that builds the CPU device's images: the pinned nightly where it is
+/// installed, as for GPU images, else the toolchain running the build (stable included), so
+/// that the CPU device needs neither the nightly nor `rust-src`. The nightly comes first
+/// because older compilers vectorize fewer of the CPU device's loops: rustc 1.95 leaves the
+/// region-form loops of kernels with barriers scalar (BENCHMARKS.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CpuToolchain {
+    /// The pinned nightly ([`Env::nightly_toolchain`]).
+    Nightly,
+    /// The toolchain running the build.
+    Outer(HostToolchain),
+}
+
+impl CpuToolchain {
+    /// The nightly when `rustup run <nightly> rustc -V` works, else the outer toolchain.
+    pub fn find(env: &Env) -> Result<CpuToolchain> {
+        if nightly_usable(env) {
+            Ok(CpuToolchain::Nightly)
+        } else {
+            Ok(CpuToolchain::Outer(HostToolchain::find(env)?))
+        }
+    }
+
+    /// Its `cargo <subcommand>` with a clean environment.
+    pub fn cargo(&self, env: &Env, subcommand: &str) -> Command {
+        match self {
+            CpuToolchain::Nightly => cargo(env, subcommand),
+            CpuToolchain::Outer(host) => host.cargo(subcommand),
+        }
+    }
 
     /// Its rustc's `rustc -vV` output.
-    pub fn version(&self) -> Result<String> {
-        let out = command::run(Command::new(&self.rustc).arg("-vV"))?;
+    pub fn version(&self, env: &Env) -> Result<String> {
+        let out = match self {
+            CpuToolchain::Nightly => command::run(Command::new("rustup").args([
+                "run",
+                &env.nightly_toolchain(),
+                "rustc",
+                "-vV",
+            ]))?,
+            CpuToolchain::Outer(host) => command::run(Command::new(&host.rustc).arg("-vV"))?,
+        };
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
+}
+
+/// Whether the pinned nightly runs (`rust-src` aside).
+pub fn nightly_usable(env: &Env) -> bool {
+    Command::new("rustup")
+        .args(["run", &env.nightly_toolchain(), "rustc", "-V"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// Joins rustc flags the way `CARGO_ENCODED_RUSTFLAGS` wants them.

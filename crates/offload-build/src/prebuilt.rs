@@ -11,7 +11,7 @@
 //! |---|---|
 //! | `offload.prebuilt.hash` | SHA-256 of the inputs below, hex |
 //! | `offload.prebuilt.inputs` | one line per input: `<label> <sha256>` |
-//! | `offload.prebuilt.toolchain` | the `rustc -vV` release and LLVM lines of the GPU builds' toolchain and (`host:`) of the CPU device's |
+//! | `offload.prebuilt.toolchain` | the `rustc -vV` release and LLVM lines of the GPU builds' toolchain and (`host:`, where it differs) of the CPU device's |
 //! | `offload.prebuilt.producer` | `offload-build <version>` |
 //! | `offload.prebuilt.image-sha256` | SHA-256 of this image's bytes, checked before use |
 //!
@@ -246,9 +246,9 @@ fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
 }
 
 /// The identity, as recorded in a bundle, of the toolchains that build `archs`: `rustc -vV`'s
-/// release line and its LLVM line, of the GPU builds' nightly and of the toolchain running
-/// this build (which builds the CPU device's image), the latter marked `host:` beside the
-/// former.
+/// release line and its LLVM line, of the GPU builds' nightly and of the CPU device's
+/// toolchain ([`crate::nested::CpuToolchain`]), the latter marked `host:` beside the former
+/// where they differ.
 pub fn toolchain_identity(env: &Env, archs: &[OffloadArch]) -> Result<String> {
     let line = |text: &str| {
         let release = text.lines().next().unwrap_or("").trim();
@@ -261,12 +261,13 @@ pub fn toolchain_identity(env: &Env, archs: &[OffloadArch]) -> Result<String> {
     };
     let gpu = crate::nested::check_toolchain(env, archs)?.map(|text| line(&text));
     let host = if archs.contains(&OffloadArch::Host) {
-        Some(line(&crate::nested::HostToolchain::find(env)?.version()?))
+        Some(line(&crate::nested::CpuToolchain::find(env)?.version(env)?))
     } else {
         None
     };
     Ok(match (gpu, host) {
-        (Some(gpu), Some(host)) => format!("{gpu}; host: {host}"),
+        (Some(gpu), Some(host)) if gpu != host => format!("{gpu}; host: {host}"),
+        (Some(gpu), Some(_)) => gpu,
         (Some(one), None) | (None, Some(one)) => one,
         (None, None) => String::new(),
     })

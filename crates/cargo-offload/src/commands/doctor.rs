@@ -189,8 +189,8 @@ fn host_toolchain() -> Finding {
 }
 
 /// The nightly of GPU builds and its `rust-src`; returns its LLVM major when known. Only GPU
-/// images need them (the CPU device builds with the host toolchain), so what is missing is a
-/// warning.
+/// images need them (without them the CPU device builds with the host toolchain), so what is
+/// missing is a warning.
 fn device_toolchain(nightly: &str, findings: &mut Vec<Finding>) -> Option<u32> {
     let install = format!(
         "cargo offload setup  (or rustup toolchain install {nightly} --profile minimal --component rust-src)"
