@@ -3,8 +3,8 @@
 //! packages of clang, lld and LLVM 22 and of the CUDA toolkit's `ptxas`.
 //!
 //! The commands are planned first ([`plan`], a pure function of the options, the distribution
-//! and what this machine already has), then printed (`--dry-run`) or run, `sudo` asked for
-//! once before the first command that needs it.
+//! and what this machine already has), then printed (`--dry-run`) or run; when some need
+//! `sudo`, the user is asked once, before any runs.
 
 use std::fmt;
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
@@ -357,6 +357,11 @@ pub enum SetupError {
         command: String,
         source: std::io::Error,
     },
+    #[error("could not write the input of `{command}`: {source}")]
+    Input {
+        command: String,
+        source: std::io::Error,
+    },
     #[error("`{command}` failed ({status})")]
     Failed {
         command: String,
@@ -434,7 +439,7 @@ fn run(step: &Step) -> Result<(), SetupError> {
     if let (Some(input), Some(mut stdin)) = (&step.input, child.stdin.take()) {
         stdin
             .write_all(input.as_bytes())
-            .map_err(|source| SetupError::Spawn {
+            .map_err(|source| SetupError::Input {
                 command: line.clone(),
                 source,
             })?;
