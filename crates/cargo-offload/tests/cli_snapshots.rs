@@ -304,6 +304,7 @@ fn help_of_every_command() {
         "package-kernels",
         "verify",
         "doctor",
+        "setup",
         "inspect",
         "new",
         "init",
@@ -328,6 +329,39 @@ fn help_of_every_command() {
             .success()
             .stdout_eq(snapbox::Data::read_from(&snapshot, None).raw());
     }
+}
+
+/// `setup --dry-run` prints the rustup command that installs the nightly of GPU builds and
+/// runs nothing; with `--system` it adds this distribution's commands, or says what to install
+/// where it does not know the distribution.
+#[test]
+fn setup_dry_run_prints_the_commands() {
+    let nightly = "nightly-1999-01-01";
+    cargo_offload()
+        .args(["setup", "--dry-run"])
+        .env("OFFLOAD_NIGHTLY_TOOLCHAIN", nightly)
+        .assert()
+        .success()
+        .stdout_eq(str![[r#"
+rustup toolchain install nightly-1999-01-01 --profile minimal --component rust-src
+
+"#]]);
+    let out = cargo_offload()
+        .args(["setup", "--system", "--dry-run"])
+        .env("OFFLOAD_NIGHTLY_TOOLCHAIN", nightly)
+        .assert()
+        .success();
+    let stdout = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(
+        stdout.ends_with(&format!(
+            "rustup toolchain install {nightly} --profile minimal --component rust-src\n"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("apt-get install -y -q --no-install-recommends clang-22 lld-22 llvm-22"),
+        "{stdout}"
+    );
 }
 
 /// A command line clap refuses: the error names the argument and says where to look.

@@ -865,6 +865,46 @@ fn a_new_project_from_the_template_builds_and_runs() {
     );
 }
 
+#[test]
+fn a_host_only_project_builds_and_runs_without_the_nightly_and_a_gpu_arch_names_it() {
+    let project = new_project(&["stable-only"]);
+    let target = target_dir("stable-only");
+    let target = target.to_string_lossy();
+    // The nightly of GPU builds made unusable: the CPU device builds with the stable toolchain
+    // that runs the build.
+    let stable_only = [
+        ("RUSTUP_TOOLCHAIN", Some("stable")),
+        ("OFFLOAD_NIGHTLY_TOOLCHAIN", Some("no-such-nightly")),
+        ("OFFLOAD_ARCH", None),
+    ];
+    let out = cargo_offload_env(&project, &["run", "--target-dir", &target], &stable_only);
+    let stdout = check(&out, "the host-only project on stable");
+    assert!(stdout.contains("saxpy: 65536 elements OK"), "{stdout}");
+
+    let out = cargo_offload_env(
+        &project,
+        &[
+            "build",
+            "--offload-arch",
+            "sm_80,host",
+            "--target-dir",
+            &target,
+        ],
+        &stable_only,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "a GPU build without its nightly: {stderr}"
+    );
+    assert!(
+        stderr
+            .contains("--offload-arch sm_80: GPU images need the `no-such-nightly` Rust toolchain"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("cargo offload setup"), "{stderr}");
+}
+
 /// Plain `cargo <args>` in `cwd`, as rust-analyzer or a user runs it without `cargo offload`.
 fn cargo(cwd: &Path, args: &[&str]) -> Output {
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));

@@ -8,7 +8,8 @@ pub const OFFLOAD_ARCH: &str = "OFFLOAD_ARCH";
 pub const OFFLOAD_NATIVE_ARCH: &str = "OFFLOAD_NATIVE_ARCH";
 /// The value of [`OFFLOAD_NATIVE_ARCH`] when no GPU was found.
 pub const NATIVE_NONE: &str = "none";
-/// Toolchain used for nested device builds (default [`offload_toolchain::DEVICE_TOOLCHAIN`]).
+/// Toolchain of the nested GPU device builds (default [`offload_toolchain::DEVICE_TOOLCHAIN`]);
+/// the CPU device's too where installed ([`crate::nested::CpuToolchain`]).
 pub const OFFLOAD_NIGHTLY_TOOLCHAIN: &str = "OFFLOAD_NIGHTLY_TOOLCHAIN";
 /// `auto` (default), `require` or `never`: how prebuilt kernel bundles are used.
 pub const OFFLOAD_PREBUILT: &str = "OFFLOAD_PREBUILT";
@@ -89,8 +90,8 @@ impl Env {
         self.build_script && parent_cargo_subcommand().is_some_and(|c| is_check_only(&c))
     }
 
-    /// The toolchain of the nested device builds: `OFFLOAD_NIGHTLY_TOOLCHAIN`, else the pinned
-    /// default.
+    /// The toolchain of the nested GPU device builds: `OFFLOAD_NIGHTLY_TOOLCHAIN`, else the
+    /// pinned default.
     pub fn nightly_toolchain(&self) -> String {
         self.get(OFFLOAD_NIGHTLY_TOOLCHAIN)
             .unwrap_or_else(|| offload_toolchain::DEVICE_TOOLCHAIN.to_owned())

@@ -119,7 +119,7 @@ pub enum Error {
     /// No clang of LLVM's major version was found to compile CUDA, HIP or C++ sources.
     #[error(
         "clang-{major} is needed to compile CUDA, HIP and C++ sources, and none was found \
-         (tried {tried}). Fix: `apt-get install clang-{major}` (or `cargo xtask setup`), or set \
+         (tried {tried}). Fix: `cargo offload setup --system` (or `apt-get install clang-{major}`), or set \
          OFFLOAD_CLANG to its path",
         major = offload_toolchain::LLVM_MAJOR
     )]

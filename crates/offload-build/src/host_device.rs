@@ -1,5 +1,8 @@
 //! The host CPU as a device: the kernel crate built as an ELF shared object for the host
 //! crate's own target with `--cfg offload_device`. That shared object is the device image.
+//! The pinned nightly builds it where installed, else the toolchain that runs the outer build
+//! ([`nested::CpuToolchain`]), stable included: the CPU device needs neither the nightly of
+//! GPU builds nor `rust-src`.
 
 use std::path::{Path, PathBuf};
 
@@ -39,7 +42,7 @@ pub fn build_linked(
         flags.push(format!("-Clink-arg=-L{}", dir.display()));
         flags.push(format!("-Clink-arg=-l{name}"));
     }
-    let mut cmd = nested::cargo(env, "rustc");
+    let mut cmd = nested::CpuToolchain::find(env)?.cargo(env, "rustc");
     cmd.arg("--manifest-path")
         .arg(&krate.manifest_path)
         .args(["--lib", "--release", "--crate-type", "cdylib"])

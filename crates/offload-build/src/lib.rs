@@ -27,7 +27,7 @@
 //! |---|---|
 //! | `OFFLOAD_ARCH` | comma-separated offload architectures: `sm_80,gfx90a:xnack+,host`, `native` |
 //! | `OFFLOAD_NATIVE_ARCH` | what `native` stands for: the GPUs `cargo offload` found (`sm_80,gfx90a:sramecc+:xnack-`), `none` when it found none |
-//! | `OFFLOAD_NIGHTLY_TOOLCHAIN` | toolchain for device builds (default: the pinned `offload_toolchain::DEVICE_TOOLCHAIN`) |
+//! | `OFFLOAD_NIGHTLY_TOOLCHAIN` | toolchain for GPU device builds (default: the pinned `offload_toolchain::DEVICE_TOOLCHAIN`); the CPU device's too where installed, else the toolchain running the build builds it |
 //! | `OFFLOAD_BUILD_VERBOSE` | `1` prints every nested command |
 //! | `OFFLOAD_PREBUILT` | `auto` (default): use a kernel crate's prebuilt bundle when its source hash matches, else build from source; `require`: the bundle or an error naming what differs; `never`: always from source |
 //! | `OFFLOAD_PTXAS` | the `ptxas` to use (default: `ptxas` on `PATH`, else none: PTX only) |
@@ -492,13 +492,8 @@ pub fn images_from_bundles_or_source(
     let can_build = std::cell::OnceCell::new();
     let can_build = || {
         *can_build.get_or_init(|| {
-            (cfg!(feature = "llvm") || !gpu)
-                && std::process::Command::new("rustup")
-                    .args(["run", &env.nightly_toolchain(), "rustc", "-V"])
-                    .stdout(std::process::Stdio::null())
-                    .stderr(std::process::Stdio::null())
-                    .status()
-                    .is_ok_and(|s| s.success())
+            // Only GPU images need the nightly (`nested::CpuToolchain`).
+            !gpu || (cfg!(feature = "llvm") && nested::nightly_usable(env))
         })
     };
     let mut from_bundle: Vec<Option<Vec<DeviceImage>>> = Vec::with_capacity(kernel_crates.len());
@@ -595,8 +590,7 @@ pub fn build_images_linked(
     offload_dir: &Path,
     linked: &LinkedSources,
 ) -> Result<Vec<DeviceImage>> {
-    let gpu = archs.iter().any(|a| !matches!(a, OffloadArch::Host));
-    nested::check_toolchain(env, gpu)?;
+    nested::check_toolchain(env, archs)?;
     for krate in kernel_crates {
         status::status(
             env,

@@ -10,6 +10,7 @@ use std::process::Command;
 
 use crate::json::{CargoMessage, JsonExt};
 
+use crate::arch::OffloadArch;
 use crate::command::{self, CommandError};
 use crate::env::Env;
 use crate::error::{Error, Result};
@@ -60,16 +61,145 @@ fn leaks_into_nested_build(name: &OsStr) -> bool {
         || name.starts_with("CARGO_PROFILE_")
 }
 
-/// `rustup run <toolchain> cargo <subcommand>` with a clean environment.
+/// `rustup run <toolchain> cargo <subcommand>` with a clean environment: the pinned nightly
+/// of GPU builds.
 pub fn cargo(env: &Env, subcommand: &str) -> Command {
     let mut cmd = Command::new("rustup");
     cmd.args(["run", &env.nightly_toolchain(), "cargo", subcommand]);
+    clean(&mut cmd);
+    cmd
+}
+
+fn clean(cmd: &mut Command) {
     for (name, _) in std::env::vars_os() {
         if leaks_into_nested_build(&name) {
             cmd.env_remove(name);
         }
     }
-    cmd
+}
+
+/// The toolchain that runs the outer build, which builds the CPU device's images where the
+/// nightly is not installed ([`CpuToolchain`]): no `rust-src` needed, the host target's `std`
+/// comes with every toolchain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostToolchain {
+    /// The cargo running the build (`CARGO`), else the toolchain's own.
+    pub cargo: PathBuf,
+    /// The toolchain's rustc, by its path in the sysroot where it has one, so that neither
+    /// rustup's proxy nor a `rust-toolchain.toml` of the kernel crate picks another.
+    pub rustc: PathBuf,
+}
+
+impl HostToolchain {
+    /// The toolchain of the build this process belongs to: the rustc cargo hands build
+    /// scripts (`RUSTC`; else `rustc` as rustup resolves it here, `RUSTUP_TOOLCHAIN` included),
+    /// asked for its sysroot.
+    pub fn find(env: &Env) -> Result<HostToolchain> {
+        let outer = env
+            .get_untracked("RUSTC")
+            .map_or_else(|| PathBuf::from("rustc"), PathBuf::from);
+        let out = command::run(Command::new(&outer).args(["--print", "sysroot"])).map_err(|e| {
+            Error::Prerequisite(format!(
+                "the CPU device builds with the Rust toolchain that runs the build, whose rustc \
+                 ({}) does not run: {e}",
+                outer.display()
+            ))
+        })?;
+        let sysroot = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        Ok(HostToolchain::in_sysroot(
+            &sysroot,
+            outer,
+            env.get_untracked("CARGO").map(PathBuf::from),
+        ))
+    }
+
+    /// The toolchain of `sysroot`: its programs where it has them, else `rustc` and `cargo`.
+    fn in_sysroot(sysroot: &Path, rustc: PathBuf, cargo: Option<PathBuf>) -> HostToolchain {
+        let program = |name: &str| {
+            let path = sysroot
+                .join("bin")
+                .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+            path.is_file().then_some(path)
+        };
+        HostToolchain {
+            cargo: cargo
+                .or_else(|| program("cargo"))
+                .unwrap_or_else(|| PathBuf::from("cargo")),
+            rustc: program("rustc").unwrap_or(rustc),
+        }
+    }
+
+    /// Its `cargo <subcommand>` with a clean environment and its rustc.
+    pub fn cargo(&self, subcommand: &str) -> Command {
+        let mut cmd = Command::new(&self.cargo);
+        cmd.arg(subcommand);
+        clean(&mut cmd);
+        cmd.env("RUSTC", &self.rustc)
+            // The CPU device keeps its index state and shared memory in `#[thread_local]`
+            // statics of the no_std image (std's `thread_local!` is not there, and linking
+            // std would bring its panic runtime, whose per-thread state a kernel panic, which
+            // leaves its stack for good, would leave behind). The one attribute is allowed for
+            // offload-rt alone; the kernel crates build as on any stable compiler.
+            .env("RUSTC_BOOTSTRAP", "offload_rt");
+        cmd
+    }
+}
+
+/// The toolchain that builds the CPU device's images: the pinned nightly where it is
+/// installed, as for GPU images, else the toolchain running the build (stable included), so
+/// that the CPU device needs neither the nightly nor `rust-src`. The nightly comes first
+/// because older compilers vectorize fewer of the CPU device's loops: rustc 1.95 leaves the
+/// region-form loops of kernels with barriers scalar (BENCHMARKS.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CpuToolchain {
+    /// The pinned nightly ([`Env::nightly_toolchain`]).
+    Nightly,
+    /// The toolchain running the build.
+    Outer(HostToolchain),
+}
+
+impl CpuToolchain {
+    /// The nightly when `rustup run <nightly> rustc -V` works, else the outer toolchain.
+    pub fn find(env: &Env) -> Result<CpuToolchain> {
+        if nightly_usable(env) {
+            Ok(CpuToolchain::Nightly)
+        } else {
+            Ok(CpuToolchain::Outer(HostToolchain::find(env)?))
+        }
+    }
+
+    /// Its `cargo <subcommand>` with a clean environment.
+    pub fn cargo(&self, env: &Env, subcommand: &str) -> Command {
+        match self {
+            CpuToolchain::Nightly => cargo(env, subcommand),
+            CpuToolchain::Outer(host) => host.cargo(subcommand),
+        }
+    }
+
+    /// Its rustc's `rustc -vV` output.
+    pub fn version(&self, env: &Env) -> Result<String> {
+        let out = match self {
+            CpuToolchain::Nightly => command::run(Command::new("rustup").args([
+                "run",
+                &env.nightly_toolchain(),
+                "rustc",
+                "-vV",
+            ]))?,
+            CpuToolchain::Outer(host) => command::run(Command::new(&host.rustc).arg("-vV"))?,
+        };
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
+
+/// Whether the pinned nightly runs (`rust-src` aside).
+pub fn nightly_usable(env: &Env) -> bool {
+    Command::new("rustup")
+        .args(["run", &env.nightly_toolchain(), "rustc", "-V"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// Joins rustc flags the way `CARGO_ENCODED_RUSTFLAGS` wants them.
@@ -81,35 +211,46 @@ pub fn encoded_rustflags<S: AsRef<str>>(flags: &[S]) -> String {
         .join("\u{1f}")
 }
 
-/// Checks that the nightly toolchain used for device builds is installed, with rust-src
-/// when `needs_rust_src`, and returns its `rustc -vV` output.
-pub fn check_toolchain(env: &Env, needs_rust_src: bool) -> Result<String> {
+/// Checks that the nightly toolchain of GPU builds is installed with rust-src when `archs`
+/// name a GPU, and returns its `rustc -vV` output; `None` for the CPU device alone, which
+/// builds with the toolchain running the build.
+pub fn check_toolchain(env: &Env, archs: &[OffloadArch]) -> Result<Option<String>> {
+    let gpu: Vec<String> = archs
+        .iter()
+        .filter(|a| !matches!(a, OffloadArch::Host))
+        .map(OffloadArch::name)
+        .collect();
+    if gpu.is_empty() {
+        return Ok(None);
+    }
+    let gpu = gpu.join(",");
     let toolchain = env.nightly_toolchain();
-    let fix = format!(
-        "run `rustup toolchain install {toolchain} --component rust-src` (or `cargo xtask setup`)"
+    let install = format!(
+        "run `cargo offload setup`, or `rustup toolchain install {toolchain} --profile minimal \
+         --component rust-src`"
     );
     let out = command::run(Command::new("rustup").args(["run", &toolchain, "rustc", "-vV"]))
         .map_err(|e| {
             Error::Prerequisite(format!(
-                "device builds need the `{toolchain}` Rust toolchain, which is not usable: {e}\n  fix: {fix}"
+                "--offload-arch {gpu}: GPU images need the `{toolchain}` Rust toolchain (the \
+                 CPU device, `host`, does not), which is not usable: {e}\n  fix: {install}"
             ))
         })?;
     let version = String::from_utf8_lossy(&out.stdout).into_owned();
-    if needs_rust_src {
-        let sysroot = command::run(
-            Command::new("rustup").args(["run", &toolchain, "rustc", "--print", "sysroot"]),
-        )?;
-        let sysroot = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim());
-        let src = sysroot.join("lib/rustlib/src/rust/library/Cargo.lock");
-        if !src.is_file() {
-            return Err(Error::Prerequisite(format!(
-                "GPU device builds need the `rust-src` component of `{toolchain}` \
-                 ({} is missing)\n  fix: run `rustup component add rust-src --toolchain {toolchain}`",
-                src.display()
-            )));
-        }
+    let sysroot = command::run(
+        Command::new("rustup").args(["run", &toolchain, "rustc", "--print", "sysroot"]),
+    )?;
+    let sysroot = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim());
+    let src = sysroot.join("lib/rustlib/src/rust/library/Cargo.lock");
+    if !src.is_file() {
+        return Err(Error::Prerequisite(format!(
+            "--offload-arch {gpu}: GPU images need the `rust-src` component of `{toolchain}` \
+             ({} is missing)\n  fix: run `cargo offload setup`, or `rustup component add \
+             rust-src --toolchain {toolchain}`",
+            src.display()
+        )));
     }
-    Ok(version)
+    Ok(Some(version))
 }
 
 /// The LLVM major version in `rustc -vV` output.
@@ -208,6 +349,51 @@ mod tests {
         ] {
             assert!(!leaks_into_nested_build(OsStr::new(kept)), "{kept}");
         }
+    }
+
+    #[test]
+    fn the_host_toolchain_is_the_sysroots_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let exe = |name: &str| bin.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+        // Without programs in the sysroot: what the build named.
+        let bare = HostToolchain::in_sysroot(dir.path(), PathBuf::from("my-rustc"), None);
+        assert_eq!(bare.rustc, PathBuf::from("my-rustc"));
+        assert_eq!(bare.cargo, PathBuf::from("cargo"));
+        std::fs::write(exe("rustc"), "").unwrap();
+        std::fs::write(exe("cargo"), "").unwrap();
+        let own = HostToolchain::in_sysroot(dir.path(), PathBuf::from("rustc"), None);
+        assert_eq!(
+            (own.rustc.clone(), own.cargo.clone()),
+            (exe("rustc"), exe("cargo"))
+        );
+        // The cargo that runs the build comes first.
+        let outer = HostToolchain::in_sysroot(
+            dir.path(),
+            PathBuf::from("rustc"),
+            Some(PathBuf::from("/outer/cargo")),
+        );
+        assert_eq!(outer.cargo, PathBuf::from("/outer/cargo"));
+
+        let cmd = own.cargo("rustc");
+        let envs: Vec<_> = cmd.get_envs().collect();
+        assert!(envs.contains(&(OsStr::new("RUSTC"), Some(exe("rustc").as_os_str()))));
+        assert!(envs.contains(&(
+            OsStr::new("RUSTC_BOOTSTRAP"),
+            Some(OsStr::new("offload_rt"))
+        )));
+        assert_eq!(cmd.get_program(), exe("cargo"));
+        assert_eq!(cmd.get_args().collect::<Vec<_>>(), ["rustc"]);
+    }
+
+    #[test]
+    fn the_cpu_device_alone_needs_no_nightly() {
+        let env = Env {
+            build_script: false,
+        };
+        assert_eq!(check_toolchain(&env, &[OffloadArch::Host]).unwrap(), None);
+        assert_eq!(check_toolchain(&env, &[]).unwrap(), None);
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! |---|---|
 //! | `offload.prebuilt.hash` | SHA-256 of the inputs below, hex |
 //! | `offload.prebuilt.inputs` | one line per input: `<label> <sha256>` |
-//! | `offload.prebuilt.toolchain` | the device toolchain's `rustc -vV` release and LLVM lines |
+//! | `offload.prebuilt.toolchain` | the `rustc -vV` release and LLVM lines of the GPU builds' toolchain and (`host:`, where it differs) of the CPU device's |
 //! | `offload.prebuilt.producer` | `offload-build <version>` |
 //! | `offload.prebuilt.image-sha256` | SHA-256 of this image's bytes, checked before use |
 //!
@@ -245,17 +245,32 @@ fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-/// The device toolchain's identity as recorded in a bundle: `rustc -vV`'s release line and
-/// its LLVM line.
-pub fn toolchain_identity(env: &Env) -> Result<String> {
-    let text = crate::nested::check_toolchain(env, false)?;
-    let release = text.lines().next().unwrap_or("").trim();
-    let llvm = text
-        .lines()
-        .find(|l| l.starts_with("LLVM version:"))
-        .unwrap_or("")
-        .trim();
-    Ok(format!("{release}; {llvm}"))
+/// The identity, as recorded in a bundle, of the toolchains that build `archs`: `rustc -vV`'s
+/// release line and its LLVM line, of the GPU builds' nightly and of the CPU device's
+/// toolchain ([`crate::nested::CpuToolchain`]), the latter marked `host:` beside the former
+/// where they differ.
+pub fn toolchain_identity(env: &Env, archs: &[OffloadArch]) -> Result<String> {
+    let line = |text: &str| {
+        let release = text.lines().next().unwrap_or("").trim();
+        let llvm = text
+            .lines()
+            .find(|l| l.starts_with("LLVM version:"))
+            .unwrap_or("")
+            .trim();
+        format!("{release}; {llvm}")
+    };
+    let gpu = crate::nested::check_toolchain(env, archs)?.map(|text| line(&text));
+    let host = if archs.contains(&OffloadArch::Host) {
+        Some(line(&crate::nested::CpuToolchain::find(env)?.version(env)?))
+    } else {
+        None
+    };
+    Ok(match (gpu, host) {
+        (Some(gpu), Some(host)) if gpu != host => format!("{gpu}; host: {host}"),
+        (Some(gpu), Some(_)) => gpu,
+        (Some(one), None) | (None, Some(one)) => one,
+        (None, None) => String::new(),
+    })
 }
 
 /// Writes `images` of `krate` as its prebuilt bundle (atomically) and returns its path.

@@ -20,6 +20,8 @@
 //! - `OFFLOAD_GPU_TESTS=1`, `OFFLOAD_HIP_TESTS=1` (tests only): run the GPU test suites.
 #![deny(missing_docs)]
 #![cfg_attr(not(feature = "host"), no_std)]
+// The CPU image is no_std, without `thread_local!`; offload-build allows this one attribute to
+// offload-rt alone on a stable compiler (`RUSTC_BOOTSTRAP=offload_rt`).
 #![cfg_attr(
     all(
         offload_device,

@@ -188,9 +188,13 @@ fn host_toolchain() -> Finding {
     }
 }
 
-/// The device toolchain and its `rust-src`; returns its LLVM major when known.
+/// The nightly of GPU builds and its `rust-src`; returns its LLVM major when known. Only GPU
+/// images need them (without them the CPU device builds with the host toolchain), so what is
+/// missing is a warning.
 fn device_toolchain(nightly: &str, findings: &mut Vec<Finding>) -> Option<u32> {
-    let install = format!("rustup toolchain install {nightly} --component rust-src");
+    let install = format!(
+        "cargo offload setup  (or rustup toolchain install {nightly} --profile minimal --component rust-src)"
+    );
     let verbose = match version_line(Command::new("rustup").args(["run", nightly, "rustc", "-vV"]))
     {
         Ok(v) => v,
@@ -198,8 +202,11 @@ fn device_toolchain(nightly: &str, findings: &mut Vec<Finding>) -> Option<u32> {
             findings.push(
                 Finding::new(
                     "device toolchain",
-                    Status::Error,
-                    format!("`{nightly}`: {e}"),
+                    Status::Warning,
+                    format!(
+                        "`{nightly}`: {e}; GPU images (--offload-arch sm_*, gfx*) need it, the \
+                         CPU device (host) does not"
+                    ),
                 )
                 .fix(install),
             );
@@ -211,7 +218,7 @@ fn device_toolchain(nightly: &str, findings: &mut Vec<Finding>) -> Option<u32> {
     findings.push(Finding::new(
         "device toolchain",
         Status::Ok,
-        format!("`{nightly}`: {release}"),
+        format!("`{nightly}`: {release} (builds GPU images)"),
     ));
     let components = version_line(Command::new("rustup").args([
         "component",
@@ -226,11 +233,14 @@ fn device_toolchain(nightly: &str, findings: &mut Vec<Finding>) -> Option<u32> {
     } else {
         Finding::new(
             "rust-src",
-            Status::Error,
-            format!("not installed for `{nightly}` (needed by -Zbuild-std=core)"),
+            Status::Warning,
+            format!(
+                "not installed for `{nightly}`: GPU images need it (-Zbuild-std=core), the CPU \
+                 device does not"
+            ),
         )
         .fix(format!(
-            "rustup component add rust-src --toolchain {nightly}"
+            "cargo offload setup  (or rustup component add rust-src --toolchain {nightly})"
         ))
     });
     llvm

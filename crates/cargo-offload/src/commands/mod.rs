@@ -12,6 +12,7 @@ mod new;
 mod package;
 mod phases;
 mod response_files;
+mod setup;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -49,6 +50,9 @@ enum Command {
     Verify(DeviceArgs),
     /// Check every prerequisite of builds and launches, with the command that fixes each.
     Doctor(doctor::DoctorArgs),
+    /// Install what GPU images need (the CPU device needs none of it): the pinned nightly
+    /// with rust-src through rustup and, with --system, clang, lld and LLVM 22 and ptxas.
+    Setup(setup::SetupArgs),
     /// List the device images embedded in a binary, bundle or object.
     Inspect(inspect::InspectArgs),
     /// Create a project: a host crate and its kernel crate, or another `--template`.
@@ -102,6 +106,7 @@ pub fn exec(args: Vec<OsString>) -> Result<ExitCode> {
         Command::Run(a) => cargo::exec("run", a),
         Command::Test(a) => cargo::exec("test", a),
         Command::Doctor(a) => doctor::exec(a),
+        Command::Setup(a) => setup::exec(a),
         Command::PackageKernels(a) => run_device_binary("package-kernels", a),
         Command::Verify(a) => run_device_binary("verify", a),
         Command::Inspect(a) => inspect::exec(a),

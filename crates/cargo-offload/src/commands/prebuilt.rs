@@ -72,7 +72,7 @@ pub fn package_kernels(args: PackageKernelsArgs) -> Result<ExitCode> {
         },
     };
     let archs = offload_build::arch::parse_list(&list, &origin)?;
-    let toolchain = prebuilt::toolchain_identity(&env)?;
+    let toolchain = prebuilt::toolchain_identity(&env, &archs)?;
     let images = offload_build::build_images(
         &env,
         std::slice::from_ref(&krate),
@@ -123,7 +123,7 @@ pub fn verify(args: VerifyArgs) -> Result<ExitCode> {
             current.differences(&bundle.inputs).join(", ")
         );
     }
-    let toolchain = prebuilt::toolchain_identity(&env)?;
+    let toolchain = prebuilt::toolchain_identity(&env, &archs)?;
     if toolchain != bundle.toolchain {
         println!(
             "toolchain     the bundle was built by `{}`, this machine has `{toolchain}`: images may differ",

@@ -30,7 +30,7 @@ pub fn cuda_path(env: &Env) -> Result<PathBuf> {
             Error::Prerequisite(
                 "CUDA sources need the CUDA headers, and no CUDA installation was found in \
                  /usr/lib/cuda or /usr/local/cuda. Fix: `apt-get install nvidia-cuda-toolkit` \
-                 (Debian's contrib non-free; `cargo xtask setup --cuda` does it), or set \
+                 (Debian's contrib non-free; `cargo offload setup --system` does it), or set \
                  OFFLOAD_CUDA_PATH to a CUDA installation"
                     .to_owned(),
             )

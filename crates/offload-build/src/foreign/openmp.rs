@@ -192,7 +192,7 @@ pub fn runtime_dir(env: &Env) -> Result<PathBuf> {
     Err(Error::Prerequisite(format!(
         "OpenMP C++ sources need LLVM {major}'s offload runtime, and {} is not in {} (the \
          library directory beside LLVM's binary directory {}). Fix: `apt-get install \
-         libomp-{major}-dev liboffload-{major}-dev` (or `cargo xtask setup`)",
+         libomp-{major}-dev liboffload-{major}-dev`",
         missing.join(" and "),
         dir.display(),
         bin.display(),

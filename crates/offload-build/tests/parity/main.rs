@@ -50,7 +50,7 @@ fn require_tools() {
     let nightly = common::device_toolchain_present();
     assert!(
         nightly,
-        "the parity benchmark needs the device toolchain {} with rust-src (`cargo xtask setup`)",
+        "the parity benchmark needs the device toolchain {} with rust-src (`cargo offload setup`)",
         offload_toolchain::DEVICE_TOOLCHAIN
     );
     for tool in [
