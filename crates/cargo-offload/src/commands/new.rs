@@ -214,7 +214,7 @@ pub(super) fn variables(name: &str, kernels_name: &str) -> Vec<(&'static str, St
     // Built from a checkout: depend on its crates by path, so the project builds offline
     // against exactly this version.
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let (rt, rt_device, build, build_no_llvm) = if source.join("offload-rt/Cargo.toml").is_file() {
+    let (rt, rt_device, build, build_hip) = if source.join("offload-rt/Cargo.toml").is_file() {
         let p = |c: &str| source.join(c).canonicalize().unwrap_or(source.join(c));
         (
             format!("{{ path = {:?} }}", p("offload-rt")),
@@ -224,7 +224,7 @@ pub(super) fn variables(name: &str, kernels_name: &str) -> Vec<(&'static str, St
             ),
             format!("{{ path = {:?} }}", p("offload-build")),
             format!(
-                "{{ path = {:?}, default-features = false }}",
+                "{{ path = {:?}, features = [\"hip\"] }}",
                 p("offload-build")
             ),
         )
@@ -234,7 +234,7 @@ pub(super) fn variables(name: &str, kernels_name: &str) -> Vec<(&'static str, St
             format!("\"{v}\""),
             format!("{{ version = \"{v}\", default-features = false }}"),
             format!("\"{v}\""),
-            format!("{{ version = \"{v}\", default-features = false }}"),
+            format!("{{ version = \"{v}\", features = [\"hip\"] }}"),
         )
     };
     vec![
@@ -244,7 +244,7 @@ pub(super) fn variables(name: &str, kernels_name: &str) -> Vec<(&'static str, St
         ("offload_rt", rt),
         ("offload_rt_device", rt_device),
         ("offload_build", build),
-        ("offload_build_no_llvm", build_no_llvm),
+        ("offload_build_hip", build_hip),
     ]
 }
 
