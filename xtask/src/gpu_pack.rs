@@ -14,7 +14,7 @@ use std::process::Command;
 
 use offload_toolchain::Tool;
 
-use crate::{Result, cargo, root, run, target_dir};
+use crate::{Result, cargo, path_with_cargo_offload, root, run, target_dir};
 
 /// The most the pack may weigh: a GPU machine is lent for minutes, start-up and copy included.
 pub const SIZE_LIMIT: u64 = 60 << 20;
@@ -79,13 +79,18 @@ fn dir_size(dir: &Path) -> Result<u64> {
 /// earlier run left alone).
 pub fn gpu_pack(dir: &Path) -> Result {
     let objcopy = Tool::LlvmObjcopy.find().map_err(|e| e.to_string())?;
+    // The programs' build scripts link their GPU images in the `cargo-offload-device` built
+    // with `cargo-offload`.
+    let path = path_with_cargo_offload()?;
     let mut build = cargo();
-    build.args(["build", "--release", "--locked"]);
+    build
+        .env("PATH", &path)
+        .args(["build", "--release", "--locked"]);
     for p in PROGRAMS {
         build.args(["-p", p]);
     }
     run(&mut build)?;
-    run(cargo().args([
+    run(cargo().env("PATH", &path).args([
         "build",
         "--release",
         "--locked",
@@ -106,7 +111,7 @@ pub fn gpu_pack(dir: &Path) -> Result {
         "parity",
     ]))?;
     let mut tests = cargo();
-    tests.args([
+    tests.env("PATH", &path).args([
         "test",
         "--release",
         "--locked",

@@ -526,7 +526,8 @@ fn cargo() -> Command {
     cmd
 }
 
-/// Builds `cargo-offload` and returns a PATH on which `cargo offload` finds it.
+/// Builds `cargo-offload` (and `cargo-offload-device`, the device link process of build
+/// scripts, beside it) and returns a PATH on which `cargo offload` and build scripts find them.
 fn path_with_cargo_offload() -> Result<std::ffi::OsString> {
     run(cargo().args(["build", "--release", "--locked", "-p", "cargo-offload"]))?;
     let bin_dir = target_dir().join("release");

@@ -38,6 +38,7 @@ fn every_prerequisite_is_checked_and_found_on_a_set_up_machine() {
         "rust-src",
         "LLVM versions",
         "ld.lld",
+        "device linker",
     ] {
         assert_eq!(finding(&findings, check)["status"], "ok", "{findings:#?}");
     }

@@ -961,6 +961,75 @@ fn cargo_check_builds_no_device_image_and_the_next_build_builds_them() {
     );
 }
 
+#[test]
+fn a_new_project_links_no_llvm_and_runs_the_installed_device_linker() {
+    let project = new_project(&["hello-devlink"]);
+    // What a build script of the project compiles: no LLVM, no C library of zstd's.
+    let mut tree = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    tree.args(["tree", "--offline", "-e", "normal,build"])
+        .current_dir(&project);
+    let graph = check(&tree.output().unwrap(), "cargo tree of the new project");
+    assert!(graph.contains("offload-build v"), "{graph}");
+    for heavy in ["llvm-sys", "inkwell", "zstd-sys", "zstd v"] {
+        assert!(
+            !graph.contains(heavy),
+            "`{heavy}` in the new project's graph:\n{graph}"
+        );
+    }
+
+    // A plain `cargo build` for a GPU: the device link runs in the executable named, and
+    // without one, the error says what to install.
+    let target = target_dir("e2e-fixtures");
+    let build = |linker: &str| {
+        let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+        cmd.args(["build", "--target-dir", &target.to_string_lossy()])
+            .current_dir(&project)
+            .env("OFFLOAD_ARCH", "sm_80")
+            .env("OFFLOAD_DEVICE_LINKER", linker);
+        for var in ["RUSTFLAGS", "CARGO_TARGET_DIR", "CARGO_ENCODED_RUSTFLAGS"] {
+            cmd.env_remove(var);
+        }
+        cmd.output().unwrap()
+    };
+    let missing = target.join("no-such-cargo-offload-device");
+    let out = build(&missing.to_string_lossy());
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for part in [
+        "error[OFF2023]",
+        &format!(
+            "cargo install cargo-offload --version {}",
+            env!("CARGO_PKG_VERSION")
+        ),
+        "OFFLOAD_DEVICE_LINKER",
+        &missing.to_string_lossy(),
+    ] {
+        assert!(stderr.contains(part), "`{part}` missing in:\n{stderr}");
+    }
+    check(
+        &build(env!("CARGO_BIN_EXE_cargo-offload-device")),
+        "a plain cargo build through cargo-offload-device",
+    );
+    // The device link process's `cargo:` lines reached cargo as the build script's: the
+    // cubin policy, which only it reads, reruns the script when it changes.
+    let outputs: Vec<String> = std::fs::read_dir(target.join("debug/build"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("hello-devlink-")
+        })
+        .filter_map(|e| std::fs::read_to_string(e.path().join("output")).ok())
+        .collect();
+    assert!(
+        outputs
+            .iter()
+            .any(|o| o.contains("cargo:rerun-if-env-changed=OFFLOAD_REQUIRE_CUBIN")),
+        "{outputs:#?}"
+    );
+}
+
 /// Kernel code with a warning in code both builds compile, and one only device builds see.
 const WARNING_KERNELS: &str = "
 pub fn both() -> u32 {

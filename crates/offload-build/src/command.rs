@@ -152,6 +152,16 @@ pub fn output_stderr_inherited(cmd: &mut Command) -> Result<Output, CommandError
         .map_err(|source| spawn_error(CommandLine::of(cmd), source, ""))
 }
 
+/// Runs `cmd` with standard output and error passed through (a build script's `cargo:` lines
+/// written by a child reach cargo) and returns its exit status, successful or not.
+pub fn status_inherited(cmd: &mut Command) -> Result<std::process::ExitStatus, CommandError> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit())
+        .status()
+        .map_err(|source| spawn_error(CommandLine::of(cmd), source, ""))
+}
+
 fn spawn_error(command: CommandLine, source: std::io::Error, hint: &str) -> CommandError {
     if source.kind() == std::io::ErrorKind::NotFound {
         CommandError::NotFound {

@@ -100,6 +100,33 @@ pub(crate) fn record(arch: &str, messages: &[CargoMessage]) -> Vec<String> {
     texts
 }
 
+/// Takes what `record` gathered, each message with the architectures that gave it under
+/// [`OFFLOAD_ARCHS_KEY`], as [`report`] writes them: how a device link process hands its
+/// nested builds' diagnostics back to the build that ran it ([`record_reported`]).
+pub fn take_recorded() -> Vec<CargoMessage> {
+    let recorded = std::mem::take(&mut *RECORDED.lock().unwrap_or_else(|e| e.into_inner()));
+    recorded
+        .into_iter()
+        .map(|r| {
+            let mut message = r.message;
+            let archs = r.archs.into_iter().map(JsonValue::from).collect();
+            message.insert(OFFLOAD_ARCHS_KEY, JsonValue::Array(archs));
+            message
+        })
+        .collect()
+}
+
+/// Records a message [`take_recorded`] gave (in another process) for the architectures it
+/// names, so that [`report`] reports it once with those of this process.
+pub fn record_reported(message: &CargoMessage) {
+    let archs: Vec<String> = archs(message).into_iter().map(str::to_owned).collect();
+    let mut message = message.clone();
+    message.remove(OFFLOAD_ARCHS_KEY);
+    for arch in &archs {
+        record(arch, std::slice::from_ref(&message));
+    }
+}
+
 /// The file in a build script's `OUT_DIR` that keeps its device builds' diagnostics, so
 /// `cargo offload` shows them again when the script is fresh, as cargo replays rustc's.
 pub const DIAGNOSTICS_FILE: &str = "offload-diagnostics.jsonl";

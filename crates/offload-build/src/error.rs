@@ -236,12 +236,84 @@ pub enum Error {
         reason: String,
     },
 
+    /// No device link executable (`cargo-offload-device`) was found for a GPU build by an
+    /// `offload-build` without its `llvm` feature.
+    #[error(
+        "GPU device links run in `cargo-offload-device` {version} (protocol {protocol}), and none \
+         was found (tried {tried}). Fix: `cargo install cargo-offload --version {version} \
+         --locked` (it installs `cargo-offload-device` beside `cargo-offload`), or set \
+         OFFLOAD_DEVICE_LINKER to its path"
+    )]
+    DeviceLinkerMissing {
+        /// The places looked in.
+        tried: String,
+        /// The version needed: `offload-build`'s.
+        version: &'static str,
+        /// The protocol needed.
+        protocol: u32,
+    },
+
+    /// The device link executable found is of another version or protocol.
+    #[error(
+        "{} is `{found}`, but this build needs `cargo-offload-device` {version} (protocol \
+         {protocol}) for its GPU device links. Fix: `cargo install cargo-offload --version \
+         {version} --locked`, or set OFFLOAD_DEVICE_LINKER to a matching one", path.display()
+    )]
+    DeviceLinkerMismatch {
+        /// The executable found.
+        path: PathBuf,
+        /// What it said its version is (`--device-link-protocol`), or why it said nothing.
+        found: String,
+        /// The version needed: `offload-build`'s.
+        version: &'static str,
+        /// The protocol needed.
+        protocol: u32,
+    },
+
+    /// The device link process reported an error.
+    #[error("the device link of `{krate}` for {arch} failed: error[{code}]: {message}")]
+    DeviceLinkFailed {
+        /// The kernel crate.
+        krate: String,
+        /// The architecture, or the architectures of the nested build, that failed.
+        arch: String,
+        /// The error's code, as the device link process gave it.
+        code: String,
+        /// The error's text, its causes on the lines after it.
+        message: String,
+    },
+
+    /// The device link process ended without reporting its result: killed by a signal, or an
+    /// exit status and no result file.
+    #[error(
+        "the device link of `{krate}` for {arch} ended abnormally: `{command}` {how}; its \
+         standard error is above"
+    )]
+    DeviceLinkCrashed {
+        /// The kernel crate.
+        krate: String,
+        /// The architectures of the nested build.
+        arch: String,
+        /// The command, for running it by hand.
+        command: String,
+        /// `was killed by signal 6 (SIGABRT)`, `exited with status 3 without a result`.
+        how: String,
+    },
+
+    /// The device link process's result files cannot be read.
+    #[error("the device link result {path}: {reason}")]
+    DeviceLinkOutput {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+
     /// Reading or writing an offloading format failed.
     #[error(transparent)]
     Format(#[from] offload_format::Error),
 
     /// Linking a GPU image failed.
-    #[cfg(feature = "llvm")]
     #[error(transparent)]
     DeviceLink(#[from] LinkError),
 }
@@ -287,10 +359,14 @@ offload_format::error_codes! {
         MissingArtifact => "OFF2020",
         BadImage => "OFF2021",
         BadEmbeddingObject => "OFF2022",
+        DeviceLinkerMissing => "OFF2023",
+        DeviceLinkerMismatch => "OFF2024",
+        DeviceLinkFailed => "OFF2025",
+        DeviceLinkCrashed => "OFF2026",
+        DeviceLinkOutput => "OFF2027",
     }
     delegate {
         Format,
-        #[cfg(feature = "llvm")]
         DeviceLink,
     }
 }

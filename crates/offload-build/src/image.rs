@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use offload_format::offload_binary::{
     KEY_ARCH, KEY_IMAGE_CRC32, KEY_KERNEL_PARAMS, KEY_KERNEL_RESOURCES, KEY_KERNELS, KEY_MODULE,
     KEY_TRIPLE, KernelParams, PtxasKernelInfo, encode_kernel_params, encode_kernel_resources,
-    image_crc32,
+    image_crc32, parse_kernel_params, parse_kernel_resources,
 };
 use offload_format::{ImageKind, OffloadBinary, OffloadKind};
 
@@ -37,6 +37,52 @@ pub struct DeviceImage {
 }
 
 impl DeviceImage {
+    /// An image as [`DeviceImage::to_offload_binary`] wrapped it, with its triple; the text
+    /// says what is missing or malformed. `origin` names the file it came from.
+    pub fn from_offload_binary(
+        b: &OffloadBinary<'_>,
+        origin: &str,
+    ) -> Result<(String, DeviceImage), String> {
+        let key = |k: &str| {
+            b.get(k)
+                .map(str::to_owned)
+                .ok_or_else(|| format!("it lacks the `{k}` key"))
+        };
+        let triple = key(KEY_TRIPLE)?;
+        let arch_name = key(KEY_ARCH)?;
+        let arch = crate::arch::parse_list(&arch_name, origin)
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .next()
+            .ok_or_else(|| "it has an empty `arch`".to_owned())?;
+        if !matches!(arch, OffloadArch::Host) && arch.triple() != triple {
+            return Err(format!("`{arch_name}` is not an {triple} architecture"));
+        }
+        let kernel_params = match b.get(KEY_KERNEL_PARAMS) {
+            Some(text) => parse_kernel_params(text).map_err(|e| e.to_string())?,
+            None => Vec::new(),
+        };
+        let kernel_resources = match b.get(KEY_KERNEL_RESOURCES) {
+            Some(text) => parse_kernel_resources(text).map_err(|e| e.to_string())?,
+            None => Vec::new(),
+        };
+        let image = DeviceImage {
+            arch,
+            image_kind: b.image_kind,
+            offload_kind: b.offload_kind,
+            module: key(KEY_MODULE)?,
+            kernels: key(KEY_KERNELS)?
+                .split(',')
+                .filter(|k| !k.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            kernel_params,
+            kernel_resources,
+            bytes: b.image.to_vec(),
+        };
+        Ok((triple, image))
+    }
+
     /// The image wrapped as LLVM's tools expect it. `arch` comes before `triple`, the order
     /// `llvm-offload-binary` writes them in; then the kernel crate, its kernels and the
     /// image's CRC-32, which the runtime checks before loading it. `offload.kernel-params` is

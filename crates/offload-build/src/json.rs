@@ -104,6 +104,13 @@ impl CargoMessage {
         &self.0
     }
 
+    /// Removes `key` from the message.
+    pub fn remove(&mut self, key: &str) {
+        if let JsonValue::Object(map) = &mut self.0 {
+            map.remove(key);
+        }
+    }
+
     /// Sets `key` of the message to `value`.
     pub fn insert(&mut self, key: &str, value: JsonValue) {
         if let JsonValue::Object(map) = &mut self.0 {

@@ -31,6 +31,7 @@
 //! | `OFFLOAD_BUILD_VERBOSE` | `1` prints every nested command |
 //! | `OFFLOAD_PREBUILT` | `auto` (default): use a kernel crate's prebuilt bundle when its source hash matches, else build from source; `require`: the bundle or an error naming what differs; `never`: always from source |
 //! | `OFFLOAD_PTXAS` | the `ptxas` to use (default: `ptxas` on `PATH`, else none: PTX only) |
+//! | `OFFLOAD_DEVICE_LINKER` | without the `llvm` feature, the `cargo-offload-device` that links GPU images (default: beside the `cargo-offload` running the build, else on `PATH`; see [`device_linker`]) |
 //! | `OFFLOAD_REQUIRE_CUBIN` | `1` fails the build when an `sm_XX` would get no cubin (no `ptxas`, or one that does not know the `sm`); otherwise such an `sm` gets PTX only, with a warning when a `ptxas` exists |
 //!
 //! Device builds go to `<target-dir>/offload/<triple>-<arch>/`, each a cargo target directory
@@ -43,6 +44,7 @@ pub mod arch;
 pub mod build_cache;
 pub mod command;
 pub mod device_link;
+pub mod device_linker;
 pub mod diagnostics;
 pub mod embed;
 pub mod env;
@@ -407,21 +409,11 @@ impl Build {
                 }
             )));
         }
-        #[cfg(feature = "llvm")]
-        {
-            let linked = plan.build_linked(env, archs)?;
-            for path in &linked.watch {
-                println!("cargo:rerun-if-changed={}", path.display());
-            }
-            build_images_linked(env, kernel_crates, archs, offload_dir, &linked)
+        let linked = plan.build_linked(env, archs)?;
+        for path in &linked.watch {
+            println!("cargo:rerun-if-changed={}", path.display());
         }
-        #[cfg(not(feature = "llvm"))]
-        {
-            let _ = plan;
-            Err(Error::Prerequisite(
-                "relocatable CUDA/HIP sources need offload-build's `llvm` feature".to_owned(),
-            ))
-        }
+        build_images_linked(env, kernel_crates, archs, offload_dir, &linked)
     }
 
     fn resolve_archs(&self, env: &Env, host: &metadata::HostPackage) -> Result<Vec<OffloadArch>> {
@@ -492,8 +484,10 @@ pub fn images_from_bundles_or_source(
     let can_build = std::cell::OnceCell::new();
     let can_build = || {
         *can_build.get_or_init(|| {
-            // Only GPU images need the nightly (`nested::CpuToolchain`).
-            !gpu || (cfg!(feature = "llvm") && nested::nightly_usable(env))
+            // Only GPU images need the nightly (`nested::CpuToolchain`), and the device link:
+            // in-process with the `llvm` feature, else the installed executable.
+            !gpu || ((cfg!(feature = "llvm") || device_linker::find(env).is_ok())
+                && nested::nightly_usable(env))
         })
     };
     let mut from_bundle: Vec<Option<Vec<DeviceImage>>> = Vec::with_capacity(kernel_crates.len());
@@ -542,23 +536,7 @@ pub fn images_from_bundles_or_source(
 }
 
 /// What relocatable CUDA/HIP sources give the kernel crate's link.
-#[cfg(feature = "llvm")]
 pub use foreign::rdc::LinkedSources;
-
-/// Without the `llvm` feature there are no relocatable sources to link.
-#[cfg(not(feature = "llvm"))]
-#[derive(Debug, Clone, Default)]
-pub struct LinkedSources;
-
-#[cfg(feature = "llvm")]
-fn linked_cpu_library(linked: &LinkedSources) -> Option<&(PathBuf, String)> {
-    linked.cpu_library.as_ref()
-}
-
-#[cfg(not(feature = "llvm"))]
-fn linked_cpu_library(_: &LinkedSources) -> Option<&(PathBuf, String)> {
-    None
-}
 
 /// The target directory a build script's `OUT_DIR` lies in: the nearest ancestor holding the
 /// `CACHEDIR.TAG` cargo writes at a target directory's root. `cargo metadata` cannot know it
@@ -571,8 +549,8 @@ fn target_dir_of(out_dir: &Path) -> Option<PathBuf> {
         .map(Path::to_owned)
 }
 
-/// Builds every (kernel crate, architecture) pair, one job per architecture, at most as many
-/// jobs at once as there are cores. Images come back in (crate, architecture) order.
+/// Builds every (kernel crate, architecture) pair, at most as many jobs at once as there are
+/// cores. Images come back in (crate, architecture) order.
 pub fn build_images(
     env: &Env,
     kernel_crates: &[KernelCrate],
@@ -583,6 +561,10 @@ pub fn build_images(
 }
 
 /// [`build_images`], each image device-linked with `linked` (relocatable CUDA/HIP sources).
+///
+/// With the `llvm` feature each architecture is one job, linked in this process. Without it,
+/// each GPU triple is one job, whose architectures one `cargo-offload-device` process links
+/// per kernel crate ([`device_linker`]); the CPU device is built here either way.
 pub fn build_images_linked(
     env: &Env,
     kernel_crates: &[KernelCrate],
@@ -591,6 +573,12 @@ pub fn build_images_linked(
     linked: &LinkedSources,
 ) -> Result<Vec<DeviceImage>> {
     nested::check_toolchain(env, archs)?;
+    let gpu = archs.iter().any(|a| !matches!(a, OffloadArch::Host));
+    let linker = if gpu && !cfg!(feature = "llvm") {
+        Some(device_linker::find(env)?)
+    } else {
+        None
+    };
     for krate in kernel_crates {
         status::status(
             env,
@@ -598,59 +586,99 @@ pub fn build_images_linked(
             &format!("kernels {} ({})", krate.package, status::arch_list(archs)),
         );
     }
-    let jobs = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(archs.len())
-        .max(1);
     // One nested build per GPU triple serves every architecture of it (the device link picks
-    // the architecture), so the architectures of a triple share a target directory: cargo's
-    // lock serializes their builds and all but the first find it fresh. The first architecture
-    // of each triple is scheduled first, so that different triples build in parallel.
+    // the architecture), so the architectures of a triple share a target directory.
     let dir_of = |arch: &OffloadArch| match arch {
         OffloadArch::Host => offload_dir.join(arch.file_stem()),
         OffloadArch::Nvptx(_) | OffloadArch::Amdgcn(_) => offload_dir.join(arch.triple()),
     };
-    let mut order: Vec<usize> = (0..archs.len()).collect();
-    order.sort_by_key(|&i| archs[..i].iter().any(|a| dir_of(a) == dir_of(&archs[i])));
+    // Each job: the indices of its architectures. In-process, one job per architecture, the
+    // first of each triple scheduled first, so that different triples build in parallel while
+    // cargo's lock serializes the builds of one (all but the first find it fresh); through
+    // the device link process, one job per triple.
+    let mut units: Vec<Vec<usize>> = Vec::new();
+    for (i, arch) in archs.iter().enumerate() {
+        let together = linker.is_some() && !matches!(arch, OffloadArch::Host);
+        match units
+            .iter_mut()
+            .find(|u| together && dir_of(&archs[u[0]]) == dir_of(arch))
+        {
+            Some(unit) => unit.push(i),
+            None => units.push(vec![i]),
+        }
+    }
+    units.sort_by_key(|u| {
+        archs[..u[0]]
+            .iter()
+            .any(|a| dir_of(a) == dir_of(&archs[u[0]]))
+    });
+    let jobs = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(units.len())
+        .max(1);
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results: Vec<std::sync::Mutex<Option<Result<Vec<DeviceImage>>>>> =
-        archs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+        units.iter().map(|_| std::sync::Mutex::new(None)).collect();
     std::thread::scope(|scope| {
         for _ in 0..jobs {
             scope.spawn(|| {
                 loop {
                     let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(&i) = order.get(n) else { break };
-                    let arch = &archs[i];
-                    let target_dir = dir_of(arch);
+                    let Some(unit) = units.get(n) else { break };
+                    let unit_archs: Vec<OffloadArch> = unit.iter().map(|&i| archs[i]).collect();
+                    let target_dir = dir_of(&unit_archs[0]);
                     let result = kernel_crates
                         .iter()
-                        .map(|k| build_one(env, k, arch, &target_dir, linked))
+                        .map(|k| match (&linker, unit_archs[0]) {
+                            (Some(linker), OffloadArch::Nvptx(_) | OffloadArch::Amdgcn(_)) => {
+                                device_linker::link(
+                                    env,
+                                    linker,
+                                    k,
+                                    &unit_archs,
+                                    &target_dir,
+                                    linked,
+                                )
+                            }
+                            _ => build_one(env, k, &unit_archs[0], &target_dir, linked),
+                        })
                         .collect::<Result<Vec<Vec<DeviceImage>>>>()
                         .map(|v| v.into_iter().flatten().collect());
-                    if let Ok(mut slot) = results[i].lock() {
+                    if let Ok(mut slot) = results[n].lock() {
                         *slot = Some(result);
                     }
                 }
             });
         }
     });
-    let mut per_arch = Vec::with_capacity(archs.len());
-    for slot in results {
-        let result = slot.into_inner().ok().flatten().unwrap_or_else(|| {
-            Err(Error::Prerequisite(
-                "a device build job did not finish".into(),
-            ))
-        });
-        per_arch.push(result?);
+    // The first error in architecture order is the build's.
+    let mut per_unit: Vec<(usize, Result<Vec<DeviceImage>>)> = units
+        .iter()
+        .zip(results)
+        .map(|(unit, slot)| {
+            let result = slot.into_inner().ok().flatten().unwrap_or_else(|| {
+                Err(Error::Prerequisite(
+                    "a device build job did not finish".into(),
+                ))
+            });
+            (unit[0], result)
+        })
+        .collect();
+    per_unit.sort_by_key(|(first, _)| *first);
+    let mut images = Vec::new();
+    for (_, result) in per_unit {
+        images.extend(result?);
     }
-    // Crate by crate, each in architecture order (the sort is stable); moved, not copied.
-    let mut images: Vec<DeviceImage> = per_arch.into_iter().flatten().collect();
+    // Crate by crate, each in architecture order, the images of one architecture in the
+    // order they were made (the sort is stable); moved, not copied.
     images.sort_by_key(|image| {
-        kernel_crates
-            .iter()
-            .position(|k| k.lib_name == image.module)
+        (
+            kernel_crates
+                .iter()
+                .position(|k| k.lib_name == image.module),
+            archs.iter().position(|a| *a == image.arch),
+        )
     });
     Ok(images)
 }
@@ -667,7 +695,7 @@ fn build_one(
             env,
             krate,
             target_dir,
-            linked_cpu_library(linked),
+            linked.cpu_library.as_ref(),
         )?]),
         #[cfg(feature = "llvm")]
         OffloadArch::Nvptx(_) | OffloadArch::Amdgcn(_) => {
@@ -678,10 +706,18 @@ fn build_one(
             device_link::build_gpu_images_linked(env, krate, arch, target_dir, &extra)
         }
         #[cfg(not(feature = "llvm"))]
-        OffloadArch::Nvptx(_) | OffloadArch::Amdgcn(_) => Err(Error::Prerequisite(format!(
-            "building for {arch} needs offload-build's `llvm` feature (LLVM 22: \
-                 `apt-get install llvm-22-dev`, then enable the feature)"
-        ))),
+        OffloadArch::Nvptx(_) | OffloadArch::Amdgcn(_) => {
+            // GPU architectures go to the device link process (`build_images_linked`).
+            let linker = device_linker::find(env)?;
+            device_linker::link(
+                env,
+                &linker,
+                krate,
+                std::slice::from_ref(arch),
+                target_dir,
+                linked,
+            )
+        }
     }
 }
 

@@ -33,10 +33,6 @@ use crate::env::Env;
 use crate::error::{Error, IoContext, Result};
 use crate::image::DeviceImage;
 use crate::metadata::KernelCrate;
-use offload_format::offload_binary::{
-    KEY_ARCH, KEY_KERNEL_PARAMS, KEY_KERNEL_RESOURCES, KEY_KERNELS, KEY_MODULE, KEY_TRIPLE,
-    parse_kernel_params, parse_kernel_resources,
-};
 
 /// The directory of a kernel crate that holds its prebuilt bundle.
 pub const PREBUILT_DIR: &str = "offload";
@@ -422,45 +418,10 @@ pub fn read_bundle(path: &Path) -> Result<Prebuilt> {
                 "image {n}'s bytes do not match their recorded SHA-256"
             )));
         }
-        let triple = key(b, KEY_TRIPLE)?;
-        let arch_name = key(b, KEY_ARCH)?;
-        let arch = arch::parse_list(&arch_name, &format!("{}", path.display()))
-            .map_err(|e| bad(e.to_string()))?
-            .into_iter()
-            .next()
-            .ok_or_else(|| bad(format!("image {n} has an empty `arch`")))?;
-        if !matches!(arch, OffloadArch::Host) && arch.triple() != triple {
-            return Err(bad(format!(
-                "image {n}: `{arch_name}` is not an {triple} architecture"
-            )));
-        }
-        let kernel_params = match b.get(KEY_KERNEL_PARAMS) {
-            Some(text) => parse_kernel_params(text).map_err(|e| bad(format!("image {n}: {e}")))?,
-            None => Vec::new(),
-        };
-        let kernel_resources = match b.get(KEY_KERNEL_RESOURCES) {
-            Some(text) => {
-                parse_kernel_resources(text).map_err(|e| bad(format!("image {n}: {e}")))?
-            }
-            None => Vec::new(),
-        };
-        images.push((
-            triple,
-            DeviceImage {
-                arch,
-                image_kind: b.image_kind,
-                offload_kind: b.offload_kind,
-                module: key(b, KEY_MODULE)?,
-                kernels: key(b, KEY_KERNELS)?
-                    .split(',')
-                    .filter(|k| !k.is_empty())
-                    .map(str::to_owned)
-                    .collect(),
-                kernel_params,
-                kernel_resources,
-                bytes: b.image.to_vec(),
-            },
-        ));
+        images.push(
+            DeviceImage::from_offload_binary(b, &path.display().to_string())
+                .map_err(|e| bad(format!("image {n}: {e}")))?,
+        );
     }
     Ok(Prebuilt {
         path: path.to_owned(),
@@ -567,6 +528,7 @@ fn archs_of(bundle: &Prebuilt) -> Vec<OffloadArch> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use offload_format::offload_binary::{KEY_KERNEL_PARAMS, KEY_KERNEL_RESOURCES};
 
     fn krate(root: &Path) -> KernelCrate {
         KernelCrate {

@@ -1,7 +1,10 @@
 //! `cargo-offload-device`: the subcommands that run device builds in-process
-//! (`package-kernels`, `verify`). They link LLVM for the device link; keeping them in a binary
-//! of their own keeps `cargo-offload` from loading LLVM at every start. `cargo offload
-//! package-kernels …` and `cargo offload verify …` run this binary, found beside `cargo-offload`.
+//! (`package-kernels`, `verify`), and the GPU device link of build scripts whose
+//! `offload-build` links no LLVM (`device-link`, hidden; `--device-link-protocol` prints the
+//! version it speaks, see `offload_build::device_linker`). They link LLVM for the device link;
+//! keeping them in a binary of their own keeps `cargo-offload` from loading LLVM at every
+//! start. `cargo offload package-kernels …` and `cargo offload verify …` run this binary, found
+//! beside `cargo-offload`.
 
 #[path = "../commands/prebuilt.rs"]
 mod prebuilt;
@@ -24,13 +27,34 @@ enum Command {
     PackageKernels(prebuilt::PackageKernelsArgs),
     /// In a kernel crate: rebuild its prebuilt bundle from source and compare byte for byte.
     Verify(prebuilt::VerifyArgs),
+    /// Serves one device link request of a build script: the request and the results in DIR.
+    #[command(hide = true)]
+    DeviceLink {
+        /// The exchange directory (`request.json` in, images and `result.json` out).
+        dir: std::path::PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
+    use offload_build::device_linker;
+    let mut args = std::env::args_os().skip(1);
+    if let (Some(flag), None) = (args.next(), args.next())
+        && flag == device_linker::PROTOCOL_FLAG
+    {
+        println!("{}", device_linker::protocol_line());
+        return ExitCode::SUCCESS;
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::PackageKernels(a) => prebuilt::package_kernels(a),
         Command::Verify(a) => prebuilt::verify(a),
+        Command::DeviceLink { dir } => {
+            return if device_linker::serve(&dir) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            };
+        }
     };
     match result {
         Ok(code) => code,

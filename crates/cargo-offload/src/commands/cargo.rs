@@ -160,6 +160,10 @@ pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
     if let Some(value) = native.env_value() {
         cmd.env(OFFLOAD_NATIVE_ARCH, value);
     }
+    // Build scripts find the device link executable installed beside this one first.
+    if let Ok(me) = std::env::current_exe() {
+        cmd.env(offload_build::device_linker::OFFLOAD_CARGO_OFFLOAD, me);
+    }
     let json = wants_json_messages(&cargo_args);
     let summarize = subcommand == "build"
         && !json

@@ -128,15 +128,15 @@ pub enum Crate {
     RuntimeForKernels,
     /// `offload-build` for a build script.
     Build,
-    /// `offload-build` without its default features.
-    BuildWithoutDefaults,
+    /// `offload-build` with its `hip` feature (HIP sources for AMD GPUs).
+    BuildWithHip,
 }
 
 impl Crate {
     fn name(self) -> &'static str {
         match self {
             Crate::Runtime | Crate::RuntimeForKernels => "offload-rt",
-            Crate::Build | Crate::BuildWithoutDefaults => "offload-build",
+            Crate::Build | Crate::BuildWithHip => "offload-build",
         }
     }
 }
@@ -157,13 +157,11 @@ impl DependencySource {
     /// The TOML inline value of `krate`'s dependency in the manifest in `manifest_dir` (the
     /// directory, which need not exist yet).
     pub fn spec(&self, krate: Crate, manifest_dir: &Path) -> String {
-        let defaults_off = matches!(
-            krate,
-            Crate::RuntimeForKernels | Crate::BuildWithoutDefaults
-        );
+        let defaults_off = krate == Crate::RuntimeForKernels;
+        let hip = krate == Crate::BuildWithHip;
         let mut fields = match self {
             DependencySource::Registry => {
-                if !defaults_off {
+                if !defaults_off && !hip {
                     return format!("\"{VERSION}\"");
                 }
                 vec![format!("version = \"{VERSION}\"")]
@@ -193,6 +191,9 @@ impl DependencySource {
         };
         if defaults_off {
             fields.push("default-features = false".to_owned());
+        }
+        if hip {
+            fields.push("features = [\"hip\"]".to_owned());
         }
         format!("{{ {} }}", fields.join(", "))
     }
@@ -413,6 +414,10 @@ mod tests {
         assert_eq!(
             git.spec(Crate::Build, dir),
             "{ git = \"https://example.org/o/cargo-offload\", tag = \"v0.1.0\" }"
+        );
+        assert_eq!(
+            registry.spec(Crate::BuildWithHip, dir),
+            format!("{{ version = \"{VERSION}\", features = [\"hip\"] }}")
         );
         assert_eq!(
             git.spec(Crate::RuntimeForKernels, dir),

@@ -144,6 +144,7 @@ fn diagnose() -> Vec<Finding> {
             ),
         });
     }
+    findings.push(device_linker_finding(&env));
     findings.push(native_finding());
     findings.push(Finding::new(
         "CPU device",
@@ -151,6 +152,30 @@ fn diagnose() -> Vec<Finding> {
         offload_rt::Device::cpu().describe(),
     ));
     findings
+}
+
+/// The device link executable build scripts run for GPU images, found as they find it (this
+/// `cargo-offload` standing for the one that runs the build) and checked the same way.
+fn device_linker_finding(env: &Env) -> Finding {
+    use offload_build::device_linker;
+    let name = "device linker";
+    let me = std::env::current_exe().ok();
+    match device_linker::find_with(env, me.as_deref()) {
+        Ok(linker) => Finding::new(
+            name,
+            Status::Ok,
+            format!(
+                "{} ({}, {}): links build scripts' GPU images",
+                linker.path.display(),
+                linker.origin,
+                device_linker::protocol_line()
+            ),
+        ),
+        Err(e) => Finding::new(name, Status::Error, e.to_string()).fix(format!(
+            "cargo install cargo-offload --version {} --locked",
+            device_linker::VERSION
+        )),
+    }
 }
 
 /// What `--offload-arch native` builds for here.

@@ -275,8 +275,8 @@ pub(super) fn variables(
         ),
         ("offload_build", source.spec(Crate::Build, project_dir)),
         (
-            "offload_build_no_llvm",
-            source.spec(Crate::BuildWithoutDefaults, project_dir),
+            "offload_build_hip",
+            source.spec(Crate::BuildWithHip, project_dir),
         ),
     ]
 }

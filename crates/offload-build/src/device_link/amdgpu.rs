@@ -8,57 +8,6 @@ use rmpv::Value;
 
 use super::{LinkError, Result};
 
-/// The AMDGPU code object version of the images, `OFFLOAD_AMDGPU_CODE_OBJECT` (`5` or `6`).
-///
-/// V5 is the default: ROCm 6.0 and newer load it, while V6 (LLVM 22's own default) needs
-/// ROCm 6.3 or newer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum AmdCodeObjectVersion {
-    /// Code object V5 (`EI_ABIVERSION` 3).
-    #[default]
-    V5,
-    /// Code object V6 (`EI_ABIVERSION` 4).
-    V6,
-}
-
-impl AmdCodeObjectVersion {
-    /// The environment variable that chooses the version.
-    pub const ENV: &str = "OFFLOAD_AMDGPU_CODE_OBJECT";
-
-    /// Parses `5` or `6`.
-    pub fn parse(value: &str) -> Result<Self> {
-        match value.trim() {
-            "5" => Ok(Self::V5),
-            "6" => Ok(Self::V6),
-            _ => Err(LinkError::InvalidCodeObjectVersion {
-                value: value.to_owned(),
-            }),
-        }
-    }
-
-    /// The version from [`Self::ENV`], else the default.
-    pub fn from_env(env: &crate::env::Env) -> Result<Self> {
-        env.get(Self::ENV)
-            .map_or(Ok(Self::default()), |v| Self::parse(&v))
-    }
-
-    /// The value of LLVM's `amdhsa_code_object_version` module flag.
-    pub fn module_flag(self) -> u64 {
-        match self {
-            Self::V5 => 500,
-            Self::V6 => 600,
-        }
-    }
-
-    /// The ELF header's `EI_ABIVERSION` for this version.
-    pub fn abi_version(self) -> u8 {
-        match self {
-            Self::V5 => 3,
-            Self::V6 => 4,
-        }
-    }
-}
-
 const XNACK_MASK: u32 = 0x300;
 const SRAMECC_MASK: u32 = 0xc00;
 const MACH_MASK: u32 = 0xff;
@@ -345,6 +294,7 @@ pub fn amd_kernel_params(code_object: &[u8]) -> Result<Vec<KernelParams>> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::AmdCodeObjectVersion;
     use super::*;
 
     #[test]

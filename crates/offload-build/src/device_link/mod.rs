@@ -27,8 +27,8 @@ mod rlib_bitcode;
 
 #[cfg(feature = "image-readers")]
 pub use amdgpu::{
-    AmdCodeObjectInfo, AmdCodeObjectVersion, AmdKernelArg, AmdKernelInfo, amd_kernel_params,
-    amdgpu_e_flags, amdgpu_inspect, fix_amdgpu_e_flags,
+    AmdCodeObjectInfo, AmdKernelArg, AmdKernelInfo, amd_kernel_params, amdgpu_e_flags,
+    amdgpu_inspect, fix_amdgpu_e_flags,
 };
 #[cfg(feature = "llvm")]
 pub use llvm::{
@@ -36,12 +36,11 @@ pub use llvm::{
     amdgpu_link_object, amdgpu_wave_size, check_llvm_versions, linked_llvm_major, nvptx_link,
 };
 #[cfg(feature = "llvm")]
-pub(crate) use pipeline::check_cubin;
-#[cfg(feature = "llvm")]
 pub use pipeline::{
     GpuTarget, NestedBuild, NestedBuildOutput, build_gpu_images, build_gpu_images_linked,
-    device_inputs, gpu_images, gpu_images_with, nested_build,
+    build_gpu_images_of_triple, device_inputs, gpu_images, gpu_images_with, nested_build,
 };
+pub(crate) use ptx::check_cubin;
 pub use ptx::{
     CubinPlan, PtxKernelInfo, PtxasInfo, PtxasKernelInfo, cubin_plan, is_cubin,
     parse_ptxas_gpu_names, parse_ptxas_verbose, parse_ptxas_version, ptx_features, ptx_isa_version,
@@ -80,6 +79,57 @@ pub struct GpuImage {
     /// What `ptxas -v` reported for each kernel when it assembled the `sm`'s cubin: on the
     /// cubin and the PTX of an `sm` that gets one, empty otherwise.
     pub resources: Vec<PtxasKernelInfo>,
+}
+
+/// The AMDGPU code object version of the images, `OFFLOAD_AMDGPU_CODE_OBJECT` (`5` or `6`).
+///
+/// V5 is the default: ROCm 6.0 and newer load it, while V6 (LLVM 22's own default) needs
+/// ROCm 6.3 or newer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum AmdCodeObjectVersion {
+    /// Code object V5 (`EI_ABIVERSION` 3).
+    #[default]
+    V5,
+    /// Code object V6 (`EI_ABIVERSION` 4).
+    V6,
+}
+
+impl AmdCodeObjectVersion {
+    /// The environment variable that chooses the version.
+    pub const ENV: &str = "OFFLOAD_AMDGPU_CODE_OBJECT";
+
+    /// Parses `5` or `6`.
+    pub fn parse(value: &str) -> Result<Self> {
+        match value.trim() {
+            "5" => Ok(Self::V5),
+            "6" => Ok(Self::V6),
+            _ => Err(LinkError::InvalidCodeObjectVersion {
+                value: value.to_owned(),
+            }),
+        }
+    }
+
+    /// The version from [`Self::ENV`], else the default.
+    pub fn from_env(env: &crate::env::Env) -> Result<Self> {
+        env.get(Self::ENV)
+            .map_or(Ok(Self::default()), |v| Self::parse(&v))
+    }
+
+    /// The value of LLVM's `amdhsa_code_object_version` module flag.
+    pub fn module_flag(self) -> u64 {
+        match self {
+            Self::V5 => 500,
+            Self::V6 => 600,
+        }
+    }
+
+    /// The ELF header's `EI_ABIVERSION` for this version.
+    pub fn abi_version(self) -> u8 {
+        match self {
+            Self::V5 => 3,
+            Self::V6 => 4,
+        }
+    }
 }
 
 pub use crate::error::LinkError;

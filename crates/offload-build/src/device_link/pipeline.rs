@@ -9,9 +9,12 @@ use std::process::Command;
 use offload_format::triple::{AMDGCN_TRIPLE, NVPTX_TRIPLE};
 use offload_format::{AmdTargetId, ImageKind, OffloadKind, Sm};
 
-use super::amdgpu::{AmdCodeObjectVersion, amd_kernel_params};
+use super::AmdCodeObjectVersion;
+use super::amdgpu::amd_kernel_params;
 use super::llvm::{AmdgpuLinkOptions, NvptxLinkOptions, amdgpu_code_object, nvptx_link};
-use super::ptx::{CubinPlan, cubin_plan, ptx_isa_version, ptx_kernel_names, ptxas_verbose};
+use super::ptx::{
+    CubinPlan, check_cubin, cubin_plan, ptx_isa_version, ptx_kernel_names, ptxas_verbose,
+};
 use super::rlib_bitcode::{DeviceInput, bitcode_members};
 use super::{GpuImage, LinkError, Result, io_err};
 use crate::arch::OffloadArch;
@@ -388,32 +391,6 @@ pub fn gpu_images_with(
     }
 }
 
-/// Decides, before anything is built, what an `sm` that will get no cubin means: an error
-/// under `OFFLOAD_REQUIRE_CUBIN`, else one warning when the `ptxas` found does not know it
-/// (without any `ptxas`, PTX only is the documented default and stays quiet).
-pub(crate) fn check_cubin(env: &Env, owner: &str, sm: &str) -> Result<()> {
-    // Read first, so that cargo reruns the build script when it changes.
-    let require = env.require_cubin();
-    let plan = cubin_plan(sm)?;
-    let Some(obstacle) = plan.obstacle(sm) else {
-        return Ok(());
-    };
-    if require {
-        return Err(LinkError::CubinRequired {
-            sm: sm.to_owned(),
-            reason: obstacle,
-        });
-    }
-    if matches!(plan, CubinPlan::Unsupported(_)) {
-        env.warn(&format!(
-            "{}: {sm} gets PTX only, JIT-compiled by the CUDA driver on the GPU: {obstacle}; \
-             OFFLOAD_REQUIRE_CUBIN=1 makes this an error",
-            owner
-        ));
-    }
-    Ok(())
-}
-
 /// Builds the device images of `krate` for one GPU architecture: nested nightly build in
 /// `target_dir`, device link, `ptxas` / `ld.lld`. The build engine's entry point.
 pub fn build_gpu_images(
@@ -434,9 +411,107 @@ pub fn build_gpu_images_linked(
     target_dir: &Path,
     extra: &[DeviceInput],
 ) -> crate::Result<Vec<DeviceImage>> {
-    let target = match *arch {
+    let target = gpu_target_checked(env, krate, arch)?;
+    let amd = AmdgpuLinkOptions {
+        code_object_version: AmdCodeObjectVersion::from_env(env)?,
+        ..AmdgpuLinkOptions::default()
+    };
+    let mut inputs = nested_inputs(env, krate, &target, target_dir)?;
+    inputs.extend(extra.iter().cloned());
+    link_device_images(env, krate, arch, &target, &inputs, &amd)
+}
+
+/// The images of `krate` for several architectures of one GPU triple from one nested build,
+/// linked in parallel (at most as many links at once as there are cores): what one device
+/// link process does for a nested build. Each architecture's image is linked with the
+/// `extra` inputs of that architecture (relocatable CUDA/HIP sources' bitcode). Each
+/// architecture's result comes back on its own, in the order of `archs`; an error before any
+/// link (a refused architecture, the nested build) is the error of all.
+pub fn build_gpu_images_of_triple(
+    env: &Env,
+    krate: &KernelCrate,
+    archs: &[OffloadArch],
+    target_dir: &Path,
+    extra: &[(OffloadArch, DeviceInput)],
+) -> crate::Result<Vec<(OffloadArch, crate::Result<Vec<DeviceImage>>)>> {
+    let targets = archs
+        .iter()
+        .map(|arch| gpu_target_checked(env, krate, arch))
+        .collect::<crate::Result<Vec<GpuTarget>>>()?;
+    let Some(first) = targets.first() else {
+        return Ok(Vec::new());
+    };
+    if let Some(other) = targets.iter().find(|t| t.triple() != first.triple()) {
+        return Err(LinkError::InvalidTarget {
+            target: other.to_string(),
+            reason: "one nested build serves the architectures of one triple",
+        }
+        .into());
+    }
+    let amd = AmdgpuLinkOptions {
+        code_object_version: AmdCodeObjectVersion::from_env(env)?,
+        ..AmdgpuLinkOptions::default()
+    };
+    let inputs = nested_inputs(env, krate, first, target_dir)?;
+    let jobs = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(archs.len())
+        .max(1);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::sync::Mutex<Option<crate::Result<Vec<DeviceImage>>>>> =
+        archs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let (Some(arch), Some(target)) = (archs.get(i), targets.get(i)) else {
+                        break;
+                    };
+                    let mine: Vec<&DeviceInput> = extra
+                        .iter()
+                        .filter(|(a, _)| a == arch)
+                        .map(|(_, input)| input)
+                        .collect();
+                    let result = if mine.is_empty() {
+                        link_device_images(env, krate, arch, target, &inputs, &amd)
+                    } else {
+                        let mut all = inputs.clone();
+                        all.extend(mine.into_iter().cloned());
+                        link_device_images(env, krate, arch, target, &all, &amd)
+                    };
+                    if let Ok(mut slot) = results[i].lock() {
+                        *slot = Some(result);
+                    }
+                }
+            });
+        }
+    });
+    Ok(archs
+        .iter()
+        .zip(results)
+        .map(|(arch, slot)| {
+            let result = slot.into_inner().ok().flatten().unwrap_or_else(|| {
+                Err(crate::Error::Prerequisite(format!(
+                    "the device link of {} for {arch} did not finish",
+                    krate.package
+                )))
+            });
+            (*arch, result)
+        })
+        .collect())
+}
+
+/// The GPU target of `arch`, refused before any build when LLVM would abort on it, with the
+/// cubin policy checked for an `sm`.
+fn gpu_target_checked(
+    env: &Env,
+    krate: &KernelCrate,
+    arch: &OffloadArch,
+) -> crate::Result<GpuTarget> {
+    Ok(match *arch {
         OffloadArch::Nvptx(sm) => {
-            // Refuses, before any build, an `sm` LLVM would abort on.
             ptx_isa_version(&sm.to_string())?;
             check_cubin(env, &krate.package, &sm.to_string())?;
             GpuTarget::Nvptx { sm }
@@ -449,11 +524,17 @@ pub fn build_gpu_images_linked(
             }
             .into());
         }
-    };
-    let amd = AmdgpuLinkOptions {
-        code_object_version: AmdCodeObjectVersion::from_env(env)?,
-        ..AmdgpuLinkOptions::default()
-    };
+    })
+}
+
+/// The nested build of `krate` for `target`'s triple (through the shared build cache) and its
+/// device-link inputs.
+fn nested_inputs(
+    env: &Env,
+    krate: &KernelCrate,
+    target: &GpuTarget,
+    target_dir: &Path,
+) -> crate::Result<Vec<DeviceInput>> {
     let mut build = NestedBuild::new(
         &krate.manifest_path,
         target.triple(),
@@ -461,12 +542,22 @@ pub fn build_gpu_images_linked(
         target_dir,
     );
     build.feature_args = krate.feature_args();
-    let mut inputs = crate::build_cache::around(env, target_dir, &krate.package, || {
+    crate::build_cache::around(env, target_dir, &krate.package, || {
         Ok(nested_build(env, &build)?.inputs()?)
-    })?;
-    inputs.extend(extra.iter().cloned());
+    })
+}
+
+/// Links the images of one architecture from the nested build's inputs.
+fn link_device_images(
+    env: &Env,
+    krate: &KernelCrate,
+    arch: &OffloadArch,
+    target: &GpuTarget,
+    inputs: &[DeviceInput],
+    amd: &AmdgpuLinkOptions,
+) -> crate::Result<Vec<DeviceImage>> {
     crate::status::status(env, "Linking", &format!("{} ({arch})", krate.package));
-    let images = gpu_images_with(&inputs, &target, &amd)?;
+    let images = gpu_images_with(inputs, target, amd)?;
     // The parameter sizes come from the PTX (a cubin is assembled from it) or the AMD code
     // object's metadata, so `extern_kernels!` can check a relocatable CUDA/HIP kernel too.
     let kernel_params = match images.iter().find(|i| i.kind != ImageKind::Cubin) {

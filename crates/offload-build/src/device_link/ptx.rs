@@ -254,6 +254,32 @@ pub fn cubin_plan(sm: &str) -> Result<CubinPlan> {
     })
 }
 
+/// Decides, before anything is built, what an `sm` that will get no cubin means: an error
+/// under `OFFLOAD_REQUIRE_CUBIN`, else one warning when the `ptxas` found does not know it
+/// (without any `ptxas`, PTX only is the documented default and stays quiet).
+pub(crate) fn check_cubin(env: &crate::env::Env, owner: &str, sm: &str) -> Result<()> {
+    // Read first, so that cargo reruns the build script when it changes.
+    let require = env.require_cubin();
+    let plan = cubin_plan(sm)?;
+    let Some(obstacle) = plan.obstacle(sm) else {
+        return Ok(());
+    };
+    if require {
+        return Err(LinkError::CubinRequired {
+            sm: sm.to_owned(),
+            reason: obstacle,
+        });
+    }
+    if matches!(plan, CubinPlan::Unsupported(_)) {
+        env.warn(&format!(
+            "{}: {sm} gets PTX only, JIT-compiled by the CUDA driver on the GPU: {obstacle}; \
+             OFFLOAD_REQUIRE_CUBIN=1 makes this an error",
+            owner
+        ));
+    }
+    Ok(())
+}
+
 fn run_ptxas(ptx: &str, sm: &str, verbose: bool) -> Result<(Vec<u8>, String)> {
     let ptxas = super::find_tool(offload_toolchain::Tool::Ptxas)?;
     let dir = super::scratch_dir("ptxas")?;

@@ -12,14 +12,18 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use offload_format::{AmdTargetId, ImageKind, OffloadKind};
-
-use super::{Clang, Compiled, Options, Source, depfile};
-use crate::arch::OffloadArch;
-use crate::device_link::{AmdCodeObjectVersion, amd_kernel_params, amdgpu_inspect};
+use super::{Clang, Source, depfile};
 use crate::env::Env;
-use crate::error::{Error, IoContext, Result};
-use crate::image::DeviceImage;
+use crate::error::{IoContext, Result};
+#[cfg(feature = "image-readers")]
+use {
+    super::{Compiled, Options},
+    crate::arch::OffloadArch,
+    crate::device_link::{AmdCodeObjectVersion, amd_kernel_params, amdgpu_inspect},
+    crate::error::Error,
+    crate::image::DeviceImage,
+    offload_format::{AmdTargetId, ImageKind, OffloadKind},
+};
 
 /// The `hip/hip_runtime.h` HIP sources compile against: what kernels use of HIP's device API,
 /// written with clang's AMDGPU builtins (which read code object V5's implicit arguments for
@@ -76,6 +80,7 @@ pub(crate) fn header_dependencies(
 }
 
 /// Compiles `source` for all of `targets` in one clang run and unbundles the result.
+#[cfg(feature = "image-readers")]
 pub fn build(
     env: &Env,
     clang: &Clang,

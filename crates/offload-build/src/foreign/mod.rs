@@ -7,13 +7,10 @@
 //! host program with LLVM's offload runtime.
 
 pub mod clang;
-#[cfg(feature = "llvm")]
 pub mod cuda;
 pub mod depfile;
-#[cfg(feature = "llvm")]
 pub mod hip;
 pub mod openmp;
-#[cfg(feature = "llvm")]
 pub mod rdc;
 
 use std::ffi::OsString;
@@ -124,7 +121,6 @@ pub struct Compiled {
     pub watch: Vec<PathBuf>,
 }
 
-#[cfg(feature = "llvm")]
 impl Compiled {
     /// No images yet, watching `source` itself.
     fn watching(source: &Source) -> Compiled {
@@ -256,17 +252,18 @@ impl Plan {
                 );
             }
             let compiled: Compiled = match source.language {
-                #[cfg(feature = "llvm")]
                 Language::Cuda => cuda::build(env, clang, source, &sms, options, out_dir)?,
-                #[cfg(feature = "llvm")]
+                #[cfg(feature = "image-readers")]
                 Language::Hip => hip::build(env, clang, source, &amd, options, out_dir)?,
-                #[cfg(not(feature = "llvm"))]
-                Language::Cuda | Language::Hip => {
-                    if !sms.is_empty() || !amd.is_empty() {
+                #[cfg(not(feature = "image-readers"))]
+                Language::Hip => {
+                    if !amd.is_empty() {
                         return Err(Error::Prerequisite(format!(
-                            "building {} for a GPU needs offload-build's `llvm` feature (LLVM \
-                             22: `apt-get install llvm-22-dev`, then enable the feature)",
-                            source.path.display()
+                            "building the HIP source {} for AMD GPUs needs offload-build's \
+                             `hip` feature (the reader of AMD code objects' metadata): \
+                             `offload-build = {{ version = \"{}\", features = [\"hip\"] }}`",
+                            source.path.display(),
+                            env!("CARGO_PKG_VERSION")
                         )));
                     }
                     Compiled {
@@ -294,7 +291,6 @@ impl Plan {
 
     /// Compiles the relocatable CUDA and HIP sources for the kernel crate's link (see
     /// [`rdc`]).
-    #[cfg(feature = "llvm")]
     pub fn build_linked(&self, env: &Env, archs: &[OffloadArch]) -> Result<rdc::LinkedSources> {
         let linked: Vec<&Source> = self.sources.iter().filter(|s| s.relocatable).collect();
         if linked.is_empty() {

@@ -15,7 +15,8 @@ use inkwell::llvm_sys;
 use inkwell::module::{Linkage, Module};
 use inkwell::targets::{FileType, TargetMachine};
 
-use super::amdgpu::{AmdCodeObjectVersion, fix_amdgpu_e_flags};
+use super::AmdCodeObjectVersion;
+use super::amdgpu::fix_amdgpu_e_flags;
 use super::ptx::ptx_features;
 use super::rlib_bitcode::DeviceInput;
 use super::{
