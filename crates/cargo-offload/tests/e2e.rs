@@ -738,15 +738,16 @@ fn a_kernel_crate_that_does_not_compile_shows_rustc_diagnostics() {
 fn an_unknown_offload_arch_is_refused_with_the_known_ones() {
     let out = cargo_offload(
         &workspace_root(),
-        &["build", "--offload-arch", "sm_80,gfx9999", "-p", "saxpy"],
+        &["build", "--offload-arch", "sm_80,GFX90A", "-p", "saxpy"],
     );
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("unknown offload architecture `gfx9999`"),
+        stderr.contains("unknown offload architecture `GFX90A`"),
         "{stderr}"
     );
-    assert!(stderr.contains("gfx90a"), "{stderr}");
+    assert!(stderr.contains("did you mean `gfx90a`?"), "{stderr}");
+    assert!(stderr.contains("AMD `gfxNNN` (gfx600"), "{stderr}");
 }
 
 #[test]
