@@ -27,6 +27,7 @@ const README_SECTION: &str = "## Use it in your own project";
 /// `cargo publish --workspace --dry-run`: every crate packaged and verified. Uncommitted
 /// changes are allowed so that a local run checks the tree as it is.
 pub fn publish_dry_run() -> Result {
+    forget_unpacked_packages()?;
     run(cargo().args([
         "publish",
         "--workspace",
@@ -34,6 +35,38 @@ pub fn publish_dry_run() -> Result {
         "--locked",
         "--allow-dirty",
     ]))
+}
+
+/// Removes what cargo unpacked from the dry run's temporary registry before: cargo keeps the
+/// packages of a local registry unpacked in its source cache under the registry's path and
+/// the version, and a later dry run of the same version from the same target directory would
+/// build the crates that depend on them against the old sources.
+fn forget_unpacked_packages() -> Result {
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
+        .ok_or("neither CARGO_HOME nor HOME is set")?;
+    let version = workspace_version()?;
+    let sources = cargo_home.join("registry").join("src");
+    let Ok(registries) = std::fs::read_dir(&sources) else {
+        return Ok(());
+    };
+    for registry in registries.flatten() {
+        // Local registries' directories are named `-<hash>`; crates.io's and other remote
+        // ones' after their host.
+        if !registry.file_name().to_string_lossy().starts_with('-') {
+            continue;
+        }
+        for name in PUBLISHED {
+            let unpacked = registry.path().join(format!("{name}-{version}"));
+            match std::fs::remove_dir_all(&unpacked) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(format!("removing {}: {e}", unpacked.display())),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A new project depending on the packaged crates by version (`offload-rt = "0.1.0"`), the
