@@ -114,7 +114,8 @@ pub enum Tool {
     Aarch64Gcc,
     /// Python 3, which runs `lit`.
     Python3,
-    /// Git, which fetches LLVM's tests of the offload tools.
+    /// Git, which fetches LLVM's tests of the offload tools and makes the repository of a
+    /// project `cargo offload new` creates.
     Git,
 }
 

@@ -213,30 +213,34 @@ pub fn exec(args: NewArgs) -> Result<ExitCode> {
 /// `git init` in `dir`, as `cargo new` does: not when `dir` is inside a git work tree already,
 /// and with a note, not an error, when git cannot run.
 fn init_git(dir: &Path) {
-    let inside = Command::new("git")
+    let git = match offload_toolchain::Tool::Git.find() {
+        Ok(git) => git,
+        Err(e) => {
+            eprintln!(
+                "note: no git repository made for {} ({e}); `--vcs none` skips it",
+                dir.display()
+            );
+            return;
+        }
+    };
+    let inside = Command::new(&git)
         .args(["rev-parse", "--is-inside-work-tree"])
         .current_dir(dir)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();
-    match inside {
-        Ok(status) if status.success() => {}
-        Ok(_) => {
-            let init = Command::new("git")
-                .args(["init", "--quiet"])
-                .current_dir(dir)
-                .status();
-            if !init.is_ok_and(|s| s.success()) {
-                eprintln!(
-                    "note: `git init` failed in {}; the project has no repository",
-                    dir.display()
-                );
-            }
-        }
-        Err(e) => eprintln!(
-            "note: no git repository made for {} (git: {e}); `--vcs none` skips it",
+    if inside.is_ok_and(|s| s.success()) {
+        return;
+    }
+    let init = Command::new(&git)
+        .args(["init", "--quiet"])
+        .current_dir(dir)
+        .status();
+    if !init.is_ok_and(|s| s.success()) {
+        eprintln!(
+            "note: `git init` failed in {}; the project has no repository",
             dir.display()
-        ),
+        );
     }
 }
 
