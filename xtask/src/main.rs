@@ -106,6 +106,13 @@ fn target_dir() -> PathBuf {
         .unwrap_or_else(|| root().join("target"))
 }
 
+/// Cargo's home: `CARGO_HOME`, else `~/.cargo`.
+fn cargo_home() -> Option<PathBuf> {
+    std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
+}
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -145,12 +152,9 @@ fn pinned_tool(
     if is_wanted(&on_path) {
         return Ok(on_path);
     }
-    let cargo_home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
-        .ok_or_else(|| {
-            format!("neither CARGO_HOME nor HOME is set: nowhere to install {program}")
-        })?;
+    let cargo_home = cargo_home().ok_or_else(|| {
+        format!("neither CARGO_HOME nor HOME is set: nowhere to install {program}")
+    })?;
     let install_root = cargo_home.join(format!("{program}-{version}"));
     let installed = install_root.join("bin").join(program);
     if is_wanted(&installed) {
@@ -439,20 +443,7 @@ fn apt_install(packages: &[&str]) -> Result {
 
 /// The CUDA toolkit lives in Debian's `contrib non-free` components.
 fn enable_contrib_non_free() -> Result {
-    let path = "/etc/apt/sources.list.d/offload-contrib-non-free.sources";
-    let already = std::fs::read_dir("/etc/apt/sources.list.d")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .any(|e| {
-            std::fs::read_to_string(e.path())
-                .is_ok_and(|s| s.contains("non-free") && s.contains("contrib"))
-        })
-        || std::fs::read_to_string("/etc/apt/sources.list").is_ok_and(|s| {
-            s.lines()
-                .any(|l| l.contains("contrib") && l.contains("non-free"))
-        });
-    if already {
+    if offload_toolchain::debian_contrib_non_free_enabled(&offload_toolchain::apt_sources()) {
         return Ok(());
     }
     let codename = std::fs::read_to_string("/etc/os-release")
@@ -462,13 +453,14 @@ fn enable_contrib_non_free() -> Result {
                 .find_map(|l| l.strip_prefix("VERSION_CODENAME=").map(str::to_owned))
         })
         .unwrap_or_else(|| "bookworm".to_owned());
-    let entry = format!(
-        "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: {codename}\n\
-         Components: contrib non-free\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
-    );
+    let entry = offload_toolchain::debian_contrib_non_free_entry(&codename);
     let tmp = std::env::temp_dir().join("offload-contrib-non-free.sources");
     std::fs::write(&tmp, entry).map_err(|e| format!("writing {}: {e}", tmp.display()))?;
-    run(&mut privileged(&["cp", &tmp.to_string_lossy(), path]))
+    run(&mut privileged(&[
+        "cp",
+        &tmp.to_string_lossy(),
+        offload_toolchain::DEBIAN_CONTRIB_NON_FREE_SOURCES,
+    ]))
 }
 
 fn rust_toolchain() -> Result {

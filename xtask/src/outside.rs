@@ -8,7 +8,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::{Result, cargo, root, run, target_dir};
+use crate::{Result, cargo, cargo_home, root, run, target_dir};
 
 /// The crates published from the workspace.
 const PUBLISHED: &[&str] = &[
@@ -42,10 +42,7 @@ pub fn publish_dry_run() -> Result {
 /// the version, and a later dry run of the same version from the same target directory would
 /// build the crates that depend on them against the old sources.
 fn forget_unpacked_packages() -> Result {
-    let cargo_home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
-        .ok_or("neither CARGO_HOME nor HOME is set")?;
+    let cargo_home = cargo_home().ok_or("neither CARGO_HOME nor HOME is set")?;
     let version = workspace_version()?;
     let sources = cargo_home.join("registry").join("src");
     let Ok(registries) = std::fs::read_dir(&sources) else {

@@ -25,6 +25,9 @@ fn check(out: Output, what: &str) -> Vec<u8> {
     out.stdout
 }
 
+/// clang's flags for OpenMP target offload to the host CPU.
+const OPENMP_HOST_OFFLOAD: &[&str] = &["-fopenmp", "-fopenmp-targets=x86_64-unknown-linux-gnu"];
+
 /// File contents that print as their length and first bytes when an assertion fails.
 #[derive(PartialEq, Eq)]
 struct Bytes(Vec<u8>);
@@ -95,6 +98,13 @@ impl Bench {
         check(self.run(true, args), "clang-offload-bundler")
     }
     /// Compiles `source` with clang-22 and `flags` into `output` in the temporary directory.
+    /// Compiles `source` to the object `output` with clang's OpenMP offload to the host CPU
+    /// (its device images in a `.llvm.offloading` section).
+    fn compile_openmp_object(&self, clang: &Path, source: &Path, output: &str) {
+        let mut flags = OPENMP_HOST_OFFLOAD.to_vec();
+        flags.push("-c");
+        self.compile(clang, &flags, source, output);
+    }
     fn compile(&self, clang: &Path, flags: &[&str], source: &Path, output: &str) {
         let out = Command::new(clang)
             .args(flags)
@@ -754,16 +764,7 @@ fn package_matches_llvm_offload_binary() {
         "omp.c",
         b"int main(void) {\n  int x = 0;\n#pragma omp target map(tofrom: x)\n  { x = 1; }\n  return x;\n}\n",
     );
-    b.compile(
-        &clang,
-        &[
-            "-fopenmp",
-            "-fopenmp-targets=x86_64-unknown-linux-gnu",
-            "-c",
-        ],
-        &src,
-        "omp.o",
-    );
+    b.compile_openmp_object(&clang, &src, "omp.o");
     run(
         true,
         &[
@@ -936,12 +937,7 @@ fn inspect_lists_openmp_entry_points() {
           #pragma omp target teams distribute parallel for\n  for (int i = 0; i < 4; i++) {}\n\
           return x;\n}\n",
     );
-    b.compile(
-        &clang,
-        &["-fopenmp", "-fopenmp-targets=x86_64-unknown-linux-gnu"],
-        &src,
-        "omp",
-    );
+    b.compile(&clang, OPENMP_HOST_OFFLOAD, &src, "omp");
     check(
         Command::new(&llvm)
             .args(["omp", "--image=file=img.so,triple=x86_64-unknown-linux-gnu"])
@@ -1329,16 +1325,7 @@ fn archive_members_at_any_offset_keep_their_images() {
             )
             .as_bytes(),
         );
-        b.compile(
-            &clang,
-            &[
-                "-fopenmp",
-                "-fopenmp-targets=x86_64-unknown-linux-gnu",
-                "-c",
-            ],
-            &src,
-            &format!("{name}.o"),
-        );
+        b.compile_openmp_object(&clang, &src, &format!("{name}.o"));
         members.push(format!("{name}.o"));
     }
     check(

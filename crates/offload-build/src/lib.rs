@@ -57,6 +57,7 @@ pub mod image;
 pub mod json;
 pub mod metadata;
 pub mod nested;
+mod parallel;
 pub mod prebuilt;
 pub mod status;
 
@@ -612,52 +613,26 @@ pub fn build_images_linked(
             .iter()
             .any(|a| dir_of(a) == dir_of(&archs[u[0]]))
     });
-    let jobs = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(units.len())
-        .max(1);
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: Vec<std::sync::Mutex<Option<Result<Vec<DeviceImage>>>>> =
-        units.iter().map(|_| std::sync::Mutex::new(None)).collect();
-    std::thread::scope(|scope| {
-        for _ in 0..jobs {
-            scope.spawn(|| {
-                loop {
-                    let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(unit) = units.get(n) else { break };
-                    let unit_archs: Vec<OffloadArch> = unit.iter().map(|&i| archs[i]).collect();
-                    let target_dir = dir_of(&unit_archs[0]);
-                    let result = kernel_crates
-                        .iter()
-                        .map(|k| match (&linker, unit_archs[0]) {
-                            (Some(linker), OffloadArch::Nvptx(_) | OffloadArch::Amdgcn(_)) => {
-                                device_linker::link(
-                                    env,
-                                    linker,
-                                    k,
-                                    &unit_archs,
-                                    &target_dir,
-                                    linked,
-                                )
-                            }
-                            _ => build_one(env, k, &unit_archs[0], &target_dir, linked),
-                        })
-                        .collect::<Result<Vec<Vec<DeviceImage>>>>()
-                        .map(|v| v.into_iter().flatten().collect());
-                    if let Ok(mut slot) = results[n].lock() {
-                        *slot = Some(result);
-                    }
+    let results = parallel::map(&units, |unit| {
+        let unit_archs: Vec<OffloadArch> = unit.iter().map(|&i| archs[i]).collect();
+        let target_dir = dir_of(&unit_archs[0]);
+        kernel_crates
+            .iter()
+            .map(|k| match (&linker, unit_archs[0]) {
+                (Some(linker), OffloadArch::Nvptx(_) | OffloadArch::Amdgcn(_)) => {
+                    device_linker::link(env, linker, k, &unit_archs, &target_dir, linked)
                 }
-            });
-        }
+                _ => build_one(env, k, &unit_archs[0], &target_dir, linked),
+            })
+            .collect::<Result<Vec<Vec<DeviceImage>>>>()
+            .map(|v| v.into_iter().flatten().collect())
     });
     // The first error in architecture order is the build's.
     let mut per_unit: Vec<(usize, Result<Vec<DeviceImage>>)> = units
         .iter()
         .zip(results)
-        .map(|(unit, slot)| {
-            let result = slot.into_inner().ok().flatten().unwrap_or_else(|| {
+        .map(|(unit, result)| {
+            let result = result.unwrap_or_else(|| {
                 Err(Error::Prerequisite(
                     "a device build job did not finish".into(),
                 ))

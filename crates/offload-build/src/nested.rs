@@ -191,15 +191,34 @@ impl CpuToolchain {
     }
 }
 
-/// Whether the pinned nightly runs (`rust-src` aside).
+/// Whether the pinned nightly runs (`rust-src` aside). Asked once per toolchain and process:
+/// each kernel crate's CPU image and the prebuilt-bundle decisions ask it again.
 pub fn nightly_usable(env: &Env) -> bool {
-    Command::new("rustup")
-        .args(["run", &env.nightly_toolchain(), "rustc", "-V"])
+    static KNOWN: std::sync::Mutex<Vec<(String, bool)>> = std::sync::Mutex::new(Vec::new());
+    let toolchain = env.nightly_toolchain();
+    let known = |toolchain: &str| {
+        KNOWN
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .find(|(t, _)| t == toolchain)
+            .map(|&(_, usable)| usable)
+    };
+    if let Some(usable) = known(&toolchain) {
+        return usable;
+    }
+    let usable = Command::new("rustup")
+        .args(["run", &toolchain, "rustc", "-V"])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status()
-        .is_ok_and(|s| s.success())
+        .is_ok_and(|s| s.success());
+    KNOWN
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((toolchain, usable));
+    usable
 }
 
 /// Joins rustc flags the way `CARGO_ENCODED_RUSTFLAGS` wants them.

@@ -32,19 +32,67 @@ pub const DEVICE_TOOLCHAIN: &str = "nightly-2026-05-20";
 /// Debian's directory of LLVM 22's programs.
 pub const DEBIAN_LLVM_BIN: &str = "/usr/lib/llvm-22/bin";
 
-/// Debian packages that provide libraries and headers rather than programs: LLVM's C API for
-/// the in-process device link, the OpenMP and offload runtimes for the OpenMP peers, and the
-/// compression libraries `llvm-sys` links.
-pub const LIBRARY_PACKAGES: &[&str] = &[
+/// Debian packages of the libraries the device link is built against: LLVM's C API and what
+/// `llvm-sys` links with it (what building `cargo-offload` needs, and `cargo offload setup
+/// --system` installs).
+pub const DEVICE_LINK_LIBRARY_PACKAGES: &[&str] = &[
     "llvm-22-dev",
-    "libclang-rt-22-dev",
-    "libomp-22-dev",
-    "liboffload-22-dev",
     "libpolly-22-dev",
     "zlib1g-dev",
     "libzstd-dev",
+];
+
+/// The other Debian packages of libraries and headers the set-up installs: the compiler
+/// runtimes, the OpenMP and offload runtimes for the OpenMP peers, and the aarch64 cross C
+/// library.
+pub const OTHER_LIBRARY_PACKAGES: &[&str] = &[
+    "libclang-rt-22-dev",
+    "libomp-22-dev",
+    "liboffload-22-dev",
     "libc6-dev-arm64-cross",
 ];
+
+/// Where the set-ups write the apt entry of Debian's `contrib non-free` components, which
+/// hold the CUDA toolkit.
+pub const DEBIAN_CONTRIB_NON_FREE_SOURCES: &str =
+    "/etc/apt/sources.list.d/offload-contrib-non-free.sources";
+
+/// The contents of apt's source lists (`/etc/apt/sources.list` and the `.list` and
+/// `.sources` files of `sources.list.d`), those that can be read.
+pub fn apt_sources() -> Vec<String> {
+    let mut files = vec![PathBuf::from("/etc/apt/sources.list")];
+    files.extend(
+        std::fs::read_dir("/etc/apt/sources.list.d")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "list" || e == "sources")),
+    );
+    files
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .collect()
+}
+
+/// Whether one of apt's `sources` enables Debian's `contrib` and `non-free` components (on
+/// one line, as both the one-line and the deb822 formats write them).
+pub fn debian_contrib_non_free_enabled(sources: &[String]) -> bool {
+    sources.iter().any(|s| {
+        s.lines()
+            .any(|l| l.contains("contrib") && l.contains("non-free"))
+    })
+}
+
+/// The apt entry (deb822) of Debian's `contrib non-free` components for the release
+/// `codename`.
+pub fn debian_contrib_non_free_entry(codename: &str) -> String {
+    format!(
+        "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: {codename}\n\
+         Components: contrib non-free\n\
+         Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+    )
+}
 
 /// Rust targets the set-up adds to the stable and the device toolchain: aarch64 Linux, so the
 /// CPU device is proven on a second host architecture (cross-built, run under qemu).
@@ -384,14 +432,19 @@ pub fn llvm_bin_dir_with(env: &dyn Fn(&str) -> Option<OsString>) -> PathBuf {
 }
 
 /// Every Debian package the set-up installs: the tools' packages (`nvidia-cuda-toolkit` only
-/// when `cuda`), then [`LIBRARY_PACKAGES`], each once.
+/// when `cuda`), then [`DEVICE_LINK_LIBRARY_PACKAGES`] and [`OTHER_LIBRARY_PACKAGES`], each
+/// once.
 pub fn packages(cuda: bool) -> Vec<&'static str> {
     let mut all: Vec<&'static str> = Vec::new();
     let tools = Tool::ALL
         .iter()
         .filter(|t| cuda || t.origin() != Origin::Cuda)
         .map(|t| t.package());
-    for package in tools.chain(LIBRARY_PACKAGES.iter().copied()) {
+    let libraries = DEVICE_LINK_LIBRARY_PACKAGES
+        .iter()
+        .chain(OTHER_LIBRARY_PACKAGES)
+        .copied();
+    for package in tools.chain(libraries) {
         if !all.contains(&package) {
             all.push(package);
         }

@@ -28,22 +28,11 @@ pub struct SetupArgs {
     dry_run: bool,
 }
 
-/// Where the Debian `contrib non-free` entry is written (the CUDA toolkit lives there).
-const CONTRIB_NON_FREE: &str = "/etc/apt/sources.list.d/offload-contrib-non-free.sources";
 /// Where the apt.llvm.org entry is written, for distributions without LLVM 22 packages.
 const LLVM_SOURCES: &str = "/etc/apt/sources.list.d/offload-llvm-22.sources";
 /// The key apt.llvm.org signs with, and where it is kept.
 const LLVM_KEY_URL: &str = "https://apt.llvm.org/llvm-snapshot.gpg.key";
 const LLVM_KEYRING: &str = "/usr/share/keyrings/apt.llvm.org.asc";
-
-/// The libraries beside the tools: LLVM's C API, which the in-process device link is built
-/// against, and what `llvm-sys` links with it.
-const LLVM_LIBRARIES: &[&str] = &[
-    "llvm-22-dev",
-    "libpolly-22-dev",
-    "zlib1g-dev",
-    "libzstd-dev",
-];
 
 /// The distribution's packages of GPU builds: clang, lld and LLVM 22 and, when `cuda`, the
 /// CUDA toolkit.
@@ -53,7 +42,7 @@ fn system_packages(cuda: bool) -> Vec<&'static str> {
         Tool::LdLld.package(),
         Tool::LlvmConfig.package(),
     ];
-    packages.extend_from_slice(LLVM_LIBRARIES);
+    packages.extend_from_slice(offload_toolchain::DEVICE_LINK_LIBRARY_PACKAGES);
     if cuda {
         packages.push(Tool::Ptxas.package());
     }
@@ -273,12 +262,8 @@ fn apt_steps(distro: &Distro, facts: &Facts) -> Vec<Step> {
     if cuda && !facts.cuda_components {
         match distro {
             Distro::Debian { .. } => steps.push(Step::write_file(
-                CONTRIB_NON_FREE,
-                format!(
-                    "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: {codename}\n\
-                     Components: contrib non-free\n\
-                     Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
-                ),
+                offload_toolchain::DEBIAN_CONTRIB_NON_FREE_SOURCES,
+                offload_toolchain::debian_contrib_non_free_entry(codename),
                 root,
             )),
             _ => steps.push(
@@ -473,13 +458,10 @@ fn probe(distro: &Distro) -> Facts {
     let root = output("id", &["-u"]).is_some_and(|o| o.trim() == "0");
     let llvm_packaged = output("apt-cache", &["policy", Tool::Clang.package()])
         .is_some_and(|o| apt_has_candidate(&o));
-    let sources = apt_sources();
+    let sources = offload_toolchain::apt_sources();
     let cuda_components = match distro {
         Distro::Ubuntu { .. } => sources.iter().any(|s| s.contains("multiverse")),
-        _ => sources.iter().any(|s| {
-            s.lines()
-                .any(|l| l.contains("contrib") && l.contains("non-free"))
-        }),
+        _ => offload_toolchain::debian_contrib_non_free_enabled(&sources),
     };
     Facts {
         root,
@@ -496,23 +478,6 @@ fn apt_has_candidate(policy: &str) -> bool {
             .strip_prefix("Candidate:")
             .is_some_and(|v| v.trim() != "(none)")
     })
-}
-
-/// The contents of apt's source lists.
-fn apt_sources() -> Vec<String> {
-    let mut files = vec![std::path::PathBuf::from("/etc/apt/sources.list")];
-    files.extend(
-        std::fs::read_dir("/etc/apt/sources.list.d")
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|e| e == "list" || e == "sources")),
-    );
-    files
-        .iter()
-        .filter_map(|f| std::fs::read_to_string(f).ok())
-        .collect()
 }
 
 #[cfg(test)]
@@ -588,7 +553,10 @@ mod tests {
         let plan = plan(DEVICE_TOOLCHAIN, true, &distro, &facts);
         let lines = lines(&plan);
         assert_eq!(lines.len(), 4, "{lines:#?}");
-        assert!(lines[0].starts_with(&format!("sudo tee {CONTRIB_NON_FREE} >/dev/null <<'EOF'\n")));
+        assert!(lines[0].starts_with(&format!(
+            "sudo tee {} >/dev/null <<'EOF'\n",
+            offload_toolchain::DEBIAN_CONTRIB_NON_FREE_SOURCES
+        )));
         assert!(lines[0].contains("Suites: bookworm\nComponents: contrib non-free\n"));
         assert_eq!(
             lines[1],
@@ -676,15 +644,5 @@ mod tests {
             "clang-22:\n  Installed: (none)\n  Candidate: (none)\n"
         ));
         assert!(!apt_has_candidate(""));
-    }
-
-    #[test]
-    fn the_library_packages_are_the_toolchain_tables() {
-        for package in LLVM_LIBRARIES {
-            assert!(
-                offload_toolchain::LIBRARY_PACKAGES.contains(package),
-                "{package}"
-            );
-        }
     }
 }

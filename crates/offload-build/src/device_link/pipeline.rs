@@ -453,46 +453,26 @@ pub fn build_gpu_images_of_triple(
         ..AmdgpuLinkOptions::default()
     };
     let inputs = nested_inputs(env, krate, first, target_dir)?;
-    let jobs = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(archs.len())
-        .max(1);
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: Vec<std::sync::Mutex<Option<crate::Result<Vec<DeviceImage>>>>> =
-        archs.iter().map(|_| std::sync::Mutex::new(None)).collect();
-    std::thread::scope(|scope| {
-        for _ in 0..jobs {
-            scope.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let (Some(arch), Some(target)) = (archs.get(i), targets.get(i)) else {
-                        break;
-                    };
-                    let mine: Vec<&DeviceInput> = extra
-                        .iter()
-                        .filter(|(a, _)| a == arch)
-                        .map(|(_, input)| input)
-                        .collect();
-                    let result = if mine.is_empty() {
-                        link_device_images(env, krate, arch, target, &inputs, &amd)
-                    } else {
-                        let mut all = inputs.clone();
-                        all.extend(mine.into_iter().cloned());
-                        link_device_images(env, krate, arch, target, &all, &amd)
-                    };
-                    if let Ok(mut slot) = results[i].lock() {
-                        *slot = Some(result);
-                    }
-                }
-            });
+    let pairs: Vec<(&OffloadArch, &GpuTarget)> = archs.iter().zip(&targets).collect();
+    let results = crate::parallel::map(&pairs, |&(arch, target)| {
+        let mine: Vec<&DeviceInput> = extra
+            .iter()
+            .filter(|(a, _)| a == arch)
+            .map(|(_, input)| input)
+            .collect();
+        if mine.is_empty() {
+            link_device_images(env, krate, arch, target, &inputs, &amd)
+        } else {
+            let mut all = inputs.clone();
+            all.extend(mine.into_iter().cloned());
+            link_device_images(env, krate, arch, target, &all, &amd)
         }
     });
     Ok(archs
         .iter()
         .zip(results)
-        .map(|(arch, slot)| {
-            let result = slot.into_inner().ok().flatten().unwrap_or_else(|| {
+        .map(|(arch, result)| {
+            let result = result.unwrap_or_else(|| {
                 Err(crate::Error::Prerequisite(format!(
                     "the device link of {} for {arch} did not finish",
                     krate.package
