@@ -283,7 +283,7 @@ fn init_refuses_a_crate_its_enclosing_workspace_does_not_list() {
         &stray,
         str![[r#"
 error: finding the workspace the crate belongs to
-  caused by: `[..] metadata --no-deps --format-version 1 --manifest-path [..]/stray/Cargo.toml` failed (exit status: 101):
+  caused by: `[..] metadata --format-version 1 --manifest-path [..]/stray/Cargo.toml --no-deps` failed (exit status: 101):
 error: current package believes it's in a workspace when it's not:
 ...
 "#]],

@@ -284,6 +284,24 @@ pub fn workspace_archs(
     Ok(out)
 }
 
+/// A workspace as `cargo metadata --no-deps` reads it, without a resolve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceMembers {
+    /// The workspace root: the directory of its root manifest.
+    pub root: PathBuf,
+    /// Each member's package name.
+    pub names: Vec<String>,
+}
+
+/// The workspace the manifest at `manifest_path` belongs to.
+pub fn workspace_members(manifest_path: &Path, cargo: Option<&Path>) -> Result<WorkspaceMembers> {
+    let meta = read_metadata(Some(manifest_path), cargo, true)?;
+    Ok(WorkspaceMembers {
+        root: meta.workspace_root,
+        names: meta.packages.into_iter().map(|p| p.name).collect(),
+    })
+}
+
 fn offload_table(pkg: &Package) -> Result<Option<&HashMap<String, Value>>> {
     match pkg.metadata.get_key("offload") {
         None => Ok(None),
@@ -406,6 +424,7 @@ struct Metadata {
     root: Option<String>,
     workspace_members: Vec<String>,
     workspace_default_members: Vec<String>,
+    workspace_root: PathBuf,
     target_directory: PathBuf,
 }
 
@@ -526,6 +545,7 @@ impl Metadata {
             root: v.str_at(&["resolve", "root"]).map(str::to_owned),
             workspace_members,
             workspace_default_members,
+            workspace_root: string(v, "workspace_root")?.into(),
             target_directory: string(v, "target_directory")?.into(),
         })
     }
@@ -886,6 +906,7 @@ mod tests {
                 "workspace_members": ["app 0.1.0", "lib 0.1.0"],
                 "workspace_default_members": ["app 0.1.0"],
                 "resolve": {{"nodes": [], "root": {root}}},
+                "workspace_root": "/w",
                 "target_directory": "/w/target"
             }}"#,
             package("app"),

@@ -6,11 +6,9 @@
 //! start. `cargo offload package-kernels …` and `cargo offload verify …` run this binary, found
 //! beside `cargo-offload`.
 
-#[path = "../commands/prebuilt.rs"]
-mod prebuilt;
-
 use std::process::ExitCode;
 
+use cargo_offload::ops::prebuilt;
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
@@ -24,9 +22,9 @@ struct Cli {
 enum Command {
     /// In a kernel crate: build its images and write them, with their source hash, to
     /// `offload/<lib>.offload`, so crates using it build without a device toolchain.
-    PackageKernels(prebuilt::PackageKernelsArgs),
+    PackageKernels(prebuilt::PackageKernelsOptions),
     /// In a kernel crate: rebuild its prebuilt bundle from source and compare byte for byte.
-    Verify(prebuilt::VerifyArgs),
+    Verify(prebuilt::VerifyOptions),
     /// Serves one device link request of a build script: the request and the results in DIR.
     #[command(hide = true)]
     DeviceLink {

@@ -1,16 +1,13 @@
-//! One module per subcommand: argument parsing here, the work in the libraries.
+//! One module per subcommand: its arguments, parsed here and handed to `cargo_offload::ops`
+//! (or, for the file-level tools, to `offload_tools::ops`).
 
-mod build_status;
 mod bundle;
 mod cargo;
-mod command_line;
-mod dependency_source;
 mod doctor;
 mod init;
 mod inspect;
 mod new;
 mod package;
-mod phases;
 mod response_files;
 mod setup;
 
@@ -154,13 +151,6 @@ fn run_device_binary(subcommand: &str, args: DeviceArgs) -> Result<ExitCode> {
     })
 }
 
-/// `cargo-offload-device`'s arguments (`package-kernels`, `verify`), whose `--help` that binary
-/// prints: read by the command reference below.
-#[cfg(test)]
-#[allow(dead_code, reason = "only the argument definitions are used")]
-#[path = "prebuilt.rs"]
-mod device_args;
-
 #[cfg(test)]
 mod tests {
     use clap::{Args as _, CommandFactory as _};
@@ -214,9 +204,12 @@ mod tests {
             ),
             "package-kernels" => device(
                 "package-kernels",
-                device_args::PackageKernelsArgs::augment_args,
+                cargo_offload::ops::prebuilt::PackageKernelsOptions::augment_args,
             ),
-            "verify" => device("verify", device_args::VerifyArgs::augment_args),
+            "verify" => device(
+                "verify",
+                cargo_offload::ops::prebuilt::VerifyOptions::augment_args,
+            ),
             "bundle" => own_help(help(bundle::BundlerCli::command())),
             "package" => own_help(help(package::PackageCli::command())),
             other => {

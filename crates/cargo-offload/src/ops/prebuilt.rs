@@ -11,22 +11,25 @@ use offload_build::env::{Env, OFFLOAD_ARCH};
 use offload_build::metadata::KernelPackage;
 use offload_build::prebuilt;
 
-#[derive(Debug, clap::Args)]
-pub struct PackageKernelsArgs {
+// `package-kernels`' options, also the command line `cargo-offload-device` parses (no doc
+// comment: clap would print it as the command's about text).
+#[derive(Debug, Clone, clap::Args)]
+pub struct PackageKernelsOptions {
     /// Device targets to build (`sm_80,sm_90,gfx90a,host`); default: the kernel crate's
     /// `[package.metadata.offload] arch`, else `OFFLOAD_ARCH`.
     #[arg(long, value_name = "ARCHS")]
-    offload_arch: Option<String>,
+    pub offload_arch: Option<String>,
     /// The kernel crate's `Cargo.toml` (default: `./Cargo.toml`).
     #[arg(long, value_name = "PATH")]
-    manifest_path: Option<PathBuf>,
+    pub manifest_path: Option<PathBuf>,
 }
 
-#[derive(Debug, clap::Args)]
-pub struct VerifyArgs {
+// `verify`'s options, also the command line `cargo-offload-device` parses.
+#[derive(Debug, Clone, clap::Args)]
+pub struct VerifyOptions {
     /// The kernel crate's `Cargo.toml` (default: `./Cargo.toml`).
     #[arg(long, value_name = "PATH")]
-    manifest_path: Option<PathBuf>,
+    pub manifest_path: Option<PathBuf>,
 }
 
 fn kernel_package(manifest_path: Option<&Path>) -> Result<KernelPackage> {
@@ -46,7 +49,8 @@ fn kernel_package(manifest_path: Option<&Path>) -> Result<KernelPackage> {
         .with_context(|| format!("reading {}", manifest.display()))
 }
 
-pub fn package_kernels(args: PackageKernelsArgs) -> Result<ExitCode> {
+/// Builds the kernel crate's images and writes its prebuilt bundle.
+pub fn package_kernels(args: PackageKernelsOptions) -> Result<ExitCode> {
     let env = Env::detect();
     let KernelPackage {
         krate,
@@ -101,7 +105,8 @@ pub fn package_kernels(args: PackageKernelsArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn verify(args: VerifyArgs) -> Result<ExitCode> {
+/// Rebuilds the prebuilt bundle from source and compares it byte for byte.
+pub fn verify(args: VerifyOptions) -> Result<ExitCode> {
     let env = Env::detect();
     let krate = kernel_package(args.manifest_path.as_deref())?.krate;
     let path = prebuilt::bundle_path(&krate);

@@ -1,0 +1,531 @@
+//! `build`, `run` and `test`: cargo's own commands, with the offload architectures handed to
+//! the host crates' build scripts through `OFFLOAD_ARCH`, and what `native` stands for through
+//! `OFFLOAD_NATIVE_ARCH` (the GPUs are probed here, through offload-rt's drivers, which build
+//! scripts do not link). Every other flag (`--release`, `-p`, `--features`,
+//! `--manifest-path`, `--target-dir`, `-- <program args>`) goes to cargo as is;
+//! `--print-phases` builds nothing and prints the action graphs (`phases`).
+//!
+//! With `--message-format=json` (or one of its `json-…` forms) cargo's messages pass through
+//! unchanged, and after each artifact that embeds device images come one
+//! `{"reason":"offload-image",…}` message per image: target, arch, kind, size, module,
+//! kernels and, where the image records them, each kernel's resource use (for NVIDIA images,
+//! the figures of the build's own `ptxas -v` run: nothing here runs `ptxas`).
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
+
+use anyhow::{Context, Result};
+use offload_build::arch;
+use offload_build::diagnostics::{self, OFFLOAD_MESSAGE_DIR};
+use offload_build::env::{Env, OFFLOAD_ARCH, OFFLOAD_NATIVE_ARCH};
+use offload_build::json::{CargoMessage, JsonExt};
+use offload_tools::inspect::{InspectedImage, PtxasFallback, inspect_with};
+
+use super::build_status::{OFFLOAD_STATUS_DIR, StatusWatcher, Style};
+use super::command_line::{NativeGpus, canonical, cargo_flag_values};
+
+/// What `cargo offload` itself takes from a cargo command line, before `--`.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct OffloadOptions {
+    /// Each `--offload-arch` value.
+    pub archs: Vec<String>,
+    /// `--print-phases`: print the action graphs instead of building.
+    pub print_phases: bool,
+}
+
+/// The list that comes before the package metadata, with its origin as build scripts name
+/// it: `--offload-arch`, else `OFFLOAD_ARCH`.
+fn explicit_list(archs: &[String], env: &Env) -> Option<(String, &'static str)> {
+    if !archs.is_empty() {
+        return Some((archs.join(","), "--offload-arch"));
+    }
+    env.get_untracked(OFFLOAD_ARCH)
+        .map(|list| (list, "the OFFLOAD_ARCH environment variable"))
+}
+
+/// Runs `cargo SUBCOMMAND CARGO_ARGS` with the offload architectures of `options` handed to
+/// the build scripts, or, with `print_phases`, prints the action graphs and builds nothing.
+pub fn run_cargo(
+    subcommand: &str,
+    options: &OffloadOptions,
+    cargo_args: &[OsString],
+) -> Result<ExitCode> {
+    let env = Env::detect();
+    let native = NativeGpus::default();
+    let explicit = explicit_list(&options.archs, &env);
+    if options.print_phases {
+        let archs = explicit
+            .map(|(list, origin)| native.resolve(&list, origin))
+            .transpose()?;
+        return super::phases::print(cargo_args, archs.as_deref(), &native, &env);
+    }
+    // Only the list is checked here: the toolchain is checked by the build scripts, when and
+    // only when a device build runs, so a no-op build costs what a no-op `cargo build` costs.
+    // `OFFLOAD_ARCH` is left to them unless it names `native`.
+    let canonical_list = match explicit {
+        Some((list, origin)) if !options.archs.is_empty() || arch::mentions_native(&list) => {
+            Some(canonical(&native.resolve(&list, origin)?))
+        }
+        Some(_) => None,
+        None => {
+            // `native` in a package's metadata is resolved by its build script from
+            // OFFLOAD_NATIVE_ARCH: probed only when a workspace member names it (`cargo
+            // metadata --no-deps` reads the manifests alone). A workspace that cannot be read
+            // is cargo's to report.
+            let manifest = cargo_flag_values(cargo_args, "--manifest-path", None)
+                .pop()
+                .map(PathBuf::from);
+            let cargo = env.get_untracked("CARGO").map(PathBuf::from);
+            let lists =
+                offload_build::metadata::workspace_archs(manifest.as_deref(), cargo.as_deref())
+                    .unwrap_or_default();
+            if lists.iter().any(|(_, list)| arch::mentions_native(list)) {
+                native.get();
+            }
+            None
+        }
+    };
+
+    let cargo = env
+        .get_untracked("CARGO")
+        .unwrap_or_else(|| "cargo".to_owned());
+    let mut cmd = Command::new(&cargo);
+    cmd.arg(subcommand).args(cargo_args);
+    if let Some(list) = canonical_list {
+        cmd.env(OFFLOAD_ARCH, list);
+    }
+    if let Some(value) = native.env_value() {
+        cmd.env(OFFLOAD_NATIVE_ARCH, value);
+    }
+    // Build scripts find the device link executable installed beside this one first.
+    if let Ok(me) = std::env::current_exe() {
+        cmd.env(offload_build::device_linker::OFFLOAD_CARGO_OFFLOAD, me);
+    }
+    let json = wants_json_messages(cargo_args);
+    let summarize = subcommand == "build"
+        && !json
+        && !has_flag(cargo_args, &["-q", "--quiet", "--message-format"]);
+    let style = Style::for_stderr_with(
+        &env,
+        cargo_flag_values(cargo_args, "--color", None)
+            .last()
+            .map(String::as_str),
+    );
+    let quiet = has_flag(cargo_args, &["-q", "--quiet"]);
+    // The build scripts hand over their status lines and device diagnostics through here.
+    let message_dir = tempfile::tempdir().context("creating a directory for build messages")?;
+    let _watcher = (!quiet).then(|| {
+        cmd.env(OFFLOAD_STATUS_DIR, message_dir.path());
+        StatusWatcher::start(message_dir.path(), style)
+    });
+    if summarize {
+        // Artifacts and diagnostics come back as JSON on stdout, the diagnostics printed here
+        // as cargo would, so the device builds' can be told from the host's; cargo's status
+        // lines stay on stderr.
+        cmd.arg(if style.color {
+            "--message-format=json-diagnostic-rendered-ansi"
+        } else {
+            "--message-format=json"
+        });
+    }
+    let status = if summarize || json {
+        cmd.env(OFFLOAD_MESSAGE_DIR, message_dir.path());
+        // Cargo's messages come through our hands: passed on with an `offload-image` message
+        // per embedded image (JSON), or read for the diagnostics and `Embedded` lines (human).
+        cmd.stdout(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("could not run `{cargo} {subcommand}`"))?;
+        let stdout = child.stdout.take().context("cargo's standard output")?;
+        let mut out = std::io::stdout().lock();
+        let mut summaries = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut finished = None;
+        let mut kept = Vec::new();
+        for line in BufReader::new(stdout).lines() {
+            let line = line.context("reading cargo's messages")?;
+            let message = CargoMessage::parse(&line);
+            if let Some(m) = message.as_ref().filter(|m| m.is("compiler-message")) {
+                seen.insert(diagnostics::identity(m));
+            }
+            // A fresh build script's device diagnostics, kept from its last run.
+            if let Some(out_dir) = message
+                .as_ref()
+                .filter(|m| m.is("build-script-executed"))
+                .and_then(|m| m.json().str_at(&["out_dir"]))
+            {
+                kept.push(std::path::Path::new(out_dir).join(diagnostics::DIAGNOSTICS_FILE));
+            }
+            if json {
+                if message.as_ref().is_some_and(|m| m.is("build-finished")) {
+                    finished = Some(line);
+                    continue;
+                }
+                writeln!(out, "{line}")?;
+                for image in message.iter().flat_map(image_messages) {
+                    writeln!(out, "{image}")?;
+                }
+            } else {
+                if let Some(text) = message
+                    .as_ref()
+                    .filter(|m| m.is("compiler-message"))
+                    .and_then(diagnostics::rendered)
+                {
+                    eprint!("{text}");
+                }
+                summaries.extend(message.as_ref().and_then(embedded_summary));
+            }
+        }
+        let status = child.wait();
+        let device = device_messages(message_dir.path(), &kept, &seen);
+        if json {
+            // Before `build-finished`, which ends what some readers wait for.
+            for message in &device {
+                writeln!(out, "{message}")?;
+            }
+            if let Some(line) = finished {
+                writeln!(out, "{line}")?;
+            }
+        } else {
+            let mut err = std::io::stderr().lock();
+            // A failed device build's errors (and their notes) are already on stderr, in
+            // cargo's report.
+            for message in device
+                .iter()
+                .filter(|m| diagnostics::level(m) == Some("warning"))
+            {
+                write_device_diagnostic(&mut err, message, &style)?;
+            }
+        }
+        if status.as_ref().is_ok_and(|s| s.success()) && !summaries.is_empty() {
+            let mut err = std::io::stderr().lock();
+            for line in summaries {
+                writeln!(err, "{}", style.status("Embedded", &line))?;
+            }
+        }
+        status
+    } else {
+        cmd.status()
+    }
+    .with_context(|| format!("could not run `{cargo} {subcommand}`"))?;
+    Ok(match status.code() {
+        Some(0) => ExitCode::SUCCESS,
+        Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        None => ExitCode::FAILURE,
+    })
+}
+
+/// The device builds' `compiler-message`s: those the build scripts that ran left in `dir`,
+/// then those fresh ones kept (`kept`), less those the host build already gave (`seen`, by
+/// [`diagnostics::identity`]) and those two build scripts both gave (a kernel crate of two
+/// host crates).
+fn device_messages(
+    dir: &std::path::Path,
+    kept: &[std::path::PathBuf],
+    seen: &std::collections::HashSet<String>,
+) -> Vec<CargoMessage> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    files.extend(kept.iter().cloned());
+    let mut seen = seen.clone();
+    let mut out = Vec::new();
+    for file in files {
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        for line in text.lines() {
+            let Some(message) = CargoMessage::parse(line) else {
+                continue;
+            };
+            if seen.insert(diagnostics::identity(&message)) {
+                out.push(message);
+            }
+        }
+    }
+    out
+}
+
+/// A device build's diagnostic as cargo prints a host one, with a note naming the
+/// architectures whose builds gave it.
+fn write_device_diagnostic(
+    err: &mut impl Write,
+    message: &CargoMessage,
+    style: &Style,
+) -> std::io::Result<()> {
+    let Some(rendered) = diagnostics::rendered(message) else {
+        return Ok(());
+    };
+    let archs = diagnostics::archs(message);
+    let krate = diagnostics::package_name(message);
+    let note = format!("in the device build of `{krate}` for {}", archs.join(", "));
+    let note = if style.color {
+        format!("\x1b[1m\x1b[94m= \x1b[0m\x1b[1mnote\x1b[0m: {note}")
+    } else {
+        format!("= note: {note}")
+    };
+    writeln!(err, "{}\n  {note}\n", rendered.trim_end())
+}
+
+/// Whether any of `flags` (or `flag=…`) stands among the arguments before `--`.
+fn has_flag(args: &[OsString], flags: &[&str]) -> bool {
+    args.iter().take_while(|a| *a != "--").any(|a| {
+        let a = a.to_string_lossy();
+        flags
+            .iter()
+            .any(|f| *a == **f || a.strip_prefix(f).is_some_and(|r| r.starts_with('=')))
+    })
+}
+
+/// For a `compiler-artifact` message of a linked output that embeds device images, one line
+/// naming the artifact and its images by target (the arch, else the triple): `demo (4 device
+/// images: sm_80 cubin+ptx, gfx90a elf, host elf)`; with images of several modules, each
+/// module's targets after its name: `demo (5 device images; demo_kernels: sm_80 cubin+ptx,
+/// host elf; scale: sm_80 cubin+ptx)`.
+fn embedded_summary(message: &CargoMessage) -> Option<String> {
+    /// Each target (arch or triple) with the kinds of its images.
+    type TargetKinds<'a> = Vec<(&'a str, Vec<&'a str>)>;
+    let (file, images) = artifact_images(message).into_iter().next()?;
+    // module -> [(target, kinds)], in the order the images stand.
+    let mut modules: Vec<(&str, TargetKinds)> = Vec::new();
+    for image in &images {
+        let module = image.module.as_deref().unwrap_or("");
+        // clang's OpenMP images for a CPU name no arch, only their triple.
+        let target = if image.arch.is_empty() {
+            image.triple.as_str()
+        } else {
+            image.arch.as_str()
+        };
+        let targets = match modules.iter_mut().find(|(m, _)| *m == module) {
+            Some((_, targets)) => targets,
+            None => {
+                modules.push((module, Vec::new()));
+                &mut modules.last_mut()?.1
+            }
+        };
+        match targets.iter_mut().find(|(t, _)| *t == target) {
+            Some((_, kinds)) => kinds.push(&image.kind),
+            None => targets.push((target, vec![&image.kind])),
+        }
+    }
+    let list = |targets: &TargetKinds| {
+        targets
+            .iter()
+            .map(|(target, kinds)| format!("{target} {}", kinds.join("+")))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let name = std::path::Path::new(file)
+        .file_name()
+        .map_or(file.to_owned(), |n| n.to_string_lossy().into_owned());
+    let count = format!(
+        "{} device image{}",
+        images.len(),
+        if images.len() == 1 { "" } else { "s" }
+    );
+    Some(match modules.as_slice() {
+        [(_, targets)] => format!("{name} ({count}: {})", list(targets)),
+        _ => {
+            let per_module: Vec<String> = modules
+                .iter()
+                .map(|(module, targets)| format!("{module}: {}", list(targets)))
+                .collect();
+            format!("{name} ({count}; {})", per_module.join("; "))
+        }
+    })
+}
+
+/// Whether cargo is asked for JSON messages (`--message-format json…`, before `--`).
+fn wants_json_messages(args: &[OsString]) -> bool {
+    let mut iter = args
+        .iter()
+        .take_while(|a| *a != "--")
+        .map(|a| a.to_string_lossy());
+    while let Some(arg) = iter.next() {
+        let value = match arg.strip_prefix("--message-format") {
+            Some("") => iter.next().map(|v| v.into_owned()),
+            Some(rest) => rest.strip_prefix('=').map(str::to_owned),
+            None => None,
+        };
+        if value.is_some_and(|v| v.split(',').any(|f| f.starts_with("json"))) {
+            return true;
+        }
+    }
+    false
+}
+
+/// The `offload-image` messages for a `compiler-artifact` message whose files embed device
+/// images (none for other messages, or files without images).
+fn image_messages(message: &CargoMessage) -> Vec<String> {
+    let mut out = Vec::new();
+    for (file, images) in artifact_images(message) {
+        for image in images {
+            out.push(
+                serde_json::json!({
+                    "reason": "offload-image",
+                    "package_id": message.json().str_at(&["package_id"]),
+                    "artifact": file,
+                    "image": image,
+                })
+                .to_string(),
+            );
+        }
+    }
+    out
+}
+
+/// The linked outputs of a `compiler-artifact` message that embed device images, with their
+/// images (nothing for other messages). This runs after every build, no-op builds included,
+/// so it runs no `ptxas`: an image's resource figures are those the build recorded in it.
+fn artifact_images(message: &CargoMessage) -> Vec<(&str, Vec<InspectedImage>)> {
+    if !message.is("compiler-artifact") {
+        return Vec::new();
+    }
+    message
+        .json()
+        .strs_at(&["filenames"])
+        .into_iter()
+        // Only linked outputs carry the `.llvm.offloading` section; an rlib's does not count.
+        .filter(|f| !(f.ends_with(".rlib") || f.ends_with(".rmeta") || f.ends_with(".d")))
+        .filter_map(|f| {
+            let images = inspect_with(&std::fs::read(f).ok()?, PtxasFallback::Never).ok()?;
+            (!images.is_empty()).then_some((f, images))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// As the message loop calls it: a line that is not a JSON message gives nothing.
+    fn image_messages(line: &str) -> Vec<String> {
+        CargoMessage::parse(line)
+            .map(|m| super::image_messages(&m))
+            .unwrap_or_default()
+    }
+
+    /// As the message loop calls it, on one line of cargo's output.
+    fn embedded_summary(line: &str) -> Option<String> {
+        super::embedded_summary(&CargoMessage::parse(line)?)
+    }
+
+    #[test]
+    fn flags_are_found_before_dashdash_only() {
+        let os = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+        assert!(has_flag(&os(&["-q"]), &["-q", "--quiet"]));
+        assert!(has_flag(
+            &os(&["--message-format=short"]),
+            &["--message-format"]
+        ));
+        assert!(!has_flag(&os(&["--", "-q"]), &["-q"]));
+        assert!(!has_flag(&os(&["--quietly"]), &["--quiet"]));
+    }
+
+    #[test]
+    fn json_message_formats_are_recognized_before_dashdash_only() {
+        let os = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+        assert!(wants_json_messages(&os(&["--message-format=json"])));
+        assert!(wants_json_messages(&os(&[
+            "--message-format",
+            "json-diagnostic-short"
+        ])));
+        assert!(wants_json_messages(&os(&[
+            "--message-format=short,json-render-diagnostics"
+        ])));
+        assert!(!wants_json_messages(&os(&["--message-format=short"])));
+        assert!(!wants_json_messages(&os(&["--", "--message-format=json"])));
+    }
+
+    #[test]
+    fn artifacts_with_images_get_one_message_per_image() {
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = offload_format::OffloadBinary::new(
+            offload_format::ImageKind::Ptx,
+            offload_format::OffloadKind::Cuda,
+            &b".version 7.8\n"[..],
+        )
+        .with_string("triple", "nvptx64-nvidia-cuda")
+        .with_string("arch", "sm_80")
+        .with_string("offload.module", "k")
+        .with_string("offload.kernels", "saxpy")
+        .with_string(
+            "offload.kernel-resources",
+            "saxpy:registers=8,shared=0,stack=0,spill-stores=0,spill-loads=0,constant=372",
+        )
+        .to_bytes();
+        let file = dir.path().join("app.offload");
+        std::fs::write(&file, bundle).unwrap();
+        let artifact = serde_json::json!({
+            "reason": "compiler-artifact",
+            "package_id": "app 0.1.0",
+            "filenames": [file, dir.path().join("libapp.rlib")],
+        })
+        .to_string();
+        let messages = image_messages(&artifact);
+        assert_eq!(messages.len(), 1);
+        let m: serde_json::Value = serde_json::from_str(&messages[0]).unwrap();
+        assert_eq!(m["reason"], "offload-image");
+        assert_eq!(m["package_id"], "app 0.1.0");
+        assert_eq!(m["image"]["arch"], "sm_80");
+        assert_eq!(m["image"]["kernels"][0], "saxpy");
+        // The figures the build recorded, read without running ptxas.
+        assert_eq!(m["image"]["resources_from"], "recorded");
+        assert_eq!(m["image"]["resources"][0]["registers"], 8);
+        assert_eq!(m["image"]["resources"][0]["constant_bytes"], 372);
+        assert!(image_messages(r#"{"reason":"build-finished","success":true}"#).is_empty());
+        let executable = serde_json::json!({
+            "reason": "compiler-artifact",
+            "executable": file,
+            "filenames": [file],
+        })
+        .to_string();
+        assert_eq!(
+            embedded_summary(&executable).as_deref(),
+            Some("app.offload (1 device image: sm_80 ptx)")
+        );
+        assert_eq!(
+            Style { color: false }.status("Embedded", "x"),
+            "    Embedded x"
+        );
+        assert!(image_messages("not json").is_empty());
+    }
+
+    #[test]
+    fn the_summary_names_each_module_when_there_are_several() {
+        let image = |kind, offload_kind, arch: &str, module: &str| {
+            offload_format::OffloadBinary::new(kind, offload_kind, &b"\0"[..])
+                .with_string("triple", "t")
+                .with_string("arch", arch)
+                .with_string("offload.module", module)
+                .to_bytes()
+        };
+        use offload_format::{ImageKind, OffloadKind};
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mixed");
+        let bytes = [
+            image(ImageKind::Cubin, OffloadKind::Cuda, "sm_80", "k"),
+            image(ImageKind::Ptx, OffloadKind::Cuda, "sm_80", "k"),
+            image(ImageKind::Object, OffloadKind::OpenMp, "host", "k"),
+            image(ImageKind::Cubin, OffloadKind::Cuda, "sm_80", "scale"),
+            image(ImageKind::Ptx, OffloadKind::Cuda, "sm_80", "scale"),
+        ]
+        .concat();
+        std::fs::write(&file, bytes).unwrap();
+        let artifact = serde_json::json!({
+            "reason": "compiler-artifact",
+            "filenames": [file],
+        })
+        .to_string();
+        assert_eq!(
+            embedded_summary(&artifact).as_deref(),
+            Some("mixed (5 device images; k: sm_80 cubin+ptx, host elf; scale: sm_80 cubin+ptx)")
+        );
+    }
+}
