@@ -13,13 +13,13 @@ use offload_build::env::Env;
 pub use offload_build::status::OFFLOAD_STATUS_DIR;
 
 /// Prints the status lines of the files in a directory until stopped.
-pub struct StatusWatcher {
+pub(crate) struct StatusWatcher {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl StatusWatcher {
-    pub fn start(dir: &Path, style: Style) -> StatusWatcher {
+    pub(crate) fn start(dir: &Path, style: Style) -> StatusWatcher {
         let stop = Arc::new(AtomicBool::new(false));
         let dir = dir.to_owned();
         let thread = {

@@ -121,7 +121,7 @@ impl fmt::Display for DependencySource {
 
 /// A dependency line's value for one manifest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Crate {
+pub(crate) enum Crate {
     /// `offload-rt` with its default (host) features.
     Runtime,
     /// `offload-rt` for a kernel crate: `default-features = false`.
@@ -143,7 +143,7 @@ impl Crate {
 
 impl DependencySource {
     /// Checks what can be checked before anything is written: a path source is a checkout.
-    pub fn check(&self) -> Result<(), SourceError> {
+    pub(crate) fn check(&self) -> Result<(), SourceError> {
         if let DependencySource::Path { checkout } = self
             && !checkout.join("crates/offload-rt/Cargo.toml").is_file()
         {
@@ -156,7 +156,7 @@ impl DependencySource {
 
     /// The TOML inline value of `krate`'s dependency in the manifest in `manifest_dir` (the
     /// directory, which need not exist yet).
-    pub fn spec(&self, krate: Crate, manifest_dir: &Path) -> String {
+    pub(crate) fn spec(&self, krate: Crate, manifest_dir: &Path) -> String {
         let defaults_off = krate == Crate::RuntimeForKernels;
         let hip = krate == Crate::BuildWithHip;
         let mut fields = match self {
@@ -200,7 +200,7 @@ impl DependencySource {
 }
 
 /// The source the running `cargo-offload` stands for, and a line saying why.
-pub fn default_source() -> (DependencySource, String) {
+pub(crate) fn default_source() -> (DependencySource, String) {
     let exe = std::env::current_exe().ok();
     if let Some(exe) = &exe
         && let Some((source, record)) = install_record(exe)

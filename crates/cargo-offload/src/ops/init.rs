@@ -35,7 +35,7 @@ const KERNELS_DIR: &str = "kernels";
 
 /// Why `init` leaves a crate alone.
 #[derive(Debug, thiserror::Error)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     #[error(
         "no Cargo.toml in {dir}: `cargo offload init` sets up an existing crate (`cargo offload new PATH` creates one)"
     )]

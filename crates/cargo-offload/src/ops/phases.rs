@@ -35,7 +35,7 @@ use super::command_line::{NativeGpus, cargo_flag_values};
 
 /// Prints the action graph of every host crate the build that `cargo_args` describe compiles:
 /// for `archs` (`--offload-arch` or `OFFLOAD_ARCH`, resolved), else each crate's own list.
-pub fn print(
+pub(crate) fn print(
     cargo_args: &[OsString],
     archs: Option<&[OffloadArch]>,
     native: &NativeGpus,

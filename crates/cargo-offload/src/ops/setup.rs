@@ -49,7 +49,7 @@ fn system_packages(cuda: bool) -> Vec<&'static str> {
 
 /// What `/etc/os-release` says of the distribution.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct OsRelease {
+pub(crate) struct OsRelease {
     id: String,
     id_like: Vec<String>,
     codename: Option<String>,
@@ -59,7 +59,7 @@ pub struct OsRelease {
 
 impl OsRelease {
     /// Reads os-release's `KEY=value` lines (values optionally quoted).
-    pub fn parse(text: &str) -> OsRelease {
+    pub(crate) fn parse(text: &str) -> OsRelease {
         let mut release = OsRelease::default();
         for line in text.lines() {
             let Some((key, value)) = line.split_once('=') else {
@@ -84,7 +84,7 @@ impl OsRelease {
     }
 
     /// The distribution family the set-up knows, if any.
-    pub fn distro(&self) -> Distro {
+    pub(crate) fn distro(&self) -> Distro {
         let like = |name: &str| self.id == name || self.id_like.iter().any(|l| l == name);
         let name = self.pretty_name.clone().unwrap_or_else(|| {
             if self.id.is_empty() {
@@ -115,7 +115,7 @@ impl OsRelease {
 
 /// A distribution family, with the suite name its apt sources use.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Distro {
+pub(crate) enum Distro {
     Debian { codename: String },
     Ubuntu { codename: String },
     Unknown { name: String },
@@ -123,7 +123,7 @@ pub enum Distro {
 
 /// What this machine already has, which decides the commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Facts {
+pub(crate) struct Facts {
     /// Running as root: no `sudo`.
     pub root: bool,
     /// apt offers `clang-22` (else apt.llvm.org is added).
@@ -137,7 +137,7 @@ pub struct Facts {
 
 /// One command of the set-up.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Step {
+pub(crate) struct Step {
     /// Needs root: run through `sudo` unless the set-up runs as root.
     pub sudo: bool,
     pub env: Vec<(&'static str, &'static str)>,
@@ -216,7 +216,7 @@ impl fmt::Display for Step {
 
 /// The set-up's commands, and for a distribution it does not know, what to install by hand.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Plan {
+pub(crate) struct Plan {
     pub steps: Vec<Step>,
     pub by_hand: Option<String>,
 }
@@ -277,7 +277,7 @@ fn apt_steps(distro: &Distro, facts: &Facts) -> Vec<Step> {
 }
 
 /// The set-up's commands for these options, on `distro`, given `facts`.
-pub fn plan(nightly: &str, system: bool, distro: &Distro, facts: &Facts) -> Plan {
+pub(crate) fn plan(nightly: &str, system: bool, distro: &Distro, facts: &Facts) -> Plan {
     let mut steps = Vec::new();
     let mut by_hand = None;
     if system {
@@ -313,7 +313,7 @@ pub fn plan(nightly: &str, system: bool, distro: &Distro, facts: &Facts) -> Plan
 }
 
 /// What `--dry-run` prints.
-pub fn render(plan: &Plan) -> String {
+pub(crate) fn render(plan: &Plan) -> String {
     let mut out = String::new();
     if let Some(text) = &plan.by_hand {
         out.push_str(text);
@@ -327,7 +327,7 @@ pub fn render(plan: &Plan) -> String {
 
 /// Why the set-up stopped.
 #[derive(Debug, thiserror::Error)]
-pub enum SetupError {
+pub(crate) enum SetupError {
     #[error(
         "cargo offload setup needs sudo for these commands, and there is no terminal to ask on:\n\
          {commands}rerun with --yes to allow it, or run them yourself"
