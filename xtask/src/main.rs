@@ -33,6 +33,7 @@ mod gpu_pack;
 mod guide;
 mod module_graph;
 mod outside;
+mod process_lint;
 mod public_api;
 mod sanitizers;
 

@@ -162,6 +162,21 @@ pub fn status_inherited(cmd: &mut Command) -> Result<std::process::ExitStatus, C
         .map_err(|source| spawn_error(CommandLine::of(cmd), source, ""))
 }
 
+/// Runs `cmd` on the user's terminal (standard input, output and error inherited): a program
+/// of the user's, or one that may ask the user something. Returns its exit status,
+/// successful or not.
+pub fn status_interactive(cmd: &mut Command) -> Result<std::process::ExitStatus, CommandError> {
+    cmd.status()
+        .map_err(|source| spawn_error(CommandLine::of(cmd), source, ""))
+}
+
+/// Starts `cmd` with the standard streams it was given, for a caller that streams the
+/// child's output or writes its input as it runs.
+pub fn spawn(cmd: &mut Command) -> Result<std::process::Child, CommandError> {
+    cmd.spawn()
+        .map_err(|source| spawn_error(CommandLine::of(cmd), source, ""))
+}
+
 fn spawn_error(command: CommandLine, source: std::io::Error, hint: &str) -> CommandError {
     if source.kind() == std::io::ErrorKind::NotFound {
         CommandError::NotFound {

@@ -207,13 +207,9 @@ pub fn nightly_usable(env: &Env) -> bool {
     if let Some(usable) = known(&toolchain) {
         return usable;
     }
-    let usable = Command::new("rustup")
-        .args(["run", &toolchain, "rustc", "-V"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
+    let usable =
+        crate::command::run(Command::new("rustup").args(["run", &toolchain, "rustc", "-V"]))
+            .is_ok();
     KNOWN
         .lock()
         .unwrap_or_else(|e| e.into_inner())

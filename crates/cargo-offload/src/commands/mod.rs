@@ -134,16 +134,17 @@ fn run_device_binary(subcommand: &str, args: DeviceArgs) -> Result<ExitCode> {
         "cargo-offload-device{}",
         std::env::consts::EXE_SUFFIX
     ));
-    let status = std::process::Command::new(&device)
-        .arg(subcommand)
-        .args(&args.args)
-        .status()
-        .with_context(|| {
-            format!(
-                "running {} (it is installed beside cargo-offload; reinstall cargo-offload)",
-                device.display()
-            )
-        })?;
+    let status = offload_build::command::status_interactive(
+        std::process::Command::new(&device)
+            .arg(subcommand)
+            .args(&args.args),
+    )
+    .with_context(|| {
+        format!(
+            "running {} (it is installed beside cargo-offload; reinstall cargo-offload)",
+            device.display()
+        )
+    })?;
     Ok(match status.code() {
         Some(0) => ExitCode::SUCCESS,
         Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),

@@ -18,6 +18,7 @@ use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::{Context, Result};
 use offload_build::arch;
+use offload_build::command;
 use offload_build::diagnostics::{self, OFFLOAD_MESSAGE_DIR};
 use offload_build::env::{Env, OFFLOAD_ARCH, OFFLOAD_NATIVE_ARCH};
 use offload_build::json::{CargoMessage, JsonExt};
@@ -135,8 +136,7 @@ pub fn run_cargo(
         // Cargo's messages come through our hands: passed on with an `offload-image` message
         // per embedded image (JSON), or read for the diagnostics and `Embedded` lines (human).
         cmd.stdout(Stdio::piped());
-        let mut child = cmd
-            .spawn()
+        let mut child = command::spawn(&mut cmd)
             .with_context(|| format!("could not run `{cargo} {subcommand}`"))?;
         let stdout = child.stdout.take().context("cargo's standard output")?;
         let mut out = std::io::stdout().lock();
@@ -205,9 +205,9 @@ pub fn run_cargo(
                 writeln!(err, "{}", style.status("Embedded", &line))?;
             }
         }
-        status
+        status.map_err(anyhow::Error::from)
     } else {
-        cmd.status()
+        command::status_interactive(&mut cmd).map_err(anyhow::Error::from)
     }
     .with_context(|| format!("could not run `{cargo} {subcommand}`"))?;
     Ok(match status.code() {

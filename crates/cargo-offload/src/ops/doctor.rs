@@ -4,6 +4,7 @@
 use std::process::{Command, ExitCode};
 
 use anyhow::Result;
+use offload_build::command::{self, CommandError};
 use offload_build::device_link::LLVM_MAJOR;
 use offload_build::env::Env;
 use offload_toolchain::Tool;
@@ -197,13 +198,14 @@ fn native_finding() -> Finding {
 }
 
 fn version_line(cmd: &mut Command) -> std::result::Result<String, String> {
-    let out = cmd.output().map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let first = stderr.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-        return Err(format!("exited with {}: {}", out.status, first.trim()));
+    match command::run(cmd) {
+        Ok(out) => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
+        Err(CommandError::Failed { status, stderr, .. }) => {
+            let first = stderr.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            Err(format!("exited with {status}: {}", first.trim()))
+        }
+        Err(e) => Err(e.to_string()),
     }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 fn host_toolchain() -> Finding {

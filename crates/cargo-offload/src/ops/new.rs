@@ -2,7 +2,9 @@
 //! (`templates/<name>/`).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode};
+
+use offload_build::command;
 
 use anyhow::{Context, Result, bail};
 
@@ -213,24 +215,20 @@ fn init_git(dir: &Path) {
             return;
         }
     };
-    let inside = Command::new(&git)
-        .args(["rev-parse", "--is-inside-work-tree"])
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    if inside.is_ok_and(|s| s.success()) {
+    let inside = command::run(
+        Command::new(&git)
+            .args(["rev-parse", "--is-inside-work-tree"])
+            .current_dir(dir),
+    );
+    if inside.is_ok() {
         return;
     }
-    let init = Command::new(&git)
-        .args(["init", "--quiet"])
-        .current_dir(dir)
-        .status();
-    if !init.is_ok_and(|s| s.success()) {
-        eprintln!(
-            "note: `git init` failed in {}; the project has no repository",
-            dir.display()
-        );
+    if let Err(e) = command::run(
+        Command::new(&git)
+            .args(["init", "--quiet"])
+            .current_dir(dir),
+    ) {
+        eprintln!("note: the project has no repository: {e}");
     }
 }
 

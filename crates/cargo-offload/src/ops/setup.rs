@@ -11,6 +11,7 @@ use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::process::{Command, ExitCode};
 
 use anyhow::Result;
+use offload_build::command::{self, CommandError};
 use offload_toolchain::Tool;
 
 #[derive(Debug, Clone)]
@@ -336,7 +337,12 @@ pub(crate) enum SetupError {
     #[error("not using sudo: nothing was installed")]
     Declined,
     #[error("could not start `{command}`: {source}")]
-    Spawn {
+    Start {
+        command: String,
+        source: Box<CommandError>,
+    },
+    #[error("lost `{command}` while it ran: {source}")]
+    Wait {
         command: String,
         source: std::io::Error,
     },
@@ -416,9 +422,9 @@ fn run(step: &Step) -> Result<(), SetupError> {
         cmd.stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null());
     }
-    let mut child = cmd.spawn().map_err(|source| SetupError::Spawn {
+    let mut child = command::spawn(&mut cmd).map_err(|source| SetupError::Start {
         command: line.clone(),
-        source,
+        source: Box::new(source),
     })?;
     if let (Some(input), Some(mut stdin)) = (&step.input, child.stdin.take()) {
         stdin
@@ -428,7 +434,7 @@ fn run(step: &Step) -> Result<(), SetupError> {
                 source,
             })?;
     }
-    let status = child.wait().map_err(|source| SetupError::Spawn {
+    let status = child.wait().map_err(|source| SetupError::Wait {
         command: line.clone(),
         source,
     })?;
@@ -445,13 +451,8 @@ fn run(step: &Step) -> Result<(), SetupError> {
 /// What this machine has: read-only probes (`id -u`, `apt-cache policy`, apt's sources).
 fn probe(distro: &Distro) -> Facts {
     let output = |program: &str, args: &[&str]| {
-        Command::new(program)
-            .args(args)
-            .stdin(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .output()
+        command::run(Command::new(program).args(args))
             .ok()
-            .filter(|o| o.status.success())
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
     };
     let root = output("id", &["-u"]).is_some_and(|o| o.trim() == "0");
