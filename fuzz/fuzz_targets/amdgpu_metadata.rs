@@ -1,10 +1,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use offload_build::device_link::{
-    amd_kernel_params, amdgpu_e_flags, amdgpu_inspect, fix_amdgpu_e_flags,
-};
 use offload_format::AmdTargetId;
+use offload_format::image::amdgpu::{e_flags, fix_e_flags, inspect, kernel_params};
 use offload_format::offload_binary::{encode_kernel_params, parse_kernel_params};
 use offload_format::target_id::amdgpu_processor_by_mach;
 
@@ -12,9 +10,9 @@ use offload_format::target_id::amdgpu_processor_by_mach;
 const SETTINGS_MASK: u32 = 0xfff;
 
 fuzz_target!(|data: &[u8]| {
-    let info = amdgpu_inspect(data);
-    let params = amd_kernel_params(data);
-    let flags = amdgpu_e_flags(data);
+    let info = inspect(data);
+    let params = kernel_params(data);
+    let flags = e_flags(data);
     let Ok(info) = info else {
         assert!(
             params.is_err(),
@@ -44,11 +42,11 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let mut copy = data.to_vec();
-    if fix_amdgpu_e_flags(&mut copy, &target).is_ok() {
-        let fixed = amdgpu_e_flags(&copy).expect("still a code object");
+    if fix_e_flags(&mut copy, &target).is_ok() {
+        let fixed = e_flags(&copy).expect("still a code object");
         assert_eq!(fixed & SETTINGS_MASK, target.e_flags() & SETTINGS_MASK);
         assert_eq!(copy[..48], data[..48]);
         assert_eq!(copy[52..], data[52..]);
-        assert_eq!(fix_amdgpu_e_flags(&mut copy, &target).ok(), Some(false));
+        assert_eq!(fix_e_flags(&mut copy, &target).ok(), Some(false));
     }
 });

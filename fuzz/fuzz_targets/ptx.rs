@@ -1,10 +1,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use offload_build::device_link::{parse_ptxas_verbose, ptx_kernel_names};
-use offload_build::image::{kernels_of_ptx, ptx_kernel_params};
 use offload_build::DeviceImage;
 use offload_build::arch::OffloadArch;
+use offload_format::image::ptx::{entries, kernel_names, kernel_params, parse_ptxas_verbose};
 use offload_format::offload_binary::{
     KEY_KERNEL_RESOURCES, encode_kernel_params, parse_kernel_params, parse_kernel_resources,
 };
@@ -12,19 +11,27 @@ use offload_format::{ImageKind, OffloadKind};
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
-    for name in kernels_of_ptx(&text) {
+    let found = entries(&text);
+    let names = kernel_names(&text);
+    assert_eq!(names.len(), found.len());
+    for (name, entry) in names.iter().zip(&found) {
+        assert_eq!(*name, entry.name);
         assert!(!name.is_empty() && !name.contains(|c: char| c == '(' || c.is_whitespace()));
     }
     // The build stores these as `offload.kernel-params`: the runtime must read them back.
-    let params = ptx_kernel_params(&text);
+    let params = kernel_params(&text);
+    for p in &params {
+        let entry = found
+            .iter()
+            .find(|e| e.name == p.kernel)
+            .expect("a declared kernel");
+        assert_eq!(entry.param_sizes().as_ref(), Some(&p.sizes));
+    }
     let encoded = encode_kernel_params(&params);
     assert_eq!(
         parse_kernel_params(&encoded).expect("the runtime reads what the build writes"),
         params
     );
-    for kernel in ptx_kernel_names(&text) {
-        assert!(!kernel.name.contains('('));
-    }
     let report = parse_ptxas_verbose(&text);
     for kernel in &report {
         assert!(!kernel.name.contains('\''));

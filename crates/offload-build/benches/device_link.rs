@@ -65,9 +65,9 @@ fn run() -> Result<(), Box<dyn Error>> {
     let (ours, theirs) = outputs.ok_or("no runs")?;
 
     let signatures = |ptx: &str| {
-        let mut k: Vec<(String, Vec<String>)> = device_link::ptx_kernel_names(ptx)
+        let mut k: Vec<(String, Vec<String>)> = offload_format::image::ptx::entries(ptx)
             .into_iter()
-            .map(|k| (k.name, k.params))
+            .map(|k| (k.name, k.params.into_iter().map(|p| p.ty).collect()))
             .collect();
         k.sort();
         k

@@ -6,6 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
+use offload_format::image::elf;
+
 use crate::arch::{OffloadArch, host_triple};
 use crate::env::Env;
 use crate::error::{Error, IoContext, Result};
@@ -83,12 +85,15 @@ pub fn build_linked(
             command: line,
         })?;
     let bytes = std::fs::read(so).io("reading the CPU device image", so)?;
-    let bad = |reason| Error::BadImage {
+    let bad = |e| Error::BadImage {
         path: so.clone(),
-        reason,
+        reason: match e {
+            offload_format::Error::CpuImage { reason } => reason,
+            other => other.to_string(),
+        },
     };
-    let kernels = crate::image::kernels_of_cpu_image(&bytes).map_err(bad)?;
-    for (kernel, reason) in crate::image::coroutine_notes_of_cpu_image(&bytes).map_err(bad)? {
+    let kernels = elf::cpu_kernels(&bytes).map_err(bad)?;
+    for (kernel, reason) in elf::cpu_coroutine_notes(&bytes).map_err(bad)? {
         env.warn(&format!(
             "kernel `{kernel}` of `{}` runs with one coroutine per GPU thread on the CPU \
              device, not as loops between its barriers: {reason}",

@@ -154,7 +154,7 @@ fn amdgpu_image_resolves_rust_to_hip_and_hip_to_rust() {
         .map(|s| s.name().unwrap_or("").to_owned())
         .collect();
     assert!(undefined.is_empty(), "unresolved: {undefined:?}");
-    let info = device_link::amdgpu_inspect(&image.bytes).unwrap();
+    let info = offload_format::image::amdgpu::inspect(&image.bytes).unwrap();
     assert!(info.kernels.iter().all(|k| k.has_descriptor_symbol));
     assert_eq!(info.abi_version, 3, "code object V5, as the Rust kernels'");
     let asm = common::disassemble(&image.bytes, "gfx90a", out.path());

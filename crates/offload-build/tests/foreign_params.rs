@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use offload_build::image::ptx_kernel_params;
+use offload_format::image::{amdgpu, ptx};
 use offload_format::offload_binary::{KernelParams, encode_kernel_params, parse_kernel_params};
 use offload_toolchain::Tool;
 
@@ -96,14 +96,12 @@ fn ptx_params_of_a_cuda_source() {
             "-S",
         ],
     );
-    assert_same_kernels(ptx_kernel_params(&String::from_utf8(ptx).unwrap()));
+    assert_same_kernels(ptx::kernel_params(&String::from_utf8(ptx).unwrap()));
 }
 
 #[cfg(feature = "llvm")]
 #[test]
 fn amd_params_of_a_hip_source() {
-    use offload_build::device_link::{amd_kernel_params, amdgpu_inspect};
-
     let Some(clang) = Tool::Clang.for_test() else {
         return;
     };
@@ -131,7 +129,7 @@ fn amd_params_of_a_hip_source() {
             "-c",
         ],
     );
-    let info = amdgpu_inspect(&object).unwrap();
+    let info = amdgpu::inspect(&object).unwrap();
     let hidden = info.kernels.iter().find(|k| k.name == "hidden").unwrap();
     assert!(
         hidden
@@ -140,7 +138,7 @@ fn amd_params_of_a_hip_source() {
             .any(|a| a.value_kind.starts_with("hidden_")),
         "{hidden:?}"
     );
-    let mut got = amd_kernel_params(&object).unwrap();
+    let mut got = amdgpu::kernel_params(&object).unwrap();
     let at = got.iter().position(|k| k.kernel == "hidden").unwrap();
     assert_eq!(got.remove(at).sizes, [8, 4]);
     assert_same_kernels(got);
@@ -149,7 +147,6 @@ fn amd_params_of_a_hip_source() {
 #[cfg(feature = "llvm")]
 #[test]
 fn amd_params_of_what_is_not_a_code_object() {
-    use offload_build::device_link::amd_kernel_params;
-    assert!(amd_kernel_params(b"").is_err());
-    assert!(amd_kernel_params(b"\x7fELF\x02\x01\x01").is_err());
+    assert!(amdgpu::kernel_params(b"").is_err());
+    assert!(amdgpu::kernel_params(b"\x7fELF\x02\x01\x01").is_err());
 }

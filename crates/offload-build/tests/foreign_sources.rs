@@ -156,7 +156,7 @@ fn hip_source_gives_code_objects_with_the_target_ids_flags_descriptors_and_lds()
         let OffloadArch::Amdgcn(id) = image.arch else {
             panic!("{arch}")
         };
-        let info = device_link::amdgpu_inspect(&image.bytes).unwrap();
+        let info = offload_format::image::amdgpu::inspect(&image.bytes).unwrap();
         assert_eq!(info.e_flags, id.e_flags(), "{arch}: e_flags");
         assert_eq!(info.abi_version, 3, "{arch}: code object V5");
         assert_eq!(info.target, format!("amdgcn-amd-amdhsa--{arch}"));

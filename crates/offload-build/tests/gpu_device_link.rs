@@ -60,7 +60,7 @@ fn nvptx_images_for_sm80_and_sm90() {
         let ptx = device_link::nvptx_link(inputs, sm, &NvptxLinkOptions::default()).unwrap();
         assert!(ptx.contains(".version 7.8"), "{sm}:\n{ptx}");
         assert!(ptx.contains(&format!(".target {sm}")), "{sm}");
-        let kernels = device_link::ptx_kernel_names(&ptx);
+        let kernels = offload_format::image::ptx::entries(&ptx);
         let names: Vec<&str> = kernels.iter().map(|k| k.name.as_str()).collect();
         assert_eq!(names.len(), 2, "only the kernels stay visible: {names:?}");
         assert!(
@@ -68,9 +68,9 @@ fn nvptx_images_for_sm80_and_sm90() {
             "{names:?}"
         );
         let saxpy = kernels.iter().find(|k| k.name == "saxpy").unwrap();
-        assert_eq!(saxpy.params, [".u32", ".f32", ".u64", ".u64"]);
+        assert_eq!(saxpy.param_types(), [".u32", ".f32", ".u64", ".u64"]);
         let block_sum = kernels.iter().find(|k| k.name == "block_sum").unwrap();
-        assert_eq!(block_sum.params, [".u64", ".u64", ".u64"]);
+        assert_eq!(block_sum.param_types(), [".u64", ".u64", ".u64"]);
         assert!(
             ptx.lines()
                 .any(|l| l.contains(".shared") && l.contains("TILE") && l.contains("[2048]")),
@@ -99,10 +99,7 @@ fn nvptx_requested_kernel_must_exist() {
         kernels: Some(vec!["saxpy".into()]),
     };
     let ptx = device_link::nvptx_link(inputs_for("sm_80"), "sm_80", &opts).unwrap();
-    let names: Vec<String> = device_link::ptx_kernel_names(&ptx)
-        .into_iter()
-        .map(|k| k.name)
-        .collect();
+    let names = offload_format::image::ptx::kernel_names(&ptx);
     assert_eq!(names, ["saxpy"]);
     let opts = NvptxLinkOptions {
         kernels: Some(vec!["nope".into()]),
@@ -135,7 +132,11 @@ fn amdgpu_code_objects() {
         let (image, kernels) =
             device_link::amdgpu_code_object(inputs, &target, &Default::default()).unwrap();
         assert_eq!(kernels, ["block_sum", "saxpy"]);
-        assert_eq!(device_link::amdgpu_e_flags(&image).unwrap(), flags, "{id}");
+        assert_eq!(
+            offload_format::image::amdgpu::e_flags(&image).unwrap(),
+            flags,
+            "{id}"
+        );
         let path = dir.path().join(format!("{}.elf", id.replace(':', "_")));
         std::fs::write(&path, &image).unwrap();
 
@@ -160,7 +161,12 @@ fn amdgpu_code_objects() {
                 .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["ABI", "Version:", "3"]),
             "{id}: not code object V5:\n{header}"
         );
-        assert_eq!(device_link::amdgpu_inspect(&image).unwrap().abi_version, 3);
+        assert_eq!(
+            offload_format::image::amdgpu::inspect(&image)
+                .unwrap()
+                .abi_version,
+            3
+        );
         assert_eq!(
             image[8],
             AmdCodeObjectVersion::V5.abi_version(),
@@ -187,7 +193,7 @@ fn amdgpu_code_objects() {
             "{id}:\n{notes}"
         );
 
-        let info = device_link::amdgpu_inspect(&image).unwrap();
+        let info = offload_format::image::amdgpu::inspect(&image).unwrap();
         assert_eq!(info.target, format!("amdgcn-amd-amdhsa--{id}"));
         let saxpy = info.kernels.iter().find(|k| k.name == "saxpy").unwrap();
         assert!(saxpy.has_descriptor_symbol);
@@ -287,7 +293,7 @@ fn device_api_of_offload_rt_on_both_gpus() {
                     assert_eq!(images.last().unwrap().resources, report);
                 }
                 ImageKind::Object => {
-                    let info = device_link::amdgpu_inspect(&image.bytes).unwrap();
+                    let info = offload_format::image::amdgpu::inspect(&image.bytes).unwrap();
                     assert_eq!(info.e_flags, 0x74c);
                     let k = info.kernels.iter().find(|k| k.name == "block_sum").unwrap();
                     assert!(k.has_descriptor_symbol);
@@ -466,7 +472,7 @@ fn amdgpu_warp_operations_are_ds_bpermute() {
     for (id, wave) in [("gfx90a", 64), ("gfx942", 64), ("gfx1100", 32)] {
         let target = GpuTarget::parse(id).unwrap();
         let images = device_link::gpu_images(&inputs, &target).unwrap();
-        let info = device_link::amdgpu_inspect(&images[0].bytes).unwrap();
+        let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
         let k = info.kernels.iter().find(|k| k.name == "warp_ops").unwrap();
         assert_eq!(k.wavefront_size, wave, "{id}: {k:?}");
         assert_eq!(k.group_segment_fixed_size, 0, "{id}: shuffles need no LDS");
@@ -537,7 +543,7 @@ fn dynamic_shared_memory_is_extern_shared_and_lds() {
             notes.contains(".name:           reverse_dynamic"),
             "{notes}"
         );
-        let info = device_link::amdgpu_inspect(&images[0].bytes).unwrap();
+        let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
         let k = info
             .kernels
             .iter()
@@ -603,7 +609,7 @@ fn struct_parameters_have_the_rust_layout() {
     for id in ["gfx90a", "gfx942", "gfx1100"] {
         let target = GpuTarget::parse(id).unwrap();
         let images = device_link::gpu_images(&inputs, &target).unwrap();
-        let info = device_link::amdgpu_inspect(&images[0].bytes).unwrap();
+        let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
         let k = info
             .kernels
             .iter()
@@ -703,7 +709,7 @@ fn slice_parameters_are_address_and_length() {
     for id in ["gfx90a", "gfx1100"] {
         let target = GpuTarget::parse(id).unwrap();
         let images = device_link::gpu_images(&inputs, &target).unwrap();
-        let info = device_link::amdgpu_inspect(&images[0].bytes).unwrap();
+        let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
         for (kernel, first) in [("saxpy_slices", 4), ("copy_offset", 4)] {
             let k = info.kernels.iter().find(|k| k.name == kernel).unwrap();
             let args: Vec<(u64, u64, &str)> = k
@@ -828,7 +834,7 @@ fn amdgpu_math_is_native_and_self_contained() {
                 );
             }
         }
-        let info = device_link::amdgpu_inspect(&images[0].bytes).unwrap();
+        let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
         assert!(info.kernels.iter().any(|k| k.name == "libm_direct"), "{id}");
     }
 }
@@ -1012,7 +1018,7 @@ fn panics_carry_no_formatting() {
         let target = GpuTarget::parse(id).unwrap();
         let images = device_link::gpu_images(&inputs, &target).unwrap();
         let bytes = &images[0].bytes;
-        let info = device_link::amdgpu_inspect(bytes).unwrap();
+        let info = offload_format::image::amdgpu::inspect(bytes).unwrap();
         let kernel = |name: &str| info.kernels.iter().find(|k| k.name == name).unwrap();
         for name in [
             "panic_kinds",

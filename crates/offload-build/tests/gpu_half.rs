@@ -116,7 +116,7 @@ fn amdgpu_half_conversions_are_v_cvt() {
             "{id}: undefined symbols {undefined:?}"
         );
         // half_params(h: f16, b: bf16, pair: HalfPair, out: *mut [f32; 4], scaled: *mut f16)
-        let info = device_link::amdgpu_inspect(&images[0].bytes).unwrap();
+        let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
         let k = info
             .kernels
             .iter()

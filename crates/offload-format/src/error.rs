@@ -550,6 +550,20 @@ pub enum Error {
         /// The target ID asked for.
         target: String,
     },
+
+    // ---- Device images ----
+    /// A CPU device image (an ELF shared object) whose kernels or notes cannot be read.
+    #[error("CPU device image: {reason}")]
+    CpuImage {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An image that is not a valid AMDGPU code object, or whose metadata note cannot be read.
+    #[error("AMDGPU code object: {reason}")]
+    AmdCodeObject {
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// `Result` with this crate's [`Error`].
@@ -673,6 +687,8 @@ error_codes! {
         ArchiveConflictingTargetIds => "OFF1064",
         ArchiveNoCompatibleEntry => "OFF1065",
         BadKernelResources => "OFF1066",
+        CpuImage => "OFF1067",
+        AmdCodeObject => "OFF1068",
     }
 }
 

@@ -16,6 +16,7 @@
 //! | [`print_template`] | the templates of device prints (`device_println!`), checked by the macro at compile time and read by the runtime to print | yes | |
 //! | [`aligned`] | object files copied to an address the ELF reader accepts (archive members, sections) | | |
 //! | [`archive`] | GNU `ar` and heterogeneous device archive unbundling (`-type=a`, `--allow-missing-bundles`, `--check-input-archive`), members in the binary or object layout | yes | yes, with clang's symbol index for bitcode ([`bitcode`]) and ELF members |
+//! | [`image`] | device images' kernels: PTX `.entry` declarations and `ptxas -v` reports ([`image::ptx`]), CPU-device and OpenMP host shared objects (`image::elf`), AMDGPU code objects' `e_flags` and metadata note (`image::amdgpu`) | yes | `e_flags` fixed in place |
 //!
 //! Errors are one [`Error`] enum; parse errors name the byte offset and what was wrong.
 #![deny(missing_docs)]
@@ -34,6 +35,7 @@ pub mod ccob;
 #[cfg(feature = "compression")]
 pub mod ccob_stream;
 pub mod error;
+pub mod image;
 pub mod llvm_hash;
 pub mod offload_binary;
 pub mod print_template;

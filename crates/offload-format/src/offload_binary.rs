@@ -97,6 +97,12 @@ pub fn encode_kernel_params(params: &[KernelParams]) -> String {
     out
 }
 
+/// Whether [`KEY_KERNEL_PARAMS`] can hold a kernel named `name`: not empty, and none of the
+/// key's separators (`:`, `;`, `,`) or whitespace, which no symbol name holds.
+pub fn kernel_params_can_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains(|c: char| matches!(c, ':' | ';' | ',') || c.is_whitespace())
+}
+
 /// Parses the value of [`KEY_KERNEL_PARAMS`] written by [`encode_kernel_params`].
 ///
 /// # Errors

@@ -1111,7 +1111,7 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
     let Some(image) = image() else {
         return;
     };
-    let notes = offload_build::image::coroutine_notes_of_cpu_image(image).unwrap();
+    let notes = offload_format::image::elf::cpu_coroutine_notes(image).unwrap();
     let kernels: Vec<&str> = notes.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(
         kernels,

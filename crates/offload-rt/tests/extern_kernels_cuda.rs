@@ -92,7 +92,7 @@ fn foreign_kernels_are_found_by_symbol_and_checked_before_launch() {
     unsafe { std::env::set_var("OFFLOAD_CUDA_LIBRARY", &library) };
 
     // The image as the build makes it: sizes read from the PTX, `unrecorded`'s left out.
-    let mut params = offload_build::image::ptx_kernel_params(PTX);
+    let mut params = offload_format::image::ptx::kernel_params(PTX);
     params.retain(|p| p.kernel != "unrecorded");
     assert_eq!(params.len(), 2);
     let binary = OffloadBinary::new(ImageKind::Ptx, OffloadKind::Cuda, PTX.as_bytes())

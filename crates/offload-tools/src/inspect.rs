@@ -11,7 +11,7 @@ use offload_format::offload_binary::{
     KEY_KERNEL_RESOURCES, KEY_KERNELS, KEY_MODULE, PtxasKernelInfo, parse_kernel_resources,
 };
 
-use offload_build::image::{kernels_of_cpu_image, kernels_of_openmp_image, kernels_of_ptx};
+use offload_format::image::{elf, ptx};
 
 /// ELF section type of `.llvm.offloading` (`SHT_LLVM_OFFLOADING`).
 pub const SHT_LLVM_OFFLOADING: u32 = 0x6fff_4c0b;
@@ -287,14 +287,14 @@ pub fn describe_with(
     } = image_resources(bin, ptxas);
     if kernels.is_empty() {
         kernels = match bin.image_kind {
-            ImageKind::Ptx => kernels_of_ptx(&String::from_utf8_lossy(&bin.image)),
+            ImageKind::Ptx => ptx::kernel_names(&String::from_utf8_lossy(&bin.image)),
             ImageKind::Object if !resources.is_empty() => {
                 resources.iter().map(|r| r.kernel.clone()).collect()
             }
-            ImageKind::Object => kernels_of_cpu_image(&bin.image)
+            ImageKind::Object => elf::cpu_kernels(&bin.image)
                 .ok()
                 .filter(|k| !k.is_empty())
-                .unwrap_or_else(|| kernels_of_openmp_image(&bin.image)),
+                .unwrap_or_else(|| elf::openmp_kernels(&bin.image)),
             _ => Vec::new(),
         };
     }
@@ -346,22 +346,21 @@ fn image_resources(bin: &OffloadBinary<'_>, ptxas: PtxasFallback) -> Resources {
     let (kernels, from) = match bin.image_kind {
         #[cfg(feature = "image-readers")]
         ImageKind::Object if bin.triple().is_some_and(|t| t.starts_with("amdgcn")) => {
-            let kernels: Vec<KernelResources> =
-                offload_build::device_link::amdgpu_inspect(&bin.image)
-                    .map(|info| {
-                        info.kernels
-                            .into_iter()
-                            .map(|k| KernelResources {
-                                kernel: k.name,
-                                vgprs: Some(k.vgpr_count),
-                                sgprs: Some(k.sgpr_count),
-                                shared_bytes: Some(k.group_segment_fixed_size),
-                                scratch_bytes: Some(k.private_segment_fixed_size),
-                                ..KernelResources::default()
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
+            let kernels: Vec<KernelResources> = offload_format::image::amdgpu::inspect(&bin.image)
+                .map(|info| {
+                    info.kernels
+                        .into_iter()
+                        .map(|k| KernelResources {
+                            kernel: k.name,
+                            vgprs: Some(k.vgpr_count),
+                            sgprs: Some(k.sgpr_count),
+                            shared_bytes: Some(k.group_segment_fixed_size),
+                            scratch_bytes: Some(k.private_segment_fixed_size),
+                            ..KernelResources::default()
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
             (kernels, ResourceSource::AmdgpuMetadata)
         }
         ImageKind::Ptx if ptxas == PtxasFallback::Run => {

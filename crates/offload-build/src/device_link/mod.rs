@@ -1,7 +1,7 @@
 //! Device images for GPU targets: the nested nightly builds for `nvptx64-nvidia-cuda` and
 //! `amdgcn-amd-amdhsa`, the device link (in-process LLVM 22 with the `llvm` feature), `ptxas`
-//! and `ld.lld` for the final images, and pure readers that inspect the images (those, and
-//! `ptxas`, without the `llvm` feature too).
+//! and `ld.lld` for the final images (`ptxas` without the `llvm` feature too). What the images
+//! say about their kernels is read by `offload_format::image`.
 //!
 //! The link follows what rustc's `llvm-bitcode-linker` would do: the kernel crate's bitcode plus
 //! the bitcode members of its dependencies' rlibs, linked lazily, every symbol but the kernels
@@ -15,8 +15,6 @@
 //! `OFFLOAD_NIGHTLY_TOOLCHAIN` (through [`crate::nested`]). External tools are found by
 //! [`find_tool`]; [`ptxas_supported_sms`] says which `sm_XX` the `ptxas` found can assemble.
 
-#[cfg(feature = "image-readers")]
-mod amdgpu;
 #[cfg(feature = "llvm")]
 mod llvm;
 #[cfg(feature = "llvm")]
@@ -25,11 +23,6 @@ mod ptx;
 #[cfg(feature = "llvm")]
 mod rlib_bitcode;
 
-#[cfg(feature = "image-readers")]
-pub use amdgpu::{
-    AmdCodeObjectInfo, AmdKernelArg, AmdKernelInfo, amd_kernel_params, amdgpu_e_flags,
-    amdgpu_inspect, fix_amdgpu_e_flags,
-};
 #[cfg(feature = "llvm")]
 pub use llvm::{
     AmdgpuLinkOptions, HOST_GLOBALS, LinkedObject, NvptxLinkOptions, amdgpu_code_object,
@@ -42,9 +35,9 @@ pub use pipeline::{
 };
 pub(crate) use ptx::check_cubin;
 pub use ptx::{
-    CubinPlan, PtxKernelInfo, PtxasInfo, PtxasKernelInfo, cubin_plan, is_cubin,
-    parse_ptxas_gpu_names, parse_ptxas_verbose, parse_ptxas_version, ptx_features, ptx_isa_version,
-    ptx_kernel_names, ptxas_assemble, ptxas_path, ptxas_supported_sms, ptxas_verbose,
+    CubinPlan, PtxasInfo, PtxasKernelInfo, cubin_plan, is_cubin, parse_ptxas_gpu_names,
+    parse_ptxas_version, ptx_features, ptx_isa_version, ptxas_assemble, ptxas_path,
+    ptxas_supported_sms, ptxas_verbose,
 };
 #[cfg(feature = "llvm")]
 pub use rlib_bitcode::{DeviceInput, bitcode_members, is_bitcode};
@@ -174,4 +167,33 @@ pub(crate) fn scratch_dir(tag: &str) -> Result<crate::fsutil::TempDir> {
 pub fn find_tool(tool: offload_toolchain::Tool) -> Result<PathBuf> {
     let env = crate::env::Env::detect();
     Ok(tool.find_with(&|name| env.get(name).map(Into::into))?)
+}
+
+/// A code object `offload_format::image::amdgpu` refused, as the link reports it.
+#[cfg(feature = "image-readers")]
+pub(crate) fn bad_code_object(e: offload_format::Error) -> LinkError {
+    let reason = match e {
+        offload_format::Error::AmdCodeObject { reason } => reason,
+        other => other.to_string(),
+    };
+    LinkError::BadCodeObject { reason }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_object_versions() {
+        assert_eq!(AmdCodeObjectVersion::default(), AmdCodeObjectVersion::V5);
+        assert_eq!(AmdCodeObjectVersion::parse("6").unwrap().abi_version(), 4);
+        assert_eq!(AmdCodeObjectVersion::parse("5").unwrap().module_flag(), 500);
+        for bad in ["4", "v5", ""] {
+            let err = AmdCodeObjectVersion::parse(bad).unwrap_err();
+            assert!(
+                err.to_string().contains("OFFLOAD_AMDGPU_CODE_OBJECT"),
+                "{err}"
+            );
+        }
+    }
 }

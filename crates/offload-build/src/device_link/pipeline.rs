@@ -10,11 +10,8 @@ use offload_format::triple::{AMDGCN_TRIPLE, NVPTX_TRIPLE};
 use offload_format::{AmdTargetId, ImageKind, OffloadKind, Sm};
 
 use super::AmdCodeObjectVersion;
-use super::amdgpu::amd_kernel_params;
 use super::llvm::{AmdgpuLinkOptions, NvptxLinkOptions, amdgpu_code_object, nvptx_link};
-use super::ptx::{
-    CubinPlan, check_cubin, cubin_plan, ptx_isa_version, ptx_kernel_names, ptxas_verbose,
-};
+use super::ptx::{CubinPlan, check_cubin, cubin_plan, ptx_isa_version, ptxas_verbose};
 use super::rlib_bitcode::{DeviceInput, bitcode_members};
 use super::{GpuImage, LinkError, Result, io_err};
 use crate::arch::OffloadArch;
@@ -346,7 +343,7 @@ pub fn gpu_images_with(
         GpuTarget::Nvptx { sm } => {
             let sm = &sm.to_string();
             let ptx = nvptx_link(inputs, sm, &NvptxLinkOptions::default())?;
-            let kernels: Vec<String> = ptx_kernel_names(&ptx).into_iter().map(|k| k.name).collect();
+            let kernels = offload_format::image::ptx::kernel_names(&ptx);
             let mut images = Vec::new();
             let mut resources = Vec::new();
             if cubin_plan(sm)? == CubinPlan::Assemble {
@@ -542,9 +539,10 @@ fn link_device_images(
     // object's metadata, so `extern_kernels!` can check a relocatable CUDA/HIP kernel too.
     let kernel_params = match images.iter().find(|i| i.kind != ImageKind::Cubin) {
         Some(image) if image.kind == ImageKind::Ptx => {
-            crate::image::ptx_kernel_params(&String::from_utf8_lossy(&image.bytes))
+            offload_format::image::ptx::kernel_params(&String::from_utf8_lossy(&image.bytes))
         }
-        Some(image) => amd_kernel_params(&image.bytes)?,
+        Some(image) => offload_format::image::amdgpu::kernel_params(&image.bytes)
+            .map_err(super::bad_code_object)?,
         None => Vec::new(),
     };
     Ok(images

@@ -1,9 +1,10 @@
-//! PTX: ISA versions per `sm_XX`, `ptxas`, and readers for PTX text and `ptxas -v`.
+//! PTX: ISA versions per `sm_XX`, and `ptxas`: what it can assemble, and assembling with it.
 
 use std::path::PathBuf;
 use std::process::Command;
 
 use offload_format::Sm;
+use offload_format::image::ptx::parse_ptxas_verbose;
 
 use super::{LinkError, Result, io_err};
 use crate::command::run as run_command;
@@ -32,95 +33,9 @@ pub fn ptx_features(arch: &str) -> Result<String> {
     Ok(format!("+ptx{}", ptx_isa_version(arch)?))
 }
 
-/// One `.entry` of a PTX module.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PtxKernelInfo {
-    /// The kernel's name.
-    pub name: String,
-    /// The PTX type of each parameter, e.g. `.u32`, `.f32`, `.u64` (pointers are `.u64`).
-    pub params: Vec<String>,
-}
-
-/// The kernels (`.entry` functions) of a PTX module with their parameter types.
-pub fn ptx_kernel_names(ptx: &str) -> Vec<PtxKernelInfo> {
-    let mut kernels: Vec<PtxKernelInfo> = Vec::new();
-    let mut in_params = false;
-    for line in ptx.lines() {
-        let line = line.trim();
-        let tokens: Vec<&str> = line.split_whitespace().collect();
-        if let Some(pos) = tokens.iter().position(|t| *t == ".entry") {
-            if let Some(rest) = tokens.get(pos + 1) {
-                let name = rest.split('(').next().unwrap_or(rest);
-                kernels.push(PtxKernelInfo {
-                    name: name.to_owned(),
-                    params: Vec::new(),
-                });
-                in_params = line.ends_with('(') || !line.contains(')');
-            }
-            continue;
-        }
-        if in_params {
-            if tokens.first() == Some(&".param")
-                && let (Some(ty), Some(kernel)) = (tokens.get(1), kernels.last_mut())
-            {
-                kernel.params.push((*ty).to_owned());
-            }
-            if line.starts_with(')') || line.ends_with(')') {
-                in_params = false;
-            }
-        }
-    }
-    kernels
-}
-
 /// What `ptxas -v` reports for one kernel; the build records it on the image
 /// (`offload.kernel-resources`).
 pub use offload_format::offload_binary::PtxasKernelInfo;
-
-fn number_before(text: &str, unit: &str) -> Option<u64> {
-    let end = text.find(unit)?;
-    text[..end].split_whitespace().last()?.parse().ok()
-}
-
-/// Parses `ptxas -v`'s report (its stderr) into one entry per kernel.
-pub fn parse_ptxas_verbose(report: &str) -> Vec<PtxasKernelInfo> {
-    let mut kernels: Vec<PtxasKernelInfo> = Vec::new();
-    let mut current: Option<usize> = None;
-    for line in report.lines() {
-        if let Some(rest) = line.split("Compiling entry function '").nth(1) {
-            let name = rest.split('\'').next().unwrap_or_default().to_owned();
-            kernels.push(PtxasKernelInfo {
-                name,
-                ..PtxasKernelInfo::default()
-            });
-            current = Some(kernels.len() - 1);
-        } else if line.contains("Function properties for ") {
-            let name = line
-                .split("Function properties for ")
-                .nth(1)
-                .unwrap_or_default()
-                .trim();
-            current = kernels.iter().position(|k| k.name == name);
-        } else if let Some(kernel) = current.and_then(|i| kernels.get_mut(i)) {
-            if line.contains("bytes stack frame") {
-                kernel.stack_bytes = number_before(line, "bytes stack frame").unwrap_or(0);
-                kernel.spill_store_bytes = number_before(line, "bytes spill stores").unwrap_or(0);
-                kernel.spill_load_bytes = number_before(line, "bytes spill loads").unwrap_or(0);
-            } else if line.contains("Used ") && line.contains(" registers") {
-                kernel.registers = number_before(line, " registers")
-                    .and_then(|n| u32::try_from(n).ok())
-                    .unwrap_or(0);
-                kernel.shared_bytes = number_before(line, "bytes smem").unwrap_or(0);
-                // `372 bytes cmem[0], 8 bytes cmem[2]`: every bank counts.
-                kernel.constant_bytes = line
-                    .split(',')
-                    .filter_map(|part| number_before(part, "bytes cmem["))
-                    .fold(0, u64::saturating_add);
-            }
-        }
-    }
-    kernels
-}
 
 /// Where `ptxas` is: `$OFFLOAD_PTXAS`, else `PATH`, else the usual CUDA locations.
 pub fn ptxas_path() -> Option<PathBuf> {
@@ -594,65 +509,5 @@ mod tests {
             CubinPlan::Unsupported(info.clone())
         );
         assert_eq!(cubin_plan("sm_80").unwrap(), CubinPlan::Assemble);
-    }
-
-    #[test]
-    fn entries_and_params() {
-        let ptx = "\
-.version 7.8
-.target sm_80
-.address_size 64
-
-.visible .entry saxpy(
-\t.param .u32 saxpy_param_0,
-\t.param .f32 saxpy_param_1,
-\t.param .u64 .ptr .align 1 saxpy_param_2
-)
-{
-\tret;
-}
-.entry empty()
-{
-}
-";
-        let k = ptx_kernel_names(ptx);
-        assert_eq!(k.len(), 2);
-        assert_eq!(k[0].name, "saxpy");
-        assert_eq!(k[0].params, [".u32", ".f32", ".u64"]);
-        assert_eq!(k[1].name, "empty");
-        assert!(k[1].params.is_empty());
-    }
-
-    #[test]
-    fn ptxas_report() {
-        let report = "\
-ptxas info    : 0 bytes gmem
-ptxas info    : Compiling entry function 'block_sum' for 'sm_80'
-ptxas info    : Function properties for block_sum
-    0 bytes stack frame, 4 bytes spill stores, 8 bytes spill loads
-ptxas info    : Used 12 registers, 2048 bytes smem, 376 bytes cmem[0]
-ptxas info    : Compiling entry function 'saxpy' for 'sm_80'
-ptxas info    : Function properties for saxpy
-    16 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
-ptxas info    : Used 8 registers, 372 bytes cmem[0], 8 bytes cmem[2]
-";
-        let k = parse_ptxas_verbose(report);
-        assert_eq!(
-            k[0],
-            PtxasKernelInfo {
-                name: "block_sum".into(),
-                registers: 12,
-                shared_bytes: 2048,
-                stack_bytes: 0,
-                spill_store_bytes: 4,
-                spill_load_bytes: 8,
-                constant_bytes: 376,
-            }
-        );
-        assert_eq!(k[1].constant_bytes, 380);
-        assert_eq!(k[1].registers, 8);
-        assert_eq!(k[1].shared_bytes, 0);
-        assert_eq!(k[1].stack_bytes, 16);
-        assert!(parse_ptxas_verbose("garbage\n'''Used registers").is_empty());
     }
 }

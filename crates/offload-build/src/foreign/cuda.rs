@@ -6,6 +6,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use offload_format::image::ptx;
 use offload_format::{ImageKind, OffloadKind, Sm};
 
 use super::{Clang, Compiled, Options, Source, depfile};
@@ -13,7 +14,7 @@ use crate::arch::OffloadArch;
 use crate::device_link::{CubinPlan, cubin_plan, ptx_isa_version, ptxas_verbose};
 use crate::env::Env;
 use crate::error::{Error, IoContext, Result};
-use crate::image::{DeviceImage, kernels_of_ptx, ptx_kernel_params};
+use crate::image::DeviceImage;
 
 /// Where the CUDA headers come from: `OFFLOAD_CUDA_PATH`, else the first CUDA installation
 /// clang would find among the usual directories (Debian's `nvidia-cuda-toolkit` is
@@ -99,14 +100,14 @@ pub fn build(
         let ptx = std::fs::read_to_string(&ptx_path).io("reading", &ptx_path)?;
         let deps = std::fs::read_to_string(&dep_path).io("reading", &dep_path)?;
         super::extend_unique(&mut compiled.watch, depfile::prerequisites(&deps));
-        let kernels = kernels_of_ptx(&ptx);
+        let kernels = ptx::kernel_names(&ptx);
         if kernels.is_empty() {
             env.warn(&format!(
                 "{}: no `__global__` kernel for {sm_name}",
                 source.path.display()
             ));
         }
-        let kernel_params = ptx_kernel_params(&ptx);
+        let kernel_params = ptx::kernel_params(&ptx);
         let arch = OffloadArch::Nvptx(*sm);
         let mut kernel_resources = Vec::new();
         if cubin_plan(&sm_name)? == CubinPlan::Assemble {

@@ -19,9 +19,10 @@ use crate::error::{IoContext, Result};
 use {
     super::{Compiled, Options},
     crate::arch::OffloadArch,
-    crate::device_link::{AmdCodeObjectVersion, amd_kernel_params, amdgpu_inspect},
+    crate::device_link::{AmdCodeObjectVersion, bad_code_object},
     crate::error::Error,
     crate::image::DeviceImage,
+    offload_format::image::amdgpu,
     offload_format::{AmdTargetId, ImageKind, OffloadKind},
 };
 
@@ -134,7 +135,7 @@ pub fn build(
                     bundle_path.display()
                 ),
             })?;
-        let info = amdgpu_inspect(&object)?;
+        let info = amdgpu::inspect(&object).map_err(bad_code_object)?;
         let mut kernels: Vec<String> = info.kernels.iter().map(|k| k.name.clone()).collect();
         kernels.sort();
         if kernels.is_empty() {
@@ -149,7 +150,7 @@ pub fn build(
             offload_kind: OffloadKind::Hip,
             module: module.clone(),
             kernels,
-            kernel_params: amd_kernel_params(&object)?,
+            kernel_params: amdgpu::kernel_params(&object).map_err(bad_code_object)?,
             kernel_resources: Vec::new(),
             bytes: object,
         });

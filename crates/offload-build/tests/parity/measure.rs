@@ -236,9 +236,8 @@ fn nvidia_side(
     kernels: &[&str],
     dir: &Path,
 ) -> Result<BTreeMap<String, Figures>, String> {
-    let entries: BTreeSet<String> = device_link::ptx_kernel_names(ptx)
+    let entries: BTreeSet<String> = offload_format::image::ptx::kernel_names(ptx)
         .into_iter()
-        .map(|k| k.name)
         .collect();
     let wanted: BTreeSet<String> = kernels.iter().map(|k| k.to_string()).collect();
     if entries != wanted {
@@ -510,7 +509,7 @@ fn amd_side(
     kernels: &[&str],
     dir: &Path,
 ) -> Result<BTreeMap<String, Figures>, String> {
-    let info = device_link::amdgpu_inspect(object).map_err(|e| e.to_string())?;
+    let info = offload_format::image::amdgpu::inspect(object).map_err(|e| e.to_string())?;
     let names: BTreeSet<String> = info.kernels.iter().map(|k| k.name.clone()).collect();
     let wanted: BTreeSet<String> = kernels.iter().map(|k| k.to_string()).collect();
     if names != wanted {

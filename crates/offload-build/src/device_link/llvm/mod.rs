@@ -16,7 +16,6 @@ use inkwell::module::{Linkage, Module};
 use inkwell::targets::{FileType, TargetMachine};
 
 use super::AmdCodeObjectVersion;
-use super::amdgpu::fix_amdgpu_e_flags;
 use super::ptx::ptx_features;
 use super::rlib_bitcode::DeviceInput;
 use super::{
@@ -293,7 +292,8 @@ pub fn amdgpu_code_object(
                 .arg(&image),
         )?;
         let mut bytes = std::fs::read(&image).map_err(io_err("reading", &image))?;
-        fix_amdgpu_e_flags(&mut bytes, target)?;
+        offload_format::image::amdgpu::fix_e_flags(&mut bytes, target)
+            .map_err(super::bad_code_object)?;
         Ok((bytes, linked.kernels.clone()))
     })();
     drop(dir);

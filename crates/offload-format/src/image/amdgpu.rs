@@ -1,22 +1,31 @@
-//! AMDGPU code objects: ELF `e_flags`, and the `amdhsa` metadata note.
+//! AMDGPU code objects: the ELF `e_flags` (read, and set to what a target ID says) and the
+//! `amdhsa` metadata note (msgpack; with the `amdgpu-metadata` feature): the kernels, their
+//! resources and arguments.
 
 use object::elf;
-use object::read::elf::{FileHeader, SectionHeader, Sym};
-use offload_format::AmdTargetId;
-use offload_format::offload_binary::KernelParams;
+use object::read::elf::FileHeader;
+#[cfg(feature = "amdgpu-metadata")]
+use object::read::elf::{SectionHeader, Sym};
+#[cfg(feature = "amdgpu-metadata")]
 use rmpv::Value;
 
-use super::{LinkError, Result};
+#[cfg(feature = "amdgpu-metadata")]
+use crate::offload_binary::{KernelParams, kernel_params_can_name};
+use crate::target_id::AmdTargetId;
+use crate::{Error, Result};
 
 const XNACK_MASK: u32 = 0x300;
 const SRAMECC_MASK: u32 = 0xc00;
 const MACH_MASK: u32 = 0xff;
 const E_FLAGS_OFFSET: usize = 48;
 
+fn bad(reason: String) -> Error {
+    Error::AmdCodeObject { reason }
+}
+
 fn elf_header(
     image: &[u8],
 ) -> Result<(&elf::FileHeader64<object::Endianness>, object::Endianness)> {
-    let bad = |reason: String| LinkError::BadCodeObject { reason };
     let header = elf::FileHeader64::<object::Endianness>::parse(image)
         .map_err(|e| bad(format!("not a 64-bit ELF: {e}")))?;
     let endian = header.endian().map_err(|e| bad(e.to_string()))?;
@@ -30,7 +39,10 @@ fn elf_header(
 }
 
 /// The `e_flags` of an AMDGPU code object.
-pub fn amdgpu_e_flags(image: &[u8]) -> Result<u32> {
+///
+/// # Errors
+/// [`Error::AmdCodeObject`] when `image` is not a 64-bit ELF for `EM_AMDGPU`.
+pub fn e_flags(image: &[u8]) -> Result<u32> {
     let (header, endian) = elf_header(image)?;
     Ok(header.e_flags(endian))
 }
@@ -38,15 +50,17 @@ pub fn amdgpu_e_flags(image: &[u8]) -> Result<u32> {
 /// Makes the code object's `e_flags` say what `target` says: the processor must match; the
 /// xnack/sramecc bits are rewritten when they disagree (a code object must not claim `any`
 /// where the target ID says `+` or `-`). Returns whether anything changed.
-pub fn fix_amdgpu_e_flags(image: &mut [u8], target: &AmdTargetId) -> Result<bool> {
-    let flags = amdgpu_e_flags(image)?;
+///
+/// # Errors
+/// [`Error::AmdCodeObject`] when `image` is not an AMDGPU code object or is one for another
+/// processor.
+pub fn fix_e_flags(image: &mut [u8], target: &AmdTargetId) -> Result<bool> {
+    let flags = e_flags(image)?;
     let expected = target.e_flags();
     if flags & MACH_MASK != expected & MACH_MASK {
-        return Err(LinkError::BadCodeObject {
-            reason: format!(
-                "e_flags {flags:#x} name another processor than `{target}` ({expected:#x})"
-            ),
-        });
+        return Err(bad(format!(
+            "e_flags {flags:#x} name another processor than `{target}` ({expected:#x})"
+        )));
     }
     let keep = !(XNACK_MASK | SRAMECC_MASK);
     let fixed = (flags & keep) | (expected & !keep);
@@ -135,26 +149,35 @@ pub struct AmdCodeObjectInfo {
     pub kernels: Vec<AmdKernelInfo>,
 }
 
+#[cfg(feature = "amdgpu-metadata")]
 const NT_AMDGPU_METADATA: u32 = 32;
 
+#[cfg(feature = "amdgpu-metadata")]
 fn map_get<'v>(map: &'v [(Value, Value)], key: &str) -> Option<&'v Value> {
     map.iter()
         .find(|(k, _)| k.as_str() == Some(key))
         .map(|(_, v)| v)
 }
 
+#[cfg(feature = "amdgpu-metadata")]
 fn get_u64(map: &[(Value, Value)], key: &str) -> u64 {
     map_get(map, key).and_then(Value::as_u64).unwrap_or(0)
 }
 
+#[cfg(feature = "amdgpu-metadata")]
 fn get_str(map: &[(Value, Value)], key: &str) -> Option<String> {
     map_get(map, key).and_then(Value::as_str).map(str::to_owned)
 }
 
 /// Reads an AMDGPU code object: `e_flags`, the msgpack `amdhsa` metadata note (kernels, their
-/// resources and arguments) and whether each kernel's `.kd` symbol exists.
-pub fn amdgpu_inspect(image: &[u8]) -> Result<AmdCodeObjectInfo> {
-    let bad = |reason: String| LinkError::BadCodeObject { reason };
+/// resources and arguments) and whether each kernel's `.kd` symbol exists. A field the
+/// metadata lacks reads as 0 or empty.
+///
+/// # Errors
+/// [`Error::AmdCodeObject`] when `image` is not an AMDGPU code object, its sections or notes
+/// cannot be read, it has no metadata note, or the note is not a msgpack map.
+#[cfg(feature = "amdgpu-metadata")]
+pub fn inspect(image: &[u8]) -> Result<AmdCodeObjectInfo> {
     let (header, endian) = elf_header(image)?;
     let sections = header
         .sections(endian, image)
@@ -251,17 +274,17 @@ pub fn amdgpu_inspect(image: &[u8]) -> Result<AmdCodeObjectInfo> {
 /// `hidden_*`, which the runtime fills) left out. `.name` is the kernel's symbol name.
 ///
 /// # Errors
-/// What [`amdgpu_inspect`] reports, and [`LinkError::BadCodeObject`] for a kernel name that
+/// What [`inspect`] reports, and [`Error::AmdCodeObject`] for a kernel name that
 /// `offload.kernel-params` cannot hold, a kernel listed twice or an argument size above
 /// `u32::MAX`.
-pub fn amd_kernel_params(code_object: &[u8]) -> Result<Vec<KernelParams>> {
-    let bad = |reason: String| LinkError::BadCodeObject { reason };
-    let kernels = amdgpu_inspect(code_object)?.kernels;
+#[cfg(feature = "amdgpu-metadata")]
+pub fn kernel_params(code_object: &[u8]) -> Result<Vec<KernelParams>> {
+    let kernels = inspect(code_object)?.kernels;
     let mut names = std::collections::HashSet::new();
     kernels
         .into_iter()
         .map(|kernel| {
-            if !crate::image::kernel_params_can_name(&kernel.name) {
+            if !kernel_params_can_name(&kernel.name) {
                 return Err(bad(format!(
                     "kernel name {:?} is empty or holds `:`, `;`, `,` or whitespace",
                     kernel.name
@@ -294,22 +317,7 @@ pub fn amd_kernel_params(code_object: &[u8]) -> Result<Vec<KernelParams>> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::AmdCodeObjectVersion;
     use super::*;
-
-    #[test]
-    fn code_object_versions() {
-        assert_eq!(AmdCodeObjectVersion::default(), AmdCodeObjectVersion::V5);
-        assert_eq!(AmdCodeObjectVersion::parse("6").unwrap().abi_version(), 4);
-        assert_eq!(AmdCodeObjectVersion::parse("5").unwrap().module_flag(), 500);
-        for bad in ["4", "v5", ""] {
-            let err = AmdCodeObjectVersion::parse(bad).unwrap_err();
-            assert!(
-                err.to_string().contains("OFFLOAD_AMDGPU_CODE_OBJECT"),
-                "{err}"
-            );
-        }
-    }
 
     fn minimal_elf(machine: u16, flags: u32) -> Vec<u8> {
         let mut h = vec![0u8; 64];
@@ -331,18 +339,19 @@ mod tests {
     fn fixes_any_to_the_requested_setting() {
         let mut image = minimal_elf(224, 0x54c);
         let target = AmdTargetId::parse("gfx942:xnack+").unwrap();
-        assert!(fix_amdgpu_e_flags(&mut image, &target).unwrap());
-        assert_eq!(amdgpu_e_flags(&image).unwrap(), 0x74c);
-        assert!(!fix_amdgpu_e_flags(&mut image, &target).unwrap());
+        assert!(fix_e_flags(&mut image, &target).unwrap());
+        assert_eq!(e_flags(&image).unwrap(), 0x74c);
+        assert!(!fix_e_flags(&mut image, &target).unwrap());
         let other = AmdTargetId::parse("gfx90a").unwrap();
         assert!(matches!(
-            fix_amdgpu_e_flags(&mut image, &other),
-            Err(LinkError::BadCodeObject { .. })
+            fix_e_flags(&mut image, &other),
+            Err(Error::AmdCodeObject { .. })
         ));
         let mut not_amd = minimal_elf(62, 0);
-        assert!(fix_amdgpu_e_flags(&mut not_amd, &target).is_err());
+        assert!(fix_e_flags(&mut not_amd, &target).is_err());
     }
 
+    #[cfg(feature = "amdgpu-metadata")]
     /// A code object holding only a metadata note: the ELF header, the note, the section
     /// names, then the section headers (null, note, names).
     fn code_object_with_metadata(metadata: &Value) -> Vec<u8> {
@@ -381,6 +390,7 @@ mod tests {
         image
     }
 
+    #[cfg(feature = "amdgpu-metadata")]
     fn kernel(name: &str, arg_size: u64) -> Value {
         let arg = |size: u64, kind: &str| {
             Value::Map(vec![
@@ -401,10 +411,12 @@ mod tests {
         ])
     }
 
+    #[cfg(feature = "amdgpu-metadata")]
     fn metadata(kernels: Vec<Value>) -> Value {
         Value::Map(vec![("amdhsa.kernels".into(), Value::Array(kernels))])
     }
 
+    #[cfg(feature = "amdgpu-metadata")]
     #[test]
     fn kernel_params_from_the_metadata() {
         let image = code_object_with_metadata(&metadata(vec![kernel("a", 4), kernel("b", 16)]));
@@ -413,31 +425,33 @@ mod tests {
             sizes: vec![size],
         };
         assert_eq!(
-            amd_kernel_params(&image).unwrap(),
+            kernel_params(&image).unwrap(),
             [params("a", 4), params("b", 16)]
         );
     }
 
+    #[cfg(feature = "amdgpu-metadata")]
     /// Found by fuzzing: `offload.kernel-params` cannot list a kernel twice (the runtime
     /// refuses the key whole), so metadata that does is a damaged code object.
     #[test]
     fn kernel_listed_twice_is_a_bad_code_object() {
         let image = code_object_with_metadata(&metadata(vec![kernel("a", 4), kernel("a", 4)]));
-        assert_eq!(amdgpu_inspect(&image).unwrap().kernels.len(), 2);
-        let err = amd_kernel_params(&image).unwrap_err();
+        assert_eq!(inspect(&image).unwrap().kernels.len(), 2);
+        let err = kernel_params(&image).unwrap_err();
         assert!(
-            matches!(&err, LinkError::BadCodeObject { reason } if reason.contains("`a` twice")),
+            matches!(&err, Error::AmdCodeObject { reason } if reason.contains("`a` twice")),
             "{err}"
         );
     }
 
+    #[cfg(feature = "amdgpu-metadata")]
     #[test]
     fn inspect_rejects_garbage() {
-        assert!(amdgpu_inspect(b"").is_err());
-        assert!(amdgpu_inspect(&[0x7f, b'E', b'L', b'F', 2, 1, 1]).is_err());
+        assert!(inspect(b"").is_err());
+        assert!(inspect(&[0x7f, b'E', b'L', b'F', 2, 1, 1]).is_err());
         assert!(matches!(
-            amdgpu_inspect(&minimal_elf(224, 0x74c)),
-            Err(LinkError::BadCodeObject { .. })
+            inspect(&minimal_elf(224, 0x74c)),
+            Err(Error::AmdCodeObject { .. })
         ));
     }
 }
