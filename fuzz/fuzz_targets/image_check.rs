@@ -4,7 +4,7 @@ use libfuzzer_sys::fuzz_target;
 use object::LittleEndian;
 use object::elf::FileHeader64;
 use object::read::elf::FileHeader as _;
-use offload_rt::backend::image::{
+use offload_rt::__internal::image::{
     EM_AMDGPU, EM_CUDA, HOST_MACHINE, check_code_object, check_cubin, check_elf, check_fatbin,
     check_host_shared_object, ptx_with_nul,
 };

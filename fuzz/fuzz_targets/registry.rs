@@ -2,12 +2,12 @@
 
 use libfuzzer_sys::fuzz_target;
 use offload_format::offload_binary::{KEY_IMAGE_CRC32, KEY_MODULE, image_crc32};
-use offload_rt::Error;
-use offload_rt::registry::{
-    __offload_register_lib, __offload_unregister_lib, ImageInfo, KernelEntry,
-    OFFLOAD_DESCRIPTOR_MAGIC, OFFLOAD_DESCRIPTOR_VERSION, OffloadDescriptor, inventory,
-    kernel_entry, modules_listing, registered_count, with_module_images,
+use offload_rt::__internal::{
+    __offload_register_lib, __offload_unregister_lib, KernelEntry, OFFLOAD_DESCRIPTOR_MAGIC,
+    OFFLOAD_DESCRIPTOR_VERSION, OffloadDescriptor, inventory, kernel_entry, modules_listing,
+    registered_count, with_module_images,
 };
+use offload_rt::{Error, ImageInfo};
 
 /// One image found by module, with each kernel it lists and what it records for it.
 type Found = (ImageInfo, Vec<(String, Option<Option<Vec<u32>>>)>);

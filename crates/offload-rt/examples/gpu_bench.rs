@@ -26,8 +26,8 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use offload_format::{ImageKind, OffloadBinary, OffloadKind};
-use offload_rt::backend::cuda::{self, CudaBackend, CudaDevice, CudaImageKind};
-use offload_rt::registry::register_bundle;
+use offload_rt::__internal::cuda::{self, CudaBackend, CudaDevice, CudaImageKind};
+use offload_rt::__internal::register_bundle;
 use offload_rt::{Device, DeviceBuffer, LaunchConfig, PinnedBuffer, Stream};
 
 const PTX_SM70: &[u8] = include_bytes!("../tests/gpu_fixtures/kernels.sm_70.ptx");

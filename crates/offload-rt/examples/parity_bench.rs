@@ -16,8 +16,8 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use offload_format::{ImageKind, OffloadBinary, OffloadKind};
-use offload_rt::backend::cuda::{self, CudaBackend, CudaDevice};
-use offload_rt::registry::register_bundle;
+use offload_rt::__internal::cuda::{self, CudaBackend, CudaDevice};
+use offload_rt::__internal::register_bundle;
 use offload_rt::{Device, DeviceBuffer, LaunchConfig};
 
 type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;

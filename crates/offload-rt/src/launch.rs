@@ -1,4 +1,9 @@
-//! Launch configurations, and the one rule of which shapes every backend accepts.
+//! Launch configurations, the one rule of which shapes every backend accepts, and the launch
+//! value ([`LaunchArgs`]) every layer passes on whole.
+
+use std::ffi::c_void;
+
+use crate::error::Error;
 
 /// Threads per block every device runs (CUDA, HIP and the CPU device alike).
 pub const MAX_THREADS_PER_BLOCK: u32 = 1024;
@@ -162,6 +167,72 @@ impl LaunchConfig {
             .0
             .checked_mul(self.block.1)?
             .checked_mul(self.block.2)
+    }
+}
+
+/// One kernel launch as it goes from a typed kernel handle down to the driver: which kernel,
+/// its configuration, and its arguments in the launch ABI (one pointer per parameter to the
+/// parameter's value, with each value's size where known).
+///
+/// Building one is safe; launching it is not: the launch functions taking it state what
+/// the pointers must point at.
+#[derive(Debug, Clone, Copy)]
+pub struct LaunchArgs<'a> {
+    /// The kernel module (a kernel crate's library name) that holds the kernel, or `None`
+    /// for a foreign kernel found by its symbol name.
+    pub(crate) module: Option<&'static str>,
+    /// The kernel's name (its symbol).
+    pub(crate) kernel: &'static str,
+    pub(crate) config: LaunchConfig,
+    /// One pointer per kernel parameter, in order (`cuLaunchKernel`'s `kernelParams`).
+    pub(crate) params: &'a [*mut c_void],
+    /// The size of each value `params` points at: a queue that runs the launch later keeps
+    /// copies of the values.
+    pub(crate) sizes: Option<&'a [usize]>,
+}
+
+impl<'a> LaunchArgs<'a> {
+    /// A launch of foreign kernel `kernel` (found by its symbol name) with `config` and the
+    /// parameter pointers `params`, their sizes unknown.
+    pub fn new(kernel: &'static str, config: LaunchConfig, params: &'a [*mut c_void]) -> Self {
+        LaunchArgs {
+            module: None,
+            kernel,
+            config,
+            params,
+            sizes: None,
+        }
+    }
+
+    /// The kernel found in kernel module `module` instead of by its symbol name.
+    #[must_use]
+    pub fn in_module(self, module: &'static str) -> Self {
+        LaunchArgs {
+            module: Some(module),
+            ..self
+        }
+    }
+
+    /// `params[i]` points at `sizes[i]` bytes.
+    #[must_use]
+    pub fn with_sizes(self, sizes: &'a [usize]) -> Self {
+        LaunchArgs {
+            sizes: Some(sizes),
+            ..self
+        }
+    }
+
+    /// [`LaunchConfig::check`], its refusal as [`Error::InvalidLaunch`] naming the kernel.
+    pub(crate) fn check(&self) -> Result<LaunchShape, Error> {
+        self.config.check().map_err(|reason| self.invalid(reason))
+    }
+
+    /// [`Error::InvalidLaunch`] for this launch.
+    pub(crate) fn invalid(&self, reason: String) -> Error {
+        Error::InvalidLaunch {
+            kernel: self.kernel.to_owned(),
+            reason,
+        }
     }
 }
 

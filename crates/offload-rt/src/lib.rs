@@ -2,10 +2,10 @@
 //!
 //! - [`kernel`](mod@kernel) (always, `no_std`): what kernels call on every target: thread and block
 //!   indices, `sync_threads()`, shared memory, atomics, warp operations, math.
-//! - With the `host` feature (default): [`registry`] of device images registered at start-up,
-//!   [`backend`]s (the CPU device; CUDA and HIP), [`Device`], [`DeviceBuffer`],
-//!   [`LaunchConfig`] and the typed kernel handles made by [`#[kernel]`](macro@kernel) and, for CUDA and HIP
-//!   kernels built by `offload-build`, by [`extern_kernels!`].
+//! - With the `host` feature (default): [`Device`] (the CPU device; CUDA and HIP GPUs),
+//!   [`DeviceBuffer`], [`LaunchConfig`] and the typed kernel handles made by
+//!   [`#[kernel]`](macro@kernel) and, for CUDA and HIP kernels built by `offload-build`, by
+//!   [`extern_kernels!`], over the device images the program registers at start-up.
 //!
 //! # Environment
 //!
@@ -53,7 +53,7 @@ pub mod kernel;
 pub use offload_macros::{DeviceCopy, device_print, device_println, extern_kernels, kernel};
 
 #[cfg(feature = "host")]
-pub mod backend;
+mod backend;
 #[cfg(feature = "host")]
 mod error;
 #[cfg(feature = "host")]
@@ -63,13 +63,15 @@ mod launch;
 #[cfg(feature = "host")]
 mod os_thread;
 #[cfg(feature = "host")]
-pub mod registry;
+mod registry;
 #[cfg(feature = "host")]
-pub mod select;
+mod select;
 
 #[cfg(feature = "host")]
 mod print;
 
+#[cfg(feature = "host")]
+pub use backend::{DeviceKind, DevicePtr};
 #[cfg(feature = "host")]
 pub use error::{Error, KernelPanicReport, Result};
 #[cfg(feature = "host")]
@@ -84,6 +86,30 @@ pub use launch::{
 };
 #[cfg(feature = "host")]
 pub use print::{PrintSink, set_print_sink};
+#[cfg(feature = "host")]
+pub use registry::ImageInfo;
+
+/// The runtime's internals: backends, drivers, the image registry and image selection.
+///
+/// Not an API and under no semver promise: only this crate's tests, benchmarks and examples,
+/// `cargo-offload` and the workspace's fuzz targets use it, and it changes with them.
+#[cfg(feature = "host")]
+#[doc(hidden)]
+pub mod __internal {
+    pub use crate::backend::cpu::{BarrierMode, CpuBackend};
+    pub use crate::backend::{
+        Backend, KernelHandle, Module, NativeArchs, cuda, hip, image, native_archs,
+    };
+    pub use crate::launch::LaunchArgs;
+    pub use crate::registry::{
+        __offload_register_lib, __offload_unregister_lib, KernelEntry, OFFLOAD_DESCRIPTOR_MAGIC,
+        OFFLOAD_DESCRIPTOR_VERSION, OffloadDescriptor, RegisteredImage, inventory, kernel_entry,
+        modules_listing, register_bundle, registered_count, with_module_images,
+    };
+    pub use crate::select::{
+        DeviceTarget, ImageDescriptor, NoCompatibleImage, Selection, select_image,
+    };
+}
 
 pub use kernel::{DeviceCopy, KernelScalar};
 
@@ -113,13 +139,15 @@ pub mod __private {
     pub type GpuParam<T> = T;
 
     pub use crate::kernel::SliceParam;
+    #[cfg(feature = "host")]
+    pub use crate::launch::LaunchArgs;
 
     /// The launch ABI value of a slice parameter over a buffer at `ptr` of `len` elements:
     /// never a null address (an empty buffer's is `align_of::<T>()`, as Rust's empty
     /// slices'), so kernels need no test of their own.
     #[cfg(feature = "host")]
     #[inline]
-    pub fn slice_param<T>(ptr: crate::backend::DevicePtr, len: usize) -> SliceParam<T> {
+    pub fn slice_param<T>(ptr: crate::DevicePtr, len: usize) -> SliceParam<T> {
         const { assert!(core::mem::size_of::<SliceParam<u8>>() == 16) };
         let address = match ptr.0 {
             0 => core::mem::align_of::<T>(),
@@ -245,6 +273,9 @@ macro_rules! __kernel_launch_impl {
                     $( (&raw const $arg).cast_mut().cast::<$crate::__private::c_void>(), )*
                 ];
                 let sizes: &[usize] = &[ $( ::core::mem::size_of_val(&$arg), )* ];
+                let launch = $crate::__kernel_launch_impl!(
+                    @args $lookup $crate::__private::LaunchArgs::new($name, config, params).with_sizes(sizes)
+                );
                 // SAFETY: `params` holds one pointer per parameter, in order, to a value of
                 // the parameter's launch ABI type, `sizes[i]` bytes: this impl is generated
                 // from the kernel's signature (scalars by value, device pointers as the u64
@@ -255,16 +286,16 @@ macro_rules! __kernel_launch_impl {
                 // pointers cannot reach memory outside its buffers; what a kernel does with
                 // raw pointers, and anything a foreign kernel does, is this function's
                 // `unsafe` contract.
-                unsafe { $crate::__kernel_launch_impl!(@call $lookup device, $name, &config, params, sizes) }
+                unsafe { device.launch_args(&launch) }
             }
         }
         $crate::__kernel_launch_impl! { @items $lookup $handle, $name, $($kind $ty),* }
     };
-    (@call module $device:ident, $name:literal, $config:expr, $params:ident, $sizes:ident) => {
-        $device.launch_sized(env!("CARGO_CRATE_NAME"), $name, $config, $params, $sizes)
+    (@args module $launch:expr) => {
+        $launch.in_module(env!("CARGO_CRATE_NAME"))
     };
-    (@call foreign $device:ident, $name:literal, $config:expr, $params:ident, $sizes:ident) => {
-        $device.launch_foreign($name, $config, $params, $sizes)
+    (@args foreign $launch:expr) => {
+        $launch
     };
     (@items module $($rest:tt)*) => {};
     (@items foreign $handle:ident, $name:literal, $($kind:ident $ty:ty),*) => {
@@ -286,7 +317,7 @@ macro_rules! __kernel_launch_impl {
             pub fn load(
                 &self,
                 device: &$crate::Device,
-            ) -> $crate::Result<::std::sync::Arc<$crate::registry::ImageInfo>> {
+            ) -> $crate::Result<::std::sync::Arc<$crate::ImageInfo>> {
                 device.load_foreign($name, Self::PARAM_SIZES)
             }
         }

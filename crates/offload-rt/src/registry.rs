@@ -86,7 +86,7 @@ use crate::error::{Error, Result};
 
 /// The keys of an image's kernel crate library name, its comma-separated kernel names and its
 /// kernels' parameter sizes.
-pub use offload_format::offload_binary::{
+pub(crate) use offload_format::offload_binary::{
     KEY_IMAGE_CRC32, KEY_KERNEL_PARAMS, KEY_KERNELS, KEY_MODULE,
 };
 /// `magic` of every [`OffloadDescriptor`], and the layout version this runtime reads.

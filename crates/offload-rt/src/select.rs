@@ -20,7 +20,7 @@ use std::fmt;
 use offload_format::ImageKind;
 
 use offload_format::target_id::{Sm, SmSuffix};
-pub use offload_format::triple::{AMDGCN_TRIPLE, HOST_ARCH, NVPTX_TRIPLE};
+pub(crate) use offload_format::triple::{AMDGCN_TRIPLE, HOST_ARCH, NVPTX_TRIPLE};
 
 /// What selection needs to know about a device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,7 +133,7 @@ fn carried_list(carried: &[String]) -> String {
 
 /// Decides AMD target-ID compatibility: `(image target ID, device target ID)` → whether the
 /// image runs on the device, and whether the two are the same target ID.
-pub trait TargetIdRules {
+pub(crate) trait TargetIdRules {
     /// Whether a code object built for `image` runs on a device whose target ID is `device`.
     fn is_compatible(&self, image: &str, device: &str) -> bool;
     /// Whether the two name the same target ID (features in any order).
@@ -144,7 +144,7 @@ pub trait TargetIdRules {
 
 /// Clang's rules, from `offload_format::TargetId`.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct ClangTargetIdRules;
+pub(crate) struct ClangTargetIdRules;
 
 impl TargetIdRules for ClangTargetIdRules {
     fn is_compatible(&self, image: &str, device: &str) -> bool {
@@ -207,7 +207,7 @@ pub fn select_image(
 ///
 /// # Errors
 /// [`NoCompatibleImage`] listing what the images are and what the device is.
-pub fn select_image_with(
+pub(crate) fn select_image_with(
     device: &DeviceTarget<'_>,
     images: &[ImageDescriptor<'_>],
     rules: &dyn TargetIdRules,

@@ -8,8 +8,7 @@ use std::sync::OnceLock;
 
 mod cpu_common;
 
-use offload_rt::backend::cpu::{BarrierMode, CpuBackend};
-use offload_rt::registry::register_bundle;
+use offload_rt::__internal::{BarrierMode, CpuBackend, register_bundle};
 use offload_rt::{Device, DeviceBuffer, Error, KernelPanicReport, LaunchConfig, PinnedBuffer};
 use offload_rt_test_kernels as k;
 

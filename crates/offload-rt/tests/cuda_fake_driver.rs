@@ -9,9 +9,8 @@ mod fake_driver;
 use std::ffi::c_void;
 
 use offload_format::{ImageKind, OffloadBinary, OffloadKind};
-use offload_rt::backend::cuda::{self, CudaBackend, CudaDevice, CudaError, CudaImageKind};
-use offload_rt::backend::{Backend, KernelHandle};
-use offload_rt::registry::RegisteredImage;
+use offload_rt::__internal::cuda::{self, CudaBackend, CudaDevice, CudaError, CudaImageKind};
+use offload_rt::__internal::{Backend, KernelHandle, LaunchArgs, RegisteredImage};
 use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig};
 
 const PTX: &[u8] = b".version 7.8\n.target sm_80\n.address_size 64\n";
@@ -65,10 +64,37 @@ fn the_cuda_backend_keeps_the_drivers_rules() {
     let k = module.function("k").unwrap();
     switch_to_another_context();
     // SAFETY: the stand-in driver runs nothing; the kernel takes no parameters.
-    unsafe { dev.launch(&k, [1, 1, 1], [64, 1, 1], 96 * 1024, std::ptr::null()) }.unwrap();
+    unsafe {
+        dev.launch(
+            &k,
+            &LaunchArgs::new(
+                "k",
+                LaunchConfig {
+                    grid: (1, 1, 1),
+                    block: (64, 1, 1),
+                    shared_mem_bytes: 96 * 1024,
+                },
+                &[],
+            ),
+        )
+    }
+    .unwrap();
     // SAFETY: as above.
-    let err =
-        unsafe { dev.launch(&k, [1, 1, 1], [64, 1, 1], 98 * 1024, std::ptr::null()) }.unwrap_err();
+    let err = unsafe {
+        dev.launch(
+            &k,
+            &LaunchArgs::new(
+                "k",
+                LaunchConfig {
+                    grid: (1, 1, 1),
+                    block: (64, 1, 1),
+                    shared_mem_bytes: 98 * 1024,
+                },
+                &[],
+            ),
+        )
+    }
+    .unwrap_err();
     match err {
         CudaError::SharedMemoryLimit { kernel, reason } => {
             assert_eq!(kernel, "k");
@@ -103,11 +129,16 @@ fn the_cuda_backend_keeps_the_drivers_rules() {
             ..LaunchConfig::linear(1, 64)
         };
         // SAFETY: the stand-in driver runs nothing; the kernel takes no parameters.
-        unsafe { module.launch(handle, "k", &config, &params) }.unwrap();
+        unsafe { module.launch(handle, &LaunchArgs::new("k", config, &params)) }.unwrap();
     }
     // SAFETY: as above.
-    let err =
-        unsafe { module.launch(handle, "k", &LaunchConfig::linear(1, 0), &params) }.unwrap_err();
+    let err = unsafe {
+        module.launch(
+            handle,
+            &LaunchArgs::new("k", LaunchConfig::linear(1, 0), &params),
+        )
+    }
+    .unwrap_err();
     match err {
         Error::InvalidLaunch { kernel, reason } => {
             assert_eq!(kernel, "k");
@@ -116,7 +147,13 @@ fn the_cuda_backend_keeps_the_drivers_rules() {
         other => panic!("{other}"),
     }
     // SAFETY: as above.
-    unsafe { module.launch(handle, "k", &LaunchConfig::linear(2, 64), &params) }.unwrap();
+    unsafe {
+        module.launch(
+            handle,
+            &LaunchArgs::new("k", LaunchConfig::linear(2, 64), &params),
+        )
+    }
+    .unwrap();
 
     // Streams: page-locked copies round-trip through a stream, and a captured graph replays
     // as many launches as were recorded, each time.

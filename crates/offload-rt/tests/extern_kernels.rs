@@ -70,7 +70,7 @@ fn setup() -> bool {
                 .with_string(KEY_KERNEL_PARAMS, "scale:8,4,4")
                 .to_bytes(),
         );
-        offload_rt::registry::register_bundle("extern_kernels_test", bundle);
+        offload_rt::__internal::register_bundle("extern_kernels_test", bundle);
         Ok(())
     });
     match ready {

@@ -7,11 +7,11 @@ use std::ffi::c_void;
 
 use gpu_common::*;
 use offload_format::ImageKind;
-use offload_rt::backend::cuda::{self, CudaBackend, CudaDevice, CudaError, CudaImageKind};
-use offload_rt::backend::{Backend, DevicePtr};
-use offload_rt::registry::RegisteredImage;
-use offload_rt::select::{DeviceTarget, ImageDescriptor, select_image};
-use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig};
+use offload_rt::__internal::cuda::{self, CudaBackend, CudaDevice, CudaError, CudaImageKind};
+use offload_rt::__internal::{
+    Backend, DeviceTarget, ImageDescriptor, LaunchArgs, RegisteredImage, select_image,
+};
+use offload_rt::{Device, DeviceBuffer, DevicePtr, Error, LaunchConfig};
 
 fn open() -> CudaDevice {
     match CudaDevice::open(0) {
@@ -87,7 +87,7 @@ fn without_cuda_the_backend_reports_why() {
         other => panic!("expected BackendUnavailable, got {other:?}"),
     }
     let device = Device::best().expect("Device::best falls back to the CPU");
-    assert_ne!(device.kind(), offload_rt::backend::DeviceKind::Cuda);
+    assert_ne!(device.kind(), offload_rt::DeviceKind::Cuda);
 }
 
 /// The fixtures are what the loader accepts, so a GPU failure cannot be a fixture problem.
@@ -120,7 +120,7 @@ fn registered_fixtures_select_per_compute_capability() {
         ((10, 0), "sm_70", ImageKind::Ptx),
         ((12, 0), "sm_70", ImageKind::Ptx),
     ];
-    offload_rt::registry::with_module_images("gpu_fixtures", |images| {
+    offload_rt::__internal::with_module_images("gpu_fixtures", |images| {
         assert_eq!(images.len(), 4);
         let descriptors: Vec<ImageDescriptor<'_>> = images
             .iter()
@@ -189,7 +189,21 @@ fn run_saxpy(dev: &CudaDevice, image: &[u8], kind: CudaImageKind, n: usize) {
     let blocks = (n as u32).div_ceil(256);
     // SAFETY: saxpy(unsigned, float, const float*, float*): four parameters of those types;
     // both buffers hold n floats and outlive the synchronize below.
-    unsafe { dev.launch(&f, [blocks, 1, 1], [256, 1, 1], 0, params.as_ptr()) }.unwrap();
+    unsafe {
+        dev.launch(
+            &f,
+            &LaunchArgs::new(
+                "saxpy",
+                LaunchConfig {
+                    grid: (blocks, 1, 1),
+                    block: (256, 1, 1),
+                    shared_mem_bytes: 0,
+                },
+                &params,
+            ),
+        )
+    }
+    .unwrap();
     dev.synchronize().unwrap();
     let mut out = vec![0u8; n * 4];
     dy.copy_to_host(0, &mut out).unwrap();
@@ -317,7 +331,13 @@ fn gpu_backend_selects_and_launches() {
     ];
     // SAFETY: saxpy's four parameters, buffers of n floats alive until freed below (free
     // waits for the launch).
-    unsafe { module.launch(k, "saxpy", &LaunchConfig::for_num_elems(n as u32), &params) }.unwrap();
+    unsafe {
+        module.launch(
+            k,
+            &LaunchArgs::new("saxpy", LaunchConfig::for_num_elems(n as u32), &params),
+        )
+    }
+    .unwrap();
     let mut out = vec![0u8; n * 4];
     // SAFETY: dy holds n * 4 bytes.
     unsafe { backend.copy_to_host(&mut out, dy) }.unwrap();

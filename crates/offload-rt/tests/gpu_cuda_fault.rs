@@ -7,7 +7,9 @@ mod gpu_common;
 use std::ffi::c_void;
 
 use gpu_common::*;
-use offload_rt::backend::cuda::{CudaDevice, CudaError, CudaImageKind, sys};
+use offload_rt::__internal::LaunchArgs;
+use offload_rt::__internal::cuda::{CudaDevice, CudaError, CudaImageKind, sys};
+use offload_rt::LaunchConfig;
 
 #[test]
 fn gpu_kernel_fault_is_a_typed_error() {
@@ -22,7 +24,21 @@ fn gpu_kernel_fault_is_a_typed_error() {
     let params: [*mut c_void; 2] = [(&raw mut p).cast(), (&raw mut v).cast()];
     // SAFETY: store(int*, int); the pointer is bad on purpose, which faults on the device
     // and cannot touch host memory.
-    unsafe { dev.launch(&store, [1, 1, 1], [1, 1, 1], 0, params.as_ptr()) }.unwrap();
+    unsafe {
+        dev.launch(
+            &store,
+            &LaunchArgs::new(
+                "store",
+                LaunchConfig {
+                    grid: (1, 1, 1),
+                    block: (1, 1, 1),
+                    shared_mem_bytes: 0,
+                },
+                &params,
+            ),
+        )
+    }
+    .unwrap();
     match dev.synchronize() {
         Err(CudaError::KernelFault {
             code,

@@ -7,9 +7,8 @@ use std::ffi::c_void;
 
 use gpu_common::{check_saxpy, f32_bytes, f32s, saxpy_inputs, skip};
 use offload_format::{ImageKind, OffloadBinary, OffloadKind};
-use offload_rt::backend::Backend;
-use offload_rt::backend::hip::{self, HipBackend, HipDevice, HipError};
-use offload_rt::registry::RegisteredImage;
+use offload_rt::__internal::hip::{self, HipBackend, HipDevice, HipError};
+use offload_rt::__internal::{Backend, LaunchArgs, RegisteredImage};
 use offload_rt::{Error, LaunchConfig};
 
 const CODE_OBJECTS: &[(&str, &[u8])] = &[
@@ -147,7 +146,13 @@ fn gpu_hip_saxpy_matches_cpu_and_errors_are_typed() {
     ];
     // SAFETY: saxpy(unsigned, float, const float*, float*), buffers of n floats that live
     // until freed below.
-    unsafe { module.launch(k, "saxpy", &LaunchConfig::for_num_elems(n as u32), &params) }.unwrap();
+    unsafe {
+        module.launch(
+            k,
+            &LaunchArgs::new("saxpy", LaunchConfig::for_num_elems(n as u32), &params),
+        )
+    }
+    .unwrap();
     let mut out = vec![0u8; n * 4];
     // SAFETY: dy holds n * 4 bytes.
     unsafe { backend.copy_to_host(&mut out, dy) }.unwrap();

@@ -8,7 +8,7 @@ mod gpu_common;
 use std::ffi::c_void;
 
 use gpu_common::*;
-use offload_rt::backend::cuda::CudaBackend;
+use offload_rt::__internal::cuda::CudaBackend;
 use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig};
 
 #[test]

@@ -7,9 +7,9 @@
 mod fake_driver;
 
 use offload_format::{ImageKind, OffloadBinary, OffloadKind};
-use offload_rt::backend::hip::{self, HipBackend, HipDevice, HipError, HipImageKind};
-use offload_rt::backend::{Backend, DeviceKind};
-use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig};
+use offload_rt::__internal::Backend;
+use offload_rt::__internal::hip::{self, HipBackend, HipDevice, HipError, HipImageKind};
+use offload_rt::{Device, DeviceBuffer, DeviceKind, Error, LaunchConfig};
 
 /// The smallest code object the loader's check accepts: an ELF header for `EM_AMDGPU`.
 fn code_object() -> Vec<u8> {

@@ -13,7 +13,7 @@ fn native_archs_lists_each_gpu_architecture_once_in_device_order() {
         std::env::set_var("OFFLOAD_CUDA_LIBRARY", &cuda);
         std::env::set_var("OFFLOAD_HIP_LIBRARY", &hip);
     }
-    let found = offload_rt::backend::native_archs();
+    let found = offload_rt::__internal::native_archs();
     assert_eq!(found.archs, ["sm_80", "gfx90a:sramecc+:xnack-"]);
     assert!(found.unavailable.is_empty(), "{:?}", found.unavailable);
 }

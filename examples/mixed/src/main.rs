@@ -11,8 +11,7 @@
 
 use std::process::ExitCode;
 
-use offload_rt::backend::DeviceKind;
-use offload_rt::{Device, DeviceBuffer, LaunchConfig};
+use offload_rt::{Device, DeviceBuffer, DeviceKind, LaunchConfig};
 
 offload_rt::extern_kernels! {
     /// `extern "C" __global__ void scale(float *x, float a, int n)`, found by its symbol in the

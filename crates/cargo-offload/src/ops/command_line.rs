@@ -16,7 +16,7 @@ pub(super) struct NativeGpus(std::cell::OnceCell<Vec<OffloadArch>>);
 impl NativeGpus {
     pub(super) fn get(&self) -> &[OffloadArch] {
         self.0.get_or_init(|| {
-            let found = offload_rt::backend::native_archs();
+            let found = offload_rt::__internal::native_archs();
             let (archs, notes) = arch::parse_found(&found.archs);
             for note in notes {
                 eprintln!("note: {note}");

@@ -42,7 +42,7 @@ use crate::kernel::abi::{
     CPU_REGIONS_PREFIX, CPU_RUN_PREFIX, CPU_THREAD_PREFIX, CPU_WARP_SIZE, CpuLaunch, CpuPanic,
     CpuRegionsFn, CpuRunFn, CpuThreadFn, PrintArg,
 };
-use crate::launch::{LaunchConfig, LaunchShape};
+use crate::launch::{LaunchArgs, LaunchShape};
 use crate::registry::{ImageInfo, RegisteredImage};
 
 use loader::Library;
@@ -57,7 +57,7 @@ const GUARD_STACK: usize = 8 * 1024 * 1024;
 /// The triple of CPU images this runtime can load: the one it was compiled for. The build
 /// names the CPU image by the host crate's target, so the two agree on every Linux target;
 /// elsewhere no CPU image fits and the device choice says why.
-pub const HOST_TRIPLE: &str = if !cfg!(all(target_os = "linux", target_env = "gnu")) {
+pub(crate) const HOST_TRIPLE: &str = if !cfg!(all(target_os = "linux", target_env = "gnu")) {
     "unsupported-host"
 } else if cfg!(target_arch = "x86_64") {
     "x86_64-unknown-linux-gnu"
@@ -179,7 +179,7 @@ impl Default for CpuBackend {
 }
 
 /// Whether an image can run on this host's CPU device.
-pub fn image_fits(image: &RegisteredImage<'_>) -> bool {
+pub(crate) fn image_fits(image: &RegisteredImage<'_>) -> bool {
     image.triple() == HOST_TRIPLE
         && matches!(image.arch(), "host" | "")
         && image.image_kind() == offload_format::ImageKind::Object
@@ -307,7 +307,7 @@ struct CpuKernel {
 
 /// A CPU image loaded in this process.
 #[derive(Debug)]
-pub struct CpuModule {
+pub(crate) struct CpuModule {
     info: ImageInfo,
     pool: Pool,
     stacks: LauncherStacks,
@@ -391,16 +391,10 @@ impl Module for CpuModule {
         Ok(KernelHandle(kernels.len() as u64 - 1))
     }
 
-    unsafe fn launch(
-        &self,
-        kernel: KernelHandle,
-        name: &str,
-        config: &LaunchConfig,
-        params: &[*mut c_void],
-    ) -> Result<()> {
+    unsafe fn launch(&self, kernel: KernelHandle, launch: &LaunchArgs<'_>) -> Result<()> {
         // SAFETY: this function's contract, passed on.
         self.stacks
-            .lend(|| unsafe { self.launch_with_stacks(kernel, name, config, params) })
+            .lend(|| unsafe { self.launch_with_stacks(kernel, launch) })
     }
 }
 
@@ -410,17 +404,9 @@ impl CpuModule {
     /// # Safety
     ///
     /// As [`Module::launch`].
-    unsafe fn launch_with_stacks(
-        &self,
-        kernel: KernelHandle,
-        name: &str,
-        config: &LaunchConfig,
-        params: &[*mut c_void],
-    ) -> Result<()> {
-        let invalid = |reason: String| Error::InvalidLaunch {
-            kernel: name.to_owned(),
-            reason,
-        };
+    unsafe fn launch_with_stacks(&self, kernel: KernelHandle, args: &LaunchArgs<'_>) -> Result<()> {
+        let (name, config, params) = (args.kernel, &args.config, args.params);
+        let invalid = |reason: String| args.invalid(reason);
         let (run, thread, regions, mode, known_static) = {
             let kernels = self.kernels();
             let k = kernels

@@ -1,6 +1,6 @@
 //! The CUDA driver, over the CUDA driver API loaded from `libcuda` at run time: the
-//! [`Driver`] implementation for [`sys::DriverApi`], the device description, and the names
-//! the rest of the runtime uses (`CudaDevice` is the generic [`GpuDevice`](super::gpu::GpuDevice) over it, ...).
+//! `Driver` implementation for [`sys::DriverApi`], the device description, and the names
+//! the rest of the runtime uses (`CudaDevice` is the generic `GpuDevice` over it, ...).
 //!
 //! The driver table is written here rather than taken from cudarc because cudarc's dynamic
 //! loading panics when `libcuda` or one of its symbols is missing, and its bindings return
@@ -25,9 +25,12 @@ use std::ptr;
 use sys::{CUdevice, CUresult, DriverApi};
 
 use crate::backend::DeviceKind;
-use crate::backend::gpu::driver::{c_chars, c_ordinal, forward_calls, initialized, static_c_str};
+use crate::backend::gpu::driver::{
+    PeerEnd, c_chars, c_ordinal, forward_calls, initialized, static_c_str,
+};
 use crate::backend::gpu::driver_names;
 use crate::backend::gpu::{self, Api, DeviceInfo, Driver, GpuError, GpuImageKind, Handle};
+use crate::launch::LaunchArgs;
 use crate::select::DeviceTarget;
 
 pub use crate::backend::image::{check_cubin, check_fatbin, ptx_with_nul};
@@ -129,7 +132,7 @@ pub fn dynamic_shared_opt_in(
 /// used here.
 ///
 /// # Errors
-/// [`GpuError::Unavailable`], [`GpuError::NoDevice`], [`GpuError::NoDevices`] or a driver
+/// `GpuError::Unavailable`, `GpuError::NoDevice`, `GpuError::NoDevices` or a driver
 /// failure.
 pub fn probe() -> Result<Vec<CudaDeviceInfo>, GpuError> {
     gpu::probe::<Cuda>()
@@ -396,24 +399,20 @@ impl Driver for DriverApi {
         unsafe fn graph_destroy(graph: Handle) => cuGraphDestroy(graph);
         unsafe fn graph_exec_destroy(exec: Handle) => cuGraphExecDestroy(exec);
         // The driver only reads `params` (the C prototype is non-const).
-        unsafe fn launch(function: Handle, grid: [u32; 3], block: [u32; 3], shared_mem_bytes: u32, stream: Handle, params: *const *mut c_void) => cuLaunchKernel(function, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_mem_bytes, stream, params.cast_mut(), ptr::null_mut());
+        unsafe fn launch(function: Handle, stream: Handle, launch: &LaunchArgs<'_>) => cuLaunchKernel(function, launch.config.grid.0, launch.config.grid.1, launch.config.grid.2, launch.config.block.0, launch.config.block.1, launch.config.block.2, launch.config.shared_mem_bytes, stream, launch.params.as_ptr().cast_mut(), ptr::null_mut());
         unsafe fn event_elapsed_ms(start: Handle, end: Handle) -> |ms: f32 = 0.0| cuEventElapsedTime(&raw mut ms, start, end);
     }
 
     unsafe fn copy_peer(
         &self,
-        dst: u64,
-        _dst_info: &CudaDeviceInfo,
-        dst_ctx: Handle,
-        src: u64,
-        _src_info: &CudaDeviceInfo,
-        src_ctx: Handle,
+        dst: PeerEnd<'_, CudaDeviceInfo>,
+        src: PeerEnd<'_, CudaDeviceInfo>,
         len: usize,
         stream: Handle,
     ) -> Result<(), GpuError> {
         // SAFETY: the trait's contract.
         self.check("cuMemcpyPeerAsync", unsafe {
-            (self.cuMemcpyPeerAsync)(dst, dst_ctx, src, src_ctx, len, stream)
+            (self.cuMemcpyPeerAsync)(dst.address, dst.ctx, src.address, src.ctx, len, stream)
         })
     }
 

@@ -15,17 +15,17 @@
 mod backend;
 mod channel;
 mod device;
-pub mod driver;
+pub(crate) mod driver;
 mod error;
-pub mod library;
+pub(crate) mod library;
 
 pub(crate) use backend::log;
-pub use backend::{GpuBackend, open_backend, to_error};
-pub use device::{
+pub(crate) use backend::{GpuBackend, open_backend};
+pub(crate) use device::{
     GpuBuffer, GpuDevice, GpuEvent, GpuFunction, GpuGraph, GpuModule, GpuStream, PinnedBytes,
 };
-pub use driver::{DeviceInfo, Driver, Handle};
-pub use error::{Api, GpuError, GpuImageKind};
+pub(crate) use driver::{DeviceInfo, Driver, Handle};
+pub(crate) use error::{Api, GpuError, GpuImageKind};
 pub use library::LoadError;
 
 /// Loads driver `D`, initializes it and describes every device; an error says why it cannot
@@ -34,7 +34,7 @@ pub use library::LoadError;
 /// # Errors
 /// [`GpuError::Unavailable`], [`GpuError::NoDevice`], [`GpuError::NoDevices`] or a driver
 /// failure.
-pub fn probe<D: Driver>() -> Result<Vec<D::Info>, GpuError> {
+pub(crate) fn probe<D: Driver>() -> Result<Vec<D::Info>, GpuError> {
     let driver = D::get()?;
     let count = driver.device_count()?;
     if count == 0 {

@@ -1,6 +1,6 @@
-//! The HIP driver, over `libamdhip64` loaded at run time (ROCm 6 or newer): the [`Driver`]
+//! The HIP driver, over `libamdhip64` loaded at run time (ROCm 6 or newer): the `Driver`
 //! implementation for [`sys::HipApi`], the device description, and the names the rest of the
-//! runtime uses (`HipDevice` is the generic [`GpuDevice`](super::gpu::GpuDevice) over it, ...). The device's full
+//! runtime uses (`HipDevice` is the generic `GpuDevice` over it, ...). The device's full
 //! target ID (`gcnArchName`, e.g. `gfx90a:sramecc+:xnack-`) is what image selection matches
 //! code objects against.
 //!
@@ -23,9 +23,12 @@ use std::ptr;
 use sys::{HipApi, hipDeviceProp_tR0600, hipError_t};
 
 use crate::backend::DeviceKind;
-use crate::backend::gpu::driver::{c_chars, c_ordinal, forward_calls, initialized, static_c_str};
+use crate::backend::gpu::driver::{
+    PeerEnd, c_chars, c_ordinal, forward_calls, initialized, static_c_str,
+};
 use crate::backend::gpu::driver_names;
 use crate::backend::gpu::{self, Api, DeviceInfo, Driver, GpuError, GpuImageKind, Handle};
+use crate::launch::LaunchArgs;
 use crate::select::DeviceTarget;
 
 pub use crate::backend::image::check_code_object;
@@ -87,7 +90,7 @@ impl DeviceInfo for HipDeviceInfo {
 /// used here.
 ///
 /// # Errors
-/// [`GpuError::Unavailable`], [`GpuError::NoDevice`], [`GpuError::NoDevices`] or a driver
+/// `GpuError::Unavailable`, `GpuError::NoDevice`, `GpuError::NoDevices` or a driver
 /// failure.
 pub fn probe() -> Result<Vec<HipDeviceInfo>, GpuError> {
     gpu::probe::<Hip>()
@@ -374,31 +377,27 @@ impl Driver for HipApi {
         unsafe fn graph_destroy(graph: Handle) => hipGraphDestroy(graph);
         unsafe fn graph_exec_destroy(exec: Handle) => hipGraphExecDestroy(exec);
         // The driver only reads `params` (the C prototype is non-const).
-        unsafe fn launch(function: Handle, grid: [u32; 3], block: [u32; 3], shared_mem_bytes: u32, stream: Handle, params: *const *mut c_void) => hipModuleLaunchKernel(function, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_mem_bytes, stream, params.cast_mut(), ptr::null_mut());
+        unsafe fn launch(function: Handle, stream: Handle, launch: &LaunchArgs<'_>) => hipModuleLaunchKernel(function, launch.config.grid.0, launch.config.grid.1, launch.config.grid.2, launch.config.block.0, launch.config.block.1, launch.config.block.2, launch.config.shared_mem_bytes, stream, launch.params.as_ptr().cast_mut(), ptr::null_mut());
         unsafe fn event_elapsed_ms(start: Handle, end: Handle) -> |ms: f32 = 0.0| hipEventElapsedTime(&raw mut ms, start, end);
     }
 
     unsafe fn copy_peer(
         &self,
-        dst: u64,
-        dst_info: &HipDeviceInfo,
-        _dst_ctx: Handle,
-        src: u64,
-        src_info: &HipDeviceInfo,
-        _src_ctx: Handle,
+        dst: PeerEnd<'_, HipDeviceInfo>,
+        src: PeerEnd<'_, HipDeviceInfo>,
         len: usize,
         stream: Handle,
     ) -> Result<(), GpuError> {
         let (to, from) = (
-            c_ordinal::<Self>(dst_info.ordinal)?,
-            c_ordinal::<Self>(src_info.ordinal)?,
+            c_ordinal::<Self>(dst.info.ordinal)?,
+            c_ordinal::<Self>(src.info.ordinal)?,
         );
         // SAFETY: the trait's contract.
         self.check("hipMemcpyPeerAsync", unsafe {
             (self.hipMemcpyPeerAsync)(
-                device_ptr(dst),
+                device_ptr(dst.address),
                 to,
-                device_ptr(src).cast_const(),
+                device_ptr(src.address).cast_const(),
                 from,
                 len,
                 stream,

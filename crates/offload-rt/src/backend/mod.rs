@@ -11,17 +11,16 @@
 //! may still use the memory.
 
 use std::any::Any;
-use std::ffi::c_void;
 use std::fmt;
 use std::time::Duration;
 
 use crate::error::Result;
-use crate::launch::LaunchConfig;
+use crate::launch::LaunchArgs;
 use crate::registry::{ImageInfo, RegisteredImage};
 
-pub mod cpu;
+pub(crate) mod cpu;
 pub mod cuda;
-pub mod gpu;
+pub(crate) mod gpu;
 pub mod hip;
 pub mod image;
 mod native;
@@ -182,19 +181,13 @@ pub trait HostMemory: Send + Sync + fmt::Debug {
 /// queued: every device range and host range passed stays valid, and host memory
 /// untouched by anything else, until the stream has passed the operation (see
 /// [`BackendStream::synchronize`] and [`BackendStream::record`]).
-#[expect(
-    clippy::missing_safety_doc,
-    reason = "the trait's contract above covers every method"
-)]
 pub trait BackendStream: Send + Sync + fmt::Debug {
-    /// Queues a launch of `kernel` (from `module`, loaded on this stream's device).
+    /// Queues `launch` of `kernel` (from `module`, loaded on this stream's device).
     unsafe fn launch(
         &self,
         module: &dyn Module,
         kernel: KernelHandle,
-        name: &str,
-        config: &LaunchConfig,
-        params: &[*mut c_void],
+        launch: &LaunchArgs<'_>,
     ) -> Result<()>;
     /// Queues a copy of `len` bytes from host `src` to device `dst`.
     unsafe fn copy_to_device(&self, dst: DevicePtr, src: *const u8, len: usize) -> Result<()>;
@@ -249,23 +242,17 @@ pub trait Module: Send + Sync + fmt::Debug {
     /// Looks up a kernel by name; [`crate::Error::KernelNotFound`] when absent.
     fn kernel(&self, name: &str) -> Result<KernelHandle>;
 
-    /// Launches a kernel.
+    /// Launches `kernel` as `launch` says (its module name, if any, is not looked at).
     ///
     /// # Safety
     ///
-    /// `kernel` came from [`Module::kernel`] of this module; `params` points at one pointer per
-    /// kernel parameter (`cuLaunchKernel`'s `kernelParams`), each pointing at a value of the
-    /// parameter's exact type, valid until this call returns; device pointers among the values
-    /// point into live allocations of the backend that loaded this module, large enough for
-    /// every access the kernel makes for this `config`, and stay live until the launch has
-    /// finished (see the ordering rule of [`Backend`]).
-    unsafe fn launch(
-        &self,
-        kernel: KernelHandle,
-        name: &str,
-        config: &LaunchConfig,
-        params: &[*mut c_void],
-    ) -> Result<()>;
+    /// `kernel` came from [`Module::kernel`] of this module; `launch.params` holds one pointer
+    /// per kernel parameter (`cuLaunchKernel`'s `kernelParams`), each pointing at a value of
+    /// the parameter's exact type, valid until this call returns; device pointers among the
+    /// values point into live allocations of the backend that loaded this module, large
+    /// enough for every access the kernel makes for the launch's configuration, and stay live
+    /// until the launch has finished (see the ordering rule of [`Backend`]).
+    unsafe fn launch(&self, kernel: KernelHandle, launch: &LaunchArgs<'_>) -> Result<()>;
 }
 
 /// Opens GPU `ordinal` of `kind` (CUDA or HIP).

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use crate::backend::cpu::CpuBackend;
 use crate::backend::{Backend, DeviceKind, KernelHandle, Module};
 use crate::error::{Error, Result};
-use crate::launch::LaunchConfig;
+use crate::launch::{LaunchArgs, LaunchConfig};
 use crate::registry::{self, ImageInfo, KernelEntry};
 use stream::{QueueRef, Stream, StreamImpl};
 
@@ -333,7 +333,7 @@ impl Device {
     }
 
     /// Launches kernel `kernel` of kernel module `module` (its crate's library name) with the
-    /// launch ABI's parameter array. The typed handles made by `#[kernel]` call this.
+    /// launch ABI's parameter array.
     ///
     /// # Safety
     ///
@@ -349,26 +349,9 @@ impl Device {
         config: &LaunchConfig,
         params: &[*mut c_void],
     ) -> Result<LaunchReport> {
+        let launch = LaunchArgs::new(kernel, *config, params).in_module(module);
         // SAFETY: forwarded from this function's contract.
-        unsafe { self.launch_inner(module, kernel, config, params, None) }
-    }
-
-    /// [`Device::launch_raw`] with the size of each parameter, so that a stream of the CPU
-    /// device can keep copies of the values. The typed handles made by `#[kernel]` call this.
-    ///
-    /// # Safety
-    /// As [`Device::launch_raw`]; `params[i]` points at `sizes[i]` bytes.
-    #[doc(hidden)]
-    pub unsafe fn launch_sized(
-        &self,
-        module: &'static str,
-        kernel: &'static str,
-        config: &LaunchConfig,
-        params: &[*mut c_void],
-        sizes: &[usize],
-    ) -> Result<LaunchReport> {
-        // SAFETY: forwarded from this function's contract.
-        unsafe { self.launch_inner(module, kernel, config, params, Some(sizes)) }
+        unsafe { self.launch_args(&launch) }
     }
 
     /// Finds the kernel whose symbol name is `kernel` (a foreign kernel, declared with
@@ -414,19 +397,53 @@ impl Device {
         params: &[*mut c_void],
         sizes: &[usize],
     ) -> Result<LaunchReport> {
-        if params.len() != sizes.len() {
-            return Err(Error::InvalidLaunch {
-                kernel: kernel.to_owned(),
-                reason: format!(
-                    "{} parameter values with {} parameter sizes",
-                    params.len(),
-                    sizes.len()
-                ),
-            });
-        }
-        let (module, resolved) = self.resolve_foreign(kernel, sizes)?;
+        let launch = LaunchArgs::new(kernel, *config, params).with_sizes(sizes);
         // SAFETY: forwarded from this function's contract.
-        unsafe { self.launch_resolved(module, kernel, &resolved, config, params, Some(sizes)) }
+        unsafe { self.launch_args(&launch) }
+    }
+
+    /// Launches `launch`, on this handle's stream if it has one: its kernel found in its
+    /// module, or by its symbol name as [`Device::launch_foreign`] does. The typed handles
+    /// made by `#[kernel]` and [`extern_kernels!`](crate::extern_kernels) call this.
+    ///
+    /// # Errors
+    /// [`Error::InvalidLaunch`] when the parameters and their sizes differ in length; what
+    /// finding the kernel reports; what the device reports.
+    ///
+    /// # Safety
+    /// As [`Device::launch_raw`] for its parameters; with sizes, `params[i]` points at
+    /// `sizes[i]` bytes; for a foreign kernel, as [`Device::launch_foreign`].
+    #[doc(hidden)]
+    pub unsafe fn launch_args(&self, launch: &LaunchArgs<'_>) -> Result<LaunchReport> {
+        let kernel = launch.kernel;
+        if let Some(sizes) = launch.sizes
+            && sizes.len() != launch.params.len()
+        {
+            return Err(launch.invalid(format!(
+                "{} parameter values with {} parameter sizes",
+                launch.params.len(),
+                sizes.len()
+            )));
+        }
+        let (module, (loaded, handle)) = match launch.module {
+            Some(module) => (module, self.resolve(module, kernel)?),
+            None => self.resolve_foreign(kernel, launch.sizes.unwrap_or_default())?,
+        };
+        match self.stream.as_deref() {
+            // SAFETY: forwarded from this function's contract; `handle` is of this module.
+            None => unsafe { loaded.module.launch(handle, launch) },
+            // SAFETY: as above; the stream is this device's.
+            Some(stream) => unsafe { Stream::queue_launch(stream, &loaded.module, handle, launch) },
+        }
+        .map_err(|e| self.with_fault_context(e))?;
+        let report = LaunchReport {
+            kernel,
+            module,
+            device: Arc::clone(&self.inner.description),
+            image: Arc::clone(&loaded.image),
+        };
+        *self.inner.last.lock().unwrap_or_else(|e| e.into_inner()) = Some((module, kernel));
+        Ok(report)
     }
 
     /// The module and handle of `kernel`, resolved once per device.
@@ -536,63 +553,6 @@ impl Device {
             device: self.describe().to_owned(),
             searched,
         })
-    }
-
-    /// # Safety
-    /// As [`Device::launch_raw`]; with `sizes`, `params[i]` points at `sizes[i]` bytes.
-    unsafe fn launch_inner(
-        &self,
-        module: &'static str,
-        kernel: &'static str,
-        config: &LaunchConfig,
-        params: &[*mut c_void],
-        sizes: Option<&[usize]>,
-    ) -> Result<LaunchReport> {
-        let resolved = self.resolve(module, kernel)?;
-        // SAFETY: forwarded from this function's contract.
-        unsafe { self.launch_resolved(module, kernel, &resolved, config, params, sizes) }
-    }
-
-    /// Launches a resolved kernel, on this handle's stream if it has one.
-    ///
-    /// # Safety
-    /// As [`Device::launch_raw`]; with `sizes`, `params[i]` points at `sizes[i]` bytes;
-    /// `resolved` is `kernel` of `module` on this device.
-    unsafe fn launch_resolved(
-        &self,
-        module: &'static str,
-        kernel: &'static str,
-        (loaded, handle): &Resolved,
-        config: &LaunchConfig,
-        params: &[*mut c_void],
-        sizes: Option<&[usize]>,
-    ) -> Result<LaunchReport> {
-        let handle = *handle;
-        match self.stream.as_deref() {
-            // SAFETY: forwarded from this function's contract; `handle` is from this module.
-            None => unsafe { loaded.module.launch(handle, kernel, config, params) },
-            // SAFETY: as above; the stream is this device's.
-            Some(stream) => unsafe {
-                Stream::queue_launch(
-                    stream,
-                    &loaded.module,
-                    handle,
-                    kernel,
-                    config,
-                    params,
-                    sizes,
-                )
-            },
-        }
-        .map_err(|e| self.with_fault_context(e))?;
-        let report = LaunchReport {
-            kernel,
-            module,
-            device: Arc::clone(&self.inner.description),
-            image: Arc::clone(&loaded.image),
-        };
-        *self.inner.last.lock().unwrap_or_else(|e| e.into_inner()) = Some((module, kernel));
-        Ok(report)
     }
 }
 

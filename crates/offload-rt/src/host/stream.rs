@@ -23,6 +23,7 @@ use super::buffer::DeviceBuffer;
 use crate::backend::{BackendEvent, BackendGraph, BackendStream, HostMemory};
 use crate::error::{Error, Result};
 use crate::kernel::DeviceCopy;
+use crate::launch::LaunchArgs;
 use crate::os_thread;
 
 /// An ordered queue of launches and copies on one device. Work queued on it returns at
@@ -513,54 +514,50 @@ impl Stream {
         }
     }
 
-    /// Queues a launch (the typed handles call this through [`Device::launch_raw`]).
+    /// Queues `launch` of `kernel` of `module` (the typed handles call this through
+    /// [`Device::launch_args`]).
     ///
     /// # Safety
-    /// As [`Device::launch_raw`]; with `sizes`, `params[i]` points at `sizes[i]` bytes.
+    /// As [`Device::launch_args`].
     pub(crate) unsafe fn queue_launch(
         imp: &StreamImpl,
         module: &Arc<dyn crate::backend::Module>,
         kernel: crate::backend::KernelHandle,
-        name: &'static str,
-        config: &crate::LaunchConfig,
-        params: &[*mut c_void],
-        sizes: Option<&[usize]>,
+        launch: &LaunchArgs<'_>,
     ) -> Result<()> {
         match imp {
             // SAFETY: forwarded; the driver copies the parameter values at the call.
-            StreamImpl::Driver(s) => unsafe {
-                s.launch(module.as_ref(), kernel, name, config, params)
-            },
+            StreamImpl::Driver(s) => unsafe { s.launch(module.as_ref(), kernel, launch) },
             StreamImpl::Queue(q) => {
-                config.check().map_err(|reason| Error::InvalidLaunch {
-                    kernel: name.to_owned(),
-                    reason,
-                })?;
-                match sizes {
+                launch.check()?;
+                match launch.sizes {
                     Some(sizes) => {
                         // SAFETY: the caller's contract.
-                        let owned = unsafe { OwnedParams::copy(params, sizes) };
-                        let (module, config) = (Arc::clone(module), *config);
+                        let owned = unsafe { OwnedParams::copy(launch.params, sizes) };
+                        let module = Arc::clone(module);
+                        let (name, config) = (launch.kernel, launch.config);
                         q.push(Arc::new(move || {
                             let pointers = owned.pointers();
+                            let copy = LaunchArgs::new(name, config, &pointers);
                             // SAFETY: the values are copies of the caller's; the device
                             // addresses among them stay allocated until the queue has run
                             // (freeing waits for the device's queues).
-                            unsafe { module.launch(kernel, name, &config, &pointers) }
+                            unsafe { module.launch(kernel, &copy) }
                         }))
                     }
                     // Without the parameters' sizes the values cannot outlive the call: run
                     // the launch now, after the work queued before it.
                     None if q.capturing() => Err(Error::Capture {
                         reason: format!(
-                            "`{name}` was launched without its parameters' sizes (launch_raw); \
-                             use the kernel's typed launch to record it"
+                            "`{}` was launched without its parameters' sizes (launch_raw); \
+                             use the kernel's typed launch to record it",
+                            launch.kernel
                         ),
                     }),
                     None => {
                         q.synchronize()?;
                         // SAFETY: forwarded; the values are alive for this call.
-                        unsafe { module.launch(kernel, name, config, params) }
+                        unsafe { module.launch(kernel, launch) }
                     }
                 }
             }

@@ -81,7 +81,7 @@ pub fn register_fixture(name: &'static str) -> bool {
     let ready = READY.get_or_init(|| {
         let (bytes, kernels) = build_image()?;
         let bundle = bundle(MODULE, &kernels.join(","), &bytes);
-        offload_rt::registry::register_bundle(name, bundle);
+        offload_rt::__internal::register_bundle(name, bundle);
         Ok(())
     });
     match ready {

@@ -21,7 +21,7 @@ pub fn build(name: &str) -> PathBuf {
 
 /// Registers `binary` as the embedded images of a program would be (once per process).
 pub fn register(binary: &OffloadBinary<'_>) {
-    offload_rt::registry::register_bundle("fake_driver", binary.to_bytes());
+    offload_rt::__internal::register_bundle("fake_driver", binary.to_bytes());
 }
 
 /// A counter the stand-in driver at `library` exports (`extern "C" fn() -> u32`, such as

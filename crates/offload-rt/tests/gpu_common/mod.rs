@@ -9,7 +9,7 @@
 use std::io::Write;
 
 use offload_format::{ImageKind, OffloadBinary, OffloadKind};
-use offload_rt::registry::register_bundle;
+use offload_rt::__internal::register_bundle;
 
 pub const PTX_SM70: &[u8] = include_bytes!("../gpu_fixtures/kernels.sm_70.ptx");
 pub const PTX_SM52: &[u8] = include_bytes!("../gpu_fixtures/kernels.sm_52.ptx");

@@ -95,7 +95,7 @@ impl Drop for Handle {
 
 /// The worker pool of a CPU device.
 #[derive(Clone)]
-pub struct Pool {
+pub(super) struct Pool {
     handle: Arc<Handle>,
 }
 
@@ -109,7 +109,7 @@ impl std::fmt::Debug for Pool {
 
 impl Pool {
     /// A pool running launches on `threads` threads, the launching one included.
-    pub fn new(threads: usize) -> Pool {
+    pub(super) fn new(threads: usize) -> Pool {
         Pool {
             handle: Arc::new(Handle {
                 inner: Arc::new(Inner {
@@ -125,7 +125,7 @@ impl Pool {
     }
 
     /// Threads running a launch, the launching one included.
-    pub fn threads(&self) -> usize {
+    pub(super) fn threads(&self) -> usize {
         self.handle.inner.threads
     }
 
@@ -152,7 +152,7 @@ impl Pool {
 
     /// Calls `f(begin, end)` for consecutive chunks of `0..total` of `chunk` indices (the last
     /// may be shorter), spread over the pool; returns once all are done, with the first error.
-    pub fn run(&self, total: u64, chunk: u64, f: &ChunkFn<'_>) -> Result<()> {
+    pub(super) fn run(&self, total: u64, chunk: u64, f: &ChunkFn<'_>) -> Result<()> {
         let chunk = chunk.max(1);
         if total == 0 {
             return Ok(());

@@ -87,7 +87,7 @@ pub const LIBRARY_NAMES: &[&str] = &["libcuda.so.1", "libcuda.so"];
 
 entry_points! {
     /// The CUDA driver entry points this runtime uses, loaded from `libcuda`; the CUDA
-    /// [`Driver`](crate::backend::gpu::Driver).
+    /// `Driver`.
     DriverApi {
     cuInit: fn(c_uint) -> CUresult;
     cuDriverGetVersion: fn(*mut c_int) -> CUresult;

@@ -1,7 +1,6 @@
 //! [`Backend`] and [`Module`] over any [`Driver`]: what `Device` sees of a GPU.
 
 use std::collections::{BTreeMap, HashMap};
-use std::ffi::c_void;
 use std::sync::{Mutex, PoisonError};
 
 use std::any::Any;
@@ -18,7 +17,7 @@ use crate::backend::{
     KernelHandle, Module,
 };
 use crate::error::{Error, Result};
-use crate::launch::{LaunchConfig, LaunchShape};
+use crate::launch::{LaunchArgs, LaunchShape};
 use crate::registry::{ImageInfo, RegisteredImage};
 use crate::select::{self, ImageDescriptor};
 
@@ -35,7 +34,7 @@ pub(crate) fn log(line: std::fmt::Arguments<'_>) {
 }
 
 /// Converts a driver-layer error into the runtime's error for `device` of `kind`.
-pub fn to_error(e: GpuError, kind: DeviceKind, device: &str) -> Error {
+pub(crate) fn to_error(e: GpuError, kind: DeviceKind, device: &str) -> Error {
     let backend = kind.name();
     match e {
         GpuError::Unavailable { .. }
@@ -116,7 +115,7 @@ impl<D: Driver> std::fmt::Debug for GpuBackend<D> {
 
 /// Opens GPU `ordinal` of driver `D` as a boxed [`Backend`], logging why when it cannot be
 /// used.
-pub fn open_backend<D: Driver>(ordinal: usize) -> Result<Box<dyn Backend>> {
+pub(crate) fn open_backend<D: Driver>(ordinal: usize) -> Result<Box<dyn Backend>> {
     match GpuBackend::<D>::open(ordinal) {
         Ok(b) => {
             log(format_args!("opened {}", b.description));
@@ -473,15 +472,13 @@ impl<D: Driver> BackendStream for GpuStreamImpl<D> {
         &self,
         module: &dyn Module,
         kernel: KernelHandle,
-        name: &str,
-        config: &LaunchConfig,
-        params: &[*mut c_void],
+        launch: &LaunchArgs<'_>,
     ) -> Result<()> {
         let Some(module) = module.as_any().downcast_ref::<GpuLoadedModule<D>>() else {
             return Err(self.foreign("a module"));
         };
         // SAFETY: forwarded from this function's contract.
-        unsafe { module.launch_on(self.stream.raw_handle(), kernel, name, config, params) }
+        unsafe { module.launch_on(self.stream.raw_handle(), kernel, launch) }
     }
 
     unsafe fn copy_to_device(&self, dst: DevicePtr, src: *const u8, len: usize) -> Result<()> {
@@ -648,46 +645,32 @@ impl<D: Driver> GpuLoadedModule<D> {
         &self,
         stream: super::Handle,
         kernel: KernelHandle,
-        name: &str,
-        config: &LaunchConfig,
-        params: &[*mut c_void],
+        launch: &LaunchArgs<'_>,
     ) -> Result<()> {
-        if config.check().map_err(|reason| Error::InvalidLaunch {
-            kernel: name.to_owned(),
-            reason,
-        })? == LaunchShape::Empty
-        {
+        if launch.check()? == LaunchShape::Empty {
             return Ok(());
         }
-        let (g, b) = (config.grid, config.block);
         // SAFETY: `kernel` is a function of `self.module` (the caller's contract), which
-        // stays loaded while `self` lives, on `self.device`; the caller vouches for
-        // `params`, one pointer per kernel parameter.
+        // stays loaded while `self` lives, on `self.device`; the caller vouches for the
+        // parameters, one pointer per kernel parameter.
         unsafe {
             self.device.launch_handle(
                 std::ptr::with_exposed_provenance_mut(kernel.0 as usize),
-                name,
-                [g.0, g.1, g.2],
-                [b.0, b.1, b.2],
-                config.shared_mem_bytes,
+                launch.kernel,
                 stream,
-                params.as_ptr(),
+                launch,
             )
         }
         .map_err(|e| match e {
-            GpuError::SharedMemoryLimit { reason, .. } => Error::InvalidLaunch {
-                kernel: name.to_owned(),
-                reason,
-            },
+            GpuError::SharedMemoryLimit { reason, .. } => launch.invalid(reason),
             GpuError::Driver {
                 call,
                 code,
                 name: err_name,
                 message,
-            } if call.ends_with("LaunchKernel") => Error::InvalidLaunch {
-                kernel: name.to_owned(),
-                reason: format!("{call}: {err_name} ({code}): {message}"),
-            },
+            } if call.ends_with("LaunchKernel") => {
+                launch.invalid(format!("{call}: {err_name} ({code}): {message}"))
+            }
             other => self.err(other),
         })
     }
@@ -722,15 +705,9 @@ impl<D: Driver> Module for GpuLoadedModule<D> {
         Ok(handle)
     }
 
-    unsafe fn launch(
-        &self,
-        kernel: KernelHandle,
-        name: &str,
-        config: &LaunchConfig,
-        params: &[*mut c_void],
-    ) -> Result<()> {
+    unsafe fn launch(&self, kernel: KernelHandle, launch: &LaunchArgs<'_>) -> Result<()> {
         // SAFETY: forwarded from this function's contract; the default stream is this
         // device's.
-        unsafe { self.launch_on(self.device.default_stream(), kernel, name, config, params) }
+        unsafe { self.launch_on(self.device.default_stream(), kernel, launch) }
     }
 }

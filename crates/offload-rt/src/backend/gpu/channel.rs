@@ -77,7 +77,7 @@ fn panic_message(kind: u32, text: String, [a, b, c]: [u64; 3]) -> String {
 
 /// Bytes of print ring a device gets unless `OFFLOAD_PRINT_BUFFER_SIZE` says otherwise: CUDA's
 /// default `printf` FIFO size.
-pub const DEFAULT_PRINT_BUFFER: usize = 1 << 20;
+pub(super) const DEFAULT_PRINT_BUFFER: usize = 1 << 20;
 
 /// The ring size `OFFLOAD_PRINT_BUFFER_SIZE` asks for (bytes, rounded up to 8, at least 4 KiB,
 /// at most 1 GiB), else [`DEFAULT_PRINT_BUFFER`].
@@ -92,7 +92,7 @@ fn print_buffer_size() -> usize {
 
 /// A device's channel, mapped when its first module loads (a program that only copies never
 /// pays for one); shared by the device's backend and streams.
-pub struct ChannelSlot<D: Driver>(Arc<OnceLock<Option<Channel<D>>>>);
+pub(super) struct ChannelSlot<D: Driver>(Arc<OnceLock<Option<Channel<D>>>>);
 
 impl<D: Driver> Clone for ChannelSlot<D> {
     fn clone(&self) -> Self {
@@ -108,19 +108,23 @@ impl<D: Driver> std::fmt::Debug for ChannelSlot<D> {
 
 impl<D: Driver> ChannelSlot<D> {
     /// A slot with no channel yet.
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self(Arc::new(OnceLock::new()))
     }
 
     /// The channel, once a module has loaded and the driver could map one.
-    pub fn get(&self) -> Option<&Channel<D>> {
+    pub(super) fn get(&self) -> Option<&Channel<D>> {
         self.0.get().and_then(Option::as_ref)
     }
 
     /// The channel, mapped into `device` on first use; `None` (logged once, for
     /// `description`) when the driver cannot map host memory: panics then fault without a
     /// report, prints are dropped.
-    pub fn get_or_open(&self, device: &GpuDevice<D>, description: &str) -> Option<&Channel<D>> {
+    pub(super) fn get_or_open(
+        &self,
+        device: &GpuDevice<D>,
+        description: &str,
+    ) -> Option<&Channel<D>> {
         self.0
             .get_or_init(|| match Channel::open(device) {
                 Ok(channel) => Some(channel),
@@ -136,7 +140,7 @@ impl<D: Driver> ChannelSlot<D> {
 }
 
 /// A device's channel.
-pub struct Channel<D: Driver> {
+pub(super) struct Channel<D: Driver> {
     memory: PinnedBytes<D>,
     device_address: u64,
     capacity: usize,
@@ -161,7 +165,7 @@ impl<D: Driver> Channel<D> {
     ///
     /// # Errors
     /// The driver cannot map host memory.
-    pub fn open(device: &GpuDevice<D>) -> Result<Self, GpuError> {
+    pub(super) fn open(device: &GpuDevice<D>) -> Result<Self, GpuError> {
         let capacity = print_buffer_size();
         let memory = device.alloc_mapped(size_of::<DeviceChannel>() + capacity)?;
         let device_address = memory
@@ -194,7 +198,11 @@ impl<D: Driver> Channel<D> {
     ///
     /// # Errors
     /// A driver failure.
-    pub fn attach(&self, device: &GpuDevice<D>, module: &GpuModule<D>) -> Result<bool, GpuError> {
+    pub(super) fn attach(
+        &self,
+        device: &GpuDevice<D>,
+        module: &GpuModule<D>,
+    ) -> Result<bool, GpuError> {
         let name = CString::new(CHANNEL_SYMBOL).expect("no NUL in the symbol");
         match module.global(&name)? {
             None => Ok(false),
@@ -208,7 +216,7 @@ impl<D: Driver> Channel<D> {
     }
 
     /// The report of a panic since the last call, if a kernel panicked.
-    pub fn take_panic(&self) -> Option<KernelPanicReport> {
+    pub(super) fn take_panic(&self) -> Option<KernelPanicReport> {
         let record = &self.header().panic;
         match record.state.load(Ordering::Acquire) {
             PANIC_EMPTY => None,
@@ -250,7 +258,7 @@ impl<D: Driver> Channel<D> {
 
     /// Prints the complete records not printed yet. With `idle` (nothing runs on the device),
     /// the ring is emptied for the next prints.
-    pub fn flush(&self, idle: bool) {
+    pub(super) fn flush(&self, idle: bool) {
         let mut printed = self.printed.lock().unwrap_or_else(PoisonError::into_inner);
         let ring = &self.header().print;
         let head = usize::try_from(ring.head.load(Ordering::Acquire)).unwrap_or(usize::MAX);

@@ -5,12 +5,13 @@
 //! the driver says it is), so these values can move between threads and other code may
 //! change the current context in between.
 
-use std::ffi::{CStr, CString, c_void};
+use std::ffi::{CStr, CString};
 use std::fmt;
 use std::sync::Arc;
 
-use super::driver::{DeviceInfo, Driver, Handle};
+use super::driver::{DeviceInfo, Driver, Handle, PeerEnd};
 use super::{GpuError, GpuImageKind};
+use crate::launch::LaunchArgs;
 
 struct Context<D: Driver> {
     driver: &'static D,
@@ -232,12 +233,13 @@ impl<D: Driver> GpuDevice<D> {
         })
     }
 
-    /// Launches `function` on this device's stream; it runs asynchronously.
+    /// Launches `function` on this device's stream as `launch` says (its grid, block,
+    /// dynamic shared memory and parameters, unchecked); it runs asynchronously.
     ///
     /// # Safety
-    /// `params` holds one pointer per kernel parameter, each to a live value of exactly the
-    /// parameter's type (device pointers as their 64-bit address), and every device pointer
-    /// passed stays allocated until the kernel has finished.
+    /// `launch`'s parameters are one pointer per kernel parameter, each to a live value of
+    /// exactly the parameter's type (device pointers as their 64-bit address), and every
+    /// device pointer passed stays allocated until the kernel has finished.
     ///
     /// # Errors
     /// [`GpuError::WrongDevice`], [`GpuError::SharedMemoryLimit`] or the driver's launch
@@ -245,27 +247,14 @@ impl<D: Driver> GpuDevice<D> {
     pub unsafe fn launch(
         &self,
         function: &GpuFunction<D>,
-        grid: [u32; 3],
-        block: [u32; 3],
-        shared_mem_bytes: u32,
-        params: *const *mut c_void,
+        launch: &LaunchArgs<'_>,
     ) -> Result<(), GpuError> {
         if !Arc::ptr_eq(&function.module.ctx, &self.ctx) {
             return Err(self.ctx.wrong_device("kernel", &function.module.ctx));
         }
         // SAFETY: forwarded from this function's contract; the function is of this device
         // and alive (held by `function`); the stream is this device's.
-        unsafe {
-            self.launch_handle(
-                function.function,
-                &function.name,
-                grid,
-                block,
-                shared_mem_bytes,
-                self.ctx.stream,
-                params,
-            )
-        }
+        unsafe { self.launch_handle(function.function, &function.name, self.ctx.stream, launch) }
     }
 
     /// As [`GpuDevice::launch`], on `stream`.
@@ -279,10 +268,7 @@ impl<D: Driver> GpuDevice<D> {
         &self,
         stream: &GpuStream<D>,
         function: &GpuFunction<D>,
-        grid: [u32; 3],
-        block: [u32; 3],
-        shared_mem_bytes: u32,
-        params: *const *mut c_void,
+        launch: &LaunchArgs<'_>,
     ) -> Result<(), GpuError> {
         for (what, owner) in [("stream", &stream.ctx), ("kernel", &function.module.ctx)] {
             if !Arc::ptr_eq(owner, &self.ctx) {
@@ -291,43 +277,36 @@ impl<D: Driver> GpuDevice<D> {
         }
         // SAFETY: forwarded from this function's contract; the function is of this device
         // and alive (held by `function`); the stream is this device's.
-        unsafe {
-            self.launch_handle(
-                function.function,
-                &function.name,
-                grid,
-                block,
-                shared_mem_bytes,
-                stream.stream,
-                params,
-            )
-        }
+        unsafe { self.launch_handle(function.function, &function.name, stream.stream, launch) }
     }
 
-    /// Launches the raw `function` (kernel `name`) on `stream`.
+    /// Launches the raw `function` (kernel `name`, which errors name) on `stream`.
     ///
     /// # Safety
     /// As [`GpuDevice::launch`]; `function` belongs to a live module of this device and
     /// `stream` is a live stream of this device (or its default stream).
-    #[expect(clippy::too_many_arguments, reason = "a launch's own arguments")]
     pub(crate) unsafe fn launch_handle(
         &self,
         function: Handle,
         name: &str,
-        grid: [u32; 3],
-        block: [u32; 3],
-        shared_mem_bytes: u32,
         stream: Handle,
-        params: *const *mut c_void,
+        launch: &LaunchArgs<'_>,
     ) -> Result<(), GpuError> {
         let driver = self.ctx.driver;
         self.ctx.bind()?;
         // SAFETY: the function's module is alive and of this context (the caller's
         // contract), which is current.
-        unsafe { driver.prepare_shared(function, name, shared_mem_bytes, &self.ctx.info)? };
-        // SAFETY: as above; the stream is this context's, and the caller vouches for
-        // `params`.
-        unsafe { driver.launch(function, grid, block, shared_mem_bytes, stream, params) }
+        unsafe {
+            driver.prepare_shared(
+                function,
+                name,
+                launch.config.shared_mem_bytes,
+                &self.ctx.info,
+            )?;
+        };
+        // SAFETY: as above; the stream is this context's, and the caller vouches for the
+        // parameters.
+        unsafe { driver.launch(function, stream, launch) }
     }
 
     /// The device's default stream.
@@ -393,12 +372,16 @@ impl<D: Driver> GpuDevice<D> {
         // `stream` is this (the destination) device's; waited for before returning.
         unsafe {
             driver.copy_peer(
-                dst.ptr,
-                &self.ctx.info,
-                self.ctx.ctx,
-                src.ptr,
-                &src.ctx.info,
-                src.ctx.ctx,
+                PeerEnd {
+                    address: dst.ptr,
+                    info: &self.ctx.info,
+                    ctx: self.ctx.ctx,
+                },
+                PeerEnd {
+                    address: src.ptr,
+                    info: &src.ctx.info,
+                    ctx: src.ctx.ctx,
+                },
                 src.len,
                 stream,
             )?;

@@ -13,10 +13,23 @@ use std::sync::OnceLock;
 
 use super::{Api, GpuError, GpuImageKind, LoadError};
 use crate::backend::DeviceKind;
+use crate::launch::LaunchArgs;
 use crate::select::DeviceTarget;
 
 /// A raw driver handle: a context, stream, module, function, event, graph or graph instance.
-pub type Handle = *mut c_void;
+pub(crate) type Handle = *mut c_void;
+
+/// One end of a copy between two devices of a driver: an address, its device and that
+/// device's context.
+#[derive(Debug, Clone, Copy)]
+pub struct PeerEnd<'a, I> {
+    /// The device address.
+    pub address: u64,
+    /// The device.
+    pub info: &'a I,
+    /// The device's context.
+    pub ctx: Handle,
+}
 
 /// What a driver says about one device, as the generic layer needs it.
 pub trait DeviceInfo: Clone + fmt::Debug + Send + Sync + 'static {
@@ -38,10 +51,6 @@ pub trait DeviceInfo: Clone + fmt::Debug + Send + Sync + 'static {
 /// lie inside live allocations of that device; host pointers are valid for the length given
 /// until the operation has completed (a stream synchronization or, for synchronous calls,
 /// the return).
-#[expect(
-    clippy::missing_safety_doc,
-    reason = "the trait's contract above covers every method"
-)]
 pub trait Driver: Send + Sync + Sized + 'static {
     /// Which API this is.
     const API: Api;
@@ -230,19 +239,13 @@ pub trait Driver: Send + Sync + Sized + 'static {
         len: usize,
         stream: Handle,
     ) -> Result<(), GpuError>;
-    /// Queues a copy of `len` bytes from `src` on another device of this driver (`src_info`,
-    /// context `src_ctx`) to `dst` on the device `dst_info`/`dst_ctx` on `stream` (of the
-    /// destination device): directly where the devices can reach each other, else staged by
-    /// the driver.
-    #[expect(clippy::too_many_arguments, reason = "both ends of the copy")]
+    /// Queues a copy of `len` bytes from `src` on another device of this driver to `dst` on
+    /// `stream` (of the destination device): directly where the devices can reach each other,
+    /// else staged by the driver.
     unsafe fn copy_peer(
         &self,
-        dst: u64,
-        dst_info: &Self::Info,
-        dst_ctx: Handle,
-        src: u64,
-        src_info: &Self::Info,
-        src_ctx: Handle,
+        dst: PeerEnd<'_, Self::Info>,
+        src: PeerEnd<'_, Self::Info>,
         len: usize,
         stream: Handle,
     ) -> Result<(), GpuError>;
@@ -290,16 +293,14 @@ pub trait Driver: Send + Sync + Sized + 'static {
         dynamic: u32,
         info: &Self::Info,
     ) -> Result<(), GpuError>;
-    /// Queues a launch of `function` on `stream`; `params` holds one pointer per kernel
-    /// parameter, each to a value of the parameter's type (the launch ABI).
+    /// Queues `launch` of `function` on `stream`, with its grid, block and dynamic shared
+    /// memory; its `params` hold one pointer per kernel parameter, each to a value of the
+    /// parameter's type (the launch ABI).
     unsafe fn launch(
         &self,
         function: Handle,
-        grid: [u32; 3],
-        block: [u32; 3],
-        shared_mem_bytes: u32,
         stream: Handle,
-        params: *const *mut c_void,
+        launch: &LaunchArgs<'_>,
     ) -> Result<(), GpuError>;
 
     /// A new event that can be timed.

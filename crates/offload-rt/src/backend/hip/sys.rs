@@ -104,7 +104,7 @@ pub const LIBRARY_NAMES: &[&str] = &[
 
 entry_points! {
     /// The HIP entry points this runtime uses, loaded from `libamdhip64`; the HIP
-    /// [`Driver`](crate::backend::gpu::Driver).
+    /// `Driver`.
     HipApi {
     hipInit: fn(c_uint) -> hipError_t;
     hipDriverGetVersion: fn(*mut c_int) -> hipError_t;
