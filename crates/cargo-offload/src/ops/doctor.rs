@@ -182,7 +182,7 @@ fn device_linker_finding(env: &Env) -> Finding {
 
 /// What `--offload-arch native` builds for here.
 fn native_finding() -> Finding {
-    let found = offload_rt::backend::native_archs();
+    let found = offload_rt::__internal::native_archs();
     let (archs, mut notes) = offload_build::arch::parse_found(&found.archs);
     let detail = if archs.is_empty() {
         "no GPU found: builds for host".to_owned()
