@@ -2,7 +2,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use offload_build::DeviceImage;
-use offload_build::arch::OffloadArch;
+use offload_build::tooling::arch::OffloadArch;
 use offload_format::image::ptx::{entries, kernel_names, kernel_params, parse_ptxas_verbose};
 use offload_format::offload_binary::{
     KEY_KERNEL_RESOURCES, encode_kernel_params, parse_kernel_params, parse_kernel_resources,

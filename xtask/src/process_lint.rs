@@ -48,7 +48,7 @@ mod tests {
         }
         assert!(
             found.is_empty(),
-            "these start a process outside offload_build::command (use its `run`, \
+            "these start a process outside offload_build::tooling::command (use its `run`, \
              `status_interactive` or `spawn`, which name the command in their errors): {found:#?}"
         );
     }

@@ -1280,7 +1280,7 @@ fn a_new_openmp_project_runs_its_target_region_on_an_offload_device() {
     let out = cargo_offload(&project, &["build", "--target-dir", &target]);
     check(&out, "the new OpenMP project's build");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let host = offload_build::arch::host_triple();
+    let host = offload_build::tooling::arch::host_triple();
     assert!(
         stderr.contains(&format!(
             "    Embedded hello-openmp (1 device image: {host} elf)"

@@ -205,12 +205,12 @@ note: `native` in --offload-arch: no GPU found; building for `host`
 /// Writes a prebuilt bundle for `kernel_crate` (its manifest) with a stand-in image for the
 /// CPU device, hashed over its sources as `cargo offload package-kernels` hashes them.
 fn write_prebuilt_bundle(manifest: &Path) {
-    let krate = offload_build::metadata::kernel_package(manifest, None)
+    let krate = offload_build::tooling::metadata::kernel_package(manifest, None)
         .unwrap()
         .krate;
     let archs = [OffloadArch::Host];
     let toolchain = "rustc 1.0.0-nightly (stand-in); LLVM version: 22.1.0";
-    let hash = offload_build::prebuilt::source_hash(&krate, toolchain, &archs).unwrap();
+    let hash = offload_build::tooling::prebuilt::source_hash(&krate, toolchain, &archs).unwrap();
     let image = offload_build::DeviceImage {
         arch: OffloadArch::Host,
         image_kind: offload_format::ImageKind::Object,
@@ -221,7 +221,7 @@ fn write_prebuilt_bundle(manifest: &Path) {
         kernel_resources: Vec::new(),
         bytes: b"\x7fELF stand-in".to_vec(),
     };
-    offload_build::prebuilt::write_bundle(&krate, &[image], &hash, toolchain).unwrap();
+    offload_build::tooling::prebuilt::write_bundle(&krate, &[image], &hash, toolchain).unwrap();
 }
 
 #[test]

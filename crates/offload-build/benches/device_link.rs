@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-use offload_build::command::run as run_command;
-use offload_build::device_link::{
+use offload_build::tooling::command::run as run_command;
+use offload_build::tooling::device_link::{
     self, DeviceInput, GpuTarget, HOST_GLOBALS, NvptxLinkOptions, find_tool, ptx_features,
 };
-use offload_build::env::Env;
+use offload_build::tooling::env::Env;
 use offload_toolchain::Tool;
 
 fn main() -> ExitCode {

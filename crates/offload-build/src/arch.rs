@@ -72,12 +72,12 @@ fn items(list: &str) -> impl Iterator<Item = &str> {
     list.split(',').map(str::trim).filter(|s| !s.is_empty())
 }
 
-/// Whether `list` names [`NATIVE`].
+/// Whether `list` names `NATIVE`.
 pub fn mentions_native(list: &str) -> bool {
     items(list).any(|item| item == NATIVE)
 }
 
-/// What [`NATIVE`] stands for where a list names it.
+/// What `NATIVE` stands for where a list names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Native {
     /// The GPUs found; none makes `native` stand for `host`.

@@ -113,15 +113,11 @@ impl BuildCache {
         self.root.join(target_dir.file_name().unwrap_or_default())
     }
 
-    /// Copies into `target_dir` every cached unit it lacks; returns how many. Cargo's lock of
-    /// the directory is held meanwhile, so no cargo builds there as units arrive.
-    pub fn seed(&self, target_dir: &Path) -> Result<usize> {
-        Ok(self.seed_reporting(target_dir)?.0)
-    }
-
-    /// [`BuildCache::seed`], with the units refused because their files are not those the
-    /// cache recorded when it stored them (changed, added or removed since).
-    pub fn seed_reporting(&self, target_dir: &Path) -> Result<(usize, Vec<String>)> {
+    /// Copies into `target_dir` every cached unit it lacks; returns how many, and the units
+    /// refused because their files are not those the cache recorded when it stored them
+    /// (changed, added or removed since). Cargo's lock of the directory is held meanwhile, so
+    /// no cargo builds there as units arrive.
+    pub fn seed(&self, target_dir: &Path) -> Result<(usize, Vec<String>)> {
         let mirror = self.mirror(target_dir);
         let mut seeded = 0;
         let mut refused = Vec::new();
@@ -292,7 +288,7 @@ pub fn around<T>(
             cache.root.display()
         ));
     };
-    let refused = match cache.seed_reporting(target_dir) {
+    let refused = match cache.seed(target_dir) {
         Ok((_, refused)) => refused,
         Err(e) => {
             warn("read", e);
@@ -668,7 +664,7 @@ mod tests {
         );
 
         let b = dir.path().join("b/nvptx64-nvidia-cuda");
-        assert_eq!(cache.seed(&b).unwrap(), 3);
+        assert_eq!(cache.seed(&b).unwrap().0, 3);
         let seeded = b.join("nvptx64-nvidia-cuda/release");
         let copy = seeded.join("deps/libcore-ad5cc240d8901ad8.rlib");
         assert_eq!(std::fs::read(&copy).unwrap(), b"core");
@@ -708,7 +704,7 @@ mod tests {
             b.join("release/build/libm-1bf77fcf8902382d/output")
                 .is_file()
         );
-        assert_eq!(cache.seed(&b).unwrap(), 0, "nothing lacking");
+        assert_eq!(cache.seed(&b).unwrap().0, 0, "nothing lacking");
 
         // An entry changed in the cache, or one it did not write, is refused.
         // (A new file: the cached one is a link of `a`'s, which a write in place would change.)
@@ -719,7 +715,7 @@ mod tests {
             "forged",
         );
         let c = dir.path().join("c/nvptx64-nvidia-cuda");
-        let (seeded, mut refused) = cache.seed_reporting(&c).unwrap();
+        let (seeded, mut refused) = cache.seed(&c).unwrap();
         refused.sort();
         assert_eq!(refused, ["alloc-0000000000000001", "core-ad5cc240d8901ad8"]);
         assert_eq!(seeded, 2, "libm's two units are still good");
@@ -745,7 +741,7 @@ mod tests {
             b"core"
         );
         let d = dir.path().join("d/nvptx64-nvidia-cuda");
-        let (seeded, refused) = cache.seed_reporting(&d).unwrap();
+        let (seeded, refused) = cache.seed(&d).unwrap();
         assert_eq!(
             (seeded, &refused[..]),
             (3, &["alloc-0000000000000001".to_owned()][..])

@@ -98,7 +98,7 @@ pub fn find(env: &Env) -> Result<DeviceLinker> {
     find_with(env, cargo_offload.as_deref())
 }
 
-/// [`find`], looking beside `cargo_offload` (the running one, for `cargo offload doctor`).
+/// `find`, looking beside `cargo_offload` (the running one, for `cargo offload doctor`).
 pub fn find_with(env: &Env, cargo_offload: Option<&Path>) -> Result<DeviceLinker> {
     let candidates = candidates(env, cargo_offload);
     let Some((path, origin)) = candidates.iter().find(|(p, _)| p.is_file()).cloned() else {
@@ -341,6 +341,10 @@ fn request_json(
 }
 
 /// A request as read by the device link process.
+#[cfg_attr(
+    not(feature = "llvm"),
+    allow(dead_code, reason = "the device link (feature `llvm`) uses it")
+)]
 #[derive(Debug, Clone)]
 pub struct Request {
     /// The kernel crate (its dependencies and watched paths left empty: the link needs
@@ -355,6 +359,10 @@ pub struct Request {
 }
 
 /// Reads the request in `dir`.
+#[cfg_attr(
+    not(feature = "llvm"),
+    allow(dead_code, reason = "the device link (feature `llvm`) uses it")
+)]
 pub fn read_request(dir: &Path) -> Result<Request> {
     let path = dir.join(REQUEST);
     let text = std::fs::read_to_string(&path).io("reading the device link request", &path)?;
@@ -434,7 +442,7 @@ pub fn read_request(dir: &Path) -> Result<Request> {
     })
 }
 
-/// Serves the request in `dir` (the device link process's side of [`link`]): the nested
+/// Serves the request in `dir` (the device link process's side of `link`): the nested
 /// build, the links, and the result files. Returns whether it succeeded; every error is in
 /// the result file, for the build to report.
 #[cfg(feature = "llvm")]

@@ -103,6 +103,10 @@ pub(crate) fn record(arch: &str, messages: &[CargoMessage]) -> Vec<String> {
 /// Takes what `record` gathered, each message with the architectures that gave it under
 /// [`OFFLOAD_ARCHS_KEY`], as [`report`] writes them: how a device link process hands its
 /// nested builds' diagnostics back to the build that ran it ([`record_reported`]).
+#[cfg_attr(
+    not(feature = "llvm"),
+    allow(dead_code, reason = "the device link (feature `llvm`) uses it")
+)]
 pub fn take_recorded() -> Vec<CargoMessage> {
     let recorded = std::mem::take(&mut *RECORDED.lock().unwrap_or_else(|e| e.into_inner()));
     recorded
@@ -191,7 +195,7 @@ pub fn rendered(message: &CargoMessage) -> Option<&str> {
     message.json().str_at(&["message", "rendered"])
 }
 
-/// The architectures whose device builds gave a message [`report`] wrote.
+/// The architectures whose device builds gave a message `report` wrote.
 pub fn archs(message: &CargoMessage) -> Vec<&str> {
     message.json().strs_at(&[OFFLOAD_ARCHS_KEY])
 }

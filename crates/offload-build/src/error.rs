@@ -445,7 +445,7 @@ pub enum LinkError {
         kernel: String,
         /// Its static shared memory.
         bytes: u64,
-        /// [`MAX_STATIC_SHARED_BYTES`](crate::device_link::MAX_STATIC_SHARED_BYTES).
+        /// `MAX_STATIC_SHARED_BYTES`.
         limit: u64,
     },
     /// Symbols the kernels need are defined by no input.

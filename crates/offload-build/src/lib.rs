@@ -18,7 +18,7 @@
 //! warning.
 //!
 //! [`Build::openmp_cpp`] adds C++ whose OpenMP `target` regions run through LLVM's offload
-//! runtime: built into a static library at build time (see [`foreign::openmp`]); a package
+//! runtime: built into a static library at build time (see `foreign::openmp`); a package
 //! with only such sources needs no kernel crate and no `offload-rt`.
 //!
 //! # Environment variables
@@ -31,7 +31,7 @@
 //! | `OFFLOAD_BUILD_VERBOSE` | `1` prints every nested command |
 //! | `OFFLOAD_PREBUILT` | `auto` (default): use a kernel crate's prebuilt bundle when its source hash matches, else build from source; `require`: the bundle or an error naming what differs; `never`: always from source |
 //! | `OFFLOAD_PTXAS` | the `ptxas` to use (default: `ptxas` on `PATH`, else none: PTX only) |
-//! | `OFFLOAD_DEVICE_LINKER` | without the `llvm` feature, the `cargo-offload-device` that links GPU images (default: beside the `cargo-offload` running the build, else on `PATH`; see [`device_linker`]) |
+//! | `OFFLOAD_DEVICE_LINKER` | without the `llvm` feature, the `cargo-offload-device` that links GPU images (default: beside the `cargo-offload` running the build, else on `PATH`; see `device_linker`) |
 //! | `OFFLOAD_REQUIRE_CUBIN` | `1` fails the build when an `sm_XX` would get no cubin (no `ptxas`, or one that does not know the `sm`); otherwise such an `sm` gets PTX only, with a warning when a `ptxas` exists |
 //!
 //! Device builds go to `<target-dir>/offload/<triple>-<arch>/`, each a cargo target directory
@@ -40,26 +40,117 @@
 //! variables above changed.
 #![deny(missing_docs)]
 
-pub mod arch;
-pub mod build_cache;
-pub mod command;
-pub mod device_link;
-pub mod device_linker;
-pub mod diagnostics;
-pub mod embed;
-pub mod env;
-/// The build's error type.
-pub mod error;
-pub mod foreign;
-pub mod fsutil;
-pub mod host_device;
-pub mod image;
-pub mod json;
-pub mod metadata;
-pub mod nested;
+mod arch;
+mod build_cache;
+mod command;
+mod device_link;
+mod device_linker;
+mod diagnostics;
+mod embed;
+mod env;
+mod error;
+mod foreign;
+mod fsutil;
+mod host_device;
+mod image;
+mod json;
+mod metadata;
+mod nested;
 mod parallel;
-pub mod prebuilt;
-pub mod status;
+mod prebuilt;
+mod status;
+
+/// The engine's parts that `cargo offload`, its device binary, `offload-tools` and this
+/// crate's own tests and benchmarks use, one module per part of the engine. Not API:
+/// versioned with `cargo-offload`, with no promise to other crates; a build script needs only
+/// [`Build`].
+#[doc(hidden)]
+pub mod tooling {
+    pub use crate::{build_images, build_images_linked, images_from_bundles_or_source};
+
+    /// Offload architectures: parsing lists, the host triple.
+    pub mod arch {
+        pub use crate::arch::{
+            Native, OffloadArch, host_triple, mentions_native, parse_found, parse_list,
+            parse_list_with_native,
+        };
+    }
+    /// External commands.
+    pub mod command {
+        pub use crate::command::{CommandError, run, spawn, status_interactive};
+    }
+    /// The GPU device link.
+    pub mod device_link {
+        pub use crate::device_link::{
+            AmdCodeObjectVersion, CubinPlan, LLVM_MAJOR, LinkError, cubin_plan, find_tool,
+            is_cubin, ptx_features, ptxas_assemble, ptxas_path, ptxas_supported_sms, ptxas_verbose,
+        };
+        #[cfg(feature = "llvm")]
+        pub use crate::device_link::{
+            AmdgpuLinkOptions, DeviceInput, GpuTarget, HOST_GLOBALS, NvptxLinkOptions,
+            amdgpu_code_object, build_gpu_images, check_llvm_versions, device_inputs, gpu_images,
+            linked_llvm_major, nvptx_link,
+        };
+    }
+    /// The device link run in `cargo-offload-device` for build scripts without LLVM.
+    pub mod device_linker {
+        #[cfg(feature = "llvm")]
+        pub use crate::device_linker::serve;
+        pub use crate::device_linker::{
+            OFFLOAD_CARGO_OFFLOAD, PROTOCOL_FLAG, VERSION, find_with, protocol_line,
+        };
+    }
+    /// The device builds' diagnostics, handed to `cargo offload`.
+    pub mod diagnostics {
+        pub use crate::diagnostics::{
+            DIAGNOSTICS_FILE, OFFLOAD_MESSAGE_DIR, archs, identity, level, package_name, rendered,
+        };
+    }
+    /// The environment the build reads.
+    pub mod env {
+        pub use crate::env::{Env, NATIVE_NONE, OFFLOAD_ARCH, OFFLOAD_NATIVE_ARCH};
+    }
+    /// CUDA, HIP and OpenMP C++ sources built through clang.
+    pub mod foreign {
+        pub use crate::foreign::{
+            Built, Clang, Language, Options, Source, build, clang, cuda, hip, rdc,
+        };
+    }
+    /// Files written whole or not at all.
+    pub mod fsutil {
+        pub use crate::fsutil::restrict_umask;
+    }
+    /// The CPU device's image.
+    pub mod host_device {
+        pub use crate::host_device::{build, build_linked};
+    }
+    /// Cargo's JSON messages.
+    pub mod json {
+        pub use crate::json::{CargoMessage, JsonExt};
+    }
+    /// `cargo metadata`, read.
+    pub mod metadata {
+        pub use crate::metadata::{
+            HostCrate, KernelPackage, PackageSelection, host_crates, kernel_package,
+            workspace_archs, workspace_members,
+        };
+    }
+    /// The nested device builds.
+    pub mod nested {
+        pub use crate::nested::rustc_llvm_major;
+    }
+    /// Kernel crates' prebuilt bundles.
+    pub mod prebuilt {
+        pub use crate::prebuilt::{
+            Decision, KEY_HASH, KEY_INPUTS, KEY_PRODUCER, KEY_TOOLCHAIN, PREBUILT_DIR, Policy,
+            bundle_path, decide, read_bundle, source_hash, toolchain_identity, write_bundle,
+        };
+    }
+    /// The build scripts' status lines.
+    pub mod status {
+        pub use crate::status::OFFLOAD_STATUS_DIR;
+    }
+}
 
 use std::path::{Path, PathBuf};
 
@@ -471,7 +562,7 @@ impl Build {
     }
 }
 
-/// Every kernel crate's images: from its prebuilt bundle where that serves (see [`prebuilt`]),
+/// Every kernel crate's images: from its prebuilt bundle where that serves (see `prebuilt`),
 /// else built from source. Images come back crate by crate, each in architecture order.
 pub fn images_from_bundles_or_source(
     env: &Env,
@@ -565,7 +656,7 @@ pub fn build_images(
 ///
 /// With the `llvm` feature each architecture is one job, linked in this process. Without it,
 /// each GPU triple is one job, whose architectures one `cargo-offload-device` process links
-/// per kernel crate ([`device_linker`]); the CPU device is built here either way.
+/// per kernel crate (`device_linker`); the CPU device is built here either way.
 pub fn build_images_linked(
     env: &Env,
     kernel_crates: &[KernelCrate],
@@ -678,7 +769,7 @@ fn build_one(
                 .bitcode_for(arch)
                 .map(|b| device_link::DeviceInput::object(b.name.clone(), b.bytes.clone()))
                 .collect();
-            device_link::build_gpu_images_linked(env, krate, arch, target_dir, &extra)
+            device_link::build_gpu_images(env, krate, arch, target_dir, &extra)
         }
         #[cfg(not(feature = "llvm"))]
         OffloadArch::Nvptx(_) | OffloadArch::Amdgcn(_) => {

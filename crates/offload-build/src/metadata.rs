@@ -156,7 +156,7 @@ pub struct HostCrate {
 
 /// The host crates a build of `selection` compiles: among the selected packages and their
 /// normal dependencies, those whose build script runs offload-build (a build-dependency on
-/// `offload-build`) and that depend on a kernel crate, found as [`host_package`] finds them,
+/// `offload-build`) and that depend on a kernel crate, found as `host_package` finds them,
 /// in one `cargo metadata`. Sorted by name.
 pub fn host_crates(selection: &PackageSelection, cargo: Option<&Path>) -> Result<Vec<HostCrate>> {
     let meta = read_metadata(selection.manifest_path.as_deref(), cargo, false)?;

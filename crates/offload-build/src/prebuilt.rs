@@ -243,7 +243,7 @@ fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
 
 /// The identity, as recorded in a bundle, of the toolchains that build `archs`: `rustc -vV`'s
 /// release line and its LLVM line, of the GPU builds' nightly and of the CPU device's
-/// toolchain ([`crate::nested::CpuToolchain`]), the latter marked `host:` beside the former
+/// toolchain (`crate::nested::CpuToolchain`), the latter marked `host:` beside the former
 /// where they differ.
 pub fn toolchain_identity(env: &Env, archs: &[OffloadArch]) -> Result<String> {
     let line = |text: &str| {

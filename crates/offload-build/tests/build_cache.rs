@@ -8,9 +8,9 @@ mod common;
 
 use std::path::Path;
 
-use offload_build::arch::parse_list;
-use offload_build::device_link;
-use offload_build::env::Env;
+use offload_build::tooling::arch::parse_list;
+use offload_build::tooling::device_link;
+use offload_build::tooling::env::Env;
 use offload_build::{KernelCrate, OffloadArch};
 use offload_format::ImageKind;
 
@@ -29,7 +29,7 @@ fn rt_kernels() -> KernelCrate {
 }
 
 fn ptx(arch: &OffloadArch, target_dir: &Path) -> Vec<u8> {
-    device_link::build_gpu_images_linked(&Env::detect(), &rt_kernels(), arch, target_dir, &[])
+    device_link::build_gpu_images(&Env::detect(), &rt_kernels(), arch, target_dir, &[])
         .unwrap_or_else(|e| panic!("{e}"))
         .into_iter()
         .find(|i| i.image_kind == ImageKind::Ptx)

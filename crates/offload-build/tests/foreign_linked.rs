@@ -9,11 +9,11 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use object::{Object, ObjectSymbol};
-use offload_build::arch::parse_list;
-use offload_build::device_link::{self, DeviceInput};
-use offload_build::env::Env;
-use offload_build::foreign::{self, Language, Options, Source, rdc::LinkedSources};
-use offload_build::image::DeviceImage;
+use offload_build::DeviceImage;
+use offload_build::tooling::arch::parse_list;
+use offload_build::tooling::device_link::{self, DeviceInput};
+use offload_build::tooling::env::Env;
+use offload_build::tooling::foreign::{self, Language, Options, Source, rdc::LinkedSources};
 use offload_build::{KernelCrate, OffloadArch};
 use offload_format::ImageKind;
 use offload_toolchain::Tool;
@@ -77,9 +77,8 @@ fn gpu_image(arch: &str, linked: &LinkedSources) -> DeviceImage {
         .map(|b| DeviceInput::object(b.name.clone(), b.bytes.clone()))
         .collect();
     assert_eq!(extra.len(), 1, "one source serves {arch}");
-    let images =
-        device_link::build_gpu_images_linked(&Env::detect(), &rdc_crate(), &arch, &dir, &extra)
-            .unwrap_or_else(|e| panic!("nested build and link for {arch}: {e}"));
+    let images = device_link::build_gpu_images(&Env::detect(), &rdc_crate(), &arch, &dir, &extra)
+        .unwrap_or_else(|e| panic!("nested build and link for {arch}: {e}"));
     images
         .into_iter()
         .find(|i| i.image_kind != ImageKind::Cubin)
@@ -176,9 +175,13 @@ fn cpu_image_links_the_sources_host_side() {
     let library = linked.cpu_library.as_ref().expect("a host library");
     let krate = rdc_crate();
     let dir = common::target_dir().join("rdc-host");
-    let image =
-        offload_build::host_device::build_linked(&Env::detect(), &krate, &dir, Some(library))
-            .unwrap_or_else(|e| panic!("{e}"));
+    let image = offload_build::tooling::host_device::build_linked(
+        &Env::detect(),
+        &krate,
+        &dir,
+        Some(library),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(image.kernels, ["square_all"]);
     let file = object::File::parse(&*image.bytes).unwrap();
     let defined = |name: &str| {

@@ -1,4 +1,4 @@
-//! CUDA and HIP sources compiled by `offload_build::foreign`: the images clang gives, read with
+//! CUDA and HIP sources compiled by `offload_build::tooling::foreign`: the images clang gives, read with
 //! the tools that would load them (ptxas, the AMD metadata, the disassembler), and the errors a
 //! user gets for sources that do not compile.
 #![cfg(feature = "llvm")]
@@ -7,10 +7,10 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use offload_build::arch::parse_list;
-use offload_build::device_link::{self, CubinPlan};
-use offload_build::env::Env;
-use offload_build::foreign::{self, Language, Options, Source};
+use offload_build::tooling::arch::parse_list;
+use offload_build::tooling::device_link::{self, CubinPlan};
+use offload_build::tooling::env::Env;
+use offload_build::tooling::foreign::{self, Language, Options, Source};
 use offload_build::{DeviceImage, Error, OffloadArch};
 use offload_format::ImageKind;
 use offload_format::offload_binary::KernelParams;

@@ -7,10 +7,10 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use offload_build::device_link::{
+use offload_build::tooling::device_link::{
     self, AmdCodeObjectVersion, AmdgpuLinkOptions, DeviceInput, GpuTarget, NvptxLinkOptions,
 };
-use offload_build::env::Env;
+use offload_build::tooling::env::Env;
 use offload_format::{AmdTargetId, ImageKind};
 use offload_toolchain::Tool;
 

@@ -7,7 +7,7 @@ mod common;
 
 use std::path::Path;
 
-use offload_build::device_link::{self, GpuTarget, NvptxLinkOptions};
+use offload_build::tooling::device_link::{self, GpuTarget, NvptxLinkOptions};
 use offload_toolchain::Tool;
 
 use common::{

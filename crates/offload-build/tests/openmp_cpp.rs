@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use offload_build::Error;
-use offload_build::env::Env;
-use offload_build::foreign::{self, Language, Options, Source};
+use offload_build::tooling::env::Env;
+use offload_build::tooling::foreign::{self, Language, Options, Source};
 use offload_toolchain::Tool;
 
 fn fixture() -> PathBuf {
@@ -126,7 +126,7 @@ fn the_target_region_runs_offloaded_from_a_wrapped_relocatable_library() {
     assert!(
         images.contains(&format!(
             "triple          {}",
-            offload_build::arch::host_triple()
+            offload_build::tooling::arch::host_triple()
         )),
         "{images}"
     );

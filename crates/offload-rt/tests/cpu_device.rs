@@ -1,5 +1,5 @@
 //! The CPU device on real images: a kernel crate (tests/fixtures/kernels) is built for the CPU
-//! device by the build engine (`offload_build::host_device`, as `build.rs` builds it),
+//! device by the build engine (`offload_build::tooling::host_device`, as `build.rs` builds it),
 //! registered from memory as an OffloadBinary, and launched through its typed handles.
 
 use std::path::Path;

@@ -179,7 +179,7 @@ fn a_kernel_no_image_of_the_device_has() {
         panic!("expected not found, got {err:?}");
     };
     assert_eq!(kernel, "no_such_kernel");
-    let host = offload_build::arch::host_triple();
+    let host = offload_build::tooling::arch::host_triple();
     for image in [
         format!("ext_fixture/host/{host}"),
         format!("ext_checked/host/{host}"),

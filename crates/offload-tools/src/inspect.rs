@@ -383,7 +383,7 @@ fn image_resources(bin: &OffloadBinary<'_>, ptxas: PtxasFallback) -> Resources {
 
 /// `ptxas -v` on a PTX image, for its `arch`, where the `ptxas` found knows it.
 fn ptxas_resources(bin: &OffloadBinary<'_>) -> Vec<KernelResources> {
-    use offload_build::device_link;
+    use offload_build::tooling::device_link;
     let (Ok(ptx), Some(arch)) = (std::str::from_utf8(&bin.image), bin.arch()) else {
         return Vec::new();
     };
@@ -442,17 +442,20 @@ pub fn render_text(path: &str, images: &[InspectedImage]) -> String {
                 img.kernels.join(", ")
             }
         );
-        // A prebuilt kernel bundle's provenance (see `offload_build::prebuilt`).
+        // A prebuilt kernel bundle's provenance (see `offload_build::tooling::prebuilt`).
         for (key, label) in [
-            (offload_build::prebuilt::KEY_HASH, "source hash"),
-            (offload_build::prebuilt::KEY_TOOLCHAIN, "toolchain"),
-            (offload_build::prebuilt::KEY_PRODUCER, "producer"),
+            (offload_build::tooling::prebuilt::KEY_HASH, "source hash"),
+            (offload_build::tooling::prebuilt::KEY_TOOLCHAIN, "toolchain"),
+            (offload_build::tooling::prebuilt::KEY_PRODUCER, "producer"),
         ] {
             if let Some(value) = img.strings.get(key) {
                 let _ = writeln!(s, "    {label:<11} {value}");
             }
         }
-        if let Some(inputs) = img.strings.get(offload_build::prebuilt::KEY_INPUTS) {
+        if let Some(inputs) = img
+            .strings
+            .get(offload_build::tooling::prebuilt::KEY_INPUTS)
+        {
             let _ = writeln!(
                 s,
                 "    {:<11} {} files and settings (`--json` lists each with its SHA-256)",

@@ -1,7 +1,7 @@
 //! `cargo-offload-device`: the subcommands that run device builds in-process
 //! (`package-kernels`, `verify`), and the GPU device link of build scripts whose
 //! `offload-build` links no LLVM (`device-link`, hidden; `--device-link-protocol` prints the
-//! version it speaks, see `offload_build::device_linker`). They link LLVM for the device link;
+//! version it speaks, see `offload_build::tooling::device_linker`). They link LLVM for the device link;
 //! keeping them in a binary of their own keeps `cargo-offload` from loading LLVM at every
 //! start. `cargo offload package-kernels …` and `cargo offload verify …` run this binary, found
 //! beside `cargo-offload`.
@@ -34,7 +34,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    use offload_build::device_linker;
+    use offload_build::tooling::device_linker;
     let mut args = std::env::args_os().skip(1);
     if let (Some(flag), None) = (args.next(), args.next())
         && flag == device_linker::PROTOCOL_FLAG

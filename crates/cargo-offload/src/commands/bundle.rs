@@ -145,7 +145,7 @@ struct EnvSettings {
 }
 
 fn env_settings() -> EnvSettings {
-    let env = offload_build::env::Env::detect();
+    let env = offload_build::tooling::env::Env::detect();
     let get = |name: &str| env.get_untracked(name);
     if get("OFFLOAD_BUNDLER_IGNORE_ENV_VAR").is_some_and(|v| v == "1") {
         return EnvSettings {

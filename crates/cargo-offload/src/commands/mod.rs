@@ -96,7 +96,7 @@ pub fn exec(args: Vec<OsString>) -> Result<ExitCode> {
     // that run the user's programs, which must see the user's own mask; their build scripts
     // restrict it for everything `offload-build` and the device builds write.
     if !matches!(cli.command, Command::Run(_) | Command::Test(_)) {
-        offload_build::fsutil::restrict_umask();
+        offload_build::tooling::fsutil::restrict_umask();
     }
     match cli.command {
         Command::Build(a) => cargo::exec("build", a),
@@ -134,7 +134,7 @@ fn run_device_binary(subcommand: &str, args: DeviceArgs) -> Result<ExitCode> {
         "cargo-offload-device{}",
         std::env::consts::EXE_SUFFIX
     ));
-    let status = offload_build::command::status_interactive(
+    let status = offload_build::tooling::command::status_interactive(
         std::process::Command::new(&device)
             .arg(subcommand)
             .args(&args.args),

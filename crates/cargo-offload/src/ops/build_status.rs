@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use offload_build::env::Env;
-pub use offload_build::status::OFFLOAD_STATUS_DIR;
+use offload_build::tooling::env::Env;
+pub use offload_build::tooling::status::OFFLOAD_STATUS_DIR;
 
 /// Prints the status lines of the files in a directory until stopped.
 pub(crate) struct StatusWatcher {

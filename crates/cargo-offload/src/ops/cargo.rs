@@ -17,11 +17,11 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::{Context, Result};
-use offload_build::arch;
-use offload_build::command;
-use offload_build::diagnostics::{self, OFFLOAD_MESSAGE_DIR};
-use offload_build::env::{Env, OFFLOAD_ARCH, OFFLOAD_NATIVE_ARCH};
-use offload_build::json::{CargoMessage, JsonExt};
+use offload_build::tooling::arch;
+use offload_build::tooling::command;
+use offload_build::tooling::diagnostics::{self, OFFLOAD_MESSAGE_DIR};
+use offload_build::tooling::env::{Env, OFFLOAD_ARCH, OFFLOAD_NATIVE_ARCH};
+use offload_build::tooling::json::{CargoMessage, JsonExt};
 use offload_tools::inspect::{InspectedImage, PtxasFallback, inspect_with};
 
 use super::build_status::{OFFLOAD_STATUS_DIR, StatusWatcher, Style};
@@ -79,9 +79,11 @@ pub fn run_cargo(
                 .pop()
                 .map(PathBuf::from);
             let cargo = env.get_untracked("CARGO").map(PathBuf::from);
-            let lists =
-                offload_build::metadata::workspace_archs(manifest.as_deref(), cargo.as_deref())
-                    .unwrap_or_default();
+            let lists = offload_build::tooling::metadata::workspace_archs(
+                manifest.as_deref(),
+                cargo.as_deref(),
+            )
+            .unwrap_or_default();
             if lists.iter().any(|(_, list)| arch::mentions_native(list)) {
                 native.get();
             }
@@ -102,7 +104,10 @@ pub fn run_cargo(
     }
     // Build scripts find the device link executable installed beside this one first.
     if let Ok(me) = std::env::current_exe() {
-        cmd.env(offload_build::device_linker::OFFLOAD_CARGO_OFFLOAD, me);
+        cmd.env(
+            offload_build::tooling::device_linker::OFFLOAD_CARGO_OFFLOAD,
+            me,
+        );
     }
     let json = wants_json_messages(cargo_args);
     let summarize = subcommand == "build"

@@ -5,8 +5,8 @@ use std::ffi::OsString;
 
 use anyhow::Result;
 use offload_build::OffloadArch;
-use offload_build::arch;
-use offload_build::env::NATIVE_NONE;
+use offload_build::tooling::arch;
+use offload_build::tooling::env::NATIVE_NONE;
 
 /// What `native` stands for: this machine's GPUs, probed through offload-rt's drivers at the
 /// first list naming `native`, once.

@@ -4,9 +4,9 @@
 use std::process::{Command, ExitCode};
 
 use anyhow::Result;
-use offload_build::command::{self, CommandError};
-use offload_build::device_link::LLVM_MAJOR;
-use offload_build::env::Env;
+use offload_build::tooling::command::{self, CommandError};
+use offload_build::tooling::device_link::LLVM_MAJOR;
+use offload_build::tooling::env::Env;
 use offload_toolchain::Tool;
 use serde::Serialize;
 
@@ -123,7 +123,7 @@ fn diagnose() -> Vec<Finding> {
         findings.push(finding);
     }
     // The same search, version check and message as a build with CUDA/HIP/C++ sources.
-    findings.push(match offload_build::foreign::clang::find(&env) {
+    findings.push(match offload_build::tooling::foreign::clang::find(&env) {
         Ok(clang) => Finding::new(
             "clang",
             Status::Ok,
@@ -159,7 +159,7 @@ fn diagnose() -> Vec<Finding> {
 /// The device link executable build scripts run for GPU images, found as they find it (this
 /// `cargo-offload` standing for the one that runs the build) and checked the same way.
 fn device_linker_finding(env: &Env) -> Finding {
-    use offload_build::device_linker;
+    use offload_build::tooling::device_linker;
     let name = "device linker";
     let me = std::env::current_exe().ok();
     match device_linker::find_with(env, me.as_deref()) {
@@ -183,7 +183,7 @@ fn device_linker_finding(env: &Env) -> Finding {
 /// What `--offload-arch native` builds for here.
 fn native_finding() -> Finding {
     let found = offload_rt::__internal::native_archs();
-    let (archs, mut notes) = offload_build::arch::parse_found(&found.archs);
+    let (archs, mut notes) = offload_build::tooling::arch::parse_found(&found.archs);
     let detail = if archs.is_empty() {
         "no GPU found: builds for host".to_owned()
     } else {
@@ -241,7 +241,7 @@ fn device_toolchain(nightly: &str, findings: &mut Vec<Finding>) -> Option<u32> {
             return None;
         }
     };
-    let llvm = offload_build::nested::rustc_llvm_major(&verbose);
+    let llvm = offload_build::tooling::nested::rustc_llvm_major(&verbose);
     let release = verbose.lines().next().unwrap_or("").trim();
     findings.push(Finding::new(
         "device toolchain",
@@ -308,7 +308,7 @@ fn llvm_agreement(rustc: Option<u32>) -> Finding {
 
 /// `ptxas` with the sms it makes cubins for: newer ones get PTX only.
 fn ptxas_finding(found: Finding) -> Finding {
-    match offload_build::device_link::ptxas_supported_sms() {
+    match offload_build::tooling::device_link::ptxas_supported_sms() {
         Ok(Some(info)) => Finding::new(
             found.check,
             Status::Ok,

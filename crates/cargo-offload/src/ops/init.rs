@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
-use offload_build::env::Env;
+use offload_build::tooling::env::Env;
 use toml_edit::{Array, DocumentMut, InlineTable, Item, Table, TableLike, Value};
 
 use super::build_status::Style;
@@ -153,7 +153,7 @@ fn plan(options: &InitOptions, env: &Env) -> Result<Plan> {
         bail!("the kernel crate needs a name of its own, not the host crate's `{name}`");
     }
     check_host(&doc, &at, &kernels_name)?;
-    let arch = offload_build::arch::parse_list(&options.arch, "--arch")?
+    let arch = offload_build::tooling::arch::parse_list(&options.arch, "--arch")?
         .iter()
         .map(|a| a.name())
         .collect::<Vec<_>>()
@@ -423,7 +423,7 @@ struct Workspace {
 
 fn workspace(manifest: &Path, dir: &Path, env: &Env) -> Result<Workspace> {
     let cargo = env.get_untracked("CARGO").map(PathBuf::from);
-    let workspace = offload_build::metadata::workspace_members(manifest, cargo.as_deref())
+    let workspace = offload_build::tooling::metadata::workspace_members(manifest, cargo.as_deref())
         .context("finding the workspace the crate belongs to")?;
     let root = workspace
         .root

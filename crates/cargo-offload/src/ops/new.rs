@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use offload_build::command;
+use offload_build::tooling::command;
 
 use anyhow::{Context, Result, bail};
 

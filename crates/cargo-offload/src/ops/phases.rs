@@ -2,9 +2,9 @@
 //! printed without building, in the tree form of clang's `-ccc-print-phases`.
 //!
 //! The host crates and their kernel crates are found as the build scripts find them
-//! (`offload_build::metadata`), the architectures as they resolve them (`--offload-arch`,
+//! (`offload_build::tooling::metadata`), the architectures as they resolve them (`--offload-arch`,
 //! `OFFLOAD_ARCH`, `[package.metadata.offload] arch`, else `host`; `native` probed here), a
-//! kernel crate's prebuilt bundle is taken where `offload_build::prebuilt::decide` would take
+//! kernel crate's prebuilt bundle is taken where `offload_build::tooling::prebuilt::decide` would take
 //! it, and an `sm_XX` gets a cubin where the `ptxas` found knows it. CUDA, HIP and C++ sources
 //! a build script adds (`Build::cuda` …) are named in its code, not in the manifests, and are
 //! not shown.
@@ -26,10 +26,10 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use offload_build::OffloadArch;
-use offload_build::device_link::{CubinPlan, cubin_plan};
-use offload_build::env::Env;
-use offload_build::metadata::{HostCrate, PackageSelection};
-use offload_build::prebuilt::{self, Decision};
+use offload_build::tooling::device_link::{CubinPlan, cubin_plan};
+use offload_build::tooling::env::Env;
+use offload_build::tooling::metadata::{HostCrate, PackageSelection};
+use offload_build::tooling::prebuilt::{self, Decision};
 
 use super::command_line::{NativeGpus, cargo_flag_values};
 
@@ -53,9 +53,9 @@ pub(crate) fn print(
     let host_triple = cargo_flag_values(cargo_args, "--target", None)
         .into_iter()
         .next()
-        .unwrap_or_else(|| offload_build::arch::host_triple().to_owned());
+        .unwrap_or_else(|| offload_build::tooling::arch::host_triple().to_owned());
     let cargo = env.get_untracked("CARGO").map(PathBuf::from);
-    let crates = offload_build::metadata::host_crates(&selection, cargo.as_deref())
+    let crates = offload_build::tooling::metadata::host_crates(&selection, cargo.as_deref())
         .context("finding the host crates of the build")?;
     if crates.is_empty() {
         eprintln!(

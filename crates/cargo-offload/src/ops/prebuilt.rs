@@ -1,15 +1,15 @@
 //! `cargo offload package-kernels` and `cargo offload verify`: a kernel crate's prebuilt
 //! bundle (`offload/<lib>.offload`), written and checked. The format and the hash are
-//! `offload_build::prebuilt`'s.
+//! `offload_build::tooling::prebuilt`'s.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use offload_build::OffloadArch;
-use offload_build::env::{Env, OFFLOAD_ARCH};
-use offload_build::metadata::KernelPackage;
-use offload_build::prebuilt;
+use offload_build::tooling::env::{Env, OFFLOAD_ARCH};
+use offload_build::tooling::metadata::KernelPackage;
+use offload_build::tooling::prebuilt;
 
 // `package-kernels`' options, also the command line `cargo-offload-device` parses (no doc
 // comment: clap would print it as the command's about text).
@@ -45,7 +45,7 @@ fn kernel_package(manifest_path: Option<&Path>) -> Result<KernelPackage> {
     }
     let env = Env::detect();
     let cargo = env.get_untracked("CARGO").map(PathBuf::from);
-    offload_build::metadata::kernel_package(&manifest, cargo.as_deref())
+    offload_build::tooling::metadata::kernel_package(&manifest, cargo.as_deref())
         .with_context(|| format!("reading {}", manifest.display()))
 }
 
@@ -75,9 +75,9 @@ pub fn package_kernels(args: PackageKernelsOptions) -> Result<ExitCode> {
             ),
         },
     };
-    let archs = offload_build::arch::parse_list(&list, &origin)?;
+    let archs = offload_build::tooling::arch::parse_list(&list, &origin)?;
     let toolchain = prebuilt::toolchain_identity(&env, &archs)?;
-    let images = offload_build::build_images(
+    let images = offload_build::tooling::build_images(
         &env,
         std::slice::from_ref(&krate),
         &archs,
@@ -136,9 +136,13 @@ pub fn verify(args: VerifyOptions) -> Result<ExitCode> {
         );
     }
     let scratch = tempfile::tempdir().context("creating a scratch target directory")?;
-    let rebuilt =
-        offload_build::build_images(&env, std::slice::from_ref(&krate), &archs, scratch.path())?;
-    let host = offload_build::arch::host_triple();
+    let rebuilt = offload_build::tooling::build_images(
+        &env,
+        std::slice::from_ref(&krate),
+        &archs,
+        scratch.path(),
+    )?;
+    let host = offload_build::tooling::arch::host_triple();
     for (triple, image) in &bundle.images {
         let label = format!("{} {:?} ({triple})", image.arch.name(), image.image_kind);
         if matches!(image.arch, OffloadArch::Host) && triple != host {

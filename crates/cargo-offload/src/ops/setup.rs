@@ -2,7 +2,7 @@
 //! pinned nightly with `rust-src` (through rustup), and with `--system` the distribution's
 //! packages of clang, lld and LLVM 22 and of the CUDA toolkit's `ptxas`.
 //!
-//! The commands are planned first ([`plan`], a pure function of the options, the distribution
+//! The commands are planned first (`plan`, a pure function of the options, the distribution
 //! and what this machine already has), then printed (`--dry-run`) or run; when some need
 //! `sudo`, the user is asked once, before any runs.
 
@@ -11,7 +11,7 @@ use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::process::{Command, ExitCode};
 
 use anyhow::Result;
-use offload_build::command::{self, CommandError};
+use offload_build::tooling::command::{self, CommandError};
 use offload_toolchain::Tool;
 
 #[derive(Debug, Clone)]
@@ -360,7 +360,7 @@ pub(crate) enum SetupError {
 
 /// Plans the installation, then prints it (`dry_run`) or runs it.
 pub fn setup(options: &SetupOptions) -> Result<ExitCode> {
-    let nightly = offload_build::env::Env::detect().nightly_toolchain();
+    let nightly = offload_build::tooling::env::Env::detect().nightly_toolchain();
     let release = std::fs::read_to_string("/etc/os-release")
         .or_else(|_| std::fs::read_to_string("/usr/lib/os-release"))
         .unwrap_or_default();

@@ -25,38 +25,48 @@ mod rlib_bitcode;
 
 #[cfg(feature = "llvm")]
 pub use llvm::{
-    AmdgpuLinkOptions, HOST_GLOBALS, LinkedObject, NvptxLinkOptions, amdgpu_code_object,
-    amdgpu_link_object, amdgpu_wave_size, check_llvm_versions, linked_llvm_major, nvptx_link,
+    AmdgpuLinkOptions, HOST_GLOBALS, NvptxLinkOptions, amdgpu_code_object, check_llvm_versions,
+    linked_llvm_major, nvptx_link,
 };
 #[cfg(feature = "llvm")]
 pub use pipeline::{
-    GpuTarget, NestedBuild, NestedBuildOutput, build_gpu_images, build_gpu_images_linked,
-    build_gpu_images_of_triple, device_inputs, gpu_images, gpu_images_with, nested_build,
+    GpuTarget, build_gpu_images, build_gpu_images_of_triple, device_inputs, gpu_images,
 };
 pub(crate) use ptx::check_cubin;
 pub use ptx::{
-    CubinPlan, PtxasInfo, PtxasKernelInfo, cubin_plan, is_cubin, parse_ptxas_gpu_names,
-    parse_ptxas_version, ptx_features, ptx_isa_version, ptxas_assemble, ptxas_path,
-    ptxas_supported_sms, ptxas_verbose,
+    CubinPlan, PtxasKernelInfo, cubin_plan, is_cubin, ptx_features, ptx_isa_version,
+    ptxas_assemble, ptxas_path, ptxas_supported_sms, ptxas_verbose,
 };
 #[cfg(feature = "llvm")]
-pub use rlib_bitcode::{DeviceInput, bitcode_members, is_bitcode};
+pub use rlib_bitcode::{DeviceInput, is_bitcode};
 
 use std::path::PathBuf;
 
 /// Link section that marks a static as per-block shared memory on GPU targets. The device link
 /// moves every global of this section to address space 3 with an undefined initializer.
+#[cfg_attr(
+    not(feature = "llvm"),
+    allow(dead_code, reason = "the device link (feature `llvm`) uses it")
+)]
 pub const SHARED_SECTION: &str = ".offload.shared";
 
 /// Bytes of static shared memory one GPU kernel may use, the limit of every device
 /// (`offload_rt::kernel::MAX_STATIC_SHARED_BYTES`): `ptxas` refuses more in static
 /// declarations, and the CPU device's arena is this size.
+#[cfg_attr(
+    not(feature = "llvm"),
+    allow(dead_code, reason = "the device link (feature `llvm`) uses it")
+)]
 pub const MAX_STATIC_SHARED_BYTES: u64 = 48 * 1024;
 
 /// LLVM major version this module links against and requires of rustc.
 pub use offload_toolchain::LLVM_MAJOR;
 
 /// One device image of a kernel crate for one GPU architecture.
+#[cfg_attr(
+    not(feature = "llvm"),
+    allow(dead_code, reason = "the device link (feature `llvm`) uses it")
+)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GpuImage {
     /// The image bytes.
@@ -143,6 +153,10 @@ pub(crate) fn io_err(
 }
 
 /// The LLVM major of the nightly toolchain's rustc, from `rustc -vV`.
+#[cfg_attr(
+    not(feature = "llvm"),
+    allow(dead_code, reason = "the device link (feature `llvm`) uses it")
+)]
 pub fn nightly_rustc_llvm_major(env: &crate::env::Env) -> Result<u32> {
     let output = crate::command::run(std::process::Command::new("rustup").args([
         "run",

@@ -389,19 +389,10 @@ pub fn gpu_images_with(
 }
 
 /// Builds the device images of `krate` for one GPU architecture: nested nightly build in
-/// `target_dir`, device link, `ptxas` / `ld.lld`. The build engine's entry point.
+/// `target_dir`, device link, `ptxas` / `ld.lld`, the kernel crate's bitcode linked with
+/// `extra` (the device bitcode of relocatable CUDA/HIP sources), whose kernels join the image.
+/// The build engine's entry point.
 pub fn build_gpu_images(
-    env: &Env,
-    krate: &KernelCrate,
-    arch: &OffloadArch,
-    target_dir: &Path,
-) -> crate::Result<Vec<DeviceImage>> {
-    build_gpu_images_linked(env, krate, arch, target_dir, &[])
-}
-
-/// [`build_gpu_images`], the kernel crate's bitcode linked with `extra` (the device bitcode of
-/// relocatable CUDA/HIP sources), whose kernels join the image.
-pub fn build_gpu_images_linked(
     env: &Env,
     krate: &KernelCrate,
     arch: &OffloadArch,

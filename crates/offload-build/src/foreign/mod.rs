@@ -320,7 +320,7 @@ impl Plan {
     }
 }
 
-/// [`Plan::new`] and [`Plan::build`] in one call.
+/// `Plan::new` and `Plan::build` in one call.
 pub fn build(
     env: &Env,
     sources: &[Source],

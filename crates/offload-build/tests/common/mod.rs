@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use offload_build::device_link::{self, GpuTarget};
-use offload_build::env::Env;
+use offload_build::tooling::device_link::{self, GpuTarget};
+use offload_build::tooling::env::Env;
 use offload_toolchain::Tool;
 
 pub fn target_dir() -> PathBuf {

@@ -17,8 +17,8 @@ mod report;
 
 use std::path::{Path, PathBuf};
 
-use offload_build::device_link::GpuTarget;
-use offload_build::env::Env;
+use offload_build::tooling::device_link::GpuTarget;
+use offload_build::tooling::env::Env;
 use offload_toolchain::Tool;
 
 use measure::{Inputs, Outcome};
@@ -80,7 +80,7 @@ fn output_dir() -> PathBuf {
 fn parity() {
     require_tools();
     let started = std::time::Instant::now();
-    let clang = offload_build::foreign::clang::find(&Env::detect())
+    let clang = offload_build::tooling::foreign::clang::find(&Env::detect())
         .unwrap_or_else(|e| panic!("clang: {e}"));
     let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("parity");
     let work = base.join("work");

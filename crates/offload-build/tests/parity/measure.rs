@@ -9,9 +9,9 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
 use object::{Object, ObjectSymbol};
-use offload_build::device_link::{self, DeviceInput, GpuTarget};
-use offload_build::env::Env;
-use offload_build::foreign::{self, Clang, Language, Options, Source};
+use offload_build::tooling::device_link::{self, DeviceInput, GpuTarget};
+use offload_build::tooling::env::Env;
+use offload_build::tooling::foreign::{self, Clang, Language, Options, Source};
 use offload_format::{AmdTargetId, ImageKind, Sm};
 use offload_toolchain::Tool;
 

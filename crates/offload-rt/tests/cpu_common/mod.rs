@@ -1,5 +1,5 @@
 //! The runtime's fixture kernels (tests/fixtures/kernels) built for the CPU device by the build
-//! engine (`offload_build::host_device`, as `build.rs` builds them) and wrapped for
+//! engine (`offload_build::tooling::host_device`, as `build.rs` builds them) and wrapped for
 //! registration, shared by the CPU-device tests.
 #![allow(dead_code)]
 
@@ -40,9 +40,12 @@ pub fn build_image() -> Result<(Vec<u8>, Vec<String>), String> {
         features: Vec::new(),
     };
     let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cpu-device");
-    let image =
-        offload_build::host_device::build(&offload_build::env::Env::detect(), &krate, &target_dir)
-            .unwrap_or_else(|e| panic!("device build of the fixture failed: {e}"));
+    let image = offload_build::tooling::host_device::build(
+        &offload_build::tooling::env::Env::detect(),
+        &krate,
+        &target_dir,
+    )
+    .unwrap_or_else(|e| panic!("device build of the fixture failed: {e}"));
     Ok((image.bytes, image.kernels))
 }
 
@@ -55,7 +58,7 @@ pub fn bundle(module: &str, kernels: &str, image: &[u8]) -> Vec<u8> {
         strings: vec![
             (
                 Cow::Borrowed("triple"),
-                Cow::Borrowed(offload_build::arch::host_triple()),
+                Cow::Borrowed(offload_build::tooling::arch::host_triple()),
             ),
             (Cow::Borrowed("arch"), Cow::Borrowed("host")),
             (

@@ -361,7 +361,7 @@ fn bundle_object(cfg: &BundleConfig, names: &[String], host: usize, output: &Pat
     }
     let out = AtomicOutput::create(output)?;
     let args = objcopy_args(&entries, &cfg.inputs[host], out.temp_path());
-    offload_build::command::run(Command::new(&objcopy).args(args))?;
+    offload_build::tooling::command::run(Command::new(&objcopy).args(args))?;
     out.commit()
 }
 
@@ -663,7 +663,7 @@ pub fn unbundle(cfg: &BundleConfig) -> Result<()> {
             Some(Source::ObjectHost) => {
                 let objcopy = objcopy(cfg, input)?;
                 let args = host_objcopy_args(input, out.temp_path());
-                offload_build::command::run(Command::new(&objcopy).args(args))?;
+                offload_build::tooling::command::run(Command::new(&objcopy).args(args))?;
             }
         }
         outs.push(out);
@@ -861,7 +861,9 @@ fn strip_bundle_sections(objcopy: &Path, object: &[u8]) -> Result<Vec<u8>> {
     let dir = tempfile::tempdir().at("creating a temporary directory in", &std::env::temp_dir())?;
     let (fat, host) = (dir.path().join("fat.o"), dir.path().join("host.o"));
     std::fs::write(&fat, object).at("writing", &fat)?;
-    offload_build::command::run(Command::new(objcopy).args(host_objcopy_args(&fat, &host)))?;
+    offload_build::tooling::command::run(
+        Command::new(objcopy).args(host_objcopy_args(&fat, &host)),
+    )?;
     std::fs::read(&host).at("reading", &host)
 }
 

@@ -14,7 +14,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use offload_build::command::CommandError;
+use offload_build::tooling::command::CommandError;
 
 /// An I/O error as LLVM words it: the system's message, without Rust's `(os error N)`.
 fn io_words(e: &io::Error) -> String {
@@ -334,7 +334,7 @@ fn open_input(path: &Path) -> Result<(File, u64)> {
 /// Where `llvm-objcopy` is (`offload-toolchain`'s policy: an unversioned one on `PATH` may be
 /// older and write different bytes, so it is not used). On failure, the places tried.
 pub fn find_objcopy() -> std::result::Result<PathBuf, String> {
-    let env = offload_build::env::Env::detect();
+    let env = offload_build::tooling::env::Env::detect();
     offload_toolchain::Tool::LlvmObjcopy
         .find_with(&|name| env.get_untracked(name).map(Into::into))
         .map_err(|e| e.tried.join(", "))

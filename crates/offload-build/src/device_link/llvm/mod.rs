@@ -82,7 +82,7 @@ pub struct NvptxLinkOptions {
     pub kernels: Option<Vec<String>>,
 }
 
-/// Options of [`amdgpu_link_object`] and [`amdgpu_code_object`].
+/// Options of `amdgpu_link_object` and [`amdgpu_code_object`].
 #[derive(Debug, Clone, Default)]
 pub struct AmdgpuLinkOptions {
     /// The kernels to keep; `None` keeps every `amdgpu_kernel` function.
@@ -208,7 +208,7 @@ fn link_for<'ctx>(
 
 /// Links the bitcode `inputs` for `sm_<sm>` and returns PTX: the kernels kept, everything else
 /// internalized, shared-memory statics in `.shared`, `default<O3>`, PTX ISA per
-/// [`super::ptx_isa_version`]. `sm` is `sm_80`, `sm_90a`, …
+/// `super::ptx_isa_version`. `sm` is `sm_80`, `sm_90a`, …
 pub fn nvptx_link(inputs: &[DeviceInput], sm: &str, opts: &NvptxLinkOptions) -> Result<String> {
     let _linking = crash::linking(link_name(inputs, sm));
     let cpu = sm.to_owned();
@@ -266,7 +266,7 @@ pub fn amdgpu_link_object(
     })
 }
 
-/// The AMDGPU code object for a target ID: [`amdgpu_link_object`], then `ld.lld -shared`, then
+/// The AMDGPU code object for a target ID: `amdgpu_link_object`, then `ld.lld -shared`, then
 /// the `e_flags` made to state the target ID's xnack/sramecc settings.
 pub fn amdgpu_code_object(
     inputs: &[DeviceInput],
