@@ -12,7 +12,7 @@
 //! |---|---|---|
 //! | `request.json` | the build | [`PROTOCOL`], the kernel crate (package, library name, manifest, features), the architectures and the nested target directory |
 //! | `images.offload` | the device link | the images, one OffloadBinary each, with the keys the embedded bundle carries ([`DeviceImage::to_offload_binary`]) |
-//! | `diagnostics.jsonl` | the device link | the nested build's compiler diagnostics, as [`diagnostics::take_recorded`](crate::diagnostics::take_recorded) gives them |
+//! | `diagnostics.jsonl` | the device link | the nested build's compiler diagnostics, as `diagnostics::take_recorded` gives them |
 //! | `result.json` | the device link, last | [`PROTOCOL`] and, on failure, the error: the architecture, its code and its text |
 //!
 //! The child inherits standard output and error: in a build script its `cargo:` lines
@@ -341,10 +341,7 @@ fn request_json(
 }
 
 /// A request as read by the device link process.
-#[cfg_attr(
-    not(feature = "llvm"),
-    allow(dead_code, reason = "the device link (feature `llvm`) uses it")
-)]
+#[cfg(any(feature = "llvm", test))]
 #[derive(Debug, Clone)]
 pub struct Request {
     /// The kernel crate (its dependencies and watched paths left empty: the link needs
@@ -359,10 +356,7 @@ pub struct Request {
 }
 
 /// Reads the request in `dir`.
-#[cfg_attr(
-    not(feature = "llvm"),
-    allow(dead_code, reason = "the device link (feature `llvm`) uses it")
-)]
+#[cfg(any(feature = "llvm", test))]
 pub fn read_request(dir: &Path) -> Result<Request> {
     let path = dir.join(REQUEST);
     let text = std::fs::read_to_string(&path).io("reading the device link request", &path)?;

@@ -103,10 +103,7 @@ pub(crate) fn record(arch: &str, messages: &[CargoMessage]) -> Vec<String> {
 /// Takes what `record` gathered, each message with the architectures that gave it under
 /// [`OFFLOAD_ARCHS_KEY`], as [`report`] writes them: how a device link process hands its
 /// nested builds' diagnostics back to the build that ran it ([`record_reported`]).
-#[cfg_attr(
-    not(feature = "llvm"),
-    allow(dead_code, reason = "the device link (feature `llvm`) uses it")
-)]
+#[cfg(feature = "llvm")]
 pub fn take_recorded() -> Vec<CargoMessage> {
     let recorded = std::mem::take(&mut *RECORDED.lock().unwrap_or_else(|e| e.into_inner()));
     recorded

@@ -63,38 +63,17 @@ fn the_cuda_backend_keeps_the_drivers_rules() {
     let module = dev.load_module(PTX, CudaImageKind::Ptx).unwrap();
     let k = module.function("k").unwrap();
     switch_to_another_context();
-    // SAFETY: the stand-in driver runs nothing; the kernel takes no parameters.
-    unsafe {
-        dev.launch(
-            &k,
-            &LaunchArgs::new(
-                "k",
-                LaunchConfig {
-                    grid: (1, 1, 1),
-                    block: (64, 1, 1),
-                    shared_mem_bytes: 96 * 1024,
-                },
-                &[],
-            ),
-        )
-    }
-    .unwrap();
-    // SAFETY: as above.
-    let err = unsafe {
-        dev.launch(
-            &k,
-            &LaunchArgs::new(
-                "k",
-                LaunchConfig {
-                    grid: (1, 1, 1),
-                    block: (64, 1, 1),
-                    shared_mem_bytes: 98 * 1024,
-                },
-                &[],
-            ),
-        )
-    }
-    .unwrap_err();
+    let launch_with_shared = |shared_mem_bytes: u32| {
+        let config = LaunchConfig {
+            grid: (1, 1, 1),
+            block: (64, 1, 1),
+            shared_mem_bytes,
+        };
+        // SAFETY: the stand-in driver runs nothing; the kernel takes no parameters.
+        unsafe { dev.launch(&k, &LaunchArgs::new("k", config, &[])) }
+    };
+    launch_with_shared(96 * 1024).unwrap();
+    let err = launch_with_shared(98 * 1024).unwrap_err();
     match err {
         CudaError::SharedMemoryLimit { kernel, reason } => {
             assert_eq!(kernel, "k");

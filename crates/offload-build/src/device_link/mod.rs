@@ -6,7 +6,7 @@
 //! The link follows what rustc's `llvm-bitcode-linker` would do: the kernel crate's bitcode plus
 //! the bitcode members of its dependencies' rlibs, linked lazily, every symbol but the kernels
 //! internalized, `default<O3>`, then code generation. It is also where globals a kernel declares
-//! in the [`SHARED_SECTION`] link section move to address space 3 (`.shared` / LDS).
+//! in the `SHARED_SECTION` link section move to address space 3 (`.shared` / LDS).
 //!
 //! Environment variables read here: `OFFLOAD_PTXAS` (the `ptxas` to use; default `ptxas` on
 //! `PATH`, else `/usr/lib/cuda/bin/ptxas`), `OFFLOAD_REQUIRE_CUBIN` (`1`: an `sm_XX` the
@@ -34,8 +34,8 @@ pub use pipeline::{
 };
 pub(crate) use ptx::check_cubin;
 pub use ptx::{
-    CubinPlan, PtxasKernelInfo, cubin_plan, is_cubin, ptx_features, ptx_isa_version,
-    ptxas_assemble, ptxas_path, ptxas_supported_sms, ptxas_verbose,
+    CubinPlan, cubin_plan, is_cubin, ptx_features, ptx_isa_version, ptxas_assemble, ptxas_path,
+    ptxas_supported_sms, ptxas_verbose,
 };
 #[cfg(feature = "llvm")]
 pub use rlib_bitcode::{DeviceInput, is_bitcode};
@@ -44,29 +44,20 @@ use std::path::PathBuf;
 
 /// Link section that marks a static as per-block shared memory on GPU targets. The device link
 /// moves every global of this section to address space 3 with an undefined initializer.
-#[cfg_attr(
-    not(feature = "llvm"),
-    allow(dead_code, reason = "the device link (feature `llvm`) uses it")
-)]
+#[cfg(feature = "llvm")]
 pub const SHARED_SECTION: &str = ".offload.shared";
 
 /// Bytes of static shared memory one GPU kernel may use, the limit of every device
 /// (`offload_rt::kernel::MAX_STATIC_SHARED_BYTES`): `ptxas` refuses more in static
 /// declarations, and the CPU device's arena is this size.
-#[cfg_attr(
-    not(feature = "llvm"),
-    allow(dead_code, reason = "the device link (feature `llvm`) uses it")
-)]
+#[cfg(feature = "llvm")]
 pub const MAX_STATIC_SHARED_BYTES: u64 = 48 * 1024;
 
 /// LLVM major version this module links against and requires of rustc.
 pub use offload_toolchain::LLVM_MAJOR;
 
 /// One device image of a kernel crate for one GPU architecture.
-#[cfg_attr(
-    not(feature = "llvm"),
-    allow(dead_code, reason = "the device link (feature `llvm`) uses it")
-)]
+#[cfg(feature = "llvm")]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GpuImage {
     /// The image bytes.
@@ -81,7 +72,7 @@ pub struct GpuImage {
     pub kernels: Vec<String>,
     /// What `ptxas -v` reported for each kernel when it assembled the `sm`'s cubin: on the
     /// cubin and the PTX of an `sm` that gets one, empty otherwise.
-    pub resources: Vec<PtxasKernelInfo>,
+    pub resources: Vec<offload_format::offload_binary::PtxasKernelInfo>,
 }
 
 /// The AMDGPU code object version of the images, `OFFLOAD_AMDGPU_CODE_OBJECT` (`5` or `6`).
@@ -153,10 +144,7 @@ pub(crate) fn io_err(
 }
 
 /// The LLVM major of the nightly toolchain's rustc, from `rustc -vV`.
-#[cfg_attr(
-    not(feature = "llvm"),
-    allow(dead_code, reason = "the device link (feature `llvm`) uses it")
-)]
+#[cfg(feature = "llvm")]
 pub fn nightly_rustc_llvm_major(env: &crate::env::Env) -> Result<u32> {
     let output = crate::command::run(std::process::Command::new("rustup").args([
         "run",
