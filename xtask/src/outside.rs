@@ -27,7 +27,7 @@ const README_SECTION: &str = "## Use it in your own project";
 /// `cargo publish --workspace --dry-run`: every crate packaged and verified. Uncommitted
 /// changes are allowed so that a local run checks the tree as it is.
 pub fn publish_dry_run() -> Result {
-    forget_unpacked_packages()?;
+    forget_earlier_packages()?;
     run(cargo().args([
         "publish",
         "--workspace",
@@ -37,33 +37,66 @@ pub fn publish_dry_run() -> Result {
     ]))
 }
 
-/// Removes what cargo unpacked from the dry run's temporary registry before: cargo keeps the
-/// packages of a local registry unpacked in its source cache under the registry's path and
-/// the version, and a later dry run of the same version from the same target directory would
-/// build the crates that depend on them against the old sources.
-fn forget_unpacked_packages() -> Result {
+/// Forgets what an earlier dry run left of the packages of the same version: cargo keeps the
+/// packages of its temporary (local) registry unpacked in its source cache, and the crates it
+/// built from them in the target directory, where a package from a registry counts as fresh
+/// whatever its files say. A later dry run would build the crates that depend on them against
+/// the old sources, or link the old libraries.
+fn forget_earlier_packages() -> Result {
     let cargo_home = cargo_home().ok_or("neither CARGO_HOME nor HOME is set")?;
     let version = workspace_version()?;
     let sources = cargo_home.join("registry").join("src");
-    let Ok(registries) = std::fs::read_dir(&sources) else {
-        return Ok(());
-    };
-    for registry in registries.flatten() {
-        // Local registries' directories are named `-<hash>`; crates.io's and other remote
-        // ones' after their host.
-        if !registry.file_name().to_string_lossy().starts_with('-') {
-            continue;
-        }
-        for name in PUBLISHED {
-            let unpacked = registry.path().join(format!("{name}-{version}"));
-            match std::fs::remove_dir_all(&unpacked) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(format!("removing {}: {e}", unpacked.display())),
+    let mut unpacked_dirs = Vec::new();
+    if let Ok(registries) = std::fs::read_dir(&sources) {
+        for registry in registries.flatten() {
+            // Local registries' directories are named `-<hash>`; crates.io's and other remote
+            // ones' after their host.
+            if registry.file_name().to_string_lossy().starts_with('-') {
+                unpacked_dirs.push(registry.path());
             }
         }
     }
+    for registry in &unpacked_dirs {
+        for name in PUBLISHED {
+            remove_dir(&registry.join(format!("{name}-{version}")))?;
+        }
+    }
+    // The dry run verifies in the dev profile. A unit's dep-info (`deps/<crate>-<hash>.d`)
+    // names its sources; removing its fingerprint (`.fingerprint/<package>-<hash>`) makes
+    // cargo build it again.
+    let profile = target_dir().join("debug");
+    let Ok(deps) = std::fs::read_dir(profile.join("deps")) else {
+        return Ok(());
+    };
+    for entry in deps.flatten() {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        let Some(unit) = file.strip_suffix(".d") else {
+            continue;
+        };
+        let Some((krate, hash)) = unit.rsplit_once('-') else {
+            continue;
+        };
+        let Some(name) = PUBLISHED.iter().find(|n| n.replace('-', "_") == krate) else {
+            continue;
+        };
+        let dep_info = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        let built_from_package = unpacked_dirs.iter().any(|registry| {
+            dep_info.contains(&*registry.join(format!("{name}-{version}")).to_string_lossy())
+        });
+        if built_from_package {
+            remove_dir(&profile.join(".fingerprint").join(format!("{name}-{hash}")))?;
+        }
+    }
     Ok(())
+}
+
+/// Removes `dir` and what it holds; one that is not there is no error.
+fn remove_dir(dir: &Path) -> Result {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("removing {}: {e}", dir.display())),
+    }
 }
 
 /// A new project depending on the packaged crates by version (`offload-rt = "0.1.0"`), the
