@@ -9,6 +9,7 @@ use object::read::elf::{SectionHeader, Sym};
 #[cfg(feature = "amdgpu-metadata")]
 use rmpv::Value;
 
+use crate::aligned::object_bytes;
 #[cfg(feature = "amdgpu-metadata")]
 use crate::offload_binary::{KernelParams, kernel_params_can_name};
 use crate::target_id::AmdTargetId;
@@ -43,8 +44,15 @@ fn elf_header(
 /// # Errors
 /// [`Error::AmdCodeObject`] when `image` is not a 64-bit ELF for `EM_AMDGPU`.
 pub fn e_flags(image: &[u8]) -> Result<u32> {
-    let (header, endian) = elf_header(image)?;
-    Ok(header.e_flags(endian))
+    Ok(flags_and_byte_order(image)?.0)
+}
+
+/// The `e_flags` and the byte order of a code object at any address: the header is read from
+/// an aligned copy where `image` is not aligned for it.
+fn flags_and_byte_order(image: &[u8]) -> Result<(u32, object::Endianness)> {
+    let image = object_bytes(image);
+    let (header, endian) = elf_header(&image)?;
+    Ok((header.e_flags(endian), endian))
 }
 
 /// Makes the code object's `e_flags` say what `target` says: the processor must match; the
@@ -55,7 +63,7 @@ pub fn e_flags(image: &[u8]) -> Result<u32> {
 /// [`Error::AmdCodeObject`] when `image` is not an AMDGPU code object or is one for another
 /// processor.
 pub fn fix_e_flags(image: &mut [u8], target: &AmdTargetId) -> Result<bool> {
-    let flags = e_flags(image)?;
+    let (flags, endian) = flags_and_byte_order(image)?;
     let expected = target.e_flags();
     if flags & MACH_MASK != expected & MACH_MASK {
         return Err(bad(format!(
@@ -67,7 +75,6 @@ pub fn fix_e_flags(image: &mut [u8], target: &AmdTargetId) -> Result<bool> {
     if fixed == flags {
         return Ok(false);
     }
-    let (_, endian) = elf_header(image)?;
     let bytes = match endian {
         object::Endianness::Little => fixed.to_le_bytes(),
         object::Endianness::Big => fixed.to_be_bytes(),
@@ -178,6 +185,8 @@ fn get_str(map: &[(Value, Value)], key: &str) -> Option<String> {
 /// cannot be read, it has no metadata note, or the note is not a msgpack map.
 #[cfg(feature = "amdgpu-metadata")]
 pub fn inspect(image: &[u8]) -> Result<AmdCodeObjectInfo> {
+    let aligned = object_bytes(image);
+    let image: &[u8] = &aligned;
     let (header, endian) = elf_header(image)?;
     let sections = header
         .sections(endian, image)
@@ -453,5 +462,27 @@ mod tests {
             inspect(&minimal_elf(224, 0x74c)),
             Err(Error::AmdCodeObject { .. })
         ));
+    }
+
+    /// A code object inside an archive or a bundle starts at any offset: it reads the same
+    /// there as at an aligned address.
+    #[cfg(feature = "amdgpu-metadata")]
+    #[test]
+    fn reads_a_code_object_at_any_address() {
+        let image = code_object_with_metadata(&metadata(vec![kernel("a", 4)]));
+        let mut backing = vec![0u8; image.len() + 8];
+        for offset in 1..8 {
+            let shifted = &mut backing[offset..offset + image.len()];
+            shifted.copy_from_slice(&image);
+            assert_eq!(e_flags(shifted).unwrap(), e_flags(&image).unwrap());
+            assert_eq!(inspect(shifted).unwrap(), inspect(&image).unwrap());
+            let target = AmdTargetId::parse("gfx942:xnack-").unwrap();
+            let mut fixed = image.clone();
+            assert_eq!(
+                fix_e_flags(shifted, &target).unwrap(),
+                fix_e_flags(&mut fixed, &target).unwrap()
+            );
+            assert_eq!(&*shifted, &fixed[..]);
+        }
     }
 }

@@ -4,6 +4,7 @@
 
 use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 
+use crate::aligned::object_bytes;
 use crate::{Error, Result};
 
 /// Prefix of the per-kernel entry points a CPU device image exports: the ABI constant
@@ -32,7 +33,8 @@ fn parse(elf: &[u8]) -> Result<object::File<'_>> {
 /// # Errors
 /// [`Error::CpuImage`] when `elf` is not an object file.
 pub fn cpu_kernels(elf: &[u8]) -> Result<Vec<String>> {
-    let file = parse(elf)?;
+    let elf = object_bytes(elf);
+    let file = parse(&elf)?;
     let mut names: Vec<String> = file
         .dynamic_symbols()
         .filter(|s| s.is_definition())
@@ -54,7 +56,8 @@ pub fn cpu_kernels(elf: &[u8]) -> Result<Vec<String>> {
 /// # Errors
 /// [`Error::CpuImage`] when `elf` is not an object file or a note's bytes are not in its data.
 pub fn cpu_coroutine_notes(elf: &[u8]) -> Result<Vec<(String, String)>> {
-    let file = parse(elf)?;
+    let elf = object_bytes(elf);
+    let file = parse(&elf)?;
     let mut notes = Vec::new();
     for symbol in file.dynamic_symbols().filter(|s| s.is_definition()) {
         let Some(kernel) = symbol
@@ -92,7 +95,8 @@ pub fn cpu_coroutine_notes(elf: &[u8]) -> Result<Vec<(String, String)>> {
 /// object file. Outlined helpers (`....omp_outlined`) are local and the `.offloading.entry.`
 /// records are data, so neither is listed.
 pub fn openmp_kernels(elf: &[u8]) -> Vec<String> {
-    let Ok(file) = object::File::parse(elf) else {
+    let elf = object_bytes(elf);
+    let Ok(file) = object::File::parse(&*elf) else {
         return Vec::new();
     };
     let mut names: Vec<String> = file
