@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 use crate::env::{Env, NATIVE_NONE, OFFLOAD_NATIVE_ARCH};
 use crate::error::{Error, Result};
 
+use offload_format::DeviceFamily;
 use offload_format::target_id::{self, AmdTargetId, Sm};
 pub use offload_format::triple::{AMDGCN_TRIPLE, HOST_ARCH, NVPTX_TRIPLE};
 
@@ -35,13 +36,24 @@ pub enum OffloadArch {
 }
 
 impl OffloadArch {
+    /// The device family: every per-family fact (triple, offload kind, nested-build
+    /// processor) comes from it.
+    pub fn family(&self) -> DeviceFamily {
+        match self {
+            OffloadArch::Host => DeviceFamily::Cpu,
+            OffloadArch::Nvptx(_) => DeviceFamily::Nvidia,
+            OffloadArch::Amdgcn(_) => DeviceFamily::Amd,
+        }
+    }
+
     /// The target triple the architecture's images are built for (the host's own for `host`).
     pub fn triple(&self) -> &'static str {
-        match self {
-            OffloadArch::Host => host_triple(),
-            OffloadArch::Nvptx(_) => NVPTX_TRIPLE,
-            OffloadArch::Amdgcn(_) => AMDGCN_TRIPLE,
-        }
+        self.family().device_triple().unwrap_or_else(host_triple)
+    }
+
+    /// Whether the architecture is a GPU's.
+    pub fn is_gpu(&self) -> bool {
+        self.family().is_gpu()
     }
 
     /// The `arch` string stored with the image; AMD target IDs in canonical form.

@@ -55,7 +55,7 @@ impl DeviceImage {
             .into_iter()
             .next()
             .ok_or_else(|| "it has an empty `arch`".to_owned())?;
-        if !matches!(arch, OffloadArch::Host) && arch.triple() != triple {
+        if arch.is_gpu() && arch.triple() != triple {
             return Err(format!("`{arch_name}` is not an {triple} architecture"));
         }
         let kernel_params = match b.get(KEY_KERNEL_PARAMS) {

@@ -232,7 +232,7 @@ pub fn encoded_rustflags<S: AsRef<str>>(flags: &[S]) -> String {
 pub fn check_toolchain(env: &Env, archs: &[OffloadArch]) -> Result<Option<String>> {
     let gpu: Vec<String> = archs
         .iter()
-        .filter(|a| !matches!(a, OffloadArch::Host))
+        .filter(|a| a.is_gpu())
         .map(OffloadArch::name)
         .collect();
     if gpu.is_empty() {

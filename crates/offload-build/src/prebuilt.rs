@@ -348,8 +348,7 @@ impl Prebuilt {
                 .images
                 .iter()
                 .filter(|(triple, image)| {
-                    &image.arch == arch
-                        && (!matches!(arch, OffloadArch::Host) || triple == host_triple)
+                    &image.arch == arch && (arch.is_gpu() || triple == host_triple)
                 })
                 .map(|(_, image)| image)
                 .collect();

@@ -13,6 +13,7 @@
 //! | [`ccob_stream`] | CCOB compression and decompression streamed through `Read`/`Write` (size and hash checked while copying), for bundles too large for memory | yes | yes |
 //! | [`target_id`] | target IDs (`gfx90a:xnack+`), canonical form, compatibility, conflicting combinations; typed AMDGPU target IDs ([`AmdTargetId`], with their `e_flags`) and NVIDIA names ([`Sm`]); the AMDGPU and NVPTX processor tables of LLVM 22 | | |
 //! | [`triple`] | the device triples and the host `arch` | | |
+//! | [`device`] | device families ([`DeviceFamily`]: NVIDIA, AMD, the host CPU) and the facts that tell them apart: triple, offload kind, driver API, nested-build processor | | |
 //! | [`print_template`] | the templates of device prints (`device_println!`), checked by the macro at compile time and read by the runtime to print | yes | |
 //! | [`aligned`] | object files copied to an address the ELF reader accepts (archive members, sections) | | |
 //! | [`archive`] | GNU `ar` and heterogeneous device archive unbundling (`-type=a`, `--allow-missing-bundles`, `--check-input-archive`), members in the binary or object layout | yes | yes, with clang's symbol index for bitcode ([`bitcode`]) and ELF members |
@@ -34,6 +35,7 @@ pub mod bundle;
 pub mod ccob;
 #[cfg(feature = "compression")]
 pub mod ccob_stream;
+pub mod device;
 pub mod error;
 pub mod image;
 pub mod llvm_hash;
@@ -46,6 +48,7 @@ pub mod triple;
 pub use bundle::{BundleEntryId, BundleReader};
 #[cfg(feature = "containers")]
 pub use ccob::{CompressOptions, CompressionMethod};
+pub use device::DeviceFamily;
 pub use error::{Error, Result};
 pub use offload_binary::{
     ImageKind, OFFLOAD_BINARY_MAGIC, OffloadBinary, OffloadKind, llvm_key_order, parse_all,

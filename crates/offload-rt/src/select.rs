@@ -17,10 +17,10 @@
 
 use std::fmt;
 
-use offload_format::ImageKind;
+use offload_format::{DeviceFamily, ImageKind};
 
 use offload_format::target_id::{Sm, SmSuffix};
-pub(crate) use offload_format::triple::{AMDGCN_TRIPLE, HOST_ARCH, NVPTX_TRIPLE};
+pub(crate) use offload_format::triple::HOST_ARCH;
 
 /// What selection needs to know about a device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +43,17 @@ pub enum DeviceTarget<'a> {
         /// The host's target triple (`x86_64-unknown-linux-gnu`).
         triple: &'a str,
     },
+}
+
+impl DeviceTarget<'_> {
+    /// The device's family.
+    pub fn family(&self) -> DeviceFamily {
+        match self {
+            Self::Cuda { .. } => DeviceFamily::Nvidia,
+            Self::Amd { .. } => DeviceFamily::Amd,
+            Self::Host { .. } => DeviceFamily::Cpu,
+        }
+    }
 }
 
 impl fmt::Display for DeviceTarget<'_> {
@@ -233,7 +244,7 @@ fn select_cuda(dev: (u32, u32), images: &[ImageDescriptor<'_>]) -> Option<Select
     // (tier, then higher is better: minor, arch-specific) → best; ties keep the first image.
     let mut best: Option<((u8, u32, u32, bool), Selection)> = None;
     for (index, image) in images.iter().enumerate() {
-        if image.triple != NVPTX_TRIPLE {
+        if DeviceFamily::of_triple(image.triple) != DeviceFamily::Nvidia {
             continue;
         }
         let Ok(sm) = Sm::parse_image_arch(image.arch) else {
@@ -264,10 +275,9 @@ fn select_amd(
     rules: &dyn TargetIdRules,
 ) -> Option<Selection> {
     let candidates = || {
-        images
-            .iter()
-            .enumerate()
-            .filter(|(_, i)| i.triple == AMDGCN_TRIPLE && i.kind == ImageKind::Object)
+        images.iter().enumerate().filter(|(_, i)| {
+            DeviceFamily::of_triple(i.triple) == DeviceFamily::Amd && i.kind == ImageKind::Object
+        })
     };
     if let Some((index, _)) = candidates().find(|(_, i)| rules.is_same(i.arch, device)) {
         return Some(Selection {
@@ -294,6 +304,7 @@ fn select_amd(
 mod tests {
     use super::*;
     use ImageKind::{Bitcode, Cubin, Fatbinary, Object, Ptx};
+    use offload_format::triple::{AMDGCN_TRIPLE, NVPTX_TRIPLE};
 
     fn nv(arch: &'static str, kind: ImageKind) -> ImageDescriptor<'static> {
         ImageDescriptor {

@@ -30,6 +30,7 @@ use offload_build::tooling::device_link::{CubinPlan, cubin_plan};
 use offload_build::tooling::env::Env;
 use offload_build::tooling::metadata::{HostCrate, PackageSelection};
 use offload_build::tooling::prebuilt::{self, Decision};
+use offload_format::DeviceFamily;
 
 use super::command_line::{NativeGpus, cargo_flag_values};
 
@@ -277,19 +278,15 @@ type Annotation = (String, Option<String>);
 
 /// An image's offload kind, as its OffloadBinary records it and clang names it.
 fn kind_of(arch: &OffloadArch) -> &'static str {
-    match arch {
-        OffloadArch::Nvptx(_) => "cuda",
-        OffloadArch::Amdgcn(_) => "hip",
-        OffloadArch::Host => "openmp",
-    }
+    arch.family().offload_kind().name()
 }
 
 /// `host-…` or `device-…` followed by every kind among `archs`, in clang's order.
 fn kinds(side: &str, archs: &[OffloadArch]) -> String {
     let mut out = side.to_owned();
-    for kind in ["cuda", "hip", "openmp"] {
-        if archs.iter().any(|a| kind_of(a) == kind) {
-            let _ = write!(out, "-{kind}");
+    for family in DeviceFamily::ALL {
+        if archs.iter().any(|a| a.family() == family) {
+            let _ = write!(out, "-{}", family.offload_kind().name());
         }
     }
     out

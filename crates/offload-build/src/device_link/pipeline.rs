@@ -6,8 +6,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use offload_format::triple::{AMDGCN_TRIPLE, NVPTX_TRIPLE};
-use offload_format::{AmdTargetId, ImageKind, OffloadKind, Sm};
+use offload_format::{AmdTargetId, DeviceFamily, ImageKind, Sm};
 
 use super::AmdCodeObjectVersion;
 use super::llvm::{AmdgpuLinkOptions, NvptxLinkOptions, amdgpu_code_object, nvptx_link};
@@ -56,23 +55,24 @@ impl GpuTarget {
         })
     }
 
-    /// The `-Ctarget-cpu` of the nested build: one fixed CPU per triple, so a single build
-    /// (and one `core`) serves every architecture of the triple and cargo's fingerprints stay
-    /// the same whichever architectures are asked for. The device link strips per-function
-    /// CPU attributes; the image's target machine decides the architecture.
-    pub fn baseline_cpu(&self) -> &'static str {
+    /// The device family, which holds the per-family facts below.
+    pub fn family(&self) -> DeviceFamily {
         match self {
-            Self::Nvptx { .. } => "sm_70",
-            Self::Amdgpu(_) => "gfx90a",
+            Self::Nvptx { .. } => DeviceFamily::Nvidia,
+            Self::Amdgpu(_) => DeviceFamily::Amd,
         }
+    }
+
+    /// The `-Ctarget-cpu` of the nested build ([`DeviceFamily::baseline_cpu`]): the device
+    /// link strips per-function CPU attributes; the image's target machine decides the
+    /// architecture.
+    pub fn baseline_cpu(&self) -> &'static str {
+        self.family().baseline_cpu().unwrap_or_default()
     }
 
     /// The target triple.
     pub fn triple(&self) -> &'static str {
-        match self {
-            Self::Nvptx { .. } => NVPTX_TRIPLE,
-            Self::Amdgpu(_) => AMDGCN_TRIPLE,
-        }
+        self.family().device_triple().unwrap_or_default()
     }
 
     /// The processor rustc and LLVM are told (`sm_80`, `gfx942`).
@@ -136,9 +136,11 @@ impl NestedBuild {
             "offload_device".into(),
             "-Cpanic=abort".into(),
         ];
-        if self.triple.starts_with("amdgcn") {
+        match DeviceFamily::of_triple(&self.triple) {
             // Makes every rlib member bitcode, so the whole program goes through the device link.
-            flags.push("-Clinker-plugin-lto".into());
+            DeviceFamily::Amd => flags.push("-Clinker-plugin-lto".into()),
+            // rustc's nvptx target emits bitcode rlibs already.
+            DeviceFamily::Nvidia | DeviceFamily::Cpu => {}
         }
         flags.extend(self.extra_rustflags.iter().cloned());
         flags
@@ -541,10 +543,7 @@ fn link_device_images(
         .map(|image| DeviceImage {
             arch: *arch,
             image_kind: image.kind,
-            offload_kind: match target {
-                GpuTarget::Nvptx { .. } => OffloadKind::Cuda,
-                GpuTarget::Amdgpu(_) => OffloadKind::Hip,
-            },
+            offload_kind: target.family().offload_kind(),
             module: krate.lib_name.clone(),
             kernels: image.kernels,
             kernel_params: kernel_params.clone(),

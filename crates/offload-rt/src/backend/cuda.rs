@@ -29,7 +29,7 @@ use crate::backend::gpu::driver::{
     PeerEnd, c_chars, c_ordinal, forward_calls, initialized, static_c_str,
 };
 use crate::backend::gpu::driver_names;
-use crate::backend::gpu::{self, Api, DeviceInfo, Driver, GpuError, GpuImageKind, Handle};
+use crate::backend::gpu::{self, DeviceInfo, Driver, GpuError, GpuImageKind, Handle};
 use crate::launch::LaunchArgs;
 use crate::select::DeviceTarget;
 
@@ -203,7 +203,6 @@ impl DriverApi {
 }
 
 impl Driver for DriverApi {
-    const API: Api = Api::Cuda;
     const KIND: DeviceKind = DeviceKind::Cuda;
     type Info = CudaDeviceInfo;
 
@@ -224,6 +223,20 @@ impl Driver for DriverApi {
 
     fn is_not_found(code: CUresult) -> bool {
         code == sys::CUDA_ERROR_NOT_FOUND
+    }
+
+    fn missing_device_nodes() -> Option<String> {
+        // `/dev/nvidiactl` can exist with no GPU (the driver package creates it); each GPU
+        // has a node of its own, `/dev/nvidia<N>`.
+        let any_gpu = std::fs::read_dir("/dev").is_ok_and(|entries| {
+            entries.flatten().any(|e| {
+                e.file_name()
+                    .to_str()
+                    .and_then(|n| n.strip_prefix("nvidia"))
+                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            })
+        });
+        (!any_gpu).then(|| "no /dev/nvidia<N> device node (no NVIDIA GPU)".to_owned())
     }
 
     fn get() -> Result<&'static Self, GpuError> {

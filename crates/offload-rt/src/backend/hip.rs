@@ -27,7 +27,7 @@ use crate::backend::gpu::driver::{
     PeerEnd, c_chars, c_ordinal, forward_calls, initialized, static_c_str,
 };
 use crate::backend::gpu::driver_names;
-use crate::backend::gpu::{self, Api, DeviceInfo, Driver, GpuError, GpuImageKind, Handle};
+use crate::backend::gpu::{self, DeviceInfo, Driver, GpuError, GpuImageKind, Handle};
 use crate::launch::LaunchArgs;
 use crate::select::DeviceTarget;
 
@@ -155,7 +155,6 @@ impl HipApi {
 }
 
 impl Driver for HipApi {
-    const API: Api = Api::Hip;
     const KIND: DeviceKind = DeviceKind::Hip;
     type Info = HipDeviceInfo;
 
@@ -185,6 +184,11 @@ impl Driver for HipApi {
             code,
             sys::hipErrorNotFound | sys::hipErrorInvalidDeviceFunction
         )
+    }
+
+    fn missing_device_nodes() -> Option<String> {
+        (!std::path::Path::new("/dev/kfd").exists())
+            .then(|| "/dev/kfd does not exist (no AMD GPU driver loaded)".to_owned())
     }
 
     fn get() -> Result<&'static Self, GpuError> {

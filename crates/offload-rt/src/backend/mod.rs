@@ -14,6 +14,8 @@ use std::any::Any;
 use std::fmt;
 use std::time::Duration;
 
+use offload_format::DeviceFamily;
+
 use crate::error::Result;
 use crate::launch::LaunchArgs;
 use crate::registry::{ImageInfo, RegisteredImage};
@@ -40,13 +42,27 @@ pub enum DeviceKind {
 }
 
 impl DeviceKind {
-    /// `cpu`, `cuda` or `hip`.
-    pub fn name(self) -> &'static str {
+    /// The device family, which holds every per-family fact (triple, driver API, name).
+    pub const fn family(self) -> DeviceFamily {
         match self {
-            DeviceKind::Cpu => "cpu",
-            DeviceKind::Cuda => "cuda",
-            DeviceKind::Hip => "hip",
+            DeviceKind::Cpu => DeviceFamily::Cpu,
+            DeviceKind::Cuda => DeviceFamily::Nvidia,
+            DeviceKind::Hip => DeviceFamily::Amd,
         }
+    }
+
+    /// The kind of the devices of `family`.
+    pub const fn of_family(family: DeviceFamily) -> DeviceKind {
+        match family {
+            DeviceFamily::Cpu => DeviceKind::Cpu,
+            DeviceFamily::Nvidia => DeviceKind::Cuda,
+            DeviceFamily::Amd => DeviceKind::Hip,
+        }
+    }
+
+    /// `cpu`, `cuda` or `hip`.
+    pub const fn name(self) -> &'static str {
+        self.family().runtime_name()
     }
 }
 
@@ -256,6 +272,16 @@ pub trait Module: Send + Sync + fmt::Debug {
 }
 
 /// Opens GPU `ordinal` of `kind` (CUDA or HIP).
+/// Why no device of GPU kind `kind` can be present, judged from the device nodes its driver
+/// needs, without loading the driver; `None` where one may be (and for the CPU).
+pub(crate) fn missing_device_nodes(kind: DeviceKind) -> Option<String> {
+    match kind {
+        DeviceKind::Cuda => <cuda::Cuda as gpu::Driver>::missing_device_nodes(),
+        DeviceKind::Hip => <hip::Hip as gpu::Driver>::missing_device_nodes(),
+        DeviceKind::Cpu => None,
+    }
+}
+
 pub(crate) fn open_gpu(kind: DeviceKind, ordinal: usize) -> Result<Box<dyn Backend>> {
     match kind {
         DeviceKind::Cuda => gpu::open_backend::<cuda::Cuda>(ordinal),

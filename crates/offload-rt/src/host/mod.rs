@@ -16,6 +16,7 @@ use crate::backend::{Backend, DeviceKind, KernelHandle, Module};
 use crate::error::{Error, Result};
 use crate::launch::{LaunchArgs, LaunchConfig};
 use crate::registry::{self, ImageInfo, KernelEntry};
+use offload_format::DeviceFamily;
 use stream::{QueueRef, Stream, StreamImpl};
 
 /// A kernel resolved on a device, found by the addresses of its module and kernel names.
@@ -152,7 +153,7 @@ impl Device {
             return Device::from_spec(&spec);
         }
         let carried = carried_triples();
-        for kind in [DeviceKind::Cuda, DeviceKind::Hip] {
+        for kind in DeviceFamily::GPUS.map(DeviceKind::of_family) {
             if let Some(reason) = gpu_not_worth_probing(kind, &carried) {
                 log(format_args!("{}:0 not tried: {reason}", kind.name()));
                 continue;
@@ -179,17 +180,16 @@ impl Device {
             Some((k, n)) => (k, n.parse::<usize>().map_err(|_| unknown())?),
             None => (spec.trim(), 0),
         };
-        match kind {
-            "cpu" if ordinal == 0 => Ok(Device::cpu()),
-            "cuda" => Ok(Device::from_backend(crate::backend::open_gpu(
-                DeviceKind::Cuda,
-                ordinal,
+        let family = DeviceFamily::ALL
+            .into_iter()
+            .find(|family| family.runtime_name() == kind)
+            .ok_or_else(unknown)?;
+        match DeviceKind::of_family(family) {
+            DeviceKind::Cpu if ordinal == 0 => Ok(Device::cpu()),
+            DeviceKind::Cpu => Err(unknown()),
+            gpu => Ok(Device::from_backend(crate::backend::open_gpu(
+                gpu, ordinal,
             )?)),
-            "hip" => Ok(Device::from_backend(crate::backend::open_gpu(
-                DeviceKind::Hip,
-                ordinal,
-            )?)),
-            _ => Err(unknown()),
         }
     }
 
@@ -609,31 +609,11 @@ fn carried_triples() -> Vec<String> {
 /// that carries no image for it. `OFFLOAD_DEVICE=cuda:N|hip:N` still asks the driver itself.
 /// (With a GPU behind a device node the driver is asked as before.)
 fn gpu_not_worth_probing(kind: DeviceKind, carried: &[String]) -> Option<String> {
-    let triple = match kind {
-        DeviceKind::Cuda => offload_format::triple::NVPTX_TRIPLE,
-        DeviceKind::Hip => offload_format::triple::AMDGCN_TRIPLE,
-        DeviceKind::Cpu => return None,
-    };
+    let triple = kind.family().device_triple()?;
     if !carried.iter().any(|t| t == triple) {
         return Some(format!("the program carries no {triple} image"));
     }
-    match kind {
-        // `/dev/nvidiactl` can exist with no GPU (the driver package creates it); each GPU
-        // has a node of its own, `/dev/nvidia<N>`.
-        DeviceKind::Cuda => {
-            let any_gpu = std::fs::read_dir("/dev").is_ok_and(|entries| {
-                entries.flatten().any(|e| {
-                    e.file_name()
-                        .to_str()
-                        .and_then(|n| n.strip_prefix("nvidia"))
-                        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-                })
-            });
-            (!any_gpu).then(|| "no /dev/nvidia<N> device node (no NVIDIA GPU)".to_owned())
-        }
-        _ => (!std::path::Path::new("/dev/kfd").exists())
-            .then(|| "/dev/kfd does not exist (no AMD GPU driver loaded)".to_owned()),
-    }
+    crate::backend::missing_device_nodes(kind)
 }
 
 #[cfg(test)]

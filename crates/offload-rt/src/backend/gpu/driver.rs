@@ -52,16 +52,20 @@ pub trait DeviceInfo: Clone + fmt::Debug + Send + Sync + 'static {
 /// until the operation has completed (a stream synchronization or, for synchronous calls,
 /// the return).
 pub trait Driver: Send + Sync + Sized + 'static {
-    /// Which API this is.
-    const API: Api;
     /// The device kind its devices are.
     const KIND: DeviceKind;
+    /// Which API this is.
+    const API: Api = Api(Self::KIND);
     /// What it says about a device.
     type Info: DeviceInfo;
 
     /// The process-wide driver, loaded and initialized on first use; the error says why
     /// this machine cannot use it.
     fn get() -> Result<&'static Self, GpuError>;
+    /// Why this machine can have no device of this driver, judged from the device nodes the
+    /// driver needs (without loading it, which costs tens of milliseconds); `None` where a
+    /// device may be present.
+    fn missing_device_nodes() -> Option<String>;
     /// The driver's name and message for a status code.
     fn describe(&self, code: i32) -> (String, String);
     /// Whether a status code means that a kernel faulted (the device is unusable

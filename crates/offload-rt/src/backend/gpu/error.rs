@@ -3,22 +3,16 @@
 use std::fmt;
 
 use super::library::LoadError;
+use crate::backend::DeviceKind;
 
-/// Which driver API an error or a device belongs to.
+/// Which driver API an error or a device belongs to: that of a GPU device kind's family
+/// (`CUDA`, `HIP`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Api {
-    /// NVIDIA's CUDA driver API (`libcuda`).
-    Cuda,
-    /// AMD's HIP runtime (`libamdhip64`).
-    Hip,
-}
+pub struct Api(pub DeviceKind);
 
 impl fmt::Display for Api {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Api::Cuda => "CUDA",
-            Api::Hip => "HIP",
-        })
+        f.write_str(self.0.family().driver_api().unwrap_or("no driver API"))
     }
 }
 
