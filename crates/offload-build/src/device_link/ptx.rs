@@ -228,12 +228,7 @@ pub fn ptxas_verbose(ptx: &str, sm: &str) -> Result<(Vec<u8>, Vec<PtxasKernelInf
     Ok((cubin, parse_ptxas_verbose(&report)))
 }
 
-/// Whether `bytes` look like a cubin (an ELF with `EM_CUDA`).
-pub fn is_cubin(bytes: &[u8]) -> bool {
-    bytes.len() > 20
-        && bytes.starts_with(b"\x7fELF")
-        && u16::from_le_bytes([bytes[18], bytes[19]]) == 190
-}
+pub use offload_format::image::is_cubin;
 
 #[cfg(test)]
 mod tests {

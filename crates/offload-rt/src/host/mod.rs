@@ -129,7 +129,9 @@ impl fmt::Debug for Device {
 }
 
 impl Device {
-    /// A device over any backend.
+    /// A device over any backend: the runtime's own, or a test's (backends are internal:
+    /// `offload_rt::__internal`).
+    #[doc(hidden)]
     pub fn from_backend(backend: Box<dyn Backend>) -> Device {
         Device {
             inner: Arc::new(Inner {
@@ -203,7 +205,8 @@ impl Device {
         self.inner.backend.kind()
     }
 
-    /// The backend behind the device.
+    /// The backend behind the device (internal, as backends are).
+    #[doc(hidden)]
     pub fn backend(&self) -> &dyn Backend {
         &*self.inner.backend
     }
