@@ -150,16 +150,24 @@ note: offload-rt and offload-build from the checkout [..] (the checkout this car
 
 Write kernels in kernels/src/lib.rs and launch them from the host crate:
 
-    use offload_rt::{Device, DeviceBuffer, LaunchConfig};
+    use offload_rt::{Device, DeviceBuffer, LaunchConfig, LaunchReport};
+
+    /// `a * x + y` computed on `device`, and which image of the kernel ran.
+    fn saxpy(
+        device: &Device,
+        a: f32,
+        x: &[f32],
+        y: &[f32],
+    ) -> offload_rt::Result<(Vec<f32>, LaunchReport)> {
+        let dx = DeviceBuffer::from_slice(device, x)?;
+        let mut dy = DeviceBuffer::from_slice(device, y)?;
+        let config = LaunchConfig::for_num_elems(y.len());
+        let report = app_kernels::saxpy.launch(device, config, a, &dx, &mut dy)?;
+        Ok((dy.to_vec()?, report))
+    }
 
     let device = Device::best()?;
-    println!("device: {}", device.describe());
-    let dx = DeviceBuffer::from_slice(&device, &x)?;
-    let mut dy = DeviceBuffer::from_slice(&device, &y)?;
-    let report = app_kernels::saxpy.launch(&device, LaunchConfig::for_num_elems(n), 2.0, &dx, &mut dy)?;
-    println!("image: {report}");
-
-    let out = dy.to_vec()?;
+    let (out, report) = saxpy(&device, 2.0, &x, &y)?;
 
 Then run it: cargo offload run
 

@@ -859,6 +859,36 @@ fn a_new_project_from_the_template_builds_and_runs() {
     );
     std::fs::write(&manifest, text).unwrap();
 
+    // `cargo offload test`: the template's test, and the kernel crate's tests with it (a
+    // workspace member cargo would leave out when run in the host crate).
+    assert!(project.join("README.md").is_file());
+    let kernels_lib = project.join("kernels/src/lib.rs");
+    let kernels_source = std::fs::read_to_string(&kernels_lib).unwrap();
+    std::fs::write(
+        &kernels_lib,
+        format!(
+            "{kernels_source}\n#[cfg(test)]\nmod tests {{\n    #[test]\n    \
+             fn the_kernel_crates_own_test() {{}}\n}}\n"
+        ),
+    )
+    .unwrap();
+    let out = cargo_offload(
+        &project,
+        &[
+            "test",
+            "--target-dir",
+            &target_dir("e2e-fixtures").to_string_lossy(),
+        ],
+    );
+    let stdout = check(&out, "the new project's tests");
+    for test in ["saxpy_matches_the_host", "the_kernel_crates_own_test"] {
+        assert!(
+            stdout.contains(&format!("{test} ... ok")),
+            "{test}:\n{stdout}"
+        );
+    }
+    std::fs::write(&kernels_lib, kernels_source).unwrap();
+
     let again = cargo_offload(project.parent().unwrap(), &["new", "hello-offload"]);
     assert!(
         !again.status.success(),

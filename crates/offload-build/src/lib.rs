@@ -131,8 +131,8 @@ pub mod tooling {
     /// `cargo metadata`, read.
     pub mod metadata {
         pub use crate::metadata::{
-            HostCrate, KernelPackage, PackageSelection, host_crates, kernel_package,
-            workspace_archs, workspace_members,
+            HostCrate, KernelPackage, PackageSelection, host_crates, kernel_crates_to_test,
+            kernel_package, workspace_archs, workspace_members,
         };
     }
     /// The nested device builds.

@@ -188,6 +188,56 @@ pub fn host_crates(selection: &PackageSelection, cargo: Option<&Path>) -> Result
     Ok(out)
 }
 
+/// The packages to add to a `cargo test` of `selection` so that it tests the kernel crates of
+/// the host crates it selects too, where those are workspace members it leaves out. Cargo's
+/// own selection names one package at most when it names none, so where `selection` names
+/// no package, the packages it selects by default come first. Empty where nothing is left
+/// out (`--workspace` included): the command then stays as written.
+pub fn kernel_crates_to_test(
+    selection: &PackageSelection,
+    cargo: Option<&Path>,
+) -> Result<Vec<String>> {
+    if selection.workspace {
+        return Ok(Vec::new());
+    }
+    let meta = read_metadata(selection.manifest_path.as_deref(), cargo, false)?;
+    let chosen = selected(&meta, selection)?;
+    let mut names: Vec<String> = chosen
+        .iter()
+        .filter_map(|id| meta.package(id))
+        .map(|p| p.name.clone())
+        .collect();
+    let mut kernels: Vec<String> = Vec::new();
+    for pkg in chosen.iter().filter_map(|id| meta.package(id)) {
+        let runs_offload_build = pkg
+            .dependencies
+            .iter()
+            .any(|d| d.kind == DependencyKind::Build && d.name == "offload-build");
+        if !runs_offload_build {
+            continue;
+        }
+        for krate in host_package_in(&meta, pkg, &pkg.manifest_path, None)?.kernel_crates {
+            let member = meta
+                .workspace_members
+                .iter()
+                .filter_map(|id| meta.package(id))
+                .any(|p| p.manifest_path == krate.manifest_path);
+            if member && !names.contains(&krate.package) {
+                kernels.push(krate.package.clone());
+                names.push(krate.package);
+            }
+        }
+    }
+    if kernels.is_empty() {
+        return Ok(kernels);
+    }
+    if selection.packages.is_empty() {
+        Ok(names)
+    } else {
+        Ok(kernels)
+    }
+}
+
 /// The ids of the packages `selection` names.
 fn selected<'m>(meta: &'m Metadata, selection: &PackageSelection) -> Result<Vec<&'m str>> {
     if !selection.packages.is_empty() {

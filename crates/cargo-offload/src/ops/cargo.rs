@@ -25,7 +25,9 @@ use offload_build::tooling::json::{CargoMessage, JsonExt};
 use offload_tools::inspect::{InspectedImage, PtxasFallback, inspect_with};
 
 use super::build_status::{OFFLOAD_STATUS_DIR, StatusWatcher, Style};
-use super::command_line::{NativeGpus, canonical, cargo_flag_values};
+use super::command_line::{
+    NativeGpus, canonical, cargo_flag_values, package_selection, with_packages,
+};
 
 /// What `cargo offload` itself takes from a cargo command line, before `--`.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -94,6 +96,21 @@ pub fn run_cargo(
     let cargo = env
         .get_untracked("CARGO")
         .unwrap_or_else(|| "cargo".to_owned());
+    // `cargo test` of a host crate tests its kernel crates too (their host builds' tests),
+    // where they are members of the workspace. A workspace cargo cannot read is cargo's to
+    // report.
+    let tested;
+    let cargo_args = if subcommand == "test" {
+        let kernels = offload_build::tooling::metadata::kernel_crates_to_test(
+            &package_selection(cargo_args),
+            env.get_untracked("CARGO").map(PathBuf::from).as_deref(),
+        )
+        .unwrap_or_default();
+        tested = with_packages(cargo_args, &kernels);
+        &tested
+    } else {
+        cargo_args
+    };
     let mut cmd = Command::new(&cargo);
     cmd.arg(subcommand).args(cargo_args);
     if let Some(list) = canonical_list {

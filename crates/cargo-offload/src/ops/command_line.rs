@@ -2,11 +2,13 @@
 //! values of cargo's own options, and the architectures `native` stands for.
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 
 use anyhow::Result;
 use offload_build::OffloadArch;
 use offload_build::tooling::arch;
 use offload_build::tooling::env::NATIVE_NONE;
+use offload_build::tooling::metadata::PackageSelection;
 
 /// What `native` stands for: this machine's GPUs, probed through offload-rt's drivers at the
 /// first list naming `native`, once.
@@ -86,12 +88,67 @@ pub(super) fn cargo_flag_values(args: &[OsString], long: &str, short: Option<&st
     out
 }
 
+/// The packages cargo's arguments select (`--manifest-path`, `-p`, `--workspace`,
+/// `--exclude`), as `cargo metadata` is to be asked about them.
+pub(super) fn package_selection(cargo_args: &[OsString]) -> PackageSelection {
+    PackageSelection {
+        manifest_path: cargo_flag_values(cargo_args, "--manifest-path", None)
+            .pop()
+            .map(PathBuf::from),
+        packages: cargo_flag_values(cargo_args, "--package", Some("-p")),
+        workspace: cargo_args
+            .iter()
+            .take_while(|a| *a != "--")
+            .any(|a| a == "--workspace" || a == "--all"),
+        exclude: cargo_flag_values(cargo_args, "--exclude", None),
+    }
+}
+
+/// `cargo_args` with `-p NAME` for each of `packages`, before any `--`.
+pub(super) fn with_packages(cargo_args: &[OsString], packages: &[String]) -> Vec<OsString> {
+    let split = cargo_args
+        .iter()
+        .position(|a| a == "--")
+        .unwrap_or(cargo_args.len());
+    let mut out = cargo_args[..split].to_vec();
+    for name in packages {
+        out.push("-p".into());
+        out.push(name.into());
+    }
+    out.extend_from_slice(&cargo_args[split..]);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn os(v: &[&str]) -> Vec<OsString> {
         v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn packages_are_added_before_the_test_binaries_arguments() {
+        let names = ["app".to_owned(), "app-kernels".to_owned()];
+        assert_eq!(
+            with_packages(&os(&["--release", "--", "--nocapture"]), &names),
+            os(&[
+                "--release",
+                "-p",
+                "app",
+                "-p",
+                "app-kernels",
+                "--",
+                "--nocapture"
+            ])
+        );
+        assert_eq!(
+            with_packages(&os(&[]), &names[1..]),
+            os(&["-p", "app-kernels"])
+        );
+        let selection = package_selection(&os(&["-p", "app", "--", "--workspace"]));
+        assert_eq!(selection.packages, ["app"]);
+        assert!(!selection.workspace);
     }
 
     #[test]

@@ -793,8 +793,8 @@ impl Plan {
     }
 }
 
-/// Where to write kernels and how to launch one: the default template's `main.rs`, from the
-/// device to the launch and the copy back.
+/// Where to write kernels and how to launch one: the default template's `main.rs`, its
+/// launching function and the lines calling it.
 fn next_steps(main_rs: &str, kernels_lib: &str, dir: &Path) -> String {
     let mut text =
         format!("\nWrite kernels in {kernels_lib} and launch them from the host crate:\n\n");
@@ -822,20 +822,28 @@ fn next_steps(main_rs: &str, kernels_lib: &str, dir: &Path) -> String {
     text
 }
 
-/// The `use offload_rt` line of `main_rs`, a blank line, and its lines from the one opening
-/// the device to the one copying the result back, unindented.
+/// The `use offload_rt` line of `main_rs`, its function that launches the kernel (with its
+/// doc comment), and the lines of `run` that open the device and call that function,
+/// unindented; blank lines between.
 fn launch_snippet(main_rs: &str) -> Option<String> {
     let lines: Vec<&str> = main_rs.lines().collect();
     let import = lines.iter().find(|l| l.starts_with("use offload_rt"))?;
-    let first = lines.iter().position(|l| l.contains("Device::best"))?;
-    let last = first
-        + lines[first..]
-            .iter()
-            .position(|l| l.contains(".to_vec()"))?;
-    let indent = lines[first].len() - lines[first].trim_start().len();
+    let signature = lines.iter().position(|l| l.starts_with("fn saxpy("))?;
+    let first = lines[..signature]
+        .iter()
+        .rposition(|l| !l.starts_with("///"))
+        .map_or(0, |i| i + 1);
+    let last = signature + lines[signature..].iter().position(|l| *l == "}")?;
+    let device = lines.iter().find(|l| l.contains("Device::best()?"))?;
+    let call = lines.iter().find(|l| l.contains("= saxpy(&device"))?;
     let mut snippet = format!("{import}\n\n");
     for line in &lines[first..=last] {
-        snippet.push_str(line.get(indent..).unwrap_or(line.trim_start()));
+        snippet.push_str(line);
+        snippet.push('\n');
+    }
+    snippet.push('\n');
+    for line in [device, call] {
+        snippet.push_str(line.trim_start());
         snippet.push('\n');
     }
     Some(snippet)
@@ -1107,7 +1115,14 @@ unexpected_cfgs = { level = "warn", check-cfg = ['cfg(offload_device)'] }
             "{snippet}"
         );
         assert!(snippet.contains("app_kernels::saxpy.launch("), "{snippet}");
-        assert!(snippet.contains(".to_vec()?;"), "{snippet}");
+        assert!(
+            snippet.contains("Ok((dy.to_vec()?, report))\n}\n"),
+            "{snippet}"
+        );
+        assert!(
+            snippet.ends_with("let (out, report) = saxpy(&device, 2.0, &x, &y)?;\n"),
+            "{snippet}"
+        );
     }
 
     #[test]

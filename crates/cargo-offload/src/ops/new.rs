@@ -72,6 +72,10 @@ pub const TEMPLATES: &[Template] = &[
                 ".gitignore",
                 include_str!("../../templates/default/gitignore.tmpl"),
             ),
+            (
+                "README.md",
+                include_str!("../../templates/default/README.md.tmpl"),
+            ),
         ],
         created: "Created `{{name}}` (host crate) and `{{kernels_name}}` (kernel crate)",
     },
@@ -119,6 +123,10 @@ pub const TEMPLATES: &[Template] = &[
                 ".gitignore",
                 include_str!("../../templates/mixed/gitignore.tmpl"),
             ),
+            (
+                "README.md",
+                include_str!("../../templates/mixed/README.md.tmpl"),
+            ),
         ],
         created: "Created `{{name}}` (host crate, CUDA and HIP sources) and `{{kernels_name}}` (kernel crate)",
     },
@@ -145,6 +153,10 @@ pub const TEMPLATES: &[Template] = &[
             (
                 ".gitignore",
                 include_str!("../../templates/openmp/gitignore.tmpl"),
+            ),
+            (
+                "README.md",
+                include_str!("../../templates/openmp/README.md.tmpl"),
             ),
         ],
         created: "Created `{{name}}` (host crate calling C++ with OpenMP target offload)",
