@@ -1234,6 +1234,74 @@ fn device_build_diagnostics_are_shown_once_as_cargo_shows_them_and_as_json() {
     );
 }
 
+#[test]
+fn kernel_crate_mistakes_get_a_help_naming_what_kernels_use() {
+    let project = new_project(&["hello-mistakes"]);
+    let lib = project.join("kernels/src/lib.rs");
+    let main = project.join("src/main.rs");
+    let source = std::fs::read_to_string(&lib).unwrap();
+    let target = target_dir("e2e-fixtures");
+    let build = || {
+        cargo_offload_env(
+            &project,
+            &["build", "--target-dir", &target.to_string_lossy()],
+            &[("CARGO_TERM_COLOR", Some("never"))],
+        )
+    };
+
+    // A heap type in a kernel crate: rustc's error once, with what kernels use instead.
+    std::fs::write(
+        &lib,
+        format!("{source}\npub fn sizes(n: usize) -> usize {{ let v: Vec<u32> = Vec::new(); v.len() + n }}\n"),
+    )
+    .unwrap();
+    let out = build();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cannot find type `Vec` in this scope"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("= help: kernel crates are `no_std` and a device has no heap"),
+        "{stderr}"
+    );
+
+    // `#[kernel]` forgotten: its parameters' `#[len]` is unknown, and the host's `launch`
+    // error says what gives a function `launch`.
+    let unmarked = source.replace("#[kernel]\n", "");
+    std::fs::write(&lib, &unmarked).unwrap();
+    let out = build();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("= help: `#[len(…)]` is read by `#[kernel]`"),
+        "{stderr}"
+    );
+    std::fs::write(&lib, unmarked.replace("#[len(y.len())] ", "")).unwrap();
+    let out = build();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no method named `launch`"), "{stderr}");
+    assert!(
+        stderr.contains("= help: `launch` is what `#[kernel]` gives"),
+        "{stderr}"
+    );
+
+    // Nothing launches it either: the build succeeds, and says the crate has no kernel.
+    let main_source = std::fs::read_to_string(&main).unwrap();
+    std::fs::write(&main, "fn main() {}\n").unwrap();
+    let out = build();
+    check(&out, "a kernel crate without kernels");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("kernel crate `hello-mistakes-kernels` defines no kernel"),
+        "{stderr}"
+    );
+    std::fs::write(&main, main_source).unwrap();
+    std::fs::write(&lib, source).unwrap();
+}
+
 /// Whether `cargo build -v` output shows the package's build script running.
 fn build_script_ran(out: &Output) -> bool {
     String::from_utf8_lossy(&out.stderr)

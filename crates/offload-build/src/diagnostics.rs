@@ -9,6 +9,7 @@
 //! JSON messages for IDEs), or, under a plain `cargo build`, summed up as one `cargo:warning`
 //! each.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -83,6 +84,9 @@ pub(crate) fn record(arch: &str, messages: &[CargoMessage]) -> Vec<String> {
     let mut recorded = RECORDED.lock().unwrap_or_else(|e| e.into_inner());
     let mut texts = Vec::new();
     for message in messages.iter().filter(|m| m.is("compiler-message")) {
+        let mut message = message.clone();
+        add_help(&mut message);
+        let message = &message;
         if let Some(text) = rendered(message) {
             texts.push(text.to_owned());
         }
@@ -197,6 +201,152 @@ pub fn archs(message: &CargoMessage) -> Vec<&str> {
     message.json().strs_at(&[OFFLOAD_ARCHS_KEY])
 }
 
+/// Types and macros of `alloc` and `std` that kernel code reaches for and `core` lacks.
+const HEAP_TYPES: &[&str] = &[
+    "Vec", "String", "Box", "Rc", "Arc", "HashMap", "HashSet", "BTreeMap", "BTreeSet", "VecDeque",
+];
+const PRINT_MACROS: &[&str] = &["println", "print", "eprintln", "eprint", "dbg"];
+
+/// What to write instead, where rustc's own suggestion for a kernel crate's error leads
+/// nowhere: the `no_std` traps (`Vec`, `format!`, float math, `extern crate alloc`/`std`),
+/// and a kernel launched without `#[kernel]` or with the attribute shadowed by its module.
+/// `None` for every other diagnostic.
+pub fn help(message: &CargoMessage) -> Option<String> {
+    let text = message.json().str_at(&["message", "message"])?;
+    let quoted = |prefix: &str| -> Option<&str> {
+        text.strip_prefix(prefix)?
+            .strip_prefix('`')?
+            .split('`')
+            .next()
+    };
+    let no_heap = "kernel crates are `no_std` and a device has no heap: take buffers as \
+                   parameters (`&[T]` to read, `DisjointSlice<T>` to write), use fixed-size \
+                   arrays, or `shared_array!` for memory shared by a block";
+    let heap_type = quoted("failed to resolve: use of undeclared type ")
+        .or_else(|| quoted("cannot find type "))
+        .or_else(|| quoted("failed to resolve: use of undeclared crate or module "));
+    if heap_type.is_some_and(|t| HEAP_TYPES.contains(&t)) {
+        return Some(no_heap.to_owned());
+    }
+    if let Some(name) = quoted("cannot find macro ") {
+        return match name {
+            "vec" => Some(no_heap.to_owned()),
+            "format" | "write" | "writeln" => Some(
+                "kernel crates are `no_std`: there is no `String` to format into; \
+                 `device_println!` prints from a kernel with the same format strings"
+                    .to_owned(),
+            ),
+            _ if PRINT_MACROS.contains(&name) => Some(
+                "kernel crates are `no_std`: `offload_rt::device_println!` prints from a \
+                 kernel (on a GPU its output reaches the host's stdout after the launch)"
+                    .to_owned(),
+            ),
+            _ => None,
+        };
+    }
+    if let Some(method) = quoted("no method named ") {
+        let on_float = ["f32`", "f64`", "{float}`"]
+            .iter()
+            .any(|t| text.contains(&format!("found for type `{t}")));
+        if on_float {
+            return Some(format!(
+                "`core` has no `{method}` for floats (it is `std`'s, built on the C library): \
+                 `offload_rt::kernel::math` has the functions kernels can call on every \
+                 device: `sqrt`, `rsqrt`, `fma`, `exp`, `log`, `sin`, `cos`, `pow`, `floor`, \
+                 `abs`, `min`, `max`"
+            ));
+        }
+        if method == "launch" && text.contains("found for fn item") {
+            return Some(
+                "`launch` is what `#[kernel]` gives a function: mark it `#[kernel]` (from \
+                 `offload_rt`) in its kernel crate"
+                    .to_owned(),
+            );
+        }
+        return None;
+    }
+    if text.starts_with("no global memory allocator found")
+        || quoted("can't find crate for ") == Some("alloc")
+    {
+        return Some(format!(
+            "`extern crate alloc` is not for kernels: {}",
+            no_heap.trim_start_matches("kernel crates are `no_std` and ")
+        ));
+    }
+    if quoted("can't find crate for ") == Some("std") {
+        return Some(
+            "kernel crates are `#![no_std]` (GPUs have no `std`): use `core` and \
+             `offload_rt::kernel`, and keep `std` in the host crate"
+                .to_owned(),
+        );
+    }
+    if quoted("found duplicate lang item ") == Some("panic_impl") {
+        return Some(
+            "kernel crates are `#![no_std]` and offload-rt is their panic handler: \
+             `extern crate std` (or a dependency that uses `std`) brings a second one; use \
+             `core` and `offload_rt::kernel`, and keep `std` in the host crate"
+                .to_owned(),
+        );
+    }
+    if quoted("cannot find attribute ") == Some("len") {
+        return Some(
+            "`#[len(…)]` is read by `#[kernel]` from its function's parameters: is the \
+             function's `#[kernel]` missing?"
+                .to_owned(),
+        );
+    }
+    if quoted("cannot find attribute ") == Some("kernel") {
+        return Some(
+            "`use offload_rt::kernel::{self, …}` imports the module `kernel` only; the \
+             attribute is `offload_rt::kernel` too: import it as `offload_rt::kernel::kernel` \
+             (`use offload_rt::kernel::{kernel, …}`), or write `#[offload_rt::kernel]`"
+                .to_owned(),
+        );
+    }
+    None
+}
+
+/// Adds [`help`]'s line, if any, to a `compiler-message`: to its rendered text, as rustc
+/// renders a `= help:` note, and to its children, where an IDE reads it.
+pub fn add_help(message: &mut CargoMessage) {
+    let Some(text) = help(message) else {
+        return;
+    };
+    let Some(inner) = message.object_mut("message") else {
+        return;
+    };
+    let given = |child: &JsonValue| child.str_at(&["message"]) == Some(text.as_str());
+    if let Some(JsonValue::Array(children)) = inner.get("children")
+        && children.iter().any(given)
+    {
+        return;
+    }
+    if let Some(JsonValue::String(rendered)) = inner.get_mut("rendered") {
+        let body = rendered.trim_end_matches('\n');
+        let trailing = rendered.len() - body.len();
+        let label = if rendered.contains('\x1b') {
+            "\x1b[1m\x1b[94m= \x1b[0m\x1b[1mhelp\x1b[0m"
+        } else {
+            "= help"
+        };
+        *rendered = format!("{body}\n  {label}: {text}{}", "\n".repeat(trailing.max(1)));
+    }
+    if let Some(JsonValue::Array(children)) = inner.get_mut("children") {
+        let child: HashMap<String, JsonValue> = [
+            ("message", JsonValue::String(text)),
+            ("level", JsonValue::String("help".to_owned())),
+            ("spans", JsonValue::Array(Vec::new())),
+            ("children", JsonValue::Array(Vec::new())),
+            ("code", JsonValue::Null),
+            ("rendered", JsonValue::Null),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        children.push(JsonValue::Object(child));
+    }
+}
+
 /// `saxpy-kernels: device build (sm_80, gfx90a): warning: unused variable `x` at
 /// kernels/src/lib.rs:10:9`.
 fn summary_line(message: &CargoMessage, archs: &[String]) -> String {
@@ -252,6 +402,104 @@ mod tests {
         assert_eq!(
             summary_line(&recorded[0].message, &recorded[0].archs),
             "k: device build (sm_80, gfx90a): warning: unused variable: `x` at src/lib.rs:3:9"
+        );
+    }
+
+    fn error(text: &str) -> CargoMessage {
+        let mut message = warning("src/lib.rs", 2);
+        let inner = message.object_mut("message").unwrap();
+        inner.insert("level".into(), JsonValue::String("error".into()));
+        inner.insert("message".into(), JsonValue::String(text.into()));
+        inner.insert(
+            "rendered".into(),
+            JsonValue::String(format!("error: {text}\n --> src/lib.rs:2:9\n\n")),
+        );
+        inner.insert("children".into(), JsonValue::Array(Vec::new()));
+        message
+    }
+
+    /// rustc's own texts, from `no_std` kernel crates built for the host and for nvptx64.
+    #[test]
+    fn the_no_std_traps_get_a_help_naming_what_kernels_use() {
+        let cases = [
+            ("cannot find type `Vec` in this scope", "DisjointSlice<T>"),
+            (
+                "failed to resolve: use of undeclared type `String`",
+                "no heap",
+            ),
+            ("cannot find macro `vec` in this scope", "no heap"),
+            (
+                "cannot find macro `format` in this scope",
+                "device_println!",
+            ),
+            (
+                "cannot find macro `println` in this scope",
+                "device_println!",
+            ),
+            (
+                "no method named `sin` found for type `f64` in the current scope",
+                "offload_rt::kernel::math",
+            ),
+            (
+                "no method named `powf` found for type `f32` in the current scope",
+                "`pow`",
+            ),
+            (
+                "no global memory allocator found but one is required; link to std or add \
+                 `#[global_allocator]` to a static item that implements the GlobalAlloc trait",
+                "`extern crate alloc` is not for kernels",
+            ),
+            ("can't find crate for `alloc`", "`extern crate alloc`"),
+            ("can't find crate for `std`", "#![no_std]"),
+            ("found duplicate lang item `panic_impl`", "extern crate std"),
+            (
+                "no method named `launch` found for fn item `fn(f32) {saxpy}` in the current \
+                 scope",
+                "mark it `#[kernel]`",
+            ),
+            (
+                "cannot find attribute `len` in this scope",
+                "is the function's `#[kernel]` missing?",
+            ),
+            (
+                "cannot find attribute `kernel` in this scope",
+                "use offload_rt::kernel::{kernel, …}",
+            ),
+        ];
+        for (text, expected) in cases {
+            let help = help(&error(text)).unwrap_or_else(|| panic!("no help for {text}"));
+            assert!(help.contains(expected), "{text}: {help}");
+        }
+        for unrelated in [
+            "cannot find type `Foo` in this scope",
+            "no method named `len` found for type `u32` in the current scope",
+            "mismatched types",
+            "cannot find macro `my_macro` in this scope",
+        ] {
+            assert_eq!(help(&error(unrelated)), None, "{unrelated}");
+        }
+    }
+
+    #[test]
+    fn the_help_is_rendered_as_rustc_renders_one_and_given_once() {
+        let mut message = error("cannot find type `Vec` in this scope");
+        add_help(&mut message);
+        add_help(&mut message);
+        let rendered = rendered(&message).unwrap();
+        assert!(
+            rendered.starts_with(
+                "error: cannot find type `Vec` in this scope\n --> src/lib.rs:2:9\n  = help: \
+                 kernel crates are `no_std`"
+            ),
+            "{rendered}"
+        );
+        assert!(rendered.ends_with("`shared_array!` for memory shared by a block\n\n"));
+        assert_eq!(rendered.matches("= help").count(), 1, "{rendered}");
+        let children = message.json().at(&["message", "children"]).unwrap();
+        assert_eq!(children.as_array().map(<[JsonValue]>::len), Some(1));
+        assert_eq!(
+            children.as_array().unwrap()[0].str_at(&["level"]),
+            Some("help")
         );
     }
 }

@@ -5,6 +5,7 @@
 //! `serde_json`, which every host crate's first build would otherwise pay for (see the prebuilt
 //! bundles' cold build in BENCHMARKS.md).
 
+use std::collections::HashMap;
 use std::fmt;
 
 pub use tinyjson::JsonValue;
@@ -115,6 +116,17 @@ impl CargoMessage {
     pub fn insert(&mut self, key: &str, value: JsonValue) {
         if let JsonValue::Object(map) = &mut self.0 {
             map.insert(key.to_owned(), value);
+        }
+    }
+
+    /// The object under `key`, to change in place.
+    pub fn object_mut(&mut self, key: &str) -> Option<&mut HashMap<String, JsonValue>> {
+        match &mut self.0 {
+            JsonValue::Object(map) => match map.get_mut(key) {
+                Some(JsonValue::Object(inner)) => Some(inner),
+                _ => None,
+            },
+            _ => None,
         }
     }
 }

@@ -103,7 +103,8 @@ pub mod tooling {
     /// The device builds' diagnostics, handed to `cargo offload`.
     pub mod diagnostics {
         pub use crate::diagnostics::{
-            DIAGNOSTICS_FILE, OFFLOAD_MESSAGE_DIR, archs, identity, level, package_name, rendered,
+            DIAGNOSTICS_FILE, OFFLOAD_MESSAGE_DIR, add_help, archs, help, identity, level,
+            package_name, rendered,
         };
     }
     /// The environment the build reads.
@@ -395,6 +396,7 @@ impl Build {
             plan.as_ref(),
             &host.name,
         )?;
+        leave_out_kernel_crates_without_kernels(&env, &kernel_crates, &mut images);
         if let Some(plan) = &plan {
             let built = plan.build(&env, &archs)?;
             for path in &built.watch {
@@ -625,6 +627,31 @@ pub fn images_from_bundles_or_source(
         }
     }
     Ok(images)
+}
+
+/// Leaves out, with a warning, the images of each kernel crate that carry no kernel: a
+/// function without `#[kernel]` cannot be launched, so they would be embedded for nothing
+/// (and register with a runtime the program need not link).
+fn leave_out_kernel_crates_without_kernels(
+    env: &Env,
+    kernel_crates: &[KernelCrate],
+    images: &mut Vec<DeviceImage>,
+) {
+    for krate in kernel_crates {
+        let mut own = images
+            .iter()
+            .filter(|i| i.module == krate.lib_name)
+            .peekable();
+        if own.peek().is_some() && own.all(|i| i.kernels.is_empty()) {
+            env.warn(&format!(
+                "kernel crate `{}` defines no kernel, so none of its images is embedded: a \
+                 function is launched only if it is marked `#[kernel]` \
+                 (`#[offload_rt::kernel]`, or `use offload_rt::kernel::kernel`)",
+                krate.package
+            ));
+            images.retain(|i| i.module != krate.lib_name);
+        }
+    }
 }
 
 /// What relocatable CUDA/HIP sources give the kernel crate's link.

@@ -190,12 +190,11 @@ pub fn run_cargo(
                     writeln!(out, "{image}")?;
                 }
             } else {
-                if let Some(text) = message
-                    .as_ref()
-                    .filter(|m| m.is("compiler-message"))
-                    .and_then(diagnostics::rendered)
-                {
-                    eprint!("{text}");
+                if let Some(mut diagnostic) = message.clone().filter(|m| m.is("compiler-message")) {
+                    diagnostics::add_help(&mut diagnostic);
+                    if let Some(text) = diagnostics::rendered(&diagnostic) {
+                        eprint!("{text}");
+                    }
                 }
                 summaries.extend(message.as_ref().and_then(embedded_summary));
             }

@@ -97,6 +97,11 @@ mod slice;
 pub mod warp;
 
 pub use abi::{DeviceCopy, KernelScalar};
+/// The `#[kernel]` attribute ([`crate::kernel`](macro@crate::kernel)), here too, so that one
+/// `use offload_rt::kernel::{kernel, DisjointSlice, …}` brings the attribute with the device
+/// API: `use offload_rt::kernel::{self, …}` imports the module alone, and the attribute of the
+/// same name stays out of scope.
+pub use offload_macros::kernel;
 pub use print::Printable;
 #[doc(hidden)]
 pub use slice::SliceParam;
