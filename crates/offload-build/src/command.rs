@@ -128,6 +128,14 @@ pub fn run_with_hint(cmd: &mut Command, hint: &str) -> Result<Output, CommandErr
     }
 }
 
+/// Runs `cmd` to completion, capturing stdout and stderr, and returns its output whether it
+/// succeeded or not (its status tells).
+pub fn output(cmd: &mut Command) -> Result<Output, CommandError> {
+    cmd.stdin(Stdio::null())
+        .output()
+        .map_err(|source| spawn_error(CommandLine::of(cmd), source, ""))
+}
+
 /// Runs `cmd` with stderr passed through to the user's terminal (rustc diagnostics stay
 /// readable and coloured) and stdout captured.
 pub fn run_stderr_inherited(cmd: &mut Command) -> Result<Output, CommandError> {
@@ -149,16 +157,6 @@ pub fn output_stderr_inherited(cmd: &mut Command) -> Result<Output, CommandError
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .output()
-        .map_err(|source| spawn_error(CommandLine::of(cmd), source, ""))
-}
-
-/// Runs `cmd` with standard output and error passed through (a build script's `cargo:` lines
-/// written by a child reach cargo) and returns its exit status, successful or not.
-pub fn status_inherited(cmd: &mut Command) -> Result<std::process::ExitStatus, CommandError> {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::inherit())
-        .status()
         .map_err(|source| spawn_error(CommandLine::of(cmd), source, ""))
 }
 

@@ -186,7 +186,16 @@ pub fn link(
         eprintln!("running {}", command::CommandLine::of(&cmd));
     }
     let arch_names = crate::status::arch_list(archs);
-    let status = command::status_inherited(&mut cmd)?;
+    // Its `cargo:` lines are the build script's, given with the script's own.
+    let output = command::output_stderr_inherited(&mut cmd)?;
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        if line.starts_with("cargo:") {
+            crate::directives::emit(line.to_owned());
+        } else {
+            println!("{line}");
+        }
+    }
+    let status = output.status;
     let diagnostics = work.path().join(DIAGNOSTICS);
     if let Ok(text) = std::fs::read_to_string(&diagnostics) {
         for message in text.lines().filter_map(CargoMessage::parse) {

@@ -10,6 +10,7 @@
 //! each.
 
 use std::collections::HashMap;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -78,30 +79,85 @@ fn primary_span(message: &CargoMessage) -> Option<SpanStart<'_>> {
     })
 }
 
-/// Records the `compiler-message`s among a nested build's JSON messages (for `arch`), and
-/// returns the rendered text of each, for a failed build to show.
-pub(crate) fn record(arch: &str, messages: &[CargoMessage]) -> Vec<String> {
+/// Records the `compiler-message`s among a nested build's JSON messages, for `arch` (the
+/// architectures the build serves, comma-separated).
+pub(crate) fn record(arch: &str, messages: &[CargoMessage]) {
     let mut recorded = RECORDED.lock().unwrap_or_else(|e| e.into_inner());
-    let mut texts = Vec::new();
     for message in messages.iter().filter(|m| m.is("compiler-message")) {
         let mut message = message.clone();
         add_help(&mut message);
         let message = &message;
-        if let Some(text) = rendered(message) {
-            texts.push(text.to_owned());
-        }
         let id = identity(message);
+        let archs = arch.split(", ").map(str::to_owned);
         match recorded.iter_mut().find(|r| r.id == id) {
-            Some(r) if !r.archs.iter().any(|a| a == arch) => r.archs.push(arch.to_owned()),
-            Some(_) => {}
+            Some(r) => {
+                for arch in archs {
+                    if !r.archs.contains(&arch) {
+                        r.archs.push(arch);
+                    }
+                }
+            }
             None => recorded.push(Recorded {
                 id,
                 message: message.clone(),
-                archs: vec![arch.to_owned()],
+                archs: archs.collect(),
             }),
         }
     }
-    texts
+}
+
+/// Why a nested build failed, for its error: where rustc's errors are when it gave some (no
+/// `cargo_stderr` left), else what cargo said and the command to run it by hand.
+pub fn failure_reason(cargo_stderr: &str, command: &str) -> String {
+    let said = cargo_stderr.trim();
+    if said.is_empty() {
+        "rustc's errors are shown above".to_owned()
+    } else {
+        format!("cargo says:\n{said}\n  command: {command}")
+    }
+}
+
+/// A device build's diagnostic as rustc renders it, with a note naming the architectures
+/// whose builds gave it (rustc's colours where `rendered` has them).
+pub fn with_archs_note(rendered: &str, package: &str, archs: &[&str]) -> String {
+    let note = format!(
+        "in the device build of `{package}` for {}",
+        archs.join(", ")
+    );
+    with_line(rendered, "note", &note)
+}
+
+/// `rendered` with a `= {kind}: {text}` line after it, in rustc's layout: under the gutter of
+/// its code lines (one `|` line between), its trailing newlines kept, and rustc's colours
+/// where `rendered` has them.
+fn with_line(rendered: &str, kind: &str, text: &str) -> String {
+    let body = rendered.trim_end_matches('\n');
+    let trailing = rendered.len() - body.len();
+    // The gutter is one column wider than the ` --> file:line:col` line's indent.
+    let pad = body
+        .lines()
+        .find(|l| l.contains("--> "))
+        .map_or(1, |l| l.len() - l.trim_start_matches(' ').len())
+        + 1;
+    let pad = " ".repeat(pad);
+    let (bar, label) = if body.contains('\x1b') {
+        (
+            "\x1b[1m\x1b[94m|\x1b[0m".to_owned(),
+            format!("\x1b[1m\x1b[94m= \x1b[0m\x1b[1m{kind}\x1b[0m"),
+        )
+    } else {
+        ("|".to_owned(), format!("= {kind}"))
+    };
+    let last = body.lines().last().unwrap_or("").trim();
+    let separator = if last == "|" || last.ends_with("|\x1b[0m") || last.contains("= ") {
+        String::new()
+    } else {
+        format!("\n{pad}{bar}")
+    };
+    format!(
+        "{body}{separator}\n{pad}{label}: {text}{}",
+        "\n".repeat(trailing.max(1))
+    )
 }
 
 /// Takes what `record` gathered, each message with the architectures that gave it under
@@ -160,6 +216,23 @@ pub fn report(env: &Env) {
     if recorded.is_empty() {
         return;
     }
+    // Errors fail the build: shown once each here, on the script's stderr, which cargo shows
+    // (and `cargo offload` leaves to it) in its report of the failure.
+    let mut err = std::io::stderr().lock();
+    for r in recorded
+        .iter()
+        .filter(|r| level(&r.message) == Some("error"))
+    {
+        if let Some(text) = rendered(&r.message) {
+            let archs: Vec<&str> = r.archs.iter().map(String::as_str).collect();
+            let _ = write!(
+                err,
+                "{}",
+                with_archs_note(text, package_name(&r.message), &archs)
+            );
+        }
+    }
+    drop(err);
     if let Some(dir) = env.get_untracked(OFFLOAD_MESSAGE_DIR) {
         let written =
             crate::fsutil::append_for_this_process(Path::new(&dir), "jsonl", text.as_bytes());
@@ -322,14 +395,7 @@ pub fn add_help(message: &mut CargoMessage) {
         return;
     }
     if let Some(JsonValue::String(rendered)) = inner.get_mut("rendered") {
-        let body = rendered.trim_end_matches('\n');
-        let trailing = rendered.len() - body.len();
-        let label = if rendered.contains('\x1b') {
-            "\x1b[1m\x1b[94m= \x1b[0m\x1b[1mhelp\x1b[0m"
-        } else {
-            "= help"
-        };
-        *rendered = format!("{body}\n  {label}: {text}{}", "\n".repeat(trailing.max(1)));
+        *rendered = with_line(rendered, "help", &text);
     }
     if let Some(JsonValue::Array(children)) = inner.get_mut("children") {
         let child: HashMap<String, JsonValue> = [
@@ -388,8 +454,7 @@ mod tests {
     fn one_diagnostic_of_several_architectures_is_reported_once_naming_them() {
         RECORDED.lock().unwrap().clear();
         let artifact = CargoMessage::parse(r#"{"reason": "compiler-artifact"}"#).unwrap();
-        let rendered = record("sm_80", &[warning("src/lib.rs", 3), artifact]);
-        assert_eq!(rendered.len(), 1);
+        record("sm_80", &[warning("src/lib.rs", 3), artifact]);
         record(
             "gfx90a",
             &[warning("src/lib.rs", 3), warning("src/lib.rs", 4)],
@@ -488,7 +553,7 @@ mod tests {
         let rendered = rendered(&message).unwrap();
         assert!(
             rendered.starts_with(
-                "error: cannot find type `Vec` in this scope\n --> src/lib.rs:2:9\n  = help: \
+                "error: cannot find type `Vec` in this scope\n --> src/lib.rs:2:9\n  |\n  = help: \
                  kernel crates are `no_std`"
             ),
             "{rendered}"
@@ -500,6 +565,19 @@ mod tests {
         assert_eq!(
             children.as_array().unwrap()[0].str_at(&["level"]),
             Some("help")
+        );
+    }
+
+    /// rustc's layout: the note under the gutter of a two-digit line number, after a `|`.
+    #[test]
+    fn the_note_of_architectures_stands_under_rustcs_gutter() {
+        let rendered = "error[E0308]: mismatched types\n  --> k/src/lib.rs:20:26\n   |\n20 | \
+                        fn f() -> u32 { \"no\" }\n   |                 ^^^^ expected `u32`\n\n";
+        assert_eq!(
+            with_archs_note(rendered, "k", &["sm_80", "host"]),
+            "error[E0308]: mismatched types\n  --> k/src/lib.rs:20:26\n   |\n20 | fn f() -> \
+             u32 { \"no\" }\n   |                 ^^^^ expected `u32`\n   |\n   = note: in the \
+             device build of `k` for sm_80, host\n\n"
         );
     }
 }

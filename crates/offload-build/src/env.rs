@@ -43,7 +43,7 @@ impl Env {
     /// Reads `name`, declaring it to Cargo when running inside a build script.
     pub fn get(&self, name: &str) -> Option<String> {
         if self.build_script {
-            println!("cargo:rerun-if-env-changed={name}");
+            crate::directives::emit(format!("cargo:rerun-if-env-changed={name}"));
         }
         self.get_untracked(name)
     }
@@ -65,11 +65,11 @@ impl Env {
     }
 
     /// Reports a warning: in a build script as `cargo:warning=` (cargo shows it once per
-    /// line), elsewhere on stderr.
+    /// line; held until the build ends, see `directives`), elsewhere on stderr.
     pub fn warn(&self, message: &str) {
         for line in message.lines() {
             if self.build_script {
-                println!("cargo:warning={line}");
+                crate::directives::emit(format!("cargo:warning={line}"));
             } else {
                 eprintln!("warning: {line}");
             }

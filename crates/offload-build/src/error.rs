@@ -191,18 +191,15 @@ pub enum Error {
         reason: String,
     },
 
-    /// The nested cargo build of a kernel crate failed; rustc's diagnostics were printed before.
-    #[error(
-        "the device build of `{krate}` for {arch} failed; rustc's diagnostics are above. \
-         Command: {command}"
-    )]
+    /// The nested cargo build of a kernel crate failed; rustc's errors are shown before.
+    #[error("the device build of `{krate}` for {arch} failed: {why}")]
     DeviceBuild {
         /// The kernel crate's name.
         krate: String,
-        /// The offload architecture it was built for.
+        /// The offload architectures it was built for.
         arch: String,
-        /// The cargo command line, for running it by hand.
-        command: String,
+        /// Where rustc's errors are, or cargo's own words and the command.
+        why: String,
     },
 
     /// A nested device build succeeded but left no file of the kind expected.

@@ -46,6 +46,7 @@ mod command;
 mod device_link;
 mod device_linker;
 mod diagnostics;
+mod directives;
 mod embed;
 mod env;
 mod error;
@@ -103,8 +104,8 @@ pub mod tooling {
     /// The device builds' diagnostics, handed to `cargo offload`.
     pub mod diagnostics {
         pub use crate::diagnostics::{
-            DIAGNOSTICS_FILE, OFFLOAD_MESSAGE_DIR, add_help, archs, help, identity, level,
-            package_name, rendered,
+            DIAGNOSTICS_FILE, OFFLOAD_MESSAGE_DIR, add_help, archs, identity, level, package_name,
+            rendered, with_archs_note,
         };
     }
     /// The environment the build reads.
@@ -287,7 +288,7 @@ impl Build {
         match self.try_compile() {
             Ok(out) => out,
             Err(e) => {
-                eprintln!("\nerror[{}]: offload build failed: {e}", e.code());
+                eprintln!("error[{}]: offload build failed: {e}", e.code());
                 let mut source = std::error::Error::source(&e);
                 while let Some(s) = source {
                     eprintln!("  caused by: {s}");
@@ -303,8 +304,12 @@ impl Build {
     pub fn try_compile(&self) -> Result<BuildOutput> {
         fsutil::restrict_umask();
         let env = Env::detect();
+        if env.build_script {
+            directives::hold();
+        }
         let result = self.build(&env);
         diagnostics::report(&env);
+        directives::release(result.is_ok());
         result
     }
 
@@ -348,18 +353,18 @@ impl Build {
         };
         for krate in &kernel_crates {
             for path in &krate.watch {
-                println!("cargo:rerun-if-changed={}", path.display());
+                directives::emit(format!("cargo:rerun-if-changed={}", path.display()));
             }
             // Only an existing path: cargo reruns the script every time for a missing one.
             let bundle = prebuilt::bundle_path(krate);
             if bundle.is_file() {
-                println!("cargo:rerun-if-changed={}", bundle.display());
+                directives::emit(format!("cargo:rerun-if-changed={}", bundle.display()));
             }
         }
-        println!("cargo:rerun-if-changed=build.rs");
+        directives::emit("cargo:rerun-if-changed=build.rs".to_owned());
         // The host's `[package.metadata.offload]` (its `arch` list) is read from here: an edit
         // must rerun the script, which declaring any file stops cargo from assuming.
-        println!("cargo:rerun-if-changed={}", manifest.display());
+        directives::emit(format!("cargo:rerun-if-changed={}", manifest.display()));
 
         let offload_dir = target_dir_of(&out_dir)
             .unwrap_or_else(|| host.target_directory.clone())
@@ -400,11 +405,11 @@ impl Build {
         if let Some(plan) = &plan {
             let built = plan.build(&env, &archs)?;
             for path in &built.watch {
-                println!("cargo:rerun-if-changed={}", path.display());
+                directives::emit(format!("cargo:rerun-if-changed={}", path.display()));
             }
             if let Some(lib) = &built.openmp {
                 for line in lib.cargo_directives() {
-                    println!("{line}");
+                    directives::emit(line);
                 }
             }
             images.extend(built.images);
@@ -429,11 +434,14 @@ impl Build {
             );
             let lib =
                 embed::build_embedding_library(&out_dir, &host.name, &bundle, &rustc, &target)?;
-            println!("cargo:rustc-link-search=native={}", lib.dir.display());
-            println!(
+            directives::emit(format!(
+                "cargo:rustc-link-search=native={}",
+                lib.dir.display()
+            ));
+            directives::emit(format!(
                 "cargo:rustc-link-lib=static:+whole-archive={}",
                 lib.link_name
-            );
+            ));
         }
         Ok(BuildOutput {
             archs,
@@ -452,10 +460,10 @@ impl Build {
         out_dir: &Path,
         archs: Vec<OffloadArch>,
     ) -> Result<BuildOutput> {
-        println!(
+        directives::emit(format!(
             "cargo:rerun-if-changed={}",
             out_dir.join("device-images-not-built").display()
-        );
+        ));
         env.warn(&format!(
             "{host}: checking only, so no device images were built (kernels type-check as \
              host code); `cargo build` builds them"
@@ -505,7 +513,7 @@ impl Build {
         }
         let linked = plan.build_linked(env, archs)?;
         for path in &linked.watch {
-            println!("cargo:rerun-if-changed={}", path.display());
+            directives::emit(format!("cargo:rerun-if-changed={}", path.display()));
         }
         build_images_linked(env, kernel_crates, archs, offload_dir, &linked)
     }

@@ -279,28 +279,44 @@ pub fn rustc_llvm_major(version_output: &str) -> Option<u32> {
 
 /// Runs a nested cargo build whose command asks for `--message-format=json` (before its `--`)
 /// and returns cargo's JSON messages. Its diagnostics are recorded for
-/// [`diagnostics::report`](crate::diagnostics::report), once across architectures; when it
-/// fails they are also printed to stderr, which cargo shows for a failed build script.
+/// [`diagnostics::report`](crate::diagnostics::report), which shows each once with the
+/// architectures (`arch`, a comma-separated list for a build that serves several) that gave
+/// it. A failure's error carries cargo's own stderr only where rustc gave no error (a
+/// manifest cargo cannot read, a dependency it cannot fetch): its status lines and lock
+/// waits are noise beside rustc's errors.
 pub fn run_json(
     cmd: &mut Command,
     arch: &str,
 ) -> std::result::Result<Vec<CargoMessage>, CommandError> {
-    let output = command::output_stderr_inherited(cmd)?;
+    let output = command::output(cmd)?;
     let messages: Vec<CargoMessage> = String::from_utf8_lossy(&output.stdout)
         .lines()
         .filter_map(CargoMessage::parse)
         .collect();
-    let rendered = crate::diagnostics::record(arch, &messages);
+    crate::diagnostics::record(arch, &messages);
     if output.status.success() {
         return Ok(messages);
     }
-    for text in rendered {
-        eprint!("{text}");
-    }
+    let rustc_errors = messages
+        .iter()
+        .any(|m| m.is("compiler-message") && crate::diagnostics::level(m) == Some("error"));
+    let stderr = if rustc_errors {
+        String::new()
+    } else {
+        String::from_utf8_lossy(&output.stderr)
+            .lines()
+            .filter(|line| {
+                !line
+                    .trim_start()
+                    .starts_with("Blocking waiting for file lock")
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
     Err(CommandError::Failed {
         command: command::CommandLine::of(cmd),
         status: output.status,
-        stderr: String::new(),
+        stderr,
     })
 }
 
@@ -316,11 +332,11 @@ pub fn run_for_artifacts(
     let line = command::CommandLine::of(&cmd).to_string();
     let messages = match run_json(&mut cmd, arch) {
         Ok(messages) => messages,
-        Err(CommandError::Failed { .. }) => {
+        Err(CommandError::Failed { stderr, .. }) => {
             return Err(Error::DeviceBuild {
                 krate: krate.to_owned(),
                 arch: arch.to_owned(),
-                command: line,
+                why: crate::diagnostics::failure_reason(&stderr, &line),
             });
         }
         Err(e) => return Err(e.into()),

@@ -217,7 +217,7 @@ pub fn run_cargo(
                 .iter()
                 .filter(|m| diagnostics::level(m) == Some("warning"))
             {
-                write_device_diagnostic(&mut err, message, &style)?;
+                write_device_diagnostic(&mut err, message)?;
             }
         }
         if status.as_ref().is_ok_and(|s| s.success()) && !summaries.is_empty() {
@@ -275,23 +275,17 @@ fn device_messages(
 
 /// A device build's diagnostic as cargo prints a host one, with a note naming the
 /// architectures whose builds gave it.
-fn write_device_diagnostic(
-    err: &mut impl Write,
-    message: &CargoMessage,
-    style: &Style,
-) -> std::io::Result<()> {
+fn write_device_diagnostic(err: &mut impl Write, message: &CargoMessage) -> std::io::Result<()> {
     let Some(rendered) = diagnostics::rendered(message) else {
         return Ok(());
     };
+    let package = diagnostics::package_name(message);
     let archs = diagnostics::archs(message);
-    let krate = diagnostics::package_name(message);
-    let note = format!("in the device build of `{krate}` for {}", archs.join(", "));
-    let note = if style.color {
-        format!("\x1b[1m\x1b[94m= \x1b[0m\x1b[1mnote\x1b[0m: {note}")
-    } else {
-        format!("= note: {note}")
-    };
-    writeln!(err, "{}\n  {note}\n", rendered.trim_end())
+    write!(
+        err,
+        "{}",
+        diagnostics::with_archs_note(rendered, package, &archs)
+    )
 }
 
 /// Whether any of `flags` (or `flag=…`) stands among the arguments before `--`.
