@@ -15,14 +15,10 @@ use crate::image::DeviceImage;
 use crate::metadata::KernelCrate;
 use crate::nested;
 
-/// Builds `krate` for the CPU device, in `target_dir` (a directory of its own).
-pub fn build(env: &Env, krate: &KernelCrate, target_dir: &Path) -> Result<DeviceImage> {
-    build_linked(env, krate, target_dir, None)
-}
-
-/// [`build`], the image linked with the static library `library` (directory, link name): the
+/// Builds `krate` for the CPU device, in `target_dir` (a directory of its own), the image
+/// linked with the static library `library` (directory, link name) where there is one: the
 /// host side of relocatable CUDA/HIP sources.
-pub fn build_linked(
+pub fn build(
     env: &Env,
     krate: &KernelCrate,
     target_dir: &Path,

@@ -58,6 +58,7 @@ mod json;
 mod metadata;
 mod nested;
 mod parallel;
+mod plan;
 mod prebuilt;
 mod status;
 
@@ -67,7 +68,15 @@ mod status;
 /// [`Build`].
 #[doc(hidden)]
 pub mod tooling {
-    pub use crate::{build_images, build_images_linked, images_from_bundles_or_source};
+    pub use crate::{build_images, images_from_bundles_or_source};
+
+    /// The build plan: the action graph a build executes and `--print-phases` draws.
+    pub mod plan {
+        pub use crate::plan::{
+            BuildPlan, BuildRequest, CompileTarget, DeviceLink, ImageSource, LinkOutputs,
+            NestedCompile, PlannedCrate,
+        };
+    }
 
     /// Offload architectures: parsing lists, the host triple.
     pub mod arch {
@@ -124,7 +133,7 @@ pub mod tooling {
     }
     /// The CPU device's image.
     pub mod host_device {
-        pub use crate::host_device::{build, build_linked};
+        pub use crate::host_device::build;
     }
     /// Cargo's JSON messages.
     pub mod json {
@@ -144,8 +153,8 @@ pub mod tooling {
     /// Kernel crates' prebuilt bundles.
     pub mod prebuilt {
         pub use crate::prebuilt::{
-            Decision, KEY_HASH, KEY_INPUTS, KEY_PRODUCER, KEY_TOOLCHAIN, PREBUILT_DIR, Policy,
-            bundle_path, decide, read_bundle, source_hash, toolchain_identity, write_bundle,
+            KEY_HASH, KEY_INPUTS, KEY_PRODUCER, KEY_TOOLCHAIN, PREBUILT_DIR, Policy, bundle_path,
+            read_bundle, source_hash, toolchain_identity, write_bundle,
         };
     }
     /// The build scripts' status lines.
@@ -162,6 +171,7 @@ pub use image::DeviceImage;
 pub use metadata::{KernelCrate, SourcePackage};
 
 use env::Env;
+use plan::{BuildPlan, BuildRequest, CompileTarget};
 
 /// Builds and embeds the device images of a host crate. See the crate documentation.
 #[derive(Debug, Clone, Default)]
@@ -515,7 +525,15 @@ impl Build {
         for path in &linked.watch {
             directives::emit(format!("cargo:rerun-if-changed={}", path.display()));
         }
-        build_images_linked(env, kernel_crates, archs, offload_dir, &linked)
+        build_images(
+            env,
+            &BuildRequest {
+                kernel_crates,
+                archs,
+                offload_dir,
+                linked: Some(&linked),
+            },
+        )
     }
 
     fn resolve_archs(&self, env: &Env, host: &metadata::HostPackage) -> Result<Vec<OffloadArch>> {
@@ -573,7 +591,8 @@ impl Build {
 }
 
 /// Every kernel crate's images: from its prebuilt bundle where that serves (see `prebuilt`),
-/// else built from source. Images come back crate by crate, each in architecture order.
+/// else built from source, as one [`BuildPlan`] decides. Images come back crate by crate,
+/// each in architecture order.
 pub fn images_from_bundles_or_source(
     env: &Env,
     kernel_crates: &[KernelCrate],
@@ -592,49 +611,8 @@ pub fn images_from_bundles_or_source(
                 && nested::nightly_usable(env))
         })
     };
-    let mut from_bundle: Vec<Option<Vec<DeviceImage>>> = Vec::with_capacity(kernel_crates.len());
-    let mut to_build = Vec::new();
-    for krate in kernel_crates {
-        match prebuilt::decide(krate, archs, policy, &can_build)? {
-            prebuilt::Decision::Use(images) => {
-                status::status(
-                    env,
-                    "Prebuilt",
-                    &format!(
-                        "kernels {} ({})",
-                        krate.package,
-                        prebuilt::bundle_path(krate).display()
-                    ),
-                );
-                from_bundle.push(Some(images));
-            }
-            prebuilt::Decision::BuildFromSource(why) => {
-                if let Some(why) = why {
-                    env.warn(&why);
-                }
-                from_bundle.push(None);
-                to_build.push(krate.clone());
-            }
-        }
-    }
-    let mut built = if to_build.is_empty() {
-        Vec::new()
-    } else {
-        build_images(env, &to_build, archs, offload_dir)?
-    };
-    let mut images = Vec::new();
-    for (krate, bundled) in kernel_crates.iter().zip(from_bundle) {
-        match bundled {
-            Some(bundled) => images.extend(bundled),
-            None => {
-                let (mine, rest): (Vec<_>, Vec<_>) =
-                    built.into_iter().partition(|i| i.module == krate.lib_name);
-                images.extend(mine);
-                built = rest;
-            }
-        }
-    }
-    Ok(images)
+    let plan = BuildPlan::new(kernel_crates, archs, policy, &can_build)?;
+    execute(env, plan, offload_dir, None)
 }
 
 /// Leaves out, with a warning, the images of each kernel crate that carry no kernel: a
@@ -676,29 +654,75 @@ fn target_dir_of(out_dir: &Path) -> Option<PathBuf> {
         .map(Path::to_owned)
 }
 
-/// Builds every (kernel crate, architecture) pair, at most as many jobs at once as there are
-/// cores. Images come back in (crate, architecture) order.
-pub fn build_images(
-    env: &Env,
-    kernel_crates: &[KernelCrate],
-    archs: &[OffloadArch],
-    offload_dir: &Path,
-) -> Result<Vec<DeviceImage>> {
-    build_images_linked(env, kernel_crates, archs, offload_dir, &Default::default())
-}
-
-/// [`build_images`], each image device-linked with `linked` (relocatable CUDA/HIP sources).
+/// Builds every (kernel crate, architecture) pair of `request` from source, each image
+/// device-linked with its relocatable CUDA/HIP sources, at most as many jobs at once as there
+/// are cores. Images come back in (crate, architecture) order.
 ///
 /// With the `llvm` feature each architecture is one job, linked in this process. Without it,
 /// each GPU triple is one job, whose architectures one `cargo-offload-device` process links
 /// per kernel crate (`device_linker`); the CPU device is built here either way.
-pub fn build_images_linked(
+pub fn build_images(env: &Env, request: &BuildRequest<'_>) -> Result<Vec<DeviceImage>> {
+    let plan = BuildPlan::from_source(request.kernel_crates, request.archs)?;
+    execute(env, plan, request.offload_dir, request.linked)
+}
+
+/// Carries out `plan`: each crate's bundle images taken, or its notes shown and it built
+/// through the plan's compiles and links. Images come back crate by crate, each in
+/// architecture order.
+fn execute(
     env: &Env,
+    plan: BuildPlan,
+    offload_dir: &Path,
+    linked: Option<&LinkedSources>,
+) -> Result<Vec<DeviceImage>> {
+    for planned in &plan.kernel_crates {
+        match &planned.source {
+            plan::ImageSource::Prebuilt { bundle, .. } => status::status(
+                env,
+                "Prebuilt",
+                &format!("kernels {} ({})", planned.krate.package, bundle.display()),
+            ),
+            plan::ImageSource::FromSource { note } => {
+                if let Some(note) = note {
+                    env.warn(note);
+                }
+            }
+        }
+    }
+    let to_build: Vec<KernelCrate> = plan.crates_from_source().cloned().collect();
+    let mut built = if to_build.is_empty() {
+        Vec::new()
+    } else {
+        let empty = LinkedSources::default();
+        build_from_source(env, &plan, &to_build, offload_dir, linked.unwrap_or(&empty))?
+    };
+    let mut images = Vec::new();
+    for planned in plan.kernel_crates {
+        match planned.source {
+            plan::ImageSource::Prebuilt {
+                images: bundled, ..
+            } => images.extend(bundled),
+            plan::ImageSource::FromSource { .. } => {
+                let (mine, rest): (Vec<_>, Vec<_>) = built
+                    .into_iter()
+                    .partition(|i| i.module == planned.krate.lib_name);
+                images.extend(mine);
+                built = rest;
+            }
+        }
+    }
+    Ok(images)
+}
+
+/// Runs the compiles and links of `plan` for `kernel_crates`.
+fn build_from_source(
+    env: &Env,
+    plan: &BuildPlan,
     kernel_crates: &[KernelCrate],
-    archs: &[OffloadArch],
     offload_dir: &Path,
     linked: &LinkedSources,
 ) -> Result<Vec<DeviceImage>> {
+    let archs = &plan.archs;
     nested::check_toolchain(env, archs)?;
     let gpu = archs.iter().any(|a| !matches!(a, OffloadArch::Host));
     let linker = if gpu && !cfg!(feature = "llvm") {
@@ -713,39 +737,36 @@ pub fn build_images_linked(
             &format!("kernels {} ({})", krate.package, status::arch_list(archs)),
         );
     }
-    // One nested build per GPU triple serves every architecture of it (the device link picks
-    // the architecture), so the architectures of a triple share a target directory.
-    let dir_of = |arch: &OffloadArch| match arch {
-        OffloadArch::Host => offload_dir.join(arch.file_stem()),
-        OffloadArch::Nvptx(_) | OffloadArch::Amdgcn(_) => offload_dir.join(arch.triple()),
-    };
-    // Each job: the indices of its architectures. In-process, one job per architecture, the
-    // first of each triple scheduled first, so that different triples build in parallel while
-    // cargo's lock serializes the builds of one (all but the first find it fresh); through
-    // the device link process, one job per triple.
+    let is_gpu =
+        |compile: usize| matches!(plan.compiles[compile].target, CompileTarget::Gpu { .. });
+    // Each job: the indices of its links. In-process, one job per link, the first of each
+    // compile scheduled first, so that different triples build in parallel while cargo's
+    // lock serializes the builds of one (all but the first find it fresh); through the device
+    // link process, one job per GPU compile.
     let mut units: Vec<Vec<usize>> = Vec::new();
-    for (i, arch) in archs.iter().enumerate() {
-        let together = linker.is_some() && !matches!(arch, OffloadArch::Host);
+    for (i, link) in plan.links.iter().enumerate() {
+        let together = linker.is_some() && is_gpu(link.compile);
         match units
             .iter_mut()
-            .find(|u| together && dir_of(&archs[u[0]]) == dir_of(arch))
+            .find(|u| together && plan.links[u[0]].compile == link.compile)
         {
             Some(unit) => unit.push(i),
             None => units.push(vec![i]),
         }
     }
     units.sort_by_key(|u| {
-        archs[..u[0]]
+        plan.links[..u[0]]
             .iter()
-            .any(|a| dir_of(a) == dir_of(&archs[u[0]]))
+            .any(|l| l.compile == plan.links[u[0]].compile)
     });
     let results = parallel::map(&units, |unit| {
-        let unit_archs: Vec<OffloadArch> = unit.iter().map(|&i| archs[i]).collect();
-        let target_dir = dir_of(&unit_archs[0]);
+        let unit_archs: Vec<OffloadArch> = unit.iter().map(|&i| plan.links[i].arch).collect();
+        let compile = plan.links[unit[0]].compile;
+        let target_dir = offload_dir.join(&plan.compiles[compile].dir_name);
         kernel_crates
             .iter()
-            .map(|k| match (&linker, unit_archs[0]) {
-                (Some(linker), OffloadArch::Nvptx(_) | OffloadArch::Amdgcn(_)) => {
+            .map(|k| match &linker {
+                Some(linker) if is_gpu(compile) => {
                     device_linker::link(env, linker, k, &unit_archs, &target_dir, linked)
                 }
                 _ => build_one(env, k, &unit_archs[0], &target_dir, linked),
@@ -792,7 +813,7 @@ fn build_one(
     linked: &LinkedSources,
 ) -> Result<Vec<DeviceImage>> {
     match arch {
-        OffloadArch::Host => Ok(vec![host_device::build_linked(
+        OffloadArch::Host => Ok(vec![host_device::build(
             env,
             krate,
             target_dir,
@@ -808,7 +829,7 @@ fn build_one(
         }
         #[cfg(not(feature = "llvm"))]
         OffloadArch::Nvptx(_) | OffloadArch::Amdgcn(_) => {
-            // GPU architectures go to the device link process (`build_images_linked`).
+            // GPU architectures go to the device link process (`build_from_source`).
             let linker = device_linker::find(env)?;
             device_linker::link(
                 env,

@@ -248,7 +248,7 @@ fn device_api_of_offload_rt_on_both_gpus() {
         let target = GpuTarget::parse(arch).unwrap();
         let dir = target_dir().join(format!("reduce-{}", target.triple()));
         let inputs = device_link::device_inputs(&env, &manifest, &target, &dir).unwrap();
-        let images = device_link::gpu_images(&inputs, &target).unwrap();
+        let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         for image in &images {
             assert!(
                 image.kernels.iter().any(|k| k == "block_sum"),
@@ -342,7 +342,7 @@ fn amdgpu_machine_code_of_reduce() {
     let scratch = tempfile::tempdir().unwrap();
     for id in ["gfx90a", "gfx942", "gfx1100"] {
         let target = GpuTarget::parse(id).unwrap();
-        let images = device_link::gpu_images(&inputs, &target).unwrap();
+        let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         let text = disassemble(&images[0].bytes, id, scratch.path());
         let body = function_body(&text, "block_sum");
         assert!(!body.is_empty(), "{id}: no block_sum in\n{text}");
@@ -408,7 +408,7 @@ fn amdgpu_panic_traps() {
     let scratch = tempfile::tempdir().unwrap();
     for id in ["gfx90a", "gfx1100"] {
         let target = GpuTarget::parse(id).unwrap();
-        let images = device_link::gpu_images(&inputs, &target).unwrap();
+        let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         let text = disassemble(&images[0].bytes, id, scratch.path());
         assert!(
             panic_traps(&text, "lookup"),
@@ -471,7 +471,7 @@ fn amdgpu_warp_operations_are_ds_bpermute() {
     let scratch = tempfile::tempdir().unwrap();
     for (id, wave) in [("gfx90a", 64), ("gfx942", 64), ("gfx1100", 32)] {
         let target = GpuTarget::parse(id).unwrap();
-        let images = device_link::gpu_images(&inputs, &target).unwrap();
+        let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
         let k = info.kernels.iter().find(|k| k.name == "warp_ops").unwrap();
         assert_eq!(k.wavefront_size, wave, "{id}: {k:?}");
@@ -535,7 +535,7 @@ fn dynamic_shared_memory_is_extern_shared_and_lds() {
     let scratch = tempfile::tempdir().unwrap();
     for id in ["gfx90a", "gfx942", "gfx1100"] {
         let target = GpuTarget::parse(id).unwrap();
-        let images = device_link::gpu_images(&inputs, &target).unwrap();
+        let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         let path = scratch.path().join(format!("{id}.elf"));
         std::fs::write(&path, &images[0].bytes).unwrap();
         let notes = readelf(&["--notes"], &path);
@@ -608,7 +608,7 @@ fn struct_parameters_have_the_rust_layout() {
     let inputs = rt_fixture_inputs(&target);
     for id in ["gfx90a", "gfx942", "gfx1100"] {
         let target = GpuTarget::parse(id).unwrap();
-        let images = device_link::gpu_images(&inputs, &target).unwrap();
+        let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
         let k = info
             .kernels
@@ -708,7 +708,7 @@ fn slice_parameters_are_address_and_length() {
     let scratch = tempfile::tempdir().unwrap();
     for id in ["gfx90a", "gfx1100"] {
         let target = GpuTarget::parse(id).unwrap();
-        let images = device_link::gpu_images(&inputs, &target).unwrap();
+        let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
         for (kernel, first) in [("saxpy_slices", 4), ("copy_offset", 4)] {
             let k = info.kernels.iter().find(|k| k.name == kernel).unwrap();
@@ -789,7 +789,7 @@ fn amdgpu_math_is_native_and_self_contained() {
     let scratch = tempfile::tempdir().unwrap();
     for id in ["gfx90a", "gfx942", "gfx1100"] {
         let target = GpuTarget::parse(id).unwrap();
-        let images = device_link::gpu_images(&inputs, &target).unwrap();
+        let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         let path = scratch.path().join(format!("{id}-symbols.elf"));
         std::fs::write(&path, &images[0].bytes).unwrap();
         let symbols = readelf(&["-s", "-W"], &path);
@@ -909,7 +909,7 @@ fn panics_and_prints_use_the_channel() {
     let inputs = rt_fixture_inputs(&target);
     for id in ["gfx90a", "gfx1100"] {
         let target = GpuTarget::parse(id).unwrap();
-        let images = device_link::gpu_images(&inputs, &target).unwrap();
+        let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         let path = scratch.path().join(format!("{id}.co"));
         std::fs::write(&path, &images[0].bytes).unwrap();
         let symbols = readelf(&["--dyn-syms"], &path);
@@ -1016,7 +1016,7 @@ fn panics_carry_no_formatting() {
     let scratch = tempfile::tempdir().unwrap();
     for id in ["gfx90a", "gfx1100"] {
         let target = GpuTarget::parse(id).unwrap();
-        let images = device_link::gpu_images(&inputs, &target).unwrap();
+        let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         let bytes = &images[0].bytes;
         let info = offload_format::image::amdgpu::inspect(bytes).unwrap();
         let kernel = |name: &str| info.kernels.iter().find(|k| k.name == name).unwrap();

@@ -109,7 +109,7 @@ fn amdgpu_half_conversions_are_v_cvt() {
     let scratch = tempfile::tempdir().unwrap();
     for id in ["gfx90a", "gfx1100", "gfx950"] {
         let target = GpuTarget::parse(id).unwrap();
-        let images = device_link::gpu_images(&inputs, &target).unwrap();
+        let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         let undefined = undefined_symbols(&images[0].bytes, scratch.path(), id);
         assert!(
             undefined.is_empty(),

@@ -3,9 +3,10 @@
 //!
 //! The host crates and their kernel crates are found as the build scripts find them
 //! (`offload_build::tooling::metadata`), the architectures as they resolve them (`--offload-arch`,
-//! `OFFLOAD_ARCH`, `[package.metadata.offload] arch`, else `host`; `native` probed here), a
-//! kernel crate's prebuilt bundle is taken where `offload_build::tooling::prebuilt::decide` would take
-//! it, and an `sm_XX` gets a cubin where the `ptxas` found knows it. CUDA, HIP and C++ sources
+//! `OFFLOAD_ARCH`, `[package.metadata.offload] arch`, else `host`; `native` probed here), and
+//! what is drawn is the build's own plan (`offload_build::tooling::plan::BuildPlan`): a kernel
+//! crate's prebuilt bundle where it serves, the nested compiles and device links of the others,
+//! an `sm_XX` with a cubin where the `ptxas` found knows it. CUDA, HIP and C++ sources
 //! a build script adds (`Build::cuda` …) are named in its code, not in the manifests, and are
 //! not shown.
 //!
@@ -26,10 +27,10 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use offload_build::OffloadArch;
-use offload_build::tooling::device_link::{CubinPlan, cubin_plan};
 use offload_build::tooling::env::Env;
 use offload_build::tooling::metadata::{HostCrate, PackageSelection};
-use offload_build::tooling::prebuilt::{self, Decision};
+use offload_build::tooling::plan::{BuildPlan, ImageSource, LinkOutputs};
+use offload_build::tooling::prebuilt;
 use offload_format::DeviceFamily;
 
 use super::command_line::{NativeGpus, cargo_flag_values};
@@ -82,14 +83,14 @@ pub(crate) fn print(
             )?,
             (None, None) => vec![OffloadArch::Host],
         };
-        let plan = Plan {
+        let drawing = Drawing {
             krate,
             archs: &archs,
             host_triple: &host_triple,
             cwd: &cwd,
             policy,
         };
-        let (graph, root) = plan.graph()?;
+        let (graph, root) = drawing.graph()?;
         if n > 0 {
             out.push('\n');
         }
@@ -293,7 +294,7 @@ fn kinds(side: &str, archs: &[OffloadArch]) -> String {
 }
 
 /// One host crate's build, to be drawn.
-struct Plan<'a> {
+struct Drawing<'a> {
     krate: &'a HostCrate,
     archs: &'a [OffloadArch],
     host_triple: &'a str,
@@ -301,7 +302,7 @@ struct Plan<'a> {
     policy: prebuilt::Policy,
 }
 
-impl Plan<'_> {
+impl Drawing<'_> {
     /// The triple an architecture's images are for (the CPU device's is the host crate's).
     fn triple(&self, arch: &OffloadArch) -> String {
         match arch {
@@ -333,30 +334,29 @@ impl Plan<'_> {
         let host_type = if self.krate.binary { "object" } else { "rlib" };
         let host_compile = g.job("compiler", host_inputs, host_type, host.clone());
 
+        // A bundle that does not serve is drawn built from source, with the build's note,
+        // whether or not this machine could build it.
+        let plan = BuildPlan::new(
+            &self.krate.host.kernel_crates,
+            self.archs,
+            self.policy,
+            &|| true,
+        )
+        .with_context(|| format!("planning the device builds of `{}`", self.krate.host.name))?;
         let mut images = Vec::new();
-        for (krate, kernel_src) in self
-            .krate
-            .host
-            .kernel_crates
-            .iter()
-            .zip(&self.krate.kernel_src_paths)
-        {
-            let decision = prebuilt::decide(krate, self.archs, self.policy, &|| true)
-                .with_context(|| format!("deciding how `{}` is built", krate.package))?;
-            match decision {
-                Decision::Use(_) => {
-                    let bundle = prebuilt::bundle_path(krate);
-                    let input =
-                        g.input(path(&bundle), "image", (kinds("device", self.archs), None));
+        for (planned, kernel_src) in plan.kernel_crates.iter().zip(&self.krate.kernel_src_paths) {
+            match &planned.source {
+                ImageSource::Prebuilt { bundle, .. } => {
+                    let input = g.input(path(bundle), "image", (kinds("device", self.archs), None));
                     for arch in self.archs {
                         images.push(g.offload(vec![(self.device_label(arch), input)], "image"));
                     }
                 }
-                Decision::BuildFromSource(why) => {
-                    if let Some(why) = why {
-                        eprintln!("note: {why}");
+                ImageSource::FromSource { note } => {
+                    if let Some(note) = note {
+                        eprintln!("note: {note}");
                     }
-                    self.device_chains(&mut g, &path(kernel_src), &mut images)?;
+                    self.device_chains(&mut g, &plan, &path(kernel_src), &mut images);
                 }
             }
         }
@@ -382,51 +382,53 @@ impl Plan<'_> {
         Ok((g, root))
     }
 
-    /// A kernel crate built from source: per architecture its compile (one per GPU triple,
-    /// shared), device link and images, ending in an `offload` action pushed onto `images`.
-    fn device_chains(&self, g: &mut Graph, source: &str, images: &mut Vec<usize>) -> Result<()> {
-        let mut compiles: HashMap<String, usize> = HashMap::new();
-        for arch in self.archs {
+    /// A kernel crate built from source: per device link of `plan` its compile (one per GPU
+    /// triple, shared), the link and its images, ending in an `offload` action pushed onto
+    /// `images`.
+    fn device_chains(
+        &self,
+        g: &mut Graph,
+        plan: &BuildPlan,
+        source: &str,
+        images: &mut Vec<usize>,
+    ) {
+        let mut compiles: HashMap<usize, usize> = HashMap::new();
+        for link in &plan.links {
+            let arch = &link.arch;
             let kind = format!("device-{}", kind_of(arch));
             let on_arch = || (kind.clone(), Some(arch.name()));
-            let image = match arch {
-                OffloadArch::Host => {
-                    let input = g.input(source.to_owned(), "rust", on_arch());
-                    let compile = g.job("compiler", vec![input], "ir", on_arch());
-                    let linked = g.job("linker", vec![compile], "image", on_arch());
-                    g.offload(vec![(self.device_label(arch), linked)], "image")
+            if link.outputs == LinkOutputs::SharedObject {
+                let input = g.input(source.to_owned(), "rust", on_arch());
+                let compile = g.job("compiler", vec![input], "ir", on_arch());
+                let linked = g.job("linker", vec![compile], "image", on_arch());
+                images.push(g.offload(vec![(self.device_label(arch), linked)], "image"));
+                continue;
+            }
+            let compile = *compiles.entry(link.compile).or_insert_with(|| {
+                let input = g.input(source.to_owned(), "rust", (kind.clone(), None));
+                g.job("compiler", vec![input], "ir", (kind.clone(), None))
+            });
+            let linked = g.job("linker", vec![compile], "ir", on_arch());
+            let label = self.device_label(arch);
+            let image = match &link.outputs {
+                LinkOutputs::CubinAndPtx => {
+                    let ptx = g.job("backend", vec![linked], "assembler", on_arch());
+                    let cubin = g.job("assembler", vec![ptx], "object", on_arch());
+                    g.offload(vec![(label.clone(), cubin), (label, ptx)], "object")
                 }
-                OffloadArch::Nvptx(_) | OffloadArch::Amdgcn(_) => {
-                    let compile = *compiles.entry(self.triple(arch)).or_insert_with(|| {
-                        let input = g.input(source.to_owned(), "rust", (kind.clone(), None));
-                        g.job("compiler", vec![input], "ir", (kind.clone(), None))
-                    });
-                    let linked = g.job("linker", vec![compile], "ir", on_arch());
-                    if let OffloadArch::Nvptx(_) = arch {
-                        let ptx = g.job("backend", vec![linked], "assembler", on_arch());
-                        let sm = arch.name();
-                        let plan = cubin_plan(&sm)
-                            .with_context(|| format!("asking `ptxas` about {sm}"))?;
-                        if plan == CubinPlan::Assemble {
-                            let cubin = g.job("assembler", vec![ptx], "object", on_arch());
-                            let label = self.device_label(arch);
-                            g.offload(vec![(label.clone(), cubin), (label, ptx)], "object")
-                        } else {
-                            if let Some(obstacle) = plan.obstacle(&sm) {
-                                eprintln!("note: {sm} gets PTX only: {obstacle}");
-                            }
-                            g.offload(vec![(self.device_label(arch), ptx)], "assembler")
-                        }
-                    } else {
-                        let object = g.job("backend", vec![linked], "object", on_arch());
-                        let code_object = g.job("linker", vec![object], "image", on_arch());
-                        g.offload(vec![(self.device_label(arch), code_object)], "image")
-                    }
+                LinkOutputs::PtxOnly { obstacle, .. } => {
+                    let ptx = g.job("backend", vec![linked], "assembler", on_arch());
+                    eprintln!("note: {} gets PTX only: {obstacle}", arch.name());
+                    g.offload(vec![(label, ptx)], "assembler")
+                }
+                LinkOutputs::CodeObject | LinkOutputs::SharedObject => {
+                    let object = g.job("backend", vec![linked], "object", on_arch());
+                    let code_object = g.job("linker", vec![object], "image", on_arch());
+                    g.offload(vec![(label, code_object)], "image")
                 }
             };
             images.push(image);
         }
-        Ok(())
     }
 }
 

@@ -9,6 +9,7 @@ use anyhow::{Context, Result, bail};
 use offload_build::OffloadArch;
 use offload_build::tooling::env::{Env, OFFLOAD_ARCH};
 use offload_build::tooling::metadata::KernelPackage;
+use offload_build::tooling::plan::BuildRequest;
 use offload_build::tooling::prebuilt;
 
 // `package-kernels`' options, also the command line `cargo-offload-device` parses (no doc
@@ -79,9 +80,12 @@ pub fn package_kernels(args: PackageKernelsOptions) -> Result<ExitCode> {
     let toolchain = prebuilt::toolchain_identity(&env, &archs)?;
     let images = offload_build::tooling::build_images(
         &env,
-        std::slice::from_ref(&krate),
-        &archs,
-        &target_directory.join("offload"),
+        &BuildRequest {
+            kernel_crates: std::slice::from_ref(&krate),
+            archs: &archs,
+            offload_dir: &target_directory.join("offload"),
+            linked: None,
+        },
     )?;
     let hash = prebuilt::source_hash(&krate, &toolchain, &archs)?;
     let path = prebuilt::write_bundle(&krate, &images, &hash, &toolchain)?;
@@ -138,9 +142,12 @@ pub fn verify(args: VerifyOptions) -> Result<ExitCode> {
     let scratch = tempfile::tempdir().context("creating a scratch target directory")?;
     let rebuilt = offload_build::tooling::build_images(
         &env,
-        std::slice::from_ref(&krate),
-        &archs,
-        scratch.path(),
+        &BuildRequest {
+            kernel_crates: std::slice::from_ref(&krate),
+            archs: &archs,
+            offload_dir: scratch.path(),
+            linked: None,
+        },
     )?;
     let host = offload_build::tooling::arch::host_triple();
     for (triple, image) in &bundle.images {

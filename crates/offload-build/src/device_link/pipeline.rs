@@ -329,14 +329,11 @@ pub fn device_inputs(
 /// Links the images of one target from device-link inputs. NVIDIA targets give a cubin (where
 /// the installed `ptxas` knows the `sm`, see [`cubin_plan`]) and PTX, in that order, both with
 /// the figures of the one `ptxas -v` run that made the cubin; AMD
-/// targets one code object (of the version [`AmdCodeObjectVersion::from_env`] picks). A
-/// `ptxas` failure on an `sm` it knows is an error.
-pub fn gpu_images(inputs: &[DeviceInput], target: &GpuTarget) -> Result<Vec<GpuImage>> {
-    gpu_images_with(inputs, target, &AmdgpuLinkOptions::default())
-}
-
-/// [`gpu_images`] with the options of AMD links (`kernels` and `ld_lld` are overridden).
-pub fn gpu_images_with(
+/// targets one code object of `amd`'s code object version (a build takes the one
+/// [`AmdCodeObjectVersion::from_env`] picks; `kernels` and `ld_lld` are not taken: every
+/// kernel is kept, and the `ld.lld` found links). A `ptxas` failure on an `sm` it knows is an
+/// error.
+pub fn gpu_images(
     inputs: &[DeviceInput],
     target: &GpuTarget,
     amd: &AmdgpuLinkOptions,
@@ -527,7 +524,7 @@ fn link_device_images(
     amd: &AmdgpuLinkOptions,
 ) -> crate::Result<Vec<DeviceImage>> {
     crate::status::status(env, "Linking", &format!("{} ({arch})", krate.package));
-    let images = gpu_images_with(inputs, target, amd)?;
+    let images = gpu_images(inputs, target, amd)?;
     // The parameter sizes come from the PTX (a cubin is assembled from it) or the AMD code
     // object's metadata, so `extern_kernels!` can check a relocatable CUDA/HIP kernel too.
     let kernel_params = match images.iter().find(|i| i.kind != ImageKind::Cubin) {

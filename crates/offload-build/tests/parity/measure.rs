@@ -166,7 +166,8 @@ pub fn nvidia(sm: &str, inputs: &Inputs) -> Outcome {
         return Outcome::Unavailable(format!("no SASS: {obstacle}"));
     }
     let target = GpuTarget::parse(sm).unwrap_or_else(|e| fail("target", &e));
-    let (images, link) = timed(|| device_link::gpu_images(inputs.rust, &target));
+    let (images, link) =
+        timed(|| device_link::gpu_images(inputs.rust, &target, &Default::default()));
     let images = images.unwrap_or_else(|e| fail("the Rust device link", &e));
     let rust_ptx = images
         .iter()
@@ -454,7 +455,8 @@ fn ptx_accesses(functions: &BTreeMap<String, Vec<&str>>, kernel: &str) -> Access
 pub fn amd(id: &str, inputs: &Inputs) -> Outcome {
     let fail = |what: &str, e: &dyn std::fmt::Display| -> ! { panic!("{id}: {what}: {e}") };
     let target = GpuTarget::parse(id).unwrap_or_else(|e| fail("target", &e));
-    let (images, link) = timed(|| device_link::gpu_images(inputs.rust, &target));
+    let (images, link) =
+        timed(|| device_link::gpu_images(inputs.rust, &target, &Default::default()));
     let images = images.unwrap_or_else(|e| fail("the Rust device link", &e));
     let rust_object = images
         .iter()

@@ -44,6 +44,7 @@ pub fn build_image() -> Result<(Vec<u8>, Vec<String>), String> {
         &offload_build::tooling::env::Env::detect(),
         &krate,
         &target_dir,
+        None,
     )
     .unwrap_or_else(|e| panic!("device build of the fixture failed: {e}"));
     Ok((image.bytes, image.kernels))
