@@ -1140,9 +1140,7 @@ fn device_build_diagnostics_are_shown_once_as_cargo_shows_them_and_as_json() {
             .find(|l| l.contains("in the device build of"))
             .unwrap_or("");
         assert!(
-            note.contains("`hello-diagnostics-kernels` for")
-                && note.contains("nvptx64-nvidia-cuda")
-                && note.contains("host"),
+            note.ends_with("in the device build of `hello-diagnostics-kernels` for sm_80, host"),
             "{run}:\n{stderr}"
         );
     }
@@ -1233,8 +1231,13 @@ fn device_build_diagnostics_are_shown_once_as_cargo_shows_them_and_as_json() {
         "the error is shown once:\n{stderr}"
     );
     assert!(
-        stderr.contains("= note: in the device build of `hello-diagnostics-kernels` for"),
+        stderr
+            .contains("= note: in the device build of `hello-diagnostics-kernels` for sm_80, host"),
         "{stderr}"
+    );
+    assert!(
+        stderr.contains("failed: rustc's errors are shown above"),
+        "the failing build is named by its architectures:\n{stderr}"
     );
     for noise in [
         "cargo:rerun-if",

@@ -227,6 +227,14 @@ pub fn link(
         ));
     }
     if let Some(error) = result.get_key("error") {
+        // A nested build that failed: rustc's errors are reported with this process's.
+        if let Some(why) = error.str_at(&["why"]) {
+            return Err(Error::DeviceBuild {
+                krate: krate.package.clone(),
+                arch: error.str_at(&["arch"]).unwrap_or(&arch_names).to_owned(),
+                why: why.to_owned(),
+            });
+        }
         return Err(Error::DeviceLinkFailed {
             krate: krate.package.clone(),
             arch: error.str_at(&["arch"]).unwrap_or(&arch_names).to_owned(),
@@ -482,6 +490,10 @@ pub fn serve(dir: &Path) -> bool {
         ];
         if let Some(arch) = failed_arch {
             fields.push(("arch".to_owned(), JsonValue::from(arch)));
+        }
+        if let Error::DeviceLink(crate::error::LinkError::NestedBuild { message: why, .. }) = &error
+        {
+            fields.push(("why".to_owned(), JsonValue::from(why.clone())));
         }
         result.push((
             "error".to_owned(),

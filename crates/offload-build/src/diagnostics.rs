@@ -35,6 +35,16 @@ struct Recorded {
 
 static RECORDED: Mutex<Vec<Recorded>> = Mutex::new(Vec::new());
 
+/// The architectures of the build, in the order it was asked for, by which [`report`] lists
+/// the architectures of each diagnostic.
+static ARCH_ORDER: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Lists the architectures of each diagnostic in the order of `archs` (the build's list).
+pub(crate) fn set_arch_order(archs: &[crate::OffloadArch]) {
+    *ARCH_ORDER.lock().unwrap_or_else(|e| e.into_inner()) =
+        archs.iter().map(crate::OffloadArch::name).collect();
+}
+
 /// What makes two diagnostics the same one: package, level, text and primary location.
 pub fn identity(message: &CargoMessage) -> String {
     let json = message.json();
@@ -197,7 +207,12 @@ pub const DIAGNOSTICS_FILE: &str = "offload-diagnostics.jsonl";
 /// summed up as `cargo:warning` lines (errors are already on stderr, which cargo shows when
 /// the script fails).
 pub fn report(env: &Env) {
-    let recorded = std::mem::take(&mut *RECORDED.lock().unwrap_or_else(|e| e.into_inner()));
+    let mut recorded = std::mem::take(&mut *RECORDED.lock().unwrap_or_else(|e| e.into_inner()));
+    let order = ARCH_ORDER.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    for r in &mut recorded {
+        r.archs
+            .sort_by_key(|a| order.iter().position(|o| o == a).unwrap_or(order.len()));
+    }
     let mut text = String::new();
     for r in &recorded {
         let mut message = r.message.clone();

@@ -550,7 +550,7 @@ pub enum LinkError {
         reason: String,
     },
     /// The nested cargo build failed or its output was not understood.
-    #[error("nested device build of `{}` for {target}: {message}", manifest.display())]
+    #[error("the device build of `{}` for {target} failed: {message}", manifest.display())]
     NestedBuild {
         /// The kernel crate's manifest.
         manifest: PathBuf,

@@ -353,6 +353,7 @@ impl Build {
             .collect();
         let host = metadata::host_package(&manifest, cargo.as_deref(), Some(&host_features))?;
         let archs = self.resolve_archs(&env, &host)?;
+        diagnostics::set_arch_order(&archs);
         if env.check_only() {
             return Self::check_only_output(&env, &host.name, &out_dir, archs);
         }

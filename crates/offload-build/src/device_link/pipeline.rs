@@ -109,6 +109,9 @@ pub struct NestedBuild {
     /// The kernel crate's feature options (`--no-default-features`, `--features a,b`), as
     /// [`KernelCrate::feature_args`] gives them.
     pub feature_args: Vec<String>,
+    /// The architectures the build serves (`sm_80, sm_90`), as its diagnostics and errors
+    /// name it (default: the triple).
+    pub label: String,
 }
 
 impl NestedBuild {
@@ -119,9 +122,11 @@ impl NestedBuild {
         target_cpu: impl Into<String>,
         target_dir: impl Into<PathBuf>,
     ) -> Self {
+        let triple = triple.into();
         Self {
             manifest: manifest.into(),
-            triple: triple.into(),
+            label: triple.clone(),
+            triple,
             target_cpu: target_cpu.into(),
             target_dir: target_dir.into(),
             extra_rustflags: Vec::new(),
@@ -244,20 +249,21 @@ pub fn nested_build(env: &Env, build: &NestedBuild) -> Result<NestedBuildOutput>
     let shim = write_linker_shim(&build.target_dir)?;
     let failed = |message: String| LinkError::NestedBuild {
         manifest: build.manifest.clone(),
-        target: format!("{} ({})", build.triple, build.target_cpu),
+        target: build.label.clone(),
         message,
     };
     let mut cmd = build.command(env, &shim);
     if env.verbose() {
         eprintln!("running {}", command::CommandLine::of(&cmd));
     }
-    let messages = match nested::run_json(&mut cmd, &build.triple) {
+    let messages = match nested::run_json(&mut cmd, &build.label) {
         Ok(messages) => messages,
         Err(command::CommandError::Failed {
-            command, status, ..
+            command, stderr, ..
         }) => {
-            return Err(failed(format!(
-                "`{command}` failed ({status}); rustc's diagnostics are above"
+            return Err(failed(crate::diagnostics::failure_reason(
+                &stderr,
+                &command.to_string(),
             )));
         }
         Err(e) => return Err(e.into()),
@@ -403,7 +409,7 @@ pub fn build_gpu_images(
         code_object_version: AmdCodeObjectVersion::from_env(env)?,
         ..AmdgpuLinkOptions::default()
     };
-    let mut inputs = nested_inputs(env, krate, &target, target_dir)?;
+    let mut inputs = nested_inputs(env, krate, &target, std::slice::from_ref(arch), target_dir)?;
     inputs.extend(extra.iter().cloned());
     link_device_images(env, krate, arch, &target, &inputs, &amd)
 }
@@ -439,7 +445,7 @@ pub fn build_gpu_images_of_triple(
         code_object_version: AmdCodeObjectVersion::from_env(env)?,
         ..AmdgpuLinkOptions::default()
     };
-    let inputs = nested_inputs(env, krate, first, target_dir)?;
+    let inputs = nested_inputs(env, krate, first, archs, target_dir)?;
     let pairs: Vec<(&OffloadArch, &GpuTarget)> = archs.iter().zip(&targets).collect();
     let results = crate::parallel::map(&pairs, |&(arch, target)| {
         let mine: Vec<&DeviceInput> = extra
@@ -500,6 +506,7 @@ fn nested_inputs(
     env: &Env,
     krate: &KernelCrate,
     target: &GpuTarget,
+    archs: &[OffloadArch],
     target_dir: &Path,
 ) -> crate::Result<Vec<DeviceInput>> {
     let mut build = NestedBuild::new(
@@ -509,6 +516,7 @@ fn nested_inputs(
         target_dir,
     );
     build.feature_args = krate.feature_args();
+    build.label = crate::status::arch_list(archs);
     crate::build_cache::around(env, target_dir, &krate.package, || {
         Ok(nested_build(env, &build)?.inputs()?)
     })
