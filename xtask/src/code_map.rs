@@ -314,4 +314,63 @@ mod tests {
         assert!(has(&worse, "names test `it_does_not_exist`"));
         assert!(has(&worse, "\"trust me.…\" names no existing"));
     }
+
+    /// Every item "Adding a device family" names (`open_gpu`, `DeviceKind`, ...) is still
+    /// defined in the sources, so the walk it describes cannot drift from the code unnoticed.
+    #[test]
+    fn adding_a_device_family_names_items_that_exist() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let doc = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+        let section = doc
+            .split("\n## Adding a device family\n")
+            .nth(1)
+            .expect("ARCHITECTURE.md has a section `## Adding a device family`");
+        let section = section.split("\n## ").next().unwrap_or(section);
+        let mut sources = String::new();
+        let mut dirs = vec![root.join("crates")];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    if !path.ends_with("target") {
+                        dirs.push(path);
+                    }
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    sources.push_str(&std::fs::read_to_string(&path).unwrap_or_default());
+                }
+            }
+        }
+        let mut missing = Vec::new();
+        let mut named = 0;
+        for (_, span) in spans(&prose(section)) {
+            // `DeviceKind::{family, of_family}` names the items in its braces.
+            let (owner, items) = match span.split_once("::{") {
+                Some((owner, rest)) => (Some(owner), rest.trim_end_matches('}').to_owned()),
+                None => (None, span.to_owned()),
+            };
+            for item in owner.into_iter().chain(items.split(", ")) {
+                let item = item.trim();
+                // Rust's own words (a trait of `std`, a `cfg` key) are not the project's items.
+                let rusts = ["Display", "target_arch", "match"];
+                if item.is_empty()
+                    || rusts.contains(&item)
+                    || !item.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                {
+                    continue;
+                }
+                let defined = ["fn", "enum", "struct", "trait", "type"]
+                    .iter()
+                    .any(|kind| sources.contains(&format!("{kind} {item}")))
+                    || sources.contains(&format!("    {item}("))
+                    || sources.contains(&format!("    {item} {{"))
+                    || sources.contains(&format!("    {item},"));
+                named += 1;
+                if !defined {
+                    missing.push(item.to_owned());
+                }
+            }
+        }
+        assert!(named > 10, "the section names few items: {named}");
+        assert!(missing.is_empty(), "not defined anywhere: {missing:?}");
+    }
 }
