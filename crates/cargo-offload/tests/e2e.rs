@@ -1316,6 +1316,83 @@ fn kernel_crate_mistakes_get_a_help_naming_what_kernels_use() {
     std::fs::write(&lib, source).unwrap();
 }
 
+/// The CPU device images of the nested builds under `dir`.
+fn cpu_images(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut dirs = vec![dir.to_owned()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "so") {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_dev_build_checks_kernels_and_a_release_build_does_not() {
+    let project = new_project(&["hello-checks"]);
+    std::fs::write(
+        project.join("kernels/src/lib.rs"),
+        "#![no_std]\nuse offload_rt::kernel::{DisjointSlice, kernel};\n\n#[kernel]\n\
+         pub fn add(n: u32, mut y: DisjointSlice<u32>) {\n    if let Some((_, yi)) = \
+         y.for_thread_x() {\n        debug_assert!(n != 7, \"seven\");\n        *yi += n;\n    \
+         }\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        project.join("src/main.rs"),
+        "use offload_rt::{Device, DeviceBuffer, LaunchConfig};\n\nfn main() {\n    let n: u32 = \
+         std::env::args().nth(1).unwrap().parse().unwrap();\n    let device = Device::cpu();\n    \
+         let mut y = DeviceBuffer::from_slice(&device, &[u32::MAX]).unwrap();\n    match \
+         hello_checks_kernels::add.launch(&device, LaunchConfig::for_num_elems(1usize), n, &mut y) \
+         {\n        Ok(_) => println!(\"y = {}\", y.to_vec().unwrap()[0]),\n        Err(e) => \
+         println!(\"error: {e}\"),\n    }\n}\n",
+    )
+    .unwrap();
+    // A target directory of its own: the CPU images it holds are this project's.
+    let target = target_dir("e2e-checks");
+    let run = |profile: &[&str], n: &str| {
+        let mut args = vec!["run", "--target-dir", target.to_str().unwrap()];
+        args.extend_from_slice(profile);
+        args.extend(["--", n]);
+        check(&cargo_offload(&project, &args), "the checks project")
+    };
+    let dev = run(&[], "1");
+    assert!(
+        dev.contains("attempt to add with overflow"),
+        "a dev build's kernel checks overflow:\n{dev}"
+    );
+    let dev = run(&[], "7");
+    assert!(
+        dev.contains("seven"),
+        "a dev build's debug_assert! fires:\n{dev}"
+    );
+    let images = cpu_images(&target.join("debug/build"));
+    let images: Vec<PathBuf> = images
+        .into_iter()
+        .chain(cpu_images(&target.join("offload")))
+        .filter(|p| p.to_string_lossy().contains("hello_checks_kernels"))
+        .collect();
+    assert!(
+        images.iter().any(|p| {
+            std::fs::read(p).is_ok_and(|b| b.windows(11).any(|w| w == b".debug_line"))
+        }),
+        "a dev build's CPU image has line tables: {images:?}"
+    );
+    let release = run(&["--release"], "1");
+    assert!(
+        release.contains("y = 0"),
+        "a release build's kernel wraps:\n{release}"
+    );
+    let release = run(&["--release"], "7");
+    assert!(release.contains("y = 6"), "{release}");
+}
+
 /// Whether `cargo build -v` output shows the package's build script running.
 fn build_script_ran(out: &Output) -> bool {
     String::from_utf8_lossy(&out.stderr)

@@ -48,6 +48,13 @@ impl Env {
         self.get_untracked(name)
     }
 
+    /// Whether a variable Cargo sets for build scripts is set, empty or not (no rerun
+    /// declaration): Cargo sets `CARGO_CFG_DEBUG_ASSERTIONS` to nothing.
+    pub fn is_set_untracked(&self, name: &str) -> bool {
+        #[expect(clippy::disallowed_methods, reason = "the one place env vars are read")]
+        std::env::var_os(name).is_some()
+    }
+
     /// Reads a variable that Cargo itself sets for build scripts (no rerun declaration).
     pub fn get_untracked(&self, name: &str) -> Option<String> {
         #[expect(clippy::disallowed_methods, reason = "the one place env vars are read")]

@@ -45,6 +45,7 @@ pub fn build(
         .arg(&krate.manifest_path)
         .args(["--lib", "--release", "--crate-type", "cdylib"])
         .args(krate.feature_args())
+        .args(nested::KernelChecks::from_env(env).config_args(&krate.package, true))
         .arg("--target")
         .arg(host_triple())
         .arg("--target-dir")

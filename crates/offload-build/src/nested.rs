@@ -268,6 +268,59 @@ pub fn check_toolchain(env: &Env, archs: &[OffloadArch]) -> Result<Option<String
     Ok(Some(version))
 }
 
+/// What the host crate's profile asks of its kernel crates' own code, as cargo tells the build
+/// script: a profile with debug assertions (`dev`, by default) gets kernels with
+/// `debug_assert!` and overflow checks on (cargo's default ties overflow checks to debug
+/// assertions; an explicit `overflow-checks` of the host's profile is not told to build
+/// scripts), and one with debug info gets line tables in the CPU device's image. Only the
+/// kernel crate is built so: `core` and offload-rt stay as a release build has them, so the
+/// nested builds' shared units serve both profiles, and a release profile's kernels are what
+/// they always were.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct KernelChecks {
+    /// `debug_assert!` and overflow checks on.
+    pub debug_assertions: bool,
+    /// Line tables (DWARF `.debug_line`) in the image, where the device keeps them.
+    pub line_info: bool,
+}
+
+impl KernelChecks {
+    /// From the host build's profile, in a build script; a release build's elsewhere.
+    pub fn from_env(env: &Env) -> KernelChecks {
+        if !env.build_script {
+            return KernelChecks::default();
+        }
+        KernelChecks {
+            debug_assertions: env.is_set_untracked("CARGO_CFG_DEBUG_ASSERTIONS"),
+            line_info: env
+                .get_untracked("DEBUG")
+                .is_some_and(|d| !matches!(d.as_str(), "false" | "0" | "none")),
+        }
+    }
+
+    /// Cargo's `--config` options that build `package` so in the `release` profile of a
+    /// nested build; `line_info` where the device's image keeps line tables (the CPU device).
+    pub fn config_args(&self, package: &str, line_info: bool) -> Vec<String> {
+        let mut settings = Vec::new();
+        if self.debug_assertions {
+            settings.push("debug-assertions=true");
+            settings.push("overflow-checks=true");
+        }
+        if self.line_info && line_info {
+            settings.push("debug=\"line-tables-only\"");
+        }
+        settings
+            .into_iter()
+            .flat_map(|setting| {
+                [
+                    "--config".to_owned(),
+                    format!("profile.release.package.\"{package}\".{setting}"),
+                ]
+            })
+            .collect()
+    }
+}
+
 /// The LLVM major version in `rustc -vV` output.
 pub fn rustc_llvm_major(version_output: &str) -> Option<u32> {
     version_output
@@ -356,6 +409,28 @@ pub fn run_for_artifacts(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_checked_profile_reaches_the_kernel_crate_alone() {
+        assert!(KernelChecks::default().config_args("k", true).is_empty());
+        let dev = KernelChecks {
+            debug_assertions: true,
+            line_info: true,
+        };
+        assert_eq!(
+            dev.config_args("my-kernels", false),
+            [
+                "--config",
+                "profile.release.package.\"my-kernels\".debug-assertions=true",
+                "--config",
+                "profile.release.package.\"my-kernels\".overflow-checks=true",
+            ]
+        );
+        assert_eq!(
+            dev.config_args("k", true).last().map(String::as_str),
+            Some("profile.release.package.\"k\".debug=\"line-tables-only\"")
+        );
+    }
 
     #[test]
     fn outer_build_variables_are_stripped() {

@@ -112,6 +112,9 @@ pub struct NestedBuild {
     /// The architectures the build serves (`sm_80, sm_90`), as its diagnostics and errors
     /// name it (default: the triple).
     pub label: String,
+    /// Cargo's `--config` options for the kernel crate's profile
+    /// ([`nested::KernelChecks::config_args`]).
+    pub config_args: Vec<String>,
 }
 
 impl NestedBuild {
@@ -131,6 +134,7 @@ impl NestedBuild {
             target_dir: target_dir.into(),
             extra_rustflags: Vec::new(),
             feature_args: Vec::new(),
+            config_args: Vec::new(),
         }
     }
 
@@ -164,6 +168,7 @@ impl NestedBuild {
                 "cdylib",
             ])
             .args(&self.feature_args)
+            .args(&self.config_args)
             .arg("--message-format=json")
             .arg("--target")
             .arg(&self.triple)
@@ -517,6 +522,9 @@ fn nested_inputs(
     );
     build.feature_args = krate.feature_args();
     build.label = crate::status::arch_list(archs);
+    // No line tables in GPU images: their nested builds carry no debug information (see
+    // `NestedBuild::command`).
+    build.config_args = nested::KernelChecks::from_env(env).config_args(&krate.package, false);
     crate::build_cache::around(env, target_dir, &krate.package, || {
         Ok(nested_build(env, &build)?.inputs()?)
     })
