@@ -164,6 +164,25 @@ pub enum Error {
         /// What the panicking thread reported.
         panic: Box<KernelPanicReport>,
     },
+    /// On the CPU device, a GPU thread overflowed its stack (deep or unbounded recursion, large
+    /// locals): the launch was abandoned as for a panic, and the device stays usable.
+    /// `OFFLOAD_KERNEL_STACK` sets the stack a GPU thread gets.
+    #[error(
+        "kernel `{kernel}` overflowed its stack of {stack_bytes} bytes on {device} (block ({}, {}, {}), thread ({}, {}, {})); OFFLOAD_KERNEL_STACK sets a GPU thread's stack",
+        block[0], block[1], block[2], thread[0], thread[1], thread[2]
+    )]
+    KernelStackOverflow {
+        /// Kernel name.
+        kernel: String,
+        /// The device.
+        device: String,
+        /// Index of the overflowing thread's block.
+        block: [u32; 3],
+        /// Index of the overflowing thread in its block.
+        thread: [u32; 3],
+        /// Bytes of the stack it overflowed.
+        stack_bytes: usize,
+    },
     /// Device memory could not be allocated.
     #[error("allocating {bytes} bytes on {device} failed")]
     OutOfMemory {
@@ -343,6 +362,7 @@ offload_format::error_codes! {
         OtherDevice => "OFF3023",
         Capture => "OFF3024",
         Worker => "OFF3025",
+        KernelStackOverflow => "OFF3026",
     }
 }
 

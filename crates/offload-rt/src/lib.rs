@@ -13,6 +13,8 @@
 //! - `OFFLOAD_CPU_THREADS`: worker threads of the CPU device (default: available parallelism).
 //! - `OFFLOAD_CPU_BARRIERS=coroutines`: run kernels with barriers on the CPU device with one
 //!   coroutine per GPU thread instead of as loops between their barriers.
+//! - `OFFLOAD_KERNEL_STACK`: the stack of each GPU thread (bytes, or with a `K`, `M` or `G`
+//!   suffix) on every device; on the CPU device an overflow is `Error::KernelStackOverflow`.
 //! - `OFFLOAD_LOG=1`: log lines on stderr saying why a GPU backend was not used, which image
 //!   was loaded, and how the CPU device runs each kernel with barriers.
 //! - `OFFLOAD_CUDA_LIBRARY`, `OFFLOAD_HIP_LIBRARY`: the driver library to open instead of

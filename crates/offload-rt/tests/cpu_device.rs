@@ -13,7 +13,7 @@ use offload_rt::{Device, DeviceBuffer, Error, KernelPanicReport, LaunchConfig, P
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,closure_over_tile,swap_two";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -1142,6 +1142,7 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "half_dot",
             "hidden_barrier",
             "matmul_tiled",
+            "recurse_after_barrier",
             "reverse_blocks",
             "reverse_dynamic",
             "reverse_slices",
@@ -1551,4 +1552,169 @@ fn each_kind_of_panic_reports_its_message() {
         .launch(&dev, LaunchConfig::linear(2, 32), 0, 5, &dvalues, &mut out)
         .unwrap();
     assert_eq!(out.to_vec().unwrap(), values);
+}
+
+/// The depths `recurse` reports for `threads` threads, thread `deep` going `depth` deep.
+fn depths(threads: u32, deep: u32, depth: u32) -> Vec<u32> {
+    (0..threads)
+        .map(|i| if i == deep { depth } else { 10 })
+        .collect()
+}
+
+/// The stack overflow of `err`: kernel, block, thread and stack size.
+fn overflow(err: &Error) -> (&str, [u32; 3], [u32; 3], usize) {
+    match err {
+        Error::KernelStackOverflow {
+            kernel,
+            device,
+            block,
+            thread,
+            stack_bytes,
+        } => {
+            assert_eq!(device, "cpu");
+            (kernel.as_str(), *block, *thread, *stack_bytes)
+        }
+        other => panic!("not a stack overflow: {other}"),
+    }
+}
+
+/// Recursion past a GPU thread's stack ends the launch with a typed error naming the kernel,
+/// block and thread, as a panic does; the process and the device go on.
+#[test]
+fn a_stack_overflow_is_an_error_naming_the_thread() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let mut out = DeviceBuffer::<u32>::zeroed(&dev, 128).unwrap();
+    // Thread 70 is thread 6 of block 2.
+    k::recurse
+        .launch(&dev, LaunchConfig::linear(4, 32), 2000, 70, &mut out)
+        .unwrap();
+    assert_eq!(out.to_vec().unwrap(), depths(128, 70, 2000));
+    for _ in 0..2 {
+        let err = k::recurse
+            .launch(&dev, LaunchConfig::linear(4, 32), 50_000_000, 70, &mut out)
+            .unwrap_err();
+        let (kernel, block, thread, bytes) = overflow(&err);
+        assert_eq!(
+            (kernel, block, thread, bytes),
+            ("recurse", [2, 0, 0], [6, 0, 0], 8 << 20)
+        );
+        assert_eq!(err.code(), "OFF3026");
+        assert_eq!(
+            err.to_string(),
+            "kernel `recurse` overflowed its stack of 8388608 bytes on cpu (block (2, 0, 0), \
+             thread (6, 0, 0)); OFFLOAD_KERNEL_STACK sets a GPU thread's stack"
+        );
+    }
+    // The device goes on: another kernel, then the same one within its stack.
+    let mut chunks = DeviceBuffer::<u32>::zeroed(&dev, 30).unwrap();
+    k::fill_chunks
+        .launch(&dev, LaunchConfig::linear(1, 10), 3, &mut chunks)
+        .unwrap();
+    assert_eq!(
+        chunks.to_vec().unwrap(),
+        (0..30).map(|i| i / 3).collect::<Vec<u32>>()
+    );
+    k::recurse
+        .launch(&dev, LaunchConfig::linear(4, 32), 3000, 5, &mut out)
+        .unwrap();
+    assert_eq!(out.to_vec().unwrap(), depths(128, 5, 3000));
+}
+
+/// With barriers a GPU thread runs in region form (on the worker's stack) or as a coroutine
+/// on a stack of its own (128 KiB by default): an overflow on either is the same error.
+#[test]
+fn a_stack_overflow_after_a_barrier_is_an_error_in_both_barrier_modes() {
+    if !setup() {
+        return;
+    }
+    for (mode, dev) in both_barrier_modes() {
+        let mut out = DeviceBuffer::<u32>::zeroed(&dev, 128).unwrap();
+        k::recurse_after_barrier
+            .launch(&dev, LaunchConfig::linear(4, 32), 200, 99, &mut out)
+            .unwrap();
+        assert_eq!(out.to_vec().unwrap(), depths(128, 99, 200), "{mode:?}");
+        for _ in 0..2 {
+            let err = k::recurse_after_barrier
+                .launch(&dev, LaunchConfig::linear(4, 32), 50_000_000, 99, &mut out)
+                .unwrap_err();
+            let (kernel, block, thread, bytes) = overflow(&err);
+            assert_eq!(
+                (kernel, block, thread),
+                ("recurse_after_barrier", [3, 0, 0], [3, 0, 0]),
+                "{mode:?}"
+            );
+            let expected = match mode {
+                BarrierMode::Regions => 8 << 20,
+                BarrierMode::Coroutines => 128 << 10,
+            };
+            assert_eq!(bytes, expected, "{mode:?}");
+        }
+        k::recurse_after_barrier
+            .launch(&dev, LaunchConfig::linear(4, 32), 200, 0, &mut out)
+            .unwrap();
+        assert_eq!(out.to_vec().unwrap(), depths(128, 0, 200), "{mode:?}");
+    }
+}
+
+/// The stack a GPU thread gets is a setting (`OFFLOAD_KERNEL_STACK`): a depth that fits the
+/// default overflows a smaller stack, on the fast path and on coroutines.
+#[test]
+fn the_kernel_stack_is_a_setting() {
+    if !setup() {
+        return;
+    }
+    let depth = 20_000;
+    // A new device: the first launch runs thread 0 of block 0 apart (to find whether the
+    // kernel reaches a barrier), on the same stack as the others.
+    let dev = Device::from_backend(Box::new(CpuBackend::with_threads(2)));
+    let mut out = DeviceBuffer::<u32>::zeroed(&dev, 64).unwrap();
+    for deep in [0, 40] {
+        k::recurse
+            .launch(&dev, LaunchConfig::linear(2, 32), depth, deep, &mut out)
+            .unwrap();
+        assert_eq!(out.to_vec().unwrap(), depths(64, deep, depth));
+    }
+    for mode in [BarrierMode::Regions, BarrierMode::Coroutines] {
+        let small = Device::from_backend(Box::new(
+            CpuBackend::with_threads(2)
+                .with_barriers(mode)
+                .with_stack(Some(256 << 10)),
+        ));
+        let mut out = DeviceBuffer::<u32>::zeroed(&small, 64).unwrap();
+        let err = k::recurse
+            .launch(&small, LaunchConfig::linear(2, 32), depth, 40, &mut out)
+            .unwrap_err();
+        assert_eq!(
+            overflow(&err),
+            ("recurse", [1, 0, 0], [8, 0, 0], 256 << 10),
+            "{mode:?}"
+        );
+        let err = k::recurse_after_barrier
+            .launch(&small, LaunchConfig::linear(2, 32), depth, 40, &mut out)
+            .unwrap_err();
+        assert_eq!(
+            overflow(&err),
+            ("recurse_after_barrier", [1, 0, 0], [8, 0, 0], 256 << 10),
+            "{mode:?}"
+        );
+        // Deeper than the 128 KiB coroutines get by default (about 110 bytes a frame).
+        k::recurse_after_barrier
+            .launch(&small, LaunchConfig::linear(2, 32), 1500, 40, &mut out)
+            .unwrap();
+        assert_eq!(out.to_vec().unwrap(), depths(64, 40, 1500), "{mode:?}");
+    }
+    let coroutines = Device::from_backend(Box::new(
+        CpuBackend::with_threads(2).with_barriers(BarrierMode::Coroutines),
+    ));
+    let mut out = DeviceBuffer::<u32>::zeroed(&coroutines, 64).unwrap();
+    let err = k::recurse_after_barrier
+        .launch(&coroutines, LaunchConfig::linear(2, 32), 1500, 40, &mut out)
+        .unwrap_err();
+    assert_eq!(
+        overflow(&err),
+        ("recurse_after_barrier", [1, 0, 0], [8, 0, 0], 128 << 10)
+    );
 }

@@ -28,9 +28,15 @@ fn switch_to_another_context() {
 fn the_cuda_backend_keeps_the_drivers_rules() {
     let library = fake_driver::build("fake-cuda");
     // SAFETY: the only test of this process, and no thread reads the environment yet.
-    unsafe { std::env::set_var("OFFLOAD_CUDA_LIBRARY", &library) };
+    unsafe {
+        std::env::set_var("OFFLOAD_CUDA_LIBRARY", &library);
+        std::env::set_var("OFFLOAD_KERNEL_STACK", "24K");
+    }
 
     let dev = CudaDevice::open(0).unwrap();
+    // The stack a GPU thread gets is set when the device opens.
+    let stack_limit = fake_driver::counter(&library, "fake_cuda_stack_limit");
+    assert_eq!(stack_limit(), 24 * 1024);
     assert_eq!(dev.info().name, "Fake GPU");
 
     // More than the device has: the driver's code becomes a typed error with the free memory.

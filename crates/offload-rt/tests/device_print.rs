@@ -88,6 +88,31 @@ fn device_prints_reach_the_host_after_the_launch() {
     assert!(text.contains("thread 5\n"), "{text}");
     assert!(text.lines().all(|l| l.starts_with("thread ")), "{text}");
 
+    // A thread that prints with too little stack left overflows there (printing allocates,
+    // and must not overflow half-way); what it printed before comes out, and printing works
+    // on afterwards.
+    let small = Device::from_backend(Box::new(
+        offload_rt::__internal::CpuBackend::with_threads(1).with_stack(Some(64 << 10)),
+    ));
+    let chunks = collect();
+    let err = k::print_deep
+        .launch(&small, LaunchConfig::linear(1, 1), 100_000)
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::KernelStackOverflow { kernel, thread: [0, 0, 0], stack_bytes: 65536, .. } if kernel == "print_deep"),
+        "{err}"
+    );
+    let text = chunks.lock().unwrap().concat();
+    assert!(text.starts_with("depth 100000\ndepth 99999\n"), "{text}");
+    let chunks = collect();
+    k::print_deep
+        .launch(&small, LaunchConfig::linear(1, 1), 3)
+        .unwrap();
+    assert_eq!(
+        chunks.lock().unwrap().concat(),
+        "depth 3\ndepth 2\ndepth 1\ndepth 0\n"
+    );
+
     // On a stream, the lines come once the launch has run.
     let chunks = collect();
     let stream = dev.stream().unwrap();

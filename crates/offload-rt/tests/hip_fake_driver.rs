@@ -25,7 +25,10 @@ fn code_object() -> Vec<u8> {
 fn the_hip_backend_keeps_the_runtimes_rules() {
     let library = fake_driver::build("fake-hip");
     // SAFETY: the only test of this process, and no thread reads the environment yet.
-    unsafe { std::env::set_var("OFFLOAD_HIP_LIBRARY", &library) };
+    unsafe {
+        std::env::set_var("OFFLOAD_HIP_LIBRARY", &library);
+        std::env::set_var("OFFLOAD_KERNEL_STACK", "24K");
+    }
 
     // The device as the properties describe it, cross-checked against the other calls.
     let devices = hip::probe().unwrap();
@@ -36,6 +39,9 @@ fn the_hip_backend_keeps_the_runtimes_rules() {
 
     // Work on another thread makes the device current there first.
     let dev = HipDevice::open(0).unwrap();
+    // The stack a GPU thread gets is set when the device opens.
+    let stack_limit = fake_driver::counter(&library, "fake_hip_stack_limit");
+    assert_eq!(stack_limit(), 24 * 1024);
     assert!(matches!(
         dev.alloc(128 << 30),
         Err(HipError::OutOfMemory {

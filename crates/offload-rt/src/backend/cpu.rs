@@ -23,9 +23,15 @@
 //! guard stack on the fast path and in region form) and never resuming it, and the launch fails
 //! with `Error::KernelPanic`. The abandoned frames are dropped without running destructors, as
 //! a GPU abandons a trapped kernel; the process goes on.
+//!
+//! Every such stack has a guard page below it. A GPU thread that overflows its stack faults
+//! there; the signal handler of [`trap`] makes its coroutine return, and the launch fails with
+//! `Error::KernelStackOverflow`, the thread named by the image's index state, the process and
+//! the device going on as after a panic. `OFFLOAD_KERNEL_STACK` sets the stacks' size.
 
 mod loader;
 mod pool;
+mod trap;
 
 use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
@@ -39,8 +45,8 @@ use super::{Backend, DeviceKind, DevicePtr, KernelHandle, Module};
 use crate::error::{Error, KernelPanicReport, Result};
 use crate::kernel::MAX_SHARED_BYTES;
 use crate::kernel::abi::{
-    CPU_REGIONS_PREFIX, CPU_RUN_PREFIX, CPU_THREAD_PREFIX, CPU_WARP_SIZE, CpuLaunch, CpuPanic,
-    CpuRegionsFn, CpuRunFn, CpuThreadFn, PrintArg,
+    CPU_POSITION_SYMBOL, CPU_REGIONS_PREFIX, CPU_RUN_PREFIX, CPU_THREAD_PREFIX, CPU_WARP_SIZE,
+    CpuLaunch, CpuPanic, CpuPositionFn, CpuRegionsFn, CpuRunFn, CpuThreadFn, PrintArg,
 };
 use crate::launch::{LaunchArgs, LaunchShape};
 use crate::registry::{ImageInfo, RegisteredImage};
@@ -48,11 +54,43 @@ use crate::registry::{ImageInfo, RegisteredImage};
 use loader::Library;
 use pool::Pool;
 
-/// Stack of each GPU thread run as a coroutine.
+/// Stack of each GPU thread run as a coroutine, unless `OFFLOAD_KERNEL_STACK` says otherwise.
 const COROUTINE_STACK: usize = 128 * 1024;
-/// Stack a worker runs kernels on outside coroutines: a thread's default (memory is committed
-/// as it is touched).
+/// Stack a worker runs kernels on outside coroutines (the GPU threads it runs one after
+/// another each have all of it), unless `OFFLOAD_KERNEL_STACK` says otherwise: a thread's
+/// default (memory is committed as it is touched).
 const GUARD_STACK: usize = 8 * 1024 * 1024;
+/// The smallest stack a GPU thread gets, whatever `OFFLOAD_KERNEL_STACK` says: room for the
+/// runtime's callbacks (device prints, panic reports) and the kernel frames that call them.
+const MIN_KERNEL_STACK: usize = 64 * 1024;
+
+/// The stacks kernel code runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct StackSizes {
+    /// A GPU thread's coroutine stack.
+    coroutine: usize,
+    /// A worker's guard stack.
+    guard: usize,
+}
+
+impl StackSizes {
+    /// `bytes` for every GPU thread when given, else the defaults.
+    fn new(bytes: Option<usize>) -> StackSizes {
+        match bytes {
+            Some(n) => {
+                let n = n.max(MIN_KERNEL_STACK);
+                StackSizes {
+                    coroutine: n,
+                    guard: n,
+                }
+            }
+            None => StackSizes {
+                coroutine: COROUTINE_STACK,
+                guard: GUARD_STACK,
+            },
+        }
+    }
+}
 
 /// The triple of CPU images this runtime can load: the one it was compiled for. The build
 /// names the CPU image by the host crate's target, so the two agree on every Linux target;
@@ -86,9 +124,12 @@ pub enum BarrierMode {
 pub struct CpuBackend {
     pool: Pool,
     stacks: LauncherStacks,
+    sizes: StackSizes,
     barriers: BarrierMode,
     /// Allocations made with `mmap` (address → mapped length); the rest came from `calloc`.
     mapped: Mutex<std::collections::HashMap<u64, usize>>,
+    /// The handler that turns a stack overflow in kernel code into an error.
+    _overflows: trap::Handler,
 }
 
 /// Allocations from this size on are mapped on their own, 2 MiB-aligned and advised to use
@@ -136,7 +177,9 @@ fn map_huge(bytes: usize) -> Option<(*mut c_void, usize)> {
 impl CpuBackend {
     /// A CPU device with `OFFLOAD_CPU_THREADS` worker threads, or as many as the host's
     /// available parallelism, running barriers as `OFFLOAD_CPU_BARRIERS` says (`coroutines`,
-    /// or by default `regions`). Threads start on the first launch.
+    /// or by default `regions`), each GPU thread with `OFFLOAD_KERNEL_STACK` bytes of stack
+    /// (by default 8 MiB, 128 KiB for a GPU thread run as a coroutine). Threads start on the
+    /// first launch.
     pub fn new() -> CpuBackend {
         let threads = std::env::var("OFFLOAD_CPU_THREADS")
             .ok()
@@ -147,7 +190,9 @@ impl CpuBackend {
             Ok("coroutines") => BarrierMode::Coroutines,
             _ => BarrierMode::Regions,
         };
-        CpuBackend::with_threads(threads).with_barriers(barriers)
+        CpuBackend::with_threads(threads)
+            .with_barriers(barriers)
+            .with_stack(super::kernel_stack())
     }
 
     /// A CPU device running launches on `threads` threads (the launching thread included).
@@ -155,9 +200,18 @@ impl CpuBackend {
         CpuBackend {
             pool: Pool::new(threads.max(1)),
             stacks: LauncherStacks::default(),
+            sizes: StackSizes::new(None),
             barriers: BarrierMode::Regions,
             mapped: Mutex::new(std::collections::HashMap::new()),
+            _overflows: trap::Handler::acquire(),
         }
+    }
+
+    /// This device, giving each GPU thread `bytes` of stack (at least 64 KiB), or with `None`
+    /// the defaults: 8 MiB, 128 KiB for a GPU thread run as a coroutine.
+    pub fn with_stack(mut self, bytes: Option<usize>) -> CpuBackend {
+        self.sizes = StackSizes::new(bytes);
+        self
     }
 
     /// This device, running kernels with barriers as `mode` says.
@@ -280,6 +334,7 @@ impl Backend for CpuBackend {
             bytes,
             self.pool.clone(),
             self.stacks.clone(),
+            self.sizes,
             self.barriers,
         )?))
     }
@@ -311,7 +366,10 @@ pub(crate) struct CpuModule {
     info: ImageInfo,
     pool: Pool,
     stacks: LauncherStacks,
+    sizes: StackSizes,
     barriers: BarrierMode,
+    /// The image's [`CpuPositionFn`].
+    position: CpuPositionFn,
     kernels: Mutex<Vec<CpuKernel>>,
     // Declared last: the library is unloaded after everything pointing into it is gone.
     lib: Library,
@@ -324,14 +382,26 @@ impl CpuModule {
         bytes: &[u8],
         pool: Pool,
         stacks: LauncherStacks,
+        sizes: StackSizes,
         barriers: BarrierMode,
     ) -> Result<CpuModule> {
         let lib = Library::load_from_memory(&info, bytes)?;
+        let Some(position) = lib.symbol(CPU_POSITION_SYMBOL) else {
+            return Err(Error::ImageLoad {
+                module: info.module.clone(),
+                image: info.to_string(),
+                reason: format!("the CPU image does not define `{CPU_POSITION_SYMBOL}`"),
+            });
+        };
+        // SAFETY: the image's `__offload_cpu_position` has this type (the ABI version says).
+        let position = unsafe { std::mem::transmute::<*mut c_void, CpuPositionFn>(position) };
         Ok(CpuModule {
             info,
             pool,
             stacks,
+            sizes,
             barriers,
+            position,
             kernels: Mutex::new(Vec::new()),
             lib,
         })
@@ -435,8 +505,9 @@ impl CpuModule {
             divergent: AtomicBool::new(false),
             unmarked: AtomicBool::new(false),
             panicked: AtomicBool::new(false),
-            panic: Mutex::new(None),
+            failure: Mutex::new(None),
             output: Mutex::new(String::new()),
+            position: self.position,
         };
         let launch = CpuLaunch {
             grid: [gx, gy, gz],
@@ -453,6 +524,7 @@ impl CpuModule {
         let launch_ref = Launch {
             launch: &raw const launch,
             params: params.as_ptr(),
+            sizes: self.sizes,
         };
 
         let mode = if mode == MODE_UNKNOWN {
@@ -462,7 +534,7 @@ impl CpuModule {
                 // calls) keep the kernel there.
                 // SAFETY: the caller's contract covers running any thread of this launch.
                 unsafe { run_block_with_barriers(&launch_ref, thread, 0, threads, None) }?;
-                ctx.check_panic(name)?;
+                ctx.check_failure(name)?;
                 if ctx.unmarked.load(Ordering::Relaxed) || self.barriers == BarrierMode::Coroutines
                 {
                     MODE_BARRIER
@@ -472,7 +544,7 @@ impl CpuModule {
             } else {
                 // SAFETY: as above.
                 let reached_barrier = unsafe { probe(&launch_ref, thread) }?;
-                ctx.check_panic(name)?;
+                ctx.check_failure(name)?;
                 if reached_barrier {
                     // Thread 0 of block 0 reached a barrier inside `probe`, which then
                     // finished block 0.
@@ -525,7 +597,7 @@ impl CpuModule {
         mode: u8,
         known_static: u32,
     ) -> Result<()> {
-        ctx.check_panic(name)?;
+        ctx.check_failure(name)?;
         let used = launch.static_shared_bytes.load(Ordering::Relaxed);
         if used > known_static
             && let Some(k) = self.kernels().get(kernel.0 as usize)
@@ -576,7 +648,7 @@ impl CpuModule {
             let skip = if begin == 0 { skip } else { 0 };
             // SAFETY: `l` points at the launch record and parameters, alive until `Pool::run`
             // returns; the kernel's contract is the caller's.
-            guarded(|| unsafe { run(l.launch, l.params, begin, end, skip) })
+            guarded(l, || unsafe { run(l.launch, l.params, begin, end, skip) })
         })
     }
 
@@ -607,8 +679,10 @@ impl CpuModule {
             }
             if let Some(regions) = regions {
                 let mut fits = false;
-                // SAFETY: as in `run_plain`.
-                guarded(|| fits = unsafe { regions(l.launch, l.params, begin, end) } == 0)?;
+                guarded(l, || {
+                    // SAFETY: as in `run_plain`.
+                    fits = unsafe { regions(l.launch, l.params, begin, end) } == 0;
+                })?;
                 if fits || l.panicked() {
                     return Ok(());
                 }
@@ -636,12 +710,25 @@ struct LaunchCtx {
     /// A barrier or warp operation the region form did not split at was reached (one in a
     /// function the kernel calls).
     unmarked: AtomicBool,
-    /// A GPU thread panicked: workers start no more blocks.
+    /// A GPU thread panicked or overflowed its stack: workers start no more blocks.
     panicked: AtomicBool,
-    /// The first panic's report.
-    panic: Mutex<Option<KernelPanicReport>>,
+    /// The first panic's report or stack overflow.
+    failure: Mutex<Option<Failure>>,
     /// What the launch's device prints wrote, printed when the launch is over.
     output: Mutex<String>,
+    /// The image's [`CpuPositionFn`].
+    position: CpuPositionFn,
+}
+
+/// How a GPU thread ended a launch.
+enum Failure {
+    Panic(KernelPanicReport),
+    /// It overflowed its stack of `stack_bytes`, at this position.
+    Overflow {
+        block: [u32; 3],
+        thread: [u32; 3],
+        stack_bytes: usize,
+    },
 }
 
 impl Drop for LaunchCtx {
@@ -666,27 +753,67 @@ impl LaunchCtx {
         self.panicked.load(Ordering::Relaxed)
     }
 
-    /// [`Error::KernelPanic`] for kernel `name` if one of its threads panicked.
-    fn check_panic(&self, name: &str) -> Result<()> {
+    /// Records `failure` unless a thread failed first, and stops the launch.
+    fn fail(&self, failure: impl FnOnce() -> Failure) {
+        let mut slot = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(failure());
+        }
+        self.panicked.store(true, Ordering::Relaxed);
+    }
+
+    /// Records that the GPU thread the calling OS thread ran last overflowed its stack of
+    /// `stack_bytes`; called on the runtime's stack right after the kernel's coroutine left,
+    /// before this thread runs other kernel code (the image's index state names the thread).
+    fn overflowed(&self, stack_bytes: usize) {
+        // SAFETY: the image's position function reads its thread-local index state.
+        let position = unsafe { (self.position)() };
+        self.fail(|| Failure::Overflow {
+            block: position.block,
+            thread: position.thread,
+            stack_bytes,
+        });
+    }
+
+    /// [`Error::KernelPanic`] or [`Error::KernelStackOverflow`] for kernel `name` if one of its
+    /// threads panicked or overflowed its stack.
+    fn check_failure(&self, name: &str) -> Result<()> {
         if !self.panicked() {
             return Ok(());
         }
-        let report = self.panic.lock().unwrap_or_else(|p| p.into_inner()).take();
-        match report {
+        let failure = self
+            .failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        match failure {
             None => Ok(()),
-            Some(report) => Err(Error::KernelPanic {
+            Some(Failure::Panic(report)) => Err(Error::KernelPanic {
                 kernel: name.to_owned(),
                 device: "cpu".to_owned(),
                 panic: Box::new(report),
+            }),
+            Some(Failure::Overflow {
+                block,
+                thread,
+                stack_bytes,
+            }) => Err(Error::KernelStackOverflow {
+                kernel: name.to_owned(),
+                device: "cpu".to_owned(),
+                block,
+                thread,
+                stack_bytes,
             }),
         }
     }
 }
 
-/// Pointers to a launch's record and parameters, shared with the worker threads.
+/// Pointers to a launch's record and parameters, shared with the worker threads, and the
+/// device's stack sizes.
 struct Launch {
     launch: *const CpuLaunch,
     params: *const *mut c_void,
+    sizes: StackSizes,
 }
 
 // SAFETY: the record and the parameter values are only read during the launch, and the
@@ -694,9 +821,13 @@ struct Launch {
 unsafe impl Sync for Launch {}
 
 impl Launch {
-    fn panicked(&self) -> bool {
+    fn ctx(&self) -> &LaunchCtx {
         // SAFETY: the record and its ctx are alive for the launch.
-        unsafe { LaunchCtx::of(self.launch) }.panicked()
+        unsafe { LaunchCtx::of(self.launch) }
+    }
+
+    fn panicked(&self) -> bool {
+        self.ctx().panicked()
     }
 }
 
@@ -734,6 +865,9 @@ struct StackCache {
     coroutine: Vec<DefaultStack>,
     /// The guard stack.
     guard: Option<DefaultStack>,
+    /// The alternate signal stack of a thread that runs kernel code and had none, on which a
+    /// stack overflow is handled.
+    signal: Option<trap::SignalStack>,
 }
 
 impl StackCache {
@@ -741,6 +875,7 @@ impl StackCache {
         StackCache {
             coroutine: Vec::new(),
             guard: None,
+            signal: None,
         }
     }
 }
@@ -772,7 +907,9 @@ impl LauncherStacks {
             }
         }
         let mut stacks = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        // Declared after the guard, so dropped (and the pointer reset) before it unlocks.
+        // Declared after the guard, so dropped (the signal stack removed, the pointer reset)
+        // before it unlocks.
+        let _signal = trap::SignalStackLent::lend(&mut stacks.signal);
         let _restore = Restore(LENT_STACKS.with(|l| l.replace(&raw mut *stacks)));
         launch()
     }
@@ -782,7 +919,10 @@ impl LauncherStacks {
 /// launching thread; a thread with neither maps and unmaps stacks as it goes.
 fn with_stacks<R>(f: impl FnOnce(&mut StackCache) -> R) -> R {
     if pool::on_worker_thread() {
-        return WORKER_STACKS.with_borrow_mut(f);
+        return WORKER_STACKS.with_borrow_mut(|s| {
+            trap::keep_signal_stack(&mut s.signal);
+            f(s)
+        });
     }
     let lent = LENT_STACKS.with(Cell::get);
     if lent.is_null() {
@@ -794,17 +934,13 @@ fn with_stacks<R>(f: impl FnOnce(&mut StackCache) -> R) -> R {
     f(unsafe { &mut *lent })
 }
 
-/// Runs `f` (kernel code outside GPU-thread coroutines) on this thread's guard stack, so that
-/// a panic in it can leave it: [`cpu_panic`] suspends the guard, which is then reset, not
-/// resumed. After a panic the launch's ctx holds the report.
-fn guarded<F: FnOnce()>(f: F) -> Result<()> {
-    let stack = match with_stacks(|s| s.guard.take()) {
-        Some(stack) => stack,
-        None => DefaultStack::new(GUARD_STACK).map_err(|source| Error::Os {
-            call: "mmap (guard stack)",
-            source,
-        })?,
-    };
+/// Runs `f` (kernel code of launch `l` outside GPU-thread coroutines) on this thread's guard
+/// stack, so that a panic in it can leave it: [`cpu_panic`] suspends the guard, which is then
+/// reset, not resumed; a stack overflow makes it return (see `trap`). After either the
+/// launch's ctx holds the report.
+fn guarded<F: FnOnce()>(l: &Launch, f: F) -> Result<()> {
+    let stack = take_guard_stack(l)?;
+    let info = trap::StackInfo::of(&stack);
     let body = move |y: &GuardYield, ()| {
         GUARD.with(|g| g.set(y));
         f();
@@ -813,7 +949,12 @@ fn guarded<F: FnOnce()>(f: F) -> Result<()> {
     // SAFETY: `body` borrows from this frame, and the coroutine does not outlive it: it either
     // completes in the `resume` below or is reset there.
     let mut co = unsafe { Coroutine::with_stack_unchecked(stack, body) };
-    if let CoroutineResult::Yield(()) = co.resume(()) {
+    let (result, overflowed) = trap::resume(&mut co, info);
+    if overflowed {
+        GUARD.with(|g| g.set(std::ptr::null()));
+        l.ctx().overflowed(info.bytes);
+    }
+    if let CoroutineResult::Yield(()) = result {
         GUARD.with(|g| g.set(std::ptr::null()));
         CURRENT.with(|c| c.set(std::ptr::null()));
         // SAFETY: the coroutine is suspended in `cpu_panic`, on frames of the kernel (image
@@ -822,9 +963,19 @@ fn guarded<F: FnOnce()>(f: F) -> Result<()> {
         // nothing to drop but `f`'s borrows.
         unsafe { co.force_reset() };
     }
-    let stack = co.into_stack();
-    with_stacks(|s| s.guard = Some(stack));
+    give_stack(l, co.into_stack());
     Ok(())
+}
+
+/// This thread's guard stack, mapped on first use.
+fn take_guard_stack(l: &Launch) -> Result<DefaultStack> {
+    match with_stacks(|s| s.guard.take()) {
+        Some(stack) => Ok(stack),
+        None => DefaultStack::new(l.sizes.guard).map_err(|source| Error::Os {
+            call: "mmap (guard stack)",
+            source,
+        }),
+    }
 }
 
 /// A device print: formatted now, printed when the launch is over.
@@ -840,6 +991,12 @@ unsafe extern "C" fn cpu_print(
     args: *const PrintArg,
     arg_count: usize,
 ) {
+    if trap::low_on_stack() {
+        // Formatting allocates: an overflow in it would leave the allocator's lock taken.
+        trap::mark_overflow();
+        // SAFETY: this function's contract: called by kernel code on a kernel stack.
+        unsafe { leave_kernel() }
+    }
     // SAFETY: this function's contract.
     let (ctx, template, args) = unsafe {
         (
@@ -862,6 +1019,12 @@ unsafe extern "C" fn cpu_print(
 /// Called by image code with the launch record the runtime passed in and a valid report,
 /// while running on a GPU-thread coroutine or a guard stack.
 unsafe extern "C" fn cpu_panic(launch: *const CpuLaunch, report: *const CpuPanic) -> ! {
+    if trap::low_on_stack() {
+        // Too little stack left to record the report (which allocates): an overflow.
+        trap::mark_overflow();
+        // SAFETY: this function's contract.
+        unsafe { leave_kernel() }
+    }
     {
         // SAFETY: this function's contract: the record's ctx is the launch's LaunchCtx, and
         // the report and its strings are valid for the call.
@@ -870,19 +1033,28 @@ unsafe extern "C" fn cpu_panic(launch: *const CpuLaunch, report: *const CpuPanic
         let text = |ptr: *const u8, len: usize| unsafe {
             String::from_utf8_lossy(std::slice::from_raw_parts(ptr, len)).into_owned()
         };
-        let mut slot = ctx.panic.lock().unwrap_or_else(|p| p.into_inner());
-        if slot.is_none() {
-            *slot = Some(KernelPanicReport {
+        ctx.fail(|| {
+            Failure::Panic(KernelPanicReport {
                 message: text(r.message, r.message_len),
                 file: text(r.file, r.file_len),
                 line: r.line,
                 column: r.column,
                 block: r.block,
                 thread: r.thread,
-            });
-        }
-        ctx.panicked.store(true, Ordering::Relaxed);
+            })
+        });
     }
+    // SAFETY: this function's contract.
+    unsafe { leave_kernel() }
+}
+
+/// Leaves the kernel running on this thread, as after a panic: suspends its coroutine, which
+/// is then abandoned or reset, never resumed.
+///
+/// # Safety
+///
+/// Called by kernel code, on a GPU-thread coroutine or a guard stack.
+unsafe fn leave_kernel() -> ! {
     let current = CURRENT.with(Cell::get);
     if !current.is_null() {
         // SAFETY: CURRENT is the yielder of the coroutine running this code; it is never
@@ -970,14 +1142,16 @@ unsafe extern "C" fn cpu_warp_sync(launch: *const CpuLaunch) {
     }
 }
 
-/// Runs thread 0 of block 0 as a coroutine. Returns whether it reached a barrier; if so, runs
-/// the rest of block 0 with barriers, resuming that coroutine as thread 0.
+/// Runs thread 0 of block 0 as a coroutine, on the guard stack (the stack the other threads
+/// get on the fast path). Returns whether it reached a barrier; if so, runs the rest of block 0
+/// with barriers, resuming that coroutine as thread 0.
 ///
 /// # Safety
 ///
 /// Running every thread of the launch is sound.
 unsafe fn probe(l: &Launch, thread: CpuThreadFn) -> Result<bool> {
-    let stack = take_stack()?;
+    let stack = take_guard_stack(l)?;
+    let info = trap::StackInfo::of(&stack);
     let (launch, params) = (l.launch, l.params);
     let mut co = Coroutine::with_stack(stack, move |y: &Yield, ()| {
         CURRENT.with(|c| c.set(y));
@@ -985,20 +1159,25 @@ unsafe fn probe(l: &Launch, thread: CpuThreadFn) -> Result<bool> {
         unsafe { thread(launch, params, 0, 0) };
         CURRENT.with(|c| c.set(std::ptr::null()));
     });
-    match co.resume(()) {
+    let (result, overflowed) = trap::resume(&mut co, info);
+    if overflowed {
+        CURRENT.with(|c| c.set(std::ptr::null()));
+        l.ctx().overflowed(info.bytes);
+    }
+    match result {
         CoroutineResult::Return(()) => {
-            give_stack(co.into_stack());
+            give_stack(l, co.into_stack());
             Ok(false)
         }
         CoroutineResult::Yield(Wait::Panic) => {
-            abandon(co);
+            abandon(l, co);
             Ok(false)
         }
         CoroutineResult::Yield(wait) => {
             // SAFETY: `launch` is alive for the launch.
             let [bx, by, bz] = unsafe { (*l.launch).block };
             // SAFETY: the caller's contract.
-            unsafe { run_block_with_barriers(l, thread, 0, bx * by * bz, Some((co, wait))) }?;
+            unsafe { run_block_with_barriers(l, thread, 0, bx * by * bz, Some((co, info, wait))) }?;
             Ok(true)
         }
     }
@@ -1009,6 +1188,8 @@ type ThreadCoroutine = Coroutine<(), Wait, (), DefaultStack>;
 /// One GPU thread of a block run with barriers.
 struct Lane {
     co: Option<ThreadCoroutine>,
+    /// Its stack.
+    stack: trap::StackInfo,
     /// Where it waits; `None` when it can run.
     wait: Option<Wait>,
 }
@@ -1027,23 +1208,24 @@ unsafe fn run_block_with_barriers(
     thread: CpuThreadFn,
     block: u64,
     threads: u32,
-    first: Option<(ThreadCoroutine, Wait)>,
+    first: Option<(ThreadCoroutine, trap::StackInfo, Wait)>,
 ) -> Result<()> {
     let mut lanes: Vec<Lane> = Vec::with_capacity(threads as usize);
     let start = u32::from(first.is_some());
-    if let Some((co, wait)) = first {
+    if let Some((co, stack, wait)) = first {
         lanes.push(Lane {
             co: Some(co),
+            stack,
             wait: Some(wait),
         });
     }
     // All stacks are taken before any thread runs: a failure cannot strand suspended threads.
     let mut stacks = Vec::with_capacity(threads as usize);
     for _ in start..threads {
-        match take_stack() {
+        match take_stack(l) {
             Ok(s) => stacks.push(s),
             Err(e) => {
-                stacks.into_iter().for_each(give_stack);
+                stacks.into_iter().for_each(|s| give_stack(l, s));
                 if let Some(Lane { co: Some(co), .. }) = lanes.pop() {
                     // A suspended coroutine cannot be dropped without unwinding image frames.
                     std::mem::forget(co);
@@ -1055,7 +1237,9 @@ unsafe fn run_block_with_barriers(
     let launch = l.launch;
     let params = l.params;
     for (t, stack) in (start..threads).zip(stacks) {
+        let info = trap::StackInfo::of(&stack);
         lanes.push(Lane {
+            stack: info,
             co: Some(Coroutine::with_stack(stack, move |y: &Yield, ()| {
                 CURRENT.with(|c| c.set(y));
                 // SAFETY: the caller's contract.
@@ -1074,12 +1258,18 @@ unsafe fn run_block_with_barriers(
                         continue;
                     }
                     let Some(co) = &mut lane.co else { continue };
-                    match co.resume(()) {
+                    let (result, overflowed) = trap::resume(co, lane.stack);
+                    if overflowed {
+                        CURRENT.with(|c| c.set(std::ptr::null()));
+                        l.ctx().overflowed(lane.stack.bytes);
+                        break 'block;
+                    }
+                    match result {
                         CoroutineResult::Yield(Wait::Panic) => break 'block,
                         CoroutineResult::Yield(wait) => lane.wait = Some(wait),
                         CoroutineResult::Return(()) => {
                             if let Some(done) = lane.co.take() {
-                                give_stack(done.into_stack());
+                                give_stack(l, done.into_stack());
                             }
                             live -= 1;
                         }
@@ -1102,13 +1292,16 @@ unsafe fn run_block_with_barriers(
         }
     }
     // Left early only by a panic: the block's other threads are abandoned with it.
-    lanes.into_iter().filter_map(|l| l.co).for_each(abandon);
+    lanes
+        .into_iter()
+        .filter_map(|lane| lane.co)
+        .for_each(|co| abandon(l, co));
     Ok(())
 }
 
 /// Drops a GPU thread's coroutine whatever its state, keeping its stack; after a panic in the
 /// block.
-fn abandon(mut co: ThreadCoroutine) {
+fn abandon(l: &Launch, mut co: ThreadCoroutine) {
     if co.started() && !co.done() {
         // SAFETY: the coroutine is suspended in image code (built with `-Cpanic=abort`, no
         // cleanups to skip; its locals' destructors are not run, as on a GPU) under the
@@ -1116,20 +1309,30 @@ fn abandon(mut co: ThreadCoroutine) {
         unsafe { co.force_reset() };
     }
     CURRENT.with(|c| c.set(std::ptr::null()));
-    give_stack(co.into_stack());
+    give_stack(l, co.into_stack());
 }
 
-fn take_stack() -> Result<DefaultStack> {
+fn take_stack(l: &Launch) -> Result<DefaultStack> {
     let cached = with_stacks(|s| s.coroutine.pop());
     match cached {
         Some(s) => Ok(s),
-        None => DefaultStack::new(COROUTINE_STACK).map_err(|source| Error::Os {
+        None => DefaultStack::new(l.sizes.coroutine).map_err(|source| Error::Os {
             call: "mmap (coroutine stack)",
             source,
         }),
     }
 }
 
-fn give_stack(stack: DefaultStack) {
-    with_stacks(|s| s.coroutine.push(stack));
+/// Keeps `stack` for the next use: one of the guard stack's size (as [`probe`] and
+/// [`guarded`] use) as this thread's guard stack while it has none, the others for GPU threads'
+/// coroutines (where the sizes differ, a second guard-sized stack is unmapped).
+fn give_stack(l: &Launch, stack: DefaultStack) {
+    let bytes = trap::StackInfo::of(&stack).bytes;
+    with_stacks(|s| {
+        if bytes >= l.sizes.guard && s.guard.is_none() {
+            s.guard = Some(stack);
+        } else if bytes < l.sizes.guard || l.sizes.coroutine >= l.sizes.guard {
+            s.coroutine.push(stack);
+        }
+    });
 }

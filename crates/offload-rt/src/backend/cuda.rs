@@ -297,7 +297,17 @@ impl Driver for DriverApi {
             (self.cuDevicePrimaryCtxRetain)(&raw mut ctx, info.device)
         })?;
         // SAFETY: `ctx` was just retained.
-        if let Err(e) = self.check("cuCtxSetCurrent", unsafe { (self.cuCtxSetCurrent)(ctx) }) {
+        let current = self.check("cuCtxSetCurrent", unsafe { (self.cuCtxSetCurrent)(ctx) });
+        // The stack of a GPU thread, when `OFFLOAD_KERNEL_STACK` sets it (else the driver's).
+        let stack = match (current, crate::backend::kernel_stack(), self.cuCtxSetLimit) {
+            (Err(e), _, _) => Err(e),
+            (Ok(()), Some(bytes), Some(set_limit)) => self.check("cuCtxSetLimit", {
+                // SAFETY: the context is current; the call takes a limit and a value.
+                unsafe { set_limit(sys::CU_LIMIT_STACK_SIZE, bytes) }
+            }),
+            (Ok(()), _, _) => Ok(()),
+        };
+        if let Err(e) = stack {
             // SAFETY: pairs with the retain just above; nothing of the context escaped.
             unsafe { self.context_close(info, ctx) };
             return Err(e);

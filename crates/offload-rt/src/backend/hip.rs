@@ -275,6 +275,15 @@ impl Driver for HipApi {
         // HIP has no context to hold: a device is made current per thread.
         // SAFETY: HIP's binding reads no context.
         unsafe { self.context_bind(info, ptr::null_mut())? };
+        // The stack of a GPU thread, when `OFFLOAD_KERNEL_STACK` sets it (else the runtime's).
+        if let (Some(bytes), Some(set_limit)) =
+            (crate::backend::kernel_stack(), self.hipDeviceSetLimit)
+        {
+            // SAFETY: the device is current; the call takes a limit and a value.
+            self.check("hipDeviceSetLimit", unsafe {
+                set_limit(sys::hipLimitStackSize, bytes)
+            })?;
+        }
         Ok(ptr::null_mut())
     }
 

@@ -274,6 +274,25 @@ pub trait Module: Send + Sync + fmt::Debug {
 /// Opens GPU `ordinal` of `kind` (CUDA or HIP).
 /// Why no device of GPU kind `kind` can be present, judged from the device nodes its driver
 /// needs, without loading the driver; `None` where one may be (and for the CPU).
+/// The stack a GPU thread gets, in bytes, as `OFFLOAD_KERNEL_STACK` asks: a number of bytes,
+/// or of KiB, MiB or GiB with a `K`, `M` or `G` suffix. `None` (each device's default) when
+/// unset, zero or not such a number.
+pub(crate) fn kernel_stack() -> Option<usize> {
+    parse_stack_size(&std::env::var("OFFLOAD_KERNEL_STACK").ok()?)
+}
+
+fn parse_stack_size(text: &str) -> Option<usize> {
+    let text = text.trim();
+    let (digits, shift) = match text.as_bytes().last()? {
+        b'k' | b'K' => (&text[..text.len() - 1], 10),
+        b'm' | b'M' => (&text[..text.len() - 1], 20),
+        b'g' | b'G' => (&text[..text.len() - 1], 30),
+        _ => (text, 0),
+    };
+    let n = digits.trim().parse::<usize>().ok()?;
+    n.checked_mul(1 << shift).filter(|&n| n > 0)
+}
+
 pub(crate) fn missing_device_nodes(kind: DeviceKind) -> Option<String> {
     match kind {
         DeviceKind::Cuda => <cuda::Cuda as gpu::Driver>::missing_device_nodes(),
@@ -290,5 +309,20 @@ pub(crate) fn open_gpu(kind: DeviceKind, ordinal: usize) -> Result<Box<dyn Backe
             backend: kind.name(),
             reason: format!("device {ordinal}: the CPU is not a GPU backend"),
         }),
+    }
+}
+
+#[cfg(test)]
+mod stack_size_tests {
+    #[test]
+    fn stack_sizes_read_as_bytes_or_with_a_binary_suffix() {
+        let parse = super::parse_stack_size;
+        assert_eq!(parse("65536"), Some(65536));
+        assert_eq!(parse(" 64K "), Some(64 << 10));
+        assert_eq!(parse("2m"), Some(2 << 20));
+        assert_eq!(parse("1G"), Some(1 << 30));
+        for bad in ["", "0", "K", "-1", "1.5M", "lots"] {
+            assert_eq!(parse(bad), None, "{bad:?}");
+        }
     }
 }

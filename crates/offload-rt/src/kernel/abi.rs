@@ -146,6 +146,21 @@ pub type CpuRegionsFn = unsafe extern "C" fn(
     end: u64,
 ) -> u32;
 
+/// Where the GPU thread an OS thread runs (or ran last) is, as a CPU image's index state says.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuPosition {
+    /// Index of the block.
+    pub block: [u32; 3],
+    /// Index of the thread in its block.
+    pub thread: [u32; 3],
+}
+
+/// `__offload_cpu_position`: the [`CpuPosition`] of the calling OS thread in the image; what
+/// the runtime reports after a GPU thread overflowed its stack (read on the same OS thread,
+/// before it runs any other kernel code).
+pub type CpuPositionFn = unsafe extern "C" fn() -> CpuPosition;
+
 /// Symbol prefix of [`CpuRegionsFn`] entry points.
 pub const CPU_REGIONS_PREFIX: &str = "__offload_cpu_regions_";
 /// Symbol prefix of the note a CPU image carries for a kernel with barriers that runs on the
@@ -157,8 +172,10 @@ pub const CPU_RUN_PREFIX: &str = "__offload_cpu_run_";
 pub const CPU_THREAD_PREFIX: &str = "__offload_cpu_thread_";
 /// Symbol of the `u32` CPU ABI version every CPU image exports.
 pub const CPU_ABI_SYMBOL: &str = "__offload_cpu_abi_version";
+/// Symbol of the [`CpuPositionFn`] every CPU image exports.
+pub const CPU_POSITION_SYMBOL: &str = "__offload_cpu_position";
 /// The CPU entry-point ABI described by this module.
-pub const CPU_ABI_VERSION: u32 = 5;
+pub const CPU_ABI_VERSION: u32 = 6;
 /// Lanes of a warp on the CPU device.
 pub const CPU_WARP_SIZE: u32 = 32;
 /// Bytes of dynamic shared memory a block can use on the CPU device.

@@ -13,7 +13,7 @@ use core::sync::atomic::Ordering;
 
 use super::abi::{
     CPU_ABI_VERSION, CPU_DYNAMIC_SHARED_CAPACITY, CPU_PANIC_MESSAGE_CAPACITY, CPU_SHARED_CAPACITY,
-    CPU_WARP_SIZE, CpuLaunch, CpuPanic, PrintArg,
+    CPU_WARP_SIZE, CpuLaunch, CpuPanic, CpuPosition, PrintArg,
 };
 use super::warp::{Shuffle, source_lane};
 
@@ -31,6 +31,16 @@ static BLOCK_DIM: Cell<[u32; 3]> = Cell::new([1; 3]);
 static GRID_DIM: Cell<[u32; 3]> = Cell::new([1; 3]);
 #[thread_local]
 static LAUNCH: Cell<*const CpuLaunch> = Cell::new(core::ptr::null());
+
+/// The block and thread this OS thread runs, or ran last (`abi::CpuPositionFn`): the runtime
+/// names them when a GPU thread overflows its stack.
+#[unsafe(no_mangle)]
+pub extern "C" fn __offload_cpu_position() -> CpuPosition {
+    CpuPosition {
+        block: BLOCK.get(),
+        thread: THREAD.get(),
+    }
+}
 
 const SLOTS: usize = 32;
 

@@ -76,6 +76,8 @@ pub const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: c_int = 76;
 pub const CU_JIT_ERROR_LOG_BUFFER: CUjit_option = 5;
 pub const CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES: CUjit_option = 6;
 
+pub const CU_LIMIT_STACK_SIZE: c_int = 0;
+
 pub const CU_STREAM_DEFAULT: c_uint = 0;
 pub const CU_EVENT_DEFAULT: c_uint = 0;
 pub const CU_STREAM_NON_BLOCKING: c_uint = 1;
@@ -139,6 +141,8 @@ entry_points! {
     // Device prints and panic reports (a fake driver may lack them).
     cuMemHostGetDevicePointer_v2: fn(*mut CUdeviceptr, *mut c_void, c_uint) -> CUresult;
     cuModuleGetGlobal_v2: fn(*mut CUdeviceptr, *mut usize, CUmodule, *const c_char) -> CUresult;
+    // A fake driver may lack it.
+    cuCtxSetLimit: fn(c_int, usize) -> CUresult;
     // CUDA 12 and newer.
     cuGraphExecUpdate_v2: fn(CUgraphExec, CUgraph, *mut CUgraphExecUpdateResultInfo) -> CUresult;
     }

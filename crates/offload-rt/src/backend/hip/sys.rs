@@ -35,6 +35,7 @@ pub type hipGraph_t = *mut c_void;
 pub type hipGraphExec_t = *mut c_void;
 
 pub const hipSuccess: hipError_t = 0;
+pub const hipLimitStackSize: c_int = 0;
 pub const hipErrorOutOfMemory: hipError_t = 2;
 pub const hipErrorInsufficientDriver: hipError_t = 35;
 pub const hipErrorInvalidDeviceFunction: hipError_t = 98;
@@ -158,6 +159,8 @@ entry_points! {
     hipHostGetDevicePointer: fn(*mut *mut c_void, *mut c_void, c_uint) -> hipError_t;
     hipModuleGetGlobal: fn(*mut hipDeviceptr_t, *mut usize, hipModule_t, *const c_char) -> hipError_t;
     hipGraphExecUpdate: fn(hipGraphExec_t, hipGraph_t, *mut *mut c_void, *mut c_int) -> hipError_t;
+    // A fake runtime may lack it.
+    hipDeviceSetLimit: fn(c_int, usize) -> hipError_t;
     }
 }
 
