@@ -1393,6 +1393,57 @@ fn a_dev_build_checks_kernels_and_a_release_build_does_not() {
     assert!(release.contains("y = 6"), "{release}");
 }
 
+#[test]
+fn run_debugger_stops_in_a_kernel_thread_on_the_cpu_device_and_prints_a_local() {
+    let gdb = offload_toolchain::Tool::Gdb
+        .find()
+        .expect("gdb, which the set-up installs");
+    let project = new_project(&["hello-debugger"]);
+    let lib = std::fs::read_to_string(project.join("kernels/src/lib.rs")).unwrap();
+    let line = lib
+        .lines()
+        .position(|l| l.contains("*yi += a * xi;"))
+        .expect("the template's kernel line")
+        + 1;
+    // gdb in batch mode, as a user would drive it: a breakpoint on the kernel's line, pending
+    // until the CPU image is loaded, then the kernel's parameter and thread index printed.
+    let script = project.join("debug.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nexec '{}' -batch -ex 'set breakpoint pending on' -ex 'break \
+             kernels/src/lib.rs:{line}' -ex run -ex 'print a' -ex 'print i' -ex 'info sharedlibrary' -ex kill \"$@\"\n",
+            gdb.display()
+        ),
+    )
+    .unwrap();
+    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(&script, mode).unwrap();
+    let out = cargo_offload_env(
+        &project,
+        &[
+            "run",
+            &format!("--debugger={}", script.display()),
+            "--target-dir",
+            &target_dir("e2e-fixtures").to_string_lossy(),
+        ],
+        &[("OFFLOAD_DEVICE", Some("cpu"))],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stdout.contains("hello_debugger_kernels::__offload_kernel_saxpy (a=2")
+            && stdout.contains(&format!("at kernels/src/lib.rs:{line}")),
+        "the breakpoint is hit in the kernel:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("$1 = 2\n"), "`a` is printed:\n{stdout}");
+    assert!(stdout.contains("$2 = "), "`i` is printed:\n{stdout}");
+    assert!(
+        stdout.contains("offload-cpu-images/libhello_debugger_kernels-"),
+        "the CPU image is loaded from a file the debugger reads:\n{stdout}"
+    );
+}
+
 /// Whether `cargo build -v` output shows the package's build script running.
 fn build_script_ran(out: &Output) -> bool {
     String::from_utf8_lossy(&out.stderr)

@@ -17,6 +17,9 @@ pub const OFFLOAD_PREBUILT: &str = "OFFLOAD_PREBUILT";
 pub const OFFLOAD_BUILD_VERBOSE: &str = "OFFLOAD_BUILD_VERBOSE";
 /// Set to `1` to fail the build when an `sm_XX` would get PTX without a cubin.
 pub const OFFLOAD_REQUIRE_CUBIN: &str = "OFFLOAD_REQUIRE_CUBIN";
+/// Any value but `0`: the CPU device's image is built for a debugger (unoptimized, full debug
+/// information); `cargo offload run --debugger` sets it.
+pub const OFFLOAD_DEBUG_KERNELS: &str = "OFFLOAD_DEBUG_KERNELS";
 /// `1`: build no device images (as under `cargo check`); `0`: always build them; unset: build
 /// them unless the build script runs under `cargo check`, `clippy` or `doc`.
 pub const OFFLOAD_CHECK_ONLY: &str = "OFFLOAD_CHECK_ONLY";

@@ -119,7 +119,9 @@ pub mod tooling {
     }
     /// The environment the build reads.
     pub mod env {
-        pub use crate::env::{Env, NATIVE_NONE, OFFLOAD_ARCH, OFFLOAD_NATIVE_ARCH};
+        pub use crate::env::{
+            Env, NATIVE_NONE, OFFLOAD_ARCH, OFFLOAD_DEBUG_KERNELS, OFFLOAD_NATIVE_ARCH,
+        };
     }
     /// CUDA, HIP and OpenMP C++ sources built through clang.
     pub mod foreign {

@@ -282,6 +282,9 @@ pub struct KernelChecks {
     pub debug_assertions: bool,
     /// Line tables (DWARF `.debug_line`) in the image, where the device keeps them.
     pub line_info: bool,
+    /// Built for a debugger (`OFFLOAD_DEBUG_KERNELS`, which `cargo offload run --debugger`
+    /// sets): the CPU device's image unoptimized, with full debug information.
+    pub debugger: bool,
 }
 
 impl KernelChecks {
@@ -295,6 +298,9 @@ impl KernelChecks {
             line_info: env
                 .get_untracked("DEBUG")
                 .is_some_and(|d| !matches!(d.as_str(), "false" | "0" | "none")),
+            debugger: env
+                .get(crate::env::OFFLOAD_DEBUG_KERNELS)
+                .is_some_and(|v| v != "0"),
         }
     }
 
@@ -306,7 +312,10 @@ impl KernelChecks {
             settings.push("debug-assertions=true");
             settings.push("overflow-checks=true");
         }
-        if self.line_info && line_info {
+        if self.debugger && line_info {
+            settings.push("opt-level=0");
+            settings.push("debug=true");
+        } else if self.line_info && line_info {
             settings.push("debug=\"line-tables-only\"");
         }
         settings
@@ -416,6 +425,7 @@ mod tests {
         let dev = KernelChecks {
             debug_assertions: true,
             line_info: true,
+            debugger: false,
         };
         assert_eq!(
             dev.config_args("my-kernels", false),

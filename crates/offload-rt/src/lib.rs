@@ -15,6 +15,9 @@
 //!   coroutine per GPU thread instead of as loops between their barriers.
 //! - `OFFLOAD_KERNEL_STACK`: the stack of each GPU thread (bytes, or with a `K`, `M` or `G`
 //!   suffix) on every device; on the CPU device an overflow is `Error::KernelStackOverflow`.
+//! - `OFFLOAD_CPU_IMAGE_DIR`: a directory where the CPU device writes each image it loads (and
+//!   loads it from there), so that a debugger finds the kernels' symbols and lines; `cargo
+//!   offload run --debugger` sets it.
 //! - `OFFLOAD_LOG=1`: log lines on stderr saying why a GPU backend was not used, which image
 //!   was loaded, and how the CPU device runs each kernel with barriers.
 //! - `OFFLOAD_CUDA_LIBRARY`, `OFFLOAD_HIP_LIBRARY`: the driver library to open instead of

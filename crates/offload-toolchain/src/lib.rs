@@ -165,6 +165,8 @@ pub enum Tool {
     /// Git, which fetches LLVM's tests of the offload tools and makes the repository of a
     /// project `cargo offload new` creates.
     Git,
+    /// GDB, the debugger `cargo offload run --debugger` starts by default (and its test runs).
+    Gdb,
 }
 
 impl Tool {
@@ -194,6 +196,7 @@ impl Tool {
         Tool::Aarch64Gcc,
         Tool::Python3,
         Tool::Git,
+        Tool::Gdb,
     ];
 
     /// The program's file name in its directory.
@@ -223,6 +226,7 @@ impl Tool {
             Tool::Aarch64Gcc => "aarch64-linux-gnu-gcc",
             Tool::Python3 => "python3",
             Tool::Git => "git",
+            Tool::Gdb => "gdb",
         }
     }
 
@@ -251,6 +255,7 @@ impl Tool {
             Tool::Aarch64Gcc => "gcc-aarch64-linux-gnu",
             Tool::Python3 => "python3",
             Tool::Git => "git",
+            Tool::Gdb => "gdb",
         }
     }
 
@@ -258,9 +263,12 @@ impl Tool {
     pub const fn origin(self) -> Origin {
         match self {
             Tool::Ptxas | Tool::Cuobjdump => Origin::Cuda,
-            Tool::GnuTime | Tool::QemuAarch64 | Tool::Aarch64Gcc | Tool::Python3 | Tool::Git => {
-                Origin::System
-            }
+            Tool::GnuTime
+            | Tool::QemuAarch64
+            | Tool::Aarch64Gcc
+            | Tool::Python3
+            | Tool::Git
+            | Tool::Gdb => Origin::System,
             _ => Origin::Llvm,
         }
     }

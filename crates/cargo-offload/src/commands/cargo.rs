@@ -54,6 +54,10 @@ fn split_offload_args(args: Vec<OsString>) -> Result<(OffloadOptions, Vec<OsStri
             options.archs.push(value.to_owned());
         } else if arg == "--print-phases" {
             options.print_phases = true;
+        } else if arg == "--debugger" {
+            options.debugger = Some("gdb".to_owned());
+        } else if let Some(value) = arg.to_str().and_then(|a| a.strip_prefix("--debugger=")) {
+            options.debugger = Some(value.to_owned());
         } else {
             rest.push(arg);
         }
@@ -74,6 +78,10 @@ Offload options (the rest is cargo's own, below):
                               device compiles and links per architecture, images,
                               embedding, host link) like clang's -ccc-print-phases,
                               and build nothing
+      --debugger[=PROGRAM]    (run) run the program under gdb, or PROGRAM (lldb,
+                              cuda-gdb, rocgdb), its CPU device's kernels built
+                              unoptimized with full debug information, so that
+                              `break kernels/src/lib.rs:14` stops in a kernel thread
 ";
 
 pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
@@ -86,6 +94,7 @@ pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
         // Cargo's help follows, from the cargo the command runs.
         println!("{HELP}");
         options.print_phases = false;
+        options.debugger = None;
     }
     run_cargo(subcommand, &options, &cargo_args)
 }

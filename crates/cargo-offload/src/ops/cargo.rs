@@ -20,7 +20,7 @@ use anyhow::{Context, Result};
 use offload_build::tooling::arch;
 use offload_build::tooling::command;
 use offload_build::tooling::diagnostics::{self, OFFLOAD_MESSAGE_DIR};
-use offload_build::tooling::env::{Env, OFFLOAD_ARCH, OFFLOAD_NATIVE_ARCH};
+use offload_build::tooling::env::{Env, OFFLOAD_ARCH, OFFLOAD_DEBUG_KERNELS, OFFLOAD_NATIVE_ARCH};
 use offload_build::tooling::json::{CargoMessage, JsonExt};
 use offload_tools::inspect::{InspectedImage, PtxasFallback, inspect_with};
 
@@ -36,6 +36,9 @@ pub struct OffloadOptions {
     pub archs: Vec<String>,
     /// `--print-phases`: print the action graphs instead of building.
     pub print_phases: bool,
+    /// `run --debugger[=PROGRAM]`: the debugger to run the program under (`gdb` by default;
+    /// `lldb`, `cuda-gdb`, `rocgdb`, or any program taking gdb's or lldb's arguments).
+    pub debugger: Option<String>,
 }
 
 /// The list that comes before the package metadata, with its origin as build scripts name
@@ -55,6 +58,92 @@ pub fn run_cargo(
     options: &OffloadOptions,
     cargo_args: &[OsString],
 ) -> Result<ExitCode> {
+    match &options.debugger {
+        Some(debugger) if !options.print_phases => {
+            if subcommand != "run" {
+                anyhow::bail!("`--debugger` is an option of `cargo offload run`");
+            }
+            run_under_debugger(debugger, options, cargo_args)
+        }
+        _ => Ok(build_or_run(subcommand, options, cargo_args, false)?.0),
+    }
+}
+
+/// `cargo offload run --debugger`: the program built with its CPU device's images made for a
+/// debugger ([`OFFLOAD_DEBUG_KERNELS`]), then run under `debugger` with the images written
+/// where it can read them (`OFFLOAD_CPU_IMAGE_DIR`), so that a breakpoint on a kernel's line
+/// stops in a kernel thread and its locals can be printed.
+fn run_under_debugger(
+    debugger: &str,
+    options: &OffloadOptions,
+    cargo_args: &[OsString],
+) -> Result<ExitCode> {
+    let split = cargo_args
+        .iter()
+        .position(|a| a == "--")
+        .unwrap_or(cargo_args.len());
+    let (build_args, program_args) = (
+        &cargo_args[..split],
+        &cargo_args[(split + 1).min(cargo_args.len())..],
+    );
+    if has_flag(build_args, &["--message-format"]) {
+        anyhow::bail!("`--debugger` shows the build as cargo does: leave out `--message-format`");
+    }
+    let (status, executables) = build_or_run("build", options, build_args, true)?;
+    if status != ExitCode::SUCCESS {
+        return Ok(status);
+    }
+    let executable = match executables.as_slice() {
+        [one] => one,
+        [] => anyhow::bail!("the build made no executable to run under {debugger}"),
+        several => anyhow::bail!(
+            "the build made {} executables ({}): choose one with `--bin NAME`",
+            several.len(),
+            several
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let images = executable
+        .parent()
+        .unwrap_or(std::path::Path::new("."))
+        .join("offload-cpu-images");
+    // The default is found as every tool is (`OFFLOAD_GDB`, then `PATH`), its error naming the
+    // package to install; a program named is run as named.
+    let program = if debugger == "gdb" {
+        offload_toolchain::Tool::Gdb.find()?
+    } else {
+        PathBuf::from(debugger)
+    };
+    let mut cmd = Command::new(&program);
+    // lldb takes the program after `--`; gdb, cuda-gdb and rocgdb after `--args`.
+    let lldb = std::path::Path::new(debugger)
+        .file_name()
+        .is_some_and(|name| name.to_string_lossy().contains("lldb"));
+    cmd.arg(if lldb { "--" } else { "--args" })
+        .arg(executable)
+        .args(program_args)
+        .env("OFFLOAD_CPU_IMAGE_DIR", &images);
+    let status = command::status_interactive(&mut cmd).with_context(|| {
+        format!("could not run the debugger `{debugger}` (`--debugger=PROGRAM` names another)")
+    })?;
+    Ok(match status.code() {
+        Some(0) => ExitCode::SUCCESS,
+        Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        None => ExitCode::FAILURE,
+    })
+}
+
+/// [`run_cargo`]'s work, and the executables the build made (`executables`: read from cargo's
+/// messages, which it then asks for even under `-q`).
+fn build_or_run(
+    subcommand: &str,
+    options: &OffloadOptions,
+    cargo_args: &[OsString],
+    executables: bool,
+) -> Result<(ExitCode, Vec<PathBuf>)> {
     let env = Env::detect();
     let native = NativeGpus::default();
     let explicit = explicit_list(&options.archs, &env);
@@ -62,7 +151,10 @@ pub fn run_cargo(
         let archs = explicit
             .map(|(list, origin)| native.resolve(&list, origin))
             .transpose()?;
-        return super::phases::print(cargo_args, archs.as_deref(), &native, &env);
+        return Ok((
+            super::phases::print(cargo_args, archs.as_deref(), &native, &env)?,
+            Vec::new(),
+        ));
     }
     // Only the list is checked here: the toolchain is checked by the build scripts, when and
     // only when a device build runs, so a no-op build costs what a no-op `cargo build` costs.
@@ -119,6 +211,9 @@ pub fn run_cargo(
     if let Some(value) = native.env_value() {
         cmd.env(OFFLOAD_NATIVE_ARCH, value);
     }
+    if executables {
+        cmd.env(OFFLOAD_DEBUG_KERNELS, "1");
+    }
     // Build scripts find the device link executable installed beside this one first.
     if let Ok(me) = std::env::current_exe() {
         cmd.env(
@@ -129,7 +224,7 @@ pub fn run_cargo(
     let json = wants_json_messages(cargo_args);
     let summarize = subcommand == "build"
         && !json
-        && !has_flag(cargo_args, &["-q", "--quiet", "--message-format"]);
+        && (executables || !has_flag(cargo_args, &["-q", "--quiet", "--message-format"]));
     let style = Style::for_stderr_with(
         &env,
         cargo_flag_values(cargo_args, "--color", None)
@@ -153,6 +248,7 @@ pub fn run_cargo(
             "--message-format=json"
         });
     }
+    let mut built_executables = Vec::new();
     let status = if summarize || json {
         cmd.env(OFFLOAD_MESSAGE_DIR, message_dir.path());
         // Cargo's messages come through our hands: passed on with an `offload-image` message
@@ -197,6 +293,14 @@ pub fn run_cargo(
                     }
                 }
                 summaries.extend(message.as_ref().and_then(embedded_summary));
+                built_executables.extend(
+                    message
+                        .as_ref()
+                        .filter(|m| m.is("compiler-artifact"))
+                        .filter(|m| m.json().strs_at(&["target", "kind"]).contains(&"bin"))
+                        .and_then(|m| m.json().str_at(&["executable"]))
+                        .map(PathBuf::from),
+                );
             }
         }
         let status = child.wait();
@@ -231,11 +335,12 @@ pub fn run_cargo(
         command::status_interactive(&mut cmd).map_err(anyhow::Error::from)
     }
     .with_context(|| format!("could not run `{cargo} {subcommand}`"))?;
-    Ok(match status.code() {
+    let code = match status.code() {
         Some(0) => ExitCode::SUCCESS,
         Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         None => ExitCode::FAILURE,
-    })
+    };
+    Ok((code, built_executables))
 }
 
 /// The device builds' `compiler-message`s: those the build scripts that ran left in `dir`,

@@ -1,5 +1,8 @@
 //! Loading a shared object from memory: an anonymous `memfd` holds the bytes, `dlopen` maps
-//! it through `/proc/self/fd/N`. Nothing touches the file system.
+//! it through `/proc/self/fd/N`. Nothing touches the file system, unless
+//! `OFFLOAD_CPU_IMAGE_DIR` names a directory: then the image is written there and loaded from
+//! that file, which a debugger can read (it resolves `/proc/self/fd/N` in its own process, not
+//! the program's), and removed when unloaded. `cargo offload run --debugger` sets it.
 
 use std::ffi::{CStr, CString, c_void};
 
@@ -14,6 +17,8 @@ pub(crate) struct Library {
     /// Kept open while loaded: the dynamic loader knows the object by the path
     /// `/proc/self/fd/N`, and a reused descriptor number must not name it again.
     fd: libc::c_int,
+    /// The file it was loaded from, under `OFFLOAD_CPU_IMAGE_DIR`; removed when unloaded.
+    file: Option<std::path::PathBuf>,
 }
 
 // SAFETY: the handle is only used with dlsym/dlclose, which are thread-safe.
@@ -74,17 +79,40 @@ impl Library {
             }
             written += n as usize;
         }
-        let path = CString::new(format!("/proc/self/fd/{fd}"))
-            .map_err(|_| load_error("bad descriptor path".to_owned()))?;
+        let file = match std::env::var_os("OFFLOAD_CPU_IMAGE_DIR") {
+            Some(dir) if !dir.is_empty() => {
+                let dir = std::path::PathBuf::from(dir);
+                let file = dir.join(format!("lib{}-{}-{fd}.so", info.module, std::process::id()));
+                let written =
+                    std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&file, bytes));
+                if let Err(e) = written {
+                    close(fd);
+                    return Err(load_error(format!(
+                        "writing the image to {} (OFFLOAD_CPU_IMAGE_DIR): {e}",
+                        file.display()
+                    )));
+                }
+                Some(file)
+            }
+            _ => None,
+        };
+        let path = match &file {
+            Some(file) => CString::new(file.as_os_str().as_encoded_bytes()),
+            None => CString::new(format!("/proc/self/fd/{fd}")),
+        }
+        .map_err(|_| load_error("the image's path contains a NUL byte".to_owned()))?;
         // SAFETY: `path` is NUL-terminated. Loading runs the image's initializers: a CPU image
         // is a no_std kernel crate built by the project, with none of its own.
         let handle = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
         if handle.is_null() {
             let reason = last_dl_error();
             close(fd);
+            if let Some(file) = &file {
+                let _ = std::fs::remove_file(file);
+            }
             return Err(load_error(reason));
         }
-        let lib = Library { handle, fd };
+        let lib = Library { handle, fd, file };
         let Some(version) = lib.symbol(CPU_ABI_SYMBOL) else {
             return Err(load_error(format!(
                 "not a CPU device image: it does not define `{CPU_ABI_SYMBOL}`"
@@ -116,5 +144,9 @@ impl Drop for Library {
         unsafe { libc::dlclose(self.handle) };
         // SAFETY: the descriptor is ours and closed once.
         unsafe { libc::close(self.fd) };
+        if let Some(file) = &self.file {
+            // Best effort: a file left behind in the directory asked for is harmless.
+            let _ = std::fs::remove_file(file);
+        }
     }
 }
