@@ -394,7 +394,7 @@ pub fn help(message: &CargoMessage) -> Option<String> {
     None
 }
 
-/// Adds [`help`]'s line, if any, to a `compiler-message`: to its rendered text, as rustc
+/// Adds `help`'s line, if any, to a `compiler-message`: to its rendered text, as rustc
 /// renders a `= help:` note, and to its children, where an IDE reads it.
 pub fn add_help(message: &mut CargoMessage) {
     let Some(text) = help(message) else {
