@@ -84,6 +84,15 @@ pub enum CommandError {
         #[source]
         source: std::io::Error,
     },
+    /// The program started, but its output could not be read or its end waited for.
+    #[error("`{command}`: reading its output or waiting for it failed: {source}")]
+    Io {
+        /// The command.
+        command: CommandLine,
+        /// What failed.
+        #[source]
+        source: std::io::Error,
+    },
     /// The program ran and exited unsuccessfully.
     #[error("`{command}` failed ({status}){}", stderr_tail(stderr))]
     Failed {
@@ -126,14 +135,6 @@ pub fn run_with_hint(cmd: &mut Command, hint: &str) -> Result<Output, CommandErr
             stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
         })
     }
-}
-
-/// Runs `cmd` to completion, capturing stdout and stderr, and returns its output whether it
-/// succeeded or not (its status tells).
-pub fn output(cmd: &mut Command) -> Result<Output, CommandError> {
-    cmd.stdin(Stdio::null())
-        .output()
-        .map_err(|source| spawn_error(CommandLine::of(cmd), source, ""))
 }
 
 /// Runs `cmd` with stderr passed through to the user's terminal (rustc diagnostics stay

@@ -70,7 +70,7 @@ pub fn build(
     }
     let line = crate::command::CommandLine::of(&cmd).to_string();
     let files = crate::build_cache::around(env, target_dir, &krate.package, || {
-        nested::run_for_artifacts(cmd, &krate.manifest_path, &krate.package, "host")
+        nested::run_for_artifacts(env, cmd, &krate.manifest_path, &krate.package, "host")
     })?;
     let so = files
         .iter()

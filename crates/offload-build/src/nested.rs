@@ -347,44 +347,118 @@ pub fn rustc_llvm_major(version_output: &str) -> Option<u32> {
 /// manifest cargo cannot read, a dependency it cannot fetch): its status lines and lock
 /// waits are noise beside rustc's errors.
 pub fn run_json(
+    env: &Env,
     cmd: &mut Command,
     arch: &str,
 ) -> std::result::Result<Vec<CargoMessage>, CommandError> {
-    let output = command::output(cmd)?;
-    let messages: Vec<CargoMessage> = String::from_utf8_lossy(&output.stdout)
+    // Cargo's progress frames, asked for although its stderr is no terminal, tell how many
+    // units the build has done of how many.
+    cmd.env("CARGO_TERM_PROGRESS_WHEN", "always")
+        .env("CARGO_TERM_PROGRESS_WIDTH", "120")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = command::spawn(cmd)?;
+    let progress = child.stderr.take().map(|stderr| {
+        let (env, arch) = (*env, arch.to_owned());
+        std::thread::spawn(move || {
+            report_progress(stderr, &arch, |line| {
+                crate::status::status(&env, "Compiling", line);
+            })
+        })
+    });
+    let mut stdout = Vec::new();
+    let read = child.stdout.take().map_or(Ok(0), |mut out| {
+        std::io::Read::read_to_end(&mut out, &mut stdout)
+    });
+    let status = child.wait();
+    let stderr = progress
+        .and_then(|thread| thread.join().ok())
+        .unwrap_or_default();
+    let failed = |source: std::io::Error| CommandError::Io {
+        command: command::CommandLine::of(cmd),
+        source,
+    };
+    read.map_err(failed)?;
+    let status = status.map_err(failed)?;
+    let messages: Vec<CargoMessage> = String::from_utf8_lossy(&stdout)
         .lines()
         .filter_map(CargoMessage::parse)
         .collect();
     crate::diagnostics::record(arch, &messages);
-    if output.status.success() {
+    if status.success() {
         return Ok(messages);
     }
     let rustc_errors = messages
         .iter()
         .any(|m| m.is("compiler-message") && crate::diagnostics::level(m) == Some("error"));
-    let stderr = if rustc_errors {
-        String::new()
-    } else {
-        String::from_utf8_lossy(&output.stderr)
-            .lines()
-            .filter(|line| {
-                !line
-                    .trim_start()
-                    .starts_with("Blocking waiting for file lock")
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
     Err(CommandError::Failed {
         command: command::CommandLine::of(cmd),
-        status: output.status,
-        stderr,
+        status,
+        stderr: if rustc_errors { String::new() } else { stderr },
     })
+}
+
+/// Reads a nested cargo's stderr to its end: each crate it starts compiling becomes a
+/// `Compiling` status line naming the architectures the build serves and, from cargo's
+/// progress frames, how many of its units are done (`core v0.0.0 (sm_80, sm_90) 3/41`), so
+/// that a long device build is not silent. Returns the rest of what cargo said (no progress
+/// frames, no lock waits), for an error where rustc gave none.
+fn report_progress(
+    mut stderr: impl std::io::Read,
+    arch: &str,
+    mut compiling: impl FnMut(&str),
+) -> String {
+    let mut kept: Vec<String> = Vec::new();
+    let mut done: Option<String> = None;
+    let mut pending = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = match stderr.read(&mut chunk) {
+            Ok(0) => 0,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => 0,
+        };
+        let end = n == 0;
+        pending.extend_from_slice(&chunk[..n]);
+        // Whole lines and frames only, but everything at the end.
+        let cut = if end {
+            pending.len()
+        } else {
+            match pending.iter().rposition(|&b| b == b'\r' || b == b'\n') {
+                Some(at) => at + 1,
+                None => continue,
+            }
+        };
+        let ready: Vec<u8> = pending.drain(..cut).collect();
+        for line in String::from_utf8_lossy(&ready)
+            .split(['\r', '\n'])
+            .map(str::trim)
+        {
+            if let Some(frame) = line.strip_prefix("Building [") {
+                done = frame
+                    .split_once("] ")
+                    .and_then(|(_, rest)| rest.split(':').next())
+                    .map(str::to_owned);
+            } else if let Some(what) = line.strip_prefix("Compiling ") {
+                let krate = what.split(" (").next().unwrap_or(what);
+                let count = done.as_deref().map(|d| format!(" {d}")).unwrap_or_default();
+                compiling(&format!("{krate} ({arch}){count}"));
+            } else if !line.is_empty() && !line.starts_with("Blocking waiting for file lock") {
+                kept.push(line.to_owned());
+            }
+        }
+        if end {
+            return kept.join("\n");
+        }
+    }
 }
 
 /// Runs a nested `cargo rustc … --message-format=json` ([`run_json`]) and returns the
 /// artifacts of `package`'s library.
 pub fn run_for_artifacts(
+    env: &Env,
     mut cmd: Command,
     package_manifest: &Path,
     krate: &str,
@@ -392,7 +466,7 @@ pub fn run_for_artifacts(
 ) -> Result<Vec<PathBuf>> {
     cmd.arg("--message-format=json");
     let line = command::CommandLine::of(&cmd).to_string();
-    let messages = match run_json(&mut cmd, arch) {
+    let messages = match run_json(env, &mut cmd, arch) {
         Ok(messages) => messages,
         Err(CommandError::Failed { stderr, .. }) => {
             return Err(Error::DeviceBuild {
@@ -418,6 +492,23 @@ pub fn run_for_artifacts(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cargos_progress_becomes_status_lines_and_the_rest_is_kept() {
+        let stderr = "    Blocking waiting for file lock on package cache\n   Compiling core v0.0.0 \
+                      (/s/library/core)\n    Building [=>    ] 1/3: core\r    Building [===> ] \
+                      2/3: compiler_builtins\r   Compiling k v0.1.0 (/k)\nerror: no matching \
+                      package named `nope` found\n";
+        let mut lines = Vec::new();
+        let kept = report_progress(stderr.as_bytes(), "sm_80, sm_90", |l| {
+            lines.push(l.to_owned())
+        });
+        assert_eq!(
+            lines,
+            ["core v0.0.0 (sm_80, sm_90)", "k v0.1.0 (sm_80, sm_90) 2/3"]
+        );
+        assert_eq!(kept, "error: no matching package named `nope` found");
+    }
 
     #[test]
     fn a_checked_profile_reaches_the_kernel_crate_alone() {

@@ -261,7 +261,7 @@ pub fn nested_build(env: &Env, build: &NestedBuild) -> Result<NestedBuildOutput>
     if env.verbose() {
         eprintln!("running {}", command::CommandLine::of(&cmd));
     }
-    let messages = match nested::run_json(&mut cmd, &build.label) {
+    let messages = match nested::run_json(env, &mut cmd, &build.label) {
         Ok(messages) => messages,
         Err(command::CommandError::Failed {
             command, stderr, ..
