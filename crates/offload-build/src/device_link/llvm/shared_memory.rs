@@ -84,6 +84,39 @@ unsafe fn users(value: llvm_sys::prelude::LLVMValueRef) -> Vec<llvm_sys::prelude
     users
 }
 
+/// Whether the `icmp` `user` compares `value` with a null pointer (of any address space, cast
+/// or not) for equality or inequality.
+///
+/// # Safety
+/// `user` is a live `icmp` instruction using `value`.
+unsafe fn compares_with_null(
+    user: llvm_sys::prelude::LLVMValueRef,
+    value: llvm_sys::prelude::LLVMValueRef,
+) -> bool {
+    use llvm_sys::LLVMIntPredicate as P;
+    use llvm_sys::core as c;
+    // SAFETY: the caller's contract; the operands of a live instruction are live.
+    unsafe {
+        // A scalar comparison only: a vector one's result is no `i1` constant.
+        if !matches!(c::LLVMGetICmpPredicate(user), P::LLVMIntEQ | P::LLVMIntNE)
+            || c::LLVMGetTypeKind(c::LLVMTypeOf(user))
+                != llvm_sys::LLVMTypeKind::LLVMIntegerTypeKind
+        {
+            return false;
+        }
+        let (a, b) = (c::LLVMGetOperand(user, 0), c::LLVMGetOperand(user, 1));
+        let mut other = if a == value { b } else { a };
+        if !c::LLVMIsAConstantExpr(other).is_null()
+            && c::LLVMGetConstOpcode(other) == llvm_sys::LLVMOpcode::LLVMAddrSpaceCast
+        {
+            other = c::LLVMGetOperand(other, 0);
+        }
+        (a == value) != (b == value)
+            && !c::LLVMIsAConstant(other).is_null()
+            && c::LLVMIsNull(other) != 0
+    }
+}
+
 /// Rebuilds every use of `old` (a pointer in a global address space) on `new` (the same memory
 /// in address space 3): GEPs are re-created on `new`, loads, stores, atomics and memory
 /// intrinsics take `new` as their pointer, casts to generic become casts of `new`. A use that
@@ -192,6 +225,15 @@ unsafe fn rewrite_shared_uses(
                 Op::LLVMCall if is_instruction => {
                     rewrite_memory_intrinsic(module, builder, user, old, new)
                         .ok_or_else(|| unsupported(user))?
+                }
+                // A static's address is never null (the checks of a debug build compare it):
+                // the comparison is constant, whatever address space the memory moves to.
+                Op::LLVMICmp if is_instruction && compares_with_null(user, old) => {
+                    let equal =
+                        c::LLVMGetICmpPredicate(user) == llvm_sys::LLVMIntPredicate::LLVMIntEQ;
+                    let constant = c::LLVMConstInt(c::LLVMTypeOf(user), u64::from(!equal), 0);
+                    c::LLVMReplaceAllUsesWith(user, constant);
+                    c::LLVMInstructionEraseFromParent(user);
                 }
                 _ => return Err(unsupported(user)),
             }
@@ -416,6 +458,29 @@ mod tests {
             "{ir}"
         );
         assert!(ir.contains("addrspacecast ptr addrspace(3)"), "{ir}");
+    }
+
+    /// A debug build's checks compare a shared static's address with null: never null, so
+    /// the comparisons fold, in whatever address space the null is written.
+    #[test]
+    fn a_shared_static_compared_with_null_is_never_null() {
+        let context = Context::create();
+        let module = amdgpu_module(
+            &context,
+            "define amdgpu_kernel void @k(ptr addrspace(1) %out) {\n\
+               %eq = icmp eq ptr addrspace(1) @tile, addrspacecast (ptr null to ptr addrspace(1))\n\
+               %ne = icmp ne ptr addrspace(1) null, @tile\n\
+               %both = and i1 %eq, %ne\n\
+               %v = zext i1 %both to i32\n\
+               store i32 %v, ptr addrspace(1) %out\n\
+               ret void\n\
+             }\n",
+        );
+        assert_eq!(move_shared_to_addrspace3(&module).unwrap(), 1);
+        module.verify().unwrap();
+        let ir = module.print_to_string().to_string();
+        assert!(!ir.contains("icmp"), "{ir}");
+        assert!(ir.contains("and i1 false, true"), "{ir}");
     }
 
     #[test]
