@@ -167,11 +167,7 @@ pub fn host_crates(selection: &PackageSelection, cargo: Option<&Path>) -> Result
         let Some(pkg) = meta.package(id) else {
             continue;
         };
-        let runs_offload_build = pkg
-            .dependencies
-            .iter()
-            .any(|d| d.kind == DependencyKind::Build && d.name == "offload-build");
-        if runs_offload_build {
+        if runs_offload_build(pkg) {
             let host = host_package_in(&meta, pkg, &pkg.manifest_path, None)?;
             if !host.kernel_crates.is_empty() {
                 out.push(host_crate(&meta, pkg, host)?);
@@ -209,11 +205,7 @@ pub fn kernel_crates_to_test(
         .collect();
     let mut kernels: Vec<String> = Vec::new();
     for pkg in chosen.iter().filter_map(|id| meta.package(id)) {
-        let runs_offload_build = pkg
-            .dependencies
-            .iter()
-            .any(|d| d.kind == DependencyKind::Build && d.name == "offload-build");
-        if !runs_offload_build {
+        if !runs_offload_build(pkg) {
             continue;
         }
         for krate in host_package_in(&meta, pkg, &pkg.manifest_path, None)?.kernel_crates {
@@ -236,6 +228,13 @@ pub fn kernel_crates_to_test(
     } else {
         Ok(kernels)
     }
+}
+
+/// Whether `pkg`'s build script runs offload-build (a build-dependency on it).
+fn runs_offload_build(pkg: &Package) -> bool {
+    pkg.dependencies
+        .iter()
+        .any(|d| d.kind == DependencyKind::Build && d.name == "offload-build")
 }
 
 /// The ids of the packages `selection` names.

@@ -145,11 +145,7 @@ fn run_device_binary(subcommand: &str, args: DeviceArgs) -> Result<ExitCode> {
             device.display()
         )
     })?;
-    Ok(match status.code() {
-        Some(0) => ExitCode::SUCCESS,
-        Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
-        None => ExitCode::FAILURE,
-    })
+    Ok(cargo_offload::ops::cargo::exit_code(status))
 }
 
 #[cfg(test)]

@@ -129,11 +129,17 @@ fn run_under_debugger(
     let status = command::status_interactive(&mut cmd).with_context(|| {
         format!("could not run the debugger `{debugger}` (`--debugger=PROGRAM` names another)")
     })?;
-    Ok(match status.code() {
+    Ok(exit_code(status))
+}
+
+/// The exit code that passes a child's exit status on: its code (255 at most), a failure when
+/// a signal ended it.
+pub fn exit_code(status: std::process::ExitStatus) -> ExitCode {
+    match status.code() {
         Some(0) => ExitCode::SUCCESS,
         Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         None => ExitCode::FAILURE,
-    })
+    }
 }
 
 /// [`run_cargo`]'s work, and the executables the build made (`executables`: read from cargo's
@@ -335,12 +341,7 @@ fn build_or_run(
         command::status_interactive(&mut cmd).map_err(anyhow::Error::from)
     }
     .with_context(|| format!("could not run `{cargo} {subcommand}`"))?;
-    let code = match status.code() {
-        Some(0) => ExitCode::SUCCESS,
-        Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
-        None => ExitCode::FAILURE,
-    };
-    Ok((code, built_executables))
+    Ok((exit_code(status), built_executables))
 }
 
 /// The device builds' `compiler-message`s: those the build scripts that ran left in `dir`,

@@ -28,12 +28,12 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use offload_build::OffloadArch;
 use offload_build::tooling::env::Env;
-use offload_build::tooling::metadata::{HostCrate, PackageSelection};
+use offload_build::tooling::metadata::HostCrate;
 use offload_build::tooling::plan::{BuildPlan, ImageSource, LinkOutputs};
 use offload_build::tooling::prebuilt;
 use offload_format::DeviceFamily;
 
-use super::command_line::{NativeGpus, cargo_flag_values};
+use super::command_line::{NativeGpus, cargo_flag_values, package_selection};
 
 /// Prints the action graph of every host crate the build that `cargo_args` describe compiles:
 /// for `archs` (`--offload-arch` or `OFFLOAD_ARCH`, resolved), else each crate's own list.
@@ -43,15 +43,7 @@ pub(crate) fn print(
     native: &NativeGpus,
     env: &Env,
 ) -> Result<ExitCode> {
-    let before_dashdash = || cargo_args.iter().take_while(|a| *a != "--");
-    let selection = PackageSelection {
-        manifest_path: cargo_flag_values(cargo_args, "--manifest-path", None)
-            .pop()
-            .map(PathBuf::from),
-        packages: cargo_flag_values(cargo_args, "--package", Some("-p")),
-        workspace: before_dashdash().any(|a| a == "--workspace" || a == "--all"),
-        exclude: cargo_flag_values(cargo_args, "--exclude", None),
-    };
+    let selection = package_selection(cargo_args);
     let host_triple = cargo_flag_values(cargo_args, "--target", None)
         .into_iter()
         .next()
