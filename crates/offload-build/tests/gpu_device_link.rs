@@ -11,6 +11,7 @@ use offload_build::tooling::device_link::{
     self, AmdCodeObjectVersion, AmdgpuLinkOptions, DeviceInput, GpuTarget, NvptxLinkOptions,
 };
 use offload_build::tooling::env::Env;
+use offload_format::panic_sites::{self, PanicSite, PanicSites};
 use offload_format::{AmdTargetId, ImageKind};
 use offload_toolchain::Tool;
 
@@ -955,10 +956,69 @@ fn panics_and_prints_use_the_channel() {
     }
 }
 
+/// The panic-site table of a PTX module: its global's initializer.
+fn ptx_panic_sites(ptx: &str) -> PanicSites {
+    let line = ptx
+        .lines()
+        .find(|l| l.contains(&format!(" {}[", panic_sites::SYMBOL)))
+        .unwrap_or_else(|| panic!("no {} in the PTX", panic_sites::SYMBOL));
+    assert!(
+        line.starts_with(".visible "),
+        "the runtime cannot find it: {line}"
+    );
+    let bytes: Vec<u8> = line
+        .split_once('{')
+        .and_then(|(_, rest)| rest.split_once('}'))
+        .map(|(list, _)| list.split(',').map(|b| b.trim().parse().unwrap()).collect())
+        .unwrap_or_else(|| panic!("no initializer: {line}"));
+    PanicSites::parse(&bytes).unwrap().1
+}
+
+/// The panic-site table of an AMD code object: its dynamic symbol's bytes.
+fn elf_panic_sites(image: &[u8]) -> PanicSites {
+    use object::{Object, ObjectSection, ObjectSymbol};
+    let file = object::File::parse(image).unwrap();
+    let symbol = file
+        .dynamic_symbols()
+        .find(|s| s.name() == Ok(panic_sites::SYMBOL))
+        .unwrap_or_else(|| panic!("no exported {}", panic_sites::SYMBOL));
+    let section = file
+        .section_by_index(symbol.section_index().unwrap())
+        .unwrap();
+    let data = section
+        .data_range(symbol.address(), symbol.size())
+        .unwrap()
+        .unwrap();
+    PanicSites::parse(data).unwrap().1
+}
+
+/// The fixture's panic sites are described: `panic_kinds`'s literal message and bounds
+/// check, with their file and line.
+fn check_panic_sites(sites: &PanicSites, arch: &str) {
+    let in_fixture = |s: &&PanicSite| s.file.ends_with("lib.rs") && s.line > 0 && s.column > 0;
+    assert!(
+        sites
+            .sites()
+            .iter()
+            .filter(in_fixture)
+            .any(|s| s.kind == 0 && s.message == "a literal message"),
+        "{arch}: {sites:?}"
+    );
+    assert!(
+        sites
+            .sites()
+            .iter()
+            .filter(in_fixture)
+            .any(|s| s.kind == 1 && s.message.is_empty()),
+        "{arch}: no bounds check described: {sites:?}"
+    );
+}
+
 /// A kernel that can panic carries none of `core::fmt` (core's panic functions report through
 /// offload-rt's `__offload_gpu_panic`, which formats nothing): no formatter in the module, one
 /// out-of-line function on NVIDIA and none on AMD, no stack or scratch, few registers; the
-/// literal messages are in the image for the report. AMD's `grid_dim` reads the block counts,
+/// literal messages are in the image's panic-site table for the report. AMD's `grid_dim` reads
+/// the block counts,
 /// so a slice kernel divides nothing.
 #[test]
 fn panics_carry_no_formatting() {
@@ -981,14 +1041,21 @@ fn panics_carry_no_formatting() {
             !functions.iter().any(|f| is_fmt(f)),
             "{sm}: core::fmt in the module: {functions:?}"
         );
-        assert_eq!(
-            functions
-                .iter()
-                .filter(|f| f.starts_with("__offload_gpu_panic"))
-                .count(),
-            1,
-            "{sm}: one panic reporter: {functions:?}"
+        let panic_path: Vec<&&str> = functions
+            .iter()
+            .filter(|f| f.starts_with("__offload_gpu_panic"))
+            .collect();
+        assert!(
+            panic_path.iter().all(|f| [
+                "__offload_gpu_panic",
+                "__offload_gpu_panic_at",
+                "__offload_gpu_panic_finish",
+                "__offload_gpu_panic_wait"
+            ]
+            .contains(f)),
+            "{sm}: one copy of the panic path's functions: {functions:?}"
         );
+        check_panic_sites(&ptx_panic_sites(&ptx), sm);
         let entry = ptx_entry(&ptx, "panic_kinds");
         let calls: Vec<&&str> = entry.iter().filter(|l| l.starts_with("call")).collect();
         assert!(
@@ -1063,6 +1130,7 @@ fn panics_carry_no_formatting() {
             "{id}: saxpy_slices divides:\n{}",
             slices.join("\n")
         );
+        check_panic_sites(&elf_panic_sites(bytes), id);
         // (`expect`'s and `assert_eq!`'s messages are constants rustc's LTO may have folded
         // into core's functions, which then report core's own wording.)
         for message in ["a literal message", "attempt to divide by zero"] {

@@ -564,6 +564,14 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// A GPU image's panic-site table that cannot be read.
+    #[error("panic-site table at offset {offset}: {reason}")]
+    PanicSites {
+        /// Byte offset of the field or data that is wrong, from the table's start.
+        offset: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// `Result` with this crate's [`Error`].
@@ -689,6 +697,7 @@ error_codes! {
         BadKernelResources => "OFF1066",
         CpuImage => "OFF1067",
         AmdCodeObject => "OFF1068",
+        PanicSites => "OFF1069",
     }
 }
 

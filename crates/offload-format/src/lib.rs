@@ -14,6 +14,7 @@
 //! | [`target_id`] | target IDs (`gfx90a:xnack+`), canonical form, compatibility, conflicting combinations; typed AMDGPU target IDs ([`AmdTargetId`], with their `e_flags`) and NVIDIA names ([`Sm`]); the AMDGPU and NVPTX processor tables of LLVM 22 | | |
 //! | [`triple`] | the device triples and the host `arch` | | |
 //! | [`device`] | device families ([`DeviceFamily`]: NVIDIA, AMD, the host CPU) and the facts that tell them apart: triple, offload kind, driver API, nested-build processor | | |
+//! | [`panic_sites`] | the panic-site table of a GPU image: each place a kernel can panic, written by the device link, read by the runtime to word a GPU panic's report | yes | yes |
 //! | [`print_template`] | the templates of device prints (`device_println!`), checked by the macro at compile time and read by the runtime to print | yes | |
 //! | [`aligned`] | object files copied to an address the ELF reader accepts (archive members, sections) | | |
 //! | [`archive`] | GNU `ar` and heterogeneous device archive unbundling (`-type=a`, `--allow-missing-bundles`, `--check-input-archive`), members in the binary or object layout | yes | yes, with clang's symbol index for bitcode ([`bitcode`]) and ELF members |
@@ -40,6 +41,7 @@ pub mod error;
 pub mod image;
 pub mod llvm_hash;
 pub mod offload_binary;
+pub mod panic_sites;
 pub mod print_template;
 pub mod target_id;
 pub mod triple;

@@ -307,12 +307,28 @@ impl PanicKind {
 }
 
 /// A GPU thread's panic: the first thread to move `state` from [`PANIC_EMPTY`] to
-/// [`PANIC_WRITING`] writes the rest, then stores [`PANIC_WRITTEN`] and traps.
+/// [`PANIC_WRITING`] writes the rest, then stores [`PANIC_WRITTEN`] and traps. A panic at a site
+/// the device link described in the module's panic-site table (`offload_format::panic_sites`)
+/// records the site and the values only; any other records its kind, text and location.
 #[repr(C)]
 #[derive(Debug)]
 pub struct PanicRecord {
     /// [`PANIC_EMPTY`], [`PANIC_WRITING`] or [`PANIC_WRITTEN`].
     pub state: AtomicU32,
+    /// What `message` and `values` hold: a [`PanicKind`] as `u32` (without a site).
+    pub kind: u32,
+    /// Index of the panicking thread's block, as [`pack_block`] writes it.
+    pub block: [u32; 3],
+    /// The panicking thread's rank in its block (`kernel::thread_rank`, x fastest);
+    /// [`thread_index`] makes it an index with `block_dim`.
+    pub thread: u32,
+    /// The block's x and y extents.
+    pub block_dim: [u32; 2],
+    /// The site in a loaded module's panic-site table (`offload_format::panic_sites::site_value`),
+    /// or 0: the kind, text and location are the fields below.
+    pub site: u64,
+    /// The raw values of a panic whose message the host formats ([`PanicKind`]).
+    pub values: [u64; 3],
     /// Line of the panic, 1-based.
     pub line: u32,
     /// Column of the panic, 1-based.
@@ -321,18 +337,39 @@ pub struct PanicRecord {
     pub file_len: u32,
     /// Bytes of `message` used.
     pub message_len: u32,
-    /// Index of the panicking thread's block.
-    pub block: [u32; 3],
-    /// Index of the panicking thread in its block.
-    pub thread: [u32; 3],
-    /// What `message` and `values` hold: a [`PanicKind`] as `u32`.
-    pub kind: u32,
-    /// The raw values of a panic whose message the host formats ([`PanicKind`]).
-    pub values: [u64; 3],
     /// The source file, UTF-8.
     pub file: [u8; PANIC_FILE_CAPACITY],
     /// The message, UTF-8.
     pub message: [u8; PANIC_MESSAGE_CAPACITY],
+}
+
+/// [`PanicRecord::block`]`[2]` when `[1]` holds the y and z indices, 16 bits each (NVIDIA,
+/// whose grids are at most 65,535 blocks high and deep): one register fewer in the code that
+/// records a panic. No block's z index is `u32::MAX`.
+pub const BLOCK_YZ_PACKED: u32 = u32::MAX;
+
+/// A thread's index in its block from its rank and the block's x and y extents.
+pub const fn thread_index(rank: u32, [x, y]: [u32; 2]) -> [u32; 3] {
+    let (x, y) = (if x == 0 { 1 } else { x }, if y == 0 { 1 } else { y });
+    [rank % x, rank / x % y, rank / x / y]
+}
+
+/// A block's index as a panic records it: as it is, or with y and z packed (see
+/// [`BLOCK_YZ_PACKED`]).
+pub const fn pack_block([x, y, z]: [u32; 3], packed: bool) -> [u32; 3] {
+    if packed {
+        [x, (y & 0xffff) | z << 16, BLOCK_YZ_PACKED]
+    } else {
+        [x, y, z]
+    }
+}
+
+/// The block index [`pack_block`] packed.
+pub const fn unpack_block(block: [u32; 3]) -> [u32; 3] {
+    match block {
+        [x, yz, BLOCK_YZ_PACKED] => [x, yz & 0xffff, yz >> 16],
+        block => block,
+    }
 }
 
 /// The print ring's header; its `capacity` bytes follow the [`DeviceChannel`]. A print reserves

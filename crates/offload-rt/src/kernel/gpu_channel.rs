@@ -4,11 +4,12 @@
 //! ended the launch and, on CUDA, the context.
 
 use core::panic::Location;
-use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering, fence};
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering, fence};
 
 use super::abi::{
     DeviceChannel, PANIC_EMPTY, PANIC_FILE_CAPACITY, PANIC_MESSAGE_CAPACITY, PANIC_WRITING,
-    PANIC_WRITTEN, PRINT_RECORD_READY, PanicKind, PanicRecord, PrintArg, print_record_size,
+    PANIC_WRITTEN, PRINT_RECORD_READY, PanicKind, PanicRecord, PrintArg, pack_block,
+    print_record_size,
 };
 
 /// The channel, set by the runtime before any launch (null until then, or when the runtime
@@ -81,9 +82,11 @@ pub(super) fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
 /// one traps. `offload-build`'s device link replaces the bodies of core's panic functions
 /// with a call of this function (`panic_bounds_check` with [`PanicKind::IndexOutOfBounds`]
 /// and the index and length, `expect_failed` with its message, …), so no kernel carries
-/// `core::fmt`; the host formats `values` ([`PanicKind`]). Out of line on NVIDIA, one copy
-/// every panic site calls; the AMD device link inlines it at each site, where a call would
-/// cost more registers and scratch than the copy.
+/// `core::fmt`; the host formats `values` ([`PanicKind`]). Where the optimized kernel calls it
+/// with a constant kind, message and location, the device link describes the site in the
+/// module's panic-site table and calls [`__offload_gpu_panic_at`] instead, which copies no
+/// string. Out of line on NVIDIA; the AMD device link inlines it at each site, where a call
+/// would cost more registers and scratch than the copy.
 ///
 /// # Safety
 /// `message` points at `message_len` bytes of UTF-8 (the first
@@ -102,34 +105,135 @@ pub unsafe extern "C" fn __offload_gpu_panic(
     location: *const Location<'static>,
 ) -> ! {
     let channel = channel();
-    if !channel.is_null() {
-        // SAFETY: as in `print`; `state` is only accessed atomically, and the other fields
-        // are written only by the thread that moved `state` to `PANIC_WRITING`.
-        unsafe {
+    // SAFETY: as in `print`; the record's fields but `state` are this thread's once claimed.
+    unsafe {
+        if !channel.is_null() {
             let record = &raw mut (*channel).panic;
-            let state = &(*record).state;
-            if state
-                .compare_exchange(
-                    PANIC_EMPTY,
-                    PANIC_WRITING,
-                    Ordering::Acquire,
-                    Ordering::Relaxed,
-                )
-                .is_ok()
-            {
-                write_report(record, kind, message, message_len, [a, b, c], location);
-                // System scope: the host reads the record, perhaps after the trap below.
-                fence(Ordering::SeqCst);
-                state.store(PANIC_WRITTEN, Ordering::Release);
-                fence(Ordering::SeqCst);
-            } else {
-                let mut spins = 0;
-                while state.load(Ordering::Acquire) != PANIC_WRITTEN && spins < REPORT_WAIT_SPINS {
-                    spins += 1;
-                    core::hint::spin_loop();
-                }
+            if !claim(record) {
+                __offload_gpu_panic_wait()
             }
+            // The values first: they are then dead during the copies.
+            write_words((&raw mut (*record).values).cast(), [a, b, c]);
+            write_text(record, kind, message, message_len, location);
+            __offload_gpu_panic_finish()
         }
+    }
+    super::arch::trap()
+}
+
+/// A panic at site `site` of the module's panic-site table (see `offload_format::panic_sites`),
+/// with the panic's raw values: what the device link makes of a call of
+/// [`__offload_gpu_panic`] whose kind, message and location are constants. Only the site and
+/// the values are written here; the thread's place is written by
+/// [`__offload_gpu_panic_finish`]. Out of line on NVIDIA; inlined on AMD GPUs, as the
+/// reporter is.
+///
+/// # Safety
+/// `site` is a site value of a table the device link put in this module.
+#[unsafe(no_mangle)]
+#[inline(never)]
+#[cold]
+pub unsafe extern "C" fn __offload_gpu_panic_at(site: u64, a: u64, b: u64, c: u64) -> ! {
+    let channel = channel();
+    // SAFETY: as in `print`; the record's fields but `state` are this thread's once claimed.
+    unsafe {
+        if !channel.is_null() {
+            let record = &raw mut (*channel).panic;
+            if !claim(record) {
+                __offload_gpu_panic_wait()
+            }
+            write_words(&raw mut (*record).site, [site, a, b, c]);
+            __offload_gpu_panic_finish()
+        }
+    }
+    super::arch::trap()
+}
+
+/// Writes `words` from `first` on, one word at a time: a wide store of several would need as
+/// many consecutive registers at once (AMDGPU merges adjacent stores into one of up to 16
+/// bytes), in a panic path whose registers the kernel pays for.
+///
+/// # Safety
+/// `first` and the words after it are fields of the record this thread claimed, 8-aligned.
+#[inline(always)]
+unsafe fn write_words<const N: usize>(first: *mut u64, words: [u64; N]) {
+    for (i, word) in words.into_iter().enumerate() {
+        // SAFETY: the caller's contract; nothing else accesses the words meanwhile, and an
+        // atomic store is not merged with its neighbours.
+        unsafe { AtomicU64::from_ptr(first.add(i)).store(word, Ordering::Relaxed) };
+    }
+}
+
+/// Whether this thread claimed the record: moved `state` from [`PANIC_EMPTY`] to
+/// [`PANIC_WRITING`]. A thread that did not calls [`__offload_gpu_panic_wait`].
+///
+/// # Safety
+/// `record` is the channel's live panic record; `state` is only accessed atomically.
+#[inline(always)]
+unsafe fn claim(record: *mut PanicRecord) -> bool {
+    // SAFETY: the caller's contract; no reference to the whole record is made.
+    let state = unsafe { &(*record).state };
+    state
+        .compare_exchange(
+            PANIC_EMPTY,
+            PANIC_WRITING,
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        )
+        .is_ok()
+}
+
+/// A panicking thread that lost the race to report: waits for the winner's report to be
+/// complete, then traps (its trap would end the launch before the report is whole). Out of
+/// line on NVIDIA, like [`__offload_gpu_panic_finish`].
+///
+/// # Safety
+/// The channel is not null.
+#[unsafe(no_mangle)]
+#[inline(never)]
+#[cold]
+pub unsafe extern "C" fn __offload_gpu_panic_wait() -> ! {
+    // SAFETY: the caller's contract; `state` is only accessed atomically.
+    let state = unsafe { &(*channel()).panic.state };
+    let mut spins = 0;
+    while state.load(Ordering::Acquire) != PANIC_WRITTEN && spins < REPORT_WAIT_SPINS {
+        spins += 1;
+        core::hint::spin_loop();
+    }
+    super::arch::trap()
+}
+
+/// Completes the report this thread claimed: writes its block and thread, publishes the
+/// record and traps. Out of line on NVIDIA and without parameters, so that reading the
+/// indices costs the caller no registers of its own.
+///
+/// # Safety
+/// This thread claimed the channel's record ([`claim`]), so the channel is not null.
+#[unsafe(no_mangle)]
+#[inline(never)]
+#[cold]
+pub unsafe extern "C" fn __offload_gpu_panic_finish() -> ! {
+    let channel = channel();
+    // SAFETY: the caller's contract: the record is live and its fields are this thread's.
+    unsafe {
+        let record = &raw mut (*channel).panic;
+        // The rank, which the kernel has often computed already (`grid_thread_rank`), and
+        // the block's extents, which are uniform: on AMD the three indices would each hold a
+        // vector register down to the panic path.
+        (&raw mut (*record).thread).write(super::thread_rank());
+        (&raw mut (*record).block_dim).write([super::block_dim_x(), super::block_dim_y()]);
+        (&raw mut (*record).block).write(pack_block(
+            [
+                super::block_idx_x(),
+                super::block_idx_y(),
+                super::block_idx_z(),
+            ],
+            cfg!(target_arch = "nvptx64"),
+        ));
+        // System scope: the host reads the record, perhaps after the trap below.
+        fence(Ordering::SeqCst);
+        (*record).state.store(PANIC_WRITTEN, Ordering::Release);
+        fence(Ordering::SeqCst);
     }
     super::arch::trap()
 }
@@ -232,31 +336,21 @@ fn report(
 /// (which other threads read meanwhile, so no reference to the whole record is made);
 /// `message` points at `message_len` bytes; `location` is null or points at a live
 /// `Location`. Nothing here can panic (a panic would come back here): the host cuts the
-/// fields at character boundaries. The order keeps few values live at once: this is the
-/// one out-of-line function of a kernel's panic path, whose registers the kernel pays for.
-unsafe fn write_report(
+/// fields at character boundaries. Inlined into the reporter: a call of its own would cost
+/// the calling convention's registers.
+#[inline(always)]
+unsafe fn write_text(
     record: *mut PanicRecord,
     kind: u32,
     message: *const u8,
     message_len: usize,
-    values: [u64; 3],
     location: *const Location<'static>,
 ) {
     // SAFETY (every access below): fields of the live record this thread owns, and the
     // caller's message and location.
     unsafe {
         (&raw mut (*record).kind).write(kind);
-        (&raw mut (*record).values).write(values);
-        (&raw mut (*record).block).write([
-            super::block_idx_x(),
-            super::block_idx_y(),
-            super::block_idx_z(),
-        ]);
-        (&raw mut (*record).thread).write([
-            super::thread_idx_x(),
-            super::thread_idx_y(),
-            super::thread_idx_z(),
-        ]);
+        (&raw mut (*record).site).write(0);
         let len = message_len.min(PANIC_MESSAGE_CAPACITY);
         core::ptr::copy_nonoverlapping(message, (&raw mut (*record).message).cast(), len);
         (&raw mut (*record).message_len).write(len as u32);
@@ -273,6 +367,10 @@ unsafe fn write_report(
                 len,
             );
             (&raw mut (*record).file_len).write(len as u32);
+        } else {
+            (&raw mut (*record).line).write(0);
+            (&raw mut (*record).column).write(0);
+            (&raw mut (*record).file_len).write(0);
         }
     }
 }

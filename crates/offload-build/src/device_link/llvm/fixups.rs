@@ -122,8 +122,9 @@ pub(super) fn amdgpu_byref_parameters<'ctx>(
     Ok(changed)
 }
 
-/// Keeps the kernels and [`HOST_GLOBALS`] external and internalizes every other definition;
-/// returns the kernels.
+/// Keeps the kernels, [`HOST_GLOBALS`] and the panic path's late functions
+/// ([`super::panic_sites::LATE`]) external and internalizes every other definition; returns the
+/// kernels.
 pub(super) fn internalize(module: &Module<'_>, wanted: Option<&[String]>) -> Result<Vec<String>> {
     let mut kept = Vec::new();
     for f in module.get_functions() {
@@ -136,7 +137,9 @@ pub(super) fn internalize(module: &Module<'_>, wanted: Option<&[String]>) -> Res
             Some(wanted) => wanted.contains(&name),
             None => is_kernel(f),
         };
-        if keep {
+        if super::panic_sites::LATE.contains(&name.as_str()) {
+            gv.set_linkage(Linkage::External);
+        } else if keep {
             kept.push(name);
             gv.set_linkage(Linkage::External);
         } else if !has_local_linkage(gv.get_linkage()) {

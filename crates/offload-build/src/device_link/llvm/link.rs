@@ -13,6 +13,7 @@ use inkwell::targets::TargetMachine;
 use super::codegen::run_pipeline;
 use super::fixups::internalize;
 use super::helpers::AMDGPU_HELPERS;
+use super::panic_sites::{LATE, SITE_REPORTER};
 use super::panics::{REPORTER, lean_panics};
 use super::{HOST_GLOBALS, RawValue, cstr, has_local_linkage, has_uses};
 use crate::device_link::rlib_bitcode::DeviceInput;
@@ -196,7 +197,11 @@ pub(super) fn link_inputs<'ctx>(
         defines(&main, REPORTER) || members.iter().any(|m| m.definitions.contains(REPORTER));
     let mut linked = HashSet::new();
     loop {
-        let undefined = undefined_symbols(&main);
+        let mut undefined = undefined_symbols(&main);
+        // The reporter of constant panic sites, which only a stage after optimization calls.
+        if reporters && !defines(&main, SITE_REPORTER) {
+            undefined.insert(SITE_REPORTER.to_owned());
+        }
         let Some(index) = members
             .iter()
             .position(|m| m.definitions.iter().any(|d| undefined.contains(d)))
@@ -232,9 +237,9 @@ pub(super) fn link_inputs<'ctx>(
                 && !has_local_linkage(gv.get_linkage())
                 && !undefined.contains(&name)
             {
-                // One reporter, however many times its member is linked: the panic path's one
-                // out-of-line function.
-                gv.set_linkage(if name == REPORTER {
+                // One copy of the panic path's functions (the reporters and what they call),
+                // however many times their member is linked.
+                gv.set_linkage(if LATE.contains(&name.as_str()) {
                     Linkage::WeakAny
                 } else {
                     Linkage::Internal

@@ -58,11 +58,9 @@ const SPECIALIZED_MESSAGES: &[&str] = &[
 const INLINED_MODULES: &[&str] = &["core::panicking::"];
 const INLINED: &[&str] = &["core::option::unwrap_failed"];
 
-/// offload-rt's function that records a panic and traps. Out of line on NVPTX, where ptxas
-/// gives a kernel fewer registers for one call of it than for a copy at each panic site;
-/// inlined on AMDGPU, where a call costs the calling convention's VGPRs and scratch (measured
-/// on sm_80 and gfx90a: 16–24 registers called against 32 inlined; 11–18 VGPRs inlined
-/// against 32 and scratch called).
+/// offload-rt's function that records a panic and traps. Out of line until optimization is
+/// done, when [`super::panic_sites`] replaces its calls at constant sites and decides, per
+/// triple, what is inlined.
 pub(super) const REPORTER: &str = "__offload_gpu_panic";
 
 /// Whether `name` is [`REPORTER`], or the renamed copy a member linked twice would leave
@@ -80,11 +78,8 @@ enum Role {
     Inline,
 }
 
-fn role(name: &str, inline_reporter: bool) -> Option<Role> {
+fn role(name: &str) -> Option<Role> {
     if REDIRECTS.iter().any(|(_, reporter)| *reporter == name) {
-        return Some(Role::Inline);
-    }
-    if inline_reporter && is_reporter(name) {
         return Some(Role::Inline);
     }
     // The pass runs after each input the link brings in: only core's functions and the
@@ -115,11 +110,6 @@ pub(super) fn lean_panics(module: &Module<'_>, reporters: bool) -> Result<usize>
     if !reporters {
         return Ok(0);
     }
-    let inline_reporter = module
-        .get_triple()
-        .as_str()
-        .to_bytes()
-        .starts_with(b"amdgcn");
     let mut changed = 0;
     let functions: Vec<FunctionValue<'_>> = module
         .get_functions()
@@ -127,7 +117,7 @@ pub(super) fn lean_panics(module: &Module<'_>, reporters: bool) -> Result<usize>
         .collect();
     for f in functions {
         let name = cstr(f.get_name());
-        match role(&name, inline_reporter) {
+        match role(&name) {
             Some(Role::Redirect(reporter)) => {
                 if is_redirected(f, reporter) {
                     make_inlinable(module, f);
@@ -145,7 +135,7 @@ pub(super) fn lean_panics(module: &Module<'_>, reporters: bool) -> Result<usize>
 
 /// Marks `f` `alwaysinline` and takes `noinline` off it and off its call sites (rustc puts it
 /// on calls of `#[inline(never)]` functions too). Returns whether anything changed.
-fn make_inlinable(module: &Module<'_>, f: FunctionValue<'_>) -> bool {
+pub(super) fn make_inlinable(module: &Module<'_>, f: FunctionValue<'_>) -> bool {
     let noinline = Attribute::get_named_enum_kind_id("noinline");
     let always = Attribute::get_named_enum_kind_id("alwaysinline");
     let mut changed = false;
@@ -356,7 +346,7 @@ fn constant_location<'ctx>(f: FunctionValue<'ctx>) -> Option<inkwell::values::Po
 pub(super) fn check_reporters(module: &Module<'_>) -> Result<()> {
     for f in module.get_functions() {
         let name = cstr(f.get_name());
-        let Some(Role::Redirect(reporter)) = role(&name, false) else {
+        let Some(Role::Redirect(reporter)) = role(&name) else {
             continue;
         };
         if !is_redirected(f, reporter) || calls_the_report(f) {
@@ -407,24 +397,20 @@ mod tests {
     #[test]
     fn core_functions_are_found_by_demangled_path() {
         assert!(matches!(
-            role(BOUNDS_CHECK, false),
+            role(BOUNDS_CHECK),
             Some(Role::Redirect("__offload_gpu_panic_bounds_check"))
         ));
         assert!(matches!(
-            role("_RNvNtCskadkSMZu6gz_4core9panicking9panic_fmt", false),
+            role("_RNvNtCskadkSMZu6gz_4core9panicking9panic_fmt"),
             Some(Role::Inline)
         ));
         assert!(matches!(
-            role("_RNvCseulmdZsCeCG_7___rustc17rust_begin_unwind", false),
+            role("_RNvCseulmdZsCeCG_7___rustc17rust_begin_unwind"),
             Some(Role::Inline)
         ));
-        assert!(role("__offload_gpu_panic45", false).is_none());
-        assert!(matches!(
-            role("__offload_gpu_panic45", true),
-            Some(Role::Inline)
-        ));
-        assert!(role("_RNvCs5AuxUanGK3T_12lean_kernels5saxpy", true).is_none());
-        assert!(role("saxpy", true).is_none());
+        assert!(role("__offload_gpu_panic45").is_none());
+        assert!(role("_RNvCs5AuxUanGK3T_12lean_kernels5saxpy").is_none());
+        assert!(role("saxpy").is_none());
     }
 
     #[test]

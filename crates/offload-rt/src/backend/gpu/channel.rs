@@ -2,17 +2,23 @@
 //! reports a panic and sends its prints (see `kernel::gpu_channel`). One per opened device;
 //! every module loaded on it gets its address in its `__offload_channel` global.
 
+use std::collections::HashMap;
 use std::ffi::CString;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use offload_format::panic_sites::{self, PanicSites};
 
 use super::driver::Driver;
 use super::{GpuDevice, GpuError, GpuModule, PinnedBytes};
 use crate::error::KernelPanicReport;
 use crate::kernel::abi::{
     CHANNEL_SYMBOL, DeviceChannel, PANIC_EMPTY, PANIC_FILE_CAPACITY, PANIC_MESSAGE_CAPACITY,
-    PANIC_WRITTEN, PanicKind,
+    PANIC_WRITTEN, PanicKind, PanicRecord, thread_index, unpack_block,
 };
+
+/// The largest panic-site table read from a module (a table is a few bytes a site).
+const MAX_SITE_TABLE: usize = 64 << 20;
 
 /// A text field of a panic record, which the device cut by bytes: a character cut at either
 /// end is left out.
@@ -72,6 +78,48 @@ fn panic_message(kind: u32, text: String, [a, b, c]: [u64; 3]) -> String {
              message, or print the values with `device_println!` first)"
         ),
         None => format!("{text} (a panic record of unknown kind {kind})"),
+    }
+}
+
+/// The report of a complete panic record: its own text and location, or those of the site it
+/// names in one of `tables` (the loaded modules' panic-site tables, by ID).
+fn written_report(record: &PanicRecord, tables: &HashMap<u32, PanicSites>) -> KernelPanicReport {
+    let text = |bytes: &[u8], len: u32, cap: usize| utf8_field(&bytes[..(len as usize).min(cap)]);
+    let (kind, message, file, line, column) = match panic_sites::split_site_value(record.site) {
+        None => (
+            record.kind,
+            text(&record.message, record.message_len, PANIC_MESSAGE_CAPACITY),
+            text(&record.file, record.file_len, PANIC_FILE_CAPACITY),
+            record.line,
+            record.column,
+        ),
+        Some((id, index)) => match tables.get(&id).and_then(|t| t.get(index)) {
+            Some(site) => (
+                site.kind,
+                site.message.clone(),
+                site.file.clone(),
+                site.line,
+                site.column,
+            ),
+            None => (
+                PanicKind::Message as u32,
+                format!(
+                    "a kernel panicked at site {index} of panic-site table {id:#010x}, which no \
+                     loaded module has"
+                ),
+                String::new(),
+                0,
+                0,
+            ),
+        },
+    };
+    KernelPanicReport {
+        message: panic_message(kind, message, record.values),
+        file,
+        line,
+        column,
+        block: unpack_block(record.block),
+        thread: thread_index(record.thread, record.block_dim),
     }
 }
 
@@ -146,6 +194,9 @@ pub(super) struct Channel<D: Driver> {
     capacity: usize,
     /// Bytes of the ring already printed; held while printing, so lines come out once.
     printed: Mutex<usize>,
+    /// The panic-site tables of the modules attached, by table ID (a panic records its site
+    /// as the table's ID and an index; see `offload_format::panic_sites`).
+    sites: Mutex<HashMap<u32, PanicSites>>,
 }
 
 // SAFETY: the memory is only accessed through atomics and reads of bytes the device has
@@ -176,6 +227,7 @@ impl<D: Driver> Channel<D> {
             device_address,
             capacity,
             printed: Mutex::new(0),
+            sites: Mutex::new(HashMap::new()),
         };
         // SAFETY: no module has the channel's address yet.
         unsafe { (&raw mut (*channel.raw()).print.capacity).write(capacity as u32) };
@@ -193,8 +245,9 @@ impl<D: Driver> Channel<D> {
         unsafe { &*self.raw() }
     }
 
-    /// Points `module`'s channel global at this channel; `false` when the module has none (an
-    /// image with neither a panic nor a print) or one of another size (another runtime's).
+    /// Points `module`'s channel global at this channel and reads its panic-site table;
+    /// `false` when the module has no channel global (an image with neither a panic nor a
+    /// print) or one of another size (another runtime's).
     ///
     /// # Errors
     /// A driver failure.
@@ -204,15 +257,46 @@ impl<D: Driver> Channel<D> {
         module: &GpuModule<D>,
     ) -> Result<bool, GpuError> {
         let name = CString::new(CHANNEL_SYMBOL).expect("no NUL in the symbol");
-        match module.global(&name)? {
-            None => Ok(false),
+        let attached = match module.global(&name)? {
+            None => false,
             Some((address, 8)) => {
                 // SAFETY: the module's own 8-byte global; no kernel of it has been launched.
                 unsafe { device.write_device(address, &self.device_address.to_le_bytes())? };
-                Ok(true)
+                true
             }
-            Some(_) => Ok(false),
+            Some(_) => false,
+        };
+        if attached {
+            self.read_sites(device, module)?;
         }
+        Ok(attached)
+    }
+
+    /// Keeps `module`'s panic-site table, if it has one. A table that cannot be read is
+    /// logged: the panics at its sites are then reported without their message and place.
+    fn read_sites(&self, device: &GpuDevice<D>, module: &GpuModule<D>) -> Result<(), GpuError> {
+        let name = CString::new(panic_sites::SYMBOL).expect("no NUL in the symbol");
+        let Some((address, size)) = module.global(&name)? else {
+            return Ok(());
+        };
+        if size > MAX_SITE_TABLE {
+            super::log(format_args!(
+                "the module's panic-site table of {size} bytes is over the {MAX_SITE_TABLE} read"
+            ));
+            return Ok(());
+        }
+        // SAFETY: the module's own constant global, which no kernel writes.
+        let bytes = unsafe { device.read_device(address, size)? };
+        match PanicSites::parse(&bytes) {
+            Ok((id, sites)) => {
+                self.sites
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(id, sites);
+            }
+            Err(e) => super::log(format_args!("the module's panic sites are unreadable: {e}")),
+        }
+        Ok(())
     }
 
     /// The report of a panic since the last call, if a kernel panicked.
@@ -221,20 +305,9 @@ impl<D: Driver> Channel<D> {
         match record.state.load(Ordering::Acquire) {
             PANIC_EMPTY => None,
             PANIC_WRITTEN => {
-                let text = |bytes: &[u8], len: u32, cap: usize| {
-                    utf8_field(&bytes[..(len as usize).min(cap)])
-                };
-                let report = KernelPanicReport {
-                    message: panic_message(
-                        record.kind,
-                        text(&record.message, record.message_len, PANIC_MESSAGE_CAPACITY),
-                        record.values,
-                    ),
-                    file: text(&record.file, record.file_len, PANIC_FILE_CAPACITY),
-                    line: record.line,
-                    column: record.column,
-                    block: record.block,
-                    thread: record.thread,
+                let report = {
+                    let tables = self.sites.lock().unwrap_or_else(PoisonError::into_inner);
+                    written_report(record, &tables)
                 };
                 record.state.store(PANIC_EMPTY, Ordering::Release);
                 Some(report)
@@ -318,6 +391,77 @@ mod tests {
         assert_eq!(utf8_field(&path[e + 1..]), "es.rs");
         assert_eq!(utf8_field(&path[..e + 1]), "src/donn");
         assert_eq!(utf8_field(b"ok \xff ok"), "ok \u{fffd} ok");
+    }
+
+    /// A zeroed record, written as a device would.
+    fn record() -> Box<PanicRecord> {
+        // SAFETY: every field of the record is an integer, an atomic or a byte array, for
+        // which zero is valid.
+        unsafe { Box::new(std::mem::zeroed()) }
+    }
+
+    #[test]
+    fn records_naming_a_site_are_worded_from_its_table() {
+        let mut table = PanicSites::default();
+        table.intern(panic_sites::PanicSite {
+            kind: 0,
+            message: "attempt to divide by zero".into(),
+            file: "src/lib.rs".into(),
+            line: 40,
+            column: 5,
+        });
+        let bounds = table.intern(panic_sites::PanicSite {
+            kind: PanicKind::IndexOutOfBounds as u32,
+            message: String::new(),
+            file: "src/lib.rs".into(),
+            line: 12,
+            column: 9,
+        });
+        let tables = HashMap::from([(table.id(), table.clone())]);
+        let mut r = record();
+        r.site = panic_sites::site_value(table.id(), bounds);
+        r.values = [7, 5, 0];
+        // NVIDIA's packed block (y and z in one word); thread 2 + 3 * (1 + 4 * 1) of 3×4 threads.
+        r.block = crate::kernel::abi::pack_block([9, 2, 1], true);
+        r.thread = 17;
+        r.block_dim = [3, 4];
+        let report = written_report(&r, &tables);
+        assert_eq!(
+            report.message,
+            "index out of bounds: the len is 5 but the index is 7"
+        );
+        assert_eq!(
+            (report.file.as_str(), report.line, report.column),
+            ("src/lib.rs", 12, 9)
+        );
+        assert_eq!((report.block, report.thread), ([9, 2, 1], [2, 1, 1]));
+        // A table no loaded module has: the report says so rather than guess.
+        r.site = panic_sites::site_value(table.id() ^ 1, bounds);
+        let report = written_report(&r, &tables);
+        assert!(
+            report.message.contains("which no loaded module has"),
+            "{report:?}"
+        );
+    }
+
+    #[test]
+    fn records_without_a_site_carry_their_own_text() {
+        let mut r = record();
+        r.kind = PanicKind::Message as u32;
+        r.message[..4].copy_from_slice(b"oops");
+        r.message_len = 4;
+        r.file[..6].copy_from_slice(b"src.rs");
+        r.file_len = 6;
+        (r.line, r.column) = (3, 4);
+        r.block = [1, 2, 3];
+        r.block_dim = [32, 1];
+        r.thread = 5;
+        let report = written_report(&r, &HashMap::new());
+        assert_eq!(
+            (report.message.as_str(), report.file.as_str(), report.line),
+            ("oops", "src.rs", 3)
+        );
+        assert_eq!((report.block, report.thread), ([1, 2, 3], [5, 0, 0]));
     }
 
     #[test]

@@ -214,6 +214,28 @@ impl<D: Driver> GpuDevice<D> {
         }
     }
 
+    /// Reads `len` bytes at device address `address` (a module's global), after the work
+    /// queued on the device's stream.
+    ///
+    /// # Safety
+    /// `address .. address + len` is device memory of this device that no kernel writes
+    /// meanwhile.
+    ///
+    /// # Errors
+    /// A kernel fault or a driver failure.
+    pub unsafe fn read_device(&self, address: u64, len: usize) -> Result<Vec<u8>, GpuError> {
+        let (driver, stream) = (self.ctx.driver, self.ctx.stream);
+        self.ctx.bind()?;
+        let mut bytes = vec![0; len];
+        // SAFETY: this function's contract; `bytes` is not touched until the stream is
+        // synchronized.
+        unsafe {
+            driver.copy_dtoh(bytes.as_mut_ptr(), address, len, stream)?;
+            driver.stream_synchronize(stream)?;
+        }
+        Ok(bytes)
+    }
+
     /// Loads a module from an image of the given kind. The image is checked first, so that
     /// the driver never reads past its end.
     ///

@@ -1,0 +1,570 @@
+//! Panic sites described at link time. After optimization each place a kernel can
+//! panic is one call of offload-rt's reporter, mostly with a constant kind, message and
+//! location: this stage writes those into the module's panic-site table
+//! (`offload_format::panic_sites`) and makes each such call one of [`SITE_REPORTER`] with the
+//! site's number and the raw values. The kernel then copies no string when it
+//! panics: on NVIDIA a kernel pays for the registers of everything its panic path does (the
+//! reporter's string copies cost a bounds-checked gather 22 registers where its hot path needs
+//! 10, and generic loads of the strings), on AMD the VGPRs of the copies inlined at each site.
+//! Calls whose arguments are not constants keep the reporter, which records the text itself.
+
+use inkwell::context::AsContextRef;
+use inkwell::llvm_sys::core as llvm;
+use inkwell::llvm_sys::prelude::{LLVMBasicBlockRef, LLVMTypeRef, LLVMValueRef};
+use inkwell::llvm_sys::{LLVMIntPredicate, LLVMOpcode};
+use inkwell::module::{Linkage, Module};
+use inkwell::targets::TargetMachine;
+use inkwell::values::AsValueRef;
+use offload_format::panic_sites::{self, PanicSite, PanicSites};
+
+use super::codegen::run_pipeline;
+use super::panics::{REPORTER, make_inlinable};
+use crate::device_link::{LinkError, Result};
+
+/// offload-rt's `kernel::gpu_channel::__offload_gpu_panic_at(site, a, b, c)`.
+pub(super) const SITE_REPORTER: &str = "__offload_gpu_panic_at";
+/// offload-rt's `kernel::gpu_channel::__offload_gpu_panic_finish()` and
+/// `__offload_gpu_panic_wait()`, which both reporters call: the first completes the report of
+/// the thread that claimed it, the second waits for it in the others.
+pub(super) const FINISH: &str = "__offload_gpu_panic_finish";
+pub(super) const WAIT: &str = "__offload_gpu_panic_wait";
+/// The panic path's functions, external until [`describe_sites`]: the optimizer must neither
+/// change the reporter's parameters (the stage reads them by position) nor drop
+/// [`SITE_REPORTER`], which nothing calls before the stage.
+pub(super) const LATE: [&str; 4] = [REPORTER, SITE_REPORTER, FINISH, WAIT];
+
+/// Describes the module's constant panic sites, makes the panic path inlinable where the
+/// triple wants it, internalizes [`LATE`] and drops what nothing calls. On NVPTX the panic
+/// path stays out of line: ptxas gives a kernel fewer registers for a call than for a copy at
+/// each site (measured on the parity benchmark: `_at` inlined, a 5-point stencil's five sites
+/// cost it 30 registers on sm_90 against 22 called). On AMDGPU everything is inlined: a call
+/// costs the calling convention's VGPRs and scratch. Returns how many calls now name a site.
+pub(super) fn describe_sites(module: &Module<'_>, machine: &TargetMachine) -> Result<usize> {
+    let amdgpu = module
+        .get_triple()
+        .as_str()
+        .to_bytes()
+        .starts_with(b"amdgcn");
+    let described = match (
+        module.get_function(REPORTER),
+        module.get_function(SITE_REPORTER),
+    ) {
+        (Some(reporter), Some(at))
+            if reporter.count_basic_blocks() > 0
+                && reporter.count_params() == 7
+                && at.count_basic_blocks() > 0
+                && at.count_params() == 4 =>
+        {
+            rewrite_calls(module, reporter.as_value_ref(), at.as_value_ref(), amdgpu)?
+        }
+        _ => 0,
+    };
+    for name in LATE {
+        let Some(f) = module.get_function(name) else {
+            continue;
+        };
+        if f.count_basic_blocks() == 0 {
+            continue;
+        }
+        f.as_global_value().set_linkage(Linkage::Internal);
+        if amdgpu {
+            make_inlinable(module, f);
+        }
+    }
+    run_pipeline(
+        module,
+        "always-inline,globaldce,function(sroa,instcombine,simplifycfg)",
+        machine,
+    )?;
+    Ok(described)
+}
+
+/// Replaces each call of `reporter` whose site is constant by a call of `at`, and adds the
+/// table. Returns how many calls changed.
+fn rewrite_calls(
+    module: &Module<'_>,
+    reporter: LLVMValueRef,
+    at: LLVMValueRef,
+    amdgpu: bool,
+) -> Result<usize> {
+    let mut table = PanicSites::default();
+    let mut calls = Vec::new();
+    for call in calls_of(module, reporter) {
+        if let Some(sites) = call_sites(call) {
+            let sites = sites
+                .into_iter()
+                .map(|(block, site)| (block, table.intern(site)))
+                .collect::<Vec<_>>();
+            calls.push((call, sites));
+        }
+    }
+    if calls.is_empty() {
+        return Ok(0);
+    }
+    let bytes = table.to_bytes().map_err(|e| LinkError::Link {
+        name: panic_sites::SYMBOL.into(),
+        message: e.to_string(),
+    })?;
+    let id = table.id();
+    let context = module.get_context();
+    let global = module.add_global(
+        context.i8_type().array_type(bytes.len() as u32),
+        None,
+        panic_sites::SYMBOL,
+    );
+    global.set_initializer(&context.const_string(&bytes, false));
+    global.set_constant(true);
+    global.set_linkage(Linkage::External);
+    if amdgpu {
+        // AMD code objects export only non-hidden symbols; the runtime looks the table up.
+        global.set_visibility(inkwell::GlobalVisibility::Protected);
+    }
+    // SAFETY: `reporter`, `at` and the calls are live values of `module`, whose context the
+    // builder is made in; each call is erased after the new one is built before it, and no
+    // other reference to it is kept.
+    unsafe {
+        let i64_type = llvm::LLVMInt64TypeInContext(context.as_ctx_ref());
+        let at_type = llvm::LLVMGlobalGetValueType(at);
+        let builder = llvm::LLVMCreateBuilderInContext(context.as_ctx_ref());
+        for (call, sites) in &calls {
+            let value =
+                |index: usize| llvm::LLVMConstInt(i64_type, panic_sites::site_value(id, index), 0);
+            let site = match sites.as_slice() {
+                [(None, index)] => value(*index),
+                _ => {
+                    let block = llvm::LLVMGetInstructionParent(*call);
+                    llvm::LLVMPositionBuilder(builder, block, llvm::LLVMGetFirstInstruction(block));
+                    let phi = llvm::LLVMBuildPhi(builder, i64_type, c"site".as_ptr());
+                    for (from, index) in sites {
+                        let (mut value, mut from) = (value(*index), from.expect("a phi's block"));
+                        llvm::LLVMAddIncoming(phi, &mut value, &mut from, 1);
+                    }
+                    phi
+                }
+            };
+            let mut args = [
+                site,
+                llvm::LLVMGetOperand(*call, 3),
+                llvm::LLVMGetOperand(*call, 4),
+                llvm::LLVMGetOperand(*call, 5),
+            ];
+            llvm::LLVMPositionBuilderBefore(builder, *call);
+            llvm::LLVMBuildCall2(
+                builder,
+                at_type,
+                at,
+                args.as_mut_ptr(),
+                args.len() as u32,
+                c"".as_ptr(),
+            );
+            llvm::LLVMInstructionEraseFromParent(*call);
+        }
+        llvm::LLVMDisposeBuilder(builder);
+    }
+    Ok(calls.len())
+}
+
+/// The calls of `f` (not other uses of its address), in the module's order of functions and
+/// instructions, so that the table is the same for the same module.
+fn calls_of(module: &Module<'_>, f: LLVMValueRef) -> Vec<LLVMValueRef> {
+    let mut calls = Vec::new();
+    for function in module.get_functions() {
+        for block in function.get_basic_block_iter() {
+            for instruction in block.get_instructions() {
+                let raw = instruction.as_value_ref();
+                // SAFETY: `raw` is a live instruction; the callee is read from calls only.
+                let calls_f = unsafe {
+                    !llvm::LLVMIsACallInst(raw).is_null() && llvm::LLVMGetCalledValue(raw) == f
+                };
+                if calls_f {
+                    calls.push(raw);
+                }
+            }
+        }
+    }
+    calls
+}
+
+/// The sites of a reporter call `__offload_gpu_panic(kind, message, message_len, a, b, c,
+/// location)`: one when its kind, message and location are constants that can be read; one
+/// per predecessor when some of them are phis of such constants (the optimizer merges the
+/// calls at several panic sites into one), each with its block. `None` when any is neither.
+fn call_sites(call: LLVMValueRef) -> Option<Vec<(Option<LLVMBasicBlockRef>, PanicSite)>> {
+    // SAFETY: `call` is a live call with the reporter's seven arguments; phis are read only
+    // where `LLVMIsAPHINode` says they are phis of the call's block.
+    unsafe {
+        let args = [0, 1, 2, 6].map(|i| through_selects(llvm::LLVMGetOperand(call, i)));
+        let block = llvm::LLVMGetInstructionParent(call);
+        let phi = |v: LLVMValueRef| {
+            (!llvm::LLVMIsAPHINode(v).is_null() && llvm::LLVMGetInstructionParent(v) == block)
+                .then_some(v)
+        };
+        let Some(first_phi) = args.iter().find_map(|&a| phi(a)) else {
+            return Some(vec![(None, constant_site(args)?)]);
+        };
+        let mut sites = Vec::new();
+        for i in 0..llvm::LLVMCountIncoming(first_phi) {
+            let from = llvm::LLVMGetIncomingBlock(first_phi, i);
+            let incoming = args.map(|a| match phi(a) {
+                None => Some(a),
+                Some(p) => (0..llvm::LLVMCountIncoming(p))
+                    .find(|&j| llvm::LLVMGetIncomingBlock(p, j) == from)
+                    .map(|j| llvm::LLVMGetIncomingValue(p, j)),
+            });
+            let [Some(kind), Some(message), Some(len), Some(location)] = incoming else {
+                return None;
+            };
+            sites.push((Some(from), constant_site([kind, message, len, location])?));
+        }
+        Some(sites)
+    }
+}
+
+/// `value`, or the operand a `select` picks when its condition compares a global's address
+/// with null (on AMDGPU the optimizer leaves such comparisons of address space 1 unfolded,
+/// rustc having stated with `llvm.assume` what they are: a global is never at null).
+fn through_selects(value: LLVMValueRef) -> LLVMValueRef {
+    // SAFETY: `value` is a live value; operands are read from selects and comparisons only.
+    unsafe {
+        if llvm::LLVMIsASelectInst(value).is_null() {
+            return value;
+        }
+        let condition = llvm::LLVMGetOperand(value, 0);
+        if llvm::LLVMIsAICmpInst(condition).is_null() {
+            return value;
+        }
+        let [left, right] = [0, 1].map(|i| llvm::LLVMGetOperand(condition, i));
+        let is_null = |v: LLVMValueRef| {
+            llvm::LLVMIsNull(v) != 0
+                || (!llvm::LLVMIsAConstantExpr(v).is_null()
+                    && llvm::LLVMGetConstOpcode(v) == LLVMOpcode::LLVMAddrSpaceCast
+                    && llvm::LLVMIsNull(llvm::LLVMGetOperand(v, 0)) != 0)
+        };
+        let is_global = |v: LLVMValueRef| global_and_offset(v).is_some();
+        if !(is_global(left) && is_null(right) || is_null(left) && is_global(right)) {
+            return value;
+        }
+        match llvm::LLVMGetICmpPredicate(condition) {
+            LLVMIntPredicate::LLVMIntEQ => through_selects(llvm::LLVMGetOperand(value, 2)),
+            LLVMIntPredicate::LLVMIntNE => through_selects(llvm::LLVMGetOperand(value, 1)),
+            _ => value,
+        }
+    }
+}
+
+/// The site of a reporter call's kind, message, message length and location, when they are
+/// constants that can be read.
+fn constant_site([kind, message, message_len, location]: [LLVMValueRef; 4]) -> Option<PanicSite> {
+    let kind = u32::try_from(constant_int(kind)?).ok()?;
+    let message_len = usize::try_from(constant_int(message_len)?).ok()?;
+    let message = if message_len == 0 {
+        String::new()
+    } else {
+        let (global, offset) = global_and_offset(message)?;
+        let bytes = initializer_bytes(global)?.bytes;
+        String::from_utf8(
+            bytes
+                .get(offset..offset.checked_add(message_len)?)?
+                .to_vec(),
+        )
+        .ok()?
+    };
+    let (location, 0) = global_and_offset(location)? else {
+        return None;
+    };
+    let location = initializer_bytes(location)?;
+    let (file, file_offset) = global_and_offset(*location.pointers.first()?)
+        .filter(|_| location.pointer_offsets.first() == Some(&0))?;
+    let word = |at: usize, n: usize| -> Option<u64> {
+        let bytes = location.bytes.get(at..at + n)?;
+        Some(
+            bytes
+                .iter()
+                .rev()
+                .fold(0u64, |acc, &b| (acc << 8) | u64::from(b)),
+        )
+    };
+    let file_len = usize::try_from(word(8, 8)?).ok()?;
+    let file = initializer_bytes(file)?.bytes;
+    let file = String::from_utf8(
+        file.get(file_offset..file_offset.checked_add(file_len)?)?
+            .to_vec(),
+    )
+    .ok()?;
+    Some(PanicSite {
+        kind,
+        message,
+        file,
+        line: u32::try_from(word(16, 4)?).ok()?,
+        column: u32::try_from(word(20, 4)?).ok()?,
+    })
+}
+
+fn constant_int(value: LLVMValueRef) -> Option<u64> {
+    // SAFETY: `value` is a live value; the accessors are called on a `ConstantInt` only.
+    unsafe {
+        (!llvm::LLVMIsAConstantInt(value).is_null()
+            && llvm::LLVMGetIntTypeWidth(llvm::LLVMTypeOf(value)) <= 64)
+            .then(|| llvm::LLVMConstIntGetZExtValue(value))
+    }
+}
+
+/// The global variable a constant pointer points into, and the byte offset: through address
+/// space casts and byte-wise `getelementptr`s.
+fn global_and_offset(pointer: LLVMValueRef) -> Option<(LLVMValueRef, usize)> {
+    // SAFETY: `pointer` is a live value; each accessor is called on the kind of value it reads.
+    unsafe {
+        if !llvm::LLVMIsAGlobalVariable(pointer).is_null() {
+            return Some((pointer, 0));
+        }
+        if llvm::LLVMIsAConstantExpr(pointer).is_null() {
+            return None;
+        }
+        match llvm::LLVMGetConstOpcode(pointer) {
+            LLVMOpcode::LLVMAddrSpaceCast | LLVMOpcode::LLVMBitCast => {
+                global_and_offset(llvm::LLVMGetOperand(pointer, 0))
+            }
+            LLVMOpcode::LLVMGetElementPtr if llvm::LLVMGetNumOperands(pointer) == 2 => {
+                let element = llvm::LLVMGetGEPSourceElementType(pointer);
+                if !is_byte(element) {
+                    return None;
+                }
+                let offset =
+                    usize::try_from(constant_int(llvm::LLVMGetOperand(pointer, 1))?).ok()?;
+                let (global, base) = global_and_offset(llvm::LLVMGetOperand(pointer, 0))?;
+                Some((global, base.checked_add(offset)?))
+            }
+            _ => None,
+        }
+    }
+}
+
+fn is_byte(ty: LLVMTypeRef) -> bool {
+    // SAFETY: `ty` is a live type.
+    unsafe {
+        llvm::LLVMGetTypeKind(ty) == inkwell::llvm_sys::LLVMTypeKind::LLVMIntegerTypeKind
+            && llvm::LLVMGetIntTypeWidth(ty) == 8
+    }
+}
+
+/// A constant's bytes, little-endian, with its pointers set aside (8 zero bytes each).
+#[derive(Default)]
+struct Flattened {
+    bytes: Vec<u8>,
+    pointers: Vec<LLVMValueRef>,
+    pointer_offsets: Vec<usize>,
+}
+
+/// The bytes of a constant global's initializer, as rustc writes its allocations: byte arrays,
+/// integers and pointers in packed structs. `None` for anything else (the call then keeps the
+/// reporter).
+fn initializer_bytes(global: LLVMValueRef) -> Option<Flattened> {
+    // SAFETY: `global` is a live global variable.
+    let init = unsafe {
+        if llvm::LLVMIsGlobalConstant(global) == 0 {
+            return None;
+        }
+        llvm::LLVMGetInitializer(global)
+    };
+    if init.is_null() {
+        return None;
+    }
+    let mut out = Flattened::default();
+    flatten(init, &mut out)?;
+    Some(out)
+}
+
+fn flatten(value: LLVMValueRef, out: &mut Flattened) -> Option<()> {
+    // SAFETY: `value` is a live constant; each accessor is called on the kind of constant it
+    // reads, and `LLVMGetAsString`'s bytes are copied before anything else runs.
+    unsafe {
+        let ty = llvm::LLVMTypeOf(value);
+        if !llvm::LLVMIsAConstantDataSequential(value).is_null() {
+            if !is_byte(llvm::LLVMGetElementType(ty)) {
+                return None;
+            }
+            let mut len = 0;
+            let data = llvm::LLVMGetAsString(value, &mut len);
+            out.bytes
+                .extend_from_slice(std::slice::from_raw_parts(data.cast::<u8>(), len));
+            return Some(());
+        }
+        if let Some(int) = constant_int(value) {
+            let width = llvm::LLVMGetIntTypeWidth(ty) as usize;
+            if !width.is_multiple_of(8) {
+                return None;
+            }
+            out.bytes.extend_from_slice(&int.to_le_bytes()[..width / 8]);
+            return Some(());
+        }
+        if llvm::LLVMGetTypeKind(ty) == inkwell::llvm_sys::LLVMTypeKind::LLVMPointerTypeKind {
+            out.pointers.push(value);
+            out.pointer_offsets.push(out.bytes.len());
+            out.bytes.extend_from_slice(&[0; 8]);
+            return Some(());
+        }
+        let aggregate = !llvm::LLVMIsAConstantArray(value).is_null()
+            || (!llvm::LLVMIsAConstantStruct(value).is_null() && llvm::LLVMIsPackedStruct(ty) != 0);
+        if !aggregate {
+            return None;
+        }
+        for i in 0..llvm::LLVMGetNumOperands(value) as u32 {
+            flatten(llvm::LLVMGetOperand(value, i), out)?;
+        }
+        Some(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use inkwell::context::Context;
+    use inkwell::memory_buffer::MemoryBuffer;
+
+    /// A module as the optimizer leaves a kernel crate's: core's bounds check and a division's
+    /// panic are calls of the reporter with constant sites (the second chosen by comparisons of
+    /// a global with null, as on AMDGPU), two more sites are merged into one call through phis,
+    /// and one call's message is not a constant.
+    const IR: &str = r#"
+target triple = "nvptx64-nvidia-cuda"
+@file = private unnamed_addr constant [10 x i8] c"src/lib.rs"
+@loc1 = private unnamed_addr constant <{ ptr, [16 x i8] }> <{ ptr @file, [16 x i8] c"\0A\00\00\00\00\00\00\00\0C\00\00\00\09\00\00\00" }>
+@loc2 = private unnamed_addr constant <{ ptr, [16 x i8] }> <{ ptr @file, [16 x i8] c"\0A\00\00\00\00\00\00\00\28\00\00\00\05\00\00\00" }>
+@text = private unnamed_addr constant [31 x i8] c"xxattempt to divide by zero...."
+@__offload_channel = external global ptr
+
+define void @__offload_gpu_panic(i32 %kind, ptr %m, i64 %n, i64 %a, i64 %b, i64 %c, ptr %loc) noinline noreturn {
+  call void @__offload_gpu_panic_finish()
+  unreachable
+}
+define void @__offload_gpu_panic_at(i64 %site, i64 %a, i64 %b, i64 %c) noinline noreturn {
+  %ch = load atomic ptr, ptr @__offload_channel monotonic, align 8
+  store i64 %site, ptr %ch
+  call void @__offload_gpu_panic_finish()
+  unreachable
+}
+define void @__offload_gpu_panic_finish() noinline noreturn {
+  call void @llvm.trap()
+  unreachable
+}
+declare void @llvm.trap()
+
+define ptx_kernel void @k(i64 %i, i64 %len, ptr %m, i64 %n) {
+  %bad = icmp uge i64 %i, %len
+  br i1 %bad, label %oob, label %div
+oob:
+  call void @__offload_gpu_panic(i32 1, ptr inttoptr (i64 1 to ptr), i64 0, i64 %i, i64 %len, i64 0, ptr @loc1)
+  unreachable
+div:
+  %zero = icmp eq i64 %i, 0
+  br i1 %zero, label %z, label %other
+z:
+  %null = icmp eq ptr @text, null
+  %zkind = select i1 %null, i32 5, i32 0
+  %zlen = select i1 %null, i64 0, i64 25
+  %ztext = select i1 %null, ptr inttoptr (i64 1 to ptr), ptr getelementptr (i8, ptr @text, i64 2)
+  call void @__offload_gpu_panic(i32 %zkind, ptr %ztext, i64 %zlen, i64 0, i64 0, i64 0, ptr @loc2)
+  unreachable
+other:
+  %bad.len = icmp eq i64 %n, 8
+  br i1 %bad.len, label %unknown, label %split
+split:
+  %merge = icmp eq i64 %n, 7
+  br i1 %merge, label %left, label %right
+left:
+  br label %merged
+right:
+  br label %merged
+merged:
+  %kind = phi i32 [ 1, %left ], [ 0, %right ]
+  %mlen = phi i64 [ 0, %left ], [ 25, %right ]
+  %loc = phi ptr [ @loc2, %left ], [ @loc2, %right ]
+  %mm = phi ptr [ inttoptr (i64 1 to ptr), %left ], [ getelementptr (i8, ptr @text, i64 2), %right ]
+  call void @__offload_gpu_panic(i32 %kind, ptr %mm, i64 %mlen, i64 %i, i64 0, i64 0, ptr %loc)
+  unreachable
+unknown:
+  call void @__offload_gpu_panic(i32 0, ptr %m, i64 %n, i64 0, i64 0, i64 0, ptr @loc2)
+  unreachable
+}
+"#;
+
+    #[test]
+    fn constant_sites_are_described_and_the_rest_keep_the_reporter() {
+        let context = Context::create();
+        let buffer = MemoryBuffer::create_from_memory_range_copy(IR.as_bytes(), "sites");
+        let module = context.create_module_from_ir(buffer).unwrap();
+        let machine = super::super::codegen::target_machine(
+            offload_format::triple::NVPTX_TRIPLE,
+            "sm_80",
+            "+ptx80",
+        )
+        .unwrap();
+        assert_eq!(describe_sites(&module, &machine).unwrap(), 3);
+        module.verify().unwrap();
+        let table = module.get_global(panic_sites::SYMBOL).unwrap();
+        let init = table.get_initializer().unwrap().into_array_value();
+        let (id, sites) = PanicSites::parse(init.as_const_string().unwrap()).unwrap();
+        let place = |s: &PanicSite| (s.kind, s.message.clone(), s.file.clone(), s.line, s.column);
+        assert_eq!(
+            sites.sites().iter().map(place).collect::<Vec<_>>(),
+            [
+                (1, String::new(), "src/lib.rs".to_owned(), 12, 9),
+                (
+                    0,
+                    "attempt to divide by zero".to_owned(),
+                    "src/lib.rs".to_owned(),
+                    40,
+                    5
+                ),
+                (1, String::new(), "src/lib.rs".to_owned(), 40, 5),
+            ]
+        );
+        let ir = module.print_to_string().to_string();
+        // The constant sites and the merged one call the site reporter with the sites' values;
+        // the call whose message is not a constant keeps the reporter; both are internal.
+        for index in 0..3 {
+            let value = panic_sites::site_value(id, index) as i64;
+            assert!(ir.contains(&format!("{value}")), "site {index}: {ir}");
+        }
+        assert_eq!(
+            ir.matches("call void @__offload_gpu_panic_at(").count(),
+            3,
+            "{ir}"
+        );
+        assert!(
+            ir.contains("define internal void @__offload_gpu_panic_at("),
+            "{ir}"
+        );
+        assert_eq!(
+            ir.matches("call void @__offload_gpu_panic(").count(),
+            1,
+            "{ir}"
+        );
+        assert!(
+            ir.contains("define internal void @__offload_gpu_panic("),
+            "{ir}"
+        );
+    }
+
+    #[test]
+    fn amdgpu_modules_inline_the_whole_panic_path() {
+        let context = Context::create();
+        let ir = IR.replace("nvptx64-nvidia-cuda", "amdgcn-amd-amdhsa");
+        let ir = ir.replace("ptx_kernel", "amdgpu_kernel");
+        let buffer = MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "sites");
+        let module = context.create_module_from_ir(buffer).unwrap();
+        let machine = super::super::codegen::target_machine(
+            offload_format::triple::AMDGCN_TRIPLE,
+            "gfx90a",
+            "",
+        )
+        .unwrap();
+        assert_eq!(describe_sites(&module, &machine).unwrap(), 3);
+        module.verify().unwrap();
+        let table = module.get_global(panic_sites::SYMBOL).unwrap();
+        assert_eq!(table.get_visibility(), inkwell::GlobalVisibility::Protected);
+        let ir = module.print_to_string().to_string();
+        assert!(!ir.contains("call void @__offload_gpu"), "{ir}");
+        assert!(!ir.contains("define internal void @__offload_gpu"), "{ir}");
+    }
+}
