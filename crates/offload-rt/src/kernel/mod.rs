@@ -230,23 +230,34 @@ pub fn grid_dim() -> Dim3 {
     }
 }
 
-/// Global index in x: `blockIdx.x * blockDim.x + threadIdx.x`, as `usize` (no overflow for
-/// any grid a backend accepts).
+/// Global index in x: `blockIdx.x * blockDim.x + threadIdx.x`, as `usize`. Computed in 32
+/// bits, as CUDA C computes it: every backend refuses a launch whose grid extent times block
+/// extent passes `u32::MAX` in any dimension (`LaunchConfig::check`), so it cannot overflow.
 #[inline(always)]
 pub fn global_idx_x() -> usize {
-    block_idx_x() as usize * block_dim_x() as usize + thread_idx_x() as usize
+    global_idx(block_idx_x(), block_dim_x(), thread_idx_x())
 }
 
-/// Global index in y.
+/// Global index in y (see [`global_idx_x`]).
 #[inline(always)]
 pub fn global_idx_y() -> usize {
-    block_idx_y() as usize * block_dim_y() as usize + thread_idx_y() as usize
+    global_idx(block_idx_y(), block_dim_y(), thread_idx_y())
 }
 
-/// Global index in z.
+/// Global index in z (see [`global_idx_x`]).
 #[inline(always)]
 pub fn global_idx_z() -> usize {
-    block_idx_z() as usize * block_dim_z() as usize + thread_idx_z() as usize
+    global_idx(block_idx_z(), block_dim_z(), thread_idx_z())
+}
+
+/// `block * dim + thread` of one dimension, in 32 bits: narrower index arithmetic than
+/// `usize`'s, which costs a GPU kernel registers and instructions at every use.
+#[inline(always)]
+fn global_idx(block: u32, dim: u32, thread: u32) -> usize {
+    // SAFETY: `block < grid extent` and `thread < dim`, so `block * dim + thread` is below
+    // grid extent times block extent, which the launch rule of every backend keeps within
+    // `u32` (`LaunchConfig::check`).
+    unsafe { block.unchecked_mul(dim).unchecked_add(thread) as usize }
 }
 
 /// The indices `start, start + step, start + 2 * step, …` below `end`: a strided loop (a
