@@ -448,6 +448,10 @@ fn nvptx_warp_operations_are_shfl_sync() {
         {
             assert!(line.ends_with(", -1;"), "{sm}: not the full mask: {line}");
         }
+        // `sync_warp` is the warp barrier, with the full mask; no block barrier.
+        let sync_sum = ptx_entry(&ptx, "warp_sync_sum").join("\n");
+        assert!(sync_sum.contains("bar.warp.sync \t-1;"), "{sm}: {sync_sum}");
+        assert!(!sync_sum.contains("bar.sync"), "{sm}: {sync_sum}");
         // No shared memory: the warp reduction's only `.shared` is its array of warp sums.
         let block_sum = ptx_entry(&ptx, "warp_block_sum").join("\n");
         assert!(block_sum.contains("shfl.sync.bfly.b32"), "{block_sum}");
@@ -486,12 +490,14 @@ fn amdgpu_warp_operations_are_ds_bpermute() {
             "{id}:\n{}",
             body.join("\n")
         );
-        // warp_ops stores warp_size() as the second word of each row: the constant.
+        // warp_ops stores warp_size() as the second word of each row: the constant (gfx11 may
+        // pair its move with another, `v_dual_mov_b32`).
         assert!(
-            body.iter().any(
-                |l| l.starts_with("v_mov_b32") && l.contains(&format!(", {wave}"))
-                    || l.starts_with("s_mov_b32") && l.contains(&format!(", {wave}"))
-            ),
+            body.iter()
+                .any(|l| ["v_mov_b32", "s_mov_b32", "v_dual_mov_b32"]
+                    .iter()
+                    .any(|mov| l.starts_with(mov))
+                    && l.contains(&format!(", {wave}"))),
             "{id}: the wave size {wave} is not a constant:\n{}",
             body.join("\n")
         );
@@ -499,6 +505,16 @@ fn amdgpu_warp_operations_are_ds_bpermute() {
         assert!(
             block_sum.iter().any(|l| l.starts_with("ds_bpermute_b32")),
             "{id}"
+        );
+        // `sync_warp` orders LDS accesses within the wavefront: no workgroup barrier.
+        let sync_sum = function_body(&text, "warp_sync_sum");
+        assert!(
+            sync_sum
+                .iter()
+                .any(|l| l.starts_with("ds_read") || l.starts_with("ds_load"))
+                && !sync_sum.iter().any(|l| l.starts_with("s_barrier")),
+            "{id}:\n{}",
+            sync_sum.join("\n")
         );
     }
 }

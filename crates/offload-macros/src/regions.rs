@@ -55,6 +55,7 @@ const WARP_OPS: &[&str] = &[
     "warp_sum",
     "warp_min",
     "warp_max",
+    "sync_warp",
 ];
 
 /// Index functions whose value differs between the threads of a block.

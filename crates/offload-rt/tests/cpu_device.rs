@@ -13,7 +13,7 @@ use offload_rt::{Device, DeviceBuffer, Error, KernelPanicReport, LaunchConfig, P
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -425,6 +425,32 @@ fn warp_reduction_in_one_warp_after_a_barrier() {
         }
         .unwrap();
         assert_eq!(out.to_vec().unwrap(), [expected], "blocks of {block}");
+    }
+}
+
+/// `sync_warp` orders a warp's shared-memory steps: each warp's sum, from blocks of one and of
+/// several warps.
+#[test]
+fn warp_sync_orders_shared_memory_steps() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let n = 4096u32;
+    let input: Vec<u32> = (0..n).map(|i| i.wrapping_mul(2_654_435_761) >> 7).collect();
+    let want: Vec<u32> = input
+        .chunks(32)
+        .map(|w| w.iter().fold(0u32, |a, &v| a.wrapping_add(v)))
+        .collect();
+    let din = DeviceBuffer::from_slice(&dev, &input).unwrap();
+    for block in [32, 256] {
+        let mut out = DeviceBuffer::<u32>::zeroed(&dev, want.len()).unwrap();
+        // SAFETY: an element of `input` per thread, of `out` per warp.
+        unsafe {
+            k::warp_sync_sum.launch(&dev, LaunchConfig::linear(n / block, block), &din, &mut out)
+        }
+        .unwrap();
+        assert_eq!(out.to_vec().unwrap(), want, "blocks of {block}");
     }
 }
 
@@ -1118,12 +1144,14 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "closure_over_tile",
             "loop_barrier",
             "warp_block_sum",
-            "warp_ops"
+            "warp_ops",
+            "warp_sync_sum"
         ]
     );
     assert!(notes[0].1.contains("closure"), "{}", notes[0].1);
     assert!(notes[1].1.contains("inside a `loop`"), "{}", notes[1].1);
     assert!(notes[2].1.contains("warp operations"), "{}", notes[2].1);
+    assert!(notes[4].1.contains("warp operations"), "{}", notes[4].1);
     use object::{Object, ObjectSymbol};
     let file = object::File::parse(image).unwrap();
     let mut regions: Vec<&str> = file

@@ -17,6 +17,10 @@ unsafe extern "C" {
     /// device link: Rust's fences are system-scope, and each would write back and invalidate
     /// the whole L2 cache.
     fn __offload_amdgpu_sync_threads();
+    /// `wave_barrier` between wavefront-scope release and acquire fences, defined by the AMD
+    /// device link (a wavefront runs in lockstep: the barrier keeps the compiler from moving
+    /// the lanes' memory accesses across it, the fences order them).
+    fn __offload_amdgpu_sync_warp();
     /// Lanes per wavefront of the image's target (64 on gfx9, 32 on gfx10 and later), defined
     /// by the AMD device link: one device build serves every target of the triple, and rustc
     /// would fold `llvm.amdgcn.wavefrontsize` for the build's baseline CPU.
@@ -85,6 +89,13 @@ pub(super) fn grid_dim_z() -> u32 {
 pub(super) fn sync_threads() {
     // SAFETY: a barrier every thread of the block reaches (the device API's contract).
     unsafe { __offload_amdgpu_sync_threads() }
+}
+
+/// `__syncwarp()`: see `__offload_amdgpu_sync_warp`.
+#[inline(always)]
+pub(super) fn sync_warp() {
+    // SAFETY: a barrier every lane of the wavefront reaches (the device API's contract).
+    unsafe { __offload_amdgpu_sync_warp() }
 }
 
 /// `llvm.trap` (`s_trap 2`): the dispatch ends with an error, where `s_endpgm` would end the

@@ -175,6 +175,13 @@ fn warp_sync() {
     THREAD.set(thread);
 }
 
+/// A warp barrier: the block's GPU threads run on one OS thread, so the lanes' memory
+/// accesses before it are visible after it.
+#[inline(always)]
+pub(super) fn sync_warp() {
+    warp_sync();
+}
+
 #[inline(always)]
 pub(super) fn warp_size() -> u32 {
     CPU_WARP_SIZE

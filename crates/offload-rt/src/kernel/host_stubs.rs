@@ -28,6 +28,10 @@ pub(super) use zero as thread_idx_z;
 #[inline(always)]
 pub(super) fn sync_threads() {}
 
+/// A barrier among one lane.
+#[inline(always)]
+pub(super) fn sync_warp() {}
+
 pub(super) fn trap() -> ! {
     panic!("offload_rt::kernel::trap() called outside a device launch")
 }

@@ -27,6 +27,8 @@ unsafe extern "unadjusted" {
     safe fn vote_all_sync(mask: u32, predicate: bool) -> bool;
     #[link_name = "llvm.nvvm.read.ptx.sreg.laneid"]
     safe fn read_laneid() -> u32;
+    #[link_name = "llvm.nvvm.bar.warp.sync"]
+    safe fn bar_warp_sync(mask: u32);
 }
 
 macro_rules! sreg {
@@ -59,6 +61,12 @@ sreg! {
 pub(super) fn sync_threads() {
     // SAFETY: a barrier every thread of the block reaches (the device API's contract).
     unsafe { nvptx::_syncthreads() }
+}
+
+/// `bar.warp.sync 0xffffffff`, which also orders the warp's memory accesses.
+#[inline(always)]
+pub(super) fn sync_warp() {
+    bar_warp_sync(FULL_MASK)
 }
 
 pub(super) fn trap() -> ! {

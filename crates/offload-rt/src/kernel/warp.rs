@@ -17,6 +17,7 @@
 //! | shuffles | `shfl.sync.{idx,up,down,bfly}.b32`, mask `0xffffffff` | `ds_bpermute_b32` | an exchange slot per thread, two warp barriers |
 //! | [`ballot`], [`warp_any`], [`warp_all`] | `vote.sync.{ballot,any,all}` | `llvm.amdgcn.ballot` | the same exchange |
 //! | [`lane_id`] | `%laneid` | `v_mbcnt_{lo,hi}` | rank modulo 32 |
+//! | [`sync_warp`] | `bar.warp.sync` | wavefront-scope fences around `wave_barrier` | a warp barrier |
 //!
 //! [`warp_sum`], [`warp_max`] and [`warp_min`] are butterflies of [`shuffle_xor`] from
 //! `warp_size() / 2` down to 1, so every lane gets the same result, and a device with the same
@@ -181,6 +182,17 @@ pub fn shuffle_down<T: WarpValue>(value: T, delta: u32) -> T {
 #[inline(always)]
 pub fn shuffle_xor<T: WarpValue>(value: T, lane_mask: u32) -> T {
     value.__shuffle(Shuffle::Xor, lane_mask)
+}
+
+/// A barrier among the lanes of the calling warp (`__syncwarp()`): returns once every lane
+/// of the warp has called it, and what each lane wrote to memory before it is visible to the
+/// warp's lanes after it. The warp-synchronous step of a reduction through shared memory:
+/// write, `sync_warp()`, read a neighbour's value. Every lane of the warp must call it, as for
+/// the other warp operations; [`sync_threads`](super::sync_threads) is the barrier of the
+/// whole block.
+#[inline(always)]
+pub fn sync_warp() {
+    arch::sync_warp()
 }
 
 /// Bit `i` set when lane `i` passed `true` (`__ballot_sync`, widened to 64 bits for AMD's

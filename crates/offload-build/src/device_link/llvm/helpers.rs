@@ -48,12 +48,14 @@ attributes #1 = { alwaysinline nounwind willreturn memory(none) }
 ///   state, so no index function has a division or a reachable panic;
 /// - `__offload_amdgpu_sync_threads()`: `s_barrier` between workgroup-scope fences (Rust's
 ///   fences are system-scope, which write back and invalidate L2 at every barrier);
+/// - `__offload_amdgpu_sync_warp()`: `wave_barrier` between wavefront-scope fences;
 /// - `__offload_amdgpu_wave_size()`: the wavefront size of the image's processor (see
 ///   [`amdgpu_wave_size`]), a constant here because one device build serves every processor
 ///   and rustc folds `llvm.amdgcn.wavefrontsize` for the build's baseline CPU.
 pub(super) const AMDGPU_HELPERS: &[&str] = &[
     "__offload_amdgpu_dispatch_field",
     "__offload_amdgpu_sync_threads",
+    "__offload_amdgpu_sync_warp",
     "__offload_amdgpu_wave_size",
 ];
 
@@ -69,6 +71,7 @@ pub(super) const AMDGPU_HELPERS_IR: &str = r#"
 declare ptr addrspace(4) @llvm.amdgcn.dispatch.ptr()
 declare ptr addrspace(4) @llvm.amdgcn.implicitarg.ptr()
 declare void @llvm.amdgcn.s.barrier() #1
+declare void @llvm.amdgcn.wave.barrier() #1
 
 define i32 @__offload_amdgpu_dispatch_field(i32 %dim) #0 {
 entry:
@@ -99,6 +102,14 @@ entry:
   fence syncscope("workgroup") release
   call void @llvm.amdgcn.s.barrier()
   fence syncscope("workgroup") acquire
+  ret void
+}
+
+define void @__offload_amdgpu_sync_warp() #1 {
+entry:
+  fence syncscope("wavefront") release
+  call void @llvm.amdgcn.wave.barrier()
+  fence syncscope("wavefront") acquire
   ret void
 }
 
