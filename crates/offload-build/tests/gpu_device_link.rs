@@ -617,6 +617,20 @@ fn struct_parameters_have_the_rust_layout() {
             ],
             "{sm}"
         );
+        // 128-bit integers by value: 16 bytes, aligned as Rust aligns them.
+        let wide: Vec<&str> = ptx_entry(&ptx, "wide_ints")
+            .into_iter()
+            .filter(|l| l.starts_with(".param"))
+            .take(2)
+            .collect();
+        assert_eq!(
+            wide,
+            [
+                ".param .align 16 .b8 wide_ints_param_0[16],",
+                ".param .align 16 .b8 wide_ints_param_1[16],",
+            ],
+            "{sm}"
+        );
         if device_link::ptxas_path().is_some() {
             device_link::ptxas_verbose(&ptx, sm).unwrap();
         }
@@ -647,6 +661,13 @@ fn struct_parameters_have_the_rust_layout() {
             ],
             "{id}"
         );
+        let wide = info.kernels.iter().find(|k| k.name == "wide_ints").unwrap();
+        let args: Vec<(u64, u64)> = wide
+            .explicit_args()
+            .take(2)
+            .map(|a| (a.offset, a.size))
+            .collect();
+        assert_eq!(args, [(0, 16), (16, 16)], "{id}: {wide:?}");
         // Scalars keep their layout through the same path.
         let saxpy = info.kernels.iter().find(|k| k.name == "saxpy").unwrap();
         let args: Vec<(u64, u64, &str)> = saxpy

@@ -135,8 +135,8 @@ struct Param {
     len: Option<Expr>,
 }
 
-const ACCEPTED: &str = "kernel parameters are scalars (u8..u64, i8..i64, usize, isize, f32, \
-                        f64, and half::f16, half::bf16 with offload-rt's `half` feature), \
+const ACCEPTED: &str = "kernel parameters are scalars (u8..u128, i8..i128, usize, isize, \
+                        f32, f64, and half::f16, half::bf16 with offload-rt's `half` feature), \
                         #[derive(DeviceCopy)] #[repr(C)] structs, arrays of these, \
                         read-only slices `&[T]`, `DisjointSlice<T>` to write, or device \
                         pointers (*const T, *mut T)";

@@ -13,7 +13,7 @@ use offload_rt::{Device, DeviceBuffer, Error, KernelPanicReport, LaunchConfig, P
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -543,6 +543,36 @@ fn structs_by_value() {
             "element {i}"
         );
     }
+}
+
+/// `u128` and `i128` as scalar parameters and buffer elements, with their 16-byte alignment.
+#[test]
+fn wide_integers_as_parameters_and_elements() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let (a, b) = (
+        0x0123_4567_89ab_cdef_0011_2233_4455_6677_u128,
+        -(1_i128 << 100) - 5,
+    );
+    let x: Vec<u128> = (0..1000u128)
+        .map(|i| i << 64 | i.wrapping_mul(0x9e37_79b9))
+        .collect();
+    let dx = DeviceBuffer::from_slice(&dev, &x).unwrap();
+    let mut y = DeviceBuffer::<i128>::zeroed(&dev, x.len()).unwrap();
+    k::wide_ints
+        .launch(
+            &dev,
+            LaunchConfig::for_num_elems(x.len() as u32),
+            a,
+            b,
+            &dx,
+            &mut y,
+        )
+        .unwrap();
+    let want: Vec<i128> = x.iter().map(|&v| k::wide_value(a, b, v)).collect();
+    assert_eq!(y.to_vec().unwrap(), want);
 }
 
 /// `#[repr(C, align(16))]` elements (CUDA's `float4`) through a kernel with named lifetimes.

@@ -31,7 +31,7 @@ macro_rules! scalars {
 /// pattern is a valid value (device code may write any bytes into them).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not `DeviceCopy`: it cannot be a kernel parameter or a device buffer's element",
-    note = "kernel parameters are scalars (u8..u64, i8..i64, usize, isize, f32, f64, and half::f16, half::bf16 with offload-rt's `half` feature), #[derive(DeviceCopy)] #[repr(C)] structs, arrays of these, slices `&[T]` and `DisjointSlice<T>` of these, or device pointers (*const T, *mut T)"
+    note = "kernel parameters are scalars (u8..u128, i8..i128, usize, isize, f32, f64, and half::f16, half::bf16 with offload-rt's `half` feature), #[derive(DeviceCopy)] #[repr(C)] structs, arrays of these, slices `&[T]` and `DisjointSlice<T>` of these, or device pointers (*const T, *mut T)"
 )]
 pub unsafe trait DeviceCopy: Copy + 'static {
     /// Evaluated wherever memory of the type is allocated or viewed as bytes (device and
@@ -43,7 +43,9 @@ pub unsafe trait DeviceCopy: Copy + 'static {
     const __OFFLOAD_LAYOUT: () = ();
 }
 
-scalars!(u8, u16, u32, u64, i8, i16, i32, i64, usize, isize, f32, f64);
+scalars!(
+    u8, u16, u32, u64, u128, i8, i16, i32, i64, i128, usize, isize, f32, f64
+);
 // The `half` crate's types are `#[repr(transparent)]` over a `u16`: every bit pattern is a value.
 #[cfg(feature = "half")]
 scalars!(::half::f16, ::half::bf16);
