@@ -69,6 +69,7 @@ const THREAD_FNS: &[&str] = &[
     "global_idx_z",
     "thread_rank",
     "lane_id",
+    "warp_id",
 ];
 /// Index functions whose value is the same for every thread of a block.
 const BLOCK_FNS: &[&str] = &[
@@ -86,6 +87,7 @@ const BLOCK_FNS: &[&str] = &[
     "grid_dim",
     "block_size",
     "warp_size",
+    "warps_per_block",
     "dynamic_shared",
 ];
 /// Methods of numbers and pointers that compute a value from their operands alone.

@@ -108,7 +108,8 @@ pub use slice::SliceParam;
 pub use slice::{DisjointSlice, grid_thread_rank};
 pub use warp::{
     WarpAdd, WarpValue, ballot, lane_id, shuffle_down, shuffle_idx, shuffle_up, shuffle_xor,
-    sync_warp, warp_all, warp_any, warp_max, warp_min, warp_size, warp_sum,
+    sync_warp, warp_all, warp_any, warp_id, warp_max, warp_min, warp_size, warp_sum,
+    warps_per_block,
 };
 
 /// Bytes of static shared memory ([`shared_array!`](crate::shared_array!)) one kernel may use, the same on every

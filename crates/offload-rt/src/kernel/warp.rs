@@ -150,6 +150,21 @@ pub fn lane_id() -> u32 {
     arch::lane_id()
 }
 
+/// The calling thread's warp in its block: `thread_rank() / warp_size()`. Code that gives one
+/// warp a task (`if warp_id() == 0 { … warp_sum(…) … }`) stays right whatever the warp size,
+/// where `if thread_idx_x() < 32` is half a wavefront on AMD's wave64 and breaks the rule that
+/// every lane of a warp calls its warp operations.
+#[inline(always)]
+pub fn warp_id() -> u32 {
+    super::thread_rank() / warp_size()
+}
+
+/// Warps in the calling thread's block: `block_size()` divided by `warp_size()`, rounded up.
+#[inline(always)]
+pub fn warps_per_block() -> u32 {
+    super::block_size().div_ceil(warp_size())
+}
+
 /// Lanes per warp: 32 on NVIDIA, 64 on AMD gfx9 and 32 on AMD gfx10 and later, 32 on the
 /// CPU device. A constant of the image (the AMD device link fixes it per target).
 #[inline(always)]
