@@ -45,7 +45,9 @@ pub fn build(
         .arg(&krate.manifest_path)
         .args(["--lib", "--release", "--crate-type", "cdylib"])
         .args(krate.feature_args())
-        .args(nested::KernelChecks::from_env(env).config_args(&krate.package, true))
+        .args(
+            nested::KernelChecks::from_env(env).config_args(&krate.package, nested::Lines::Tables),
+        )
         .arg("--target")
         .arg(host_triple())
         .arg("--target-dir")

@@ -305,18 +305,23 @@ impl KernelChecks {
     }
 
     /// Cargo's `--config` options that build `package` so in the `release` profile of a
-    /// nested build; `line_info` where the device's image keeps line tables (the CPU device).
-    pub fn config_args(&self, package: &str, line_info: bool) -> Vec<String> {
+    /// nested build, with the source lines the device's image keeps (`lines`).
+    pub fn config_args(&self, package: &str, lines: Lines) -> Vec<String> {
         let mut settings = Vec::new();
         if self.debug_assertions {
             settings.push("debug-assertions=true");
             settings.push("overflow-checks=true");
         }
-        if self.debugger && line_info {
-            settings.push("opt-level=0");
-            settings.push("debug=true");
-        } else if self.line_info && line_info {
-            settings.push("debug=\"line-tables-only\"");
+        match lines {
+            Lines::Tables if self.debugger => {
+                settings.push("opt-level=0");
+                settings.push("debug=true");
+            }
+            Lines::Tables if self.line_info => settings.push("debug=\"line-tables-only\""),
+            Lines::Directives if self.line_info => {
+                settings.push("debug=\"line-directives-only\"");
+            }
+            _ => {}
         }
         settings
             .into_iter()
@@ -328,6 +333,20 @@ impl KernelChecks {
             })
             .collect()
     }
+}
+
+/// The source lines a device's image keeps from a profile with debug information.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lines {
+    /// DWARF line tables (the CPU device's image; with `OFFLOAD_DEBUG_KERNELS`, full debug
+    /// information in an unoptimized image).
+    Tables,
+    /// Line directives only (NVIDIA: the PTX's `.loc`, which `ptxas -lineinfo` keeps; full
+    /// debug information would need unoptimized code: "Optimized debugging not supported").
+    Directives,
+    /// None (AMD GPUs: the device link does not carry debug information through its kernel
+    /// wrappers yet).
+    None,
 }
 
 /// The LLVM major version in `rustc -vV` output.
@@ -512,14 +531,18 @@ mod tests {
 
     #[test]
     fn a_checked_profile_reaches_the_kernel_crate_alone() {
-        assert!(KernelChecks::default().config_args("k", true).is_empty());
+        assert!(
+            KernelChecks::default()
+                .config_args("k", Lines::Tables)
+                .is_empty()
+        );
         let dev = KernelChecks {
             debug_assertions: true,
             line_info: true,
             debugger: false,
         };
         assert_eq!(
-            dev.config_args("my-kernels", false),
+            dev.config_args("my-kernels", Lines::None),
             [
                 "--config",
                 "profile.release.package.\"my-kernels\".debug-assertions=true",
@@ -528,8 +551,16 @@ mod tests {
             ]
         );
         assert_eq!(
-            dev.config_args("k", true).last().map(String::as_str),
+            dev.config_args("k", Lines::Tables)
+                .last()
+                .map(String::as_str),
             Some("profile.release.package.\"k\".debug=\"line-tables-only\"")
+        );
+        assert_eq!(
+            dev.config_args("k", Lines::Directives)
+                .last()
+                .map(String::as_str),
+            Some("profile.release.package.\"k\".debug=\"line-directives-only\"")
         );
     }
 

@@ -522,9 +522,13 @@ fn nested_inputs(
     );
     build.feature_args = krate.feature_args();
     build.label = crate::status::arch_list(archs);
-    // No line tables in GPU images: their nested builds carry no debug information (see
-    // `NestedBuild::command`).
-    build.config_args = nested::KernelChecks::from_env(env).config_args(&krate.package, false);
+    // A dev build's NVIDIA images keep line directives; the rest of a GPU nested build carries
+    // no debug information (see `NestedBuild::command`).
+    let lines = match target.family() {
+        DeviceFamily::Nvidia => nested::Lines::Directives,
+        DeviceFamily::Amd | DeviceFamily::Cpu => nested::Lines::None,
+    };
+    build.config_args = nested::KernelChecks::from_env(env).config_args(&krate.package, lines);
     crate::build_cache::around(env, target_dir, &krate.package, || {
         Ok(nested_build(env, &build)?.inputs()?)
     })

@@ -204,6 +204,11 @@ fn run_ptxas(ptx: &str, sm: &str, verbose: bool) -> Result<(Vec<u8>, String)> {
         std::fs::write(&input, ptx).map_err(io_err("writing", &input))?;
         let mut cmd = Command::new(&ptxas);
         cmd.arg(format!("-arch={sm}")).arg("-O3");
+        if has_line_directives(ptx) {
+            // Without it ptxas drops the `.loc` directives: no source lines in the cubin for
+            // a debugger, a profiler or a sanitizer.
+            cmd.arg("-lineinfo");
+        }
         if verbose {
             cmd.arg("-v");
         }
@@ -214,6 +219,11 @@ fn run_ptxas(ptx: &str, sm: &str, verbose: bool) -> Result<(Vec<u8>, String)> {
     })();
     drop(dir);
     result
+}
+
+/// Whether `ptx` carries source line directives (`.loc`), which a dev build's kernels have.
+pub fn has_line_directives(ptx: &str) -> bool {
+    ptx.lines().any(|l| l.trim_start().starts_with(".loc\t"))
 }
 
 /// Assembles `ptx` into a cubin for `sm` (`sm_80`) with `ptxas`.

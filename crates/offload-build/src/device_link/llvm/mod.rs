@@ -176,8 +176,11 @@ fn link_for<'ctx>(
         link_helpers(context, &module, AMDGPU_HELPERS, &ir)?;
     }
     link_helpers(context, &module, GPU_HELPERS, GPU_HELPERS_IR)?;
-    // SAFETY: `module` is live; stripping debug info leaves valid IR.
-    unsafe { llvm_sys::debuginfo::LLVMStripModuleDebugInfo(module.as_mut_ptr()) };
+    // A dev build's NVIDIA images keep the line directives of the kernel crate's code (see
+    // `nvptx_link`); the AMD kernel wrappers below carry no debug information of their own.
+    if !is_nvptx(&module) {
+        strip_debug_info(&module);
+    }
     if module
         .get_triple()
         .as_str()
@@ -208,9 +211,32 @@ fn link_for<'ctx>(
     Ok((module, kept))
 }
 
+fn is_nvptx(module: &Module<'_>) -> bool {
+    module
+        .get_triple()
+        .as_str()
+        .to_bytes()
+        .starts_with(b"nvptx")
+}
+
+fn strip_debug_info(module: &Module<'_>) {
+    // SAFETY: `module` is live; stripping debug info leaves valid IR.
+    unsafe { llvm_sys::debuginfo::LLVMStripModuleDebugInfo(module.as_mut_ptr()) };
+}
+
+/// Whether PTX's `.target` asks for full debug information (`.target sm_80, debug`), which
+/// ptxas refuses for optimized code.
+fn targets_debug(ptx: &str) -> bool {
+    ptx.lines()
+        .find_map(|l| l.strip_prefix(".target"))
+        .is_some_and(|t| t.split(',').any(|f| f.trim() == "debug"))
+}
+
 /// Links the bitcode `inputs` for `sm_<sm>` and returns PTX: the kernels kept, everything else
 /// internalized, shared-memory statics in `.shared`, `default<O3>`, PTX ISA per
-/// `super::ptx_isa_version`. `sm` is `sm_80`, `sm_90a`, …
+/// `super::ptx_isa_version`. `sm` is `sm_80`, `sm_90a`, … Line directives (`.loc`) of code
+/// built with `debug = "line-directives-only"` (a dev build's kernel crate) are kept; fuller
+/// debug information is dropped, since it would make `.target` ask for a debug build.
 pub fn nvptx_link(inputs: &[DeviceInput], sm: &str, opts: &NvptxLinkOptions) -> Result<String> {
     let _linking = crash::linking(link_name(inputs, sm));
     let cpu = sm.to_owned();
@@ -224,11 +250,18 @@ pub fn nvptx_link(inputs: &[DeviceInput], sm: &str, opts: &NvptxLinkOptions) -> 
         opts.kernels.as_deref(),
         NVPTX_EXTERNALS,
     )?;
-    let buffer = emit(&machine, &module, FileType::Assembly, &cpu)?;
-    String::from_utf8(buffer.as_slice().to_vec()).map_err(|_| LinkError::Codegen {
-        cpu,
-        message: "PTX is not UTF-8".into(),
-    })
+    let to_text = |buffer: inkwell::memory_buffer::MemoryBuffer<'_>| {
+        String::from_utf8(buffer.as_slice().to_vec()).map_err(|_| LinkError::Codegen {
+            cpu: cpu.clone(),
+            message: "PTX is not UTF-8".into(),
+        })
+    };
+    let ptx = to_text(emit(&machine, &module, FileType::Assembly, &cpu)?)?;
+    if !targets_debug(&ptx) {
+        return Ok(ptx);
+    }
+    strip_debug_info(&module);
+    to_text(emit(&machine, &module, FileType::Assembly, &cpu)?)
 }
 
 /// Links the bitcode `inputs` for an AMDGPU target ID into a relocatable object.
@@ -321,5 +354,49 @@ mod tests {
 
     pub(super) fn link(inputs: &[DeviceInput]) -> Result<String> {
         nvptx_link(inputs, "sm_80", &NvptxLinkOptions::default())
+    }
+
+    /// A kernel whose compile unit asks for `kind` of debug information, as rustc writes it
+    /// for `debug = "line-directives-only"` (`DebugDirectivesOnly`) or `debug = true`.
+    fn kernel_with_debug_info(kind: &str) -> Vec<DeviceInput> {
+        let ir = format!(
+            "define ptx_kernel void @k(ptr %p) !dbg !5 {{\n\
+             \x20 store i32 7, ptr %p, align 4, !dbg !8\n\
+             \x20 ret void, !dbg !9\n\
+             }}\n\
+             !llvm.dbg.cu = !{{!0}}\n\
+             !llvm.module.flags = !{{!3, !4}}\n\
+             !0 = distinct !DICompileUnit(language: DW_LANG_Rust, file: !1, producer: \"rustc\", \
+             isOptimized: true, runtimeVersion: 0, emissionKind: {kind})\n\
+             !1 = !DIFile(filename: \"src/lib.rs\", directory: \"/k\")\n\
+             !3 = !{{i32 7, !\"Dwarf Version\", i32 4}}\n\
+             !4 = !{{i32 2, !\"Debug Info Version\", i32 3}}\n\
+             !5 = distinct !DISubprogram(name: \"k\", scope: !1, file: !1, line: 3, type: !6, \
+             scopeLine: 3, spFlags: DISPFlagDefinition | DISPFlagOptimized, unit: !0)\n\
+             !6 = !DISubroutineType(types: !7)\n\
+             !7 = !{{}}\n\
+             !8 = !DILocation(line: 4, column: 5, scope: !5)\n\
+             !9 = !DILocation(line: 5, column: 1, scope: !5)\n"
+        );
+        vec![DeviceInput::object("k.bc", bitcode("k", &ir))]
+    }
+
+    /// A dev build's line directives reach the PTX (`.loc`, `.file`), which ptxas assembles
+    /// with `-lineinfo`; full debug information is dropped rather than make `.target` ask for
+    /// an unoptimized debug build.
+    #[test]
+    fn line_directives_are_kept_and_full_debug_information_is_not() {
+        let ptx = link(&kernel_with_debug_info("DebugDirectivesOnly")).unwrap();
+        assert!(ptx.contains(".loc\t1 4 5"), "{ptx}");
+        assert!(ptx.contains(".file\t1 \"/k/src/lib.rs\""), "{ptx}");
+        assert!(!targets_debug(&ptx), "{ptx}");
+        assert!(crate::device_link::ptx::has_line_directives(&ptx));
+        if crate::device_link::ptxas_path().is_some() {
+            crate::device_link::ptxas_assemble(&ptx, "sm_80").unwrap();
+        }
+        let full = link(&kernel_with_debug_info("FullDebug")).unwrap();
+        assert!(!targets_debug(&full), "{full}");
+        assert!(!full.contains(".loc"), "{full}");
+        assert!(targets_debug(".version 8.0\n.target sm_80, debug\n"));
     }
 }

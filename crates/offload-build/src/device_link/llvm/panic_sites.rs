@@ -149,7 +149,7 @@ fn rewrite_calls(
                 llvm::LLVMGetOperand(*call, 5),
             ];
             llvm::LLVMPositionBuilderBefore(builder, *call);
-            llvm::LLVMBuildCall2(
+            let new = llvm::LLVMBuildCall2(
                 builder,
                 at_type,
                 at,
@@ -157,6 +157,9 @@ fn rewrite_calls(
                 args.len() as u32,
                 c"".as_ptr(),
             );
+            // The panic's source line, where a dev build keeps line directives.
+            let debuginfo = inkwell::llvm_sys::debuginfo::LLVMInstructionGetDebugLoc(*call);
+            inkwell::llvm_sys::debuginfo::LLVMInstructionSetDebugLoc(new, debuginfo);
             llvm::LLVMInstructionEraseFromParent(*call);
         }
         llvm::LLVMDisposeBuilder(builder);
