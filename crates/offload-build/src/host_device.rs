@@ -46,7 +46,8 @@ pub fn build(
         .args(["--lib", "--release", "--crate-type", "cdylib"])
         .args(krate.feature_args())
         .args(
-            nested::KernelChecks::from_env(env).config_args(&krate.package, nested::Lines::Tables),
+            nested::KernelChecks::from_env(env)
+                .config_args(&krate.package, nested::Lines::CpuImage),
         )
         .arg("--target")
         .arg(host_triple())

@@ -313,11 +313,13 @@ impl KernelChecks {
             settings.push("overflow-checks=true");
         }
         match lines {
-            Lines::Tables if self.debugger => {
+            Lines::CpuImage if self.debugger => {
                 settings.push("opt-level=0");
                 settings.push("debug=true");
             }
-            Lines::Tables if self.line_info => settings.push("debug=\"line-tables-only\""),
+            Lines::CpuImage | Lines::Tables if self.line_info => {
+                settings.push("debug=\"line-tables-only\"");
+            }
             Lines::Directives if self.line_info => {
                 settings.push("debug=\"line-directives-only\"");
             }
@@ -338,15 +340,14 @@ impl KernelChecks {
 /// The source lines a device's image keeps from a profile with debug information.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lines {
-    /// DWARF line tables (the CPU device's image; with `OFFLOAD_DEBUG_KERNELS`, full debug
-    /// information in an unoptimized image).
+    /// The CPU device's image: DWARF line tables, or with `OFFLOAD_DEBUG_KERNELS` full debug
+    /// information in an unoptimized image.
+    CpuImage,
+    /// DWARF line tables (AMD GPUs' code objects).
     Tables,
     /// Line directives only (NVIDIA: the PTX's `.loc`, which `ptxas -lineinfo` keeps; full
     /// debug information would need unoptimized code: "Optimized debugging not supported").
     Directives,
-    /// None (AMD GPUs: the device link does not carry debug information through its kernel
-    /// wrappers yet).
-    None,
 }
 
 /// The LLVM major version in `rustc -vV` output.
@@ -533,7 +534,7 @@ mod tests {
     fn a_checked_profile_reaches_the_kernel_crate_alone() {
         assert!(
             KernelChecks::default()
-                .config_args("k", Lines::Tables)
+                .config_args("k", Lines::CpuImage)
                 .is_empty()
         );
         let dev = KernelChecks {
@@ -542,7 +543,11 @@ mod tests {
             debugger: false,
         };
         assert_eq!(
-            dev.config_args("my-kernels", Lines::None),
+            KernelChecks {
+                line_info: false,
+                ..dev
+            }
+            .config_args("my-kernels", Lines::Tables),
             [
                 "--config",
                 "profile.release.package.\"my-kernels\".debug-assertions=true",
@@ -552,6 +557,23 @@ mod tests {
         );
         assert_eq!(
             dev.config_args("k", Lines::Tables)
+                .last()
+                .map(String::as_str),
+            Some("profile.release.package.\"k\".debug=\"line-tables-only\"")
+        );
+        // The debugger's unoptimized build is the CPU device's alone.
+        let debugger = KernelChecks {
+            debugger: true,
+            ..dev
+        };
+        assert!(
+            debugger
+                .config_args("k", Lines::CpuImage)
+                .contains(&"profile.release.package.\"k\".opt-level=0".to_owned())
+        );
+        assert_eq!(
+            debugger
+                .config_args("k", Lines::Tables)
                 .last()
                 .map(String::as_str),
             Some("profile.release.package.\"k\".debug=\"line-tables-only\"")

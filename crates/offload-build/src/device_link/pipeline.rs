@@ -522,11 +522,11 @@ fn nested_inputs(
     );
     build.feature_args = krate.feature_args();
     build.label = crate::status::arch_list(archs);
-    // A dev build's NVIDIA images keep line directives; the rest of a GPU nested build carries
-    // no debug information (see `NestedBuild::command`).
+    // A dev build's GPU images keep the kernel crate's source lines; the rest of a GPU nested
+    // build carries no debug information (see `NestedBuild::command`).
     let lines = match target.family() {
         DeviceFamily::Nvidia => nested::Lines::Directives,
-        DeviceFamily::Amd | DeviceFamily::Cpu => nested::Lines::None,
+        DeviceFamily::Amd | DeviceFamily::Cpu => nested::Lines::Tables,
     };
     build.config_args = nested::KernelChecks::from_env(env).config_args(&krate.package, lines);
     crate::build_cache::around(env, target_dir, &krate.package, || {

@@ -3,7 +3,7 @@
 //! [`HOST_GLOBALS`] external, and the pointers known to be global memory.
 
 use inkwell::attributes::AttributeLoc;
-use inkwell::context::Context;
+use inkwell::context::{AsContextRef, Context};
 use inkwell::module::{Linkage, Module};
 use inkwell::values::FunctionValue;
 
@@ -110,16 +110,101 @@ pub(super) fn amdgpu_byref_parameters<'ctx>(
                 None => args.push(arg.into()),
             }
         }
-        let built = builder
-            .build_call(inner, &args, "")
-            .and_then(|_| builder.build_return(None));
-        built.map_err(|e| LinkError::Codegen {
+        let built = builder.build_call(inner, &args, "").and_then(|call| {
+            builder.build_return(None)?;
+            Ok(call)
+        });
+        let call = built.map_err(|e| LinkError::Codegen {
             cpu: "amdgpu".into(),
             message: e.to_string(),
         })?;
+        describe_wrapper(module, inner, kernel, call);
         changed += 1;
     }
     Ok(changed)
+}
+
+/// Gives the kernel that wraps `inner` debug information of its own when `inner` has some (a
+/// dev build's line tables): a subprogram at `inner`'s line, and the call's location in it, so
+/// that `inner`'s lines, once inlined, belong to the kernel and reach the code object's line
+/// table (a function without a subprogram gets none).
+fn describe_wrapper(
+    module: &Module<'_>,
+    inner: FunctionValue<'_>,
+    kernel: FunctionValue<'_>,
+    call: inkwell::values::CallSiteValue<'_>,
+) {
+    use inkwell::llvm_sys::debuginfo as di;
+    use inkwell::values::AsValueRef;
+    // SAFETY: `inner`, `kernel` and `call` are live values of `module`; the builder is made
+    // for `module`, finalized and disposed of here, and every metadata node it makes belongs
+    // to the module's context.
+    unsafe {
+        let inner_sp = di::LLVMGetSubprogram(inner.as_value_ref());
+        if inner_sp.is_null() {
+            return;
+        }
+        let file = di::LLVMDIScopeGetFile(inner_sp);
+        let line = di::LLVMDISubprogramGetLine(inner_sp);
+        let builder = di::LLVMCreateDIBuilder(module.as_mut_ptr());
+        let producer = "offload device link";
+        di::LLVMDIBuilderCreateCompileUnit(
+            builder,
+            di::LLVMDWARFSourceLanguage::LLVMDWARFSourceLanguageRust,
+            file,
+            producer.as_ptr().cast(),
+            producer.len(),
+            1,
+            c"".as_ptr(),
+            0,
+            0,
+            c"".as_ptr(),
+            0,
+            di::LLVMDWARFEmissionKind::LLVMDWARFEmissionKindLineTablesOnly,
+            0,
+            0,
+            0,
+            c"".as_ptr(),
+            0,
+            c"".as_ptr(),
+            0,
+        );
+        let ty = di::LLVMDIBuilderCreateSubroutineType(
+            builder,
+            file,
+            std::ptr::null_mut(),
+            0,
+            di::LLVMDIFlagZero,
+        );
+        let name = cstr(kernel.get_name());
+        let sp = di::LLVMDIBuilderCreateFunction(
+            builder,
+            file,
+            name.as_ptr().cast(),
+            name.len(),
+            name.as_ptr().cast(),
+            name.len(),
+            file,
+            line,
+            ty,
+            0,
+            1,
+            line,
+            di::LLVMDIFlagZero,
+            1,
+        );
+        di::LLVMSetSubprogram(kernel.as_value_ref(), sp);
+        let location = di::LLVMDIBuilderCreateDebugLocation(
+            module.get_context().as_ctx_ref(),
+            line,
+            0,
+            sp,
+            std::ptr::null_mut(),
+        );
+        di::LLVMInstructionSetDebugLoc(call.as_value_ref(), location);
+        di::LLVMDIBuilderFinalize(builder);
+        di::LLVMDisposeDIBuilder(builder);
+    }
 }
 
 /// Keeps the kernels, [`HOST_GLOBALS`] and the panic path's late functions

@@ -176,11 +176,9 @@ fn link_for<'ctx>(
         link_helpers(context, &module, AMDGPU_HELPERS, &ir)?;
     }
     link_helpers(context, &module, GPU_HELPERS, GPU_HELPERS_IR)?;
-    // A dev build's NVIDIA images keep the line directives of the kernel crate's code (see
-    // `nvptx_link`); the AMD kernel wrappers below carry no debug information of their own.
-    if !is_nvptx(&module) {
-        strip_debug_info(&module);
-    }
+    // A dev build's images keep the kernel crate's source lines: line directives on NVIDIA
+    // (see `nvptx_link`), line tables on AMD, whose kernel wrappers get subprograms of their
+    // own (`fixups::amdgpu_byref_parameters`).
     if module
         .get_triple()
         .as_str()
@@ -209,14 +207,6 @@ fn link_for<'ctx>(
     check_resolved(&module, allowed_external)?;
     check_shared_limit(&module, &kept)?;
     Ok((module, kept))
-}
-
-fn is_nvptx(module: &Module<'_>) -> bool {
-    module
-        .get_triple()
-        .as_str()
-        .to_bytes()
-        .starts_with(b"nvptx")
 }
 
 fn strip_debug_info(module: &Module<'_>) {
@@ -398,5 +388,47 @@ mod tests {
         assert!(!targets_debug(&full), "{full}");
         assert!(!full.contains(".loc"), "{full}");
         assert!(targets_debug(".version 8.0\n.target sm_80, debug\n"));
+    }
+
+    /// An AMD kernel with a by-value parameter and a dev build's line tables: the kernel
+    /// wrapper the link makes gets a subprogram of its own, the module verifies, and the code
+    /// object has a line table for the kernel's code.
+    #[test]
+    fn amd_kernel_wrappers_carry_the_line_tables() {
+        let ir = "target triple = \"amdgcn-amd-amdhsa\"\n\
+                  define amdgpu_kernel void @k(ptr dereferenceable(8) align 8 %s, ptr %out) !dbg !5 {\n\
+                  \x20 %v = load i64, ptr %s, align 8, !dbg !8\n\
+                  \x20 store i64 %v, ptr %out, align 8, !dbg !8\n\
+                  \x20 ret void, !dbg !9\n\
+                  }\n\
+                  !llvm.dbg.cu = !{!0}\n\
+                  !llvm.module.flags = !{!3, !4}\n\
+                  !0 = distinct !DICompileUnit(language: DW_LANG_Rust, file: !1, producer: \"rustc\", \
+                  isOptimized: true, runtimeVersion: 0, emissionKind: LineTablesOnly)\n\
+                  !1 = !DIFile(filename: \"src/lib.rs\", directory: \"/k\")\n\
+                  !3 = !{i32 7, !\"Dwarf Version\", i32 4}\n\
+                  !4 = !{i32 2, !\"Debug Info Version\", i32 3}\n\
+                  !5 = distinct !DISubprogram(name: \"k\", scope: !1, file: !1, line: 3, type: !6, \
+                  scopeLine: 3, spFlags: DISPFlagDefinition | DISPFlagOptimized, unit: !0)\n\
+                  !6 = !DISubroutineType(types: !7)\n\
+                  !7 = !{}\n\
+                  !8 = !DILocation(line: 4, column: 5, scope: !5)\n\
+                  !9 = !DILocation(line: 5, column: 1, scope: !5)\n";
+        let context = Context::create();
+        let buffer = MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "k");
+        let module = context.create_module_from_ir(buffer).unwrap();
+        let bitcode = module.write_bitcode_to_memory().as_slice().to_vec();
+        let target: AmdTargetId = "gfx90a".parse().unwrap();
+        let linked = amdgpu_link_object(
+            &[DeviceInput::object("k.bc", bitcode)],
+            &target,
+            &AmdgpuLinkOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(linked.kernels, ["k"]);
+        assert!(
+            linked.object.windows(11).any(|w| w == b".debug_line"),
+            "no line table in the object"
+        );
     }
 }
