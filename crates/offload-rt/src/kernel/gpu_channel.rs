@@ -149,6 +149,11 @@ pub unsafe extern "C" fn __offload_gpu_panic_at(site: u64, a: u64, b: u64, c: u6
     super::arch::trap()
 }
 
+// `__offload_gpu_panic_at` writes the site and the values as four words from the site on.
+const _: () = assert!(
+    core::mem::offset_of!(PanicRecord, values) == core::mem::offset_of!(PanicRecord, site) + 8
+);
+
 /// Writes `words` from `first` on, one word at a time: a wide store of several would need as
 /// many consecutive registers at once (AMDGPU merges adjacent stores into one of up to 16
 /// bytes), in a panic path whose registers the kernel pays for.
