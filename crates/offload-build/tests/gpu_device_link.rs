@@ -1086,6 +1086,9 @@ fn panics_carry_no_formatting() {
             panic_path.iter().all(|f| [
                 "__offload_gpu_panic",
                 "__offload_gpu_panic_at",
+                "__offload_gpu_panic_at0",
+                "__offload_gpu_panic_at1",
+                "__offload_gpu_panic_at2",
                 "__offload_gpu_panic_finish",
                 "__offload_gpu_panic_wait"
             ]

@@ -126,7 +126,8 @@ pub unsafe extern "C" fn __offload_gpu_panic(
 /// [`__offload_gpu_panic`] whose kind, message and location are constants. Only the site and
 /// the values are written here; the thread's place is written by
 /// [`__offload_gpu_panic_finish`]. Out of line on NVIDIA; inlined on AMD GPUs, as the
-/// reporter is.
+/// reporter is. [`__offload_gpu_panic_at0`] to [`__offload_gpu_panic_at2`] take the values
+/// that are not constant zeros at the site: each parameter is a register pair of the call.
 ///
 /// # Safety
 /// `site` is a site value of a table the device link put in this module.
@@ -134,6 +135,52 @@ pub unsafe extern "C" fn __offload_gpu_panic(
 #[inline(never)]
 #[cold]
 pub unsafe extern "C" fn __offload_gpu_panic_at(site: u64, a: u64, b: u64, c: u64) -> ! {
+    // SAFETY: this function's contract.
+    unsafe { panic_at(site, [a, b, c]) }
+}
+
+/// [`__offload_gpu_panic_at`] with the three values zero.
+///
+/// # Safety
+/// As for [`__offload_gpu_panic_at`].
+#[unsafe(no_mangle)]
+#[inline(never)]
+#[cold]
+pub unsafe extern "C" fn __offload_gpu_panic_at0(site: u64) -> ! {
+    // SAFETY: this function's contract.
+    unsafe { panic_at(site, [0, 0, 0]) }
+}
+
+/// [`__offload_gpu_panic_at`] with the last two values zero.
+///
+/// # Safety
+/// As for [`__offload_gpu_panic_at`].
+#[unsafe(no_mangle)]
+#[inline(never)]
+#[cold]
+pub unsafe extern "C" fn __offload_gpu_panic_at1(site: u64, a: u64) -> ! {
+    // SAFETY: this function's contract.
+    unsafe { panic_at(site, [a, 0, 0]) }
+}
+
+/// [`__offload_gpu_panic_at`] with the last value zero.
+///
+/// # Safety
+/// As for [`__offload_gpu_panic_at`].
+#[unsafe(no_mangle)]
+#[inline(never)]
+#[cold]
+pub unsafe extern "C" fn __offload_gpu_panic_at2(site: u64, a: u64, b: u64) -> ! {
+    // SAFETY: this function's contract.
+    unsafe { panic_at(site, [a, b, 0]) }
+}
+
+/// The body of the site reporters.
+///
+/// # Safety
+/// As for [`__offload_gpu_panic_at`].
+#[inline(always)]
+unsafe fn panic_at(site: u64, [a, b, c]: [u64; 3]) -> ! {
     let channel = channel();
     // SAFETY: as in `print`; the record's fields but `state` are this thread's once claimed.
     unsafe {
@@ -149,7 +196,7 @@ pub unsafe extern "C" fn __offload_gpu_panic_at(site: u64, a: u64, b: u64, c: u6
     super::arch::trap()
 }
 
-// `__offload_gpu_panic_at` writes the site and the values as four words from the site on.
+// `panic_at` writes the site and the values as four words from the site on.
 const _: () = assert!(
     core::mem::offset_of!(PanicRecord, values) == core::mem::offset_of!(PanicRecord, site) + 8
 );

@@ -13,7 +13,7 @@ use inkwell::targets::TargetMachine;
 use super::codegen::run_pipeline;
 use super::fixups::internalize;
 use super::helpers::AMDGPU_HELPERS;
-use super::panic_sites::{LATE, SITE_REPORTER};
+use super::panic_sites::{LATE, SITE_REPORTERS};
 use super::panics::{REPORTER, lean_panics};
 use super::{HOST_GLOBALS, RawValue, cstr, has_local_linkage, has_uses};
 use crate::device_link::rlib_bitcode::DeviceInput;
@@ -198,9 +198,13 @@ pub(super) fn link_inputs<'ctx>(
     let mut linked = HashSet::new();
     loop {
         let mut undefined = undefined_symbols(&main);
-        // The reporter of constant panic sites, which only a stage after optimization calls.
-        if reporters && !defines(&main, SITE_REPORTER) {
-            undefined.insert(SITE_REPORTER.to_owned());
+        // The reporters of constant panic sites, which only a stage after optimization calls.
+        if reporters {
+            for reporter in SITE_REPORTERS {
+                if !defines(&main, reporter) {
+                    undefined.insert(reporter.to_owned());
+                }
+            }
         }
         let Some(index) = members
             .iter()

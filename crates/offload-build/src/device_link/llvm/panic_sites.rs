@@ -23,15 +23,32 @@ use crate::device_link::{LinkError, Result};
 
 /// offload-rt's `kernel::gpu_channel::__offload_gpu_panic_at(site, a, b, c)`.
 pub(super) const SITE_REPORTER: &str = "__offload_gpu_panic_at";
+/// The site reporters by the number of values they take (`__offload_gpu_panic_at0(site)` to
+/// [`SITE_REPORTER`]): a call passes the values up to the last one that is not a constant
+/// zero, each parameter being a register pair of NVIDIA's calling convention.
+pub(super) const SITE_REPORTERS: [&str; 4] = [
+    "__offload_gpu_panic_at0",
+    "__offload_gpu_panic_at1",
+    "__offload_gpu_panic_at2",
+    SITE_REPORTER,
+];
 /// offload-rt's `kernel::gpu_channel::__offload_gpu_panic_finish()` and
 /// `__offload_gpu_panic_wait()`, which both reporters call: the first completes the report of
 /// the thread that claimed it, the second waits for it in the others.
 pub(super) const FINISH: &str = "__offload_gpu_panic_finish";
 pub(super) const WAIT: &str = "__offload_gpu_panic_wait";
 /// The panic path's functions, external until [`describe_sites`]: the optimizer must neither
-/// change the reporter's parameters (the stage reads them by position) nor drop
-/// [`SITE_REPORTER`], which nothing calls before the stage.
-pub(super) const LATE: [&str; 4] = [REPORTER, SITE_REPORTER, FINISH, WAIT];
+/// change the reporter's parameters (the stage reads them by position) nor drop the
+/// [`SITE_REPORTERS`], which nothing calls before the stage.
+pub(super) const LATE: [&str; 7] = [
+    REPORTER,
+    SITE_REPORTERS[0],
+    SITE_REPORTERS[1],
+    SITE_REPORTERS[2],
+    SITE_REPORTER,
+    FINISH,
+    WAIT,
+];
 
 /// Describes the module's constant panic sites, makes the panic path inlinable where the
 /// triple wants it, internalizes [`LATE`] and drops what nothing calls. On NVPTX the panic
@@ -45,17 +62,22 @@ pub(super) fn describe_sites(module: &Module<'_>, machine: &TargetMachine) -> Re
         .as_str()
         .to_bytes()
         .starts_with(b"amdgcn");
-    let described = match (
-        module.get_function(REPORTER),
-        module.get_function(SITE_REPORTER),
-    ) {
-        (Some(reporter), Some(at))
+    let site_reporters: Vec<LLVMValueRef> = SITE_REPORTERS
+        .iter()
+        .enumerate()
+        .filter_map(|(values, name)| {
+            let f = module.get_function(name)?;
+            (f.count_basic_blocks() > 0 && f.count_params() == values as u32 + 1)
+                .then(|| f.as_value_ref())
+        })
+        .collect();
+    let described = match module.get_function(REPORTER) {
+        Some(reporter)
             if reporter.count_basic_blocks() > 0
                 && reporter.count_params() == 7
-                && at.count_basic_blocks() > 0
-                && at.count_params() == 4 =>
+                && site_reporters.len() == SITE_REPORTERS.len() =>
         {
-            rewrite_calls(module, reporter.as_value_ref(), at.as_value_ref(), amdgpu)?
+            rewrite_calls(module, reporter.as_value_ref(), &site_reporters, amdgpu)?
         }
         _ => 0,
     };
@@ -84,7 +106,7 @@ pub(super) fn describe_sites(module: &Module<'_>, machine: &TargetMachine) -> Re
 fn rewrite_calls(
     module: &Module<'_>,
     reporter: LLVMValueRef,
-    at: LLVMValueRef,
+    site_reporters: &[LLVMValueRef],
     amdgpu: bool,
 ) -> Result<usize> {
     let mut table = PanicSites::default();
@@ -119,12 +141,11 @@ fn rewrite_calls(
         // AMD code objects export only non-hidden symbols; the runtime looks the table up.
         global.set_visibility(inkwell::GlobalVisibility::Protected);
     }
-    // SAFETY: `reporter`, `at` and the calls are live values of `module`, whose context the
+    // SAFETY: the site reporters and the calls are live values of `module`, whose context the
     // builder is made in; each call is erased after the new one is built before it, and no
     // other reference to it is kept.
     unsafe {
         let i64_type = llvm::LLVMInt64TypeInContext(context.as_ctx_ref());
-        let at_type = llvm::LLVMGlobalGetValueType(at);
         let builder = llvm::LLVMCreateBuilderInContext(context.as_ctx_ref());
         for (call, sites) in &calls {
             let value =
@@ -142,22 +163,23 @@ fn rewrite_calls(
                     phi
                 }
             };
-            let mut args = [
-                site,
-                llvm::LLVMGetOperand(*call, 3),
-                llvm::LLVMGetOperand(*call, 4),
-                llvm::LLVMGetOperand(*call, 5),
-            ];
+            let values = [3, 4, 5].map(|i| llvm::LLVMGetOperand(*call, i));
+            let count = values
+                .iter()
+                .rposition(|&v| constant_int(v) != Some(0))
+                .map_or(0, |last| last + 1);
+            let at = site_reporters[count];
+            let mut args = [site, values[0], values[1], values[2]];
             llvm::LLVMPositionBuilderBefore(builder, *call);
             let new = llvm::LLVMBuildCall2(
                 builder,
-                at_type,
+                llvm::LLVMGlobalGetValueType(at),
                 at,
                 args.as_mut_ptr(),
-                args.len() as u32,
+                count as u32 + 1,
                 c"".as_ptr(),
             );
-            // The panic's source line, where a dev build keeps line directives.
+            // The panic's source line, where a dev build keeps line information.
             let debuginfo = inkwell::llvm_sys::debuginfo::LLVMInstructionGetDebugLoc(*call);
             inkwell::llvm_sys::debuginfo::LLVMInstructionSetDebugLoc(new, debuginfo);
             llvm::LLVMInstructionEraseFromParent(*call);
@@ -446,6 +468,18 @@ define void @__offload_gpu_panic_at(i64 %site, i64 %a, i64 %b, i64 %c) noinline 
   call void @__offload_gpu_panic_finish()
   unreachable
 }
+define void @__offload_gpu_panic_at0(i64 %site) noinline noreturn {
+  call void @__offload_gpu_panic_at(i64 %site, i64 0, i64 0, i64 0)
+  unreachable
+}
+define void @__offload_gpu_panic_at1(i64 %site, i64 %a) noinline noreturn {
+  call void @__offload_gpu_panic_at(i64 %site, i64 %a, i64 0, i64 0)
+  unreachable
+}
+define void @__offload_gpu_panic_at2(i64 %site, i64 %a, i64 %b) noinline noreturn {
+  call void @__offload_gpu_panic_at(i64 %site, i64 %a, i64 %b, i64 0)
+  unreachable
+}
 define void @__offload_gpu_panic_finish() noinline noreturn {
   call void @llvm.trap()
   unreachable
@@ -529,13 +563,14 @@ unknown:
             let value = panic_sites::site_value(id, index) as i64;
             assert!(ir.contains(&format!("{value}")), "site {index}: {ir}");
         }
-        assert_eq!(
-            ir.matches("call void @__offload_gpu_panic_at(").count(),
-            3,
-            "{ir}"
-        );
+        // Each call passes the values up to its last non-zero one: the bounds check its index
+        // and length, the division none, the merged call the index.
+        for (reporter, calls) in [("at2", 1), ("at0", 1), ("at1", 1)] {
+            let call = format!("call void @__offload_gpu_panic_{reporter}(");
+            assert_eq!(ir.matches(&call).count(), calls, "{call}: {ir}");
+        }
         assert!(
-            ir.contains("define internal void @__offload_gpu_panic_at("),
+            ir.contains("define internal void @__offload_gpu_panic_at2("),
             "{ir}"
         );
         assert_eq!(
