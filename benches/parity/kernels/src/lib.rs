@@ -8,8 +8,8 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use offload_rt::kernel::{
     DisjointSlice, block_dim_x, block_idx_x, block_idx_y, block_stride_x, dynamic_shared,
-    global_idx_x, global_idx_y, grid_dim_x, grid_thread_rank, lane_id, math, shuffle_down,
-    sync_threads, thread_idx_x, thread_idx_y, warp_size,
+    global_idx_x, global_idx_y, grid_dim_x, grid_stride_x, grid_thread_rank, lane_id, math,
+    shuffle_down, sync_threads, thread_idx_x, thread_idx_y, warp_size,
 };
 use offload_rt::{DeviceCopy, kernel, shared_array};
 
@@ -197,12 +197,10 @@ pub fn histogram(data: &[u8], bins: *mut u32) {
         unsafe { *local.add(b) = 0 };
     }
     sync_threads();
-    let stride = grid_dim_x() as usize * block_dim_x() as usize;
-    let mut i = global_idx_x();
-    while let Some(&v) = data.get(i) {
+    for i in grid_stride_x(data.len()) {
+        let v = data[i];
         // SAFETY: `v < 256 = BINS`; the bins are accessed only atomically until the barrier.
         unsafe { AtomicU32::from_ptr(local.add(v as usize)).fetch_add(1, Ordering::Relaxed) };
-        i += stride;
     }
     sync_threads();
     for b in block_stride_x(BINS) {

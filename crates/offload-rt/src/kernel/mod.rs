@@ -309,11 +309,10 @@ pub fn block_stride_x(n: usize) -> Strided {
 /// `grid_dim_x() * block_dim_x()`-th index below `n` (a 1-D launch of any size covers `n`).
 #[inline(always)]
 pub fn grid_stride_x(n: usize) -> Strided {
-    Strided::new(
-        global_idx_x(),
-        n,
-        grid_dim_x() as usize * block_dim_x() as usize,
-    )
+    // SAFETY: the launch rule of every backend keeps grid extent times block extent within
+    // `u32` (`LaunchConfig::check`).
+    let step = unsafe { grid_dim_x().unchecked_mul(block_dim_x()) };
+    Strided::new(global_idx_x(), n, step as usize)
 }
 
 /// Linear index of the calling thread within its block: `x + y * dim.x + z * dim.x * dim.y`.
