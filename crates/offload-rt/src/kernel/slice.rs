@@ -180,13 +180,13 @@ impl<T: DeviceCopy> DisjointSlice<'_, T> {
     #[inline(always)]
     pub fn chunk_for_thread(&mut self, chunk: usize) -> &mut [T] {
         let start = grid_thread_rank().saturating_mul(chunk).min(self.len);
-        let end = start.saturating_add(chunk).min(self.len);
-        if start == end {
-            return &mut [];
-        }
-        // SAFETY: `start..end` is in bounds and non-empty; ranks are unique, so the chunks of
-        // two threads do not overlap.
-        unsafe { core::slice::from_raw_parts_mut(self.ptr.as_ptr().add(start), end - start) }
+        // No branch and no other pointer for an empty chunk: fewer values live in a GPU
+        // kernel's registers.
+        let count = (self.len - start).min(chunk);
+        // SAFETY: `start..start + count` is in bounds (`start <= len`, so the pointer is at
+        // most one past the end, as an empty slice's may be); ranks are unique, so the chunks
+        // of two threads do not overlap.
+        unsafe { core::slice::from_raw_parts_mut(self.ptr.as_ptr().add(start), count) }
     }
 
     /// The element at column [`global_idx_x`], row [`global_idx_y`] (and plane
