@@ -77,7 +77,12 @@ pub(super) fn describe_sites(module: &Module<'_>, machine: &TargetMachine) -> Re
                 && reporter.count_params() == 7
                 && site_reporters.len() == SITE_REPORTERS.len() =>
         {
-            rewrite_calls(module, reporter.as_value_ref(), &site_reporters, amdgpu)?
+            let described =
+                rewrite_calls(module, reporter.as_value_ref(), &site_reporters, amdgpu)?;
+            if amdgpu {
+                merge_site_calls(module, &site_reporters);
+            }
+            described
         }
         _ => 0,
     };
@@ -187,6 +192,85 @@ fn rewrite_calls(
         llvm::LLVMDisposeBuilder(builder);
     }
     Ok(calls.len())
+}
+
+/// Makes the site-reporter calls of each function one call in a block of its own, which the
+/// calls' blocks branch to with their site and values (phis): AMDGPU inlines the report, and
+/// one copy per kernel costs fewer registers and less code than one per panic site.
+fn merge_site_calls(module: &Module<'_>, site_reporters: &[LLVMValueRef]) {
+    let Some(&at) = site_reporters.last() else {
+        return;
+    };
+    let context = module.get_context();
+    for function in module.get_functions() {
+        let calls: Vec<LLVMValueRef> = function
+            .get_basic_block_iter()
+            .flat_map(|b| b.get_instructions())
+            .map(|i| i.as_value_ref())
+            .filter(|&i| {
+                // SAFETY: `i` is a live instruction; the callee is read from calls only.
+                unsafe {
+                    !llvm::LLVMIsACallInst(i).is_null()
+                        && site_reporters.contains(&llvm::LLVMGetCalledValue(i))
+                        && is_unreachable(llvm::LLVMGetNextInstruction(i))
+                }
+            })
+            .collect();
+        if calls.len() < 2 {
+            continue;
+        }
+        // SAFETY: `function`, its blocks and the calls are live values of `module`, whose
+        // context the builder is made in; each call and the `unreachable` after it are erased
+        // once the branch that replaces them is built, and nothing else refers to them.
+        unsafe {
+            let i64_type = llvm::LLVMInt64TypeInContext(context.as_ctx_ref());
+            let zero = llvm::LLVMConstInt(i64_type, 0, 0);
+            let builder = llvm::LLVMCreateBuilderInContext(context.as_ctx_ref());
+            let merged = llvm::LLVMAppendBasicBlockInContext(
+                context.as_ctx_ref(),
+                function.as_value_ref(),
+                c"offload.panic".as_ptr(),
+            );
+            llvm::LLVMPositionBuilderAtEnd(builder, merged);
+            let mut phis = [c"site", c"a", c"b", c"c"]
+                .map(|name| llvm::LLVMBuildPhi(builder, i64_type, name.as_ptr()));
+            llvm::LLVMBuildCall2(
+                builder,
+                llvm::LLVMGlobalGetValueType(at),
+                at,
+                phis.as_mut_ptr(),
+                phis.len() as u32,
+                c"".as_ptr(),
+            );
+            llvm::LLVMBuildUnreachable(builder);
+            for call in calls {
+                let block = llvm::LLVMGetInstructionParent(call);
+                let args = llvm::LLVMGetNumArgOperands(call);
+                for (i, phi) in phis.iter().enumerate() {
+                    let mut value = if (i as u32) < args {
+                        llvm::LLVMGetOperand(call, i as u32)
+                    } else {
+                        zero
+                    };
+                    let mut from = block;
+                    llvm::LLVMAddIncoming(*phi, &mut value, &mut from, 1);
+                }
+                llvm::LLVMInstructionEraseFromParent(llvm::LLVMGetNextInstruction(call));
+                llvm::LLVMInstructionEraseFromParent(call);
+                llvm::LLVMPositionBuilderAtEnd(builder, block);
+                llvm::LLVMBuildBr(builder, merged);
+            }
+            llvm::LLVMDisposeBuilder(builder);
+        }
+    }
+}
+
+fn is_unreachable(instruction: LLVMValueRef) -> bool {
+    // SAFETY: `instruction` is null or a live instruction.
+    unsafe {
+        !instruction.is_null()
+            && llvm::LLVMGetInstructionOpcode(instruction) == LLVMOpcode::LLVMUnreachable
+    }
 }
 
 /// The calls of `f` (not other uses of its address), in the module's order of functions and
@@ -584,6 +668,7 @@ unknown:
         );
     }
 
+    /// On AMD GPUs the site calls of a kernel share one copy of the report, inlined.
     #[test]
     fn amdgpu_modules_inline_the_whole_panic_path() {
         let context = Context::create();
@@ -604,5 +689,7 @@ unknown:
         let ir = module.print_to_string().to_string();
         assert!(!ir.contains("call void @__offload_gpu"), "{ir}");
         assert!(!ir.contains("define internal void @__offload_gpu"), "{ir}");
+        // The kernel's three site calls became one block, where the report is inlined once.
+        assert_eq!(ir.matches("\noffload.panic:").count(), 1, "{ir}");
     }
 }
