@@ -8,8 +8,8 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use offload_rt::kernel::{
     DisjointSlice, block_dim_x, block_idx_x, block_idx_y, block_stride_x, dynamic_shared,
-    global_idx_x, global_idx_y, grid_dim_x, grid_stride_x, grid_thread_rank, lane_id, math,
-    shuffle_down, sync_threads, thread_idx_x, thread_idx_y, warp_size,
+    global_idx_x, global_idx_y, grid_stride_x, grid_thread_rank, lane_id, math, shuffle_down,
+    sync_threads, thread_idx_x, thread_idx_y, warp_size,
 };
 use offload_rt::{DeviceCopy, kernel, shared_array};
 
