@@ -339,6 +339,10 @@ impl KernelChecks {
 
 /// The source lines a device's image keeps from a profile with debug information.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    not(feature = "llvm"),
+    allow(dead_code, reason = "the GPU nested builds are the `llvm` feature's")
+)]
 pub enum Lines {
     /// The CPU device's image: DWARF line tables, or with `OFFLOAD_DEBUG_KERNELS` full debug
     /// information in an unoptimized image.

@@ -18,6 +18,8 @@
 //! A thread records [`site_value`]: the table's ID in the high 32 bits, the site's index plus
 //! one in the low ones, so the host finds the site whichever loaded module's table it is in.
 
+use std::collections::HashMap;
+
 use crate::error::{Error, Result};
 
 /// Symbol of a GPU image's panic-site table.
@@ -43,10 +45,20 @@ pub struct PanicSite {
 }
 
 /// A module's panic sites, as the device link writes them and the runtime reads them.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct PanicSites {
     sites: Vec<PanicSite>,
+    /// Each distinct site's index in `sites`, for [`PanicSites::intern`].
+    index: HashMap<PanicSite, usize>,
 }
+
+impl PartialEq for PanicSites {
+    fn eq(&self, other: &Self) -> bool {
+        self.sites == other.sites
+    }
+}
+
+impl Eq for PanicSites {}
 
 /// What a thread records for site `index` of the table `id`.
 pub fn site_value(id: u32, index: usize) -> u64 {
@@ -73,13 +85,13 @@ impl PanicSites {
 
     /// The index of `site`, added if it is new.
     pub fn intern(&mut self, site: PanicSite) -> usize {
-        match self.sites.iter().position(|s| *s == site) {
-            Some(index) => index,
-            None => {
-                self.sites.push(site);
-                self.sites.len() - 1
-            }
+        if let Some(&index) = self.index.get(&site) {
+            return index;
         }
+        let index = self.sites.len();
+        self.index.insert(site.clone(), index);
+        self.sites.push(site);
+        index
     }
 
     /// The table's ID: FNV-1a of its entries and text, never 0. Two tables with one ID describe
@@ -216,7 +228,11 @@ impl PanicSites {
                 file: string(offset.saturating_add(message_len), file_len)?,
             });
         }
-        Ok((id, PanicSites { sites }))
+        let mut index = HashMap::with_capacity(sites.len());
+        for (i, site) in sites.iter().enumerate() {
+            index.entry(site.clone()).or_insert(i);
+        }
+        Ok((id, PanicSites { sites, index }))
     }
 }
 

@@ -7,7 +7,7 @@ use inkwell::context::{AsContextRef, Context};
 use inkwell::module::{Linkage, Module};
 use inkwell::values::FunctionValue;
 
-use super::{HOST_GLOBALS, cstr, has_local_linkage};
+use super::{HOST_GLOBALS, cstr, has_local_linkage, is_amdgpu, is_nvptx};
 use crate::device_link::{LinkError, Result};
 
 const PTX_KERNEL_CC: u32 = 71;
@@ -36,6 +36,7 @@ pub(super) fn amdgpu_byref_parameters<'ctx>(
         .filter(|f| f.get_call_conventions() == AMDGPU_KERNEL_CC && f.count_basic_blocks() > 0)
         .collect();
     let mut changed = 0;
+    let mut debug_info = WrapperDebugInfo::new(module);
     for inner in kernels {
         let params: Vec<Option<(u64, u64)>> = (0..inner.count_params())
             .map(|i| {
@@ -118,92 +119,122 @@ pub(super) fn amdgpu_byref_parameters<'ctx>(
             cpu: "amdgpu".into(),
             message: e.to_string(),
         })?;
-        describe_wrapper(module, inner, kernel, call);
+        debug_info.describe(inner, kernel, call);
         changed += 1;
     }
     Ok(changed)
 }
 
-/// Gives the kernel that wraps `inner` debug information of its own when `inner` has some (a
-/// dev build's line tables): a subprogram at `inner`'s line, and the call's location in it, so
-/// that `inner`'s lines, once inlined, belong to the kernel and reach the code object's line
-/// table (a function without a subprogram gets none).
-fn describe_wrapper(
-    module: &Module<'_>,
-    inner: FunctionValue<'_>,
-    kernel: FunctionValue<'_>,
-    call: inkwell::values::CallSiteValue<'_>,
-) {
-    use inkwell::llvm_sys::debuginfo as di;
-    use inkwell::values::AsValueRef;
-    // SAFETY: `inner`, `kernel` and `call` are live values of `module`; the builder is made
-    // for `module`, finalized and disposed of here, and every metadata node it makes belongs
-    // to the module's context.
-    unsafe {
-        let inner_sp = di::LLVMGetSubprogram(inner.as_value_ref());
-        if inner_sp.is_null() {
-            return;
+/// The debug information the kernel wrappers of one module get when the kernels they wrap
+/// have some (a dev build's line tables): one compile unit, made with the first wrapper, and a
+/// subprogram for each, so that a wrapped kernel's lines, once inlined, belong to the kernel
+/// and reach the code object's line table (a function without a subprogram gets none).
+struct WrapperDebugInfo<'m, 'ctx> {
+    module: &'m Module<'ctx>,
+    builder: Option<inkwell::llvm_sys::prelude::LLVMDIBuilderRef>,
+}
+
+impl<'m, 'ctx> WrapperDebugInfo<'m, 'ctx> {
+    fn new(module: &'m Module<'ctx>) -> Self {
+        WrapperDebugInfo {
+            module,
+            builder: None,
         }
-        let file = di::LLVMDIScopeGetFile(inner_sp);
-        let line = di::LLVMDISubprogramGetLine(inner_sp);
-        let builder = di::LLVMCreateDIBuilder(module.as_mut_ptr());
-        let producer = "offload device link";
-        di::LLVMDIBuilderCreateCompileUnit(
-            builder,
-            di::LLVMDWARFSourceLanguage::LLVMDWARFSourceLanguageRust,
-            file,
-            producer.as_ptr().cast(),
-            producer.len(),
-            1,
-            c"".as_ptr(),
-            0,
-            0,
-            c"".as_ptr(),
-            0,
-            di::LLVMDWARFEmissionKind::LLVMDWARFEmissionKindLineTablesOnly,
-            0,
-            0,
-            0,
-            c"".as_ptr(),
-            0,
-            c"".as_ptr(),
-            0,
-        );
-        let ty = di::LLVMDIBuilderCreateSubroutineType(
-            builder,
-            file,
-            std::ptr::null_mut(),
-            0,
-            di::LLVMDIFlagZero,
-        );
-        let name = cstr(kernel.get_name());
-        let sp = di::LLVMDIBuilderCreateFunction(
-            builder,
-            file,
-            name.as_ptr().cast(),
-            name.len(),
-            name.as_ptr().cast(),
-            name.len(),
-            file,
-            line,
-            ty,
-            0,
-            1,
-            line,
-            di::LLVMDIFlagZero,
-            1,
-        );
-        di::LLVMSetSubprogram(kernel.as_value_ref(), sp);
-        let location = di::LLVMDIBuilderCreateDebugLocation(
-            module.get_context().as_ctx_ref(),
-            line,
-            0,
-            sp,
-            std::ptr::null_mut(),
-        );
-        di::LLVMInstructionSetDebugLoc(call.as_value_ref(), location);
-        di::LLVMDIBuilderFinalize(builder);
-        di::LLVMDisposeDIBuilder(builder);
+    }
+
+    /// Gives `kernel`, which wraps `inner` with `call`, a subprogram at `inner`'s line and the
+    /// call a location in it, when `inner` has a subprogram.
+    fn describe(
+        &mut self,
+        inner: FunctionValue<'_>,
+        kernel: FunctionValue<'_>,
+        call: inkwell::values::CallSiteValue<'_>,
+    ) {
+        use inkwell::llvm_sys::debuginfo as di;
+        use inkwell::values::AsValueRef;
+        // SAFETY: `inner`, `kernel` and `call` are live values of the module, for which the
+        // builder is made (once, finalized and disposed of on drop); every metadata node it
+        // makes belongs to the module's context.
+        unsafe {
+            let inner_sp = di::LLVMGetSubprogram(inner.as_value_ref());
+            if inner_sp.is_null() {
+                return;
+            }
+            let file = di::LLVMDIScopeGetFile(inner_sp);
+            let line = di::LLVMDISubprogramGetLine(inner_sp);
+            let builder = *self.builder.get_or_insert_with(|| {
+                let builder = di::LLVMCreateDIBuilder(self.module.as_mut_ptr());
+                let producer = "offload device link";
+                di::LLVMDIBuilderCreateCompileUnit(
+                    builder,
+                    di::LLVMDWARFSourceLanguage::LLVMDWARFSourceLanguageRust,
+                    file,
+                    producer.as_ptr().cast(),
+                    producer.len(),
+                    1,
+                    c"".as_ptr(),
+                    0,
+                    0,
+                    c"".as_ptr(),
+                    0,
+                    di::LLVMDWARFEmissionKind::LLVMDWARFEmissionKindLineTablesOnly,
+                    0,
+                    0,
+                    0,
+                    c"".as_ptr(),
+                    0,
+                    c"".as_ptr(),
+                    0,
+                );
+                builder
+            });
+            let ty = di::LLVMDIBuilderCreateSubroutineType(
+                builder,
+                file,
+                std::ptr::null_mut(),
+                0,
+                di::LLVMDIFlagZero,
+            );
+            let name = cstr(kernel.get_name());
+            let sp = di::LLVMDIBuilderCreateFunction(
+                builder,
+                file,
+                name.as_ptr().cast(),
+                name.len(),
+                name.as_ptr().cast(),
+                name.len(),
+                file,
+                line,
+                ty,
+                0,
+                1,
+                line,
+                di::LLVMDIFlagZero,
+                1,
+            );
+            di::LLVMSetSubprogram(kernel.as_value_ref(), sp);
+            let location = di::LLVMDIBuilderCreateDebugLocation(
+                self.module.get_context().as_ctx_ref(),
+                line,
+                0,
+                sp,
+                std::ptr::null_mut(),
+            );
+            di::LLVMInstructionSetDebugLoc(call.as_value_ref(), location);
+        }
+    }
+}
+
+impl Drop for WrapperDebugInfo<'_, '_> {
+    fn drop(&mut self) {
+        if let Some(builder) = self.builder.take() {
+            // SAFETY: the builder was made by `describe` for the live module and is used no
+            // more.
+            unsafe {
+                inkwell::llvm_sys::debuginfo::LLVMDIBuilderFinalize(builder);
+                inkwell::llvm_sys::debuginfo::LLVMDisposeDIBuilder(builder);
+            }
+        }
     }
 }
 
@@ -235,11 +266,7 @@ pub(super) fn internalize(module: &Module<'_>, wanted: Option<&[String]>) -> Res
         f.remove_string_attribute(AttributeLoc::Function, "target-cpu");
         f.remove_string_attribute(AttributeLoc::Function, "target-features");
     }
-    let amdgpu = module
-        .get_triple()
-        .as_str()
-        .to_bytes()
-        .starts_with(b"amdgcn");
+    let amdgpu = is_amdgpu(module);
     for g in module.get_globals() {
         let name = cstr(g.get_name());
         if HOST_GLOBALS.contains(&name.as_str()) && !g.is_declaration() {
@@ -288,11 +315,7 @@ pub(super) fn global_pointers(module: &Module<'_>) -> usize {
     let builder = context.create_builder();
     let global = context.ptr_type(inkwell::AddressSpace::from(1u16));
     let generic = context.ptr_type(inkwell::AddressSpace::default());
-    let nvptx = module
-        .get_triple()
-        .as_str()
-        .to_bytes()
-        .starts_with(b"nvptx");
+    let nvptx = is_nvptx(module);
     let host_globals: Vec<_> = HOST_GLOBALS
         .iter()
         .filter_map(|name| module.get_global(name))

@@ -105,6 +105,24 @@ pub struct LinkedObject {
 
 // Accessors the stages share.
 
+/// Whether `module` is for AMD GPUs (`amdgcn-amd-amdhsa`).
+fn is_amdgpu(module: &Module<'_>) -> bool {
+    module
+        .get_triple()
+        .as_str()
+        .to_bytes()
+        .starts_with(b"amdgcn")
+}
+
+/// Whether `module` is for NVIDIA GPUs (`nvptx64-nvidia-cuda`).
+fn is_nvptx(module: &Module<'_>) -> bool {
+    module
+        .get_triple()
+        .as_str()
+        .to_bytes()
+        .starts_with(b"nvptx")
+}
+
 fn cstr(s: &CStr) -> String {
     s.to_string_lossy().into_owned()
 }
@@ -165,12 +183,7 @@ fn link_for<'ctx>(
     };
     let module = link_inputs(context, inputs, roots)?;
     panics::check_reporters(&module)?;
-    if module
-        .get_triple()
-        .as_str()
-        .to_bytes()
-        .starts_with(b"amdgcn")
-    {
+    if is_amdgpu(&module) {
         let wave = amdgpu_wave_size(&cstr(&machine.get_cpu())).to_string();
         let ir = AMDGPU_HELPERS_IR.replace("WAVE_SIZE", &wave);
         link_helpers(context, &module, AMDGPU_HELPERS, &ir)?;
@@ -179,13 +192,7 @@ fn link_for<'ctx>(
     // A dev build's images keep the kernel crate's source lines: line directives on NVIDIA
     // (see `nvptx_link`), line tables on AMD, whose kernel wrappers get subprograms of their
     // own (`fixups::amdgpu_byref_parameters`).
-    if module
-        .get_triple()
-        .as_str()
-        .to_bytes()
-        .starts_with(b"amdgcn")
-        && amdgpu_byref_parameters(context, &module)? > 0
-    {
+    if is_amdgpu(&module) && amdgpu_byref_parameters(context, &module)? > 0 {
         module.verify().map_err(|e| LinkError::Verify {
             message: e.to_string(),
         })?;

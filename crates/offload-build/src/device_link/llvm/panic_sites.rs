@@ -18,7 +18,9 @@ use inkwell::values::AsValueRef;
 use offload_format::panic_sites::{self, PanicSite, PanicSites};
 
 use super::codegen::run_pipeline;
+use super::is_amdgpu;
 use super::panics::{REPORTER, make_inlinable};
+use super::shared_memory::compares_with_null;
 use crate::device_link::{LinkError, Result};
 
 /// offload-rt's `kernel::gpu_channel::__offload_gpu_panic_at(site, a, b, c)`.
@@ -58,11 +60,7 @@ pub(super) const LATE: [&str; 7] = [
 /// it 30 registers on sm_90 against 22 called). On AMDGPU everything is inlined: a call costs
 /// the calling convention's VGPRs and scratch. Returns how many calls now name a site.
 pub(super) fn describe_sites(module: &Module<'_>, machine: &TargetMachine) -> Result<usize> {
-    let amdgpu = module
-        .get_triple()
-        .as_str()
-        .to_bytes()
-        .starts_with(b"amdgcn");
+    let amdgpu = is_amdgpu(module);
     let site_reporters: Vec<LLVMValueRef> = SITE_REPORTERS
         .iter()
         .enumerate()
@@ -339,7 +337,8 @@ fn call_sites(call: LLVMValueRef) -> Option<Vec<(Option<LLVMBasicBlockRef>, Pani
 /// with null (on AMDGPU the optimizer leaves such comparisons of address space 1 unfolded,
 /// rustc having stated with `llvm.assume` what they are: a global is never at null).
 fn through_selects(value: LLVMValueRef) -> LLVMValueRef {
-    // SAFETY: `value` is a live value; operands are read from selects and comparisons only.
+    // SAFETY: `value` is a live value; operands are read from selects and comparisons only,
+    // and `compares_with_null` is given a live `icmp` and one of its operands.
     unsafe {
         if llvm::LLVMIsASelectInst(value).is_null() {
             return value;
@@ -348,15 +347,11 @@ fn through_selects(value: LLVMValueRef) -> LLVMValueRef {
         if llvm::LLVMIsAICmpInst(condition).is_null() {
             return value;
         }
-        let [left, right] = [0, 1].map(|i| llvm::LLVMGetOperand(condition, i));
-        let is_null = |v: LLVMValueRef| {
-            llvm::LLVMIsNull(v) != 0
-                || (!llvm::LLVMIsAConstantExpr(v).is_null()
-                    && llvm::LLVMGetConstOpcode(v) == LLVMOpcode::LLVMAddrSpaceCast
-                    && llvm::LLVMIsNull(llvm::LLVMGetOperand(v, 0)) != 0)
-        };
-        let is_global = |v: LLVMValueRef| global_and_offset(v).is_some();
-        if !(is_global(left) && is_null(right) || is_null(left) && is_global(right)) {
+        let global = [0, 1]
+            .map(|i| llvm::LLVMGetOperand(condition, i))
+            .into_iter()
+            .find(|&v| global_and_offset(v).is_some());
+        if !global.is_some_and(|g| compares_with_null(condition, g)) {
             return value;
         }
         match llvm::LLVMGetICmpPredicate(condition) {

@@ -89,7 +89,7 @@ unsafe fn users(value: llvm_sys::prelude::LLVMValueRef) -> Vec<llvm_sys::prelude
 ///
 /// # Safety
 /// `user` is a live `icmp` instruction using `value`.
-unsafe fn compares_with_null(
+pub(super) unsafe fn compares_with_null(
     user: llvm_sys::prelude::LLVMValueRef,
     value: llvm_sys::prelude::LLVMValueRef,
 ) -> bool {
