@@ -687,6 +687,58 @@ fn struct_parameters_have_the_rust_layout() {
     }
 }
 
+/// `bool` and a `#[repr(u16)]` enum by value (`combine_flags(flag: bool, mode: Combine, …)`):
+/// one byte and two, as the launch writes them, on both GPUs.
+#[test]
+fn bool_and_enum_parameters_have_their_size() {
+    if !nightly_ready() {
+        return;
+    }
+    let target = GpuTarget::parse("sm_80").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    for sm in ["sm_80", "sm_90"] {
+        let ptx = device_link::nvptx_link(&inputs, sm, &NvptxLinkOptions::default()).unwrap();
+        let params: Vec<&str> = ptx_entry(&ptx, "combine_flags")
+            .into_iter()
+            .filter(|l| l.starts_with(".param"))
+            .take(2)
+            .collect();
+        assert_eq!(
+            params,
+            [
+                ".param .u8 combine_flags_param_0,",
+                ".param .u16 combine_flags_param_1,",
+            ],
+            "{sm}"
+        );
+        if device_link::ptxas_path().is_some() {
+            device_link::ptxas_verbose(&ptx, sm).unwrap();
+        }
+    }
+    let target = GpuTarget::parse("gfx90a").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    for id in ["gfx90a", "gfx942", "gfx1100"] {
+        let target = GpuTarget::parse(id).unwrap();
+        let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
+        let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
+        let k = info
+            .kernels
+            .iter()
+            .find(|k| k.name == "combine_flags")
+            .unwrap();
+        let args: Vec<(u64, u64, &str)> = k
+            .explicit_args()
+            .take(3)
+            .map(|a| (a.offset, a.size, a.value_kind.as_str()))
+            .collect();
+        assert_eq!(
+            args,
+            [(0, 1, "by_value"), (2, 2, "by_value"), (8, 16, "by_value")],
+            "{id}: {k:?}"
+        );
+    }
+}
+
 /// Slice parameters: `&[T]` and `DisjointSlice<T>` cross as 16 bytes, address then length
 /// (NVIDIA `byval` parameters, AMD `by_value` kernel arguments at 8-aligned offsets), as the
 /// host's `SliceParam` writes them; a bad index reaches the trap.

@@ -615,7 +615,9 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
 
 /// `#[derive(DeviceCopy)]`: implements `offload_rt::DeviceCopy` for a `#[repr(C)]` struct
 /// whose fields are all `DeviceCopy`, checking at compile time that it has no padding (device
-/// code and the host copy it bytewise, and every bit pattern of its fields is a valid value).
+/// code and the host copy it bytewise), or for a fieldless enum with a primitive `repr` and a
+/// variant whose discriminant is zero (device buffers start zeroed). Reads of device memory as
+/// an enum, or as a struct with fields that have invalid bit patterns, are checked.
 #[proc_macro_derive(DeviceCopy)]
 pub fn derive_device_copy(item: TokenStream) -> TokenStream {
     let item = syn::parse_macro_input!(item as syn::DeriveInput);
@@ -627,11 +629,16 @@ pub fn derive_device_copy(item: TokenStream) -> TokenStream {
 
 fn expand_device_copy(item: syn::DeriveInput) -> syn::Result<TokenStream2> {
     let name = &item.ident;
-    let syn::Data::Struct(data) = &item.data else {
-        return Err(syn::Error::new(
-            name.span(),
-            "#[derive(DeviceCopy)] is for structs: an enum or union can hold invalid bit patterns",
-        ));
+    let data = match &item.data {
+        syn::Data::Struct(data) => data,
+        syn::Data::Enum(data) => return expand_device_copy_enum(&item, data),
+        syn::Data::Union(u) => {
+            return Err(syn::Error::new(
+                u.union_token.span(),
+                "#[derive(DeviceCopy)] is for structs and fieldless enums: which field of a union \
+                 holds a value is not known",
+            ));
+        }
     };
     let mut repr_c = false;
     for attr in item.attrs.iter().filter(|a| a.path().is_ident("repr")) {
@@ -660,17 +667,33 @@ fn expand_device_copy(item: syn::DeriveInput) -> syn::Result<TokenStream2> {
         ));
     }
     let fields: Vec<_> = data.fields.iter().collect();
-    let checks = fields.iter().enumerate().map(|(i, f)| {
-        let ty = &f.ty;
-        let check = match &f.ident {
+    // One check per field, named after it, so that a type error names the field ("required by
+    // a bound in `field_x`"); its value is what the struct's own validity needs of the field.
+    let check_names: Vec<_> = fields
+        .iter()
+        .enumerate()
+        .map(|(i, f)| match &f.ident {
             Some(id) => format_ident!("field_{}", id),
             None => format_ident!("field_{}", i),
-        };
-        quote_spanned! {ty.span()=>
-            fn #check<T: ::offload_rt::DeviceCopy>() {}
-            #check::<#ty>();
-        }
-    });
+        })
+        .collect();
+    let field_consts: Vec<_> = (0..fields.len())
+        .map(|i| format_ident!("__OFFLOAD_FIELD_{}", i))
+        .collect();
+    let checks = fields
+        .iter()
+        .zip(&check_names)
+        .zip(&field_consts)
+        .map(|((f, check), field)| {
+            let ty = &f.ty;
+            quote_spanned! {ty.span()=>
+                #[allow(non_snake_case)]
+                const fn #check<T: ::offload_rt::DeviceCopy>() -> (bool, fn(&[u8]) -> bool) {
+                    (T::__OFFLOAD_ANY_BITS, T::__offload_valid)
+                }
+                const #field: (bool, fn(&[u8]) -> bool) = #check::<#ty>();
+            }
+        });
     let sizes = fields.iter().map(|f| {
         let ty = &f.ty;
         quote!(::core::mem::size_of::<#ty>())
@@ -679,6 +702,31 @@ fn expand_device_copy(item: syn::DeriveInput) -> syn::Result<TokenStream2> {
         "#[derive(DeviceCopy)]: `{name}` has padding bytes; add explicit fields for them \
          (device code may write any bytes, and padding is not copied reliably)"
     );
+    // A field with invalid bit patterns (`bool`, an enum) makes the struct one: its bytes are
+    // checked, field by field, where the host reads device memory as the struct.
+    let field_tys: Vec<_> = fields.iter().map(|f| &f.ty).collect();
+    let field_names: Vec<TokenStream2> = fields
+        .iter()
+        .enumerate()
+        .map(|(i, f)| match &f.ident {
+            Some(id) => quote!(#id),
+            None => {
+                let index = syn::Index::from(i);
+                quote!(#index)
+            }
+        })
+        .collect();
+    let validity = quote! {
+        const __OFFLOAD_ANY_BITS: bool =
+            true #(&& <#field_tys as ::offload_rt::DeviceCopy>::__OFFLOAD_ANY_BITS)*;
+        #[inline]
+        fn __offload_valid(bytes: &[u8]) -> bool {
+            true #(&& <#field_tys as ::offload_rt::DeviceCopy>::__offload_valid(
+                &bytes[::core::mem::offset_of!(Self, #field_names)..]
+                    [..::core::mem::size_of::<#field_tys>()]
+            ))*
+        }
+    };
     if !item.generics.params.is_empty() {
         // Whether an instantiation has padding depends on its type arguments: each field's
         // type must be `DeviceCopy`, and the padding check is the layout constant, which
@@ -703,23 +751,102 @@ fn expand_device_copy(item: syn::DeriveInput) -> syn::Result<TokenStream2> {
                     ::core::mem::size_of::<Self>() == 0 #(+ #sizes)*,
                     #message
                 );
+                #validity
             }
         });
     }
+    let field_tys = &field_tys;
     Ok(quote! {
         const _: () = {
-            #[allow(dead_code, non_snake_case)]
-            fn __offload_fields() {
-                #(#checks)*
-            }
+            #(#checks)*
             assert!(
                 ::core::mem::size_of::<#name>() == 0 #(+ #sizes)*,
                 #message
             );
+            // SAFETY: a `#[repr(C)]` struct without padding (asserted above) whose fields are
+            // all `DeviceCopy` (checked above) has no pointers into host memory, no padding,
+            // zero bytes as a value, and is valid where each field is.
+            unsafe impl ::offload_rt::DeviceCopy for #name {
+                const __OFFLOAD_ANY_BITS: bool = true #(&& #field_consts.0)*;
+                #[inline]
+                fn __offload_valid(bytes: &[u8]) -> bool {
+                    true #(&& (#field_consts.1)(
+                        &bytes[::core::mem::offset_of!(Self, #field_names)..]
+                            [..::core::mem::size_of::<#field_tys>()]
+                    ))*
+                }
+            }
         };
-        // SAFETY: a `#[repr(C)]` struct without padding (asserted above) whose fields are all
-        // `DeviceCopy` (checked above) has no pointers into host memory, no padding, and every
-        // bit pattern is a valid value.
-        unsafe impl ::offload_rt::DeviceCopy for #name {}
+    })
+}
+
+/// `#[derive(DeviceCopy)]` on a fieldless enum with a primitive integer `repr`.
+fn expand_device_copy_enum(
+    item: &syn::DeriveInput,
+    data: &syn::DataEnum,
+) -> syn::Result<TokenStream2> {
+    let name = &item.ident;
+    if !item.generics.params.is_empty() {
+        return Err(syn::Error::new(
+            item.generics.span(),
+            "#[derive(DeviceCopy)]: an enum crossing to the device cannot be generic",
+        ));
+    }
+    let mut repr = None;
+    for attr in item.attrs.iter().filter(|a| a.path().is_ident("repr")) {
+        attr.parse_nested_meta(|meta| {
+            const INTS: [&str; 8] = ["u8", "u16", "u32", "u64", "i8", "i16", "i32", "i64"];
+            if let Some(int) = INTS.iter().find(|int| meta.path.is_ident(int)) {
+                repr = Some(format_ident!("{}", int, span = meta.path.span()));
+            }
+            Ok(())
+        })?;
+    }
+    let Some(repr) = repr else {
+        return Err(syn::Error::new(
+            name.span(),
+            format!(
+                "#[derive(DeviceCopy)] needs a primitive representation on the enum `{name}`, such \
+                 as `#[repr(u32)]`: the host and every device must agree on its size"
+            ),
+        ));
+    };
+    if data.variants.is_empty() {
+        return Err(syn::Error::new(
+            name.span(),
+            format!("#[derive(DeviceCopy)]: the enum `{name}` has no variants, so no values"),
+        ));
+    }
+    if let Some(v) = data.variants.iter().find(|v| !v.fields.is_empty()) {
+        return Err(syn::Error::new(
+            v.fields.span(),
+            format!(
+                "#[derive(DeviceCopy)]: variant `{}` has fields; only fieldless enums can cross \
+                 to the device (write a `#[repr(C)]` struct with a tag field instead)",
+                v.ident
+            ),
+        ));
+    }
+    let variants: Vec<_> = data.variants.iter().map(|v| &v.ident).collect();
+    let message = format!(
+        "#[derive(DeviceCopy)]: the enum `{name}` needs a variant whose discriminant is 0 \
+         (device buffers start zeroed, and zero bytes must be one of its values)"
+    );
+    Ok(quote! {
+        const _: () = assert!(false #(|| #name::#variants as #repr == 0)*, #message);
+        // SAFETY: a fieldless enum with a primitive representation is that integer: no
+        // pointers or padding; zero is a variant (asserted above), and the check accepts exactly
+        // the variants' discriminants.
+        unsafe impl ::offload_rt::DeviceCopy for #name {
+            const __OFFLOAD_ANY_BITS: bool = false;
+            #[inline]
+            fn __offload_valid(bytes: &[u8]) -> bool {
+                let Ok(bytes) = <[u8; ::core::mem::size_of::<#repr>()]>::try_from(bytes) else {
+                    return false;
+                };
+                let value = #repr::from_ne_bytes(bytes);
+                false #(|| value == #name::#variants as #repr)*
+            }
+        }
     })
 }

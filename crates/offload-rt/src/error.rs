@@ -207,6 +207,18 @@ pub enum Error {
         /// Host slice length.
         host: usize,
     },
+    /// Device memory read as a type with invalid bit patterns (`bool`, an enum, a struct holding
+    /// them) held bytes that are no value of it, written by a foreign kernel or through a raw
+    /// pointer. The host never sees them as the type.
+    #[error(
+        "element {index} of a copy of `{type_name}`s from device memory holds bytes that are no `{type_name}` (a kernel wrote them through a pointer of another type)"
+    )]
+    InvalidValue {
+        /// The element type.
+        type_name: &'static str,
+        /// Index of the first invalid element.
+        index: usize,
+    },
     /// A buffer of one device was passed to a launch on another.
     #[error("kernel `{kernel}`: argument {index} is a buffer of another device")]
     WrongDevice {
@@ -363,6 +375,7 @@ offload_format::error_codes! {
         Capture => "OFF3024",
         Worker => "OFF3025",
         KernelStackOverflow => "OFF3026",
+        InvalidValue => "OFF3027",
     }
 }
 

@@ -13,7 +13,7 @@ use offload_rt::{Device, DeviceBuffer, Error, KernelPanicReport, LaunchConfig, P
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -573,6 +573,116 @@ fn wide_integers_as_parameters_and_elements() {
         .unwrap();
     let want: Vec<i128> = x.iter().map(|&v| k::wide_value(a, b, v)).collect();
     assert_eq!(y.to_vec().unwrap(), want);
+}
+
+/// `bool` and a fieldless enum as parameters, buffer elements and struct fields.
+#[test]
+fn bools_and_enums_as_parameters_and_elements() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let n = 1000;
+    let modes = [k::Combine::And, k::Combine::Or, k::Combine::Xor];
+    let mask: Vec<bool> = (0..n).map(|i| i % 3 == 1 || i % 7 == 0).collect();
+    let tags: Vec<k::Tagged> = (0..n)
+        .map(|i| k::Tagged {
+            on: i % 2 == 0,
+            pad: 0,
+            mode: modes[i % 3],
+            weight: i as f32,
+        })
+        .collect();
+    let (dmask, dtags) = (
+        DeviceBuffer::from_slice(&dev, &mask).unwrap(),
+        DeviceBuffer::from_slice(&dev, &tags).unwrap(),
+    );
+    for (flag, mode) in [(true, k::Combine::Xor), (false, k::Combine::Or)] {
+        let mut out = DeviceBuffer::<bool>::zeroed(&dev, n).unwrap();
+        let mut next = DeviceBuffer::<k::Combine>::zeroed(&dev, n).unwrap();
+        assert_eq!(next.to_vec().unwrap(), vec![k::Combine::And; n], "zeroed");
+        k::combine_flags
+            .launch(
+                &dev,
+                LaunchConfig::for_num_elems(n as u32),
+                flag,
+                mode,
+                &dmask,
+                &dtags,
+                &mut out,
+                &mut next,
+            )
+            .unwrap();
+        let want: Vec<bool> = (0..n)
+            .map(|i| k::flag_value(flag, mode, mask[i], &tags[i]))
+            .collect();
+        assert_eq!(out.to_vec().unwrap(), want, "flag {flag}, mode {mode:?}");
+        let want: Vec<k::Combine> = tags.iter().map(|t| t.mode.next()).collect();
+        assert_eq!(next.to_vec().unwrap(), want);
+    }
+}
+
+/// Bytes a kernel wrote through a pointer of another type that are no `bool` or no variant
+/// of an enum: the host's reads refuse them, naming the type and the element, and the
+/// slice read into keeps valid values.
+#[test]
+fn invalid_bools_and_enums_read_back_are_refused() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let mut flags = DeviceBuffer::<bool>::zeroed(&dev, 8).unwrap();
+    let mut modes = DeviceBuffer::<k::Combine>::zeroed(&dev, 4).unwrap();
+    // Byte 2 is the third `bool` and the low byte (on this little-endian host) of the second
+    // mode: 1 is a value of both (`true`, `Combine::Or`).
+    let poke = |flags: &mut DeviceBuffer<bool>, modes: &mut DeviceBuffer<k::Combine>, value| {
+        // SAFETY: both buffers have more than 2 bytes.
+        unsafe { k::poke_bytes.launch(&dev, LaunchConfig::linear(1, 1), flags, modes, 2, value) }
+            .unwrap();
+    };
+    poke(&mut flags, &mut modes, 1);
+    let mut want = vec![false; 8];
+    want[2] = true;
+    assert_eq!(flags.to_vec().unwrap(), want);
+    let mut want_modes = vec![k::Combine::And; 4];
+    want_modes[1] = k::Combine::Or;
+    assert_eq!(modes.to_vec().unwrap(), want_modes);
+
+    poke(&mut flags, &mut modes, 2);
+    let err = flags.to_vec().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidValue {
+                type_name: "bool",
+                index: 2
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(err.code(), "OFF3027");
+    let mut out = vec![true; 8];
+    assert!(flags.copy_to(&mut out).is_err());
+    assert_eq!(out, vec![false; 8], "the slice read into is zeroed");
+    let err = modes.to_vec().unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidValue { type_name, index: 1 } if type_name.ends_with("Combine")),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("element 1"), "{err}");
+
+    // A pinned buffer's slices are checked once the copy into it is done.
+    let stream = dev.stream().unwrap();
+    let mut pinned = PinnedBuffer::<bool>::zeroed(&dev, 8).unwrap();
+    stream.copy_to_host(&mut pinned, &flags).unwrap();
+    assert!(matches!(
+        pinned.as_slice(),
+        Err(Error::InvalidValue { index: 2, .. })
+    ));
+    assert!(pinned.as_mut_slice().is_err());
+    poke(&mut flags, &mut modes, 0);
+    stream.copy_to_host(&mut pinned, &flags).unwrap();
+    assert_eq!(pinned.as_slice().unwrap(), &[false; 8]);
 }
 
 /// `#[repr(C, align(16))]` elements (CUDA's `float4`) through a kernel with named lifetimes.

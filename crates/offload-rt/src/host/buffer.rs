@@ -33,11 +33,30 @@ fn as_bytes<T: DeviceCopy>(s: &[T]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), size_of_val(s)) }
 }
 
+/// The bytes of `s`, to be overwritten with bytes of device memory: the caller passes them
+/// to [`check_values`] before `s` is read as `T`s again.
 fn as_bytes_mut<T: DeviceCopy>(s: &mut [T]) -> &mut [u8] {
     #[allow(clippy::let_unit_value)]
     let () = T::__OFFLOAD_LAYOUT;
-    // SAFETY: as in `as_bytes`; any byte pattern written is a valid `T` (DeviceCopy).
+    // SAFETY: as in `as_bytes`; bytes written that are no `T` are found by `check_values`
+    // and replaced before any read of them as `T`.
     unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast(), size_of_val(s)) }
+}
+
+/// [`Error::InvalidValue`] if `bytes`, just copied from device memory into `T`s, hold an
+/// element that is no value of `T`; the elements are then all zero bytes (a valid `T`), so
+/// that the slice they belong to stays sound.
+pub(crate) fn check_values<T: DeviceCopy>(bytes: &mut [u8]) -> Result<()> {
+    match crate::kernel::first_invalid::<T>(bytes) {
+        None => Ok(()),
+        Some(index) => {
+            bytes.fill(0);
+            Err(Error::InvalidValue {
+                type_name: std::any::type_name::<T>(),
+                index,
+            })
+        }
+    }
 }
 
 impl<T: DeviceCopy> DeviceBuffer<T> {
@@ -86,23 +105,26 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// device's default stream (and, on the CPU device, on all its streams); work on a GPU
     /// stream is waited for with [`Stream::synchronize`](crate::Stream::synchronize) or an
     /// event.
+    ///
+    /// # Errors
+    /// [`Error::LengthMismatch`], a failure of the device, or [`Error::InvalidValue`] when `T`
+    /// has invalid bit patterns (`bool`, an enum) and the buffer holds one (`out` is then
+    /// zeroed).
     pub fn copy_to(&self, out: &mut [T]) -> Result<()> {
         self.check_len(out.len())?;
         self.device.quiesce_queues();
+        let bytes = as_bytes_mut(out);
         // SAFETY: the allocation holds `len` elements, as many bytes as `out`.
-        unsafe {
-            self.device
-                .backend()
-                .copy_to_host(as_bytes_mut(out), self.ptr)
-        }
-        .map_err(|e| self.device.with_fault_context(e))
+        unsafe { self.device.backend().copy_to_host(bytes, self.ptr) }
+            .map_err(|e| self.device.with_fault_context(e))?;
+        check_values::<T>(bytes)
     }
 
     /// The buffer's contents, after every earlier launch.
     pub fn to_vec(&self) -> Result<Vec<T>> {
         let mut out: Vec<T> = Vec::with_capacity(self.len);
-        // SAFETY: the capacity is `len`; all-zero bytes are a valid `T` (DeviceCopy: every
-        // bit pattern is valid), so the elements are initialized before `set_len`.
+        // SAFETY: the capacity is `len`; all-zero bytes are a valid `T` (DeviceCopy), so the
+        // elements are initialized before `set_len`.
         unsafe {
             std::ptr::write_bytes(out.as_mut_ptr(), 0, self.len);
             out.set_len(self.len);

@@ -812,14 +812,36 @@ impl<T: DeviceCopy> PinnedBuffer<T> {
         first.map_or(Ok(()), Err)
     }
 
+    /// [`Error::InvalidValue`] if a copy from the device left bytes that are no `T` (only
+    /// possible for types with invalid bit patterns: `bool`, enums); the bytes stay as they
+    /// are, never seen as `T`, until the next copy into the buffer.
+    fn check_values(&self) -> Result<()> {
+        if T::__OFFLOAD_ANY_BITS {
+            return Ok(());
+        }
+        // SAFETY: `bytes()` initialized bytes owned by `self`; no copy uses them now (settled),
+        // and no `&mut` to them exists while `&self` does.
+        let bytes = unsafe { std::slice::from_raw_parts(self.ptr(), self.bytes()) };
+        match crate::kernel::first_invalid::<T>(bytes) {
+            None => Ok(()),
+            Some(index) => Err(Error::InvalidValue {
+                type_name: std::any::type_name::<T>(),
+                index,
+            }),
+        }
+    }
+
     /// The elements, once the copies using the buffer are done.
     ///
     /// # Errors
-    /// The first error of those copies (a kernel fault on the stream, say).
+    /// The first error of those copies (a kernel fault on the stream, say), or
+    /// [`Error::InvalidValue`] when a copy from the device left bytes that are no `T`.
     pub fn as_slice(&self) -> Result<&[T]> {
         self.settle()?;
-        // SAFETY: `len` elements of initialized memory (zeroed, then written only as `T`
-        // values or by copies of `T` values), owned by `self`; no copy uses them now.
+        self.check_values()?;
+        // SAFETY: `len` elements of initialized memory (zeroed, then written as `T` values or
+        // by copies from the device, checked to be `T` values above), owned by `self`; no copy
+        // uses them now.
         Ok(unsafe { std::slice::from_raw_parts(self.ptr().cast::<T>(), self.len) })
     }
 
@@ -829,6 +851,7 @@ impl<T: DeviceCopy> PinnedBuffer<T> {
     /// As [`PinnedBuffer::as_slice`].
     pub fn as_mut_slice(&mut self) -> Result<&mut [T]> {
         self.settle()?;
+        self.check_values()?;
         // SAFETY: as in `as_slice`, and `&mut self` is the only access.
         Ok(unsafe { std::slice::from_raw_parts_mut(self.ptr().cast::<T>(), self.len) })
     }

@@ -22,16 +22,24 @@ macro_rules! scalars {
 
 /// Plain data that may live in device memory, be copied bytewise between host and device, and
 /// be a kernel parameter passed by value: the scalars (with the `half` feature `half::f16` and
-/// `half::bf16` too), arrays of `DeviceCopy` values, and
-/// `#[repr(C)]` structs of them through `#[derive(DeviceCopy)]` (which checks the rules below).
+/// `half::bf16` too), `bool`, arrays of `DeviceCopy` values, `#[repr(C)]` structs of them and
+/// fieldless `#[repr(u8)]`…`#[repr(i64)]` enums through `#[derive(DeviceCopy)]` (which checks
+/// the rules below).
+///
+/// A type with invalid bit patterns (`bool`, enums, structs holding them) is checked wherever
+/// the host reads device memory as the type ([`DeviceBuffer::copy_to`](crate::DeviceBuffer::copy_to),
+/// `to_vec`, a pinned buffer's slices): bytes that are no value of it (a foreign kernel's `2`
+/// in a `bool` buffer, say) give [`Error::InvalidValue`](crate::Error::InvalidValue) and are
+/// never seen as the type.
 ///
 /// # Safety
 ///
-/// Implementors have no pointers into host memory, no `Drop`, no padding bytes, and every bit
-/// pattern is a valid value (device code may write any bytes into them).
+/// Implementors have no pointers into host memory, no `Drop`, no padding bytes, and all-zero
+/// bytes are a valid value. Every bit pattern is a valid value, or `__OFFLOAD_ANY_BITS` is
+/// `false` and `__offload_valid` accepts exactly the byte patterns that are values.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not `DeviceCopy`: it cannot be a kernel parameter or a device buffer's element",
-    note = "kernel parameters are scalars (u8..u128, i8..i128, usize, isize, f32, f64, and half::f16, half::bf16 with offload-rt's `half` feature), #[derive(DeviceCopy)] #[repr(C)] structs, arrays of these, slices `&[T]` and `DisjointSlice<T>` of these, or device pointers (*const T, *mut T)"
+    note = "kernel parameters are scalars (bool, u8..u128, i8..i128, usize, isize, f32, f64, and half::f16, half::bf16 with offload-rt's `half` feature), #[derive(DeviceCopy)] #[repr(C)] structs, arrays of these, slices `&[T]` and `DisjointSlice<T>` of these, or device pointers (*const T, *mut T)"
 )]
 pub unsafe trait DeviceCopy: Copy + 'static {
     /// Evaluated wherever memory of the type is allocated or viewed as bytes (device and
@@ -41,6 +49,40 @@ pub unsafe trait DeviceCopy: Copy + 'static {
     /// never read as a value.)
     #[doc(hidden)]
     const __OFFLOAD_LAYOUT: () = ();
+    /// Whether every bit pattern is a value of the type (no check on reads needed).
+    #[doc(hidden)]
+    const __OFFLOAD_ANY_BITS: bool = true;
+    /// Whether `bytes` (`size_of::<Self>()` of them, any alignment) hold a value of the type.
+    #[doc(hidden)]
+    #[inline]
+    fn __offload_valid(bytes: &[u8]) -> bool {
+        let _ = bytes;
+        true
+    }
+}
+
+/// The index of the first element of `bytes` (a whole number of `T`s) that is no value of
+/// `T`.
+#[doc(hidden)]
+pub fn first_invalid<T: DeviceCopy>(bytes: &[u8]) -> Option<usize> {
+    if T::__OFFLOAD_ANY_BITS || core::mem::size_of::<T>() == 0 {
+        return None;
+    }
+    bytes
+        .chunks_exact(core::mem::size_of::<T>())
+        .position(|element| !T::__offload_valid(element))
+}
+
+impl sealed::Sealed for bool {}
+impl KernelScalar for bool {}
+// SAFETY: one byte, no pointers or padding; zero is `false`, and the check accepts exactly 0
+// and 1.
+unsafe impl DeviceCopy for bool {
+    const __OFFLOAD_ANY_BITS: bool = false;
+    #[inline]
+    fn __offload_valid(bytes: &[u8]) -> bool {
+        matches!(bytes, [0 | 1])
+    }
 }
 
 scalars!(
@@ -50,8 +92,15 @@ scalars!(
 #[cfg(feature = "half")]
 scalars!(::half::f16, ::half::bf16);
 
-// SAFETY: an array of DeviceCopy values has no padding between elements and no other bytes.
-unsafe impl<T: DeviceCopy, const N: usize> DeviceCopy for [T; N] {}
+// SAFETY: an array of DeviceCopy values has no padding between elements and no other bytes;
+// it is valid where each element is.
+unsafe impl<T: DeviceCopy, const N: usize> DeviceCopy for [T; N] {
+    const __OFFLOAD_ANY_BITS: bool = T::__OFFLOAD_ANY_BITS;
+    #[inline]
+    fn __offload_valid(bytes: &[u8]) -> bool {
+        first_invalid::<T>(bytes).is_none()
+    }
+}
 
 /// What the CPU backend passes to a CPU image's entry points for one launch.
 #[repr(C)]

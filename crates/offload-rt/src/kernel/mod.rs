@@ -96,6 +96,8 @@ mod print;
 mod slice;
 pub mod warp;
 
+#[doc(hidden)]
+pub use abi::first_invalid;
 pub use abi::{DeviceCopy, KernelScalar};
 /// The `#[kernel]` attribute ([`crate::kernel`](macro@crate::kernel)), here too, so that one
 /// `use offload_rt::kernel::{kernel, DisjointSlice, …}` brings the attribute with the device

@@ -14,8 +14,27 @@ pub struct Padded {
 
 #[derive(Clone, Copy, DeviceCopy)]
 #[repr(C)]
-pub struct HoldsABool {
-    pub flag: bool,
+pub struct HoldsAChar {
+    pub letter: char,
+}
+
+#[derive(Clone, Copy, DeviceCopy)]
+pub enum NoRepr {
+    A,
+}
+
+#[derive(Clone, Copy, DeviceCopy)]
+#[repr(u8)]
+pub enum NoZero {
+    One = 1,
+    Two = 2,
+}
+
+#[derive(Clone, Copy, DeviceCopy)]
+#[repr(u32)]
+pub enum WithFields {
+    A,
+    B(u32),
 }
 
 #[derive(Clone, Copy)]

@@ -16,8 +16,8 @@ pub fn generic<T>(n: u32) {
 }
 
 #[kernel]
-pub fn bool_param(flag: bool) {
-    let _ = flag;
+pub fn char_param(letter: char) {
+    let _ = letter;
 }
 
 fn main() {}

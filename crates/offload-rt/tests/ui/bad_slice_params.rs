@@ -17,8 +17,8 @@ pub fn len_without_a_value(#[len] x: &[u32]) {
 }
 
 #[kernel]
-pub fn slice_of_bool(flags: &[bool]) {
-    let _ = flags;
+pub fn slice_of_char(letters: &[char]) {
+    let _ = letters;
 }
 
 #[kernel]
