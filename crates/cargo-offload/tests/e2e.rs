@@ -1313,8 +1313,31 @@ fn kernel_crate_mistakes_get_a_help_naming_what_kernels_use() {
         stderr.contains("kernel crate `hello-mistakes-kernels` defines no kernel"),
         "{stderr}"
     );
+    std::fs::write(&lib, &source).unwrap();
+
+    // A program that does not depend on the runtime: it links (nothing refers to the
+    // runtime's registration), and the warning says what to add to launch the kernels.
+    let manifest = project.join("Cargo.toml");
+    let manifest_source = std::fs::read_to_string(&manifest).unwrap();
+    let without_runtime: String = manifest_source
+        .lines()
+        .filter(|l| !l.starts_with("offload-rt "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(without_runtime, manifest_source, "{manifest_source}");
+    std::fs::write(&manifest, without_runtime).unwrap();
+    let out = build();
+    check(&out, "a program without the runtime");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("`hello-mistakes` does not depend on `offload-rt` with its `host` feature")
+            && stderr
+                .contains("add `offload-rt = \"0.1\"` to the [dependencies] of `hello-mistakes`"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Embedding"), "{stderr}");
+    std::fs::write(&manifest, manifest_source).unwrap();
     std::fs::write(&main, main_source).unwrap();
-    std::fs::write(&lib, source).unwrap();
 }
 
 /// The CPU device images of the nested builds under `dir`.

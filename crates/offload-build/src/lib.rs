@@ -359,11 +359,16 @@ impl Build {
         if env.check_only() {
             return Self::check_only_output(&env, &host.name, &out_dir, archs);
         }
-        let kernel_crates = if self.sources.is_empty() || !self.kernel_crates.is_empty() {
+        let mut kernel_crates = if self.sources.is_empty() || !self.kernel_crates.is_empty() {
             self.select_kernel_crates(&host)?
         } else {
             host.kernel_crates.clone()
         };
+        if !host.host_runtime && self.sources.is_empty() && !kernel_crates.is_empty() {
+            // Nothing could launch the kernels: build no image for nothing.
+            warn_no_host_runtime(&env, &host.name);
+            kernel_crates.clear();
+        }
         for krate in &kernel_crates {
             for path in &krate.watch {
                 directives::emit(format!("cargo:rerun-if-changed={}", path.display()));
@@ -428,6 +433,10 @@ impl Build {
             images.extend(built.images);
         }
         let bundle_path = out_dir.join("offload_bundle.bin");
+        if !host.host_runtime && !images.is_empty() {
+            warn_no_host_runtime(&env, &host.name);
+            images.clear();
+        }
         if images.is_empty() {
             // Only OpenMP C++ sources: nothing to register with offload-rt, which such a
             // package need not depend on, so no embedding object refers to it.
@@ -616,6 +625,19 @@ pub fn images_from_bundles_or_source(
     };
     let plan = BuildPlan::new(kernel_crates, archs, policy, &can_build)?;
     execute(env, plan, offload_dir, None)
+}
+
+/// Warns that `package`'s images are neither built nor embedded: no crate of its graph turns
+/// on offload-rt's host runtime, whose registration functions the embedding object calls (the
+/// program would fail to link with an undefined `__offload_register_lib`), and without which
+/// nothing could launch the kernels.
+fn warn_no_host_runtime(env: &Env, package: &str) {
+    env.warn(&format!(
+        "`{package}` does not depend on `offload-rt` with its `host` feature (the runtime that \
+         registers and launches kernels), so no device image is built or embedded: add \
+         `offload-rt = \"{}\"` to the [dependencies] of `{package}` to launch its kernels",
+        env!("CARGO_PKG_VERSION_MAJOR").to_owned() + "." + env!("CARGO_PKG_VERSION_MINOR")
+    ));
 }
 
 /// Leaves out, with a warning, the images of each kernel crate that carry no kernel: a

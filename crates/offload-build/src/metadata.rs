@@ -10,6 +10,9 @@ use crate::json::{JsonExt, JsonValue as Value};
 use crate::command;
 use crate::error::{Error, Result};
 
+/// The runtime's package: with its `host` feature, it registers and launches the images.
+const RUNTIME_PACKAGE: &str = "offload-rt";
+
 /// A kernel crate: a `no_std` library whose `#[kernel]` functions become device code.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelCrate {
@@ -76,6 +79,10 @@ pub struct HostPackage {
     pub kernel_crates: Vec<KernelCrate>,
     /// The workspace's target directory as `cargo metadata` reports it.
     pub target_directory: PathBuf,
+    /// Whether the package's normal dependencies, directly or not, include `offload-rt` with
+    /// its `host` feature (the runtime that registers and launches embedded images), as the
+    /// resolved graph of its workspace has it.
+    pub host_runtime: bool,
 }
 
 /// Reads the package graph of the package at `manifest_path`.
@@ -125,6 +132,7 @@ fn host_package_in(
         arch,
         kernel_crates,
         target_directory: meta.target_directory.clone(),
+        host_runtime: meta.reaches_host_runtime(host),
     })
 }
 
@@ -528,6 +536,8 @@ struct Node {
     id: String,
     /// (package id, whether a normal dependency edge leads there).
     deps: Vec<(String, bool)>,
+    /// The package's features the resolved graph turns on.
+    features: Vec<String>,
 }
 
 fn string(v: &Value, key: &str) -> Option<String> {
@@ -608,6 +618,35 @@ impl Metadata {
     }
 
     /// The package the resolve gives `pkg` for its declared dependency `name`.
+    /// Whether `offload-rt` with its `host` feature is among the normal dependencies of `pkg`,
+    /// directly or not. Without a resolved graph, assumed so.
+    fn reaches_host_runtime(&self, pkg: &Package) -> bool {
+        if self.resolve.is_none() {
+            return true;
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut stack = vec![pkg.id.as_str()];
+        while let Some(id) = stack.pop() {
+            if !seen.insert(id) {
+                continue;
+            }
+            let Some(node) = self.node(id) else {
+                continue;
+            };
+            let is_runtime = self.package(id).is_some_and(|p| p.name == RUNTIME_PACKAGE);
+            if is_runtime && node.features.iter().any(|f| f == "host") {
+                return true;
+            }
+            stack.extend(
+                node.deps
+                    .iter()
+                    .filter(|(_, normal)| *normal)
+                    .map(|(dep, _)| dep.as_str()),
+            );
+        }
+        false
+    }
+
     fn resolved_dependency(&self, pkg: &Package, name: &str) -> Option<&Package> {
         self.node(&pkg.id)?
             .deps
@@ -734,6 +773,7 @@ impl Node {
                     Some((string(d, "pkg")?, normal))
                 })
                 .collect::<Option<Vec<_>>>()?,
+            features: strings(v, "features"),
         })
     }
 }
@@ -885,6 +925,67 @@ mod tests {
 
     fn json(text: &str) -> Value {
         crate::json::parse(text).unwrap()
+    }
+
+    #[test]
+    fn the_host_runtime_is_found_through_normal_dependencies_only() {
+        let package = |name: &str| {
+            Package::from_json(&json(&format!(
+                r#"{{"id": "{name}", "name": "{name}", "version": "0.1.0",
+                    "manifest_path": "/w/{name}/Cargo.toml", "source": null, "metadata": null,
+                    "targets": [], "features": {{}}, "dependencies": []}}"#
+            )))
+            .unwrap()
+        };
+        let node = |id: &str, deps: &[(&str, &str)], features: &[&str]| {
+            let deps: Vec<String> = deps
+                .iter()
+                .map(|(pkg, kind)| {
+                    format!(r#"{{"pkg": "{pkg}", "dep_kinds": [{{"kind": {kind}}}]}}"#)
+                })
+                .collect();
+            Node::from_json(&json(&format!(
+                r#"{{"id": "{id}", "deps": [{}], "features": [{}]}}"#,
+                deps.join(","),
+                features
+                    .iter()
+                    .map(|f| format!("\"{f}\""))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )))
+            .unwrap()
+        };
+        let meta = |runtime_features: &[&str], app_to_wrapper: &str| Metadata {
+            packages: ["app", "wrapper", "kernels", "offload-rt"]
+                .map(package)
+                .into(),
+            resolve: Some(vec![
+                node(
+                    "app",
+                    &[("kernels", "null"), ("wrapper", app_to_wrapper)],
+                    &[],
+                ),
+                node("wrapper", &[("offload-rt", "null")], &[]),
+                node("kernels", &[("offload-rt", "null")], &[]),
+                node("offload-rt", &[], runtime_features),
+            ]),
+            root: None,
+            workspace_members: Vec::new(),
+            workspace_default_members: Vec::new(),
+            workspace_root: PathBuf::new(),
+            target_directory: PathBuf::new(),
+        };
+        let reaches = |m: &Metadata| m.reaches_host_runtime(m.package("app").unwrap());
+        assert!(reaches(&meta(&["default", "host"], "null")));
+        assert!(!reaches(&meta(&["half"], "null")), "the device API only");
+        // Only through a development dependency: the program does not link the runtime.
+        let mut through_dev = meta(&["host"], "\"dev\"");
+        through_dev.resolve.as_mut().unwrap()[0]
+            .deps
+            .retain(|(d, _)| d != "kernels");
+        assert!(!reaches(&through_dev));
+        through_dev.resolve.as_mut().unwrap()[0].deps[0].1 = true;
+        assert!(reaches(&through_dev), "through a wrapper library");
     }
 
     #[test]
