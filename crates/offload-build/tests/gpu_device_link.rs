@@ -687,6 +687,61 @@ fn struct_parameters_have_the_rust_layout() {
     }
 }
 
+/// A generic kernel (`axpy_tiled<T, const BLOCK: usize>`, six instantiations): each is an
+/// entry point of its own on both GPUs, its scalar parameter of its type and its shared tile
+/// of `BLOCK` elements of it.
+#[test]
+fn generic_kernel_instantiations_are_entry_points() {
+    if !nightly_ready() {
+        return;
+    }
+    let instances = [
+        ("axpy_tiled__f32__64", 4, 256),
+        ("axpy_tiled__f32__128", 4, 512),
+        ("axpy_tiled__f64__64", 8, 512),
+        ("axpy_tiled__f64__128", 8, 1024),
+        ("axpy_tiled__u32__64", 4, 256),
+        ("axpy_tiled__u32__128", 4, 512),
+    ];
+    let target = GpuTarget::parse("sm_80").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    let ptx = device_link::nvptx_link(&inputs, "sm_80", &NvptxLinkOptions::default()).unwrap();
+    for (name, size, shared) in instances {
+        let entry = ptx_entry(&ptx, name);
+        let kind = match name.split("__").nth(1) {
+            Some("f32") => ".f32",
+            Some("f64") => ".f64",
+            _ => ".u32",
+        };
+        assert_eq!(
+            entry.get(1).copied(),
+            Some(format!(".param {kind} {name}_param_0,").as_str()),
+            "{name}: {size}-byte scalar: {entry:?}"
+        );
+        if device_link::ptxas_path().is_some() {
+            let (_, report) = device_link::ptxas_verbose(&ptx, "sm_80").unwrap();
+            let k = report.iter().find(|k| k.name == name).unwrap();
+            assert_eq!(k.shared_bytes, shared, "{name}: {k:?}");
+        }
+    }
+    let target = GpuTarget::parse("gfx90a").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    for id in ["gfx90a", "gfx1100"] {
+        let target = GpuTarget::parse(id).unwrap();
+        let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
+        let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
+        for (name, size, shared) in instances {
+            let k = info.kernels.iter().find(|k| k.name == name).unwrap();
+            assert_eq!(k.group_segment_fixed_size, shared, "{id} {name}: {k:?}");
+            assert_eq!(
+                k.explicit_args().next().map(|a| (a.offset, a.size)),
+                Some((0, size)),
+                "{id} {name}: {k:?}"
+            );
+        }
+    }
+}
+
 /// `bool` and a `#[repr(u16)]` enum by value (`combine_flags(flag: bool, mode: Combine, …)`):
 /// one byte and two, as the launch writes them, on both GPUs.
 #[test]

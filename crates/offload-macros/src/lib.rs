@@ -24,11 +24,16 @@
 //!   `&mut DeviceBuffer<T>`, so argument types are checked at compile time. It is an
 //!   `unsafe fn` when the kernel takes a raw pointer, a safe one otherwise.
 //!
+//! A kernel generic over types and constants lists its instantiations in the attribute,
+//! `#[kernel(T = f32 | f64)]`; each is expanded as above under its own name, and the host
+//! handle is generic (`axpy::<f32>`) (`generic.rs`).
+//!
 //! [`extern_kernels!`] (`foreign.rs`) makes the same handles for CUDA and HIP kernels from
 //! declarations of their signatures; they find their kernel by symbol name at run time.
 #![deny(missing_docs)]
 
 mod foreign;
+mod generic;
 mod print;
 mod regions;
 
@@ -246,10 +251,22 @@ fn elided_lifetimes(ty: &Type) -> Type {
     ty
 }
 
+/// The host's handle of a kernel: a unit struct named like it, or none for an instantiation
+/// of a generic kernel, which the generic kernel's handle launches.
+enum Handle {
+    Unit,
+    OfGeneric,
+}
+
 fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
-    if !attr.is_empty() {
-        return Err(syn::Error::new(attr.span(), "#[kernel] takes no arguments"));
+    match generic::instances(attr, &item)? {
+        None => expand_one(item, Handle::Unit),
+        Some(generic) => generic.expand(item, |instance| expand_one(instance, Handle::OfGeneric)),
     }
+}
+
+/// The expansion of one kernel (a non-generic one, or one instantiation of a generic one).
+fn expand_one(item: ItemFn, handle: Handle) -> syn::Result<TokenStream2> {
     let sig = &item.sig;
     if let Some(a) = &sig.asyncness {
         return Err(syn::Error::new(a.span(), "a kernel cannot be async"));
@@ -294,39 +311,7 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
         ));
     }
 
-    let mut params = Vec::new();
-    let mut inputs = sig.inputs.clone();
-    for input in inputs.iter_mut() {
-        let FnArg::Typed(pt) = input else {
-            return Err(syn::Error::new(input.span(), "a kernel has no `self`"));
-        };
-        let len = take_len(pt)?;
-        let Pat::Ident(pi) = &*pt.pat else {
-            return Err(syn::Error::new(
-                pt.pat.span(),
-                "kernel parameters must be plain names",
-            ));
-        };
-        let (kind, elem) = classify(&pi.ident, &pt.ty)?;
-        if let (Some(len), Kind::Scalar) = (&len, &kind) {
-            return Err(syn::Error::new(
-                len.span(),
-                format!(
-                    "kernel parameter `{}`: #[len(..)] is for buffer parameters (slices and \
-                     pointers)",
-                    pi.ident
-                ),
-            ));
-        }
-        params.push(Param {
-            name: pi.ident.clone(),
-            ty: (*pt.ty).clone(),
-            elem,
-            kind,
-            mutable: pi.mutability.is_some(),
-            len,
-        });
-    }
+    let (params, inputs) = read_params(sig)?;
 
     let name = &sig.ident;
     let name_str = name.to_string();
@@ -403,40 +388,27 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
         }
     });
 
-    let launch_args = params.iter().zip(&indices).map(|(p, i)| {
-        let n = &p.name;
-        let elem = &p.elem;
-        let kind = match p.kind {
-            Kind::Scalar => quote!(scalar),
-            Kind::Const => quote!(ptr_const),
-            Kind::Mut => quote!(ptr_mut),
-            Kind::Slice => quote!(slice),
-            Kind::Disjoint => quote!(slice_mut),
-        };
-        let idx = syn::LitInt::new(&i.to_string(), Span::call_site());
-        let len = p.len.as_ref().map(|e| {
-            let text = e.to_token_stream().to_string();
-            quote!(, len = (#e) #text)
-        });
-        quote! { (#n : #kind #elem, #idx #len) }
-    });
-    let raw: Vec<String> = params
-        .iter()
-        .filter(|p| p.kind.is_raw_pointer())
-        .map(|p| format!("`{}`", p.name))
-        .collect();
-    let launch_safety = if raw.is_empty() {
-        quote!(safe)
-    } else {
-        let doc = format!(
-            "The kernel takes raw device pointers ({}): the caller guarantees that what it does \
-             through them stays inside the buffers passed for them and that no two threads of \
-             the launch race on an element (one writing while another reads or writes it \
-             without atomics). The launch checks only that each buffer belongs to `device` and \
-             the `#[len(..)]` lengths.",
-            raw.join(", ")
-        );
-        quote!(unsafe #doc)
+    let (launch_args, launch_safety) = launch_parts(&params);
+
+    let host_handle = match handle {
+        Handle::Unit => quote! {
+            #(#docs)*
+            #[allow(non_camel_case_types)]
+            #[derive(Debug, Clone, Copy, Default)]
+            #vis struct #name;
+
+            impl #name {
+                /// The kernel's name in device images.
+                pub const NAME: &'static str = #name_str;
+                /// The kernel module (this crate's library name) whose images hold the kernel.
+                pub const MODULE: &'static str = env!("CARGO_CRATE_NAME");
+            }
+
+            ::offload_rt::__kernel_launch_impl! {
+                module #launch_safety, #name, #name_str, #(#launch_args),*
+            }
+        },
+        Handle::OfGeneric => TokenStream2::new(),
     };
 
     let run_symbol = format!("__offload_cpu_run_{name_str}");
@@ -481,7 +453,7 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
             let regions_symbol = format!("__offload_cpu_regions_{name_str}");
             thread_body_fn = format_ident!("__offload_kernel_counted_{}", name);
             quote! {
-                #[allow(dead_code, unused_unsafe, clippy::not_unsafe_ptr_arg_deref)]
+                #[allow(dead_code, unused_unsafe, non_snake_case, clippy::not_unsafe_ptr_arg_deref)]
                 #(#other_attrs)*
                 #[inline(always)]
                 #unsafety fn #thread_body_fn #generics (#inputs) #counted
@@ -529,7 +501,7 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
 
     Ok(quote! {
         #[doc(hidden)]
-        #[allow(dead_code, unused_unsafe, clippy::not_unsafe_ptr_arg_deref)]
+        #[allow(dead_code, unused_unsafe, non_snake_case, clippy::not_unsafe_ptr_arg_deref)]
         #(#other_attrs)*
         #[inline(always)]
         #unsafety fn #body_fn #generics (#inputs) #block
@@ -585,7 +557,7 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
         gpu {
         const _: () = {
             #[unsafe(no_mangle)]
-            #[allow(unused_unsafe, unknown_lints, improper_gpu_kernel_arg)]
+            #[allow(unused_unsafe, non_snake_case, unknown_lints, improper_gpu_kernel_arg)]
             pub unsafe extern "gpu-kernel" fn #name(#(#names: #gpu_tys),*) {
                 // SAFETY: the launch's parameters are the kernel's own, by the launch ABI.
                 unsafe { #body_fn(#(#gpu_args),*) }
@@ -593,24 +565,96 @@ fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
         };
         }
         host {
-        #(#docs)*
-        #[allow(non_camel_case_types)]
-        #[derive(Debug, Clone, Copy, Default)]
-        #vis struct #name;
-
-        impl #name {
-            /// The kernel's name in device images.
-            pub const NAME: &'static str = #name_str;
-            /// The kernel module (this crate's library name) whose images hold the kernel.
-            pub const MODULE: &'static str = env!("CARGO_CRATE_NAME");
-        }
-
-        ::offload_rt::__kernel_launch_impl! {
-            module #launch_safety, #name, #name_str, #(#launch_args),*
-        }
+        #host_handle
         }
         }
     })
+}
+
+/// The kernel's parameters as the launch passes them, and its inputs without their
+/// `#[len(..)]` attributes.
+pub(crate) fn read_params(
+    sig: &syn::Signature,
+) -> syn::Result<(
+    Vec<Param>,
+    syn::punctuated::Punctuated<FnArg, syn::Token![,]>,
+)> {
+    let mut params = Vec::new();
+    let mut inputs = sig.inputs.clone();
+    for input in inputs.iter_mut() {
+        let FnArg::Typed(pt) = input else {
+            return Err(syn::Error::new(input.span(), "a kernel has no `self`"));
+        };
+        let len = take_len(pt)?;
+        let Pat::Ident(pi) = &*pt.pat else {
+            return Err(syn::Error::new(
+                pt.pat.span(),
+                "kernel parameters must be plain names",
+            ));
+        };
+        let (kind, elem) = classify(&pi.ident, &pt.ty)?;
+        if let (Some(len), Kind::Scalar) = (&len, &kind) {
+            return Err(syn::Error::new(
+                len.span(),
+                format!(
+                    "kernel parameter `{}`: #[len(..)] is for buffer parameters (slices and \
+                     pointers)",
+                    pi.ident
+                ),
+            ));
+        }
+        params.push(Param {
+            name: pi.ident.clone(),
+            ty: (*pt.ty).clone(),
+            elem,
+            kind,
+            mutable: pi.mutability.is_some(),
+            len,
+        });
+    }
+    Ok((params, inputs))
+}
+
+/// The arguments of `__kernel_launch_impl!` for the parameters, and whether the launch is
+/// safe (the `unsafe` form carries its safety section).
+pub(crate) fn launch_parts(params: &[Param]) -> (Vec<TokenStream2>, TokenStream2) {
+    let indices: Vec<_> = (0..params.len()).collect();
+    let launch_args = params.iter().zip(&indices).map(|(p, i)| {
+        let n = &p.name;
+        let elem = &p.elem;
+        let kind = match p.kind {
+            Kind::Scalar => quote!(scalar),
+            Kind::Const => quote!(ptr_const),
+            Kind::Mut => quote!(ptr_mut),
+            Kind::Slice => quote!(slice),
+            Kind::Disjoint => quote!(slice_mut),
+        };
+        let idx = syn::LitInt::new(&i.to_string(), Span::call_site());
+        let len = p.len.as_ref().map(|e| {
+            let text = e.to_token_stream().to_string();
+            quote!(, len = (#e) #text)
+        });
+        quote! { (#n : #kind #elem, #idx #len) }
+    });
+    let raw: Vec<String> = params
+        .iter()
+        .filter(|p| p.kind.is_raw_pointer())
+        .map(|p| format!("`{}`", p.name))
+        .collect();
+    let launch_safety = if raw.is_empty() {
+        quote!(safe)
+    } else {
+        let doc = format!(
+            "The kernel takes raw device pointers ({}): the caller guarantees that what it does \
+             through them stays inside the buffers passed for them and that no two threads of \
+             the launch race on an element (one writing while another reads or writes it \
+             without atomics). The launch checks only that each buffer belongs to `device` and \
+             the `#[len(..)]` lengths.",
+            raw.join(", ")
+        );
+        quote!(unsafe #doc)
+    };
+    (launch_args.collect(), launch_safety)
 }
 
 /// `#[derive(DeviceCopy)]`: implements `offload_rt::DeviceCopy` for a `#[repr(C)]` struct

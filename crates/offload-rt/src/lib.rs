@@ -237,15 +237,19 @@ macro_rules! __for_target {
 /// safety section for a kernel taking raw pointers. The first word says how the kernel is
 /// found: `module`, a `#[kernel]` by its crate and name; `foreign`, an `extern_kernels!`
 /// declaration by its symbol name alone (its handle also gets `PARAM_SIZES` and `load`).
+/// `@generic [params] [bounds]` before the handle makes the impl generic and `launch` bounded
+/// (a generic kernel's handle, whose name is then an expression of `Self`): a launch of an
+/// instantiation the bounds refuse is then an error of the bounds, not a missing method.
 /// With the `host` feature off (a kernel crate built alone), handles have no `launch`.
 #[cfg(feature = "host")]
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kernel_launch_impl {
-    (@impl [$lookup:ident] [$($unsafety:tt)?] [$(#[$safety:meta])*], $handle:ident, $name:literal, $(
+    (@impl [$lookup:ident] [$($unsafety:tt)?] [$(#[$safety:meta])*],
+        $(@generic [$($generics:tt)*] [$($bounds:tt)*])? $handle:ty, $name:expr, $(
         ($arg:ident : $kind:ident $ty:ty, $idx:literal $(, len = ($len:expr) $len_text:literal)?)
     ),* $(,)?) => {
-        impl $handle {
+        impl $(<$($generics)*>)? $handle {
             /// Launches the kernel on `device` with `config`. Returns which device and image
             /// ran it.
             ///
@@ -262,7 +266,7 @@ macro_rules! __kernel_launch_impl {
                 device: &$crate::Device,
                 config: $crate::LaunchConfig,
                 $( $arg: $crate::__kernel_arg_type!($kind $ty), )*
-            ) -> $crate::Result<$crate::LaunchReport> {
+            ) -> $crate::Result<$crate::LaunchReport> $(where $($bounds)*)? {
                 $($(
                     $crate::__private::check_len(
                         $name,
@@ -303,7 +307,7 @@ macro_rules! __kernel_launch_impl {
         $launch
     };
     (@items module $($rest:tt)*) => {};
-    (@items foreign $handle:ident, $name:literal, $($kind:ident $ty:ty),*) => {
+    (@items foreign $handle:ty, $name:expr, $($kind:ident $ty:ty),*) => {
         impl $handle {
             /// The size of each parameter a launch passes, in order (a device pointer is its
             /// 8-byte address): what is checked against the sizes the kernel's image records.
@@ -381,16 +385,16 @@ macro_rules! __kernel_abi_size {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kernel_arg_value {
-    (scalar $arg:ident, $ty:ty, $dev:ident, $name:literal, $idx:literal) => {
+    (scalar $arg:ident, $ty:ty, $dev:ident, $name:expr, $idx:literal) => {
         $arg
     };
-    (ptr_const $arg:ident, $ty:ty, $dev:ident, $name:literal, $idx:literal) => {
+    (ptr_const $arg:ident, $ty:ty, $dev:ident, $name:expr, $idx:literal) => {
         $arg.device_ptr_on($dev, $name, $idx)?.0
     };
     (ptr_mut $($rest:tt)*) => {
         $crate::__kernel_arg_value!(ptr_const $($rest)*)
     };
-    (slice $arg:ident, $ty:ty, $dev:ident, $name:literal, $idx:literal) => {
+    (slice $arg:ident, $ty:ty, $dev:ident, $name:expr, $idx:literal) => {
         $crate::__private::slice_param::<$ty>($arg.device_ptr_on($dev, $name, $idx)?, $arg.len())
     };
     (slice_mut $($rest:tt)*) => {

@@ -9,11 +9,13 @@ use std::sync::OnceLock;
 mod cpu_common;
 
 use offload_rt::__internal::{BarrierMode, CpuBackend, register_bundle};
-use offload_rt::{Device, DeviceBuffer, Error, KernelPanicReport, LaunchConfig, PinnedBuffer};
+use offload_rt::{
+    Device, DeviceBuffer, DeviceCopy, Error, KernelPanicReport, LaunchConfig, PinnedBuffer,
+};
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -573,6 +575,81 @@ fn wide_integers_as_parameters_and_elements() {
         .unwrap();
     let want: Vec<i128> = x.iter().map(|&v| k::wide_value(a, b, v)).collect();
     assert_eq!(y.to_vec().unwrap(), want);
+}
+
+/// A generic kernel: each listed instantiation is its own entry point, launched through
+/// `kernel::<args>`, its shared tile sized by its const parameter.
+#[test]
+fn generic_kernels_run_each_instantiation() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    fn check<T: k::Axpy + DeviceCopy>(
+        dev: &Device,
+        launch: impl Fn(
+            LaunchConfig,
+            T,
+            &DeviceBuffer<T>,
+            &mut DeviceBuffer<T>,
+        ) -> offload_rt::LaunchReport,
+        block: usize,
+        a: T,
+        x: Vec<T>,
+        y: Vec<T>,
+        name: &str,
+    ) {
+        let dx = DeviceBuffer::from_slice(dev, &x).unwrap();
+        let mut dy = DeviceBuffer::from_slice(dev, &y).unwrap();
+        // A last block only partly covered by `x` and `y`.
+        let blocks = x.len().div_ceil(block) as u32;
+        let report = launch(LaunchConfig::linear(blocks, block as u32), a, &dx, &mut dy);
+        assert_eq!(report.kernel, name);
+        let want: Vec<T> = (0..y.len())
+            .map(|i| k::axpy_tiled_value(a, &x, y[i], i, block))
+            .collect();
+        assert_eq!(dy.to_vec().unwrap(), want, "{name}");
+    }
+    let n = 1000;
+    let xf: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+    let xd: Vec<f64> = (0..n).map(|i| i as f64 * 0.25).collect();
+    let xu: Vec<u32> = (0..n).map(|i| i as u32 * 3).collect();
+    check(
+        &dev,
+        |c, a, x, y| k::axpy_tiled::<f32, 64>.launch(&dev, c, a, x, y).unwrap(),
+        64,
+        2.0f32,
+        xf.clone(),
+        vec![1.0; n],
+        "axpy_tiled__f32__64",
+    );
+    check(
+        &dev,
+        |c, a, x, y| k::axpy_tiled::<f32, 128>.launch(&dev, c, a, x, y).unwrap(),
+        128,
+        -1.5f32,
+        xf,
+        vec![0.5; n],
+        "axpy_tiled__f32__128",
+    );
+    check(
+        &dev,
+        |c, a, x, y| k::axpy_tiled::<f64, 128>.launch(&dev, c, a, x, y).unwrap(),
+        128,
+        3.0f64,
+        xd,
+        vec![-1.0; n],
+        "axpy_tiled__f64__128",
+    );
+    check(
+        &dev,
+        |c, a, x, y| k::axpy_tiled::<u32, 64>.launch(&dev, c, a, x, y).unwrap(),
+        64,
+        u32::MAX,
+        xu,
+        vec![7; n],
+        "axpy_tiled__u32__64",
+    );
 }
 
 /// `bool` and a fieldless enum as parameters, buffer elements and struct fields.
@@ -1302,6 +1379,13 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
     assert_eq!(
         regions,
         [
+            // A generic kernel's instantiations run split at their barriers too.
+            "axpy_tiled__f32__128",
+            "axpy_tiled__f32__64",
+            "axpy_tiled__f64__128",
+            "axpy_tiled__f64__64",
+            "axpy_tiled__u32__128",
+            "axpy_tiled__u32__64",
             "block_scan",
             "block_sum",
             "block_uniform_barrier",

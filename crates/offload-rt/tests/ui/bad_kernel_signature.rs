@@ -11,11 +11,6 @@ pub fn returns_a_value(n: u32) -> u32 {
 }
 
 #[kernel]
-pub fn generic<T>(n: u32) {
-    let _ = n;
-}
-
-#[kernel]
 pub fn char_param(letter: char) {
     let _ = letter;
 }

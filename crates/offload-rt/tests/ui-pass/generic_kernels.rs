@@ -1,0 +1,42 @@
+//! Generic kernels as the guide shows them: type and const parameters with their
+//! instantiations listed, named lifetimes beside them, and `shared_array!` sized and typed by
+//! the parameters.
+use offload_rt::kernel::{DisjointSlice, sync_threads, thread_idx_x};
+use offload_rt::{Device, DeviceBuffer, DeviceCopy, LaunchConfig, kernel, shared_array};
+
+#[kernel(T = u32 | f64)]
+pub fn copy<'a, T: DeviceCopy>(x: &'a [T], mut y: DisjointSlice<'a, T>) {
+    if let Some((i, yi)) = y.for_thread_x()
+        && let Some(&v) = x.get(i)
+    {
+        *yi = v;
+    }
+}
+
+#[kernel(T = f32 | f64, BLOCK = 32 | 64)]
+pub fn staged<T: DeviceCopy + Default, const BLOCK: usize>(
+    #[len(BLOCK)] x: &[T],
+    mut y: DisjointSlice<T>,
+) {
+    let tile = shared_array!(T, BLOCK);
+    let t = thread_idx_x() as usize % BLOCK;
+    // SAFETY: `t < BLOCK`.
+    unsafe { *tile.add(t) = x.get(t).copied().unwrap_or_default() };
+    sync_threads();
+    if let Some(v) = y.for_thread() {
+        // SAFETY: as above.
+        *v = unsafe { *tile.add(BLOCK - 1 - t) };
+    }
+}
+
+fn main() -> offload_rt::Result<()> {
+    let device = Device::cpu();
+    let x = DeviceBuffer::<f64>::zeroed(&device, 64)?;
+    let mut y = DeviceBuffer::<f64>::zeroed(&device, 64)?;
+    let config = LaunchConfig::linear(1, 64);
+    let _ = copy::<f64>.launch(&device, config, &x, &mut y);
+    let _ = staged::<f64, 64>.launch(&device, config, &x, &mut y);
+    // Inferred from the arguments where one instantiation fits.
+    let _ = staged::<_, 32>.launch(&device, config, &x, &mut y);
+    Ok(())
+}
