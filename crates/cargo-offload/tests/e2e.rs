@@ -963,17 +963,51 @@ fn cargo_check_builds_no_device_image_and_the_next_build_builds_them() {
     let nested = target.join("offload");
     let said = "checking only, so no device images were built";
 
+    // Only the device check's directory: no device image is built.
+    let nested_dirs = || -> Vec<String> {
+        std::fs::read_dir(&nested)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    };
     for args in [&["check"][..], &["clippy"], &["check", "--release"]] {
         let out = cargo(&project, &[args, &["--target-dir", &target_s]].concat());
         check(&out, &args.join(" "));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(stderr.matches(said).count(), 1, "said once:\n{stderr}");
-        assert!(
-            !nested.exists(),
+        assert_eq!(
+            nested_dirs(),
+            ["check"],
             "`cargo {}` ran a device build",
             args.join(" ")
         );
     }
+
+    // A method only `std` has passes the host's type check but no device build's: the check
+    // of the kernel crate as device code finds it, with the help the device build gives.
+    let lib = project.join("kernels/src/lib.rs");
+    let source = std::fs::read_to_string(&lib).unwrap();
+    std::fs::write(
+        &lib,
+        format!("{source}\npub fn norm(x: f32, y: f32) -> f32 {{ (x * x + y * y).sqrt() }}\n"),
+    )
+    .unwrap();
+    let out = cargo(&project, &["check", "--target-dir", &target_s]);
+    assert!(!out.status.success(), "std's `sqrt` passed the check");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no method named `sqrt` found for type `f32`")
+            && stderr.contains("offload_rt::kernel::math"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("no method named `sqrt`").count(),
+        1,
+        "once:\n{stderr}"
+    );
+    std::fs::write(&lib, source).unwrap();
 
     // The release profile has no debuginfo, so `check --release` and `build --release` share
     // one run of the build script: the build must still rerun it and build the images.

@@ -23,6 +23,9 @@ pub const OFFLOAD_DEBUG_KERNELS: &str = "OFFLOAD_DEBUG_KERNELS";
 /// `1`: build no device images (as under `cargo check`); `0`: always build them; unset: build
 /// them unless the build script runs under `cargo check`, `clippy` or `doc`.
 pub const OFFLOAD_CHECK_ONLY: &str = "OFFLOAD_CHECK_ONLY";
+/// `0`: a check (see [`OFFLOAD_CHECK_ONLY`]) does not check the kernel crates as device code
+/// (`crate::device_check`).
+pub const OFFLOAD_DEVICE_CHECK: &str = "OFFLOAD_DEVICE_CHECK";
 
 /// The environment the build reads, every read going through it: in a build script each variable
 /// read is declared with `rerun-if-env-changed`.

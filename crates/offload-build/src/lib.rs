@@ -32,6 +32,8 @@
 //! | `OFFLOAD_PREBUILT` | `auto` (default): use a kernel crate's prebuilt bundle when its source hash matches, else build from source; `require`: the bundle or an error naming what differs; `never`: always from source |
 //! | `OFFLOAD_PTXAS` | the `ptxas` to use (default: `ptxas` on `PATH`, else none: PTX only) |
 //! | `OFFLOAD_DEVICE_LINKER` | without the `llvm` feature, the `cargo-offload-device` that links GPU images (default: beside the `cargo-offload` running the build, else on `PATH`; see `device_linker`) |
+//! | `OFFLOAD_CHECK_ONLY` | `1`: build no device images, as under `cargo check`; `0`: always build them |
+//! | `OFFLOAD_DEVICE_CHECK` | `0`: a check does not check the kernel crates as device code |
 //! | `OFFLOAD_REQUIRE_CUBIN` | `1` fails the build when an `sm_XX` would get no cubin (no `ptxas`, or one that does not know the `sm`); otherwise such an `sm` gets PTX only, with a warning when a `ptxas` exists |
 //!
 //! Device builds go to `<target-dir>/offload/<triple>-<arch>/`, each a cargo target directory
@@ -43,6 +45,7 @@
 mod arch;
 mod build_cache;
 mod command;
+mod device_check;
 mod device_link;
 mod device_linker;
 mod diagnostics;
@@ -356,14 +359,18 @@ impl Build {
         let host = metadata::host_package(&manifest, cargo.as_deref(), Some(&host_features))?;
         let archs = self.resolve_archs(&env, &host)?;
         diagnostics::set_arch_order(&archs);
-        if env.check_only() {
-            return Self::check_only_output(&env, &host.name, &out_dir, archs);
-        }
+        let offload_dir = target_dir_of(&out_dir)
+            .unwrap_or_else(|| host.target_directory.clone())
+            .join("offload");
         let mut kernel_crates = if self.sources.is_empty() || !self.kernel_crates.is_empty() {
             self.select_kernel_crates(&host)?
         } else {
             host.kernel_crates.clone()
         };
+        if env.check_only() {
+            device_check::check(&env, &kernel_crates, &offload_dir)?;
+            return Self::check_only_output(&env, &host.name, &out_dir, archs);
+        }
         if !host.host_runtime && self.sources.is_empty() && !kernel_crates.is_empty() {
             // Nothing could launch the kernels: build no image for nothing.
             warn_no_host_runtime(&env, &host.name);
@@ -384,9 +391,6 @@ impl Build {
         // must rerun the script, which declaring any file stops cargo from assuming.
         directives::emit(format!("cargo:rerun-if-changed={}", manifest.display()));
 
-        let offload_dir = target_dir_of(&out_dir)
-            .unwrap_or_else(|| host.target_directory.clone())
-            .join("offload");
         let sources: Vec<foreign::Source> = self
             .sources
             .iter()
@@ -474,7 +478,7 @@ impl Build {
 
     /// Under `cargo check` (see [`Env::check_only`]): no device build and no link directive,
     /// since nothing links; kernel bodies type-check as host code, the kernel crate being an
-    /// ordinary dependency. The script is declared stale (a path that never exists), so the
+    /// ordinary dependency, and as device code in [`device_check`]. The script is declared stale (a path that never exists), so the
     /// next `cargo build`, which shares this script's run with `check`, builds the images.
     fn check_only_output(
         env: &Env,
