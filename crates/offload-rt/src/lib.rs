@@ -116,6 +116,8 @@ pub mod __internal {
     };
 }
 
+#[cfg(feature = "bytemuck")]
+pub use kernel::Pod;
 pub use kernel::{DeviceCopy, KernelScalar};
 
 /// Support for the code `#[kernel]` generates; not a public API.

@@ -15,7 +15,7 @@ use offload_rt::{
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -650,6 +650,46 @@ fn generic_kernels_run_each_instantiation() {
         vec![7; n],
         "axpy_tiled__u32__64",
     );
+}
+
+/// Types of another crate as elements and parameters: `Complex32` through offload-rt's
+/// `num-complex` feature, `Complex64` wrapped in `Pod` through its `bytemuck::Pod` impl (a host
+/// slice of it viewed as `Pod`s without a copy).
+#[test]
+fn foreign_types_as_parameters_and_elements() {
+    use bytemuck::TransparentWrapper;
+    use num_complex::{Complex32, Complex64};
+    use offload_rt::Pod;
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let n = 1000;
+    let x: Vec<Complex32> = (0..n)
+        .map(|i| Complex32::new(i as f32, -(i as f32) * 0.5))
+        .collect();
+    let y = vec![Complex32::new(1.0, 2.0); n];
+    let w: Vec<Complex64> = (0..n).map(|i| Complex64::new(0.25, i as f64)).collect();
+    let (a, b) = (Complex32::new(0.5, -1.5), Complex64::new(-2.0, 0.125));
+    let dx = DeviceBuffer::from_slice(&dev, &x).unwrap();
+    let mut dy = DeviceBuffer::from_slice(&dev, &y).unwrap();
+    let mut dw = DeviceBuffer::from_slice(&dev, Pod::wrap_slice(&w)).unwrap();
+    k::complex_axpy
+        .launch(
+            &dev,
+            LaunchConfig::for_num_elems(n as u32),
+            a,
+            &dx,
+            &mut dy,
+            Pod(b),
+            &mut dw,
+        )
+        .unwrap();
+    let want: Vec<Complex32> = x.iter().zip(&y).map(|(&xi, &yi)| a * xi + yi).collect();
+    assert_eq!(dy.to_vec().unwrap(), want);
+    let got = dw.to_vec().unwrap();
+    let want: Vec<Complex64> = w.iter().map(|&wi| b * wi).collect();
+    assert_eq!(Pod::peel_slice(&got), &want[..]);
 }
 
 /// `bool` and a fieldless enum as parameters, buffer elements and struct fields.

@@ -102,6 +102,73 @@ unsafe impl<T: DeviceCopy, const N: usize> DeviceCopy for [T; N] {
     }
 }
 
+// SAFETY: `Complex<T>` is `#[repr(C)]`, its two fields of one type `T`: no padding, no other
+// bytes, zero where `T`'s zero is, valid where both parts are.
+#[cfg(feature = "num-complex")]
+unsafe impl<T: DeviceCopy> DeviceCopy for ::num_complex::Complex<T> {
+    const __OFFLOAD_ANY_BITS: bool = T::__OFFLOAD_ANY_BITS;
+    #[inline]
+    fn __offload_valid(bytes: &[u8]) -> bool {
+        first_invalid::<T>(bytes).is_none()
+    }
+}
+
+/// A value of a type from another crate that implements [`bytemuck::Pod`] (glam's vectors,
+/// nalgebra's matrices, num-complex's `Complex` with their `bytemuck` features): as a buffer
+/// element or a kernel parameter, `DeviceCopy` without a `DeviceCopy` impl of its own, which
+/// the orphan rule would refuse. `#[repr(transparent)]`, so `Pod::wrap_slice(&vectors)`
+/// ([`bytemuck::TransparentWrapper`]) views a host slice as one without a copy; in a kernel
+/// it derefs to the value.
+///
+/// ```ignore
+/// #[kernel]
+/// pub fn scale(a: f32, mut v: DisjointSlice<Pod<glam::Vec4>>) {
+///     if let Some(p) = v.for_thread() { **p *= a; }
+/// }
+/// // host: DeviceBuffer::from_slice(&device, Pod::wrap_slice(&vectors))
+/// ```
+#[cfg(feature = "bytemuck")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, PartialOrd)]
+#[repr(transparent)]
+pub struct Pod<T>(pub T);
+
+// SAFETY: `bytemuck::Pod` promises what `DeviceCopy` asks: no padding, no pointers (it is
+// `'static` and `Copy`, and any bit pattern is a value, zero included).
+#[cfg(feature = "bytemuck")]
+unsafe impl<T: ::bytemuck::Pod> DeviceCopy for Pod<T> {}
+
+// SAFETY: `#[repr(transparent)]` over `T`.
+#[cfg(feature = "bytemuck")]
+unsafe impl<T: ::bytemuck::Zeroable> ::bytemuck::Zeroable for Pod<T> {}
+// SAFETY: `#[repr(transparent)]` over a `Pod` `T`.
+#[cfg(feature = "bytemuck")]
+unsafe impl<T: ::bytemuck::Pod> ::bytemuck::Pod for Pod<T> {}
+// SAFETY: `#[repr(transparent)]` over `T`, its only field.
+#[cfg(feature = "bytemuck")]
+unsafe impl<T> ::bytemuck::TransparentWrapper<T> for Pod<T> {}
+
+#[cfg(feature = "bytemuck")]
+impl<T> core::ops::Deref for Pod<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+#[cfg(feature = "bytemuck")]
+impl<T> core::ops::DerefMut for Pod<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
+}
+
+#[cfg(feature = "bytemuck")]
+impl<T> From<T> for Pod<T> {
+    fn from(value: T) -> Pod<T> {
+        Pod(value)
+    }
+}
+
 /// What the CPU backend passes to a CPU image's entry points for one launch.
 #[repr(C)]
 #[derive(Debug)]

@@ -96,6 +96,8 @@ mod print;
 mod slice;
 pub mod warp;
 
+#[cfg(feature = "bytemuck")]
+pub use abi::Pod;
 #[doc(hidden)]
 pub use abi::first_invalid;
 pub use abi::{DeviceCopy, KernelScalar};
