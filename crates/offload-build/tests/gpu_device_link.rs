@@ -448,6 +448,25 @@ fn nvptx_warp_operations_are_shfl_sync() {
         {
             assert!(line.ends_with(", -1;"), "{sm}: not the full mask: {line}");
         }
+        // The masked operations take the ballot's mask, a register, not the full mask.
+        let masked = ptx_entry(&ptx, "masked_warp_sum").join("\n");
+        for op in [
+            "shfl.sync.down.b32",
+            "shfl.sync.idx.b32",
+            "vote.sync.ballot.b32",
+            "vote.sync.any.pred",
+            "vote.sync.all.pred",
+            "bar.warp.sync",
+        ] {
+            assert!(
+                masked.lines().any(|l| l.starts_with(op)
+                    && l.trim_end_matches(';')
+                        .ends_with(|c: char| c.is_ascii_digit())
+                    && !l.ends_with(", -1;")
+                    && !l.ends_with("\t-1;")),
+                "{sm}: no {op} on a mask register in masked_warp_sum:\n{masked}"
+            );
+        }
         // `sync_warp` is the warp barrier, with the full mask; no block barrier.
         let sync_sum = ptx_entry(&ptx, "warp_sync_sum").join("\n");
         assert!(sync_sum.contains("bar.warp.sync \t-1;"), "{sm}: {sync_sum}");
@@ -505,6 +524,14 @@ fn amdgpu_warp_operations_are_ds_bpermute() {
         assert!(
             block_sum.iter().any(|l| l.starts_with("ds_bpermute_b32")),
             "{id}"
+        );
+        // The masked operations: shuffles as the others, the ballots ANDed with the mask.
+        let masked = function_body(&text, "masked_warp_sum");
+        assert!(
+            masked.iter().any(|l| l.starts_with("ds_bpermute_b32"))
+                && !masked.iter().any(|l| l.starts_with("s_barrier")),
+            "{id}:\n{}",
+            masked.join("\n")
         );
         // `sync_warp` orders LDS accesses within the wavefront: no workgroup barrier.
         let sync_sum = function_body(&text, "warp_sync_sum");

@@ -56,6 +56,14 @@ const WARP_OPS: &[&str] = &[
     "warp_min",
     "warp_max",
     "sync_warp",
+    "shuffle_idx_masked",
+    "shuffle_up_masked",
+    "shuffle_down_masked",
+    "shuffle_xor_masked",
+    "ballot_masked",
+    "warp_any_masked",
+    "warp_all_masked",
+    "sync_warp_masked",
 ];
 
 /// Index functions whose value differs between the threads of a block.

@@ -15,7 +15,7 @@ use offload_rt::{
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -690,6 +690,41 @@ fn foreign_types_as_parameters_and_elements() {
     let got = dw.to_vec().unwrap();
     let want: Vec<Complex64> = w.iter().map(|&wi| b * wi).collect();
     assert_eq!(Pod::peel_slice(&got), &want[..]);
+}
+
+/// Warp operations on a mask: only the lanes whose element exists call them, the last warp
+/// partial (and a warp of the second block with one lane).
+#[test]
+fn masked_warp_operations_serve_a_partial_warp() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    for n in [1000usize, 64 + 33, 129] {
+        let x: Vec<u32> = (0..n as u32)
+            .map(|i| if i % 11 == 0 { 7 } else { i * 13 % 1500 })
+            .collect();
+        let dx = DeviceBuffer::from_slice(&dev, &x).unwrap();
+        let mut totals = DeviceBuffer::<u32>::zeroed(&dev, n).unwrap();
+        let mut evens = DeviceBuffer::<u64>::zeroed(&dev, n).unwrap();
+        k::masked_warp_sum
+            .launch(
+                &dev,
+                LaunchConfig::linear(n.div_ceil(64) as u32, 64),
+                &dx,
+                &mut totals,
+                &mut evens,
+            )
+            .unwrap();
+        let (totals, evens) = (totals.to_vec().unwrap(), evens.to_vec().unwrap());
+        for i in 0..n {
+            assert_eq!(
+                (totals[i], evens[i]),
+                k::masked_warp_value(&x, i, 32),
+                "n {n}, element {i}"
+            );
+        }
+    }
 }
 
 /// `bool` and a fieldless enum as parameters, buffer elements and struct fields.
@@ -1400,6 +1435,7 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
         [
             "closure_over_tile",
             "loop_barrier",
+            "masked_warp_sum",
             "warp_block_sum",
             "warp_ops",
             "warp_sync_sum"
@@ -1407,8 +1443,13 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
     );
     assert!(notes[0].1.contains("closure"), "{}", notes[0].1);
     assert!(notes[1].1.contains("inside a `loop`"), "{}", notes[1].1);
-    assert!(notes[2].1.contains("warp operations"), "{}", notes[2].1);
-    assert!(notes[4].1.contains("warp operations"), "{}", notes[4].1);
+    assert!(
+        notes[2].1.contains("warp operations (`ballot`)"),
+        "{}",
+        notes[2].1
+    );
+    assert!(notes[3].1.contains("warp operations"), "{}", notes[3].1);
+    assert!(notes[5].1.contains("warp operations"), "{}", notes[5].1);
     use object::{Object, ObjectSymbol};
     let file = object::File::parse(image).unwrap();
     let mut regions: Vec<&str> = file

@@ -152,6 +152,40 @@ pub(super) fn warp_all(predicate: bool) -> bool {
     amdgpu::ballot(predicate) == amdgpu::ballot(true)
 }
 
+// A wavefront runs in lockstep: the lanes of a mask need no synchronization, and a lane that
+// does not run the operation leaves its bit of `ballot` clear. A shuffle reads from a lane of
+// the mask (the caller's contract), which runs it too.
+
+#[inline(always)]
+pub(super) fn shuffle_u32_masked(_mask: u64, mode: Shuffle, value: u32, arg: u32) -> u32 {
+    shuffle_u32(mode, value, arg)
+}
+
+#[inline(always)]
+pub(super) fn shuffle_u64_masked(_mask: u64, mode: Shuffle, value: u64, arg: u32) -> u64 {
+    shuffle_u64(mode, value, arg)
+}
+
+#[inline(always)]
+pub(super) fn ballot_masked(mask: u64, predicate: bool) -> u64 {
+    amdgpu::ballot(predicate) & mask
+}
+
+#[inline(always)]
+pub(super) fn warp_any_masked(mask: u64, predicate: bool) -> bool {
+    ballot_masked(mask, predicate) != 0
+}
+
+#[inline(always)]
+pub(super) fn warp_all_masked(mask: u64, predicate: bool) -> bool {
+    ballot_masked(mask, predicate) == ballot_masked(mask, true)
+}
+
+#[inline(always)]
+pub(super) fn sync_warp_masked(_mask: u64) {
+    sync_warp()
+}
+
 unsafe extern "C" {
     /// The generic address of the block's dynamic shared memory, defined by the device link
     /// (Rust cannot declare the zero-length address-space-3 array it points at).

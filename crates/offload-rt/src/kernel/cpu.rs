@@ -83,6 +83,15 @@ static EXCHANGE: Exchange = Exchange(UnsafeCell::new([[0; 1024]; 2]));
 #[thread_local]
 static PARITY: UnsafeCell<[u8; 1024]> = UnsafeCell::new([0; 1024]);
 
+/// One slot per thread for the operations on a mask of lanes, read between two warp barriers:
+/// the lanes outside the mask may be anywhere in the kernel, their count of operations
+/// (`PARITY`) not the mask's lanes' own, so these operations neither read nor turn it.
+#[repr(C, align(64))]
+struct MaskedExchange(UnsafeCell<[u64; 1024]>);
+
+#[thread_local]
+static MASKED: MaskedExchange = MaskedExchange(UnsafeCell::new([0; 1024]));
+
 #[inline(always)]
 pub(super) fn thread_idx_x() -> u32 {
     THREAD.get()[0]
@@ -259,6 +268,77 @@ pub(super) fn ballot(predicate: bool) -> u64 {
 #[inline(always)]
 pub(super) fn warp_any(predicate: bool) -> bool {
     ballot(predicate) != 0
+}
+
+/// Publishes `value` in the caller's masked-operation slot, waits for its warp, reads with
+/// `read` (the slots, the index of the warp's first slot, its number of lanes), then waits
+/// again, so that no lane writes its slot for a next operation while another reads it.
+#[inline(always)]
+fn exchange_masked<R>(value: u64, read: impl FnOnce(*const u64, usize, u32) -> R) -> R {
+    let rank = rank();
+    let base = rank - rank % CPU_WARP_SIZE;
+    let [bx, by, bz] = BLOCK_DIM.get();
+    let lanes = (bx * by * bz - base).min(CPU_WARP_SIZE);
+    let slots = MASKED.0.get().cast::<u64>();
+    // SAFETY: `rank` < threads per block <= 1024, the slots' length; the thread's own slot is
+    // written by it alone.
+    unsafe { *slots.add(rank as usize) = value };
+    warp_sync();
+    let result = read(slots, base as usize, lanes);
+    warp_sync();
+    result
+}
+
+#[inline(always)]
+pub(super) fn shuffle_u64_masked(_mask: u64, mode: Shuffle, value: u64, arg: u32) -> u64 {
+    exchange_masked(value, |slots, base, lanes| {
+        let src = source_lane(mode, lane_id(), arg, CPU_WARP_SIZE);
+        if src < lanes {
+            // SAFETY: `base + src` is a thread of this block; the lanes of the mask wrote
+            // their slots before the first barrier and write none before the second.
+            unsafe { *slots.add(base + src as usize) }
+        } else {
+            value
+        }
+    })
+}
+
+#[inline(always)]
+pub(super) fn shuffle_u32_masked(mask: u64, mode: Shuffle, value: u32, arg: u32) -> u32 {
+    shuffle_u64_masked(mask, mode, u64::from(value), arg) as u32
+}
+
+#[inline(always)]
+pub(super) fn ballot_masked(mask: u64, predicate: bool) -> u64 {
+    exchange_masked(u64::from(predicate), |slots, base, lanes| {
+        let mut bits = 0;
+        for lane in (0..lanes as usize).filter(|lane| mask >> lane & 1 == 1) {
+            // SAFETY: as in `shuffle_u64_masked`.
+            bits |= unsafe { *slots.add(base + lane) } << lane;
+        }
+        bits
+    })
+}
+
+#[inline(always)]
+pub(super) fn warp_any_masked(mask: u64, predicate: bool) -> bool {
+    ballot_masked(mask, predicate) != 0
+}
+
+#[inline(always)]
+pub(super) fn warp_all_masked(mask: u64, predicate: bool) -> bool {
+    let lanes = {
+        let rank = rank();
+        let [bx, by, bz] = BLOCK_DIM.get();
+        (bx * by * bz - (rank - rank % CPU_WARP_SIZE)).min(CPU_WARP_SIZE)
+    };
+    let existing = mask & (u64::MAX >> (64 - lanes));
+    ballot_masked(mask, predicate) == existing
+}
+
+#[inline(always)]
+pub(super) fn sync_warp_masked(_mask: u64) {
+    warp_sync();
 }
 
 #[inline(always)]

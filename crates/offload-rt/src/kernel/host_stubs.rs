@@ -77,6 +77,34 @@ pub(super) fn warp_all(predicate: bool) -> bool {
     predicate
 }
 
+#[inline(always)]
+pub(super) fn shuffle_u32_masked(_: u64, mode: super::warp::Shuffle, value: u32, arg: u32) -> u32 {
+    shuffle_u32(mode, value, arg)
+}
+
+#[inline(always)]
+pub(super) fn shuffle_u64_masked(_: u64, mode: super::warp::Shuffle, value: u64, arg: u32) -> u64 {
+    shuffle_u64(mode, value, arg)
+}
+
+#[inline(always)]
+pub(super) fn ballot_masked(mask: u64, predicate: bool) -> u64 {
+    ballot(predicate) & mask
+}
+
+#[inline(always)]
+pub(super) fn warp_any_masked(mask: u64, predicate: bool) -> bool {
+    ballot_masked(mask, predicate) != 0
+}
+
+#[inline(always)]
+pub(super) fn warp_all_masked(mask: u64, predicate: bool) -> bool {
+    mask & 1 == 0 || predicate
+}
+
+#[inline(always)]
+pub(super) fn sync_warp_masked(_: u64) {}
+
 /// Shared memory exists only in device launches: null here.
 #[inline(always)]
 pub(super) fn dynamic_shared() -> *mut u8 {

@@ -111,9 +111,10 @@ pub use print::Printable;
 pub use slice::SliceParam;
 pub use slice::{DisjointSlice, grid_thread_rank};
 pub use warp::{
-    WarpAdd, WarpValue, ballot, lane_id, shuffle_down, shuffle_idx, shuffle_up, shuffle_xor,
-    sync_warp, warp_all, warp_any, warp_id, warp_max, warp_min, warp_size, warp_sum,
-    warps_per_block,
+    WarpAdd, WarpValue, ballot, ballot_masked, lane_id, shuffle_down, shuffle_down_masked,
+    shuffle_idx, shuffle_idx_masked, shuffle_up, shuffle_up_masked, shuffle_xor,
+    shuffle_xor_masked, sync_warp, sync_warp_masked, warp_all, warp_all_masked, warp_any,
+    warp_any_masked, warp_id, warp_max, warp_min, warp_size, warp_sum, warps_per_block,
 };
 
 /// Bytes of static shared memory ([`shared_array!`](crate::shared_array!)) one kernel may use, the same on every

@@ -88,24 +88,41 @@ pub(super) fn warp_size() -> u32 {
 /// `up`, whose lower bound is lane 0 (PTX ISA, `shfl.sync`).
 #[inline(always)]
 pub(super) fn shuffle_u32(mode: Shuffle, value: u32, arg: u32) -> u32 {
-    match mode {
-        Shuffle::Idx => shfl_sync_idx(FULL_MASK, value, arg, 0x1f),
-        Shuffle::Up => shfl_sync_up(FULL_MASK, value, arg, 0),
-        Shuffle::Down => shfl_sync_down(FULL_MASK, value, arg, 0x1f),
-        Shuffle::Xor => shfl_sync_bfly(FULL_MASK, value, arg, 0x1f),
-    }
+    shuffle_u32_masked(u64::from(FULL_MASK), mode, value, arg)
 }
 
 #[inline(always)]
 pub(super) fn shuffle_u64(mode: Shuffle, value: u64, arg: u32) -> u64 {
-    let lo = shuffle_u32(mode, value as u32, arg);
-    let hi = shuffle_u32(mode, (value >> 32) as u32, arg);
+    shuffle_u64_masked(u64::from(FULL_MASK), mode, value, arg)
+}
+
+/// `shfl.sync` among the lanes of `mask` (its low 32 bits: a warp has 32 lanes).
+#[inline(always)]
+pub(super) fn shuffle_u32_masked(mask: u64, mode: Shuffle, value: u32, arg: u32) -> u32 {
+    let mask = mask as u32;
+    match mode {
+        Shuffle::Idx => shfl_sync_idx(mask, value, arg, 0x1f),
+        Shuffle::Up => shfl_sync_up(mask, value, arg, 0),
+        Shuffle::Down => shfl_sync_down(mask, value, arg, 0x1f),
+        Shuffle::Xor => shfl_sync_bfly(mask, value, arg, 0x1f),
+    }
+}
+
+#[inline(always)]
+pub(super) fn shuffle_u64_masked(mask: u64, mode: Shuffle, value: u64, arg: u32) -> u64 {
+    let lo = shuffle_u32_masked(mask, mode, value as u32, arg);
+    let hi = shuffle_u32_masked(mask, mode, (value >> 32) as u32, arg);
     u64::from(hi) << 32 | u64::from(lo)
 }
 
 #[inline(always)]
 pub(super) fn ballot(predicate: bool) -> u64 {
-    u64::from(vote_ballot_sync(FULL_MASK, predicate))
+    ballot_masked(u64::from(FULL_MASK), predicate)
+}
+
+#[inline(always)]
+pub(super) fn ballot_masked(mask: u64, predicate: bool) -> u64 {
+    u64::from(vote_ballot_sync(mask as u32, predicate))
 }
 
 #[inline(always)]
@@ -114,8 +131,24 @@ pub(super) fn warp_any(predicate: bool) -> bool {
 }
 
 #[inline(always)]
+pub(super) fn warp_any_masked(mask: u64, predicate: bool) -> bool {
+    vote_any_sync(mask as u32, predicate)
+}
+
+#[inline(always)]
 pub(super) fn warp_all(predicate: bool) -> bool {
     vote_all_sync(FULL_MASK, predicate)
+}
+
+#[inline(always)]
+pub(super) fn warp_all_masked(mask: u64, predicate: bool) -> bool {
+    vote_all_sync(mask as u32, predicate)
+}
+
+/// `bar.warp.sync mask`.
+#[inline(always)]
+pub(super) fn sync_warp_masked(mask: u64) {
+    bar_warp_sync(mask as u32)
 }
 
 unsafe extern "C" {

@@ -6,7 +6,8 @@
 //!
 //! Every operation here is collective, like CUDA's `*_sync` functions called with a full mask:
 //! every lane of the warp must call it, with the same arguments where the documentation says
-//! so. Give warp operations blocks of a whole number of warps (a multiple of 64 threads
+//! so. The `*_masked` forms take the mask: only its lanes call them (the lanes of a branch,
+//! their mask from a [`ballot`] made before it). Give warp operations blocks of a whole number of warps (a multiple of 64 threads
 //! serves every device): lanes that do not exist (the last warp of a block whose size is not
 //! a multiple of the warp size) contribute nothing: a shuffle from such a lane returns an
 //! unspecified value, so [`warp_sum`] and its siblings are wrong there, and [`ballot`] has
@@ -14,7 +15,8 @@
 //!
 //! | operation | NVIDIA | AMD | CPU device |
 //! |---|---|---|---|
-//! | shuffles | `shfl.sync.{idx,up,down,bfly}.b32`, mask `0xffffffff` | `ds_bpermute_b32` | an exchange slot per thread, two warp barriers |
+//! | shuffles | `shfl.sync.{idx,up,down,bfly}.b32`, mask `0xffffffff` | `ds_bpermute_b32` | two exchange slots per thread, used in turn, one warp barrier |
+//! | `*_masked` | the same with the mask's low 32 bits | the same, ballots ANDed with the mask | a slot per thread between two warp barriers |
 //! | [`ballot`], [`warp_any`], [`warp_all`] | `vote.sync.{ballot,any,all}` | `llvm.amdgcn.ballot` | the same exchange |
 //! | [`lane_id`] | `%laneid` | `v_mbcnt_{lo,hi}` | rank modulo 32 |
 //! | [`sync_warp`] | `bar.warp.sync` | wavefront-scope fences around `wave_barrier` | a warp barrier |
@@ -82,15 +84,21 @@ mod sealed {
 pub trait WarpValue: Copy + sealed::Sealed {
     #[doc(hidden)]
     fn __shuffle(self, mode: Shuffle, arg: u32) -> Self;
+    #[doc(hidden)]
+    fn __shuffle_masked(self, mask: u64, mode: Shuffle, arg: u32) -> Self;
 }
 
 macro_rules! warp_values {
-    ($via:ident, $bits:ty: $($t:ty),*) => {$(
+    ($via:ident, $masked:ident, $bits:ty: $($t:ty),*) => {$(
         impl sealed::Sealed for $t {}
         impl WarpValue for $t {
             #[inline(always)]
             fn __shuffle(self, mode: Shuffle, arg: u32) -> Self {
                 <$t>::from_bits_or_cast(arch::$via(mode, self.to_bits_or_cast(), arg))
+            }
+            #[inline(always)]
+            fn __shuffle_masked(self, mask: u64, mode: Shuffle, arg: u32) -> Self {
+                <$t>::from_bits_or_cast(arch::$masked(mask, mode, self.to_bits_or_cast(), arg))
             }
         }
     )*};
@@ -141,8 +149,8 @@ impl Bits<u64> for f64 {
     }
 }
 
-warp_values!(shuffle_u32, u32: u32, i32, f32);
-warp_values!(shuffle_u64, u64: u64, i64, f64, usize, isize);
+warp_values!(shuffle_u32, shuffle_u32_masked, u32: u32, i32, f32);
+warp_values!(shuffle_u64, shuffle_u64_masked, u64: u64, i64, f64, usize, isize);
 
 /// The calling thread's lane in its warp: `0..warp_size()`.
 #[inline(always)]
@@ -227,6 +235,61 @@ pub fn warp_any(predicate: bool) -> bool {
 #[inline(always)]
 pub fn warp_all(predicate: bool) -> bool {
     arch::warp_all(predicate)
+}
+
+/// [`shuffle_idx`] among the lanes of `mask` (`__shfl_sync(mask, …)`): every lane of `mask`
+/// calls it, with the same `mask`, and `src_lane` is one of them. The other lanes need not
+/// call it: the lanes of a branch exchange values, their mask from a [`ballot`] made before
+/// the branch. Bit `i` of a mask is lane `i`; lanes past the warp's are ignored.
+#[inline(always)]
+pub fn shuffle_idx_masked<T: WarpValue>(mask: u64, value: T, src_lane: u32) -> T {
+    value.__shuffle_masked(mask, Shuffle::Idx, src_lane)
+}
+
+/// [`shuffle_up`] among the lanes of `mask` (`__shfl_up_sync(mask, …)`), as
+/// [`shuffle_idx_masked`].
+#[inline(always)]
+pub fn shuffle_up_masked<T: WarpValue>(mask: u64, value: T, delta: u32) -> T {
+    value.__shuffle_masked(mask, Shuffle::Up, delta)
+}
+
+/// [`shuffle_down`] among the lanes of `mask` (`__shfl_down_sync(mask, …)`), as
+/// [`shuffle_idx_masked`].
+#[inline(always)]
+pub fn shuffle_down_masked<T: WarpValue>(mask: u64, value: T, delta: u32) -> T {
+    value.__shuffle_masked(mask, Shuffle::Down, delta)
+}
+
+/// [`shuffle_xor`] among the lanes of `mask` (`__shfl_xor_sync(mask, …)`), as
+/// [`shuffle_idx_masked`].
+#[inline(always)]
+pub fn shuffle_xor_masked<T: WarpValue>(mask: u64, value: T, lane_mask: u32) -> T {
+    value.__shuffle_masked(mask, Shuffle::Xor, lane_mask)
+}
+
+/// [`ballot`] among the lanes of `mask` (`__ballot_sync(mask, …)`): the bits of the lanes of
+/// `mask` that passed `true`; every lane of `mask` calls it.
+#[inline(always)]
+pub fn ballot_masked(mask: u64, predicate: bool) -> u64 {
+    arch::ballot_masked(mask, predicate)
+}
+
+/// Whether any lane of `mask` passed `true` (`__any_sync(mask, …)`).
+#[inline(always)]
+pub fn warp_any_masked(mask: u64, predicate: bool) -> bool {
+    arch::warp_any_masked(mask, predicate)
+}
+
+/// Whether every lane of `mask` passed `true` (`__all_sync(mask, …)`).
+#[inline(always)]
+pub fn warp_all_masked(mask: u64, predicate: bool) -> bool {
+    arch::warp_all_masked(mask, predicate)
+}
+
+/// [`sync_warp`] among the lanes of `mask` (`__syncwarp(mask)`).
+#[inline(always)]
+pub fn sync_warp_masked(mask: u64) {
+    arch::sync_warp_masked(mask)
 }
 
 /// `value` combined over the warp with `op` by an xor butterfly; every lane gets the result.
