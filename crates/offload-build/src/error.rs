@@ -423,14 +423,29 @@ pub enum LinkError {
     },
     /// A shared-memory static is used in a way that cannot move to the shared address space.
     #[error(
-        "shared-memory static `{name}` is used where it cannot live in shared memory (the \
-         address stored, passed to a function or merged with another pointer): `{instruction}`"
+        "{what} static `{name}` is used where it cannot live in its memory (the address \
+         stored, passed to a function or merged with another pointer): `{instruction}`"
     )]
     SharedMemoryUse {
+        /// `shared-memory` (`shared_array!`) or `constant-memory` (`constant!`).
+        what: &'static str,
         /// The static's symbol.
         name: String,
         /// The instruction, as LLVM prints it.
         instruction: String,
+    },
+    /// The `constant!` statics of an NVIDIA image take more than its constant bank.
+    #[error(
+        "the constant-memory statics ({statics}) take {bytes} bytes, over the {limit} bytes of \
+         an NVIDIA module's constant bank: make the larger ones plain statics or buffers"
+    )]
+    ConstantMemoryLimit {
+        /// Their bytes together.
+        bytes: u64,
+        /// 64 KiB.
+        limit: u64,
+        /// Their symbols.
+        statics: String,
     },
     /// A kernel uses more static shared memory than every device allows.
     #[error(
@@ -587,6 +602,7 @@ offload_format::error_codes! {
         InvalidCodeObjectVersion => "OFF2122",
         BadCodeObject => "OFF2123",
         NestedBuild => "OFF2124",
+        ConstantMemoryLimit => "OFF2125",
     }
 }
 

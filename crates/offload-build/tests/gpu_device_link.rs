@@ -769,6 +769,34 @@ fn generic_kernel_instantiations_are_entry_points() {
     }
 }
 
+/// `constant!` statics: NVIDIA's constant bank (`.const`, read with `ld.const`), and an AMD
+/// code object that holds the kernel.
+#[test]
+fn constant_statics_are_constant_memory() {
+    if !nightly_ready() {
+        return;
+    }
+    let target = GpuTarget::parse("sm_80").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    let ptx = device_link::nvptx_link(&inputs, "sm_80", &NvptxLinkOptions::default()).unwrap();
+    assert!(
+        ptx.lines().any(|l| l.starts_with(".const .align 4 .b8 ")
+            && l.contains("SQUARES")
+            && l.contains("[1024] = {0, 0, 0, 0, 1, 0, 0, 0, 4,")),
+        "no SQUARES in the constant bank"
+    );
+    let body = ptx_entry(&ptx, "constant_tables").join("\n");
+    assert!(body.contains("ld.const."), "{body}");
+    if device_link::ptxas_path().is_some() {
+        device_link::ptxas_verbose(&ptx, "sm_80").unwrap();
+    }
+    let target = GpuTarget::parse("gfx90a").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
+    let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
+    assert!(info.kernels.iter().any(|k| k.name == "constant_tables"));
+}
+
 /// `bool` and a `#[repr(u16)]` enum by value (`combine_flags(flag: bool, mode: Combine, …)`):
 /// one byte and two, as the launch writes them, on both GPUs.
 #[test]

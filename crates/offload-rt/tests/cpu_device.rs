@@ -15,7 +15,7 @@ use offload_rt::{
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,constant_tables,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -725,6 +725,38 @@ fn masked_warp_operations_serve_a_partial_warp() {
             );
         }
     }
+}
+
+/// `constant!` statics: a table read alike by every thread and one indexed per thread.
+#[test]
+fn constant_statics_are_read_by_kernels() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let n = 1000;
+    let x: Vec<f32> = (0..n).map(|i| (i % 17) as f32 - 8.0).collect();
+    let bytes: Vec<u8> = (0..n).map(|i| (i * 7 % 256) as u8).collect();
+    let (dx, db) = (
+        DeviceBuffer::from_slice(&dev, &x).unwrap(),
+        DeviceBuffer::from_slice(&dev, &bytes).unwrap(),
+    );
+    let mut y = DeviceBuffer::<f32>::zeroed(&dev, n).unwrap();
+    let mut z = DeviceBuffer::<u32>::zeroed(&dev, n).unwrap();
+    k::constant_tables
+        .launch(
+            &dev,
+            LaunchConfig::for_num_elems(n as u32),
+            &dx,
+            &db,
+            &mut y,
+            &mut z,
+        )
+        .unwrap();
+    let want: Vec<f32> = (0..n).map(|i| k::filtered(&x, i)).collect();
+    assert_eq!(y.to_vec().unwrap(), want);
+    let want: Vec<u32> = bytes.iter().map(|&b| u32::from(b) * u32::from(b)).collect();
+    assert_eq!(z.to_vec().unwrap(), want);
 }
 
 /// `bool` and a fieldless enum as parameters, buffer elements and struct fields.

@@ -47,6 +47,16 @@ use std::path::PathBuf;
 #[cfg(feature = "llvm")]
 pub const SHARED_SECTION: &str = ".offload.shared";
 
+/// The link section of `offload_rt::constant!` statics, which the device link moves to
+/// address space 4 (`.const` / AMD's constant memory).
+#[cfg(feature = "llvm")]
+pub const CONSTANT_SECTION: &str = ".offload.constant";
+
+/// Bytes of constant memory an NVIDIA module has (its constant bank for user data), for all
+/// its `constant!` statics together; `offload_rt::kernel::MAX_CONSTANT_BYTES` is the same.
+#[cfg(feature = "llvm")]
+pub const MAX_CONSTANT_BYTES: u64 = 64 * 1024;
+
 /// Bytes of static shared memory one GPU kernel may use, the limit of every device
 /// (`offload_rt::kernel::MAX_STATIC_SHARED_BYTES`): `ptxas` refuses more in static
 /// declarations, and the CPU device's arena is this size.

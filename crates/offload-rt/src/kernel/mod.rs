@@ -358,6 +358,57 @@ pub mod __private {
     pub use super::print::{print, print_arg};
 }
 
+/// Bytes of constant memory ([`constant!`](crate::constant!)) a kernel crate may use, its
+/// statics together: an NVIDIA module's constant bank for user data. The device link refuses
+/// an NVIDIA image over it; one static over it does not compile.
+pub const MAX_CONSTANT_BYTES: usize = 64 * 1024;
+
+/// Statics in the device's constant memory, CUDA's `__constant__`: read-only tables every
+/// thread of every launch reads, at compile-time values.
+///
+/// ```ignore
+/// offload_rt::constant! {
+///     /// A 5-tap binomial filter.
+///     pub static WEIGHTS: [f32; 5] = [0.0625, 0.25, 0.375, 0.25, 0.0625];
+/// }
+/// ```
+///
+/// Each is an ordinary `static` of the kernel crate (read it as one), of a `DeviceCopy` type.
+/// On NVIDIA GPUs it lives in the module's constant bank (`.const`, `ld.const`): one read
+/// serves every thread of a warp that reads the same element. On AMD GPUs it is constant
+/// memory (address space 4): a read every lane of a wavefront makes alike is one scalar load.
+/// On the CPU device it is a plain static. Their bytes together may not exceed
+/// [`MAX_CONSTANT_BYTES`] (the device link checks it for NVIDIA images). A table threads index
+/// by their own values reads better as a buffer (`&[T]`): constant memory serves the threads
+/// of a warp one distinct address at a time.
+#[macro_export]
+macro_rules! constant {
+    ($($(#[$meta:meta])* $vis:vis static $name:ident: $ty:ty = $value:expr;)+) => {$(
+        const _: () = {
+            fn constant_is_device_copy<T: $crate::DeviceCopy>() {}
+            let _ = constant_is_device_copy::<$ty>;
+            assert!(
+                ::core::mem::size_of::<$ty>() <= $crate::kernel::MAX_CONSTANT_BYTES,
+                "constant!: more constant memory than an NVIDIA module has \
+                 (offload_rt::kernel::MAX_CONSTANT_BYTES)"
+            );
+        };
+        $crate::__for_target! {
+            cpu {
+                $(#[$meta])* $vis static $name: $ty = $value;
+            }
+            gpu {
+                $(#[$meta])*
+                #[unsafe(link_section = ".offload.constant")]
+                $vis static $name: $ty = $value;
+            }
+            host {
+                $(#[$meta])* $vis static $name: $ty = $value;
+            }
+        }
+    )+};
+}
+
 /// A per-block array in shared memory: `let tile: *mut u32 = shared_array!(u32, 256);`.
 ///
 /// Evaluates to a `*mut T` to `N` elements (`N` a constant) that all threads of the block

@@ -8,26 +8,79 @@ use inkwell::llvm_sys;
 use inkwell::module::Module;
 
 use super::{RawValue, cstr, has_uses};
-use crate::device_link::{LinkError, MAX_STATIC_SHARED_BYTES, Result, SHARED_SECTION};
+use crate::device_link::{
+    CONSTANT_SECTION, LinkError, MAX_CONSTANT_BYTES, MAX_STATIC_SHARED_BYTES, Result,
+    SHARED_SECTION,
+};
+
+/// Where the globals of a link section move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placement {
+    /// [`SHARED_SECTION`]: address space 3 (`.shared` / LDS), no initial value.
+    Shared,
+    /// [`CONSTANT_SECTION`]: address space 4 (`.const` / AMD's constant memory), initialized,
+    /// read-only.
+    Constant,
+}
+
+impl Placement {
+    fn section(self) -> &'static str {
+        match self {
+            Placement::Shared => SHARED_SECTION,
+            Placement::Constant => CONSTANT_SECTION,
+        }
+    }
+
+    fn address_space(self) -> u32 {
+        match self {
+            Placement::Shared => 3,
+            Placement::Constant => 4,
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Placement::Shared => "shared-memory",
+            Placement::Constant => "constant-memory",
+        }
+    }
+}
 
 /// Moves every global of [`SHARED_SECTION`] to address space 3 (`.shared` / LDS), undefined
 /// initializer, no section. Returns how many moved.
+pub(super) fn move_shared_to_addrspace3(module: &Module<'_>) -> Result<usize> {
+    move_section(module, Placement::Shared)
+}
+
+/// Moves every global of [`CONSTANT_SECTION`] to address space 4 (`.const` / constant
+/// memory), initializer kept, read-only, no section; on NVPTX their bytes together must fit
+/// the [`MAX_CONSTANT_BYTES`] of a module's constant bank. Returns how many moved.
+pub(super) fn move_constants_to_addrspace4(module: &Module<'_>) -> Result<usize> {
+    let moved = move_section(module, Placement::Constant)?;
+    if moved > 0 && super::is_nvptx(module) {
+        check_constant_limit(module)?;
+    }
+    Ok(moved)
+}
+
+/// Moves the globals of `placement`'s section to its address space.
 ///
 /// Where globals live in address space 0 (NVPTX), uses see the new global through a generic
 /// pointer. Where they live in another space (AMDGPU: 1), rustc's optimizations have already
 /// turned the uses into accesses in that space, and no cast from LDS to it exists: the use tree
-/// is rebuilt on the LDS global instead (see [`rewrite_shared_uses`]).
-pub(super) fn move_shared_to_addrspace3(module: &Module<'_>) -> Result<usize> {
+/// is rebuilt on the new global instead (see [`rewrite_shared_uses`]).
+fn move_section(module: &Module<'_>, placement: Placement) -> Result<usize> {
     use llvm_sys::core as c;
-    let shared: Vec<_> = module
+    let section = placement.section();
+    let moving: Vec<_> = module
         .get_globals()
         .filter(|g| {
             g.get_section()
-                .is_some_and(|s| s.to_bytes() == SHARED_SECTION.as_bytes())
+                .is_some_and(|s| s.to_bytes() == section.as_bytes())
         })
         .collect();
     let raw_module = module.as_mut_ptr();
-    for global in &shared {
+    for global in &moving {
         let old = global.as_pointer_value().as_value_ref_raw();
         let name = cstr(global.get_name());
         // SAFETY: every reference below comes from the live `module` and its context; values
@@ -39,9 +92,19 @@ pub(super) fn move_shared_to_addrspace3(module: &Module<'_>) -> Result<usize> {
             let renamed = format!("{name}.generic\0");
             c::LLVMSetValueName2(old, renamed.as_ptr().cast(), renamed.len() - 1);
             let cname = format!("{name}\0");
-            let new =
-                c::LLVMAddGlobalInAddressSpace(raw_module, value_type, cname.as_ptr().cast(), 3);
-            c::LLVMSetInitializer(new, c::LLVMGetUndef(value_type));
+            let new = c::LLVMAddGlobalInAddressSpace(
+                raw_module,
+                value_type,
+                cname.as_ptr().cast(),
+                placement.address_space(),
+            );
+            match placement {
+                Placement::Shared => c::LLVMSetInitializer(new, c::LLVMGetUndef(value_type)),
+                Placement::Constant => {
+                    c::LLVMSetInitializer(new, c::LLVMGetInitializer(old));
+                    c::LLVMSetGlobalConstant(new, 1);
+                }
+            }
             c::LLVMSetLinkage(new, llvm_sys::LLVMLinkage::LLVMInternalLinkage);
             c::LLVMSetAlignment(new, c::LLVMGetAlignment(old).max(4));
             if old_space == 0 {
@@ -49,7 +112,8 @@ pub(super) fn move_shared_to_addrspace3(module: &Module<'_>) -> Result<usize> {
                 c::LLVMReplaceAllUsesWith(old, c::LLVMConstAddrSpaceCast(new, generic_ptr));
             } else {
                 let builder = c::LLVMCreateBuilderInContext(context);
-                let rewritten = rewrite_shared_uses(raw_module, builder, old, new, &name);
+                let rewritten =
+                    rewrite_shared_uses(raw_module, builder, old, new, &name, placement.what());
                 c::LLVMDisposeBuilder(builder);
                 rewritten?;
             }
@@ -60,7 +124,37 @@ pub(super) fn move_shared_to_addrspace3(module: &Module<'_>) -> Result<usize> {
             c::LLVMDeleteGlobal(old);
         }
     }
-    Ok(shared.len())
+    Ok(moving.len())
+}
+
+/// [`LinkError::ConstantMemoryLimit`] when the address-space-4 globals of `module` take more
+/// than [`MAX_CONSTANT_BYTES`].
+fn check_constant_limit(module: &Module<'_>) -> Result<()> {
+    use llvm_sys::core as c;
+    use llvm_sys::target::LLVMABISizeOfType;
+    let mut statics = Vec::new();
+    let mut bytes = 0;
+    // SAFETY: the module and its data layout are live; globals are only read.
+    unsafe {
+        // The module's own, not to be disposed of.
+        let layout = llvm_sys::target::LLVMGetModuleDataLayout(module.as_mut_ptr());
+        for global in module.get_globals() {
+            let raw = global.as_pointer_value().as_value_ref_raw();
+            if c::LLVMGetPointerAddressSpace(c::LLVMTypeOf(raw)) != 4 {
+                continue;
+            }
+            bytes += LLVMABISizeOfType(layout, c::LLVMGlobalGetValueType(raw));
+            statics.push(cstr(global.get_name()));
+        }
+    }
+    if bytes > MAX_CONSTANT_BYTES {
+        return Err(LinkError::ConstantMemoryLimit {
+            bytes,
+            limit: MAX_CONSTANT_BYTES,
+            statics: statics.join(", "),
+        });
+    }
+    Ok(())
 }
 
 /// The users of `value`, each once, collected before any is changed.
@@ -132,6 +226,7 @@ unsafe fn rewrite_shared_uses(
     old: llvm_sys::prelude::LLVMValueRef,
     new: llvm_sys::prelude::LLVMValueRef,
     name: &str,
+    what: &'static str,
 ) -> Result<()> {
     use llvm_sys::LLVMOpcode as Op;
     use llvm_sys::core as c;
@@ -142,6 +237,7 @@ unsafe fn rewrite_shared_uses(
             let instruction = CStr::from_ptr(text).to_string_lossy().trim().to_owned();
             c::LLVMDisposeMessage(text);
             LinkError::SharedMemoryUse {
+                what,
                 name: name.to_owned(),
                 instruction,
             }
@@ -191,7 +287,7 @@ unsafe fn rewrite_shared_uses(
                             flags,
                         )
                     };
-                    rewrite_shared_uses(module, builder, user, gep, name)?;
+                    rewrite_shared_uses(module, builder, user, gep, name, what)?;
                     if is_instruction {
                         c::LLVMInstructionEraseFromParent(user);
                     }
@@ -494,7 +590,12 @@ mod tests {
              }\n",
         );
         match move_shared_to_addrspace3(&module).unwrap_err() {
-            LinkError::SharedMemoryUse { name, instruction } => {
+            LinkError::SharedMemoryUse {
+                what,
+                name,
+                instruction,
+            } => {
+                assert_eq!(what, "shared-memory");
                 assert_eq!(name, "tile");
                 assert!(
                     instruction.starts_with("store ptr addrspace(1) @tile"),
@@ -523,6 +624,84 @@ mod tests {
             ),
         );
         vec![DeviceInput::object("kernel.bc", kernel)]
+    }
+
+    /// A kernel reading element `%i` of a constant table of `words` words, `init`.
+    fn constant_kernel(words: u64, init: &str) -> Vec<DeviceInput> {
+        let kernel = bitcode(
+            "kernel",
+            &format!(
+                "@table = internal constant [{words} x i32] {init}, section \"{CONSTANT_SECTION}\", align 4\n\
+                 define ptx_kernel void @lookup(i64 %i, ptr %out) {{\n\
+                   %p = getelementptr i32, ptr @table, i64 %i\n\
+                   %v = load i32, ptr %p\n\
+                   store i32 %v, ptr %out\n\
+                   ret void\n\
+                 }}\n"
+            ),
+        );
+        vec![DeviceInput::object("kernel.bc", kernel)]
+    }
+
+    #[test]
+    fn constant_statics_are_in_the_constant_bank() {
+        let ptx = link(&constant_kernel(2, "[i32 7, i32 258]")).unwrap();
+        assert!(
+            ptx.lines()
+                .any(|l| l.starts_with(".const .align 4 .b8 table[8] = {7, 0, 0, 0, 2, 1")),
+            "{ptx}"
+        );
+        assert!(
+            ptx.contains("ld.const.b32") || ptx.contains("ld.const.u32"),
+            "{ptx}"
+        );
+        assert!(!ptx.contains(".offload.constant"), "{ptx}");
+    }
+
+    #[test]
+    fn constant_memory_over_the_bank_names_the_statics() {
+        let limit = MAX_CONSTANT_BYTES;
+        link(&constant_kernel(limit / 4, "zeroinitializer")).unwrap();
+        match link(&constant_kernel(limit / 4 + 1, "zeroinitializer")).unwrap_err() {
+            LinkError::ConstantMemoryLimit {
+                bytes,
+                limit: reported,
+                statics,
+            } => {
+                assert_eq!(
+                    (bytes, reported, statics.as_str()),
+                    (limit + 4, limit, "table")
+                );
+            }
+            other => panic!("{other}"),
+        }
+    }
+
+    #[test]
+    fn amdgpu_constant_uses_are_rebuilt_in_constant_memory() {
+        let context = Context::create();
+        let text = format!(
+            "target triple = \"{AMDGPU_TRIPLE}\"\n\
+             @table = internal addrspace(1) constant [4 x i32] [i32 1, i32 2, i32 3, i32 4], section \"{CONSTANT_SECTION}\", align 4\n\
+             define amdgpu_kernel void @k(i64 %i, ptr addrspace(1) %out) {{\n\
+               %p = getelementptr inbounds i32, ptr addrspace(1) @table, i64 %i\n\
+               %v = load i32, ptr addrspace(1) %p\n\
+               store i32 %v, ptr addrspace(1) %out\n\
+               ret void\n\
+             }}\n"
+        );
+        let buffer = MemoryBuffer::create_from_memory_range_copy(text.as_bytes(), "amdgpu");
+        let module = context.create_module_from_ir(buffer).unwrap();
+        assert_eq!(move_constants_to_addrspace4(&module).unwrap(), 1);
+        module.verify().unwrap();
+        let ir = module.print_to_string().to_string();
+        assert!(
+            ir.contains(
+                "@table = internal addrspace(4) constant [4 x i32] [i32 1, i32 2, i32 3, i32 4]"
+            ),
+            "{ir}"
+        );
+        assert!(ir.contains("load i32, ptr addrspace(4)"), "{ir}");
     }
 
     #[test]
