@@ -797,6 +797,45 @@ fn constant_statics_are_constant_memory() {
     assert!(info.kernels.iter().any(|k| k.name == "constant_tables"));
 }
 
+/// Half-precision atomics: NVIDIA's native `f16` add (sm_70 on) and `bf16` add (sm_90 on),
+/// a compare-and-swap loop for `bf16` on sm_80; AMD images built (a loop where the processor
+/// has no such add).
+#[test]
+fn half_atomics_are_native_where_the_gpu_has_them() {
+    if !nightly_ready() {
+        return;
+    }
+    let target = GpuTarget::parse("sm_80").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    for sm in ["sm_80", "sm_90"] {
+        let ptx = device_link::nvptx_link(&inputs, sm, &NvptxLinkOptions::default()).unwrap();
+        let body = ptx_entry(&ptx, "half_histogram").join("\n");
+        assert!(body.contains(".add.noftz.f16"), "{sm}:\n{body}");
+        if sm == "sm_90" {
+            assert!(body.contains(".add.noftz.bf16"), "{sm}:\n{body}");
+        } else {
+            assert!(
+                body.contains("atom.") && body.contains(".cas."),
+                "{sm}:\n{body}"
+            );
+        }
+        if device_link::ptxas_path().is_some() {
+            device_link::ptxas_verbose(&ptx, sm).unwrap();
+        }
+    }
+    let target = GpuTarget::parse("gfx90a").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    for id in ["gfx90a", "gfx942", "gfx1100"] {
+        let target = GpuTarget::parse(id).unwrap();
+        let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
+        let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
+        assert!(
+            info.kernels.iter().any(|k| k.name == "half_histogram"),
+            "{id}"
+        );
+    }
+}
+
 /// `bool` and a `#[repr(u16)]` enum by value (`combine_flags(flag: bool, mode: Combine, …)`):
 /// one byte and two, as the launch writes them, on both GPUs.
 #[test]

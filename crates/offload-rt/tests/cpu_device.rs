@@ -15,7 +15,7 @@ use offload_rt::{
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,constant_tables,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 

@@ -302,3 +302,61 @@ fn dot_product_of_f16_sums_in_f32() {
         "{total} vs {exact}"
     );
 }
+
+/// `f16` and `bf16` atomic adds from many threads into few bins: counts of ones and twos, exact
+/// in both formats up to their bins' totals, so the order of the adds does not matter; each
+/// thread gets a value its bin held before its add.
+#[test]
+fn half_atomics_count_exactly() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    // Bins of at most 256 (bf16 has 8 significant bits), every partial sum an integer.
+    let (n, bins) = (2000usize, 16u32);
+    let keys: Vec<u32> = (0..n as u32)
+        .map(|i| i.wrapping_mul(2_654_435_761) >> 7)
+        .collect();
+    let weights: Vec<f16> = (0..n).map(|i| f16::from_f32((1 + i % 2) as f32)).collect();
+    let (dk, dw) = (
+        DeviceBuffer::from_slice(&dev, &keys).unwrap(),
+        DeviceBuffer::from_slice(&dev, &weights).unwrap(),
+    );
+    let mut hb = DeviceBuffer::<f16>::zeroed(&dev, bins as usize).unwrap();
+    let mut bb = DeviceBuffer::<bf16>::zeroed(&dev, bins as usize).unwrap();
+    let mut old = DeviceBuffer::<f16>::zeroed(&dev, n).unwrap();
+    // SAFETY: both histograms have `bins` elements, accessed only atomically.
+    unsafe {
+        k::half_histogram.launch(
+            &dev,
+            LaunchConfig::for_num_elems(n as u32),
+            &dk,
+            &dw,
+            bins,
+            &mut hb,
+            &mut bb,
+            &mut old,
+        )
+    }
+    .unwrap();
+    let mut want = vec![0.0f32; bins as usize];
+    for (k, w) in keys.iter().zip(&weights) {
+        want[(k % bins) as usize] += w.to_f32();
+    }
+    let (hb, bb) = (hb.to_vec().unwrap(), bb.to_vec().unwrap());
+    for b in 0..bins as usize {
+        assert!(want[b] <= 256.0, "bin {b}: {}", want[b]);
+        assert_eq!(hb[b].to_f32(), want[b], "f16 bin {b}");
+        assert_eq!(bb[b].to_f32(), want[b], "bf16 bin {b}");
+    }
+    let old = old.to_vec().unwrap();
+    for i in 0..n {
+        let bin = (keys[i] % bins) as usize;
+        assert!(
+            old[i].to_f32() >= 0.0 && old[i].to_f32() + weights[i].to_f32() <= want[bin],
+            "element {i}: {} before in bin {bin} of {}",
+            old[i],
+            want[bin]
+        );
+    }
+}

@@ -50,6 +50,31 @@ pub fn f32_to_bf16(x: f32) -> bf16 {
     imp::f32_to_bf16(x)
 }
 
+/// Adds `value` to `*ptr` atomically and returns the value before (CUDA's
+/// `atomicAdd(__half *, __half)`), rounded once to the nearest `f16`: native where the GPU has
+/// it (`atom.add.noftz.f16` on NVIDIA), a compare-and-swap loop elsewhere (most AMD GPUs, the
+/// CPU device). Relaxed ordering, as CUDA's. Sums of many threads depend on their order unless
+/// every partial sum is exact (counts of ones up to 2048, say).
+///
+/// # Safety
+/// `ptr` is valid, 2-aligned and, while the launch runs, accessed only atomically.
+#[inline(always)]
+pub unsafe fn atomic_add_f16(ptr: *mut f16, value: f16) -> f16 {
+    // SAFETY: this function's contract.
+    unsafe { imp::atomic_add_f16(ptr, value) }
+}
+
+/// [`atomic_add_f16`] for `bf16` (native `atom.add.noftz.bf16` from sm_90 on, a
+/// compare-and-swap loop elsewhere); exact for counts up to 256.
+///
+/// # Safety
+/// As for [`atomic_add_f16`].
+#[inline(always)]
+pub unsafe fn atomic_add_bf16(ptr: *mut bf16, value: bf16) -> bf16 {
+    // SAFETY: this function's contract.
+    unsafe { imp::atomic_add_bf16(ptr, value) }
+}
+
 #[cfg(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu")))]
 mod imp {
     // `f16` below is Rust's primitive, whose `as` casts are LLVM's `fpext` and `fptrunc`.
@@ -60,6 +85,26 @@ mod imp {
     unsafe extern "C" {
         /// Defined by the device link of every GPU image as `fptrunc float to bfloat`.
         safe fn __offload_f32_to_bf16(x: f32) -> u16;
+        /// Defined by the device link as `atomicrmw fadd half`; returns the old bits.
+        fn __offload_atomic_add_f16(ptr: *mut u16, value: u16) -> u16;
+        /// Defined by the device link as `atomicrmw fadd bfloat`; returns the old bits.
+        fn __offload_atomic_add_bf16(ptr: *mut u16, value: u16) -> u16;
+    }
+
+    /// # Safety
+    /// As for [`super::atomic_add_f16`].
+    #[inline(always)]
+    pub(super) unsafe fn atomic_add_f16(ptr: *mut Half, value: Half) -> Half {
+        // SAFETY: the caller's contract; the helper is an atomic add of the 16 bits at `ptr`.
+        Half::from_bits(unsafe { __offload_atomic_add_f16(ptr.cast(), value.to_bits()) })
+    }
+
+    /// # Safety
+    /// As for [`super::atomic_add_f16`].
+    #[inline(always)]
+    pub(super) unsafe fn atomic_add_bf16(ptr: *mut bf16, value: bf16) -> bf16 {
+        // SAFETY: as in `atomic_add_f16`.
+        bf16::from_bits(unsafe { __offload_atomic_add_bf16(ptr.cast(), value.to_bits()) })
     }
 
     #[inline(always)]
@@ -97,5 +142,46 @@ mod imp {
     #[inline(always)]
     pub(super) fn f32_to_bf16(x: f32) -> bf16 {
         bf16::from_f32(x)
+    }
+
+    /// A compare-and-swap loop; the sum is made in `f64`, where the sum of two `f16`s is
+    /// exact, so it is rounded once, as the GPUs' additions round.
+    ///
+    /// # Safety
+    /// As for [`super::atomic_add_f16`].
+    #[inline(always)]
+    pub(super) unsafe fn atomic_add_f16(ptr: *mut f16, value: f16) -> f16 {
+        // SAFETY: the caller's contract: valid, 2-aligned, accessed only atomically.
+        let cell = unsafe { core::sync::atomic::AtomicU16::from_ptr(ptr.cast()) };
+        let add =
+            |bits: u16| (f16::from_f64(f16::from_bits(bits).to_f64() + value.to_f64())).to_bits();
+        f16::from_bits(update(cell, add))
+    }
+
+    /// As [`atomic_add_f16`] for `bf16`: where the `f64` sum is not exact, the smaller
+    /// addend is far below half a `bf16` step of the larger, and the rounding is the same.
+    ///
+    /// # Safety
+    /// As for [`super::atomic_add_f16`].
+    #[inline(always)]
+    pub(super) unsafe fn atomic_add_bf16(ptr: *mut bf16, value: bf16) -> bf16 {
+        // SAFETY: as in `atomic_add_f16`.
+        let cell = unsafe { core::sync::atomic::AtomicU16::from_ptr(ptr.cast()) };
+        let add =
+            |bits: u16| (bf16::from_f64(bf16::from_bits(bits).to_f64() + value.to_f64())).to_bits();
+        bf16::from_bits(update(cell, add))
+    }
+
+    /// Replaces the value of `cell` with `f` of it, atomically (relaxed); returns the old one.
+    #[inline(always)]
+    fn update(cell: &core::sync::atomic::AtomicU16, f: impl Fn(u16) -> u16) -> u16 {
+        use core::sync::atomic::Ordering::Relaxed;
+        let mut old = cell.load(Relaxed);
+        loop {
+            match cell.compare_exchange_weak(old, f(old), Relaxed, Relaxed) {
+                Ok(previous) => return previous,
+                Err(current) => old = current,
+            }
+        }
     }
 }

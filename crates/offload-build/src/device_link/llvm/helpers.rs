@@ -18,7 +18,15 @@ pub(super) const DYNAMIC_SHARED_MEMORY: &str = "__offload_dynamic_shared_memory"
 /// declare an address-space-3 global); `__offload_f32_to_bf16(x)`, `x` rounded to bfloat16 by
 /// `fptrunc` (Rust has no `bf16` type), which each image's processor lowers its own way:
 /// `cvt.rn.bf16.f32` from sm_80 on, integer operations before it and on most AMD GPUs.
-pub(super) const GPU_HELPERS: &[&str] = &["__offload_dynamic_shared", "__offload_f32_to_bf16"];
+/// `__offload_atomic_add_f16(p, v)` and `__offload_atomic_add_bf16(p, v)`: `atomicrmw fadd` of
+/// `half` / `bfloat` (Rust has no atomic floats), relaxed as Rust's and CUDA's atomics, which
+/// each processor lowers to its native instruction or a compare-and-swap loop.
+pub(super) const GPU_HELPERS: &[&str] = &[
+    "__offload_dynamic_shared",
+    "__offload_f32_to_bf16",
+    "__offload_atomic_add_f16",
+    "__offload_atomic_add_bf16",
+];
 pub(super) const GPU_HELPERS_IR: &str = r#"
 @__offload_dynamic_shared_memory = external addrspace(3) global [0 x i8], align 16
 
@@ -34,8 +42,25 @@ entry:
   ret i16 %r
 }
 
+define i16 @__offload_atomic_add_f16(ptr %p, i16 %v) #2 {
+entry:
+  %h = bitcast i16 %v to half
+  %old = atomicrmw fadd ptr %p, half %h monotonic, align 2
+  %r = bitcast half %old to i16
+  ret i16 %r
+}
+
+define i16 @__offload_atomic_add_bf16(ptr %p, i16 %v) #2 {
+entry:
+  %h = bitcast i16 %v to bfloat
+  %old = atomicrmw fadd ptr %p, bfloat %h monotonic, align 2
+  %r = bitcast bfloat %old to i16
+  ret i16 %r
+}
+
 attributes #0 = { alwaysinline nounwind willreturn }
 attributes #1 = { alwaysinline nounwind willreturn memory(none) }
+attributes #2 = { alwaysinline nounwind }
 "#;
 
 /// What offload-rt's AMDGPU device API asks the link to define, in IR because Rust cannot
