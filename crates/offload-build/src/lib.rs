@@ -640,7 +640,11 @@ fn warn_no_host_runtime(env: &Env, package: &str) {
         "`{package}` does not depend on `offload-rt` with its `host` feature (the runtime that \
          registers and launches kernels), so no device image is built or embedded: add \
          `offload-rt = \"{}\"` to the [dependencies] of `{package}` to launch its kernels",
-        env!("CARGO_PKG_VERSION_MAJOR").to_owned() + "." + env!("CARGO_PKG_VERSION_MINOR")
+        concat!(
+            env!("CARGO_PKG_VERSION_MAJOR"),
+            ".",
+            env!("CARGO_PKG_VERSION_MINOR")
+        )
     ));
 }
 

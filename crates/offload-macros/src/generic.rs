@@ -113,6 +113,15 @@ fn alternative(input: ParseStream) -> syn::Result<TokenStream2> {
     Ok(tokens)
 }
 
+/// The name a generic parameter declares.
+fn param_ident(param: &GenericParam) -> &Ident {
+    match param {
+        GenericParam::Type(t) => &t.ident,
+        GenericParam::Const(c) => &c.ident,
+        GenericParam::Lifetime(l) => &l.lifetime.ident,
+    }
+}
+
 /// The instantiations of `item` its attribute lists: `None` for a kernel without type or
 /// const parameters (whose attribute must be empty).
 pub(crate) fn instances(attr: TokenStream2, item: &ItemFn) -> syn::Result<Option<Generic>> {
@@ -134,16 +143,11 @@ pub(crate) fn instances(attr: TokenStream2, item: &ItemFn) -> syn::Result<Option
         }
         return Ok(None);
     }
-    let name_of = |p: &GenericParam| match p {
-        GenericParam::Type(t) => t.ident.clone(),
-        GenericParam::Const(c) => c.ident.clone(),
-        GenericParam::Lifetime(l) => l.lifetime.ident.clone(),
-    };
     let example = params
         .iter()
         .map(|p| match p {
             GenericParam::Const(c) => format!("{} = 8 | 16", c.ident),
-            _ => format!("{} = f32 | f64", name_of(p)),
+            _ => format!("{} = f32 | f64", param_ident(p)),
         })
         .collect::<Vec<_>>()
         .join(", ");
@@ -161,7 +165,7 @@ pub(crate) fn instances(attr: TokenStream2, item: &ItemFn) -> syn::Result<Option
         syn::parse::Parser::parse2(Punctuated::<Binding, Token![,]>::parse_terminated, attr)?;
     let mut choices: Vec<Option<Vec<Arg>>> = vec![None; params.len()];
     for binding in bindings {
-        let Some(index) = params.iter().position(|p| name_of(p) == binding.name) else {
+        let Some(index) = params.iter().position(|p| *param_ident(p) == binding.name) else {
             return Err(syn::Error::new(
                 binding.name.span(),
                 format!(
@@ -189,7 +193,7 @@ pub(crate) fn instances(attr: TokenStream2, item: &ItemFn) -> syn::Result<Option
     if let Some(missing) = params
         .iter()
         .zip(&choices)
-        .find_map(|(p, c)| c.is_none().then(|| name_of(p)))
+        .find_map(|(p, c)| c.is_none().then(|| param_ident(p).clone()))
     {
         return Err(syn::Error::new(
             missing.span(),
@@ -237,25 +241,8 @@ impl Generic {
             .iter()
             .filter(|a| a.path().is_ident("doc"))
             .collect();
-        let enum_params = self.params.iter().map(|p| match p {
-            GenericParam::Type(t) => {
-                let ident = &t.ident;
-                quote!(#ident)
-            }
-            GenericParam::Const(c) => {
-                let (ident, ty) = (&c.ident, &c.ty);
-                quote!(const #ident: #ty)
-            }
-            GenericParam::Lifetime(_) => TokenStream2::new(),
-        });
-        let phantom_types: Vec<_> = self
-            .params
-            .iter()
-            .filter_map(|p| match p {
-                GenericParam::Type(t) => Some(&t.ident),
-                _ => None,
-            })
-            .collect();
+        let enum_params = self.declarations();
+        let phantom_types: Vec<_> = self.type_params().collect();
         let listed: Vec<String> = self
             .instances
             .iter()
@@ -378,6 +365,29 @@ impl Generic {
         Ok(out)
     }
 
+    /// The parameters as a generic item declares them again, without bounds: `T`,
+    /// `const N: usize`.
+    fn declarations(&self) -> impl Iterator<Item = TokenStream2> + '_ {
+        self.params.iter().map(|p| match p {
+            GenericParam::Const(c) => {
+                let (ident, ty) = (&c.ident, &c.ty);
+                quote!(const #ident: #ty)
+            }
+            other => {
+                let ident = param_ident(other);
+                quote!(#ident)
+            }
+        })
+    }
+
+    /// The type parameters' names.
+    fn type_params(&self) -> impl Iterator<Item = &Ident> {
+        self.params.iter().filter_map(|p| match p {
+            GenericParam::Type(t) => Some(&t.ident),
+            _ => None,
+        })
+    }
+
     /// The generic handle's `launch`, for the instantiations listed (`Self: Instance`), so
     /// that type arguments the launch's arguments give may be left to inference
     /// (`axpy::<_, 64>`).
@@ -389,17 +399,7 @@ impl Generic {
     ) -> syn::Result<TokenStream2> {
         let (params, _) = crate::read_params(&item.sig)?;
         let (launch_args, launch_safety) = crate::launch_parts(&params);
-        let generics = self.params.iter().map(|p| match p {
-            GenericParam::Type(t) => {
-                let ident = &t.ident;
-                quote!(#ident)
-            }
-            GenericParam::Const(c) => {
-                let (ident, ty) = (&c.ident, &c.ty);
-                quote!(const #ident: #ty)
-            }
-            GenericParam::Lifetime(_) => TokenStream2::new(),
-        });
+        let generics = self.declarations();
         let param_bounds = self.params.iter().filter_map(|p| match p {
             GenericParam::Type(t) if !t.bounds.is_empty() => {
                 let (ident, bounds) = (&t.ident, &t.bounds);
@@ -407,24 +407,10 @@ impl Generic {
             }
             _ => None,
         });
-        let args = self.params.iter().map(|p| match p {
-            GenericParam::Type(t) => {
-                let ident = &t.ident;
-                quote!(#ident)
-            }
-            GenericParam::Const(c) => {
-                let ident = &c.ident;
-                quote!(#ident)
-            }
-            GenericParam::Lifetime(_) => TokenStream2::new(),
-        });
-        let device_copy = self.params.iter().filter_map(|p| match p {
-            GenericParam::Type(t) => {
-                let ident = &t.ident;
-                Some(quote!(#ident: ::offload_rt::DeviceCopy,))
-            }
-            _ => None,
-        });
+        let args = self.params.iter().map(param_ident);
+        let device_copy = self
+            .type_params()
+            .map(|ident| quote!(#ident: ::offload_rt::DeviceCopy,));
         // Lifetime predicates name lifetimes the impl does not declare; the launch needs none.
         let predicates = item
             .sig

@@ -33,8 +33,8 @@ fn as_bytes<T: DeviceCopy>(s: &[T]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(s.as_ptr().cast(), size_of_val(s)) }
 }
 
-/// The bytes of `s`, to be overwritten with bytes of device memory: the caller passes them
-/// to [`check_values`] before `s` is read as `T`s again.
+/// The bytes of `s`, to be overwritten with bytes of device memory: the caller checks them
+/// with [`check_values`] (and replaces them if they fail) before `s` is read as `T`s again.
 fn as_bytes_mut<T: DeviceCopy>(s: &mut [T]) -> &mut [u8] {
     #[allow(clippy::let_unit_value)]
     let () = T::__OFFLOAD_LAYOUT;
@@ -43,19 +43,15 @@ fn as_bytes_mut<T: DeviceCopy>(s: &mut [T]) -> &mut [u8] {
     unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast(), size_of_val(s)) }
 }
 
-/// [`Error::InvalidValue`] if `bytes`, just copied from device memory into `T`s, hold an
-/// element that is no value of `T`; the elements are then all zero bytes (a valid `T`), so
-/// that the slice they belong to stays sound.
-pub(crate) fn check_values<T: DeviceCopy>(bytes: &mut [u8]) -> Result<()> {
+/// [`Error::InvalidValue`] if `bytes`, copied from device memory as `T`s, hold an element that
+/// is no value of `T`.
+pub(crate) fn check_values<T: DeviceCopy>(bytes: &[u8]) -> Result<()> {
     match crate::kernel::first_invalid::<T>(bytes) {
         None => Ok(()),
-        Some(index) => {
-            bytes.fill(0);
-            Err(Error::InvalidValue {
-                type_name: std::any::type_name::<T>(),
-                index,
-            })
-        }
+        Some(index) => Err(Error::InvalidValue {
+            type_name: std::any::type_name::<T>(),
+            index,
+        }),
     }
 }
 
@@ -117,7 +113,8 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         // SAFETY: the allocation holds `len` elements, as many bytes as `out`.
         unsafe { self.device.backend().copy_to_host(bytes, self.ptr) }
             .map_err(|e| self.device.with_fault_context(e))?;
-        check_values::<T>(bytes)
+        // Invalid elements are replaced by zero bytes (a valid `T`): `out` stays sound.
+        check_values::<T>(bytes).inspect_err(|_| bytes.fill(0))
     }
 
     /// The buffer's contents, after every earlier launch.

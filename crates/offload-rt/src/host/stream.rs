@@ -822,13 +822,7 @@ impl<T: DeviceCopy> PinnedBuffer<T> {
         // SAFETY: `bytes()` initialized bytes owned by `self`; no copy uses them now (settled),
         // and no `&mut` to them exists while `&self` does.
         let bytes = unsafe { std::slice::from_raw_parts(self.ptr(), self.bytes()) };
-        match crate::kernel::first_invalid::<T>(bytes) {
-            None => Ok(()),
-            Some(index) => Err(Error::InvalidValue {
-                type_name: std::any::type_name::<T>(),
-                index,
-            }),
-        }
+        super::buffer::check_values::<T>(bytes)
     }
 
     /// The elements, once the copies using the buffer are done.

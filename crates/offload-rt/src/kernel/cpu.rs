@@ -208,14 +208,21 @@ pub(super) fn lane_id() -> u32 {
     rank() % CPU_WARP_SIZE
 }
 
+/// The calling thread's rank, the rank of its warp's first lane and the number of lanes its
+/// warp has (fewer than [`CPU_WARP_SIZE`] in a block's last, partial warp).
+#[inline(always)]
+fn warp_of_rank() -> (u32, u32, u32) {
+    let rank = rank();
+    let base = rank - rank % CPU_WARP_SIZE;
+    let [bx, by, bz] = BLOCK_DIM.get();
+    (rank, base, (bx * by * bz - base).min(CPU_WARP_SIZE))
+}
+
 /// Publishes `value` in the caller's slot and waits for its warp: returns the slots of this
 /// operation, the index of the warp's first slot and the number of lanes the warp has.
 #[inline(always)]
 fn publish(value: u64) -> (*const u64, usize, u32) {
-    let rank = rank();
-    let base = rank - rank % CPU_WARP_SIZE;
-    let [bx, by, bz] = BLOCK_DIM.get();
-    let lanes = (bx * by * bz - base).min(CPU_WARP_SIZE);
+    let (rank, base, lanes) = warp_of_rank();
     // SAFETY: `rank` < threads per block <= 1024, the length of PARITY and of each slot
     // array; the thread's own entries are written by it alone.
     let slots = unsafe {
@@ -275,10 +282,7 @@ pub(super) fn warp_any(predicate: bool) -> bool {
 /// again, so that no lane writes its slot for a next operation while another reads it.
 #[inline(always)]
 fn exchange_masked<R>(value: u64, read: impl FnOnce(*const u64, usize, u32) -> R) -> R {
-    let rank = rank();
-    let base = rank - rank % CPU_WARP_SIZE;
-    let [bx, by, bz] = BLOCK_DIM.get();
-    let lanes = (bx * by * bz - base).min(CPU_WARP_SIZE);
+    let (rank, base, lanes) = warp_of_rank();
     let slots = MASKED.0.get().cast::<u64>();
     // SAFETY: `rank` < threads per block <= 1024, the slots' length; the thread's own slot is
     // written by it alone.
@@ -327,11 +331,7 @@ pub(super) fn warp_any_masked(mask: u64, predicate: bool) -> bool {
 
 #[inline(always)]
 pub(super) fn warp_all_masked(mask: u64, predicate: bool) -> bool {
-    let lanes = {
-        let rank = rank();
-        let [bx, by, bz] = BLOCK_DIM.get();
-        (bx * by * bz - (rank - rank % CPU_WARP_SIZE)).min(CPU_WARP_SIZE)
-    };
+    let (_, _, lanes) = warp_of_rank();
     let existing = mask & (u64::MAX >> (64 - lanes));
     ballot_masked(mask, predicate) == existing
 }
@@ -343,11 +343,7 @@ pub(super) fn sync_warp_masked(_mask: u64) {
 
 #[inline(always)]
 pub(super) fn warp_all(predicate: bool) -> bool {
-    let lanes = {
-        let rank = rank();
-        let [bx, by, bz] = BLOCK_DIM.get();
-        (bx * by * bz - (rank - rank % CPU_WARP_SIZE)).min(CPU_WARP_SIZE)
-    };
+    let (_, _, lanes) = warp_of_rank();
     ballot(predicate) == u64::MAX >> (64 - lanes)
 }
 
