@@ -1,6 +1,7 @@
 //! The parity benchmark's kernels timed on a CUDA GPU, each Rust kernel against its CUDA C
 //! twin in one run (`benches/parity`): the same inputs, the same launch configuration, device
-//! time from events, the median of `--reps` launches after a warm-up, and the outputs of the
+//! time from events, the median of `--reps` launches after a warm-up (the two sides launched
+//! alternately), and the outputs of the
 //! two compared (bit for bit where the two compute the same operations, else within a relative
 //! tolerance: C contracts `a * x + y` into one `fma`).
 //!
@@ -149,7 +150,7 @@ fn cases() -> Vec<Case> {
             c: vec![U32(m), Ptr(0), Ptr(1), Ptr(2)],
             config: tile_cfg(m, m, 16, 16),
             output: 2,
-            tolerance: 1e-4,
+            tolerance: 0.0,
         },
         Case {
             name: "reduce_shared",
@@ -305,27 +306,36 @@ fn median(mut v: Vec<f32>) -> f32 {
     v[v.len() / 2]
 }
 
-/// Device milliseconds of one side's launches: the median of `reps`, after a warm-up.
-fn time(
+/// Device milliseconds of each side's launches, Rust's and C's: the medians of `reps` each,
+/// after a warm-up of each, the two sides alternating launch by launch (and which goes first
+/// alternating too), so that a GPU's clocks or temperature drifting over the run weigh on both
+/// alike.
+fn time_pair(
     device: &Device,
     raw: &CudaDevice,
-    module: &'static str,
     case: &Case,
     b: &Buffers,
-    args: &[Arg],
     reps: u32,
-) -> BenchResult<f32> {
-    launch(device, module, case.name, b, args, &case.config)?;
-    let (start, end) = (raw.event()?, raw.event()?);
-    let mut times = Vec::new();
-    for _ in 0..reps {
-        start.record()?;
+) -> BenchResult<(f32, f32)> {
+    let sides = [(RUST, &case.rust), (C, &case.c)];
+    for (module, args) in sides {
         launch(device, module, case.name, b, args, &case.config)?;
-        end.record()?;
-        end.synchronize()?;
-        times.push(end.elapsed_ms_since(&start)?);
     }
-    Ok(median(times))
+    let (start, end) = (raw.event()?, raw.event()?);
+    let mut times = [Vec::new(), Vec::new()];
+    for rep in 0..reps {
+        let order = if rep % 2 == 0 { [0, 1] } else { [1, 0] };
+        for side in order {
+            let (module, args) = sides[side];
+            start.record()?;
+            launch(device, module, case.name, b, args, &case.config)?;
+            end.record()?;
+            end.synchronize()?;
+            times[side].push(end.elapsed_ms_since(&start)?);
+        }
+    }
+    let [rust, c] = times;
+    Ok((median(rust), median(c)))
 }
 
 fn run() -> BenchResult<bool> {
@@ -379,8 +389,7 @@ fn run() -> BenchResult<bool> {
         let from_c = b.bufs[case.output].to_vec()?;
         let same = agree(&from_rust, &from_c, case.tolerance);
         all_agree &= same;
-        let rust_ms = time(&device, &raw, RUST, &case, &b, &case.rust, reps)?;
-        let c_ms = time(&device, &raw, C, &case, &b, &case.c, reps)?;
+        let (rust_ms, c_ms) = time_pair(&device, &raw, &case, &b, reps)?;
         ratios.push(f64::from(c_ms / rust_ms));
         println!(
             "{:<14} {rust_ms:>10.4} {c_ms:>10.4} {:>8.3}  {}",

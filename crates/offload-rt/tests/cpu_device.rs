@@ -15,7 +15,7 @@ use offload_rt::{
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -1869,6 +1869,86 @@ fn panics_in_kernels_with_barriers_and_in_every_thread() {
 
 /// Core's panics on the CPU device keep their full messages (GPUs record values or literal
 /// text and the host words them the same way, see `backend::gpu::channel`).
+/// `Rows`: a slice as rows, read by column and row, each check's panic with its message and
+/// the caller's line.
+#[test]
+fn rows_read_by_column_and_row() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let (w, h) = (7u32, 5u32);
+    // One element more than the rows hold: not reachable through them.
+    let input: Vec<u32> = (0..w * h + 1).map(|i| i * 3 + 1).collect();
+    let din = DeviceBuffer::from_slice(&dev, &input).unwrap();
+    let mut out = DeviceBuffer::<u32>::zeroed(&dev, (w * h) as usize).unwrap();
+    let config = LaunchConfig {
+        grid: (2, 3, 1),
+        block: (4, 2, 1),
+        shared_mem_bytes: 0,
+    };
+    k::shifted_rows
+        .launch(&dev, config, w, h, 2, 0, 0, &din, &mut out)
+        .unwrap();
+    let at = |x: u32, y: u32| input[(y * w + x) as usize];
+    let want: Vec<u32> = (0..h)
+        .flat_map(|y| (0..w).map(move |x| (x, y)))
+        .map(|(x, y)| {
+            let row_sum: u32 = (0..w).map(|c| at(c, y)).sum();
+            let shifted = if x + 2 < w { at(x + 2, y) } else { row_sum };
+            shifted + 1000 * at(x, y)
+        })
+        .collect();
+    assert_eq!(out.to_vec().unwrap(), want);
+
+    let line = fixture_line("*o = shifted + 1000 * *rows.at(");
+    // Column 6 in every row, then row 4 in every column, then every thread: which thread
+    // reports first is the scheduler's choice, its column or row is not.
+    for (dx, dy, h, message) in [
+        (
+            1,
+            0,
+            h,
+            "column index out of bounds: not less than the rows' width",
+        ),
+        (
+            0,
+            1,
+            h,
+            "row index out of bounds: not less than the number of rows",
+        ),
+        (
+            0,
+            0,
+            h + 1,
+            "rows: the slice holds fewer than width x height elements",
+        ),
+    ] {
+        let err = k::shifted_rows
+            .launch(&dev, config, w, h, 2, dx, dy, &din, &mut out)
+            .unwrap_err();
+        let Error::KernelPanic { panic, .. } = &err else {
+            panic!("{err}");
+        };
+        assert_eq!(panic.message, message);
+        let want_line = if h == 5 {
+            line
+        } else {
+            fixture_line("let rows = Rows::new(input, w, h);")
+        };
+        assert_eq!(panic.line, want_line, "{message}");
+        let (x, y) = (
+            panic.block[0] * 4 + panic.thread[0],
+            panic.block[1] * 2 + panic.thread[1],
+        );
+        match (dx, dy) {
+            (1, _) => assert_eq!(x, 6, "{message}"),
+            (_, 1) => assert_eq!(y, 4, "{message}"),
+            _ => {}
+        }
+    }
+}
+
 #[test]
 fn each_kind_of_panic_reports_its_message() {
     if !setup() {

@@ -68,17 +68,29 @@ record() {
 
 # timed LOG COMMAND...: runs the command into LOG; sets rc and secs.
 timed() {
-    local log=$1
-    shift
+    timed_split "$1" "" "${@:2}"
+}
+
+# timed_split OUT ERR COMMAND...: the same with stdout into OUT and stderr into ERR (into OUT
+# too where ERR is empty).
+timed_split() {
+    local out=$1 err=$2
+    shift 2
     local t0 t1
     t0=$(date +%s.%N)
-    timeout "$step_timeout" "$@" >"$log" 2>&1
+    if [ -n "$err" ]; then
+        timeout "$step_timeout" "$@" >"$out" 2>"$err"
+    else
+        timeout "$step_timeout" "$@" >"$out" 2>&1
+    fi
     rc=$?
     t1=$(date +%s.%N)
     secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
 }
 
-# The lines of a program's output that must agree between devices, as a digest.
+# The lines of a program's stdout that must agree between devices, as a digest: stdout holds
+# results; what differs by device (which image ran, a kernel only a GPU runs, the CPU device's
+# notes) goes to `device:` and `image:` lines or to stderr.
 digest_of() {
     grep -v -e '^device:' -e '^image:' "$1" | sha256sum | cut -c1-16
 }
@@ -97,12 +109,12 @@ done
 # Programs: on the GPU (the runtime picks it) and on the CPU device; their outputs must agree.
 for p in saxpy reduce half-sum mixed offload-rt-kernel-run; do
     cpu_log="$logs/$p.cpu.log"
-    OFFLOAD_DEVICE=cpu timed "$cpu_log" "$bin/$p"
+    OFFLOAD_DEVICE=cpu timed_split "$cpu_log" "$logs/$p.cpu.stderr.log" "$bin/$p"
     cpu_rc=$rc
     cpu_digest=$(digest_of "$cpu_log")
     if [ "$nvidia" = 1 ] || [ "$amd" = 1 ]; then
         gpu_log="$logs/$p.gpu.log"
-        timed "$gpu_log" "$bin/$p"
+        timed_split "$gpu_log" "$logs/$p.gpu.stderr.log" "$bin/$p"
         device="$(sed -n 's/^device: //p' "$gpu_log" | head -n 1)"
         gpu_digest=$(digest_of "$gpu_log")
         if [ "$rc" = 0 ] && [ "$cpu_rc" = 0 ] && [ "$gpu_digest" = "$cpu_digest" ]; then
@@ -114,7 +126,7 @@ for p in saxpy reduce half-sum mixed offload-rt-kernel-run; do
         if [ "$cpu_rc" = 0 ]; then
             record "program $p" PASS "$secs" "CPU device: digest $cpu_digest"
         else
-            record "program $p" FAIL "$secs" "CPU device: exit $cpu_rc (see logs/$p.cpu.log)"
+            record "program $p" FAIL "$secs" "CPU device: exit $cpu_rc (see logs/$p.cpu.log and $p.cpu.stderr.log)"
         fi
     fi
 done

@@ -7,9 +7,9 @@
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use offload_rt::kernel::{
-    DisjointSlice, block_dim_x, block_idx_x, block_idx_y, block_stride_x, dynamic_shared,
-    global_idx_x, global_idx_y, grid_stride_x, grid_thread_rank, lane_id, math, shuffle_down,
-    sync_threads, thread_idx_x, thread_idx_y, warp_size,
+    DisjointSlice, Rows, block_dim_x, block_idx_x, block_idx_y, block_stride_x, dynamic_shared,
+    global_idx_x, grid_stride_x, grid_thread_rank, lane_id, math, shuffle_down, sync_threads,
+    thread_idx_x, thread_idx_y, warp_size,
 };
 use offload_rt::{DeviceCopy, kernel, shared_array};
 
@@ -42,6 +42,7 @@ pub fn matmul(n: u32, a: &[f32], b: &[f32], mut c: DisjointSlice<f32>) {
     let tile_a: *mut f32 = shared_array!(f32, TILE * TILE);
     let tile_b: *mut f32 = shared_array!(f32, TILE * TILE);
     let n = n as usize;
+    let (a, b) = (Rows::new(a, n, n), Rows::new(b, n, n));
     let (tx, ty) = (thread_idx_x() as usize, thread_idx_y() as usize);
     let col = block_idx_x() as usize * TILE + tx;
     let row = block_idx_y() as usize * TILE + ty;
@@ -49,12 +50,12 @@ pub fn matmul(n: u32, a: &[f32], b: &[f32], mut c: DisjointSlice<f32>) {
     for t in 0..n.div_ceil(TILE) {
         let (ka, kb) = (t * TILE + tx, t * TILE + ty);
         let va = if row < n && ka < n {
-            a[row * n + ka]
+            *a.at(ka, row)
         } else {
             0.0
         };
         let vb = if kb < n && col < n {
-            b[kb * n + col]
+            *b.at(col, kb)
         } else {
             0.0
         };
@@ -65,12 +66,16 @@ pub fn matmul(n: u32, a: &[f32], b: &[f32], mut c: DisjointSlice<f32>) {
         }
         sync_threads();
         for k in 0..TILE {
-            // SAFETY: as above, `k < TILE`.
-            acc += unsafe { *tile_a.add(ty * TILE + k) * *tile_b.add(k * TILE + tx) };
+            // SAFETY: as above, `k < TILE`. `fma`, as C's compiler contracts `acc += a * b`.
+            acc = math::fma(
+                unsafe { *tile_a.add(ty * TILE + k) },
+                unsafe { *tile_b.add(k * TILE + tx) },
+                acc,
+            );
         }
         sync_threads();
     }
-    if let Some(out) = c.for_thread_in_rows(n) {
+    if let Some((_, out)) = c.for_thread_xy(n) {
         *out = acc;
     }
 }
@@ -151,6 +156,7 @@ pub fn transpose(width: u32, height: u32, input: &[f32], out: *mut f32) {
     const PITCH: usize = TRANSPOSE_TILE + 1;
     let tile: *mut f32 = shared_array!(f32, TRANSPOSE_TILE * PITCH);
     let (w, h) = (width as usize, height as usize);
+    let input = Rows::new(input, w, h);
     let (tx, ty) = (thread_idx_x() as usize, thread_idx_y() as usize);
     let bx = block_idx_x() as usize * TRANSPOSE_TILE;
     let by = block_idx_y() as usize * TRANSPOSE_TILE;
@@ -158,7 +164,7 @@ pub fn transpose(width: u32, height: u32, input: &[f32], out: *mut f32) {
         let (x, y) = (bx + tx, by + ty + j);
         if x < w && y < h {
             // SAFETY: `ty + j < TRANSPOSE_TILE`, `tx < PITCH`.
-            unsafe { *tile.add((ty + j) * PITCH + tx) = input[y * w + x] };
+            unsafe { *tile.add((ty + j) * PITCH + tx) = *input.at(x, y) };
         }
     }
     sync_threads();
@@ -176,13 +182,15 @@ pub fn transpose(width: u32, height: u32, input: &[f32], out: *mut f32) {
 #[kernel]
 pub fn stencil5(width: u32, height: u32, input: &[f32], mut out: DisjointSlice<f32>) {
     let (w, h) = (width as usize, height as usize);
-    let (x, y) = (global_idx_x(), global_idx_y());
-    if let Some(o) = out.for_thread_in_rows(w) {
-        let c = y * w + x;
+    let input = Rows::new(input, w, h);
+    if let Some(((x, y), o)) = out.for_thread_xy(w)
+        && y < h
+    {
+        let at = |x, y| *input.at(x, y);
         *o = if x > 0 && y > 0 && x + 1 < w && y + 1 < h {
-            0.5 * input[c] + 0.125 * (input[c - 1] + input[c + 1] + input[c - w] + input[c + w])
+            0.5 * at(x, y) + 0.125 * (at(x - 1, y) + at(x + 1, y) + at(x, y - 1) + at(x, y + 1))
         } else {
-            input[c]
+            at(x, y)
         };
     }
 }

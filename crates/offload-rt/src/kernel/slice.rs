@@ -115,8 +115,9 @@ fn block_rank() -> usize {
 /// [`grid_thread_rank`] ([`DisjointSlice::for_thread`]), its block's element for thread 0 of
 /// each block ([`DisjointSlice::for_block`]), a chunk of consecutive elements
 /// ([`DisjointSlice::chunk_for_thread`]), or the element at its (x, y) position in a
-/// row-major array ([`DisjointSlice::for_thread_in_rows`]). Owned elements can be read and
-/// written; other threads' elements are reachable only through `unsafe`.
+/// row-major array ([`DisjointSlice::for_thread_xy`], [`DisjointSlice::for_thread_in_rows`]).
+/// Owned elements can be read and written; other threads' elements are reachable only through
+/// `unsafe`.
 ///
 /// The host passes it as `&mut DeviceBuffer<T>`. It is neither `Copy` nor `Clone`, and every
 /// accessor borrows it mutably, so a thread holds at most one `&mut` to an element.
@@ -209,6 +210,27 @@ impl<T: DeviceCopy> DisjointSlice<'_, T> {
         unsafe { self.owned(i) }
     }
 
+    /// The element at column [`global_idx_x`], row [`global_idx_y`] of a row-major array
+    /// `row_len` elements wide, with its column and row, for the threads of the launch's first
+    /// plane (z indices 0, of the thread and of its block: every thread of a 2-D launch), or
+    /// `None` (the column past `row_len`, the index past the end, or another plane). The 2-D
+    /// accessor, as cheap as CUDA C's `y * width + x`: in a 2-D launch it is
+    /// [`DisjointSlice::for_thread_in_rows`] without the planes.
+    #[inline(always)]
+    pub fn for_thread_xy(&mut self, row_len: usize) -> Option<((usize, usize), &mut T)> {
+        if thread_idx_z() | block_idx_z() != 0 {
+            return None;
+        }
+        let (x, y) = (global_idx_x(), global_idx_y());
+        if x >= row_len {
+            return None;
+        }
+        let i = y.checked_mul(row_len)?.checked_add(x)?;
+        // SAFETY: among the threads with z indices 0, two with different (x, y) and
+        // x < row_len get different indices.
+        unsafe { self.owned(i) }.map(|e| ((x, y), e))
+    }
+
     /// Element `i` as the calling thread's own, or `None` past the end.
     ///
     /// # Safety
@@ -242,5 +264,115 @@ impl<T: DeviceCopy> DisjointSlice<'_, T> {
     #[inline(always)]
     pub fn as_mut_ptr(&mut self) -> *mut T {
         self.ptr.as_ptr()
+    }
+}
+
+/// A read-only slice seen as a row-major matrix of `height` rows of `width` elements,
+/// indexed by column and row.
+///
+/// `rows.at(x, y)` checks `x < width` and `y < height`. A kernel usually guards its accesses
+/// with those very comparisons (`if x < w && y < h`), so the optimizer removes the checks and
+/// no panic branch stands between one load and the next: the loads issue together, as in C.
+/// `slice[y * w + x]` instead checks the flat index against the slice's length, which no
+/// guard on `x` and `y` implies, and every such check orders the loads after it. The one
+/// check left is [`Rows::new`]'s, once per thread: the slice holds `width * height` elements.
+///
+/// ```ignore
+/// let input = Rows::new(input, w, h);
+/// if x < w && y + 1 < h {
+///     *o = input.at(x, y) + input.at(x, y + 1);
+/// }
+/// ```
+#[derive(Debug)]
+pub struct Rows<'a, T> {
+    data: &'a [T],
+    width: usize,
+    height: usize,
+}
+
+impl<T> Clone for Rows<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Rows<'_, T> {}
+
+impl<'a, T> Rows<'a, T> {
+    /// The first `width * height` elements of `data` as `height` rows of `width`.
+    ///
+    /// # Panics
+    ///
+    /// When `data` has fewer than `width * height` elements.
+    #[inline(always)]
+    #[track_caller]
+    pub fn new(data: &'a [T], width: usize, height: usize) -> Self {
+        match width.checked_mul(height) {
+            Some(n) if n <= data.len() => Rows {
+                data,
+                width,
+                height,
+            },
+            // A literal message, which a GPU's panic report keeps whole.
+            _ => panic!("rows: the slice holds fewer than width x height elements"),
+        }
+    }
+
+    /// Elements per row.
+    #[inline(always)]
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Number of whole rows.
+    #[inline(always)]
+    pub fn height(&self) -> usize {
+        self.height
+    }
+
+    /// The element at column `x` of row `y`, or `None` outside the rows.
+    #[inline(always)]
+    pub fn get(&self, x: usize, y: usize) -> Option<&'a T> {
+        if x < self.width && y < self.height {
+            // SAFETY: `y * width + x < height * width <= data.len()` (`new`).
+            Some(unsafe { self.data.get_unchecked(y * self.width + x) })
+        } else {
+            None
+        }
+    }
+
+    /// The element at column `x` of row `y`.
+    ///
+    /// # Panics
+    ///
+    /// When `x >= width` or `y >= height`.
+    #[inline(always)]
+    #[track_caller]
+    pub fn at(&self, x: usize, y: usize) -> &'a T {
+        // Literal messages, which a GPU's panic report keeps whole. No `Option<&T>` on the
+        // way: matching one tests the element's address for null, which the optimizer cannot
+        // always rule out, a branch before each load again.
+        if x >= self.width {
+            panic!("column index out of bounds: not less than the rows' width")
+        }
+        if y >= self.height {
+            panic!("row index out of bounds: not less than the number of rows")
+        }
+        // SAFETY: `y * width + x < height * width <= data.len()` (`new`).
+        unsafe { self.data.get_unchecked(y * self.width + x) }
+    }
+
+    /// Row `y`, or `None` past the last row.
+    #[inline(always)]
+    pub fn row(&self, y: usize) -> Option<&'a [T]> {
+        if y < self.height {
+            // SAFETY: `(y + 1) * width <= height * width <= data.len()` (`new`).
+            Some(unsafe {
+                self.data
+                    .get_unchecked(y * self.width..(y + 1) * self.width)
+            })
+        } else {
+            None
+        }
     }
 }
