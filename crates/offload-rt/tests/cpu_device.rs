@@ -1901,7 +1901,7 @@ fn rows_read_by_column_and_row() {
         .collect();
     assert_eq!(out.to_vec().unwrap(), want);
 
-    let line = fixture_line("*o = shifted + 1000 * *rows.at(");
+    let line = fixture_line("*o = shifted.wrapping_add(rows.at(");
     // Column 6 in every row, then row 4 in every column, then every thread: which thread
     // reports first is the scheduler's choice, its column or row is not.
     for (dx, dy, h, message) in [

@@ -8,8 +8,8 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use offload_rt::kernel::{
     DisjointSlice, Rows, block_dim_x, block_idx_x, block_idx_y, block_stride_x, dynamic_shared,
-    global_idx_x, grid_stride_x, grid_thread_rank, lane_id, math, shuffle_down, sync_threads,
-    thread_idx_x, thread_idx_y, warp_size,
+    global_idx_x, grid_stride_x, lane_id, math, shuffle_down, sync_threads, thread_idx_x,
+    thread_idx_y, warp_size,
 };
 use offload_rt::{DeviceCopy, kernel, shared_array};
 
@@ -89,11 +89,11 @@ pub fn reduce_shared(input: &[u32], out: *mut u32) {
     // SAFETY: `tid < BLOCK`.
     unsafe { *partial.add(tid) = input.get(global_idx_x()).copied().unwrap_or(0) };
     sync_threads();
-    let mut stride = block_dim_x() as usize / 2;
+    let mut stride = block_dim_x() / 2;
     while stride > 0 {
-        if tid < stride {
+        if tid < stride as usize {
             // SAFETY: `tid + stride < block_dim_x() <= BLOCK`.
-            unsafe { *partial.add(tid) += *partial.add(tid + stride) };
+            unsafe { *partial.add(tid) += *partial.add(tid + stride as usize) };
         }
         sync_threads();
         stride /= 2;
@@ -278,8 +278,7 @@ pub fn scan(input: &[u32], mut out: DisjointSlice<u32>) {
 /// `out[i] = src[idx[i]]`, every index checked (the C twin checks none).
 #[kernel]
 pub fn gather(src: &[f32], idx: &[u32], mut out: DisjointSlice<f32>) {
-    let i = grid_thread_rank();
-    if let Some(o) = out.for_thread() {
+    if let Some((i, o)) = out.for_thread_x() {
         *o = src[idx[i] as usize];
     }
 }
@@ -288,8 +287,9 @@ pub fn gather(src: &[f32], idx: &[u32], mut out: DisjointSlice<f32>) {
 /// carries the same algorithm), `sqrt`, `fma` and `floor` as instructions.
 #[kernel]
 pub fn gauss(x: &[f32], mut y: DisjointSlice<f32>) {
-    let i = grid_thread_rank();
-    if let (Some(o), Some(&v)) = (y.for_thread(), x.get(i)) {
+    if let Some((i, o)) = y.for_thread_x()
+        && let Some(&v) = x.get(i)
+    {
         *o = math::fma(
             math::exp(-0.5 * v * v),
             math::sqrt(math::abs(v)),
@@ -315,8 +315,9 @@ pub struct Affine {
 /// `y[i] = clamp(x[i] * p.scale + p.bias, p.lo, p.hi)`, the parameters a struct by value.
 #[kernel]
 pub fn affine(p: Affine, x: &[f32], mut y: DisjointSlice<f32>) {
-    let i = grid_thread_rank();
-    if let (Some(o), Some(&v)) = (y.for_thread(), x.get(i)) {
+    if let Some((i, o)) = y.for_thread_x()
+        && let Some(&v) = x.get(i)
+    {
         *o = math::min(math::max(v * p.scale + p.bias, p.lo), p.hi);
     }
 }
@@ -324,8 +325,9 @@ pub fn affine(p: Affine, x: &[f32], mut y: DisjointSlice<f32>) {
 /// `q[i] = a[i] / b[i]`: a zero divisor panics (the C twin traps).
 #[kernel]
 pub fn divide(a: &[u32], b: &[u32], mut q: DisjointSlice<u32>) {
-    let i = grid_thread_rank();
-    if let (Some(o), Some(&x), Some(&d)) = (q.for_thread(), a.get(i), b.get(i)) {
+    if let Some((i, o)) = q.for_thread_x()
+        && let (Some(&x), Some(&d)) = (a.get(i), b.get(i))
+    {
         *o = x / d;
     }
 }
@@ -338,7 +340,7 @@ pub fn reverse(input: &[f32], mut out: DisjointSlice<f32>) {
     // SAFETY: the launch gives `n` f32s of dynamic shared memory; `t < n`.
     unsafe { *tile.add(t) = input.get(global_idx_x()).copied().unwrap_or(0.0) };
     sync_threads();
-    if let Some(o) = out.for_thread() {
+    if let Some((_, o)) = out.for_thread_x() {
         // SAFETY: as above, `n - 1 - t < n`.
         *o = unsafe { *tile.add(n - 1 - t) };
     }

@@ -3,7 +3,7 @@
 //! defines the device API's IR helpers, [`fixups`] makes AMDGPU's by-value kernel parameters
 //! `byref` and internalizes all but the kernels, [`shared_memory`] moves shared-memory statics
 //! to address space 3 and checks their size, [`codegen`] runs `default<O3>`, after which
-//! [`panic_sites`] describes the constant panic sites in the module's table, [`read_only`] marks the loads through `&[T]` parameters invariant, and [`codegen`] emits PTX
+//! [`null_tests`] folds the null tests of accessors' options, [`panic_sites`] describes the constant panic sites in the module's table, [`read_only`] marks the loads through `&[T]` parameters invariant, and [`codegen`] emits PTX
 //! or an object. This file holds the entry points for NVPTX and AMDGPU.
 
 use std::ffi::CStr;
@@ -39,6 +39,7 @@ mod crash;
 mod fixups;
 mod helpers;
 mod link;
+mod null_tests;
 mod panic_sites;
 mod panics;
 mod read_only;
@@ -205,6 +206,9 @@ fn link_for<'ctx>(
     }
     read_only::describe_marker(&module);
     optimize(&module, machine)?;
+    if null_tests::fold_null_tests(&module) > 0 {
+        run_pipeline(&module, "function(instcombine,simplifycfg)", machine)?;
+    }
     panic_sites::describe_sites(&module, machine)?;
     read_only::mark_read_only_loads(&module);
     if global_pointers(&module) > 0 {
