@@ -1094,6 +1094,13 @@ fn a_new_project_links_no_llvm_and_runs_the_installed_device_linker() {
             .any(|o| o.contains("cargo:rerun-if-env-changed=OFFLOAD_REQUIRE_CUBIN")),
         "{outputs:#?}"
     );
+    // The images are the device link's output too: another executable (a reinstall, a newer
+    // build of it) reruns the script.
+    let rerun = format!(
+        "cargo:rerun-if-changed={}",
+        env!("CARGO_BIN_EXE_cargo-offload-device")
+    );
+    assert!(outputs.iter().any(|o| o.contains(&rerun)), "{outputs:#?}");
 }
 
 /// Kernel code with a warning in code both builds compile, and one only device builds see.

@@ -92,10 +92,14 @@ pub fn candidates(env: &Env, cargo_offload: Option<&Path>) -> Vec<(PathBuf, &'st
 
 /// The executable found first among the [`candidates`] (beside the `cargo-offload` of
 /// [`OFFLOAD_CARGO_OFFLOAD`]), checked: its [`PROTOCOL_FLAG`] output must be
-/// [`protocol_line`]. Checked once per process and executable.
+/// [`protocol_line`]. Checked once per process and executable. A build script that uses it
+/// reruns when the executable changes (`rerun-if-changed`): the images it links are its
+/// output as much as the kernel crate's, and a reinstalled device link must relink them.
 pub fn find(env: &Env) -> Result<DeviceLinker> {
     let cargo_offload = env.get_untracked(OFFLOAD_CARGO_OFFLOAD).map(PathBuf::from);
-    find_with(env, cargo_offload.as_deref())
+    let linker = find_with(env, cargo_offload.as_deref())?;
+    crate::directives::emit(format!("cargo:rerun-if-changed={}", linker.path.display()));
+    Ok(linker)
 }
 
 /// `find`, looking beside `cargo_offload` (the running one, for `cargo offload doctor`).

@@ -3,7 +3,8 @@
 //! defines the device API's IR helpers, [`fixups`] makes AMDGPU's by-value kernel parameters
 //! `byref` and internalizes all but the kernels, [`shared_memory`] moves shared-memory statics
 //! to address space 3 and checks their size, [`codegen`] runs `default<O3>`, after which
-//! [`null_tests`] folds the null tests of accessors' options, [`panic_sites`] describes the constant panic sites in the module's table, [`read_only`] marks the loads through `&[T]` parameters invariant, and [`codegen`] emits PTX
+//! [`null_tests`] folds the null tests of accessors' options, [`conversions`] makes NVIDIA's
+//! float-to-integer casts one instruction, [`panic_sites`] describes the constant panic sites in the module's table, [`read_only`] marks the loads through `&[T]` parameters invariant, and [`codegen`] emits PTX
 //! or an object. This file holds the entry points for NVPTX and AMDGPU.
 
 use std::ffi::CStr;
@@ -35,6 +36,7 @@ use offload_toolchain::Tool;
 use shared_memory::{check_shared_limit, move_constants_to_addrspace4, move_shared_to_addrspace3};
 
 mod codegen;
+mod conversions;
 mod crash;
 mod fixups;
 mod helpers;
@@ -208,6 +210,9 @@ fn link_for<'ctx>(
     optimize(&module, machine)?;
     if null_tests::fold_null_tests(&module) > 0 {
         run_pipeline(&module, "function(instcombine,simplifycfg)", machine)?;
+    }
+    if is_nvptx(&module) {
+        conversions::saturating_conversions(&module);
     }
     panic_sites::describe_sites(&module, machine)?;
     read_only::mark_read_only_loads(&module);

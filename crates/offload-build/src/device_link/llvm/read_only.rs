@@ -108,7 +108,7 @@ pub(super) fn mark_read_only_loads(module: &Module<'_>) -> usize {
 ///
 /// # Safety
 /// `value` is a live value.
-unsafe fn users(value: LLVMValueRef) -> Vec<LLVMValueRef> {
+pub(super) unsafe fn users(value: LLVMValueRef) -> Vec<LLVMValueRef> {
     let mut users = Vec::new();
     // SAFETY: this function's contract; each use of a live value is live.
     unsafe {

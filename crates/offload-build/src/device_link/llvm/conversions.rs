@@ -1,0 +1,184 @@
+//! Rust's float-to-integer `as` on NVIDIA GPUs. `as` saturates and maps NaN to 0
+//! (`llvm.fptosi.sat`, `llvm.fptoui.sat`), which NVPTX lowers as a conversion followed by
+//! three comparisons and three selects. PTX's `cvt.rzi` already clamps to the destination's
+//! range, so each such call becomes the NVVM intrinsic that is that one instruction
+//! (`llvm.nvvm.f2i.rz` and its kin), as CUDA C's `(int)x` compiles. NaN is the exception: a
+//! `float` to a 32-bit integer gives 0, as Rust does, but on an H200 a `double` to `i32` gave
+//! `0x8000_0000` and either to a 64-bit integer gives `0x8000_0000_0000_0000` (as LLVM's
+//! constant folds of those intrinsics say), so every other conversion keeps one NaN test and
+//! select. After optimization, on NVPTX only.
+
+use inkwell::llvm_sys::LLVMTypeKind;
+use inkwell::llvm_sys::core as llvm;
+use inkwell::llvm_sys::prelude::{LLVMModuleRef, LLVMValueRef};
+use inkwell::module::Module;
+
+/// The NVVM intrinsic for a saturating conversion: (signed, from `double`, to 64 bits).
+fn nvvm_intrinsic(signed: bool, from_double: bool, to_64: bool) -> &'static str {
+    match (signed, from_double, to_64) {
+        (true, false, false) => "llvm.nvvm.f2i.rz",
+        (false, false, false) => "llvm.nvvm.f2ui.rz",
+        (true, true, false) => "llvm.nvvm.d2i.rz",
+        (false, true, false) => "llvm.nvvm.d2ui.rz",
+        (true, false, true) => "llvm.nvvm.f2ll.rz",
+        (false, false, true) => "llvm.nvvm.f2ull.rz",
+        (true, true, true) => "llvm.nvvm.d2ll.rz",
+        (false, true, true) => "llvm.nvvm.d2ull.rz",
+    }
+}
+
+/// Replaces every scalar `llvm.fpto{s,u}i.sat` from `float` or `double` to `i32` or `i64` by
+/// its NVVM intrinsic; returns how many calls were replaced.
+pub(super) fn saturating_conversions(module: &Module<'_>) -> usize {
+    let mut replaced = 0;
+    // SAFETY: every value below is a live value of `module`; a call is erased only after its
+    // uses are replaced, and a declaration is deleted only once it has no uses.
+    unsafe {
+        let raw = module.as_mut_ptr();
+        let context = llvm::LLVMGetModuleContext(raw);
+        let builder = llvm::LLVMCreateBuilderInContext(context);
+        // Collected first: a declaration left without calls is deleted on the way.
+        let functions: Vec<_> = module.get_functions().collect();
+        for function in functions {
+            let name = function.get_name().to_bytes();
+            let signed = if name.starts_with(b"llvm.fptosi.sat.") {
+                true
+            } else if name.starts_with(b"llvm.fptoui.sat.") {
+                false
+            } else {
+                continue;
+            };
+            let declaration = inkwell::values::AsValueRef::as_value_ref(&function);
+            let Some((from_double, to_64)) = scalar_types(declaration) else {
+                continue;
+            };
+            let target = declare(raw, nvvm_intrinsic(signed, from_double, to_64), declaration);
+            for call in super::read_only::users(declaration) {
+                if llvm::LLVMIsACallInst(call).is_null() {
+                    continue;
+                }
+                llvm::LLVMPositionBuilderBefore(builder, call);
+                let mut argument = llvm::LLVMGetOperand(call, 0);
+                let converted = llvm::LLVMBuildCall2(
+                    builder,
+                    llvm::LLVMGlobalGetValueType(target),
+                    target,
+                    &mut argument,
+                    1,
+                    c"".as_ptr(),
+                );
+                let new = if from_double || to_64 {
+                    let is_nan = llvm::LLVMBuildFCmp(
+                        builder,
+                        inkwell::llvm_sys::LLVMRealPredicate::LLVMRealUNO,
+                        argument,
+                        argument,
+                        c"".as_ptr(),
+                    );
+                    let zero = llvm::LLVMConstNull(llvm::LLVMTypeOf(converted));
+                    llvm::LLVMBuildSelect(builder, is_nan, zero, converted, c"".as_ptr())
+                } else {
+                    converted
+                };
+                llvm::LLVMReplaceAllUsesWith(call, new);
+                llvm::LLVMInstructionEraseFromParent(call);
+                replaced += 1;
+            }
+            if llvm::LLVMGetFirstUse(declaration).is_null() {
+                llvm::LLVMDeleteFunction(declaration);
+            }
+        }
+        llvm::LLVMDisposeBuilder(builder);
+    }
+    replaced
+}
+
+/// For `iN @llvm.fpto?i.sat.iN.fM(fM)` with a scalar `float` or `double` argument and an
+/// `i32` or `i64` result: (from `double`, to 64 bits).
+///
+/// # Safety
+/// `declaration` is a live function.
+unsafe fn scalar_types(declaration: LLVMValueRef) -> Option<(bool, bool)> {
+    // SAFETY: this function's contract.
+    unsafe {
+        let ty = llvm::LLVMGlobalGetValueType(declaration);
+        if llvm::LLVMCountParamTypes(ty) != 1 {
+            return None;
+        }
+        let mut param = std::ptr::null_mut();
+        llvm::LLVMGetParamTypes(ty, &mut param);
+        let from_double = match llvm::LLVMGetTypeKind(param) {
+            LLVMTypeKind::LLVMFloatTypeKind => false,
+            LLVMTypeKind::LLVMDoubleTypeKind => true,
+            _ => return None,
+        };
+        let result = llvm::LLVMGetReturnType(ty);
+        if llvm::LLVMGetTypeKind(result) != LLVMTypeKind::LLVMIntegerTypeKind {
+            return None;
+        }
+        match llvm::LLVMGetIntTypeWidth(result) {
+            32 => Some((from_double, false)),
+            64 => Some((from_double, true)),
+            _ => None,
+        }
+    }
+}
+
+/// The function `name` of `module`, declared with `like`'s type where it is not yet.
+///
+/// # Safety
+/// `module` and `like` are live; `like` is a function of `module`.
+unsafe fn declare(module: LLVMModuleRef, name: &str, like: LLVMValueRef) -> LLVMValueRef {
+    let cname = std::ffi::CString::new(name).expect("intrinsic names have no NUL");
+    // SAFETY: this function's contract.
+    unsafe {
+        let existing = llvm::LLVMGetNamedFunction(module, cname.as_ptr());
+        if !existing.is_null() {
+            return existing;
+        }
+        llvm::LLVMAddFunction(module, cname.as_ptr(), llvm::LLVMGlobalGetValueType(like))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{bitcode, link};
+    use crate::device_link::DeviceInput;
+
+    /// `f as i32`, `f as u32`, `d as i64` and `d as u64`: one `cvt.rzi` each, no range
+    /// comparison or select around it; the ones from `double` keep one NaN test and select
+    /// each.
+    #[test]
+    fn float_to_integer_casts_are_one_conversion() {
+        let ir = "declare i32 @llvm.fptosi.sat.i32.f32(float)\n\
+                  declare i32 @llvm.fptoui.sat.i32.f32(float)\n\
+                  declare i64 @llvm.fptosi.sat.i64.f64(double)\n\
+                  declare i64 @llvm.fptoui.sat.i64.f64(double)\n\
+                  define ptx_kernel void @casts(float %f, double %d, ptr %out) {\n\
+                  \x20 %a = call i32 @llvm.fptosi.sat.i32.f32(float %f)\n\
+                  \x20 %b = call i32 @llvm.fptoui.sat.i32.f32(float %f)\n\
+                  \x20 %c = call i64 @llvm.fptosi.sat.i64.f64(double %d)\n\
+                  \x20 %e = call i64 @llvm.fptoui.sat.i64.f64(double %d)\n\
+                  \x20 %ab = add i32 %a, %b\n\
+                  \x20 %ce = add i64 %c, %e\n\
+                  \x20 %w = zext i32 %ab to i64\n\
+                  \x20 %s = add i64 %w, %ce\n\
+                  \x20 store i64 %s, ptr %out, align 8\n\
+                  \x20 ret void\n\
+                  }\n";
+        let ptx = link(&[DeviceInput::object("casts.bc", bitcode("casts", ir))]).unwrap();
+        for cvt in [
+            "cvt.rzi.s32.f32",
+            "cvt.rzi.u32.f32",
+            "cvt.rzi.s64.f64",
+            "cvt.rzi.u64.f64",
+        ] {
+            assert!(ptx.contains(cvt), "{cvt}:\n{ptx}");
+        }
+        let count = |what: &str| ptx.lines().filter(|l| l.contains(what)).count();
+        // One NaN test of `d` (both 64-bit casts share it), one select per 64-bit cast.
+        assert_eq!(count("setp"), 1, "{ptx}");
+        assert_eq!(count("setp.nan.f64"), 1, "{ptx}");
+        assert_eq!(count("selp"), 2, "{ptx}");
+    }
+}
