@@ -324,7 +324,7 @@ impl<'a, T> Rows<'a, T> {
         self.width
     }
 
-    /// Number of whole rows.
+    /// Number of rows.
     #[inline(always)]
     pub fn height(&self) -> usize {
         self.height

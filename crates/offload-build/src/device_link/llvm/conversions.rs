@@ -10,8 +10,9 @@
 
 use inkwell::llvm_sys::LLVMTypeKind;
 use inkwell::llvm_sys::core as llvm;
-use inkwell::llvm_sys::prelude::{LLVMModuleRef, LLVMValueRef};
+use inkwell::llvm_sys::prelude::LLVMValueRef;
 use inkwell::module::Module;
+use inkwell::values::AsValueRef;
 
 /// The NVVM intrinsic for a saturating conversion: (signed, from `double`, to 64 bits).
 fn nvvm_intrinsic(signed: bool, from_double: bool, to_64: bool) -> &'static str {
@@ -34,8 +35,7 @@ pub(super) fn saturating_conversions(module: &Module<'_>) -> usize {
     // SAFETY: every value below is a live value of `module`; a call is erased only after its
     // uses are replaced, and a declaration is deleted only once it has no uses.
     unsafe {
-        let raw = module.as_mut_ptr();
-        let context = llvm::LLVMGetModuleContext(raw);
+        let context = llvm::LLVMGetModuleContext(module.as_mut_ptr());
         let builder = llvm::LLVMCreateBuilderInContext(context);
         // Collected first: a declaration left without calls is deleted on the way.
         let functions: Vec<_> = module.get_functions().collect();
@@ -48,11 +48,15 @@ pub(super) fn saturating_conversions(module: &Module<'_>) -> usize {
             } else {
                 continue;
             };
-            let declaration = inkwell::values::AsValueRef::as_value_ref(&function);
+            let declaration = function.as_value_ref();
             let Some((from_double, to_64)) = scalar_types(declaration) else {
                 continue;
             };
-            let target = declare(raw, nvvm_intrinsic(signed, from_double, to_64), declaration);
+            let name = nvvm_intrinsic(signed, from_double, to_64);
+            let target = module
+                .get_function(name)
+                .unwrap_or_else(|| module.add_function(name, function.get_type(), None))
+                .as_value_ref();
             for call in super::read_only::users(declaration) {
                 if llvm::LLVMIsACallInst(call).is_null() {
                     continue;
@@ -121,22 +125,6 @@ unsafe fn scalar_types(declaration: LLVMValueRef) -> Option<(bool, bool)> {
             64 => Some((from_double, true)),
             _ => None,
         }
-    }
-}
-
-/// The function `name` of `module`, declared with `like`'s type where it is not yet.
-///
-/// # Safety
-/// `module` and `like` are live; `like` is a function of `module`.
-unsafe fn declare(module: LLVMModuleRef, name: &str, like: LLVMValueRef) -> LLVMValueRef {
-    let cname = std::ffi::CString::new(name).expect("intrinsic names have no NUL");
-    // SAFETY: this function's contract.
-    unsafe {
-        let existing = llvm::LLVMGetNamedFunction(module, cname.as_ptr());
-        if !existing.is_null() {
-            return existing;
-        }
-        llvm::LLVMAddFunction(module, cname.as_ptr(), llvm::LLVMGlobalGetValueType(like))
     }
 }
 

@@ -163,7 +163,7 @@ impl Facts {
         // SAFETY: this function's contract; operands and incoming values of live
         // instructions are live.
         unsafe {
-            if !llvm::LLVMIsAConstant(pointer).is_null() && llvm::LLVMIsNull(pointer) != 0 {
+            if is_null_constant(pointer) {
                 return Some(NonNull::Never);
             }
             if self.is_nonnull(pointer, 0) {
@@ -319,14 +319,21 @@ unsafe fn assumed_nonzero(inst: LLVMValueRef) -> Option<LLVMValueRef> {
             return None;
         }
         let (a, b) = (llvm::LLVMGetOperand(test, 0), llvm::LLVMGetOperand(test, 1));
-        let is_zero =
-            |v: LLVMValueRef| !llvm::LLVMIsAConstant(v).is_null() && llvm::LLVMIsNull(v) != 0;
-        match (is_zero(a), is_zero(b)) {
+        match (is_null_constant(a), is_null_constant(b)) {
             (false, true) => Some(a),
             (true, false) => Some(b),
             _ => None,
         }
     }
+}
+
+/// Whether `value` is a constant null pointer or zero.
+///
+/// # Safety
+/// `value` is a live value.
+unsafe fn is_null_constant(value: LLVMValueRef) -> bool {
+    // SAFETY: this function's contract.
+    unsafe { !llvm::LLVMIsAConstant(value).is_null() && llvm::LLVMIsNull(value) != 0 }
 }
 
 /// Whether the argument `argument` is `nonnull`.
