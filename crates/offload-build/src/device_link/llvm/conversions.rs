@@ -57,7 +57,7 @@ pub(super) fn saturating_conversions(module: &Module<'_>) -> usize {
                 .get_function(name)
                 .unwrap_or_else(|| module.add_function(name, function.get_type(), None))
                 .as_value_ref();
-            for call in super::read_only::users(declaration) {
+            for call in super::users(declaration) {
                 if llvm::LLVMIsACallInst(call).is_null() {
                     continue;
                 }

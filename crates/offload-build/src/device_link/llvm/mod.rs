@@ -142,6 +142,27 @@ fn has_uses(value: llvm_sys::prelude::LLVMValueRef) -> bool {
     unsafe { !llvm_sys::core::LLVMGetFirstUse(value).is_null() }
 }
 
+/// The users of `value`, each once, collected before any is changed.
+///
+/// # Safety
+/// `value` is a live LLVM value.
+unsafe fn users(value: llvm_sys::prelude::LLVMValueRef) -> Vec<llvm_sys::prelude::LLVMValueRef> {
+    use llvm_sys::core as c;
+    let mut users = Vec::new();
+    // SAFETY: walking the use list of a live value (the caller's contract).
+    unsafe {
+        let mut u = c::LLVMGetFirstUse(value);
+        while !u.is_null() {
+            let user = c::LLVMGetUser(u);
+            if !users.contains(&user) {
+                users.push(user);
+            }
+            u = c::LLVMGetNextUse(u);
+        }
+    }
+    users
+}
+
 trait RawValue {
     fn as_value_ref_raw(&self) -> llvm_sys::prelude::LLVMValueRef;
 }

@@ -28,6 +28,7 @@ use inkwell::module::Module;
 use inkwell::values::AsValueRef;
 
 use super::shared_memory::compares_with_null;
+use super::users;
 
 /// How deep a select and phi tree is followed.
 const MAX_DEPTH: u32 = 4;
@@ -112,10 +113,7 @@ unsafe fn nonnull_edges(
         let is_const = |v: LLVMValueRef, bit: u64| {
             !llvm::LLVMIsAConstantInt(v).is_null() && llvm::LLVMConstIntGetZExtValue(v) == bit
         };
-        let mut u = llvm::LLVMGetFirstUse(value);
-        while !u.is_null() {
-            let user = llvm::LLVMGetUser(u);
-            u = llvm::LLVMGetNextUse(u);
+        for user in users(value) {
             if !llvm::LLVMIsABranchInst(user).is_null() {
                 if llvm::LLVMIsConditional(user) == 0 {
                     continue;
@@ -292,13 +290,7 @@ impl Facts {
             if guarded.is_empty() {
                 return;
             }
-            let mut uses = Vec::new();
-            let mut u = llvm::LLVMGetFirstUse(pointer);
-            while !u.is_null() {
-                uses.push(llvm::LLVMGetUser(u));
-                u = llvm::LLVMGetNextUse(u);
-            }
-            for user in uses {
+            for user in users(pointer) {
                 // A phi's use is at the end of its incoming block, not where the phi is.
                 if user == test
                     || llvm::LLVMIsAInstruction(user).is_null()

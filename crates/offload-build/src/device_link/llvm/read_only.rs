@@ -10,9 +10,10 @@ use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::context::AsContextRef;
 use inkwell::llvm_sys::LLVMOpcode;
 use inkwell::llvm_sys::core as llvm;
-use inkwell::llvm_sys::prelude::LLVMValueRef;
 use inkwell::module::Module;
 use inkwell::values::AsValueRef;
+
+use super::users;
 
 /// offload-rt's marker (`kernel::slice`): `ptr __offload_read_only(ptr)`, the identity.
 pub(super) const MARKER: &str = "__offload_read_only";
@@ -102,23 +103,6 @@ pub(super) fn mark_read_only_loads(module: &Module<'_>) -> usize {
         }
     }
     marked
-}
-
-/// The users of `value`, collected first (the caller may change them).
-///
-/// # Safety
-/// `value` is a live value.
-pub(super) unsafe fn users(value: LLVMValueRef) -> Vec<LLVMValueRef> {
-    let mut users = Vec::new();
-    // SAFETY: this function's contract; each use of a live value is live.
-    unsafe {
-        let mut using = llvm::LLVMGetFirstUse(value);
-        while !using.is_null() {
-            users.push(llvm::LLVMGetUser(using));
-            using = llvm::LLVMGetNextUse(using);
-        }
-    }
-    users
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::ffi::CStr;
 use inkwell::llvm_sys;
 use inkwell::module::Module;
 
-use super::{RawValue, cstr, has_uses};
+use super::{RawValue, cstr, has_uses, users};
 use crate::device_link::{
     CONSTANT_SECTION, LinkError, MAX_CONSTANT_BYTES, MAX_STATIC_SHARED_BYTES, Result,
     SHARED_SECTION,
@@ -155,27 +155,6 @@ fn check_constant_limit(module: &Module<'_>) -> Result<()> {
         });
     }
     Ok(())
-}
-
-/// The users of `value`, each once, collected before any is changed.
-///
-/// # Safety
-/// `value` is a live LLVM value.
-unsafe fn users(value: llvm_sys::prelude::LLVMValueRef) -> Vec<llvm_sys::prelude::LLVMValueRef> {
-    use llvm_sys::core as c;
-    let mut users = Vec::new();
-    // SAFETY: walking the use list of a live value (the caller's contract).
-    unsafe {
-        let mut u = c::LLVMGetFirstUse(value);
-        while !u.is_null() {
-            let user = c::LLVMGetUser(u);
-            if !users.contains(&user) {
-                users.push(user);
-            }
-            u = c::LLVMGetNextUse(u);
-        }
-    }
-    users
 }
 
 /// Whether the `icmp` `user` compares `value` with a null pointer (of any address space, cast
