@@ -56,7 +56,9 @@ pub(super) fn fold_null_tests(module: &Module<'_>) -> usize {
                 continue;
             }
             let mut facts = Facts::of(function);
-            let predecessors = single_predecessors(function);
+            // Built the first time a test's condition is not a constant: most functions
+            // have no such test.
+            let mut predecessors = None;
             for test in null_tests(function) {
                 let (a, b) = (llvm::LLVMGetOperand(test, 0), llvm::LLVMGetOperand(test, 1));
                 let pointer = if compares_with_null(test, a) { a } else { b };
@@ -70,7 +72,9 @@ pub(super) fn fold_null_tests(module: &Module<'_>) -> usize {
                 let i1 = llvm::LLVMTypeOf(test);
                 let is_ne = llvm::LLVMGetICmpPredicate(test) == LLVMIntPredicate::LLVMIntNE;
                 if let NonNull::When(_) = nonnull {
-                    facts.use_element_past_test(builder, test, pointer, is_ne, &predecessors);
+                    let predecessors =
+                        predecessors.get_or_insert_with(|| single_predecessors(function));
+                    facts.use_element_past_test(builder, test, pointer, is_ne, predecessors);
                 }
                 let replacement = match nonnull {
                     NonNull::Always => llvm::LLVMConstInt(i1, u64::from(is_ne), 0),
