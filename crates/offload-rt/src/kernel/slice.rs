@@ -156,12 +156,16 @@ impl<T: DeviceCopy> DisjointSlice<'_, T> {
     /// [`DisjointSlice::for_thread`], without the 3-D rank.
     #[inline(always)]
     pub fn for_thread_x(&mut self) -> Option<(usize, &mut T)> {
-        if thread_idx_y() | thread_idx_z() | block_idx_y() | block_idx_z() != 0 {
+        let i = global_idx_x();
+        // One test, as CUDA C's `if (i < n)`: conditions joined with `|`, not `||`, leave no
+        // paths that meet again after it, which cost a GPU kernel branches and registers.
+        let other_row = thread_idx_y() | thread_idx_z() | block_idx_y() | block_idx_z() != 0;
+        if other_row | (i >= self.len) {
             return None;
         }
-        let i = global_idx_x();
-        // SAFETY: among the threads with y and z indices 0, `global_idx_x` is unique.
-        unsafe { self.owned(i) }.map(|e| (i, e))
+        // SAFETY: `i < len`, and among the threads with y and z indices 0, `global_idx_x` is
+        // unique.
+        Some((i, unsafe { &mut *self.ptr.as_ptr().add(i) }))
     }
 
     /// For thread 0 of each block (by [`thread_rank`]), the element at the block's rank in the
@@ -218,17 +222,17 @@ impl<T: DeviceCopy> DisjointSlice<'_, T> {
     /// [`DisjointSlice::for_thread_in_rows`] without the planes.
     #[inline(always)]
     pub fn for_thread_xy(&mut self, row_len: usize) -> Option<((usize, usize), &mut T)> {
-        if thread_idx_z() | block_idx_z() != 0 {
-            return None;
-        }
         let (x, y) = (global_idx_x(), global_idx_y());
-        if x >= row_len {
+        let (row_start, row_overflows) = y.overflowing_mul(row_len);
+        let (i, overflows) = row_start.overflowing_add(x);
+        // One test, as in `for_thread_x`.
+        let other_plane = thread_idx_z() | block_idx_z() != 0;
+        if other_plane | (x >= row_len) | row_overflows | overflows | (i >= self.len) {
             return None;
         }
-        let i = y.checked_mul(row_len)?.checked_add(x)?;
-        // SAFETY: among the threads with z indices 0, two with different (x, y) and
-        // x < row_len get different indices.
-        unsafe { self.owned(i) }.map(|e| ((x, y), e))
+        // SAFETY: `i < len`; among the threads with z indices 0, two with different (x, y)
+        // and x < row_len get different indices.
+        Some(((x, y), unsafe { &mut *self.ptr.as_ptr().add(i) }))
     }
 
     /// Element `i` as the calling thread's own, or `None` past the end.

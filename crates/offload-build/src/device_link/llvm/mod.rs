@@ -36,6 +36,7 @@ use offload_toolchain::Tool;
 use shared_memory::{check_shared_limit, move_constants_to_addrspace4, move_shared_to_addrspace3};
 
 mod codegen;
+mod condition_chains;
 mod conversions;
 mod crash;
 mod fixups;
@@ -229,7 +230,8 @@ fn link_for<'ctx>(
     }
     read_only::describe_marker(&module);
     optimize(&module, machine)?;
-    if null_tests::fold_null_tests(&module) > 0 {
+    let folded = null_tests::fold_null_tests(&module);
+    if folded + condition_chains::unshare_condition_values(&module) > 0 {
         run_pipeline(&module, "function(instcombine,simplifycfg)", machine)?;
     }
     if is_nvptx(&module) {
