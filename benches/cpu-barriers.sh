@@ -4,7 +4,10 @@
 # matrix product (n = 512, 1024), a block reduction of 2^24 u32s, a tiled transpose and a
 # 5-point stencil of 4096 x 4096 floats. Each program warms up once per case and prints the
 # median of ROUNDS rounds (the 1024 matrix product at most 3) and a digest of the output.
-# Prints a Markdown table; exits 1 when a digest differs or a case is missing.
+# Two pairings: the CPU device's baseline image (`OFFLOAD_CPU_LEVEL=host`) against OpenMP
+# built for portable x86-64, and the image the runtime selects on this CPU (the highest of
+# `host`, `x86-64-v3`, `x86-64-v4`) against OpenMP built with `-march=native`.
+# Prints a Markdown table per pairing; exits 1 when a digest differs or a case is missing.
 #
 #   benches/cpu-barriers.sh [ROUNDS]        # ROUNDS defaults to 5
 #   THREADS=2 CLANG=clang-22 BENCH_DIR=/tmp/x benches/cpu-barriers.sh
@@ -19,19 +22,26 @@ WORK=${BENCH_DIR:-$TARGET_DIR/cpu-barriers-bench}
 mkdir -p "$WORK"
 
 # `cargo offload run --release -p cpu-barriers` builds the same program: its Cargo.toml asks
-# for the host (CPU device) image only.
+# for the CPU device's images at three levels (host, x86-64-v3, x86-64-v4).
 (cd "$ROOT" && cargo build --release -p cpu-barriers >&2)
 # Portable x86-64 (no -march); no contraction to FMA, as rustc never contracts.
 "$CLANG" -O3 -fopenmp -ffp-contract=off "$ROOT/benches/peers/barriers_openmp.c" \
     -o "$WORK/barriers_openmp"
+"$CLANG" -O3 -march=native -fopenmp -ffp-contract=off "$ROOT/benches/peers/barriers_openmp.c" \
+    -o "$WORK/barriers_openmp_native"
 
 unset OMP_PROC_BIND
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-OFFLOAD_CPU_THREADS=$THREADS "$TARGET_DIR/release/cpu-barriers" "$ROUNDS" | tee "$WORK/cpu-device.txt" >&2
+OFFLOAD_CPU_LEVEL=host OFFLOAD_CPU_THREADS=$THREADS "$TARGET_DIR/release/cpu-barriers" "$ROUNDS" \
+    | tee "$WORK/cpu-device.txt" >&2
 OMP_NUM_THREADS=$THREADS "$WORK/barriers_openmp" "$ROUNDS" | tee "$WORK/openmp.txt" >&2
+OFFLOAD_LOG=1 OFFLOAD_CPU_THREADS=$THREADS "$TARGET_DIR/release/cpu-barriers" "$ROUNDS" \
+    2> >(grep 'CPU image' | head -n 1 >&2) | tee "$WORK/cpu-device-native.txt" >&2
+OMP_NUM_THREADS=$THREADS "$WORK/barriers_openmp_native" "$ROUNDS" | tee "$WORK/openmp-native.txt" >&2
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
 # Lines: `<case> <size> rounds=R median_ms=M digest=D`; `#` lines are comments.
+compare() {
 awk '
     function field(name,   i) {
         for (i = 3; i <= NF; i++) if (index($i, name "=") == 1) return substr($i, length(name) + 2)
@@ -55,4 +65,13 @@ awk '
         for (k in seen) if (!(k in dev_ms)) { printf "| %s | | missing | %s | | no |\n", k, omp_ms[k]; bad = 1 }
         exit bad
     }
-' "$WORK/cpu-device.txt" "$WORK/openmp.txt"
+' "$1" "$2"
+}
+
+status=0
+echo "Baseline image (OFFLOAD_CPU_LEVEL=host) against OpenMP for portable x86-64:"
+compare "$WORK/cpu-device.txt" "$WORK/openmp.txt" || status=1
+echo
+echo "The image the runtime selects against OpenMP with -march=native:"
+compare "$WORK/cpu-device-native.txt" "$WORK/openmp-native.txt" || status=1
+exit $status

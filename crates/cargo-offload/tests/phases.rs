@@ -208,11 +208,11 @@ fn write_prebuilt_bundle(manifest: &Path) {
     let krate = offload_build::tooling::metadata::kernel_package(manifest, None)
         .unwrap()
         .krate;
-    let archs = [OffloadArch::Host];
+    let archs = [OffloadArch::HOST];
     let toolchain = "rustc 1.0.0-nightly (stand-in); LLVM version: 22.1.0";
     let hash = offload_build::tooling::prebuilt::source_hash(&krate, toolchain, &archs).unwrap();
     let image = offload_build::DeviceImage {
-        arch: OffloadArch::Host,
+        arch: OffloadArch::HOST,
         image_kind: offload_format::ImageKind::Object,
         offload_kind: offload_format::OffloadKind::OpenMp,
         module: krate.lib_name.clone(),

@@ -6,9 +6,9 @@ use std::sync::OnceLock;
 use crate::env::{Env, NATIVE_NONE, OFFLOAD_NATIVE_ARCH};
 use crate::error::{Error, Result};
 
-use offload_format::DeviceFamily;
 use offload_format::target_id::{self, AmdTargetId, Sm};
 pub use offload_format::triple::{AMDGCN_TRIPLE, HOST_ARCH, NVPTX_TRIPLE};
+use offload_format::{CpuLevel, DeviceFamily};
 
 /// The triple the CPU device is built for: in a build script, the host crate's own target
 /// (`TARGET`, so a cross build for `aarch64-unknown-linux-gnu` gets an aarch64 CPU image);
@@ -27,8 +27,9 @@ pub fn host_triple() -> &'static str {
 /// One device target of a build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum OffloadArch {
-    /// The host CPU as a device.
-    Host,
+    /// The host CPU as a device, its image built for one level of the instruction set:
+    /// `host` (the baseline) or `x86-64-v2`/`-v3`/`-v4`.
+    Host(CpuLevel),
     /// An NVIDIA GPU: `sm_NN` (compute capability N.N), `sm_90a` style suffixes included.
     Nvptx(Sm),
     /// An AMD GPU target ID (`gfx942:sramecc-:xnack+`).
@@ -36,11 +37,14 @@ pub enum OffloadArch {
 }
 
 impl OffloadArch {
+    /// The CPU device at its baseline level (`host`).
+    pub const HOST: OffloadArch = OffloadArch::Host(CpuLevel::Baseline);
+
     /// The device family: every per-family fact (triple, offload kind, nested-build
     /// processor) comes from it.
     pub fn family(&self) -> DeviceFamily {
         match self {
-            OffloadArch::Host => DeviceFamily::Cpu,
+            OffloadArch::Host(_) => DeviceFamily::Cpu,
             OffloadArch::Nvptx(_) => DeviceFamily::Nvidia,
             OffloadArch::Amdgcn(_) => DeviceFamily::Amd,
         }
@@ -70,7 +74,7 @@ impl OffloadArch {
 impl fmt::Display for OffloadArch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            OffloadArch::Host => f.write_str(HOST_ARCH),
+            OffloadArch::Host(level) => level.fmt(f),
             OffloadArch::Nvptx(sm) => sm.fmt(f),
             OffloadArch::Amdgcn(id) => id.fmt(f),
         }
@@ -147,7 +151,7 @@ pub fn parse_list_with_native(
     let mut archs: Vec<OffloadArch> = Vec::new();
     for item in items(list) {
         let expanded = match item {
-            NATIVE if gpus.is_empty() => vec![OffloadArch::Host],
+            NATIVE if gpus.is_empty() => vec![OffloadArch::HOST],
             NATIVE => gpus.clone(),
             _ => vec![parse_one(item, origin)?],
         };
@@ -156,6 +160,14 @@ pub fn parse_list_with_native(
                 archs.push(arch);
             }
         }
+    }
+    // A level's image runs only where the CPU has the level: the baseline comes with it, for
+    // the CPUs that do not.
+    let first_host = archs.iter().position(|a| !a.is_gpu());
+    if let Some(at) = first_host
+        && !archs.contains(&OffloadArch::HOST)
+    {
+        archs.insert(at, OffloadArch::HOST);
     }
     if archs.is_empty() {
         return Err(Error::EmptyArchList {
@@ -191,7 +203,7 @@ pub fn parse_found(names: &[String]) -> (Vec<OffloadArch>, Vec<String>) {
     let mut notes = Vec::new();
     for name in names {
         match parse_one(name, "the GPUs found") {
-            Ok(OffloadArch::Host) | Err(_) => notes.push(format!(
+            Ok(OffloadArch::Host(_)) | Err(_) => notes.push(format!(
                 "`{NATIVE}`: a GPU of this machine is `{name}`, which is no offload architecture \
                  this build knows; left out"
             )),
@@ -204,7 +216,21 @@ pub fn parse_found(names: &[String]) -> (Vec<OffloadArch>, Vec<String>) {
 
 fn parse_one(item: &str, origin: &str) -> Result<OffloadArch> {
     if item == HOST_ARCH || item == "cpu" {
-        return Ok(OffloadArch::Host);
+        return Ok(OffloadArch::HOST);
+    }
+    if let Some(level) = CpuLevel::from_arch(item) {
+        let triple = host_triple();
+        return match level.cpu_arch() {
+            Some(arch) if !triple.starts_with(&format!("{arch}-")) => Err(Error::InvalidArch {
+                name: item.to_owned(),
+                origin: origin.to_owned(),
+                reason: format!(
+                    "a level of {arch} CPUs, and this build's CPU device is {triple}; \
+                     `{HOST_ARCH}` is the baseline of every CPU"
+                ),
+            }),
+            _ => Ok(OffloadArch::Host(level)),
+        };
     }
     if item.starts_with("sm_") {
         return Sm::parse_offload_arch(item)
@@ -234,12 +260,15 @@ fn unknown(item: &str, origin: &str) -> Error {
         (Some(first), Some(last)) => format!("{} {vendor} ({first} … {last})", names.len()),
         _ => String::new(),
     };
+    let levels: Vec<&str> = CpuLevel::ALL[1..].iter().map(|l| l.name()).collect();
     let known = format!(
-        "{HOST_ARCH}, {NATIVE}, {}, {}",
+        "{HOST_ARCH}, {NATIVE}, {}, {}, {}",
+        family(&levels, "CPU levels"),
         family(&nvidia, "NVIDIA `sm_XX`"),
         family(&amd, "AMD `gfxNNN`")
     );
-    let candidates = [HOST_ARCH, NATIVE].into_iter().chain(nvidia).chain(amd);
+    let levels = CpuLevel::ALL.into_iter().map(CpuLevel::name);
+    let candidates = levels.chain([NATIVE]).chain(nvidia).chain(amd);
     Error::UnknownArch {
         name: item.to_owned(),
         origin: origin.to_owned(),
@@ -361,9 +390,34 @@ mod tests {
             vec![
                 OffloadArch::Nvptx(Sm::parse("sm_80").unwrap()),
                 OffloadArch::Amdgcn(AmdTargetId::parse("gfx942:sramecc-:xnack+").unwrap()),
-                OffloadArch::Host,
+                OffloadArch::HOST,
             ]
         );
+    }
+
+    #[test]
+    fn cpu_levels_are_architectures_and_bring_the_baseline() {
+        let v3 = OffloadArch::Host(CpuLevel::X86_64V3);
+        let v4 = OffloadArch::Host(CpuLevel::X86_64V4);
+        if host_triple().starts_with("x86_64-") {
+            let sm80 = OffloadArch::Nvptx(Sm::parse("sm_80").unwrap());
+            assert_eq!(
+                parse_list("sm_80,x86-64-v4,x86-64-v3", "test").unwrap(),
+                vec![sm80, OffloadArch::HOST, v4, v3]
+            );
+            assert_eq!(
+                parse_list("x86-64-v3,host", "test").unwrap(),
+                vec![v3, OffloadArch::HOST]
+            );
+            assert_eq!(v3.name(), "x86-64-v3");
+            assert_eq!(v3.triple(), host_triple());
+            assert_ne!(v3.file_stem(), OffloadArch::HOST.file_stem());
+        } else {
+            let err = parse_list("x86-64-v3", "test").unwrap_err().to_string();
+            assert!(err.contains("a level of x86_64 CPUs"), "{err}");
+        }
+        let err = parse_list("x86-64-v5", "test").unwrap_err().to_string();
+        assert!(err.contains("did you mean `x86-64-v"), "{err}");
     }
 
     #[test]
@@ -375,6 +429,10 @@ mod tests {
         assert!(msg.contains("NVIDIA `sm_XX` (sm_20"), "{msg}");
         assert!(msg.contains("AMD `gfxNNN` (gfx600"), "{msg}");
         assert!(msg.contains("host, native"), "{msg}");
+        assert!(
+            msg.contains("3 CPU levels (x86-64-v2 … x86-64-v4)"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -401,7 +459,7 @@ mod tests {
             Ok(Native::Found(vec![sm80, gfx]))
         })
         .unwrap();
-        assert_eq!(resolved.archs, vec![OffloadArch::Host, sm80, gfx]);
+        assert_eq!(resolved.archs, vec![OffloadArch::HOST, sm80, gfx]);
         assert_eq!(resolved.note, None);
         let mut asked = false;
         parse_list_with_native("sm_80", "test", || {
@@ -420,7 +478,7 @@ mod tests {
         let resolved =
             parse_list_with_native("native", "OFFLOAD_ARCH", || Ok(Native::Found(Vec::new())))
                 .unwrap();
-        assert_eq!(resolved.archs, vec![OffloadArch::Host]);
+        assert_eq!(resolved.archs, vec![OffloadArch::HOST]);
         assert_eq!(
             resolved.note.as_deref(),
             Some("`native` in OFFLOAD_ARCH: no GPU found; building for `host`")
@@ -429,7 +487,7 @@ mod tests {
             Ok(Native::NotProbed("nothing probed the GPUs".to_owned()))
         })
         .unwrap();
-        assert_eq!(resolved.archs, vec![OffloadArch::Host]);
+        assert_eq!(resolved.archs, vec![OffloadArch::HOST]);
         assert_eq!(
             resolved.note.as_deref(),
             Some("`native` in x: nothing probed the GPUs; building for `host`")

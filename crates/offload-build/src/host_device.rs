@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use offload_format::CpuLevel;
 use offload_format::image::elf;
 
 use crate::arch::{OffloadArch, host_triple};
@@ -15,12 +16,13 @@ use crate::image::DeviceImage;
 use crate::metadata::KernelCrate;
 use crate::nested;
 
-/// Builds `krate` for the CPU device, in `target_dir` (a directory of its own), the image
-/// linked with the static library `library` (directory, link name) where there is one: the
-/// host side of relocatable CUDA/HIP sources.
+/// Builds `krate` for the CPU device at `level` (rustc's `-Ctarget-cpu` of its name), in
+/// `target_dir` (a directory of its own), the image linked with the static library `library`
+/// (directory, link name) where there is one: the host side of relocatable CUDA/HIP sources.
 pub fn build(
     env: &Env,
     krate: &KernelCrate,
+    level: CpuLevel,
     target_dir: &Path,
     library: Option<&(PathBuf, String)>,
 ) -> Result<DeviceImage> {
@@ -35,6 +37,9 @@ pub fn build(
     ]
     .map(str::to_owned)
     .to_vec();
+    if let Some(cpu) = level.target_cpu() {
+        flags.push(format!("-Ctarget-cpu={cpu}"));
+    }
     if let Some((dir, name)) = library {
         // Link arguments reach only the image's own link, never the dependencies' rlibs.
         flags.push(format!("-Clink-arg=-L{}", dir.display()));
@@ -80,7 +85,7 @@ pub fn build(
         .find(|f| f.extension().is_some_and(|e| e == "so"))
         .ok_or_else(|| Error::MissingArtifact {
             krate: krate.package.clone(),
-            arch: "host".to_owned(),
+            arch: level.name().to_owned(),
             what: "shared object",
             command: line,
         })?;
@@ -101,7 +106,7 @@ pub fn build(
         ));
     }
     Ok(DeviceImage {
-        arch: OffloadArch::Host,
+        arch: OffloadArch::Host(level),
         image_kind: offload_format::ImageKind::Object,
         offload_kind: offload_format::OffloadKind::OpenMp,
         module: krate.lib_name.clone(),

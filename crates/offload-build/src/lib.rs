@@ -566,7 +566,7 @@ impl Build {
                 ),
             )
         } else {
-            return Ok(vec![OffloadArch::Host]);
+            return Ok(vec![OffloadArch::HOST]);
         };
         let resolved = arch::parse_list_with_native(&list, &origin, || arch::native_from_env(env))?;
         if let Some(note) = &resolved.note {
@@ -616,7 +616,7 @@ pub fn images_from_bundles_or_source(
     offload_dir: &Path,
 ) -> Result<Vec<DeviceImage>> {
     let policy = prebuilt::Policy::from_env(env)?;
-    let gpu = archs.iter().any(|a| !matches!(a, OffloadArch::Host));
+    let gpu = archs.iter().any(OffloadArch::is_gpu);
     // Asked only when a bundle does not serve: a build without bundles runs no extra process.
     let can_build = std::cell::OnceCell::new();
     let can_build = || {
@@ -757,7 +757,7 @@ fn build_from_source(
 ) -> Result<Vec<DeviceImage>> {
     let archs = &plan.archs;
     nested::check_toolchain(env, archs)?;
-    let gpu = archs.iter().any(|a| !matches!(a, OffloadArch::Host));
+    let gpu = archs.iter().any(OffloadArch::is_gpu);
     let linker = if gpu && !cfg!(feature = "llvm") {
         Some(device_linker::find(env)?)
     } else {
@@ -846,9 +846,10 @@ fn build_one(
     linked: &LinkedSources,
 ) -> Result<Vec<DeviceImage>> {
     match arch {
-        OffloadArch::Host => Ok(vec![host_device::build(
+        OffloadArch::Host(level) => Ok(vec![host_device::build(
             env,
             krate,
+            *level,
             target_dir,
             linked.cpu_library.as_ref(),
         )?]),

@@ -656,7 +656,7 @@ mod tests {
         let env = Env {
             build_script: false,
         };
-        assert_eq!(check_toolchain(&env, &[OffloadArch::Host]).unwrap(), None);
+        assert_eq!(check_toolchain(&env, &[OffloadArch::HOST]).unwrap(), None);
         assert_eq!(check_toolchain(&env, &[]).unwrap(), None);
     }
 

@@ -185,7 +185,7 @@ impl BuildPlan {
         let mut links = Vec::with_capacity(archs.len());
         for arch in archs {
             let compile = match arch {
-                OffloadArch::Host => NestedCompile {
+                OffloadArch::Host(_) => NestedCompile {
                     target: CompileTarget::Host,
                     dir_name: arch.file_stem(),
                 },
@@ -204,7 +204,7 @@ impl BuildPlan {
                 }
             };
             let outputs = match arch {
-                OffloadArch::Host => LinkOutputs::SharedObject,
+                OffloadArch::Host(_) => LinkOutputs::SharedObject,
                 OffloadArch::Amdgcn(_) => LinkOutputs::CodeObject,
                 OffloadArch::Nvptx(sm) => {
                     let sm = sm.to_string();

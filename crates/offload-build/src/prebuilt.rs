@@ -256,7 +256,7 @@ pub fn toolchain_identity(env: &Env, archs: &[OffloadArch]) -> Result<String> {
         format!("{release}; {llvm}")
     };
     let gpu = crate::nested::check_toolchain(env, archs)?.map(|text| line(&text));
-    let host = if archs.contains(&OffloadArch::Host) {
+    let host = if archs.iter().any(|a| matches!(a, OffloadArch::Host(_))) {
         Some(line(&crate::nested::CpuToolchain::find(env)?.version(env)?))
     } else {
         None
@@ -322,8 +322,8 @@ impl Prebuilt {
     pub fn archs(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         for (triple, image) in &self.images {
-            let name = if matches!(image.arch, OffloadArch::Host) {
-                format!("host ({triple})")
+            let name = if matches!(image.arch, OffloadArch::Host(_)) {
+                format!("{} ({triple})", image.arch)
             } else {
                 image.arch.name().to_owned()
             };
@@ -354,7 +354,7 @@ impl Prebuilt {
                 .collect();
             if found.is_empty() {
                 missing.push(match arch {
-                    OffloadArch::Host => format!("host ({host_triple})"),
+                    OffloadArch::Host(_) => format!("{arch} ({host_triple})"),
                     other => other.name().to_owned(),
                 });
             }
@@ -561,11 +561,11 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("src")).unwrap();
         std::fs::write(dir.path().join("src/lib.rs"), "fn a() {}").unwrap();
         let k = krate(dir.path());
-        let archs = [OffloadArch::Host];
+        let archs = [OffloadArch::HOST];
         let hash = source_hash(&k, "rustc x; LLVM version: 22.1.4", &archs).unwrap();
         write_bundle(
             &k,
-            &[image(OffloadArch::Host, b"\x7fELF")],
+            &[image(OffloadArch::HOST, b"\x7fELF")],
             &hash,
             "rustc x; LLVM version: 22.1.4",
         )
@@ -603,7 +603,7 @@ mod tests {
         use offload_format::offload_binary::KernelParams;
         let dir = tempfile::tempdir().unwrap();
         let k = krate(dir.path());
-        let archs = [OffloadArch::Host];
+        let archs = [OffloadArch::HOST];
         let hash = source_hash(&k, "t", &archs).unwrap();
         let with_params = DeviceImage {
             kernel_resources: vec![offload_format::offload_binary::PtxasKernelInfo {
@@ -622,11 +622,11 @@ mod tests {
                     sizes: vec![],
                 },
             ],
-            ..image(OffloadArch::Host, b"x")
+            ..image(OffloadArch::HOST, b"x")
         };
         let path = write_bundle(
             &k,
-            &[with_params.clone(), image(OffloadArch::Host, b"y")],
+            &[with_params.clone(), image(OffloadArch::HOST, b"y")],
             &hash,
             "t",
         )
@@ -655,9 +655,9 @@ mod tests {
     fn a_missing_architecture_lists_what_the_bundle_has() {
         let dir = tempfile::tempdir().unwrap();
         let k = krate(dir.path());
-        let archs = [OffloadArch::Host];
+        let archs = [OffloadArch::HOST];
         let hash = source_hash(&k, "t", &archs).unwrap();
-        write_bundle(&k, &[image(OffloadArch::Host, b"x")], &hash, "t").unwrap();
+        write_bundle(&k, &[image(OffloadArch::HOST, b"x")], &hash, "t").unwrap();
         let want = arch::parse_list("host,sm_80", "test").unwrap();
         let err = decide(&k, &want, Policy::Require, &|| false)
             .unwrap_err()
@@ -673,9 +673,9 @@ mod tests {
     fn damaged_bundles_are_typed_errors_naming_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let k = krate(dir.path());
-        let archs = [OffloadArch::Host];
+        let archs = [OffloadArch::HOST];
         let hash = source_hash(&k, "t", &archs).unwrap();
-        let path = write_bundle(&k, &[image(OffloadArch::Host, b"payload")], &hash, "t").unwrap();
+        let path = write_bundle(&k, &[image(OffloadArch::HOST, b"payload")], &hash, "t").unwrap();
         let good = std::fs::read(&path).unwrap();
         for cut in [0, 7, good.len() / 2, good.len() - 1] {
             std::fs::write(&path, &good[..cut]).unwrap();

@@ -175,9 +175,14 @@ fn cpu_image_links_the_sources_host_side() {
     let library = linked.cpu_library.as_ref().expect("a host library");
     let krate = rdc_crate();
     let dir = common::target_dir().join("rdc-host");
-    let image =
-        offload_build::tooling::host_device::build(&Env::detect(), &krate, &dir, Some(library))
-            .unwrap_or_else(|e| panic!("{e}"));
+    let image = offload_build::tooling::host_device::build(
+        &Env::detect(),
+        &krate,
+        offload_format::CpuLevel::Baseline,
+        &dir,
+        Some(library),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(image.kernels, ["square_all"]);
     let file = object::File::parse(&*image.bytes).unwrap();
     let defined = |name: &str| {

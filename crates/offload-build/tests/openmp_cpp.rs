@@ -155,7 +155,7 @@ fn a_source_that_does_not_compile_is_reported_with_its_file_and_command() {
     let err = foreign::build(
         &Env::detect(),
         &[source],
-        &[offload_build::OffloadArch::Host],
+        &[offload_build::OffloadArch::HOST],
         &Options::default(),
         dir.path(),
         "broken-app",

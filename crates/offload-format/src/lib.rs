@@ -36,6 +36,7 @@ pub mod bundle;
 pub mod ccob;
 #[cfg(feature = "compression")]
 pub mod ccob_stream;
+pub mod cpu_level;
 pub mod device;
 pub mod error;
 pub mod image;
@@ -50,6 +51,7 @@ pub mod triple;
 pub use bundle::{BundleEntryId, BundleReader};
 #[cfg(feature = "containers")]
 pub use ccob::{CompressOptions, CompressionMethod};
+pub use cpu_level::CpuLevel;
 pub use device::DeviceFamily;
 pub use error::{Error, Result};
 pub use offload_binary::{

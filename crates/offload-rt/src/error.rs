@@ -297,6 +297,14 @@ pub enum Error {
     /// A worker thread of the CPU device could not be started.
     #[error("starting CPU device worker thread failed")]
     Worker(#[source] std::io::Error),
+    /// `OFFLOAD_CPU_LEVEL` names no level of the CPU device, or one this CPU does not have.
+    #[error("OFFLOAD_CPU_LEVEL=`{value}`: {reason}")]
+    CpuLevel {
+        /// The variable's value.
+        value: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
 }
 
 impl Error {
@@ -376,6 +384,7 @@ offload_format::error_codes! {
         Worker => "OFF3025",
         KernelStackOverflow => "OFF3026",
         InvalidValue => "OFF3027",
+        CpuLevel => "OFF3028",
     }
 }
 

@@ -18,8 +18,11 @@
 //! - `OFFLOAD_CPU_IMAGE_DIR`: a directory where the CPU device writes each image it loads (and
 //!   loads it from there), so that a debugger finds the kernels' symbols and lines; `cargo
 //!   offload run --debugger` sets it.
+//! - `OFFLOAD_CPU_LEVEL`: the highest level of CPU image the CPU device runs (`host`,
+//!   `x86-64-v2`, `x86-64-v3`, `x86-64-v4`); unset, the highest level the CPU has.
 //! - `OFFLOAD_LOG=1`: log lines on stderr saying why a GPU backend was not used, which image
-//!   was loaded, and how the CPU device runs each kernel with barriers.
+//!   was loaded (on the CPU device, which level and why), and how the CPU device runs each
+//!   kernel with barriers.
 //! - `OFFLOAD_CUDA_LIBRARY`, `OFFLOAD_HIP_LIBRARY`: the driver library to open instead of
 //!   `libcuda.so.1` / `libamdhip64.so`.
 //! - `OFFLOAD_GPU_TESTS=1`, `OFFLOAD_HIP_TESTS=1` (tests only): run the GPU test suites.

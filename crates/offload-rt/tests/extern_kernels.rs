@@ -73,13 +73,7 @@ fn setup() -> bool {
         offload_rt::__internal::register_bundle("extern_kernels_test", bundle);
         Ok(())
     });
-    match ready {
-        Ok(()) => true,
-        Err(why) => {
-            cpu_common::skip(why);
-            false
-        }
-    }
+    cpu_common::is_ready(ready)
 }
 
 #[test]

@@ -73,7 +73,7 @@ pub(crate) fn print(
                     krate.host.manifest_path.display()
                 ),
             )?,
-            (None, None) => vec![OffloadArch::Host],
+            (None, None) => vec![OffloadArch::HOST],
         };
         let drawing = Drawing {
             krate,
@@ -298,7 +298,7 @@ impl Drawing<'_> {
     /// The triple an architecture's images are for (the CPU device's is the host crate's).
     fn triple(&self, arch: &OffloadArch) -> String {
         match arch {
-            OffloadArch::Host => self.host_triple.to_owned(),
+            OffloadArch::Host(_) => self.host_triple.to_owned(),
             gpu => gpu.triple().to_owned(),
         }
     }
@@ -501,7 +501,7 @@ mod tests {
     #[test]
     fn host_actions_name_every_kind_in_clangs_order() {
         let sm = OffloadArch::Nvptx(offload_format::target_id::Sm::parse("sm_80").unwrap());
-        assert_eq!(kinds("host", &[OffloadArch::Host, sm]), "host-cuda-openmp");
-        assert_eq!(kinds("device", &[OffloadArch::Host]), "device-openmp");
+        assert_eq!(kinds("host", &[OffloadArch::HOST, sm]), "host-cuda-openmp");
+        assert_eq!(kinds("device", &[OffloadArch::HOST]), "device-openmp");
     }
 }

@@ -152,7 +152,7 @@ pub fn verify(args: VerifyOptions) -> Result<ExitCode> {
     let host = offload_build::tooling::arch::host_triple();
     for (triple, image) in &bundle.images {
         let label = format!("{} {:?} ({triple})", image.arch.name(), image.image_kind);
-        if matches!(image.arch, OffloadArch::Host) && triple != host {
+        if matches!(image.arch, OffloadArch::Host(_)) && triple != host {
             println!("{label:<40} not checked: built for another host than {host}");
             continue;
         }

@@ -495,7 +495,7 @@ fn gpu_target_checked(
             GpuTarget::Nvptx { sm }
         }
         OffloadArch::Amdgcn(id) => GpuTarget::Amdgpu(id),
-        OffloadArch::Host => {
+        OffloadArch::Host(_) => {
             return Err(LinkError::InvalidTarget {
                 target: arch.name(),
                 reason: "the host CPU is not a GPU target",

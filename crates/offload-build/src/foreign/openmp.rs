@@ -146,7 +146,7 @@ pub fn offload_targets(
     let mut skipped: Vec<(String, &'static str)> = Vec::new();
     for arch in archs {
         match arch {
-            OffloadArch::Host => {}
+            OffloadArch::Host(_) => {}
             OffloadArch::Nvptx(sm) if has_runtime(NVPTX_TRIPLE) => targets.nvptx.push(*sm),
             OffloadArch::Amdgcn(id) if has_runtime(AMDGCN_TRIPLE) => targets.amdgcn.push(*id),
             OffloadArch::Nvptx(_) | OffloadArch::Amdgcn(_) => {

@@ -68,6 +68,19 @@ pub fn build(
 ) -> Result<LinkedSources> {
     let mut linked = LinkedSources::default();
     let mut host_objects = Vec::new();
+    // The sources' CPU side is one library, at the baseline, for every CPU level.
+    let mut unique: Vec<OffloadArch> = Vec::new();
+    for arch in archs {
+        let arch = if arch.is_gpu() {
+            *arch
+        } else {
+            OffloadArch::HOST
+        };
+        if !unique.contains(&arch) {
+            unique.push(arch);
+        }
+    }
+    let archs = unique.as_slice();
     for source in sources {
         super::extend_unique(&mut linked.watch, vec![source.path.clone()]);
         let dir = super::work_dir(out_dir, source);
@@ -85,11 +98,11 @@ pub fn build(
                 (source.language, arch),
                 (Language::Cuda, OffloadArch::Nvptx(_))
                     | (Language::Hip, OffloadArch::Amdgcn(_))
-                    | (_, OffloadArch::Host)
+                    | (_, OffloadArch::Host(_))
             );
             // The CPU device takes a function written for each vendor once: from the CUDA
             // file when a HIP file of the same name exists.
-            let twin = *arch == OffloadArch::Host
+            let twin = *arch == OffloadArch::HOST
                 && source.language == Language::Hip
                 && sources
                     .iter()
@@ -98,12 +111,12 @@ pub fn build(
                 continue;
             }
             let stem = format!("{module}.{}", arch.name().replace(':', "_"));
-            let host = *arch == OffloadArch::Host;
+            let host = *arch == OffloadArch::HOST;
             let output = dir.join(format!("{stem}.{}", if host { "o" } else { "bc" }));
             let mut cmd = Command::new(&clang.path);
             cmd.args(&language);
             match arch {
-                OffloadArch::Host => {
+                OffloadArch::Host(_) => {
                     cmd.arg(format!("--target={}", host_triple())).args([
                         "--cuda-host-only",
                         "-fPIC",

@@ -29,6 +29,7 @@
 //! `Error::KernelStackOverflow`, the thread named by the image's index state, the process and
 //! the device going on as after a panic. `OFFLOAD_KERNEL_STACK` sets the stacks' size.
 
+mod level;
 mod loader;
 mod pool;
 mod trap;
@@ -126,6 +127,8 @@ pub struct CpuBackend {
     stacks: LauncherStacks,
     sizes: StackSizes,
     barriers: BarrierMode,
+    /// `OFFLOAD_CPU_LEVEL`: the highest level of CPU image to run, where set.
+    level: Option<String>,
     /// Allocations made with `mmap` (address → mapped length); the rest came from `calloc`.
     mapped: Mutex<std::collections::HashMap<u64, usize>>,
     /// The handler that turns a stack overflow in kernel code into an error.
@@ -193,6 +196,14 @@ impl CpuBackend {
         CpuBackend::with_threads(threads)
             .with_barriers(barriers)
             .with_stack(super::kernel_stack())
+            .with_level(std::env::var("OFFLOAD_CPU_LEVEL").ok())
+    }
+
+    /// This device running the CPU images of at most `level` (`host`, `x86-64-v3`, …), or with
+    /// `None` of the highest level this CPU has.
+    pub fn with_level(mut self, level: Option<String>) -> CpuBackend {
+        self.level = level;
+        self
     }
 
     /// A CPU device running launches on `threads` threads (the launching thread included).
@@ -202,6 +213,7 @@ impl CpuBackend {
             stacks: LauncherStacks::default(),
             sizes: StackSizes::new(None),
             barriers: BarrierMode::Regions,
+            level: None,
             mapped: Mutex::new(std::collections::HashMap::new()),
             _overflows: trap::Handler::acquire(),
         }
@@ -230,13 +242,6 @@ impl Default for CpuBackend {
     fn default() -> Self {
         CpuBackend::new()
     }
-}
-
-/// Whether an image can run on this host's CPU device.
-pub(crate) fn image_fits(image: &RegisteredImage<'_>) -> bool {
-    image.triple() == HOST_TRIPLE
-        && matches!(image.arch(), "host" | "")
-        && image.image_kind() == offload_format::ImageKind::Object
 }
 
 impl Backend for CpuBackend {
@@ -310,10 +315,11 @@ impl Backend for CpuBackend {
     }
 
     fn load_module(&self, module: &str, images: &[RegisteredImage<'_>]) -> Result<Box<dyn Module>> {
-        let Some(image) = images.iter().find(|i| image_fits(i)) else {
+        let limit = level::limit(self.level.as_deref())?;
+        let Some((index, image, chosen)) = level::choose(images, &limit) else {
             return Err(Error::NoCompatibleImage {
                 module: module.to_owned(),
-                device: self.describe(),
+                device: format!("{} ({})", self.describe(), limit.why),
                 candidates: images.len(),
                 tried: images
                     .iter()
@@ -322,6 +328,16 @@ impl Backend for CpuBackend {
                     .join(", "),
             });
         };
+        let carried: Vec<&str> = images
+            .iter()
+            .filter(|i| level::image_level(i).is_some())
+            .map(|i| i.arch())
+            .collect();
+        crate::backend::gpu::log(format_args!(
+            "module `{module}`: CPU image #{index} ({chosen}) of [{}]: {}",
+            carried.join(", "),
+            limit.why
+        ));
         let info = image.describe();
         let bytes = image.checked_bytes()?;
         super::image::check_host_shared_object(bytes).map_err(|reason| Error::ImageLoad {

@@ -19,6 +19,12 @@ pub fn fixture_dir() -> PathBuf {
 /// The fixture's CPU image (bytes, exported kernels), or `Err(why it cannot be built here)`
 /// when the device toolchain is missing. Every test binary builds it in the same directory.
 pub fn build_image() -> Result<(Vec<u8>, Vec<String>), String> {
+    build_image_at(offload_format::CpuLevel::Baseline)
+}
+
+/// [`build_image`] for a level of the instruction set (`-Ctarget-cpu`), each level in a
+/// directory of its own.
+pub fn build_image_at(level: offload_format::CpuLevel) -> Result<(Vec<u8>, Vec<String>), String> {
     let toolchain = offload_toolchain::DEVICE_TOOLCHAIN;
     let present = Command::new("rustup")
         .args(["run", toolchain, "rustc", "-V"])
@@ -39,10 +45,15 @@ pub fn build_image() -> Result<(Vec<u8>, Vec<String>), String> {
         default_features: true,
         features: Vec::new(),
     };
-    let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cpu-device");
+    let dir = match level {
+        offload_format::CpuLevel::Baseline => "cpu-device".to_owned(),
+        level => format!("cpu-device-{level}"),
+    };
+    let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(dir);
     let image = offload_build::tooling::host_device::build(
         &offload_build::tooling::env::Env::detect(),
         &krate,
+        level,
         &target_dir,
         None,
     )
@@ -52,6 +63,11 @@ pub fn build_image() -> Result<(Vec<u8>, Vec<String>), String> {
 
 /// A CPU image as a bundle of kernel module `module` exporting `kernels` (comma-separated).
 pub fn bundle(module: &str, kernels: &str, image: &[u8]) -> Vec<u8> {
+    bundle_at(module, kernels, image, "host")
+}
+
+/// [`bundle`] of an image of CPU level `arch` (`host`, `x86-64-v3`).
+pub fn bundle_at(module: &str, kernels: &str, image: &[u8], arch: &str) -> Vec<u8> {
     OffloadBinary {
         image_kind: ImageKind::Object,
         offload_kind: OffloadKind::OpenMp,
@@ -61,7 +77,7 @@ pub fn bundle(module: &str, kernels: &str, image: &[u8]) -> Vec<u8> {
                 Cow::Borrowed("triple"),
                 Cow::Borrowed(offload_build::tooling::arch::host_triple()),
             ),
-            (Cow::Borrowed("arch"), Cow::Borrowed("host")),
+            (Cow::Borrowed("arch"), Cow::Owned(arch.to_owned())),
             (
                 Cow::Borrowed("offload.module"),
                 Cow::Owned(module.to_owned()),
@@ -88,6 +104,11 @@ pub fn register_fixture(name: &'static str) -> bool {
         offload_rt::__internal::register_bundle(name, bundle);
         Ok(())
     });
+    is_ready(ready)
+}
+
+/// Whether a test's set-up `ready` succeeded; if not, prints why (a failure under CI).
+pub fn is_ready(ready: &Result<(), String>) -> bool {
     match ready {
         Ok(()) => true,
         Err(why) => {
