@@ -8,6 +8,8 @@
 //! of the cheap value it uses, after which SimplifyCFG merges the chain; the code generator's
 //! common-subexpression pass rejoins the copies. After optimization, on every target.
 
+use std::collections::HashMap;
+
 use inkwell::llvm_sys::LLVMOpcode;
 use inkwell::llvm_sys::core as llvm;
 use inkwell::llvm_sys::prelude::{LLVMBasicBlockRef, LLVMBuilderRef, LLVMValueRef};
@@ -49,18 +51,28 @@ unsafe fn condition_blocks(function: LLVMValueRef) -> Vec<LLVMBasicBlockRef> {
     let mut found = Vec::new();
     // SAFETY: walking the blocks and instructions of a live function (the caller's contract).
     unsafe {
-        let mut predecessors: Vec<(LLVMBasicBlockRef, Vec<LLVMBasicBlockRef>)> = Vec::new();
+        // Blocks in order, each with its predecessors.
+        let mut order = Vec::new();
+        let mut predecessors: HashMap<LLVMBasicBlockRef, Vec<LLVMBasicBlockRef>> = HashMap::new();
         let mut block = llvm::LLVMGetFirstBasicBlock(function);
         while !block.is_null() {
-            for successor in successors(block) {
-                match predecessors.iter_mut().find(|(b, _)| *b == successor) {
-                    Some((_, from)) => from.push(block),
-                    None => predecessors.push((successor, vec![block])),
-                }
+            let terminator = llvm::LLVMGetBasicBlockTerminator(block);
+            let count = if terminator.is_null() {
+                0
+            } else {
+                llvm::LLVMGetNumSuccessors(terminator)
+            };
+            for successor in (0..count).map(|i| llvm::LLVMGetSuccessor(terminator, i)) {
+                let from = predecessors.entry(successor).or_insert_with(|| {
+                    order.push(successor);
+                    Vec::new()
+                });
+                from.push(block);
             }
             block = llvm::LLVMGetNextBasicBlock(block);
         }
-        for (block, from) in &predecessors {
+        for block in &order {
+            let from = &predecessors[block];
             let &[predecessor] = from.as_slice() else {
                 continue;
             };
