@@ -214,6 +214,12 @@ pub fn parse_found(names: &[String]) -> (Vec<OffloadArch>, Vec<String>) {
     (archs, notes)
 }
 
+/// One architecture as an image names it (`sm_80`, `gfx942:xnack+`, `host`, `x86-64-v3`):
+/// unlike [`parse_list`], a CPU level comes alone, without the baseline a list adds.
+pub fn parse_arch(name: &str, origin: &str) -> Result<OffloadArch> {
+    parse_one(name.trim(), origin)
+}
+
 fn parse_one(item: &str, origin: &str) -> Result<OffloadArch> {
     if item == HOST_ARCH || item == "cpu" {
         return Ok(OffloadArch::HOST);
@@ -410,6 +416,7 @@ mod tests {
                 vec![v3, OffloadArch::HOST]
             );
             assert_eq!(v3.name(), "x86-64-v3");
+            assert_eq!(parse_arch("x86-64-v3", "an image").unwrap(), v3);
             assert_eq!(v3.triple(), host_triple());
             assert_ne!(v3.file_stem(), OffloadArch::HOST.file_stem());
         } else {

@@ -400,12 +400,7 @@ pub fn read_request(dir: &Path) -> Result<Request> {
             .ok_or_else(|| bad(format!("no string `{key}`")))
     };
     let origin = format!("{}", path.display());
-    let one_arch = |name: &str| {
-        crate::arch::parse_list(name, &origin)?
-            .into_iter()
-            .next()
-            .ok_or_else(|| bad(format!("an empty architecture `{name}`")))
-    };
+    let one_arch = |name: &str| crate::arch::parse_arch(name, &origin);
     let archs = value
         .strs_at(&["archs"])
         .into_iter()

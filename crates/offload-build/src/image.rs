@@ -50,11 +50,7 @@ impl DeviceImage {
         };
         let triple = key(KEY_TRIPLE)?;
         let arch_name = key(KEY_ARCH)?;
-        let arch = crate::arch::parse_list(&arch_name, origin)
-            .map_err(|e| e.to_string())?
-            .into_iter()
-            .next()
-            .ok_or_else(|| "it has an empty `arch`".to_owned())?;
+        let arch = crate::arch::parse_arch(&arch_name, origin).map_err(|e| e.to_string())?;
         if arch.is_gpu() && arch.triple() != triple {
             return Err(format!("`{arch_name}` is not an {triple} architecture"));
         }

@@ -669,6 +669,28 @@ mod tests {
         );
     }
 
+    /// A bundle of two CPU levels keeps each image's level: read back, each serves its own.
+    #[test]
+    fn cpu_levels_keep_their_images() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = krate(dir.path());
+        let v3 = OffloadArch::Host(offload_format::CpuLevel::X86_64V3);
+        let archs = [OffloadArch::HOST, v3];
+        let hash = source_hash(&k, "t", &archs).unwrap();
+        let images = [image(OffloadArch::HOST, b"base"), image(v3, b"v3")];
+        write_bundle(&k, &images, &hash, "t").unwrap();
+        match decide(&k, &archs, Policy::Require, &|| false).unwrap() {
+            Decision::Use(used) => {
+                let got: Vec<_> = used.iter().map(|i| (i.arch, i.bytes.clone())).collect();
+                assert_eq!(
+                    got,
+                    [(OffloadArch::HOST, b"base".to_vec()), (v3, b"v3".to_vec())]
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn damaged_bundles_are_typed_errors_naming_the_file() {
         let dir = tempfile::tempdir().unwrap();
