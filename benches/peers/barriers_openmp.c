@@ -1,13 +1,15 @@
-/* The OpenMP peer of `benches/cpu-barriers`: the same five cases (tiled matrix product, n = 512
- * and 1024; sum of 2^24 u32s; tiled transpose and 5-point stencil of 4096 x 4096 floats) on the
- * same inputs, with the same order of float operations, so that every output has the same bits
- * and the same FNV-1a 64 digest. Warm-up once, then ROUNDS rounds (the 1024 matrix product at
+/* The OpenMP peer of `benches/cpu-barriers`: the same cases (tiled matrix product, n = 512 and
+ * 1024; sum of 2^24 u32s; tiled transpose and 5-point stencil of 4096 x 4096 floats; 7-point
+ * stencil of 256^3 floats; 256-bin histogram of 2^24 words) on the same inputs, with the same
+ * order of float operations, so that every output has the same bits and the same FNV-1a 64
+ * digest. Warm-up once, then ROUNDS rounds (the 1024 matrix product at
  * most 3); one line per case in the Rust program's format.
  *
  *   clang-22 -O3 -fopenmp -ffp-contract=off benches/peers/barriers_openmp.c -o barriers_openmp
  *   OMP_NUM_THREADS=2 ./barriers_openmp [ROUNDS]
  */
 #include <omp.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +132,48 @@ static void stencil(int n, const float *restrict in, float *restrict out) {
     }
 }
 
+/* 7-point stencil on an n^3 grid (x fastest): interior cells
+ * 0.125f * ((((((2.0f * centre + west) + east) + north) + south) + below) + above), the
+ * faces copied. */
+static void stencil7(int n, const float *restrict in, float *restrict out) {
+    size_t plane = (size_t)n * n;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int z = 0; z < n; z++) {
+        for (int y = 0; y < n; y++) {
+            size_t base = (size_t)z * plane + (size_t)y * n;
+            const float *row = in + base;
+            float *o = out + base;
+            if (z == 0 || z == n - 1 || y == 0 || y == n - 1) {
+                memcpy(o, row, n * sizeof(float));
+                continue;
+            }
+            o[0] = row[0];
+#pragma omp simd
+            for (int x = 1; x < n - 1; x++)
+                o[x] = 0.125f * ((((((2.0f * row[x] + row[x - 1]) + row[x + 1]) + row[x - n]) + row[x + n]) +
+                                  row[x - (ptrdiff_t)plane]) + row[x + plane]);
+            o[n - 1] = row[n - 1];
+        }
+    }
+}
+
+/* 256-bin histogram of the words' low bytes: a private histogram per thread, then summed. */
+static void histogram(size_t n, const uint32_t *restrict data, uint32_t *restrict bins) {
+    memset(bins, 0, 256 * sizeof(uint32_t));
+#pragma omp parallel
+    {
+        uint32_t local[256] = {0};
+#pragma omp for schedule(static)
+        for (size_t i = 0; i < n; i++) local[data[i] & 0xff]++;
+        for (int b = 0; b < 256; b++) {
+            if (local[b]) {
+#pragma omp atomic
+                bins[b] += local[b];
+            }
+        }
+    }
+}
+
 static double *times;
 
 #define MEDIAN_MS(rounds, body)                                                                    \
@@ -193,6 +237,27 @@ int main(int argc, char **argv) {
         snprintf(size, sizeof size, "%dx%d", n, n);
         report("stencil5", size, rounds, ms, out, len * sizeof(float));
         free(in); free(out);
+    }
+
+    {
+        int n = 256;
+        size_t len = (size_t)n * n * n;
+        float *in = malloc(len * sizeof(float)), *out = malloc(len * sizeof(float));
+        for (uint32_t i = 0; i < len; i++) in[i] = input_f32(i, 6);
+        double ms = MEDIAN_MS(rounds, stencil7(n, in, out));
+        snprintf(size, sizeof size, "%dx%dx%d", n, n, n);
+        report("stencil7", size, rounds, ms, out, len * sizeof(float));
+        free(in); free(out);
+    }
+
+    {
+        size_t n = (size_t)1 << 24;
+        uint32_t *data = malloc(n * sizeof(uint32_t)), bins[256];
+        for (uint32_t i = 0; i < n; i++) data[i] = hash(i, 7);
+        double ms = MEDIAN_MS(rounds, histogram(n, data, bins));
+        snprintf(size, sizeof size, "n=%zu", n);
+        report("histogram", size, rounds, ms, bins, sizeof bins); /* little-endian u32s */
+        free(data);
     }
     free(times);
     return 0;

@@ -1,6 +1,8 @@
 //! Kernels with barriers on the CPU device: a tiled matrix product (n = 512 and 1024), a
 //! shared-memory block reduction over 2^24 `u32`s (`examples/reduce`'s `block_sum`), a tiled
-//! transpose and a 5-point stencil of 4096 × 4096 floats. Each case is run once to warm up,
+//! transpose and a 5-point stencil of 4096 × 4096 floats, a 7-point stencil of 256³ floats
+//! and a 256-bin histogram of 2^24 words with shared-memory atomics (the last two written
+//! plainly, as a GPU programmer would, untuned for the CPU). Each case is run once to warm up,
 //! then ROUNDS times (the 1024 matrix product at most 3 times); one line per case gives the
 //! median and an FNV-1a 64 digest of the output bytes. `benches/peers/barriers_openmp.c`
 //! computes the same outputs (same inputs, same order of float operations) with OpenMP and
@@ -32,6 +34,8 @@ fn main() -> Result<()> {
     reduce(&device, 1 << 24, rounds)?;
     transpose(&device, 4096, 4096, rounds)?;
     stencil(&device, 4096, rounds)?;
+    stencil7(&device, 256, rounds)?;
+    histogram(&device, 1 << 24, rounds)?;
     Ok(())
 }
 
@@ -151,6 +155,54 @@ fn stencil(device: &Device, n: u32, rounds: usize) -> Result<()> {
 }
 
 /// Runs `f` once to warm up, then `rounds` times; the median time in milliseconds.
+fn stencil7(device: &Device, n: u32, rounds: usize) -> Result<()> {
+    let input: Vec<f32> = (0..n * n * n).map(|i| input_f32(i, 6)).collect();
+    let d_input = DeviceBuffer::from_slice(device, &input)?;
+    let mut d_output = DeviceBuffer::<f32>::zeroed(device, input.len())?;
+    let config = LaunchConfig {
+        grid: (n.div_ceil(TILE), n.div_ceil(TILE), n),
+        block: (TILE, TILE, 1),
+        shared_mem_bytes: 0,
+    };
+    let ms = median_ms(rounds, || {
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        unsafe {
+            cpu_barriers_kernels::stencil7.launch(device, config, n, &d_input, &mut d_output)
+        }?;
+        Ok(device.synchronize()?)
+    })?;
+    let size = format!("{n}x{n}x{n}");
+    report(
+        "stencil7",
+        &size,
+        rounds,
+        ms,
+        &f32_bytes(&d_output.to_vec()?),
+    );
+    Ok(())
+}
+
+fn histogram(device: &Device, n: u32, rounds: usize) -> Result<()> {
+    let data: Vec<u32> = (0..n).map(|i| hash(i, 7)).collect();
+    let d_data = DeviceBuffer::from_slice(device, &data)?;
+    let mut d_bins = DeviceBuffer::<u32>::zeroed(device, cpu_barriers_kernels::BINS)?;
+    // A grid-stride loop's usual launch: a fixed number of blocks, not one thread per word.
+    let config = LaunchConfig::linear(64, 256);
+    let ms = median_ms(rounds, || {
+        d_bins.copy_from(&[0; cpu_barriers_kernels::BINS])?;
+        // SAFETY: `d_data` holds `n` words and `d_bins` BINS counts.
+        unsafe { cpu_barriers_kernels::histogram.launch(device, config, n, &d_data, &mut d_bins) }?;
+        Ok(device.synchronize()?)
+    })?;
+    let bins: Vec<u8> = d_bins
+        .to_vec()?
+        .iter()
+        .flat_map(|c| c.to_le_bytes())
+        .collect();
+    report("histogram", &format!("n={n}"), rounds, ms, &bins);
+    Ok(())
+}
+
 fn median_ms(rounds: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
     f()?;
     let mut times = Vec::with_capacity(rounds);

@@ -6,7 +6,12 @@
 //! a barrier, no warp operations, no barrier inside a helper function.
 #![no_std]
 
-use offload_rt::kernel::{block_idx_x, block_idx_y, sync_threads, thread_idx_x, thread_idx_y};
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use offload_rt::kernel::{
+    block_dim_x, block_idx_x, block_idx_y, block_idx_z, grid_stride_x, sync_threads, thread_idx_x,
+    thread_idx_y,
+};
 use offload_rt::{kernel, shared_array};
 
 /// Tile edge of [`matmul_tiled`] and [`stencil5`]: blocks of `TILE × TILE` threads.
@@ -148,6 +153,108 @@ pub fn stencil5(n: u32, input: *const f32, output: *mut f32) {
                     + *tile.add(s + 1)
                     + *tile.add(s - PITCH)
                     + *tile.add(s + PITCH))
+            };
+        }
+    }
+}
+
+/// Bins of [`histogram`].
+pub const BINS: usize = 256;
+
+/// Counts the low bytes of `data`'s `n` words into [`BINS`] `bins` (zeroed by the caller): each
+/// block counts into shared bins with atomics, over a grid-stride loop, then adds its non-empty
+/// bins to `bins` with one global atomic each. Any 1-D launch; counts are exact in any order.
+#[kernel]
+pub fn histogram(n: u32, data: *const u32, bins: *mut u32) {
+    let local: *mut u32 = shared_array!(u32, 256);
+    let tx = thread_idx_x() as usize;
+    let mut b = tx;
+    while b < BINS {
+        // SAFETY: `b < BINS`, the shared bins' length.
+        unsafe { *local.add(b) = 0 };
+        b += block_dim_x() as usize;
+    }
+    sync_threads();
+    for i in grid_stride_x(n as usize) {
+        // SAFETY: `i < n`, `data`'s length; the low byte is below `BINS`; the shared bins are
+        // accessed only atomically until the barrier.
+        unsafe {
+            let v = (*data.add(i) & 0xff) as usize;
+            AtomicU32::from_ptr(local.add(v)).fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    sync_threads();
+    let mut b = tx;
+    while b < BINS {
+        // SAFETY: `b < BINS`, the length of both; the shared counts are final after the
+        // barrier, and `bins` is accessed only atomically during the launch.
+        unsafe {
+            let count = *local.add(b);
+            if count > 0 {
+                AtomicU32::from_ptr(bins.add(b)).fetch_add(count, Ordering::Relaxed);
+            }
+        }
+        b += block_dim_x() as usize;
+    }
+}
+
+/// One step of a 7-point stencil on an `n × n × n` grid (x fastest): an interior cell becomes
+/// `(1/8) * (2 * centre + west + east + north + south + below + above)`, summed in that order;
+/// the cells of the grid's faces are copied. Launch a grid of `(n / 16, n / 16, n)` blocks
+/// (rounded up) of `(16, 16)` threads, one plane per block in z: each block stages its plane's
+/// 18 × 18 tile (cells and a one-cell halo in x and y, loaded by the edge threads) in shared
+/// memory and reads the cells below and above from the grid.
+#[kernel]
+pub fn stencil7(n: u32, input: *const f32, output: *mut f32) {
+    const T: usize = TILE as usize;
+    const PITCH: usize = T + 2;
+    let tile: *mut f32 = shared_array!(f32, 18 * 18);
+    let n = n as usize;
+    let tx = thread_idx_x() as usize;
+    let ty = thread_idx_y() as usize;
+    let y = block_idx_y() as usize * T + ty;
+    let x = block_idx_x() as usize * T + tx;
+    let z = block_idx_z() as usize;
+    let inside = x < n && y < n && z < n;
+    let s = (ty + 1) * PITCH + tx + 1;
+    let g = (z * n + y) * n + x;
+    if inside {
+        // SAFETY: `x, y, z < n`: `g` and the neighbours read under their bounds checks are
+        // inside `input` (`n³` elements); every slot written is below 18 * 18.
+        unsafe {
+            *tile.add(s) = *input.add(g);
+            if tx == 0 && x > 0 {
+                *tile.add(s - 1) = *input.add(g - 1);
+            }
+            if tx == T - 1 && x + 1 < n {
+                *tile.add(s + 1) = *input.add(g + 1);
+            }
+            if ty == 0 && y > 0 {
+                *tile.add(s - PITCH) = *input.add(g - n);
+            }
+            if ty == T - 1 && y + 1 < n {
+                *tile.add(s + PITCH) = *input.add(g + n);
+            }
+        }
+    }
+    sync_threads();
+    if inside {
+        let face = x == 0 || y == 0 || z == 0 || x == n - 1 || y == n - 1 || z == n - 1;
+        // SAFETY: `g` is inside `output`; for an interior cell its six neighbours are inside
+        // the grid: those in the plane were written to their slots before the barrier, those
+        // below and above are read from `input`.
+        unsafe {
+            *output.add(g) = if face {
+                *tile.add(s)
+            } else {
+                0.125
+                    * (2.0 * *tile.add(s)
+                        + *tile.add(s - 1)
+                        + *tile.add(s + 1)
+                        + *tile.add(s - PITCH)
+                        + *tile.add(s + PITCH)
+                        + *input.add(g - n * n)
+                        + *input.add(g + n * n))
             };
         }
     }
