@@ -14,9 +14,15 @@
 //! function of the thread and block indices is computed again, so an index such as
 //! `thread_idx_x()` stays visibly affine in the loop counter. An immutable local whose value
 //! is the same for the whole block (parameters, block indices, `shared_array!`) is computed
-//! once per block. Any other shape (a barrier inside an expression, a `loop`, a labelled
-//! loop, `break` out of a region, warp operations) gives [`Plan::Coroutines`] with the reason,
-//! and the kernel keeps the coroutine path.
+//! once per block.
+//!
+//! `break` and `continue` out of a loop around barriers (`for`, `while` or `loop`, labelled or
+//! not) are jumps of the whole block when their condition is the same for every thread (a
+//! loop counter, a parameter, a block-wide local): the `if` holding them is evaluated once per
+//! block, the jump leaves the block's loop. A jump under a condition that may differ between
+//! threads, or one inside an expression, keeps the coroutine path, which runs each thread's
+//! own way. Any other shape (a barrier inside an expression or a `match`, warp operations)
+//! gives [`Plan::Coroutines`] with the reason, and the kernel keeps the coroutine path.
 
 use std::collections::{HashMap, HashSet};
 
@@ -228,7 +234,14 @@ struct Lowering {
     alive: Option<Ident>,
     /// Mutable locals assigned only by statements the whole block runs (see
     /// [`block_mutables`]): one copy per block when their first value is uniform.
-    block_mutables: HashMap<String, Vec<Expr>>,
+    block_mutables: HashMap<String, Vec<BlockWrite>>,
+}
+
+/// A value a block mutable is assigned, with the loop variables of the block-wide loops
+/// around the assignment (uniform there, though not where the local is declared).
+struct BlockWrite {
+    value: Expr,
+    loop_vars: Vec<String>,
 }
 
 impl Lowering {
@@ -289,16 +302,20 @@ impl Lowering {
     /// Whether `name` is a block mutable whose every assigned value is uniform where it is
     /// declared (the local itself counting as uniform).
     fn block_mutable(&mut self, name: &str, scope: &[Var]) -> bool {
-        let Some(values) = self.block_mutables.get(name) else {
+        let Some(writes) = self.block_mutables.get(name) else {
             return false;
         };
-        let mut with_self = scope.to_vec();
-        with_self.push(Var {
-            name: name.to_owned(),
-            id: usize::MAX,
-            kind: Kind::Uniform,
-        });
-        values.iter().all(|v| is_uniform(v, &with_self))
+        writes.iter().all(|w| {
+            let mut with_self = scope.to_vec();
+            for uniform in w.loop_vars.iter().map(String::as_str).chain([name]) {
+                with_self.push(Var {
+                    name: uniform.to_owned(),
+                    id: usize::MAX,
+                    kind: Kind::Uniform,
+                });
+            }
+            is_uniform(&w.value, &with_self)
+        })
     }
 
     fn id(&mut self) -> usize {
@@ -344,7 +361,9 @@ impl Lowering {
                 out.extend(quote! { #stmt });
                 continue;
             }
-            if !mentions(&stmt.to_token_stream(), BARRIER) {
+            let barrier = mentions(&stmt.to_token_stream(), BARRIER);
+            let jump = if barrier { None } else { leaving_jump(stmt) };
+            if !barrier && jump.is_none() {
                 region.push(stmt.clone());
                 continue;
             }
@@ -352,7 +371,10 @@ impl Lowering {
             out.extend(self.region(&region, scope, &rest)?);
             region.clear();
             let rest = rest_tokens(&stmts[i + 1..], after);
-            out.extend(self.barrier_stmt(stmt, scope, &rest)?);
+            out.extend(match jump {
+                Some(what) => self.jump_stmt(stmt, what, scope, &rest)?,
+                None => self.barrier_stmt(stmt, scope, &rest)?,
+            });
         }
         out.extend(self.region(&region, scope, after)?);
         Ok(out)
@@ -390,9 +412,6 @@ impl Lowering {
         match expr {
             Expr::Call(call) if is_barrier_call(call) => Ok(TokenStream2::new()),
             Expr::ForLoop(f) => {
-                if f.label.is_some() {
-                    return Err("it calls sync_threads() inside a labelled loop".to_owned());
-                }
                 let range = self.uniform_value(&f.expr, scope)?;
                 let mark = scope.len();
                 let mut names = Vec::new();
@@ -408,28 +427,32 @@ impl Lowering {
                 let loop_after = loop_tokens(&f.body, after);
                 let body = self.lower_list(&f.body.stmts, scope, &loop_after)?;
                 scope.truncate(mark);
-                let pat = &f.pat;
+                let (label, pat) = (&f.label, &f.pat);
                 Ok(quote! {
-                    for #pat in ::core::iter::IntoIterator::into_iter(#range).flatten() {
+                    #label for #pat in ::core::iter::IntoIterator::into_iter(#range).flatten() {
                         #body
                     }
                 })
             }
             Expr::While(w) => {
-                if w.label.is_some() {
-                    return Err("it calls sync_threads() inside a labelled loop".to_owned());
-                }
                 if matches!(&*w.cond, Expr::Let(_)) {
                     return Err("it calls sync_threads() inside a `while let` loop".to_owned());
                 }
                 let cond = self.uniform_value(&w.cond, scope)?;
                 let loop_after = loop_tokens(&w.body, after);
                 let body = self.lower_scoped(&w.body.stmts, scope, &loop_after)?;
+                let label = &w.label;
                 Ok(quote! {
-                    while #cond == ::core::option::Option::Some(true) {
+                    #label while #cond == ::core::option::Option::Some(true) {
                         #body
                     }
                 })
+            }
+            Expr::Loop(l) => {
+                let loop_after = loop_tokens(&l.body, after);
+                let body = self.lower_scoped(&l.body.stmts, scope, &loop_after)?;
+                let label = &l.label;
+                Ok(quote! { #label loop { #body } })
             }
             Expr::If(_) => self.lower_if(expr, scope, after),
             Expr::Block(syn::ExprBlock {
@@ -439,9 +462,53 @@ impl Lowering {
                 let body = self.lower_scoped(&block.stmts, scope, after)?;
                 Ok(quote! { { #body } })
             }
-            Expr::Loop(_) => Err("it calls sync_threads() inside a `loop`".to_owned()),
             Expr::Match(_) => Err("it calls sync_threads() inside a `match`".to_owned()),
             _ => Err("it calls sync_threads() inside an expression".to_owned()),
+        }
+    }
+
+    /// A statement holding a `break` or `continue` that leaves a loop around barriers: the
+    /// jump itself, or an `if` whose conditions are the same for every thread (lowered as
+    /// the `if`s around barriers are, the jumps in its branches left as they are), or a
+    /// block holding those.
+    fn jump_stmt(
+        &mut self,
+        stmt: &Stmt,
+        what: &str,
+        scope: &mut Vec<Var>,
+        after: &TokenStream2,
+    ) -> Result<TokenStream2, String> {
+        let inside = |place: &str| {
+            format!("it uses `{what}` to leave a loop around sync_threads() inside {place}")
+        };
+        let expr = match stmt {
+            Stmt::Expr(e, _) => e,
+            Stmt::Local(_) => return Err(inside("a `let` statement")),
+            Stmt::Macro(_) | Stmt::Item(_) => return Err(inside("a macro invocation")),
+        };
+        match expr {
+            Expr::Break(b) if b.expr.is_none() => Ok(quote! { #b; }),
+            Expr::Break(_) => Err("it leaves a loop around sync_threads() with a value".to_owned()),
+            Expr::Continue(c) => Ok(quote! { #c; }),
+            Expr::If(_) => {
+                if !if_conditions_uniform(expr, scope) {
+                    return Err(format!(
+                        "it uses `{what}` to leave a loop around sync_threads() under a \
+                         condition that may differ between threads"
+                    ));
+                }
+                self.lower_if(expr, scope, after)
+            }
+            Expr::Block(syn::ExprBlock {
+                label: None, block, ..
+            })
+            | Expr::Unsafe(syn::ExprUnsafe { block, .. }) => {
+                let body = self.lower_scoped(&block.stmts, scope, after)?;
+                Ok(quote! { { #body } })
+            }
+            Expr::Match(_) => Err(inside("a `match`")),
+            Expr::ForLoop(_) | Expr::While(_) | Expr::Loop(_) => Err(inside("a nested loop")),
+            _ => Err(inside("an expression")),
         }
     }
 
@@ -597,14 +664,20 @@ impl Lowering {
                 }
                 let mut names = Vec::new();
                 pattern_names(&l.pat, &mut names);
+                // Not from a block mutable: recomputed after the block assigns it, the value
+                // would change.
                 let recompute = match simple_let(l) {
-                    Some((_, ty, init)) if !l.pat_is_mut() => {
-                        pure_deps(init, scope).map(|deps| Recompute {
+                    Some((_, ty, init)) if !l.pat_is_mut() => pure_deps(init, scope)
+                        .filter(|deps| {
+                            !deps
+                                .iter()
+                                .any(|(n, _)| self.block_mutables.contains_key(n))
+                        })
+                        .map(|deps| Recompute {
                             init: init.to_token_stream(),
                             ty: ty.map(ToTokens::to_token_stream),
                             deps,
-                        })
-                    }
+                        }),
                     _ => None,
                 };
                 let mutable = l.pat_is_mut();
@@ -740,9 +813,15 @@ fn assigned_value(stmt: &Stmt) -> Option<&Expr> {
 /// (`let mut name = ...;` as a statement of a list the region form lowers), and assigned only
 /// by statements `name = value;` / `name op= value;` of such lists, never borrowed, never
 /// assigned anywhere else. Whether their values are uniform is checked where they are used.
-fn block_mutables(stmts: &[Stmt]) -> HashMap<String, Vec<Expr>> {
-    /// Declarations and assignments that are statements of lowered lists.
-    fn walk(stmts: &[Stmt], decls: &mut Vec<String>, writes: &mut Vec<(String, Expr)>) {
+fn block_mutables(stmts: &[Stmt]) -> HashMap<String, Vec<BlockWrite>> {
+    /// Declarations and assignments that are statements of lowered lists; `loop_vars` are
+    /// the variables of the lowered `for` loops around them.
+    fn walk(
+        stmts: &[Stmt],
+        decls: &mut Vec<String>,
+        writes: &mut Vec<(String, BlockWrite)>,
+        loop_vars: &mut Vec<String>,
+    ) {
         for stmt in stmts {
             if let Stmt::Local(l) = stmt
                 && l.pat_is_mut()
@@ -751,9 +830,11 @@ fn block_mutables(stmts: &[Stmt]) -> HashMap<String, Vec<Expr>> {
                 decls.push(name);
             }
             if let (Some(name), Some(value)) = (assigned_local(stmt), assigned_value(stmt)) {
-                writes.push((name, value.clone()));
+                let value = value.clone();
+                let loop_vars = loop_vars.clone();
+                writes.push((name, BlockWrite { value, loop_vars }));
             }
-            if !mentions(&stmt.to_token_stream(), BARRIER) {
+            if !mentions(&stmt.to_token_stream(), BARRIER) && leaving_jump(stmt).is_none() {
                 continue;
             }
             let mut blocks: Vec<&Block> = Vec::new();
@@ -761,10 +842,15 @@ fn block_mutables(stmts: &[Stmt]) -> HashMap<String, Vec<Expr>> {
                 Stmt::Expr(e, _) => Some(e),
                 _ => None,
             };
+            let mark = loop_vars.len();
             while let Some(e) = expr.take() {
                 match e {
-                    Expr::ForLoop(f) => blocks.push(&f.body),
+                    Expr::ForLoop(f) => {
+                        pattern_names(&f.pat, loop_vars);
+                        blocks.push(&f.body);
+                    }
                     Expr::While(w) => blocks.push(&w.body),
+                    Expr::Loop(l) => blocks.push(&l.body),
                     Expr::Block(b) => blocks.push(&b.block),
                     Expr::Unsafe(b) => blocks.push(&b.block),
                     Expr::If(i) => {
@@ -775,8 +861,9 @@ fn block_mutables(stmts: &[Stmt]) -> HashMap<String, Vec<Expr>> {
                 }
             }
             for b in blocks {
-                walk(&b.stmts, decls, writes);
+                walk(&b.stmts, decls, writes, loop_vars);
             }
+            loop_vars.truncate(mark);
         }
     }
     /// Every declaration, assignment and borrow of a name anywhere in the body.
@@ -832,7 +919,7 @@ fn block_mutables(stmts: &[Stmt]) -> HashMap<String, Vec<Expr>> {
         }
     }
     let (mut decls, mut writes) = (Vec::new(), Vec::new());
-    walk(stmts, &mut decls, &mut writes);
+    walk(stmts, &mut decls, &mut writes, &mut Vec::new());
     let mut uses = Uses::default();
     for stmt in stmts {
         uses.visit_stmt(stmt);
@@ -850,7 +937,10 @@ fn block_mutables(stmts: &[Stmt]) -> HashMap<String, Vec<Expr>> {
             let values = writes
                 .iter()
                 .filter(|(n, _)| n == name)
-                .map(|(_, v)| v.clone());
+                .map(|(_, w)| BlockWrite {
+                    value: w.value.clone(),
+                    loop_vars: w.loop_vars.clone(),
+                });
             (name.clone(), values.collect())
         })
         .collect()
@@ -957,106 +1047,140 @@ fn is_barrier_call(call: &syn::ExprCall) -> bool {
         && matches!(&*call.func, Expr::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == BARRIER))
 }
 
-/// Refuses what a region cannot hold: `return` where the kernel is not tracked for it,
-/// `break`/`continue` out of the region, `ref` bindings and `let` without a value.
-fn check_region_stmt(stmt: &Stmt, returns_ok: bool) -> Result<(), String> {
-    struct Check {
-        loops: usize,
-        labels: Vec<String>,
-        error: Option<String>,
-        returns_ok: bool,
+/// What a region statement holds that a region cannot: the first such thing as `error`,
+/// the kind of a jump out of the statement (`break`, `continue`) as `leaves`.
+struct Check {
+    loops: usize,
+    labels: Vec<String>,
+    error: Option<String>,
+    leaves: Option<&'static str>,
+    returns_ok: bool,
+}
+
+impl<'ast> Visit<'ast> for Check {
+    fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
+    fn visit_item(&mut self, _: &'ast syn::Item) {}
+    fn visit_expr_return(&mut self, r: &'ast syn::ExprReturn) {
+        if !self.returns_ok {
+            self.error = Some("it returns early".to_owned());
+        }
+        syn::visit::visit_expr_return(self, r);
     }
-    impl<'ast> Visit<'ast> for Check {
-        fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
-        fn visit_item(&mut self, _: &'ast syn::Item) {}
-        fn visit_expr_return(&mut self, r: &'ast syn::ExprReturn) {
-            if !self.returns_ok {
-                self.error = Some("it returns early".to_owned());
-            }
-            syn::visit::visit_expr_return(self, r);
-        }
-        fn visit_expr_for_loop(&mut self, e: &'ast syn::ExprForLoop) {
-            self.visit_expr(&e.expr);
-            self.looped(e.label.as_ref(), |s| s.visit_block(&e.body));
-        }
-        fn visit_expr_while(&mut self, e: &'ast syn::ExprWhile) {
-            self.looped(e.label.as_ref(), |s| {
-                s.visit_expr(&e.cond);
-                s.visit_block(&e.body);
-            });
-        }
-        fn visit_expr_loop(&mut self, e: &'ast syn::ExprLoop) {
-            self.looped(e.label.as_ref(), |s| s.visit_block(&e.body));
-        }
-        fn visit_expr_block(&mut self, e: &'ast syn::ExprBlock) {
-            match &e.label {
-                Some(l) => {
-                    self.labels.push(l.name.ident.to_string());
-                    self.visit_block(&e.block);
-                    self.labels.pop();
-                }
-                None => self.visit_block(&e.block),
-            }
-        }
-        fn visit_expr_break(&mut self, e: &'ast syn::ExprBreak) {
-            self.jump(e.label.as_ref(), "break");
-            syn::visit::visit_expr_break(self, e);
-        }
-        fn visit_expr_continue(&mut self, e: &'ast syn::ExprContinue) {
-            self.jump(e.label.as_ref(), "continue");
-        }
-        fn visit_local(&mut self, l: &'ast syn::Local) {
-            if l.init.is_none() {
-                self.error = Some("it declares a variable without a value".to_owned());
-            }
-            syn::visit::visit_local(self, l);
-        }
-        fn visit_pat_ident(&mut self, i: &'ast syn::PatIdent) {
-            if i.by_ref.is_some() {
-                self.error = Some("it binds a variable by reference (`ref`)".to_owned());
-            }
-            syn::visit::visit_pat_ident(self, i);
-        }
-        fn visit_macro(&mut self, m: &'ast syn::Macro) {
-            for word in ["return", "break", "continue"] {
-                if mentions(&m.tokens, word) {
-                    self.error = Some(format!("a macro invocation in it holds `{word}`"));
-                }
-            }
-        }
+    fn visit_expr_for_loop(&mut self, e: &'ast syn::ExprForLoop) {
+        self.visit_expr(&e.expr);
+        self.looped(e.label.as_ref(), |s| s.visit_block(&e.body));
     }
-    impl Check {
-        fn looped(&mut self, label: Option<&syn::Label>, f: impl FnOnce(&mut Self)) {
-            self.loops += 1;
-            if let Some(l) = label {
+    fn visit_expr_while(&mut self, e: &'ast syn::ExprWhile) {
+        self.looped(e.label.as_ref(), |s| {
+            s.visit_expr(&e.cond);
+            s.visit_block(&e.body);
+        });
+    }
+    fn visit_expr_loop(&mut self, e: &'ast syn::ExprLoop) {
+        self.looped(e.label.as_ref(), |s| s.visit_block(&e.body));
+    }
+    fn visit_expr_block(&mut self, e: &'ast syn::ExprBlock) {
+        match &e.label {
+            Some(l) => {
                 self.labels.push(l.name.ident.to_string());
-            }
-            f(self);
-            if label.is_some() {
+                self.visit_block(&e.block);
                 self.labels.pop();
             }
-            self.loops -= 1;
+            None => self.visit_block(&e.block),
         }
-        fn jump(&mut self, label: Option<&syn::Lifetime>, what: &str) {
-            let inside = match label {
-                Some(l) => self.labels.contains(&l.ident.to_string()),
-                None => self.loops > 0,
-            };
-            if !inside {
-                self.error = Some(format!(
-                    "it uses `{what}` to leave a loop around sync_threads()"
-                ));
+    }
+    fn visit_expr_break(&mut self, e: &'ast syn::ExprBreak) {
+        self.jump(e.label.as_ref(), "break");
+        syn::visit::visit_expr_break(self, e);
+    }
+    fn visit_expr_continue(&mut self, e: &'ast syn::ExprContinue) {
+        self.jump(e.label.as_ref(), "continue");
+    }
+    fn visit_local(&mut self, l: &'ast syn::Local) {
+        if l.init.is_none() {
+            self.error = Some("it declares a variable without a value".to_owned());
+        }
+        syn::visit::visit_local(self, l);
+    }
+    fn visit_pat_ident(&mut self, i: &'ast syn::PatIdent) {
+        if i.by_ref.is_some() {
+            self.error = Some("it binds a variable by reference (`ref`)".to_owned());
+        }
+        syn::visit::visit_pat_ident(self, i);
+    }
+    fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        for word in ["return", "break", "continue"] {
+            if mentions(&m.tokens, word) {
+                self.error = Some(format!("a macro invocation in it holds `{word}`"));
             }
         }
     }
+}
+impl Check {
+    fn looped(&mut self, label: Option<&syn::Label>, f: impl FnOnce(&mut Self)) {
+        self.loops += 1;
+        if let Some(l) = label {
+            self.labels.push(l.name.ident.to_string());
+        }
+        f(self);
+        if label.is_some() {
+            self.labels.pop();
+        }
+        self.loops -= 1;
+    }
+    fn jump(&mut self, label: Option<&syn::Lifetime>, what: &'static str) {
+        let inside = match label {
+            Some(l) => self.labels.contains(&l.ident.to_string()),
+            None => self.loops > 0,
+        };
+        if !inside {
+            self.leaves.get_or_insert(what);
+        }
+    }
+}
+
+fn check_stmt(stmt: &Stmt, returns_ok: bool) -> Check {
     let mut check = Check {
         loops: 0,
         labels: Vec::new(),
         error: None,
+        leaves: None,
         returns_ok,
     };
     check.visit_stmt(stmt);
+    check
+}
+
+/// Refuses what a region cannot hold: `return` where the kernel is not tracked for it,
+/// `break`/`continue` out of the region, `ref` bindings and `let` without a value.
+fn check_region_stmt(stmt: &Stmt, returns_ok: bool) -> Result<(), String> {
+    let check = check_stmt(stmt, returns_ok);
+    if let Some(what) = check.leaves {
+        return Err(format!(
+            "it uses `{what}` to leave a loop around sync_threads()"
+        ));
+    }
     check.error.map_or(Ok(()), Err)
+}
+
+/// The jump (`break` or `continue`) by which `stmt` leaves the loop around it, if any.
+fn leaving_jump(stmt: &Stmt) -> Option<&'static str> {
+    check_stmt(stmt, true).leaves
+}
+
+/// Whether every condition of an `if` / `else if` chain is the same for the whole block
+/// (and none is an `if let`).
+fn if_conditions_uniform(expr: &Expr, scope: &[Var]) -> bool {
+    match expr {
+        Expr::If(i) => {
+            !matches!(&*i.cond, Expr::Let(_))
+                && is_uniform(&i.cond, scope)
+                && i.else_branch
+                    .as_ref()
+                    .is_none_or(|(_, e)| if_conditions_uniform(e, scope))
+        }
+        _ => true,
+    }
 }
 
 /// Whether `expr` assigns anything (the uniform parts are evaluated for one thread only).
@@ -1249,6 +1373,15 @@ mod tests {
         }
     }
 
+    /// The block code of a plan in region form, as text.
+    fn regions(plan: Plan) -> String {
+        match plan {
+            Plan::Regions { block, .. } => block.to_string(),
+            Plan::Coroutines(reason) => panic!("not split: {reason}"),
+            Plan::NoBarriers => panic!("no barriers found"),
+        }
+    }
+
     #[test]
     fn barriers_in_loops_and_ifs_split_into_regions() {
         let plan = plan_of(quote! {
@@ -1291,14 +1424,26 @@ mod tests {
 
     #[test]
     fn shapes_the_region_form_cannot_take_say_why() {
-        let r = reason(plan_of(quote! { loop { sync_threads(); break; } }));
-        assert!(r.contains("inside a `loop`"), "{r}");
         let r = reason(plan_of(quote! { let x = { sync_threads(); 1 }; }));
         assert!(r.contains("`let`"), "{r}");
-        let r = reason(plan_of(
-            quote! { for i in 0..n { if i == 3 { break; } sync_threads(); } },
-        ));
-        assert!(r.contains("`break`"), "{r}");
+        let r = reason(plan_of(quote! {
+            for i in 0..n { if thread_idx_x() as usize == i { break; } sync_threads(); }
+        }));
+        assert!(
+            r.contains("`break`") && r.contains("may differ between threads"),
+            "{r}"
+        );
+        let r = reason(plan_of(quote! {
+            loop { sync_threads(); let v = match n { 0 => break, v => v }; let _ = v; }
+        }));
+        assert!(r.contains("`break`") && r.contains("`let`"), "{r}");
+        let r = reason(plan_of(quote! {
+            'rows: for i in 0..n {
+                sync_threads();
+                for j in 0..n { if j == i { continue 'rows; } }
+            }
+        }));
+        assert!(r.contains("`continue`") && r.contains("nested loop"), "{r}");
         let r = reason(plan_of(quote! {
             let read = |k: usize| unsafe { *tile.add(k) };
             sync_threads();
@@ -1307,6 +1452,89 @@ mod tests {
         assert!(r.contains("closure") && r.contains("`read`"), "{r}");
         let r = reason(plan_of(quote! { let v = warp_sum(1u32); sync_threads(); }));
         assert!(r.contains("warp operations"), "{r}");
+    }
+
+    #[test]
+    fn block_uniform_jumps_out_of_barrier_loops_split_into_regions() {
+        let plan = plan_of(quote! {
+            let tile = shared_array!(f32, 256);
+            let t = thread_idx_x() as usize;
+            let mut rounds = 0;
+            'steps: loop {
+                unsafe { *tile.add(t) += 1.0 };
+                sync_threads();
+                rounds += 1;
+                for i in 0..n {
+                    if i == 2 { continue 'steps; }
+                    sync_threads();
+                    if i + rounds > 8 {
+                        unsafe { *tile.add(t) *= 2.0 };
+                        break 'steps;
+                    }
+                }
+                if rounds == n { break }
+            }
+            while n > 3 {
+                sync_threads();
+                if block_idx_x() == 1 { continue; }
+                break;
+            }
+        });
+        let block = regions(plan);
+        for jump in [
+            "continue 'steps ;",
+            "break 'steps ;",
+            "break ;",
+            "continue ;",
+        ] {
+            assert!(block.contains(jump), "{jump}: {block}");
+        }
+        assert!(block.contains("'steps : loop"), "{block}");
+        assert!(!block.contains("sync_threads"), "{block}");
+    }
+
+    #[test]
+    fn a_mut_parameter_halved_by_the_block_stays_one_value_per_block() {
+        let block: Block = syn::parse2(quote!({
+            let tile = shared_array!(f32, 256);
+            let t = thread_idx_x() as usize;
+            while n > 1 {
+                sync_threads();
+                if t < n {
+                    unsafe { *tile.add(t) += *tile.add(t + n) };
+                }
+                n /= 2;
+            }
+        }))
+        .unwrap();
+        let block = regions(plan(&block, &[(format_ident!("n"), true)]));
+        // Halved between two regions, not per thread in lane storage.
+        assert!(block.contains("}) ; n /= 2 ;"), "{block}");
+        assert!(
+            !block.contains("lane_write (__offload_lane_2 , __offload_t , n)"),
+            "{block}"
+        );
+    }
+
+    #[test]
+    fn a_value_read_from_a_block_mutable_is_kept_not_recomputed() {
+        let plan = plan_of(quote! {
+            let t = thread_idx_x() as usize;
+            let mut m = block_dim_x() as usize;
+            let j = t + m;
+            sync_threads();
+            m /= 2;
+            sync_threads();
+            unsafe { *out.add(j) = m as u32 };
+        });
+        let block = regions(plan);
+        // `j` is `t + m` with the first `m`: read back from lane storage after `m /= 2`.
+        let last = block.rsplit("for_each_thread").next().unwrap();
+        assert!(!last.contains("let j = t + m"), "{block}");
+        assert!(
+            last.contains("let j = :: offload_rt :: __private :: lane_read"),
+            "{block}"
+        );
     }
 
     #[test]

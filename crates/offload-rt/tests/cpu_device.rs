@@ -15,7 +15,7 @@ use offload_rt::{
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep,pyramid_min,skipping_passes,halving_offsets";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -1444,13 +1444,114 @@ fn kernels_with_barriers_run_alike_in_region_form_and_with_coroutines() {
             .collect();
         assert_eq!(data.to_vec().unwrap(), want, "{mode:?}: hidden_barrier");
 
-        // A barrier the region form does not take (inside `loop`).
+        // A barrier inside `loop`, left with `break`.
         let mut data = DeviceBuffer::<u32>::zeroed(&dev, 2 * 64).unwrap();
         // SAFETY: the buffers hold every element the kernel reaches through its pointers.
         unsafe { k::loop_barrier.launch(&dev, LaunchConfig::linear(2, 64), &mut data) }.unwrap();
         let want: Vec<u32> = (0..128).map(|i| 3 * (i % 64)).collect();
         assert_eq!(data.to_vec().unwrap(), want, "{mode:?}: loop_barrier");
+
+        // `break` before the second barrier on the last step (Rodinia's pathfinder).
+        let block = k::PASS_BLOCK;
+        let wall: Vec<u32> = (0..500u32)
+            .map(|v| v.wrapping_mul(2_654_435_761) % 10)
+            .collect();
+        let start: Vec<u32> = (0..3 * block as u32).map(|v| (v * 7) % 13).collect();
+        for steps in [1u32, 5, 40] {
+            let dwall = DeviceBuffer::from_slice(&dev, &wall).unwrap();
+            let mut data = DeviceBuffer::from_slice(&dev, &start).unwrap();
+            // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+            unsafe {
+                k::pyramid_min.launch(
+                    &dev,
+                    LaunchConfig::linear(3, block as u32),
+                    steps,
+                    &dwall,
+                    &mut data,
+                )
+            }
+            .unwrap();
+            assert_eq!(
+                data.to_vec().unwrap(),
+                pyramid_min_reference(&start, &wall, steps as usize, block),
+                "{mode:?}: pyramid_min, {steps} steps"
+            );
+        }
+
+        // `continue` and a labelled `break`, both block-wide.
+        for (passes, skip, limit) in [(10u32, 3u32, 1000u32), (10, 4, 12), (7, 1, 0)] {
+            let mut data = DeviceBuffer::from_slice(&dev, &start).unwrap();
+            // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+            unsafe {
+                k::skipping_passes.launch(
+                    &dev,
+                    LaunchConfig::linear(3, block as u32),
+                    passes,
+                    skip,
+                    limit,
+                    &mut data,
+                )
+            }
+            .unwrap();
+            let mut want = start.clone();
+            let mut total = 0;
+            for pass in (0..passes).filter(|p| p % skip != 0) {
+                for part in want.chunks_mut(block) {
+                    part.reverse();
+                    part.iter_mut().for_each(|v| *v += pass);
+                }
+                total += pass;
+                if total > limit {
+                    break;
+                }
+            }
+            assert_eq!(
+                data.to_vec().unwrap(),
+                want,
+                "{mode:?}: skipping_passes {passes} {skip} {limit}"
+            );
+        }
+
+        // A value taken from a block-wide local before the block changes it.
+        let mut data = DeviceBuffer::<u32>::zeroed(&dev, 2 * 96).unwrap();
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        unsafe { k::halving_offsets.launch(&dev, LaunchConfig::linear(2, 96), &mut data) }.unwrap();
+        let want: Vec<u32> = (0..2 * 96).map(|i| i % 96 + 96 + 48).collect();
+        assert_eq!(data.to_vec().unwrap(), want, "{mode:?}: halving_offsets");
     }
+}
+
+/// What [`k::pyramid_min`] computes, block by block.
+fn pyramid_min_reference(start: &[u32], wall: &[u32], steps: usize, block: usize) -> Vec<u32> {
+    let mut out = start.to_vec();
+    for (b, part) in out.chunks_mut(block).enumerate() {
+        let mut prev = part.to_vec();
+        let mut result = vec![0u32; block];
+        let mut computed = vec![false; block];
+        for step in 0..steps {
+            computed.iter_mut().for_each(|c| *c = false);
+            for t in (step + 1)..block.saturating_sub(step + 1) {
+                let i = b * block + t;
+                let cost = wall[(step * block + i) % wall.len()];
+                result[t] = prev[t - 1].min(prev[t]).min(prev[t + 1]) + cost;
+                computed[t] = true;
+            }
+            if step + 1 == steps {
+                break;
+            }
+            for t in 0..block {
+                if computed[t] {
+                    prev[t] = result[t];
+                }
+            }
+        }
+        for t in 0..block {
+            if computed[t] {
+                part[t] = result[t];
+            }
+        }
+    }
+    out
 }
 
 /// `#[kernel]` gives every kernel with barriers in its body a region entry point, except those
@@ -1466,7 +1567,6 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
         kernels,
         [
             "closure_over_tile",
-            "loop_barrier",
             "masked_warp_sum",
             "warp_block_sum",
             "warp_ops",
@@ -1474,14 +1574,13 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
         ]
     );
     assert!(notes[0].1.contains("closure"), "{}", notes[0].1);
-    assert!(notes[1].1.contains("inside a `loop`"), "{}", notes[1].1);
     assert!(
-        notes[2].1.contains("warp operations (`ballot`)"),
+        notes[1].1.contains("warp operations (`ballot`)"),
         "{}",
-        notes[2].1
+        notes[1].1
     );
-    assert!(notes[3].1.contains("warp operations"), "{}", notes[3].1);
-    assert!(notes[5].1.contains("warp operations"), "{}", notes[5].1);
+    assert!(notes[2].1.contains("warp operations"), "{}", notes[2].1);
+    assert!(notes[4].1.contains("warp operations"), "{}", notes[4].1);
     use object::{Object, ObjectSymbol};
     let file = object::File::parse(image).unwrap();
     let mut regions: Vec<&str> = file
@@ -1505,12 +1604,16 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "blur3",
             "checked_block_sum",
             "half_dot",
+            "halving_offsets",
             "hidden_barrier",
+            "loop_barrier",
             "matmul_tiled",
+            "pyramid_min",
             "recurse_after_barrier",
             "reverse_blocks",
             "reverse_dynamic",
             "reverse_slices",
+            "skipping_passes",
             "wide_locals"
         ]
     );
