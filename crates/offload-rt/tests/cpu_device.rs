@@ -15,7 +15,7 @@ use offload_rt::{
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep,pyramid_min,skipping_passes,halving_offsets";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep,pyramid_min,skipping_passes,halving_offsets,mirrored_rows";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -2003,6 +2003,25 @@ fn rows_read_by_column_and_row() {
         })
         .collect();
     assert_eq!(out.to_vec().unwrap(), want);
+
+    // `u32` indices: the same reads, and `width * height` past `u32::MAX` refused.
+    k::mirrored_rows
+        .launch(&dev, config, w, h, &din, &mut out)
+        .unwrap();
+    let want: Vec<u32> = (0..w * h)
+        .map(|i| at(i % w, i / w) + 1000 * at(w - 1 - i % w, i / w))
+        .collect();
+    assert_eq!(out.to_vec().unwrap(), want);
+    let err = k::mirrored_rows
+        .launch(&dev, config, 1 << 16, 1 << 16, &din, &mut out)
+        .unwrap_err();
+    let Error::KernelPanic { panic, .. } = &err else {
+        panic!("{err}");
+    };
+    assert_eq!(
+        panic.message,
+        "rows: the slice holds fewer than width x height elements"
+    );
 
     let line = fixture_line("*o = shifted.wrapping_add(rows.at(");
     // Column 6 in every row, then row 4 in every column, then every thread: which thread

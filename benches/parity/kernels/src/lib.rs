@@ -153,26 +153,28 @@ pub fn reduce_warp(input: &[u32], out: *mut u32) {
 /// `out` has `width * height` elements.
 #[kernel]
 pub fn transpose(width: u32, height: u32, input: &[f32], out: *mut f32) {
-    const PITCH: usize = TRANSPOSE_TILE + 1;
-    let tile: *mut f32 = shared_array!(f32, TRANSPOSE_TILE * PITCH);
-    let (w, h) = (width as usize, height as usize);
-    let input = Rows::new(input, w, h);
-    let (tx, ty) = (thread_idx_x() as usize, thread_idx_y() as usize);
-    let bx = block_idx_x() as usize * TRANSPOSE_TILE;
-    let by = block_idx_y() as usize * TRANSPOSE_TILE;
-    for j in (0..TRANSPOSE_TILE).step_by(TRANSPOSE_ROWS) {
+    const TILE: u32 = TRANSPOSE_TILE as u32;
+    const PITCH: u32 = TILE + 1;
+    let tile: *mut f32 = shared_array!(f32, TRANSPOSE_TILE * (TRANSPOSE_TILE + 1));
+    let input = Rows::new_u32(input, width, height);
+    let (tx, ty) = (thread_idx_x(), thread_idx_y());
+    let (bx, by) = (block_idx_x() * TILE, block_idx_y() * TILE);
+    for j in (0..TILE).step_by(TRANSPOSE_ROWS) {
         let (x, y) = (bx + tx, by + ty + j);
-        if x < w && y < h {
-            // SAFETY: `ty + j < TRANSPOSE_TILE`, `tx < PITCH`.
-            unsafe { *tile.add((ty + j) * PITCH + tx) = *input.at(x, y) };
+        if x < width && y < height {
+            // SAFETY: `ty + j < TILE`, `tx < PITCH`.
+            unsafe { *tile.add(((ty + j) * PITCH + tx) as usize) = *input.at(x, y) };
         }
     }
     sync_threads();
-    for j in (0..TRANSPOSE_TILE).step_by(TRANSPOSE_ROWS) {
+    for j in (0..TILE).step_by(TRANSPOSE_ROWS) {
         let (x, y) = (by + tx, bx + ty + j);
-        if x < h && y < w {
-            // SAFETY: in the tile as above; `y * h + x < w * h`, `out`'s length.
-            unsafe { *out.add(y * h + x) = *tile.add(tx * PITCH + ty + j) };
+        if x < height && y < width {
+            // SAFETY: in the tile as above; `y * height + x < width * height`, `out`'s
+            // length, which `Rows::new_u32` checked fits in `u32`.
+            unsafe {
+                *out.add((y * height + x) as usize) = *tile.add((tx * PITCH + ty + j) as usize)
+            };
         }
     }
 }

@@ -109,7 +109,7 @@ pub use offload_macros::kernel;
 pub use print::Printable;
 #[doc(hidden)]
 pub use slice::SliceParam;
-pub use slice::{DisjointSlice, Rows, grid_thread_rank};
+pub use slice::{DisjointSlice, RowIndex, Rows, grid_thread_rank};
 pub use warp::{
     WarpAdd, WarpValue, ballot, ballot_masked, lane_id, shuffle_down, shuffle_down_masked,
     shuffle_idx, shuffle_idx_masked, shuffle_up, shuffle_up_masked, shuffle_xor,

@@ -281,6 +281,11 @@ impl<T: DeviceCopy> DisjointSlice<'_, T> {
 /// guard on `x` and `y` implies, and every such check orders the loads after it. The one
 /// check left is [`Rows::new`]'s, once per thread: the slice holds `width * height` elements.
 ///
+/// Indices are `usize` ([`Rows::new`]) or `u32` ([`Rows::new_u32`]). With `u32` the whole
+/// matrix must have at most `u32::MAX` elements, checked once, and every element's index is
+/// then one 32-bit multiply-add, as CUDA C's `int` indices are: 64-bit index arithmetic costs
+/// GPUs two registers a value and several instructions a multiply.
+///
 /// ```ignore
 /// let input = Rows::new(input, w, h);
 /// if x < w && y + 1 < h {
@@ -288,19 +293,73 @@ impl<T: DeviceCopy> DisjointSlice<'_, T> {
 /// }
 /// ```
 #[derive(Debug)]
-pub struct Rows<'a, T> {
+pub struct Rows<'a, T, I = usize> {
     data: &'a [T],
-    width: usize,
-    height: usize,
+    width: I,
+    height: I,
 }
 
-impl<T> Clone for Rows<'_, T> {
+/// The index types of [`Rows`]: `usize` and `u32`.
+pub trait RowIndex: Copy + PartialOrd + sealed::Sealed {
+    /// `width * height` as `usize`, or `None` when it overflows `Self`.
+    #[doc(hidden)]
+    fn area(width: Self, height: Self) -> Option<usize>;
+    /// `y * width + x`.
+    ///
+    /// # Safety
+    ///
+    /// `x < width`, and `y * width + x` fits in `Self`.
+    #[doc(hidden)]
+    unsafe fn flat(x: Self, y: Self, width: Self) -> usize;
+    #[doc(hidden)]
+    fn to_usize(self) -> usize;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for usize {}
+    impl Sealed for u32 {}
+}
+
+impl RowIndex for usize {
+    #[inline(always)]
+    fn area(width: usize, height: usize) -> Option<usize> {
+        width.checked_mul(height)
+    }
+    #[inline(always)]
+    unsafe fn flat(x: usize, y: usize, width: usize) -> usize {
+        // SAFETY: the caller's contract: no overflow.
+        unsafe { y.unchecked_mul(width).unchecked_add(x) }
+    }
+    #[inline(always)]
+    fn to_usize(self) -> usize {
+        self
+    }
+}
+
+impl RowIndex for u32 {
+    #[inline(always)]
+    fn area(width: u32, height: u32) -> Option<usize> {
+        width.checked_mul(height).map(|n| n as usize)
+    }
+    #[inline(always)]
+    unsafe fn flat(x: u32, y: u32, width: u32) -> usize {
+        // SAFETY: the caller's contract: no overflow.
+        unsafe { y.unchecked_mul(width).unchecked_add(x) as usize }
+    }
+    #[inline(always)]
+    fn to_usize(self) -> usize {
+        self as usize
+    }
+}
+
+impl<T, I: Copy> Clone for Rows<'_, T, I> {
     fn clone(&self) -> Self {
         *self
     }
 }
 
-impl<T> Copy for Rows<'_, T> {}
+impl<T, I: Copy> Copy for Rows<'_, T, I> {}
 
 impl<'a, T> Rows<'a, T> {
     /// The first `width * height` elements of `data` as `height` rows of `width`.
@@ -311,7 +370,28 @@ impl<'a, T> Rows<'a, T> {
     #[inline(always)]
     #[track_caller]
     pub fn new(data: &'a [T], width: usize, height: usize) -> Self {
-        match width.checked_mul(height) {
+        Rows::checked(data, width, height)
+    }
+}
+
+impl<'a, T> Rows<'a, T, u32> {
+    /// [`Rows::new`] with `u32` indices: each element's index is one 32-bit multiply-add.
+    ///
+    /// # Panics
+    ///
+    /// When `width * height` exceeds `u32::MAX` or the number of elements of `data`.
+    #[inline(always)]
+    #[track_caller]
+    pub fn new_u32(data: &'a [T], width: u32, height: u32) -> Self {
+        Rows::checked(data, width, height)
+    }
+}
+
+impl<'a, T, I: RowIndex> Rows<'a, T, I> {
+    #[inline(always)]
+    #[track_caller]
+    fn checked(data: &'a [T], width: I, height: I) -> Self {
+        match I::area(width, height) {
             Some(n) if n <= data.len() => Rows {
                 data,
                 width,
@@ -324,22 +404,23 @@ impl<'a, T> Rows<'a, T> {
 
     /// Elements per row.
     #[inline(always)]
-    pub fn width(&self) -> usize {
+    pub fn width(&self) -> I {
         self.width
     }
 
     /// Number of rows.
     #[inline(always)]
-    pub fn height(&self) -> usize {
+    pub fn height(&self) -> I {
         self.height
     }
 
     /// The element at column `x` of row `y`, or `None` outside the rows.
     #[inline(always)]
-    pub fn get(&self, x: usize, y: usize) -> Option<&'a T> {
+    pub fn get(&self, x: I, y: I) -> Option<&'a T> {
         if x < self.width && y < self.height {
-            // SAFETY: `y * width + x < height * width <= data.len()` (`new`).
-            Some(unsafe { self.data.get_unchecked(y * self.width + x) })
+            // SAFETY: `y * width + x < height * width`, which fits in `I` and is at most
+            // `data.len()` (`checked`).
+            Some(unsafe { self.data.get_unchecked(I::flat(x, y, self.width)) })
         } else {
             None
         }
@@ -352,7 +433,7 @@ impl<'a, T> Rows<'a, T> {
     /// When `x >= width` or `y >= height`.
     #[inline(always)]
     #[track_caller]
-    pub fn at(&self, x: usize, y: usize) -> &'a T {
+    pub fn at(&self, x: I, y: I) -> &'a T {
         // Literal messages, which a GPU's panic report keeps whole. No `Option<&T>` on the
         // way: matching one tests the element's address for null, which the optimizer cannot
         // always rule out, a branch before each load again.
@@ -362,19 +443,17 @@ impl<'a, T> Rows<'a, T> {
         if y >= self.height {
             panic!("row index out of bounds: not less than the number of rows")
         }
-        // SAFETY: `y * width + x < height * width <= data.len()` (`new`).
-        unsafe { self.data.get_unchecked(y * self.width + x) }
+        // SAFETY: as in `get`.
+        unsafe { self.data.get_unchecked(I::flat(x, y, self.width)) }
     }
 
     /// Row `y`, or `None` past the last row.
     #[inline(always)]
-    pub fn row(&self, y: usize) -> Option<&'a [T]> {
+    pub fn row(&self, y: I) -> Option<&'a [T]> {
         if y < self.height {
-            // SAFETY: `(y + 1) * width <= height * width <= data.len()` (`new`).
-            Some(unsafe {
-                self.data
-                    .get_unchecked(y * self.width..(y + 1) * self.width)
-            })
+            let (y, width) = (y.to_usize(), self.width.to_usize());
+            // SAFETY: `(y + 1) * width <= height * width <= data.len()` (`checked`).
+            Some(unsafe { self.data.get_unchecked(y * width..(y + 1) * width) })
         } else {
             None
         }
