@@ -235,6 +235,9 @@ struct Lowering {
     /// Mutable locals assigned only by statements the whole block runs (see
     /// [`block_mutables`]): one copy per block when their first value is uniform.
     block_mutables: HashMap<String, Vec<BlockWrite>>,
+    /// The bindings (by id) of immutable uniform locals that hold the block's shared memory
+    /// (`shared_array!`, `dynamic_shared`): atomics through them are plain accesses.
+    shared: HashSet<usize>,
 }
 
 /// A value a block mutable is assigned, with the loop variables of the block-wide loops
@@ -254,6 +257,7 @@ impl Lowering {
             next_id: 0,
             alive,
             block_mutables: HashMap::new(),
+            shared: HashSet::new(),
         }
     }
 
@@ -653,6 +657,9 @@ impl Lowering {
                         let #m #ident #(: #ty)* = unsafe { #init };
                     });
                     let id = self.id();
+                    if !l.pat_is_mut() && is_shared_memory(init) {
+                        self.shared.insert(id);
+                    }
                     uniforms.push(Var {
                         name,
                         id,
@@ -746,11 +753,25 @@ impl Lowering {
                 scope.remove(i);
             }
         }
+        let mut bound = Vec::new();
+        for stmt in &body {
+            BoundNames(&mut bound).visit_stmt(stmt);
+        }
+        let shared: HashSet<String> = scope
+            .iter()
+            .filter(|v| self.shared.contains(&v.id))
+            .filter(|v| scope.iter().rev().find(|w| w.name == v.name).map(|w| w.id) == Some(v.id))
+            .filter(|v| !bound.contains(&v.name))
+            .map(|v| v.name.clone())
+            .collect();
         let body: Vec<TokenStream2> = body
             .into_iter()
             .map(|mut s| {
                 if self.alive.is_some() {
                     ReturnToBreak.visit_stmt_mut(&mut s);
+                }
+                if !shared.is_empty() {
+                    SharedAtomics(&shared).visit_stmt_mut(&mut s);
                 }
                 match s {
                     Stmt::Expr(e, None) => quote! { #e; },
@@ -1323,6 +1344,155 @@ fn classify(expr: &Expr, scope: &[Var], want: Purity, deps: &mut Vec<(String, us
     }
 }
 
+/// Whether `init` is the block's shared memory: `shared_array!(..)` or `dynamic_shared()`,
+/// maybe cast.
+fn is_shared_memory(init: &Expr) -> bool {
+    match init {
+        Expr::Paren(p) => is_shared_memory(&p.expr),
+        Expr::Group(g) => is_shared_memory(&g.expr),
+        Expr::Cast(c) => is_shared_memory(&c.expr),
+        Expr::Macro(m) => m
+            .mac
+            .path
+            .segments
+            .last()
+            .is_some_and(|s| s.ident == "shared_array"),
+        Expr::Call(c) => {
+            c.args.is_empty()
+                && matches!(&*c.func, Expr::Path(p)
+                    if p.path.segments.last().is_some_and(|s| s.ident == "dynamic_shared"))
+        }
+        _ => false,
+    }
+}
+
+/// Every name a pattern binds in what it visits (`let`, `for`, `match` arms, closures).
+struct BoundNames<'a>(&'a mut Vec<String>);
+
+impl<'ast> Visit<'ast> for BoundNames<'_> {
+    fn visit_pat_ident(&mut self, i: &'ast syn::PatIdent) {
+        self.0.push(i.ident.to_string());
+        syn::visit::visit_pat_ident(self, i);
+    }
+}
+
+/// The atomics of `core::sync::atomic` with their integer.
+const ATOMICS: &[(&str, &str)] = &[
+    ("AtomicU8", "u8"),
+    ("AtomicI8", "i8"),
+    ("AtomicU16", "u16"),
+    ("AtomicI16", "i16"),
+    ("AtomicU32", "u32"),
+    ("AtomicI32", "i32"),
+    ("AtomicU64", "u64"),
+    ("AtomicI64", "i64"),
+    ("AtomicUsize", "usize"),
+    ("AtomicIsize", "isize"),
+];
+/// The methods [`SharedAtomics`] rewrites, with their number of arguments, and the function
+/// of `block_atomic` each becomes.
+const ATOMIC_METHODS: &[(&str, usize, &str)] = &[
+    ("fetch_add", 2, "fetch_add"),
+    ("fetch_sub", 2, "fetch_sub"),
+    ("fetch_and", 2, "fetch_and"),
+    ("fetch_or", 2, "fetch_or"),
+    ("fetch_xor", 2, "fetch_xor"),
+    ("fetch_nand", 2, "fetch_nand"),
+    ("fetch_max", 2, "fetch_max"),
+    ("fetch_min", 2, "fetch_min"),
+    ("swap", 2, "swap"),
+    ("load", 1, "load"),
+    ("store", 2, "store"),
+    ("compare_exchange", 4, "compare_exchange"),
+    ("compare_exchange_weak", 4, "compare_exchange"),
+];
+/// Pointer methods whose result points into the same allocation as their receiver.
+const POINTER_ARITHMETIC: &[&str] = &[
+    "add",
+    "sub",
+    "offset",
+    "wrapping_add",
+    "wrapping_sub",
+    "wrapping_offset",
+    "byte_add",
+    "byte_sub",
+    "byte_offset",
+    "cast",
+    "cast_mut",
+];
+
+/// `AtomicU32::from_ptr(p).fetch_add(v, order)` where `p` is computed from one of the block's
+/// shared-memory locals, as `block_atomic::fetch_add::<u32>(p, v, order)`: in region form a
+/// block's threads run one after another on one worker, so the access needs no lock.
+struct SharedAtomics<'a>(&'a HashSet<String>);
+
+impl SharedAtomics<'_> {
+    /// The local a pointer expression is computed from by pointer arithmetic alone.
+    fn root(expr: &Expr) -> Option<String> {
+        match expr {
+            Expr::Paren(p) => Self::root(&p.expr),
+            Expr::Group(g) => Self::root(&g.expr),
+            Expr::MethodCall(m) if POINTER_ARITHMETIC.iter().any(|a| m.method == a) => {
+                Self::root(&m.receiver)
+            }
+            Expr::Path(p) => p.path.get_ident().map(ToString::to_string),
+            _ => None,
+        }
+    }
+
+    fn rewrite(&self, m: &syn::ExprMethodCall) -> Option<Expr> {
+        let mut receiver = &*m.receiver;
+        // `unsafe { AtomicU32::from_ptr(p) }.fetch_add(..)`
+        if let Expr::Unsafe(u) = receiver
+            && let [Stmt::Expr(inner, None)] = u.block.stmts.as_slice()
+        {
+            receiver = inner;
+        }
+        let Expr::Call(call) = receiver else {
+            return None;
+        };
+        let Expr::Path(func) = &*call.func else {
+            return None;
+        };
+        let segments: Vec<String> = func
+            .path
+            .segments
+            .iter()
+            .map(|s| s.ident.to_string())
+            .collect();
+        let [.., atomic, from_ptr] = segments.as_slice() else {
+            return None;
+        };
+        let int = ATOMICS.iter().find(|(a, _)| a == atomic)?.1;
+        let method = m.method.to_string();
+        let (_, arity, function) = ATOMIC_METHODS.iter().find(|(name, ..)| *name == method)?;
+        if from_ptr != "from_ptr" || call.args.len() != 1 || m.args.len() != *arity {
+            return None;
+        }
+        let pointer = &call.args[0];
+        if !Self::root(pointer).is_some_and(|r| self.0.contains(&r)) {
+            return None;
+        }
+        let (int, function) = (format_ident!("{int}"), format_ident!("{function}"));
+        let args = m.args.iter();
+        Some(syn::parse_quote! {
+            unsafe { ::offload_rt::__private::block_atomic::#function::<#int>(#pointer, #(#args),*) }
+        })
+    }
+}
+
+impl VisitMut for SharedAtomics<'_> {
+    fn visit_expr_mut(&mut self, e: &mut Expr) {
+        if let Expr::MethodCall(m) = e
+            && let Some(plain) = self.rewrite(m)
+        {
+            *e = plain;
+        }
+        syn::visit_mut::visit_expr_mut(self, e);
+    }
+    fn visit_item_mut(&mut self, _: &mut syn::Item) {}
+}
+
 /// `return` in a region ends the thread: the region's labelled block yields "not live".
 struct ReturnToBreak;
 
@@ -1535,6 +1705,38 @@ mod tests {
             last.contains("let j = :: offload_rt :: __private :: lane_read"),
             "{block}"
         );
+    }
+
+    #[test]
+    fn atomics_on_the_blocks_shared_memory_become_plain_accesses() {
+        let block = regions(plan_of(quote! {
+            let local: *mut u32 = shared_array!(u32, 256);
+            let t = thread_idx_x() as usize;
+            unsafe { *local.add(t) = 0 };
+            sync_threads();
+            unsafe {
+                AtomicU32::from_ptr(local.add(t % 7)).fetch_add(1, Ordering::Relaxed);
+                core::sync::atomic::AtomicU32::from_ptr(local).fetch_max(3, Ordering::Relaxed);
+                AtomicU32::from_ptr(out.add(t)).fetch_add(1, Ordering::Relaxed);
+            }
+            unsafe { AtomicU32::from_ptr(local.add(1)) }.store(5, Ordering::Relaxed);
+            let elsewhere = local.wrapping_add(0).read();
+            let _ = unsafe { AtomicU32::from_ptr(elsewhere.add(1)) }.load(Ordering::Relaxed);
+        }));
+        let plain = ":: offload_rt :: __private :: block_atomic ::";
+        for op in ["fetch_add", "fetch_max", "store"] {
+            assert!(
+                block.contains(&format!("{plain} {op} :: < u32 >")),
+                "{op}: {block}"
+            );
+        }
+        // `out` is global memory; `elsewhere` a value read from shared memory.
+        assert!(
+            block.contains("AtomicU32 :: from_ptr (out . add (t)) . fetch_add"),
+            "{block}"
+        );
+        assert!(block.contains("from_ptr (elsewhere . add (1))"), "{block}");
+        assert!(!block.contains(&format!("{plain} load")), "{block}");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use offload_rt::{
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep,pyramid_min,skipping_passes,halving_offsets,mirrored_rows";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep,pyramid_min,skipping_passes,halving_offsets,mirrored_rows,shared_atomics";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -1512,6 +1512,38 @@ fn kernels_with_barriers_run_alike_in_region_form_and_with_coroutines() {
             );
         }
 
+        // Atomics on shared memory: plain accesses in region form, the same end values.
+        let (blocks, block) = (3usize, 96usize);
+        let words: Vec<u32> = (0..(blocks * block) as u32)
+            .map(|i| i.wrapping_mul(2_654_435_761) >> 7)
+            .collect();
+        let dwords = DeviceBuffer::from_slice(&dev, &words).unwrap();
+        let mut cells = DeviceBuffer::<u32>::zeroed(&dev, blocks * k::ATOMIC_CELLS).unwrap();
+        let config = LaunchConfig::linear(blocks as u32, block as u32);
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        unsafe { k::shared_atomics.launch(&dev, config, &dwords, &mut cells) }.unwrap();
+        let want: Vec<u32> = words
+            .chunks(block)
+            .flat_map(|part| {
+                let mut c = [0u32; k::ATOMIC_CELLS];
+                for &v in part {
+                    c[(v & 15) as usize] += 1;
+                }
+                let fold =
+                    |first: u32, f: fn(u32, u32) -> u32| part.iter().fold(first, |a, &v| f(a, v));
+                c[16] = fold(0, u32::max);
+                c[17] = fold(u32::MAX, u32::min);
+                c[18] = fold(u32::MAX, |a, v| a & (v | 1));
+                c[19] = fold(0, |a, v| a | v);
+                c[20] = fold(1_000_000, |a, v| a - (v & 7));
+                c[21] = fold(0, |a, v| a ^ v);
+                c[22] = fold(0, |a, v| a + (v & 3));
+                c[23] = 7;
+                c
+            })
+            .collect();
+        assert_eq!(cells.to_vec().unwrap(), want, "{mode:?}: shared_atomics");
+
         // A value taken from a block-wide local before the block changes it.
         let mut data = DeviceBuffer::<u32>::zeroed(&dev, 2 * 96).unwrap();
         // SAFETY: the buffers hold every element the kernel reaches through its pointers.
@@ -1613,6 +1645,7 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "reverse_blocks",
             "reverse_dynamic",
             "reverse_slices",
+            "shared_atomics",
             "skipping_passes",
             "wide_locals"
         ]
@@ -1669,27 +1702,9 @@ fn the_barrier_path_is_chosen_per_kernel_and_logged() {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn the_matmul_inner_region_is_vector_code() {
-    let Some(image) = image() else {
+    let Some(text) = disassemble("__offload_cpu_regions_matmul_tiled") else {
         return;
     };
-    let Some(objdump) = offload_toolchain::Tool::LlvmObjdump.for_test() else {
-        return;
-    };
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cpu-device-disassembly");
-    std::fs::create_dir_all(&dir).unwrap();
-    let so = dir.join("kernels.so");
-    std::fs::write(&so, image).unwrap();
-    let out = Command::new(objdump)
-        .args([
-            "-d",
-            "--no-show-raw-insn",
-            "--disassemble-symbols=__offload_cpu_regions_matmul_tiled",
-        ])
-        .arg(&so)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let text = String::from_utf8_lossy(&out.stdout);
     let mnemonic = |line: &str| line.split_whitespace().nth(1).map(str::to_owned);
     let mnemonics: Vec<String> = text.lines().filter_map(mnemonic).collect();
     let packed_mul = mnemonics.iter().filter(|m| *m == "mulps").count();
@@ -1698,6 +1713,41 @@ fn the_matmul_inner_region_is_vector_code() {
         packed_mul >= 16 && packed_add >= 16,
         "matmul_tiled's region entry has {packed_mul} mulps and {packed_add} addps:\n{text}"
     );
+}
+
+/// `symbol` of the fixture's CPU image, disassembled by `llvm-objdump`; `None` (after saying
+/// why) when the image or the tool is missing.
+fn disassemble(symbol: &str) -> Option<String> {
+    let image = image()?;
+    let objdump = offload_toolchain::Tool::LlvmObjdump.for_test()?;
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cpu-device-disassembly");
+    std::fs::create_dir_all(&dir).unwrap();
+    // One copy per symbol: tests run in parallel.
+    let so = dir.join(format!("{symbol}.so"));
+    std::fs::write(&so, image).unwrap();
+    let out = Command::new(objdump)
+        .args(["-d", "--no-show-raw-insn"])
+        .arg(format!("--disassemble-symbols={symbol}"))
+        .arg(&so)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// In region form a block's threads run one after another on one worker, so atomics on its
+/// shared memory are plain accesses: `shared_atomics`' region entry has no locked instruction
+/// (its coroutine entry keeps them).
+#[test]
+fn shared_memory_atomics_take_no_lock_in_region_form() {
+    let Some(regions) = disassemble("__offload_cpu_regions_shared_atomics") else {
+        return;
+    };
+    assert!(regions.lines().count() > 20, "{regions}");
+    let locked = regions.lines().filter(|l| l.contains("lock")).count();
+    assert_eq!(locked, 0, "{regions}");
+    let coroutines = disassemble("__offload_cpu_thread_shared_atomics").unwrap();
+    assert!(coroutines.contains("lock"), "{coroutines}");
 }
 
 #[test]

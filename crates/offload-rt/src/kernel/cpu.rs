@@ -7,6 +7,8 @@
 //! [`run_blocks`] / [`run_thread`] with the kernel body inlined, so the thread loop runs inside
 //! the image with no indirect call per GPU thread.
 
+pub mod block_atomic;
+
 use core::cell::{Cell, UnsafeCell};
 
 use core::sync::atomic::Ordering;
