@@ -365,6 +365,14 @@ impl Lowering {
                 out.extend(quote! { #stmt });
                 continue;
             }
+            if let Some(interchanged) = stride_loop(stmt, scope) {
+                let rest = rest_tokens(&stmts[i..], after);
+                out.extend(self.region(&region, scope, &rest)?);
+                region.clear();
+                let rest = rest_tokens(&stmts[i + 1..], after);
+                out.extend(self.barrier_stmt(&interchanged, scope, &rest)?);
+                continue;
+            }
             let barrier = mentions(&stmt.to_token_stream(), BARRIER);
             let jump = if barrier { None } else { leaving_jump(stmt) };
             if !barrier && jump.is_none() {
@@ -1189,6 +1197,51 @@ fn leaving_jump(stmt: &Stmt) -> Option<&'static str> {
     check_stmt(stmt, true).leaves
 }
 
+/// A grid- or block-stride loop statement (`for i in grid_stride_x(n) { .. }`, `n` the same
+/// for the whole block, no `break` or `continue` out of its body) as a block-wide loop over
+/// its iterations, each a region: `for k in 0..trips { let i = at(k); if i < n { .. } }`.
+/// Each thread runs the same indices in the same order as before, the block's threads
+/// iteration by iteration: neighbouring threads' elements one after another (the order a
+/// GPU's warps read them in), where a loop per thread walks memory with a stride of the grid.
+fn stride_loop(stmt: &Stmt, scope: &[Var]) -> Option<Stmt> {
+    let Stmt::Expr(Expr::ForLoop(f), _) = stmt else {
+        return None;
+    };
+    let Pat::Ident(pat) = &*f.pat else {
+        return None;
+    };
+    let Expr::Call(call) = &*f.expr else {
+        return None;
+    };
+    let Expr::Path(func) = &*call.func else {
+        return None;
+    };
+    let kind = func.path.segments.last()?.ident.to_string();
+    let (trips, at) = match kind.as_str() {
+        "grid_stride_x" => (quote!(grid_stride_trips), quote!(grid_stride_at)),
+        "block_stride_x" => (quote!(block_stride_trips), quote!(block_stride_at)),
+        _ => return None,
+    };
+    let [n] = call.args.iter().collect::<Vec<_>>()[..] else {
+        return None;
+    };
+    let jumps = f.body.stmts.iter().any(|s| leaving_jump(s).is_some());
+    if f.label.is_some() || pat.by_ref.is_some() || pat.subpat.is_some() || jumps {
+        return None;
+    }
+    if !is_uniform(n, scope) {
+        return None;
+    }
+    let (i, body) = (&pat.ident, &f.body);
+    let m = pat.mutability;
+    Some(syn::parse_quote! {
+        for __offload_k in 0..::offload_rt::__private::#trips(#n) {
+            let #m #i: usize = ::offload_rt::__private::#at(__offload_k);
+            if #i < #n #body
+        }
+    })
+}
+
 /// Whether every condition of an `if` / `else if` chain is the same for the whole block
 /// (and none is an `if let`).
 fn if_conditions_uniform(expr: &Expr, scope: &[Var]) -> bool {
@@ -1737,6 +1790,34 @@ mod tests {
         );
         assert!(block.contains("from_ptr (elsewhere . add (1))"), "{block}");
         assert!(!block.contains(&format!("{plain} load")), "{block}");
+    }
+
+    #[test]
+    fn stride_loops_run_iteration_by_iteration_for_the_block() {
+        let block = regions(plan_of(quote! {
+            let local: *mut u32 = shared_array!(u32, 256);
+            for b in block_stride_x(256) {
+                unsafe { *local.add(b) = 0 };
+            }
+            sync_threads();
+            for i in grid_stride_x(n) {
+                unsafe { *local.add(i % 256) += 1 };
+            }
+            for i in grid_stride_x(n) {
+                if i == 3 { continue; }
+            }
+        }));
+        for (trips, at) in [
+            ("block_stride_trips (256)", "block_stride_at (__offload_k)"),
+            ("grid_stride_trips (n)", "grid_stride_at (__offload_k)"),
+        ] {
+            assert!(
+                block.contains(trips) && block.contains(at),
+                "{trips}: {block}"
+            );
+        }
+        // A `continue` in the body keeps the loop per thread.
+        assert!(block.contains("for i in grid_stride_x (n)"), "{block}");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use offload_rt::{
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep,pyramid_min,skipping_passes,halving_offsets,mirrored_rows,shared_atomics";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep,pyramid_min,skipping_passes,halving_offsets,mirrored_rows,shared_atomics,strided_histogram";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -1544,6 +1544,23 @@ fn kernels_with_barriers_run_alike_in_region_form_and_with_coroutines() {
             .collect();
         assert_eq!(cells.to_vec().unwrap(), want, "{mode:?}: shared_atomics");
 
+        // Grid- and block-stride loops, run iteration by iteration in region form.
+        for (n, blocks, block) in [(100_003u32, 7u32, 96u32), (50, 4, 64), (0, 2, 32)] {
+            let words: Vec<u32> = (0..n).map(|i| i.wrapping_mul(2_654_435_761) >> 9).collect();
+            let dwords = DeviceBuffer::from_slice(&dev, &words).unwrap();
+            let mut bins = DeviceBuffer::<u32>::zeroed(&dev, 64).unwrap();
+            let config = LaunchConfig::linear(blocks, block);
+            // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+            unsafe { k::strided_histogram.launch(&dev, config, n, &dwords, &mut bins) }.unwrap();
+            let mut want = vec![0u32; 64];
+            words.iter().for_each(|&w| want[(w & 63) as usize] += 1);
+            assert_eq!(
+                bins.to_vec().unwrap(),
+                want,
+                "{mode:?}: strided_histogram {n}"
+            );
+        }
+
         // A value taken from a block-wide local before the block changes it.
         let mut data = DeviceBuffer::<u32>::zeroed(&dev, 2 * 96).unwrap();
         // SAFETY: the buffers hold every element the kernel reaches through its pointers.
@@ -1647,6 +1664,7 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "reverse_slices",
             "shared_atomics",
             "skipping_passes",
+            "strided_histogram",
             "wide_locals"
         ]
     );

@@ -732,6 +732,36 @@ pub fn for_each_thread(mut region: impl FnMut(usize)) {
     }
 }
 
+/// Iterations of a grid-stride loop over `0..n` (`kernel::grid_stride_x(n)`) for the running
+/// block's thread that has the most: its first thread's, whose first index is the lowest.
+/// In region form such a loop runs iteration by iteration, each for every thread
+/// ([`grid_stride_at`]): consecutive threads read consecutive elements, as the GPU's warps do,
+/// not each thread its whole strided share in turn.
+#[inline(always)]
+pub fn grid_stride_trips(n: usize) -> usize {
+    let first = block_idx_x() as usize * block_dim_x() as usize;
+    let step = grid_dim_x() as usize * block_dim_x() as usize;
+    n.saturating_sub(first).div_ceil(step)
+}
+
+/// The calling thread's index in iteration `k` of a grid-stride loop.
+#[inline(always)]
+pub fn grid_stride_at(k: usize) -> usize {
+    super::global_idx_x() + k * (grid_dim_x() as usize * block_dim_x() as usize)
+}
+
+/// [`grid_stride_trips`] for a block-stride loop (`kernel::block_stride_x(n)`).
+#[inline(always)]
+pub fn block_stride_trips(n: usize) -> usize {
+    n.div_ceil(block_dim_x() as usize)
+}
+
+/// The calling thread's index in iteration `k` of a block-stride loop.
+#[inline(always)]
+pub fn block_stride_at(k: usize) -> usize {
+    thread_idx_x() as usize + k * block_dim_x() as usize
+}
+
 /// The value of a block-uniform expression (the range or condition of a loop or `if` around
 /// barriers) for the block's first live thread, `None` when every thread has returned.
 /// `alive` is null when the kernel never returns early.
