@@ -761,6 +761,12 @@ impl Lowering {
                 scope.remove(i);
             }
         }
+        let below = match body.as_slice() {
+            [Stmt::Expr(Expr::If(i), _)] if i.else_branch.is_none() => {
+                thread_x_limit(&i.cond, scope)
+            }
+            _ => None,
+        };
         let mut bound = Vec::new();
         for stmt in &body {
             BoundNames(&mut bound).visit_stmt(stmt);
@@ -806,11 +812,69 @@ impl Lowering {
                 #stores
             },
         };
+        let region = quote! { |__offload_t| unsafe { #code } };
+        let each = match below {
+            Some((from, to)) => {
+                quote! { ::offload_rt::__private::for_each_thread_x_in(#from, #to, #region) }
+            }
+            None => quote! { ::offload_rt::__private::for_each_thread(#region) },
+        };
         Ok(quote! {
             #before
-            ::offload_rt::__private::for_each_thread(|__offload_t| unsafe { #code });
+            #each;
         })
     }
+}
+
+/// For a region whose body is `if x < limit { .. }` or `if x == value { .. }`, `x` the
+/// thread's `thread_idx_x()` and the bound the same for the whole block: the `x` indices the
+/// test lets in, as `usize`s, so the region runs only those threads. The test stays in the
+/// body, so a bound that converts to a larger `usize` (a negative one) only runs more threads.
+fn thread_x_limit(cond: &Expr, scope: &[Var]) -> Option<(TokenStream2, TokenStream2)> {
+    let Expr::Binary(b) = cond else {
+        return None;
+    };
+    let right = &b.right;
+    let range = match b.op {
+        syn::BinOp::Lt(_) => (quote!(0), quote!(((#right) as usize))),
+        syn::BinOp::Eq(_) => (
+            quote!(((#right) as usize)),
+            quote!(((#right) as usize).saturating_add(1)),
+        ),
+        _ => return None,
+    };
+    if !is_uniform(right, scope) {
+        return None;
+    }
+    fn thread_x(e: &Expr) -> bool {
+        match e {
+            Expr::Paren(p) => thread_x(&p.expr),
+            Expr::Group(g) => thread_x(&g.expr),
+            Expr::Cast(c) => {
+                matches!(&*c.ty, syn::Type::Path(t) if t.path.is_ident("usize"))
+                    && thread_x(&c.expr)
+            }
+            Expr::Call(c) => {
+                c.args.is_empty()
+                    && matches!(&*c.func, Expr::Path(p)
+                        if p.path.segments.last().is_some_and(|s| s.ident == "thread_idx_x"))
+            }
+            _ => false,
+        }
+    }
+    let left = match &*b.left {
+        Expr::Path(p) => {
+            let name = p.path.get_ident()?.to_string();
+            match &scope.iter().rev().find(|v| v.name == name)?.kind {
+                Kind::Lane {
+                    recompute: Some(r), ..
+                } if recomputable(r, scope) => syn::parse2::<Expr>(r.init.clone()).ok()?,
+                _ => return None,
+            }
+        }
+        e => e.clone(),
+    };
+    thread_x(&left).then_some(range)
 }
 
 /// The local a statement `name = value;` or `name op= value;` assigns.
@@ -1818,6 +1882,41 @@ mod tests {
         }
         // A `continue` in the body keeps the loop per thread.
         assert!(block.contains("for i in grid_stride_x (n)"), "{block}");
+    }
+
+    #[test]
+    fn a_region_that_only_tests_the_thread_against_a_block_limit_runs_those_threads() {
+        let block = regions(plan_of(quote! {
+            let partial: *mut u64 = shared_array!(u64, 256);
+            let tid = thread_idx_x() as usize;
+            unsafe { *partial.add(tid) = 1 };
+            sync_threads();
+            let mut stride = block_dim_x() as usize / 2;
+            while stride > 0 {
+                if tid < stride {
+                    unsafe { *partial.add(tid) += *partial.add(tid + stride) };
+                }
+                sync_threads();
+                stride /= 2;
+            }
+            if tid == 0 {
+                unsafe { *partial.add(0) += 1 };
+            }
+            sync_threads();
+            if thread_idx_x() < 3 {
+                unsafe { *partial.add(1) = 0 };
+            } else {
+                unsafe { *partial.add(2) = 0 };
+            }
+        }));
+        assert!(
+            block.contains("for_each_thread_x_in (0 , ((stride) as usize) ,"),
+            "{block}"
+        );
+        let first = "for_each_thread_x_in (((0) as usize) , ((0) as usize) . saturating_add (1) ,";
+        assert!(block.contains(first), "{block}");
+        // With an `else`, every thread runs the region.
+        assert_eq!(block.matches("for_each_thread_x_in").count(), 2, "{block}");
     }
 
     #[test]

@@ -719,12 +719,21 @@ pub unsafe fn lane_write<T>(lanes: *mut T, t: usize, value: T) {
 /// the region reads it, as in [`run_blocks`], so the region's indices are affine in the loop
 /// counter and the loop vectorizes.
 #[inline(always)]
-pub fn for_each_thread(mut region: impl FnMut(usize)) {
+pub fn for_each_thread(region: impl FnMut(usize)) {
+    for_each_thread_x_in(0, usize::MAX, region);
+}
+
+/// [`for_each_thread`] for the threads whose `x` index is in `from..to` only: a region whose
+/// whole body is `if thread_idx_x() < limit { .. }` (a tree reduction's level) or
+/// `if thread_idx_x() == 0 { .. }` does nothing for the others.
+#[inline(always)]
+pub fn for_each_thread_x_in(from: usize, to: usize, mut region: impl FnMut(usize)) {
     let [bx, by, bz] = BLOCK_DIM.get();
+    let (from, to) = (from.min(bx as usize) as u32, to.min(bx as usize) as u32);
     for z in 0..bz {
         for y in 0..by {
             let row = ((z * by + y) * bx) as usize;
-            for x in 0..bx {
+            for x in from..to {
                 THREAD.set([x, y, z]);
                 region(row + x as usize);
             }
