@@ -120,7 +120,9 @@ fn each_level_runs_its_own_image_and_computes_the_same_bits() {
     let expected = results(&baseline);
     for level in &LEVELS[1..] {
         if !has(*level) {
-            cpu_common::skip(&format!("this CPU does not have {level}"));
+            // A property of the machine, not a missing tool: the other test checks that
+            // asking for this level is `Error::CpuLevel`.
+            eprintln!("not run: this CPU does not have {level}");
             continue;
         }
         let dev = device_at(Some(*level));
