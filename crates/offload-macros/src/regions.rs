@@ -242,6 +242,7 @@ struct Lowering {
 
 /// A value a block mutable is assigned, with the loop variables of the block-wide loops
 /// around the assignment (uniform there, though not where the local is declared).
+#[derive(Clone)]
 struct BlockWrite {
     value: Expr,
     loop_vars: Vec<String>,
@@ -365,15 +366,8 @@ impl Lowering {
                 out.extend(quote! { #stmt });
                 continue;
             }
-            if let Some(interchanged) = stride_loop(stmt, scope) {
-                let rest = rest_tokens(&stmts[i..], after);
-                out.extend(self.region(&region, scope, &rest)?);
-                region.clear();
-                let rest = rest_tokens(&stmts[i + 1..], after);
-                out.extend(self.barrier_stmt(&interchanged, scope, &rest)?);
-                continue;
-            }
-            let barrier = mentions(&stmt.to_token_stream(), BARRIER);
+            let interchanged = stride_loop(stmt, scope);
+            let barrier = interchanged.is_some() || mentions(&stmt.to_token_stream(), BARRIER);
             let jump = if barrier { None } else { leaving_jump(stmt) };
             if !barrier && jump.is_none() {
                 region.push(stmt.clone());
@@ -383,9 +377,10 @@ impl Lowering {
             out.extend(self.region(&region, scope, &rest)?);
             region.clear();
             let rest = rest_tokens(&stmts[i + 1..], after);
-            out.extend(match jump {
-                Some(what) => self.jump_stmt(stmt, what, scope, &rest)?,
-                None => self.barrier_stmt(stmt, scope, &rest)?,
+            out.extend(match (interchanged, jump) {
+                (Some(interchanged), _) => self.barrier_stmt(&interchanged, scope, &rest)?,
+                (None, Some(what)) => self.jump_stmt(stmt, what, scope, &rest)?,
+                (None, None) => self.barrier_stmt(stmt, scope, &rest)?,
             });
         }
         out.extend(self.region(&region, scope, after)?);
@@ -1030,10 +1025,7 @@ fn block_mutables(stmts: &[Stmt]) -> HashMap<String, Vec<BlockWrite>> {
             let values = writes
                 .iter()
                 .filter(|(n, _)| n == name)
-                .map(|(_, w)| BlockWrite {
-                    value: w.value.clone(),
-                    loop_vars: w.loop_vars.clone(),
-                });
+                .map(|(_, w)| w.clone());
             (name.clone(), values.collect())
         })
         .collect()
