@@ -38,7 +38,7 @@ fuzz_target!(|data: &[u8]| {
     }
     // The build records the report as `offload.kernel-resources`: the tools must read it back.
     let image = DeviceImage {
-        arch: OffloadArch::Host,
+        arch: OffloadArch::HOST,
         image_kind: ImageKind::Cubin,
         offload_kind: OffloadKind::Cuda,
         module: "m".to_owned(),

@@ -576,6 +576,18 @@ fn test() -> Result {
             .args(["doc", "--no-deps", "--locked"])
             .args(selection))?;
     }
+    // The fuzz crate is a workspace of its own: linted here, so that a change that breaks a
+    // fuzz target fails in minutes, not when the targets are built at the end.
+    run(cargo().args([
+        "clippy",
+        "--manifest-path",
+        "fuzz/Cargo.toml",
+        "--bins",
+        "--locked",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
     guide::guide()?;
     let path = path_with_cargo_offload()?;
     run(cargo()
