@@ -1081,9 +1081,10 @@ fn amdgpu_math_is_native_and_self_contained() {
 /// Panics and prints on GPUs go through the channel global the runtime writes after loading
 /// (`offload_rt::kernel::abi::CHANNEL_SYMBOL`): it stays one external 8-byte global the driver
 /// can find (`.visible .global` in PTX and a symbol of the cubin; a protected symbol of the AMD
-/// code object), however many times the link pulls in the runtime's code; a panic claims the
-/// report with a system-scope compare-and-swap and fences before it traps; a print reserves its
-/// record with an atomic add.
+/// code object), however many times the link pulls in the runtime's code, and its address is
+/// read as the invariant it is during a launch (the read-only data path on NVIDIA); a panic
+/// claims the report with a system-scope compare-and-swap and fences before it traps; a print
+/// reserves its record with an atomic add.
 #[test]
 fn panics_and_prints_use_the_channel() {
     if !nightly_ready() {
@@ -1107,9 +1108,7 @@ fn panics_and_prints_use_the_channel() {
         );
         let loads = ptx
             .lines()
-            .filter(|l| {
-                l.contains("ld.relaxed.sys.global.b64") && l.contains("[__offload_channel]")
-            })
+            .filter(|l| l.contains("ld.global.nc.b64") && l.contains("[__offload_channel]"))
             .count();
         assert!(loads >= 2, "{sm}: print and panic each read the channel");
         // The channel is global memory (`atom.acquire.sys.global.cas.b32`).
@@ -1170,6 +1169,12 @@ fn panics_and_prints_use_the_channel() {
         assert!(
             panic.iter().any(|l| l.contains("atomic_cmpswap")),
             "{id}: the panic claims no report:\n{}",
+            panic.join("\n")
+        );
+        // The whole wavefront reports its first panicking lane: the values are that lane's.
+        assert!(
+            panic.iter().any(|l| l.starts_with("v_readfirstlane_b32")),
+            "{id}: the report does not take the first lane's values:\n{}",
             panic.join("\n")
         );
         if id == "gfx90a" {

@@ -4,7 +4,7 @@
 //! ended the launch and, on CUDA, the context.
 
 use core::panic::Location;
-use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering, fence};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 
 use super::abi::{
     DeviceChannel, PANIC_EMPTY, PANIC_FILE_CAPACITY, PANIC_MESSAGE_CAPACITY, PANIC_WRITING,
@@ -18,14 +18,15 @@ use super::abi::{
 #[unsafe(no_mangle)]
 static mut __offload_channel: *mut DeviceChannel = core::ptr::null_mut();
 
-/// The channel's address. A relaxed atomic load, not a volatile one: the global is external,
-/// so nothing folds its value, and LLVM infers the address space of non-volatile accesses
-/// only (AMDGPU then loads it with a global, not a flat, instruction).
+/// The channel's address. A plain load, neither volatile nor atomic: the global is external,
+/// so nothing folds its value; LLVM infers the address space of non-volatile accesses only
+/// (AMDGPU then loads it with a global, not a flat, instruction), and the device link marks
+/// plain loads of it invariant (scalar loads on AMDGPU).
 #[inline(always)]
 fn channel() -> *mut DeviceChannel {
     // SAFETY: the global is pointer-sized and aligned, and only the host writes it, between
-    // launches; every device access of it is this atomic load.
-    unsafe { AtomicPtr::from_ptr(&raw mut __offload_channel).load(Ordering::Relaxed) }
+    // launches: no device access races with a write.
+    unsafe { (&raw const __offload_channel).read() }
 }
 
 /// Iterations a panicking thread that lost the race to report waits for the winner's report
@@ -86,7 +87,8 @@ pub(super) fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
 /// with a constant kind, message and location, the device link describes the site in the
 /// module's panic-site table and calls [`__offload_gpu_panic_at`] instead, which copies no
 /// string. Out of line on NVIDIA; the AMD device link inlines it at each site, where a call
-/// would cost more registers and scratch than the copy.
+/// would cost more registers and scratch than the copy, and there a whole wavefront reports
+/// for its first panicking lane ([`WaveReport`]).
 ///
 /// # Safety
 /// `message` points at `message_len` bytes of UTF-8 (the first
@@ -109,13 +111,33 @@ pub unsafe extern "C" fn __offload_gpu_panic(
     unsafe {
         if !channel.is_null() {
             let record = &raw mut (*channel).panic;
-            if !claim(record) {
-                __offload_gpu_panic_wait()
+            #[cfg(target_arch = "amdgpu")]
+            {
+                let wave = WaveReport::of_first_lane();
+                let [kind, message_len] = wave.words_u32([kind, message_len as u32]);
+                let [message, location] = wave.words([message as u64, location as u64]);
+                let [a, b, c] = wave.words([a, b, c]);
+                wave.claim(record);
+                write_words((&raw mut (*record).values).cast(), [a, b, c]);
+                write_text(
+                    record,
+                    kind,
+                    message as *const u8,
+                    message_len as usize,
+                    location as *const Location<'static>,
+                );
+                wave.finish(record)
             }
-            // The values first: they are then dead during the copies.
-            write_words((&raw mut (*record).values).cast(), [a, b, c]);
-            write_text(record, kind, message, message_len, location);
-            __offload_gpu_panic_finish()
+            #[cfg(not(target_arch = "amdgpu"))]
+            {
+                if !claim(record) {
+                    __offload_gpu_panic_wait()
+                }
+                // The values first: they are then dead during the copies.
+                write_words((&raw mut (*record).values).cast(), [a, b, c]);
+                write_text(record, kind, message, message_len, location);
+                __offload_gpu_panic_finish()
+            }
         }
     }
     super::arch::trap()
@@ -125,8 +147,8 @@ pub unsafe extern "C" fn __offload_gpu_panic(
 /// with the panic's raw values: what the device link makes of a call of
 /// [`__offload_gpu_panic`] whose kind, message and location are constants. Only the site and
 /// the values are written here; the thread's place is written by
-/// [`__offload_gpu_panic_finish`]. Out of line on NVIDIA; inlined on AMD GPUs, as the
-/// reporter is. [`__offload_gpu_panic_at0`] to [`__offload_gpu_panic_at2`] take the values
+/// [`__offload_gpu_panic_finish`] (on AMD GPUs, by [`WaveReport::finish`]). Out of line on
+/// NVIDIA; inlined on AMD GPUs, as the reporter is. [`__offload_gpu_panic_at0`] to [`__offload_gpu_panic_at2`] take the values
 /// that are not constant zeros at the site: each parameter is a register pair of the call.
 ///
 /// # Safety
@@ -188,11 +210,22 @@ unsafe fn panic_at(site: u64, [a, b, c]: [u64; 3]) -> ! {
     unsafe {
         if !channel.is_null() {
             let record = &raw mut (*channel).panic;
-            if !claim(record) {
-                __offload_gpu_panic_wait()
+            #[cfg(target_arch = "amdgpu")]
+            {
+                let wave = WaveReport::of_first_lane();
+                let words = wave.words([site, a, b, c]);
+                wave.claim(record);
+                write_words(&raw mut (*record).site, words);
+                wave.finish(record)
             }
-            write_words(&raw mut (*record).site, [site, a, b, c]);
-            __offload_gpu_panic_finish()
+            #[cfg(not(target_arch = "amdgpu"))]
+            {
+                if !claim(record) {
+                    __offload_gpu_panic_wait()
+                }
+                write_words(&raw mut (*record).site, [site, a, b, c]);
+                __offload_gpu_panic_finish()
+            }
         }
     }
     super::arch::trap()
@@ -215,6 +248,101 @@ unsafe fn write_words<const N: usize>(first: *mut u64, words: [u64; N]) {
         // SAFETY: the caller's contract; nothing else accesses the words meanwhile, and an
         // atomic store is not merged with its neighbours.
         unsafe { AtomicU64::from_ptr(first.add(i)).store(word, Ordering::Relaxed) };
+        one_store_at_a_time();
+    }
+}
+
+/// On AMD GPUs, keeps the scheduler from moving the report's stores together: it would give
+/// each value its own vector registers, which the kernel pays for (the stores are ordered, the
+/// moves of their values into vector registers are not).
+#[inline(always)]
+fn one_store_at_a_time() {
+    #[cfg(target_arch = "amdgpu")]
+    // SAFETY: a scheduling barrier only; it changes no value and no memory.
+    unsafe {
+        core::arch::amdgpu::sched_barrier::<0>()
+    }
+}
+
+/// A panic reported by a whole AMD wavefront for its first active lane. Its lanes run in
+/// lockstep and a trap ends all of them: a lane that lost the claim to a lane of its own
+/// wavefront and waited for that report would hold the writer back until the wait gave up, and
+/// trap before the report was whole. So every lane reports the first lane's panic, each value
+/// read from that lane (`readfirstlane`): the path is uniform, its values live in scalar
+/// registers and its branches are scalar, and the kernel pays no vector registers for it.
+#[cfg(target_arch = "amdgpu")]
+struct WaveReport;
+
+#[cfg(target_arch = "amdgpu")]
+impl WaveReport {
+    #[inline(always)]
+    fn of_first_lane() -> Self {
+        WaveReport
+    }
+
+    /// `words` as the first active lane holds them.
+    #[inline(always)]
+    fn words<const N: usize>(&self, words: [u64; N]) -> [u64; N] {
+        words.map(core::arch::amdgpu::readfirstlane_u64)
+    }
+
+    #[inline(always)]
+    fn words_u32<const N: usize>(&self, words: [u32; N]) -> [u32; N] {
+        words.map(core::arch::amdgpu::readfirstlane_u32)
+    }
+
+    /// Claims the record for the wavefront: its first lane tries, every lane learns the
+    /// outcome. A wavefront that lost waits for the winner's report, then traps.
+    ///
+    /// # Safety
+    /// As for [`claim`].
+    #[inline(always)]
+    unsafe fn claim(&self, record: *mut PanicRecord) {
+        let lane = super::arch::lane_id();
+        // SAFETY: the caller's contract.
+        let won = lane == core::arch::amdgpu::readfirstlane_u32(lane) && unsafe { claim(record) };
+        if core::arch::amdgpu::readfirstlane_u32(u32::from(won)) == 0 {
+            // SAFETY: the record is the channel's, so the channel is not null.
+            unsafe { __offload_gpu_panic_wait() }
+        }
+    }
+
+    /// [`__offload_gpu_panic_finish`] for the first lane's thread, each field its own 4-byte
+    /// store: merged, the stores would need as many consecutive vector registers.
+    ///
+    /// # Safety
+    /// The wavefront claimed `record` ([`WaveReport::claim`]).
+    #[inline(always)]
+    unsafe fn finish(&self, record: *mut PanicRecord) -> ! {
+        let block = pack_block(
+            [
+                super::block_idx_x(),
+                super::block_idx_y(),
+                super::block_idx_z(),
+            ],
+            false,
+        );
+        // SAFETY: the caller's contract: the record's fields are this wavefront's; an atomic
+        // store is not merged with its neighbours.
+        unsafe {
+            let store = |field: *mut u32, value: u32| {
+                AtomicU32::from_ptr(field).store(value, Ordering::Relaxed);
+                one_store_at_a_time();
+            };
+            // The lanes that began the report are active again after the claim: the first one
+            // is the lane whose values were recorded.
+            let thread = core::arch::amdgpu::readfirstlane_u32(super::thread_rank());
+            store(&raw mut (*record).thread, thread);
+            store(&raw mut (*record).block_dim[0], super::block_dim_x());
+            store(&raw mut (*record).block_dim[1], super::block_dim_y());
+            for (i, index) in block.into_iter().enumerate() {
+                store(&raw mut (*record).block[i], index);
+            }
+            fence(Ordering::SeqCst);
+            (*record).state.store(PANIC_WRITTEN, Ordering::Release);
+            fence(Ordering::SeqCst);
+        }
+        super::arch::trap()
     }
 }
 
@@ -259,7 +387,7 @@ pub unsafe extern "C" fn __offload_gpu_panic_wait() -> ! {
 
 /// Completes the report this thread claimed: writes its block and thread, publishes the
 /// record and traps. Out of line on NVIDIA and without parameters, so that reading the
-/// indices costs the caller no registers of its own.
+/// indices costs the caller no registers of its own. AMD GPUs use [`WaveReport::finish`].
 ///
 /// # Safety
 /// This thread claimed the channel's record ([`claim`]), so the channel is not null.

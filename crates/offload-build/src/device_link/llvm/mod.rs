@@ -4,7 +4,7 @@
 //! `byref` and internalizes all but the kernels, [`shared_memory`] moves shared-memory statics
 //! to address space 3 and checks their size, [`codegen`] runs `default<O3>`, after which
 //! [`null_tests`] folds the null tests of accessors' options, [`conversions`] makes NVIDIA's
-//! float-to-integer casts one instruction, [`panic_sites`] describes the constant panic sites in the module's table, [`read_only`] marks the loads through `&[T]` parameters invariant, and [`codegen`] emits PTX
+//! float-to-integer casts one instruction, [`read_only`] marks the loads of the runtime's globals invariant, [`panic_sites`] describes the constant panic sites in the module's table, [`read_only`] marks the loads through `&[T]` parameters invariant, and [`codegen`] emits PTX
 //! or an object. This file holds the entry points for NVPTX and AMDGPU.
 
 use std::ffi::CStr;
@@ -237,6 +237,7 @@ fn link_for<'ctx>(
     if is_nvptx(&module) {
         conversions::saturating_conversions(&module);
     }
+    read_only::mark_host_global_loads(&module, HOST_GLOBALS);
     panic_sites::describe_sites(&module, machine)?;
     read_only::mark_read_only_loads(&module);
     if global_pointers(&module) > 0 {

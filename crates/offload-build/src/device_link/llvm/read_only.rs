@@ -41,16 +41,49 @@ pub(super) fn describe_marker(module: &Module<'_>) {
     }
 }
 
-/// Marks the loads through each call of [`MARKER`] `!invariant.load`, replaces the calls by
-/// their argument and removes the declaration. Returns how many loads were marked.
-pub(super) fn mark_read_only_loads(module: &Module<'_>) -> usize {
-    let Some(marker) = module.get_function(MARKER) else {
-        return 0;
-    };
+/// Marks the plain loads of each global of `names` `!invariant.load`: the runtime writes them
+/// between launches only ([`super::HOST_GLOBALS`]). AMDGPU then reads the channel's address
+/// with a scalar load wherever the panic path needs it, where a load after the report's stores
+/// would be a vector one, into vector registers the kernel pays for. Returns how many loads
+/// were marked.
+pub(super) fn mark_host_global_loads(module: &Module<'_>, names: &[&str]) -> usize {
+    let (kind, empty) = invariant_load(module);
+    let mut marked = 0;
+    // SAFETY: every value below is a live value of `module`; only metadata is set.
+    unsafe {
+        for name in names {
+            let Some(global) = module.get_global(name) else {
+                continue;
+            };
+            let mut pending = vec![global.as_value_ref()];
+            while let Some(pointer) = pending.pop() {
+                for user in users(pointer) {
+                    if !llvm::LLVMIsAConstantExpr(user).is_null() {
+                        if llvm::LLVMGetConstOpcode(user) == LLVMOpcode::LLVMAddrSpaceCast {
+                            pending.push(user);
+                        }
+                    } else if !llvm::LLVMIsALoadInst(user).is_null()
+                        && llvm::LLVMGetOperand(user, 0) == pointer
+                        && llvm::LLVMGetVolatile(user) == 0
+                        && llvm::LLVMGetOrdering(user)
+                            == inkwell::llvm_sys::LLVMAtomicOrdering::LLVMAtomicOrderingNotAtomic
+                    {
+                        llvm::LLVMSetMetadata(user, kind, empty);
+                        marked += 1;
+                    }
+                }
+            }
+        }
+    }
+    marked
+}
+
+/// The `invariant.load` metadata kind and its empty node, in `module`'s context.
+fn invariant_load(module: &Module<'_>) -> (u32, inkwell::llvm_sys::prelude::LLVMValueRef) {
     let context = module.get_context();
     let name = "invariant.load";
     // SAFETY: `context` is live; the name is passed with its length.
-    let (kind, empty) = unsafe {
+    unsafe {
         let kind = llvm::LLVMGetMDKindIDInContext(
             context.as_ctx_ref(),
             name.as_ptr().cast(),
@@ -58,7 +91,16 @@ pub(super) fn mark_read_only_loads(module: &Module<'_>) -> usize {
         );
         let node = llvm::LLVMMDNodeInContext2(context.as_ctx_ref(), std::ptr::null_mut(), 0);
         (kind, llvm::LLVMMetadataAsValue(context.as_ctx_ref(), node))
+    }
+}
+
+/// Marks the loads through each call of [`MARKER`] `!invariant.load`, replaces the calls by
+/// their argument and removes the declaration. Returns how many loads were marked.
+pub(super) fn mark_read_only_loads(module: &Module<'_>) -> usize {
+    let Some(marker) = module.get_function(MARKER) else {
+        return 0;
     };
+    let (kind, empty) = invariant_load(module);
     let mut marked = 0;
     // SAFETY: every value below is a live value of `module`: the marker's users are its calls,
     // whose operand 0 is the argument; each call is erased only after its uses are replaced.
@@ -109,6 +151,37 @@ pub(super) fn mark_read_only_loads(module: &Module<'_>) -> usize {
 mod tests {
     use super::super::tests::{bitcode, link};
     use crate::device_link::DeviceInput;
+    use inkwell::context::Context;
+    use inkwell::memory_buffer::MemoryBuffer;
+
+    /// The plain loads of a host global are marked invariant, directly or through an address
+    /// space cast; an atomic load and other globals' loads are left alone.
+    #[test]
+    fn plain_loads_of_host_globals_are_invariant() {
+        let ir = "@chan = external addrspace(1) global ptr\n\
+                  @other = external addrspace(1) global ptr\n\
+                  define ptr @f() {\n\
+                  \x20 %a = load ptr, ptr addrspace(1) @chan, align 8\n\
+                  \x20 %b = load ptr, ptr addrspacecast (ptr addrspace(1) @chan to ptr), align 8\n\
+                  \x20 %c = load atomic ptr, ptr addrspace(1) @chan monotonic, align 8\n\
+                  \x20 %d = load ptr, ptr addrspace(1) @other, align 8\n\
+                  \x20 ret ptr %a\n\
+                  }\n";
+        let context = Context::create();
+        let buffer = MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "m");
+        let module = context.create_module_from_ir(buffer).unwrap();
+        assert_eq!(super::mark_host_global_loads(&module, &["chan"]), 2);
+        let text = module.print_to_string().to_string();
+        let marked = |name: &str| {
+            let line = text
+                .lines()
+                .find(|l| l.trim_start().starts_with(&format!("%{name} =")))
+                .unwrap();
+            line.contains("!invariant.load")
+        };
+        assert!(marked("a") && marked("b"), "{text}");
+        assert!(!marked("c") && !marked("d"), "{text}");
+    }
 
     /// A kernel reading `x` through the marker and writing `y`: the load of `x` is read-only
     /// (`ld.global.nc`), the store to `y` an ordinary global one, and no marker is left.
