@@ -171,6 +171,47 @@ pub fn gpu_pack(dir: &Path) -> Result {
         contents.push(test.to_string());
     }
 
+    // compute-sanitizer and the libraries it injects, so that the GPU machine, which has a
+    // driver but no CUDA toolkit, checks the programs for memory errors and races.
+    let sanitizer = dir.join("compute-sanitizer");
+    if sanitizer.exists() {
+        std::fs::remove_dir_all(&sanitizer).map_err(|e| format!("{}: {e}", sanitizer.display()))?;
+    }
+    match Tool::ComputeSanitizer.find() {
+        Ok(program) => {
+            std::fs::create_dir_all(&sanitizer)
+                .map_err(|e| format!("{}: {e}", sanitizer.display()))?;
+            copy_file(&program, &sanitizer.join("compute-sanitizer"))?;
+            set_executable(&sanitizer.join("compute-sanitizer"))?;
+            // Debian's layout puts the libraries apart from the program; NVIDIA's beside it.
+            let libs = [
+                program
+                    .parent()
+                    .and_then(Path::parent)
+                    .map(|prefix| prefix.join("lib/nvidia-cuda-toolkit/compute-sanitizer")),
+                program.parent().map(Path::to_path_buf),
+            ];
+            let Some(libs) = libs
+                .into_iter()
+                .flatten()
+                .find(|d| d.join("libsanitizer-collection.so").is_file())
+            else {
+                return Err(format!(
+                    "{}: no libsanitizer-collection.so beside it or in Debian's place",
+                    program.display()
+                ));
+            };
+            for entry in std::fs::read_dir(&libs).map_err(|e| format!("{}: {e}", libs.display()))? {
+                let path = entry.map_err(|e| e.to_string())?.path();
+                if path.extension().is_some_and(|e| e == "so") {
+                    copy_file(&path, &sanitizer.join(path.file_name().unwrap_or_default()))?;
+                }
+            }
+            contents.push("compute-sanitizer/".to_owned());
+        }
+        Err(e) => eprintln!("xtask: gpu-pack: without compute-sanitizer ({e})"),
+    }
+
     let script = dir.join("run.sh");
     std::fs::write(&script, RUN_SH).map_err(|e| format!("{}: {e}", script.display()))?;
     set_executable(&script)?;
@@ -196,7 +237,14 @@ pub fn gpu_pack(dir: &Path) -> Result {
     std::fs::write(&manifest_path, manifest)
         .map_err(|e| format!("{}: {e}", manifest_path.display()))?;
 
-    let size = dir_size(&bin)? + dir_size(&parity)? + RUN_SH.len() as u64;
+    let size = dir_size(&bin)?
+        + dir_size(&parity)?
+        + if sanitizer.exists() {
+            dir_size(&sanitizer)?
+        } else {
+            0
+        }
+        + RUN_SH.len() as u64;
     eprintln!(
         "xtask: gpu-pack: {} ({:.1} MiB of at most {} MiB); on the GPU machine: {}/run.sh",
         dir.display(),
@@ -211,6 +259,12 @@ pub fn gpu_pack(dir: &Path) -> Result {
         ));
     }
     Ok(())
+}
+
+fn copy_file(from: &Path, to: &Path) -> Result {
+    std::fs::copy(from, to)
+        .map(drop)
+        .map_err(|e| format!("{} to {}: {e}", from.display(), to.display()))
 }
 
 #[cfg(unix)]

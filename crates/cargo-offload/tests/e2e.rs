@@ -1509,6 +1509,44 @@ fn run_debugger_stops_in_a_kernel_thread_on_the_cpu_device_and_prints_a_local() 
     );
 }
 
+/// `run --sanitize` takes compute-sanitizer's tools by name and is an option of `run` alone;
+/// without an NVIDIA GPU it says so before building, since compute-sanitizer checks only what
+/// runs on one. (On a GPU machine the GPU pack runs the programs under compute-sanitizer.)
+#[test]
+fn run_sanitize_names_its_tools_and_needs_an_nvidia_gpu() {
+    let Some(_) = Tool::ComputeSanitizer.for_test() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let stderr = |out: &Output| String::from_utf8_lossy(&out.stderr).into_owned();
+    let out = cargo_offload(dir.path(), &["run", "--sanitize=leakcheck"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("memcheck, racecheck, initcheck, synccheck"),
+        "{}",
+        stderr(&out)
+    );
+    let out = cargo_offload(dir.path(), &["build", "--sanitize"]);
+    assert!(
+        stderr(&out).contains("`--sanitize` is an option of `cargo offload run`"),
+        "{}",
+        stderr(&out)
+    );
+    let out = cargo_offload(dir.path(), &["run", "--sanitize", "--debugger"]);
+    assert!(stderr(&out).contains("choose one"), "{}", stderr(&out));
+    if Path::new("/dev/nvidia0").exists() {
+        eprintln!("skipped: the no-GPU refusal (this machine has an NVIDIA GPU)");
+        return;
+    }
+    let out = cargo_offload(dir.path(), &["run", "--sanitize"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("which checks what runs on an NVIDIA GPU, and this machine has none"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 /// Whether `cargo build -v` output shows the package's build script running.
 fn build_script_ran(out: &Output) -> bool {
     String::from_utf8_lossy(&out.stderr)

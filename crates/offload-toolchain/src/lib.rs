@@ -154,6 +154,9 @@ pub enum Tool {
     Ptxas,
     /// `cuobjdump`, which disassembles cubins (SASS).
     Cuobjdump,
+    /// `compute-sanitizer`, NVIDIA's memory and race checker of CUDA programs, which
+    /// `cargo offload run --sanitize` runs the program under.
+    ComputeSanitizer,
     /// GNU time, for peak-memory figures in benchmarks and tests.
     GnuTime,
     /// User-mode emulation of aarch64 Linux, to run cross-built programs.
@@ -191,6 +194,7 @@ impl Tool {
         Tool::Opt,
         Tool::Ptxas,
         Tool::Cuobjdump,
+        Tool::ComputeSanitizer,
         Tool::GnuTime,
         Tool::QemuAarch64,
         Tool::Aarch64Gcc,
@@ -221,6 +225,7 @@ impl Tool {
             Tool::Opt => "opt",
             Tool::Ptxas => "ptxas",
             Tool::Cuobjdump => "cuobjdump",
+            Tool::ComputeSanitizer => "compute-sanitizer",
             Tool::GnuTime => "time",
             Tool::QemuAarch64 => "qemu-aarch64",
             Tool::Aarch64Gcc => "aarch64-linux-gnu-gcc",
@@ -249,7 +254,7 @@ impl Tool {
             | Tool::Obj2yaml
             | Tool::Llc
             | Tool::Opt => "llvm-22",
-            Tool::Ptxas | Tool::Cuobjdump => "nvidia-cuda-toolkit",
+            Tool::Ptxas | Tool::Cuobjdump | Tool::ComputeSanitizer => "nvidia-cuda-toolkit",
             Tool::GnuTime => "time",
             Tool::QemuAarch64 => "qemu-user",
             Tool::Aarch64Gcc => "gcc-aarch64-linux-gnu",
@@ -262,7 +267,7 @@ impl Tool {
     /// Where the program comes from, which decides how it is looked for.
     pub const fn origin(self) -> Origin {
         match self {
-            Tool::Ptxas | Tool::Cuobjdump => Origin::Cuda,
+            Tool::Ptxas | Tool::Cuobjdump | Tool::ComputeSanitizer => Origin::Cuda,
             Tool::GnuTime
             | Tool::QemuAarch64
             | Tool::Aarch64Gcc

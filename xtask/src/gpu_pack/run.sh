@@ -131,6 +131,32 @@ for p in saxpy reduce half-sum mixed offload-rt-kernel-run; do
     fi
 done
 
+# The programs under NVIDIA's compute-sanitizer, which the pack carries: no memory error in
+# what the runtime and the kernels do on the GPU (memcheck, every fixture kernel included), no
+# shared-memory race in the barrier kernels (racecheck).
+sanitizer="$here/compute-sanitizer/compute-sanitizer"
+for check in "memcheck saxpy" "memcheck reduce" "memcheck offload-rt-kernel-run" "racecheck reduce"; do
+    tool=${check%% *}
+    p=${check#* }
+    if [ "$nvidia" != 1 ]; then
+        record "sanitize $tool $p" SKIP 0 "not an NVIDIA machine"
+        continue
+    fi
+    if [ ! -x "$sanitizer" ]; then
+        record "sanitize $tool $p" SKIP 0 "the pack has no compute-sanitizer (none where it was made)"
+        continue
+    fi
+    log="$logs/sanitize-$tool-$p.log"
+    timed "$log" "$sanitizer" --injection-path "$here/compute-sanitizer" --tool "$tool" \
+        --error-exitcode 1 "$bin/$p"
+    summary="$(grep -m 1 -e 'ERROR SUMMARY' -e 'RACECHECK SUMMARY' "$log" | sed 's/^=* *//')"
+    if [ "$rc" = 0 ] && [ -n "$summary" ]; then
+        record "sanitize $tool $p" PASS "$secs" "$summary"
+    else
+        record "sanitize $tool $p" FAIL "$secs" "exit $rc: ${summary:-no summary} (see logs/sanitize-$tool-$p.log)"
+    fi
+done
+
 # Every fixture kernel, one line each, from the GPU run (else the CPU device's).
 kernel_log="$logs/offload-rt-kernel-run.gpu.log"
 [ -f "$kernel_log" ] || kernel_log="$logs/offload-rt-kernel-run.cpu.log"

@@ -15,7 +15,7 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use cargo_offload::ops::cargo::{OffloadOptions, run_cargo};
+use cargo_offload::ops::cargo::{OffloadOptions, SANITIZER_TOOLS, run_cargo};
 
 #[derive(Debug, clap::Args)]
 #[command(disable_help_flag = true)]
@@ -58,6 +58,10 @@ fn split_offload_args(args: Vec<OsString>) -> Result<(OffloadOptions, Vec<OsStri
             options.debugger = Some("gdb".to_owned());
         } else if let Some(value) = arg.to_str().and_then(|a| a.strip_prefix("--debugger=")) {
             options.debugger = Some(value.to_owned());
+        } else if arg == "--sanitize" {
+            options.sanitize = Some(SANITIZER_TOOLS[0].to_owned());
+        } else if let Some(value) = arg.to_str().and_then(|a| a.strip_prefix("--sanitize=")) {
+            options.sanitize = Some(value.to_owned());
         } else {
             rest.push(arg);
         }
@@ -82,6 +86,10 @@ Offload options (the rest is cargo's own, below):
                               cuda-gdb, rocgdb), its CPU device's kernels built
                               unoptimized with full debug information, so that
                               `break kernels/src/lib.rs:14` stops in a kernel thread
+      --sanitize[=TOOL]       (run) run the program under NVIDIA's compute-sanitizer
+                              with TOOL: memcheck (default), racecheck, initcheck,
+                              synccheck; exit code 1 when it reports an error (needs
+                              an NVIDIA GPU)
 ";
 
 pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
@@ -95,6 +103,7 @@ pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
         println!("{HELP}");
         options.print_phases = false;
         options.debugger = None;
+        options.sanitize = None;
     }
     run_cargo(subcommand, &options, &cargo_args)
 }
@@ -137,6 +146,15 @@ mod tests {
                 "--print-phases"
             ])
         );
+    }
+
+    #[test]
+    fn sanitize_takes_memcheck_by_default_and_a_named_tool() {
+        let (options, rest) = split_offload_args(os(&["--sanitize", "--", "--sanitize"])).unwrap();
+        assert_eq!(options.sanitize.as_deref(), Some("memcheck"));
+        assert_eq!(rest, os(&["--", "--sanitize"]));
+        let (options, _) = split_offload_args(os(&["--sanitize=racecheck"])).unwrap();
+        assert_eq!(options.sanitize.as_deref(), Some("racecheck"));
     }
 
     #[test]

@@ -22,6 +22,7 @@ use offload_build::tooling::command;
 use offload_build::tooling::diagnostics::{self, OFFLOAD_MESSAGE_DIR};
 use offload_build::tooling::env::{Env, OFFLOAD_ARCH, OFFLOAD_DEBUG_KERNELS, OFFLOAD_NATIVE_ARCH};
 use offload_build::tooling::json::{CargoMessage, JsonExt};
+use offload_format::DeviceFamily;
 use offload_tools::inspect::{InspectedImage, PtxasFallback, inspect_with};
 
 use super::build_status::{OFFLOAD_STATUS_DIR, StatusWatcher, Style};
@@ -39,7 +40,13 @@ pub struct OffloadOptions {
     /// `run --debugger[=PROGRAM]`: the debugger to run the program under (`gdb` by default;
     /// `lldb`, `cuda-gdb`, `rocgdb`, or any program taking gdb's or lldb's arguments).
     pub debugger: Option<String>,
+    /// `run --sanitize[=TOOL]`: the compute-sanitizer tool to run the program under
+    /// (`memcheck` by default; `racecheck`, `initcheck`, `synccheck`).
+    pub sanitize: Option<String>,
 }
+
+/// compute-sanitizer's tools, the first the default of `--sanitize`.
+pub const SANITIZER_TOOLS: [&str; 4] = ["memcheck", "racecheck", "initcheck", "synccheck"];
 
 /// The list that comes before the package metadata, with its origin as build scripts name
 /// it: `--offload-arch`, else `OFFLOAD_ARCH`.
@@ -58,15 +65,131 @@ pub fn run_cargo(
     options: &OffloadOptions,
     cargo_args: &[OsString],
 ) -> Result<ExitCode> {
-    match &options.debugger {
-        Some(debugger) if !options.print_phases => {
+    if options.print_phases {
+        return Ok(build_or_run(subcommand, options, cargo_args, Runner::None)?.0);
+    }
+    match (&options.debugger, &options.sanitize) {
+        (Some(_), Some(_)) => anyhow::bail!(
+            "`--debugger` and `--sanitize` each run the program under their own tool: choose one"
+        ),
+        (Some(debugger), None) => {
             if subcommand != "run" {
                 anyhow::bail!("`--debugger` is an option of `cargo offload run`");
             }
             run_under_debugger(debugger, options, cargo_args)
         }
-        _ => Ok(build_or_run(subcommand, options, cargo_args, false)?.0),
+        (None, Some(tool)) => {
+            if subcommand != "run" {
+                anyhow::bail!("`--sanitize` is an option of `cargo offload run`");
+            }
+            run_under_sanitizer(tool, options, cargo_args)
+        }
+        (None, None) => Ok(build_or_run(subcommand, options, cargo_args, Runner::None)?.0),
     }
+}
+
+/// The program a `run` starts the built executable under, which decides how it is built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Runner {
+    /// None: cargo runs or builds as asked.
+    None,
+    /// A debugger: the CPU device's images are built for it ([`OFFLOAD_DEBUG_KERNELS`]).
+    Debugger,
+    /// compute-sanitizer: the images are built as for a plain run.
+    Sanitizer,
+}
+
+/// The one executable a `run` under `runner` builds (`cargo build` with the run's build
+/// arguments) and the arguments after `--` for it, or the build's failing exit code.
+fn build_the_executable(
+    runner_name: &str,
+    runner: Runner,
+    options: &OffloadOptions,
+    cargo_args: &[OsString],
+) -> Result<std::result::Result<(PathBuf, Vec<OsString>), ExitCode>> {
+    let split = cargo_args
+        .iter()
+        .position(|a| a == "--")
+        .unwrap_or(cargo_args.len());
+    let (build_args, program_args) = (
+        &cargo_args[..split],
+        &cargo_args[(split + 1).min(cargo_args.len())..],
+    );
+    if has_flag(build_args, &["--message-format"]) {
+        anyhow::bail!("{runner_name} shows the build as cargo does: leave out `--message-format`");
+    }
+    let (status, executables) = build_or_run("build", options, build_args, runner)?;
+    if status != ExitCode::SUCCESS {
+        return Ok(Err(status));
+    }
+    match executables.as_slice() {
+        [one] => Ok(Ok((one.clone(), program_args.to_vec()))),
+        [] => anyhow::bail!("the build made no executable to run under {runner_name}"),
+        several => anyhow::bail!(
+            "the build made {} executables ({}): choose one with `--bin NAME`",
+            several.len(),
+            several
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// `cargo offload run --sanitize[=TOOL]`: the program built as for `run`, then run under
+/// NVIDIA's compute-sanitizer with `tool` (memory errors, races, reads of uninitialized device
+/// memory, barrier misuse), its exit code 1 when the tool reports an error. It checks what runs
+/// on a CUDA GPU, so it needs one: the CPU device has no sanitizer build.
+fn run_under_sanitizer(
+    tool: &str,
+    options: &OffloadOptions,
+    cargo_args: &[OsString],
+) -> Result<ExitCode> {
+    if !SANITIZER_TOOLS.contains(&tool) {
+        anyhow::bail!(
+            "`--sanitize={tool}`: compute-sanitizer's tools are {}",
+            SANITIZER_TOOLS.join(", ")
+        );
+    }
+    let sanitizer = offload_toolchain::Tool::ComputeSanitizer.find()?;
+    let gpus = NativeGpus::default();
+    if !gpus
+        .get()
+        .iter()
+        .any(|a| a.family() == DeviceFamily::Nvidia)
+    {
+        anyhow::bail!(
+            "`--sanitize` runs the program under compute-sanitizer, which checks what runs on an \
+             NVIDIA GPU, and this machine has none that its driver reports (the CPU device has \
+             no sanitizer build)"
+        );
+    }
+    let (executable, program_args) =
+        match build_the_executable("`--sanitize`", Runner::Sanitizer, options, cargo_args)? {
+            Ok(built) => built,
+            Err(status) => return Ok(status),
+        };
+    let mut cmd = Command::new(&sanitizer);
+    cmd.args(["--tool", tool, "--error-exitcode", "1"]);
+    if let Some(injection) = sanitizer_injection_dir(&sanitizer) {
+        cmd.arg("--injection-path").arg(injection);
+    }
+    cmd.arg(&executable).args(&program_args);
+    let status = command::status_interactive(&mut cmd)
+        .with_context(|| format!("could not run compute-sanitizer ({})", sanitizer.display()))?;
+    Ok(exit_code(status))
+}
+
+/// Where Debian's compute-sanitizer keeps the libraries it injects into the program
+/// (`/usr/lib/nvidia-cuda-toolkit/compute-sanitizer` for `/usr/bin/compute-sanitizer`): its
+/// program does not find them by itself. `None` for NVIDIA's own layout, where it does.
+fn sanitizer_injection_dir(sanitizer: &std::path::Path) -> Option<PathBuf> {
+    let prefix = sanitizer.parent()?.parent()?;
+    let dir = prefix.join("lib/nvidia-cuda-toolkit/compute-sanitizer");
+    dir.join("libsanitizer-collection.so")
+        .is_file()
+        .then_some(dir)
 }
 
 /// `cargo offload run --debugger`: the program built with its CPU device's images made for a
@@ -78,34 +201,11 @@ fn run_under_debugger(
     options: &OffloadOptions,
     cargo_args: &[OsString],
 ) -> Result<ExitCode> {
-    let split = cargo_args
-        .iter()
-        .position(|a| a == "--")
-        .unwrap_or(cargo_args.len());
-    let (build_args, program_args) = (
-        &cargo_args[..split],
-        &cargo_args[(split + 1).min(cargo_args.len())..],
-    );
-    if has_flag(build_args, &["--message-format"]) {
-        anyhow::bail!("`--debugger` shows the build as cargo does: leave out `--message-format`");
-    }
-    let (status, executables) = build_or_run("build", options, build_args, true)?;
-    if status != ExitCode::SUCCESS {
-        return Ok(status);
-    }
-    let executable = match executables.as_slice() {
-        [one] => one,
-        [] => anyhow::bail!("the build made no executable to run under {debugger}"),
-        several => anyhow::bail!(
-            "the build made {} executables ({}): choose one with `--bin NAME`",
-            several.len(),
-            several
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    };
+    let (executable, program_args) =
+        match build_the_executable("`--debugger`", Runner::Debugger, options, cargo_args)? {
+            Ok(built) => built,
+            Err(status) => return Ok(status),
+        };
     let images = executable
         .parent()
         .unwrap_or(std::path::Path::new("."))
@@ -123,8 +223,8 @@ fn run_under_debugger(
         .file_name()
         .is_some_and(|name| name.to_string_lossy().contains("lldb"));
     cmd.arg(if lldb { "--" } else { "--args" })
-        .arg(executable)
-        .args(program_args)
+        .arg(&executable)
+        .args(&program_args)
         .env("OFFLOAD_CPU_IMAGE_DIR", &images);
     let status = command::status_interactive(&mut cmd).with_context(|| {
         format!("could not run the debugger `{debugger}` (`--debugger=PROGRAM` names another)")
@@ -142,14 +242,15 @@ pub fn exit_code(status: std::process::ExitStatus) -> ExitCode {
     }
 }
 
-/// [`run_cargo`]'s work, and the executables the build made (`executables`: read from cargo's
+/// [`run_cargo`]'s work, and the executables the build made for a `runner` (read from cargo's
 /// messages, which it then asks for even under `-q`).
 fn build_or_run(
     subcommand: &str,
     options: &OffloadOptions,
     cargo_args: &[OsString],
-    executables: bool,
+    runner: Runner,
 ) -> Result<(ExitCode, Vec<PathBuf>)> {
+    let executables = runner != Runner::None;
     let env = Env::detect();
     let native = NativeGpus::default();
     let explicit = explicit_list(&options.archs, &env);
@@ -217,7 +318,7 @@ fn build_or_run(
     if let Some(value) = native.env_value() {
         cmd.env(OFFLOAD_NATIVE_ARCH, value);
     }
-    if executables {
+    if runner == Runner::Debugger {
         cmd.env(OFFLOAD_DEBUG_KERNELS, "1");
     }
     // Build scripts find the device link executable installed beside this one first.
