@@ -148,8 +148,9 @@ pub unsafe extern "C" fn __offload_gpu_panic(
 /// [`__offload_gpu_panic`] whose kind, message and location are constants. Only the site and
 /// the values are written here; the thread's place is written by
 /// [`__offload_gpu_panic_finish`] (on AMD GPUs, by [`WaveReport::finish`]). Out of line on
-/// NVIDIA; inlined on AMD GPUs, as the reporter is. [`__offload_gpu_panic_at0`] to [`__offload_gpu_panic_at2`] take the values
-/// that are not constant zeros at the site: each parameter is a register pair of the call.
+/// NVIDIA; inlined on AMD GPUs, as the reporter is. [`__offload_gpu_panic_at0`] to
+/// [`__offload_gpu_panic_at2`] take the values that are not constant zeros at the site: each
+/// parameter is a register pair of the call.
 ///
 /// # Safety
 /// `site` is a site value of a table the device link put in this module.
