@@ -183,19 +183,7 @@ pub fn gpu_pack(dir: &Path) -> Result {
                 .map_err(|e| format!("{}: {e}", sanitizer.display()))?;
             copy_file(&program, &sanitizer.join("compute-sanitizer"))?;
             set_executable(&sanitizer.join("compute-sanitizer"))?;
-            // Debian's layout puts the libraries apart from the program; NVIDIA's beside it.
-            let libs = [
-                program
-                    .parent()
-                    .and_then(Path::parent)
-                    .map(|prefix| prefix.join("lib/nvidia-cuda-toolkit/compute-sanitizer")),
-                program.parent().map(Path::to_path_buf),
-            ];
-            let Some(libs) = libs
-                .into_iter()
-                .flatten()
-                .find(|d| d.join("libsanitizer-collection.so").is_file())
-            else {
+            let Some(libs) = offload_toolchain::compute_sanitizer_libraries(&program) else {
                 return Err(format!(
                     "{}: no libsanitizer-collection.so beside it or in Debian's place",
                     program.display()

@@ -364,6 +364,21 @@ impl Tool {
     }
 }
 
+/// The directory of the libraries compute-sanitizer injects into the program it checks, for
+/// the compute-sanitizer at `program`: beside it (NVIDIA's layout), or under
+/// `lib/nvidia-cuda-toolkit/compute-sanitizer` of its prefix (Debian's, whose program does not
+/// find them by itself). `None` when neither holds them.
+pub fn compute_sanitizer_libraries(program: &Path) -> Option<PathBuf> {
+    let dir = program.parent()?;
+    let debian = dir
+        .parent()
+        .map(|prefix| prefix.join("lib/nvidia-cuda-toolkit/compute-sanitizer"));
+    [debian, Some(dir.to_path_buf())]
+        .into_iter()
+        .flatten()
+        .find(|d| d.join("libsanitizer-collection.so").is_file())
+}
+
 /// Runs `program --version` and returns the line that names its version (the first line with a
 /// dotted number, `22.1.8` or `release 11.8`), or why it did not run.
 pub fn version_of(program: &Path) -> Result<String, String> {

@@ -172,24 +172,16 @@ fn run_under_sanitizer(
         };
     let mut cmd = Command::new(&sanitizer);
     cmd.args(["--tool", tool, "--error-exitcode", "1"]);
-    if let Some(injection) = sanitizer_injection_dir(&sanitizer) {
+    // Debian's compute-sanitizer is told where its libraries are; NVIDIA's finds them beside it.
+    if let Some(injection) = offload_toolchain::compute_sanitizer_libraries(&sanitizer)
+        && Some(injection.as_path()) != sanitizer.parent()
+    {
         cmd.arg("--injection-path").arg(injection);
     }
     cmd.arg(&executable).args(&program_args);
     let status = command::status_interactive(&mut cmd)
         .with_context(|| format!("could not run compute-sanitizer ({})", sanitizer.display()))?;
     Ok(exit_code(status))
-}
-
-/// Where Debian's compute-sanitizer keeps the libraries it injects into the program
-/// (`/usr/lib/nvidia-cuda-toolkit/compute-sanitizer` for `/usr/bin/compute-sanitizer`): its
-/// program does not find them by itself. `None` for NVIDIA's own layout, where it does.
-fn sanitizer_injection_dir(sanitizer: &std::path::Path) -> Option<PathBuf> {
-    let prefix = sanitizer.parent()?.parent()?;
-    let dir = prefix.join("lib/nvidia-cuda-toolkit/compute-sanitizer");
-    dir.join("libsanitizer-collection.so")
-        .is_file()
-        .then_some(dir)
 }
 
 /// `cargo offload run --debugger`: the program built with its CPU device's images made for a

@@ -88,7 +88,7 @@ pub(super) fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
 /// module's panic-site table and calls [`__offload_gpu_panic_at`] instead, which copies no
 /// string. Out of line on NVIDIA; the AMD device link inlines it at each site, where a call
 /// would cost more registers and scratch than the copy, and there a whole wavefront reports
-/// for its first panicking lane ([`WaveReport`]).
+/// for its first panicking lane ([`wave`]).
 ///
 /// # Safety
 /// `message` points at `message_len` bytes of UTF-8 (the first
@@ -113,11 +113,10 @@ pub unsafe extern "C" fn __offload_gpu_panic(
             let record = &raw mut (*channel).panic;
             #[cfg(target_arch = "amdgpu")]
             {
-                let wave = WaveReport::of_first_lane();
-                let [kind, message_len] = wave.words_u32([kind, message_len as u32]);
-                let [message, location] = wave.words([message as u64, location as u64]);
-                let [a, b, c] = wave.words([a, b, c]);
-                wave.claim(record);
+                let [kind, message_len] = wave::first_lane_u32([kind, message_len as u32]);
+                let [message, location] = wave::first_lane([message as u64, location as u64]);
+                let [a, b, c] = wave::first_lane([a, b, c]);
+                wave::claim(record);
                 write_words((&raw mut (*record).values).cast(), [a, b, c]);
                 write_text(
                     record,
@@ -126,7 +125,7 @@ pub unsafe extern "C" fn __offload_gpu_panic(
                     message_len as usize,
                     location as *const Location<'static>,
                 );
-                wave.finish(record)
+                wave::finish(record)
             }
             #[cfg(not(target_arch = "amdgpu"))]
             {
@@ -147,7 +146,7 @@ pub unsafe extern "C" fn __offload_gpu_panic(
 /// with the panic's raw values: what the device link makes of a call of
 /// [`__offload_gpu_panic`] whose kind, message and location are constants. Only the site and
 /// the values are written here; the thread's place is written by
-/// [`__offload_gpu_panic_finish`] (on AMD GPUs, by [`WaveReport::finish`]). Out of line on
+/// [`__offload_gpu_panic_finish`] (on AMD GPUs, by [`wave::finish`]). Out of line on
 /// NVIDIA; inlined on AMD GPUs, as the reporter is. [`__offload_gpu_panic_at0`] to
 /// [`__offload_gpu_panic_at2`] take the values that are not constant zeros at the site: each
 /// parameter is a register pair of the call.
@@ -213,11 +212,10 @@ unsafe fn panic_at(site: u64, [a, b, c]: [u64; 3]) -> ! {
             let record = &raw mut (*channel).panic;
             #[cfg(target_arch = "amdgpu")]
             {
-                let wave = WaveReport::of_first_lane();
-                let words = wave.words([site, a, b, c]);
-                wave.claim(record);
+                let words = wave::first_lane([site, a, b, c]);
+                wave::claim(record);
                 write_words(&raw mut (*record).site, words);
-                wave.finish(record)
+                wave::finish(record)
             }
             #[cfg(not(target_arch = "amdgpu"))]
             {
@@ -272,54 +270,54 @@ fn one_store_at_a_time() {
 /// read from that lane (`readfirstlane`): the path is uniform, its values live in scalar
 /// registers and its branches are scalar, and the kernel pays no vector registers for it.
 #[cfg(target_arch = "amdgpu")]
-struct WaveReport;
+mod wave {
+    use core::arch::amdgpu::{readfirstlane_u32, readfirstlane_u64};
+    use core::sync::atomic::{AtomicU32, Ordering, fence};
 
-#[cfg(target_arch = "amdgpu")]
-impl WaveReport {
-    #[inline(always)]
-    fn of_first_lane() -> Self {
-        WaveReport
-    }
+    use super::super as kernel;
+    use super::pack_block;
+    use super::{__offload_gpu_panic_wait, PANIC_WRITTEN, PanicRecord, one_store_at_a_time};
 
     /// `words` as the first active lane holds them.
     #[inline(always)]
-    fn words<const N: usize>(&self, words: [u64; N]) -> [u64; N] {
-        words.map(core::arch::amdgpu::readfirstlane_u64)
+    pub(super) fn first_lane<const N: usize>(words: [u64; N]) -> [u64; N] {
+        words.map(readfirstlane_u64)
     }
 
+    /// [`first_lane`] of 32-bit words.
     #[inline(always)]
-    fn words_u32<const N: usize>(&self, words: [u32; N]) -> [u32; N] {
-        words.map(core::arch::amdgpu::readfirstlane_u32)
+    pub(super) fn first_lane_u32<const N: usize>(words: [u32; N]) -> [u32; N] {
+        words.map(readfirstlane_u32)
     }
 
     /// Claims the record for the wavefront: its first lane tries, every lane learns the
     /// outcome. A wavefront that lost waits for the winner's report, then traps.
     ///
     /// # Safety
-    /// As for [`claim`].
+    /// As for [`super::claim`].
     #[inline(always)]
-    unsafe fn claim(&self, record: *mut PanicRecord) {
-        let lane = super::arch::lane_id();
+    pub(super) unsafe fn claim(record: *mut PanicRecord) {
+        let lane = kernel::arch::lane_id();
         // SAFETY: the caller's contract.
-        let won = lane == core::arch::amdgpu::readfirstlane_u32(lane) && unsafe { claim(record) };
-        if core::arch::amdgpu::readfirstlane_u32(u32::from(won)) == 0 {
+        let won = lane == readfirstlane_u32(lane) && unsafe { super::claim(record) };
+        if readfirstlane_u32(u32::from(won)) == 0 {
             // SAFETY: the record is the channel's, so the channel is not null.
             unsafe { __offload_gpu_panic_wait() }
         }
     }
 
-    /// [`__offload_gpu_panic_finish`] for the first lane's thread, each field its own 4-byte
-    /// store: merged, the stores would need as many consecutive vector registers.
+    /// [`super::__offload_gpu_panic_finish`] for the first lane's thread, each field its own
+    /// 4-byte store: merged, the stores would need as many consecutive vector registers.
     ///
     /// # Safety
-    /// The wavefront claimed `record` ([`WaveReport::claim`]).
+    /// The wavefront claimed `record` ([`claim`]).
     #[inline(always)]
-    unsafe fn finish(&self, record: *mut PanicRecord) -> ! {
+    pub(super) unsafe fn finish(record: *mut PanicRecord) -> ! {
         let block = pack_block(
             [
-                super::block_idx_x(),
-                super::block_idx_y(),
-                super::block_idx_z(),
+                kernel::block_idx_x(),
+                kernel::block_idx_y(),
+                kernel::block_idx_z(),
             ],
             false,
         );
@@ -332,10 +330,10 @@ impl WaveReport {
             };
             // The lanes that began the report are active again after the claim: the first one
             // is the lane whose values were recorded.
-            let thread = core::arch::amdgpu::readfirstlane_u32(super::thread_rank());
+            let thread = readfirstlane_u32(kernel::thread_rank());
             store(&raw mut (*record).thread, thread);
-            store(&raw mut (*record).block_dim[0], super::block_dim_x());
-            store(&raw mut (*record).block_dim[1], super::block_dim_y());
+            store(&raw mut (*record).block_dim[0], kernel::block_dim_x());
+            store(&raw mut (*record).block_dim[1], kernel::block_dim_y());
             for (i, index) in block.into_iter().enumerate() {
                 store(&raw mut (*record).block[i], index);
             }
@@ -343,7 +341,7 @@ impl WaveReport {
             (*record).state.store(PANIC_WRITTEN, Ordering::Release);
             fence(Ordering::SeqCst);
         }
-        super::arch::trap()
+        kernel::arch::trap()
     }
 }
 
@@ -388,7 +386,7 @@ pub unsafe extern "C" fn __offload_gpu_panic_wait() -> ! {
 
 /// Completes the report this thread claimed: writes its block and thread, publishes the
 /// record and traps. Out of line on NVIDIA and without parameters, so that reading the
-/// indices costs the caller no registers of its own. AMD GPUs use [`WaveReport::finish`].
+/// indices costs the caller no registers of its own. AMD GPUs use [`wave::finish`].
 ///
 /// # Safety
 /// This thread claimed the channel's record ([`claim`]), so the channel is not null.

@@ -64,9 +64,7 @@ pub(super) fn mark_host_global_loads(module: &Module<'_>, names: &[&str]) -> usi
                         }
                     } else if !llvm::LLVMIsALoadInst(user).is_null()
                         && llvm::LLVMGetOperand(user, 0) == pointer
-                        && llvm::LLVMGetVolatile(user) == 0
-                        && llvm::LLVMGetOrdering(user)
-                            == inkwell::llvm_sys::LLVMAtomicOrdering::LLVMAtomicOrderingNotAtomic
+                        && is_plain_load(user)
                     {
                         llvm::LLVMSetMetadata(user, kind, empty);
                         marked += 1;
@@ -76,6 +74,20 @@ pub(super) fn mark_host_global_loads(module: &Module<'_>, names: &[&str]) -> usi
         }
     }
     marked
+}
+
+/// Whether `load` (a load instruction) is neither volatile nor atomic: the loads that may be
+/// marked invariant.
+///
+/// # Safety
+/// `load` is a live load instruction.
+unsafe fn is_plain_load(load: inkwell::llvm_sys::prelude::LLVMValueRef) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe {
+        llvm::LLVMGetVolatile(load) == 0
+            && llvm::LLVMGetOrdering(load)
+                == inkwell::llvm_sys::LLVMAtomicOrdering::LLVMAtomicOrderingNotAtomic
+    }
 }
 
 /// The `invariant.load` metadata kind and its empty node, in `module`'s context.
@@ -118,16 +130,15 @@ pub(super) fn mark_read_only_loads(module: &Module<'_>) -> usize {
                     }
                     match llvm::LLVMGetInstructionOpcode(user) {
                         LLVMOpcode::LLVMLoad
-                            if llvm::LLVMGetOperand(user, 0) == pointer
-                                && llvm::LLVMGetVolatile(user) == 0
-                                && llvm::LLVMGetOrdering(user)
-                                    == inkwell::llvm_sys::LLVMAtomicOrdering::LLVMAtomicOrderingNotAtomic =>
+                            if llvm::LLVMGetOperand(user, 0) == pointer && is_plain_load(user) =>
                         {
                             llvm::LLVMSetMetadata(user, kind, empty);
                             marked += 1;
                         }
                         // The base pointer of address arithmetic, not an index of it.
-                        LLVMOpcode::LLVMGetElementPtr if llvm::LLVMGetOperand(user, 0) == pointer => {
+                        LLVMOpcode::LLVMGetElementPtr
+                            if llvm::LLVMGetOperand(user, 0) == pointer =>
+                        {
                             pending.push(user)
                         }
                         LLVMOpcode::LLVMBitCast | LLVMOpcode::LLVMAddrSpaceCast => {
