@@ -171,8 +171,9 @@ pub fn gpu_pack(dir: &Path) -> Result {
         contents.push(test.to_string());
     }
 
-    // compute-sanitizer and the libraries it injects, so that the GPU machine, which has a
-    // driver but no CUDA toolkit, checks the programs for memory errors and races.
+    // compute-sanitizer and the libraries it injects, so that a GPU machine with a driver but
+    // no CUDA toolkit of its own checks the programs for memory errors and races too (one
+    // with a toolkit uses its own: see run.sh).
     let sanitizer = dir.join("compute-sanitizer");
     if sanitizer.exists() {
         std::fs::remove_dir_all(&sanitizer).map_err(|e| format!("{}: {e}", sanitizer.display()))?;

@@ -304,12 +304,49 @@ impl Tool {
     /// Finds the tool, reading environment variables through `env` (so a build script can
     /// declare what it read).
     pub fn find_with(self, env: &dyn Fn(&str) -> Option<OsString>) -> Result<PathBuf, NotFound> {
+        self.installed_with(env)
+            .map(|mut found| found.swap_remove(0))
+    }
+
+    /// Finds the newest of the tool's installations, by the version its `--version` prints
+    /// (the first one found among those of the same version). For compute-sanitizer: one
+    /// older than the driver's CUDA release cannot instrument a program, and a machine may
+    /// have a distribution's CUDA toolkit beside NVIDIA's newer one.
+    pub fn find_newest(self) -> Result<PathBuf, NotFound> {
+        self.find_newest_with(&|name| std::env::var_os(name))
+    }
+
+    /// [`Tool::find_newest`], reading environment variables through `env`.
+    pub fn find_newest_with(
+        self,
+        env: &dyn Fn(&str) -> Option<OsString>,
+    ) -> Result<PathBuf, NotFound> {
+        let found = self.installed_with(env)?;
+        let mut newest: Option<(Vec<u64>, PathBuf)> = None;
+        for path in found {
+            let version = version_of(&path)
+                .map(|line| version_numbers(&line))
+                .unwrap_or_default();
+            if newest.as_ref().is_none_or(|(best, _)| version > *best) {
+                newest = Some((version, path));
+            }
+        }
+        Ok(newest.expect("installed_with returns at least one path").1)
+    }
+
+    /// Every installation of the tool, in the order [`Tool::find_with`] prefers them: the one
+    /// its environment variable names alone when that is set, else those of the tool's
+    /// directories and `PATH` that hold it (at least one, or the places looked at).
+    fn installed_with(
+        self,
+        env: &dyn Fn(&str) -> Option<OsString>,
+    ) -> Result<Vec<PathBuf>, NotFound> {
         let mut tried = Vec::new();
         let var = self.env_var();
         if let Some(path) = env(&var) {
             let path = PathBuf::from(path);
             if path.is_file() {
-                return Ok(path);
+                return Ok(vec![path]);
             }
             tried.push(format!("${var} = {}", path.display()));
             return Err(NotFound { tool: self, tried });
@@ -317,7 +354,7 @@ impl Tool {
         let path_dirs: Vec<PathBuf> = env("PATH")
             .map(|p| std::env::split_paths(&p).collect())
             .unwrap_or_default();
-        let candidates: Vec<PathBuf> = match self.origin() {
+        let mut candidates: Vec<PathBuf> = match self.origin() {
             Origin::Llvm => {
                 let versioned = format!("{}-{LLVM_MAJOR}", self.program());
                 std::iter::once(llvm_bin_dir_with(env).join(self.program()))
@@ -339,12 +376,14 @@ impl Tool {
                 .chain(std::iter::once(Path::new("/usr/bin").join(self.program())))
                 .collect(),
         };
-        if let Some(found) = candidates.iter().find(|p| p.is_file()) {
-            return Ok(found.clone());
+        let mut seen = std::collections::HashSet::new();
+        candidates.retain(|p| seen.insert(p.clone()));
+        let found: Vec<PathBuf> = candidates.iter().filter(|p| p.is_file()).cloned().collect();
+        if !found.is_empty() {
+            return Ok(found);
         }
         tried.push(format!("${var} (unset)"));
         tried.extend(candidates.iter().map(|p| p.display().to_string()));
-        tried.dedup();
         Err(NotFound { tool: self, tried })
     }
 
@@ -377,6 +416,28 @@ pub fn compute_sanitizer_libraries(program: &Path) -> Option<PathBuf> {
         .into_iter()
         .flatten()
         .find(|d| d.join("libsanitizer-collection.so").is_file())
+}
+
+/// The numbers of a version line, in order: `[2022, 3, 0]` for `Version 2022.3.0`, `[11, 8]`
+/// for `Cuda compilation tools, release 11.8, V11.8.89` (only the first dotted number counts).
+pub fn version_numbers(line: &str) -> Vec<u64> {
+    let Some(start) = line
+        .as_bytes()
+        .windows(3)
+        .position(|w| w[0].is_ascii_digit() && w[1] == b'.' && w[2].is_ascii_digit())
+    else {
+        return Vec::new();
+    };
+    let start = line[..start]
+        .rfind(|c: char| !c.is_ascii_digit())
+        .map_or(0, |i| i + 1);
+    line[start..]
+        .split(|c: char| !c.is_ascii_digit() && c != '.')
+        .next()
+        .unwrap_or("")
+        .split('.')
+        .map_while(|n| n.parse().ok())
+        .collect()
 }
 
 /// Runs `program --version` and returns the line that names its version (the first line with a
@@ -535,6 +596,52 @@ mod tests {
                 "/nonexistent/llvm/llvm-ar",
                 "/nonexistent/bin/llvm-ar-22"
             ]
+        );
+    }
+
+    #[test]
+    fn version_numbers_are_read_from_version_lines() {
+        assert_eq!(version_numbers("Version 2022.3.0"), [2022, 3, 0]);
+        assert_eq!(
+            version_numbers("Version 2025.3.1.0 (build 36400806) (public-release)"),
+            [2025, 3, 1, 0]
+        );
+        assert_eq!(
+            version_numbers("Cuda compilation tools, release 11.8, V11.8.89"),
+            [11, 8]
+        );
+        assert_eq!(version_numbers("Debian clang version 22.1.8"), [22, 1, 8]);
+        assert!(version_numbers("no version").is_empty());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_newest_installation_is_found_wherever_it_is_on_path() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        let install = |dir: &str, version: &str| {
+            let bin = root.path().join(dir);
+            std::fs::create_dir(&bin).unwrap();
+            let program = bin.join("compute-sanitizer");
+            std::fs::write(
+                &program,
+                format!(
+                    "#!/bin/sh\necho 'NVIDIA (R) Compute Sanitizer'\necho 'Version {version}'\n"
+                ),
+            )
+            .unwrap();
+            std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+            bin
+        };
+        let old = install("old", "2022.3.0");
+        let new = install("new", "2025.3.1.0");
+        let path = std::env::join_paths([&old, &new]).unwrap();
+        let env = |name: &str| (name == "PATH").then(|| path.clone());
+        let tool = Tool::ComputeSanitizer;
+        assert_eq!(tool.find_with(&env).unwrap(), old.join("compute-sanitizer"));
+        assert_eq!(
+            tool.find_newest_with(&env).unwrap(),
+            new.join("compute-sanitizer")
         );
     }
 }

@@ -131,11 +131,25 @@ for p in saxpy reduce half-sum mixed offload-rt-kernel-run; do
     fi
 done
 
-# The programs under NVIDIA's compute-sanitizer, which the pack carries: no memory error in
-# what the runtime and the kernels do on the GPU (memcheck, every fixture kernel included), no
-# shared-memory race in the barrier kernels (racecheck).
-sanitizer="$here/compute-sanitizer/compute-sanitizer"
-for check in "memcheck saxpy" "memcheck reduce" "memcheck offload-rt-kernel-run" "racecheck reduce"; do
+# The programs under NVIDIA's compute-sanitizer: no memory error and no failed API call in what
+# the runtime and the kernels do on the GPU (memcheck, every fixture kernel included), no
+# shared-memory race or barrier misuse in the barrier kernels (racecheck, synccheck), no read of
+# device memory never written (initcheck). A sanitizer older than the driver's CUDA release
+# cannot instrument a program, so the machine's own (its CUDA toolkit's) comes first; else the
+# one the pack carries, with its libraries on the loader's path (one needs another by name).
+sanitizer="$(command -v compute-sanitizer || true)"
+[ -n "$sanitizer" ] || sanitizer=/usr/local/cuda/bin/compute-sanitizer
+sanitize=("$sanitizer")
+if [ ! -x "$sanitizer" ]; then
+    sanitizer="$here/compute-sanitizer/compute-sanitizer"
+    sanitize=(env "LD_LIBRARY_PATH=$here/compute-sanitizer${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        "$sanitizer" --injection-path "$here/compute-sanitizer")
+fi
+if [ "$nvidia" = 1 ] && [ -x "$sanitizer" ]; then
+    echo "compute-sanitizer: $sanitizer ($("${sanitize[@]}" --version 2>/dev/null | grep -m 1 Version))"
+fi
+for check in "memcheck saxpy" "memcheck reduce" "memcheck offload-rt-kernel-run" \
+    "racecheck reduce" "synccheck reduce" "initcheck saxpy"; do
     tool=${check%% *}
     p=${check#* }
     if [ "$nvidia" != 1 ]; then
@@ -143,12 +157,11 @@ for check in "memcheck saxpy" "memcheck reduce" "memcheck offload-rt-kernel-run"
         continue
     fi
     if [ ! -x "$sanitizer" ]; then
-        record "sanitize $tool $p" SKIP 0 "the pack has no compute-sanitizer (none where it was made)"
+        record "sanitize $tool $p" SKIP 0 "neither the machine nor the pack has compute-sanitizer"
         continue
     fi
     log="$logs/sanitize-$tool-$p.log"
-    timed "$log" "$sanitizer" --injection-path "$here/compute-sanitizer" --tool "$tool" \
-        --error-exitcode 1 "$bin/$p"
+    timed "$log" "${sanitize[@]}" --tool "$tool" --error-exitcode 1 "$bin/$p"
     summary="$(grep -m 1 -e 'ERROR SUMMARY' -e 'RACECHECK SUMMARY' "$log" | sed 's/^=* *//')"
     if [ "$rc" = 0 ] && [ -n "$summary" ]; then
         record "sanitize $tool $p" PASS "$secs" "$summary"

@@ -152,7 +152,7 @@ fn run_under_sanitizer(
             SANITIZER_TOOLS.join(", ")
         );
     }
-    let sanitizer = offload_toolchain::Tool::ComputeSanitizer.find()?;
+    let sanitizer = offload_toolchain::Tool::ComputeSanitizer.find_newest()?;
     let gpus = NativeGpus::default();
     if !gpus
         .get()
@@ -172,10 +172,15 @@ fn run_under_sanitizer(
         };
     let mut cmd = Command::new(&sanitizer);
     cmd.args(["--tool", tool, "--error-exitcode", "1"]);
-    // Debian's compute-sanitizer is told where its libraries are; NVIDIA's finds them beside it.
+    // Debian's compute-sanitizer is told where its libraries are, and the loader too (one of
+    // them needs another, by name alone); NVIDIA's finds them beside it.
     if let Some(injection) = offload_toolchain::compute_sanitizer_libraries(&sanitizer)
         && Some(injection.as_path()) != sanitizer.parent()
     {
+        let inherited = std::env::var_os("LD_LIBRARY_PATH").unwrap_or_default();
+        let library_path =
+            std::iter::once(injection.clone()).chain(std::env::split_paths(&inherited));
+        cmd.env("LD_LIBRARY_PATH", std::env::join_paths(library_path)?);
         cmd.arg("--injection-path").arg(injection);
     }
     cmd.arg(&executable).args(&program_args);

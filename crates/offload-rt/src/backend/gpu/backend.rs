@@ -322,7 +322,7 @@ impl<D: Driver> Backend for GpuBackend<D> {
                 Ok(loaded) => {
                     if let Some(channel) = self.channel.get_or_open(&self.device, &self.description)
                     {
-                        match channel.attach(&self.device, &loaded) {
+                        match channel.attach(&self.device, &loaded, bytes, kind) {
                             Ok(true) => {}
                             Ok(false) => log(format_args!(
                                 "{}: module `{module}` has no channel global: its panics \

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use offload_format::panic_sites::{self, PanicSites};
 
 use super::driver::Driver;
-use super::{GpuDevice, GpuError, GpuModule, PinnedBytes};
+use super::{GpuDevice, GpuError, GpuImageKind, GpuModule, PinnedBytes};
 use crate::error::KernelPanicReport;
 use crate::kernel::abi::{
     CHANNEL_SYMBOL, DeviceChannel, PANIC_EMPTY, PANIC_FILE_CAPACITY, PANIC_MESSAGE_CAPACITY,
@@ -19,6 +19,18 @@ use crate::kernel::abi::{
 
 /// The largest panic-site table read from a module (a table is a few bytes a site).
 const MAX_SITE_TABLE: usize = 64 << 20;
+
+/// Whether a module loaded from `image` can have the global `symbol`. PTX, cubins and code
+/// objects name their globals in plain bytes (the text, an ELF string table); a fatbinary
+/// may hold them compressed, so it always can. The driver is asked only for globals a module
+/// can have: asking for one it lacks is an API error, which NVIDIA's compute-sanitizer
+/// reports as one in the program.
+fn may_define(image: &[u8], kind: GpuImageKind, symbol: &str) -> bool {
+    kind == GpuImageKind::Fatbin
+        || image
+            .windows(symbol.len())
+            .any(|window| window == symbol.as_bytes())
+}
 
 /// A text field of a panic record, which the device cut by bytes: a character cut at either
 /// end is left out.
@@ -246,8 +258,8 @@ impl<D: Driver> Channel<D> {
     }
 
     /// Points `module`'s channel global at this channel and reads its panic-site table;
-    /// `false` when the module has no channel global (an image with neither a panic nor a
-    /// print) or one of another size (another runtime's).
+    /// `false` when the module, loaded from `image` of `kind`, has no channel global (an
+    /// image with neither a panic nor a print) or one of another size (another runtime's).
     ///
     /// # Errors
     /// A driver failure.
@@ -255,7 +267,12 @@ impl<D: Driver> Channel<D> {
         &self,
         device: &GpuDevice<D>,
         module: &GpuModule<D>,
+        image: &[u8],
+        kind: GpuImageKind,
     ) -> Result<bool, GpuError> {
+        if !may_define(image, kind, CHANNEL_SYMBOL) {
+            return Ok(false);
+        }
         let name = CString::new(CHANNEL_SYMBOL).expect("no NUL in the symbol");
         let attached = match module.global(&name)? {
             None => false,
@@ -266,7 +283,7 @@ impl<D: Driver> Channel<D> {
             }
             Some(_) => false,
         };
-        if attached {
+        if attached && may_define(image, kind, panic_sites::SYMBOL) {
             self.read_sites(device, module)?;
         }
         Ok(attached)
@@ -381,6 +398,21 @@ impl<D: Driver> Channel<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_globals_an_image_names_are_asked_for() {
+        let ptx = b".visible .global .align 8 .u64 __offload_channel;";
+        assert!(may_define(ptx, GpuImageKind::Ptx, CHANNEL_SYMBOL));
+        assert!(!may_define(ptx, GpuImageKind::Ptx, panic_sites::SYMBOL));
+        assert!(!may_define(
+            b"\x7fELF",
+            GpuImageKind::CodeObject,
+            CHANNEL_SYMBOL
+        ));
+        assert!(!may_define(b"", GpuImageKind::Cubin, CHANNEL_SYMBOL));
+        // A fatbinary's cubins may be compressed: only the driver can tell.
+        assert!(may_define(b"", GpuImageKind::Fatbin, CHANNEL_SYMBOL));
+    }
 
     #[test]
     fn text_fields_cut_by_bytes_lose_only_the_cut_characters() {
