@@ -617,7 +617,8 @@ fn dynamic_shared_memory_is_extern_shared_and_lds() {
 
 /// Structs by value: the PTX parameters and the AMD kernel arguments have the Rust layout of
 /// `struct_params(tag: u8, p: Params, q: Pair, out: *mut f64)` (Params: 40 bytes, 8-aligned;
-/// Pair: 4 bytes, 2-aligned), as the launch ABI lays them out: NVIDIA's `byval` parameters,
+/// Pair: 4 bytes, 2-aligned), and tuples that of their elements' `#[repr(C)]` struct, as the
+/// launch ABI lays them out: NVIDIA's `byval` parameters,
 /// AMD's `byref` kernel arguments (`by_value` in the metadata, at the aligned offsets).
 #[test]
 fn struct_parameters_have_the_rust_layout() {
@@ -658,6 +659,21 @@ fn struct_parameters_have_the_rust_layout() {
             ],
             "{sm}"
         );
+        // Tuples by value: their elements' `#[repr(C)]` struct, padding included.
+        let tuples: Vec<&str> = ptx_entry(&ptx, "tuple_params")
+            .into_iter()
+            .filter(|l| l.starts_with(".param"))
+            .take(3)
+            .collect();
+        assert_eq!(
+            tuples,
+            [
+                ".param .align 4 .b8 tuple_params_param_0[8],",
+                ".param .align 8 .b8 tuple_params_param_1[16],",
+                ".param .align 2 .b8 tuple_params_param_2[10],",
+            ],
+            "{sm}"
+        );
         if device_link::ptxas_path().is_some() {
             device_link::ptxas_verbose(&ptx, sm).unwrap();
         }
@@ -695,6 +711,25 @@ fn struct_parameters_have_the_rust_layout() {
             .map(|a| (a.offset, a.size))
             .collect();
         assert_eq!(args, [(0, 16), (16, 16)], "{id}: {wide:?}");
+        let tuples = info
+            .kernels
+            .iter()
+            .find(|k| k.name == "tuple_params")
+            .unwrap();
+        let args: Vec<(u64, u64, &str)> = tuples
+            .explicit_args()
+            .take(3)
+            .map(|a| (a.offset, a.size, a.value_kind.as_str()))
+            .collect();
+        assert_eq!(
+            args,
+            [
+                (0, 8, "by_value"),
+                (8, 16, "by_value"),
+                (24, 10, "by_value")
+            ],
+            "{id}: {tuples:?}"
+        );
         // Scalars keep their layout through the same path.
         let saxpy = info.kernels.iter().find(|k| k.name == "saxpy").unwrap();
         let args: Vec<(u64, u64, &str)> = saxpy
@@ -819,6 +854,21 @@ fn half_atomics_are_native_where_the_gpu_has_them() {
                 "{sm}:\n{body}"
             );
         }
+        // Tuples by value: their elements' `#[repr(C)]` struct, padding included.
+        let tuples: Vec<&str> = ptx_entry(&ptx, "tuple_params")
+            .into_iter()
+            .filter(|l| l.starts_with(".param"))
+            .take(3)
+            .collect();
+        assert_eq!(
+            tuples,
+            [
+                ".param .align 4 .b8 tuple_params_param_0[8],",
+                ".param .align 8 .b8 tuple_params_param_1[16],",
+                ".param .align 2 .b8 tuple_params_param_2[10],",
+            ],
+            "{sm}"
+        );
         if device_link::ptxas_path().is_some() {
             device_link::ptxas_verbose(&ptx, sm).unwrap();
         }
@@ -857,6 +907,21 @@ fn bool_and_enum_parameters_have_their_size() {
             [
                 ".param .u8 combine_flags_param_0,",
                 ".param .u16 combine_flags_param_1,",
+            ],
+            "{sm}"
+        );
+        // Tuples by value: their elements' `#[repr(C)]` struct, padding included.
+        let tuples: Vec<&str> = ptx_entry(&ptx, "tuple_params")
+            .into_iter()
+            .filter(|l| l.starts_with(".param"))
+            .take(3)
+            .collect();
+        assert_eq!(
+            tuples,
+            [
+                ".param .align 4 .b8 tuple_params_param_0[8],",
+                ".param .align 8 .b8 tuple_params_param_1[16],",
+                ".param .align 2 .b8 tuple_params_param_2[10],",
             ],
             "{sm}"
         );
@@ -937,6 +1002,21 @@ fn slice_parameters_are_address_and_length() {
         assert!(
             ptx.lines().any(|l| l.trim().starts_with("trap;")),
             "{sm}: no trap"
+        );
+        // Tuples by value: their elements' `#[repr(C)]` struct, padding included.
+        let tuples: Vec<&str> = ptx_entry(&ptx, "tuple_params")
+            .into_iter()
+            .filter(|l| l.starts_with(".param"))
+            .take(3)
+            .collect();
+        assert_eq!(
+            tuples,
+            [
+                ".param .align 4 .b8 tuple_params_param_0[8],",
+                ".param .align 8 .b8 tuple_params_param_1[16],",
+                ".param .align 2 .b8 tuple_params_param_2[10],",
+            ],
+            "{sm}"
         );
         if device_link::ptxas_path().is_some() {
             device_link::ptxas_verbose(&ptx, sm).unwrap();

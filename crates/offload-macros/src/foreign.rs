@@ -84,6 +84,13 @@ fn classify(name: &syn::Ident, ty: &Type) -> syn::Result<(Kind, Type)> {
                  #[repr(C)] struct holding the array"
             ),
         )),
+        Type::Tuple(t) if !t.elems.is_empty() => Err(error(
+            t.span(),
+            format!(
+                "foreign kernel parameter `{name}`: C and C++ kernels take no tuples; declare \
+                 the #[repr(C)] struct of the same fields that the kernel's C signature takes"
+            ),
+        )),
         Type::Paren(p) => classify(name, &p.elem),
         Type::Group(g) => classify(name, &g.elem),
         other => Err(error(

@@ -109,6 +109,8 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 
 enum Kind {
     Scalar,
+    /// A tuple of `DeviceCopy` values, passed as a `#[repr(C)]` struct of its elements.
+    Tuple,
     Const,
     Mut,
     /// `&[T]`: a read-only slice, passed as address and length.
@@ -120,10 +122,6 @@ enum Kind {
 impl Kind {
     fn is_raw_pointer(&self) -> bool {
         matches!(self, Kind::Const | Kind::Mut)
-    }
-
-    fn is_slice(&self) -> bool {
-        matches!(self, Kind::Slice | Kind::Disjoint)
     }
 }
 
@@ -142,7 +140,7 @@ struct Param {
 
 const ACCEPTED: &str = "kernel parameters are scalars (u8..u128, i8..i128, usize, isize, \
                         f32, f64, and half::f16, half::bf16 with offload-rt's `half` feature), \
-                        #[derive(DeviceCopy)] #[repr(C)] structs, arrays of these, \
+                        #[derive(DeviceCopy)] #[repr(C)] structs, arrays and tuples of these, \
                         read-only slices `&[T]`, `DisjointSlice<T>` to write, or device \
                         pointers (*const T, *mut T)";
 
@@ -197,6 +195,11 @@ fn classify(name: &syn::Ident, ty: &Type) -> syn::Result<(Kind, Type)> {
             None => Ok((Kind::Scalar, ty.clone())),
         },
         Type::Array(_) => Ok((Kind::Scalar, ty.clone())),
+        Type::Tuple(t) if t.elems.is_empty() => Err(syn::Error::new(
+            t.span(),
+            format!("kernel parameter `{name}`: `()` carries nothing to the device; leave it out"),
+        )),
+        Type::Tuple(_) => Ok((Kind::Tuple, ty.clone())),
         Type::Paren(p) => classify(name, &p.elem),
         Type::Group(g) => classify(name, &g.elem),
         other => Err(syn::Error::new(
@@ -330,10 +333,10 @@ fn expand_one(item: ItemFn, handle: Handle) -> syn::Result<TokenStream2> {
         .iter()
         .map(|p| {
             let (ty, elem) = (&p.ty, &p.elem);
-            if p.kind.is_slice() {
-                quote!(::offload_rt::__private::SliceParam<#elem>)
-            } else {
-                quote!(#ty)
+            match p.kind {
+                Kind::Slice | Kind::Disjoint => quote!(::offload_rt::__private::SliceParam<#elem>),
+                Kind::Tuple => quote!(<#elem as ::offload_rt::__private::TupleParam>::Abi),
+                _ => quote!(#ty),
             }
         })
         .collect();
@@ -346,6 +349,7 @@ fn expand_one(item: ItemFn, handle: Handle) -> syn::Result<TokenStream2> {
             match p.kind {
                 Kind::Slice => quote!(unsafe { #n.as_slice() }),
                 Kind::Disjoint => quote!(unsafe { #n.into_disjoint() }),
+                Kind::Tuple => quote!(::offload_rt::__private::TupleParam::from_abi(#n)),
                 _ => quote!(#n),
             }
         })
@@ -379,12 +383,19 @@ fn expand_one(item: ItemFn, handle: Handle) -> syn::Result<TokenStream2> {
 
     // One check function per parameter, named after it, so that a type error names the
     // parameter ("required by a bound in `kernel_parameter_x`").
+    // A tuple's elements are checked one by one, each error spanning its element.
     let checks = params.iter().map(|p| {
-        let elem = &p.elem;
         let check = format_ident!("kernel_parameter_{}", p.name);
+        let elems: Vec<&Type> = match (&p.kind, &p.elem) {
+            (Kind::Tuple, Type::Tuple(t)) => t.elems.iter().collect(),
+            _ => vec![&p.elem],
+        };
+        let uses = elems
+            .iter()
+            .map(|elem| quote_spanned! {elem.span()=> #check::<#elem>(); });
         quote_spanned! {p.ty.span()=>
             fn #check<T: ::offload_rt::DeviceCopy>() {}
-            #check::<#elem>();
+            #(#uses)*
         }
     });
 
@@ -593,7 +604,7 @@ pub(crate) fn read_params(
             ));
         };
         let (kind, elem) = classify(&pi.ident, &pt.ty)?;
-        if let (Some(len), Kind::Scalar) = (&len, &kind) {
+        if let (Some(len), Kind::Scalar | Kind::Tuple) = (&len, &kind) {
             return Err(syn::Error::new(
                 len.span(),
                 format!(
@@ -624,6 +635,7 @@ pub(crate) fn launch_parts(params: &[Param]) -> (Vec<TokenStream2>, TokenStream2
         let elem = &p.elem;
         let kind = match p.kind {
             Kind::Scalar => quote!(scalar),
+            Kind::Tuple => quote!(tuple),
             Kind::Const => quote!(ptr_const),
             Kind::Mut => quote!(ptr_mut),
             Kind::Slice => quote!(slice),

@@ -153,6 +153,55 @@ pub mod __private {
     #[cfg(feature = "host")]
     pub use crate::launch::LaunchArgs;
 
+    /// How a tuple parameter crosses the launch: its elements in a `#[repr(C)]` struct
+    /// ([`Tuple1`] to [`Tuple12`]), whose layout the host and every device agree on, where a
+    /// tuple's own layout is each compiler's choice (the host and the device builds may be
+    /// built by different ones).
+    pub trait TupleParam: Copy {
+        /// The `#[repr(C)]` struct of the elements, in order.
+        type Abi: Copy;
+        /// The tuple as the launch passes it.
+        fn into_abi(self) -> Self::Abi;
+        /// The tuple the kernel gets.
+        fn from_abi(abi: Self::Abi) -> Self;
+    }
+
+    macro_rules! tuple_params {
+        ($($abi:ident($($t:ident $i:tt),+);)*) => {$(
+            /// A tuple parameter's launch ABI value (see [`TupleParam`]).
+            #[repr(C)]
+            #[derive(Debug, Clone, Copy)]
+            pub struct $abi<$($t),+>($(pub $t),+);
+
+            impl<$($t: Copy),+> TupleParam for ($($t,)+) {
+                type Abi = $abi<$($t),+>;
+                #[inline(always)]
+                fn into_abi(self) -> Self::Abi {
+                    $abi($(self.$i),+)
+                }
+                #[inline(always)]
+                fn from_abi(abi: Self::Abi) -> Self {
+                    ($(abi.$i,)+)
+                }
+            }
+        )*};
+    }
+
+    tuple_params! {
+        Tuple1(A 0);
+        Tuple2(A 0, B 1);
+        Tuple3(A 0, B 1, C 2);
+        Tuple4(A 0, B 1, C 2, D 3);
+        Tuple5(A 0, B 1, C 2, D 3, E 4);
+        Tuple6(A 0, B 1, C 2, D 3, E 4, F 5);
+        Tuple7(A 0, B 1, C 2, D 3, E 4, F 5, G 6);
+        Tuple8(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
+        Tuple9(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8);
+        Tuple10(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9);
+        Tuple11(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10);
+        Tuple12(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11);
+    }
+
     /// The launch ABI value of a slice parameter over a buffer at `ptr` of `len` elements:
     /// never a null address (an empty buffer's is `align_of::<T>()`, as Rust's empty
     /// slices'), so kernels need no test of their own.
@@ -365,6 +414,7 @@ macro_rules! __kernel_launch_impl {
 #[macro_export]
 macro_rules! __kernel_arg_type {
     (scalar $ty:ty) => { $ty };
+    (tuple $ty:ty) => { $ty };
     (ptr_const $ty:ty) => { &$crate::DeviceBuffer<$ty> };
     (ptr_mut $ty:ty) => { &mut $crate::DeviceBuffer<$ty> };
     (slice $ty:ty) => { &$crate::DeviceBuffer<$ty> };
@@ -393,6 +443,9 @@ macro_rules! __kernel_abi_size {
 macro_rules! __kernel_arg_value {
     (scalar $arg:ident, $ty:ty, $dev:ident, $name:expr, $idx:literal) => {
         $arg
+    };
+    (tuple $arg:ident, $ty:ty, $dev:ident, $name:expr, $idx:literal) => {
+        $crate::__private::TupleParam::into_abi($arg)
     };
     (ptr_const $arg:ident, $ty:ty, $dev:ident, $name:expr, $idx:literal) => {
         $arg.device_ptr_on($dev, $name, $idx)?.0

@@ -15,7 +15,7 @@ use offload_rt::{
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep,pyramid_min,skipping_passes,halving_offsets,mirrored_rows,shared_atomics,strided_histogram";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep,pyramid_min,skipping_passes,halving_offsets,mirrored_rows,shared_atomics,strided_histogram,tuple_params";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -574,6 +574,37 @@ fn wide_integers_as_parameters_and_elements() {
         )
         .unwrap();
     let want: Vec<i128> = x.iter().map(|&v| k::wide_value(a, b, v)).collect();
+    assert_eq!(y.to_vec().unwrap(), want);
+}
+
+/// Tuples by value, one with padding between its elements, one holding a struct and an array,
+/// beside a tuple that bounds the threads that write.
+#[test]
+fn tuples_as_parameters() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let n = 1000;
+    let mixed = (1.5f32, -7i8, 123_456_789_012u64);
+    let nested = (k::Pair { a: 3, b: 40 }, [1u16, 10, 100]);
+    let mut y = DeviceBuffer::<f64>::zeroed(&dev, n).unwrap();
+    k::tuple_params
+        .launch(
+            &dev,
+            LaunchConfig::for_num_elems(n as u32),
+            (10, 900),
+            mixed,
+            nested,
+            &mut y,
+        )
+        .unwrap();
+    let want: Vec<f64> = (0..n)
+        .map(|i| match i {
+            10..900 => k::tuples_value(mixed, nested, i),
+            _ => 0.0,
+        })
+        .collect();
     assert_eq!(y.to_vec().unwrap(), want);
 }
 

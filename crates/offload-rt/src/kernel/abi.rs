@@ -39,7 +39,7 @@ macro_rules! scalars {
 /// `false` and `__offload_valid` accepts exactly the byte patterns that are values.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not `DeviceCopy`: it cannot be a kernel parameter or a device buffer's element",
-    note = "kernel parameters are scalars (bool, u8..u128, i8..i128, usize, isize, f32, f64, and half::f16, half::bf16 with offload-rt's `half` feature), #[derive(DeviceCopy)] #[repr(C)] structs, arrays of these, slices `&[T]` and `DisjointSlice<T>` of these, or device pointers (*const T, *mut T)"
+    note = "kernel parameters are scalars (bool, u8..u128, i8..i128, usize, isize, f32, f64, and half::f16, half::bf16 with offload-rt's `half` feature), #[derive(DeviceCopy)] #[repr(C)] structs, arrays of these, tuples of these as parameters, slices `&[T]` and `DisjointSlice<T>` of these, or device pointers (*const T, *mut T)"
 )]
 pub unsafe trait DeviceCopy: Copy + 'static {
     /// Evaluated wherever memory of the type is allocated or viewed as bytes (device and

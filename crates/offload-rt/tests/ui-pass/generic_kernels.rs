@@ -1,6 +1,6 @@
 //! Generic kernels as the guide shows them: type and const parameters with their
 //! instantiations listed, named lifetimes beside them, and `shared_array!` sized and typed by
-//! the parameters.
+//! the parameters, and a tuple of the type parameter.
 use offload_rt::kernel::{DisjointSlice, sync_threads, thread_idx_x};
 use offload_rt::{Device, DeviceBuffer, DeviceCopy, LaunchConfig, kernel, shared_array};
 
@@ -29,6 +29,16 @@ pub fn staged<T: DeviceCopy + Default, const BLOCK: usize>(
     }
 }
 
+#[kernel(T = f32 | f64)]
+pub fn clamp_into<T: DeviceCopy + PartialOrd>(bounds: (T, T), x: &[T], mut y: DisjointSlice<T>) {
+    let (low, high) = bounds;
+    if let Some((i, yi)) = y.for_thread_x()
+        && let Some(&v) = x.get(i)
+    {
+        *yi = if v < low { low } else if v > high { high } else { v };
+    }
+}
+
 fn main() -> offload_rt::Result<()> {
     let device = Device::cpu();
     let x = DeviceBuffer::<f64>::zeroed(&device, 64)?;
@@ -38,5 +48,6 @@ fn main() -> offload_rt::Result<()> {
     let _ = staged::<f64, 64>.launch(&device, config, &x, &mut y);
     // Inferred from the arguments where one instantiation fits.
     let _ = staged::<_, 32>.launch(&device, config, &x, &mut y);
+    let _ = clamp_into::<f64>.launch(&device, config, (0.0, 1.0), &x, &mut y);
     Ok(())
 }

@@ -5,6 +5,7 @@ extern_kernels! {
     fn takes_a_disjoint_slice(x: offload_rt::kernel::DisjointSlice<f32>);
     fn takes_an_array(x: [f32; 4]);
     fn takes_a_reference(x: &f32);
+    fn takes_a_tuple(pair: (f32, u32));
     unsafe fn marked_unsafe(x: *mut f32);
     extern "C" fn with_an_abi(x: *mut f32);
     fn generic<T>(x: *mut T);

@@ -15,4 +15,14 @@ pub fn char_param(letter: char) {
     let _ = letter;
 }
 
+#[kernel]
+pub fn tuple_of_a_char(pair: (u32, char)) {
+    let _ = pair;
+}
+
+#[kernel]
+pub fn unit_param(nothing: ()) {
+    let _ = nothing;
+}
+
 fn main() {}
