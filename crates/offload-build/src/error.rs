@@ -434,6 +434,19 @@ pub enum LinkError {
         /// The instruction, as LLVM prints it.
         instruction: String,
     },
+    /// A `generic_shared_array!` whose site, array type or size is not a constant where the
+    /// device link reads it.
+    #[error(
+        "a `generic_shared_array!` in `{function}` has no constant site, array type and size \
+         where the device link reads them (the macro's expansion called some other way?): \
+         `{instruction}`"
+    )]
+    GenericTile {
+        /// The function holding the call.
+        function: String,
+        /// The call, as LLVM prints it.
+        instruction: String,
+    },
     /// The `constant!` statics of an NVIDIA image take more than its constant bank.
     #[error(
         "the constant-memory statics ({statics}) take {bytes} bytes, over the {limit} bytes of \
@@ -603,6 +616,7 @@ offload_format::error_codes! {
         BadCodeObject => "OFF2123",
         NestedBuild => "OFF2124",
         ConstantMemoryLimit => "OFF2125",
+        GenericTile => "OFF2126",
     }
 }
 

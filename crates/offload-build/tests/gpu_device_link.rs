@@ -804,6 +804,42 @@ fn generic_kernel_instantiations_are_entry_points() {
     }
 }
 
+/// `generic_shared_array!` in a generic helper, instantiated twice at one size: each
+/// instantiation's tile is its own global in the shared address space, read and written with
+/// shared-memory instructions, and no call of the placeholder is left.
+#[test]
+fn generic_helpers_get_a_shared_tile_per_instantiation() {
+    if !nightly_ready() {
+        return;
+    }
+    let target = GpuTarget::parse("sm_80").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    let ptx = device_link::nvptx_link(&inputs, "sm_80", &NvptxLinkOptions::default()).unwrap();
+    assert!(!ptx.contains("__offload_shared_tile"), "{ptx}");
+    let entry = ptx_entry(&ptx, "generic_tiles");
+    let count = |op: &str| entry.iter().filter(|l| l.starts_with(op)).count();
+    assert_eq!(count("st.shared"), 2, "{entry:#?}");
+    assert_eq!(count("ld.shared"), 2, "{entry:#?}");
+    if device_link::ptxas_path().is_some() {
+        let (_, report) = device_link::ptxas_verbose(&ptx, "sm_80").unwrap();
+        let k = report.iter().find(|k| k.name == "generic_tiles").unwrap();
+        assert_eq!(k.shared_bytes, 512, "{k:?}");
+    }
+    let target = GpuTarget::parse("gfx90a").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    for id in ["gfx90a", "gfx1100"] {
+        let target = GpuTarget::parse(id).unwrap();
+        let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
+        let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
+        let k = info
+            .kernels
+            .iter()
+            .find(|k| k.name == "generic_tiles")
+            .unwrap();
+        assert_eq!(k.group_segment_fixed_size, 512, "{id}: {k:?}");
+    }
+}
+
 /// `constant!` statics: NVIDIA's constant bank (`.const`, read with `ld.const`), and an AMD
 /// code object that holds the kernel.
 #[test]

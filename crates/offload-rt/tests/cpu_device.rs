@@ -15,7 +15,7 @@ use offload_rt::{
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep,pyramid_min,skipping_passes,halving_offsets,mirrored_rows,shared_atomics,strided_histogram,tuple_params";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep,pyramid_min,skipping_passes,halving_offsets,mirrored_rows,shared_atomics,strided_histogram,tuple_params,generic_tiles";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -603,6 +603,32 @@ fn tuples_as_parameters() {
         .map(|i| match i {
             10..900 => k::tuples_value(mixed, nested, i),
             _ => 0.0,
+        })
+        .collect();
+    assert_eq!(y.to_vec().unwrap(), want);
+}
+
+/// `generic_shared_array!` in a generic helper: two instantiations of one size, each with its
+/// own tile, in blocks of 64 threads.
+#[test]
+fn generic_helpers_have_a_shared_tile_per_instantiation() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let n = 64 * 5 - 7;
+    let a: Vec<u32> = (0..n as u32).map(|i| i * 3).collect();
+    let b: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+    let da = DeviceBuffer::from_slice(&dev, &a).unwrap();
+    let db = DeviceBuffer::from_slice(&dev, &b).unwrap();
+    let mut y = DeviceBuffer::<f64>::zeroed(&dev, n).unwrap();
+    k::generic_tiles
+        .launch(&dev, LaunchConfig::linear(5, 64), &da, &db, &mut y)
+        .unwrap();
+    let want: Vec<f64> = (0..n)
+        .map(|i| {
+            let m = i / 64 * 64 + 63 - i % 64;
+            f64::from(a.get(m).copied().unwrap_or(0)) + f64::from(b.get(m).copied().unwrap_or(0.0))
         })
         .collect();
     assert_eq!(y.to_vec().unwrap(), want);

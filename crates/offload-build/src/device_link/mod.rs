@@ -47,6 +47,12 @@ use std::path::PathBuf;
 #[cfg(feature = "llvm")]
 pub const SHARED_SECTION: &str = ".offload.shared";
 
+/// The function `offload_rt::generic_shared_array!` calls on GPUs, which the device link
+/// replaces call by call with a global in address space 3: one for each site (its first
+/// argument, a static of the site) and array type (the second and third, the type's name).
+#[cfg(feature = "llvm")]
+pub const GENERIC_TILE_FUNCTION: &str = "__offload_shared_tile";
+
 /// The link section of `offload_rt::constant!` statics, which the device link moves to
 /// address space 4 (`.const` / AMD's constant memory).
 #[cfg(feature = "llvm")]

@@ -477,6 +477,25 @@ pub fn shared_slot(key: usize, size: usize, align: usize) -> *mut u8 {
     unsafe { base.add(start) }
 }
 
+/// The slot of one `generic_shared_array!` site for one instantiation: the site's static and
+/// the array type's name, hashed into a key of [`shared_slot`] (one function's copies in
+/// several codegen units have one site static but may each have their own copy of the name).
+#[inline(never)]
+pub fn generic_shared_tile(
+    site: &'static u8,
+    type_name: &'static str,
+    size: usize,
+    align: usize,
+) -> *mut u8 {
+    // FNV-1a over the site's address and the name: 64 bits, for at most `SLOTS` keys a block.
+    let mut key: u64 = 0xcbf2_9ce4_8422_2325;
+    let site = (site as *const u8).addr() as u64;
+    for byte in site.to_le_bytes().iter().chain(type_name.as_bytes()) {
+        key = (key ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    shared_slot(key as usize, size, align)
+}
+
 #[inline(always)]
 fn begin_block(launch: &CpuLaunch, linear: u64) {
     begin_block_without_warps(launch, linear);

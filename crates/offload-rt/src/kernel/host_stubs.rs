@@ -42,6 +42,17 @@ pub fn shared_slot(_key: usize, _size: usize, _align: usize) -> *mut u8 {
     core::ptr::null_mut()
 }
 
+/// As [`shared_slot`]: null here.
+#[inline(always)]
+pub fn generic_shared_tile(
+    _site: &'static u8,
+    _type_name: &'static str,
+    _size: usize,
+    _align: usize,
+) -> *mut u8 {
+    core::ptr::null_mut()
+}
+
 /// The documented warp size of the CPU device, so host-side code sees the same constant.
 #[inline(always)]
 pub(super) fn warp_size() -> u32 {

@@ -73,6 +73,8 @@ mod host_stubs;
 mod amdgpu;
 #[cfg(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu")))]
 mod gpu_channel;
+#[cfg(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+mod gpu_tiles;
 #[cfg(all(offload_device, target_arch = "nvptx64"))]
 mod nvptx;
 
@@ -352,9 +354,11 @@ pub mod __private {
         offload_device,
         not(any(target_arch = "nvptx64", target_arch = "amdgpu"))
     ))]
-    pub use super::cpu::shared_slot;
+    pub use super::cpu::{generic_shared_tile, shared_slot};
+    #[cfg(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+    pub use super::gpu_tiles::generic_shared_tile;
     #[cfg(not(offload_device))]
-    pub use super::host_stubs::shared_slot;
+    pub use super::host_stubs::{generic_shared_tile, shared_slot};
     pub use super::print::{print, print_arg};
 }
 
@@ -452,6 +456,46 @@ macro_rules! shared_array {
                 .cast::<$ty>()
             }}
         };
+        ptr
+    }};
+}
+
+/// [`shared_array!`] for a generic function that is not a kernel, whose element type or length
+/// is a parameter of the function: `generic_shared_array!(T, BLOCK)` (a Rust `static` cannot
+/// name the parameters of the function around it, so `shared_array!` does not compile there).
+///
+/// Evaluates to a `*mut T` to `N` elements shared by the block's threads, one array for each
+/// invocation site and each instantiation of the function (as a `__shared__` array in a C++
+/// template), its contents undefined at block start. An array over
+/// [`MAX_STATIC_SHARED_BYTES`] fails the build of the instantiation (`cargo check` does not
+/// instantiate); the device link refuses a GPU kernel whose arrays together exceed it. On GPUs
+/// each site is a call the device link replaces with an array in the shared address space; on
+/// the CPU device it is a slot of the block's arena, as for `shared_array!`.
+///
+/// ```ignore
+/// fn block_sum<T: Copy + core::ops::Add<Output = T>, const BLOCK: usize>(v: T) -> T {
+///     let tile: *mut T = generic_shared_array!(T, BLOCK);
+///     // ...
+/// }
+/// ```
+#[macro_export]
+macro_rules! generic_shared_array {
+    ($ty:ty, $len:expr) => {{
+        const {
+            assert!(
+                ::core::mem::size_of::<[$ty; $len]>() <= $crate::kernel::MAX_STATIC_SHARED_BYTES,
+                "generic_shared_array!: more static shared memory than the 48 KiB every device \
+                 supports (offload_rt::kernel::MAX_STATIC_SHARED_BYTES)"
+            )
+        };
+        static SITE: u8 = 0;
+        let ptr: *mut $ty = $crate::kernel::__private::generic_shared_tile(
+            &SITE,
+            ::core::any::type_name::<[$ty; $len]>(),
+            ::core::mem::size_of::<[$ty; $len]>(),
+            ::core::mem::align_of::<$ty>(),
+        )
+        .cast::<$ty>();
         ptr
     }};
 }

@@ -1,8 +1,11 @@
 //! Generic kernels as the guide shows them: type and const parameters with their
 //! instantiations listed, named lifetimes beside them, and `shared_array!` sized and typed by
-//! the parameters, and a tuple of the type parameter.
+//! the parameters, a tuple of the type parameter, and a generic helper's
+//! `generic_shared_array!`.
 use offload_rt::kernel::{DisjointSlice, sync_threads, thread_idx_x};
-use offload_rt::{Device, DeviceBuffer, DeviceCopy, LaunchConfig, kernel, shared_array};
+use offload_rt::{
+    Device, DeviceBuffer, DeviceCopy, LaunchConfig, generic_shared_array, kernel, shared_array,
+};
 
 #[kernel(T = u32 | f64)]
 pub fn copy<'a, T: DeviceCopy>(x: &'a [T], mut y: DisjointSlice<'a, T>) {
@@ -36,6 +39,30 @@ pub fn clamp_into<T: DeviceCopy + PartialOrd>(bounds: (T, T), x: &[T], mut y: Di
         && let Some(&v) = x.get(i)
     {
         *yi = if v < low { low } else if v > high { high } else { v };
+    }
+}
+
+/// The block's sum of `v`, in a tile typed and sized by the helper's parameters.
+fn block_sum<T: Copy + core::ops::Add<Output = T>, const BLOCK: usize>(v: T) -> T {
+    let tile: *mut T = generic_shared_array!(T, BLOCK);
+    let t = thread_idx_x() as usize % BLOCK;
+    // SAFETY: `t < BLOCK`; the block's threads write their own elements, then read.
+    unsafe {
+        *tile.add(t) = v;
+        sync_threads();
+        let mut sum = *tile;
+        for i in 1..BLOCK {
+            sum = sum + *tile.add(i);
+        }
+        sum
+    }
+}
+
+#[kernel(T = u32 | f32)]
+pub fn sums<T: DeviceCopy + Default + core::ops::Add<Output = T>>(x: &[T], mut y: DisjointSlice<T>) {
+    let v = block_sum::<T, 64>(x.first().copied().unwrap_or_default());
+    if let Some(out) = y.for_thread() {
+        *out = v;
     }
 }
 

@@ -33,7 +33,10 @@ use link::{Roots, check_resolved, link_inputs};
 use offload_format::AmdTargetId;
 use offload_format::triple::{AMDGCN_TRIPLE as AMDGPU_TRIPLE, NVPTX_TRIPLE};
 use offload_toolchain::Tool;
-use shared_memory::{check_shared_limit, move_constants_to_addrspace4, move_shared_to_addrspace3};
+use shared_memory::{
+    check_shared_limit, move_constants_to_addrspace4, move_shared_to_addrspace3,
+    place_generic_tiles,
+};
 
 mod codegen;
 mod condition_chains;
@@ -223,7 +226,8 @@ fn link_for<'ctx>(
         })?;
     }
     let kept = internalize(&module, kernels)?;
-    if move_shared_to_addrspace3(&module)? + move_constants_to_addrspace4(&module)? > 0 {
+    let placed = place_generic_tiles(&module, machine)?;
+    if placed + move_shared_to_addrspace3(&module)? + move_constants_to_addrspace4(&module)? > 0 {
         module.verify().map_err(|e| LinkError::Verify {
             message: e.to_string(),
         })?;

@@ -1,16 +1,19 @@
 //! Static shared memory: the globals of [`SHARED_SECTION`] moved to address space 3, and the
 //! bytes each kernel uses checked against [`MAX_STATIC_SHARED_BYTES`].
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::CStr;
 
 use inkwell::llvm_sys;
 use inkwell::module::Module;
+use inkwell::targets::TargetMachine;
+use inkwell::values::AsValueRef;
 
+use super::codegen::run_pipeline;
 use super::{RawValue, cstr, has_uses, users};
 use crate::device_link::{
-    CONSTANT_SECTION, LinkError, MAX_CONSTANT_BYTES, MAX_STATIC_SHARED_BYTES, Result,
-    SHARED_SECTION,
+    CONSTANT_SECTION, GENERIC_TILE_FUNCTION, LinkError, MAX_CONSTANT_BYTES,
+    MAX_STATIC_SHARED_BYTES, Result, SHARED_SECTION,
 };
 
 /// Where the globals of a link section move.
@@ -43,6 +46,138 @@ impl Placement {
             Placement::Shared => "shared-memory",
             Placement::Constant => "constant-memory",
         }
+    }
+}
+
+/// Replaces each call of [`GENERIC_TILE_FUNCTION`] (a `generic_shared_array!` of a generic
+/// function) with the address of a new global in address space 3, one for each site and
+/// array type, which the calls of one instantiation share however often it was inlined.
+/// Identical type names are merged first (`constmerge`), so that one name is one value.
+/// Returns how many globals it made.
+pub(super) fn place_generic_tiles(module: &Module<'_>, machine: &TargetMachine) -> Result<usize> {
+    use llvm_sys::core as c;
+    let Some(function) = module.get_function(GENERIC_TILE_FUNCTION) else {
+        return Ok(0);
+    };
+    run_pipeline(module, "constmerge", machine)?;
+    let function = function.as_value_ref();
+    let raw_module = module.as_mut_ptr();
+    let mut tiles = HashMap::new();
+    // SAFETY: every reference comes from the live `module`; each call is replaced before it
+    // is erased, and the function is deleted only once nothing uses it.
+    unsafe {
+        let context = c::LLVMGetModuleContext(raw_module);
+        for call in users(function) {
+            let constant_int = |value| {
+                let value = c::LLVMIsAConstantInt(value);
+                (!value.is_null()).then(|| c::LLVMConstIntGetZExtValue(value))
+            };
+            let key = if c::LLVMIsACallInst(call).is_null()
+                || c::LLVMGetCalledValue(call) != function
+                || c::LLVMGetNumArgOperands(call) != 5
+            {
+                None
+            } else {
+                let site = strip_pointer_casts(c::LLVMGetOperand(call, 0));
+                let name = strip_pointer_casts(c::LLVMGetOperand(call, 1));
+                let name_len = constant_int(c::LLVMGetOperand(call, 2));
+                let size = constant_int(c::LLVMGetOperand(call, 3));
+                let align = constant_int(c::LLVMGetOperand(call, 4));
+                let constant = |v| !c::LLVMIsAConstant(v).is_null();
+                match (name_len, size, align) {
+                    (Some(len), Some(size), Some(align)) if constant(site) && constant(name) => {
+                        Some((site, name, len, size, align))
+                    }
+                    _ => None,
+                }
+            };
+            let Some(key @ (.., size, align)) = key else {
+                let instruction = print_value(call);
+                let parent = c::LLVMGetInstructionParent(call);
+                let function = if parent.is_null() {
+                    "(a constant)".to_owned()
+                } else {
+                    value_name(c::LLVMGetBasicBlockParent(parent))
+                };
+                return Err(LinkError::GenericTile {
+                    function,
+                    instruction,
+                });
+            };
+            let tile = *tiles.entry(key).or_insert_with(|| {
+                let ty = c::LLVMArrayType2(c::LLVMInt8TypeInContext(context), size);
+                let tile = c::LLVMAddGlobalInAddressSpace(
+                    raw_module,
+                    ty,
+                    c"__offload_generic_tile".as_ptr(),
+                    3,
+                );
+                c::LLVMSetInitializer(tile, c::LLVMGetUndef(ty));
+                c::LLVMSetLinkage(tile, llvm_sys::LLVMLinkage::LLVMInternalLinkage);
+                c::LLVMSetAlignment(tile, u32::try_from(align).unwrap_or(u32::MAX).max(4));
+                tile
+            });
+            c::LLVMReplaceAllUsesWith(call, c::LLVMConstAddrSpaceCast(tile, c::LLVMTypeOf(call)));
+            c::LLVMInstructionEraseFromParent(call);
+        }
+        if !has_uses(function) {
+            c::LLVMDeleteFunction(function);
+        }
+    }
+    Ok(tiles.len())
+}
+
+/// `value` without the constant address-space casts and bitcasts around it.
+///
+/// # Safety
+/// `value` is a live LLVM value.
+unsafe fn strip_pointer_casts(
+    mut value: llvm_sys::prelude::LLVMValueRef,
+) -> llvm_sys::prelude::LLVMValueRef {
+    use llvm_sys::LLVMOpcode as Op;
+    use llvm_sys::core as c;
+    // SAFETY: the caller's contract; a constant expression's operand 0 is live with it.
+    unsafe {
+        while !c::LLVMIsAConstantExpr(value).is_null()
+            && matches!(
+                c::LLVMGetConstOpcode(value),
+                Op::LLVMAddrSpaceCast | Op::LLVMBitCast
+            )
+        {
+            value = c::LLVMGetOperand(value, 0);
+        }
+    }
+    value
+}
+
+/// `value` as LLVM prints it.
+///
+/// # Safety
+/// `value` is a live LLVM value.
+unsafe fn print_value(value: llvm_sys::prelude::LLVMValueRef) -> String {
+    use llvm_sys::core as c;
+    // SAFETY: the caller's contract; the string LLVM returns is freed here.
+    unsafe {
+        let text = c::LLVMPrintValueToString(value);
+        let printed = CStr::from_ptr(text).to_string_lossy().trim().to_owned();
+        c::LLVMDisposeMessage(text);
+        printed
+    }
+}
+
+/// The name of `value` (a function), `(unnamed)` for none.
+///
+/// # Safety
+/// `value` is a live LLVM value.
+unsafe fn value_name(value: llvm_sys::prelude::LLVMValueRef) -> String {
+    let mut len = 0;
+    // SAFETY: the caller's contract; the name is borrowed from the value, copied here.
+    unsafe {
+        let name = llvm_sys::core::LLVMGetValueName2(value, &mut len);
+        if name.is_null() || len == 0 {
+            return "(unnamed)".to_owned();
+        }
+        String::from_utf8_lossy(std::slice::from_raw_parts(name.cast::<u8>(), len)).into_owned()
     }
 }
 
@@ -698,6 +833,69 @@ mod tests {
                     (kernel.as_str(), bytes, reported),
                     ("big", limit + 4, limit)
                 );
+            }
+            other => panic!("{other}"),
+        }
+    }
+
+    /// Calls of `__offload_shared_tile` as a generic helper's instantiations leave them,
+    /// with `size` and the site and type of each.
+    fn generic_tile_module<'ctx>(context: &'ctx Context, size: &str) -> Module<'ctx> {
+        let text = format!(
+            "target triple = \"{}\"\n\
+             @site = internal global i8 0\n\
+             @other_site = internal global i8 0\n\
+             @f32_64 = private unnamed_addr constant [9 x i8] c\"[f32; 64]\"\n\
+             @f32_64_again = private unnamed_addr constant [9 x i8] c\"[f32; 64]\"\n\
+             @u32_64 = private unnamed_addr constant [9 x i8] c\"[u32; 64]\"\n\
+             declare ptr @{GENERIC_TILE_FUNCTION}(ptr, ptr, i64, i64, i64)\n\
+             define ptx_kernel void @k(ptr %out, i64 %n) {{\n\
+               %a = call ptr @{GENERIC_TILE_FUNCTION}(ptr @site, ptr @f32_64, i64 9, i64 256, i64 4)\n\
+               %b = call ptr @{GENERIC_TILE_FUNCTION}(ptr @site, ptr @f32_64_again, i64 9, i64 256, i64 4)\n\
+               %c = call ptr @{GENERIC_TILE_FUNCTION}(ptr @site, ptr @u32_64, i64 9, i64 256, i64 4)\n\
+               %d = call ptr @{GENERIC_TILE_FUNCTION}(ptr @other_site, ptr @u32_64, i64 9, i64 {size}, i64 4)\n\
+               store ptr %a, ptr %out\n\
+               store ptr %b, ptr %out\n\
+               store ptr %c, ptr %out\n\
+               store ptr %d, ptr %out\n\
+               ret void\n\
+             }}\n",
+            offload_format::triple::NVPTX_TRIPLE
+        );
+        let buffer = MemoryBuffer::create_from_memory_range_copy(text.as_bytes(), "tiles");
+        context.create_module_from_ir(buffer).unwrap()
+    }
+
+    #[test]
+    fn generic_tiles_are_one_per_site_and_array_type() {
+        let context = Context::create();
+        let machine = super::super::codegen::target_machine(
+            offload_format::triple::NVPTX_TRIPLE,
+            "sm_80",
+            "+ptx80",
+        )
+        .unwrap();
+        let module = generic_tile_module(&context, "256");
+        // One site's two calls of one type (its name twice, as two codegen units leave it)
+        // share a tile; another type, or another site, has its own.
+        assert_eq!(place_generic_tiles(&module, &machine).unwrap(), 3);
+        module.verify().unwrap();
+        let ir = module.print_to_string().to_string();
+        assert!(!ir.contains(GENERIC_TILE_FUNCTION), "{ir}");
+        let tiles = ir
+            .lines()
+            .filter(|l| l.contains("internal addrspace(3) global [256 x i8] undef, align 4"))
+            .count();
+        assert_eq!(tiles, 3, "{ir}");
+
+        let module = generic_tile_module(&context, "%n");
+        match place_generic_tiles(&module, &machine).unwrap_err() {
+            LinkError::GenericTile {
+                function,
+                instruction,
+            } => {
+                assert_eq!(function, "k");
+                assert!(instruction.contains("i64 %n"), "{instruction}");
             }
             other => panic!("{other}"),
         }
