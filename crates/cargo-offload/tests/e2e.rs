@@ -1538,12 +1538,80 @@ fn run_sanitize_names_its_tools_and_needs_an_nvidia_gpu() {
         eprintln!("skipped: the no-GPU refusal (this machine has an NVIDIA GPU)");
         return;
     }
-    let out = cargo_offload(dir.path(), &["run", "--sanitize"]);
+    let out = cargo_offload(dir.path(), &["run", "--sanitize=memcheck"]);
     assert!(!out.status.success());
     assert!(
         stderr(&out).contains("which checks what runs on an NVIDIA GPU, and this machine has none"),
         "{}",
         stderr(&out)
+    );
+}
+
+/// `run --sanitize=address` (the default of `--sanitize` without an NVIDIA GPU) builds the
+/// program and its CPU device's image with AddressSanitizer and runs it on the CPU device: a
+/// kernel's write past its buffer, through a raw pointer in an `unsafe` launch, is reported
+/// with the kernel in its stack, and the program fails; the template's safe kernel runs clean.
+#[test]
+fn run_sanitize_address_reports_a_kernel_writing_past_its_buffer() {
+    let project = new_project(&["hello-asan"]);
+    let lib = project.join("kernels/src/lib.rs");
+    let mut kernels = std::fs::read_to_string(&lib).unwrap();
+    kernels.push_str(
+        "\n/// Writes one element past the `n` of `out`.\n\
+         #[kernel]\n\
+         pub unsafe fn poke_past(out: *mut f32, n: u32) {\n\
+             if kernel::thread_idx_x() == 0 {\n\
+                 // SAFETY: none: the element at `n` is past the buffer.\n\
+                 unsafe { *out.add(n as usize) = 1.0 };\n\
+             }\n\
+         }\n",
+    );
+    std::fs::write(&lib, kernels).unwrap();
+    let main = project.join("src/main.rs");
+    let template = std::fs::read_to_string(&main).unwrap();
+    let poke = "fn run() -> Result<(), Box<dyn std::error::Error>> {\n\
+        if std::env::args().any(|a| a == \"poke\") {\n\
+            let device = Device::best()?;\n\
+            let mut out = DeviceBuffer::<f32>::zeroed(&device, 16)?;\n\
+            // SAFETY: none: the kernel writes past `out`, for the sanitizer to report.\n\
+            unsafe { hello_asan_kernels::poke_past.launch(&device, LaunchConfig::linear(1, 1), &mut out, 16)? };\n\
+            return Ok(());\n\
+        }";
+    std::fs::write(
+        &main,
+        template.replacen(
+            "fn run() -> Result<(), Box<dyn std::error::Error>> {",
+            poke,
+            1,
+        ),
+    )
+    .unwrap();
+    let sanitize = if Path::new("/dev/nvidia0").exists() {
+        "--sanitize=address"
+    } else {
+        "--sanitize"
+    };
+    let target = target_dir("e2e-fixtures");
+    let run = |args: &[&str]| {
+        let mut all = vec!["run", sanitize, "--target-dir", target.to_str().unwrap()];
+        all.extend_from_slice(args);
+        cargo_offload(&project, &all)
+    };
+    let out = run(&[]);
+    let stdout = check(&out, "the template under AddressSanitizer");
+    assert!(stdout.contains("device: cpu"), "{stdout}");
+    assert!(stdout.contains("saxpy: 65536 elements OK"), "{stdout}");
+
+    let out = run(&["--", "poke"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("ERROR: AddressSanitizer: heap-buffer-overflow"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("poke_past"),
+        "the kernel is in the stack:\n{stderr}"
     );
 }
 

@@ -20,6 +20,9 @@ pub const OFFLOAD_REQUIRE_CUBIN: &str = "OFFLOAD_REQUIRE_CUBIN";
 /// Any value but `0`: the CPU device's image is built for a debugger (unoptimized, full debug
 /// information); `cargo offload run --debugger` sets it.
 pub const OFFLOAD_DEBUG_KERNELS: &str = "OFFLOAD_DEBUG_KERNELS";
+/// `address`: the CPU device's image is built with AddressSanitizer (the pinned nightly's
+/// `-Zsanitizer=address`); `cargo offload run --sanitize=address` sets it.
+pub const OFFLOAD_SANITIZE_KERNELS: &str = "OFFLOAD_SANITIZE_KERNELS";
 /// `1`: build no device images (as under `cargo check`); `0`: always build them; unset: build
 /// them unless the build script runs under `cargo check`, `clippy` or `doc`.
 pub const OFFLOAD_CHECK_ONLY: &str = "OFFLOAD_CHECK_ONLY";

@@ -45,15 +45,33 @@ pub fn build(
         flags.push(format!("-Clink-arg=-L{}", dir.display()));
         flags.push(format!("-Clink-arg=-l{name}"));
     }
-    let mut cmd = nested::CpuToolchain::find(env)?.cargo(env, "rustc");
+    let checks = nested::KernelChecks::from_env(env);
+    let toolchain = nested::CpuToolchain::find(env)?;
+    // An image under AddressSanitizer: its own target directory, so that the plain image's
+    // units are not rebuilt each time one or the other is asked for. The sanitizer's runtime
+    // is the host program's (which `cargo offload run --sanitize=address` builds with it).
+    let sanitized;
+    let target_dir = if checks.address_sanitizer {
+        if toolchain != nested::CpuToolchain::Nightly {
+            return Err(Error::Prerequisite(format!(
+                "the CPU device's image under AddressSanitizer needs the nightly `{}` \
+                 (`-Zsanitizer=address`), which does not run here: `rustup toolchain install {}`",
+                env.nightly_toolchain(),
+                env.nightly_toolchain()
+            )));
+        }
+        flags.push("-Zsanitizer=address".to_owned());
+        sanitized = target_dir.join("address-sanitizer");
+        sanitized.as_path()
+    } else {
+        target_dir
+    };
+    let mut cmd = toolchain.cargo(env, "rustc");
     cmd.arg("--manifest-path")
         .arg(&krate.manifest_path)
         .args(["--lib", "--release", "--crate-type", "cdylib"])
         .args(krate.feature_args())
-        .args(
-            nested::KernelChecks::from_env(env)
-                .config_args(&krate.package, nested::Lines::CpuImage),
-        )
+        .args(checks.config_args(&krate.package, nested::Lines::CpuImage))
         .arg("--target")
         .arg(host_triple())
         .arg("--target-dir")

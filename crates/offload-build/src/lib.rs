@@ -124,6 +124,7 @@ pub mod tooling {
     pub mod env {
         pub use crate::env::{
             Env, NATIVE_NONE, OFFLOAD_ARCH, OFFLOAD_DEBUG_KERNELS, OFFLOAD_NATIVE_ARCH,
+            OFFLOAD_PREBUILT, OFFLOAD_SANITIZE_KERNELS,
         };
     }
     /// CUDA, HIP and OpenMP C++ sources built through clang.
@@ -153,7 +154,7 @@ pub mod tooling {
     }
     /// The nested device builds.
     pub mod nested {
-        pub use crate::nested::rustc_llvm_major;
+        pub use crate::nested::{nightly_usable, rustc_llvm_major};
     }
     /// Kernel crates' prebuilt bundles.
     pub mod prebuilt {

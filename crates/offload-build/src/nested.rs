@@ -285,6 +285,9 @@ pub struct KernelChecks {
     /// Built for a debugger (`OFFLOAD_DEBUG_KERNELS`, which `cargo offload run --debugger`
     /// sets): the CPU device's image unoptimized, with full debug information.
     pub debugger: bool,
+    /// The CPU device's image built with AddressSanitizer (`OFFLOAD_SANITIZE_KERNELS=address`,
+    /// which `cargo offload run --sanitize=address` sets).
+    pub address_sanitizer: bool,
 }
 
 impl KernelChecks {
@@ -301,6 +304,9 @@ impl KernelChecks {
             debugger: env
                 .get(crate::env::OFFLOAD_DEBUG_KERNELS)
                 .is_some_and(|v| v != "0"),
+            address_sanitizer: env
+                .get(crate::env::OFFLOAD_SANITIZE_KERNELS)
+                .is_some_and(|v| v == "address"),
         }
     }
 
@@ -545,6 +551,7 @@ mod tests {
             debug_assertions: true,
             line_info: true,
             debugger: false,
+            address_sanitizer: false,
         };
         assert_eq!(
             KernelChecks {

@@ -15,7 +15,7 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use cargo_offload::ops::cargo::{OffloadOptions, SANITIZER_TOOLS, run_cargo};
+use cargo_offload::ops::cargo::{Debugger, OffloadOptions, Sanitize, run_cargo};
 
 #[derive(Debug, clap::Args)]
 #[command(disable_help_flag = true)]
@@ -55,13 +55,13 @@ fn split_offload_args(args: Vec<OsString>) -> Result<(OffloadOptions, Vec<OsStri
         } else if arg == "--print-phases" {
             options.print_phases = true;
         } else if arg == "--debugger" {
-            options.debugger = Some("gdb".to_owned());
+            options.debugger = Some(Debugger::ForThisMachine);
         } else if let Some(value) = arg.to_str().and_then(|a| a.strip_prefix("--debugger=")) {
-            options.debugger = Some(value.to_owned());
+            options.debugger = Some(Debugger::Program(value.to_owned()));
         } else if arg == "--sanitize" {
-            options.sanitize = Some(SANITIZER_TOOLS[0].to_owned());
+            options.sanitize = Some(Sanitize::ForThisMachine);
         } else if let Some(value) = arg.to_str().and_then(|a| a.strip_prefix("--sanitize=")) {
-            options.sanitize = Some(value.to_owned());
+            options.sanitize = Some(Sanitize::Tool(value.to_owned()));
         } else {
             rest.push(arg);
         }
@@ -82,14 +82,18 @@ Offload options (the rest is cargo's own, below):
                               device compiles and links per architecture, images,
                               embedding, host link) like clang's -ccc-print-phases,
                               and build nothing
-      --debugger[=PROGRAM]    (run) run the program under gdb, or PROGRAM (lldb,
-                              cuda-gdb, rocgdb), its CPU device's kernels built
-                              unoptimized with full debug information, so that
-                              `break kernels/src/lib.rs:14` stops in a kernel thread
-      --sanitize[=TOOL]       (run) run the program under NVIDIA's compute-sanitizer
-                              with TOOL: memcheck (default), racecheck, initcheck,
-                              synccheck; exit code 1 when it reports an error (needs
-                              an NVIDIA GPU)
+      --debugger[=PROGRAM]    (run) run the program under gdb (cuda-gdb or rocgdb
+                              where its kernels run on such a GPU and it is
+                              installed), or PROGRAM (lldb, gdb…), its CPU device's
+                              kernels built unoptimized with full debug information,
+                              so that `break kernels/src/lib.rs:14` stops in a kernel
+                              thread
+      --sanitize[=TOOL]       (run) check the program's memory accesses: under NVIDIA's
+                              compute-sanitizer with TOOL memcheck (the default with
+                              an NVIDIA GPU), racecheck, initcheck or synccheck; or
+                              with TOOL address (the default without one), built with
+                              AddressSanitizer and run on the CPU device; exit code 1
+                              when it reports an error
 ";
 
 pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
@@ -149,12 +153,15 @@ mod tests {
     }
 
     #[test]
-    fn sanitize_takes_memcheck_by_default_and_a_named_tool() {
+    fn sanitize_takes_the_machine_default_and_a_named_tool() {
         let (options, rest) = split_offload_args(os(&["--sanitize", "--", "--sanitize"])).unwrap();
-        assert_eq!(options.sanitize.as_deref(), Some("memcheck"));
+        assert_eq!(options.sanitize, Some(Sanitize::ForThisMachine));
         assert_eq!(rest, os(&["--", "--sanitize"]));
         let (options, _) = split_offload_args(os(&["--sanitize=racecheck"])).unwrap();
-        assert_eq!(options.sanitize.as_deref(), Some("racecheck"));
+        assert_eq!(
+            options.sanitize,
+            Some(Sanitize::Tool("racecheck".to_owned()))
+        );
     }
 
     #[test]

@@ -20,7 +20,10 @@ use anyhow::{Context, Result};
 use offload_build::tooling::arch;
 use offload_build::tooling::command;
 use offload_build::tooling::diagnostics::{self, OFFLOAD_MESSAGE_DIR};
-use offload_build::tooling::env::{Env, OFFLOAD_ARCH, OFFLOAD_DEBUG_KERNELS, OFFLOAD_NATIVE_ARCH};
+use offload_build::tooling::env::{
+    Env, OFFLOAD_ARCH, OFFLOAD_DEBUG_KERNELS, OFFLOAD_NATIVE_ARCH, OFFLOAD_PREBUILT,
+    OFFLOAD_SANITIZE_KERNELS,
+};
 use offload_build::tooling::json::{CargoMessage, JsonExt};
 use offload_format::DeviceFamily;
 use offload_tools::inspect::{InspectedImage, PtxasFallback, inspect_with};
@@ -37,16 +40,39 @@ pub struct OffloadOptions {
     pub archs: Vec<String>,
     /// `--print-phases`: print the action graphs instead of building.
     pub print_phases: bool,
-    /// `run --debugger[=PROGRAM]`: the debugger to run the program under (`gdb` by default;
-    /// `lldb`, `cuda-gdb`, `rocgdb`, or any program taking gdb's or lldb's arguments).
-    pub debugger: Option<String>,
-    /// `run --sanitize[=TOOL]`: the compute-sanitizer tool to run the program under
-    /// (`memcheck` by default; `racecheck`, `initcheck`, `synccheck`).
-    pub sanitize: Option<String>,
+    /// `run --debugger[=PROGRAM]`: the debugger to run the program under.
+    pub debugger: Option<Debugger>,
+    /// `run --sanitize[=TOOL]`: what to run the program under.
+    pub sanitize: Option<Sanitize>,
 }
 
-/// compute-sanitizer's tools, the first the default of `--sanitize`.
+/// What `cargo offload run --debugger[=PROGRAM]` runs the program under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Debugger {
+    /// `--debugger`: the GPU vendor's gdb where the program will run its kernels on a GPU
+    /// that has one installed (`cuda-gdb`, `rocgdb`), else `gdb` ([`default_debugger`]).
+    ForThisMachine,
+    /// `--debugger=PROGRAM`: `gdb`, `lldb`, `cuda-gdb`, `rocgdb`, or any program taking gdb's
+    /// or lldb's arguments.
+    Program(String),
+}
+
+/// What `cargo offload run --sanitize[=TOOL]` checks the program with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sanitize {
+    /// `--sanitize`: compute-sanitizer's `memcheck` where the driver reports an NVIDIA GPU,
+    /// else AddressSanitizer on the CPU device.
+    ForThisMachine,
+    /// `--sanitize=TOOL`: one of [`SANITIZER_TOOLS`] or [`ADDRESS_SANITIZER`].
+    Tool(String),
+}
+
+/// compute-sanitizer's tools, the first the default of `--sanitize` on an NVIDIA machine.
 pub const SANITIZER_TOOLS: [&str; 4] = ["memcheck", "racecheck", "initcheck", "synccheck"];
+
+/// `--sanitize=address`: the program and its CPU device's image built with AddressSanitizer,
+/// run on the CPU device.
+pub const ADDRESS_SANITIZER: &str = "address";
 
 /// The list that comes before the package metadata, with its origin as build scripts name
 /// it: `--offload-arch`, else `OFFLOAD_ARCH`.
@@ -78,18 +104,27 @@ pub fn run_cargo(
             }
             run_under_debugger(debugger, options, cargo_args)
         }
-        (None, Some(tool)) => {
+        (None, Some(sanitize)) => {
             if subcommand != "run" {
                 anyhow::bail!("`--sanitize` is an option of `cargo offload run`");
             }
-            run_under_sanitizer(tool, options, cargo_args)
+            let tool = match sanitize {
+                Sanitize::Tool(tool) => tool.as_str(),
+                Sanitize::ForThisMachine if has_nvidia_gpu() => SANITIZER_TOOLS[0],
+                Sanitize::ForThisMachine => ADDRESS_SANITIZER,
+            };
+            if tool == ADDRESS_SANITIZER {
+                run_under_address_sanitizer(options, cargo_args)
+            } else {
+                run_under_sanitizer(tool, options, cargo_args)
+            }
         }
         (None, None) => Ok(build_or_run(subcommand, options, cargo_args, Runner::None)?.0),
     }
 }
 
 /// The program a `run` starts the built executable under, which decides how it is built.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Runner {
     /// None: cargo runs or builds as asked.
     None,
@@ -97,6 +132,12 @@ enum Runner {
     Debugger,
     /// compute-sanitizer: the images are built as for a plain run.
     Sanitizer,
+    /// AddressSanitizer: the host program and the CPU device's image built with it by the
+    /// pinned nightly (`rustc`), the CPU device's alone.
+    AddressSanitizer {
+        /// The nightly's rustc, which builds the host crates.
+        rustc: PathBuf,
+    },
 }
 
 /// The one executable a `run` under `runner` builds (`cargo build` with the run's build
@@ -148,21 +189,17 @@ fn run_under_sanitizer(
 ) -> Result<ExitCode> {
     if !SANITIZER_TOOLS.contains(&tool) {
         anyhow::bail!(
-            "`--sanitize={tool}`: compute-sanitizer's tools are {}",
+            "`--sanitize={tool}`: the tools are compute-sanitizer's {} (an NVIDIA GPU) and \
+             `{ADDRESS_SANITIZER}` (AddressSanitizer, the CPU device)",
             SANITIZER_TOOLS.join(", ")
         );
     }
     let sanitizer = offload_toolchain::Tool::ComputeSanitizer.find_newest()?;
-    let gpus = NativeGpus::default();
-    if !gpus
-        .get()
-        .iter()
-        .any(|a| a.family() == DeviceFamily::Nvidia)
-    {
+    if !has_nvidia_gpu() {
         anyhow::bail!(
-            "`--sanitize` runs the program under compute-sanitizer, which checks what runs on an \
-             NVIDIA GPU, and this machine has none that its driver reports (the CPU device has \
-             no sanitizer build)"
+            "`--sanitize={tool}` runs the program under compute-sanitizer, which checks what \
+             runs on an NVIDIA GPU, and this machine has none that its driver reports: \
+             `--sanitize={ADDRESS_SANITIZER}` checks the CPU device's kernels"
         );
     }
     let (executable, program_args) =
@@ -189,12 +226,90 @@ fn run_under_sanitizer(
     Ok(exit_code(status))
 }
 
+/// Whether the driver reports an NVIDIA GPU here.
+fn has_nvidia_gpu() -> bool {
+    NativeGpus::default()
+        .get()
+        .iter()
+        .any(|a| a.family() == DeviceFamily::Nvidia)
+}
+
+/// `cargo offload run --sanitize=address`: the program and its CPU device's images built with
+/// AddressSanitizer by the pinned nightly, for the host's own triple (so that build scripts
+/// and proc macros are built as usual), then run on the CPU device (`OFFLOAD_DEVICE=cpu`): an
+/// out-of-bounds access, a use after free or a double free in a kernel or in the host code is
+/// reported with its stack, and the exit code is AddressSanitizer's (1).
+fn run_under_address_sanitizer(
+    options: &OffloadOptions,
+    cargo_args: &[OsString],
+) -> Result<ExitCode> {
+    let env = Env::detect();
+    let nightly = env.nightly_toolchain();
+    if !offload_build::tooling::nested::nightly_usable(&env) {
+        anyhow::bail!(
+            "`--sanitize={ADDRESS_SANITIZER}` builds with the nightly `{nightly}` \
+             (`-Zsanitizer=address`), which does not run here: `rustup toolchain install \
+             {nightly}`"
+        );
+    }
+    let out =
+        command::run(Command::new("rustup").args(["which", "--toolchain", &nightly, "rustc"]))
+            .with_context(|| format!("finding the rustc of `{nightly}`"))?;
+    let rustc = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let mut cargo_args = cargo_args.to_vec();
+    if !has_flag(&cargo_args, &["--target"]) {
+        cargo_args.insert(0, OsString::from(arch::host_triple()));
+        cargo_args.insert(0, OsString::from("--target"));
+    }
+    let runner = Runner::AddressSanitizer { rustc };
+    let (executable, program_args) =
+        match build_the_executable("`--sanitize=address`", runner, options, &cargo_args)? {
+            Ok(built) => built,
+            Err(status) => return Ok(status),
+        };
+    let mut cmd = Command::new(&executable);
+    cmd.args(&program_args).env("OFFLOAD_DEVICE", "cpu");
+    let status = command::status_interactive(&mut cmd)
+        .with_context(|| format!("could not run {}", executable.display()))?;
+    Ok(exit_code(status))
+}
+
+/// The debugger of `--debugger` without a program: where the program will run its kernels on
+/// a GPU (the driver reports one, and `OFFLOAD_DEVICE`, `device_choice` here, does not name
+/// the CPU device), its vendor's gdb when `find` finds it (`cuda-gdb` for NVIDIA, `rocgdb`
+/// for AMD, in the order of `gpus`), which stops in the GPU's kernels; else `None`, for gdb,
+/// which stops in the CPU device's.
+pub fn default_debugger(
+    device_choice: Option<&str>,
+    gpus: &[DeviceFamily],
+    find: impl Fn(&str) -> Option<PathBuf>,
+) -> Option<PathBuf> {
+    if device_choice.is_some_and(|d| d.trim().starts_with("cpu")) {
+        return None;
+    }
+    gpus.iter().find_map(|family| match family {
+        DeviceFamily::Nvidia => find("cuda-gdb"),
+        DeviceFamily::Amd => find("rocgdb"),
+        DeviceFamily::Cpu => None,
+    })
+}
+
+/// `program` on `PATH`, else in the vendor's own place (`/usr/local/cuda/bin`,
+/// `/opt/rocm/bin`).
+fn find_program(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/local/cuda/bin", "/opt/rocm/bin"].map(PathBuf::from))
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+}
+
 /// `cargo offload run --debugger`: the program built with its CPU device's images made for a
 /// debugger ([`OFFLOAD_DEBUG_KERNELS`]), then run under `debugger` with the images written
 /// where it can read them (`OFFLOAD_CPU_IMAGE_DIR`), so that a breakpoint on a kernel's line
 /// stops in a kernel thread and its locals can be printed.
 fn run_under_debugger(
-    debugger: &str,
+    debugger: &Debugger,
     options: &OffloadOptions,
     cargo_args: &[OsString],
 ) -> Result<ExitCode> {
@@ -207,16 +322,28 @@ fn run_under_debugger(
         .parent()
         .unwrap_or(std::path::Path::new("."))
         .join("offload-cpu-images");
-    // The default is found as every tool is (`OFFLOAD_GDB`, then `PATH`), its error naming the
-    // package to install; a program named is run as named.
-    let program = if debugger == "gdb" {
-        offload_toolchain::Tool::Gdb.find()?
-    } else {
-        PathBuf::from(debugger)
+    // gdb is found as every tool is (`OFFLOAD_GDB`, then `PATH`), its error naming the
+    // package to install; another program named is run as named.
+    let program = match debugger {
+        Debugger::ForThisMachine => {
+            let families: Vec<DeviceFamily> = NativeGpus::default()
+                .get()
+                .iter()
+                .map(|a| a.family())
+                .collect();
+            let device = std::env::var("OFFLOAD_DEVICE").ok();
+            match default_debugger(device.as_deref(), &families, find_program) {
+                Some(vendors) => vendors,
+                None => offload_toolchain::Tool::Gdb.find()?,
+            }
+        }
+        Debugger::Program(name) if name == "gdb" => offload_toolchain::Tool::Gdb.find()?,
+        Debugger::Program(name) => PathBuf::from(name),
     };
+    let debugger = program.display().to_string();
     let mut cmd = Command::new(&program);
     // lldb takes the program after `--`; gdb, cuda-gdb and rocgdb after `--args`.
-    let lldb = std::path::Path::new(debugger)
+    let lldb = program
         .file_name()
         .is_some_and(|name| name.to_string_lossy().contains("lldb"));
     cmd.arg(if lldb { "--" } else { "--args" })
@@ -315,8 +442,23 @@ fn build_or_run(
     if let Some(value) = native.env_value() {
         cmd.env(OFFLOAD_NATIVE_ARCH, value);
     }
-    if runner == Runner::Debugger {
-        cmd.env(OFFLOAD_DEBUG_KERNELS, "1");
+    match &runner {
+        Runner::Debugger => {
+            cmd.env(OFFLOAD_DEBUG_KERNELS, "1");
+        }
+        Runner::AddressSanitizer { rustc } => {
+            // The CPU device alone, built from source: a prebuilt bundle's image and the GPUs'
+            // are not instrumented. The host crates' flags reach only the `--target` crates;
+            // the program exports the sanitizer's runtime to the image it loads.
+            let mut rustflags = env.get_untracked("RUSTFLAGS").unwrap_or_default();
+            rustflags.push_str(" -Zsanitizer=address -Clink-arg=-Wl,--export-dynamic");
+            cmd.env(OFFLOAD_ARCH, "host")
+                .env(OFFLOAD_SANITIZE_KERNELS, ADDRESS_SANITIZER)
+                .env(OFFLOAD_PREBUILT, "never")
+                .env("RUSTC", rustc)
+                .env("RUSTFLAGS", rustflags.trim_start());
+        }
+        Runner::None | Runner::Sanitizer => {}
     }
     // Build scripts find the device link executable installed beside this one first.
     if let Ok(me) = std::env::current_exe() {
@@ -622,6 +764,34 @@ fn artifact_images(message: &CargoMessage) -> Vec<(&str, Vec<InspectedImage>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_debugger_is_the_gpu_vendors_where_kernels_run_on_its_gpu() {
+        let installed = |names: &'static [&'static str]| {
+            move |program: &str| {
+                names
+                    .contains(&program)
+                    .then(|| PathBuf::from(format!("/opt/bin/{program}")))
+            }
+        };
+        let both = installed(&["cuda-gdb", "rocgdb"]);
+        let nvidia = [DeviceFamily::Nvidia];
+        assert_eq!(
+            default_debugger(None, &nvidia, both),
+            Some(PathBuf::from("/opt/bin/cuda-gdb"))
+        );
+        assert_eq!(
+            default_debugger(Some("cuda:0"), &[DeviceFamily::Amd], both),
+            Some(PathBuf::from("/opt/bin/rocgdb"))
+        );
+        // The CPU device chosen, no GPU, or no vendor's gdb installed: gdb.
+        assert_eq!(default_debugger(Some("cpu"), &nvidia, both), None);
+        assert_eq!(default_debugger(None, &[], both), None);
+        assert_eq!(
+            default_debugger(None, &nvidia, installed(&["rocgdb"])),
+            None
+        );
+    }
 
     /// As the message loop calls it: a line that is not a JSON message gives nothing.
     fn image_messages(line: &str) -> Vec<String> {
