@@ -79,7 +79,7 @@ mod select;
 mod print;
 
 #[cfg(feature = "host")]
-pub use backend::{DeviceKind, DevicePtr};
+pub use backend::{DeviceKind, DevicePtr, RawDevice};
 #[cfg(feature = "host")]
 pub use error::{Error, KernelPanicReport, Result};
 #[cfg(feature = "host")]

@@ -608,6 +608,34 @@ fn tuples_as_parameters() {
     assert_eq!(y.to_vec().unwrap(), want);
 }
 
+/// Another owner's memory wrapped as a buffer (on the CPU device, host memory): kernels write
+/// it, and dropping the wrapper leaves it to its owner. The device's driver handles are none.
+#[test]
+fn memory_of_another_owner_is_a_buffer() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    assert_eq!(dev.raw(), offload_rt::RawDevice::Cpu);
+    assert!(dev.raw_stream().is_null());
+    assert!(dev.stream().unwrap().device().raw_stream().is_null());
+    let n = 1000u32;
+    let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let mut theirs: Vec<f32> = vec![1.0; n as usize];
+    let dx = DeviceBuffer::from_slice(&dev, &x).unwrap();
+    {
+        let address = offload_rt::DevicePtr(theirs.as_mut_ptr().expose_provenance() as u64);
+        // SAFETY: `theirs` holds `n` floats, outlives the wrapper, and is not touched while
+        // the wrapper is in use.
+        let mut y = unsafe { DeviceBuffer::<f32>::from_raw_parts(&dev, address, n as usize) };
+        // SAFETY: both buffers have `n` elements.
+        unsafe { k::saxpy.launch(&dev, LaunchConfig::for_num_elems(n), n, 2.0, &dx, &mut y) }
+            .unwrap();
+    }
+    let want: Vec<f32> = x.iter().map(|v| 2.0 * v + 1.0).collect();
+    assert_eq!(theirs, want);
+}
+
 /// `generic_shared_array!` in a generic helper: two instantiations of one size, each with its
 /// own tile, in blocks of 64 threads.
 #[test]

@@ -11,7 +11,7 @@ use std::ffi::c_void;
 use offload_format::{ImageKind, OffloadBinary, OffloadKind};
 use offload_rt::__internal::cuda::{self, CudaBackend, CudaDevice, CudaError, CudaImageKind};
 use offload_rt::__internal::{Backend, KernelHandle, LaunchArgs, RegisteredImage};
-use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig};
+use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig, RawDevice};
 
 const PTX: &[u8] = b".version 7.8\n.target sm_80\n.address_size 64\n";
 
@@ -147,6 +147,33 @@ fn the_cuda_backend_keeps_the_drivers_rules() {
     let launches = fake_driver::counter(&library, "fake_cuda_launches");
     let stream = device.stream().unwrap();
     fake_driver::check_streams_and_graphs(&device, &stream, launches, 2);
+
+    // The driver's handles, for a library working on the same device and stream: the primary
+    // context, and the stream the launches are queued on (the stand-in's one handle).
+    assert_eq!(
+        device.raw(),
+        RawDevice::Cuda {
+            ordinal: 0,
+            context: std::ptr::without_provenance_mut(0x1000),
+        }
+    );
+    assert_eq!(device.raw_stream().addr(), 0x2000);
+    assert_eq!(stream.device().raw_stream().addr(), 0x2000);
+    // Memory allocated by another owner, wrapped: copies reach it, and dropping the buffer
+    // leaves it allocated (the stand-in counts frees).
+    let frees = fake_driver::counter(&library, "fake_cuda_frees");
+    let theirs = DeviceBuffer::<u32>::zeroed(&device, 4).unwrap();
+    {
+        // SAFETY: `theirs` holds 4 `u32`s of this device and outlives the wrapper.
+        let mut wrapped =
+            unsafe { DeviceBuffer::<u32>::from_raw_parts(&device, theirs.device_ptr(), 4) };
+        wrapped.copy_from(&[1, 2, 3, 4]).unwrap();
+        let before = frees();
+        drop(wrapped);
+        assert_eq!(frees(), before, "a wrapped buffer frees nothing");
+    }
+    assert_eq!(theirs.to_vec().unwrap(), [1, 2, 3, 4]);
+    drop(theirs);
 
     // A kernel's fault comes back from the next call, here a copy, as a typed error naming
     // the device and the kernel launched last; the device keeps reporting it.

@@ -9,7 +9,7 @@ mod fake_driver;
 use offload_format::{ImageKind, OffloadBinary, OffloadKind};
 use offload_rt::__internal::Backend;
 use offload_rt::__internal::hip::{self, HipBackend, HipDevice, HipError, HipImageKind};
-use offload_rt::{Device, DeviceBuffer, DeviceKind, Error, LaunchConfig};
+use offload_rt::{Device, DeviceBuffer, DeviceKind, Error, LaunchConfig, RawDevice};
 
 /// The smallest code object the loader's check accepts: an ELF header for `EM_AMDGPU`.
 fn code_object() -> Vec<u8> {
@@ -103,6 +103,10 @@ fn the_hip_backend_keeps_the_runtimes_rules() {
     assert!(matches!(err, Error::InvalidLaunch { .. }), "{err}");
 
     let stream = device.stream().unwrap();
+    // The driver's handles for a library on the same device: the ordinal, and each stream's.
+    assert_eq!(device.raw(), RawDevice::Hip { ordinal: 0 });
+    assert!(!device.raw_stream().is_null());
+    assert!(!stream.device().raw_stream().is_null());
     let start = stream.record().unwrap();
     fake_driver::check_streams_and_graphs(&device, &stream, launches, 1);
     let end = stream.record().unwrap();

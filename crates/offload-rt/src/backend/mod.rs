@@ -93,6 +93,30 @@ impl DevicePtr {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct KernelHandle(pub u64);
 
+/// A device's handles in its driver's API, for libraries that work on the same memory and
+/// streams as the runtime (cuBLAS, rocBLAS, NCCL, cudarc…): see [`crate::Device::raw`].
+/// Device memory is shared through [`DevicePtr`]s
+/// ([`crate::DeviceBuffer::device_ptr`], [`crate::DeviceBuffer::from_raw_parts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RawDevice {
+    /// A CUDA device: its ordinal (`CUdevice`) and its primary context (`CUcontext`), which
+    /// the CUDA runtime API and the libraries built on it use for the device too.
+    Cuda {
+        /// The device's ordinal.
+        ordinal: i32,
+        /// The primary context, retained by the runtime while the device is open.
+        context: *mut std::ffi::c_void,
+    },
+    /// A HIP device: its ordinal (`hipDevice_t`, what `hipSetDevice` takes).
+    Hip {
+        /// The device's ordinal.
+        ordinal: i32,
+    },
+    /// The CPU device: no driver; its device pointers are host addresses.
+    Cpu,
+}
+
 /// One device: memory, modules, synchronization.
 pub trait Backend: Send + Sync + fmt::Debug {
     /// Which kind of device this is.
@@ -135,6 +159,16 @@ pub trait Backend: Send + Sync + fmt::Debug {
 
     /// Waits until every operation issued so far has finished.
     fn synchronize(&self) -> Result<()>;
+
+    /// The device's handles in its driver's API ([`RawDevice::Cpu`] for the CPU device).
+    fn raw(&self) -> RawDevice {
+        RawDevice::Cpu
+    }
+
+    /// The driver stream the device's own work is queued on; null where there is none.
+    fn raw_stream(&self) -> *mut std::ffi::c_void {
+        std::ptr::null_mut()
+    }
 
     /// The report of the kernel panic behind a kernel fault this backend reported, if a
     /// panicking kernel wrote one (GPUs: through the device's channel). Taken once.
@@ -198,6 +232,9 @@ pub trait HostMemory: Send + Sync + fmt::Debug {
 /// untouched by anything else, until the stream has passed the operation (see
 /// [`BackendStream::synchronize`] and [`BackendStream::record`]).
 pub trait BackendStream: Send + Sync + fmt::Debug {
+    /// The driver's stream handle (`CUstream`, `hipStream_t`).
+    fn raw(&self) -> *mut std::ffi::c_void;
+
     /// Queues `launch` of `kernel` (from `module`, loaded on this stream's device).
     unsafe fn launch(
         &self,

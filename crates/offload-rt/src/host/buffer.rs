@@ -13,6 +13,9 @@ pub struct DeviceBuffer<T: DeviceCopy> {
     device: Device,
     ptr: DevicePtr,
     len: usize,
+    /// Allocated by the runtime, which frees it on drop; memory of another's
+    /// ([`DeviceBuffer::from_raw_parts`]) is left to its owner.
+    owned: bool,
     _elems: PhantomData<T>,
 }
 
@@ -72,8 +75,32 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             device: device.clone(),
             ptr,
             len,
+            owned: true,
             _elems: PhantomData,
         })
+    }
+
+    /// A buffer over `len` elements at `ptr` of `device` that another owner allocated (a
+    /// library working on the same device: cuBLAS's workspace, a cudarc or HIP allocation,
+    /// NCCL's buffers), so that kernels launch on it and copies reach it as on the runtime's
+    /// own buffers. Dropping the buffer leaves the memory to its owner.
+    ///
+    /// # Safety
+    /// `ptr` is the device address of `len` elements of `T`, aligned for `T`, in memory of
+    /// `device`'s driver context (the CPU device: host memory), every bit pattern of which is
+    /// a `T` the program may read; it stays allocated while the buffer lives, and nothing
+    /// else writes it while a launch or a copy of the buffer may run (on a stream, until the
+    /// stream has passed it).
+    pub unsafe fn from_raw_parts(device: &Device, ptr: DevicePtr, len: usize) -> DeviceBuffer<T> {
+        #[allow(clippy::let_unit_value)]
+        let () = T::__OFFLOAD_LAYOUT;
+        DeviceBuffer {
+            device: device.clone(),
+            ptr,
+            len,
+            owned: false,
+            _elems: PhantomData,
+        }
     }
 
     /// A copy of `data` on `device`.
@@ -208,6 +235,9 @@ impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
         // The CPU device's queued work may still use the memory; GPU drivers' free waits for
         // work using it by itself.
         self.device.quiesce_queues();
+        if !self.owned {
+            return;
+        }
         // SAFETY: `ptr` came from this device's `alloc_zeroed` and is freed only here. A free
         // failing (a GPU context already lost) leaves nothing else to do.
         let _ = unsafe { self.device.backend().free(self.ptr) };

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::backend::cpu::CpuBackend;
-use crate::backend::{Backend, DeviceKind, KernelHandle, Module};
+use crate::backend::{Backend, DeviceKind, KernelHandle, Module, RawDevice};
 use crate::error::{Error, Result};
 use crate::launch::{LaunchArgs, LaunchConfig};
 use crate::registry::{self, ImageInfo, KernelEntry};
@@ -203,6 +203,28 @@ impl Device {
     /// The device's kind.
     pub fn kind(&self) -> DeviceKind {
         self.inner.backend.kind()
+    }
+
+    /// The device's handles in its driver's API, for a library that works on the same device
+    /// (cuBLAS, rocBLAS, NCCL through cudarc or its own bindings): the CUDA device's ordinal
+    /// and primary context, the HIP device's ordinal, or [`RawDevice::Cpu`]. With
+    /// [`Device::raw_stream`] and [`DeviceBuffer::device_ptr`](crate::DeviceBuffer::device_ptr)
+    /// such a library's work and the kernels' are ordered on one stream.
+    pub fn raw(&self) -> RawDevice {
+        self.inner.backend.raw()
+    }
+
+    /// The driver stream (`CUstream`, `hipStream_t`) this device queues its launches and
+    /// copies on: a [`Stream`](crate::Stream)'s for the device of one
+    /// ([`Stream::device`](crate::Stream::device)), else the device's own. Null on the CPU
+    /// device, whose streams are the runtime's. Work a library queues on it runs in order
+    /// with the kernels queued there; the handle lives as long as the stream (or device).
+    pub fn raw_stream(&self) -> *mut std::ffi::c_void {
+        match self.stream.as_deref() {
+            Some(StreamImpl::Driver(stream)) => stream.raw(),
+            Some(StreamImpl::Queue(_)) => std::ptr::null_mut(),
+            None => self.inner.backend.raw_stream(),
+        }
     }
 
     /// The backend behind the device (internal, as backends are).

@@ -14,7 +14,7 @@ use super::{
 };
 use crate::backend::{
     Backend, BackendEvent, BackendGraph, BackendStream, DeviceKind, DevicePtr, HostMemory,
-    KernelHandle, Module,
+    KernelHandle, Module, RawDevice,
 };
 use crate::error::{Error, Result};
 use crate::launch::{LaunchArgs, LaunchShape};
@@ -209,6 +209,22 @@ impl<D: Driver> GpuBackend<D> {
 impl<D: Driver> Backend for GpuBackend<D> {
     fn kind(&self) -> DeviceKind {
         D::KIND
+    }
+
+    fn raw(&self) -> RawDevice {
+        // Ordinals are below the driver's device count, an `int`.
+        let ordinal = self.device.info().ordinal() as i32;
+        match D::KIND {
+            DeviceKind::Hip => RawDevice::Hip { ordinal },
+            _ => RawDevice::Cuda {
+                ordinal,
+                context: self.device.raw_context(),
+            },
+        }
+    }
+
+    fn raw_stream(&self) -> *mut std::ffi::c_void {
+        self.device.raw_stream()
     }
 
     fn describe(&self) -> String {
@@ -468,6 +484,10 @@ impl<D: Driver> GpuStreamImpl<D> {
 }
 
 impl<D: Driver> BackendStream for GpuStreamImpl<D> {
+    fn raw(&self) -> *mut std::ffi::c_void {
+        self.stream.raw()
+    }
+
     unsafe fn launch(
         &self,
         module: &dyn Module,

@@ -121,6 +121,16 @@ impl<D: Driver> GpuDevice<D> {
         &self.ctx.info
     }
 
+    /// The driver's context handle (CUDA: the device's primary context).
+    pub fn raw_context(&self) -> Handle {
+        self.ctx.ctx
+    }
+
+    /// The driver's handle of the stream that orders the device's own work.
+    pub fn raw_stream(&self) -> Handle {
+        self.ctx.stream
+    }
+
     /// The driver.
     pub fn driver(&self) -> &'static D {
         self.ctx.driver
@@ -844,6 +854,11 @@ impl<D: Driver> fmt::Debug for GpuStream<D> {
 }
 
 impl<D: Driver> GpuStream<D> {
+    /// The driver's stream handle.
+    pub fn raw(&self) -> Handle {
+        self.stream
+    }
+
     /// Waits for everything queued on the stream; a kernel fault surfaces here.
     ///
     /// # Errors
