@@ -294,6 +294,15 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+    /// [`Device::stream_from_raw`](crate::Device::stream_from_raw) on a device without
+    /// driver streams (the CPU device).
+    #[error(
+        "{device} has no driver streams to wrap: its streams are the runtime's own (`Device::stream`)"
+    )]
+    NoDriverStreams {
+        /// The device, as `describe()` says it.
+        device: String,
+    },
     /// A worker thread of the CPU device could not be started.
     #[error("starting CPU device worker thread failed")]
     Worker(#[source] std::io::Error),
@@ -385,6 +394,7 @@ offload_format::error_codes! {
         KernelStackOverflow => "OFF3026",
         InvalidValue => "OFF3027",
         CpuLevel => "OFF3028",
+        NoDriverStreams => "OFF3029",
     }
 }
 

@@ -619,6 +619,12 @@ fn memory_of_another_owner_is_a_buffer() {
     assert_eq!(dev.raw(), offload_rt::RawDevice::Cpu);
     assert!(dev.raw_stream().is_null());
     assert!(dev.stream().unwrap().device().raw_stream().is_null());
+    // SAFETY: refused before the handle is used.
+    let refused = unsafe { dev.stream_from_raw(std::ptr::null_mut()) }.unwrap_err();
+    assert!(
+        matches!(refused, offload_rt::Error::NoDriverStreams { .. }),
+        "{refused}"
+    );
     let n = 1000u32;
     let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
     let mut theirs: Vec<f32> = vec![1.0; n as usize];

@@ -174,6 +174,16 @@ fn the_cuda_backend_keeps_the_drivers_rules() {
     }
     assert_eq!(theirs.to_vec().unwrap(), [1, 2, 3, 4]);
     drop(theirs);
+    // Another owner's stream wrapped: launches and copies queue on it, and dropping the
+    // wrapper leaves it to its owner.
+    let destroys = fake_driver::counter(&library, "fake_cuda_stream_destroys");
+    let before = destroys();
+    // SAFETY: the device's own stream, alive while `device` is.
+    let theirs = unsafe { device.stream_from_raw(device.raw_stream()) }.unwrap();
+    assert_eq!(theirs.device().raw_stream(), device.raw_stream());
+    fake_driver::check_streams_and_graphs(&device, &theirs, launches, 1);
+    drop(theirs);
+    assert_eq!(destroys(), before, "a wrapped stream is not destroyed");
 
     // A kernel's fault comes back from the next call, here a copy, as a typed error naming
     // the device and the kernel launched last; the device keeps reporting it.

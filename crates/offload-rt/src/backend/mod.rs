@@ -183,6 +183,16 @@ pub trait Backend: Send + Sync + fmt::Debug {
         Ok(None)
     }
 
+    /// The driver stream `raw` of another owner as a stream of this device, not destroyed on
+    /// drop; `None` where the device has no driver streams.
+    ///
+    /// # Safety
+    /// `raw` is a live stream of this device's driver context and outlives the value returned.
+    unsafe fn wrap_stream(&self, raw: *mut std::ffi::c_void) -> Option<Box<dyn BackendStream>> {
+        let _ = raw;
+        None
+    }
+
     /// Copies `len` bytes at `src` of another device's backend `from` to `dst` of this one
     /// directly (a GPU driver's peer copy), waiting for it; `Ok(false)` where this backend
     /// cannot, and the caller stages the copy through host memory.

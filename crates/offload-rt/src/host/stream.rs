@@ -247,6 +247,28 @@ impl Device {
             bound: self.bound_to(Arc::new(imp)),
         })
     }
+
+    /// A stream another owner created on this device (`CUstream`, `hipStream_t`: a library's,
+    /// cudarc's, one the CUDA runtime API made) as a [`Stream`], so that kernels and copies
+    /// queue on it in order with that owner's work; it is not destroyed on drop.
+    ///
+    /// # Errors
+    /// [`Error::NoDriverStreams`] on the CPU device, whose streams are the runtime's.
+    ///
+    /// # Safety
+    /// `raw` is a live stream of this device's driver context (CUDA: the primary context of
+    /// [`Device::raw`]), and it outlives the stream returned and every clone of its device.
+    pub unsafe fn stream_from_raw(&self, raw: *mut c_void) -> Result<Stream> {
+        // SAFETY: the caller's contract.
+        match unsafe { self.backend().wrap_stream(raw) } {
+            Some(stream) => Ok(Stream {
+                bound: self.bound_to(Arc::new(StreamImpl::Driver(stream))),
+            }),
+            None => Err(Error::NoDriverStreams {
+                device: self.describe().to_owned(),
+            }),
+        }
+    }
 }
 
 impl Stream {

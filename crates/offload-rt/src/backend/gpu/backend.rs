@@ -433,6 +433,17 @@ impl<D: Driver> Backend for GpuBackend<D> {
         })))
     }
 
+    unsafe fn wrap_stream(&self, raw: *mut std::ffi::c_void) -> Option<Box<dyn BackendStream>> {
+        // SAFETY: the caller's contract: a live stream of this device, outliving the wrapper.
+        let stream = unsafe { self.device.wrap_stream(raw) };
+        Some(Box::new(GpuStreamImpl {
+            device: self.device.clone(),
+            description: self.description.clone(),
+            stream,
+            channel: self.channel.clone(),
+        }))
+    }
+
     fn alloc_host(&self, bytes: usize) -> Result<Option<Box<dyn HostMemory>>> {
         let memory = self.device.alloc_host(bytes).map_err(|e| self.err(e))?;
         Ok(Some(Box::new(memory)))

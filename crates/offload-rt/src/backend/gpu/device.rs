@@ -444,7 +444,21 @@ impl<D: Driver> GpuDevice<D> {
         Ok(GpuStream {
             ctx: Arc::clone(&self.ctx),
             stream,
+            owned: true,
         })
+    }
+
+    /// A stream of this device that another owner created (`stream`, a driver handle), which
+    /// is not destroyed on drop.
+    ///
+    /// # Safety
+    /// `stream` is a live stream of this device's context and outlives the value returned.
+    pub unsafe fn wrap_stream(&self, stream: Handle) -> GpuStream<D> {
+        GpuStream {
+            ctx: Arc::clone(&self.ctx),
+            stream,
+            owned: false,
+        }
     }
 
     /// The raw context and default stream, for code that calls the driver directly
@@ -843,6 +857,9 @@ unsafe impl<D: Driver> Sync for GpuEvent<D> {}
 pub struct GpuStream<D: Driver> {
     ctx: Arc<Context<D>>,
     stream: Handle,
+    /// Created here, and destroyed on drop; a stream of another owner's
+    /// ([`GpuDevice::wrap_stream`]) is left to it.
+    owned: bool,
 }
 
 impl<D: Driver> fmt::Debug for GpuStream<D> {
@@ -1016,7 +1033,7 @@ impl<D: Driver> GpuStream<D> {
 
 impl<D: Driver> Drop for GpuStream<D> {
     fn drop(&mut self) {
-        if self.ctx.bind().is_ok() {
+        if self.owned && self.ctx.bind().is_ok() {
             // SAFETY: created in this context; destroyed once (queued work still completes).
             let _ = unsafe { self.ctx.driver.stream_destroy(self.stream) };
         }
