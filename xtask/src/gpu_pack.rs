@@ -25,6 +25,7 @@ const PROGRAMS: &[&str] = &[
     "reduce",
     "half-sum",
     "mixed",
+    "blas-interop",
     "offload-rt-kernel-run",
 ];
 
@@ -202,7 +203,8 @@ pub fn gpu_pack(dir: &Path) -> Result {
     }
 
     let script = dir.join("run.sh");
-    std::fs::write(&script, RUN_SH).map_err(|e| format!("{}: {e}", script.display()))?;
+    let script_text = RUN_SH.replace("PACKED_PROGRAMS", &PROGRAMS.join(" "));
+    std::fs::write(&script, &script_text).map_err(|e| format!("{}: {e}", script.display()))?;
     set_executable(&script)?;
     let commit = Tool::Git
         .find()
@@ -233,7 +235,7 @@ pub fn gpu_pack(dir: &Path) -> Result {
         } else {
             0
         }
-        + RUN_SH.len() as u64;
+        + script_text.len() as u64;
     eprintln!(
         "xtask: gpu-pack: {} ({:.1} MiB of at most {} MiB); on the GPU machine: {}/run.sh",
         dir.display(),

@@ -671,6 +671,7 @@ fn examples_run_correctly_on_the_cpu_device() {
         ("saxpy", "elements OK"),
         ("reduce", "OK"),
         ("half-sum", "bf16 sum"),
+        ("blas-interop", "OK"),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_cargo-offload"))
             .args([

@@ -107,7 +107,8 @@ for t in gpu_cuda gpu_cuda_fault gpu_stream_fault gpu_hip gpu_examples; do
 done
 
 # Programs: on the GPU (the runtime picks it) and on the CPU device; their outputs must agree.
-for p in saxpy reduce half-sum mixed offload-rt-kernel-run; do
+# (`xtask gpu-pack` writes its list of programs in place of the word after `in`.)
+for p in PACKED_PROGRAMS; do
     cpu_log="$logs/$p.cpu.log"
     OFFLOAD_DEVICE=cpu timed_split "$cpu_log" "$logs/$p.cpu.stderr.log" "$bin/$p"
     cpu_rc=$rc
