@@ -50,8 +50,7 @@ pub fn build(
     // An image under AddressSanitizer: its own target directory, so that the plain image's
     // units are not rebuilt each time one or the other is asked for. The sanitizer's runtime
     // is the host program's (which `cargo offload run --sanitize=address` builds with it).
-    let sanitized;
-    let target_dir = if checks.address_sanitizer {
+    let target_dir = &if checks.address_sanitizer {
         if toolchain != nested::CpuToolchain::Nightly {
             return Err(Error::Prerequisite(format!(
                 "the CPU device's image under AddressSanitizer needs the nightly `{}` \
@@ -61,10 +60,9 @@ pub fn build(
             )));
         }
         flags.push("-Zsanitizer=address".to_owned());
-        sanitized = target_dir.join("address-sanitizer");
-        sanitized.as_path()
+        target_dir.join("address-sanitizer")
     } else {
-        target_dir
+        target_dir.to_path_buf()
     };
     let mut cmd = toolchain.cargo(env, "rustc");
     cmd.arg("--manifest-path")

@@ -108,15 +108,19 @@ pub fn run_cargo(
             if subcommand != "run" {
                 anyhow::bail!("`--sanitize` is an option of `cargo offload run`");
             }
+            // The GPUs are probed once, and not for AddressSanitizer named.
             let tool = match sanitize {
+                Sanitize::Tool(tool) if tool == ADDRESS_SANITIZER => {
+                    return run_under_address_sanitizer(options, cargo_args);
+                }
                 Sanitize::Tool(tool) => tool.as_str(),
-                Sanitize::ForThisMachine if has_nvidia_gpu() => SANITIZER_TOOLS[0],
-                Sanitize::ForThisMachine => ADDRESS_SANITIZER,
+                Sanitize::ForThisMachine => SANITIZER_TOOLS[0],
             };
-            if tool == ADDRESS_SANITIZER {
-                run_under_address_sanitizer(options, cargo_args)
-            } else {
-                run_under_sanitizer(tool, options, cargo_args)
+            match (has_nvidia_gpu(), sanitize) {
+                (false, Sanitize::ForThisMachine) => {
+                    run_under_address_sanitizer(options, cargo_args)
+                }
+                (nvidia, _) => run_under_sanitizer(tool, nvidia, options, cargo_args),
             }
         }
         (None, None) => Ok(build_or_run(subcommand, options, cargo_args, Runner::None)?.0),
@@ -181,9 +185,10 @@ fn build_the_executable(
 /// `cargo offload run --sanitize[=TOOL]`: the program built as for `run`, then run under
 /// NVIDIA's compute-sanitizer with `tool` (memory errors, races, reads of uninitialized device
 /// memory, barrier misuse), its exit code 1 when the tool reports an error. It checks what runs
-/// on a CUDA GPU, so it needs one: the CPU device has no sanitizer build.
+/// on a CUDA GPU, so it needs one (`nvidia`: the driver reports one).
 fn run_under_sanitizer(
     tool: &str,
+    nvidia: bool,
     options: &OffloadOptions,
     cargo_args: &[OsString],
 ) -> Result<ExitCode> {
@@ -195,7 +200,7 @@ fn run_under_sanitizer(
         );
     }
     let sanitizer = offload_toolchain::Tool::ComputeSanitizer.find_newest()?;
-    if !has_nvidia_gpu() {
+    if !nvidia {
         anyhow::bail!(
             "`--sanitize={tool}` runs the program under compute-sanitizer, which checks what \
              runs on an NVIDIA GPU, and this machine has none that its driver reports: \

@@ -7,7 +7,7 @@ use inkwell::context::{AsContextRef, Context};
 use inkwell::module::{Linkage, Module};
 use inkwell::values::FunctionValue;
 
-use super::{HOST_GLOBALS, cstr, has_local_linkage, is_amdgpu, is_nvptx};
+use super::{HOST_GLOBALS, cstr, has_local_linkage, is_amdgpu, is_nvptx, strip_casts};
 use crate::device_link::{LinkError, Result};
 
 const PTX_KERNEL_CC: u32 = 71;
@@ -366,23 +366,6 @@ pub(super) fn global_pointers(module: &Module<'_>) -> usize {
         }
     }
     changed
-}
-
-/// `value` without the address-space casts around it (a global's address, say).
-fn strip_casts(
-    value: inkwell::llvm_sys::prelude::LLVMValueRef,
-) -> inkwell::llvm_sys::prelude::LLVMValueRef {
-    use inkwell::llvm_sys::LLVMOpcode;
-    use inkwell::llvm_sys::core as llvm;
-    // SAFETY: `value` is a live value; a cast has an operand 0.
-    unsafe {
-        if !llvm::LLVMIsAConstantExpr(value).is_null()
-            && llvm::LLVMGetConstOpcode(value) == LLVMOpcode::LLVMAddrSpaceCast
-        {
-            return strip_casts(llvm::LLVMGetOperand(value, 0));
-        }
-    }
-    value
 }
 
 /// Whether `value` is read out of a parameter of its function: the parameter itself, or an

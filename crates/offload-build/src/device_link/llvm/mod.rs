@@ -167,6 +167,38 @@ unsafe fn users(value: llvm_sys::prelude::LLVMValueRef) -> Vec<llvm_sys::prelude
     users
 }
 
+/// `value` without the address-space casts around it (a global's address, say).
+pub(super) fn strip_casts(
+    value: inkwell::llvm_sys::prelude::LLVMValueRef,
+) -> inkwell::llvm_sys::prelude::LLVMValueRef {
+    use inkwell::llvm_sys::LLVMOpcode;
+    use inkwell::llvm_sys::core as llvm;
+    // SAFETY: `value` is a live value; a cast has an operand 0.
+    unsafe {
+        if !llvm::LLVMIsAConstantExpr(value).is_null()
+            && llvm::LLVMGetConstOpcode(value) == LLVMOpcode::LLVMAddrSpaceCast
+        {
+            return strip_casts(llvm::LLVMGetOperand(value, 0));
+        }
+    }
+    value
+}
+
+/// `value` as LLVM prints it, for an error message.
+///
+/// # Safety
+/// `value` is a live LLVM value.
+unsafe fn print_value(value: llvm_sys::prelude::LLVMValueRef) -> String {
+    use llvm_sys::core as c;
+    // SAFETY: the caller's contract; the string LLVM returns is freed here.
+    unsafe {
+        let text = c::LLVMPrintValueToString(value);
+        let printed = CStr::from_ptr(text).to_string_lossy().trim().to_owned();
+        c::LLVMDisposeMessage(text);
+        printed
+    }
+}
+
 trait RawValue {
     fn as_value_ref_raw(&self) -> llvm_sys::prelude::LLVMValueRef;
 }

@@ -2,7 +2,6 @@
 //! bytes each kernel uses checked against [`MAX_STATIC_SHARED_BYTES`].
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::CStr;
 
 use inkwell::llvm_sys;
 use inkwell::module::Module;
@@ -10,7 +9,7 @@ use inkwell::targets::TargetMachine;
 use inkwell::values::AsValueRef;
 
 use super::codegen::run_pipeline;
-use super::{RawValue, cstr, has_uses, users};
+use super::{RawValue, cstr, has_uses, print_value, strip_casts, users};
 use crate::device_link::{
     CONSTANT_SECTION, GENERIC_TILE_FUNCTION, LinkError, MAX_CONSTANT_BYTES,
     MAX_STATIC_SHARED_BYTES, Result, SHARED_SECTION,
@@ -78,8 +77,8 @@ pub(super) fn place_generic_tiles(module: &Module<'_>, machine: &TargetMachine) 
             {
                 None
             } else {
-                let site = strip_pointer_casts(c::LLVMGetOperand(call, 0));
-                let name = strip_pointer_casts(c::LLVMGetOperand(call, 1));
+                let site = strip_casts(c::LLVMGetOperand(call, 0));
+                let name = strip_casts(c::LLVMGetOperand(call, 1));
                 let name_len = constant_int(c::LLVMGetOperand(call, 2));
                 let size = constant_int(c::LLVMGetOperand(call, 3));
                 let align = constant_int(c::LLVMGetOperand(call, 4));
@@ -125,44 +124,6 @@ pub(super) fn place_generic_tiles(module: &Module<'_>, machine: &TargetMachine) 
         }
     }
     Ok(tiles.len())
-}
-
-/// `value` without the constant address-space casts and bitcasts around it.
-///
-/// # Safety
-/// `value` is a live LLVM value.
-unsafe fn strip_pointer_casts(
-    mut value: llvm_sys::prelude::LLVMValueRef,
-) -> llvm_sys::prelude::LLVMValueRef {
-    use llvm_sys::LLVMOpcode as Op;
-    use llvm_sys::core as c;
-    // SAFETY: the caller's contract; a constant expression's operand 0 is live with it.
-    unsafe {
-        while !c::LLVMIsAConstantExpr(value).is_null()
-            && matches!(
-                c::LLVMGetConstOpcode(value),
-                Op::LLVMAddrSpaceCast | Op::LLVMBitCast
-            )
-        {
-            value = c::LLVMGetOperand(value, 0);
-        }
-    }
-    value
-}
-
-/// `value` as LLVM prints it.
-///
-/// # Safety
-/// `value` is a live LLVM value.
-unsafe fn print_value(value: llvm_sys::prelude::LLVMValueRef) -> String {
-    use llvm_sys::core as c;
-    // SAFETY: the caller's contract; the string LLVM returns is freed here.
-    unsafe {
-        let text = c::LLVMPrintValueToString(value);
-        let printed = CStr::from_ptr(text).to_string_lossy().trim().to_owned();
-        c::LLVMDisposeMessage(text);
-        printed
-    }
 }
 
 /// The name of `value` (a function), `(unnamed)` for none.
@@ -346,15 +307,10 @@ unsafe fn rewrite_shared_uses(
     use llvm_sys::core as c;
     // SAFETY: the caller's contract; every value used below is a user of a live value.
     unsafe {
-        let unsupported = |user| {
-            let text = c::LLVMPrintValueToString(user);
-            let instruction = CStr::from_ptr(text).to_string_lossy().trim().to_owned();
-            c::LLVMDisposeMessage(text);
-            LinkError::SharedMemoryUse {
-                what,
-                name: name.to_owned(),
-                instruction,
-            }
+        let unsupported = |user| LinkError::SharedMemoryUse {
+            what,
+            name: name.to_owned(),
+            instruction: print_value(user),
         };
         let is_operand = |user, index: u32| c::LLVMGetOperand(user, index) == old;
         for user in users(old) {

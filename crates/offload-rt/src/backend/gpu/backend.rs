@@ -206,6 +206,18 @@ impl<D: Driver> GpuBackend<D> {
     }
 }
 
+impl<D: Driver> GpuBackend<D> {
+    /// `stream` of this device as the runtime's stream, reporting as the device does.
+    fn backend_stream(&self, stream: GpuStream<D>) -> Box<dyn BackendStream> {
+        Box::new(GpuStreamImpl {
+            device: self.device.clone(),
+            description: self.description.clone(),
+            stream,
+            channel: self.channel.clone(),
+        })
+    }
+}
+
 impl<D: Driver> Backend for GpuBackend<D> {
     fn kind(&self) -> DeviceKind {
         D::KIND
@@ -425,23 +437,13 @@ impl<D: Driver> Backend for GpuBackend<D> {
 
     fn create_stream(&self) -> Result<Option<Box<dyn BackendStream>>> {
         let stream = self.device.stream().map_err(|e| self.err(e))?;
-        Ok(Some(Box::new(GpuStreamImpl {
-            device: self.device.clone(),
-            description: self.description.clone(),
-            stream,
-            channel: self.channel.clone(),
-        })))
+        Ok(Some(self.backend_stream(stream)))
     }
 
     unsafe fn wrap_stream(&self, raw: *mut std::ffi::c_void) -> Option<Box<dyn BackendStream>> {
         // SAFETY: the caller's contract: a live stream of this device, outliving the wrapper.
         let stream = unsafe { self.device.wrap_stream(raw) };
-        Some(Box::new(GpuStreamImpl {
-            device: self.device.clone(),
-            description: self.description.clone(),
-            stream,
-            channel: self.channel.clone(),
-        }))
+        Some(self.backend_stream(stream))
     }
 
     fn alloc_host(&self, bytes: usize) -> Result<Option<Box<dyn HostMemory>>> {
