@@ -674,6 +674,41 @@ fn struct_parameters_have_the_rust_layout() {
             ],
             "{sm}"
         );
+        // A cooperative kernel: its `Grid` (the barrier's address) first; the grid barrier
+        // an atomic add on device memory between device-wide fences, in a function of its
+        // own.
+        let grid: Vec<&str> = ptx_entry(&ptx, "grid_rounds")
+            .into_iter()
+            .filter(|l| l.starts_with(".param"))
+            .take(1)
+            .collect();
+        assert_eq!(
+            grid,
+            [".param .align 8 .b8 grid_rounds_param_0[8],"],
+            "{sm}"
+        );
+        // The function's definition: from its `.func` line (not the declaration's, which ends
+        // in `;`) to its closing brace.
+        let sync: String = ptx
+            .split("\n.func")
+            .filter(|f| {
+                f.split_once('\n')
+                    .is_some_and(|(head, _)| head.contains("gpu_sync"))
+            })
+            .find_map(|f| {
+                let body = f.split_once("\n{")?.1;
+                Some(body.split("\n}").next().unwrap_or(body).to_owned())
+            })
+            .unwrap_or_else(|| panic!("{sm}: no grid barrier function"));
+        assert!(
+            sync.contains("atom.add") || sync.contains("atom.global.add"),
+            "{sm}: {sync}"
+        );
+        assert!(
+            sync.contains("fence.sc") || sync.contains("membar"),
+            "{sm}: {sync}"
+        );
+        assert!(sync.contains("bar.sync"), "{sm}: {sync}");
         if device_link::ptxas_path().is_some() {
             device_link::ptxas_verbose(&ptx, sm).unwrap();
         }
@@ -729,6 +764,17 @@ fn struct_parameters_have_the_rust_layout() {
                 (24, 10, "by_value")
             ],
             "{id}: {tuples:?}"
+        );
+        let grid = info
+            .kernels
+            .iter()
+            .find(|k| k.name == "grid_rounds")
+            .unwrap();
+        let first = grid.explicit_args().next().unwrap();
+        assert_eq!(
+            (first.offset, first.size, first.value_kind.as_str()),
+            (0, 8, "by_value"),
+            "{id}: {grid:?}"
         );
         // Scalars keep their layout through the same path.
         let saxpy = info.kernels.iter().find(|k| k.name == "saxpy").unwrap();

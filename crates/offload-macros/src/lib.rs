@@ -117,6 +117,9 @@ enum Kind {
     Slice,
     /// `DisjointSlice<T>`: a slice each thread writes only its own elements of.
     Disjoint,
+    /// `Grid`, a cooperative kernel's first parameter: supplied by the runtime, not by the
+    /// caller of `launch`.
+    Grid,
 }
 
 impl Kind {
@@ -143,6 +146,17 @@ const ACCEPTED: &str = "kernel parameters are scalars (u8..u128, i8..i128, usize
                         #[derive(DeviceCopy)] #[repr(C)] structs, arrays and tuples of these, \
                         read-only slices `&[T]`, `DisjointSlice<T>` to write, or device \
                         pointers (*const T, *mut T)";
+
+/// Whether `ty` names `Grid` (by its last path segment, without arguments); `#[kernel]` checks
+/// it is `offload_rt::kernel::Grid`.
+fn is_grid(ty: &syn::TypePath) -> bool {
+    ty.qself.is_none()
+        && ty
+            .path
+            .segments
+            .last()
+            .is_some_and(|s| s.ident == "Grid" && s.arguments.is_none())
+}
 
 /// The element type of `DisjointSlice<T>` / `DisjointSlice<'_, T>`, by the last path segment.
 fn disjoint_elem(ty: &syn::TypePath) -> Option<Type> {
@@ -190,6 +204,7 @@ fn classify(name: &syn::Ident, ty: &Type) -> syn::Result<(Kind, Type)> {
                 ),
             )),
         },
+        Type::Path(p) if is_grid(p) => Ok((Kind::Grid, ty.clone())),
         Type::Path(p) => match disjoint_elem(p) {
             Some(elem) => Ok((Kind::Disjoint, elem)),
             None => Ok((Kind::Scalar, ty.clone())),
@@ -386,6 +401,13 @@ fn expand_one(item: ItemFn, handle: Handle) -> syn::Result<TokenStream2> {
     // A tuple's elements are checked one by one, each error spanning its element.
     let checks = params.iter().map(|p| {
         let check = format_ident!("kernel_parameter_{}", p.name);
+        if matches!(p.kind, Kind::Grid) {
+            let ty = &p.ty;
+            return quote_spanned! {p.ty.span()=>
+                fn #check<T: ::offload_rt::kernel::__private::IsGrid>() {}
+                #check::<#ty>();
+            };
+        }
         let elems: Vec<&Type> = match (&p.kind, &p.elem) {
             (Kind::Tuple, Type::Tuple(t)) => t.elems.iter().collect(),
             _ => vec![&p.elem],
@@ -443,7 +465,15 @@ fn expand_one(item: ItemFn, handle: Handle) -> syn::Result<TokenStream2> {
         quote! { let #mutability #n: #ty = #value; }
     });
     let mut thread_body_fn = body_fn.clone();
-    let cpu_barriers = match regions::plan(block, &param_muts) {
+    // A cooperative kernel always runs with one coroutine per GPU thread (its blocks wait for
+    // each other at `Grid::sync`): no region form, and no note saying why.
+    let cooperative = params.iter().any(|p| matches!(p.kind, Kind::Grid));
+    let plan = if cooperative {
+        regions::Plan::NoBarriers
+    } else {
+        regions::plan(block, &param_muts)
+    };
+    let cpu_barriers = match plan {
         regions::Plan::NoBarriers => TokenStream2::new(),
         regions::Plan::Coroutines(reason) => {
             let symbol = format!("__offload_cpu_note_{name_str}");
@@ -604,7 +634,18 @@ pub(crate) fn read_params(
             ));
         };
         let (kind, elem) = classify(&pi.ident, &pt.ty)?;
-        if let (Some(len), Kind::Scalar | Kind::Tuple) = (&len, &kind) {
+        if matches!(kind, Kind::Grid) && !params.is_empty() {
+            return Err(syn::Error::new(
+                pt.ty.span(),
+                format!(
+                    "kernel parameter `{}`: a cooperative kernel takes its `Grid` as its first \
+                     parameter (the runtime supplies it; the other parameters are the launch's \
+                     arguments)",
+                    pi.ident
+                ),
+            ));
+        }
+        if let (Some(len), Kind::Scalar | Kind::Tuple | Kind::Grid) = (&len, &kind) {
             return Err(syn::Error::new(
                 len.span(),
                 format!(
@@ -630,10 +671,11 @@ pub(crate) fn read_params(
 /// safe (the `unsafe` form carries its safety section).
 pub(crate) fn launch_parts(params: &[Param]) -> (Vec<TokenStream2>, TokenStream2) {
     let indices: Vec<_> = (0..params.len()).collect();
-    let launch_args = params.iter().zip(&indices).map(|(p, i)| {
+    let launch_args = params.iter().zip(&indices).filter_map(|(p, i)| {
         let n = &p.name;
         let elem = &p.elem;
         let kind = match p.kind {
+            Kind::Grid => return None,
             Kind::Scalar => quote!(scalar),
             Kind::Tuple => quote!(tuple),
             Kind::Const => quote!(ptr_const),
@@ -646,7 +688,7 @@ pub(crate) fn launch_parts(params: &[Param]) -> (Vec<TokenStream2>, TokenStream2
             let text = e.to_token_stream().to_string();
             quote!(, len = (#e) #text)
         });
-        quote! { (#n : #kind #elem, #idx #len) }
+        Some(quote! { (#n : #kind #elem, #idx #len) })
     });
     let raw: Vec<String> = params
         .iter()
@@ -666,7 +708,11 @@ pub(crate) fn launch_parts(params: &[Param]) -> (Vec<TokenStream2>, TokenStream2
         );
         quote!(unsafe #doc)
     };
-    (launch_args.collect(), launch_safety)
+    let cooperative = params
+        .iter()
+        .any(|p| matches!(p.kind, Kind::Grid))
+        .then(|| quote!(cooperative));
+    (launch_args.collect(), quote!(#cooperative #launch_safety))
 }
 
 /// `#[derive(DeviceCopy)]`: implements `offload_rt::DeviceCopy` for a `#[repr(C)]` struct

@@ -303,6 +303,33 @@ pub enum Error {
         /// The device, as `describe()` says it.
         device: String,
     },
+    /// A cooperative launch (a kernel taking a `Grid`) with more blocks than the device keeps
+    /// resident at once, which `Grid::sync` needs.
+    #[error(
+        "cooperative kernel `{kernel}`: a grid of {blocks} blocks, but {device} keeps at most {max} of its blocks resident at once (the kernel handle's `max_blocks` says how many for a block size)"
+    )]
+    CooperativeGridTooLarge {
+        /// Kernel name.
+        kernel: String,
+        /// Blocks the launch asked for.
+        blocks: u64,
+        /// The most the device keeps resident for this kernel, block size and shared memory.
+        max: u64,
+        /// The device, as `describe()` says it.
+        device: String,
+    },
+    /// On the CPU device, a block of a cooperative launch returned while others waited at
+    /// `Grid::sync`, or reached one after another block had returned: on a GPU the launch
+    /// would never finish.
+    #[error(
+        "cooperative kernel `{kernel}`: block {block} returned before a `Grid::sync` that other blocks reached; every thread of the grid must reach the same `Grid::sync` calls (on a GPU this launch would never finish)"
+    )]
+    GridSyncMismatch {
+        /// Kernel name.
+        kernel: String,
+        /// The linear index of the block that returned.
+        block: u64,
+    },
     /// A worker thread of the CPU device could not be started.
     #[error("starting CPU device worker thread failed")]
     Worker(#[source] std::io::Error),
@@ -395,6 +422,8 @@ offload_format::error_codes! {
         InvalidValue => "OFF3027",
         CpuLevel => "OFF3028",
         NoDriverStreams => "OFF3029",
+        CooperativeGridTooLarge => "OFF3030",
+        GridSyncMismatch => "OFF3031",
     }
 }
 

@@ -189,6 +189,9 @@ pub struct LaunchArgs<'a> {
     /// The size of each value `params` points at: a queue that runs the launch later keeps
     /// copies of the values.
     pub(crate) sizes: Option<&'a [usize]>,
+    /// A cooperative launch: all blocks resident at once, the first parameter the kernel's
+    /// `Grid`, which the backend supplies.
+    pub(crate) cooperative: bool,
 }
 
 impl<'a> LaunchArgs<'a> {
@@ -201,6 +204,7 @@ impl<'a> LaunchArgs<'a> {
             config,
             params,
             sizes: None,
+            cooperative: false,
         }
     }
 
@@ -218,6 +222,16 @@ impl<'a> LaunchArgs<'a> {
     pub fn with_sizes(self, sizes: &'a [usize]) -> Self {
         LaunchArgs {
             sizes: Some(sizes),
+            ..self
+        }
+    }
+
+    /// A cooperative launch of a kernel whose first parameter is its `Grid` (`params[0]` points
+    /// at a placeholder the backend replaces).
+    #[must_use]
+    pub fn cooperative(self) -> Self {
+        LaunchArgs {
+            cooperative: true,
             ..self
         }
     }

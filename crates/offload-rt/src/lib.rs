@@ -153,6 +153,9 @@ pub mod __private {
     #[cfg(feature = "host")]
     pub use crate::launch::LaunchArgs;
 
+    /// The `Grid` a cooperative kernel's typed launch passes, replaced by the runtime's.
+    pub const GRID_PLACEHOLDER: crate::kernel::Grid = crate::kernel::Grid::PLACEHOLDER;
+
     /// How a tuple parameter crosses the launch: its elements in a `#[repr(C)]` struct
     /// ([`Tuple1`] to [`Tuple12`]), whose layout the host and every device agree on, where a
     /// tuple's own layout is each compiler's choice (the host and the device builds may be
@@ -300,7 +303,7 @@ macro_rules! __for_target {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kernel_launch_impl {
-    (@impl [$lookup:ident] [$($unsafety:tt)?] [$(#[$safety:meta])*],
+    (@impl [$lookup:ident] [$($unsafety:tt)?] [$(#[$safety:meta])*] [$($coop:ident)?],
         $(@generic [$($generics:tt)*] [$($bounds:tt)*])? $handle:ty, $name:expr, $(
         ($arg:ident : $kind:ident $ty:ty, $idx:literal $(, len = ($len:expr) $len_text:literal)?)
     ),* $(,)?) => {
@@ -333,13 +336,21 @@ macro_rules! __kernel_launch_impl {
                     )?;
                 )?)*
                 $( let $arg = $crate::__kernel_arg_value!($kind $arg, $ty, device, $name, $idx); )*
+                // A cooperative kernel's first parameter, its `Grid`: a placeholder the
+                // runtime replaces with the launch's own.
+                let grid = $crate::__private::GRID_PLACEHOLDER;
                 let params: &[*mut $crate::__private::c_void] = &[
+                    $( { let _ = stringify!($coop); (&raw const grid).cast_mut().cast::<$crate::__private::c_void>() }, )?
                     $( (&raw const $arg).cast_mut().cast::<$crate::__private::c_void>(), )*
                 ];
-                let sizes: &[usize] = &[ $( ::core::mem::size_of_val(&$arg), )* ];
+                let sizes: &[usize] = &[
+                    $( { let _ = stringify!($coop); ::core::mem::size_of_val(&grid) }, )?
+                    $( ::core::mem::size_of_val(&$arg), )*
+                ];
                 let launch = $crate::__kernel_launch_impl!(
                     @args $lookup $crate::__private::LaunchArgs::new($name, config, params).with_sizes(sizes)
                 );
+                $( let launch = { let _ = stringify!($coop); launch.cooperative() }; )?
                 // SAFETY: `params` holds one pointer per parameter, in order, to a value of
                 // the parameter's launch ABI type, `sizes[i]` bytes: this impl is generated
                 // from the kernel's signature (scalars by value, device pointers as the u64
@@ -352,8 +363,39 @@ macro_rules! __kernel_launch_impl {
                 // `unsafe` contract.
                 unsafe { device.launch_args(&launch) }
             }
+
+        }
+        $crate::__kernel_launch_impl! {
+            @max_blocks [$($coop)?] [$($($generics)*)?] [$($($bounds)*)?] $handle, $name
         }
         $crate::__kernel_launch_impl! { @items $lookup $handle, $name, $($kind $ty),* }
+    };
+    (@max_blocks [] $($rest:tt)*) => {};
+    (@max_blocks [cooperative] [$($generics:tt)*] [$($bounds:tt)*] $handle:ty, $name:expr) => {
+        impl<$($generics)*> $handle {
+            /// The most blocks of `threads_per_block` threads, with `shared_mem_bytes` of
+            /// dynamic shared memory each, that a launch of this cooperative kernel on
+            /// `device` may have: the blocks the device keeps resident at once. A larger
+            /// grid is refused with
+            /// [`Error::CooperativeGridTooLarge`]($crate::Error::CooperativeGridTooLarge).
+            ///
+            /// # Errors
+            ///
+            /// What finding the kernel reports, and what the device reports.
+            pub fn max_blocks(
+                &self,
+                device: &$crate::Device,
+                threads_per_block: u32,
+                shared_mem_bytes: u32,
+            ) -> $crate::Result<u32> where $($bounds)* {
+                device.max_cooperative_blocks(
+                    env!("CARGO_CRATE_NAME"),
+                    $name,
+                    threads_per_block,
+                    shared_mem_bytes,
+                )
+            }
+        }
     };
     (@args module $launch:expr) => {
         $launch.in_module(env!("CARGO_CRATE_NAME"))
@@ -386,17 +428,23 @@ macro_rules! __kernel_launch_impl {
             }
         }
     };
-    ($lookup:ident safe, $($rest:tt)*) => {
-        $crate::__kernel_launch_impl! { @impl [$lookup] [] [], $($rest)* }
+    ($lookup:ident cooperative $($rest:tt)*) => {
+        $crate::__kernel_launch_impl! { @safety [$lookup] [cooperative] $($rest)* }
     };
-    ($lookup:ident unsafe $safety:literal, $($rest:tt)*) => {
+    ($lookup:ident $($rest:tt)*) => {
+        $crate::__kernel_launch_impl! { @safety [$lookup] [] $($rest)* }
+    };
+    (@safety [$lookup:ident] [$($coop:ident)?] safe, $($rest:tt)*) => {
+        $crate::__kernel_launch_impl! { @impl [$lookup] [] [] [$($coop)?], $($rest)* }
+    };
+    (@safety [$lookup:ident] [$($coop:ident)?] unsafe $safety:literal, $($rest:tt)*) => {
         $crate::__kernel_launch_impl! {
             @impl [$lookup] [unsafe] [
                 #[doc = ""]
                 #[doc = "# Safety"]
                 #[doc = ""]
                 #[doc = $safety]
-            ],
+            ] [$($coop)?],
             $($rest)*
         }
     };

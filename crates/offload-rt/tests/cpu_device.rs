@@ -15,7 +15,7 @@ use offload_rt::{
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep,pyramid_min,skipping_passes,halving_offsets,mirrored_rows,shared_atomics,strided_histogram,tuple_params,generic_tiles";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep,pyramid_min,skipping_passes,halving_offsets,mirrored_rows,shared_atomics,strided_histogram,tuple_params,generic_tiles,grid_rounds,grid_mismatch";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -666,6 +666,127 @@ fn generic_helpers_have_a_shared_tile_per_instantiation() {
         })
         .collect();
     assert_eq!(y.to_vec().unwrap(), want);
+}
+
+/// A cooperative kernel on a CPU device of 5 threads: up to 5 blocks, each on a thread of its
+/// own, synchronize the grid in every round, and every block sees every block's value; a
+/// sixth block is refused before anything runs.
+#[test]
+fn cooperative_kernels_sync_the_grid_and_refuse_grids_that_do_not_fit() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::from_backend(Box::new(CpuBackend::with_threads(5)));
+    assert_eq!(k::grid_rounds.max_blocks(&dev, 64, 0).unwrap(), 5);
+    let data: Vec<u32> = (0..1000u32)
+        .map(|i| i.wrapping_mul(2_654_435_761))
+        .collect();
+    let d = DeviceBuffer::from_slice(&dev, &data).unwrap();
+    let rounds = 4u32;
+    for (blocks, threads) in [(5u32, 64u32), (3, 33), (1, 1024)] {
+        let b = blocks as usize;
+        let mut slots = DeviceBuffer::<u64>::zeroed(&dev, rounds as usize * b).unwrap();
+        let mut totals = DeviceBuffer::<u64>::zeroed(&dev, b).unwrap();
+        // SAFETY: `slots` has `rounds * blocks` elements and `totals` `blocks`.
+        unsafe {
+            k::grid_rounds.launch(
+                &dev,
+                LaunchConfig::linear(blocks, threads),
+                &d,
+                rounds,
+                &mut slots,
+                &mut totals,
+            )
+        }
+        .unwrap();
+        let mut total = 0u64;
+        let mut want_slots = Vec::new();
+        for _ in 0..rounds {
+            let round: Vec<u64> = (0..b)
+                .map(|block| k::round_value(&data, b, block, total))
+                .collect();
+            total = round.iter().fold(0u64, |s, &v| s.wrapping_add(v));
+            want_slots.extend(round);
+        }
+        assert_eq!(slots.to_vec().unwrap(), want_slots, "{blocks} blocks");
+        assert_eq!(totals.to_vec().unwrap(), vec![total; b], "{blocks} blocks");
+    }
+
+    let mut slots = DeviceBuffer::<u64>::zeroed(&dev, 64).unwrap();
+    let mut totals = DeviceBuffer::<u64>::zeroed(&dev, 6).unwrap();
+    // SAFETY: refused before the launch.
+    let err = unsafe {
+        k::grid_rounds.launch(
+            &dev,
+            LaunchConfig::linear(6, 64),
+            &d,
+            rounds,
+            &mut slots,
+            &mut totals,
+        )
+    }
+    .unwrap_err();
+    match &err {
+        Error::CooperativeGridTooLarge {
+            kernel,
+            blocks,
+            max,
+            device,
+        } => {
+            assert_eq!((kernel.as_str(), *blocks, *max), ("grid_rounds", 6, 5));
+            assert_eq!(device, "the CPU device");
+        }
+        other => panic!("expected CooperativeGridTooLarge, got {other:?}"),
+    }
+    assert_eq!(totals.to_vec().unwrap(), vec![0; 6], "nothing ran");
+}
+
+/// A block that returns while the others wait at the grid barrier would hang a GPU; the CPU
+/// device names it, whichever block it is, and the device goes on.
+#[test]
+fn a_block_leaving_the_grid_barrier_is_reported() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::from_backend(Box::new(CpuBackend::with_threads(4)));
+    for skip in [0u32, 3] {
+        let err = k::grid_mismatch
+            .launch(&dev, LaunchConfig::linear(4, 40), skip)
+            .unwrap_err();
+        match &err {
+            Error::GridSyncMismatch { kernel, block, .. } => {
+                assert_eq!(kernel, "grid_mismatch");
+                assert_eq!(*block, u64::from(skip), "{err}");
+            }
+            other => panic!("expected GridSyncMismatch, got {other:?}"),
+        }
+        assert!(err.to_string().contains("would never finish"), "{err}");
+    }
+    // Every block reaches it: the launch completes.
+    k::grid_mismatch
+        .launch(&dev, LaunchConfig::linear(4, 40), 4)
+        .unwrap();
+    // Launched raw, not cooperatively: `Grid::sync` fails the launch rather than waiting.
+    let grid = offload_rt::__private::GRID_PLACEHOLDER;
+    let skip = 4u32;
+    let params = [
+        (&raw const grid).cast_mut().cast(),
+        (&raw const skip).cast_mut().cast(),
+    ];
+    // SAFETY: the kernel's parameters, by value.
+    let err = unsafe {
+        dev.launch_raw(
+            MODULE,
+            "grid_mismatch",
+            &LaunchConfig::linear(2, 8),
+            &params,
+        )
+    }
+    .unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidLaunch { reason, .. } if reason.contains("not cooperative")),
+        "{err}"
+    );
 }
 
 /// A generic kernel: each listed instantiation is its own entry point, launched through

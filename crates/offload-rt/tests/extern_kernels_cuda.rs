@@ -5,8 +5,6 @@
 
 mod fake_driver;
 
-use std::ffi::CStr;
-
 use offload_format::offload_binary::{KEY_KERNEL_PARAMS, encode_kernel_params};
 use offload_format::{ImageKind, OffloadBinary, OffloadKind};
 use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig};
@@ -62,23 +60,6 @@ offload_rt::extern_kernels! {
     fn unrecorded(x: *const u32);
     /// A kernel no image has.
     fn no_such_kernel(x: *mut f32);
-}
-
-/// What the stand-in saw at the last launch of a PTX kernel: its name and parameter bytes.
-fn last_entry_launch(library: &std::path::Path) -> String {
-    // SAFETY: the stand-in, already loaded by the runtime; leaked, so it stays open.
-    let lib = Box::leak(Box::new(
-        unsafe { libloading::Library::new(library) }.unwrap(),
-    ));
-    // SAFETY: the stand-in exports it with this signature.
-    let f = unsafe {
-        lib.get::<extern "C" fn() -> *const std::ffi::c_char>(b"fake_cuda_last_entry_launch")
-    }
-    .unwrap();
-    let text = f();
-    assert!(!text.is_null(), "no PTX kernel was launched");
-    // SAFETY: a NUL-terminated string the stand-in keeps until the next launch.
-    unsafe { CStr::from_ptr(text) }.to_str().unwrap().to_owned()
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -153,7 +134,7 @@ fn foreign_kernels_are_found_by_symbol_and_checked_before_launch() {
             hex(&2.5f32.to_le_bytes()),
             hex(&8i32.to_le_bytes())
         );
-        assert_eq!(last_entry_launch(&library), want);
+        assert_eq!(fake_driver::last_entry_launch(&library), want);
     }
     assert_eq!(scale::PARAM_SIZES, [8, 4, 4]);
 
@@ -175,7 +156,7 @@ fn foreign_kernels_are_found_by_symbol_and_checked_before_launch() {
     let report = unsafe { scale_cpp.launch(&device, config, &mut x, -1.0, 3) }.unwrap();
     assert_eq!(report.kernel, "_Z9scale_cppPffi");
     assert_eq!(
-        last_entry_launch(&library),
+        fake_driver::last_entry_launch(&library),
         format!(
             "_Z9scale_cppPffi {}{}{}",
             hex(&x.device_ptr().0.to_le_bytes()),

@@ -102,6 +102,42 @@ fn the_hip_backend_keeps_the_runtimes_rules() {
         unsafe { device.launch_raw("fake", "k", &LaunchConfig::linear(1, 0), &[]) }.unwrap_err();
     assert!(matches!(err, Error::InvalidLaunch { .. }), "{err}");
 
+    // A cooperative launch: the occupancy times the 104 compute units, checked before the
+    // driver's cooperative launch.
+    let cooperative = fake_driver::counter(&library, "fake_hip_cooperative_launches");
+    assert_eq!(
+        device.max_cooperative_blocks("fake", "k", 64, 0).unwrap(),
+        208
+    );
+    let grid = offload_rt::__private::GRID_PLACEHOLDER;
+    let params = [(&raw const grid).cast_mut().cast()];
+    for (blocks, runs) in [(208, true), (209, false)] {
+        let launch =
+            offload_rt::__private::LaunchArgs::new("k", LaunchConfig::linear(blocks, 64), &params)
+                .in_module("fake")
+                .with_sizes(&[8])
+                .cooperative();
+        let (before, cooperative_before) = (launches(), cooperative());
+        // SAFETY: the stand-in runs nothing.
+        let result = unsafe { device.launch_args(&launch) };
+        assert_eq!(result.is_ok(), runs, "{blocks} blocks: {result:?}");
+        let ran = u32::from(runs);
+        assert_eq!(
+            (launches() - before, cooperative() - cooperative_before),
+            (ran, ran)
+        );
+        if !runs {
+            assert!(matches!(
+                result.unwrap_err(),
+                Error::CooperativeGridTooLarge {
+                    max: 208,
+                    blocks: 209,
+                    ..
+                }
+            ));
+        }
+    }
+
     let stream = device.stream().unwrap();
     // The driver's handles for a library on the same device: the ordinal, and each stream's.
     assert_eq!(device.raw(), RawDevice::Hip { ordinal: 0 });

@@ -482,6 +482,17 @@ impl Module for CpuModule {
         self.stacks
             .lend(|| unsafe { self.launch_with_stacks(kernel, launch) })
     }
+
+    /// One block per thread of the pool (the launching one included), whatever the block's
+    /// size: each block runs on a thread of its own.
+    fn max_cooperative_blocks(
+        &self,
+        _kernel: KernelHandle,
+        _threads: u32,
+        _shared: u32,
+    ) -> Result<u32> {
+        Ok(u32::try_from(self.pool.resident()).unwrap_or(u32::MAX))
+    }
 }
 
 impl CpuModule {
@@ -531,17 +542,38 @@ impl CpuModule {
             barrier: cpu_barrier,
             region_barrier: cpu_region_barrier,
             warp_sync: cpu_warp_sync,
+            grid_sync: cpu_grid_sync,
             panic: cpu_panic,
             print: cpu_print,
             ctx: (&raw const ctx).cast(),
             dynamic_shared_bytes: config.shared_mem_bytes,
             static_shared_bytes: AtomicU32::new(0),
         };
+        let grid = args.cooperative.then(|| GridBarrier::new(blocks));
         let launch_ref = Launch {
             launch: &raw const launch,
             params: params.as_ptr(),
             sizes: self.sizes,
+            grid: grid.as_ref().map_or(std::ptr::null(), |g| &raw const *g),
         };
+        if args.cooperative {
+            let max = self.pool.resident();
+            if blocks > max as u64 {
+                return Err(Error::CooperativeGridTooLarge {
+                    kernel: name.to_owned(),
+                    blocks,
+                    max: max as u64,
+                    device: "the CPU device".to_owned(),
+                });
+            }
+            // Every block on a worker of its own, its threads coroutines: all blocks are
+            // resident, and `Grid::sync` suspends at any depth of calls.
+            // SAFETY: the caller's contract covers running every thread of the launch.
+            let run = unsafe { self.run_barrier_blocks(&launch_ref, thread, threads, blocks) };
+            run?;
+            self.set_mode(kernel, MODE_BARRIER);
+            return self.finish(kernel, name, &launch, &ctx, MODE_BARRIER, known_static);
+        }
 
         let mode = if mode == MODE_UNKNOWN {
             let mode = if regions.is_some() {
@@ -668,6 +700,29 @@ impl CpuModule {
         })
     }
 
+    /// Blocks `0..blocks` of a cooperative launch, each on a thread of its own with a coroutine
+    /// per GPU thread (the caller checked that the pool has a thread for each).
+    ///
+    /// # Safety
+    ///
+    /// As [`CpuModule::run_plain`].
+    unsafe fn run_barrier_blocks(
+        &self,
+        l: &Launch,
+        thread: CpuThreadFn,
+        threads: u32,
+        blocks: u64,
+    ) -> Result<()> {
+        self.pool.run(blocks, 1, &|begin, _| {
+            // SAFETY: as in `run_plain`.
+            let run = unsafe { run_block_with_barriers(l, thread, begin, threads, None) };
+            if let Some(grid) = l.grid() {
+                grid.leave(l.ctx(), begin);
+            }
+            run
+        })
+    }
+
     /// Blocks `first..blocks` of a kernel with barriers: in region form when `regions` is
     /// given, with coroutines otherwise and for a range whose locals do not fit the lane
     /// storage.
@@ -739,6 +794,13 @@ struct LaunchCtx {
 /// How a GPU thread ended a launch.
 enum Failure {
     Panic(KernelPanicReport),
+    /// A block of a cooperative launch returned before a grid barrier others reached.
+    GridSync {
+        block: u64,
+    },
+    /// `Grid::sync` in a launch that is not cooperative (a raw launch of a cooperative
+    /// kernel).
+    NotCooperative,
     /// It overflowed its stack of `stack_bytes`, at this position.
     Overflow {
         block: [u32; 3],
@@ -809,6 +871,16 @@ impl LaunchCtx {
                 device: "cpu".to_owned(),
                 panic: Box::new(report),
             }),
+            Some(Failure::GridSync { block }) => Err(Error::GridSyncMismatch {
+                kernel: name.to_owned(),
+                block,
+            }),
+            Some(Failure::NotCooperative) => Err(Error::InvalidLaunch {
+                kernel: name.to_owned(),
+                reason: "it reached `Grid::sync` in a launch that is not cooperative; launch \
+                         a kernel taking a `Grid` through its typed handle"
+                    .to_owned(),
+            }),
             Some(Failure::Overflow {
                 block,
                 thread,
@@ -830,6 +902,8 @@ struct Launch {
     launch: *const CpuLaunch,
     params: *const *mut c_void,
     sizes: StackSizes,
+    /// The grid barrier of a cooperative launch, or null.
+    grid: *const GridBarrier,
 }
 
 // SAFETY: the record and the parameter values are only read during the launch, and the
@@ -845,6 +919,96 @@ impl Launch {
     fn panicked(&self) -> bool {
         self.ctx().panicked()
     }
+
+    fn grid(&self) -> Option<&GridBarrier> {
+        // SAFETY: when set, the barrier lives on the launching frame for the whole launch.
+        unsafe { self.grid.as_ref() }
+    }
+}
+
+/// The grid barrier of a cooperative launch on the CPU device: each block (on a worker of its
+/// own) waits here once all its threads have reached `Grid::sync`.
+struct GridBarrier {
+    blocks: u64,
+    state: Mutex<GridState>,
+    opened: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct GridState {
+    /// Blocks waiting at the current barrier.
+    arrived: u64,
+    /// Barriers opened so far.
+    generation: u64,
+    /// The first block that returned.
+    returned: Option<u64>,
+    /// The launch failed: waiting blocks leave.
+    aborted: bool,
+}
+
+impl GridBarrier {
+    fn new(blocks: u64) -> GridBarrier {
+        GridBarrier {
+            blocks,
+            state: Mutex::new(GridState::default()),
+            opened: std::sync::Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, GridState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A block arrives; returns once every block has, or `false` when the launch failed (a
+    /// panic, or a block that returned and will never arrive).
+    fn wait(&self, ctx: &LaunchCtx) -> bool {
+        let mut state = self.lock();
+        if state.aborted || ctx.panicked() {
+            return false;
+        }
+        if let Some(returned) = state.returned {
+            drop(state);
+            self.mismatch(ctx, returned);
+            return false;
+        }
+        state.arrived += 1;
+        if state.arrived == self.blocks {
+            state.arrived = 0;
+            state.generation += 1;
+            self.opened.notify_all();
+            return true;
+        }
+        let generation = state.generation;
+        while state.generation == generation && !state.aborted {
+            state = self.opened.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+        state.generation != generation
+    }
+
+    /// Block `block` has returned (or left after a failure).
+    fn leave(&self, ctx: &LaunchCtx, block: u64) {
+        let mut state = self.lock();
+        state.returned.get_or_insert(block);
+        let waiting = state.arrived > 0 && !state.aborted;
+        drop(state);
+        if ctx.panicked() {
+            self.abort();
+        } else if waiting {
+            self.mismatch(ctx, block);
+        }
+    }
+
+    /// Fails the launch: block `returned` returned before a grid barrier others reached.
+    fn mismatch(&self, ctx: &LaunchCtx, returned: u64) {
+        ctx.fail(|| Failure::GridSync { block: returned });
+        self.abort();
+    }
+
+    /// Wakes every waiting block to leave.
+    fn abort(&self) {
+        self.lock().aborted = true;
+        self.opened.notify_all();
+    }
 }
 
 /// Where a suspended GPU thread waits.
@@ -854,6 +1018,8 @@ enum Wait {
     Block,
     /// At a warp operation: for the live lanes of its warp.
     Warp,
+    /// At `Grid::sync()`: for every thread of the grid.
+    Grid,
     /// Panicked: never to be resumed.
     Panic,
 }
@@ -1145,6 +1311,17 @@ unsafe extern "C" fn cpu_region_barrier(launch: *const CpuLaunch) {
     unsafe { suspend(launch, Wait::Block) }
 }
 
+/// `Grid::sync()` on the CPU device: the block barrier, after which the block waits for the
+/// grid (see [`run_block_with_barriers`]).
+///
+/// # Safety
+///
+/// As [`suspend`].
+unsafe extern "C" fn cpu_grid_sync(launch: *const CpuLaunch) {
+    // SAFETY: this function's contract.
+    unsafe { suspend(launch, Wait::Grid) }
+}
+
 /// The warp barrier of warp operations on the CPU device.
 ///
 /// # Safety
@@ -1301,6 +1478,21 @@ unsafe fn run_block_with_barriers(
                 if !at_warp_barrier {
                     break;
                 }
+            }
+        }
+        let at_grid_barrier = lanes.iter().any(|lane| lane.wait == Some(Wait::Grid));
+        if at_grid_barrier {
+            let passed = match l.grid() {
+                Some(grid) => grid.wait(l.ctx()),
+                None => {
+                    // A raw launch of a cooperative kernel (typed launches are cooperative).
+                    l.ctx().fail(|| Failure::NotCooperative);
+                    false
+                }
+            };
+            if !passed {
+                // The launch failed: the block is abandoned, as after a panic.
+                break 'block;
             }
         }
         for lane in &mut lanes {

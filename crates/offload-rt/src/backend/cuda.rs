@@ -439,6 +439,64 @@ impl Driver for DriverApi {
         })
     }
 
+    unsafe fn launch_cooperative(
+        &self,
+        function: Handle,
+        stream: Handle,
+        launch: &LaunchArgs<'_>,
+    ) -> Result<(), GpuError> {
+        let Some(cooperative) = self.cuLaunchCooperativeKernel else {
+            return Err(GpuError::MissingEntryPoint {
+                api: Self::API,
+                call: "cuLaunchCooperativeKernel",
+            });
+        };
+        let (grid, block) = (launch.config.grid, launch.config.block);
+        // SAFETY: the trait's contract; the driver only reads `params` (the C prototype is
+        // non-const).
+        self.check("cuLaunchCooperativeKernel", unsafe {
+            cooperative(
+                function,
+                grid.0,
+                grid.1,
+                grid.2,
+                block.0,
+                block.1,
+                block.2,
+                launch.config.shared_mem_bytes,
+                stream,
+                launch.params.as_ptr().cast_mut(),
+            )
+        })
+    }
+
+    unsafe fn max_resident_blocks(
+        &self,
+        function: Handle,
+        threads: u32,
+        shared: u32,
+        info: &CudaDeviceInfo,
+    ) -> Result<Option<u32>, GpuError> {
+        let Some(occupancy) = self.cuOccupancyMaxActiveBlocksPerMultiprocessor else {
+            return Ok(None);
+        };
+        let mut per_sm: c_int = 0;
+        // SAFETY: `function` is live (the trait's contract); writes one int.
+        self.check("cuOccupancyMaxActiveBlocksPerMultiprocessor", unsafe {
+            occupancy(
+                &raw mut per_sm,
+                function,
+                c_int::try_from(threads).unwrap_or(c_int::MAX),
+                shared as usize,
+            )
+        })?;
+        Ok(Some(
+            u32::try_from(per_sm)
+                .unwrap_or(0)
+                .saturating_mul(info.multiprocessors),
+        ))
+    }
+
     unsafe fn graph_exec_update(&self, exec: Handle, graph: Handle) -> Result<bool, GpuError> {
         let Some(update) = self.cuGraphExecUpdate_v2 else {
             return Ok(false);

@@ -418,6 +418,67 @@ impl Driver for HipApi {
         })
     }
 
+    unsafe fn launch_cooperative(
+        &self,
+        function: Handle,
+        stream: Handle,
+        launch: &LaunchArgs<'_>,
+    ) -> Result<(), GpuError> {
+        let Some(cooperative) = self.hipModuleLaunchCooperativeKernel else {
+            return Err(GpuError::MissingEntryPoint {
+                api: Self::API,
+                call: "hipModuleLaunchCooperativeKernel",
+            });
+        };
+        let (grid, block) = (launch.config.grid, launch.config.block);
+        // SAFETY: the trait's contract; the runtime only reads `params` (the C prototype is
+        // non-const).
+        self.check("hipModuleLaunchCooperativeKernel", unsafe {
+            cooperative(
+                function,
+                grid.0,
+                grid.1,
+                grid.2,
+                block.0,
+                block.1,
+                block.2,
+                launch.config.shared_mem_bytes,
+                stream,
+                launch.params.as_ptr().cast_mut(),
+            )
+        })
+    }
+
+    unsafe fn max_resident_blocks(
+        &self,
+        function: Handle,
+        threads: u32,
+        shared: u32,
+        info: &HipDeviceInfo,
+    ) -> Result<Option<u32>, GpuError> {
+        let Some(occupancy) = self.hipModuleOccupancyMaxActiveBlocksPerMultiprocessor else {
+            return Ok(None);
+        };
+        let mut per_cu: c_int = 0;
+        self.check(
+            "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
+            // SAFETY: `function` is live (the trait's contract); writes one int.
+            unsafe {
+                occupancy(
+                    &raw mut per_cu,
+                    function,
+                    c_int::try_from(threads).unwrap_or(c_int::MAX),
+                    shared as usize,
+                )
+            },
+        )?;
+        Ok(Some(
+            u32::try_from(per_cu)
+                .unwrap_or(0)
+                .saturating_mul(info.compute_units),
+        ))
+    }
+
     unsafe fn graph_exec_update(&self, exec: Handle, graph: Handle) -> Result<bool, GpuError> {
         let Some(update) = self.hipGraphExecUpdate else {
             return Ok(false);

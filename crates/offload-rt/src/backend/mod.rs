@@ -316,6 +316,16 @@ pub trait Module: Send + Sync + fmt::Debug {
     /// enough for every access the kernel makes for the launch's configuration, and stay live
     /// until the launch has finished (see the ordering rule of [`Backend`]).
     unsafe fn launch(&self, kernel: KernelHandle, launch: &LaunchArgs<'_>) -> Result<()>;
+
+    /// The most blocks of `threads` threads with `shared_mem_bytes` of dynamic shared memory
+    /// each that a cooperative launch of `kernel` may have: the blocks the device keeps
+    /// resident at once.
+    fn max_cooperative_blocks(
+        &self,
+        kernel: KernelHandle,
+        threads: u32,
+        shared_mem_bytes: u32,
+    ) -> Result<u32>;
 }
 
 /// Opens GPU `ordinal` of `kind` (CUDA or HIP).

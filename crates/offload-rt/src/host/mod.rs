@@ -471,6 +471,38 @@ impl Device {
         Ok(report)
     }
 
+    /// The most blocks of `threads_per_block` threads, with `shared_mem_bytes` of dynamic
+    /// shared memory each, that a cooperative launch of kernel `kernel` of kernel module
+    /// `module` may have on this device: the blocks it keeps resident at once. Cooperative
+    /// kernels' handles call this (`max_blocks`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidLaunch`] for a block size no device runs; what finding the kernel
+    /// reports; what the device reports.
+    #[doc(hidden)]
+    pub fn max_cooperative_blocks(
+        &self,
+        module: &'static str,
+        kernel: &'static str,
+        threads_per_block: u32,
+        shared_mem_bytes: u32,
+    ) -> Result<u32> {
+        let config = LaunchConfig {
+            grid: (1, 1, 1),
+            block: (threads_per_block, 1, 1),
+            shared_mem_bytes,
+        };
+        config.check().map_err(|reason| Error::InvalidLaunch {
+            kernel: kernel.to_owned(),
+            reason,
+        })?;
+        let (loaded, handle) = self.resolve(module, kernel)?;
+        loaded
+            .module
+            .max_cooperative_blocks(handle, threads_per_block, shared_mem_bytes)
+            .map_err(|e| self.with_fault_context(e))
+    }
+
     /// The module and handle of `kernel`, resolved once per device.
     fn resolve(&self, module: &'static str, kernel: &'static str) -> Result<Resolved> {
         let key = (name_key(module), name_key(kernel));

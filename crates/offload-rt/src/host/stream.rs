@@ -558,9 +558,11 @@ impl Stream {
                         let owned = unsafe { OwnedParams::copy(launch.params, sizes) };
                         let module = Arc::clone(module);
                         let (name, config) = (launch.kernel, launch.config);
+                        let cooperative = launch.cooperative;
                         q.push(Arc::new(move || {
                             let pointers = owned.pointers();
-                            let copy = LaunchArgs::new(name, config, &pointers);
+                            let mut copy = LaunchArgs::new(name, config, &pointers);
+                            copy.cooperative = cooperative;
                             // SAFETY: the values are copies of the caller's; the device
                             // addresses among them stay allocated until the queue has run
                             // (freeing waits for the device's queues).

@@ -187,6 +187,9 @@ pub struct CpuLaunch {
     /// Called by warp operations; suspends the calling GPU thread until every live lane of its
     /// warp (32 consecutive threads by rank) reaches a warp barrier too.
     pub warp_sync: unsafe extern "C" fn(launch: *const CpuLaunch),
+    /// Called by `Grid::sync()` in a cooperative launch; suspends the calling GPU thread until
+    /// every thread of the grid reaches the grid barrier.
+    pub grid_sync: unsafe extern "C" fn(launch: *const CpuLaunch),
     /// Called by a panicking GPU thread (a failed `assert!`, a bad index, `panic!`): records
     /// the report and leaves the kernel, abandoning the launch; never returns.
     pub panic: unsafe extern "C" fn(launch: *const CpuLaunch, report: *const CpuPanic) -> !,
@@ -293,7 +296,7 @@ pub const CPU_ABI_SYMBOL: &str = "__offload_cpu_abi_version";
 /// Symbol of the [`CpuPositionFn`] every CPU image exports.
 pub const CPU_POSITION_SYMBOL: &str = "__offload_cpu_position";
 /// The CPU entry-point ABI described by this module.
-pub const CPU_ABI_VERSION: u32 = 6;
+pub const CPU_ABI_VERSION: u32 = 7;
 /// Lanes of a warp on the CPU device.
 pub const CPU_WARP_SIZE: u32 = 32;
 /// Bytes of dynamic shared memory a block can use on the CPU device.

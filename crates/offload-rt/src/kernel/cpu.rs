@@ -158,6 +158,20 @@ pub(super) fn sync_threads() {
     THREAD.set(thread);
 }
 
+/// Suspends this GPU thread until every thread of the grid reaches the grid barrier (a
+/// cooperative launch runs each block on a worker of its own).
+#[inline(never)]
+pub(super) fn grid_sync() {
+    let launch = LAUNCH.get();
+    if launch.is_null() {
+        return;
+    }
+    let thread = THREAD.get();
+    // SAFETY: as in `sync_threads`.
+    unsafe { ((*launch).grid_sync)(launch) };
+    THREAD.set(thread);
+}
+
 /// A barrier the kernel body names, at which the region form splits it; on the coroutine path
 /// the runtime tells these from barriers in functions the kernel calls, which the region form
 /// cannot see.

@@ -28,6 +28,10 @@ pub(super) use zero as thread_idx_z;
 #[inline(always)]
 pub(super) fn sync_threads() {}
 
+/// A grid barrier among one thread.
+#[inline(always)]
+pub(super) fn grid_sync() {}
+
 /// A barrier among one lane.
 #[inline(always)]
 pub(super) fn sync_warp() {}

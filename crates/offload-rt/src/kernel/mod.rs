@@ -91,6 +91,7 @@ use host_stubs as arch;
 use nvptx as arch;
 
 pub mod abi;
+mod grid;
 #[cfg(feature = "half")]
 pub mod half;
 pub mod math;
@@ -103,6 +104,7 @@ pub use abi::Pod;
 #[doc(hidden)]
 pub use abi::first_invalid;
 pub use abi::{DeviceCopy, KernelScalar};
+pub use grid::Grid;
 /// The `#[kernel]` attribute ([`crate::kernel`](macro@crate::kernel)), here too, so that one
 /// `use offload_rt::kernel::{kernel, DisjointSlice, …}` brings the attribute with the device
 /// API: `use offload_rt::kernel::{self, …}` imports the module alone, and the attribute of the
@@ -360,6 +362,15 @@ pub mod __private {
     #[cfg(not(offload_device))]
     pub use super::host_stubs::{generic_shared_tile, shared_slot};
     pub use super::print::{print, print_arg};
+
+    /// Implemented by [`Grid`](super::Grid) alone: `#[kernel]` checks that a first parameter
+    /// it takes for the grid of a cooperative launch is this crate's.
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` is not `offload_rt::kernel::Grid`, which a kernel parameter of a type named `Grid` must be: the grid of a cooperative launch",
+        label = "not `offload_rt::kernel::Grid`"
+    )]
+    pub trait IsGrid {}
+    impl IsGrid for super::Grid {}
 }
 
 /// Bytes of constant memory ([`constant!`](crate::constant!)) a kernel crate may use, its

@@ -36,6 +36,26 @@ pub fn counter(library: &Path, symbol: &str) -> extern "C" fn() -> u32 {
     *unsafe { lib.get::<extern "C" fn() -> u32>(symbol.as_bytes()) }.unwrap()
 }
 
+/// What the stand-in saw at the last launch of a PTX kernel: its name and parameter bytes.
+pub fn last_entry_launch(library: &std::path::Path) -> String {
+    // SAFETY: the stand-in, already loaded by the runtime; leaked, so it stays open.
+    let lib = Box::leak(Box::new(
+        unsafe { libloading::Library::new(library) }.unwrap(),
+    ));
+    // SAFETY: the stand-in exports it with this signature.
+    let f = unsafe {
+        lib.get::<extern "C" fn() -> *const std::ffi::c_char>(b"fake_cuda_last_entry_launch")
+    }
+    .unwrap();
+    let text = f();
+    assert!(!text.is_null(), "no PTX kernel was launched");
+    // SAFETY: a NUL-terminated string the stand-in keeps until the next launch.
+    unsafe { std::ffi::CStr::from_ptr(text) }
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
 /// Queues a launch of the stand-ins' parameterless kernel `k` of module `fake` on `device`.
 fn launch_k(device: &Device) {
     // SAFETY: the stand-in drivers run nothing; `k` takes no parameters.

@@ -25,4 +25,19 @@ pub fn unit_param(nothing: ()) {
     let _ = nothing;
 }
 
+#[kernel]
+pub fn grid_not_first(n: u32, grid: offload_rt::kernel::Grid) {
+    let _ = (n, grid);
+}
+
+mod mine {
+    #[derive(Clone, Copy)]
+    pub struct Grid;
+}
+
+#[kernel]
+pub fn not_the_runtimes_grid(grid: mine::Grid) {
+    let _ = grid;
+}
+
 fn main() {}

@@ -129,6 +129,12 @@ impl Pool {
         self.handle.inner.threads
     }
 
+    /// Threads that run a launch at once, the launching one included: the pool's threads,
+    /// less any worker that could not be started.
+    pub(super) fn resident(&self) -> usize {
+        1 + self.start_workers()
+    }
+
     fn start_workers(&self) -> usize {
         self.handle
             .workers

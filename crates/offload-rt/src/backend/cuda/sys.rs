@@ -143,6 +143,9 @@ entry_points! {
     cuModuleGetGlobal_v2: fn(*mut CUdeviceptr, *mut usize, CUmodule, *const c_char) -> CUresult;
     // A fake driver may lack it.
     cuCtxSetLimit: fn(c_int, usize) -> CUresult;
+    // Cooperative launches (a fake driver may lack them).
+    cuLaunchCooperativeKernel: fn(CUfunction, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, CUstream, *mut *mut c_void) -> CUresult;
+    cuOccupancyMaxActiveBlocksPerMultiprocessor: fn(*mut c_int, CUfunction, c_int, usize) -> CUresult;
     // CUDA 12 and newer.
     cuGraphExecUpdate_v2: fn(CUgraphExec, CUgraph, *mut CUgraphExecUpdateResultInfo) -> CUresult;
     }

@@ -683,6 +683,11 @@ impl<D: Driver> GpuLoadedModule<D> {
         if launch.check()? == LaunchShape::Empty {
             return Ok(());
         }
+        if launch.cooperative && launch.params.is_empty() {
+            return Err(launch.invalid(
+                "a cooperative launch passes the kernel's `Grid` as its first parameter".into(),
+            ));
+        }
         // SAFETY: `kernel` is a function of `self.module` (the caller's contract), which
         // stays loaded while `self` lives, on `self.device`; the caller vouches for the
         // parameters, one pointer per kernel parameter.
@@ -696,12 +701,18 @@ impl<D: Driver> GpuLoadedModule<D> {
         }
         .map_err(|e| match e {
             GpuError::SharedMemoryLimit { reason, .. } => launch.invalid(reason),
+            GpuError::CooperativeGridTooLarge { blocks, max } => Error::CooperativeGridTooLarge {
+                kernel: launch.kernel.to_owned(),
+                blocks,
+                max: u64::from(max),
+                device: self.description.clone(),
+            },
             GpuError::Driver {
                 call,
                 code,
                 name: err_name,
                 message,
-            } if call.ends_with("LaunchKernel") => {
+            } if call.ends_with("LaunchKernel") || call.ends_with("LaunchCooperativeKernel") => {
                 launch.invalid(format!("{call}: {err_name} ({code}): {message}"))
             }
             other => self.err(other),
@@ -742,5 +753,32 @@ impl<D: Driver> Module for GpuLoadedModule<D> {
         // SAFETY: forwarded from this function's contract; the default stream is this
         // device's.
         unsafe { self.launch_on(self.device.default_stream(), kernel, launch) }
+    }
+
+    fn max_cooperative_blocks(
+        &self,
+        kernel: KernelHandle,
+        threads: u32,
+        shared_mem_bytes: u32,
+    ) -> Result<u32> {
+        // SAFETY: `kernel` is a function of this module (from `Module::kernel`), which stays
+        // loaded while `self` lives.
+        let max = unsafe {
+            self.device.max_resident_blocks(
+                std::ptr::with_exposed_provenance_mut(kernel.0 as usize),
+                threads,
+                shared_mem_bytes,
+            )
+        }
+        .map_err(|e| self.err(e))?;
+        max.ok_or_else(|| {
+            self.err(GpuError::MissingEntryPoint {
+                api: D::API,
+                call: match D::KIND {
+                    DeviceKind::Hip => "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
+                    _ => "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+                },
+            })
+        })
     }
 }

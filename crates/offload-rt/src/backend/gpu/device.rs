@@ -7,7 +7,7 @@
 
 use std::ffi::{CStr, CString};
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::driver::{DeviceInfo, Driver, Handle, PeerEnd};
 use super::{GpuError, GpuImageKind};
@@ -18,6 +18,9 @@ struct Context<D: Driver> {
     info: D::Info,
     ctx: Handle,
     stream: Handle,
+    /// The grid barrier word of cooperative launches on each stream (by its handle's
+    /// address): a zeroed u32, back to zero after every launch that finishes.
+    grid_barriers: Mutex<Vec<(usize, u64)>>,
 }
 
 // SAFETY: driver handles are process-wide and the driver APIs are thread-safe; every use
@@ -46,6 +49,15 @@ impl<D: Driver> Drop for Context<D> {
     fn drop(&mut self) {
         // Errors here have no one to go to: the context is being torn down.
         if self.bind().is_ok() {
+            let barriers = self
+                .grid_barriers
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner);
+            for &(_, word) in barriers.iter() {
+                // SAFETY: allocated in this context by `grid_barrier`; no launch is left
+                // that uses it (every stream and module holds an `Arc` of this context).
+                let _ = unsafe { self.driver.mem_free(word) };
+            }
             // SAFETY: the stream was created in this context and nothing uses it any more
             // (every buffer, module, event and stream holds an `Arc` of this context).
             let _ = unsafe { self.driver.stream_destroy(self.stream) };
@@ -112,6 +124,7 @@ impl<D: Driver> GpuDevice<D> {
                 info,
                 ctx,
                 stream,
+                grid_barriers: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -336,9 +349,98 @@ impl<D: Driver> GpuDevice<D> {
                 &self.ctx.info,
             )?;
         };
+        if launch.cooperative {
+            // SAFETY: as above.
+            return unsafe { self.launch_cooperative(function, stream, launch) };
+        }
         // SAFETY: as above; the stream is this context's, and the caller vouches for the
         // parameters.
         unsafe { driver.launch(function, stream, launch) }
+    }
+
+    /// A cooperative launch: the grid checked against the blocks the device keeps resident,
+    /// and the kernel's `Grid` (its first parameter) pointed at `stream`'s barrier word.
+    ///
+    /// # Safety
+    /// As [`GpuDevice::launch_handle`], the context current.
+    unsafe fn launch_cooperative(
+        &self,
+        function: Handle,
+        stream: Handle,
+        launch: &LaunchArgs<'_>,
+    ) -> Result<(), GpuError> {
+        let (grid, block) = (launch.config.grid, launch.config.block);
+        let blocks = u64::from(grid.0) * u64::from(grid.1) * u64::from(grid.2);
+        let threads = block.0 * block.1 * block.2;
+        // SAFETY: the function is live (the caller's contract).
+        let max =
+            unsafe { self.max_resident_blocks(function, threads, launch.config.shared_mem_bytes) }?;
+        if let Some(max) = max
+            && blocks > u64::from(max)
+        {
+            return Err(GpuError::CooperativeGridTooLarge { blocks, max });
+        }
+        let barrier = self.grid_barrier(stream)?;
+        let mut params = launch.params.to_vec();
+        if let Some(grid) = params.first_mut() {
+            *grid = (&raw const barrier).cast_mut().cast();
+        }
+        let launch = LaunchArgs {
+            params: &params,
+            ..*launch
+        };
+        // SAFETY: as [`GpuDevice::launch_handle`]; the first parameter is the `Grid`, a u64
+        // barrier address, which `params[0]` now points at (the driver copies it at the call).
+        unsafe {
+            self.ctx
+                .driver
+                .launch_cooperative(function, stream, &launch)
+        }
+    }
+
+    /// The blocks the device keeps resident at once for `function` with `threads` threads
+    /// and `shared` bytes of dynamic shared memory per block; `None` where the driver cannot
+    /// say.
+    ///
+    /// # Safety
+    /// `function` is a live function of this context.
+    pub(crate) unsafe fn max_resident_blocks(
+        &self,
+        function: Handle,
+        threads: u32,
+        shared: u32,
+    ) -> Result<Option<u32>, GpuError> {
+        self.ctx.bind()?;
+        // SAFETY: this function's contract.
+        unsafe {
+            self.ctx
+                .driver
+                .max_resident_blocks(function, threads, shared, &self.ctx.info)
+        }
+    }
+
+    /// `stream`'s grid barrier word, allocated and zeroed (in stream order) on its first
+    /// cooperative launch.
+    fn grid_barrier(&self, stream: Handle) -> Result<u64, GpuError> {
+        let key = stream as usize;
+        let mut barriers = self
+            .ctx
+            .grid_barriers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(&(_, word)) = barriers.iter().find(|(s, _)| *s == key) {
+            return Ok(word);
+        }
+        let driver = self.ctx.driver;
+        let word = driver.mem_alloc(4)?;
+        // SAFETY: `word` is the 4 bytes just allocated; the stream is this context's.
+        if let Err(e) = unsafe { driver.memset(word, 0, 4, stream) } {
+            // SAFETY: allocated above, never used.
+            let _ = unsafe { driver.mem_free(word) };
+            return Err(e);
+        }
+        barriers.push((key, word));
+        Ok(word)
     }
 
     /// The device's default stream.

@@ -307,6 +307,28 @@ pub trait Driver: Send + Sync + Sized + 'static {
         launch: &LaunchArgs<'_>,
     ) -> Result<(), GpuError>;
 
+    /// Queues a cooperative launch of `function` on `stream` (all its blocks resident at once),
+    /// as [`Driver::launch`] does a plain one; [`GpuError::MissingEntryPoint`] where the
+    /// driver has no cooperative launch.
+    unsafe fn launch_cooperative(
+        &self,
+        function: Handle,
+        stream: Handle,
+        launch: &LaunchArgs<'_>,
+    ) -> Result<(), GpuError>;
+
+    /// The blocks of `threads` threads with `shared` bytes of dynamic shared memory each that
+    /// the device keeps resident at once for `function`: the driver's occupancy per
+    /// multiprocessor times the multiprocessors; `None` where the driver has no occupancy
+    /// calculator.
+    unsafe fn max_resident_blocks(
+        &self,
+        function: Handle,
+        threads: u32,
+        shared: u32,
+        info: &Self::Info,
+    ) -> Result<Option<u32>, GpuError>;
+
     /// A new event that can be timed.
     fn event_create(&self) -> Result<Handle, GpuError>;
     /// Destroys an event.

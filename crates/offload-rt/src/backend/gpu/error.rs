@@ -196,6 +196,14 @@ pub enum GpuError {
         /// Which limit.
         reason: String,
     },
+    /// A cooperative launch with more blocks than the device keeps resident at once.
+    #[error("a cooperative grid of {blocks} blocks; the device keeps at most {max} resident")]
+    CooperativeGridTooLarge {
+        /// Blocks asked for.
+        blocks: u64,
+        /// The most the device keeps resident for the kernel and block.
+        max: u32,
+    },
     /// An object of one device used with another.
     #[error("{what} belongs to {api} device {owner}, not device {used_with}")]
     WrongDevice {

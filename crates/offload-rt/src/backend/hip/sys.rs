@@ -159,6 +159,9 @@ entry_points! {
     hipHostGetDevicePointer: fn(*mut *mut c_void, *mut c_void, c_uint) -> hipError_t;
     hipModuleGetGlobal: fn(*mut hipDeviceptr_t, *mut usize, hipModule_t, *const c_char) -> hipError_t;
     hipGraphExecUpdate: fn(hipGraphExec_t, hipGraph_t, *mut *mut c_void, *mut c_int) -> hipError_t;
+    // Cooperative launches (ROCm 6 and newer; a fake runtime may lack them).
+    hipModuleLaunchCooperativeKernel: fn(hipFunction_t, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, hipStream_t, *mut *mut c_void) -> hipError_t;
+    hipModuleOccupancyMaxActiveBlocksPerMultiprocessor: fn(*mut c_int, hipFunction_t, c_int, usize) -> hipError_t;
     // A fake runtime may lack it.
     hipDeviceSetLimit: fn(c_int, usize) -> hipError_t;
     }
