@@ -26,6 +26,7 @@ const PROGRAMS: &[&str] = &[
     "half-sum",
     "mixed",
     "blas-interop",
+    "gemm",
     "offload-rt-kernel-run",
 ];
 

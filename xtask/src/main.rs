@@ -595,7 +595,14 @@ fn test() -> Result {
         .args(["test", "--workspace", "--locked", "--no-fail-fast"]))?;
     release_test_scratch()?;
     sanitizers::all()?;
-    for example in ["saxpy", "reduce", "half-sum", "mixed", "blas-interop"] {
+    for example in [
+        "saxpy",
+        "reduce",
+        "half-sum",
+        "mixed",
+        "blas-interop",
+        "gemm",
+    ] {
         cargo_offload_run(&path, example)?;
     }
     // The crates as another project gets them: packaged and verified, a project made by

@@ -667,11 +667,16 @@ fn examples_run_correctly_on_the_cpu_device() {
     let root = workspace_root();
     let target = target_dir("e2e-examples");
     let target_s = target.to_string_lossy().into_owned();
-    for (example, ok) in [
-        ("saxpy", "elements OK"),
-        ("reduce", "OK"),
-        ("half-sum", "bf16 sum"),
-        ("blas-interop", "OK"),
+    for (example, ok, argument) in [
+        ("saxpy", "elements OK", "100000"),
+        ("reduce", "OK", "100000"),
+        ("half-sum", "bf16 sum", "100000"),
+        ("blas-interop", "OK", "100000"),
+        (
+            "gemm",
+            "128×128×128, f16 inputs, f32 accumulators: OK",
+            "128",
+        ),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_cargo-offload"))
             .args([
@@ -682,7 +687,7 @@ fn examples_run_correctly_on_the_cpu_device() {
                 "--release",
                 "-p",
             ])
-            .args([example, "--target-dir", &target_s, "--", "100000"])
+            .args([example, "--target-dir", &target_s, "--", argument])
             .current_dir(&root)
             .env("OFFLOAD_DEVICE", "cpu")
             .env_remove("RUSTFLAGS")

@@ -447,6 +447,23 @@ pub enum LinkError {
         /// The call, as LLVM prints it.
         instruction: String,
     },
+    /// The kernels use `kernel::matrix` on a processor without matrix instructions for their
+    /// input type.
+    #[error(
+        "kernels {kernels} multiply {input} matrix fragments (`offload_rt::kernel::matrix`), \
+         which {arch} has no instructions for: {reason}; leave {arch} out of `--offload-arch` \
+         or move those kernels to a kernel crate of their own"
+    )]
+    MatrixUnsupported {
+        /// The processor.
+        arch: String,
+        /// The kernels that use them, comma-separated.
+        kernels: String,
+        /// `f16` or `bf16`.
+        input: &'static str,
+        /// Which processors have them.
+        reason: String,
+    },
     /// The `constant!` statics of an NVIDIA image take more than its constant bank.
     #[error(
         "the constant-memory statics ({statics}) take {bytes} bytes, over the {limit} bytes of \
@@ -617,6 +634,7 @@ offload_format::error_codes! {
         NestedBuild => "OFF2124",
         ConstantMemoryLimit => "OFF2125",
         GenericTile => "OFF2126",
+        MatrixUnsupported => "OFF2127",
     }
 }
 

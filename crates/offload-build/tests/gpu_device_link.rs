@@ -1517,3 +1517,121 @@ fn whole_function<'a>(all: &'a str, name: &str) -> Vec<&'a str> {
         .map(str::trim)
         .collect()
 }
+
+/// `kernel::matrix`: the tensor-core instructions of each processor in the images of the
+/// fixture's `mma_gemm` (f16 and bf16), no stack or scratch, and a clear refusal, naming the
+/// kernels, on processors without them.
+#[test]
+fn matrix_fragments_are_tensor_core_instructions() {
+    if !nightly_ready() {
+        return;
+    }
+    let kernels = [("mma_gemm__f16", "f16"), ("mma_gemm__bf16", "bf16")];
+    let target = GpuTarget::parse("sm_80").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    for sm in ["sm_80", "sm_90"] {
+        let ptx = device_link::nvptx_link(&inputs, sm, &NvptxLinkOptions::default()).unwrap();
+        for (kernel, input) in kernels {
+            let body = ptx_entry(&ptx, kernel).join("\n");
+            let mma = format!("mma.sync.aligned.m16n8k16.row.col.f32.{input}.{input}.f32");
+            assert_eq!(body.matches(&mma).count(), 2, "{sm} {kernel}:\n{body}");
+        }
+        if device_link::ptxas_path().is_none() {
+            continue;
+        }
+        let (cubin, report) = device_link::ptxas_verbose(&ptx, sm).unwrap();
+        for (kernel, _) in kernels {
+            let info = report.iter().find(|k| k.name == kernel).unwrap();
+            assert_eq!(
+                (info.stack_bytes, info.spill_store_bytes),
+                (0, 0),
+                "{sm} {kernel}: {info:?}\n{}",
+                ptx_entry(&ptx, kernel).join("\n")
+            );
+        }
+        let Some(cuobjdump) = Tool::Cuobjdump.for_test() else {
+            continue;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("image.cubin");
+        std::fs::write(&path, &cubin).unwrap();
+        let out = std::process::Command::new(cuobjdump)
+            .arg("-sass")
+            .arg(&path)
+            .output()
+            .unwrap();
+        let sass = String::from_utf8_lossy(&out.stdout);
+        for (kernel, input) in kernels {
+            let function = sass
+                .split("Function : ")
+                .find(|f| f.starts_with(kernel) && f[kernel.len()..].starts_with('\n'))
+                .unwrap_or_else(|| panic!("{sm}: no SASS for {kernel}"));
+            let hmma = match input {
+                "f16" => "HMMA.16816.F32 ",
+                _ => "HMMA.16816.F32.BF16 ",
+            };
+            assert!(
+                function.contains(hmma),
+                "{sm} {kernel}: no {hmma}:\n{function}"
+            );
+        }
+    }
+    let err = device_link::nvptx_link(&inputs, "sm_75", &NvptxLinkOptions::default()).unwrap_err();
+    match &err {
+        device_link::LinkError::MatrixUnsupported { arch, kernels, .. } => {
+            assert_eq!(arch, "sm_75");
+            assert!(kernels.contains("mma_gemm__f16"), "{err}");
+        }
+        other => panic!("expected MatrixUnsupported, got {other}"),
+    }
+    assert!(err.to_string().contains("sm_80 or later"), "{err}");
+
+    if Tool::LlvmObjdump.for_test().is_none() {
+        return;
+    }
+    let target = GpuTarget::parse("gfx90a").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    let scratch = tempfile::tempdir().unwrap();
+    for (id, instructions) in [
+        (
+            "gfx90a",
+            ["v_mfma_f32_16x16x16f16", "v_mfma_f32_16x16x16bf16_1k"],
+        ),
+        (
+            "gfx942",
+            ["v_mfma_f32_16x16x16_f16", "v_mfma_f32_16x16x16_bf16"],
+        ),
+        (
+            "gfx1100",
+            ["v_wmma_f32_16x16x16_f16", "v_wmma_f32_16x16x16_bf16"],
+        ),
+    ] {
+        let target = GpuTarget::parse(id).unwrap();
+        let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
+        let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
+        let text = disassemble(&images[0].bytes, id, scratch.path());
+        for ((kernel, _), instruction) in kernels.iter().zip(instructions) {
+            let k = info.kernels.iter().find(|k| k.name == *kernel).unwrap();
+            assert_eq!(
+                k.private_segment_fixed_size, 0,
+                "{id} {kernel}: scratch: {k:?}"
+            );
+            let body = function_body(&text, kernel);
+            let found = body.iter().filter(|l| l.starts_with(instruction)).count();
+            assert!(
+                found >= 1,
+                "{id} {kernel}: no {instruction}:\n{}",
+                body.join("\n")
+            );
+        }
+    }
+    for (id, input) in [("gfx908", "bf16"), ("gfx1030", "f16")] {
+        let target = GpuTarget::parse(id).unwrap();
+        let err = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("multiply {input} matrix fragments")) && text.contains(id),
+            "{id}: {text}"
+        );
+    }
+}

@@ -50,6 +50,44 @@ impl AmdGpuProcessor {
     pub fn default_wave_size(&self) -> u32 {
         if self.gfx_major() >= 10 { 32 } else { 64 }
     }
+
+    /// The matrix instructions of this processor that a wavefront-wide 16×16×16
+    /// multiply-accumulate (f16 or bf16 inputs, f32 accumulators) runs on, if any: MFMA on
+    /// CDNA (gfx908; gfx90a and the gfx94x/gfx950 family also for bf16), WMMA on RDNA 3
+    /// (gfx11, wave32).
+    pub fn matrix_unit(&self) -> Option<MatrixUnit> {
+        match self.name {
+            "gfx908" => Some(MatrixUnit::Mfma { bf16: false }),
+            "gfx90a" | "gfx940" | "gfx941" | "gfx942" | "gfx950" | "gfx9-4-generic" => {
+                Some(MatrixUnit::Mfma { bf16: true })
+            }
+            _ if self.gfx_major() == 11 => Some(MatrixUnit::Wmma),
+            _ => None,
+        }
+    }
+}
+
+/// The matrix (tensor-core) instructions a target runs a warp-wide 16×16×16
+/// multiply-accumulate of f16 or bf16 inputs into f32 accumulators on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatrixUnit {
+    /// NVIDIA `mma.sync.aligned.m16n8k16` (sm_80 and newer), two per 16×16 tile.
+    MmaSync,
+    /// AMD CDNA `v_mfma_f32_16x16x16*` on a 64-lane wavefront; `bf16` where the processor
+    /// has `v_mfma_f32_16x16x16bf16_1k`.
+    Mfma {
+        /// Whether bf16 inputs are supported.
+        bf16: bool,
+    },
+    /// AMD RDNA 3 `v_wmma_f32_16x16x16_*` on a 32-lane wavefront, f16 and bf16.
+    Wmma,
+}
+
+impl MatrixUnit {
+    /// Whether the unit takes bf16 inputs (every unit takes f16).
+    pub fn has_bf16(self) -> bool {
+        !matches!(self, MatrixUnit::Mfma { bf16: false })
+    }
 }
 
 const fn p(
@@ -308,6 +346,11 @@ impl Sm {
                 known: known_arch_list(),
             }),
         }
+    }
+
+    /// The matrix instructions of this architecture: `mma.sync` m16n8k16 from sm_80 on.
+    pub fn matrix_unit(self) -> Option<MatrixUnit> {
+        (self.number >= 80).then_some(MatrixUnit::MmaSync)
     }
 
     /// The number: `90` for `sm_90a`.
@@ -769,6 +812,25 @@ mod tests {
 
     fn t(s: &str) -> TargetId {
         TargetId::parse(s).unwrap()
+    }
+
+    #[test]
+    fn matrix_units_by_target() {
+        let amd = |name: &str| amdgpu_processor(name).unwrap().matrix_unit();
+        assert_eq!(amd("gfx908"), Some(MatrixUnit::Mfma { bf16: false }));
+        assert_eq!(amd("gfx90a"), Some(MatrixUnit::Mfma { bf16: true }));
+        assert_eq!(amd("gfx942"), Some(MatrixUnit::Mfma { bf16: true }));
+        assert_eq!(amd("gfx1100"), Some(MatrixUnit::Wmma));
+        assert_eq!(amd("gfx1151"), Some(MatrixUnit::Wmma));
+        for none in ["gfx906", "gfx1030", "gfx1201", "gfx803"] {
+            assert_eq!(amd(none), None, "{none}");
+        }
+        assert!(!MatrixUnit::Mfma { bf16: false }.has_bf16());
+        assert!(MatrixUnit::Wmma.has_bf16());
+        let nv = |name: &str| Sm::parse(name).unwrap().matrix_unit();
+        assert_eq!(nv("sm_75"), None);
+        assert_eq!(nv("sm_80"), Some(MatrixUnit::MmaSync));
+        assert_eq!(nv("sm_90a"), Some(MatrixUnit::MmaSync));
     }
 
     #[test]

@@ -360,3 +360,100 @@ fn half_atomics_count_exactly() {
         );
     }
 }
+
+/// `scale · (c + a·b)` as the CPU device's matrix fragments compute it: the products exact in
+/// `f32`, added in `k` order.
+fn gemm_reference<T: Copy>(
+    (m, n, k): (usize, usize, usize),
+    scale: f32,
+    a: &[T],
+    b: &[T],
+    c: &[f32],
+    widen: impl Fn(T) -> f32,
+) -> Vec<f32> {
+    let mut out = c.to_vec();
+    for row in 0..m {
+        for col in 0..n {
+            let mut acc = c[row * n + col];
+            for kk in 0..k {
+                acc += widen(a[row * k + kk]) * widen(b[kk * n + col]);
+            }
+            out[row * n + col] = acc * scale;
+        }
+    }
+    out
+}
+
+/// `kernel::matrix` on the CPU device: a warp per 16×16 tile of C, the accumulator loaded,
+/// multiplied over `k` in 16-deep steps, scaled and stored, for f16 and bf16, in blocks of 64
+/// threads (two warps) and of 32; the result the host's, bit for bit, with inputs whose sums
+/// round (not only small integers).
+#[test]
+fn matrix_fragments_multiply_tiles_as_the_host_does() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let (m, n, k) = (48usize, 32usize, 64usize);
+    let value = |i: usize, salt: usize| ((i * 7919 + salt * 104_729) % 61) as f32 / 8.0 - 3.5;
+    let af: Vec<f32> = (0..m * k).map(|i| value(i, 1)).collect();
+    let bf: Vec<f32> = (0..k * n).map(|i| value(i, 2)).collect();
+    let c: Vec<f32> = (0..m * n).map(|i| value(i, 3) * 1.0e-3).collect();
+    let tiles = (m / 16 * (n / 16)) as u32;
+    for block in [64u32, 32] {
+        let config = LaunchConfig::linear((tiles * 32).div_ceil(block), block);
+        // f16
+        let a: Vec<f16> = af.iter().map(|&v| f16::from_f32(v)).collect();
+        let b: Vec<f16> = bf.iter().map(|&v| f16::from_f32(v)).collect();
+        let (da, db) = (
+            DeviceBuffer::from_slice(&dev, &a).unwrap(),
+            DeviceBuffer::from_slice(&dev, &b).unwrap(),
+        );
+        let mut dc = DeviceBuffer::from_slice(&dev, &c).unwrap();
+        // SAFETY: the buffers have m·k, k·n and m·n elements.
+        unsafe {
+            k::mma_gemm::<f16>.launch(
+                &dev, config, m as u32, n as u32, k as u32, 0.5, &da, &db, &mut dc,
+            )
+        }
+        .unwrap();
+        let want = gemm_reference((m, n, k), 0.5, &a, &b, &c, f16::to_f32);
+        assert_eq!(dc.to_vec().unwrap(), want, "f16, blocks of {block}");
+        // bf16
+        let a: Vec<bf16> = af.iter().map(|&v| bf16::from_f32(v)).collect();
+        let b: Vec<bf16> = bf.iter().map(|&v| bf16::from_f32(v)).collect();
+        let (da, db) = (
+            DeviceBuffer::from_slice(&dev, &a).unwrap(),
+            DeviceBuffer::from_slice(&dev, &b).unwrap(),
+        );
+        let mut dc = DeviceBuffer::from_slice(&dev, &c).unwrap();
+        // SAFETY: as above.
+        unsafe {
+            k::mma_gemm::<bf16>.launch(
+                &dev, config, m as u32, n as u32, k as u32, 2.0, &da, &db, &mut dc,
+            )
+        }
+        .unwrap();
+        let want = gemm_reference((m, n, k), 2.0, &a, &b, &c, bf16::to_f32);
+        assert_eq!(dc.to_vec().unwrap(), want, "bf16, blocks of {block}");
+    }
+    // A partial warp cannot take part: the launch fails with the reason.
+    let a = DeviceBuffer::from_slice(&dev, &vec![f16::ZERO; 256]).unwrap();
+    let mut dc = DeviceBuffer::<f32>::zeroed(&dev, 256).unwrap();
+    // SAFETY: as above, one 16×16 tile.
+    let err = unsafe {
+        k::mma_gemm::<f16>.launch(
+            &dev,
+            LaunchConfig::linear(1, 24),
+            16,
+            16,
+            16,
+            1.0,
+            &a,
+            &a,
+            &mut dc,
+        )
+    }
+    .unwrap_err();
+    assert!(err.to_string().contains("whole warps"), "{err}");
+}

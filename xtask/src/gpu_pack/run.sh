@@ -269,6 +269,20 @@ case "$rc" in
 *) record "bench parity_bench" FAIL "$secs" "exit $rc (see logs/parity_bench.log)" ;;
 esac
 
+# The GEMM example on the matrix units against cuBLAS's GemmEx (f16 in, f32 accumulation) at
+# 4096³ and 8192³; on a machine without a GPU, the CPU device against a host loop.
+log="$logs/gemm_bench.log"
+if [ "$nvidia" = 1 ] || [ "$amd" = 1 ]; then
+    timed "$log" "$bin/gemm" --bench
+else
+    OFFLOAD_DEVICE=cpu timed "$log" "$bin/gemm" --bench 256
+fi
+if [ "$rc" = 0 ]; then
+    record "bench gemm" PASS "$secs" "$(grep '^| [0-9]' "$log" | tr '\n' ' ' | cut -c1-200)"
+else
+    record "bench gemm" FAIL "$secs" "exit $rc (see logs/gemm_bench.log)"
+fi
+
 # ---- results --------------------------------------------------------------------------------
 total=$(($(date +%s) - started))
 json_escape() {
@@ -304,7 +318,7 @@ json_escape() {
         echo "| $name | $status | $secs | ${detail//|/\\|} |"
     done <"$results"
     echo
-    for b in gpu_bench parity_bench; do
+    for b in gpu_bench parity_bench gemm_bench; do
         echo
         echo "## $b"
         echo

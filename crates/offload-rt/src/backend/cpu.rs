@@ -1510,10 +1510,13 @@ unsafe fn run_block_with_barriers(
 /// Drops a GPU thread's coroutine whatever its state, keeping its stack; after a panic in the
 /// block.
 fn abandon(l: &Launch, mut co: ThreadCoroutine) {
-    if co.started() && !co.done() {
+    // A thread not started yet (after the block's panicking one) is reset too: only a finished
+    // coroutine gives its stack back.
+    if !co.done() {
         // SAFETY: the coroutine is suspended in image code (built with `-Cpanic=abort`, no
         // cleanups to skip; its locals' destructors are not run, as on a GPU) under the
-        // thread closure of `run_block_with_barriers`/`probe`, which holds nothing to drop.
+        // thread closure of `run_block_with_barriers`/`probe`, which holds nothing to drop, or
+        // has not started, its closure holding only copied pointers and indices.
         unsafe { co.force_reset() };
     }
     CURRENT.with(|c| c.set(std::ptr::null()));

@@ -85,6 +85,16 @@ static EXCHANGE: Exchange = Exchange(UnsafeCell::new([[0; 1024]; 2]));
 #[thread_local]
 static PARITY: UnsafeCell<[u8; 1024]> = UnsafeCell::new([0; 1024]);
 
+/// As `EXCHANGE`, four words a thread, for the matrix operations (a lane's A and B fragments
+/// in one warp barrier); the same `PARITY` chooses the half.
+#[cfg(feature = "half")]
+#[repr(C, align(64))]
+struct Exchange4(UnsafeCell<[[[u64; 4]; 1024]; 2]>);
+
+#[cfg(feature = "half")]
+#[thread_local]
+static EXCHANGE4: Exchange4 = Exchange4(UnsafeCell::new([[[0; 4]; 1024]; 2]));
+
 /// One slot per thread for the operations on a mask of lanes, read between two warp barriers:
 /// the lanes outside the mask may be anywhere in the kernel, their count of operations
 /// (`PARITY`) not the mask's lanes' own, so these operations neither read nor turn it.
@@ -256,6 +266,45 @@ fn publish(value: u64) -> (*const u64, usize, u32) {
     };
     warp_sync();
     (slots, base as usize, lanes)
+}
+
+/// Publishes this lane's four `words` and waits for its warp, for the warp-wide matrix
+/// operations: returns the warp's 32 lanes' words, by lane, valid until this lane's next warp
+/// operation. The warp must be whole (the operations need all 32 lanes, as on a GPU).
+#[cfg(feature = "half")]
+#[inline(never)]
+pub(super) fn warp_gather4(words: [u64; 4]) -> &'static [[u64; 4]; CPU_WARP_SIZE as usize] {
+    let (rank, base, lanes) = warp_of_rank();
+    if lanes != CPU_WARP_SIZE {
+        panic!(
+            "kernel::matrix needs whole warps of 32 threads: make the block size a multiple of 32"
+        );
+    }
+    // SAFETY: `rank` < threads per block <= 1024, the length of PARITY and of each slot
+    // array; the thread's own entries are written by it alone.
+    let slots = unsafe {
+        let parity = PARITY.get().cast::<u8>().add(rank as usize);
+        let p = *parity;
+        *parity = p ^ 1;
+        let slots = EXCHANGE4
+            .0
+            .get()
+            .cast::<[[u64; 4]; 1024]>()
+            .add(usize::from(p))
+            .cast::<[u64; 4]>();
+        *slots.add(rank as usize) = words;
+        slots
+    };
+    warp_sync();
+    // SAFETY: `base..base + 32` are this warp's slots, each written before the warp barrier
+    // and not again before every lane has passed the next one (the halves alternate); the
+    // thread-local array lives as long as the thread, and the reference is only read until
+    // this lane's next warp operation (the caller's use).
+    unsafe {
+        &*slots
+            .add(base as usize)
+            .cast::<[[u64; 4]; CPU_WARP_SIZE as usize]>()
+    }
 }
 
 #[inline(always)]

@@ -95,6 +95,8 @@ mod grid;
 #[cfg(feature = "half")]
 pub mod half;
 pub mod math;
+#[cfg(feature = "half")]
+pub mod matrix;
 mod print;
 mod slice;
 pub mod warp;

@@ -10,8 +10,8 @@ use inkwell::values::FunctionValue;
 use super::{HOST_GLOBALS, cstr, has_local_linkage, is_amdgpu, is_nvptx, strip_casts};
 use crate::device_link::{LinkError, Result};
 
-const PTX_KERNEL_CC: u32 = 71;
-const AMDGPU_KERNEL_CC: u32 = 91;
+pub(super) const PTX_KERNEL_CC: u32 = 71;
+pub(super) const AMDGPU_KERNEL_CC: u32 = 91;
 
 fn is_kernel(f: FunctionValue<'_>) -> bool {
     matches!(f.get_call_conventions(), PTX_KERNEL_CC | AMDGPU_KERNEL_CC)

@@ -1,6 +1,7 @@
 //! The in-process device link on LLVM 22 (inkwell), one stage a file, in the order
 //! [`link_for`] runs them: [`link`] reads the bitcode and links the inputs lazily, [`helpers`]
-//! defines the device API's IR helpers, [`fixups`] makes AMDGPU's by-value kernel parameters
+//! defines the device API's IR helpers and [`matrix`] the matrix multiply-accumulate for the
+//! image's processor, [`fixups`] makes AMDGPU's by-value kernel parameters
 //! `byref` and internalizes all but the kernels, [`shared_memory`] moves shared-memory statics
 //! to address space 3 and checks their size, [`codegen`] runs `default<O3>`, after which
 //! [`null_tests`] folds the null tests of accessors' options, [`conversions`] makes NVIDIA's
@@ -45,6 +46,7 @@ mod crash;
 mod fixups;
 mod helpers;
 mod link;
+mod matrix;
 mod null_tests;
 mod panic_sites;
 mod panics;
@@ -249,6 +251,7 @@ fn link_for<'ctx>(
         link_helpers(context, &module, AMDGPU_HELPERS, &ir)?;
     }
     link_helpers(context, &module, GPU_HELPERS, GPU_HELPERS_IR)?;
+    matrix::link_matrix_helpers(context, &module, machine)?;
     // A dev build's images keep the kernel crate's source lines: line directives on NVIDIA
     // (see `nvptx_link`), line tables on AMD, whose kernel wrappers get subprograms of their
     // own (`fixups::amdgpu_byref_parameters`).

@@ -1,0 +1,430 @@
+//! Warp-wide matrix multiply-accumulate on the GPUs' matrix units (feature `half`): a warp
+//! (a wavefront on AMD) multiplies a 16×16 tile of A by a 16×16 tile of B, both `f16` or both
+//! `bf16`, and adds the product to a 16×16 `f32` accumulator, as CUDA's `wmma` and
+//! `mma.sync`, HIP's rocWMMA do.
+//!
+//! ```ignore
+//! use offload_rt::kernel::half::f16;
+//! use offload_rt::kernel::matrix::{Accumulator, FragmentA, FragmentB, TILE, mma};
+//! let mut acc = Accumulator::zero();
+//! for k in (0..n).step_by(TILE) {
+//!     // SAFETY: the tiles at these places lie inside `a` (m×n, row-major) and `b` (n×p).
+//!     let (fa, fb) = unsafe { (FragmentA::load(a.add(k), n), FragmentB::load(b.add(k * p), p)) };
+//!     acc = mma(&fa, &fb, &acc);
+//! }
+//! // SAFETY: the tile lies inside `c`.
+//! unsafe { acc.store(c, p) };
+//! ```
+//!
+//! Every lane of the warp takes part in each call, with the same arguments: the fragments are
+//! spread over the lanes, each holding the elements its target's instruction wants in it.
+//! Tiles are row-major with a leading dimension (`A[row][k]` at `src[row * ld + k]`,
+//! `B[k][col]` at `src[k * ld + col]`), in global or shared memory.
+//!
+//! | device | instruction | lanes | accumulation |
+//! |---|---|---|---|
+//! | NVIDIA sm_80+ | `mma.sync.aligned.m16n8k16` (`HMMA`), two per tile | 32 | the tensor core's |
+//! | AMD gfx908, gfx90a, gfx94x, gfx950 | `v_mfma_f32_16x16x16` (bf16 from gfx90a) | 64 | the matrix core's |
+//! | AMD gfx11 | `v_wmma_f32_16x16x16` | 32 | the matrix core's |
+//! | CPU device | the warp's fragments exchanged, then scalar code | 32 | in `k` order, each sum rounded to `f32` |
+//!
+//! The products of two `f16` or two `bf16` values are exact in `f32`, so every device gives the
+//! same result wherever the sums are exact too (integers below 2^24, for instance). Otherwise
+//! the matrix units add the 16 products of a step in an order and at an internal precision of
+//! their own: results stay within a few units in the last place of the largest partial sum of
+//! the CPU device's. The device link refuses other processors with `LinkError::
+//! MatrixUnsupported`.
+
+use core::marker::PhantomData;
+
+use super::half::{bf16, f16};
+
+/// Runs `body` with `$e` bound to each of the literal indices, unrolled: a fragment indexed
+/// by a loop counter would live in memory (LLVM unrolls these loops only in part), where each
+/// index a constant keeps it in registers.
+macro_rules! unrolled {
+    ($e:ident in [$($i:literal),*] $body:block) => {
+        $( { let $e: usize = $i; $body } )*
+    };
+}
+
+/// Rows, columns and depth of the tiles: a 16×16×16 multiply-accumulate.
+pub const TILE: usize = 16;
+
+/// Halves of A or B a lane holds at most (gfx11's whole row or column).
+const HALVES: usize = 16;
+/// Floats of the accumulator a lane holds at most.
+const FLOATS: usize = 8;
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::f16 {}
+    impl Sealed for super::bf16 {}
+}
+
+/// The input types of the matrix units: [`f16`](struct@f16) and [`bf16`].
+pub trait MmaInput: Copy + sealed::Sealed {
+    /// The value's bits.
+    #[doc(hidden)]
+    fn bits(self) -> u16;
+    /// The value of `bits`, widened exactly.
+    #[doc(hidden)]
+    fn widen(bits: u16) -> f32;
+    /// `c` plus the product of `a` and `b` on this warp's matrix unit.
+    #[doc(hidden)]
+    fn mma(a: &[u16; HALVES], b: &[u16; HALVES], c: &mut [f32; FLOATS]);
+}
+
+impl MmaInput for f16 {
+    #[inline(always)]
+    fn bits(self) -> u16 {
+        self.to_bits()
+    }
+    #[inline(always)]
+    fn widen(bits: u16) -> f32 {
+        super::half::f16_to_f32(f16::from_bits(bits))
+    }
+    #[inline(always)]
+    fn mma(a: &[u16; HALVES], b: &[u16; HALVES], c: &mut [f32; FLOATS]) {
+        imp::mma_f16(a, b, c);
+    }
+}
+
+impl MmaInput for bf16 {
+    #[inline(always)]
+    fn bits(self) -> u16 {
+        self.to_bits()
+    }
+    #[inline(always)]
+    fn widen(bits: u16) -> f32 {
+        f32::from_bits(u32::from(bits) << 16)
+    }
+    #[inline(always)]
+    fn mma(a: &[u16; HALVES], b: &[u16; HALVES], c: &mut [f32; FLOATS]) {
+        imp::mma_bf16(a, b, c);
+    }
+}
+
+/// This lane's part of a 16×16 tile of A (the left operand), `f16` or `bf16`.
+#[derive(Clone, Copy, Debug)]
+pub struct FragmentA<T: MmaInput> {
+    halves: [u16; HALVES],
+    input: PhantomData<T>,
+}
+
+/// This lane's part of a 16×16 tile of B (the right operand), `f16` or `bf16`.
+#[derive(Clone, Copy, Debug)]
+pub struct FragmentB<T: MmaInput> {
+    halves: [u16; HALVES],
+    input: PhantomData<T>,
+}
+
+/// This lane's part of a 16×16 `f32` accumulator tile.
+#[derive(Clone, Copy, Debug)]
+pub struct Accumulator {
+    floats: [f32; FLOATS],
+}
+
+impl<T: MmaInput> FragmentA<T> {
+    /// Loads the 16×16 tile of A whose element `(row, k)` is at `src[row * ld + k]`. Every
+    /// lane of the warp calls it with the same `src` and `ld`.
+    ///
+    /// # Safety
+    ///
+    /// The 16 rows of 16 elements from `src`, `ld` elements apart, are readable.
+    #[inline(always)]
+    pub unsafe fn load(src: *const T, ld: usize) -> FragmentA<T> {
+        let lane = super::lane_id() as usize;
+        let mut halves = [0u16; HALVES];
+        unrolled!(e in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
+            if e < layout().a_count() {
+                let (row, k) = layout().a_place(lane, e);
+                // SAFETY: `row, k < 16`: inside the tile the caller vouches for.
+                halves[e] = unsafe { *src.add(row * ld + k) }.bits();
+            }
+        });
+        FragmentA {
+            halves,
+            input: PhantomData,
+        }
+    }
+}
+
+impl<T: MmaInput> FragmentB<T> {
+    /// Loads the 16×16 tile of B whose element `(k, col)` is at `src[k * ld + col]`. Every
+    /// lane of the warp calls it with the same `src` and `ld`.
+    ///
+    /// # Safety
+    ///
+    /// The 16 rows of 16 elements from `src`, `ld` elements apart, are readable.
+    #[inline(always)]
+    pub unsafe fn load(src: *const T, ld: usize) -> FragmentB<T> {
+        let lane = super::lane_id() as usize;
+        let mut halves = [0u16; HALVES];
+        unrolled!(e in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
+            if e < layout().b_count() {
+                let (k, col) = layout().b_place(lane, e);
+                // SAFETY: `k, col < 16`: inside the tile the caller vouches for.
+                halves[e] = unsafe { *src.add(k * ld + col) }.bits();
+            }
+        });
+        FragmentB {
+            halves,
+            input: PhantomData,
+        }
+    }
+}
+
+impl Accumulator {
+    /// An accumulator of zeros.
+    #[inline(always)]
+    pub fn zero() -> Accumulator {
+        Accumulator {
+            floats: [0.0; FLOATS],
+        }
+    }
+
+    /// Loads the 16×16 tile whose element `(row, col)` is at `src[row * ld + col]`. Every
+    /// lane of the warp calls it with the same `src` and `ld`.
+    ///
+    /// # Safety
+    ///
+    /// The 16 rows of 16 floats from `src`, `ld` apart, are readable.
+    #[inline(always)]
+    pub unsafe fn load(src: *const f32, ld: usize) -> Accumulator {
+        let lane = super::lane_id() as usize;
+        let mut floats = [0.0; FLOATS];
+        unrolled!(e in [0, 1, 2, 3, 4, 5, 6, 7] {
+            if e < layout().c_count() {
+                let (row, col) = layout().c_place(lane, e);
+                // SAFETY: `row, col < 16`: inside the tile the caller vouches for.
+                floats[e] = unsafe { *src.add(row * ld + col) };
+            }
+        });
+        Accumulator { floats }
+    }
+
+    /// Stores the tile, element `(row, col)` at `dst[row * ld + col]`; each lane writes the
+    /// elements it holds. Every lane of the warp calls it with the same `dst` and `ld`.
+    ///
+    /// # Safety
+    ///
+    /// The 16 rows of 16 floats from `dst`, `ld` apart, are writable, and no other thread
+    /// accesses them meanwhile.
+    #[inline(always)]
+    pub unsafe fn store(&self, dst: *mut f32, ld: usize) {
+        let lane = super::lane_id() as usize;
+        unrolled!(e in [0, 1, 2, 3, 4, 5, 6, 7] {
+            if e < layout().c_count() {
+                let (row, col) = layout().c_place(lane, e);
+                // SAFETY: `row, col < 16`: inside the tile the caller vouches for.
+                unsafe { *dst.add(row * ld + col) = self.floats[e] };
+            }
+        });
+    }
+
+    /// Applies `f` to every element (a scale, an activation): elementwise operations need not
+    /// know which lane holds which element.
+    #[inline(always)]
+    pub fn map(&self, f: impl Fn(f32) -> f32) -> Accumulator {
+        let mut out = *self;
+        unrolled!(e in [0, 1, 2, 3, 4, 5, 6, 7] {
+            if e < layout().c_count() {
+                out.floats[e] = f(out.floats[e]);
+            }
+        });
+        out
+    }
+}
+
+/// `c + a × b` on the warp's matrix unit. Every lane of the warp calls it.
+#[inline(always)]
+pub fn mma<T: MmaInput>(a: &FragmentA<T>, b: &FragmentB<T>, c: &Accumulator) -> Accumulator {
+    let mut out = *c;
+    T::mma(&a.halves, &b.halves, &mut out.floats);
+    out
+}
+
+/// Which lane holds which element of the fragments.
+#[derive(Clone, Copy, PartialEq, Eq)]
+// Each target constructs its own variants.
+#[allow(dead_code)]
+enum Layout {
+    /// `mma.sync` m16n8k16's (NVIDIA, and the CPU device's warps of 32): lanes in groups of
+    /// 4, `g = lane / 4`, `t = lane % 4`.
+    Mma,
+    /// `v_mfma_f32_16x16x16` on 64 lanes.
+    Mfma,
+    /// `v_wmma_f32_16x16x16` on 32 lanes.
+    Wmma,
+}
+
+/// The layout of the target being built; on AMD GPUs by the image's wavefront size, a
+/// constant of the device link.
+#[inline(always)]
+fn layout() -> Layout {
+    #[cfg(all(offload_device, target_arch = "amdgpu"))]
+    return if super::warp_size() == 64 {
+        Layout::Mfma
+    } else {
+        Layout::Wmma
+    };
+    #[cfg(not(all(offload_device, target_arch = "amdgpu")))]
+    return Layout::Mma;
+}
+
+impl Layout {
+    #[inline(always)]
+    fn a_count(self) -> usize {
+        match self {
+            Layout::Mma => 8,
+            Layout::Mfma => 4,
+            Layout::Wmma => 16,
+        }
+    }
+
+    #[inline(always)]
+    fn b_count(self) -> usize {
+        self.a_count()
+    }
+
+    #[inline(always)]
+    fn c_count(self) -> usize {
+        match self {
+            Layout::Mma | Layout::Wmma => 8,
+            Layout::Mfma => 4,
+        }
+    }
+
+    /// `(row, k)` of A's element `e` in `lane`.
+    #[inline(always)]
+    fn a_place(self, lane: usize, e: usize) -> (usize, usize) {
+        match self {
+            Layout::Mma => (
+                lane / 4 + 8 * ((e >> 1) & 1),
+                2 * (lane % 4) + (e & 1) + 8 * (e >> 2),
+            ),
+            Layout::Mfma => (lane % 16, 4 * (lane / 16 % 4) + e),
+            Layout::Wmma => (lane % 16, e),
+        }
+    }
+
+    /// `(k, col)` of B's element `e` in `lane`.
+    #[inline(always)]
+    fn b_place(self, lane: usize, e: usize) -> (usize, usize) {
+        match self {
+            Layout::Mma => {
+                let (half, i) = (e >> 2, e & 3);
+                (2 * (lane % 4) + (i & 1) + 8 * (i >> 1), lane / 4 + 8 * half)
+            }
+            Layout::Mfma => (4 * (lane / 16 % 4) + e, lane % 16),
+            Layout::Wmma => (e, lane % 16),
+        }
+    }
+
+    /// `(row, col)` of the accumulator's element `e` in `lane`.
+    #[inline(always)]
+    fn c_place(self, lane: usize, e: usize) -> (usize, usize) {
+        match self {
+            Layout::Mma => {
+                let (half, i) = (e >> 2, e & 3);
+                (lane / 4 + 8 * (i >> 1), 2 * (lane % 4) + (i & 1) + 8 * half)
+            }
+            Layout::Mfma => (4 * (lane / 16 % 4) + e, lane % 16),
+            Layout::Wmma => (2 * e + lane / 16 % 2, lane % 16),
+        }
+    }
+}
+
+#[cfg(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+mod imp {
+    use super::{FLOATS, HALVES};
+
+    unsafe extern "C" {
+        /// `c += a × b` for the warp, `f16` inputs, defined by the device link for the image's
+        /// processor over its matrix instructions (`llvm.nvvm.mma.*`, `llvm.amdgcn.mfma.*`,
+        /// `llvm.amdgcn.wmma.*`), which Rust cannot name with their vector types.
+        fn __offload_mma_f16(a: *const u16, b: *const u16, c: *mut f32);
+        /// As `__offload_mma_f16`, `bf16` inputs.
+        fn __offload_mma_bf16(a: *const u16, b: *const u16, c: *mut f32);
+    }
+
+    #[inline(always)]
+    pub(super) fn mma_f16(a: &[u16; HALVES], b: &[u16; HALVES], c: &mut [f32; FLOATS]) {
+        // SAFETY: the helper reads at most 16 halves of each fragment and reads and writes at
+        // most 8 floats of the accumulator, all of them this lane's own arrays.
+        unsafe { __offload_mma_f16(a.as_ptr(), b.as_ptr(), c.as_mut_ptr()) }
+    }
+
+    #[inline(always)]
+    pub(super) fn mma_bf16(a: &[u16; HALVES], b: &[u16; HALVES], c: &mut [f32; FLOATS]) {
+        // SAFETY: as in `mma_f16`.
+        unsafe { __offload_mma_bf16(a.as_ptr(), b.as_ptr(), c.as_mut_ptr()) }
+    }
+}
+
+/// The CPU device (and host builds, where kernels only type-check): the warp's fragments
+/// gathered in every lane, then this lane's outputs computed in `k` order.
+#[cfg(not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))))]
+mod imp {
+    use super::{FLOATS, HALVES, Layout, MmaInput, TILE};
+    use crate::kernel::half::{bf16, f16};
+
+    pub(super) fn mma_f16(a: &[u16; HALVES], b: &[u16; HALVES], c: &mut [f32; FLOATS]) {
+        mma::<f16>(a, b, c);
+    }
+
+    pub(super) fn mma_bf16(a: &[u16; HALVES], b: &[u16; HALVES], c: &mut [f32; FLOATS]) {
+        mma::<bf16>(a, b, c);
+    }
+
+    /// Words `w` of a fragment's 8 halves (`w` 0 or 1).
+    fn word(halves: &[u16; HALVES], w: usize) -> u64 {
+        (0..4).fold(0, |acc, i| acc | u64::from(halves[4 * w + i]) << (16 * i))
+    }
+
+    /// The half at element `e` (0..8) of the fragment whose words start at `words[first]`.
+    fn half(words: &[u64; 4], first: usize, e: usize) -> u16 {
+        (words[first + e / 4] >> (16 * (e % 4))) as u16
+    }
+
+    /// The lane and element of `mma.sync`'s layout that hold A's `(row, k)`.
+    fn a_holder(row: usize, k: usize) -> (usize, usize) {
+        (
+            (row % 8) * 4 + (k % 8) / 2,
+            (k % 2) + 2 * (row / 8) + 4 * (k / 8),
+        )
+    }
+
+    /// The lane and element that hold B's `(k, col)`.
+    fn b_holder(k: usize, col: usize) -> (usize, usize) {
+        (
+            (col % 8) * 4 + (k % 8) / 2,
+            4 * (col / 8) + (k % 2) + 2 * (k / 8),
+        )
+    }
+
+    #[inline(never)]
+    fn mma<T: MmaInput>(a: &[u16; HALVES], b: &[u16; HALVES], c: &mut [f32; FLOATS]) {
+        let warp = gather([word(a, 0), word(a, 1), word(b, 0), word(b, 1)]);
+        let lane = super::super::lane_id() as usize;
+        for (e, v) in c.iter_mut().enumerate() {
+            let (row, col) = Layout::Mma.c_place(lane, e);
+            for k in 0..TILE {
+                let (la, ea) = a_holder(row, k);
+                let (lb, eb) = b_holder(k, col);
+                *v += T::widen(half(&warp[la], 0, ea)) * T::widen(half(&warp[lb], 2, eb));
+            }
+        }
+    }
+
+    #[cfg(offload_device)]
+    fn gather(words: [u64; 4]) -> &'static [[u64; 4]; 32] {
+        super::super::cpu::warp_gather4(words)
+    }
+
+    #[cfg(not(offload_device))]
+    fn gather(_words: [u64; 4]) -> &'static [[u64; 4]; 32] {
+        panic!("kernel::matrix runs in device launches only")
+    }
+}

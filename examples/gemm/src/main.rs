@@ -1,0 +1,379 @@
+//! `C = A·B` on the matrix units: `f16` inputs, `f32` accumulators, one kernel source
+//! (`gemm_kernels::gemm_f16`) for NVIDIA's tensor cores, AMD's matrix cores and the CPU device,
+//! checked against the host.
+//!
+//! `cargo offload run -p gemm [-- SIZE]` multiplies two SIZE×SIZE matrices (a multiple of 64;
+//! 256 by default) and checks the product. `-- --bench [SIZE,…]` times the kernel: on a CUDA
+//! device against cuBLAS's `cublasGemmEx` (the same inputs and accumulation), loaded at run
+//! time (4096 and 8192 by default); on the CPU device against a plain tiled loop on the host
+//! (256 and 512). `OFFLOAD_DEVICE=cpu|cuda:0|hip:0` picks the device.
+
+use std::ffi::{c_int, c_void};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use gemm_kernels::{BLOCK_K, BLOCK_M, BLOCK_N, THREADS, gemm_f16};
+use offload_rt::kernel::half::f16;
+use offload_rt::{Device, DeviceBuffer, DeviceKind, DevicePtr, LaunchConfig, RawDevice};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("--bench") => bench(args.get(1).map(String::as_str)),
+        size => check(size),
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+type Outcome = Result<bool, Box<dyn std::error::Error>>;
+
+/// A size the kernel's tiling takes: a positive multiple of 64.
+fn parse_size(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if n > 0 && n % BLOCK_M == 0 && n % BLOCK_K == 0 => Ok(n),
+        _ => Err(format!(
+            "size `{text}`: give a positive multiple of {BLOCK_M}"
+        )),
+    }
+}
+
+/// Inputs in [-1, 1) with 11 significant bits, exact in `f16`.
+fn inputs(n: usize, salt: u64) -> Vec<f16> {
+    (0..n * n)
+        .map(|i| {
+            let h = (i as u64 ^ salt).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 53;
+            f16::from_f32(h as f32 / 1024.0 - 1.0)
+        })
+        .collect()
+}
+
+/// Launches the kernel for `n`×`n` matrices.
+fn launch(
+    device: &Device,
+    n: usize,
+    a: &DeviceBuffer<f16>,
+    b: &DeviceBuffer<f16>,
+    c: &mut DeviceBuffer<f32>,
+) -> offload_rt::Result<()> {
+    let config = LaunchConfig {
+        grid: ((n / BLOCK_N) as u32, (n / BLOCK_M) as u32, 1),
+        block: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let size = n as u32;
+    // SAFETY: the buffers hold n×n elements each, and the grid is (n / 64, n / 64) blocks of
+    // THREADS, as the kernel asks.
+    unsafe { gemm_f16.launch(device, config, size, size, size, a, b, c) }?;
+    Ok(())
+}
+
+fn check(size: Option<&str>) -> Outcome {
+    let n = size.map_or(Ok(256), parse_size)?;
+    let device = Device::best()?;
+    println!("device: {}", device.describe());
+    let (a, b) = (inputs(n, 1), inputs(n, 2));
+    let (da, db) = (
+        DeviceBuffer::from_slice(&device, &a)?,
+        DeviceBuffer::from_slice(&device, &b)?,
+    );
+    let mut dc = DeviceBuffer::<f32>::zeroed(&device, n * n)?;
+    launch(&device, n, &da, &db, &mut dc)?;
+    if let Some(report) = device.last_launch() {
+        println!("image: {report}");
+    }
+    let got = dc.to_vec()?;
+    // The products are exact in f32; each device adds them in its own order, so each result
+    // is held to the rounding of its sum of magnitudes.
+    let (af, bf): (Vec<f32>, Vec<f32>) = (
+        a.iter().map(|v| v.to_f32()).collect(),
+        b.iter().map(|v| v.to_f32()).collect(),
+    );
+    let mut wrong = 0usize;
+    for row in 0..n {
+        for col in 0..n {
+            let (mut sum, mut magnitude) = (0.0f64, 0.0f64);
+            for p in 0..n {
+                let product = f64::from(af[row * n + p]) * f64::from(bf[p * n + col]);
+                sum += product;
+                magnitude += product.abs();
+            }
+            let bound = magnitude * n as f64 * f64::from(f32::EPSILON) + 1e-30;
+            if (f64::from(got[row * n + col]) - sum).abs() > bound {
+                wrong += 1;
+            }
+        }
+    }
+    if wrong > 0 {
+        println!("gemm: {wrong} of {} results wrong", n * n);
+        return Ok(false);
+    }
+    println!("gemm: C = A·B, {n}×{n}×{n}, f16 inputs, f32 accumulators: OK");
+    Ok(true)
+}
+
+fn bench(sizes: Option<&str>) -> Outcome {
+    let device = Device::best()?;
+    println!("device: {}", device.describe());
+    let cpu = device.kind() == DeviceKind::Cpu;
+    let sizes: Vec<usize> = match sizes {
+        Some(list) => list.split(',').map(parse_size).collect::<Result<_, _>>()?,
+        None if cpu => vec![256, 512],
+        None => vec![4096, 8192],
+    };
+    let blas = match device.raw() {
+        raw @ RawDevice::Cuda { .. } => match Cublas::load(raw) {
+            Ok(blas) => Some(blas),
+            Err(e) => {
+                println!("cuBLAS: {e}; timing the kernel alone");
+                None
+            }
+        },
+        _ => None,
+    };
+    let (unit, scale) = if cpu {
+        ("GFLOP/s", 1e9)
+    } else {
+        ("TFLOP/s", 1e12)
+    };
+    let reference = if cpu {
+        "host tiled loop"
+    } else {
+        "cuBLAS GemmEx"
+    };
+    println!("| size | this kernel | {reference} | speed against it |");
+    println!("|---|---|---|---|");
+    for n in sizes {
+        let (a, b) = (inputs(n, 1), inputs(n, 2));
+        let (da, db) = (
+            DeviceBuffer::from_slice(&device, &a)?,
+            DeviceBuffer::from_slice(&device, &b)?,
+        );
+        let mut dc = DeviceBuffer::<f32>::zeroed(&device, n * n)?;
+        let flops = 2.0 * (n as f64).powi(3);
+        let ours = time(&device, || launch(&device, n, &da, &db, &mut dc))?;
+        let theirs = if cpu {
+            let (af, bf): (Vec<f32>, Vec<f32>) = (
+                a.iter().map(|v| v.to_f32()).collect(),
+                b.iter().map(|v| v.to_f32()).collect(),
+            );
+            let start = Instant::now();
+            let c = host_tiled(n, &af, &bf);
+            let elapsed = start.elapsed();
+            std::hint::black_box(c);
+            Some(elapsed)
+        } else if let Some(blas) = &blas {
+            let dc = DeviceBuffer::<f32>::zeroed(&device, n * n)?;
+            let stream = device.raw_stream();
+            Some(time(&device, || {
+                // SAFETY: the buffers hold n×n elements of this device, alive until the
+                // device is synchronized (in `time`).
+                unsafe {
+                    blas.gemm_ex(stream, n, da.device_ptr(), db.device_ptr(), dc.device_ptr())
+                }
+                .map_err(|reason| offload_rt::Error::InvalidLaunch {
+                    kernel: "cublasGemmEx".to_owned(),
+                    reason,
+                })
+            })?)
+        } else {
+            None
+        };
+        let rate = |t: Duration| flops / t.as_secs_f64() / scale;
+        match theirs {
+            Some(t) => println!(
+                "| {n}³ | {:.2} {unit} | {:.2} {unit} | {:.2}× |",
+                rate(ours),
+                rate(t),
+                t.as_secs_f64() / ours.as_secs_f64()
+            ),
+            None => println!("| {n}³ | {:.2} {unit} | — | — |", rate(ours)),
+        }
+    }
+    Ok(true)
+}
+
+/// The median of 5 runs of `work` (after one warm-up), each synchronized.
+fn time(
+    device: &Device,
+    mut work: impl FnMut() -> offload_rt::Result<()>,
+) -> offload_rt::Result<Duration> {
+    work()?;
+    device.synchronize()?;
+    let mut runs = Vec::new();
+    for _ in 0..5 {
+        let start = Instant::now();
+        work()?;
+        device.synchronize()?;
+        runs.push(start.elapsed());
+    }
+    runs.sort();
+    Ok(runs[2])
+}
+
+/// `A·B` on the host, one thread, in 64×64 blocks: the plain loop the CPU device is set against.
+fn host_tiled(n: usize, a: &[f32], b: &[f32]) -> Vec<f32> {
+    const B: usize = 64;
+    let mut c = vec![0.0f32; n * n];
+    for i0 in (0..n).step_by(B) {
+        for p0 in (0..n).step_by(B) {
+            for j0 in (0..n).step_by(B) {
+                for i in i0..i0 + B {
+                    for p in p0..p0 + B {
+                        let aip = a[i * n + p];
+                        let row = &mut c[i * n + j0..i * n + j0 + B];
+                        for (cij, bpj) in row.iter_mut().zip(&b[p * n + j0..p * n + j0 + B]) {
+                            *cij += aip * bpj;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    c
+}
+
+/// cuBLAS, loaded at run time as the runtime loads the driver, with a handle on the device's
+/// context (current on this thread: the runtime made it so when it opened the device).
+struct Cublas {
+    library: libloading::Library,
+    handle: *mut c_void,
+}
+
+/// `cublasGemmEx`.
+type GemmEx = unsafe extern "C" fn(
+    *mut c_void,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    *const c_void,
+    *const c_void,
+    c_int,
+    c_int,
+    *const c_void,
+    c_int,
+    c_int,
+    *const c_void,
+    *mut c_void,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+) -> c_int;
+
+const CUDA_R_16F: c_int = 2;
+const CUDA_R_32F: c_int = 0;
+const CUBLAS_COMPUTE_32F: c_int = 68;
+const CUBLAS_GEMM_DEFAULT: c_int = -1;
+
+impl Cublas {
+    fn load(_device: RawDevice) -> Result<Cublas, String> {
+        let files = [
+            "libcublas.so",
+            "libcublas.so.13",
+            "libcublas.so.12",
+            "libcublas.so.11",
+            "/usr/local/cuda/lib64/libcublas.so",
+        ];
+        // SAFETY: loading a vendor library runs its initializers, which have no preconditions.
+        let library = files
+            .iter()
+            .find_map(|file| unsafe { libloading::Library::new(file) }.ok())
+            .ok_or_else(|| format!("not installed (tried {})", files.join(", ")))?;
+        let mut handle = std::ptr::null_mut();
+        // SAFETY: `cublasCreate_v2` takes a pointer to the handle it creates.
+        let status = unsafe {
+            let create = library
+                .get::<unsafe extern "C" fn(*mut *mut c_void) -> c_int>(b"cublasCreate_v2")
+                .map_err(|e| e.to_string())?;
+            create(&raw mut handle)
+        };
+        if status != 0 {
+            return Err(format!("cublasCreate_v2 failed with status {status}"));
+        }
+        Ok(Cublas { library, handle })
+    }
+
+    /// Queues `C = A·B` (row-major `n`×`n`, `f16` inputs, `f32` output and accumulation) on the
+    /// driver stream `stream`: column-major cuBLAS computes `Cᵀ = Bᵀ·Aᵀ`.
+    ///
+    /// # Safety
+    /// `a`, `b` and `c` hold `n`×`n` elements of the handle's device and stay allocated until
+    /// the stream has passed the product; `stream` is a live stream of it.
+    unsafe fn gemm_ex(
+        &self,
+        stream: *mut c_void,
+        n: usize,
+        a: DevicePtr,
+        b: DevicePtr,
+        c: DevicePtr,
+    ) -> Result<(), String> {
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let n = n as c_int;
+        let pointer = |p: DevicePtr| std::ptr::with_exposed_provenance::<c_void>(p.0 as usize);
+        // SAFETY: the functions have these signatures; the caller's contract covers the memory
+        // and the stream; `alpha` and `beta` are host values of the compute type.
+        unsafe {
+            let set_stream = self
+                .library
+                .get::<unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int>(
+                    b"cublasSetStream_v2",
+                )
+                .map_err(|e| e.to_string())?;
+            if set_stream(self.handle, stream) != 0 {
+                return Err("cublasSetStream_v2 failed".to_owned());
+            }
+            let gemm = self
+                .library
+                .get::<GemmEx>(b"cublasGemmEx")
+                .map_err(|e| e.to_string())?;
+            let status = gemm(
+                self.handle,
+                0,
+                0,
+                n,
+                n,
+                n,
+                (&raw const alpha).cast(),
+                pointer(b),
+                CUDA_R_16F,
+                n,
+                pointer(a),
+                CUDA_R_16F,
+                n,
+                (&raw const beta).cast(),
+                pointer(c).cast_mut(),
+                CUDA_R_32F,
+                n,
+                CUBLAS_COMPUTE_32F,
+                CUBLAS_GEMM_DEFAULT,
+            );
+            match status {
+                0 => Ok(()),
+                code => Err(format!("status {code}")),
+            }
+        }
+    }
+}
+
+impl Drop for Cublas {
+    fn drop(&mut self) {
+        // SAFETY: the handle was made by this library and is destroyed once.
+        unsafe {
+            if let Ok(destroy) = self
+                .library
+                .get::<unsafe extern "C" fn(*mut c_void) -> c_int>(b"cublasDestroy_v2")
+            {
+                destroy(self.handle);
+            }
+        }
+    }
+}
