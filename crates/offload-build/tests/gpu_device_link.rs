@@ -1635,3 +1635,71 @@ fn matrix_fragments_are_tensor_core_instructions() {
         );
     }
 }
+
+/// `examples/gemm`: its kernel's images use each processor's matrix instructions (`HMMA` in the
+/// sm_80 and sm_90 SASS, MFMA on gfx90a and gfx942, WMMA on gfx1100) and no stack or scratch.
+#[test]
+fn gemm_example_runs_on_the_matrix_units() {
+    if !nightly_ready() || Tool::LlvmObjdump.for_test().is_none() {
+        return;
+    }
+    let manifest =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/gemm/kernels/Cargo.toml");
+    let env = Env::detect();
+    let inputs_for = |id: &str| {
+        let target = GpuTarget::parse(id).unwrap();
+        let dir = target_dir().join(format!("gemm-{}", target.triple()));
+        device_link::device_inputs(&env, &manifest, &target, &dir).unwrap()
+    };
+    let nvptx = inputs_for("sm_80");
+    for sm in ["sm_80", "sm_90"] {
+        let ptx = device_link::nvptx_link(&nvptx, sm, &NvptxLinkOptions::default()).unwrap();
+        let body = ptx_entry(&ptx, "gemm_f16").join("\n");
+        assert!(
+            body.contains("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
+            "{sm}:\n{body}"
+        );
+        if device_link::ptxas_path().is_none() {
+            continue;
+        }
+        let (cubin, report) = device_link::ptxas_verbose(&ptx, sm).unwrap();
+        let info = report.iter().find(|k| k.name == "gemm_f16").unwrap();
+        assert_eq!(
+            (info.stack_bytes, info.spill_store_bytes),
+            (0, 0),
+            "{sm}: {info:?}"
+        );
+        if let Some(cuobjdump) = Tool::Cuobjdump.for_test() {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("gemm.cubin");
+            std::fs::write(&path, &cubin).unwrap();
+            let out = std::process::Command::new(cuobjdump)
+                .arg("-sass")
+                .arg(&path)
+                .output()
+                .unwrap();
+            let sass = String::from_utf8_lossy(&out.stdout);
+            assert!(sass.contains("HMMA.16816.F32 "), "{sm}: no HMMA in\n{sass}");
+        }
+    }
+    let amdgpu = inputs_for("gfx90a");
+    let scratch = tempfile::tempdir().unwrap();
+    for (id, instruction) in [
+        ("gfx90a", "v_mfma_f32_16x16x16f16"),
+        ("gfx942", "v_mfma_f32_16x16x16_f16"),
+        ("gfx1100", "v_wmma_f32_16x16x16_f16"),
+    ] {
+        let target = GpuTarget::parse(id).unwrap();
+        let images = device_link::gpu_images(&amdgpu, &target, &Default::default()).unwrap();
+        let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
+        let k = info.kernels.iter().find(|k| k.name == "gemm_f16").unwrap();
+        assert_eq!(k.private_segment_fixed_size, 0, "{id}: scratch: {k:?}");
+        let text = disassemble(&images[0].bytes, id, scratch.path());
+        let body = function_body(&text, "gemm_f16");
+        assert!(
+            body.iter().any(|l| l.starts_with(instruction)),
+            "{id}: no {instruction}:\n{}",
+            body.join("\n")
+        );
+    }
+}
