@@ -1518,6 +1518,21 @@ fn whole_function<'a>(all: &'a str, name: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// `cuobjdump -sass` of a cubin; `None` where cuobjdump is not installed (a visible skip, a
+/// failure under CI).
+fn sass(cubin: &[u8]) -> Option<String> {
+    let cuobjdump = Tool::Cuobjdump.for_test()?;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("image.cubin");
+    std::fs::write(&path, cubin).unwrap();
+    let out = std::process::Command::new(cuobjdump)
+        .arg("-sass")
+        .arg(&path)
+        .output()
+        .unwrap();
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// `kernel::matrix`: the tensor-core instructions of each processor in the images of the
 /// fixture's `mma_gemm` (f16 and bf16), no stack or scratch, and a clear refusal, naming the
 /// kernels, on processors without them.
@@ -1549,18 +1564,9 @@ fn matrix_fragments_are_tensor_core_instructions() {
                 ptx_entry(&ptx, kernel).join("\n")
             );
         }
-        let Some(cuobjdump) = Tool::Cuobjdump.for_test() else {
+        let Some(sass) = sass(&cubin) else {
             continue;
         };
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("image.cubin");
-        std::fs::write(&path, &cubin).unwrap();
-        let out = std::process::Command::new(cuobjdump)
-            .arg("-sass")
-            .arg(&path)
-            .output()
-            .unwrap();
-        let sass = String::from_utf8_lossy(&out.stdout);
         for (kernel, input) in kernels {
             let function = sass
                 .split("Function : ")
@@ -1669,16 +1675,7 @@ fn gemm_example_runs_on_the_matrix_units() {
             (0, 0),
             "{sm}: {info:?}"
         );
-        if let Some(cuobjdump) = Tool::Cuobjdump.for_test() {
-            let dir = tempfile::tempdir().unwrap();
-            let path = dir.path().join("gemm.cubin");
-            std::fs::write(&path, &cubin).unwrap();
-            let out = std::process::Command::new(cuobjdump)
-                .arg("-sass")
-                .arg(&path)
-                .output()
-                .unwrap();
-            let sass = String::from_utf8_lossy(&out.stdout);
+        if let Some(sass) = sass(&cubin) {
             assert!(sass.contains("HMMA.16816.F32 "), "{sm}: no HMMA in\n{sass}");
         }
     }

@@ -467,7 +467,7 @@ fn expand_one(item: ItemFn, handle: Handle) -> syn::Result<TokenStream2> {
     let mut thread_body_fn = body_fn.clone();
     // A cooperative kernel always runs with one coroutine per GPU thread (its blocks wait for
     // each other at `Grid::sync`): no region form, and no note saying why.
-    let cooperative = params.iter().any(|p| matches!(p.kind, Kind::Grid));
+    let cooperative = is_cooperative(&params);
     let plan = if cooperative {
         regions::Plan::NoBarriers
     } else {
@@ -667,6 +667,12 @@ pub(crate) fn read_params(
     Ok((params, inputs))
 }
 
+/// Whether the kernel takes a `Grid` (the first parameter, `read_params` checks): a cooperative
+/// kernel.
+fn is_cooperative(params: &[Param]) -> bool {
+    params.first().is_some_and(|p| matches!(p.kind, Kind::Grid))
+}
+
 /// The arguments of `__kernel_launch_impl!` for the parameters, and whether the launch is
 /// safe (the `unsafe` form carries its safety section).
 pub(crate) fn launch_parts(params: &[Param]) -> (Vec<TokenStream2>, TokenStream2) {
@@ -708,10 +714,7 @@ pub(crate) fn launch_parts(params: &[Param]) -> (Vec<TokenStream2>, TokenStream2
         );
         quote!(unsafe #doc)
     };
-    let cooperative = params
-        .iter()
-        .any(|p| matches!(p.kind, Kind::Grid))
-        .then(|| quote!(cooperative));
+    let cooperative = is_cooperative(params).then(|| quote!(cooperative));
     (launch_args.collect(), quote!(#cooperative #launch_safety))
 }
 

@@ -699,15 +699,8 @@ fn cooperative_kernels_sync_the_grid_and_refuse_grids_that_do_not_fit() {
             )
         }
         .unwrap();
-        let mut total = 0u64;
-        let mut want_slots = Vec::new();
-        for _ in 0..rounds {
-            let round: Vec<u64> = (0..b)
-                .map(|block| k::round_value(&data, b, block, total))
-                .collect();
-            total = round.iter().fold(0u64, |s, &v| s.wrapping_add(v));
-            want_slots.extend(round);
-        }
+        let mut want_slots = vec![0u64; rounds as usize * b];
+        let total = k::expected_rounds(&data, b, &mut want_slots);
         assert_eq!(slots.to_vec().unwrap(), want_slots, "{blocks} blocks");
         assert_eq!(totals.to_vec().unwrap(), vec![total; b], "{blocks} blocks");
     }

@@ -26,7 +26,8 @@ use sys::{CUdevice, CUresult, DriverApi};
 
 use crate::backend::DeviceKind;
 use crate::backend::gpu::driver::{
-    PeerEnd, c_chars, c_ordinal, forward_calls, initialized, static_c_str,
+    CooperativeLaunchFn, OccupancyFn, PeerEnd, c_chars, c_ordinal, forward_calls, initialized,
+    static_c_str,
 };
 use crate::backend::gpu::driver_names;
 use crate::backend::gpu::{self, DeviceInfo, Driver, GpuError, GpuImageKind, Handle};
@@ -439,62 +440,19 @@ impl Driver for DriverApi {
         })
     }
 
-    unsafe fn launch_cooperative(
-        &self,
-        function: Handle,
-        stream: Handle,
-        launch: &LaunchArgs<'_>,
-    ) -> Result<(), GpuError> {
-        let Some(cooperative) = self.cuLaunchCooperativeKernel else {
-            return Err(GpuError::MissingEntryPoint {
-                api: Self::API,
-                call: "cuLaunchCooperativeKernel",
-            });
-        };
-        let (grid, block) = (launch.config.grid, launch.config.block);
-        // SAFETY: the trait's contract; the driver only reads `params` (the C prototype is
-        // non-const).
-        self.check("cuLaunchCooperativeKernel", unsafe {
-            cooperative(
-                function,
-                grid.0,
-                grid.1,
-                grid.2,
-                block.0,
-                block.1,
-                block.2,
-                launch.config.shared_mem_bytes,
-                stream,
-                launch.params.as_ptr().cast_mut(),
-            )
-        })
+    fn cooperative_launch_entry(&self) -> (&'static str, Option<CooperativeLaunchFn>) {
+        ("cuLaunchCooperativeKernel", self.cuLaunchCooperativeKernel)
     }
 
-    unsafe fn max_resident_blocks(
-        &self,
-        function: Handle,
-        threads: u32,
-        shared: u32,
-        info: &CudaDeviceInfo,
-    ) -> Result<Option<u32>, GpuError> {
-        let Some(occupancy) = self.cuOccupancyMaxActiveBlocksPerMultiprocessor else {
-            return Ok(None);
-        };
-        let mut per_sm: c_int = 0;
-        // SAFETY: `function` is live (the trait's contract); writes one int.
-        self.check("cuOccupancyMaxActiveBlocksPerMultiprocessor", unsafe {
-            occupancy(
-                &raw mut per_sm,
-                function,
-                c_int::try_from(threads).unwrap_or(c_int::MAX),
-                shared as usize,
-            )
-        })?;
-        Ok(Some(
-            u32::try_from(per_sm)
-                .unwrap_or(0)
-                .saturating_mul(info.multiprocessors),
-        ))
+    fn occupancy_entry(&self) -> (&'static str, Option<OccupancyFn>) {
+        (
+            "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+            self.cuOccupancyMaxActiveBlocksPerMultiprocessor,
+        )
+    }
+
+    fn multiprocessors(info: &CudaDeviceInfo) -> u32 {
+        info.multiprocessors
     }
 
     unsafe fn graph_exec_update(&self, exec: Handle, graph: Handle) -> Result<bool, GpuError> {

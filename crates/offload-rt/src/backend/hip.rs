@@ -24,7 +24,8 @@ use sys::{HipApi, hipDeviceProp_tR0600, hipError_t};
 
 use crate::backend::DeviceKind;
 use crate::backend::gpu::driver::{
-    PeerEnd, c_chars, c_ordinal, forward_calls, initialized, static_c_str,
+    CooperativeLaunchFn, OccupancyFn, PeerEnd, c_chars, c_ordinal, forward_calls, initialized,
+    static_c_str,
 };
 use crate::backend::gpu::driver_names;
 use crate::backend::gpu::{self, DeviceInfo, Driver, GpuError, GpuImageKind, Handle};
@@ -418,65 +419,22 @@ impl Driver for HipApi {
         })
     }
 
-    unsafe fn launch_cooperative(
-        &self,
-        function: Handle,
-        stream: Handle,
-        launch: &LaunchArgs<'_>,
-    ) -> Result<(), GpuError> {
-        let Some(cooperative) = self.hipModuleLaunchCooperativeKernel else {
-            return Err(GpuError::MissingEntryPoint {
-                api: Self::API,
-                call: "hipModuleLaunchCooperativeKernel",
-            });
-        };
-        let (grid, block) = (launch.config.grid, launch.config.block);
-        // SAFETY: the trait's contract; the runtime only reads `params` (the C prototype is
-        // non-const).
-        self.check("hipModuleLaunchCooperativeKernel", unsafe {
-            cooperative(
-                function,
-                grid.0,
-                grid.1,
-                grid.2,
-                block.0,
-                block.1,
-                block.2,
-                launch.config.shared_mem_bytes,
-                stream,
-                launch.params.as_ptr().cast_mut(),
-            )
-        })
+    fn cooperative_launch_entry(&self) -> (&'static str, Option<CooperativeLaunchFn>) {
+        (
+            "hipModuleLaunchCooperativeKernel",
+            self.hipModuleLaunchCooperativeKernel,
+        )
     }
 
-    unsafe fn max_resident_blocks(
-        &self,
-        function: Handle,
-        threads: u32,
-        shared: u32,
-        info: &HipDeviceInfo,
-    ) -> Result<Option<u32>, GpuError> {
-        let Some(occupancy) = self.hipModuleOccupancyMaxActiveBlocksPerMultiprocessor else {
-            return Ok(None);
-        };
-        let mut per_cu: c_int = 0;
-        self.check(
+    fn occupancy_entry(&self) -> (&'static str, Option<OccupancyFn>) {
+        (
             "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
-            // SAFETY: `function` is live (the trait's contract); writes one int.
-            unsafe {
-                occupancy(
-                    &raw mut per_cu,
-                    function,
-                    c_int::try_from(threads).unwrap_or(c_int::MAX),
-                    shared as usize,
-                )
-            },
-        )?;
-        Ok(Some(
-            u32::try_from(per_cu)
-                .unwrap_or(0)
-                .saturating_mul(info.compute_units),
-        ))
+            self.hipModuleOccupancyMaxActiveBlocksPerMultiprocessor,
+        )
+    }
+
+    fn multiprocessors(info: &HipDeviceInfo) -> u32 {
+        info.compute_units
     }
 
     unsafe fn graph_exec_update(&self, exec: Handle, graph: Handle) -> Result<bool, GpuError> {

@@ -248,19 +248,21 @@ fn warp_of_rank() -> (u32, u32, u32) {
 /// operation, the index of the warp's first slot and the number of lanes the warp has.
 #[inline(always)]
 fn publish(value: u64) -> (*const u64, usize, u32) {
+    publish_in(EXCHANGE.0.get(), value)
+}
+
+/// [`publish`] into `exchange`, two halves of a slot per thread that `PARITY` chooses between.
+#[inline(always)]
+fn publish_in<T: Copy>(exchange: *mut [[T; 1024]; 2], value: T) -> (*const T, usize, u32) {
     let (rank, base, lanes) = warp_of_rank();
-    // SAFETY: `rank` < threads per block <= 1024, the length of PARITY and of each slot
-    // array; the thread's own entries are written by it alone.
+    // SAFETY: `exchange` is a thread-local array of this thread's (the callers'); `rank` <
+    // threads per block <= 1024, the length of PARITY and of each half; the thread's own
+    // entries are written by it alone.
     let slots = unsafe {
         let parity = PARITY.get().cast::<u8>().add(rank as usize);
         let p = *parity;
         *parity = p ^ 1;
-        let slots = EXCHANGE
-            .0
-            .get()
-            .cast::<[u64; 1024]>()
-            .add(usize::from(p))
-            .cast::<u64>();
+        let slots = exchange.cast::<[T; 1024]>().add(usize::from(p)).cast::<T>();
         *slots.add(rank as usize) = value;
         slots
     };
@@ -274,37 +276,18 @@ fn publish(value: u64) -> (*const u64, usize, u32) {
 #[cfg(feature = "half")]
 #[inline(never)]
 pub(super) fn warp_gather4(words: [u64; 4]) -> &'static [[u64; 4]; CPU_WARP_SIZE as usize] {
-    let (rank, base, lanes) = warp_of_rank();
+    let (_, _, lanes) = warp_of_rank();
     if lanes != CPU_WARP_SIZE {
         panic!(
             "kernel::matrix needs whole warps of 32 threads: make the block size a multiple of 32"
         );
     }
-    // SAFETY: `rank` < threads per block <= 1024, the length of PARITY and of each slot
-    // array; the thread's own entries are written by it alone.
-    let slots = unsafe {
-        let parity = PARITY.get().cast::<u8>().add(rank as usize);
-        let p = *parity;
-        *parity = p ^ 1;
-        let slots = EXCHANGE4
-            .0
-            .get()
-            .cast::<[[u64; 4]; 1024]>()
-            .add(usize::from(p))
-            .cast::<[u64; 4]>();
-        *slots.add(rank as usize) = words;
-        slots
-    };
-    warp_sync();
+    let (slots, base, _) = publish_in(EXCHANGE4.0.get(), words);
     // SAFETY: `base..base + 32` are this warp's slots, each written before the warp barrier
     // and not again before every lane has passed the next one (the halves alternate); the
     // thread-local array lives as long as the thread, and the reference is only read until
     // this lane's next warp operation (the caller's use).
-    unsafe {
-        &*slots
-            .add(base as usize)
-            .cast::<[[u64; 4]; CPU_WARP_SIZE as usize]>()
-    }
+    unsafe { &*slots.add(base).cast::<[[u64; 4]; CPU_WARP_SIZE as usize]>() }
 }
 
 #[inline(always)]

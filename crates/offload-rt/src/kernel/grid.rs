@@ -57,9 +57,7 @@ impl Grid {
     /// Blocks in the grid.
     #[inline(always)]
     pub fn blocks(&self) -> u32 {
-        // Cooperative grids hold at most as many blocks as a device keeps resident, far
-        // below `u32::MAX`.
-        super::grid_dim().x * super::grid_dim().y * super::grid_dim().z
+        blocks()
     }
 
     /// Threads in the grid.
@@ -76,6 +74,14 @@ impl Grid {
     }
 }
 
+/// Blocks in the grid: cooperative grids hold at most as many as a device keeps resident, far
+/// below `u32::MAX`.
+#[inline(always)]
+fn blocks() -> u32 {
+    let g = super::grid_dim();
+    g.x * g.y * g.z
+}
+
 /// The calling block's linear index in the grid.
 #[inline(always)]
 fn block_rank() -> u32 {
@@ -90,9 +96,8 @@ fn gpu_sync(barrier: u64) {
     const FLIP: u32 = 0x8000_0000;
     super::sync_threads();
     if super::thread_rank() == 0 {
-        let blocks = super::grid_dim().x * super::grid_dim().y * super::grid_dim().z;
         let add = if block_rank() == 0 {
-            FLIP - (blocks - 1)
+            FLIP - (blocks() - 1)
         } else {
             1
         };

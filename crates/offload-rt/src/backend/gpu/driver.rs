@@ -7,7 +7,7 @@
 //! context made current on the calling thread ([`Driver::context_bind`]) first.
 
 use std::borrow::Cow;
-use std::ffi::{CStr, c_char, c_int, c_void};
+use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::fmt;
 use std::sync::OnceLock;
 
@@ -18,6 +18,26 @@ use crate::select::DeviceTarget;
 
 /// A raw driver handle: a context, stream, module, function, event, graph or graph instance.
 pub(crate) type Handle = *mut c_void;
+
+/// `cuLaunchCooperativeKernel` and `hipModuleLaunchCooperativeKernel`, which share a C
+/// signature: function, grid, block, dynamic shared bytes, stream, parameters.
+pub(crate) type CooperativeLaunchFn = unsafe extern "C" fn(
+    Handle,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    Handle,
+    *mut *mut c_void,
+) -> c_int;
+
+/// `cuOccupancyMaxActiveBlocksPerMultiprocessor` and
+/// `hipModuleOccupancyMaxActiveBlocksPerMultiprocessor`: blocks per multiprocessor of a
+/// function at a block size and dynamic shared memory.
+pub(crate) type OccupancyFn = unsafe extern "C" fn(*mut c_int, Handle, c_int, usize) -> c_int;
 
 /// One end of a copy between two devices of a driver: an address, its device and that
 /// device's context.
@@ -307,27 +327,85 @@ pub trait Driver: Send + Sync + Sized + 'static {
         launch: &LaunchArgs<'_>,
     ) -> Result<(), GpuError>;
 
+    /// The driver's cooperative launch and its name; `None` where the library lacks it.
+    fn cooperative_launch_entry(&self) -> (&'static str, Option<CooperativeLaunchFn>);
+    /// The driver's occupancy calculator and its name; `None` where the library lacks it.
+    fn occupancy_entry(&self) -> (&'static str, Option<OccupancyFn>);
+    /// The multiprocessors (SMs, compute units) of a device.
+    fn multiprocessors(info: &Self::Info) -> u32;
+
     /// Queues a cooperative launch of `function` on `stream` (all its blocks resident at once),
     /// as [`Driver::launch`] does a plain one; [`GpuError::MissingEntryPoint`] where the
     /// driver has no cooperative launch.
+    ///
+    /// # Safety
+    /// As [`Driver::launch`].
     unsafe fn launch_cooperative(
         &self,
         function: Handle,
         stream: Handle,
         launch: &LaunchArgs<'_>,
-    ) -> Result<(), GpuError>;
+    ) -> Result<(), GpuError> {
+        let (call, entry) = self.cooperative_launch_entry();
+        let Some(cooperative) = entry else {
+            return Err(GpuError::MissingEntryPoint {
+                api: Self::API,
+                call,
+            });
+        };
+        let (grid, block) = (launch.config.grid, launch.config.block);
+        // SAFETY: this function's contract; the driver only reads `params` (the C prototype
+        // is non-const).
+        self.check(call, unsafe {
+            cooperative(
+                function,
+                grid.0,
+                grid.1,
+                grid.2,
+                block.0,
+                block.1,
+                block.2,
+                launch.config.shared_mem_bytes,
+                stream,
+                launch.params.as_ptr().cast_mut(),
+            )
+        })
+    }
 
     /// The blocks of `threads` threads with `shared` bytes of dynamic shared memory each that
     /// the device keeps resident at once for `function`: the driver's occupancy per
     /// multiprocessor times the multiprocessors; `None` where the driver has no occupancy
     /// calculator.
+    ///
+    /// # Safety
+    /// `function` is a live function of a context of this driver, current on this thread.
     unsafe fn max_resident_blocks(
         &self,
         function: Handle,
         threads: u32,
         shared: u32,
         info: &Self::Info,
-    ) -> Result<Option<u32>, GpuError>;
+    ) -> Result<Option<u32>, GpuError> {
+        let (call, entry) = self.occupancy_entry();
+        let Some(occupancy) = entry else {
+            return Ok(None);
+        };
+        let mut per_multiprocessor: c_int = 0;
+        // SAFETY: `function` is live (this function's contract); writes one int.
+        self.check(call, unsafe {
+            occupancy(
+                &raw mut per_multiprocessor,
+                function,
+                c_int::try_from(threads).unwrap_or(c_int::MAX),
+                shared as usize,
+            )
+        })?;
+        Ok(Some(
+            u32::try_from(per_multiprocessor)
+                .unwrap_or(0)
+                .saturating_mul(Self::multiprocessors(info)),
+        ))
+    }
 
     /// A new event that can be timed.
     fn event_create(&self) -> Result<Handle, GpuError>;
