@@ -605,6 +605,23 @@ fn test() -> Result {
     ] {
         cargo_offload_run(&path, example)?;
     }
+    // The collectives example as four MPI ranks of the CPU device, each checking every
+    // collective; Open MPI starts ranks as root (CI's user) only when told so.
+    run(cargo()
+        .env("PATH", &path)
+        .env("OFFLOAD_DEVICE", "cpu")
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .args([
+            "offload",
+            "run",
+            "--release",
+            "--locked",
+            "-p",
+            "collectives",
+            "--np",
+            "4",
+        ]))?;
     // The crates as another project gets them: packaged and verified, a project made by
     // `new` against the packages, and the README's commands for one's own project.
     outside::publish_dry_run()?;

@@ -700,6 +700,54 @@ fn examples_run_correctly_on_the_cpu_device() {
     }
 }
 
+/// `cargo offload run --np 4`: the collectives example as four MPI ranks of the CPU device
+/// (Open MPI's `mpirun`, which CI installs), every collective of every element type checked
+/// exactly on every rank; and what `--np` says without an `mpirun`.
+#[test]
+fn collectives_run_exactly_on_four_mpi_ranks_of_the_cpu_device() {
+    let root = workspace_root();
+    let target = target_dir("e2e-examples");
+    let target_s = target.to_string_lossy().into_owned();
+    let run = |ranks: &str, mpirun: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cargo-offload"));
+        cmd.args(["offload", "run", "--offload-arch", "host", "--release"])
+            .args([
+                "-p",
+                "collectives",
+                "--np",
+                ranks,
+                "--target-dir",
+                &target_s,
+            ])
+            .current_dir(&root)
+            .env("OFFLOAD_DEVICE", "cpu")
+            // Open MPI starts ranks as root (CI's user) only when told so.
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .env_remove("RUSTFLAGS");
+        if let Some(mpirun) = mpirun {
+            cmd.env("OFFLOAD_MPIRUN", mpirun);
+        }
+        cmd.output().unwrap()
+    };
+    let out = run("4", None);
+    let stdout = check(&out, "collectives --np 4");
+    assert!(stdout.contains("device: cpu"), "{stdout}");
+    assert!(stdout.contains("collectives: MPI: "), "{stdout}");
+    assert!(
+        stdout.contains("4 ranks: 9 collectives x 10 element types exact on every rank"),
+        "{stdout}"
+    );
+
+    let out = run("2", Some("/nonexistent/mpirun"));
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("mpirun") && stderr.contains("/nonexistent/mpirun"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn two_host_crates_in_one_binary_each_register_their_kernels() {
     let dir = fixture("two-crates");

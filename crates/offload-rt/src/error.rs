@@ -330,6 +330,36 @@ pub enum Error {
         /// The linear index of the block that returned.
         block: u64,
     },
+    /// A communicator cannot be made on the device: the CPU device without MPI, or a GPU whose
+    /// collectives library (NCCL, RCCL) could not be loaded.
+    #[error("collectives are unavailable on {device}: {reason}")]
+    CollectivesUnavailable {
+        /// The device, as `describe()` says it.
+        device: String,
+        /// Why, with what was tried.
+        reason: String,
+    },
+    /// A call of the collectives library (NCCL, RCCL, MPI) failed.
+    #[error("{library}: {call} failed with code {code}: {message}")]
+    Collective {
+        /// The library, as it was opened (`libnccl.so.2`) or `MPI`.
+        library: String,
+        /// The call.
+        call: &'static str,
+        /// Its result code.
+        code: i32,
+        /// The library's message for it.
+        message: String,
+    },
+    /// A collective's arguments do not fit together: a buffer of another device, lengths
+    /// that do not match, a rank that is none.
+    #[error("collective `{call}`: {reason}")]
+    CollectiveArgs {
+        /// The communicator's method.
+        call: &'static str,
+        /// What does not fit.
+        reason: String,
+    },
     /// A worker thread of the CPU device could not be started.
     #[error("starting CPU device worker thread failed")]
     Worker(#[source] std::io::Error),
@@ -424,6 +454,9 @@ offload_format::error_codes! {
         NoDriverStreams => "OFF3029",
         CooperativeGridTooLarge => "OFF3030",
         GridSyncMismatch => "OFF3031",
+        CollectivesUnavailable => "OFF3032",
+        Collective => "OFF3033",
+        CollectiveArgs => "OFF3034",
     }
 }
 

@@ -6,6 +6,9 @@
 //!   [`DeviceBuffer`], [`LaunchConfig`] and the typed kernel handles made by
 //!   [`#[kernel]`](macro@kernel) and, for CUDA and HIP kernels built by `offload-build`, by
 //!   [`extern_kernels!`], over the device images the program registers at start-up.
+//! - [`collective`] (with `host`; on the CPU device with `mpi`): all-reduce, broadcast,
+//!   all-gather, reduce-scatter and send/receive between a program's ranks, on NCCL, RCCL or
+//!   MPI.
 //!
 //! # Environment
 //!
@@ -25,6 +28,8 @@
 //!   kernel with barriers.
 //! - `OFFLOAD_CUDA_LIBRARY`, `OFFLOAD_HIP_LIBRARY`: the driver library to open instead of
 //!   `libcuda.so.1` / `libamdhip64.so`.
+//! - `OFFLOAD_NCCL_LIBRARY`, `OFFLOAD_RCCL_LIBRARY`: the collectives library to open instead
+//!   of `libnccl.so.2` / `librccl.so.1` ([`collective`]).
 //! - `OFFLOAD_GPU_TESTS=1`, `OFFLOAD_HIP_TESTS=1` (tests only): run the GPU test suites.
 #![deny(missing_docs)]
 #![cfg_attr(not(feature = "host"), no_std)]
@@ -85,6 +90,8 @@ pub use error::{Error, KernelPanicReport, Result};
 #[cfg(feature = "host")]
 pub use host::buffer::DeviceBuffer;
 #[cfg(feature = "host")]
+pub use host::collective;
+#[cfg(feature = "host")]
 pub use host::stream::{DeviceEntry, Event, Graph, PinnedBuffer, Stream};
 #[cfg(feature = "host")]
 pub use host::{Device, LaunchReport};
@@ -92,6 +99,10 @@ pub use host::{Device, LaunchReport};
 pub use launch::{
     ElementCount, LaunchConfig, LaunchShape, MAX_BLOCK_DIM, MAX_GRID_DIM, MAX_THREADS_PER_BLOCK,
 };
+/// The MPI bindings the collectives use (feature `mpi`): `mpi::initialize()` starts a
+/// program's ranks.
+#[cfg(feature = "mpi")]
+pub use mpi;
 #[cfg(feature = "host")]
 pub use print::{PrintSink, set_print_sink};
 #[cfg(feature = "host")]

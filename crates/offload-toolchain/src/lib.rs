@@ -43,13 +43,14 @@ pub const DEVICE_LINK_LIBRARY_PACKAGES: &[&str] = &[
 ];
 
 /// The other Debian packages of libraries and headers the set-up installs: the compiler
-/// runtimes, the OpenMP and offload runtimes for the OpenMP peers, and the aarch64 cross C
-/// library.
+/// runtimes, the OpenMP and offload runtimes for the OpenMP peers, the aarch64 cross C
+/// library, and Open MPI's headers and `mpicc` for offload-rt's `mpi` feature.
 pub const OTHER_LIBRARY_PACKAGES: &[&str] = &[
     "libclang-rt-22-dev",
     "libomp-22-dev",
     "liboffload-22-dev",
     "libc6-dev-arm64-cross",
+    "libopenmpi-dev",
 ];
 
 /// Where the set-ups write the apt entry of Debian's `contrib non-free` components, which
@@ -170,6 +171,9 @@ pub enum Tool {
     Git,
     /// GDB, the debugger `cargo offload run --debugger` starts by default (and its test runs).
     Gdb,
+    /// `mpirun`, which `cargo offload run --np N` starts a program's ranks with (Open MPI's
+    /// here; MPICH's takes the same `-np`).
+    Mpirun,
 }
 
 impl Tool {
@@ -201,6 +205,7 @@ impl Tool {
         Tool::Python3,
         Tool::Git,
         Tool::Gdb,
+        Tool::Mpirun,
     ];
 
     /// The program's file name in its directory.
@@ -232,6 +237,7 @@ impl Tool {
             Tool::Python3 => "python3",
             Tool::Git => "git",
             Tool::Gdb => "gdb",
+            Tool::Mpirun => "mpirun",
         }
     }
 
@@ -261,6 +267,7 @@ impl Tool {
             Tool::Python3 => "python3",
             Tool::Git => "git",
             Tool::Gdb => "gdb",
+            Tool::Mpirun => "openmpi-bin",
         }
     }
 
@@ -273,7 +280,8 @@ impl Tool {
             | Tool::Aarch64Gcc
             | Tool::Python3
             | Tool::Git
-            | Tool::Gdb => Origin::System,
+            | Tool::Gdb
+            | Tool::Mpirun => Origin::System,
             _ => Origin::Llvm,
         }
     }

@@ -58,6 +58,13 @@ fn split_offload_args(args: Vec<OsString>) -> Result<(OffloadOptions, Vec<OsStri
             options.debugger = Some(Debugger::ForThisMachine);
         } else if let Some(value) = arg.to_str().and_then(|a| a.strip_prefix("--debugger=")) {
             options.debugger = Some(Debugger::Program(value.to_owned()));
+        } else if arg == "--np" {
+            let value = iter
+                .next()
+                .context("`--np` needs the number of ranks, e.g. `--np 4`")?;
+            options.ranks = Some(parse_ranks(&value.to_string_lossy())?);
+        } else if let Some(value) = arg.to_str().and_then(|a| a.strip_prefix("--np=")) {
+            options.ranks = Some(parse_ranks(value)?);
         } else if arg == "--sanitize" {
             options.sanitize = Some(Sanitize::ForThisMachine);
         } else if let Some(value) = arg.to_str().and_then(|a| a.strip_prefix("--sanitize=")) {
@@ -67,6 +74,14 @@ fn split_offload_args(args: Vec<OsString>) -> Result<(OffloadOptions, Vec<OsStri
         }
     }
     Ok((options, rest))
+}
+
+fn parse_ranks(value: &str) -> Result<u32> {
+    value
+        .parse::<u32>()
+        .ok()
+        .filter(|&n| n > 0)
+        .with_context(|| format!("`--np {value}`: the number of ranks is a whole number from 1"))
 }
 
 pub(super) const HELP: &str = "\
@@ -94,6 +109,10 @@ Offload options (the rest is cargo's own, below):
                               with TOOL address (the default without one), built with
                               AddressSanitizer and run on the CPU device; exit code 1
                               when it reports an error
+      --np <N>                (run) start the program as N MPI ranks under mpirun
+                              (OFFLOAD_MPIRUN, else on PATH); its collectives are
+                              offload_rt::collective's (NCCL, RCCL, or MPI on the
+                              CPU device)
 ";
 
 pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
@@ -108,6 +127,7 @@ pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
         options.print_phases = false;
         options.debugger = None;
         options.sanitize = None;
+        options.ranks = None;
     }
     run_cargo(subcommand, &options, &cargo_args)
 }
@@ -162,6 +182,19 @@ mod tests {
             options.sanitize,
             Some(Sanitize::Tool("racecheck".to_owned()))
         );
+    }
+
+    #[test]
+    fn np_takes_a_positive_count_before_dashdash() {
+        let (options, rest) = split_offload_args(os(&["--np", "4", "--", "--np", "2"])).unwrap();
+        assert_eq!(options.ranks, Some(4));
+        assert_eq!(rest, os(&["--", "--np", "2"]));
+        let (options, _) = split_offload_args(os(&["--np=2"])).unwrap();
+        assert_eq!(options.ranks, Some(2));
+        for bad in [&["--np", "0"][..], &["--np=x"], &["--np"]] {
+            let err = split_offload_args(os(bad)).unwrap_err().to_string();
+            assert!(err.contains("`--np"), "{err}");
+        }
     }
 
     #[test]

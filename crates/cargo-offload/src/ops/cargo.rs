@@ -44,6 +44,8 @@ pub struct OffloadOptions {
     pub debugger: Option<Debugger>,
     /// `run --sanitize[=TOOL]`: what to run the program under.
     pub sanitize: Option<Sanitize>,
+    /// `run --np N`: the program started as `N` MPI ranks under `mpirun`.
+    pub ranks: Option<u32>,
 }
 
 /// What `cargo offload run --debugger[=PROGRAM]` runs the program under.
@@ -94,6 +96,17 @@ pub fn run_cargo(
     if options.print_phases {
         return Ok(build_or_run(subcommand, options, cargo_args, Runner::None)?.0);
     }
+    if let Some(ranks) = options.ranks {
+        if subcommand != "run" {
+            anyhow::bail!("`--np` is an option of `cargo offload run`");
+        }
+        if options.debugger.is_some() || options.sanitize.is_some() {
+            anyhow::bail!(
+                "`--np` runs the program under mpirun, `--debugger` and `--sanitize` under their own tool: choose one"
+            );
+        }
+        return run_under_mpirun(ranks, options, cargo_args);
+    }
     match (&options.debugger, &options.sanitize) {
         (Some(_), Some(_)) => anyhow::bail!(
             "`--debugger` and `--sanitize` each run the program under their own tool: choose one"
@@ -136,6 +149,8 @@ enum Runner {
     Debugger,
     /// compute-sanitizer: the images are built as for a plain run.
     Sanitizer,
+    /// mpirun: the images are built as for a plain run.
+    Mpirun,
     /// AddressSanitizer: the host program and the CPU device's image built with it by the
     /// pinned nightly (`rustc`), the CPU device's alone.
     AddressSanitizer {
@@ -229,6 +244,45 @@ fn run_under_sanitizer(
     let status = command::status_interactive(&mut cmd)
         .with_context(|| format!("could not run compute-sanitizer ({})", sanitizer.display()))?;
     Ok(exit_code(status))
+}
+
+/// `cargo offload run --np N`: the program built as for `run`, then started as `N` MPI ranks
+/// by `mpirun -np N` (found as every tool is: `OFFLOAD_MPIRUN`, then `PATH`), each rank
+/// making its communicator with `offload_rt::collective::Communicator::from_mpi`. Open MPI's
+/// `mpirun` is also given `--oversubscribe` when `N` is more than the machine's cores (it
+/// refuses otherwise); its exit code is the program's.
+fn run_under_mpirun(
+    ranks: u32,
+    options: &OffloadOptions,
+    cargo_args: &[OsString],
+) -> Result<ExitCode> {
+    if ranks == 0 {
+        anyhow::bail!("`--np 0`: a program runs as one rank or more");
+    }
+    let mpirun = offload_toolchain::Tool::Mpirun.find()?;
+    let (executable, program_args) =
+        match build_the_executable("`--np`", Runner::Mpirun, options, cargo_args)? {
+            Ok(built) => built,
+            Err(status) => return Ok(status),
+        };
+    let mut cmd = Command::new(&mpirun);
+    cmd.arg("-np").arg(ranks.to_string());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if ranks as usize > cores && is_open_mpi(&mpirun) {
+        cmd.arg("--oversubscribe");
+    }
+    cmd.arg(&executable).args(&program_args);
+    let status = command::status_interactive(&mut cmd)
+        .with_context(|| format!("could not run mpirun ({})", mpirun.display()))?;
+    Ok(exit_code(status))
+}
+
+/// Whether `mpirun` is Open MPI's, by what its `--version` says.
+fn is_open_mpi(mpirun: &std::path::Path) -> bool {
+    command::run(Command::new(mpirun).arg("--version")).is_ok_and(|out| {
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.contains("Open MPI") || text.contains("OpenRTE")
+    })
 }
 
 /// Whether the driver reports an NVIDIA GPU here.
@@ -463,7 +517,7 @@ fn build_or_run(
                 .env("RUSTC", rustc)
                 .env("RUSTFLAGS", rustflags.trim_start());
         }
-        Runner::None | Runner::Sanitizer => {}
+        Runner::None | Runner::Sanitizer | Runner::Mpirun => {}
     }
     // Build scripts find the device link executable installed beside this one first.
     if let Ok(me) = std::env::current_exe() {

@@ -170,6 +170,12 @@ pub trait Backend: Send + Sync + fmt::Debug {
         std::ptr::null_mut()
     }
 
+    /// Makes the device's driver context current on the calling thread, for a library that
+    /// works on the thread's current device (NCCL, RCCL); nothing where there is none.
+    fn bind_to_thread(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// The report of the kernel panic behind a kernel fault this backend reported, if a
     /// panicking kernel wrote one (GPUs: through the device's channel). Taken once.
     fn take_kernel_panic(&self) -> Option<crate::error::KernelPanicReport> {

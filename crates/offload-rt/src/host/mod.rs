@@ -2,6 +2,7 @@
 //! memory ([`buffer`]) and its streams, events, graphs and page-locked buffers ([`stream`]).
 
 pub(crate) mod buffer;
+pub mod collective;
 pub(crate) mod stream;
 
 use std::collections::HashMap;

@@ -239,6 +239,10 @@ impl<D: Driver> Backend for GpuBackend<D> {
         self.device.raw_stream()
     }
 
+    fn bind_to_thread(&self) -> Result<()> {
+        self.device.bind().map_err(|e| self.err(e))
+    }
+
     fn describe(&self) -> String {
         self.description.clone()
     }

@@ -443,6 +443,14 @@ impl<D: Driver> GpuDevice<D> {
         Ok(word)
     }
 
+    /// Makes the device's context current on the calling thread.
+    ///
+    /// # Errors
+    /// A driver failure.
+    pub fn bind(&self) -> Result<(), GpuError> {
+        self.ctx.bind()
+    }
+
     /// The device's default stream.
     pub(crate) fn default_stream(&self) -> Handle {
         self.ctx.stream

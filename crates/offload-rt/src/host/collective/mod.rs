@@ -1,0 +1,787 @@
+//! Collectives over the ranks of a program: all-reduce, broadcast, all-gather, reduce-scatter
+//! and send/receive on [`DeviceBuffer`]s, one API on every device.
+//!
+//! - On a CUDA GPU the calls are NCCL's, on a HIP GPU RCCL's (the same C API), each library
+//!   loaded at run time as the drivers are. Calls are queued on the stream of the device the
+//!   communicator was made with (or was given, [`Communicator::set_stream`]), in order with
+//!   the kernels and copies queued there, and return at once.
+//! - On the CPU device (feature `mpi`) the calls are MPI's own, on the device's host memory,
+//!   after the work queued on the device's streams; they return when done.
+//!
+//! Ranks are started and found by MPI (feature `mpi`: [`Communicator::from_mpi`], `cargo
+//! offload run --np N`), or by any other means that hands every rank the same [`CommId`]
+//! ([`Communicator::with_id`], GPUs only).
+
+mod nccl;
+
+#[cfg(feature = "mpi")]
+mod mpi_comm;
+#[cfg(feature = "mpi")]
+pub use mpi_comm::local_rank;
+
+use std::ffi::c_void;
+use std::marker::PhantomData;
+use std::mem::size_of;
+
+use super::Device;
+use super::buffer::DeviceBuffer;
+use crate::backend::{DeviceKind, DevicePtr};
+use crate::error::{Error, Result};
+use crate::kernel::DeviceCopy;
+use nccl::{NcclApi, NcclComm, NcclUniqueId};
+
+/// How a reduction combines the ranks' elements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ReduceOp {
+    /// The sum (integers wrap).
+    Sum,
+    /// The product (integers wrap).
+    Prod,
+    /// The largest.
+    Max,
+    /// The smallest.
+    Min,
+}
+
+impl ReduceOp {
+    /// `ncclRedOp_t`.
+    fn nccl(self) -> i32 {
+        match self {
+            ReduceOp::Sum => 0,
+            ReduceOp::Prod => 1,
+            ReduceOp::Max => 2,
+            ReduceOp::Min => 3,
+        }
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// An element type the collectives move and reduce: the integers of 8, 32 and 64 bits, `f32`,
+/// `f64` and, with the `half` feature, `f16` and `bf16` (the types NCCL and RCCL reduce).
+pub trait CollectiveElement: DeviceCopy + sealed::Sealed {
+    /// `ncclDataType_t`.
+    #[doc(hidden)]
+    const NCCL_TYPE: i32;
+    /// `a` and `b` combined by `op`, as the CPU device reduces types MPI has no type for.
+    #[doc(hidden)]
+    fn combine(a: Self, b: Self, op: ReduceOp) -> Self;
+    /// The MPI datatype, where MPI has one.
+    #[cfg(feature = "mpi")]
+    #[doc(hidden)]
+    fn mpi_type() -> Option<mpi::ffi::MPI_Datatype>;
+}
+
+macro_rules! integer_elements {
+    ($($t:ty => $nccl:expr, $mpi:ident;)*) => {$(
+        impl sealed::Sealed for $t {}
+        impl CollectiveElement for $t {
+            const NCCL_TYPE: i32 = $nccl;
+            fn combine(a: Self, b: Self, op: ReduceOp) -> Self {
+                match op {
+                    ReduceOp::Sum => a.wrapping_add(b),
+                    ReduceOp::Prod => a.wrapping_mul(b),
+                    ReduceOp::Max => a.max(b),
+                    ReduceOp::Min => a.min(b),
+                }
+            }
+            #[cfg(feature = "mpi")]
+            fn mpi_type() -> Option<mpi::ffi::MPI_Datatype> {
+                // SAFETY: a constant of the MPI library, set before `main`.
+                Some(unsafe { mpi::ffi::$mpi })
+            }
+        }
+    )*};
+}
+
+integer_elements! {
+    i8 => 0, RSMPI_INT8_T;
+    u8 => 1, RSMPI_UINT8_T;
+    i32 => 2, RSMPI_INT32_T;
+    u32 => 3, RSMPI_UINT32_T;
+    i64 => 4, RSMPI_INT64_T;
+    u64 => 5, RSMPI_UINT64_T;
+}
+
+macro_rules! float_elements {
+    ($($t:ty => $nccl:expr, $mpi:ident;)*) => {$(
+        impl sealed::Sealed for $t {}
+        impl CollectiveElement for $t {
+            const NCCL_TYPE: i32 = $nccl;
+            fn combine(a: Self, b: Self, op: ReduceOp) -> Self {
+                match op {
+                    ReduceOp::Sum => a + b,
+                    ReduceOp::Prod => a * b,
+                    ReduceOp::Max => a.max(b),
+                    ReduceOp::Min => a.min(b),
+                }
+            }
+            #[cfg(feature = "mpi")]
+            fn mpi_type() -> Option<mpi::ffi::MPI_Datatype> {
+                // SAFETY: a constant of the MPI library, set before `main`.
+                Some(unsafe { mpi::ffi::$mpi })
+            }
+        }
+    )*};
+}
+
+float_elements! {
+    f32 => 7, RSMPI_FLOAT;
+    f64 => 8, RSMPI_DOUBLE;
+}
+
+#[cfg(feature = "half")]
+macro_rules! half_elements {
+    ($($t:ty => $nccl:expr;)*) => {$(
+        impl sealed::Sealed for $t {}
+        impl CollectiveElement for $t {
+            const NCCL_TYPE: i32 = $nccl;
+            fn combine(a: Self, b: Self, op: ReduceOp) -> Self {
+                // Each step rounded to the type, as NCCL's reductions of it are.
+                let (x, y) = (a.to_f32(), b.to_f32());
+                <$t>::from_f32(match op {
+                    ReduceOp::Sum => x + y,
+                    ReduceOp::Prod => x * y,
+                    ReduceOp::Max => x.max(y),
+                    ReduceOp::Min => x.min(y),
+                })
+            }
+            #[cfg(feature = "mpi")]
+            fn mpi_type() -> Option<mpi::ffi::MPI_Datatype> {
+                None
+            }
+        }
+    )*};
+}
+
+#[cfg(feature = "half")]
+half_elements! {
+    half::f16 => 6;
+    half::bf16 => 9;
+}
+
+/// The identity every rank of one communicator is made with, on GPUs: made once (by one
+/// rank, [`CommId::new`]) and handed to every rank by the program's own means.
+#[derive(Clone, Copy)]
+pub struct CommId(NcclUniqueId);
+
+impl std::fmt::Debug for CommId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CommId(..)")
+    }
+}
+
+impl CommId {
+    /// The size of an identity in bytes.
+    pub const BYTES: usize = nccl::NCCL_UNIQUE_ID_BYTES;
+
+    /// A new identity from the collectives library of `device`'s kind (NCCL or RCCL).
+    ///
+    /// # Errors
+    /// [`Error::CollectivesUnavailable`] on the CPU device or where the library is missing;
+    /// [`Error::Collective`] when it fails.
+    pub fn new(device: &Device) -> Result<CommId> {
+        let api = gpu_api(device)?;
+        let mut id = NcclUniqueId {
+            internal: [0; Self::BYTES],
+        };
+        // SAFETY: the out-pointer is a live `ncclUniqueId`.
+        let code = unsafe { (api.ncclGetUniqueId)(&mut id) };
+        api.check("ncclGetUniqueId", code, None)?;
+        Ok(CommId(id))
+    }
+
+    /// The identity's bytes, to send to the other ranks.
+    pub fn as_bytes(&self) -> &[u8; Self::BYTES] {
+        &self.0.internal
+    }
+
+    /// The identity of `bytes` another rank sent.
+    pub fn from_bytes(bytes: [u8; Self::BYTES]) -> CommId {
+        CommId(NcclUniqueId { internal: bytes })
+    }
+}
+
+/// One rank's member of a group of ranks that reduce, broadcast, gather and exchange
+/// [`DeviceBuffer`]s together (see the [module](self) documentation). Every rank calls the
+/// same collectives in the same order.
+#[derive(Debug)]
+pub struct Communicator {
+    device: Device,
+    rank: usize,
+    size: usize,
+    imp: Imp,
+}
+
+#[derive(Debug)]
+enum Imp {
+    Nccl(NcclMember),
+    #[cfg(feature = "mpi")]
+    Mpi(mpi_comm::MpiMember),
+}
+
+/// An NCCL or RCCL communicator, destroyed on drop.
+struct NcclMember {
+    api: &'static NcclApi,
+    comm: NcclComm,
+}
+
+impl std::fmt::Debug for NcclMember {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NcclMember")
+            .field("library", &self.api.library)
+            .finish_non_exhaustive()
+    }
+}
+
+// SAFETY: an NCCL communicator may be used from any thread, one call at a time, which
+// `&mut`/`&` of `Communicator` (not `Sync`) ensures.
+unsafe impl Send for NcclMember {}
+
+impl Drop for NcclMember {
+    fn drop(&mut self) {
+        // SAFETY: `comm` came from `ncclCommInitRank` and is destroyed once, here. The
+        // library waits for the communicator's queued work. An error has no one to go to.
+        let _ = unsafe { (self.api.ncclCommDestroy)(self.comm) };
+    }
+}
+
+/// The collectives library of a GPU device; the CPU device has none.
+fn gpu_api(device: &Device) -> Result<&'static NcclApi> {
+    match device.kind() {
+        DeviceKind::Cpu => Err(Error::CollectivesUnavailable {
+            device: device.describe().to_owned(),
+            reason: if cfg!(feature = "mpi") {
+                "the CPU device's collectives are MPI's: make the communicator with `Communicator::from_mpi`".to_owned()
+            } else {
+                "the CPU device's collectives are MPI's: build offload-rt with its `mpi` feature and make the communicator with `Communicator::from_mpi`".to_owned()
+            },
+        }),
+        kind => nccl::api(kind, device.describe()),
+    }
+}
+
+/// One send or receive of a [`P2pGroup`].
+struct P2p {
+    send: bool,
+    ptr: DevicePtr,
+    count: usize,
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    bytes: usize,
+    nccl_type: i32,
+    peer: usize,
+}
+
+/// Sends and receives posted together ([`Communicator::group`]): none waits for another, so
+/// ranks that exchange with each other in any order do not deadlock. The buffers are borrowed
+/// until the group is posted.
+pub struct P2pGroup<'b> {
+    device: Device,
+    comm_size: usize,
+    ops: Vec<P2p>,
+    _buffers: PhantomData<&'b mut ()>,
+}
+
+impl std::fmt::Debug for P2pGroup<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("P2pGroup")
+            .field("ops", &self.ops.len())
+            .finish()
+    }
+}
+
+impl<'b> P2pGroup<'b> {
+    /// Sends `buf` to rank `peer`, which receives it with a `recv` of as many elements.
+    ///
+    /// # Errors
+    /// [`Error::CollectiveArgs`] when `peer` is no rank.
+    pub fn send<T: CollectiveElement>(
+        &mut self,
+        buf: &'b DeviceBuffer<T>,
+        peer: usize,
+    ) -> Result<()> {
+        self.push(true, buf, peer, "send")
+    }
+
+    /// Receives into `buf` what rank `peer` sends with a `send` of as many elements.
+    ///
+    /// # Errors
+    /// [`Error::CollectiveArgs`] when `peer` is no rank.
+    pub fn recv<T: CollectiveElement>(
+        &mut self,
+        buf: &'b mut DeviceBuffer<T>,
+        peer: usize,
+    ) -> Result<()> {
+        self.push(false, buf, peer, "recv")
+    }
+
+    fn push<T: CollectiveElement>(
+        &mut self,
+        send: bool,
+        buf: &DeviceBuffer<T>,
+        peer: usize,
+        call: &'static str,
+    ) -> Result<()> {
+        check_buffer(call, &self.device, buf.device())?;
+        if peer >= self.comm_size {
+            return Err(Error::CollectiveArgs {
+                call,
+                reason: format!(
+                    "peer {peer} is no rank of a communicator of {}",
+                    self.comm_size
+                ),
+            });
+        }
+        self.ops.push(P2p {
+            send,
+            ptr: buf.device_ptr(),
+            count: buf.len(),
+            bytes: buf.len() * size_of::<T>(),
+            nccl_type: T::NCCL_TYPE,
+            peer,
+        });
+        Ok(())
+    }
+}
+
+impl Communicator {
+    /// Rank `rank` of the `size` ranks made with `id` on `device` (a GPU): every rank calls
+    /// this with the same `id` and `size`; it returns when all have.
+    ///
+    /// # Errors
+    /// [`Error::CollectivesUnavailable`] on the CPU device or where NCCL/RCCL is missing,
+    /// [`Error::CollectiveArgs`] for a rank outside `0..size`, [`Error::Collective`] when the
+    /// library fails.
+    pub fn with_id(device: &Device, id: &CommId, rank: usize, size: usize) -> Result<Communicator> {
+        let api = gpu_api(device)?;
+        let (Ok(nranks), Ok(rank_c)) = (i32::try_from(size), i32::try_from(rank)) else {
+            return Err(rank_error(rank, size));
+        };
+        if rank >= size {
+            return Err(rank_error(rank, size));
+        }
+        device.backend().bind_to_thread()?;
+        let mut comm: NcclComm = std::ptr::null_mut();
+        // SAFETY: the out-pointer is live; `id` is an `ncclUniqueId` of this library's (or
+        // bytes another rank's copy of it sent); the device's context is current.
+        let code = unsafe { (api.ncclCommInitRank)(&mut comm, nranks, id.0, rank_c) };
+        api.check("ncclCommInitRank", code, None)?;
+        Ok(Communicator {
+            device: device.clone(),
+            rank,
+            size,
+            imp: Imp::Nccl(NcclMember { api, comm }),
+        })
+    }
+
+    /// This rank, from 0.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// How many ranks there are.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The device the buffers are on, whose stream the calls are queued on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Which library carries the calls, with its version (`NCCL 2.21.5
+    /// (libnccl.so.2)`, `MPI: Open MPI v4.1.4, ...`).
+    pub fn library(&self) -> String {
+        match &self.imp {
+            Imp::Nccl(m) => format!(
+                "{} {} ({})",
+                nccl::library_kind(self.device.kind()),
+                m.api.version(),
+                m.api.library
+            ),
+            #[cfg(feature = "mpi")]
+            Imp::Mpi(m) => format!("MPI: {}", m.library()),
+        }
+    }
+
+    /// Queues the calls from now on on `stream` (of the communicator's device).
+    ///
+    /// # Errors
+    /// [`Error::CollectiveArgs`] when the stream is of another device.
+    pub fn set_stream(&mut self, stream: &crate::Stream) -> Result<()> {
+        if !stream.device().same_device(&self.device) {
+            return Err(Error::CollectiveArgs {
+                call: "set_stream",
+                reason: format!(
+                    "the stream is of {}, the communicator of {}",
+                    stream.device().describe(),
+                    self.device.describe()
+                ),
+            });
+        }
+        self.device = stream.device().clone();
+        Ok(())
+    }
+
+    /// Every rank's `send` combined element by element by `op`, into every rank's `recv`
+    /// (as long as `send`).
+    ///
+    /// # Errors
+    /// [`Error::CollectiveArgs`] for buffers of another device or of other lengths,
+    /// [`Error::Collective`] when the library fails.
+    pub fn all_reduce<T: CollectiveElement>(
+        &self,
+        send: &DeviceBuffer<T>,
+        recv: &mut DeviceBuffer<T>,
+        op: ReduceOp,
+    ) -> Result<()> {
+        const CALL: &str = "all_reduce";
+        self.check_buffer(CALL, send.device())?;
+        self.check_buffer(CALL, recv.device())?;
+        same_len(CALL, "recv", recv.len(), "send", send.len())?;
+        self.all_reduce_raw::<T>(send.device_ptr(), recv.device_ptr(), send.len(), op)
+    }
+
+    /// [`all_reduce`](Self::all_reduce) with the result in `buf` itself.
+    ///
+    /// # Errors
+    /// As [`all_reduce`](Self::all_reduce).
+    pub fn all_reduce_in_place<T: CollectiveElement>(
+        &self,
+        buf: &mut DeviceBuffer<T>,
+        op: ReduceOp,
+    ) -> Result<()> {
+        self.check_buffer("all_reduce_in_place", buf.device())?;
+        self.all_reduce_raw::<T>(buf.device_ptr(), buf.device_ptr(), buf.len(), op)
+    }
+
+    fn all_reduce_raw<T: CollectiveElement>(
+        &self,
+        send: DevicePtr,
+        recv: DevicePtr,
+        count: usize,
+        op: ReduceOp,
+    ) -> Result<()> {
+        match &self.imp {
+            Imp::Nccl(m) => self.nccl_call(m, "ncclAllReduce", |stream| {
+                // SAFETY: `send` and `recv` are `count` elements of live buffers of the
+                // communicator's device (checked by the callers), which the queued call
+                // reads and writes in stream order, as a launch would.
+                unsafe {
+                    (m.api.ncclAllReduce)(
+                        ptr(send),
+                        ptr(recv),
+                        count,
+                        T::NCCL_TYPE,
+                        op.nccl(),
+                        m.comm,
+                        stream,
+                    )
+                }
+            }),
+            #[cfg(feature = "mpi")]
+            Imp::Mpi(m) => {
+                self.device.quiesce_queues();
+                // SAFETY: as above; on the CPU device the addresses are host addresses of
+                // live buffers nothing else touches once the queues are drained.
+                unsafe { m.all_reduce::<T>(send, recv, count, op) }
+            }
+        }
+    }
+
+    /// Rank `root`'s `buf` into every rank's `buf` (each as long as the root's).
+    ///
+    /// # Errors
+    /// [`Error::CollectiveArgs`] for a buffer of another device or a root that is no rank,
+    /// [`Error::Collective`] when the library fails.
+    pub fn broadcast<T: CollectiveElement>(
+        &self,
+        buf: &mut DeviceBuffer<T>,
+        root: usize,
+    ) -> Result<()> {
+        const CALL: &str = "broadcast";
+        self.check_buffer(CALL, buf.device())?;
+        if root >= self.size {
+            return Err(Error::CollectiveArgs {
+                call: CALL,
+                reason: format!("root {root} is no rank of a communicator of {}", self.size),
+            });
+        }
+        let (at, count) = (buf.device_ptr(), buf.len());
+        match &self.imp {
+            Imp::Nccl(m) => self.nccl_call(m, "ncclBroadcast", |stream| {
+                // SAFETY: `at` is `count` elements of a live buffer of the communicator's
+                // device, read and written in stream order; `root` is a rank (checked).
+                unsafe {
+                    (m.api.ncclBroadcast)(
+                        ptr(at),
+                        ptr(at),
+                        count,
+                        T::NCCL_TYPE,
+                        root as i32,
+                        m.comm,
+                        stream,
+                    )
+                }
+            }),
+            #[cfg(feature = "mpi")]
+            Imp::Mpi(m) => {
+                self.device.quiesce_queues();
+                // SAFETY: host memory of a live buffer, the queues drained.
+                unsafe { m.broadcast(at, count * size_of::<T>(), root) }
+            }
+        }
+    }
+
+    /// Every rank's `send` into every rank's `recv`, in rank order: `recv` holds
+    /// `size() * send.len()` elements, rank `r`'s at `r * send.len()`.
+    ///
+    /// # Errors
+    /// [`Error::CollectiveArgs`] for buffers of another device or of other lengths,
+    /// [`Error::Collective`] when the library fails.
+    pub fn all_gather<T: CollectiveElement>(
+        &self,
+        send: &DeviceBuffer<T>,
+        recv: &mut DeviceBuffer<T>,
+    ) -> Result<()> {
+        const CALL: &str = "all_gather";
+        self.check_buffer(CALL, send.device())?;
+        self.check_buffer(CALL, recv.device())?;
+        let total = self.times_size(CALL, send.len())?;
+        same_len(CALL, "recv", recv.len(), "size() × send", total)?;
+        let (from, to, count) = (send.device_ptr(), recv.device_ptr(), send.len());
+        match &self.imp {
+            Imp::Nccl(m) => self.nccl_call(m, "ncclAllGather", |stream| {
+                // SAFETY: `from` holds `count` and `to` `size * count` elements of live
+                // buffers of the communicator's device (checked), used in stream order.
+                unsafe {
+                    (m.api.ncclAllGather)(ptr(from), ptr(to), count, T::NCCL_TYPE, m.comm, stream)
+                }
+            }),
+            #[cfg(feature = "mpi")]
+            Imp::Mpi(m) => {
+                self.device.quiesce_queues();
+                // SAFETY: host memory of live buffers of those lengths, the queues drained.
+                unsafe { m.all_gather(from, to, count * size_of::<T>()) }
+            }
+        }
+    }
+
+    /// Every rank's `send` combined element by element by `op`, and the result scattered:
+    /// rank `r`'s `recv` gets elements `r * recv.len()..(r + 1) * recv.len()`; `send` holds
+    /// `size() * recv.len()` elements.
+    ///
+    /// # Errors
+    /// [`Error::CollectiveArgs`] for buffers of another device or of other lengths,
+    /// [`Error::Collective`] when the library fails.
+    pub fn reduce_scatter<T: CollectiveElement>(
+        &self,
+        send: &DeviceBuffer<T>,
+        recv: &mut DeviceBuffer<T>,
+        op: ReduceOp,
+    ) -> Result<()> {
+        const CALL: &str = "reduce_scatter";
+        self.check_buffer(CALL, send.device())?;
+        self.check_buffer(CALL, recv.device())?;
+        let total = self.times_size(CALL, recv.len())?;
+        same_len(CALL, "send", send.len(), "size() × recv", total)?;
+        let (from, to, count) = (send.device_ptr(), recv.device_ptr(), recv.len());
+        match &self.imp {
+            Imp::Nccl(m) => self.nccl_call(m, "ncclReduceScatter", |stream| {
+                // SAFETY: `from` holds `size * count` and `to` `count` elements of live
+                // buffers of the communicator's device (checked), used in stream order.
+                unsafe {
+                    (m.api.ncclReduceScatter)(
+                        ptr(from),
+                        ptr(to),
+                        count,
+                        T::NCCL_TYPE,
+                        op.nccl(),
+                        m.comm,
+                        stream,
+                    )
+                }
+            }),
+            #[cfg(feature = "mpi")]
+            Imp::Mpi(m) => {
+                self.device.quiesce_queues();
+                // SAFETY: host memory of live buffers of those lengths, the queues drained.
+                unsafe { m.reduce_scatter::<T>(from, to, count, op) }
+            }
+        }
+    }
+
+    /// Sends `buf` to rank `peer`, which receives it with [`recv`](Self::recv) of as many
+    /// elements. Ranks that send to each other at once use [`group`](Self::group).
+    ///
+    /// # Errors
+    /// As [`group`](Self::group).
+    pub fn send<T: CollectiveElement>(&self, buf: &DeviceBuffer<T>, peer: usize) -> Result<()> {
+        self.group(|g| g.send(buf, peer))
+    }
+
+    /// Receives into `buf` what rank `peer` sends with [`send`](Self::send).
+    ///
+    /// # Errors
+    /// As [`group`](Self::group).
+    pub fn recv<T: CollectiveElement>(&self, buf: &mut DeviceBuffer<T>, peer: usize) -> Result<()> {
+        self.group(|g| g.recv(buf, peer))
+    }
+
+    /// The sends and receives `post` adds, posted together (NCCL's `ncclGroupStart` …
+    /// `ncclGroupEnd`; MPI's non-blocking sends and receives, then a wait for all).
+    ///
+    /// # Errors
+    /// What `post` returns; [`Error::CollectiveArgs`] for a buffer of another device or a
+    /// peer that is no rank; [`Error::Collective`] when the library fails.
+    pub fn group<'b>(&self, post: impl FnOnce(&mut P2pGroup<'b>) -> Result<()>) -> Result<()> {
+        let mut group = P2pGroup {
+            device: self.device.clone(),
+            comm_size: self.size,
+            ops: Vec::new(),
+            _buffers: PhantomData,
+        };
+        post(&mut group)?;
+        self.post_group(&group.ops)
+    }
+
+    fn post_group(&self, ops: &[P2p]) -> Result<()> {
+        match &self.imp {
+            Imp::Nccl(m) => self.nccl_call(m, "ncclGroupStart", |stream| {
+                // SAFETY: every op is `count` elements of a live buffer of the borrowed
+                // group (its lifetime outlives this call), queued in stream order.
+                unsafe {
+                    let code = (m.api.ncclGroupStart)();
+                    if code != 0 {
+                        return code;
+                    }
+                    for op in ops {
+                        let code = if op.send {
+                            (m.api.ncclSend)(
+                                ptr(op.ptr),
+                                op.count,
+                                op.nccl_type,
+                                op.peer as i32,
+                                m.comm,
+                                stream,
+                            )
+                        } else {
+                            (m.api.ncclRecv)(
+                                ptr(op.ptr),
+                                op.count,
+                                op.nccl_type,
+                                op.peer as i32,
+                                m.comm,
+                                stream,
+                            )
+                        };
+                        if code != 0 {
+                            // The group is left as the library left it: ended, so the
+                            // next call starts clean.
+                            let _ = (m.api.ncclGroupEnd)();
+                            return code;
+                        }
+                    }
+                    (m.api.ncclGroupEnd)()
+                }
+            }),
+            #[cfg(feature = "mpi")]
+            Imp::Mpi(m) => {
+                self.device.quiesce_queues();
+                // SAFETY: host memory of live buffers borrowed by the group, queues drained.
+                unsafe { m.exchange(ops) }
+            }
+        }
+    }
+
+    /// Runs one library call with the device's context current and its stream.
+    fn nccl_call(
+        &self,
+        member: &NcclMember,
+        call: &'static str,
+        queue: impl FnOnce(*mut c_void) -> i32,
+    ) -> Result<()> {
+        self.device.backend().bind_to_thread()?;
+        let code = queue(self.device.raw_stream());
+        member.api.check(call, code, Some(member.comm))
+    }
+
+    fn check_buffer(&self, call: &'static str, device: &Device) -> Result<()> {
+        check_buffer(call, &self.device, device)
+    }
+
+    fn times_size(&self, call: &'static str, len: usize) -> Result<usize> {
+        len.checked_mul(self.size).ok_or(Error::CollectiveArgs {
+            call,
+            reason: format!("{len} elements times {} ranks overflows", self.size),
+        })
+    }
+}
+
+/// [`Error::CollectiveArgs`] unless a buffer of `buffer` is on the communicator's `device`.
+fn check_buffer(call: &'static str, device: &Device, buffer: &Device) -> Result<()> {
+    if buffer.same_device(device) {
+        Ok(())
+    } else {
+        Err(Error::CollectiveArgs {
+            call,
+            reason: format!(
+                "a buffer of {}, the communicator is of {}",
+                buffer.describe(),
+                device.describe()
+            ),
+        })
+    }
+}
+
+/// The device a rank with node-local rank `local_rank` (0 for the first rank on each node,
+/// see `local_rank`) should use: the one `OFFLOAD_DEVICE` names when set; else, where the best
+/// device is a GPU, the GPU of that kind numbered `local_rank` modulo their count, so that
+/// the ranks of a node spread over its GPUs (NCCL refuses two ranks on one GPU); else the CPU
+/// device.
+///
+/// # Errors
+/// The device named by `OFFLOAD_DEVICE` cannot be opened, or the GPU cannot.
+pub fn device_for_local_rank(local_rank: usize) -> Result<Device> {
+    let best = Device::best()?;
+    if std::env::var_os("OFFLOAD_DEVICE").is_some() || best.kind() == DeviceKind::Cpu {
+        return Ok(best);
+    }
+    let kind = best.kind();
+    let count = Device::all().iter().filter(|d| d.kind == kind).count();
+    match local_rank % count.max(1) {
+        0 => Ok(best),
+        ordinal => Device::from_spec(&format!("{}:{ordinal}", kind.name())),
+    }
+}
+
+fn rank_error(rank: usize, size: usize) -> Error {
+    Error::CollectiveArgs {
+        call: "with_id",
+        reason: format!("rank {rank} of {size} ranks (ranks are 0..size, size at most i32::MAX)"),
+    }
+}
+
+fn same_len(
+    call: &'static str,
+    what: &str,
+    len: usize,
+    want_what: &str,
+    want: usize,
+) -> Result<()> {
+    if len == want {
+        Ok(())
+    } else {
+        Err(Error::CollectiveArgs {
+            call,
+            reason: format!("{what} has {len} elements, {want_what} is {want}"),
+        })
+    }
+}
+
+fn ptr(at: DevicePtr) -> *mut c_void {
+    std::ptr::with_exposed_provenance_mut(at.0 as usize)
+}

@@ -1,0 +1,394 @@
+//! The MPI side of the collectives (feature `mpi`): ranks found through an MPI communicator,
+//! an NCCL/RCCL communicator bootstrapped over it on GPUs, and MPI's own calls on the CPU
+//! device's host memory.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::mem::size_of;
+
+use mpi::collective::{CommunicatorCollectives, Root, SystemOperation};
+use mpi::ffi;
+use mpi::raw::AsRaw;
+use mpi::topology::{Communicator as _, SimpleCommunicator};
+
+use super::{CollectiveElement, CommId, Communicator, Imp, P2p, ReduceOp, gpu_api};
+use crate::backend::{DeviceKind, DevicePtr};
+use crate::error::{Error, Result};
+use crate::host::Device;
+
+/// The most elements (or bytes) one MPI call takes: its counts are `int`s.
+const MAX_COUNT: usize = i32::MAX as usize;
+/// The tag of every send and receive, on the communicator's own duplicate.
+const TAG: c_int = 0x0ff1;
+
+/// A duplicate of the program's MPI communicator, the CPU device's collectives.
+pub(super) struct MpiMember {
+    comm: SimpleCommunicator,
+}
+
+impl std::fmt::Debug for MpiMember {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MpiMember").finish_non_exhaustive()
+    }
+}
+
+impl Communicator {
+    /// This process's member of the ranks of MPI communicator `comm` (`universe.world()`
+    /// for every rank of the program), on `device`: NCCL or RCCL on a GPU, bootstrapped over
+    /// `comm`; MPI itself on the CPU device. Every rank of `comm` calls this; it returns when
+    /// all have.
+    ///
+    /// On a node with several GPUs each rank opens its own, e.g. by
+    /// [`local_rank`](crate::collective::local_rank).
+    ///
+    /// # Errors
+    /// [`Error::CollectivesUnavailable`] where this rank (or another) could not load NCCL or
+    /// RCCL, [`Error::Collective`] when the library fails.
+    pub fn from_mpi(
+        device: &Device,
+        comm: &impl mpi::topology::Communicator,
+    ) -> Result<Communicator> {
+        let comm = comm.duplicate();
+        let (rank, size) = (comm.rank() as usize, comm.size() as usize);
+        if device.kind() == DeviceKind::Cpu {
+            return Ok(Communicator {
+                device: device.clone(),
+                rank,
+                size,
+                imp: Imp::Mpi(MpiMember { comm }),
+            });
+        }
+        // Every rank goes on only if every rank has the library; else each returns an error
+        // rather than waiting for the others forever.
+        let api = gpu_api(device);
+        let mut all_loaded = 0i32;
+        comm.all_reduce_into(
+            &i32::from(api.is_ok()),
+            &mut all_loaded,
+            SystemOperation::min(),
+        );
+        api?;
+        if all_loaded == 0 {
+            return Err(Error::CollectivesUnavailable {
+                device: device.describe().to_owned(),
+                reason:
+                    "another rank could not load its collectives library (its own error says why)"
+                        .to_owned(),
+            });
+        }
+        // Rank 0 makes the identity and sends it with a byte saying whether it could.
+        let mut message = [0u8; 1 + CommId::BYTES];
+        let mut own_error = None;
+        if rank == 0 {
+            match CommId::new(device) {
+                Ok(id) => {
+                    message[0] = 1;
+                    message[1..].copy_from_slice(id.as_bytes());
+                }
+                Err(e) => own_error = Some(e),
+            }
+        }
+        comm.process_at_rank(0).broadcast_into(&mut message[..]);
+        if let Some(e) = own_error {
+            return Err(e);
+        }
+        if message[0] == 0 {
+            return Err(Error::CollectivesUnavailable {
+                device: device.describe().to_owned(),
+                reason:
+                    "rank 0 could not make the communicator's identity (its own error says why)"
+                        .to_owned(),
+            });
+        }
+        let mut bytes = [0u8; CommId::BYTES];
+        bytes.copy_from_slice(&message[1..]);
+        Communicator::with_id(device, &CommId::from_bytes(bytes), rank, size)
+    }
+}
+
+/// This process's rank among the ranks of `comm` on the same node (sharing memory), from 0:
+/// which of the node's GPUs it should use.
+pub fn local_rank(comm: &impl mpi::topology::Communicator) -> usize {
+    comm.split_shared(comm.rank()).rank() as usize
+}
+
+fn op_handle(op: ReduceOp) -> ffi::MPI_Op {
+    match op {
+        ReduceOp::Sum => SystemOperation::sum(),
+        ReduceOp::Prod => SystemOperation::product(),
+        ReduceOp::Max => SystemOperation::max(),
+        ReduceOp::Min => SystemOperation::min(),
+    }
+    .as_raw()
+}
+
+fn byte_type() -> ffi::MPI_Datatype {
+    // SAFETY: a constant of the MPI library, set before `main`.
+    unsafe { ffi::RSMPI_UINT8_T }
+}
+
+fn host<T>(at: DevicePtr) -> *mut T {
+    std::ptr::with_exposed_provenance_mut(at.0 as usize)
+}
+
+/// `Ok` for `MPI_SUCCESS`, else [`Error::Collective`] with MPI's message.
+fn check(call: &'static str, code: c_int) -> Result<()> {
+    if code == 0 {
+        return Ok(());
+    }
+    let mut text = vec![0u8; 1024];
+    let mut len: c_int = 0;
+    // SAFETY: the buffer holds MPI_MAX_ERROR_STRING (at most 1024 in Open MPI and MPICH)
+    // bytes; `len` is a live int.
+    unsafe { ffi::MPI_Error_string(code, text.as_mut_ptr().cast::<c_char>(), &mut len) };
+    text.truncate(usize::try_from(len).unwrap_or(0).min(1024));
+    Err(Error::Collective {
+        library: "MPI".to_owned(),
+        call,
+        code,
+        message: String::from_utf8_lossy(&text).into_owned(),
+    })
+}
+
+fn too_large(call: &'static str, bytes: usize) -> Error {
+    Error::CollectiveArgs {
+        call,
+        reason: format!(
+            "{bytes} bytes per rank: MPI's collectives on the CPU device take at most {MAX_COUNT}"
+        ),
+    }
+}
+
+impl MpiMember {
+    /// The MPI library's own words for itself, first line.
+    pub(super) fn library(&self) -> String {
+        mpi::environment::library_version()
+            .ok()
+            .and_then(|v| v.lines().next().map(|l| l.trim().to_owned()))
+            .unwrap_or_else(|| "(version unknown)".to_owned())
+    }
+
+    fn raw(&self) -> ffi::MPI_Comm {
+        self.comm.as_raw()
+    }
+
+    /// Every rank's gathered `count` elements at `from` (for types MPI has no type for).
+    ///
+    /// # Safety
+    /// `from` is the host address of `count` live `T`s.
+    unsafe fn gather_all<T: CollectiveElement>(
+        &self,
+        from: DevicePtr,
+        count: usize,
+    ) -> Result<Vec<T>> {
+        let size = self.comm.size() as usize;
+        let mut all: Vec<T> = Vec::with_capacity(count * size);
+        // SAFETY: `all` has room for `size * count` elements, all written by the gather.
+        unsafe {
+            self.all_gather(
+                from,
+                DevicePtr(all.as_mut_ptr().expose_provenance() as u64),
+                count * size_of::<T>(),
+            )?;
+            all.set_len(count * size);
+        }
+        Ok(all)
+    }
+
+    /// # Safety
+    /// `send` and `recv` are the host addresses of `count` live `T`s each (maybe the same),
+    /// touched by nothing else during the call.
+    pub(super) unsafe fn all_reduce<T: CollectiveElement>(
+        &self,
+        send: DevicePtr,
+        recv: DevicePtr,
+        count: usize,
+        op: ReduceOp,
+    ) -> Result<()> {
+        let Some(datatype) = T::mpi_type() else {
+            // SAFETY: the caller's contract.
+            let all = unsafe { self.gather_all::<T>(send, count)? };
+            let out = host::<T>(recv);
+            for i in 0..count {
+                let value = (1..all.len() / count.max(1))
+                    .fold(all[i], |acc, r| T::combine(acc, all[r * count + i], op));
+                // SAFETY: `recv` holds `count` elements.
+                unsafe { out.add(i).write(value) };
+            }
+            return Ok(());
+        };
+        // MPI has no portable in-place marker in these bindings: reduce from a copy.
+        let copy: Vec<T>;
+        let from: *const T = if send == recv {
+            // SAFETY: the caller's contract.
+            copy = unsafe { std::slice::from_raw_parts(host::<T>(send), count) }.to_vec();
+            copy.as_ptr()
+        } else {
+            host::<T>(send)
+        };
+        let to = host::<T>(recv);
+        let mut done = 0;
+        while done < count {
+            let n = (count - done).min(MAX_COUNT);
+            // SAFETY: both ranges lie inside the caller's buffers; `n` fits an `int`.
+            check("MPI_Allreduce", unsafe {
+                ffi::MPI_Allreduce(
+                    from.add(done).cast::<c_void>(),
+                    to.add(done).cast::<c_void>(),
+                    n as c_int,
+                    datatype,
+                    op_handle(op),
+                    self.raw(),
+                )
+            })?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// # Safety
+    /// `at` is the host address of `bytes` live bytes, touched by nothing else meanwhile.
+    pub(super) unsafe fn broadcast(&self, at: DevicePtr, bytes: usize, root: usize) -> Result<()> {
+        let base = host::<u8>(at);
+        let mut done = 0;
+        while done < bytes {
+            let n = (bytes - done).min(MAX_COUNT);
+            // SAFETY: the range lies inside the caller's buffer; `n` fits an `int`.
+            check("MPI_Bcast", unsafe {
+                ffi::MPI_Bcast(
+                    base.add(done).cast(),
+                    n as c_int,
+                    byte_type(),
+                    root as c_int,
+                    self.raw(),
+                )
+            })?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// # Safety
+    /// `from` is the host address of `bytes` live bytes, `to` of `size * bytes`, touched by
+    /// nothing else meanwhile.
+    pub(super) unsafe fn all_gather(
+        &self,
+        from: DevicePtr,
+        to: DevicePtr,
+        bytes: usize,
+    ) -> Result<()> {
+        let n = c_int::try_from(bytes).map_err(|_| too_large("all_gather", bytes))?;
+        // SAFETY: the caller's contract.
+        check("MPI_Allgather", unsafe {
+            ffi::MPI_Allgather(
+                host::<c_void>(from),
+                n,
+                byte_type(),
+                host::<c_void>(to),
+                n,
+                byte_type(),
+                self.raw(),
+            )
+        })
+    }
+
+    /// # Safety
+    /// `from` is the host address of `size * count` live `T`s, `to` of `count`, touched by
+    /// nothing else meanwhile.
+    pub(super) unsafe fn reduce_scatter<T: CollectiveElement>(
+        &self,
+        from: DevicePtr,
+        to: DevicePtr,
+        count: usize,
+        op: ReduceOp,
+    ) -> Result<()> {
+        let size = self.comm.size() as usize;
+        let Some(datatype) = T::mpi_type() else {
+            // SAFETY: the caller's contract.
+            let all = unsafe { self.gather_all::<T>(from, count * size)? };
+            let own = self.comm.rank() as usize * count;
+            let out = host::<T>(to);
+            for i in 0..count {
+                let value = (1..size).fold(all[own + i], |acc, r| {
+                    T::combine(acc, all[r * count * size + own + i], op)
+                });
+                // SAFETY: `to` holds `count` elements.
+                unsafe { out.add(i).write(value) };
+            }
+            return Ok(());
+        };
+        let n = c_int::try_from(count)
+            .map_err(|_| too_large("reduce_scatter", count * size_of::<T>()))?;
+        // SAFETY: the caller's contract.
+        check("MPI_Reduce_scatter_block", unsafe {
+            ffi::MPI_Reduce_scatter_block(
+                host::<c_void>(from),
+                host::<c_void>(to),
+                n,
+                datatype,
+                op_handle(op),
+                self.raw(),
+            )
+        })
+    }
+
+    /// Posts every send and receive of `ops` without waiting, then waits for all.
+    ///
+    /// # Safety
+    /// Each op's address is the host address of its `bytes` live bytes, touched by nothing
+    /// else meanwhile.
+    pub(super) unsafe fn exchange(&self, ops: &[P2p]) -> Result<()> {
+        // SAFETY: an `MPI_Request` is a plain handle; every slot is written before the wait.
+        let mut requests: Vec<ffi::MPI_Request> = Vec::new();
+        let mut posted = Ok(());
+        'ops: for op in ops {
+            let base = host::<u8>(op.ptr);
+            let mut done = 0;
+            // One request per chunk of an `int`'s count; a zero-length message still goes.
+            loop {
+                let n = (op.bytes - done).min(MAX_COUNT);
+                // SAFETY: `MPI_Request` is a plain C handle (a pointer or an int).
+                let mut request: ffi::MPI_Request = unsafe { std::mem::zeroed() };
+                // SAFETY: the range lies inside the op's buffer; the request is written.
+                let code = unsafe {
+                    if op.send {
+                        ffi::MPI_Isend(
+                            base.add(done).cast(),
+                            n as c_int,
+                            byte_type(),
+                            op.peer as c_int,
+                            TAG,
+                            self.raw(),
+                            &mut request,
+                        )
+                    } else {
+                        ffi::MPI_Irecv(
+                            base.add(done).cast(),
+                            n as c_int,
+                            byte_type(),
+                            op.peer as c_int,
+                            TAG,
+                            self.raw(),
+                            &mut request,
+                        )
+                    }
+                };
+                if let Err(e) = check(if op.send { "MPI_Isend" } else { "MPI_Irecv" }, code) {
+                    posted = Err(e);
+                    break 'ops;
+                }
+                requests.push(request);
+                done += n;
+                if done >= op.bytes {
+                    break;
+                }
+            }
+        }
+        // What was posted is waited for even after a failure: MPI still uses the buffers.
+        let count = c_int::try_from(requests.len()).unwrap_or(c_int::MAX);
+        // SAFETY: `requests` holds `count` requests of this process's.
+        let waited = check("MPI_Waitall", unsafe {
+            ffi::MPI_Waitall(count, requests.as_mut_ptr(), ffi::RSMPI_STATUSES_IGNORE)
+        });
+        posted.and(waited)
+    }
+}
