@@ -28,7 +28,7 @@ use super::buffer::DeviceBuffer;
 use crate::backend::{DeviceKind, DevicePtr};
 use crate::error::{Error, Result};
 use crate::kernel::DeviceCopy;
-use nccl::{NcclApi, NcclComm, NcclUniqueId};
+use nccl::{NcclApi, NcclComm, NcclTransfer, NcclUniqueId};
 
 /// How a reduction combines the ranks' elements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -466,27 +466,23 @@ impl Communicator {
         op: ReduceOp,
     ) -> Result<()> {
         match &self.imp {
-            Imp::Nccl(m) => self.nccl_call(m, "ncclAllReduce", |stream| {
-                // SAFETY: `send` and `recv` are `count` elements of live buffers of the
-                // communicator's device (checked by the callers), which the queued call
-                // reads and writes in stream order, as a launch would.
-                unsafe {
-                    (m.api.ncclAllReduce)(
-                        ptr(send),
-                        ptr(recv),
-                        count,
-                        T::NCCL_TYPE,
-                        op.nccl(),
-                        m.comm,
-                        stream,
-                    )
-                }
-            }),
+            // SAFETY: `send` and `recv` are `count` elements of live buffers of the
+            // communicator's device (checked by the callers).
+            Imp::Nccl(m) => unsafe {
+                self.nccl_transfer(
+                    m,
+                    "ncclAllReduce",
+                    m.api.ncclAllReduce,
+                    (send, recv, count),
+                    T::NCCL_TYPE,
+                    op.nccl(),
+                )
+            },
             #[cfg(feature = "mpi")]
             Imp::Mpi(m) => {
                 self.device.quiesce_queues();
                 // SAFETY: as above; on the CPU device the addresses are host addresses of
-                // live buffers nothing else touches once the queues are drained.
+                // the buffers, which nothing else touches once the queues are drained.
                 unsafe { m.all_reduce::<T>(send, recv, count, op) }
             }
         }
@@ -512,21 +508,18 @@ impl Communicator {
         }
         let (at, count) = (buf.device_ptr(), buf.len());
         match &self.imp {
-            Imp::Nccl(m) => self.nccl_call(m, "ncclBroadcast", |stream| {
-                // SAFETY: `at` is `count` elements of a live buffer of the communicator's
-                // device, read and written in stream order; `root` is a rank (checked).
-                unsafe {
-                    (m.api.ncclBroadcast)(
-                        ptr(at),
-                        ptr(at),
-                        count,
-                        T::NCCL_TYPE,
-                        root as i32,
-                        m.comm,
-                        stream,
-                    )
-                }
-            }),
+            // SAFETY: `at` is `count` elements of a live buffer of the communicator's device;
+            // `root` is a rank (both checked).
+            Imp::Nccl(m) => unsafe {
+                self.nccl_transfer(
+                    m,
+                    "ncclBroadcast",
+                    m.api.ncclBroadcast,
+                    (at, at, count),
+                    T::NCCL_TYPE,
+                    root as i32,
+                )
+            },
             #[cfg(feature = "mpi")]
             Imp::Mpi(m) => {
                 self.device.quiesce_queues();
@@ -590,21 +583,18 @@ impl Communicator {
         same_len(CALL, "send", send.len(), "size() × recv", total)?;
         let (from, to, count) = (send.device_ptr(), recv.device_ptr(), recv.len());
         match &self.imp {
-            Imp::Nccl(m) => self.nccl_call(m, "ncclReduceScatter", |stream| {
-                // SAFETY: `from` holds `size * count` and `to` `count` elements of live
-                // buffers of the communicator's device (checked), used in stream order.
-                unsafe {
-                    (m.api.ncclReduceScatter)(
-                        ptr(from),
-                        ptr(to),
-                        count,
-                        T::NCCL_TYPE,
-                        op.nccl(),
-                        m.comm,
-                        stream,
-                    )
-                }
-            }),
+            // SAFETY: `from` holds `size * count` and `to` `count` elements of live buffers of
+            // the communicator's device (checked).
+            Imp::Nccl(m) => unsafe {
+                self.nccl_transfer(
+                    m,
+                    "ncclReduceScatter",
+                    m.api.ncclReduceScatter,
+                    (from, to, count),
+                    T::NCCL_TYPE,
+                    op.nccl(),
+                )
+            },
             #[cfg(feature = "mpi")]
             Imp::Mpi(m) => {
                 self.device.quiesce_queues();
@@ -695,6 +685,40 @@ impl Communicator {
                 unsafe { m.exchange(ops) }
             }
         }
+    }
+
+    /// Queues `entry` (`ncclAllReduce`, `ncclBroadcast`, `ncclReduceScatter`: the same C
+    /// signature) from `from` to `to`, `count` elements of `nccl_type`, with `arg` (the
+    /// operation, or the root), on the communicator's stream.
+    ///
+    /// # Safety
+    /// `from` and `to` are live buffers of the communicator's device, as long as `entry` reads
+    /// and writes with these arguments; the queued call uses them in stream order, as a
+    /// launch would.
+    unsafe fn nccl_transfer(
+        &self,
+        member: &NcclMember,
+        call: &'static str,
+        entry: NcclTransfer,
+        (from, to, count): (DevicePtr, DevicePtr, usize),
+        nccl_type: i32,
+        arg: i32,
+    ) -> Result<()> {
+        self.nccl_call(member, call, |stream| {
+            // SAFETY: the caller's contract; `entry` is the library's, called with its own
+            // communicator.
+            unsafe {
+                entry(
+                    ptr(from),
+                    ptr(to),
+                    count,
+                    nccl_type,
+                    arg,
+                    member.comm,
+                    stream,
+                )
+            }
+        })
     }
 
     /// Runs one library call with the device's context current and its stream.

@@ -16,6 +16,17 @@ use crate::error::{Error, Result};
 pub(crate) type NcclComm = *mut c_void;
 /// `ncclResult_t`.
 type NcclResult = c_int;
+/// The C signature `ncclAllReduce`, `ncclBroadcast` and `ncclReduceScatter` share: from, to,
+/// count, type, the operation (or the root), communicator, stream.
+pub(crate) type NcclTransfer = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_void,
+    usize,
+    c_int,
+    c_int,
+    NcclComm,
+    *mut c_void,
+) -> NcclResult;
 
 /// `ncclUniqueId`: the bytes every rank of one communicator is created with.
 #[repr(C)]
