@@ -218,6 +218,16 @@ else
     record "native archs" PASS "$secs" "native = ${native:-none} ($(grep -c '^unavailable' "$log") driver(s) without a device)"
 fi
 
+# The collectives on one GPU: a one-rank communicator of NCCL (RCCL on AMD), every call after
+# a kernel on the same stream; exit 2 where the machine has no such library.
+log="$logs/collectives.log"
+timed "$log" "$bin/offload-rt-kernel-run" collectives
+case "$rc" in
+0) record "collectives" PASS "$secs" "$(grep -m 1 '^collectives:' "$log" | cut -c1-120); every result the kernel's" ;;
+2) record "collectives" SKIP "$secs" "$(grep -m 1 '^skipped:' "$log" | cut -c1-200)" ;;
+*) record "collectives" FAIL "$secs" "exit $rc: $(grep -m 1 -e WRONG -e '^error' "$log" | cut -c1-160) (see logs/collectives.log)" ;;
+esac
+
 # Each kind of panic core raises, one process each: its report names the thread and keeps the
 # part of the message a GPU records (the CPU device has the full message).
 kinds=(
