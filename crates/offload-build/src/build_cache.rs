@@ -107,6 +107,11 @@ impl BuildCache {
         }
     }
 
+    /// The directory of this layout's files.
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+
     /// The cache's copy of the nested target directory `target_dir` (by its name:
     /// `nvptx64-nvidia-cuda`, `x86_64-unknown-linux-gnu-host`).
     fn mirror(&self, target_dir: &Path) -> PathBuf {

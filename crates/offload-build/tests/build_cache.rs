@@ -1,7 +1,8 @@
 //! The shared cache of nested-build units (`build_cache`): a new target directory is seeded
 //! from what another one built, so its device build compiles the kernel crate and its path
-//! dependencies alone; and the
-//! nested builds go through `RUSTC_WRAPPER` (`sccache`), like the outer one.
+//! dependencies alone; the device link's images are kept by content beside it, so that build
+//! runs neither the link nor `ptxas`; and the nested builds go through `RUSTC_WRAPPER`
+//! (`sccache`), like the outer one.
 #![cfg(feature = "llvm")]
 
 mod common;
@@ -67,16 +68,39 @@ fn a_new_target_directory_is_seeded_and_builds_only_the_kernel_crate() {
         ),
     )
     .unwrap();
+    // A `ptxas` that notes each image it assembles, then runs the real one.
+    let real_ptxas = offload_toolchain::Tool::Ptxas
+        .find()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let assembled = scratch.path().join("ptxas.log");
+    let ptxas = scratch.path().join("log-ptxas.sh");
+    std::fs::write(
+        &ptxas,
+        format!(
+            "#!/bin/sh
+case \"$*\" in *-arch=*) echo \"$*\" >> '{}';; esac\nexec '{}' \"$@\"\n",
+            assembled.display(),
+            real_ptxas.display()
+        ),
+    )
+    .unwrap();
     std::process::Command::new("chmod")
         .arg("755")
         .arg(&wrapper)
+        .arg(&ptxas)
         .status()
         .unwrap();
+    let assemblies = || {
+        let text = std::fs::read_to_string(&assembled).unwrap_or_default();
+        std::fs::write(&assembled, "").unwrap();
+        text.lines().count()
+    };
     // SAFETY: this test binary has this one test, and nothing else in it reads or writes the
     // environment meanwhile.
     unsafe {
         std::env::set_var("OFFLOAD_BUILD_CACHE", &cache);
         std::env::set_var("RUSTC_WRAPPER", &wrapper);
+        std::env::set_var("OFFLOAD_PTXAS", &ptxas);
     }
     let arch = parse_list("sm_80", "the test").unwrap()[0];
 
@@ -101,6 +125,10 @@ fn a_new_target_directory_is_seeded_and_builds_only_the_kernel_crate() {
         "the cache was filled"
     );
     compiled(&log);
+    let links = cache.join("v2/device-links");
+    let kept = || std::fs::read_dir(&links).map_or(0, |d| d.count());
+    assert_eq!(kept(), 1, "the link's images were kept");
+    assemblies();
 
     // A new one, as a new project's: seeded, it compiles the kernel crate and its path
     // dependencies (the device API here; from crates.io it would come from the cache too),
@@ -121,6 +149,11 @@ fn a_new_target_directory_is_seeded_and_builds_only_the_kernel_crate() {
     );
     assert_eq!(core(&second), core(&first), "core came from the cache");
     assert_eq!(second_ptx, first_ptx);
+    assert_eq!(
+        (assemblies(), kept()),
+        (0, 1),
+        "the same bitcode's images came from the cache: no ptxas run, nothing new kept"
+    );
 
     // Off: a new directory builds everything, `core` included.
     // SAFETY: as above.
@@ -129,4 +162,9 @@ fn a_new_target_directory_is_seeded_and_builds_only_the_kernel_crate() {
     ptx(&arch, &third);
     let crates = compiled(&log);
     assert!(crates.iter().any(|c| c == "core"), "{crates:?}");
+    assert_eq!(
+        assemblies(),
+        1,
+        "without the cache, ptxas assembles the image again"
+    );
 }

@@ -16,6 +16,8 @@
 //! [`find_tool`]; [`ptxas_supported_sms`] says which `sm_XX` the `ptxas` found can assemble.
 
 #[cfg(feature = "llvm")]
+mod link_cache;
+#[cfg(feature = "llvm")]
 mod llvm;
 #[cfg(feature = "llvm")]
 mod pipeline;

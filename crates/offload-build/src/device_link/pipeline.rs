@@ -543,6 +543,23 @@ fn link_device_images(
     inputs: &[DeviceInput],
     amd: &AmdgpuLinkOptions,
 ) -> crate::Result<Vec<DeviceImage>> {
+    let cache = super::link_cache::LinkCache::from_env(env);
+    let ptxas = super::find_tool(offload_toolchain::Tool::Ptxas).ok();
+    let key = super::link_cache::key(&krate.lib_name, target, amd, ptxas.as_deref(), inputs);
+    if let Some(images) = cache
+        .as_ref()
+        .and_then(|c| c.load(&key, &krate.lib_name, target))
+    {
+        crate::status::status(
+            env,
+            "Fresh",
+            &format!(
+                "{} ({arch}): the device link's images, from the cache",
+                krate.package
+            ),
+        );
+        return Ok(images);
+    }
     crate::status::status(env, "Linking", &format!("{} ({arch})", krate.package));
     let images = gpu_images(inputs, target, amd)?;
     // The parameter sizes come from the PTX (a cubin is assembled from it) or the AMD code
@@ -555,7 +572,7 @@ fn link_device_images(
             .map_err(super::bad_code_object)?,
         None => Vec::new(),
     };
-    Ok(images
+    let images: Vec<DeviceImage> = images
         .into_iter()
         .map(|image| DeviceImage {
             arch: *arch,
@@ -567,7 +584,16 @@ fn link_device_images(
             kernel_resources: image.resources,
             bytes: image.bytes,
         })
-        .collect())
+        .collect();
+    if let Some(cache) = cache
+        && let Err(e) = cache.store(&key, &images)
+    {
+        env.warn(&format!(
+            "the device link's images of {} ({arch}) could not be cached ({e})",
+            krate.package
+        ));
+    }
+    Ok(images)
 }
 
 #[cfg(test)]

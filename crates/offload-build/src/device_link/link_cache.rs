@@ -1,0 +1,301 @@
+//! The device link's images kept by the content of everything that makes them, beside the
+//! shared build cache's units: a clean build whose kernel crate compiles to the same bitcode
+//! (another checkout at the same path, a CI runner's second build, `cargo clean`) runs neither
+//! the link nor `ptxas` again.
+//!
+//! The key is a SHA-256 over: this layout's version; the executable doing the link (its path,
+//! size and modification time: a rebuilt `cargo-offload-device` or build script links anew);
+//! the LLVM it runs (version, and the shared library's path, size and modification time); the
+//! target and the AMD code object version; on NVIDIA the `ptxas` found (path, size, time), or
+//! none; the kernel crate's library name (the images carry it); and every input of the link in
+//! order, with whether it is linked whole or on demand and the symbols its archive says it
+//! defines. The value is the images as the build embeds them (OffloadBinaries, with their
+//! kernels, parameter sizes and resource figures), written whole and renamed into place.
+//!
+//! It lies in `device-links` of the shared build cache's directory, and is turned off with it
+//! (`OFFLOAD_BUILD_CACHE=off`); every file may be deleted at any time.
+
+use std::path::{Path, PathBuf};
+
+use super::AmdgpuLinkOptions;
+use super::pipeline::GpuTarget;
+use super::rlib_bitcode::DeviceInput;
+use crate::env::Env;
+use crate::error::IoContext;
+use crate::image::DeviceImage;
+
+/// The layout's version: a later one never reads this one's files.
+const LAYOUT: &str = "offload device-link cache 1";
+
+/// Where linked images are kept by their key.
+#[derive(Debug, Clone)]
+pub(crate) struct LinkCache {
+    dir: PathBuf,
+}
+
+/// What one link's images are kept under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LinkKey([u8; 32]);
+
+impl LinkKey {
+    fn hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// Hashes length-prefixed fields, so that no two sequences of fields hash alike.
+struct KeyHasher(hmac_sha256::Hash);
+
+impl KeyHasher {
+    fn field(&mut self, bytes: &[u8]) {
+        self.0.update((bytes.len() as u64).to_le_bytes());
+        self.0.update(bytes);
+    }
+
+    /// A file by its path, size and modification time, or that there is none.
+    fn file(&mut self, path: Option<&Path>) {
+        let Some(path) = path else {
+            self.field(b"(none)");
+            return;
+        };
+        self.field(path.as_os_str().as_encoded_bytes());
+        let meta = std::fs::metadata(path).ok();
+        let modified = meta
+            .as_ref()
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos());
+        self.field(&meta.map_or(0, |m| m.len()).to_le_bytes());
+        self.field(&modified.to_le_bytes());
+    }
+}
+
+/// The path of the LLVM shared library this process runs, from its memory map.
+fn loaded_llvm_library() -> Option<PathBuf> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines()
+        .filter_map(|line| line.split_whitespace().nth(5))
+        .find(|path| {
+            Path::new(path)
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("libLLVM"))
+        })
+        .map(PathBuf::from)
+}
+
+/// The key of linking `inputs` for `target` into images of module `module`.
+pub(crate) fn key(
+    module: &str,
+    target: &GpuTarget,
+    amd: &AmdgpuLinkOptions,
+    ptxas: Option<&Path>,
+    inputs: &[DeviceInput],
+) -> LinkKey {
+    let mut h = KeyHasher(hmac_sha256::Hash::new());
+    h.field(LAYOUT.as_bytes());
+    h.file(std::env::current_exe().ok().as_deref());
+    let (major, minor, patch) = inkwell::support::get_llvm_version();
+    h.field(format!("{major}.{minor}.{patch}").as_bytes());
+    h.file(loaded_llvm_library().as_deref());
+    h.field(target.to_string().as_bytes());
+    h.field(&amd.code_object_version.module_flag().to_le_bytes());
+    if matches!(target, GpuTarget::Nvptx { .. }) {
+        h.file(ptxas);
+    }
+    h.field(module.as_bytes());
+    h.field(&(inputs.len() as u64).to_le_bytes());
+    for input in inputs {
+        h.field(&[u8::from(input.lazy)]);
+        match &input.defines {
+            Some(symbols) => {
+                h.field(&(symbols.len() as u64).to_le_bytes());
+                for symbol in symbols {
+                    h.field(symbol.as_bytes());
+                }
+            }
+            None => h.field(b"(unknown)"),
+        }
+        h.field(&input.bytes);
+    }
+    LinkKey(h.0.finalize())
+}
+
+impl LinkCache {
+    /// The cache beside the shared build cache the environment asks for; `None` when that is
+    /// turned off.
+    pub(crate) fn from_env(env: &Env) -> Option<LinkCache> {
+        crate::build_cache::BuildCache::from_env(env).map(|cache| LinkCache {
+            dir: cache.root().join("device-links"),
+        })
+    }
+
+    /// A cache in `dir` (tests).
+    #[cfg(test)]
+    pub(crate) fn at(dir: impl Into<PathBuf>) -> LinkCache {
+        LinkCache { dir: dir.into() }
+    }
+
+    fn path(&self, key: &LinkKey) -> PathBuf {
+        self.dir.join(format!("{}.offload", key.hex()))
+    }
+
+    /// The images kept under `key`; `None` when there are none, or what is there does not
+    /// read as images of `module` for `target` (then it is linked anew and replaced).
+    pub(crate) fn load(
+        &self,
+        key: &LinkKey,
+        module: &str,
+        target: &GpuTarget,
+    ) -> Option<Vec<DeviceImage>> {
+        let path = self.path(key);
+        let bytes = std::fs::read(&path).ok()?;
+        let binaries = offload_format::offload_binary::parse_all(&bytes).ok()?;
+        let name = path.display().to_string();
+        let images = binaries
+            .iter()
+            .map(|b| DeviceImage::from_offload_binary(b, &name).map(|(_, image)| image))
+            .collect::<Result<Vec<_>, _>>()
+            .ok()?;
+        let fits = !images.is_empty()
+            && images
+                .iter()
+                .all(|i| i.module == module && i.arch.name() == target.to_string());
+        fits.then_some(images)
+    }
+
+    /// Keeps `images` under `key`, written whole and renamed into place.
+    pub(crate) fn store(&self, key: &LinkKey, images: &[DeviceImage]) -> crate::Result<()> {
+        let bytes: Vec<u8> = images
+            .iter()
+            .flat_map(|image| image.to_offload_binary().to_bytes())
+            .collect();
+        std::fs::create_dir_all(&self.dir).io("creating the device-link cache", &self.dir)?;
+        crate::fsutil::write_atomic(&self.path(key), &bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use offload_format::offload_binary::{KernelParams, PtxasKernelInfo};
+    use offload_format::{ImageKind, OffloadKind};
+
+    use super::*;
+
+    fn input(bytes: &[u8], lazy: bool) -> DeviceInput {
+        DeviceInput {
+            name: "k.bc".into(),
+            bytes: bytes.to_vec(),
+            lazy,
+            defines: lazy.then(|| vec!["f".to_owned()]),
+        }
+    }
+
+    /// Each thing the images depend on changes the key; a name for messages does not.
+    #[test]
+    fn the_key_follows_every_input_of_the_link() {
+        let sm80 = GpuTarget::parse("sm_80").unwrap();
+        let amd = AmdgpuLinkOptions::default();
+        let inputs = [input(b"BC\xc0\xde1", false), input(b"BC\xc0\xde2", true)];
+        let base = key("k", &sm80, &amd, None, &inputs);
+        assert_eq!(base, key("k", &sm80, &amd, None, &inputs), "deterministic");
+        let mut renamed = inputs.clone();
+        renamed[0].name = "elsewhere/k.bc".into();
+        assert_eq!(base, key("k", &sm80, &amd, None, &renamed));
+
+        let mut byte = inputs.clone();
+        byte[1].bytes[4] = b'3';
+        let mut lazy = inputs.clone();
+        lazy[0].lazy = true;
+        let mut defines = inputs.clone();
+        defines[1].defines = Some(vec!["g".to_owned()]);
+        let reordered = [inputs[1].clone(), inputs[0].clone()];
+        let ptxas = std::env::current_exe().unwrap();
+        for (what, other) in [
+            ("a byte of an input", key("k", &sm80, &amd, None, &byte)),
+            (
+                "linked whole or on demand",
+                key("k", &sm80, &amd, None, &lazy),
+            ),
+            (
+                "an archive's symbols",
+                key("k", &sm80, &amd, None, &defines),
+            ),
+            ("the inputs' order", key("k", &sm80, &amd, None, &reordered)),
+            ("one input less", key("k", &sm80, &amd, None, &inputs[..1])),
+            ("the module", key("j", &sm80, &amd, None, &inputs)),
+            (
+                "the target",
+                key(
+                    "k",
+                    &GpuTarget::parse("sm_90").unwrap(),
+                    &amd,
+                    None,
+                    &inputs,
+                ),
+            ),
+            ("the ptxas", key("k", &sm80, &amd, Some(&ptxas), &inputs)),
+        ] {
+            assert_ne!(base, other, "{what} must change the key");
+        }
+        // AMD images do not depend on ptxas, and do on the code object version.
+        let gfx = GpuTarget::parse("gfx90a").unwrap();
+        let amd_key = key("k", &gfx, &amd, None, &inputs);
+        assert_eq!(amd_key, key("k", &gfx, &amd, Some(&ptxas), &inputs));
+        let v6 = AmdgpuLinkOptions {
+            code_object_version: super::super::AmdCodeObjectVersion::parse("6").unwrap(),
+            ..AmdgpuLinkOptions::default()
+        };
+        assert_ne!(amd_key, key("k", &gfx, &v6, None, &inputs));
+    }
+
+    /// Images come back as they were stored, with their kernels, parameters and figures; what
+    /// is not images of the module and target is not used.
+    #[test]
+    fn images_come_back_whole_and_only_for_their_module_and_target() {
+        let dir = crate::fsutil::TempDir::new_in(&std::env::temp_dir(), "link-cache-").unwrap();
+        let cache = LinkCache::at(dir.path().join("device-links"));
+        let sm80 = GpuTarget::parse("sm_80").unwrap();
+        let image = |kind, bytes: &[u8]| DeviceImage {
+            arch: crate::arch::parse_arch("sm_80", "a test").unwrap(),
+            image_kind: kind,
+            offload_kind: OffloadKind::Cuda,
+            module: "k".into(),
+            kernels: vec!["saxpy".into(), "scale".into()],
+            kernel_params: vec![KernelParams {
+                kernel: "saxpy".into(),
+                sizes: vec![4, 4, 8, 8],
+            }],
+            kernel_resources: vec![PtxasKernelInfo {
+                name: "saxpy".into(),
+                registers: 12,
+                ..PtxasKernelInfo::default()
+            }],
+            bytes: bytes.to_vec(),
+        };
+        let images = vec![
+            image(ImageKind::Cubin, b"\x7fELF cubin"),
+            image(ImageKind::Ptx, b".version 8.7"),
+        ];
+        let k = key(
+            "k",
+            &sm80,
+            &AmdgpuLinkOptions::default(),
+            None,
+            &[input(b"BC", false)],
+        );
+        assert_eq!(cache.load(&k, "k", &sm80), None, "nothing before a store");
+        cache.store(&k, &images).unwrap();
+        assert_eq!(cache.load(&k, "k", &sm80), Some(images));
+        assert_eq!(cache.load(&k, "j", &sm80), None, "another module's");
+        assert_eq!(
+            cache.load(&k, "k", &GpuTarget::parse("sm_90").unwrap()),
+            None
+        );
+        std::fs::write(cache.path(&k), b"not an offload binary").unwrap();
+        assert_eq!(
+            cache.load(&k, "k", &sm80),
+            None,
+            "a damaged file is linked anew"
+        );
+    }
+}
