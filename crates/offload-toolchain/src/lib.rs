@@ -174,6 +174,9 @@ pub enum Tool {
     /// `mpirun`, which `cargo offload run --np N` starts a program's ranks with (Open MPI's
     /// here; MPICH's takes the same `-np`).
     Mpirun,
+    /// `sccache`, the compiler cache whose hits on the nested device builds a test checks
+    /// (`RUSTC_WRAPPER=sccache`).
+    Sccache,
 }
 
 impl Tool {
@@ -206,6 +209,7 @@ impl Tool {
         Tool::Git,
         Tool::Gdb,
         Tool::Mpirun,
+        Tool::Sccache,
     ];
 
     /// The program's file name in its directory.
@@ -238,6 +242,7 @@ impl Tool {
             Tool::Git => "git",
             Tool::Gdb => "gdb",
             Tool::Mpirun => "mpirun",
+            Tool::Sccache => "sccache",
         }
     }
 
@@ -268,6 +273,7 @@ impl Tool {
             Tool::Git => "git",
             Tool::Gdb => "gdb",
             Tool::Mpirun => "openmpi-bin",
+            Tool::Sccache => "sccache",
         }
     }
 
@@ -281,7 +287,8 @@ impl Tool {
             | Tool::Python3
             | Tool::Git
             | Tool::Gdb
-            | Tool::Mpirun => Origin::System,
+            | Tool::Mpirun
+            | Tool::Sccache => Origin::System,
             _ => Origin::Llvm,
         }
     }

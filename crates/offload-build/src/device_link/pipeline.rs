@@ -156,7 +156,13 @@ impl NestedBuild {
     }
 
     /// The `cargo rustc` command of this build, environment cleaned by [`nested::cargo`].
-    pub fn command(&self, env: &Env, linker_shim: &Path) -> Command {
+    ///
+    /// The kernel crate is compiled as an rlib, as its dependencies are: its member is bitcode
+    /// (on NVIDIA as rustc's nvptx target writes every object, on AMD through
+    /// `-Clinker-plugin-lto`), which the device link takes whole; nothing is linked by rustc.
+    /// So every unit is one a compiler cache (`RUSTC_WRAPPER=sccache`) keeps, the kernel crate
+    /// among them: it caches libraries, never linked outputs or `--emit=llvm-bc`.
+    pub fn command(&self, env: &Env) -> Command {
         let mut cmd = nested::cargo(env, "rustc");
         cmd.arg("--manifest-path")
             .arg(&self.manifest)
@@ -165,7 +171,7 @@ impl NestedBuild {
                 "--release",
                 "-Zbuild-std=core",
                 "--crate-type",
-                "cdylib",
+                "rlib",
             ])
             .args(&self.feature_args)
             .args(&self.config_args)
@@ -175,14 +181,13 @@ impl NestedBuild {
             .arg("--target-dir")
             .arg(&self.target_dir)
             .arg("--")
+            .arg("-Ccodegen-units=1")
             // `#[kernel]` expands to `extern "gpu-kernel"` functions on GPU targets; only the
             // kernel crate needs the feature (it may enable it itself too).
-            .args(["--emit=llvm-bc,link", "-Ccodegen-units=1"])
             .args([
                 "-Zcrate-attr=feature(abi_gpu_kernel)",
                 "-Aduplicate_features",
             ])
-            .arg(format!("-Clinker={}", linker_shim.display()))
             .env(
                 "CARGO_ENCODED_RUSTFLAGS",
                 nested::encoded_rustflags(&self.rustflags()),
@@ -196,68 +201,50 @@ impl NestedBuild {
 /// What a nested device build produced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NestedBuildOutput {
-    /// The kernel crate's bitcode (`deps/<crate>.bc`).
-    pub kernel_bitcode: PathBuf,
+    /// The kernel crate's rlib (`deps/lib<crate>-<hash>.rlib`), whose members are bitcode.
+    pub kernel_rlib: PathBuf,
     /// The rlibs of its dependencies (core, compiler_builtins, offload-rt, …), dependents first.
     pub libraries: Vec<PathBuf>,
 }
 
 impl NestedBuildOutput {
-    /// Reads the outputs as device-link inputs: the kernel bitcode eager, rlib members lazy.
+    /// Reads the outputs as device-link inputs: the kernel crate's bitcode linked whole, its
+    /// dependencies' members on demand.
     pub fn inputs(&self) -> Result<Vec<DeviceInput>> {
-        let bitcode =
-            std::fs::read(&self.kernel_bitcode).map_err(io_err("reading", &self.kernel_bitcode))?;
-        let mut inputs = vec![DeviceInput::object(
-            self.kernel_bitcode.display().to_string(),
-            bitcode,
-        )];
-        for rlib in &self.libraries {
+        let read = |rlib: &Path| -> Result<Vec<DeviceInput>> {
             let data = std::fs::read(rlib).map_err(io_err("reading", rlib))?;
             let name = rlib
                 .file_name()
                 .unwrap_or(rlib.as_os_str())
                 .to_string_lossy();
-            inputs.extend(bitcode_members(&name, &data)?);
+            bitcode_members(&name, &data)
+        };
+        let mut inputs = read(&self.kernel_rlib)?;
+        if inputs.is_empty() {
+            return Err(LinkError::Archive {
+                name: self.kernel_rlib.display().to_string(),
+                message: "the kernel crate's rlib holds no bitcode".into(),
+            });
+        }
+        for input in &mut inputs {
+            input.lazy = false;
+        }
+        for rlib in &self.libraries {
+            inputs.extend(read(rlib)?);
         }
         Ok(inputs)
     }
 }
 
-const LINKER_SHIM: &str = "#!/bin/sh\n\
-# Stands in for the device linker: the device link runs in-process afterwards.\n\
-out=\n\
-while [ $# -gt 0 ]; do\n  if [ \"$1\" = \"-o\" ]; then out=\"$2\"; fi\n  shift\ndone\n\
-if [ -n \"$out\" ]; then : > \"$out\"; fi\n";
-
-fn write_linker_shim(target_dir: &Path) -> Result<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::create_dir_all(target_dir).map_err(io_err("creating", target_dir))?;
-    let path = target_dir.join("offload-device-link-shim.sh");
-    if std::fs::read(&path).ok().as_deref() == Some(LINKER_SHIM.as_bytes()) {
-        return Ok(path);
-    }
-    // Architectures of one triple share the target directory and may get here at once, while
-    // another's build runs the shim: it is replaced whole (rename), never rewritten in place.
-    let temp = crate::fsutil::temp_file_beside(&path)
-        .map_err(io_err("creating a temporary file beside", &path))?;
-    std::fs::write(&*temp, LINKER_SHIM).map_err(io_err("writing", temp.to_path_buf()))?;
-    std::fs::set_permissions(&*temp, std::fs::Permissions::from_mode(0o755))
-        .map_err(io_err("making executable", temp.to_path_buf()))?;
-    temp.persist(&path)
-        .map_err(io_err("renaming into place", &path))?;
-    Ok(path)
-}
-
 /// Runs the nested build and finds its bitcode and rlibs from cargo's JSON messages. rustc's
 /// diagnostics go to the terminal.
 pub fn nested_build(env: &Env, build: &NestedBuild) -> Result<NestedBuildOutput> {
-    let shim = write_linker_shim(&build.target_dir)?;
     let failed = |message: String| LinkError::NestedBuild {
         manifest: build.manifest.clone(),
         target: build.label.clone(),
         message,
     };
-    let mut cmd = build.command(env, &shim);
+    let mut cmd = build.command(env);
     if env.verbose() {
         eprintln!("running {}", command::CommandLine::of(&cmd));
     }
@@ -273,55 +260,44 @@ pub fn nested_build(env: &Env, build: &NestedBuild) -> Result<NestedBuildOutput>
         }
         Err(e) => return Err(e.into()),
     };
-    let mut kernel_artifact = None;
+    // The kernel crate is the unit of the manifest built; every other rlib is a dependency.
+    let manifest =
+        std::fs::canonicalize(&build.manifest).unwrap_or_else(|_| build.manifest.clone());
+    let mut kernel_rlib = None;
     let mut libraries = Vec::new();
     for message in &messages {
         if !message.is("compiler-artifact") {
             continue;
         }
         let message = message.json();
-        let kinds = message.strs_at(&["target", "kind"]);
-        let files: Vec<PathBuf> = message
+        let mut rlibs = message
             .strs_at(&["filenames"])
             .into_iter()
             .map(PathBuf::from)
-            .collect();
-        if kinds.contains(&"cdylib")
-            || files.iter().any(|f| {
-                f.extension() == Some(OsStr::new("ptx")) || f.extension() == Some(OsStr::new("elf"))
-            })
-        {
-            let name = message
-                .str_at(&["target", "name"])
-                .unwrap_or_default()
-                .replace('-', "_");
-            kernel_artifact = Some((name, files));
+            .filter(|f| f.extension() == Some(OsStr::new("rlib")));
+        let of_manifest = message
+            .str_at(&["manifest_path"])
+            .is_some_and(|m| std::fs::canonicalize(m).is_ok_and(|m| m == manifest));
+        let is_lib = message
+            .strs_at(&["target", "kind"])
+            .iter()
+            .any(|k| *k == "lib" || *k == "rlib");
+        if of_manifest && is_lib {
+            kernel_rlib = rlibs.next_back();
         } else {
-            libraries.extend(
-                files
-                    .into_iter()
-                    .filter(|f| f.extension() == Some(OsStr::new("rlib"))),
-            );
+            libraries.extend(rlibs);
         }
     }
-    let (crate_name, files) = kernel_artifact
-        .ok_or_else(|| failed("cargo reported no cdylib artifact for the kernel crate".into()))?;
-    let deps = build
-        .target_dir
-        .join(&build.triple)
-        .join("release")
-        .join("deps");
-    let kernel_bitcode = deps.join(format!("{crate_name}.bc"));
-    if !kernel_bitcode.is_file() {
-        return Err(failed(format!(
-            "expected the kernel crate's bitcode at `{}` (artifacts: {files:?})",
-            kernel_bitcode.display()
-        )));
-    }
+    let kernel_rlib = kernel_rlib.ok_or_else(|| {
+        failed(format!(
+            "cargo reported no rlib of the kernel crate `{}`",
+            build.manifest.display()
+        ))
+    })?;
     // Artifacts arrive dependencies first; the link wants dependents first.
     libraries.reverse();
     Ok(NestedBuildOutput {
-        kernel_bitcode,
+        kernel_rlib,
         libraries,
     })
 }
@@ -620,7 +596,7 @@ mod tests {
     #[test]
     fn nested_command_is_clean() {
         let build = NestedBuild::new("/k/Cargo.toml", "amdgcn-amd-amdhsa", "gfx90a", "/t");
-        let cmd = build.command(&Env::detect(), Path::new("/t/shim.sh"));
+        let cmd = build.command(&Env::detect());
         let args: Vec<String> = cmd
             .get_args()
             .map(|a| a.to_string_lossy().into_owned())
@@ -628,7 +604,13 @@ mod tests {
         assert_eq!(args[1], Env::detect().nightly_toolchain());
         assert_eq!([&args[0], &args[2], &args[3]], ["run", "cargo", "rustc"]);
         assert!(args.contains(&"-Zbuild-std=core".to_owned()));
-        assert!(args.contains(&"-Clinker=/t/shim.sh".to_owned()));
+        assert!(args.contains(&"rlib".to_owned()));
+        assert!(
+            !args
+                .iter()
+                .any(|a| a.starts_with("--emit") || a.starts_with("-Clinker=")),
+            "nothing a compiler cache refuses: {args:?}"
+        );
         let envs: Vec<(String, Option<String>)> = cmd
             .get_envs()
             .map(|(k, v)| {
