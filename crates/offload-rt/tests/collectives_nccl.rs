@@ -54,10 +54,15 @@ fn collectives_call_nccl_on_the_communicators_stream_and_report_its_errors() {
     }
     let device = Device::from_spec("cuda:0").unwrap();
 
-    // The CPU device has no NCCL: its collectives are MPI's, which this build lacks.
+    // The CPU device has no NCCL: its collectives are MPI's (the error says how to get them,
+    // with or without the `mpi` feature in this build).
     let err = CommId::new(&Device::cpu()).unwrap_err();
     assert!(matches!(err, Error::CollectivesUnavailable { .. }), "{err}");
-    assert!(err.to_string().contains("`mpi` feature"), "{err}");
+    assert!(
+        err.to_string().contains("the CPU device's collectives are MPI's")
+            && err.to_string().contains("Communicator::from_mpi"),
+        "{err}"
+    );
 
     let id = CommId::new(&device).unwrap();
     // Another rank would get the identity as bytes.

@@ -7,9 +7,10 @@
 //! size and modification time: a rebuilt `cargo-offload-device` or build script links anew);
 //! the LLVM it runs (version, and the shared library's path, size and modification time); the
 //! target and the AMD code object version; on NVIDIA the `ptxas` found (path, size, time), or
-//! none; the kernel crate's library name (the images carry it); and every input of the link in
-//! order, with whether it is linked whole or on demand and the symbols its archive says it
-//! defines. The value is the images as the build embeds them (OffloadBinaries, with their
+//! none; the kernel crate's library name (the images carry it); and every input of the link,
+//! with whether it is linked whole or on demand and the symbols its archive says it defines:
+//! those linked whole in order, the library members as a set (cargo finishes independent
+//! crates in any order). The value is the images as the build embeds them (OffloadBinaries, with their
 //! kernels, parameter sizes and resource figures), written whole and renamed into place.
 //!
 //! It lies in `device-links` of the shared build cache's directory, and is turned off with it
@@ -103,21 +104,38 @@ pub(crate) fn key(
         h.file(ptxas);
     }
     h.field(module.as_bytes());
-    h.field(&(inputs.len() as u64).to_le_bytes());
-    for input in inputs {
-        h.field(&[u8::from(input.lazy)]);
-        match &input.defines {
-            Some(symbols) => {
-                h.field(&(symbols.len() as u64).to_le_bytes());
-                for symbol in symbols {
-                    h.field(symbol.as_bytes());
-                }
-            }
-            None => h.field(b"(unknown)"),
-        }
-        h.field(&input.bytes);
+    // The inputs linked whole in their order; the library members as a set: their order is
+    // the order cargo finished their crates in, which varies between builds, and the link
+    // takes from them only what is needed, each symbol from the one member defining it.
+    let eager: Vec<&DeviceInput> = inputs.iter().filter(|i| !i.lazy).collect();
+    h.field(&(eager.len() as u64).to_le_bytes());
+    for input in eager {
+        h.field(&input_digest(input));
+    }
+    let mut members: Vec<[u8; 32]> = inputs.iter().filter(|i| i.lazy).map(input_digest).collect();
+    members.sort_unstable();
+    h.field(&(members.len() as u64).to_le_bytes());
+    for member in members {
+        h.field(&member);
     }
     LinkKey(h.0.finalize())
+}
+
+/// One input's digest: how it is linked, the symbols its archive says it defines, its bytes.
+fn input_digest(input: &DeviceInput) -> [u8; 32] {
+    let mut h = KeyHasher(hmac_sha256::Hash::new());
+    h.field(&[u8::from(input.lazy)]);
+    match &input.defines {
+        Some(symbols) => {
+            h.field(&(symbols.len() as u64).to_le_bytes());
+            for symbol in symbols {
+                h.field(symbol.as_bytes());
+            }
+        }
+        None => h.field(b"(unknown)"),
+    }
+    h.field(&input.bytes);
+    h.0.finalize()
 }
 
 impl LinkCache {
@@ -208,7 +226,20 @@ mod tests {
         lazy[0].lazy = true;
         let mut defines = inputs.clone();
         defines[1].defines = Some(vec!["g".to_owned()]);
-        let reordered = [inputs[1].clone(), inputs[0].clone()];
+        let two_whole = [inputs[0].clone(), input(b"BC\xc0\xde4", false)];
+        let whole_reordered = [two_whole[1].clone(), two_whole[0].clone()];
+        let two_members = [inputs[1].clone(), input(b"BC\xc0\xde5", true)];
+        let members_reordered = [two_members[1].clone(), two_members[0].clone()];
+        assert_eq!(
+            key("k", &sm80, &amd, None, &two_members),
+            key("k", &sm80, &amd, None, &members_reordered),
+            "library members are a set: cargo finishes crates in any order"
+        );
+        assert_ne!(
+            key("k", &sm80, &amd, None, &two_whole),
+            key("k", &sm80, &amd, None, &whole_reordered),
+            "the order of the inputs linked whole"
+        );
         let ptxas = std::env::current_exe().unwrap();
         for (what, other) in [
             ("a byte of an input", key("k", &sm80, &amd, None, &byte)),
@@ -220,7 +251,6 @@ mod tests {
                 "an archive's symbols",
                 key("k", &sm80, &amd, None, &defines),
             ),
-            ("the inputs' order", key("k", &sm80, &amd, None, &reordered)),
             ("one input less", key("k", &sm80, &amd, None, &inputs[..1])),
             ("the module", key("j", &sm80, &amd, None, &inputs)),
             (
