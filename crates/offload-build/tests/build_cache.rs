@@ -9,28 +9,14 @@ mod common;
 
 use std::path::Path;
 
+use offload_build::OffloadArch;
 use offload_build::tooling::arch::parse_list;
 use offload_build::tooling::device_link;
 use offload_build::tooling::env::Env;
-use offload_build::{KernelCrate, OffloadArch};
 use offload_format::ImageKind;
 
-fn rt_kernels() -> KernelCrate {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rt-kernels");
-    KernelCrate {
-        package: "rt-fixture-kernels".to_owned(),
-        lib_name: "rt_fixture_kernels".to_owned(),
-        manifest_path: root.join("Cargo.toml"),
-        root,
-        watch: Vec::new(),
-        deps: Vec::new(),
-        default_features: true,
-        features: Vec::new(),
-    }
-}
-
 fn ptx(arch: &OffloadArch, target_dir: &Path) -> Vec<u8> {
-    device_link::build_gpu_images(&Env::detect(), &rt_kernels(), arch, target_dir, &[])
+    device_link::build_gpu_images(&Env::detect(), &common::rt_kernels(), arch, target_dir, &[])
         .unwrap_or_else(|e| panic!("{e}"))
         .into_iter()
         .find(|i| i.image_kind == ImageKind::Ptx)

@@ -59,7 +59,8 @@ fn collectives_call_nccl_on_the_communicators_stream_and_report_its_errors() {
     let err = CommId::new(&Device::cpu()).unwrap_err();
     assert!(matches!(err, Error::CollectivesUnavailable { .. }), "{err}");
     assert!(
-        err.to_string().contains("the CPU device's collectives are MPI's")
+        err.to_string()
+            .contains("the CPU device's collectives are MPI's")
             && err.to_string().contains("Communicator::from_mpi"),
         "{err}"
     );

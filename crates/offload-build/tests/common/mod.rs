@@ -93,6 +93,21 @@ pub fn function_body<'a>(disassembly: &'a str, name: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// The build-script fixture's kernel crate (`tests/fixtures/rt-kernels`) as a build sees it.
+pub fn rt_kernels() -> offload_build::KernelCrate {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rt-kernels");
+    offload_build::KernelCrate {
+        package: "rt-fixture-kernels".to_owned(),
+        lib_name: "rt_fixture_kernels".to_owned(),
+        manifest_path: root.join("Cargo.toml"),
+        root,
+        watch: Vec::new(),
+        deps: Vec::new(),
+        default_features: true,
+        features: Vec::new(),
+    }
+}
+
 /// The runtime's fixture kernels (every device-API feature the CPU device tests run).
 pub fn rt_fixture_inputs(target: &GpuTarget) -> Vec<device_link::DeviceInput> {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
