@@ -19,7 +19,6 @@
 use std::path::{Path, PathBuf};
 
 use super::AmdgpuLinkOptions;
-use super::pipeline::GpuTarget;
 use super::rlib_bitcode::DeviceInput;
 use crate::env::Env;
 use crate::error::IoContext;
@@ -84,10 +83,11 @@ fn loaded_llvm_library() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// The key of linking `inputs` for `target` into images of module `module`.
+/// The key of linking `inputs` for `target` (`sm_80`, `gfx942:xnack+`) into images of module
+/// `module`, with `ptxas` assembling them (NVIDIA targets; `None` for AMD's or without one).
 pub(crate) fn key(
     module: &str,
-    target: &GpuTarget,
+    target: &str,
     amd: &AmdgpuLinkOptions,
     ptxas: Option<&Path>,
     inputs: &[DeviceInput],
@@ -98,11 +98,9 @@ pub(crate) fn key(
     let (major, minor, patch) = inkwell::support::get_llvm_version();
     h.field(format!("{major}.{minor}.{patch}").as_bytes());
     h.file(loaded_llvm_library().as_deref());
-    h.field(target.to_string().as_bytes());
+    h.field(target.as_bytes());
     h.field(&amd.code_object_version.module_flag().to_le_bytes());
-    if matches!(target, GpuTarget::Nvptx { .. }) {
-        h.file(ptxas);
-    }
+    h.file(ptxas);
     h.field(module.as_bytes());
     // The inputs linked whole in their order; the library members as a set: their order is
     // the order cargo finished their crates in, which varies between builds, and the link
@@ -163,7 +161,7 @@ impl LinkCache {
         &self,
         key: &LinkKey,
         module: &str,
-        target: &GpuTarget,
+        target: &str,
     ) -> Option<Vec<DeviceImage>> {
         let path = self.path(key);
         let bytes = std::fs::read(&path).ok()?;
@@ -177,7 +175,7 @@ impl LinkCache {
         let fits = !images.is_empty()
             && images
                 .iter()
-                .all(|i| i.module == module && i.arch.name() == target.to_string());
+                .all(|i| i.module == module && i.arch.name() == target);
         fits.then_some(images)
     }
 
@@ -211,14 +209,14 @@ mod tests {
     /// Each thing the images depend on changes the key; a name for messages does not.
     #[test]
     fn the_key_follows_every_input_of_the_link() {
-        let sm80 = GpuTarget::parse("sm_80").unwrap();
+        let sm80 = "sm_80";
         let amd = AmdgpuLinkOptions::default();
         let inputs = [input(b"BC\xc0\xde1", false), input(b"BC\xc0\xde2", true)];
-        let base = key("k", &sm80, &amd, None, &inputs);
-        assert_eq!(base, key("k", &sm80, &amd, None, &inputs), "deterministic");
+        let base = key("k", sm80, &amd, None, &inputs);
+        assert_eq!(base, key("k", sm80, &amd, None, &inputs), "deterministic");
         let mut renamed = inputs.clone();
         renamed[0].name = "elsewhere/k.bc".into();
-        assert_eq!(base, key("k", &sm80, &amd, None, &renamed));
+        assert_eq!(base, key("k", sm80, &amd, None, &renamed));
 
         let mut byte = inputs.clone();
         byte[1].bytes[4] = b'3';
@@ -231,51 +229,37 @@ mod tests {
         let two_members = [inputs[1].clone(), input(b"BC\xc0\xde5", true)];
         let members_reordered = [two_members[1].clone(), two_members[0].clone()];
         assert_eq!(
-            key("k", &sm80, &amd, None, &two_members),
-            key("k", &sm80, &amd, None, &members_reordered),
+            key("k", sm80, &amd, None, &two_members),
+            key("k", sm80, &amd, None, &members_reordered),
             "library members are a set: cargo finishes crates in any order"
         );
         assert_ne!(
-            key("k", &sm80, &amd, None, &two_whole),
-            key("k", &sm80, &amd, None, &whole_reordered),
+            key("k", sm80, &amd, None, &two_whole),
+            key("k", sm80, &amd, None, &whole_reordered),
             "the order of the inputs linked whole"
         );
         let ptxas = std::env::current_exe().unwrap();
         for (what, other) in [
-            ("a byte of an input", key("k", &sm80, &amd, None, &byte)),
+            ("a byte of an input", key("k", sm80, &amd, None, &byte)),
             (
                 "linked whole or on demand",
-                key("k", &sm80, &amd, None, &lazy),
+                key("k", sm80, &amd, None, &lazy),
             ),
-            (
-                "an archive's symbols",
-                key("k", &sm80, &amd, None, &defines),
-            ),
-            ("one input less", key("k", &sm80, &amd, None, &inputs[..1])),
-            ("the module", key("j", &sm80, &amd, None, &inputs)),
-            (
-                "the target",
-                key(
-                    "k",
-                    &GpuTarget::parse("sm_90").unwrap(),
-                    &amd,
-                    None,
-                    &inputs,
-                ),
-            ),
-            ("the ptxas", key("k", &sm80, &amd, Some(&ptxas), &inputs)),
+            ("an archive's symbols", key("k", sm80, &amd, None, &defines)),
+            ("one input less", key("k", sm80, &amd, None, &inputs[..1])),
+            ("the module", key("j", sm80, &amd, None, &inputs)),
+            ("the target", key("k", "sm_90", &amd, None, &inputs)),
+            ("the ptxas", key("k", sm80, &amd, Some(&ptxas), &inputs)),
         ] {
             assert_ne!(base, other, "{what} must change the key");
         }
-        // AMD images do not depend on ptxas, and do on the code object version.
-        let gfx = GpuTarget::parse("gfx90a").unwrap();
-        let amd_key = key("k", &gfx, &amd, None, &inputs);
-        assert_eq!(amd_key, key("k", &gfx, &amd, Some(&ptxas), &inputs));
+        // AMD images depend on the code object version.
+        let amd_key = key("k", "gfx90a", &amd, None, &inputs);
         let v6 = AmdgpuLinkOptions {
             code_object_version: super::super::AmdCodeObjectVersion::parse("6").unwrap(),
             ..AmdgpuLinkOptions::default()
         };
-        assert_ne!(amd_key, key("k", &gfx, &v6, None, &inputs));
+        assert_ne!(amd_key, key("k", "gfx90a", &v6, None, &inputs));
     }
 
     /// Images come back as they were stored, with their kernels, parameters and figures; what
@@ -284,7 +268,7 @@ mod tests {
     fn images_come_back_whole_and_only_for_their_module_and_target() {
         let dir = crate::fsutil::TempDir::new_in(&std::env::temp_dir(), "link-cache-").unwrap();
         let cache = LinkCache::at(dir.path().join("device-links"));
-        let sm80 = GpuTarget::parse("sm_80").unwrap();
+        let sm80 = "sm_80";
         let image = |kind, bytes: &[u8]| DeviceImage {
             arch: crate::arch::parse_arch("sm_80", "a test").unwrap(),
             image_kind: kind,
@@ -308,22 +292,19 @@ mod tests {
         ];
         let k = key(
             "k",
-            &sm80,
+            sm80,
             &AmdgpuLinkOptions::default(),
             None,
             &[input(b"BC", false)],
         );
-        assert_eq!(cache.load(&k, "k", &sm80), None, "nothing before a store");
+        assert_eq!(cache.load(&k, "k", sm80), None, "nothing before a store");
         cache.store(&k, &images).unwrap();
-        assert_eq!(cache.load(&k, "k", &sm80), Some(images));
-        assert_eq!(cache.load(&k, "j", &sm80), None, "another module's");
-        assert_eq!(
-            cache.load(&k, "k", &GpuTarget::parse("sm_90").unwrap()),
-            None
-        );
+        assert_eq!(cache.load(&k, "k", sm80), Some(images));
+        assert_eq!(cache.load(&k, "j", sm80), None, "another module's");
+        assert_eq!(cache.load(&k, "k", "sm_90"), None);
         std::fs::write(cache.path(&k), b"not an offload binary").unwrap();
         assert_eq!(
-            cache.load(&k, "k", &sm80),
+            cache.load(&k, "k", sm80),
             None,
             "a damaged file is linked anew"
         );

@@ -520,11 +520,16 @@ fn link_device_images(
     amd: &AmdgpuLinkOptions,
 ) -> crate::Result<Vec<DeviceImage>> {
     let cache = super::link_cache::LinkCache::from_env(env);
-    let ptxas = super::find_tool(offload_toolchain::Tool::Ptxas).ok();
-    let key = super::link_cache::key(&krate.lib_name, target, amd, ptxas.as_deref(), inputs);
+    // AMD images do not depend on ptxas.
+    let ptxas = match target {
+        GpuTarget::Nvptx { .. } => super::find_tool(offload_toolchain::Tool::Ptxas).ok(),
+        GpuTarget::Amdgpu(_) => None,
+    };
+    let target_name = target.to_string();
+    let key = super::link_cache::key(&krate.lib_name, &target_name, amd, ptxas.as_deref(), inputs);
     if let Some(images) = cache
         .as_ref()
-        .and_then(|c| c.load(&key, &krate.lib_name, target))
+        .and_then(|c| c.load(&key, &krate.lib_name, &target_name))
     {
         crate::status::status(
             env,
