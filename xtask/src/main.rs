@@ -532,15 +532,18 @@ fn path_with_cargo_offload() -> Result<std::ffi::OsString> {
     std::env::join_paths(paths).map_err(|e| e.to_string())
 }
 
-fn cargo_offload_run(path: &std::ffi::OsStr, example: &str) -> Result {
-    run(cargo()
-        .env("PATH", path)
-        .args(["offload", "run", "--release", "--locked", "-p", example]))
+/// `cargo offload run --release --locked -p <example>` with `cargo-offload` on `path`; more
+/// options and the environment go on the command.
+fn cargo_offload_run(path: &std::ffi::OsStr, example: &str) -> Command {
+    let mut cmd = cargo();
+    cmd.env("PATH", path)
+        .args(["offload", "run", "--release", "--locked", "-p", example]);
+    cmd
 }
 
 fn demo() -> Result {
     let path = path_with_cargo_offload()?;
-    cargo_offload_run(&path, "saxpy")
+    run(&mut cargo_offload_run(&path, "saxpy"))
 }
 
 /// In CI, the tests' scratch projects and their nested builds (`target/tmp`, several GiB)
@@ -603,25 +606,15 @@ fn test() -> Result {
         "blas-interop",
         "gemm",
     ] {
-        cargo_offload_run(&path, example)?;
+        run(&mut cargo_offload_run(&path, example))?;
     }
     // The collectives example as four MPI ranks of the CPU device, each checking every
     // collective; Open MPI starts ranks as root (CI's user) only when told so.
-    run(cargo()
-        .env("PATH", &path)
+    run(cargo_offload_run(&path, "collectives")
+        .args(["--np", "4"])
         .env("OFFLOAD_DEVICE", "cpu")
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .args([
-            "offload",
-            "run",
-            "--release",
-            "--locked",
-            "-p",
-            "collectives",
-            "--np",
-            "4",
-        ]))?;
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"))?;
     // The crates as another project gets them: packaged and verified, a project made by
     // `new` against the packages, and the README's commands for one's own project.
     outside::publish_dry_run()?;
@@ -634,16 +627,6 @@ fn test() -> Result {
     gpu_pack::run_on_cpu(&pack)?;
     // The OpenMP example checks its result and that its target region ran on an offload
     // device; MANDATORY makes libomptarget fail rather than run the region on the host.
-    run(cargo()
-        .env("PATH", &path)
-        .env("OMP_TARGET_OFFLOAD", "MANDATORY")
-        .args([
-            "offload",
-            "run",
-            "--release",
-            "--locked",
-            "-p",
-            "openmp-cpp",
-        ]))?;
+    run(cargo_offload_run(&path, "openmp-cpp").env("OMP_TARGET_OFFLOAD", "MANDATORY"))?;
     fuzz::fuzz(fuzz::DEFAULT_SECONDS)
 }

@@ -108,6 +108,7 @@ impl BuildCache {
     }
 
     /// The directory of this layout's files.
+    #[cfg(feature = "llvm")]
     pub(crate) fn root(&self) -> &Path {
         &self.root
     }

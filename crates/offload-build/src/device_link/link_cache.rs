@@ -83,6 +83,20 @@ fn loaded_llvm_library() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+/// What of the key this process's link always has: the executable and the LLVM it runs,
+/// found once.
+fn linker_identity() -> &'static [u8; 32] {
+    static IDENTITY: std::sync::OnceLock<[u8; 32]> = std::sync::OnceLock::new();
+    IDENTITY.get_or_init(|| {
+        let mut h = KeyHasher(hmac_sha256::Hash::new());
+        h.file(std::env::current_exe().ok().as_deref());
+        let (major, minor, patch) = inkwell::support::get_llvm_version();
+        h.field(format!("{major}.{minor}.{patch}").as_bytes());
+        h.file(loaded_llvm_library().as_deref());
+        h.0.finalize()
+    })
+}
+
 /// The key of linking `inputs` for `target` (`sm_80`, `gfx942:xnack+`) into images of module
 /// `module`, with `ptxas` assembling them (NVIDIA targets; `None` for AMD's or without one).
 pub(crate) fn key(
@@ -94,10 +108,7 @@ pub(crate) fn key(
 ) -> LinkKey {
     let mut h = KeyHasher(hmac_sha256::Hash::new());
     h.field(LAYOUT.as_bytes());
-    h.file(std::env::current_exe().ok().as_deref());
-    let (major, minor, patch) = inkwell::support::get_llvm_version();
-    h.field(format!("{major}.{minor}.{patch}").as_bytes());
-    h.file(loaded_llvm_library().as_deref());
+    h.field(linker_identity());
     h.field(target.as_bytes());
     h.field(&amd.code_object_version.module_flag().to_le_bytes());
     h.file(ptxas);

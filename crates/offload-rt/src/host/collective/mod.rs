@@ -551,7 +551,14 @@ impl Communicator {
                 // SAFETY: `from` holds `count` and `to` `size * count` elements of live
                 // buffers of the communicator's device (checked), used in stream order.
                 unsafe {
-                    (m.api.ncclAllGather)(ptr(from), ptr(to), count, T::NCCL_TYPE, m.comm, stream)
+                    (m.api.ncclAllGather)(
+                        address(from),
+                        address(to),
+                        count,
+                        T::NCCL_TYPE,
+                        m.comm,
+                        stream,
+                    )
                 }
             }),
             #[cfg(feature = "mpi")]
@@ -651,7 +658,7 @@ impl Communicator {
                     for op in ops {
                         let code = if op.send {
                             (m.api.ncclSend)(
-                                ptr(op.ptr),
+                                address(op.ptr),
                                 op.count,
                                 op.nccl_type,
                                 op.peer as i32,
@@ -660,7 +667,7 @@ impl Communicator {
                             )
                         } else {
                             (m.api.ncclRecv)(
-                                ptr(op.ptr),
+                                address(op.ptr),
                                 op.count,
                                 op.nccl_type,
                                 op.peer as i32,
@@ -709,8 +716,8 @@ impl Communicator {
             // communicator.
             unsafe {
                 entry(
-                    ptr(from),
-                    ptr(to),
+                    address(from),
+                    address(to),
                     count,
                     nccl_type,
                     arg,
@@ -806,6 +813,7 @@ fn same_len(
     }
 }
 
-fn ptr(at: DevicePtr) -> *mut c_void {
+/// The pointer at device address `at` (on the CPU device, a host address).
+fn address<T>(at: DevicePtr) -> *mut T {
     std::ptr::with_exposed_provenance_mut(at.0 as usize)
 }

@@ -10,7 +10,7 @@ use mpi::ffi;
 use mpi::raw::AsRaw;
 use mpi::topology::{Communicator as _, SimpleCommunicator};
 
-use super::{CollectiveElement, CommId, Communicator, Imp, P2p, ReduceOp, gpu_api};
+use super::{CollectiveElement, CommId, Communicator, Imp, P2p, ReduceOp, address, gpu_api};
 use crate::backend::{DeviceKind, DevicePtr};
 use crate::error::{Error, Result};
 use crate::host::Device;
@@ -126,8 +126,19 @@ fn byte_type() -> ffi::MPI_Datatype {
     unsafe { ffi::RSMPI_UINT8_T }
 }
 
-fn host<T>(at: DevicePtr) -> *mut T {
-    std::ptr::with_exposed_provenance_mut(at.0 as usize)
+/// The `(offset, length)` pieces of `total` elements (or bytes) that one MPI call each takes.
+fn chunks(total: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..total.div_ceil(MAX_COUNT)).map(move |i| {
+        let start = i * MAX_COUNT;
+        (start, (total - start).min(MAX_COUNT))
+    })
+}
+
+/// Element `at` of every rank's block of `stride` elements in `all` (the ranks' data, gathered
+/// in rank order), combined by `op` in rank order.
+fn fold_ranks<T: CollectiveElement>(all: &[T], stride: usize, at: usize, op: ReduceOp) -> T {
+    let ranks = all.len() / stride.max(1);
+    (1..ranks).fold(all[at], |acc, r| T::combine(acc, all[r * stride + at], op))
 }
 
 /// `Ok` for `MPI_SUCCESS`, else [`Error::Collective`] with MPI's message.
@@ -207,12 +218,10 @@ impl MpiMember {
         let Some(datatype) = T::mpi_type() else {
             // SAFETY: the caller's contract.
             let all = unsafe { self.gather_all::<T>(send, count)? };
-            let out = host::<T>(recv);
+            let out = address::<T>(recv);
             for i in 0..count {
-                let value = (1..all.len() / count.max(1))
-                    .fold(all[i], |acc, r| T::combine(acc, all[r * count + i], op));
                 // SAFETY: `recv` holds `count` elements.
-                unsafe { out.add(i).write(value) };
+                unsafe { out.add(i).write(fold_ranks(&all, count, i, op)) };
             }
             return Ok(());
         };
@@ -220,15 +229,13 @@ impl MpiMember {
         let copy: Vec<T>;
         let from: *const T = if send == recv {
             // SAFETY: the caller's contract.
-            copy = unsafe { std::slice::from_raw_parts(host::<T>(send), count) }.to_vec();
+            copy = unsafe { std::slice::from_raw_parts(address::<T>(send), count) }.to_vec();
             copy.as_ptr()
         } else {
-            host::<T>(send)
+            address::<T>(send)
         };
-        let to = host::<T>(recv);
-        let mut done = 0;
-        while done < count {
-            let n = (count - done).min(MAX_COUNT);
+        let to = address::<T>(recv);
+        for (done, n) in chunks(count) {
             // SAFETY: both ranges lie inside the caller's buffers; `n` fits an `int`.
             check("MPI_Allreduce", unsafe {
                 ffi::MPI_Allreduce(
@@ -240,7 +247,6 @@ impl MpiMember {
                     self.raw(),
                 )
             })?;
-            done += n;
         }
         Ok(())
     }
@@ -248,10 +254,8 @@ impl MpiMember {
     /// # Safety
     /// `at` is the host address of `bytes` live bytes, touched by nothing else meanwhile.
     pub(super) unsafe fn broadcast(&self, at: DevicePtr, bytes: usize, root: usize) -> Result<()> {
-        let base = host::<u8>(at);
-        let mut done = 0;
-        while done < bytes {
-            let n = (bytes - done).min(MAX_COUNT);
+        let base = address::<u8>(at);
+        for (done, n) in chunks(bytes) {
             // SAFETY: the range lies inside the caller's buffer; `n` fits an `int`.
             check("MPI_Bcast", unsafe {
                 ffi::MPI_Bcast(
@@ -262,7 +266,6 @@ impl MpiMember {
                     self.raw(),
                 )
             })?;
-            done += n;
         }
         Ok(())
     }
@@ -280,10 +283,10 @@ impl MpiMember {
         // SAFETY: the caller's contract.
         check("MPI_Allgather", unsafe {
             ffi::MPI_Allgather(
-                host::<c_void>(from),
+                address::<c_void>(from),
                 n,
                 byte_type(),
-                host::<c_void>(to),
+                address::<c_void>(to),
                 n,
                 byte_type(),
                 self.raw(),
@@ -306,13 +309,13 @@ impl MpiMember {
             // SAFETY: the caller's contract.
             let all = unsafe { self.gather_all::<T>(from, count * size)? };
             let own = self.comm.rank() as usize * count;
-            let out = host::<T>(to);
+            let out = address::<T>(to);
             for i in 0..count {
-                let value = (1..size).fold(all[own + i], |acc, r| {
-                    T::combine(acc, all[r * count * size + own + i], op)
-                });
                 // SAFETY: `to` holds `count` elements.
-                unsafe { out.add(i).write(value) };
+                unsafe {
+                    out.add(i)
+                        .write(fold_ranks(&all, count * size, own + i, op))
+                };
             }
             return Ok(());
         };
@@ -321,8 +324,8 @@ impl MpiMember {
         // SAFETY: the caller's contract.
         check("MPI_Reduce_scatter_block", unsafe {
             ffi::MPI_Reduce_scatter_block(
-                host::<c_void>(from),
-                host::<c_void>(to),
+                address::<c_void>(from),
+                address::<c_void>(to),
                 n,
                 datatype,
                 op_handle(op),
@@ -341,11 +344,10 @@ impl MpiMember {
         let mut requests: Vec<ffi::MPI_Request> = Vec::new();
         let mut posted = Ok(());
         'ops: for op in ops {
-            let base = host::<u8>(op.ptr);
-            let mut done = 0;
+            let base = address::<u8>(op.ptr);
             // One request per chunk of an `int`'s count; a zero-length message still goes.
-            loop {
-                let n = (op.bytes - done).min(MAX_COUNT);
+            let pieces = chunks(op.bytes).chain((op.bytes == 0).then_some((0, 0)));
+            for (done, n) in pieces {
                 // SAFETY: `MPI_Request` is a plain C handle (a pointer or an int).
                 let mut request: ffi::MPI_Request = unsafe { std::mem::zeroed() };
                 // SAFETY: the range lies inside the op's buffer; the request is written.
@@ -377,10 +379,6 @@ impl MpiMember {
                     break 'ops;
                 }
                 requests.push(request);
-                done += n;
-                if done >= op.bytes {
-                    break;
-                }
             }
         }
         // What was posted is waited for even after a failure: MPI still uses the buffers.
