@@ -8,7 +8,7 @@
 //! - On the CPU device (feature `mpi`) the calls are MPI's own, on the device's host memory,
 //!   after the work queued on the device's streams; they return when done.
 //!
-//! Ranks are started and found by MPI (feature `mpi`: [`Communicator::from_mpi`], `cargo
+//! Ranks are started and found by MPI (feature `mpi`: `Communicator::from_mpi`, `cargo
 //! offload run --np N`), or by any other means that hands every rank the same [`CommId`]
 //! ([`Communicator::with_id`], GPUs only).
 
