@@ -1,5 +1,7 @@
-//! The host CPU as a device: the kernel crate built as an ELF shared object for the host
-//! crate's own target with `--cfg offload_device`. That shared object is the device image.
+//! The host CPU as a device: the kernel crate built for the host crate's own target with
+//! `--cfg offload_device`, as a static library (one object after fat LTO, which compiler
+//! caches such as sccache keep), then linked here into an ELF shared object exporting the
+//! runtime's symbols. That shared object is the device image.
 //! The pinned nightly builds it where installed, else the toolchain that runs the outer build
 //! ([`nested::CpuToolchain`]), stable included: the CPU device needs neither the nightly of
 //! GPU builds nor `rust-src`.
@@ -19,6 +21,7 @@ use crate::nested;
 /// Builds `krate` for the CPU device at `level` (rustc's `-Ctarget-cpu` of its name), in
 /// `target_dir` (a directory of its own), the image linked with the static library `library`
 /// (directory, link name) where there is one: the host side of relocatable CUDA/HIP sources.
+/// The image is linked by the linker of the build (`RUSTC_LINKER`), else `cc`.
 pub fn build(
     env: &Env,
     krate: &KernelCrate,
@@ -39,11 +42,6 @@ pub fn build(
     .to_vec();
     if let Some(cpu) = level.target_cpu() {
         flags.push(format!("-Ctarget-cpu={cpu}"));
-    }
-    if let Some((dir, name)) = library {
-        // Link arguments reach only the image's own link, never the dependencies' rlibs.
-        flags.push(format!("-Clink-arg=-L{}", dir.display()));
-        flags.push(format!("-Clink-arg=-l{name}"));
     }
     let checks = nested::KernelChecks::from_env(env);
     let toolchain = nested::CpuToolchain::find(env)?;
@@ -67,7 +65,7 @@ pub fn build(
     let mut cmd = toolchain.cargo(env, "rustc");
     cmd.arg("--manifest-path")
         .arg(&krate.manifest_path)
-        .args(["--lib", "--release", "--crate-type", "cdylib"])
+        .args(["--lib", "--release", "--crate-type", "staticlib"])
         .args(krate.feature_args())
         .args(checks.config_args(&krate.package, nested::Lines::CpuImage))
         .arg("--target")
@@ -81,8 +79,9 @@ pub fn build(
         .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1")
         .env("CARGO_PROFILE_RELEASE_DEBUG", "false");
     // A cross build's linker (`target.<triple>.linker`), which cargo hands the build script
-    // as `RUSTC_LINKER`, links the CPU image too.
-    if let Some(linker) = env.get_untracked("RUSTC_LINKER") {
+    // as `RUSTC_LINKER`, links the nested build's scripts and the CPU image too.
+    let linker = env.get_untracked("RUSTC_LINKER");
+    if let Some(linker) = &linker {
         let var = format!(
             "CARGO_TARGET_{}_LINKER",
             host_triple().to_ascii_uppercase().replace(['-', '.'], "_")
@@ -96,15 +95,17 @@ pub fn build(
     let files = crate::build_cache::around(env, target_dir, &krate.package, || {
         nested::run_for_artifacts(env, cmd, &krate.manifest_path, &krate.package, "host")
     })?;
-    let so = files
+    let archive = files
         .iter()
-        .find(|f| f.extension().is_some_and(|e| e == "so"))
+        .find(|f| f.extension().is_some_and(|e| e == "a"))
         .ok_or_else(|| Error::MissingArtifact {
             krate: krate.package.clone(),
             arch: level.name().to_owned(),
-            what: "shared object",
+            what: "static library",
             command: line,
         })?;
+    let so = &archive.with_extension("so");
+    link_shared_object(env, linker.as_deref().unwrap_or("cc"), archive, library, so)?;
     let bytes = std::fs::read(so).io("reading the CPU device image", so)?;
     let bad = |e| Error::BadImage {
         path: so.clone(),
@@ -131,4 +132,50 @@ pub fn build(
         kernel_resources: Vec::new(),
         bytes,
     })
+}
+
+/// What the image exports: the runtime's entry points, positions and notes (all
+/// `__offload_cpu_*`). Everything else stays inside the image, as in a `cdylib`.
+const EXPORTS: &str = "{\n  global:\n    __offload_cpu_*;\n  local:\n    *;\n};\n";
+
+/// Links the kernel crate's static library `archive` whole, with `library` (the host side of
+/// relocatable CUDA/HIP sources) where there is one, into the shared object `so`, as rustc
+/// links a `cdylib`: no default libraries (the image's few C symbols, `memcpy` and the like,
+/// come from the program that loads it) and unused sections dropped. Written beside `so` and
+/// renamed over it, so an interrupted link leaves the last image whole.
+fn link_shared_object(
+    env: &Env,
+    linker: &str,
+    archive: &Path,
+    library: Option<&(PathBuf, String)>,
+    so: &Path,
+) -> Result<()> {
+    let exports = archive.with_extension("exports");
+    crate::fsutil::write_atomic(&exports, EXPORTS.as_bytes())?;
+    let out = crate::fsutil::temp_file_beside(so).io("creating a temporary file beside", so)?;
+    let mut cmd = std::process::Command::new(linker);
+    cmd.args(["-shared", "-nodefaultlibs", "-o"])
+        .arg(&*out)
+        .arg("-Wl,--whole-archive")
+        .arg(archive)
+        .arg("-Wl,--no-whole-archive");
+    if let Some((dir, name)) = library {
+        cmd.arg(format!("-L{}", dir.display()))
+            .arg(format!("-l{name}"));
+    }
+    cmd.arg(format!("-Wl,--version-script={}", exports.display()))
+        .args([
+            "-Wl,--gc-sections",
+            "-Wl,--as-needed",
+            "-Wl,-z,relro,-z,now",
+            "-Wl,-z,noexecstack",
+            "-Wl,--eh-frame-hdr",
+            "-Wl,-O1",
+            "-Wl,--strip-debug",
+        ]);
+    if env.verbose() {
+        eprintln!("offload: {}", crate::command::CommandLine::of(&cmd));
+    }
+    crate::command::run(&mut cmd)?;
+    out.persist(so).io("renaming the CPU device image to", so)
 }

@@ -54,7 +54,7 @@ pub const KEY_IMAGE_SHA256: &str = "offload.prebuilt.image-sha256";
 
 /// The codegen recipe of device images: changed whenever the flags or passes that make an
 /// image change, so that bundles built by another recipe are not taken for current.
-pub const IMAGE_RECIPE: &str = "recipe 1: cpu cdylib fat-lto codegen-units=1 panic=abort irce; \
+pub const IMAGE_RECIPE: &str = "recipe 2: cpu staticlib fat-lto codegen-units=1 panic=abort irce, cc -shared; \
      nvptx O3 ptx-isa>=7.8 ptxas -O3; amdgcn O3 ld.lld -shared";
 
 /// How a build uses prebuilt bundles (`OFFLOAD_PREBUILT`).

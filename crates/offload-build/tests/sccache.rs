@@ -1,8 +1,8 @@
 //! The nested device builds under `RUSTC_WRAPPER=sccache`: every unit is one sccache keeps,
-//! the kernel crate among them (an rlib, not a linked output), so a clean rebuild of the same
-//! target directory compiles nothing (`sccache --show-stats`: no miss) and links the same
-//! image. sccache runs a server of its own here (its own directory and port), which the test
-//! stops at the end.
+//! the kernel crate among them (an rlib for a GPU, a static library for the CPU device, not a
+//! linked output), so a clean rebuild of the same target directories compiles nothing
+//! (`sccache --show-stats`: no miss) and links the same images. sccache runs a server of its
+//! own here (its own directory and port), which the test stops at the end.
 #![cfg(feature = "llvm")]
 
 mod common;
@@ -14,15 +14,28 @@ use offload_build::OffloadArch;
 use offload_build::tooling::arch::parse_list;
 use offload_build::tooling::device_link;
 use offload_build::tooling::env::Env;
-use offload_format::ImageKind;
+use offload_build::tooling::host_device;
+use offload_format::{CpuLevel, ImageKind};
 
-fn image(arch: &OffloadArch, target_dir: &Path, kind: ImageKind) -> Vec<u8> {
+fn gpu_image(arch: &OffloadArch, target_dir: &Path, kind: ImageKind) -> Vec<u8> {
     device_link::build_gpu_images(&Env::detect(), &common::rt_kernels(), arch, target_dir, &[])
         .unwrap_or_else(|e| panic!("{e}"))
         .into_iter()
         .find(|i| i.image_kind == kind)
         .unwrap_or_else(|| panic!("no {kind:?} image"))
         .bytes
+}
+
+fn cpu_image(target_dir: &Path) -> Vec<u8> {
+    host_device::build(
+        &Env::detect(),
+        &common::rt_kernels(),
+        CpuLevel::Baseline,
+        target_dir,
+        None,
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+    .bytes
 }
 
 /// `sccache ARGS` with the test's server; its standard output.
@@ -44,6 +57,42 @@ fn stat(stats: &str, label: &str) -> u64 {
         .and_then(|l| l.split_whitespace().last())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no `{label}` in:\n{stats}"))
+}
+
+/// What rustc wrote under `dir`: libraries (rlibs and static libraries in `deps`
+/// directories, one per library unit) and linked units (proc-macros in `deps`, build
+/// scripts).
+#[derive(Debug, Default, Clone, Copy)]
+struct Units {
+    libraries: u64,
+    linked: u64,
+}
+
+fn units(dir: &Path) -> Units {
+    let mut units = Units::default();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            let inner = self::units(&path);
+            units.libraries += inner.libraries;
+            units.linked += inner.linked;
+            continue;
+        }
+        let in_deps = path.parent().is_some_and(|p| p.ends_with("deps"));
+        let extension = path.extension().and_then(|e| e.to_str());
+        match extension {
+            Some("rlib" | "a") if in_deps => units.libraries += 1,
+            Some("so") if in_deps => units.linked += 1,
+            None if path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("build_script_build-")) =>
+            {
+                units.linked += 1;
+            }
+            _ => {}
+        }
+    }
+    units
 }
 
 /// Stops the test's sccache server however the test ends.
@@ -81,21 +130,42 @@ fn a_clean_rebuild_under_sccache_compiles_nothing_and_links_the_same_images() {
     let _server = Server(program.clone());
 
     let arch = parse_list("gfx90a", "the test").unwrap()[0];
-    let target = scratch.path().join("target/amdgcn-amd-amdhsa");
-    let first = image(&arch, &target, ImageKind::Object);
+    let gpu_target = scratch.path().join("target/amdgcn-amd-amdhsa");
+    let cpu_target = scratch.path().join("target/host");
+    let gpu_first = gpu_image(&arch, &gpu_target, ImageKind::Object);
+    let cpu_first = cpu_image(&cpu_target);
     let cold = sccache(&program, &["--show-stats"]);
     assert!(stat(&cold, "Cache misses") > 0, "{cold}");
 
     sccache(&program, &["--zero-stats"]);
-    std::fs::remove_dir_all(&target).unwrap();
-    let second = image(&arch, &target, ImageKind::Object);
+    std::fs::remove_dir_all(&gpu_target).unwrap();
+    std::fs::remove_dir_all(&cpu_target).unwrap();
+    let gpu_second = gpu_image(&arch, &gpu_target, ImageKind::Object);
+    let cpu_second = cpu_image(&cpu_target);
     let warm = sccache(&program, &["--show-stats"]);
     assert_eq!(
         stat(&warm, "Cache misses"),
         0,
         "every unit from the cache:\n{warm}"
     );
-    // core, compiler_builtins, the device API's crates and the kernel crate, each a hit.
-    assert!(stat(&warm, "Cache hits") >= 5, "{warm}");
-    assert_eq!(second, first, "the same code object");
+    // Every library rustc wrote is a hit: for each target the device API's crates, their
+    // build and macro dependencies and the kernel crate (and on the GPU, core and
+    // compiler_builtins, built from source); build scripts' probes may add more. What sccache
+    // turns away for its crate type is exactly the linked units, build scripts and
+    // proc-macros: the kernel crate is not among them.
+    let gpu = units(&gpu_target);
+    let cpu = units(&cpu_target);
+    let libraries = gpu.libraries + cpu.libraries;
+    assert!(libraries >= 8, "{gpu:?} {cpu:?}");
+    assert!(
+        stat(&warm, "Cache hits") >= libraries,
+        "{libraries} libraries:\n{warm}"
+    );
+    assert_eq!(
+        stat(&warm, "crate-type"),
+        gpu.linked + cpu.linked,
+        "{gpu:?} {cpu:?}:\n{warm}"
+    );
+    assert_eq!(gpu_second, gpu_first, "the same code object");
+    assert_eq!(cpu_second, cpu_first, "the same CPU device image");
 }
