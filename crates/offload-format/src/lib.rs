@@ -21,6 +21,11 @@
 //! | [`image`] | device images' kernels: PTX `.entry` declarations and `ptxas -v` reports ([`image::ptx`]), CPU-device and OpenMP host shared objects (`image::elf`), AMDGPU code objects' `e_flags` and metadata note (`image::amdgpu`) | yes | `e_flags` fixed in place |
 //!
 //! Errors are one [`Error`] enum; parse errors name the byte offset and what was wrong.
+//!
+//! Without the `binaries` feature (on by default, and with each of `containers`,
+//! `compression` and `amdgpu-metadata`) only `print_template`, `cpu_level`, `triple` and
+//! `llvm_hash` are built, with no dependency at all: what the kernel macros need, which a
+//! device build compiles once for each of its targets.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -37,13 +42,19 @@ pub mod ccob;
 #[cfg(feature = "compression")]
 pub mod ccob_stream;
 pub mod cpu_level;
+#[cfg(feature = "binaries")]
 pub mod device;
+#[cfg(feature = "binaries")]
 pub mod error;
+#[cfg(feature = "binaries")]
 pub mod image;
 pub mod llvm_hash;
+#[cfg(feature = "binaries")]
 pub mod offload_binary;
+#[cfg(feature = "binaries")]
 pub mod panic_sites;
 pub mod print_template;
+#[cfg(feature = "binaries")]
 pub mod target_id;
 pub mod triple;
 
@@ -52,9 +63,13 @@ pub use bundle::{BundleEntryId, BundleReader};
 #[cfg(feature = "containers")]
 pub use ccob::{CompressOptions, CompressionMethod};
 pub use cpu_level::CpuLevel;
+#[cfg(feature = "binaries")]
 pub use device::DeviceFamily;
+#[cfg(feature = "binaries")]
 pub use error::{Error, Result};
+#[cfg(feature = "binaries")]
 pub use offload_binary::{
     ImageKind, OFFLOAD_BINARY_MAGIC, OffloadBinary, OffloadKind, llvm_key_order, parse_all,
 };
+#[cfg(feature = "binaries")]
 pub use target_id::{AmdTargetId, Sm, TargetId, conflicting_combination};

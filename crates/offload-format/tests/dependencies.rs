@@ -1,20 +1,41 @@
-//! ARCHITECTURE.md's invariant on what the format crate costs the runtime: without its
-//! optional features it depends on `thiserror` and `crc32fast` alone.
+//! ARCHITECTURE.md's invariant on what the format crate costs: without features it depends on
+//! nothing (the kernel macros, compiled in every nested device build, take it so); with
+//! `binaries`, what the runtime takes, on `thiserror` and `crc32fast` alone.
 
-#[test]
-fn without_features_the_format_crate_depends_on_thiserror_and_crc32fast_alone() {
-    let manifest = include_str!("../Cargo.toml");
-    let section = manifest
-        .split("\n[dependencies]\n")
+const MANIFEST: &str = include_str!("../Cargo.toml");
+
+/// The lines of the manifest's `[name]` table that are neither blank nor comments.
+fn table(name: &str) -> Vec<&'static str> {
+    let section = MANIFEST
+        .split(&format!("\n[{name}]\n"))
         .nth(1)
-        .expect("a [dependencies] table");
+        .unwrap_or_else(|| panic!("a [{name}] table"));
     let section = section.split("\n[").next().unwrap_or(section);
-    let mut required: Vec<&str> = section
+    section
         .lines()
         .filter(|line| !line.trim().is_empty() && !line.trim_start().starts_with('#'))
+        .collect()
+}
+
+#[test]
+fn without_features_the_format_crate_depends_on_nothing() {
+    let required: Vec<&str> = table("dependencies")
+        .into_iter()
         .filter(|line| !line.contains("optional = true"))
-        .map(|line| line.split(['=', '.']).next().unwrap_or(line).trim())
         .collect();
-    required.sort_unstable();
-    assert_eq!(required, ["crc32fast", "thiserror"]);
+    assert_eq!(required, Vec::<&str>::new());
+}
+
+#[test]
+fn its_binaries_feature_brings_thiserror_and_crc32fast_alone() {
+    let binaries = table("features")
+        .into_iter()
+        .find(|line| line.starts_with("binaries ="))
+        .expect("a `binaries` feature");
+    assert_eq!(binaries, r#"binaries = ["dep:thiserror", "dep:crc32fast"]"#);
+    let containers = table("features")
+        .into_iter()
+        .find(|line| line.starts_with("containers ="))
+        .expect("a `containers` feature");
+    assert!(containers.contains(r#""binaries""#), "{containers}");
 }
