@@ -90,6 +90,22 @@ fn forget_earlier_packages() -> Result {
     Ok(())
 }
 
+/// `cmd`'s standard output; its failure an error with what it wrote to standard error.
+fn output(cmd: &mut Command) -> Result<String> {
+    eprintln!("xtask: running {cmd:?}");
+    let out = cmd
+        .output()
+        .map_err(|e| format!("could not start {:?}: {e}", cmd.get_program()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{cmd:?} failed ({}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// Removes `dir` and what it holds; one that is not there is no error.
 fn remove_dir(dir: &Path) -> Result {
     match std::fs::remove_dir_all(dir) {
@@ -101,8 +117,9 @@ fn remove_dir(dir: &Path) -> Result {
 
 /// A new project depending on the packaged crates by version (`offload-rt = "0.1.0"`), the
 /// crates supplied by `[patch.crates-io]` in the temporary directory's cargo configuration
-/// (what `cargo publish` would upload, unpacked), built and run by `cargo offload run`; its
-/// manifests and lock file must name nothing in the checkout.
+/// (what `cargo publish` would upload, unpacked), built and run by `cargo offload run`, then
+/// as two MPI ranks by `cargo offload run --np 2`; its manifests and lock file must name
+/// nothing in the checkout.
 pub fn registry_project(path: &OsStr) -> Result {
     let version = workspace_version()?;
     // The `.crate` files `cargo publish` would upload (its dry run keeps them elsewhere).
@@ -143,14 +160,31 @@ pub fn registry_project(path: &OsStr) -> Result {
         .env("PATH", path)
         .args(["offload", "new", "app", "--source", "registry"]))?;
     let app = dir.0.join("app");
-    run(Command::new("cargo")
-        .current_dir(&app)
-        .env("PATH", path)
-        .env(
-            "CARGO_TARGET_DIR",
-            target_dir().join("outside").join("registry"),
-        )
-        .args(["offload", "run"]))?;
+    let offload_run = |args: &[&str]| {
+        let mut cmd = Command::new("cargo");
+        cmd.current_dir(&app)
+            .env("PATH", path)
+            .env(
+                "CARGO_TARGET_DIR",
+                target_dir().join("outside").join("registry"),
+            )
+            .args(["offload", "run"])
+            .args(args);
+        cmd
+    };
+    run(&mut offload_run(&[]))?;
+    // `--np`: the program as two ranks under `mpirun`, each running the kernel.
+    let ranks = output(
+        offload_run(&["--np", "2"])
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+    )?;
+    let ok = ranks.lines().filter(|l| l.ends_with("elements OK")).count();
+    if ok != 2 {
+        return Err(format!(
+            "`cargo offload run --np 2` printed {ok} `elements OK` lines, not one per rank:\n{ranks}"
+        ));
+    }
     let expected = format!("offload-rt = \"{version}\"");
     let manifest = read(&app.join("Cargo.toml"))?;
     if !manifest.contains(&expected) {
