@@ -141,7 +141,9 @@ const EXPORTS: &str = "{\n  global:\n    __offload_cpu_*;\n  local:\n    *;\n};\
 /// Links the kernel crate's static library `archive` whole, with `library` (the host side of
 /// relocatable CUDA/HIP sources) where there is one, into the shared object `so`, as rustc
 /// links a `cdylib`: no default libraries (the image's few C symbols, `memcpy` and the like,
-/// come from the program that loads it) and unused sections dropped. Written beside `so` and
+/// come from the program that loads it) and unused sections dropped; debug information stays
+/// where the nested build gave the kernel crate some (line tables for a dev build's kernel
+/// checks and debugger). Written beside `so` and
 /// renamed over it, so an interrupted link leaves the last image whole.
 fn link_shared_object(
     env: &Env,
@@ -171,7 +173,6 @@ fn link_shared_object(
             "-Wl,-z,noexecstack",
             "-Wl,--eh-frame-hdr",
             "-Wl,-O1",
-            "-Wl,--strip-debug",
         ]);
     if env.verbose() {
         eprintln!("offload: {}", crate::command::CommandLine::of(&cmd));
