@@ -1510,6 +1510,21 @@ fn a_dev_build_checks_kernels_and_a_release_build_does_not() {
     );
     let release = run(&["--release"], "7");
     assert!(release.contains("y = 6"), "{release}");
+    // The nested build's image, now the release build's: no debug information, not even the
+    // runtime library's that its archive carries.
+    let release_images: Vec<PathBuf> = cpu_images(&target.join("offload"))
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains("hello_checks_kernels"))
+        .collect();
+    assert!(!release_images.is_empty(), "no CPU image");
+    for image in &release_images {
+        let bytes = std::fs::read(image).unwrap();
+        assert!(
+            !bytes.windows(11).any(|w| w == b".debug_info"),
+            "a release build's CPU image has no debug information: {}",
+            image.display()
+        );
+    }
 }
 
 #[test]

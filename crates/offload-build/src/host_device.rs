@@ -105,7 +105,9 @@ pub fn build(
             command: line,
         })?;
     let so = &archive.with_extension("so");
-    link_shared_object(env, linker.as_deref().unwrap_or("cc"), archive, library, so)?;
+    let debug_info = checks.line_info || checks.debugger;
+    let linker = linker.as_deref().unwrap_or("cc");
+    link_shared_object(env, linker, archive, library, debug_info, so)?;
     let bytes = std::fs::read(so).io("reading the CPU device image", so)?;
     let bad = |e| Error::BadImage {
         path: so.clone(),
@@ -141,15 +143,17 @@ const EXPORTS: &str = "{\n  global:\n    __offload_cpu_*;\n  local:\n    *;\n};\
 /// Links the kernel crate's static library `archive` whole, with `library` (the host side of
 /// relocatable CUDA/HIP sources) where there is one, into the shared object `so`, as rustc
 /// links a `cdylib`: no default libraries (the image's few C symbols, `memcpy` and the like,
-/// come from the program that loads it) and unused sections dropped; debug information stays
-/// where the nested build gave the kernel crate some (line tables for a dev build's kernel
-/// checks and debugger). Written beside `so` and
+/// come from the program that loads it) and unused sections dropped. Debug information is
+/// stripped unless `debug_info` (the nested build gave the kernel crate line tables or full
+/// debug information): the archive's `compiler_builtins` objects bring theirs, 750 KB of it,
+/// whatever the kernel crate's. Written beside `so` and
 /// renamed over it, so an interrupted link leaves the last image whole.
 fn link_shared_object(
     env: &Env,
     linker: &str,
     archive: &Path,
     library: Option<&(PathBuf, String)>,
+    debug_info: bool,
     so: &Path,
 ) -> Result<()> {
     let exports = archive.with_extension("exports");
@@ -174,6 +178,9 @@ fn link_shared_object(
             "-Wl,--eh-frame-hdr",
             "-Wl,-O1",
         ]);
+    if !debug_info {
+        cmd.arg("-Wl,--strip-debug");
+    }
     if env.verbose() {
         eprintln!("offload: {}", crate::command::CommandLine::of(&cmd));
     }
