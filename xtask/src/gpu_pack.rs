@@ -125,14 +125,7 @@ pub fn gpu_pack(dir: &Path) -> Result {
     for t in GPU_TESTS {
         tests.args(["--test", t]);
     }
-    eprintln!("xtask: running {tests:?}");
-    let out = tests
-        .output()
-        .map_err(|e| format!("could not start cargo: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("building the GPU tests failed ({})", out.status));
-    }
-    let executables = test_executables(&String::from_utf8_lossy(&out.stdout));
+    let executables = test_executables(&crate::output(&mut tests)?);
 
     let bin = dir.join("bin");
     if bin.exists() {

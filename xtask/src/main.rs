@@ -134,6 +134,22 @@ fn run(cmd: &mut Command) -> Result {
     }
 }
 
+/// `cmd`'s standard output; its failure an error with what it wrote to standard error.
+fn output(cmd: &mut Command) -> Result<String> {
+    eprintln!("xtask: running {cmd:?}");
+    let out = cmd
+        .output()
+        .map_err(|e| format!("could not start {:?}: {e}", cmd.get_program()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{cmd:?} failed ({}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// A tool `cargo install`ed at a pinned version: the one on `PATH` when its `--version`
 /// prints `version_line`, else the one in a directory of its own under cargo's home
 /// (`<crate>-<version>`), installed there first when missing (minutes, once per machine;

@@ -8,7 +8,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::{Result, cargo, cargo_home, root, run, target_dir};
+use crate::{Result, cargo, cargo_home, output, root, run, target_dir};
 
 /// The crates published from the workspace.
 const PUBLISHED: &[&str] = &[
@@ -88,22 +88,6 @@ fn forget_earlier_packages() -> Result {
         }
     }
     Ok(())
-}
-
-/// `cmd`'s standard output; its failure an error with what it wrote to standard error.
-fn output(cmd: &mut Command) -> Result<String> {
-    eprintln!("xtask: running {cmd:?}");
-    let out = cmd
-        .output()
-        .map_err(|e| format!("could not start {:?}: {e}", cmd.get_program()))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{cmd:?} failed ({}):\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Removes `dir` and what it holds; one that is not there is no error.

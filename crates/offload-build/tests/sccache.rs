@@ -69,30 +69,30 @@ struct Units {
 }
 
 fn units(dir: &Path) -> Units {
-    let mut units = Units::default();
+    let mut found = Units::default();
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
-            let inner = self::units(&path);
-            units.libraries += inner.libraries;
-            units.linked += inner.linked;
+            let inner = units(&path);
+            found.libraries += inner.libraries;
+            found.linked += inner.linked;
             continue;
         }
         let in_deps = path.parent().is_some_and(|p| p.ends_with("deps"));
         let extension = path.extension().and_then(|e| e.to_str());
         match extension {
-            Some("rlib" | "a") if in_deps => units.libraries += 1,
-            Some("so") if in_deps => units.linked += 1,
+            Some("rlib" | "a") if in_deps => found.libraries += 1,
+            Some("so") if in_deps => found.linked += 1,
             None if path
                 .file_name()
                 .is_some_and(|n| n.to_string_lossy().starts_with("build_script_build-")) =>
             {
-                units.linked += 1;
+                found.linked += 1;
             }
             _ => {}
         }
     }
-    units
+    found
 }
 
 /// Stops the test's sccache server however the test ends.
