@@ -395,7 +395,7 @@ fn panic_traps(disassembly: &str, kernel: &str) -> bool {
 }
 
 /// A reachable panic in an AMD kernel ends the dispatch with a trap (`s_trap 2`), not with
-/// `s_endpgm`, which would report success.
+/// `s_endpgm`, which would report success; the branch to it is scalar.
 #[test]
 fn amdgpu_panic_traps() {
     if !nightly_ready() || Tool::LlvmObjdump.for_test().is_none() {
@@ -414,6 +414,21 @@ fn amdgpu_panic_traps() {
         assert!(
             panic_traps(&text, "lookup"),
             "{id}: lookup's bounds check reaches no s_trap 2:\n{text}"
+        );
+        // The check's branch is scalar, taken when any lane fails it (`vcc` holds the
+        // compare's lanes); the report takes the first failing lane (its number found in the
+        // mask, its values read from it), not the first lane that came.
+        let lookup = whole_function(&text, "lookup");
+        let has = |prefix: &str| lookup.iter().any(|l| l.starts_with(prefix));
+        assert!(
+            has("s_cbranch_vccz") || has("s_cbranch_vccnz"),
+            "{id}: lookup's bounds check is not a scalar branch:\n{}",
+            lookup.join("\n")
+        );
+        assert!(
+            (has("s_ff1_i32_b") || has("s_ctz_i32_b")) && has("v_readlane_b32"),
+            "{id}: lookup's report does not read the first failing lane:\n{}",
+            lookup.join("\n")
         );
     }
 }

@@ -197,6 +197,48 @@ pub unsafe extern "C" fn __offload_gpu_panic_at2(site: u64, a: u64, b: u64) -> !
     unsafe { panic_at(site, [a, b, 0]) }
 }
 
+/// [`__offload_gpu_panic_at`] on AMD GPUs for the thread of rank `thread` in its block, where
+/// every lane of the wavefront came: the device link branches to a panic site when any lane
+/// fails the site's test (a scalar branch on the test's ballot), and passes the site's values
+/// and [`__offload_gpu_thread_rank`] as the first failing lane holds them (`readlane`), so
+/// that they and the report are scalar and the kernel pays no vector registers for them.
+///
+/// # Safety
+/// As for [`__offload_gpu_panic_at`]; every argument is the same in every lane.
+#[cfg(target_arch = "amdgpu")]
+#[unsafe(no_mangle)]
+#[inline(never)]
+#[cold]
+pub unsafe extern "C" fn __offload_gpu_panic_at_thread(
+    thread: u32,
+    site: u64,
+    a: u64,
+    b: u64,
+    c: u64,
+) -> ! {
+    let channel = channel();
+    // SAFETY: as in `panic_at`.
+    unsafe {
+        if !channel.is_null() {
+            let record = &raw mut (*channel).panic;
+            wave::claim(record);
+            write_words(&raw mut (*record).site, [site, a, b, c]);
+            wave::finish_for(record, thread)
+        }
+    }
+    super::arch::trap()
+}
+
+/// The calling thread's rank in its block, for [`__offload_gpu_panic_at_thread`]: the device
+/// link computes it where a kernel starts, so that one vector register holds it rather than
+/// the thread's three indices living until the panic sites.
+#[cfg(target_arch = "amdgpu")]
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn __offload_gpu_thread_rank() -> u32 {
+    super::thread_rank()
+}
+
 /// The body of the site reporters. Its claim, wait and finish are [`__offload_gpu_panic`]'s,
 /// written out again: shared through a closure, they kept the values in a stack frame on every
 /// GPU (64 bytes on sm_80, 80 on gfx90a, and more registers, in the parity benchmark).
@@ -313,6 +355,19 @@ mod wave {
     /// The wavefront claimed `record` ([`claim`]).
     #[inline(always)]
     pub(super) unsafe fn finish(record: *mut PanicRecord) -> ! {
+        // The lanes that began the report are active again after the claim: the first one
+        // is the lane whose values were recorded.
+        let thread = readfirstlane_u32(kernel::thread_rank());
+        // SAFETY: the caller's contract.
+        unsafe { finish_for(record, thread) }
+    }
+
+    /// [`finish`] for the thread of rank `thread` in its block, the same in every lane.
+    ///
+    /// # Safety
+    /// As for [`finish`].
+    #[inline(always)]
+    pub(super) unsafe fn finish_for(record: *mut PanicRecord, thread: u32) -> ! {
         let block = pack_block(
             [
                 kernel::block_idx_x(),
@@ -328,9 +383,6 @@ mod wave {
                 AtomicU32::from_ptr(field).store(value, Ordering::Relaxed);
                 one_store_at_a_time();
             };
-            // The lanes that began the report are active again after the claim: the first one
-            // is the lane whose values were recorded.
-            let thread = readfirstlane_u32(kernel::thread_rank());
             store(&raw mut (*record).thread, thread);
             store(&raw mut (*record).block_dim[0], kernel::block_dim_x());
             store(&raw mut (*record).block_dim[1], kernel::block_dim_y());

@@ -132,9 +132,14 @@ unsafe fn is_cheap_condition(block: LLVMBasicBlockRef) -> bool {
 
 /// Integer arithmetic that cannot trap, comparisons, casts and address arithmetic.
 unsafe fn is_cheap(instruction: LLVMValueRef) -> bool {
-    use LLVMOpcode::*;
     // SAFETY: a live instruction (the caller's contract).
-    let opcode = unsafe { llvm::LLVMGetInstructionOpcode(instruction) };
+    is_plain_arithmetic(unsafe { llvm::LLVMGetInstructionOpcode(instruction) })
+}
+
+/// Whether an instruction of this kind is integer arithmetic that cannot trap (no division),
+/// a comparison of integers, an integer cast or address arithmetic.
+pub(super) fn is_plain_arithmetic(opcode: LLVMOpcode) -> bool {
+    use LLVMOpcode::*;
     matches!(
         opcode,
         LLVMAdd

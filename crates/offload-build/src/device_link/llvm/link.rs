@@ -15,6 +15,7 @@ use super::fixups::internalize;
 use super::helpers::AMDGPU_HELPERS;
 use super::panic_sites::{LATE, SITE_REPORTERS};
 use super::panics::{REPORTER, lean_panics};
+use super::uniform_panics::{THREAD_RANK, THREAD_REPORTER};
 use super::{HOST_GLOBALS, RawValue, cstr, has_local_linkage, has_uses};
 use crate::device_link::rlib_bitcode::DeviceInput;
 use crate::device_link::{LinkError, Result};
@@ -195,12 +196,22 @@ pub(super) fn link_inputs<'ctx>(
     // kernel crate's does; a bare `no_std` module with a panic handler of its own does not).
     let reporters =
         defines(&main, REPORTER) || members.iter().any(|m| m.definitions.contains(REPORTER));
+    // offload-rt's AMD reporter of scalar panic branches, where its version has one.
+    let thread_reporter = (super::is_amdgpu(&main)
+        && (defines(&main, THREAD_REPORTER)
+            || members
+                .iter()
+                .any(|m| m.definitions.contains(THREAD_REPORTER))))
+    .then_some([THREAD_REPORTER, THREAD_RANK]);
     let mut linked = HashSet::new();
     loop {
         let mut undefined = undefined_symbols(&main);
         // The reporters of constant panic sites, which only a stage after optimization calls.
         if reporters {
-            for reporter in SITE_REPORTERS {
+            for reporter in SITE_REPORTERS
+                .into_iter()
+                .chain(thread_reporter.into_iter().flatten())
+            {
                 if !defines(&main, reporter) {
                     undefined.insert(reporter.to_owned());
                 }

@@ -52,6 +52,7 @@ mod panic_sites;
 mod panics;
 mod read_only;
 mod shared_memory;
+mod uniform_panics;
 
 pub use helpers::amdgpu_wave_size;
 

@@ -14,13 +14,14 @@ use inkwell::llvm_sys::prelude::{LLVMBasicBlockRef, LLVMTypeRef, LLVMValueRef};
 use inkwell::llvm_sys::{LLVMIntPredicate, LLVMOpcode};
 use inkwell::module::{Linkage, Module};
 use inkwell::targets::TargetMachine;
-use inkwell::values::AsValueRef;
+use inkwell::values::{AsValueRef, FunctionValue};
 use offload_format::panic_sites::{self, PanicSite, PanicSites};
 
 use super::codegen::run_pipeline;
 use super::is_amdgpu;
 use super::panics::{REPORTER, make_inlinable};
 use super::shared_memory::compares_with_null;
+use super::uniform_panics::{self, THREAD_RANK, THREAD_REPORTER};
 use crate::device_link::{LinkError, Result};
 
 /// offload-rt's `kernel::gpu_channel::__offload_gpu_panic_at(site, a, b, c)`.
@@ -42,8 +43,10 @@ pub(super) const WAIT: &str = "__offload_gpu_panic_wait";
 /// The panic path's functions, external until [`describe_sites`]: the optimizer must neither
 /// change the reporter's parameters (the stage reads them by position) nor drop the
 /// [`SITE_REPORTERS`], which nothing calls before the stage.
-pub(super) const LATE: [&str; 7] = [
+pub(super) const LATE: [&str; 9] = [
     REPORTER,
+    THREAD_REPORTER,
+    THREAD_RANK,
     SITE_REPORTERS[0],
     SITE_REPORTERS[1],
     SITE_REPORTERS[2],
@@ -58,7 +61,9 @@ pub(super) const LATE: [&str; 7] = [
 /// line: ptxas gives a kernel fewer registers for a call than for a copy (measured on the
 /// parity benchmark: the site reporter inlined at each of a 5-point stencil's five sites cost
 /// it 30 registers on sm_90 against 22 called). On AMDGPU everything is inlined: a call costs
-/// the calling convention's VGPRs and scratch. Returns how many calls now name a site.
+/// the calling convention's VGPRs and scratch; and, where offload-rt has the reporter, the
+/// branches to the sites are made scalar first ([`uniform_panics`]). Returns how many calls
+/// now name a site.
 pub(super) fn describe_sites(module: &Module<'_>, machine: &TargetMachine) -> Result<usize> {
     let amdgpu = is_amdgpu(module);
     let site_reporters: Vec<LLVMValueRef> = SITE_REPORTERS
@@ -78,7 +83,24 @@ pub(super) fn describe_sites(module: &Module<'_>, machine: &TargetMachine) -> Re
         {
             let described =
                 rewrite_calls(module, reporter.as_value_ref(), &site_reporters, amdgpu)?;
-            merge_site_calls(module, &site_reporters);
+            let thread_reporter = module
+                .get_function(THREAD_REPORTER)
+                .filter(|f| amdgpu && f.count_basic_blocks() > 0 && f.count_params() == 5);
+            let thread_rank = module
+                .get_function(THREAD_RANK)
+                .filter(|f| f.count_basic_blocks() > 0 && f.count_params() == 0);
+            let mut reporters = site_reporters.clone();
+            if let (Some(reporter), Some(rank)) = (thread_reporter, thread_rank) {
+                let reporter = reporter.as_value_ref();
+                uniform_panics::make_uniform(
+                    module,
+                    &site_reporters,
+                    reporter,
+                    rank.as_value_ref(),
+                );
+                reporters.push(reporter);
+            }
+            merge_site_calls(module, &reporters);
             described
         }
         _ => 0,
@@ -193,25 +215,14 @@ fn rewrite_calls(
 
 /// Makes the site-reporter calls of each function one call in a block of its own, which the
 /// calls' blocks branch to with their site and values (phis), through the reporter of the
-/// most values any of them passes. One report per kernel costs fewer registers and less code
-/// than one per panic site: on NVIDIA the call sequences (measured on the parity benchmark:
-/// `matmul` 48 → 40 registers on sm_80), on AMD the inlined report.
+/// most values any of them passes (the calls of one function are all of the
+/// [`SITE_REPORTERS`] or all of the [`THREAD_REPORTER`]). One report per kernel costs fewer
+/// registers and less code than one per panic site: on NVIDIA the call sequences (measured on
+/// the parity benchmark: `matmul` 48 → 40 registers on sm_80), on AMD the inlined report.
 fn merge_site_calls(module: &Module<'_>, site_reporters: &[LLVMValueRef]) {
     let context = module.get_context();
     for function in module.get_functions() {
-        let calls: Vec<LLVMValueRef> = function
-            .get_basic_block_iter()
-            .flat_map(|b| b.get_instructions())
-            .map(|i| i.as_value_ref())
-            .filter(|&i| {
-                // SAFETY: `i` is a live instruction; the callee is read from calls only.
-                unsafe {
-                    !llvm::LLVMIsACallInst(i).is_null()
-                        && site_reporters.contains(&llvm::LLVMGetCalledValue(i))
-                        && is_unreachable(llvm::LLVMGetNextInstruction(i))
-                }
-            })
-            .collect();
+        let calls = site_calls(function, site_reporters);
         if calls.len() < 2 {
             continue;
         }
@@ -219,15 +230,18 @@ fn merge_site_calls(module: &Module<'_>, site_reporters: &[LLVMValueRef]) {
         // context the builder is made in; each call and the `unreachable` after it are erased
         // once the branch that replaces them is built, and nothing else refers to them.
         unsafe {
-            // A call's arguments: the site, then its values.
-            let values = calls
+            // The callee of the call with the most arguments.
+            let Some(widest) = calls
                 .iter()
-                .map(|&c| llvm::LLVMGetNumArgOperands(c) as usize - 1)
-                .max()
-                .unwrap_or(0);
-            let at = site_reporters[values];
-            let i64_type = llvm::LLVMInt64TypeInContext(context.as_ctx_ref());
-            let zero = llvm::LLVMConstInt(i64_type, 0, 0);
+                .copied()
+                .max_by_key(|&c| llvm::LLVMGetNumArgOperands(c))
+            else {
+                continue;
+            };
+            let at = llvm::LLVMGetCalledValue(widest);
+            let parameters: Vec<LLVMTypeRef> = (0..llvm::LLVMGetNumArgOperands(widest))
+                .map(|i| llvm::LLVMTypeOf(llvm::LLVMGetOperand(widest, i)))
+                .collect();
             let builder = llvm::LLVMCreateBuilderInContext(context.as_ctx_ref());
             let merged = llvm::LLVMAppendBasicBlockInContext(
                 context.as_ctx_ref(),
@@ -235,8 +249,9 @@ fn merge_site_calls(module: &Module<'_>, site_reporters: &[LLVMValueRef]) {
                 c"offload.panic".as_ptr(),
             );
             llvm::LLVMPositionBuilderAtEnd(builder, merged);
-            let mut phis: Vec<LLVMValueRef> = (0..=values)
-                .map(|_| llvm::LLVMBuildPhi(builder, i64_type, c"".as_ptr()))
+            let mut phis: Vec<LLVMValueRef> = parameters
+                .iter()
+                .map(|&ty| llvm::LLVMBuildPhi(builder, ty, c"".as_ptr()))
                 .collect();
             llvm::LLVMBuildCall2(
                 builder,
@@ -254,7 +269,7 @@ fn merge_site_calls(module: &Module<'_>, site_reporters: &[LLVMValueRef]) {
                     let mut value = if (i as u32) < args {
                         llvm::LLVMGetOperand(call, i as u32)
                     } else {
-                        zero
+                        llvm::LLVMConstNull(parameters[i])
                     };
                     let mut from = block;
                     llvm::LLVMAddIncoming(*phi, &mut value, &mut from, 1);
@@ -267,6 +282,26 @@ fn merge_site_calls(module: &Module<'_>, site_reporters: &[LLVMValueRef]) {
             llvm::LLVMDisposeBuilder(builder);
         }
     }
+}
+
+/// The calls of `reporters` in `function` that `unreachable` follows: its panic sites.
+pub(super) fn site_calls(
+    function: FunctionValue<'_>,
+    reporters: &[LLVMValueRef],
+) -> Vec<LLVMValueRef> {
+    function
+        .get_basic_block_iter()
+        .flat_map(|b| b.get_instructions())
+        .map(|i| i.as_value_ref())
+        .filter(|&i| {
+            // SAFETY: `i` is a live instruction; the callee is read from calls only.
+            unsafe {
+                !llvm::LLVMIsACallInst(i).is_null()
+                    && reporters.contains(&llvm::LLVMGetCalledValue(i))
+                    && is_unreachable(llvm::LLVMGetNextInstruction(i))
+            }
+        })
+        .collect()
 }
 
 fn is_unreachable(instruction: LLVMValueRef) -> bool {
