@@ -9,13 +9,14 @@
 //!
 //! A site's block runs in every lane of the wavefront after the change, so only blocks whose
 //! instructions before the report compute values (no memory access, call or division) are
-//! entered this way; the others keep their branch and report the first lane that came.
+//! entered this way; a function with another site is left as it was. A call the optimizer
+//! merged from several sites (its values phis of theirs) is split into one per branch first.
 
 use inkwell::context::AsContextRef;
 use inkwell::llvm_sys::LLVMOpcode;
 use inkwell::llvm_sys::core as llvm;
 use inkwell::llvm_sys::prelude::{
-    LLVMBasicBlockRef, LLVMBuilderRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef,
+    LLVMBasicBlockRef, LLVMBuilderRef, LLVMContextRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef,
 };
 use inkwell::module::Module;
 use inkwell::values::AsValueRef;
@@ -42,8 +43,16 @@ pub(super) fn make_uniform(
     thread_rank: LLVMValueRef,
 ) -> usize {
     let mut functions = Vec::new();
+    let context = module.get_context();
+    // SAFETY: a builder of the module's context, disposed of below.
+    let builder = unsafe { llvm::LLVMCreateBuilderInContext(context.as_ctx_ref()) };
     for function in module.get_functions() {
-        let calls = site_calls(function, site_reporters).into_iter();
+        let calls = site_calls(function, site_reporters)
+            .into_iter()
+            // SAFETY: each call is a live site call of `function`, in `module`'s context.
+            .flat_map(|call| unsafe { split_merged(context.as_ctx_ref(), builder, call) })
+            .collect::<Vec<_>>()
+            .into_iter();
         // SAFETY: each call is a live instruction of its block.
         let branches: Option<Vec<(LLVMValueRef, Entry)>> = calls
             .map(|call| unsafe {
@@ -57,18 +66,21 @@ pub(super) fn make_uniform(
             functions.push((function, sites));
         }
     }
+    if functions.is_empty() {
+        // SAFETY: the builder made above, used no more.
+        unsafe { llvm::LLVMDisposeBuilder(builder) };
+        return 0;
+    }
     // SAFETY: the functions, the calls, their blocks and the branches into them are live
     // values of `module`, whose context the builder is made in; each call is erased once its
     // replacement is built before it, and nothing else refers to it. An entry block ends in a
     // terminator, so the walk past its allocas stops.
     unsafe {
-        let context = module.get_context();
         let ctx = context.as_ctx_ref();
         let raw_module = module.as_mut_ptr();
         let i1 = llvm::LLVMInt1TypeInContext(ctx);
         let i32_type = llvm::LLVMInt32TypeInContext(ctx);
         let i64_type = llvm::LLVMInt64TypeInContext(ctx);
-        let builder = llvm::LLVMCreateBuilderInContext(ctx);
         let ballot = Intrinsic::new(raw_module, "llvm.amdgcn.ballot", &[i64_type]);
         let cttz = Intrinsic::new(raw_module, "llvm.cttz", &[i64_type]);
         let readlane = Intrinsic::new(raw_module, "llvm.amdgcn.readlane", &[i64_type]);
@@ -190,6 +202,100 @@ pub(super) fn make_uniform(
         }
         llvm::LLVMDisposeBuilder(builder);
         changed
+    }
+}
+
+/// A site whose block several branches enter, its call's arguments phis of theirs (the
+/// optimizer merged their calls): one block and call for each branch instead, so that each
+/// branch can be made scalar ([`merge_site_calls`](super::panic_sites) joins them again where
+/// the values are scalar). Returns the calls that stand for `call`: itself where it is not
+/// such a site.
+///
+/// # Safety
+/// `call` is a live site call followed by `unreachable`; `context` is its module's and
+/// `builder` one of that context.
+unsafe fn split_merged(
+    context: LLVMContextRef,
+    builder: LLVMBuilderRef,
+    call: LLVMValueRef,
+) -> Vec<LLVMValueRef> {
+    // SAFETY: the caller's contract; the uses of a block are the terminators branching to it,
+    // and the block is erased only once nothing branches to it or uses its values.
+    unsafe {
+        let block = llvm::LLVMGetInstructionParent(call);
+        let mut phis = Vec::new();
+        let mut instruction = llvm::LLVMGetFirstInstruction(block);
+        while instruction != call {
+            let only_use = llvm::LLVMGetFirstUse(instruction);
+            if llvm::LLVMIsAPHINode(instruction).is_null()
+                || only_use.is_null()
+                || !llvm::LLVMGetNextUse(only_use).is_null()
+                || llvm::LLVMGetUser(only_use) != call
+            {
+                return vec![call];
+            }
+            phis.push(instruction);
+            instruction = llvm::LLVMGetNextInstruction(instruction);
+        }
+        let mut branches = Vec::new();
+        let mut use_ = llvm::LLVMGetFirstUse(llvm::LLVMBasicBlockAsValue(block));
+        while !use_.is_null() {
+            let branch = llvm::LLVMGetUser(use_);
+            if llvm::LLVMIsABranchInst(branch).is_null() || branches.contains(&branch) {
+                return vec![call];
+            }
+            branches.push(branch);
+            use_ = llvm::LLVMGetNextUse(use_);
+        }
+        if branches.len() < 2 {
+            return vec![call];
+        }
+        let callee = llvm::LLVMGetCalledValue(call);
+        let function = llvm::LLVMGetBasicBlockParent(block);
+        let debuginfo = inkwell::llvm_sys::debuginfo::LLVMInstructionGetDebugLoc(call);
+        let mut calls = Vec::new();
+        for branch in branches {
+            let from = llvm::LLVMGetInstructionParent(branch);
+            let site =
+                llvm::LLVMAppendBasicBlockInContext(context, function, c"offload.site".as_ptr());
+            llvm::LLVMPositionBuilderAtEnd(builder, site);
+            let mut args: Vec<LLVMValueRef> = (0..llvm::LLVMGetNumArgOperands(call))
+                .map(|i| {
+                    let arg = llvm::LLVMGetOperand(call, i);
+                    if !phis.contains(&arg) {
+                        return arg;
+                    }
+                    (0..llvm::LLVMCountIncoming(arg))
+                        .find(|&j| llvm::LLVMGetIncomingBlock(arg, j) == from)
+                        .map_or_else(
+                            || llvm::LLVMGetUndef(llvm::LLVMTypeOf(arg)),
+                            |j| llvm::LLVMGetIncomingValue(arg, j),
+                        )
+                })
+                .collect();
+            let new = llvm::LLVMBuildCall2(
+                builder,
+                llvm::LLVMGlobalGetValueType(callee),
+                callee,
+                args.as_mut_ptr(),
+                args.len() as u32,
+                c"".as_ptr(),
+            );
+            inkwell::llvm_sys::debuginfo::LLVMInstructionSetDebugLoc(new, debuginfo);
+            llvm::LLVMBuildUnreachable(builder);
+            for i in 0..llvm::LLVMGetNumSuccessors(branch) {
+                if llvm::LLVMGetSuccessor(branch, i) == block {
+                    llvm::LLVMSetSuccessor(branch, i, site);
+                }
+            }
+            calls.push(new);
+        }
+        llvm::LLVMInstructionEraseFromParent(call);
+        for phi in phis {
+            llvm::LLVMInstructionEraseFromParent(phi);
+        }
+        llvm::LLVMDeleteBasicBlock(block);
+        calls
     }
 }
 
@@ -463,6 +569,25 @@ fail:
 done:
   ret void
 }
+define amdgpu_kernel void @merged(ptr addrspace(1) %idx, i64 %n, i64 %m) {
+  %x = call i32 @llvm.amdgcn.workitem.id.x()
+  %i = zext i32 %x to i64
+  %in = icmp ult i64 %i, %n
+  br i1 %in, label %load, label %fail
+load:
+  %p = getelementptr i32, ptr addrspace(1) %idx, i64 %i
+  %j32 = load i32, ptr addrspace(1) %p
+  %j = zext i32 %j32 to i64
+  %out = icmp uge i64 %j, %m
+  br i1 %out, label %fail, label %done
+fail:
+  %site = phi i64 [ 11, %0 ], [ 12, %load ]
+  %value = phi i64 [ %i, %0 ], [ %j, %load ]
+  call void @__offload_gpu_panic_at1(i64 %site, i64 %value)
+  unreachable
+done:
+  ret void
+}
 declare i32 @llvm.amdgcn.workitem.id.x()
 declare void @llvm.assume(i1)
 "#;
@@ -497,7 +622,7 @@ declare void @llvm.assume(i1)
     fn divergent_checks_branch_on_any_failing_lane_and_report_its_values() {
         let context = Context::create();
         let (module, changed) = transformed(&context);
-        assert_eq!(changed, 3, "gather's two sites and rows' one");
+        assert_eq!(changed, 5, "gather's two sites, rows' one and merged's two");
         let gather = body(&module, "gather");
         // Each test's ballot decides the branch, for every lane of the wavefront.
         assert_eq!(
@@ -546,6 +671,33 @@ declare void @llvm.assume(i1)
         // the assumption of the hot path stays.
         assert!(!gather.contains("assume(i1 %out)"), "{gather}");
         assert!(gather.contains("assume(i1 true)"), "{gather}");
+    }
+
+    #[test]
+    fn a_call_merged_from_two_sites_is_split_into_one_per_branch() {
+        let context = Context::create();
+        let (module, _) = transformed(&context);
+        let merged = body(&module, "merged");
+        assert!(!merged.contains("phi"), "{merged}");
+        assert_eq!(
+            merged.matches("@llvm.amdgcn.ballot.i64(i1").count(),
+            2,
+            "{merged}"
+        );
+        assert!(
+            merged.contains("readlane.i64(i64 %i, i32")
+                && merged.contains("readlane.i64(i64 %j, i32"),
+            "{merged}"
+        );
+        for site in ["i64 11, i64 %", "i64 12, i64 %"] {
+            let call = "call void @__offload_gpu_panic_at_thread(i32 %";
+            assert!(
+                merged
+                    .lines()
+                    .any(|l| l.trim_start().starts_with(call) && l.contains(site)),
+                "{site}: {merged}"
+            );
+        }
     }
 
     #[test]
