@@ -279,7 +279,9 @@ const _: () = assert!(
 
 /// Writes `words` from `first` on, one word at a time: a wide store of several would need as
 /// many consecutive registers at once (AMDGPU merges adjacent stores into one of up to 16
-/// bytes), in a panic path whose registers the kernel pays for.
+/// bytes), in a panic path whose registers the kernel pays for. On AMD GPUs each word is two
+/// 4-byte stores (low half first, as the little-endian record holds it): the data of a store
+/// is in vector registers, one for a half, two consecutive ones for a word.
 ///
 /// # Safety
 /// `first` and the words after it are fields of the record this thread claimed, 8-aligned.
@@ -288,7 +290,18 @@ unsafe fn write_words<const N: usize>(first: *mut u64, words: [u64; N]) {
     for (i, word) in words.into_iter().enumerate() {
         // SAFETY: the caller's contract; nothing else accesses the words meanwhile, and an
         // atomic store is not merged with its neighbours.
-        unsafe { AtomicU64::from_ptr(first.add(i)).store(word, Ordering::Relaxed) };
+        #[cfg(target_arch = "amdgpu")]
+        unsafe {
+            let halves = first.add(i).cast::<u32>();
+            AtomicU32::from_ptr(halves).store(word as u32, Ordering::Relaxed);
+            one_store_at_a_time();
+            AtomicU32::from_ptr(halves.add(1)).store((word >> 32) as u32, Ordering::Relaxed);
+        }
+        // SAFETY: as above.
+        #[cfg(not(target_arch = "amdgpu"))]
+        unsafe {
+            AtomicU64::from_ptr(first.add(i)).store(word, Ordering::Relaxed)
+        };
         one_store_at_a_time();
     }
 }
