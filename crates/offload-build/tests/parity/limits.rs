@@ -23,7 +23,6 @@ pub const REGISTERS_NOT_MET: &[(&str, &str, f64)] = &[
     ("histogram", "sm_80", 1.60),
     ("gather", "sm_80", 1.55),
     ("transpose", "sm_90", 1.45),
-    ("gather", "sm_90", 1.65),
     ("saxpy", "gfx90a", 1.65),
     ("scan", "gfx90a", 1.50),
     ("reverse", "gfx90a", 1.50),

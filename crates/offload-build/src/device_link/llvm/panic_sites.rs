@@ -124,7 +124,70 @@ pub(super) fn describe_sites(module: &Module<'_>, machine: &TargetMachine) -> Re
         "always-inline,globaldce,function(sroa,instcombine,simplifycfg)",
         machine,
     )?;
+    if !amdgpu {
+        narrow_site_phis(module);
+    }
     Ok(described)
+}
+
+/// Gives each phi of 64-bit constants that differ in their low halves only (the site values
+/// of one table, [`panic_sites::site_value`], where a function's sites meet) a phi of those
+/// halves, the high half or-ed in after it: a register per site value instead of a pair,
+/// held through the kernel until the report.
+fn narrow_site_phis(module: &Module<'_>) {
+    let context = module.get_context();
+    // SAFETY: the phis and their blocks are live values of `module`, whose context the builder
+    // is made in; each phi is replaced in all its uses and erased once its replacement is
+    // built, and the phis are collected before any is changed.
+    unsafe {
+        let ctx = context.as_ctx_ref();
+        let i32_type = llvm::LLVMInt32TypeInContext(ctx);
+        let i64_type = llvm::LLVMInt64TypeInContext(ctx);
+        let phis: Vec<LLVMValueRef> = module
+            .get_functions()
+            .flat_map(|f| f.get_basic_block_iter())
+            .flat_map(|b| b.get_instructions())
+            .map(|i| i.as_value_ref())
+            .filter(|&i| !llvm::LLVMIsAPHINode(i).is_null() && llvm::LLVMTypeOf(i) == i64_type)
+            .collect();
+        let builder = llvm::LLVMCreateBuilderInContext(ctx);
+        for phi in phis {
+            let incoming: Option<Vec<u64>> = (0..llvm::LLVMCountIncoming(phi))
+                .map(|i| constant_int(llvm::LLVMGetIncomingValue(phi, i)))
+                .collect();
+            let Some(values) = incoming else { continue };
+            let high = values.first().map(|v| v >> 32);
+            if values.len() < 2
+                || values.iter().any(|v| Some(v >> 32) != high)
+                || values.iter().all(|v| *v == values[0])
+            {
+                continue;
+            }
+            let block = llvm::LLVMGetInstructionParent(phi);
+            llvm::LLVMPositionBuilderBefore(builder, phi);
+            let narrow = llvm::LLVMBuildPhi(builder, i32_type, c"offload.site".as_ptr());
+            for (i, value) in values.iter().enumerate() {
+                let mut low = llvm::LLVMConstInt(i32_type, value & u64::from(u32::MAX), 0);
+                let mut from = llvm::LLVMGetIncomingBlock(phi, i as u32);
+                llvm::LLVMAddIncoming(narrow, &mut low, &mut from, 1);
+            }
+            let mut after = llvm::LLVMGetFirstInstruction(block);
+            while !llvm::LLVMIsAPHINode(after).is_null() {
+                after = llvm::LLVMGetNextInstruction(after);
+            }
+            llvm::LLVMPositionBuilderBefore(builder, after);
+            let wide = llvm::LLVMBuildZExt(builder, narrow, i64_type, c"".as_ptr());
+            let site = llvm::LLVMBuildOr(
+                builder,
+                wide,
+                llvm::LLVMConstInt(i64_type, high.unwrap_or(0) << 32, 0),
+                c"".as_ptr(),
+            );
+            llvm::LLVMReplaceAllUsesWith(phi, site);
+            llvm::LLVMInstructionEraseFromParent(phi);
+        }
+        llvm::LLVMDisposeBuilder(builder);
+    }
 }
 
 /// Replaces each call of `reporter` whose site is constant by a call of `at`, and adds the
@@ -681,9 +744,24 @@ unknown:
         let ir = module.print_to_string().to_string();
         // The constant sites and the merged one report the sites' values; the call whose
         // message is not a constant keeps the reporter, internal.
+        // Where the sites meet, their values' low halves are a phi and the table's ID is or-ed
+        // in after it (one register through the kernel, not a pair).
+        let table = panic_sites::site_value(id, 0) & !u64::from(u32::MAX);
+        assert!(
+            ir.lines()
+                .any(|l| l.contains(" = or i64 %") && l.ends_with(&format!(", {}", table as i64))),
+            "{ir}"
+        );
+        let low = |index: usize| panic_sites::site_value(id, index) & u64::from(u32::MAX);
+        let phi = ir
+            .lines()
+            .find(|l| l.contains("%offload.site = phi i32"))
+            .unwrap_or_else(|| panic!("no phi of the sites' halves: {ir}"));
         for index in 0..3 {
-            let value = panic_sites::site_value(id, index) as i64;
-            assert!(ir.contains(&format!("{value}")), "site {index}: {ir}");
+            assert!(
+                phi.contains(&format!("[ {}, %", low(index))),
+                "site {index}: {phi}"
+            );
         }
         // The kernel's three sites (the bounds check passing its index and length, the
         // division none, the merged call the index) branch to one block, where the reporter of
