@@ -14,12 +14,12 @@ use inkwell::llvm_sys::prelude::{LLVMBasicBlockRef, LLVMTypeRef, LLVMValueRef};
 use inkwell::llvm_sys::{LLVMIntPredicate, LLVMOpcode};
 use inkwell::module::{Linkage, Module};
 use inkwell::targets::TargetMachine;
-use inkwell::values::{AsValueRef, FunctionValue};
+use inkwell::values::AsValueRef;
 use offload_format::panic_sites::{self, PanicSite, PanicSites};
 
 use super::codegen::run_pipeline;
 use super::is_amdgpu;
-use super::panics::{REPORTER, make_inlinable};
+use super::panics::{REPORTER, make_inlinable, site_calls};
 use super::shared_memory::compares_with_null;
 use super::uniform_panics::{self, THREAD_RANK, THREAD_REPORTER};
 use crate::device_link::{LinkError, Result};
@@ -346,34 +346,6 @@ fn merge_site_calls(module: &Module<'_>, site_reporters: &[LLVMValueRef]) {
             }
             llvm::LLVMDisposeBuilder(builder);
         }
-    }
-}
-
-/// The calls of `reporters` in `function` that `unreachable` follows: its panic sites.
-pub(super) fn site_calls(
-    function: FunctionValue<'_>,
-    reporters: &[LLVMValueRef],
-) -> Vec<LLVMValueRef> {
-    function
-        .get_basic_block_iter()
-        .flat_map(|b| b.get_instructions())
-        .map(|i| i.as_value_ref())
-        .filter(|&i| {
-            // SAFETY: `i` is a live instruction; the callee is read from calls only.
-            unsafe {
-                !llvm::LLVMIsACallInst(i).is_null()
-                    && reporters.contains(&llvm::LLVMGetCalledValue(i))
-                    && is_unreachable(llvm::LLVMGetNextInstruction(i))
-            }
-        })
-        .collect()
-}
-
-fn is_unreachable(instruction: LLVMValueRef) -> bool {
-    // SAFETY: `instruction` is null or a live instruction.
-    unsafe {
-        !instruction.is_null()
-            && llvm::LLVMGetInstructionOpcode(instruction) == LLVMOpcode::LLVMUnreachable
     }
 }
 

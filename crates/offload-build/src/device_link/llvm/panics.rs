@@ -8,8 +8,11 @@
 //! is recorded, a formatted one is not, and its formatters become dead code.
 
 use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::llvm_sys::LLVMOpcode;
+use inkwell::llvm_sys::core as llvm;
+use inkwell::llvm_sys::prelude::LLVMValueRef;
 use inkwell::module::Module;
-use inkwell::values::{BasicMetadataValueEnum, FunctionValue};
+use inkwell::values::{AsValueRef, BasicMetadataValueEnum, FunctionValue};
 
 use super::cstr;
 use crate::device_link::{LinkError, Result};
@@ -368,6 +371,34 @@ pub(super) fn check_reporters(module: &Module<'_>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The calls of `reporters` in `function` that `unreachable` follows: its panic sites.
+pub(super) fn site_calls(
+    function: FunctionValue<'_>,
+    reporters: &[LLVMValueRef],
+) -> Vec<LLVMValueRef> {
+    function
+        .get_basic_block_iter()
+        .flat_map(|b| b.get_instructions())
+        .map(|i| i.as_value_ref())
+        .filter(|&i| {
+            // SAFETY: `i` is a live instruction; the callee is read from calls only.
+            unsafe {
+                !llvm::LLVMIsACallInst(i).is_null()
+                    && reporters.contains(&llvm::LLVMGetCalledValue(i))
+                    && is_unreachable(llvm::LLVMGetNextInstruction(i))
+            }
+        })
+        .collect()
+}
+
+fn is_unreachable(instruction: LLVMValueRef) -> bool {
+    // SAFETY: `instruction` is null or a live instruction.
+    unsafe {
+        !instruction.is_null()
+            && llvm::LLVMGetInstructionOpcode(instruction) == LLVMOpcode::LLVMUnreachable
+    }
 }
 
 #[cfg(test)]

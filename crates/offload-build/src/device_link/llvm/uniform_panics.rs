@@ -22,7 +22,7 @@ use inkwell::module::Module;
 use inkwell::values::AsValueRef;
 
 use super::condition_chains::is_plain_arithmetic;
-use super::panic_sites::site_calls;
+use super::panics::site_calls;
 
 /// offload-rt's `kernel::gpu_channel::__offload_gpu_panic_at_thread(thread, site, a, b, c)`,
 /// on AMD GPUs only.
@@ -207,7 +207,7 @@ pub(super) fn make_uniform(
 
 /// A site whose block several branches enter, its call's arguments phis of theirs (the
 /// optimizer merged their calls): one block and call for each branch instead, so that each
-/// branch can be made scalar ([`merge_site_calls`](super::panic_sites) joins them again where
+/// branch can be made scalar (the site stage's `merge_site_calls` joins them again where
 /// the values are scalar). Returns the calls that stand for `call`: itself where it is not
 /// such a site.
 ///
