@@ -130,10 +130,10 @@ pub(super) fn describe_sites(module: &Module<'_>, machine: &TargetMachine) -> Re
     Ok(described)
 }
 
-/// Gives each phi of 64-bit constants that differ in their low halves only (the site values
-/// of one table, [`panic_sites::site_value`], where a function's sites meet) a phi of those
-/// halves, the high half or-ed in after it: a register per site value instead of a pair,
-/// held through the kernel until the report.
+/// Gives each phi of the report blocks ([`REPORT_BLOCK`]) whose 64-bit constants differ in
+/// their low halves only (the site values of one table, [`panic_sites::site_value`]) a phi of
+/// those halves, the high half or-ed in after it: a register per site value instead of a
+/// pair, held through the kernel until the report.
 fn narrow_site_phis(module: &Module<'_>) {
     let context = module.get_context();
     // SAFETY: the phis and their blocks are live values of `module`, whose context the builder
@@ -146,9 +146,13 @@ fn narrow_site_phis(module: &Module<'_>) {
         let phis: Vec<LLVMValueRef> = module
             .get_functions()
             .flat_map(|f| f.get_basic_block_iter())
-            .flat_map(|b| b.get_instructions())
-            .map(|i| i.as_value_ref())
-            .filter(|&i| !llvm::LLVMIsAPHINode(i).is_null() && llvm::LLVMTypeOf(i) == i64_type)
+            .filter(|b| b.get_name() == REPORT_BLOCK)
+            .flat_map(|b| {
+                b.get_instructions()
+                    .map(|i| i.as_value_ref())
+                    .take_while(|&i| !llvm::LLVMIsAPHINode(i).is_null())
+            })
+            .filter(|&i| llvm::LLVMTypeOf(i) == i64_type)
             .collect();
         let builder = llvm::LLVMCreateBuilderInContext(ctx);
         for phi in phis {
@@ -278,6 +282,9 @@ fn rewrite_calls(
     Ok(calls.len())
 }
 
+/// The name of the block where [`merge_site_calls`] joins a function's panic sites.
+const REPORT_BLOCK: &std::ffi::CStr = c"offload.panic";
+
 /// Makes the site-reporter calls of each function one call in a block of its own, which the
 /// calls' blocks branch to with their site and values (phis), through the reporter of the
 /// most values any of them passes (the calls of one function are all of the
@@ -311,7 +318,7 @@ fn merge_site_calls(module: &Module<'_>, site_reporters: &[LLVMValueRef]) {
             let merged = llvm::LLVMAppendBasicBlockInContext(
                 context.as_ctx_ref(),
                 function.as_value_ref(),
-                c"offload.panic".as_ptr(),
+                REPORT_BLOCK.as_ptr(),
             );
             llvm::LLVMPositionBuilderAtEnd(builder, merged);
             let mut phis: Vec<LLVMValueRef> = parameters
