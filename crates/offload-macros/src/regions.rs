@@ -85,6 +85,29 @@ const THREAD_FNS: &[&str] = &[
     "lane_id",
     "warp_id",
 ];
+/// The local that says whether lane slot `slot` is read anywhere (known only once every
+/// region is lowered): its stores are made under it, so the optimizer drops those of a slot
+/// only recomputations use.
+fn read_flag(slot: &Ident) -> Ident {
+    format_ident!("{}_read", slot)
+}
+
+/// The index functions a region does not read from its `RegionThread`: those of warps, and
+/// the block's dynamic shared memory.
+const NOT_IN_REGION_THREAD: &[&str] = &[
+    "lane_id",
+    "warp_id",
+    "warp_size",
+    "warps_per_block",
+    "dynamic_shared",
+];
+
+/// Whether a region reads index function `name` from the thread's `RegionThread` (its
+/// `__offload_at`), which has a method of the same name.
+fn in_region_thread(name: &str) -> bool {
+    THREAD_FNS.iter().chain(BLOCK_FNS).any(|f| *f == name) && !NOT_IN_REGION_THREAD.contains(&name)
+}
+
 /// Index functions whose value is the same for every thread of a block.
 const BLOCK_FNS: &[&str] = &[
     "block_idx_x",
@@ -228,6 +251,9 @@ struct Var {
 
 struct Lowering {
     lanes: Vec<Ident>,
+    /// The lane slots some region reads: a slot no region reads (its local recomputed
+    /// wherever it is used) is neither given storage nor written.
+    read: HashSet<Ident>,
     items: Vec<Stmt>,
     next_id: usize,
     /// Lane storage of "this thread has not returned", when the body returns early.
@@ -254,6 +280,7 @@ impl Lowering {
             mentions(&body.to_token_stream(), "return").then(|| format_ident!("__offload_alive"));
         Lowering {
             lanes: Vec::new(),
+            read: HashSet::new(),
             items: Vec::new(),
             next_id: 0,
             alive,
@@ -281,14 +308,25 @@ impl Lowering {
         self.block_mutables = block_mutables(&stmts);
         let block = self.lower_list(&stmts, &mut scope, &TokenStream2::new())?;
         let lanes = self.lanes.iter().map(|slot| {
-            quote! { let #slot = ::offload_rt::__private::lanes(&mut __offload_cursor); }
+            let flag = read_flag(slot);
+            if self.read.contains(slot) {
+                quote! {
+                    let #slot = ::offload_rt::__private::lanes(&mut __offload_cursor);
+                    let #flag = true;
+                }
+            } else {
+                quote! {
+                    let #slot = ::core::ptr::null_mut();
+                    let #flag = false;
+                }
+            }
         });
         let alive = self.alive.as_ref().map(|a| {
             quote! { let #a: *mut bool = ::offload_rt::__private::lanes(&mut __offload_cursor); }
         });
         let alive_init = self.alive.as_ref().map(|a| {
             quote! {
-                ::offload_rt::__private::for_each_thread(|__offload_t| unsafe {
+                ::offload_rt::__private::for_each_thread(|__offload_t, _| unsafe {
                     ::offload_rt::__private::lane_write(#a, __offload_t, true)
                 });
             }
@@ -575,7 +613,7 @@ impl Lowering {
     }
 
     /// The statements that bring, into a region, every per-thread local it names.
-    fn loads(&self, tokens: &TokenStream2, scope: &[Var]) -> TokenStream2 {
+    fn loads(&mut self, tokens: &TokenStream2, scope: &[Var]) -> TokenStream2 {
         let mut named = HashSet::new();
         idents_of(tokens, &mut named);
         // The visible binding of each name, and those recomputations need.
@@ -620,6 +658,7 @@ impl Lowering {
                 }
                 _ => {
                     let m = mutable.then(|| quote!(mut));
+                    self.read.insert(slot.clone());
                     out.extend(quote! {
                         let #m #name = ::offload_rt::__private::lane_read(#slot, __offload_t);
                     });
@@ -719,6 +758,8 @@ impl Lowering {
         // Stores: locals of earlier regions this one may assign, then its own locals that
         // later code names.
         let mut stores = TokenStream2::new();
+        let mut assigns_earlier = false;
+        let mut flags = Vec::new();
         for (i, var) in scope.iter().enumerate() {
             let visible = scope.iter().rposition(|v| v.name == var.name) == Some(i);
             let Kind::Lane { slot, mutable, .. } = &var.kind else {
@@ -734,10 +775,16 @@ impl Lowering {
             }
             if i >= start {
                 self.lanes.push(slot.clone());
+            } else {
+                assigns_earlier = true;
             }
             let name = Ident::new(&var.name, Span::call_site());
+            let flag = read_flag(slot);
+            flags.push(flag.clone());
             stores.extend(quote! {
-                ::offload_rt::__private::lane_write(#slot, __offload_t, #name);
+                if #flag {
+                    ::offload_rt::__private::lane_write(#slot, __offload_t, #name);
+                }
             });
         }
         // Bindings of this region that were not stored are gone after it, unless later code
@@ -756,12 +803,6 @@ impl Lowering {
                 scope.remove(i);
             }
         }
-        let below = match body.as_slice() {
-            [Stmt::Expr(Expr::If(i), _)] if i.else_branch.is_none() => {
-                thread_x_limit(&i.cond, scope)
-            }
-            _ => None,
-        };
         let mut bound = Vec::new();
         for stmt in &body {
             BoundNames(&mut bound).visit_stmt(stmt);
@@ -773,7 +814,7 @@ impl Lowering {
             .filter(|v| !bound.contains(&v.name))
             .map(|v| v.name.clone())
             .collect();
-        let body: Vec<TokenStream2> = body
+        let body: Vec<Stmt> = body
             .into_iter()
             .map(|mut s| {
                 if self.alive.is_some() {
@@ -782,12 +823,51 @@ impl Lowering {
                 if !shared.is_empty() {
                     SharedAtomics(&shared).visit_stmt_mut(&mut s);
                 }
-                match s {
-                    Stmt::Expr(e, None) => quote! { #e; },
-                    s => s.to_token_stream(),
-                }
+                s
             })
             .collect();
+        // Pieces when no thread returns early. A region that assigns a local of an earlier
+        // one is narrowed but not split: the local's per-thread value would have to pass
+        // from piece to piece.
+        let pieces = match pieces(&body, scope) {
+            Some((pieces, prefix))
+                if self.alive.is_none()
+                    && (!assigns_earlier || (prefix.is_empty() && pieces.len() == 1)) =>
+            {
+                Some((pieces, prefix))
+            }
+            _ => None,
+        };
+        if let Some((pieces, prefix)) = pieces {
+            let mut out = before;
+            let stores_in_piece = assigns_earlier.then(|| stores.clone());
+            for piece in pieces {
+                let tokens = quote! { #(#prefix)* #piece #stores_in_piece };
+                let loads = self.loads(&tokens, &scope[..start]);
+                let code = read_indices_from_region(quote! { #loads #tokens });
+                let (x, y) = (piece.x.ranged(), piece.y.ranged());
+                out.extend(quote! {
+                    ::offload_rt::__private::for_each_thread_in(#x, #y,
+                        |__offload_t, __offload_at| unsafe { #code });
+                });
+            }
+            if !stores.is_empty() && !assigns_earlier {
+                // The locals later regions read, for every thread (the pieces may have run
+                // some threads only): the prefix's `let`s are pure, so computing them again
+                // changes nothing.
+                let tokens = quote! { #(#prefix)* };
+                let loads = self.loads(&tokens, &scope[..start]);
+                let code = read_indices_from_region(quote! { #loads #tokens #stores });
+                out.extend(quote! {
+                    if #(#flags)||* {
+                        ::offload_rt::__private::for_each_thread(
+                            |__offload_t, __offload_at| unsafe { #code });
+                    }
+                });
+            }
+            return Ok(out);
+        }
+        let body: Vec<TokenStream2> = body.iter().map(stmt_tokens).collect();
         let code = match &self.alive {
             Some(alive) => quote! {
                 if !::offload_rt::__private::lane_read(#alive, __offload_t) {
@@ -807,69 +887,295 @@ impl Lowering {
                 #stores
             },
         };
-        let region = quote! { |__offload_t| unsafe { #code } };
-        let each = match below {
-            Some((from, to)) => {
-                quote! { ::offload_rt::__private::for_each_thread_x_in(#from, #to, #region) }
-            }
-            None => quote! { ::offload_rt::__private::for_each_thread(#region) },
-        };
+        let code = read_indices_from_region(code);
+        let region = quote! { |__offload_t, __offload_at| unsafe { #code } };
         Ok(quote! {
             #before
-            #each;
+            ::offload_rt::__private::for_each_thread(#region);
         })
     }
 }
 
-/// For a region whose body is `if x < limit { .. }` or `if x == value { .. }`, `x` the
-/// thread's `thread_idx_x()` and the bound the same for the whole block: the `x` indices the
-/// test lets in, as `usize`s, so the region runs only those threads. The test stays in the
-/// body, so a bound that converts to a larger `usize` (a negative one) only runs more threads.
-fn thread_x_limit(cond: &Expr, scope: &[Var]) -> Option<(TokenStream2, TokenStream2)> {
-    let Expr::Binary(b) = cond else {
-        return None;
-    };
-    let right = &b.right;
-    let range = match b.op {
-        syn::BinOp::Lt(_) => (quote!(0), quote!(((#right) as usize))),
-        syn::BinOp::Eq(_) => (
-            quote!(((#right) as usize)),
-            quote!(((#right) as usize).saturating_add(1)),
-        ),
-        _ => return None,
-    };
-    if !is_uniform(right, scope) {
-        return None;
+/// A statement as tokens, a trailing expression made a statement.
+fn stmt_tokens(s: &Stmt) -> TokenStream2 {
+    match s {
+        Stmt::Expr(e, None) => quote! { #e; },
+        s => s.to_token_stream(),
     }
-    fn thread_x(e: &Expr) -> bool {
-        match e {
-            Expr::Paren(p) => thread_x(&p.expr),
-            Expr::Group(g) => thread_x(&g.expr),
-            Expr::Cast(c) => {
-                matches!(&*c.ty, syn::Type::Path(t) if t.path.is_ident("usize"))
-                    && thread_x(&c.expr)
-            }
-            Expr::Call(c) => {
-                c.args.is_empty()
-                    && matches!(&*c.func, Expr::Path(p)
-                        if p.path.segments.last().is_some_and(|s| s.ident == "thread_idx_x"))
-            }
-            _ => false,
+}
+
+/// The thread indices along one axis that a region's loop runs: a `(usize, usize)`
+/// expression of the block, or every index.
+#[derive(Clone, Default)]
+struct ThreadSpan(Option<TokenStream2>);
+
+impl ThreadSpan {
+    fn and(self, other: ThreadSpan) -> ThreadSpan {
+        match (self.0, other.0) {
+            (Some(a), Some(b)) => ThreadSpan(Some(
+                quote! { ::offload_rt::__private::thread_range_and(#a, #b) },
+            )),
+            (a, b) => ThreadSpan(a.or(b)),
         }
     }
-    let left = match &*b.left {
-        Expr::Path(p) => {
-            let name = p.path.get_ident()?.to_string();
-            match &scope.iter().rev().find(|v| v.name == name)?.kind {
-                Kind::Lane {
-                    recompute: Some(r), ..
-                } if recomputable(r, scope) => syn::parse2::<Expr>(r.init.clone()).ok()?,
+
+    fn ranged(&self) -> TokenStream2 {
+        match &self.0 {
+            Some(r) => r.clone(),
+            None => quote! { (0usize, usize::MAX) },
+        }
+    }
+}
+
+/// One loop of a region split by [`pieces`]: its statement (after the prefix) and the
+/// threads it runs.
+struct Piece {
+    stmt: TokenStream2,
+    x: ThreadSpan,
+    y: ThreadSpan,
+}
+
+impl ToTokens for Piece {
+    fn to_tokens(&self, tokens: &mut TokenStream2) {
+        tokens.extend(self.stmt.clone());
+    }
+}
+
+/// A region `let a = ..; let b = ..; if test { .. }` whose `let`s and test read no memory
+/// (functions of the indices and of uniform values), as loops over only the threads the
+/// test can let in, with the `if`'s statements guarded by a test of the thread's `x` or `y`
+/// index (the halo loads of a stencil: `if tx == 0 && col > 0 { .. }`) each a loop of its
+/// own over those threads. Each piece is the prefix's `let`s and the `if` with the `let`s
+/// of its block that come before the piece's statements, so each thread runs the same
+/// statements in the same order as in one loop. Running all the threads' first statements,
+/// then all their second ones, is an order in which the block's threads may run on a GPU
+/// too: between two barriers, a kernel cannot tell. Returns the pieces and the prefix, or
+/// `None` when the region is not of this form or nothing would be narrowed.
+fn pieces(body: &[Stmt], scope: &[Var]) -> Option<(Vec<Piece>, Vec<Stmt>)> {
+    let (last, prefix) = body.split_last()?;
+    let pure_let = |s: &Stmt| match s {
+        Stmt::Local(l) => simple_let(l)
+            .is_some_and(|(_, _, init)| !l.pat_is_mut() && pure_deps(init, scope).is_some()),
+        _ => false,
+    };
+    if !prefix.iter().all(pure_let) {
+        return None;
+    }
+    let Stmt::Expr(Expr::If(test), _) = last else {
+        return None;
+    };
+    if test.else_branch.is_some() || pure_deps(&test.cond, scope).is_none() {
+        return None;
+    }
+    let cond = &test.cond;
+    let (x, y) = thread_ranges(cond, scope);
+    // The `if`'s statements, with `unsafe { .. }` blocks that bind nothing opened.
+    let mut inner = Vec::new();
+    for s in &test.then_branch.stmts {
+        match s {
+            Stmt::Expr(Expr::Unsafe(u), _)
+                if !u
+                    .block
+                    .stmts
+                    .iter()
+                    .any(|s| matches!(s, Stmt::Local(_) | Stmt::Item(_))) =>
+            {
+                inner.extend(u.block.stmts.iter().cloned());
+            }
+            s => inner.push(s.clone()),
+        }
+    }
+    let mut pieces: Vec<Piece> = Vec::new();
+    let mut lets: Vec<TokenStream2> = Vec::new();
+    let mut run: Vec<TokenStream2> = Vec::new();
+    let mut narrowed = x.0.is_some() || y.0.is_some();
+    let piece =
+        |lets: &[TokenStream2], stmts: &[TokenStream2], px: ThreadSpan, py: ThreadSpan| Piece {
+            stmt: quote! { if #cond { #(#lets)* #(#stmts)* } },
+            x: px,
+            y: py,
+        };
+    for s in &inner {
+        match s {
+            Stmt::Local(l) => {
+                // A `let` of the block is computed again in every later piece: it must read
+                // no memory, and only the prefix's locals (an earlier `let` of the block is
+                // not in `scope`, so it does not count as pure).
+                if !pure_let(s) {
+                    return None;
+                }
+                lets.push(l.to_token_stream());
+            }
+            Stmt::Item(_) | Stmt::Macro(_) => run.push(s.to_token_stream()),
+            Stmt::Expr(Expr::If(guard), _) if guard.else_branch.is_none() => {
+                let (gx, gy) = thread_ranges(&guard.cond, scope);
+                if gx.0.is_none() && gy.0.is_none() || pure_deps(&guard.cond, scope).is_none() {
+                    run.push(stmt_tokens(s));
+                    continue;
+                }
+                if !run.is_empty() {
+                    pieces.push(piece(&lets, &run, x.clone(), y.clone()));
+                    run.clear();
+                }
+                narrowed = true;
+                pieces.push(piece(
+                    &lets,
+                    &[stmt_tokens(s)],
+                    x.clone().and(gx),
+                    y.clone().and(gy),
+                ));
+            }
+            s => run.push(stmt_tokens(s)),
+        }
+    }
+    if !run.is_empty() {
+        pieces.push(piece(&lets, &run, x.clone(), y.clone()));
+    }
+    narrowed.then_some((pieces, prefix.to_vec()))
+}
+
+/// The `x` and `y` thread indices that can pass `cond`: from its `&&`-joined tests
+/// `t < bound` and `t == value`, `t` the thread's index along one axis plus a value the
+/// whole block shares (`thread_idx_x()`, maybe cast to a wider unsigned type, or
+/// `block_idx_x() as usize * TILE + tx` through the locals that compute it). The runtime
+/// computes each range, and gives every index when the block's offset could wrap; the test
+/// stays in the loop's body, so a range only ever leaves out threads the test would stop.
+fn thread_ranges(cond: &Expr, scope: &[Var]) -> (ThreadSpan, ThreadSpan) {
+    match cond {
+        Expr::Paren(p) => thread_ranges(&p.expr, scope),
+        Expr::Group(g) => thread_ranges(&g.expr, scope),
+        Expr::Binary(b) if matches!(b.op, syn::BinOp::And(_)) => {
+            let (lx, ly) = thread_ranges(&b.left, scope);
+            let (rx, ry) = thread_ranges(&b.right, scope);
+            (lx.and(rx), ly.and(ry))
+        }
+        Expr::Path(_) => match recomputed(cond, scope) {
+            Some(init) => thread_ranges(&init, scope),
+            None => Default::default(),
+        },
+        Expr::Binary(b) if matches!(b.op, syn::BinOp::Lt(_) | syn::BinOp::Eq(_)) => {
+            let right = &b.right;
+            let Some((axis, ty, base)) = axis_offset(&b.left, scope) else {
+                return Default::default();
+            };
+            if !is_uniform(right, scope) {
+                return Default::default();
+            }
+            let base = base.unwrap_or_else(|| quote!(0));
+            let range = match b.op {
+                syn::BinOp::Lt(_) => {
+                    quote! { ::offload_rt::__private::thread_range_lt::<#ty>(#base, #right) }
+                }
+                _ => quote! { ::offload_rt::__private::thread_range_eq::<#ty>(#base, #right) },
+            };
+            let range = ThreadSpan(Some(range));
+            match axis {
+                0 => (range, ThreadSpan::default()),
+                _ => (ThreadSpan::default(), range),
+            }
+        }
+        _ => Default::default(),
+    }
+}
+
+/// The value of a local the region recomputes, as an expression.
+fn recomputed(expr: &Expr, scope: &[Var]) -> Option<Expr> {
+    let Expr::Path(p) = expr else {
+        return None;
+    };
+    let name = p.path.get_ident()?.to_string();
+    match &scope.iter().rev().find(|v| v.name == name)?.kind {
+        Kind::Lane {
+            recompute: Some(r), ..
+        } if recomputable(r, scope) => syn::parse2::<Expr>(r.init.clone()).ok(),
+        _ => None,
+    }
+}
+
+/// `expr` as the thread's index along `x` (0) or `y` (1) plus a uniform offset: the axis,
+/// the sum's type (`u32` for the index itself, or the unsigned type it is cast to) and the
+/// offset, if any.
+fn axis_offset(expr: &Expr, scope: &[Var]) -> Option<(u8, TokenStream2, Option<TokenStream2>)> {
+    match expr {
+        Expr::Paren(p) => axis_offset(&p.expr, scope),
+        Expr::Group(g) => axis_offset(&g.expr, scope),
+        Expr::Path(_) => axis_offset(&recomputed(expr, scope)?, scope),
+        Expr::Cast(c) => {
+            let syn::Type::Path(t) = &*c.ty else {
+                return None;
+            };
+            let ty = t.path.get_ident()?;
+            if !["usize", "u64", "u32"].iter().any(|u| ty == u) {
+                return None;
+            }
+            let (axis, _, None) = axis_offset(&c.expr, scope)? else {
+                return None;
+            };
+            Some((axis, ty.to_token_stream(), None))
+        }
+        Expr::Call(c) if c.args.is_empty() => {
+            let Expr::Path(p) = &*c.func else {
+                return None;
+            };
+            let name = p.path.segments.last()?.ident.to_string();
+            let axis = match name.as_str() {
+                "thread_idx_x" => 0,
+                "thread_idx_y" => 1,
                 _ => return None,
-            }
+            };
+            Some((axis, quote!(u32), None))
         }
-        e => e.clone(),
-    };
-    thread_x(&left).then_some(range)
+        Expr::Binary(b) if matches!(b.op, syn::BinOp::Add(_)) => {
+            let (index, offset) = match axis_offset(&b.right, scope) {
+                Some(found) => (found, &b.left),
+                None => (axis_offset(&b.left, scope)?, &b.right),
+            };
+            if !is_uniform(offset, scope) {
+                return None;
+            }
+            let (axis, ty, base) = index;
+            let base = match base {
+                Some(base) => quote! { (#base) + (#offset) },
+                None => quote! { #offset },
+            };
+            Some((axis, ty, Some(base)))
+        }
+        _ => None,
+    }
+}
+
+/// `tokens` of a region with each unqualified call of an index function, `thread_idx_x()`,
+/// made a read of the region's `__offload_at`: values the region loop's optimizer sees as
+/// the loop counter and loop invariants, where the thread-local index state is memory that
+/// every store through a kernel pointer may have changed. Qualified calls
+/// (`kernel::thread_idx_x()`) and calls inside the functions a region calls keep reading the
+/// thread-local state, which the region loop keeps up to date too.
+fn read_indices_from_region(tokens: TokenStream2) -> TokenStream2 {
+    let trees: Vec<TokenTree> = tokens.into_iter().collect();
+    let mut out = TokenStream2::new();
+    for (i, tree) in trees.iter().enumerate() {
+        match tree {
+            TokenTree::Ident(name)
+                if in_region_thread(&name.to_string())
+                    && !matches!(i.checked_sub(1).map(|p| &trees[p]),
+                        Some(TokenTree::Punct(p)) if matches!(p.as_char(), '.' | ':'))
+                    && matches!(trees.get(i + 1), Some(TokenTree::Group(g))
+                        if g.delimiter() == proc_macro2::Delimiter::Parenthesis
+                            && g.stream().is_empty()) =>
+            {
+                out.extend(quote! { __offload_at. });
+                out.extend([tree.clone()]);
+            }
+            TokenTree::Group(g) => {
+                let mut inner =
+                    proc_macro2::Group::new(g.delimiter(), read_indices_from_region(g.stream()));
+                inner.set_span(g.span());
+                out.extend([TokenTree::Group(inner)]);
+            }
+            tree => out.extend([tree.clone()]),
+        }
+    }
+    out
 }
 
 /// The local a statement `name = value;` or `name op= value;` assigns.
@@ -1292,7 +1598,7 @@ fn stride_loop(stmt: &Stmt, scope: &[Var]) -> Option<Stmt> {
     let m = pat.mutability;
     Some(syn::parse_quote! {
         for __offload_k in 0..::offload_rt::__private::#trips(#n) {
-            let #m #i: usize = ::offload_rt::__private::#at(__offload_k);
+            let #m #i: usize = __offload_at.#at(__offload_k);
             if #i < #n #body
         }
     })
@@ -1683,18 +1989,31 @@ mod tests {
             }
             let _ = acc;
         });
-        let (block, counted) = match plan {
-            Plan::Regions { block, counted, .. } => (block, counted),
+        let (block, counted, lanes) = match plan {
+            Plan::Regions {
+                block,
+                counted,
+                lanes,
+                ..
+            } => (block, counted, lanes.to_string()),
             Plan::Coroutines(reason) => panic!("not split: {reason}"),
             Plan::NoBarriers => panic!("no barriers found"),
         };
         let block = block.to_string();
-        // `tx` is recomputed, `acc` kept per thread, `stride` halved once per block.
+        // `tx` is recomputed from the region's indices, `acc` kept per thread, `stride`
+        // halved once per block.
         assert!(
-            block.contains("let tx = thread_idx_x () as usize"),
+            block.contains("let tx = __offload_at . thread_idx_x () as usize"),
             "{block}"
         );
         assert!(block.contains("lane_write"), "{block}");
+        // Only `acc`'s slot is read: `tx`'s, which every region recomputes, has no storage.
+        assert_eq!(
+            lanes.matches("lanes (& mut __offload_cursor)").count(),
+            1,
+            "{lanes}"
+        );
+        assert_eq!(lanes.matches("null_mut ()").count(), 1, "{lanes}");
         assert!(!block.contains("sync_threads"), "{block}");
         let counted = counted.to_token_stream().to_string();
         assert!(counted.contains("region_barrier"), "{counted}");
@@ -1901,14 +2220,114 @@ mod tests {
                 unsafe { *partial.add(2) = 0 };
             }
         }));
+        let all = "(0usize , usize :: MAX)";
+        let below = format!(
+            "for_each_thread_in (:: offload_rt :: __private :: thread_range_lt :: < usize > (0 , stride) , {all} ,"
+        );
+        assert!(block.contains(&below), "{block}");
+        let first = format!(
+            "for_each_thread_in (:: offload_rt :: __private :: thread_range_eq :: < usize > (0 , 0) , {all} ,"
+        );
+        assert!(block.contains(&first), "{block}");
+        // With an `else`, every thread runs the region.
+        assert_eq!(block.matches("for_each_thread_in").count(), 2, "{block}");
+    }
+
+    #[test]
+    fn a_stencils_guarded_loads_run_as_loops_over_the_threads_they_guard() {
+        let block = regions(plan_of(quote! {
+            let tile: *mut f32 = shared_array!(f32, 18 * 18);
+            let n = n as usize;
+            let tx = thread_idx_x() as usize;
+            let ty = thread_idx_y() as usize;
+            let row = block_idx_y() as usize * T + ty;
+            let col = block_idx_x() as usize * T + tx;
+            let inside = row < n && col < n;
+            let s = (ty + 1) * PITCH + tx + 1;
+            if inside {
+                let g = row * n + col;
+                unsafe {
+                    *tile.add(s) = *input.add(g);
+                    if tx == 0 && col > 0 {
+                        *tile.add(s - 1) = *input.add(g - 1);
+                    }
+                    if ty == T - 1 && row + 1 < n {
+                        *tile.add(s + PITCH) = *input.add(g + n);
+                    }
+                }
+            }
+            sync_threads();
+            if inside {
+                unsafe { *output.add(row * n + col) = *tile.add(s) };
+            }
+        }));
+        let lt =
+            |base: &str, bound: &str| format!("thread_range_lt :: < usize > ({base} , {bound})");
+        let row = lt("block_idx_y () as usize * T", "n");
+        let col = lt("block_idx_x () as usize * T", "n");
+        // The first region: the main load for the threads inside the grid, then a loop per
+        // halo load, over the threads of its edge only.
+        let eq =
+            |base: &str, value: &str| format!("thread_range_eq :: < usize > ({base} , {value})");
+        let pieces: Vec<&str> = block.split("for_each_thread_in (").skip(1).collect();
+        assert_eq!(pieces.len(), 4, "{block}");
         assert!(
-            block.contains("for_each_thread_x_in (0 , ((stride) as usize) ,"),
+            pieces[0].contains(&col) && pieces[0].contains(&row),
             "{block}"
         );
-        let first = "for_each_thread_x_in (((0) as usize) , ((0) as usize) . saturating_add (1) ,";
-        assert!(block.contains(first), "{block}");
-        // With an `else`, every thread runs the region.
-        assert_eq!(block.matches("for_each_thread_x_in").count(), 2, "{block}");
+        assert!(
+            pieces[0].contains("* tile . add (s) = * input . add (g)"),
+            "{block}"
+        );
+        assert!(!pieces[0].contains("tx == 0"), "{block}");
+        assert!(pieces[1].contains(&eq("0", "0")), "{block}");
+        assert!(pieces[1].contains("if tx == 0 && col > 0"), "{block}");
+        assert!(!pieces[1].contains("* tile . add (s) = "), "{block}");
+        assert!(pieces[2].contains(&eq("0", "T - 1")), "{block}");
+        // Every piece recomputes what it needs, and tests `inside` again.
+        for piece in &pieces[..3] {
+            assert!(piece.contains("let g = row * n + col"), "{block}");
+            assert!(piece.contains("if inside"), "{block}");
+        }
+        // The second region: narrowed, not split.
+        assert!(
+            pieces[3].contains(&col) && pieces[3].contains(&row),
+            "{block}"
+        );
+        // Nothing reads lane storage: every local is recomputed.
+        assert!(!block.contains("lane_read"), "{block}");
+    }
+
+    #[test]
+    fn a_region_reads_its_unqualified_index_calls_from_its_indices() {
+        let read = read_indices_from_region(quote! {
+            let i = block_idx_x() * block_dim_x() + thread_idx_x();
+            let j = kernel::thread_idx_y() + grid.thread_idx_y() + thread_rank;
+            f(global_idx_x(), [block_size()], thread_idx_z(1));
+        })
+        .to_string();
+        assert!(
+            read.contains(
+                "let i = __offload_at . block_idx_x () * __offload_at . block_dim_x () + \
+                 __offload_at . thread_idx_x ()"
+            ),
+            "{read}"
+        );
+        // Paths, methods of other values, names that are not calls, calls with arguments:
+        // left as written.
+        assert!(
+            read.contains(
+                "let j = kernel :: thread_idx_y () + grid . thread_idx_y () + thread_rank"
+            ),
+            "{read}"
+        );
+        assert!(
+            read.contains(
+                "f (__offload_at . global_idx_x () , [__offload_at . block_size ()] , \
+                 thread_idx_z (1))"
+            ),
+            "{read}"
+        );
     }
 
     #[test]

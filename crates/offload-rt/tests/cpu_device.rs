@@ -15,7 +15,7 @@ use offload_rt::{
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep,pyramid_min,skipping_passes,halving_offsets,mirrored_rows,shared_atomics,strided_histogram,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,mirrored_rows,shared_atomics,strided_histogram,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -1772,6 +1772,56 @@ fn kernels_with_barriers_run_alike_in_region_form_and_with_coroutines() {
         unsafe { k::halving_offsets.launch(&dev, LaunchConfig::linear(2, 96), &mut data) }.unwrap();
         let want: Vec<u32> = (0..2 * 96).map(|i| i % 96 + 96 + 48).collect();
         assert_eq!(data.to_vec().unwrap(), want, "{mode:?}: halving_offsets");
+
+        // Loads of a tile's halo under tests of the thread's edge, on grids the blocks
+        // overrun and on one they fit.
+        for n in [1usize, 5, 16, 37] {
+            let blocks = n.div_ceil(k::HALO_BLOCK);
+            let input: Vec<u32> = (0..n * n)
+                .map(|i| (i as u32).wrapping_mul(2_654_435_761) % 1000)
+                .collect();
+            let dinput = DeviceBuffer::from_slice(&dev, &input).unwrap();
+            let mut out = DeviceBuffer::<u32>::zeroed(&dev, n * n).unwrap();
+            let threads = blocks * blocks * k::HALO_BLOCK * k::HALO_BLOCK;
+            let mut cols = DeviceBuffer::<u32>::zeroed(&dev, threads).unwrap();
+            let side = k::HALO_BLOCK as u32;
+            let config = LaunchConfig {
+                grid: (blocks as u32, blocks as u32, 1),
+                block: (side, side, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+            unsafe { k::halo_stencil.launch(&dev, config, n as u32, &dinput, &mut out, &mut cols) }
+                .unwrap();
+            let at = |r: usize, c: usize, dr: isize, dc: isize| {
+                let (r, c) = (r as isize + dr, c as isize + dc);
+                if r < 0 || c < 0 || r >= n as isize || c >= n as isize {
+                    0
+                } else {
+                    input[r as usize * n + c as usize]
+                }
+            };
+            let want: Vec<u32> = (0..n * n)
+                .map(|i| {
+                    let (r, c) = (i / n, i % n);
+                    at(r, c, 0, 0)
+                        + 2 * at(r, c, 0, -1)
+                        + 3 * at(r, c, 0, 1)
+                        + 5 * at(r, c, -1, 0)
+                        + 7 * at(r, c, 1, 0)
+                })
+                .collect();
+            assert_eq!(out.to_vec().unwrap(), want, "{mode:?}: halo_stencil {n}");
+            let b = k::HALO_BLOCK;
+            let want_cols: Vec<u32> = (0..threads)
+                .map(|rank| ((rank / (b * b)) % blocks * b + rank % b) as u32)
+                .collect();
+            assert_eq!(
+                cols.to_vec().unwrap(),
+                want_cols,
+                "{mode:?}: halo_stencil cols {n}"
+            );
+        }
     }
 }
 
@@ -1858,6 +1908,7 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "blur3",
             "checked_block_sum",
             "half_dot",
+            "halo_stencil",
             "halving_offsets",
             "hidden_barrier",
             "loop_barrier",

@@ -779,31 +779,207 @@ pub unsafe fn lane_write<T>(lanes: *mut T, t: usize, value: T) {
     unsafe { lanes.add(t).write(value) }
 }
 
-/// Runs one region of a kernel for every thread of the running block, in rank order
-/// (`x` fastest), passing each thread's rank. Index state is stored for each thread before
-/// the region reads it, as in [`run_blocks`], so the region's indices are affine in the loop
-/// counter and the loop vectorizes.
-#[inline(always)]
-pub fn for_each_thread(region: impl FnMut(usize)) {
-    for_each_thread_x_in(0, usize::MAX, region);
+/// The indices of one thread of a region, as values: the region form's `#[kernel]` reads a
+/// kernel's `thread_idx_x()`, `block_idx_y()`… in a region from here, not from the
+/// thread-local index state, whose reloads after every store through a kernel pointer (which
+/// the optimizer cannot tell from the state) would keep the region's loop scalar. Each method
+/// is the kernel function of the same name.
+#[derive(Clone, Copy, Debug)]
+pub struct RegionThread {
+    thread: [u32; 3],
+    block: [u32; 3],
+    block_dim: [u32; 3],
+    grid_dim: [u32; 3],
 }
 
-/// [`for_each_thread`] for the threads whose `x` index is in `from..to` only: a region whose
-/// whole body is `if thread_idx_x() < limit { .. }` (a tree reduction's level) or
-/// `if thread_idx_x() == 0 { .. }` does nothing for the others.
+macro_rules! region_index {
+    ($($name:ident: $field:ident[$i:literal];)*) => {$(
+        #[allow(missing_docs)]
+        #[inline(always)]
+        pub fn $name(self) -> u32 {
+            self.$field[$i]
+        }
+    )*};
+}
+
+macro_rules! region_dim3 {
+    ($($name:ident: $field:ident;)*) => {$(
+        #[allow(missing_docs)]
+        #[inline(always)]
+        pub fn $name(self) -> super::Dim3 {
+            let [x, y, z] = self.$field;
+            super::Dim3 { x, y, z }
+        }
+    )*};
+}
+
+impl RegionThread {
+    region_index! {
+        thread_idx_x: thread[0]; thread_idx_y: thread[1]; thread_idx_z: thread[2];
+        block_idx_x: block[0]; block_idx_y: block[1]; block_idx_z: block[2];
+        block_dim_x: block_dim[0]; block_dim_y: block_dim[1]; block_dim_z: block_dim[2];
+        grid_dim_x: grid_dim[0]; grid_dim_y: grid_dim[1]; grid_dim_z: grid_dim[2];
+    }
+    region_dim3! {
+        thread_idx: thread; block_idx: block; block_dim: block_dim; grid_dim: grid_dim;
+    }
+
+    #[allow(missing_docs)]
+    #[inline(always)]
+    pub fn global_idx_x(self) -> usize {
+        self.global(0)
+    }
+
+    #[allow(missing_docs)]
+    #[inline(always)]
+    pub fn global_idx_y(self) -> usize {
+        self.global(1)
+    }
+
+    #[allow(missing_docs)]
+    #[inline(always)]
+    pub fn global_idx_z(self) -> usize {
+        self.global(2)
+    }
+
+    #[inline(always)]
+    fn global(self, i: usize) -> usize {
+        // SAFETY: as `kernel::global_idx`: the launch keeps block * dim + thread in `u32`.
+        unsafe {
+            self.block[i]
+                .unchecked_mul(self.block_dim[i])
+                .unchecked_add(self.thread[i]) as usize
+        }
+    }
+
+    #[allow(missing_docs)]
+    #[inline(always)]
+    pub fn thread_rank(self) -> u32 {
+        let ([x, y, z], [bx, by, _]) = (self.thread, self.block_dim);
+        x + bx * (y + by * z)
+    }
+
+    #[allow(missing_docs)]
+    #[inline(always)]
+    pub fn block_size(self) -> u32 {
+        let [bx, by, bz] = self.block_dim;
+        bx * by * bz
+    }
+
+    /// [`grid_stride_at`] for this thread.
+    #[inline(always)]
+    pub fn grid_stride_at(self, k: usize) -> usize {
+        self.global_idx_x() + k * (self.grid_dim[0] as usize * self.block_dim[0] as usize)
+    }
+
+    /// [`block_stride_at`] for this thread.
+    #[inline(always)]
+    pub fn block_stride_at(self, k: usize) -> usize {
+        self.thread[0] as usize + k * self.block_dim[0] as usize
+    }
+}
+
+/// Runs one region of a kernel for every thread of the running block, in rank order
+/// (`x` fastest), passing each thread's rank and indices. The thread-local index state is
+/// stored too, for the functions the region calls (and its panic report), but the region
+/// itself reads its indices from the [`RegionThread`] values: affine in the loop counter,
+/// with nothing reloaded per thread, so the loop vectorizes.
 #[inline(always)]
-pub fn for_each_thread_x_in(from: usize, to: usize, mut region: impl FnMut(usize)) {
-    let [bx, by, bz] = BLOCK_DIM.get();
-    let (from, to) = (from.min(bx as usize) as u32, to.min(bx as usize) as u32);
+pub fn for_each_thread(region: impl FnMut(usize, RegionThread)) {
+    for_each_thread_in((0, usize::MAX), (0, usize::MAX), region);
+}
+
+/// [`for_each_thread`] for the threads whose `x` index is in `x.0..x.1` and whose `y` index
+/// is in `y.0..y.1` only: the region form narrows a region to the threads its test can let
+/// in (a tree reduction's `if thread_idx_x() < limit`, a stencil's `if row < n && col < n`,
+/// its halo's `if tx == 0`), from [`thread_range_lt`] and [`thread_range_eq`].
+#[inline(always)]
+pub fn for_each_thread_in(
+    x: (usize, usize),
+    y: (usize, usize),
+    mut region: impl FnMut(usize, RegionThread),
+) {
+    let block_dim = BLOCK_DIM.get();
+    let (block, grid_dim) = (BLOCK.get(), GRID_DIM.get());
+    let [bx, by, bz] = block_dim;
+    let clamp = |(from, to): (usize, usize), extent: u32| {
+        let to = to.min(extent as usize) as u32;
+        (from.min(to as usize) as u32, to)
+    };
+    let ((x_from, x_to), (y_from, y_to)) = (clamp(x, bx), clamp(y, by));
     for z in 0..bz {
-        for y in 0..by {
+        for y in y_from..y_to {
             let row = ((z * by + y) * bx) as usize;
-            for x in from..to {
+            for x in x_from..x_to {
                 THREAD.set([x, y, z]);
-                region(row + x as usize);
+                let at = RegionThread {
+                    thread: [x, y, z],
+                    block,
+                    block_dim,
+                    grid_dim,
+                };
+                region(row + x as usize, at);
             }
         }
     }
+}
+
+/// The unsigned types a thread's index is compared in, for [`thread_range_lt`] and
+/// [`thread_range_eq`].
+pub trait RangeIndex: Copy {
+    #[allow(missing_docs)]
+    fn widen(self) -> u128;
+    #[allow(missing_docs)]
+    const MAX: u128;
+}
+
+macro_rules! range_index {
+    ($($t:ty),*) => {$(
+        impl RangeIndex for $t {
+            #[inline(always)]
+            fn widen(self) -> u128 {
+                self as u128
+            }
+            const MAX: u128 = <$t>::MAX as u128;
+        }
+    )*};
+}
+
+range_index!(u32, u64, usize);
+
+/// Whether `base + t`, for every thread index `t` of a block (below 1024), is computed
+/// without wrapping in `I`.
+#[inline(always)]
+fn no_wrap<I: RangeIndex>(base: I) -> bool {
+    base.widen() + 1024 <= I::MAX
+}
+
+/// The thread indices `t` along one axis with `base + t < bound`, computed in `I`.
+#[inline(always)]
+pub fn thread_range_lt<I: RangeIndex>(base: I, bound: I) -> (usize, usize) {
+    if !no_wrap(base) {
+        return (0, usize::MAX);
+    }
+    let below = bound.widen().saturating_sub(base.widen());
+    (0, below.min(usize::MAX as u128) as usize)
+}
+
+/// The thread index `t` along one axis with `base + t == value`, computed in `I`.
+#[inline(always)]
+pub fn thread_range_eq<I: RangeIndex>(base: I, value: I) -> (usize, usize) {
+    if !no_wrap(base) {
+        return (0, usize::MAX);
+    }
+    match value.widen().checked_sub(base.widen()) {
+        Some(t) if t < 1024 => (t as usize, t as usize + 1),
+        _ => (0, 0),
+    }
+}
+
+/// The indices in both ranges.
+#[inline(always)]
+pub fn thread_range_and(a: (usize, usize), b: (usize, usize)) -> (usize, usize) {
+    (a.0.max(b.0), a.1.min(b.1))
 }
 
 /// Iterations of a grid-stride loop over `0..n` (`kernel::grid_stride_x(n)`) for the running
