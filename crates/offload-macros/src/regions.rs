@@ -405,7 +405,9 @@ impl Lowering {
                 continue;
             }
             let interchanged = stride_loop(stmt, scope);
-            let barrier = interchanged.is_some() || mentions(&stmt.to_token_stream(), BARRIER);
+            let barrier = interchanged.is_some()
+                || block_loop(stmt, scope)
+                || mentions(&stmt.to_token_stream(), BARRIER);
             let jump = if barrier { None } else { leaving_jump(stmt) };
             if !barrier && jump.is_none() {
                 region.push(stmt.clone());
@@ -867,7 +869,23 @@ impl Lowering {
             }
             return Ok(out);
         }
+        // A region of pure `let`s only (a later region's indices) runs for their copies
+        // alone, and only when a later region reads one.
+        let only_copies =
+            self.alive.is_none() && !assigns_earlier && body.iter().all(|s| pure_let(s, scope));
         let body: Vec<TokenStream2> = body.iter().map(stmt_tokens).collect();
+        if only_copies {
+            let code = read_indices_from_region(quote! { #loads #(#body)* #stores });
+            let run = (!flags.is_empty()).then(|| {
+                quote! {
+                    if #(#flags)||* {
+                        ::offload_rt::__private::for_each_thread(
+                            |__offload_t, __offload_at| unsafe { #code });
+                    }
+                }
+            });
+            return Ok(quote! { #before #run });
+        }
         let code = match &self.alive {
             Some(alive) => quote! {
                 if !::offload_rt::__private::lane_read(#alive, __offload_t) {
@@ -927,6 +945,16 @@ impl ThreadSpan {
     }
 }
 
+/// Whether `s` is `let name = value;`, `value` reading no memory (a function of the indices
+/// and uniform values).
+fn pure_let(s: &Stmt, scope: &[Var]) -> bool {
+    match s {
+        Stmt::Local(l) => simple_let(l)
+            .is_some_and(|(_, _, init)| !l.pat_is_mut() && pure_deps(init, scope).is_some()),
+        _ => false,
+    }
+}
+
 /// One loop of a region split by [`pieces`]: its statement (after the prefix) and the
 /// threads it runs.
 struct Piece {
@@ -953,11 +981,7 @@ impl ToTokens for Piece {
 /// `None` when the region is not of this form or nothing would be narrowed.
 fn pieces(body: &[Stmt], scope: &[Var]) -> Option<(Vec<Piece>, Vec<Stmt>)> {
     let (last, prefix) = body.split_last()?;
-    let pure_let = |s: &Stmt| match s {
-        Stmt::Local(l) => simple_let(l)
-            .is_some_and(|(_, _, init)| !l.pat_is_mut() && pure_deps(init, scope).is_some()),
-        _ => false,
-    };
+    let pure_let = |s: &Stmt| pure_let(s, scope);
     if !prefix.iter().all(pure_let) {
         return None;
     }
@@ -1361,10 +1385,13 @@ fn split_tuple_lets(stmts: &[Stmt]) -> Vec<Stmt> {
                     _ => None,
                 })
                 .collect();
+            // One `let` after another reads the names the earlier ones bind: only a value
+            // that names an earlier element's binding (`let (a, b) = (b, a)`) stops the split.
             if !values
                 .elems
                 .iter()
-                .any(|v| names.iter().any(|n| mentions(&v.to_token_stream(), n)))
+                .enumerate()
+                .any(|(j, v)| names[..j].iter().any(|n| mentions(&v.to_token_stream(), n)))
             {
                 for (pat, value) in pats.elems.iter().zip(&values.elems) {
                     out.push(syn::parse_quote!(let #pat = #value;));
@@ -1619,6 +1646,84 @@ fn if_conditions_uniform(expr: &Expr, scope: &[Var]) -> bool {
     }
 }
 
+/// A `for` loop of a region over a range the whole block shares, which neither jumps nor
+/// changes a local declared outside it (per-thread state that would pass from iteration to
+/// iteration through lane storage): it runs iteration by iteration for the block, as a loop
+/// around its body's regions, so that the loop over the threads is the inner one, which the
+/// optimizer vectorizes (a tiled transpose's `for i in 0..TILE / ROWS` copies). Each thread
+/// runs its iterations in order; the block's threads moving through them together is an
+/// order in which a GPU may run them too.
+fn block_loop(stmt: &Stmt, scope: &[Var]) -> bool {
+    let Stmt::Expr(Expr::ForLoop(f), _) = stmt else {
+        return false;
+    };
+    let body = f.body.to_token_stream();
+    f.label.is_none()
+        && matches!(&*f.pat, Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none())
+        && is_uniform(&f.expr, scope)
+        && !["break", "continue", "return"]
+            .iter()
+            .any(|jump| mentions(&body, jump))
+        && !changes_outer_local(&f.body, scope)
+}
+
+/// Whether `body` assigns, borrows mutably or calls a method on a local of `scope` (one
+/// declared outside it), or on a part of one.
+fn changes_outer_local(body: &Block, scope: &[Var]) -> bool {
+    struct Changes<'a> {
+        scope: &'a [Var],
+        found: bool,
+    }
+    impl Changes<'_> {
+        fn outer(&mut self, place: &Expr) {
+            let mut e = place;
+            loop {
+                e = match e {
+                    Expr::Field(f) => &f.base,
+                    Expr::Index(i) => &i.expr,
+                    Expr::Paren(p) => &p.expr,
+                    Expr::Group(g) => &g.expr,
+                    _ => break,
+                };
+            }
+            if let Expr::Path(p) = e
+                && let Some(name) = p.path.get_ident()
+                && self.scope.iter().any(|v| name == &v.name)
+            {
+                self.found = true;
+            }
+        }
+    }
+    impl<'ast> Visit<'ast> for Changes<'_> {
+        fn visit_expr_assign(&mut self, a: &'ast syn::ExprAssign) {
+            self.outer(&a.left);
+            syn::visit::visit_expr_assign(self, a);
+        }
+        fn visit_expr_binary(&mut self, b: &'ast syn::ExprBinary) {
+            if assigns(&Expr::Binary(b.clone())) {
+                self.outer(&b.left);
+            }
+            syn::visit::visit_expr_binary(self, b);
+        }
+        fn visit_expr_reference(&mut self, r: &'ast syn::ExprReference) {
+            if r.mutability.is_some() {
+                self.outer(&r.expr);
+            }
+            syn::visit::visit_expr_reference(self, r);
+        }
+        fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+            self.outer(&m.receiver);
+            syn::visit::visit_expr_method_call(self, m);
+        }
+    }
+    let mut changes = Changes {
+        scope,
+        found: false,
+    };
+    changes.visit_block(body);
+    changes.found
+}
+
 /// Whether `expr` assigns anything (the uniform parts are evaluated for one thread only).
 fn assigns(expr: &Expr) -> bool {
     struct Assigns(bool);
@@ -1702,6 +1807,7 @@ fn classify(expr: &Expr, scope: &[Var], want: Purity, deps: &mut Vec<(String, us
         Expr::Field(f) => go(&f.base, deps),
         Expr::Tuple(t) => t.elems.iter().all(|e| go(e, deps)),
         Expr::Array(a) => a.elems.iter().all(|e| go(e, deps)),
+        Expr::Range(r) => r.start.iter().chain(&r.end).all(|e| go(e, deps)),
         Expr::MethodCall(m) => {
             PURE_METHODS.iter().any(|p| m.method == p)
                 && go(&m.receiver, deps)
@@ -2296,6 +2402,45 @@ mod tests {
         );
         // Nothing reads lane storage: every local is recomputed.
         assert!(!block.contains("lane_read"), "{block}");
+    }
+
+    #[test]
+    fn a_uniform_loop_that_keeps_no_state_runs_iteration_by_iteration_for_the_block() {
+        let block = regions(plan_of(quote! {
+            let tile: *mut f32 = shared_array!(f32, 256);
+            let tx = thread_idx_x() as usize;
+            let mut acc = 0.0f32;
+            for i in 0..4 {
+                let j = i * 64;
+                if tx + j < n {
+                    unsafe { *tile.add(tx + j) = 1.0 };
+                }
+            }
+            sync_threads();
+            for k in 0..16 {
+                acc += unsafe { *tile.add(k) };
+            }
+            for k in 0..16 {
+                if k == 3 {
+                    break;
+                }
+                unsafe { *tile.add(k) = 2.0 };
+            }
+            let _ = acc;
+        }));
+        // The first loop is the block's: its body a region narrowed by its test.
+        assert!(block.contains("for i in"), "{block}");
+        let first = block.split("for i in").nth(1).unwrap();
+        assert!(
+            first.contains("for_each_thread_in (:: offload_rt :: __private :: thread_range_lt :: < usize > (j , n)"),
+            "{block}"
+        );
+        // A loop that accumulates into a thread's local, or jumps, stays in its region.
+        assert!(block.contains("for k in 0 .. 16 { acc +="), "{block}");
+        assert!(
+            block.contains("for k in 0 .. 16 { if k == 3 { break ; }"),
+            "{block}"
+        );
     }
 
     #[test]

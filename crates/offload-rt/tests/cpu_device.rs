@@ -15,7 +15,7 @@ use offload_rt::{
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,mirrored_rows,shared_atomics,strided_histogram,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,tiled_transpose,mirrored_rows,shared_atomics,strided_histogram,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -1822,6 +1822,32 @@ fn kernels_with_barriers_run_alike_in_region_form_and_with_coroutines() {
                 "{mode:?}: halo_stencil cols {n}"
             );
         }
+
+        // A loop per side of the barrier, run iteration by iteration for the block.
+        for (rows, cols) in [(13usize, 21usize), (16, 8), (1, 3)] {
+            let input: Vec<u32> = (0..(rows * cols) as u32).collect();
+            let dinput = DeviceBuffer::from_slice(&dev, &input).unwrap();
+            let mut out = DeviceBuffer::<u32>::zeroed(&dev, rows * cols).unwrap();
+            let edge = k::TRANSPOSE_EDGE;
+            let config = LaunchConfig {
+                grid: (cols.div_ceil(edge) as u32, rows.div_ceil(edge) as u32, 1),
+                block: (edge as u32, 2, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+            unsafe {
+                k::tiled_transpose.launch(&dev, config, rows as u32, cols as u32, &dinput, &mut out)
+            }
+            .unwrap();
+            let want: Vec<u32> = (0..rows * cols)
+                .map(|i| input[(i % rows) * cols + i / rows])
+                .collect();
+            assert_eq!(
+                out.to_vec().unwrap(),
+                want,
+                "{mode:?}: tiled_transpose {rows}x{cols}"
+            );
+        }
     }
 }
 
@@ -1921,6 +1947,7 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "shared_atomics",
             "skipping_passes",
             "strided_histogram",
+            "tiled_transpose",
             "wide_locals"
         ]
     );

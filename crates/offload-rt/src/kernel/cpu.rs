@@ -489,24 +489,22 @@ pub(super) fn trap() -> ! {
 /// the block asks for more than [`CPU_SHARED_CAPACITY`] bytes or more than 32 arrays.
 #[inline(never)]
 pub fn shared_slot(key: usize, size: usize, align: usize) -> *mut u8 {
-    let keys = SLOT_KEYS.get();
+    // In place, not copied out of and back into the cells: a block asks once per site.
+    // SAFETY: the tables are this OS thread's, and no reference to them outlives this call.
+    let (keys, offsets) = unsafe { (&mut *SLOT_KEYS.as_ptr(), &mut *SLOT_OFFSETS.as_ptr()) };
     let count = SLOT_COUNT.get();
     let base = ARENA.0.get().cast::<u8>();
     if let Some(i) = keys[..count].iter().position(|&k| k == key) {
         // SAFETY: offsets stored in the table are inside the arena.
-        return unsafe { base.add(SLOT_OFFSETS.get()[i]) };
+        return unsafe { base.add(offsets[i]) };
     }
     let align = align.clamp(1, 64);
     let start = ARENA_USED.get().next_multiple_of(align);
     if count == SLOTS || start > CPU_SHARED_CAPACITY || CPU_SHARED_CAPACITY - start < size {
         trap();
     }
-    let mut keys = keys;
     keys[count] = key;
-    SLOT_KEYS.set(keys);
-    let mut offsets = SLOT_OFFSETS.get();
     offsets[count] = start;
-    SLOT_OFFSETS.set(offsets);
     SLOT_COUNT.set(count + 1);
     ARENA_USED.set(start + size);
     let launch = LAUNCH.get();
