@@ -844,13 +844,35 @@ impl Lowering {
             let mut out = before;
             let stores_in_piece = assigns_earlier.then(|| stores.clone());
             for piece in pieces {
-                let tokens = quote! { #(#prefix)* #piece #stores_in_piece };
-                let loads = self.loads(&tokens, &scope[..start]);
-                let code = read_indices_from_region(quote! { #loads #tokens });
                 let (x, y) = (piece.x.ranged(), piece.y.ranged());
-                out.extend(quote! {
-                    ::offload_rt::__private::for_each_thread_in(#x, #y,
-                        |__offload_t, __offload_at| unsafe { #code });
+                let mut each = |stmt: &TokenStream2| {
+                    let tokens = quote! { #(#prefix)* #stmt #stores_in_piece };
+                    let loads = self.loads(&tokens, &scope[..start]);
+                    let code = read_indices_from_region(quote! { #loads #tokens });
+                    quote! {
+                        ::offload_rt::__private::for_each_thread_in(#x, #y,
+                            |__offload_t, __offload_at| unsafe { #code });
+                    }
+                };
+                let general = each(&piece.stmt);
+                // Where the target has masked loads (AVX2, AVX-512, SVE), the general loop
+                // vectorizes with them, and the edge-free copy of a loop whose trip count the
+                // optimizer does not know (a block's row) would be given more lanes than a
+                // row has: only an image without them runs it.
+                out.extend(match &piece.inner {
+                    Some(inner) => {
+                        let (test, stmt) = (&inner.test, each(&inner.stmt));
+                        quote! {
+                            if !cfg!(any(target_feature = "avx2", target_feature = "sve"))
+                                && #test
+                            {
+                                #stmt
+                            } else {
+                                #general
+                            }
+                        }
+                    }
+                    None => general,
                 });
             }
             if !stores.is_empty() && !assigns_earlier {
@@ -961,12 +983,82 @@ struct Piece {
     stmt: TokenStream2,
     x: ThreadSpan,
     y: ThreadSpan,
+    /// The piece for a block none of whose threads is on an edge its `let`s test.
+    inner: Option<Inner>,
 }
 
-impl ToTokens for Piece {
-    fn to_tokens(&self, tokens: &mut TokenStream2) {
-        tokens.extend(self.stmt.clone());
+/// A piece's statement with each `let edge = a == .. || b == ..` of its `if` that is false for
+/// every thread of the block made `false`, and the block-wide test that says so.
+struct Inner {
+    test: TokenStream2,
+    stmt: TokenStream2,
+}
+
+/// The `let`s of a split `if`'s block that come before a piece's statements, as written and
+/// with the edges made `false` ([`never_true`]), and the tests of those edges.
+#[derive(Default)]
+struct BlockLets {
+    written: Vec<TokenStream2>,
+    inner: Vec<TokenStream2>,
+    tests: Vec<TokenStream2>,
+}
+
+impl BlockLets {
+    fn piece(&self, cond: &Expr, stmts: &[TokenStream2], x: ThreadSpan, y: ThreadSpan) -> Piece {
+        let (written, inner, tests) = (&self.written, &self.inner, &self.tests);
+        Piece {
+            stmt: quote! { if #cond { #(#written)* #(#stmts)* } },
+            x,
+            y,
+            inner: (!tests.is_empty()).then(|| Inner {
+                test: quote! { #((#tests))&&* },
+                stmt: quote! { if #cond { #(#inner)* #(#stmts)* } },
+            }),
+        }
     }
+}
+
+/// For `let name = t1 || t2 || ..;`, each `t` a test `index == value` of the thread's offset
+/// index along `x` or `y` (as [`thread_ranges`] reads them) or a value the whole block shares:
+/// the block-wide test that every `t` is false for every thread of the block. A stencil's
+/// `let border = row == 0 || col == 0 || row == n - 1 || col == n - 1` is false in every block
+/// but those on the grid's border, and with it `false` the loads under `!border` are made for
+/// every thread, which the loop vectorizes without masks.
+fn never_true(init: &Expr, scope: &[Var]) -> Option<TokenStream2> {
+    fn terms<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
+        match e {
+            Expr::Paren(p) => terms(&p.expr, out),
+            Expr::Group(g) => terms(&g.expr, out),
+            Expr::Binary(b) if matches!(b.op, syn::BinOp::Or(_)) => {
+                terms(&b.left, out);
+                terms(&b.right, out);
+            }
+            e => out.push(e),
+        }
+    }
+    let mut all = Vec::new();
+    terms(init, &mut all);
+    let (mut uniform, mut x, mut y) = (Vec::new(), Vec::new(), Vec::new());
+    for t in all {
+        if is_uniform(t, scope) {
+            uniform.push(t);
+            continue;
+        }
+        if !matches!(t, Expr::Binary(b) if matches!(b.op, syn::BinOp::Eq(_))) {
+            return None;
+        }
+        match thread_ranges(t, scope) {
+            (ThreadSpan(Some(r)), ThreadSpan(None)) => x.push(r),
+            (ThreadSpan(None), ThreadSpan(Some(r))) => y.push(r),
+            _ => return None,
+        }
+    }
+    (!x.is_empty() || !y.is_empty()).then(|| {
+        quote! {
+            #(!(#uniform) &&)*
+                ::offload_rt::__private::thread_ranges_miss(&[#(#x),*], &[#(#y),*])
+        }
+    })
 }
 
 /// A region `let a = ..; let b = ..; if test { .. }` whose `let`s and test read no memory
@@ -1010,15 +1102,9 @@ fn pieces(body: &[Stmt], scope: &[Var]) -> Option<(Vec<Piece>, Vec<Stmt>)> {
         }
     }
     let mut pieces: Vec<Piece> = Vec::new();
-    let mut lets: Vec<TokenStream2> = Vec::new();
+    let mut lets = BlockLets::default();
     let mut run: Vec<TokenStream2> = Vec::new();
     let mut narrowed = x.0.is_some() || y.0.is_some();
-    let piece =
-        |lets: &[TokenStream2], stmts: &[TokenStream2], px: ThreadSpan, py: ThreadSpan| Piece {
-            stmt: quote! { if #cond { #(#lets)* #(#stmts)* } },
-            x: px,
-            y: py,
-        };
     for s in &inner {
         match s {
             Stmt::Local(l) => {
@@ -1028,7 +1114,21 @@ fn pieces(body: &[Stmt], scope: &[Var]) -> Option<(Vec<Piece>, Vec<Stmt>)> {
                 if !pure_let(s) {
                     return None;
                 }
-                lets.push(l.to_token_stream());
+                lets.written.push(l.to_token_stream());
+                let edge = simple_let(l).and_then(|(name, _, init)| {
+                    Some((
+                        Ident::new(&name, Span::call_site()),
+                        never_true(init, scope)?,
+                    ))
+                });
+                match edge {
+                    Some((name, test)) => {
+                        lets.inner.push(quote! { let #name: bool = false; });
+                        lets.tests.push(test);
+                        narrowed = true;
+                    }
+                    None => lets.inner.push(l.to_token_stream()),
+                }
             }
             Stmt::Item(_) | Stmt::Macro(_) => run.push(s.to_token_stream()),
             Stmt::Expr(Expr::If(guard), _) if guard.else_branch.is_none() => {
@@ -1038,12 +1138,12 @@ fn pieces(body: &[Stmt], scope: &[Var]) -> Option<(Vec<Piece>, Vec<Stmt>)> {
                     continue;
                 }
                 if !run.is_empty() {
-                    pieces.push(piece(&lets, &run, x.clone(), y.clone()));
+                    pieces.push(lets.piece(cond, &run, x.clone(), y.clone()));
                     run.clear();
                 }
                 narrowed = true;
-                pieces.push(piece(
-                    &lets,
+                pieces.push(lets.piece(
+                    cond,
                     &[stmt_tokens(s)],
                     x.clone().and(gx),
                     y.clone().and(gy),
@@ -1053,7 +1153,7 @@ fn pieces(body: &[Stmt], scope: &[Var]) -> Option<(Vec<Piece>, Vec<Stmt>)> {
         }
     }
     if !run.is_empty() {
-        pieces.push(piece(&lets, &run, x.clone(), y.clone()));
+        pieces.push(lets.piece(cond, &run, x.clone(), y.clone()));
     }
     narrowed.then_some((pieces, prefix.to_vec()))
 }
@@ -2402,6 +2502,38 @@ mod tests {
         );
         // Nothing reads lane storage: every local is recomputed.
         assert!(!block.contains("lane_read"), "{block}");
+    }
+
+    #[test]
+    fn a_region_whose_edge_test_no_thread_of_the_block_passes_runs_without_it() {
+        let block = regions(plan_of(quote! {
+            let tile: *mut f32 = shared_array!(f32, 256);
+            let n = n as usize;
+            let z = block_idx_z() as usize;
+            let col = block_idx_x() as usize * 16 + thread_idx_x() as usize;
+            let row = block_idx_y() as usize * 16 + thread_idx_y() as usize;
+            sync_threads();
+            if row < n && col < n {
+                let face = col == 0 || z == 0 || row + 1 == n;
+                let mixed = col == 0 || col < 3;
+                unsafe { *out.add(row * n + col) = if face || mixed { 1.0 } else { *tile } };
+            }
+        }));
+        // `face` is false where no thread has `col == 0` or `row + 1 == n` and `z != 0`; the
+        // `<` test in `mixed` is no edge, so `mixed` stays.
+        let miss = "thread_ranges_miss (& [:: offload_rt :: __private :: thread_range_eq :: < \
+                    usize > (block_idx_x () as usize * 16 , 0)] , & [:: offload_rt :: \
+                    __private :: thread_range_eq :: < usize > ((block_idx_y () as usize * 16) \
+                    + (1) , n)])";
+        assert!(
+            block.contains(&format!(
+                "! (z == 0) && :: offload_rt :: __private :: {miss}"
+            )),
+            "{block}"
+        );
+        assert!(block.contains("let face : bool = false ;"), "{block}");
+        assert!(!block.contains("let mixed : bool = false"), "{block}");
+        assert!(block.contains("target_feature = \"avx2\""), "{block}");
     }
 
     #[test]

@@ -974,6 +974,20 @@ pub fn thread_range_eq<I: RangeIndex>(base: I, value: I) -> (usize, usize) {
     }
 }
 
+/// Whether no thread of the running block has its `x` index in one of the `x` ranges or its
+/// `y` index in one of the `y` ranges: a block with no thread on the edges a region's
+/// `let edge = col == 0 || ..` tests, which runs the region with `edge` false.
+#[inline(always)]
+pub fn thread_ranges_miss(x: &[(usize, usize)], y: &[(usize, usize)]) -> bool {
+    let [bx, by, _] = BLOCK_DIM.get();
+    let miss = |ranges: &[(usize, usize)], extent: u32| {
+        ranges
+            .iter()
+            .all(|&(from, to)| from >= to || from >= extent as usize)
+    };
+    miss(x, bx) && miss(y, by)
+}
+
 /// The indices in both ranges.
 #[inline(always)]
 pub fn thread_range_and(a: (usize, usize), b: (usize, usize)) -> (usize, usize) {
