@@ -968,13 +968,37 @@ impl ThreadSpan {
 }
 
 /// Whether `s` is `let name = value;`, `value` reading no memory (a function of the indices
-/// and uniform values).
+/// and uniform values) and unable to panic: such a `let` may be computed for fewer threads
+/// than it was written for, or not at all, and no panic a thread would raise is lost.
 fn pure_let(s: &Stmt, scope: &[Var]) -> bool {
     match s {
-        Stmt::Local(l) => simple_let(l)
-            .is_some_and(|(_, _, init)| !l.pat_is_mut() && pure_deps(init, scope).is_some()),
+        Stmt::Local(l) => simple_let(l).is_some_and(|(_, _, init)| {
+            !l.pat_is_mut() && pure_deps(init, scope).is_some() && !may_panic(init)
+        }),
         _ => false,
     }
+}
+
+/// Whether `expr` divides (by zero, perhaps) or calls a method of numbers that can panic.
+/// Overflow checks are left out: the CPU image is built in release, where they are off
+/// unless a profile asks for them.
+fn may_panic(expr: &Expr) -> bool {
+    struct Panics(bool);
+    impl<'ast> Visit<'ast> for Panics {
+        fn visit_bin_op(&mut self, op: &'ast syn::BinOp) {
+            use syn::BinOp::*;
+            self.0 |= matches!(op, Div(_) | Rem(_) | DivAssign(_) | RemAssign(_));
+        }
+        fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+            self.0 |= ["div_ceil", "div_euclid", "rem_euclid", "clamp", "pow"]
+                .iter()
+                .any(|f| m.method == f);
+            syn::visit::visit_expr_method_call(self, m);
+        }
+    }
+    let mut panics = Panics(false);
+    panics.visit_expr(expr);
+    panics.0
 }
 
 /// One loop of a region split by [`pieces`]: its statement (after the prefix) and the
@@ -1080,7 +1104,8 @@ fn pieces(body: &[Stmt], scope: &[Var]) -> Option<(Vec<Piece>, Vec<Stmt>)> {
     let Stmt::Expr(Expr::If(test), _) = last else {
         return None;
     };
-    if test.else_branch.is_some() || pure_deps(&test.cond, scope).is_none() {
+    if test.else_branch.is_some() || pure_deps(&test.cond, scope).is_none() || may_panic(&test.cond)
+    {
         return None;
     }
     let cond = &test.cond;
@@ -1133,7 +1158,10 @@ fn pieces(body: &[Stmt], scope: &[Var]) -> Option<(Vec<Piece>, Vec<Stmt>)> {
             Stmt::Item(_) | Stmt::Macro(_) => run.push(s.to_token_stream()),
             Stmt::Expr(Expr::If(guard), _) if guard.else_branch.is_none() => {
                 let (gx, gy) = thread_ranges(&guard.cond, scope);
-                if gx.0.is_none() && gy.0.is_none() || pure_deps(&guard.cond, scope).is_none() {
+                if gx.0.is_none() && gy.0.is_none()
+                    || pure_deps(&guard.cond, scope).is_none()
+                    || may_panic(&guard.cond)
+                {
                     run.push(stmt_tokens(s));
                     continue;
                 }
@@ -2502,6 +2530,25 @@ mod tests {
         );
         // Nothing reads lane storage: every local is recomputed.
         assert!(!block.contains("lane_read"), "{block}");
+    }
+
+    #[test]
+    fn a_let_that_may_panic_keeps_its_region_over_every_thread() {
+        let block = regions(plan_of(quote! {
+            let tile: *mut u32 = shared_array!(u32, 256);
+            let tx = thread_idx_x() as usize;
+            sync_threads();
+            let q = 1000 / tx;
+            if tx == 3 {
+                unsafe { *tile.add(q) = 1 };
+            }
+            sync_threads();
+            let r = 1000 % (tx + 1);
+        }));
+        // Thread 0 divides by zero before the test, so every thread runs the region; the
+        // last region, only a `let`, still runs.
+        assert!(!block.contains("thread_range_eq"), "{block}");
+        assert!(block.contains("let r = 1000 % (tx + 1)"), "{block}");
     }
 
     #[test]
