@@ -126,12 +126,23 @@ fn each_level_runs_its_own_image_and_computes_the_same_bits() {
             continue;
         }
         let dev = device_at(Some(*level));
+        assert!(
+            dev.describe().contains(&format!(", level {level} (")),
+            "{}",
+            dev.describe()
+        );
         assert_eq!(dev.load_module(MODULE).unwrap().arch, level.name());
         assert!(results(&dev) == expected, "{level} computed other bits");
     }
     let highest = LEVELS.into_iter().rev().find(|l| has(*l)).unwrap();
-    let chosen = device_at(None).load_module(MODULE).unwrap();
+    let unasked = device_at(None);
+    let chosen = unasked.load_module(MODULE).unwrap();
     assert_eq!(chosen.arch, highest.name(), "the level chosen unasked");
+    assert!(
+        unasked.describe().contains(&format!(", level {highest} (")),
+        "{}",
+        unasked.describe()
+    );
 }
 
 #[test]
@@ -144,6 +155,9 @@ fn a_level_the_cpu_lacks_or_no_level_at_all_is_a_typed_error() {
         .unwrap_err();
     assert!(matches!(err, Error::CpuLevel { .. }), "{err}");
     assert!(err.to_string().contains("the levels are host"), "{err}");
+    // The description names no level it cannot run at; the launch says why.
+    let described = device_with(Some("x86-64-v7")).describe().to_owned();
+    assert!(!described.contains("level"), "{described}");
     if let Some(above) = LEVELS.into_iter().find(|l| !has(*l)) {
         let err = device_at(Some(above)).load_module(MODULE).unwrap_err();
         assert!(err.to_string().contains("lacks"), "{err}");

@@ -254,8 +254,12 @@ impl Backend for CpuBackend {
     }
 
     fn describe(&self) -> String {
+        // The level its images run at (a bad `OFFLOAD_CPU_LEVEL` is the first launch's error).
+        let level = level::limit(self.level.as_deref())
+            .map(|limit| format!(", level {}", limit.level))
+            .unwrap_or_default();
         format!(
-            "cpu: {} ({} threads)",
+            "cpu: {}{level} ({} threads)",
             std::env::consts::ARCH,
             self.pool.threads()
         )
