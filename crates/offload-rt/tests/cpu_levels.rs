@@ -127,7 +127,7 @@ fn each_level_runs_its_own_image_and_computes_the_same_bits() {
         }
         let dev = device_at(Some(*level));
         assert!(
-            dev.describe().contains(&format!(", level {level} (")),
+            dev.describe().contains(&format!(" up to {level} (")),
             "{}",
             dev.describe()
         );
@@ -139,7 +139,7 @@ fn each_level_runs_its_own_image_and_computes_the_same_bits() {
     let chosen = unasked.load_module(MODULE).unwrap();
     assert_eq!(chosen.arch, highest.name(), "the level chosen unasked");
     assert!(
-        unasked.describe().contains(&format!(", level {highest} (")),
+        unasked.describe().contains(&format!(" up to {highest} (")),
         "{}",
         unasked.describe()
     );
@@ -157,7 +157,7 @@ fn a_level_the_cpu_lacks_or_no_level_at_all_is_a_typed_error() {
     assert!(err.to_string().contains("the levels are host"), "{err}");
     // The description names no level it cannot run at; the launch says why.
     let described = device_with(Some("x86-64-v7")).describe().to_owned();
-    assert!(!described.contains("level"), "{described}");
+    assert!(!described.contains("up to"), "{described}");
     if let Some(above) = LEVELS.into_iter().find(|l| !has(*l)) {
         let err = device_at(Some(above)).load_module(MODULE).unwrap_err();
         assert!(err.to_string().contains("lacks"), "{err}");

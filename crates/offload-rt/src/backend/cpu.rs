@@ -256,7 +256,7 @@ impl Backend for CpuBackend {
     fn describe(&self) -> String {
         // The level its images run at (a bad `OFFLOAD_CPU_LEVEL` is the first launch's error).
         let level = level::limit(self.level.as_deref())
-            .map(|limit| format!(", level {}", limit.level))
+            .map(|limit| format!(" up to {}", limit.level))
             .unwrap_or_default();
         format!(
             "cpu: {}{level} ({} threads)",

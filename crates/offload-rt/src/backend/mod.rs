@@ -123,7 +123,7 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn kind(&self) -> DeviceKind;
 
     /// A one-line description: kind, ordinal, name, architecture
-    /// (e.g. `cuda:0 NVIDIA H100 (sm_90)`, `cpu: x86_64, level x86-64-v3 (16 threads)`).
+    /// (e.g. `cuda:0 NVIDIA H100 (sm_90)`, `cpu: x86_64 up to x86-64-v3 (16 threads)`).
     fn describe(&self) -> String;
 
     /// Allocates `bytes` of device memory, zeroed. `bytes` may be 0 (a unique non-null
