@@ -1774,13 +1774,15 @@ fn if_conditions_uniform(expr: &Expr, scope: &[Var]) -> bool {
     }
 }
 
-/// A `for` loop of a region over a range the whole block shares, which neither jumps nor
-/// changes a local declared outside it (per-thread state that would pass from iteration to
-/// iteration through lane storage): it runs iteration by iteration for the block, as a loop
-/// around its body's regions, so that the loop over the threads is the inner one, which the
-/// optimizer vectorizes (a tiled transpose's `for i in 0..TILE / ROWS` copies). Each thread
-/// runs its iterations in order; the block's threads moving through them together is an
-/// order in which a GPU may run them too.
+/// A `for` loop of a region over a constant range (literals and constants: a thread's fixed
+/// share of a tile), which neither jumps nor changes a local declared outside it (per-thread
+/// state that would pass from iteration to iteration through lane storage): it runs
+/// iteration by iteration for the block, as a loop around its body's regions, so that the
+/// loop over the threads is the inner one, which the optimizer vectorizes (a tiled
+/// transpose's `for i in 0..TILE / ROWS` copies). Each thread runs its iterations in order;
+/// the block's threads moving through them together is an order in which a GPU may run them
+/// too. A loop over a range known only at run time keeps each thread's iterations together:
+/// a long one walks memory the thread owns, which the block's order would stride across.
 fn block_loop(stmt: &Stmt, scope: &[Var]) -> bool {
     let Stmt::Expr(Expr::ForLoop(f), _) = stmt else {
         return false;
@@ -1789,10 +1791,31 @@ fn block_loop(stmt: &Stmt, scope: &[Var]) -> bool {
     f.label.is_none()
         && matches!(&*f.pat, Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none())
         && is_uniform(&f.expr, scope)
+        && is_constant(&f.expr)
         && !["break", "continue", "return"]
             .iter()
             .any(|jump| mentions(&body, jump))
         && !changes_outer_local(&f.body, scope)
+}
+
+/// Whether `expr` is made of literals and constants (by Rust's naming convention) only.
+fn is_constant(expr: &Expr) -> bool {
+    match expr {
+        Expr::Lit(_) => true,
+        Expr::Paren(p) => is_constant(&p.expr),
+        Expr::Group(g) => is_constant(&g.expr),
+        Expr::Cast(c) => is_constant(&c.expr),
+        Expr::Unary(u) => is_constant(&u.expr),
+        Expr::Binary(b) => is_constant(&b.left) && is_constant(&b.right),
+        Expr::Range(r) => r.start.iter().chain(&r.end).all(|e| is_constant(e)),
+        Expr::Path(p) => p.path.segments.last().is_some_and(|s| {
+            s.ident
+                .to_string()
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        }),
+        _ => false,
+    }
 }
 
 /// Whether `body` assigns, borrows mutably or calls a method on a local of `scope` (one
@@ -2584,7 +2607,7 @@ mod tests {
     }
 
     #[test]
-    fn a_uniform_loop_that_keeps_no_state_runs_iteration_by_iteration_for_the_block() {
+    fn a_constant_loop_that_keeps_no_state_runs_iteration_by_iteration_for_the_block() {
         let block = regions(plan_of(quote! {
             let tile: *mut f32 = shared_array!(f32, 256);
             let tx = thread_idx_x() as usize;
@@ -2605,6 +2628,9 @@ mod tests {
                 }
                 unsafe { *tile.add(k) = 2.0 };
             }
+            for k in 0..n {
+                unsafe { *tile.add(tx) += 1.0 };
+            }
             let _ = acc;
         }));
         // The first loop is the block's: its body a region narrowed by its test.
@@ -2620,6 +2646,8 @@ mod tests {
             block.contains("for k in 0 .. 16 { if k == 3 { break ; }"),
             "{block}"
         );
+        // A range known only at run time keeps each thread's iterations together.
+        assert!(block.contains("for k in 0 .. n { unsafe"), "{block}");
     }
 
     #[test]
