@@ -881,13 +881,7 @@ impl Lowering {
                 // changes nothing.
                 let tokens = quote! { #(#prefix)* };
                 let loads = self.loads(&tokens, &scope[..start]);
-                let code = read_indices_from_region(quote! { #loads #tokens #stores });
-                out.extend(quote! {
-                    if #(#flags)||* {
-                        ::offload_rt::__private::for_each_thread(
-                            |__offload_t, __offload_at| unsafe { #code });
-                    }
-                });
+                out.extend(copies_pass(&flags, quote! { #loads #tokens #stores }));
             }
             return Ok(out);
         }
@@ -897,15 +891,8 @@ impl Lowering {
             self.alive.is_none() && !assigns_earlier && body.iter().all(|s| pure_let(s, scope));
         let body: Vec<TokenStream2> = body.iter().map(stmt_tokens).collect();
         if only_copies {
-            let code = read_indices_from_region(quote! { #loads #(#body)* #stores });
-            let run = (!flags.is_empty()).then(|| {
-                quote! {
-                    if #(#flags)||* {
-                        ::offload_rt::__private::for_each_thread(
-                            |__offload_t, __offload_at| unsafe { #code });
-                    }
-                }
-            });
+            let run = (!flags.is_empty())
+                .then(|| copies_pass(&flags, quote! { #loads #(#body)* #stores }));
             return Ok(quote! { #before #run });
         }
         let code = match &self.alive {
@@ -933,6 +920,18 @@ impl Lowering {
             #before
             ::offload_rt::__private::for_each_thread(#region);
         })
+    }
+}
+
+/// A loop over every thread that runs `code` (pure `let`s and the stores of their lane
+/// copies) only when some later region reads one of those copies (`flags`, [`read_flag`]).
+fn copies_pass(flags: &[Ident], code: TokenStream2) -> TokenStream2 {
+    let code = read_indices_from_region(code);
+    quote! {
+        if #(#flags)||* {
+            ::offload_rt::__private::for_each_thread(
+                |__offload_t, __offload_at| unsafe { #code });
+        }
     }
 }
 
@@ -1798,6 +1797,12 @@ fn block_loop(stmt: &Stmt, scope: &[Var]) -> bool {
         && !changes_outer_local(&f.body, scope)
 }
 
+/// Whether `name` is a constant's by Rust's naming convention (`TILE`, `N2`).
+fn is_constant_name(name: &str) -> bool {
+    name.chars()
+        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+}
+
 /// Whether `expr` is made of literals and constants (by Rust's naming convention) only.
 fn is_constant(expr: &Expr) -> bool {
     match expr {
@@ -1808,12 +1813,11 @@ fn is_constant(expr: &Expr) -> bool {
         Expr::Unary(u) => is_constant(&u.expr),
         Expr::Binary(b) => is_constant(&b.left) && is_constant(&b.right),
         Expr::Range(r) => r.start.iter().chain(&r.end).all(|e| is_constant(e)),
-        Expr::Path(p) => p.path.segments.last().is_some_and(|s| {
-            s.ident
-                .to_string()
-                .chars()
-                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-        }),
+        Expr::Path(p) => p
+            .path
+            .segments
+            .last()
+            .is_some_and(|s| is_constant_name(&s.ident.to_string())),
         _ => false,
     }
 }
@@ -2007,9 +2011,7 @@ fn classify(expr: &Expr, scope: &[Var], want: Purity, deps: &mut Vec<(String, us
                     ok
                 }
                 // A constant (by Rust's naming convention); anything else may be a static.
-                None => name
-                    .chars()
-                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'),
+                None => is_constant_name(&name),
             }
         }
         _ => false,

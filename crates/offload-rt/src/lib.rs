@@ -145,11 +145,10 @@ pub mod __private {
         not(any(target_arch = "nvptx64", target_arch = "amdgpu"))
     ))]
     pub use crate::kernel::cpu::{
-        RangeIndex, RegionThread, begin_region_block, block_atomic, block_stride_at,
-        block_stride_trips, enter_regions, for_each_thread, for_each_thread_in, grid_stride_at,
-        grid_stride_trips, lane_read, lane_write, lanes, lanes_fit, region_barrier, run_blocks,
-        run_thread, thread_range_and, thread_range_eq, thread_range_lt, thread_ranges_miss,
-        uniform,
+        RegionThread, begin_region_block, block_atomic, block_stride_trips, enter_regions,
+        for_each_thread, for_each_thread_in, grid_stride_trips, lane_read, lane_write, lanes,
+        lanes_fit, region_barrier, run_blocks, run_thread, thread_range_and, thread_range_eq,
+        thread_range_lt, thread_ranges_miss, uniform,
     };
 
     /// How a GPU entry point takes a by-value parameter: itself on NVIDIA (rustc passes

@@ -842,12 +842,7 @@ impl RegionThread {
 
     #[inline(always)]
     fn global(self, i: usize) -> usize {
-        // SAFETY: as `kernel::global_idx`: the launch keeps block * dim + thread in `u32`.
-        unsafe {
-            self.block[i]
-                .unchecked_mul(self.block_dim[i])
-                .unchecked_add(self.thread[i]) as usize
-        }
+        super::global_idx(self.block[i], self.block_dim[i], self.thread[i])
     }
 
     #[allow(missing_docs)]
@@ -864,13 +859,14 @@ impl RegionThread {
         bx * by * bz
     }
 
-    /// [`grid_stride_at`] for this thread.
+    /// This thread's index in iteration `k` of a grid-stride loop (see
+    /// [`grid_stride_trips`]).
     #[inline(always)]
     pub fn grid_stride_at(self, k: usize) -> usize {
         self.global_idx_x() + k * (self.grid_dim[0] as usize * self.block_dim[0] as usize)
     }
 
-    /// [`block_stride_at`] for this thread.
+    /// This thread's index in iteration `k` of a block-stride loop.
     #[inline(always)]
     pub fn block_stride_at(self, k: usize) -> usize {
         self.thread[0] as usize + k * self.block_dim[0] as usize
@@ -945,11 +941,14 @@ macro_rules! range_index {
 
 range_index!(u32, u64, usize);
 
-/// Whether `base + t`, for every thread index `t` of a block (below 1024), is computed
-/// without wrapping in `I`.
+/// No block extent is larger (the launch rule's 1024 threads per block).
+const BLOCK_EXTENT_LIMIT: u128 = 1024;
+
+/// Whether `base + t`, for every thread index `t` of a block, is computed without wrapping
+/// in `I`.
 #[inline(always)]
 fn no_wrap<I: RangeIndex>(base: I) -> bool {
-    base.widen() + 1024 <= I::MAX
+    base.widen() + BLOCK_EXTENT_LIMIT <= I::MAX
 }
 
 /// The thread indices `t` along one axis with `base + t < bound`, computed in `I`.
@@ -969,7 +968,7 @@ pub fn thread_range_eq<I: RangeIndex>(base: I, value: I) -> (usize, usize) {
         return (0, usize::MAX);
     }
     match value.widen().checked_sub(base.widen()) {
-        Some(t) if t < 1024 => (t as usize, t as usize + 1),
+        Some(t) if t < BLOCK_EXTENT_LIMIT => (t as usize, t as usize + 1),
         _ => (0, 0),
     }
 }
@@ -997,8 +996,8 @@ pub fn thread_range_and(a: (usize, usize), b: (usize, usize)) -> (usize, usize) 
 /// Iterations of a grid-stride loop over `0..n` (`kernel::grid_stride_x(n)`) for the running
 /// block's thread that has the most: its first thread's, whose first index is the lowest.
 /// In region form such a loop runs iteration by iteration, each for every thread
-/// ([`grid_stride_at`]): consecutive threads read consecutive elements, as the GPU's warps do,
-/// not each thread its whole strided share in turn.
+/// ([`RegionThread::grid_stride_at`]): consecutive threads read consecutive elements, as the
+/// GPU's warps do, not each thread its whole strided share in turn.
 #[inline(always)]
 pub fn grid_stride_trips(n: usize) -> usize {
     let first = block_idx_x() as usize * block_dim_x() as usize;
@@ -1006,22 +1005,10 @@ pub fn grid_stride_trips(n: usize) -> usize {
     n.saturating_sub(first).div_ceil(step)
 }
 
-/// The calling thread's index in iteration `k` of a grid-stride loop.
-#[inline(always)]
-pub fn grid_stride_at(k: usize) -> usize {
-    super::global_idx_x() + k * (grid_dim_x() as usize * block_dim_x() as usize)
-}
-
 /// [`grid_stride_trips`] for a block-stride loop (`kernel::block_stride_x(n)`).
 #[inline(always)]
 pub fn block_stride_trips(n: usize) -> usize {
     n.div_ceil(block_dim_x() as usize)
-}
-
-/// The calling thread's index in iteration `k` of a block-stride loop.
-#[inline(always)]
-pub fn block_stride_at(k: usize) -> usize {
-    thread_idx_x() as usize + k * block_dim_x() as usize
 }
 
 /// The value of a block-uniform expression (the range or condition of a loop or `if` around
