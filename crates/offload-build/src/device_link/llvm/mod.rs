@@ -3,10 +3,13 @@
 //! defines the device API's IR helpers and [`matrix`] the matrix multiply-accumulate for the
 //! image's processor, [`fixups`] makes AMDGPU's by-value kernel parameters
 //! `byref` and internalizes all but the kernels, [`shared_memory`] moves shared-memory statics
-//! to address space 3 and checks their size, [`codegen`] runs `default<O3>`, after which
+//! to address space 3 and checks their size, [`private_volatiles`] makes the volatile
+//! accesses of private stack slots plain, [`codegen`] runs `default<O3>`, after which
 //! [`null_tests`] folds the null tests of accessors' options, [`conversions`] makes NVIDIA's
-//! float-to-integer casts one instruction, [`read_only`] marks the loads of the runtime's globals invariant, [`panic_sites`] describes the constant panic sites in the module's table, [`read_only`] marks the loads through `&[T]` parameters invariant, and [`codegen`] emits PTX
-//! or an object. This file holds the entry points for NVPTX and AMDGPU.
+//! float-to-integer casts one instruction, [`read_only`] marks the loads of the runtime's
+//! globals invariant, [`panic_sites`] describes the constant panic sites in the module's
+//! table, [`read_only`] marks the loads through `&[T]` parameters invariant, and [`codegen`]
+//! emits PTX or an object. This file holds the entry points for NVPTX and AMDGPU.
 
 use std::ffi::CStr;
 use std::path::PathBuf;
@@ -50,6 +53,7 @@ mod matrix;
 mod null_tests;
 mod panic_sites;
 mod panics;
+mod private_volatiles;
 mod read_only;
 mod shared_memory;
 mod uniform_panics;
@@ -269,6 +273,7 @@ fn link_for<'ctx>(
         })?;
     }
     read_only::describe_marker(&module);
+    private_volatiles::plain_private_volatiles(&module);
     optimize(&module, machine)?;
     let folded = null_tests::fold_null_tests(&module);
     if folded + condition_chains::unshare_condition_values(&module) > 0 {
