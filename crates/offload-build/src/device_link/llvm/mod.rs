@@ -174,6 +174,27 @@ unsafe fn users(value: llvm_sys::prelude::LLVMValueRef) -> Vec<llvm_sys::prelude
     users
 }
 
+/// The name of the function `call` calls: empty for an indirect call.
+///
+/// # Safety
+/// `call` is a live call instruction.
+unsafe fn callee_name<'a>(call: llvm_sys::prelude::LLVMValueRef) -> &'a [u8] {
+    use llvm_sys::core as c;
+    // SAFETY: the caller's contract; a function's name lives as long as the function.
+    unsafe {
+        let callee = c::LLVMGetCalledValue(call);
+        if c::LLVMIsAFunction(callee).is_null() {
+            return &[];
+        }
+        let mut len = 0;
+        let name = c::LLVMGetValueName2(callee, &mut len);
+        if name.is_null() {
+            return &[];
+        }
+        std::slice::from_raw_parts(name.cast::<u8>(), len)
+    }
+}
+
 /// `value` without the address-space casts around it (a global's address, say).
 pub(super) fn strip_casts(
     value: inkwell::llvm_sys::prelude::LLVMValueRef,

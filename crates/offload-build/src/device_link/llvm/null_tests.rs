@@ -28,7 +28,7 @@ use inkwell::module::Module;
 use inkwell::values::AsValueRef;
 
 use super::shared_memory::compares_with_null;
-use super::users;
+use super::{callee_name, users};
 
 /// How deep a select and phi tree is followed.
 const MAX_DEPTH: u32 = 4;
@@ -564,10 +564,7 @@ unsafe fn assumed_nonzero(inst: LLVMValueRef) -> Option<LLVMValueRef> {
         if llvm::LLVMIsACallInst(inst).is_null() {
             return None;
         }
-        let callee = llvm::LLVMGetCalledValue(inst);
-        let mut len = 0;
-        let name = llvm::LLVMGetValueName2(callee, &mut len);
-        if name.is_null() || std::slice::from_raw_parts(name.cast::<u8>(), len) != b"llvm.assume" {
+        if callee_name(inst) != b"llvm.assume" {
             return None;
         }
         let test = llvm::LLVMGetOperand(inst, 0);

@@ -14,7 +14,7 @@ use inkwell::llvm_sys::prelude::LLVMValueRef;
 use inkwell::module::Module;
 use inkwell::values::AsValueRef;
 
-use super::users;
+use super::{callee_name, users};
 
 /// How many casts and constant-offset GEPs deep a slot's address is followed.
 const MAX_DEPTH: u32 = 4;
@@ -101,14 +101,7 @@ unsafe fn is_lifetime_marker(user: LLVMValueRef) -> bool {
         if llvm::LLVMIsACallInst(user).is_null() {
             return false;
         }
-        let callee = llvm::LLVMGetCalledValue(user);
-        if llvm::LLVMIsAFunction(callee).is_null() {
-            return false;
-        }
-        let mut len = 0;
-        let name = llvm::LLVMGetValueName2(callee, &mut len);
-        let name = std::slice::from_raw_parts(name.cast::<u8>(), len);
-        name.starts_with(b"llvm.lifetime.")
+        callee_name(user).starts_with(b"llvm.lifetime.")
     }
 }
 

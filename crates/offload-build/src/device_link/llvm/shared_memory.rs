@@ -424,13 +424,7 @@ unsafe fn rewrite_memory_intrinsic(
     use llvm_sys::core as c;
     // SAFETY: the caller's contract.
     unsafe {
-        let callee = c::LLVMGetCalledValue(call);
-        if c::LLVMIsAFunction(callee).is_null() {
-            return None;
-        }
-        let mut len = 0;
-        let callee_name = c::LLVMGetValueName2(callee, &mut len);
-        let callee_name = std::slice::from_raw_parts(callee_name.cast::<u8>(), len);
+        let callee_name = super::callee_name(call);
         let pointer_args: &[u32] = if callee_name.starts_with(b"llvm.memcpy.")
             || callee_name.starts_with(b"llvm.memmove.")
         {
@@ -456,7 +450,7 @@ unsafe fn rewrite_memory_intrinsic(
             .map(|&i| c::LLVMTypeOf(args[i as usize]))
             .collect();
         overloads.push(c::LLVMTypeOf(args[2]));
-        let id = c::LLVMGetIntrinsicID(callee);
+        let id = c::LLVMGetIntrinsicID(c::LLVMGetCalledValue(call));
         let declaration =
             c::LLVMGetIntrinsicDeclaration(module, id, overloads.as_mut_ptr(), overloads.len());
         let function_type = c::LLVMIntrinsicGetType(

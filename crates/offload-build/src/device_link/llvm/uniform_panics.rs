@@ -21,6 +21,7 @@ use inkwell::llvm_sys::prelude::{
 use inkwell::module::Module;
 use inkwell::values::AsValueRef;
 
+use super::callee_name;
 use super::condition_chains::is_plain_arithmetic;
 use super::panics::site_calls;
 
@@ -370,22 +371,6 @@ unsafe fn is_assume(instruction: LLVMValueRef) -> bool {
     unsafe {
         !llvm::LLVMIsACallInst(instruction).is_null()
             && callee_name(instruction).starts_with(b"llvm.assume")
-    }
-}
-
-/// The name of what `call` calls (empty for an indirect call).
-///
-/// # Safety
-/// `call` is a live call.
-unsafe fn callee_name<'a>(call: LLVMValueRef) -> &'a [u8] {
-    // SAFETY: the caller's contract; a value's name lives as long as the value.
-    unsafe {
-        let mut len = 0;
-        let name = llvm::LLVMGetValueName2(llvm::LLVMGetCalledValue(call), &mut len);
-        if name.is_null() {
-            return &[];
-        }
-        std::slice::from_raw_parts(name.cast::<u8>(), len)
     }
 }
 
