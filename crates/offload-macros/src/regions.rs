@@ -32,6 +32,8 @@ use syn::visit::Visit;
 use syn::visit_mut::VisitMut;
 use syn::{Block, Expr, Pat, Stmt};
 
+mod warp;
+
 /// What the CPU device does with a kernel's barriers.
 pub(crate) enum Plan {
     /// No barrier or warp operation in the body.
@@ -92,15 +94,9 @@ fn read_flag(slot: &Ident) -> Ident {
     format_ident!("{}_read", slot)
 }
 
-/// The index functions a region does not read from its `RegionThread`: those of warps, and
+/// The index functions a region does not read from its `RegionThread`: the warps' sizes, and
 /// the block's dynamic shared memory.
-const NOT_IN_REGION_THREAD: &[&str] = &[
-    "lane_id",
-    "warp_id",
-    "warp_size",
-    "warps_per_block",
-    "dynamic_shared",
-];
+const NOT_IN_REGION_THREAD: &[&str] = &["warp_size", "warps_per_block", "dynamic_shared"];
 
 /// Whether a region reads index function `name` from the thread's `RegionThread` (its
 /// `__offload_at`), which has a method of the same name.
@@ -157,12 +153,13 @@ const PURE_METHODS: &[&str] = &[
 ];
 
 /// Plans the CPU device's form of `body`, whose parameters are `params` (name, mutable).
-pub(crate) fn plan(body: &Block, params: &[(Ident, bool)]) -> Plan {
-    let tokens = body.to_token_stream();
-    if let Some(op) = WARP_OPS.iter().find(|op| mentions(&tokens, op)) {
-        return Plan::Coroutines(format!("it uses warp operations (`{op}`)"));
-    }
-    if !mentions(&tokens, BARRIER) {
+pub(crate) fn plan(original: &Block, params: &[(Ident, bool)]) -> Plan {
+    let (body, exchanges) = match warp::rewrite(original) {
+        Ok(rewritten) => rewritten,
+        Err(reason) => return Plan::Coroutines(reason),
+    };
+    let body = &body;
+    if !splits(&body.to_token_stream()) {
         return Plan::NoBarriers;
     }
     if let Some(name) = closure_local(body) {
@@ -173,10 +170,18 @@ pub(crate) fn plan(body: &Block, params: &[(Ident, bool)]) -> Plan {
              thread across a barrier"
         ));
     }
-    match Lowering::new(body).run(body, params) {
+    let mut lowering = Lowering::new(body);
+    lowering.exchanges = exchanges;
+    match lowering.run(body, original, params) {
         Ok(plan) => plan,
         Err(reason) => Plan::Coroutines(reason),
     }
+}
+
+/// Whether `tokens` hold a point the region form splits at: a barrier, or a warp operation's
+/// exchange or split (see [`warp`]).
+fn splits(tokens: &TokenStream2) -> bool {
+    mentions(tokens, BARRIER) || warp::has_split(tokens)
 }
 
 /// The name of a local anywhere in `body` whose value is a closure.
@@ -264,6 +269,16 @@ struct Lowering {
     /// The bindings (by id) of immutable uniform locals that hold the block's shared memory
     /// (`shared_array!`, `dynamic_shared`): atomics through them are plain accesses.
     shared: HashSet<usize>,
+    /// The exchange storage of the body's warp operations.
+    exchanges: warp::Exchanges,
+    /// Lane storage of "this thread runs this branch", one per branch of an `if` around warp
+    /// operations whose condition may differ between threads (see [`Lowering::guarded_if`]).
+    guards: Vec<Ident>,
+    /// How many such branches are being lowered.
+    guard_depth: usize,
+    /// The locals holding the first rank and the rank past the last that the innermost such
+    /// branch lets in: its regions run over those threads only.
+    span: Option<(Ident, Ident)>,
 }
 
 /// A value a block mutable is assigned, with the loop variables of the block-wide loops
@@ -286,10 +301,19 @@ impl Lowering {
             alive,
             block_mutables: HashMap::new(),
             shared: HashSet::new(),
+            exchanges: warp::Exchanges::default(),
+            guards: Vec::new(),
+            guard_depth: 0,
+            span: None,
         }
     }
 
-    fn run(mut self, body: &Block, params: &[(Ident, bool)]) -> Result<Plan, String> {
+    fn run(
+        mut self,
+        body: &Block,
+        original: &Block,
+        params: &[(Ident, bool)],
+    ) -> Result<Plan, String> {
         let mut scope = Vec::new();
         let mut stmts = Vec::new();
         for (name, mutable) in params {
@@ -321,8 +345,16 @@ impl Lowering {
                 }
             }
         });
-        let alive = self.alive.as_ref().map(|a| {
+        let alive = self.alive.iter().chain(&self.guards).map(|a| {
             quote! { let #a: *mut bool = ::offload_rt::__private::lanes(&mut __offload_cursor); }
+        });
+        let exchanges = self.exchanges.storage.iter().map(|e| {
+            let (words, ty) = (&e.words, e.ty.iter());
+            let args = e.args.iter();
+            quote! {
+                let #words #(: *mut #ty)* = ::offload_rt::__private::lanes(&mut __offload_cursor);
+                #(let #args: *mut u32 = ::offload_rt::__private::lanes(&mut __offload_cursor);)*
+            }
         });
         let alive_init = self.alive.as_ref().map(|a| {
             quote! {
@@ -332,10 +364,10 @@ impl Lowering {
             }
         });
         let items = &self.items;
-        let mut counted = body.clone();
+        let mut counted = original.clone();
         MarkBarriers.visit_block_mut(&mut counted);
         Ok(Plan::Regions {
-            lanes: quote! { #(#lanes)* #alive },
+            lanes: quote! { #(#lanes)* #(#alive)* #(#exchanges)* },
             items: quote! { #(#items)* },
             block: quote! { #alive_init #block },
             counted,
@@ -404,10 +436,10 @@ impl Lowering {
                 out.extend(quote! { #stmt });
                 continue;
             }
-            let interchanged = stride_loop(stmt, scope);
+            let interchanged = stride_loop(stmt, scope).filter(|_| self.guard_depth == 0);
             let barrier = interchanged.is_some()
-                || block_loop(stmt, scope)
-                || mentions(&stmt.to_token_stream(), BARRIER);
+                || (self.guard_depth == 0 && block_loop(stmt, scope))
+                || splits(&stmt.to_token_stream());
             let jump = if barrier { None } else { leaving_jump(stmt) };
             if !barrier && jump.is_none() {
                 region.push(stmt.clone());
@@ -458,7 +490,19 @@ impl Lowering {
         };
         match expr {
             Expr::Call(call) if is_barrier_call(call) => Ok(TokenStream2::new()),
+            Expr::Call(call) => match warp::marker(call) {
+                Some(warp::EXCHANGE) => {
+                    // The warps of the threads that run it (`alive`: a branch's guard).
+                    let active = self.alive_arg();
+                    let mut args = call.args.iter();
+                    let function = args.next();
+                    Ok(quote! { unsafe { #function(#active, #(#args),*) }; })
+                }
+                Some(_) => Ok(TokenStream2::new()),
+                None => Err("it calls sync_threads() inside an expression".to_owned()),
+            },
             Expr::ForLoop(f) => {
+                warp_loop_uniform(stmt, &f.expr, scope)?;
                 let range = self.uniform_value(&f.expr, scope)?;
                 let mark = scope.len();
                 let mut names = Vec::new();
@@ -485,6 +529,7 @@ impl Lowering {
                 if matches!(&*w.cond, Expr::Let(_)) {
                     return Err("it calls sync_threads() inside a `while let` loop".to_owned());
                 }
+                warp_loop_uniform(stmt, &w.cond, scope)?;
                 let cond = self.uniform_value(&w.cond, scope)?;
                 let loop_after = loop_tokens(&w.body, after);
                 let body = self.lower_scoped(&w.body.stmts, scope, &loop_after)?;
@@ -570,6 +615,9 @@ impl Lowering {
                 if matches!(&*i.cond, Expr::Let(_)) {
                     return Err("it calls sync_threads() inside an `if let`".to_owned());
                 }
+                if !mentions(&expr.to_token_stream(), BARRIER) && !is_uniform(&i.cond, scope) {
+                    return self.guarded_if(i, scope, after);
+                }
                 let cond = self.uniform_value(&i.cond, scope)?;
                 let then = self.lower_scoped(&i.then_branch.stmts, scope, after)?;
                 let otherwise = match &i.else_branch {
@@ -586,6 +634,85 @@ impl Lowering {
             }
             _ => Err("it calls sync_threads() inside an `else` of an unknown kind".to_owned()),
         }
+    }
+
+    /// An `if` around warp operations (and no barrier) whose condition may differ between
+    /// threads (`if warp_id() == 0`, the same for the lanes of a warp, as a warp operation
+    /// needs): a region computes, for each thread, whether it runs each branch, into guard
+    /// lanes; each branch is lowered with its guard in place of the live threads, so its
+    /// regions run for the threads of the branch and its exchanges once for the block.
+    fn guarded_if(
+        &mut self,
+        i: &syn::ExprIf,
+        scope: &mut Vec<Var>,
+        after: &TokenStream2,
+    ) -> Result<TokenStream2, String> {
+        let tokens = i.to_token_stream();
+        if let Some(jump) = ["return", "break", "continue"]
+            .into_iter()
+            .find(|jump| mentions(&tokens, jump))
+        {
+            return Err(format!(
+                "it uses `{jump}` in an `if` around warp operations whose condition may differ \
+                 between threads"
+            ));
+        }
+        let id = self.id();
+        let (then_guard, else_guard) = (
+            format_ident!("__offload_guard_{}", id),
+            format_ident!("__offload_unguard_{}", id),
+        );
+        self.guards.push(then_guard.clone());
+        self.guards.push(else_guard.clone());
+        let cond = &i.cond;
+        let loads = self.loads(&cond.to_token_stream(), scope);
+        let outer = self.alive.clone();
+        let live = match &outer {
+            Some(a) => quote!(::offload_rt::__private::lane_read(#a, __offload_t)),
+            None => quote!(true),
+        };
+        let spans = [
+            (
+                format_ident!("{then_guard}_from"),
+                format_ident!("{then_guard}_to"),
+            ),
+            (
+                format_ident!("{else_guard}_from"),
+                format_ident!("{else_guard}_to"),
+            ),
+        ];
+        let [(then_from, then_to), (else_from, else_to)] = spans.clone();
+        let code = read_indices_from_region(quote! {
+            let __offload_live: bool = #live;
+            let __offload_in: bool = __offload_live && { #loads #cond };
+            ::offload_rt::__private::lane_write(#then_guard, __offload_t, __offload_in);
+            ::offload_rt::__private::lane_write(
+                #else_guard, __offload_t, __offload_live && !__offload_in,
+            );
+        });
+        let outer_span = self.span.clone();
+        self.guard_depth += 1;
+        self.alive = Some(then_guard.clone());
+        self.span = Some(spans[0].clone());
+        let then = self.lower_scoped(&i.then_branch.stmts, scope, after);
+        self.alive = Some(else_guard.clone());
+        self.span = Some(spans[1].clone());
+        let otherwise = match &i.else_branch {
+            Some((_, e)) => self.lower_if(e, scope, after),
+            None => Ok(TokenStream2::new()),
+        };
+        self.alive = outer;
+        self.span = outer_span.clone();
+        self.guard_depth -= 1;
+        let (then, otherwise) = (then?, otherwise?);
+        let compute = self.each_thread(quote! { |__offload_t, __offload_at| unsafe { #code } });
+        Ok(quote! {
+            #compute
+            let (#then_from, #then_to) = ::offload_rt::__private::guard_span(#then_guard);
+            let (#else_from, #else_to) = ::offload_rt::__private::guard_span(#else_guard);
+            { #then }
+            { #otherwise }
+        })
     }
 
     /// An expression every thread of the block agrees on (a range, a loop condition), as an
@@ -693,6 +820,8 @@ impl Lowering {
                     && (!l.pat_is_mut() || self.block_mutable(&name, scope))
                     && !body.iter().any(|s| mentions(&s.to_token_stream(), &name))
                     && is_uniform(init, scope)
+                    // Under a guard, computed for the block even where no thread runs it.
+                    && (self.guard_depth == 0 || !may_panic(init))
                 {
                     let ident = Ident::new(&name, Span::call_site());
                     let ty = ty.iter();
@@ -915,11 +1044,22 @@ impl Lowering {
             },
         };
         let code = read_indices_from_region(code);
-        let region = quote! { |__offload_t, __offload_at| unsafe { #code } };
+        let run = self.each_thread(quote! { |__offload_t, __offload_at| unsafe { #code } });
         Ok(quote! {
             #before
-            ::offload_rt::__private::for_each_thread(#region);
+            #run
         })
+    }
+
+    /// The statement that runs `region` (a closure) for the threads it may concern: every
+    /// thread, or in a branch of an `if` around warp operations, the ranks its guard let in.
+    fn each_thread(&self, region: TokenStream2) -> TokenStream2 {
+        match &self.span {
+            Some((from, to)) => quote! {
+                ::offload_rt::__private::for_each_thread_span(#from, #to, #region);
+            },
+            None => quote! { ::offload_rt::__private::for_each_thread(#region); },
+        }
     }
 }
 
@@ -1359,30 +1499,36 @@ fn assigned_value(stmt: &Stmt) -> Option<&Expr> {
 /// by statements `name = value;` / `name op= value;` of such lists, never borrowed, never
 /// assigned anywhere else. Whether their values are uniform is checked where they are used.
 fn block_mutables(stmts: &[Stmt]) -> HashMap<String, Vec<BlockWrite>> {
+    /// Where a declaration or assignment is: the branches of the `if`s around warp operations
+    /// (whose conditions may differ between threads) it is in, each by a number.
+    type Guards = Vec<usize>;
     /// Declarations and assignments that are statements of lowered lists; `loop_vars` are
     /// the variables of the lowered `for` loops around them.
     fn walk(
         stmts: &[Stmt],
-        decls: &mut Vec<String>,
-        writes: &mut Vec<(String, BlockWrite)>,
+        decls: &mut Vec<(String, Guards)>,
+        writes: &mut Vec<(String, BlockWrite, Guards)>,
         loop_vars: &mut Vec<String>,
+        guards: &mut Guards,
+        branches: &mut usize,
     ) {
         for stmt in stmts {
             if let Stmt::Local(l) = stmt
                 && l.pat_is_mut()
                 && let Some((name, _, _)) = simple_let(l)
             {
-                decls.push(name);
+                decls.push((name, guards.clone()));
             }
             if let (Some(name), Some(value)) = (assigned_local(stmt), assigned_value(stmt)) {
                 let value = value.clone();
                 let loop_vars = loop_vars.clone();
-                writes.push((name, BlockWrite { value, loop_vars }));
+                writes.push((name, BlockWrite { value, loop_vars }, guards.clone()));
             }
-            if !mentions(&stmt.to_token_stream(), BARRIER) && leaving_jump(stmt).is_none() {
+            if !splits(&stmt.to_token_stream()) && leaving_jump(stmt).is_none() {
                 continue;
             }
-            let mut blocks: Vec<&Block> = Vec::new();
+            // Each block with whether it is a branch of an `if` around warp operations only.
+            let mut blocks: Vec<(&Block, bool)> = Vec::new();
             let mut expr = match stmt {
                 Stmt::Expr(e, _) => Some(e),
                 _ => None,
@@ -1392,21 +1538,32 @@ fn block_mutables(stmts: &[Stmt]) -> HashMap<String, Vec<BlockWrite>> {
                 match e {
                     Expr::ForLoop(f) => {
                         pattern_names(&f.pat, loop_vars);
-                        blocks.push(&f.body);
+                        blocks.push((&f.body, false));
                     }
-                    Expr::While(w) => blocks.push(&w.body),
-                    Expr::Loop(l) => blocks.push(&l.body),
-                    Expr::Block(b) => blocks.push(&b.block),
-                    Expr::Unsafe(b) => blocks.push(&b.block),
+                    Expr::While(w) => blocks.push((&w.body, false)),
+                    Expr::Loop(l) => blocks.push((&l.body, false)),
+                    Expr::Block(b) => blocks.push((&b.block, false)),
+                    Expr::Unsafe(b) => blocks.push((&b.block, false)),
                     Expr::If(i) => {
-                        blocks.push(&i.then_branch);
-                        expr = i.else_branch.as_ref().map(|(_, e)| &**e);
+                        let guarded = !mentions(&e.to_token_stream(), BARRIER);
+                        blocks.push((&i.then_branch, guarded));
+                        match i.else_branch.as_ref().map(|(_, e)| &**e) {
+                            Some(Expr::Block(b)) => blocks.push((&b.block, guarded)),
+                            other => expr = other,
+                        }
                     }
                     _ => {}
                 }
             }
-            for b in blocks {
-                walk(&b.stmts, decls, writes, loop_vars);
+            for (b, guarded) in blocks {
+                if guarded {
+                    *branches += 1;
+                    guards.push(*branches);
+                }
+                walk(&b.stmts, decls, writes, loop_vars, guards, branches);
+                if guarded {
+                    guards.pop();
+                }
             }
             loop_vars.truncate(mark);
         }
@@ -1464,7 +1621,14 @@ fn block_mutables(stmts: &[Stmt]) -> HashMap<String, Vec<BlockWrite>> {
         }
     }
     let (mut decls, mut writes) = (Vec::new(), Vec::new());
-    walk(stmts, &mut decls, &mut writes, &mut Vec::new());
+    walk(
+        stmts,
+        &mut decls,
+        &mut writes,
+        &mut Vec::new(),
+        &mut Vec::new(),
+        &mut 0,
+    );
     let mut uses = Uses::default();
     for stmt in stmts {
         uses.visit_stmt(stmt);
@@ -1472,17 +1636,23 @@ fn block_mutables(stmts: &[Stmt]) -> HashMap<String, Vec<BlockWrite>> {
     let count = |list: &[String], name: &str| list.iter().filter(|n| *n == name).count();
     decls
         .iter()
-        .filter(|name| {
+        .filter(|(name, guards)| {
             count(&uses.decls, name) == 1
-                && count(&decls, name) == 1
-                && count(&uses.writes, name) == writes.iter().filter(|(n, _)| n == *name).count()
-                && !uses.escaped.contains(*name)
+                && decls.iter().filter(|(n, _)| n == name).count() == 1
+                && count(&uses.writes, name) == writes.iter().filter(|(n, ..)| n == name).count()
+                && !uses.escaped.contains(name)
+                // Every write runs for every thread that has the local: a write in a branch
+                // of an `if` around warp operations but the declaration's may not.
+                && writes
+                    .iter()
+                    .filter(|(n, ..)| n == name)
+                    .all(|(.., g)| g == guards)
         })
-        .map(|name| {
+        .map(|(name, _)| {
             let values = writes
                 .iter()
-                .filter(|(n, _)| n == name)
-                .map(|(_, w)| w.clone());
+                .filter(|(n, ..)| n == name)
+                .map(|(_, w, _)| w.clone());
             (name.clone(), values.collect())
         })
         .collect()
@@ -1742,7 +1912,8 @@ fn stride_loop(stmt: &Stmt, scope: &[Var]) -> Option<Stmt> {
         return None;
     };
     let jumps = f.body.stmts.iter().any(|s| leaving_jump(s).is_some());
-    if f.label.is_some() || pat.by_ref.is_some() || pat.subpat.is_some() || jumps {
+    let warp_ops = warp::has_split(&f.body.to_token_stream());
+    if f.label.is_some() || pat.by_ref.is_some() || pat.subpat.is_some() || jumps || warp_ops {
         return None;
     }
     if !is_uniform(n, scope) {
@@ -1756,6 +1927,21 @@ fn stride_loop(stmt: &Stmt, scope: &[Var]) -> Option<Stmt> {
             if #i < #n #body
         }
     })
+}
+
+/// Refuses a loop around warp operations and no barrier (`stmt`) whose range or condition
+/// `head` may differ between threads: the block runs such a loop once, with the first live
+/// thread's range, where a barrier's loop has the same range in every thread by the rule that
+/// every thread reaches the same barriers, a warp operation's only in the lanes of a warp.
+fn warp_loop_uniform(stmt: &Stmt, head: &Expr, scope: &[Var]) -> Result<(), String> {
+    let tokens = stmt.to_token_stream();
+    if !warp::has_split(&tokens) || mentions(&tokens, BARRIER) || is_uniform(head, scope) {
+        return Ok(());
+    }
+    Err(
+        "it uses warp operations in a loop whose range or condition may differ between threads"
+            .to_owned(),
+    )
 }
 
 /// Whether every condition of an `if` / `else if` chain is the same for the whole block
@@ -2194,6 +2380,20 @@ impl VisitMut for MarkBarriers {
             Expr::Call(c) if is_barrier_call(c) => {
                 *e = syn::parse_quote!(::offload_rt::__private::region_barrier());
             }
+            Expr::Call(c)
+                if matches!(&*c.func, Expr::Path(p) if p.path.segments.last()
+                    .is_some_and(|s| WARP_OPS.iter().any(|op| s.ident == op))) =>
+            {
+                // The operands first, so that the closure captures only their values.
+                let (func, args) = (&c.func, c.args.iter());
+                let names: Vec<Ident> = (0..c.args.len())
+                    .map(|i| format_ident!("__offload_warp_arg_{}", i))
+                    .collect();
+                *e = syn::parse_quote!({
+                    #(let #names = #args;)*
+                    ::offload_rt::__private::region_warp_op(move || #func(#(#names),*))
+                });
+            }
             _ => syn::visit_mut::visit_expr_mut(self, e),
         }
     }
@@ -2307,8 +2507,27 @@ mod tests {
             let v = read(1);
         }));
         assert!(r.contains("closure") && r.contains("`read`"), "{r}");
-        let r = reason(plan_of(quote! { let v = warp_sum(1u32); sync_threads(); }));
-        assert!(r.contains("warp operations"), "{r}");
+        let r = reason(plan_of(
+            quote! { let v = warp_sum(1u32) + 1; sync_threads(); },
+        ));
+        assert!(
+            r.contains("warp operation") && r.contains("expression"),
+            "{r}"
+        );
+        let r = reason(plan_of(quote! { let v = shuffle_down_masked(3, 1u32, 1); }));
+        assert!(r.contains("`shuffle_down_masked`"), "{r}");
+        let r = reason(plan_of(quote! {
+            let mut v = 1u32;
+            for i in 0..thread_idx_x() { v = shuffle_xor(v, i); }
+        }));
+        assert!(r.contains("loop") && r.contains("may differ"), "{r}");
+        let r = reason(plan_of(quote! {
+            if warp_id() == 0 { let v = warp_sum(1u32); return; }
+        }));
+        assert!(
+            r.contains("`return`") && r.contains("warp operations"),
+            "{r}"
+        );
     }
 
     #[test]

@@ -145,11 +145,18 @@ pub mod __private {
         not(any(target_arch = "nvptx64", target_arch = "amdgpu"))
     ))]
     pub use crate::kernel::cpu::{
-        RegionThread, begin_region_block, block_atomic, block_stride_trips, enter_regions,
-        for_each_thread, for_each_thread_in, grid_stride_trips, lane_read, lane_write, lanes,
-        lanes_fit, region_barrier, run_blocks, run_thread, thread_range_and, thread_range_eq,
-        thread_range_lt, thread_ranges_miss, uniform,
+        RegionThread, WarpExchange, WarpSlot, begin_region_block, block_atomic, block_stride_trips,
+        enter_regions, for_each_thread, for_each_thread_in, for_each_thread_span,
+        grid_stride_trips, guard_span, lane_read, lane_write, lanes, lanes_fit, region_barrier,
+        region_warp_op, run_blocks, run_thread, thread_range_and, thread_range_eq, thread_range_lt,
+        thread_ranges_miss, uniform, warp_butterfly, warp_exchange, warp_put, warp_put_predicate,
+        warp_sum_tree, warp_take, warp_take_bool, warp_take_mask,
     };
+    #[cfg(all(
+        offload_device,
+        not(any(target_arch = "nvptx64", target_arch = "amdgpu"))
+    ))]
+    pub use crate::kernel::warp::{Shuffle, warp_max_step, warp_min_step, warp_sum_step};
 
     /// How a GPU entry point takes a by-value parameter: itself on NVIDIA (rustc passes
     /// structs `byval`, the parameter's bytes), a reference on AMDGPU, which the AMD device

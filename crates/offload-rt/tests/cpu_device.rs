@@ -15,7 +15,7 @@ use offload_rt::{
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,tiled_transpose,mirrored_rows,shared_atomics,strided_histogram,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,hidden_warp_sum,warp_ops_in_statements,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,tiled_transpose,mirrored_rows,shared_atomics,strided_histogram,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -397,6 +397,30 @@ fn warp_operations_match_the_rules() {
             .enumerate()
         {
             assert_eq!(g, w, "blocks of {block}: thread {t}");
+        }
+    }
+    // The same operations as statements run in region form: the same words, in partial
+    // warps too (blocks of 48 and 100 threads).
+    for (blocks, block) in [(3u32, 128u32), (2, 1024), (5, 32), (2, 48), (3, 100)] {
+        let threads = (blocks * block) as usize;
+        macro_rules! run {
+            ($kernel:expr) => {{
+                let words = threads * k::WARP_OPS_WORDS;
+                let mut out = DeviceBuffer::<u32>::zeroed(&dev, words).unwrap();
+                let config = LaunchConfig::linear(blocks, block);
+                // SAFETY: the buffers hold every element the kernel reaches through its
+                // pointers.
+                unsafe { $kernel.launch(&dev, config, 0x5eed, &mut out) }.unwrap();
+                out.to_vec().unwrap()
+            }};
+        }
+        let (coroutines, regions) = (run!(k::warp_ops), run!(k::warp_ops_in_statements));
+        for (t, (c, r)) in coroutines
+            .chunks(k::WARP_OPS_WORDS)
+            .zip(regions.chunks(k::WARP_OPS_WORDS))
+            .enumerate()
+        {
+            assert_eq!(c, r, "blocks of {block}: thread {t}");
         }
     }
 }
@@ -1898,22 +1922,23 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
     let kernels: Vec<&str> = notes.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(
         kernels,
-        [
-            "closure_over_tile",
-            "masked_warp_sum",
-            "warp_block_sum",
-            "warp_ops",
-            "warp_sync_sum"
-        ]
+        ["closure_over_tile", "masked_warp_sum", "warp_ops"]
     );
     assert!(notes[0].1.contains("closure"), "{}", notes[0].1);
     assert!(
-        notes[1].1.contains("warp operations (`ballot`)"),
+        notes[1]
+            .1
+            .contains("masked warp operation (`shuffle_down_masked`)"),
         "{}",
         notes[1].1
     );
-    assert!(notes[2].1.contains("warp operations"), "{}", notes[2].1);
-    assert!(notes[4].1.contains("warp operations"), "{}", notes[4].1);
+    assert!(
+        notes[2]
+            .1
+            .contains("warp operation (`shuffle_idx`) inside an expression"),
+        "{}",
+        notes[2].1
+    );
     use object::{Object, ObjectSymbol};
     let file = object::File::parse(image).unwrap();
     let mut regions: Vec<&str> = file
@@ -1940,6 +1965,7 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "halo_stencil",
             "halving_offsets",
             "hidden_barrier",
+            "hidden_warp_sum",
             "loop_barrier",
             "matmul_tiled",
             "pyramid_min",
@@ -1951,6 +1977,9 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "skipping_passes",
             "strided_histogram",
             "tiled_transpose",
+            "warp_block_sum",
+            "warp_ops_in_statements",
+            "warp_sync_sum",
             "wide_locals"
         ]
     );
@@ -1972,6 +2001,23 @@ fn the_barrier_path_is_chosen_per_kernel_and_logged() {
         unsafe { k::reverse_blocks.launch(&dev, LaunchConfig::linear(2, 64), &mut data) }.unwrap();
         // SAFETY: the buffers hold every element the kernel reaches through its pointers.
         unsafe { k::hidden_barrier.launch(&dev, LaunchConfig::linear(2, 64), &mut data) }.unwrap();
+        let (n, words) = (64u32, DeviceBuffer::from_slice(&dev, &[7u32; 64]).unwrap());
+        let mut sum = DeviceBuffer::<u64>::zeroed(&dev, 1).unwrap();
+        // SAFETY: `n` elements of `words`; `sum` is one element.
+        unsafe { k::warp_block_sum.launch(&dev, LaunchConfig::linear(2, 32), n, &words, &mut sum) }
+            .unwrap();
+        assert_eq!(sum.to_vec().unwrap(), [7 * 64]);
+        let mut sums = DeviceBuffer::<u32>::zeroed(&dev, 4).unwrap();
+        // SAFETY: an element of `words` per thread, two of `sums` per warp.
+        unsafe { k::hidden_warp_sum.launch(&dev, LaunchConfig::linear(2, 32), &words, &mut sums) }
+            .unwrap();
+        assert_eq!(sums.to_vec().unwrap(), [7 * 32; 4]);
+        let mut rows = DeviceBuffer::<u32>::zeroed(&dev, 64 * k::WARP_OPS_WORDS).unwrap();
+        // SAFETY: WARP_OPS_WORDS elements of `rows` per thread.
+        unsafe {
+            k::warp_ops_in_statements.launch(&dev, LaunchConfig::linear(2, 32), 1, &mut rows)
+        }
+        .unwrap();
         return;
     }
     let out = Command::new(std::env::current_exe().unwrap())
@@ -1994,7 +2040,23 @@ fn the_barrier_path_is_chosen_per_kernel_and_logged() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("kernel `hidden_barrier` has barriers; runs with one coroutine per GPU thread (it reached a barrier outside its body"),
+        stderr.contains("kernel `hidden_barrier` has barriers; runs with one coroutine per GPU thread (it reached a barrier or a warp operation outside its body"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "kernel `warp_block_sum` has barriers; runs as loops over each block's threads"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "kernel `warp_ops_in_statements` has barriers; runs as loops over each block's threads"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("kernel `hidden_warp_sum` has barriers; runs with one coroutine per GPU thread (it reached a barrier or a warp operation outside its body"),
         "{stderr}"
     );
 }

@@ -546,6 +546,7 @@ impl CpuModule {
             barrier: cpu_barrier,
             region_barrier: cpu_region_barrier,
             warp_sync: cpu_warp_sync,
+            region_warp_sync: cpu_region_warp_sync,
             grid_sync: cpu_grid_sync,
             panic: cpu_panic,
             print: cpu_print,
@@ -618,7 +619,7 @@ impl CpuModule {
                     _ if self.barriers == BarrierMode::Coroutines =>
                         "runs with one coroutine per GPU thread (OFFLOAD_CPU_BARRIERS=coroutines)",
                     _ =>
-                        "runs with one coroutine per GPU thread (it reached a barrier outside its body, in a function it calls)",
+                        "runs with one coroutine per GPU thread (it reached a barrier or a warp operation outside its body, in a function it calls)",
                 }
             ));
             let regions = regions.filter(|_| mode == MODE_REGIONS);
@@ -1313,6 +1314,17 @@ unsafe extern "C" fn cpu_barrier(launch: *const CpuLaunch) {
 unsafe extern "C" fn cpu_region_barrier(launch: *const CpuLaunch) {
     // SAFETY: this function's contract.
     unsafe { suspend(launch, Wait::Block) }
+}
+
+/// The warp barrier of a warp operation of the kernel body that the region form splits at,
+/// on the coroutine path.
+///
+/// # Safety
+///
+/// As [`suspend`].
+unsafe extern "C" fn cpu_region_warp_sync(launch: *const CpuLaunch) {
+    // SAFETY: this function's contract.
+    unsafe { suspend(launch, Wait::Warp) }
 }
 
 /// `Grid::sync()` on the CPU device: the block barrier, after which the block waits for the

@@ -187,6 +187,10 @@ pub struct CpuLaunch {
     /// Called by warp operations; suspends the calling GPU thread until every live lane of its
     /// warp (32 consecutive threads by rank) reaches a warp barrier too.
     pub warp_sync: unsafe extern "C" fn(launch: *const CpuLaunch),
+    /// Called by the warp operations of a kernel body that the region form splits at, when
+    /// the kernel runs on the coroutine path: suspends like `warp_sync`, which the runtime then
+    /// knows was not called from elsewhere (a function the kernel calls).
+    pub region_warp_sync: unsafe extern "C" fn(launch: *const CpuLaunch),
     /// Called by `Grid::sync()` in a cooperative launch; suspends the calling GPU thread until
     /// every thread of the grid reaches the grid barrier.
     pub grid_sync: unsafe extern "C" fn(launch: *const CpuLaunch),
@@ -296,7 +300,7 @@ pub const CPU_ABI_SYMBOL: &str = "__offload_cpu_abi_version";
 /// Symbol of the [`CpuPositionFn`] every CPU image exports.
 pub const CPU_POSITION_SYMBOL: &str = "__offload_cpu_position";
 /// The CPU entry-point ABI described by this module.
-pub const CPU_ABI_VERSION: u32 = 7;
+pub const CPU_ABI_VERSION: u32 = 8;
 /// Lanes of a warp on the CPU device.
 pub const CPU_WARP_SIZE: u32 = 32;
 /// Bytes of dynamic shared memory a block can use on the CPU device.

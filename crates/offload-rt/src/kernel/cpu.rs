@@ -17,7 +17,7 @@ use super::abi::{
     CPU_ABI_VERSION, CPU_DYNAMIC_SHARED_CAPACITY, CPU_PANIC_MESSAGE_CAPACITY, CPU_SHARED_CAPACITY,
     CPU_WARP_SIZE, CpuLaunch, CpuPanic, CpuPosition, PrintArg,
 };
-use super::warp::{Shuffle, source_lane};
+use super::warp::{Shuffle, WarpValue, source_lane};
 
 /// The CPU ABI this image speaks; the runtime refuses images with another version.
 #[unsafe(no_mangle)]
@@ -197,6 +197,11 @@ pub fn region_barrier() {
     THREAD.set(thread);
 }
 
+/// Whether the calling GPU thread runs a warp operation of the kernel body that the region
+/// form splits at ([`region_warp_op`]); kept across the thread's suspensions, as its indices.
+#[thread_local]
+static REGION_WARP_OP: Cell<bool> = Cell::new(false);
+
 /// Suspends this GPU thread until the live lanes of its warp reach a warp barrier.
 #[inline(never)]
 fn warp_sync() {
@@ -204,10 +209,28 @@ fn warp_sync() {
     if launch.is_null() {
         return;
     }
-    let thread = THREAD.get();
+    let (thread, marked) = (THREAD.get(), REGION_WARP_OP.get());
     // SAFETY: as in `sync_threads`.
-    unsafe { ((*launch).warp_sync)(launch) };
+    unsafe {
+        if marked {
+            ((*launch).region_warp_sync)(launch)
+        } else {
+            ((*launch).warp_sync)(launch)
+        }
+    };
     THREAD.set(thread);
+    REGION_WARP_OP.set(marked);
+}
+
+/// Runs `op`, a warp operation of the kernel body that the region form splits at, on the
+/// coroutine path: its warp barriers are told from those of warp operations in functions
+/// the kernel calls, which the region form cannot see (as [`region_barrier`] for barriers).
+#[inline(always)]
+pub fn region_warp_op<R>(op: impl FnOnce() -> R) -> R {
+    REGION_WARP_OP.set(true);
+    let result = op();
+    REGION_WARP_OP.set(false);
+    result
 }
 
 /// A warp barrier: the block's GPU threads run on one OS thread, so the lanes' memory
@@ -812,6 +835,14 @@ macro_rules! region_dim3 {
 }
 
 impl RegionThread {
+    /// The thread `thread` of this one's block, made the running GPU thread: its index state
+    /// is set too, for the functions a region calls (and its panic report).
+    #[inline(always)]
+    fn enter(self, thread: [u32; 3]) -> RegionThread {
+        THREAD.set(thread);
+        RegionThread { thread, ..self }
+    }
+
     region_index! {
         thread_idx_x: thread[0]; thread_idx_y: thread[1]; thread_idx_z: thread[2];
         block_idx_x: block[0]; block_idx_y: block[1]; block_idx_z: block[2];
@@ -850,6 +881,18 @@ impl RegionThread {
     pub fn thread_rank(self) -> u32 {
         let ([x, y, z], [bx, by, _]) = (self.thread, self.block_dim);
         x + bx * (y + by * z)
+    }
+
+    #[allow(missing_docs)]
+    #[inline(always)]
+    pub fn lane_id(self) -> u32 {
+        self.thread_rank() % CPU_WARP_SIZE
+    }
+
+    #[allow(missing_docs)]
+    #[inline(always)]
+    pub fn warp_id(self) -> u32 {
+        self.thread_rank() / CPU_WARP_SIZE
     }
 
     #[allow(missing_docs)]
@@ -901,20 +944,78 @@ pub fn for_each_thread_in(
         (from.min(to as usize) as u32, to)
     };
     let ((x_from, x_to), (y_from, y_to)) = (clamp(x, bx), clamp(y, by));
+    let block_at = RegionThread {
+        thread: [0; 3],
+        block,
+        block_dim,
+        grid_dim,
+    };
     for z in 0..bz {
         for y in y_from..y_to {
             let row = ((z * by + y) * bx) as usize;
             for x in x_from..x_to {
-                THREAD.set([x, y, z]);
-                let at = RegionThread {
-                    thread: [x, y, z],
-                    block,
-                    block_dim,
-                    grid_dim,
-                };
-                region(row + x as usize, at);
+                region(row + x as usize, block_at.enter([x, y, z]));
             }
         }
+    }
+}
+
+/// The ranks from the first to past the last thread of the block whose `guard` slot is true
+/// (`(0, 0)` for none): where [`for_each_thread_span`] runs a branch of an `if` around warp
+/// operations. Read 8 slots at a time.
+///
+/// # Safety
+///
+/// `guard` came from [`lanes`] for this block (64-byte aligned) and every slot was written.
+#[inline(always)]
+pub unsafe fn guard_span(guard: *mut bool) -> (usize, usize) {
+    let [bx, by, bz] = BLOCK_DIM.get();
+    let threads = (bx * by * bz) as usize;
+    // SAFETY: this function's contract; a `bool` is one byte, 0 or 1.
+    let bytes = unsafe { core::slice::from_raw_parts(guard.cast::<u8>(), threads) };
+    let (words, tail) = bytes.as_chunks::<8>();
+    let word = |w: &[u8; 8]| u64::from_ne_bytes(*w) != 0;
+    let first = match words.iter().position(word) {
+        Some(w) => w * 8 + bytes[w * 8..].iter().position(|b| *b != 0).unwrap_or(0),
+        None => match tail.iter().position(|b| *b != 0) {
+            Some(b) => words.len() * 8 + b,
+            None => return (0, 0),
+        },
+    };
+    let last = match tail.iter().rposition(|b| *b != 0) {
+        Some(b) => words.len() * 8 + b,
+        None => {
+            let w = words.iter().rposition(word).unwrap_or(0);
+            w * 8 + words[w].iter().rposition(|b| *b != 0).unwrap_or(0)
+        }
+    };
+    (first, last + 1)
+}
+
+/// [`for_each_thread`] for the threads of rank `from..to` only: the region form runs a
+/// branch of an `if` around warp operations over the ranks its guard let in (`if warp_id()
+/// == 0`: the first warp's).
+#[inline(always)]
+pub fn for_each_thread_span(from: usize, to: usize, mut region: impl FnMut(usize, RegionThread)) {
+    let block_dim = BLOCK_DIM.get();
+    let (block, grid_dim) = (BLOCK.get(), GRID_DIM.get());
+    let block_at = RegionThread {
+        thread: [0; 3],
+        block,
+        block_dim,
+        grid_dim,
+    };
+    let [bx, by, bz] = block_dim.map(|d| d as usize);
+    let to = to.min(bx * by * bz);
+    let mut t = from;
+    while t < to {
+        let (x, row) = (t % bx, t / bx);
+        let end = (t - x + bx).min(to);
+        let (y, z) = ((row % by) as u32, (row / by) as u32);
+        for x in x as u32..(x + end - t) as u32 {
+            region(row * bx + x as usize, block_at.enter([x, y, z]));
+        }
+        t = end;
     }
 }
 
@@ -1009,6 +1110,286 @@ pub fn grid_stride_trips(n: usize) -> usize {
 #[inline(always)]
 pub fn block_stride_trips(n: usize) -> usize {
     n.div_ceil(block_dim_x() as usize)
+}
+
+/// What a warp exchange of the region form computes for each lane from its warp's words
+/// (see [`warp_exchange`]).
+#[derive(Clone, Copy, Debug)]
+pub enum WarpExchange {
+    /// The word of the lane a shuffle of this kind picks (by the lane's argument), or the
+    /// lane's own where that lane is past the warp.
+    Shuffle(Shuffle),
+    /// The mask of the lanes whose word is not zero.
+    Ballot,
+    /// 1 when some lane's word is not zero.
+    Any,
+    /// 1 when every lane's word is not zero.
+    All,
+}
+
+/// What [`warp_put`] was given, for [`warp_take`] to return: the region form keeps it (it has
+/// no bytes) from the put to the take, so the value's type is known at both.
+#[derive(Clone, Copy, Debug)]
+pub struct WarpSlot<T>(core::marker::PhantomData<T>);
+
+/// The region form's half of a warp shuffle before the exchange: thread `t`'s value, as a
+/// word, and its argument (source lane, delta or lane mask).
+///
+/// # Safety
+///
+/// `words` and `args` came from [`lanes`] for this block and `t` is a thread of the block.
+#[inline(always)]
+pub unsafe fn warp_put<T: WarpValue>(
+    words: *mut u64,
+    args: *mut u32,
+    t: usize,
+    value: T,
+    arg: u32,
+) -> WarpSlot<T> {
+    // SAFETY: this function's contract.
+    unsafe {
+        lane_write(words, t, value.__to_word());
+        lane_write(args, t, arg);
+    }
+    WarpSlot(core::marker::PhantomData)
+}
+
+/// The region form's half of a ballot, `warp_any` or `warp_all` before the exchange.
+///
+/// # Safety
+///
+/// As [`warp_put`].
+#[inline(always)]
+pub unsafe fn warp_put_predicate(words: *mut u64, t: usize, predicate: bool) {
+    // SAFETY: this function's contract.
+    unsafe { lane_write(words, t, u64::from(predicate)) }
+}
+
+/// The exchange of a warp operation in the region form, once for the block between the
+/// region that put every thread's word and the one that takes the results: each warp of the
+/// block (32 threads by rank, fewer in a last, partial one) with a thread in `active` (null:
+/// every warp; the others of an `if warp_id() == 0` put nothing) computes `how` from its
+/// lanes' words, as the coroutine path's warp operations do, into the same words.
+///
+/// # Safety
+///
+/// `words` and `args` came from [`lanes`] for this block; `active`, when not null, too, with
+/// every slot written.
+#[inline(always)]
+pub unsafe fn warp_exchange(
+    active: *mut bool,
+    words: *mut u64,
+    args: *const u32,
+    how: WarpExchange,
+) {
+    let [bx, by, bz] = BLOCK_DIM.get();
+    let threads = (bx * by * bz) as usize;
+    let size = CPU_WARP_SIZE as usize;
+    let mut base = 0;
+    while base < threads {
+        let lanes = (threads - base).min(size);
+        // SAFETY: this function's contract.
+        if !unsafe { warp_is_active(active, base, lanes) } {
+            base += size;
+            continue;
+        }
+        let mut warp = [0u64; CPU_WARP_SIZE as usize];
+        // SAFETY: this function's contract: `base + lane` is a thread of the block.
+        unsafe {
+            for (lane, word) in warp.iter_mut().enumerate().take(lanes) {
+                *word = words.add(base + lane).read();
+            }
+            match how {
+                WarpExchange::Shuffle(mode) => {
+                    for lane in 0..lanes {
+                        let arg = args.add(base + lane).read();
+                        let src = source_lane(mode, lane as u32, arg, CPU_WARP_SIZE) as usize;
+                        let got = if src < lanes { warp[src] } else { warp[lane] };
+                        words.add(base + lane).write(got);
+                    }
+                }
+                WarpExchange::Ballot | WarpExchange::Any | WarpExchange::All => {
+                    let mask = warp[..lanes]
+                        .iter()
+                        .enumerate()
+                        .fold(0u64, |mask, (lane, w)| mask | u64::from(*w != 0) << lane);
+                    let result = match how {
+                        WarpExchange::Ballot => mask,
+                        WarpExchange::Any => u64::from(mask != 0),
+                        _ => u64::from(mask == u64::MAX >> (64 - lanes)),
+                    };
+                    for lane in 0..lanes {
+                        words.add(base + lane).write(result);
+                    }
+                }
+            }
+        }
+        base += size;
+    }
+}
+
+/// The butterfly of `warp_sum`, `warp_min` or `warp_max` in the region form, once for the
+/// block between the region that wrote every thread's value into `values` and the one that
+/// reads the results there: each warp of the block with a thread in `active` (null: every
+/// warp) combines its lanes' values with `step` as the coroutine path's xor shuffles do
+/// (offsets from half the warp down to 1; a partner past a partial warp's last lane gives the
+/// lane its own value), so with the same bits.
+///
+/// # Safety
+///
+/// `values` came from [`lanes`] for this block; `active`, when not null, too, with every
+/// slot written.
+#[inline(always)]
+pub unsafe fn warp_butterfly<T: WarpValue>(
+    active: *mut bool,
+    values: *mut T,
+    step: impl Fn(T, T) -> T + Copy,
+) {
+    let [bx, by, bz] = BLOCK_DIM.get();
+    let threads = (bx * by * bz) as usize;
+    let size = CPU_WARP_SIZE as usize;
+    let mut base = 0;
+    while base < threads {
+        // SAFETY: this function's contract: the warp's threads are the block's.
+        unsafe { butterfly_of_warp(active, values, base, (threads - base).min(size), step) };
+        base += size;
+    }
+}
+
+/// [`warp_butterfly`] of the warp of `lanes` threads from `base` on.
+///
+/// # Safety
+///
+/// As [`warp_butterfly`], and the warp's threads are the block's.
+#[inline(always)]
+unsafe fn butterfly_of_warp<T: WarpValue>(
+    active: *mut bool,
+    values: *mut T,
+    base: usize,
+    lanes: usize,
+    step: impl Fn(T, T) -> T,
+) {
+    // SAFETY: this function's contract.
+    if !unsafe { warp_is_active(active, base, lanes) } {
+        return;
+    }
+    let mut offset = CPU_WARP_SIZE as usize / 2;
+    while offset > 0 {
+        // The two lanes of each pair read each other's value from before the step.
+        for low in (0..lanes).filter(|lane| lane & offset == 0) {
+            let high = low + offset;
+            // SAFETY: as above; every bit pattern is a value of `T` (a `WarpValue`: an
+            // integer or a float).
+            unsafe {
+                let mine = values.add(base + low).read();
+                if high < lanes {
+                    let theirs = values.add(base + high).read();
+                    values.add(base + low).write(step(mine, theirs));
+                    values.add(base + high).write(step(theirs, mine));
+                } else {
+                    values.add(base + low).write(step(mine, mine));
+                }
+            }
+        }
+        offset /= 2;
+    }
+}
+
+/// [`warp_butterfly`] of `warp_sum`: a whole warp's butterfly leaves every lane the value its
+/// first lane gets, since each step adds the same two values on both lanes of a pair (integer
+/// and IEEE addition are commutative; a NaN's payload aside), which is the sum down a halving
+/// tree: 31 additions and a copy for a warp, where the butterfly makes 160. A partial warp,
+/// whose lanes past the last add their own values, runs the butterfly.
+///
+/// # Safety
+///
+/// As [`warp_butterfly`].
+#[inline(always)]
+pub unsafe fn warp_sum_tree<T: WarpValue + super::warp::WarpAdd>(
+    active: *mut bool,
+    values: *mut T,
+) {
+    let [bx, by, bz] = BLOCK_DIM.get();
+    let threads = (bx * by * bz) as usize;
+    const SIZE: usize = CPU_WARP_SIZE as usize;
+    let mut base = 0;
+    while base + SIZE <= threads {
+        // SAFETY: this function's contract: the warp's threads are the block's; every bit
+        // pattern is a value of `T`.
+        unsafe {
+            if warp_is_active(active, base, SIZE) {
+                let mut warp: [T; SIZE] = values.add(base).cast::<[T; SIZE]>().read();
+                let mut half = SIZE / 2;
+                while half > 0 {
+                    for lane in 0..half {
+                        warp[lane] = super::warp::warp_sum_step(warp[lane], warp[lane + half]);
+                    }
+                    half /= 2;
+                }
+                values.add(base).cast::<[T; SIZE]>().write([warp[0]; SIZE]);
+            }
+        }
+        base += SIZE;
+    }
+    if base < threads {
+        // SAFETY: this function's contract; a partial warp starts at `base`.
+        unsafe {
+            butterfly_of_warp(
+                active,
+                values,
+                base,
+                threads - base,
+                super::warp::warp_sum_step,
+            )
+        };
+    }
+}
+
+/// Whether a thread of the warp of `lanes` threads from `base` on is in `active` (null:
+/// every thread is).
+///
+/// # Safety
+///
+/// `active`, when not null, came from [`lanes`] for this block with every slot written, and
+/// the warp's threads are the block's.
+#[inline(always)]
+unsafe fn warp_is_active(active: *mut bool, base: usize, lanes: usize) -> bool {
+    // SAFETY: this function's contract.
+    active.is_null() || (0..lanes).any(|lane| unsafe { active.add(base + lane).read() })
+}
+
+/// Thread `t`'s result of a warp shuffle in the region form, after the exchange.
+///
+/// # Safety
+///
+/// `words` came from [`lanes`] for this block, `t` is a thread of the block, and `t` put its
+/// value before the exchange.
+#[inline(always)]
+pub unsafe fn warp_take<T: WarpValue>(words: *mut u64, t: usize, _: WarpSlot<T>) -> T {
+    // SAFETY: this function's contract.
+    T::__from_word(unsafe { lane_read(words, t) })
+}
+
+/// Thread `t`'s ballot in the region form, after the exchange.
+///
+/// # Safety
+///
+/// As [`warp_take`].
+#[inline(always)]
+pub unsafe fn warp_take_mask(words: *mut u64, t: usize) -> u64 {
+    // SAFETY: this function's contract.
+    unsafe { lane_read(words, t) }
+}
+
+/// Thread `t`'s `warp_any` or `warp_all` in the region form, after the exchange.
+///
+/// # Safety
+///
+/// As [`warp_take`].
+#[inline(always)]
+pub unsafe fn warp_take_bool(words: *mut u64, t: usize) -> bool {
+    // SAFETY: this function's contract.
+    unsafe { lane_read(words, t) != 0 }
 }
 
 /// The value of a block-uniform expression (the range or condition of a loop or `if` around

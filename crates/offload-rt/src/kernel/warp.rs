@@ -86,6 +86,12 @@ pub trait WarpValue: Copy + sealed::Sealed {
     fn __shuffle(self, mode: Shuffle, arg: u32) -> Self;
     #[doc(hidden)]
     fn __shuffle_masked(self, mask: u64, mode: Shuffle, arg: u32) -> Self;
+    /// The value as the word a CPU device's lane exchanges.
+    #[doc(hidden)]
+    fn __to_word(self) -> u64;
+    /// The value of a word `__to_word` made (any word gives some value).
+    #[doc(hidden)]
+    fn __from_word(word: u64) -> Self;
 }
 
 macro_rules! warp_values {
@@ -99,6 +105,14 @@ macro_rules! warp_values {
             #[inline(always)]
             fn __shuffle_masked(self, mask: u64, mode: Shuffle, arg: u32) -> Self {
                 <$t>::from_bits_or_cast(arch::$masked(mask, mode, self.to_bits_or_cast(), arg))
+            }
+            #[inline(always)]
+            fn __to_word(self) -> u64 {
+                u64::from(Bits::<$bits>::to_bits_or_cast(self))
+            }
+            #[inline(always)]
+            fn __from_word(word: u64) -> Self {
+                <$t>::from_bits_or_cast(word as $bits)
             }
         }
     )*};
@@ -307,20 +321,50 @@ fn butterfly<T: WarpValue>(value: T, op: impl Fn(T, T) -> T) -> T {
 /// The sum of `value` over the warp, on every lane. Integers wrap on overflow.
 #[inline(always)]
 pub fn warp_sum<T: WarpValue + WarpAdd>(value: T) -> T {
-    butterfly(value, T::warp_add)
+    butterfly(value, warp_sum_step)
 }
 
 /// The largest `value` of the warp, on every lane (for floats, a NaN loses to any number;
 /// between `0.0` and `-0.0` lanes may differ).
 #[inline(always)]
 pub fn warp_max<T: WarpValue + PartialOrd>(value: T) -> T {
-    butterfly(value, |a, b| if b > a || is_nan(a) { b } else { a })
+    butterfly(value, warp_max_step)
 }
 
 /// The smallest `value` of the warp, on every lane (as [`warp_max`] for NaN and zeros).
 #[inline(always)]
 pub fn warp_min<T: WarpValue + PartialOrd>(value: T) -> T {
-    butterfly(value, |a, b| if b < a || is_nan(a) { b } else { a })
+    butterfly(value, warp_min_step)
+}
+
+/// One step of [`warp_sum`]'s butterfly: a lane's value and its partner's. The CPU device's
+/// region form runs the butterfly with these steps too, for the same bits.
+#[doc(hidden)]
+#[inline(always)]
+pub fn warp_sum_step<T: WarpAdd>(mine: T, partner: T) -> T {
+    mine.warp_add(partner)
+}
+
+/// One step of [`warp_max`]'s butterfly (see [`warp_sum_step`]).
+#[doc(hidden)]
+#[inline(always)]
+pub fn warp_max_step<T: PartialOrd + Copy>(mine: T, partner: T) -> T {
+    if partner > mine || is_nan(mine) {
+        partner
+    } else {
+        mine
+    }
+}
+
+/// One step of [`warp_min`]'s butterfly (see [`warp_sum_step`]).
+#[doc(hidden)]
+#[inline(always)]
+pub fn warp_min_step<T: PartialOrd + Copy>(mine: T, partner: T) -> T {
+    if partner < mine || is_nan(mine) {
+        partner
+    } else {
+        mine
+    }
 }
 
 #[inline(always)]

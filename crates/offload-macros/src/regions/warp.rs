@@ -1,0 +1,336 @@
+//! Warp operations in the region form. Before lowering, each warp operation of the body that
+//! is a statement's whole value (`let s = warp_sum(v);`, `v += shuffle_down(v, offset);`,
+//! `mask = ballot(p);`) becomes three statements: the thread's put of its operands into the
+//! block's exchange words, an exchange marker at which the body splits as at a barrier (the
+//! block's warps combine their lanes' words there, once per block), and the take of the
+//! thread's result. `warp_sum`, `warp_min` and `warp_max` become the butterfly of
+//! `shuffle_xor` steps the coroutine path runs, with the same steps, so the same bits.
+//! `sync_warp()` becomes a plain split: every thread of the block finishes the region before
+//! it before any starts the one after. Other uses of warp operations (inside a larger
+//! expression, the `*_masked` forms) keep the coroutine path.
+
+use proc_macro2::{Ident, TokenStream as TokenStream2};
+use quote::{ToTokens, format_ident, quote};
+use syn::{Block, Expr, Stmt};
+
+use super::{WARP_OPS, mentions};
+
+/// The marker call of an exchange: `__offload_warp_exchange(function, arguments…)`, which
+/// runs as `function(arguments…)` once for the block.
+pub(super) const EXCHANGE: &str = "__offload_warp_exchange";
+/// The marker call of a split with no exchange (`sync_warp()`).
+pub(super) const SPLIT: &str = "__offload_warp_split";
+
+/// The exchange storage a rewritten body uses, one per operation: the lowering gives each its
+/// lane storage.
+#[derive(Default)]
+pub(super) struct Exchanges {
+    pub(super) storage: Vec<Storage>,
+}
+
+/// One warp operation's lane storage: its words (of type `ty`, or of the operation's value
+/// type where `None`) and a shuffle's arguments.
+pub(super) struct Storage {
+    pub(super) words: Ident,
+    pub(super) ty: Option<TokenStream2>,
+    pub(super) args: Option<Ident>,
+}
+
+/// `body` with its warp operations rewritten, and the exchange storage it needs; `Err` with
+/// the reason when one cannot be.
+pub(super) fn rewrite(body: &Block) -> Result<(Block, Exchanges), String> {
+    let mut exchanges = Exchanges::default();
+    let stmts = rewrite_list(&body.stmts, &mut exchanges)?;
+    let body = Block {
+        brace_token: body.brace_token,
+        stmts,
+    };
+    if let Some(op) = WARP_OPS
+        .iter()
+        .find(|op| mentions(&body.to_token_stream(), op))
+    {
+        return Err(format!(
+            "it uses a warp operation (`{op}`) inside an expression, not as a statement's value"
+        ));
+    }
+    Ok((body, exchanges))
+}
+
+/// Whether `tokens` hold a split the rewrite made.
+pub(super) fn has_split(tokens: &TokenStream2) -> bool {
+    mentions(tokens, EXCHANGE) || mentions(tokens, SPLIT)
+}
+
+/// The exchange or split marker `call` is, if any.
+pub(super) fn marker(call: &syn::ExprCall) -> Option<&'static str> {
+    let Expr::Path(p) = &*call.func else {
+        return None;
+    };
+    let ident = p.path.get_ident()?;
+    [EXCHANGE, SPLIT].into_iter().find(|m| ident == m)
+}
+
+fn rewrite_list(stmts: &[Stmt], exchanges: &mut Exchanges) -> Result<Vec<Stmt>, String> {
+    let mut out = Vec::with_capacity(stmts.len());
+    for stmt in stmts {
+        if !WARP_OPS
+            .iter()
+            .any(|op| mentions(&stmt.to_token_stream(), op))
+        {
+            out.push(stmt.clone());
+            continue;
+        }
+        match stmt {
+            Stmt::Local(l) => {
+                let Some(init) = &l.init else {
+                    return Err(unsupported(stmt));
+                };
+                if init.diverge.is_some() {
+                    return Err(unsupported(stmt));
+                }
+                let Some(op) = warp_call(&init.expr)? else {
+                    return Err(unsupported(stmt));
+                };
+                let (attrs, pat) = (&l.attrs, &l.pat);
+                out.extend(expand(
+                    op,
+                    exchanges,
+                    |value| syn::parse_quote!(#(#attrs)* let #pat = #value;),
+                )?);
+            }
+            Stmt::Expr(Expr::Assign(a), Some(_)) => {
+                let Some(op) = warp_call(&a.right)? else {
+                    return Err(unsupported(stmt));
+                };
+                let left = &a.left;
+                out.extend(expand(
+                    op,
+                    exchanges,
+                    |value| syn::parse_quote!(#left = #value;),
+                )?);
+            }
+            Stmt::Expr(e @ Expr::Binary(b), Some(_)) if super::assigns(e) => {
+                let Some(op) = warp_call(&b.right)? else {
+                    return Err(unsupported(stmt));
+                };
+                let (left, operator) = (&b.left, &b.op);
+                out.extend(expand(
+                    op,
+                    exchanges,
+                    |value| syn::parse_quote!(#left #operator #value;),
+                )?);
+            }
+            Stmt::Expr(Expr::Call(c), _) if op_name(c).as_deref() == Some("sync_warp") => {
+                if !c.args.is_empty() {
+                    return Err(unsupported(stmt));
+                }
+                let split = format_ident!("{}", SPLIT);
+                out.push(syn::parse_quote!(#split();));
+            }
+            Stmt::Expr(e, semi) => out.push(Stmt::Expr(rewrite_nested(e, exchanges)?, *semi)),
+            _ => return Err(unsupported(stmt)),
+        }
+    }
+    Ok(out)
+}
+
+/// Why `stmt`'s warp operation keeps the coroutine path: it is inside a larger expression.
+fn unsupported(stmt: &impl ToTokens) -> String {
+    let tokens = stmt.to_token_stream();
+    let op = WARP_OPS
+        .iter()
+        .find(|op| mentions(&tokens, op))
+        .unwrap_or(&"a warp operation");
+    format!("it uses a warp operation (`{op}`) inside an expression, not as a statement's value")
+}
+
+/// A statement that holds statements (`if`, loops, blocks) with its lists rewritten; its
+/// conditions and ranges must hold no warp operation.
+fn rewrite_nested(expr: &Expr, exchanges: &mut Exchanges) -> Result<Expr, String> {
+    let clean = |e: &Expr| -> Result<(), String> {
+        match WARP_OPS
+            .iter()
+            .find(|op| mentions(&e.to_token_stream(), op))
+        {
+            Some(op) => Err(format!(
+                "it uses a warp operation (`{op}`) in the condition or range of a loop or `if`"
+            )),
+            None => Ok(()),
+        }
+    };
+    let block = |b: &Block, exchanges: &mut Exchanges| -> Result<Block, String> {
+        Ok(Block {
+            brace_token: b.brace_token,
+            stmts: rewrite_list(&b.stmts, exchanges)?,
+        })
+    };
+    let mut out = expr.clone();
+    match &mut out {
+        Expr::If(i) => {
+            clean(&i.cond)?;
+            i.then_branch = block(&i.then_branch, exchanges)?;
+            if let Some((_, e)) = &mut i.else_branch {
+                **e = rewrite_nested(e, exchanges)?;
+            }
+        }
+        Expr::ForLoop(f) => {
+            clean(&f.expr)?;
+            f.body = block(&f.body, exchanges)?;
+        }
+        Expr::While(w) => {
+            clean(&w.cond)?;
+            w.body = block(&w.body, exchanges)?;
+        }
+        Expr::Loop(l) => l.body = block(&l.body, exchanges)?,
+        Expr::Block(b) => b.block = block(&b.block, exchanges)?,
+        Expr::Unsafe(u) => u.block = block(&u.block, exchanges)?,
+        _ => return Err(unsupported(expr)),
+    }
+    Ok(out)
+}
+
+/// A call of one of the warp operations the rewrite takes, with its arguments.
+struct WarpCall {
+    name: String,
+    args: Vec<Expr>,
+}
+
+/// `expr` (maybe in parentheses) as a warp operation's call; `Err` for a masked one.
+fn warp_call(expr: &Expr) -> Result<Option<WarpCall>, String> {
+    let mut expr = expr;
+    while let Expr::Paren(p) = expr {
+        expr = &p.expr;
+    }
+    let Expr::Call(c) = expr else {
+        return Ok(None);
+    };
+    let Some(name) = op_name(c) else {
+        return Ok(None);
+    };
+    if name.ends_with("_masked") {
+        return Err(format!(
+            "it uses a masked warp operation (`{name}`), which the region form does not take"
+        ));
+    }
+    let args: Vec<Expr> = c.args.iter().cloned().collect();
+    if args
+        .iter()
+        .any(|a| WARP_OPS.iter().any(|op| mentions(&a.to_token_stream(), op)))
+    {
+        return Err(unsupported(expr));
+    }
+    Ok(Some(WarpCall { name, args }))
+}
+
+/// The warp operation `call` calls (the last segment of its path), if it is one.
+fn op_name(call: &syn::ExprCall) -> Option<String> {
+    let Expr::Path(p) = &*call.func else {
+        return None;
+    };
+    let name = p.path.segments.last()?.ident.to_string();
+    WARP_OPS.contains(&name.as_str()).then_some(name)
+}
+
+/// The statements of one warp operation: `finish` makes the statement that takes the
+/// operation's value.
+fn expand(
+    op: WarpCall,
+    exchanges: &mut Exchanges,
+    finish: impl FnOnce(TokenStream2) -> Stmt,
+) -> Result<Vec<Stmt>, String> {
+    if let Some(want) = match op.name.as_str() {
+        "shuffle_idx" | "shuffle_up" | "shuffle_down" | "shuffle_xor" => Some(2),
+        "ballot" | "warp_any" | "warp_all" | "warp_sum" | "warp_min" | "warp_max" => Some(1),
+        _ => None,
+    } && op.args.len() != want
+    {
+        return Err(format!(
+            "it calls `{}` with {} arguments",
+            op.name,
+            op.args.len()
+        ));
+    }
+    let n = exchanges.storage.len();
+    let words = format_ident!("__offload_warp_words_{}", n);
+    let args = format_ident!("__offload_warp_args_{}", n);
+    let slot = format_ident!("__offload_warp_slot_{}", n);
+    let exchange = format_ident!("{}", EXCHANGE);
+    let private = quote!(::offload_rt::__private);
+    let mut out: Vec<Stmt> = Vec::new();
+    match op.name.as_str() {
+        "shuffle_idx" | "shuffle_up" | "shuffle_down" | "shuffle_xor" => {
+            let mode = format_ident!(
+                "{}",
+                match op.name.as_str() {
+                    "shuffle_idx" => "Idx",
+                    "shuffle_up" => "Up",
+                    "shuffle_down" => "Down",
+                    _ => "Xor",
+                }
+            );
+            exchanges.storage.push(Storage {
+                words: words.clone(),
+                ty: Some(quote!(u64)),
+                args: Some(args.clone()),
+            });
+            let (value, arg) = (&op.args[0], &op.args[1]);
+            out.push(syn::parse_quote! {
+                let #slot = #private::warp_put(#words, #args, __offload_t, #value, #arg);
+            });
+            out.push(syn::parse_quote! {
+                #exchange(#private::warp_exchange, #words, #args,
+                    #private::WarpExchange::Shuffle(#private::Shuffle::#mode));
+            });
+            out.push(finish(
+                quote!(#private::warp_take(#words, __offload_t, #slot)),
+            ));
+        }
+        "ballot" | "warp_any" | "warp_all" => {
+            exchanges.storage.push(Storage {
+                words: words.clone(),
+                ty: Some(quote!(u64)),
+                args: None,
+            });
+            let predicate = &op.args[0];
+            let (how, taken) = match op.name.as_str() {
+                "ballot" => (quote!(Ballot), quote!(warp_take_mask)),
+                "warp_any" => (quote!(Any), quote!(warp_take_bool)),
+                _ => (quote!(All), quote!(warp_take_bool)),
+            };
+            out.push(syn::parse_quote! {
+                #private::warp_put_predicate(#words, __offload_t, #predicate);
+            });
+            out.push(syn::parse_quote! {
+                #exchange(#private::warp_exchange, #words, ::core::ptr::null(),
+                    #private::WarpExchange::#how);
+            });
+            out.push(finish(quote!(#private::#taken(#words, __offload_t))));
+        }
+        "warp_sum" | "warp_min" | "warp_max" => {
+            // The values themselves in the storage (its type inferred from them), and the
+            // whole butterfly in one exchange.
+            exchanges.storage.push(Storage {
+                words: words.clone(),
+                ty: None,
+                args: None,
+            });
+            let step = format_ident!("{}_step", op.name);
+            let value = &op.args[0];
+            out.push(syn::parse_quote! {
+                #private::lane_write(#words, __offload_t, #value);
+            });
+            out.push(if op.name == "warp_sum" {
+                syn::parse_quote!(#exchange(#private::warp_sum_tree, #words);)
+            } else {
+                syn::parse_quote!(#exchange(#private::warp_butterfly, #words, #private::#step);)
+            });
+            out.push(finish(quote!(#private::lane_read(#words, __offload_t))));
+        }
+        other => {
+            return Err(format!(
+                "it uses a warp operation (`{other}`) the region form does not take"
+            ));
+        }
+    }
+    Ok(out)
+}
