@@ -2065,6 +2065,24 @@ fn changes_outer_local(body: &Block, scope: &[Var]) -> bool {
     changes.found
 }
 
+/// Whether `op` is `+=`, `-=` or another compound assignment.
+fn is_compound_assignment(op: &syn::BinOp) -> bool {
+    use syn::BinOp::*;
+    matches!(
+        op,
+        AddAssign(_)
+            | SubAssign(_)
+            | MulAssign(_)
+            | DivAssign(_)
+            | RemAssign(_)
+            | BitXorAssign(_)
+            | BitAndAssign(_)
+            | BitOrAssign(_)
+            | ShlAssign(_)
+            | ShrAssign(_)
+    )
+}
+
 /// Whether `expr` assigns anything (the uniform parts are evaluated for one thread only).
 fn assigns(expr: &Expr) -> bool {
     struct Assigns(bool);
@@ -2073,20 +2091,7 @@ fn assigns(expr: &Expr) -> bool {
             self.0 = true;
         }
         fn visit_expr_binary(&mut self, b: &'ast syn::ExprBinary) {
-            use syn::BinOp::*;
-            if matches!(
-                b.op,
-                AddAssign(_)
-                    | SubAssign(_)
-                    | MulAssign(_)
-                    | DivAssign(_)
-                    | RemAssign(_)
-                    | BitXorAssign(_)
-                    | BitAndAssign(_)
-                    | BitOrAssign(_)
-                    | ShlAssign(_)
-                    | ShrAssign(_)
-            ) {
+            if is_compound_assignment(&b.op) {
                 self.0 = true;
             }
             syn::visit::visit_expr_binary(self, b);
@@ -2508,12 +2513,16 @@ mod tests {
         }));
         assert!(r.contains("closure") && r.contains("`read`"), "{r}");
         let r = reason(plan_of(
-            quote! { let v = warp_sum(1u32) + 1; sync_threads(); },
+            quote! { let v = if n > 0 { warp_sum(1u32) } else { 0 }; },
         ));
+        assert!(r.contains("`warp_sum`") && r.contains("expression"), "{r}");
+        let r = reason(plan_of(quote! { let v = record(n) + warp_sum(1u32); }));
         assert!(
-            r.contains("warp operation") && r.contains("expression"),
+            r.contains("`warp_sum`") && r.contains("after a call"),
             "{r}"
         );
+        let r = reason(plan_of(quote! { let v = n > 0 && warp_any(true); }));
+        assert!(r.contains("`warp_any`") && r.contains("`&&`"), "{r}");
         let r = reason(plan_of(quote! { let v = shuffle_down_masked(3, 1u32, 1); }));
         assert!(r.contains("`shuffle_down_masked`"), "{r}");
         let r = reason(plan_of(quote! {
@@ -2527,6 +2536,40 @@ mod tests {
         assert!(
             r.contains("`return`") && r.contains("warp operations"),
             "{r}"
+        );
+    }
+
+    #[test]
+    fn warp_operations_split_into_regions_and_exchanges() {
+        let block = regions(plan_of(quote! {
+            let v = thread_idx_x();
+            let mut offset = warp_size() / 2;
+            let mut w = v;
+            while offset > 0 {
+                w += shuffle_down(w, offset);
+                offset /= 2;
+            }
+            let t = warp_sum(v) / 2 + u32::from(warp_any(v > 3));
+            if warp_id() == 0 {
+                let m = warp_max(v);
+                sync_warp();
+            }
+        }));
+        // A shuffle's exchange in the block's loop, the sum's tree, the `any`'s ballot.
+        for call in [
+            "warp_exchange (",
+            "WarpExchange :: Shuffle (:: offload_rt :: __private :: Shuffle :: Down)",
+            "warp_sum_tree (",
+            "WarpExchange :: Any",
+            "warp_butterfly (",
+            "for_each_thread_span (",
+        ] {
+            assert!(block.contains(call), "{call}: {block}");
+        }
+        // The `if warp_id() == 0` branch's exchange runs for its guard's warps.
+        assert!(
+            block.contains("warp_butterfly (__offload_guard_"),
+            "{block}"
         );
     }
 

@@ -1935,7 +1935,7 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
     assert!(
         notes[2]
             .1
-            .contains("warp operation (`shuffle_idx`) inside an expression"),
+            .contains("warp operation (`shuffle_idx`) after a call or assignment"),
         "{}",
         notes[2].1
     );

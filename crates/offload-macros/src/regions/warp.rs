@@ -26,6 +26,8 @@ pub(super) const SPLIT: &str = "__offload_warp_split";
 #[derive(Default)]
 pub(super) struct Exchanges {
     pub(super) storage: Vec<Storage>,
+    /// How many warp operations were taken out of larger expressions (see [`hoist`]).
+    hoisted: usize,
 }
 
 /// One warp operation's lane storage: its words (of type `ty`, or of the operation's value
@@ -89,7 +91,8 @@ fn rewrite_list(stmts: &[Stmt], exchanges: &mut Exchanges) -> Result<Vec<Stmt>, 
                     return Err(unsupported(stmt));
                 }
                 let Some(op) = warp_call(&init.expr)? else {
-                    return Err(unsupported(stmt));
+                    out.extend(hoist(stmt, exchanges)?);
+                    continue;
                 };
                 let (attrs, pat) = (&l.attrs, &l.pat);
                 out.extend(expand(
@@ -100,7 +103,8 @@ fn rewrite_list(stmts: &[Stmt], exchanges: &mut Exchanges) -> Result<Vec<Stmt>, 
             }
             Stmt::Expr(Expr::Assign(a), Some(_)) => {
                 let Some(op) = warp_call(&a.right)? else {
-                    return Err(unsupported(stmt));
+                    out.extend(hoist(stmt, exchanges)?);
+                    continue;
                 };
                 let left = &a.left;
                 out.extend(expand(
@@ -111,7 +115,8 @@ fn rewrite_list(stmts: &[Stmt], exchanges: &mut Exchanges) -> Result<Vec<Stmt>, 
             }
             Stmt::Expr(e @ Expr::Binary(b), Some(_)) if super::assigns(e) => {
                 let Some(op) = warp_call(&b.right)? else {
-                    return Err(unsupported(stmt));
+                    out.extend(hoist(stmt, exchanges)?);
+                    continue;
                 };
                 let (left, operator) = (&b.left, &b.op);
                 out.extend(expand(
@@ -127,7 +132,16 @@ fn rewrite_list(stmts: &[Stmt], exchanges: &mut Exchanges) -> Result<Vec<Stmt>, 
                 let split = format_ident!("{}", SPLIT);
                 out.push(syn::parse_quote!(#split();));
             }
-            Stmt::Expr(e, semi) => out.push(Stmt::Expr(rewrite_nested(e, exchanges)?, *semi)),
+            Stmt::Expr(
+                e @ (Expr::If(_)
+                | Expr::ForLoop(_)
+                | Expr::While(_)
+                | Expr::Loop(_)
+                | Expr::Block(_)
+                | Expr::Unsafe(_)),
+                semi,
+            ) => out.push(Stmt::Expr(rewrite_nested(e, exchanges)?, *semi)),
+            Stmt::Expr(_, Some(_)) => out.extend(hoist(stmt, exchanges)?),
             _ => return Err(unsupported(stmt)),
         }
     }
@@ -187,6 +201,172 @@ fn rewrite_nested(expr: &Expr, exchanges: &mut Exchanges) -> Result<Expr, String
         _ => return Err(unsupported(expr)),
     }
     Ok(out)
+}
+
+/// `stmt` (a `let`, an assignment or an expression statement) with each warp operation in it
+/// taken out into a `let` of its own before it, which [`expand`]s as a statement's whole value:
+/// `let t = warp_sum(v) / n;` as `let w = warp_sum(v); let t = w / n;`. The operations then
+/// run before the rest of the statement, which is the same where everything the statement
+/// evaluates before an operation (left of it) has no effect: reads of locals, literals,
+/// arithmetic, the index functions and the pure methods of numbers. An operation on a path the
+/// statement may not take (a branch of `&&`, `||`, an `if` or a `match`; a closure) is not
+/// taken out, and the statement keeps the coroutine path.
+fn hoist(stmt: &Stmt, exchanges: &mut Exchanges) -> Result<Vec<Stmt>, String> {
+    let mut rewritten = stmt.clone();
+    let mut hoisting = Hoisting {
+        effect: false,
+        calls: Vec::new(),
+        next: exchanges.hoisted,
+        failed: None,
+    };
+    match &mut rewritten {
+        Stmt::Local(l) => {
+            if let Some(init) = &mut l.init {
+                hoisting.walk(&mut init.expr);
+            }
+        }
+        Stmt::Expr(Expr::Assign(a), _) if is_local(&a.left) => hoisting.walk(&mut a.right),
+        Stmt::Expr(e @ Expr::Binary(_), _) if super::assigns(e) => {
+            let Expr::Binary(b) = e else { unreachable!() };
+            if !is_local(&b.left) {
+                return Err(unsupported(stmt));
+            }
+            hoisting.walk(&mut b.right);
+        }
+        Stmt::Expr(e, _) => hoisting.walk(e),
+        _ => return Err(unsupported(stmt)),
+    }
+    if let Some(reason) = hoisting.failed {
+        return Err(reason);
+    }
+    exchanges.hoisted = hoisting.next;
+    let mut out = Vec::new();
+    for (name, call) in hoisting.calls {
+        out.extend(expand(
+            call,
+            exchanges,
+            |value| syn::parse_quote!(let #name = #value;),
+        )?);
+    }
+    out.push(rewritten);
+    Ok(out)
+}
+
+/// Whether `place` is a local's name (assigning it evaluates nothing).
+fn is_local(place: &Expr) -> bool {
+    matches!(place, Expr::Path(p) if p.path.get_ident().is_some())
+}
+
+/// The state of [`hoist`]'s walk of an expression in evaluation order.
+struct Hoisting {
+    /// Whether something with an effect was evaluated before the point reached.
+    effect: bool,
+    /// The operations taken out, with the locals that replace them.
+    calls: Vec<(Ident, WarpCall)>,
+    next: usize,
+    failed: Option<String>,
+}
+
+/// Free functions of no effect an expression before a warp operation may call.
+const PURE_FNS: &[&str] = &["from", "min", "max"];
+
+impl Hoisting {
+    fn fail(&mut self, e: &Expr, why: &str) {
+        let op = WARP_OPS
+            .iter()
+            .find(|op| mentions(&e.to_token_stream(), op))
+            .unwrap_or(&"a warp operation");
+        self.failed
+            .get_or_insert(format!("it uses a warp operation (`{op}`) {why}"));
+    }
+
+    fn holds_warp_op(e: &Expr) -> bool {
+        WARP_OPS.iter().any(|op| mentions(&e.to_token_stream(), op))
+    }
+
+    /// Walks `e` in evaluation order, replacing the warp operations it takes out.
+    fn walk(&mut self, e: &mut Expr) {
+        if self.failed.is_some() {
+            return;
+        }
+        match e {
+            Expr::Lit(_) | Expr::Path(_) => {}
+            Expr::Paren(p) => self.walk(&mut p.expr),
+            Expr::Group(g) => self.walk(&mut g.expr),
+            Expr::Cast(c) => self.walk(&mut c.expr),
+            Expr::Unary(u) => self.walk(&mut u.expr),
+            Expr::Field(f) => self.walk(&mut f.base),
+            Expr::Reference(r) => self.walk(&mut r.expr),
+            Expr::Index(i) => {
+                self.walk(&mut i.expr);
+                self.walk(&mut i.index);
+            }
+            Expr::Tuple(t) => t.elems.iter_mut().for_each(|e| self.walk(e)),
+            Expr::Array(a) => a.elems.iter_mut().for_each(|e| self.walk(e)),
+            Expr::Binary(b) if matches!(b.op, syn::BinOp::And(_) | syn::BinOp::Or(_)) => {
+                self.walk(&mut b.left);
+                if Self::holds_warp_op(&b.right) {
+                    let right = (*b.right).clone();
+                    self.fail(&right, "on a branch of `&&` or `||`");
+                }
+            }
+            Expr::Binary(b) if !super::is_compound_assignment(&b.op) => {
+                self.walk(&mut b.left);
+                self.walk(&mut b.right);
+            }
+            Expr::Call(c) => {
+                let op = op_name(c);
+                if op.is_some() {
+                    let call = Expr::Call(c.clone());
+                    if self.effect {
+                        self.fail(&call, "after a call or assignment in the same statement");
+                        return;
+                    }
+                    match warp_call(&call) {
+                        Ok(Some(op)) => {
+                            let name = format_ident!("__offload_warp_value_{}", self.next);
+                            self.next += 1;
+                            *e = syn::parse_quote!(#name);
+                            self.calls.push((name, op));
+                        }
+                        Ok(None) => self.fail(&call, "inside an expression"),
+                        Err(reason) => {
+                            self.failed.get_or_insert(reason);
+                        }
+                    }
+                    return;
+                }
+                self.walk(&mut c.func);
+                c.args.iter_mut().for_each(|a| self.walk(a));
+                let pure = matches!(&*c.func, Expr::Path(p) if p.path.segments.last()
+                .is_some_and(|s| {
+                    let name = s.ident.to_string();
+                    PURE_FNS.contains(&name.as_str())
+                        || super::THREAD_FNS.contains(&name.as_str())
+                        || super::BLOCK_FNS.contains(&name.as_str())
+                }));
+                self.effect |= !pure;
+            }
+            Expr::MethodCall(m) => {
+                self.walk(&mut m.receiver);
+                m.args.iter_mut().for_each(|a| self.walk(a));
+                let name = m.method.to_string();
+                self.effect |= !(super::PURE_METHODS.contains(&name.as_str())
+                    || ["is_multiple_of", "from_bits"].contains(&name.as_str()));
+            }
+            _ => {
+                if Self::holds_warp_op(e) {
+                    let whole = e.clone();
+                    self.fail(
+                        &whole,
+                        "inside an expression of a kind the region form does not take apart",
+                    );
+                } else {
+                    self.effect = true;
+                }
+            }
+        }
+    }
 }
 
 /// A call of one of the warp operations the rewrite takes, with its arguments.
