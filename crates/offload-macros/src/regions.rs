@@ -2554,11 +2554,13 @@ mod tests {
                 let m = warp_max(v);
                 sync_warp();
             }
+            unsafe { *out.add(v as usize) = shuffle_idx(t, 0) }
         }));
         // A shuffle's exchange in the block's loop, the sum's tree, the `any`'s ballot.
         for call in [
             "warp_exchange (",
             "WarpExchange :: Shuffle (:: offload_rt :: __private :: Shuffle :: Down)",
+            "WarpExchange :: Shuffle (:: offload_rt :: __private :: Shuffle :: Idx)",
             "warp_sum_tree (",
             "WarpExchange :: Any",
             "warp_butterfly (",

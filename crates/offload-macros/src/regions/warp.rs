@@ -1,13 +1,13 @@
-//! Warp operations in the region form. Before lowering, each warp operation of the body that
-//! is a statement's whole value (`let s = warp_sum(v);`, `v += shuffle_down(v, offset);`,
-//! `mask = ballot(p);`) becomes three statements: the thread's put of its operands into the
-//! block's exchange words, an exchange marker at which the body splits as at a barrier (the
-//! block's warps combine their lanes' words there, once per block), and the take of the
-//! thread's result. `warp_sum`, `warp_min` and `warp_max` become the butterfly of
-//! `shuffle_xor` steps the coroutine path runs, with the same steps, so the same bits.
-//! `sync_warp()` becomes a plain split: every thread of the block finishes the region before
-//! it before any starts the one after. Other uses of warp operations (inside a larger
-//! expression, the `*_masked` forms) keep the coroutine path.
+//! Warp operations in the region form. Before lowering, each warp operation of the body
+//! becomes three statements: the thread's put of its operands into the block's exchange
+//! storage, an exchange marker at which the body splits as at a barrier (the block's warps
+//! combine their lanes' values there, once per block: `kernel::cpu::warp_exchange` for
+//! shuffles and votes, a halving tree or the butterfly for `warp_sum`, `warp_min` and
+//! `warp_max`, with the coroutine path's bits), and the take of the thread's result. An
+//! operation that is not a statement's whole value (`let t = warp_sum(v) / n;`) is first taken
+//! out into a `let` of its own ([`hoist`]). `sync_warp()` becomes a plain split: every thread
+//! of the block finishes the region before it before any starts the one after. The `*_masked`
+//! forms, and operations that cannot be taken out of their statement, keep the coroutine path.
 
 use proc_macro2::{Ident, TokenStream as TokenStream2};
 use quote::{ToTokens, format_ident, quote};
@@ -101,7 +101,7 @@ fn rewrite_list(stmts: &[Stmt], exchanges: &mut Exchanges) -> Result<Vec<Stmt>, 
                     |value| syn::parse_quote!(#(#attrs)* let #pat = #value;),
                 )?);
             }
-            Stmt::Expr(Expr::Assign(a), Some(_)) => {
+            Stmt::Expr(Expr::Assign(a), _) => {
                 let Some(op) = warp_call(&a.right)? else {
                     out.extend(hoist(stmt, exchanges)?);
                     continue;
@@ -113,7 +113,7 @@ fn rewrite_list(stmts: &[Stmt], exchanges: &mut Exchanges) -> Result<Vec<Stmt>, 
                     |value| syn::parse_quote!(#left = #value;),
                 )?);
             }
-            Stmt::Expr(e @ Expr::Binary(b), Some(_)) if super::assigns(e) => {
+            Stmt::Expr(Expr::Binary(b), _) if super::is_compound_assignment(&b.op) => {
                 let Some(op) = warp_call(&b.right)? else {
                     out.extend(hoist(stmt, exchanges)?);
                     continue;
