@@ -123,8 +123,10 @@ fn examples_embed_every_image_and_llvm_tools_read_them() {
 }
 
 /// The CPU device is not tied to x86_64: the examples cross-built for aarch64 Linux (the CPU
-/// of Grace Hopper machines) carry an aarch64 CPU image, and run under qemu with the results
-/// each example checks against its own host loop.
+/// of Grace Hopper machines) carry aarch64 CPU images, the baseline and the SVE level, and run
+/// under qemu with the results each example checks against its own host loop: the SVE image
+/// on qemu's CPU (which has SVE and SVE2), the baseline on a Cortex-A72 (which has neither) and
+/// where `OFFLOAD_CPU_LEVEL` says so, with the same output each time.
 #[test]
 fn examples_cross_built_for_aarch64_run_under_qemu() {
     const TRIPLE: &str = "aarch64-unknown-linux-gnu";
@@ -137,7 +139,13 @@ fn examples_cross_built_for_aarch64_run_under_qemu() {
     let target_s = target.to_string_lossy().into_owned();
     let mut build = Command::new(env!("CARGO_BIN_EXE_cargo-offload"));
     build
-        .args(["offload", "build", "--offload-arch", "host", "--release"])
+        .args([
+            "offload",
+            "build",
+            "--offload-arch",
+            "host,aarch64-sve",
+            "--release",
+        ])
         .args(["-p", "saxpy", "-p", "reduce", "--target", TRIPLE])
         .args(["--target-dir", &target_s])
         .env("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER", &gcc)
@@ -157,23 +165,50 @@ fn examples_cross_built_for_aarch64_run_under_qemu() {
             "cargo offload inspect",
         );
         let images: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let archs: Vec<&str> = (0..2).filter_map(|i| images[i]["arch"].as_str()).collect();
         assert_eq!(images[0]["triple"], TRIPLE, "{json}");
-        assert_eq!(images[0]["arch"], "host", "{json}");
+        assert_eq!(archs, ["host", "aarch64-sve"], "{json}");
 
-        let run = Command::new(&qemu)
-            .arg("-L")
-            .arg(offload_toolchain::AARCH64_SYSROOT)
-            .arg(&exe)
-            .env("OFFLOAD_LOG", "1")
-            .output()
-            .unwrap();
-        let stdout = check(&run, &format!("qemu-aarch64 {example}"));
-        let stderr = String::from_utf8_lossy(&run.stderr);
-        assert!(stdout.contains(" OK"), "{example}: {stdout}");
+        // (qemu's CPU model, OFFLOAD_CPU_LEVEL, the image the runtime must choose)
+        let runs = [
+            (None, None, "aarch64-sve"),
+            (Some("cortex-a72"), None, "host"),
+            (None, Some("host"), "host"),
+        ];
+        let mut outputs = Vec::new();
+        for (cpu, level, want) in runs {
+            let mut run = Command::new(&qemu);
+            if let Some(cpu) = cpu {
+                run.args(["-cpu", cpu]);
+            }
+            run.arg("-L")
+                .arg(offload_toolchain::AARCH64_SYSROOT)
+                .arg(&exe)
+                .env("OFFLOAD_LOG", "1")
+                .env_remove("OFFLOAD_CPU_LEVEL");
+            if let Some(level) = level {
+                run.env("OFFLOAD_CPU_LEVEL", level);
+            }
+            let run = run.output().unwrap();
+            let what = format!("qemu-aarch64 {example} (cpu {cpu:?}, level {level:?})");
+            let stdout = check(&run, &what);
+            let stderr = String::from_utf8_lossy(&run.stderr);
+            assert!(stdout.contains(" OK"), "{what}: {stdout}");
+            assert!(
+                stderr.contains("CPU image #") && stderr.contains(&format!("({want}) of")),
+                "{what} did not run its {want} image:\n{stdout}\n{stderr}"
+            );
+            // The results, without the lines naming the device and image.
+            let results: Vec<String> = stdout
+                .lines()
+                .filter(|l| !l.starts_with("device:") && !l.starts_with("image:"))
+                .map(str::to_owned)
+                .collect();
+            outputs.push(results);
+        }
         assert!(
-            stdout.contains(&format!("{TRIPLE} host elf"))
-                || stderr.contains(&format!("{TRIPLE} host elf")),
-            "{example} did not run its aarch64 CPU image:\n{stdout}\n{stderr}"
+            outputs.windows(2).all(|w| w[0] == w[1]),
+            "{example}'s output differs between its images: {outputs:#?}"
         );
     }
 }

@@ -136,6 +136,17 @@ pub fn parse_list_with_native(
     origin: &str,
     native: impl FnOnce() -> Result<Native>,
 ) -> Result<Resolved> {
+    parse_list_for_triple(list, origin, host_triple(), native)
+}
+
+/// [`parse_list_with_native`] for a build whose CPU device is `triple` (cargo's `--target`),
+/// which the CPU levels of the list must belong to.
+pub fn parse_list_for_triple(
+    list: &str,
+    origin: &str,
+    triple: &str,
+    native: impl FnOnce() -> Result<Native>,
+) -> Result<Resolved> {
     let (gpus, note) = if mentions_native(list) {
         let (gpus, why) = match native()? {
             Native::Found(gpus) => (gpus, "no GPU found".to_owned()),
@@ -153,7 +164,7 @@ pub fn parse_list_with_native(
         let expanded = match item {
             NATIVE if gpus.is_empty() => vec![OffloadArch::HOST],
             NATIVE => gpus.clone(),
-            _ => vec![parse_one(item, origin)?],
+            _ => vec![parse_one(item, origin, triple)?],
         };
         for arch in expanded {
             if !archs.contains(&arch) {
@@ -202,7 +213,7 @@ pub fn parse_found(names: &[String]) -> (Vec<OffloadArch>, Vec<String>) {
     let mut archs = Vec::new();
     let mut notes = Vec::new();
     for name in names {
-        match parse_one(name, "the GPUs found") {
+        match parse_one(name, "the GPUs found", host_triple()) {
             Ok(OffloadArch::Host(_)) | Err(_) => notes.push(format!(
                 "`{NATIVE}`: a GPU of this machine is `{name}`, which is no offload architecture \
                  this build knows; left out"
@@ -217,15 +228,14 @@ pub fn parse_found(names: &[String]) -> (Vec<OffloadArch>, Vec<String>) {
 /// One architecture as an image names it (`sm_80`, `gfx942:xnack+`, `host`, `x86-64-v3`):
 /// unlike [`parse_list`], a CPU level comes alone, without the baseline a list adds.
 pub fn parse_arch(name: &str, origin: &str) -> Result<OffloadArch> {
-    parse_one(name.trim(), origin)
+    parse_one(name.trim(), origin, host_triple())
 }
 
-fn parse_one(item: &str, origin: &str) -> Result<OffloadArch> {
+fn parse_one(item: &str, origin: &str, triple: &str) -> Result<OffloadArch> {
     if item == HOST_ARCH || item == "cpu" {
         return Ok(OffloadArch::HOST);
     }
     if let Some(level) = CpuLevel::from_arch(item) {
-        let triple = host_triple();
         return match level.cpu_arch() {
             Some(arch) if !triple.starts_with(&format!("{arch}-")) => Err(Error::InvalidArch {
                 name: item.to_owned(),
@@ -268,8 +278,8 @@ fn unknown(item: &str, origin: &str) -> Error {
     };
     let levels: Vec<&str> = CpuLevel::ALL[1..].iter().map(|l| l.name()).collect();
     let known = format!(
-        "{HOST_ARCH}, {NATIVE}, {}, {}, {}",
-        family(&levels, "CPU levels"),
+        "{HOST_ARCH}, {NATIVE}, CPU levels ({}), {}, {}",
+        levels.join(", "),
         family(&nvidia, "NVIDIA `sm_XX`"),
         family(&amd, "AMD `gfxNNN`")
     );
@@ -437,7 +447,7 @@ mod tests {
         assert!(msg.contains("AMD `gfxNNN` (gfx600"), "{msg}");
         assert!(msg.contains("host, native"), "{msg}");
         assert!(
-            msg.contains("3 CPU levels (x86-64-v2 … x86-64-v4)"),
+            msg.contains("CPU levels (x86-64-v2, x86-64-v3, x86-64-v4, aarch64-sve, aarch64-sve2)"),
             "{msg}"
         );
     }

@@ -43,6 +43,9 @@ pub fn build(
     if let Some(cpu) = level.target_cpu() {
         flags.push(format!("-Ctarget-cpu={cpu}"));
     }
+    if let Some(features) = level.target_features() {
+        flags.push(format!("-Ctarget-feature={features}"));
+    }
     let checks = nested::KernelChecks::from_env(env);
     let toolchain = nested::CpuToolchain::find(env)?;
     // An image under AddressSanitizer: its own target directory, so that the plain image's

@@ -85,7 +85,7 @@ pub mod tooling {
     pub mod arch {
         pub use crate::arch::{
             Native, OffloadArch, host_triple, mentions_native, parse_found, parse_list,
-            parse_list_with_native,
+            parse_list_for_triple, parse_list_with_native,
         };
     }
     /// External commands.

@@ -439,7 +439,7 @@ fn build_or_run(
     let explicit = explicit_list(&options.archs, &env);
     if options.print_phases {
         let archs = explicit
-            .map(|(list, origin)| native.resolve(&list, origin))
+            .map(|(list, origin)| native.resolve(&list, origin, cargo_args))
             .transpose()?;
         return Ok((
             super::phases::print(cargo_args, archs.as_deref(), &native, &env)?,
@@ -451,7 +451,7 @@ fn build_or_run(
     // `OFFLOAD_ARCH` is left to them unless it names `native`.
     let canonical_list = match explicit {
         Some((list, origin)) if !options.archs.is_empty() || arch::mentions_native(&list) => {
-            Some(canonical(&native.resolve(&list, origin)?))
+            Some(canonical(&native.resolve(&list, origin, cargo_args)?))
         }
         Some(_) => None,
         None => {

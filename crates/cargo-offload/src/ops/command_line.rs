@@ -27,13 +27,22 @@ impl NativeGpus {
         })
     }
 
-    /// `list` parsed with `native` resolved; a note on stderr when it stands for `host`.
+    /// `list` parsed with `native` resolved, for the CPU device of the build `cargo_args` ask
+    /// for (their `--target`); a note on stderr when `native` stands for `host`.
     #[expect(
         clippy::result_large_err,
         reason = "the probe's closure returns offload-build's error type, as its other callers do"
     )]
-    pub(super) fn resolve(&self, list: &str, origin: &str) -> Result<Vec<OffloadArch>> {
-        let resolved = arch::parse_list_with_native(list, origin, || {
+    pub(super) fn resolve(
+        &self,
+        list: &str,
+        origin: &str,
+        cargo_args: &[OsString],
+    ) -> Result<Vec<OffloadArch>> {
+        let triple = cargo_flag_values(cargo_args, "--target", None)
+            .pop()
+            .unwrap_or_else(|| arch::host_triple().to_owned());
+        let resolved = arch::parse_list_for_triple(list, origin, &triple, || {
             Ok(arch::Native::Found(self.get().to_vec()))
         })?;
         if let Some(note) = &resolved.note {

@@ -72,6 +72,7 @@ pub(crate) fn print(
                     "[package.metadata.offload] arch of {}",
                     krate.host.manifest_path.display()
                 ),
+                cargo_args,
             )?,
             (None, None) => vec![OffloadArch::HOST],
         };

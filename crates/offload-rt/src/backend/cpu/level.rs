@@ -135,8 +135,19 @@ fn has_feature(feature: &str) -> bool {
     }
 }
 
-/// No level above the baseline exists outside x86-64.
-#[cfg(not(target_arch = "x86_64"))]
+/// Whether this CPU has `feature` (as `is_aarch64_feature_detected!` names it).
+#[cfg(target_arch = "aarch64")]
+fn has_feature(feature: &str) -> bool {
+    use std::arch::is_aarch64_feature_detected as has;
+    match feature {
+        "sve" => has!("sve"),
+        "sve2" => has!("sve2"),
+        _ => false,
+    }
+}
+
+/// No level above the baseline exists outside x86-64 and aarch64.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 fn has_feature(_feature: &str) -> bool {
     false
 }
