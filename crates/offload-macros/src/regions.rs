@@ -274,10 +274,8 @@ struct Lowering {
     /// Lane storage of "this thread runs this branch", one per branch of an `if` around warp
     /// operations whose condition may differ between threads (see [`Lowering::guarded_if`]).
     guards: Vec<Ident>,
-    /// How many such branches are being lowered.
-    guard_depth: usize,
     /// The locals holding the first rank and the rank past the last that the innermost such
-    /// branch lets in: its regions run over those threads only.
+    /// branch lets in (its regions run over those threads only); `None` outside them.
     span: Option<(Ident, Ident)>,
 }
 
@@ -303,7 +301,6 @@ impl Lowering {
             shared: HashSet::new(),
             exchanges: warp::Exchanges::default(),
             guards: Vec::new(),
-            guard_depth: 0,
             span: None,
         }
     }
@@ -436,9 +433,9 @@ impl Lowering {
                 out.extend(quote! { #stmt });
                 continue;
             }
-            let interchanged = stride_loop(stmt, scope).filter(|_| self.guard_depth == 0);
+            let interchanged = stride_loop(stmt, scope).filter(|_| self.span.is_none());
             let barrier = interchanged.is_some()
-                || (self.guard_depth == 0 && block_loop(stmt, scope))
+                || (self.span.is_none() && block_loop(stmt, scope))
                 || splits(&stmt.to_token_stream());
             let jump = if barrier { None } else { leaving_jump(stmt) };
             if !barrier && jump.is_none() {
@@ -671,17 +668,14 @@ impl Lowering {
             Some(a) => quote!(::offload_rt::__private::lane_read(#a, __offload_t)),
             None => quote!(true),
         };
-        let spans = [
-            (
-                format_ident!("{then_guard}_from"),
-                format_ident!("{then_guard}_to"),
-            ),
-            (
-                format_ident!("{else_guard}_from"),
-                format_ident!("{else_guard}_to"),
-            ),
-        ];
-        let [(then_from, then_to), (else_from, else_to)] = spans.clone();
+        let (then_from, then_to) = (
+            format_ident!("{then_guard}_from"),
+            format_ident!("{then_guard}_to"),
+        );
+        let (else_from, else_to) = (
+            format_ident!("{else_guard}_from"),
+            format_ident!("{else_guard}_to"),
+        );
         let code = read_indices_from_region(quote! {
             let __offload_live: bool = #live;
             let __offload_in: bool = __offload_live && { #loads #cond };
@@ -691,19 +685,17 @@ impl Lowering {
             );
         });
         let outer_span = self.span.clone();
-        self.guard_depth += 1;
         self.alive = Some(then_guard.clone());
-        self.span = Some(spans[0].clone());
+        self.span = Some((then_from.clone(), then_to.clone()));
         let then = self.lower_scoped(&i.then_branch.stmts, scope, after);
         self.alive = Some(else_guard.clone());
-        self.span = Some(spans[1].clone());
+        self.span = Some((else_from.clone(), else_to.clone()));
         let otherwise = match &i.else_branch {
             Some((_, e)) => self.lower_if(e, scope, after),
             None => Ok(TokenStream2::new()),
         };
         self.alive = outer;
-        self.span = outer_span.clone();
-        self.guard_depth -= 1;
+        self.span = outer_span;
         let (then, otherwise) = (then?, otherwise?);
         let compute = self.each_thread(quote! { |__offload_t, __offload_at| unsafe { #code } });
         Ok(quote! {
@@ -821,7 +813,7 @@ impl Lowering {
                     && !body.iter().any(|s| mentions(&s.to_token_stream(), &name))
                     && is_uniform(init, scope)
                     // Under a guard, computed for the block even where no thread runs it.
-                    && (self.guard_depth == 0 || !may_panic(init))
+                    && (self.span.is_none() || !may_panic(init))
                 {
                     let ident = Ident::new(&name, Span::call_site());
                     let ty = ty.iter();
@@ -2385,10 +2377,7 @@ impl VisitMut for MarkBarriers {
             Expr::Call(c) if is_barrier_call(c) => {
                 *e = syn::parse_quote!(::offload_rt::__private::region_barrier());
             }
-            Expr::Call(c)
-                if matches!(&*c.func, Expr::Path(p) if p.path.segments.last()
-                    .is_some_and(|s| WARP_OPS.iter().any(|op| s.ident == op))) =>
-            {
+            Expr::Call(c) if warp::op_name(c).is_some() => {
                 // The operands first, so that the closure captures only their values.
                 let (func, args) = (&c.func, c.args.iter());
                 let names: Vec<Ident> = (0..c.args.len())

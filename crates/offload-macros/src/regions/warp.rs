@@ -47,15 +47,18 @@ pub(super) fn rewrite(body: &Block) -> Result<(Block, Exchanges), String> {
         brace_token: body.brace_token,
         stmts,
     };
-    if let Some(op) = WARP_OPS
-        .iter()
-        .find(|op| mentions(&body.to_token_stream(), op))
-    {
+    if let Some(op) = warp_op_in(&body) {
         return Err(format!(
             "it uses a warp operation (`{op}`) inside an expression, not as a statement's value"
         ));
     }
     Ok((body, exchanges))
+}
+
+/// The first warp operation `tokens` name, if any.
+fn warp_op_in(tokens: &impl ToTokens) -> Option<&'static str> {
+    let tokens = tokens.to_token_stream();
+    WARP_OPS.iter().copied().find(|op| mentions(&tokens, op))
 }
 
 /// Whether `tokens` hold a split the rewrite made.
@@ -75,10 +78,7 @@ pub(super) fn marker(call: &syn::ExprCall) -> Option<&'static str> {
 fn rewrite_list(stmts: &[Stmt], exchanges: &mut Exchanges) -> Result<Vec<Stmt>, String> {
     let mut out = Vec::with_capacity(stmts.len());
     for stmt in stmts {
-        if !WARP_OPS
-            .iter()
-            .any(|op| mentions(&stmt.to_token_stream(), op))
-        {
+        if warp_op_in(stmt).is_none() {
             out.push(stmt.clone());
             continue;
         }
@@ -90,37 +90,28 @@ fn rewrite_list(stmts: &[Stmt], exchanges: &mut Exchanges) -> Result<Vec<Stmt>, 
                 if init.diverge.is_some() {
                     return Err(unsupported(stmt));
                 }
-                let Some(op) = warp_call(&init.expr)? else {
-                    out.extend(hoist(stmt, exchanges)?);
-                    continue;
-                };
                 let (attrs, pat) = (&l.attrs, &l.pat);
-                out.extend(expand(
-                    op,
+                out.extend(rewrite_value(
+                    stmt,
+                    &init.expr,
                     exchanges,
                     |value| syn::parse_quote!(#(#attrs)* let #pat = #value;),
                 )?);
             }
             Stmt::Expr(Expr::Assign(a), _) => {
-                let Some(op) = warp_call(&a.right)? else {
-                    out.extend(hoist(stmt, exchanges)?);
-                    continue;
-                };
                 let left = &a.left;
-                out.extend(expand(
-                    op,
+                out.extend(rewrite_value(
+                    stmt,
+                    &a.right,
                     exchanges,
                     |value| syn::parse_quote!(#left = #value;),
                 )?);
             }
             Stmt::Expr(Expr::Binary(b), _) if super::is_compound_assignment(&b.op) => {
-                let Some(op) = warp_call(&b.right)? else {
-                    out.extend(hoist(stmt, exchanges)?);
-                    continue;
-                };
                 let (left, operator) = (&b.left, &b.op);
-                out.extend(expand(
-                    op,
+                out.extend(rewrite_value(
+                    stmt,
+                    &b.right,
                     exchanges,
                     |value| syn::parse_quote!(#left #operator #value;),
                 )?);
@@ -148,29 +139,35 @@ fn rewrite_list(stmts: &[Stmt], exchanges: &mut Exchanges) -> Result<Vec<Stmt>, 
     Ok(out)
 }
 
+/// `stmt`, which gives `value` to a `let` or a place (`finish` makes the statement from the
+/// value's tokens): as an operation's expansion where `value` is a warp operation's call,
+/// else with the operations in `value` taken out ([`hoist`]).
+fn rewrite_value(
+    stmt: &Stmt,
+    value: &Expr,
+    exchanges: &mut Exchanges,
+    finish: impl FnOnce(TokenStream2) -> Stmt,
+) -> Result<Vec<Stmt>, String> {
+    match warp_call(value)? {
+        Some(op) => expand(op, exchanges, finish),
+        None => hoist(stmt, exchanges),
+    }
+}
+
 /// Why `stmt`'s warp operation keeps the coroutine path: it is inside a larger expression.
 fn unsupported(stmt: &impl ToTokens) -> String {
-    let tokens = stmt.to_token_stream();
-    let op = WARP_OPS
-        .iter()
-        .find(|op| mentions(&tokens, op))
-        .unwrap_or(&"a warp operation");
+    let op = warp_op_in(stmt).unwrap_or("a warp operation");
     format!("it uses a warp operation (`{op}`) inside an expression, not as a statement's value")
 }
 
 /// A statement that holds statements (`if`, loops, blocks) with its lists rewritten; its
 /// conditions and ranges must hold no warp operation.
 fn rewrite_nested(expr: &Expr, exchanges: &mut Exchanges) -> Result<Expr, String> {
-    let clean = |e: &Expr| -> Result<(), String> {
-        match WARP_OPS
-            .iter()
-            .find(|op| mentions(&e.to_token_stream(), op))
-        {
-            Some(op) => Err(format!(
-                "it uses a warp operation (`{op}`) in the condition or range of a loop or `if`"
-            )),
-            None => Ok(()),
-        }
+    let clean = |e: &Expr| match warp_op_in(e) {
+        Some(op) => Err(format!(
+            "it uses a warp operation (`{op}`) in the condition or range of a loop or `if`"
+        )),
+        None => Ok(()),
     };
     let block = |b: &Block, exchanges: &mut Exchanges| -> Result<Block, String> {
         Ok(Block {
@@ -226,8 +223,7 @@ fn hoist(stmt: &Stmt, exchanges: &mut Exchanges) -> Result<Vec<Stmt>, String> {
             }
         }
         Stmt::Expr(Expr::Assign(a), _) if is_local(&a.left) => hoisting.walk(&mut a.right),
-        Stmt::Expr(e @ Expr::Binary(_), _) if super::assigns(e) => {
-            let Expr::Binary(b) = e else { unreachable!() };
+        Stmt::Expr(Expr::Binary(b), _) if super::is_compound_assignment(&b.op) => {
             if !is_local(&b.left) {
                 return Err(unsupported(stmt));
             }
@@ -272,16 +268,9 @@ const PURE_FNS: &[&str] = &["from", "min", "max"];
 
 impl Hoisting {
     fn fail(&mut self, e: &Expr, why: &str) {
-        let op = WARP_OPS
-            .iter()
-            .find(|op| mentions(&e.to_token_stream(), op))
-            .unwrap_or(&"a warp operation");
+        let op = warp_op_in(e).unwrap_or("a warp operation");
         self.failed
             .get_or_insert(format!("it uses a warp operation (`{op}`) {why}"));
-    }
-
-    fn holds_warp_op(e: &Expr) -> bool {
-        WARP_OPS.iter().any(|op| mentions(&e.to_token_stream(), op))
     }
 
     /// Walks `e` in evaluation order, replacing the warp operations it takes out.
@@ -305,7 +294,7 @@ impl Hoisting {
             Expr::Array(a) => a.elems.iter_mut().for_each(|e| self.walk(e)),
             Expr::Binary(b) if matches!(b.op, syn::BinOp::And(_) | syn::BinOp::Or(_)) => {
                 self.walk(&mut b.left);
-                if Self::holds_warp_op(&b.right) {
+                if warp_op_in(&b.right).is_some() {
                     let right = (*b.right).clone();
                     self.fail(&right, "on a branch of `&&` or `||`");
                 }
@@ -315,8 +304,7 @@ impl Hoisting {
                 self.walk(&mut b.right);
             }
             Expr::Call(c) => {
-                let op = op_name(c);
-                if op.is_some() {
+                if op_name(c).is_some() {
                     let call = Expr::Call(c.clone());
                     if self.effect {
                         self.fail(&call, "after a call or assignment in the same statement");
@@ -355,7 +343,7 @@ impl Hoisting {
                     || ["is_multiple_of", "from_bits"].contains(&name.as_str()));
             }
             _ => {
-                if Self::holds_warp_op(e) {
+                if warp_op_in(e).is_some() {
                     let whole = e.clone();
                     self.fail(
                         &whole,
@@ -393,17 +381,14 @@ fn warp_call(expr: &Expr) -> Result<Option<WarpCall>, String> {
         ));
     }
     let args: Vec<Expr> = c.args.iter().cloned().collect();
-    if args
-        .iter()
-        .any(|a| WARP_OPS.iter().any(|op| mentions(&a.to_token_stream(), op)))
-    {
+    if args.iter().any(|a| warp_op_in(a).is_some()) {
         return Err(unsupported(expr));
     }
     Ok(Some(WarpCall { name, args }))
 }
 
 /// The warp operation `call` calls (the last segment of its path), if it is one.
-fn op_name(call: &syn::ExprCall) -> Option<String> {
+pub(super) fn op_name(call: &syn::ExprCall) -> Option<String> {
     let Expr::Path(p) = &*call.func else {
         return None;
     };
