@@ -34,6 +34,7 @@
 
 mod foreign;
 mod generic;
+mod kernels;
 mod print;
 mod regions;
 
@@ -101,9 +102,67 @@ pub fn extern_kernels(input: TokenStream) -> TokenStream {
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     let attr = TokenStream2::from(attr);
     let item = syn::parse_macro_input!(item as ItemFn);
-    match expand(attr, item) {
+    match take_helpers(item).and_then(|(item, helpers)| expand(attr, item, &helpers)) {
         Ok(ts) => ts.into(),
         Err(e) => e.to_compile_error().into(),
+    }
+}
+
+/// `#[kernels]`: on an inline module of kernels and the functions they call, lets the CPU
+/// device run in region form (loops over a block's threads) the kernels that reach a barrier
+/// or a warp operation through a function of the module.
+///
+/// ```ignore
+/// #[offload_rt::kernels]
+/// mod scan {
+///     use offload_rt::kernel::*;
+///
+///     /// An inclusive scan of one value per thread over the block, through `tile`.
+///     fn block_scan(tile: *mut u32, v: u32) -> u32 { /* … sync_threads() … */ }
+///
+///     #[kernel]
+///     pub fn scan_blocks(data: *mut u32) {
+///         let i = global_idx_x();
+///         let tile = shared_array!(u32, 256);
+///         let s = unsafe { block_scan(tile, *data.add(i)) };
+///         unsafe { *data.add(i) = s };
+///     }
+/// }
+/// ```
+///
+/// `#[kernel]` alone sees only its own body, and a barrier in a called function keeps the
+/// kernel on the CPU device's slower path, one coroutine per GPU thread. Under `#[kernels]`,
+/// each kernel's CPU region form is built with the module's functions that synchronize
+/// inlined where they are called as a statement's whole value (`f(..);`, `let x = f(..);`,
+/// `x += f(..);`). GPU images are unchanged. What cannot be inlined (a generic function, a
+/// method, `return` or `?` in the function, a reference to a thread's local passed to it, a
+/// call inside a larger expression) keeps the coroutine path, and the build says why.
+#[proc_macro_attribute]
+pub fn kernels(attr: TokenStream, item: TokenStream) -> TokenStream {
+    match kernels::expand(attr.into(), item.into()) {
+        Ok(ts) => ts.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+/// `item` without the `#[__offload_helpers(..)]` attribute `#[kernels]` gave it, and the
+/// functions it held.
+fn take_helpers(mut item: ItemFn) -> syn::Result<(ItemFn, Vec<ItemFn>)> {
+    let mut helpers = Vec::new();
+    let mut error = None;
+    item.attrs.retain(|a| {
+        if !a.path().is_ident(regions::inline::HELPERS_ATTR) {
+            return true;
+        }
+        match a.parse_args::<regions::inline::Helpers>() {
+            Ok(h) => helpers.extend(h.0),
+            Err(e) => error = Some(e),
+        }
+        false
+    });
+    match error {
+        Some(e) => Err(e),
+        None => Ok((item, helpers)),
     }
 }
 
@@ -276,15 +335,19 @@ enum Handle {
     OfGeneric,
 }
 
-fn expand(attr: TokenStream2, item: ItemFn) -> syn::Result<TokenStream2> {
+fn expand(attr: TokenStream2, item: ItemFn, helpers: &[ItemFn]) -> syn::Result<TokenStream2> {
     match generic::instances(attr, &item)? {
-        None => expand_one(item, Handle::Unit),
-        Some(generic) => generic.expand(item, |instance| expand_one(instance, Handle::OfGeneric)),
+        None => expand_one(item, Handle::Unit, helpers),
+        Some(generic) => generic.expand(item, |instance| {
+            expand_one(instance, Handle::OfGeneric, helpers)
+        }),
     }
 }
 
 /// The expansion of one kernel (a non-generic one, or one instantiation of a generic one).
-fn expand_one(item: ItemFn, handle: Handle) -> syn::Result<TokenStream2> {
+/// `helpers` are the functions with barriers of the kernel's `#[kernels]` module, inlined into
+/// the CPU device's region form.
+fn expand_one(item: ItemFn, handle: Handle, helpers: &[ItemFn]) -> syn::Result<TokenStream2> {
     let sig = &item.sig;
     if let Some(a) = &sig.asyncness {
         return Err(syn::Error::new(a.span(), "a kernel cannot be async"));
@@ -471,7 +534,17 @@ fn expand_one(item: ItemFn, handle: Handle) -> syn::Result<TokenStream2> {
     let plan = if cooperative {
         regions::Plan::NoBarriers
     } else {
-        regions::plan(block, &param_muts)
+        // A reference to a parameter lasts across barriers, unless the parameter is a
+        // per-thread copy.
+        let lasting: Vec<String> = param_muts
+            .iter()
+            .filter(|(_, copied)| !copied)
+            .map(|(name, _)| name.to_string())
+            .collect();
+        match regions::inline::inline(block, helpers, &lasting) {
+            Ok(inlined) => regions::plan(&inlined, &param_muts),
+            Err(reason) => regions::Plan::Coroutines(reason),
+        }
     };
     let cpu_barriers = match plan {
         regions::Plan::NoBarriers => TokenStream2::new(),
@@ -494,7 +567,15 @@ fn expand_one(item: ItemFn, handle: Handle) -> syn::Result<TokenStream2> {
             let regions_symbol = format!("__offload_cpu_regions_{name_str}");
             thread_body_fn = format_ident!("__offload_kernel_counted_{}", name);
             quote! {
-                #[allow(dead_code, unused_unsafe, non_snake_case, clippy::not_unsafe_ptr_arg_deref)]
+                // A copy of the body (with the inlined functions of a `#[kernels]` module): the
+                // lints ran on the body itself, and comments are not in the copy.
+                #[allow(
+                    dead_code,
+                    unused_unsafe,
+                    non_snake_case,
+                    clippy::not_unsafe_ptr_arg_deref,
+                    clippy::undocumented_unsafe_blocks
+                )]
                 #(#other_attrs)*
                 #[inline(always)]
                 #unsafety fn #thread_body_fn #generics (#inputs) #counted
@@ -507,7 +588,8 @@ fn expand_one(item: ItemFn, handle: Handle) -> syn::Result<TokenStream2> {
                     unused_assignments,
                     unused_labels,
                     unreachable_code,
-                    clippy::all
+                    clippy::all,
+                    clippy::undocumented_unsafe_blocks
                 )]
                 unsafe extern "C" fn __offload_regions(
                     launch: *const ::offload_rt::__private::CpuLaunch,

@@ -32,6 +32,7 @@ use syn::visit::Visit;
 use syn::visit_mut::VisitMut;
 use syn::{Block, Expr, Pat, Stmt};
 
+pub(crate) mod inline;
 mod warp;
 
 /// What the CPU device does with a kernel's barriers.
@@ -214,7 +215,7 @@ fn mentions(tokens: &TokenStream2, name: &str) -> bool {
     })
 }
 
-fn idents_of(tokens: &TokenStream2, out: &mut HashSet<String>) {
+pub(crate) fn idents_of(tokens: &TokenStream2, out: &mut HashSet<String>) {
     for t in tokens.clone() {
         match t {
             TokenTree::Ident(i) => {

@@ -63,7 +63,9 @@
 
 pub mod kernel;
 
-pub use offload_macros::{DeviceCopy, device_print, device_println, extern_kernels, kernel};
+pub use offload_macros::{
+    DeviceCopy, device_print, device_println, extern_kernels, kernel, kernels,
+};
 
 #[cfg(feature = "host")]
 mod backend;

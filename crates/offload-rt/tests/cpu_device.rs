@@ -15,7 +15,7 @@ use offload_rt::{
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,hidden_warp_sum,warp_ops_in_statements,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,tiled_transpose,mirrored_rows,shared_atomics,strided_histogram,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,hidden_warp_sum,warp_ops_in_statements,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,tiled_transpose,mirrored_rows,shared_atomics,strided_histogram,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16,scan_with_helper,reduce_with_helpers,tiled_weighted_sums,shared_shuffle_rows";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -1546,6 +1546,114 @@ fn a_kernel_crate_may_depend_on_libm() {
     }
 }
 
+/// Barriers and warp operations in functions a kernel calls, inlined by `#[kernels]` into the
+/// region form: the same results as the coroutine path and the host, on full and partial
+/// blocks and warps.
+#[test]
+fn barriers_in_called_functions_run_alike_in_region_form_and_with_coroutines() {
+    if !setup() {
+        return;
+    }
+    use k::called_barriers as cb;
+    for (mode, dev) in both_barrier_modes() {
+        for (blocks, block) in [(3u32, 1024u32), (4, 96), (2, 40)] {
+            let values: Vec<u32> = (0..blocks * block).map(|i| i % 13 + 1).collect();
+            let mut data = DeviceBuffer::from_slice(&dev, &values).unwrap();
+            let mut totals = DeviceBuffer::<u32>::zeroed(&dev, blocks as usize).unwrap();
+            let config = LaunchConfig::linear(blocks, block);
+            // SAFETY: an element of `data` per thread, of `totals` per block.
+            unsafe { cb::scan_with_helper.launch(&dev, config, &mut data, &mut totals) }.unwrap();
+            let mut want = Vec::new();
+            let mut want_totals = Vec::new();
+            for part in values.chunks(block as usize) {
+                let mut sum = 0;
+                for v in part {
+                    want.push(sum);
+                    sum += v;
+                }
+                want_totals.push(sum);
+            }
+            assert_eq!(data.to_vec().unwrap(), want, "{mode:?}: scan {block}");
+            assert_eq!(
+                totals.to_vec().unwrap(),
+                want_totals,
+                "{mode:?}: totals {block}"
+            );
+
+            // The shuffle reduction reads whole warps, as on a GPU.
+            if block % 32 != 0 {
+                continue;
+            }
+            let n = blocks * block - 7;
+            let input = DeviceBuffer::from_slice(&dev, &values[..n as usize]).unwrap();
+            let mut sums = DeviceBuffer::<u32>::zeroed(&dev, blocks as usize).unwrap();
+            // SAFETY: `n` elements of `input`, an element of `sums` per block.
+            unsafe { cb::reduce_with_helpers.launch(&dev, config, n, &input, &mut sums) }.unwrap();
+            let want: Vec<u32> = values[..n as usize]
+                .chunks(block as usize)
+                .map(|part| 3 * part.iter().sum::<u32>())
+                .collect();
+            assert_eq!(sums.to_vec().unwrap(), want, "{mode:?}: reduce {block}");
+        }
+
+        // Shuffles by an argument the whole warp shares, in full and partial warps.
+        for (blocks, block) in [(2u32, 64u32), (2, 48), (3, 100), (1, 4)] {
+            let threads = (blocks * block) as usize;
+            let mut rows = DeviceBuffer::<u32>::zeroed(&dev, 5 * threads).unwrap();
+            // SAFETY: five elements of `rows` per thread.
+            unsafe {
+                cb::shared_shuffle_rows.launch(&dev, LaunchConfig::linear(blocks, block), &mut rows)
+            }
+            .unwrap();
+            let v = |i: usize| (i as u32).wrapping_mul(2_654_435_761);
+            let mut want = Vec::new();
+            for i in 0..threads {
+                let t = i % block as usize;
+                let lane = t % 32;
+                let base = i - lane;
+                let lanes = (block as usize - (t - lane)).min(32);
+                let at = |src: usize| if src < lanes { v(base + src) } else { v(i) };
+                let down = |d: usize| at(if lane + d < 32 { lane + d } else { lane });
+                let up = if lane >= 20 { at(lane - 20) } else { v(i) };
+                want.extend([at(0), at(37 % 32), down(20), up, down(1)]);
+            }
+            assert_eq!(
+                rows.to_vec().unwrap(),
+                want,
+                "{mode:?}: shuffles, blocks of {block}"
+            );
+        }
+
+        let len = 1000usize;
+        let values: Vec<f32> = (0..len).map(|i| (i % 17) as f32 * 0.25 - 1.5).collect();
+        let input = DeviceBuffer::from_slice(&dev, &values).unwrap();
+        let mut out = DeviceBuffer::<f32>::zeroed(&dev, len).unwrap();
+        // SAFETY: safe launch.
+        cb::tiled_weighted_sums
+            .launch(
+                &dev,
+                LaunchConfig::for_num_elems(len as u32),
+                &input,
+                &mut out,
+            )
+            .unwrap();
+        let threads = LaunchConfig::for_num_elems(len as u32).block.0 as usize;
+        let want: Vec<f32> = (0..len)
+            .map(|i| {
+                let mut acc = 0f32;
+                for base in (0..len).step_by(threads) {
+                    for k in 0..threads {
+                        let v = values.get(base + k).copied().unwrap_or(0.0);
+                        acc += v * (i + base + k) as f32;
+                    }
+                }
+                acc
+            })
+            .collect();
+        assert_eq!(out.to_vec().unwrap(), want, "{mode:?}: tiled_weighted_sums");
+    }
+}
+
 /// The CPU device with each way of running barriers: in region form (loops over the block's
 /// threads between barriers, the default) and with one coroutine per GPU thread.
 fn both_barrier_modes() -> [(BarrierMode, Device); 2] {
@@ -1970,13 +2078,18 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "matmul_tiled",
             "pyramid_min",
             "recurse_after_barrier",
+            // Barriers and warp operations in functions of a `#[kernels]` module.
+            "reduce_with_helpers",
             "reverse_blocks",
             "reverse_dynamic",
             "reverse_slices",
+            "scan_with_helper",
             "shared_atomics",
+            "shared_shuffle_rows",
             "skipping_passes",
             "strided_histogram",
             "tiled_transpose",
+            "tiled_weighted_sums",
             "warp_block_sum",
             "warp_ops_in_statements",
             "warp_sync_sum",
@@ -2018,6 +2131,19 @@ fn the_barrier_path_is_chosen_per_kernel_and_logged() {
             k::warp_ops_in_statements.launch(&dev, LaunchConfig::linear(2, 32), 1, &mut rows)
         }
         .unwrap();
+        let mut sums = DeviceBuffer::<u32>::zeroed(&dev, 2).unwrap();
+        // SAFETY: `n` elements of `words`, an element of `sums` per block.
+        unsafe {
+            k::called_barriers::reduce_with_helpers.launch(
+                &dev,
+                LaunchConfig::linear(2, 32),
+                n,
+                &words,
+                &mut sums,
+            )
+        }
+        .unwrap();
+        assert_eq!(sums.to_vec().unwrap(), [3 * 7 * 32; 2]);
         return;
     }
     let out = Command::new(std::env::current_exe().unwrap())
@@ -2057,6 +2183,13 @@ fn the_barrier_path_is_chosen_per_kernel_and_logged() {
     );
     assert!(
         stderr.contains("kernel `hidden_warp_sum` has barriers; runs with one coroutine per GPU thread (it reached a barrier or a warp operation outside its body"),
+        "{stderr}"
+    );
+    // Its barriers and warp operations are all in functions of its `#[kernels]` module.
+    assert!(
+        stderr.contains(
+            "kernel `reduce_with_helpers` has barriers; runs as loops over each block's threads"
+        ),
         "{stderr}"
     );
 }

@@ -1,9 +1,10 @@
-//! Two block reductions on the best device present, checked against the CPU: one with a
-//! shared-memory tree (`sync_threads()` between levels), one with warp shuffles; each block
-//! adds its sum to the total atomically.
+//! Three block reductions on the best device present, checked against the CPU: one with a
+//! shared-memory tree (`sync_threads()` between levels), one with warp shuffles, and the same
+//! with its steps in functions the kernel calls; each block adds its sum to the total
+//! atomically.
 //!
 //! `cargo offload run -p reduce [--release] [-- N]`; `OFFLOAD_DEVICE=cpu|cuda:0|hip:0` picks the
-//! device. `reduce bench [N] [REPEATS]` times both kernels (median of REPEATS launches).
+//! device. `reduce bench [N] [REPEATS]` times the kernels (median of REPEATS launches).
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -18,7 +19,7 @@ type Kernel = fn(
     &mut DeviceBuffer<u64>,
 ) -> offload_rt::Result<offload_rt::LaunchReport>;
 
-const KERNELS: [(&str, Kernel); 2] = [
+const KERNELS: [(&str, Kernel); 3] = [
     ("shared memory", |d, c, n, i, o| {
         // SAFETY: the buffers hold every element the kernel reaches through its pointers.
         unsafe { reduce_kernels::block_sum.launch(d, c, n, i, o) }
@@ -26,6 +27,10 @@ const KERNELS: [(&str, Kernel); 2] = [
     ("warp shuffle", |d, c, n, i, o| {
         // SAFETY: the buffers hold every element the kernel reaches through its pointers.
         unsafe { reduce_kernels::warp_shuffle_sum.launch(d, c, n, i, o) }
+    }),
+    ("called functions", |d, c, n, i, o| {
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        unsafe { reduce_kernels::helpers::helper_sum.launch(d, c, n, i, o) }
     }),
 ];
 

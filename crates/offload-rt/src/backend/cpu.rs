@@ -619,7 +619,7 @@ impl CpuModule {
                     _ if self.barriers == BarrierMode::Coroutines =>
                         "runs with one coroutine per GPU thread (OFFLOAD_CPU_BARRIERS=coroutines)",
                     _ =>
-                        "runs with one coroutine per GPU thread (it reached a barrier or a warp operation outside its body, in a function it calls)",
+                        "runs with one coroutine per GPU thread (it reached a barrier or a warp operation outside its body, in a function it calls: `#[offload_rt::kernels]` on a module of the kernel and its functions lets the region form see them)",
                 }
             ));
             let regions = regions.filter(|_| mode == MODE_REGIONS);

@@ -317,14 +317,13 @@ pub(super) fn warp_gather4(words: [u64; 4]) -> &'static [[u64; 4]; CPU_WARP_SIZE
 pub(super) fn shuffle_u64(mode: Shuffle, value: u64, arg: u32) -> u64 {
     let (slots, base, lanes) = publish(value);
     let src = source_lane(mode, lane_id(), arg, CPU_WARP_SIZE);
-    let got = if src < lanes {
+    if src < lanes {
         // SAFETY: `base + src` is a thread of this block; every lane wrote its slot before the
         // warp barrier, and none writes again before the next one.
         unsafe { *slots.add(base + src as usize) }
     } else {
         value
-    };
-    got
+    }
 }
 
 #[inline(always)]
@@ -1189,6 +1188,12 @@ pub unsafe fn warp_exchange(
 ) {
     // SAFETY: this function's contract.
     for (base, lanes) in unsafe { active_warps(active) } {
+        if let WarpExchange::Shuffle(mode) = how
+            // SAFETY: this function's contract: the warp's slots are the block's.
+            && unsafe { shuffle_uniform(words.add(base), args.add(base), lanes, mode) }
+        {
+            continue;
+        }
         let mut warp = [0u64; CPU_WARP_SIZE as usize];
         // SAFETY: this function's contract: `base + lane` is a thread of the block.
         unsafe {
@@ -1221,6 +1226,44 @@ pub unsafe fn warp_exchange(
             }
         }
     }
+}
+
+/// A warp's shuffle in place when every lane passed the same argument (a reduction's
+/// `shuffle_down(v, offset)`): `down` and `up` move the words by the delta, `idx` copies one
+/// word to every lane; `false`, with nothing done, for any other (`xor`, or differing
+/// arguments). The same results as the lane-by-lane exchange: a lane whose source is past the
+/// warp keeps its own word.
+///
+/// # Safety
+///
+/// `words` and `args` point at the warp's `lanes` slots (at most a warp's).
+#[inline(always)]
+unsafe fn shuffle_uniform(words: *mut u64, args: *const u32, lanes: usize, mode: Shuffle) -> bool {
+    // SAFETY: this function's contract.
+    let args = unsafe { core::slice::from_raw_parts(args, lanes) };
+    let Some((&arg, rest)) = args.split_first() else {
+        return true;
+    };
+    if matches!(mode, Shuffle::Xor) || rest.iter().any(|&a| a != arg) {
+        return false;
+    }
+    let arg = arg as usize;
+    // SAFETY: this function's contract: the copies stay within the warp's slots.
+    unsafe {
+        match mode {
+            Shuffle::Down if arg < lanes => core::ptr::copy(words.add(arg), words, lanes - arg),
+            Shuffle::Up if arg < lanes => core::ptr::copy(words, words.add(arg), lanes - arg),
+            Shuffle::Idx if arg % CPU_WARP_SIZE as usize >= lanes => {}
+            Shuffle::Idx => {
+                let word = words.add(arg % CPU_WARP_SIZE as usize).read();
+                for lane in 0..lanes {
+                    words.add(lane).write(word);
+                }
+            }
+            _ => {}
+        }
+    }
+    true
 }
 
 /// The butterfly of `warp_sum`, `warp_min` or `warp_max` in the region form, once for the

@@ -112,6 +112,8 @@ pub use grid::Grid;
 /// API: `use offload_rt::kernel::{self, …}` imports the module alone, and the attribute of the
 /// same name stays out of scope.
 pub use offload_macros::kernel;
+/// The `#[kernels]` module attribute ([`crate::kernels`](macro@crate::kernels)), here too.
+pub use offload_macros::kernels;
 pub use print::Printable;
 #[doc(hidden)]
 pub use slice::SliceParam;
