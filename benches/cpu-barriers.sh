@@ -2,7 +2,9 @@
 # Kernels with barriers on the CPU device (benches/cpu-barriers) against the same work in C
 # with OpenMP (benches/peers/barriers_openmp.c), both on THREADS threads (default 2): a tiled
 # matrix product (n = 512, 1024), a block reduction of 2^24 u32s, a tiled transpose and a
-# 5-point stencil of 4096 x 4096 floats. Each program warms up once per case and prints the
+# 5-point stencil of 4096 x 4096 floats, a 7-point stencil of 256^3 floats, a 256-bin histogram
+# of 2^24 words, and SAXPY over 2^24 floats (no barrier: throughput). Each program warms up
+# once per case and prints the
 # median of ROUNDS rounds (the 1024 matrix product at most 3) and a digest of the output.
 # Two pairings: the CPU device's baseline image (`OFFLOAD_CPU_LEVEL=host`) against OpenMP
 # built for portable x86-64, and the image the runtime selects on this CPU (the highest of

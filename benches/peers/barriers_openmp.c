@@ -1,6 +1,7 @@
 /* The OpenMP peer of `benches/cpu-barriers`: the same cases (tiled matrix product, n = 512 and
  * 1024; sum of 2^24 u32s; tiled transpose and 5-point stencil of 4096 x 4096 floats; 7-point
- * stencil of 256^3 floats; 256-bin histogram of 2^24 words) on the same inputs, with the same
+ * stencil of 256^3 floats; 256-bin histogram of 2^24 words; SAXPY of 2^24 floats, every round
+ * on the previous round's y) on the same inputs, with the same
  * order of float operations, so that every output has the same bits and the same FNV-1a 64
  * digest. Warm-up once, then ROUNDS rounds (the 1024 matrix product at
  * most 3); one line per case in the Rust program's format.
@@ -97,6 +98,12 @@ static uint64_t reduce(size_t n, const uint32_t *restrict in) {
 #pragma omp parallel for simd reduction(+ : sum) schedule(static)
     for (size_t i = 0; i < n; i++) sum += in[i];
     return sum;
+}
+
+/* y += a * x, the multiply rounded before the add (no contraction). */
+static void saxpy(size_t n, float a, const float *restrict x, float *restrict y) {
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) y[i] += a * x[i];
 }
 
 /* out (cols x rows) = in (rows x cols) transposed, 32 x 32 tiles. */
@@ -258,6 +265,16 @@ int main(int argc, char **argv) {
         snprintf(size, sizeof size, "n=%zu", n);
         report("histogram", size, rounds, ms, bins, sizeof bins); /* little-endian u32s */
         free(data);
+    }
+
+    {
+        size_t n = (size_t)1 << 24;
+        float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float));
+        for (uint32_t i = 0; i < n; i++) { x[i] = input_f32(i, 8); y[i] = input_f32(i, 9); }
+        double ms = MEDIAN_MS(rounds, saxpy(n, 2.5f, x, y));
+        snprintf(size, sizeof size, "n=%zu", n);
+        report("saxpy", size, rounds, ms, y, n * sizeof(float));
+        free(x); free(y);
     }
     free(times);
     return 0;

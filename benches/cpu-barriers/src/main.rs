@@ -2,7 +2,8 @@
 //! shared-memory block reduction over 2^24 `u32`s (`examples/reduce`'s `block_sum`), a tiled
 //! transpose and a 5-point stencil of 4096 × 4096 floats, a 7-point stencil of 256³ floats
 //! and a 256-bin histogram of 2^24 words with shared-memory atomics (the last two written
-//! plainly, as a GPU programmer would, untuned for the CPU). Each case is run once to warm up,
+//! plainly, as a GPU programmer would, untuned for the CPU), and, for throughput without
+//! barriers, `examples/saxpy`'s SAXPY over 2^24 floats. Each case is run once to warm up,
 //! then ROUNDS times (the 1024 matrix product at most 3 times); one line per case gives the
 //! median and an FNV-1a 64 digest of the output bytes. `benches/peers/barriers_openmp.c`
 //! computes the same outputs (same inputs, same order of float operations) with OpenMP and
@@ -36,6 +37,7 @@ fn main() -> Result<()> {
     stencil(&device, 4096, rounds)?;
     stencil7(&device, 256, rounds)?;
     histogram(&device, 1 << 24, rounds)?;
+    saxpy(&device, 1 << 24, rounds)?;
     Ok(())
 }
 
@@ -154,7 +156,6 @@ fn stencil(device: &Device, n: u32, rounds: usize) -> Result<()> {
     Ok(())
 }
 
-/// Runs `f` once to warm up, then `rounds` times; the median time in milliseconds.
 fn stencil7(device: &Device, n: u32, rounds: usize) -> Result<()> {
     let input: Vec<f32> = (0..n * n * n).map(|i| input_f32(i, 6)).collect();
     let d_input = DeviceBuffer::from_slice(device, &input)?;
@@ -203,6 +204,29 @@ fn histogram(device: &Device, n: u32, rounds: usize) -> Result<()> {
     Ok(())
 }
 
+/// `y += 2.5 * x` over `n` floats with `examples/saxpy`'s kernel, every round on the previous
+/// round's `y`, as the OpenMP peer does.
+fn saxpy(device: &Device, n: u32, rounds: usize) -> Result<()> {
+    let x: Vec<f32> = (0..n).map(|i| input_f32(i, 8)).collect();
+    let y: Vec<f32> = (0..n).map(|i| input_f32(i, 9)).collect();
+    let dx = DeviceBuffer::from_slice(device, &x)?;
+    let mut dy = DeviceBuffer::from_slice(device, &y)?;
+    let config = LaunchConfig::for_num_elems(n);
+    let ms = median_ms(rounds, || {
+        saxpy_kernels::saxpy.launch(device, config, 2.5, &dx, &mut dy)?;
+        Ok(device.synchronize()?)
+    })?;
+    report(
+        "saxpy",
+        &format!("n={n}"),
+        rounds,
+        ms,
+        &f32_bytes(&dy.to_vec()?),
+    );
+    Ok(())
+}
+
+/// Runs `f` once to warm up, then `rounds` times; the median time in milliseconds.
 fn median_ms(rounds: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
     f()?;
     let mut times = Vec::with_capacity(rounds);
