@@ -277,10 +277,13 @@ fn global_idx(block: u32, dim: u32, thread: u32) -> usize {
 /// The indices `start, start + step, start + 2 * step, …` below `end`: a strided loop (a
 /// block- or grid-stride loop) as cheap as C's `for (i = start; i < end; i += step)`, where
 /// `(start..end).step_by(step)` first divides to count its steps. A `step` of 0 counts as 1.
+/// Indices above `usize::MAX - step` are not reached (no slice is that long): so the next
+/// index is one add that cannot overflow, as in C.
 /// See [`block_stride_x`] and [`grid_stride_x`].
 #[derive(Debug, Clone)]
 pub struct Strided {
     next: usize,
+    /// At most `usize::MAX - step`.
     end: usize,
     step: usize,
 }
@@ -289,10 +292,11 @@ impl Strided {
     /// The indices from `start` below `end`, `step` apart.
     #[inline(always)]
     pub fn new(start: usize, end: usize, step: usize) -> Strided {
+        let step = step.max(1);
         Strided {
             next: start,
-            end,
-            step: step.max(1),
+            end: end.min(usize::MAX - step),
+            step,
         }
     }
 }
@@ -306,7 +310,8 @@ impl Iterator for Strided {
             return None;
         }
         let i = self.next;
-        self.next = i.saturating_add(self.step);
+        // SAFETY: `i < end <= usize::MAX - step`.
+        self.next = unsafe { i.unchecked_add(self.step) };
         Some(i)
     }
 }
@@ -540,12 +545,14 @@ mod strided_tests {
         assert_eq!(Strided::new(3, 20, 5).collect::<Vec<_>>(), [3, 8, 13, 18]);
         assert_eq!(Strided::new(7, 7, 1).count(), 0);
         assert_eq!(Strided::new(9, 4, 2).count(), 0);
-        // A step of 0 counts as 1; a step past the end of `usize` stops, never wraps.
+        // A step of 0 counts as 1; near the end of `usize` the indices stop at
+        // `usize::MAX - step`, never wrap.
         assert_eq!(Strided::new(0, 3, 0).collect::<Vec<_>>(), [0, 1, 2]);
-        let near_end = usize::MAX - 1;
+        let near_end = usize::MAX - 10;
         assert_eq!(
-            Strided::new(near_end, usize::MAX, usize::MAX).collect::<Vec<_>>(),
-            [near_end]
+            Strided::new(near_end, usize::MAX, 4).collect::<Vec<_>>(),
+            [near_end, near_end + 4]
         );
+        assert_eq!(Strided::new(1, usize::MAX, usize::MAX).count(), 0);
     }
 }
