@@ -877,8 +877,7 @@ impl Lowering {
         let loads = self.loads(&body_tokens, &scope[..start]);
         let mut later = HashSet::new();
         idents_of(after, &mut later);
-        let mut named = HashSet::new();
-        idents_of(&body_tokens, &mut named);
+        let changed = changed_names(&body);
         // Stores: locals of earlier regions this one may assign, then its own locals that
         // later code names.
         let mut stores = TokenStream2::new();
@@ -890,7 +889,7 @@ impl Lowering {
                 continue;
             };
             let store = if i < start {
-                visible && *mutable && named.contains(&var.name)
+                visible && *mutable && changed.contains(&var.name)
             } else {
                 visible && later.contains(&var.name)
             };
@@ -2077,6 +2076,58 @@ fn is_compound_assignment(op: &syn::BinOp) -> bool {
 }
 
 /// Whether `expr` assigns anything (the uniform parts are evaluated for one thread only).
+/// The names `stmts` may change the value of: assigned (whole, a field or an element, through
+/// `*` too), borrowed `&mut`, the receiver of a method that may take `&mut self`, or named in
+/// a macro or a closure. A mutable local of an earlier region that its next region does not
+/// change is not written back to its lane.
+fn changed_names(stmts: &[Stmt]) -> HashSet<String> {
+    /// The local at the base of a place expression (`x`, `x.f`, `x[i]`, `*x`).
+    fn base(mut place: &Expr) -> Option<String> {
+        loop {
+            place = match place {
+                Expr::Field(f) => &f.base,
+                Expr::Index(i) => &i.expr,
+                Expr::Paren(p) => &p.expr,
+                Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => &u.expr,
+                Expr::Path(p) => return p.path.get_ident().map(ToString::to_string),
+                _ => return None,
+            };
+        }
+    }
+    #[derive(Default)]
+    struct Changed(HashSet<String>);
+    impl<'ast> Visit<'ast> for Changed {
+        fn visit_expr(&mut self, e: &'ast Expr) {
+            let place = match e {
+                Expr::Assign(a) => Some(&*a.left),
+                Expr::Binary(b) if is_compound_assignment(&b.op) => Some(&*b.left),
+                Expr::Reference(r) if r.mutability.is_some() => Some(&*r.expr),
+                Expr::RawAddr(r) => Some(&*r.expr),
+                Expr::MethodCall(m) if !PURE_METHODS.iter().any(|p| m.method == p) => {
+                    Some(&*m.receiver)
+                }
+                Expr::Closure(c) => {
+                    idents_of(&c.body.to_token_stream(), &mut self.0);
+                    None
+                }
+                _ => None,
+            };
+            if let Some(name) = place.and_then(base) {
+                self.0.insert(name);
+            }
+            syn::visit::visit_expr(self, e);
+        }
+        fn visit_macro(&mut self, m: &'ast syn::Macro) {
+            idents_of(&m.tokens, &mut self.0);
+        }
+    }
+    let mut changed = Changed::default();
+    for stmt in stmts {
+        changed.visit_stmt(stmt);
+    }
+    changed.0
+}
+
 fn assigns(expr: &Expr) -> bool {
     struct Assigns(bool);
     impl<'ast> Visit<'ast> for Assigns {
@@ -2419,6 +2470,23 @@ mod tests {
             Plan::Coroutines(reason) => panic!("not split: {reason}"),
             Plan::NoBarriers => panic!("no barriers found"),
         }
+    }
+
+    #[test]
+    fn a_mutable_local_a_region_only_reads_is_not_written_back() {
+        let block = regions(plan_of(quote! {
+            let mut acc = thread_idx_x() as u32;
+            sync_threads();
+            let seen = acc * 2 + n;
+            sync_threads();
+            acc += seen;
+            sync_threads();
+            let _ = acc;
+        }));
+        // Its first value, and after the region that adds to it; not after the one that
+        // reads it.
+        let writes = block.matches(", __offload_t , acc)").count();
+        assert_eq!(writes, 2, "{block}");
     }
 
     #[test]
