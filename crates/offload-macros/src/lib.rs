@@ -135,8 +135,9 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// each kernel's CPU region form is built with the module's functions that synchronize
 /// inlined where they are called as a statement's whole value (`f(..);`, `let x = f(..);`,
 /// `x += f(..);`). GPU images are unchanged. What cannot be inlined (a generic function, a
-/// method, `return` or `?` in the function, a reference to a thread's local passed to it, a
-/// call inside a larger expression) keeps the coroutine path, and the build says why.
+/// method, `return` or `?` in the function, a `shared_array!` in it, a reference to a thread's
+/// local passed to it, a call inside a larger expression) keeps the coroutine path, and the
+/// build says why.
 #[proc_macro_attribute]
 pub fn kernels(attr: TokenStream, item: TokenStream) -> TokenStream {
     match kernels::expand(attr.into(), item.into()) {

@@ -445,6 +445,16 @@ fn inlinable(helper: &ItemFn) -> Result<(), String> {
     if early.0 {
         return refuse("that returns early (`return` or `?`)");
     }
+    // One array for all of the function's calls on a GPU; each inlining would have its own.
+    let body = helper.block.to_token_stream();
+    if let Some(declares) = ["shared_array", "generic_shared_array"]
+        .into_iter()
+        .find(|m| super::mentions(&body, m))
+    {
+        return refuse(&format!(
+            "that declares shared memory (`{declares}!`): the kernel should declare it and pass              it"
+        ));
+    }
     Ok(())
 }
 
@@ -776,13 +786,20 @@ mod tests {
             (quote! { early(); }, "that returns early"),
             (quote! { generic(1u32); }, "that is generic"),
             (quote! { forever(); }, "more than 16 deep from `forever`"),
+            (
+                quote! { let _ = own_tile(1); },
+                "that declares shared memory (`shared_array!`)",
+            ),
         ];
         for (body, why) in cases {
             let all: TokenStream2 = format!(
                 "{SCAN} fn by_ref(x: &mut u32) {{ sync_threads(); *x += 1; }}
                  fn early() {{ if thread_idx_x() == 0 {{ return; }} sync_threads(); }}
                  fn generic<T: Copy>(x: T) -> T {{ sync_threads(); x }}
-                 fn forever() {{ sync_threads(); forever(); }}"
+                 fn forever() {{ sync_threads(); forever(); }}
+                 fn own_tile(v: u32) -> u32 {{
+                     let t = shared_array!(u32, 32); unsafe {{ *t = v }}; sync_threads(); v
+                 }}"
             )
             .parse()
             .unwrap();
