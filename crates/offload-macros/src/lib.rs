@@ -134,10 +134,11 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// kernel on the CPU device's slower path, one coroutine per GPU thread. Under `#[kernels]`,
 /// each kernel's CPU region form is built with the module's functions that synchronize
 /// inlined where they are called as a statement's whole value (`f(..);`, `let x = f(..);`,
-/// `x += f(..);`). GPU images are unchanged. What cannot be inlined (a generic function, a
-/// method, `return` or `?` in the function, a `shared_array!` in it, a reference to a thread's
-/// local passed to it, a call inside a larger expression) keeps the coroutine path, and the
-/// build says why.
+/// `x += f(..);`), or inside a larger expression where nothing before the call in the
+/// statement has an effect (`let e = f(..) - x;`). GPU images are unchanged. What cannot be
+/// inlined (a generic function, a method, `return` or `?` in the function, a `shared_array!`
+/// in it, a reference to a thread's local passed to it, a call on a branch of `&&`, `||`, `if`
+/// or `match`) keeps the coroutine path, and the build says why.
 #[proc_macro_attribute]
 pub fn kernels(attr: TokenStream, item: TokenStream) -> TokenStream {
     match kernels::expand(attr.into(), item.into()) {

@@ -32,6 +32,7 @@ use syn::visit::Visit;
 use syn::visit_mut::VisitMut;
 use syn::{Block, Expr, Pat, Stmt};
 
+mod hoist;
 pub(crate) mod inline;
 mod warp;
 

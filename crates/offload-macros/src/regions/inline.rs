@@ -33,6 +33,8 @@ use quote::{ToTokens, format_ident, quote};
 use syn::visit::Visit;
 use syn::{Block, Expr, ItemFn, Stmt};
 
+use super::hoist::{Refused, Target};
+
 /// The attribute `#[kernels]` puts on a kernel to hand it the module's functions with
 /// barriers: `#[__offload_helpers(fn a(..) { .. } fn b(..) { .. })]`.
 pub(crate) const HELPERS_ATTR: &str = "__offload_helpers";
@@ -71,6 +73,7 @@ pub(crate) fn inline(body: &Block, helpers: &[ItemFn], params: &[String]) -> Res
         helpers,
         params,
         next: 0,
+        hoisted: 0,
         depth: 0,
     };
     Ok(Block {
@@ -84,6 +87,8 @@ struct Inliner<'a> {
     params: &'a [String],
     /// Numbers the inlined calls, for the names of their arguments and values.
     next: usize,
+    /// Numbers the calls taken out of larger expressions.
+    hoisted: usize,
     depth: usize,
 }
 
@@ -186,34 +191,26 @@ impl Inliner<'_> {
                 )
             };
             match stmt {
-                Stmt::Local(l) => {
-                    let init = l.init.as_ref().filter(|i| i.diverge.is_none());
-                    let Some((call, in_unsafe)) =
-                        init.and_then(|i| helper_call(&i.expr, &self.helpers))
-                    else {
-                        return Err(inside());
-                    };
+                Stmt::Local(l)
+                    if let Some(init) = l.init.as_ref().filter(|i| i.diverge.is_none())
+                        && let Some((call, in_unsafe)) = helper_call(&init.expr, &self.helpers) =>
+                {
                     let (attrs, pat) = (&l.attrs, &l.pat);
                     let value = Value::Let(quote!(#(#attrs)* let #pat));
                     out.extend(self.expand(call, in_unsafe, value)?);
                 }
-                Stmt::Expr(Expr::Assign(a), _) => {
-                    let Some((call, in_unsafe)) = helper_call(&a.right, &self.helpers) else {
-                        return Err(inside());
-                    };
-                    if first_call_expr(&a.left, &self.helpers).is_some() {
-                        return Err(inside());
-                    }
+                Stmt::Expr(Expr::Assign(a), _)
+                    if let Some((call, in_unsafe)) = helper_call(&a.right, &self.helpers)
+                        && first_call_expr(&a.left, &self.helpers).is_none() =>
+                {
                     let left = &a.left;
                     out.extend(self.expand(call, in_unsafe, Value::Assigned(quote!(#left =)))?);
                 }
-                Stmt::Expr(Expr::Binary(b), _) if super::is_compound_assignment(&b.op) => {
-                    let Some((call, in_unsafe)) = helper_call(&b.right, &self.helpers) else {
-                        return Err(inside());
-                    };
-                    if first_call_expr(&b.left, &self.helpers).is_some() {
-                        return Err(inside());
-                    }
+                Stmt::Expr(Expr::Binary(b), _)
+                    if super::is_compound_assignment(&b.op)
+                        && let Some((call, in_unsafe)) = helper_call(&b.right, &self.helpers)
+                        && first_call_expr(&b.left, &self.helpers).is_none() =>
+                {
                     let (left, op) = (&b.left, &b.op);
                     out.extend(self.expand(call, in_unsafe, Value::Assigned(quote!(#left #op)))?);
                 }
@@ -221,10 +218,54 @@ impl Inliner<'_> {
                     let (call, in_unsafe) = helper_call(e, &self.helpers).expect("just matched");
                     out.extend(self.expand(call, in_unsafe, Value::Dropped)?);
                 }
-                Stmt::Expr(e, semi) => out.push(Stmt::Expr(self.nested(e, &name)?, *semi)),
+                Stmt::Expr(
+                    e @ (Expr::If(_)
+                    | Expr::ForLoop(_)
+                    | Expr::While(_)
+                    | Expr::Loop(_)
+                    | Expr::Block(_)
+                    | Expr::Unsafe(_)),
+                    semi,
+                ) => out.push(Stmt::Expr(self.nested(e, &name)?, *semi)),
                 Stmt::Macro(_) | Stmt::Item(_) => return Err(inside()),
+                // A call inside a larger expression: taken out into a `let` of its own first.
+                _ => {
+                    let hoisted = self.hoist(stmt)?;
+                    out.extend(self.list(&hoisted)?);
+                }
             }
         }
+        Ok(out)
+    }
+
+    /// `stmt` with the calls of functions with barriers in it taken out into `let`s of their
+    /// own before it (see [`super::hoist`]).
+    fn hoist(&mut self, stmt: &Stmt) -> Result<Vec<Stmt>, String> {
+        let helpers = &self.helpers;
+        let target = |c: &syn::ExprCall| match called(c, helpers) {
+            Some(f) => Target::Take(format!(
+                "it calls `{}`, a function with barriers,",
+                f.sig.ident
+            )),
+            None => Target::Other,
+        };
+        let (calls, rewritten) =
+            match super::hoist::hoist(stmt, "__offload_call_", &mut self.hoisted, &target) {
+                Ok(hoisted) => hoisted,
+                Err(Refused::Place) => {
+                    let name = first_call(stmt, helpers).unwrap_or_default();
+                    return Err(format!(
+                        "it calls `{name}`, a function with barriers, inside an expression, \
+                         not as a statement's value"
+                    ));
+                }
+                Err(Refused::Because(reason)) => return Err(reason),
+            };
+        let mut out: Vec<Stmt> = calls
+            .into_iter()
+            .map(|(name, call)| syn::parse_quote!(let #name = #call;))
+            .collect();
+        out.push(rewritten);
         Ok(out)
     }
 
@@ -747,6 +788,29 @@ mod tests {
     }
 
     #[test]
+    fn calls_inside_expressions_are_taken_out_first() {
+        let body = quote! {
+            let t = shared_array!(u32, 256);
+            let s = 1 + block_scan(t, thread_idx_x() as u32);
+            let m = block_scan(t, s) / 2 + block_scan(t, 3);
+            let _ = m;
+        };
+        let inlined = inlined(body.clone(), scan())
+            .unwrap()
+            .to_token_stream()
+            .to_string();
+        // In evaluation order, each into a `let` of its own.
+        for part in [
+            "let s = 1 + __offload_call_0 ;",
+            "let m = __offload_call_1 / 2 + __offload_call_2 ;",
+        ] {
+            assert!(inlined.contains(part), "{part}: {inlined}");
+        }
+        assert!(!inlined.contains("block_scan ("), "{inlined}");
+        assert!(matches!(plan_of(body, scan()), Plan::Regions { .. }));
+    }
+
+    #[test]
     fn calls_in_loops_and_branches_are_inlined() {
         let plan = plan_of(
             quote! {
@@ -769,8 +833,22 @@ mod tests {
     fn what_cannot_be_inlined_says_why() {
         let cases = [
             (
-                quote! { let t = shared_array!(u32, 256); let s = 1 + block_scan(t, 1); },
-                "it calls `block_scan`, a function with barriers, inside an expression",
+                quote! { let t = shared_array!(u32, 256); let s = other(1) + block_scan(t, 1); },
+                "it calls `block_scan`, a function with barriers, after a call or assignment",
+            ),
+            (
+                quote! {
+                    let t = shared_array!(u32, 256);
+                    let s = n > 0 && block_scan(t, 1) > 0;
+                },
+                "it calls `block_scan`, a function with barriers, on a branch of `&&` or `||`",
+            ),
+            (
+                quote! {
+                    let t = shared_array!(u32, 256);
+                    let s = [0u32; 2].map(|v| block_scan(t, v));
+                },
+                "it calls `block_scan`, a function with barriers, inside an expression of a kind",
             ),
             (
                 quote! {

@@ -13,6 +13,7 @@ use proc_macro2::{Ident, TokenStream as TokenStream2};
 use quote::{ToTokens, format_ident, quote};
 use syn::{Block, Expr, Stmt};
 
+use super::hoist::{Refused, Target};
 use super::{WARP_OPS, mentions};
 
 /// The marker call of an exchange: `__offload_warp_exchange(function, arguments…)`, which
@@ -201,160 +202,37 @@ fn rewrite_nested(expr: &Expr, exchanges: &mut Exchanges) -> Result<Expr, String
 }
 
 /// `stmt` (a `let`, an assignment or an expression statement) with each warp operation in it
-/// taken out into a `let` of its own before it, which [`expand`]s as a statement's whole value:
-/// `let t = warp_sum(v) / n;` as `let w = warp_sum(v); let t = w / n;`. The operations then
-/// run before the rest of the statement, which is the same where everything the statement
-/// evaluates before an operation (left of it) has no effect: reads of locals, literals,
-/// arithmetic, the index functions and the pure methods of numbers. An operation on a path the
-/// statement may not take (a branch of `&&`, `||`, an `if` or a `match`; a closure) is not
-/// taken out, and the statement keeps the coroutine path.
+/// taken out into a `let` of its own before it ([`super::hoist`]), which [`expand`]s as a
+/// statement's whole value: `let t = warp_sum(v) / n;` as `let w = warp_sum(v); let t = w / n;`.
 fn hoist(stmt: &Stmt, exchanges: &mut Exchanges) -> Result<Vec<Stmt>, String> {
-    let mut rewritten = stmt.clone();
-    let mut hoisting = Hoisting {
-        effect: false,
-        calls: Vec::new(),
-        next: exchanges.hoisted,
-        failed: None,
+    let target = |c: &syn::ExprCall| match op_name(c) {
+        None => Target::Other,
+        Some(name) => match warp_call(&Expr::Call(c.clone())) {
+            Ok(_) => Target::Take(format!("it uses a warp operation (`{name}`)")),
+            Err(reason) => Target::Refuse(reason),
+        },
     };
-    match &mut rewritten {
-        Stmt::Local(l) => {
-            if let Some(init) = &mut l.init {
-                hoisting.walk(&mut init.expr);
-            }
-        }
-        Stmt::Expr(Expr::Assign(a), _) if is_local(&a.left) => hoisting.walk(&mut a.right),
-        Stmt::Expr(Expr::Binary(b), _) if super::is_compound_assignment(&b.op) => {
-            if !is_local(&b.left) {
-                return Err(unsupported(stmt));
-            }
-            hoisting.walk(&mut b.right);
-        }
-        Stmt::Expr(e, _) => hoisting.walk(e),
-        _ => return Err(unsupported(stmt)),
-    }
-    if let Some(reason) = hoisting.failed {
-        return Err(reason);
-    }
-    exchanges.hoisted = hoisting.next;
+    let (calls, rewritten) = match super::hoist::hoist(
+        stmt,
+        "__offload_warp_value_",
+        &mut exchanges.hoisted,
+        &target,
+    ) {
+        Ok(hoisted) => hoisted,
+        Err(Refused::Place) => return Err(unsupported(stmt)),
+        Err(Refused::Because(reason)) => return Err(reason),
+    };
     let mut out = Vec::new();
-    for (name, call) in hoisting.calls {
+    for (name, call) in calls {
+        let op = warp_call(&Expr::Call(call))?.expect("a warp operation's call");
         out.extend(expand(
-            call,
+            op,
             exchanges,
             |value| syn::parse_quote!(let #name = #value;),
         )?);
     }
     out.push(rewritten);
     Ok(out)
-}
-
-/// Whether `place` is a local's name (assigning it evaluates nothing).
-fn is_local(place: &Expr) -> bool {
-    matches!(place, Expr::Path(p) if p.path.get_ident().is_some())
-}
-
-/// The state of [`hoist`]'s walk of an expression in evaluation order.
-struct Hoisting {
-    /// Whether something with an effect was evaluated before the point reached.
-    effect: bool,
-    /// The operations taken out, with the locals that replace them.
-    calls: Vec<(Ident, WarpCall)>,
-    next: usize,
-    failed: Option<String>,
-}
-
-/// Free functions of no effect an expression before a warp operation may call.
-const PURE_FNS: &[&str] = &["from", "min", "max"];
-
-impl Hoisting {
-    fn fail(&mut self, e: &Expr, why: &str) {
-        let op = warp_op_in(e).unwrap_or("a warp operation");
-        self.failed
-            .get_or_insert(format!("it uses a warp operation (`{op}`) {why}"));
-    }
-
-    /// Walks `e` in evaluation order, replacing the warp operations it takes out.
-    fn walk(&mut self, e: &mut Expr) {
-        if self.failed.is_some() {
-            return;
-        }
-        match e {
-            Expr::Lit(_) | Expr::Path(_) => {}
-            Expr::Paren(p) => self.walk(&mut p.expr),
-            Expr::Group(g) => self.walk(&mut g.expr),
-            Expr::Cast(c) => self.walk(&mut c.expr),
-            Expr::Unary(u) => self.walk(&mut u.expr),
-            Expr::Field(f) => self.walk(&mut f.base),
-            Expr::Reference(r) => self.walk(&mut r.expr),
-            Expr::Index(i) => {
-                self.walk(&mut i.expr);
-                self.walk(&mut i.index);
-            }
-            Expr::Tuple(t) => t.elems.iter_mut().for_each(|e| self.walk(e)),
-            Expr::Array(a) => a.elems.iter_mut().for_each(|e| self.walk(e)),
-            Expr::Binary(b) if matches!(b.op, syn::BinOp::And(_) | syn::BinOp::Or(_)) => {
-                self.walk(&mut b.left);
-                if warp_op_in(&b.right).is_some() {
-                    let right = (*b.right).clone();
-                    self.fail(&right, "on a branch of `&&` or `||`");
-                }
-            }
-            Expr::Binary(b) if !super::is_compound_assignment(&b.op) => {
-                self.walk(&mut b.left);
-                self.walk(&mut b.right);
-            }
-            Expr::Call(c) => {
-                if op_name(c).is_some() {
-                    let call = Expr::Call(c.clone());
-                    if self.effect {
-                        self.fail(&call, "after a call or assignment in the same statement");
-                        return;
-                    }
-                    match warp_call(&call) {
-                        Ok(Some(op)) => {
-                            let name = format_ident!("__offload_warp_value_{}", self.next);
-                            self.next += 1;
-                            *e = syn::parse_quote!(#name);
-                            self.calls.push((name, op));
-                        }
-                        Ok(None) => self.fail(&call, "inside an expression"),
-                        Err(reason) => {
-                            self.failed.get_or_insert(reason);
-                        }
-                    }
-                    return;
-                }
-                self.walk(&mut c.func);
-                c.args.iter_mut().for_each(|a| self.walk(a));
-                let pure = matches!(&*c.func, Expr::Path(p) if p.path.segments.last()
-                .is_some_and(|s| {
-                    let name = s.ident.to_string();
-                    PURE_FNS.contains(&name.as_str())
-                        || super::THREAD_FNS.contains(&name.as_str())
-                        || super::BLOCK_FNS.contains(&name.as_str())
-                }));
-                self.effect |= !pure;
-            }
-            Expr::MethodCall(m) => {
-                self.walk(&mut m.receiver);
-                m.args.iter_mut().for_each(|a| self.walk(a));
-                let name = m.method.to_string();
-                self.effect |= !(super::PURE_METHODS.contains(&name.as_str())
-                    || ["is_multiple_of", "from_bits"].contains(&name.as_str()));
-            }
-            _ => {
-                if warp_op_in(e).is_some() {
-                    let whole = e.clone();
-                    self.fail(
-                        &whole,
-                        "inside an expression of a kind the region form does not take apart",
-                    );
-                } else {
-                    self.effect = true;
-                }
-            }
-        }
-    }
 }
 
 /// A call of one of the warp operations the rewrite takes, with its arguments.
