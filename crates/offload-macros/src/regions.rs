@@ -186,6 +186,55 @@ fn splits(tokens: &TokenStream2) -> bool {
     mentions(tokens, BARRIER) || warp::has_split(tokens)
 }
 
+/// Whether `e` is a statement that holds statements: an `if`, a loop or a block.
+fn holds_statements(e: &Expr) -> bool {
+    matches!(
+        e,
+        Expr::If(_)
+            | Expr::ForLoop(_)
+            | Expr::While(_)
+            | Expr::Loop(_)
+            | Expr::Block(_)
+            | Expr::Unsafe(_)
+    )
+}
+
+/// A pre-pass's rewrite of a list of statements.
+type ListRewrite<'a> = dyn FnMut(&[Stmt]) -> Result<Vec<Stmt>, String> + 'a;
+
+/// `expr` (one that [`holds_statements`]) with each of its lists of statements rewritten by
+/// `list`, once `head` has accepted each condition and range (a pre-pass's own statements,
+/// such as a warp operation, must not be there).
+fn rewrite_lists(
+    expr: &Expr,
+    head: &dyn Fn(&Expr) -> Result<(), String>,
+    list: &mut ListRewrite<'_>,
+) -> Result<Expr, String> {
+    let mut out = expr.clone();
+    match &mut out {
+        Expr::If(i) => {
+            head(&i.cond)?;
+            i.then_branch.stmts = list(&i.then_branch.stmts)?;
+            if let Some((_, e)) = &mut i.else_branch {
+                **e = rewrite_lists(e, head, list)?;
+            }
+        }
+        Expr::ForLoop(f) => {
+            head(&f.expr)?;
+            f.body.stmts = list(&f.body.stmts)?;
+        }
+        Expr::While(w) => {
+            head(&w.cond)?;
+            w.body.stmts = list(&w.body.stmts)?;
+        }
+        Expr::Loop(l) => l.body.stmts = list(&l.body.stmts)?,
+        Expr::Block(b) => b.block.stmts = list(&b.block.stmts)?,
+        Expr::Unsafe(u) => u.block.stmts = list(&u.block.stmts)?,
+        _ => unreachable!("`holds_statements` is checked first"),
+    }
+    Ok(out)
+}
+
 /// The name of a local anywhere in `body` whose value is a closure.
 fn closure_local(body: &Block) -> Option<String> {
     #[derive(Default)]

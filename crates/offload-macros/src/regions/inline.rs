@@ -218,15 +218,9 @@ impl Inliner<'_> {
                     let (call, in_unsafe) = helper_call(e, &self.helpers).expect("just matched");
                     out.extend(self.expand(call, in_unsafe, Value::Dropped)?);
                 }
-                Stmt::Expr(
-                    e @ (Expr::If(_)
-                    | Expr::ForLoop(_)
-                    | Expr::While(_)
-                    | Expr::Loop(_)
-                    | Expr::Block(_)
-                    | Expr::Unsafe(_)),
-                    semi,
-                ) => out.push(Stmt::Expr(self.nested(e, &name)?, *semi)),
+                Stmt::Expr(e, semi) if super::holds_statements(e) => {
+                    out.push(Stmt::Expr(self.nested(e)?, *semi));
+                }
                 Stmt::Macro(_) | Stmt::Item(_) => return Err(inside()),
                 // A call inside a larger expression: taken out into a `let` of its own first.
                 _ => {
@@ -271,43 +265,16 @@ impl Inliner<'_> {
 
     /// A statement that holds statements (`if`, loops, blocks) with its lists inlined; its
     /// conditions and ranges must call no helper.
-    fn nested(&mut self, expr: &Expr, name: &str) -> Result<Expr, String> {
-        let clean = |e: &Expr, helpers: &HashMap<String, &ItemFn>| match first_call_expr(e, helpers)
-        {
+    fn nested(&mut self, expr: &Expr) -> Result<Expr, String> {
+        let helpers = self.helpers.clone();
+        let clean = |e: &Expr| match first_call_expr(e, &helpers) {
             Some(name) => Err(format!(
                 "it calls `{name}`, a function with barriers, in the condition or range of a \
                  loop or `if`"
             )),
             None => Ok(()),
         };
-        let mut out = expr.clone();
-        match &mut out {
-            Expr::If(i) => {
-                clean(&i.cond, &self.helpers)?;
-                i.then_branch.stmts = self.list(&i.then_branch.stmts)?;
-                if let Some((_, e)) = &mut i.else_branch {
-                    **e = self.nested(e, name)?;
-                }
-            }
-            Expr::ForLoop(f) => {
-                clean(&f.expr, &self.helpers)?;
-                f.body.stmts = self.list(&f.body.stmts)?;
-            }
-            Expr::While(w) => {
-                clean(&w.cond, &self.helpers)?;
-                w.body.stmts = self.list(&w.body.stmts)?;
-            }
-            Expr::Loop(l) => l.body.stmts = self.list(&l.body.stmts)?,
-            Expr::Block(b) => b.block.stmts = self.list(&b.block.stmts)?,
-            Expr::Unsafe(u) => u.block.stmts = self.list(&u.block.stmts)?,
-            _ => {
-                return Err(format!(
-                    "it calls `{name}`, a function with barriers, inside an expression, not as \
-                     a statement's value"
-                ));
-            }
-        }
-        Ok(out)
+        super::rewrite_lists(expr, &clean, &mut |stmts| self.list(stmts))
     }
 
     /// The statements that run `call`'s function in place, its value going to `value`.

@@ -124,15 +124,9 @@ fn rewrite_list(stmts: &[Stmt], exchanges: &mut Exchanges) -> Result<Vec<Stmt>, 
                 let split = format_ident!("{}", SPLIT);
                 out.push(syn::parse_quote!(#split();));
             }
-            Stmt::Expr(
-                e @ (Expr::If(_)
-                | Expr::ForLoop(_)
-                | Expr::While(_)
-                | Expr::Loop(_)
-                | Expr::Block(_)
-                | Expr::Unsafe(_)),
-                semi,
-            ) => out.push(Stmt::Expr(rewrite_nested(e, exchanges)?, *semi)),
+            Stmt::Expr(e, semi) if super::holds_statements(e) => {
+                out.push(Stmt::Expr(rewrite_nested(e, exchanges)?, *semi));
+            }
             Stmt::Expr(_, Some(_)) => out.extend(hoist(stmt, exchanges)?),
             _ => return Err(unsupported(stmt)),
         }
@@ -170,35 +164,7 @@ fn rewrite_nested(expr: &Expr, exchanges: &mut Exchanges) -> Result<Expr, String
         )),
         None => Ok(()),
     };
-    let block = |b: &Block, exchanges: &mut Exchanges| -> Result<Block, String> {
-        Ok(Block {
-            brace_token: b.brace_token,
-            stmts: rewrite_list(&b.stmts, exchanges)?,
-        })
-    };
-    let mut out = expr.clone();
-    match &mut out {
-        Expr::If(i) => {
-            clean(&i.cond)?;
-            i.then_branch = block(&i.then_branch, exchanges)?;
-            if let Some((_, e)) = &mut i.else_branch {
-                **e = rewrite_nested(e, exchanges)?;
-            }
-        }
-        Expr::ForLoop(f) => {
-            clean(&f.expr)?;
-            f.body = block(&f.body, exchanges)?;
-        }
-        Expr::While(w) => {
-            clean(&w.cond)?;
-            w.body = block(&w.body, exchanges)?;
-        }
-        Expr::Loop(l) => l.body = block(&l.body, exchanges)?,
-        Expr::Block(b) => b.block = block(&b.block, exchanges)?,
-        Expr::Unsafe(u) => u.block = block(&u.block, exchanges)?,
-        _ => return Err(unsupported(expr)),
-    }
-    Ok(out)
+    super::rewrite_lists(expr, &clean, &mut |stmts| rewrite_list(stmts, exchanges))
 }
 
 /// `stmt` (a `let`, an assignment or an expression statement) with each warp operation in it
