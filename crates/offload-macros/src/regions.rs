@@ -21,7 +21,8 @@
 //! loop counter, a parameter, a block-wide local): the `if` holding them is evaluated once per
 //! block, the jump leaves the block's loop. A jump under a condition that may differ between
 //! threads, or one inside an expression, keeps the coroutine path, which runs each thread's
-//! own way. Any other shape (a barrier inside an expression or a `match`, warp operations)
+//! own way. A `match` around barriers is lowered as an `if` is, its value the block's. Any
+//! other shape (a barrier inside an expression, a masked warp operation)
 //! gives [`Plan::Coroutines`] with the reason, and the kernel keeps the coroutine path.
 
 use std::collections::{HashMap, HashSet};
@@ -151,6 +152,7 @@ const PURE_METHODS: &[&str] = &[
     "leading_zeros",
     "trailing_zeros",
     "is_power_of_two",
+    "is_multiple_of",
     "to_bits",
 ];
 
@@ -186,11 +188,12 @@ fn splits(tokens: &TokenStream2) -> bool {
     mentions(tokens, BARRIER) || warp::has_split(tokens)
 }
 
-/// Whether `e` is a statement that holds statements: an `if`, a loop or a block.
+/// Whether `e` is a statement that holds statements: an `if`, a `match`, a loop or a block.
 fn holds_statements(e: &Expr) -> bool {
     matches!(
         e,
         Expr::If(_)
+            | Expr::Match(_)
             | Expr::ForLoop(_)
             | Expr::While(_)
             | Expr::Loop(_)
@@ -226,6 +229,21 @@ fn rewrite_lists(
         Expr::While(w) => {
             head(&w.cond)?;
             w.body.stmts = list(&w.body.stmts)?;
+        }
+        Expr::Match(m) => {
+            head(&m.expr)?;
+            for arm in &mut m.arms {
+                if let Pat::Guard(g) = &arm.pat {
+                    head(&g.guard)?;
+                }
+                // An arm's body as a block of statements (`0 => f(),` as `0 => { f(); }`).
+                let stmts = match &*arm.body {
+                    Expr::Block(b) if b.label.is_none() => b.block.stmts.clone(),
+                    body => vec![Stmt::Expr(body.clone(), Some(Default::default()))],
+                };
+                let stmts = list(&stmts)?;
+                *arm.body = syn::parse_quote!({ #(#stmts)* });
+            }
         }
         Expr::Loop(l) => l.body.stmts = list(&l.body.stmts)?,
         Expr::Block(b) => b.block.stmts = list(&b.block.stmts)?,
@@ -602,7 +620,7 @@ impl Lowering {
                 let body = self.lower_scoped(&block.stmts, scope, after)?;
                 Ok(quote! { { #body } })
             }
-            Expr::Match(_) => Err("it calls sync_threads() inside a `match`".to_owned()),
+            Expr::Match(m) => self.lower_match(m, scope, after),
             _ => Err("it calls sync_threads() inside an expression".to_owned()),
         }
     }
@@ -650,6 +668,77 @@ impl Lowering {
             Expr::ForLoop(_) | Expr::While(_) | Expr::Loop(_) => Err(inside("a nested loop")),
             _ => Err(inside("an expression")),
         }
+    }
+
+    /// A `match` around barriers: its value is the block's (every thread of a block must
+    /// reach the same barriers), computed once per block like an `if`'s condition; each arm's
+    /// bindings are block-wide values, its guard must be one, and its body is lowered as a
+    /// block. Around warp operations alone the value must be the same for the whole block.
+    fn lower_match(
+        &mut self,
+        m: &syn::ExprMatch,
+        scope: &mut Vec<Var>,
+        after: &TokenStream2,
+    ) -> Result<TokenStream2, String> {
+        if !mentions(&m.to_token_stream(), BARRIER) && !is_uniform(&m.expr, scope) {
+            return Err(
+                "it uses warp operations in a `match` whose value may differ between threads"
+                    .to_owned(),
+            );
+        }
+        let value = self.uniform_value(&m.expr, scope)?;
+        let mut arms = TokenStream2::new();
+        for arm in &m.arms {
+            let mark = scope.len();
+            let mut names = Vec::new();
+            pattern_names(&arm.pat, &mut names);
+            for name in names {
+                let id = self.id();
+                scope.push(Var {
+                    name,
+                    id,
+                    kind: Kind::Uniform,
+                });
+            }
+            let lowered = self.lower_arm(arm, scope, after);
+            scope.truncate(mark);
+            arms.extend(lowered?);
+        }
+        Ok(quote! {
+            match #value {
+                #arms
+                _ => {}
+            }
+        })
+    }
+
+    /// One arm of [`Lowering::lower_match`], its bindings in `scope`.
+    fn lower_arm(
+        &mut self,
+        arm: &syn::Arm,
+        scope: &mut Vec<Var>,
+        after: &TokenStream2,
+    ) -> Result<TokenStream2, String> {
+        let (pat, guard) = match &arm.pat {
+            Pat::Guard(g) if assigns(&g.guard) || !is_uniform(&g.guard, scope) => {
+                return Err(
+                    "it calls sync_threads() in a `match` arm whose guard may differ between \
+                     threads"
+                        .to_owned(),
+                );
+            }
+            Pat::Guard(g) => {
+                let guard = &g.guard;
+                (&*g.pat, Some(quote!(if #guard)))
+            }
+            pat => (pat, None),
+        };
+        let stmts = match &*arm.body {
+            Expr::Block(b) if b.label.is_none() => b.block.stmts.clone(),
+            body => vec![Stmt::Expr(body.clone(), Some(Default::default()))],
+        };
+        let body = self.lower_list(&stmts, scope, after)?;
+        Ok(quote! { ::core::option::Option::Some(#pat) #guard => { #body } })
     }
 
     fn lower_if(
@@ -2520,6 +2609,46 @@ mod tests {
             Plan::Coroutines(reason) => panic!("not split: {reason}"),
             Plan::NoBarriers => panic!("no barriers found"),
         }
+    }
+
+    #[test]
+    fn a_match_around_barriers_is_the_blocks() {
+        let block = regions(plan_of(quote! {
+            let tile = shared_array!(u32, 64);
+            let t = thread_idx_x() as usize;
+            match n % 3 {
+                0 => sync_threads(),
+                k if k + block_idx_x() == 1 => {
+                    unsafe { *tile.add(t) = k };
+                    sync_threads();
+                }
+                _ => {}
+            }
+        }));
+        assert!(
+            block.contains("match unsafe { :: offload_rt :: __private :: uniform"),
+            "{block}"
+        );
+        assert!(
+            block.contains(":: core :: option :: Option :: Some (k) if k + block_idx_x () == 1"),
+            "{block}"
+        );
+        assert!(!block.contains("sync_threads"), "{block}");
+        let why = reason(plan_of(quote! {
+            let t = thread_idx_x();
+            match n {
+                k if k > t => sync_threads(),
+                _ => {}
+            }
+        }));
+        assert!(why.contains("guard may differ between threads"), "{why}");
+        let why = reason(plan_of(quote! {
+            match warp_id() {
+                0 => { let s = warp_sum(1u32); let _ = s; }
+                _ => {}
+            }
+        }));
+        assert!(why.contains("`match` whose value may differ"), "{why}");
     }
 
     #[test]

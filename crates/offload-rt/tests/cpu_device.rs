@@ -15,7 +15,7 @@ use offload_rt::{
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,hidden_warp_sum,warp_ops_in_statements,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,tiled_transpose,mirrored_rows,shared_atomics,strided_histogram,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16,scan_with_helper,reduce_with_helpers,tiled_weighted_sums,shared_shuffle_rows";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,hidden_warp_sum,warp_ops_in_statements,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,tiled_transpose,mirrored_rows,shared_atomics,strided_histogram,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16,scan_with_helper,reduce_with_helpers,tiled_weighted_sums,shared_shuffle_rows,match_phases";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -1734,6 +1734,32 @@ fn kernels_with_barriers_run_alike_in_region_form_and_with_coroutines() {
             assert_eq!(data.to_vec().unwrap(), want, "{mode:?}: block_scan {block}");
         }
 
+        // A `match` around barriers, its value and guard the block's.
+        for phase in 0..3u32 {
+            let (blocks, block) = (4u32, 96u32);
+            let values: Vec<u32> = (0..blocks * block).map(|i| i * 7 % 101).collect();
+            let mut data = DeviceBuffer::from_slice(&dev, &values).unwrap();
+            // SAFETY: an element of `data` per thread.
+            unsafe {
+                k::match_phases.launch(&dev, LaunchConfig::linear(blocks, block), phase, &mut data)
+            }
+            .unwrap();
+            let mut want = Vec::new();
+            for (b, part) in values.chunks(block as usize).enumerate() {
+                let n = part.len();
+                want.extend((0..n).map(|t| match phase {
+                    0 => part[n - 1 - t],
+                    1 if b % 2 == 0 => part[(t + 1) % n],
+                    shift => part[t] + shift,
+                }));
+            }
+            assert_eq!(
+                data.to_vec().unwrap(),
+                want,
+                "{mode:?}: match_phases {phase}"
+            );
+        }
+
         // 256 bytes a thread across a barrier: blocks of 1024 exceed the lane storage.
         for (blocks, block) in [(2u32, 1024u32), (3, 128)] {
             let values: Vec<u32> = (0..blocks * block)
@@ -2075,6 +2101,7 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "hidden_barrier",
             "hidden_warp_sum",
             "loop_barrier",
+            "match_phases",
             "matmul_tiled",
             "pyramid_min",
             "recurse_after_barrier",

@@ -192,8 +192,8 @@ impl Hoisting<'_> {
                 self.walk(&mut m.receiver);
                 m.args.iter_mut().for_each(|a| self.walk(a));
                 let name = m.method.to_string();
-                self.effect |= !(super::PURE_METHODS.contains(&name.as_str())
-                    || ["is_multiple_of", "from_bits"].contains(&name.as_str()));
+                self.effect |=
+                    !(super::PURE_METHODS.contains(&name.as_str()) || name == "from_bits");
             }
             _ => {
                 if self.first_target(e).is_some() {

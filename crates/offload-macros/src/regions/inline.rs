@@ -789,6 +789,10 @@ mod tests {
                 if block_idx_x() == 0 {
                     wait();
                 }
+                match n % 2 {
+                    0 => wait(),
+                    _ => v = block_scan(tile, v),
+                }
                 let _ = v;
             },
             scan(),
