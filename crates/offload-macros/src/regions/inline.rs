@@ -21,10 +21,14 @@
 //! let s = unsafe { __offload_ret_0.assume_init() };
 //! ```
 //!
+//! A call inside a larger expression is first taken out into a `let` of its own
+//! ([`super::hoist`]), where nothing before it in the statement has an effect.
+//!
 //! The GPU images keep the calls: only the CPU device's region form and its coroutine path's
 //! marked body are built from the inlined body. A function that cannot be inlined this way
-//! (generic, a method, `return` or `?` in it, a reference to a local passed to it, a call
-//! inside a larger expression) leaves the kernel on the coroutine path, with the reason.
+//! (generic, a method, `return` or `?` in it, a `shared_array!` in it, a reference to a local
+//! passed to it, a call that cannot be taken out of its expression) leaves the kernel on the
+//! coroutine path, with the reason.
 
 use std::collections::HashMap;
 
