@@ -236,12 +236,7 @@ fn rewrite_lists(
                 if let Pat::Guard(g) = &arm.pat {
                     head(&g.guard)?;
                 }
-                // An arm's body as a block of statements (`0 => f(),` as `0 => { f(); }`).
-                let stmts = match &*arm.body {
-                    Expr::Block(b) if b.label.is_none() => b.block.stmts.clone(),
-                    body => vec![Stmt::Expr(body.clone(), Some(Default::default()))],
-                };
-                let stmts = list(&stmts)?;
+                let stmts = list(&arm_statements(arm))?;
                 *arm.body = syn::parse_quote!({ #(#stmts)* });
             }
         }
@@ -251,6 +246,14 @@ fn rewrite_lists(
         _ => unreachable!("`holds_statements` is checked first"),
     }
     Ok(out)
+}
+
+/// A `match` arm's body as a list of statements (`0 => f(),` as `0 => { f(); }`).
+fn arm_statements(arm: &syn::Arm) -> Vec<Stmt> {
+    match &*arm.body {
+        Expr::Block(b) if b.label.is_none() => b.block.stmts.clone(),
+        body => vec![Stmt::Expr(body.clone(), Some(Default::default()))],
+    }
 }
 
 /// The name of a local anywhere in `body` whose value is a closure.
@@ -459,6 +462,21 @@ impl Lowering {
         })
     }
 
+    /// Puts the names `pat` binds on `scope` as block-wide values (a uniform loop's variable, a
+    /// block-wide `match` arm's bindings).
+    fn bind_uniform(&mut self, pat: &Pat, scope: &mut Vec<Var>) {
+        let mut names = Vec::new();
+        pattern_names(pat, &mut names);
+        for name in names {
+            let id = self.id();
+            scope.push(Var {
+                name,
+                id,
+                kind: Kind::Uniform,
+            });
+        }
+    }
+
     fn id(&mut self) -> usize {
         self.next_id += 1;
         self.next_id
@@ -571,16 +589,7 @@ impl Lowering {
                 warp_loop_uniform(stmt, &f.expr, scope)?;
                 let range = self.uniform_value(&f.expr, scope)?;
                 let mark = scope.len();
-                let mut names = Vec::new();
-                pattern_names(&f.pat, &mut names);
-                for name in names {
-                    let id = self.id();
-                    scope.push(Var {
-                        name,
-                        id,
-                        kind: Kind::Uniform,
-                    });
-                }
+                self.bind_uniform(&f.pat, scope);
                 let loop_after = loop_tokens(&f.body, after);
                 let body = self.lower_list(&f.body.stmts, scope, &loop_after)?;
                 scope.truncate(mark);
@@ -690,16 +699,7 @@ impl Lowering {
         let mut arms = TokenStream2::new();
         for arm in &m.arms {
             let mark = scope.len();
-            let mut names = Vec::new();
-            pattern_names(&arm.pat, &mut names);
-            for name in names {
-                let id = self.id();
-                scope.push(Var {
-                    name,
-                    id,
-                    kind: Kind::Uniform,
-                });
-            }
+            self.bind_uniform(&arm.pat, scope);
             let lowered = self.lower_arm(arm, scope, after);
             scope.truncate(mark);
             arms.extend(lowered?);
@@ -733,11 +733,7 @@ impl Lowering {
             }
             pat => (pat, None),
         };
-        let stmts = match &*arm.body {
-            Expr::Block(b) if b.label.is_none() => b.block.stmts.clone(),
-            body => vec![Stmt::Expr(body.clone(), Some(Default::default()))],
-        };
-        let body = self.lower_list(&stmts, scope, after)?;
+        let body = self.lower_list(&arm_statements(arm), scope, after)?;
         Ok(quote! { ::core::option::Option::Some(#pat) #guard => { #body } })
     }
 
@@ -2214,7 +2210,6 @@ fn is_compound_assignment(op: &syn::BinOp) -> bool {
     )
 }
 
-/// Whether `expr` assigns anything (the uniform parts are evaluated for one thread only).
 /// The names `stmts` may change the value of: assigned (whole, a field or an element, through
 /// `*` too), borrowed `&mut`, the receiver of a method that may take `&mut self`, or named in
 /// a macro or a closure. A mutable local of an earlier region that its next region does not
@@ -2267,6 +2262,7 @@ fn changed_names(stmts: &[Stmt]) -> HashSet<String> {
     changed.0
 }
 
+/// Whether `expr` assigns anything (the uniform parts are evaluated for one thread only).
 fn assigns(expr: &Expr) -> bool {
     struct Assigns(bool);
     impl<'ast> Visit<'ast> for Assigns {

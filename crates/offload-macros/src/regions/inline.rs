@@ -61,8 +61,7 @@ impl syn::parse::Parse for Helpers {
 
 /// Whether `tokens` synchronize by themselves: a barrier or a warp operation.
 pub(crate) fn synchronizes(tokens: &TokenStream2) -> bool {
-    super::mentions(tokens, super::BARRIER)
-        || super::WARP_OPS.iter().any(|op| super::mentions(tokens, op))
+    super::mentions(tokens, super::BARRIER) || super::warp::warp_op_in(tokens).is_some()
 }
 
 /// `body` with every call of one of `helpers` inlined; `params` are the kernel's parameters
@@ -143,28 +142,19 @@ fn called<'h>(call: &syn::ExprCall, helpers: &HashMap<String, &'h ItemFn>) -> Op
     helpers.get(&last.ident.to_string()).copied()
 }
 
-/// The name of the first helper that what `visit` walks calls, if any.
-fn first_call_in(
-    helpers: &HashMap<String, &ItemFn>,
-    visit: impl FnOnce(&mut dyn FnMut(&syn::ExprCall)),
-) -> Option<String> {
-    let mut found = None;
-    visit(&mut |c| {
-        if found.is_none()
-            && let Some(f) = called(c, helpers)
-        {
-            found = Some(f.sig.ident.to_string());
-        }
-    });
-    found
+/// The name of the first helper a walk meets a call of, items inside what it walks left out.
+struct FirstCall<'h> {
+    helpers: &'h HashMap<String, &'h ItemFn>,
+    found: Option<String>,
 }
 
-/// Visits every call of an expression or statement, items inside it left out.
-struct Calls<'f>(&'f mut dyn FnMut(&syn::ExprCall));
-
-impl<'ast> Visit<'ast> for Calls<'_> {
+impl<'ast> Visit<'ast> for FirstCall<'_> {
     fn visit_expr_call(&mut self, c: &'ast syn::ExprCall) {
-        (self.0)(c);
+        if self.found.is_none()
+            && let Some(f) = called(c, self.helpers)
+        {
+            self.found = Some(f.sig.ident.to_string());
+        }
         syn::visit::visit_expr_call(self, c);
     }
     fn visit_item(&mut self, _: &'ast syn::Item) {}
@@ -172,12 +162,22 @@ impl<'ast> Visit<'ast> for Calls<'_> {
 
 /// The name of the first helper `stmt` calls anywhere, if any.
 fn first_call(stmt: &Stmt, helpers: &HashMap<String, &ItemFn>) -> Option<String> {
-    first_call_in(helpers, |f| Calls(f).visit_stmt(stmt))
+    let mut find = FirstCall {
+        helpers,
+        found: None,
+    };
+    find.visit_stmt(stmt);
+    find.found
 }
 
 /// The name of the first helper `expr` calls anywhere, if any.
 fn first_call_expr(expr: &Expr, helpers: &HashMap<String, &ItemFn>) -> Option<String> {
-    first_call_in(helpers, |f| Calls(f).visit_expr(expr))
+    let mut find = FirstCall {
+        helpers,
+        found: None,
+    };
+    find.visit_expr(expr);
+    find.found
 }
 
 impl Inliner<'_> {

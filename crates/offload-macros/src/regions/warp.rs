@@ -57,7 +57,7 @@ pub(super) fn rewrite(body: &Block) -> Result<(Block, Exchanges), String> {
 }
 
 /// The first warp operation `tokens` name, if any.
-fn warp_op_in(tokens: &impl ToTokens) -> Option<&'static str> {
+pub(super) fn warp_op_in(tokens: &impl ToTokens) -> Option<&'static str> {
     let tokens = tokens.to_token_stream();
     WARP_OPS.iter().copied().find(|op| mentions(&tokens, op))
 }
