@@ -33,6 +33,7 @@ fn channel() -> *mut DeviceChannel {
 
 /// Iterations a panicking thread that lost the race to report waits for the winner's report
 /// to be complete before it traps (its trap would end the launch before the report is whole).
+#[cfg(target_arch = "amdgpu")]
 const REPORT_WAIT_SPINS: u32 = 1 << 20;
 
 pub(super) fn print(template: &str, args: &[PrintArg]) {
@@ -81,8 +82,9 @@ pub(super) fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
     report(kind, message, [0; 3], info.location())
 }
 
-/// The one report of a GPU panic: the first panicking thread writes the record, then every
-/// one traps. `offload-build`'s device link replaces the bodies of core's panic functions
+/// The one report of a GPU panic: the first panicking thread writes the record and traps;
+/// the others trap too, or on NVIDIA end alone while the report is being written
+/// ([`claim_or_leave`]). `offload-build`'s device link replaces the bodies of core's panic functions
 /// with a call of this function (`panic_bounds_check` with [`PanicKind::IndexOutOfBounds`]
 /// and the index and length, `expect_failed` with its message, …), so no kernel carries
 /// `core::fmt`; the host formats `values` ([`PanicKind`]). Where the optimized kernel calls it
@@ -131,9 +133,7 @@ pub unsafe extern "C" fn __offload_gpu_panic(
             }
             #[cfg(not(target_arch = "amdgpu"))]
             {
-                if !claim(record) {
-                    __offload_gpu_panic_wait()
-                }
+                claim_or_leave(record);
                 // The values first: they are then dead during the copies.
                 write_words((&raw mut (*record).values).cast(), [a, b, c]);
                 write_text(record, kind, message, message_len, location);
@@ -263,9 +263,7 @@ unsafe fn panic_at(site: u64, [a, b, c]: [u64; 3]) -> ! {
             }
             #[cfg(not(target_arch = "amdgpu"))]
             {
-                if !claim(record) {
-                    __offload_gpu_panic_wait()
-                }
+                claim_or_leave(record);
                 write_words(&raw mut (*record).site, [site, a, b, c]);
                 __offload_gpu_panic_finish()
             }
@@ -413,10 +411,11 @@ mod wave {
 }
 
 /// Whether this thread claimed the record: moved `state` from [`PANIC_EMPTY`] to
-/// [`PANIC_WRITING`]. A thread that did not calls [`__offload_gpu_panic_wait`].
+/// [`PANIC_WRITING`]. A wavefront none of whose lanes did calls [`__offload_gpu_panic_wait`].
 ///
 /// # Safety
 /// `record` is the channel's live panic record; `state` is only accessed atomically.
+#[cfg(target_arch = "amdgpu")]
 #[inline(always)]
 unsafe fn claim(record: *mut PanicRecord) -> bool {
     // SAFETY: the caller's contract; no reference to the whole record is made.
@@ -431,12 +430,39 @@ unsafe fn claim(record: *mut PanicRecord) -> bool {
         .is_ok()
 }
 
+/// Claims the record for this thread ([`claim`]), or leaves the panic to the thread that has:
+/// while that thread is writing its report, this one ends alone (PTX `exit`) and the writer's
+/// trap ends the launch once the report is whole; once the report is written, this thread
+/// traps. Either way nothing of the kernel runs after the panic on this thread, and no thread
+/// waits: an exit costs the kernel less code than [`__offload_gpu_panic_wait`]'s loop.
+///
+/// # Safety
+/// As for [`claim`].
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+unsafe fn claim_or_leave(record: *mut PanicRecord) {
+    // SAFETY: the caller's contract; no reference to the whole record is made.
+    let state = unsafe { &(*record).state };
+    match state.compare_exchange(
+        PANIC_EMPTY,
+        PANIC_WRITING,
+        Ordering::Acquire,
+        Ordering::Relaxed,
+    ) {
+        Ok(_) => {}
+        Err(PANIC_WRITING) => super::arch::exit_thread(),
+        Err(_) => super::arch::trap(),
+    }
+}
+
 /// A panicking thread that lost the race to report: waits for the winner's report to be
-/// complete, then traps (its trap would end the launch before the report is whole). Out of
-/// line on NVIDIA, like [`__offload_gpu_panic_finish`].
+/// complete, then traps (its trap would end the launch before the report is whole). On AMD
+/// GPUs, where the wavefront that lost cannot end alone: an NVIDIA thread leaves instead
+/// ([`claim_or_leave`]).
 ///
 /// # Safety
 /// The channel is not null.
+#[cfg(target_arch = "amdgpu")]
 #[unsafe(no_mangle)]
 #[inline(never)]
 #[cold]
@@ -453,10 +479,12 @@ pub unsafe extern "C" fn __offload_gpu_panic_wait() -> ! {
 
 /// Completes the report this thread claimed: writes its block and thread, publishes the
 /// record and traps. Out of line on NVIDIA and without parameters, so that reading the
-/// indices costs the caller no registers of its own. AMD GPUs use [`wave::finish`].
+/// indices costs the caller no registers of its own (passing the record's address costs
+/// `divide` of the parity benchmark a register on both NVIDIA targets). AMD GPUs use
+/// [`wave::finish`].
 ///
 /// # Safety
-/// This thread claimed the channel's record ([`claim`]), so the channel is not null.
+/// This thread claimed the channel's record ([`claim_or_leave`]), so the channel is not null.
 #[unsafe(no_mangle)]
 #[inline(never)]
 #[cold]
@@ -478,8 +506,8 @@ pub unsafe extern "C" fn __offload_gpu_panic_finish() -> ! {
             ],
             cfg!(target_arch = "nvptx64"),
         ));
-        // System scope: the host reads the record, perhaps after the trap below.
-        fence(Ordering::SeqCst);
+        // System scope: the host reads the record, perhaps after the trap below. The release
+        // store orders the writes above before it; the fence completes it before the trap.
         (*record).state.store(PANIC_WRITTEN, Ordering::Release);
         fence(Ordering::SeqCst);
     }

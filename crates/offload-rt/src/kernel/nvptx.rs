@@ -29,6 +29,8 @@ unsafe extern "unadjusted" {
     safe fn read_laneid() -> u32;
     #[link_name = "llvm.nvvm.bar.warp.sync"]
     safe fn bar_warp_sync(mask: u32);
+    #[link_name = "llvm.nvvm.exit"]
+    safe fn nvvm_exit() -> !;
 }
 
 macro_rules! sreg {
@@ -72,6 +74,12 @@ pub(super) fn sync_warp() {
 pub(super) fn trap() -> ! {
     // SAFETY: `trap` aborts the kernel; it has no preconditions.
     unsafe { nvptx::trap() }
+}
+
+/// Ends the calling thread alone (PTX `exit`); the rest of the launch goes on.
+#[inline(always)]
+pub(super) fn exit_thread() -> ! {
+    nvvm_exit()
 }
 
 #[inline(always)]

@@ -37,7 +37,8 @@ pub(super) const SITE_REPORTERS: [&str; 4] = [
 ];
 /// offload-rt's `kernel::gpu_channel::__offload_gpu_panic_finish()` and
 /// `__offload_gpu_panic_wait()`, which both reporters call: the first completes the report of
-/// the thread that claimed it, the second waits for it in the others.
+/// the thread that claimed it, the second (AMD GPUs only) waits for it in the other
+/// wavefronts.
 pub(super) const FINISH: &str = "__offload_gpu_panic_finish";
 pub(super) const WAIT: &str = "__offload_gpu_panic_wait";
 /// The panic path's functions, external until [`describe_sites`]: the optimizer must neither
