@@ -1428,7 +1428,6 @@ fn panics_carry_no_formatting() {
                 "__offload_gpu_panic_at1",
                 "__offload_gpu_panic_at2",
                 "__offload_gpu_panic_finish",
-                "__offload_gpu_panic_wait"
             ]
             .contains(f)),
             "{sm}: one copy of the panic path's functions: {functions:?}"

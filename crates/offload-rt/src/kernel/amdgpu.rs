@@ -104,6 +104,18 @@ pub(super) fn trap() -> ! {
     core::intrinsics::abort()
 }
 
+/// Ends the calling wavefront, all its lanes (`s_endpgm`); the rest of the launch goes on.
+#[inline(always)]
+pub(super) fn end_thread() -> ! {
+    // LLVM's intrinsic itself, so as not to depend on which nightlies' `core::arch::amdgpu`
+    // has `endpgm`.
+    unsafe extern "unadjusted" {
+        #[link_name = "llvm.amdgcn.endpgm"]
+        safe fn endpgm() -> !;
+    }
+    endpgm()
+}
+
 #[inline(always)]
 pub(super) fn warp_size() -> u32 {
     // SAFETY: a constant, defined by the device link.

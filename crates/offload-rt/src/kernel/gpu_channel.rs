@@ -31,11 +31,6 @@ fn channel() -> *mut DeviceChannel {
     unsafe { (&raw const __offload_channel).read() }
 }
 
-/// Iterations a panicking thread that lost the race to report waits for the winner's report
-/// to be complete before it traps (its trap would end the launch before the report is whole).
-#[cfg(target_arch = "amdgpu")]
-const REPORT_WAIT_SPINS: u32 = 1 << 20;
-
 pub(super) fn print(template: &str, args: &[PrintArg]) {
     let channel = channel();
     if channel.is_null() {
@@ -83,10 +78,10 @@ pub(super) fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
 }
 
 /// The one report of a GPU panic: the first panicking thread writes the record and traps;
-/// the others trap too, or on NVIDIA end alone while the report is being written
-/// ([`claim_or_leave`]). `offload-build`'s device link replaces the bodies of core's panic functions
-/// with a call of this function (`panic_bounds_check` with [`PanicKind::IndexOutOfBounds`]
-/// and the index and length, `expect_failed` with its message, …), so no kernel carries
+/// the others trap too, or end alone while the report is being written ([`leave`]).
+/// `offload-build`'s device link replaces the bodies of core's panic functions with a call of
+/// this function (`panic_bounds_check` with [`PanicKind::IndexOutOfBounds`] and the index and
+/// length, `expect_failed` with its message, …), so no kernel carries
 /// `core::fmt`; the host formats `values` ([`PanicKind`]). Where the optimized kernel calls it
 /// with a constant kind, message and location, the device link describes the site in the
 /// module's panic-site table and calls [`__offload_gpu_panic_at`] instead, which copies no
@@ -319,9 +314,9 @@ fn one_store_at_a_time() {
 }
 
 /// A panic reported by a whole AMD wavefront for its first active lane. Its lanes run in
-/// lockstep and a trap ends all of them: a lane that lost the claim to a lane of its own
-/// wavefront and waited for that report would hold the writer back until the wait gave up, and
-/// trap before the report was whole. So every lane reports the first lane's panic, each value
+/// lockstep, and a trap or `s_endpgm` ends all of them: a lane that lost the claim to a lane of
+/// its own wavefront could neither wait for that report (it would hold the writer back) nor
+/// end (it would end the writer). So every lane reports the first lane's panic, each value
 /// read from that lane (`readfirstlane`): the path is uniform, its values live in scalar
 /// registers and its branches are scalar, and the kernel pays no vector registers for it.
 #[cfg(target_arch = "amdgpu")]
@@ -331,7 +326,7 @@ mod wave {
 
     use super::super as kernel;
     use super::pack_block;
-    use super::{__offload_gpu_panic_wait, PANIC_WRITTEN, PanicRecord, one_store_at_a_time};
+    use super::{PANIC_EMPTY, PANIC_WRITTEN, PanicRecord, one_store_at_a_time};
 
     /// `words` as the first active lane holds them.
     #[inline(always)]
@@ -346,18 +341,22 @@ mod wave {
     }
 
     /// Claims the record for the wavefront: its first lane tries, every lane learns the
-    /// outcome. A wavefront that lost waits for the winner's report, then traps.
+    /// outcome. A wavefront that lost leaves the panic to the winner ([`super::leave`]).
     ///
     /// # Safety
-    /// As for [`super::claim`].
+    /// As for [`super::try_claim`].
     #[inline(always)]
     pub(super) unsafe fn claim(record: *mut PanicRecord) {
         let lane = kernel::arch::lane_id();
-        // SAFETY: the caller's contract.
-        let won = lane == readfirstlane_u32(lane) && unsafe { super::claim(record) };
-        if readfirstlane_u32(u32::from(won)) == 0 {
-            // SAFETY: the record is the channel's, so the channel is not null.
-            unsafe { __offload_gpu_panic_wait() }
+        let before = if lane == readfirstlane_u32(lane) {
+            // SAFETY: the caller's contract.
+            unsafe { super::try_claim(record) }
+        } else {
+            PANIC_EMPTY
+        };
+        let before = readfirstlane_u32(before);
+        if before != PANIC_EMPTY {
+            super::leave(before)
         }
     }
 
@@ -402,7 +401,7 @@ mod wave {
             for (i, index) in block.into_iter().enumerate() {
                 store(&raw mut (*record).block[i], index);
             }
-            fence(Ordering::SeqCst);
+            // As in `__offload_gpu_panic_finish`.
             (*record).state.store(PANIC_WRITTEN, Ordering::Release);
             fence(Ordering::SeqCst);
         }
@@ -410,37 +409,13 @@ mod wave {
     }
 }
 
-/// Whether this thread claimed the record: moved `state` from [`PANIC_EMPTY`] to
-/// [`PANIC_WRITING`]. A wavefront none of whose lanes did calls [`__offload_gpu_panic_wait`].
+/// Tries to claim the record for this thread: moves `state` from [`PANIC_EMPTY`] to
+/// [`PANIC_WRITING`] if it can, and returns the state it found ([`PANIC_EMPTY`]: claimed).
 ///
 /// # Safety
 /// `record` is the channel's live panic record; `state` is only accessed atomically.
-#[cfg(target_arch = "amdgpu")]
 #[inline(always)]
-unsafe fn claim(record: *mut PanicRecord) -> bool {
-    // SAFETY: the caller's contract; no reference to the whole record is made.
-    let state = unsafe { &(*record).state };
-    state
-        .compare_exchange(
-            PANIC_EMPTY,
-            PANIC_WRITING,
-            Ordering::Acquire,
-            Ordering::Relaxed,
-        )
-        .is_ok()
-}
-
-/// Claims the record for this thread ([`claim`]), or leaves the panic to the thread that has:
-/// while that thread is writing its report, this one ends alone (PTX `exit`) and the writer's
-/// trap ends the launch once the report is whole; once the report is written, this thread
-/// traps. Either way nothing of the kernel runs after the panic on this thread, and no thread
-/// waits: an exit costs the kernel less code than [`__offload_gpu_panic_wait`]'s loop.
-///
-/// # Safety
-/// As for [`claim`].
-#[cfg(target_arch = "nvptx64")]
-#[inline(always)]
-unsafe fn claim_or_leave(record: *mut PanicRecord) {
+unsafe fn try_claim(record: *mut PanicRecord) -> u32 {
     // SAFETY: the caller's contract; no reference to the whole record is made.
     let state = unsafe { &(*record).state };
     match state.compare_exchange(
@@ -449,30 +424,35 @@ unsafe fn claim_or_leave(record: *mut PanicRecord) {
         Ordering::Acquire,
         Ordering::Relaxed,
     ) {
-        Ok(_) => {}
-        Err(PANIC_WRITING) => super::arch::exit_thread(),
-        Err(_) => super::arch::trap(),
+        Ok(before) | Err(before) => before,
     }
 }
 
-/// A panicking thread that lost the race to report: waits for the winner's report to be
-/// complete, then traps (its trap would end the launch before the report is whole). On AMD
-/// GPUs, where the wavefront that lost cannot end alone: an NVIDIA thread leaves instead
-/// ([`claim_or_leave`]).
+/// Claims the record for this thread ([`try_claim`]), or leaves the panic to the thread that
+/// has ([`leave`]).
 ///
 /// # Safety
-/// The channel is not null.
-#[cfg(target_arch = "amdgpu")]
-#[unsafe(no_mangle)]
-#[inline(never)]
-#[cold]
-pub unsafe extern "C" fn __offload_gpu_panic_wait() -> ! {
-    // SAFETY: the caller's contract; `state` is only accessed atomically.
-    let state = unsafe { &(*channel()).panic.state };
-    let mut spins = 0;
-    while state.load(Ordering::Acquire) != PANIC_WRITTEN && spins < REPORT_WAIT_SPINS {
-        spins += 1;
-        core::hint::spin_loop();
+/// As for [`try_claim`].
+#[cfg(not(target_arch = "amdgpu"))]
+#[inline(always)]
+unsafe fn claim_or_leave(record: *mut PanicRecord) {
+    // SAFETY: the caller's contract.
+    let before = unsafe { try_claim(record) };
+    if before != PANIC_EMPTY {
+        leave(before)
+    }
+}
+
+/// A panicking thread (on AMD GPUs, wavefront) that found the record in state `before`,
+/// claimed by another: while the other is writing its report, this one ends alone (PTX
+/// `exit`, AMD `s_endpgm`) and the writer's trap ends the launch once the report is whole;
+/// once the report is written, it traps. Either way nothing of the kernel runs after the
+/// panic here, and nothing waits: a wait for the report would keep a trap from ending the
+/// launch too early, at the cost of a loop in every kernel that can panic.
+#[inline(always)]
+fn leave(before: u32) -> ! {
+    if before == PANIC_WRITING {
+        super::arch::end_thread()
     }
     super::arch::trap()
 }

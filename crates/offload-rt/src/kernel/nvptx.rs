@@ -78,7 +78,7 @@ pub(super) fn trap() -> ! {
 
 /// Ends the calling thread alone (PTX `exit`); the rest of the launch goes on.
 #[inline(always)]
-pub(super) fn exit_thread() -> ! {
+pub(super) fn end_thread() -> ! {
     nvvm_exit()
 }
 

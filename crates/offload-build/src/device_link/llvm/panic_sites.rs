@@ -35,16 +35,13 @@ pub(super) const SITE_REPORTERS: [&str; 4] = [
     "__offload_gpu_panic_at2",
     SITE_REPORTER,
 ];
-/// offload-rt's `kernel::gpu_channel::__offload_gpu_panic_finish()` and
-/// `__offload_gpu_panic_wait()`, which both reporters call: the first completes the report of
-/// the thread that claimed it, the second (AMD GPUs only) waits for it in the other
-/// wavefronts.
+/// offload-rt's `kernel::gpu_channel::__offload_gpu_panic_finish()`, which both reporters call
+/// on NVIDIA: it completes the report of the thread that claimed it.
 pub(super) const FINISH: &str = "__offload_gpu_panic_finish";
-pub(super) const WAIT: &str = "__offload_gpu_panic_wait";
 /// The panic path's functions, external until [`describe_sites`]: the optimizer must neither
 /// change the reporter's parameters (the stage reads them by position) nor drop the
 /// [`SITE_REPORTERS`], which nothing calls before the stage.
-pub(super) const LATE: [&str; 9] = [
+pub(super) const LATE: [&str; 8] = [
     REPORTER,
     THREAD_REPORTER,
     THREAD_RANK,
@@ -53,7 +50,6 @@ pub(super) const LATE: [&str; 9] = [
     SITE_REPORTERS[2],
     SITE_REPORTER,
     FINISH,
-    WAIT,
 ];
 
 /// Describes the module's constant panic sites, gives each function one call of a site
