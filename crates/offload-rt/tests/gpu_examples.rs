@@ -117,6 +117,28 @@ fn gpu_kernel_panic_is_an_error() {
     );
 }
 
+/// `lookup` with every one of 8,192 threads indexing past its table: every thread panics, one
+/// writes the report and the others end without one; the report comes back whole (its index
+/// and length, not a report cut short).
+#[test]
+fn gpu_panic_in_every_thread_is_one_whole_report() {
+    if !gpu_tests_enabled("gpu_panic_in_every_thread_is_one_whole_report") {
+        return;
+    }
+    let (status, stdout, stderr) = kernel_run_on_cuda("panic-everywhere");
+    assert_eq!(
+        status,
+        Some(1),
+        "exit status of a panicking kernel\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stderr.starts_with("error: kernel `lookup` panicked on cuda:0")
+            && stderr.contains("index out of bounds: the len is 4 but the index is")
+            && !stderr.contains("before its report was complete"),
+        "the error should be one thread's whole report:\n{stderr}"
+    );
+}
+
 /// `copy_offset` indexing past its `&[u32]`: the slice's bounds check panics on the GPU too,
 /// and the launch fails with the panic's report.
 #[test]

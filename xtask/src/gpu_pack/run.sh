@@ -188,12 +188,13 @@ done <"$kernel_log"
 
 # The print and panic modes of offload-rt-kernel-run, on the device the runtime picks: the
 # device's lines reach stdout, and a kernel's panic comes back as an error with its message.
-for mode in print copy-past-the-end lookup-past-the-table; do
+for mode in print copy-past-the-end lookup-past-the-table panic-everywhere; do
     log="$logs/kernel-run-$mode.log"
     timed "$log" "$bin/offload-rt-kernel-run" "$mode"
     case "$mode" in
     print) want=0 need="--- print_then_panic" ;;
     copy-past-the-end) want=1 need="index out of bounds: the len is 100 but the index is 100" ;;
+    panic-everywhere) want=1 need="index out of bounds: the len is 4 but the index is" ;;
     *) want=1 need="index out of bounds" ;;
     esac
     said="$(grep -m 1 -e 'panicked' "$log" | cut -c1-140)"
