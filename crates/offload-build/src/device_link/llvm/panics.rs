@@ -5,7 +5,8 @@
 //! link instead gives each of those functions a body that calls offload-rt's reporter for it
 //! (`kernel::gpu_channel`), which records the raw values for the host to format, and lets
 //! `panic_fmt` and the panic handler inline, where `Arguments::as_str` folds: a literal message
-//! is recorded, a formatted one is not, and its formatters become dead code.
+//! is recorded, a formatted one is not, and its formatters become dead code (a formatted
+//! message's arguments are not even handed to `panic_fmt`: [`unread_formatted_arguments`]).
 
 use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::llvm_sys::LLVMOpcode;
@@ -133,7 +134,98 @@ pub(super) fn lean_panics(module: &Module<'_>, reporters: bool) -> Result<usize>
             Some(Role::Inline) | None => {}
         }
     }
-    Ok(changed)
+    Ok(changed + unread_formatted_arguments(module))
+}
+
+/// `core::panicking::panic_fmt`, the one function of core that takes a message's
+/// `fmt::Arguments`.
+const PANIC_FMT: &str = "core::panicking::panic_fmt";
+
+/// What a formatted message passes `panic_fmt` for its arguments, once nothing reads them: a
+/// dangling, aligned, non-null address (`NonNull::<rt::Argument>::dangling()`), whose bit 0
+/// is clear as a stack address's is.
+const DANGLING_ARGUMENTS: u64 = 8;
+
+/// Gives each call of `panic_fmt` whose message's arguments are on the stack (a formatted
+/// message: `Arguments::new` points at an array of `rt::Argument`s, each a value's address and
+/// its formatter's) a dangling address instead; returns how many calls changed. The handler
+/// only asks `Arguments::as_str` whether the message is a literal, which reads bit 0 of that
+/// address and nothing behind it, and it is clear either way. LLVM folds that test for the
+/// stack address itself only where it knows the address's low bits: on NVPTX, not on AMDGPU,
+/// where the array is private memory seen through a flat address. There the array stayed
+/// alive, and with it every formatter it names and all that they call (core's float
+/// formatting: `dragon::format_shortest` alone is 9,000 lines of IR), until the panic sites
+/// were described after optimization: optimized, then dropped, for each AMD target.
+fn unread_formatted_arguments(module: &Module<'_>) -> usize {
+    let Some(panic_fmt) = module.get_functions().find(|f| {
+        let name = cstr(f.get_name());
+        name.contains("9panic_fmt")
+            && rustc_demangle::try_demangle(&name).is_ok_and(|d| format!("{d:#}") == PANIC_FMT)
+    }) else {
+        return 0;
+    };
+    if panic_fmt.count_params() != 3 {
+        return 0;
+    }
+    let mut changed = 0;
+    // SAFETY: `panic_fmt` is a live function; the loop reads its use list and changes an
+    // operand of calls among its users (a use of another value), which leaves the list as it
+    // is.
+    unsafe {
+        let i64_type =
+            llvm::LLVMInt64TypeInContext(llvm::LLVMGetModuleContext(module.as_mut_ptr()));
+        let mut use_ = llvm::LLVMGetFirstUse(panic_fmt.as_value_ref());
+        while !use_.is_null() {
+            let call = llvm::LLVMGetUser(use_);
+            use_ = llvm::LLVMGetNextUse(use_);
+            if llvm::LLVMIsACallInst(call).is_null()
+                || llvm::LLVMGetCalledValue(call) != panic_fmt.as_value_ref()
+            {
+                continue;
+            }
+            let arguments = llvm::LLVMGetOperand(call, 1);
+            if !on_the_stack(arguments) {
+                continue;
+            }
+            let dangling = llvm::LLVMConstIntToPtr(
+                llvm::LLVMConstInt(i64_type, DANGLING_ARGUMENTS, 0),
+                llvm::LLVMTypeOf(arguments),
+            );
+            llvm::LLVMSetOperand(call, 1, dangling);
+            changed += 1;
+        }
+    }
+    changed
+}
+
+/// Whether `pointer` is an address in a stack slot: an `alloca`, through address-space casts
+/// and GEPs (instructions or constant expressions).
+///
+/// # Safety
+/// `pointer` is a live value of a live module.
+unsafe fn on_the_stack(mut pointer: LLVMValueRef) -> bool {
+    for _ in 0..8 {
+        // SAFETY: the caller's contract, for `pointer` and its operands.
+        unsafe {
+            if !llvm::LLVMIsAAllocaInst(pointer).is_null() {
+                return true;
+            }
+            let opcode = if !llvm::LLVMIsAInstruction(pointer).is_null() {
+                llvm::LLVMGetInstructionOpcode(pointer)
+            } else if !llvm::LLVMIsAConstantExpr(pointer).is_null() {
+                llvm::LLVMGetConstOpcode(pointer)
+            } else {
+                return false;
+            };
+            match opcode {
+                LLVMOpcode::LLVMAddrSpaceCast
+                | LLVMOpcode::LLVMBitCast
+                | LLVMOpcode::LLVMGetElementPtr => pointer = llvm::LLVMGetOperand(pointer, 0),
+                _ => return false,
+            }
+        }
+    }
+    false
 }
 
 /// Marks `f` `alwaysinline` and takes `noinline` off it and off its call sites (rustc puts it
@@ -526,5 +618,50 @@ mod tests {
                 .contains("index out of bounds (the index and length are not recorded here)")
         );
         check_reporters(&m).unwrap();
+    }
+
+    /// A formatted message's arguments on AMDGPU's private stack, seen through a flat
+    /// address, and a literal message's encoded length: only the first call changes, and the
+    /// array with the formatter's address is left without a reader.
+    #[test]
+    fn a_formatted_messages_arguments_are_not_handed_to_panic_fmt() {
+        const PANIC_FMT: &str = "_RNvNtCskadkSMZu6gz_4core9panicking9panic_fmt";
+        let context = Context::create();
+        let text = format!(
+            "target datalayout = \"A5\"\n\
+             target triple = \"amdgcn-amd-amdhsa\"\n\
+             @template = private constant [4 x i8] zeroinitializer\n\
+             declare void @float_debug_fmt()\n\
+             define void @{PANIC_FMT}(ptr %template, ptr %args, ptr %location) {{\n  unreachable\n}}\n\
+             define void @formatted() {{\n  \
+             %args = alloca [2 x ptr], align 8, addrspace(5)\n  \
+             %f = getelementptr inbounds i8, ptr addrspace(5) %args, i32 8\n  \
+             store ptr @float_debug_fmt, ptr addrspace(5) %f, align 8\n  \
+             %flat = addrspacecast ptr addrspace(5) %args to ptr\n  \
+             call void @{PANIC_FMT}(ptr @template, ptr %flat, ptr null)\n  unreachable\n}}\n\
+             define void @literal() {{\n  \
+             call void @{PANIC_FMT}(ptr @template, ptr inttoptr (i64 9 to ptr), ptr null)\n  unreachable\n}}\n"
+        );
+        let buffer = MemoryBuffer::create_from_memory_range_copy(text.as_bytes(), "test");
+        let m = context.create_module_from_ir(buffer).unwrap();
+        assert_eq!(unread_formatted_arguments(&m), 1);
+        m.verify().unwrap();
+        let ir = m.print_to_string().to_string();
+        let calls: Vec<&str> = ir
+            .lines()
+            .filter(|l| l.contains(&format!("call void @{PANIC_FMT}")))
+            .collect();
+        assert_eq!(calls.len(), 2, "{ir}");
+        assert!(
+            calls[0].contains("ptr inttoptr (i64 8 to ptr)"),
+            "{}",
+            calls[0]
+        );
+        assert!(
+            calls[1].contains("ptr inttoptr (i64 9 to ptr)"),
+            "{}",
+            calls[1]
+        );
+        assert_eq!(unread_formatted_arguments(&m), 0, "nothing left to change");
     }
 }
