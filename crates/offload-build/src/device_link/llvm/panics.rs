@@ -109,7 +109,8 @@ fn role(name: &str) -> Option<Role> {
 /// linked, so that the functions core's original bodies call are never linked. The
 /// reporters the new bodies call are left undefined for the link to bring from offload-rt;
 /// `reporters` says whether the link has them (a kernel crate's does: its panic handler is
-/// offload-rt's), else nothing changes. Returns how many functions changed.
+/// offload-rt's), else nothing changes. Returns how many functions, and calls of
+/// `panic_fmt`, changed.
 pub(super) fn lean_panics(module: &Module<'_>, reporters: bool) -> Result<usize> {
     if !reporters {
         return Ok(0);
@@ -625,22 +626,22 @@ mod tests {
     /// array with the formatter's address is left without a reader.
     #[test]
     fn a_formatted_messages_arguments_are_not_handed_to_panic_fmt() {
-        const PANIC_FMT: &str = "_RNvNtCskadkSMZu6gz_4core9panicking9panic_fmt";
+        const PANIC_FMT_SYMBOL: &str = "_RNvNtCskadkSMZu6gz_4core9panicking9panic_fmt";
         let context = Context::create();
         let text = format!(
             "target datalayout = \"A5\"\n\
              target triple = \"amdgcn-amd-amdhsa\"\n\
              @template = private constant [4 x i8] zeroinitializer\n\
              declare void @float_debug_fmt()\n\
-             define void @{PANIC_FMT}(ptr %template, ptr %args, ptr %location) {{\n  unreachable\n}}\n\
+             define void @{PANIC_FMT_SYMBOL}(ptr %template, ptr %args, ptr %location) {{\n  unreachable\n}}\n\
              define void @formatted() {{\n  \
              %args = alloca [2 x ptr], align 8, addrspace(5)\n  \
              %f = getelementptr inbounds i8, ptr addrspace(5) %args, i32 8\n  \
              store ptr @float_debug_fmt, ptr addrspace(5) %f, align 8\n  \
              %flat = addrspacecast ptr addrspace(5) %args to ptr\n  \
-             call void @{PANIC_FMT}(ptr @template, ptr %flat, ptr null)\n  unreachable\n}}\n\
+             call void @{PANIC_FMT_SYMBOL}(ptr @template, ptr %flat, ptr null)\n  unreachable\n}}\n\
              define void @literal() {{\n  \
-             call void @{PANIC_FMT}(ptr @template, ptr inttoptr (i64 9 to ptr), ptr null)\n  unreachable\n}}\n"
+             call void @{PANIC_FMT_SYMBOL}(ptr @template, ptr inttoptr (i64 9 to ptr), ptr null)\n  unreachable\n}}\n"
         );
         let buffer = MemoryBuffer::create_from_memory_range_copy(text.as_bytes(), "test");
         let m = context.create_module_from_ir(buffer).unwrap();
@@ -649,7 +650,7 @@ mod tests {
         let ir = m.print_to_string().to_string();
         let calls: Vec<&str> = ir
             .lines()
-            .filter(|l| l.contains(&format!("call void @{PANIC_FMT}")))
+            .filter(|l| l.contains(&format!("call void @{PANIC_FMT_SYMBOL}")))
             .collect();
         assert_eq!(calls.len(), 2, "{ir}");
         assert!(
