@@ -1714,3 +1714,34 @@ fn gemm_example_runs_on_the_matrix_units() {
         );
     }
 }
+
+/// `block_stride_x(64)` counts in 32 bits on a GPU, as C's `int` loop does: the bound is known
+/// when the kernel is compiled and a block's step is small. The grid-stride loop over a bound
+/// known only at run time, whose step may be near `u32::MAX`, keeps counting in 64 bits.
+#[test]
+fn stride_loops_count_in_32_bits_where_that_is_proven() {
+    if !nightly_ready() {
+        return;
+    }
+    let target = GpuTarget::parse("sm_80").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    let ptx = device_link::nvptx_link(&inputs, "sm_80", &NvptxLinkOptions::default()).unwrap();
+    let entry = ptx_entry(&ptx, "strided_histogram");
+    let compares = |width: &str, bound: &str| {
+        entry
+            .iter()
+            .filter(|l| l.starts_with(&format!("setp.lt.{width}")) && l.ends_with(bound))
+            .count()
+    };
+    let listing = entry.join("\n");
+    assert!(
+        compares("u32", ", 64;") >= 2,
+        "the block-stride loops' counters:\n{listing}"
+    );
+    assert_eq!(compares("u64", ", 64;"), 0, "{listing}");
+    assert_eq!(
+        compares("u64", ";"),
+        1,
+        "the grid-stride loop over `n`:\n{listing}"
+    );
+}

@@ -44,7 +44,7 @@
 )]
 #![cfg_attr(
     all(offload_device, target_arch = "nvptx64"),
-    feature(stdarch_nvptx, link_llvm_intrinsics, abi_unadjusted),
+    feature(stdarch_nvptx, core_intrinsics, link_llvm_intrinsics, abi_unadjusted),
     allow(internal_features)
 )]
 #![cfg_attr(

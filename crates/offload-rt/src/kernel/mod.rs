@@ -279,13 +279,27 @@ fn global_idx(block: u32, dim: u32, thread: u32) -> usize {
 /// `(start..end).step_by(step)` first divides to count its steps. A `step` of 0 counts as 1.
 /// Indices above `usize::MAX - step` are not reached (no slice is that long): so the next
 /// index is one add that cannot overflow, as in C.
+///
+/// On a GPU the loop counts in 32 bits, as C's `int` loops do, where the compiler can prove
+/// that every index and the last add fit in `u32` (an `end` known when the kernel is compiled,
+/// such as a shared array's length, and a step as small as a block's): a 64-bit counter costs
+/// registers and an instruction at each step. Otherwise it counts in `usize`.
 /// See [`block_stride_x`] and [`grid_stride_x`].
 #[derive(Debug, Clone)]
 pub struct Strided {
-    next: usize,
-    /// At most `usize::MAX - step`.
-    end: usize,
-    step: usize,
+    wide: Span<usize>,
+    /// The same indices, used instead of `wide` where `counts_in_u32`.
+    narrow: Span<u32>,
+    /// Every index and `end + step` are known to fit in `u32` when the kernel is compiled.
+    counts_in_u32: bool,
+}
+
+/// `next, next + step, …` below `end`, where `end + step` cannot overflow.
+#[derive(Debug, Clone)]
+struct Span<I> {
+    next: I,
+    end: I,
+    step: I,
 }
 
 impl Strided {
@@ -293,10 +307,21 @@ impl Strided {
     #[inline(always)]
     pub fn new(start: usize, end: usize, step: usize) -> Strided {
         let step = step.max(1);
+        let fits_u32 = start <= u32::MAX as usize
+            && step <= u32::MAX as usize
+            && end <= u32::MAX as usize - step;
         Strided {
-            next: start,
-            end: end.min(usize::MAX - step),
-            step,
+            wide: Span {
+                next: start,
+                end: end.min(usize::MAX - step),
+                step,
+            },
+            narrow: Span {
+                next: start as u32,
+                end: end as u32,
+                step: step as u32,
+            },
+            counts_in_u32: known_true(fits_u32),
         }
     }
 }
@@ -306,13 +331,39 @@ impl Iterator for Strided {
 
     #[inline(always)]
     fn next(&mut self) -> Option<usize> {
-        if self.next >= self.end {
+        if self.counts_in_u32 {
+            let Span { next, end, step } = &mut self.narrow;
+            if *next >= *end {
+                return None;
+            }
+            let i = *next;
+            // SAFETY: `i < end <= u32::MAX - step` (`counts_in_u32`).
+            *next = unsafe { i.unchecked_add(*step) };
+            return Some(i as usize);
+        }
+        let Span { next, end, step } = &mut self.wide;
+        if *next >= *end {
             return None;
         }
-        let i = self.next;
+        let i = *next;
         // SAFETY: `i < end <= usize::MAX - step`.
-        self.next = unsafe { i.unchecked_add(self.step) };
+        *next = unsafe { i.unchecked_add(*step) };
         Some(i)
+    }
+}
+
+/// Whether `condition` holds and the compiler knows it: true only where it folds to a
+/// constant when the kernel is compiled, so a branch on it costs nothing either way.
+#[inline(always)]
+fn known_true(condition: bool) -> bool {
+    #[cfg(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+    {
+        core::intrinsics::is_val_statically_known(condition) && condition
+    }
+    #[cfg(not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))))]
+    {
+        let _ = condition;
+        false
     }
 }
 
@@ -554,5 +605,24 @@ mod strided_tests {
             [near_end, near_end + 4]
         );
         assert_eq!(Strided::new(1, usize::MAX, usize::MAX).count(), 0);
+    }
+
+    /// The 32-bit count a GPU kernel takes where it is proven gives the same indices.
+    #[test]
+    fn counting_in_u32_gives_the_same_indices() {
+        let in_u32 = |start, end, step| {
+            let mut strided = Strided::new(start, end, step);
+            strided.counts_in_u32 = true;
+            strided.collect::<Vec<_>>()
+        };
+        for (start, end, step) in [(3, 20, 5), (7, 7, 1), (9, 4, 2), (0, 3, 0), (5, 64, 1024)] {
+            assert_eq!(
+                in_u32(start, end, step),
+                Strided::new(start, end, step).collect::<Vec<_>>(),
+                "{start}..{end} by {step}"
+            );
+        }
+        let last = u32::MAX as usize - 1024;
+        assert_eq!(in_u32(last - 1500, last, 1024), [last - 1500, last - 476]);
     }
 }
