@@ -577,7 +577,40 @@ fn release_test_scratch() -> Result {
     }
 }
 
+/// About what a whole `test` run writes under `target/` (builds, nested device builds, the
+/// tests' scratch projects, the GPU pack) on a machine that starts without it.
+const TEST_RUN_DISK_GIB: u64 = 25;
+
+/// Says how much space the filesystem of `target/` has left, and warns when it is less than a
+/// run may write: a full disk fails a run's later steps with errors that do not say so.
+fn report_free_space() {
+    let dir = target_dir();
+    let probe = if dir.exists() { dir } else { root() };
+    let Ok(df) = output(Command::new("df").args(["-Pk"]).arg(&probe)) else {
+        return;
+    };
+    let Some(free_kib) = df
+        .lines()
+        .nth(1)
+        .and_then(|line| line.split_whitespace().nth(3))
+        .and_then(|field| field.parse::<u64>().ok())
+    else {
+        return;
+    };
+    let free_gib = free_kib / (1024 * 1024);
+    if free_gib < TEST_RUN_DISK_GIB {
+        eprintln!(
+            "xtask: warning: {free_gib} GiB free for {}; a whole run writes about \
+             {TEST_RUN_DISK_GIB} GiB there, and a full disk fails its later steps",
+            probe.display()
+        );
+    } else {
+        eprintln!("xtask: {free_gib} GiB free for {}", probe.display());
+    }
+}
+
 fn test() -> Result {
+    report_free_space();
     run(cargo().args(["fmt", "--all", "--", "--check"]))?;
     // Each lint and API-doc run for the workspace, then for the build-script crate as a host
     // crate using prebuilt bundles builds it: without LLVM. The docs' links must resolve (the
