@@ -1715,9 +1715,10 @@ fn gemm_example_runs_on_the_matrix_units() {
     }
 }
 
-/// `block_stride_x(64)` counts in 32 bits on a GPU, as C's `int` loop does: the bound is known
-/// when the kernel is compiled and a block's step is small. The grid-stride loop over a bound
-/// known only at run time, whose step may be near `u32::MAX`, keeps counting in 64 bits.
+/// `strided_histogram`'s loops count in 32 bits on a GPU, as C's `int` loops do: the block-stride
+/// loops over 64 bins, and the grid-stride loop over its `u32` parameter `n`, whose add
+/// saturates (a grid's step may be near `u32::MAX`; `min` then `add`, where a block's step
+/// needs no saturation).
 #[test]
 fn stride_loops_count_in_32_bits_where_that_is_proven() {
     if !nightly_ready() {
@@ -1727,21 +1728,25 @@ fn stride_loops_count_in_32_bits_where_that_is_proven() {
     let inputs = rt_fixture_inputs(&target);
     let ptx = device_link::nvptx_link(&inputs, "sm_80", &NvptxLinkOptions::default()).unwrap();
     let entry = ptx_entry(&ptx, "strided_histogram");
-    let compares = |width: &str, bound: &str| {
+    let count = |prefix: &str, suffix: &str| {
         entry
             .iter()
-            .filter(|l| l.starts_with(&format!("setp.lt.{width}")) && l.ends_with(bound))
+            .filter(|l| l.starts_with(prefix) && l.ends_with(suffix))
             .count()
     };
     let listing = entry.join("\n");
     assert!(
-        compares("u32", ", 64;") >= 2,
+        count("setp.lt.u32", ", 64;") >= 2,
         "the block-stride loops' counters:\n{listing}"
     );
-    assert_eq!(compares("u64", ", 64;"), 0, "{listing}");
+    let wide_compares = entry
+        .iter()
+        .filter(|l| l.starts_with("setp.") && l.contains(".u64"))
+        .count();
+    assert_eq!(wide_compares, 0, "a 64-bit compare:\n{listing}");
     assert_eq!(
-        compares("u64", ";"),
+        count("min.u32", ";"),
         1,
-        "the grid-stride loop over `n`:\n{listing}"
+        "the grid-stride loop's saturating add:\n{listing}"
     );
 }

@@ -281,20 +281,23 @@ fn global_idx(block: u32, dim: u32, thread: u32) -> usize {
 /// index is one add that cannot overflow, as in C.
 ///
 /// On a GPU the loop counts in 32 bits, as C's `int` loops do, where the compiler can prove
-/// that every index and the last add fit in `u32` (an `end` known when the kernel is compiled,
-/// such as a shared array's length, and a step as small as a block's): a 64-bit counter costs
-/// registers and an instruction at each step. Otherwise it counts in `usize`.
+/// that every index fits in `u32`: a start and step as a launch gives them and an `end` of
+/// `u32` range (a shared array's length, a `u32` parameter). The 32-bit add saturates, so that
+/// the loop ends where `end + step` would not fit (a grid's step near `u32::MAX`); the
+/// optimizer drops the saturation where the sum is proven to fit (a block's step). A 64-bit
+/// counter costs registers and an instruction at each step; where nothing is proven (an `end`
+/// such as a slice's length) the loop counts in `usize`.
 /// See [`block_stride_x`] and [`grid_stride_x`].
 #[derive(Debug, Clone)]
 pub struct Strided {
     wide: Span<usize>,
     /// The same indices, used instead of `wide` where `counts_in_u32`.
     narrow: Span<u32>,
-    /// Every index and `end + step` are known to fit in `u32` when the kernel is compiled.
+    /// Every index and `end` are known to fit in `u32` when the kernel is compiled.
     counts_in_u32: bool,
 }
 
-/// `next, next + step, …` below `end`, where `end + step` cannot overflow.
+/// `next, next + step, …` below `end`.
 #[derive(Debug, Clone)]
 struct Span<I> {
     next: I,
@@ -306,10 +309,8 @@ impl Strided {
     /// The indices from `start` below `end`, `step` apart.
     #[inline(always)]
     pub fn new(start: usize, end: usize, step: usize) -> Strided {
+        const MAX: usize = u32::MAX as usize;
         let step = step.max(1);
-        let fits_u32 = start <= u32::MAX as usize
-            && step <= u32::MAX as usize
-            && end <= u32::MAX as usize - step;
         Strided {
             wide: Span {
                 next: start,
@@ -321,7 +322,7 @@ impl Strided {
                 end: end as u32,
                 step: step as u32,
             },
-            counts_in_u32: known_true(fits_u32),
+            counts_in_u32: known_true(start <= MAX && step <= MAX && end <= MAX),
         }
     }
 }
@@ -337,8 +338,8 @@ impl Iterator for Strided {
                 return None;
             }
             let i = *next;
-            // SAFETY: `i < end <= u32::MAX - step` (`counts_in_u32`).
-            *next = unsafe { i.unchecked_add(*step) };
+            // Saturated, `u32::MAX` is at or past `end`: the loop ends.
+            *next = i.saturating_add(*step);
             return Some(i as usize);
         }
         let Span { next, end, step } = &mut self.wide;
@@ -622,7 +623,22 @@ mod strided_tests {
                 "{start}..{end} by {step}"
             );
         }
-        let last = u32::MAX as usize - 1024;
-        assert_eq!(in_u32(last - 1500, last, 1024), [last - 1500, last - 476]);
+        // A step near `u32::MAX` (a grid's) with an end of `u32` range: the add saturates and
+        // the loop ends where a 32-bit add would have wrapped to a small index.
+        let max = u32::MAX as usize;
+        for (start, end, step) in [
+            (10, max, max - 5),
+            (0, max, 1 << 31),
+            (max - 1500, max, 1024),
+            (max - 1, max, max),
+        ] {
+            assert_eq!(
+                in_u32(start, end, step),
+                Strided::new(start, end, step).collect::<Vec<_>>(),
+                "{start}..{end} by {step}"
+            );
+        }
+        assert_eq!(in_u32(10, max, max - 5), [10]);
+        assert_eq!(in_u32(0, max, 1 << 31), [0, 1 << 31]);
     }
 }
