@@ -91,8 +91,7 @@ fn role(name: &str) -> Option<Role> {
     if !name.contains("4core") && !name.ends_with(PANIC_HANDLER) {
         return None;
     }
-    let demangled = rustc_demangle::try_demangle(name).ok()?;
-    let path = format!("{demangled:#}");
+    let path = rust_path(name)?;
     if let Some((_, reporter)) = REDIRECTS.iter().find(|(core, _)| *core == path) {
         return Some(Role::Redirect(reporter));
     }
@@ -160,8 +159,7 @@ const DANGLING_ARGUMENTS: u64 = 8;
 fn unread_formatted_arguments(module: &Module<'_>) -> usize {
     let Some(panic_fmt) = module.get_functions().find(|f| {
         let name = cstr(f.get_name());
-        name.contains("9panic_fmt")
-            && rustc_demangle::try_demangle(&name).is_ok_and(|d| format!("{d:#}") == PANIC_FMT)
+        name.contains("9panic_fmt") && rust_path(&name).is_some_and(|path| path == PANIC_FMT)
     }) else {
         return 0;
     };
@@ -414,6 +412,11 @@ fn report_specialized<'ctx>(
     builder.build_call(report, &args, "")
 }
 
+/// The Rust path of a mangled symbol, without its hash (`core::panicking::panic_fmt`).
+fn rust_path(symbol: &str) -> Option<String> {
+    Some(format!("{:#}", rustc_demangle::try_demangle(symbol).ok()?))
+}
+
 /// The location a specialized panic function hands on to core's panic machinery as a
 /// constant: the last argument (`#[track_caller]`'s) of a call of a `core::panicking`
 /// function in its body.
@@ -426,7 +429,7 @@ fn constant_location<'ctx>(f: FunctionValue<'ctx>) -> Option<inkwell::values::Po
             let operands = call.get_num_operands();
             let callee = call.get_operand(operands - 1)?.value()?;
             let name = cstr(callee.into_pointer_value().get_name());
-            let path = format!("{:#}", rustc_demangle::try_demangle(&name).ok()?);
+            let path = rust_path(&name)?;
             if !path.starts_with("core::panicking::") {
                 return None;
             }
