@@ -1243,13 +1243,14 @@ fn panics_and_prints_use_the_channel() {
             .filter(|l| l.contains("ld.global.nc.b64") && l.contains("[__offload_channel]"))
             .count();
         assert!(loads >= 2, "{sm}: print and panic each read the channel");
-        // The channel is global memory (`atom.acquire.sys.global.cas.b32`).
+        // The channel is global memory; a thread claims the record with one OR of the
+        // writing state's bit (`atom.global.or.b32 %r, [%rd], 1;`).
         assert!(
             ptx.lines().any(|l| {
                 let l = l.trim();
-                l.starts_with("atom.acquire.sys.") && l.contains("cas.b32")
+                l.starts_with("atom.global.or.b32") && l.ends_with("], 1;")
             }),
-            "{sm}: no system-scope compare-and-swap in the panic path"
+            "{sm}: no atomic OR of global memory in the panic path"
         );
         for needle in ["fence.sc.sys;", "trap;"] {
             assert!(

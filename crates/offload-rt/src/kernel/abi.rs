@@ -380,8 +380,11 @@ pub const CHANNEL_SYMBOL: &str = "__offload_channel";
 pub const PANIC_EMPTY: u32 = 0;
 /// [`PanicRecord::state`]: a thread is writing its report.
 pub const PANIC_WRITING: u32 = 1;
-/// [`PanicRecord::state`]: the report is complete.
-pub const PANIC_WRITTEN: u32 = 2;
+/// [`PanicRecord::state`]: the report is complete. It keeps [`PANIC_WRITING`]'s bit, so a
+/// thread claims the record with one atomic OR of that bit, which changes neither later
+/// state (a compare-and-swap would need two more registers in every kernel that can panic).
+pub const PANIC_WRITTEN: u32 = 3;
+const _: () = assert!(PANIC_WRITTEN & PANIC_WRITING == PANIC_WRITING);
 /// Bytes of a panic's source file name a GPU records; a longer one keeps its end.
 pub const PANIC_FILE_CAPACITY: usize = 256;
 /// Bytes of a panic message a GPU records; a longer one is cut at a UTF-8 boundary.
@@ -444,10 +447,10 @@ pub struct PanicRecord {
     pub kind: u32,
     /// Index of the panicking thread's block, as [`pack_block`] writes it.
     pub block: [u32; 3],
-    /// The panicking thread's rank in its block (`kernel::thread_rank`, x fastest);
-    /// [`thread_index`] makes it an index with `block_dim`.
+    /// The panicking thread's rank in its block (`kernel::thread_rank`, x fastest), or its
+    /// index as [`pack_thread`] writes it; [`thread_index`] makes either an index.
     pub thread: u32,
-    /// The block's x and y extents.
+    /// The block's x and y extents, with a rank in `thread`.
     pub block_dim: [u32; 2],
     /// The site in a loaded module's panic-site table (`offload_format::panic_sites::site_value`),
     /// or 0: the kind, text and location are the fields below.
@@ -473,10 +476,25 @@ pub struct PanicRecord {
 /// records a panic. No block's z index is `u32::MAX`.
 pub const BLOCK_YZ_PACKED: u32 = u32::MAX;
 
-/// A thread's index in its block from its rank and the block's x and y extents.
-pub const fn thread_index(rank: u32, [x, y]: [u32; 2]) -> [u32; 3] {
+/// Set in [`PanicRecord::thread`] when it holds the thread's x, y and z indices, 10 bits each
+/// (NVIDIA, whose blocks are at most 1,024 threads wide and high and 64 deep), rather than a
+/// rank: the code that records a panic then reads neither the block's extents nor stores
+/// them, which costs the kernels that can panic registers. No rank has this bit set.
+pub const THREAD_XYZ_PACKED: u32 = 1 << 31;
+
+/// A thread's index in its block packed in one word (see [`THREAD_XYZ_PACKED`]).
+pub const fn pack_thread([x, y, z]: [u32; 3]) -> u32 {
+    (x & 0x3ff) | (y & 0x3ff) << 10 | (z & 0x3ff) << 20 | THREAD_XYZ_PACKED
+}
+
+/// A thread's index in its block from [`pack_thread`]'s word, or from its rank and the block's
+/// x and y extents.
+pub const fn thread_index(thread: u32, [x, y]: [u32; 2]) -> [u32; 3] {
+    if thread & THREAD_XYZ_PACKED != 0 {
+        return [thread & 0x3ff, thread >> 10 & 0x3ff, thread >> 20 & 0x3ff];
+    }
     let (x, y) = (if x == 0 { 1 } else { x }, if y == 0 { 1 } else { y });
-    [rank % x, rank / x % y, rank / x / y]
+    [thread % x, thread / x % y, thread / x / y]
 }
 
 /// A block's index as a panic records it: as it is, or with y and z packed (see

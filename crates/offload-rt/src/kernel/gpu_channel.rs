@@ -10,7 +10,7 @@ use core::sync::atomic::{AtomicU32, Ordering, fence};
 
 use super::abi::{
     DeviceChannel, PANIC_EMPTY, PANIC_FILE_CAPACITY, PANIC_MESSAGE_CAPACITY, PANIC_WRITING,
-    PANIC_WRITTEN, PRINT_RECORD_READY, PanicKind, PanicRecord, PrintArg, pack_block,
+    PANIC_WRITTEN, PRINT_RECORD_READY, PanicKind, PanicRecord, PrintArg, pack_block, pack_thread,
     print_record_size,
 };
 
@@ -418,14 +418,21 @@ mod wave {
 unsafe fn try_claim(record: *mut PanicRecord) -> u32 {
     // SAFETY: the caller's contract; no reference to the whole record is made.
     let state = unsafe { &(*record).state };
-    match state.compare_exchange(
+    // NVIDIA: one atomic OR, where a compare-and-swap takes two more registers of every
+    // kernel that can panic; `PANIC_WRITTEN` includes `PANIC_WRITING`'s bit, so the OR
+    // changes only an empty record. Relaxed: the claim orders nothing, as only the host reads
+    // the record, after the writer's release store and fence. (On AMD GPUs the OR costs
+    // vector registers the compare-and-swap does not.)
+    #[cfg(not(target_arch = "amdgpu"))]
+    let before = state.fetch_or(PANIC_WRITING, Ordering::Relaxed);
+    #[cfg(target_arch = "amdgpu")]
+    let (Ok(before) | Err(before)) = state.compare_exchange(
         PANIC_EMPTY,
         PANIC_WRITING,
         Ordering::Acquire,
         Ordering::Relaxed,
-    ) {
-        Ok(before) | Err(before) => before,
-    }
+    );
+    before
 }
 
 /// Claims the record for this thread ([`try_claim`]), or leaves the panic to the thread that
@@ -458,13 +465,14 @@ fn leave(before: u32) -> ! {
 }
 
 /// Completes the report this thread claimed: writes its block and thread, publishes the
-/// record and traps. Out of line on NVIDIA and without parameters, so that reading the
-/// indices costs the caller no registers of its own (passing the record's address costs
-/// `divide` of the parity benchmark a register on both NVIDIA targets). AMD GPUs use
-/// [`wave::finish`].
+/// record and traps. NVIDIA only; AMD GPUs use [`wave::finish`]. Out of line and without
+/// parameters: ptxas would share the index reads of a copy inlined in a kernel with the
+/// kernel's own and keep them live down to the report (a bounds-checked gather of the parity
+/// benchmark: 18 registers on sm_80 inlined, 13 called).
 ///
 /// # Safety
 /// This thread claimed the channel's record ([`claim_or_leave`]), so the channel is not null.
+#[cfg(target_arch = "nvptx64")]
 #[unsafe(no_mangle)]
 #[inline(never)]
 #[cold]
@@ -473,18 +481,20 @@ pub unsafe extern "C" fn __offload_gpu_panic_finish() -> ! {
     // SAFETY: the caller's contract: the record is live and its fields are this thread's.
     unsafe {
         let record = &raw mut (*channel).panic;
-        // The rank, which the kernel has often computed already (`grid_thread_rank`), and
-        // the block's extents, which are uniform: on AMD the three indices would each hold a
-        // vector register down to the panic path.
-        (&raw mut (*record).thread).write(super::thread_rank());
-        (&raw mut (*record).block_dim).write([super::block_dim_x(), super::block_dim_y()]);
+        // Indices packed, so nothing here reads or stores the block's extents: fewer
+        // registers, which count against every kernel that can panic.
+        (&raw mut (*record).thread).write(pack_thread([
+            super::thread_idx_x(),
+            super::thread_idx_y(),
+            super::thread_idx_z(),
+        ]));
         (&raw mut (*record).block).write(pack_block(
             [
                 super::block_idx_x(),
                 super::block_idx_y(),
                 super::block_idx_z(),
             ],
-            cfg!(target_arch = "nvptx64"),
+            true,
         ));
         // System scope: the host reads the record, perhaps after the trap below. The release
         // store orders the writes above before it; the fence completes it before the trap.

@@ -57,9 +57,10 @@ pub(super) const LATE: [&str; 8] = [
 /// internalizes [`LATE`] and drops what nothing calls. On NVPTX the one site reporter of a
 /// function is inlined (its claim and stores), the report's finish and the wait stay out of
 /// line: ptxas gives a kernel fewer registers for those calls than for their copies (measured
-/// on the parity benchmark: all inlined, a bounds-checked gather takes 20 registers on sm_80,
-/// 14 so; the site reporter inlined rather than called, 16 instead of 18 on sm_90 and 3 to 21
-/// instructions fewer in every kernel that can panic). On AMDGPU everything is inlined: a
+/// on the parity benchmark: all inlined, a bounds-checked gather takes 18 registers on sm_80,
+/// 13 so, as ptxas keeps the kernel's own index reads live for an inlined finish; the site
+/// reporter inlined rather than called, 16 instead of 18 on sm_90 and 3 to 21 instructions
+/// fewer in every kernel that can panic). On AMDGPU everything is inlined: a
 /// call costs the calling convention's VGPRs and scratch; and, where offload-rt has the
 /// reporter, the branches to the sites are made scalar first ([`uniform_panics`]). Returns how
 /// many calls now name a site.

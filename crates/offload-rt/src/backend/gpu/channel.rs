@@ -453,10 +453,11 @@ mod tests {
         let mut r = record();
         r.site = panic_sites::site_value(table.id(), bounds);
         r.values = [7, 5, 0];
-        // NVIDIA's packed block (y and z in one word); thread 2 + 3 * (1 + 4 * 1) of 3×4 threads.
+        // NVIDIA's packed block (y and z in one word) and thread (x, y and z in one word, the
+        // block's extents not written).
         r.block = crate::kernel::abi::pack_block([9, 2, 1], true);
-        r.thread = 17;
-        r.block_dim = [3, 4];
+        r.thread = crate::kernel::abi::pack_thread([2, 1, 1]);
+        r.block_dim = [0, 0];
         let report = written_report(&r, &tables);
         assert_eq!(
             report.message,
@@ -477,6 +478,26 @@ mod tests {
     }
 
     #[test]
+    fn thread_indices_come_packed_or_as_a_rank() {
+        use crate::kernel::abi::{pack_thread, thread_index};
+        // The largest indices of NVIDIA's blocks (1,024 x 1,024 x 64), whatever the extents.
+        for t in [
+            [0, 0, 0],
+            [1023, 0, 0],
+            [0, 1023, 0],
+            [0, 0, 63],
+            [1023, 1023, 63],
+        ] {
+            assert_eq!(thread_index(pack_thread(t), [0, 0]), t);
+            assert_eq!(thread_index(pack_thread(t), [7, 9]), t);
+        }
+        // A rank (AMD's) with the block's x and y extents: the last thread of 1,024 x 1 x 1,
+        // and of 16 x 8 x 8.
+        assert_eq!(thread_index(1023, [1024, 1]), [1023, 0, 0]);
+        assert_eq!(thread_index(1023, [16, 8]), [15, 7, 7]);
+    }
+
+    #[test]
     fn records_without_a_site_carry_their_own_text() {
         let mut r = record();
         r.kind = PanicKind::Message as u32;
@@ -485,15 +506,16 @@ mod tests {
         r.file[..6].copy_from_slice(b"src.rs");
         r.file_len = 6;
         (r.line, r.column) = (3, 4);
+        // AMD's: the block as it is, the thread's rank (2 + 32 * 1) with the block's extents.
         r.block = [1, 2, 3];
-        r.block_dim = [32, 1];
-        r.thread = 5;
+        r.block_dim = [32, 2];
+        r.thread = 34;
         let report = written_report(&r, &HashMap::new());
         assert_eq!(
             (report.message.as_str(), report.file.as_str(), report.line),
             ("oops", "src.rs", 3)
         );
-        assert_eq!((report.block, report.thread), ([1, 2, 3], [5, 0, 0]));
+        assert_eq!((report.block, report.thread), ([1, 2, 3], [2, 1, 0]));
     }
 
     #[test]
