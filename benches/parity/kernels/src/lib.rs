@@ -36,19 +36,20 @@ pub fn saxpy(a: f32, #[len(y.len())] x: &[f32], mut y: DisjointSlice<f32>) {
 }
 
 /// `c = a * b` for `n` x `n` row-major matrices, [`TILE`] x [`TILE`] tiles staged in shared
-/// memory. Blocks of `TILE` x `TILE` threads, a 2-D grid covering `c`.
+/// memory. Blocks of `TILE` x `TILE` threads, a 2-D grid covering `c`. Indices are `u32`, as
+/// the C twin's `int`: `Rows::new_u32` checks once that the matrices fit them.
 #[kernel]
 pub fn matmul(n: u32, a: &[f32], b: &[f32], mut c: DisjointSlice<f32>) {
+    const T: u32 = TILE as u32;
     let tile_a: *mut f32 = shared_array!(f32, TILE * TILE);
     let tile_b: *mut f32 = shared_array!(f32, TILE * TILE);
-    let n = n as usize;
-    let (a, b) = (Rows::new(a, n, n), Rows::new(b, n, n));
-    let (tx, ty) = (thread_idx_x() as usize, thread_idx_y() as usize);
-    let col = block_idx_x() as usize * TILE + tx;
-    let row = block_idx_y() as usize * TILE + ty;
+    let (a, b) = (Rows::new_u32(a, n, n), Rows::new_u32(b, n, n));
+    let (tx, ty) = (thread_idx_x(), thread_idx_y());
+    let col = block_idx_x() * T + tx;
+    let row = block_idx_y() * T + ty;
     let mut acc = 0.0f32;
-    for t in 0..n.div_ceil(TILE) {
-        let (ka, kb) = (t * TILE + tx, t * TILE + ty);
+    for t in 0..n.div_ceil(T) {
+        let (ka, kb) = (t * T + tx, t * T + ty);
         let va = if row < n && ka < n {
             *a.at(ka, row)
         } else {
@@ -61,21 +62,21 @@ pub fn matmul(n: u32, a: &[f32], b: &[f32], mut c: DisjointSlice<f32>) {
         };
         // SAFETY: `tx, ty < TILE`, the tiles' side.
         unsafe {
-            *tile_a.add(ty * TILE + tx) = va;
-            *tile_b.add(ty * TILE + tx) = vb;
+            *tile_a.add((ty * T + tx) as usize) = va;
+            *tile_b.add((ty * T + tx) as usize) = vb;
         }
         sync_threads();
-        for k in 0..TILE {
+        for k in 0..T {
             // SAFETY: as above, `k < TILE`. `fma`, as C's compiler contracts `acc += a * b`.
             acc = math::fma(
-                unsafe { *tile_a.add(ty * TILE + k) },
-                unsafe { *tile_b.add(k * TILE + tx) },
+                unsafe { *tile_a.add((ty * T + k) as usize) },
+                unsafe { *tile_b.add((k * T + tx) as usize) },
                 acc,
             );
         }
         sync_threads();
     }
-    if let Some((_, out)) = c.for_thread_xy(n) {
+    if let Some((_, out)) = c.for_thread_xy(n as usize) {
         *out = acc;
     }
 }
