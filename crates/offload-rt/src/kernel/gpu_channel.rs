@@ -421,8 +421,8 @@ unsafe fn try_claim(record: *mut PanicRecord) -> u32 {
     // NVIDIA: one atomic OR, where a compare-and-swap takes two more registers of every
     // kernel that can panic; `PANIC_WRITTEN` includes `PANIC_WRITING`'s bit, so the OR
     // changes only an empty record. Relaxed: the claim orders nothing, as only the host reads
-    // the record, after the writer's release store and fence. (On AMD GPUs the OR costs
-    // vector registers the compare-and-swap does not.)
+    // the record, after the writer's release store and fence. AMD GPUs keep the
+    // compare-and-swap: there a system-scope OR becomes a loop of them.
     #[cfg(not(target_arch = "amdgpu"))]
     let before = state.fetch_or(PANIC_WRITING, Ordering::Relaxed);
     #[cfg(target_arch = "amdgpu")]
