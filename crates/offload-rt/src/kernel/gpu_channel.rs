@@ -158,7 +158,7 @@ pub unsafe extern "C" fn __offload_gpu_panic_at(site: u64, a: u64, b: u64, c: u6
     unsafe { panic_at(site, [a, b, c]) }
 }
 
-/// [`__offload_gpu_panic_at`] with the three values zero.
+/// [`__offload_gpu_panic_at`] with the three values zero: none is written (see [`panic_at`]).
 ///
 /// # Safety
 /// As for [`__offload_gpu_panic_at`].
@@ -167,10 +167,10 @@ pub unsafe extern "C" fn __offload_gpu_panic_at(site: u64, a: u64, b: u64, c: u6
 #[cold]
 pub unsafe extern "C" fn __offload_gpu_panic_at0(site: u64) -> ! {
     // SAFETY: this function's contract.
-    unsafe { panic_at(site, [0, 0, 0]) }
+    unsafe { panic_at(site, []) }
 }
 
-/// [`__offload_gpu_panic_at`] with the last two values zero.
+/// [`__offload_gpu_panic_at`] with the last two values zero, which are not written.
 ///
 /// # Safety
 /// As for [`__offload_gpu_panic_at`].
@@ -179,10 +179,10 @@ pub unsafe extern "C" fn __offload_gpu_panic_at0(site: u64) -> ! {
 #[cold]
 pub unsafe extern "C" fn __offload_gpu_panic_at1(site: u64, a: u64) -> ! {
     // SAFETY: this function's contract.
-    unsafe { panic_at(site, [a, 0, 0]) }
+    unsafe { panic_at(site, [a]) }
 }
 
-/// [`__offload_gpu_panic_at`] with the last value zero.
+/// [`__offload_gpu_panic_at`] with the last value zero, which is not written.
 ///
 /// # Safety
 /// As for [`__offload_gpu_panic_at`].
@@ -191,7 +191,7 @@ pub unsafe extern "C" fn __offload_gpu_panic_at1(site: u64, a: u64) -> ! {
 #[cold]
 pub unsafe extern "C" fn __offload_gpu_panic_at2(site: u64, a: u64, b: u64) -> ! {
     // SAFETY: this function's contract.
-    unsafe { panic_at(site, [a, b, 0]) }
+    unsafe { panic_at(site, [a, b]) }
 }
 
 /// [`__offload_gpu_panic_at`] on AMD GPUs for the thread of rank `thread` in its block, where
@@ -199,6 +199,8 @@ pub unsafe extern "C" fn __offload_gpu_panic_at2(site: u64, a: u64, b: u64) -> !
 /// fails the site's test (a scalar branch on the test's ballot), and passes the site's values
 /// and [`__offload_gpu_thread_rank`] as the first failing lane holds them (`readlane`), so
 /// that they and the report are scalar and the kernel pays no vector registers for them.
+/// The site passes its first `values` values; the others are zero and not written (see
+/// [`panic_at`]). The device link gives `values` as a constant, so the tests fold away.
 ///
 /// # Safety
 /// As for [`__offload_gpu_panic_at`]; every argument is the same in every lane.
@@ -212,6 +214,7 @@ pub unsafe extern "C" fn __offload_gpu_panic_at_thread(
     a: u64,
     b: u64,
     c: u64,
+    values: u32,
 ) -> ! {
     let channel = channel();
     // SAFETY: as in `panic_at`.
@@ -219,7 +222,13 @@ pub unsafe extern "C" fn __offload_gpu_panic_at_thread(
         if !channel.is_null() {
             let record = &raw mut (*channel).panic;
             wave::claim(record);
-            write_words(&raw mut (*record).site, [site, a, b, c]);
+            write_words(&raw mut (*record).site, [site]);
+            let to = (&raw mut (*record).values).cast::<u64>();
+            for (i, value) in [a, b, c].into_iter().enumerate() {
+                if i < values as usize {
+                    write_words(to.add(i), [value]);
+                }
+            }
             wave::finish_for(record, thread)
         }
     }
@@ -239,38 +248,39 @@ pub extern "C" fn __offload_gpu_thread_rank() -> u32 {
 /// The body of the site reporters. Its claim, wait and finish are [`__offload_gpu_panic`]'s,
 /// written out again: shared through a closure, they kept the values in a stack frame on every
 /// GPU (64 bytes on sm_80, 80 on gfx90a, and more registers, in the parity benchmark).
+/// Writes the site and its first `N` values; the record's other values are zero already (the
+/// host zeroes them when it takes a report), so a site stores no constant zeros.
 ///
 /// # Safety
 /// As for [`__offload_gpu_panic_at`].
 #[inline(always)]
-unsafe fn panic_at(site: u64, [a, b, c]: [u64; 3]) -> ! {
+unsafe fn panic_at<const N: usize>(site: u64, values: [u64; N]) -> ! {
     let channel = channel();
     // SAFETY: as in `print`; the record's fields but `state` are this thread's once claimed.
     unsafe {
         if !channel.is_null() {
             let record = &raw mut (*channel).panic;
+            let to = (&raw mut (*record).values).cast::<u64>();
             #[cfg(target_arch = "amdgpu")]
             {
-                let words = wave::first_lane([site, a, b, c]);
+                let [site] = wave::first_lane([site]);
+                let values = wave::first_lane(values);
                 wave::claim(record);
-                write_words(&raw mut (*record).site, words);
+                write_words(&raw mut (*record).site, [site]);
+                write_words(to, values);
                 wave::finish(record)
             }
             #[cfg(not(target_arch = "amdgpu"))]
             {
                 claim_or_leave(record);
-                write_words(&raw mut (*record).site, [site, a, b, c]);
+                write_words(&raw mut (*record).site, [site]);
+                write_words(to, values);
                 __offload_gpu_panic_finish()
             }
         }
     }
     super::arch::trap()
 }
-
-// `panic_at` writes the site and the values as four words from the site on.
-const _: () = assert!(
-    core::mem::offset_of!(PanicRecord, values) == core::mem::offset_of!(PanicRecord, site) + 8
-);
 
 /// Writes `words` from `first` on, one word at a time: a wide store of several would need as
 /// many consecutive registers at once (AMDGPU merges adjacent stores into one of up to 16

@@ -85,7 +85,7 @@ pub(super) fn describe_sites(module: &Module<'_>, machine: &TargetMachine) -> Re
                 rewrite_calls(module, reporter.as_value_ref(), &site_reporters, amdgpu)?;
             let thread_reporter = module
                 .get_function(THREAD_REPORTER)
-                .filter(|f| amdgpu && f.count_basic_blocks() > 0 && f.count_params() == 5);
+                .filter(|f| amdgpu && f.count_basic_blocks() > 0 && f.count_params() == 6);
             let thread_rank = module
                 .get_function(THREAD_RANK)
                 .filter(|f| f.count_basic_blocks() > 0 && f.count_params() == 0);

@@ -25,8 +25,8 @@ use super::callee_name;
 use super::condition_chains::is_plain_arithmetic;
 use super::panics::site_calls;
 
-/// offload-rt's `kernel::gpu_channel::__offload_gpu_panic_at_thread(thread, site, a, b, c)`,
-/// on AMD GPUs only.
+/// offload-rt's `kernel::gpu_channel::__offload_gpu_panic_at_thread(thread, site, a, b, c,
+/// values)`, on AMD GPUs only: `values` says how many of `a`, `b` and `c` the site passes.
 pub(super) const THREAD_REPORTER: &str = "__offload_gpu_panic_at_thread";
 /// offload-rt's `kernel::gpu_channel::__offload_gpu_thread_rank()`, on AMD GPUs only.
 pub(super) const THREAD_RANK: &str = "__offload_gpu_thread_rank";
@@ -127,6 +127,13 @@ pub(super) fn make_uniform(
             );
             let mut pinned = [rank];
             llvm::LLVMBuildCall2(builder, pin_type, pin, pinned.as_mut_ptr(), 1, c"".as_ptr());
+            // How many values the reports write: the most any site of the function passes, the
+            // same for every site, so that their calls, once merged, still pass a constant.
+            let values = sites
+                .iter()
+                .map(|&(call, _)| llvm::LLVMGetNumArgOperands(call).max(1) - 1)
+                .max()
+                .unwrap_or(0);
             for (call, entry) in sites {
                 changed += 1;
                 let block = llvm::LLVMGetInstructionParent(call);
@@ -188,6 +195,7 @@ pub(super) fn make_uniform(
                         readlane.call(builder, &mut [value, lane])
                     });
                 }
+                args.push(llvm::LLVMConstInt(i32_type, u64::from(values), 0));
                 let new = llvm::LLVMBuildCall2(
                     builder,
                     llvm::LLVMGlobalGetValueType(thread_reporter),
@@ -502,7 +510,7 @@ define void @__offload_gpu_panic_at1(i64 %site, i64 %a) noinline noreturn {
 define void @__offload_gpu_panic_at2(i64 %site, i64 %a, i64 %b) noinline noreturn {
   unreachable
 }
-define void @__offload_gpu_panic_at_thread(i32 %t, i64 %site, i64 %a, i64 %b, i64 %c) noinline noreturn {
+define void @__offload_gpu_panic_at_thread(i32 %t, i64 %site, i64 %a, i64 %b, i64 %c, i32 %values) noinline noreturn {
   unreachable
 }
 define i32 @__offload_gpu_thread_rank() noinline {
@@ -652,6 +660,8 @@ declare void @llvm.assume(i1)
             "{gather}"
         );
         assert!(!gather.contains("@__offload_gpu_panic_at2"), "{gather}");
+        // Each report writes two values, what `at2` passes; the third stays zero, unwritten.
+        assert_eq!(gather.matches(", i64 0, i32 2)").count(), 2, "{gather}");
         // What held for the failing lanes only is no longer stated in the block all lanes enter;
         // the assumption of the hot path stays.
         assert!(!gather.contains("assume(i1 %out)"), "{gather}");

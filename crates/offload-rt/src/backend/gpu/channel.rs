@@ -318,32 +318,34 @@ impl<D: Driver> Channel<D> {
 
     /// The report of a panic since the last call, if a kernel panicked.
     pub(super) fn take_panic(&self) -> Option<KernelPanicReport> {
-        let record = &self.header().panic;
-        match record.state.load(Ordering::Acquire) {
-            PANIC_EMPTY => None,
+        let state = self.header().panic.state.load(Ordering::Acquire);
+        let report = match state {
+            PANIC_EMPTY => return None,
             PANIC_WRITTEN => {
-                let report = {
-                    let tables = self.sites.lock().unwrap_or_else(PoisonError::into_inner);
-                    written_report(record, &tables)
-                };
-                record.state.store(PANIC_EMPTY, Ordering::Release);
-                Some(report)
+                let tables = self.sites.lock().unwrap_or_else(PoisonError::into_inner);
+                written_report(&self.header().panic, &tables)
             }
             // PANIC_WRITING (or anything else a broken image wrote): a report cut short.
-            _ => {
-                record.state.store(PANIC_EMPTY, Ordering::Release);
-                Some(KernelPanicReport {
-                    message: "a kernel thread panicked; the launch ended before its report \
-                              was complete"
-                        .to_owned(),
-                    file: String::new(),
-                    line: 0,
-                    column: 0,
-                    block: [0; 3],
-                    thread: [0; 3],
-                })
-            }
-        }
+            _ => KernelPanicReport {
+                message: "a kernel thread panicked; the launch ended before its report \
+                          was complete"
+                    .to_owned(),
+                file: String::new(),
+                line: 0,
+                column: 0,
+                block: [0; 3],
+                thread: [0; 3],
+            },
+        };
+        // SAFETY: the launch that panicked has ended, so no device writes the record; no
+        // reference to it is live. A site writes only the values it passes, so the others
+        // must read zero for the next report.
+        unsafe { (&raw mut (*self.raw()).panic.values).write([0; 3]) };
+        self.header()
+            .panic
+            .state
+            .store(PANIC_EMPTY, Ordering::Release);
+        Some(report)
     }
 
     /// Prints the complete records not printed yet. With `idle` (nothing runs on the device),
