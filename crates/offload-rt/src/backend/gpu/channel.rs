@@ -95,6 +95,39 @@ fn panic_message(kind: u32, text: String, [a, b, c]: [u64; 3]) -> String {
 
 /// The report of a complete panic record: its own text and location, or those of the site it
 /// names in one of `tables` (the loaded modules' panic-site tables, by ID).
+/// The report `record` holds, if a kernel panicked, leaving the record empty for the next.
+///
+/// # Safety
+/// `record` is valid for reads and writes, and nothing else accesses it meanwhile.
+unsafe fn take_report(
+    record: *mut PanicRecord,
+    tables: &HashMap<u32, PanicSites>,
+) -> Option<KernelPanicReport> {
+    // SAFETY: the caller's contract.
+    let state = unsafe { &(*record).state };
+    let report = match state.load(Ordering::Acquire) {
+        PANIC_EMPTY => return None,
+        // SAFETY: the caller's contract; the reference ends with the call.
+        PANIC_WRITTEN => written_report(unsafe { &*record }, tables),
+        // PANIC_WRITING (or anything else a broken image wrote): a report cut short.
+        _ => KernelPanicReport {
+            message: "a kernel thread panicked; the launch ended before its report was \
+                      complete"
+                .to_owned(),
+            file: String::new(),
+            line: 0,
+            column: 0,
+            block: [0; 3],
+            thread: [0; 3],
+        },
+    };
+    // SAFETY: the caller's contract. A site writes only the values it passes, so the others
+    // must read zero for the next report.
+    unsafe { (&raw mut (*record).values).write([0; 3]) };
+    state.store(PANIC_EMPTY, Ordering::Release);
+    Some(report)
+}
+
 fn written_report(record: &PanicRecord, tables: &HashMap<u32, PanicSites>) -> KernelPanicReport {
     let text = |bytes: &[u8], len: u32, cap: usize| utf8_field(&bytes[..(len as usize).min(cap)]);
     let (kind, message, file, line, column) = match panic_sites::split_site_value(record.site) {
@@ -318,34 +351,10 @@ impl<D: Driver> Channel<D> {
 
     /// The report of a panic since the last call, if a kernel panicked.
     pub(super) fn take_panic(&self) -> Option<KernelPanicReport> {
-        let state = self.header().panic.state.load(Ordering::Acquire);
-        let report = match state {
-            PANIC_EMPTY => return None,
-            PANIC_WRITTEN => {
-                let tables = self.sites.lock().unwrap_or_else(PoisonError::into_inner);
-                written_report(&self.header().panic, &tables)
-            }
-            // PANIC_WRITING (or anything else a broken image wrote): a report cut short.
-            _ => KernelPanicReport {
-                message: "a kernel thread panicked; the launch ended before its report \
-                          was complete"
-                    .to_owned(),
-                file: String::new(),
-                line: 0,
-                column: 0,
-                block: [0; 3],
-                thread: [0; 3],
-            },
-        };
-        // SAFETY: the launch that panicked has ended, so no device writes the record; no
-        // reference to it is live. A site writes only the values it passes, so the others
-        // must read zero for the next report.
-        unsafe { (&raw mut (*self.raw()).panic.values).write([0; 3]) };
-        self.header()
-            .panic
-            .state
-            .store(PANIC_EMPTY, Ordering::Release);
-        Some(report)
+        let tables = self.sites.lock().unwrap_or_else(PoisonError::into_inner);
+        // SAFETY: the channel's record, which only a launch of this device writes; this is
+        // called after a launch's fault, when none runs.
+        unsafe { take_report(&raw mut (*self.raw()).panic, &tables) }
     }
 
     /// Prints the complete records not printed yet. With `idle` (nothing runs on the device),
@@ -476,6 +485,37 @@ mod tests {
         assert!(
             report.message.contains("which no loaded module has"),
             "{report:?}"
+        );
+    }
+
+    #[test]
+    fn a_taken_report_leaves_the_record_empty_with_zero_values() {
+        let mut r = record();
+        let tables = HashMap::new();
+        // SAFETY: the record is this test's own.
+        assert!(unsafe { take_report(&raw mut *r, &tables) }.is_none());
+        r.kind = PanicKind::IndexOutOfBounds as u32;
+        r.values = [7, 5, 9];
+        r.state.store(PANIC_WRITTEN, Ordering::Relaxed);
+        // SAFETY: as above.
+        let report = unsafe { take_report(&raw mut *r, &tables) }.unwrap();
+        assert_eq!(
+            report.message,
+            "index out of bounds: the len is 5 but the index is 7"
+        );
+        assert_eq!(r.state.load(Ordering::Relaxed), PANIC_EMPTY);
+        // The next site that passes fewer values finds zeros in the others.
+        assert_eq!(r.values, [0; 3]);
+        // A report cut short is taken, and cleared, too.
+        r.values = [1, 2, 3];
+        r.state
+            .store(crate::kernel::abi::PANIC_WRITING, Ordering::Relaxed);
+        // SAFETY: as above.
+        let report = unsafe { take_report(&raw mut *r, &tables) }.unwrap();
+        assert!(report.message.contains("before its report was complete"));
+        assert_eq!(
+            (r.state.load(Ordering::Relaxed), r.values),
+            (PANIC_EMPTY, [0; 3])
         );
     }
 
