@@ -8,9 +8,11 @@ use core::panic::Location;
 use core::sync::atomic::AtomicU64;
 use core::sync::atomic::{AtomicU32, Ordering, fence};
 
+#[cfg(target_arch = "nvptx64")]
+use super::abi::pack_thread;
 use super::abi::{
     DeviceChannel, PANIC_EMPTY, PANIC_FILE_CAPACITY, PANIC_MESSAGE_CAPACITY, PANIC_WRITING,
-    PANIC_WRITTEN, PRINT_RECORD_READY, PanicKind, PanicRecord, PrintArg, pack_block, pack_thread,
+    PANIC_WRITTEN, PRINT_RECORD_READY, PanicKind, PanicRecord, PrintArg, pack_block,
     print_record_size,
 };
 
