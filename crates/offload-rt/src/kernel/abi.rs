@@ -477,9 +477,9 @@ pub struct PanicRecord {
 pub const BLOCK_YZ_PACKED: u32 = u32::MAX;
 
 /// Set in [`PanicRecord::thread`] when it holds the thread's x, y and z indices, 10 bits each
-/// (NVIDIA, whose blocks are at most 1,024 threads wide and high and 64 deep), rather than a
-/// rank: the code that records a panic then reads neither the block's extents nor stores
-/// them, which costs the kernels that can panic registers. No rank has this bit set.
+/// (a GPU's block is at most 1,024 threads in any dimension), rather than a rank: the code
+/// that records a panic then neither reads the block's extents nor stores them, which costs
+/// every kernel that can panic registers or instructions. No rank has this bit set.
 pub const THREAD_XYZ_PACKED: u32 = 1 << 31;
 
 /// A thread's index in its block packed in one word (see [`THREAD_XYZ_PACKED`]).

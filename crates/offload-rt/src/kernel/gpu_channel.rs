@@ -8,7 +8,6 @@ use core::panic::Location;
 use core::sync::atomic::AtomicU64;
 use core::sync::atomic::{AtomicU32, Ordering, fence};
 
-#[cfg(target_arch = "nvptx64")]
 use super::abi::pack_thread;
 use super::abi::{
     DeviceChannel, PANIC_EMPTY, PANIC_FILE_CAPACITY, PANIC_MESSAGE_CAPACITY, PANIC_WRITING,
@@ -196,11 +195,12 @@ pub unsafe extern "C" fn __offload_gpu_panic_at2(site: u64, a: u64, b: u64) -> !
     unsafe { panic_at(site, [a, b]) }
 }
 
-/// [`__offload_gpu_panic_at`] on AMD GPUs for the thread of rank `thread` in its block, where
-/// every lane of the wavefront came: the device link branches to a panic site when any lane
-/// fails the site's test (a scalar branch on the test's ballot), and passes the site's values
-/// and [`__offload_gpu_thread_rank`] as the first failing lane holds them (`readlane`), so
-/// that they and the report are scalar and the kernel pays no vector registers for them.
+/// [`__offload_gpu_panic_at`] on AMD GPUs for the thread whose index in its block `thread`
+/// packs ([`pack_thread`]), where every lane of the wavefront came: the device link branches
+/// to a panic site when any lane fails the site's test (a scalar branch on the test's ballot),
+/// and passes the site's values and [`__offload_gpu_thread_index`] as the first failing lane
+/// holds them (`readlane`), so that they and the report are scalar and the kernel pays no
+/// vector registers for them.
 /// The site passes its first `values` values; the others are zero and not written (see
 /// [`panic_at`]). The device link gives `values` as a constant, so the tests fold away.
 ///
@@ -237,14 +237,19 @@ pub unsafe extern "C" fn __offload_gpu_panic_at_thread(
     super::arch::trap()
 }
 
-/// The calling thread's rank in its block, for [`__offload_gpu_panic_at_thread`]: the device
-/// link computes it where a kernel starts, so that one vector register holds it rather than
-/// the thread's three indices living until the panic sites.
+/// The calling thread's index in its block packed in one word ([`pack_thread`]), for
+/// [`__offload_gpu_panic_at_thread`]: the device link computes it where a kernel starts, so
+/// that one vector register holds it rather than the three indices living until the panic
+/// sites. Packed, unlike a rank, it needs no block extents in the report.
 #[cfg(target_arch = "amdgpu")]
 #[unsafe(no_mangle)]
 #[inline(never)]
-pub extern "C" fn __offload_gpu_thread_rank() -> u32 {
-    super::thread_rank()
+pub extern "C" fn __offload_gpu_thread_index() -> u32 {
+    pack_thread([
+        super::thread_idx_x(),
+        super::thread_idx_y(),
+        super::thread_idx_z(),
+    ])
 }
 
 /// The body of the site reporters. Its claim, wait and finish are [`__offload_gpu_panic`]'s,
@@ -381,12 +386,16 @@ mod wave {
     pub(super) unsafe fn finish(record: *mut PanicRecord) -> ! {
         // The lanes that began the report are active again after the claim: the first one
         // is the lane whose values were recorded.
-        let thread = readfirstlane_u32(kernel::thread_rank());
+        let thread = readfirstlane_u32(super::pack_thread([
+            kernel::thread_idx_x(),
+            kernel::thread_idx_y(),
+            kernel::thread_idx_z(),
+        ]));
         // SAFETY: the caller's contract.
         unsafe { finish_for(record, thread) }
     }
 
-    /// [`finish`] for the thread of rank `thread` in its block, the same in every lane.
+    /// [`finish`] for the thread whose index `thread` packs, the same in every lane.
     ///
     /// # Safety
     /// As for [`finish`].
@@ -408,8 +417,6 @@ mod wave {
                 one_store_at_a_time();
             };
             store(&raw mut (*record).thread, thread);
-            store(&raw mut (*record).block_dim[0], kernel::block_dim_x());
-            store(&raw mut (*record).block_dim[1], kernel::block_dim_y());
             for (i, index) in block.into_iter().enumerate() {
                 store(&raw mut (*record).block[i], index);
             }

@@ -15,7 +15,7 @@ use super::fixups::internalize;
 use super::helpers::AMDGPU_HELPERS;
 use super::panic_sites::{LATE, SITE_REPORTERS};
 use super::panics::{REPORTER, lean_panics};
-use super::uniform_panics::{THREAD_RANK, THREAD_REPORTER};
+use super::uniform_panics::{THREAD_INDEX, THREAD_REPORTER};
 use super::{HOST_GLOBALS, RawValue, cstr, has_local_linkage, has_uses};
 use crate::device_link::rlib_bitcode::DeviceInput;
 use crate::device_link::{LinkError, Result};
@@ -202,7 +202,7 @@ pub(super) fn link_inputs<'ctx>(
             || members
                 .iter()
                 .any(|m| m.definitions.contains(THREAD_REPORTER))))
-    .then_some([THREAD_REPORTER, THREAD_RANK]);
+    .then_some([THREAD_REPORTER, THREAD_INDEX]);
     let mut linked = HashSet::new();
     loop {
         let mut undefined = undefined_symbols(&main);

@@ -21,7 +21,7 @@ use super::codegen::run_pipeline;
 use super::is_amdgpu;
 use super::panics::{REPORTER, make_inlinable, site_calls};
 use super::shared_memory::compares_with_null;
-use super::uniform_panics::{self, THREAD_RANK, THREAD_REPORTER};
+use super::uniform_panics::{self, THREAD_INDEX, THREAD_REPORTER};
 use crate::device_link::{LinkError, Result};
 
 /// offload-rt's `kernel::gpu_channel::__offload_gpu_panic_at(site, a, b, c)`.
@@ -44,7 +44,7 @@ pub(super) const FINISH: &str = "__offload_gpu_panic_finish";
 pub(super) const LATE: [&str; 8] = [
     REPORTER,
     THREAD_REPORTER,
-    THREAD_RANK,
+    THREAD_INDEX,
     SITE_REPORTERS[0],
     SITE_REPORTERS[1],
     SITE_REPORTERS[2],
@@ -86,17 +86,17 @@ pub(super) fn describe_sites(module: &Module<'_>, machine: &TargetMachine) -> Re
             let thread_reporter = module
                 .get_function(THREAD_REPORTER)
                 .filter(|f| amdgpu && f.count_basic_blocks() > 0 && f.count_params() == 6);
-            let thread_rank = module
-                .get_function(THREAD_RANK)
+            let thread_index = module
+                .get_function(THREAD_INDEX)
                 .filter(|f| f.count_basic_blocks() > 0 && f.count_params() == 0);
             let mut reporters = site_reporters.clone();
-            if let (Some(reporter), Some(rank)) = (thread_reporter, thread_rank) {
+            if let (Some(reporter), Some(index)) = (thread_reporter, thread_index) {
                 let reporter = reporter.as_value_ref();
                 uniform_panics::make_uniform(
                     module,
                     &site_reporters,
                     reporter,
-                    rank.as_value_ref(),
+                    index.as_value_ref(),
                 );
                 reporters.push(reporter);
             }

@@ -28,20 +28,20 @@ use super::panics::site_calls;
 /// offload-rt's `kernel::gpu_channel::__offload_gpu_panic_at_thread(thread, site, a, b, c,
 /// values)`, on AMD GPUs only: `values` says how many of `a`, `b` and `c` the site passes.
 pub(super) const THREAD_REPORTER: &str = "__offload_gpu_panic_at_thread";
-/// offload-rt's `kernel::gpu_channel::__offload_gpu_thread_rank()`, on AMD GPUs only.
-pub(super) const THREAD_RANK: &str = "__offload_gpu_thread_rank";
+/// offload-rt's `kernel::gpu_channel::__offload_gpu_thread_index()`, on AMD GPUs only.
+pub(super) const THREAD_INDEX: &str = "__offload_gpu_thread_index";
 
 /// In each function whose every call of the `site_reporters` (each followed by `unreachable`)
 /// is entered by a branch that is or can be made scalar ([`site_entry`]), makes those branches
-/// scalar and each call one of `thread_reporter` with the values and the thread rank
-/// (`thread_rank`, called where the function starts) of the first failing lane. A function
+/// scalar and each call one of `thread_reporter` with the values and the thread index
+/// (`thread_index`, called where the function starts) of the first failing lane. A function
 /// with a site that cannot be is left as it is: its sites meet at a divergent join, where
 /// scalar values would not stay scalar. Returns how many sites changed.
 pub(super) fn make_uniform(
     module: &Module<'_>,
     site_reporters: &[LLVMValueRef],
     thread_reporter: LLVMValueRef,
-    thread_rank: LLVMValueRef,
+    thread_index: LLVMValueRef,
 ) -> usize {
     let mut functions = Vec::new();
     let context = module.get_context();
@@ -86,9 +86,9 @@ pub(super) fn make_uniform(
         let cttz = Intrinsic::new(raw_module, "llvm.cttz", &[i64_type]);
         let readlane = Intrinsic::new(raw_module, "llvm.amdgcn.readlane", &[i64_type]);
         let readlane_u32 = Intrinsic::new(raw_module, "llvm.amdgcn.readlane", &[i32_type]);
-        // An empty instruction taking the rank in a vector register: the rank is computed
-        // before it, where the function starts, and not sunk to the panic sites, which would
-        // keep the thread's three indices live until there.
+        // An empty instruction taking the thread's index, packed in one word, in a vector
+        // register: the index is computed before it, where the function starts, and not sunk
+        // to the panic sites, which would keep the three indices live until there.
         let mut pin_type = [i32_type];
         let pin_type = llvm::LLVMFunctionType(
             llvm::LLVMVoidTypeInContext(ctx),
@@ -117,15 +117,15 @@ pub(super) fn make_uniform(
                 start = llvm::LLVMGetNextInstruction(start);
             }
             llvm::LLVMPositionBuilderBefore(builder, start);
-            let rank = llvm::LLVMBuildCall2(
+            let index = llvm::LLVMBuildCall2(
                 builder,
-                llvm::LLVMGlobalGetValueType(thread_rank),
-                thread_rank,
+                llvm::LLVMGlobalGetValueType(thread_index),
+                thread_index,
                 std::ptr::null_mut(),
                 0,
-                c"offload.thread_rank".as_ptr(),
+                c"offload.thread_index".as_ptr(),
             );
-            let mut pinned = [rank];
+            let mut pinned = [index];
             llvm::LLVMBuildCall2(builder, pin_type, pin, pinned.as_mut_ptr(), 1, c"".as_ptr());
             // How many values the reports write: the most any site of the function passes, the
             // same for every site, so that their calls, once merged, still pass a constant.
@@ -181,7 +181,7 @@ pub(super) fn make_uniform(
                 llvm::LLVMPositionBuilderBefore(builder, call);
                 let first = cttz.call(builder, &mut [mask, llvm::LLVMConstInt(i1, 1, 0)]);
                 let lane = llvm::LLVMBuildTrunc(builder, first, i32_type, c"offload.lane".as_ptr());
-                let mut args = vec![readlane_u32.call(builder, &mut [rank, lane])];
+                let mut args = vec![readlane_u32.call(builder, &mut [index, lane])];
                 let count = llvm::LLVMGetNumArgOperands(call);
                 for i in 0..4 {
                     let value = if i < count {
@@ -513,7 +513,7 @@ define void @__offload_gpu_panic_at2(i64 %site, i64 %a, i64 %b) noinline noretur
 define void @__offload_gpu_panic_at_thread(i32 %t, i64 %site, i64 %a, i64 %b, i64 %c, i32 %values) noinline noreturn {
   unreachable
 }
-define i32 @__offload_gpu_thread_rank() noinline {
+define i32 @__offload_gpu_thread_index() noinline {
   %x = call i32 @llvm.amdgcn.workitem.id.x()
   ret i32 %x
 }
@@ -597,7 +597,7 @@ declare void @llvm.assume(i1)
             &module,
             &site_reporters,
             reporter(THREAD_REPORTER),
-            reporter(THREAD_RANK),
+            reporter(THREAD_INDEX),
         );
         module.verify().unwrap();
         (module, changed)
@@ -632,7 +632,7 @@ declare void @llvm.assume(i1)
             gather.contains("br i1 %offload.any_panics1, label %fail2, label %done"),
             "{gather}"
         );
-        // The first failing lane's values, and its rank computed where the kernel starts.
+        // The first failing lane's values, and its index computed where the kernel starts.
         assert!(
             gather.contains("call i64 @llvm.amdgcn.readlane.i64(i64 %i, i32 %offload.lane)"),
             "{gather}"
@@ -645,11 +645,11 @@ declare void @llvm.assume(i1)
         assert!(!gather.contains("readlane.i64(i64 %n"), "{gather}");
         let entry = gather.split("\nfail1:").next().unwrap();
         assert!(
-            entry.contains("%offload.thread_rank = call i32 @__offload_gpu_thread_rank()"),
+            entry.contains("%offload.thread_index = call i32 @__offload_gpu_thread_index()"),
             "{gather}"
         );
         assert!(
-            entry.contains("call void asm sideeffect \"\", \"v\"(i32 %offload.thread_rank)"),
+            entry.contains("call void asm sideeffect \"\", \"v\"(i32 %offload.thread_index)"),
             "{gather}"
         );
         assert_eq!(
@@ -716,6 +716,6 @@ declare void @llvm.assume(i1)
             "{stores}"
         );
         assert!(!stores.contains("ballot"), "{stores}");
-        assert!(!stores.contains("thread_rank"), "{stores}");
+        assert!(!stores.contains("thread_index"), "{stores}");
     }
 }

@@ -464,8 +464,8 @@ mod tests {
         let mut r = record();
         r.site = panic_sites::site_value(table.id(), bounds);
         r.values = [7, 5, 0];
-        // NVIDIA's packed block (y and z in one word) and thread (x, y and z in one word, the
-        // block's extents not written).
+        // NVIDIA's packed block (y and z in one word), and a GPU's packed thread (x, y and z
+        // in one word, the block's extents not written).
         r.block = crate::kernel::abi::pack_block([9, 2, 1], true);
         r.thread = crate::kernel::abi::pack_thread([2, 1, 1]);
         r.block_dim = [0, 0];
@@ -548,7 +548,7 @@ mod tests {
         r.file[..6].copy_from_slice(b"src.rs");
         r.file_len = 6;
         (r.line, r.column) = (3, 4);
-        // AMD's: the block as it is, the thread's rank (2 + 32 * 1) with the block's extents.
+        // The block as it is, and a thread's rank (2 + 32 * 1) with the block's extents.
         r.block = [1, 2, 3];
         r.block_dim = [32, 2];
         r.thread = 34;
