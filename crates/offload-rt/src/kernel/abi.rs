@@ -447,11 +447,8 @@ pub struct PanicRecord {
     pub kind: u32,
     /// Index of the panicking thread's block, as [`pack_block`] writes it.
     pub block: [u32; 3],
-    /// The panicking thread's rank in its block (`kernel::thread_rank`, x fastest), or its
-    /// index as [`pack_thread`] writes it; [`thread_index`] makes either an index.
+    /// Index of the panicking thread in its block, as [`pack_thread`] writes it.
     pub thread: u32,
-    /// The block's x and y extents, with a rank in `thread`.
-    pub block_dim: [u32; 2],
     /// The site in a loaded module's panic-site table (`offload_format::panic_sites::site_value`),
     /// or 0: the kind, text and location are the fields below.
     pub site: u64,
@@ -476,25 +473,17 @@ pub struct PanicRecord {
 /// records a panic. No block's z index is `u32::MAX`.
 pub const BLOCK_YZ_PACKED: u32 = u32::MAX;
 
-/// Set in [`PanicRecord::thread`] when it holds the thread's x, y and z indices, 10 bits each
-/// (a GPU's block is at most 1,024 threads in any dimension), rather than a rank: the code
-/// that records a panic then neither reads the block's extents nor stores them, which costs
-/// every kernel that can panic registers or instructions. No rank has this bit set.
-pub const THREAD_XYZ_PACKED: u32 = 1 << 31;
-
-/// A thread's index in its block packed in one word (see [`THREAD_XYZ_PACKED`]).
+/// A thread's index in its block as a panic records it: x, y and z in 10 bits each (a GPU's
+/// block is at most 1,024 threads in any dimension). Unlike a rank, it needs no block extents:
+/// the code that records a panic neither reads nor stores them, which every kernel that can
+/// panic pays for in registers or instructions.
 pub const fn pack_thread([x, y, z]: [u32; 3]) -> u32 {
-    (x & 0x3ff) | (y & 0x3ff) << 10 | (z & 0x3ff) << 20 | THREAD_XYZ_PACKED
+    (x & 0x3ff) | (y & 0x3ff) << 10 | (z & 0x3ff) << 20
 }
 
-/// A thread's index in its block from [`pack_thread`]'s word, or from its rank and the block's
-/// x and y extents.
-pub const fn thread_index(thread: u32, [x, y]: [u32; 2]) -> [u32; 3] {
-    if thread & THREAD_XYZ_PACKED != 0 {
-        return [thread & 0x3ff, thread >> 10 & 0x3ff, thread >> 20 & 0x3ff];
-    }
-    let (x, y) = (if x == 0 { 1 } else { x }, if y == 0 { 1 } else { y });
-    [thread % x, thread / x % y, thread / x / y]
+/// The thread index [`pack_thread`] packed.
+pub const fn unpack_thread(thread: u32) -> [u32; 3] {
+    [thread & 0x3ff, thread >> 10 & 0x3ff, thread >> 20 & 0x3ff]
 }
 
 /// A block's index as a panic records it: as it is, or with y and z packed (see

@@ -14,7 +14,7 @@ use super::{GpuDevice, GpuError, GpuImageKind, GpuModule, PinnedBytes};
 use crate::error::KernelPanicReport;
 use crate::kernel::abi::{
     CHANNEL_SYMBOL, DeviceChannel, PANIC_EMPTY, PANIC_FILE_CAPACITY, PANIC_MESSAGE_CAPACITY,
-    PANIC_WRITTEN, PanicKind, PanicRecord, thread_index, unpack_block,
+    PANIC_WRITTEN, PanicKind, PanicRecord, unpack_block, unpack_thread,
 };
 
 /// The largest panic-site table read from a module (a table is a few bytes a site).
@@ -164,7 +164,7 @@ fn written_report(record: &PanicRecord, tables: &HashMap<u32, PanicSites>) -> Ke
         line,
         column,
         block: unpack_block(record.block),
-        thread: thread_index(record.thread, record.block_dim),
+        thread: unpack_thread(record.thread),
     }
 }
 
@@ -464,11 +464,9 @@ mod tests {
         let mut r = record();
         r.site = panic_sites::site_value(table.id(), bounds);
         r.values = [7, 5, 0];
-        // NVIDIA's packed block (y and z in one word), and a GPU's packed thread (x, y and z
-        // in one word, the block's extents not written).
+        // NVIDIA's packed block (y and z in one word); the thread packed as every GPU's is.
         r.block = crate::kernel::abi::pack_block([9, 2, 1], true);
         r.thread = crate::kernel::abi::pack_thread([2, 1, 1]);
-        r.block_dim = [0, 0];
         let report = written_report(&r, &tables);
         assert_eq!(
             report.message,
@@ -520,23 +518,18 @@ mod tests {
     }
 
     #[test]
-    fn thread_indices_come_packed_or_as_a_rank() {
-        use crate::kernel::abi::{pack_thread, thread_index};
-        // The largest indices of NVIDIA's blocks (1,024 x 1,024 x 64), whatever the extents.
+    fn thread_indices_unpack_to_what_was_packed() {
+        use crate::kernel::abi::{pack_thread, unpack_thread};
+        // Up to the largest indices of a GPU's blocks (1,024 threads in any dimension).
         for t in [
             [0, 0, 0],
             [1023, 0, 0],
             [0, 1023, 0],
-            [0, 0, 63],
-            [1023, 1023, 63],
+            [0, 0, 1023],
+            [5, 6, 7],
         ] {
-            assert_eq!(thread_index(pack_thread(t), [0, 0]), t);
-            assert_eq!(thread_index(pack_thread(t), [7, 9]), t);
+            assert_eq!(unpack_thread(pack_thread(t)), t);
         }
-        // A rank (AMD's) with the block's x and y extents: the last thread of 1,024 x 1 x 1,
-        // and of 16 x 8 x 8.
-        assert_eq!(thread_index(1023, [1024, 1]), [1023, 0, 0]);
-        assert_eq!(thread_index(1023, [16, 8]), [15, 7, 7]);
     }
 
     #[test]
@@ -548,10 +541,9 @@ mod tests {
         r.file[..6].copy_from_slice(b"src.rs");
         r.file_len = 6;
         (r.line, r.column) = (3, 4);
-        // The block as it is, and a thread's rank (2 + 32 * 1) with the block's extents.
+        // AMD's block, as it is.
         r.block = [1, 2, 3];
-        r.block_dim = [32, 2];
-        r.thread = 34;
+        r.thread = crate::kernel::abi::pack_thread([2, 1, 0]);
         let report = written_report(&r, &HashMap::new());
         assert_eq!(
             (report.message.as_str(), report.file.as_str(), report.line),
