@@ -8,10 +8,9 @@ use core::panic::Location;
 use core::sync::atomic::AtomicU64;
 use core::sync::atomic::{AtomicU32, Ordering, fence};
 
-use super::abi::pack_thread;
 use super::abi::{
     DeviceChannel, PANIC_EMPTY, PANIC_FILE_CAPACITY, PANIC_MESSAGE_CAPACITY, PANIC_WRITING,
-    PANIC_WRITTEN, PRINT_RECORD_READY, PanicKind, PanicRecord, PrintArg, pack_block,
+    PANIC_WRITTEN, PRINT_RECORD_READY, PanicKind, PanicRecord, PrintArg, pack_block, pack_thread,
     print_record_size,
 };
 
@@ -245,6 +244,12 @@ pub unsafe extern "C" fn __offload_gpu_panic_at_thread(
 #[unsafe(no_mangle)]
 #[inline(never)]
 pub extern "C" fn __offload_gpu_thread_index() -> u32 {
+    packed_thread_index()
+}
+
+/// The calling thread's index in its block as a panic records it ([`pack_thread`]).
+#[inline(always)]
+fn packed_thread_index() -> u32 {
     pack_thread([
         super::thread_idx_x(),
         super::thread_idx_y(),
@@ -386,11 +391,7 @@ mod wave {
     pub(super) unsafe fn finish(record: *mut PanicRecord) -> ! {
         // The lanes that began the report are active again after the claim: the first one
         // is the lane whose values were recorded.
-        let thread = readfirstlane_u32(super::pack_thread([
-            kernel::thread_idx_x(),
-            kernel::thread_idx_y(),
-            kernel::thread_idx_z(),
-        ]));
+        let thread = readfirstlane_u32(super::packed_thread_index());
         // SAFETY: the caller's contract.
         unsafe { finish_for(record, thread) }
     }
@@ -502,11 +503,7 @@ pub unsafe extern "C" fn __offload_gpu_panic_finish() -> ! {
         let record = &raw mut (*channel).panic;
         // Indices packed, so nothing here reads or stores the block's extents: fewer
         // registers, which count against every kernel that can panic.
-        (&raw mut (*record).thread).write(pack_thread([
-            super::thread_idx_x(),
-            super::thread_idx_y(),
-            super::thread_idx_z(),
-        ]));
+        (&raw mut (*record).thread).write(packed_thread_index());
         (&raw mut (*record).block).write(pack_block(
             [
                 super::block_idx_x(),

@@ -93,8 +93,6 @@ fn panic_message(kind: u32, text: String, [a, b, c]: [u64; 3]) -> String {
     }
 }
 
-/// The report of a complete panic record: its own text and location, or those of the site it
-/// names in one of `tables` (the loaded modules' panic-site tables, by ID).
 /// The report `record` holds, if a kernel panicked, leaving the record empty for the next.
 ///
 /// # Safety
@@ -128,6 +126,8 @@ unsafe fn take_report(
     Some(report)
 }
 
+/// The report of a complete panic record: its own text and location, or those of the site it
+/// names in one of `tables` (the loaded modules' panic-site tables, by ID).
 fn written_report(record: &PanicRecord, tables: &HashMap<u32, PanicSites>) -> KernelPanicReport {
     let text = |bytes: &[u8], len: u32, cap: usize| utf8_field(&bytes[..(len as usize).min(cap)]);
     let (kind, message, file, line, column) = match panic_sites::split_site_value(record.site) {
