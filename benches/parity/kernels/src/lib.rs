@@ -182,6 +182,11 @@ pub fn transpose(width: u32, height: u32, input: &[f32], out: *mut f32) {
 
 /// The 5-point stencil on a `width`-wide row-major grid: `0.5 * centre + 0.125 * neighbours`
 /// inside, a copy on the border. A 2-D grid covering `out`.
+///
+/// The centre is read once, before the border test, which is in `u32` as C's is in `int`:
+/// read in each branch, NVIDIA's code branched around the neighbours' loads where C's
+/// predicates them, and 64-bit tests held register pairs (on an H200, C's time over Rust's
+/// 0.916 before, 0.957 after).
 #[kernel]
 pub fn stencil5(width: u32, height: u32, input: &[f32], mut out: DisjointSlice<f32>) {
     let (w, h) = (width as usize, height as usize);
@@ -190,10 +195,17 @@ pub fn stencil5(width: u32, height: u32, input: &[f32], mut out: DisjointSlice<f
         && y < h
     {
         let at = |x, y| *input.at(x, y);
-        *o = if x > 0 && y > 0 && x + 1 < w && y + 1 < h {
-            0.5 * at(x, y) + 0.125 * (at(x - 1, y) + at(x + 1, y) + at(x, y - 1) + at(x, y + 1))
+        let centre = at(x, y);
+        // `x < width` and `y < height`: both fit in `u32`, and adding 1 cannot wrap.
+        let (x32, y32) = (x as u32, y as u32);
+        let inside = x32 > 0 && y32 > 0 && x32 + 1 < width && y32 + 1 < height;
+        *o = if inside {
+            // `fma`, as C's compiler contracts `0.5f * c + ...`; `0.5 * centre` is exact, so
+            // the result is the same as two operations'.
+            let neighbours = at(x - 1, y) + at(x + 1, y) + at(x, y - 1) + at(x, y + 1);
+            math::fma(centre, 0.5, 0.125 * neighbours)
         } else {
-            at(x, y)
+            centre
         };
     }
 }
