@@ -36,11 +36,9 @@ pub const CODE_SIZE_GOAL: f64 = 2.0;
 /// NOT MET: (kernel, architecture, guard ratio).
 pub const CODE_SIZE_NOT_MET: &[(&str, &str, f64)] = &[
     ("stencil5", "sm_80", 3.15),
-    ("scan", "sm_80", 2.95),
     ("gather", "sm_80", 6.55),
     ("divide", "sm_80", 2.95),
     ("stencil5", "sm_90", 3.10),
-    ("scan", "sm_90", 3.15),
     ("gather", "sm_90", 6.15),
     ("divide", "sm_90", 2.90),
     ("stencil5", "gfx90a", 2.65),

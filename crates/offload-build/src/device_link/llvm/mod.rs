@@ -4,7 +4,8 @@
 //! image's processor, [`fixups`] makes AMDGPU's by-value kernel parameters
 //! `byref` and internalizes all but the kernels, [`shared_memory`] moves shared-memory statics
 //! to address space 3 and checks their size, [`private_volatiles`] makes the volatile
-//! accesses of private stack slots plain, [`codegen`] runs `default<O3>`, after which
+//! accesses of private stack slots plain, [`codegen`] runs `default<O3>` (for NVPTX, then
+//! unrolls the loops of at most 2 iterations that ptxas would unroll by 4), after which
 //! [`null_tests`] folds the null tests of accessors' options, [`conversions`] makes NVIDIA's
 //! float-to-integer casts one instruction, [`read_only`] marks the loads of the runtime's
 //! globals invariant, [`panic_sites`] describes the constant panic sites in the module's
@@ -27,7 +28,7 @@ use super::{
     LLVM_MAJOR, LinkError, Result, find_tool, io_err, nightly_rustc_llvm_major, scratch_dir,
 };
 use crate::command::run as run_command;
-use codegen::{emit, optimize, run_pipeline, target_machine};
+use codegen::{emit, optimize, run_pipeline, target_machine, unroll_bounded_loops};
 use fixups::{amdgpu_byref_parameters, global_pointers, internalize};
 use helpers::{
     AMDGPU_HELPERS, AMDGPU_HELPERS_IR, DYNAMIC_SHARED_MEMORY, GPU_HELPERS, GPU_HELPERS_IR,
@@ -296,6 +297,9 @@ fn link_for<'ctx>(
     read_only::describe_marker(&module);
     private_volatiles::plain_private_volatiles(&module);
     optimize(&module, machine)?;
+    if is_nvptx(&module) {
+        unroll_bounded_loops(&module, machine)?;
+    }
     let folded = null_tests::fold_null_tests(&module);
     if folded + condition_chains::unshare_condition_values(&module) > 0 {
         run_pipeline(&module, "function(instcombine,simplifycfg)", machine)?;
