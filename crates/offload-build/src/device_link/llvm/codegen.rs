@@ -43,22 +43,20 @@ pub(super) fn target_machine(triple: &str, cpu: &str, features: &str) -> Result<
         .ok_or_else(|| err("LLVM returned no target machine".into()))
 }
 
-pub(super) fn optimize(module: &Module<'_>, machine: &TargetMachine) -> Result<()> {
-    run_pipeline(module, "default<O3>", machine)
-}
-
-/// Fully unrolls the loops that LLVM knows run at most twice but not exactly how often (a
-/// loop over a two-element `chunk_for_thread`). For NVIDIA: LLVM leaves such a loop alone, and
-/// ptxas unrolls a small one four times with a remainder loop, five copies of its body (about
-/// 90 instructions for one load and one store, where C's twin writes two `if`s). Two copies
-/// are never larger; with more (libm's loops of up to 4, in `sin` and `cos`), the 48-kernel
-/// crate's cubins grew by 3 %.
-pub(super) fn unroll_bounded_loops(module: &Module<'_>, machine: &TargetMachine) -> Result<()> {
-    run_pipeline(
-        module,
-        "function(loop-unroll<O3;no-runtime;no-partial;upperbound;full-unroll-max=2>)",
-        machine,
-    )
+/// `default<O3>`; for NVIDIA (`nvptx`), then full unrolling of the loops that LLVM knows run
+/// at most twice but not exactly how often (a loop over a two-element `chunk_for_thread`).
+/// LLVM leaves such a loop alone, and ptxas unrolls a small one four times with a remainder
+/// loop, five copies of its body (about 90 instructions for one load and one store, where C's
+/// twin writes two `if`s). Two copies are never larger; with more (libm's loops of up to 4, in
+/// `sin` and `cos`), the 48-kernel crate's cubins grew by 3 %. One pipeline, so the unrolling
+/// reuses the analyses `default<O3>` leaves.
+pub(super) fn optimize(module: &Module<'_>, machine: &TargetMachine, nvptx: bool) -> Result<()> {
+    let pipeline = if nvptx {
+        "default<O3>,function(loop-unroll<O3;no-runtime;no-partial;upperbound;full-unroll-max=2>)"
+    } else {
+        "default<O3>"
+    };
+    run_pipeline(module, pipeline, machine)
 }
 
 pub(super) fn run_pipeline(

@@ -28,7 +28,7 @@ use super::{
     LLVM_MAJOR, LinkError, Result, find_tool, io_err, nightly_rustc_llvm_major, scratch_dir,
 };
 use crate::command::run as run_command;
-use codegen::{emit, optimize, run_pipeline, target_machine, unroll_bounded_loops};
+use codegen::{emit, optimize, run_pipeline, target_machine};
 use fixups::{amdgpu_byref_parameters, global_pointers, internalize};
 use helpers::{
     AMDGPU_HELPERS, AMDGPU_HELPERS_IR, DYNAMIC_SHARED_MEMORY, GPU_HELPERS, GPU_HELPERS_IR,
@@ -296,10 +296,7 @@ fn link_for<'ctx>(
     }
     read_only::describe_marker(&module);
     private_volatiles::plain_private_volatiles(&module);
-    optimize(&module, machine)?;
-    if is_nvptx(&module) {
-        unroll_bounded_loops(&module, machine)?;
-    }
+    optimize(&module, machine, is_nvptx(&module))?;
     let folded = null_tests::fold_null_tests(&module);
     if folded + condition_chains::unshare_condition_values(&module) > 0 {
         run_pipeline(&module, "function(instcombine,simplifycfg)", machine)?;
