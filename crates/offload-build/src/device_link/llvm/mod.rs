@@ -9,8 +9,8 @@
 //! [`null_tests`] folds the null tests of accessors' options, [`conversions`] makes NVIDIA's
 //! float-to-integer casts one instruction, [`read_only`] marks the loads of the runtime's
 //! globals invariant, [`panic_sites`] describes the constant panic sites in the module's
-//! table, [`read_only`] marks the loads through `&[T]` parameters invariant, and [`codegen`]
-//! emits PTX or an object. This file holds the entry points for NVPTX and AMDGPU.
+//! table, [`read_only`] marks the loads through `&[T]` parameters invariant, [`shared_traps`]
+//! leaves each function one trap, and [`codegen`] emits PTX or an object. This file holds the entry points for NVPTX and AMDGPU.
 
 use std::ffi::CStr;
 use std::path::PathBuf;
@@ -57,6 +57,7 @@ mod panics;
 mod private_volatiles;
 mod read_only;
 mod shared_memory;
+mod shared_traps;
 mod uniform_panics;
 
 pub use helpers::amdgpu_wave_size;
@@ -311,6 +312,7 @@ fn link_for<'ctx>(
         // Not left to the code generator, which runs it on NVPTX but not on AMDGPU.
         run_pipeline(&module, "function(infer-address-spaces)", machine)?;
     }
+    shared_traps::share_traps(&module);
     check_resolved(&module, allowed_external)?;
     check_shared_limit(&module, &kept)?;
     Ok((module, kept))
