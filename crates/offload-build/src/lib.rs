@@ -115,6 +115,8 @@ pub mod tooling {
     }
     /// The device builds' diagnostics, handed to `cargo offload`.
     pub mod diagnostics {
+        #[cfg(feature = "llvm")]
+        pub use crate::diagnostics::take_recorded;
         pub use crate::diagnostics::{
             DIAGNOSTICS_FILE, OFFLOAD_MESSAGE_DIR, add_help, archs, identity, level, package_name,
             rendered, with_archs_note,

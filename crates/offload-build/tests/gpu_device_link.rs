@@ -33,8 +33,7 @@ fn inputs_for(target: &str) -> &'static [DeviceInput] {
     };
     cell.get_or_init(|| {
         let dir = target_dir().join(target.triple());
-        device_link::device_inputs(&Env::detect(), &fixture_manifest(), &target, &dir)
-            .unwrap_or_else(|e| panic!("nested build for {target}: {e}"))
+        common::nested_inputs(&Env::detect(), &fixture_manifest(), &target, &dir)
     })
 }
 
@@ -248,7 +247,7 @@ fn device_api_of_offload_rt_on_both_gpus() {
     for arch in ["sm_80", "gfx942:xnack+"] {
         let target = GpuTarget::parse(arch).unwrap();
         let dir = target_dir().join(format!("reduce-{}", target.triple()));
-        let inputs = device_link::device_inputs(&env, &manifest, &target, &dir).unwrap();
+        let inputs = common::nested_inputs(&env, &manifest, &target, &dir);
         let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         for image in &images {
             assert!(
@@ -339,7 +338,7 @@ fn amdgpu_machine_code_of_reduce() {
     let env = Env::detect();
     let target = GpuTarget::parse("gfx90a").unwrap();
     let dir = target_dir().join(format!("reduce-{}", target.triple()));
-    let inputs = device_link::device_inputs(&env, &manifest, &target, &dir).unwrap();
+    let inputs = common::nested_inputs(&env, &manifest, &target, &dir);
     let scratch = tempfile::tempdir().unwrap();
     for id in ["gfx90a", "gfx942", "gfx1100"] {
         let target = GpuTarget::parse(id).unwrap();
@@ -405,7 +404,7 @@ fn amdgpu_panic_traps() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rt-kernels/Cargo.toml");
     let target = GpuTarget::parse("gfx90a").unwrap();
     let dir = target_dir().join(format!("rt-kernels-{}", target.triple()));
-    let inputs = device_link::device_inputs(&Env::detect(), &manifest, &target, &dir).unwrap();
+    let inputs = common::nested_inputs(&Env::detect(), &manifest, &target, &dir);
     let scratch = tempfile::tempdir().unwrap();
     for id in ["gfx90a", "gfx1100"] {
         let target = GpuTarget::parse(id).unwrap();
@@ -1670,7 +1669,7 @@ fn gemm_example_runs_on_the_matrix_units() {
     let inputs_for = |id: &str| {
         let target = GpuTarget::parse(id).unwrap();
         let dir = target_dir().join(format!("gemm-{}", target.triple()));
-        device_link::device_inputs(&env, &manifest, &target, &dir).unwrap()
+        common::nested_inputs(&env, &manifest, &target, &dir)
     };
     let nvptx = inputs_for("sm_80");
     for sm in ["sm_80", "sm_90"] {

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use offload_build::tooling::device_link::{self, GpuTarget};
+use offload_build::tooling::diagnostics;
 use offload_build::tooling::env::Env;
 use offload_toolchain::Tool;
 
@@ -113,8 +114,29 @@ pub fn rt_fixture_inputs(target: &GpuTarget) -> Vec<device_link::DeviceInput> {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../offload-rt/tests/fixtures/kernels/Cargo.toml");
     let dir = target_dir().join(format!("offload-rt-kernels-{}", target.triple()));
-    device_link::device_inputs(&Env::detect(), &manifest, target, &dir)
-        .unwrap_or_else(|e| panic!("nested build for {target}: {e}"))
+    nested_inputs(&Env::detect(), &manifest, target, &dir)
+}
+
+/// The device-link inputs of the kernel crate at `manifest` for `target` (a nested build in
+/// `dir`). A failed build panics with rustc's errors, which a build script would report
+/// after its device links and a test would otherwise never show.
+pub fn nested_inputs(
+    env: &Env,
+    manifest: &Path,
+    target: &GpuTarget,
+    dir: &Path,
+) -> Vec<device_link::DeviceInput> {
+    device_link::device_inputs(env, manifest, target, dir).unwrap_or_else(|e| {
+        let errors: Vec<String> = diagnostics::take_recorded()
+            .iter()
+            .filter_map(|m| diagnostics::rendered(m).map(str::to_owned))
+            .collect();
+        panic!(
+            "nested build of {} for {target}: {e}\nrustc said:\n{}",
+            manifest.display(),
+            errors.join("\n")
+        )
+    })
 }
 
 /// The lines of one `.entry` of a PTX module.

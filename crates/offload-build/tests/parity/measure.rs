@@ -123,10 +123,7 @@ fn bench_dir() -> PathBuf {
 pub fn rust_inputs(target: &GpuTarget, target_dir: &Path) -> (Vec<DeviceInput>, f64) {
     let env = Env::detect();
     let manifest = bench_dir().join("kernels/Cargo.toml");
-    let build = || {
-        device_link::device_inputs(&env, &manifest, target, target_dir)
-            .unwrap_or_else(|e| panic!("nested build of the parity kernels for {target}: {e}"))
-    };
+    let build = || crate::common::nested_inputs(&env, &manifest, target, target_dir);
     build();
     let lib = bench_dir().join("kernels/src/lib.rs");
     std::fs::File::options()

@@ -4,9 +4,9 @@
 //! ended the launch and, on CUDA, the context.
 
 use core::panic::Location;
+use core::sync::atomic::{AtomicU32, Ordering};
 #[cfg(not(target_arch = "amdgpu"))]
-use core::sync::atomic::AtomicU64;
-use core::sync::atomic::{AtomicU32, Ordering, fence};
+use core::sync::atomic::{AtomicU64, fence};
 
 use super::abi::{
     DeviceChannel, PANIC_EMPTY, PANIC_FILE_CAPACITY, PANIC_MESSAGE_CAPACITY, PANIC_WRITING,
