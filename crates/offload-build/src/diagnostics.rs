@@ -171,8 +171,9 @@ fn with_line(rendered: &str, kind: &str, text: &str) -> String {
 }
 
 /// Takes what `record` gathered, each message with the architectures that gave it under
-/// [`OFFLOAD_ARCHS_KEY`], as [`report`] writes them: how a device link process hands its
-/// nested builds' diagnostics back to the build that ran it ([`record_reported`]).
+/// `OFFLOAD_ARCHS_KEY`, as `report` writes them: how a device link process hands its nested
+/// builds' diagnostics back to the build that ran it (`record_reported`), and how a test
+/// shows a failed nested build's errors.
 #[cfg(feature = "llvm")]
 pub fn take_recorded() -> Vec<CargoMessage> {
     let recorded = std::mem::take(&mut *RECORDED.lock().unwrap_or_else(|e| e.into_inner()));
