@@ -10,7 +10,8 @@
 //! float-to-integer casts one instruction, [`read_only`] marks the loads of the runtime's
 //! globals invariant, [`panic_sites`] describes the constant panic sites in the module's
 //! table, [`read_only`] marks the loads through `&[T]` parameters invariant, [`shared_traps`]
-//! leaves each function one trap, and [`codegen`] emits PTX or an object. This file holds the entry points for NVPTX and AMDGPU.
+//! leaves each function one trap, and [`codegen`] emits PTX or an object. This file holds the
+//! entry points for NVPTX and AMDGPU.
 
 use std::ffi::CStr;
 use std::path::PathBuf;

@@ -42,6 +42,7 @@ pub(super) fn share_traps(module: &Module<'_>) -> usize {
         let context = llvm::LLVMGetModuleContext(module.as_mut_ptr());
         let builder = llvm::LLVMCreateBuilderInContext(context);
         for (function, calls) in by_function.into_iter().filter(|(_, c)| c.len() > 1) {
+            removed += calls.len() - 1;
             let shared = llvm::LLVMAppendBasicBlockInContext(context, function, c"trap".as_ptr());
             llvm::LLVMPositionBuilderAtEnd(builder, shared);
             let kept = llvm::LLVMInstructionClone(calls[0]);
@@ -62,9 +63,7 @@ pub(super) fn share_traps(module: &Module<'_>) -> usize {
                     llvm::LLVMInstructionEraseFromParent(unreachable);
                     llvm::LLVMInstructionEraseFromParent(call);
                 }
-                removed += 1;
             }
-            removed -= 1;
         }
         llvm::LLVMDisposeBuilder(builder);
     }
