@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Two clean builds of one `cargo offload new` project in different directories (the second
 # with a space in its path) must embed byte-identical device images: no paths, times or random
-# names inside. Prints the SHA-256 of each build's `.llvm.offloading` section and fails when
-# they differ.
+# names inside. Then two clean dev builds of the first, its sources touched in between: images
+# with line information must not depend on the sources' modification times. Prints the
+# SHA-256 of each build's `.llvm.offloading` section and fails when two differ.
 #
 #   benches/reproducible.sh [ARCHS]      # default sm_80,gfx90a,host
 set -euo pipefail
@@ -29,6 +30,25 @@ done
 "$OURS" offload inspect "$WORK/one/demo/target/release/demo" | grep '^\['
 if [ "${sums[0]}" != "${sums[1]}" ]; then
     echo "the two builds embed different device images" >&2
+    exit 1
+fi
+echo "identical"
+
+dev_sums=()
+for stamp in 200001010000 203001010000; do
+    find "$WORK/one/demo" -path "$WORK/one/demo/target" -prune -o -name '*.rs' \
+        -exec touch -t "$stamp" {} +
+    # No cache: a cached image would hide what ptxas makes of the touched sources.
+    (cd "$WORK/one/demo" && cargo clean -q &&
+        OFFLOAD_BUILD_CACHE=off "$OURS" offload build --offload-arch "$ARCHS" -q)
+    "$OBJCOPY" --dump-section=.llvm.offloading="$WORK/dev.bin" \
+        "$WORK/one/demo/target/debug/demo" "$WORK/stripped"
+    sum=$(sha256sum "$WORK/dev.bin" | cut -d' ' -f1)
+    echo "$sum  dev build, sources dated $stamp"
+    dev_sums+=("$sum")
+done
+if [ "${dev_sums[0]}" != "${dev_sums[1]}" ]; then
+    echo "the dev builds' device images depend on the sources' modification times" >&2
     exit 1
 fi
 echo "identical"

@@ -201,7 +201,8 @@ fn run_ptxas(ptx: &str, sm: &str, verbose: bool) -> Result<(Vec<u8>, String)> {
     let input = dir.path().join(format!("image.{sm}.ptx"));
     let output = dir.path().join(format!("image.{sm}.cubin"));
     let result = (|| {
-        std::fs::write(&input, ptx).map_err(io_err("writing", &input))?;
+        std::fs::write(&input, with_file_stamps(ptx).as_ref())
+            .map_err(io_err("writing", &input))?;
         let mut cmd = Command::new(&ptxas);
         cmd.arg(format!("-arch={sm}")).arg("-O3");
         if has_line_directives(ptx) {
@@ -219,6 +220,37 @@ fn run_ptxas(ptx: &str, sm: &str, verbose: bool) -> Result<(Vec<u8>, String)> {
     })();
     drop(dir);
     result
+}
+
+/// `ptx` with a modification time and size on each `.file` directive that has none: ptxas
+/// `-lineinfo` looks them up on disk for such a file and writes them into the cubin's line
+/// table, so the cubin would change with a checkout or a `touch` of the sources. The time is
+/// 1 (0 would mean "look it up") and the size 0; a host object's DWARF line table records no
+/// time either.
+fn with_file_stamps(ptx: &str) -> std::borrow::Cow<'_, str> {
+    let unstamped = |line: &str| {
+        line.trim_start()
+            .strip_prefix(".file")
+            .is_some_and(|rest| rest.trim_end().ends_with('"'))
+    };
+    if !ptx.lines().any(unstamped) {
+        return ptx.into();
+    }
+    let mut stamped = String::with_capacity(ptx.len() + 64);
+    for line in ptx.split_inclusive('\n') {
+        let (text, end) = match line.strip_suffix('\n') {
+            Some(text) => (text, "\n"),
+            None => (line, ""),
+        };
+        let body = text.trim_end();
+        stamped.push_str(body);
+        if unstamped(body) {
+            stamped.push_str(", 1, 0");
+        }
+        stamped.push_str(&text[body.len()..]);
+        stamped.push_str(end);
+    }
+    stamped.into()
 }
 
 /// Whether `ptx` carries source line directives (`.loc`), which a dev build's kernels have.
@@ -514,5 +546,45 @@ mod tests {
             CubinPlan::Unsupported(info.clone())
         );
         assert_eq!(cubin_plan("sm_80").unwrap(), CubinPlan::Assemble);
+    }
+
+    /// Each `.file` without a time and size gets them; stamped ones, other lines and the
+    /// line ends are left as they are.
+    #[test]
+    fn file_directives_get_a_fixed_stamp() {
+        let ptx = ".version 7.8\n\t.file\t1 \"/k/src/lib.rs\"\r\n.file 2 \"/k/a b.rs\", 5, 9\n\
+                   \t.loc\t1 4 5\n.file 3 \"/k/\\\"q\\\".rs\"";
+        assert_eq!(
+            with_file_stamps(ptx),
+            ".version 7.8\n\t.file\t1 \"/k/src/lib.rs\", 1, 0\r\n.file 2 \"/k/a b.rs\", 5, 9\n\
+             \t.loc\t1 4 5\n.file 3 \"/k/\\\"q\\\".rs\", 1, 0"
+        );
+        let plain = ".version 7.8\n.target sm_80\n";
+        assert!(matches!(with_file_stamps(plain), std::borrow::Cow::Borrowed(p) if p == plain));
+    }
+
+    /// A cubin with line information does not depend on when its source was last written.
+    #[test]
+    fn cubins_do_not_depend_on_source_times() {
+        if offload_toolchain::Tool::Ptxas.for_test().is_none() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("lib.rs");
+        std::fs::write(&source, "// a kernel\n").unwrap();
+        let ptx = format!(
+            ".version 7.8\n.target sm_80\n.address_size 64\n.file\t1 \"{}\"\n\
+             .visible .entry k(.param .u64 p)\n{{\n.reg .b64 %rd<3>;\n.loc\t1 1 1\n\
+             ld.param.u64 %rd1, [p];\ncvta.to.global.u64 %rd2, %rd1;\n.loc\t1 2 1\n\
+             st.global.u32 [%rd2], 7;\nret;\n}}\n",
+            source.display()
+        );
+        let touched = |seconds| {
+            let time = std::time::UNIX_EPOCH + std::time::Duration::from_secs(seconds);
+            let file = std::fs::File::options().write(true).open(&source).unwrap();
+            file.set_modified(time).unwrap();
+            ptxas_assemble(&ptx, "sm_80").unwrap()
+        };
+        assert_eq!(touched(1_000_000_000), touched(1_700_000_000));
     }
 }
