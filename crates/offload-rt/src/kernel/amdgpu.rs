@@ -104,7 +104,9 @@ pub(super) fn trap() -> ! {
     core::intrinsics::abort()
 }
 
-/// Ends the calling wavefront, all its lanes (`s_endpgm`); the rest of the launch goes on.
+/// Ends the calling wavefront, all its lanes (`s_endpgm`); the rest of the launch goes on. In
+/// a kernel the device link makes it a return, for which AMDGPU's structurizer adds no flow:
+/// that ends only the lanes that reach it, and the wavefront's other lanes go on.
 #[inline(always)]
 pub(super) fn end_thread() -> ! {
     // LLVM's intrinsic itself, so as not to depend on which nightlies' `core::arch::amdgpu`

@@ -421,9 +421,10 @@ mod wave {
             for (i, index) in block.into_iter().enumerate() {
                 store(&raw mut (*record).block[i], index);
             }
-            // As in `__offload_gpu_panic_finish`.
+            // As in `__offload_gpu_panic_finish`; AMDGPU's release fence waits for the
+            // store to complete, which is all the trap needs (its invalidations are not).
             (*record).state.store(PANIC_WRITTEN, Ordering::Release);
-            fence(Ordering::SeqCst);
+            fence(Ordering::Release);
         }
         kernel::arch::trap()
     }
@@ -449,7 +450,7 @@ unsafe fn try_claim(record: *mut PanicRecord) -> u32 {
     let (Ok(before) | Err(before)) = state.compare_exchange(
         PANIC_EMPTY,
         PANIC_WRITING,
-        Ordering::Acquire,
+        Ordering::Relaxed,
         Ordering::Relaxed,
     );
     before
@@ -472,9 +473,9 @@ unsafe fn claim_or_leave(record: *mut PanicRecord) {
 
 /// A panicking thread (on AMD GPUs, wavefront) that found the record in state `before`,
 /// claimed by another: while the other is writing its report, this one ends alone (PTX
-/// `exit`, AMD `s_endpgm`) and the writer's trap ends the launch once the report is whole;
-/// once the report is written, it traps. Either way nothing of the kernel runs after the
-/// panic here, and nothing waits: a wait for the report would keep a trap from ending the
+/// `exit`; on AMD GPUs a return from the kernel) and the writer's trap ends the launch once
+/// the report is whole; once the report is written, it traps. Either way nothing of the
+/// kernel runs after the panic here, and nothing waits: a wait for the report would keep a trap from ending the
 /// launch too early, at the cost of a loop in every kernel that can panic.
 #[inline(always)]
 fn leave(before: u32) -> ! {

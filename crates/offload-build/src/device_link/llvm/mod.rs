@@ -10,7 +10,8 @@
 //! float-to-integer casts one instruction, [`read_only`] marks the loads of the runtime's
 //! globals invariant, [`panic_sites`] describes the constant panic sites in the module's
 //! table, [`read_only`] marks the loads through `&[T]` parameters invariant, [`shared_traps`]
-//! leaves each function one trap, and [`codegen`] emits PTX or an object. This file holds the
+//! leaves each function one trap, [`kernel_returns`] makes an AMDGPU kernel's `s_endpgm` a
+//! return, and [`codegen`] emits PTX or an object. This file holds the
 //! entry points for NVPTX and AMDGPU.
 
 use std::ffi::CStr;
@@ -50,6 +51,7 @@ mod conversions;
 mod crash;
 mod fixups;
 mod helpers;
+mod kernel_returns;
 mod link;
 mod matrix;
 mod null_tests;
@@ -314,6 +316,7 @@ fn link_for<'ctx>(
         run_pipeline(&module, "function(infer-address-spaces)", machine)?;
     }
     shared_traps::share_traps(&module);
+    kernel_returns::endpgm_as_return(&module);
     check_resolved(&module, allowed_external)?;
     check_shared_limit(&module, &kept)?;
     Ok((module, kept))

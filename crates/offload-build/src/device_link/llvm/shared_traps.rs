@@ -74,7 +74,7 @@ pub(super) fn share_traps(module: &Module<'_>) -> usize {
 ///
 /// # Safety
 /// `call` is a live instruction.
-unsafe fn ends_block(call: LLVMValueRef) -> bool {
+pub(super) unsafe fn ends_block(call: LLVMValueRef) -> bool {
     // SAFETY: this function's contract; the next instruction of a live one is live or null.
     unsafe {
         let next = llvm::LLVMGetNextInstruction(call);
