@@ -11,8 +11,8 @@
 //! globals invariant, [`panic_sites`] describes the constant panic sites in the module's
 //! table, [`read_only`] marks the loads through `&[T]` parameters invariant, [`shared_traps`]
 //! leaves each function one trap, [`kernel_returns`] makes an AMDGPU kernel's `s_endpgm` a
-//! return, and [`codegen`] emits PTX or an object. This file holds the
-//! entry points for NVPTX and AMDGPU.
+//! return, and [`codegen`] emits PTX or an object. This file holds the entry points for NVPTX
+//! and AMDGPU.
 
 use std::ffi::CStr;
 use std::path::PathBuf;
