@@ -16,14 +16,18 @@ trap 'rm -rf "$WORK"' EXIT
 OURS=${CARGO_TARGET_DIR:-$ROOT/target}/debug/cargo-offload
 OBJCOPY=$(cd "$ROOT" && cargo -q xtask which llvm-objcopy)
 
+# The SHA-256 of executable $1's `.llvm.offloading` section.
+offloading_sum() {
+    "$OBJCOPY" --dump-section=.llvm.offloading="$WORK/offloading.bin" "$1" "$WORK/stripped"
+    sha256sum "$WORK/offloading.bin" | cut -d' ' -f1
+}
+
 sums=()
 for dir in "$WORK/one" "$WORK/two with space"; do
     mkdir -p "$dir"
     (cd "$dir" && "$OURS" offload new demo >/dev/null)
     (cd "$dir/demo" && "$OURS" offload build --release --offload-arch "$ARCHS" -q)
-    "$OBJCOPY" --dump-section=.llvm.offloading="$dir/offloading.bin" \
-        "$dir/demo/target/release/demo" "$dir/stripped"
-    sum=$(sha256sum "$dir/offloading.bin" | cut -d' ' -f1)
+    sum=$(offloading_sum "$dir/demo/target/release/demo")
     echo "$sum  $dir"
     sums+=("$sum")
 done
@@ -41,9 +45,7 @@ for stamp in 200001010000 203001010000; do
     # No cache: a cached image would hide what ptxas makes of the touched sources.
     (cd "$WORK/one/demo" && cargo clean -q &&
         OFFLOAD_BUILD_CACHE=off "$OURS" offload build --offload-arch "$ARCHS" -q)
-    "$OBJCOPY" --dump-section=.llvm.offloading="$WORK/dev.bin" \
-        "$WORK/one/demo/target/debug/demo" "$WORK/stripped"
-    sum=$(sha256sum "$WORK/dev.bin" | cut -d' ' -f1)
+    sum=$(offloading_sum "$WORK/one/demo/target/debug/demo")
     echo "$sum  dev build, sources dated $stamp"
     dev_sums+=("$sum")
 done

@@ -238,17 +238,12 @@ fn with_file_stamps(ptx: &str) -> std::borrow::Cow<'_, str> {
     }
     let mut stamped = String::with_capacity(ptx.len() + 64);
     for line in ptx.split_inclusive('\n') {
-        let (text, end) = match line.strip_suffix('\n') {
-            Some(text) => (text, "\n"),
-            None => (line, ""),
-        };
-        let body = text.trim_end();
+        let body = line.trim_end();
         stamped.push_str(body);
         if unstamped(body) {
             stamped.push_str(", 1, 0");
         }
-        stamped.push_str(&text[body.len()..]);
-        stamped.push_str(end);
+        stamped.push_str(&line[body.len()..]);
     }
     stamped.into()
 }

@@ -475,8 +475,9 @@ unsafe fn claim_or_leave(record: *mut PanicRecord) {
 /// claimed by another: while the other is writing its report, this one ends alone (PTX
 /// `exit`; on AMD GPUs a return from the kernel) and the writer's trap ends the launch once
 /// the report is whole; once the report is written, it traps. Either way nothing of the
-/// kernel runs after the panic here, and nothing waits: a wait for the report would keep a trap from ending the
-/// launch too early, at the cost of a loop in every kernel that can panic.
+/// kernel runs after the panic here, and nothing waits: a wait for the report would keep a
+/// trap from ending the launch too early, at the cost of a loop in every kernel that can
+/// panic.
 #[inline(always)]
 fn leave(before: u32) -> ! {
     if before == PANIC_WRITING {

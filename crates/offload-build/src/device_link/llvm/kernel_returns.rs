@@ -11,8 +11,7 @@ use inkwell::llvm_sys::debuginfo;
 use inkwell::module::Module;
 use inkwell::values::AsValueRef;
 
-use super::shared_traps::ends_block;
-use super::users;
+use super::shared_traps::block_ending_calls;
 
 /// Replaces each `llvm.amdgcn.endpgm` that ends a block of a kernel returning `void` with
 /// `ret void`; returns how many.
@@ -28,10 +27,7 @@ pub(super) fn endpgm_as_return(module: &Module<'_>) -> usize {
     unsafe {
         let context = llvm::LLVMGetModuleContext(module.as_mut_ptr());
         let builder = llvm::LLVMCreateBuilderInContext(context);
-        for call in users(endpgm.as_value_ref()) {
-            if llvm::LLVMIsACallInst(call).is_null() || !ends_block(call) {
-                continue;
-            }
+        for call in block_ending_calls(endpgm.as_value_ref()) {
             let function = llvm::LLVMGetBasicBlockParent(llvm::LLVMGetInstructionParent(call));
             let returns_void = llvm::LLVMGetReturnType(llvm::LLVMGlobalGetValueType(function))
                 == llvm::LLVMVoidTypeInContext(context);

@@ -29,10 +29,7 @@ pub(super) fn share_traps(module: &Module<'_>) -> usize {
     // replaced by a branch, without changing a phi.
     unsafe {
         let mut by_function: Vec<(LLVMValueRef, Vec<LLVMValueRef>)> = Vec::new();
-        for call in users(trap.as_value_ref()) {
-            if llvm::LLVMIsACallInst(call).is_null() || !ends_block(call) {
-                continue;
-            }
+        for call in block_ending_calls(trap.as_value_ref()) {
             let function = llvm::LLVMGetBasicBlockParent(llvm::LLVMGetInstructionParent(call));
             match by_function.iter_mut().find(|(f, _)| *f == function) {
                 Some((_, calls)) => calls.push(call),
@@ -70,15 +67,25 @@ pub(super) fn share_traps(module: &Module<'_>) -> usize {
     removed
 }
 
-/// Whether `call` is followed by the `unreachable` that ends its block.
+/// The calls of `callee` that the `unreachable` after them ends their block with.
 ///
 /// # Safety
-/// `call` is a live instruction.
-pub(super) unsafe fn ends_block(call: LLVMValueRef) -> bool {
-    // SAFETY: this function's contract; the next instruction of a live one is live or null.
+/// `callee` is a live function.
+pub(super) unsafe fn block_ending_calls(callee: LLVMValueRef) -> Vec<LLVMValueRef> {
+    // SAFETY: this function's contract; a live value's users are live, and the next
+    // instruction of a live one is live or null.
     unsafe {
-        let next = llvm::LLVMGetNextInstruction(call);
-        !next.is_null() && llvm::LLVMGetInstructionOpcode(next) == LLVMOpcode::LLVMUnreachable
+        users(callee)
+            .into_iter()
+            .filter(|&call| {
+                if llvm::LLVMIsACallInst(call).is_null() {
+                    return false;
+                }
+                let next = llvm::LLVMGetNextInstruction(call);
+                !next.is_null()
+                    && llvm::LLVMGetInstructionOpcode(next) == LLVMOpcode::LLVMUnreachable
+            })
+            .collect()
     }
 }
 
