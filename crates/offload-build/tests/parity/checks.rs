@@ -31,6 +31,20 @@ pub fn sanity(arch: &str, rows: &[Row]) -> Vec<String> {
     problems
 }
 
+/// That each C side of `rows` calls something: `__assertfail`, which an `assert` compiled in
+/// (no `NDEBUG`) calls.
+pub fn asserts_kept(arch: &str, rows: &[Row]) -> Vec<String> {
+    rows.iter()
+        .filter(|row| row.c.calls == 0)
+        .map(|row| {
+            format!(
+                "{arch} {}: the assert twin makes no call, so its asserts are not there",
+                row.kernel
+            )
+        })
+        .collect()
+}
+
 pub fn ratio(rust: u64, c: u64) -> f64 {
     rust as f64 / c.max(1) as f64
 }

@@ -1,8 +1,9 @@
 //! The parity benchmark (`benches/parity/README.md`): the Rust kernels of
 //! `benches/parity/kernels` against their CUDA and HIP twins compiled by clang-22, per kernel
 //! and architecture: registers, scratch, instructions, code size, memory accesses by address
-//! space, device-build time. Writes `target/parity/parity.md` and `parity.json`, prints the
-//! table, and fails when a figure is missing or a limit of `limits.rs` is broken.
+//! space, device-build time; on NVIDIA, also the kernels that can panic against CUDA C that
+//! checks with `assert` (no limit). Writes `target/parity/parity.md` and `parity.json`, prints
+//! the tables, and fails when a figure is missing or a limit of `limits.rs` is broken.
 //!
 //! Unlike the other GPU-tool tests, a missing tool fails this one everywhere: the benchmark
 //! has nothing to say without its tools, and CI installs them (`cargo xtask setup --cuda`).
@@ -40,6 +41,11 @@ pub const KERNELS: [&str; 13] = [
     "divide",
     "reverse",
 ];
+
+/// The kernels that can panic, also written in CUDA C that makes the same checks with
+/// `assert` (`benches/parity/parity_assert.cu`): measured against that C too, on NVIDIA, and
+/// reported apart from the table, with no limit.
+pub const ASSERT_TWINS: [&str; 3] = ["stencil5", "gather", "divide"];
 
 const NVIDIA: [&str; 2] = ["sm_80", "sm_90"];
 const AMD: [&str; 3] = ["gfx90a", "gfx942", "gfx1100"];
@@ -106,11 +112,22 @@ fn parity() {
         }
     }
 
-    let markdown = report::markdown(&results, COMMAND);
+    let mut asserted: Vec<(&str, Vec<measure::Row>)> = Vec::new();
+    for (arch, outcome) in &results {
+        if let Outcome::Measured(rows, _) = outcome
+            && arch.starts_with("sm_")
+        {
+            let c = measure::nvidia_assert_twins(arch, &ASSERT_TWINS, &clang, &work)
+                .unwrap_or_else(|e| panic!("{arch}: the assert twins: {e}"));
+            asserted.push((arch, measure::against(rows, &ASSERT_TWINS, c)));
+        }
+    }
+
+    let markdown = report::markdown(&results, &asserted, COMMAND);
     let out = output_dir();
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(out.join("parity.md"), &markdown).unwrap();
-    std::fs::write(out.join("parity.json"), report::json(&results)).unwrap();
+    std::fs::write(out.join("parity.json"), report::json(&results, &asserted)).unwrap();
     println!("{markdown}");
     println!(
         "parity: {:.0} s; written to {} (parity.md, parity.json); images and listings in {}",
@@ -124,6 +141,10 @@ fn parity() {
         if let Outcome::Measured(rows, _) = outcome {
             problems.extend(checks::sanity(arch, rows));
         }
+    }
+    for (arch, rows) in &asserted {
+        problems.extend(checks::sanity(arch, rows));
+        problems.extend(checks::asserts_kept(arch, rows));
     }
     let (broken, today) = checks::limits(&results);
     problems.extend(broken);

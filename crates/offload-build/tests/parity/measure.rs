@@ -171,29 +171,9 @@ pub fn nvidia(sm: &str, inputs: &Inputs) -> Outcome {
         .find(|i| i.kind == ImageKind::Ptx)
         .map(|i| String::from_utf8_lossy(&i.bytes).into_owned())
         .unwrap_or_else(|| fail("the Rust images", &"no PTX"));
-    let source = Source {
-        language: Language::Cuda,
-        path: bench_dir().join("parity.cu"),
-        relocatable: false,
-    };
-    let parsed = Sm::parse(sm).unwrap_or_else(|e| fail("target", &e));
-    let (compiled, clang) = timed(|| {
-        foreign::cuda::build(
-            &Env::detect(),
-            inputs.clang,
-            &source,
-            &[parsed],
-            &Options::default(),
-            &inputs.work.join(sm),
-        )
-        .unwrap_or_else(|e| fail("clang on parity.cu", &e))
+    let (c_ptx, clang) = timed(|| {
+        cuda_ptx(sm, "parity.cu", inputs.clang, inputs.work).unwrap_or_else(|e| fail("clang", &e))
     });
-    let c_ptx = compiled
-        .images
-        .iter()
-        .find(|i| i.image_kind == ImageKind::Ptx)
-        .map(|i| String::from_utf8_lossy(&i.bytes).into_owned())
-        .unwrap_or_else(|| fail("clang", &"no PTX"));
     let side = |ptx: &str, name: &str| {
         nvidia_side(
             ptx,
@@ -210,6 +190,57 @@ pub fn nvidia(sm: &str, inputs: &Inputs) -> Outcome {
         clang: clang.as_secs_f64(),
     };
     Outcome::Measured(rows, times)
+}
+
+/// `file` of `benches/parity` compiled for `sm` as a build compiles CUDA sources: its PTX.
+fn cuda_ptx(sm: &str, file: &str, clang: &Clang, work: &Path) -> Result<String, String> {
+    let source = Source {
+        language: Language::Cuda,
+        path: bench_dir().join(file),
+        relocatable: false,
+    };
+    let parsed = Sm::parse(sm).map_err(|e| e.to_string())?;
+    let compiled = foreign::cuda::build(
+        &Env::detect(),
+        clang,
+        &source,
+        &[parsed],
+        &Options::default(),
+        &work.join(sm),
+    )
+    .map_err(|e| format!("{file}: {e}"))?;
+    compiled
+        .images
+        .iter()
+        .find(|i| i.image_kind == ImageKind::Ptx)
+        .map(|i| String::from_utf8_lossy(&i.bytes).into_owned())
+        .ok_or_else(|| format!("{file}: no PTX"))
+}
+
+/// The kernels of `benches/parity/parity_assert.cu` on `sm`: the C that checks what the Rust
+/// kernels check, with `assert`.
+pub fn nvidia_assert_twins(
+    sm: &str,
+    kernels: &[&str],
+    clang: &Clang,
+    work: &Path,
+) -> Result<BTreeMap<String, Figures>, String> {
+    let ptx = cuda_ptx(sm, "parity_assert.cu", clang, &work.join("assert"))?;
+    nvidia_side(&ptx, sm, kernels, &work.join(format!("{sm}-c-assert")))
+}
+
+/// The Rust side of `kernels` from `measured`, against `c`.
+pub fn against(
+    measured: &[Row],
+    kernels: &[&'static str],
+    c: BTreeMap<String, Figures>,
+) -> Vec<Row> {
+    let rust = measured
+        .iter()
+        .filter(|r| kernels.contains(&r.kernel))
+        .map(|r| (r.kernel.to_owned(), r.rust.clone()))
+        .collect();
+    rows(kernels, rust, c)
 }
 
 fn rows(

@@ -53,7 +53,11 @@ fn accesses(a: &Accesses) -> String {
     )
 }
 
-pub fn markdown(results: &[(&str, Outcome)], command: &str) -> String {
+pub fn markdown(
+    results: &[(&str, Outcome)],
+    asserted: &[(&str, Vec<Row>)],
+    command: &str,
+) -> String {
     let mut md = String::new();
     let legend = format!(
         "Each kernel of `benches/parity/kernels` against its twin in `benches/parity/parity.cu` \
@@ -193,7 +197,51 @@ pub fn markdown(results: &[(&str, Outcome)], command: &str) -> String {
             if amd { "" } else { " and ptxas" }
         );
     }
+    assert_twins(&mut md, asserted);
     md
+}
+
+/// The kernels that can panic against CUDA C that makes the same checks with `assert`.
+fn assert_twins(md: &mut String, asserted: &[(&str, Vec<Row>)]) {
+    if asserted.is_empty() {
+        return;
+    }
+    let legend = "The kernels that can panic against CUDA C that makes the same checks with \
+                  `assert` (`benches/parity/parity_assert.cu`), CUDA C's way to stop a kernel \
+                  with a report: cells are `Rust / C with assert`, measured as above, no goal. \
+                  The assert's `__assertfail` is the driver's, so its code is not counted; its \
+                  report holds no index or length.";
+    let _ = writeln!(md);
+    let _ = writeln!(md, "### Checked kernels against C with `assert` (NVIDIA)");
+    let _ = writeln!(md);
+    let _ = writeln!(md, "{}", wrap(legend, 95));
+    let _ = writeln!(md);
+    let _ = writeln!(
+        md,
+        "| kernel | arch | registers | × | stack, spills | instructions | code bytes | × | calls |"
+    );
+    let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    for (arch, rows) in asserted {
+        for Row { kernel, rust, c } in rows {
+            let _ = writeln!(
+                md,
+                "| {kernel} | {arch} | {} / {} | {:.2} | {} / {} | {} / {} | {} / {} | {:.2} | {} \
+                 / {} |",
+                rust.registers,
+                c.registers,
+                ratio(rust.registers, c.registers),
+                scratch(rust),
+                scratch(c),
+                rust.instructions,
+                c.instructions,
+                rust.code_bytes,
+                c.code_bytes,
+                ratio(rust.code_bytes, c.code_bytes),
+                rust.calls,
+                c.calls
+            );
+        }
+    }
 }
 
 fn json_string(s: &str) -> String {
@@ -236,7 +284,22 @@ fn json_figures(f: &Figures) -> String {
     )
 }
 
-pub fn json(results: &[(&str, Outcome)]) -> String {
+fn json_rows(rows: &[Row]) -> String {
+    let rows: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "{{\"kernel\": {}, \"rust\": {}, \"c\": {}}}",
+                json_string(r.kernel),
+                json_figures(&r.rust),
+                json_figures(&r.c)
+            )
+        })
+        .collect();
+    rows.join(",\n    ")
+}
+
+pub fn json(results: &[(&str, Outcome)], asserted: &[(&str, Vec<Row>)]) -> String {
     let archs: Vec<String> = results
         .iter()
         .map(|(arch, outcome)| match outcome {
@@ -246,17 +309,6 @@ pub fn json(results: &[(&str, Outcome)]) -> String {
                 json_string(reason)
             ),
             Outcome::Measured(rows, times) => {
-                let rows: Vec<String> = rows
-                    .iter()
-                    .map(|r| {
-                        format!(
-                            "{{\"kernel\": {}, \"rust\": {}, \"c\": {}}}",
-                            json_string(r.kernel),
-                            json_figures(&r.rust),
-                            json_figures(&r.c)
-                        )
-                    })
-                    .collect();
                 format!(
                     "{{\"arch\": {}, \"build_seconds\": {{\"rustc\": {:.3}, \"link\": {:.3}, \
                      \"clang\": {:.3}}}, \"kernels\": [\n    {}\n  ]}}",
@@ -264,10 +316,24 @@ pub fn json(results: &[(&str, Outcome)]) -> String {
                     times.rustc,
                     times.link,
                     times.clang,
-                    rows.join(",\n    ")
+                    json_rows(rows)
                 )
             }
         })
         .collect();
-    format!("{{\"archs\": [\n  {}\n]}}\n", archs.join(",\n  "))
+    let asserted: Vec<String> = asserted
+        .iter()
+        .map(|(arch, rows)| {
+            format!(
+                "{{\"arch\": {}, \"kernels\": [\n    {}\n  ]}}",
+                json_string(arch),
+                json_rows(rows)
+            )
+        })
+        .collect();
+    format!(
+        "{{\"archs\": [\n  {}\n],\n\"assert_twins\": [\n  {}\n]}}\n",
+        archs.join(",\n  "),
+        asserted.join(",\n  ")
+    )
 }
