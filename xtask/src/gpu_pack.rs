@@ -8,6 +8,11 @@
 //! digest), `gpu_bench`, and `parity_bench` with `DIR/parity` (the parity benchmark's kernels,
 //! Rust's and CUDA C's, timed against each other). `OFFLOAD_DEVICE=cpu DIR/run.sh` runs the same on the CPU device,
 //! which is how `cargo xtask test` checks the pack on every change.
+//!
+//! `run.sh` labels each step PASS, MISSED (a benchmark ran right but short of its goal), FAIL
+//! or SKIP (no GPU of the kind the step needs) and exits 1 on a failure, else 3 on a missed
+//! goal; its header says how. The labels stay in the script, which runs without Rust; the tests
+//! below ask the script itself for them (`run.sh --classify`, `--summarize`) on canned outputs.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -274,6 +279,257 @@ pub fn run_on_cpu(dir: &Path) -> Result {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `run.sh` written to a directory of its own, with canned logs beside it: the pack runs on a
+    /// GPU machine without Rust, so its labels live in the script, and these tests ask the script
+    /// itself (`--classify`, `--summarize`), which starts nothing.
+    struct Script {
+        dir: PathBuf,
+    }
+
+    impl Script {
+        fn new(tag: &str) -> Script {
+            let dir =
+                std::env::temp_dir().join(format!("xtask-gpu-pack-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("run.sh"),
+                RUN_SH.replace("PACKED_PROGRAMS", &PROGRAMS.join(" ")),
+            )
+            .unwrap();
+            Script { dir }
+        }
+
+        fn bash(&self, args: &[&str]) -> (String, Option<i32>) {
+            let out = Command::new("bash")
+                .arg(self.dir.join("run.sh"))
+                .args(args)
+                .current_dir(&self.dir)
+                .output()
+                .unwrap();
+            assert!(
+                out.stderr.is_empty(),
+                "run.sh {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            (String::from_utf8(out.stdout).unwrap(), out.status.code())
+        }
+
+        /// The status and detail `run.sh` gives the benchmark `bench` that exited with `rc`
+        /// after printing `log`, on a machine with or without an NVIDIA GPU.
+        fn classify(&self, bench: &str, rc: u8, nvidia: bool, log: &str) -> (String, String) {
+            let file = format!("{bench}-{rc}-{nvidia}.log");
+            std::fs::write(self.dir.join(&file), log).unwrap();
+            let (out, code) = self.bash(&[
+                "--classify",
+                bench,
+                &rc.to_string(),
+                if nvidia { "1" } else { "0" },
+                &file,
+            ]);
+            assert_eq!(code, Some(0), "{out}");
+            let line = out.strip_suffix('\n').unwrap_or(&out);
+            assert!(!line.contains('\n'), "one line, not {out:?}");
+            let (status, detail) = line.split_once('\t').unwrap();
+            (status.to_owned(), detail.to_owned())
+        }
+
+        /// `run.sh`'s summary line of the steps `(name, status)`, and its exit status.
+        fn summarize(&self, steps: &[(&str, &str)]) -> (String, Option<i32>) {
+            let tsv: String = steps
+                .iter()
+                .map(|(name, status)| format!("{name}\t{status}\t1.0\tdetail\n"))
+                .collect();
+            std::fs::write(self.dir.join("results.tsv"), tsv).unwrap();
+            self.bash(&["--summarize", "results.tsv"])
+        }
+    }
+
+    impl Drop for Script {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    /// `gemm --bench` on a GPU with cuBLAS: the example's table, then its ratio lines.
+    fn gemm_log(ratios: [&str; 2]) -> String {
+        format!(
+            "device: cuda:0 NVIDIA H200 (sm_90)\n\
+             | size | this kernel | cuBLAS GemmEx | speed against it |\n\
+             |---|---|---|---|\n\
+             | 4096³ | 42.80 TFLOP/s | 696.40 TFLOP/s | 0.06× |\n\
+             | 8192³ | 43.60 TFLOP/s | 779.10 TFLOP/s | 0.06× |\n\
+             gemm ratio-to-cublas N=4096 {}\n\
+             gemm ratio-to-cublas N=8192 {}\n",
+            ratios[0], ratios[1]
+        )
+    }
+
+    /// `parity_bench`'s output with `stencil5` at `ratio` of CUDA C's speed and its outputs
+    /// `outputs` ("agree" or "DIFFER").
+    fn parity_log(ratio: &str, outputs: &str) -> String {
+        format!(
+            "device: cuda:0 NVIDIA H200 (sm_90)\n\
+             kernel            Rust ms       C ms   C/Rust  outputs\n\
+             saxpy              0.1000     0.0986    0.986  agree\n\
+             stencil5           0.1000     0.0916    {ratio}  {outputs}\n\
+             transpose          0.1000     0.1000    1.000  agree\n\
+             geometric mean of C/Rust (speed of Rust relative to C; goal at least 0.95): 0.965; \
+             median of 20 launches each\n"
+        )
+    }
+
+    fn gpu_bench_log(saxpy: &str) -> String {
+        format!(
+            "device: cuda:0 NVIDIA H200 (sm_90) (132 SMs, 143771 MiB), driver CUDA 13.0\n\
+             launch overhead, empty kernel on default stream, host time per call, median of 100 x 500: \
+             runtime 4.125 us, raw cuLaunchKernel 3.915 us, ratio 1.054x (target <= 1.1x: met)\n\
+             saxpy, 256 Mi floats: one float per thread 2000.0 GB/s (60.0% of copy), four per thread \
+             (float4) 2400.0 GB/s; device-to-device copy: 3000.0 GB/s; 80.0% of copy (target >= 90%: {saxpy})\n"
+        )
+    }
+
+    #[test]
+    fn gemm_under_its_goal_reads_missed() {
+        let script = Script::new("gemm-missed");
+        // The H200's first run: 0.06x of cuBLAS, which the pack had called a pass.
+        let (status, detail) = script.classify("gemm", 0, true, &gemm_log(["0.0615", "0.0560"]));
+        assert_eq!(status, "MISSED", "{detail}");
+        assert!(detail.contains("N=4096 0.0615x"), "{detail}");
+        assert!(detail.contains("N=8192 0.0560x"), "{detail}");
+        // One size under the goal is enough.
+        let (status, _) = script.classify("gemm", 0, true, &gemm_log(["0.7000", "0.5999"]));
+        assert_eq!(status, "MISSED");
+    }
+
+    #[test]
+    fn gemm_at_its_goal_passes() {
+        let script = Script::new("gemm-pass");
+        let (status, detail) = script.classify("gemm", 0, true, &gemm_log(["0.6000", "0.7100"]));
+        assert_eq!(status, "PASS", "{detail}");
+        assert!(detail.contains("at least 0.60x of cuBLAS"), "{detail}");
+    }
+
+    #[test]
+    fn gemm_that_cannot_be_held_to_its_goal_on_an_nvidia_gpu_fails() {
+        let script = Script::new("gemm-fail");
+        let without_cublas = "device: cuda:0 NVIDIA H200 (sm_90)\n\
+             cuBLAS: libcublas.so: cannot open shared object file; timing the kernel alone\n\
+             | size | this kernel | cuBLAS GemmEx | speed against it |\n\
+             |---|---|---|---|\n\
+             | 4096³ | 42.80 TFLOP/s | — | — |\n";
+        let (status, detail) = script.classify("gemm", 0, true, without_cublas);
+        assert_eq!(status, "FAIL", "{detail}");
+        assert!(detail.contains("unchecked"), "{detail}");
+        let (status, _) = script.classify("gemm", 1, true, &gemm_log(["0.9", "0.9"]));
+        assert_eq!(status, "FAIL");
+        // Off an NVIDIA GPU there is no goal: the figures are recorded, not judged.
+        let on_cpu = "device: cpu (2 threads)\n\
+             | size | this kernel | host tiled loop | speed against it |\n\
+             |---|---|---|---|\n\
+             | 256³ | 0.18 GFLOP/s | 2.55 GFLOP/s | 0.07× |\n\
+             gemm ratio-to-host-loop N=256 0.0706\n";
+        let (status, detail) = script.classify("gemm", 0, false, on_cpu);
+        assert_eq!(status, "PASS", "{detail}");
+        assert!(detail.contains("no goal"), "{detail}");
+    }
+
+    #[test]
+    fn parity_bench_under_its_goal_reads_missed() {
+        let script = Script::new("parity");
+        let (status, detail) =
+            script.classify("parity_bench", 0, true, &parity_log("0.916", "agree"));
+        assert_eq!(status, "MISSED", "{detail}");
+        assert!(detail.contains("stencil5 0.916x"), "{detail}");
+        let (status, detail) =
+            script.classify("parity_bench", 0, true, &parity_log("0.950", "agree"));
+        assert_eq!(status, "PASS", "{detail}");
+        assert!(detail.contains("3 kernels"), "{detail}");
+        // Wrong outputs are a failure, fast or not.
+        let (status, detail) =
+            script.classify("parity_bench", 1, true, &parity_log("0.990", "DIFFER"));
+        assert_eq!(status, "FAIL", "{detail}");
+        assert!(detail.contains("stencil5"), "{detail}");
+        let (status, _) = script.classify("parity_bench", 0, true, "device: cuda:0\n");
+        assert_eq!(status, "FAIL", "a run that timed no kernel met no goal");
+    }
+
+    #[test]
+    fn gpu_bench_with_a_target_missed_reads_missed() {
+        let script = Script::new("gpu-bench");
+        let (status, detail) = script.classify("gpu_bench", 1, true, &gpu_bench_log("MISSED"));
+        assert_eq!(status, "MISSED", "{detail}");
+        assert!(detail.starts_with("saxpy: "), "{detail}");
+        let (status, _) = script.classify("gpu_bench", 0, true, &gpu_bench_log("met"));
+        assert_eq!(status, "PASS");
+        // An error is a failure, whatever was missed before it.
+        let error = gpu_bench_log("MISSED") + "gpu_bench: CUDA_ERROR_LAUNCH_FAILED\n";
+        let (status, detail) = script.classify("gpu_bench", 1, true, &error);
+        assert_eq!(status, "FAIL", "{detail}");
+        assert!(detail.contains("CUDA_ERROR_LAUNCH_FAILED"), "{detail}");
+    }
+
+    #[test]
+    fn exit_2_is_a_skip_only_without_an_nvidia_gpu() {
+        let script = Script::new("exit-2");
+        for bench in ["gpu_bench", "parity_bench"] {
+            let log = format!("{bench}: no CUDA device to benchmark: CUDA_ERROR_NO_DEVICE\n");
+            let (status, detail) = script.classify(bench, 2, false, &log);
+            assert_eq!(status, "SKIP", "{bench}: {detail}");
+            let (status, detail) = script.classify(bench, 2, true, &log);
+            assert_eq!(status, "FAIL", "{bench}: {detail}");
+            assert!(detail.contains("NVIDIA GPU"), "{detail}");
+        }
+        // The GEMM example never skips: its exit 2 is a failure anywhere.
+        let (status, _) = script.classify("gemm", 2, false, "");
+        assert_eq!(status, "FAIL");
+    }
+
+    #[test]
+    fn the_summary_counts_missed_goals_apart_and_sets_the_exit_status() {
+        let script = Script::new("summary");
+        let (line, code) = script.summarize(&[
+            ("test gpu_cuda", "PASS"),
+            ("bench gemm", "MISSED"),
+            ("sanitize memcheck saxpy", "SKIP"),
+        ]);
+        assert_eq!(code, Some(3), "{line}");
+        assert!(
+            line.contains("1 passed, 1 MISSED a goal, 0 FAILED, 1 skipped"),
+            "{line}"
+        );
+        assert!(line.contains("goals missed: bench gemm"), "{line}");
+        assert!(
+            !line.contains("passed;") && !line.contains("every step"),
+            "{line}"
+        );
+
+        let (line, code) = script.summarize(&[("bench gemm", "MISSED"), ("program saxpy", "FAIL")]);
+        assert_eq!(code, Some(1), "{line}");
+        assert!(line.contains("failed: program saxpy"), "{line}");
+
+        let (line, code) = script.summarize(&[("test gpu_cuda", "PASS"), ("collectives", "SKIP")]);
+        assert_eq!(code, Some(0), "{line}");
+        assert!(line.contains("every step that ran passed"), "{line}");
+    }
+
+    /// What `run.sh` reads is what the benchmarks print.
+    #[test]
+    fn the_benchmarks_print_what_run_sh_reads() {
+        let read = |path: &str| std::fs::read_to_string(root().join(path)).unwrap();
+        let gemm = read("examples/gemm/src/main.rs");
+        assert!(gemm.contains(r#""gemm ratio-to-{against} N={n} {ratio:.4} {input}""#));
+        assert!(gemm.contains(r#"if cpu { "host-loop" } else { "cublas" }"#));
+        assert!(RUN_SH.contains(r#"$2 == "ratio-to-cublas""#));
+        let parity = read("crates/offload-rt/examples/parity_bench.rs");
+        assert!(parity.contains(r#"if same { "agree" } else { "DIFFER" }"#));
+        assert!(parity.contains("geometric mean of C/Rust (speed of Rust relative to C; goal at least 0.95): {geomean:.3}"));
+        assert!(RUN_SH.contains("parity_goal=0.95\n"));
+        let gpu_bench = read("crates/offload-rt/examples/gpu_bench.rs");
+        assert!(gpu_bench.contains(r#"if pass { "met" } else { "MISSED" }"#));
+        assert!(gpu_bench.contains(r#"eprintln!("gpu_bench: {e}")"#));
+    }
 
     #[test]
     fn test_executables_are_named_by_target() {

@@ -1096,6 +1096,31 @@ fn cargo_check_builds_no_device_image_and_the_next_build_builds_them() {
         1,
         "once:\n{stderr}"
     );
+
+    // A float method through a reference, and `shared_array!` in a generic function (which
+    // stops rustc before type checking, so apart): rustc's own suggestions lead nowhere, the
+    // help names what kernels write instead.
+    for (added, error, help) in [
+        (
+            "pub fn sine(v: &mut f32) { *v = v.sin(); }",
+            "no method named `sin` found for mutable reference `&mut f32`",
+            "offload_rt::kernel::math",
+        ),
+        (
+            "pub fn tile<T: Copy>() -> *mut T { offload_rt::shared_array!(T, 64) }",
+            "can't use generic parameters from outer item",
+            "offload_rt::generic_shared_array!(T, N)",
+        ),
+    ] {
+        std::fs::write(&lib, format!("{source}\n{added}\n")).unwrap();
+        let out = cargo(&project, &["check", "--target-dir", &target_s]);
+        assert!(!out.status.success(), "`{added}` passed the check");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(error) && stderr.contains(help),
+            "`{added}`: no `{help}`:\n{stderr}"
+        );
+    }
     std::fs::write(&lib, source).unwrap();
 
     // The release profile has no debuginfo, so `check --release` and `build --release` share

@@ -334,10 +334,7 @@ pub fn help(message: &CargoMessage) -> Option<String> {
         };
     }
     if let Some(method) = quoted("no method named ") {
-        let on_float = ["f32`", "f64`", "{float}`"]
-            .iter()
-            .any(|t| text.contains(&format!("found for type `{t}")));
-        if on_float {
+        if receiver_type(text).is_some_and(|t| ["f32", "f64", "{float}"].contains(&t)) {
             return Some(format!(
                 "`core` has no `{method}` for floats (it is `std`'s, built on the C library): \
                  `offload_rt::kernel::math` has the functions kernels can call on every \
@@ -377,6 +374,24 @@ pub fn help(message: &CargoMessage) -> Option<String> {
                 .to_owned(),
         );
     }
+    if text.starts_with("can't use generic parameters from outer item")
+        && expanded_from(message.json().get_key("message")?, "shared_array!")
+    {
+        return Some(
+            "`shared_array!` declares a `static`, which cannot name the generic parameters of \
+             the function around it: in a generic function write \
+             `offload_rt::generic_shared_array!(T, N)`, which gives each instantiation its own \
+             array"
+                .to_owned(),
+        );
+    }
+    if let Some(ty) = text
+        .strip_prefix('`')
+        .and_then(|t| t.split_once("` is not `DeviceCopy`"))
+        .map(|(ty, _)| ty)
+    {
+        return foreign_type_help(ty);
+    }
     if quoted("cannot find attribute ") == Some("len") {
         return Some(
             "`#[len(…)]` is read by `#[kernel]` from its function's parameters: is the \
@@ -393,6 +408,74 @@ pub fn help(message: &CargoMessage) -> Option<String> {
         );
     }
     None
+}
+
+/// What makes a type of another crate `DeviceCopy`, for rustc's "`T` is not `DeviceCopy`":
+/// `num_complex::Complex<T>` by offload-rt's `num-complex` feature, a `bytemuck::Pod` type by
+/// its `bytemuck` feature and the `Pod<T>` wrapper. `None` for the types of the language, which
+/// the error's own note covers.
+fn foreign_type_help(ty: &str) -> Option<String> {
+    let name = ty.split('<').next().unwrap_or(ty);
+    let last = name.rsplit("::").next().unwrap_or(name);
+    if last.starts_with("Complex") {
+        return Some(format!(
+            "`{ty}` is `DeviceCopy` with offload-rt's `num-complex` feature: \
+             `offload-rt = {{ …, features = [\"num-complex\"] }}` in the manifests of the \
+             kernel crate and of the host crate that launches it"
+        ));
+    }
+    let is_path = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '_' || c == ':')
+        && !["char", "str", "String", "Vec", "Box"].contains(&last);
+    is_path.then(|| {
+        format!(
+            "a type of another crate that implements `bytemuck::Pod` (glam's, nalgebra's) \
+             crosses wrapped: `offload_rt::Pod<{ty}>`, with offload-rt's `bytemuck` feature; a \
+             struct of this crate takes `#[derive(DeviceCopy)]` and `#[repr(C)]`"
+        )
+    })
+}
+
+/// Whether a span of the diagnostic `message` (or of its children) comes from an expansion of
+/// the macro `name` (`shared_array!`, called by that name or by a path ending in it), directly
+/// or through the macros that one expands to.
+fn expanded_from(message: &JsonValue, name: &str) -> bool {
+    fn span_from(span: &JsonValue, name: &str) -> bool {
+        let Some(expansion) = span.get_key("expansion") else {
+            return false;
+        };
+        let called = expansion.str_at(&["macro_decl_name"]).unwrap_or("");
+        called.rsplit("::").next() == Some(name)
+            || expansion
+                .get_key("span")
+                .is_some_and(|outer| span_from(outer, name))
+    }
+    let spans = message.get_key("spans").and_then(JsonExt::as_array);
+    spans
+        .into_iter()
+        .flatten()
+        .any(|span| span_from(span, name))
+        || message
+            .get_key("children")
+            .and_then(JsonExt::as_array)
+            .into_iter()
+            .flatten()
+            .any(|child| expanded_from(child, name))
+}
+
+/// The receiver's type of rustc's "no method named `m` found for …" without its references:
+/// `f32` for `type `f32``, `reference `&f32`` and `mutable reference `&mut &f32``.
+fn receiver_type(text: &str) -> Option<&str> {
+    let (_, receiver) = text.split_once("` found for ")?;
+    let ty = receiver.split('`').nth(1)?;
+    let mut ty = ty.trim();
+    while let Some(rest) = ty.strip_prefix('&') {
+        ty = rest.trim_start();
+        ty = ty.strip_prefix("mut ").unwrap_or(ty).trim_start();
+    }
+    Some(ty)
 }
 
 /// Adds `help`'s line, if any, to a `compiler-message`: to its rendered text, as rustc
@@ -526,6 +609,19 @@ mod tests {
                 "`pow`",
             ),
             (
+                "no method named `sin` found for mutable reference `&mut f32` in the current \
+                 scope",
+                "offload_rt::kernel::math",
+            ),
+            (
+                "no method named `cos` found for reference `&f64` in the current scope",
+                "offload_rt::kernel::math",
+            ),
+            (
+                "no method named `powf` found for reference `&&f32` in the current scope",
+                "offload_rt::kernel::math",
+            ),
+            (
                 "no global memory allocator found but one is required; link to std or add \
                  `#[global_allocator]` to a static item that implements the GlobalAlloc trait",
                 "`extern crate alloc` is not for kernels",
@@ -543,6 +639,21 @@ mod tests {
                 "is the function's `#[kernel]` missing?",
             ),
             (
+                "`Complex<f32>` is not `DeviceCopy`: it cannot be a kernel parameter or a \
+                 device buffer's element",
+                "offload-rt's `num-complex` feature",
+            ),
+            (
+                "`num_complex::Complex<f64>` is not `DeviceCopy`: it cannot be a kernel \
+                 parameter or a device buffer's element",
+                "features = [\"num-complex\"]",
+            ),
+            (
+                "`Vec4` is not `DeviceCopy`: it cannot be a kernel parameter or a device \
+                 buffer's element",
+                "`offload_rt::Pod<Vec4>`, with offload-rt's `bytemuck` feature",
+            ),
+            (
                 "cannot find attribute `kernel` in this scope",
                 "use offload_rt::kernel::{kernel, …}",
             ),
@@ -554,6 +665,12 @@ mod tests {
         for unrelated in [
             "cannot find type `Foo` in this scope",
             "no method named `len` found for type `u32` in the current scope",
+            "no method named `sin` found for reference `&u32` in the current scope",
+            "no method named `sin` found for struct `f32x4` in the current scope",
+            "`char` is not `DeviceCopy`: it cannot be a kernel parameter or a device buffer's \
+             element",
+            "`&u32` is not `DeviceCopy`: it cannot be a kernel parameter or a device buffer's \
+             element",
             "mismatched types",
             "cannot find macro `my_macro` in this scope",
         ] {
@@ -595,5 +712,38 @@ mod tests {
              u32 { \"no\" }\n   |                 ^^^^ expected `u32`\n   |\n   = note: in the \
              device build of `k` for sm_80, host\n\n"
         );
+    }
+
+    /// rustc's E0401 where `shared_array!`'s static names a function's type parameter: the
+    /// static's span comes from `__for_target!`, which `shared_array!` expanded to.
+    #[test]
+    fn shared_array_in_a_generic_function_gets_generic_shared_array() {
+        let message = |outer: &str| {
+            CargoMessage::parse(&format!(
+                r#"{{
+                    "reason": "compiler-message",
+                    "message": {{
+                        "level": "error",
+                        "message": "can't use generic parameters from outer item",
+                        "code": {{"code": "E0401"}},
+                        "rendered": "error[E0401]: can't use generic parameters from outer item\n",
+                        "children": [],
+                        "spans": [
+                            {{"is_primary": false, "label": "type parameter from outer item", "expansion": null}},
+                            {{"is_primary": true, "label": "use of generic parameter from outer item",
+                              "expansion": {{"macro_decl_name": "__for_target!",
+                                             "span": {{"expansion": {{"macro_decl_name": "{outer}", "span": {{}}}}}}}}}}
+                        ]
+                    }}
+                }}"#
+            ))
+            .unwrap()
+        };
+        let help_text = help(&message("shared_array!")).unwrap();
+        assert!(
+            help_text.contains("generic_shared_array!(T, N)"),
+            "{help_text}"
+        );
+        assert_eq!(help(&message("my_macro!")), None);
     }
 }

@@ -464,6 +464,22 @@ pub enum LinkError {
         /// Which processors have them.
         reason: String,
     },
+    /// The kernels use a device feature the processor lacks (`cp.async` before sm_80,
+    /// `ldmatrix` before sm_75).
+    #[error(
+        "kernels {kernels} use {feature}, which {arch} does not have: {reason}; leave {arch} \
+         out of `--offload-arch` or move those kernels to a kernel crate of their own"
+    )]
+    FeatureUnsupported {
+        /// The processor.
+        arch: String,
+        /// What the kernels use.
+        feature: &'static str,
+        /// The kernels that use it, comma-separated.
+        kernels: String,
+        /// Which processors have it.
+        reason: String,
+    },
     /// The `constant!` statics of an NVIDIA image take more than its constant bank.
     #[error(
         "the constant-memory statics ({statics}) take {bytes} bytes, over the {limit} bytes of \
@@ -635,6 +651,7 @@ offload_format::error_codes! {
         ConstantMemoryLimit => "OFF2125",
         GenericTile => "OFF2126",
         MatrixUnsupported => "OFF2127",
+        FeatureUnsupported => "OFF2128",
     }
 }
 

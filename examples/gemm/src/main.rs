@@ -1,19 +1,29 @@
-//! `C = A·B` on the matrix units: `f16` inputs, `f32` accumulators, one kernel source
-//! (`gemm_kernels::gemm_f16`) for NVIDIA's tensor cores, AMD's matrix cores and the CPU device,
-//! checked against the host.
+//! `C = A·B` on the matrix units: `f16` or `bf16` inputs, `f32` accumulators, one kernel
+//! source (`gemm_kernels::gemm`) for NVIDIA's tensor cores, AMD's matrix cores and the CPU
+//! device, checked against the host; beside it the first step of the ladder that leads to it
+//! (`gemm_fragments_f16`).
 //!
-//! `cargo offload run -p gemm [-- SIZE]` multiplies two SIZE×SIZE matrices (a multiple of 64;
-//! 256 by default) and checks the product. `-- --bench [SIZE,…]` times the kernel: on a CUDA
-//! device against cuBLAS's `cublasGemmEx` (the same inputs and accumulation), loaded at run
-//! time (4096 and 8192 by default); on the CPU device against a plain tiled loop on the host
-//! (256 and 512). `OFFLOAD_DEVICE=cpu|cuda:0|hip:0` picks the device.
+//! `cargo offload run -p gemm [-- SIZE]` multiplies two SIZE×SIZE matrices (a multiple of 128;
+//! 256 by default) with each kernel and input type and checks every product. `-- --bench
+//! [SIZE,…]` times them: on a CUDA device against cuBLAS's `cublasGemmEx` of the same input
+//! type (the same inputs and accumulation), loaded at run time (2048, 4096 and 8192 by
+//! default); on the CPU device against a plain tiled loop on the host (256 and 512). After its
+//! table, one line per size and input type of the fast kernel gives its speed over the
+//! reference's for scripts (`gemm ratio-to-cublas N=4096 0.0600 f16`; `ratio-to-host-loop` on
+//! the CPU device): the GPU pack holds it to its goal on an NVIDIA GPU.
+//! `OFFLOAD_DEVICE=cpu|cuda:0|hip:0` picks the device.
 
 use std::ffi::{c_int, c_void};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use gemm_kernels::{BLOCK_K, BLOCK_M, BLOCK_N, THREADS, gemm_f16};
+use gemm_kernels::{
+    BLOCK_M, BLOCK_N, GEMM_BLOCK_K, GEMM_BLOCK_M, GEMM_BLOCK_N, GEMM_THREADS, THREADS,
+};
+use offload_rt::DeviceCopy;
+use offload_rt::kernel::half::bf16;
 use offload_rt::kernel::half::f16;
+use offload_rt::kernel::matrix::MmaInput;
 use offload_rt::{Device, DeviceBuffer, DeviceKind, DevicePtr, LaunchConfig, RawDevice};
 
 fn main() -> ExitCode {
@@ -34,57 +44,191 @@ fn main() -> ExitCode {
 
 type Outcome = Result<bool, Box<dyn std::error::Error>>;
 
-/// A size the kernel's tiling takes: a positive multiple of 64.
+/// A size the kernel's tiling takes: a positive multiple of 128.
 fn parse_size(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
-        Ok(n) if n > 0 && n % BLOCK_M == 0 && n % BLOCK_K == 0 => Ok(n),
+        Ok(n) if n > 0 && n % GEMM_BLOCK_M == 0 && n % GEMM_BLOCK_K == 0 => Ok(n),
         _ => Err(format!(
-            "size `{text}`: give a positive multiple of {BLOCK_M}"
+            "size `{text}`: give a positive multiple of {GEMM_BLOCK_M}"
         )),
     }
 }
 
-/// Inputs in [-1, 1) with 11 significant bits, exact in `f16`.
-fn inputs(n: usize, salt: u64) -> Vec<f16> {
+/// An input type of the kernels: `f16` or `bf16`, with cuBLAS's name for it.
+trait Input: MmaInput + DeviceCopy + std::fmt::Debug {
+    const NAME: &'static str;
+    const CUDA_TYPE: c_int;
+    fn from_f32(x: f32) -> Self;
+    fn to_f32(self) -> f32;
+    /// Launches `gemm` on `n`×`n` matrices with `config`.
+    fn launch_pipelined(
+        device: &Device,
+        config: LaunchConfig,
+        n: u32,
+        a: &DeviceBuffer<Self>,
+        b: &DeviceBuffer<Self>,
+        c: &mut DeviceBuffer<f32>,
+    ) -> offload_rt::Result<()>;
+    /// Launches `gemm_fragments_f16` on `n`×`n` matrices, whose inputs are `f16` only.
+    fn launch_fragments(
+        device: &Device,
+        config: LaunchConfig,
+        n: u32,
+        a: &DeviceBuffer<Self>,
+        b: &DeviceBuffer<Self>,
+        c: &mut DeviceBuffer<f32>,
+    ) -> offload_rt::Result<()>;
+}
+
+impl Input for f16 {
+    const NAME: &'static str = "f16";
+    const CUDA_TYPE: c_int = CUDA_R_16F;
+    fn from_f32(x: f32) -> Self {
+        f16::from_f32(x)
+    }
+    fn to_f32(self) -> f32 {
+        f16::to_f32(self)
+    }
+    fn launch_pipelined(
+        device: &Device,
+        config: LaunchConfig,
+        n: u32,
+        a: &DeviceBuffer<f16>,
+        b: &DeviceBuffer<f16>,
+        c: &mut DeviceBuffer<f32>,
+    ) -> offload_rt::Result<()> {
+        // SAFETY: the buffers hold n×n elements each, and the grid is (n / 128, n / 128)
+        // blocks of GEMM_THREADS, as the kernel asks (`launch`).
+        unsafe { gemm_kernels::gemm::<f16>.launch(device, config, n, n, n, a, b, c) }.map(drop)
+    }
+    fn launch_fragments(
+        device: &Device,
+        config: LaunchConfig,
+        n: u32,
+        a: &DeviceBuffer<f16>,
+        b: &DeviceBuffer<f16>,
+        c: &mut DeviceBuffer<f32>,
+    ) -> offload_rt::Result<()> {
+        // SAFETY: the buffers hold n×n elements each, and the grid is (n / 64, n / 64) blocks
+        // of THREADS, as the kernel asks (`launch`).
+        unsafe { gemm_kernels::gemm_fragments_f16.launch(device, config, n, n, n, a, b, c) }
+            .map(drop)
+    }
+}
+
+impl Input for bf16 {
+    const NAME: &'static str = "bf16";
+    const CUDA_TYPE: c_int = CUDA_R_16BF;
+    fn from_f32(x: f32) -> Self {
+        bf16::from_f32(x)
+    }
+    fn to_f32(self) -> f32 {
+        bf16::to_f32(self)
+    }
+    fn launch_pipelined(
+        device: &Device,
+        config: LaunchConfig,
+        n: u32,
+        a: &DeviceBuffer<bf16>,
+        b: &DeviceBuffer<bf16>,
+        c: &mut DeviceBuffer<f32>,
+    ) -> offload_rt::Result<()> {
+        // SAFETY: the buffers hold n×n elements each, and the grid is (n / 128, n / 128)
+        // blocks of GEMM_THREADS, as the kernel asks (`launch`).
+        unsafe { gemm_kernels::gemm::<bf16>.launch(device, config, n, n, n, a, b, c) }.map(drop)
+    }
+    fn launch_fragments(
+        _device: &Device,
+        _config: LaunchConfig,
+        _n: u32,
+        _a: &DeviceBuffer<bf16>,
+        _b: &DeviceBuffer<bf16>,
+        _c: &mut DeviceBuffer<f32>,
+    ) -> offload_rt::Result<()> {
+        Err(offload_rt::Error::InvalidLaunch {
+            kernel: "gemm_fragments_f16".to_owned(),
+            reason: "it takes f16 inputs only".to_owned(),
+        })
+    }
+}
+
+/// The kernels of the ladder (`docs/guide/src/compute-bound.md`), each a step.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kernel {
+    /// `gemm_fragments_f16`: fragments loaded element by element, no pipeline.
+    Fragments,
+    /// `gemm`: asynchronous copies into a pipeline of swizzled tiles, `ldmatrix` fragments.
+    Pipelined,
+}
+
+impl Kernel {
+    fn name(self) -> &'static str {
+        match self {
+            Kernel::Fragments => "gemm_fragments_f16",
+            Kernel::Pipelined => "gemm",
+        }
+    }
+}
+
+/// Inputs in [-1, 1) with 8 significant bits, exact in `f16` and `bf16` alike.
+fn inputs<T: Input>(n: usize, salt: u64) -> Vec<T> {
     (0..n * n)
         .map(|i| {
-            let h = (i as u64 ^ salt).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 53;
-            f16::from_f32(h as f32 / 1024.0 - 1.0)
+            let h = (i as u64 ^ salt).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56;
+            T::from_f32(h as f32 / 128.0 - 1.0)
         })
         .collect()
 }
 
-/// Launches the kernel for `n`×`n` matrices.
-fn launch(
+/// Launches `kernel` for `n`×`n` matrices.
+fn launch<T: Input>(
     device: &Device,
+    kernel: Kernel,
     n: usize,
-    a: &DeviceBuffer<f16>,
-    b: &DeviceBuffer<f16>,
+    a: &DeviceBuffer<T>,
+    b: &DeviceBuffer<T>,
     c: &mut DeviceBuffer<f32>,
 ) -> offload_rt::Result<()> {
-    let config = LaunchConfig {
-        grid: ((n / BLOCK_N) as u32, (n / BLOCK_M) as u32, 1),
-        block: (THREADS, 1, 1),
-        shared_mem_bytes: 0,
-    };
     let size = n as u32;
-    // SAFETY: the buffers hold n×n elements each, and the grid is (n / 64, n / 64) blocks of
-    // THREADS, as the kernel asks.
-    unsafe { gemm_f16.launch(device, config, size, size, size, a, b, c) }?;
-    Ok(())
+    match kernel {
+        Kernel::Pipelined => {
+            let config = LaunchConfig {
+                grid: ((n / GEMM_BLOCK_N) as u32, (n / GEMM_BLOCK_M) as u32, 1),
+                block: (GEMM_THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            T::launch_pipelined(device, config, size, a, b, c)
+        }
+        Kernel::Fragments => {
+            let config = LaunchConfig {
+                grid: ((n / BLOCK_N) as u32, (n / BLOCK_M) as u32, 1),
+                block: (THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            T::launch_fragments(device, config, size, a, b, c)
+        }
+    }
 }
 
 fn check(size: Option<&str>) -> Outcome {
     let n = size.map_or(Ok(256), parse_size)?;
     let device = Device::best()?;
     println!("device: {}", device.describe());
-    let (a, b) = (inputs(n, 1), inputs(n, 2));
+    let mut right = check_one::<f16>(&device, Kernel::Pipelined, n)?;
+    right &= check_one::<bf16>(&device, Kernel::Pipelined, n)?;
+    right &= check_one::<f16>(&device, Kernel::Fragments, n)?;
+    Ok(right)
+}
+
+/// Runs `kernel` on `T` inputs and checks every result against the host.
+fn check_one<T: Input>(device: &Device, kernel: Kernel, n: usize) -> Outcome {
+    let (a, b) = (inputs::<T>(n, 1), inputs::<T>(n, 2));
     let (da, db) = (
-        DeviceBuffer::from_slice(&device, &a)?,
-        DeviceBuffer::from_slice(&device, &b)?,
+        DeviceBuffer::from_slice(device, &a)?,
+        DeviceBuffer::from_slice(device, &b)?,
     );
-    let mut dc = DeviceBuffer::<f32>::zeroed(&device, n * n)?;
-    launch(&device, n, &da, &db, &mut dc)?;
+    let mut dc = DeviceBuffer::<f32>::zeroed(device, n * n)?;
+    launch(device, kernel, n, &da, &db, &mut dc)?;
     if let Some(report) = device.last_launch() {
         println!("image: {report}");
     }
@@ -110,11 +254,16 @@ fn check(size: Option<&str>) -> Outcome {
             }
         }
     }
+    let what = format!(
+        "{}: C = A·B, {n}×{n}×{n}, {} inputs, f32 accumulators",
+        kernel.name(),
+        T::NAME
+    );
     if wrong > 0 {
-        println!("gemm: {wrong} of {} results wrong", n * n);
+        println!("{what}: {wrong} of {} results wrong", n * n);
         return Ok(false);
     }
-    println!("gemm: C = A·B, {n}×{n}×{n}, f16 inputs, f32 accumulators: OK");
+    println!("{what}: OK");
     Ok(true)
 }
 
@@ -125,78 +274,133 @@ fn bench(sizes: Option<&str>) -> Outcome {
     let sizes: Vec<usize> = match sizes {
         Some(list) => list.split(',').map(parse_size).collect::<Result<_, _>>()?,
         None if cpu => vec![256, 512],
-        None => vec![4096, 8192],
+        None => vec![2048, 4096, 8192],
     };
     let blas = match device.raw() {
         raw @ RawDevice::Cuda { .. } => match Cublas::load(raw) {
             Ok(blas) => Some(blas),
             Err(e) => {
-                println!("cuBLAS: {e}; timing the kernel alone");
+                println!("cuBLAS: {e}; timing the kernels alone");
                 None
             }
         },
         _ => None,
     };
-    let (unit, scale) = if cpu {
-        ("GFLOP/s", 1e9)
-    } else {
-        ("TFLOP/s", 1e12)
-    };
+    let unit = if cpu { "GFLOP/s" } else { "TFLOP/s" };
     let reference = if cpu {
         "host tiled loop"
     } else {
         "cuBLAS GemmEx"
     };
-    println!("| size | this kernel | {reference} | speed against it |");
-    println!("|---|---|---|---|");
+    println!(
+        "| size | kernel | inputs | this kernel ({unit}) | {reference} ({unit}) | speed against it |"
+    );
+    println!("|---|---|---|---|---|---|");
+    // After the table, one line per size and input type of the fast kernel that has a
+    // reference, for scripts to read: `gemm ratio-to-cublas N=4096 0.0600 f16` (its speed over
+    // cuBLAS's; `ratio-to-host-loop` on the CPU device), and `gemm-ladder …` lines for the
+    // ladder's first step.
+    let mut ratios = Vec::new();
     for n in sizes {
-        let (a, b) = (inputs(n, 1), inputs(n, 2));
-        let (da, db) = (
-            DeviceBuffer::from_slice(&device, &a)?,
-            DeviceBuffer::from_slice(&device, &b)?,
-        );
-        let mut dc = DeviceBuffer::<f32>::zeroed(&device, n * n)?;
-        let flops = 2.0 * (n as f64).powi(3);
-        let ours = time(&device, || launch(&device, n, &da, &db, &mut dc))?;
-        let theirs = if cpu {
-            let (af, bf): (Vec<f32>, Vec<f32>) = (
-                a.iter().map(|v| v.to_f32()).collect(),
-                b.iter().map(|v| v.to_f32()).collect(),
-            );
-            let start = Instant::now();
-            let c = host_tiled(n, &af, &bf);
-            let elapsed = start.elapsed();
-            std::hint::black_box(c);
-            Some(elapsed)
-        } else if let Some(blas) = &blas {
-            let dc = DeviceBuffer::<f32>::zeroed(&device, n * n)?;
-            let stream = device.raw_stream();
-            Some(time(&device, || {
-                // SAFETY: the buffers hold n×n elements of this device, alive until the
-                // device is synchronized (in `time`).
-                unsafe {
-                    blas.gemm_ex(stream, n, da.device_ptr(), db.device_ptr(), dc.device_ptr())
+        for (kernel, input) in [
+            (Kernel::Fragments, "f16"),
+            (Kernel::Pipelined, "f16"),
+            (Kernel::Pipelined, "bf16"),
+        ] {
+            let row = if input == "f16" {
+                bench_one::<f16>(&device, blas.as_ref(), kernel, n)?
+            } else {
+                bench_one::<bf16>(&device, blas.as_ref(), kernel, n)?
+            };
+            let scale = if cpu { 1e9 } else { 1e12 };
+            let rate = |t: Duration| 2.0 * (n as f64).powi(3) / t.as_secs_f64() / scale;
+            match row.theirs {
+                Some(t) => {
+                    let ratio = t.as_secs_f64() / row.ours.as_secs_f64();
+                    println!(
+                        "| {n}³ | `{}` | {input} | {:.2} | {:.2} | {ratio:.2}× |",
+                        kernel.name(),
+                        rate(row.ours),
+                        rate(t),
+                    );
+                    let against = if cpu { "host-loop" } else { "cublas" };
+                    ratios.push(if kernel == Kernel::Pipelined {
+                        format!("gemm ratio-to-{against} N={n} {ratio:.4} {input}")
+                    } else {
+                        format!(
+                            "gemm-ladder {} ratio-to-{against} N={n} {ratio:.4}",
+                            kernel.name()
+                        )
+                    });
                 }
-                .map_err(|reason| offload_rt::Error::InvalidLaunch {
-                    kernel: "cublasGemmEx".to_owned(),
-                    reason,
-                })
-            })?)
-        } else {
-            None
-        };
-        let rate = |t: Duration| flops / t.as_secs_f64() / scale;
-        match theirs {
-            Some(t) => println!(
-                "| {n}³ | {:.2} {unit} | {:.2} {unit} | {:.2}× |",
-                rate(ours),
-                rate(t),
-                t.as_secs_f64() / ours.as_secs_f64()
-            ),
-            None => println!("| {n}³ | {:.2} {unit} | — | — |", rate(ours)),
+                None => println!(
+                    "| {n}³ | `{}` | {input} | {:.2} | — | — |",
+                    kernel.name(),
+                    rate(row.ours)
+                ),
+            }
         }
     }
+    for line in ratios {
+        println!("{line}");
+    }
     Ok(true)
+}
+
+/// One kernel's time and its reference's, where there is one.
+struct Timed {
+    ours: Duration,
+    theirs: Option<Duration>,
+}
+
+fn bench_one<T: Input>(
+    device: &Device,
+    blas: Option<&Cublas>,
+    kernel: Kernel,
+    n: usize,
+) -> Result<Timed, Box<dyn std::error::Error>> {
+    let (a, b) = (inputs::<T>(n, 1), inputs::<T>(n, 2));
+    let (da, db) = (
+        DeviceBuffer::from_slice(device, &a)?,
+        DeviceBuffer::from_slice(device, &b)?,
+    );
+    let mut dc = DeviceBuffer::<f32>::zeroed(device, n * n)?;
+    let ours = time(device, || launch(device, kernel, n, &da, &db, &mut dc))?;
+    let theirs = if device.kind() == DeviceKind::Cpu {
+        let (af, bf): (Vec<f32>, Vec<f32>) = (
+            a.iter().map(|v| v.to_f32()).collect(),
+            b.iter().map(|v| v.to_f32()).collect(),
+        );
+        let start = Instant::now();
+        let c = host_tiled(n, &af, &bf);
+        let elapsed = start.elapsed();
+        std::hint::black_box(c);
+        Some(elapsed)
+    } else if let Some(blas) = blas {
+        let dc = DeviceBuffer::<f32>::zeroed(device, n * n)?;
+        let stream = device.raw_stream();
+        Some(time(device, || {
+            // SAFETY: the buffers hold n×n elements of this device, alive until the device is
+            // synchronized (in `time`).
+            unsafe {
+                blas.gemm_ex(
+                    stream,
+                    n,
+                    T::CUDA_TYPE,
+                    da.device_ptr(),
+                    db.device_ptr(),
+                    dc.device_ptr(),
+                )
+            }
+            .map_err(|reason| offload_rt::Error::InvalidLaunch {
+                kernel: "cublasGemmEx".to_owned(),
+                reason,
+            })
+        })?)
+    } else {
+        None
+    };
+    Ok(Timed { ours, theirs })
 }
 
 /// The median of 5 runs of `work` (after one warm-up), each synchronized.
@@ -270,6 +474,7 @@ type GemmEx = unsafe extern "C" fn(
 ) -> c_int;
 
 const CUDA_R_16F: c_int = 2;
+const CUDA_R_16BF: c_int = 14;
 const CUDA_R_32F: c_int = 0;
 const CUBLAS_COMPUTE_32F: c_int = 68;
 const CUBLAS_GEMM_DEFAULT: c_int = -1;
@@ -302,7 +507,8 @@ impl Cublas {
         Ok(Cublas { library, handle })
     }
 
-    /// Queues `C = A·B` (row-major `n`×`n`, `f16` inputs, `f32` output and accumulation) on the
+    /// Queues `C = A·B` (row-major `n`×`n`, inputs of cuBLAS's type `input`, `f32` output and
+    /// accumulation) on the
     /// driver stream `stream`: column-major cuBLAS computes `Cᵀ = Bᵀ·Aᵀ`.
     ///
     /// # Safety
@@ -312,6 +518,7 @@ impl Cublas {
         &self,
         stream: *mut c_void,
         n: usize,
+        input: c_int,
         a: DevicePtr,
         b: DevicePtr,
         c: DevicePtr,
@@ -344,10 +551,10 @@ impl Cublas {
                 n,
                 (&raw const alpha).cast(),
                 pointer(b),
-                CUDA_R_16F,
+                input,
                 n,
                 pointer(a),
-                CUDA_R_16F,
+                input,
                 n,
                 (&raw const beta).cast(),
                 pointer(c).cast_mut(),

@@ -2,13 +2,200 @@
 # The GPU pack's runner (`cargo xtask gpu-pack DIR` writes it): every GPU test binary, example,
 # fixture kernel and benchmark in bin/, in one process tree. It never stops at a failure: it
 # prints a summary table, writes results.json and results.md beside itself (the machine, its
-# driver, each step with its status, digest and figures) and exits 1 if anything failed.
+# driver, each step with its status, digest and figures) and ends with a summary line.
 #
 #   ./run.sh                      on a GPU machine: NVIDIA and AMD parts where their GPU is
 #   OFFLOAD_DEVICE=cpu ./run.sh   anywhere: the same programs on the CPU device
 #
+# Each step's status:
+#   PASS    it ran, its results are right and, for a benchmark with a goal, the goal was met
+#   MISSED  it ran and its results are right, but a benchmark's goal was not met (gpu_bench's
+#           targets; parity_bench: every kernel at 0.95x of its CUDA C twin or more; gemm
+#           --bench on an NVIDIA GPU: 0.60x of cuBLAS or more at each size)
+#   FAIL    wrong results, a crash or a timeout, or a check that could not be made where it
+#           applies (a benchmark that finds no CUDA device on a machine with an NVIDIA GPU,
+#           gemm without a ratio to cuBLAS there)
+#   SKIP    not for this machine: no GPU of the kind the step needs (or no such library)
+#
+# Exit status: 1 if any step FAILED; else 3 if any goal was MISSED; else 0.
+#
 # OFFLOAD_PACK_STEP_TIMEOUT (seconds, default 240) bounds each step.
+#
+# Two modes read what a run wrote and start nothing (xtask's tests check the labels with them):
+#   ./run.sh --classify gpu_bench|parity_bench|gemm RC NVIDIA LOG
+#       the status and detail of a benchmark that exited with RC and wrote LOG, on a machine
+#       with (NVIDIA=1) or without (0) an NVIDIA GPU, as "STATUS<tab>DETAIL"
+#   ./run.sh --summarize TSV
+#       the summary line of the steps in TSV (logs/results.tsv), exiting as the run would
 set -u
+
+# ---- the labels -----------------------------------------------------------------------------
+# The goals run.sh holds the benchmarks to where they print a ratio (gpu_bench judges its own).
+parity_goal=0.95
+gemm_goal=0.60
+
+# The goals a benchmark's log says it missed, one short phrase each: the figure's name and the
+# words before its goal ("launch overhead: …ratio 1.21x (target <= 1.1x: MISSED)").
+missed() {
+    awk '/MISSED/ {
+        name = $0; sub(/[,:].*/, "", name)
+        n = index($0, "(target"); from = n > 31 ? n - 30 : 1
+        printf "%s: ...%s; ", name, substr($0, from)
+    }' "$1" | cut -c1-300
+}
+
+# bench_status BENCH RC NVIDIA LOG: prints "STATUS<tab>DETAIL" for the benchmark BENCH
+# (gpu_bench, parity_bench or gemm) that exited with RC and wrote LOG (stdout and stderr), on a
+# machine with (NVIDIA=1) or without an NVIDIA GPU.
+bench_status() {
+    local bench=$1 rc=$2 nvidia=$3 log=$4
+    local short="logs/$(basename "$log")"
+    # gpu_bench and parity_bench exit 2 where they find no CUDA device: a skip where there is
+    # none, a failure where nvidia-smi lists one.
+    case "$bench:$rc" in
+    gpu_bench:2 | parity_bench:2)
+        if [ "$nvidia" = 1 ]; then
+            printf 'FAIL\texit 2 (no CUDA device) on a machine with an NVIDIA GPU: %s\n' \
+                "$(tail -n 1 "$log" | cut -c1-160)"
+        else
+            printf 'SKIP\t%s\n' "$(tail -n 1 "$log" | cut -c1-120)"
+        fi
+        return
+        ;;
+    esac
+    case "$bench" in
+    gpu_bench)
+        # It prints each target with "met" or "MISSED" and exits 1 when one is missed; an
+        # error ends it with "gpu_bench: <error>" and exit 1 too.
+        local goals met error
+        goals="$(missed "$log")"
+        met=$(grep -c '(target .*: met)' "$log")
+        error="$(grep -m 1 '^gpu_bench: ' "$log" | cut -c1-160)"
+        if [ "$rc" = 0 ] && [ -z "$goals" ] && [ "$met" -gt 0 ]; then
+            printf 'PASS\tevery target met, %s of them (figures in results.md)\n' "$met"
+        elif [ -n "$goals" ] && [ -z "$error" ] && { [ "$rc" = 0 ] || [ "$rc" = 1 ]; }; then
+            printf 'MISSED\t%s(figures in results.md)\n' "$goals"
+        elif [ "$rc" = 0 ]; then
+            printf 'FAIL\texit 0 but no target in the output (see %s)\n' "$short"
+        else
+            printf 'FAIL\texit %s: %s%s(see %s)\n' "$rc" "${error:+$error; }" "$goals" "$short"
+        fi
+        ;;
+    parity_bench)
+        # One row per kernel: name, Rust ms, C ms, C/Rust, "agree" or "DIFFER"; exit 1 when
+        # outputs differ (or on an error, "parity_bench: <error>").
+        local rows differ below lowest geomean error
+        rows="$(awk 'NF == 5 && ($5 == "agree" || $5 == "DIFFER") && $4 ~ /^[0-9.]+$/ { print $1, $4, $5 }' "$log")"
+        differ="$(printf '%s\n' "$rows" | awk '$3 == "DIFFER" { printf "%s%s", (n++ ? ", " : ""), $1 }')"
+        below="$(printf '%s\n' "$rows" | awk -v goal="$parity_goal" 'NF == 3 && $2 + 0 < goal + 0 {
+            printf "%s%s %sx", (n++ ? ", " : ""), $1, $2 }')"
+        lowest="$(printf '%s\n' "$rows" | awk 'NF == 3 && (!n++ || $2 + 0 < low + 0) { low = $2; name = $1 }
+            END { if (n) printf "%s %sx", name, low }')"
+        geomean="$(sed -n 's/^geometric mean of C\/Rust[^:]*: \([0-9.]*\).*/\1/p' "$log" | head -n 1)"
+        error="$(grep -m 1 '^parity_bench: ' "$log" | cut -c1-160)"
+        local kernels
+        kernels=$(printf '%s\n' "$rows" | awk 'NF == 3' | wc -l)
+        if [ -n "$differ" ]; then
+            printf 'FAIL\texit %s: outputs differ from CUDA C'"'"'s: %s (see %s)\n' "$rc" "$differ" "$short"
+        elif [ "$rc" != 0 ]; then
+            printf 'FAIL\texit %s: %s(see %s)\n' "$rc" "${error:+$error }" "$short"
+        elif [ "$kernels" = 0 ]; then
+            printf 'FAIL\texit 0 but no kernel timed (see %s)\n' "$short"
+        elif [ -n "$below" ]; then
+            printf 'MISSED\tunder %sx of CUDA C: %s; geometric mean %s; outputs agree\n' \
+                "$parity_goal" "$below" "${geomean:-?}"
+        else
+            printf 'PASS\t%s kernels, each at %sx of CUDA C or more (lowest %s); geometric mean %s; outputs agree\n' \
+                "$kernels" "$parity_goal" "$lowest" "${geomean:-?}"
+        fi
+        ;;
+    gemm)
+        # A table row per size, then "gemm ratio-to-cublas N=4096 0.0600" lines (the kernel's
+        # speed over cuBLAS's) where cuBLAS ran; the goal applies on an NVIDIA GPU.
+        local table ratios below error why
+        table="$(grep '^| [0-9]' "$log" | tr '\n' ' ' | cut -c1-200)"
+        ratios="$(awk '$1 == "gemm" && $2 == "ratio-to-cublas" && $3 ~ /^N=/ && $4 ~ /^[0-9.]+$/ {
+            printf "%s%s %sx", (n++ ? ", " : ""), $3, $4 }' "$log")"
+        below="$(awk -v goal="$gemm_goal" '$1 == "gemm" && $2 == "ratio-to-cublas" && $4 ~ /^[0-9.]+$/ && $4 + 0 < goal + 0 {
+            printf "%s%s %sx", (n++ ? ", " : ""), $3, $4 }' "$log")"
+        error="$(grep -m 1 '^error: ' "$log" | cut -c1-160)"
+        if [ "$rc" != 0 ]; then
+            printf 'FAIL\texit %s: %s(see %s)\n' "$rc" "${error:+$error }" "$short"
+        elif [ "$nvidia" != 1 ]; then
+            printf 'PASS\tno goal off an NVIDIA GPU, figures only: %s\n' "$table"
+        elif [ -z "$ratios" ]; then
+            why="$(grep -m 1 '^cuBLAS: ' "$log" | cut -c1-120)"
+            printf 'FAIL\tno ratio to cuBLAS in the output, so the goal (%sx of cuBLAS) went unchecked%s (see %s)\n' \
+                "$gemm_goal" "${why:+: $why}" "$short"
+        elif [ -n "$below" ]; then
+            printf 'MISSED\tunder %sx of cuBLAS: %s\n' "$gemm_goal" "$below"
+        else
+            printf 'PASS\tat least %sx of cuBLAS: %s\n' "$gemm_goal" "$ratios"
+        fi
+        ;;
+    *)
+        printf 'FAIL\tno such benchmark: %s\n' "$bench"
+        ;;
+    esac
+}
+
+# count_status TSV STATUS: how many steps of TSV have STATUS.
+count_status() {
+    awk -F '\t' -v s="$2" '$2 == s { n++ } END { print n + 0 }' "$1"
+}
+
+# summarize TSV: the run's summary line, each status counted, the failed and missed steps named.
+summarize() {
+    local pass missed fail skip names
+    pass=$(count_status "$1" PASS)
+    missed=$(count_status "$1" MISSED)
+    fail=$(count_status "$1" FAIL)
+    skip=$(count_status "$1" SKIP)
+    printf '%s steps: %s passed, %s MISSED a goal, %s FAILED, %s skipped' \
+        "$((pass + missed + fail + skip))" "$pass" "$missed" "$fail" "$skip"
+    if [ "$fail" -gt 0 ]; then
+        names="$(awk -F '\t' '$2 == "FAIL" { printf "%s%s", (n++ ? ", " : ""), $1 }' "$1")"
+        printf '; failed: %s' "$names"
+    fi
+    if [ "$missed" -gt 0 ]; then
+        names="$(awk -F '\t' '$2 == "MISSED" { printf "%s%s", (n++ ? ", " : ""), $1 }' "$1")"
+        printf '; goals missed: %s' "$names"
+    fi
+    if [ "$fail" = 0 ] && [ "$missed" = 0 ]; then
+        printf '; every step that ran passed'
+    fi
+    printf '\n'
+}
+
+# exit_status TSV: the run's exit status (see the top).
+exit_status() {
+    if [ "$(count_status "$1" FAIL)" -gt 0 ]; then
+        echo 1
+    elif [ "$(count_status "$1" MISSED)" -gt 0 ]; then
+        echo 3
+    else
+        echo 0
+    fi
+}
+
+case "${1:-}" in
+--classify)
+    if [ $# != 5 ]; then
+        echo "usage: run.sh --classify gpu_bench|parity_bench|gemm RC NVIDIA LOG" >&2
+        exit 64
+    fi
+    bench_status "$2" "$3" "$4" "$5"
+    exit 0
+    ;;
+--summarize)
+    if [ $# != 2 ]; then
+        echo "usage: run.sh --summarize TSV" >&2
+        exit 64
+    fi
+    summarize "$2"
+    exit "$(exit_status "$2")"
+    ;;
+esac
 
 here="$(cd "$(dirname "$0")" && pwd)"
 bin="$here/bin"
@@ -57,13 +244,19 @@ fi
 # ---- steps ----------------------------------------------------------------------------------
 results="$logs/results.tsv"
 : >"$results"
-failed=0
 
 # record NAME STATUS SECONDS DETAIL
 record() {
     printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$results"
-    [ "$2" = "FAIL" ] && failed=$((failed + 1))
-    printf '%-44s %-5s %6ss  %s\n' "$1" "$2" "$3" "$4"
+    printf '%-44s %-6s %6ss  %s\n' "$1" "$2" "$3" "$4"
+}
+
+# record_bench NAME BENCH LOG: records the benchmark that just ran (rc, secs) as bench_status
+# labels it.
+record_bench() {
+    local label
+    label="$(bench_status "$2" "$rc" "$nvidia" "$3")"
+    record "$1" "${label%%$'\t'*}" "$secs" "${label#*$'\t'}"
 }
 
 # timed LOG COMMAND...: runs the command into LOG; sets rc and secs.
@@ -253,32 +446,14 @@ for kind in 1 2 3 4 5 6 7 8; do
     fi
 done
 
-# The goals a benchmark's log says it missed, one short phrase each: the figure's name and the
-# words before its goal ("launch overhead: …ratio 1.21x (target <= 1.1x: MISSED)").
-missed() {
-    awk '/MISSED/ {
-        name = $0; sub(/[,:].*/, "", name)
-        n = index($0, "(target"); from = n > 31 ? n - 30 : 1
-        printf "%s: ...%s; ", name, substr($0, from)
-    }' "$1" | cut -c1-300
-}
-
-# Benchmarks: the figures go into results.md; exit 2 means no CUDA device.
+# Benchmarks: the figures go into results.md; each labelled by bench_status (above).
 log="$logs/gpu_bench.log"
 timed "$log" "$bin/gpu_bench"
-case "$rc" in
-0) record "bench gpu_bench" PASS "$secs" "every target met (figures in results.md)" ;;
-2) record "bench gpu_bench" SKIP "$secs" "$(tail -n 1 "$log" | cut -c1-120)" ;;
-*) record "bench gpu_bench" FAIL "$secs" "exit $rc: $(missed "$log")(figures in results.md)" ;;
-esac
+record_bench "bench gpu_bench" gpu_bench "$log"
 
 log="$logs/parity_bench.log"
 timed "$log" "$bin/parity_bench" "$here/parity"
-case "$rc" in
-0) record "bench parity_bench" PASS "$secs" "$(tail -n 1 "$log" | cut -c1-120)" ;;
-2) record "bench parity_bench" SKIP "$secs" "$(tail -n 1 "$log" | cut -c1-120)" ;;
-*) record "bench parity_bench" FAIL "$secs" "exit $rc (see logs/parity_bench.log)" ;;
-esac
+record_bench "bench parity_bench" parity_bench "$log"
 
 # The GEMM example on the matrix units against cuBLAS's GemmEx (f16 in, f32 accumulation) at
 # 4096³ and 8192³; on a machine without a GPU, the CPU device against a host loop.
@@ -288,14 +463,12 @@ if [ "$nvidia" = 1 ] || [ "$amd" = 1 ]; then
 else
     OFFLOAD_DEVICE=cpu timed "$log" "$bin/gemm" --bench 256
 fi
-if [ "$rc" = 0 ]; then
-    record "bench gemm" PASS "$secs" "$(grep '^| [0-9]' "$log" | tr '\n' ' ' | cut -c1-200)"
-else
-    record "bench gemm" FAIL "$secs" "exit $rc (see logs/gemm_bench.log)"
-fi
+record_bench "bench gemm" gemm "$log"
 
 # ---- results --------------------------------------------------------------------------------
 total=$(($(date +%s) - started))
+summary="$(summarize "$results")"
+exit_code=$(exit_status "$results")
 json_escape() {
     sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/\t/ /g' | tr -d '\n'
 }
@@ -304,7 +477,10 @@ json_escape() {
         "$(printf '%s' "$gpu" | json_escape)" "$(printf '%s' "$driver" | json_escape)" \
         "$(printf '%s' "$cuda" | json_escape)" "$(printf '%s' "$cpu" | json_escape)" \
         "$(printf '%s' "${OFFLOAD_DEVICE:-}" | json_escape)"
-    printf '  "seconds": %s,\n  "failed": %s,\n  "steps": [\n' "$total" "$failed"
+    printf '  "seconds": %s,\n  "passed": %s,\n  "missed": %s,\n  "failed": %s,\n  "skipped": %s,\n  "exit": %s,\n  "summary": "%s",\n  "steps": [\n' \
+        "$total" "$(count_status "$results" PASS)" "$(count_status "$results" MISSED)" \
+        "$(count_status "$results" FAIL)" "$(count_status "$results" SKIP)" "$exit_code" \
+        "$(printf '%s' "$summary" | json_escape)"
     first=1
     while IFS=$'\t' read -r name status secs detail; do
         [ "$first" = 1 ] || printf ',\n'
@@ -321,7 +497,7 @@ json_escape() {
     echo "- $(sed -n 's/^commit: /commit: /p' "$here/MANIFEST.txt" 2>/dev/null)"
     echo "- GPU: $gpu; driver: $driver; CUDA: $cuda"
     echo "- CPU: ${cpu:-unknown}; OFFLOAD_DEVICE: ${OFFLOAD_DEVICE:-unset}"
-    echo "- $failed failed; ${total} s in all"
+    echo "- $summary; ${total} s in all"
     echo
     echo "| step | status | seconds | detail |"
     echo "|---|---|---:|---|"
@@ -340,5 +516,6 @@ json_escape() {
 } >"$here/results.md"
 
 echo
-echo "$failed failed; ${total} s; results.json and results.md in $here"
-[ "$failed" = 0 ]
+echo "$summary"
+echo "${total} s; results.json and results.md in $here; exit status $exit_code"
+exit "$exit_code"

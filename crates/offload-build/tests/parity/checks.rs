@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use crate::limits;
-use crate::measure::{Figures, Outcome, Row};
+use crate::measure::{Figures, GEMM_MIX, GemmOutcome, GemmRow, Outcome, Row};
 
 /// Every figure a row should have: each side used registers, has code, and touches global
 /// memory (every kernel of the benchmark reads or writes a buffer).
@@ -43,6 +43,58 @@ pub fn asserts_kept(arch: &str, rows: &[Row]) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// The GEMM pair on `arch`: that each side was measured and the twin has its matrix
+/// instructions (a twin without them would make equal counts say nothing), then the goals of
+/// `limits::GEMM_*`: no local memory in Rust, registers at most `GEMM_REGISTERS_GOAL` × the
+/// twin's, and as many of each opcode of `GEMM_SAME_COUNT` as the twin.
+pub fn gemm(arch: &str, outcome: &GemmOutcome) -> Vec<String> {
+    let GemmOutcome::Measured(rows) = outcome else {
+        return Vec::new();
+    };
+    let mut problems = Vec::new();
+    for GemmRow { kernel, rust, c } in rows {
+        for (side, f) in [("Rust", rust), ("C", c)] {
+            if f.figures.registers == 0 || f.figures.instructions == 0 {
+                problems.push(format!(
+                    "GEMM {kernel} on {arch} ({side}): registers or instructions unread: {f:?}"
+                ));
+            }
+        }
+        if let Some(opcode) = GEMM_MIX.iter().find(|o| c.count(o) == 0) {
+            problems.push(format!(
+                "GEMM {kernel} on {arch}: the C twin has no {opcode}: {c:?}"
+            ));
+        }
+        if rust.figures.stack_bytes > 0 || rust.figures.spills > 0 {
+            problems.push(format!(
+                "GEMM {kernel} on {arch}: Rust uses local memory ({} bytes of stack, {} of \
+                 spills), the goal is none",
+                rust.figures.stack_bytes, rust.figures.spills
+            ));
+        }
+        let r = ratio(rust.figures.registers, c.figures.registers);
+        if r > limits::GEMM_REGISTERS_GOAL {
+            problems.push(format!(
+                "GEMM {kernel} on {arch}: {} registers against the twin's {} ({r:.2}×, the goal \
+                 is at most {:.2}×)",
+                rust.figures.registers,
+                c.figures.registers,
+                limits::GEMM_REGISTERS_GOAL
+            ));
+        }
+        for opcode in limits::GEMM_SAME_COUNT {
+            let (ours, theirs) = (rust.count(opcode), c.count(opcode));
+            if ours != theirs {
+                problems.push(format!(
+                    "GEMM {kernel} on {arch}: {ours} {opcode} in Rust's SASS, {theirs} in the \
+                     twin's (the goal is the same count)"
+                ));
+            }
+        }
+    }
+    problems
 }
 
 pub fn ratio(rust: u64, c: u64) -> f64 {
@@ -224,4 +276,50 @@ pub fn limits(results: &[(&str, Outcome)]) -> (Vec<String>, String) {
     counts("SCRATCH_NOT_MET", &scratch, &mut today);
     counts("GENERIC_NOT_MET", &generic, &mut today);
     (problems, today)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::GemmFigures;
+
+    fn side(registers: u64, stack_bytes: u64, mix: [u64; 4]) -> GemmFigures {
+        GemmFigures {
+            figures: Figures {
+                registers,
+                stack_bytes,
+                instructions: 500,
+                ..Figures::default()
+            },
+            shared_bytes: 49152,
+            mix,
+        }
+    }
+
+    #[test]
+    fn gemm_goals() {
+        let row = |rust, c| {
+            GemmOutcome::Measured(vec![GemmRow {
+                kernel: "gemm__f16",
+                rust,
+                c,
+            }])
+        };
+        let twin = side(125, 0, [32, 12, 12, 1]);
+        // Registers within 1.1×; BAR is reported, not compared.
+        let ok = row(side(137, 0, [32, 12, 12, 2]), twin.clone());
+        assert_eq!(gemm("sm_80", &ok), Vec::<String>::new());
+        let bad = row(side(138, 16, [32, 24, 12, 1]), twin.clone());
+        let problems = gemm("sm_80", &bad);
+        assert_eq!(problems.len(), 3, "{problems:#?}");
+        assert!(problems[0].contains("local memory"), "{problems:#?}");
+        assert!(problems[1].contains("138 registers"), "{problems:#?}");
+        assert!(
+            problems[2].contains("24 LDSM in Rust's SASS, 12"),
+            "{problems:#?}"
+        );
+        let hollow = row(twin.clone(), side(125, 0, [0, 0, 0, 1]));
+        assert!(gemm("sm_80", &hollow)[0].contains("the C twin has no HMMA"));
+        assert!(gemm("sm_90", &GemmOutcome::Unavailable("no SASS".into())).is_empty());
+    }
 }

@@ -60,3 +60,16 @@ pub const SCRATCH_NOT_MET: &[(&str, &str, u64)] = &[];
 // by its own space: the goal is none.
 /// NOT MET: (kernel, architecture, guard on the excess count).
 pub const GENERIC_NOT_MET: &[(&str, &str, u64)] = &[];
+
+// The GEMM pair: `gemm__f16` and `gemm__bf16` of `examples/gemm/kernels` against their CUDA
+// C twins in `benches/parity/gemm.cu`, the same algorithm, on each NVIDIA architecture. Goals
+// with no NOT_MET list: each kernel meets them, or the test fails. No local memory in Rust
+// (no stack frame, no spills).
+
+/// Registers, each kernel: at most this ratio of the twin's.
+pub const GEMM_REGISTERS_GOAL: f64 = 1.10;
+
+/// The SASS opcodes of which each Rust kernel has exactly as many as its twin: the matrix
+/// multiply-adds, the `ldmatrix` loads and the `cp.async` copies (the algorithm, instruction
+/// for instruction, where it matters).
+pub const GEMM_SAME_COUNT: [&str; 3] = ["HMMA", "LDSM", "LDGSTS"];

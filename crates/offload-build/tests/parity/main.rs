@@ -2,7 +2,8 @@
 //! `benches/parity/kernels` against their CUDA and HIP twins compiled by clang-22, per kernel
 //! and architecture: registers, scratch, instructions, code size, memory accesses by address
 //! space, device-build time; on NVIDIA, also the kernels that can panic against CUDA C that
-//! checks with `assert` (no limit). Writes `target/parity/parity.md` and `parity.json`, prints
+//! checks with `assert` (no limit), and the fast GEMM of `examples/gemm` against its CUDA C
+//! twin (`benches/parity/gemm.cu`). Writes `target/parity/parity.md` and `parity.json`, prints
 //! the tables, and fails when a figure is missing or a limit of `limits.rs` is broken.
 //!
 //! Unlike the other GPU-tool tests, a missing tool fails this one everywhere: the benchmark
@@ -46,6 +47,11 @@ pub const KERNELS: [&str; 13] = [
 /// `assert` (`benches/parity/parity_assert.cu`): measured against that C too, on NVIDIA, and
 /// reported apart from the table, with no limit.
 pub const ASSERT_TWINS: [&str; 3] = ["stencil5", "gather", "divide"];
+
+/// The GEMM kernels of `examples/gemm/kernels` (the entry points of its generic `gemm`),
+/// measured on NVIDIA against their CUDA C twins of `benches/parity/gemm.cu`, which have
+/// their names, and reported apart, with the limits `GEMM_*`.
+pub const GEMM_KERNELS: [&str; 2] = ["gemm__f16", "gemm__bf16"];
 
 const NVIDIA: [&str; 2] = ["sm_80", "sm_90"];
 const AMD: [&str; 3] = ["gfx90a", "gfx942", "gfx1100"];
@@ -123,11 +129,21 @@ fn parity() {
         }
     }
 
-    let markdown = report::markdown(&results, &asserted, COMMAND);
+    let gemm_rust = measure::gemm_rust_inputs(&base.join("nested"));
+    let gemm: Vec<(&str, measure::GemmOutcome)> = NVIDIA
+        .iter()
+        .map(|&arch| {
+            let outcome = measure::nvidia_gemm(arch, &GEMM_KERNELS, &gemm_rust, &clang, &work);
+            (arch, outcome)
+        })
+        .collect();
+
+    let markdown = report::markdown(&results, &asserted, &gemm, COMMAND);
     let out = output_dir();
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(out.join("parity.md"), &markdown).unwrap();
-    std::fs::write(out.join("parity.json"), report::json(&results, &asserted)).unwrap();
+    let json = report::json(&results, &asserted, &gemm);
+    std::fs::write(out.join("parity.json"), json).unwrap();
     println!("{markdown}");
     println!(
         "parity: {:.0} s; written to {} (parity.md, parity.json); images and listings in {}",
@@ -145,6 +161,9 @@ fn parity() {
     for (arch, rows) in &asserted {
         problems.extend(checks::sanity(arch, rows));
         problems.extend(checks::asserts_kept(arch, rows));
+    }
+    for (arch, outcome) in &gemm {
+        problems.extend(checks::gemm(arch, outcome));
     }
     let (broken, today) = checks::limits(&results);
     problems.extend(broken);

@@ -12,6 +12,7 @@ use object::{Object, ObjectSymbol};
 use offload_build::tooling::device_link::{self, DeviceInput, GpuTarget};
 use offload_build::tooling::env::Env;
 use offload_build::tooling::foreign::{self, Clang, Language, Options, Source};
+use offload_format::offload_binary::PtxasKernelInfo;
 use offload_format::{AmdTargetId, ImageKind, Sm};
 use offload_toolchain::Tool;
 
@@ -274,43 +275,192 @@ fn nvidia_side(
             "the PTX's entries {entries:?} are not the benchmark's kernels {wanted:?}"
         ));
     }
-    let (cubin, report) = device_link::ptxas_verbose(ptx, sm).map_err(|e| e.to_string())?;
-    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    let cubin_path = dir.join("image.cubin");
-    std::fs::write(&cubin_path, &cubin).map_err(|e| e.to_string())?;
-    std::fs::write(dir.join("image.ptx"), ptx).map_err(|e| e.to_string())?;
-    let cuobjdump = Tool::Cuobjdump.find().map_err(|e| e.to_string())?;
-    let sass_text = run(Command::new(cuobjdump).arg("-sass").arg(&cubin_path));
-    std::fs::write(dir.join("image.sass"), &sass_text).map_err(|e| e.to_string())?;
-    let sass = parse_sass(&sass_text);
-    let functions = ptx_functions(ptx);
-    let mut figures = BTreeMap::new();
-    for &kernel in kernels {
-        let info = report
+    let listing = Listing::new(ptx, sm, dir)?;
+    kernels
+        .iter()
+        .map(|&kernel| Ok((kernel.to_owned(), listing.figures(kernel)?)))
+        .collect()
+}
+
+/// One side's PTX on `sm`, assembled by `ptxas -v` and listed by `cuobjdump -sass`; the
+/// cubin, the PTX and the listing stay in the directory it is made with.
+struct Listing<'a> {
+    report: Vec<PtxasKernelInfo>,
+    sass: BTreeMap<String, Vec<SassInstruction>>,
+    functions: BTreeMap<String, Vec<&'a str>>,
+}
+
+impl<'a> Listing<'a> {
+    fn new(ptx: &'a str, sm: &str, dir: &Path) -> Result<Self, String> {
+        let (cubin, report) = device_link::ptxas_verbose(ptx, sm).map_err(|e| e.to_string())?;
+        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        let cubin_path = dir.join("image.cubin");
+        std::fs::write(&cubin_path, &cubin).map_err(|e| e.to_string())?;
+        std::fs::write(dir.join("image.ptx"), ptx).map_err(|e| e.to_string())?;
+        let cuobjdump = Tool::Cuobjdump.find().map_err(|e| e.to_string())?;
+        let sass_text = run(Command::new(cuobjdump).arg("-sass").arg(&cubin_path));
+        std::fs::write(dir.join("image.sass"), &sass_text).map_err(|e| e.to_string())?;
+        Ok(Self {
+            report,
+            sass: parse_sass(&sass_text),
+            functions: ptx_functions(ptx),
+        })
+    }
+
+    /// `ptxas -v`'s figures for `kernel`.
+    fn info(&self, kernel: &str) -> Result<&PtxasKernelInfo, String> {
+        self.report
             .iter()
             .find(|k| k.name == kernel)
-            .ok_or_else(|| format!("`ptxas -v` reported nothing for {kernel}"))?;
-        let code = sass
+            .ok_or_else(|| format!("`ptxas -v` reported nothing for {kernel}"))
+    }
+
+    /// The SASS of `kernel`, `NOP` padding left out.
+    fn code(&self, kernel: &str) -> Result<Vec<&SassInstruction>, String> {
+        let code = self
+            .sass
             .get(kernel)
             .ok_or_else(|| format!("no SASS for {kernel}"))?;
-        let real: Vec<&SassInstruction> = code.iter().filter(|i| i.opcode != "NOP").collect();
-        figures.insert(
-            kernel.to_owned(),
-            Figures {
-                registers: u64::from(info.registers),
-                sgprs: None,
-                agprs: None,
-                stack_bytes: info.stack_bytes,
-                dynamic_stack: false,
-                spills: info.spill_store_bytes,
-                instructions: real.len() as u64,
-                code_bytes: real.last().map_or(0, |i| i.offset + 16),
-                calls: real.iter().filter(|i| i.opcode.starts_with("CALL")).count() as u64,
-                accesses: ptx_accesses(&functions, kernel),
-            },
-        );
+        Ok(code.iter().filter(|i| i.opcode != "NOP").collect())
     }
-    Ok(figures)
+
+    fn figures(&self, kernel: &str) -> Result<Figures, String> {
+        let info = self.info(kernel)?;
+        let real = self.code(kernel)?;
+        Ok(Figures {
+            registers: u64::from(info.registers),
+            sgprs: None,
+            agprs: None,
+            stack_bytes: info.stack_bytes,
+            dynamic_stack: false,
+            spills: info.spill_store_bytes,
+            instructions: real.len() as u64,
+            code_bytes: real.last().map_or(0, |i| i.offset + 16),
+            calls: real.iter().filter(|i| i.opcode.starts_with("CALL")).count() as u64,
+            accesses: ptx_accesses(&self.functions, kernel),
+        })
+    }
+
+    /// The GEMM comparison's figures for `kernel`: [`Self::figures`], static shared memory and
+    /// the count of each opcode of [`GEMM_MIX`].
+    fn gemm_figures(&self, kernel: &str) -> Result<GemmFigures, String> {
+        let code = self.code(kernel)?;
+        Ok(GemmFigures {
+            figures: self.figures(kernel)?,
+            shared_bytes: self.info(kernel)?.shared_bytes,
+            mix: GEMM_MIX.map(|opcode| code.iter().filter(|i| i.opcode == opcode).count() as u64),
+        })
+    }
+}
+
+/// The SASS opcodes the GEMM comparison counts in each kernel (the code, not its execution):
+/// the matrix multiply-adds (`mma.sync`), the shared-memory matrix loads (`ldmatrix`), the
+/// asynchronous copies from global to shared memory (`cp.async`) and the barriers.
+pub const GEMM_MIX: [&str; 4] = ["HMMA", "LDSM", "LDGSTS", "BAR"];
+
+/// One side of the GEMM pair on one architecture.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GemmFigures {
+    /// What the table of the other kernels has (registers, stack, spills, instructions…).
+    pub figures: Figures,
+    /// Static shared memory per block (`ptxas -v`), bytes.
+    pub shared_bytes: u64,
+    /// How many of each opcode of [`GEMM_MIX`] the kernel's SASS holds, in that order.
+    pub mix: [u64; GEMM_MIX.len()],
+}
+
+impl GemmFigures {
+    /// The count of `opcode`, one of [`GEMM_MIX`].
+    pub fn count(&self, opcode: &str) -> u64 {
+        let i = GEMM_MIX
+            .iter()
+            .position(|o| *o == opcode)
+            .unwrap_or_else(|| panic!("{opcode} is not counted: GEMM_MIX is {GEMM_MIX:?}"));
+        self.mix[i]
+    }
+}
+
+/// Both sides of one GEMM kernel on one architecture.
+#[derive(Debug, Clone)]
+pub struct GemmRow {
+    pub kernel: &'static str,
+    pub rust: GemmFigures,
+    pub c: GemmFigures,
+}
+
+/// The GEMM pair on one architecture, or why the tools cannot measure it.
+#[derive(Debug, Clone)]
+pub enum GemmOutcome {
+    Measured(Vec<GemmRow>),
+    /// The installed `ptxas` cannot assemble the `sm`: the reason.
+    Unavailable(String),
+}
+
+/// The device-link inputs of the GEMM kernel crate, `examples/gemm/kernels`, for NVIDIA (one
+/// nested build for every `sm`, as for the benchmark's crate).
+pub fn gemm_rust_inputs(target_dir: &Path) -> Vec<DeviceInput> {
+    let manifest = repo_root().join("examples/gemm/kernels/Cargo.toml");
+    let target = GpuTarget::parse("sm_80").expect("sm_80 is a target");
+    crate::common::nested_inputs(&Env::detect(), &manifest, &target, target_dir)
+}
+
+/// The GEMM pair on `sm`: `kernels` of the Rust crate (`rust`, which may hold other kernels)
+/// against their twins in `benches/parity/gemm.cu`. The images and listings go to
+/// `work/gemm/<sm>-rust` and `work/gemm/<sm>-c`.
+pub fn nvidia_gemm(
+    sm: &str,
+    kernels: &[&'static str],
+    rust: &[DeviceInput],
+    clang: &Clang,
+    work: &Path,
+) -> GemmOutcome {
+    let fail = |what: &str, e: &dyn std::fmt::Display| -> ! { panic!("{sm}, GEMM: {what}: {e}") };
+    let plan = device_link::cubin_plan(sm).unwrap_or_else(|e| fail("ptxas", &e));
+    if let Some(obstacle) = plan.obstacle(sm) {
+        return GemmOutcome::Unavailable(format!("no SASS: {obstacle}"));
+    }
+    let target = GpuTarget::parse(sm).unwrap_or_else(|e| fail("target", &e));
+    let images = device_link::gpu_images(rust, &target, &Default::default())
+        .unwrap_or_else(|e| fail("the Rust device link", &e));
+    let rust_ptx = images
+        .iter()
+        .find(|i| i.kind == ImageKind::Ptx)
+        .map(|i| String::from_utf8_lossy(&i.bytes).into_owned())
+        .unwrap_or_else(|| fail("the Rust images", &"no PTX"));
+    let work = work.join("gemm");
+    let c_ptx =
+        cuda_ptx(sm, "gemm.cu", clang, &work).unwrap_or_else(|e| fail("clang on gemm.cu", &e));
+    let side = |ptx: &str, name: &str| -> BTreeMap<&'static str, GemmFigures> {
+        let entries = offload_format::image::ptx::kernel_names(ptx);
+        if let Some(missing) = kernels.iter().find(|k| !entries.iter().any(|e| e == *k)) {
+            fail(
+                &format!("the {name} PTX"),
+                &format!("no entry {missing} among {entries:?}"),
+            );
+        }
+        let listing = Listing::new(ptx, sm, &work.join(format!("{sm}-{name}")))
+            .unwrap_or_else(|e| fail(&format!("the {name} image"), &e));
+        kernels
+            .iter()
+            .map(|&k| {
+                let figures = listing
+                    .gemm_figures(k)
+                    .unwrap_or_else(|e| fail(&format!("the {name} image"), &e));
+                (k, figures)
+            })
+            .collect()
+    };
+    let (mut rust, mut c) = (side(&rust_ptx, "rust"), side(&c_ptx, "c"));
+    GemmOutcome::Measured(
+        kernels
+            .iter()
+            .map(|&kernel| GemmRow {
+                kernel,
+                rust: rust.remove(kernel).unwrap_or_default(),
+                c: c.remove(kernel).unwrap_or_default(),
+            })
+            .collect(),
+    )
 }
 
 #[derive(Debug)]

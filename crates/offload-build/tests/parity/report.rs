@@ -5,7 +5,9 @@ use std::fmt::Write as _;
 
 use crate::checks::{excess_generic, excess_scratch, geomean, ratio};
 use crate::limits;
-use crate::measure::{Accesses, Figures, Outcome, Row};
+use crate::measure::{
+    Accesses, Figures, GEMM_MIX, GemmFigures, GemmOutcome, GemmRow, Outcome, Row,
+};
 
 /// `text` in lines of at most `width` characters, broken at spaces.
 fn wrap(text: &str, width: usize) -> String {
@@ -56,6 +58,7 @@ fn accesses(a: &Accesses) -> String {
 pub fn markdown(
     results: &[(&str, Outcome)],
     asserted: &[(&str, Vec<Row>)],
+    gemm: &[(&str, GemmOutcome)],
     command: &str,
 ) -> String {
     let mut md = String::new();
@@ -198,6 +201,7 @@ pub fn markdown(
         );
     }
     assert_twins(&mut md, asserted);
+    gemm_twins(&mut md, gemm);
     md
 }
 
@@ -244,6 +248,90 @@ fn assert_twins(md: &mut String, asserted: &[(&str, Vec<Row>)]) {
     }
 }
 
+/// `rust / c`, in bold where the two differ and `same` says they should not.
+fn pair(rust: u64, c: u64, same: bool) -> String {
+    if same && rust != c {
+        format!("**{rust} / {c}**")
+    } else {
+        format!("{rust} / {c}")
+    }
+}
+
+/// The GEMM kernels against their CUDA C twins.
+fn gemm_twins(md: &mut String, gemm: &[(&str, GemmOutcome)]) {
+    if gemm.is_empty() {
+        return;
+    }
+    let legend = format!(
+        "`gemm__f16` and `gemm__bf16` of `examples/gemm/kernels` against their CUDA C twins in \
+         `benches/parity/gemm.cu` (the same algorithm: 128×128 block tiles, 3 `cp.async` \
+         stages, `ldmatrix` and `mma.sync.m16n8k16`), measured as above; cells are `Rust / \
+         C`. Shared: static shared memory per block (`ptxas -v`), bytes. {}: opcodes counted \
+         in each kernel's SASS (the code, not its execution). Goals: no stack or spills in \
+         Rust, registers at most {:.2}× C's, the same {} counts; **bold** where one is not met.",
+        GEMM_MIX.join(", "),
+        limits::GEMM_REGISTERS_GOAL,
+        limits::GEMM_SAME_COUNT.join(", ")
+    );
+    let _ = writeln!(md);
+    let _ = writeln!(md, "### GEMM against its CUDA C twin (NVIDIA)");
+    let _ = writeln!(md);
+    let _ = writeln!(md, "{}", wrap(&legend, 95));
+    let _ = writeln!(md);
+    let _ = writeln!(
+        md,
+        "| kernel | arch | registers | × | stack, spills | shared | {} | instructions |",
+        GEMM_MIX.join(" | ")
+    );
+    let _ = writeln!(
+        md,
+        "|---|---|---:|---:|---:|---:|{}---:|",
+        "---:|".repeat(GEMM_MIX.len())
+    );
+    for (arch, outcome) in gemm {
+        let rows = match outcome {
+            GemmOutcome::Unavailable(reason) => {
+                let _ = writeln!(md, "| | {arch} | not measured: {reason} |");
+                continue;
+            }
+            GemmOutcome::Measured(rows) => rows,
+        };
+        for GemmRow { kernel, rust, c } in rows {
+            let (r, cf) = (&rust.figures, &c.figures);
+            let stack = if r.uses_scratch() {
+                format!("**{}** / {}", scratch(r), scratch(cf))
+            } else {
+                format!("{} / {}", scratch(r), scratch(cf))
+            };
+            let mix: Vec<String> = GEMM_MIX
+                .iter()
+                .map(|o| {
+                    pair(
+                        rust.count(o),
+                        c.count(o),
+                        limits::GEMM_SAME_COUNT.contains(o),
+                    )
+                })
+                .collect();
+            let _ = writeln!(
+                md,
+                "| {kernel} | {arch} | {} / {} | {} | {stack} | {} / {} | {} | {} / {} |",
+                r.registers,
+                cf.registers,
+                over(
+                    ratio(r.registers, cf.registers),
+                    limits::GEMM_REGISTERS_GOAL
+                ),
+                rust.shared_bytes,
+                c.shared_bytes,
+                mix.join(" | "),
+                r.instructions,
+                cf.instructions
+            );
+        }
+    }
+}
+
 fn json_string(s: &str) -> String {
     let mut out = String::from("\"");
     for c in s.chars() {
@@ -284,6 +372,20 @@ fn json_figures(f: &Figures) -> String {
     )
 }
 
+fn json_gemm_figures(f: &GemmFigures) -> String {
+    let mix: Vec<String> = GEMM_MIX
+        .iter()
+        .map(|o| format!("{}: {}", json_string(o), f.count(o)))
+        .collect();
+    let figures = json_figures(&f.figures);
+    let figures = figures.strip_suffix('}').unwrap_or(&figures);
+    format!(
+        "{figures}, \"shared_bytes\": {}, \"sass\": {{{}}}}}",
+        f.shared_bytes,
+        mix.join(", ")
+    )
+}
+
 fn json_rows(rows: &[Row]) -> String {
     let rows: Vec<String> = rows
         .iter()
@@ -299,7 +401,11 @@ fn json_rows(rows: &[Row]) -> String {
     rows.join(",\n    ")
 }
 
-pub fn json(results: &[(&str, Outcome)], asserted: &[(&str, Vec<Row>)]) -> String {
+pub fn json(
+    results: &[(&str, Outcome)],
+    asserted: &[(&str, Vec<Row>)],
+    gemm: &[(&str, GemmOutcome)],
+) -> String {
     let archs: Vec<String> = results
         .iter()
         .map(|(arch, outcome)| match outcome {
@@ -331,9 +437,38 @@ pub fn json(results: &[(&str, Outcome)], asserted: &[(&str, Vec<Row>)]) -> Strin
             )
         })
         .collect();
+    let gemm: Vec<String> = gemm
+        .iter()
+        .map(|(arch, outcome)| match outcome {
+            GemmOutcome::Unavailable(reason) => format!(
+                "{{\"arch\": {}, \"unavailable\": {}}}",
+                json_string(arch),
+                json_string(reason)
+            ),
+            GemmOutcome::Measured(rows) => {
+                let rows: Vec<String> = rows
+                    .iter()
+                    .map(|r| {
+                        format!(
+                            "{{\"kernel\": {}, \"rust\": {}, \"c\": {}}}",
+                            json_string(r.kernel),
+                            json_gemm_figures(&r.rust),
+                            json_gemm_figures(&r.c)
+                        )
+                    })
+                    .collect();
+                format!(
+                    "{{\"arch\": {}, \"kernels\": [\n    {}\n  ]}}",
+                    json_string(arch),
+                    rows.join(",\n    ")
+                )
+            }
+        })
+        .collect();
     format!(
-        "{{\"archs\": [\n  {}\n],\n\"assert_twins\": [\n  {}\n]}}\n",
+        "{{\"archs\": [\n  {}\n],\n\"assert_twins\": [\n  {}\n],\n\"gemm_twins\": [\n  {}\n]}}\n",
         archs.join(",\n  "),
-        asserted.join(",\n  ")
+        asserted.join(",\n  "),
+        gemm.join(",\n  ")
     )
 }

@@ -38,6 +38,7 @@
 use core::marker::PhantomData;
 
 use super::half::{bf16, f16};
+use super::pipeline::SwizzledTile;
 
 /// Runs `body` with `$e` bound to each of the literal indices, unrolled: a fragment indexed
 /// by a loop counter would live in memory (LLVM unrolls these loops only in part), where each
@@ -126,6 +127,15 @@ pub struct Accumulator {
 }
 
 impl<T: MmaInput> FragmentA<T> {
+    /// A fragment of zeros.
+    #[inline(always)]
+    pub fn zero() -> FragmentA<T> {
+        FragmentA {
+            halves: [0; HALVES],
+            input: PhantomData,
+        }
+    }
+
     /// Loads the 16×16 tile of A whose element `(row, k)` is at `src[row * ld + k]`. Every
     /// lane of the warp calls it with the same `src` and `ld`.
     ///
@@ -150,7 +160,198 @@ impl<T: MmaInput> FragmentA<T> {
     }
 }
 
+impl<T: MmaInput> FragmentA<T> {
+    /// Loads the 16×16 tile of A whose element `(row, k)` is the swizzled tile's element
+    /// `(row0 + row, col0 + k)`: on NVIDIA one `ldmatrix.x4` (`LDSM`) for the warp, 16 bytes a
+    /// lane; elsewhere element by element. Every lane of the warp calls it with the same
+    /// arguments.
+    ///
+    /// # Safety
+    ///
+    /// `row0 + 16 <= ROWS`, `col0 + 16 <= COLS`, `col0` a multiple of 8; the tile's memory was
+    /// written before the block's last barrier (for a [`Pipeline`](super::pipeline::Pipeline)
+    /// stage: read through its `Stage`, after the barrier that follows the wait).
+    #[inline(always)]
+    pub unsafe fn load_tile<const ROWS: usize, const COLS: usize>(
+        tile: SwizzledTile<T, ROWS, COLS>,
+        row0: usize,
+        col0: usize,
+    ) -> FragmentA<T> {
+        let lane = super::lane_id() as usize;
+        let halves = if cfg!(all(offload_device, target_arch = "nvptx64")) {
+            // Lanes 0–15 address rows 0–15 at `k` 0, lanes 16–31 at `k` 8: the four 8×8
+            // matrices are `mma.sync`'s A registers in order.
+            let row = tile.ptr(row0 + lane % 16, col0 + lane / 16 * 8);
+            // SAFETY: 16 bytes of one chunk of the tile the caller vouches for.
+            words_to_halves(unsafe { ldmatrix_x4(row.cast()) })
+        } else {
+            let mut halves = [0u16; HALVES];
+            unrolled!(e in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
+                if e < layout().a_count() {
+                    let (row, k) = layout().a_place(lane, e);
+                    // SAFETY: `row, k < 16`: inside the tile the caller vouches for.
+                    halves[e] = unsafe { *tile.ptr(row0 + row, col0 + k) }.bits();
+                }
+            });
+            halves
+        };
+        FragmentA {
+            halves,
+            input: PhantomData,
+        }
+    }
+}
+
 impl<T: MmaInput> FragmentB<T> {
+    /// Loads the 16×16 tile of B whose element `(k, col)` is the swizzled tile's element
+    /// `(row0 + k, col0 + col)` (B row-major, as [`FragmentB::load`] reads it): on NVIDIA one
+    /// `ldmatrix.x4.trans` (`LDSM.T`) for the warp; elsewhere element by element. Every lane
+    /// of the warp calls it with the same arguments.
+    ///
+    /// # Safety
+    ///
+    /// As [`FragmentA::load_tile`].
+    #[inline(always)]
+    pub unsafe fn load_tile<const ROWS: usize, const COLS: usize>(
+        tile: SwizzledTile<T, ROWS, COLS>,
+        row0: usize,
+        col0: usize,
+    ) -> FragmentB<T> {
+        let lane = super::lane_id() as usize;
+        let halves = if cfg!(all(offload_device, target_arch = "nvptx64")) {
+            // Matrix `j` (lanes 8j..8j+7) is `k` 8·(j % 2).., columns 8·(j / 2)..: transposed,
+            // the B registers of the left then the right 16×8 half.
+            let row = tile.ptr(row0 + lane / 8 % 2 * 8 + lane % 8, col0 + lane / 16 * 8);
+            // SAFETY: 16 bytes of one chunk of the tile the caller vouches for.
+            words_to_halves(unsafe { ldmatrix_x4_trans(row.cast()) })
+        } else {
+            let mut halves = [0u16; HALVES];
+            unrolled!(e in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
+                if e < layout().b_count() {
+                    let (k, col) = layout().b_place(lane, e);
+                    // SAFETY: `k, col < 16`: inside the tile the caller vouches for.
+                    halves[e] = unsafe { *tile.ptr(row0 + k, col0 + col) }.bits();
+                }
+            });
+            halves
+        };
+        FragmentB {
+            halves,
+            input: PhantomData,
+        }
+    }
+}
+
+/// The halves of four registers, each low half first.
+#[inline(always)]
+fn words_to_halves(words: [u32; 4]) -> [u16; HALVES] {
+    let mut halves = [0u16; HALVES];
+    unrolled!(i in [0, 1, 2, 3] {
+        halves[2 * i] = words[i] as u16;
+        halves[2 * i + 1] = (words[i] >> 16) as u16;
+    });
+    halves
+}
+
+macro_rules! ldmatrix {
+    ($($(#[$doc:meta])* $name:ident, $helper:ident, $count:literal, $trans:literal;)*) => {$(
+        $(#[$doc])*
+        ///
+        /// Every lane of the warp calls it; lane `8·i + r` gives the address of row `r` of
+        /// matrix `i` (lanes past the matrices loaded give none that is read). Lane `l` gets, of
+        /// each matrix, the two elements of row `l / 4` at columns `2·(l % 4)` and the next
+        /// (transposed: of column `l / 4` at rows `2·(l % 4)` and the next), the first in the
+        /// low half: `mma.sync`'s fragment layout. On NVIDIA (sm_75+) one `ldmatrix`; elsewhere
+        /// the rows' addresses are exchanged across the warp (groups of 32 lanes) and read.
+        ///
+        /// # Safety
+        ///
+        /// `row` points at 8 readable 16-bit elements, aligned to 16 bytes, in the block's
+        /// shared memory on NVIDIA.
+        #[inline(always)]
+        pub unsafe fn $name(row: *const u16) -> [u32; $count] {
+            #[cfg(all(offload_device, target_arch = "nvptx64"))]
+            {
+                unsafe extern "C" {
+                    // Defined by the device link over `llvm.nvvm.ldmatrix.*`.
+                    fn $helper(src: *const u16, out: *mut u32);
+                }
+                let mut out = [0u32; $count];
+                // SAFETY: the caller's contract; the helper writes `$count` words.
+                unsafe { $helper(row, out.as_mut_ptr()) };
+                out
+            }
+            #[cfg(not(all(offload_device, target_arch = "nvptx64")))]
+            // SAFETY: the caller's contract.
+            unsafe { exchanged_rows::<$count, $trans>(row) }
+        }
+    )*};
+}
+
+ldmatrix! {
+    /// Loads one 8×8 matrix of 16-bit elements across the warp (`ldmatrix.x1`).
+    ldmatrix_x1, __offload_ldmatrix_x1, 1, false;
+    /// Loads two 8×8 matrices of 16-bit elements across the warp (`ldmatrix.x2`).
+    ldmatrix_x2, __offload_ldmatrix_x2, 2, false;
+    /// Loads four 8×8 matrices of 16-bit elements across the warp (`ldmatrix.x4`).
+    ldmatrix_x4, __offload_ldmatrix_x4, 4, false;
+    /// Loads one 8×8 matrix of 16-bit elements across the warp, transposed
+    /// (`ldmatrix.x1.trans`).
+    ldmatrix_x1_trans, __offload_ldmatrix_x1_trans, 1, true;
+    /// Loads two 8×8 matrices of 16-bit elements across the warp, transposed
+    /// (`ldmatrix.x2.trans`).
+    ldmatrix_x2_trans, __offload_ldmatrix_x2_trans, 2, true;
+    /// Loads four 8×8 matrices of 16-bit elements across the warp, transposed
+    /// (`ldmatrix.x4.trans`).
+    ldmatrix_x4_trans, __offload_ldmatrix_x4_trans, 4, true;
+}
+
+/// `ldmatrix` where the device has none: each lane fetches the addresses of the rows it reads
+/// from the lanes that hold them.
+///
+/// # Safety
+///
+/// As the `ldmatrix_*` functions.
+#[cfg(not(all(offload_device, target_arch = "nvptx64")))]
+#[inline(always)]
+unsafe fn exchanged_rows<const COUNT: usize, const TRANS: bool>(row: *const u16) -> [u32; COUNT] {
+    let lane = super::lane_id() as usize;
+    let (group, l) = (lane & !31, lane & 31);
+    let address = row as usize as u64;
+    let fetch = |source: usize| super::shuffle_idx(address, (group + source) as u32) as usize;
+    let mut out = [0u32; COUNT];
+    for (i, word) in out.iter_mut().enumerate() {
+        *word = if TRANS {
+            let (upper, lower) = (fetch(8 * i + 2 * (l % 4)), fetch(8 * i + 2 * (l % 4) + 1));
+            // SAFETY: rows `2·(l % 4)` and the next of matrix `i`, 8 elements each (the
+            // caller's contract for the lanes that gave them).
+            let (first, second) = unsafe {
+                (
+                    *(upper as *const u16).add(l / 4),
+                    *(lower as *const u16).add(l / 4),
+                )
+            };
+            u32::from(first) | u32::from(second) << 16
+        } else {
+            let source = fetch(8 * i + l / 4);
+            // SAFETY: row `l / 4` of matrix `i`, 8 elements (the caller's contract for the
+            // lane that gave it).
+            unsafe { *(source as *const u32).add(l % 4) }
+        };
+    }
+    out
+}
+
+impl<T: MmaInput> FragmentB<T> {
+    /// A fragment of zeros.
+    #[inline(always)]
+    pub fn zero() -> FragmentB<T> {
+        FragmentB {
+            halves: [0; HALVES],
+            input: PhantomData,
+        }
+    }
+
     /// Loads the 16×16 tile of B whose element `(k, col)` is at `src[k * ld + col]`. Every
     /// lane of the warp calls it with the same `src` and `ld`.
     ///

@@ -97,6 +97,7 @@ pub mod half;
 pub mod math;
 #[cfg(feature = "half")]
 pub mod matrix;
+pub mod pipeline;
 mod print;
 mod slice;
 pub mod warp;

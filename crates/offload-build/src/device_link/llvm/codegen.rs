@@ -51,13 +51,28 @@ pub(super) fn target_machine(triple: &str, cpu: &str, features: &str) -> Result<
 /// `sin` and `cos`), the 48-kernel crate's cubins grew by 3 %. One pipeline, so the unrolling
 /// reuses the analyses `default<O3>` leaves.
 pub(super) fn optimize(module: &Module<'_>, machine: &TargetMachine, nvptx: bool) -> Result<()> {
-    let pipeline = if nvptx {
-        "default<O3>,function(loop-unroll<O3;no-runtime;no-partial;upperbound;full-unroll-max=2>)"
-    } else {
-        "default<O3>"
-    };
+    let pipeline = if nvptx { OPTIMIZE_NVPTX } else { OPTIMIZE };
     run_pipeline(module, pipeline, machine)
 }
+
+// Every pass pipeline the device link runs. A pipeline string's `instcombine` verifies by
+// default that one iteration reached a fixpoint and stops LLVM with a fatal error where it
+// did not, which ordinary kernels reach (a shared-memory histogram did); LLVM's own pipelines
+// (`default<O3>`) turn the check off, and so does each pipeline here.
+const OPTIMIZE: &str = "default<O3>";
+const OPTIMIZE_NVPTX: &str =
+    "default<O3>,function(loop-unroll<O3;no-runtime;no-partial;upperbound;full-unroll-max=2>)";
+/// After the link's own rewrites of conditions (null tests, shared condition values).
+pub(super) const CLEAN_UP: &str = "function(instcombine<no-verify-fixpoint>,simplifycfg)";
+/// After the panic reporters are made inlinable: inlined, dropped when unused, cleaned up.
+pub(super) const INLINE_AND_CLEAN_UP: &str =
+    "always-inline,globaldce,function(sroa,instcombine<no-verify-fixpoint>,simplifycfg)";
+/// Global pointers to generic ones (run by the NVPTX code generator but not by AMDGPU's).
+pub(super) const INFER_ADDRESS_SPACES: &str = "function(infer-address-spaces)";
+/// Drops the definitions nothing reaches.
+pub(super) const DROP_UNUSED: &str = "globaldce";
+/// Merges identical constants.
+pub(super) const MERGE_CONSTANTS: &str = "constmerge";
 
 pub(super) fn run_pipeline(
     module: &Module<'_>,
@@ -85,4 +100,71 @@ pub(super) fn emit(
             cpu: cpu.to_owned(),
             message: e.to_string(),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every pipeline string of the device link's sources, the constants above and any other:
+    /// none asks for `instcombine` with its fixpoint verification.
+    #[test]
+    fn no_pipeline_verifies_the_instcombine_fixpoint() {
+        for pipeline in [
+            OPTIMIZE,
+            OPTIMIZE_NVPTX,
+            CLEAN_UP,
+            INLINE_AND_CLEAN_UP,
+            INFER_ADDRESS_SPACES,
+            DROP_UNUSED,
+            MERGE_CONSTANTS,
+        ] {
+            assert!(verifies_no_fixpoint(pipeline), "{pipeline}");
+        }
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = vec![dir.clone()];
+        let mut seen = 0;
+        while let Some(path) = files.pop() {
+            if path.is_dir() {
+                files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for literal in text.split('"').skip(1).step_by(2) {
+                if literal.contains("instcombine") && !literal.contains(' ') {
+                    seen += 1;
+                    assert!(
+                        verifies_no_fixpoint(literal),
+                        "{}: `{literal}` asks for instcombine's fixpoint verification",
+                        path.display()
+                    );
+                }
+            }
+        }
+        assert!(seen >= 2, "the pipelines' literals were not found");
+    }
+
+    /// Whether each `instcombine` of `pipeline` has `no-verify-fixpoint`.
+    fn verifies_no_fixpoint(pipeline: &str) -> bool {
+        pipeline
+            .match_indices("instcombine")
+            .all(|(at, _)| pipeline[at..].starts_with("instcombine<no-verify-fixpoint>"))
+    }
+
+    #[test]
+    fn the_fixpoint_check_reads_each_instcombine() {
+        assert!(verifies_no_fixpoint(
+            "function(instcombine<no-verify-fixpoint>)"
+        ));
+        assert!(!verifies_no_fixpoint("function(instcombine,simplifycfg)"));
+        assert!(!verifies_no_fixpoint(
+            "function(instcombine<no-verify-fixpoint>),function(sroa,instcombine)"
+        ));
+        assert!(!verifies_no_fixpoint(
+            "function(instcombine<max-iterations=1>)"
+        ));
+    }
 }

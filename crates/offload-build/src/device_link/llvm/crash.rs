@@ -79,8 +79,9 @@ extern "C" fn on_fatal(reason: *const c_char) {
         what.as_bytes(),
         b": ",
         reason.unwrap_or(b"a fatal error"),
-        b"\n  (an error inside LLVM's code generation for this target, not in the kernel \
-          crate; a kernel written differently, or another architecture, may avoid it)\n",
+        b"\n  (LLVM stopped inside the device link for this target: a fault of the device \
+          link or of LLVM, not of the kernel crate; please report it with the kernel. A kernel \
+          written differently, or another architecture, may avoid it meanwhile)\n",
     ]);
     REPORTED.with(|r| r.set(true));
 }

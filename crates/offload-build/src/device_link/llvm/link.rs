@@ -10,7 +10,7 @@ use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::module::{Linkage, Module};
 use inkwell::targets::TargetMachine;
 
-use super::codegen::run_pipeline;
+use super::codegen::{DROP_UNUSED, run_pipeline};
 use super::fixups::internalize;
 use super::helpers::AMDGPU_HELPERS;
 use super::panic_sites::{LATE, SITE_REPORTERS};
@@ -173,7 +173,7 @@ pub(super) fn link_inputs<'ctx>(
     // Only the kernels are roots: what the rest of the crate's own code needs from libraries
     // is not linked.
     internalize(&main, roots.kernels)?;
-    run_pipeline(&main, "globaldce", roots.machine)?;
+    run_pipeline(&main, DROP_UNUSED, roots.machine)?;
     let external = roots.external;
     for input in inputs.iter().filter(|i| i.lazy) {
         let mut member = Member {

@@ -96,7 +96,7 @@ pub(super) fn link_matrix_helpers<'ctx>(
 }
 
 /// The kernels of `module` that call function `name`, directly or through other functions.
-fn kernels_reaching(module: &Module<'_>, name: &str) -> Vec<String> {
+pub(super) fn kernels_reaching(module: &Module<'_>, name: &str) -> Vec<String> {
     let Some(start) = module.get_function(name) else {
         return Vec::new();
     };

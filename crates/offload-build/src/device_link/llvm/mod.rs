@@ -30,7 +30,7 @@ use super::{
     LLVM_MAJOR, LinkError, Result, find_tool, io_err, nightly_rustc_llvm_major, scratch_dir,
 };
 use crate::command::run as run_command;
-use codegen::{emit, optimize, run_pipeline, target_machine};
+use codegen::{CLEAN_UP, INFER_ADDRESS_SPACES, emit, optimize, run_pipeline, target_machine};
 use fixups::{amdgpu_byref_parameters, global_pointers, internalize};
 use helpers::{
     AMDGPU_HELPERS, AMDGPU_HELPERS_IR, DYNAMIC_SHARED_MEMORY, GPU_HELPERS, GPU_HELPERS_IR,
@@ -45,6 +45,7 @@ use shared_memory::{
     place_generic_tiles,
 };
 
+mod async_copy;
 mod codegen;
 mod condition_chains;
 mod conversions;
@@ -283,6 +284,7 @@ fn link_for<'ctx>(
     }
     link_helpers(context, &module, GPU_HELPERS, GPU_HELPERS_IR)?;
     matrix::link_matrix_helpers(context, &module, machine)?;
+    async_copy::link_async_copy_helpers(context, &module, machine)?;
     // A dev build's images keep the kernel crate's source lines: line directives on NVIDIA
     // (see `nvptx_link`), line tables on AMD, whose kernel wrappers get subprograms of their
     // own (`fixups::amdgpu_byref_parameters`).
@@ -303,7 +305,7 @@ fn link_for<'ctx>(
     optimize(&module, machine, is_nvptx(&module))?;
     let folded = null_tests::fold_null_tests(&module);
     if folded + condition_chains::unshare_condition_values(&module) > 0 {
-        run_pipeline(&module, "function(instcombine,simplifycfg)", machine)?;
+        run_pipeline(&module, CLEAN_UP, machine)?;
     }
     if is_nvptx(&module) {
         conversions::saturating_conversions(&module);
@@ -313,7 +315,7 @@ fn link_for<'ctx>(
     read_only::mark_read_only_loads(&module);
     if global_pointers(&module) > 0 {
         // Not left to the code generator, which runs it on NVPTX but not on AMDGPU.
-        run_pipeline(&module, "function(infer-address-spaces)", machine)?;
+        run_pipeline(&module, INFER_ADDRESS_SPACES, machine)?;
     }
     shared_traps::share_traps(&module);
     kernel_returns::endpgm_as_return(&module);

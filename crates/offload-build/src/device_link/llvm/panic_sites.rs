@@ -17,7 +17,7 @@ use inkwell::targets::TargetMachine;
 use inkwell::values::AsValueRef;
 use offload_format::panic_sites::{self, PanicSite, PanicSites};
 
-use super::codegen::run_pipeline;
+use super::codegen::{INLINE_AND_CLEAN_UP, run_pipeline};
 use super::is_amdgpu;
 use super::panics::{REPORTER, make_inlinable, site_calls};
 use super::shared_memory::compares_with_null;
@@ -117,11 +117,7 @@ pub(super) fn describe_sites(module: &Module<'_>, machine: &TargetMachine) -> Re
             make_inlinable(module, f);
         }
     }
-    run_pipeline(
-        module,
-        "always-inline,globaldce,function(sroa,instcombine,simplifycfg)",
-        machine,
-    )?;
+    run_pipeline(module, INLINE_AND_CLEAN_UP, machine)?;
     if !amdgpu {
         narrow_site_phis(module);
     }

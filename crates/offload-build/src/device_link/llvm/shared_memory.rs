@@ -8,7 +8,7 @@ use inkwell::module::Module;
 use inkwell::targets::TargetMachine;
 use inkwell::values::AsValueRef;
 
-use super::codegen::run_pipeline;
+use super::codegen::{MERGE_CONSTANTS, run_pipeline};
 use super::{RawValue, cstr, has_uses, print_value, strip_casts, users};
 use crate::device_link::{
     CONSTANT_SECTION, GENERIC_TILE_FUNCTION, LinkError, MAX_CONSTANT_BYTES,
@@ -58,7 +58,7 @@ pub(super) fn place_generic_tiles(module: &Module<'_>, machine: &TargetMachine) 
     let Some(function) = module.get_function(GENERIC_TILE_FUNCTION) else {
         return Ok(0);
     };
-    run_pipeline(module, "constmerge", machine)?;
+    run_pipeline(module, MERGE_CONSTANTS, machine)?;
     let function = function.as_value_ref();
     let raw_module = module.as_mut_ptr();
     let mut tiles = HashMap::new();

@@ -1,0 +1,195 @@
+//! NVIDIA's data movement for the matrix units, defined per image: offload-rt's
+//! `kernel::pipeline` declares `__offload_cp_async_{4,8,16}(dst, src)` (one thread's
+//! asynchronous copy from global to shared memory, `cp.async`), `__offload_cp_async_commit()`
+//! and `__offload_cp_async_wait_N()` (N pending groups at most, an immediate of the
+//! instruction), and `kernel::matrix` declares `__offload_ldmatrix_x{1,2,4}[_trans](src, out)`
+//! (a warp's 8×8 matrices of 16-bit elements from shared memory into the lanes' registers in
+//! the layout `mma.sync` takes). Rust cannot name the address spaces the intrinsics take, so
+//! the link defines them in IR over generic pointers, always inlined; on a processor without
+//! the instructions (`cp.async` before sm_80, `ldmatrix` before sm_75) it refuses the kernels
+//! that reach them with [`LinkError::FeatureUnsupported`]. AMD GPUs and the CPU device get
+//! offload-rt's own code for them, never these declarations.
+
+use inkwell::context::Context;
+use inkwell::module::Module;
+use inkwell::targets::TargetMachine;
+use offload_format::target_id::Sm;
+
+use super::helpers::link_helpers;
+use super::matrix::kernels_reaching;
+use super::{cstr, is_nvptx};
+use crate::device_link::{LinkError, Result};
+
+/// Deepest `cp.async.wait_group` offload-rt asks for.
+const MAX_WAIT_GROUP: u32 = 7;
+
+/// One kind of helper: its names, the first `sm` with its instruction, and its IR.
+struct Family {
+    feature: &'static str,
+    names: Vec<String>,
+    min_sm: u32,
+    ir: String,
+}
+
+fn families() -> [Family; 2] {
+    let mut copies = String::from(
+        "declare void @llvm.nvvm.cp.async.cg.shared.global.16(ptr addrspace(3), ptr addrspace(1))
+declare void @llvm.nvvm.cp.async.ca.shared.global.8(ptr addrspace(3), ptr addrspace(1))
+declare void @llvm.nvvm.cp.async.ca.shared.global.4(ptr addrspace(3), ptr addrspace(1))
+declare void @llvm.nvvm.cp.async.commit.group()
+declare void @llvm.nvvm.cp.async.wait.group(i32 immarg)
+define void @__offload_cp_async_commit() #0 {
+  call void @llvm.nvvm.cp.async.commit.group()
+  ret void
+}
+",
+    );
+    let mut copy_names = vec!["__offload_cp_async_commit".to_owned()];
+    // 16 bytes bypass L1 (`.cg`, the only caching 16-byte copies and tiles want); 4 and 8
+    // bytes may only be cached at all levels (`.ca`).
+    for (bytes, cache) in [(16, "cg"), (8, "ca"), (4, "ca")] {
+        copy_names.push(format!("__offload_cp_async_{bytes}"));
+        copies.push_str(&format!(
+            "define void @__offload_cp_async_{bytes}(ptr %dst, ptr %src) #0 {{
+  %d = addrspacecast ptr %dst to ptr addrspace(3)
+  %s = addrspacecast ptr %src to ptr addrspace(1)
+  call void @llvm.nvvm.cp.async.{cache}.shared.global.{bytes}(ptr addrspace(3) %d, ptr addrspace(1) %s)
+  ret void
+}}
+"
+        ));
+    }
+    for n in 0..=MAX_WAIT_GROUP {
+        copy_names.push(format!("__offload_cp_async_wait_{n}"));
+        copies.push_str(&format!(
+            "define void @__offload_cp_async_wait_{n}() #0 {{
+  call void @llvm.nvvm.cp.async.wait.group(i32 {n})
+  ret void
+}}
+"
+        ));
+    }
+    let mut loads = String::new();
+    let mut load_names = Vec::new();
+    for count in [1, 2, 4] {
+        for trans in ["", ".trans"] {
+            let name = format!("__offload_ldmatrix_x{count}{}", trans.replace('.', "_"));
+            let intrinsic = format!("llvm.nvvm.ldmatrix.sync.aligned.m8n8.x{count}{trans}.b16.p3");
+            let ty = if count == 1 {
+                "i32".to_owned()
+            } else {
+                format!("{{ {} }}", vec!["i32"; count].join(", "))
+            };
+            let mut body = format!(
+                "  %s = addrspacecast ptr %src to ptr addrspace(3)\n  %r = call {ty} @{intrinsic}(ptr addrspace(3) %s)\n"
+            );
+            for i in 0..count {
+                let value = if count == 1 {
+                    "%r".to_owned()
+                } else {
+                    body.push_str(&format!("  %v{i} = extractvalue {ty} %r, {i}\n"));
+                    format!("%v{i}")
+                };
+                body.push_str(&format!(
+                    "  %p{i} = getelementptr i32, ptr %out, i64 {i}\n  store i32 {value}, ptr %p{i}, align 4\n"
+                ));
+            }
+            loads.push_str(&format!(
+                "declare {ty} @{intrinsic}(ptr addrspace(3))\ndefine void @{name}(ptr %src, ptr %out) #0 {{\n{body}  ret void\n}}\n"
+            ));
+            load_names.push(name);
+        }
+    }
+    [
+        Family {
+            feature: "asynchronous copies (`cp.async`, `offload_rt::kernel::pipeline`)",
+            names: copy_names,
+            min_sm: 80,
+            ir: copies,
+        },
+        Family {
+            feature: "matrix loads (`ldmatrix`, `offload_rt::kernel::matrix`)",
+            names: load_names,
+            min_sm: 75,
+            ir: loads,
+        },
+    ]
+}
+
+/// Defines the helpers of NVIDIA's data movement that `module` declares; refuses a processor
+/// without their instructions, naming the kernels that reach them.
+pub(super) fn link_async_copy_helpers<'ctx>(
+    context: &'ctx Context,
+    module: &Module<'ctx>,
+    machine: &TargetMachine,
+) -> Result<()> {
+    if !is_nvptx(module) {
+        return Ok(());
+    }
+    let cpu = cstr(&machine.get_cpu());
+    let sm = Sm::parse(&cpu).map(Sm::number).unwrap_or(0);
+    for family in families() {
+        let declared: Vec<&str> = family
+            .names
+            .iter()
+            .map(String::as_str)
+            .filter(|name| {
+                module
+                    .get_function(name)
+                    .is_some_and(|f| f.as_global_value().is_declaration())
+            })
+            .collect();
+        if declared.is_empty() {
+            continue;
+        }
+        if sm < family.min_sm {
+            let mut kernels: Vec<String> = declared
+                .iter()
+                .flat_map(|name| kernels_reaching(module, name))
+                .collect();
+            kernels.sort();
+            kernels.dedup();
+            return Err(LinkError::FeatureUnsupported {
+                arch: cpu,
+                feature: family.feature,
+                kernels: kernels.join(", "),
+                reason: format!("they need sm_{} or later", family.min_sm),
+            });
+        }
+        let ir = format!(
+            "{}attributes #0 = {{ alwaysinline convergent nounwind }}\n",
+            family.ir
+        );
+        link_helpers(context, module, &declared, &ir)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each family's IR parses and defines every name it lists.
+    #[test]
+    fn every_helper_is_defined_in_ir_that_parses() {
+        let context = Context::create();
+        for family in families() {
+            let ir = format!(
+                "target triple = \"nvptx64-nvidia-cuda\"\n{}attributes #0 = {{ alwaysinline convergent nounwind }}\n",
+                family.ir
+            );
+            let buffer = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(
+                ir.as_bytes(),
+                "helpers",
+            );
+            let module = context
+                .create_module_from_ir(buffer)
+                .unwrap_or_else(|e| panic!("{}: {e}\n{ir}", family.feature));
+            module.verify().unwrap();
+            for name in &family.names {
+                let f = module.get_function(name).unwrap();
+                assert!(!f.as_global_value().is_declaration(), "{name}");
+            }
+        }
+    }
+}

@@ -1,0 +1,380 @@
+//! Asynchronous copies from global to shared memory, the stages of a pipeline over them, and
+//! shared tiles whose 16-byte chunks are swizzled so that neither the copies nor the matrix
+//! loads of `kernel::matrix` meet bank conflicts: the data movement of a compute-bound kernel
+//! (a GEMM, an attention kernel), as CUDA's `cp.async`/`cuda::pipeline` and CUTLASS's
+//! swizzled layouts give it.
+//!
+//! ```ignore
+//! let mut pipe = Pipeline::<3>::new();
+//! for s in 0..2 {                       // the prologue: STAGES - 1 stages in flight
+//!     if s < tiles { issue_copies(s, pipe.producer_stage()) }
+//!     pipe.producer_commit();
+//! }
+//! for t in 0..tiles {
+//!     let stage = pipe.consumer_wait(); // this thread's copies of tile `t` have landed
+//!     sync_threads();                   // and every thread's
+//!     compute(stage.index());
+//!     stage.release();
+//!     if t + 2 < tiles { issue_copies(t + 2, pipe.producer_stage()) }
+//!     pipe.producer_commit();           // one group per iteration, empty or not
+//! }
+//! ```
+//!
+//! | device | copy | wait |
+//! |---|---|---|
+//! | NVIDIA sm_80+ | `cp.async` (`LDGSTS`), 16 bytes bypassing L1 | `cp.async.wait_group` |
+//! | NVIDIA before sm_80 | refused by the device link, naming the kernels | |
+//! | AMD GPUs | a load and a store (staged through registers) | nothing to wait for |
+//! | CPU device | a copy | nothing to wait for |
+//!
+//! On every device the shared stage is visible to the other threads of the block only after
+//! the block's barrier that follows the wait, as with CUDA's `cp.async`.
+
+use core::marker::PhantomData;
+
+/// Deepest [`wait_group`] the devices take: at most 7 groups left in flight.
+pub const MAX_PENDING_GROUPS: usize = 7;
+
+/// Starts copying one value of 4, 8 or 16 bytes from global memory at `src` to shared memory
+/// at `dst`, asynchronously where the device can: the copy is complete for this thread only
+/// after a [`wait_group`] that covers its group ([`commit_group`]), and for the block after a
+/// barrier that follows.
+///
+/// # Safety
+///
+/// `src` is readable and `dst` writable for `size_of::<T>()` bytes, both aligned to it; `dst`
+/// is in the block's shared memory and `src` in global memory (a kernel's buffer); nothing
+/// reads or writes `dst` until the copy is complete.
+#[inline(always)]
+pub unsafe fn copy_async<T: Copy>(dst: *mut T, src: *const T) {
+    const {
+        assert!(
+            matches!(size_of::<T>(), 4 | 8 | 16),
+            "copy_async copies 4, 8 or 16 bytes"
+        )
+    };
+    // SAFETY: the caller's contract.
+    unsafe { imp::copy(dst.cast(), src.cast(), size_of::<T>()) }
+}
+
+/// Closes this thread's group of asynchronous copies: the copies since the last commit form
+/// one group, which [`wait_group`] counts. An empty group is allowed.
+#[inline(always)]
+pub fn commit_group() {
+    imp::commit();
+}
+
+/// Waits until at most `N` of this thread's committed groups are still in flight, `N` at most
+/// [`MAX_PENDING_GROUPS`]. The copies of the other groups are then complete for this thread;
+/// for the block, after a barrier.
+#[inline(always)]
+pub fn wait_group<const N: usize>() {
+    const {
+        assert!(
+            N <= MAX_PENDING_GROUPS,
+            "wait_group: at most 7 groups in flight"
+        )
+    };
+    imp::wait(N);
+}
+
+/// A ring of `STAGES` shared-memory stages fed by asynchronous copies: the producer fills stage
+/// after stage, committing one group per stage; the consumer waits for the oldest stage, reads
+/// it, and releases its [`Stage`]. Holding a `Stage` borrows the pipeline, so a
+/// stage cannot be refilled while it is being read; the reads themselves go through the
+/// shared memory's pointers, whose safety contract is to read a stage only through its
+/// `Stage`, after the block's barrier that follows [`consumer_wait`](Self::consumer_wait).
+///
+/// The producer keeps `STAGES - 1` groups ahead of the consumer: `STAGES - 1` commits before
+/// the first wait, then one commit per wait (empty past the last tile). Each thread of the
+/// block runs the same sequence. `STAGES` is 2 to 8.
+#[derive(Debug)]
+pub struct Pipeline<const STAGES: usize> {
+    produced: usize,
+    consumed: usize,
+}
+
+/// The stage a [`Pipeline`]'s consumer reads: its copies are complete for this thread.
+#[derive(Debug)]
+pub struct Stage<'a, const STAGES: usize> {
+    index: usize,
+    pipeline: PhantomData<&'a mut Pipeline<STAGES>>,
+}
+
+impl<const STAGES: usize> Stage<'_, STAGES> {
+    /// Which of the pipeline's stages, `0..STAGES`.
+    #[inline(always)]
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// Ends this thread's reads of the stage, giving the pipeline back to the producer. The
+    /// stage is refilled `STAGES - 1` waits later, after the barrier that follows one of them,
+    /// when every thread of the block has released it too.
+    #[inline(always)]
+    pub fn release(self) {}
+}
+
+impl<const STAGES: usize> Default for Pipeline<STAGES> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const STAGES: usize> Pipeline<STAGES> {
+    /// An empty pipeline.
+    #[inline(always)]
+    pub const fn new() -> Self {
+        const {
+            assert!(
+                STAGES >= 2 && STAGES - 2 <= MAX_PENDING_GROUPS,
+                "a pipeline has 2 to 9 stages"
+            )
+        };
+        Pipeline {
+            produced: 0,
+            consumed: 0,
+        }
+    }
+
+    /// The stage the producer fills next, `0..STAGES`: issue its copies, then
+    /// [`producer_commit`](Self::producer_commit).
+    #[inline(always)]
+    pub fn producer_stage(&self) -> usize {
+        self.produced % STAGES
+    }
+
+    /// Ends the copies of the producer's stage (one group; empty when there was nothing to
+    /// copy) and moves to the next stage.
+    #[inline(always)]
+    pub fn producer_commit(&mut self) {
+        commit_group();
+        self.produced += 1;
+    }
+
+    /// Waits until this thread's copies of the oldest stage not yet read are complete, and
+    /// gives that stage. The other threads' copies are visible after the block's barrier,
+    /// which every thread calls next (`sync_threads()`).
+    #[inline(always)]
+    pub fn consumer_wait(&mut self) -> Stage<'_, STAGES> {
+        debug_assert_eq!(
+            self.produced - self.consumed,
+            STAGES - 1,
+            "the producer keeps STAGES - 1 groups ahead"
+        );
+        imp::wait(STAGES - 2);
+        let index = self.consumed % STAGES;
+        self.consumed += 1;
+        Stage {
+            index,
+            pipeline: PhantomData,
+        }
+    }
+}
+
+/// A `ROWS`×`COLS` row-major tile of `T` in the block's shared memory whose 16-byte chunks
+/// are XOR-swizzled by row: the chunk `c` of row `r` is stored at chunk `c ^ f(r)`, `f`
+/// chosen from the row's length so that any 8 consecutive rows' chunks of one column fall in
+/// 8 different groups of banks. The 8 rows of a matrix load (`ldmatrix`), and the chunks
+/// of a row that consecutive threads copy, then never share a bank. Elements within a chunk
+/// keep their order, so 16 bytes at a column that is a multiple of `16 / size_of::<T>()` are
+/// contiguous.
+///
+/// A row holds a power of two of chunks (`COLS * size_of::<T>()` a power of two from 16
+/// bytes).
+#[derive(Debug)]
+pub struct SwizzledTile<T, const ROWS: usize, const COLS: usize> {
+    base: *mut T,
+}
+
+impl<T, const ROWS: usize, const COLS: usize> Clone for SwizzledTile<T, ROWS, COLS> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T, const ROWS: usize, const COLS: usize> Copy for SwizzledTile<T, ROWS, COLS> {}
+
+impl<T, const ROWS: usize, const COLS: usize> SwizzledTile<T, ROWS, COLS> {
+    /// Elements of the tile.
+    pub const ELEMENTS: usize = ROWS * COLS;
+    /// Elements of a 16-byte chunk.
+    pub const CHUNK: usize = 16 / size_of::<T>();
+    const CHUNKS: usize = COLS / Self::CHUNK;
+    /// Rows that share one 128-byte line of banks.
+    const ROWS_PER_LINE: usize = if Self::CHUNKS >= 8 {
+        1
+    } else {
+        8 / Self::CHUNKS
+    };
+    const XOR_MASK: usize = if Self::CHUNKS >= 8 {
+        7
+    } else {
+        Self::CHUNKS - 1
+    };
+
+    /// The tile at `base`.
+    ///
+    /// # Safety
+    ///
+    /// `base` points at [`ELEMENTS`](Self::ELEMENTS) elements of the block's shared memory,
+    /// aligned to 16 bytes.
+    #[inline(always)]
+    pub const unsafe fn from_ptr(base: *mut T) -> Self {
+        const {
+            assert!(
+                16usize.is_multiple_of(size_of::<T>()) && COLS.is_multiple_of(16 / size_of::<T>()),
+                "a swizzled tile's rows are whole 16-byte chunks"
+            );
+            assert!(
+                (COLS * size_of::<T>() / 16).is_power_of_two(),
+                "a swizzled tile's row holds a power of two of 16-byte chunks"
+            );
+        };
+        SwizzledTile { base }
+    }
+
+    /// Where element `(row, col)` is stored, in elements from the tile's start.
+    #[inline(always)]
+    pub fn offset(row: usize, col: usize) -> usize {
+        let chunk = (col / Self::CHUNK) ^ ((row / Self::ROWS_PER_LINE) & Self::XOR_MASK);
+        row * COLS + chunk * Self::CHUNK + col % Self::CHUNK
+    }
+
+    /// The address of element `(row, col)`.
+    #[inline(always)]
+    pub fn ptr(self, row: usize, col: usize) -> *mut T {
+        self.base.wrapping_add(Self::offset(row, col))
+    }
+
+    /// The tile's first element.
+    #[inline(always)]
+    pub fn as_ptr(self) -> *mut T {
+        self.base
+    }
+}
+
+#[cfg(all(offload_device, target_arch = "nvptx64"))]
+mod imp {
+    unsafe extern "C" {
+        // Defined by the device link over `llvm.nvvm.cp.async.*` (Rust cannot name the shared
+        // and global address spaces the intrinsics take); refused before sm_80.
+        fn __offload_cp_async_16(dst: *mut u8, src: *const u8);
+        fn __offload_cp_async_8(dst: *mut u8, src: *const u8);
+        fn __offload_cp_async_4(dst: *mut u8, src: *const u8);
+        fn __offload_cp_async_commit();
+        fn __offload_cp_async_wait_0();
+        fn __offload_cp_async_wait_1();
+        fn __offload_cp_async_wait_2();
+        fn __offload_cp_async_wait_3();
+        fn __offload_cp_async_wait_4();
+        fn __offload_cp_async_wait_5();
+        fn __offload_cp_async_wait_6();
+        fn __offload_cp_async_wait_7();
+    }
+
+    /// # Safety
+    ///
+    /// As [`super::copy_async`], `bytes` its size.
+    #[inline(always)]
+    pub(super) unsafe fn copy(dst: *mut u8, src: *const u8, bytes: usize) {
+        // SAFETY: the caller's contract; the helpers copy `bytes` bytes.
+        unsafe {
+            match bytes {
+                16 => __offload_cp_async_16(dst, src),
+                8 => __offload_cp_async_8(dst, src),
+                _ => __offload_cp_async_4(dst, src),
+            }
+        }
+    }
+
+    #[inline(always)]
+    pub(super) fn commit() {
+        // SAFETY: closing a group has no preconditions.
+        unsafe { __offload_cp_async_commit() }
+    }
+
+    /// `n` is a constant wherever it is inlined, so one wait is left.
+    #[inline(always)]
+    pub(super) fn wait(n: usize) {
+        // SAFETY: waiting has no preconditions.
+        unsafe {
+            match n {
+                0 => __offload_cp_async_wait_0(),
+                1 => __offload_cp_async_wait_1(),
+                2 => __offload_cp_async_wait_2(),
+                3 => __offload_cp_async_wait_3(),
+                4 => __offload_cp_async_wait_4(),
+                5 => __offload_cp_async_wait_5(),
+                6 => __offload_cp_async_wait_6(),
+                _ => __offload_cp_async_wait_7(),
+            }
+        }
+    }
+}
+
+/// AMD GPUs, the CPU device and host builds: the copy is done when the call returns, through
+/// registers; there is nothing to wait for.
+#[cfg(not(all(offload_device, target_arch = "nvptx64")))]
+mod imp {
+    /// # Safety
+    ///
+    /// As [`super::copy_async`], `bytes` its size.
+    #[inline(always)]
+    pub(super) unsafe fn copy(dst: *mut u8, src: *const u8, bytes: usize) {
+        // SAFETY: the caller's contract: both valid and aligned for `bytes` (4, 8 or 16).
+        unsafe {
+            match bytes {
+                16 => dst.cast::<[u32; 4]>().write(src.cast::<[u32; 4]>().read()),
+                8 => dst.cast::<u64>().write(src.cast::<u64>().read()),
+                _ => dst.cast::<u32>().write(src.cast::<u32>().read()),
+            }
+        }
+    }
+
+    #[inline(always)]
+    pub(super) fn commit() {}
+
+    #[inline(always)]
+    pub(super) fn wait(_n: usize) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SwizzledTile;
+
+    /// Every element has its own place, and the 8 rows of any column of chunks fall in 8
+    /// different groups of 4 banks (16 bytes of the 128 of a line).
+    fn check<T, const ROWS: usize, const COLS: usize>() {
+        let mut seen = [false; 8192];
+        for row in 0..ROWS {
+            for col in 0..COLS {
+                let at = SwizzledTile::<T, ROWS, COLS>::offset(row, col);
+                assert!(!seen[at], "({row}, {col}) shares {at}");
+                seen[at] = true;
+            }
+        }
+        let chunk = SwizzledTile::<T, ROWS, COLS>::CHUNK;
+        for first in (0..ROWS).step_by(8) {
+            for col in (0..COLS).step_by(chunk) {
+                let mut groups = [false; 8];
+                for row in first..first + 8 {
+                    let byte = SwizzledTile::<T, ROWS, COLS>::offset(row, col) * size_of::<T>();
+                    let group = byte / 16 % 8;
+                    assert!(!groups[group], "rows {first}.. at column {col} share banks");
+                    groups[group] = true;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn swizzled_tiles_are_permutations_without_bank_conflicts() {
+        check::<u16, 128, 32>();
+        check::<u16, 32, 128>();
+        check::<u16, 64, 64>();
+        check::<u16, 16, 16>();
+        check::<u32, 32, 32>();
+        check::<f32, 8, 4>();
+    }
+}
