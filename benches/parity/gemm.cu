@@ -174,12 +174,13 @@ __device__ __forceinline__ void gemm(unsigned m, unsigned n, unsigned k, const e
       }
 }
 
-extern "C" __global__ void gemm__f16(unsigned m, unsigned n, unsigned k, const elem* a,
-                                     const elem* b, float* c) {
+// __launch_bounds__(THREADS): the Rust kernel's `max_threads = 256`.
+extern "C" __global__ void __launch_bounds__(THREADS)
+    gemm__f16(unsigned m, unsigned n, unsigned k, const elem* a, const elem* b, float* c) {
   gemm<false>(m, n, k, a, b, c);
 }
 
-extern "C" __global__ void gemm__bf16(unsigned m, unsigned n, unsigned k, const elem* a,
-                                      const elem* b, float* c) {
+extern "C" __global__ void __launch_bounds__(THREADS)
+    gemm__bf16(unsigned m, unsigned n, unsigned k, const elem* a, const elem* b, float* c) {
   gemm<true>(m, n, k, a, b, c);
 }

@@ -1696,6 +1696,80 @@ fn matrix_fragments_are_tensor_core_instructions() {
     }
 }
 
+/// The runtime fixture's data-movement kernels on NVIDIA: `staged_reverse` copies with
+/// `cp.async` and waits with `cp.async.wait_group` (sm_80 on), its launch bound is `.maxntid
+/// 64`; `matrix_loads` is `ldmatrix` in all six forms. Before sm_80 the copies are refused,
+/// naming the kernel; AMD images bound the kernel's work-group size.
+#[test]
+fn async_copies_matrix_loads_and_launch_bounds_on_the_gpus() {
+    if !nightly_ready() {
+        return;
+    }
+    let inputs = rt_fixture_inputs(&GpuTarget::parse("sm_80").unwrap());
+    let options = NvptxLinkOptions {
+        kernels: Some(
+            ["staged_reverse", "matrix_loads"]
+                .map(String::from)
+                .to_vec(),
+        ),
+    };
+    for sm in ["sm_80", "sm_90"] {
+        let ptx = device_link::nvptx_link(&inputs, sm, &options).unwrap();
+        let spaced = |kernel: &str| {
+            let body = ptx_entry(&ptx, kernel).join("\n");
+            body.split_whitespace().collect::<Vec<_>>().join(" ")
+        };
+        let staged = spaced("staged_reverse");
+        for wanted in [
+            ".maxntid 64",
+            "cp.async.ca.shared.global",
+            "cp.async.commit_group",
+            "cp.async.wait_group 1",
+        ] {
+            assert!(staged.contains(wanted), "{sm}: no {wanted}:\n{staged}");
+        }
+        let loads = spaced("matrix_loads");
+        for count in ["x1", "x2", "x4"] {
+            for trans in ["", ".trans"] {
+                let wanted = format!("ldmatrix.sync.aligned.m8n8.{count}{trans}.shared.b16");
+                assert!(loads.contains(&wanted), "{sm}: no {wanted}:\n{loads}");
+            }
+        }
+    }
+    let err = device_link::nvptx_link(&inputs, "sm_75", &options).unwrap_err();
+    match &err {
+        device_link::LinkError::FeatureUnsupported { arch, kernels, .. } => {
+            assert_eq!(arch, "sm_75");
+            assert_eq!(kernels, "staged_reverse", "{err}");
+        }
+        other => panic!("expected FeatureUnsupported, got {other}"),
+    }
+    assert!(err.to_string().contains("sm_80 or later"), "{err}");
+
+    let target = GpuTarget::parse("gfx90a").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    for id in ["gfx90a", "gfx1100"] {
+        let target = GpuTarget::parse(id).unwrap();
+        let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
+        let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
+        let bounded = info
+            .kernels
+            .iter()
+            .find(|k| k.name == "staged_reverse")
+            .unwrap();
+        assert_eq!(bounded.max_flat_workgroup_size, 64, "{id}: {bounded:?}");
+        let unbounded = info
+            .kernels
+            .iter()
+            .find(|k| k.name == "matrix_loads")
+            .unwrap();
+        assert_eq!(
+            unbounded.max_flat_workgroup_size, 1024,
+            "{id}: {unbounded:?}"
+        );
+    }
+}
+
 /// `examples/gemm`: its kernels' images use each processor's matrix instructions (`HMMA` in the
 /// sm_80 and sm_90 SASS, MFMA on gfx90a and gfx942, WMMA on gfx1100) and no stack or scratch;
 /// on NVIDIA the fast kernel copies asynchronously (`cp.async`, `LDGSTS`), loads its fragments
@@ -1731,6 +1805,10 @@ fn gemm_example_runs_on_the_matrix_units() {
                 "{sm} {kernel}:\n{body}"
             );
             if kernel.starts_with("gemm__") {
+                assert!(
+                    body.contains(".maxntid 256"),
+                    "{sm} {kernel}: no .maxntid:\n{body}"
+                );
                 for instruction in [
                     "cp.async.cg.shared.global",
                     "cp.async.commit_group",
@@ -1785,15 +1863,14 @@ fn gemm_example_runs_on_the_matrix_units() {
                 "{id} {kernel}: {} VGPRs, {} AGPRs, {} bytes of scratch, {} VGPR spills",
                 k.vgpr_count, k.agpr_count, k.private_segment_fixed_size, k.vgpr_spill_count
             );
-            // The fast kernel spills a few registers on AMD (gfx90a/gfx942: 128 VGPRs, the
-            // most a workgroup of up to 1024 threads leaves a wavefront; gfx1100: 192): the
-            // kernels cannot yet declare their block size (256), which would leave 512. Its
-            // figures are printed above; the NVIDIA images are held to no local memory.
-            if kernel != "gemm__f16" {
-                assert_eq!(
-                    k.private_segment_fixed_size, 0,
-                    "{id} {kernel}: scratch: {k:?}"
-                );
+            assert_eq!(
+                k.private_segment_fixed_size, 0,
+                "{id} {kernel}: scratch: {k:?}"
+            );
+            // `max_threads = 256`: without it a wavefront of 64 gets at most 128 VGPRs and
+            // spills its 64×64 part of C.
+            if kernel == "gemm__f16" {
+                assert_eq!(k.max_flat_workgroup_size, 256, "{id}: {k:?}");
             }
             let body = function_body(&text, kernel);
             assert!(

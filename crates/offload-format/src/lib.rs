@@ -48,6 +48,7 @@ pub mod device;
 pub mod error;
 #[cfg(feature = "binaries")]
 pub mod image;
+pub mod launch_bounds;
 pub mod llvm_hash;
 #[cfg(feature = "binaries")]
 pub mod offload_binary;

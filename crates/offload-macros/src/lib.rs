@@ -38,8 +38,9 @@ mod kernels;
 mod print;
 mod regions;
 
+use offload_format::launch_bounds::MAX_BLOCK_THREADS;
 use proc_macro::TokenStream;
-use proc_macro2::{Span, TokenStream as TokenStream2};
+use proc_macro2::{Span, TokenStream as TokenStream2, TokenTree};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{Expr, FnArg, ItemFn, Pat, ReturnType, Type};
@@ -338,18 +339,71 @@ enum Handle {
 }
 
 fn expand(attr: TokenStream2, item: ItemFn, helpers: &[ItemFn]) -> syn::Result<TokenStream2> {
+    let (attr, max_threads) = take_max_threads(attr)?;
     match generic::instances(attr, &item)? {
-        None => expand_one(item, Handle::Unit, helpers),
+        None => expand_one(item, Handle::Unit, helpers, max_threads),
         Some(generic) => generic.expand(item, |instance| {
-            expand_one(instance, Handle::OfGeneric, helpers)
+            expand_one(instance, Handle::OfGeneric, helpers, max_threads)
         }),
     }
+}
+
+/// Takes `max_threads = N` (CUDA's `__launch_bounds__(N)`) off the attribute's arguments,
+/// leaving a generic kernel's instantiations.
+fn take_max_threads(attr: TokenStream2) -> syn::Result<(TokenStream2, Option<u32>)> {
+    let mut segments: Vec<Vec<TokenTree>> = vec![Vec::new()];
+    for token in attr {
+        match &token {
+            TokenTree::Punct(p) if p.as_char() == ',' => segments.push(Vec::new()),
+            _ => segments.last_mut().map_or((), |s| s.push(token)),
+        }
+    }
+    let mut rest = TokenStream2::new();
+    let mut max_threads = None;
+    for segment in segments.into_iter().filter(|s| !s.is_empty()) {
+        let is_bound = matches!(&segment[..], [TokenTree::Ident(i), ..] if i == "max_threads");
+        if !is_bound {
+            if !rest.is_empty() {
+                rest.extend(quote!(,));
+            }
+            rest.extend(segment);
+            continue;
+        }
+        let span = segment[0].span();
+        let value = match &segment[1..] {
+            [TokenTree::Punct(eq), TokenTree::Literal(n)] if eq.as_char() == '=' => {
+                syn::parse2::<syn::LitInt>(quote!(#n))
+                    .and_then(|n| n.base10_parse::<u32>())
+                    .ok()
+            }
+            _ => None,
+        };
+        match value {
+            Some(n @ 1..=MAX_BLOCK_THREADS) if max_threads.is_none() => max_threads = Some(n),
+            Some(_) if max_threads.is_some() => {
+                return Err(syn::Error::new(span, "a second `max_threads`"));
+            }
+            _ => {
+                return Err(syn::Error::new(
+                    span,
+                    "`max_threads = N`: the most threads a block of this kernel has, an integer \
+                     literal from 1 to 1024 (CUDA's `__launch_bounds__(N)`)",
+                ));
+            }
+        }
+    }
+    Ok((rest, max_threads))
 }
 
 /// The expansion of one kernel (a non-generic one, or one instantiation of a generic one).
 /// `helpers` are the functions with barriers of the kernel's `#[kernels]` module, inlined into
 /// the CPU device's region form.
-fn expand_one(item: ItemFn, handle: Handle, helpers: &[ItemFn]) -> syn::Result<TokenStream2> {
+fn expand_one(
+    item: ItemFn,
+    handle: Handle,
+    helpers: &[ItemFn],
+    max_threads: Option<u32>,
+) -> syn::Result<TokenStream2> {
     let sig = &item.sig;
     if let Some(a) = &sig.asyncness {
         return Err(syn::Error::new(a.span(), "a kernel cannot be async"));
@@ -488,6 +542,15 @@ fn expand_one(item: ItemFn, handle: Handle, helpers: &[ItemFn]) -> syn::Result<T
 
     let (launch_args, launch_safety) = launch_parts(&params);
 
+    // Read and removed by the device link, which gives the kernel the bound as its processor's
+    // attribute (NVIDIA's `.maxntid`, AMD's flat work-group size).
+    let max_threads_static = max_threads.map(|n| {
+        let symbol = offload_format::launch_bounds::symbol(&name_str, n);
+        quote! {
+            #[unsafe(export_name = #symbol)]
+            static __OFFLOAD_MAX_THREADS: u8 = 0;
+        }
+    });
     let host_handle = match handle {
         Handle::Unit => quote! {
             #(#docs)*
@@ -687,6 +750,7 @@ fn expand_one(item: ItemFn, handle: Handle, helpers: &[ItemFn]) -> syn::Result<T
                 // SAFETY: the launch's parameters are the kernel's own, by the launch ABI.
                 unsafe { #body_fn(#(#gpu_args),*) }
             }
+            #max_threads_static
         };
         }
         host {

@@ -15,7 +15,7 @@ use offload_rt::{
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,hidden_warp_sum,warp_ops_in_statements,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,tiled_transpose,mirrored_rows,shared_atomics,strided_histogram,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16,scan_with_helper,reduce_with_helpers,tiled_weighted_sums,shared_shuffle_rows,match_phases";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,hidden_warp_sum,warp_ops_in_statements,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,tiled_transpose,mirrored_rows,shared_atomics,strided_histogram,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16,matrix_loads,staged_reverse,scan_with_helper,reduce_with_helpers,tiled_weighted_sums,shared_shuffle_rows,match_phases";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -111,6 +111,36 @@ fn saxpy_matches_the_host() {
         ),
         "{err}"
     );
+}
+
+/// The asynchronous-copy pipeline on the CPU device: copies land in their stages, a stage is
+/// read after its wait and the block's barrier, and the launch bound does not stop the launch.
+#[test]
+fn pipelined_copies_reach_the_other_threads_of_the_block() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    for (blocks, tiles) in [(1u32, 1u32), (3, 2), (2, 7)] {
+        let n = (blocks * tiles) as usize * k::STAGED_TILE;
+        let input: Vec<u32> = (0..n as u32)
+            .map(|i| i.wrapping_mul(2_654_435_761))
+            .collect();
+        let din = DeviceBuffer::from_slice(&dev, &input).unwrap();
+        let mut dout = DeviceBuffer::<u32>::zeroed(&dev, n).unwrap();
+        let config = LaunchConfig::linear(blocks, k::STAGED_TILE as u32);
+        // SAFETY: the buffers hold every block's tiles.
+        unsafe { k::staged_reverse.launch(&dev, config, tiles, &din, &mut dout) }.unwrap();
+        let want: Vec<u32> = input
+            .chunks(k::STAGED_TILE)
+            .flat_map(|tile| tile.iter().rev().copied())
+            .collect();
+        assert_eq!(
+            dout.to_vec().unwrap(),
+            want,
+            "{blocks} blocks of {tiles} tiles"
+        );
+    }
 }
 
 #[test]

@@ -457,3 +457,47 @@ fn matrix_fragments_multiply_tiles_as_the_host_does() {
     .unwrap_err();
     assert!(err.to_string().contains("whole warps"), "{err}");
 }
+
+/// Every `ldmatrix` form on the CPU device, where the rows' addresses are exchanged across the
+/// warp: lane `l` gets, of each 8×8 matrix `i`, row `l / 4`'s columns `2·(l % 4)` and the next
+/// (transposed: column `l / 4`'s rows `2·(l % 4)` and the next), the first in the low half, as
+/// NVIDIA's `ldmatrix` gives them.
+#[test]
+fn matrix_loads_give_mma_sync_layout() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let values: Vec<u16> = (0..256u16).map(|i| i.wrapping_mul(251) ^ 0x5a5a).collect();
+    let at = |row: usize, col: usize| u32::from(values[row * 8 + col]);
+    let dv = DeviceBuffer::from_slice(&dev, &values).unwrap();
+    let mut out = DeviceBuffer::<[u32; k::MATRIX_LOAD_WORDS]>::zeroed(&dev, 32).unwrap();
+    k::matrix_loads
+        .launch(&dev, LaunchConfig::linear(1, 32), &dv, &mut out)
+        .unwrap();
+    for (lane, words) in out.to_vec().unwrap().iter().enumerate() {
+        let plain = |i: usize| {
+            at(8 * i + lane / 4, 2 * (lane % 4)) | at(8 * i + lane / 4, 2 * (lane % 4) + 1) << 16
+        };
+        let trans = |i: usize| {
+            at(8 * i + 2 * (lane % 4), lane / 4) | at(8 * i + 2 * (lane % 4) + 1, lane / 4) << 16
+        };
+        let want = [
+            plain(0),
+            plain(0),
+            plain(1),
+            plain(0),
+            plain(1),
+            plain(2),
+            plain(3),
+            trans(0),
+            trans(0),
+            trans(1),
+            trans(0),
+            trans(1),
+            trans(2),
+            trans(3),
+        ];
+        assert_eq!(*words, want, "lane {lane}");
+    }
+}

@@ -30,8 +30,6 @@
 //! On every device the shared stage is visible to the other threads of the block only after
 //! the block's barrier that follows the wait, as with CUDA's `cp.async`.
 
-use core::marker::PhantomData;
-
 /// Deepest [`wait_group`] the devices take: at most 7 groups left in flight.
 pub const MAX_PENDING_GROUPS: usize = 7;
 
@@ -80,10 +78,11 @@ pub fn wait_group<const N: usize>() {
 
 /// A ring of `STAGES` shared-memory stages fed by asynchronous copies: the producer fills stage
 /// after stage, committing one group per stage; the consumer waits for the oldest stage, reads
-/// it, and releases its [`Stage`]. Holding a `Stage` borrows the pipeline, so a
-/// stage cannot be refilled while it is being read; the reads themselves go through the
-/// shared memory's pointers, whose safety contract is to read a stage only through its
-/// `Stage`, after the block's barrier that follows [`consumer_wait`](Self::consumer_wait).
+/// it, and releases its [`Stage`]. The reads go through the shared memory's pointers, whose
+/// safety contract is to read a stage only while holding its `Stage`, after the block's
+/// barrier that follows [`consumer_wait`](Self::consumer_wait). (A `Stage` is a plain token,
+/// not a borrow of the pipeline: the CPU device's loops over a block's threads keep each
+/// thread's values across the barrier, which a borrow could not cross.)
 ///
 /// The producer keeps `STAGES - 1` groups ahead of the consumer: `STAGES - 1` commits before
 /// the first wait, then one commit per wait (empty past the last tile). Each thread of the
@@ -96,21 +95,21 @@ pub struct Pipeline<const STAGES: usize> {
 
 /// The stage a [`Pipeline`]'s consumer reads: its copies are complete for this thread.
 #[derive(Debug)]
-pub struct Stage<'a, const STAGES: usize> {
+#[must_use = "a stage is read, then released"]
+pub struct Stage<const STAGES: usize> {
     index: usize,
-    pipeline: PhantomData<&'a mut Pipeline<STAGES>>,
 }
 
-impl<const STAGES: usize> Stage<'_, STAGES> {
+impl<const STAGES: usize> Stage<STAGES> {
     /// Which of the pipeline's stages, `0..STAGES`.
     #[inline(always)]
     pub fn index(&self) -> usize {
         self.index
     }
 
-    /// Ends this thread's reads of the stage, giving the pipeline back to the producer. The
-    /// stage is refilled `STAGES - 1` waits later, after the barrier that follows one of them,
-    /// when every thread of the block has released it too.
+    /// Ends this thread's reads of the stage. The stage is refilled `STAGES - 1` waits later,
+    /// after the barrier that follows one of them, when every thread of the block has released
+    /// it too.
     #[inline(always)]
     pub fn release(self) {}
 }
@@ -156,7 +155,7 @@ impl<const STAGES: usize> Pipeline<STAGES> {
     /// gives that stage. The other threads' copies are visible after the block's barrier,
     /// which every thread calls next (`sync_threads()`).
     #[inline(always)]
-    pub fn consumer_wait(&mut self) -> Stage<'_, STAGES> {
+    pub fn consumer_wait(&mut self) -> Stage<STAGES> {
         debug_assert_eq!(
             self.produced - self.consumed,
             STAGES - 1,
@@ -165,10 +164,7 @@ impl<const STAGES: usize> Pipeline<STAGES> {
         imp::wait(STAGES - 2);
         let index = self.consumed % STAGES;
         self.consumed += 1;
-        Stage {
-            index,
-            pipeline: PhantomData,
-        }
+        Stage { index }
     }
 }
 

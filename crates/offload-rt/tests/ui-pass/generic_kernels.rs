@@ -1,7 +1,7 @@
 //! Generic kernels as the guide shows them: type and const parameters with their
 //! instantiations listed, named lifetimes beside them, and `shared_array!` sized and typed by
 //! the parameters, a tuple of the type parameter, and a generic helper's
-//! `generic_shared_array!`.
+//! `generic_shared_array!`, and a launch bound beside the instantiations.
 use offload_rt::kernel::{DisjointSlice, sync_threads, thread_idx_x};
 use offload_rt::{
     Device, DeviceBuffer, DeviceCopy, LaunchConfig, generic_shared_array, kernel, shared_array,
@@ -16,7 +16,7 @@ pub fn copy<'a, T: DeviceCopy>(x: &'a [T], mut y: DisjointSlice<'a, T>) {
     }
 }
 
-#[kernel(T = f32 | f64, BLOCK = 32 | 64)]
+#[kernel(T = f32 | f64, BLOCK = 32 | 64, max_threads = 64)]
 pub fn staged<T: DeviceCopy + Default, const BLOCK: usize>(
     #[len(BLOCK)] x: &[T],
     mut y: DisjointSlice<T>,

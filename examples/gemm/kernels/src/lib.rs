@@ -62,8 +62,9 @@ type StageB<T> = SwizzledTile<T, GEMM_BLOCK_K, GEMM_BLOCK_N>;
 /// # Safety (of the launch)
 ///
 /// `a`, `b` and `c` have `m·k`, `k·n` and `m·n` elements; the grid is `(n / 128, m / 128)`
-/// blocks of [`GEMM_THREADS`].
-#[kernel(T = f16 | bf16)]
+/// blocks of [`GEMM_THREADS`], the kernel's launch bound (which leaves an AMD wavefront of 64
+/// the registers for its 64×64 part of C).
+#[kernel(T = f16 | bf16, max_threads = 256)]
 pub unsafe fn gemm<T: MmaInput>(m: u32, n: u32, k: u32, a: *const T, b: *const T, c: *mut f32) {
     let (n, k) = (n as usize, k as usize);
     let _ = m;

@@ -13,7 +13,7 @@ use crate::device_link::{LinkError, Result};
 pub(super) const PTX_KERNEL_CC: u32 = 71;
 pub(super) const AMDGPU_KERNEL_CC: u32 = 91;
 
-fn is_kernel(f: FunctionValue<'_>) -> bool {
+pub(super) fn is_kernel(f: FunctionValue<'_>) -> bool {
     matches!(f.get_call_conventions(), PTX_KERNEL_CC | AMDGPU_KERNEL_CC)
 }
 

@@ -170,6 +170,9 @@ pub(super) fn link_inputs<'ctx>(
         })?;
     }
     lean_panics(&main, defines(&main, REPORTER))?;
+    // Before the statics that carry the bounds are dropped with the rest of the crate's
+    // unused definitions.
+    super::launch_bounds::apply_launch_bounds(context, &main);
     // Only the kernels are roots: what the rest of the crate's own code needs from libraries
     // is not linked.
     internalize(&main, roots.kernels)?;

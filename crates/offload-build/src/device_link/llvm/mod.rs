@@ -53,6 +53,7 @@ mod crash;
 mod fixups;
 mod helpers;
 mod kernel_returns;
+mod launch_bounds;
 mod link;
 mod matrix;
 mod null_tests;
