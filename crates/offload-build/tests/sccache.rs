@@ -1,8 +1,10 @@
 //! The nested device builds under `RUSTC_WRAPPER=sccache`: every unit is one sccache keeps,
 //! the kernel crate among them (an rlib for a GPU, a static library for the CPU device, not a
 //! linked output), so a clean rebuild of the same target directories compiles nothing
-//! (`sccache --show-stats`: no miss) and links the same images. sccache runs a server of its
-//! own here (its own directory and port), which the test stops at the end.
+//! (`sccache --show-stats`: no miss) and links the same images, and so does a build in another
+//! target directory (another checkout's, another CI runner's): nothing the nested builds hand
+//! rustc names the target directory where sccache hashes it. sccache runs a server of its own
+//! here (its own directory and port), which the test stops at the end.
 #![cfg(feature = "llvm")]
 
 mod common;
@@ -168,4 +170,31 @@ fn a_clean_rebuild_under_sccache_compiles_nothing_and_links_the_same_images() {
     );
     assert_eq!(gpu_second, gpu_first, "the same code object");
     assert_eq!(cpu_second, cpu_first, "the same CPU device image");
+
+    // Another target directory: its path reaches rustc in `--out-dir`, `-L`, `--extern` and
+    // the build scripts' `OUT_DIR`, none of which sccache hashes for these crates (it would
+    // hash `OUT_DIR` for a crate that reads it with `env!`).
+    sccache(&program, &["--zero-stats"]);
+    let elsewhere = scratch.path().join("elsewhere/target");
+    let gpu_elsewhere = gpu_image(
+        &arch,
+        &elsewhere.join("amdgcn-amd-amdhsa"),
+        ImageKind::Object,
+    );
+    let cpu_elsewhere = cpu_image(&elsewhere.join("host"));
+    let moved = sccache(&program, &["--show-stats"]);
+    assert_eq!(
+        stat(&moved, "Cache misses"),
+        0,
+        "every unit from the cache in another target directory:\n{moved}"
+    );
+    assert!(
+        stat(&moved, "Cache hits") >= libraries,
+        "{libraries} libraries:\n{moved}"
+    );
+    assert_eq!(gpu_elsewhere, gpu_first, "the same code object elsewhere");
+    assert_eq!(
+        cpu_elsewhere, cpu_first,
+        "the same CPU device image elsewhere"
+    );
 }

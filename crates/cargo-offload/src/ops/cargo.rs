@@ -494,7 +494,9 @@ fn build_or_run(
         cargo_args
     };
     let mut cmd = Command::new(&cargo);
-    cmd.arg(subcommand).args(cargo_args);
+    cmd.arg(subcommand);
+    target_dir_as_argument(&mut cmd, cargo_args, |name| std::env::var_os(name));
+    cmd.args(cargo_args);
     if let Some(list) = canonical_list {
         cmd.env(OFFLOAD_ARCH, list);
     }
@@ -693,6 +695,40 @@ fn write_device_diagnostic(err: &mut impl Write, message: &CargoMessage) -> std:
     )
 }
 
+/// The variables that name cargo's target directory, the first outranking the second.
+const TARGET_DIR_VARIABLES: [&str; 2] = ["CARGO_TARGET_DIR", "CARGO_BUILD_TARGET_DIR"];
+
+/// Passes the target directory the environment names (`CARGO_TARGET_DIR`, else
+/// `CARGO_BUILD_TARGET_DIR`; `var` reads a variable) to `cmd` as `--target-dir` instead, unless
+/// `cargo_args` name one, and keeps both variables from cargo. Cargo hands its environment to
+/// every rustc it runs, and sccache keys each compile on every `CARGO_*` variable: with the
+/// variable, a build in another target directory missed for every host crate (BENCHMARKS.md,
+/// "sccache across target directories"). Cargo builds in the same directory either way: the
+/// flag outranks both variables, and a relative path is taken from the current directory in
+/// all three. Build scripts and the programs cargo runs no longer see the variables. An empty
+/// variable is left to cargo to report.
+fn target_dir_as_argument(
+    cmd: &mut Command,
+    cargo_args: &[OsString],
+    var: impl Fn(&str) -> Option<OsString>,
+) {
+    let named: Vec<(&str, OsString)> = TARGET_DIR_VARIABLES
+        .iter()
+        .filter_map(|&name| var(name).map(|value| (name, value)))
+        .collect();
+    if named.iter().any(|(_, value)| value.is_empty()) {
+        return;
+    }
+    if let Some((_, dir)) = named.first()
+        && !has_flag(cargo_args, &["--target-dir"])
+    {
+        cmd.arg("--target-dir").arg(dir);
+    }
+    for (name, _) in &named {
+        cmd.env_remove(name);
+    }
+}
+
 /// Whether any of `flags` (or `flag=…`) stands among the arguments before `--`.
 fn has_flag(args: &[OsString], flags: &[&str]) -> bool {
     args.iter().take_while(|a| *a != "--").any(|a| {
@@ -823,6 +859,79 @@ fn artifact_images(message: &CargoMessage) -> Vec<(&str, Vec<InspectedImage>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_target_directory_of_the_environment_reaches_cargo_as_its_flag() {
+        let os = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+        let run = |args: &[OsString], vars: &[(&str, &str)]| {
+            let mut cmd = Command::new("cargo");
+            cmd.arg("build");
+            target_dir_as_argument(&mut cmd, args, |name| {
+                vars.iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| OsString::from(v))
+            });
+            let args: Vec<String> = cmd
+                .get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            let mut envs: Vec<(String, Option<String>)> = cmd
+                .get_envs()
+                .map(|(k, v)| {
+                    (
+                        k.to_string_lossy().into_owned(),
+                        v.map(|v| v.to_string_lossy().into_owned()),
+                    )
+                })
+                .collect();
+            envs.sort();
+            (args, envs)
+        };
+        let removed = |names: &[&str]| {
+            names
+                .iter()
+                .map(|n| ((*n).to_owned(), None))
+                .collect::<Vec<_>>()
+        };
+        // The variable becomes the flag, and cargo does not see it.
+        assert_eq!(
+            run(&os(&["--release"]), &[("CARGO_TARGET_DIR", "t/a")]),
+            (
+                vec!["build".into(), "--target-dir".into(), "t/a".into()],
+                removed(&["CARGO_TARGET_DIR"])
+            )
+        );
+        // CARGO_TARGET_DIR outranks CARGO_BUILD_TARGET_DIR, as in cargo.
+        let both = [("CARGO_TARGET_DIR", "/a"), ("CARGO_BUILD_TARGET_DIR", "/b")];
+        assert_eq!(
+            run(&[], &both),
+            (
+                vec!["build".into(), "--target-dir".into(), "/a".into()],
+                removed(&["CARGO_BUILD_TARGET_DIR", "CARGO_TARGET_DIR"])
+            )
+        );
+        // The flag given outranks both: only the variables go.
+        for args in [&["--target-dir", "/c"][..], &["--target-dir=/c"]] {
+            assert_eq!(
+                run(&os(args), &both),
+                (
+                    vec!["build".into()],
+                    removed(&["CARGO_BUILD_TARGET_DIR", "CARGO_TARGET_DIR"])
+                )
+            );
+        }
+        // A flag after `--` is the program's.
+        assert_eq!(
+            run(&os(&["--", "--target-dir", "/c"]), &both).0,
+            ["build", "--target-dir", "/a"]
+        );
+        // Neither set, or one empty (cargo's to report): nothing changes.
+        assert_eq!(run(&[], &[]), (vec!["build".into()], vec![]));
+        assert_eq!(
+            run(&[], &[("CARGO_TARGET_DIR", "")]),
+            (vec!["build".into()], vec![])
+        );
+    }
 
     #[test]
     fn the_default_debugger_is_the_gpu_vendors_where_kernels_run_on_its_gpu() {
