@@ -156,13 +156,24 @@ pub fn gpu_pack(dir: &Path) -> Result {
     let work = target_dir().join("tmp").join("parity").join("work");
     for sm in ["sm_80", "sm_90"] {
         for lang in ["rust", "c"] {
-            let from = work.join(format!("{sm}-{lang}")).join("image.cubin");
-            let to = parity.join(format!("{sm}-{lang}.cubin"));
-            std::fs::copy(&from, &to)
-                .map_err(|e| format!("{} to {}: {e}", from.display(), to.display()))?;
+            // The thirteen kernels, and the GEMM against its twin (`benches/parity/gemm.cu`).
+            for (from, to) in [
+                (
+                    work.join(format!("{sm}-{lang}")),
+                    format!("{sm}-{lang}.cubin"),
+                ),
+                (
+                    work.join("gemm").join(format!("{sm}-{lang}")),
+                    format!("gemm-{sm}-{lang}.cubin"),
+                ),
+            ] {
+                let (from, to) = (from.join("image.cubin"), parity.join(to));
+                std::fs::copy(&from, &to)
+                    .map_err(|e| format!("{} to {}: {e}", from.display(), to.display()))?;
+            }
         }
     }
-    contents.push("parity/ (the parity kernels' cubins, Rust's and C's)".to_owned());
+    contents.push("parity/ (the parity kernels' and the GEMM's cubins, Rust's and C's)".to_owned());
     for test in GPU_TESTS {
         let Some((_, path)) = executables.iter().find(|(n, _)| n == test) else {
             return Err(format!("cargo built no executable for the test `{test}`"));

@@ -7,8 +7,9 @@
 //!
 //! `parity_bench DIR [--reps N]`, where `DIR` holds the images `offload-build`'s parity test
 //! leaves (`target/tmp/parity/work`, copied by `cargo xtask gpu-pack` into the pack's
-//! `parity/`): `sm_80-rust.cubin`, `sm_80-c.cubin`, `sm_90-rust.cubin`, `sm_90-c.cubin`. The
-//! runtime picks the pair that fits the GPU. Prints one line per kernel: milliseconds, C's time
+//! `parity/`): `sm_80-rust.cubin`, `sm_80-c.cubin`, `sm_90-rust.cubin`, `sm_90-c.cubin`, and
+//! the GEMM's (`examples/gemm`'s `gemm__f16` and `gemm__bf16` against `benches/parity/gemm.cu`)
+//! as `gemm-sm_80-rust.cubin` and so on. The runtime picks the pair that fits the GPU. Prints one line per kernel: milliseconds, C's time
 //! over Rust's (the goal: at least 0.95), and whether the outputs agree. Without a CUDA device
 //! it says why and exits with status 2; it exits with status 1 when outputs disagree.
 
@@ -27,20 +28,31 @@ const RUST: &str = "parity_rust";
 const C: &str = "parity_c";
 const KERNELS: &str = "saxpy,matmul,reduce_shared,reduce_warp,transpose,stencil5,histogram,scan,\
                        gather,gauss,affine,divide,reverse";
+const GEMM_RUST: &str = "parity_gemm_rust";
+const GEMM_C: &str = "parity_gemm_c";
+const GEMM_KERNELS: &str = "gemm__f16,gemm__bf16";
+/// The GEMM's size: 4096³, as cuBLAS is measured by `examples/gemm`.
+const GEMM_SIZE: u32 = 4096;
 
-/// Registers each language's cubins as a module of its own, one image per architecture.
+/// Registers each language's cubins as a module of its own, one image per architecture: the
+/// thirteen kernels, and the GEMM.
 fn register(dir: &Path) -> BenchResult<()> {
-    for (module, lang) in [(RUST, "rust"), (C, "c")] {
+    for (module, prefix, lang, kernels) in [
+        (RUST, "", "rust", KERNELS),
+        (C, "", "c", KERNELS),
+        (GEMM_RUST, "gemm-", "rust", GEMM_KERNELS),
+        (GEMM_C, "gemm-", "c", GEMM_KERNELS),
+    ] {
         let mut binaries = Vec::new();
         for sm in ["sm_80", "sm_90"] {
-            let path = dir.join(format!("{sm}-{lang}.cubin"));
+            let path = dir.join(format!("{prefix}{sm}-{lang}.cubin"));
             let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
             binaries.push(
                 OffloadBinary::new(ImageKind::Cubin, OffloadKind::Cuda, bytes)
                     .with_string("arch", sm)
                     .with_string("triple", "nvptx64-nvidia-cuda")
                     .with_string("offload.module", module)
-                    .with_string("offload.kernels", KERNELS)
+                    .with_string("offload.kernels", kernels)
                     .to_bytes(),
             );
         }
@@ -87,6 +99,8 @@ impl Buffers {
 /// how (`tolerance` 0: bit for bit, else relative, as floats).
 struct Case {
     name: &'static str,
+    /// The modules of the Rust kernel and of its C twin.
+    modules: [&'static str; 2],
     buffers: Vec<Vec<u32>>,
     lens: Vec<u64>,
     rust: Vec<Arg>,
@@ -105,6 +119,53 @@ fn floats(n: usize, seed: u32) -> Vec<u32> {
     let mut s = seed;
     (0..n)
         .map(|_| ((lcg(&mut s) >> 8) as f32 / (1u32 << 24) as f32 * 8.0 - 4.0).to_bits())
+        .collect()
+}
+
+/// `n` 16-bit floats in [-1, -0.5] ∪ [0.5, 1], two to a word: `bf16`'s bits where `bf16`,
+/// else `f16`'s.
+fn halves(n: usize, seed: u32, bf16: bool) -> Vec<u32> {
+    let mut s = seed;
+    let mut half = || {
+        let r = lcg(&mut s);
+        let sign = (r >> 31) << 15;
+        if bf16 {
+            sign | 126 << 7 | (r >> 8) & 0x7f
+        } else {
+            sign | 14 << 10 | (r >> 8) & 0x3ff
+        }
+    };
+    (0..n / 2).map(|_| half() | half() << 16).collect()
+}
+
+/// The GEMM against its twin, `f16` and `bf16` inputs: `C = A·B`, 4096³, blocks of 256
+/// threads on 128×128 tiles of C. The two issue the same `mma` in the same order: the outputs
+/// agree bit for bit.
+fn gemm_cases() -> Vec<Case> {
+    use Arg::*;
+    let n = GEMM_SIZE;
+    let cells = (n * n) as usize;
+    [("gemm__f16", false), ("gemm__bf16", true)]
+        .into_iter()
+        .map(|(name, bf16)| Case {
+            name,
+            modules: [GEMM_RUST, GEMM_C],
+            buffers: vec![
+                halves(cells, 14, bf16),
+                halves(cells, 15, bf16),
+                vec![0; cells],
+            ],
+            lens: vec![cells as u64 / 2, cells as u64 / 2, cells as u64],
+            rust: vec![U32(n), U32(n), U32(n), Ptr(0), Ptr(1), Ptr(2)],
+            c: vec![U32(n), U32(n), U32(n), Ptr(0), Ptr(1), Ptr(2)],
+            config: LaunchConfig {
+                grid: (n / 128, n / 128, 1),
+                block: (256, 1, 1),
+                shared_mem_bytes: 0,
+            },
+            output: 2,
+            tolerance: 0.0,
+        })
         .collect()
 }
 
@@ -129,6 +190,7 @@ fn cases() -> Vec<Case> {
     };
     vec![
         Case {
+            modules: [RUST, C],
             name: "saxpy",
             buffers: vec![floats(nn, 1), floats(nn, 2)],
             lens: vec![n.into(), n.into()],
@@ -139,6 +201,7 @@ fn cases() -> Vec<Case> {
             tolerance: 1e-6,
         },
         Case {
+            modules: [RUST, C],
             name: "matmul",
             buffers: vec![
                 floats((m * m) as usize, 3),
@@ -153,6 +216,7 @@ fn cases() -> Vec<Case> {
             tolerance: 0.0,
         },
         Case {
+            modules: [RUST, C],
             name: "reduce_shared",
             buffers: vec![small.clone(), vec![0]],
             lens: vec![n.into(), 1],
@@ -163,6 +227,7 @@ fn cases() -> Vec<Case> {
             tolerance: 0.0,
         },
         Case {
+            modules: [RUST, C],
             name: "reduce_warp",
             buffers: vec![small, vec![0]],
             lens: vec![n.into(), 1],
@@ -173,6 +238,7 @@ fn cases() -> Vec<Case> {
             tolerance: 0.0,
         },
         Case {
+            modules: [RUST, C],
             name: "transpose",
             buffers: vec![floats(cells, 5), vec![0; cells]],
             lens: vec![cells as u64, cells as u64],
@@ -187,6 +253,7 @@ fn cases() -> Vec<Case> {
             tolerance: 0.0,
         },
         Case {
+            modules: [RUST, C],
             name: "stencil5",
             buffers: vec![floats(cells, 6), vec![0; cells]],
             lens: vec![cells as u64, cells as u64],
@@ -197,6 +264,7 @@ fn cases() -> Vec<Case> {
             tolerance: 1e-6,
         },
         Case {
+            modules: [RUST, C],
             name: "histogram",
             buffers: vec![floats((hist_bytes / 4) as usize, 8), vec![0; 256]],
             lens: vec![hist_bytes.into(), 256],
@@ -207,6 +275,7 @@ fn cases() -> Vec<Case> {
             tolerance: 0.0,
         },
         Case {
+            modules: [RUST, C],
             name: "scan",
             buffers: vec![divisors.clone(), vec![0; nn]],
             lens: vec![n.into(), n.into()],
@@ -217,6 +286,7 @@ fn cases() -> Vec<Case> {
             tolerance: 0.0,
         },
         Case {
+            modules: [RUST, C],
             name: "gather",
             buffers: vec![floats(nn, 9), idx, vec![0; nn]],
             lens: vec![n.into(), n.into(), n.into()],
@@ -227,6 +297,7 @@ fn cases() -> Vec<Case> {
             tolerance: 0.0,
         },
         Case {
+            modules: [RUST, C],
             name: "gauss",
             buffers: vec![floats(nn, 10), vec![0; nn]],
             lens: vec![n.into(), n.into()],
@@ -237,6 +308,7 @@ fn cases() -> Vec<Case> {
             tolerance: 1e-6,
         },
         Case {
+            modules: [RUST, C],
             name: "affine",
             buffers: vec![floats(nn, 11), vec![0; nn]],
             lens: vec![n.into(), n.into()],
@@ -247,6 +319,7 @@ fn cases() -> Vec<Case> {
             tolerance: 1e-6,
         },
         Case {
+            modules: [RUST, C],
             name: "divide",
             buffers: vec![floats(nn, 12), divisors, vec![0; nn]],
             lens: vec![n.into(), n.into(), n.into()],
@@ -257,6 +330,7 @@ fn cases() -> Vec<Case> {
             tolerance: 0.0,
         },
         Case {
+            modules: [RUST, C],
             name: "reverse",
             buffers: vec![floats(nn, 13), vec![0; nn]],
             lens: vec![n.into(), n.into()],
@@ -317,7 +391,7 @@ fn time_pair(
     b: &Buffers,
     reps: u32,
 ) -> BenchResult<(f32, f32)> {
-    let sides = [(RUST, &case.rust), (C, &case.c)];
+    let sides = [(case.modules[0], &case.rust), (case.modules[1], &case.c)];
     for (module, args) in sides {
         launch(device, module, case.name, b, args, &case.config)?;
     }
@@ -373,7 +447,7 @@ fn run() -> BenchResult<bool> {
     );
     let mut all_agree = true;
     let mut ratios = Vec::new();
-    for case in cases() {
+    for case in cases().into_iter().chain(gemm_cases()) {
         let mut b = Buffers {
             bufs: Vec::new(),
             lens: case.lens.clone(),
@@ -382,10 +456,24 @@ fn run() -> BenchResult<bool> {
             b.bufs.push(DeviceBuffer::from_slice(&device, data)?);
         }
         let initial = case.buffers[case.output].clone();
-        launch(&device, RUST, case.name, &b, &case.rust, &case.config)?;
+        launch(
+            &device,
+            case.modules[0],
+            case.name,
+            &b,
+            &case.rust,
+            &case.config,
+        )?;
         let from_rust = b.bufs[case.output].to_vec()?;
         b.bufs[case.output].copy_from(&initial)?;
-        launch(&device, C, case.name, &b, &case.c, &case.config)?;
+        launch(
+            &device,
+            case.modules[1],
+            case.name,
+            &b,
+            &case.c,
+            &case.config,
+        )?;
         let from_c = b.bufs[case.output].to_vec()?;
         let same = agree(&from_rust, &from_c, case.tolerance);
         all_agree &= same;
