@@ -2,7 +2,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use offload_tools::inspect::{
-    PtxasFallback, inspect_all_with, inspect_with, render_report, render_text,
+    OccupancyOptions, PtxasFallback, add_occupancy, inspect_all_with, inspect_with, render_report,
+    render_text,
 };
 
 // No `ptxas` runs: figures come from what the images record, whose parser is fuzzed here.
@@ -24,6 +25,10 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(images) = &images {
         let text = render_text("in", images);
         assert!(text.starts_with(&format!("in: {} offload image(s)", images.len())));
+        // And with each kernel's occupancy, from whatever figures the images record.
+        let mut with = images.clone();
+        add_occupancy(&mut with, &OccupancyOptions::default());
+        assert!(render_text("in", &with).starts_with(&format!("in: {} offload", images.len())));
     }
     // A bare run of OffloadBinaries reads the same both ways.
     if data.starts_with(&offload_format::OFFLOAD_BINARY_MAGIC) {

@@ -3,7 +3,9 @@
 use libfuzzer_sys::fuzz_target;
 use offload_build::DeviceImage;
 use offload_build::tooling::arch::OffloadArch;
-use offload_format::image::ptx::{entries, kernel_names, kernel_params, parse_ptxas_verbose};
+use offload_format::image::ptx::{
+    entries, kernel_names, kernel_params, max_threads, parse_ptxas_verbose,
+};
 use offload_format::offload_binary::{
     KEY_KERNEL_RESOURCES, encode_kernel_params, parse_kernel_params, parse_kernel_resources,
 };
@@ -32,6 +34,10 @@ fuzz_target!(|data: &[u8]| {
         parse_kernel_params(&encoded).expect("the runtime reads what the build writes"),
         params
     );
+    // Launch bounds are named and never 0.
+    for (name, bound) in max_threads(&text) {
+        assert!(bound > 0 && !name.is_empty(), "{name}: {bound}");
+    }
     let report = parse_ptxas_verbose(&text);
     for kernel in &report {
         assert!(!kernel.name.contains('\''));

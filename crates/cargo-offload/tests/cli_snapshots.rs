@@ -45,6 +45,130 @@ PTX only, no cubin (the CUDA driver JIT-compiles it): sm_90
 "#]]);
 }
 
+/// `inspect --occupancy` on the images the build makes for `examples/gemm`'s kernel (its
+/// launch bound, 256, and its `ptxas -v` figures on sm_80 and sm_90, recorded in the image),
+/// a kernel without a bound at `--block-size`, and an architecture without known limits. The
+/// figures are derived by hand in `offload-format`'s `occupancy` tests.
+#[test]
+fn inspect_occupancy_shows_each_kernel_per_architecture() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = |sm: &str, resources: &str| {
+        let ptx = format!(
+            ".version 7.8\n.target {sm}\n.address_size 64\n\
+             .visible .entry gemm__f16(\n\t.param .u64 p\n)\n.maxntid 256, 1, 1\n{{\n\tret;\n}}\n\
+             .visible .entry saxpy(\n\t.param .u64 p\n)\n{{\n\tret;\n}}\n"
+        );
+        OffloadBinary::new(ImageKind::Ptx, OffloadKind::Cuda, ptx.into_bytes())
+            .with_string("triple", "nvptx64-nvidia-cuda")
+            .with_string("arch", sm)
+            .with_string("offload.module", "gemm")
+            .with_string("offload.kernels", "gemm__f16,saxpy")
+            .with_string("offload.kernel-resources", resources)
+            .to_bytes()
+    };
+    let figures = |kernel: &str, registers: u32, shared: u32| {
+        format!(
+            "{kernel}:registers={registers},shared={shared},stack=0,spill-stores=0,\
+             spill-loads=0,constant=380"
+        )
+    };
+    let mut bundle = image(
+        "sm_80",
+        &format!(
+            "{};{}",
+            figures("gemm__f16", 123, 49152),
+            figures("saxpy", 16, 0)
+        ),
+    );
+    bundle.extend(image("sm_90", &figures("gemm__f16", 122, 49152)));
+    bundle.extend(image("sm_60", &figures("saxpy", 16, 0)));
+    let file = dir.path().join("gemm.offload");
+    std::fs::write(&file, bundle).unwrap();
+    cargo_offload()
+        .args(["inspect", "--occupancy", "--block-size", "128"])
+        .arg(&file)
+        .assert()
+        .success()
+        .stdout_eq(str![[r#"
+[..]gemm.offload: 3 offload image(s)
+
+[0] nvptx64-nvidia-cuda sm_80  kind ptx  producer cuda  size [..] bytes  (file[0])
+    module   gemm
+    kernels  gemm__f16, saxpy
+      gemm__f16: registers 123, shared 49152, scratch 0, constant 380
+      saxpy: registers 16, shared 0, scratch 0, constant 380
+
+[1] nvptx64-nvidia-cuda sm_90  kind ptx  producer cuda  size [..] bytes  (file[1])
+    module   gemm
+    kernels  gemm__f16, saxpy
+      gemm__f16: registers 122, shared 49152, scratch 0, constant 380
+
+[2] nvptx64-nvidia-cuda sm_60  kind ptx  producer cuda  size [..] bytes  (file[2])
+    module   gemm
+    kernels  gemm__f16, saxpy
+      saxpy: registers 16, shared 0, scratch 0, constant 380
+
+Occupancy (0 bytes of dynamic shared memory per block; * the kernel's launch bound):
+  arch   kernel     block  resident      warps (waves)  occupancy  limited by
+  sm_80  gemm__f16  256*   2 blocks/SM   16 of 64           25.0%  registers
+  sm_80  saxpy      128    16 blocks/SM  64 of 64          100.0%  warps
+  sm_90  gemm__f16  256*   2 blocks/SM   16 of 64           25.0%  registers
+  sm_60 saxpy: error[OFF1070]: no occupancy rules for "sm_60": [..]
+
+PTX only, no cubin (the CUDA driver JIT-compiles it): sm_80, sm_90, sm_60
+
+"#]]);
+    // 32 KiB of dynamic shared memory per block: on sm_80 the GEMM's blocks take 82944 bytes,
+    // two of them fit, as many as the registers allow.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cargo-offload"))
+        .args([
+            "offload",
+            "inspect",
+            "--json",
+            "--occupancy",
+            "--dynamic-shared",
+            "32768",
+        ])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gemm = &json[0]["occupancy"][0];
+    assert_eq!(gemm["kernel"], "gemm__f16");
+    assert_eq!(gemm["block_size_from"], "launch-bound");
+    assert_eq!(gemm["blocks"], 2);
+    assert_eq!(gemm["occupancy"], 0.25);
+    assert_eq!(
+        gemm["limited_by"],
+        serde_json::json!(["registers", "shared-memory"])
+    );
+    assert_eq!(gemm["shared_allocated"], 82944);
+    assert_eq!(json[0]["occupancy"][1]["block_size_from"], "default");
+    assert!(json[2]["occupancy"][0]["error"].is_string());
+    // The options need `--occupancy`; a block is 1 to 1024 threads.
+    cargo_offload()
+        .args(["inspect", "--block-size", "128"])
+        .arg(&file)
+        .assert()
+        .failure();
+    cargo_offload()
+        .args(["inspect", "--occupancy", "--block-size", "1025"])
+        .arg(&file)
+        .assert()
+        .failure()
+        .stderr_eq(str![[r#"
+error: invalid value '1025' for '--block-size <N>': 1025 is not in 1..=1024
+
+For more information, try '--help'.
+
+"#]]);
+}
+
 #[test]
 fn inspect_of_a_damaged_file_says_what_is_wrong() {
     let dir = tempfile::tempdir().unwrap();

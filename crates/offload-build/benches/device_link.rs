@@ -54,6 +54,7 @@ fn run() -> Result<(), Box<dyn Error>> {
             "sm_80",
             &NvptxLinkOptions {
                 kernels: Some(kernels.clone()),
+                ..Default::default()
             },
         )?;
         in_process.push(start.elapsed());

@@ -10,7 +10,7 @@
 //!
 //! | file | written by | contents |
 //! |---|---|---|
-//! | `request.json` | the build | [`PROTOCOL`], the kernel crate (package, library name, manifest, features), the architectures and the nested target directory |
+//! | `request.json` | the build | [`PROTOCOL`], the kernel crate (package, library name, manifest, features, panic strategy), the architectures and the nested target directory |
 //! | `images.offload` | the device link | the images, one OffloadBinary each, with the keys the embedded bundle carries ([`DeviceImage::to_offload_binary`]) |
 //! | `diagnostics.jsonl` | the device link | the nested build's compiler diagnostics, as `diagnostics::take_recorded` gives them |
 //! | `result.json` | the device link, last | [`PROTOCOL`] and, on failure, the error: the architecture, its code and its text |
@@ -49,7 +49,7 @@ pub const PROTOCOL_FLAG: &str = "--device-link-protocol";
 /// The executable's (hidden) subcommand that serves one request: `device-link <dir>`.
 pub const SUBCOMMAND: &str = "device-link";
 /// The version of the exchange's files. A change of their meaning increases it.
-pub const PROTOCOL: u32 = 1;
+pub const PROTOCOL: u32 = 2;
 /// `offload-build`'s version, which the executable must have too.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -343,7 +343,7 @@ fn request_json(
             )
         })
         .collect();
-    let fields: [(&str, JsonValue); 10] = [
+    let fields: [(&str, JsonValue); 11] = [
         ("protocol", JsonValue::Number(f64::from(PROTOCOL))),
         ("package", krate.package.clone().into()),
         ("lib_name", krate.lib_name.clone().into()),
@@ -351,6 +351,7 @@ fn request_json(
         ("root", path_text(&krate.root)?.into()),
         ("default_features", krate.default_features.into()),
         ("features", strings(krate.features.iter().cloned())),
+        ("panic", krate.panic.name().to_owned().into()),
         ("archs", strings(archs.iter().map(OffloadArch::name))),
         ("target_dir", path_text(target_dir)?.into()),
         ("extra", JsonValue::Array(extra)),
@@ -445,6 +446,10 @@ pub fn read_request(dir: &Path) -> Result<Request> {
                 .into_iter()
                 .map(str::to_owned)
                 .collect(),
+            panic: value
+                .str_at(&["panic"])
+                .and_then(crate::metadata::PanicStrategy::parse)
+                .ok_or_else(|| bad("no `panic` strategy, `report` or `trap`".to_owned()))?,
         },
         archs,
         target_dir: text_of("target_dir")?.into(),
@@ -562,6 +567,7 @@ mod tests {
             deps: Vec::new(),
             default_features: false,
             features: vec!["fast".into()],
+            panic: crate::metadata::PanicStrategy::Trap,
         }
     }
 
@@ -583,6 +589,7 @@ mod tests {
         assert_eq!(request.krate.feature_args(), krate().feature_args());
         assert_eq!(request.krate.manifest_path, krate().manifest_path);
         assert_eq!(request.krate.lib_name, "k_kernels");
+        assert_eq!(request.krate.panic, crate::metadata::PanicStrategy::Trap);
         assert_eq!(
             request.extra,
             [(

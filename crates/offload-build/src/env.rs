@@ -26,6 +26,9 @@ pub const OFFLOAD_SANITIZE_KERNELS: &str = "OFFLOAD_SANITIZE_KERNELS";
 /// `1`: build no device images (as under `cargo check`); `0`: always build them; unset: build
 /// them unless the build script runs under `cargo check`, `clippy` or `doc`.
 pub const OFFLOAD_CHECK_ONLY: &str = "OFFLOAD_CHECK_ONLY";
+/// `report` or `trap`: how every kernel crate's GPU kernels end when they panic, over each
+/// crate's `[package.metadata.offload] panic` ([`crate::metadata::PanicStrategy`]).
+pub const OFFLOAD_PANIC: &str = "OFFLOAD_PANIC";
 /// `0`: a check (see [`OFFLOAD_CHECK_ONLY`]) does not check the kernel crates as device code
 /// (`crate::device_check`).
 pub const OFFLOAD_DEVICE_CHECK: &str = "OFFLOAD_DEVICE_CHECK";

@@ -34,6 +34,7 @@
 //! | `OFFLOAD_DEVICE_LINKER` | without the `llvm` feature, the `cargo-offload-device` that links GPU images (default: beside the `cargo-offload` running the build, else on `PATH`; see `device_linker`) |
 //! | `OFFLOAD_CHECK_ONLY` | `1`: build no device images, as under `cargo check`; `0`: always build them |
 //! | `OFFLOAD_DEVICE_CHECK` | `0`: a check does not check the kernel crates as device code |
+//! | `OFFLOAD_PANIC` | `report` or `trap`: how every kernel crate's GPU kernels end when they panic, over each kernel crate's `[package.metadata.offload] panic` (see [`PanicStrategy`]) |
 //! | `OFFLOAD_REQUIRE_CUBIN` | `1` fails the build when an `sm_XX` would get no cubin (no `ptxas`, or one that does not know the `sm`); otherwise such an `sm` gets PTX only, with a warning when a `ptxas` exists |
 //!
 //! Device builds go to `<target-dir>/offload/<triple>-<arch>/`, each a cargo target directory
@@ -100,9 +101,9 @@ pub mod tooling {
         };
         #[cfg(feature = "llvm")]
         pub use crate::device_link::{
-            AmdgpuLinkOptions, DeviceInput, GpuTarget, HOST_GLOBALS, NvptxLinkOptions,
-            amdgpu_code_object, build_gpu_images, check_llvm_versions, device_inputs, gpu_images,
-            linked_llvm_major, nvptx_link,
+            AmdgpuLinkOptions, DeviceInput, GpuLinkOptions, GpuTarget, HOST_GLOBALS,
+            NvptxLinkOptions, amdgpu_code_object, build_gpu_images, check_llvm_versions,
+            device_inputs, gpu_images, linked_llvm_major, nvptx_link,
         };
     }
     /// The device link run in `cargo-offload-device` for build scripts without LLVM.
@@ -126,7 +127,7 @@ pub mod tooling {
     pub mod env {
         pub use crate::env::{
             Env, NATIVE_NONE, OFFLOAD_ARCH, OFFLOAD_DEBUG_KERNELS, OFFLOAD_NATIVE_ARCH,
-            OFFLOAD_PREBUILT, OFFLOAD_SANITIZE_KERNELS,
+            OFFLOAD_PANIC, OFFLOAD_PREBUILT, OFFLOAD_SANITIZE_KERNELS,
         };
     }
     /// CUDA, HIP and OpenMP C++ sources built through clang.
@@ -176,7 +177,7 @@ use std::path::{Path, PathBuf};
 pub use arch::OffloadArch;
 pub use error::{Error, Result};
 pub use image::DeviceImage;
-pub use metadata::{KernelCrate, SourcePackage};
+pub use metadata::{KernelCrate, PanicStrategy, SourcePackage};
 
 use env::Env;
 use plan::{BuildPlan, BuildRequest, CompileTarget};
@@ -370,6 +371,9 @@ impl Build {
         } else {
             host.kernel_crates.clone()
         };
+        for krate in &mut kernel_crates {
+            krate.apply_panic_override(&env)?;
+        }
         if env.check_only() {
             device_check::check(&env, &kernel_crates, &offload_dir)?;
             return Self::check_only_output(&env, &host.name, &out_dir, archs);
@@ -630,8 +634,18 @@ pub fn images_from_bundles_or_source(
                 && nested::nightly_usable(env))
         })
     };
-    let plan = BuildPlan::new(kernel_crates, archs, policy, &can_build)?;
+    let kernel_crates = with_panic_override(env, kernel_crates)?;
+    let plan = BuildPlan::new(&kernel_crates, archs, policy, &can_build)?;
     execute(env, plan, offload_dir, None)
+}
+
+/// `kernel_crates` with `OFFLOAD_PANIC` applied ([`KernelCrate::apply_panic_override`]).
+fn with_panic_override(env: &Env, kernel_crates: &[KernelCrate]) -> Result<Vec<KernelCrate>> {
+    let mut out = kernel_crates.to_vec();
+    for krate in &mut out {
+        krate.apply_panic_override(env)?;
+    }
+    Ok(out)
 }
 
 /// Warns that `package`'s images are neither built nor embedded: no crate of its graph turns
@@ -698,7 +712,8 @@ fn target_dir_of(out_dir: &Path) -> Option<PathBuf> {
 /// each GPU triple is one job, whose architectures one `cargo-offload-device` process links
 /// per kernel crate (`device_linker`); the CPU device is built here either way.
 pub fn build_images(env: &Env, request: &BuildRequest<'_>) -> Result<Vec<DeviceImage>> {
-    let plan = BuildPlan::from_source(request.kernel_crates, request.archs)?;
+    let kernel_crates = with_panic_override(env, request.kernel_crates)?;
+    let plan = BuildPlan::from_source(&kernel_crates, request.archs)?;
     execute(env, plan, request.offload_dir, request.linked)
 }
 

@@ -37,6 +37,9 @@ pub struct KernelCrate {
     /// The features its host crate turns on, sorted: those its dependency declaration lists
     /// and those the host crate's enabled features name (`kernels/fast`, `kernels?/fast`).
     pub features: Vec<String>,
+    /// How its GPU kernels end when they panic: its `[package.metadata.offload] panic`, or
+    /// `OFFLOAD_PANIC` once a build has applied it ([`KernelCrate::apply_panic_override`]).
+    pub panic: PanicStrategy,
 }
 
 impl KernelCrate {
@@ -52,6 +55,87 @@ impl KernelCrate {
             args.push(self.features.join(","));
         }
         args
+    }
+
+    /// Gives [`KernelCrate::panic`] the strategy of `OFFLOAD_PANIC` where it is set: the
+    /// variable overrides every kernel crate's `panic` key. A build applies it once, where the
+    /// kernel crates enter it, so that its device links, its link cache and its prebuilt
+    /// bundles' source hashes agree; applying it again changes nothing.
+    ///
+    /// # Errors
+    /// `OFFLOAD_PANIC` is set to something other than `report` or `trap`.
+    pub fn apply_panic_override(&mut self, env: &crate::env::Env) -> Result<()> {
+        if let Some(strategy) = PanicStrategy::from_env(env)? {
+            self.panic = strategy;
+        }
+        Ok(())
+    }
+}
+
+/// How a kernel crate's GPU kernels end when they panic: `[package.metadata.offload] panic =
+/// "report"` or `"trap"` in the kernel crate's manifest, overridden for every kernel crate by
+/// the environment variable `OFFLOAD_PANIC`. Either way every check stays: bounds checks,
+/// `assert!`, and arithmetic overflow checks where the profile has them.
+///
+/// The strategy is the device link's (`device_link::llvm::panic_sites::trap_panics`): the nested
+/// build, and so its bitcode and the shared build cache's units, is the same for both; the
+/// link cache and prebuilt bundles key on it. The CPU device's image keeps reporting under
+/// either: there a panic is a Rust panic caught by the runtime, which costs the kernel nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum PanicStrategy {
+    /// `report` (the default): the first panicking thread records its panic in the channel
+    /// the runtime maps into the device and traps; the launch returns `Error::KernelPanic`
+    /// with the message, file, line, block and thread.
+    #[default]
+    Report,
+    /// `trap`: a failed check ends the kernel with the device's trap (`trap;` on NVIDIA,
+    /// `s_trap 2` on AMD GPUs), writing nothing: no report, no panic-site table, no access to
+    /// the channel. The launch returns `Error::KernelFault` naming the kernel (the driver's
+    /// trap code), not the line.
+    Trap,
+}
+
+impl PanicStrategy {
+    /// The key of `[package.metadata.offload]` that sets it.
+    pub const KEY: &str = "panic";
+
+    /// The name the key and `OFFLOAD_PANIC` spell it with.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Report => "report",
+            Self::Trap => "trap",
+        }
+    }
+
+    /// `report` or `trap`; `None` for anything else.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "report" => Some(Self::Report),
+            "trap" => Some(Self::Trap),
+            _ => None,
+        }
+    }
+
+    /// The strategy `OFFLOAD_PANIC` sets, if it is set.
+    ///
+    /// # Errors
+    /// It is set to something other than `report` or `trap`.
+    pub fn from_env(env: &crate::env::Env) -> Result<Option<Self>> {
+        let Some(value) = env.get(crate::env::OFFLOAD_PANIC) else {
+            return Ok(None);
+        };
+        Self::parse(value.trim()).map(Some).ok_or_else(|| {
+            Error::Prerequisite(format!(
+                "{}=`{value}`: expected `report` or `trap`",
+                crate::env::OFFLOAD_PANIC
+            ))
+        })
+    }
+}
+
+impl std::fmt::Display for PanicStrategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -793,6 +877,24 @@ fn package_at<'a>(meta: &'a Metadata, manifest_path: &Path) -> Result<&'a Packag
         })
 }
 
+/// `[package.metadata.offload] panic` of a kernel crate: [`PanicStrategy::Report`] when unset.
+fn declared_panic(pkg: &Package) -> Result<PanicStrategy> {
+    let bad = |what: String| Error::BadMetadata {
+        manifest: pkg.manifest_path.clone(),
+        reason: format!(
+            "`{}` must be \"report\" or \"trap\", not {what}",
+            PanicStrategy::KEY
+        ),
+    };
+    match offload_table(pkg)?.and_then(|t| t.get(PanicStrategy::KEY)) {
+        None => Ok(PanicStrategy::Report),
+        Some(Value::String(s)) => PanicStrategy::parse(s).ok_or_else(|| bad(format!("{s:?}"))),
+        Some(other) => Err(bad(other
+            .stringify()
+            .unwrap_or_else(|_| "a value of another type".to_owned()))),
+    }
+}
+
 /// `[package.metadata.offload] arch` of a package, if set.
 fn declared_arch(pkg: &Package) -> Result<Option<String>> {
     offload_table(pkg)?
@@ -830,6 +932,7 @@ fn kernel_crate(pkg: &Package) -> Result<KernelCrate> {
         deps: Vec::new(),
         default_features: true,
         features: Vec::new(),
+        panic: declared_panic(pkg)?,
         manifest_path,
         root,
     })
@@ -1027,6 +1130,7 @@ mod tests {
             deps: Vec::new(),
             default_features: true,
             features: Vec::new(),
+            panic: PanicStrategy::Report,
         };
         assert!(krate.feature_args().is_empty());
         krate.default_features = false;
@@ -1035,6 +1139,46 @@ mod tests {
             krate.feature_args(),
             ["--no-default-features", "--features", "base,wide"]
         );
+    }
+
+    /// `[package.metadata.offload] panic`: `report` when unset, `"report"` or `"trap"`, and a
+    /// typed error naming the key and the manifest for anything else.
+    #[test]
+    fn the_panic_key_is_report_or_trap() {
+        let kernel_crate_with = |offload: &str| {
+            let pkg = Package::from_json(&json(&format!(
+                r#"{{"id": "k 0.1.0", "name": "k", "version": "0.1.0",
+                    "manifest_path": "/w/k/Cargo.toml", "source": null,
+                    "metadata": {{"offload": {{"kernels": true{offload}}}}},
+                    "targets": [{{"name": "k", "kind": ["lib"], "src_path": "/w/k/src/lib.rs"}}],
+                    "features": {{}}, "dependencies": []}}"#
+            )))
+            .unwrap();
+            kernel_crate(&pkg)
+        };
+        assert_eq!(kernel_crate_with("").unwrap().panic, PanicStrategy::Report);
+        for (value, strategy) in [
+            ("report", PanicStrategy::Report),
+            ("trap", PanicStrategy::Trap),
+        ] {
+            let krate = kernel_crate_with(&format!(r#", "panic": "{value}""#)).unwrap();
+            assert_eq!(krate.panic, strategy);
+            assert_eq!(PanicStrategy::parse(value), Some(strategy));
+            assert_eq!(strategy.to_string(), value);
+        }
+        for (bad, shown) in [(r#""abort""#, r#""abort""#), ("true", "true")] {
+            let err = kernel_crate_with(&format!(r#", "panic": {bad}"#)).unwrap_err();
+            assert!(matches!(err, Error::BadMetadata { .. }), "{err}");
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "/w/k/Cargo.toml: [package.metadata.offload] is malformed: `panic` must be \
+                     \"report\" or \"trap\", not {shown}"
+                )
+            );
+        }
+        assert_eq!(PanicStrategy::parse("Trap"), None);
+        assert_eq!(PanicStrategy::default(), PanicStrategy::Report);
     }
 
     /// A workspace of `app` (default member) and `lib`, and `dep` outside it.

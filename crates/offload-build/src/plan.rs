@@ -240,6 +240,7 @@ mod tests {
             deps: Vec::new(),
             default_features: true,
             features: Vec::new(),
+            panic: crate::metadata::PanicStrategy::Report,
         }
     }
 

@@ -18,8 +18,9 @@
 //! The hash covers everything that determines the images: every file under `src/` (and
 //! `build.rs`) of the kernel crate and of each package it depends on, with their names and
 //! versions (so a changed `Cargo.lock` changes it), the device toolchain line, the target
-//! list, and [`IMAGE_RECIPE`] (the codegen flags). The kernel crate's `Cargo.toml` is left
-//! out: `cargo package` rewrites it.
+//! list, [`IMAGE_RECIPE`] (the codegen flags), the features where they are not the defaults,
+//! and the panic strategy where it is `trap` (`KernelCrate::panic`: a bundle built with `report`
+//! keeps its hash). The kernel crate's `Cargo.toml` is left out: `cargo package` rewrites it.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -164,6 +165,13 @@ pub fn source_hash(
         inputs.push((
             "features".to_owned(),
             hex(&Sha256::hash(features.join(" ").as_bytes())),
+        ));
+    }
+    // Likewise only `trap`: `report` is what every bundle before the strategy was built with.
+    if krate.panic != crate::metadata::PanicStrategy::Report {
+        inputs.push((
+            "panic".to_owned(),
+            hex(&Sha256::hash(krate.panic.name().as_bytes())),
         ));
     }
     hash_package_sources(&krate.package, "", &krate.root, &mut inputs)?;
@@ -539,6 +547,7 @@ mod tests {
             deps: Vec::new(),
             default_features: true,
             features: Vec::new(),
+            panic: crate::metadata::PanicStrategy::Report,
         }
     }
 
@@ -596,6 +605,36 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("cannot be built from source here"), "{err}");
+    }
+
+    /// A bundle built with one panic strategy does not serve a build with the other; `report`
+    /// adds nothing to the hash, so bundles built before the strategy existed keep theirs.
+    #[test]
+    fn the_panic_strategy_keys_the_bundle() {
+        use crate::metadata::PanicStrategy;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("src")).unwrap();
+        std::fs::write(dir.path().join("src/lib.rs"), "fn a() {}").unwrap();
+        let report = krate(dir.path());
+        let trap = KernelCrate {
+            panic: PanicStrategy::Trap,
+            ..report.clone()
+        };
+        let archs = [OffloadArch::HOST];
+        let hash = source_hash(&report, "t", &archs).unwrap();
+        assert!(hash.inputs.iter().all(|(label, _)| label != "panic"));
+        let trapping = source_hash(&trap, "t", &archs).unwrap();
+        assert_ne!(hash.hash, trapping.hash);
+        assert_eq!(trapping.differences(&hash.inputs), ["panic (new)"]);
+        write_bundle(&report, &[image(OffloadArch::HOST, b"x")], &hash, "t").unwrap();
+        assert!(matches!(
+            decide(&report, &archs, Policy::Require, &|| false).unwrap(),
+            Decision::Use(_)
+        ));
+        let err = decide(&trap, &archs, Policy::Require, &|| true)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("panic (new)"), "{err}");
     }
 
     #[test]

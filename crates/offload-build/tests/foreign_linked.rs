@@ -65,6 +65,7 @@ fn rdc_crate() -> KernelCrate {
         deps: Vec::new(),
         default_features: true,
         features: Vec::new(),
+        panic: offload_build::PanicStrategy::Report,
     }
 }
 

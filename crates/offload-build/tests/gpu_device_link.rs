@@ -7,8 +7,10 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use offload_build::PanicStrategy;
 use offload_build::tooling::device_link::{
-    self, AmdCodeObjectVersion, AmdgpuLinkOptions, DeviceInput, GpuTarget, NvptxLinkOptions,
+    self, AmdCodeObjectVersion, AmdgpuLinkOptions, DeviceInput, GpuLinkOptions, GpuTarget,
+    NvptxLinkOptions,
 };
 use offload_build::tooling::env::Env;
 use offload_format::panic_sites::{self, PanicSite, PanicSites};
@@ -97,12 +99,14 @@ fn nvptx_requested_kernel_must_exist() {
     }
     let opts = NvptxLinkOptions {
         kernels: Some(vec!["saxpy".into()]),
+        ..Default::default()
     };
     let ptx = device_link::nvptx_link(inputs_for("sm_80"), "sm_80", &opts).unwrap();
     let names = offload_format::image::ptx::kernel_names(&ptx);
     assert_eq!(names, ["saxpy"]);
     let opts = NvptxLinkOptions {
         kernels: Some(vec!["nope".into()]),
+        ..Default::default()
     };
     let err = device_link::nvptx_link(inputs_for("sm_80"), "sm_80", &opts).unwrap_err();
     assert!(
@@ -1371,6 +1375,125 @@ fn panics_and_prints_use_the_channel() {
     }
 }
 
+/// With `panic = "trap"` a kernel that can panic keeps its checks and ends in the device's
+/// trap (NVIDIA `trap;`, AMD `s_trap 2`), without a report: no reporter, no panic-site table,
+/// no access to the channel. The fixture's `panic_kinds` panics in eight ways (a bounds check,
+/// `expect`, `assert_eq!`, a division by zero, a formatted message, `unwrap`, a slice range,
+/// `panic!`), all of which trap; prints still go through the channel. Linked with
+/// `report`, the same kernel reads the channel, so the checks below can fail.
+#[test]
+fn the_trap_strategy_ends_panics_in_a_trap_without_a_report() {
+    if !nightly_ready() {
+        return;
+    }
+    let trap = GpuLinkOptions {
+        panic: PanicStrategy::Trap,
+        ..GpuLinkOptions::default()
+    };
+    let nvptx_trap = NvptxLinkOptions {
+        panic: PanicStrategy::Trap,
+        ..NvptxLinkOptions::default()
+    };
+    let target = GpuTarget::parse("sm_80").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    for sm in ["sm_80", "sm_90"] {
+        let report = device_link::nvptx_link(&inputs, sm, &NvptxLinkOptions::default()).unwrap();
+        let reads_channel = |body: &[&str]| body.iter().any(|l| l.contains("[__offload_channel]"));
+        assert!(
+            reads_channel(&ptx_entry(&report, "panic_kinds")),
+            "{sm}: with `report`, panic_kinds reads no channel"
+        );
+        let ptx = device_link::nvptx_link(&inputs, sm, &nvptx_trap).unwrap();
+        let body = ptx_entry(&ptx, "panic_kinds");
+        assert!(!body.is_empty(), "{sm}: no panic_kinds in the PTX");
+        assert!(
+            body.iter().any(|l| l.starts_with("trap;")),
+            "{sm}: panic_kinds has no trap:\n{}",
+            body.join("\n")
+        );
+        assert!(!reads_channel(&body), "{sm}: {}", body.join("\n"));
+        assert!(
+            !body.iter().any(|l| l.starts_with("call")),
+            "{sm}: panic_kinds calls something:\n{}",
+            body.join("\n")
+        );
+        // The checks are kept: the bounds check compares against the slice's length.
+        assert!(
+            body.iter().any(|l| l.starts_with("setp.")),
+            "{sm}: panic_kinds tests nothing"
+        );
+        assert!(
+            !ptx.contains("__offload_gpu_panic"),
+            "{sm}: a reporter is left in the PTX"
+        );
+        assert!(
+            !ptx.contains(panic_sites::SYMBOL),
+            "{sm}: a panic-site table is left in the PTX"
+        );
+        // Prints (out of line on NVIDIA) still write to the channel.
+        assert!(
+            reads_channel(&ptx.lines().collect::<Vec<_>>()),
+            "{sm}: nothing prints through the channel any more"
+        );
+        let images = device_link::gpu_images(&inputs, &target, &trap).unwrap();
+        let image_ptx = images.iter().find(|i| i.kind == ImageKind::Ptx).unwrap();
+        if sm == "sm_80" {
+            assert_eq!(String::from_utf8_lossy(&image_ptx.bytes), ptx);
+        }
+        if device_link::ptxas_path().is_some() {
+            device_link::ptxas_verbose(&ptx, sm).unwrap();
+        }
+    }
+    let target = GpuTarget::parse("gfx90a").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    if Tool::LlvmObjdump.for_test().is_none() {
+        return;
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    let mentions_channel = |body: &[&str]| body.iter().any(|l| l.contains("__offload_channel"));
+    for id in ["gfx90a", "gfx1100"] {
+        let target = GpuTarget::parse(id).unwrap();
+        let report = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
+        let all = disassemble(&report[0].bytes, id, scratch.path());
+        let body = whole_function(&all, "panic_kinds");
+        assert!(
+            mentions_channel(&body) || body.iter().any(|l| l.contains("atomic_cmpswap")),
+            "{id}: with `report`, panic_kinds writes no report:\n{}",
+            body.join("\n")
+        );
+        let images = device_link::gpu_images(&inputs, &target, &trap).unwrap();
+        let all = disassemble(&images[0].bytes, id, scratch.path());
+        let body = whole_function(&all, "panic_kinds");
+        assert!(
+            body.iter().any(|l| l.starts_with("s_trap 2")),
+            "{id}: panic_kinds has no s_trap 2:\n{}",
+            body.join("\n")
+        );
+        // The report's claim is its one atomic.
+        assert!(
+            !mentions_channel(&body) && !body.iter().any(|l| l.contains("atomic")),
+            "{id}: panic_kinds keeps a report:\n{}",
+            body.join("\n")
+        );
+        assert!(
+            body.iter()
+                .any(|l| l.starts_with("s_endpgm") || l.starts_with("s_setpc_b64")),
+            "{id}: panic_kinds does not end"
+        );
+        let path = scratch.path().join(format!("{id}-trap.co"));
+        std::fs::write(&path, &images[0].bytes).unwrap();
+        let symbols = readelf(&["--dyn-syms"], &path);
+        assert!(
+            !symbols.contains(panic_sites::SYMBOL),
+            "{id}: a panic-site table is exported:\n{symbols}"
+        );
+        assert!(
+            !all.contains("__offload_gpu_panic"),
+            "{id}: a reporter is left in the code object"
+        );
+    }
+}
+
 /// The panic-site table of a PTX module: its global's initializer.
 fn ptx_panic_sites(ptx: &str) -> PanicSites {
     let line = ptx
@@ -1712,6 +1835,7 @@ fn async_copies_matrix_loads_and_launch_bounds_on_the_gpus() {
                 .map(String::from)
                 .to_vec(),
         ),
+        ..Default::default()
     };
     for sm in ["sm_80", "sm_90"] {
         let ptx = device_link::nvptx_link(&inputs, sm, &options).unwrap();
@@ -1873,6 +1997,17 @@ fn gemm_example_runs_on_the_matrix_units() {
                 assert_eq!(k.max_flat_workgroup_size, 256, "{id}: {k:?}");
             }
             let body = function_body(&text, kernel);
+            // MFMA's A fragments: 4 consecutive halves a lane, read 64 bits at a time.
+            if kernel == "gemm__f16" && id != "gfx1100" {
+                assert!(
+                    body.iter().any(|l| l.starts_with("ds_read")
+                        && l.split_whitespace()
+                            .next()
+                            .is_some_and(|o| o.ends_with("_b64"))),
+                    "{id}: no 64-bit LDS read:\n{}",
+                    body.join("\n")
+                );
+            }
             assert!(
                 body.iter().any(|l| l.starts_with(instruction)),
                 "{id} {kernel}: no {instruction}:\n{}",

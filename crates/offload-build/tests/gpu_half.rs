@@ -43,6 +43,7 @@ fn nvptx_half_conversions_are_cvt() {
                 .map(String::from)
                 .to_vec(),
         ),
+        ..Default::default()
     };
     for sm in ["sm_75", "sm_80", "sm_90"] {
         let ptx = device_link::nvptx_link(&inputs, sm, &options).unwrap();

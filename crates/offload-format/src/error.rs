@@ -572,6 +572,27 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+
+    // ---- Occupancy ----
+    /// An architecture whose occupancy limits [`crate::occupancy`] does not hold.
+    #[error("no occupancy rules for {arch:?}: {known}")]
+    UnknownOccupancyArch {
+        /// The architecture as given.
+        arch: String,
+        /// The architectures that have rules.
+        known: String,
+    },
+    /// A block (work-group) size outside 1 to 1024 threads, or a wavefront size other than 32
+    /// or 64.
+    #[error("{what} {value}: {expected}")]
+    BadLaunchShape {
+        /// `block size` or `wavefront size`.
+        what: &'static str,
+        /// The value given.
+        value: u64,
+        /// What is allowed.
+        expected: &'static str,
+    },
 }
 
 /// `Result` with this crate's [`Error`].
@@ -698,6 +719,8 @@ error_codes! {
         CpuImage => "OFF1067",
         AmdCodeObject => "OFF1068",
         PanicSites => "OFF1069",
+        UnknownOccupancyArch => "OFF1070",
+        BadLaunchShape => "OFF1071",
     }
 }
 

@@ -19,6 +19,7 @@
 //! | [`aligned`] | object files copied to an address the ELF reader accepts (archive members, sections) | | |
 //! | [`archive`] | GNU `ar` and heterogeneous device archive unbundling (`-type=a`, `--allow-missing-bundles`, `--check-input-archive`), members in the binary or object layout | yes | yes, with clang's symbol index for bitcode ([`bitcode`]) and ELF members |
 //! | [`image`] | device images' kernels: PTX `.entry` declarations and `ptxas -v` reports ([`image::ptx`]), CPU-device and OpenMP host shared objects (`image::elf`), AMDGPU code objects' `e_flags` and metadata note (`image::amdgpu`) | yes | `e_flags` fixed in place |
+//! | [`occupancy`] | resident blocks and warps per SM (waves per CU) of a kernel's launch, and what limits them: CUDA's occupancy calculator for each `sm`, LLVM's AMDGPU wave limits for each `gfx` | | |
 //!
 //! Errors are one [`Error`] enum; parse errors name the byte offset and what was wrong.
 //!
@@ -50,6 +51,8 @@ pub mod error;
 pub mod image;
 pub mod launch_bounds;
 pub mod llvm_hash;
+#[cfg(feature = "binaries")]
+pub mod occupancy;
 #[cfg(feature = "binaries")]
 pub mod offload_binary;
 #[cfg(feature = "binaries")]

@@ -188,7 +188,8 @@ fn the_cuda_backend_keeps_the_drivers_rules() {
     assert_eq!(destroys(), before, "a wrapped stream is not destroyed");
 
     // A kernel's fault comes back from the next call, here a copy, as a typed error naming
-    // the device and the kernel launched last; the device keeps reporting it.
+    // the device and the kernel launched last; the device keeps reporting it. A trap without
+    // a report is this too: what a panic gives with `panic = "trap"`, `CUDA_ERROR_LAUNCH_FAILED`.
     let buffer = DeviceBuffer::<u32>::zeroed(&device, 4).unwrap();
     drop(stream);
     // SAFETY: the stand-in driver runs nothing; the kernels take no parameters.

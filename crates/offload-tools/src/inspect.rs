@@ -12,6 +12,7 @@ use offload_format::offload_binary::{
 };
 
 use offload_format::image::{elf, ptx};
+use offload_format::occupancy::{self, KernelUsage, Launch, MAX_BLOCK_SIZE, Occupancy};
 
 /// ELF section type of `.llvm.offloading` (`SHT_LLVM_OFFLOADING`).
 pub const SHT_LLVM_OFFLOADING: u32 = 0x6fff_4c0b;
@@ -50,6 +51,9 @@ pub struct InspectedImage {
     /// its error code), when they could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resources_error: Option<String>,
+    /// Each kernel's occupancy on the image's architecture, when asked for ([`add_occupancy`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub occupancy: Vec<KernelOccupancy>,
 }
 
 /// Where the resource figures of an image come from.
@@ -108,6 +112,17 @@ pub struct KernelResources {
     /// Constant memory, every bank, in bytes (NVPTX).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub constant_bytes: Option<u64>,
+    /// Accumulation registers per thread (AMDGPU: gfx908, gfx90a, gfx942, gfx950).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agprs: Option<u64>,
+    /// Threads per wavefront (AMDGPU: 32 or 64).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wavefront_size: Option<u64>,
+    /// The kernel's launch bound, the most threads a block may have: PTX's `.maxntid`, a
+    /// cubin's `EIATTR_MAX_THREADS`, an AMDGPU kernel's `.max_flat_workgroup_size` below 1024
+    /// (1024 is the default of a kernel without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_threads: Option<u64>,
 }
 
 impl KernelResources {
@@ -281,10 +296,11 @@ pub fn describe_with(
         })
         .unwrap_or_default();
     let Resources {
-        kernels: resources,
+        kernels: mut resources,
         from: resources_from,
         error: resources_error,
     } = image_resources(bin, ptxas);
+    add_launch_bounds(bin, &mut resources);
     if kernels.is_empty() {
         kernels = match bin.image_kind {
             ImageKind::Ptx => ptx::kernel_names(&String::from_utf8_lossy(&bin.image)),
@@ -312,6 +328,25 @@ pub fn describe_with(
         resources,
         resources_from,
         resources_error,
+        occupancy: Vec::new(),
+    }
+}
+
+/// The launch bounds of an NVIDIA image's kernels (PTX `.maxntid`, a cubin's
+/// `EIATTR_MAX_THREADS`) added to their figures. AMDGPU code objects' come with their metadata.
+fn add_launch_bounds(bin: &OffloadBinary<'_>, resources: &mut [KernelResources]) {
+    if resources.is_empty() {
+        return;
+    }
+    let bounds = match bin.image_kind {
+        ImageKind::Ptx => ptx::max_threads(&String::from_utf8_lossy(&bin.image)),
+        ImageKind::Cubin => offload_format::image::cubin::max_threads(&bin.image),
+        _ => return,
+    };
+    for r in resources.iter_mut() {
+        if let Some((_, bound)) = bounds.iter().find(|(k, _)| *k == r.kernel) {
+            r.max_threads = Some(u64::from(*bound));
+        }
     }
 }
 
@@ -356,6 +391,11 @@ fn image_resources(bin: &OffloadBinary<'_>, ptxas: PtxasFallback) -> Resources {
                             sgprs: Some(k.sgpr_count),
                             shared_bytes: Some(k.group_segment_fixed_size),
                             scratch_bytes: Some(k.private_segment_fixed_size),
+                            agprs: Some(k.agpr_count),
+                            wavefront_size: Some(k.wavefront_size),
+                            max_threads: (1..u64::from(MAX_BLOCK_SIZE))
+                                .contains(&k.max_flat_workgroup_size)
+                                .then_some(k.max_flat_workgroup_size),
                             ..KernelResources::default()
                         })
                         .collect()
@@ -417,6 +457,247 @@ pub fn ptx_only_archs(images: &[InspectedImage]) -> Vec<String> {
         }
     }
     out
+}
+
+/// The block size `inspect --occupancy` gives a kernel without a launch bound when none is
+/// asked for.
+pub const DEFAULT_BLOCK_SIZE: u32 = 256;
+
+/// How `inspect --occupancy` launches each kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OccupancyOptions {
+    /// Threads per block of a kernel without a launch bound; `None` for
+    /// [`DEFAULT_BLOCK_SIZE`].
+    pub block_size: Option<u32>,
+    /// Dynamic shared memory (AMD: LDS) per block, in bytes.
+    pub dynamic_shared_bytes: u64,
+}
+
+/// Where the block size of a [`KernelOccupancy`] comes from.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum BlockSizeSource {
+    /// The kernel's launch bound ([`KernelResources::max_threads`]).
+    LaunchBound,
+    /// [`OccupancyOptions::block_size`].
+    Given,
+    /// [`DEFAULT_BLOCK_SIZE`].
+    Default,
+}
+
+/// One kernel's occupancy on its image's architecture.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelOccupancy {
+    /// The kernel's symbol name.
+    pub kernel: String,
+    /// Threads per block.
+    pub block_size: u32,
+    /// Where `block_size` comes from.
+    pub block_size_from: BlockSizeSource,
+    /// Dynamic shared memory per block, in bytes.
+    pub dynamic_shared_bytes: u64,
+    /// The figures, or why there are none (an architecture without known limits, a kernel
+    /// whose registers the image does not give), with the error's code.
+    pub result: Result<Occupancy, String>,
+}
+
+impl Serialize for KernelOccupancy {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct as _;
+        let fields = if self.result.is_ok() { 15 } else { 5 };
+        let mut st = serializer.serialize_struct("KernelOccupancy", fields)?;
+        st.serialize_field("kernel", &self.kernel)?;
+        st.serialize_field("block_size", &self.block_size)?;
+        st.serialize_field("block_size_from", &self.block_size_from)?;
+        st.serialize_field("dynamic_shared_bytes", &self.dynamic_shared_bytes)?;
+        match &self.result {
+            Ok(o) => {
+                st.serialize_field("unit", o.unit)?;
+                st.serialize_field("wave_size", &o.wave_size)?;
+                st.serialize_field("warps_per_block", &o.warps_per_block)?;
+                st.serialize_field("blocks", &o.blocks)?;
+                st.serialize_field("warps", &o.warps)?;
+                st.serialize_field("max_warps", &o.max_warps)?;
+                st.serialize_field("warps_per_simd", &o.warps_per_simd())?;
+                st.serialize_field("occupancy", &o.fraction())?;
+                let limited_by: Vec<&str> = o.limited_by.iter().map(|l| l.key()).collect();
+                st.serialize_field("limited_by", &limited_by)?;
+                st.serialize_field("registers_allocated", &o.registers_allocated)?;
+                st.serialize_field("shared_allocated", &o.shared_allocated)?;
+            }
+            Err(e) => st.serialize_field("error", e)?,
+        }
+        st.end()
+    }
+}
+
+/// Each kernel's occupancy added to the GPU images that give its figures
+/// ([`InspectedImage::occupancy`]): its block is its launch bound, else `options`' block size,
+/// else [`DEFAULT_BLOCK_SIZE`]. A PTX image with a cubin of the same module and architecture
+/// is left out (the cubin is what runs).
+pub fn add_occupancy(images: &mut [InspectedImage], options: &OccupancyOptions) {
+    let covered: Vec<bool> = images
+        .iter()
+        .map(|ptx| {
+            ptx.kind == ImageKind::Ptx.name()
+                && images.iter().any(|i| {
+                    i.kind == ImageKind::Cubin.name()
+                        && !i.resources.is_empty()
+                        && (&i.triple, &i.arch, &i.module) == (&ptx.triple, &ptx.arch, &ptx.module)
+                })
+        })
+        .collect();
+    for (image, covered) in images.iter_mut().zip(covered) {
+        let family = offload_format::DeviceFamily::of_triple(&image.triple);
+        if covered || !family.is_gpu() {
+            continue;
+        }
+        image.occupancy = image
+            .resources
+            .iter()
+            .map(|r| kernel_occupancy(&image.arch, family, r, options))
+            .collect();
+    }
+}
+
+fn kernel_occupancy(
+    arch: &str,
+    family: offload_format::DeviceFamily,
+    r: &KernelResources,
+    options: &OccupancyOptions,
+) -> KernelOccupancy {
+    let bound = r
+        .max_threads
+        .and_then(|n| u32::try_from(n).ok())
+        .filter(|n| (1..=MAX_BLOCK_SIZE).contains(n));
+    let (block_size, block_size_from) = match (bound, options.block_size) {
+        (Some(n), _) => (n, BlockSizeSource::LaunchBound),
+        (None, Some(n)) => (n, BlockSizeSource::Given),
+        (None, None) => (DEFAULT_BLOCK_SIZE, BlockSizeSource::Default),
+    };
+    let count = |n: Option<u64>| u32::try_from(n.unwrap_or(0)).unwrap_or(u32::MAX);
+    let amd = family == offload_format::DeviceFamily::Amd;
+    let registers = if amd { r.vgprs } else { r.registers };
+    let usage = KernelUsage {
+        registers: count(registers),
+        agprs: count(r.agprs),
+        sgprs: count(r.sgprs),
+        shared_bytes: r.shared_bytes.unwrap_or(0),
+    };
+    let launch = Launch {
+        block_size,
+        dynamic_shared_bytes: options.dynamic_shared_bytes,
+    };
+    let wave_size = r.wavefront_size.and_then(|n| u32::try_from(n).ok());
+    let result = match registers {
+        None => Err("the image gives no register count".to_owned()),
+        Some(_) => occupancy::for_arch(arch, wave_size, &usage, &launch)
+            .map_err(|e| format!("error[{}]: {e}", e.code())),
+    };
+    KernelOccupancy {
+        kernel: r.kernel.clone(),
+        block_size,
+        block_size_from,
+        dynamic_shared_bytes: options.dynamic_shared_bytes,
+        result,
+    }
+}
+
+/// The occupancy table of `inspect --occupancy`: one row per kernel and architecture.
+fn render_occupancy(s: &mut String, images: &[InspectedImage]) {
+    use std::fmt::Write as _;
+    let rows: Vec<(&InspectedImage, &KernelOccupancy)> = images
+        .iter()
+        .flat_map(|img| img.occupancy.iter().map(move |o| (img, o)))
+        .collect();
+    let Some((_, first)) = rows.first() else {
+        return;
+    };
+    let _ = writeln!(
+        s,
+        "\nOccupancy ({} bytes of dynamic shared memory per block; * the kernel's launch bound):",
+        first.dynamic_shared_bytes
+    );
+    let mut table: Vec<[String; 7]> = vec![[
+        "arch".into(),
+        "kernel".into(),
+        "block".into(),
+        "resident".into(),
+        "warps (waves)".into(),
+        "occupancy".into(),
+        "limited by".into(),
+    ]];
+    let mut errors = Vec::new();
+    for (img, o) in &rows {
+        let block = match o.block_size_from {
+            BlockSizeSource::LaunchBound => format!("{}*", o.block_size),
+            _ => o.block_size.to_string(),
+        };
+        match &o.result {
+            Ok(r) => {
+                let (blocks, warps) = if r.family == offload_format::DeviceFamily::Amd {
+                    let wg = if r.blocks == 1 {
+                        "work-group"
+                    } else {
+                        "work-groups"
+                    };
+                    (
+                        format!("{} {wg}/{}", r.blocks, r.unit),
+                        format!(
+                            "{} of {} (wave{}, {}/SIMD)",
+                            r.warps,
+                            r.max_warps,
+                            r.wave_size,
+                            r.warps_per_simd()
+                        ),
+                    )
+                } else {
+                    let b = if r.blocks == 1 { "block" } else { "blocks" };
+                    (
+                        format!("{} {b}/{}", r.blocks, r.unit),
+                        format!("{} of {}", r.warps, r.max_warps),
+                    )
+                };
+                let limited_by: Vec<&str> =
+                    r.limited_by.iter().map(|l| l.label(r.family)).collect();
+                table.push([
+                    img.arch.clone(),
+                    o.kernel.clone(),
+                    block,
+                    blocks,
+                    warps,
+                    format!("{:.1}%", r.percent()),
+                    limited_by.join(", "),
+                ]);
+            }
+            Err(e) => errors.push(format!("{} {}: {e}", img.arch, o.kernel)),
+        }
+    }
+    if table.len() > 1 {
+        let mut widths = [0usize; 7];
+        for row in &table {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        for row in &table {
+            let mut line = String::from("  ");
+            for (i, (cell, w)) in row.iter().zip(widths).enumerate() {
+                if i + 1 == row.len() {
+                    line.push_str(cell);
+                } else if i == 5 {
+                    let _ = write!(line, "{cell:>w$}  ");
+                } else {
+                    let _ = write!(line, "{cell:<w$}  ");
+                }
+            }
+            let _ = writeln!(s, "{}", line.trim_end());
+        }
+    }
+    for e in errors {
+        let _ = writeln!(s, "  {e}");
+    }
 }
 
 /// The human-readable listing.
@@ -493,6 +774,7 @@ pub fn render_text(path: &str, images: &[InspectedImage]) -> String {
             let _ = writeln!(s, "      recorded figures unreadable: {error}");
         }
     }
+    render_occupancy(&mut s, images);
     let ptx_only = ptx_only_archs(images);
     if !ptx_only.is_empty() {
         let _ = writeln!(
@@ -902,6 +1184,7 @@ mod ptx_only_tests {
             resources: Vec::new(),
             resources_from: None,
             resources_error: None,
+            occupancy: Vec::new(),
         }
     }
 
@@ -923,5 +1206,113 @@ mod ptx_only_tests {
             "{text}"
         );
         assert!(!render_text("x", &images[..2]).contains("PTX only"));
+    }
+}
+
+#[cfg(test)]
+mod occupancy_tests {
+    use super::*;
+
+    fn image(
+        triple: &str,
+        arch: &str,
+        kind: ImageKind,
+        resources: Vec<KernelResources>,
+    ) -> InspectedImage {
+        InspectedImage {
+            container: "file".into(),
+            index: 0,
+            triple: triple.into(),
+            arch: arch.into(),
+            kind: kind.name().into(),
+            producer: "hip".into(),
+            size: 1,
+            module: Some("gemm".into()),
+            kernels: resources.iter().map(|r| r.kernel.clone()).collect(),
+            strings: BTreeMap::new(),
+            resources,
+            resources_from: Some(ResourceSource::Recorded),
+            resources_error: None,
+            occupancy: Vec::new(),
+        }
+    }
+
+    /// The rows `--occupancy` adds: an AMD kernel at its launch bound, the cubin of an sm (its
+    /// PTX, which the cubin covers, gets none), a kernel at the block size asked for.
+    #[test]
+    fn each_gpu_kernel_gets_a_row() {
+        let amd = KernelResources {
+            kernel: "gemm".into(),
+            vgprs: Some(153),
+            sgprs: Some(32),
+            agprs: Some(0),
+            shared_bytes: Some(49152),
+            wavefront_size: Some(64),
+            max_threads: Some(256),
+            ..KernelResources::default()
+        };
+        let nvidia = |registers| KernelResources {
+            kernel: "saxpy".into(),
+            registers: Some(registers),
+            shared_bytes: Some(0),
+            ..KernelResources::default()
+        };
+        let mut images = vec![
+            image(
+                "amdgcn-amd-amdhsa",
+                "gfx90a:xnack+",
+                ImageKind::Object,
+                vec![amd],
+            ),
+            image(
+                "nvptx64-nvidia-cuda",
+                "sm_80",
+                ImageKind::Cubin,
+                vec![nvidia(64)],
+            ),
+            image(
+                "nvptx64-nvidia-cuda",
+                "sm_80",
+                ImageKind::Ptx,
+                vec![nvidia(64)],
+            ),
+            image(
+                "x86_64-unknown-linux-gnu",
+                "host",
+                ImageKind::Object,
+                Vec::new(),
+            ),
+        ];
+        let options = OccupancyOptions {
+            block_size: Some(128),
+            dynamic_shared_bytes: 0,
+        };
+        add_occupancy(&mut images, &options);
+        let rows: Vec<usize> = images.iter().map(|i| i.occupancy.len()).collect();
+        assert_eq!(rows, [1, 1, 0, 0]);
+        let gfx90a = &images[0].occupancy[0];
+        assert_eq!(
+            (gfx90a.block_size, gfx90a.block_size_from),
+            (256, BlockSizeSource::LaunchBound)
+        );
+        // 64 registers, 128 threads: 2048 per warp, 8 warps per sub-partition, 32 per SM, 8
+        // blocks of 4 warps; warps allow 16: 32 of 64 warps.
+        let sm_80 = &images[1].occupancy[0];
+        assert_eq!(sm_80.block_size_from, BlockSizeSource::Given);
+        assert_eq!(
+            sm_80.result.as_ref().map(|o| (o.blocks, o.warps)),
+            Ok((8, 32))
+        );
+        let text = render_text("x", &images);
+        let table = &text[text.find("Occupancy").unwrap()..];
+        assert_eq!(
+            table,
+            "\
+Occupancy (0 bytes of dynamic shared memory per block; * the kernel's launch bound):
+  arch           kernel  block  resident         warps (waves)             occupancy  limited by
+  gfx90a:xnack+  gemm    256*   1 work-group/CU  4 of 32 (wave64, 1/SIMD)      12.5%  LDS
+  sm_80          saxpy   128    8 blocks/SM      32 of 64                      50.0%  registers
+",
+        );
     }
 }

@@ -51,6 +51,16 @@ enum Command {
     /// with rust-src through rustup and, with --system, clang, lld and LLVM 22 and ptxas.
     Setup(setup::SetupArgs),
     /// List the device images embedded in a binary, bundle or object.
+    ///
+    /// With --occupancy a table follows, one row per GPU kernel and architecture: the blocks
+    /// (AMD: work-groups) resident per SM (CU; WGP from GFX10), the warps (waves) they make
+    /// of the slots there, the occupancy and the resources that limit it. NVIDIA's follow
+    /// CUDA's occupancy calculator: registers allocated per warp by 256 from each quarter of
+    /// the register file, shared memory with the 1 KiB the driver reserves per block from
+    /// sm_80 against the largest carveout, warp and block slots. AMD's follow LLVM's limits:
+    /// VGPRs (AGPRs included), SGPRs on GFX9, LDS, wave slots and barriers, counting whole
+    /// work-groups. A kernel's block is its launch bound where the image has one (PTX's
+    /// .maxntid, a cubin's, an AMD kernel's flat work-group size below 1024), marked *.
     Inspect(inspect::InspectArgs),
     /// Create a project: a host crate and its kernel crate, or another `--template`.
     New(new::NewArgs),

@@ -49,8 +49,12 @@ pub(crate) fn print(
         .next()
         .unwrap_or_else(|| offload_build::tooling::arch::host_triple().to_owned());
     let cargo = env.get_untracked("CARGO").map(PathBuf::from);
-    let crates = offload_build::tooling::metadata::host_crates(&selection, cargo.as_deref())
+    let mut crates = offload_build::tooling::metadata::host_crates(&selection, cargo.as_deref())
         .context("finding the host crates of the build")?;
+    // Whether a prebuilt bundle serves depends on `OFFLOAD_PANIC`, as in the build.
+    for krate in crates.iter_mut().flat_map(|c| &mut c.host.kernel_crates) {
+        krate.apply_panic_override(env)?;
+    }
     if crates.is_empty() {
         eprintln!(
             "note: this build compiles no host crate (a package with a build-dependency on \

@@ -46,8 +46,11 @@ fn kernel_package(manifest_path: Option<&Path>) -> Result<KernelPackage> {
     }
     let env = Env::detect();
     let cargo = env.get_untracked("CARGO").map(PathBuf::from);
-    offload_build::tooling::metadata::kernel_package(&manifest, cargo.as_deref())
-        .with_context(|| format!("reading {}", manifest.display()))
+    let mut package = offload_build::tooling::metadata::kernel_package(&manifest, cargo.as_deref())
+        .with_context(|| format!("reading {}", manifest.display()))?;
+    // The bundle's images and source hash follow `OFFLOAD_PANIC`, as a build's do.
+    package.krate.apply_panic_override(&env)?;
+    Ok(package)
 }
 
 /// Builds the kernel crate's images and writes its prebuilt bundle.

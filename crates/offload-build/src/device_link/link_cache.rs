@@ -3,22 +3,22 @@
 //! (another checkout at the same path, a CI runner's second build, `cargo clean`) runs neither
 //! the link nor `ptxas` again.
 //!
-//! The key is a SHA-256 over: this layout's version; the executable doing the link (its path,
-//! size and modification time: a rebuilt `cargo-offload-device` or build script links anew);
-//! the LLVM it runs (version, and the shared library's path, size and modification time); the
-//! target and the AMD code object version; on NVIDIA the `ptxas` found (path, size, time), or
-//! none; the kernel crate's library name (the images carry it); and every input of the link,
-//! with whether it is linked whole or on demand and the symbols its archive says it defines:
-//! those linked whole in order, the library members as a set (cargo finishes independent
-//! crates in any order). The value is the images as the build embeds them (OffloadBinaries, with their
-//! kernels, parameter sizes and resource figures), written whole and renamed into place.
+//! The key is a SHA-256 over: this layout's version; the executable doing the link (its path, size
+//! and modification time: a rebuilt `cargo-offload-device` or build script links anew); the LLVM it
+//! runs (version, and the shared library's path, size and modification time); the target, the AMD
+//! code object version and the panic strategy; on NVIDIA the `ptxas` found (path, size, time), or
+//! none; the kernel crate's library name (the images carry it); and every input of the link, with
+//! whether it is linked whole or on demand and the symbols its archive says it defines: those
+//! linked whole in order, the library members as a set (cargo finishes independent crates in any
+//! order). The value is the images as the build embeds them (OffloadBinaries, with their kernels,
+//! parameter sizes and resource figures), written whole and renamed into place.
 //!
 //! It lies in `device-links` of the shared build cache's directory, and is turned off with it
 //! (`OFFLOAD_BUILD_CACHE=off`); every file may be deleted at any time.
 
 use std::path::{Path, PathBuf};
 
-use super::AmdgpuLinkOptions;
+use super::GpuLinkOptions;
 use super::rlib_bitcode::DeviceInput;
 use crate::env::Env;
 use crate::error::IoContext;
@@ -97,12 +97,13 @@ fn linker_identity() -> &'static [u8; 32] {
     })
 }
 
-/// The key of linking `inputs` for `target` (`sm_80`, `gfx942:xnack+`) into images of module
-/// `module`, with `ptxas` assembling them (NVIDIA targets; `None` for AMD's or without one).
+/// The key of linking `inputs` for `target` (`sm_80`, `gfx942:xnack+`) with `opts` into images
+/// of module `module`, with `ptxas` assembling them (NVIDIA targets; `None` for AMD's or
+/// without one).
 pub(crate) fn key(
     module: &str,
     target: &str,
-    amd: &AmdgpuLinkOptions,
+    opts: &GpuLinkOptions,
     ptxas: Option<&Path>,
     inputs: &[DeviceInput],
 ) -> LinkKey {
@@ -110,7 +111,8 @@ pub(crate) fn key(
     h.field(LAYOUT.as_bytes());
     h.field(linker_identity());
     h.field(target.as_bytes());
-    h.field(&amd.code_object_version.module_flag().to_le_bytes());
+    h.field(&opts.code_object_version.module_flag().to_le_bytes());
+    h.field(opts.panic.name().as_bytes());
     h.file(ptxas);
     h.field(module.as_bytes());
     // The inputs linked whole in their order; the library members as a set: their order is
@@ -221,7 +223,7 @@ mod tests {
     #[test]
     fn the_key_follows_every_input_of_the_link() {
         let sm80 = "sm_80";
-        let amd = AmdgpuLinkOptions::default();
+        let amd = GpuLinkOptions::default();
         let inputs = [input(b"BC\xc0\xde1", false), input(b"BC\xc0\xde2", true)];
         let base = key("k", sm80, &amd, None, &inputs);
         assert_eq!(base, key("k", sm80, &amd, None, &inputs), "deterministic");
@@ -266,11 +268,18 @@ mod tests {
         }
         // AMD images depend on the code object version.
         let amd_key = key("k", "gfx90a", &amd, None, &inputs);
-        let v6 = AmdgpuLinkOptions {
+        let v6 = GpuLinkOptions {
             code_object_version: super::super::AmdCodeObjectVersion::parse("6").unwrap(),
-            ..AmdgpuLinkOptions::default()
+            ..GpuLinkOptions::default()
         };
         assert_ne!(amd_key, key("k", "gfx90a", &v6, None, &inputs));
+        // Images of both targets depend on the panic strategy.
+        let trap = GpuLinkOptions {
+            panic: crate::metadata::PanicStrategy::Trap,
+            ..GpuLinkOptions::default()
+        };
+        assert_ne!(amd_key, key("k", "gfx90a", &trap, None, &inputs));
+        assert_ne!(base, key("k", sm80, &trap, None, &inputs));
     }
 
     /// Images come back as they were stored, with their kernels, parameters and figures; what
@@ -304,7 +313,7 @@ mod tests {
         let k = key(
             "k",
             sm80,
-            &AmdgpuLinkOptions::default(),
+            &GpuLinkOptions::default(),
             None,
             &[input(b"BC", false)],
         );

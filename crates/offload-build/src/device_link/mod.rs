@@ -32,7 +32,8 @@ pub use llvm::{
 };
 #[cfg(feature = "llvm")]
 pub use pipeline::{
-    GpuTarget, build_gpu_images, build_gpu_images_of_triple, device_inputs, gpu_images,
+    GpuLinkOptions, GpuTarget, build_gpu_images, build_gpu_images_of_triple, device_inputs,
+    gpu_images,
 };
 pub(crate) use ptx::check_cubin;
 pub use ptx::{

@@ -17,7 +17,7 @@ use crate::arch::OffloadArch;
 use crate::env::Env;
 use crate::image::DeviceImage;
 use crate::json::JsonExt;
-use crate::metadata::KernelCrate;
+use crate::metadata::{KernelCrate, PanicStrategy};
 use crate::{command, nested};
 
 /// One GPU architecture to build for.
@@ -313,22 +313,46 @@ pub fn device_inputs(
     nested_build(env, &build)?.inputs()
 }
 
+/// What a build's device link of one target is made with, besides its inputs: what the
+/// environment and the kernel crate choose. Every kernel is kept, and the `ld.lld` found links.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct GpuLinkOptions {
+    /// The AMD code object version (a build takes the one [`AmdCodeObjectVersion::from_env`]
+    /// picks); NVIDIA images do not depend on it.
+    pub code_object_version: AmdCodeObjectVersion,
+    /// How the kernels end when they panic (a build takes [`KernelCrate::panic`]).
+    pub panic: PanicStrategy,
+}
+
+impl GpuLinkOptions {
+    /// The options of a build of `krate`: the code object version of `env`, the crate's panic
+    /// strategy.
+    fn for_build(env: &Env, krate: &KernelCrate) -> Result<Self> {
+        Ok(Self {
+            code_object_version: AmdCodeObjectVersion::from_env(env)?,
+            panic: krate.panic,
+        })
+    }
+}
+
 /// Links the images of one target from device-link inputs. NVIDIA targets give a cubin (where
 /// the installed `ptxas` knows the `sm`, see [`cubin_plan`]) and PTX, in that order, both with
 /// the figures of the one `ptxas -v` run that made the cubin; AMD
-/// targets one code object of `amd`'s code object version (a build takes the one
-/// [`AmdCodeObjectVersion::from_env`] picks; `kernels` and `ld_lld` are not taken: every
-/// kernel is kept, and the `ld.lld` found links). A `ptxas` failure on an `sm` it knows is an
-/// error.
+/// targets one code object of `opts`' code object version. Both are linked with `opts`' panic
+/// strategy. A `ptxas` failure on an `sm` it knows is an error.
 pub fn gpu_images(
     inputs: &[DeviceInput],
     target: &GpuTarget,
-    amd: &AmdgpuLinkOptions,
+    opts: &GpuLinkOptions,
 ) -> Result<Vec<GpuImage>> {
     match target {
         GpuTarget::Nvptx { sm } => {
             let sm = &sm.to_string();
-            let ptx = nvptx_link(inputs, sm, &NvptxLinkOptions::default())?;
+            let nvptx = NvptxLinkOptions {
+                panic: opts.panic,
+                ..NvptxLinkOptions::default()
+            };
+            let ptx = nvptx_link(inputs, sm, &nvptx)?;
             let kernels = offload_format::image::ptx::kernel_names(&ptx);
             let mut images = Vec::new();
             let mut resources = Vec::new();
@@ -357,11 +381,12 @@ pub fn gpu_images(
             Ok(images)
         }
         GpuTarget::Amdgpu(id) => {
-            let opts = AmdgpuLinkOptions {
-                code_object_version: amd.code_object_version,
+            let amd = AmdgpuLinkOptions {
+                code_object_version: opts.code_object_version,
+                panic: opts.panic,
                 ..AmdgpuLinkOptions::default()
             };
-            let (bytes, kernels) = amdgpu_code_object(inputs, id, &opts)?;
+            let (bytes, kernels) = amdgpu_code_object(inputs, id, &amd)?;
             Ok(vec![GpuImage {
                 bytes,
                 kind: ImageKind::Object,
@@ -386,13 +411,10 @@ pub fn build_gpu_images(
     extra: &[DeviceInput],
 ) -> crate::Result<Vec<DeviceImage>> {
     let target = gpu_target_checked(env, krate, arch)?;
-    let amd = AmdgpuLinkOptions {
-        code_object_version: AmdCodeObjectVersion::from_env(env)?,
-        ..AmdgpuLinkOptions::default()
-    };
+    let opts = GpuLinkOptions::for_build(env, krate)?;
     let mut inputs = nested_inputs(env, krate, &target, std::slice::from_ref(arch), target_dir)?;
     inputs.extend(extra.iter().cloned());
-    link_device_images(env, krate, arch, &target, &inputs, &amd)
+    link_device_images(env, krate, arch, &target, &inputs, &opts)
 }
 
 /// The images of `krate` for several architectures of one GPU triple from one nested build,
@@ -422,10 +444,7 @@ pub fn build_gpu_images_of_triple(
         }
         .into());
     }
-    let amd = AmdgpuLinkOptions {
-        code_object_version: AmdCodeObjectVersion::from_env(env)?,
-        ..AmdgpuLinkOptions::default()
-    };
+    let opts = GpuLinkOptions::for_build(env, krate)?;
     let inputs = nested_inputs(env, krate, first, archs, target_dir)?;
     let pairs: Vec<(&OffloadArch, &GpuTarget)> = archs.iter().zip(&targets).collect();
     let results = crate::parallel::map(&pairs, |&(arch, target)| {
@@ -435,11 +454,11 @@ pub fn build_gpu_images_of_triple(
             .map(|(_, input)| input)
             .collect();
         if mine.is_empty() {
-            link_device_images(env, krate, arch, target, &inputs, &amd)
+            link_device_images(env, krate, arch, target, &inputs, &opts)
         } else {
             let mut all = inputs.clone();
             all.extend(mine.into_iter().cloned());
-            link_device_images(env, krate, arch, target, &all, &amd)
+            link_device_images(env, krate, arch, target, &all, &opts)
         }
     });
     Ok(archs
@@ -517,7 +536,7 @@ fn link_device_images(
     arch: &OffloadArch,
     target: &GpuTarget,
     inputs: &[DeviceInput],
-    amd: &AmdgpuLinkOptions,
+    opts: &GpuLinkOptions,
 ) -> crate::Result<Vec<DeviceImage>> {
     let cache = super::link_cache::LinkCache::from_env(env);
     // AMD images do not depend on ptxas.
@@ -526,7 +545,13 @@ fn link_device_images(
         GpuTarget::Amdgpu(_) => None,
     };
     let target_name = target.to_string();
-    let key = super::link_cache::key(&krate.lib_name, &target_name, amd, ptxas.as_deref(), inputs);
+    let key = super::link_cache::key(
+        &krate.lib_name,
+        &target_name,
+        opts,
+        ptxas.as_deref(),
+        inputs,
+    );
     if let Some(images) = cache
         .as_ref()
         .and_then(|c| c.load(&key, &krate.lib_name, &target_name))
@@ -542,7 +567,7 @@ fn link_device_images(
         return Ok(images);
     }
     crate::status::status(env, "Linking", &format!("{} ({arch})", krate.package));
-    let images = gpu_images(inputs, target, amd)?;
+    let images = gpu_images(inputs, target, opts)?;
     // The parameter sizes come from the PTX (a cubin is assembled from it) or the AMD code
     // object's metadata, so `extern_kernels!` can check a relocatable CUDA/HIP kernel too.
     let kernel_params = match images.iter().find(|i| i.kind != ImageKind::Cubin) {

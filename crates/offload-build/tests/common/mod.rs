@@ -106,6 +106,7 @@ pub fn rt_kernels() -> offload_build::KernelCrate {
         deps: Vec::new(),
         default_features: true,
         features: Vec::new(),
+        panic: offload_build::PanicStrategy::Report,
     }
 }
 

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use crate::limits;
-use crate::measure::{Figures, GEMM_MIX, GemmOutcome, GemmRow, Outcome, Row};
+use crate::measure::{Figures, GEMM_MIX, GemmOutcome, GemmRow, Outcome, Row, TrapRow};
 
 /// Every figure a row should have: each side used registers, has code, and touches global
 /// memory (every kernel of the benchmark reads or writes a buffer).
@@ -29,6 +29,72 @@ pub fn sanity(arch: &str, rows: &[Row]) -> Vec<String> {
         }
     }
     problems
+}
+
+/// That no kernel has more code with the panic strategy `trap` than with `report` (a trap is
+/// what the report ends with). Registers are not compared: the allocation of a kernel whose
+/// code changed may differ by one either way (`transpose` on gfx942 takes 7 VGPRs with
+/// `trap`, 6 with `report`, C's 8).
+pub fn trap_costs_no_more(arch: &str, rows: &[TrapRow]) -> Vec<String> {
+    rows.iter()
+        .filter(|row| row.trap.code_bytes > row.report.code_bytes)
+        .map(|row| {
+            format!(
+                "{arch} {}: {} code bytes with panic = \"trap\", {} with \"report\"",
+                row.kernel, row.trap.code_bytes, row.report.code_bytes
+            )
+        })
+        .collect()
+}
+
+/// The `TRAP_*` limits of `limits.rs` against the figures; returns the failures and the lists
+/// the figures would allow today.
+pub fn trap_limits(trapped: &[(&str, Vec<TrapRow>)]) -> (Vec<String>, String) {
+    let mut problems = Vec::new();
+    let mut code = Vec::new();
+    let mut registers = Vec::new();
+    for (arch, rows) in trapped {
+        for row in rows {
+            let r = ratio(row.trap.code_bytes, row.c.code_bytes);
+            code.push((
+                row.kernel,
+                *arch,
+                (r > limits::TRAP_CODE_SIZE_GOAL).then_some(r),
+            ));
+            let r = ratio(row.trap.registers, row.c.registers);
+            registers.push((
+                row.kernel,
+                *arch,
+                (r > limits::TRAP_REGISTERS_GOAL).then_some(r),
+            ));
+        }
+    }
+    per_kernel(
+        "code size with panic = \"trap\"",
+        &code,
+        limits::TRAP_CODE_SIZE_NOT_MET,
+        &mut problems,
+    );
+    per_kernel(
+        "registers with panic = \"trap\"",
+        &registers,
+        limits::TRAP_REGISTERS_NOT_MET,
+        &mut problems,
+    );
+    let mut today = String::new();
+    for (name, rows) in [
+        ("TRAP_CODE_SIZE_NOT_MET", &code),
+        ("TRAP_REGISTERS_NOT_MET", &registers),
+    ] {
+        let _ = writeln!(today, "pub const {name}: &[(&str, &str, f64)] = &[");
+        for (kernel, arch, r) in rows {
+            if let Some(r) = r {
+                let _ = writeln!(today, "    ({kernel:?}, {arch:?}, {:.2}),", ratio_guard(*r));
+            }
+        }
+        let _ = writeln!(today, "];");
+    }
+    (problems, today)
 }
 
 /// That each C side of `rows` calls something: `__assertfail`, which an `assert` compiled in

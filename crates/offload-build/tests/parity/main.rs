@@ -2,7 +2,8 @@
 //! `benches/parity/kernels` against their CUDA and HIP twins compiled by clang-22, per kernel
 //! and architecture: registers, scratch, instructions, code size, memory accesses by address
 //! space, device-build time; on NVIDIA, also the kernels that can panic against CUDA C that
-//! checks with `assert` (no limit), and the fast GEMM of `examples/gemm` against its CUDA C
+//! checks with `assert` (no limit), every kernel linked with the panic strategy `trap` against
+//! both C twins (`TRAP_*` limits), and the fast GEMM of `examples/gemm` against its CUDA C
 //! twin (`benches/parity/gemm.cu`). Writes `target/parity/parity.md` and `parity.json`, prints
 //! the tables, and fails when a figure is missing or a limit of `limits.rs` is broken.
 //!
@@ -19,6 +20,7 @@ mod report;
 
 use std::path::{Path, PathBuf};
 
+use offload_build::PanicStrategy;
 use offload_build::tooling::device_link::GpuTarget;
 use offload_build::tooling::env::Env;
 use offload_toolchain::Tool;
@@ -98,6 +100,8 @@ fn parity() {
     let work = base.join("work");
     let _ = std::fs::remove_dir_all(&work);
     let mut results: Vec<(&str, Outcome)> = Vec::new();
+    // Every kernel linked again with `panic = "trap"`, beside its `report` figures and C's.
+    let mut trapped: Vec<(&str, Vec<measure::TrapRow>)> = Vec::new();
     for (archs, triple_arch) in [(&NVIDIA[..], "sm_80"), (&AMD[..], "gfx90a")] {
         let target = GpuTarget::parse(triple_arch).unwrap();
         let (rust, rustc_seconds) = measure::rust_inputs(&target, &base.join("nested"));
@@ -114,6 +118,10 @@ fn parity() {
             } else {
                 measure::amd(arch, &inputs)
             };
+            if let Outcome::Measured(rows, _) = &outcome {
+                let trap = measure::rust_side(arch, &inputs, PanicStrategy::Trap);
+                trapped.push((arch, measure::trap_rows(rows, trap)));
+            }
             results.push((arch, outcome));
         }
     }
@@ -129,6 +137,18 @@ fn parity() {
         }
     }
 
+    for (arch, rows) in &mut trapped {
+        let Some((_, twins)) = asserted.iter().find(|(a, _)| a == arch) else {
+            continue;
+        };
+        for row in rows.iter_mut() {
+            row.c_assert = twins
+                .iter()
+                .find(|t| t.kernel == row.kernel)
+                .map(|t| t.c.clone());
+        }
+    }
+
     let gemm_rust = measure::gemm_rust_inputs(&base.join("nested"));
     let gemm: Vec<(&str, measure::GemmOutcome)> = NVIDIA
         .iter()
@@ -138,11 +158,11 @@ fn parity() {
         })
         .collect();
 
-    let markdown = report::markdown(&results, &asserted, &gemm, COMMAND);
+    let markdown = report::markdown(&results, &asserted, &trapped, &gemm, COMMAND);
     let out = output_dir();
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(out.join("parity.md"), &markdown).unwrap();
-    let json = report::json(&results, &asserted, &gemm);
+    let json = report::json(&results, &asserted, &trapped, &gemm);
     std::fs::write(out.join("parity.json"), json).unwrap();
     println!("{markdown}");
     println!(
@@ -162,11 +182,19 @@ fn parity() {
         problems.extend(checks::sanity(arch, rows));
         problems.extend(checks::asserts_kept(arch, rows));
     }
+    for (arch, rows) in &trapped {
+        let against_c: Vec<measure::Row> = rows.iter().map(measure::TrapRow::against_c).collect();
+        problems.extend(checks::sanity(arch, &against_c));
+        problems.extend(checks::trap_costs_no_more(arch, rows));
+    }
     for (arch, outcome) in &gemm {
         problems.extend(checks::gemm(arch, outcome));
     }
-    let (broken, today) = checks::limits(&results);
+    let (broken, mut today) = checks::limits(&results);
     problems.extend(broken);
+    let (broken, trap_today) = checks::trap_limits(&trapped);
+    problems.extend(broken);
+    today.push_str(&trap_today);
     if !problems.is_empty() {
         std::fs::write(out.join("limits-today.rs"), &today).unwrap();
         panic!(

@@ -9,7 +9,8 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
 use object::{Object, ObjectSymbol};
-use offload_build::tooling::device_link::{self, DeviceInput, GpuTarget};
+use offload_build::PanicStrategy;
+use offload_build::tooling::device_link::{self, DeviceInput, GpuLinkOptions, GpuTarget};
 use offload_build::tooling::env::Env;
 use offload_build::tooling::foreign::{self, Clang, Language, Options, Source};
 use offload_format::offload_binary::PtxasKernelInfo;
@@ -76,6 +77,77 @@ pub struct Row {
     pub kernel: &'static str,
     pub rust: Figures,
     pub c: Figures,
+}
+
+/// One kernel on one architecture with the panic strategy `trap`, beside the same kernel
+/// with `report` (the main table's Rust side), its C twin and, where there is one, its twin
+/// that checks with `assert` (NVIDIA, the kernels of `ASSERT_TWINS`).
+#[derive(Debug, Clone)]
+pub struct TrapRow {
+    pub kernel: &'static str,
+    pub trap: Figures,
+    pub report: Figures,
+    pub c: Figures,
+    pub c_assert: Option<Figures>,
+}
+
+impl TrapRow {
+    /// `trap` against C, as the main table's rows are read.
+    pub fn against_c(&self) -> Row {
+        Row {
+            kernel: self.kernel,
+            rust: self.trap.clone(),
+            c: self.c.clone(),
+        }
+    }
+}
+
+/// The rows of `measured` (an architecture's main table) with the Rust side linked with
+/// `trap` beside them; no C with `assert` yet.
+pub fn trap_rows(measured: &[Row], mut trap: BTreeMap<String, Figures>) -> Vec<TrapRow> {
+    measured
+        .iter()
+        .map(|r| TrapRow {
+            kernel: r.kernel,
+            trap: trap.remove(r.kernel).unwrap_or_default(),
+            report: r.rust.clone(),
+            c: r.c.clone(),
+            c_assert: None,
+        })
+        .collect()
+}
+
+/// The Rust side alone on `arch` (an `sm` or an AMD target ID), linked with the panic strategy
+/// `panic`; its image and listing go to `work/<arch>-rust-<panic>`.
+pub fn rust_side(arch: &str, inputs: &Inputs, panic: PanicStrategy) -> BTreeMap<String, Figures> {
+    let fail = |what: &str, e: &dyn std::fmt::Display| -> ! {
+        panic!("{arch}, panic = \"{panic}\": {what}: {e}")
+    };
+    let target = GpuTarget::parse(arch).unwrap_or_else(|e| fail("target", &e));
+    let opts = GpuLinkOptions {
+        panic,
+        ..GpuLinkOptions::default()
+    };
+    let images = device_link::gpu_images(inputs.rust, &target, &opts)
+        .unwrap_or_else(|e| fail("the Rust device link", &e));
+    let dir = inputs.work.join(format!("{arch}-rust-{panic}"));
+    let side = if arch.starts_with("sm_") {
+        let ptx = images
+            .iter()
+            .find(|i| i.kind == ImageKind::Ptx)
+            .map(|i| String::from_utf8_lossy(&i.bytes).into_owned())
+            .unwrap_or_else(|| fail("the Rust images", &"no PTX"));
+        nvidia_side(&ptx, arch, inputs.kernels, &dir)
+    } else {
+        let object = images
+            .iter()
+            .find(|i| i.kind == ImageKind::Object)
+            .map(|i| i.bytes.clone())
+            .unwrap_or_else(|| fail("the Rust images", &"no code object"));
+        let processor = arch.split(':').next().unwrap_or(arch);
+        amd_side(&object, processor, inputs.kernels, &dir)
+    };
+    side.unwrap_or_else(|e| fail("the Rust image", &e))
 }
 
 /// Device-build times of one architecture, seconds.

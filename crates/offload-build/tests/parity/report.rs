@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use crate::checks::{excess_generic, excess_scratch, geomean, ratio};
 use crate::limits;
 use crate::measure::{
-    Accesses, Figures, GEMM_MIX, GemmFigures, GemmOutcome, GemmRow, Outcome, Row,
+    Accesses, Figures, GEMM_MIX, GemmFigures, GemmOutcome, GemmRow, Outcome, Row, TrapRow,
 };
 
 /// `text` in lines of at most `width` characters, broken at spaces.
@@ -58,6 +58,7 @@ fn accesses(a: &Accesses) -> String {
 pub fn markdown(
     results: &[(&str, Outcome)],
     asserted: &[(&str, Vec<Row>)],
+    trapped: &[(&str, Vec<TrapRow>)],
     gemm: &[(&str, GemmOutcome)],
     command: &str,
 ) -> String {
@@ -201,8 +202,104 @@ pub fn markdown(
         );
     }
     assert_twins(&mut md, asserted);
+    trap_strategy(&mut md, trapped);
     gemm_twins(&mut md, gemm);
     md
+}
+
+/// Every kernel linked with the panic strategy `trap`, against `report` and both C twins.
+fn trap_strategy(md: &mut String, trapped: &[(&str, Vec<TrapRow>)]) {
+    if trapped.is_empty() {
+        return;
+    }
+    let legend = format!(
+        "Every kernel linked again with the panic strategy `trap` (`[package.metadata.offload] \
+         panic = \"trap\"`, or `OFFLOAD_PANIC=trap`): its checks kept, each failed one the \
+         device's trap, no report. Cells are `trap / report / C / C with assert`, the last \
+         only where there is one (NVIDIA, `benches/parity/parity_assert.cu`), else `–`; `×` is \
+         trap over C without `assert`, **bold** where the goal is not met (code size {:.1}×, \
+         registers {:.2}×). Code bytes and instructions as above (SASS on NVIDIA, AMD's \
+         `llvm-objdump`).",
+        limits::TRAP_CODE_SIZE_GOAL,
+        limits::TRAP_REGISTERS_GOAL
+    );
+    let _ = writeln!(md);
+    let _ = writeln!(md, "### The panic strategy `trap`");
+    let _ = writeln!(md);
+    let _ = writeln!(md, "{}", wrap(&legend, 95));
+    let _ = writeln!(md);
+    let _ = writeln!(
+        md,
+        "| arch | code × C, geo. mean: report → trap | over {:.1}× code: report → trap | over \
+         {:.2}× registers: report → trap | kernels changed by `trap` |",
+        limits::TRAP_CODE_SIZE_GOAL,
+        limits::TRAP_REGISTERS_GOAL
+    );
+    let _ = writeln!(md, "|---|---:|---:|---:|---:|");
+    for (arch, rows) in trapped {
+        let code = |f: &dyn Fn(&TrapRow) -> &Figures| {
+            geomean(rows.iter().map(|r| ratio(f(r).code_bytes, r.c.code_bytes)))
+        };
+        let over = |f: &dyn Fn(&TrapRow) -> &Figures, registers: bool| {
+            rows.iter()
+                .filter(|r| {
+                    if registers {
+                        ratio(f(r).registers, r.c.registers) > limits::TRAP_REGISTERS_GOAL
+                    } else {
+                        ratio(f(r).code_bytes, r.c.code_bytes) > limits::TRAP_CODE_SIZE_GOAL
+                    }
+                })
+                .count()
+        };
+        let changed = rows.iter().filter(|r| r.trap != r.report).count();
+        let _ = writeln!(
+            md,
+            "| {arch} | {:.2} → {:.2} | {} → {} | {} → {} | {changed} |",
+            code(&|r| &r.report),
+            code(&|r| &r.trap),
+            over(&|r| &r.report, false),
+            over(&|r| &r.trap, false),
+            over(&|r| &r.report, true),
+            over(&|r| &r.trap, true),
+        );
+    }
+    let _ = writeln!(md);
+    let _ = writeln!(
+        md,
+        "| kernel | arch | registers | × | code bytes | × | instructions |"
+    );
+    let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|");
+    let four = |f: &dyn Fn(&Figures) -> u64, row: &TrapRow| {
+        format!(
+            "{} / {} / {} / {}",
+            f(&row.trap),
+            f(&row.report),
+            f(&row.c),
+            row.c_assert
+                .as_ref()
+                .map_or_else(|| "–".to_owned(), |a| f(a).to_string())
+        )
+    };
+    for (arch, rows) in trapped {
+        for row in rows {
+            let _ = writeln!(
+                md,
+                "| {} | {arch} | {} | {} | {} | {} | {} |",
+                row.kernel,
+                four(&|f| f.registers, row),
+                over(
+                    ratio(row.trap.registers, row.c.registers),
+                    limits::TRAP_REGISTERS_GOAL
+                ),
+                four(&|f| f.code_bytes, row),
+                over(
+                    ratio(row.trap.code_bytes, row.c.code_bytes),
+                    limits::TRAP_CODE_SIZE_GOAL
+                ),
+                four(&|f| f.instructions, row),
+            );
+        }
+    }
 }
 
 /// The kernels that can panic against CUDA C that makes the same checks with `assert`.
@@ -404,6 +501,7 @@ fn json_rows(rows: &[Row]) -> String {
 pub fn json(
     results: &[(&str, Outcome)],
     asserted: &[(&str, Vec<Row>)],
+    trapped: &[(&str, Vec<TrapRow>)],
     gemm: &[(&str, GemmOutcome)],
 ) -> String {
     let archs: Vec<String> = results
@@ -437,6 +535,32 @@ pub fn json(
             )
         })
         .collect();
+    let trapped: Vec<String> = trapped
+        .iter()
+        .map(|(arch, rows)| {
+            let rows: Vec<String> = rows
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{{\"kernel\": {}, \"trap\": {}, \"report\": {}, \"c\": {}, \
+                         \"c_assert\": {}}}",
+                        json_string(r.kernel),
+                        json_figures(&r.trap),
+                        json_figures(&r.report),
+                        json_figures(&r.c),
+                        r.c_assert
+                            .as_ref()
+                            .map_or_else(|| "null".to_owned(), json_figures)
+                    )
+                })
+                .collect();
+            format!(
+                "{{\"arch\": {}, \"kernels\": [\n    {}\n  ]}}",
+                json_string(arch),
+                rows.join(",\n    ")
+            )
+        })
+        .collect();
     let gemm: Vec<String> = gemm
         .iter()
         .map(|(arch, outcome)| match outcome {
@@ -466,9 +590,11 @@ pub fn json(
         })
         .collect();
     format!(
-        "{{\"archs\": [\n  {}\n],\n\"assert_twins\": [\n  {}\n],\n\"gemm_twins\": [\n  {}\n]}}\n",
+        "{{\"archs\": [\n  {}\n],\n\"assert_twins\": [\n  {}\n],\n\"trap\": [\n  {}\n],\n\
+         \"gemm_twins\": [\n  {}\n]}}\n",
         archs.join(",\n  "),
         asserted.join(",\n  "),
+        trapped.join(",\n  "),
         gemm.join(",\n  ")
     )
 }

@@ -1,11 +1,14 @@
 //! Readers of the device images the build makes or takes in, for what the image says about
-//! its kernels: [`ptx`] (`.entry` declarations, and the report of `ptxas -v`), [`elf`] (the
-//! CPU device's and OpenMP's host-CPU shared objects), [`amdgpu`] (code objects' `e_flags`
-//! and metadata note) and [`is_cubin`]. Pure functions of the bytes or text handed in; running the tools that
-//! make the images is the build's.
+//! its kernels: [`ptx`] (`.entry` declarations with their launch bounds, and the report of
+//! `ptxas -v`), [`elf`] (the CPU device's and OpenMP's host-CPU shared objects), [`amdgpu`]
+//! (code objects' `e_flags` and metadata note), [`cubin`] (kernels' launch bounds) and
+//! [`is_cubin`]. Pure functions of the bytes or text handed in; running the tools that make
+//! the images is the build's.
 
 #[cfg(feature = "containers")]
 pub mod amdgpu;
+#[cfg(feature = "containers")]
+pub mod cubin;
 #[cfg(feature = "containers")]
 pub mod elf;
 pub mod ptx;

@@ -128,6 +128,58 @@ pub fn kernel_params(ptx: &str) -> Vec<KernelParams> {
     out
 }
 
+/// Each kernel's launch bound: the threads of the `.maxntid x[, y[, z]]` (or `.reqntid`)
+/// directive between its parameter list and its body, multiplied out, in declaration order;
+/// kernels without one are left out. `//` comments are skipped.
+pub fn max_threads(ptx: &str) -> Vec<(String, u32)> {
+    let code: Vec<&str> = ptx
+        .lines()
+        .map(|line| line.split("//").next().unwrap_or(""))
+        .collect();
+    let code = code.join("\n");
+    let mut found = Vec::new();
+    let mut rest = code.as_str();
+    while let Some(at) = find_entry(rest) {
+        let after = rest[at + ".entry".len()..].trim_start();
+        let name_end = after
+            .find(|c: char| c == '(' || c == '{' || c == ';' || c.is_whitespace())
+            .unwrap_or(after.len());
+        let name = &after[..name_end];
+        let tail = &after[name_end..];
+        // The directives follow the parameters (if any) and end at the body or a `;`.
+        let tail = match tail.trim_start().strip_prefix('(') {
+            Some(list) => &list[list.find(')').unwrap_or(list.len())..],
+            None => tail,
+        };
+        let header_end = tail.find(['{', ';']).unwrap_or(tail.len());
+        if let Some(bound) = bound_directive(&tail[..header_end])
+            && !name.is_empty()
+        {
+            found.push((name.to_owned(), bound));
+        }
+        rest = &tail[header_end..];
+    }
+    found
+}
+
+/// The threads of a `.maxntid` or `.reqntid` directive in a kernel's header: 1 to 3
+/// comma-separated dimensions, multiplied out.
+fn bound_directive(header: &str) -> Option<u32> {
+    let mut words = header.split(|c: char| c.is_whitespace() || c == ',');
+    words.find(|w| *w == ".maxntid" || *w == ".reqntid")?;
+    let dims: Vec<u32> = words
+        .filter(|w| !w.is_empty())
+        .map_while(|w| w.parse().ok())
+        .take(3)
+        .collect();
+    if dims.is_empty() {
+        return None;
+    }
+    dims.into_iter()
+        .try_fold(1u32, u32::checked_mul)
+        .filter(|&n| n > 0)
+}
+
 /// The offset of the next `.entry` directive (a whole word) in `text`.
 fn find_entry(text: &str) -> Option<usize> {
     let mut from = 0;
@@ -276,6 +328,45 @@ mod tests {
         assert_eq!(k[0].param_sizes(), Some(vec![4, 4, 8]));
         assert_eq!(k[1].name, "empty");
         assert!(k[1].params.is_empty());
+    }
+
+    /// `.maxntid` as LLVM 22's NVPTX back end writes it for a launch bound, `.reqntid`, a
+    /// kernel with none, and a bound in a comment.
+    #[test]
+    fn launch_bounds_are_read() {
+        let ptx = "\
+.version 8.7
+.target sm_80
+.visible .entry gemm__f16(
+\t.param .u64 .ptr .align 1 gemm__f16_param_0
+)
+.maxntid 256, 1, 1
+{
+\tret;
+}
+.visible .entry free(
+\t.param .u32 free_param_0
+)
+{
+\t// .maxntid 64
+}
+.entry tile() .reqntid 16, 16 { ret; }
+.entry flat()
+.maxntid 128
+.minnctapersm 2
+{
+}
+";
+        assert_eq!(
+            max_threads(ptx),
+            [
+                ("gemm__f16".to_owned(), 256),
+                ("tile".to_owned(), 256),
+                ("flat".to_owned(), 128),
+            ]
+        );
+        assert_eq!(max_threads(".entry k() .maxntid x {}"), []);
+        assert_eq!(max_threads(".entry k() .maxntid 0 {}"), []);
     }
 
     fn params(kernel: &str, sizes: &[u32]) -> KernelParams {

@@ -163,7 +163,7 @@ impl<T: MmaInput> FragmentA<T> {
 impl<T: MmaInput> FragmentA<T> {
     /// Loads the 16×16 tile of A whose element `(row, k)` is the swizzled tile's element
     /// `(row0 + row, col0 + k)`: on NVIDIA one `ldmatrix.x4` (`LDSM`) for the warp, 16 bytes a
-    /// lane; elsewhere element by element. Every lane of the warp calls it with the same
+    /// lane; on CDNA one 64-bit LDS read a lane (MFMA's layout); elsewhere element by element. Every lane of the warp calls it with the same
     /// arguments.
     ///
     /// # Safety
@@ -184,6 +184,18 @@ impl<T: MmaInput> FragmentA<T> {
             let row = tile.ptr(row0 + lane % 16, col0 + lane / 16 * 8);
             // SAFETY: 16 bytes of one chunk of the tile the caller vouches for.
             words_to_halves(unsafe { ldmatrix_x4(row.cast()) })
+        } else if layout() == Layout::Mfma {
+            // A lane's 4 elements are consecutive in `k`, 8 bytes inside one 16-byte chunk: one
+            // 64-bit LDS read (`ds_read_b64`).
+            let (row, k) = layout().a_place(lane, 0);
+            // SAFETY: 4 elements of one chunk of the tile the caller vouches for, at a column
+            // that is a multiple of 4, so aligned to 8 bytes (the tile's chunks are aligned).
+            let word = unsafe { tile.ptr(row0 + row, col0 + k).cast::<u64>().read() };
+            let mut halves = [0u16; HALVES];
+            unrolled!(e in [0, 1, 2, 3] {
+                halves[e] = (word >> (16 * e)) as u16;
+            });
+            halves
         } else {
             let mut halves = [0u16; HALVES];
             unrolled!(e in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {

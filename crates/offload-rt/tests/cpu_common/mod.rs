@@ -44,6 +44,7 @@ pub fn build_image_at(level: offload_format::CpuLevel) -> Result<(Vec<u8>, Vec<S
         deps: Vec::new(),
         default_features: true,
         features: Vec::new(),
+        panic: offload_build::PanicStrategy::Report,
     };
     let dir = match level {
         offload_format::CpuLevel::Baseline => "cpu-device".to_owned(),

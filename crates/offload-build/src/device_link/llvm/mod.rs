@@ -1,18 +1,19 @@
-//! The in-process device link on LLVM 22 (inkwell), one stage a file, in the order
-//! [`link_for`] runs them: [`link`] reads the bitcode and links the inputs lazily, [`helpers`]
-//! defines the device API's IR helpers and [`matrix`] the matrix multiply-accumulate for the
-//! image's processor, [`fixups`] makes AMDGPU's by-value kernel parameters
-//! `byref` and internalizes all but the kernels, [`shared_memory`] moves shared-memory statics
-//! to address space 3 and checks their size, [`private_volatiles`] makes the volatile
-//! accesses of private stack slots plain, [`codegen`] runs `default<O3>` (for NVPTX, then
-//! unrolls the loops of at most 2 iterations that ptxas would unroll by 4), after which
-//! [`null_tests`] folds the null tests of accessors' options, [`conversions`] makes NVIDIA's
-//! float-to-integer casts one instruction, [`read_only`] marks the loads of the runtime's
-//! globals invariant, [`panic_sites`] describes the constant panic sites in the module's
-//! table, [`read_only`] marks the loads through `&[T]` parameters invariant, [`shared_traps`]
-//! leaves each function one trap, [`kernel_returns`] makes an AMDGPU kernel's `s_endpgm` a
-//! return, and [`codegen`] emits PTX or an object. This file holds the entry points for NVPTX
-//! and AMDGPU.
+//! The in-process device link on LLVM 22 (inkwell), one stage a file, in the order [`link_for`]
+//! runs them: [`link`] reads the bitcode and links the inputs lazily, [`helpers`] defines the
+//! device API's IR helpers and [`matrix`] the matrix multiply-accumulate for the image's processor,
+//! [`fixups`] makes AMDGPU's by-value kernel parameters `byref` and internalizes all but the
+//! kernels, with `panic = "trap"` [`panic_sites::trap_panics`] makes offload-rt's panic reporters
+//! the target's trap, [`shared_memory`] moves shared-memory statics to address space 3 and checks
+//! their size, [`private_volatiles`] makes the volatile accesses of private stack slots plain,
+//! [`codegen`] runs `default<O3>` (for NVPTX, then unrolls the loops of at most 2 iterations that
+//! ptxas would unroll by 4), after which [`null_tests`] folds the null tests of accessors' options,
+//! [`conversions`] makes NVIDIA's float-to-integer casts one instruction, [`read_only`] marks the
+//! loads of the runtime's globals invariant, [`panic_sites`] describes the constant panic sites in
+//! the module's table, [`read_only`] marks the loads through `&[T]` parameters invariant, with
+//! `trap` on AMDGPU [`uniform_panics::uniform_traps`] makes the branches to the traps scalar,
+//! [`shared_traps`] leaves each function one trap, [`kernel_returns`] makes an AMDGPU kernel's
+//! `s_endpgm` a return, and [`codegen`] emits PTX or an object. This file holds the entry points
+//! for NVPTX and AMDGPU.
 
 use std::ffi::CStr;
 use std::path::PathBuf;
@@ -30,6 +31,7 @@ use super::{
     LLVM_MAJOR, LinkError, Result, find_tool, io_err, nightly_rustc_llvm_major, scratch_dir,
 };
 use crate::command::run as run_command;
+use crate::metadata::PanicStrategy;
 use codegen::{CLEAN_UP, INFER_ADDRESS_SPACES, emit, optimize, run_pipeline, target_machine};
 use fixups::{amdgpu_byref_parameters, global_pointers, internalize};
 use helpers::{
@@ -102,6 +104,8 @@ pub fn check_llvm_versions(env: &crate::env::Env) -> Result<()> {
 pub struct NvptxLinkOptions {
     /// The kernels to keep; `None` keeps every `ptx_kernel` function.
     pub kernels: Option<Vec<String>>,
+    /// How the kernels end when they panic.
+    pub panic: PanicStrategy,
 }
 
 /// Options of `amdgpu_link_object` and [`amdgpu_code_object`].
@@ -113,6 +117,8 @@ pub struct AmdgpuLinkOptions {
     pub ld_lld: Option<PathBuf>,
     /// The code object version to emit.
     pub code_object_version: AmdCodeObjectVersion,
+    /// How the kernels end when they panic.
+    pub panic: PanicStrategy,
 }
 
 /// A relocatable object from the device link and the kernels it defines.
@@ -270,6 +276,7 @@ fn link_for<'ctx>(
     machine: &TargetMachine,
     kernels: Option<&[String]>,
     allowed_external: &[&str],
+    panic: PanicStrategy,
 ) -> Result<(Module<'ctx>, Vec<String>)> {
     let roots = Roots {
         kernels,
@@ -295,6 +302,9 @@ fn link_for<'ctx>(
         })?;
     }
     let kept = internalize(&module, kernels)?;
+    if panic == PanicStrategy::Trap {
+        panic_sites::trap_panics(&module)?;
+    }
     let placed = place_generic_tiles(&module, machine)?;
     if placed + move_shared_to_addrspace3(&module)? + move_constants_to_addrspace4(&module)? > 0 {
         module.verify().map_err(|e| LinkError::Verify {
@@ -317,6 +327,9 @@ fn link_for<'ctx>(
     if global_pointers(&module) > 0 {
         // Not left to the code generator, which runs it on NVPTX but not on AMDGPU.
         run_pipeline(&module, INFER_ADDRESS_SPACES, machine)?;
+    }
+    if panic == PanicStrategy::Trap && is_amdgpu(&module) {
+        uniform_panics::uniform_traps(&module);
     }
     shared_traps::share_traps(&module);
     kernel_returns::endpgm_as_return(&module);
@@ -355,6 +368,7 @@ pub fn nvptx_link(inputs: &[DeviceInput], sm: &str, opts: &NvptxLinkOptions) -> 
         &machine,
         opts.kernels.as_deref(),
         NVPTX_EXTERNALS,
+        opts.panic,
     )?;
     let to_text = |buffer: inkwell::memory_buffer::MemoryBuffer<'_>| {
         String::from_utf8(buffer.as_slice().to_vec()).map_err(|_| LinkError::Codegen {
@@ -389,6 +403,7 @@ pub fn amdgpu_link_object(
         &machine,
         opts.kernels.as_deref(),
         AMDGPU_EXTERNALS,
+        opts.panic,
     )?;
     const FLAG: &str = "amdhsa_code_object_version";
     // Relocatable HIP sources arrive with the flag, set by clang to the same version (their

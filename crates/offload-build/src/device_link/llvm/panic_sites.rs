@@ -7,6 +7,7 @@
 //! reporter's string copies cost a bounds-checked gather 22 registers where its hot path needs
 //! 10, and generic loads of the strings), on AMD the VGPRs of the copies inlined at each site.
 //! Calls whose arguments are not constants keep the reporter, which records the text itself.
+//! With the panic strategy `trap` ([`trap_panics`]) no call is left to describe.
 
 use inkwell::context::AsContextRef;
 use inkwell::llvm_sys::core as llvm;
@@ -51,6 +52,74 @@ pub(super) const LATE: [&str; 8] = [
     SITE_REPORTER,
     FINISH,
 ];
+
+/// The panic strategy `trap` (`[package.metadata.offload] panic = "trap"`, see
+/// `crate::metadata::PanicStrategy`): gives each of offload-rt's panic reporters
+/// ([`REPORTER`], the site reporters, the AMD thread reporter and NVIDIA's finish, the
+/// functions of [`LATE`] but the thread index) a body that is the target's
+/// trap, `llvm.trap` then `unreachable` (`trap;` on NVIDIA, `s_trap 2` on AMD GPUs), made
+/// internal and always inlined. Runs before optimization: every panic site becomes a trap, and
+/// nothing else, as soon as the reporter inlines there, so LLVM drops what only a report would
+/// have read (the messages, locations, indices and lengths), and [`describe_sites`] finds no
+/// call to describe: no panic-site table, no access to the channel but the prints'. On AMD GPUs
+/// [`uniform_panics::uniform_traps`] then makes the branches to the traps scalar. Every check
+/// stays; what reaches the reporter is already a failed one. Returns how many reporters
+/// changed.
+///
+/// Here rather than in offload-rt under a cfg of the nested build (`--cfg offload_panic_trap`
+/// in its flags): the nested build, its bitcode and so the build caches' units are the same
+/// for both strategies, the choice costs no rebuild of `core` and the kernel crate, and the
+/// images are as small either way, since the same `llvm.trap` reaches every site.
+pub(super) fn trap_panics(module: &Module<'_>) -> Result<usize> {
+    use inkwell::attributes::{Attribute, AttributeLoc};
+    use inkwell::intrinsics::Intrinsic;
+
+    let context = module.get_context();
+    let failed = |message: String| LinkError::Codegen {
+        cpu: "device link".into(),
+        message,
+    };
+    let trap = Intrinsic::find("llvm.trap")
+        .and_then(|i| i.get_declaration(module, &[]))
+        .ok_or_else(|| failed("no llvm.trap intrinsic".into()))?;
+    let mut changed = 0;
+    for name in LATE {
+        let Some(old) = module.get_function(name) else {
+            continue;
+        };
+        if old.count_basic_blocks() == 0 {
+            continue;
+        }
+        if name == THREAD_INDEX {
+            // Not a reporter: only the AMD report reads it, and no report is left.
+            old.as_global_value().set_linkage(Linkage::Internal);
+            continue;
+        }
+        old.as_global_value()
+            .set_name(&format!("{name}.offload.replaced"));
+        let trapping = module.add_function(name, old.get_type(), Some(Linkage::Internal));
+        for kind in ["noreturn", "nounwind", "cold"] {
+            trapping.add_attribute(
+                AttributeLoc::Function,
+                context.create_enum_attribute(Attribute::get_named_enum_kind_id(kind), 0),
+            );
+        }
+        let builder = context.create_builder();
+        builder.position_at_end(context.append_basic_block(trapping, "entry"));
+        builder
+            .build_call(trap, &[], "")
+            .and_then(|_| builder.build_unreachable())
+            .map_err(|e| failed(format!("making {name} a trap: {e}")))?;
+        old.as_global_value()
+            .as_pointer_value()
+            .replace_all_uses_with(trapping.as_global_value().as_pointer_value());
+        // SAFETY: every use of `old` now refers to `trapping`; nothing refers to `old` any more.
+        unsafe { old.delete() };
+        make_inlinable(module, trapping);
+        changed += 1;
+    }
+    Ok(changed)
+}
 
 /// Describes the module's constant panic sites, gives each function one call of a site
 /// reporter ([`merge_site_calls`]), makes the panic path inlinable where the triple wants it,
@@ -601,8 +670,72 @@ fn flatten(value: LLVMValueRef, out: &mut Flattened) -> Option<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use inkwell::attributes::{Attribute, AttributeLoc};
     use inkwell::context::Context;
     use inkwell::memory_buffer::MemoryBuffer;
+    use inkwell::values::FunctionValue;
+
+    fn module<'ctx>(context: &'ctx Context, ir: &str) -> Module<'ctx> {
+        let text = format!("target triple = \"nvptx64-nvidia-cuda\"\n{ir}");
+        let buffer = MemoryBuffer::create_from_memory_range_copy(text.as_bytes(), "test");
+        context.create_module_from_ir(buffer).unwrap()
+    }
+
+    fn callees(f: FunctionValue<'_>) -> Vec<String> {
+        f.get_basic_block_iter()
+            .flat_map(|b| b.get_instructions())
+            .filter_map(|i| i.get_operand(i.get_num_operands().checked_sub(1)?))
+            .filter_map(|op| op.value())
+            .filter(|v| v.is_pointer_value())
+            .map(|v| super::super::cstr(v.into_pointer_value().get_name()))
+            .collect()
+    }
+
+    /// With `panic = "trap"`, the reporter becomes the target's trap, inlined where it is
+    /// called: nothing of its report (the channel's accesses) is left.
+    #[test]
+    fn the_trap_strategy_makes_the_reporters_a_trap() {
+        let context = Context::create();
+        let m = module(
+            &context,
+            "@__offload_channel = global ptr null\n\
+             define void @__offload_gpu_panic(i32 %k, ptr %m, i64 %n, i64 %a, i64 %b, i64 %c, ptr %loc) #0 {\n  \
+             %channel = load ptr, ptr @__offload_channel\n  store i64 %a, ptr %channel\n  unreachable\n}\n\
+             define i32 @__offload_gpu_thread_index() {\n  ret i32 0\n}\n\
+             define void @k(i64 %i) {\n  \
+             call void @__offload_gpu_panic(i32 1, ptr null, i64 0, i64 %i, i64 4, i64 0, ptr null) #0\n  unreachable\n}\n\
+             attributes #0 = { noinline }\n",
+        );
+        assert_eq!(trap_panics(&m).unwrap(), 1);
+        m.verify().unwrap();
+        let reporter = m.get_function(REPORTER).unwrap();
+        assert_eq!(callees(reporter), ["llvm.trap"]);
+        assert_eq!(
+            reporter.as_global_value().get_linkage(),
+            inkwell::module::Linkage::Internal
+        );
+        let always = Attribute::get_named_enum_kind_id("alwaysinline");
+        assert!(
+            reporter
+                .get_enum_attribute(AttributeLoc::Function, always)
+                .is_some()
+        );
+        assert_eq!(callees(m.get_function("k").unwrap()), [REPORTER]);
+        let ir = m.print_to_string().to_string();
+        assert!(!ir.contains("load ptr, ptr @__offload_channel"), "{ir}");
+        let call = ir
+            .lines()
+            .find(|l| l.contains("call void @__offload_gpu_panic("))
+            .unwrap();
+        assert!(!call.contains('#'), "the call may inline: {call}");
+        assert_eq!(
+            m.get_function("__offload_gpu_thread_index")
+                .unwrap()
+                .as_global_value()
+                .get_linkage(),
+            inkwell::module::Linkage::Internal
+        );
+    }
 
     /// A module as the optimizer leaves a kernel crate's: core's bounds check and a division's
     /// panic are calls of the reporter with constant sites (the second chosen by comparisons of

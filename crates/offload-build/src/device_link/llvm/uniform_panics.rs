@@ -31,6 +31,102 @@ pub(super) const THREAD_REPORTER: &str = "__offload_gpu_panic_at_thread";
 /// offload-rt's `kernel::gpu_channel::__offload_gpu_thread_index()`, on AMD GPUs only.
 pub(super) const THREAD_INDEX: &str = "__offload_gpu_thread_index";
 
+/// With the panic strategy `trap` on AMD GPUs: makes each divergent conditional branch to a
+/// block that only traps (`llvm.trap`, then `unreachable`) scalar, taken when any active lane
+/// takes it (a branch on the condition's ballot), as [`make_uniform`] does for the branches to
+/// a report. A trap ends the whole wavefront however many of its lanes reach it, so only the
+/// branch changes: it needs no exec-mask bookkeeping around the trap, and where several
+/// checks share one trap block ([`super::shared_traps`]) the structurizer joins no divergent
+/// paths there. Returns how many branches changed.
+pub(super) fn uniform_traps(module: &Module<'_>) -> usize {
+    let mut branches = Vec::new();
+    // SAFETY: the blocks, their instructions and the terminators using them are live values of
+    // `module`; they are collected before any changes.
+    unsafe {
+        for function in module.get_functions() {
+            for block in function.get_basic_block_iter() {
+                let block = block.as_mut_ptr();
+                if !only_traps(block) {
+                    continue;
+                }
+                let as_value = llvm::LLVMBasicBlockAsValue(block);
+                let mut use_ = llvm::LLVMGetFirstUse(as_value);
+                while !use_.is_null() {
+                    let branch = llvm::LLVMGetUser(use_);
+                    use_ = llvm::LLVMGetNextUse(use_);
+                    if llvm::LLVMIsABranchInst(branch).is_null()
+                        || llvm::LLVMIsConditional(branch) == 0
+                        || is_uniform(llvm::LLVMGetCondition(branch), 8)
+                    {
+                        continue;
+                    }
+                    let traps_when_true = llvm::LLVMGetSuccessor(branch, 0) == block;
+                    if traps_when_true == (llvm::LLVMGetSuccessor(branch, 1) == block) {
+                        continue;
+                    }
+                    if !branches.iter().any(|(b, _, _)| *b == branch) {
+                        branches.push((branch, block, traps_when_true));
+                    }
+                }
+            }
+        }
+    }
+    if branches.is_empty() {
+        return 0;
+    }
+    let context = module.get_context();
+    // SAFETY: each branch is a live conditional branch of `module`, whose context the builder
+    // is made in; its condition and successors are replaced with values built before it.
+    unsafe {
+        let ctx = context.as_ctx_ref();
+        let i64_type = llvm::LLVMInt64TypeInContext(ctx);
+        let ballot = Intrinsic::new(module.as_mut_ptr(), "llvm.amdgcn.ballot", &[i64_type]);
+        let builder = llvm::LLVMCreateBuilderInContext(ctx);
+        for &(branch, trap, traps_when_true) in &branches {
+            llvm::LLVMPositionBuilderBefore(builder, branch);
+            let condition = llvm::LLVMGetCondition(branch);
+            let trapping = if traps_when_true {
+                condition
+            } else {
+                llvm::LLVMBuildNot(builder, condition, c"".as_ptr())
+            };
+            let mask = ballot.call(builder, &mut [trapping]);
+            let any = llvm::LLVMBuildICmp(
+                builder,
+                inkwell::llvm_sys::LLVMIntPredicate::LLVMIntNE,
+                mask,
+                llvm::LLVMConstInt(i64_type, 0, 0),
+                c"offload.any_traps".as_ptr(),
+            );
+            let other = llvm::LLVMGetSuccessor(branch, u32::from(traps_when_true));
+            llvm::LLVMSetCondition(branch, any);
+            llvm::LLVMSetSuccessor(branch, 0, trap);
+            llvm::LLVMSetSuccessor(branch, 1, other);
+        }
+        llvm::LLVMDisposeBuilder(builder);
+    }
+    branches.len()
+}
+
+/// Whether `block` holds a call of `llvm.trap` and `unreachable`, and nothing else.
+///
+/// # Safety
+/// `block` is a live block.
+unsafe fn only_traps(block: LLVMBasicBlockRef) -> bool {
+    // SAFETY: the caller's contract; the callee is read from calls only.
+    unsafe {
+        let first = llvm::LLVMGetFirstInstruction(block);
+        !first.is_null()
+            && !llvm::LLVMIsACallInst(first).is_null()
+            && callee_name(first) == b"llvm.trap"
+            && {
+                let next = llvm::LLVMGetNextInstruction(first);
+                !next.is_null()
+                    && llvm::LLVMGetInstructionOpcode(next) == LLVMOpcode::LLVMUnreachable
+            }
+    }
+}
+
 /// In each function whose every call of the `site_reporters` (each followed by `unreachable`)
 /// is entered by a branch that is or can be made scalar ([`site_entry`]), makes those branches
 /// scalar and each call one of `thread_reporter` with the values and the thread index
@@ -407,10 +503,12 @@ unsafe fn is_uniform(value: LLVMValueRef, depth: u32) -> bool {
             LLVMOpcode::LLVMLoad => all_uniform(0, operands),
             LLVMOpcode::LLVMCall => {
                 let name = callee_name(value);
-                UNIFORM_INTRINSICS
-                    .iter()
-                    .any(|u| name.starts_with(u.as_bytes()))
-                    && all_uniform(0, operands - 1)
+                // A ballot is the wavefront's mask, whatever its lanes' operands.
+                name.starts_with(b"llvm.amdgcn.ballot")
+                    || UNIFORM_INTRINSICS
+                        .iter()
+                        .any(|u| name.starts_with(u.as_bytes()))
+                        && all_uniform(0, operands - 1)
             }
             LLVMOpcode::LLVMPHI => false,
             opcode if computes_only(opcode) => all_uniform(0, operands),
@@ -584,6 +682,90 @@ done:
 declare i32 @llvm.amdgcn.workitem.id.x()
 declare void @llvm.assume(i1)
 "#;
+
+    /// With `trap`: a divergent check's branch to a trap block is taken when any lane fails
+    /// (the successors swapped where the trap was the false one), a check of parameters
+    /// keeps its branch, and a block that does more than trap is no trap block.
+    #[test]
+    fn branches_to_traps_are_taken_by_any_failing_lane() {
+        const TRAPS: &str = r#"
+target triple = "amdgcn-amd-amdhsa"
+define amdgpu_kernel void @gather(ptr addrspace(1) %idx, i64 %n, i64 %m) {
+  %x = call i32 @llvm.amdgcn.workitem.id.x()
+  %i = zext i32 %x to i64
+  %in = icmp ult i64 %i, %n
+  br i1 %in, label %load, label %trap
+load:
+  %p = getelementptr i32, ptr addrspace(1) %idx, i64 %i
+  %j32 = load i32, ptr addrspace(1) %p
+  %j = zext i32 %j32 to i64
+  %out = icmp uge i64 %j, %m
+  br i1 %out, label %trap, label %done
+trap:
+  call void @llvm.trap()
+  unreachable
+done:
+  ret void
+}
+define amdgpu_kernel void @rows(i64 %rows, i64 %w, i64 %len) {
+  %size = mul i64 %rows, %w
+  %fits = icmp ule i64 %size, %len
+  br i1 %fits, label %done, label %trap
+trap:
+  call void @llvm.trap()
+  unreachable
+done:
+  ret void
+}
+define amdgpu_kernel void @stores(ptr addrspace(1) %log, i64 %n) {
+  %x = call i32 @llvm.amdgcn.workitem.id.x()
+  %i = zext i32 %x to i64
+  %in = icmp ult i64 %i, %n
+  br i1 %in, label %done, label %fail
+fail:
+  store i64 %i, ptr addrspace(1) %log
+  call void @llvm.trap()
+  unreachable
+done:
+  ret void
+}
+declare i32 @llvm.amdgcn.workitem.id.x()
+declare void @llvm.trap()
+"#;
+        let context = Context::create();
+        let buffer = MemoryBuffer::create_from_memory_range_copy(TRAPS.as_bytes(), "traps");
+        let module = context.create_module_from_ir(buffer).unwrap();
+        assert_eq!(uniform_traps(&module), 2, "gather's two checks");
+        module.verify().unwrap();
+        let text = |name: &str| {
+            module
+                .get_function(name)
+                .unwrap()
+                .print_to_string()
+                .to_string()
+        };
+        let gather = text("gather");
+        assert_eq!(
+            gather.matches("@llvm.amdgcn.ballot.i64").count(),
+            2,
+            "{gather}"
+        );
+        assert!(gather.contains("xor i1 %in, true"), "{gather}");
+        assert_eq!(
+            gather
+                .lines()
+                .filter(|l| l.contains("br i1 %offload.any_traps") && l.contains("label %trap,"))
+                .count(),
+            2,
+            "{gather}"
+        );
+        assert!(
+            !text("rows").contains("ballot"),
+            "a scalar check keeps its branch"
+        );
+        assert!(!text("stores").contains("ballot"), "no trap block");
+        assert_eq!(uniform_traps(&module), 0, "nothing left to change");
+    }
 
     fn transformed(context: &Context) -> (Module<'_>, usize) {
         let buffer = MemoryBuffer::create_from_memory_range_copy(IR.as_bytes(), "uniform");
