@@ -2133,6 +2133,7 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "loop_barrier",
             "match_phases",
             "matmul_tiled",
+            "matrix_loads",
             "pyramid_min",
             "recurse_after_barrier",
             // Barriers and warp operations in functions of a `#[kernels]` module.
@@ -2144,6 +2145,8 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "shared_atomics",
             "shared_shuffle_rows",
             "skipping_passes",
+            // A pipeline of asynchronous copies, its `Stage` kept per thread across barriers.
+            "staged_reverse",
             "strided_histogram",
             "tiled_transpose",
             "tiled_weighted_sums",
