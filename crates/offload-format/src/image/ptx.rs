@@ -48,6 +48,32 @@ impl PtxEntry {
 /// name ends at `(`, `{`, `;` or whitespace, and an empty one is no kernel; the parameters are
 /// the comma-separated declarations up to the first `)` after the name (none without `(`).
 pub fn entries(ptx: &str) -> Vec<PtxEntry> {
+    entry_heads(ptx)
+        .into_iter()
+        .map(|head| PtxEntry {
+            name: head.name,
+            params: head
+                .params
+                .split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(param)
+                .collect(),
+        })
+        .collect()
+}
+
+/// What precedes a kernel's body: its name, its parameter list's text and the directives
+/// between that list and the body.
+struct EntryHead {
+    name: String,
+    params: String,
+    directives: String,
+}
+
+/// The heads of the `.entry` directives of a PTX module, in order, with the rules of
+/// [`entries`] (comments skipped, an empty name no kernel).
+fn entry_heads(ptx: &str) -> Vec<EntryHead> {
     let code: Vec<&str> = ptx
         .lines()
         .map(|line| line.split("//").next().unwrap_or(""))
@@ -69,15 +95,14 @@ pub fn entries(ptx: &str) -> Vec<PtxEntry> {
             }
             None => ("", tail),
         };
+        // The directives follow the parameters (if any) and end at the body or a `;`.
+        let header = next.strip_prefix(')').unwrap_or(next);
+        let header = &header[..header.find(['{', ';']).unwrap_or(header.len())];
         if !name.is_empty() {
-            found.push(PtxEntry {
+            found.push(EntryHead {
                 name: name.to_owned(),
-                params: list
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|p| !p.is_empty())
-                    .map(param)
-                    .collect(),
+                params: list.to_owned(),
+                directives: header.to_owned(),
             });
         }
         rest = next;
@@ -132,34 +157,10 @@ pub fn kernel_params(ptx: &str) -> Vec<KernelParams> {
 /// directive between its parameter list and its body, multiplied out, in declaration order;
 /// kernels without one are left out. `//` comments are skipped.
 pub fn max_threads(ptx: &str) -> Vec<(String, u32)> {
-    let code: Vec<&str> = ptx
-        .lines()
-        .map(|line| line.split("//").next().unwrap_or(""))
-        .collect();
-    let code = code.join("\n");
-    let mut found = Vec::new();
-    let mut rest = code.as_str();
-    while let Some(at) = find_entry(rest) {
-        let after = rest[at + ".entry".len()..].trim_start();
-        let name_end = after
-            .find(|c: char| c == '(' || c == '{' || c == ';' || c.is_whitespace())
-            .unwrap_or(after.len());
-        let name = &after[..name_end];
-        let tail = &after[name_end..];
-        // The directives follow the parameters (if any) and end at the body or a `;`.
-        let tail = match tail.trim_start().strip_prefix('(') {
-            Some(list) => &list[list.find(')').unwrap_or(list.len())..],
-            None => tail,
-        };
-        let header_end = tail.find(['{', ';']).unwrap_or(tail.len());
-        if let Some(bound) = bound_directive(&tail[..header_end])
-            && !name.is_empty()
-        {
-            found.push((name.to_owned(), bound));
-        }
-        rest = &tail[header_end..];
-    }
-    found
+    entry_heads(ptx)
+        .into_iter()
+        .filter_map(|head| Some((head.name, bound_directive(&head.directives)?)))
+        .collect()
 }
 
 /// The threads of a `.maxntid` or `.reqntid` directive in a kernel's header: 1 to 3

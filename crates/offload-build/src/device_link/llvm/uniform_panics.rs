@@ -12,6 +12,8 @@
 //! entered this way; a function with another site is left as it was. A call the optimizer
 //! merged from several sites (its values phis of theirs) is split into one per branch first.
 
+use std::ffi::CStr;
+
 use inkwell::context::AsContextRef;
 use inkwell::llvm_sys::LLVMOpcode;
 use inkwell::llvm_sys::core as llvm;
@@ -83,25 +85,15 @@ pub(super) fn uniform_traps(module: &Module<'_>) -> usize {
         let ballot = Intrinsic::new(module.as_mut_ptr(), "llvm.amdgcn.ballot", &[i64_type]);
         let builder = llvm::LLVMCreateBuilderInContext(ctx);
         for &(branch, trap, traps_when_true) in &branches {
-            llvm::LLVMPositionBuilderBefore(builder, branch);
-            let condition = llvm::LLVMGetCondition(branch);
-            let trapping = if traps_when_true {
-                condition
-            } else {
-                llvm::LLVMBuildNot(builder, condition, c"".as_ptr())
-            };
-            let mask = ballot.call(builder, &mut [trapping]);
-            let any = llvm::LLVMBuildICmp(
+            branch_when_any(
                 builder,
-                inkwell::llvm_sys::LLVMIntPredicate::LLVMIntNE,
-                mask,
-                llvm::LLVMConstInt(i64_type, 0, 0),
-                c"offload.any_traps".as_ptr(),
+                &ballot,
+                i64_type,
+                branch,
+                trap,
+                traps_when_true,
+                c"offload.any_traps",
             );
-            let other = llvm::LLVMGetSuccessor(branch, u32::from(traps_when_true));
-            llvm::LLVMSetCondition(branch, any);
-            llvm::LLVMSetSuccessor(branch, 0, trap);
-            llvm::LLVMSetSuccessor(branch, 1, other);
         }
         llvm::LLVMDisposeBuilder(builder);
     }
@@ -248,26 +240,15 @@ pub(super) fn make_uniform(
                         for assumption in assumptions {
                             llvm::LLVMInstructionEraseFromParent(assumption);
                         }
-                        llvm::LLVMPositionBuilderBefore(builder, branch);
-                        let condition = llvm::LLVMGetCondition(branch);
-                        let failing = if panics_when_true {
-                            condition
-                        } else {
-                            llvm::LLVMBuildNot(builder, condition, c"".as_ptr())
-                        };
-                        let mask = ballot.call(builder, &mut [failing]);
-                        let any = llvm::LLVMBuildICmp(
+                        branch_when_any(
                             builder,
-                            inkwell::llvm_sys::LLVMIntPredicate::LLVMIntNE,
-                            mask,
-                            llvm::LLVMConstInt(i64_type, 0, 0),
-                            c"offload.any_panics".as_ptr(),
-                        );
-                        let other = llvm::LLVMGetSuccessor(branch, u32::from(panics_when_true));
-                        llvm::LLVMSetCondition(branch, any);
-                        llvm::LLVMSetSuccessor(branch, 0, block);
-                        llvm::LLVMSetSuccessor(branch, 1, other);
-                        mask
+                            &ballot,
+                            i64_type,
+                            branch,
+                            block,
+                            panics_when_true,
+                            c"offload.any_panics",
+                        )
                     }
                     Entry::Uniform => {
                         llvm::LLVMPositionBuilderBefore(builder, call);
@@ -543,6 +524,47 @@ fn computes_only(opcode: LLVMOpcode) -> bool {
                 | LLVMFreeze
                 | LLVMPHI
         )
+}
+
+/// Makes the conditional `branch` scalar: it goes to `target` (the successor its condition
+/// takes when it is `taken_when_true`) when any lane of the wavefront would, to its other
+/// successor when none would. Returns the wavefront's ballot of the lanes that would.
+///
+/// # Safety
+/// `builder` is of `branch`'s context; `branch` is a live conditional branch with `target` as
+/// one successor; `ballot` is its module's `llvm.amdgcn.ballot` on `i64_type`.
+unsafe fn branch_when_any(
+    builder: LLVMBuilderRef,
+    ballot: &Intrinsic,
+    i64_type: LLVMTypeRef,
+    branch: LLVMValueRef,
+    target: LLVMBasicBlockRef,
+    taken_when_true: bool,
+    name: &CStr,
+) -> LLVMValueRef {
+    // SAFETY: the caller's contract; the new values are built before the branch they feed.
+    unsafe {
+        llvm::LLVMPositionBuilderBefore(builder, branch);
+        let condition = llvm::LLVMGetCondition(branch);
+        let taken = if taken_when_true {
+            condition
+        } else {
+            llvm::LLVMBuildNot(builder, condition, c"".as_ptr())
+        };
+        let mask = ballot.call(builder, &mut [taken]);
+        let any = llvm::LLVMBuildICmp(
+            builder,
+            inkwell::llvm_sys::LLVMIntPredicate::LLVMIntNE,
+            mask,
+            llvm::LLVMConstInt(i64_type, 0, 0),
+            name.as_ptr(),
+        );
+        let other = llvm::LLVMGetSuccessor(branch, u32::from(taken_when_true));
+        llvm::LLVMSetCondition(branch, any);
+        llvm::LLVMSetSuccessor(branch, 0, target);
+        llvm::LLVMSetSuccessor(branch, 1, other);
+        mask
+    }
 }
 
 /// An intrinsic's declaration in a module, overloaded on the given types.
