@@ -40,6 +40,7 @@ const GPU_TESTS: &[&str] = &[
     "gpu_cuda",
     "gpu_cuda_fault",
     "gpu_stream_fault",
+    "gpu_fault_stress",
     "gpu_examples",
     "gpu_hip",
 ];
@@ -412,6 +413,23 @@ mod tests {
         // One size under the goal is enough.
         let (status, _) = script.classify("gemm", 0, true, &gemm_log(["0.7000", "0.5999"]));
         assert_eq!(status, "MISSED");
+    }
+
+    /// On an `sm_90a` image the Hopper kernel's lines are held to their own, higher goal.
+    #[test]
+    fn the_hopper_gemm_is_held_to_its_goal() {
+        let script = Script::new("gemm-tma");
+        let log = |tma: &str| {
+            format!(
+                "{}gemm-tma ratio-to-cublas N=4096 {tma} f16\n",
+                gemm_log(["0.7000", "0.7100"])
+            )
+        };
+        let (status, detail) = script.classify("gemm", 0, true, &log("0.8500"));
+        assert_eq!(status, "MISSED", "{detail}");
+        assert!(detail.contains("gemm_tma N=4096 0.8500x"), "{detail}");
+        let (status, detail) = script.classify("gemm", 0, true, &log("0.9300"));
+        assert_eq!(status, "PASS", "{detail}");
     }
 
     #[test]

@@ -248,8 +248,45 @@ fn setup(cuda: bool) -> Result {
         }
         apt_install(&missing)?;
     }
+    if cuda && !offload_toolchain::cuda_pip_tools_installed() {
+        cuda_pip_install()?;
+    }
     rust_toolchain()?;
     check_tools(cuda)
+}
+
+/// Installs CUDA 12.9's `ptxas` and CUDA 13's `cuobjdump` for `sm_90a` under
+/// [`offload_toolchain::CUDA_PIP_PREFIX`]: Debian's CUDA 11.8 knows no `sm_90a`.
+fn cuda_pip_install() -> Result {
+    let python = Tool::Python3.find().map_err(|e| e.to_string())?;
+    let python = python.to_string_lossy();
+    let mut args = vec![
+        &*python,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--no-deps",
+        "--target",
+        offload_toolchain::CUDA_PIP_PREFIX,
+    ];
+    args.extend_from_slice(offload_toolchain::CUDA_PIP_PACKAGES);
+    eprintln!(
+        "xtask: installing {} under {}",
+        offload_toolchain::CUDA_PIP_PACKAGES.join(" "),
+        offload_toolchain::CUDA_PIP_PREFIX
+    );
+    run(&mut privileged(&args))
+        .map_err(|e| format!("{e}\n  fix: install them by hand: sudo {}", args.join(" ")))?;
+    if offload_toolchain::cuda_pip_tools_installed() {
+        Ok(())
+    } else {
+        Err(format!(
+            "pip installed {} but {} holds no ptxas, cuobjdump and nvdisasm",
+            offload_toolchain::CUDA_PIP_PACKAGES.join(" "),
+            offload_toolchain::CUDA_PIP_PREFIX
+        ))
+    }
 }
 
 /// Runs every tool of the table with `--version` and prints where it was found. A tool that
@@ -258,7 +295,7 @@ fn setup(cuda: bool) -> Result {
 fn check_tools(cuda: bool) -> Result {
     let mut broken = Vec::new();
     for &tool in Tool::ALL {
-        if tool.origin() == Origin::Cuda && !cuda {
+        if tool.origin() == Origin::Cuda && !cuda || !tool.installed_by_setup() {
             continue;
         }
         match tool.find() {
@@ -294,7 +331,7 @@ fn check_tools(cuda: bool) -> Result {
         let packages: Vec<&str> = Tool::ALL
             .iter()
             .filter(|t| cuda || t.origin() != Origin::Cuda)
-            .filter(|t| t.find().is_err())
+            .filter(|t| t.installed_by_setup() && t.find().is_err())
             .map(|t| t.package())
             .collect();
         return Err(format!(
@@ -312,7 +349,9 @@ fn dpkg_owner(path: &Path) -> Option<String> {
     let owner = |p: &Path| {
         let out = Command::new("dpkg-query").arg("-S").arg(p).output().ok()?;
         let text = String::from_utf8(out.stdout).ok()?;
-        let package = text.lines().next()?.split(':').next()?.trim().to_owned();
+        // `diversion by linux-perf from: /usr/bin/perf` lines come before the owner's.
+        let line = text.lines().find(|l| !l.starts_with("diversion by "))?;
+        let package = line.split(':').next()?.trim().to_owned();
         (out.status.success() && !package.is_empty()).then_some(package)
     };
     owner(path).or_else(|| owner(&std::fs::canonicalize(path).ok()?))

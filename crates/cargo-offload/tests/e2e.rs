@@ -423,8 +423,18 @@ fn an_sm_the_installed_ptxas_does_not_know_gets_ptx_only() {
         &target_s,
     ];
 
+    // That `ptxas` alone: a newer one installed beside it (the set-up's CUDA 12.9) would
+    // assemble the sm.
+    let pinned = ptxas.to_string_lossy().into_owned();
     // A release pipeline that must ship cubins gets a clear error.
-    let strict = cargo_offload_env(&root, &args, &[("OFFLOAD_REQUIRE_CUBIN", Some("1"))]);
+    let strict = cargo_offload_env(
+        &root,
+        &args,
+        &[
+            ("OFFLOAD_REQUIRE_CUBIN", Some("1")),
+            ("OFFLOAD_PTXAS", Some(&pinned)),
+        ],
+    );
     let stderr = String::from_utf8_lossy(&strict.stderr);
     assert!(!strict.status.success(), "{stderr}");
     for part in [
@@ -435,7 +445,14 @@ fn an_sm_the_installed_ptxas_does_not_know_gets_ptx_only() {
         assert!(stderr.contains(&part), "`{part}` missing in:\n{stderr}");
     }
 
-    let out = cargo_offload_env(&root, &args, &[("OFFLOAD_REQUIRE_CUBIN", None)]);
+    let out = cargo_offload_env(
+        &root,
+        &args,
+        &[
+            ("OFFLOAD_REQUIRE_CUBIN", None),
+            ("OFFLOAD_PTXAS", Some(&pinned)),
+        ],
+    );
     check(&out, "cargo offload build with an sm ptxas does not know");
     let stderr = String::from_utf8_lossy(&out.stderr);
     let warnings: Vec<&str> = stderr

@@ -97,7 +97,8 @@ pub mod tooling {
     pub mod device_link {
         pub use crate::device_link::{
             AmdCodeObjectVersion, CubinPlan, LLVM_MAJOR, LinkError, cubin_plan, find_tool,
-            is_cubin, ptx_features, ptxas_assemble, ptxas_path, ptxas_supported_sms, ptxas_verbose,
+            installed_ptxas, is_cubin, ptx_features, ptxas_assemble, ptxas_for, ptxas_path,
+            ptxas_supported_sms, ptxas_verbose,
         };
         #[cfg(feature = "llvm")]
         pub use crate::device_link::{

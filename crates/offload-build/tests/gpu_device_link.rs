@@ -1710,6 +1710,171 @@ fn sass(cubin: &[u8]) -> Option<String> {
     Some(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// `cuobjdump -sass` of an `sm_90a` cubin by the newest `cuobjdump` installed (CUDA 13's, which
+/// the set-up installs with the `nvdisasm` it runs beside it); `None` where none reads it (a
+/// visible skip, a failure under CI).
+fn hopper_sass(cubin: &[u8]) -> Option<String> {
+    let cuobjdump = Tool::Cuobjdump
+        .for_test()
+        .and(Tool::Cuobjdump.find_newest().ok())?;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("image.cubin");
+    std::fs::write(&path, cubin).unwrap();
+    let bin = cuobjdump.parent().unwrap().to_path_buf();
+    let env = Env::detect();
+    let dirs = env.get("PATH").unwrap_or_default();
+    let search =
+        std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(&dirs))).unwrap();
+    let out = std::process::Command::new(&cuobjdump)
+        .arg("-sass")
+        .arg(&path)
+        .env("PATH", search)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    match (
+        out.status.success() && text.contains("Function"),
+        env.get("CI"),
+    ) {
+        (true, _) => Some(text),
+        (false, Some(_)) => panic!(
+            "{} cannot disassemble sm_90a ({}); CI requires CUDA 13's (`cargo xtask setup --cuda`)",
+            cuobjdump.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+        (false, None) => {
+            eprintln!("skipped: {} cannot disassemble sm_90a", cuobjdump.display());
+            None
+        }
+    }
+}
+
+/// Hopper's units in the runtime fixture's kernels: in the `sm_90a` image, assembled by the
+/// `ptxas` that knows it (CUDA 12.9's), `tma_tile` waits on an `mbarrier` for a TMA load and
+/// syncs its cluster, `tma_store_tile` stores with TMA, `wgmma_tile` is one `HGMMA`, and
+/// `register_handoff` moves registers with `setmaxnreg`; on sm_80, sm_90 (PTX 7.8) and the AMD
+/// GPUs the kernels keep no trace of them.
+#[test]
+fn hopper_units_in_sm_90a_images_and_nowhere_else() {
+    if !nightly_ready() {
+        return;
+    }
+    let kernels = [
+        "tma_tile",
+        "tma_store_tile",
+        "wgmma_tile",
+        "register_handoff",
+    ];
+    let options = NvptxLinkOptions {
+        kernels: Some(kernels.map(String::from).to_vec()),
+        ..Default::default()
+    };
+    let inputs = rt_fixture_inputs(&GpuTarget::parse("sm_90a").unwrap());
+    let ptx = device_link::nvptx_link(&inputs, "sm_90a", &options).unwrap();
+    let spaced = |kernel: &str| {
+        let body = ptx_entry(&ptx, kernel).join("\n");
+        body.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    for (kernel, wanted) in [
+        (
+            "tma_tile",
+            &[
+                "mbarrier.init.shared",
+                "mbarrier.arrive.expect_tx.shared::cta.b64",
+                "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
+                "mbarrier.try_wait.parity.shared::cta.b64",
+                "barrier.cluster.arrive",
+                "mapa",
+                "prefetch.tensormap",
+            ][..],
+        ),
+        (
+            "tma_store_tile",
+            &[
+                "fence.proxy.async.shared::cta",
+                "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group",
+                "cp.async.bulk.wait_group.read 0",
+            ],
+        ),
+        (
+            "wgmma_tile",
+            &[
+                "wgmma.fence.sync.aligned",
+                "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16",
+                "wgmma.wait_group.sync.aligned 0",
+            ],
+        ),
+        (
+            "register_handoff",
+            &[
+                "setmaxnreg.dec.sync.aligned.u32 40",
+                "setmaxnreg.inc.sync.aligned.u32 232",
+            ],
+        ),
+    ] {
+        let body = spaced(kernel);
+        for w in wanted {
+            assert!(body.contains(w), "sm_90a {kernel}: no {w}:\n{body}");
+        }
+    }
+    if device_link::ptxas_for("sm_90a").unwrap().is_none() {
+        assert!(
+            Env::detect().get("CI").is_none(),
+            "no ptxas knows sm_90a; CI requires CUDA 12.9's (`cargo xtask setup --cuda`)"
+        );
+        eprintln!("skipped: no ptxas knows sm_90a");
+    } else {
+        let (cubin, report) = device_link::ptxas_verbose(&ptx, "sm_90a").unwrap();
+        for kernel in kernels {
+            let info = report.iter().find(|k| k.name == kernel).unwrap();
+            assert_eq!(
+                (info.stack_bytes, info.spill_store_bytes),
+                (0, 0),
+                "sm_90a {kernel}: {info:?}"
+            );
+        }
+        if let Some(text) = hopper_sass(&cubin) {
+            for (kernel, wanted) in [
+                (
+                    "tma_tile",
+                    &["UTMALDG.2D", "SYNCS.ARRIVE.TRANS64", "UCGABAR_ARV"][..],
+                ),
+                ("tma_store_tile", &["UTMASTG.2D"]),
+                ("wgmma_tile", &["HGMMA.64x64x16.F32"]),
+                ("register_handoff", &["USETMAXREG"]),
+            ] {
+                let function = text
+                    .split("Function : ")
+                    .find(|f| {
+                        f.starts_with(kernel) && f[kernel.len()..].starts_with(char::is_whitespace)
+                    })
+                    .unwrap_or_else(|| panic!("no {kernel} in\n{text}"));
+                for w in wanted {
+                    assert!(function.contains(w), "sm_90a {kernel}: no {w}:\n{function}");
+                }
+            }
+        }
+    }
+    for sm in ["sm_80", "sm_90"] {
+        let ptx = device_link::nvptx_link(&inputs, sm, &options).unwrap();
+        for unit in [
+            "mbarrier.",
+            "cp.async.bulk",
+            "wgmma.",
+            "setmaxnreg.",
+            "barrier.cluster",
+        ] {
+            assert!(!ptx.contains(unit), "{sm}: {unit} left:\n{ptx}");
+        }
+    }
+    let amd_inputs = rt_fixture_inputs(&GpuTarget::parse("gfx90a").unwrap());
+    for id in ["gfx90a", "gfx1100"] {
+        let target = GpuTarget::parse(id).unwrap();
+        device_link::gpu_images(&amd_inputs, &target, &Default::default())
+            .unwrap_or_else(|e| panic!("{id}: {e}"));
+    }
+}
+
 /// `kernel::matrix`: the tensor-core instructions of each processor in the images of the
 /// fixture's `mma_gemm` (f16 and bf16), no stack or scratch, and a clear refusal, naming the
 /// kernels, on processors without them.

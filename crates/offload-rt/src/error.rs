@@ -131,8 +131,8 @@ pub enum Error {
         message: String,
     },
     /// A kernel faulted on a GPU (an illegal address, a trap such as a panic, a timeout). The
-    /// driver reports it at the next call after the launch, and the device cannot be used again
-    /// by this process: every later call reports it too.
+    /// driver reports it at the next call after the launch, and the device's context is lost:
+    /// later calls report [`Error::DeviceLost`] until [`Device::reset`](crate::Device::reset).
     #[error(
         "kernel fault on {device}{}: {call} reported {name} ({code}): {message}",
         match kernel { Some(k) => format!(" in or after kernel `{k}`"), None => String::new() }
@@ -153,8 +153,9 @@ pub enum Error {
     },
     /// A kernel panicked (a failed `assert!`, an index out of bounds, `panic!`): the launch
     /// was abandoned. On the CPU device the device stays usable; on a GPU the panic traps,
-    /// which, like any kernel fault, leaves the device unusable to this process (later calls
-    /// report [`Error::KernelFault`]), and is reported by the first call after the launch.
+    /// which, like any kernel fault, loses the device's context (later calls report
+    /// [`Error::DeviceLost`] until [`Device::reset`](crate::Device::reset)), and is reported by
+    /// the first call after the launch.
     #[error("kernel `{kernel}` panicked on {device} at {panic}")]
     KernelPanic {
         /// Kernel name.
@@ -183,13 +184,69 @@ pub enum Error {
         /// Bytes of the stack it overflowed.
         stack_bytes: usize,
     },
-    /// Device memory could not be allocated.
-    #[error("allocating {bytes} bytes on {device} failed")]
+    /// Device memory could not be allocated: more than the device has free. The device stays
+    /// usable, and the same allocation succeeds once enough buffers are dropped.
+    #[error(
+        "allocating {requested} bytes on {device} failed: out of memory ({})",
+        match (free, total) {
+            (Some(f), Some(t)) => format!("{f} of {t} bytes free"),
+            (Some(f), None) => format!("{f} bytes free"),
+            _ => "free memory unknown".to_owned(),
+        }
+    )]
     OutOfMemory {
-        /// Requested size.
-        bytes: usize,
+        /// Requested size in bytes.
+        requested: usize,
+        /// The device's free memory when the allocation failed, if it could tell.
+        free: Option<usize>,
+        /// The device's memory, if it could tell.
+        total: Option<usize>,
         /// The device.
         device: String,
+    },
+    /// The device's context was lost to a fault (a kernel's illegal address, a trap): the
+    /// driver refuses all later work in it. Every buffer, stream, event, graph and module made
+    /// before answers this error from then on, without calling the driver;
+    /// [`Device::reset`](crate::Device::reset) makes the device usable again for new ones.
+    #[error("{device} was lost ({cause}); `Device::reset` makes it usable again")]
+    DeviceLost {
+        /// The device.
+        device: String,
+        /// What lost it: the fault the driver reported, or a reset.
+        cause: String,
+    },
+    /// A wait with a time limit ran out: work queued before it is still running (a kernel
+    /// that loops forever, say). The device is not lost; [`Device::reset`](crate::Device::reset)
+    /// stops such work on a GPU.
+    #[error(
+        "{device}: work still running after {waited:?}{}",
+        if kernels.is_empty() { String::new() } else { format!(" (kernel `{}`)", kernels.join("`, `")) }
+    )]
+    Timeout {
+        /// The device.
+        device: String,
+        /// The kernels that may still run: the last one launched before the wait, if known.
+        kernels: Vec<String>,
+        /// How long the wait lasted.
+        waited: std::time::Duration,
+    },
+    /// [`Device::reset`](crate::Device::reset) cannot reset the device now; it stays lost until
+    /// a reset succeeds.
+    #[error("{device} cannot be reset: {reason}")]
+    ResetRefused {
+        /// The device.
+        device: String,
+        /// Why.
+        reason: String,
+    },
+    /// A tensor map could not be made: the device has no tensor memory accelerator, the
+    /// driver cannot encode maps, or the layout breaks one of the accelerator's rules (named).
+    #[error("tensor map on {device}: {reason}")]
+    TensorMap {
+        /// The buffer's device.
+        device: String,
+        /// What stood in the way.
+        reason: String,
     },
     /// A byte count overflowed `usize`.
     #[error("{len} elements of {elem_size} bytes overflow the address space")]
@@ -457,6 +514,10 @@ offload_format::error_codes! {
         CollectivesUnavailable => "OFF3032",
         Collective => "OFF3033",
         CollectiveArgs => "OFF3034",
+        DeviceLost => "OFF3035",
+        Timeout => "OFF3036",
+        ResetRefused => "OFF3037",
+        TensorMap => "OFF3038",
     }
 }
 

@@ -84,6 +84,29 @@ impl LaunchConfig {
         }
     }
 
+    /// A 1-D launch with at least `n` threads in blocks of the size at which `kernel` (of
+    /// kernel module `module`: a handle's `MODULE` and `NAME`) keeps the most threads
+    /// resident on `device`, as [`Device::best_block_size`](crate::Device::best_block_size)
+    /// finds it: CUDA's `cuOccupancyMaxPotentialBlockSize` answer on an NVIDIA GPU, 256 on the
+    /// CPU device.
+    ///
+    /// # Errors
+    /// What finding the kernel on `device` reports.
+    pub fn for_num_elems_on(
+        device: &crate::Device,
+        module: &'static str,
+        kernel: &'static str,
+        n: impl ElementCount,
+    ) -> Result<LaunchConfig, Error> {
+        let block = device.best_block_size(module, kernel, 0)?;
+        let blocks = n.count().div_ceil(u64::from(block)).max(1);
+        Ok(LaunchConfig {
+            grid: (u32::try_from(blocks).unwrap_or(u32::MAX), 1, 1),
+            block: (block, 1, 1),
+            shared_mem_bytes: 0,
+        })
+    }
+
     /// A 1-D launch of `grid` blocks of `block` threads.
     pub fn linear(grid: u32, block: u32) -> LaunchConfig {
         LaunchConfig {
@@ -170,6 +193,69 @@ impl LaunchConfig {
     }
 }
 
+/// The block size, a multiple of the warp (32 threads) up to `bound`, at which a kernel using
+/// `usage` keeps the most threads resident on GPU architecture `arch` with
+/// `dynamic_shared_bytes` per block; of several, the largest, as CUDA's
+/// `cuOccupancyMaxPotentialBlockSize` chooses. `None` for an architecture whose limits are
+/// unknown.
+pub(crate) fn best_block_size(
+    arch: &str,
+    usage: &offload_format::occupancy::KernelUsage,
+    bound: u32,
+    dynamic_shared_bytes: u64,
+) -> Option<u32> {
+    let bound = bound.clamp(1, MAX_THREADS_PER_BLOCK);
+    let sizes = (1..=bound / 32)
+        .rev()
+        .map(|w| w * 32)
+        .chain((bound < 32).then_some(bound));
+    let mut best: Option<(u64, u32)> = None;
+    for block_size in sizes {
+        let launch = offload_format::occupancy::Launch {
+            block_size,
+            dynamic_shared_bytes,
+        };
+        let Ok(occupancy) = offload_format::occupancy::for_arch(arch, None, usage, &launch) else {
+            continue;
+        };
+        let threads = u64::from(occupancy.blocks) * u64::from(block_size);
+        if best.is_none_or(|(most, _)| threads > most) {
+            best = Some((threads, block_size));
+        }
+    }
+    best.filter(|&(threads, _)| threads > 0)
+        .map(|(_, size)| size)
+}
+
+/// [`best_block_size`] for `kernel` of the GPU image `binary` (for `arch`), from the registers
+/// and shared memory its build recorded (`offload.kernel-resources`) and its launch bound,
+/// read from `ptx` (the module's PTX, whose `.maxntid` every image of the module shares);
+/// `None` where the image records no figures for it.
+pub(crate) fn image_block_size(
+    binary: &offload_format::OffloadBinary<'_>,
+    ptx: Option<&offload_format::OffloadBinary<'_>>,
+    arch: &str,
+    kernel: &str,
+    dynamic_shared_bytes: u64,
+) -> Option<u32> {
+    let text = binary.get(offload_format::offload_binary::KEY_KERNEL_RESOURCES)?;
+    let resources = offload_format::offload_binary::parse_kernel_resources(text).ok()?;
+    let found = resources.into_iter().find(|r| r.name == kernel)?;
+    let bound = ptx
+        .and_then(|p| std::str::from_utf8(&p.image).ok())
+        .map(offload_format::image::ptx::max_threads)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|(name, _)| name == kernel)
+        .map_or(MAX_THREADS_PER_BLOCK, |(_, n)| n);
+    let usage = offload_format::occupancy::KernelUsage {
+        registers: found.registers,
+        shared_bytes: found.shared_bytes,
+        ..Default::default()
+    };
+    best_block_size(arch, &usage, bound, dynamic_shared_bytes)
+}
+
 /// One kernel launch as it goes from a typed kernel handle down to the driver: which kernel,
 /// its configuration, and its arguments in the launch ABI (one pointer per parameter to the
 /// parameter's value, with each value's size where known).
@@ -192,6 +278,9 @@ pub struct LaunchArgs<'a> {
     /// A cooperative launch: all blocks resident at once, the first parameter the kernel's
     /// `Grid`, which the backend supplies.
     pub(crate) cooperative: bool,
+    /// The bytes of the buffers passed for the kernel's slice and pointer parameters, which
+    /// the profile counts as moved by the launch.
+    pub(crate) bytes: u64,
 }
 
 impl<'a> LaunchArgs<'a> {
@@ -205,6 +294,7 @@ impl<'a> LaunchArgs<'a> {
             params,
             sizes: None,
             cooperative: false,
+            bytes: 0,
         }
     }
 
@@ -224,6 +314,13 @@ impl<'a> LaunchArgs<'a> {
             sizes: Some(sizes),
             ..self
         }
+    }
+
+    /// The launch's buffers (its slice and pointer parameters') hold `bytes` in all: what the
+    /// profile counts as moved by it ([`crate::profile`]).
+    #[must_use]
+    pub fn with_buffer_bytes(self, bytes: u64) -> Self {
+        LaunchArgs { bytes, ..self }
     }
 
     /// A cooperative launch of a kernel whose first parameter is its `Grid` (`params[0]` points
@@ -293,6 +390,42 @@ mod tests {
             let err = config.check().unwrap_err();
             assert!(err.contains(words), "{config:?}: {err}");
         }
+    }
+
+    #[test]
+    fn the_best_block_size_is_cudas_occupancy_calculators() {
+        use offload_format::occupancy::KernelUsage;
+        let usage = |registers, shared_bytes| KernelUsage {
+            registers,
+            shared_bytes,
+            ..Default::default()
+        };
+        // 32 registers: every block size up to 1024 fills sm_80's 64 warps; the largest wins.
+        assert_eq!(best_block_size("sm_80", &usage(32, 0), 1024, 0), Some(1024));
+        // A launch bound of 384 caps it: 5 blocks of 384 keep 1920 threads, 8 of 256 all 2048.
+        assert_eq!(best_block_size("sm_80", &usage(32, 0), 384, 0), Some(256));
+        // 128 registers: 16 warps fit; 512 threads in one block is the largest that gets them.
+        assert_eq!(best_block_size("sm_80", &usage(128, 0), 1024, 0), Some(512));
+        // 60 KiB of shared memory per block (61 with the driver's): sm_80's 164 KiB hold two
+        // blocks, and with 32 registers two of 1024 threads fill the SM; with 100 KiB one block
+        // fits, and 1024 threads are the most it can keep.
+        assert_eq!(
+            best_block_size("sm_80", &usage(32, 60 << 10), 1024, 0),
+            Some(1024)
+        );
+        assert_eq!(
+            best_block_size("sm_80", &usage(32, 100 << 10), 1024, 0),
+            Some(1024)
+        );
+        // 40 KiB on sm_86: its 100 KiB hold two blocks, its 48 warp slots 1536 threads: two
+        // blocks of 768 fill it, where one of 1024 would leave a third idle.
+        assert_eq!(
+            best_block_size("sm_86", &usage(32, 40 << 10), 1024, 0),
+            Some(768)
+        );
+        // 255 registers (256 allocated): 8 warps per SM, all in one block of 256 threads.
+        assert_eq!(best_block_size("sm_80", &usage(255, 0), 1024, 0), Some(256));
+        assert_eq!(best_block_size("sm_1", &usage(32, 0), 1024, 0), None);
     }
 
     #[test]

@@ -23,6 +23,8 @@
 //!   offload run --debugger` sets it.
 //! - `OFFLOAD_CPU_LEVEL`: the highest level of CPU image the CPU device runs (`host`,
 //!   `x86-64-v2`, `x86-64-v3`, `x86-64-v4`); unset, the highest level the CPU has.
+//! - `OFFLOAD_PROFILE`: a file where the CPU device's launches and copies are recorded, timed,
+//!   written when the program exits ([`profile`]); `cargo offload profile` sets it.
 //! - `OFFLOAD_LOG=1`: log lines on stderr saying why a GPU backend was not used, which image
 //!   was loaded (on the CPU device, which level and why), and how the CPU device runs each
 //!   kernel with barriers.
@@ -94,7 +96,11 @@ pub use host::buffer::DeviceBuffer;
 #[cfg(feature = "host")]
 pub use host::collective;
 #[cfg(feature = "host")]
+pub use host::profile;
+#[cfg(feature = "host")]
 pub use host::stream::{DeviceEntry, Event, Graph, PinnedBuffer, Stream};
+#[cfg(feature = "host")]
+pub use host::tensor_map::{TensorMap, TensorMapElement, TensorMapLayout, TensorMapSwizzle};
 #[cfg(feature = "host")]
 pub use host::{Device, LaunchReport};
 #[cfg(feature = "host")]
@@ -356,7 +362,10 @@ macro_rules! __kernel_launch_impl {
                         $len_text,
                     )?;
                 )?)*
-                $( let $arg = $crate::__kernel_arg_value!($kind $arg, $ty, device, $name, $idx); )*
+                // The bytes of the buffers passed (what a profile counts as the launch's traffic).
+                #[allow(unused_mut)]
+                let mut buffer_bytes = 0u64;
+                $( let $arg = $crate::__kernel_arg_value!($kind $arg, $ty, device, $name, $idx, buffer_bytes); )*
                 // A cooperative kernel's first parameter, its `Grid`: a placeholder the
                 // runtime replaces with the launch's own.
                 let grid = $crate::__private::GRID_PLACEHOLDER;
@@ -369,7 +378,9 @@ macro_rules! __kernel_launch_impl {
                     $( ::core::mem::size_of_val(&$arg), )*
                 ];
                 let launch = $crate::__kernel_launch_impl!(
-                    @args $lookup $crate::__private::LaunchArgs::new($name, config, params).with_sizes(sizes)
+                    @args $lookup $crate::__private::LaunchArgs::new($name, config, params)
+                        .with_sizes(sizes)
+                        .with_buffer_bytes(buffer_bytes)
                 );
                 $( let launch = { let _ = stringify!($coop); launch.cooperative() }; )?
                 // SAFETY: `params` holds one pointer per parameter, in order, to a value of
@@ -510,20 +521,23 @@ macro_rules! __kernel_abi_size {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kernel_arg_value {
-    (scalar $arg:ident, $ty:ty, $dev:ident, $name:expr, $idx:literal) => {
+    (scalar $arg:ident, $ty:ty, $dev:ident, $name:expr, $idx:literal, $bytes:ident) => {
         $arg
     };
-    (tuple $arg:ident, $ty:ty, $dev:ident, $name:expr, $idx:literal) => {
+    (tuple $arg:ident, $ty:ty, $dev:ident, $name:expr, $idx:literal, $bytes:ident) => {
         $crate::__private::TupleParam::into_abi($arg)
     };
-    (ptr_const $arg:ident, $ty:ty, $dev:ident, $name:expr, $idx:literal) => {
-        $arg.device_ptr_on($dev, $name, $idx)?.0
+    (ptr_const $arg:ident, $ty:ty, $dev:ident, $name:expr, $idx:literal, $bytes:ident) => {
+        $arg.device_ptr_for_launch($dev, $name, $idx, &mut $bytes)?.0
     };
     (ptr_mut $($rest:tt)*) => {
         $crate::__kernel_arg_value!(ptr_const $($rest)*)
     };
-    (slice $arg:ident, $ty:ty, $dev:ident, $name:expr, $idx:literal) => {
-        $crate::__private::slice_param::<$ty>($arg.device_ptr_on($dev, $name, $idx)?, $arg.len())
+    (slice $arg:ident, $ty:ty, $dev:ident, $name:expr, $idx:literal, $bytes:ident) => {
+        $crate::__private::slice_param::<$ty>(
+            $arg.device_ptr_for_launch($dev, $name, $idx, &mut $bytes)?,
+            $arg.len(),
+        )
     };
     (slice_mut $($rest:tt)*) => {
         $crate::__kernel_arg_value!(slice $($rest)*)

@@ -188,18 +188,17 @@ fn the_cuda_backend_keeps_the_drivers_rules() {
     assert_eq!(destroys(), before, "a wrapped stream is not destroyed");
 
     // A kernel's fault comes back from the next call, here a copy, as a typed error naming
-    // the device and the kernel launched last; the device keeps reporting it. A trap without
-    // a report is this too: what a panic gives with `panic = "trap"`, `CUDA_ERROR_LAUNCH_FAILED`.
+    // the device and the kernel launched last; later calls report the device lost by it. A
+    // trap without a report is this too: what a panic gives with `panic = "trap"`,
+    // `CUDA_ERROR_LAUNCH_FAILED`.
     let buffer = DeviceBuffer::<u32>::zeroed(&device, 4).unwrap();
     drop(stream);
     // SAFETY: the stand-in driver runs nothing; the kernels take no parameters.
     unsafe { device.launch_raw("fake", "k", &LaunchConfig::linear(1, 32), &[]) }.unwrap();
     // SAFETY: as above.
     unsafe { device.launch_raw("fake", "trap", &LaunchConfig::linear(1, 32), &[]) }.unwrap();
-    for err in [
-        buffer.to_vec().unwrap_err(),
-        device.synchronize().unwrap_err(),
-    ] {
+    let err = buffer.to_vec().unwrap_err();
+    {
         match &err {
             Error::KernelFault {
                 device: on,
@@ -219,5 +218,12 @@ fn the_cuda_backend_keeps_the_drivers_rules() {
             ),
             "{err}"
         );
+    }
+    match device.synchronize().unwrap_err() {
+        Error::DeviceLost { device: on, cause } => {
+            assert_eq!(on, "cuda:0 Fake GPU (sm_80)");
+            assert!(cause.contains("(719)"), "{cause}");
+        }
+        other => panic!("expected the device lost, got {other:?}"),
     }
 }

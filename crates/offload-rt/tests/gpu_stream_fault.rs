@@ -1,7 +1,7 @@
 //! A kernel fault on a GPU stream (`OFFLOAD_GPU_TESTS=1`): the stream's `synchronize` returns
-//! the typed fault naming the kernel, and the device reports itself unusable afterwards (the
-//! CUDA fault is sticky) with the same typed error, never an unrelated code. In a test binary
-//! of its own: a fault leaves the process's CUDA context unusable.
+//! the typed fault naming the kernel, the device reports itself lost afterwards (the CUDA
+//! fault is sticky) with a typed error, never an unrelated code, and `Device::reset` makes it
+//! usable again. In a test binary of its own: a fault resets the process's CUDA context.
 
 mod gpu_common;
 
@@ -44,7 +44,30 @@ fn gpu_stream_fault_is_typed_and_sticky() {
         fault(stream.synchronize().unwrap_err()).as_deref(),
         Some("gpu_fixtures::store")
     );
-    // Sticky: later work on the device reports the same kind of error.
-    assert!(fault(gpu.synchronize().unwrap_err()).is_some());
-    assert!(fault(DeviceBuffer::<u32>::zeroed(&gpu, 4).unwrap_err()).is_some());
+    // Sticky: later work on the device reports it lost.
+    let lost = |e: Error| assert!(matches!(e, Error::DeviceLost { .. }), "{e:?}");
+    lost(gpu.synchronize().unwrap_err());
+    lost(DeviceBuffer::<u32>::zeroed(&gpu, 4).unwrap_err());
+    lost(stream.synchronize().unwrap_err());
+    // A reset makes it usable: the same store into a buffer of the new context is right.
+    let reset = std::time::Instant::now();
+    gpu.reset().unwrap();
+    let buffer = DeviceBuffer::<i32>::zeroed(&gpu, 1).unwrap();
+    let (mut p, mut v) = (buffer.device_ptr_on(&gpu, "store", 0).unwrap().0, 42i32);
+    let params: [*mut c_void; 2] = [(&raw mut p).cast(), (&raw mut v).cast()];
+    // SAFETY: store(int*, int) into the buffer's one `i32`, alive until the copy below.
+    unsafe {
+        gpu.launch_raw(
+            "gpu_fixtures",
+            "store",
+            &LaunchConfig::linear(1, 1),
+            &params,
+        )
+    }
+    .unwrap();
+    gpu.synchronize().unwrap();
+    let first_launch = reset.elapsed();
+    assert_eq!(buffer.to_vec().unwrap(), [42]);
+    println!("reset to the first completed launch: {first_launch:?}");
+    lost(stream.synchronize().unwrap_err());
 }

@@ -45,7 +45,7 @@ fn the_hip_backend_keeps_the_runtimes_rules() {
     assert!(matches!(
         dev.alloc(128 << 30),
         Err(HipError::OutOfMemory {
-            free: Some(0x8_0000_0000),
+            free: Some(0x2000_0000),
             ..
         })
     ));

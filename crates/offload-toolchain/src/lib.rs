@@ -1,8 +1,8 @@
 //! Every external program that cargo-offload's build, tests and benchmarks run, with the Debian
 //! package that provides it, and one policy for finding it.
 //!
-//! The set-up (`cargo xtask setup`) installs the packages of [`Tool::ALL`] and checks that each
-//! tool runs; test helpers ask for a [`Tool`], never for a path or a name, so a tool a test
+//! The set-up (`cargo xtask setup`) installs the packages of [`Tool::ALL`] (but the GPU
+//! vendors' profilers: [`Tool::installed_by_setup`]) and checks that each tool runs; test helpers ask for a [`Tool`], never for a path or a name, so a tool a test
 //! needs cannot be missing from what the set-up installs.
 //!
 //! Finding a tool:
@@ -10,7 +10,10 @@
 //! 2. LLVM tools: LLVM 22's binary directory ([`llvm_bin_dir`]: `OFFLOAD_LLVM_BIN`, else
 //!    `llvm-config-22 --bindir`, else Debian's `/usr/lib/llvm-22/bin`); then the versioned name
 //!    on `PATH` (`clang-22`). An unversioned `clang` on `PATH` may be another LLVM and is not used;
-//! 3. CUDA tools: `PATH`, then the usual CUDA directories.
+//! 3. CUDA tools: `PATH`, then the usual CUDA directories, then the newer CUDA tools the
+//!    set-up installs from the Python package index under [`CUDA_PIP_PREFIX`] (last, so that
+//!    [`Tool::find`] keeps the distribution's; [`Tool::find_all`] and [`Tool::find_newest`]
+//!    see both).
 #![deny(missing_docs)]
 
 use std::ffi::OsString;
@@ -52,6 +55,35 @@ pub const OTHER_LIBRARY_PACKAGES: &[&str] = &[
     "libc6-dev-arm64-cross",
     "libopenmpi-dev",
 ];
+
+/// Where the set-up installs NVIDIA's newer CUDA tools ([`CUDA_PIP_PACKAGES`]), with `pip
+/// install --target`: Debian's CUDA 11.8 `ptxas` knows no `sm_90a` (CUDA 12.0 added it, with
+/// PTX 8.0's `wgmma`), and its `cuobjdump` cannot read what a newer `ptxas` writes.
+pub const CUDA_PIP_PREFIX: &str = "/opt/cargo-offload/cuda";
+
+/// The Python package index's CUDA tools the set-up installs under [`CUDA_PIP_PREFIX`]: CUDA
+/// 12.9's `ptxas` (not newer than the drivers of CUDA 12.9 and later it must run on), and CUDA
+/// 13's `cuobjdump` with the `nvdisasm` it runs, which read `sm_90a` cubins.
+pub const CUDA_PIP_PACKAGES: &[&str] = &[
+    "nvidia-cuda-nvcc-cu12==12.9.86",
+    "nvidia-cuda-cuobjdump==13.2.86",
+    "nvidia-cuda-nvdisasm==13.2.86",
+];
+
+/// The directories of [`CUDA_PIP_PREFIX`] that hold the programs of [`CUDA_PIP_PACKAGES`].
+pub const CUDA_PIP_BIN_DIRS: &[&str] = &["nvidia/cuda_nvcc/bin", "nvidia/cu13/bin"];
+
+/// Whether the tools of [`CUDA_PIP_PACKAGES`] are installed.
+pub fn cuda_pip_tools_installed() -> bool {
+    let prefix = Path::new(CUDA_PIP_PREFIX);
+    [
+        "nvidia/cuda_nvcc/bin/ptxas",
+        "nvidia/cu13/bin/cuobjdump",
+        "nvidia/cu13/bin/nvdisasm",
+    ]
+    .iter()
+    .all(|p| prefix.join(p).is_file())
+}
 
 /// Where the set-ups write the apt entry of Debian's `contrib non-free` components, which
 /// hold the CUDA toolkit.
@@ -111,6 +143,8 @@ pub enum Origin {
     Cuda,
     /// A general system program: found on `PATH`.
     System,
+    /// Part of AMD's ROCm: found on `PATH`, then in `/opt/rocm/bin`.
+    Rocm,
 }
 
 /// One external program.
@@ -177,6 +211,23 @@ pub enum Tool {
     /// `sccache`, the compiler cache whose hits on the nested device builds a test checks
     /// (`RUSTC_WRAPPER=sccache`).
     Sccache,
+    /// `llvm-symbolizer`, which maps the addresses `perf` samples in a CPU device's image to
+    /// source lines (`cargo offload profile --detail`).
+    LlvmSymbolizer,
+    /// `perf`, Linux's profiler, which samples the CPU device's kernels for `cargo offload
+    /// profile --detail`.
+    Perf,
+    /// Chromium, run headless to check that `cargo offload profile`'s HTML report draws.
+    Chromium,
+    /// Nsight Systems' `nsys`, the profiler `cargo offload profile` runs a program under on
+    /// an NVIDIA GPU. Not installed by the set-up (no GPU there).
+    Nsys,
+    /// Nsight Compute's `ncu`, the profiler of `cargo offload profile --detail` on an NVIDIA
+    /// GPU (with `--import-source`). Not installed by the set-up.
+    Ncu,
+    /// ROCm's `rocprofv3`, the profiler `cargo offload profile` runs a program under on an
+    /// AMD GPU. Not installed by the set-up.
+    Rocprofv3,
 }
 
 impl Tool {
@@ -210,6 +261,12 @@ impl Tool {
         Tool::Gdb,
         Tool::Mpirun,
         Tool::Sccache,
+        Tool::LlvmSymbolizer,
+        Tool::Perf,
+        Tool::Chromium,
+        Tool::Nsys,
+        Tool::Ncu,
+        Tool::Rocprofv3,
     ];
 
     /// The program's file name in its directory.
@@ -243,6 +300,12 @@ impl Tool {
             Tool::Gdb => "gdb",
             Tool::Mpirun => "mpirun",
             Tool::Sccache => "sccache",
+            Tool::LlvmSymbolizer => "llvm-symbolizer",
+            Tool::Perf => "perf",
+            Tool::Chromium => "chromium",
+            Tool::Nsys => "nsys",
+            Tool::Ncu => "ncu",
+            Tool::Rocprofv3 => "rocprofv3",
         }
     }
 
@@ -264,7 +327,8 @@ impl Tool {
             | Tool::LlvmReadelf
             | Tool::Obj2yaml
             | Tool::Llc
-            | Tool::Opt => "llvm-22",
+            | Tool::Opt
+            | Tool::LlvmSymbolizer => "llvm-22",
             Tool::Ptxas | Tool::Cuobjdump | Tool::ComputeSanitizer => "nvidia-cuda-toolkit",
             Tool::GnuTime => "time",
             Tool::QemuAarch64 => "qemu-user",
@@ -274,13 +338,28 @@ impl Tool {
             Tool::Gdb => "gdb",
             Tool::Mpirun => "openmpi-bin",
             Tool::Sccache => "sccache",
+            Tool::Perf => "linux-perf",
+            Tool::Chromium => "chromium",
+            Tool::Nsys => "nsight-systems",
+            Tool::Ncu => "nsight-compute",
+            Tool::Rocprofv3 => "rocprofiler-sdk",
         }
+    }
+
+    /// Whether the set-up installs it: every tool but the GPU vendors' profilers, which
+    /// serve only on a machine with their GPU (`nsight-systems` and `nsight-compute` from
+    /// Debian's `non-free`, `rocprofiler-sdk` from AMD's ROCm repository).
+    pub const fn installed_by_setup(self) -> bool {
+        !matches!(self, Tool::Nsys | Tool::Ncu | Tool::Rocprofv3)
     }
 
     /// Where the program comes from, which decides how it is looked for.
     pub const fn origin(self) -> Origin {
         match self {
-            Tool::Ptxas | Tool::Cuobjdump | Tool::ComputeSanitizer => Origin::Cuda,
+            Tool::Ptxas | Tool::Cuobjdump | Tool::ComputeSanitizer | Tool::Nsys | Tool::Ncu => {
+                Origin::Cuda
+            }
+            Tool::Rocprofv3 => Origin::Rocm,
             Tool::GnuTime
             | Tool::QemuAarch64
             | Tool::Aarch64Gcc
@@ -288,7 +367,9 @@ impl Tool {
             | Tool::Git
             | Tool::Gdb
             | Tool::Mpirun
-            | Tool::Sccache => Origin::System,
+            | Tool::Sccache
+            | Tool::Perf
+            | Tool::Chromium => Origin::System,
             _ => Origin::Llvm,
         }
     }
@@ -321,6 +402,20 @@ impl Tool {
     pub fn find_with(self, env: &dyn Fn(&str) -> Option<OsString>) -> Result<PathBuf, NotFound> {
         self.installed_with(env)
             .map(|mut found| found.swap_remove(0))
+    }
+
+    /// Every installation of the tool, in the order [`Tool::find`] prefers them (only the one
+    /// its environment variable names, when that is set).
+    pub fn find_all(self) -> Result<Vec<PathBuf>, NotFound> {
+        self.find_all_with(&|name| std::env::var_os(name))
+    }
+
+    /// [`Tool::find_all`], reading environment variables through `env`.
+    pub fn find_all_with(
+        self,
+        env: &dyn Fn(&str) -> Option<OsString>,
+    ) -> Result<Vec<PathBuf>, NotFound> {
+        self.installed_with(env)
     }
 
     /// Finds the newest of the tool's installations, by the version its `--version` prints
@@ -384,11 +479,23 @@ impl Tool {
                         .iter()
                         .map(|d| Path::new(d).join(self.program())),
                 )
+                .chain(
+                    CUDA_PIP_BIN_DIRS
+                        .iter()
+                        .map(|d| Path::new(CUDA_PIP_PREFIX).join(d).join(self.program())),
+                )
                 .collect(),
             Origin::System => path_dirs
                 .iter()
                 .map(|d| d.join(self.program()))
                 .chain(std::iter::once(Path::new("/usr/bin").join(self.program())))
+                .collect(),
+            Origin::Rocm => path_dirs
+                .iter()
+                .map(|d| d.join(self.program()))
+                .chain(std::iter::once(
+                    Path::new("/opt/rocm/bin").join(self.program()),
+                ))
                 .collect(),
         };
         let mut seen = std::collections::HashSet::new();
@@ -542,6 +649,7 @@ pub fn packages(cuda: bool) -> Vec<&'static str> {
     let mut all: Vec<&'static str> = Vec::new();
     let tools = Tool::ALL
         .iter()
+        .filter(|t| t.installed_by_setup())
         .filter(|t| cuda || t.origin() != Origin::Cuda)
         .map(|t| t.package());
     let libraries = DEVICE_LINK_LIBRARY_PACKAGES
@@ -574,10 +682,16 @@ mod tests {
     fn every_tool_is_listed_once_with_a_package() {
         for (i, tool) in Tool::ALL.iter().enumerate() {
             assert!(!Tool::ALL[..i].contains(tool), "{tool} listed twice");
-            assert!(packages(true).contains(&tool.package()));
+            assert_eq!(
+                packages(true).contains(&tool.package()),
+                tool.installed_by_setup(),
+                "{tool}"
+            );
         }
         assert!(packages(true).contains(&"clang-tools-22"));
         assert!(!packages(false).contains(&"nvidia-cuda-toolkit"));
+        assert!(packages(false).contains(&"chromium"));
+        assert!(!packages(true).contains(&"nsight-systems"));
     }
 
     #[test]

@@ -604,8 +604,9 @@ fn kernel_occupancy(
     }
 }
 
-/// The occupancy table of `inspect --occupancy`: one row per kernel and architecture.
-fn render_occupancy(s: &mut String, images: &[InspectedImage]) {
+/// The occupancy table of `inspect --occupancy` (and of `cargo offload build --verbose`): one
+/// row per kernel and architecture, appended to `s`; nothing where no image has any.
+pub fn render_occupancy(s: &mut String, images: &[InspectedImage]) {
     use std::fmt::Write as _;
     let rows: Vec<(&InspectedImage, &KernelOccupancy)> = images
         .iter()

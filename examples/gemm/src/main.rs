@@ -18,13 +18,17 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use gemm_kernels::{
-    BLOCK_M, BLOCK_N, GEMM_BLOCK_K, GEMM_BLOCK_M, GEMM_BLOCK_N, GEMM_THREADS, THREADS,
+    BLOCK_M, BLOCK_N, GEMM_BLOCK_K, GEMM_BLOCK_M, GEMM_BLOCK_N, GEMM_THREADS, THREADS, TMA_BLOCK_K,
+    TMA_BLOCK_M, TMA_BLOCK_N, TMA_SHARED_BYTES, TMA_THREADS,
 };
 use offload_rt::DeviceCopy;
 use offload_rt::kernel::half::bf16;
 use offload_rt::kernel::half::f16;
 use offload_rt::kernel::matrix::MmaInput;
-use offload_rt::{Device, DeviceBuffer, DeviceKind, DevicePtr, LaunchConfig, RawDevice};
+use offload_rt::{
+    Device, DeviceBuffer, DeviceKind, DevicePtr, LaunchConfig, RawDevice, TensorMap,
+    TensorMapElement, TensorMapLayout, TensorMapSwizzle,
+};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -55,7 +59,7 @@ fn parse_size(text: &str) -> Result<usize, String> {
 }
 
 /// An input type of the kernels: `f16` or `bf16`, with cuBLAS's name for it.
-trait Input: MmaInput + DeviceCopy + std::fmt::Debug {
+trait Input: MmaInput + DeviceCopy + TensorMapElement + std::fmt::Debug {
     const NAME: &'static str;
     const CUDA_TYPE: c_int;
     fn from_f32(x: f32) -> Self;
@@ -67,6 +71,14 @@ trait Input: MmaInput + DeviceCopy + std::fmt::Debug {
         n: u32,
         a: &DeviceBuffer<Self>,
         b: &DeviceBuffer<Self>,
+        c: &mut DeviceBuffer<f32>,
+    ) -> offload_rt::Result<()>;
+    /// Launches `gemm_tma` on `n`×`n` matrices through the tensor maps of A and of Bᵀ.
+    fn launch_tma(
+        device: &Device,
+        config: LaunchConfig,
+        n: u32,
+        maps: &Maps,
         c: &mut DeviceBuffer<f32>,
     ) -> offload_rt::Result<()>;
     /// Launches `gemm_fragments_f16` on `n`×`n` matrices, whose inputs are `f16` only.
@@ -100,6 +112,19 @@ impl Input for f16 {
         // SAFETY: the buffers hold n×n elements each, and the grid is (n / 128, n / 128)
         // blocks of GEMM_THREADS, as the kernel asks (`launch`).
         unsafe { gemm_kernels::gemm::<f16>.launch(device, config, n, n, n, a, b, c) }.map(drop)
+    }
+    fn launch_tma(
+        device: &Device,
+        config: LaunchConfig,
+        n: u32,
+        maps: &Maps,
+        c: &mut DeviceBuffer<f32>,
+    ) -> offload_rt::Result<()> {
+        // SAFETY: the maps describe A and Bᵀ, n×n each, alive in `maps`' buffers; `c` holds
+        // n×n elements; the grid is (n / 128, n / 128) blocks of TMA_THREADS with
+        // TMA_SHARED_BYTES, as the kernel asks (`launch`).
+        unsafe { gemm_kernels::gemm_tma::<f16>.launch(device, config, n, n, &maps.a, &maps.bt, c) }
+            .map(drop)
     }
     fn launch_fragments(
         device: &Device,
@@ -137,6 +162,19 @@ impl Input for bf16 {
         // blocks of GEMM_THREADS, as the kernel asks (`launch`).
         unsafe { gemm_kernels::gemm::<bf16>.launch(device, config, n, n, n, a, b, c) }.map(drop)
     }
+    fn launch_tma(
+        device: &Device,
+        config: LaunchConfig,
+        n: u32,
+        maps: &Maps,
+        c: &mut DeviceBuffer<f32>,
+    ) -> offload_rt::Result<()> {
+        // SAFETY: the maps describe A and Bᵀ, n×n each, alive in `maps`' buffers; `c` holds
+        // n×n elements; the grid is (n / 128, n / 128) blocks of TMA_THREADS with
+        // TMA_SHARED_BYTES, as the kernel asks (`launch`).
+        unsafe { gemm_kernels::gemm_tma::<bf16>.launch(device, config, n, n, &maps.a, &maps.bt, c) }
+            .map(drop)
+    }
     fn launch_fragments(
         _device: &Device,
         _config: LaunchConfig,
@@ -159,6 +197,8 @@ enum Kernel {
     Fragments,
     /// `gemm`: asynchronous copies into a pipeline of swizzled tiles, `ldmatrix` fragments.
     Pipelined,
+    /// `gemm_tma`: Hopper's TMA loads and `wgmma` multiplies, warp-specialized (`sm_90a`).
+    Tma,
 }
 
 impl Kernel {
@@ -166,8 +206,50 @@ impl Kernel {
         match self {
             Kernel::Fragments => "gemm_fragments_f16",
             Kernel::Pipelined => "gemm",
+            Kernel::Tma => "gemm_tma",
         }
     }
+}
+
+/// The tensor maps `gemm_tma` reads A and Bᵀ through, with the transposed copy of B they
+/// describe.
+struct Maps {
+    a: DeviceBuffer<TensorMap>,
+    bt: DeviceBuffer<TensorMap>,
+    _bt_data: Box<dyn std::any::Any>,
+}
+
+/// The maps of `a` and of `b` transposed (`gemm_tma` computes `A·Bᵀ` from row-major Bᵀ):
+/// 64×128 boxes, 64 along `k`, 128-byte swizzle.
+fn maps<T: Input + TensorMapElement>(
+    device: &Device,
+    n: usize,
+    a: &DeviceBuffer<T>,
+    b: &[T],
+) -> offload_rt::Result<Maps> {
+    let bt: Vec<T> = (0..n * n).map(|i| b[(i % n) * n + i / n]).collect();
+    let bt = DeviceBuffer::from_slice(device, &bt)?;
+    let layout = TensorMapLayout {
+        rows: n as u64,
+        cols: n as u64,
+        row_stride: n as u64,
+        box_rows: TMA_BLOCK_M as u32,
+        box_cols: TMA_BLOCK_K as u32,
+        swizzle: TensorMapSwizzle::Bytes128,
+    };
+    Ok(Maps {
+        a: a.tensor_map_2d(layout)?,
+        bt: bt.tensor_map_2d(layout)?,
+        _bt_data: Box::new(bt),
+    })
+}
+
+/// Whether the device runs `gemm_kernels`' `sm_90a` image, the one with `gemm_tma`'s Hopper
+/// path (elsewhere the kernel does nothing).
+fn hopper(device: &Device) -> bool {
+    device
+        .load_module("gemm_kernels")
+        .is_ok_and(|image| image.arch == "sm_90a")
 }
 
 /// Inputs in [-1, 1) with 8 significant bits, exact in `f16` and `bf16` alike.
@@ -187,10 +269,23 @@ fn launch<T: Input>(
     n: usize,
     a: &DeviceBuffer<T>,
     b: &DeviceBuffer<T>,
+    maps: Option<&Maps>,
     c: &mut DeviceBuffer<f32>,
 ) -> offload_rt::Result<()> {
     let size = n as u32;
     match kernel {
+        Kernel::Tma => {
+            let config = LaunchConfig {
+                grid: ((n / TMA_BLOCK_N) as u32, (n / TMA_BLOCK_M) as u32, 1),
+                block: (TMA_THREADS, 1, 1),
+                shared_mem_bytes: TMA_SHARED_BYTES,
+            };
+            let maps = maps.ok_or_else(|| offload_rt::Error::InvalidLaunch {
+                kernel: "gemm_tma".to_owned(),
+                reason: "it reads its inputs through tensor maps".to_owned(),
+            })?;
+            T::launch_tma(device, config, size, maps, c)
+        }
         Kernel::Pipelined => {
             let config = LaunchConfig {
                 grid: ((n / GEMM_BLOCK_N) as u32, (n / GEMM_BLOCK_M) as u32, 1),
@@ -217,6 +312,12 @@ fn check(size: Option<&str>) -> Outcome {
     let mut right = check_one::<f16>(&device, Kernel::Pipelined, n)?;
     right &= check_one::<bf16>(&device, Kernel::Pipelined, n)?;
     right &= check_one::<f16>(&device, Kernel::Fragments, n)?;
+    if hopper(&device) {
+        right &= check_one::<f16>(&device, Kernel::Tma, n)?;
+        right &= check_one::<bf16>(&device, Kernel::Tma, n)?;
+    } else {
+        println!("gemm_tma: skipped, the device runs no sm_90a image (an H100 or H200 does)");
+    }
     Ok(right)
 }
 
@@ -228,7 +329,11 @@ fn check_one<T: Input>(device: &Device, kernel: Kernel, n: usize) -> Outcome {
         DeviceBuffer::from_slice(device, &b)?,
     );
     let mut dc = DeviceBuffer::<f32>::zeroed(device, n * n)?;
-    launch(device, kernel, n, &da, &db, &mut dc)?;
+    let maps = match kernel {
+        Kernel::Tma => Some(maps(device, n, &da, &b)?),
+        _ => None,
+    };
+    launch(device, kernel, n, &da, &db, maps.as_ref(), &mut dc)?;
     if let Some(report) = device.last_launch() {
         println!("image: {report}");
     }
@@ -301,12 +406,16 @@ fn bench(sizes: Option<&str>) -> Outcome {
     // cuBLAS's; `ratio-to-host-loop` on the CPU device), and `gemm-ladder …` lines for the
     // ladder's first step.
     let mut ratios = Vec::new();
+    let mut steps = vec![
+        (Kernel::Fragments, "f16"),
+        (Kernel::Pipelined, "f16"),
+        (Kernel::Pipelined, "bf16"),
+    ];
+    if hopper(&device) {
+        steps.extend([(Kernel::Tma, "f16"), (Kernel::Tma, "bf16")]);
+    }
     for n in sizes {
-        for (kernel, input) in [
-            (Kernel::Fragments, "f16"),
-            (Kernel::Pipelined, "f16"),
-            (Kernel::Pipelined, "bf16"),
-        ] {
+        for &(kernel, input) in &steps {
             let row = if input == "f16" {
                 bench_one::<f16>(&device, blas.as_ref(), kernel, n)?
             } else {
@@ -326,6 +435,8 @@ fn bench(sizes: Option<&str>) -> Outcome {
                     let against = if cpu { "host-loop" } else { "cublas" };
                     ratios.push(if kernel == Kernel::Pipelined {
                         format!("gemm ratio-to-{against} N={n} {ratio:.4} {input}")
+                    } else if kernel == Kernel::Tma {
+                        format!("gemm-tma ratio-to-{against} N={n} {ratio:.4} {input}")
                     } else {
                         format!(
                             "gemm-ladder {} ratio-to-{against} N={n} {ratio:.4}",
@@ -365,7 +476,13 @@ fn bench_one<T: Input>(
         DeviceBuffer::from_slice(device, &b)?,
     );
     let mut dc = DeviceBuffer::<f32>::zeroed(device, n * n)?;
-    let ours = time(device, || launch(device, kernel, n, &da, &db, &mut dc))?;
+    let maps = match kernel {
+        Kernel::Tma => Some(maps(device, n, &da, &b)?),
+        _ => None,
+    };
+    let ours = time(device, || {
+        launch(device, kernel, n, &da, &db, maps.as_ref(), &mut dc)
+    })?;
     let theirs = if device.kind() == DeviceKind::Cpu {
         let (af, bf): (Vec<f32>, Vec<f32>) = (
             a.iter().map(|v| v.to_f32()).collect(),

@@ -74,6 +74,8 @@ fn run(args: &[String], bench: bool) -> Result<bool, Box<dyn std::error::Error>>
     for (name, kernel) in KERNELS {
         let mut d_total = DeviceBuffer::from_slice(&device, &[0u64])?;
         let report = kernel(&device, config, n, &d_input, &mut d_total)?;
+        // One addition per element, for `cargo offload profile`'s FLOP/s and roofline.
+        offload_rt::profile::count_flops(report.kernel, u64::from(n));
         println!("image: {report}");
         let total = d_total.to_vec()?[0];
         if total == expected {
@@ -87,6 +89,7 @@ fn run(args: &[String], bench: bool) -> Result<bool, Box<dyn std::error::Error>>
                 .map(|_| {
                     let start = Instant::now();
                     kernel(&device, config, n, &d_input, &mut d_total)?;
+                    offload_rt::profile::count_flops(report.kernel, u64::from(n));
                     device.synchronize()?;
                     Ok(start.elapsed())
                 })

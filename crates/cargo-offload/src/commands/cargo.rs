@@ -35,7 +35,7 @@ pub struct CargoArgs {
 
 /// Takes `--offload-arch X` / `--offload-arch=X` and `--print-phases` out of the arguments
 /// before `--`.
-fn split_offload_args(args: Vec<OsString>) -> Result<(OffloadOptions, Vec<OsString>)> {
+pub(super) fn split_offload_args(args: Vec<OsString>) -> Result<(OffloadOptions, Vec<OsString>)> {
     let mut options = OffloadOptions::default();
     let mut rest = Vec::new();
     let mut iter = args.into_iter();

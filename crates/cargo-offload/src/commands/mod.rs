@@ -8,6 +8,7 @@ mod init;
 mod inspect;
 mod new;
 mod package;
+mod profile;
 mod response_files;
 mod setup;
 
@@ -38,6 +39,17 @@ enum Command {
     Run(cargo::CargoArgs),
     /// `cargo test` with device images built and embedded for --offload-arch.
     Test(cargo::CargoArgs),
+    /// Build as `run` does, run the program under its device's profiler and print a table of
+    /// its kernels.
+    ///
+    /// Per kernel: launches, total and mean time, share, achieved bandwidth through its
+    /// buffers and, where the program declares them (`offload_rt::profile::count_flops`),
+    /// FLOP/s. The CPU device is timed by the runtime itself (no tool needed), with --detail sampled
+    /// by perf for each kernel's hottest source lines; an NVIDIA GPU by Nsight Systems
+    /// (nsys), with --detail Nsight Compute (ncu --import-source); an AMD GPU by rocprofv3. A
+    /// self-contained HTML report (or SVG) shows the timeline of launches and copies per
+    /// stream and a roofline of the kernels against the device's peak figures.
+    Profile(profile::ProfileArgs),
     /// In a kernel crate: build its images and write them, with their source hash, to
     /// `offload/<lib>.offload`, so crates using it build without a device toolchain.
     #[command(disable_help_flag = true)]
@@ -105,13 +117,17 @@ pub fn exec(args: Vec<OsString>) -> Result<ExitCode> {
     // Before anything is written, by this process or the cargo it runs. Not for the commands
     // that run the user's programs, which must see the user's own mask; their build scripts
     // restrict it for everything `offload-build` and the device builds write.
-    if !matches!(cli.command, Command::Run(_) | Command::Test(_)) {
+    if !matches!(
+        cli.command,
+        Command::Run(_) | Command::Test(_) | Command::Profile(_)
+    ) {
         offload_build::tooling::fsutil::restrict_umask();
     }
     match cli.command {
         Command::Build(a) => cargo::exec("build", a),
         Command::Run(a) => cargo::exec("run", a),
         Command::Test(a) => cargo::exec("test", a),
+        Command::Profile(a) => profile::exec(a),
         Command::Doctor(a) => doctor::exec(a),
         Command::Setup(a) => setup::exec(a),
         Command::PackageKernels(a) => run_device_binary("package-kernels", a),
@@ -209,6 +225,7 @@ mod tests {
                 own_help(cargo::HELP.trim_end().to_owned()),
                 transcript(&format!("cargo offload help {name}"), &help(sub.clone())),
             ),
+            "profile" => own_help(profile::HELP.trim_end().to_owned()),
             "package-kernels" => device(
                 "package-kernels",
                 cargo_offload::ops::prebuilt::PackageKernelsOptions::augment_args,

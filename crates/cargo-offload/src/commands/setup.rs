@@ -14,8 +14,9 @@ use cargo_offload::ops::setup::{self, SetupOptions};
 #[derive(Debug, clap::Args)]
 pub struct SetupArgs {
     /// Also install the distribution's packages: clang, lld and LLVM 22 with LLVM's
-    /// development files, and the CUDA toolkit (`ptxas`). Debian and Ubuntu through apt-get;
-    /// for other distributions the commands are printed.
+    /// development files, and the CUDA toolkit (`ptxas`), with CUDA 12.9's `ptxas` for
+    /// `sm_90a` (from the Python package index, under /opt/cargo-offload/cuda). Debian and
+    /// Ubuntu through apt-get; for other distributions the commands are printed.
     #[arg(long)]
     system: bool,
     /// Use `sudo` without asking first (needed without a terminal).

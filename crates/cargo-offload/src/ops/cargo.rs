@@ -142,7 +142,7 @@ pub fn run_cargo(
 
 /// The program a `run` starts the built executable under, which decides how it is built.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Runner {
+pub(crate) enum Runner {
     /// None: cargo runs or builds as asked.
     None,
     /// A debugger: the CPU device's images are built for it ([`OFFLOAD_DEBUG_KERNELS`]).
@@ -151,6 +151,8 @@ enum Runner {
     Sanitizer,
     /// mpirun: the images are built as for a plain run.
     Mpirun,
+    /// A profiler (`cargo offload profile`): the images are built as for a plain run.
+    Profiler,
     /// AddressSanitizer: the host program and the CPU device's image built with it by the
     /// pinned nightly (`rustc`), the CPU device's alone.
     AddressSanitizer {
@@ -161,7 +163,7 @@ enum Runner {
 
 /// The one executable a `run` under `runner` builds (`cargo build` with the run's build
 /// arguments) and the arguments after `--` for it, or the build's failing exit code.
-fn build_the_executable(
+pub(crate) fn build_the_executable(
     runner_name: &str,
     runner: Runner,
     options: &OffloadOptions,
@@ -519,7 +521,7 @@ fn build_or_run(
                 .env("RUSTC", rustc)
                 .env("RUSTFLAGS", rustflags.trim_start());
         }
-        Runner::None | Runner::Sanitizer | Runner::Mpirun => {}
+        Runner::None | Runner::Sanitizer | Runner::Mpirun | Runner::Profiler => {}
     }
     // Build scripts find the device link executable installed beside this one first.
     if let Ok(me) = std::env::current_exe() {
@@ -539,6 +541,7 @@ fn build_or_run(
             .map(String::as_str),
     );
     let quiet = has_flag(cargo_args, &["-q", "--quiet"]);
+    let verbose = has_flag(cargo_args, &["-v", "-vv", "--verbose"]);
     // The build scripts hand over their status lines and device diagnostics through here.
     let message_dir = tempfile::tempdir().context("creating a directory for build messages")?;
     let _watcher = (!quiet).then(|| {
@@ -600,6 +603,9 @@ fn build_or_run(
                     }
                 }
                 summaries.extend(message.as_ref().and_then(embedded_summary));
+                if verbose {
+                    summaries.extend(message.as_ref().and_then(occupancy_summary));
+                }
                 built_executables.extend(
                     message
                         .as_ref()
@@ -634,7 +640,10 @@ fn build_or_run(
         if status.as_ref().is_ok_and(|s| s.success()) && !summaries.is_empty() {
             let mut err = std::io::stderr().lock();
             for line in summaries {
-                writeln!(err, "{}", style.status("Embedded", &line))?;
+                match line.strip_prefix(OCCUPANCY_MARK) {
+                    Some(table) => write!(err, "{table}")?,
+                    None => writeln!(err, "{}", style.status("Embedded", &line))?,
+                }
             }
         }
         status.map_err(anyhow::Error::from)
@@ -795,6 +804,25 @@ fn embedded_summary(message: &CargoMessage) -> Option<String> {
             format!("{name} ({count}; {})", per_module.join("; "))
         }
     })
+}
+
+/// What starts an occupancy table among the summary lines, which are otherwise `Embedded`
+/// lines.
+const OCCUPANCY_MARK: &str = "\0occupancy";
+
+/// With `--verbose`, for a `compiler-artifact` message of a linked output that embeds GPU
+/// images, the occupancy of each kernel on each architecture (as `inspect --occupancy` prints
+/// it, blocks of 256 threads where a kernel has no launch bound), after [`OCCUPANCY_MARK`].
+fn occupancy_summary(message: &CargoMessage) -> Option<String> {
+    let (_, mut images) = artifact_images(message).into_iter().next()?;
+    let options = offload_tools::inspect::OccupancyOptions {
+        block_size: None,
+        dynamic_shared_bytes: 0,
+    };
+    offload_tools::inspect::add_occupancy(&mut images, &options);
+    let mut table = String::new();
+    offload_tools::inspect::render_occupancy(&mut table, &images);
+    (!table.is_empty()).then(|| format!("{OCCUPANCY_MARK}{}", table.trim_start_matches('\n')))
 }
 
 /// Whether cargo is asked for JSON messages (`--message-format json…`, before `--`).
@@ -1051,6 +1079,15 @@ mod tests {
             Style { color: false }.status("Embedded", "x"),
             "    Embedded x"
         );
+        // `--verbose`: the kernels' occupancy on each architecture.
+        let occupancy = occupancy_summary(&CargoMessage::parse(&executable).unwrap()).unwrap();
+        let table = occupancy.strip_prefix(OCCUPANCY_MARK).unwrap();
+        assert!(table.starts_with("Occupancy ("), "{table}");
+        assert!(
+            table.contains("sm_80  saxpy   256    8 blocks/SM"),
+            "{table}"
+        );
+        assert!(table.contains("100.0%"), "{table}");
         assert!(image_messages("not json").is_empty());
     }
 

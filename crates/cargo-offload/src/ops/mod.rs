@@ -10,4 +10,5 @@ pub mod init;
 pub mod new;
 mod phases;
 pub mod prebuilt;
+pub mod profile;
 pub mod setup;

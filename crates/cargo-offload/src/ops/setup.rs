@@ -134,6 +134,9 @@ pub(crate) struct Facts {
     pub cuda_components: bool,
     /// A working `ptxas` is already found (NVIDIA's own installer, say): no CUDA package.
     pub ptxas_found: bool,
+    /// The newer CUDA tools for `sm_90a` are installed under
+    /// [`offload_toolchain::CUDA_PIP_PREFIX`], or a `ptxas` found knows `sm_90a` already.
+    pub sm_90a_ptxas_found: bool,
 }
 
 /// One command of the set-up.
@@ -274,6 +277,21 @@ fn apt_steps(distro: &Distro, facts: &Facts) -> Vec<Step> {
     let mut install = vec!["install", "-y", "-q", "--no-install-recommends"];
     install.extend(system_packages(cuda));
     steps.push(Step::apt(&install, root));
+    if !facts.sm_90a_ptxas_found {
+        // The distribution's CUDA (11.8 on Debian 12) assembles no `sm_90a`: CUDA 12.9's
+        // `ptxas` and CUDA 13's `cuobjdump` from the Python package index, beside it.
+        let mut pip = vec![
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--target",
+            offload_toolchain::CUDA_PIP_PREFIX,
+        ];
+        pip.extend_from_slice(offload_toolchain::CUDA_PIP_PACKAGES);
+        steps.push(Step::new(Tool::Python3.program(), &pip).privileged(root));
+    }
     steps
 }
 
@@ -294,6 +312,7 @@ pub(crate) fn plan(nightly: &str, system: bool, distro: &Distro, facts: &Facts) 
                         llvm_packaged: true,
                         cuda_components: true,
                         ptxas_found: false,
+                        sm_90a_ptxas_found: false,
                     },
                 );
                 by_hand = Some(format!(
@@ -468,6 +487,7 @@ fn probe(distro: &Distro) -> Facts {
         llvm_packaged,
         cuda_components,
         ptxas_found: Tool::Ptxas.find().is_ok(),
+        sm_90a_ptxas_found: offload_toolchain::cuda_pip_tools_installed(),
     }
 }
 
@@ -552,7 +572,7 @@ mod tests {
         };
         let plan = plan(DEVICE_TOOLCHAIN, true, &distro, &facts);
         let lines = lines(&plan);
-        assert_eq!(lines.len(), 4, "{lines:#?}");
+        assert_eq!(lines.len(), 5, "{lines:#?}");
         assert!(lines[0].starts_with(&format!(
             "sudo tee {} >/dev/null <<'EOF'\n",
             offload_toolchain::DEBIAN_CONTRIB_NON_FREE_SOURCES
@@ -568,7 +588,15 @@ mod tests {
              clang-22 lld-22 llvm-22 llvm-22-dev libpolly-22-dev zlib1g-dev libzstd-dev \
              nvidia-cuda-toolkit"
         );
-        assert!(lines[3].starts_with("rustup toolchain install "));
+        assert_eq!(
+            lines[3],
+            format!(
+                "sudo python3 -m pip install --quiet --no-deps --target {} {}",
+                offload_toolchain::CUDA_PIP_PREFIX,
+                offload_toolchain::CUDA_PIP_PACKAGES.join(" ")
+            )
+        );
+        assert!(lines[4].starts_with("rustup toolchain install "));
         let command = plan.steps[2].command();
         assert_eq!(command.get_program(), "sudo");
         assert_eq!(
@@ -585,6 +613,7 @@ mod tests {
             llvm_packaged: true,
             cuda_components: true,
             ptxas_found: true,
+            sm_90a_ptxas_found: true,
         };
         let plan = plan(DEVICE_TOOLCHAIN, true, &distro, &facts);
         let lines = lines(&plan);

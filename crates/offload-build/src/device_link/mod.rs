@@ -37,8 +37,8 @@ pub use pipeline::{
 };
 pub(crate) use ptx::check_cubin;
 pub use ptx::{
-    CubinPlan, cubin_plan, is_cubin, ptx_features, ptx_isa_version, ptxas_assemble, ptxas_path,
-    ptxas_supported_sms, ptxas_verbose,
+    CubinPlan, cubin_plan, installed_ptxas, is_cubin, ptx_features, ptx_isa_version,
+    ptxas_assemble, ptxas_for, ptxas_path, ptxas_supported_sms, ptxas_verbose,
 };
 #[cfg(feature = "llvm")]
 pub use rlib_bitcode::{DeviceInput, is_bitcode};

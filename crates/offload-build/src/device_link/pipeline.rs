@@ -541,7 +541,7 @@ fn link_device_images(
     let cache = super::link_cache::LinkCache::from_env(env);
     // AMD images do not depend on ptxas.
     let ptxas = match target {
-        GpuTarget::Nvptx { .. } => super::find_tool(offload_toolchain::Tool::Ptxas).ok(),
+        GpuTarget::Nvptx { sm } => super::ptx::ptxas_for(&sm.to_string())?.map(|info| info.path),
         GpuTarget::Amdgpu(_) => None,
     };
     let target_name = target.to_string();

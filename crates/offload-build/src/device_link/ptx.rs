@@ -108,24 +108,46 @@ fn query_ptxas(path: &std::path::Path) -> Result<PtxasInfo> {
     })
 }
 
-/// The `ptxas` found (as [`ptxas_path`]) with its CUDA release and the `sm_XX` it supports;
-/// `None` when there is none. Asked once per executable and process.
-pub fn ptxas_supported_sms() -> Result<Option<PtxasInfo>> {
+/// What `ptxas` at `path` is; asked once per executable and process.
+fn ptxas_info(path: &std::path::Path) -> Result<PtxasInfo> {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
     static CACHE: OnceLock<Mutex<HashMap<PathBuf, PtxasInfo>>> = OnceLock::new();
-    let Some(path) = ptxas_path() else {
-        return Ok(None);
-    };
     let cache = CACHE.get_or_init(Default::default);
-    if let Some(info) = cache.lock().ok().and_then(|c| c.get(&path).cloned()) {
-        return Ok(Some(info));
+    if let Some(info) = cache.lock().ok().and_then(|c| c.get(path).cloned()) {
+        return Ok(info);
     }
-    let info = query_ptxas(&path)?;
+    let info = query_ptxas(path)?;
     if let Ok(mut c) = cache.lock() {
-        c.insert(path, info.clone());
+        c.insert(path.to_owned(), info.clone());
     }
-    Ok(Some(info))
+    Ok(info)
+}
+
+/// The `ptxas` found (as [`ptxas_path`]) with its CUDA release and the `sm_XX` it supports;
+/// `None` when there is none.
+pub fn ptxas_supported_sms() -> Result<Option<PtxasInfo>> {
+    ptxas_path().map(|path| ptxas_info(&path)).transpose()
+}
+
+/// Every `ptxas` installed, in the order they are looked for (the one `OFFLOAD_PTXAS` names
+/// alone when it is set), with what each assembles.
+pub fn installed_ptxas() -> Result<Vec<PtxasInfo>> {
+    let env = crate::env::Env::detect();
+    let Ok(paths) =
+        offload_toolchain::Tool::Ptxas.find_all_with(&|name| env.get(name).map(Into::into))
+    else {
+        return Ok(Vec::new());
+    };
+    paths.iter().map(|path| ptxas_info(path)).collect()
+}
+
+/// The `ptxas` that assembles `sm`: the first installed that knows it. The distribution's
+/// CUDA 11.8 comes first, so the images of the architectures it knows keep its code; an
+/// arch-specific `sm_90a` (and Blackwell's) goes to the newer CUDA the set-up installs beside
+/// it.
+pub fn ptxas_for(sm: &str) -> Result<Option<PtxasInfo>> {
+    Ok(installed_ptxas()?.into_iter().find(|info| info.knows(sm)))
 }
 
 /// How the cubin of an `sm_XX` will be made.
@@ -151,21 +173,26 @@ impl CubinPlan {
             )),
             Self::Unsupported(info) => Some(format!(
                 "`{}` (CUDA {}) does not know {sm}; it knows {}. A CUDA toolkit that knows {sm} \
-                 (point OFFLOAD_PTXAS at its ptxas) would make a cubin",
+                 (`cargo offload setup --system` installs CUDA 12.9's under {}, or point \
+                 OFFLOAD_PTXAS at its ptxas) would make a cubin",
                 info.path.display(),
                 info.version,
-                info.sms.join(", ")
+                info.sms.join(", "),
+                offload_toolchain::CUDA_PIP_PREFIX
             )),
         }
     }
 }
 
-/// Whether the installed `ptxas` can assemble `sm`.
+/// Whether an installed `ptxas` can assemble `sm` ([`ptxas_for`]).
 pub fn cubin_plan(sm: &str) -> Result<CubinPlan> {
-    Ok(match ptxas_supported_sms()? {
-        None => CubinPlan::NoPtxas,
-        Some(info) if info.knows(sm) => CubinPlan::Assemble,
-        Some(info) => CubinPlan::Unsupported(info),
+    let installed = installed_ptxas()?;
+    Ok(match installed.iter().find(|info| info.knows(sm)) {
+        Some(_) => CubinPlan::Assemble,
+        None => match installed.into_iter().next() {
+            None => CubinPlan::NoPtxas,
+            Some(first) => CubinPlan::Unsupported(first),
+        },
     })
 }
 
@@ -196,7 +223,10 @@ pub(crate) fn check_cubin(env: &crate::env::Env, owner: &str, sm: &str) -> Resul
 }
 
 fn run_ptxas(ptx: &str, sm: &str, verbose: bool) -> Result<(Vec<u8>, String)> {
-    let ptxas = super::find_tool(offload_toolchain::Tool::Ptxas)?;
+    let ptxas = match ptxas_for(sm)? {
+        Some(info) => info.path,
+        None => super::find_tool(offload_toolchain::Tool::Ptxas)?,
+    };
     let dir = super::scratch_dir("ptxas")?;
     let input = dir.path().join(format!("image.{sm}.ptx"));
     let output = dir.path().join(format!("image.{sm}.cubin"));
@@ -499,8 +529,9 @@ mod tests {
         assert_eq!(parse_ptxas_version(""), None);
     }
 
-    /// What the installed `ptxas` says it knows is what it assembles: an sm on its list makes
-    /// a cubin, the first sm LLVM knows beyond its list is refused.
+    /// What the installed `ptxas` say they know is what they assemble: an sm on the first one's
+    /// list makes a cubin, one only a later one knows (CUDA 12.9's `sm_90a`) is assembled by
+    /// that one, and the first sm LLVM knows beyond every list is refused.
     #[test]
     fn installed_ptxas_assembles_what_it_lists() {
         if offload_toolchain::Tool::Ptxas.for_test().is_none() {
@@ -523,14 +554,27 @@ mod tests {
         for part in ["-arch=sm_80", "image.sm_80.ptx", "'bogus'"] {
             assert!(err.contains(part), "`{part}` missing in: {err}");
         }
+        // An sm the first ptxas does not know goes to the first installed one that does.
+        let installed = installed_ptxas().unwrap();
+        assert_eq!(installed.first(), Some(&info));
+        for sm in ["sm_90a", "sm_100", "sm_120"] {
+            if !info.knows(sm) && installed.iter().any(|i| i.knows(sm)) {
+                assert_eq!(cubin_plan(sm).unwrap(), CubinPlan::Assemble, "{sm}");
+                assert!(is_cubin(&ptxas_assemble(&ptx(sm), sm).unwrap()), "{sm}");
+                assert!(ptxas_for(sm).unwrap().is_some_and(|i| i.path != info.path));
+            }
+        }
         let Some(unknown) = ["sm_90a", "sm_100", "sm_120", "sm_121"]
             .into_iter()
-            .find(|sm| !info.knows(sm))
+            .find(|sm| installed.iter().all(|i| !i.knows(sm)))
         else {
             println!(
-                "skipped: {} (CUDA {}) knows every sm tried",
-                info.path.display(),
-                info.version
+                "skipped: the installed ptxas ({}) know every sm tried",
+                installed
+                    .iter()
+                    .map(|i| format!("CUDA {}", i.version))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             );
             return;
         };

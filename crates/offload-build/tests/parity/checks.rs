@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use crate::limits;
-use crate::measure::{Figures, GEMM_MIX, GemmOutcome, GemmRow, Outcome, Row, TrapRow};
+use crate::measure::{Figures, GemmOutcome, GemmRow, Outcome, Row, TrapRow};
 
 /// Every figure a row should have: each side used registers, has code, and touches global
 /// memory (every kernel of the benchmark reads or writes a buffer).
@@ -128,9 +128,17 @@ pub fn gemm(arch: &str, outcome: &GemmOutcome) -> Vec<String> {
                 ));
             }
         }
-        if let Some(opcode) = GEMM_MIX.iter().find(|o| c.count(o) == 0) {
+        if let Some(opcode) = limits::gemm_present(arch).iter().find(|o| c.count(o) == 0) {
             problems.push(format!(
                 "GEMM {kernel} on {arch}: the C twin has no {opcode}: {c:?}"
+            ));
+        }
+        if let Some(opcode) = limits::gemm_present(arch)
+            .iter()
+            .find(|o| rust.count(o) == 0)
+        {
+            problems.push(format!(
+                "GEMM {kernel} on {arch}: Rust's kernel has no {opcode}: {rust:?}"
             ));
         }
         if rust.figures.stack_bytes > 0 || rust.figures.spills > 0 {
@@ -150,7 +158,7 @@ pub fn gemm(arch: &str, outcome: &GemmOutcome) -> Vec<String> {
                 limits::GEMM_REGISTERS_GOAL
             ));
         }
-        for opcode in limits::GEMM_SAME_COUNT {
+        for &opcode in limits::gemm_same_count(arch) {
             let (ours, theirs) = (rust.count(opcode), c.count(opcode));
             if ours != theirs {
                 problems.push(format!(
@@ -349,7 +357,7 @@ mod tests {
     use super::*;
     use crate::measure::GemmFigures;
 
-    fn side(registers: u64, stack_bytes: u64, mix: [u64; 4]) -> GemmFigures {
+    fn side(registers: u64, stack_bytes: u64, mix: [u64; 7]) -> GemmFigures {
         GemmFigures {
             figures: Figures {
                 registers,
@@ -371,11 +379,11 @@ mod tests {
                 c,
             }])
         };
-        let twin = side(125, 0, [32, 12, 12, 1]);
+        let twin = side(125, 0, [32, 12, 12, 0, 0, 0, 1]);
         // Registers within 1.1×; BAR is reported, not compared.
-        let ok = row(side(137, 0, [32, 12, 12, 2]), twin.clone());
+        let ok = row(side(137, 0, [32, 12, 12, 0, 0, 0, 2]), twin.clone());
         assert_eq!(gemm("sm_80", &ok), Vec::<String>::new());
-        let bad = row(side(138, 16, [32, 24, 12, 1]), twin.clone());
+        let bad = row(side(138, 16, [32, 24, 12, 0, 0, 0, 1]), twin.clone());
         let problems = gemm("sm_80", &bad);
         assert_eq!(problems.len(), 3, "{problems:#?}");
         assert!(problems[0].contains("local memory"), "{problems:#?}");
@@ -384,8 +392,16 @@ mod tests {
             problems[2].contains("24 LDSM in Rust's SASS, 12"),
             "{problems:#?}"
         );
-        let hollow = row(twin.clone(), side(125, 0, [0, 0, 0, 1]));
+        let hollow = row(twin.clone(), side(125, 0, [0, 0, 0, 0, 0, 0, 1]));
         assert!(gemm("sm_80", &hollow)[0].contains("the C twin has no HMMA"));
+        // On sm_90a the wgmma and TMA counts are held equal, the sm_80-class ones are not.
+        let hopper = side(168, 0, [0, 0, 0, 8, 20, 36, 1]);
+        let hopper_ok = row(side(168, 0, [0, 0, 0, 8, 20, 40, 1]), hopper.clone());
+        assert_eq!(gemm("sm_90a", &hopper_ok), Vec::<String>::new());
+        let fewer = row(side(168, 0, [0, 0, 0, 4, 20, 36, 1]), hopper.clone());
+        assert!(gemm("sm_90a", &fewer)[0].contains("4 HGMMA"));
+        let without = row(side(168, 0, [0, 0, 0, 8, 0, 36, 1]), hopper);
+        assert!(gemm("sm_90a", &without)[0].contains("Rust's kernel has no UTMALDG"));
         assert!(gemm("sm_90", &GemmOutcome::Unavailable("no SASS".into())).is_empty());
     }
 }

@@ -122,7 +122,27 @@ pub const TRAP_REGISTERS_NOT_MET: &[(&str, &str, f64)] = &[
 /// Registers, each kernel: at most this ratio of the twin's.
 pub const GEMM_REGISTERS_GOAL: f64 = 1.10;
 
-/// The SASS opcodes of which each Rust kernel has exactly as many as its twin: the matrix
-/// multiply-adds, the `ldmatrix` loads and the `cp.async` copies (the algorithm, instruction
-/// for instruction, where it matters).
-pub const GEMM_SAME_COUNT: [&str; 3] = ["HMMA", "LDSM", "LDGSTS"];
+/// The SASS opcodes of which each Rust kernel has exactly as many as its twin on `arch`: the
+/// matrix multiply-adds, the `ldmatrix` loads and the `cp.async` copies of the sm_80-class
+/// GEMM; the `wgmma` multiplies of the `sm_90a` one (the algorithm, instruction for
+/// instruction, where it matters). Its TMA loads are not counted alike: the device link's LLVM
+/// unrolls the Rust producer loop twice with a remainder (6 `UTMALDG` in the code) where clang
+/// leaves the twin's rolled (2), two loads a stage either way; they are held present instead
+/// ([`gemm_present`]).
+pub fn gemm_same_count(arch: &str) -> &'static [&'static str] {
+    if arch == "sm_90a" {
+        &["HGMMA"]
+    } else {
+        &["HMMA", "LDSM", "LDGSTS"]
+    }
+}
+
+/// The SASS opcodes both kernels of a pair on `arch` hold: the units the algorithm is built
+/// on.
+pub fn gemm_present(arch: &str) -> &'static [&'static str] {
+    if arch == "sm_90a" {
+        &["HGMMA", "UTMALDG", "SYNCS"]
+    } else {
+        &["HMMA", "LDSM", "LDGSTS"]
+    }
+}

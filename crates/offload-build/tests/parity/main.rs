@@ -55,6 +55,11 @@ pub const ASSERT_TWINS: [&str; 3] = ["stencil5", "gather", "divide"];
 /// their names, and reported apart, with the limits `GEMM_*`.
 pub const GEMM_KERNELS: [&str; 2] = ["gemm__f16", "gemm__bf16"];
 
+/// The Hopper GEMM kernels of `examples/gemm/kernels` (its generic `gemm_tma`), measured on
+/// `sm_90a` against their CUDA C twins of `benches/parity/gemm_tma.cu`, with the limits
+/// `GEMM_*`.
+pub const GEMM_TMA_KERNELS: [&str; 2] = ["gemm_tma__f16", "gemm_tma__bf16"];
+
 const NVIDIA: [&str; 2] = ["sm_80", "sm_90"];
 const AMD: [&str; 3] = ["gfx90a", "gfx942", "gfx1100"];
 
@@ -152,8 +157,10 @@ fn parity() {
     let gemm_rust = measure::gemm_rust_inputs(&base.join("nested"));
     let gemm: Vec<(&str, measure::GemmOutcome)> = NVIDIA
         .iter()
-        .map(|&arch| {
-            let outcome = measure::nvidia_gemm(arch, &GEMM_KERNELS, &gemm_rust, &clang, &work);
+        .map(|&arch| (arch, &GEMM_KERNELS, "gemm.cu"))
+        .chain([("sm_90a", &GEMM_TMA_KERNELS, "gemm_tma.cu")])
+        .map(|(arch, kernels, twin)| {
+            let outcome = measure::nvidia_gemm(arch, kernels, twin, &gemm_rust, &clang, &work);
             (arch, outcome)
         })
         .collect();

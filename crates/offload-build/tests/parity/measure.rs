@@ -369,8 +369,26 @@ impl<'a> Listing<'a> {
         let cubin_path = dir.join("image.cubin");
         std::fs::write(&cubin_path, &cubin).map_err(|e| e.to_string())?;
         std::fs::write(dir.join("image.ptx"), ptx).map_err(|e| e.to_string())?;
-        let cuobjdump = Tool::Cuobjdump.find().map_err(|e| e.to_string())?;
-        let sass_text = run(Command::new(cuobjdump).arg("-sass").arg(&cubin_path));
+        // An arch-specific cubin (`sm_90a`) comes from a newer `ptxas` than the distribution's
+        // CUDA 11.8, whose `cuobjdump` cannot read it: the newest, with its `nvdisasm`.
+        let mut command = if sm.ends_with('a') {
+            let cuobjdump = Tool::Cuobjdump.find_newest().map_err(|e| e.to_string())?;
+            let mut command = Command::new(&cuobjdump);
+            let dirs = cuobjdump.parent().map(Path::to_path_buf).into_iter().chain(
+                Env::detect()
+                    .get("PATH")
+                    .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+                    .unwrap_or_default(),
+            );
+            command.env(
+                "PATH",
+                std::env::join_paths(dirs).map_err(|e| e.to_string())?,
+            );
+            command
+        } else {
+            Command::new(Tool::Cuobjdump.find().map_err(|e| e.to_string())?)
+        };
+        let sass_text = run(command.arg("-sass").arg(&cubin_path));
         std::fs::write(dir.join("image.sass"), &sass_text).map_err(|e| e.to_string())?;
         Ok(Self {
             report,
@@ -427,8 +445,10 @@ impl<'a> Listing<'a> {
 
 /// The SASS opcodes the GEMM comparison counts in each kernel (the code, not its execution):
 /// the matrix multiply-adds (`mma.sync`), the shared-memory matrix loads (`ldmatrix`), the
-/// asynchronous copies from global to shared memory (`cp.async`) and the barriers.
-pub const GEMM_MIX: [&str; 4] = ["HMMA", "LDSM", "LDGSTS", "BAR"];
+/// asynchronous copies from global to shared memory (`cp.async`), Hopper's warpgroup
+/// multiplies (`wgmma`), tensor-memory-accelerator loads and memory-barrier operations
+/// (`mbarrier`), and the block's barriers.
+pub const GEMM_MIX: [&str; 7] = ["HMMA", "LDSM", "LDGSTS", "HGMMA", "UTMALDG", "SYNCS", "BAR"];
 
 /// One side of the GEMM pair on one architecture.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -477,11 +497,12 @@ pub fn gemm_rust_inputs(target_dir: &Path) -> Vec<DeviceInput> {
 }
 
 /// The GEMM pair on `sm`: `kernels` of the Rust crate (`rust`, which may hold other kernels)
-/// against their twins in `benches/parity/gemm.cu`. The images and listings go to
+/// against their twins in `benches/parity/<twin>`. The images and listings go to
 /// `work/gemm/<sm>-rust` and `work/gemm/<sm>-c`.
 pub fn nvidia_gemm(
     sm: &str,
     kernels: &[&'static str],
+    twin: &str,
     rust: &[DeviceInput],
     clang: &Clang,
     work: &Path,
@@ -501,7 +522,7 @@ pub fn nvidia_gemm(
         .unwrap_or_else(|| fail("the Rust images", &"no PTX"));
     let work = work.join("gemm");
     let c_ptx =
-        cuda_ptx(sm, "gemm.cu", clang, &work).unwrap_or_else(|e| fail("clang on gemm.cu", &e));
+        cuda_ptx(sm, twin, clang, &work).unwrap_or_else(|e| fail(&format!("clang on {twin}"), &e));
     let side = |ptx: &str, name: &str| -> BTreeMap<&'static str, GemmFigures> {
         let entries = offload_format::image::ptx::kernel_names(ptx);
         if let Some(missing) = kernels.iter().find(|k| !entries.iter().any(|e| e == *k)) {

@@ -244,6 +244,22 @@ impl Default for CpuBackend {
     }
 }
 
+/// (available, total) bytes of the machine's memory; `usize::MAX` for a total the system
+/// cannot tell.
+fn host_memory() -> (usize, usize) {
+    // SAFETY: sysconf takes a name and reads nothing of the caller's.
+    let [page, total, free] = [
+        libc::_SC_PAGESIZE,
+        libc::_SC_PHYS_PAGES,
+        libc::_SC_AVPHYS_PAGES,
+    ]
+    .map(|name| usize::try_from(unsafe { libc::sysconf(name) }).unwrap_or(0));
+    if page == 0 || total == 0 {
+        return (usize::MAX, usize::MAX);
+    }
+    (free.saturating_mul(page), total.saturating_mul(page))
+}
+
 impl Backend for CpuBackend {
     fn as_any(&self) -> &dyn std::any::Any {
         self
@@ -266,6 +282,17 @@ impl Backend for CpuBackend {
     }
 
     fn alloc_zeroed(&self, bytes: usize) -> Result<DevicePtr> {
+        // The kernel overcommits: without this check an allocation larger than the machine's
+        // memory would succeed here and kill the process when touched.
+        let (free, total) = host_memory();
+        if bytes > total {
+            return Err(Error::OutOfMemory {
+                requested: bytes,
+                free: Some(free),
+                total: Some(total),
+                device: self.describe(),
+            });
+        }
         if bytes >= HUGE_PAGE
             && let Some((p, len)) = map_huge(bytes)
         {
@@ -280,7 +307,9 @@ impl Backend for CpuBackend {
         let p = unsafe { libc::calloc(bytes.max(1), 1) };
         if p.is_null() {
             return Err(Error::OutOfMemory {
-                bytes,
+                requested: bytes,
+                free: Some(free),
+                total: Some(total),
                 device: self.describe(),
             });
         }

@@ -321,6 +321,18 @@ impl Driver for DriverApi {
         let _ = unsafe { (self.cuDevicePrimaryCtxRelease_v2)(info.device) };
     }
 
+    unsafe fn context_reset(&self, info: &CudaDeviceInfo) -> Result<(), GpuError> {
+        let Some(reset) = self.cuDevicePrimaryCtxReset_v2 else {
+            return Err(GpuError::MissingEntryPoint {
+                api: Self::API,
+                call: "cuDevicePrimaryCtxReset_v2",
+            });
+        };
+        // SAFETY: takes a device; nothing of the context is used afterwards (the caller's
+        // contract). The retain of `context_open` stays counted and is released as before.
+        self.check("cuDevicePrimaryCtxReset_v2", unsafe { reset(info.device) })
+    }
+
     unsafe fn context_bind(&self, _info: &CudaDeviceInfo, ctx: Handle) -> Result<(), GpuError> {
         let mut current: Handle = ptr::null_mut();
         // SAFETY: writes one context handle.

@@ -290,6 +290,21 @@ impl Driver for HipApi {
 
     unsafe fn context_close(&self, _info: &HipDeviceInfo, _ctx: Handle) {}
 
+    unsafe fn context_reset(&self, info: &HipDeviceInfo) -> Result<(), GpuError> {
+        let Some(reset) = self.hipDeviceReset else {
+            return Err(GpuError::MissingEntryPoint {
+                api: Self::API,
+                call: "hipDeviceReset",
+            });
+        };
+        // SAFETY: HIP's binding reads no context; `hipDeviceReset` resets the device current
+        // on the thread, just bound, and nothing of it is used afterwards (the caller's
+        // contract).
+        unsafe { self.context_bind(info, ptr::null_mut())? };
+        // SAFETY: as above.
+        self.check("hipDeviceReset", unsafe { reset() })
+    }
+
     unsafe fn context_bind(&self, info: &HipDeviceInfo, _ctx: Handle) -> Result<(), GpuError> {
         let ordinal = c_ordinal::<Self>(info.ordinal)?;
         let mut current: c_int = -1;

@@ -160,6 +160,38 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// Waits until every operation issued so far has finished.
     fn synchronize(&self) -> Result<()>;
 
+    /// As [`Backend::synchronize`], giving up with [`crate::Error::Timeout`] after `timeout`.
+    /// The CPU device's launches finish before they return, so it has nothing to wait for.
+    fn synchronize_timeout(&self, timeout: Duration) -> Result<()> {
+        let _ = timeout;
+        self.synchronize()
+    }
+
+    /// What lost the device's context, once a fault lost it; `None` while it is usable (and
+    /// always on the CPU device, which has none to lose).
+    fn lost(&self) -> Option<String> {
+        None
+    }
+
+    /// Resets the device: every object made before answers [`crate::Error::DeviceLost`],
+    /// and the device is usable again for new ones. `Ok(false)` where there is nothing to
+    /// reset (the CPU device, whose objects stay valid).
+    fn reset(&self) -> Result<bool> {
+        Ok(false)
+    }
+
+    /// How many times the device was reset: memory allocated in an earlier generation is
+    /// gone. Bumped by a reset before it forgets the old allocations, so that an operation
+    /// that missed one because of a reset finds the generation changed.
+    fn generation(&self) -> u64 {
+        0
+    }
+
+    /// [`Backend::alloc_zeroed`], and the generation the memory belongs to.
+    fn alloc_zeroed_in_generation(&self, bytes: usize) -> Result<(DevicePtr, u64)> {
+        Ok((self.alloc_zeroed(bytes)?, self.generation()))
+    }
+
     /// The device's handles in its driver's API ([`RawDevice::Cpu`] for the CPU device).
     fn raw(&self) -> RawDevice {
         RawDevice::Cpu
@@ -268,6 +300,9 @@ pub trait BackendStream: Send + Sync + fmt::Debug {
     fn wait(&self, event: &dyn BackendEvent) -> Result<()>;
     /// Waits for everything queued; a kernel fault surfaces here.
     fn synchronize(&self) -> Result<()>;
+    /// As [`BackendStream::synchronize`], giving up with [`crate::Error::Timeout`] after
+    /// `timeout`.
+    fn synchronize_timeout(&self, timeout: Duration) -> Result<()>;
     /// Starts recording the queued work into a graph instead of running it.
     fn begin_capture(&self) -> Result<()>;
     /// Ends the recording.

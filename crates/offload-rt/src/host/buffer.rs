@@ -4,7 +4,8 @@ use std::marker::PhantomData;
 use std::mem::size_of;
 
 use super::Device;
-use crate::backend::DevicePtr;
+use super::profile::{self, Direction};
+use crate::backend::{DeviceKind, DevicePtr};
 use crate::error::{Error, Result};
 use crate::kernel::DeviceCopy;
 
@@ -16,6 +17,8 @@ pub struct DeviceBuffer<T: DeviceCopy> {
     /// Allocated by the runtime, which frees it on drop; memory of another's
     /// ([`DeviceBuffer::from_raw_parts`]) is left to its owner.
     owned: bool,
+    /// The device's generation when the buffer was made: after a reset its memory is gone.
+    generation: u64,
     _elems: PhantomData<T>,
 }
 
@@ -67,15 +70,16 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             len,
             elem_size: size_of::<T>(),
         })?;
-        let ptr = device
+        let (ptr, generation) = device
             .backend()
-            .alloc_zeroed(bytes)
+            .alloc_zeroed_in_generation(bytes)
             .map_err(|e| device.with_fault_context(e))?;
         Ok(DeviceBuffer {
             device: device.clone(),
             ptr,
             len,
             owned: true,
+            generation,
             _elems: PhantomData,
         })
     }
@@ -99,6 +103,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             ptr,
             len,
             owned: false,
+            generation: device.generation(),
             _elems: PhantomData,
         }
     }
@@ -114,14 +119,15 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// the device's default stream (and, on the CPU device, on all its streams).
     pub fn copy_from(&mut self, data: &[T]) -> Result<()> {
         self.check_len(data.len())?;
+        self.check_live()?;
         self.device.quiesce_queues();
-        // SAFETY: the allocation holds `len` elements, as many bytes as `data`.
-        unsafe {
-            self.device
-                .backend()
-                .copy_to_device(self.ptr, as_bytes(data))
-        }
-        .map_err(|e| self.device.with_fault_context(e))
+        let bytes = as_bytes(data);
+        let cpu = || self.device.kind() == DeviceKind::Cpu;
+        profile::copy(cpu, Direction::ToDevice, 0, bytes.len(), || {
+            // SAFETY: the allocation holds `len` elements, as many bytes as `data`.
+            unsafe { self.device.backend().copy_to_device(self.ptr, bytes) }
+        })
+        .map_err(|e| self.device.lost_or(self.generation, e))
     }
 
     /// Copies the buffer into `out` (same length), after every earlier launch on the
@@ -135,11 +141,15 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// zeroed).
     pub fn copy_to(&self, out: &mut [T]) -> Result<()> {
         self.check_len(out.len())?;
+        self.check_live()?;
         self.device.quiesce_queues();
         let bytes = as_bytes_mut(out);
-        // SAFETY: the allocation holds `len` elements, as many bytes as `out`.
-        unsafe { self.device.backend().copy_to_host(bytes, self.ptr) }
-            .map_err(|e| self.device.with_fault_context(e))?;
+        let cpu = || self.device.kind() == DeviceKind::Cpu;
+        profile::copy(cpu, Direction::ToHost, 0, bytes.len(), || {
+            // SAFETY: the allocation holds `len` elements, as many bytes as `out`.
+            unsafe { self.device.backend().copy_to_host(bytes, self.ptr) }
+        })
+        .map_err(|e| self.device.lost_or(self.generation, e))?;
         // Invalid elements are replaced by zero bytes (a valid `T`): `out` stays sound.
         check_values::<T>(bytes).inspect_err(|_| bytes.fill(0))
     }
@@ -165,6 +175,8 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// [`Error::LengthMismatch`] or a failure of either device.
     pub fn copy_from_buffer(&mut self, src: &DeviceBuffer<T>) -> Result<()> {
         self.check_len(src.len)?;
+        self.check_live()?;
+        src.check_live()?;
         let bytes = self.len * size_of::<T>();
         if !self.device.same_device(&src.device) && bytes != 0 {
             // SAFETY: both are whole live allocations of their devices, `bytes` long.
@@ -173,7 +185,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
                     .backend()
                     .copy_from_peer(self.ptr, src.device.backend(), src.ptr, bytes)
             }
-            .map_err(|e| self.device.with_fault_context(e))?;
+            .map_err(|e| self.device.lost_or(self.generation, e))?;
             if direct {
                 return Ok(());
             }
@@ -212,10 +224,37 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         index: usize,
     ) -> Result<DevicePtr> {
         if self.device.same_device(device) {
-            Ok(self.ptr)
+            let ptr = self.live_ptr()?;
+            device.note_launch_argument(self.generation);
+            Ok(ptr)
         } else {
             Err(Error::WrongDevice { kernel, index })
         }
+    }
+
+    /// [`DeviceBuffer::device_ptr_on`] for a typed launch, adding the buffer's bytes to
+    /// `bytes` (what a profile counts as the launch's traffic).
+    #[doc(hidden)]
+    pub fn device_ptr_for_launch(
+        &self,
+        device: &Device,
+        kernel: &'static str,
+        index: usize,
+        bytes: &mut u64,
+    ) -> Result<DevicePtr> {
+        let ptr = self.device_ptr_on(device, kernel, index)?;
+        *bytes = bytes.saturating_add((self.len() as u64).saturating_mul(size_of::<T>() as u64));
+        Ok(ptr)
+    }
+
+    /// [`Error::DeviceLost`] when the device was reset after the buffer was made.
+    fn check_live(&self) -> Result<()> {
+        self.device.check_generation(self.generation)
+    }
+
+    /// The buffer's device address, unless the device was reset after the buffer was made.
+    pub(crate) fn live_ptr(&self) -> Result<DevicePtr> {
+        self.check_live().map(|()| self.ptr)
     }
 
     fn check_len(&self, host: usize) -> Result<()> {
@@ -235,7 +274,7 @@ impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
         // The CPU device's queued work may still use the memory; GPU drivers' free waits for
         // work using it by itself.
         self.device.quiesce_queues();
-        if !self.owned {
+        if !self.owned || self.check_live().is_err() {
             return;
         }
         // SAFETY: `ptr` came from this device's `alloc_zeroed` and is freed only here. A free

@@ -3,7 +3,9 @@
 
 pub(crate) mod buffer;
 pub mod collective;
+pub mod profile;
 pub(crate) mod stream;
+pub mod tensor_map;
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -57,6 +59,13 @@ impl std::hash::Hasher for AddressHasher {
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+thread_local! {
+    /// The device (by id) and generation of the last buffer made a launch argument on this
+    /// thread, taken by the launch.
+    static LAUNCH_ARGUMENTS: std::cell::Cell<Option<(u64, u64)>> =
+        const { std::cell::Cell::new(None) };
+}
+
 /// A device kernels run on. Cheap to clone (clones share the device). The device of a
 /// [`Stream`](crate::Stream) ([`Stream::device`](crate::Stream::device)) queues its launches
 /// on that stream.
@@ -79,6 +88,8 @@ struct Inner {
     resolved: RwLock<HashMap<(NameKey, NameKey), Resolved, BuildHasherDefault<AddressHasher>>>,
     /// Foreign kernels already resolved, by symbol name.
     foreign: RwLock<HashMap<NameKey, Foreign, BuildHasherDefault<AddressHasher>>>,
+    /// Held shared by launches while they are queued, exclusively by a reset.
+    reset_gate: RwLock<()>,
 }
 
 /// A foreign kernel found by its symbol name.
@@ -143,6 +154,7 @@ impl Device {
                 last: Mutex::new(None),
                 queues: Mutex::new(Vec::new()),
                 resolved: RwLock::new(HashMap::default()),
+                reset_gate: RwLock::new(()),
                 foreign: RwLock::new(HashMap::default()),
             }),
             stream: None,
@@ -242,6 +254,137 @@ impl Device {
             .map_err(|e| self.with_fault_context(e))
     }
 
+    /// As [`Device::synchronize`], giving up after `timeout`: [`Error::Timeout`] names the
+    /// last kernel launched, which may still run (a kernel that loops forever). The device
+    /// is not lost by it; on a GPU, [`Device::reset`] stops such work.
+    ///
+    /// On the CPU device launches finish before they return, so there is nothing to wait
+    /// for (a kernel that never finishes keeps its launch from returning, and the worker
+    /// threads running it cannot be stopped); a CPU [`Stream`]'s queue is waited for with
+    /// [`Stream::synchronize_timeout`].
+    ///
+    /// # Errors
+    /// [`Error::Timeout`], or what [`Device::synchronize`] reports.
+    pub fn synchronize_timeout(&self, timeout: std::time::Duration) -> Result<()> {
+        self.inner
+            .backend
+            .synchronize_timeout(timeout)
+            .map_err(|e| self.with_fault_context(e))
+    }
+
+    /// What lost the device's context, once a fault (or a reset) lost it: everything made in
+    /// it answers [`Error::DeviceLost`] from then on, until [`Device::reset`]. `None` while
+    /// the device is usable, and always on the CPU device, whose faults are typed errors that
+    /// leave it usable.
+    pub fn lost(&self) -> Option<String> {
+        self.inner.backend.lost()
+    }
+
+    /// Makes a GPU usable again after a fault lost its context (an illegal address, a trap
+    /// other than a reported panic), or stops work that never finishes (see
+    /// [`Device::synchronize_timeout`]): the driver destroys the context
+    /// (`cuDevicePrimaryCtxReset`, `hipDeviceReset`) and the device is opened anew.
+    ///
+    /// Every buffer, stream, event, graph and loaded module made before answers
+    /// [`Error::DeviceLost`] from then on, without a driver call, and frees nothing when
+    /// dropped (the reset freed it); kernels' modules are loaded again on their next launch.
+    /// The runtime never resets by itself: a reset invalidates buffers other threads may
+    /// hold, which only the program can decide. Page-locked buffers
+    /// ([`PinnedBuffer`](crate::PinnedBuffer)) of the device must be dropped first, since a
+    /// reset unmaps their memory ([`Error::ResetRefused`]).
+    ///
+    /// On the CPU device there is nothing to reset: this returns `Ok(())` and everything
+    /// stays valid.
+    ///
+    /// # Errors
+    /// [`Error::ResetRefused`], or the driver's failure to reset or open the device.
+    pub fn reset(&self) -> Result<()> {
+        if self.kind() == DeviceKind::Cpu {
+            // Its launches run to the end before they return: one may never return.
+            return Ok(());
+        }
+        // Launches hold the gate only while they are queued: never long on a GPU.
+        let _exclusive = self
+            .inner
+            .reset_gate
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        if !self.inner.backend.reset()? {
+            return Ok(());
+        }
+        self.inner
+            .resolved
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.inner
+            .foreign
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.inner
+            .modules
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        *self.inner.last.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        Ok(())
+    }
+
+    /// Notes that a buffer of generation `generation` was just made an argument of a launch
+    /// on this thread ([`DeviceBuffer::device_ptr_on`](crate::DeviceBuffer::device_ptr_on)),
+    /// for [`Device::launch_guard`] to check.
+    pub(crate) fn note_launch_argument(&self, generation: u64) {
+        LAUNCH_ARGUMENTS.set(Some((self.inner.id, generation)));
+    }
+
+    /// Held by a launch until it is queued, so that a reset cannot come between the check of
+    /// its buffers' generation (their addresses were taken just before, on this thread) and
+    /// the driver's launch: a launch with the old context's addresses would fault in the new
+    /// one. [`Error::DeviceLost`] when the device was reset since.
+    fn launch_guard(&self) -> Result<std::sync::RwLockReadGuard<'_, ()>> {
+        let arguments = LAUNCH_ARGUMENTS.take();
+        let guard = self
+            .inner
+            .reset_gate
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        match arguments {
+            Some((id, generation)) if id == self.inner.id => {
+                self.check_generation(generation)?;
+            }
+            _ => {}
+        }
+        Ok(guard)
+    }
+
+    /// How many times the device was reset.
+    pub(crate) fn generation(&self) -> u64 {
+        self.inner.backend.generation()
+    }
+
+    /// [`Error::DeviceLost`] for an object made in generation `generation` of the device,
+    /// before a later reset.
+    pub(crate) fn check_generation(&self, generation: u64) -> Result<()> {
+        if generation == self.generation() {
+            Ok(())
+        } else {
+            Err(Error::DeviceLost {
+                device: self.describe().to_owned(),
+                cause: "the device was reset after this buffer was made".to_owned(),
+            })
+        }
+    }
+
+    /// `e`, or [`Error::DeviceLost`] when the device was reset since generation
+    /// `generation`: an operation racing a reset may find its memory forgotten.
+    pub(crate) fn lost_or(&self, generation: u64, e: Error) -> Error {
+        match self.check_generation(generation) {
+            Ok(()) => self.with_fault_context(e),
+            Err(lost) => lost,
+        }
+    }
+
     /// Names this device and the last kernel launched on it in a kernel fault its backend
     /// reported: a GPU reports a fault at the next call after the launch, which may be a copy.
     /// A fault that was a kernel's panic becomes [`Error::KernelPanic`] with its report.
@@ -275,6 +418,19 @@ impl Device {
                 code,
                 name,
                 message,
+            },
+            Error::Timeout {
+                device,
+                kernels,
+                waited,
+            } if kernels.is_empty() => Error::Timeout {
+                device,
+                kernels: self
+                    .last_launch()
+                    .map(|r| format!("{}::{}", r.module, r.kernel))
+                    .into_iter()
+                    .collect(),
+                waited,
             },
             other => other,
         }
@@ -349,6 +505,9 @@ impl Device {
         let loaded = registry::with_module_images(module, |images| {
             self.inner.backend.load_module(module, images)
         })?;
+        if let Some(recorder) = profile::recorder() {
+            recorder.image(loaded.image());
+        }
         let loaded = Arc::new(Loaded {
             image: Arc::new(loaded.image().clone()),
             module: Arc::from(loaded),
@@ -442,6 +601,7 @@ impl Device {
     #[doc(hidden)]
     pub unsafe fn launch_args(&self, launch: &LaunchArgs<'_>) -> Result<LaunchReport> {
         let kernel = launch.kernel;
+        let _not_reset = self.launch_guard()?;
         if let Some(sizes) = launch.sizes
             && sizes.len() != launch.params.len()
         {
@@ -456,10 +616,27 @@ impl Device {
             None => self.resolve_foreign(kernel, launch.sizes.unwrap_or_default())?,
         };
         match self.stream.as_deref() {
-            // SAFETY: forwarded from this function's contract; `handle` is of this module.
-            None => unsafe { loaded.module.launch(handle, launch) },
+            None => match profile::recorder() {
+                // SAFETY: forwarded from this function's contract; `handle` is of this module.
+                None => unsafe { loaded.module.launch(handle, launch) },
+                Some(recorder) => {
+                    recorder.note_device(self.describe());
+                    let timed = self.kind() == DeviceKind::Cpu;
+                    let start = std::time::Instant::now();
+                    // SAFETY: as above.
+                    let ran = unsafe { loaded.module.launch(handle, launch) };
+                    let times = timed.then(|| (start, std::time::Instant::now()));
+                    if ran.is_ok() {
+                        let (config, bytes) = (&launch.config, launch.bytes);
+                        recorder.launch(kernel, module, 0, config, bytes, times);
+                    }
+                    ran
+                }
+            },
             // SAFETY: as above; the stream is this device's.
-            Some(stream) => unsafe { Stream::queue_launch(stream, &loaded.module, handle, launch) },
+            Some(stream) => unsafe {
+                Stream::queue_launch(stream, &loaded.module, handle, &launch.in_module(module))
+            },
         }
         .map_err(|e| self.with_fault_context(e))?;
         let report = LaunchReport {
@@ -502,6 +679,50 @@ impl Device {
             .module
             .max_cooperative_blocks(handle, threads_per_block, shared_mem_bytes)
             .map_err(|e| self.with_fault_context(e))
+    }
+
+    /// The threads per block at which kernel `kernel` of kernel module `module` keeps the
+    /// most threads resident on this device, with `dynamic_shared_bytes` of dynamic shared
+    /// memory per block: what CUDA's `cuOccupancyMaxPotentialBlockSize` answers, computed by
+    /// CUDA's occupancy calculator (`offload_format::occupancy`) from the registers and static
+    /// shared memory the kernel's image records (the build's `ptxas -v` figures) and its
+    /// launch bound; the largest block of those that keep the most threads. The CPU device,
+    /// and a GPU image without such figures (AMD's code objects, so far), get
+    /// [`LaunchConfig::DEFAULT_BLOCK`] (256): on the CPU device a block is a loop on one
+    /// worker thread, and any size keeps every worker busy.
+    ///
+    /// # Errors
+    /// What finding the kernel reports.
+    pub fn best_block_size(
+        &self,
+        module: &'static str,
+        kernel: &'static str,
+        dynamic_shared_bytes: u32,
+    ) -> Result<u32> {
+        if self.kind() == DeviceKind::Cpu {
+            return Ok(LaunchConfig::DEFAULT_BLOCK);
+        }
+        let (loaded, _) = self.resolve(module, kernel)?;
+        let info = &loaded.image;
+        let found = registry::with_module_images(module, |images| {
+            let ptx = images
+                .iter()
+                .find(|i| i.binary.image_kind == offload_format::ImageKind::Ptx)
+                .map(|i| i.binary);
+            Ok(images
+                .iter()
+                .find(|i| i.source == info.source && i.index == info.index)
+                .and_then(|i| {
+                    crate::launch::image_block_size(
+                        i.binary,
+                        ptx,
+                        &info.arch,
+                        kernel,
+                        u64::from(dynamic_shared_bytes),
+                    )
+                }))
+        })?;
+        Ok(found.unwrap_or(LaunchConfig::DEFAULT_BLOCK))
     }
 
     /// The module and handle of `kernel`, resolved once per device.
@@ -690,5 +911,14 @@ mod tests {
         keys.sort_unstable();
         keys.dedup();
         assert_eq!(keys.len(), names.len());
+    }
+
+    /// The CPU device's best block is the documented default, whatever the kernel.
+    #[test]
+    fn the_cpu_devices_best_block_is_the_default() {
+        let cpu = Device::cpu();
+        assert_eq!(cpu.best_block_size("any", "kernel", 0).unwrap(), 256);
+        let config = LaunchConfig::for_num_elems_on(&cpu, "any", "kernel", 1000).unwrap();
+        assert_eq!((config.grid, config.block), ((4, 1, 1), (256, 1, 1)));
     }
 }

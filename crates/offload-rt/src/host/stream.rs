@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use super::Device;
 use super::buffer::DeviceBuffer;
+use super::profile::{self, Direction};
 use crate::backend::{BackendEvent, BackendGraph, BackendStream, HostMemory};
 use crate::error::{Error, Result};
 use crate::kernel::DeviceCopy;
@@ -89,6 +90,8 @@ impl QueueShared {
 
 /// A thread running one stream's work in order.
 pub(crate) struct Queue {
+    /// The stream's number in the profile's record.
+    id: u64,
     shared: Arc<QueueShared>,
     tx: Mutex<Option<Sender<Op>>>,
     worker: Mutex<Option<os_thread::JoinHandle>>,
@@ -116,6 +119,7 @@ impl Queue {
         })
         .map_err(Error::Worker)?;
         Ok(Queue {
+            id: super::profile::next_stream(),
             shared,
             tx: Mutex::new(Some(tx)),
             worker: Mutex::new(Some(worker)),
@@ -151,6 +155,33 @@ impl Queue {
     fn synchronize(&self) -> Result<()> {
         self.shared.drain();
         match self.shared.lock().error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// As [`Queue::synchronize`], giving up after `timeout` (the work goes on).
+    fn synchronize_timeout(&self, timeout: Duration, device: &str) -> Result<()> {
+        let start = Instant::now();
+        let mut st = self.shared.lock();
+        let target = st.queued;
+        while st.done < target {
+            let waited = start.elapsed();
+            if waited >= timeout {
+                return Err(Error::Timeout {
+                    device: device.to_owned(),
+                    kernels: Vec::new(),
+                    waited,
+                });
+            }
+            st = self
+                .shared
+                .changed
+                .wait_timeout(st, timeout - waited)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        match st.error.take() {
             Some(e) => Err(e),
             None => Ok(()),
         }
@@ -296,6 +327,22 @@ impl Stream {
         .map_err(|e| self.bound.with_fault_context(e))
     }
 
+    /// As [`Stream::synchronize`], giving up after `timeout`: [`Error::Timeout`] names the
+    /// last kernel launched on the device, which may still run (a kernel that loops
+    /// forever). On a GPU, [`Device::reset`] stops such work. On the CPU device the stream's
+    /// worker thread cannot be stopped: it keeps running the kernel, later work on the stream
+    /// waits behind it, and dropping the stream waits for it.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`], or what [`Stream::synchronize`] reports.
+    pub fn synchronize_timeout(&self, timeout: Duration) -> Result<()> {
+        match self.imp() {
+            StreamImpl::Driver(s) => s.synchronize_timeout(timeout),
+            StreamImpl::Queue(q) => q.synchronize_timeout(timeout, self.bound.describe()),
+        }
+        .map_err(|e| self.bound.with_fault_context(e))
+    }
+
     /// An event recorded after the work queued so far.
     ///
     /// # Errors
@@ -362,7 +409,7 @@ impl Stream {
                 host: src.len,
             });
         }
-        let (to, from, bytes) = (dst.device_ptr(), src.ptr(), src.bytes());
+        let (to, from, bytes) = (dst.live_ptr()?, src.ptr(), src.bytes());
         if bytes != 0 {
             match self.imp() {
                 // SAFETY: `to` is `dst`'s allocation of this device, `bytes` long; `from` is
@@ -371,15 +418,25 @@ impl Stream {
                 StreamImpl::Driver(s) => unsafe { s.copy_to_device(to, from, bytes) }?,
                 StreamImpl::Queue(q) => {
                     let (device, from) = (self.bound.unbound(), SendPtr(from));
+                    let stream = q.id;
                     q.push(Arc::new(move || {
                         let from = from;
-                        // SAFETY: as above; `to` stays allocated until the queue has run
-                        // (freeing waits for the device's queues).
-                        unsafe {
-                            device
-                                .backend()
-                                .copy_to_device(to, std::slice::from_raw_parts(from.0, bytes))
-                        }
+                        profile::copy(
+                            || true,
+                            Direction::ToDevice,
+                            stream,
+                            bytes,
+                            || {
+                                // SAFETY: as above; `to` stays allocated until the queue has run
+                                // (freeing waits for the device's queues).
+                                unsafe {
+                                    device.backend().copy_to_device(
+                                        to,
+                                        std::slice::from_raw_parts(from.0, bytes),
+                                    )
+                                }
+                            },
+                        )
                     }))?;
                 }
             }
@@ -405,7 +462,7 @@ impl Stream {
                 host: dst.len,
             });
         }
-        let (to, from, bytes) = (dst.ptr(), src.device_ptr(), dst.bytes());
+        let (to, from, bytes) = (dst.ptr(), src.live_ptr()?, dst.bytes());
         if bytes != 0 {
             match self.imp() {
                 // SAFETY: `from` is `src`'s allocation of this device; `to` is `dst`'s
@@ -414,14 +471,24 @@ impl Stream {
                 StreamImpl::Driver(s) => unsafe { s.copy_to_host(to, from, bytes) }?,
                 StreamImpl::Queue(q) => {
                     let (device, to) = (self.bound.unbound(), SendPtr(to));
+                    let stream = q.id;
                     q.push(Arc::new(move || {
                         let to = to;
-                        // SAFETY: as above.
-                        unsafe {
-                            device
-                                .backend()
-                                .copy_to_host(std::slice::from_raw_parts_mut(to.0, bytes), from)
-                        }
+                        profile::copy(
+                            || true,
+                            Direction::ToHost,
+                            stream,
+                            bytes,
+                            || {
+                                // SAFETY: as above.
+                                unsafe {
+                                    device.backend().copy_to_host(
+                                        std::slice::from_raw_parts_mut(to.0, bytes),
+                                        from,
+                                    )
+                                }
+                            },
+                        )
                     }))?;
                 }
             }
@@ -548,8 +615,16 @@ impl Stream {
         launch: &LaunchArgs<'_>,
     ) -> Result<()> {
         match imp {
-            // SAFETY: forwarded; the driver copies the parameter values at the call.
-            StreamImpl::Driver(s) => unsafe { s.launch(module.as_ref(), kernel, launch) },
+            StreamImpl::Driver(s) => {
+                // SAFETY: forwarded; the driver copies the parameter values at the call.
+                unsafe { s.launch(module.as_ref(), kernel, launch) }?;
+                if let Some(recorder) = profile::recorder() {
+                    let module = launch.module.unwrap_or("");
+                    let (config, bytes) = (&launch.config, launch.bytes);
+                    recorder.launch(launch.kernel, module, 0, config, bytes, None);
+                }
+                Ok(())
+            }
             StreamImpl::Queue(q) => {
                 launch.check()?;
                 match launch.sizes {
@@ -558,15 +633,23 @@ impl Stream {
                         let owned = unsafe { OwnedParams::copy(launch.params, sizes) };
                         let module = Arc::clone(module);
                         let (name, config) = (launch.kernel, launch.config);
-                        let cooperative = launch.cooperative;
+                        let (cooperative, bytes) = (launch.cooperative, launch.bytes);
+                        let (module_name, stream) = (launch.module.unwrap_or(""), q.id);
                         q.push(Arc::new(move || {
                             let pointers = owned.pointers();
                             let mut copy = LaunchArgs::new(name, config, &pointers);
                             copy.cooperative = cooperative;
+                            let recorder = profile::recorder();
+                            let start = recorder.map(|_| Instant::now());
                             // SAFETY: the values are copies of the caller's; the device
                             // addresses among them stay allocated until the queue has run
                             // (freeing waits for the device's queues).
-                            unsafe { module.launch(kernel, &copy) }
+                            let ran = unsafe { module.launch(kernel, &copy) };
+                            if let (Some(recorder), Some(start), Ok(())) = (recorder, start, &ran) {
+                                let times = Some((start, Instant::now()));
+                                recorder.launch(name, module_name, stream, &config, bytes, times);
+                            }
+                            ran
                         }))
                     }
                     // Without the parameters' sizes the values cannot outlive the call: run
@@ -767,7 +850,9 @@ impl<T: DeviceCopy> PinnedBuffer<T> {
                 let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
                 if ptr.is_null() {
                     return Err(Error::OutOfMemory {
-                        bytes,
+                        requested: bytes,
+                        free: None,
+                        total: None,
                         device: "host memory".into(),
                     });
                 }

@@ -65,6 +65,9 @@ mod sealed {
 
 /// The input types of the matrix units: [`f16`](struct@f16) and [`bf16`].
 pub trait MmaInput: Copy + sealed::Sealed {
+    /// Whether the type is `bf16` (else `f16`): which instruction variant takes it.
+    #[doc(hidden)]
+    const BF16: bool;
     /// The value's bits.
     #[doc(hidden)]
     fn bits(self) -> u16;
@@ -77,6 +80,7 @@ pub trait MmaInput: Copy + sealed::Sealed {
 }
 
 impl MmaInput for f16 {
+    const BF16: bool = false;
     #[inline(always)]
     fn bits(self) -> u16 {
         self.to_bits()
@@ -92,6 +96,7 @@ impl MmaInput for f16 {
 }
 
 impl MmaInput for bf16 {
+    const BF16: bool = true;
     #[inline(always)]
     fn bits(self) -> u16 {
         self.to_bits()

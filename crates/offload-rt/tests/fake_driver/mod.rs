@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use offload_format::OffloadBinary;
 use offload_rt::{Device, DeviceBuffer, LaunchConfig, PinnedBuffer, Stream};
 
+pub mod faults;
 mod library;
 
 /// Builds the stand-in driver library of fixture `name` (`tests/fixtures/<name>`); its path.

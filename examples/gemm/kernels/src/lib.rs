@@ -11,7 +11,10 @@
 
 use offload_rt::kernel::half::{bf16, f16};
 use offload_rt::kernel::matrix::{Accumulator, FragmentA, FragmentB, MmaInput, TILE, mma};
+use offload_rt::kernel::mbarrier::{self, MBarrier};
 use offload_rt::kernel::pipeline::{Pipeline, SwizzledTile, copy_async};
+use offload_rt::kernel::tma::{self, TensorMap};
+use offload_rt::kernel::wgmma::{self, SharedMatrixDescriptor, Swizzle};
 use offload_rt::kernel::{self, kernel};
 use offload_rt::shared_array;
 
@@ -245,4 +248,182 @@ pub unsafe fn gemm_fragments_f16(
             unsafe { acc.store(c.add((block_row + tile_row) * n + block_col + tile_col), n) };
         }
     }
+}
+
+/// Rows of C a block of [`gemm_tma`] computes: 64 for each of its two consumer warpgroups.
+pub const TMA_BLOCK_M: usize = 128;
+/// Columns of C a block of [`gemm_tma`] computes: one `wgmma` of N = 128 per 16 of `k`.
+pub const TMA_BLOCK_N: usize = 128;
+/// Depth of the slices of A and B one stage of [`gemm_tma`] holds: 64 elements, the 128-byte
+/// rows the tensor memory accelerator swizzles.
+pub const TMA_BLOCK_K: usize = 64;
+/// Stages of [`gemm_tma`]'s ring of shared slices.
+pub const TMA_STAGES: usize = 4;
+/// Threads per block of [`gemm_tma`]: a producer warpgroup and two consumer warpgroups.
+pub const TMA_THREADS: u32 = 384;
+/// Bytes of one stage's slice of A (or of B): 128 rows of 64 16-bit elements.
+const TMA_SLICE_BYTES: usize = TMA_BLOCK_M * TMA_BLOCK_K * 2;
+/// Two neighbouring values of C, aligned so that one 64-bit store writes them (`col` is even
+/// and `n` a multiple of 128).
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+struct Pair([f32; 2]);
+
+/// Dynamic shared memory a launch of [`gemm_tma`] asks for: the stages, and room to align
+/// them to the 1024 bytes of the 128-byte swizzle's pattern.
+pub const TMA_SHARED_BYTES: u32 = (TMA_STAGES * 2 * TMA_SLICE_BYTES + 1024) as u32;
+
+/// Stage `s`'s slice of A (or of B, `b_side`) in the 1024-aligned stages: A's slices first,
+/// then B's, 16 KiB each.
+#[inline(always)]
+fn slice(stages: *mut u8, s: usize, b_side: bool) -> *mut u8 {
+    stages.wrapping_add((usize::from(b_side) * TMA_STAGES + s) * TMA_SLICE_BYTES)
+}
+
+/// The ring's barriers in shared memory: a `full` one per stage (its slices have landed) and
+/// an `empty` one (both consumers are done with it).
+#[derive(Clone, Copy)]
+struct Barriers(*mut u64);
+
+impl Barriers {
+    /// The barriers at `words`.
+    ///
+    /// # Safety
+    ///
+    /// `words` is `2 * TMA_STAGES` words of the block's shared memory, aligned to 8, used as
+    /// nothing else.
+    #[inline(always)]
+    unsafe fn new(words: *mut u64) -> Self {
+        Self(words)
+    }
+
+    #[inline(always)]
+    fn full(self, s: usize) -> MBarrier {
+        // SAFETY: `new`'s contract: word `s` of the array is a barrier of its own.
+        unsafe { MBarrier::from_ptr(self.0.add(s)) }
+    }
+
+    #[inline(always)]
+    fn empty(self, s: usize) -> MBarrier {
+        // SAFETY: as for `full`, word `TMA_STAGES + s`.
+        unsafe { MBarrier::from_ptr(self.0.add(TMA_STAGES + s)) }
+    }
+}
+
+/// `C = A·Bᵀ` on Hopper (`sm_90a` images; elsewhere the kernel does nothing, as
+/// `kernel::has_wgmma()` says): A is `m×k` row-major, Bᵀ is `n×k` row-major (B column-major,
+/// the "TN" layout), C `m×n` row-major f32; `m` and `n` multiples of 128, `k` of 64. `a_map`
+/// and `b_map` are tensor maps of A and Bᵀ with 64×128 boxes (64 along `k`) and the 128-byte
+/// swizzle.
+///
+/// Warp-specialized: the first warpgroup gives up its registers (`setmaxnreg`) and one of its
+/// threads feeds a ring of [`TMA_STAGES`] shared slices with the tensor memory accelerator,
+/// each completing on the stage's `full` barrier; the two others take registers, wait for a
+/// stage, multiply it with `wgmma` m64n128k16 straight from shared memory into 64 f32
+/// accumulators a thread, and hand it back through its `empty` barrier.
+///
+/// # Safety (of the launch)
+///
+/// The maps describe A and Bᵀ as above, in device memory; `c` has `m·n` elements; the grid is
+/// `(n / 128, m / 128)` blocks of [`TMA_THREADS`] with [`TMA_SHARED_BYTES`] of dynamic shared
+/// memory.
+#[kernel(T = f16 | bf16, max_threads = 384)]
+pub unsafe fn gemm_tma<T: MmaInput>(
+    n: u32,
+    k: u32,
+    a_map: *const TensorMap,
+    b_map: *const TensorMap,
+    c: *mut f32,
+) {
+    if !kernel::has_wgmma() {
+        return;
+    }
+    let (n, k) = (n as usize, k as usize);
+    let raw = kernel::dynamic_shared::<u8>();
+    let pad = (1024 - wgmma::shared_address(raw) as usize % 1024) % 1024;
+    // SAFETY: the launch's dynamic shared memory holds the padding and the stages.
+    let stages = unsafe { raw.add(pad) };
+    // SAFETY: an array of the block's shared memory for the barriers alone.
+    let bars = unsafe { Barriers::new(shared_array!(u64, 2 * TMA_STAGES)) };
+    let thread = kernel::thread_idx_x() as usize;
+    let group = thread / 128;
+    if thread == 0 {
+        for s in 0..TMA_STAGES {
+            bars.full(s).init(1);
+            bars.empty(s).init(2);
+        }
+        mbarrier::fence_init();
+    }
+    kernel::sync_threads();
+    let block_row = kernel::block_idx_y() as usize * TMA_BLOCK_M;
+    let block_col = kernel::block_idx_x() as usize * TMA_BLOCK_N;
+    let slices = k / TMA_BLOCK_K;
+    if group == 0 {
+        wgmma::warpgroup_reg_dealloc::<40>();
+        if thread == 0 {
+            // Stage `s` in round `phase` (its parity): the consumers' release of the stage's
+            // use in the round before, which in the first round is the phase before the
+            // barrier's first, complete from the start.
+            let (mut s, mut phase) = (0, 0u32);
+            for t in 0..slices {
+                bars.empty(s).wait_parity(phase ^ 1);
+                let full = bars.full(s);
+                full.arrive_expect_tx(2 * TMA_SLICE_BYTES as u32);
+                let kk = (t * TMA_BLOCK_K) as i32;
+                // SAFETY: the maps are the launch's; the stage's slices are 16 KiB of shared
+                // memory aligned to 1024, released by both consumers (or never used).
+                unsafe {
+                    tma::load_2d(slice(stages, s, false), a_map, full, kk, block_row as i32);
+                    tma::load_2d(slice(stages, s, true), b_map, full, kk, block_col as i32);
+                }
+                s += 1;
+                if s == TMA_STAGES {
+                    (s, phase) = (0, phase ^ 1);
+                }
+            }
+        }
+        return;
+    }
+    wgmma::warpgroup_reg_alloc::<232>();
+    let consumer = group - 1;
+    let mut acc = [0.0f32; 64];
+    let (mut s, mut phase) = (0, 0u32);
+    for _ in 0..slices {
+        bars.full(s).wait_parity(phase);
+        // This consumer's 64 rows of A's slice: 8 swizzled rows of 128 bytes per 1024.
+        let a_rows = slice(stages, s, false).wrapping_add(consumer * 64 * 128);
+        wgmma::fence();
+        unroll!(step in [0, 1, 2, 3] {
+            let da = SharedMatrixDescriptor::new(a_rows, 16, 1024, Swizzle::Bytes128)
+                .offset(step as u32 * 32);
+            let db = SharedMatrixDescriptor::new(slice(stages, s, true), 16, 1024, Swizzle::Bytes128)
+                .offset(step as u32 * 32);
+            // SAFETY: the warpgroup runs it alike; the stage landed (its `full` phase), and
+            // is handed back only after the wait below.
+            unsafe { wgmma::mma_async_m64n128k16::<T, false, false>(&mut acc, da, db, true) };
+        });
+        wgmma::commit_group();
+        wgmma::wait_group::<0>();
+        if thread.is_multiple_of(128) {
+            bars.empty(s).arrive();
+        }
+        s += 1;
+        if s == TMA_STAGES {
+            (s, phase) = (0, phase ^ 1);
+        }
+    }
+    let local = thread % 128;
+    let (warp, lane) = (local / 32, local % 32);
+    let row = block_row + consumer * 64 + 16 * warp + lane / 4;
+    unroll!(j in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
+        let col = block_col + 8 * j + 2 * (lane % 4);
+        // SAFETY: (row, col..col + 2) and (row + 8, col..col + 2) are this thread's values of
+        // C, inside its m×n elements.
+        unsafe {
+            c.add(row * n + col).cast::<Pair>().write(Pair([acc[4 * j], acc[4 * j + 1]]));
+            c.add((row + 8) * n + col)
+                .cast::<Pair>()
+                .write(Pair([acc[4 * j + 2], acc[4 * j + 3]]));
+        }
+    });
 }

@@ -54,6 +54,7 @@ mod conversions;
 mod crash;
 mod fixups;
 mod helpers;
+mod hopper;
 mod kernel_returns;
 mod launch_bounds;
 mod link;
@@ -293,6 +294,7 @@ fn link_for<'ctx>(
     link_helpers(context, &module, GPU_HELPERS, GPU_HELPERS_IR)?;
     matrix::link_matrix_helpers(context, &module, machine)?;
     async_copy::link_async_copy_helpers(context, &module, machine)?;
+    hopper::link_hopper_helpers(context, &module, machine)?;
     // A dev build's images keep the kernel crate's source lines: line directives on NVIDIA
     // (see `nvptx_link`), line tables on AMD, whose kernel wrappers get subprograms of their
     // own (`fixups::amdgpu_byref_parameters`).
@@ -314,6 +316,7 @@ fn link_for<'ctx>(
     read_only::describe_marker(&module);
     private_volatiles::plain_private_volatiles(&module);
     optimize(&module, machine, is_nvptx(&module))?;
+    hopper::refuse_missing_units(&module, machine)?;
     let folded = null_tests::fold_null_tests(&module);
     if folded + condition_chains::unshare_condition_values(&module) > 0 {
         run_pipeline(&module, CLEAN_UP, machine)?;

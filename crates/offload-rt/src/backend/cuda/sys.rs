@@ -148,6 +148,10 @@ entry_points! {
     cuOccupancyMaxActiveBlocksPerMultiprocessor: fn(*mut c_int, CUfunction, c_int, usize) -> CUresult;
     // CUDA 12 and newer.
     cuGraphExecUpdate_v2: fn(CUgraphExec, CUgraph, *mut CUgraphExecUpdateResultInfo) -> CUresult;
+    // Recovery after a fault (a fake driver may lack it).
+    cuDevicePrimaryCtxReset_v2: fn(CUdevice) -> CUresult;
+    // Tensor maps of the tensor memory accelerator (CUDA 12.0 and later).
+    cuTensorMapEncodeTiled: fn(*mut c_void, c_int, c_uint, *mut c_void, *const u64, *const u64, *const c_uint, *const c_uint, c_int, c_int, c_int, c_int) -> CUresult;
     }
 }
 

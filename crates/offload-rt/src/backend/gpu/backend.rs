@@ -1,7 +1,8 @@
 //! [`Backend`] and [`Module`] over any [`Driver`]: what `Device` sees of a GPU.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError, RwLock};
 
 use std::any::Any;
 use std::time::Duration;
@@ -50,9 +51,26 @@ pub(crate) fn to_error(e: GpuError, kind: DeviceKind, device: &str) -> Error {
                 .to_owned();
             Error::BackendUnavailable { backend, reason }
         }
-        GpuError::OutOfMemory { bytes, .. } => Error::OutOfMemory {
-            bytes,
-            device: format!("{device} ({e})"),
+        GpuError::OutOfMemory {
+            bytes, free, total, ..
+        } => Error::OutOfMemory {
+            requested: bytes,
+            free,
+            total,
+            device: device.to_owned(),
+        },
+        GpuError::DeviceLost { cause } => Error::DeviceLost {
+            device: device.to_owned(),
+            cause,
+        },
+        GpuError::Timeout { waited } => Error::Timeout {
+            device: device.to_owned(),
+            kernels: Vec::new(),
+            waited,
+        },
+        GpuError::ResetRefused { reason } => Error::ResetRefused {
+            device: device.to_owned(),
+            reason,
         },
         GpuError::Driver {
             call,
@@ -90,16 +108,19 @@ pub(crate) fn to_error(e: GpuError, kind: DeviceKind, device: &str) -> Error {
 /// A GPU as a [`Backend`]: allocations are tracked so that copies into memory the backend
 /// did not give out are refused instead of reaching the driver.
 pub struct GpuBackend<D: Driver> {
-    device: GpuDevice<D>,
+    /// The device as opened last: a reset opens it anew.
+    device: RwLock<GpuDevice<D>>,
     description: String,
     allocations: Mutex<BTreeMap<u64, GpuBuffer<D>>>,
-    /// Where kernels report panics and send prints.
-    channel: ChannelSlot<D>,
+    /// Where kernels report panics and send prints; a reset starts a new one.
+    channel: RwLock<ChannelSlot<D>>,
+    /// Resets so far (see [`Backend::generation`]).
+    generation: AtomicU64,
 }
 
 impl<D: Driver> Drop for GpuBackend<D> {
     fn drop(&mut self) {
-        if let Some(channel) = self.channel.get() {
+        if let Some(channel) = self.channel().get() {
             channel.flush(false);
         }
     }
@@ -145,16 +166,28 @@ impl<D: Driver> GpuBackend<D> {
             info.arch()
         );
         Ok(Self {
-            device,
+            device: RwLock::new(device),
             description,
             allocations: Mutex::new(BTreeMap::new()),
-            channel: ChannelSlot::new(),
+            channel: RwLock::new(ChannelSlot::new()),
+            generation: AtomicU64::new(0),
         })
     }
 
-    /// The device underneath.
-    pub fn device(&self) -> &GpuDevice<D> {
-        &self.device
+    /// The device underneath, as opened last.
+    pub fn device(&self) -> GpuDevice<D> {
+        self.device
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The device's channel, of the context opened last.
+    fn channel(&self) -> ChannelSlot<D> {
+        self.channel
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     fn err(&self, e: GpuError) -> Error {
@@ -208,12 +241,12 @@ impl<D: Driver> GpuBackend<D> {
 
 impl<D: Driver> GpuBackend<D> {
     /// `stream` of this device as the runtime's stream, reporting as the device does.
-    fn backend_stream(&self, stream: GpuStream<D>) -> Box<dyn BackendStream> {
+    fn backend_stream(&self, device: GpuDevice<D>, stream: GpuStream<D>) -> Box<dyn BackendStream> {
         Box::new(GpuStreamImpl {
-            device: self.device.clone(),
+            device,
             description: self.description.clone(),
             stream,
-            channel: self.channel.clone(),
+            channel: self.channel(),
         })
     }
 }
@@ -224,23 +257,67 @@ impl<D: Driver> Backend for GpuBackend<D> {
     }
 
     fn raw(&self) -> RawDevice {
+        let device = self.device();
         // Ordinals are below the driver's device count, an `int`.
-        let ordinal = self.device.info().ordinal() as i32;
+        let ordinal = device.info().ordinal() as i32;
         match D::KIND {
             DeviceKind::Hip => RawDevice::Hip { ordinal },
             _ => RawDevice::Cuda {
                 ordinal,
-                context: self.device.raw_context(),
+                context: device.raw_context(),
             },
         }
     }
 
     fn raw_stream(&self) -> *mut std::ffi::c_void {
-        self.device.raw_stream()
+        self.device().raw_stream()
     }
 
     fn bind_to_thread(&self) -> Result<()> {
-        self.device.bind().map_err(|e| self.err(e))
+        self.device().bind().map_err(|e| self.err(e))
+    }
+
+    fn lost(&self) -> Option<String> {
+        self.device().lost().map(str::to_owned)
+    }
+
+    fn reset(&self) -> Result<bool> {
+        let mut current = self.device.write().unwrap_or_else(PoisonError::into_inner);
+        let old = current.clone();
+        // Nothing of the old context may reach the driver once it is reset: its buffers are
+        // forgotten (dropped with the context lost, they free nothing), and its channel with
+        // them (streams made before keep theirs, which reads nothing once unmapped). A
+        // refused reset keeps them: the device stays lost, its buffers answering so.
+        old.lose("the device was reset".to_owned());
+        if let Some(channel) = self.channel().get() {
+            channel.flush(false);
+        }
+        let started = std::time::Instant::now();
+        *current = old.reset().map_err(|e| self.err(e))?;
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        drop(std::mem::take(&mut *self.allocations()));
+        *self.channel.write().unwrap_or_else(PoisonError::into_inner) = ChannelSlot::new();
+        log(format_args!(
+            "{}: reset in {:?}",
+            self.description,
+            started.elapsed()
+        ));
+        Ok(true)
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    fn synchronize_timeout(&self, timeout: Duration) -> Result<()> {
+        let result = self
+            .device()
+            .synchronize_timeout(timeout)
+            .map_err(|e| self.err(e));
+        if let Some(channel) = self.channel().get() {
+            channel.flush(result.is_ok());
+        }
+        result
     }
 
     fn describe(&self) -> String {
@@ -248,17 +325,25 @@ impl<D: Driver> Backend for GpuBackend<D> {
     }
 
     fn alloc_zeroed(&self, bytes: usize) -> Result<DevicePtr> {
+        self.alloc_zeroed_in_generation(bytes).map(|(ptr, _)| ptr)
+    }
+
+    fn alloc_zeroed_in_generation(&self, bytes: usize) -> Result<(DevicePtr, u64)> {
         if bytes == 0 {
-            return Ok(DevicePtr::NULL);
+            return Ok((DevicePtr::NULL, self.generation()));
         }
-        let mut buf = self.device.alloc(bytes).map_err(|e| self.err(e))?;
+        // Held until the buffer is recorded: a reset, which forgets the recorded buffers,
+        // cannot come in between and leave one of the old context recorded.
+        let device = self.device.read().unwrap_or_else(PoisonError::into_inner);
+        let mut buf = device.alloc(bytes).map_err(|e| self.err(e))?;
         buf.fill(0).map_err(|e| self.err(e))?;
         let ptr = buf.device_ptr();
         self.allocations
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(ptr, buf);
-        Ok(DevicePtr(ptr))
+        // Bumped only under the exclusive lock, so the generation of this context.
+        Ok((DevicePtr(ptr), self.generation()))
     }
 
     unsafe fn free(&self, ptr: DevicePtr) -> Result<()> {
@@ -300,14 +385,16 @@ impl<D: Driver> Backend for GpuBackend<D> {
         })?;
         // A copy to the host waits for the launches before it, as CUDA's printf output
         // appears at one.
-        if let Some(channel) = self.channel.get() {
+        if let Some(channel) = self.channel().get() {
             channel.flush(false);
         }
         Ok(())
     }
 
     fn load_module(&self, module: &str, images: &[RegisteredImage<'_>]) -> Result<Box<dyn Module>> {
-        let target = self.device.info().target();
+        let device = self.device();
+        let slot = self.channel();
+        let target = device.info().target();
         // Candidates still to try: when the driver rejects the best image (say, a cubin it
         // cannot run), the next best is tried, and the first refusal is reported if all fail.
         let mut left: Vec<usize> = (0..images.len()).collect();
@@ -350,11 +437,10 @@ impl<D: Driver> Backend for GpuBackend<D> {
                     continue;
                 }
             };
-            match self.device.load_module(bytes, kind) {
+            match device.load_module(bytes, kind) {
                 Ok(loaded) => {
-                    if let Some(channel) = self.channel.get_or_open(&self.device, &self.description)
-                    {
-                        match channel.attach(&self.device, &loaded, bytes, kind) {
+                    if let Some(channel) = slot.get_or_open(&device, &self.description) {
+                        match channel.attach(&device, &loaded, bytes, kind) {
                             Ok(true) => {}
                             Ok(false) => log(format_args!(
                                 "{}: module `{module}` has no channel global: its panics \
@@ -365,7 +451,7 @@ impl<D: Driver> Backend for GpuBackend<D> {
                         }
                     }
                     return Ok(Box::new(GpuLoadedModule {
-                        device: self.device.clone(),
+                        device: device.clone(),
                         description: self.description.clone(),
                         module: loaded,
                         info: image.describe(),
@@ -386,15 +472,16 @@ impl<D: Driver> Backend for GpuBackend<D> {
     }
 
     fn synchronize(&self) -> Result<()> {
-        let result = self.device.synchronize().map_err(|e| self.err(e));
-        if let Some(channel) = self.channel.get() {
+        let result = self.device().synchronize().map_err(|e| self.err(e));
+        if let Some(channel) = self.channel().get() {
             channel.flush(result.is_ok());
         }
         result
     }
 
     fn take_kernel_panic(&self) -> Option<crate::error::KernelPanicReport> {
-        let channel = self.channel.get()?;
+        let slot = self.channel();
+        let channel = slot.get()?;
         channel.flush(false);
         channel.take_panic()
     }
@@ -433,25 +520,27 @@ impl<D: Driver> Backend for GpuBackend<D> {
         if dst_buf.len() != len || src_buf.len() != len {
             return Ok(false);
         }
-        self.device
+        self.device()
             .copy_peer(dst_buf, src_buf)
             .map(|()| true)
             .map_err(|e| self.err(e))
     }
 
     fn create_stream(&self) -> Result<Option<Box<dyn BackendStream>>> {
-        let stream = self.device.stream().map_err(|e| self.err(e))?;
-        Ok(Some(self.backend_stream(stream)))
+        let device = self.device();
+        let stream = device.stream().map_err(|e| self.err(e))?;
+        Ok(Some(self.backend_stream(device, stream)))
     }
 
     unsafe fn wrap_stream(&self, raw: *mut std::ffi::c_void) -> Option<Box<dyn BackendStream>> {
+        let device = self.device();
         // SAFETY: the caller's contract: a live stream of this device, outliving the wrapper.
-        let stream = unsafe { self.device.wrap_stream(raw) };
-        Some(self.backend_stream(stream))
+        let stream = unsafe { device.wrap_stream(raw) };
+        Some(self.backend_stream(device, stream))
     }
 
     fn alloc_host(&self, bytes: usize) -> Result<Option<Box<dyn HostMemory>>> {
-        let memory = self.device.alloc_host(bytes).map_err(|e| self.err(e))?;
+        let memory = self.device().alloc_host(bytes).map_err(|e| self.err(e))?;
         Ok(Some(Box::new(memory)))
     }
 }
@@ -514,7 +603,19 @@ impl<D: Driver> BackendStream for GpuStreamImpl<D> {
         let Some(module) = module.as_any().downcast_ref::<GpuLoadedModule<D>>() else {
             return Err(self.foreign("a module"));
         };
-        // SAFETY: forwarded from this function's contract.
+        // A stream made before a reset with a module loaded after it: the stream is lost.
+        self.stream.check_live().map_err(|e| self.err(e))?;
+        if !module.device.same_context(&self.device) {
+            // A module loaded before a reset, with a stream made after it.
+            return Err(match module.device.lost() {
+                Some(cause) => self.err(GpuError::DeviceLost {
+                    cause: cause.to_owned(),
+                }),
+                None => self.foreign("a module"),
+            });
+        }
+        // SAFETY: forwarded from this function's contract; the stream is of the module's
+        // context, which `launch_on` finds live before any driver call.
         unsafe { module.launch_on(self.stream.raw_handle(), kernel, launch) }
     }
 
@@ -547,6 +648,16 @@ impl<D: Driver> BackendStream for GpuStreamImpl<D> {
 
     fn synchronize(&self) -> Result<()> {
         self.stream.synchronize().map_err(|e| self.err(e))?;
+        if let Some(channel) = self.channel.get() {
+            channel.flush(false);
+        }
+        Ok(())
+    }
+
+    fn synchronize_timeout(&self, timeout: Duration) -> Result<()> {
+        self.stream
+            .synchronize_timeout(timeout)
+            .map_err(|e| self.err(e))?;
         if let Some(channel) = self.channel.get() {
             channel.flush(false);
         }

@@ -351,6 +351,7 @@ impl<D: Driver> Channel<D> {
 
     /// The report of a panic since the last call, if a kernel panicked.
     pub(super) fn take_panic(&self) -> Option<KernelPanicReport> {
+        let _mapped = self.memory.mapped()?;
         let tables = self.sites.lock().unwrap_or_else(PoisonError::into_inner);
         // SAFETY: the channel's record, which only a launch of this device writes; this is
         // called after a launch's fault, when none runs.
@@ -360,6 +361,9 @@ impl<D: Driver> Channel<D> {
     /// Prints the complete records not printed yet. With `idle` (nothing runs on the device),
     /// the ring is emptied for the next prints.
     pub(super) fn flush(&self, idle: bool) {
+        let Some(_mapped) = self.memory.mapped() else {
+            return;
+        };
         let mut printed = self.printed.lock().unwrap_or_else(PoisonError::into_inner);
         let ring = &self.header().print;
         let head = usize::try_from(ring.head.load(Ordering::Acquire)).unwrap_or(usize::MAX);

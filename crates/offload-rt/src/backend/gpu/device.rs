@@ -7,7 +7,9 @@
 
 use std::ffi::{CStr, CString};
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, RwLockReadGuard};
+use std::time::{Duration, Instant};
 
 use super::driver::{DeviceInfo, Driver, Handle, PeerEnd};
 use super::{GpuError, GpuImageKind};
@@ -21,7 +23,26 @@ struct Context<D: Driver> {
     /// The grid barrier word of cooperative launches on each stream (by its handle's
     /// address): a zeroed u32, back to zero after every launch that finishes.
     grid_barriers: Mutex<Vec<(usize, u64)>>,
+    /// What lost the context, once it is lost (a fault the driver keeps reporting, or a
+    /// reset): no handle of it reaches the driver afterwards.
+    lost: OnceLock<String>,
+    /// Whether the driver reset the context: its page-locked memory is unmapped.
+    reset: AtomicBool,
+    /// Held shared across every call on the context's handles, exclusively by a reset: no
+    /// call that found the context live is still under way when the driver destroys it. A
+    /// reset only tries for it (a plain wait on a kernel that never finishes holds it for
+    /// ever) and goes ahead after [`RESET_GRACE`]; the wait then gets the driver's error.
+    /// Never waited for, the lock cannot deadlock a thread that already holds it shared.
+    gate: RwLock<()>,
+    /// Page-locked buffers of [`GpuDevice::alloc_host`] alive, which a reset would unmap.
+    pinned: AtomicUsize,
 }
+
+/// A context found live, kept from being reset while held.
+type Live<'a> = RwLockReadGuard<'a, ()>;
+
+/// How long a reset waits for the calls under way in the context to return.
+const RESET_GRACE: Duration = Duration::from_millis(200);
 
 // SAFETY: driver handles are process-wide and the driver APIs are thread-safe; every use
 // goes through `bind`, which makes the context current on the calling thread.
@@ -30,12 +51,97 @@ unsafe impl<D: Driver> Send for Context<D> {}
 unsafe impl<D: Driver> Sync for Context<D> {}
 
 impl<D: Driver> Context<D> {
-    fn bind(&self) -> Result<(), GpuError> {
-        // SAFETY: `ctx` is from `context_open` for `info` and is closed only on drop.
-        unsafe { self.driver.context_bind(&self.info, self.ctx) }
+    fn new(driver: &'static D, info: D::Info, ctx: Handle, stream: Handle) -> Self {
+        Self {
+            driver,
+            info,
+            ctx,
+            stream,
+            grid_barriers: Mutex::new(Vec::new()),
+            lost: OnceLock::new(),
+            reset: AtomicBool::new(false),
+            gate: RwLock::new(()),
+            pinned: AtomicUsize::new(0),
+        }
+    }
+
+    /// [`GpuError::DeviceLost`] once the context is lost.
+    fn check_live(&self) -> Result<(), GpuError> {
+        match self.lost.get() {
+            Some(cause) => Err(GpuError::DeviceLost {
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Makes the context current on the calling thread, unless it is lost; the guard keeps it
+    /// from being reset until dropped.
+    fn bind(&self) -> Result<Live<'_>, GpuError> {
+        // Checked first without the gate too: a reset waiting for the gate is not kept out
+        // by calls that would only find the context lost.
+        self.check_live()?;
+        let live = self.gate.read().unwrap_or_else(PoisonError::into_inner);
+        self.check_live()?;
+        // SAFETY: `ctx` is from `context_open` for `info`, closed only on drop, and not reset
+        // (not lost).
+        unsafe { self.driver.context_bind(&self.info, self.ctx) }?;
+        Ok(live)
+    }
+
+    /// Marks the context lost for `cause`, unless it already is.
+    fn lose(&self, cause: String) {
+        let _ = self.lost.set(cause);
+    }
+
+    /// `result`, noting a fault that loses the context.
+    fn note<T>(&self, result: Result<T, GpuError>) -> Result<T, GpuError> {
+        if let Err(GpuError::KernelFault {
+            call,
+            code,
+            name,
+            message,
+        }) = &result
+        {
+            self.lose(format!("{call} reported {name} ({code}): {message}"));
+        }
+        result
+    }
+
+    /// Binds, runs `call` with the driver and notes a fault it reports.
+    fn call<T>(&self, call: impl FnOnce(&'static D) -> Result<T, GpuError>) -> Result<T, GpuError> {
+        let _live = self.bind()?;
+        self.note(call(self.driver))
+    }
+
+    /// As [`Context::call`], for a call that waits for the device.
+    fn wait(&self, call: impl FnOnce(&'static D) -> Result<(), GpuError>) -> Result<(), GpuError> {
+        self.call(call)
+    }
+
+    /// The gate held exclusively once the calls under way have returned, or `None` after
+    /// [`RESET_GRACE`] (a wait on a kernel that never finishes).
+    fn exclusive(&self) -> Option<std::sync::RwLockWriteGuard<'_, ()>> {
+        let start = Instant::now();
+        loop {
+            match self.gate.try_write() {
+                Ok(guard) => return Some(guard),
+                Err(std::sync::TryLockError::Poisoned(e)) => return Some(e.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) if start.elapsed() < RESET_GRACE => {
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+                Err(std::sync::TryLockError::WouldBlock) => return None,
+            }
+        }
     }
 
     fn wrong_device(&self, what: &'static str, owner: &Context<D>) -> GpuError {
+        if let Some(cause) = owner.lost.get().or(self.lost.get()) {
+            // An object made before a reset, used with one made after it.
+            return GpuError::DeviceLost {
+                cause: cause.clone(),
+            };
+        }
         GpuError::WrongDevice {
             api: D::API,
             what,
@@ -119,14 +225,54 @@ impl<D: Driver> GpuDevice<D> {
             }
         };
         Ok(Self {
-            ctx: Arc::new(Context {
-                driver,
-                info,
-                ctx,
-                stream,
-                grid_barriers: Mutex::new(Vec::new()),
-            }),
+            ctx: Arc::new(Context::new(driver, info, ctx, stream)),
         })
+    }
+
+    /// Whether `other` is this device opened at the same time (not across a reset).
+    pub(crate) fn same_context(&self, other: &GpuDevice<D>) -> bool {
+        Arc::ptr_eq(&self.ctx, &other.ctx)
+    }
+
+    /// What lost the device's context, once it is lost.
+    pub fn lost(&self) -> Option<&str> {
+        self.ctx.lost.get().map(String::as_str)
+    }
+
+    /// Marks the device's context lost for `cause` (unless it already is): nothing of it
+    /// reaches the driver afterwards.
+    pub fn lose(&self, cause: String) {
+        self.ctx.lose(cause);
+    }
+
+    /// Resets the device: marks its context lost (every object made in it answers
+    /// [`GpuError::DeviceLost`] from then on), has the driver destroy it, and opens the
+    /// device anew; returns the device opened.
+    ///
+    /// # Errors
+    /// [`GpuError::ResetRefused`] while page-locked buffers of the device are alive (the
+    /// reset would unmap memory they lend out); the driver's failure to reset or open.
+    pub fn reset(&self) -> Result<GpuDevice<D>, GpuError> {
+        let ctx = &self.ctx;
+        ctx.lose("the device was reset".to_owned());
+        let _exclusive = ctx.exclusive();
+        let pinned = ctx.pinned.load(Ordering::SeqCst);
+        if pinned > 0 {
+            return Err(GpuError::ResetRefused {
+                reason: format!(
+                    "{pinned} page-locked buffer(s) of it are alive, whose memory a reset would \
+                     unmap; drop them and reset again"
+                ),
+            });
+        }
+        if !ctx.reset.load(Ordering::SeqCst) {
+            // SAFETY: the context is lost, so no handle of it reaches the driver again, and
+            // no call that found it live is under way (the gate is held exclusively), but
+            // for a wait on a kernel that never finishes, which the driver fails.
+            unsafe { ctx.driver.context_reset(&ctx.info) }?;
+            ctx.reset.store(true, Ordering::SeqCst);
+        }
+        Self::open(ctx.info.ordinal())
     }
 
     /// What the driver says about this device.
@@ -154,8 +300,7 @@ impl<D: Driver> GpuDevice<D> {
     /// # Errors
     /// A driver failure.
     pub fn memory_info(&self) -> Result<(usize, usize), GpuError> {
-        self.ctx.bind()?;
-        self.ctx.driver.mem_info()
+        self.ctx.call(|driver| driver.mem_info())
     }
 
     /// Allocates `bytes` of device memory (a zero-size buffer allocates nothing).
@@ -166,8 +311,7 @@ impl<D: Driver> GpuDevice<D> {
         let ptr = if bytes == 0 {
             0
         } else {
-            self.ctx.bind()?;
-            self.ctx.driver.mem_alloc(bytes)?
+            self.ctx.call(|driver| driver.mem_alloc(bytes))?
         };
         Ok(GpuBuffer {
             ctx: Arc::clone(&self.ctx),
@@ -185,8 +329,10 @@ impl<D: Driver> GpuDevice<D> {
         let ptr = if bytes == 0 {
             std::ptr::NonNull::<u8>::dangling().as_ptr()
         } else {
-            self.ctx.bind()?;
-            let p = self.ctx.driver.host_alloc(bytes)?;
+            let _live = self.ctx.bind()?;
+            let p = self.ctx.note(self.ctx.driver.host_alloc(bytes))?;
+            // Counted while the context cannot be reset (the guard is held).
+            self.ctx.pinned.fetch_add(1, Ordering::SeqCst);
             // SAFETY: the driver gave out `bytes` writable bytes at `p`.
             unsafe { std::ptr::write_bytes(p, 0, bytes) };
             p
@@ -205,8 +351,9 @@ impl<D: Driver> GpuDevice<D> {
     /// # Errors
     /// [`GpuError::MissingEntryPoint`] or a driver failure.
     pub fn alloc_mapped(&self, bytes: usize) -> Result<PinnedBytes<D>, GpuError> {
-        self.ctx.bind()?;
-        let (ptr, device) = self.ctx.driver.host_alloc_mapped(bytes.max(1))?;
+        let (ptr, device) = self
+            .ctx
+            .call(|driver| driver.host_alloc_mapped(bytes.max(1)))?;
         // SAFETY: the driver gave out `bytes` writable bytes at `ptr`.
         unsafe { std::ptr::write_bytes(ptr, 0, bytes.max(1)) };
         Ok(PinnedBytes {
@@ -227,14 +374,16 @@ impl<D: Driver> GpuDevice<D> {
     /// # Errors
     /// A kernel fault or a driver failure.
     pub unsafe fn write_device(&self, address: u64, bytes: &[u8]) -> Result<(), GpuError> {
-        let (driver, stream) = (self.ctx.driver, self.ctx.stream);
-        self.ctx.bind()?;
+        let stream = self.ctx.stream;
         // SAFETY: this function's contract; `bytes` stays borrowed until the stream is
         // synchronized.
-        unsafe {
-            driver.copy_htod(address, bytes.as_ptr(), bytes.len(), stream)?;
-            driver.stream_synchronize(stream)
-        }
+        self.ctx.call(|driver| unsafe {
+            driver.copy_htod(address, bytes.as_ptr(), bytes.len(), stream)
+        })?;
+        self.ctx.wait(|driver| {
+            // SAFETY: the stream lives as long as the context.
+            unsafe { driver.stream_synchronize(stream) }
+        })
     }
 
     /// Reads `len` bytes at device address `address` (a module's global), after the work
@@ -247,15 +396,17 @@ impl<D: Driver> GpuDevice<D> {
     /// # Errors
     /// A kernel fault or a driver failure.
     pub unsafe fn read_device(&self, address: u64, len: usize) -> Result<Vec<u8>, GpuError> {
-        let (driver, stream) = (self.ctx.driver, self.ctx.stream);
-        self.ctx.bind()?;
+        let stream = self.ctx.stream;
         let mut bytes = vec![0; len];
-        // SAFETY: this function's contract; `bytes` is not touched until the stream is
-        // synchronized.
-        unsafe {
-            driver.copy_dtoh(bytes.as_mut_ptr(), address, len, stream)?;
-            driver.stream_synchronize(stream)?;
-        }
+        self.ctx.call(|driver| {
+            // SAFETY: this function's contract; `bytes` is not touched until the stream is
+            // synchronized.
+            unsafe { driver.copy_dtoh(bytes.as_mut_ptr(), address, len, stream) }
+        })?;
+        self.ctx.wait(|driver| {
+            // SAFETY: the stream lives as long as the context.
+            unsafe { driver.stream_synchronize(stream) }
+        })?;
         Ok(bytes)
     }
 
@@ -265,11 +416,11 @@ impl<D: Driver> GpuDevice<D> {
     /// # Errors
     /// [`GpuError::MalformedImage`], [`GpuError::PtxTooNew`], [`GpuError::ModuleLoad`].
     pub fn load_module(&self, image: &[u8], kind: GpuImageKind) -> Result<GpuModule<D>, GpuError> {
-        let driver = self.ctx.driver;
-        let image = driver.prepare_image(image, kind)?;
-        self.ctx.bind()?;
-        // SAFETY: `prepare_image` checked the image; the context is current.
-        let module = unsafe { driver.module_load(&image, kind, &self.ctx.info)? };
+        let image = self.ctx.driver.prepare_image(image, kind)?;
+        let module = self.ctx.call(|driver| {
+            // SAFETY: `prepare_image` checked the image; the context is current.
+            unsafe { driver.module_load(&image, kind, &self.ctx.info) }
+        })?;
         Ok(GpuModule {
             inner: Arc::new(ModuleInner {
                 ctx: Arc::clone(&self.ctx),
@@ -338,24 +489,26 @@ impl<D: Driver> GpuDevice<D> {
         launch: &LaunchArgs<'_>,
     ) -> Result<(), GpuError> {
         let driver = self.ctx.driver;
-        self.ctx.bind()?;
+        let _live = self.ctx.bind()?;
         // SAFETY: the function's module is alive and of this context (the caller's
         // contract), which is current.
-        unsafe {
+        self.ctx.note(unsafe {
             driver.prepare_shared(
                 function,
                 name,
                 launch.config.shared_mem_bytes,
                 &self.ctx.info,
-            )?;
-        };
+            )
+        })?;
         if launch.cooperative {
             // SAFETY: as above.
-            return unsafe { self.launch_cooperative(function, stream, launch) };
+            let launched = unsafe { self.launch_cooperative(function, stream, launch) };
+            return self.ctx.note(launched);
         }
         // SAFETY: as above; the stream is this context's, and the caller vouches for the
         // parameters.
-        unsafe { driver.launch(function, stream, launch) }
+        let launched = unsafe { driver.launch(function, stream, launch) };
+        self.ctx.note(launched)
     }
 
     /// A cooperative launch: the grid checked against the blocks the device keeps resident,
@@ -372,9 +525,15 @@ impl<D: Driver> GpuDevice<D> {
         let (grid, block) = (launch.config.grid, launch.config.block);
         let blocks = u64::from(grid.0) * u64::from(grid.1) * u64::from(grid.2);
         let threads = block.0 * block.1 * block.2;
-        // SAFETY: the function is live (the caller's contract).
-        let max =
-            unsafe { self.max_resident_blocks(function, threads, launch.config.shared_mem_bytes) }?;
+        // SAFETY: the function is live (the caller's contract) and the context current.
+        let max = unsafe {
+            self.ctx.driver.max_resident_blocks(
+                function,
+                threads,
+                launch.config.shared_mem_bytes,
+                &self.ctx.info,
+            )
+        }?;
         if let Some(max) = max
             && blocks > u64::from(max)
         {
@@ -410,13 +569,10 @@ impl<D: Driver> GpuDevice<D> {
         threads: u32,
         shared: u32,
     ) -> Result<Option<u32>, GpuError> {
-        self.ctx.bind()?;
         // SAFETY: this function's contract.
-        unsafe {
-            self.ctx
-                .driver
-                .max_resident_blocks(function, threads, shared, &self.ctx.info)
-        }
+        self.ctx.call(|driver| unsafe {
+            driver.max_resident_blocks(function, threads, shared, &self.ctx.info)
+        })
     }
 
     /// `stream`'s grid barrier word, allocated and zeroed (in stream order) on its first
@@ -448,7 +604,7 @@ impl<D: Driver> GpuDevice<D> {
     /// # Errors
     /// A driver failure.
     pub fn bind(&self) -> Result<(), GpuError> {
-        self.ctx.bind()
+        self.ctx.bind().map(drop)
     }
 
     /// The device's default stream.
@@ -461,9 +617,19 @@ impl<D: Driver> GpuDevice<D> {
     /// # Errors
     /// [`GpuError::KernelFault`] or a driver failure.
     pub fn synchronize(&self) -> Result<(), GpuError> {
-        self.ctx.bind()?;
-        // SAFETY: the stream lives as long as the context.
-        unsafe { self.ctx.driver.stream_synchronize(self.ctx.stream) }
+        let stream = self.ctx.stream;
+        self.ctx.wait(|driver| {
+            // SAFETY: the stream lives as long as the context.
+            unsafe { driver.stream_synchronize(stream) }
+        })
+    }
+
+    /// As [`GpuDevice::synchronize`], giving up after `timeout`.
+    ///
+    /// # Errors
+    /// [`GpuError::Timeout`], [`GpuError::KernelFault`] or a driver failure.
+    pub fn synchronize_timeout(&self, timeout: Duration) -> Result<(), GpuError> {
+        wait_with_timeout(&self.ctx, self.ctx.stream, timeout)
     }
 
     /// Copies `len` bytes from `src` to `dst` on the device's stream (both on this device).
@@ -485,13 +651,11 @@ impl<D: Driver> GpuDevice<D> {
         if len == 0 {
             return Ok(());
         }
-        self.ctx.bind()?;
-        // SAFETY: both ranges were checked to lie in live allocations of this context.
-        unsafe {
-            self.ctx
-                .driver
-                .copy_dtod(dst.ptr, src.ptr, len, self.ctx.stream)
-        }
+        let stream = self.ctx.stream;
+        self.ctx.call(|driver| {
+            // SAFETY: both ranges were checked to lie in live allocations of this context.
+            unsafe { driver.copy_dtod(dst.ptr, src.ptr, len, stream) }
+        })
     }
 
     /// Copies all of `src`, a buffer of another device of this driver, into `dst` (of this
@@ -508,11 +672,13 @@ impl<D: Driver> GpuDevice<D> {
         if src.len == 0 {
             return Ok(());
         }
-        self.ctx.bind()?;
-        let (driver, stream) = (self.ctx.driver, self.ctx.stream);
-        // SAFETY: both ranges lie in live allocations of their devices, checked above;
-        // `stream` is this (the destination) device's; waited for before returning.
-        unsafe {
+        let _source_live = src.ctx.gate.read().unwrap_or_else(PoisonError::into_inner);
+        src.ctx.check_live()?;
+        let stream = self.ctx.stream;
+        // SAFETY: both ranges lie in live allocations of their devices, checked above (the
+        // source's context is kept from a reset by its guard); `stream` is this (the
+        // destination) device's; waited for before returning.
+        self.ctx.call(|driver| unsafe {
             driver.copy_peer(
                 PeerEnd {
                     address: dst.ptr,
@@ -526,9 +692,12 @@ impl<D: Driver> GpuDevice<D> {
                 },
                 src.len,
                 stream,
-            )?;
-            driver.stream_synchronize(stream)
-        }
+            )
+        })?;
+        self.ctx.wait(|driver| {
+            // SAFETY: the stream lives as long as the context.
+            unsafe { driver.stream_synchronize(stream) }
+        })
     }
 
     /// A new event on this device, for ordering and timing work.
@@ -536,8 +705,7 @@ impl<D: Driver> GpuDevice<D> {
     /// # Errors
     /// A driver failure.
     pub fn event(&self) -> Result<GpuEvent<D>, GpuError> {
-        self.ctx.bind()?;
-        let event = self.ctx.driver.event_create()?;
+        let event = self.ctx.call(|driver| driver.event_create())?;
         Ok(GpuEvent {
             ctx: Arc::clone(&self.ctx),
             event,
@@ -549,8 +717,7 @@ impl<D: Driver> GpuDevice<D> {
     /// # Errors
     /// A driver failure.
     pub fn stream(&self) -> Result<GpuStream<D>, GpuError> {
-        self.ctx.bind()?;
-        let stream = self.ctx.driver.stream_create()?;
+        let stream = self.ctx.call(|driver| driver.stream_create())?;
         Ok(GpuStream {
             ctx: Arc::clone(&self.ctx),
             stream,
@@ -633,14 +800,16 @@ impl<D: Driver> GpuBuffer<D> {
         if src.is_empty() {
             return Ok(());
         }
-        let (driver, stream) = (self.ctx.driver, self.ctx.stream);
-        self.ctx.bind()?;
-        // SAFETY: the range was checked to lie in this live allocation; `src` stays borrowed
-        // until the stream is synchronized.
-        unsafe {
-            driver.copy_htod(self.ptr + offset as u64, src.as_ptr(), src.len(), stream)?;
-            driver.stream_synchronize(stream)
-        }
+        let (address, stream) = (self.ptr + offset as u64, self.ctx.stream);
+        self.ctx.call(|driver| {
+            // SAFETY: the range was checked to lie in this live allocation; `src` stays borrowed
+            // until the stream is synchronized.
+            unsafe { driver.copy_htod(address, src.as_ptr(), src.len(), stream) }
+        })?;
+        self.ctx.wait(|driver| {
+            // SAFETY: the stream lives as long as the context.
+            unsafe { driver.stream_synchronize(stream) }
+        })
     }
 
     /// Copies from the buffer at `offset` into `dst`, after all work queued on the device's
@@ -653,19 +822,16 @@ impl<D: Driver> GpuBuffer<D> {
         if dst.is_empty() {
             return Ok(());
         }
-        let (driver, stream) = (self.ctx.driver, self.ctx.stream);
-        self.ctx.bind()?;
+        let (address, stream) = (self.ptr + offset as u64, self.ctx.stream);
         // SAFETY: the range was checked to lie in this live allocation; `dst` stays borrowed
         // until the stream is synchronized.
-        unsafe {
-            driver.copy_dtoh(
-                dst.as_mut_ptr(),
-                self.ptr + offset as u64,
-                dst.len(),
-                stream,
-            )?;
-            driver.stream_synchronize(stream)
-        }
+        self.ctx.call(|driver| unsafe {
+            driver.copy_dtoh(dst.as_mut_ptr(), address, dst.len(), stream)
+        })?;
+        self.ctx.wait(|driver| {
+            // SAFETY: the stream lives as long as the context.
+            unsafe { driver.stream_synchronize(stream) }
+        })
     }
 
     /// Sets every byte to `value`, ordered after all work queued on the device's stream.
@@ -676,19 +842,20 @@ impl<D: Driver> GpuBuffer<D> {
         if self.len == 0 {
             return Ok(());
         }
-        self.ctx.bind()?;
-        // SAFETY: the whole live allocation, on this context's stream.
-        unsafe {
-            self.ctx
-                .driver
-                .memset(self.ptr, value, self.len, self.ctx.stream)
-        }
+        let (ptr, len, stream) = (self.ptr, self.len, self.ctx.stream);
+        self.ctx.call(|driver| {
+            // SAFETY: the whole live allocation, on this context's stream.
+            unsafe { driver.memset(ptr, value, len, stream) }
+        })
     }
 }
 
 impl<D: Driver> Drop for GpuBuffer<D> {
     fn drop(&mut self) {
-        if self.ptr != 0 && self.ctx.bind().is_ok() {
+        if self.ptr == 0 {
+            return;
+        }
+        if let Ok(_live) = self.ctx.bind() {
             // SAFETY: allocated in this context by `GpuDevice::alloc`; freed once, here. The
             // drivers' free waits for work using it to finish.
             let _ = unsafe { self.ctx.driver.mem_free(self.ptr) };
@@ -741,15 +908,29 @@ impl<D: Driver> PinnedBytes<D> {
         // SAFETY: as above, and `&mut self` is the only access.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
+
+    /// A guard while the bytes are mapped: `None` once the device was reset, which unmaps
+    /// them. Only memory of [`GpuDevice::alloc_mapped`] can be: a reset waits for the
+    /// memory of [`GpuDevice::alloc_host`] to be dropped.
+    pub(crate) fn mapped(&self) -> Option<Live<'_>> {
+        let live = self.ctx.gate.read().unwrap_or_else(PoisonError::into_inner);
+        (!self.ctx.reset.load(Ordering::SeqCst)).then_some(live)
+    }
 }
 
 impl<D: Driver> Drop for PinnedBytes<D> {
     fn drop(&mut self) {
-        if self.len != 0 && self.ctx.bind().is_ok() {
+        if self.len == 0 {
+            return;
+        }
+        if let Ok(_live) = self.ctx.bind() {
             // SAFETY: from `host_alloc` of this driver; freed once, here. The owner of this
             // value waited for copies using it (the borrow of an async copy ends only when
             // its stream was synchronized).
             let _ = unsafe { self.ctx.driver.host_free(self.ptr) };
+        }
+        if self.device.is_none() {
+            self.ctx.pinned.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }
@@ -766,7 +947,7 @@ struct ModuleInner<D: Driver> {
 
 impl<D: Driver> Drop for ModuleInner<D> {
     fn drop(&mut self) {
-        if self.ctx.bind().is_ok() {
+        if let Ok(_live) = self.ctx.bind() {
             // SAFETY: the module was loaded in this context; every function holds an `Arc`
             // of this value, so none is left.
             let _ = unsafe { self.ctx.driver.module_unload(self.module) };
@@ -806,9 +987,11 @@ impl<D: Driver> GpuModule<D> {
     /// # Errors
     /// A driver failure.
     pub fn global(&self, name: &CStr) -> Result<Option<(u64, usize)>, GpuError> {
-        self.inner.ctx.bind()?;
-        // SAFETY: the module is alive while `self` is, and of the context just made current.
-        unsafe { self.inner.ctx.driver.module_global(self.inner.module, name) }
+        let module = self.inner.module;
+        self.inner.ctx.call(|driver| {
+            // SAFETY: the module is alive while `self` is, and of the context just made current.
+            unsafe { driver.module_global(module, name) }
+        })
     }
 
     /// Looks up a kernel by its symbol name.
@@ -819,14 +1002,11 @@ impl<D: Driver> GpuModule<D> {
         let c_name = CString::new(name).map_err(|_| GpuError::InvalidKernelName {
             name: name.to_owned(),
         })?;
-        self.inner.ctx.bind()?;
-        // SAFETY: the module is alive while `self` is, and of the context just made current.
-        let function = unsafe {
-            self.inner
-                .ctx
-                .driver
-                .module_function(self.inner.module, name, &c_name)?
-        };
+        let module = self.inner.module;
+        let function = self.inner.ctx.call(|driver| {
+            // SAFETY: the module is alive while `self` is, and of the context just made current.
+            unsafe { driver.module_function(module, name, &c_name) }
+        })?;
         Ok(GpuFunction {
             module: Arc::clone(&self.inner),
             function,
@@ -897,9 +1077,11 @@ impl<D: Driver> GpuEvent<D> {
     /// # Errors
     /// A driver failure.
     pub fn record(&self) -> Result<(), GpuError> {
-        self.ctx.bind()?;
-        // SAFETY: the event and stream are of this live context.
-        unsafe { self.ctx.driver.event_record(self.event, self.ctx.stream) }
+        let (event, stream) = (self.event, self.ctx.stream);
+        self.ctx.call(|driver| {
+            // SAFETY: the event and stream are of this live context.
+            unsafe { driver.event_record(event, stream) }
+        })
     }
 
     /// Records the event after the work queued so far on `stream`.
@@ -910,9 +1092,11 @@ impl<D: Driver> GpuEvent<D> {
         if !Arc::ptr_eq(&stream.ctx, &self.ctx) {
             return Err(self.ctx.wrong_device("stream", &stream.ctx));
         }
-        self.ctx.bind()?;
-        // SAFETY: the event and stream are of this live context.
-        unsafe { self.ctx.driver.event_record(self.event, stream.stream) }
+        let (event, stream) = (self.event, stream.stream);
+        self.ctx.call(|driver| {
+            // SAFETY: the event and stream are of this live context.
+            unsafe { driver.event_record(event, stream) }
+        })
     }
 
     /// Waits until the work before the event's last recording has completed.
@@ -920,9 +1104,11 @@ impl<D: Driver> GpuEvent<D> {
     /// # Errors
     /// A kernel fault or a driver failure.
     pub fn synchronize(&self) -> Result<(), GpuError> {
-        self.ctx.bind()?;
-        // SAFETY: the event is alive.
-        unsafe { self.ctx.driver.event_synchronize(self.event) }
+        let event = self.event;
+        self.ctx.wait(|driver| {
+            // SAFETY: the event is alive.
+            unsafe { driver.event_synchronize(event) }
+        })
     }
 
     /// Whether the work before the event's last recording has completed.
@@ -930,9 +1116,9 @@ impl<D: Driver> GpuEvent<D> {
     /// # Errors
     /// A kernel fault or a driver failure.
     pub fn query(&self) -> Result<bool, GpuError> {
-        self.ctx.bind()?;
+        let event = self.event;
         // SAFETY: the event is alive.
-        unsafe { self.ctx.driver.event_query(self.event) }
+        self.ctx.call(|driver| unsafe { driver.event_query(event) })
     }
 
     /// Milliseconds from `start` to `self`, waiting for `self` to complete.
@@ -940,18 +1126,21 @@ impl<D: Driver> GpuEvent<D> {
     /// # Errors
     /// A driver failure (e.g. an event never recorded).
     pub fn elapsed_ms_since(&self, start: &GpuEvent<D>) -> Result<f32, GpuError> {
-        self.ctx.bind()?;
-        // SAFETY: both events are alive.
-        unsafe {
-            self.ctx.driver.event_synchronize(self.event)?;
-            self.ctx.driver.event_elapsed_ms(start.event, self.event)
+        if !Arc::ptr_eq(&start.ctx, &self.ctx) {
+            return Err(self.ctx.wrong_device("event", &start.ctx));
         }
+        self.synchronize()?;
+        let (start, end) = (start.event, self.event);
+        self.ctx.call(|driver| {
+            // SAFETY: both events are alive and of this context.
+            unsafe { driver.event_elapsed_ms(start, end) }
+        })
     }
 }
 
 impl<D: Driver> Drop for GpuEvent<D> {
     fn drop(&mut self) {
-        if self.ctx.bind().is_ok() {
+        if let Ok(_live) = self.ctx.bind() {
             // SAFETY: created in this context; destroyed once.
             let _ = unsafe { self.ctx.driver.event_destroy(self.event) };
         }
@@ -991,9 +1180,24 @@ impl<D: Driver> GpuStream<D> {
     /// # Errors
     /// [`GpuError::KernelFault`] or a driver failure.
     pub fn synchronize(&self) -> Result<(), GpuError> {
-        self.ctx.bind()?;
-        // SAFETY: the stream is alive.
-        unsafe { self.ctx.driver.stream_synchronize(self.stream) }
+        let stream = self.stream;
+        self.ctx.wait(|driver| {
+            // SAFETY: the stream is alive.
+            unsafe { driver.stream_synchronize(stream) }
+        })
+    }
+
+    /// As [`GpuStream::synchronize`], giving up after `timeout`.
+    ///
+    /// # Errors
+    /// [`GpuError::Timeout`], [`GpuError::KernelFault`] or a driver failure.
+    pub fn synchronize_timeout(&self, timeout: Duration) -> Result<(), GpuError> {
+        wait_with_timeout(&self.ctx, self.stream, timeout)
+    }
+
+    /// [`GpuError::DeviceLost`] once the stream's context is lost.
+    pub(crate) fn check_live(&self) -> Result<(), GpuError> {
+        self.ctx.check_live()
     }
 
     /// Makes later work on this stream wait for `event`'s last recording.
@@ -1004,9 +1208,11 @@ impl<D: Driver> GpuStream<D> {
         if !Arc::ptr_eq(&event.ctx, &self.ctx) {
             return Err(self.ctx.wrong_device("event", &event.ctx));
         }
-        self.ctx.bind()?;
-        // SAFETY: both are alive and of this context.
-        unsafe { self.ctx.driver.stream_wait_event(self.stream, event.event) }
+        let (stream, event) = (self.stream, event.event);
+        self.ctx.call(|driver| {
+            // SAFETY: both are alive and of this context.
+            unsafe { driver.stream_wait_event(stream, event) }
+        })
     }
 
     /// Queues a copy of `len` bytes from host `src` to device `dst` on this stream.
@@ -1019,9 +1225,11 @@ impl<D: Driver> GpuStream<D> {
     /// # Errors
     /// A driver failure.
     pub unsafe fn copy_htod(&self, dst: u64, src: *const u8, len: usize) -> Result<(), GpuError> {
-        self.ctx.bind()?;
-        // SAFETY: the caller's contract.
-        unsafe { self.ctx.driver.copy_htod(dst, src, len, self.stream) }
+        let stream = self.stream;
+        self.ctx.call(|driver| {
+            // SAFETY: the caller's contract.
+            unsafe { driver.copy_htod(dst, src, len, stream) }
+        })
     }
 
     /// Queues a copy of `len` bytes from device `src` to host `dst` on this stream.
@@ -1034,9 +1242,11 @@ impl<D: Driver> GpuStream<D> {
     /// # Errors
     /// A driver failure.
     pub unsafe fn copy_dtoh(&self, dst: *mut u8, src: u64, len: usize) -> Result<(), GpuError> {
-        self.ctx.bind()?;
-        // SAFETY: the caller's contract.
-        unsafe { self.ctx.driver.copy_dtoh(dst, src, len, self.stream) }
+        let stream = self.stream;
+        self.ctx.call(|driver| {
+            // SAFETY: the caller's contract.
+            unsafe { driver.copy_dtoh(dst, src, len, stream) }
+        })
     }
 
     /// Starts recording the work queued on this stream into a graph instead of running it.
@@ -1044,9 +1254,11 @@ impl<D: Driver> GpuStream<D> {
     /// # Errors
     /// A driver failure (e.g. already recording).
     pub fn begin_capture(&self) -> Result<(), GpuError> {
-        self.ctx.bind()?;
-        // SAFETY: the stream is alive.
-        unsafe { self.ctx.driver.capture_begin(self.stream) }
+        let stream = self.stream;
+        self.ctx.call(|driver| {
+            // SAFETY: the stream is alive.
+            unsafe { driver.capture_begin(stream) }
+        })
     }
 
     /// Ends the recording begun by [`GpuStream::begin_capture`] and instantiates it.
@@ -1054,10 +1266,10 @@ impl<D: Driver> GpuStream<D> {
     /// # Errors
     /// A driver failure (e.g. an operation that cannot be captured was queued).
     pub fn end_capture(&self) -> Result<GpuGraph<D>, GpuError> {
-        self.ctx.bind()?;
+        let _live = self.ctx.bind()?;
         let driver = self.ctx.driver;
         // SAFETY: the stream is alive and recording.
-        let graph = unsafe { driver.capture_end(self.stream)? };
+        let graph = self.ctx.note(unsafe { driver.capture_end(self.stream) })?;
         // SAFETY: `graph` was just made by the driver.
         let exec = match unsafe { driver.graph_instantiate(graph) } {
             Ok(exec) => exec,
@@ -1084,10 +1296,10 @@ impl<D: Driver> GpuStream<D> {
         if !Arc::ptr_eq(&graph.ctx, &self.ctx) {
             return Err(self.ctx.wrong_device("graph", &graph.ctx));
         }
-        self.ctx.bind()?;
+        let _live = self.ctx.bind()?;
         let driver = self.ctx.driver;
         // SAFETY: the stream is alive and recording.
-        let recorded = unsafe { driver.capture_end(self.stream)? };
+        let recorded = self.ctx.note(unsafe { driver.capture_end(self.stream) })?;
         // SAFETY: both are alive; `graph.exec` is not replaying on the host's behalf while
         // `&mut` is held (replays already queued keep the driver's own reference).
         let updated = match unsafe { driver.graph_exec_update(graph.exec, recorded) } {
@@ -1130,9 +1342,11 @@ impl<D: Driver> GpuStream<D> {
         if !Arc::ptr_eq(&graph.ctx, &self.ctx) {
             return Err(self.ctx.wrong_device("graph", &graph.ctx));
         }
-        self.ctx.bind()?;
-        // SAFETY: both are alive and of this context.
-        unsafe { self.ctx.driver.graph_launch(graph.exec, self.stream) }
+        let (exec, stream) = (graph.exec, self.stream);
+        self.ctx.call(|driver| {
+            // SAFETY: both are alive and of this context.
+            unsafe { driver.graph_launch(exec, stream) }
+        })
     }
 
     /// The raw stream handle.
@@ -1143,7 +1357,10 @@ impl<D: Driver> GpuStream<D> {
 
 impl<D: Driver> Drop for GpuStream<D> {
     fn drop(&mut self) {
-        if self.owned && self.ctx.bind().is_ok() {
+        if !self.owned {
+            return;
+        }
+        if let Ok(_live) = self.ctx.bind() {
             // SAFETY: created in this context; destroyed once (queued work still completes).
             let _ = unsafe { self.ctx.driver.stream_destroy(self.stream) };
         }
@@ -1173,7 +1390,7 @@ impl<D: Driver> fmt::Debug for GpuGraph<D> {
 
 impl<D: Driver> Drop for GpuGraph<D> {
     fn drop(&mut self) {
-        if self.ctx.bind().is_ok() {
+        if let Ok(_live) = self.ctx.bind() {
             // SAFETY: made in this context; destroyed once. Replays already queued keep
             // their own reference in the driver.
             unsafe {
@@ -1188,3 +1405,43 @@ impl<D: Driver> Drop for GpuGraph<D> {
 unsafe impl<D: Driver> Send for GpuGraph<D> {}
 // SAFETY: replays only read the instance.
 unsafe impl<D: Driver> Sync for GpuGraph<D> {}
+
+/// Waits for the work queued so far on `stream` of `ctx`, for at most `timeout`: an event
+/// recorded after it is polled, so that a kernel that never finishes leaves the caller
+/// [`GpuError::Timeout`] instead of a wait without end (the drivers' own waits have no time
+/// limit).
+fn wait_with_timeout<D: Driver>(
+    ctx: &Context<D>,
+    stream: Handle,
+    timeout: Duration,
+) -> Result<(), GpuError> {
+    let start = Instant::now();
+    let event = ctx.call(|driver| driver.event_create())?;
+    let destroy = |event| {
+        ctx.call(|driver| {
+            // SAFETY: the event was just made in this context and is destroyed once, here.
+            unsafe { driver.event_destroy(event) }
+        })
+        .map(drop)
+    };
+    // SAFETY: the event and the stream are of this live context.
+    let recorded = ctx.call(|driver| unsafe { driver.event_record(event, stream) });
+    let mut pause = Duration::from_micros(20);
+    let result = recorded.and_then(|()| {
+        loop {
+            // SAFETY: as above.
+            if ctx.call(|driver| unsafe { driver.event_query(event) })? {
+                break Ok(());
+            }
+            let waited = start.elapsed();
+            if waited >= timeout {
+                break Err(GpuError::Timeout { waited });
+            }
+            std::thread::sleep(pause.min(timeout - waited));
+            pause = (pause * 2).min(Duration::from_millis(2));
+        }
+    });
+    // A lost context's event is left to the driver's reset.
+    let _ = destroy(event);
+    result
+}

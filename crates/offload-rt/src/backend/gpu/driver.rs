@@ -88,7 +88,7 @@ pub trait Driver: Send + Sync + Sized + 'static {
     fn missing_device_nodes() -> Option<String>;
     /// The driver's name and message for a status code.
     fn describe(&self, code: i32) -> (String, String);
-    /// Whether a status code means that a kernel faulted (the device is unusable
+    /// Whether a status code means that a kernel faulted (the context is lost
     /// afterwards).
     fn is_kernel_fault(code: i32) -> bool;
     /// The driver's success code.
@@ -142,13 +142,14 @@ pub trait Driver: Send + Sync + Sized + 'static {
         of_device: bool,
     ) -> Result<(), GpuError> {
         if code == Self::OUT_OF_MEMORY {
+            let (free, total) = match self.mem_info() {
+                Ok((free, total)) if of_device => (Some(free), Some(total)),
+                _ => (None, None),
+            };
             return Err(GpuError::OutOfMemory {
                 bytes,
-                free: if of_device {
-                    self.mem_info().map(|(free, _)| free).ok()
-                } else {
-                    None
-                },
+                free,
+                total,
                 message: self.describe(code).1,
             });
         }
@@ -203,6 +204,14 @@ pub trait Driver: Send + Sync + Sized + 'static {
     fn context_open(&self, info: &Self::Info) -> Result<Handle, GpuError>;
     /// Undoes [`Driver::context_open`]; nothing of the context is used afterwards.
     unsafe fn context_close(&self, info: &Self::Info, ctx: Handle);
+    /// Destroys everything made in the device's context by this process (its allocations,
+    /// streams, events, modules, page-locked memory) and stops its work, so that a context
+    /// a fault made unusable can be opened again (`cuDevicePrimaryCtxReset`,
+    /// `hipDeviceReset`).
+    ///
+    /// # Safety
+    /// Nothing of the context is used afterwards: every handle made in it is dead.
+    unsafe fn context_reset(&self, info: &Self::Info) -> Result<(), GpuError>;
     /// Makes the device's context current on the calling thread unless the driver says it
     /// is: other code on the thread (cuBLAS, the runtime API) may have changed it. `ctx`
     /// came from [`Driver::context_open`] for `info` and was not closed.

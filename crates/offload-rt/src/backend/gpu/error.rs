@@ -114,11 +114,13 @@ pub enum GpuError {
         bytes: usize,
         /// Free device memory when it failed, if the driver could tell.
         free: Option<usize>,
+        /// The device's memory, if the driver could tell.
+        total: Option<usize>,
         /// The driver's message.
         message: String,
     },
     /// A kernel faulted (illegal address, trap, timeout, ...); the driver reports it at the
-    /// next call, and the device cannot be used again by this process.
+    /// next call, and the device's context is lost until it is reset.
     #[error("kernel fault reported by {call}: {name} ({code}): {message}")]
     KernelFault {
         /// The call that reported it.
@@ -129,6 +131,25 @@ pub enum GpuError {
         name: String,
         /// The driver's message.
         message: String,
+    },
+    /// The device's context was lost (a kernel fault the driver keeps reporting, or a reset):
+    /// nothing of it reaches the driver again.
+    #[error("the device's context is lost: {cause}")]
+    DeviceLost {
+        /// What lost it.
+        cause: String,
+    },
+    /// A wait with a time limit ran out with work still running.
+    #[error("work still running after {waited:?}")]
+    Timeout {
+        /// How long the wait lasted.
+        waited: std::time::Duration,
+    },
+    /// A reset cannot be done now.
+    #[error("{reason}")]
+    ResetRefused {
+        /// Why.
+        reason: String,
     },
     /// The image is not well formed for its kind.
     #[error("malformed {kind} image: {reason}")]

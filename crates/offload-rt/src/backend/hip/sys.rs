@@ -164,6 +164,8 @@ entry_points! {
     hipModuleOccupancyMaxActiveBlocksPerMultiprocessor: fn(*mut c_int, hipFunction_t, c_int, usize) -> hipError_t;
     // A fake runtime may lack it.
     hipDeviceSetLimit: fn(c_int, usize) -> hipError_t;
+    // Recovery after a fault (a fake runtime may lack it).
+    hipDeviceReset: fn() -> hipError_t;
     }
 }
 
