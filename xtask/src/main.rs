@@ -260,17 +260,8 @@ fn setup(cuda: bool) -> Result {
 fn cuda_pip_install() -> Result {
     let python = Tool::Python3.find().map_err(|e| e.to_string())?;
     let python = python.to_string_lossy();
-    let mut args = vec![
-        &*python,
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--no-deps",
-        "--target",
-        offload_toolchain::CUDA_PIP_PREFIX,
-    ];
-    args.extend_from_slice(offload_toolchain::CUDA_PIP_PACKAGES);
+    let mut args = vec![&*python];
+    args.extend(offload_toolchain::cuda_pip_install_args());
     eprintln!(
         "xtask: installing {} under {}",
         offload_toolchain::CUDA_PIP_PACKAGES.join(" "),

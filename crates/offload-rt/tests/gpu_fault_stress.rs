@@ -9,7 +9,6 @@
 
 mod gpu_common;
 
-use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -34,18 +33,9 @@ fn open_files() -> usize {
 /// `store(p, value)` into `buffer` on `stream`, checked after a copy back.
 fn round(stream: &Stream, buffer: &mut DeviceBuffer<i32>, value: i32) -> Result<(), Error> {
     buffer.copy_from(&[-1])?;
-    let mut p = buffer.device_ptr_on(stream.device(), "store", 0)?.0;
-    let mut v = value;
-    let params: [*mut c_void; 2] = [(&raw mut p).cast(), (&raw mut v).cast()];
-    // SAFETY: store(int*, int) into the buffer's one `i32`, which outlives the stream's wait.
-    unsafe {
-        stream.device().launch_raw(
-            "gpu_fixtures",
-            "store",
-            &LaunchConfig::linear(1, 1),
-            &params,
-        )
-    }?;
+    let address = buffer.device_ptr_on(stream.device(), "store", 0)?.0;
+    // SAFETY: the buffer's one `i32`, which outlives the stream's wait.
+    unsafe { launch_store(stream.device(), address, value) }?;
     stream.synchronize()?;
     let got = buffer.to_vec()?;
     assert_eq!(got, [value], "a round on a usable device came back wrong");
@@ -64,18 +54,8 @@ fn tolerate(thread: u32, e: Error) {
 
 /// Makes `store` fault on the device's own stream (an address no allocation has).
 fn inject_fault(device: &Device) -> Result<(), Error> {
-    let (mut p, mut v) = (0x10u64, 7i32);
-    let params: [*mut c_void; 2] = [(&raw mut p).cast(), (&raw mut v).cast()];
-    // SAFETY: store(int*, int); the pointer is bad on purpose, which faults on the device and
-    // cannot touch host memory.
-    unsafe {
-        device.launch_raw(
-            "gpu_fixtures",
-            "store",
-            &LaunchConfig::linear(1, 1),
-            &params,
-        )
-    }?;
+    // SAFETY: an address no allocation has, on purpose.
+    unsafe { launch_store(device, 0x10, 7) }?;
     device.synchronize()
 }
 

@@ -5,11 +5,9 @@
 
 mod gpu_common;
 
-use std::ffi::c_void;
-
 use gpu_common::*;
 use offload_rt::__internal::cuda::CudaBackend;
-use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig};
+use offload_rt::{Device, DeviceBuffer, Error};
 
 #[test]
 fn gpu_stream_fault_is_typed_and_sticky() {
@@ -20,19 +18,8 @@ fn gpu_stream_fault_is_typed_and_sticky() {
     let gpu = Device::from_backend(Box::new(CudaBackend::open(0).unwrap()));
     let stream = gpu.stream().unwrap();
     // An address no allocation has: the store faults.
-    let (mut p, mut v) = (0x10u64, 7i32);
-    let params: [*mut c_void; 2] = [(&raw mut p).cast(), (&raw mut v).cast()];
-    // SAFETY: store(int*, int); the pointer is bad on purpose, which faults on the device and
-    // cannot touch host memory.
-    unsafe {
-        stream.device().launch_raw(
-            "gpu_fixtures",
-            "store",
-            &LaunchConfig::linear(1, 1),
-            &params,
-        )
-    }
-    .unwrap();
+    // SAFETY: an address no allocation has, on purpose.
+    unsafe { launch_store(stream.device(), 0x10, 7) }.unwrap();
     let fault = |e: Error| match e {
         Error::KernelFault { kernel, device, .. } => {
             assert!(device.starts_with("cuda:0"), "{device}");
@@ -53,18 +40,9 @@ fn gpu_stream_fault_is_typed_and_sticky() {
     let reset = std::time::Instant::now();
     gpu.reset().unwrap();
     let buffer = DeviceBuffer::<i32>::zeroed(&gpu, 1).unwrap();
-    let (mut p, mut v) = (buffer.device_ptr_on(&gpu, "store", 0).unwrap().0, 42i32);
-    let params: [*mut c_void; 2] = [(&raw mut p).cast(), (&raw mut v).cast()];
-    // SAFETY: store(int*, int) into the buffer's one `i32`, alive until the copy below.
-    unsafe {
-        gpu.launch_raw(
-            "gpu_fixtures",
-            "store",
-            &LaunchConfig::linear(1, 1),
-            &params,
-        )
-    }
-    .unwrap();
+    let address = buffer.device_ptr_on(&gpu, "store", 0).unwrap().0;
+    // SAFETY: the buffer's one `i32`, alive until the copy below.
+    unsafe { launch_store(&gpu, address, 42) }.unwrap();
     gpu.synchronize().unwrap();
     let first_launch = reset.elapsed();
     assert_eq!(buffer.to_vec().unwrap(), [42]);

@@ -11,16 +11,6 @@ use offload_rt::__internal::Backend;
 use offload_rt::__internal::hip::{self, HipBackend, HipDevice, HipError, HipImageKind};
 use offload_rt::{Device, DeviceBuffer, DeviceKind, Error, LaunchConfig, RawDevice};
 
-/// The smallest code object the loader's check accepts: an ELF header for `EM_AMDGPU`.
-fn code_object() -> Vec<u8> {
-    let mut elf = vec![0u8; 64];
-    elf[..4].copy_from_slice(b"\x7fELF");
-    elf[4] = 2;
-    elf[5] = 1;
-    elf[18..20].copy_from_slice(&224u16.to_le_bytes());
-    elf
-}
-
 #[test]
 fn the_hip_backend_keeps_the_runtimes_rules() {
     let library = fake_driver::build("fake-hip");
@@ -62,7 +52,7 @@ fn the_hip_backend_keeps_the_runtimes_rules() {
 
     // Only code objects load; kernels are found by name.
     let module = dev
-        .load_module(&code_object(), HipImageKind::CodeObject)
+        .load_module(&fake_driver::amd_code_object(), HipImageKind::CodeObject)
         .unwrap();
     module.function("k").unwrap();
     assert!(matches!(
@@ -75,11 +65,15 @@ fn the_hip_backend_keeps_the_runtimes_rules() {
     ));
 
     // Through `Device`: selection by target ID, launches, streams and a graph.
-    let binary = OffloadBinary::new(ImageKind::Object, OffloadKind::Hip, &*code_object().leak())
-        .with_string("triple", "amdgcn-amd-amdhsa")
-        .with_string("arch", "gfx90a")
-        .with_string("offload.module", "fake")
-        .with_string("offload.kernels", "k");
+    let binary = OffloadBinary::new(
+        ImageKind::Object,
+        OffloadKind::Hip,
+        &*fake_driver::amd_code_object().leak(),
+    )
+    .with_string("triple", "amdgcn-amd-amdhsa")
+    .with_string("arch", "gfx90a")
+    .with_string("offload.module", "fake")
+    .with_string("offload.kernels", "k");
     fake_driver::register(&binary);
     let backend = HipBackend::open(0).unwrap();
     assert_eq!(backend.kind(), DeviceKind::Hip);

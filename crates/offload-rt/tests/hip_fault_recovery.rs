@@ -9,26 +9,20 @@ use offload_format::{ImageKind, OffloadBinary, OffloadKind};
 use offload_rt::__internal::hip::HipBackend;
 use offload_rt::Device;
 
-/// The smallest code object the loader's check accepts: an ELF header for `EM_AMDGPU`.
-fn code_object() -> Vec<u8> {
-    let mut elf = vec![0u8; 64];
-    elf[..4].copy_from_slice(b"\x7fELF");
-    elf[4] = 2;
-    elf[5] = 1;
-    elf[18..20].copy_from_slice(&224u16.to_le_bytes());
-    elf
-}
-
 #[test]
 fn a_hip_device_survives_its_faults() {
     let library = fake_driver::build("fake-hip");
     // SAFETY: the only test of this process, and no thread reads the environment yet.
     unsafe { std::env::set_var("OFFLOAD_HIP_LIBRARY", &library) };
-    let binary = OffloadBinary::new(ImageKind::Object, OffloadKind::Hip, &*code_object().leak())
-        .with_string("triple", "amdgcn-amd-amdhsa")
-        .with_string("arch", "gfx90a")
-        .with_string("offload.module", "fake")
-        .with_string("offload.kernels", "k,trap,hang");
+    let binary = OffloadBinary::new(
+        ImageKind::Object,
+        OffloadKind::Hip,
+        &*fake_driver::amd_code_object().leak(),
+    )
+    .with_string("triple", "amdgcn-amd-amdhsa")
+    .with_string("arch", "gfx90a")
+    .with_string("offload.module", "fake")
+    .with_string("offload.kernels", "k,trap,hang");
     fake_driver::register(&binary);
     let device = Device::from_backend(Box::new(HipBackend::open(0).unwrap()));
     let counter = |name| fake_driver::counter(&library, name);

@@ -70,6 +70,22 @@ pub const CUDA_PIP_PACKAGES: &[&str] = &[
     "nvidia-cuda-nvdisasm==13.2.86",
 ];
 
+/// The arguments of Python's that install [`CUDA_PIP_PACKAGES`] under [`CUDA_PIP_PREFIX`]
+/// (`python3 -m pip install …`).
+pub fn cuda_pip_install_args() -> Vec<&'static str> {
+    let mut args = vec![
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--no-deps",
+        "--target",
+        CUDA_PIP_PREFIX,
+    ];
+    args.extend_from_slice(CUDA_PIP_PACKAGES);
+    args
+}
+
 /// The directories of [`CUDA_PIP_PREFIX`] that hold the programs of [`CUDA_PIP_PACKAGES`].
 pub const CUDA_PIP_BIN_DIRS: &[&str] = &["nvidia/cuda_nvcc/bin", "nvidia/cu13/bin"];
 

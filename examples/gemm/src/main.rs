@@ -78,7 +78,7 @@ trait Input: MmaInput + DeviceCopy + TensorMapElement + std::fmt::Debug {
         device: &Device,
         config: LaunchConfig,
         n: u32,
-        maps: &Maps,
+        maps: &Maps<Self>,
         c: &mut DeviceBuffer<f32>,
     ) -> offload_rt::Result<()>;
     /// Launches `gemm_fragments_f16` on `n`×`n` matrices, whose inputs are `f16` only.
@@ -117,7 +117,7 @@ impl Input for f16 {
         device: &Device,
         config: LaunchConfig,
         n: u32,
-        maps: &Maps,
+        maps: &Maps<f16>,
         c: &mut DeviceBuffer<f32>,
     ) -> offload_rt::Result<()> {
         // SAFETY: the maps describe A and Bᵀ, n×n each, alive in `maps`' buffers; `c` holds
@@ -166,7 +166,7 @@ impl Input for bf16 {
         device: &Device,
         config: LaunchConfig,
         n: u32,
-        maps: &Maps,
+        maps: &Maps<bf16>,
         c: &mut DeviceBuffer<f32>,
     ) -> offload_rt::Result<()> {
         // SAFETY: the maps describe A and Bᵀ, n×n each, alive in `maps`' buffers; `c` holds
@@ -213,20 +213,21 @@ impl Kernel {
 
 /// The tensor maps `gemm_tma` reads A and Bᵀ through, with the transposed copy of B they
 /// describe.
-struct Maps {
+struct Maps<T: Input> {
     a: DeviceBuffer<TensorMap>,
     bt: DeviceBuffer<TensorMap>,
-    _bt_data: Box<dyn std::any::Any>,
+    /// The transposed B `bt` describes, kept alive with it.
+    _bt_data: DeviceBuffer<T>,
 }
 
 /// The maps of `a` and of `b` transposed (`gemm_tma` computes `A·Bᵀ` from row-major Bᵀ):
 /// 64×128 boxes, 64 along `k`, 128-byte swizzle.
-fn maps<T: Input + TensorMapElement>(
+fn maps<T: Input>(
     device: &Device,
     n: usize,
     a: &DeviceBuffer<T>,
     b: &[T],
-) -> offload_rt::Result<Maps> {
+) -> offload_rt::Result<Maps<T>> {
     let bt: Vec<T> = (0..n * n).map(|i| b[(i % n) * n + i / n]).collect();
     let bt = DeviceBuffer::from_slice(device, &bt)?;
     let layout = TensorMapLayout {
@@ -240,7 +241,7 @@ fn maps<T: Input + TensorMapElement>(
     Ok(Maps {
         a: a.tensor_map_2d(layout)?,
         bt: bt.tensor_map_2d(layout)?,
-        _bt_data: Box::new(bt),
+        _bt_data: bt,
     })
 }
 
@@ -269,7 +270,7 @@ fn launch<T: Input>(
     n: usize,
     a: &DeviceBuffer<T>,
     b: &DeviceBuffer<T>,
-    maps: Option<&Maps>,
+    maps: Option<&Maps<T>>,
     c: &mut DeviceBuffer<f32>,
 ) -> offload_rt::Result<()> {
     let size = n as u32;

@@ -280,16 +280,7 @@ fn apt_steps(distro: &Distro, facts: &Facts) -> Vec<Step> {
     if !facts.sm_90a_ptxas_found {
         // The distribution's CUDA (11.8 on Debian 12) assembles no `sm_90a`: CUDA 12.9's
         // `ptxas` and CUDA 13's `cuobjdump` from the Python package index, beside it.
-        let mut pip = vec![
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--target",
-            offload_toolchain::CUDA_PIP_PREFIX,
-        ];
-        pip.extend_from_slice(offload_toolchain::CUDA_PIP_PACKAGES);
+        let pip = offload_toolchain::cuda_pip_install_args();
         steps.push(Step::new(Tool::Python3.program(), &pip).privileged(root));
     }
     steps

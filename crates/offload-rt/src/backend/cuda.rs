@@ -153,6 +153,55 @@ fn c_message(
     unsafe { static_c_str(p) }
 }
 
+/// The 128 bytes of a 2-D tiled tensor map (`cuTensorMapEncodeTiled`, CUDA 12.0 and later) of
+/// CUDA data type `data_type` at device address `address`: `dims` and `boxes` innermost first,
+/// rows `row_stride_bytes` apart, `swizzle` CUDA's code, no interleave, L2 promotion of 128
+/// bytes (as CUTLASS asks for its GEMMs' operands). Needs no context. Why not, in words.
+pub(crate) fn encode_tensor_map_2d(
+    data_type: c_int,
+    address: u64,
+    dims: [u64; 2],
+    row_stride_bytes: u64,
+    boxes: [u32; 2],
+    swizzle: c_int,
+) -> Result<[u64; 16], String> {
+    let api = sys::api().map_err(|e| e.to_string())?;
+    let encode = api.cuTensorMapEncodeTiled.ok_or_else(|| {
+        "the CUDA driver has no `cuTensorMapEncodeTiled` (CUDA 12.0 and later do)".to_owned()
+    })?;
+    let strides = [row_stride_bytes];
+    let element_strides = [1u32, 1];
+    #[repr(C, align(64))]
+    struct Map([u64; 16]);
+    let mut map = Map([0; 16]);
+    // SAFETY: `map` is 128 writable bytes aligned to 64; the arrays hold the rank's 2
+    // dimensions, box sizes and element strides, and its 1 stride; the caller's address is a
+    // device allocation the layout fits (the driver reads nothing there).
+    let code = unsafe {
+        encode(
+            (&raw mut map).cast::<c_void>(),
+            data_type,
+            2,
+            ptr::without_provenance_mut(address as usize),
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            element_strides.as_ptr(),
+            0,
+            swizzle,
+            2,
+            0,
+        )
+    };
+    if code != sys::CUDA_SUCCESS {
+        let (name, message) = api.describe(code);
+        return Err(format!(
+            "cuTensorMapEncodeTiled failed with {name}: {message}"
+        ));
+    }
+    Ok(map.0)
+}
+
 /// Errors that mean a kernel faulted; the context is unusable afterwards.
 pub fn is_kernel_fault(code: CUresult) -> bool {
     matches!(

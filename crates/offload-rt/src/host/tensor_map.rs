@@ -11,7 +11,7 @@
 //! unsafe { gemm_tma::<f16>.launch(&device, config, n, k, &a_map, &b_map, &mut c) }?;
 //! ```
 
-use std::ffi::{c_int, c_uint, c_void};
+use std::ffi::c_int;
 
 use crate::backend::DeviceKind;
 use crate::error::{Error, Result};
@@ -184,45 +184,16 @@ impl<T: TensorMapElement> DeviceBuffer<T> {
         if let Some(reason) = check(&layout, self.len(), size, address) {
             return Err(refuse(reason));
         }
-        let api = crate::backend::cuda::sys::api().map_err(|e| refuse(e.to_string()))?;
-        let encode = api.cuTensorMapEncodeTiled.ok_or_else(|| {
-            refuse(
-                "the CUDA driver has no `cuTensorMapEncodeTiled` (CUDA 12.0 and later do)"
-                    .to_owned(),
-            )
-        })?;
-        let dims = [layout.cols, layout.rows];
-        let strides = [layout.row_stride * size];
-        let boxes: [c_uint; 2] = [layout.box_cols, layout.box_rows];
-        let element_strides: [c_uint; 2] = [1, 1];
-        let mut map = TensorMap { words: [0; 16] };
-        // SAFETY: `map` is 128 writable bytes aligned to 64; the arrays hold the rank's 2
-        // dimensions, 2 box sizes and element strides, and its 1 stride; the address is the
-        // buffer's, in the device's memory, checked against the layout above.
-        let code = unsafe {
-            encode(
-                (&raw mut map).cast::<c_void>(),
-                T::DATA_TYPE,
-                2,
-                address as *mut c_void,
-                dims.as_ptr(),
-                strides.as_ptr(),
-                boxes.as_ptr(),
-                element_strides.as_ptr(),
-                0,
-                layout.swizzle.code(),
-                // L2 promotion of 128 bytes, as CUTLASS asks for its GEMMs' operands.
-                2,
-                0,
-            )
-        };
-        if code != crate::backend::cuda::sys::CUDA_SUCCESS {
-            let (name, message) = crate::backend::gpu::Driver::describe(api, code);
-            return Err(refuse(format!(
-                "cuTensorMapEncodeTiled failed with {name}: {message} ({layout:?})"
-            )));
-        }
-        DeviceBuffer::from_slice(device, &[map])
+        let words = crate::backend::cuda::encode_tensor_map_2d(
+            T::DATA_TYPE,
+            address,
+            [layout.cols, layout.rows],
+            layout.row_stride * size,
+            [layout.box_cols, layout.box_rows],
+            layout.swizzle.code(),
+        )
+        .map_err(|reason| refuse(format!("{reason} ({layout:?})")))?;
+        DeviceBuffer::from_slice(device, &[TensorMap { words }])
     }
 }
 

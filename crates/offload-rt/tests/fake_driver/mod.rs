@@ -20,6 +20,16 @@ pub fn build(name: &str) -> PathBuf {
     )
 }
 
+/// The smallest code object the HIP loader's check accepts: an ELF header for `EM_AMDGPU`.
+pub fn amd_code_object() -> Vec<u8> {
+    let mut elf = vec![0u8; 64];
+    elf[..4].copy_from_slice(b"\x7fELF");
+    elf[4] = 2;
+    elf[5] = 1;
+    elf[18..20].copy_from_slice(&224u16.to_le_bytes());
+    elf
+}
+
 /// Registers `binary` as the embedded images of a program would be (once per process).
 pub fn register(binary: &OffloadBinary<'_>) {
     offload_rt::__internal::register_bundle("fake_driver", binary.to_bytes());

@@ -117,3 +117,30 @@ pub fn f32s(b: &[u8]) -> Vec<f32> {
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect()
 }
+
+/// Queues the fixtures' `store(int* p, int v)` on `device` (a stream's device: on that
+/// stream), one thread writing `value` at `address`.
+///
+/// # Safety
+///
+/// `address` is the device address of an `i32` alive until the work has passed it, or one no
+/// allocation has, to make the kernel fault on purpose (which cannot touch host memory).
+pub unsafe fn launch_store(
+    device: &offload_rt::Device,
+    address: u64,
+    value: i32,
+) -> offload_rt::Result<()> {
+    let (mut p, mut v) = (address, value);
+    let params: [*mut std::ffi::c_void; 2] = [(&raw mut p).cast(), (&raw mut v).cast()];
+    // SAFETY: store(int*, int) takes the two parameters; the caller's contract covers the
+    // address.
+    unsafe {
+        device.launch_raw(
+            "gpu_fixtures",
+            "store",
+            &offload_rt::LaunchConfig::linear(1, 1),
+            &params,
+        )
+    }
+    .map(drop)
+}

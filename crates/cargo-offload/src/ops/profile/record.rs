@@ -81,6 +81,23 @@ pub struct Run {
     pub summed_copies: [u64; 3],
 }
 
+impl Run {
+    /// A run of nothing yet, timed by `timer` on `device`.
+    pub fn empty(timer: Timer, device: &str) -> Run {
+        Run {
+            timer,
+            device: device.to_owned(),
+            launches: Vec::new(),
+            copies: Vec::new(),
+            flops: HashMap::new(),
+            bytes_per_launch: HashMap::new(),
+            images: Vec::new(),
+            summed: Vec::new(),
+            summed_copies: [0; 3],
+        }
+    }
+}
+
 /// A kernel's launches past those on the timeline, summed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Summed {
@@ -110,17 +127,7 @@ pub enum RecordError {
 /// Reads offload-rt's record (`offload_rt::profile`): the runtime's own timing where its
 /// launches are timed, and the bytes and FLOPs it recorded in any case.
 pub fn parse_record(text: &str) -> Result<Run, RecordError> {
-    let mut run = Run {
-        timer: Timer::OffloadRt,
-        device: String::new(),
-        launches: Vec::new(),
-        copies: Vec::new(),
-        flops: HashMap::new(),
-        bytes_per_launch: HashMap::new(),
-        images: Vec::new(),
-        summed: Vec::new(),
-        summed_copies: [0; 3],
-    };
+    let mut run = Run::empty(Timer::OffloadRt, "");
     let mut headed = false;
     for (i, line) in text
         .lines()
@@ -239,26 +246,36 @@ pub struct KernelSummary {
     pub flops_per_second: Option<f64>,
 }
 
+/// The index in `rows` of `kernel`'s row, made empty on its first sight.
+fn row_of<'a>(
+    rows: &mut Vec<KernelSummary>,
+    index: &mut HashMap<&'a str, usize>,
+    kernel: &'a str,
+    module: &str,
+) -> usize {
+    *index.entry(kernel).or_insert_with(|| {
+        rows.push(KernelSummary {
+            kernel: kernel.to_owned(),
+            module: module.to_owned(),
+            launches: 0,
+            total_ns: 0,
+            mean_ns: 0,
+            share: 0.0,
+            bytes: Some(0),
+            bytes_per_second: None,
+            flops: None,
+            flops_per_second: None,
+        });
+        rows.len() - 1
+    })
+}
+
 /// The kernels of `run`, the slowest in all first.
 pub fn summarize(run: &Run) -> Vec<KernelSummary> {
     let mut rows: Vec<KernelSummary> = Vec::new();
     let mut index: HashMap<&str, usize> = HashMap::new();
     for launch in &run.launches {
-        let i = *index.entry(&launch.kernel).or_insert_with(|| {
-            rows.push(KernelSummary {
-                kernel: launch.kernel.clone(),
-                module: launch.module.clone(),
-                launches: 0,
-                total_ns: 0,
-                mean_ns: 0,
-                share: 0.0,
-                bytes: Some(0),
-                bytes_per_second: None,
-                flops: None,
-                flops_per_second: None,
-            });
-            rows.len() - 1
-        });
+        let i = row_of(&mut rows, &mut index, &launch.kernel, &launch.module);
         let row = &mut rows[i];
         row.launches += 1;
         row.total_ns += launch.duration_ns;
@@ -271,25 +288,7 @@ pub fn summarize(run: &Run) -> Vec<KernelSummary> {
         };
     }
     for summed in &run.summed {
-        let i = match index.get(summed.kernel.as_str()) {
-            Some(&i) => i,
-            None => {
-                rows.push(KernelSummary {
-                    kernel: summed.kernel.clone(),
-                    module: summed.module.clone(),
-                    launches: 0,
-                    total_ns: 0,
-                    mean_ns: 0,
-                    share: 0.0,
-                    bytes: Some(0),
-                    bytes_per_second: None,
-                    flops: None,
-                    flops_per_second: None,
-                });
-                index.insert(&summed.kernel, rows.len() - 1);
-                rows.len() - 1
-            }
-        };
+        let i = row_of(&mut rows, &mut index, &summed.kernel, &summed.module);
         let row = &mut rows[i];
         row.launches += summed.launches;
         row.total_ns += summed.duration_ns;

@@ -61,7 +61,7 @@ fn short_name(name: &str) -> String {
 /// `nsys stats --report cuda_gpu_trace --format csv`: kernels (those with a grid) and copies
 /// (`[CUDA memcpy HtoD]`, `DtoH`).
 pub fn nsys_trace(text: &str, device: &str) -> Run {
-    let mut run = empty(Timer::Nsys, device);
+    let mut run = Run::empty(Timer::Nsys, device);
     for row in csv_rows(text, "Start (ns)") {
         let (Some(start), Some(duration)) = (
             number(&row, &["Start (ns)"]),
@@ -97,7 +97,7 @@ pub fn nsys_trace(text: &str, device: &str) -> Run {
 
 /// rocprofv3's `kernel_trace.csv` and `memory_copy_trace.csv`.
 pub fn rocprof_traces(kernels: &str, copies: &str, device: &str) -> Run {
-    let mut run = empty(Timer::Rocprofv3, device);
+    let mut run = Run::empty(Timer::Rocprofv3, device);
     let span = |row: &HashMap<String, String>| {
         let start = number(row, &["Start_Timestamp"])?;
         let end = number(row, &["End_Timestamp"])?;
@@ -129,20 +129,6 @@ pub fn rocprof_traces(kernels: &str, copies: &str, device: &str) -> Run {
         });
     }
     run
-}
-
-fn empty(timer: Timer, device: &str) -> Run {
-    Run {
-        timer,
-        device: device.to_owned(),
-        launches: Vec::new(),
-        copies: Vec::new(),
-        flops: HashMap::new(),
-        bytes_per_launch: HashMap::new(),
-        images: Vec::new(),
-        summed: Vec::new(),
-        summed_copies: [0; 3],
-    }
 }
 
 #[cfg(test)]

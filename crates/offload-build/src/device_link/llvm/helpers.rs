@@ -186,6 +186,38 @@ pub(super) fn link_helpers<'ctx>(
     })
 }
 
+/// Those of `names` that `module` declares without defining: the helpers a link must define.
+pub(super) fn declared<'a>(module: &Module<'_>, names: &'a [String]) -> Vec<&'a str> {
+    names
+        .iter()
+        .map(String::as_str)
+        .filter(|name| {
+            module
+                .get_function(name)
+                .is_some_and(|f| f.as_global_value().is_declaration())
+        })
+        .collect()
+}
+
+/// For the helper families' tests: `ir`, with the attributes its definitions name, parses for
+/// nvptx64, verifies, and defines each of `names`.
+#[cfg(test)]
+pub(super) fn assert_defines(feature: &str, names: &[String], ir: &str) {
+    let context = Context::create();
+    let ir = format!(
+        "target triple = \"nvptx64-nvidia-cuda\"\n{ir}attributes #0 = {{ alwaysinline convergent nounwind }}\n"
+    );
+    let buffer = MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "helpers");
+    let module = context
+        .create_module_from_ir(buffer)
+        .unwrap_or_else(|e| panic!("{feature}: {e}"));
+    module.verify().unwrap();
+    for name in names {
+        let f = module.get_function(name).unwrap();
+        assert!(!f.as_global_value().is_declaration(), "{name}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,7 +18,7 @@ use inkwell::module::Module;
 use inkwell::targets::TargetMachine;
 use offload_format::target_id::{Sm, SmSuffix};
 
-use super::helpers::link_helpers;
+use super::helpers::{declared, link_helpers};
 use super::matrix::kernels_reaching;
 use super::{cstr, is_amdgpu, is_nvptx};
 use crate::device_link::{LinkError, Result};
@@ -347,16 +347,7 @@ pub(super) fn link_hopper_helpers<'ctx>(
         if !present {
             continue;
         }
-        let declared: Vec<&str> = family
-            .names
-            .iter()
-            .map(String::as_str)
-            .filter(|name| {
-                module
-                    .get_function(name)
-                    .is_some_and(|f| f.as_global_value().is_declaration())
-            })
-            .collect();
+        let declared = declared(module, &family.names);
         if declared.is_empty() {
             continue;
         }
@@ -533,25 +524,10 @@ define ptx_kernel void @plain(ptr %out) {
     /// Each family's IR parses and defines every name it lists.
     #[test]
     fn every_helper_is_defined_in_ir_that_parses() {
-        let context = Context::create();
         for family in [tma_family(), wgmma_family()] {
-            let ir = format!(
-                "target triple = \"nvptx64-nvidia-cuda\"\n{}attributes #0 = {{ alwaysinline convergent nounwind }}\n",
-                family.ir
-            );
-            let buffer = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(
-                ir.as_bytes(),
-                "helpers",
-            );
-            let module = context
-                .create_module_from_ir(buffer)
-                .unwrap_or_else(|e| panic!("{}: {e}", family.feature));
-            module.verify().unwrap();
-            for name in &family.names {
-                let f = module.get_function(name).unwrap();
-                assert!(!f.as_global_value().is_declaration(), "{name}");
-            }
+            super::super::helpers::assert_defines(family.feature, &family.names, &family.ir);
         }
+        let context = Context::create();
         let buffer = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(
             queries_ir(Units {
                 tma: true,
