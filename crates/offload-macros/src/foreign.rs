@@ -72,7 +72,7 @@ fn classify(name: &syn::Ident, ty: &Type) -> syn::Result<(Kind, Type)> {
                  {ACCEPTED}"
             ),
         )),
-        Type::Path(p) if super::disjoint_elem(p).is_some() => {
+        Type::Path(p) if crate::params::disjoint_elem(p).is_some() => {
             Err(rust_only(p.span(), "`DisjointSlice`"))
         }
         Type::Path(_) => Ok((Kind::Scalar, ty.clone())),
@@ -201,7 +201,7 @@ fn expand_one(item: ForeignItemFn) -> syn::Result<TokenStream2> {
             return Err(error(input.span(), "a kernel has no `self`"));
         };
         let mut pt = pt.clone();
-        let len = super::take_len(&mut pt)?;
+        let len = crate::params::take_len(&mut pt)?;
         if let Some(other) = pt.attrs.first() {
             return Err(error(
                 other.span(),

@@ -397,8 +397,8 @@ impl Generic {
         enum_name: &Ident,
         instance_trait: &Ident,
     ) -> syn::Result<TokenStream2> {
-        let (params, _) = crate::read_params(&item.sig)?;
-        let (launch_args, launch_safety) = crate::launch_parts(&params);
+        let (params, _) = crate::params::read_params(&item.sig)?;
+        let (launch_args, launch_safety) = crate::params::launch_parts(&params);
         let generics = self.declarations();
         let param_bounds = self.params.iter().filter_map(|p| match p {
             GenericParam::Type(t) if !t.bounds.is_empty() => {

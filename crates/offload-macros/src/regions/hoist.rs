@@ -48,7 +48,7 @@ pub(super) fn hoist(
             }
         }
         Stmt::Expr(Expr::Assign(a), _) if is_local(&a.left) => hoisting.walk(&mut a.right),
-        Stmt::Expr(Expr::Binary(b), _) if super::is_compound_assignment(&b.op) => {
+        Stmt::Expr(Expr::Binary(b), _) if super::syntax::is_compound_assignment(&b.op) => {
             if !is_local(&b.left) {
                 return Err(Refused::Place);
             }
@@ -153,7 +153,7 @@ impl Hoisting<'_> {
                     self.fail(&right, "on a branch of `&&` or `||`");
                 }
             }
-            Expr::Binary(b) if !super::is_compound_assignment(&b.op) => {
+            Expr::Binary(b) if !super::syntax::is_compound_assignment(&b.op) => {
                 self.walk(&mut b.left);
                 self.walk(&mut b.right);
             }
@@ -183,8 +183,8 @@ impl Hoisting<'_> {
                 .is_some_and(|s| {
                     let name = s.ident.to_string();
                     PURE_FNS.contains(&name.as_str())
-                        || super::THREAD_FNS.contains(&name.as_str())
-                        || super::BLOCK_FNS.contains(&name.as_str())
+                        || super::syntax::THREAD_FNS.contains(&name.as_str())
+                        || super::syntax::BLOCK_FNS.contains(&name.as_str())
                 }));
                 self.effect |= !pure;
             }
@@ -193,7 +193,7 @@ impl Hoisting<'_> {
                 m.args.iter_mut().for_each(|a| self.walk(a));
                 let name = m.method.to_string();
                 self.effect |=
-                    !(super::PURE_METHODS.contains(&name.as_str()) || name == "from_bits");
+                    !(super::syntax::PURE_METHODS.contains(&name.as_str()) || name == "from_bits");
             }
             _ => {
                 if self.first_target(e).is_some() {

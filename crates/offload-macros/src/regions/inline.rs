@@ -61,7 +61,8 @@ impl syn::parse::Parse for Helpers {
 
 /// Whether `tokens` synchronize by themselves: a barrier or a warp operation.
 pub(crate) fn synchronizes(tokens: &TokenStream2) -> bool {
-    super::mentions(tokens, super::BARRIER) || super::warp::warp_op_in(tokens).is_some()
+    super::syntax::mentions(tokens, super::syntax::BARRIER)
+        || super::warp::warp_op_in(tokens).is_some()
 }
 
 /// `body` with every call of one of `helpers` inlined; `params` are the kernel's parameters
@@ -211,7 +212,7 @@ impl Inliner<'_> {
                     out.extend(self.expand(call, in_unsafe, Value::Assigned(quote!(#left =)))?);
                 }
                 Stmt::Expr(Expr::Binary(b), _)
-                    if super::is_compound_assignment(&b.op)
+                    if super::syntax::is_compound_assignment(&b.op)
                         && let Some((call, in_unsafe)) = helper_call(&b.right, &self.helpers)
                         && first_call_expr(&b.left, &self.helpers).is_none() =>
                 {
@@ -222,7 +223,7 @@ impl Inliner<'_> {
                     let (call, in_unsafe) = helper_call(e, &self.helpers).expect("just matched");
                     out.extend(self.expand(call, in_unsafe, Value::Dropped)?);
                 }
-                Stmt::Expr(e, semi) if super::holds_statements(e) => {
+                Stmt::Expr(e, semi) if super::syntax::holds_statements(e) => {
                     out.push(Stmt::Expr(self.nested(e)?, *semi));
                 }
                 Stmt::Macro(_) | Stmt::Item(_) => return Err(inside()),
@@ -278,7 +279,7 @@ impl Inliner<'_> {
             )),
             None => Ok(()),
         };
-        super::rewrite_lists(expr, &clean, &mut |stmts| self.list(stmts))
+        super::syntax::rewrite_lists(expr, &clean, &mut |stmts| self.list(stmts))
     }
 
     /// The statements that run `call`'s function in place, its value going to `value`.
@@ -339,14 +340,14 @@ impl Inliner<'_> {
             let syn::FnArg::Typed(pt) = input else {
                 unreachable!("`inlinable` refuses methods");
             };
-            let (pat, ty) = (&pats[i], crate::elided_lifetimes(&pt.ty));
+            let (pat, ty) = (&pats[i], crate::params::elided_lifetimes(&pt.ty));
             bindings.push(quote!(let #pat: #ty = #temp;));
         }
         let returns = match &helper.sig.output {
             syn::ReturnType::Default => None,
             syn::ReturnType::Type(_, ty) => match &**ty {
                 syn::Type::Tuple(t) if t.elems.is_empty() => None,
-                ty => Some(crate::elided_lifetimes(ty)),
+                ty => Some(crate::params::elided_lifetimes(ty)),
             },
         };
         let mut body = std::mem::take(&mut block.stmts);
@@ -430,7 +431,7 @@ fn inlinable(helper: &ItemFn) -> Result<(), String> {
         .iter()
         .any(|p| !matches!(p, syn::GenericParam::Lifetime(_)))
         || sig.inputs.iter().any(|i| {
-            matches!(i, syn::FnArg::Typed(pt) if super::mentions(&pt.ty.to_token_stream(), "impl"))
+            matches!(i, syn::FnArg::Typed(pt) if super::syntax::mentions(&pt.ty.to_token_stream(), "impl"))
         });
     if generic {
         return refuse("that is generic over types or constants");
@@ -449,7 +450,7 @@ fn inlinable(helper: &ItemFn) -> Result<(), String> {
         fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
         fn visit_item(&mut self, _: &'ast syn::Item) {}
         fn visit_macro(&mut self, m: &'ast syn::Macro) {
-            self.0 |= super::mentions(&m.tokens, "return");
+            self.0 |= super::syntax::mentions(&m.tokens, "return");
         }
     }
     let mut early = Early(false);
@@ -461,7 +462,7 @@ fn inlinable(helper: &ItemFn) -> Result<(), String> {
     let body = helper.block.to_token_stream();
     if let Some(declares) = ["shared_array", "generic_shared_array"]
         .into_iter()
-        .find(|m| super::mentions(&body, m))
+        .find(|m| super::syntax::mentions(&body, m))
     {
         return refuse(&format!(
             "that declares shared memory (`{declares}!`): the kernel should declare it and pass              it"

@@ -14,7 +14,7 @@ use quote::{ToTokens, format_ident, quote};
 use syn::{Block, Expr, Stmt};
 
 use super::hoist::{Refused, Target};
-use super::{WARP_OPS, mentions};
+use super::syntax::{WARP_OPS, mentions};
 
 /// The marker call of an exchange: `__offload_warp_exchange(function, arguments…)`, which
 /// runs as `function(arguments…)` once for the block.
@@ -108,7 +108,7 @@ fn rewrite_list(stmts: &[Stmt], exchanges: &mut Exchanges) -> Result<Vec<Stmt>, 
                     |value| syn::parse_quote!(#left = #value;),
                 )?);
             }
-            Stmt::Expr(Expr::Binary(b), _) if super::is_compound_assignment(&b.op) => {
+            Stmt::Expr(Expr::Binary(b), _) if super::syntax::is_compound_assignment(&b.op) => {
                 let (left, operator) = (&b.left, &b.op);
                 out.extend(rewrite_value(
                     stmt,
@@ -124,7 +124,7 @@ fn rewrite_list(stmts: &[Stmt], exchanges: &mut Exchanges) -> Result<Vec<Stmt>, 
                 let split = format_ident!("{}", SPLIT);
                 out.push(syn::parse_quote!(#split();));
             }
-            Stmt::Expr(e, semi) if super::holds_statements(e) => {
+            Stmt::Expr(e, semi) if super::syntax::holds_statements(e) => {
                 out.push(Stmt::Expr(rewrite_nested(e, exchanges)?, *semi));
             }
             Stmt::Expr(_, Some(_)) => out.extend(hoist(stmt, exchanges)?),
@@ -164,7 +164,7 @@ fn rewrite_nested(expr: &Expr, exchanges: &mut Exchanges) -> Result<Expr, String
         )),
         None => Ok(()),
     };
-    super::rewrite_lists(expr, &clean, &mut |stmts| rewrite_list(stmts, exchanges))
+    super::syntax::rewrite_lists(expr, &clean, &mut |stmts| rewrite_list(stmts, exchanges))
 }
 
 /// `stmt` (a `let`, an assignment or an expression statement) with each warp operation in it

@@ -223,6 +223,66 @@ enum Imp {
     Mpi(mpi_comm::MpiMember),
 }
 
+/// The one dispatch over a communicator's implementations: `$call` with `$m` bound to the
+/// [`Collectives`] of `$imp`.
+macro_rules! dispatch {
+    ($imp:expr, |$m:ident| $call:expr) => {
+        match $imp {
+            Imp::Nccl($m) => $call,
+            #[cfg(feature = "mpi")]
+            Imp::Mpi($m) => $call,
+        }
+    };
+}
+
+/// What an implementation of a communicator does, once [`Communicator`] has checked the
+/// arguments: NCCL's calls queued on the device's stream, or MPI's on the CPU device's host
+/// memory once its queues drain.
+///
+/// # Safety (of the `unsafe` methods)
+/// The pointers are of live buffers of `device` with the elements the operation reads and
+/// writes (as [`Communicator`]'s checks establish), touched by nothing else but in the
+/// device's stream order.
+trait Collectives {
+    /// Which library carries the calls, with its version.
+    fn library(&self, device: &Device) -> String;
+
+    /// [`Communicator::all_reduce`]: `transfer` is (send, recv, element count).
+    unsafe fn all_reduce<T: CollectiveElement>(
+        &self,
+        device: &Device,
+        transfer: (DevicePtr, DevicePtr, usize),
+        op: ReduceOp,
+    ) -> Result<()>;
+
+    /// [`Communicator::broadcast`]: `count` elements at `at`, from rank `root`.
+    unsafe fn broadcast<T: CollectiveElement>(
+        &self,
+        device: &Device,
+        at: DevicePtr,
+        count: usize,
+        root: usize,
+    ) -> Result<()>;
+
+    /// [`Communicator::all_gather`]: `transfer` is (from, to, element count sent).
+    unsafe fn all_gather<T: CollectiveElement>(
+        &self,
+        device: &Device,
+        transfer: (DevicePtr, DevicePtr, usize),
+    ) -> Result<()>;
+
+    /// [`Communicator::reduce_scatter`]: `transfer` is (from, to, element count received).
+    unsafe fn reduce_scatter<T: CollectiveElement>(
+        &self,
+        device: &Device,
+        transfer: (DevicePtr, DevicePtr, usize),
+        op: ReduceOp,
+    ) -> Result<()>;
+
+    /// [`Communicator::group`]'s sends and receives, posted together.
+    unsafe fn exchange(&self, device: &Device, ops: &[P2p]) -> Result<()>;
+}
+
 /// An NCCL or RCCL communicator, destroyed on drop.
 struct NcclMember {
     api: &'static NcclApi,
@@ -246,6 +306,185 @@ impl Drop for NcclMember {
         // SAFETY: `comm` came from `ncclCommInitRank` and is destroyed once, here. The
         // library waits for the communicator's queued work. An error has no one to go to.
         let _ = unsafe { (self.api.ncclCommDestroy)(self.comm) };
+    }
+}
+
+impl NcclMember {
+    /// Queues `entry` (`ncclAllReduce`, `ncclBroadcast`, `ncclReduceScatter`: the same C
+    /// signature) from `from` to `to`, `count` elements of `nccl_type`, with `arg` (the
+    /// operation, or the root), on `device`'s stream.
+    ///
+    /// # Safety
+    /// `from` and `to` are live buffers of `device`, as long as `entry` reads and writes with
+    /// these arguments; the queued call uses them in stream order, as a launch would.
+    unsafe fn transfer(
+        &self,
+        device: &Device,
+        call: &'static str,
+        entry: NcclTransfer,
+        (from, to, count): (DevicePtr, DevicePtr, usize),
+        nccl_type: i32,
+        arg: i32,
+    ) -> Result<()> {
+        self.call(device, call, |stream| {
+            // SAFETY: the caller's contract; `entry` is the library's, called with its own
+            // communicator.
+            unsafe {
+                entry(
+                    address(from),
+                    address(to),
+                    count,
+                    nccl_type,
+                    arg,
+                    self.comm,
+                    stream,
+                )
+            }
+        })
+    }
+
+    /// Runs one library call with `device`'s context current and its stream.
+    fn call(
+        &self,
+        device: &Device,
+        call: &'static str,
+        queue: impl FnOnce(*mut c_void) -> i32,
+    ) -> Result<()> {
+        device.backend().bind_to_thread()?;
+        let code = queue(device.raw_stream());
+        self.api.check(call, code, Some(self.comm))
+    }
+}
+
+impl Collectives for NcclMember {
+    fn library(&self, device: &Device) -> String {
+        format!(
+            "{} {} ({})",
+            nccl::library_kind(device.kind()),
+            self.api.version(),
+            self.api.library
+        )
+    }
+
+    unsafe fn all_reduce<T: CollectiveElement>(
+        &self,
+        device: &Device,
+        transfer: (DevicePtr, DevicePtr, usize),
+        op: ReduceOp,
+    ) -> Result<()> {
+        // SAFETY: the trait's contract.
+        unsafe {
+            self.transfer(
+                device,
+                "ncclAllReduce",
+                self.api.ncclAllReduce,
+                transfer,
+                T::NCCL_TYPE,
+                op.nccl(),
+            )
+        }
+    }
+
+    unsafe fn broadcast<T: CollectiveElement>(
+        &self,
+        device: &Device,
+        at: DevicePtr,
+        count: usize,
+        root: usize,
+    ) -> Result<()> {
+        // SAFETY: the trait's contract; `root` is a rank.
+        unsafe {
+            self.transfer(
+                device,
+                "ncclBroadcast",
+                self.api.ncclBroadcast,
+                (at, at, count),
+                T::NCCL_TYPE,
+                root as i32,
+            )
+        }
+    }
+
+    unsafe fn all_gather<T: CollectiveElement>(
+        &self,
+        device: &Device,
+        (from, to, count): (DevicePtr, DevicePtr, usize),
+    ) -> Result<()> {
+        self.call(device, "ncclAllGather", |stream| {
+            // SAFETY: the trait's contract: `from` holds `count` and `to` `size * count`
+            // elements, used in stream order.
+            unsafe {
+                (self.api.ncclAllGather)(
+                    address(from),
+                    address(to),
+                    count,
+                    T::NCCL_TYPE,
+                    self.comm,
+                    stream,
+                )
+            }
+        })
+    }
+
+    unsafe fn reduce_scatter<T: CollectiveElement>(
+        &self,
+        device: &Device,
+        transfer: (DevicePtr, DevicePtr, usize),
+        op: ReduceOp,
+    ) -> Result<()> {
+        // SAFETY: the trait's contract.
+        unsafe {
+            self.transfer(
+                device,
+                "ncclReduceScatter",
+                self.api.ncclReduceScatter,
+                transfer,
+                T::NCCL_TYPE,
+                op.nccl(),
+            )
+        }
+    }
+
+    unsafe fn exchange(&self, device: &Device, ops: &[P2p]) -> Result<()> {
+        let (api, comm) = (self.api, self.comm);
+        self.call(device, "ncclGroupStart", |stream| {
+            // SAFETY: the trait's contract: every op is `count` elements of a live buffer,
+            // queued in stream order.
+            unsafe {
+                let code = (api.ncclGroupStart)();
+                if code != 0 {
+                    return code;
+                }
+                for op in ops {
+                    let code = if op.send {
+                        (api.ncclSend)(
+                            address(op.ptr),
+                            op.count,
+                            op.nccl_type,
+                            op.peer as i32,
+                            comm,
+                            stream,
+                        )
+                    } else {
+                        (api.ncclRecv)(
+                            address(op.ptr),
+                            op.count,
+                            op.nccl_type,
+                            op.peer as i32,
+                            comm,
+                            stream,
+                        )
+                    };
+                    if code != 0 {
+                        // The group is left as the library left it: ended, so the next call
+                        // starts clean.
+                        let _ = (api.ncclGroupEnd)();
+                        return code;
+                    }
+                }
+                (api.ncclGroupEnd)()
+            }
+        })
     }
 }
 
@@ -395,16 +634,7 @@ impl Communicator {
     /// Which library carries the calls, with its version (`NCCL 2.21.5
     /// (libnccl.so.2)`, `MPI: Open MPI v4.1.4, ...`).
     pub fn library(&self) -> String {
-        match &self.imp {
-            Imp::Nccl(m) => format!(
-                "{} {} ({})",
-                nccl::library_kind(self.device.kind()),
-                m.api.version(),
-                m.api.library
-            ),
-            #[cfg(feature = "mpi")]
-            Imp::Mpi(m) => format!("MPI: {}", m.library()),
-        }
+        dispatch!(&self.imp, |m| m.library(&self.device))
     }
 
     /// Queues the calls from now on on `stream` (of the communicator's device).
@@ -465,27 +695,11 @@ impl Communicator {
         count: usize,
         op: ReduceOp,
     ) -> Result<()> {
-        match &self.imp {
-            // SAFETY: `send` and `recv` are `count` elements of live buffers of the
-            // communicator's device (checked by the callers).
-            Imp::Nccl(m) => unsafe {
-                self.nccl_transfer(
-                    m,
-                    "ncclAllReduce",
-                    m.api.ncclAllReduce,
-                    (send, recv, count),
-                    T::NCCL_TYPE,
-                    op.nccl(),
-                )
-            },
-            #[cfg(feature = "mpi")]
-            Imp::Mpi(m) => {
-                self.device.quiesce_queues();
-                // SAFETY: as above; on the CPU device the addresses are host addresses of
-                // the buffers, which nothing else touches once the queues are drained.
-                unsafe { m.all_reduce::<T>(send, recv, count, op) }
-            }
-        }
+        // SAFETY: `send` and `recv` are `count` elements of live buffers of the communicator's
+        // device (checked by the callers).
+        dispatch!(&self.imp, |m| unsafe {
+            m.all_reduce::<T>(&self.device, (send, recv, count), op)
+        })
     }
 
     /// Rank `root`'s `buf` into every rank's `buf` (each as long as the root's).
@@ -507,26 +721,11 @@ impl Communicator {
             });
         }
         let (at, count) = (buf.device_ptr(), buf.len());
-        match &self.imp {
-            // SAFETY: `at` is `count` elements of a live buffer of the communicator's device;
-            // `root` is a rank (both checked).
-            Imp::Nccl(m) => unsafe {
-                self.nccl_transfer(
-                    m,
-                    "ncclBroadcast",
-                    m.api.ncclBroadcast,
-                    (at, at, count),
-                    T::NCCL_TYPE,
-                    root as i32,
-                )
-            },
-            #[cfg(feature = "mpi")]
-            Imp::Mpi(m) => {
-                self.device.quiesce_queues();
-                // SAFETY: host memory of a live buffer, the queues drained.
-                unsafe { m.broadcast(at, count * size_of::<T>(), root) }
-            }
-        }
+        // SAFETY: `at` is `count` elements of a live buffer of the communicator's device;
+        // `root` is a rank (both checked).
+        dispatch!(&self.imp, |m| unsafe {
+            m.broadcast::<T>(&self.device, at, count, root)
+        })
     }
 
     /// Every rank's `send` into every rank's `recv`, in rank order: `recv` holds
@@ -546,28 +745,11 @@ impl Communicator {
         let total = self.times_size(CALL, send.len())?;
         same_len(CALL, "recv", recv.len(), "size() × send", total)?;
         let (from, to, count) = (send.device_ptr(), recv.device_ptr(), send.len());
-        match &self.imp {
-            Imp::Nccl(m) => self.nccl_call(m, "ncclAllGather", |stream| {
-                // SAFETY: `from` holds `count` and `to` `size * count` elements of live
-                // buffers of the communicator's device (checked), used in stream order.
-                unsafe {
-                    (m.api.ncclAllGather)(
-                        address(from),
-                        address(to),
-                        count,
-                        T::NCCL_TYPE,
-                        m.comm,
-                        stream,
-                    )
-                }
-            }),
-            #[cfg(feature = "mpi")]
-            Imp::Mpi(m) => {
-                self.device.quiesce_queues();
-                // SAFETY: host memory of live buffers of those lengths, the queues drained.
-                unsafe { m.all_gather(from, to, count * size_of::<T>()) }
-            }
-        }
+        // SAFETY: `from` holds `count` and `to` `size * count` elements of live buffers of the
+        // communicator's device (checked).
+        dispatch!(&self.imp, |m| unsafe {
+            m.all_gather::<T>(&self.device, (from, to, count))
+        })
     }
 
     /// Every rank's `send` combined element by element by `op`, and the result scattered:
@@ -589,26 +771,11 @@ impl Communicator {
         let total = self.times_size(CALL, recv.len())?;
         same_len(CALL, "send", send.len(), "size() × recv", total)?;
         let (from, to, count) = (send.device_ptr(), recv.device_ptr(), recv.len());
-        match &self.imp {
-            // SAFETY: `from` holds `size * count` and `to` `count` elements of live buffers of
-            // the communicator's device (checked).
-            Imp::Nccl(m) => unsafe {
-                self.nccl_transfer(
-                    m,
-                    "ncclReduceScatter",
-                    m.api.ncclReduceScatter,
-                    (from, to, count),
-                    T::NCCL_TYPE,
-                    op.nccl(),
-                )
-            },
-            #[cfg(feature = "mpi")]
-            Imp::Mpi(m) => {
-                self.device.quiesce_queues();
-                // SAFETY: host memory of live buffers of those lengths, the queues drained.
-                unsafe { m.reduce_scatter::<T>(from, to, count, op) }
-            }
-        }
+        // SAFETY: `from` holds `size * count` and `to` `count` elements of live buffers of the
+        // communicator's device (checked).
+        dispatch!(&self.imp, |m| unsafe {
+            m.reduce_scatter::<T>(&self.device, (from, to, count), op)
+        })
     }
 
     /// Sends `buf` to rank `peer`, which receives it with [`recv`](Self::recv) of as many
@@ -646,98 +813,9 @@ impl Communicator {
     }
 
     fn post_group(&self, ops: &[P2p]) -> Result<()> {
-        match &self.imp {
-            Imp::Nccl(m) => self.nccl_call(m, "ncclGroupStart", |stream| {
-                // SAFETY: every op is `count` elements of a live buffer of the borrowed
-                // group (its lifetime outlives this call), queued in stream order.
-                unsafe {
-                    let code = (m.api.ncclGroupStart)();
-                    if code != 0 {
-                        return code;
-                    }
-                    for op in ops {
-                        let code = if op.send {
-                            (m.api.ncclSend)(
-                                address(op.ptr),
-                                op.count,
-                                op.nccl_type,
-                                op.peer as i32,
-                                m.comm,
-                                stream,
-                            )
-                        } else {
-                            (m.api.ncclRecv)(
-                                address(op.ptr),
-                                op.count,
-                                op.nccl_type,
-                                op.peer as i32,
-                                m.comm,
-                                stream,
-                            )
-                        };
-                        if code != 0 {
-                            // The group is left as the library left it: ended, so the
-                            // next call starts clean.
-                            let _ = (m.api.ncclGroupEnd)();
-                            return code;
-                        }
-                    }
-                    (m.api.ncclGroupEnd)()
-                }
-            }),
-            #[cfg(feature = "mpi")]
-            Imp::Mpi(m) => {
-                self.device.quiesce_queues();
-                // SAFETY: host memory of live buffers borrowed by the group, queues drained.
-                unsafe { m.exchange(ops) }
-            }
-        }
-    }
-
-    /// Queues `entry` (`ncclAllReduce`, `ncclBroadcast`, `ncclReduceScatter`: the same C
-    /// signature) from `from` to `to`, `count` elements of `nccl_type`, with `arg` (the
-    /// operation, or the root), on the communicator's stream.
-    ///
-    /// # Safety
-    /// `from` and `to` are live buffers of the communicator's device, as long as `entry` reads
-    /// and writes with these arguments; the queued call uses them in stream order, as a
-    /// launch would.
-    unsafe fn nccl_transfer(
-        &self,
-        member: &NcclMember,
-        call: &'static str,
-        entry: NcclTransfer,
-        (from, to, count): (DevicePtr, DevicePtr, usize),
-        nccl_type: i32,
-        arg: i32,
-    ) -> Result<()> {
-        self.nccl_call(member, call, |stream| {
-            // SAFETY: the caller's contract; `entry` is the library's, called with its own
-            // communicator.
-            unsafe {
-                entry(
-                    address(from),
-                    address(to),
-                    count,
-                    nccl_type,
-                    arg,
-                    member.comm,
-                    stream,
-                )
-            }
-        })
-    }
-
-    /// Runs one library call with the device's context current and its stream.
-    fn nccl_call(
-        &self,
-        member: &NcclMember,
-        call: &'static str,
-        queue: impl FnOnce(*mut c_void) -> i32,
-    ) -> Result<()> {
-        self.device.backend().bind_to_thread()?;
-        let code = queue(self.device.raw_stream());
-        member.api.check(call, code, Some(member.comm))
+        // SAFETY: every op is `count` elements of a live buffer of the group's device, borrowed
+        // for the group's lifetime, which outlives this call.
+        dispatch!(&self.imp, |m| unsafe { m.exchange(&self.device, ops) })
     }
 
     fn check_buffer(&self, call: &'static str, device: &Device) -> Result<()> {

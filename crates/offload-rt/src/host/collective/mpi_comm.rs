@@ -10,7 +10,9 @@ use mpi::ffi;
 use mpi::raw::AsRaw;
 use mpi::topology::{Communicator as _, SimpleCommunicator};
 
-use super::{CollectiveElement, CommId, Communicator, Imp, P2p, ReduceOp, address, gpu_api};
+use super::{
+    CollectiveElement, Collectives, CommId, Communicator, Imp, P2p, ReduceOp, address, gpu_api,
+};
 use crate::backend::{DeviceKind, DevicePtr};
 use crate::error::{Error, Result};
 use crate::host::Device;
@@ -171,7 +173,7 @@ fn too_large(call: &'static str, bytes: usize) -> Error {
 
 impl MpiMember {
     /// The MPI library's own words for itself, first line.
-    pub(super) fn library(&self) -> String {
+    fn library_version(&self) -> String {
         mpi::environment::library_version()
             .ok()
             .and_then(|v| v.lines().next().map(|l| l.trim().to_owned()))
@@ -195,7 +197,7 @@ impl MpiMember {
         let mut all: Vec<T> = Vec::with_capacity(count * size);
         // SAFETY: `all` has room for `size * count` elements, all written by the gather.
         unsafe {
-            self.all_gather(
+            self.all_gather_host(
                 from,
                 DevicePtr(all.as_mut_ptr().expose_provenance() as u64),
                 count * size_of::<T>(),
@@ -208,7 +210,7 @@ impl MpiMember {
     /// # Safety
     /// `send` and `recv` are the host addresses of `count` live `T`s each (maybe the same),
     /// touched by nothing else during the call.
-    pub(super) unsafe fn all_reduce<T: CollectiveElement>(
+    unsafe fn all_reduce_host<T: CollectiveElement>(
         &self,
         send: DevicePtr,
         recv: DevicePtr,
@@ -253,7 +255,7 @@ impl MpiMember {
 
     /// # Safety
     /// `at` is the host address of `bytes` live bytes, touched by nothing else meanwhile.
-    pub(super) unsafe fn broadcast(&self, at: DevicePtr, bytes: usize, root: usize) -> Result<()> {
+    unsafe fn broadcast_host(&self, at: DevicePtr, bytes: usize, root: usize) -> Result<()> {
         let base = address::<u8>(at);
         for (done, n) in chunks(bytes) {
             // SAFETY: the range lies inside the caller's buffer; `n` fits an `int`.
@@ -273,12 +275,7 @@ impl MpiMember {
     /// # Safety
     /// `from` is the host address of `bytes` live bytes, `to` of `size * bytes`, touched by
     /// nothing else meanwhile.
-    pub(super) unsafe fn all_gather(
-        &self,
-        from: DevicePtr,
-        to: DevicePtr,
-        bytes: usize,
-    ) -> Result<()> {
+    unsafe fn all_gather_host(&self, from: DevicePtr, to: DevicePtr, bytes: usize) -> Result<()> {
         let n = c_int::try_from(bytes).map_err(|_| too_large("all_gather", bytes))?;
         // SAFETY: the caller's contract.
         check("MPI_Allgather", unsafe {
@@ -297,7 +294,7 @@ impl MpiMember {
     /// # Safety
     /// `from` is the host address of `size * count` live `T`s, `to` of `count`, touched by
     /// nothing else meanwhile.
-    pub(super) unsafe fn reduce_scatter<T: CollectiveElement>(
+    unsafe fn reduce_scatter_host<T: CollectiveElement>(
         &self,
         from: DevicePtr,
         to: DevicePtr,
@@ -339,7 +336,7 @@ impl MpiMember {
     /// # Safety
     /// Each op's address is the host address of its `bytes` live bytes, touched by nothing
     /// else meanwhile.
-    pub(super) unsafe fn exchange(&self, ops: &[P2p]) -> Result<()> {
+    unsafe fn exchange_host(&self, ops: &[P2p]) -> Result<()> {
         // SAFETY: an `MPI_Request` is a plain handle; every slot is written before the wait.
         let mut requests: Vec<ffi::MPI_Request> = Vec::new();
         let mut posted = Ok(());
@@ -388,5 +385,63 @@ impl MpiMember {
             ffi::MPI_Waitall(count, requests.as_mut_ptr(), ffi::RSMPI_STATUSES_IGNORE)
         });
         posted.and(waited)
+    }
+}
+
+/// MPI's calls on the CPU device's host memory, once the device's queues drain (the
+/// addresses of its buffers are host addresses, which nothing else touches then).
+impl Collectives for MpiMember {
+    fn library(&self, _: &Device) -> String {
+        format!("MPI: {}", self.library_version())
+    }
+
+    unsafe fn all_reduce<T: CollectiveElement>(
+        &self,
+        device: &Device,
+        (send, recv, count): (DevicePtr, DevicePtr, usize),
+        op: ReduceOp,
+    ) -> Result<()> {
+        device.quiesce_queues();
+        // SAFETY: the trait's contract, the queues drained.
+        unsafe { self.all_reduce_host::<T>(send, recv, count, op) }
+    }
+
+    unsafe fn broadcast<T: CollectiveElement>(
+        &self,
+        device: &Device,
+        at: DevicePtr,
+        count: usize,
+        root: usize,
+    ) -> Result<()> {
+        device.quiesce_queues();
+        // SAFETY: the trait's contract, the queues drained.
+        unsafe { self.broadcast_host(at, count * size_of::<T>(), root) }
+    }
+
+    unsafe fn all_gather<T: CollectiveElement>(
+        &self,
+        device: &Device,
+        (from, to, count): (DevicePtr, DevicePtr, usize),
+    ) -> Result<()> {
+        device.quiesce_queues();
+        // SAFETY: the trait's contract, the queues drained.
+        unsafe { self.all_gather_host(from, to, count * size_of::<T>()) }
+    }
+
+    unsafe fn reduce_scatter<T: CollectiveElement>(
+        &self,
+        device: &Device,
+        (from, to, count): (DevicePtr, DevicePtr, usize),
+        op: ReduceOp,
+    ) -> Result<()> {
+        device.quiesce_queues();
+        // SAFETY: the trait's contract, the queues drained.
+        unsafe { self.reduce_scatter_host::<T>(from, to, count, op) }
+    }
+
+    unsafe fn exchange(&self, device: &Device, ops: &[P2p]) -> Result<()> {
+        device.quiesce_queues();
+        // SAFETY: the trait's contract, the queues drained.
+        unsafe { self.exchange_host(ops) }
     }
 }
