@@ -38,6 +38,7 @@ mod kernels;
 mod print;
 mod regions;
 
+use offload_format::abi;
 use offload_format::launch_bounds::MAX_BLOCK_THREADS;
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2, TokenTree};
@@ -572,8 +573,8 @@ fn expand_one(
         Handle::OfGeneric => TokenStream2::new(),
     };
 
-    let run_symbol = format!("__offload_cpu_run_{name_str}");
-    let thread_symbol = format!("__offload_cpu_thread_{name_str}");
+    let run_symbol = format!("{}{name_str}", abi::CPU_RUN_PREFIX);
+    let thread_symbol = format!("{}{name_str}", abi::CPU_THREAD_PREFIX);
 
     // The CPU device's form of the barriers: the region entry point and the coroutine path's
     // body with its barriers marked, or the note saying why the kernel keeps coroutines.
@@ -614,7 +615,7 @@ fn expand_one(
     let cpu_barriers = match plan {
         regions::Plan::NoBarriers => TokenStream2::new(),
         regions::Plan::Coroutines(reason) => {
-            let symbol = format!("__offload_cpu_note_{name_str}");
+            let symbol = format!("{}{name_str}", abi::CPU_NOTE_PREFIX);
             let bytes = syn::LitByteStr::new(reason.as_bytes(), Span::call_site());
             let len = reason.len();
             quote! {
@@ -629,7 +630,7 @@ fn expand_one(
             block: region_block,
             counted,
         } => {
-            let regions_symbol = format!("__offload_cpu_regions_{name_str}");
+            let regions_symbol = format!("{}{name_str}", abi::CPU_REGIONS_PREFIX);
             thread_body_fn = format_ident!("__offload_kernel_counted_{}", name);
             quote! {
                 // A copy of the body (with the inlined functions of a `#[kernels]` module): the
