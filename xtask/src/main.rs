@@ -27,6 +27,7 @@
 //!   `outside` checks, the GPU pack built and run on the CPU device, and the fuzz smoke
 //!   (`cargo xtask fuzz`).
 
+mod abi_lint;
 mod code_map;
 mod fuzz;
 mod gpu_pack;

@@ -28,7 +28,11 @@ fn embedded_bundle(binary: &Path) -> Vec<u8> {
     let scratch = binary.with_extension("stripped");
     check(
         &Command::new(objcopy)
-            .arg(format!("--dump-section=.llvm.offloading={}", out.display()))
+            .arg(format!(
+                "--dump-section={}={}",
+                offload_format::abi::OFFLOADING_SECTION,
+                out.display()
+            ))
             .arg(binary)
             .arg(&scratch)
             .output()

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use offload_build::tooling::command::run as run_command;
 use offload_build::tooling::device_link::{
-    self, DeviceInput, GpuTarget, HOST_GLOBALS, NvptxLinkOptions, find_tool, ptx_features,
+    self, DeviceInput, HOST_GLOBALS, NvptxLinkOptions, find_tool, ptx_features,
 };
 use offload_build::tooling::env::Env;
 use offload_toolchain::Tool;
@@ -35,7 +35,7 @@ fn run() -> Result<(), Box<dyn Error>> {
         .map_or(Ok(7), |a| a.parse())?;
     let manifest =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gpu-kernels/Cargo.toml");
-    let target = GpuTarget::parse("sm_80")?;
+    let target = device_link::parse_gpu_arch("sm_80")?;
     let nested = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("device-link-bench")
         .join(target.triple());

@@ -248,22 +248,22 @@ fn parse_one(item: &str, origin: &str, triple: &str) -> Result<OffloadArch> {
             _ => Ok(OffloadArch::Host(level)),
         };
     }
-    if item.starts_with("sm_") {
-        return Sm::parse_offload_arch(item)
+    match DeviceFamily::of_gpu_arch_name(item) {
+        Some(DeviceFamily::Nvidia) => Sm::parse_offload_arch(item)
             .map(OffloadArch::Nvptx)
-            .map_err(|_| unknown(item, origin));
+            .map_err(|_| unknown(item, origin)),
+        Some(DeviceFamily::Amd) => {
+            let id = offload_format::TargetId::parse(item).map_err(|e| Error::InvalidArch {
+                name: item.to_owned(),
+                origin: origin.to_owned(),
+                reason: e.to_string(),
+            })?;
+            AmdTargetId::from_target_id(&id)
+                .map(OffloadArch::Amdgcn)
+                .map_err(|_| unknown(item, origin))
+        }
+        Some(DeviceFamily::Cpu) | None => Err(unknown(item, origin)),
     }
-    if item.starts_with("gfx") {
-        let id = offload_format::TargetId::parse(item).map_err(|e| Error::InvalidArch {
-            name: item.to_owned(),
-            origin: origin.to_owned(),
-            reason: e.to_string(),
-        })?;
-        return AmdTargetId::from_target_id(&id)
-            .map(OffloadArch::Amdgcn)
-            .map_err(|_| unknown(item, origin));
-    }
-    Err(unknown(item, origin))
 }
 
 fn unknown(item: &str, origin: &str) -> Error {

@@ -16,6 +16,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use offload_format::abi;
+
 use crate::command;
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{temp_file_beside, write_atomic};
@@ -103,7 +105,7 @@ pub fn build_embedding_library(
 }
 
 /// The runtime functions the embedding object calls (`offload_rt::registry`).
-const REGISTRATION_FUNCTIONS: [&str; 2] = ["__offload_register_lib", "__offload_unregister_lib"];
+const REGISTRATION_FUNCTIONS: [&str; 2] = [abi::REGISTER_LIB, abi::UNREGISTER_LIB];
 
 /// Gives the undefined references of a 64-bit little-endian ELF relocatable object to
 /// [`REGISTRATION_FUNCTIONS`] hidden visibility, in place; other objects (Mach-O, COFF, whose
@@ -179,7 +181,7 @@ struct Aligned<T: ?Sized>(T);
 
 const BUNDLE_LEN: usize = {bundle_len};
 #[used]
-#[unsafe(link_section = ".llvm.offloading")]
+#[unsafe(link_section = {offloading_section:?})]
 static BUNDLE: Aligned<[u8; BUNDLE_LEN]> = Aligned(*include_bytes!({bundle_path:?}));
 static NAME: &[u8] = &{name_bytes:?};
 
@@ -193,31 +195,35 @@ static DESCRIPTOR: OffloadDescriptor = OffloadDescriptor {{
 }};
 
 unsafe extern "C" {{
-    fn __offload_register_lib(desc: *const OffloadDescriptor);
-    fn __offload_unregister_lib(desc: *const OffloadDescriptor);
+    fn {register}(desc: *const OffloadDescriptor);
+    fn {unregister}(desc: *const OffloadDescriptor);
     fn atexit(f: extern "C" fn()) -> i32;
 }}
 
 extern "C" fn offload_unregister() {{
     // SAFETY: DESCRIPTOR is the descriptor registered by `offload_register`.
-    unsafe {{ __offload_unregister_lib(&DESCRIPTOR) }}
+    unsafe {{ {unregister}(&DESCRIPTOR) }}
 }}
 
 extern "C" fn offload_register() {{
     // SAFETY: DESCRIPTOR and everything it points at are statics of this object.
     unsafe {{
-        __offload_register_lib(&DESCRIPTOR);
+        {register}(&DESCRIPTOR);
         atexit(offload_unregister);
     }}
 }}
 
 #[used]
-#[unsafe(link_section = ".init_array.101")]
+#[unsafe(link_section = {constructor_section:?})]
 static OFFLOAD_CTOR: extern "C" fn() = offload_register;
 "#,
         name_bytes = name.as_bytes(),
-        magic = offload_format::offload_binary::OFFLOAD_DESCRIPTOR_MAGIC,
-        version = offload_format::offload_binary::OFFLOAD_DESCRIPTOR_VERSION,
+        magic = abi::OFFLOAD_DESCRIPTOR_MAGIC,
+        version = abi::OFFLOAD_DESCRIPTOR_VERSION,
+        offloading_section = abi::OFFLOADING_SECTION,
+        constructor_section = abi::REGISTRATION_CONSTRUCTOR_SECTION,
+        register = abi::REGISTER_LIB,
+        unregister = abi::UNREGISTER_LIB,
     );
     s
 }
@@ -231,8 +237,14 @@ mod tests {
         let src = generate_source("my-app", Path::new("/out/offload_bundle.bin"), 4096);
         assert!(src.contains("const BUNDLE_LEN: usize = 4096;"));
         assert!(src.contains(r#"include_bytes!("/out/offload_bundle.bin")"#));
-        assert!(src.contains("#[unsafe(link_section = \".llvm.offloading\")]"));
-        assert!(src.contains("#[unsafe(link_section = \".init_array.101\")]"));
+        for section in [
+            abi::OFFLOADING_SECTION,
+            abi::REGISTRATION_CONSTRUCTOR_SECTION,
+        ] {
+            let attribute = format!("#[unsafe(link_section = {section:?})]");
+            assert!(src.contains(&attribute), "{src}");
+        }
+        assert!(src.contains(&format!("{}(&DESCRIPTOR);", abi::REGISTER_LIB)));
         // The name is embedded as bytes, whatever characters it holds.
         assert!(
             src.contains("static NAME: &[u8] = &[109, 121, 45, 97, 112, 112];"),
@@ -286,8 +298,8 @@ mod tests {
         }
         // Renames the references in the string table: what is left references neither.
         let at = bytes
-            .windows(b"__offload_register_lib".len())
-            .position(|w| w == b"__offload_register_lib")
+            .windows(abi::REGISTER_LIB.len())
+            .position(|w| w == abi::REGISTER_LIB.as_bytes())
             .unwrap();
         bytes[at] = b'X';
         let err = hide_registration_references(&mut bytes).unwrap_err();

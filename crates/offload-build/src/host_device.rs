@@ -139,9 +139,13 @@ pub fn build(
     })
 }
 
-/// What the image exports: the runtime's entry points, positions and notes (all
-/// `__offload_cpu_*`). Everything else stays inside the image, as in a `cdylib`.
-const EXPORTS: &str = "{\n  global:\n    __offload_cpu_*;\n  local:\n    *;\n};\n";
+/// What the image exports, as a version script: the runtime's entry points, positions and notes
+/// (all `offload_format::abi::CPU_SYMBOL_PREFIX*`). Everything else stays inside the image, as
+/// in a `cdylib`.
+fn version_script() -> String {
+    let prefix = offload_format::abi::CPU_SYMBOL_PREFIX;
+    format!("{{\n  global:\n    {prefix}*;\n  local:\n    *;\n}};\n")
+}
 
 /// Links the kernel crate's static library `archive` whole, with `library` (the host side of
 /// relocatable CUDA/HIP sources) where there is one, into the shared object `so`, as rustc
@@ -160,7 +164,7 @@ fn link_shared_object(
     so: &Path,
 ) -> Result<()> {
     let exports = archive.with_extension("exports");
-    crate::fsutil::write_atomic(&exports, EXPORTS.as_bytes())?;
+    crate::fsutil::write_atomic(&exports, version_script().as_bytes())?;
     let out = crate::fsutil::temp_file_beside(so).io("creating a temporary file beside", so)?;
     let mut cmd = std::process::Command::new(linker);
     cmd.args(["-shared", "-nodefaultlibs", "-o"])

@@ -102,9 +102,9 @@ pub mod tooling {
         };
         #[cfg(feature = "llvm")]
         pub use crate::device_link::{
-            AmdgpuLinkOptions, DeviceInput, GpuLinkOptions, GpuTarget, HOST_GLOBALS,
-            NvptxLinkOptions, amdgpu_code_object, build_gpu_images, check_llvm_versions,
-            device_inputs, gpu_images, linked_llvm_major, nvptx_link,
+            AmdgpuLinkOptions, DeviceInput, GpuLinkOptions, HOST_GLOBALS, NvptxLinkOptions,
+            amdgpu_code_object, build_gpu_images, check_llvm_versions, device_inputs, gpu_images,
+            linked_llvm_major, nvptx_link, parse_gpu_arch,
         };
     }
     /// The device link run in `cargo-offload-device` for build scripts without LLVM.

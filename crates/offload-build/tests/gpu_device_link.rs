@@ -7,12 +7,12 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use offload_build::PanicStrategy;
 use offload_build::tooling::device_link::{
-    self, AmdCodeObjectVersion, AmdgpuLinkOptions, DeviceInput, GpuLinkOptions, GpuTarget,
-    NvptxLinkOptions,
+    self, AmdCodeObjectVersion, AmdgpuLinkOptions, DeviceInput, GpuLinkOptions, NvptxLinkOptions,
 };
 use offload_build::tooling::env::Env;
+use offload_build::{OffloadArch, PanicStrategy};
+use offload_format::abi;
 use offload_format::panic_sites::{self, PanicSite, PanicSites};
 use offload_format::{AmdTargetId, ImageKind};
 use offload_toolchain::Tool;
@@ -28,9 +28,9 @@ fn fixture_manifest() -> PathBuf {
 fn inputs_for(target: &str) -> &'static [DeviceInput] {
     static NVPTX: OnceLock<Vec<DeviceInput>> = OnceLock::new();
     static AMDGPU: OnceLock<Vec<DeviceInput>> = OnceLock::new();
-    let target = GpuTarget::parse(target).unwrap();
+    let target = device_link::parse_gpu_arch(target).unwrap();
     let cell = match target {
-        GpuTarget::Nvptx { .. } => &NVPTX,
+        OffloadArch::Nvptx(_) => &NVPTX,
         _ => &AMDGPU,
     };
     cell.get_or_init(|| {
@@ -249,7 +249,7 @@ fn device_api_of_offload_rt_on_both_gpus() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/reduce/kernels/Cargo.toml");
     let env = Env::detect();
     for arch in ["sm_80", "gfx942:xnack+"] {
-        let target = GpuTarget::parse(arch).unwrap();
+        let target = device_link::parse_gpu_arch(arch).unwrap();
         let dir = target_dir().join(format!("reduce-{}", target.triple()));
         let inputs = common::nested_inputs(&env, &manifest, &target, &dir);
         let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
@@ -320,7 +320,7 @@ fn device_api_of_offload_rt_on_both_gpus() {
             }
         }
         let expected =
-            if matches!(target, GpuTarget::Nvptx { .. }) && device_link::ptxas_path().is_some() {
+            if matches!(target, OffloadArch::Nvptx(_)) && device_link::ptxas_path().is_some() {
                 2
             } else {
                 1
@@ -343,7 +343,7 @@ fn cuda_sample_kernels_link_for_every_gpu_architecture() {
     let env = Env::detect();
     let mut inputs: Vec<(&str, Vec<DeviceInput>)> = Vec::new();
     for arch in ["sm_80", "sm_90", "gfx90a", "gfx942", "gfx1100"] {
-        let target = GpuTarget::parse(arch).unwrap();
+        let target = device_link::parse_gpu_arch(arch).unwrap();
         let triple = target.triple();
         if !inputs.iter().any(|(t, _)| *t == triple) {
             let dir = target_dir().join(format!("cuda-samples-{triple}"));
@@ -380,12 +380,12 @@ fn amdgpu_machine_code_of_reduce() {
     let manifest =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/reduce/kernels/Cargo.toml");
     let env = Env::detect();
-    let target = GpuTarget::parse("gfx90a").unwrap();
+    let target = device_link::parse_gpu_arch("gfx90a").unwrap();
     let dir = target_dir().join(format!("reduce-{}", target.triple()));
     let inputs = common::nested_inputs(&env, &manifest, &target, &dir);
     let scratch = tempfile::tempdir().unwrap();
     for id in ["gfx90a", "gfx942", "gfx1100"] {
-        let target = GpuTarget::parse(id).unwrap();
+        let target = device_link::parse_gpu_arch(id).unwrap();
         let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         let text = disassemble(&images[0].bytes, id, scratch.path());
         let body = function_body(&text, "block_sum");
@@ -446,12 +446,12 @@ fn amdgpu_panic_traps() {
     }
     let manifest =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rt-kernels/Cargo.toml");
-    let target = GpuTarget::parse("gfx90a").unwrap();
+    let target = device_link::parse_gpu_arch("gfx90a").unwrap();
     let dir = target_dir().join(format!("rt-kernels-{}", target.triple()));
     let inputs = common::nested_inputs(&Env::detect(), &manifest, &target, &dir);
     let scratch = tempfile::tempdir().unwrap();
     for id in ["gfx90a", "gfx1100"] {
-        let target = GpuTarget::parse(id).unwrap();
+        let target = device_link::parse_gpu_arch(id).unwrap();
         let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         let text = disassemble(&images[0].bytes, id, scratch.path());
         assert!(
@@ -483,7 +483,7 @@ fn nvptx_warp_operations_are_shfl_sync() {
     if !nightly_ready() {
         return;
     }
-    let target = GpuTarget::parse("sm_80").unwrap();
+    let target = device_link::parse_gpu_arch("sm_80").unwrap();
     let inputs = rt_fixture_inputs(&target);
     for sm in ["sm_80", "sm_90"] {
         let ptx = device_link::nvptx_link(&inputs, sm, &NvptxLinkOptions::default()).unwrap();
@@ -548,11 +548,11 @@ fn amdgpu_warp_operations_are_ds_bpermute() {
     if !nightly_ready() || Tool::LlvmObjdump.for_test().is_none() {
         return;
     }
-    let target = GpuTarget::parse("gfx90a").unwrap();
+    let target = device_link::parse_gpu_arch("gfx90a").unwrap();
     let inputs = rt_fixture_inputs(&target);
     let scratch = tempfile::tempdir().unwrap();
     for (id, wave) in [("gfx90a", 64), ("gfx942", 64), ("gfx1100", 32)] {
-        let target = GpuTarget::parse(id).unwrap();
+        let target = device_link::parse_gpu_arch(id).unwrap();
         let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
         let k = info.kernels.iter().find(|k| k.name == "warp_ops").unwrap();
@@ -613,7 +613,7 @@ fn dynamic_shared_memory_is_extern_shared_and_lds() {
     if !nightly_ready() || Tool::LlvmObjdump.for_test().is_none() {
         return;
     }
-    let target = GpuTarget::parse("sm_80").unwrap();
+    let target = device_link::parse_gpu_arch("sm_80").unwrap();
     let inputs = rt_fixture_inputs(&target);
     let ptx = device_link::nvptx_link(&inputs, "sm_90", &NvptxLinkOptions::default()).unwrap();
     assert!(
@@ -632,11 +632,11 @@ fn dynamic_shared_memory_is_extern_shared_and_lds() {
         assert_eq!(k.shared_bytes, 16, "{report:?}");
     }
 
-    let target = GpuTarget::parse("gfx90a").unwrap();
+    let target = device_link::parse_gpu_arch("gfx90a").unwrap();
     let inputs = rt_fixture_inputs(&target);
     let scratch = tempfile::tempdir().unwrap();
     for id in ["gfx90a", "gfx942", "gfx1100"] {
-        let target = GpuTarget::parse(id).unwrap();
+        let target = device_link::parse_gpu_arch(id).unwrap();
         let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         let path = scratch.path().join(format!("{id}.elf"));
         std::fs::write(&path, &images[0].bytes).unwrap();
@@ -683,7 +683,7 @@ fn struct_parameters_have_the_rust_layout() {
     if !nightly_ready() {
         return;
     }
-    let target = GpuTarget::parse("sm_80").unwrap();
+    let target = device_link::parse_gpu_arch("sm_80").unwrap();
     let inputs = rt_fixture_inputs(&target);
     for sm in ["sm_80", "sm_90"] {
         let ptx = device_link::nvptx_link(&inputs, sm, &NvptxLinkOptions::default()).unwrap();
@@ -771,10 +771,10 @@ fn struct_parameters_have_the_rust_layout() {
             device_link::ptxas_verbose(&ptx, sm).unwrap();
         }
     }
-    let target = GpuTarget::parse("gfx90a").unwrap();
+    let target = device_link::parse_gpu_arch("gfx90a").unwrap();
     let inputs = rt_fixture_inputs(&target);
     for id in ["gfx90a", "gfx942", "gfx1100"] {
-        let target = GpuTarget::parse(id).unwrap();
+        let target = device_link::parse_gpu_arch(id).unwrap();
         let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
         let k = info
@@ -869,7 +869,7 @@ fn generic_kernel_instantiations_are_entry_points() {
         ("axpy_tiled__u32__64", 4, 256),
         ("axpy_tiled__u32__128", 4, 512),
     ];
-    let target = GpuTarget::parse("sm_80").unwrap();
+    let target = device_link::parse_gpu_arch("sm_80").unwrap();
     let inputs = rt_fixture_inputs(&target);
     let ptx = device_link::nvptx_link(&inputs, "sm_80", &NvptxLinkOptions::default()).unwrap();
     for (name, size, shared) in instances {
@@ -890,10 +890,10 @@ fn generic_kernel_instantiations_are_entry_points() {
             assert_eq!(k.shared_bytes, shared, "{name}: {k:?}");
         }
     }
-    let target = GpuTarget::parse("gfx90a").unwrap();
+    let target = device_link::parse_gpu_arch("gfx90a").unwrap();
     let inputs = rt_fixture_inputs(&target);
     for id in ["gfx90a", "gfx1100"] {
-        let target = GpuTarget::parse(id).unwrap();
+        let target = device_link::parse_gpu_arch(id).unwrap();
         let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
         for (name, size, shared) in instances {
@@ -916,10 +916,10 @@ fn generic_helpers_get_a_shared_tile_per_instantiation() {
     if !nightly_ready() {
         return;
     }
-    let target = GpuTarget::parse("sm_80").unwrap();
+    let target = device_link::parse_gpu_arch("sm_80").unwrap();
     let inputs = rt_fixture_inputs(&target);
     let ptx = device_link::nvptx_link(&inputs, "sm_80", &NvptxLinkOptions::default()).unwrap();
-    assert!(!ptx.contains("__offload_shared_tile"), "{ptx}");
+    assert!(!ptx.contains(abi::GENERIC_TILE_FUNCTION), "{ptx}");
     let entry = ptx_entry(&ptx, "generic_tiles");
     let count = |op: &str| entry.iter().filter(|l| l.starts_with(op)).count();
     assert_eq!(count("st.shared"), 2, "{entry:#?}");
@@ -929,10 +929,10 @@ fn generic_helpers_get_a_shared_tile_per_instantiation() {
         let k = report.iter().find(|k| k.name == "generic_tiles").unwrap();
         assert_eq!(k.shared_bytes, 512, "{k:?}");
     }
-    let target = GpuTarget::parse("gfx90a").unwrap();
+    let target = device_link::parse_gpu_arch("gfx90a").unwrap();
     let inputs = rt_fixture_inputs(&target);
     for id in ["gfx90a", "gfx1100"] {
-        let target = GpuTarget::parse(id).unwrap();
+        let target = device_link::parse_gpu_arch(id).unwrap();
         let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
         let k = info
@@ -951,7 +951,7 @@ fn constant_statics_are_constant_memory() {
     if !nightly_ready() {
         return;
     }
-    let target = GpuTarget::parse("sm_80").unwrap();
+    let target = device_link::parse_gpu_arch("sm_80").unwrap();
     let inputs = rt_fixture_inputs(&target);
     let ptx = device_link::nvptx_link(&inputs, "sm_80", &NvptxLinkOptions::default()).unwrap();
     assert!(
@@ -965,7 +965,7 @@ fn constant_statics_are_constant_memory() {
     if device_link::ptxas_path().is_some() {
         device_link::ptxas_verbose(&ptx, "sm_80").unwrap();
     }
-    let target = GpuTarget::parse("gfx90a").unwrap();
+    let target = device_link::parse_gpu_arch("gfx90a").unwrap();
     let inputs = rt_fixture_inputs(&target);
     let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
     let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
@@ -980,7 +980,7 @@ fn half_atomics_are_native_where_the_gpu_has_them() {
     if !nightly_ready() {
         return;
     }
-    let target = GpuTarget::parse("sm_80").unwrap();
+    let target = device_link::parse_gpu_arch("sm_80").unwrap();
     let inputs = rt_fixture_inputs(&target);
     for sm in ["sm_80", "sm_90"] {
         let ptx = device_link::nvptx_link(&inputs, sm, &NvptxLinkOptions::default()).unwrap();
@@ -998,10 +998,10 @@ fn half_atomics_are_native_where_the_gpu_has_them() {
             device_link::ptxas_verbose(&ptx, sm).unwrap();
         }
     }
-    let target = GpuTarget::parse("gfx90a").unwrap();
+    let target = device_link::parse_gpu_arch("gfx90a").unwrap();
     let inputs = rt_fixture_inputs(&target);
     for id in ["gfx90a", "gfx942", "gfx1100"] {
-        let target = GpuTarget::parse(id).unwrap();
+        let target = device_link::parse_gpu_arch(id).unwrap();
         let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
         assert!(
@@ -1018,7 +1018,7 @@ fn bool_and_enum_parameters_have_their_size() {
     if !nightly_ready() {
         return;
     }
-    let target = GpuTarget::parse("sm_80").unwrap();
+    let target = device_link::parse_gpu_arch("sm_80").unwrap();
     let inputs = rt_fixture_inputs(&target);
     for sm in ["sm_80", "sm_90"] {
         let ptx = device_link::nvptx_link(&inputs, sm, &NvptxLinkOptions::default()).unwrap();
@@ -1039,10 +1039,10 @@ fn bool_and_enum_parameters_have_their_size() {
             device_link::ptxas_verbose(&ptx, sm).unwrap();
         }
     }
-    let target = GpuTarget::parse("gfx90a").unwrap();
+    let target = device_link::parse_gpu_arch("gfx90a").unwrap();
     let inputs = rt_fixture_inputs(&target);
     for id in ["gfx90a", "gfx942", "gfx1100"] {
-        let target = GpuTarget::parse(id).unwrap();
+        let target = device_link::parse_gpu_arch(id).unwrap();
         let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
         let k = info
@@ -1071,7 +1071,7 @@ fn slice_parameters_are_address_and_length() {
     if !nightly_ready() {
         return;
     }
-    let target = GpuTarget::parse("sm_80").unwrap();
+    let target = device_link::parse_gpu_arch("sm_80").unwrap();
     let inputs = rt_fixture_inputs(&target);
     for sm in ["sm_80", "sm_90"] {
         let ptx = device_link::nvptx_link(&inputs, sm, &NvptxLinkOptions::default()).unwrap();
@@ -1093,7 +1093,7 @@ fn slice_parameters_are_address_and_length() {
         assert!(
             entry
                 .iter()
-                .any(|l| l.starts_with("call.uni") && l.contains("__offload_gpu_panic")),
+                .any(|l| l.starts_with("call.uni") && l.contains(abi::GPU_PANIC)),
             "{sm}: the bounds check of `x[i]` reaches no panic report:\n{}",
             entry.join("\n")
         );
@@ -1117,11 +1117,11 @@ fn slice_parameters_are_address_and_length() {
             device_link::ptxas_verbose(&ptx, sm).unwrap();
         }
     }
-    let target = GpuTarget::parse("gfx90a").unwrap();
+    let target = device_link::parse_gpu_arch("gfx90a").unwrap();
     let inputs = rt_fixture_inputs(&target);
     let scratch = tempfile::tempdir().unwrap();
     for id in ["gfx90a", "gfx1100"] {
-        let target = GpuTarget::parse(id).unwrap();
+        let target = device_link::parse_gpu_arch(id).unwrap();
         let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
         for (kernel, first) in [("saxpy_slices", 4), ("copy_offset", 4)] {
@@ -1156,7 +1156,7 @@ fn nvptx_math_is_native_and_self_contained() {
     if !nightly_ready() {
         return;
     }
-    let target = GpuTarget::parse("sm_80").unwrap();
+    let target = device_link::parse_gpu_arch("sm_80").unwrap();
     let inputs = rt_fixture_inputs(&target);
     for sm in ["sm_80", "sm_90"] {
         let ptx = device_link::nvptx_link(&inputs, sm, &NvptxLinkOptions::default()).unwrap();
@@ -1198,11 +1198,11 @@ fn amdgpu_math_is_native_and_self_contained() {
     if !nightly_ready() || Tool::LlvmObjdump.for_test().is_none() {
         return;
     }
-    let target = GpuTarget::parse("gfx90a").unwrap();
+    let target = device_link::parse_gpu_arch("gfx90a").unwrap();
     let inputs = rt_fixture_inputs(&target);
     let scratch = tempfile::tempdir().unwrap();
     for id in ["gfx90a", "gfx942", "gfx1100"] {
-        let target = GpuTarget::parse(id).unwrap();
+        let target = device_link::parse_gpu_arch(id).unwrap();
         let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         let path = scratch.path().join(format!("{id}-symbols.elf"));
         std::fs::write(&path, &images[0].bytes).unwrap();
@@ -1265,16 +1265,14 @@ fn panics_and_prints_use_the_channel() {
     if !nightly_ready() {
         return;
     }
-    let target = GpuTarget::parse("sm_80").unwrap();
+    let target = device_link::parse_gpu_arch("sm_80").unwrap();
     let inputs = rt_fixture_inputs(&target);
     let scratch = tempfile::tempdir().unwrap();
     for sm in ["sm_80", "sm_90"] {
         let ptx = device_link::nvptx_link(&inputs, sm, &NvptxLinkOptions::default()).unwrap();
         let globals: Vec<&str> = ptx
             .lines()
-            .filter(|l| {
-                l.starts_with(".") && l.contains(" .global ") && l.contains("__offload_channel")
-            })
+            .filter(|l| l.starts_with(".") && l.contains(" .global ") && l.contains(abi::CHANNEL))
             .collect();
         assert_eq!(
             globals,
@@ -1319,17 +1317,17 @@ fn panics_and_prints_use_the_channel() {
             );
         }
     }
-    let target = GpuTarget::parse("gfx90a").unwrap();
+    let target = device_link::parse_gpu_arch("gfx90a").unwrap();
     let inputs = rt_fixture_inputs(&target);
     for id in ["gfx90a", "gfx1100"] {
-        let target = GpuTarget::parse(id).unwrap();
+        let target = device_link::parse_gpu_arch(id).unwrap();
         let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         let path = scratch.path().join(format!("{id}.co"));
         std::fs::write(&path, &images[0].bytes).unwrap();
         let symbols = readelf(&["--dyn-syms"], &path);
         let channel: Vec<Vec<&str>> = symbols
             .lines()
-            .filter(|l| l.contains("__offload_channel"))
+            .filter(|l| l.contains(abi::CHANNEL))
             .map(|l| l.split_whitespace().collect())
             .collect();
         assert_eq!(channel.len(), 1, "{id}:\n{symbols}");
@@ -1338,7 +1336,7 @@ fn panics_and_prints_use_the_channel() {
             ["8", "OBJECT", "GLOBAL", "PROTECTED", channel[0][6]],
             "{id}"
         );
-        assert_eq!(channel[0][7], "__offload_channel", "{id}");
+        assert_eq!(channel[0][7], abi::CHANNEL, "{id}");
         let all = disassemble(&images[0].bytes, id, scratch.path());
         // The report is inlined at the panic site on AMD GPUs.
         let panic = whole_function(&all, "print_then_panic");
@@ -1394,7 +1392,7 @@ fn the_trap_strategy_ends_panics_in_a_trap_without_a_report() {
         panic: PanicStrategy::Trap,
         ..NvptxLinkOptions::default()
     };
-    let target = GpuTarget::parse("sm_80").unwrap();
+    let target = device_link::parse_gpu_arch("sm_80").unwrap();
     let inputs = rt_fixture_inputs(&target);
     for sm in ["sm_80", "sm_90"] {
         let report = device_link::nvptx_link(&inputs, sm, &NvptxLinkOptions::default()).unwrap();
@@ -1423,7 +1421,7 @@ fn the_trap_strategy_ends_panics_in_a_trap_without_a_report() {
             "{sm}: panic_kinds tests nothing"
         );
         assert!(
-            !ptx.contains("__offload_gpu_panic"),
+            !ptx.contains(abi::GPU_PANIC),
             "{sm}: a reporter is left in the PTX"
         );
         assert!(
@@ -1444,15 +1442,15 @@ fn the_trap_strategy_ends_panics_in_a_trap_without_a_report() {
             device_link::ptxas_verbose(&ptx, sm).unwrap();
         }
     }
-    let target = GpuTarget::parse("gfx90a").unwrap();
+    let target = device_link::parse_gpu_arch("gfx90a").unwrap();
     let inputs = rt_fixture_inputs(&target);
     if Tool::LlvmObjdump.for_test().is_none() {
         return;
     }
     let scratch = tempfile::tempdir().unwrap();
-    let mentions_channel = |body: &[&str]| body.iter().any(|l| l.contains("__offload_channel"));
+    let mentions_channel = |body: &[&str]| body.iter().any(|l| l.contains(abi::CHANNEL));
     for id in ["gfx90a", "gfx1100"] {
-        let target = GpuTarget::parse(id).unwrap();
+        let target = device_link::parse_gpu_arch(id).unwrap();
         let report = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         let all = disassemble(&report[0].bytes, id, scratch.path());
         let body = whole_function(&all, "panic_kinds");
@@ -1488,7 +1486,7 @@ fn the_trap_strategy_ends_panics_in_a_trap_without_a_report() {
             "{id}: a panic-site table is exported:\n{symbols}"
         );
         assert!(
-            !all.contains("__offload_gpu_panic"),
+            !all.contains(abi::GPU_PANIC),
             "{id}: a reporter is left in the code object"
         );
     }
@@ -1564,7 +1562,7 @@ fn panics_carry_no_formatting() {
         return;
     }
     let is_fmt = |name: &str| name.contains("4core3fmt") || name.contains("flt2dec");
-    let target = GpuTarget::parse("sm_80").unwrap();
+    let target = device_link::parse_gpu_arch("sm_80").unwrap();
     let inputs = rt_fixture_inputs(&target);
     for sm in ["sm_80", "sm_90"] {
         let ptx = device_link::nvptx_link(&inputs, sm, &NvptxLinkOptions::default()).unwrap();
@@ -1581,16 +1579,16 @@ fn panics_carry_no_formatting() {
         );
         let panic_path: Vec<&&str> = functions
             .iter()
-            .filter(|f| f.starts_with("__offload_gpu_panic"))
+            .filter(|f| f.starts_with(abi::GPU_PANIC))
             .collect();
         assert!(
             panic_path.iter().all(|f| [
-                "__offload_gpu_panic",
-                "__offload_gpu_panic_at",
-                "__offload_gpu_panic_at0",
-                "__offload_gpu_panic_at1",
-                "__offload_gpu_panic_at2",
-                "__offload_gpu_panic_finish",
+                abi::GPU_PANIC,
+                abi::GPU_PANIC_AT,
+                abi::GPU_PANIC_AT0,
+                abi::GPU_PANIC_AT1,
+                abi::GPU_PANIC_AT2,
+                abi::GPU_PANIC_FINISH,
             ]
             .contains(f)),
             "{sm}: one copy of the panic path's functions: {functions:?}"
@@ -1599,7 +1597,7 @@ fn panics_carry_no_formatting() {
         let entry = ptx_entry(&ptx, "panic_kinds");
         let calls: Vec<&&str> = entry.iter().filter(|l| l.starts_with("call")).collect();
         assert!(
-            !calls.is_empty() && calls.iter().all(|l| l.contains("__offload_gpu_panic")),
+            !calls.is_empty() && calls.iter().all(|l| l.contains(abi::GPU_PANIC)),
             "{sm}: panic_kinds calls {calls:?}"
         );
         assert!(!ptx.lines().any(is_fmt), "{sm}: core::fmt in the module");
@@ -1618,11 +1616,11 @@ fn panics_carry_no_formatting() {
             assert!(k.registers <= 32, "{sm}: {kernel}: {k:?}");
         }
     }
-    let target = GpuTarget::parse("gfx90a").unwrap();
+    let target = device_link::parse_gpu_arch("gfx90a").unwrap();
     let inputs = rt_fixture_inputs(&target);
     let scratch = tempfile::tempdir().unwrap();
     for id in ["gfx90a", "gfx1100"] {
-        let target = GpuTarget::parse(id).unwrap();
+        let target = device_link::parse_gpu_arch(id).unwrap();
         let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         let bytes = &images[0].bytes;
         let info = offload_format::image::amdgpu::inspect(bytes).unwrap();
@@ -1769,7 +1767,7 @@ fn hopper_units_in_sm_90a_images_and_nowhere_else() {
         kernels: Some(kernels.map(String::from).to_vec()),
         ..Default::default()
     };
-    let inputs = rt_fixture_inputs(&GpuTarget::parse("sm_90a").unwrap());
+    let inputs = rt_fixture_inputs(&device_link::parse_gpu_arch("sm_90a").unwrap());
     let ptx = device_link::nvptx_link(&inputs, "sm_90a", &options).unwrap();
     let spaced = |kernel: &str| {
         let body = ptx_entry(&ptx, kernel).join("\n");
@@ -1867,9 +1865,9 @@ fn hopper_units_in_sm_90a_images_and_nowhere_else() {
             assert!(!ptx.contains(unit), "{sm}: {unit} left:\n{ptx}");
         }
     }
-    let amd_inputs = rt_fixture_inputs(&GpuTarget::parse("gfx90a").unwrap());
+    let amd_inputs = rt_fixture_inputs(&device_link::parse_gpu_arch("gfx90a").unwrap());
     for id in ["gfx90a", "gfx1100"] {
-        let target = GpuTarget::parse(id).unwrap();
+        let target = device_link::parse_gpu_arch(id).unwrap();
         device_link::gpu_images(&amd_inputs, &target, &Default::default())
             .unwrap_or_else(|e| panic!("{id}: {e}"));
     }
@@ -1884,7 +1882,7 @@ fn matrix_fragments_are_tensor_core_instructions() {
         return;
     }
     let kernels = [("mma_gemm__f16", "f16"), ("mma_gemm__bf16", "bf16")];
-    let target = GpuTarget::parse("sm_80").unwrap();
+    let target = device_link::parse_gpu_arch("sm_80").unwrap();
     let inputs = rt_fixture_inputs(&target);
     for sm in ["sm_80", "sm_90"] {
         let ptx = device_link::nvptx_link(&inputs, sm, &NvptxLinkOptions::default()).unwrap();
@@ -1937,7 +1935,7 @@ fn matrix_fragments_are_tensor_core_instructions() {
     if Tool::LlvmObjdump.for_test().is_none() {
         return;
     }
-    let target = GpuTarget::parse("gfx90a").unwrap();
+    let target = device_link::parse_gpu_arch("gfx90a").unwrap();
     let inputs = rt_fixture_inputs(&target);
     let scratch = tempfile::tempdir().unwrap();
     for (id, instructions) in [
@@ -1954,7 +1952,7 @@ fn matrix_fragments_are_tensor_core_instructions() {
             ["v_wmma_f32_16x16x16_f16", "v_wmma_f32_16x16x16_bf16"],
         ),
     ] {
-        let target = GpuTarget::parse(id).unwrap();
+        let target = device_link::parse_gpu_arch(id).unwrap();
         let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
         let text = disassemble(&images[0].bytes, id, scratch.path());
@@ -1974,7 +1972,7 @@ fn matrix_fragments_are_tensor_core_instructions() {
         }
     }
     for (id, input) in [("gfx908", "bf16"), ("gfx1030", "f16")] {
-        let target = GpuTarget::parse(id).unwrap();
+        let target = device_link::parse_gpu_arch(id).unwrap();
         let err = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap_err();
         let text = err.to_string();
         assert!(
@@ -1993,7 +1991,7 @@ fn async_copies_matrix_loads_and_launch_bounds_on_the_gpus() {
     if !nightly_ready() {
         return;
     }
-    let inputs = rt_fixture_inputs(&GpuTarget::parse("sm_80").unwrap());
+    let inputs = rt_fixture_inputs(&device_link::parse_gpu_arch("sm_80").unwrap());
     let options = NvptxLinkOptions {
         kernels: Some(
             ["staged_reverse", "matrix_loads"]
@@ -2035,10 +2033,10 @@ fn async_copies_matrix_loads_and_launch_bounds_on_the_gpus() {
     }
     assert!(err.to_string().contains("sm_80 or later"), "{err}");
 
-    let target = GpuTarget::parse("gfx90a").unwrap();
+    let target = device_link::parse_gpu_arch("gfx90a").unwrap();
     let inputs = rt_fixture_inputs(&target);
     for id in ["gfx90a", "gfx1100"] {
-        let target = GpuTarget::parse(id).unwrap();
+        let target = device_link::parse_gpu_arch(id).unwrap();
         let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
         let bounded = info
@@ -2072,7 +2070,7 @@ fn gemm_example_runs_on_the_matrix_units() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/gemm/kernels/Cargo.toml");
     let env = Env::detect();
     let inputs_for = |id: &str| {
-        let target = GpuTarget::parse(id).unwrap();
+        let target = device_link::parse_gpu_arch(id).unwrap();
         let dir = target_dir().join(format!("gemm-{}", target.triple()));
         common::nested_inputs(&env, &manifest, &target, &dir)
     };
@@ -2142,7 +2140,7 @@ fn gemm_example_runs_on_the_matrix_units() {
         ("gfx942", "v_mfma_f32_16x16x16_f16"),
         ("gfx1100", "v_wmma_f32_16x16x16_f16"),
     ] {
-        let target = GpuTarget::parse(id).unwrap();
+        let target = device_link::parse_gpu_arch(id).unwrap();
         let images = device_link::gpu_images(&amdgpu, &target, &Default::default()).unwrap();
         let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
         let text = disassemble(&images[0].bytes, id, scratch.path());
@@ -2191,7 +2189,7 @@ fn stride_loops_count_in_32_bits_where_that_is_proven() {
     if !nightly_ready() {
         return;
     }
-    let target = GpuTarget::parse("sm_80").unwrap();
+    let target = device_link::parse_gpu_arch("sm_80").unwrap();
     let inputs = rt_fixture_inputs(&target);
     let ptx = device_link::nvptx_link(&inputs, "sm_80", &NvptxLinkOptions::default()).unwrap();
     let entry = ptx_entry(&ptx, "strided_histogram");

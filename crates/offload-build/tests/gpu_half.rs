@@ -7,7 +7,7 @@ mod common;
 
 use std::path::Path;
 
-use offload_build::tooling::device_link::{self, GpuTarget, NvptxLinkOptions};
+use offload_build::tooling::device_link::{self, NvptxLinkOptions};
 use offload_toolchain::Tool;
 
 use common::{
@@ -34,7 +34,7 @@ fn nvptx_half_conversions_are_cvt() {
     if !nightly_ready() || !require("ptxas", device_link::ptxas_path().is_some()) {
         return;
     }
-    let target = GpuTarget::parse("sm_80").unwrap();
+    let target = device_link::parse_gpu_arch("sm_80").unwrap();
     let inputs = rt_fixture_inputs(&target);
     // The kernels looked at: sm_75 has no matrix instructions for the fixture's `mma_gemm`.
     let options = NvptxLinkOptions {
@@ -113,11 +113,11 @@ fn amdgpu_half_conversions_are_v_cvt() {
     {
         return;
     }
-    let target = GpuTarget::parse("gfx90a").unwrap();
+    let target = device_link::parse_gpu_arch("gfx90a").unwrap();
     let inputs = rt_fixture_inputs(&target);
     let scratch = tempfile::tempdir().unwrap();
     for id in ["gfx90a", "gfx1100", "gfx950"] {
-        let target = GpuTarget::parse(id).unwrap();
+        let target = device_link::parse_gpu_arch(id).unwrap();
         let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
         let undefined = undefined_symbols(&images[0].bytes, scratch.path(), id);
         assert!(

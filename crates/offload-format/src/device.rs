@@ -54,6 +54,35 @@ impl DeviceFamily {
             .unwrap_or(DeviceFamily::Cpu)
     }
 
+    /// The family of a target triple as LLVM, rustc or a tool spells it, by its architecture:
+    /// `nvptx`/`nvptx64` NVIDIA, `amdgcn` AMD, any other a CPU's. Unlike [`of_triple`], any
+    /// triple of a family counts (an LLVM module's, a foreign image's), not only its device
+    /// triple.
+    ///
+    /// [`of_triple`]: DeviceFamily::of_triple
+    pub fn of_target_triple(triple: &str) -> DeviceFamily {
+        if triple.starts_with("nvptx") {
+            DeviceFamily::Nvidia
+        } else if triple.starts_with("amdgcn") {
+            DeviceFamily::Amd
+        } else {
+            DeviceFamily::Cpu
+        }
+    }
+
+    /// The GPU family whose architectures are named like `name`: `sm_…` NVIDIA, `gfx…` AMD
+    /// (a target ID); `None` for any other name. Only the family: the name itself is checked
+    /// by [`Sm`](crate::Sm) or [`AmdTargetId`](crate::AmdTargetId).
+    pub fn of_gpu_arch_name(name: &str) -> Option<DeviceFamily> {
+        if name.starts_with("sm_") {
+            Some(DeviceFamily::Nvidia)
+        } else if name.starts_with("gfx") {
+            Some(DeviceFamily::Amd)
+        } else {
+            None
+        }
+    }
+
     /// Whether the family is a GPU's.
     pub const fn is_gpu(self) -> bool {
         self.device_triple().is_some()
@@ -134,6 +163,35 @@ mod tests {
             DeviceFamily::of_triple("aarch64-unknown-linux-gnu"),
             DeviceFamily::Cpu
         );
+    }
+
+    #[test]
+    fn target_triples_and_arch_names_name_their_family() {
+        for family in DeviceFamily::GPUS {
+            let triple = family.device_triple().unwrap();
+            assert_eq!(DeviceFamily::of_target_triple(triple), family);
+            let baseline = family.baseline_cpu().unwrap();
+            assert_eq!(DeviceFamily::of_gpu_arch_name(baseline), Some(family));
+        }
+        assert_eq!(
+            DeviceFamily::of_target_triple("nvptx-nvidia-cuda"),
+            DeviceFamily::Nvidia
+        );
+        assert_eq!(
+            DeviceFamily::of_target_triple("x86_64-unknown-linux-gnu"),
+            DeviceFamily::Cpu
+        );
+        assert_eq!(
+            DeviceFamily::of_gpu_arch_name("gfx942:xnack+"),
+            Some(DeviceFamily::Amd)
+        );
+        assert_eq!(
+            DeviceFamily::of_gpu_arch_name("sm_90a"),
+            Some(DeviceFamily::Nvidia)
+        );
+        for other in ["host", "x86-64-v3", "native", "smx", ""] {
+            assert_eq!(DeviceFamily::of_gpu_arch_name(other), None, "{other}");
+        }
     }
 
     #[test]

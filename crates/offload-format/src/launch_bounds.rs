@@ -5,7 +5,7 @@
 //! decoding the static's bytes.
 
 /// Prefix of the static that carries a kernel's bound: `PREFIX<kernel>.<bound>`.
-pub const PREFIX: &str = "__offload_max_threads_";
+pub const PREFIX: &str = crate::abi::LAUNCH_BOUNDS_PREFIX;
 
 /// The most threads a block may have on any device: a bound is 1 to this.
 pub const MAX_BLOCK_THREADS: u32 = 1024;
@@ -29,19 +29,14 @@ mod tests {
 
     #[test]
     fn a_bound_survives_its_symbol() {
-        assert_eq!(
-            symbol("gemm__f16", 256),
-            "__offload_max_threads_gemm__f16.256"
-        );
+        assert_eq!(symbol("gemm__f16", 256), format!("{PREFIX}gemm__f16.256"));
         assert_eq!(parse(&symbol("gemm__f16", 256)), Some(("gemm__f16", 256)));
-        for bad in [
-            "__offload_max_threads_gemm",
-            "__offload_max_threads_.256",
-            "__offload_max_threads_k.0",
-            "__offload_max_threads_k.1025",
-            "__offload_max_threads_k.x",
-            "other_k.256",
-        ] {
+        for bad in ["gemm", ".256", "k.0", "k.1025", "k.x"]
+            .map(|tail| format!("{PREFIX}{tail}"))
+            .into_iter()
+            .chain(["other_k.256".to_owned()])
+        {
+            let bad = bad.as_str();
             assert_eq!(parse(bad), None, "{bad}");
         }
     }

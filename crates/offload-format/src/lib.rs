@@ -19,16 +19,22 @@
 //! | [`aligned`] | object files copied to an address the ELF reader accepts (archive members, sections) | | |
 //! | [`archive`] | GNU `ar` and heterogeneous device archive unbundling (`-type=a`, `--allow-missing-bundles`, `--check-input-archive`), members in the binary or object layout | yes | yes, with clang's symbol index for bitcode ([`bitcode`]) and ELF members |
 //! | [`image`] | device images' kernels: PTX `.entry` declarations and `ptxas -v` reports ([`image::ptx`]), CPU-device and OpenMP host shared objects (`image::elf`), AMDGPU code objects' `e_flags` and metadata note (`image::amdgpu`) | yes | `e_flags` fixed in place |
+//! | [`abi`] | the device ABI: the symbols, sections and limits the kernel side, the device link, the image readers and the runtime share, each spelled once | | |
 //! | [`occupancy`] | resident blocks and warps per SM (waves per CU) of a kernel's launch, and what limits them: CUDA's occupancy calculator for each `sm`, LLVM's AMDGPU wave limits for each `gfx` | | |
 //!
 //! Errors are one [`Error`] enum; parse errors name the byte offset and what was wrong.
 //!
 //! Without the `binaries` feature (on by default, and with each of `containers`,
-//! `compression` and `amdgpu-metadata`) only `print_template`, `cpu_level`, `triple` and
-//! `llvm_hash` are built, with no dependency at all: what the kernel macros need, which a
-//! device build compiles once for each of its targets.
+//! `compression` and `amdgpu-metadata`) only `print_template`, `cpu_level`, `triple`,
+//! `launch_bounds` and `llvm_hash` are built (with `std`), with no dependency at all: what the
+//! kernel macros need, which a device build compiles once for each of its targets. Without any
+//! feature the crate is `no_std` and only [`abi`], which the kernel side of `offload-rt` uses
+//! in every device build.
+#![cfg_attr(not(any(feature = "std", test)), no_std)]
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
+
+pub mod abi;
 
 #[cfg(feature = "containers")]
 pub mod aligned;
@@ -42,6 +48,7 @@ pub mod bundle;
 pub mod ccob;
 #[cfg(feature = "compression")]
 pub mod ccob_stream;
+#[cfg(feature = "std")]
 pub mod cpu_level;
 #[cfg(feature = "binaries")]
 pub mod device;
@@ -49,7 +56,9 @@ pub mod device;
 pub mod error;
 #[cfg(feature = "binaries")]
 pub mod image;
+#[cfg(feature = "std")]
 pub mod launch_bounds;
+#[cfg(feature = "std")]
 pub mod llvm_hash;
 #[cfg(feature = "binaries")]
 pub mod occupancy;
@@ -57,15 +66,18 @@ pub mod occupancy;
 pub mod offload_binary;
 #[cfg(feature = "binaries")]
 pub mod panic_sites;
+#[cfg(feature = "std")]
 pub mod print_template;
 #[cfg(feature = "binaries")]
 pub mod target_id;
+#[cfg(feature = "std")]
 pub mod triple;
 
 #[cfg(feature = "containers")]
 pub use bundle::{BundleEntryId, BundleReader};
 #[cfg(feature = "containers")]
 pub use ccob::{CompressOptions, CompressionMethod};
+#[cfg(feature = "std")]
 pub use cpu_level::CpuLevel;
 #[cfg(feature = "binaries")]
 pub use device::DeviceFamily;

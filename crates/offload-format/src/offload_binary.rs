@@ -309,11 +309,7 @@ pub fn parse_kernel_resources(text: &str) -> Result<Vec<PtxasKernelInfo>> {
     Ok(out)
 }
 
-/// `magic` of every registration descriptor (`offload_rt::registry::OffloadDescriptor`, which
-/// the embedding object declares again): "OFLD" read as a little-endian `u32`'s digits.
-pub const OFFLOAD_DESCRIPTOR_MAGIC: u32 = 0x4F46_4C44;
-/// The layout version of the registration descriptor.
-pub const OFFLOAD_DESCRIPTOR_VERSION: u32 = 1;
+pub use crate::abi::{OFFLOAD_DESCRIPTOR_MAGIC, OFFLOAD_DESCRIPTOR_VERSION};
 
 const FIXED_SIZE: u64 = HEADER_SIZE + ENTRY_SIZE;
 

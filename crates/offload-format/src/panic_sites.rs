@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use crate::error::{Error, Result};
 
 /// Symbol of a GPU image's panic-site table.
-pub const SYMBOL: &str = "__offload_panic_sites";
+pub const SYMBOL: &str = crate::abi::PANIC_SITES_SYMBOL;
 
 const MAGIC: [u8; 4] = *b"OPS1";
 const HEADER: usize = 16;

@@ -1,6 +1,7 @@
-//! ARCHITECTURE.md's invariant on what the format crate costs: without features it depends on
-//! nothing (the kernel macros, compiled in every nested device build, take it so); with
-//! `binaries`, what the runtime takes, on `thiserror` and `crc32fast` alone.
+//! ARCHITECTURE.md's invariant on what the format crate costs: without features (the device
+//! ABI, which the kernel side of `offload-rt` takes in every nested device build) and with `std`
+//! alone (the kernel macros) it depends on nothing; with `binaries`, what the runtime takes, on
+//! `thiserror` and `crc32fast` alone.
 
 const MANIFEST: &str = include_str!("../Cargo.toml");
 
@@ -32,7 +33,15 @@ fn its_binaries_feature_brings_thiserror_and_crc32fast_alone() {
         .into_iter()
         .find(|line| line.starts_with("binaries ="))
         .expect("a `binaries` feature");
-    assert_eq!(binaries, r#"binaries = ["dep:thiserror", "dep:crc32fast"]"#);
+    assert_eq!(
+        binaries,
+        r#"binaries = ["std", "dep:thiserror", "dep:crc32fast"]"#
+    );
+    let std = table("features")
+        .into_iter()
+        .find(|line| line.starts_with("std ="))
+        .expect("a `std` feature");
+    assert_eq!(std, "std = []");
     let containers = table("features")
         .into_iter()
         .find(|line| line.starts_with("containers ="))

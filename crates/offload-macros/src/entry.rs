@@ -2,6 +2,7 @@
 //! ABI, their compile-time checks, the CPU device's entries (with the region form of a body
 //! with barriers, `regions`), the GPU entry and the host handle, each a step of its own.
 
+use offload_format::abi;
 use offload_format::launch_bounds::MAX_BLOCK_THREADS;
 use proc_macro2::{Span, TokenStream as TokenStream2, TokenTree};
 use quote::{format_ident, quote, quote_spanned};
@@ -389,7 +390,7 @@ impl Kernel<'_> {
         let cpu_barriers = match plan {
             regions::Plan::NoBarriers => TokenStream2::new(),
             regions::Plan::Coroutines(reason) => {
-                let symbol = format!("__offload_cpu_note_{name_str}");
+                let symbol = format!("{}{name_str}", abi::CPU_NOTE_PREFIX);
                 let bytes = syn::LitByteStr::new(reason.as_bytes(), Span::call_site());
                 let len = reason.len();
                 quote! {
@@ -404,7 +405,7 @@ impl Kernel<'_> {
                 block: region_block,
                 counted,
             } => {
-                let regions_symbol = format!("__offload_cpu_regions_{name_str}");
+                let regions_symbol = format!("{}{name_str}", abi::CPU_REGIONS_PREFIX);
                 thread_body_fn = format_ident!("__offload_kernel_counted_{}", name);
                 quote! {
                     // A copy of the body (with the inlined functions of a `#[kernels]` module): the
@@ -482,8 +483,8 @@ impl Kernel<'_> {
         let (body_fn, other_attrs) = (&self.body_fn, &self.other_attrs);
         let (read_params, values, names) = (&abi.read_params, &abi.values, &abi.names);
         let (gpu_tys, gpu_args) = (&abi.gpu_tys, &abi.gpu_args);
-        let run_symbol = format!("__offload_cpu_run_{}", self.name_str);
-        let thread_symbol = format!("__offload_cpu_thread_{}", self.name_str);
+        let run_symbol = format!("{}{}", abi::CPU_RUN_PREFIX, self.name_str);
+        let thread_symbol = format!("{}{}", abi::CPU_THREAD_PREFIX, self.name_str);
         quote! {
             #[doc(hidden)]
             #[allow(dead_code, unused_unsafe, non_snake_case, clippy::not_unsafe_ptr_arg_deref)]

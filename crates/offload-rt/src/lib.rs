@@ -146,6 +146,7 @@ pub use kernel::{DeviceCopy, KernelScalar};
 #[doc(hidden)]
 pub mod __private {
     pub use core::ffi::c_void;
+    pub use offload_format::abi_name;
 
     pub use crate::kernel::abi::CpuLaunch;
     #[cfg(all(

@@ -312,7 +312,7 @@ fn lock() -> MutexGuard<'static, Registry> {
 /// `desc` must be null or point at an [`OffloadDescriptor`] that, with the name and bundle it
 /// points at, stays valid and unchanged until [`__offload_unregister_lib`] has returned for
 /// the same pointer (or for the rest of the process).
-#[unsafe(no_mangle)]
+#[unsafe(export_name = offload_format::abi_name!(REGISTER_LIB))]
 pub unsafe extern "C" fn __offload_register_lib(desc: *const OffloadDescriptor) {
     if desc.is_null() {
         return;
@@ -351,7 +351,7 @@ pub fn register_bundle(name: &str, bundle: Vec<u8>) {
 ///
 /// `desc` must be null or a pointer given to [`__offload_register_lib`] before (any other
 /// pointer is ignored).
-#[unsafe(no_mangle)]
+#[unsafe(export_name = offload_format::abi_name!(UNREGISTER_LIB))]
 pub unsafe extern "C" fn __offload_unregister_lib(desc: *const OffloadDescriptor) {
     let mut reg = lock();
     reg.entries.retain(|e| e.desc != desc);

@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 mod cpu_common;
 
 use offload_rt::__internal::{BarrierMode, CpuBackend, register_bundle};
+use offload_rt::kernel::abi::{CPU_REGIONS_PREFIX, CPU_THREAD_PREFIX};
 use offload_rt::{
     Device, DeviceBuffer, DeviceCopy, Error, KernelPanicReport, LaunchConfig, PinnedBuffer,
 };
@@ -2107,7 +2108,7 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
     let file = object::File::parse(image).unwrap();
     let mut regions: Vec<&str> = file
         .dynamic_symbols()
-        .filter_map(|s| s.name().ok()?.strip_prefix("__offload_cpu_regions_"))
+        .filter_map(|s| s.name().ok()?.strip_prefix(CPU_REGIONS_PREFIX))
         .collect();
     regions.sort();
     assert_eq!(
@@ -2265,7 +2266,7 @@ fn the_barrier_path_is_chosen_per_kernel_and_logged() {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn the_matmul_inner_region_is_vector_code() {
-    let Some(text) = disassemble("__offload_cpu_regions_matmul_tiled") else {
+    let Some(text) = disassemble(&format!("{CPU_REGIONS_PREFIX}matmul_tiled")) else {
         return;
     };
     let mnemonic = |line: &str| line.split_whitespace().nth(1).map(str::to_owned);
@@ -2303,13 +2304,13 @@ fn disassemble(symbol: &str) -> Option<String> {
 /// (its coroutine entry keeps them).
 #[test]
 fn shared_memory_atomics_take_no_lock_in_region_form() {
-    let Some(regions) = disassemble("__offload_cpu_regions_shared_atomics") else {
+    let Some(regions) = disassemble(&format!("{CPU_REGIONS_PREFIX}shared_atomics")) else {
         return;
     };
     assert!(regions.lines().count() > 20, "{regions}");
     let locked = regions.lines().filter(|l| l.contains("lock")).count();
     assert_eq!(locked, 0, "{regions}");
-    let coroutines = disassemble("__offload_cpu_thread_shared_atomics").unwrap();
+    let coroutines = disassemble(&format!("{CPU_THREAD_PREFIX}shared_atomics")).unwrap();
     assert!(coroutines.contains("lock"), "{coroutines}");
 }
 

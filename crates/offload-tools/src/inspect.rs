@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use offload_format::{ImageKind, OffloadBinary};
+use offload_format::{DeviceFamily, ImageKind, OffloadBinary};
 use serde::Serialize;
 
 use offload_format::offload_binary::{
@@ -240,7 +240,7 @@ pub fn offloading_sections<'a>(file: &object::File<'a>) -> Vec<(String, &'a [u8]
             object::SectionFlags::Elf { .. } => {
                 elf_section_type(file, section.index()) == Some(SHT_LLVM_OFFLOADING)
             }
-            _ => name.starts_with(".llvm.offloading"),
+            _ => name.starts_with(offload_format::abi::OFFLOADING_SECTION),
         };
         if !is_offloading {
             continue;
@@ -380,7 +380,11 @@ fn image_resources(bin: &OffloadBinary<'_>, ptxas: PtxasFallback) -> Resources {
     }
     let (kernels, from) = match bin.image_kind {
         #[cfg(feature = "image-readers")]
-        ImageKind::Object if bin.triple().is_some_and(|t| t.starts_with("amdgcn")) => {
+        ImageKind::Object
+            if bin
+                .triple()
+                .is_some_and(|t| DeviceFamily::of_target_triple(t) == DeviceFamily::Amd) =>
+        {
             let kernels: Vec<KernelResources> = offload_format::image::amdgpu::inspect(&bin.image)
                 .map(|info| {
                     info.kernels

@@ -32,8 +32,8 @@ pub use llvm::{
 };
 #[cfg(feature = "llvm")]
 pub use pipeline::{
-    GpuLinkOptions, GpuTarget, build_gpu_images, build_gpu_images_of_triple, device_inputs,
-    gpu_images,
+    GpuLinkOptions, build_gpu_images, build_gpu_images_of_triple, device_inputs, gpu_images,
+    parse_gpu_arch,
 };
 pub(crate) use ptx::check_cubin;
 pub use ptx::{
@@ -48,29 +48,29 @@ use std::path::PathBuf;
 /// Link section that marks a static as per-block shared memory on GPU targets. The device link
 /// moves every global of this section to address space 3 with an undefined initializer.
 #[cfg(feature = "llvm")]
-pub const SHARED_SECTION: &str = ".offload.shared";
+pub const SHARED_SECTION: &str = offload_format::abi::SHARED_SECTION;
 
 /// The function `offload_rt::generic_shared_array!` calls on GPUs, which the device link
 /// replaces call by call with a global in address space 3: one for each site (its first
 /// argument, a static of the site) and array type (the second and third, the type's name).
 #[cfg(feature = "llvm")]
-pub const GENERIC_TILE_FUNCTION: &str = "__offload_shared_tile";
+pub const GENERIC_TILE_FUNCTION: &str = offload_format::abi::GENERIC_TILE_FUNCTION;
 
 /// The link section of `offload_rt::constant!` statics, which the device link moves to
 /// address space 4 (`.const` / AMD's constant memory).
 #[cfg(feature = "llvm")]
-pub const CONSTANT_SECTION: &str = ".offload.constant";
+pub const CONSTANT_SECTION: &str = offload_format::abi::CONSTANT_SECTION;
 
 /// Bytes of constant memory an NVIDIA module has (its constant bank for user data), for all
-/// its `constant!` statics together; `offload_rt::kernel::MAX_CONSTANT_BYTES` is the same.
+/// its `constant!` statics together (`offload_format::abi::MAX_CONSTANT_BYTES`).
 #[cfg(feature = "llvm")]
-pub const MAX_CONSTANT_BYTES: u64 = 64 * 1024;
+pub const MAX_CONSTANT_BYTES: u64 = offload_format::abi::MAX_CONSTANT_BYTES as u64;
 
 /// Bytes of static shared memory one GPU kernel may use, the limit of every device
-/// (`offload_rt::kernel::MAX_STATIC_SHARED_BYTES`): `ptxas` refuses more in static
+/// (`offload_format::abi::MAX_STATIC_SHARED_BYTES`): `ptxas` refuses more in static
 /// declarations, and the CPU device's arena is this size.
 #[cfg(feature = "llvm")]
-pub const MAX_STATIC_SHARED_BYTES: u64 = 48 * 1024;
+pub const MAX_STATIC_SHARED_BYTES: u64 = offload_format::abi::MAX_STATIC_SHARED_BYTES as u64;
 
 /// LLVM major version this module links against and requires of rustc.
 pub use offload_toolchain::LLVM_MAJOR;

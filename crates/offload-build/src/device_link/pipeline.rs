@@ -2,7 +2,6 @@
 //! kernel crate to device images.
 
 use std::ffi::OsStr;
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -20,77 +19,33 @@ use crate::json::JsonExt;
 use crate::metadata::{KernelCrate, PanicStrategy};
 use crate::{command, nested};
 
-/// One GPU architecture to build for.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum GpuTarget {
-    /// `nvptx64-nvidia-cuda` for an `sm_NN[a|f]` LLVM 22 knows.
-    Nvptx {
-        /// The architecture, e.g. `sm_80`.
-        sm: Sm,
-    },
-    /// `amdgcn-amd-amdhsa` for a target ID.
-    Amdgpu(AmdTargetId),
-}
-
-impl GpuTarget {
-    /// Parses `sm_80` or an AMDGPU target ID such as `gfx942:xnack+`.
-    pub fn parse(arch: &str) -> Result<Self> {
-        let invalid = |source| LinkError::BadTargetName {
-            target: arch.to_owned(),
-            source,
-        };
-        if arch.starts_with("sm_") {
+/// A GPU architecture by its name alone (`sm_90`, `gfx942:xnack+`), as the device link's own
+/// callers (its tests and benchmarks) name one: an `sm` LLVM 22 emits PTX for, or an AMD
+/// target ID. Builds parse `--offload-arch` lists with `crate::arch` instead.
+pub fn parse_gpu_arch(arch: &str) -> Result<OffloadArch> {
+    let invalid = |source| LinkError::BadTargetName {
+        target: arch.to_owned(),
+        source,
+    };
+    match DeviceFamily::of_gpu_arch_name(arch) {
+        Some(DeviceFamily::Nvidia) => {
             ptx_isa_version(arch)?;
-            return Ok(Self::Nvptx {
-                sm: Sm::parse(arch).map_err(invalid)?,
-            });
+            Ok(OffloadArch::Nvptx(Sm::parse(arch).map_err(invalid)?))
         }
-        if arch.starts_with("gfx") {
-            return AmdTargetId::parse(arch).map(Self::Amdgpu).map_err(invalid);
-        }
-        Err(LinkError::InvalidTarget {
+        Some(DeviceFamily::Amd) => AmdTargetId::parse(arch)
+            .map(OffloadArch::Amdgcn)
+            .map_err(invalid),
+        Some(DeviceFamily::Cpu) | None => Err(LinkError::InvalidTarget {
             target: arch.to_owned(),
             reason: "neither sm_NN nor an AMDGPU target ID",
-        })
-    }
-
-    /// The device family, which holds the per-family facts below.
-    pub fn family(&self) -> DeviceFamily {
-        match self {
-            Self::Nvptx { .. } => DeviceFamily::Nvidia,
-            Self::Amdgpu(_) => DeviceFamily::Amd,
-        }
-    }
-
-    /// The `-Ctarget-cpu` of the nested build ([`DeviceFamily::baseline_cpu`]): the device
-    /// link strips per-function CPU attributes; the image's target machine decides the
-    /// architecture.
-    pub fn baseline_cpu(&self) -> &'static str {
-        self.family().baseline_cpu().unwrap_or_default()
-    }
-
-    /// The target triple.
-    pub fn triple(&self) -> &'static str {
-        self.family().device_triple().unwrap_or_default()
-    }
-
-    /// The processor rustc and LLVM are told (`sm_80`, `gfx942`).
-    pub fn target_cpu(&self) -> String {
-        match self {
-            Self::Nvptx { sm } => sm.to_string(),
-            Self::Amdgpu(id) => id.processor().name.to_owned(),
-        }
+        }),
     }
 }
 
-impl fmt::Display for GpuTarget {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Nvptx { sm } => sm.fmt(f),
-            Self::Amdgpu(id) => id.fmt(f),
-        }
-    }
+/// The `-Ctarget-cpu` of the nested build for a GPU architecture's triple: its family's
+/// baseline processor.
+fn baseline_cpu(arch: &OffloadArch) -> &'static str {
+    arch.family().baseline_cpu().unwrap_or_default()
 }
 
 /// A nested device build of a kernel crate for one triple.
@@ -306,10 +261,10 @@ pub fn nested_build(env: &Env, build: &NestedBuild) -> Result<NestedBuildOutput>
 pub fn device_inputs(
     env: &Env,
     manifest: &Path,
-    target: &GpuTarget,
+    target: &OffloadArch,
     target_dir: &Path,
 ) -> Result<Vec<DeviceInput>> {
-    let build = NestedBuild::new(manifest, target.triple(), target.baseline_cpu(), target_dir);
+    let build = NestedBuild::new(manifest, target.triple(), baseline_cpu(target), target_dir);
     nested_build(env, &build)?.inputs()
 }
 
@@ -342,11 +297,11 @@ impl GpuLinkOptions {
 /// strategy. A `ptxas` failure on an `sm` it knows is an error.
 pub fn gpu_images(
     inputs: &[DeviceInput],
-    target: &GpuTarget,
+    target: &OffloadArch,
     opts: &GpuLinkOptions,
 ) -> Result<Vec<GpuImage>> {
     match target {
-        GpuTarget::Nvptx { sm } => {
+        OffloadArch::Nvptx(sm) => {
             let sm = &sm.to_string();
             let nvptx = NvptxLinkOptions {
                 panic: opts.panic,
@@ -380,7 +335,7 @@ pub fn gpu_images(
             });
             Ok(images)
         }
-        GpuTarget::Amdgpu(id) => {
+        OffloadArch::Amdgcn(id) => {
             let amd = AmdgpuLinkOptions {
                 code_object_version: opts.code_object_version,
                 panic: opts.panic,
@@ -396,6 +351,10 @@ pub fn gpu_images(
                 resources: Vec::new(),
             }])
         }
+        OffloadArch::Host(_) => Err(LinkError::InvalidTarget {
+            target: target.name(),
+            reason: "the host CPU is not a GPU target",
+        }),
     }
 }
 
@@ -410,11 +369,11 @@ pub fn build_gpu_images(
     target_dir: &Path,
     extra: &[DeviceInput],
 ) -> crate::Result<Vec<DeviceImage>> {
-    let target = gpu_target_checked(env, krate, arch)?;
+    gpu_target_checked(env, krate, arch)?;
     let opts = GpuLinkOptions::for_build(env, krate)?;
-    let mut inputs = nested_inputs(env, krate, &target, std::slice::from_ref(arch), target_dir)?;
+    let mut inputs = nested_inputs(env, krate, arch, std::slice::from_ref(arch), target_dir)?;
     inputs.extend(extra.iter().cloned());
-    link_device_images(env, krate, arch, &target, &inputs, &opts)
+    link_device_images(env, krate, arch, &inputs, &opts)
 }
 
 /// The images of `krate` for several architectures of one GPU triple from one nested build,
@@ -430,14 +389,13 @@ pub fn build_gpu_images_of_triple(
     target_dir: &Path,
     extra: &[(OffloadArch, DeviceInput)],
 ) -> crate::Result<Vec<(OffloadArch, crate::Result<Vec<DeviceImage>>)>> {
-    let targets = archs
-        .iter()
-        .map(|arch| gpu_target_checked(env, krate, arch))
-        .collect::<crate::Result<Vec<GpuTarget>>>()?;
-    let Some(first) = targets.first() else {
+    for arch in archs {
+        gpu_target_checked(env, krate, arch)?;
+    }
+    let Some(first) = archs.first() else {
         return Ok(Vec::new());
     };
-    if let Some(other) = targets.iter().find(|t| t.triple() != first.triple()) {
+    if let Some(other) = archs.iter().find(|t| t.triple() != first.triple()) {
         return Err(LinkError::InvalidTarget {
             target: other.to_string(),
             reason: "one nested build serves the architectures of one triple",
@@ -446,19 +404,18 @@ pub fn build_gpu_images_of_triple(
     }
     let opts = GpuLinkOptions::for_build(env, krate)?;
     let inputs = nested_inputs(env, krate, first, archs, target_dir)?;
-    let pairs: Vec<(&OffloadArch, &GpuTarget)> = archs.iter().zip(&targets).collect();
-    let results = crate::parallel::map(&pairs, |&(arch, target)| {
+    let results = crate::parallel::map(archs, |arch| {
         let mine: Vec<&DeviceInput> = extra
             .iter()
             .filter(|(a, _)| a == arch)
             .map(|(_, input)| input)
             .collect();
         if mine.is_empty() {
-            link_device_images(env, krate, arch, target, &inputs, &opts)
+            link_device_images(env, krate, arch, &inputs, &opts)
         } else {
             let mut all = inputs.clone();
             all.extend(mine.into_iter().cloned());
-            link_device_images(env, krate, arch, target, &all, &opts)
+            link_device_images(env, krate, arch, &all, &opts)
         }
     });
     Ok(archs
@@ -476,20 +433,15 @@ pub fn build_gpu_images_of_triple(
         .collect())
 }
 
-/// The GPU target of `arch`, refused before any build when LLVM would abort on it, with the
+/// Refuses `arch` before any build when it is no GPU's or LLVM would abort on it, with the
 /// cubin policy checked for an `sm`.
-fn gpu_target_checked(
-    env: &Env,
-    krate: &KernelCrate,
-    arch: &OffloadArch,
-) -> crate::Result<GpuTarget> {
-    Ok(match *arch {
+fn gpu_target_checked(env: &Env, krate: &KernelCrate, arch: &OffloadArch) -> crate::Result<()> {
+    match *arch {
         OffloadArch::Nvptx(sm) => {
             ptx_isa_version(&sm.to_string())?;
             check_cubin(env, &krate.package, &sm.to_string())?;
-            GpuTarget::Nvptx { sm }
         }
-        OffloadArch::Amdgcn(id) => GpuTarget::Amdgpu(id),
+        OffloadArch::Amdgcn(_) => {}
         OffloadArch::Host(_) => {
             return Err(LinkError::InvalidTarget {
                 target: arch.name(),
@@ -497,7 +449,8 @@ fn gpu_target_checked(
             }
             .into());
         }
-    })
+    }
+    Ok(())
 }
 
 /// The nested build of `krate` for `target`'s triple (through the shared build cache) and its
@@ -505,14 +458,14 @@ fn gpu_target_checked(
 fn nested_inputs(
     env: &Env,
     krate: &KernelCrate,
-    target: &GpuTarget,
+    target: &OffloadArch,
     archs: &[OffloadArch],
     target_dir: &Path,
 ) -> crate::Result<Vec<DeviceInput>> {
     let mut build = NestedBuild::new(
         &krate.manifest_path,
         target.triple(),
-        target.baseline_cpu(),
+        baseline_cpu(target),
         target_dir,
     );
     build.feature_args = krate.feature_args();
@@ -534,17 +487,16 @@ fn link_device_images(
     env: &Env,
     krate: &KernelCrate,
     arch: &OffloadArch,
-    target: &GpuTarget,
     inputs: &[DeviceInput],
     opts: &GpuLinkOptions,
 ) -> crate::Result<Vec<DeviceImage>> {
     let cache = super::link_cache::LinkCache::from_env(env);
     // AMD images do not depend on ptxas.
-    let ptxas = match target {
-        GpuTarget::Nvptx { sm } => super::ptx::ptxas_for(&sm.to_string())?.map(|info| info.path),
-        GpuTarget::Amdgpu(_) => None,
+    let ptxas = match arch {
+        OffloadArch::Nvptx(sm) => super::ptx::ptxas_for(&sm.to_string())?.map(|info| info.path),
+        OffloadArch::Amdgcn(_) | OffloadArch::Host(_) => None,
     };
-    let target_name = target.to_string();
+    let target_name = arch.to_string();
     let key = super::link_cache::key(
         &krate.lib_name,
         &target_name,
@@ -567,7 +519,7 @@ fn link_device_images(
         return Ok(images);
     }
     crate::status::status(env, "Linking", &format!("{} ({arch})", krate.package));
-    let images = gpu_images(inputs, target, opts)?;
+    let images = gpu_images(inputs, arch, opts)?;
     // The parameter sizes come from the PTX (a cubin is assembled from it) or the AMD code
     // object's metadata, so `extern_kernels!` can check a relocatable CUDA/HIP kernel too.
     let kernel_params = match images.iter().find(|i| i.kind != ImageKind::Cubin) {
@@ -583,7 +535,7 @@ fn link_device_images(
         .map(|image| DeviceImage {
             arch: *arch,
             image_kind: image.kind,
-            offload_kind: target.family().offload_kind(),
+            offload_kind: arch.family().offload_kind(),
             module: krate.lib_name.clone(),
             kernels: image.kernels,
             kernel_params: kernel_params.clone(),
@@ -609,17 +561,15 @@ mod tests {
     #[test]
     fn parses_targets() {
         assert_eq!(
-            GpuTarget::parse("sm_90").unwrap(),
-            GpuTarget::Nvptx {
-                sm: Sm::parse("sm_90").unwrap()
-            }
+            parse_gpu_arch("sm_90").unwrap(),
+            OffloadArch::Nvptx(Sm::parse("sm_90").unwrap())
         );
-        let amd = GpuTarget::parse("gfx942:xnack+").unwrap();
+        let amd = parse_gpu_arch("gfx942:xnack+").unwrap();
         assert_eq!(amd.triple(), "amdgcn-amd-amdhsa");
-        assert_eq!(amd.target_cpu(), "gfx942");
+        assert_eq!(baseline_cpu(&amd), "gfx90a");
         assert_eq!(amd.to_string(), "gfx942:xnack+");
         for bad in ["sm_", "sm_x", "host", "gfx", "sm_5"] {
-            assert!(GpuTarget::parse(bad).is_err(), "{bad}");
+            assert!(parse_gpu_arch(bad).is_err(), "{bad}");
         }
     }
 

@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use offload_format::Sm;
 use offload_format::image::ptx::parse_ptxas_verbose;
+use offload_format::{DeviceFamily, Sm};
 
 use super::{LinkError, Result, io_err};
 use crate::command::run as run_command;
@@ -92,7 +92,7 @@ pub fn parse_ptxas_gpu_names(help: &str) -> Vec<String> {
         .split('\'')
         .skip(1)
         .step_by(2)
-        .filter(|name| name.starts_with("sm_"))
+        .filter(|name| DeviceFamily::of_gpu_arch_name(name) == Some(DeviceFamily::Nvidia))
         .map(str::to_owned)
         .collect()
 }
@@ -394,7 +394,7 @@ mod tests {
         let mut listed: Vec<&str> = cpus
             .lines()
             .filter_map(|l| l.split_whitespace().next())
-            .filter(|w| w.starts_with("sm_"))
+            .filter(|w| DeviceFamily::of_gpu_arch_name(w) == Some(DeviceFamily::Nvidia))
             .collect();
         let mut ours: Vec<&str> = offload_format::target_id::NVPTX_PROCESSORS
             .iter()

@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use offload_build::tooling::device_link::{self, GpuTarget};
+use offload_build::OffloadArch;
+use offload_build::tooling::device_link;
 use offload_build::tooling::diagnostics;
 use offload_build::tooling::env::Env;
 use offload_toolchain::Tool;
@@ -111,7 +112,7 @@ pub fn rt_kernels() -> offload_build::KernelCrate {
 }
 
 /// The runtime's fixture kernels (every device-API feature the CPU device tests run).
-pub fn rt_fixture_inputs(target: &GpuTarget) -> Vec<device_link::DeviceInput> {
+pub fn rt_fixture_inputs(target: &OffloadArch) -> Vec<device_link::DeviceInput> {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../offload-rt/tests/fixtures/kernels/Cargo.toml");
     let dir = target_dir().join(format!("offload-rt-kernels-{}", target.triple()));
@@ -124,7 +125,7 @@ pub fn rt_fixture_inputs(target: &GpuTarget) -> Vec<device_link::DeviceInput> {
 pub fn nested_inputs(
     env: &Env,
     manifest: &Path,
-    target: &GpuTarget,
+    target: &OffloadArch,
     dir: &Path,
 ) -> Vec<device_link::DeviceInput> {
     device_link::device_inputs(env, manifest, target, dir).unwrap_or_else(|e| {

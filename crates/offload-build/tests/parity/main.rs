@@ -21,8 +21,9 @@ mod report;
 use std::path::{Path, PathBuf};
 
 use offload_build::PanicStrategy;
-use offload_build::tooling::device_link::GpuTarget;
+use offload_build::tooling::device_link;
 use offload_build::tooling::env::Env;
+use offload_format::DeviceFamily;
 use offload_toolchain::Tool;
 
 use measure::{Inputs, Outcome};
@@ -108,7 +109,7 @@ fn parity() {
     // Every kernel linked again with `panic = "trap"`, beside its `report` figures and C's.
     let mut trapped: Vec<(&str, Vec<measure::TrapRow>)> = Vec::new();
     for (archs, triple_arch) in [(&NVIDIA[..], "sm_80"), (&AMD[..], "gfx90a")] {
-        let target = GpuTarget::parse(triple_arch).unwrap();
+        let target = device_link::parse_gpu_arch(triple_arch).unwrap();
         let (rust, rustc_seconds) = measure::rust_inputs(&target, &base.join("nested"));
         let inputs = Inputs {
             kernels: &KERNELS,
@@ -118,7 +119,7 @@ fn parity() {
             work: &work,
         };
         for &arch in archs {
-            let outcome = if arch.starts_with("sm_") {
+            let outcome = if is_nvidia(arch) {
                 measure::nvidia(arch, &inputs)
             } else {
                 measure::amd(arch, &inputs)
@@ -134,7 +135,7 @@ fn parity() {
     let mut asserted: Vec<(&str, Vec<measure::Row>)> = Vec::new();
     for (arch, outcome) in &results {
         if let Outcome::Measured(rows, _) = outcome
-            && arch.starts_with("sm_")
+            && is_nvidia(arch)
         {
             let c = measure::nvidia_assert_twins(arch, &ASSERT_TWINS, &clang, &work)
                 .unwrap_or_else(|e| panic!("{arch}: the assert twins: {e}"));
@@ -213,4 +214,9 @@ fn parity() {
             out.join("limits-today.rs").display()
         );
     }
+}
+
+/// Whether `arch` names an NVIDIA GPU (`sm_NN`).
+fn is_nvidia(arch: &str) -> bool {
+    DeviceFamily::of_gpu_arch_name(arch) == Some(DeviceFamily::Nvidia)
 }

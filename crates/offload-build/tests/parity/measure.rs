@@ -9,8 +9,9 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
 use object::{Object, ObjectSymbol};
+use offload_build::OffloadArch;
 use offload_build::PanicStrategy;
-use offload_build::tooling::device_link::{self, DeviceInput, GpuLinkOptions, GpuTarget};
+use offload_build::tooling::device_link::{self, DeviceInput, GpuLinkOptions};
 use offload_build::tooling::env::Env;
 use offload_build::tooling::foreign::{self, Clang, Language, Options, Source};
 use offload_format::offload_binary::PtxasKernelInfo;
@@ -123,7 +124,7 @@ pub fn rust_side(arch: &str, inputs: &Inputs, panic: PanicStrategy) -> BTreeMap<
     let fail = |what: &str, e: &dyn std::fmt::Display| -> ! {
         panic!("{arch}, panic = \"{panic}\": {what}: {e}")
     };
-    let target = GpuTarget::parse(arch).unwrap_or_else(|e| fail("target", &e));
+    let target = device_link::parse_gpu_arch(arch).unwrap_or_else(|e| fail("target", &e));
     let opts = GpuLinkOptions {
         panic,
         ..GpuLinkOptions::default()
@@ -131,7 +132,7 @@ pub fn rust_side(arch: &str, inputs: &Inputs, panic: PanicStrategy) -> BTreeMap<
     let images = device_link::gpu_images(inputs.rust, &target, &opts)
         .unwrap_or_else(|e| fail("the Rust device link", &e));
     let dir = inputs.work.join(format!("{arch}-rust-{panic}"));
-    let side = if arch.starts_with("sm_") {
+    let side = if matches!(target, OffloadArch::Nvptx(_)) {
         let ptx = images
             .iter()
             .find(|i| i.kind == ImageKind::Ptx)
@@ -193,7 +194,7 @@ fn bench_dir() -> PathBuf {
 /// The nested builds of one triple: a build that makes the dependencies fresh, then, after
 /// the kernel crate's source is touched, the timed build that recompiles the kernel crate
 /// alone (what an edit to a kernel costs, as clang's figure is what an edit to the C costs).
-pub fn rust_inputs(target: &GpuTarget, target_dir: &Path) -> (Vec<DeviceInput>, f64) {
+pub fn rust_inputs(target: &OffloadArch, target_dir: &Path) -> (Vec<DeviceInput>, f64) {
     let env = Env::detect();
     let manifest = bench_dir().join("kernels/Cargo.toml");
     let build = || crate::common::nested_inputs(&env, &manifest, target, target_dir);
@@ -235,7 +236,7 @@ pub fn nvidia(sm: &str, inputs: &Inputs) -> Outcome {
     if let Some(obstacle) = plan.obstacle(sm) {
         return Outcome::Unavailable(format!("no SASS: {obstacle}"));
     }
-    let target = GpuTarget::parse(sm).unwrap_or_else(|e| fail("target", &e));
+    let target = device_link::parse_gpu_arch(sm).unwrap_or_else(|e| fail("target", &e));
     let (images, link) =
         timed(|| device_link::gpu_images(inputs.rust, &target, &Default::default()));
     let images = images.unwrap_or_else(|e| fail("the Rust device link", &e));
@@ -492,7 +493,7 @@ pub enum GemmOutcome {
 /// nested build for every `sm`, as for the benchmark's crate).
 pub fn gemm_rust_inputs(target_dir: &Path) -> Vec<DeviceInput> {
     let manifest = repo_root().join("examples/gemm/kernels/Cargo.toml");
-    let target = GpuTarget::parse("sm_80").expect("sm_80 is a target");
+    let target = device_link::parse_gpu_arch("sm_80").expect("sm_80 is a target");
     crate::common::nested_inputs(&Env::detect(), &manifest, &target, target_dir)
 }
 
@@ -512,7 +513,7 @@ pub fn nvidia_gemm(
     if let Some(obstacle) = plan.obstacle(sm) {
         return GemmOutcome::Unavailable(format!("no SASS: {obstacle}"));
     }
-    let target = GpuTarget::parse(sm).unwrap_or_else(|e| fail("target", &e));
+    let target = device_link::parse_gpu_arch(sm).unwrap_or_else(|e| fail("target", &e));
     let images = device_link::gpu_images(rust, &target, &Default::default())
         .unwrap_or_else(|e| fail("the Rust device link", &e));
     let rust_ptx = images
@@ -725,7 +726,7 @@ fn ptx_accesses(functions: &BTreeMap<String, Vec<&str>>, kernel: &str) -> Access
 /// Measures both sides on an AMD target ID.
 pub fn amd(id: &str, inputs: &Inputs) -> Outcome {
     let fail = |what: &str, e: &dyn std::fmt::Display| -> ! { panic!("{id}: {what}: {e}") };
-    let target = GpuTarget::parse(id).unwrap_or_else(|e| fail("target", &e));
+    let target = device_link::parse_gpu_arch(id).unwrap_or_else(|e| fail("target", &e));
     let (images, link) =
         timed(|| device_link::gpu_images(inputs.rust, &target, &Default::default()));
     let images = images.unwrap_or_else(|e| fail("the Rust device link", &e));

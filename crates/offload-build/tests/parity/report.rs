@@ -27,7 +27,7 @@ fn wrap(text: &str, width: usize) -> String {
 }
 
 fn is_amd(arch: &str) -> bool {
-    arch.starts_with("gfx")
+    offload_format::DeviceFamily::of_gpu_arch_name(arch) == Some(offload_format::DeviceFamily::Amd)
 }
 
 fn over(value: f64, goal: f64) -> String {

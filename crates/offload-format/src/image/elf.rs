@@ -7,14 +7,13 @@ use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 use crate::aligned::object_bytes;
 use crate::{Error, Result};
 
-/// Prefix of the per-kernel entry points a CPU device image exports: the ABI constant
-/// `offload_rt::kernel::abi::CPU_RUN_PREFIX`, repeated because readers of images do not depend
-/// on the runtime.
-pub const CPU_ENTRY_PREFIX: &str = "__offload_cpu_run_";
+/// Prefix of the per-kernel entry points a CPU device image exports
+/// ([`crate::abi::CPU_RUN_PREFIX`]).
+pub const CPU_ENTRY_PREFIX: &str = crate::abi::CPU_RUN_PREFIX;
 
 /// Prefix of the note a CPU image carries for a kernel with barriers that runs with one
-/// coroutine per GPU thread (`offload_rt::kernel::abi::CPU_NOTE_PREFIX`).
-pub const CPU_NOTE_PREFIX: &str = "__offload_cpu_note_";
+/// coroutine per GPU thread ([`crate::abi::CPU_NOTE_PREFIX`]).
+pub const CPU_NOTE_PREFIX: &str = crate::abi::CPU_NOTE_PREFIX;
 
 /// Prefix of the target-region entry points clang's OpenMP offloading gives a device image
 /// (`__omp_offloading_<device>_<file>_<function>_l<line>`).

@@ -286,19 +286,13 @@ pub struct CpuPosition {
 /// before it runs any other kernel code).
 pub type CpuPositionFn = unsafe extern "C" fn() -> CpuPosition;
 
-/// Symbol prefix of [`CpuRegionsFn`] entry points.
-pub const CPU_REGIONS_PREFIX: &str = "__offload_cpu_regions_";
-/// Symbol prefix of the note a CPU image carries for a kernel with barriers that runs on the
-/// coroutine path: the reason, as UTF-8 bytes, which the build reports.
-pub const CPU_NOTE_PREFIX: &str = "__offload_cpu_note_";
-/// Symbol prefix of [`CpuRunFn`] entry points.
-pub const CPU_RUN_PREFIX: &str = "__offload_cpu_run_";
-/// Symbol prefix of [`CpuThreadFn`] entry points.
-pub const CPU_THREAD_PREFIX: &str = "__offload_cpu_thread_";
-/// Symbol of the `u32` CPU ABI version every CPU image exports.
-pub const CPU_ABI_SYMBOL: &str = "__offload_cpu_abi_version";
-/// Symbol of the [`CpuPositionFn`] every CPU image exports.
-pub const CPU_POSITION_SYMBOL: &str = "__offload_cpu_position";
+// The symbols of the entry points ([`CpuRegionsFn`], [`CpuRunFn`], [`CpuThreadFn`]) by their
+// prefixes, the coroutine note's, the ABI version's and the [`CpuPositionFn`]'s: the device
+// ABI's one home.
+pub use offload_format::abi::{
+    CPU_ABI_SYMBOL, CPU_NOTE_PREFIX, CPU_POSITION_SYMBOL, CPU_REGIONS_PREFIX, CPU_RUN_PREFIX,
+    CPU_THREAD_PREFIX,
+};
 /// The CPU entry-point ABI described by this module.
 pub const CPU_ABI_VERSION: u32 = 8;
 /// Lanes of a warp on the CPU device.
@@ -373,8 +367,8 @@ pub struct DeviceChannel {
     pub print: PrintRing,
 }
 
-/// Symbol of the `*mut DeviceChannel` global of a GPU image.
-pub const CHANNEL_SYMBOL: &str = "__offload_channel";
+/// Symbol of the `*mut DeviceChannel` global of a GPU image (`offload_format::abi::CHANNEL`).
+pub const CHANNEL_SYMBOL: &str = offload_format::abi::CHANNEL;
 
 /// [`PanicRecord::state`]: no panic.
 pub const PANIC_EMPTY: u32 = 0;

@@ -20,7 +20,8 @@ use super::abi::{
 use super::warp::{Shuffle, WarpValue, source_lane};
 
 /// The CPU ABI this image speaks; the runtime refuses images with another version.
-#[unsafe(no_mangle)]
+#[unsafe(export_name = offload_format::abi_name!(CPU_ABI_SYMBOL))]
+#[allow(non_upper_case_globals)]
 pub static __offload_cpu_abi_version: u32 = CPU_ABI_VERSION;
 
 #[thread_local]
@@ -36,7 +37,7 @@ static LAUNCH: Cell<*const CpuLaunch> = Cell::new(core::ptr::null());
 
 /// The block and thread this OS thread runs, or ran last (`abi::CpuPositionFn`): the runtime
 /// names them when a GPU thread overflows its stack.
-#[unsafe(no_mangle)]
+#[unsafe(export_name = offload_format::abi_name!(CPU_POSITION_SYMBOL))]
 pub extern "C" fn __offload_cpu_position() -> CpuPosition {
     CpuPosition {
         block: BLOCK.get(),

@@ -17,7 +17,8 @@ use super::abi::{
 /// The channel, set by the runtime before any launch (null until then, or when the runtime
 /// could not map one). External and never written by the image, so the device link keeps it
 /// (see `offload-build`'s `HOST_GLOBALS`).
-#[unsafe(no_mangle)]
+#[unsafe(export_name = offload_format::abi_name!(CHANNEL))]
+#[allow(non_upper_case_globals)]
 static mut __offload_channel: *mut DeviceChannel = core::ptr::null_mut();
 
 /// The channel's address. A plain load, neither volatile nor atomic: the global is external,
@@ -93,7 +94,7 @@ pub(super) fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
 /// `message` points at `message_len` bytes of UTF-8 (the first
 /// [`PANIC_MESSAGE_CAPACITY`] are recorded); `location` is null or points at a live
 /// `Location`.
-#[unsafe(no_mangle)]
+#[unsafe(export_name = offload_format::abi_name!(GPU_PANIC))]
 #[inline(never)]
 #[cold]
 pub unsafe extern "C" fn __offload_gpu_panic(
@@ -150,7 +151,7 @@ pub unsafe extern "C" fn __offload_gpu_panic(
 ///
 /// # Safety
 /// `site` is a site value of a table the device link put in this module.
-#[unsafe(no_mangle)]
+#[unsafe(export_name = offload_format::abi_name!(GPU_PANIC_AT))]
 #[inline(never)]
 #[cold]
 pub unsafe extern "C" fn __offload_gpu_panic_at(site: u64, a: u64, b: u64, c: u64) -> ! {
@@ -162,7 +163,7 @@ pub unsafe extern "C" fn __offload_gpu_panic_at(site: u64, a: u64, b: u64, c: u6
 ///
 /// # Safety
 /// As for [`__offload_gpu_panic_at`].
-#[unsafe(no_mangle)]
+#[unsafe(export_name = offload_format::abi_name!(GPU_PANIC_AT0))]
 #[inline(never)]
 #[cold]
 pub unsafe extern "C" fn __offload_gpu_panic_at0(site: u64) -> ! {
@@ -174,7 +175,7 @@ pub unsafe extern "C" fn __offload_gpu_panic_at0(site: u64) -> ! {
 ///
 /// # Safety
 /// As for [`__offload_gpu_panic_at`].
-#[unsafe(no_mangle)]
+#[unsafe(export_name = offload_format::abi_name!(GPU_PANIC_AT1))]
 #[inline(never)]
 #[cold]
 pub unsafe extern "C" fn __offload_gpu_panic_at1(site: u64, a: u64) -> ! {
@@ -186,7 +187,7 @@ pub unsafe extern "C" fn __offload_gpu_panic_at1(site: u64, a: u64) -> ! {
 ///
 /// # Safety
 /// As for [`__offload_gpu_panic_at`].
-#[unsafe(no_mangle)]
+#[unsafe(export_name = offload_format::abi_name!(GPU_PANIC_AT2))]
 #[inline(never)]
 #[cold]
 pub unsafe extern "C" fn __offload_gpu_panic_at2(site: u64, a: u64, b: u64) -> ! {
@@ -206,7 +207,7 @@ pub unsafe extern "C" fn __offload_gpu_panic_at2(site: u64, a: u64, b: u64) -> !
 /// # Safety
 /// As for [`__offload_gpu_panic_at`]; every argument is the same in every lane.
 #[cfg(target_arch = "amdgpu")]
-#[unsafe(no_mangle)]
+#[unsafe(export_name = offload_format::abi_name!(GPU_PANIC_AT_THREAD))]
 #[inline(never)]
 #[cold]
 pub unsafe extern "C" fn __offload_gpu_panic_at_thread(
@@ -241,7 +242,7 @@ pub unsafe extern "C" fn __offload_gpu_panic_at_thread(
 /// that one vector register holds it rather than the three indices living until the panic
 /// sites. Packed, unlike a rank, it needs no block extents in the report.
 #[cfg(target_arch = "amdgpu")]
-#[unsafe(no_mangle)]
+#[unsafe(export_name = offload_format::abi_name!(GPU_THREAD_INDEX))]
 #[inline(never)]
 pub extern "C" fn __offload_gpu_thread_index() -> u32 {
     packed_thread_index()
@@ -495,7 +496,7 @@ fn leave(before: u32) -> ! {
 /// # Safety
 /// This thread claimed the channel's record ([`claim_or_leave`]), so the channel is not null.
 #[cfg(target_arch = "nvptx64")]
-#[unsafe(no_mangle)]
+#[unsafe(export_name = offload_format::abi_name!(GPU_PANIC_FINISH))]
 #[inline(never)]
 #[cold]
 pub unsafe extern "C" fn __offload_gpu_panic_finish() -> ! {
@@ -528,14 +529,14 @@ pub unsafe extern "C" fn __offload_gpu_panic_finish() -> ! {
 // `offload-build`'s `device_link::llvm::panics::REDIRECTS`.
 
 /// For `core::panicking::panic_bounds_check`.
-#[unsafe(no_mangle)]
+#[unsafe(export_name = offload_format::abi_name!(GPU_PANIC_BOUNDS_CHECK))]
 pub fn __offload_gpu_panic_bounds_check(index: usize, len: usize, location: &Location<'_>) -> ! {
     let values = [index as u64, len as u64, 0];
     report(PanicKind::IndexOutOfBounds, "", values, Some(location))
 }
 
 /// For `core::slice::index::slice_index_fail`.
-#[unsafe(no_mangle)]
+#[unsafe(export_name = offload_format::abi_name!(GPU_SLICE_INDEX_FAIL))]
 pub fn __offload_gpu_slice_index_fail(
     start: usize,
     end: usize,
@@ -547,7 +548,7 @@ pub fn __offload_gpu_slice_index_fail(
 }
 
 /// For `core::str::slice_error_fail`.
-#[unsafe(no_mangle)]
+#[unsafe(export_name = offload_format::abi_name!(GPU_STR_SLICE_FAIL))]
 pub fn __offload_gpu_str_slice_fail(
     s: &str,
     begin: usize,
@@ -559,13 +560,13 @@ pub fn __offload_gpu_str_slice_fail(
 }
 
 /// For `core::option::expect_failed`.
-#[unsafe(no_mangle)]
+#[unsafe(export_name = offload_format::abi_name!(GPU_EXPECT_FAILED))]
 pub fn __offload_gpu_expect_failed(message: &str, location: &Location<'_>) -> ! {
     report(PanicKind::Message, message, [0; 3], Some(location))
 }
 
 /// For `core::result::unwrap_failed`: the error's `Debug` form is not recorded.
-#[unsafe(no_mangle)]
+#[unsafe(export_name = offload_format::abi_name!(GPU_UNWRAP_FAILED))]
 pub fn __offload_gpu_unwrap_failed(
     message: &str,
     _error: &dyn core::fmt::Debug,
@@ -576,7 +577,7 @@ pub fn __offload_gpu_unwrap_failed(
 
 /// For `core::panicking::assert_failed_inner` (`op`: its `AssertKind`, `==`, `!=`, `matches`):
 /// the operands' `Debug` forms are not recorded, a literal message is.
-#[unsafe(no_mangle)]
+#[unsafe(export_name = offload_format::abi_name!(GPU_ASSERT_FAILED))]
 pub fn __offload_gpu_assert_failed(
     op: u8,
     _left: &dyn core::fmt::Debug,

@@ -1,10 +1,11 @@
 //! The GPU side of [`generic_shared_array!`](crate::generic_shared_array!): a call the device
 //! link replaces with an array in the shared address space, one per site and instantiation
-//! (`offload-build`'s `device_link::GENERIC_TILE_FUNCTION`).
+//! (`offload_format::abi::GENERIC_TILE_FUNCTION`).
 
 unsafe extern "C" {
     /// Never defined: the device link replaces each call, whose arguments are constants once
     /// the function around it is instantiated, and refuses a module where one is left.
+    #[link_name = offload_format::abi_name!(GENERIC_TILE_FUNCTION)]
     fn __offload_shared_tile(
         site: *const u8,
         type_name: *const u8,

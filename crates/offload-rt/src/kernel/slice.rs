@@ -35,6 +35,7 @@ mod read_only_marker {
     unsafe extern "C" {
         /// The identity. Call it only on a pointer to memory that nothing writes for as long
         /// as the kernel runs.
+        #[link_name = offload_format::abi_name!(READ_ONLY_MARKER)]
         pub(super) fn __offload_read_only(ptr: *mut u8) -> *mut u8;
     }
 }

@@ -153,10 +153,10 @@ fn kernel_of<'a>(frames: &[Frame], kernels: &'a [String]) -> Option<&'a str> {
                 function
                     .split(|c: char| !(c.is_alphanumeric() || c == '_'))
                     .any(|word| {
-                        // The CPU device's entry points: `__offload_cpu_run_K`,
-                        // `__offload_cpu_regions_K`, `__offload_cpu_thread_K`.
+                        // The CPU device's entry points: the run, regions and thread
+                        // prefixes of `offload_format::abi` with the kernel's name.
                         word == k.as_str()
-                            || word.starts_with("__offload_cpu_")
+                            || word.starts_with(offload_format::abi::CPU_SYMBOL_PREFIX)
                                 && word
                                     .strip_suffix(k.as_str())
                                     .is_some_and(|w| w.ends_with('_'))
@@ -305,12 +305,15 @@ mod tests {
 
     #[test]
     fn a_sample_is_charged_to_the_kernels_own_line() {
-        let answer = "\
+        use offload_format::abi::{CPU_REGIONS_PREFIX, CPU_RUN_PREFIX};
+        let answer = format!(
+            "\
             _ZN4core3ptr4read17h\n/rustc/abc/library/core/src/ptr/mod.rs:1200:9\n\
             _ZN9offload_rt6kernel5slice3get17h\n/src/crates/offload-rt/src/kernel/slice.rs:40:5\n\
-            __offload_cpu_run_saxpy\n/p/kernels/src/lib.rs:14:12\n\n\
-            __offload_cpu_regions_other\n??:0:0\n\n";
-        let blocks = parse_symbolizer(answer);
+            {CPU_RUN_PREFIX}saxpy\n/p/kernels/src/lib.rs:14:12\n\n\
+            {CPU_REGIONS_PREFIX}other\n??:0:0\n\n"
+        );
+        let blocks = parse_symbolizer(&answer);
         assert_eq!(blocks.len(), 2);
         let kernels = ["saxpy".to_owned(), "other".to_owned()];
         assert_eq!(kernel_of(&blocks[0], &kernels), Some("saxpy"));

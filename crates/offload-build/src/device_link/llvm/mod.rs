@@ -83,7 +83,7 @@ const AMDGPU_EXTERNALS: &[&str] = &[DYNAMIC_SHARED_MEMORY];
 
 /// Globals of the device API that the runtime writes after loading an image (see
 /// `offload_rt::kernel::abi::CHANNEL_SYMBOL`): the device link keeps them external.
-pub const HOST_GLOBALS: &[&str] = &["__offload_channel"];
+pub const HOST_GLOBALS: &[&str] = &[offload_format::abi::CHANNEL];
 
 /// The major version of the LLVM this crate is linked against.
 pub fn linked_llvm_major() -> u32 {
@@ -133,22 +133,19 @@ pub struct LinkedObject {
 
 // Accessors the stages share.
 
+/// The device family of `module`'s triple.
+fn family(module: &Module<'_>) -> offload_format::DeviceFamily {
+    offload_format::DeviceFamily::of_target_triple(&module.get_triple().as_str().to_string_lossy())
+}
+
 /// Whether `module` is for AMD GPUs (`amdgcn-amd-amdhsa`).
 fn is_amdgpu(module: &Module<'_>) -> bool {
-    module
-        .get_triple()
-        .as_str()
-        .to_bytes()
-        .starts_with(b"amdgcn")
+    family(module) == offload_format::DeviceFamily::Amd
 }
 
 /// Whether `module` is for NVIDIA GPUs (`nvptx64-nvidia-cuda`).
 fn is_nvptx(module: &Module<'_>) -> bool {
-    module
-        .get_triple()
-        .as_str()
-        .to_bytes()
-        .starts_with(b"nvptx")
+    family(module) == offload_format::DeviceFamily::Nvidia
 }
 
 fn cstr(s: &CStr) -> String {

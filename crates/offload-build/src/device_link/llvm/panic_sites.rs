@@ -26,19 +26,19 @@ use super::uniform_panics::{self, THREAD_INDEX, THREAD_REPORTER};
 use crate::device_link::{LinkError, Result};
 
 /// offload-rt's `kernel::gpu_channel::__offload_gpu_panic_at(site, a, b, c)`.
-pub(super) const SITE_REPORTER: &str = "__offload_gpu_panic_at";
+pub(super) const SITE_REPORTER: &str = offload_format::abi::GPU_PANIC_AT;
 /// The site reporters by the number of values they take (`__offload_gpu_panic_at0(site)` to
 /// [`SITE_REPORTER`]): a call passes the values up to the last one that is not a constant
 /// zero, each parameter being a register pair of NVIDIA's calling convention.
 pub(super) const SITE_REPORTERS: [&str; 4] = [
-    "__offload_gpu_panic_at0",
-    "__offload_gpu_panic_at1",
-    "__offload_gpu_panic_at2",
+    offload_format::abi::GPU_PANIC_AT0,
+    offload_format::abi::GPU_PANIC_AT1,
+    offload_format::abi::GPU_PANIC_AT2,
     SITE_REPORTER,
 ];
 /// offload-rt's `kernel::gpu_channel::__offload_gpu_panic_finish()`, which both reporters call
 /// on NVIDIA: it completes the report of the thread that claimed it.
-pub(super) const FINISH: &str = "__offload_gpu_panic_finish";
+pub(super) const FINISH: &str = offload_format::abi::GPU_PANIC_FINISH;
 /// The panic path's functions, external until [`describe_sites`]: the optimizer must neither
 /// change the reporter's parameters (the stage reads them by position) nor drop the
 /// [`SITE_REPORTERS`], which nothing calls before the stage.
@@ -729,7 +729,7 @@ mod tests {
             .unwrap();
         assert!(!call.contains('#'), "the call may inline: {call}");
         assert_eq!(
-            m.get_function("__offload_gpu_thread_index")
+            m.get_function(offload_format::abi::GPU_THREAD_INDEX)
                 .unwrap()
                 .as_global_value()
                 .get_linkage(),

@@ -15,6 +15,8 @@ use inkwell::llvm_sys::prelude::LLVMValueRef;
 use inkwell::module::Module;
 use inkwell::values::{AsValueRef, BasicMetadataValueEnum, FunctionValue};
 
+use offload_format::abi;
+
 use super::cstr;
 use crate::device_link::{LinkError, Result};
 
@@ -23,21 +25,18 @@ use crate::device_link::{LinkError, Result};
 pub(super) const REDIRECTS: &[(&str, &str)] = &[
     (
         "core::panicking::panic_bounds_check",
-        "__offload_gpu_panic_bounds_check",
+        abi::GPU_PANIC_BOUNDS_CHECK,
     ),
     (
         "core::slice::index::slice_index_fail",
-        "__offload_gpu_slice_index_fail",
+        abi::GPU_SLICE_INDEX_FAIL,
     ),
-    (
-        "core::str::slice_error_fail",
-        "__offload_gpu_str_slice_fail",
-    ),
-    ("core::option::expect_failed", "__offload_gpu_expect_failed"),
-    ("core::result::unwrap_failed", "__offload_gpu_unwrap_failed"),
+    ("core::str::slice_error_fail", abi::GPU_STR_SLICE_FAIL),
+    ("core::option::expect_failed", abi::GPU_EXPECT_FAILED),
+    ("core::result::unwrap_failed", abi::GPU_UNWRAP_FAILED),
     (
         "core::panicking::assert_failed_inner",
-        "__offload_gpu_assert_failed",
+        abi::GPU_ASSERT_FAILED,
     ),
 ];
 
@@ -65,7 +64,7 @@ const INLINED: &[&str] = &["core::option::unwrap_failed"];
 /// offload-rt's function that records a panic and traps. Out of line until optimization is
 /// done, when [`super::panic_sites`] replaces its calls at constant sites and decides, per
 /// triple, what is inlined.
-pub(super) const REPORTER: &str = "__offload_gpu_panic";
+pub(super) const REPORTER: &str = abi::GPU_PANIC;
 
 /// Whether `name` is [`REPORTER`], or the renamed copy a member linked twice would leave
 /// (`__offload_gpu_panic39`).
@@ -525,7 +524,7 @@ mod tests {
     fn core_functions_are_found_by_demangled_path() {
         assert!(matches!(
             role(BOUNDS_CHECK),
-            Some(Role::Redirect("__offload_gpu_panic_bounds_check"))
+            Some(Role::Redirect(abi::GPU_PANIC_BOUNDS_CHECK))
         ));
         assert!(matches!(
             role("_RNvNtCskadkSMZu6gz_4core9panicking9panic_fmt"),
@@ -561,7 +560,7 @@ mod tests {
         assert!(lean_panics(&m, true).unwrap() > 0);
         m.verify().unwrap();
         let lean = m.get_function(BOUNDS_CHECK).unwrap();
-        assert_eq!(callees(lean), ["__offload_gpu_panic_bounds_check"]);
+        assert_eq!(callees(lean), [abi::GPU_PANIC_BOUNDS_CHECK]);
         let always = Attribute::get_named_enum_kind_id("alwaysinline");
         assert!(
             lean.get_enum_attribute(AttributeLoc::Function, always)
@@ -608,7 +607,7 @@ mod tests {
         assert!(lean_panics(&m, true).unwrap() > 0);
         m.verify().unwrap();
         let lean = m.get_function(BOUNDS_CHECK).unwrap();
-        assert_eq!(callees(lean), ["__offload_gpu_panic"]);
+        assert_eq!(callees(lean), [abi::GPU_PANIC]);
         // The location is the last parameter, handed on.
         let text = m.print_to_string().to_string();
         let call = text

@@ -16,7 +16,7 @@ use inkwell::values::AsValueRef;
 use super::users;
 
 /// offload-rt's marker (`kernel::slice`): `ptr __offload_read_only(ptr)`, the identity.
-pub(super) const MARKER: &str = "__offload_read_only";
+pub(super) const MARKER: &str = offload_format::abi::READ_ONLY_MARKER;
 
 /// Declares [`MARKER`] as what it is, a function that neither reads nor writes memory, always
 /// returns and never unwinds, so that the optimizer moves, merges and drops its calls as it
@@ -217,6 +217,9 @@ mod tests {
         let ptx = link(&[DeviceInput::object("copy.bc", bitcode("copy", ir))]).unwrap();
         assert!(ptx.contains("ld.global.nc.b32"), "{ptx}");
         assert!(ptx.contains("st.global.b32"), "{ptx}");
-        assert!(!ptx.contains("__offload_read_only"), "{ptx}");
+        assert!(
+            !ptx.contains(offload_format::abi::READ_ONLY_MARKER),
+            "{ptx}"
+        );
     }
 }

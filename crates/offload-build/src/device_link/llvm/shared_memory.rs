@@ -719,7 +719,10 @@ mod tests {
             ptx.contains("ld.const.b32") || ptx.contains("ld.const.u32"),
             "{ptx}"
         );
-        assert!(!ptx.contains(".offload.constant"), "{ptx}");
+        assert!(
+            !ptx.contains(offload_format::abi::CONSTANT_SECTION),
+            "{ptx}"
+        );
     }
 
     #[test]

@@ -29,9 +29,9 @@ use super::panics::site_calls;
 
 /// offload-rt's `kernel::gpu_channel::__offload_gpu_panic_at_thread(thread, site, a, b, c,
 /// values)`, on AMD GPUs only: `values` says how many of `a`, `b` and `c` the site passes.
-pub(super) const THREAD_REPORTER: &str = "__offload_gpu_panic_at_thread";
+pub(super) const THREAD_REPORTER: &str = offload_format::abi::GPU_PANIC_AT_THREAD;
 /// offload-rt's `kernel::gpu_channel::__offload_gpu_thread_index()`, on AMD GPUs only.
-pub(super) const THREAD_INDEX: &str = "__offload_gpu_thread_index";
+pub(super) const THREAD_INDEX: &str = offload_format::abi::GPU_THREAD_INDEX;
 
 /// With the panic strategy `trap` on AMD GPUs: makes each divergent conditional branch to a
 /// block that only traps (`llvm.trap`, then `unreachable`) scalar, taken when any active lane
@@ -794,8 +794,8 @@ declare void @llvm.trap()
         let module = context.create_module_from_ir(buffer).unwrap();
         let reporter = |name: &str| module.get_function(name).unwrap().as_value_ref();
         let site_reporters = [
-            reporter("__offload_gpu_panic_at1"),
-            reporter("__offload_gpu_panic_at2"),
+            reporter(offload_format::abi::GPU_PANIC_AT1),
+            reporter(offload_format::abi::GPU_PANIC_AT2),
         ];
         let changed = make_uniform(
             &module,

@@ -416,9 +416,17 @@ mod tests {
 
     #[test]
     fn only_globals_an_image_names_are_asked_for() {
-        let ptx = b".visible .global .align 8 .u64 __offload_channel;";
-        assert!(may_define(ptx, GpuImageKind::Ptx, CHANNEL_SYMBOL));
-        assert!(!may_define(ptx, GpuImageKind::Ptx, panic_sites::SYMBOL));
+        let ptx = format!(".visible .global .align 8 .u64 {CHANNEL_SYMBOL};");
+        assert!(may_define(
+            ptx.as_bytes(),
+            GpuImageKind::Ptx,
+            CHANNEL_SYMBOL
+        ));
+        assert!(!may_define(
+            ptx.as_bytes(),
+            GpuImageKind::Ptx,
+            panic_sites::SYMBOL
+        ));
         assert!(!may_define(
             b"\x7fELF",
             GpuImageKind::CodeObject,

@@ -1,0 +1,195 @@
+//! The device ABI, spelled once: every symbol, section and constant that the kernel side
+//! (`offload_rt::kernel`, compiled for each device), the device link (`offload-build`), the
+//! image readers (this crate's `image`) and the runtime (`offload-rt`'s backends and registry)
+//! must agree on. Every other crate names these through this module, never as a string of its
+//! own (`xtask/src/abi_lint.rs` fails on a copy).
+//!
+//! Built with no feature and no `std`, so that the kernel side of `offload-rt` uses it in every
+//! nested device build. Where Rust needs a literal (`#[unsafe(export_name = ..)]`,
+//! `#[unsafe(link_section = ..)]`), [`abi_name!`](crate::abi_name) gives the same string as the
+//! constant of the same name: `#[unsafe(export_name = offload_format::abi_name!(CHANNEL))]`.
+//!
+//! The layouts of the records that cross at run time (a GPU's `DeviceChannel` and panic
+//! record, the CPU device's launch) are `#[repr(C)]` types of `offload_rt::kernel::abi`, one
+//! definition the kernel side writes and the runtime reads; what they mean is described there.
+
+/// The string of one of this module's constants, as a literal for an attribute:
+/// `abi_name!(CHANNEL)` is `"__offload_channel"`, [`CHANNEL`](crate::abi::CHANNEL)'s value.
+#[macro_export]
+#[rustfmt::skip]
+macro_rules! abi_name {
+    // The CPU device's images.
+    (CPU_SYMBOL_PREFIX) => { "__offload_cpu_" };
+    (CPU_RUN_PREFIX) => { "__offload_cpu_run_" };
+    (CPU_THREAD_PREFIX) => { "__offload_cpu_thread_" };
+    (CPU_REGIONS_PREFIX) => { "__offload_cpu_regions_" };
+    (CPU_NOTE_PREFIX) => { "__offload_cpu_note_" };
+    (CPU_ABI_SYMBOL) => { "__offload_cpu_abi_version" };
+    (CPU_POSITION_SYMBOL) => { "__offload_cpu_position" };
+    // A GPU image's channel and panic reporters.
+    (CHANNEL) => { "__offload_channel" };
+    (GPU_PANIC) => { "__offload_gpu_panic" };
+    (GPU_PANIC_AT) => { "__offload_gpu_panic_at" };
+    (GPU_PANIC_AT0) => { "__offload_gpu_panic_at0" };
+    (GPU_PANIC_AT1) => { "__offload_gpu_panic_at1" };
+    (GPU_PANIC_AT2) => { "__offload_gpu_panic_at2" };
+    (GPU_PANIC_AT_THREAD) => { "__offload_gpu_panic_at_thread" };
+    (GPU_THREAD_INDEX) => { "__offload_gpu_thread_index" };
+    (GPU_PANIC_FINISH) => { "__offload_gpu_panic_finish" };
+    (GPU_PANIC_BOUNDS_CHECK) => { "__offload_gpu_panic_bounds_check" };
+    (GPU_SLICE_INDEX_FAIL) => { "__offload_gpu_slice_index_fail" };
+    (GPU_STR_SLICE_FAIL) => { "__offload_gpu_str_slice_fail" };
+    (GPU_EXPECT_FAILED) => { "__offload_gpu_expect_failed" };
+    (GPU_UNWRAP_FAILED) => { "__offload_gpu_unwrap_failed" };
+    (GPU_ASSERT_FAILED) => { "__offload_gpu_assert_failed" };
+    (PANIC_SITES_SYMBOL) => { "__offload_panic_sites" };
+    // What the kernel side hands the device link.
+    (LAUNCH_BOUNDS_PREFIX) => { "__offload_max_threads_" };
+    (SHARED_SECTION) => { ".offload.shared" };
+    (CONSTANT_SECTION) => { ".offload.constant" };
+    (GENERIC_TILE_FUNCTION) => { "__offload_shared_tile" };
+    (READ_ONLY_MARKER) => { "__offload_read_only" };
+    // Registration of a host binary's bundles.
+    (OFFLOADING_SECTION) => { ".llvm.offloading" };
+    (REGISTRATION_CONSTRUCTOR_SECTION) => { ".init_array.101" };
+    (REGISTER_LIB) => { "__offload_register_lib" };
+    (UNREGISTER_LIB) => { "__offload_unregister_lib" };
+}
+
+/// Prefix of every symbol a CPU device image exports: the entry points, notes, ABI version
+/// and position below; the image's version script keeps these global and no other.
+pub const CPU_SYMBOL_PREFIX: &str = abi_name!(CPU_SYMBOL_PREFIX);
+/// Prefix of a CPU image's per-kernel entry point that runs a range of blocks
+/// (`offload_rt::kernel::abi::CpuRunFn`): `CPU_RUN_PREFIX<kernel>`.
+pub const CPU_RUN_PREFIX: &str = abi_name!(CPU_RUN_PREFIX);
+/// Prefix of a CPU image's per-kernel entry point that runs one thread
+/// (`offload_rt::kernel::abi::CpuThreadFn`).
+pub const CPU_THREAD_PREFIX: &str = abi_name!(CPU_THREAD_PREFIX);
+/// Prefix of a CPU image's entry point of a kernel with barriers in region form
+/// (`offload_rt::kernel::abi::CpuRegionsFn`).
+pub const CPU_REGIONS_PREFIX: &str = abi_name!(CPU_REGIONS_PREFIX);
+/// Prefix of the note a CPU image carries for a kernel with barriers that runs on the
+/// coroutine path: the reason, as UTF-8 bytes, which the build reports.
+pub const CPU_NOTE_PREFIX: &str = abi_name!(CPU_NOTE_PREFIX);
+/// Symbol of the `u32` CPU ABI version every CPU image exports.
+pub const CPU_ABI_SYMBOL: &str = abi_name!(CPU_ABI_SYMBOL);
+/// Symbol of the function every CPU image exports that says where the calling OS thread's GPU
+/// thread is (`offload_rt::kernel::abi::CpuPositionFn`).
+pub const CPU_POSITION_SYMBOL: &str = abi_name!(CPU_POSITION_SYMBOL);
+
+/// Symbol of a GPU image's `*mut DeviceChannel` global, which the runtime sets when it loads
+/// the module and the device link keeps external (and reads as invariant).
+pub const CHANNEL: &str = abi_name!(CHANNEL);
+/// The kernel side's panic reporter: kind, message, location and values, written to the
+/// channel's panic record. The device link redirects core's panic functions to it.
+pub const GPU_PANIC: &str = abi_name!(GPU_PANIC);
+/// The reporter of a panic at a site of the image's panic-site table ([`PANIC_SITES_SYMBOL`]):
+/// the site and three values.
+pub const GPU_PANIC_AT: &str = abi_name!(GPU_PANIC_AT);
+/// [`GPU_PANIC_AT`] with no value that is not zero.
+pub const GPU_PANIC_AT0: &str = abi_name!(GPU_PANIC_AT0);
+/// [`GPU_PANIC_AT`] with one value that is not zero.
+pub const GPU_PANIC_AT1: &str = abi_name!(GPU_PANIC_AT1);
+/// [`GPU_PANIC_AT`] with two values that are not zero.
+pub const GPU_PANIC_AT2: &str = abi_name!(GPU_PANIC_AT2);
+/// The site reporters by the number of values they take: [`GPU_PANIC_AT0`] to
+/// [`GPU_PANIC_AT2`].
+pub const GPU_PANIC_AT_N: [&str; 3] = [GPU_PANIC_AT0, GPU_PANIC_AT1, GPU_PANIC_AT2];
+/// On AMD GPUs, the site reporter a whole wavefront calls for its first failing lane.
+pub const GPU_PANIC_AT_THREAD: &str = abi_name!(GPU_PANIC_AT_THREAD);
+/// On AMD GPUs, the calling thread's index in its block as a panic record packs it, which the
+/// device link computes where a kernel starts.
+pub const GPU_THREAD_INDEX: &str = abi_name!(GPU_THREAD_INDEX);
+/// The end of every report: the record marked written, then the device's trap.
+pub const GPU_PANIC_FINISH: &str = abi_name!(GPU_PANIC_FINISH);
+/// The kernel side's stand-in for `core::panicking::panic_bounds_check`.
+pub const GPU_PANIC_BOUNDS_CHECK: &str = abi_name!(GPU_PANIC_BOUNDS_CHECK);
+/// The kernel side's stand-in for core's `slice_index_fail`.
+pub const GPU_SLICE_INDEX_FAIL: &str = abi_name!(GPU_SLICE_INDEX_FAIL);
+/// The kernel side's stand-in for core's `str::slice_error_fail`.
+pub const GPU_STR_SLICE_FAIL: &str = abi_name!(GPU_STR_SLICE_FAIL);
+/// The kernel side's stand-in for `core::option::expect_failed`.
+pub const GPU_EXPECT_FAILED: &str = abi_name!(GPU_EXPECT_FAILED);
+/// The kernel side's stand-in for `core::result::unwrap_failed`.
+pub const GPU_UNWRAP_FAILED: &str = abi_name!(GPU_UNWRAP_FAILED);
+/// The kernel side's stand-in for `core::panicking::assert_failed`.
+pub const GPU_ASSERT_FAILED: &str = abi_name!(GPU_ASSERT_FAILED);
+/// Symbol of a GPU image's panic-site table (`panic_sites`), written by the device link and
+/// read by the runtime when it loads the module.
+pub const PANIC_SITES_SYMBOL: &str = abi_name!(PANIC_SITES_SYMBOL);
+
+/// Prefix of the static that carries a kernel's launch bound to the device link:
+/// `LAUNCH_BOUNDS_PREFIX<kernel>.<bound>` (`launch_bounds`).
+pub const LAUNCH_BOUNDS_PREFIX: &str = abi_name!(LAUNCH_BOUNDS_PREFIX);
+/// Link section that marks a static as per-block shared memory on GPU targets: the device link
+/// moves every global of it to address space 3 with an undefined initializer.
+pub const SHARED_SECTION: &str = abi_name!(SHARED_SECTION);
+/// Link section of `offload_rt::constant!` statics, which the device link moves to address
+/// space 4 (`.const`, AMD's constant memory).
+pub const CONSTANT_SECTION: &str = abi_name!(CONSTANT_SECTION);
+/// The function `offload_rt::generic_shared_array!` calls on GPUs, which the device link
+/// replaces call by call with a global in address space 3.
+pub const GENERIC_TILE_FUNCTION: &str = abi_name!(GENERIC_TILE_FUNCTION);
+/// The identity function through which a `&[T]` kernel parameter's loads go, which the device
+/// link removes, marking the loads invariant.
+pub const READ_ONLY_MARKER: &str = abi_name!(READ_ONLY_MARKER);
+
+/// Bytes of static shared memory one GPU kernel may use, the limit of every device: `ptxas`
+/// refuses more in static declarations, and the CPU device's arena is this size.
+pub const MAX_STATIC_SHARED_BYTES: usize = 48 * 1024;
+/// Bytes of shared memory (static and dynamic together) a block can use on the CPU device.
+pub const MAX_SHARED_BYTES: usize = 64 * 1024;
+/// Bytes of constant memory an NVIDIA module has for all its `constant!` statics together.
+pub const MAX_CONSTANT_BYTES: usize = 64 * 1024;
+
+/// Section of a host binary, or an embedding object, that holds the bundle of device images
+/// (`SHT_LLVM_OFFLOADING`, 8-aligned), as clang names it.
+pub const OFFLOADING_SECTION: &str = abi_name!(OFFLOADING_SECTION);
+/// Section of the embedding object's constructor, which registers its descriptor.
+pub const REGISTRATION_CONSTRUCTOR_SECTION: &str = abi_name!(REGISTRATION_CONSTRUCTOR_SECTION);
+/// The runtime's function the embedding object's constructor calls with its descriptor.
+pub const REGISTER_LIB: &str = abi_name!(REGISTER_LIB);
+/// The runtime's function the embedding object registers with `atexit`.
+pub const UNREGISTER_LIB: &str = abi_name!(UNREGISTER_LIB);
+/// `magic` of every registration descriptor (`offload_rt::registry::OffloadDescriptor`, which
+/// the embedding object declares again): "OFLD" read as a little-endian `u32`'s digits.
+pub const OFFLOAD_DESCRIPTOR_MAGIC: u32 = 0x4F46_4C44;
+/// The layout version of the registration descriptor.
+pub const OFFLOAD_DESCRIPTOR_VERSION: u32 = 1;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_symbols_share_the_exported_prefix() {
+        for symbol in [
+            CPU_RUN_PREFIX,
+            CPU_THREAD_PREFIX,
+            CPU_REGIONS_PREFIX,
+            CPU_NOTE_PREFIX,
+            CPU_ABI_SYMBOL,
+            CPU_POSITION_SYMBOL,
+        ] {
+            assert!(symbol.starts_with(CPU_SYMBOL_PREFIX), "{symbol}");
+        }
+    }
+
+    #[test]
+    fn site_reporters_are_named_after_the_reporter() {
+        for (n, reporter) in GPU_PANIC_AT_N.iter().enumerate() {
+            assert_eq!(
+                reporter.strip_prefix(GPU_PANIC_AT),
+                Some(n.to_string().as_str())
+            );
+        }
+        assert!(GPU_PANIC_AT.starts_with(GPU_PANIC));
+    }
+
+    #[test]
+    fn the_macro_and_the_constants_agree() {
+        assert_eq!(abi_name!(CHANNEL), CHANNEL);
+        assert_eq!(abi_name!(GPU_PANIC_AT_THREAD), GPU_PANIC_AT_THREAD);
+        assert_eq!(abi_name!(OFFLOADING_SECTION), OFFLOADING_SECTION);
+    }
+}
