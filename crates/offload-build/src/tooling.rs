@@ -93,6 +93,39 @@ pub mod prebuilt {
         source_hash, toolchain_identity, write_bundle,
     };
 
+    /// A kernel crate's bundle as `cargo offload package-kernels` wrote it ([`package`]).
+    #[derive(Debug)]
+    pub struct Packaged {
+        /// Where it was written (`offload/<lib>.offload` beside the crate's manifest).
+        pub path: std::path::PathBuf,
+        /// The images it holds, in architecture order.
+        pub images: Vec<super::DeviceImage>,
+        /// The hash over the crate's sources it is keyed by.
+        pub hash: crate::prebuilt::SourceHash,
+        /// The toolchain that built it.
+        pub toolchain: String,
+    }
+
+    /// Packages `krate`'s prebuilt bundle for `archs`: its images built from source under
+    /// `offload_dir`, keyed by its source hash and the toolchain, written beside its manifest.
+    pub fn package(
+        env: &super::Env,
+        krate: &super::KernelCrate,
+        archs: &[super::OffloadArch],
+        offload_dir: &super::Path,
+    ) -> super::Result<Packaged> {
+        let toolchain = toolchain_identity(env, archs)?;
+        let images = build_from_source(env, krate, archs, offload_dir)?;
+        let hash = source_hash(krate, &toolchain, archs)?;
+        let path = write_bundle(krate, &images, &hash, &toolchain)?;
+        Ok(Packaged {
+            path,
+            images,
+            hash,
+            toolchain,
+        })
+    }
+
     /// `krate`'s images for `archs`, built from source under `offload_dir` as a build with no
     /// bundle builds them (with `OFFLOAD_PANIC` applied), in architecture order.
     pub fn build_from_source(

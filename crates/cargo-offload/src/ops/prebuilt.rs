@@ -80,11 +80,12 @@ pub fn package_kernels(args: PackageKernelsOptions) -> Result<ExitCode> {
         },
     };
     let archs = offload_build::tooling::arch::parse_list(&list, &origin)?;
-    let toolchain = prebuilt::toolchain_identity(&env, &archs)?;
-    let images =
-        prebuilt::build_from_source(&env, &krate, &archs, &target_directory.join("offload"))?;
-    let hash = prebuilt::source_hash(&krate, &toolchain, &archs)?;
-    let path = prebuilt::write_bundle(&krate, &images, &hash, &toolchain)?;
+    let prebuilt::Packaged {
+        path,
+        images,
+        hash,
+        toolchain,
+    } = prebuilt::package(&env, &krate, &archs, &target_directory.join("offload"))?;
     let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
     println!(
         "wrote {} ({} images for {}, {size} bytes)\n  source hash {} over {} inputs\n  toolchain   {toolchain}",
