@@ -3,7 +3,7 @@
 //! versioned with `cargo-offload`, with no promise to other crates; a build script needs only
 //! [`crate::Build`].
 //!
-//! [`device_link`], [`foreign`] and [`host_device`] are the stages this crate's own
+//! `device_link`, `foreign` and `host_device` are the stages this crate's own
 //! integration tests and benchmarks (and offload-rt's tests) exercise one by one; the command
 //! does not use them.
 
