@@ -607,9 +607,13 @@ mod tests {
             CompileOptions::parse(all).unwrap().to_cargo_args(),
             os(&["-p", "a", "--", "x"])
         );
+        assert!(parse(&["--message-format=json"]).wants_json_messages());
+        assert!(parse(&["--message-format", "json-diagnostic-short"]).wants_json_messages());
         assert!(!parse(&["--message-format=short"]).wants_json_messages());
         assert!(!parse(&["--", "--message-format=json"]).wants_json_messages());
         assert!(!parse(&["--quietly"]).quiet);
+        assert!(!parse(&["--", "-q"]).quiet);
+        assert!(parse(&["-q"]).quiet && parse(&["--verbose"]).verbose);
     }
 
     #[test]
