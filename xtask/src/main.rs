@@ -200,7 +200,7 @@ fn pinned_tool(
 /// +toolchain` needs rustup's proxy; the `cargo` running this task is the stable one's binary,
 /// and the variables it set would point the program's cargo back at it).
 fn with_nightly(program: impl AsRef<std::ffi::OsStr>) -> Command {
-    let mut cmd = Command::new("rustup");
+    let mut cmd = Tool::Rustup.command();
     cmd.args(["run", NIGHTLY]).arg(program).current_dir(root());
     for var in [
         "CARGO",
@@ -216,7 +216,8 @@ fn with_nightly(program: impl AsRef<std::ffi::OsStr>) -> Command {
 
 /// The host's triple, as `rustc -vV` names it.
 fn host_triple() -> Result<String> {
-    let out = Command::new("rustc")
+    let out = Tool::Rustc
+        .command()
         .arg("-vV")
         .output()
         .map_err(|e| format!("could not run rustc: {e}"))?;
@@ -366,6 +367,8 @@ fn which(name: Option<&str>) -> Result {
 // ---------------------------------------------------------------- tool lint
 
 /// Files that may name tools directly: the table itself, and this file.
+/// Sources that may name a tool's path: the table itself, and this lint, whose patterns are
+/// such paths. They still start no tool by its program name.
 const LINT_ALLOWED: &[&str] = &["crates/offload-toolchain/src/lib.rs", "xtask/src/main.rs"];
 
 /// Fails when a Rust source or shell script names a tool of the table by path
@@ -385,9 +388,7 @@ fn lint_tools() -> Result {
             .unwrap_or(&file)
             .to_string_lossy()
             .into_owned();
-        if LINT_ALLOWED.contains(&rel.as_str()) {
-            continue;
-        }
+        let paths_allowed = LINT_ALLOWED.contains(&rel.as_str());
         let Ok(text) = std::fs::read_to_string(&file) else {
             continue;
         };
@@ -399,11 +400,7 @@ fn lint_tools() -> Result {
             let named_path = line.contains(offload_toolchain::DEBIAN_LLVM_BIN)
                 || line.contains("/usr/bin/clang-")
                 || line.contains("/usr/lib/cuda/bin");
-            let spawned = programs.iter().any(|p| {
-                line.contains(&format!("Command::new(\"{p}\")"))
-                    || line.contains(&format!("Command::new(\"{p}-22\")"))
-            });
-            if named_path || spawned {
+            if named_path && !paths_allowed || starts_tool_by_name(line, &programs) {
                 findings.push(format!("{rel}:{}: {}", n + 1, line.trim()));
             }
         }
@@ -420,6 +417,15 @@ fn lint_tools() -> Result {
          so that the set-up installs and checks it",
         findings.len()
     ))
+}
+
+/// Whether `line` starts one of the table's `programs` by its name (`Command::new("rustup")`,
+/// `Command::new("clang-22")`) instead of through `offload_toolchain::Tool`.
+fn starts_tool_by_name(line: &str, programs: &[&str]) -> bool {
+    programs.iter().any(|p| {
+        line.contains(&format!("Command::new(\"{p}\")"))
+            || line.contains(&format!("Command::new(\"{p}-22\")"))
+    })
 }
 
 fn collect_sources(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -468,7 +474,7 @@ fn privileged(args: &[&str]) -> Command {
     let mut cmd = if is_root() {
         Command::new(args[0])
     } else {
-        let mut c = Command::new("sudo");
+        let mut c = Tool::Sudo.command();
         c.arg(args[0]);
         c
     };
@@ -513,9 +519,9 @@ fn enable_contrib_non_free() -> Result {
 }
 
 fn rust_toolchain() -> Result {
-    let have_nightly = succeeds(Command::new("rustup").args(["run", NIGHTLY, "rustc", "-V"]));
+    let have_nightly = succeeds(Tool::Rustup.command().args(["run", NIGHTLY, "rustc", "-V"]));
     if !have_nightly {
-        run(Command::new("rustup").args([
+        run(Tool::Rustup.command().args([
             "toolchain",
             "install",
             NIGHTLY,
@@ -525,17 +531,20 @@ fn rust_toolchain() -> Result {
             "rust-src",
         ]))?;
     }
-    let components = Command::new("rustup")
+    let components = Tool::Rustup
+        .command()
         .args(["component", "list", "--installed", "--toolchain", NIGHTLY])
         .output()
         .map_err(|e| format!("could not run rustup: {e}"))?;
     if !String::from_utf8_lossy(&components.stdout).contains("rust-src") {
-        run(Command::new("rustup").args(["component", "add", "rust-src", "--toolchain", NIGHTLY]))?;
+        run(Tool::Rustup
+            .command()
+            .args(["component", "add", "rust-src", "--toolchain", NIGHTLY]))?;
     }
     // The active toolchain (the one `cargo` here runs) builds host crates; nightly builds the
     // CPU image inside them.
     for toolchain in [None, Some(NIGHTLY)] {
-        let mut list = Command::new("rustup");
+        let mut list = Tool::Rustup.command();
         list.current_dir(root())
             .args(["target", "list", "--installed"]);
         if let Some(t) = toolchain {
@@ -547,7 +556,7 @@ fn rust_toolchain() -> Result {
         let installed = String::from_utf8_lossy(&installed.stdout);
         for target in offload_toolchain::RUST_CROSS_TARGETS {
             if !installed.lines().any(|l| l.trim() == *target) {
-                let mut add = Command::new("rustup");
+                let mut add = Tool::Rustup.command();
                 add.current_dir(root()).args(["target", "add", target]);
                 if let Some(t) = toolchain {
                     add.args(["--toolchain", t]);

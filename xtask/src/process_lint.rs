@@ -15,6 +15,26 @@ mod tests {
     ];
 
     #[test]
+    fn the_tool_lint_catches_rust_and_sudo_started_by_name() {
+        let programs: Vec<&str> = offload_toolchain::Tool::ALL
+            .iter()
+            .map(|t| t.program())
+            .collect();
+        for program in ["rustup", "rustc", "sudo", "ptxas"] {
+            let line = format!("let out = Command::new(\"{program}\").arg(\"-V\");");
+            assert!(crate::starts_tool_by_name(&line, &programs), "{line}");
+        }
+        assert!(crate::starts_tool_by_name(
+            "Command::new(\"clang-22\")",
+            &programs
+        ));
+        assert!(!crate::starts_tool_by_name(
+            "Tool::Rustup.command().args([\"run\"])",
+            &programs
+        ));
+    }
+
+    #[test]
     fn processes_start_only_in_the_command_module() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let mut found = Vec::new();

@@ -23,7 +23,8 @@ pub fn all() -> Result {
 
 /// Installs Miri for the device toolchain when it is missing.
 fn miri_installed() -> Result {
-    let components = Command::new("rustup")
+    let components = offload_toolchain::Tool::Rustup
+        .command()
         .args(["component", "list", "--installed", "--toolchain", NIGHTLY])
         .output()
         .map_err(|e| format!("could not run rustup: {e}"))?;
@@ -31,7 +32,13 @@ fn miri_installed() -> Result {
         .lines()
         .any(|l| l.starts_with("miri"))
     {
-        run(Command::new("rustup").args(["component", "add", "miri", "--toolchain", NIGHTLY]))?;
+        run(offload_toolchain::Tool::Rustup.command().args([
+            "component",
+            "add",
+            "miri",
+            "--toolchain",
+            NIGHTLY,
+        ]))?;
     }
     run(nightly_cargo().args(["miri", "setup"]))
 }

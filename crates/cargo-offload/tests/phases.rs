@@ -205,7 +205,7 @@ note: `native` in --offload-arch: no GPU found; building for `host`
 /// Writes a prebuilt bundle for `kernel_crate` (its manifest) with a stand-in image for the
 /// CPU device, hashed over its sources as `cargo offload package-kernels` hashes them.
 fn write_prebuilt_bundle(manifest: &Path) {
-    let krate = offload_build::tooling::metadata::kernel_package(manifest, None)
+    let krate = offload_build::tooling::workspace::kernel_package(manifest, None)
         .unwrap()
         .krate;
     let archs = [OffloadArch::HOST];

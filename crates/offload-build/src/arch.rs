@@ -114,7 +114,7 @@ pub struct Resolved {
 /// Parses a comma-separated list (`sm_80,sm_90,gfx90a,gfx942:xnack+,host`), canonicalizes
 /// AMD target IDs, removes duplicates and rejects combinations clang rejects.
 /// `origin` names where the list came from, for error messages. `native` is refused here:
-/// [`parse_list_with_native`] resolves it.
+/// `parse_list_with_native` resolves it.
 pub fn parse_list(list: &str, origin: &str) -> Result<Vec<OffloadArch>> {
     parse_list_with_native(list, origin, || {
         Err(Error::InvalidArch {
@@ -139,7 +139,7 @@ pub fn parse_list_with_native(
     parse_list_for_triple(list, origin, host_triple(), native)
 }
 
-/// [`parse_list_with_native`] for a build whose CPU device is `triple` (cargo's `--target`),
+/// `parse_list_with_native` for a build whose CPU device is `triple` (cargo's `--target`),
 /// which the CPU levels of the list must belong to.
 pub fn parse_list_for_triple(
     list: &str,

@@ -73,6 +73,21 @@ impl Env {
         std::env::var(name).ok().filter(|v| !v.is_empty())
     }
 
+    /// A command running `tool`, found by `offload_toolchain`'s policy
+    /// ([`offload_toolchain::Tool::command_with`]): its override declared to Cargo in a build
+    /// script, `PATH` and the directories searched read untracked.
+    pub fn tool(&self, tool: offload_toolchain::Tool) -> std::process::Command {
+        let over = tool.env_var();
+        tool.command_with(&|name| {
+            if name == over {
+                self.get(name)
+            } else {
+                self.get_untracked(name)
+            }
+            .map(Into::into)
+        })
+    }
+
     /// Whether `OFFLOAD_BUILD_VERBOSE` asks for the commands to be printed (set and not `0`).
     pub fn verbose(&self) -> bool {
         self.get(OFFLOAD_BUILD_VERBOSE).is_some_and(|v| v != "0")

@@ -54,6 +54,7 @@ mod directives;
 mod embed;
 mod env;
 mod error;
+mod executor;
 mod foreign;
 mod fsutil;
 mod host_device;
@@ -66,112 +67,10 @@ mod plan;
 mod prebuilt;
 mod status;
 
-/// The engine's parts that `cargo offload`, its device binary, `offload-tools` and this
-/// crate's own tests and benchmarks use, one module per part of the engine. Not API:
-/// versioned with `cargo-offload`, with no promise to other crates; a build script needs only
-/// [`Build`].
+/// The engine's entry points for `cargo offload`, its device binary and `offload-tools` (and
+/// this crate's own tests). Not API: see the module.
 #[doc(hidden)]
-pub mod tooling {
-    pub use crate::{build_images, images_from_bundles_or_source};
-
-    /// The build plan: the action graph a build executes and `--print-phases` draws.
-    pub mod plan {
-        pub use crate::plan::{
-            BuildPlan, BuildRequest, CompileTarget, DeviceLink, ImageSource, LinkOutputs,
-            NestedCompile, PlannedCrate,
-        };
-    }
-
-    /// Offload architectures: parsing lists, the host triple.
-    pub mod arch {
-        pub use crate::arch::{
-            Native, OffloadArch, host_triple, mentions_native, parse_found, parse_list,
-            parse_list_for_triple, parse_list_with_native,
-        };
-    }
-    /// External commands.
-    pub mod command {
-        pub use crate::command::{CommandError, run, spawn, status_interactive};
-    }
-    /// The GPU device link.
-    pub mod device_link {
-        pub use crate::device_link::{
-            AmdCodeObjectVersion, CubinPlan, LLVM_MAJOR, LinkError, cubin_plan, find_tool,
-            installed_ptxas, is_cubin, ptx_features, ptxas_assemble, ptxas_for, ptxas_path,
-            ptxas_supported_sms, ptxas_verbose,
-        };
-        #[cfg(feature = "llvm")]
-        pub use crate::device_link::{
-            AmdgpuLinkOptions, DeviceInput, GpuLinkOptions, HOST_GLOBALS, NvptxLinkOptions,
-            amdgpu_code_object, build_gpu_images, check_llvm_versions, device_inputs, gpu_images,
-            linked_llvm_major, nvptx_link, parse_gpu_arch,
-        };
-    }
-    /// The device link run in `cargo-offload-device` for build scripts without LLVM.
-    pub mod device_linker {
-        #[cfg(feature = "llvm")]
-        pub use crate::device_linker::serve;
-        pub use crate::device_linker::{
-            OFFLOAD_CARGO_OFFLOAD, PROTOCOL_FLAG, VERSION, find_with, protocol_line,
-        };
-    }
-    /// The device builds' diagnostics, handed to `cargo offload`.
-    pub mod diagnostics {
-        #[cfg(feature = "llvm")]
-        pub use crate::diagnostics::take_recorded;
-        pub use crate::diagnostics::{
-            DIAGNOSTICS_FILE, OFFLOAD_MESSAGE_DIR, add_help, archs, identity, level, package_name,
-            rendered, with_archs_note,
-        };
-    }
-    /// The environment the build reads.
-    pub mod env {
-        pub use crate::env::{
-            Env, NATIVE_NONE, OFFLOAD_ARCH, OFFLOAD_DEBUG_KERNELS, OFFLOAD_NATIVE_ARCH,
-            OFFLOAD_PANIC, OFFLOAD_PREBUILT, OFFLOAD_SANITIZE_KERNELS,
-        };
-    }
-    /// CUDA, HIP and OpenMP C++ sources built through clang.
-    pub mod foreign {
-        pub use crate::foreign::{
-            Built, Clang, Language, Options, Source, build, clang, cuda, hip, rdc,
-        };
-    }
-    /// Files written whole or not at all.
-    pub mod fsutil {
-        pub use crate::fsutil::restrict_umask;
-    }
-    /// The CPU device's image.
-    pub mod host_device {
-        pub use crate::host_device::build;
-    }
-    /// Cargo's JSON messages.
-    pub mod json {
-        pub use crate::json::{CargoMessage, JsonExt};
-    }
-    /// `cargo metadata`, read.
-    pub mod metadata {
-        pub use crate::metadata::{
-            HostCrate, KernelPackage, PackageSelection, host_crates, kernel_crates_to_test,
-            kernel_package, workspace_archs, workspace_members,
-        };
-    }
-    /// The nested device builds.
-    pub mod nested {
-        pub use crate::nested::{nightly_usable, rustc_llvm_major};
-    }
-    /// Kernel crates' prebuilt bundles.
-    pub mod prebuilt {
-        pub use crate::prebuilt::{
-            KEY_HASH, KEY_INPUTS, KEY_PRODUCER, KEY_TOOLCHAIN, PREBUILT_DIR, Policy, bundle_path,
-            read_bundle, source_hash, toolchain_identity, write_bundle,
-        };
-    }
-    /// The build scripts' status lines.
-    pub mod status {
-        pub use crate::status::OFFLOAD_STATUS_DIR;
-    }
-}
+pub mod tooling;
 
 use std::path::{Path, PathBuf};
 
@@ -181,7 +80,7 @@ pub use image::DeviceImage;
 pub use metadata::{KernelCrate, PanicStrategy, SourcePackage};
 
 use env::Env;
-use plan::{BuildPlan, BuildRequest, CompileTarget};
+use plan::BuildRequest;
 
 /// Builds and embeds the device images of a host crate. See the crate documentation.
 #[derive(Debug, Clone, Default)]
@@ -523,7 +422,7 @@ impl Build {
         package: &str,
     ) -> Result<Vec<DeviceImage>> {
         let Some(plan) = plan.filter(|p| p.sources.iter().any(|s| s.relocatable)) else {
-            return images_from_bundles_or_source(env, kernel_crates, archs, offload_dir);
+            return executor::images_from_bundles_or_source(env, kernel_crates, archs, offload_dir);
         };
         if kernel_crates.len() != 1 {
             return Err(Error::Prerequisite(format!(
@@ -549,7 +448,7 @@ impl Build {
         for path in &linked.watch {
             directives::emit(format!("cargo:rerun-if-changed={}", path.display()));
         }
-        build_images(
+        executor::build_images(
             env,
             &BuildRequest {
                 kernel_crates,
@@ -614,41 +513,6 @@ impl Build {
     }
 }
 
-/// Every kernel crate's images: from its prebuilt bundle where that serves (see `prebuilt`),
-/// else built from source, as one [`BuildPlan`] decides. Images come back crate by crate,
-/// each in architecture order.
-pub fn images_from_bundles_or_source(
-    env: &Env,
-    kernel_crates: &[KernelCrate],
-    archs: &[OffloadArch],
-    offload_dir: &Path,
-) -> Result<Vec<DeviceImage>> {
-    let policy = prebuilt::Policy::from_env(env)?;
-    let gpu = archs.iter().any(OffloadArch::is_gpu);
-    // Asked only when a bundle does not serve: a build without bundles runs no extra process.
-    let can_build = std::cell::OnceCell::new();
-    let can_build = || {
-        *can_build.get_or_init(|| {
-            // Only GPU images need the nightly (`nested::CpuToolchain`), and the device link:
-            // in-process with the `llvm` feature, else the installed executable.
-            !gpu || ((cfg!(feature = "llvm") || device_linker::find(env).is_ok())
-                && nested::nightly_usable(env))
-        })
-    };
-    let kernel_crates = with_panic_override(env, kernel_crates)?;
-    let plan = BuildPlan::new(&kernel_crates, archs, policy, &can_build)?;
-    execute(env, plan, offload_dir, None)
-}
-
-/// `kernel_crates` with `OFFLOAD_PANIC` applied ([`KernelCrate::apply_panic_override`]).
-fn with_panic_override(env: &Env, kernel_crates: &[KernelCrate]) -> Result<Vec<KernelCrate>> {
-    let mut out = kernel_crates.to_vec();
-    for krate in &mut out {
-        krate.apply_panic_override(env)?;
-    }
-    Ok(out)
-}
-
 /// Warns that `package`'s images are neither built nor embedded: no crate of its graph turns
 /// on offload-rt's host runtime, whose registration functions the embedding object calls (the
 /// program would fail to link with an undefined `__offload_register_lib`), and without which
@@ -703,197 +567,6 @@ fn target_dir_of(out_dir: &Path) -> Option<PathBuf> {
         .skip(1)
         .find(|dir| dir.join("CACHEDIR.TAG").is_file())
         .map(Path::to_owned)
-}
-
-/// Builds every (kernel crate, architecture) pair of `request` from source, each image
-/// device-linked with its relocatable CUDA/HIP sources, at most as many jobs at once as there
-/// are cores. Images come back in (crate, architecture) order.
-///
-/// With the `llvm` feature each architecture is one job, linked in this process. Without it,
-/// each GPU triple is one job, whose architectures one `cargo-offload-device` process links
-/// per kernel crate (`device_linker`); the CPU device is built here either way.
-pub fn build_images(env: &Env, request: &BuildRequest<'_>) -> Result<Vec<DeviceImage>> {
-    let kernel_crates = with_panic_override(env, request.kernel_crates)?;
-    let plan = BuildPlan::from_source(&kernel_crates, request.archs)?;
-    execute(env, plan, request.offload_dir, request.linked)
-}
-
-/// Carries out `plan`: each crate's bundle images taken, or its notes shown and it built
-/// through the plan's compiles and links. Images come back crate by crate, each in
-/// architecture order.
-fn execute(
-    env: &Env,
-    plan: BuildPlan,
-    offload_dir: &Path,
-    linked: Option<&LinkedSources>,
-) -> Result<Vec<DeviceImage>> {
-    for planned in &plan.kernel_crates {
-        match &planned.source {
-            plan::ImageSource::Prebuilt { bundle, .. } => status::status(
-                env,
-                "Prebuilt",
-                &format!("kernels {} ({})", planned.krate.package, bundle.display()),
-            ),
-            plan::ImageSource::FromSource { note } => {
-                if let Some(note) = note {
-                    env.warn(note);
-                }
-            }
-        }
-    }
-    let to_build: Vec<KernelCrate> = plan.crates_from_source().cloned().collect();
-    let mut built = if to_build.is_empty() {
-        Vec::new()
-    } else {
-        let empty = LinkedSources::default();
-        build_from_source(env, &plan, &to_build, offload_dir, linked.unwrap_or(&empty))?
-    };
-    let mut images = Vec::new();
-    for planned in plan.kernel_crates {
-        match planned.source {
-            plan::ImageSource::Prebuilt {
-                images: bundled, ..
-            } => images.extend(bundled),
-            plan::ImageSource::FromSource { .. } => {
-                let (mine, rest): (Vec<_>, Vec<_>) = built
-                    .into_iter()
-                    .partition(|i| i.module == planned.krate.lib_name);
-                images.extend(mine);
-                built = rest;
-            }
-        }
-    }
-    Ok(images)
-}
-
-/// Runs the compiles and links of `plan` for `kernel_crates`.
-fn build_from_source(
-    env: &Env,
-    plan: &BuildPlan,
-    kernel_crates: &[KernelCrate],
-    offload_dir: &Path,
-    linked: &LinkedSources,
-) -> Result<Vec<DeviceImage>> {
-    let archs = &plan.archs;
-    nested::check_toolchain(env, archs)?;
-    let gpu = archs.iter().any(OffloadArch::is_gpu);
-    let linker = if gpu && !cfg!(feature = "llvm") {
-        Some(device_linker::find(env)?)
-    } else {
-        None
-    };
-    for krate in kernel_crates {
-        status::status(
-            env,
-            "Compiling",
-            &format!("kernels {} ({})", krate.package, status::arch_list(archs)),
-        );
-    }
-    let is_gpu =
-        |compile: usize| matches!(plan.compiles[compile].target, CompileTarget::Gpu { .. });
-    // Each job: the indices of its links. In-process, one job per link, the first of each
-    // compile scheduled first, so that different triples build in parallel while cargo's
-    // lock serializes the builds of one (all but the first find it fresh); through the device
-    // link process, one job per GPU compile.
-    let mut units: Vec<Vec<usize>> = Vec::new();
-    for (i, link) in plan.links.iter().enumerate() {
-        let together = linker.is_some() && is_gpu(link.compile);
-        match units
-            .iter_mut()
-            .find(|u| together && plan.links[u[0]].compile == link.compile)
-        {
-            Some(unit) => unit.push(i),
-            None => units.push(vec![i]),
-        }
-    }
-    units.sort_by_key(|u| {
-        plan.links[..u[0]]
-            .iter()
-            .any(|l| l.compile == plan.links[u[0]].compile)
-    });
-    let results = parallel::map(&units, |unit| {
-        let unit_archs: Vec<OffloadArch> = unit.iter().map(|&i| plan.links[i].arch).collect();
-        let compile = plan.links[unit[0]].compile;
-        let target_dir = offload_dir.join(&plan.compiles[compile].dir_name);
-        kernel_crates
-            .iter()
-            .map(|k| match &linker {
-                Some(linker) if is_gpu(compile) => {
-                    device_linker::link(env, linker, k, &unit_archs, &target_dir, linked)
-                }
-                _ => build_one(env, k, &unit_archs[0], &target_dir, linked),
-            })
-            .collect::<Result<Vec<Vec<DeviceImage>>>>()
-            .map(|v| v.into_iter().flatten().collect())
-    });
-    // The first error in architecture order is the build's.
-    let mut per_unit: Vec<(usize, Result<Vec<DeviceImage>>)> = units
-        .iter()
-        .zip(results)
-        .map(|(unit, result)| {
-            let result = result.unwrap_or_else(|| {
-                Err(Error::Prerequisite(
-                    "a device build job did not finish".into(),
-                ))
-            });
-            (unit[0], result)
-        })
-        .collect();
-    per_unit.sort_by_key(|(first, _)| *first);
-    let mut images = Vec::new();
-    for (_, result) in per_unit {
-        images.extend(result?);
-    }
-    // Crate by crate, each in architecture order, the images of one architecture in the
-    // order they were made (the sort is stable); moved, not copied.
-    images.sort_by_key(|image| {
-        (
-            kernel_crates
-                .iter()
-                .position(|k| k.lib_name == image.module),
-            archs.iter().position(|a| *a == image.arch),
-        )
-    });
-    Ok(images)
-}
-
-fn build_one(
-    env: &Env,
-    krate: &KernelCrate,
-    arch: &OffloadArch,
-    target_dir: &Path,
-    linked: &LinkedSources,
-) -> Result<Vec<DeviceImage>> {
-    match arch {
-        OffloadArch::Host(level) => Ok(vec![host_device::build(
-            env,
-            krate,
-            *level,
-            target_dir,
-            linked.cpu_library.as_ref(),
-        )?]),
-        #[cfg(feature = "llvm")]
-        OffloadArch::Nvptx(_) | OffloadArch::Amdgcn(_) => {
-            let extra: Vec<device_link::DeviceInput> = linked
-                .bitcode_for(arch)
-                .map(|b| device_link::DeviceInput::object(b.name.clone(), b.bytes.clone()))
-                .collect();
-            device_link::build_gpu_images(env, krate, arch, target_dir, &extra)
-        }
-        #[cfg(not(feature = "llvm"))]
-        OffloadArch::Nvptx(_) | OffloadArch::Amdgcn(_) => {
-            // GPU architectures go to the device link process (`build_from_source`).
-            let linker = device_linker::find(env)?;
-            device_linker::link(
-                env,
-                &linker,
-                krate,
-                std::slice::from_ref(arch),
-                target_dir,
-                linked,
-            )
-        }
-    }
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use crate::arch::OffloadArch;
 use crate::command::{self, CommandError};
 use crate::env::Env;
 use crate::error::{Error, Result};
+use offload_toolchain::Tool;
 
 /// Variables the outer cargo, rustup or a build script set that would leak into a nested build.
 fn leaks_into_nested_build(name: &OsStr) -> bool {
@@ -64,7 +65,7 @@ fn leaks_into_nested_build(name: &OsStr) -> bool {
 /// `rustup run <toolchain> cargo <subcommand>` with a clean environment: the pinned nightly
 /// of GPU builds.
 pub fn cargo(env: &Env, subcommand: &str) -> Command {
-    let mut cmd = Command::new("rustup");
+    let mut cmd = env.tool(Tool::Rustup);
     cmd.args(["run", &env.nightly_toolchain(), "cargo", subcommand]);
     clean(&mut cmd);
     cmd
@@ -179,7 +180,7 @@ impl CpuToolchain {
     /// Its rustc's `rustc -vV` output.
     pub fn version(&self, env: &Env) -> Result<String> {
         let out = match self {
-            CpuToolchain::Nightly => command::run(Command::new("rustup").args([
+            CpuToolchain::Nightly => command::run(env.tool(Tool::Rustup).args([
                 "run",
                 &env.nightly_toolchain(),
                 "rustc",
@@ -207,9 +208,11 @@ pub fn nightly_usable(env: &Env) -> bool {
     if let Some(usable) = known(&toolchain) {
         return usable;
     }
-    let usable =
-        crate::command::run(Command::new("rustup").args(["run", &toolchain, "rustc", "-V"]))
-            .is_ok();
+    let usable = crate::command::run(
+        env.tool(Tool::Rustup)
+            .args(["run", &toolchain, "rustc", "-V"]),
+    )
+    .is_ok();
     KNOWN
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -244,16 +247,20 @@ pub fn check_toolchain(env: &Env, archs: &[OffloadArch]) -> Result<Option<String
         "run `cargo offload setup`, or `rustup toolchain install {toolchain} --profile minimal \
          --component rust-src`"
     );
-    let out = command::run(Command::new("rustup").args(["run", &toolchain, "rustc", "-vV"]))
-        .map_err(|e| {
-            Error::Prerequisite(format!(
-                "--offload-arch {gpu}: GPU images need the `{toolchain}` Rust toolchain (the \
+    let out = command::run(
+        env.tool(Tool::Rustup)
+            .args(["run", &toolchain, "rustc", "-vV"]),
+    )
+    .map_err(|e| {
+        Error::Prerequisite(format!(
+            "--offload-arch {gpu}: GPU images need the `{toolchain}` Rust toolchain (the \
                  CPU device, `host`, does not), which is not usable: {e}\n  fix: {install}"
-            ))
-        })?;
+        ))
+    })?;
     let version = String::from_utf8_lossy(&out.stdout).into_owned();
     let sysroot = command::run(
-        Command::new("rustup").args(["run", &toolchain, "rustc", "--print", "sysroot"]),
+        env.tool(Tool::Rustup)
+            .args(["run", &toolchain, "rustc", "--print", "sysroot"]),
     )?;
     let sysroot = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim());
     let src = sysroot.join("lib/rustlib/src/rust/library/Cargo.lock");

@@ -1,5 +1,5 @@
 //! The build plan: the action graph of a kernel build, decided once before anything is
-//! built. The build executes it (`images_from_bundles_or_source`, `build_images`) and
+//! built. The build executes it (`executor`: `images_from_bundles_or_source`, `build_images`) and
 //! `cargo offload build --print-phases` draws it, so what is shown is what is done.
 
 use std::path::{Path, PathBuf};

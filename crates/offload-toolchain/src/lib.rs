@@ -13,7 +13,8 @@
 //! 3. CUDA tools: `PATH`, then the usual CUDA directories, then the newer CUDA tools the
 //!    set-up installs from the Python package index under [`CUDA_PIP_PREFIX`] (last, so that
 //!    [`Tool::find`] keeps the distribution's; [`Tool::find_all`] and [`Tool::find_newest`]
-//!    see both).
+//!    see both);
+//! 4. Rust's programs (`rustup`, `rustc`): `PATH`, then `$CARGO_HOME/bin` (`~/.cargo/bin`).
 #![deny(missing_docs)]
 
 use std::ffi::OsString;
@@ -161,6 +162,9 @@ pub enum Origin {
     System,
     /// Part of AMD's ROCm: found on `PATH`, then in `/opt/rocm/bin`.
     Rocm,
+    /// Rust's toolchain manager and its proxies: found on `PATH`, then in `$CARGO_HOME/bin`
+    /// (`~/.cargo/bin` without it), where rustup installs them.
+    Rustup,
 }
 
 /// One external program.
@@ -244,6 +248,15 @@ pub enum Tool {
     /// ROCm's `rocprofv3`, the profiler `cargo offload profile` runs a program under on an
     /// AMD GPU. Not installed by the set-up.
     Rocprofv3,
+    /// `rustup`, which installs and runs the pinned nightly of the device builds. Not
+    /// installed by the set-up (it comes before it, with Rust).
+    Rustup,
+    /// `rustc`, the Rust compiler of the default toolchain (rustup's proxy where rustup
+    /// installed it). Not installed by the set-up.
+    Rustc,
+    /// `sudo`, which the set-ups run the package manager under when not root. Not installed
+    /// by the set-up.
+    Sudo,
 }
 
 impl Tool {
@@ -283,6 +296,9 @@ impl Tool {
         Tool::Nsys,
         Tool::Ncu,
         Tool::Rocprofv3,
+        Tool::Rustup,
+        Tool::Rustc,
+        Tool::Sudo,
     ];
 
     /// The program's file name in its directory.
@@ -322,6 +338,9 @@ impl Tool {
             Tool::Nsys => "nsys",
             Tool::Ncu => "ncu",
             Tool::Rocprofv3 => "rocprofv3",
+            Tool::Rustup => "rustup",
+            Tool::Rustc => "rustc",
+            Tool::Sudo => "sudo",
         }
     }
 
@@ -359,14 +378,20 @@ impl Tool {
             Tool::Nsys => "nsight-systems",
             Tool::Ncu => "nsight-compute",
             Tool::Rocprofv3 => "rocprofiler-sdk",
+            Tool::Rustup | Tool::Rustc => "rustup",
+            Tool::Sudo => "sudo",
         }
     }
 
     /// Whether the set-up installs it: every tool but the GPU vendors' profilers, which
     /// serve only on a machine with their GPU (`nsight-systems` and `nsight-compute` from
-    /// Debian's `non-free`, `rocprofiler-sdk` from AMD's ROCm repository).
+    /// Debian's `non-free`, `rocprofiler-sdk` from AMD's ROCm repository), and what the set-up
+    /// itself runs with (Rust's `rustup` and `rustc`, `sudo`).
     pub const fn installed_by_setup(self) -> bool {
-        !matches!(self, Tool::Nsys | Tool::Ncu | Tool::Rocprofv3)
+        !matches!(
+            self,
+            Tool::Nsys | Tool::Ncu | Tool::Rocprofv3 | Tool::Rustup | Tool::Rustc | Tool::Sudo
+        )
     }
 
     /// Where the program comes from, which decides how it is looked for.
@@ -385,7 +410,9 @@ impl Tool {
             | Tool::Mpirun
             | Tool::Sccache
             | Tool::Perf
-            | Tool::Chromium => Origin::System,
+            | Tool::Chromium
+            | Tool::Sudo => Origin::System,
+            Tool::Rustup | Tool::Rustc => Origin::Rustup,
             _ => Origin::Llvm,
         }
     }
@@ -418,6 +445,22 @@ impl Tool {
     pub fn find_with(self, env: &dyn Fn(&str) -> Option<OsString>) -> Result<PathBuf, NotFound> {
         self.installed_with(env)
             .map(|mut found| found.swap_remove(0))
+    }
+
+    /// A [`Command`] that runs the tool, found with the process environment
+    /// ([`Tool::command_with`]).
+    pub fn command(self) -> Command {
+        self.command_with(&|name| std::env::var_os(name))
+    }
+
+    /// A [`Command`] that runs the tool as [`Tool::find_with`] finds it; where it finds none,
+    /// the program's name, so that starting it fails as starting a missing program does, with
+    /// the name in the error.
+    pub fn command_with(self, env: &dyn Fn(&str) -> Option<OsString>) -> Command {
+        match self.find_with(env) {
+            Ok(path) => Command::new(path),
+            Err(_) => Command::new(self.program()),
+        }
     }
 
     /// Every installation of the tool, in the order [`Tool::find`] prefers them (only the one
@@ -513,6 +556,16 @@ impl Tool {
                     Path::new("/opt/rocm/bin").join(self.program()),
                 ))
                 .collect(),
+            Origin::Rustup => {
+                let cargo_home = env("CARGO_HOME")
+                    .map(PathBuf::from)
+                    .or_else(|| env("HOME").map(|home| Path::new(&home).join(".cargo")));
+                path_dirs
+                    .iter()
+                    .map(|d| d.join(self.program()))
+                    .chain(cargo_home.map(|home| home.join("bin").join(self.program())))
+                    .collect()
+            }
         };
         let mut seen = std::collections::HashSet::new();
         candidates.retain(|p| seen.insert(p.clone()));

@@ -427,17 +427,17 @@ fn image_resources(bin: &OffloadBinary<'_>, ptxas: PtxasFallback) -> Resources {
 
 /// `ptxas -v` on a PTX image, for its `arch`, where the `ptxas` found knows it.
 fn ptxas_resources(bin: &OffloadBinary<'_>) -> Vec<KernelResources> {
-    use offload_build::tooling::device_link;
+    use offload_build::tooling::toolchain;
     let (Ok(ptx), Some(arch)) = (std::str::from_utf8(&bin.image), bin.arch()) else {
         return Vec::new();
     };
     if !matches!(
-        device_link::cubin_plan(arch),
-        Ok(device_link::CubinPlan::Assemble)
+        toolchain::cubin_plan(arch),
+        Ok(toolchain::CubinPlan::Assemble)
     ) {
         return Vec::new();
     }
-    device_link::ptxas_verbose(ptx, arch)
+    toolchain::ptxas_verbose(ptx, arch)
         .map(|(_, kernels)| {
             kernels
                 .into_iter()

@@ -14,8 +14,9 @@
 use std::ffi::OsString;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
-use cargo_offload::ops::cargo::{Debugger, OffloadOptions, Sanitize, run_cargo};
+use anyhow::Result;
+use cargo_offload::ops::cargo::run_cargo;
+use cargo_offload::ops::command_line::CompileOptions;
 
 #[derive(Debug, clap::Args)]
 #[command(disable_help_flag = true)]
@@ -31,57 +32,6 @@ pub struct CargoArgs {
         value_name = "ARGS"
     )]
     args: Vec<OsString>,
-}
-
-/// Takes `--offload-arch X` / `--offload-arch=X` and `--print-phases` out of the arguments
-/// before `--`.
-pub(super) fn split_offload_args(args: Vec<OsString>) -> Result<(OffloadOptions, Vec<OsString>)> {
-    let mut options = OffloadOptions::default();
-    let mut rest = Vec::new();
-    let mut iter = args.into_iter();
-    while let Some(arg) = iter.next() {
-        if arg == "--" {
-            rest.push(arg);
-            rest.extend(iter);
-            break;
-        }
-        if arg == "--offload-arch" {
-            let value = iter
-                .next()
-                .context("`--offload-arch` needs a value, e.g. `--offload-arch sm_80,host`")?;
-            options.archs.push(value.to_string_lossy().into_owned());
-        } else if let Some(value) = arg.to_str().and_then(|a| a.strip_prefix("--offload-arch=")) {
-            options.archs.push(value.to_owned());
-        } else if arg == "--print-phases" {
-            options.print_phases = true;
-        } else if arg == "--debugger" {
-            options.debugger = Some(Debugger::ForThisMachine);
-        } else if let Some(value) = arg.to_str().and_then(|a| a.strip_prefix("--debugger=")) {
-            options.debugger = Some(Debugger::Program(value.to_owned()));
-        } else if arg == "--np" {
-            let value = iter
-                .next()
-                .context("`--np` needs the number of ranks, e.g. `--np 4`")?;
-            options.ranks = Some(parse_ranks(&value.to_string_lossy())?);
-        } else if let Some(value) = arg.to_str().and_then(|a| a.strip_prefix("--np=")) {
-            options.ranks = Some(parse_ranks(value)?);
-        } else if arg == "--sanitize" {
-            options.sanitize = Some(Sanitize::ForThisMachine);
-        } else if let Some(value) = arg.to_str().and_then(|a| a.strip_prefix("--sanitize=")) {
-            options.sanitize = Some(Sanitize::Tool(value.to_owned()));
-        } else {
-            rest.push(arg);
-        }
-    }
-    Ok((options, rest))
-}
-
-fn parse_ranks(value: &str) -> Result<u32> {
-    value
-        .parse::<u32>()
-        .ok()
-        .filter(|&n| n > 0)
-        .with_context(|| format!("`--np {value}`: the number of ranks is a whole number from 1"))
 }
 
 pub(super) const HELP: &str = "\
@@ -116,33 +66,34 @@ Offload options (the rest is cargo's own, below):
 ";
 
 pub fn exec(subcommand: &str, args: CargoArgs) -> Result<ExitCode> {
-    let (mut options, cargo_args) = split_offload_args(args.args)?;
-    let wants_help = cargo_args
-        .iter()
-        .take_while(|a| *a != "--")
-        .any(|a| a == "-h" || a == "--help");
-    if wants_help {
+    let mut options = CompileOptions::parse(args.args)?;
+    if options.help {
         // Cargo's help follows, from the cargo the command runs.
         println!("{HELP}");
-        options.print_phases = false;
-        options.debugger = None;
-        options.sanitize = None;
-        options.ranks = None;
+        options.offload.print_phases = false;
+        options.offload.debugger = None;
+        options.offload.sanitize = None;
+        options.offload.ranks = None;
     }
-    run_cargo(subcommand, &options, &cargo_args)
+    run_cargo(subcommand, &options)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cargo_offload::ops::command_line::{ArgsError, Sanitize};
 
     fn os(v: &[&str]) -> Vec<OsString> {
         v.iter().map(OsString::from).collect()
     }
 
+    fn parse(v: &[&str]) -> Result<CompileOptions, ArgsError> {
+        CompileOptions::parse(os(v))
+    }
+
     #[test]
     fn offload_arch_is_taken_out_wherever_it_stands_before_dashdash() {
-        let (options, rest) = split_offload_args(os(&[
+        let options = parse(&[
             "--release",
             "--offload-arch",
             "sm_80,host",
@@ -154,12 +105,12 @@ mod tests {
             "--offload-arch",
             "x",
             "--print-phases",
-        ]))
+        ])
         .unwrap();
-        assert_eq!(options.archs, vec!["sm_80,host", "gfx90a"]);
-        assert!(options.print_phases);
+        assert_eq!(options.offload.archs, vec!["sm_80,host", "gfx90a"]);
+        assert!(options.offload.print_phases);
         assert_eq!(
-            rest,
+            options.to_cargo_args(),
             os(&[
                 "--release",
                 "-p",
@@ -174,31 +125,30 @@ mod tests {
 
     #[test]
     fn sanitize_takes_the_machine_default_and_a_named_tool() {
-        let (options, rest) = split_offload_args(os(&["--sanitize", "--", "--sanitize"])).unwrap();
-        assert_eq!(options.sanitize, Some(Sanitize::ForThisMachine));
-        assert_eq!(rest, os(&["--", "--sanitize"]));
-        let (options, _) = split_offload_args(os(&["--sanitize=racecheck"])).unwrap();
+        let options = parse(&["--sanitize", "--", "--sanitize"]).unwrap();
+        assert_eq!(options.offload.sanitize, Some(Sanitize::ForThisMachine));
+        assert_eq!(options.to_cargo_args(), os(&["--", "--sanitize"]));
+        let options = parse(&["--sanitize=racecheck"]).unwrap();
         assert_eq!(
-            options.sanitize,
+            options.offload.sanitize,
             Some(Sanitize::Tool("racecheck".to_owned()))
         );
     }
 
     #[test]
     fn np_takes_a_positive_count_before_dashdash() {
-        let (options, rest) = split_offload_args(os(&["--np", "4", "--", "--np", "2"])).unwrap();
-        assert_eq!(options.ranks, Some(4));
-        assert_eq!(rest, os(&["--", "--np", "2"]));
-        let (options, _) = split_offload_args(os(&["--np=2"])).unwrap();
-        assert_eq!(options.ranks, Some(2));
+        let options = parse(&["--np", "4", "--", "--np", "2"]).unwrap();
+        assert_eq!(options.offload.ranks, Some(4));
+        assert_eq!(options.to_cargo_args(), os(&["--", "--np", "2"]));
+        assert_eq!(parse(&["--np=2"]).unwrap().offload.ranks, Some(2));
         for bad in [&["--np", "0"][..], &["--np=x"], &["--np"]] {
-            let err = split_offload_args(os(bad)).unwrap_err().to_string();
+            let err = parse(bad).unwrap_err().to_string();
             assert!(err.contains("`--np"), "{err}");
         }
     }
 
     #[test]
     fn offload_arch_without_value_is_an_error() {
-        assert!(split_offload_args(os(&["--offload-arch"])).is_err());
+        assert!(parse(&["--offload-arch"]).is_err());
     }
 }

@@ -121,7 +121,7 @@ pub fn exec(args: Vec<OsString>) -> Result<ExitCode> {
         cli.command,
         Command::Run(_) | Command::Test(_) | Command::Profile(_)
     ) {
-        offload_build::tooling::fsutil::restrict_umask();
+        offload_build::tooling::env::restrict_umask();
     }
     match cli.command {
         Command::Build(a) => cargo::exec("build", a),

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use cargo_offload::ops::command_line::CompileOptions;
 use cargo_offload::ops::profile::{ProfileOptions, profile};
 
 #[derive(Debug, clap::Args)]
@@ -72,12 +73,9 @@ fn split_profile_args(args: Vec<OsString>) -> Result<(ProfileOptions, Vec<OsStri
 
 pub fn exec(args: ProfileArgs) -> Result<ExitCode> {
     let (profile_options, args) = split_profile_args(args.args)?;
-    let (options, cargo_args) = super::cargo::split_offload_args(args)?;
-    if cargo_args
-        .iter()
-        .take_while(|a| *a != "--")
-        .any(|a| a == "-h" || a == "--help")
-    {
+    let compile = CompileOptions::parse(args)?;
+    let options = &compile.offload;
+    if compile.help {
         println!("{HELP}");
         return Ok(ExitCode::SUCCESS);
     }
@@ -90,7 +88,7 @@ pub fn exec(args: ProfileArgs) -> Result<ExitCode> {
     if options.ranks.is_some() {
         anyhow::bail!("`--np` is an option of `cargo offload run`");
     }
-    profile(&profile_options, &options, &cargo_args)
+    profile(&profile_options, &compile)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use offload_build::tooling::env::Env;
-pub use offload_build::tooling::status::OFFLOAD_STATUS_DIR;
+pub use offload_build::tooling::env::OFFLOAD_STATUS_DIR;
 
 /// Prints the status lines of the files in a directory until stopped.
 pub(crate) struct StatusWatcher {

@@ -19,55 +19,16 @@ use std::process::{Command, ExitCode, Stdio};
 use anyhow::{Context, Result};
 use offload_build::tooling::arch;
 use offload_build::tooling::command;
-use offload_build::tooling::diagnostics::{self, OFFLOAD_MESSAGE_DIR};
+use offload_build::tooling::diagnostics::{self, CargoMessage, JsonExt};
 use offload_build::tooling::env::{
-    Env, OFFLOAD_ARCH, OFFLOAD_DEBUG_KERNELS, OFFLOAD_NATIVE_ARCH, OFFLOAD_PREBUILT,
-    OFFLOAD_SANITIZE_KERNELS,
+    Env, OFFLOAD_ARCH, OFFLOAD_CARGO_OFFLOAD, OFFLOAD_DEBUG_KERNELS, OFFLOAD_MESSAGE_DIR,
+    OFFLOAD_NATIVE_ARCH, OFFLOAD_PREBUILT, OFFLOAD_SANITIZE_KERNELS,
 };
-use offload_build::tooling::json::{CargoMessage, JsonExt};
 use offload_format::DeviceFamily;
 use offload_tools::inspect::{InspectedImage, PtxasFallback, inspect_with};
 
 use super::build_status::{OFFLOAD_STATUS_DIR, StatusWatcher, Style};
-use super::command_line::{
-    NativeGpus, canonical, cargo_flag_values, package_selection, with_packages,
-};
-
-/// What `cargo offload` itself takes from a cargo command line, before `--`.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct OffloadOptions {
-    /// Each `--offload-arch` value.
-    pub archs: Vec<String>,
-    /// `--print-phases`: print the action graphs instead of building.
-    pub print_phases: bool,
-    /// `run --debugger[=PROGRAM]`: the debugger to run the program under.
-    pub debugger: Option<Debugger>,
-    /// `run --sanitize[=TOOL]`: what to run the program under.
-    pub sanitize: Option<Sanitize>,
-    /// `run --np N`: the program started as `N` MPI ranks under `mpirun`.
-    pub ranks: Option<u32>,
-}
-
-/// What `cargo offload run --debugger[=PROGRAM]` runs the program under.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Debugger {
-    /// `--debugger`: the GPU vendor's gdb where the program will run its kernels on a GPU
-    /// that has one installed (`cuda-gdb`, `rocgdb`), else `gdb` ([`default_debugger`]).
-    ForThisMachine,
-    /// `--debugger=PROGRAM`: `gdb`, `lldb`, `cuda-gdb`, `rocgdb`, or any program taking gdb's
-    /// or lldb's arguments.
-    Program(String),
-}
-
-/// What `cargo offload run --sanitize[=TOOL]` checks the program with.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Sanitize {
-    /// `--sanitize`: compute-sanitizer's `memcheck` where the driver reports an NVIDIA GPU,
-    /// else AddressSanitizer on the CPU device.
-    ForThisMachine,
-    /// `--sanitize=TOOL`: one of [`SANITIZER_TOOLS`] or [`ADDRESS_SANITIZER`].
-    Tool(String),
-}
+use super::command_line::{CompileOptions, Debugger, NativeGpus, RunMode, Sanitize, canonical};
 
 /// compute-sanitizer's tools, the first the default of `--sanitize` on an NVIDIA machine.
 pub const SANITIZER_TOOLS: [&str; 4] = ["memcheck", "racecheck", "initcheck", "synccheck"];
@@ -86,57 +47,45 @@ fn explicit_list(archs: &[String], env: &Env) -> Option<(String, &'static str)> 
         .map(|list| (list, "the OFFLOAD_ARCH environment variable"))
 }
 
-/// Runs `cargo SUBCOMMAND CARGO_ARGS` with the offload architectures of `options` handed to
-/// the build scripts, or, with `print_phases`, prints the action graphs and builds nothing.
-pub fn run_cargo(
-    subcommand: &str,
-    options: &OffloadOptions,
-    cargo_args: &[OsString],
-) -> Result<ExitCode> {
-    if options.print_phases {
-        return Ok(build_or_run(subcommand, options, cargo_args, Runner::None)?.0);
+/// Runs `cargo SUBCOMMAND` as `options` ask, in the run mode they choose
+/// ([`CompileOptions::run_mode`]): the action graphs printed, cargo's own command with the
+/// offload architectures handed to the build scripts, or the program built and run under
+/// mpirun, a debugger or a sanitizer.
+pub fn run_cargo(subcommand: &str, options: &CompileOptions) -> Result<ExitCode> {
+    match options.run_mode(subcommand)? {
+        RunMode::Phases => print_phases(options),
+        RunMode::Cargo => Ok(cargo(subcommand, options, &Runner::None)?.0),
+        RunMode::Mpirun(ranks) => run_under_mpirun(ranks, options),
+        RunMode::Debugger(debugger) => run_under_debugger(&debugger, options),
+        RunMode::Sanitize(sanitize) => run_sanitized(&sanitize, options),
     }
-    if let Some(ranks) = options.ranks {
-        if subcommand != "run" {
-            anyhow::bail!("`--np` is an option of `cargo offload run`");
+}
+
+/// `--print-phases`: each host crate's action graph, for the architectures given
+/// (`--offload-arch`, else `OFFLOAD_ARCH`, resolved), else each crate's own; nothing built.
+fn print_phases(options: &CompileOptions) -> Result<ExitCode> {
+    let env = Env::detect();
+    let native = NativeGpus::default();
+    let archs = explicit_list(&options.offload.archs, &env)
+        .map(|(list, origin)| native.resolve(&list, origin, options))
+        .transpose()?;
+    super::phases::print(options, archs.as_deref(), &native, &env)
+}
+
+/// `cargo offload run --sanitize[=TOOL]`: compute-sanitizer's tool where one is named or the
+/// driver reports an NVIDIA GPU, else AddressSanitizer on the CPU device.
+fn run_sanitized(sanitize: &Sanitize, options: &CompileOptions) -> Result<ExitCode> {
+    // The GPUs are probed once, and not for AddressSanitizer named.
+    let tool = match sanitize {
+        Sanitize::Tool(tool) if tool == ADDRESS_SANITIZER => {
+            return run_under_address_sanitizer(options);
         }
-        if options.debugger.is_some() || options.sanitize.is_some() {
-            anyhow::bail!(
-                "`--np` runs the program under mpirun, `--debugger` and `--sanitize` under their own tool: choose one"
-            );
-        }
-        return run_under_mpirun(ranks, options, cargo_args);
-    }
-    match (&options.debugger, &options.sanitize) {
-        (Some(_), Some(_)) => anyhow::bail!(
-            "`--debugger` and `--sanitize` each run the program under their own tool: choose one"
-        ),
-        (Some(debugger), None) => {
-            if subcommand != "run" {
-                anyhow::bail!("`--debugger` is an option of `cargo offload run`");
-            }
-            run_under_debugger(debugger, options, cargo_args)
-        }
-        (None, Some(sanitize)) => {
-            if subcommand != "run" {
-                anyhow::bail!("`--sanitize` is an option of `cargo offload run`");
-            }
-            // The GPUs are probed once, and not for AddressSanitizer named.
-            let tool = match sanitize {
-                Sanitize::Tool(tool) if tool == ADDRESS_SANITIZER => {
-                    return run_under_address_sanitizer(options, cargo_args);
-                }
-                Sanitize::Tool(tool) => tool.as_str(),
-                Sanitize::ForThisMachine => SANITIZER_TOOLS[0],
-            };
-            match (has_nvidia_gpu(), sanitize) {
-                (false, Sanitize::ForThisMachine) => {
-                    run_under_address_sanitizer(options, cargo_args)
-                }
-                (nvidia, _) => run_under_sanitizer(tool, nvidia, options, cargo_args),
-            }
-        }
-        (None, None) => Ok(build_or_run(subcommand, options, cargo_args, Runner::None)?.0),
+        Sanitize::Tool(tool) => tool.as_str(),
+        Sanitize::ForThisMachine => SANITIZER_TOOLS[0],
+    };
+    match (has_nvidia_gpu(), sanitize) {
+        (false, Sanitize::ForThisMachine) => run_under_address_sanitizer(options),
+        (nvidia, _) => run_under_sanitizer(tool, nvidia, options),
     }
 }
 
@@ -166,26 +115,18 @@ pub(crate) enum Runner {
 pub(crate) fn build_the_executable(
     runner_name: &str,
     runner: Runner,
-    options: &OffloadOptions,
-    cargo_args: &[OsString],
+    options: &CompileOptions,
 ) -> Result<std::result::Result<(PathBuf, Vec<OsString>), ExitCode>> {
-    let split = cargo_args
-        .iter()
-        .position(|a| a == "--")
-        .unwrap_or(cargo_args.len());
-    let (build_args, program_args) = (
-        &cargo_args[..split],
-        &cargo_args[(split + 1).min(cargo_args.len())..],
-    );
-    if has_flag(build_args, &["--message-format"]) {
+    if !options.message_format.is_empty() {
         anyhow::bail!("{runner_name} shows the build as cargo does: leave out `--message-format`");
     }
-    let (status, executables) = build_or_run("build", options, build_args, runner)?;
+    let (status, executables) = cargo("build", &options.without_program_args(), &runner)?;
     if status != ExitCode::SUCCESS {
         return Ok(Err(status));
     }
+    let program_args = options.program_args.clone().unwrap_or_default();
     match executables.as_slice() {
-        [one] => Ok(Ok((one.clone(), program_args.to_vec()))),
+        [one] => Ok(Ok((one.clone(), program_args))),
         [] => anyhow::bail!("the build made no executable to run under {runner_name}"),
         several => anyhow::bail!(
             "the build made {} executables ({}): choose one with `--bin NAME`",
@@ -203,12 +144,7 @@ pub(crate) fn build_the_executable(
 /// NVIDIA's compute-sanitizer with `tool` (memory errors, races, reads of uninitialized device
 /// memory, barrier misuse), its exit code 1 when the tool reports an error. It checks what runs
 /// on a CUDA GPU, so it needs one (`nvidia`: the driver reports one).
-fn run_under_sanitizer(
-    tool: &str,
-    nvidia: bool,
-    options: &OffloadOptions,
-    cargo_args: &[OsString],
-) -> Result<ExitCode> {
+fn run_under_sanitizer(tool: &str, nvidia: bool, options: &CompileOptions) -> Result<ExitCode> {
     if !SANITIZER_TOOLS.contains(&tool) {
         anyhow::bail!(
             "`--sanitize={tool}`: the tools are compute-sanitizer's {} (an NVIDIA GPU) and \
@@ -225,7 +161,7 @@ fn run_under_sanitizer(
         );
     }
     let (executable, program_args) =
-        match build_the_executable("`--sanitize`", Runner::Sanitizer, options, cargo_args)? {
+        match build_the_executable("`--sanitize`", Runner::Sanitizer, options)? {
             Ok(built) => built,
             Err(status) => return Ok(status),
         };
@@ -253,20 +189,16 @@ fn run_under_sanitizer(
 /// making its communicator with `offload_rt::collective::Communicator::from_mpi`. Open MPI's
 /// `mpirun` is also given `--oversubscribe` when `N` is more than the machine's cores (it
 /// refuses otherwise); its exit code is the program's.
-fn run_under_mpirun(
-    ranks: u32,
-    options: &OffloadOptions,
-    cargo_args: &[OsString],
-) -> Result<ExitCode> {
+fn run_under_mpirun(ranks: u32, options: &CompileOptions) -> Result<ExitCode> {
     if ranks == 0 {
         anyhow::bail!("`--np 0`: a program runs as one rank or more");
     }
     let mpirun = offload_toolchain::Tool::Mpirun.find()?;
-    let (executable, program_args) =
-        match build_the_executable("`--np`", Runner::Mpirun, options, cargo_args)? {
-            Ok(built) => built,
-            Err(status) => return Ok(status),
-        };
+    let (executable, program_args) = match build_the_executable("`--np`", Runner::Mpirun, options)?
+    {
+        Ok(built) => built,
+        Err(status) => return Ok(status),
+    };
     let mut cmd = Command::new(&mpirun);
     cmd.arg("-np").arg(ranks.to_string());
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -300,31 +232,28 @@ fn has_nvidia_gpu() -> bool {
 /// and proc macros are built as usual), then run on the CPU device (`OFFLOAD_DEVICE=cpu`): an
 /// out-of-bounds access, a use after free or a double free in a kernel or in the host code is
 /// reported with its stack, and the exit code is AddressSanitizer's (1).
-fn run_under_address_sanitizer(
-    options: &OffloadOptions,
-    cargo_args: &[OsString],
-) -> Result<ExitCode> {
+fn run_under_address_sanitizer(options: &CompileOptions) -> Result<ExitCode> {
     let env = Env::detect();
     let nightly = env.nightly_toolchain();
-    if !offload_build::tooling::nested::nightly_usable(&env) {
+    if !offload_build::tooling::toolchain::nightly_usable(&env) {
         anyhow::bail!(
             "`--sanitize={ADDRESS_SANITIZER}` builds with the nightly `{nightly}` \
              (`-Zsanitizer=address`), which does not run here: `rustup toolchain install \
              {nightly}`"
         );
     }
-    let out =
-        command::run(Command::new("rustup").args(["which", "--toolchain", &nightly, "rustc"]))
-            .with_context(|| format!("finding the rustc of `{nightly}`"))?;
+    let out = command::run(offload_toolchain::Tool::Rustup.command().args([
+        "which",
+        "--toolchain",
+        &nightly,
+        "rustc",
+    ]))
+    .with_context(|| format!("finding the rustc of `{nightly}`"))?;
     let rustc = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    let mut cargo_args = cargo_args.to_vec();
-    if !has_flag(&cargo_args, &["--target"]) {
-        cargo_args.insert(0, OsString::from(arch::host_triple()));
-        cargo_args.insert(0, OsString::from("--target"));
-    }
+    let options = options.with_default_target(arch::host_triple());
     let runner = Runner::AddressSanitizer { rustc };
     let (executable, program_args) =
-        match build_the_executable("`--sanitize=address`", runner, options, &cargo_args)? {
+        match build_the_executable("`--sanitize=address`", runner, &options)? {
             Ok(built) => built,
             Err(status) => return Ok(status),
         };
@@ -369,13 +298,9 @@ fn find_program(program: &str) -> Option<PathBuf> {
 /// debugger ([`OFFLOAD_DEBUG_KERNELS`]), then run under `debugger` with the images written
 /// where it can read them (`OFFLOAD_CPU_IMAGE_DIR`), so that a breakpoint on a kernel's line
 /// stops in a kernel thread and its locals can be printed.
-fn run_under_debugger(
-    debugger: &Debugger,
-    options: &OffloadOptions,
-    cargo_args: &[OsString],
-) -> Result<ExitCode> {
+fn run_under_debugger(debugger: &Debugger, options: &CompileOptions) -> Result<ExitCode> {
     let (executable, program_args) =
-        match build_the_executable("`--debugger`", Runner::Debugger, options, cargo_args)? {
+        match build_the_executable("`--debugger`", Runner::Debugger, options)? {
             Ok(built) => built,
             Err(status) => return Ok(status),
         };
@@ -427,33 +352,79 @@ pub fn exit_code(status: std::process::ExitStatus) -> ExitCode {
     }
 }
 
-/// [`run_cargo`]'s work, and the executables the build made for a `runner` (read from cargo's
-/// messages, which it then asks for even under `-q`).
-fn build_or_run(
+/// `cargo SUBCOMMAND` as `options` ask, with the offload architectures handed to the build
+/// scripts and the build prepared for `runner`; its exit code and the executables the build
+/// made for a `runner` (read from cargo's messages, which it then asks for even under `-q`).
+fn cargo(
     subcommand: &str,
-    options: &OffloadOptions,
-    cargo_args: &[OsString],
-    runner: Runner,
+    options: &CompileOptions,
+    runner: &Runner,
 ) -> Result<(ExitCode, Vec<PathBuf>)> {
-    let executables = runner != Runner::None;
     let env = Env::detect();
     let native = NativeGpus::default();
-    let explicit = explicit_list(&options.archs, &env);
-    if options.print_phases {
-        let archs = explicit
-            .map(|(list, origin)| native.resolve(&list, origin, cargo_args))
-            .transpose()?;
-        return Ok((
-            super::phases::print(cargo_args, archs.as_deref(), &native, &env)?,
-            Vec::new(),
-        ));
+    let offload_arch = offload_arch_for_cargo(options, &native, &env)?;
+    let cargo = env
+        .get_untracked("CARGO")
+        .unwrap_or_else(|| "cargo".to_owned());
+    // `cargo test` of a host crate tests its kernel crates too (their host builds' tests),
+    // where they are members of the workspace. A workspace cargo cannot read is cargo's to
+    // report.
+    let tested;
+    let options = if subcommand == "test" {
+        let kernels = offload_build::tooling::workspace::kernel_crates_to_test(
+            &options.selection,
+            env.get_untracked("CARGO").map(PathBuf::from).as_deref(),
+        )
+        .unwrap_or_default();
+        tested = options.with_packages(&kernels);
+        &tested
+    } else {
+        options
+    };
+    let mut cmd = Command::new(&cargo);
+    cmd.arg(subcommand);
+    target_dir_as_argument(&mut cmd, options, |name| std::env::var_os(name));
+    cmd.args(options.to_cargo_args());
+    if let Some(list) = offload_arch {
+        cmd.env(OFFLOAD_ARCH, list);
     }
-    // Only the list is checked here: the toolchain is checked by the build scripts, when and
-    // only when a device build runs, so a no-op build costs what a no-op `cargo build` costs.
-    // `OFFLOAD_ARCH` is left to them unless it names `native`.
-    let canonical_list = match explicit {
-        Some((list, origin)) if !options.archs.is_empty() || arch::mentions_native(&list) => {
-            Some(canonical(&native.resolve(&list, origin, cargo_args)?))
+    if let Some(value) = native.env_value() {
+        cmd.env(OFFLOAD_NATIVE_ARCH, value);
+    }
+    runner.prepare(&mut cmd, &env);
+    // Build scripts find the device link executable installed beside this one first.
+    if let Ok(me) = std::env::current_exe() {
+        cmd.env(OFFLOAD_CARGO_OFFLOAD, me);
+    }
+    let messages = Messages {
+        json: options.wants_json_messages(),
+        summarize: subcommand == "build"
+            && !options.wants_json_messages()
+            && (*runner != Runner::None || !options.quiet && options.message_format.is_empty()),
+        style: Style::for_stderr_with(&env, options.color.as_deref()),
+        quiet: options.quiet,
+        verbose: options.verbose,
+    };
+    messages
+        .run(&mut cmd)
+        .with_context(|| format!("could not run `{cargo} {subcommand}`"))
+}
+
+/// The `OFFLOAD_ARCH` the build scripts get: the list of `--offload-arch`, or of an
+/// `OFFLOAD_ARCH` naming `native`, resolved and canonical; `None` leaves `OFFLOAD_ARCH` and
+/// the packages' lists to them. Only the list is checked here: the toolchain is checked by the
+/// build scripts, when and only when a device build runs, so a no-op build costs what a no-op
+/// `cargo build` costs.
+fn offload_arch_for_cargo(
+    options: &CompileOptions,
+    native: &NativeGpus,
+    env: &Env,
+) -> Result<Option<String>> {
+    Ok(match explicit_list(&options.offload.archs, env) {
+        Some((list, origin))
+            if !options.offload.archs.is_empty() || arch::mentions_native(&list) =>
+        {
+            Some(canonical(&native.resolve(&list, origin, options)?))
         }
         Some(_) => None,
         None => {
@@ -461,12 +432,9 @@ fn build_or_run(
             // OFFLOAD_NATIVE_ARCH: probed only when a workspace member names it (`cargo
             // metadata --no-deps` reads the manifests alone). A workspace that cannot be read
             // is cargo's to report.
-            let manifest = cargo_flag_values(cargo_args, "--manifest-path", None)
-                .pop()
-                .map(PathBuf::from);
             let cargo = env.get_untracked("CARGO").map(PathBuf::from);
-            let lists = offload_build::tooling::metadata::workspace_archs(
-                manifest.as_deref(),
+            let lists = offload_build::tooling::workspace::workspace_archs(
+                options.selection.manifest_path.as_deref(),
                 cargo.as_deref(),
             )
             .unwrap_or_default();
@@ -475,183 +443,166 @@ fn build_or_run(
             }
             None
         }
-    };
+    })
+}
 
-    let cargo = env
-        .get_untracked("CARGO")
-        .unwrap_or_else(|| "cargo".to_owned());
-    // `cargo test` of a host crate tests its kernel crates too (their host builds' tests),
-    // where they are members of the workspace. A workspace cargo cannot read is cargo's to
-    // report.
-    let tested;
-    let cargo_args = if subcommand == "test" {
-        let kernels = offload_build::tooling::metadata::kernel_crates_to_test(
-            &package_selection(cargo_args),
-            env.get_untracked("CARGO").map(PathBuf::from).as_deref(),
-        )
-        .unwrap_or_default();
-        tested = with_packages(cargo_args, &kernels);
-        &tested
-    } else {
-        cargo_args
-    };
-    let mut cmd = Command::new(&cargo);
-    cmd.arg(subcommand);
-    target_dir_as_argument(&mut cmd, cargo_args, |name| std::env::var_os(name));
-    cmd.args(cargo_args);
-    if let Some(list) = canonical_list {
-        cmd.env(OFFLOAD_ARCH, list);
-    }
-    if let Some(value) = native.env_value() {
-        cmd.env(OFFLOAD_NATIVE_ARCH, value);
-    }
-    match &runner {
-        Runner::Debugger => {
-            cmd.env(OFFLOAD_DEBUG_KERNELS, "1");
+impl Runner {
+    /// The build's environment for this runner.
+    fn prepare(&self, cmd: &mut Command, env: &Env) {
+        match self {
+            Runner::Debugger => {
+                cmd.env(OFFLOAD_DEBUG_KERNELS, "1");
+            }
+            Runner::AddressSanitizer { rustc } => {
+                // The CPU device alone, built from source: a prebuilt bundle's image and the
+                // GPUs' are not instrumented. The host crates' flags reach only the `--target`
+                // crates; the program exports the sanitizer's runtime to the image it loads.
+                let mut rustflags = env.get_untracked("RUSTFLAGS").unwrap_or_default();
+                rustflags.push_str(" -Zsanitizer=address -Clink-arg=-Wl,--export-dynamic");
+                cmd.env(OFFLOAD_ARCH, "host")
+                    .env(OFFLOAD_SANITIZE_KERNELS, ADDRESS_SANITIZER)
+                    .env(OFFLOAD_PREBUILT, "never")
+                    .env("RUSTC", rustc)
+                    .env("RUSTFLAGS", rustflags.trim_start());
+            }
+            Runner::None | Runner::Sanitizer | Runner::Mpirun | Runner::Profiler => {}
         }
-        Runner::AddressSanitizer { rustc } => {
-            // The CPU device alone, built from source: a prebuilt bundle's image and the GPUs'
-            // are not instrumented. The host crates' flags reach only the `--target` crates;
-            // the program exports the sanitizer's runtime to the image it loads.
-            let mut rustflags = env.get_untracked("RUSTFLAGS").unwrap_or_default();
-            rustflags.push_str(" -Zsanitizer=address -Clink-arg=-Wl,--export-dynamic");
-            cmd.env(OFFLOAD_ARCH, "host")
-                .env(OFFLOAD_SANITIZE_KERNELS, ADDRESS_SANITIZER)
-                .env(OFFLOAD_PREBUILT, "never")
-                .env("RUSTC", rustc)
-                .env("RUSTFLAGS", rustflags.trim_start());
-        }
-        Runner::None | Runner::Sanitizer | Runner::Mpirun | Runner::Profiler => {}
     }
-    // Build scripts find the device link executable installed beside this one first.
-    if let Ok(me) = std::env::current_exe() {
-        cmd.env(
-            offload_build::tooling::device_linker::OFFLOAD_CARGO_OFFLOAD,
-            me,
-        );
-    }
-    let json = wants_json_messages(cargo_args);
-    let summarize = subcommand == "build"
-        && !json
-        && (executables || !has_flag(cargo_args, &["-q", "--quiet", "--message-format"]));
-    let style = Style::for_stderr_with(
-        &env,
-        cargo_flag_values(cargo_args, "--color", None)
-            .last()
-            .map(String::as_str),
-    );
-    let quiet = has_flag(cargo_args, &["-q", "--quiet"]);
-    let verbose = has_flag(cargo_args, &["-v", "-vv", "--verbose"]);
-    // The build scripts hand over their status lines and device diagnostics through here.
-    let message_dir = tempfile::tempdir().context("creating a directory for build messages")?;
-    let _watcher = (!quiet).then(|| {
-        cmd.env(OFFLOAD_STATUS_DIR, message_dir.path());
-        StatusWatcher::start(message_dir.path(), style)
-    });
-    if summarize {
-        // Artifacts and diagnostics come back as JSON on stdout, the diagnostics printed here
-        // as cargo would, so the device builds' can be told from the host's; cargo's status
-        // lines stay on stderr.
-        cmd.arg(if style.color {
-            "--message-format=json-diagnostic-rendered-ansi"
-        } else {
-            "--message-format=json"
+}
+
+/// How cargo's messages are read while it runs.
+struct Messages {
+    /// Asked for as JSON: passed on, with an `offload-image` message per embedded image.
+    json: bool,
+    /// Read here for the diagnostics, `Embedded` lines and executables (`build`).
+    summarize: bool,
+    style: Style,
+    quiet: bool,
+    verbose: bool,
+}
+
+impl Messages {
+    /// Runs `cmd` (cargo), reading its messages as `self` says; its exit code, and the
+    /// executables it built when summarizing.
+    fn run(&self, cmd: &mut Command) -> Result<(ExitCode, Vec<PathBuf>)> {
+        let Messages {
+            json,
+            summarize,
+            style,
+            quiet,
+            verbose,
+        } = *self;
+        // The build scripts hand over their status lines and device diagnostics through here.
+        let message_dir = tempfile::tempdir().context("creating a directory for build messages")?;
+        let _watcher = (!quiet).then(|| {
+            cmd.env(OFFLOAD_STATUS_DIR, message_dir.path());
+            StatusWatcher::start(message_dir.path(), style)
         });
-    }
-    let mut built_executables = Vec::new();
-    let status = if summarize || json {
-        cmd.env(OFFLOAD_MESSAGE_DIR, message_dir.path());
-        // Cargo's messages come through our hands: passed on with an `offload-image` message
-        // per embedded image (JSON), or read for the diagnostics and `Embedded` lines (human).
-        cmd.stdout(Stdio::piped());
-        let mut child = command::spawn(&mut cmd)
-            .with_context(|| format!("could not run `{cargo} {subcommand}`"))?;
-        let stdout = child.stdout.take().context("cargo's standard output")?;
-        let mut out = std::io::stdout().lock();
-        let mut summaries = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        let mut finished = None;
-        let mut kept = Vec::new();
-        for line in BufReader::new(stdout).lines() {
-            let line = line.context("reading cargo's messages")?;
-            let message = CargoMessage::parse(&line);
-            if let Some(m) = message.as_ref().filter(|m| m.is("compiler-message")) {
-                seen.insert(diagnostics::identity(m));
-            }
-            // A fresh build script's device diagnostics, kept from its last run.
-            if let Some(out_dir) = message
-                .as_ref()
-                .filter(|m| m.is("build-script-executed"))
-                .and_then(|m| m.json().str_at(&["out_dir"]))
-            {
-                kept.push(std::path::Path::new(out_dir).join(diagnostics::DIAGNOSTICS_FILE));
-            }
-            if json {
-                if message.as_ref().is_some_and(|m| m.is("build-finished")) {
-                    finished = Some(line);
-                    continue;
+        if summarize {
+            // Artifacts and diagnostics come back as JSON on stdout, the diagnostics printed
+            // here as cargo would, so the device builds' can be told from the host's; cargo's
+            // status lines stay on stderr.
+            cmd.arg(if style.color {
+                "--message-format=json-diagnostic-rendered-ansi"
+            } else {
+                "--message-format=json"
+            });
+        }
+        let mut built_executables = Vec::new();
+        let status = if summarize || json {
+            cmd.env(OFFLOAD_MESSAGE_DIR, message_dir.path());
+            // Cargo's messages come through our hands: passed on with an `offload-image` message
+            // per embedded image (JSON), or read for the diagnostics and `Embedded` lines (human).
+            cmd.stdout(Stdio::piped());
+            let mut child = command::spawn(cmd)?;
+            let stdout = child.stdout.take().context("cargo's standard output")?;
+            let mut out = std::io::stdout().lock();
+            let mut summaries = Vec::new();
+            let mut seen = std::collections::HashSet::new();
+            let mut finished = None;
+            let mut kept = Vec::new();
+            for line in BufReader::new(stdout).lines() {
+                let line = line.context("reading cargo's messages")?;
+                let message = CargoMessage::parse(&line);
+                if let Some(m) = message.as_ref().filter(|m| m.is("compiler-message")) {
+                    seen.insert(diagnostics::identity(m));
                 }
-                writeln!(out, "{line}")?;
-                for image in message.iter().flat_map(image_messages) {
-                    writeln!(out, "{image}")?;
+                // A fresh build script's device diagnostics, kept from its last run.
+                if let Some(out_dir) = message
+                    .as_ref()
+                    .filter(|m| m.is("build-script-executed"))
+                    .and_then(|m| m.json().str_at(&["out_dir"]))
+                {
+                    kept.push(std::path::Path::new(out_dir).join(diagnostics::DIAGNOSTICS_FILE));
+                }
+                if json {
+                    if message.as_ref().is_some_and(|m| m.is("build-finished")) {
+                        finished = Some(line);
+                        continue;
+                    }
+                    writeln!(out, "{line}")?;
+                    for image in message.iter().flat_map(image_messages) {
+                        writeln!(out, "{image}")?;
+                    }
+                } else {
+                    if let Some(mut diagnostic) =
+                        message.clone().filter(|m| m.is("compiler-message"))
+                    {
+                        diagnostics::add_help(&mut diagnostic);
+                        if let Some(text) = diagnostics::rendered(&diagnostic) {
+                            eprint!("{text}");
+                        }
+                    }
+                    summaries.extend(message.as_ref().and_then(embedded_summary));
+                    if verbose {
+                        summaries.extend(message.as_ref().and_then(occupancy_summary));
+                    }
+                    built_executables.extend(
+                        message
+                            .as_ref()
+                            .filter(|m| m.is("compiler-artifact"))
+                            .filter(|m| m.json().strs_at(&["target", "kind"]).contains(&"bin"))
+                            .and_then(|m| m.json().str_at(&["executable"]))
+                            .map(PathBuf::from),
+                    );
+                }
+            }
+            let status = child.wait();
+            let device = device_messages(message_dir.path(), &kept, &seen);
+            if json {
+                // Before `build-finished`, which ends what some readers wait for.
+                for message in &device {
+                    writeln!(out, "{message}")?;
+                }
+                if let Some(line) = finished {
+                    writeln!(out, "{line}")?;
                 }
             } else {
-                if let Some(mut diagnostic) = message.clone().filter(|m| m.is("compiler-message")) {
-                    diagnostics::add_help(&mut diagnostic);
-                    if let Some(text) = diagnostics::rendered(&diagnostic) {
-                        eprint!("{text}");
+                let mut err = std::io::stderr().lock();
+                // A failed device build's errors (and their notes) are already on stderr, in
+                // cargo's report.
+                for message in device
+                    .iter()
+                    .filter(|m| diagnostics::level(m) == Some("warning"))
+                {
+                    write_device_diagnostic(&mut err, message)?;
+                }
+            }
+            if status.as_ref().is_ok_and(|s| s.success()) && !summaries.is_empty() {
+                let mut err = std::io::stderr().lock();
+                for line in summaries {
+                    match line.strip_prefix(OCCUPANCY_MARK) {
+                        Some(table) => write!(err, "{table}")?,
+                        None => writeln!(err, "{}", style.status("Embedded", &line))?,
                     }
                 }
-                summaries.extend(message.as_ref().and_then(embedded_summary));
-                if verbose {
-                    summaries.extend(message.as_ref().and_then(occupancy_summary));
-                }
-                built_executables.extend(
-                    message
-                        .as_ref()
-                        .filter(|m| m.is("compiler-artifact"))
-                        .filter(|m| m.json().strs_at(&["target", "kind"]).contains(&"bin"))
-                        .and_then(|m| m.json().str_at(&["executable"]))
-                        .map(PathBuf::from),
-                );
             }
-        }
-        let status = child.wait();
-        let device = device_messages(message_dir.path(), &kept, &seen);
-        if json {
-            // Before `build-finished`, which ends what some readers wait for.
-            for message in &device {
-                writeln!(out, "{message}")?;
-            }
-            if let Some(line) = finished {
-                writeln!(out, "{line}")?;
-            }
+            status.map_err(anyhow::Error::from)
         } else {
-            let mut err = std::io::stderr().lock();
-            // A failed device build's errors (and their notes) are already on stderr, in
-            // cargo's report.
-            for message in device
-                .iter()
-                .filter(|m| diagnostics::level(m) == Some("warning"))
-            {
-                write_device_diagnostic(&mut err, message)?;
-            }
-        }
-        if status.as_ref().is_ok_and(|s| s.success()) && !summaries.is_empty() {
-            let mut err = std::io::stderr().lock();
-            for line in summaries {
-                match line.strip_prefix(OCCUPANCY_MARK) {
-                    Some(table) => write!(err, "{table}")?,
-                    None => writeln!(err, "{}", style.status("Embedded", &line))?,
-                }
-            }
-        }
-        status.map_err(anyhow::Error::from)
-    } else {
-        command::status_interactive(&mut cmd).map_err(anyhow::Error::from)
+            command::status_interactive(cmd).map_err(anyhow::Error::from)
+        }?;
+        Ok((exit_code(status), built_executables))
     }
-    .with_context(|| format!("could not run `{cargo} {subcommand}`"))?;
-    Ok((exit_code(status), built_executables))
 }
 
 /// The device builds' `compiler-message`s: those the build scripts that ran left in `dir`,
@@ -692,16 +643,10 @@ fn device_messages(
 /// A device build's diagnostic as cargo prints a host one, with a note naming the
 /// architectures whose builds gave it.
 fn write_device_diagnostic(err: &mut impl Write, message: &CargoMessage) -> std::io::Result<()> {
-    let Some(rendered) = diagnostics::rendered(message) else {
-        return Ok(());
-    };
-    let package = diagnostics::package_name(message);
-    let archs = diagnostics::archs(message);
-    write!(
-        err,
-        "{}",
-        diagnostics::with_archs_note(rendered, package, &archs)
-    )
+    match diagnostics::render_device(message) {
+        Some(text) => write!(err, "{text}"),
+        None => Ok(()),
+    }
 }
 
 /// The variables that name cargo's target directory, the first outranking the second.
@@ -709,7 +654,7 @@ const TARGET_DIR_VARIABLES: [&str; 2] = ["CARGO_TARGET_DIR", "CARGO_BUILD_TARGET
 
 /// Passes the target directory the environment names (`CARGO_TARGET_DIR`, else
 /// `CARGO_BUILD_TARGET_DIR`; `var` reads a variable) to `cmd` as `--target-dir` instead, unless
-/// `cargo_args` name one, and keeps both variables from cargo. Cargo hands its environment to
+/// `options` name one, and keeps both variables from cargo. Cargo hands its environment to
 /// every rustc it runs, and sccache keys each compile on every `CARGO_*` variable: with the
 /// variable, a build in another target directory missed for every host crate (BENCHMARKS.md,
 /// "sccache across target directories"). Cargo builds in the same directory either way: the
@@ -718,7 +663,7 @@ const TARGET_DIR_VARIABLES: [&str; 2] = ["CARGO_TARGET_DIR", "CARGO_BUILD_TARGET
 /// variable is left to cargo to report.
 fn target_dir_as_argument(
     cmd: &mut Command,
-    cargo_args: &[OsString],
+    options: &CompileOptions,
     var: impl Fn(&str) -> Option<OsString>,
 ) {
     let named: Vec<(&str, OsString)> = TARGET_DIR_VARIABLES
@@ -729,23 +674,13 @@ fn target_dir_as_argument(
         return;
     }
     if let Some((_, dir)) = named.first()
-        && !has_flag(cargo_args, &["--target-dir"])
+        && options.target_dir.is_none()
     {
         cmd.arg("--target-dir").arg(dir);
     }
     for (name, _) in &named {
         cmd.env_remove(name);
     }
-}
-
-/// Whether any of `flags` (or `flag=…`) stands among the arguments before `--`.
-fn has_flag(args: &[OsString], flags: &[&str]) -> bool {
-    args.iter().take_while(|a| *a != "--").any(|a| {
-        let a = a.to_string_lossy();
-        flags
-            .iter()
-            .any(|f| *a == **f || a.strip_prefix(f).is_some_and(|r| r.starts_with('=')))
-    })
 }
 
 /// For a `compiler-artifact` message of a linked output that embeds device images, one line
@@ -825,25 +760,6 @@ fn occupancy_summary(message: &CargoMessage) -> Option<String> {
     (!table.is_empty()).then(|| format!("{OCCUPANCY_MARK}{}", table.trim_start_matches('\n')))
 }
 
-/// Whether cargo is asked for JSON messages (`--message-format json…`, before `--`).
-fn wants_json_messages(args: &[OsString]) -> bool {
-    let mut iter = args
-        .iter()
-        .take_while(|a| *a != "--")
-        .map(|a| a.to_string_lossy());
-    while let Some(arg) = iter.next() {
-        let value = match arg.strip_prefix("--message-format") {
-            Some("") => iter.next().map(|v| v.into_owned()),
-            Some(rest) => rest.strip_prefix('=').map(str::to_owned),
-            None => None,
-        };
-        if value.is_some_and(|v| v.split(',').any(|f| f.starts_with("json"))) {
-            return true;
-        }
-    }
-    false
-}
-
 /// The `offload-image` messages for a `compiler-artifact` message whose files embed device
 /// images (none for other messages, or files without images).
 fn image_messages(message: &CargoMessage) -> Vec<String> {
@@ -894,7 +810,8 @@ mod tests {
         let run = |args: &[OsString], vars: &[(&str, &str)]| {
             let mut cmd = Command::new("cargo");
             cmd.arg("build");
-            target_dir_as_argument(&mut cmd, args, |name| {
+            let options = CompileOptions::parse(args.to_vec()).unwrap();
+            target_dir_as_argument(&mut cmd, &options, |name| {
                 vars.iter()
                     .find(|(n, _)| *n == name)
                     .map(|(_, v)| OsString::from(v))
@@ -999,33 +916,6 @@ mod tests {
     /// As the message loop calls it, on one line of cargo's output.
     fn embedded_summary(line: &str) -> Option<String> {
         super::embedded_summary(&CargoMessage::parse(line)?)
-    }
-
-    #[test]
-    fn flags_are_found_before_dashdash_only() {
-        let os = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
-        assert!(has_flag(&os(&["-q"]), &["-q", "--quiet"]));
-        assert!(has_flag(
-            &os(&["--message-format=short"]),
-            &["--message-format"]
-        ));
-        assert!(!has_flag(&os(&["--", "-q"]), &["-q"]));
-        assert!(!has_flag(&os(&["--quietly"]), &["--quiet"]));
-    }
-
-    #[test]
-    fn json_message_formats_are_recognized_before_dashdash_only() {
-        let os = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
-        assert!(wants_json_messages(&os(&["--message-format=json"])));
-        assert!(wants_json_messages(&os(&[
-            "--message-format",
-            "json-diagnostic-short"
-        ])));
-        assert!(wants_json_messages(&os(&[
-            "--message-format=short,json-render-diagnostics"
-        ])));
-        assert!(!wants_json_messages(&os(&["--message-format=short"])));
-        assert!(!wants_json_messages(&os(&["--", "--message-format=json"])));
     }
 
     #[test]

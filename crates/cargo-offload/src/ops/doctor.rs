@@ -5,8 +5,8 @@ use std::process::{Command, ExitCode};
 
 use anyhow::Result;
 use offload_build::tooling::command::{self, CommandError};
-use offload_build::tooling::device_link::LLVM_MAJOR;
 use offload_build::tooling::env::Env;
+use offload_build::tooling::toolchain::LLVM_MAJOR;
 use offload_toolchain::Tool;
 use serde::Serialize;
 
@@ -123,7 +123,7 @@ fn diagnose() -> Vec<Finding> {
         findings.push(finding);
     }
     // The same search, version check and message as a build with CUDA/HIP/C++ sources.
-    findings.push(match offload_build::tooling::foreign::clang::find(&env) {
+    findings.push(match offload_build::tooling::toolchain::find_clang(&env) {
         Ok(clang) => Finding::new(
             "clang",
             Status::Ok,
@@ -209,7 +209,7 @@ fn version_line(cmd: &mut Command) -> std::result::Result<String, String> {
 }
 
 fn host_toolchain() -> Finding {
-    match version_line(Command::new("rustc").arg("-V")) {
+    match version_line(offload_toolchain::Tool::Rustc.command().arg("-V")) {
         Ok(v) => Finding::new("host toolchain", Status::Ok, v.trim()),
         Err(e) => Finding::new("host toolchain", Status::Error, format!("rustc: {e}"))
             .fix("rustup toolchain install stable"),
@@ -223,8 +223,11 @@ fn device_toolchain(nightly: &str, findings: &mut Vec<Finding>) -> Option<u32> {
     let install = format!(
         "cargo offload setup  (or rustup toolchain install {nightly} --profile minimal --component rust-src)"
     );
-    let verbose = match version_line(Command::new("rustup").args(["run", nightly, "rustc", "-vV"]))
-    {
+    let verbose = match version_line(
+        offload_toolchain::Tool::Rustup
+            .command()
+            .args(["run", nightly, "rustc", "-vV"]),
+    ) {
         Ok(v) => v,
         Err(e) => {
             findings.push(
@@ -241,14 +244,14 @@ fn device_toolchain(nightly: &str, findings: &mut Vec<Finding>) -> Option<u32> {
             return None;
         }
     };
-    let llvm = offload_build::tooling::nested::rustc_llvm_major(&verbose);
+    let llvm = offload_build::tooling::toolchain::rustc_llvm_major(&verbose);
     let release = verbose.lines().next().unwrap_or("").trim();
     findings.push(Finding::new(
         "device toolchain",
         Status::Ok,
         format!("`{nightly}`: {release} (builds GPU images)"),
     ));
-    let components = version_line(Command::new("rustup").args([
+    let components = version_line(offload_toolchain::Tool::Rustup.command().args([
         "component",
         "list",
         "--installed",
@@ -308,7 +311,7 @@ fn llvm_agreement(rustc: Option<u32>) -> Finding {
 
 /// `ptxas` with the sms it makes cubins for: newer ones get PTX only.
 fn ptxas_finding(found: Finding) -> Finding {
-    match offload_build::tooling::device_link::ptxas_supported_sms() {
+    match offload_build::tooling::toolchain::ptxas_supported_sms() {
         Ok(Some(info)) => Finding::new(
             found.check,
             Status::Ok,

@@ -423,8 +423,9 @@ struct Workspace {
 
 fn workspace(manifest: &Path, dir: &Path, env: &Env) -> Result<Workspace> {
     let cargo = env.get_untracked("CARGO").map(PathBuf::from);
-    let workspace = offload_build::tooling::metadata::workspace_members(manifest, cargo.as_deref())
-        .context("finding the workspace the crate belongs to")?;
+    let workspace =
+        offload_build::tooling::workspace::workspace_members(manifest, cargo.as_deref())
+            .context("finding the workspace the crate belongs to")?;
     let root = workspace
         .root
         .canonicalize()

@@ -3,7 +3,7 @@
 
 mod build_status;
 pub mod cargo;
-mod command_line;
+pub mod command_line;
 pub mod dependency_source;
 pub mod doctor;
 pub mod init;

@@ -2,9 +2,9 @@
 //! printed without building, in the tree form of clang's `-ccc-print-phases`.
 //!
 //! The host crates and their kernel crates are found as the build scripts find them
-//! (`offload_build::tooling::metadata`), the architectures as they resolve them (`--offload-arch`,
+//! (`offload_build::tooling::workspace`), the architectures as they resolve them (`--offload-arch`,
 //! `OFFLOAD_ARCH`, `[package.metadata.offload] arch`, else `host`; `native` probed here), and
-//! what is drawn is the build's own plan (`offload_build::tooling::plan::BuildPlan`): a kernel
+//! what is drawn is the build's own plan (`offload_build::tooling::phases::plan`): a kernel
 //! crate's prebuilt bundle where it serves, the nested compiles and device links of the others,
 //! an `sm_XX` with a cubin where the `ptxas` found knows it. CUDA, HIP and C++ sources
 //! a build script adds (`Build::cuda` …) are named in its code, not in the manifests, and are
@@ -20,7 +20,6 @@
 //! triple, so it is one action, shared.
 
 use std::collections::HashMap;
-use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -28,28 +27,24 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use offload_build::OffloadArch;
 use offload_build::tooling::env::Env;
-use offload_build::tooling::metadata::HostCrate;
-use offload_build::tooling::plan::{BuildPlan, ImageSource, LinkOutputs};
-use offload_build::tooling::prebuilt;
+use offload_build::tooling::phases::{self, BuildPlan, ImageSource, LinkOutputs, Policy};
+use offload_build::tooling::workspace::HostCrate;
 use offload_format::DeviceFamily;
 
-use super::command_line::{NativeGpus, cargo_flag_values, package_selection};
+use super::command_line::{CompileOptions, NativeGpus};
 
-/// Prints the action graph of every host crate the build that `cargo_args` describe compiles:
+/// Prints the action graph of every host crate the build that `options` describe compiles:
 /// for `archs` (`--offload-arch` or `OFFLOAD_ARCH`, resolved), else each crate's own list.
 pub(crate) fn print(
-    cargo_args: &[OsString],
+    options: &CompileOptions,
     archs: Option<&[OffloadArch]>,
     native: &NativeGpus,
     env: &Env,
 ) -> Result<ExitCode> {
-    let selection = package_selection(cargo_args);
-    let host_triple = cargo_flag_values(cargo_args, "--target", None)
-        .into_iter()
-        .next()
-        .unwrap_or_else(|| offload_build::tooling::arch::host_triple().to_owned());
+    let selection = &options.selection;
+    let host_triple = options.target_triple();
     let cargo = env.get_untracked("CARGO").map(PathBuf::from);
-    let mut crates = offload_build::tooling::metadata::host_crates(&selection, cargo.as_deref())
+    let mut crates = offload_build::tooling::workspace::host_crates(selection, cargo.as_deref())
         .context("finding the host crates of the build")?;
     // Whether a prebuilt bundle serves depends on `OFFLOAD_PANIC`, as in the build.
     for krate in crates.iter_mut().flat_map(|c| &mut c.host.kernel_crates) {
@@ -65,7 +60,7 @@ pub(crate) fn print(
     let cwd = std::env::current_dir()
         .and_then(std::fs::canonicalize)
         .unwrap_or_default();
-    let policy = prebuilt::Policy::from_env(env)?;
+    let policy = Policy::from_env(env)?;
     let mut out = String::new();
     for (n, krate) in crates.iter().enumerate() {
         let archs = match (archs, &krate.host.arch) {
@@ -76,7 +71,7 @@ pub(crate) fn print(
                     "[package.metadata.offload] arch of {}",
                     krate.host.manifest_path.display()
                 ),
-                cargo_args,
+                options,
             )?,
             (None, None) => vec![OffloadArch::HOST],
         };
@@ -296,7 +291,7 @@ struct Drawing<'a> {
     archs: &'a [OffloadArch],
     host_triple: &'a str,
     cwd: &'a Path,
-    policy: prebuilt::Policy,
+    policy: Policy,
 }
 
 impl Drawing<'_> {
@@ -333,13 +328,8 @@ impl Drawing<'_> {
 
         // A bundle that does not serve is drawn built from source, with the build's note,
         // whether or not this machine could build it.
-        let plan = BuildPlan::new(
-            &self.krate.host.kernel_crates,
-            self.archs,
-            self.policy,
-            &|| true,
-        )
-        .with_context(|| format!("planning the device builds of `{}`", self.krate.host.name))?;
+        let plan = phases::plan(&self.krate.host.kernel_crates, self.archs, self.policy)
+            .with_context(|| format!("planning the device builds of `{}`", self.krate.host.name))?;
         let mut images = Vec::new();
         for (planned, kernel_src) in plan.kernel_crates.iter().zip(&self.krate.kernel_src_paths) {
             match &planned.source {

@@ -8,9 +8,8 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use offload_build::OffloadArch;
 use offload_build::tooling::env::{Env, OFFLOAD_ARCH};
-use offload_build::tooling::metadata::KernelPackage;
-use offload_build::tooling::plan::BuildRequest;
 use offload_build::tooling::prebuilt;
+use offload_build::tooling::workspace::KernelPackage;
 
 // `package-kernels`' options, also the command line `cargo-offload-device` parses (no doc
 // comment: clap would print it as the command's about text).
@@ -46,8 +45,9 @@ fn kernel_package(manifest_path: Option<&Path>) -> Result<KernelPackage> {
     }
     let env = Env::detect();
     let cargo = env.get_untracked("CARGO").map(PathBuf::from);
-    let mut package = offload_build::tooling::metadata::kernel_package(&manifest, cargo.as_deref())
-        .with_context(|| format!("reading {}", manifest.display()))?;
+    let mut package =
+        offload_build::tooling::workspace::kernel_package(&manifest, cargo.as_deref())
+            .with_context(|| format!("reading {}", manifest.display()))?;
     // The bundle's images and source hash follow `OFFLOAD_PANIC`, as a build's do.
     package.krate.apply_panic_override(&env)?;
     Ok(package)
@@ -80,18 +80,12 @@ pub fn package_kernels(args: PackageKernelsOptions) -> Result<ExitCode> {
         },
     };
     let archs = offload_build::tooling::arch::parse_list(&list, &origin)?;
-    let toolchain = prebuilt::toolchain_identity(&env, &archs)?;
-    let images = offload_build::tooling::build_images(
-        &env,
-        &BuildRequest {
-            kernel_crates: std::slice::from_ref(&krate),
-            archs: &archs,
-            offload_dir: &target_directory.join("offload"),
-            linked: None,
-        },
-    )?;
-    let hash = prebuilt::source_hash(&krate, &toolchain, &archs)?;
-    let path = prebuilt::write_bundle(&krate, &images, &hash, &toolchain)?;
+    let prebuilt::Packaged {
+        path,
+        images,
+        hash,
+        toolchain,
+    } = prebuilt::package(&env, &krate, &archs, &target_directory.join("offload"))?;
     let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
     println!(
         "wrote {} ({} images for {}, {size} bytes)\n  source hash {} over {} inputs\n  toolchain   {toolchain}",
@@ -143,15 +137,7 @@ pub fn verify(args: VerifyOptions) -> Result<ExitCode> {
         );
     }
     let scratch = tempfile::tempdir().context("creating a scratch target directory")?;
-    let rebuilt = offload_build::tooling::build_images(
-        &env,
-        &BuildRequest {
-            kernel_crates: std::slice::from_ref(&krate),
-            archs: &archs,
-            offload_dir: scratch.path(),
-            linked: None,
-        },
-    )?;
+    let rebuilt = prebuilt::build_from_source(&env, &krate, &archs, scratch.path())?;
     let host = offload_build::tooling::arch::host_triple();
     for (triple, image) in &bundle.images {
         let label = format!("{} {:?} ({triple})", image.arch.name(), image.image_kind);

@@ -29,8 +29,8 @@ use offload_build::tooling::command;
 use offload_format::DeviceFamily;
 use offload_toolchain::Tool;
 
-use super::cargo::{OffloadOptions, Runner, build_the_executable, exit_code};
-use super::command_line::NativeGpus;
+use super::cargo::{Runner, build_the_executable, exit_code};
+use super::command_line::{CompileOptions, NativeGpus};
 use lines::HotLine;
 use record::Run;
 use report::Peaks;
@@ -68,11 +68,7 @@ impl Notes {
 }
 
 /// Runs `cargo offload profile`.
-pub fn profile(
-    profile: &ProfileOptions,
-    options: &OffloadOptions,
-    cargo_args: &[OsString],
-) -> Result<ExitCode> {
+pub fn profile(profile: &ProfileOptions, options: &CompileOptions) -> Result<ExitCode> {
     let device = std::env::var("OFFLOAD_DEVICE").ok();
     let gpus: Vec<DeviceFamily> = if device.is_some() {
         Vec::new()
@@ -97,7 +93,7 @@ pub fn profile(
         DeviceFamily::Cpu => None,
     };
     let (executable, program_args) =
-        match build_the_executable("`profile`", Runner::Profiler, options, cargo_args)? {
+        match build_the_executable("`profile`", Runner::Profiler, options)? {
             Ok(built) => built,
             Err(status) => return Ok(status),
         };

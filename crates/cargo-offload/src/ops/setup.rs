@@ -184,7 +184,7 @@ impl Step {
     /// The command as it runs: `sudo` and the environment first.
     fn command(&self) -> Command {
         let mut cmd = if self.sudo {
-            let mut cmd = Command::new("sudo");
+            let mut cmd = offload_toolchain::Tool::Sudo.command();
             cmd.args(self.env.iter().map(|(k, v)| format!("{k}={v}")))
                 .arg(&self.program);
             cmd

@@ -165,7 +165,7 @@ pub(crate) fn io_err(
 /// The LLVM major of the nightly toolchain's rustc, from `rustc -vV`.
 #[cfg(feature = "llvm")]
 pub fn nightly_rustc_llvm_major(env: &crate::env::Env) -> Result<u32> {
-    let output = crate::command::run(std::process::Command::new("rustup").args([
+    let output = crate::command::run(env.tool(offload_toolchain::Tool::Rustup).args([
         "run",
         &env.nightly_toolchain(),
         "rustc",

@@ -33,7 +33,8 @@ pub fn require(tool: &str, present: bool) -> bool {
 
 /// Whether the device toolchain (nightly with rust-src) runs.
 pub fn device_toolchain_present() -> bool {
-    Command::new("rustup")
+    offload_toolchain::Tool::Rustup
+        .command()
         .args([
             "run",
             offload_toolchain::DEVICE_TOOLCHAIN,

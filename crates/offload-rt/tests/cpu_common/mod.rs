@@ -5,7 +5,6 @@
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use offload_format::{ImageKind, OffloadBinary, OffloadKind};
 
@@ -26,7 +25,8 @@ pub fn build_image() -> Result<(Vec<u8>, Vec<String>), String> {
 /// directory of its own.
 pub fn build_image_at(level: offload_format::CpuLevel) -> Result<(Vec<u8>, Vec<String>), String> {
     let toolchain = offload_toolchain::DEVICE_TOOLCHAIN;
-    let present = Command::new("rustup")
+    let present = offload_toolchain::Tool::Rustup
+        .command()
         .args(["run", toolchain, "rustc", "-V"])
         .output()
         .is_ok_and(|o| o.status.success());
