@@ -357,10 +357,7 @@ mod tests {
             "offload-build",
             &["crate", "tooling", "device_link", "foreign"],
         ),
-        ("offload-format", &["bundle"]),
-        ("offload-rt", &["kernel", "backend", "host", "launch"]),
-        ("offload-tools", &["ops"]),
-        ("cargo-offload", &["commands"]),
+        ("offload-rt", &["kernel", "backend", "host"]),
     ];
 
     /// Whether `module` lies in the known subtree `known`.
