@@ -357,7 +357,7 @@ mod tests {
             "offload-build",
             &["crate", "tooling", "device_link", "foreign"],
         ),
-        ("offload-rt", &["kernel", "backend", "host"]),
+        ("offload-rt", &["kernel", "host"]),
     ];
 
     /// Whether `module` lies in the known subtree `known`.
