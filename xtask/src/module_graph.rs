@@ -357,7 +357,7 @@ mod tests {
             "offload-build",
             &["crate", "tooling", "device_link", "foreign"],
         ),
-        ("offload-rt", &["kernel", "host"]),
+        ("offload-rt", &["kernel"]),
     ];
 
     /// Whether `module` lies in the known subtree `known`.
