@@ -84,29 +84,6 @@ impl LaunchConfig {
         }
     }
 
-    /// A 1-D launch with at least `n` threads in blocks of the size at which `kernel` (of
-    /// kernel module `module`: a handle's `MODULE` and `NAME`) keeps the most threads
-    /// resident on `device`, as [`Device::best_block_size`](crate::Device::best_block_size)
-    /// finds it: CUDA's `cuOccupancyMaxPotentialBlockSize` answer on an NVIDIA GPU, 256 on the
-    /// CPU device.
-    ///
-    /// # Errors
-    /// What finding the kernel on `device` reports.
-    pub fn for_num_elems_on(
-        device: &crate::Device,
-        module: &'static str,
-        kernel: &'static str,
-        n: impl ElementCount,
-    ) -> Result<LaunchConfig, Error> {
-        let block = device.best_block_size(module, kernel, 0)?;
-        let blocks = n.count().div_ceil(u64::from(block)).max(1);
-        Ok(LaunchConfig {
-            grid: (u32::try_from(blocks).unwrap_or(u32::MAX), 1, 1),
-            block: (block, 1, 1),
-            shared_mem_bytes: 0,
-        })
-    }
-
     /// A 1-D launch of `grid` blocks of `block` threads.
     pub fn linear(grid: u32, block: u32) -> LaunchConfig {
         LaunchConfig {

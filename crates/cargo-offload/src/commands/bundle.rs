@@ -278,7 +278,7 @@ pub fn exec(args: BundleArgs) -> Result<ExitCode> {
     }
     let cli = BundlerCli::parse_from(argv);
     let Some(file_type) = cli.file_type.clone() else {
-        return Err(super::OptionError(
+        return Err(super::option_error::OptionError(
             "for the --type option: must be specified at least once!\n\
              note: -type=<i|ii|cui|hipi|d|ll|bc|s|o|a|gch|ast>"
                 .to_owned(),

@@ -7,6 +7,7 @@ mod doctor;
 mod init;
 mod inspect;
 mod new;
+mod option_error;
 mod package;
 mod profile;
 mod response_files;
@@ -17,6 +18,8 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+
+pub use option_error::OptionError;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -97,20 +100,6 @@ pub fn tool_personality(program: &str) -> Option<&'static str> {
         _ => None,
     }
 }
-
-/// A command line refused by the option parser itself, worded as LLVM's parser words it;
-/// under a tool's name it is printed as LLVM prints such errors, after the program's name
-/// and without `error:`.
-#[derive(Debug)]
-pub struct OptionError(pub String);
-
-impl std::fmt::Display for OptionError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for OptionError {}
 
 pub fn exec(args: Vec<OsString>) -> Result<ExitCode> {
     let cli = Cli::parse_from(args);

@@ -4,7 +4,8 @@
 use std::borrow::Cow;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 
-use super::{BUNDLE_MAGIC, BundleEntry, BundleEntryId, BundleEntryInfo};
+use super::entry::{BUNDLE_MAGIC, BundleEntry, BundleEntryInfo};
+use super::id::BundleEntryId;
 use crate::error::{Error, Result};
 use crate::offload_binary::{copy_exact, write_zeros};
 

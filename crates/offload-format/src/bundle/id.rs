@@ -3,9 +3,11 @@
 
 use std::fmt;
 
-use super::OFFLOAD_KINDS;
 use crate::error::{Error, Result};
 use crate::target_id::{TargetId, conflicting_combination, is_known_offload_arch};
+
+/// Offload kinds the bundler accepts.
+pub const OFFLOAD_KINDS: &[&str] = &["host", "openmp", "hip", "hipv4"];
 
 /// A bundle entry ID, `<kind>-<arch>-<vendor>-<os>-<env>[-<target-id>]`, normalized as the
 /// bundler's `OffloadTargetInfo` does.

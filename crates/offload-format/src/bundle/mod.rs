@@ -1,11 +1,10 @@
 //! clang-offload-bundler bundles: entry IDs ([`id`]), the binary layout ([`binary`]), the
 //! text layout ([`text`]) and reading the object layout ([`object`]).
 
-use std::borrow::Cow;
-
 use crate::error::{Error, Result};
 
 pub mod binary;
+pub mod entry;
 pub mod id;
 pub mod object;
 pub mod text;
@@ -14,55 +13,12 @@ pub use binary::{
     BundleInput, BundleReader, binary_bundle_to_vec, binary_layout, is_binary_bundle,
     parse_binary_bundle, read_binary_header, write_binary_bundle,
 };
-pub use id::{BundleEntryId, check_bundle_targets};
+pub use entry::{
+    BUNDLE_MAGIC, BundleEntry, BundleEntryInfo, HIP_BUNDLE_ALIGN, OBJECT_SECTION_PREFIX,
+};
+pub use id::{BundleEntryId, OFFLOAD_KINDS, check_bundle_targets};
 pub use object::{host_objcopy_args, objcopy_args, parse_object_bundle};
 pub use text::{TEXT_TYPES, parse_text_bundle, text_comment, write_text_bundle, write_text_entry};
-
-/// The 24-byte magic of the binary layout (no NUL).
-pub const BUNDLE_MAGIC: &[u8; 24] = b"__CLANG_OFFLOAD_BUNDLE__";
-/// Prefix of the section names in the object layout.
-pub const OBJECT_SECTION_PREFIX: &str = "__CLANG_OFFLOAD_BUNDLE__";
-/// Offload kinds the bundler accepts.
-pub const OFFLOAD_KINDS: &[&str] = &["host", "openmp", "hip", "hipv4"];
-/// The alignment clang's HIP fat-binary step uses.
-pub const HIP_BUNDLE_ALIGN: u64 = 4096;
-
-/// One entry of a bundle as recorded in its header.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BundleEntryInfo {
-    /// The ID exactly as stored in the file.
-    pub id: String,
-    /// Absolute offset of the data.
-    pub offset: u64,
-    /// Size of the data, in bytes.
-    pub size: u64,
-}
-
-impl BundleEntryInfo {
-    /// The stored ID, parsed and normalized.
-    pub fn entry_id(&self) -> Result<BundleEntryId> {
-        BundleEntryId::parse(&self.id)
-    }
-}
-
-/// One entry with its data.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BundleEntry<'a> {
-    /// The ID exactly as stored in the file.
-    pub id: String,
-    /// The entry's contents.
-    pub data: Cow<'a, [u8]>,
-}
-
-impl BundleEntry<'_> {
-    /// A copy owning its data.
-    pub fn into_owned(self) -> BundleEntry<'static> {
-        BundleEntry {
-            id: self.id,
-            data: Cow::Owned(self.data.into_owned()),
-        }
-    }
-}
 
 /// Parses a bundle whatever its container: one or more CCOB blobs (decompressed, their
 /// entries concatenated), the binary layout, or an ELF object layout.

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use super::{BundleEntry, OBJECT_SECTION_PREFIX};
+use super::entry::{BundleEntry, OBJECT_SECTION_PREFIX};
 use crate::error::{Error, Result};
 
 /// The entries of an object-layout bundle: every section named `__CLANG_OFFLOAD_BUNDLE__<id>`

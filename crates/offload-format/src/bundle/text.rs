@@ -3,7 +3,7 @@
 use std::borrow::Cow;
 use std::io::{self, Write};
 
-use super::BundleEntry;
+use super::entry::BundleEntry;
 use crate::error::{Error, Result};
 
 /// The text file types and their comment markers.

@@ -66,23 +66,6 @@ use loader::Library;
 use pool::Pool;
 use stacks::{LauncherStacks, guarded};
 
-/// The triple of CPU images this runtime can load: the one it was compiled for. The build
-/// names the CPU image by the host crate's target, so the two agree on every Linux target;
-/// elsewhere no CPU image fits and the device choice says why.
-pub(crate) const HOST_TRIPLE: &str = if !cfg!(all(target_os = "linux", target_env = "gnu")) {
-    "unsupported-host"
-} else if cfg!(target_arch = "x86_64") {
-    "x86_64-unknown-linux-gnu"
-} else if cfg!(target_arch = "aarch64") {
-    "aarch64-unknown-linux-gnu"
-} else if cfg!(target_arch = "riscv64") {
-    "riscv64gc-unknown-linux-gnu"
-} else if cfg!(all(target_arch = "powerpc64", target_endian = "little")) {
-    "powerpc64le-unknown-linux-gnu"
-} else {
-    "unsupported-host"
-};
-
 /// How the CPU device runs kernels with barriers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BarrierMode {

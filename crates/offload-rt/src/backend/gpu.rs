@@ -18,8 +18,8 @@ mod device;
 pub(crate) mod driver;
 mod error;
 pub(crate) mod library;
+mod logging;
 
-pub(crate) use backend::log;
 pub(crate) use backend::{GpuBackend, open_backend};
 pub(crate) use device::{
     GpuBuffer, GpuDevice, GpuEvent, GpuFunction, GpuGraph, GpuModule, GpuStream, PinnedBytes,
@@ -27,6 +27,7 @@ pub(crate) use device::{
 pub(crate) use driver::{DeviceInfo, Driver, Handle};
 pub(crate) use error::{Api, GpuError, GpuImageKind};
 pub use library::LoadError;
+pub(crate) use logging::log;
 
 /// Loads driver `D`, initializes it and describes every device; an error says why it cannot
 /// be used here.

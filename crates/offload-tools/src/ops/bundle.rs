@@ -19,7 +19,8 @@ use offload_format::bundle::{
 use offload_format::ccob::{CCOB_MAGIC, CompressOptions};
 use offload_format::ccob_stream::{CcobWriter, StreamOptions, decompress_stream};
 
-use super::{AtomicOutput, FormatAt, IoAt, MappedInput, OpsError, Result, open_input};
+use super::error::{FormatAt, IoAt, OpsError, Result};
+use super::files::{AtomicOutput, MappedInput, open_input};
 
 /// How a file type is laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,7 +126,7 @@ fn parse_targets(targets: &[String]) -> Result<Vec<BundleEntryId>> {
 fn objcopy(cfg: &BundleConfig, path: &Path) -> Result<PathBuf> {
     match &cfg.objcopy {
         Some(p) => Ok(p.clone()),
-        None => super::find_objcopy().map_err(|tried| OpsError::ObjcopyNotFound {
+        None => super::files::find_objcopy().map_err(|tried| OpsError::ObjcopyNotFound {
             path: path.to_owned(),
             tried,
         }),

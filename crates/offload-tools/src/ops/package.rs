@@ -11,7 +11,8 @@ use offload_format::aligned::ObjectBytes;
 use offload_format::archive::{AR_MAGIC, ArchiveMember, parse_archive, write_archive};
 use offload_format::{ImageKind, OFFLOAD_BINARY_MAGIC, OffloadBinary, OffloadKind, llvm_key_order};
 
-use super::{AtomicOutput, FormatAt, IoAt, MappedInput, OpsError, Result, open_input};
+use super::error::{FormatAt, IoAt, OpsError, Result};
+use super::files::{AtomicOutput, MappedInput, open_input};
 
 /// One `--image=key=value,...` argument.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::channel::ChannelSlot;
 use super::driver::{DeviceInfo, Driver};
+use super::logging::log;
 use super::{
     GpuBuffer, GpuDevice, GpuError, GpuEvent, GpuFunction, GpuGraph, GpuModule, GpuStream,
     PinnedBytes,
@@ -21,18 +22,6 @@ use crate::error::{Error, Result};
 use crate::launch::{LaunchArgs, LaunchShape};
 use crate::registry::{ImageInfo, RegisteredImage};
 use crate::select::{self, ImageDescriptor};
-
-/// Whether `OFFLOAD_LOG` asks for log lines (set, not empty, not `0`).
-fn log_enabled() -> bool {
-    std::env::var_os("OFFLOAD_LOG").is_some_and(|v| !v.is_empty() && v != "0")
-}
-
-/// One `offload-rt:` line on stderr when [`log_enabled`].
-pub(crate) fn log(line: std::fmt::Arguments<'_>) {
-    if log_enabled() {
-        eprintln!("offload-rt: {line}");
-    }
-}
 
 /// Converts a driver-layer error into the runtime's error for `device` of `kind`.
 pub(crate) fn to_error(e: GpuError, kind: DeviceKind, device: &str) -> Error {

@@ -12,6 +12,7 @@
 //! offload run --np N`), or by any other means that hands every rank the same [`CommId`]
 //! ([`Communicator::with_id`], GPUs only).
 
+mod common;
 mod nccl;
 
 #[cfg(feature = "mpi")]
@@ -27,141 +28,10 @@ use super::Device;
 use super::buffer::DeviceBuffer;
 use crate::backend::{DeviceKind, DevicePtr};
 use crate::error::{Error, Result};
-use crate::kernel::DeviceCopy;
+use common::{Collectives, P2p, address};
 use nccl::{NcclApi, NcclComm, NcclTransfer, NcclUniqueId};
 
-/// How a reduction combines the ranks' elements.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ReduceOp {
-    /// The sum (integers wrap).
-    Sum,
-    /// The product (integers wrap).
-    Prod,
-    /// The largest.
-    Max,
-    /// The smallest.
-    Min,
-}
-
-impl ReduceOp {
-    /// `ncclRedOp_t`.
-    fn nccl(self) -> i32 {
-        match self {
-            ReduceOp::Sum => 0,
-            ReduceOp::Prod => 1,
-            ReduceOp::Max => 2,
-            ReduceOp::Min => 3,
-        }
-    }
-}
-
-mod sealed {
-    pub trait Sealed {}
-}
-
-/// An element type the collectives move and reduce: the integers of 8, 32 and 64 bits, `f32`,
-/// `f64` and, with the `half` feature, `f16` and `bf16` (the types NCCL and RCCL reduce).
-pub trait CollectiveElement: DeviceCopy + sealed::Sealed {
-    /// `ncclDataType_t`.
-    #[doc(hidden)]
-    const NCCL_TYPE: i32;
-    /// `a` and `b` combined by `op`, as the CPU device reduces types MPI has no type for.
-    #[doc(hidden)]
-    fn combine(a: Self, b: Self, op: ReduceOp) -> Self;
-    /// The MPI datatype, where MPI has one.
-    #[cfg(feature = "mpi")]
-    #[doc(hidden)]
-    fn mpi_type() -> Option<mpi::ffi::MPI_Datatype>;
-}
-
-macro_rules! integer_elements {
-    ($($t:ty => $nccl:expr, $mpi:ident;)*) => {$(
-        impl sealed::Sealed for $t {}
-        impl CollectiveElement for $t {
-            const NCCL_TYPE: i32 = $nccl;
-            fn combine(a: Self, b: Self, op: ReduceOp) -> Self {
-                match op {
-                    ReduceOp::Sum => a.wrapping_add(b),
-                    ReduceOp::Prod => a.wrapping_mul(b),
-                    ReduceOp::Max => a.max(b),
-                    ReduceOp::Min => a.min(b),
-                }
-            }
-            #[cfg(feature = "mpi")]
-            fn mpi_type() -> Option<mpi::ffi::MPI_Datatype> {
-                // SAFETY: a constant of the MPI library, set before `main`.
-                Some(unsafe { mpi::ffi::$mpi })
-            }
-        }
-    )*};
-}
-
-integer_elements! {
-    i8 => 0, RSMPI_INT8_T;
-    u8 => 1, RSMPI_UINT8_T;
-    i32 => 2, RSMPI_INT32_T;
-    u32 => 3, RSMPI_UINT32_T;
-    i64 => 4, RSMPI_INT64_T;
-    u64 => 5, RSMPI_UINT64_T;
-}
-
-macro_rules! float_elements {
-    ($($t:ty => $nccl:expr, $mpi:ident;)*) => {$(
-        impl sealed::Sealed for $t {}
-        impl CollectiveElement for $t {
-            const NCCL_TYPE: i32 = $nccl;
-            fn combine(a: Self, b: Self, op: ReduceOp) -> Self {
-                match op {
-                    ReduceOp::Sum => a + b,
-                    ReduceOp::Prod => a * b,
-                    ReduceOp::Max => a.max(b),
-                    ReduceOp::Min => a.min(b),
-                }
-            }
-            #[cfg(feature = "mpi")]
-            fn mpi_type() -> Option<mpi::ffi::MPI_Datatype> {
-                // SAFETY: a constant of the MPI library, set before `main`.
-                Some(unsafe { mpi::ffi::$mpi })
-            }
-        }
-    )*};
-}
-
-float_elements! {
-    f32 => 7, RSMPI_FLOAT;
-    f64 => 8, RSMPI_DOUBLE;
-}
-
-#[cfg(feature = "half")]
-macro_rules! half_elements {
-    ($($t:ty => $nccl:expr;)*) => {$(
-        impl sealed::Sealed for $t {}
-        impl CollectiveElement for $t {
-            const NCCL_TYPE: i32 = $nccl;
-            fn combine(a: Self, b: Self, op: ReduceOp) -> Self {
-                // Each step rounded to the type, as NCCL's reductions of it are.
-                let (x, y) = (a.to_f32(), b.to_f32());
-                <$t>::from_f32(match op {
-                    ReduceOp::Sum => x + y,
-                    ReduceOp::Prod => x * y,
-                    ReduceOp::Max => x.max(y),
-                    ReduceOp::Min => x.min(y),
-                })
-            }
-            #[cfg(feature = "mpi")]
-            fn mpi_type() -> Option<mpi::ffi::MPI_Datatype> {
-                None
-            }
-        }
-    )*};
-}
-
-#[cfg(feature = "half")]
-half_elements! {
-    half::f16 => 6;
-    half::bf16 => 9;
-}
+pub use common::{CollectiveElement, ReduceOp};
 
 /// The identity every rank of one communicator is made with, on GPUs: made once (by one
 /// rank, [`CommId::new`]) and handed to every rank by the program's own means.
@@ -233,54 +103,6 @@ macro_rules! dispatch {
             Imp::Mpi($m) => $call,
         }
     };
-}
-
-/// What an implementation of a communicator does, once [`Communicator`] has checked the
-/// arguments: NCCL's calls queued on the device's stream, or MPI's on the CPU device's host
-/// memory once its queues drain.
-///
-/// # Safety (of the `unsafe` methods)
-/// The pointers are of live buffers of `device` with the elements the operation reads and
-/// writes (as [`Communicator`]'s checks establish), touched by nothing else but in the
-/// device's stream order.
-trait Collectives {
-    /// Which library carries the calls, with its version.
-    fn library(&self, device: &Device) -> String;
-
-    /// [`Communicator::all_reduce`]: `transfer` is (send, recv, element count).
-    unsafe fn all_reduce<T: CollectiveElement>(
-        &self,
-        device: &Device,
-        transfer: (DevicePtr, DevicePtr, usize),
-        op: ReduceOp,
-    ) -> Result<()>;
-
-    /// [`Communicator::broadcast`]: `count` elements at `at`, from rank `root`.
-    unsafe fn broadcast<T: CollectiveElement>(
-        &self,
-        device: &Device,
-        at: DevicePtr,
-        count: usize,
-        root: usize,
-    ) -> Result<()>;
-
-    /// [`Communicator::all_gather`]: `transfer` is (from, to, element count sent).
-    unsafe fn all_gather<T: CollectiveElement>(
-        &self,
-        device: &Device,
-        transfer: (DevicePtr, DevicePtr, usize),
-    ) -> Result<()>;
-
-    /// [`Communicator::reduce_scatter`]: `transfer` is (from, to, element count received).
-    unsafe fn reduce_scatter<T: CollectiveElement>(
-        &self,
-        device: &Device,
-        transfer: (DevicePtr, DevicePtr, usize),
-        op: ReduceOp,
-    ) -> Result<()>;
-
-    /// [`Communicator::group`]'s sends and receives, posted together.
-    unsafe fn exchange(&self, device: &Device, ops: &[P2p]) -> Result<()>;
 }
 
 /// An NCCL or RCCL communicator, destroyed on drop.
@@ -501,17 +323,6 @@ fn gpu_api(device: &Device) -> Result<&'static NcclApi> {
         }),
         kind => nccl::api(kind, device.describe()),
     }
-}
-
-/// One send or receive of a [`P2pGroup`].
-struct P2p {
-    send: bool,
-    ptr: DevicePtr,
-    count: usize,
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-    bytes: usize,
-    nccl_type: i32,
-    peer: usize,
 }
 
 /// Sends and receives posted together ([`Communicator::group`]): none waits for another, so
@@ -830,6 +641,83 @@ impl Communicator {
     }
 }
 
+#[cfg(feature = "mpi")]
+impl Communicator {
+    /// This process's member of the ranks of MPI communicator `comm` (`universe.world()`
+    /// for every rank of the program), on `device`: NCCL or RCCL on a GPU, bootstrapped over
+    /// `comm`; MPI itself on the CPU device. Every rank of `comm` calls this; it returns when
+    /// all have.
+    ///
+    /// On a node with several GPUs each rank opens its own, e.g. by
+    /// [`local_rank`](crate::collective::local_rank).
+    ///
+    /// # Errors
+    /// [`Error::CollectivesUnavailable`] where this rank (or another) could not load NCCL or
+    /// RCCL, [`Error::Collective`] when the library fails.
+    pub fn from_mpi(
+        device: &Device,
+        comm: &impl mpi::topology::Communicator,
+    ) -> Result<Communicator> {
+        use mpi::collective::{CommunicatorCollectives as _, Root as _, SystemOperation};
+        use mpi::topology::Communicator as _;
+        let comm = comm.duplicate();
+        let (rank, size) = (comm.rank() as usize, comm.size() as usize);
+        if device.kind() == DeviceKind::Cpu {
+            return Ok(Communicator {
+                device: device.clone(),
+                rank,
+                size,
+                imp: Imp::Mpi(mpi_comm::MpiMember { comm }),
+            });
+        }
+        // Every rank goes on only if every rank has the library; else each returns an error
+        // rather than waiting for the others forever.
+        let api = gpu_api(device);
+        let mut all_loaded = 0i32;
+        comm.all_reduce_into(
+            &i32::from(api.is_ok()),
+            &mut all_loaded,
+            SystemOperation::min(),
+        );
+        api?;
+        if all_loaded == 0 {
+            return Err(Error::CollectivesUnavailable {
+                device: device.describe().to_owned(),
+                reason:
+                    "another rank could not load its collectives library (its own error says why)"
+                        .to_owned(),
+            });
+        }
+        // Rank 0 makes the identity and sends it with a byte saying whether it could.
+        let mut message = [0u8; 1 + CommId::BYTES];
+        let mut own_error = None;
+        if rank == 0 {
+            match CommId::new(device) {
+                Ok(id) => {
+                    message[0] = 1;
+                    message[1..].copy_from_slice(id.as_bytes());
+                }
+                Err(e) => own_error = Some(e),
+            }
+        }
+        comm.process_at_rank(0).broadcast_into(&mut message[..]);
+        if let Some(e) = own_error {
+            return Err(e);
+        }
+        if message[0] == 0 {
+            return Err(Error::CollectivesUnavailable {
+                device: device.describe().to_owned(),
+                reason:
+                    "rank 0 could not make the communicator's identity (its own error says why)"
+                        .to_owned(),
+            });
+        }
+        let mut bytes = [0u8; CommId::BYTES];
+        bytes.copy_from_slice(&message[1..]);
+        Communicator::with_id(device, &CommId::from_bytes(bytes), rank, size)
+    }
+}
+
 /// [`Error::CollectiveArgs`] unless a buffer of `buffer` is on the communicator's `device`.
 fn check_buffer(call: &'static str, device: &Device, buffer: &Device) -> Result<()> {
     if buffer.same_device(device) {
@@ -889,9 +777,4 @@ fn same_len(
             reason: format!("{what} has {len} elements, {want_what} is {want}"),
         })
     }
-}
-
-/// The pointer at device address `at` (on the CPU device, a host address).
-fn address<T>(at: DevicePtr) -> *mut T {
-    std::ptr::with_exposed_provenance_mut(at.0 as usize)
 }

@@ -5,15 +5,13 @@
 use std::ffi::{c_char, c_int, c_void};
 use std::mem::size_of;
 
-use mpi::collective::{CommunicatorCollectives, Root, SystemOperation};
+use mpi::collective::SystemOperation;
 use mpi::ffi;
 use mpi::raw::AsRaw;
 use mpi::topology::{Communicator as _, SimpleCommunicator};
 
-use super::{
-    CollectiveElement, Collectives, CommId, Communicator, Imp, P2p, ReduceOp, address, gpu_api,
-};
-use crate::backend::{DeviceKind, DevicePtr};
+use super::common::{CollectiveElement, Collectives, P2p, ReduceOp, address};
+use crate::backend::DevicePtr;
 use crate::error::{Error, Result};
 use crate::host::Device;
 
@@ -24,86 +22,12 @@ const TAG: c_int = 0x0ff1;
 
 /// A duplicate of the program's MPI communicator, the CPU device's collectives.
 pub(super) struct MpiMember {
-    comm: SimpleCommunicator,
+    pub(super) comm: SimpleCommunicator,
 }
 
 impl std::fmt::Debug for MpiMember {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MpiMember").finish_non_exhaustive()
-    }
-}
-
-impl Communicator {
-    /// This process's member of the ranks of MPI communicator `comm` (`universe.world()`
-    /// for every rank of the program), on `device`: NCCL or RCCL on a GPU, bootstrapped over
-    /// `comm`; MPI itself on the CPU device. Every rank of `comm` calls this; it returns when
-    /// all have.
-    ///
-    /// On a node with several GPUs each rank opens its own, e.g. by
-    /// [`local_rank`](crate::collective::local_rank).
-    ///
-    /// # Errors
-    /// [`Error::CollectivesUnavailable`] where this rank (or another) could not load NCCL or
-    /// RCCL, [`Error::Collective`] when the library fails.
-    pub fn from_mpi(
-        device: &Device,
-        comm: &impl mpi::topology::Communicator,
-    ) -> Result<Communicator> {
-        let comm = comm.duplicate();
-        let (rank, size) = (comm.rank() as usize, comm.size() as usize);
-        if device.kind() == DeviceKind::Cpu {
-            return Ok(Communicator {
-                device: device.clone(),
-                rank,
-                size,
-                imp: Imp::Mpi(MpiMember { comm }),
-            });
-        }
-        // Every rank goes on only if every rank has the library; else each returns an error
-        // rather than waiting for the others forever.
-        let api = gpu_api(device);
-        let mut all_loaded = 0i32;
-        comm.all_reduce_into(
-            &i32::from(api.is_ok()),
-            &mut all_loaded,
-            SystemOperation::min(),
-        );
-        api?;
-        if all_loaded == 0 {
-            return Err(Error::CollectivesUnavailable {
-                device: device.describe().to_owned(),
-                reason:
-                    "another rank could not load its collectives library (its own error says why)"
-                        .to_owned(),
-            });
-        }
-        // Rank 0 makes the identity and sends it with a byte saying whether it could.
-        let mut message = [0u8; 1 + CommId::BYTES];
-        let mut own_error = None;
-        if rank == 0 {
-            match CommId::new(device) {
-                Ok(id) => {
-                    message[0] = 1;
-                    message[1..].copy_from_slice(id.as_bytes());
-                }
-                Err(e) => own_error = Some(e),
-            }
-        }
-        comm.process_at_rank(0).broadcast_into(&mut message[..]);
-        if let Some(e) = own_error {
-            return Err(e);
-        }
-        if message[0] == 0 {
-            return Err(Error::CollectivesUnavailable {
-                device: device.describe().to_owned(),
-                reason:
-                    "rank 0 could not make the communicator's identity (its own error says why)"
-                        .to_owned(),
-            });
-        }
-        let mut bytes = [0u8; CommId::BYTES];
-        bytes.copy_from_slice(&message[1..]);
-        Communicator::with_id(device, &CommId::from_bytes(bytes), rank, size)
     }
 }
 
