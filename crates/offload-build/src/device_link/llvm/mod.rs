@@ -55,6 +55,7 @@ mod crash;
 mod fixups;
 mod helpers;
 mod hopper;
+mod ir;
 mod kernel_returns;
 mod launch_bounds;
 mod link;

@@ -1,0 +1,29 @@
+//! Raw handles across the boundary between the stages on the layer and those not yet on it
+//! (see `tests::NOT_YET_CONVERTED`): conversions of `llvm-sys` pointers, and safe wrappers of
+//! the raw helpers those stages share. Each item goes once both sides of its boundary are on
+//! the layer.
+
+use inkwell::llvm_sys::prelude::LLVMValueRef;
+
+use super::{Instruction, Value};
+
+/// The pointer of `value`, for a stage that calls `llvm-sys` itself.
+pub fn raw<'m>(value: impl Into<Value<'m>>) -> LLVMValueRef {
+    value.into().raw()
+}
+
+/// The handle of `raw`; `None` for null.
+///
+/// # Safety
+/// `raw` is null or a live value of a module borrowed for `'m`.
+pub unsafe fn from_raw<'m>(raw: LLVMValueRef) -> Option<Value<'m>> {
+    // SAFETY: the caller's contract.
+    unsafe { Value::from_raw(raw) }
+}
+
+/// Whether `user` (an instruction) compares `value` with null, as
+/// `shared_memory::compares_with_null` says.
+pub fn compares_with_null<'m>(user: Instruction<'m>, value: Value<'m>) -> bool {
+    // SAFETY: both are live values of one module; `user` is an instruction.
+    unsafe { super::super::shared_memory::compares_with_null(user.raw(), value.raw()) }
+}
