@@ -27,3 +27,26 @@ pub fn compares_with_null<'m>(user: Instruction<'m>, value: Value<'m>) -> bool {
     // SAFETY: both are live values of one module; `user` is an instruction.
     unsafe { super::super::shared_memory::compares_with_null(user.raw(), value.raw()) }
 }
+
+/// `panics::site_calls` for a stage that calls `llvm-sys` itself: the calls of `reporters`
+/// (compared by address only) in `function` that `unreachable` follows.
+pub fn site_calls(
+    function: inkwell::values::FunctionValue<'_>,
+    reporters: &[LLVMValueRef],
+) -> Vec<LLVMValueRef> {
+    use inkwell::values::AsValueRef;
+    // SAFETY: inkwell's handle is a live function; the reporters are only compared.
+    let function = unsafe { Value::from_raw(function.as_value_ref()) }
+        .and_then(Value::as_function)
+        .expect("an inkwell function is a function");
+    function
+        .blocks()
+        .flat_map(|b| b.instructions())
+        .filter_map(|i| i.as_call())
+        .filter(|call| {
+            reporters.contains(&call.callee().raw())
+                && call.next().is_some_and(|next| next.is_unreachable())
+        })
+        .map(raw)
+        .collect()
+}

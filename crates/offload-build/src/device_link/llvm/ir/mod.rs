@@ -339,8 +339,6 @@ mod tests {
         "matrix.rs",
         "mod.rs",
         "null_tests.rs",
-        "panic_sites.rs",
-        "panics.rs",
         "shared_memory.rs",
         "shared_traps.rs",
         "uniform_panics.rs",

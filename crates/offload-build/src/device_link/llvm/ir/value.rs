@@ -370,6 +370,30 @@ impl<'m> Value<'m> {
         // SAFETY: both values are live and of one type, which LLVM requires.
         unsafe { llvm::LLVMReplaceAllUsesWith(self.raw(), new.raw()) }
     }
+
+    /// The constant expression `inttoptr (self to ty)` of a constant integer (scalar).
+    ///
+    /// # Panics
+    /// When `self` is no constant integer or `ty` no pointer type.
+    pub fn const_int_to_ptr(self, ty: Type<'m>) -> Value<'m> {
+        assert!(
+            self.is_constant_int(),
+            "const_int_to_ptr of no constant integer"
+        );
+        assert!(ty.is_pointer(), "const_int_to_ptr to no pointer type");
+        // SAFETY: `self` is a live constant integer and `ty` a live pointer type, what
+        // `LLVMConstIntToPtr` takes.
+        Value::wrap(unsafe { llvm::LLVMConstIntToPtr(self.raw(), ty.raw()) })
+            .expect("LLVM makes the constant")
+    }
+
+    /// The type a constant `getelementptr` expression indexes; `None` for any other value.
+    pub fn const_gep_source_element_type(self) -> Option<Type<'m>> {
+        // SAFETY: `self` is a live constant `getelementptr` expression (tested first), a GEP
+        // operator, which `LLVMGetGEPSourceElementType` takes.
+        (self.const_opcode() == Some(InstructionOpcode::GetElementPtr))
+            .then(|| Type::wrap(unsafe { llvm::LLVMGetGEPSourceElementType(self.raw()) }))
+    }
 }
 
 /// One use of a value: the user and where in it.
