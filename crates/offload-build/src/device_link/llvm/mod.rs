@@ -227,21 +227,6 @@ pub(super) fn strip_casts(
     value
 }
 
-/// `value` as LLVM prints it, for an error message.
-///
-/// # Safety
-/// `value` is a live LLVM value.
-unsafe fn print_value(value: llvm_sys::prelude::LLVMValueRef) -> String {
-    use llvm_sys::core as c;
-    // SAFETY: the caller's contract; the string LLVM returns is freed here.
-    unsafe {
-        let text = c::LLVMPrintValueToString(value);
-        let printed = CStr::from_ptr(text).to_string_lossy().trim().to_owned();
-        c::LLVMDisposeMessage(text);
-        printed
-    }
-}
-
 trait RawValue {
     fn as_value_ref_raw(&self) -> llvm_sys::prelude::LLVMValueRef;
 }

@@ -21,6 +21,7 @@ use super::codegen::{INLINE_AND_CLEAN_UP, run_pipeline};
 use super::ir::{self, Block, Call, Function, GlobalVariable, Phi, Type, TypeKind, Value};
 use super::is_amdgpu;
 use super::panics::{REPORTER, make_inlinable, site_calls};
+use super::shared_memory::compares_with_null;
 use super::uniform_panics::{self, THREAD_INDEX, THREAD_REPORTER};
 use crate::device_link::{LinkError, Result};
 
@@ -438,7 +439,7 @@ fn through_selects(value: Value<'_>) -> Value<'_> {
         .map(|i| condition.operand(i).expect("an `icmp` has two operands"))
         .into_iter()
         .find(|&v| global_and_offset(v).is_some());
-    if !global.is_some_and(|g| ir::bridge::compares_with_null(*condition, g)) {
+    if !global.is_some_and(|g| compares_with_null(*condition, g)) {
         return value;
     }
     let operand = |i| value.operand(i).expect("a `select` has three operands");

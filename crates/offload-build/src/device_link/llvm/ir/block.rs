@@ -229,6 +229,13 @@ impl<'m> Function<'m> {
         // holds is used after.
         unsafe { llvm::LLVMDeleteFunction(self.raw()) }
     }
+
+    /// The function's intrinsic ID; `None` for a function that is no intrinsic.
+    pub fn intrinsic_id(self) -> Option<super::IntrinsicId> {
+        // SAFETY: `self` is a live function; 0 is no intrinsic.
+        let id = unsafe { llvm::LLVMGetIntrinsicID(self.raw()) };
+        (id != 0).then_some(super::IntrinsicId(id))
+    }
 }
 
 /// A function's blocks ([`Function::blocks`]).

@@ -24,8 +24,7 @@ pub unsafe fn from_raw<'m>(raw: LLVMValueRef) -> Option<Value<'m>> {
 /// Whether `user` (an instruction) compares `value` with null, as
 /// `shared_memory::compares_with_null` says.
 pub fn compares_with_null<'m>(user: Instruction<'m>, value: Value<'m>) -> bool {
-    // SAFETY: both are live values of one module; `user` is an instruction.
-    unsafe { super::super::shared_memory::compares_with_null(user.raw(), value.raw()) }
+    super::super::shared_memory::compares_with_null(user, value)
 }
 
 /// `panics::site_calls` for a stage that calls `llvm-sys` itself: the calls of `reporters`
@@ -49,4 +48,17 @@ pub fn site_calls(
         })
         .map(raw)
         .collect()
+}
+
+/// `shared_memory::compares_with_null` for a stage that calls `llvm-sys` itself.
+///
+/// # Safety
+/// `user` is a live instruction and `value` a live value, of one module.
+pub unsafe fn compares_with_null_raw(user: LLVMValueRef, value: LLVMValueRef) -> bool {
+    // SAFETY: the caller's contract.
+    let (user, value) = unsafe { (Value::from_raw(user), Value::from_raw(value)) };
+    let user = user
+        .and_then(Value::as_instruction)
+        .expect("compares_with_null of an instruction");
+    super::super::shared_memory::compares_with_null(user, value.expect("a value"))
 }

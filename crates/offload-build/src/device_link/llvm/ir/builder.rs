@@ -289,6 +289,32 @@ impl<'m> Builder<'m> {
         // SAFETY: a positioned builder.
         Instruction(Self::built(unsafe { llvm::LLVMBuildRetVoid(builder) }))
     }
+
+    /// `getelementptr flags source, pointer, indices…`.
+    pub fn build_gep_with_no_wrap_flags(
+        &self,
+        source: Type<'m>,
+        pointer: Value<'m>,
+        indices: &[Value<'m>],
+        name: &CStr,
+        flags: super::GepNoWrapFlags,
+    ) -> Value<'m> {
+        let builder = self.positioned();
+        let mut indices = raw_values(indices);
+        // SAFETY: a positioned builder; the type, pointer and indices are live; LLVM reads
+        // `indices.len()` of them; the name is NUL-terminated.
+        Self::built(unsafe {
+            llvm::LLVMBuildGEPWithNoWrapFlags(
+                builder,
+                source.raw(),
+                pointer.raw(),
+                indices.as_mut_ptr(),
+                indices.len() as u32,
+                name.as_ptr(),
+                flags.0,
+            )
+        })
+    }
 }
 
 impl Type<'_> {

@@ -258,6 +258,44 @@ impl<'m> Module<'m> {
         // SAFETY: the context is the module's, live for `'m`.
         unsafe { Builder::new(self.context) }
     }
+
+    /// An inkwell global variable of this module as the layer's.
+    pub fn wrap_global(self, global: inkwell::values::GlobalValue<'_>) -> GlobalVariable<'m> {
+        // SAFETY: inkwell's handle is a live global value; the caller's module is `self`'s.
+        let value = unsafe { Value::from_raw(global.as_value_ref()) };
+        value
+            .and_then(Value::as_global_variable)
+            .expect("an inkwell global is a global variable")
+    }
+
+    /// Adds the global variable `name` of value type `ty` in `address_space` (a declaration
+    /// until its initializer is set).
+    pub fn add_global_in_address_space(
+        self,
+        ty: Type<'m>,
+        name: &str,
+        address_space: u32,
+    ) -> GlobalVariable<'m> {
+        let name = std::ffi::CString::new(name).expect("a global's name has no NUL");
+        // SAFETY: the module and the type (of its context) are live; the name is copied.
+        Value::wrap(unsafe {
+            llvm::LLVMAddGlobalInAddressSpace(self.raw, ty.raw(), name.as_ptr(), address_space)
+        })
+        .map(GlobalVariable)
+        .expect("LLVM adds the global")
+    }
+
+    /// The declaration of the intrinsic `id` overloaded on `overloads`, added to the module
+    /// where missing.
+    pub fn intrinsic_by_id(self, id: IntrinsicId, overloads: &[Type<'m>]) -> Option<Function<'m>> {
+        let mut raw: Vec<_> = overloads.iter().map(|t| t.raw()).collect();
+        // SAFETY: the module and the types (of its context) are live; `id` is an intrinsic
+        // (an `IntrinsicId` is made only from a function that is one).
+        Value::wrap(unsafe {
+            llvm::LLVMGetIntrinsicDeclaration(self.raw, id.0, raw.as_mut_ptr(), raw.len())
+        })
+        .map(Function)
+    }
 }
 
 /// A module's functions ([`Module::functions`]).
@@ -339,7 +377,6 @@ mod tests {
         "matrix.rs",
         "mod.rs",
         "null_tests.rs",
-        "shared_memory.rs",
         "shared_traps.rs",
         "uniform_panics.rs",
     ];
@@ -386,3 +423,12 @@ mod tests {
         assert!(problems.is_empty(), "{}", problems.join("\n"));
     }
 }
+
+/// An intrinsic's ID ([`Function::intrinsic_id`], [`Module::intrinsic_by_id`]).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct IntrinsicId(u32);
+
+/// A GEP's no-wrap flags (`inbounds`, `nusw`, `nuw`), as [`Value::gep_no_wrap_flags`] reads
+/// them.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct GepNoWrapFlags(u32);

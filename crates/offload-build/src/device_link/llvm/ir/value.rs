@@ -394,6 +394,57 @@ impl<'m> Value<'m> {
         (self.const_opcode() == Some(InstructionOpcode::GetElementPtr))
             .then(|| Type::wrap(unsafe { llvm::LLVMGetGEPSourceElementType(self.raw()) }))
     }
+
+    /// The constant expression `addrspacecast (self to ty)` of a constant pointer.
+    ///
+    /// # Panics
+    /// When `self` is no constant or `ty` no pointer type.
+    pub fn const_addrspace_cast(self, ty: Type<'m>) -> Value<'m> {
+        assert!(self.is_constant(), "const_addrspace_cast of no constant");
+        assert!(ty.is_pointer(), "const_addrspace_cast to no pointer type");
+        // SAFETY: `self` is a live constant and `ty` a live pointer type.
+        Value::wrap(unsafe { llvm::LLVMConstAddrSpaceCast(self.raw(), ty.raw()) })
+            .expect("LLVM makes the constant")
+    }
+
+    /// The no-wrap flags of a `getelementptr` instruction or constant expression; `None` for
+    /// any other value.
+    pub fn gep_no_wrap_flags(self) -> Option<super::GepNoWrapFlags> {
+        let gep = self.is_gep() || self.const_opcode() == Some(InstructionOpcode::GetElementPtr);
+        // SAFETY: `self` is a live GEP operator (tested first), which
+        // `LLVMGEPGetNoWrapFlags` takes.
+        gep.then(|| super::GepNoWrapFlags(unsafe { llvm::LLVMGEPGetNoWrapFlags(self.raw()) }))
+    }
+
+    /// The constant expression `getelementptr flags (source, self, indices…)` of a constant
+    /// pointer.
+    ///
+    /// # Panics
+    /// When `self` or an index is no constant.
+    pub fn const_gep_with_no_wrap_flags(
+        self,
+        source: Type<'m>,
+        indices: &[Value<'m>],
+        flags: super::GepNoWrapFlags,
+    ) -> Value<'m> {
+        assert!(
+            self.is_constant() && indices.iter().all(|i| i.is_constant()),
+            "const_gep_with_no_wrap_flags of no constant"
+        );
+        let mut raw: Vec<LLVMValueRef> = indices.iter().map(|i| i.raw()).collect();
+        // SAFETY: `self`, the indices (constants) and the type are live; LLVM reads
+        // `raw.len()` indices.
+        Value::wrap(unsafe {
+            llvm::LLVMConstGEPWithNoWrapFlags(
+                source.raw(),
+                self.raw(),
+                raw.as_mut_ptr(),
+                raw.len() as u32,
+                flags.0,
+            )
+        })
+        .expect("LLVM makes the constant")
+    }
 }
 
 /// One use of a value: the user and where in it.
@@ -942,6 +993,12 @@ impl<'m> GlobalVariable<'m> {
         assert!(!self.has_uses(), "deleting a global still used");
         // SAFETY: `self` is a live global nothing uses; no handle to it is used after.
         unsafe { llvm::LLVMDeleteGlobal(self.raw()) }
+    }
+
+    /// Sets the global's linkage.
+    pub fn set_linkage(self, linkage: inkwell::module::Linkage) {
+        // SAFETY: `self` is a live global value.
+        unsafe { llvm::LLVMSetLinkage(self.raw(), linkage.into()) }
     }
 }
 
