@@ -210,23 +210,6 @@ unsafe fn callee_name<'a>(call: llvm_sys::prelude::LLVMValueRef) -> &'a [u8] {
     }
 }
 
-/// `value` without the address-space casts around it (a global's address, say).
-pub(super) fn strip_casts(
-    value: inkwell::llvm_sys::prelude::LLVMValueRef,
-) -> inkwell::llvm_sys::prelude::LLVMValueRef {
-    use inkwell::llvm_sys::LLVMOpcode;
-    use inkwell::llvm_sys::core as llvm;
-    // SAFETY: `value` is a live value; a cast has an operand 0.
-    unsafe {
-        if !llvm::LLVMIsAConstantExpr(value).is_null()
-            && llvm::LLVMGetConstOpcode(value) == LLVMOpcode::LLVMAddrSpaceCast
-        {
-            return strip_casts(llvm::LLVMGetOperand(value, 0));
-        }
-    }
-    value
-}
-
 trait RawValue {
     fn as_value_ref_raw(&self) -> llvm_sys::prelude::LLVMValueRef;
 }

@@ -236,6 +236,20 @@ impl<'m> Function<'m> {
         let id = unsafe { llvm::LLVMGetIntrinsicID(self.raw()) };
         (id != 0).then_some(super::IntrinsicId(id))
     }
+
+    /// The function's subprogram, where it has debug information.
+    pub fn subprogram(self) -> Option<super::DebugSubprogram<'m>> {
+        // SAFETY: `self` is a live function; its subprogram is one or null.
+        super::DebugSubprogram::from_raw(unsafe {
+            inkwell::llvm_sys::debuginfo::LLVMGetSubprogram(self.raw())
+        })
+    }
+
+    /// Gives the function the subprogram `subprogram`.
+    pub fn set_subprogram(self, subprogram: super::DebugSubprogram<'m>) {
+        // SAFETY: `self` is a live function and `subprogram` a live subprogram.
+        unsafe { inkwell::llvm_sys::debuginfo::LLVMSetSubprogram(self.raw(), subprogram.raw()) }
+    }
 }
 
 /// A function's blocks ([`Function::blocks`]).

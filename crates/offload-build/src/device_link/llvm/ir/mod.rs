@@ -296,6 +296,25 @@ impl<'m> Module<'m> {
         })
         .map(Function)
     }
+
+    /// An inkwell call of this module as the layer's.
+    pub fn wrap_call(self, call: inkwell::values::CallSiteValue<'_>) -> Call<'m> {
+        // SAFETY: inkwell's handle is a live call; the caller's module is `self`'s.
+        let value = unsafe { Value::from_raw(call.as_value_ref()) };
+        value
+            .and_then(Value::as_call)
+            .expect("an inkwell call site is a call")
+    }
+
+    /// A debug-information builder of the module, finalized and disposed of when dropped.
+    pub fn debug_info_builder(self) -> DebugInfoBuilder<'m> {
+        DebugInfoBuilder {
+            // SAFETY: the module is live for `'m`, which the builder does not outlive.
+            raw: unsafe { inkwell::llvm_sys::debuginfo::LLVMCreateDIBuilder(self.raw) },
+            context: self.context,
+            _module: PhantomData,
+        }
+    }
 }
 
 /// A module's functions ([`Module::functions`]).
@@ -370,7 +389,6 @@ mod tests {
         "condition_chains.rs",
         "conversions.rs",
         "crash.rs",
-        "fixups.rs",
         "helpers.rs",
         "kernel_returns.rs",
         "link.rs",
@@ -432,3 +450,189 @@ pub struct IntrinsicId(u32);
 /// them.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub struct GepNoWrapFlags(u32);
+
+/// A kind of debug-information node of a module borrowed for `'m`: `$name` wraps a non-null
+/// metadata node of that kind, made only by the layer.
+macro_rules! debug_node {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+        pub struct $name<'m> {
+            raw: NonNull<inkwell::llvm_sys::LLVMOpaqueMetadata>,
+            _module: PhantomData<&'m ()>,
+        }
+
+        impl $name<'_> {
+            fn from_raw(raw: LLVMMetadataRef) -> Option<Self> {
+                NonNull::new(raw).map(|raw| $name {
+                    raw,
+                    _module: PhantomData,
+                })
+            }
+
+            fn raw(self) -> LLVMMetadataRef {
+                self.raw.as_ptr()
+            }
+        }
+    };
+}
+
+debug_node!(
+    /// A `DIFile`.
+    DebugFile
+);
+debug_node!(
+    /// A `DISubprogram`.
+    DebugSubprogram
+);
+debug_node!(
+    /// A `DISubroutineType`.
+    DebugSubroutineType
+);
+
+impl<'m> DebugSubprogram<'m> {
+    /// The subprogram's file; `None` where it has none.
+    pub fn file(self) -> Option<DebugFile<'m>> {
+        // SAFETY: `self` is a live subprogram, a scope; its file is one or null.
+        DebugFile::from_raw(unsafe { inkwell::llvm_sys::debuginfo::LLVMDIScopeGetFile(self.raw()) })
+    }
+
+    /// The subprogram's line.
+    pub fn line(self) -> u32 {
+        // SAFETY: `self` is a live subprogram.
+        unsafe { inkwell::llvm_sys::debuginfo::LLVMDISubprogramGetLine(self.raw()) }
+    }
+}
+
+/// A debug-information builder of a module ([`Module::debug_info_builder`]): finalized and
+/// disposed of when dropped.
+#[derive(Debug)]
+pub struct DebugInfoBuilder<'m> {
+    raw: inkwell::llvm_sys::prelude::LLVMDIBuilderRef,
+    context: LLVMContextRef,
+    _module: PhantomData<&'m ()>,
+}
+
+impl Drop for DebugInfoBuilder<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the builder was made by `Module::debug_info_builder` for a module that is
+        // still live, and is finalized and disposed of once, here.
+        unsafe {
+            inkwell::llvm_sys::debuginfo::LLVMDIBuilderFinalize(self.raw);
+            inkwell::llvm_sys::debuginfo::LLVMDisposeDIBuilder(self.raw);
+        }
+    }
+}
+
+impl<'m> DebugInfoBuilder<'m> {
+    /// Makes the module's compile unit: Rust, in `file`, by `producer`, of line tables only
+    /// (no flags, runtime version, split file, SDK or system root).
+    pub fn create_rust_line_tables_unit(
+        &self,
+        file: DebugFile<'m>,
+        producer: &str,
+        optimized: bool,
+    ) {
+        use inkwell::llvm_sys::debuginfo as di;
+        // SAFETY: the builder and the file (of the module's context) are live; LLVM copies
+        // the given lengths of bytes; the empty strings are NUL-terminated.
+        unsafe {
+            di::LLVMDIBuilderCreateCompileUnit(
+                self.raw,
+                di::LLVMDWARFSourceLanguage::LLVMDWARFSourceLanguageRust,
+                file.raw(),
+                producer.as_ptr().cast(),
+                producer.len(),
+                i32::from(optimized),
+                c"".as_ptr(),
+                0,
+                0,
+                c"".as_ptr(),
+                0,
+                di::LLVMDWARFEmissionKind::LLVMDWARFEmissionKindLineTablesOnly,
+                0,
+                0,
+                0,
+                c"".as_ptr(),
+                0,
+                c"".as_ptr(),
+                0,
+            );
+        }
+    }
+
+    /// A subroutine type in `file` of no parameter types and no flags.
+    pub fn create_subroutine_type(&self, file: DebugFile<'m>) -> DebugSubroutineType<'m> {
+        use inkwell::llvm_sys::debuginfo as di;
+        // SAFETY: the builder and the file are live; no parameter types are passed.
+        DebugSubroutineType::from_raw(unsafe {
+            di::LLVMDIBuilderCreateSubroutineType(
+                self.raw,
+                file.raw(),
+                std::ptr::null_mut(),
+                0,
+                di::LLVMDIFlagZero,
+            )
+        })
+        .expect("LLVM makes the type")
+    }
+
+    /// A subprogram (no flags) named `name`, linked as `linkage_name`, in `scope` and `file`
+    /// at `line`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn create_function(
+        &self,
+        scope: DebugFile<'m>,
+        name: &str,
+        linkage_name: &str,
+        file: DebugFile<'m>,
+        line: u32,
+        ty: DebugSubroutineType<'m>,
+        local_to_unit: bool,
+        definition: bool,
+        scope_line: u32,
+        optimized: bool,
+    ) -> DebugSubprogram<'m> {
+        use inkwell::llvm_sys::debuginfo as di;
+        // SAFETY: the builder and the nodes are live; LLVM copies the given lengths of bytes.
+        DebugSubprogram::from_raw(unsafe {
+            di::LLVMDIBuilderCreateFunction(
+                self.raw,
+                scope.raw(),
+                name.as_ptr().cast(),
+                name.len(),
+                linkage_name.as_ptr().cast(),
+                linkage_name.len(),
+                file.raw(),
+                line,
+                ty.raw(),
+                i32::from(local_to_unit),
+                i32::from(definition),
+                scope_line,
+                di::LLVMDIFlagZero,
+                i32::from(optimized),
+            )
+        })
+        .expect("LLVM makes the subprogram")
+    }
+
+    /// The debug location `line`:`column` in `scope`, not inlined.
+    pub fn debug_location(
+        &self,
+        line: u32,
+        column: u32,
+        scope: DebugSubprogram<'m>,
+    ) -> DebugLocation<'m> {
+        // SAFETY: the context and the scope (of it) are live; no inlined-at location.
+        DebugLocation::from_raw(unsafe {
+            inkwell::llvm_sys::debuginfo::LLVMDIBuilderCreateDebugLocation(
+                self.context,
+                line,
+                column,
+                scope.raw(),
+                std::ptr::null_mut(),
+            )
+        })
+        .expect("LLVM makes the location")
+    }
+}
