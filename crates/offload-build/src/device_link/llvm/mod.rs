@@ -163,11 +163,6 @@ fn has_local_linkage(linkage: Linkage) -> bool {
     )
 }
 
-fn has_uses(value: llvm_sys::prelude::LLVMValueRef) -> bool {
-    // SAFETY: `value` is a live value of a live module.
-    unsafe { !llvm_sys::core::LLVMGetFirstUse(value).is_null() }
-}
-
 /// The users of `value`, each once, collected before any is changed.
 ///
 /// # Safety
@@ -207,17 +202,6 @@ unsafe fn callee_name<'a>(call: llvm_sys::prelude::LLVMValueRef) -> &'a [u8] {
             return &[];
         }
         std::slice::from_raw_parts(name.cast::<u8>(), len)
-    }
-}
-
-trait RawValue {
-    fn as_value_ref_raw(&self) -> llvm_sys::prelude::LLVMValueRef;
-}
-
-impl RawValue for inkwell::values::PointerValue<'_> {
-    fn as_value_ref_raw(&self) -> llvm_sys::prelude::LLVMValueRef {
-        use inkwell::values::AsValueRef;
-        self.as_value_ref()
     }
 }
 

@@ -315,6 +315,13 @@ impl<'m> Module<'m> {
             _module: PhantomData,
         }
     }
+
+    /// Gives the module the data layout of `from` (LLVM copies its string).
+    pub fn set_data_layout_of(self, from: Module<'_>) {
+        // SAFETY: both modules are live; the layout string `from` keeps is NUL-terminated and
+        // copied by `LLVMSetDataLayout` before anything changes `from`.
+        unsafe { llvm::LLVMSetDataLayout(self.raw, llvm::LLVMGetDataLayoutStr(from.raw)) }
+    }
 }
 
 /// A module's functions ([`Module::functions`]).
@@ -389,10 +396,7 @@ mod tests {
         "condition_chains.rs",
         "conversions.rs",
         "crash.rs",
-        "helpers.rs",
         "kernel_returns.rs",
-        "link.rs",
-        "matrix.rs",
         "mod.rs",
         "null_tests.rs",
         "shared_traps.rs",
@@ -635,4 +639,62 @@ impl<'m> DebugInfoBuilder<'m> {
         })
         .expect("LLVM makes the location")
     }
+}
+
+/// A module read lazily from bitcode ([`parse_bitcode_lazily`]): function bodies are read from
+/// the bytes, borrowed for `'b`, when the linker moves them. It derefs to the inkwell module;
+/// [`LazyModule::link_into`] links it into another, which ends it.
+#[derive(Debug)]
+pub struct LazyModule<'ctx, 'b> {
+    module: inkwell::module::Module<'ctx>,
+    _bytes: PhantomData<&'b [u8]>,
+}
+
+impl<'ctx> std::ops::Deref for LazyModule<'ctx, '_> {
+    type Target = inkwell::module::Module<'ctx>;
+    fn deref(&self) -> &inkwell::module::Module<'ctx> {
+        &self.module
+    }
+}
+
+impl<'ctx> LazyModule<'ctx, '_> {
+    /// Links the module into `main` (reading the bodies it moves), which ends it.
+    pub fn link_into(
+        self,
+        main: &inkwell::module::Module<'ctx>,
+    ) -> std::result::Result<(), inkwell::support::LLVMString> {
+        main.link_in_module(self.module)
+    }
+}
+
+/// Reads `bytes` (bitcode, borrowed, not copied) lazily in `context` as the module `name`: no
+/// function body yet. `None` where LLVM cannot read them.
+pub fn parse_bitcode_lazily<'ctx, 'b>(
+    context: &'ctx inkwell::context::Context,
+    bytes: &'b [u8],
+    name: &str,
+) -> Option<LazyModule<'ctx, 'b>> {
+    let buffer = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range(bytes, name);
+    let raw_buffer = buffer.as_mut_ptr();
+    let mut raw_module = std::ptr::null_mut();
+    // SAFETY: the context and buffer are live; `LLVMGetBitcodeModuleInContext2` takes
+    // ownership of the buffer object (the lazy module reads from it; on failure it frees it),
+    // so it is forgotten below, never freed twice. The bytes it points at are borrowed for
+    // `'b`, which the module (a `LazyModule<'_, 'b>`) does not outlive.
+    let failed = unsafe {
+        inkwell::llvm_sys::bit_reader::LLVMGetBitcodeModuleInContext2(
+            context.raw(),
+            raw_buffer,
+            &mut raw_module,
+        )
+    };
+    std::mem::forget(buffer);
+    if failed != 0 || raw_module.is_null() {
+        return None;
+    }
+    Some(LazyModule {
+        // SAFETY: `raw_module` is a fresh module owned by nobody else, made in `context`.
+        module: unsafe { inkwell::module::Module::new(raw_module) },
+        _bytes: PhantomData,
+    })
 }
