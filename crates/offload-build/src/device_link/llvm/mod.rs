@@ -20,7 +20,6 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use inkwell::context::Context;
-use inkwell::llvm_sys;
 use inkwell::module::{Linkage, Module};
 use inkwell::targets::{FileType, TargetMachine};
 
@@ -68,6 +67,9 @@ mod read_only;
 mod shared_memory;
 mod shared_traps;
 mod uniform_panics;
+
+// The raw helpers of the stages not on the `ir` layer yet.
+use ir::bridge::{callee_name, users};
 
 pub use helpers::amdgpu_wave_size;
 
@@ -163,48 +165,6 @@ fn has_local_linkage(linkage: Linkage) -> bool {
     )
 }
 
-/// The users of `value`, each once, collected before any is changed.
-///
-/// # Safety
-/// `value` is a live LLVM value.
-unsafe fn users(value: llvm_sys::prelude::LLVMValueRef) -> Vec<llvm_sys::prelude::LLVMValueRef> {
-    use llvm_sys::core as c;
-    let mut users = Vec::new();
-    // SAFETY: walking the use list of a live value (the caller's contract).
-    unsafe {
-        let mut u = c::LLVMGetFirstUse(value);
-        while !u.is_null() {
-            let user = c::LLVMGetUser(u);
-            if !users.contains(&user) {
-                users.push(user);
-            }
-            u = c::LLVMGetNextUse(u);
-        }
-    }
-    users
-}
-
-/// The name of the function `call` calls: empty for an indirect call.
-///
-/// # Safety
-/// `call` is a live call instruction.
-unsafe fn callee_name<'a>(call: llvm_sys::prelude::LLVMValueRef) -> &'a [u8] {
-    use llvm_sys::core as c;
-    // SAFETY: the caller's contract; a function's name lives as long as the function.
-    unsafe {
-        let callee = c::LLVMGetCalledValue(call);
-        if c::LLVMIsAFunction(callee).is_null() {
-            return &[];
-        }
-        let mut len = 0;
-        let name = c::LLVMGetValueName2(callee, &mut len);
-        if name.is_null() {
-            return &[];
-        }
-        std::slice::from_raw_parts(name.cast::<u8>(), len)
-    }
-}
-
 /// What a link is called in a crash report: the kernel crate (its bitcode's file stem) and
 /// the architecture.
 fn link_name(inputs: &[DeviceInput], arch: &str) -> String {
@@ -295,8 +255,8 @@ fn link_for<'ctx>(
 }
 
 fn strip_debug_info(module: &Module<'_>) {
-    // SAFETY: `module` is live; stripping debug info leaves valid IR.
-    unsafe { llvm_sys::debuginfo::LLVMStripModuleDebugInfo(module.as_mut_ptr()) };
+    // Stripping debug info leaves valid IR.
+    module.strip_debug_info();
 }
 
 /// Whether PTX's `.target` asks for full debug information (`.target sm_80, debug`), which

@@ -62,3 +62,25 @@ pub unsafe fn compares_with_null_raw(user: LLVMValueRef, value: LLVMValueRef) ->
         .expect("compares_with_null of an instruction");
     super::super::shared_memory::compares_with_null(user, value.expect("a value"))
 }
+
+/// The users of `value`, each once, collected before any is changed: [`Value::users`] for a
+/// stage that calls `llvm-sys` itself.
+///
+/// # Safety
+/// `value` is a live LLVM value.
+pub unsafe fn users(value: LLVMValueRef) -> Vec<LLVMValueRef> {
+    // SAFETY: the caller's contract.
+    let value = unsafe { Value::from_raw(value) }.expect("users of a value");
+    value.users().into_iter().map(raw).collect()
+}
+
+/// The name of the function `call` calls: empty for an indirect call (and for a value that is
+/// no call), for a stage that calls `llvm-sys` itself.
+///
+/// # Safety
+/// `call` is a live LLVM value, of a module that outlives `'a`.
+pub unsafe fn callee_name<'a>(call: LLVMValueRef) -> &'a [u8] {
+    // SAFETY: the caller's contract.
+    let call: Value<'a> = unsafe { Value::from_raw(call) }.expect("the callee of a call");
+    call.as_call().map_or(&[], |call| call.callee_name())
+}

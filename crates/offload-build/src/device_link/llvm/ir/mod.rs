@@ -397,7 +397,6 @@ mod tests {
         "conversions.rs",
         "crash.rs",
         "kernel_returns.rs",
-        "mod.rs",
         "null_tests.rs",
         "shared_traps.rs",
         "uniform_panics.rs",
@@ -428,7 +427,9 @@ mod tests {
             let raw = code
                 .iter()
                 .any(|l| l.contains("unsafe") || l.contains("llvm_sys"));
-            let forbids = text.lines().any(|l| l == FORBID);
+            // `mod.rs` is the parent of the layer (and of the stages not on it yet): a
+            // `forbid` there would hold them too, so it is only checked for raw code.
+            let forbids = name == "mod.rs" || text.lines().any(|l| l == FORBID);
             let allowed = NOT_YET_CONVERTED.contains(&name.as_str());
             match (allowed, raw || !forbids) {
                 (false, true) => problems.push(format!(
