@@ -339,8 +339,8 @@ fn merge_site_calls(module: &Module<'_>, site_reporters: &[Function<'_>]) {
             continue;
         }
         // Each call and the `unreachable` after it are erased once the branch that replaces
-        // them is built, and no other handle to them is used.
-        // The callee of the call with the most arguments.
+        // them is built, and no other handle to them is used. The callee is that of the call
+        // with the most arguments.
         let Some(widest) = calls.iter().copied().max_by_key(|&c| c.num_args()) else {
             continue;
         };
