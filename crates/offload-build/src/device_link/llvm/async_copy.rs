@@ -10,6 +10,8 @@
 //! that reach them with [`LinkError::FeatureUnsupported`]. AMD GPUs and the CPU device get
 //! offload-rt's own code for them, never these declarations.
 
+#![forbid(unsafe_code)]
+
 use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::targets::TargetMachine;

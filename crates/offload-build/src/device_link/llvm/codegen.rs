@@ -1,5 +1,7 @@
 //! LLVM's side of the device link: target machines, pass pipelines and code generation.
 
+#![forbid(unsafe_code)]
+
 use std::sync::Once;
 
 use inkwell::OptimizationLevel;

@@ -2,12 +2,15 @@
 //! `byref` kernel arguments, the internalization that keeps only the kernels and the
 //! [`HOST_GLOBALS`] external, and the pointers known to be global memory.
 
-use inkwell::attributes::AttributeLoc;
-use inkwell::context::{AsContextRef, Context};
-use inkwell::module::{Linkage, Module};
-use inkwell::values::FunctionValue;
+#![forbid(unsafe_code)]
 
-use super::{HOST_GLOBALS, cstr, has_local_linkage, is_amdgpu, is_nvptx, strip_casts};
+use inkwell::attributes::AttributeLoc;
+use inkwell::context::Context;
+use inkwell::module::{Linkage, Module};
+use inkwell::values::{FunctionValue, InstructionOpcode};
+
+use super::ir::{self, Value};
+use super::{HOST_GLOBALS, cstr, has_local_linkage, is_amdgpu, is_nvptx};
 use crate::device_link::{LinkError, Result};
 
 pub(super) const PTX_KERNEL_CC: u32 = 71;
@@ -129,112 +132,48 @@ pub(super) fn amdgpu_byref_parameters<'ctx>(
 /// have some (a dev build's line tables): one compile unit, made with the first wrapper, and a
 /// subprogram for each, so that a wrapped kernel's lines, once inlined, belong to the kernel
 /// and reach the code object's line table (a function without a subprogram gets none).
-struct WrapperDebugInfo<'m, 'ctx> {
-    module: &'m Module<'ctx>,
-    builder: Option<inkwell::llvm_sys::prelude::LLVMDIBuilderRef>,
+struct WrapperDebugInfo<'m> {
+    module: ir::Module<'m>,
+    builder: Option<ir::DebugInfoBuilder<'m>>,
 }
 
-impl<'m, 'ctx> WrapperDebugInfo<'m, 'ctx> {
-    fn new(module: &'m Module<'ctx>) -> Self {
+impl<'m> WrapperDebugInfo<'m> {
+    fn new(module: &'m Module<'_>) -> Self {
         WrapperDebugInfo {
-            module,
+            module: ir::Module::new(module),
             builder: None,
         }
     }
 
     /// Gives `kernel`, which wraps `inner` with `call`, a subprogram at `inner`'s line and the
-    /// call a location in it, when `inner` has a subprogram.
+    /// call a location in it, when `inner` has a subprogram. The builder is made once, and
+    /// finalized and disposed of when this is dropped.
     fn describe(
         &mut self,
         inner: FunctionValue<'_>,
         kernel: FunctionValue<'_>,
         call: inkwell::values::CallSiteValue<'_>,
     ) {
-        use inkwell::llvm_sys::debuginfo as di;
-        use inkwell::values::AsValueRef;
-        // SAFETY: `inner`, `kernel` and `call` are live values of the module, for which the
-        // builder is made (once, finalized and disposed of on drop); every metadata node it
-        // makes belongs to the module's context.
-        unsafe {
-            let inner_sp = di::LLVMGetSubprogram(inner.as_value_ref());
-            if inner_sp.is_null() {
-                return;
-            }
-            let file = di::LLVMDIScopeGetFile(inner_sp);
-            let line = di::LLVMDISubprogramGetLine(inner_sp);
-            let builder = *self.builder.get_or_insert_with(|| {
-                let builder = di::LLVMCreateDIBuilder(self.module.as_mut_ptr());
-                let producer = "offload device link";
-                di::LLVMDIBuilderCreateCompileUnit(
-                    builder,
-                    di::LLVMDWARFSourceLanguage::LLVMDWARFSourceLanguageRust,
-                    file,
-                    producer.as_ptr().cast(),
-                    producer.len(),
-                    1,
-                    c"".as_ptr(),
-                    0,
-                    0,
-                    c"".as_ptr(),
-                    0,
-                    di::LLVMDWARFEmissionKind::LLVMDWARFEmissionKindLineTablesOnly,
-                    0,
-                    0,
-                    0,
-                    c"".as_ptr(),
-                    0,
-                    c"".as_ptr(),
-                    0,
-                );
-                builder
-            });
-            let ty = di::LLVMDIBuilderCreateSubroutineType(
-                builder,
-                file,
-                std::ptr::null_mut(),
-                0,
-                di::LLVMDIFlagZero,
-            );
-            let name = cstr(kernel.get_name());
-            let sp = di::LLVMDIBuilderCreateFunction(
-                builder,
-                file,
-                name.as_ptr().cast(),
-                name.len(),
-                name.as_ptr().cast(),
-                name.len(),
-                file,
-                line,
-                ty,
-                0,
-                1,
-                line,
-                di::LLVMDIFlagZero,
-                1,
-            );
-            di::LLVMSetSubprogram(kernel.as_value_ref(), sp);
-            let location = di::LLVMDIBuilderCreateDebugLocation(
-                self.module.get_context().as_ctx_ref(),
-                line,
-                0,
-                sp,
-                std::ptr::null_mut(),
-            );
-            di::LLVMInstructionSetDebugLoc(call.as_value_ref(), location);
-        }
-    }
-}
-
-impl Drop for WrapperDebugInfo<'_, '_> {
-    fn drop(&mut self) {
-        if let Some(builder) = self.builder.take() {
-            // SAFETY: the builder was made by `describe` for the live module and is used no
-            // more.
-            unsafe {
-                inkwell::llvm_sys::debuginfo::LLVMDIBuilderFinalize(builder);
-                inkwell::llvm_sys::debuginfo::LLVMDisposeDIBuilder(builder);
-            }
-        }
+        let module = self.module;
+        let Some(inner_sp) = module.wrap_function(inner).subprogram() else {
+            return;
+        };
+        let Some(file) = inner_sp.file() else {
+            return;
+        };
+        let line = inner_sp.line();
+        let builder = self.builder.get_or_insert_with(|| {
+            let builder = module.debug_info_builder();
+            builder.create_rust_line_tables_unit(file, "offload device link", true);
+            builder
+        });
+        let ty = builder.create_subroutine_type(file);
+        let name = cstr(kernel.get_name());
+        let sp =
+            builder.create_function(file, &name, &name, file, line, ty, false, true, line, true);
+        module.wrap_function(kernel).set_subprogram(sp);
+        let location = builder.debug_location(line, 0, sp);
+        module.wrap_call(call).set_debug_location(Some(location));
     }
 }
 
@@ -309,59 +248,49 @@ pub(super) fn internalize(module: &Module<'_>, wanted: Option<&[String]>) -> Res
 /// device, which global instructions reach). A cast to address space 1 and back after each:
 /// run after the optimizer, which would fold the pair away. Returns how many pointers changed.
 pub(super) fn global_pointers(module: &Module<'_>) -> usize {
-    use inkwell::llvm_sys::core as llvm;
-    use inkwell::values::{AsValueRef, InstructionOpcode};
-    let context = module.get_context();
-    let builder = context.create_builder();
-    let global = context.ptr_type(inkwell::AddressSpace::from(1u16));
-    let generic = context.ptr_type(inkwell::AddressSpace::default());
+    let ir = ir::Module::new(module);
+    let builder = ir.builder();
+    let global = ir.ptr_type(1);
+    let generic = ir.ptr_type(0);
     let nvptx = is_nvptx(module);
-    let host_globals: Vec<_> = HOST_GLOBALS
+    let host_globals: Vec<Value<'_>> = HOST_GLOBALS
         .iter()
-        .filter_map(|name| module.get_global(name))
-        .map(|g| g.as_pointer_value().as_value_ref())
+        .filter_map(|name| ir.global(name))
+        .map(|g| g.as_value())
         .collect();
     let mut changed = 0;
-    for f in module.get_functions() {
-        let kernel = f.get_call_conventions() == PTX_KERNEL_CC;
+    for f in ir.functions() {
+        let kernel = f.call_conv() == PTX_KERNEL_CC;
         let made: Vec<_> = f
-            .get_basic_block_iter()
-            .flat_map(|b| b.get_instructions())
-            .filter(|i| {
-                // SAFETY: `i` is a live instruction of `f`; its operand 0 is a live value.
-                let operand = unsafe { llvm::LLVMGetOperand(i.as_value_ref(), 0) };
-                match i.get_opcode() {
-                    InstructionOpcode::IntToPtr => {
-                        // SAFETY: as above.
-                        nvptx && kernel && unsafe { from_parameter(operand, 8) }
-                    }
-                    InstructionOpcode::Load => {
-                        i.get_type().is_pointer_type()
-                            && host_globals.iter().any(|g| strip_casts(operand) == *g)
-                    }
-                    _ => false,
+            .blocks()
+            .flat_map(|b| b.instructions())
+            .filter(|i| match i.opcode() {
+                InstructionOpcode::IntToPtr => {
+                    nvptx && kernel && i.operand(0).is_some_and(|o| from_parameter(o, 8))
                 }
+                InstructionOpcode::Load => {
+                    i.ty().is_pointer()
+                        && i.operand(0).is_some_and(|operand| {
+                            host_globals.contains(&operand.strip_addrspace_casts())
+                        })
+                }
+                _ => false,
             })
             .collect();
         for made in made {
-            let Some(next) = made.get_next_instruction() else {
+            let Some(next) = made.next() else {
                 continue;
             };
-            builder.position_before(&next);
-            // SAFETY: `made` is an `inttoptr` or a load of a pointer: a pointer value.
-            let pointer = unsafe { inkwell::values::PointerValue::new(made.as_value_ref()) };
-            let Ok(as_global) = builder.build_address_space_cast(pointer, global, "global") else {
-                continue;
-            };
-            let Ok(back) = builder.build_address_space_cast(as_global, generic, "") else {
-                continue;
-            };
-            // SAFETY: all three are live values of `f`; after the replacement the first cast
-            // reads `made` again, so the chain is `made -> global -> back -> users`.
-            unsafe {
-                llvm::LLVMReplaceAllUsesWith(made.as_value_ref(), back.as_value_ref());
-                llvm::LLVMSetOperand(as_global.as_value_ref(), 0, made.as_value_ref());
-            }
+            builder.position_before(next);
+            let as_global = builder.build_addrspace_cast(made.as_value(), global, c"global");
+            let back = builder.build_addrspace_cast(as_global, generic, c"");
+            // After the replacement the first cast reads `made` again, so the chain is
+            // `made -> global -> back -> users`.
+            made.replace_all_uses_with(back);
+            as_global
+                .as_instruction()
+                .expect("a cast of an instruction is one")
+                .set_operand(0, made);
             changed += 1;
         }
     }
@@ -371,27 +300,21 @@ pub(super) fn global_pointers(module: &Module<'_>) -> usize {
 /// Whether `value` is read out of a parameter of its function: the parameter itself, or an
 /// `extractvalue`, `load`, `getelementptr` or integer cast of such a value (`depth` steps at
 /// most).
-///
-/// # Safety
-/// `value` is a live value of a live module.
-unsafe fn from_parameter(value: inkwell::llvm_sys::prelude::LLVMValueRef, depth: u32) -> bool {
-    use inkwell::llvm_sys::LLVMOpcode;
-    use inkwell::llvm_sys::core as llvm;
-    // SAFETY: this function's contract, for `value` and its operands.
-    unsafe {
-        if !llvm::LLVMIsAArgument(value).is_null() {
-            return true;
-        }
-        if depth == 0 || llvm::LLVMIsAInstruction(value).is_null() {
-            return false;
-        }
-        match llvm::LLVMGetInstructionOpcode(value) {
-            LLVMOpcode::LLVMExtractValue
-            | LLVMOpcode::LLVMLoad
-            | LLVMOpcode::LLVMGetElementPtr
-            | LLVMOpcode::LLVMTrunc
-            | LLVMOpcode::LLVMZExt => from_parameter(llvm::LLVMGetOperand(value, 0), depth - 1),
-            _ => false,
-        }
+fn from_parameter(value: Value<'_>, depth: u32) -> bool {
+    if value.is_argument() {
+        return true;
+    }
+    let Some(instruction) = value.as_instruction().filter(|_| depth > 0) else {
+        return false;
+    };
+    match instruction.opcode() {
+        InstructionOpcode::ExtractValue
+        | InstructionOpcode::Load
+        | InstructionOpcode::GetElementPtr
+        | InstructionOpcode::Trunc
+        | InstructionOpcode::ZExt => instruction
+            .operand(0)
+            .is_some_and(|operand| from_parameter(operand, depth - 1)),
+        _ => false,
     }
 }

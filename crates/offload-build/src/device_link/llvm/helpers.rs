@@ -1,11 +1,13 @@
 //! The IR the device link defines for offload-rt's device API: what Rust cannot express on a
 //! GPU, linked into the module only when it declares one of the helpers.
 
+#![forbid(unsafe_code)]
+
 use inkwell::context::Context;
-use inkwell::llvm_sys;
 use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::module::Module;
 
+use super::ir;
 use crate::device_link::{LinkError, Result};
 
 /// The block's dynamic shared memory: a zero-length `extern` array in address space 3, which
@@ -175,11 +177,7 @@ pub(super) fn link_helpers<'ctx>(
             message: e.to_string(),
         })?;
     helper.set_triple(&module.get_triple());
-    // SAFETY: both modules are live; LLVM copies the layout string it is given.
-    unsafe {
-        let layout = llvm_sys::core::LLVMGetDataLayoutStr(module.as_mut_ptr());
-        llvm_sys::core::LLVMSetDataLayout(helper.as_mut_ptr(), layout);
-    }
+    ir::Module::new(&helper).set_data_layout_of(ir::Module::new(module));
     module.link_in_module(helper).map_err(|e| LinkError::Link {
         name: "offload-device-helpers".into(),
         message: e.to_string(),

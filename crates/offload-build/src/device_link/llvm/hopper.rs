@@ -13,6 +13,8 @@
 //! kernel that still reaches a unit its image lacks is refused with
 //! [`LinkError::FeatureUnsupported`], named.
 
+#![forbid(unsafe_code)]
+
 use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::targets::TargetMachine;

@@ -2,10 +2,11 @@
 //! as far as they resolve something (`llvm-link --only-needed`); and the final check that
 //! nothing the kernels need is left undefined.
 
+#![forbid(unsafe_code)]
+
 use std::collections::HashSet;
 
 use inkwell::context::Context;
-use inkwell::llvm_sys;
 use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::module::{Linkage, Module};
 use inkwell::targets::TargetMachine;
@@ -13,10 +14,11 @@ use inkwell::targets::TargetMachine;
 use super::codegen::{DROP_UNUSED, run_pipeline};
 use super::fixups::internalize;
 use super::helpers::AMDGPU_HELPERS;
+use super::ir::{self, LazyModule};
 use super::panic_sites::{LATE, SITE_REPORTERS};
 use super::panics::{REPORTER, lean_panics};
 use super::uniform_panics::{THREAD_INDEX, THREAD_REPORTER};
-use super::{HOST_GLOBALS, RawValue, cstr, has_local_linkage, has_uses};
+use super::{HOST_GLOBALS, cstr, has_local_linkage};
 use crate::device_link::rlib_bitcode::DeviceInput;
 use crate::device_link::{LinkError, Result};
 
@@ -31,37 +33,23 @@ fn parse_eager<'ctx>(context: &'ctx Context, input: &DeviceInput) -> Result<Modu
 
 /// Parses bitcode lazily: function bodies are read only when the linker moves them.
 ///
-/// The module reads from `input.bytes` (borrowed, not copied) until it is linked or dropped:
-/// every lazy module made from an input is consumed by [`link_inputs`], which the inputs
-/// outlive.
-fn parse_lazy<'ctx>(context: &'ctx Context, input: &DeviceInput) -> Result<Module<'ctx>> {
+/// The module reads from `input.bytes` (borrowed, not copied) until it is linked or dropped,
+/// which its type's borrow of the input holds it to.
+fn parse_lazy<'ctx, 'a>(
+    context: &'ctx Context,
+    input: &'a DeviceInput,
+) -> Result<LazyModule<'ctx, 'a>> {
     if !crate::device_link::is_bitcode(&input.bytes) {
         return Err(LinkError::NotBitcode {
             name: input.name.clone(),
         });
     }
-    let buffer = MemoryBuffer::create_from_memory_range(&input.bytes, &input.name);
-    let raw_buffer = buffer.as_mut_ptr();
-    let mut raw_module = std::ptr::null_mut();
-    // SAFETY: the context and buffer are live; LLVMGetBitcodeModuleInContext2 takes ownership of
-    // the buffer object (the lazy module reads from it), so it is forgotten below, never freed
-    // twice. The bytes it points at belong to `input`, which outlives the module (see above).
-    let failed = unsafe {
-        llvm_sys::bit_reader::LLVMGetBitcodeModuleInContext2(
-            context.raw(),
-            raw_buffer,
-            &mut raw_module,
-        )
-    };
-    std::mem::forget(buffer);
-    if failed != 0 || raw_module.is_null() {
-        return Err(LinkError::ParseBitcode {
+    ir::parse_bitcode_lazily(context, &input.bytes, &input.name).ok_or_else(|| {
+        LinkError::ParseBitcode {
             name: input.name.clone(),
             message: "LLVM could not read the bitcode".into(),
-        });
-    }
-    // SAFETY: `raw_module` is a fresh module owned by nobody else, created in `context`.
-    Ok(unsafe { Module::new(raw_module) })
+        }
+    })
 }
 
 /// Names of the non-local definitions of `module` (functions and variables).
@@ -90,19 +78,17 @@ fn defines(module: &Module<'_>, name: &str) -> bool {
 
 /// Names `module` uses but does not define (intrinsics excluded).
 fn undefined_symbols(module: &Module<'_>) -> HashSet<String> {
+    let ir = ir::Module::new(module);
     let mut undefined = HashSet::new();
     for f in module.get_functions() {
         let gv = f.as_global_value();
         let name = cstr(gv.get_name());
-        if gv.is_declaration()
-            && !name.starts_with("llvm.")
-            && has_uses(gv.as_pointer_value().as_value_ref_raw())
-        {
+        if gv.is_declaration() && !name.starts_with("llvm.") && ir.wrap_function(f).has_uses() {
             undefined.insert(name);
         }
     }
     for g in module.get_globals() {
-        if g.is_declaration() && has_uses(g.as_pointer_value().as_value_ref_raw()) {
+        if g.is_declaration() && ir.wrap_global(g).has_uses() {
             undefined.insert(cstr(g.get_name()));
         }
     }
@@ -116,10 +102,10 @@ struct Member<'a, 'ctx> {
     definitions: HashSet<String>,
     /// Whether `definitions` comes from the module itself rather than the archive's symbol map.
     read: bool,
-    module: Option<Module<'ctx>>,
+    module: Option<LazyModule<'ctx, 'a>>,
 }
 
-impl<'ctx> Member<'_, 'ctx> {
+impl<'a, 'ctx> Member<'a, 'ctx> {
     /// Reads the module (lazily: no function body yet) and takes its definitions from it.
     fn read(&mut self, context: &'ctx Context, linked: &HashSet<String>) -> Result<()> {
         let module = parse_lazy(context, self.input)?;
@@ -285,7 +271,7 @@ pub(super) fn link_inputs<'ctx>(
             }
             !needed
         });
-        main.link_in_module(module).map_err(|e| LinkError::Link {
+        module.link_into(&main).map_err(|e| LinkError::Link {
             name: member.input.name.clone(),
             message: e.to_string(),
         })?;

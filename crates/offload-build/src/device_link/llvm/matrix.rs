@@ -8,18 +8,18 @@
 //! without bf16 ones, is refused here with [`LinkError::MatrixUnsupported`] rather than by
 //! LLVM's instruction selection.
 
-use std::collections::BTreeSet;
+#![forbid(unsafe_code)]
+
+use std::collections::{BTreeSet, HashSet};
 
 use inkwell::context::Context;
-use inkwell::llvm_sys;
-use inkwell::llvm_sys::prelude::LLVMValueRef;
 use inkwell::module::Module;
 use inkwell::targets::TargetMachine;
-use inkwell::values::AsValueRef;
 use offload_format::target_id::{MatrixUnit, Sm, amdgpu_processor};
 
 use super::fixups::{AMDGPU_KERNEL_CC, PTX_KERNEL_CC};
 use super::helpers::link_helpers;
+use super::ir;
 use super::{cstr, is_nvptx};
 use crate::device_link::{LinkError, Result};
 
@@ -100,31 +100,22 @@ pub(super) fn kernels_reaching(module: &Module<'_>, name: &str) -> Vec<String> {
     let Some(start) = module.get_function(name) else {
         return Vec::new();
     };
-    let mut seen = BTreeSet::new();
+    let mut seen = HashSet::new();
     let mut kernels = BTreeSet::new();
-    let mut stack: Vec<LLVMValueRef> = vec![start.as_value_ref()];
+    let mut stack = vec![ir::Module::new(module).wrap_function(start)];
     while let Some(function) = stack.pop() {
-        if !seen.insert(function as usize) {
+        if !seen.insert(function) {
             continue;
         }
-        // SAFETY: `function` is a live function of `module`; the use list, its users and their
-        // parents are read only, while nothing changes the module.
-        unsafe {
-            let cc = llvm_sys::core::LLVMGetFunctionCallConv(function);
-            if cc == PTX_KERNEL_CC || cc == AMDGPU_KERNEL_CC {
-                let mut len = 0;
-                let name = llvm_sys::core::LLVMGetValueName2(function, &raw mut len);
-                let bytes = std::slice::from_raw_parts(name.cast::<u8>(), len);
-                kernels.insert(String::from_utf8_lossy(bytes).into_owned());
-            }
-            let mut next = llvm_sys::core::LLVMGetFirstUse(function);
-            while !next.is_null() {
-                let user = llvm_sys::core::LLVMGetUser(next);
-                if !llvm_sys::core::LLVMIsAInstruction(user).is_null() {
-                    let block = llvm_sys::core::LLVMGetInstructionParent(user);
-                    stack.push(llvm_sys::core::LLVMGetBasicBlockParent(block));
-                }
-                next = llvm_sys::core::LLVMGetNextUse(next);
+        // The use list, its users and their parents are read only, while nothing changes the
+        // module.
+        let cc = function.call_conv();
+        if cc == PTX_KERNEL_CC || cc == AMDGPU_KERNEL_CC {
+            kernels.insert(String::from_utf8_lossy(function.name()).into_owned());
+        }
+        for use_ in function.uses() {
+            if let Some(instruction) = use_.user().as_instruction() {
+                stack.push(instruction.function());
             }
         }
     }

@@ -20,7 +20,6 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use inkwell::context::Context;
-use inkwell::llvm_sys;
 use inkwell::module::{Linkage, Module};
 use inkwell::targets::{FileType, TargetMachine};
 
@@ -55,6 +54,7 @@ mod crash;
 mod fixups;
 mod helpers;
 mod hopper;
+mod ir;
 mod kernel_returns;
 mod launch_bounds;
 mod link;
@@ -67,6 +67,9 @@ mod read_only;
 mod shared_memory;
 mod shared_traps;
 mod uniform_panics;
+
+// The raw helpers of the stages not on the `ir` layer yet.
+use ir::bridge::{callee_name, users};
 
 pub use helpers::amdgpu_wave_size;
 
@@ -159,96 +162,6 @@ fn has_local_linkage(linkage: Linkage) -> bool {
     )
 }
 
-fn has_uses(value: llvm_sys::prelude::LLVMValueRef) -> bool {
-    // SAFETY: `value` is a live value of a live module.
-    unsafe { !llvm_sys::core::LLVMGetFirstUse(value).is_null() }
-}
-
-/// The users of `value`, each once, collected before any is changed.
-///
-/// # Safety
-/// `value` is a live LLVM value.
-unsafe fn users(value: llvm_sys::prelude::LLVMValueRef) -> Vec<llvm_sys::prelude::LLVMValueRef> {
-    use llvm_sys::core as c;
-    let mut users = Vec::new();
-    // SAFETY: walking the use list of a live value (the caller's contract).
-    unsafe {
-        let mut u = c::LLVMGetFirstUse(value);
-        while !u.is_null() {
-            let user = c::LLVMGetUser(u);
-            if !users.contains(&user) {
-                users.push(user);
-            }
-            u = c::LLVMGetNextUse(u);
-        }
-    }
-    users
-}
-
-/// The name of the function `call` calls: empty for an indirect call.
-///
-/// # Safety
-/// `call` is a live call instruction.
-unsafe fn callee_name<'a>(call: llvm_sys::prelude::LLVMValueRef) -> &'a [u8] {
-    use llvm_sys::core as c;
-    // SAFETY: the caller's contract; a function's name lives as long as the function.
-    unsafe {
-        let callee = c::LLVMGetCalledValue(call);
-        if c::LLVMIsAFunction(callee).is_null() {
-            return &[];
-        }
-        let mut len = 0;
-        let name = c::LLVMGetValueName2(callee, &mut len);
-        if name.is_null() {
-            return &[];
-        }
-        std::slice::from_raw_parts(name.cast::<u8>(), len)
-    }
-}
-
-/// `value` without the address-space casts around it (a global's address, say).
-pub(super) fn strip_casts(
-    value: inkwell::llvm_sys::prelude::LLVMValueRef,
-) -> inkwell::llvm_sys::prelude::LLVMValueRef {
-    use inkwell::llvm_sys::LLVMOpcode;
-    use inkwell::llvm_sys::core as llvm;
-    // SAFETY: `value` is a live value; a cast has an operand 0.
-    unsafe {
-        if !llvm::LLVMIsAConstantExpr(value).is_null()
-            && llvm::LLVMGetConstOpcode(value) == LLVMOpcode::LLVMAddrSpaceCast
-        {
-            return strip_casts(llvm::LLVMGetOperand(value, 0));
-        }
-    }
-    value
-}
-
-/// `value` as LLVM prints it, for an error message.
-///
-/// # Safety
-/// `value` is a live LLVM value.
-unsafe fn print_value(value: llvm_sys::prelude::LLVMValueRef) -> String {
-    use llvm_sys::core as c;
-    // SAFETY: the caller's contract; the string LLVM returns is freed here.
-    unsafe {
-        let text = c::LLVMPrintValueToString(value);
-        let printed = CStr::from_ptr(text).to_string_lossy().trim().to_owned();
-        c::LLVMDisposeMessage(text);
-        printed
-    }
-}
-
-trait RawValue {
-    fn as_value_ref_raw(&self) -> llvm_sys::prelude::LLVMValueRef;
-}
-
-impl RawValue for inkwell::values::PointerValue<'_> {
-    fn as_value_ref_raw(&self) -> llvm_sys::prelude::LLVMValueRef {
-        use inkwell::values::AsValueRef;
-        self.as_value_ref()
-    }
-}
-
 /// What a link is called in a crash report: the kernel crate (its bitcode's file stem) and
 /// the architecture.
 fn link_name(inputs: &[DeviceInput], arch: &str) -> String {
@@ -339,8 +252,8 @@ fn link_for<'ctx>(
 }
 
 fn strip_debug_info(module: &Module<'_>) {
-    // SAFETY: `module` is live; stripping debug info leaves valid IR.
-    unsafe { llvm_sys::debuginfo::LLVMStripModuleDebugInfo(module.as_mut_ptr()) };
+    // Stripping debug info leaves valid IR.
+    module.strip_debug_info();
 }
 
 /// Whether PTX's `.target` asks for full debug information (`.target sm_80, debug`), which

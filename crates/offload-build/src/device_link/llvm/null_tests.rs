@@ -27,7 +27,7 @@ use inkwell::llvm_sys::{LLVMIntPredicate, LLVMOpcode};
 use inkwell::module::Module;
 use inkwell::values::AsValueRef;
 
-use super::shared_memory::compares_with_null;
+use super::ir::bridge::compares_with_null_raw as compares_with_null;
 use super::{callee_name, users};
 
 /// How deep a select and phi tree is followed.

@@ -9,16 +9,16 @@
 //! Calls whose arguments are not constants keep the reporter, which records the text itself.
 //! With the panic strategy `trap` ([`trap_panics`]) no call is left to describe.
 
-use inkwell::context::AsContextRef;
-use inkwell::llvm_sys::core as llvm;
-use inkwell::llvm_sys::prelude::{LLVMBasicBlockRef, LLVMTypeRef, LLVMValueRef};
-use inkwell::llvm_sys::{LLVMIntPredicate, LLVMOpcode};
+#![forbid(unsafe_code)]
+
+use inkwell::IntPredicate;
 use inkwell::module::{Linkage, Module};
 use inkwell::targets::TargetMachine;
-use inkwell::values::AsValueRef;
+use inkwell::values::InstructionOpcode;
 use offload_format::panic_sites::{self, PanicSite, PanicSites};
 
 use super::codegen::{INLINE_AND_CLEAN_UP, run_pipeline};
+use super::ir::{self, Block, Call, Function, GlobalVariable, Phi, Type, TypeKind, Value};
 use super::is_amdgpu;
 use super::panics::{REPORTER, make_inlinable, site_calls};
 use super::shared_memory::compares_with_null;
@@ -113,8 +113,8 @@ pub(super) fn trap_panics(module: &Module<'_>) -> Result<usize> {
         old.as_global_value()
             .as_pointer_value()
             .replace_all_uses_with(trapping.as_global_value().as_pointer_value());
-        // SAFETY: every use of `old` now refers to `trapping`; nothing refers to `old` any more.
-        unsafe { old.delete() };
+        // Every use of `old` now refers to `trapping`; nothing refers to `old` any more.
+        ir::Module::new(module).wrap_function(old).delete();
         make_inlinable(module, trapping);
         changed += 1;
     }
@@ -135,13 +135,14 @@ pub(super) fn trap_panics(module: &Module<'_>) -> Result<usize> {
 /// many calls now name a site.
 pub(super) fn describe_sites(module: &Module<'_>, machine: &TargetMachine) -> Result<usize> {
     let amdgpu = is_amdgpu(module);
-    let site_reporters: Vec<LLVMValueRef> = SITE_REPORTERS
+    let ir = ir::Module::new(module);
+    let site_reporters: Vec<Function<'_>> = SITE_REPORTERS
         .iter()
         .enumerate()
         .filter_map(|(values, name)| {
             let f = module.get_function(name)?;
             (f.count_basic_blocks() > 0 && f.count_params() == values as u32 + 1)
-                .then(|| f.as_value_ref())
+                .then(|| ir.wrap_function(f))
         })
         .collect();
     let described = match module.get_function(REPORTER) {
@@ -151,7 +152,7 @@ pub(super) fn describe_sites(module: &Module<'_>, machine: &TargetMachine) -> Re
                 && site_reporters.len() == SITE_REPORTERS.len() =>
         {
             let described =
-                rewrite_calls(module, reporter.as_value_ref(), &site_reporters, amdgpu)?;
+                rewrite_calls(module, ir.wrap_function(reporter), &site_reporters, amdgpu)?;
             let thread_reporter = module
                 .get_function(THREAD_REPORTER)
                 .filter(|f| amdgpu && f.count_basic_blocks() > 0 && f.count_params() == 6);
@@ -160,12 +161,14 @@ pub(super) fn describe_sites(module: &Module<'_>, machine: &TargetMachine) -> Re
                 .filter(|f| f.count_basic_blocks() > 0 && f.count_params() == 0);
             let mut reporters = site_reporters.clone();
             if let (Some(reporter), Some(index)) = (thread_reporter, thread_index) {
-                let reporter = reporter.as_value_ref();
+                let reporter = ir.wrap_function(reporter);
+                let raw_reporters: Vec<_> =
+                    site_reporters.iter().map(|&f| ir::bridge::raw(f)).collect();
                 uniform_panics::make_uniform(
                     module,
-                    &site_reporters,
-                    reporter,
-                    index.as_value_ref(),
+                    &raw_reporters,
+                    ir::bridge::raw(reporter),
+                    ir::bridge::raw(ir.wrap_function(index)),
                 );
                 reporters.push(reporter);
             }
@@ -198,76 +201,64 @@ pub(super) fn describe_sites(module: &Module<'_>, machine: &TargetMachine) -> Re
 /// those halves, the high half or-ed in after it: a register per site value instead of a
 /// pair, held through the kernel until the report.
 fn narrow_site_phis(module: &Module<'_>) {
-    let context = module.get_context();
-    // SAFETY: the phis and their blocks are live values of `module`, whose context the builder
-    // is made in; each phi is replaced in all its uses and erased once its replacement is
-    // built, and the phis are collected before any is changed.
-    unsafe {
-        let ctx = context.as_ctx_ref();
-        let i32_type = llvm::LLVMInt32TypeInContext(ctx);
-        let i64_type = llvm::LLVMInt64TypeInContext(ctx);
-        let phis: Vec<LLVMValueRef> = module
-            .get_functions()
-            .flat_map(|f| f.get_basic_block_iter())
-            .filter(|b| b.get_name() == REPORT_BLOCK)
-            .flat_map(|b| {
-                b.get_instructions()
-                    .map(|i| i.as_value_ref())
-                    .take_while(|&i| !llvm::LLVMIsAPHINode(i).is_null())
-            })
-            .filter(|&i| llvm::LLVMTypeOf(i) == i64_type)
-            .collect();
-        let builder = llvm::LLVMCreateBuilderInContext(ctx);
-        for phi in phis {
-            let incoming: Option<Vec<u64>> = (0..llvm::LLVMCountIncoming(phi))
-                .map(|i| constant_int(llvm::LLVMGetIncomingValue(phi, i)))
-                .collect();
-            let Some(values) = incoming else { continue };
-            let high = values.first().map(|v| v >> 32);
-            if values.len() < 2
-                || values.iter().any(|v| Some(v >> 32) != high)
-                || values.iter().all(|v| *v == values[0])
-            {
-                continue;
-            }
-            let block = llvm::LLVMGetInstructionParent(phi);
-            llvm::LLVMPositionBuilderBefore(builder, phi);
-            let narrow = llvm::LLVMBuildPhi(builder, i32_type, c"offload.site".as_ptr());
-            for (i, value) in values.iter().enumerate() {
-                let mut low = llvm::LLVMConstInt(i32_type, value & u64::from(u32::MAX), 0);
-                let mut from = llvm::LLVMGetIncomingBlock(phi, i as u32);
-                llvm::LLVMAddIncoming(narrow, &mut low, &mut from, 1);
-            }
-            let mut after = llvm::LLVMGetFirstInstruction(block);
-            while !llvm::LLVMIsAPHINode(after).is_null() {
-                after = llvm::LLVMGetNextInstruction(after);
-            }
-            llvm::LLVMPositionBuilderBefore(builder, after);
-            let wide = llvm::LLVMBuildZExt(builder, narrow, i64_type, c"".as_ptr());
-            let site = llvm::LLVMBuildOr(
-                builder,
-                wide,
-                llvm::LLVMConstInt(i64_type, high.unwrap_or(0) << 32, 0),
-                c"".as_ptr(),
-            );
-            llvm::LLVMReplaceAllUsesWith(phi, site);
-            llvm::LLVMInstructionEraseFromParent(phi);
+    let ir = ir::Module::new(module);
+    let i32_type = ir.i32_type();
+    let i64_type = ir.i64_type();
+    // The phis are collected before any is changed; each is replaced in all its uses and
+    // erased once its replacement is built.
+    let phis: Vec<Phi<'_>> = ir
+        .functions()
+        .flat_map(|f| f.blocks())
+        .filter(|b| b.as_value().name() == REPORT_BLOCK.to_bytes())
+        .flat_map(|b| b.instructions().map_while(|i| i.as_phi()))
+        .filter(|phi| phi.ty() == i64_type)
+        .collect();
+    let builder = ir.builder();
+    for phi in phis {
+        let incoming: Option<Vec<u64>> = phi.incomings().map(|(v, _)| constant_int(v)).collect();
+        let Some(values) = incoming else { continue };
+        let high = values.first().map(|v| v >> 32);
+        if values.len() < 2
+            || values.iter().any(|v| Some(v >> 32) != high)
+            || values.iter().all(|v| *v == values[0])
+        {
+            continue;
         }
-        llvm::LLVMDisposeBuilder(builder);
+        let block = phi.block();
+        builder.position_before(*phi);
+        let narrow = builder.build_phi(i32_type, c"offload.site");
+        for (i, value) in values.iter().enumerate() {
+            let low = i32_type.const_int(value & u64::from(u32::MAX), false);
+            let (_, from) = phi.incoming(i as u32).expect("an incoming edge per value");
+            narrow.add_incoming(low, from);
+        }
+        let after = block
+            .instructions()
+            .find(|i| !i.is_phi())
+            .expect("a block ends in a terminator");
+        builder.position_before(after);
+        let wide = builder.build_zext(narrow.as_value(), i64_type, c"");
+        let site = builder.build_or(
+            wide,
+            i64_type.const_int(high.unwrap_or(0) << 32, false),
+            c"",
+        );
+        phi.replace_all_uses_with(site);
+        phi.erase();
     }
 }
 
 /// Replaces each call of `reporter` whose site is constant by a call of `at`, and adds the
 /// table. Returns how many calls changed.
-fn rewrite_calls(
-    module: &Module<'_>,
-    reporter: LLVMValueRef,
-    site_reporters: &[LLVMValueRef],
+fn rewrite_calls<'m>(
+    module: &'m Module<'_>,
+    reporter: Function<'m>,
+    site_reporters: &[Function<'m>],
     amdgpu: bool,
 ) -> Result<usize> {
     let mut table = PanicSites::default();
     let mut calls = Vec::new();
-    for call in calls_of(module, reporter) {
+    for call in calls_of(ir::Module::new(module), reporter) {
         if let Some(sites) = call_sites(call) {
             let sites = sites
                 .into_iter()
@@ -297,50 +288,36 @@ fn rewrite_calls(
         // AMD code objects export only non-hidden symbols; the runtime looks the table up.
         global.set_visibility(inkwell::GlobalVisibility::Protected);
     }
-    // SAFETY: the site reporters and the calls are live values of `module`, whose context the
-    // builder is made in; each call is erased after the new one is built before it, and no
-    // other reference to it is kept.
-    unsafe {
-        let i64_type = llvm::LLVMInt64TypeInContext(context.as_ctx_ref());
-        let builder = llvm::LLVMCreateBuilderInContext(context.as_ctx_ref());
-        for (call, sites) in &calls {
-            let value =
-                |index: usize| llvm::LLVMConstInt(i64_type, panic_sites::site_value(id, index), 0);
-            let site = match sites.as_slice() {
-                [(None, index)] => value(*index),
-                _ => {
-                    let block = llvm::LLVMGetInstructionParent(*call);
-                    llvm::LLVMPositionBuilder(builder, block, llvm::LLVMGetFirstInstruction(block));
-                    let phi = llvm::LLVMBuildPhi(builder, i64_type, c"site".as_ptr());
-                    for (from, index) in sites {
-                        let (mut value, mut from) = (value(*index), from.expect("a phi's block"));
-                        llvm::LLVMAddIncoming(phi, &mut value, &mut from, 1);
-                    }
-                    phi
+    // Each call is erased after the new one is built before it, and no other handle to it is
+    // used.
+    let ir = ir::Module::new(module);
+    let i64_type = ir.i64_type();
+    let builder = ir.builder();
+    for &(call, ref sites) in &calls {
+        let value = |index: usize| i64_type.const_int(panic_sites::site_value(id, index), false);
+        let site = match sites.as_slice() {
+            [(None, index)] => value(*index),
+            _ => {
+                builder.position_at_start(call.block());
+                let phi = builder.build_phi(i64_type, c"site");
+                for (from, index) in sites {
+                    phi.add_incoming(value(*index), from.expect("a phi's block"));
                 }
-            };
-            let values = [3, 4, 5].map(|i| llvm::LLVMGetOperand(*call, i));
-            let count = values
-                .iter()
-                .rposition(|&v| constant_int(v) != Some(0))
-                .map_or(0, |last| last + 1);
-            let at = site_reporters[count];
-            let mut args = [site, values[0], values[1], values[2]];
-            llvm::LLVMPositionBuilderBefore(builder, *call);
-            let new = llvm::LLVMBuildCall2(
-                builder,
-                llvm::LLVMGlobalGetValueType(at),
-                at,
-                args.as_mut_ptr(),
-                count as u32 + 1,
-                c"".as_ptr(),
-            );
-            // The panic's source line, where a dev build keeps line information.
-            let debuginfo = inkwell::llvm_sys::debuginfo::LLVMInstructionGetDebugLoc(*call);
-            inkwell::llvm_sys::debuginfo::LLVMInstructionSetDebugLoc(new, debuginfo);
-            llvm::LLVMInstructionEraseFromParent(*call);
-        }
-        llvm::LLVMDisposeBuilder(builder);
+                phi.as_value()
+            }
+        };
+        let values = [3, 4, 5].map(|i| call.operand(i).expect("the reporter's seven arguments"));
+        let count = values
+            .iter()
+            .rposition(|&v| constant_int(v) != Some(0))
+            .map_or(0, |last| last + 1);
+        let at = site_reporters[count];
+        let args = [site, values[0], values[1], values[2]];
+        builder.position_before(*call);
+        let new = builder.build_call(at, &args[..count + 1], c"");
+        // The panic's source line, where a dev build keeps line information.
+        new.set_debug_location(call.debug_location());
+        call.erase();
     }
     Ok(calls.len())
 }
@@ -354,85 +331,67 @@ const REPORT_BLOCK: &std::ffi::CStr = c"offload.panic";
 /// [`SITE_REPORTERS`] or all of the [`THREAD_REPORTER`]). One report per kernel costs fewer
 /// registers and less code than one per panic site: on NVIDIA the call sequences (measured on
 /// the parity benchmark: `matmul` 48 → 40 registers on sm_80), on AMD the inlined report.
-fn merge_site_calls(module: &Module<'_>, site_reporters: &[LLVMValueRef]) {
-    let context = module.get_context();
-    for function in module.get_functions() {
+fn merge_site_calls(module: &Module<'_>, site_reporters: &[Function<'_>]) {
+    let ir = ir::Module::new(module);
+    for function in ir.functions() {
         let calls = site_calls(function, site_reporters);
         if calls.len() < 2 {
             continue;
         }
-        // SAFETY: `function`, its blocks and the calls are live values of `module`, whose
-        // context the builder is made in; each call and the `unreachable` after it are erased
-        // once the branch that replaces them is built, and nothing else refers to them.
-        unsafe {
-            // The callee of the call with the most arguments.
-            let Some(widest) = calls
-                .iter()
-                .copied()
-                .max_by_key(|&c| llvm::LLVMGetNumArgOperands(c))
-            else {
-                continue;
-            };
-            let at = llvm::LLVMGetCalledValue(widest);
-            let parameters: Vec<LLVMTypeRef> = (0..llvm::LLVMGetNumArgOperands(widest))
-                .map(|i| llvm::LLVMTypeOf(llvm::LLVMGetOperand(widest, i)))
-                .collect();
-            let builder = llvm::LLVMCreateBuilderInContext(context.as_ctx_ref());
-            let merged = llvm::LLVMAppendBasicBlockInContext(
-                context.as_ctx_ref(),
-                function.as_value_ref(),
-                REPORT_BLOCK.as_ptr(),
-            );
-            llvm::LLVMPositionBuilderAtEnd(builder, merged);
-            let mut phis: Vec<LLVMValueRef> = parameters
-                .iter()
-                .map(|&ty| llvm::LLVMBuildPhi(builder, ty, c"".as_ptr()))
-                .collect();
-            llvm::LLVMBuildCall2(
-                builder,
-                llvm::LLVMGlobalGetValueType(at),
-                at,
-                phis.as_mut_ptr(),
-                phis.len() as u32,
-                c"".as_ptr(),
-            );
-            llvm::LLVMBuildUnreachable(builder);
-            for call in calls {
-                let block = llvm::LLVMGetInstructionParent(call);
-                let args = llvm::LLVMGetNumArgOperands(call);
-                for (i, phi) in phis.iter().enumerate() {
-                    let mut value = if (i as u32) < args {
-                        llvm::LLVMGetOperand(call, i as u32)
-                    } else {
-                        llvm::LLVMConstNull(parameters[i])
-                    };
-                    let mut from = block;
-                    llvm::LLVMAddIncoming(*phi, &mut value, &mut from, 1);
-                }
-                llvm::LLVMInstructionEraseFromParent(llvm::LLVMGetNextInstruction(call));
-                llvm::LLVMInstructionEraseFromParent(call);
-                llvm::LLVMPositionBuilderAtEnd(builder, block);
-                llvm::LLVMBuildBr(builder, merged);
+        // Each call and the `unreachable` after it are erased once the branch that replaces
+        // them is built, and no other handle to them is used. The callee is that of the call
+        // with the most arguments.
+        let Some(widest) = calls.iter().copied().max_by_key(|&c| c.num_args()) else {
+            continue;
+        };
+        let at = widest
+            .called_function()
+            .expect("a site call calls a reporter");
+        let parameters: Vec<Type<'_>> = (0..widest.num_args())
+            .map(|i| widest.operand(i).expect("an argument").ty())
+            .collect();
+        let builder = ir.builder();
+        let merged = function.append_block(REPORT_BLOCK);
+        builder.position_at_end(merged);
+        let phis: Vec<Phi<'_>> = parameters
+            .iter()
+            .map(|&ty| builder.build_phi(ty, c""))
+            .collect();
+        let phi_values: Vec<Value<'_>> = phis.iter().map(|p| p.as_value()).collect();
+        builder.build_call(at, &phi_values, c"");
+        builder.build_unreachable();
+        for call in calls {
+            let block = call.block();
+            let args = call.num_args();
+            for (i, phi) in phis.iter().enumerate() {
+                let value = if (i as u32) < args {
+                    call.operand(i as u32).expect("an argument")
+                } else {
+                    parameters[i].const_null()
+                };
+                phi.add_incoming(value, block);
             }
-            llvm::LLVMDisposeBuilder(builder);
+            call.next()
+                .expect("`unreachable` follows a site call")
+                .erase();
+            call.erase();
+            builder.position_at_end(block);
+            builder.build_br(merged);
         }
     }
 }
 
 /// The calls of `f` (not other uses of its address), in the module's order of functions and
 /// instructions, so that the table is the same for the same module.
-fn calls_of(module: &Module<'_>, f: LLVMValueRef) -> Vec<LLVMValueRef> {
+fn calls_of<'m>(module: ir::Module<'m>, f: Function<'m>) -> Vec<Call<'m>> {
     let mut calls = Vec::new();
-    for function in module.get_functions() {
-        for block in function.get_basic_block_iter() {
-            for instruction in block.get_instructions() {
-                let raw = instruction.as_value_ref();
-                // SAFETY: `raw` is a live instruction; the callee is read from calls only.
-                let calls_f = unsafe {
-                    !llvm::LLVMIsACallInst(raw).is_null() && llvm::LLVMGetCalledValue(raw) == f
-                };
-                if calls_f {
-                    calls.push(raw);
+    for function in module.functions() {
+        for block in function.blocks() {
+            for instruction in block.instructions() {
+                if let Some(call) = instruction.as_call()
+                    && call.callee() == f.as_value()
+                {
+                    calls.push(call);
                 }
             }
         }
@@ -444,69 +403,56 @@ fn calls_of(module: &Module<'_>, f: LLVMValueRef) -> Vec<LLVMValueRef> {
 /// location)`: one when its kind, message and location are constants that can be read; one
 /// per predecessor when some of them are phis of such constants (the optimizer merges the
 /// calls at several panic sites into one), each with its block. `None` when any is neither.
-fn call_sites(call: LLVMValueRef) -> Option<Vec<(Option<LLVMBasicBlockRef>, PanicSite)>> {
-    // SAFETY: `call` is a live call with the reporter's seven arguments; phis are read only
-    // where `LLVMIsAPHINode` says they are phis of the call's block.
-    unsafe {
-        let args = [0, 1, 2, 6].map(|i| through_selects(llvm::LLVMGetOperand(call, i)));
-        let block = llvm::LLVMGetInstructionParent(call);
-        let phi = |v: LLVMValueRef| {
-            (!llvm::LLVMIsAPHINode(v).is_null() && llvm::LLVMGetInstructionParent(v) == block)
-                .then_some(v)
+fn call_sites<'m>(call: Call<'m>) -> Option<Vec<(Option<Block<'m>>, PanicSite)>> {
+    let args = [0, 1, 2, 6]
+        .map(|i| through_selects(call.operand(i).expect("the reporter's seven arguments")));
+    let block = call.block();
+    let phi = |v: Value<'m>| v.as_phi().filter(|p| p.block() == block);
+    let Some(first_phi) = args.iter().find_map(|&a| phi(a)) else {
+        return Some(vec![(None, constant_site(args)?)]);
+    };
+    let mut sites = Vec::new();
+    for (_, from) in first_phi.incomings() {
+        let incoming = args.map(|a| match phi(a) {
+            None => Some(a),
+            Some(p) => p.incoming_from(from),
+        });
+        let [Some(kind), Some(message), Some(len), Some(location)] = incoming else {
+            return None;
         };
-        let Some(first_phi) = args.iter().find_map(|&a| phi(a)) else {
-            return Some(vec![(None, constant_site(args)?)]);
-        };
-        let mut sites = Vec::new();
-        for i in 0..llvm::LLVMCountIncoming(first_phi) {
-            let from = llvm::LLVMGetIncomingBlock(first_phi, i);
-            let incoming = args.map(|a| match phi(a) {
-                None => Some(a),
-                Some(p) => (0..llvm::LLVMCountIncoming(p))
-                    .find(|&j| llvm::LLVMGetIncomingBlock(p, j) == from)
-                    .map(|j| llvm::LLVMGetIncomingValue(p, j)),
-            });
-            let [Some(kind), Some(message), Some(len), Some(location)] = incoming else {
-                return None;
-            };
-            sites.push((Some(from), constant_site([kind, message, len, location])?));
-        }
-        Some(sites)
+        sites.push((Some(from), constant_site([kind, message, len, location])?));
     }
+    Some(sites)
 }
 
 /// `value`, or the operand a `select` picks when its condition compares a global's address
 /// with null (on AMDGPU the optimizer leaves such comparisons of address space 1 unfolded,
 /// rustc having stated with `llvm.assume` what they are: a global is never at null).
-fn through_selects(value: LLVMValueRef) -> LLVMValueRef {
-    // SAFETY: `value` is a live value; operands are read from selects and comparisons only,
-    // and `compares_with_null` is given a live `icmp` and one of its operands.
-    unsafe {
-        if llvm::LLVMIsASelectInst(value).is_null() {
-            return value;
-        }
-        let condition = llvm::LLVMGetOperand(value, 0);
-        if llvm::LLVMIsAICmpInst(condition).is_null() {
-            return value;
-        }
-        let global = [0, 1]
-            .map(|i| llvm::LLVMGetOperand(condition, i))
-            .into_iter()
-            .find(|&v| global_and_offset(v).is_some());
-        if !global.is_some_and(|g| compares_with_null(condition, g)) {
-            return value;
-        }
-        match llvm::LLVMGetICmpPredicate(condition) {
-            LLVMIntPredicate::LLVMIntEQ => through_selects(llvm::LLVMGetOperand(value, 2)),
-            LLVMIntPredicate::LLVMIntNE => through_selects(llvm::LLVMGetOperand(value, 1)),
-            _ => value,
-        }
+fn through_selects(value: Value<'_>) -> Value<'_> {
+    if !value.is_select() {
+        return value;
+    }
+    let Some(condition) = value.operand(0).and_then(Value::as_icmp) else {
+        return value;
+    };
+    let global = [0, 1]
+        .map(|i| condition.operand(i).expect("an `icmp` has two operands"))
+        .into_iter()
+        .find(|&v| global_and_offset(v).is_some());
+    if !global.is_some_and(|g| compares_with_null(*condition, g)) {
+        return value;
+    }
+    let operand = |i| value.operand(i).expect("a `select` has three operands");
+    match condition.predicate() {
+        IntPredicate::EQ => through_selects(operand(2)),
+        IntPredicate::NE => through_selects(operand(1)),
+        _ => value,
     }
 }
 
 /// The site of a reporter call's kind, message, message length and location, when they are
 /// constants that can be read.
-fn constant_site([kind, message, message_len, location]: [LLVMValueRef; 4]) -> Option<PanicSite> {
+fn constant_site([kind, message, message_len, location]: [Value<'_>; 4]) -> Option<PanicSite> {
     let kind = u32::try_from(constant_int(kind)?).ok()?;
     let message_len = usize::try_from(constant_int(message_len)?).ok()?;
     let message = if message_len == 0 {
@@ -552,119 +498,94 @@ fn constant_site([kind, message, message_len, location]: [LLVMValueRef; 4]) -> O
     })
 }
 
-fn constant_int(value: LLVMValueRef) -> Option<u64> {
-    // SAFETY: `value` is a live value; the accessors are called on a `ConstantInt` only.
-    unsafe {
-        (!llvm::LLVMIsAConstantInt(value).is_null()
-            && llvm::LLVMGetIntTypeWidth(llvm::LLVMTypeOf(value)) <= 64)
-            .then(|| llvm::LLVMConstIntGetZExtValue(value))
-    }
+fn constant_int(value: Value<'_>) -> Option<u64> {
+    value
+        .ty()
+        .int_width()
+        .filter(|&width| width <= 64)
+        .and_then(|_| value.const_zext_value())
 }
 
 /// The global variable a constant pointer points into, and the byte offset: through address
 /// space casts and byte-wise `getelementptr`s.
-fn global_and_offset(pointer: LLVMValueRef) -> Option<(LLVMValueRef, usize)> {
-    // SAFETY: `pointer` is a live value; each accessor is called on the kind of value it reads.
-    unsafe {
-        if !llvm::LLVMIsAGlobalVariable(pointer).is_null() {
-            return Some((pointer, 0));
+fn global_and_offset(pointer: Value<'_>) -> Option<(GlobalVariable<'_>, usize)> {
+    if let Some(global) = pointer.as_global_variable() {
+        return Some((global, 0));
+    }
+    match pointer.const_opcode()? {
+        InstructionOpcode::AddrSpaceCast | InstructionOpcode::BitCast => {
+            global_and_offset(pointer.operand(0)?)
         }
-        if llvm::LLVMIsAConstantExpr(pointer).is_null() {
-            return None;
-        }
-        match llvm::LLVMGetConstOpcode(pointer) {
-            LLVMOpcode::LLVMAddrSpaceCast | LLVMOpcode::LLVMBitCast => {
-                global_and_offset(llvm::LLVMGetOperand(pointer, 0))
+        InstructionOpcode::GetElementPtr if pointer.num_operands() == 2 => {
+            let element = pointer.const_gep_source_element_type()?;
+            if !is_byte(element) {
+                return None;
             }
-            LLVMOpcode::LLVMGetElementPtr if llvm::LLVMGetNumOperands(pointer) == 2 => {
-                let element = llvm::LLVMGetGEPSourceElementType(pointer);
-                if !is_byte(element) {
-                    return None;
-                }
-                let offset =
-                    usize::try_from(constant_int(llvm::LLVMGetOperand(pointer, 1))?).ok()?;
-                let (global, base) = global_and_offset(llvm::LLVMGetOperand(pointer, 0))?;
-                Some((global, base.checked_add(offset)?))
-            }
-            _ => None,
+            let offset = usize::try_from(constant_int(pointer.operand(1)?)?).ok()?;
+            let (global, base) = global_and_offset(pointer.operand(0)?)?;
+            Some((global, base.checked_add(offset)?))
         }
+        _ => None,
     }
 }
 
-fn is_byte(ty: LLVMTypeRef) -> bool {
-    // SAFETY: `ty` is a live type.
-    unsafe {
-        llvm::LLVMGetTypeKind(ty) == inkwell::llvm_sys::LLVMTypeKind::LLVMIntegerTypeKind
-            && llvm::LLVMGetIntTypeWidth(ty) == 8
-    }
+fn is_byte(ty: Type<'_>) -> bool {
+    ty.int_width() == Some(8)
 }
 
 /// A constant's bytes, little-endian, with its pointers set aside (8 zero bytes each).
 #[derive(Default)]
-struct Flattened {
+struct Flattened<'m> {
     bytes: Vec<u8>,
-    pointers: Vec<LLVMValueRef>,
+    pointers: Vec<Value<'m>>,
     pointer_offsets: Vec<usize>,
 }
 
 /// The bytes of a constant global's initializer, as rustc writes its allocations: byte arrays,
 /// integers and pointers in packed structs. `None` for anything else (the call then keeps the
 /// reporter).
-fn initializer_bytes(global: LLVMValueRef) -> Option<Flattened> {
-    // SAFETY: `global` is a live global variable.
-    let init = unsafe {
-        if llvm::LLVMIsGlobalConstant(global) == 0 {
-            return None;
-        }
-        llvm::LLVMGetInitializer(global)
-    };
-    if init.is_null() {
+fn initializer_bytes(global: GlobalVariable<'_>) -> Option<Flattened<'_>> {
+    if !global.is_constant_global() {
         return None;
     }
+    let init = global.initializer()?;
     let mut out = Flattened::default();
     flatten(init, &mut out)?;
     Some(out)
 }
 
-fn flatten(value: LLVMValueRef, out: &mut Flattened) -> Option<()> {
-    // SAFETY: `value` is a live constant; each accessor is called on the kind of constant it
-    // reads, and `LLVMGetAsString`'s bytes are copied before anything else runs.
-    unsafe {
-        let ty = llvm::LLVMTypeOf(value);
-        if !llvm::LLVMIsAConstantDataSequential(value).is_null() {
-            if !is_byte(llvm::LLVMGetElementType(ty)) {
-                return None;
-            }
-            let mut len = 0;
-            let data = llvm::LLVMGetAsString(value, &mut len);
-            out.bytes
-                .extend_from_slice(std::slice::from_raw_parts(data.cast::<u8>(), len));
-            return Some(());
-        }
-        if let Some(int) = constant_int(value) {
-            let width = llvm::LLVMGetIntTypeWidth(ty) as usize;
-            if !width.is_multiple_of(8) {
-                return None;
-            }
-            out.bytes.extend_from_slice(&int.to_le_bytes()[..width / 8]);
-            return Some(());
-        }
-        if llvm::LLVMGetTypeKind(ty) == inkwell::llvm_sys::LLVMTypeKind::LLVMPointerTypeKind {
-            out.pointers.push(value);
-            out.pointer_offsets.push(out.bytes.len());
-            out.bytes.extend_from_slice(&[0; 8]);
-            return Some(());
-        }
-        let aggregate = !llvm::LLVMIsAConstantArray(value).is_null()
-            || (!llvm::LLVMIsAConstantStruct(value).is_null() && llvm::LLVMIsPackedStruct(ty) != 0);
-        if !aggregate {
+fn flatten<'m>(value: Value<'m>, out: &mut Flattened<'m>) -> Option<()> {
+    let ty = value.ty();
+    if value.is_constant_data_sequential() {
+        if !ty.element_type().is_some_and(is_byte) {
             return None;
         }
-        for i in 0..llvm::LLVMGetNumOperands(value) as u32 {
-            flatten(llvm::LLVMGetOperand(value, i), out)?;
-        }
-        Some(())
+        out.bytes.extend_from_slice(value.const_string()?);
+        return Some(());
     }
+    if let Some(int) = constant_int(value) {
+        let width = ty.int_width()? as usize;
+        if !width.is_multiple_of(8) {
+            return None;
+        }
+        out.bytes.extend_from_slice(&int.to_le_bytes()[..width / 8]);
+        return Some(());
+    }
+    if ty.kind() == TypeKind::Pointer {
+        out.pointers.push(value);
+        out.pointer_offsets.push(out.bytes.len());
+        out.bytes.extend_from_slice(&[0; 8]);
+        return Some(());
+    }
+    let aggregate =
+        value.is_constant_array() || (value.is_constant_struct() && ty.is_packed_struct());
+    if !aggregate {
+        return None;
+    }
+    for operand in value.operands() {
+        flatten(operand, out)?;
+    }
+    Some(())
 }
 
 #[cfg(test)]

@@ -8,16 +8,16 @@
 //! is recorded, a formatted one is not, and its formatters become dead code (a formatted
 //! message's arguments are not even handed to `panic_fmt`: [`unread_formatted_arguments`]).
 
+#![forbid(unsafe_code)]
+
 use inkwell::attributes::{Attribute, AttributeLoc};
-use inkwell::llvm_sys::LLVMOpcode;
-use inkwell::llvm_sys::core as llvm;
-use inkwell::llvm_sys::prelude::LLVMValueRef;
 use inkwell::module::Module;
-use inkwell::values::{AsValueRef, BasicMetadataValueEnum, FunctionValue};
+use inkwell::values::{BasicMetadataValueEnum, FunctionValue, InstructionOpcode};
 
 use offload_format::abi;
 
 use super::cstr;
+use super::ir::{self, AttributeIndex, Value};
 use crate::device_link::{LinkError, Result};
 
 /// Core's functions whose bodies become a call of offload-rt's reporter with the same Rust
@@ -166,61 +166,56 @@ fn unread_formatted_arguments(module: &Module<'_>) -> usize {
         return 0;
     }
     let mut changed = 0;
-    // SAFETY: `panic_fmt` is a live function; the loop reads its use list and changes an
-    // operand of calls among its users (a use of another value), which leaves the list as it
-    // is.
-    unsafe {
-        let i64_type =
-            llvm::LLVMInt64TypeInContext(llvm::LLVMGetModuleContext(module.as_mut_ptr()));
-        let mut use_ = llvm::LLVMGetFirstUse(panic_fmt.as_value_ref());
-        while !use_.is_null() {
-            let call = llvm::LLVMGetUser(use_);
-            use_ = llvm::LLVMGetNextUse(use_);
-            if llvm::LLVMIsACallInst(call).is_null()
-                || llvm::LLVMGetCalledValue(call) != panic_fmt.as_value_ref()
-            {
-                continue;
-            }
-            let arguments = llvm::LLVMGetOperand(call, 1);
-            if !on_the_stack(arguments) {
-                continue;
-            }
-            let dangling = llvm::LLVMConstIntToPtr(
-                llvm::LLVMConstInt(i64_type, DANGLING_ARGUMENTS, 0),
-                llvm::LLVMTypeOf(arguments),
-            );
-            llvm::LLVMSetOperand(call, 1, dangling);
-            changed += 1;
+    let ir = ir::Module::new(module);
+    let panic_fmt = ir.wrap_function(panic_fmt);
+    let i64_type = ir.i64_type();
+    // The walk reads each next use first; only an operand of the calls among the users (a
+    // use of another value) changes.
+    for use_ in panic_fmt.uses() {
+        let Some(call) = use_
+            .user()
+            .as_call()
+            .filter(|c| c.callee() == panic_fmt.as_value())
+        else {
+            continue;
+        };
+        let Some(arguments) = call.operand(1) else {
+            continue;
+        };
+        if !on_the_stack(arguments) {
+            continue;
         }
+        let dangling = i64_type
+            .const_int(DANGLING_ARGUMENTS, false)
+            .const_int_to_ptr(arguments.ty());
+        call.set_operand(1, dangling);
+        changed += 1;
     }
     changed
 }
 
 /// Whether `pointer` is an address in a stack slot: an `alloca`, through address-space casts
 /// and GEPs (instructions or constant expressions).
-///
-/// # Safety
-/// `pointer` is a live value of a live module.
-unsafe fn on_the_stack(mut pointer: LLVMValueRef) -> bool {
+fn on_the_stack(mut pointer: Value<'_>) -> bool {
     for _ in 0..8 {
-        // SAFETY: the caller's contract, for `pointer` and its operands.
-        unsafe {
-            if !llvm::LLVMIsAAllocaInst(pointer).is_null() {
-                return true;
-            }
-            let opcode = if !llvm::LLVMIsAInstruction(pointer).is_null() {
-                llvm::LLVMGetInstructionOpcode(pointer)
-            } else if !llvm::LLVMIsAConstantExpr(pointer).is_null() {
-                llvm::LLVMGetConstOpcode(pointer)
-            } else {
-                return false;
-            };
-            match opcode {
-                LLVMOpcode::LLVMAddrSpaceCast
-                | LLVMOpcode::LLVMBitCast
-                | LLVMOpcode::LLVMGetElementPtr => pointer = llvm::LLVMGetOperand(pointer, 0),
-                _ => return false,
-            }
+        if pointer.is_alloca() {
+            return true;
+        }
+        let opcode = if let Some(instruction) = pointer.as_instruction() {
+            instruction.opcode()
+        } else if let Some(opcode) = pointer.const_opcode() {
+            opcode
+        } else {
+            return false;
+        };
+        match opcode {
+            InstructionOpcode::AddrSpaceCast
+            | InstructionOpcode::BitCast
+            | InstructionOpcode::GetElementPtr => match pointer.operand(0) {
+                Some(operand) => pointer = operand,
+                None => return false,
+            },
+            _ => return false,
         }
     }
     false
@@ -242,31 +237,15 @@ pub(super) fn make_inlinable(module: &Module<'_>, f: FunctionValue<'_>) -> bool 
         );
         changed = true;
     }
-    // SAFETY: `f` is a live function of a live module; the loop reads its use list and
-    // changes attributes of the calls among its users, which leaves the list as it is.
-    unsafe {
-        use inkwell::llvm_sys::core as llvm;
-        use inkwell::values::AsValueRef;
-        let mut use_ = llvm::LLVMGetFirstUse(f.as_value_ref());
-        while !use_.is_null() {
-            let user = llvm::LLVMGetUser(use_);
-            if !llvm::LLVMIsACallInst(user).is_null()
-                && llvm::LLVMGetCalledValue(user) == f.as_value_ref()
-                && !llvm::LLVMGetCallSiteEnumAttribute(
-                    user,
-                    inkwell::llvm_sys::LLVMAttributeFunctionIndex,
-                    noinline,
-                )
-                .is_null()
-            {
-                llvm::LLVMRemoveCallSiteEnumAttribute(
-                    user,
-                    inkwell::llvm_sys::LLVMAttributeFunctionIndex,
-                    noinline,
-                );
-                changed = true;
-            }
-            use_ = llvm::LLVMGetNextUse(use_);
+    // The walk reads each next use first; only attributes of the calls among the users change.
+    let f = ir::Module::new(module).wrap_function(f);
+    for use_ in f.uses() {
+        if let Some(call) = use_.user().as_call()
+            && call.callee() == f.as_value()
+            && call.has_enum_attribute(AttributeIndex::Function, "noinline")
+        {
+            call.remove_enum_attribute(AttributeIndex::Function, "noinline");
+            changed = true;
         }
     }
     changed
@@ -360,8 +339,8 @@ fn redirect<'ctx>(
     f.as_global_value()
         .as_pointer_value()
         .replace_all_uses_with(lean.as_global_value().as_pointer_value());
-    // SAFETY: every use of `f` now refers to `lean`; nothing refers to `f` any more.
-    unsafe { f.delete() };
+    // Every use of `f` now refers to `lean`; nothing refers to `f` any more.
+    ir::Module::new(module).wrap_function(f).delete();
     Ok(Some(lean))
 }
 
@@ -469,31 +448,19 @@ pub(super) fn check_reporters(module: &Module<'_>) -> Result<()> {
 }
 
 /// The calls of `reporters` in `function` that `unreachable` follows: its panic sites.
-pub(super) fn site_calls(
-    function: FunctionValue<'_>,
-    reporters: &[LLVMValueRef],
-) -> Vec<LLVMValueRef> {
+pub(super) fn site_calls<'m>(
+    function: ir::Function<'m>,
+    reporters: &[ir::Function<'m>],
+) -> Vec<ir::Call<'m>> {
     function
-        .get_basic_block_iter()
-        .flat_map(|b| b.get_instructions())
-        .map(|i| i.as_value_ref())
-        .filter(|&i| {
-            // SAFETY: `i` is a live instruction; the callee is read from calls only.
-            unsafe {
-                !llvm::LLVMIsACallInst(i).is_null()
-                    && reporters.contains(&llvm::LLVMGetCalledValue(i))
-                    && is_unreachable(llvm::LLVMGetNextInstruction(i))
-            }
+        .blocks()
+        .flat_map(|b| b.instructions())
+        .filter_map(|i| i.as_call())
+        .filter(|call| {
+            reporters.iter().any(|r| r.as_value() == call.callee())
+                && call.next().is_some_and(|next| next.is_unreachable())
         })
         .collect()
-}
-
-fn is_unreachable(instruction: LLVMValueRef) -> bool {
-    // SAFETY: `instruction` is null or a live instruction.
-    unsafe {
-        !instruction.is_null()
-            && llvm::LLVMGetInstructionOpcode(instruction) == LLVMOpcode::LLVMUnreachable
-    }
 }
 
 #[cfg(test)]

@@ -8,13 +8,12 @@
 //! observe, so its volatile loads and stores become plain ones before `default<O3>`, which
 //! then promotes the slot to registers and drops what nothing uses.
 
-use inkwell::llvm_sys::LLVMOpcode;
-use inkwell::llvm_sys::core as llvm;
-use inkwell::llvm_sys::prelude::LLVMValueRef;
-use inkwell::module::Module;
-use inkwell::values::AsValueRef;
+#![forbid(unsafe_code)]
 
-use super::{callee_name, users};
+use inkwell::module::Module;
+use inkwell::values::InstructionOpcode;
+
+use super::ir::{self, Instruction, Value};
 
 /// How many casts and constant-offset GEPs deep a slot's address is followed.
 const MAX_DEPTH: u32 = 4;
@@ -22,28 +21,23 @@ const MAX_DEPTH: u32 = 4;
 /// Makes plain every volatile load and store of a private stack slot; returns how many.
 pub(super) fn plain_private_volatiles(module: &Module<'_>) -> usize {
     let mut changed = 0;
-    // SAFETY: every value below is a live value of `module`; only the volatile flag of loads
-    // and stores changes, which adds or removes no instruction or use.
-    unsafe {
-        for function in module.get_functions() {
-            let mut block = llvm::LLVMGetFirstBasicBlock(function.as_value_ref());
-            while !block.is_null() {
-                let mut instruction = llvm::LLVMGetFirstInstruction(block);
-                while !instruction.is_null() {
-                    if !llvm::LLVMIsAAllocaInst(instruction).is_null() {
-                        let mut accesses = Vec::new();
-                        if private_accesses(instruction, 0, &mut accesses) {
-                            for access in accesses {
-                                if llvm::LLVMGetVolatile(access) != 0 {
-                                    llvm::LLVMSetVolatile(access, 0);
-                                    changed += 1;
-                                }
-                            }
+    // Only the volatile flag of loads and stores changes, which adds or removes no
+    // instruction or use.
+    for function in ir::Module::new(module).functions() {
+        for block in function.blocks() {
+            for instruction in block.instructions() {
+                if !instruction.is_alloca() {
+                    continue;
+                }
+                let mut accesses = Vec::new();
+                if private_accesses(instruction.as_value(), 0, &mut accesses) {
+                    for access in accesses {
+                        if access.is_volatile() {
+                            access.set_volatile(false);
+                            changed += 1;
                         }
                     }
-                    instruction = llvm::LLVMGetNextInstruction(instruction);
                 }
-                block = llvm::LLVMGetNextBasicBlock(block);
             }
         }
     }
@@ -53,79 +47,53 @@ pub(super) fn plain_private_volatiles(module: &Module<'_>) -> usize {
 /// Collects the loads and stores through `address` (a slot or an address derived from it)
 /// into `accesses`; false if the address has any other use: stored as a value, passed to a
 /// call, compared, converted to an integer or reached through a variable offset.
-///
-/// # Safety
-/// `address` is a live value of a live module.
-unsafe fn private_accesses(
-    address: LLVMValueRef,
+fn private_accesses<'m>(
+    address: Value<'m>,
     depth: u32,
-    accesses: &mut Vec<LLVMValueRef>,
+    accesses: &mut Vec<Instruction<'m>>,
 ) -> bool {
     if depth > MAX_DEPTH {
         return false;
     }
-    // SAFETY: this function's contract; the users and operands of live values are live.
-    unsafe {
-        for user in users(address) {
-            if !llvm::LLVMIsALoadInst(user).is_null() {
-                accesses.push(user);
-            } else if !llvm::LLVMIsAStoreInst(user).is_null() {
-                // Operand 0 is the value stored: the slot's address escaping through memory.
-                if llvm::LLVMGetOperand(user, 0) == address {
-                    return false;
-                }
-                accesses.push(user);
-            } else if is_lifetime_marker(user) {
-                continue;
-            } else if is_address_cast(user)
-                || (!llvm::LLVMIsAGetElementPtrInst(user).is_null()
-                    && llvm::LLVMGetOperand(user, 0) == address
-                    && has_constant_indices(user))
-            {
-                if !private_accesses(user, depth + 1, accesses) {
-                    return false;
-                }
-            } else {
+    for user in address.users() {
+        if let Some(load) = user.as_load() {
+            accesses.push(*load);
+        } else if user.is_store() {
+            let store = user.as_instruction().expect("a store is an instruction");
+            // Operand 0 is the value stored: the slot's address escaping through memory.
+            if store.operand(0) == Some(address) {
                 return false;
             }
+            accesses.push(store);
+        } else if is_lifetime_marker(user) {
+            continue;
+        } else if is_address_cast(user)
+            || user
+                .as_gep()
+                .is_some_and(|gep| gep.operand(0) == Some(address) && gep.has_constant_indices())
+        {
+            if !private_accesses(user, depth + 1, accesses) {
+                return false;
+            }
+        } else {
+            return false;
         }
     }
     true
 }
 
-/// # Safety
-/// `user` is a live instruction.
-unsafe fn is_lifetime_marker(user: LLVMValueRef) -> bool {
-    // SAFETY: this function's contract; a call's callee is a live value.
-    unsafe {
-        if llvm::LLVMIsACallInst(user).is_null() {
-            return false;
-        }
-        callee_name(user).starts_with(b"llvm.lifetime.")
-    }
+fn is_lifetime_marker(user: Value<'_>) -> bool {
+    user.as_call()
+        .is_some_and(|call| call.callee_name().starts_with(b"llvm.lifetime."))
 }
 
-/// # Safety
-/// `user` is a live instruction.
-unsafe fn is_address_cast(user: LLVMValueRef) -> bool {
-    // SAFETY: this function's contract.
-    unsafe {
-        !llvm::LLVMIsAInstruction(user).is_null()
-            && matches!(
-                llvm::LLVMGetInstructionOpcode(user),
-                LLVMOpcode::LLVMAddrSpaceCast | LLVMOpcode::LLVMBitCast
-            )
-    }
-}
-
-/// # Safety
-/// `gep` is a live GEP instruction.
-unsafe fn has_constant_indices(gep: LLVMValueRef) -> bool {
-    // SAFETY: this function's contract; a GEP's operands are its pointer and indices.
-    unsafe {
-        (1..llvm::LLVMGetNumOperands(gep) as u32)
-            .all(|i| !llvm::LLVMIsAConstantInt(llvm::LLVMGetOperand(gep, i)).is_null())
-    }
+fn is_address_cast(user: Value<'_>) -> bool {
+    user.as_instruction().is_some_and(|i| {
+        matches!(
+            i.opcode(),
+            InstructionOpcode::AddrSpaceCast | InstructionOpcode::BitCast
+        )
+    })
 }
 
 #[cfg(test)]

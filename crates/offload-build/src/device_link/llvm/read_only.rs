@@ -6,14 +6,13 @@
 //! memory through the read-only data path (`ld.global.nc`), as CUDA C does for a
 //! `const __restrict__` pointer; AMDGPU may read a uniform one with scalar loads.
 
-use inkwell::attributes::{Attribute, AttributeLoc};
-use inkwell::context::AsContextRef;
-use inkwell::llvm_sys::LLVMOpcode;
-use inkwell::llvm_sys::core as llvm;
-use inkwell::module::Module;
-use inkwell::values::AsValueRef;
+#![forbid(unsafe_code)]
 
-use super::users;
+use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::module::Module;
+use inkwell::values::InstructionOpcode;
+
+use super::ir::{self, MetadataKind, Value};
 
 /// offload-rt's marker (`kernel::slice`): `ptr __offload_read_only(ptr)`, the identity.
 pub(super) const MARKER: &str = offload_format::abi::READ_ONLY_MARKER;
@@ -47,28 +46,27 @@ pub(super) fn describe_marker(module: &Module<'_>) {
 /// would be a vector one, into vector registers the kernel pays for. Returns how many loads
 /// were marked.
 pub(super) fn mark_host_global_loads(module: &Module<'_>, names: &[&str]) -> usize {
-    let (kind, empty) = invariant_load(module);
+    let ir = ir::Module::new(module);
+    let (kind, empty) = invariant_load(ir);
     let mut marked = 0;
-    // SAFETY: every value below is a live value of `module`; only metadata is set.
-    unsafe {
-        for name in names {
-            let Some(global) = module.get_global(name) else {
-                continue;
-            };
-            let mut pending = vec![global.as_value_ref()];
-            while let Some(pointer) = pending.pop() {
-                for user in users(pointer) {
-                    if !llvm::LLVMIsAConstantExpr(user).is_null() {
-                        if llvm::LLVMGetConstOpcode(user) == LLVMOpcode::LLVMAddrSpaceCast {
-                            pending.push(user);
-                        }
-                    } else if !llvm::LLVMIsALoadInst(user).is_null()
-                        && llvm::LLVMGetOperand(user, 0) == pointer
-                        && is_plain_load(user)
-                    {
-                        llvm::LLVMSetMetadata(user, kind, empty);
-                        marked += 1;
+    // Only metadata is set.
+    for name in names {
+        let Some(global) = ir.global(name) else {
+            continue;
+        };
+        let mut pending = vec![global.as_value()];
+        while let Some(pointer) = pending.pop() {
+            for user in pointer.users() {
+                if user.is_constant_expr() {
+                    if user.const_opcode() == Some(InstructionOpcode::AddrSpaceCast) {
+                        pending.push(user);
                     }
+                } else if let Some(load) = user.as_load()
+                    && load.operand(0) == Some(pointer)
+                    && load.is_plain()
+                {
+                    load.set_metadata(kind, empty);
+                    marked += 1;
                 }
             }
         }
@@ -76,84 +74,60 @@ pub(super) fn mark_host_global_loads(module: &Module<'_>, names: &[&str]) -> usi
     marked
 }
 
-/// Whether `load` (a load instruction) is neither volatile nor atomic: the loads that may be
-/// marked invariant.
-///
-/// # Safety
-/// `load` is a live load instruction.
-unsafe fn is_plain_load(load: inkwell::llvm_sys::prelude::LLVMValueRef) -> bool {
-    // SAFETY: the caller's contract.
-    unsafe {
-        llvm::LLVMGetVolatile(load) == 0
-            && llvm::LLVMGetOrdering(load)
-                == inkwell::llvm_sys::LLVMAtomicOrdering::LLVMAtomicOrderingNotAtomic
-    }
-}
-
 /// The `invariant.load` metadata kind and its empty node, in `module`'s context.
-fn invariant_load(module: &Module<'_>) -> (u32, inkwell::llvm_sys::prelude::LLVMValueRef) {
-    let context = module.get_context();
-    let name = "invariant.load";
-    // SAFETY: `context` is live; the name is passed with its length.
-    unsafe {
-        let kind = llvm::LLVMGetMDKindIDInContext(
-            context.as_ctx_ref(),
-            name.as_ptr().cast(),
-            name.len() as u32,
-        );
-        let node = llvm::LLVMMDNodeInContext2(context.as_ctx_ref(), std::ptr::null_mut(), 0);
-        (kind, llvm::LLVMMetadataAsValue(context.as_ctx_ref(), node))
-    }
+fn invariant_load<'m>(module: ir::Module<'m>) -> (MetadataKind, Value<'m>) {
+    (
+        module.metadata_kind("invariant.load"),
+        module.empty_metadata_node(),
+    )
 }
 
 /// Marks the loads through each call of [`MARKER`] `!invariant.load`, replaces the calls by
 /// their argument and removes the declaration. Returns how many loads were marked.
 pub(super) fn mark_read_only_loads(module: &Module<'_>) -> usize {
-    let Some(marker) = module.get_function(MARKER) else {
+    let ir = ir::Module::new(module);
+    let Some(marker) = ir.function(MARKER) else {
         return 0;
     };
-    let (kind, empty) = invariant_load(module);
+    let (kind, empty) = invariant_load(ir);
     let mut marked = 0;
-    // SAFETY: every value below is a live value of `module`: the marker's users are its calls,
-    // whose operand 0 is the argument; each call is erased only after its uses are replaced.
-    unsafe {
-        let marker = marker.as_value_ref();
-        for call in users(marker) {
-            if llvm::LLVMIsACallInst(call).is_null() || llvm::LLVMGetCalledValue(call) != marker {
-                continue;
-            }
-            let mut pending = vec![call];
-            while let Some(pointer) = pending.pop() {
-                for user in users(pointer) {
-                    if llvm::LLVMIsAInstruction(user).is_null() {
-                        continue;
+    // The marker's users are its calls, whose operand 0 is the argument; each call is erased
+    // only after its uses are replaced.
+    for call in marker.users() {
+        let Some(call) = call.as_call().filter(|c| c.callee() == marker.as_value()) else {
+            continue;
+        };
+        let mut pending = vec![call.as_value()];
+        while let Some(pointer) = pending.pop() {
+            for user in pointer.users() {
+                let Some(user) = user.as_instruction() else {
+                    continue;
+                };
+                match user.opcode() {
+                    InstructionOpcode::Load
+                        if user.operand(0) == Some(pointer)
+                            && user.as_load().is_some_and(|l| l.is_plain()) =>
+                    {
+                        user.set_metadata(kind, empty);
+                        marked += 1;
                     }
-                    match llvm::LLVMGetInstructionOpcode(user) {
-                        LLVMOpcode::LLVMLoad
-                            if llvm::LLVMGetOperand(user, 0) == pointer && is_plain_load(user) =>
-                        {
-                            llvm::LLVMSetMetadata(user, kind, empty);
-                            marked += 1;
-                        }
-                        // The base pointer of address arithmetic, not an index of it.
-                        LLVMOpcode::LLVMGetElementPtr
-                            if llvm::LLVMGetOperand(user, 0) == pointer =>
-                        {
-                            pending.push(user)
-                        }
-                        LLVMOpcode::LLVMBitCast | LLVMOpcode::LLVMAddrSpaceCast => {
-                            pending.push(user)
-                        }
-                        _ => {}
+                    // The base pointer of address arithmetic, not an index of it.
+                    InstructionOpcode::GetElementPtr if user.operand(0) == Some(pointer) => {
+                        pending.push(user.as_value())
                     }
+                    InstructionOpcode::BitCast | InstructionOpcode::AddrSpaceCast => {
+                        pending.push(user.as_value())
+                    }
+                    _ => {}
                 }
             }
-            llvm::LLVMReplaceAllUsesWith(call, llvm::LLVMGetOperand(call, 0));
-            llvm::LLVMInstructionEraseFromParent(call);
         }
-        if llvm::LLVMGetFirstUse(marker).is_null() {
-            llvm::LLVMDeleteFunction(marker);
-        }
+        let argument = call.operand(0).expect("the marker takes one argument");
+        call.replace_all_uses_with(argument);
+        call.erase();
+    }
+    if !marker.has_uses() {
+        marker.delete();
     }
     marked
 }

@@ -1,15 +1,18 @@
 //! Static shared memory: the globals of [`SHARED_SECTION`] moved to address space 3, and the
 //! bytes each kernel uses checked against [`MAX_STATIC_SHARED_BYTES`].
 
+#![forbid(unsafe_code)]
+
 use std::collections::{HashMap, HashSet};
 
-use inkwell::llvm_sys;
-use inkwell::module::Module;
+use inkwell::IntPredicate;
+use inkwell::module::{Linkage, Module};
 use inkwell::targets::TargetMachine;
-use inkwell::values::AsValueRef;
+use inkwell::values::InstructionOpcode;
 
 use super::codegen::{MERGE_CONSTANTS, run_pipeline};
-use super::{RawValue, cstr, has_uses, print_value, strip_casts, users};
+use super::cstr;
+use super::ir::{self, Builder, Function, GlobalVariable, Instruction, Value};
 use crate::device_link::{
     CONSTANT_SECTION, GENERIC_TILE_FUNCTION, LinkError, MAX_CONSTANT_BYTES,
     MAX_STATIC_SHARED_BYTES, Result, SHARED_SECTION,
@@ -54,92 +57,70 @@ impl Placement {
 /// Identical type names are merged first (`constmerge`), so that one name is one value.
 /// Returns how many globals it made.
 pub(super) fn place_generic_tiles(module: &Module<'_>, machine: &TargetMachine) -> Result<usize> {
-    use llvm_sys::core as c;
     let Some(function) = module.get_function(GENERIC_TILE_FUNCTION) else {
         return Ok(0);
     };
     run_pipeline(module, MERGE_CONSTANTS, machine)?;
-    let function = function.as_value_ref();
-    let raw_module = module.as_mut_ptr();
+    let ir = ir::Module::new(module);
+    let function = ir.wrap_function(function);
     let mut tiles = HashMap::new();
-    // SAFETY: every reference comes from the live `module`; each call is replaced before it
-    // is erased, and the function is deleted only once nothing uses it.
-    unsafe {
-        let context = c::LLVMGetModuleContext(raw_module);
-        for call in users(function) {
-            let constant_int = |value| {
-                let value = c::LLVMIsAConstantInt(value);
-                (!value.is_null()).then(|| c::LLVMConstIntGetZExtValue(value))
-            };
-            let key = if c::LLVMIsACallInst(call).is_null()
-                || c::LLVMGetCalledValue(call) != function
-                || c::LLVMGetNumArgOperands(call) != 5
-            {
-                None
-            } else {
-                let site = strip_casts(c::LLVMGetOperand(call, 0));
-                let name = strip_casts(c::LLVMGetOperand(call, 1));
-                let name_len = constant_int(c::LLVMGetOperand(call, 2));
-                let size = constant_int(c::LLVMGetOperand(call, 3));
-                let align = constant_int(c::LLVMGetOperand(call, 4));
-                let constant = |v| !c::LLVMIsAConstant(v).is_null();
-                match (name_len, size, align) {
-                    (Some(len), Some(size), Some(align)) if constant(site) && constant(name) => {
-                        Some((site, name, len, size, align))
-                    }
-                    _ => None,
+    // Each call is replaced before it is erased, and the function is deleted only once
+    // nothing uses it.
+    for user in function.users() {
+        let call = user
+            .as_call()
+            .filter(|c| c.callee() == function.as_value() && c.num_args() == 5);
+        let key = call.and_then(|call| {
+            let operand = |i| call.operand(i).expect("five arguments");
+            let site = operand(0).strip_addrspace_casts();
+            let name = operand(1).strip_addrspace_casts();
+            let name_len = operand(2).const_zext_value();
+            let size = operand(3).const_zext_value();
+            let align = operand(4).const_zext_value();
+            match (name_len, size, align) {
+                (Some(len), Some(size), Some(align))
+                    if site.is_constant() && name.is_constant() =>
+                {
+                    Some((site, name, len, size, align))
                 }
+                _ => None,
+            }
+        });
+        let (Some(call), Some(key @ (.., size, align))) = (call, key) else {
+            let instruction = user.print();
+            let function = match user.as_instruction() {
+                Some(instruction) => value_name(instruction.function()),
+                None => "(a constant)".to_owned(),
             };
-            let Some(key @ (.., size, align)) = key else {
-                let instruction = print_value(call);
-                let parent = c::LLVMGetInstructionParent(call);
-                let function = if parent.is_null() {
-                    "(a constant)".to_owned()
-                } else {
-                    value_name(c::LLVMGetBasicBlockParent(parent))
-                };
-                return Err(LinkError::GenericTile {
-                    function,
-                    instruction,
-                });
-            };
-            let tile = *tiles.entry(key).or_insert_with(|| {
-                let ty = c::LLVMArrayType2(c::LLVMInt8TypeInContext(context), size);
-                let tile = c::LLVMAddGlobalInAddressSpace(
-                    raw_module,
-                    ty,
-                    c"__offload_generic_tile".as_ptr(),
-                    3,
-                );
-                c::LLVMSetInitializer(tile, c::LLVMGetUndef(ty));
-                c::LLVMSetLinkage(tile, llvm_sys::LLVMLinkage::LLVMInternalLinkage);
-                c::LLVMSetAlignment(tile, u32::try_from(align).unwrap_or(u32::MAX).max(4));
-                tile
+            return Err(LinkError::GenericTile {
+                function,
+                instruction,
             });
-            c::LLVMReplaceAllUsesWith(call, c::LLVMConstAddrSpaceCast(tile, c::LLVMTypeOf(call)));
-            c::LLVMInstructionEraseFromParent(call);
-        }
-        if !has_uses(function) {
-            c::LLVMDeleteFunction(function);
-        }
+        };
+        let tile = *tiles.entry(key).or_insert_with(|| {
+            let ty = ir.i8_type().array_of(size);
+            let tile = ir.add_global_in_address_space(ty, "__offload_generic_tile", 3);
+            tile.set_initializer(ty.undef());
+            tile.set_linkage(Linkage::Internal);
+            tile.set_alignment(u32::try_from(align).unwrap_or(u32::MAX).max(4));
+            tile
+        });
+        call.replace_all_uses_with(tile.const_addrspace_cast(call.ty()));
+        call.erase();
+    }
+    if !function.has_uses() {
+        function.delete();
     }
     Ok(tiles.len())
 }
 
-/// The name of `value` (a function), `(unnamed)` for none.
-///
-/// # Safety
-/// `value` is a live LLVM value.
-unsafe fn value_name(value: llvm_sys::prelude::LLVMValueRef) -> String {
-    let mut len = 0;
-    // SAFETY: the caller's contract; the name is borrowed from the value, copied here.
-    unsafe {
-        let name = llvm_sys::core::LLVMGetValueName2(value, &mut len);
-        if name.is_null() || len == 0 {
-            return "(unnamed)".to_owned();
-        }
-        String::from_utf8_lossy(std::slice::from_raw_parts(name.cast::<u8>(), len)).into_owned()
+/// The name of `function`, `(unnamed)` for none.
+fn value_name(function: Function<'_>) -> String {
+    let name = function.name();
+    if name.is_empty() {
+        return "(unnamed)".to_owned();
     }
+    String::from_utf8_lossy(name).into_owned()
 }
 
 /// Moves every global of [`SHARED_SECTION`] to address space 3 (`.shared` / LDS), undefined
@@ -166,7 +147,6 @@ pub(super) fn move_constants_to_addrspace4(module: &Module<'_>) -> Result<usize>
 /// turned the uses into accesses in that space, and no cast from LDS to it exists: the use tree
 /// is rebuilt on the new global instead (see [`rewrite_shared_uses`]).
 fn move_section(module: &Module<'_>, placement: Placement) -> Result<usize> {
-    use llvm_sys::core as c;
     let section = placement.section();
     let moving: Vec<_> = module
         .get_globals()
@@ -175,50 +155,37 @@ fn move_section(module: &Module<'_>, placement: Placement) -> Result<usize> {
                 .is_some_and(|s| s.to_bytes() == section.as_bytes())
         })
         .collect();
-    let raw_module = module.as_mut_ptr();
+    let ir = ir::Module::new(module);
     for global in &moving {
-        let old = global.as_pointer_value().as_value_ref_raw();
+        let old = ir.wrap_global(*global);
         let name = cstr(global.get_name());
-        // SAFETY: every reference below comes from the live `module` and its context; values
-        // are replaced before the old global is deleted, and the builder is disposed of.
-        unsafe {
-            let context = c::LLVMGetModuleContext(raw_module);
-            let value_type = c::LLVMGlobalGetValueType(old);
-            let old_space = c::LLVMGetPointerAddressSpace(c::LLVMTypeOf(old));
-            let renamed = format!("{name}.generic\0");
-            c::LLVMSetValueName2(old, renamed.as_ptr().cast(), renamed.len() - 1);
-            let cname = format!("{name}\0");
-            let new = c::LLVMAddGlobalInAddressSpace(
-                raw_module,
-                value_type,
-                cname.as_ptr().cast(),
-                placement.address_space(),
-            );
-            match placement {
-                Placement::Shared => c::LLVMSetInitializer(new, c::LLVMGetUndef(value_type)),
-                Placement::Constant => {
-                    c::LLVMSetInitializer(new, c::LLVMGetInitializer(old));
-                    c::LLVMSetGlobalConstant(new, 1);
+        // Values are replaced before the old global is deleted.
+        let value_type = old.value_type();
+        let old_space = old.ty().address_space();
+        old.set_name(&format!("{name}.generic"));
+        let new = ir.add_global_in_address_space(value_type, &name, placement.address_space());
+        match placement {
+            Placement::Shared => new.set_initializer(value_type.undef()),
+            Placement::Constant => {
+                if let Some(initializer) = old.initializer() {
+                    new.set_initializer(initializer);
                 }
+                new.set_constant_global(true);
             }
-            c::LLVMSetLinkage(new, llvm_sys::LLVMLinkage::LLVMInternalLinkage);
-            c::LLVMSetAlignment(new, c::LLVMGetAlignment(old).max(4));
-            if old_space == 0 {
-                let generic_ptr = c::LLVMPointerTypeInContext(context, 0);
-                c::LLVMReplaceAllUsesWith(old, c::LLVMConstAddrSpaceCast(new, generic_ptr));
-            } else {
-                let builder = c::LLVMCreateBuilderInContext(context);
-                let rewritten =
-                    rewrite_shared_uses(raw_module, builder, old, new, &name, placement.what());
-                c::LLVMDisposeBuilder(builder);
-                rewritten?;
-            }
-            if has_uses(old) {
-                // Only dead constants that referred to it are left.
-                c::LLVMReplaceAllUsesWith(old, c::LLVMGetPoison(c::LLVMTypeOf(old)));
-            }
-            c::LLVMDeleteGlobal(old);
         }
+        new.set_linkage(Linkage::Internal);
+        new.set_alignment(old.alignment().max(4));
+        if old_space == Some(0) {
+            old.replace_all_uses_with(new.const_addrspace_cast(ir.ptr_type(0)));
+        } else {
+            let builder = ir.builder();
+            rewrite_shared_uses(ir, &builder, *old, *new, &name, placement.what())?;
+        }
+        if old.has_uses() {
+            // Only dead constants that referred to it are left.
+            old.replace_all_uses_with(old.ty().poison());
+        }
+        old.delete();
     }
     Ok(moving.len())
 }
@@ -226,22 +193,17 @@ fn move_section(module: &Module<'_>, placement: Placement) -> Result<usize> {
 /// [`LinkError::ConstantMemoryLimit`] when the address-space-4 globals of `module` take more
 /// than [`MAX_CONSTANT_BYTES`].
 fn check_constant_limit(module: &Module<'_>) -> Result<()> {
-    use llvm_sys::core as c;
-    use llvm_sys::target::LLVMABISizeOfType;
+    let ir = ir::Module::new(module);
     let mut statics = Vec::new();
     let mut bytes = 0;
-    // SAFETY: the module and its data layout are live; globals are only read.
-    unsafe {
-        // The module's own, not to be disposed of.
-        let layout = llvm_sys::target::LLVMGetModuleDataLayout(module.as_mut_ptr());
-        for global in module.get_globals() {
-            let raw = global.as_pointer_value().as_value_ref_raw();
-            if c::LLVMGetPointerAddressSpace(c::LLVMTypeOf(raw)) != 4 {
-                continue;
-            }
-            bytes += LLVMABISizeOfType(layout, c::LLVMGlobalGetValueType(raw));
-            statics.push(cstr(global.get_name()));
+    // Globals are only read.
+    for global in module.get_globals() {
+        let raw = ir.wrap_global(global);
+        if raw.ty().address_space() != Some(4) {
+            continue;
         }
+        bytes += ir.abi_size(raw.value_type());
+        statics.push(cstr(global.get_name()));
     }
     if bytes > MAX_CONSTANT_BYTES {
         return Err(LinkError::ConstantMemoryLimit {
@@ -254,36 +216,25 @@ fn check_constant_limit(module: &Module<'_>) -> Result<()> {
 }
 
 /// Whether the `icmp` `user` compares `value` with a null pointer (of any address space, cast
-/// or not) for equality or inequality.
-///
-/// # Safety
-/// `user` is a live `icmp` instruction using `value`.
-pub(super) unsafe fn compares_with_null(
-    user: llvm_sys::prelude::LLVMValueRef,
-    value: llvm_sys::prelude::LLVMValueRef,
-) -> bool {
-    use llvm_sys::LLVMIntPredicate as P;
-    use llvm_sys::core as c;
-    // SAFETY: the caller's contract; the operands of a live instruction are live.
-    unsafe {
-        // A scalar comparison only: a vector one's result is no `i1` constant.
-        if !matches!(c::LLVMGetICmpPredicate(user), P::LLVMIntEQ | P::LLVMIntNE)
-            || c::LLVMGetTypeKind(c::LLVMTypeOf(user))
-                != llvm_sys::LLVMTypeKind::LLVMIntegerTypeKind
-        {
-            return false;
-        }
-        let (a, b) = (c::LLVMGetOperand(user, 0), c::LLVMGetOperand(user, 1));
-        let mut other = if a == value { b } else { a };
-        if !c::LLVMIsAConstantExpr(other).is_null()
-            && c::LLVMGetConstOpcode(other) == llvm_sys::LLVMOpcode::LLVMAddrSpaceCast
-        {
-            other = c::LLVMGetOperand(other, 0);
-        }
-        (a == value) != (b == value)
-            && !c::LLVMIsAConstant(other).is_null()
-            && c::LLVMIsNull(other) != 0
+/// or not) for equality or inequality; false for an instruction that is no `icmp`.
+pub(super) fn compares_with_null<'m>(user: Instruction<'m>, value: Value<'m>) -> bool {
+    let Some(icmp) = user.as_icmp() else {
+        return false;
+    };
+    // A scalar comparison only: a vector one's result is no `i1` constant.
+    if !matches!(icmp.predicate(), IntPredicate::EQ | IntPredicate::NE) || !user.ty().is_integer() {
+        return false;
     }
+    let (Some(a), Some(b)) = (user.operand(0), user.operand(1)) else {
+        return false;
+    };
+    let mut other = if a == value { b } else { a };
+    if other.const_opcode() == Some(InstructionOpcode::AddrSpaceCast)
+        && let Some(inner) = other.operand(0)
+    {
+        other = inner;
+    }
+    (a == value) != (b == value) && other.is_constant() && other.is_null_constant()
 }
 
 /// Rebuilds every use of `old` (a pointer in a global address space) on `new` (the same memory
@@ -292,261 +243,195 @@ pub(super) unsafe fn compares_with_null(
 /// would let the pointer escape in its old address space (stored as a value, passed to a
 /// function, merged by a phi) is an error naming the static and the instruction. `old` has no
 /// uses left on success.
-///
-/// # Safety
-/// All references are live and belong to `module`; `builder` is a builder of its context.
-unsafe fn rewrite_shared_uses(
-    module: llvm_sys::prelude::LLVMModuleRef,
-    builder: llvm_sys::prelude::LLVMBuilderRef,
-    old: llvm_sys::prelude::LLVMValueRef,
-    new: llvm_sys::prelude::LLVMValueRef,
+fn rewrite_shared_uses<'m>(
+    module: ir::Module<'m>,
+    builder: &Builder<'m>,
+    old: Value<'m>,
+    new: Value<'m>,
     name: &str,
     what: &'static str,
 ) -> Result<()> {
-    use llvm_sys::LLVMOpcode as Op;
-    use llvm_sys::core as c;
-    // SAFETY: the caller's contract; every value used below is a user of a live value.
-    unsafe {
-        let unsupported = |user| LinkError::SharedMemoryUse {
-            what,
-            name: name.to_owned(),
-            instruction: print_value(user),
+    use InstructionOpcode as Op;
+    let unsupported = |user: Value<'m>| LinkError::SharedMemoryUse {
+        what,
+        name: name.to_owned(),
+        instruction: user.print(),
+    };
+    let is_operand = |user: Value<'m>, index: u32| user.operand(index) == Some(old);
+    for user in old.users() {
+        let instruction = user.as_instruction();
+        let is_instruction = instruction.is_some();
+        let opcode = if let Some(instruction) = instruction {
+            instruction.opcode()
+        } else if let Some(opcode) = user.const_opcode() {
+            opcode
+        } else {
+            return Err(unsupported(user));
         };
-        let is_operand = |user, index: u32| c::LLVMGetOperand(user, index) == old;
-        for user in users(old) {
-            let is_instruction = !c::LLVMIsAInstruction(user).is_null();
-            let opcode = if is_instruction {
-                c::LLVMGetInstructionOpcode(user)
-            } else if !c::LLVMIsAConstantExpr(user).is_null() {
-                c::LLVMGetConstOpcode(user)
-            } else {
-                return Err(unsupported(user));
-            };
-            if is_instruction {
-                c::LLVMPositionBuilderBefore(builder, user);
-            }
-            match opcode {
-                Op::LLVMGetElementPtr if c::LLVMGetOperand(user, 0) == old => {
-                    let count = c::LLVMGetNumOperands(user);
-                    let mut indices: Vec<_> = (1..count)
-                        .map(|i| c::LLVMGetOperand(user, i as u32))
-                        .collect();
-                    for index in &indices {
-                        if *index == old {
-                            return Err(unsupported(user));
-                        }
-                    }
-                    let source = c::LLVMGetGEPSourceElementType(user);
-                    let flags = c::LLVMGEPGetNoWrapFlags(user);
-                    let gep = if is_instruction {
-                        c::LLVMBuildGEPWithNoWrapFlags(
-                            builder,
-                            source,
-                            new,
-                            indices.as_mut_ptr(),
-                            indices.len() as u32,
-                            c"".as_ptr(),
-                            flags,
-                        )
-                    } else {
-                        c::LLVMConstGEPWithNoWrapFlags(
-                            source,
-                            new,
-                            indices.as_mut_ptr(),
-                            indices.len() as u32,
-                            flags,
-                        )
-                    };
-                    rewrite_shared_uses(module, builder, user, gep, name, what)?;
-                    if is_instruction {
-                        c::LLVMInstructionEraseFromParent(user);
-                    }
-                }
-                Op::LLVMAddrSpaceCast
-                    if c::LLVMGetPointerAddressSpace(c::LLVMTypeOf(user)) == 0 =>
-                {
-                    let ty = c::LLVMTypeOf(user);
-                    let cast = if is_instruction {
-                        c::LLVMBuildAddrSpaceCast(builder, new, ty, c"".as_ptr())
-                    } else {
-                        c::LLVMConstAddrSpaceCast(new, ty)
-                    };
-                    c::LLVMReplaceAllUsesWith(user, cast);
-                    if is_instruction {
-                        c::LLVMInstructionEraseFromParent(user);
-                    }
-                }
-                Op::LLVMLoad if is_instruction => c::LLVMSetOperand(user, 0, new),
-                Op::LLVMStore if is_instruction && !is_operand(user, 0) => {
-                    c::LLVMSetOperand(user, 1, new)
-                }
-                Op::LLVMAtomicRMW if is_instruction && !is_operand(user, 1) => {
-                    c::LLVMSetOperand(user, 0, new)
-                }
-                Op::LLVMAtomicCmpXchg
-                    if is_instruction && !is_operand(user, 1) && !is_operand(user, 2) =>
-                {
-                    c::LLVMSetOperand(user, 0, new)
-                }
-                Op::LLVMCall if is_instruction => {
-                    rewrite_memory_intrinsic(module, builder, user, old, new)
-                        .ok_or_else(|| unsupported(user))?
-                }
-                // A static's address is never null (the checks of a debug build compare it):
-                // the comparison is constant, whatever address space the memory moves to.
-                Op::LLVMICmp if is_instruction && compares_with_null(user, old) => {
-                    let equal =
-                        c::LLVMGetICmpPredicate(user) == llvm_sys::LLVMIntPredicate::LLVMIntEQ;
-                    let constant = c::LLVMConstInt(c::LLVMTypeOf(user), u64::from(!equal), 0);
-                    c::LLVMReplaceAllUsesWith(user, constant);
-                    c::LLVMInstructionEraseFromParent(user);
-                }
-                _ => return Err(unsupported(user)),
-            }
+        if let Some(instruction) = instruction {
+            builder.position_before(instruction);
         }
-        Ok(())
+        let instruction = || instruction.expect("an instruction, as the arm's guard says");
+        match opcode {
+            Op::GetElementPtr if user.operand(0) == Some(old) => {
+                let indices: Vec<Value<'m>> = user.operands().skip(1).collect();
+                if indices.contains(&old) {
+                    return Err(unsupported(user));
+                }
+                let source = user
+                    .as_gep()
+                    .map(|gep| gep.source_element_type())
+                    .or_else(|| user.const_gep_source_element_type())
+                    .expect("a GEP has a source element type");
+                let flags = user.gep_no_wrap_flags().expect("a GEP has no-wrap flags");
+                let gep = if is_instruction {
+                    builder.build_gep_with_no_wrap_flags(source, new, &indices, c"", flags)
+                } else {
+                    new.const_gep_with_no_wrap_flags(source, &indices, flags)
+                };
+                rewrite_shared_uses(module, builder, user, gep, name, what)?;
+                if is_instruction {
+                    instruction().erase();
+                }
+            }
+            Op::AddrSpaceCast if user.ty().address_space() == Some(0) => {
+                let ty = user.ty();
+                let cast = if is_instruction {
+                    builder.build_addrspace_cast(new, ty, c"")
+                } else {
+                    new.const_addrspace_cast(ty)
+                };
+                user.replace_all_uses_with(cast);
+                if is_instruction {
+                    instruction().erase();
+                }
+            }
+            Op::Load if is_instruction => instruction().set_operand(0, new),
+            Op::Store if is_instruction && !is_operand(user, 0) => {
+                instruction().set_operand(1, new)
+            }
+            Op::AtomicRMW if is_instruction && !is_operand(user, 1) => {
+                instruction().set_operand(0, new)
+            }
+            Op::AtomicCmpXchg if is_instruction && !is_operand(user, 1) && !is_operand(user, 2) => {
+                instruction().set_operand(0, new)
+            }
+            Op::Call if is_instruction => {
+                rewrite_memory_intrinsic(module, builder, instruction(), old, new)
+                    .ok_or_else(|| unsupported(user))?
+            }
+            // A static's address is never null (the checks of a debug build compare it):
+            // the comparison is constant, whatever address space the memory moves to.
+            Op::ICmp if is_instruction && compares_with_null(instruction(), old) => {
+                let equal = user
+                    .as_icmp()
+                    .is_some_and(|icmp| icmp.predicate() == IntPredicate::EQ);
+                let constant = user.ty().const_int(u64::from(!equal), false);
+                user.replace_all_uses_with(constant);
+                instruction().erase();
+            }
+            _ => return Err(unsupported(user)),
+        }
     }
+    Ok(())
 }
 
 /// Re-creates a call of `llvm.memcpy`/`llvm.memmove`/`llvm.memset` whose pointer arguments
 /// include `old` as a call of the intrinsic overloaded for `new`'s address space. `None` for
-/// any other call.
-///
-/// # Safety
-/// As [`rewrite_shared_uses`]; the builder is positioned before `call`.
-unsafe fn rewrite_memory_intrinsic(
-    module: llvm_sys::prelude::LLVMModuleRef,
-    builder: llvm_sys::prelude::LLVMBuilderRef,
-    call: llvm_sys::prelude::LLVMValueRef,
-    old: llvm_sys::prelude::LLVMValueRef,
-    new: llvm_sys::prelude::LLVMValueRef,
+/// any other call. The builder is positioned before `call`.
+fn rewrite_memory_intrinsic<'m>(
+    module: ir::Module<'m>,
+    builder: &Builder<'m>,
+    call: Instruction<'m>,
+    old: Value<'m>,
+    new: Value<'m>,
 ) -> Option<()> {
-    use llvm_sys::core as c;
-    // SAFETY: the caller's contract.
-    unsafe {
-        let callee_name = super::callee_name(call);
-        let pointer_args: &[u32] = if callee_name.starts_with(b"llvm.memcpy.")
-            || callee_name.starts_with(b"llvm.memmove.")
-        {
+    let call = call.as_call()?;
+    let callee_name = call.callee_name();
+    let pointer_args: &[u32] =
+        if callee_name.starts_with(b"llvm.memcpy.") || callee_name.starts_with(b"llvm.memmove.") {
             &[0, 1]
         } else if callee_name.starts_with(b"llvm.memset.") {
             &[0]
         } else {
             return None;
         };
-        let count = c::LLVMGetNumArgOperands(call);
-        let mut args: Vec<_> = (0..count).map(|i| c::LLVMGetOperand(call, i)).collect();
-        for (i, arg) in args.iter_mut().enumerate() {
-            if *arg == old {
-                if !pointer_args.contains(&(i as u32)) {
-                    return None;
-                }
-                *arg = new;
+    let mut args: Vec<Value<'m>> = call.args().collect();
+    for (i, arg) in args.iter_mut().enumerate() {
+        if *arg == old {
+            if !pointer_args.contains(&(i as u32)) {
+                return None;
             }
+            *arg = new;
         }
-        // Overloaded on each pointer argument's type, then the length's.
-        let mut overloads: Vec<_> = pointer_args
-            .iter()
-            .map(|&i| c::LLVMTypeOf(args[i as usize]))
-            .collect();
-        overloads.push(c::LLVMTypeOf(args[2]));
-        let id = c::LLVMGetIntrinsicID(c::LLVMGetCalledValue(call));
-        let declaration =
-            c::LLVMGetIntrinsicDeclaration(module, id, overloads.as_mut_ptr(), overloads.len());
-        let function_type = c::LLVMIntrinsicGetType(
-            c::LLVMGetModuleContext(module),
-            id,
-            overloads.as_mut_ptr(),
-            overloads.len(),
-        );
-        let replacement = c::LLVMBuildCall2(
-            builder,
-            function_type,
-            declaration,
-            args.as_mut_ptr(),
-            args.len() as u32,
-            c"".as_ptr(),
-        );
-        c::LLVMReplaceAllUsesWith(call, replacement);
-        c::LLVMInstructionEraseFromParent(call);
-        Some(())
     }
+    // Overloaded on each pointer argument's type, then the length's.
+    let mut overloads: Vec<_> = pointer_args
+        .iter()
+        .map(|&i| args[i as usize].ty())
+        .collect();
+    overloads.push(args[2].ty());
+    let id = call.called_function()?.intrinsic_id()?;
+    let declaration = module.intrinsic_by_id(id, &overloads)?;
+    let replacement = builder.build_call(declaration, &args, c"");
+    call.replace_all_uses_with(replacement);
+    call.erase();
+    Some(())
 }
 
 /// Bytes of static shared memory of each kernel of `kernels`: the address-space-3 globals
 /// used by the kernel or by any function it calls, each counted once.
 fn static_shared_bytes(module: &Module<'_>, kernels: &[String]) -> Vec<(String, u64)> {
-    use llvm_sys::core as c;
-    use llvm_sys::prelude::LLVMValueRef;
-    use std::collections::HashMap;
-    let raw_module = module.as_mut_ptr();
-    // SAFETY: every reference comes from the live `module`; nothing is modified.
-    unsafe {
-        let layout = llvm_sys::target::LLVMGetModuleDataLayout(raw_module);
-        let mut used_by: HashMap<LLVMValueRef, Vec<(LLVMValueRef, u64)>> = HashMap::new();
-        for global in module.get_globals() {
-            let raw = global.as_pointer_value().as_value_ref_raw();
-            if c::LLVMGetPointerAddressSpace(c::LLVMTypeOf(raw)) != 3 {
-                continue;
-            }
-            let size = llvm_sys::target::LLVMABISizeOfType(layout, c::LLVMGlobalGetValueType(raw));
-            let mut functions = HashSet::new();
-            let mut pending = users(raw);
-            while let Some(user) = pending.pop() {
-                if c::LLVMIsAInstruction(user).is_null() {
-                    pending.extend(users(user));
-                } else {
-                    functions.insert(c::LLVMGetBasicBlockParent(c::LLVMGetInstructionParent(
-                        user,
-                    )));
+    let ir = ir::Module::new(module);
+    // Nothing is modified.
+    let mut used_by: HashMap<Function<'_>, Vec<(GlobalVariable<'_>, u64)>> = HashMap::new();
+    for global in ir.globals() {
+        if global.ty().address_space() != Some(3) {
+            continue;
+        }
+        let size = ir.abi_size(global.value_type());
+        let mut functions = HashSet::new();
+        let mut pending = global.users();
+        while let Some(user) = pending.pop() {
+            match user.as_instruction() {
+                None => pending.extend(user.users()),
+                Some(instruction) => {
+                    functions.insert(instruction.function());
                 }
-            }
-            for function in functions {
-                used_by.entry(function).or_default().push((raw, size));
             }
         }
-        let callees = |function: LLVMValueRef| {
-            let mut out = Vec::new();
-            let mut block = c::LLVMGetFirstBasicBlock(function);
-            while !block.is_null() {
-                let mut inst = c::LLVMGetFirstInstruction(block);
-                while !inst.is_null() {
-                    if !c::LLVMIsACallInst(inst).is_null() {
-                        let callee = c::LLVMGetCalledValue(inst);
-                        if !c::LLVMIsAFunction(callee).is_null() {
-                            out.push(callee);
-                        }
-                    }
-                    inst = c::LLVMGetNextInstruction(inst);
-                }
-                block = c::LLVMGetNextBasicBlock(block);
-            }
-            out
-        };
-        let mut result = Vec::new();
-        for name in kernels {
-            let Some(kernel) = module.get_function(name) else {
-                continue;
-            };
-            let root = kernel
-                .as_global_value()
-                .as_pointer_value()
-                .as_value_ref_raw();
-            let mut seen = HashSet::from([root]);
-            let mut pending = vec![root];
-            let mut globals = HashMap::new();
-            while let Some(function) = pending.pop() {
-                globals.extend(used_by.get(&function).into_iter().flatten().copied());
-                for callee in callees(function) {
-                    if seen.insert(callee) {
-                        pending.push(callee);
-                    }
-                }
-            }
-            result.push((name.clone(), globals.values().sum()));
+        for function in functions {
+            used_by.entry(function).or_default().push((global, size));
         }
-        result
     }
+    fn callees(function: Function<'_>) -> Vec<Function<'_>> {
+        function
+            .blocks()
+            .flat_map(|b| b.instructions())
+            .filter_map(|i| i.as_call())
+            .filter_map(|call| call.called_function())
+            .collect()
+    }
+    let mut result = Vec::new();
+    for name in kernels {
+        let Some(kernel) = module.get_function(name) else {
+            continue;
+        };
+        let root = ir.wrap_function(kernel);
+        let mut seen = HashSet::from([root]);
+        let mut pending = vec![root];
+        let mut globals = HashMap::new();
+        while let Some(function) = pending.pop() {
+            globals.extend(used_by.get(&function).into_iter().flatten().copied());
+            for callee in callees(function) {
+                if seen.insert(callee) {
+                    pending.push(callee);
+                }
+            }
+        }
+        result.push((name.clone(), globals.values().sum()));
+    }
+    result
 }
 
 /// Refuses a kernel whose static shared memory exceeds [`MAX_STATIC_SHARED_BYTES`].

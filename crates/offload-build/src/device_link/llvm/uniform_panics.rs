@@ -25,7 +25,7 @@ use inkwell::values::AsValueRef;
 
 use super::callee_name;
 use super::condition_chains::is_plain_arithmetic;
-use super::panics::site_calls;
+use super::ir::bridge::site_calls;
 
 /// offload-rt's `kernel::gpu_channel::__offload_gpu_panic_at_thread(thread, site, a, b, c,
 /// values)`, on AMD GPUs only: `values` says how many of `a`, `b` and `c` the site passes.

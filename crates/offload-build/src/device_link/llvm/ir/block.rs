@@ -1,0 +1,266 @@
+//! Functions and their blocks, and the walks over them.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::ops::Deref;
+use std::ptr::NonNull;
+
+use inkwell::llvm_sys::core as llvm;
+use inkwell::llvm_sys::prelude::LLVMBasicBlockRef;
+
+use super::value::kind;
+use super::{AttributeIndex, Instruction, Terminator, Type, Uses, Value};
+
+/// A basic block of a function of a module borrowed for `'m`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Block<'m> {
+    raw: NonNull<inkwell::llvm_sys::LLVMBasicBlock>,
+    _module: PhantomData<&'m ()>,
+}
+
+impl fmt::Debug for Block<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Block({:p})", self.raw)
+    }
+}
+
+impl<'m> Block<'m> {
+    /// The block behind `raw`; `None` for null.
+    ///
+    /// # Safety
+    /// `raw` is null or a live block of a module that outlives `'m`.
+    pub(super) unsafe fn from_raw(raw: LLVMBasicBlockRef) -> Option<Self> {
+        NonNull::new(raw).map(|raw| Block {
+            raw,
+            _module: PhantomData,
+        })
+    }
+
+    /// The pointer LLVM's C API takes.
+    pub(super) fn raw(self) -> LLVMBasicBlockRef {
+        self.raw.as_ptr()
+    }
+
+    /// The block as a value: what branches and block addresses use.
+    pub fn as_value(self) -> Value<'m> {
+        // SAFETY: `self` is a live block, which is a value.
+        Value::wrap(unsafe { llvm::LLVMBasicBlockAsValue(self.raw()) }).expect("a block is a value")
+    }
+
+    /// The function the block is in.
+    pub fn function(self) -> Function<'m> {
+        // SAFETY: `self` is a live block; the layer hands out only blocks of functions.
+        Function(
+            Value::wrap(unsafe { llvm::LLVMGetBasicBlockParent(self.raw()) })
+                .expect("a block of the layer is in a function"),
+        )
+    }
+
+    /// The block's first instruction; `None` for an empty block.
+    pub fn first_instruction(self) -> Option<Instruction<'m>> {
+        // SAFETY: `self` is a live block; its first instruction is one or null.
+        Value::wrap(unsafe { llvm::LLVMGetFirstInstruction(self.raw()) }).map(Instruction)
+    }
+
+    /// The block's last instruction; `None` for an empty block.
+    pub fn last_instruction(self) -> Option<Instruction<'m>> {
+        // SAFETY: `self` is a live block; its last instruction is one or null.
+        Value::wrap(unsafe { llvm::LLVMGetLastInstruction(self.raw()) }).map(Instruction)
+    }
+
+    /// The block's terminator; `None` while the block has none.
+    pub fn terminator(self) -> Option<Terminator<'m>> {
+        // SAFETY: `self` is a live block; its terminator is one or null.
+        Value::wrap(unsafe { llvm::LLVMGetBasicBlockTerminator(self.raw()) })
+            .map(|t| Terminator(Instruction(t)))
+    }
+
+    /// The block's instructions in order. The next is read before an instruction is yielded,
+    /// so the yielded one may be erased (not another).
+    pub fn instructions(self) -> Instructions<'m> {
+        Instructions(self.first_instruction())
+    }
+
+    /// The block after this one in its function.
+    pub fn next(self) -> Option<Block<'m>> {
+        // SAFETY: `self` is a live block; the next is a block or null.
+        unsafe { Block::from_raw(llvm::LLVMGetNextBasicBlock(self.raw())) }
+    }
+
+    /// The uses of the block: the terminators that branch to it and its block addresses.
+    pub fn uses(self) -> Uses<'m> {
+        self.as_value().uses()
+    }
+
+    /// The users of the block, each once: the terminators that branch to it (and block
+    /// addresses).
+    pub fn users(self) -> Vec<Value<'m>> {
+        self.as_value().users()
+    }
+
+    /// Makes every branch to the block (and its phis' incoming edges naming it) name `other`.
+    pub fn replace_all_uses_with(self, other: Block<'m>) {
+        self.as_value().replace_all_uses_with(other.as_value());
+    }
+
+    /// Deletes the block and its instructions. The handle (and any copy of it, and of its
+    /// instructions) names nothing afterwards; nothing may branch to it any more.
+    pub fn delete(self) {
+        // SAFETY: `self` is a live block; the caller uses no handle to it or its
+        // instructions after this.
+        unsafe { llvm::LLVMDeleteBasicBlock(self.raw()) }
+    }
+}
+
+/// A block's instructions ([`Block::instructions`]).
+#[derive(Debug)]
+pub struct Instructions<'m>(Option<Instruction<'m>>);
+
+impl<'m> Iterator for Instructions<'m> {
+    type Item = Instruction<'m>;
+    fn next(&mut self) -> Option<Instruction<'m>> {
+        let current = self.0?;
+        self.0 = current.next();
+        Some(current)
+    }
+}
+
+kind!(
+    /// A function, defined or declared.
+    Function(Value)
+);
+
+impl<'m> Function<'m> {
+    /// `value`, known to be a function.
+    pub(super) fn from_value(value: Value<'m>) -> Self {
+        Function(value)
+    }
+
+    /// How many blocks the function has: 0 for a declaration.
+    pub fn count_blocks(self) -> u32 {
+        // SAFETY: `self` is a live function.
+        unsafe { llvm::LLVMCountBasicBlocks(self.raw()) }
+    }
+
+    /// Whether the function is only declared.
+    pub fn is_declaration(self) -> bool {
+        self.count_blocks() == 0
+    }
+
+    /// The function's first block; `None` for a declaration.
+    pub fn entry_block(self) -> Option<Block<'m>> {
+        // SAFETY: `self` is a live function; its first block is one or null (a
+        // declaration's), and `LLVMGetEntryBasicBlock` is asked only of a definition.
+        unsafe {
+            if self.is_declaration() {
+                return None;
+            }
+            Block::from_raw(llvm::LLVMGetEntryBasicBlock(self.raw()))
+        }
+    }
+
+    /// The function's blocks in order. The next is read before a block is yielded, so the
+    /// yielded one may be deleted (not another); blocks appended meanwhile are reached.
+    pub fn blocks(self) -> Blocks<'m> {
+        // SAFETY: `self` is a live function; its first block is one or null.
+        Blocks(unsafe { Block::from_raw(llvm::LLVMGetFirstBasicBlock(self.raw())) })
+    }
+
+    /// The function's parameters in order.
+    pub fn params(self) -> impl Iterator<Item = super::Argument<'m>> {
+        // SAFETY: `self` is a live function; `LLVMGetParam` is asked for indices below
+        // `LLVMCountParams`.
+        let count = unsafe { llvm::LLVMCountParams(self.raw()) };
+        (0..count).filter_map(move |i| {
+            // SAFETY: as above.
+            Value::wrap(unsafe { llvm::LLVMGetParam(self.raw(), i) }).map(super::Argument)
+        })
+    }
+
+    /// The function's type (`ret (params…)`).
+    pub fn function_type(self) -> Type<'m> {
+        // SAFETY: `self` is a live function, a global value.
+        Type::wrap(unsafe { llvm::LLVMGlobalGetValueType(self.raw()) })
+    }
+
+    /// The type the function returns.
+    pub fn return_type(self) -> Type<'m> {
+        self.function_type()
+            .return_type()
+            .expect("a function's type has a return type")
+    }
+
+    /// The function's calling convention (see [`super::call_conv`]).
+    pub fn call_conv(self) -> u32 {
+        // SAFETY: `self` is a live function.
+        unsafe { llvm::LLVMGetFunctionCallConv(self.raw()) }
+    }
+
+    /// Whether the function has the enum attribute `name` at `index`.
+    pub fn has_enum_attribute(self, index: AttributeIndex, name: &str) -> bool {
+        let kind = super::enum_attribute_kind(name);
+        // SAFETY: `self` is a live function; the result is an attribute or null.
+        unsafe { !llvm::LLVMGetEnumAttributeAtIndex(self.raw(), index.raw(), kind).is_null() }
+    }
+
+    /// Appends a new empty block named `name` to the function.
+    pub fn append_block(self, name: &std::ffi::CStr) -> Block<'m> {
+        // SAFETY: `self` is a live function; the name is NUL-terminated and copied; the
+        // block is made in the function's context.
+        unsafe {
+            let context = llvm::LLVMGetTypeContext(llvm::LLVMTypeOf(self.raw()));
+            Block::from_raw(llvm::LLVMAppendBasicBlockInContext(
+                context,
+                self.raw(),
+                name.as_ptr(),
+            ))
+        }
+        .expect("LLVM appends a block")
+    }
+
+    /// Deletes the function, which nothing may use. The handle (and any copy of it, and of
+    /// its blocks and instructions) names nothing afterwards.
+    ///
+    /// # Panics
+    /// When the function still has uses.
+    pub fn delete(self) {
+        assert!(!self.has_uses(), "deleting a function still used");
+        // SAFETY: `self` is a live function nothing uses; no handle to it or to what it
+        // holds is used after.
+        unsafe { llvm::LLVMDeleteFunction(self.raw()) }
+    }
+
+    /// The function's intrinsic ID; `None` for a function that is no intrinsic.
+    pub fn intrinsic_id(self) -> Option<super::IntrinsicId> {
+        // SAFETY: `self` is a live function; 0 is no intrinsic.
+        let id = unsafe { llvm::LLVMGetIntrinsicID(self.raw()) };
+        (id != 0).then_some(super::IntrinsicId(id))
+    }
+
+    /// The function's subprogram, where it has debug information.
+    pub fn subprogram(self) -> Option<super::DebugSubprogram<'m>> {
+        // SAFETY: `self` is a live function; its subprogram is one or null.
+        super::DebugSubprogram::from_raw(unsafe {
+            inkwell::llvm_sys::debuginfo::LLVMGetSubprogram(self.raw())
+        })
+    }
+
+    /// Gives the function the subprogram `subprogram`.
+    pub fn set_subprogram(self, subprogram: super::DebugSubprogram<'m>) {
+        // SAFETY: `self` is a live function and `subprogram` a live subprogram.
+        unsafe { inkwell::llvm_sys::debuginfo::LLVMSetSubprogram(self.raw(), subprogram.raw()) }
+    }
+}
+
+/// A function's blocks ([`Function::blocks`]).
+#[derive(Debug)]
+pub struct Blocks<'m>(Option<Block<'m>>);
+
+impl<'m> Iterator for Blocks<'m> {
+    type Item = Block<'m>;
+    fn next(&mut self) -> Option<Block<'m>> {
+        let current = self.0?;
+        self.0 = current.next();
+        Some(current)
+    }
+}
