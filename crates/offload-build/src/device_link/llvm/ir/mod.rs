@@ -338,7 +338,6 @@ mod tests {
         "link.rs",
         "matrix.rs",
         "mod.rs",
-        "null_tests.rs",
         "panic_sites.rs",
         "panics.rs",
         "shared_memory.rs",
