@@ -98,6 +98,16 @@ impl<'m> Block<'m> {
         self.as_value().users()
     }
 
+    /// The block's one use, where it has exactly one: the one terminator branching to it.
+    pub fn single_use(self) -> Option<super::Use<'m>> {
+        self.as_value().single_use()
+    }
+
+    /// Whether anything branches to the block (or takes its address).
+    pub fn has_uses(self) -> bool {
+        self.as_value().has_uses()
+    }
+
     /// Makes every branch to the block (and its phis' incoming edges naming it) name `other`.
     pub fn replace_all_uses_with(self, other: Block<'m>) {
         self.as_value().replace_all_uses_with(other.as_value());

@@ -480,6 +480,11 @@ kind!(
 );
 
 impl<'m> Instruction<'m> {
+    /// The instruction itself: what a handle of a narrower kind is as an instruction.
+    pub fn instruction(self) -> Instruction<'m> {
+        self
+    }
+
     /// The instruction's opcode.
     pub fn opcode(self) -> InstructionOpcode {
         // SAFETY: `self` is a live instruction.
