@@ -230,7 +230,7 @@ impl<'m> Builder<'m> {
         args: &[Value<'m>],
         name: &CStr,
     ) -> Call<'m> {
-        let params = function_type.param_types().len();
+        let params = function_type.count_params() as usize;
         assert!(
             params == args.len() || params < args.len() && function_type.is_var_arg(),
             "build_call: {} arguments for {params} parameters",
@@ -292,6 +292,15 @@ impl<'m> Builder<'m> {
 }
 
 impl Type<'_> {
+    /// How many parameters a function type has; 0 for any other type.
+    pub fn count_params(self) -> u32 {
+        if self.kind() != super::TypeKind::Function {
+            return 0;
+        }
+        // SAFETY: `self` is a live function type (tested above).
+        unsafe { llvm::LLVMCountParamTypes(self.raw()) }
+    }
+
     /// Whether a function type takes variable arguments.
     pub fn is_var_arg(self) -> bool {
         // SAFETY: `self` is a live function type (tested first).

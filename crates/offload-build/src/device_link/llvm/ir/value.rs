@@ -563,9 +563,12 @@ impl<'m> Instruction<'m> {
     pub fn replace_operand(self, old: Value<'m>, new: Value<'m>) -> usize {
         let mut replaced = 0;
         for i in 0..self.num_operands() {
-            if self.operand(i) == Some(old) {
-                self.set_operand(i, new);
-                replaced += 1;
+            // SAFETY: `self` is a live instruction with more than `i` operands; `new` is live.
+            unsafe {
+                if llvm::LLVMGetOperand(self.raw(), i) == old.raw() {
+                    llvm::LLVMSetOperand(self.raw(), i, new.raw());
+                    replaced += 1;
+                }
             }
         }
         replaced
