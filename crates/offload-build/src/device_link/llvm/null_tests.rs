@@ -57,13 +57,14 @@ fn operand<'m>(value: impl Into<Value<'m>>, index: u32) -> Value<'m> {
 pub(super) fn fold_null_tests(module: &Module<'_>) -> usize {
     let module = ir::Module::new(module);
     let builder = module.builder();
+    let nonnull = module.metadata_kind("nonnull");
     let mut folded = 0;
     // An instruction is erased only after its uses are replaced, and none is visited after.
     for function in module.functions() {
         if function.is_declaration() {
             continue;
         }
-        let mut facts = Facts::of(module, function);
+        let mut facts = Facts::of(function, nonnull);
         // Built the first time a test's condition is not a constant: most functions
         // have no such test.
         let mut predecessors = None;
@@ -225,8 +226,8 @@ struct Facts<'m> {
 }
 
 impl<'m> Facts<'m> {
-    /// The facts of `function`, a function with a body.
-    fn of(module: ir::Module<'m>, function: Function<'m>) -> Self {
+    /// The facts of `function`, a function with a body; `nonnull` is the metadata kind.
+    fn of(function: Function<'m>, nonnull: MetadataKind) -> Self {
         let mut assumed = HashSet::new();
         let entry = function.entry_block().expect("a function with a body");
         for inst in entry.instructions() {
@@ -238,7 +239,7 @@ impl<'m> Facts<'m> {
             assumed,
             known: HashMap::new(),
             elements: HashMap::new(),
-            nonnull: module.metadata_kind("nonnull"),
+            nonnull,
         }
     }
 

@@ -146,34 +146,28 @@ impl<'m> Function<'m> {
         Function(value)
     }
 
-    /// How many blocks the function has: 0 for a declaration.
+    /// How many blocks the function has (counted one by one): 0 for a declaration.
     pub fn count_blocks(self) -> u32 {
         // SAFETY: `self` is a live function.
         unsafe { llvm::LLVMCountBasicBlocks(self.raw()) }
     }
 
-    /// Whether the function is only declared.
+    /// Whether the function is only declared (has no blocks).
     pub fn is_declaration(self) -> bool {
-        self.count_blocks() == 0
+        self.entry_block().is_none()
     }
 
     /// The function's first block; `None` for a declaration.
     pub fn entry_block(self) -> Option<Block<'m>> {
         // SAFETY: `self` is a live function; its first block is one or null (a
-        // declaration's), and `LLVMGetEntryBasicBlock` is asked only of a definition.
-        unsafe {
-            if self.is_declaration() {
-                return None;
-            }
-            Block::from_raw(llvm::LLVMGetEntryBasicBlock(self.raw()))
-        }
+        // declaration's).
+        unsafe { Block::from_raw(llvm::LLVMGetFirstBasicBlock(self.raw())) }
     }
 
     /// The function's blocks in order. The next is read before a block is yielded, so the
     /// yielded one may be deleted (not another); blocks appended meanwhile are reached.
     pub fn blocks(self) -> Blocks<'m> {
-        // SAFETY: `self` is a live function; its first block is one or null.
-        Blocks(unsafe { Block::from_raw(llvm::LLVMGetFirstBasicBlock(self.raw())) })
+        Blocks(self.entry_block())
     }
 
     /// The function's parameters in order.

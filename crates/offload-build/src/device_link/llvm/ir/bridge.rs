@@ -55,8 +55,12 @@ pub fn site_calls<'m>(function: Function<'m>, reporters: &[Function<'m>]) -> Vec
     // SAFETY: `function` is a live function.
     let inkwell_function = unsafe { inkwell::values::FunctionValue::new(function.raw()) }
         .expect("a function is a function");
-    let reporters: Vec<LLVMValueRef> = reporters.iter().map(|r| r.raw()).collect();
-    super::super::panics::site_calls(inkwell_function, &reporters)
+    // SAFETY: `Function` is a transparent wrapper of `Value`, and `Value` of a non-null
+    // `LLVMValueRef` (with a zero-sized marker): the slices have one layout, and the
+    // pointers are live functions.
+    let reporters: &[LLVMValueRef] =
+        unsafe { std::slice::from_raw_parts(reporters.as_ptr().cast(), reporters.len()) };
+    super::super::panics::site_calls(inkwell_function, reporters)
         .into_iter()
         .map(|raw| {
             // SAFETY: `site_calls` returns calls of `function`, of the module borrowed for

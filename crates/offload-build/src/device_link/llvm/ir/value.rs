@@ -17,6 +17,7 @@ use super::{Block, DebugLocation, Function, MetadataKind, Type};
 /// An LLVM value of a module borrowed for `'m`: an instruction, argument, constant, global,
 /// function, block address or metadata wrapped as a value.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(transparent)]
 pub struct Value<'m> {
     raw: NonNull<inkwell::llvm_sys::LLVMValue>,
     _module: PhantomData<&'m ()>,
@@ -420,6 +421,7 @@ macro_rules! kind {
     ($(#[$doc:meta])* $name:ident($parent:ident)) => {
         $(#[$doc])*
         #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+        #[repr(transparent)]
         pub struct $name<'m>(pub(super) $parent<'m>);
 
         impl<'m> Deref for $name<'m> {
