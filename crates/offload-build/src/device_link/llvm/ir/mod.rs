@@ -145,12 +145,22 @@ impl<'m> Module<'m> {
 
     /// The declaration of the intrinsic `name` overloaded on `overloads` (none for one that
     /// is not overloaded), added to the module where missing; `None` for no such intrinsic.
+    ///
+    /// # Panics
+    /// When overloads are given for an intrinsic that has none, or none for one that has.
     pub fn intrinsic(self, name: &str, overloads: &[Type<'m>]) -> Option<Function<'m>> {
         // SAFETY: LLVM reads `name.len()` bytes; 0 is no intrinsic.
         let id = unsafe { llvm::LLVMLookupIntrinsicID(name.as_ptr().cast(), name.len()) };
         if id == 0 {
             return None;
         }
+        // SAFETY: `id` is an intrinsic.
+        let overloaded = unsafe { llvm::LLVMIntrinsicIsOverloaded(id) != 0 };
+        assert_eq!(
+            overloaded,
+            !overloads.is_empty(),
+            "`{name}`: overload types for an overloaded intrinsic only"
+        );
         let mut raw: Vec<_> = overloads.iter().map(|t| t.raw()).collect();
         // SAFETY: the module and the types (of its context) are live; `id` is an intrinsic.
         Value::wrap(unsafe {
@@ -215,14 +225,14 @@ impl<'m> Module<'m> {
         })
     }
 
-    /// The empty metadata node `!{}`, as a value (for [`Instruction::set_metadata`]).
-    pub fn empty_metadata_node(self) -> Value<'m> {
-        // SAFETY: the context is live; an empty node of no operands.
-        unsafe {
+    /// The empty metadata node `!{}` (for [`Instruction::set_metadata`]).
+    pub fn empty_metadata_node(self) -> MetadataNode<'m> {
+        // SAFETY: the context is live; an empty node of no operands, wrapped as a value.
+        let node = unsafe {
             let node = llvm::LLVMMDNodeInContext2(self.context, std::ptr::null_mut(), 0);
             Value::wrap(llvm::LLVMMetadataAsValue(self.context, node))
-        }
-        .expect("LLVM makes the node")
+        };
+        MetadataNode(node.expect("LLVM makes the node"))
     }
 
     /// Inline assembly (AT&T dialect, not unwinding) of `function_type`, to call with
@@ -271,6 +281,16 @@ impl<'m> Iterator for Functions<'m> {
         // SAFETY: `current` is a live function; the next is one or null.
         self.0 = Value::wrap(unsafe { llvm::LLVMGetNextFunction(current.raw()) }).map(Function);
         Some(current)
+    }
+}
+
+/// A metadata node wrapped as a value ([`Module::empty_metadata_node`]).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct MetadataNode<'m>(Value<'m>);
+
+impl<'m> MetadataNode<'m> {
+    fn raw(self) -> inkwell::llvm_sys::prelude::LLVMValueRef {
+        self.0.raw()
     }
 }
 

@@ -12,7 +12,7 @@ use inkwell::llvm_sys::prelude::{LLVMUseRef, LLVMValueRef};
 use inkwell::values::InstructionOpcode;
 use inkwell::{AtomicOrdering, FloatPredicate, IntPredicate};
 
-use super::{Block, DebugLocation, Function, MetadataKind, Type};
+use super::{Block, DebugLocation, Function, MetadataKind, MetadataNode, Type};
 
 /// An LLVM value of a module borrowed for `'m`: an instruction, argument, constant, global,
 /// function, block address or metadata wrapped as a value.
@@ -364,10 +364,15 @@ impl<'m> Value<'m> {
         uses.next().is_none().then_some(first)
     }
 
-    /// Makes every use of the value use `new` instead (of the same type).
+    /// Makes every use of the value use `new` instead (of the same type). `self` is no
+    /// constant other than a global (constants are uniqued, their uses not theirs to move).
     pub fn replace_all_uses_with(self, new: impl Into<Value<'m>>) {
         let new = new.into();
         assert_eq!(self.ty(), new.ty(), "replace_all_uses_with: types differ");
+        assert!(
+            !self.is_constant() || self.isa(llvm::LLVMIsAGlobalValue),
+            "replace_all_uses_with of a constant"
+        );
         // SAFETY: both values are live and of one type, which LLVM requires.
         unsafe { llvm::LLVMReplaceAllUsesWith(self.raw(), new.raw()) }
     }
@@ -609,10 +614,11 @@ impl<'m> Instruction<'m> {
         unsafe { !llvm::LLVMGetMetadata(self.raw(), kind.0).is_null() }
     }
 
-    /// Sets the instruction's metadata of `kind` to `node` (a metadata node as a value, from
-    /// [`super::Module::empty_metadata_node`] say).
-    pub fn set_metadata(self, kind: MetadataKind, node: Value<'m>) {
-        // SAFETY: `self` is a live instruction and `node` a live metadata value.
+    /// Sets the instruction's metadata of `kind` to `node` (from
+    /// [`super::Module::empty_metadata_node`], say).
+    pub fn set_metadata(self, kind: MetadataKind, node: MetadataNode<'m>) {
+        // SAFETY: `self` is a live instruction and `node` a live metadata node as a value,
+        // the kind `LLVMSetMetadata` takes.
         unsafe { llvm::LLVMSetMetadata(self.raw(), kind.0, node.raw()) }
     }
 
