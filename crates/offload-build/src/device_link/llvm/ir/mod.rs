@@ -1,6 +1,6 @@
 //! The device link's safe IR layer: every call of LLVM's C API (`llvm-sys`) that the stages
 //! need, and every `unsafe` block around one, is here; the stage files are safe code
-//! (`#![forbid(unsafe_code)]`, checked by [`tests::stage_files_are_safe_code`]). inkwell's
+//! (`#![forbid(unsafe_code)]`, checked by the test `stage_files_are_safe_code` below). inkwell's
 //! types stay where they serve (the module, the context, attributes, passes, code
 //! generation); this layer adds what inkwell lacks or makes awkward for rewriting IR: use
 //! lists, operands by index, kind tests, phis, successors, builders that name their results.
