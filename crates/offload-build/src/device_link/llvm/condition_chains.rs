@@ -8,15 +8,14 @@
 //! of the cheap value it uses, after which SimplifyCFG merges the chain; the code generator's
 //! common-subexpression pass rejoins the copies. After optimization, on every target.
 
+#![forbid(unsafe_code)]
+
 use std::collections::HashMap;
 
-use inkwell::llvm_sys::LLVMOpcode;
-use inkwell::llvm_sys::core as llvm;
-use inkwell::llvm_sys::prelude::{LLVMBasicBlockRef, LLVMBuilderRef, LLVMValueRef};
 use inkwell::module::Module;
-use inkwell::values::AsValueRef;
+use inkwell::values::InstructionOpcode;
 
-use super::users;
+use super::ir::{self, Block, Builder, Function, Instruction};
 
 /// At most this many instructions besides the branch in a condition block: SimplifyCFG
 /// copies them into the predecessor, to run whether or not the chain gets that far.
@@ -25,20 +24,16 @@ const MAX_CONDITION_INSTRUCTIONS: usize = 4;
 /// Copies the values that the condition blocks of `&&` and `||` chains share with the code
 /// past them, each for the use; returns how many copies were made.
 pub(super) fn unshare_condition_values(module: &Module<'_>) -> usize {
+    let module = ir::Module::new(module);
+    let builder = module.builder();
     let mut copies = 0;
-    // SAFETY: every value below is a live value of `module`; an instruction is only inserted
-    // (never erased), and its operands dominate it: a copy is placed just before a use of
-    // the original, which the original dominates, as do the original's operands.
-    unsafe {
-        let context = llvm::LLVMGetModuleContext(module.as_mut_ptr());
-        let builder = llvm::LLVMCreateBuilderInContext(context);
-        for function in module.get_functions() {
-            let function = function.as_value_ref();
-            for block in condition_blocks(function) {
-                copies += unshare(builder, block);
-            }
+    // An instruction is only inserted (never erased), and its operands dominate it: a copy
+    // is placed just before a use of the original, which the original dominates, as do the
+    // original's operands.
+    for function in module.functions() {
+        for block in condition_blocks(function) {
+            copies += unshare(&builder, block);
         }
-        llvm::LLVMDisposeBuilder(builder);
     }
     copies
 }
@@ -47,151 +42,129 @@ pub(super) fn unshare_condition_values(module: &Module<'_>) -> usize {
 /// for the values they share: a conditional branch on a value the block computes, a single
 /// predecessor that branches conditionally to the block and to one of the block's
 /// successors, and no more than a few instructions, all cheap and free of side effects.
-unsafe fn condition_blocks(function: LLVMValueRef) -> Vec<LLVMBasicBlockRef> {
+fn condition_blocks(function: Function<'_>) -> Vec<Block<'_>> {
     let mut found = Vec::new();
-    // SAFETY: walking the blocks and instructions of a live function (the caller's contract).
-    unsafe {
-        // Blocks in order, each with its predecessors.
-        let mut order = Vec::new();
-        let mut predecessors: HashMap<LLVMBasicBlockRef, Vec<LLVMBasicBlockRef>> = HashMap::new();
-        let mut block = llvm::LLVMGetFirstBasicBlock(function);
-        while !block.is_null() {
-            let terminator = llvm::LLVMGetBasicBlockTerminator(block);
-            let count = if terminator.is_null() {
-                0
-            } else {
-                llvm::LLVMGetNumSuccessors(terminator)
-            };
-            for successor in (0..count).map(|i| llvm::LLVMGetSuccessor(terminator, i)) {
-                let from = predecessors.entry(successor).or_insert_with(|| {
-                    order.push(successor);
-                    Vec::new()
-                });
-                from.push(block);
-            }
-            block = llvm::LLVMGetNextBasicBlock(block);
+    // Blocks in order, each with its predecessors.
+    let mut order = Vec::new();
+    let mut predecessors: HashMap<Block<'_>, Vec<Block<'_>>> = HashMap::new();
+    for block in function.blocks() {
+        let Some(terminator) = block.terminator() else {
+            continue;
+        };
+        for successor in terminator.successors() {
+            let from = predecessors.entry(successor).or_insert_with(|| {
+                order.push(successor);
+                Vec::new()
+            });
+            from.push(block);
         }
-        for block in &order {
-            let from = &predecessors[block];
-            let &[predecessor] = from.as_slice() else {
-                continue;
-            };
-            let own = successors(*block);
-            let theirs = successors(predecessor);
-            let is_condition = own.len() == 2
-                && theirs.len() == 2
-                && theirs.iter().any(|s| s != block && own.contains(s))
-                && is_cheap_condition(*block);
-            if is_condition {
-                found.push(*block);
-            }
+    }
+    for block in &order {
+        let from = &predecessors[block];
+        let &[predecessor] = from.as_slice() else {
+            continue;
+        };
+        let own = successors(*block);
+        let theirs = successors(predecessor);
+        let is_condition = own.len() == 2
+            && theirs.len() == 2
+            && theirs.iter().any(|s| s != block && own.contains(s))
+            && is_cheap_condition(*block);
+        if is_condition {
+            found.push(*block);
         }
     }
     found
 }
 
 /// The successors of a block that ends in a conditional branch; none otherwise.
-unsafe fn successors(block: LLVMBasicBlockRef) -> Vec<LLVMBasicBlockRef> {
-    // SAFETY: a live block's terminator (the caller's contract).
-    unsafe {
-        let terminator = llvm::LLVMGetBasicBlockTerminator(block);
-        if terminator.is_null()
-            || llvm::LLVMGetInstructionOpcode(terminator) != LLVMOpcode::LLVMBr
-            || llvm::LLVMIsConditional(terminator) == 0
-        {
-            return Vec::new();
-        }
-        (0..llvm::LLVMGetNumSuccessors(terminator))
-            .map(|i| llvm::LLVMGetSuccessor(terminator, i))
-            .collect()
-    }
+fn successors(block: Block<'_>) -> Vec<Block<'_>> {
+    block
+        .terminator()
+        .and_then(|t| t.as_branch())
+        .filter(|b| b.is_conditional())
+        .map_or_else(Vec::new, |b| b.successors().collect())
 }
 
 /// Whether `block` computes its branch's condition with a few integer operations and
 /// comparisons, the condition used by the branch alone.
-unsafe fn is_cheap_condition(block: LLVMBasicBlockRef) -> bool {
-    // SAFETY: a live block's instructions (the caller's contract).
-    unsafe {
-        let terminator = llvm::LLVMGetBasicBlockTerminator(block);
-        let condition = llvm::LLVMGetCondition(terminator);
-        if llvm::LLVMGetInstructionParent(condition) != block || users(condition).len() != 1 {
+fn is_cheap_condition(block: Block<'_>) -> bool {
+    let Some(terminator) = block.terminator() else {
+        return false;
+    };
+    let Some(condition) = terminator.as_branch().and_then(|b| b.condition()) else {
+        return false;
+    };
+    if condition.as_instruction().map(Instruction::block) != Some(block)
+        || condition.users().len() != 1
+    {
+        return false;
+    }
+    let mut count = 0;
+    for instruction in block.instructions() {
+        if instruction == *terminator {
+            break;
+        }
+        count += 1;
+        if count > MAX_CONDITION_INSTRUCTIONS || !is_cheap(instruction) {
             return false;
         }
-        let mut count = 0;
-        let mut instruction = llvm::LLVMGetFirstInstruction(block);
-        while instruction != terminator {
-            count += 1;
-            if count > MAX_CONDITION_INSTRUCTIONS || !is_cheap(instruction) {
-                return false;
-            }
-            instruction = llvm::LLVMGetNextInstruction(instruction);
-        }
-        true
     }
+    true
 }
 
 /// Integer arithmetic that cannot trap, comparisons, casts and address arithmetic.
-unsafe fn is_cheap(instruction: LLVMValueRef) -> bool {
-    // SAFETY: a live instruction (the caller's contract).
-    is_plain_arithmetic(unsafe { llvm::LLVMGetInstructionOpcode(instruction) })
+fn is_cheap(instruction: Instruction<'_>) -> bool {
+    is_plain_arithmetic(instruction.opcode())
 }
 
 /// Whether an instruction of this kind is integer arithmetic that cannot trap (no division),
 /// a comparison of integers, an integer cast or address arithmetic.
-pub(super) fn is_plain_arithmetic(opcode: LLVMOpcode) -> bool {
-    use LLVMOpcode::*;
+pub(super) fn is_plain_arithmetic(opcode: InstructionOpcode) -> bool {
+    use InstructionOpcode::*;
     matches!(
         opcode,
-        LLVMAdd
-            | LLVMSub
-            | LLVMMul
-            | LLVMShl
-            | LLVMLShr
-            | LLVMAShr
-            | LLVMAnd
-            | LLVMOr
-            | LLVMXor
-            | LLVMICmp
-            | LLVMZExt
-            | LLVMSExt
-            | LLVMTrunc
-            | LLVMGetElementPtr
+        Add | Sub
+            | Mul
+            | Shl
+            | LShr
+            | AShr
+            | And
+            | Or
+            | Xor
+            | ICmp
+            | ZExt
+            | SExt
+            | Trunc
+            | GetElementPtr
     )
 }
 
 /// Gives each use of `block`'s values past it (other than a phi's) a copy of the value,
 /// placed before the use; returns how many copies were made.
-unsafe fn unshare(builder: LLVMBuilderRef, block: LLVMBasicBlockRef) -> usize {
+fn unshare<'m>(builder: &Builder<'m>, block: Block<'m>) -> usize {
     let mut copies = 0;
-    // SAFETY: the caller's contract; the block's instructions are collected before copies are
-    // inserted elsewhere.
-    unsafe {
-        let terminator = llvm::LLVMGetBasicBlockTerminator(block);
-        let mut instructions = Vec::new();
-        let mut instruction = llvm::LLVMGetFirstInstruction(block);
-        while instruction != terminator {
-            instructions.push(instruction);
-            instruction = llvm::LLVMGetNextInstruction(instruction);
-        }
-        // Last first: a copy of a later value uses the earlier ones, which then get copies
-        // of their own before it.
-        for &value in instructions.iter().rev() {
-            for user in users(value) {
-                if llvm::LLVMGetInstructionParent(user) == block
-                    || !llvm::LLVMIsAPHINode(user).is_null()
-                {
-                    continue;
-                }
-                let copy = llvm::LLVMInstructionClone(value);
-                llvm::LLVMPositionBuilderBefore(builder, user);
-                llvm::LLVMInsertIntoBuilder(builder, copy);
-                for operand in 0..llvm::LLVMGetNumOperands(user) {
-                    if llvm::LLVMGetOperand(user, operand as u32) == value {
-                        llvm::LLVMSetOperand(user, operand as u32, copy);
-                    }
-                }
-                copies += 1;
+    // The block's instructions are collected before copies are inserted elsewhere.
+    let terminator = block.terminator().map(|t| t.instruction());
+    let instructions: Vec<Instruction<'m>> = block
+        .instructions()
+        .take_while(|&i| Some(i) != terminator)
+        .collect();
+    // Last first: a copy of a later value uses the earlier ones, which then get copies
+    // of their own before it.
+    for &value in instructions.iter().rev() {
+        for user in value.users() {
+            // The users of an instruction are instructions.
+            let Some(user) = user.as_instruction() else {
+                continue;
+            };
+            if user.block() == block || user.is_phi() {
+                continue;
             }
+            builder.position_before(user);
+            let copy = builder.insert_clone(value);
+            user.replace_operand(value.as_value(), copy.as_value());
+            copies += 1;
         }
     }
     copies

@@ -8,11 +8,12 @@
 //! constant folds of those intrinsics say), so every other conversion keeps one NaN test and
 //! select. After optimization, on NVPTX only.
 
-use inkwell::llvm_sys::LLVMTypeKind;
-use inkwell::llvm_sys::core as llvm;
-use inkwell::llvm_sys::prelude::LLVMValueRef;
+#![forbid(unsafe_code)]
+
+use inkwell::FloatPredicate;
 use inkwell::module::Module;
-use inkwell::values::AsValueRef;
+
+use super::ir::{self, Function, TypeKind};
 
 /// The NVVM intrinsic for a saturating conversion: (signed, from `double`, to 64 bits).
 fn nvvm_intrinsic(signed: bool, from_double: bool, to_64: bool) -> &'static str {
@@ -31,100 +32,70 @@ fn nvvm_intrinsic(signed: bool, from_double: bool, to_64: bool) -> &'static str 
 /// Replaces every scalar `llvm.fpto{s,u}i.sat` from `float` or `double` to `i32` or `i64` by
 /// its NVVM intrinsic; returns how many calls were replaced.
 pub(super) fn saturating_conversions(module: &Module<'_>) -> usize {
+    let module = ir::Module::new(module);
+    let builder = module.builder();
     let mut replaced = 0;
-    // SAFETY: every value below is a live value of `module`; a call is erased only after its
-    // uses are replaced, and a declaration is deleted only once it has no uses.
-    unsafe {
-        let context = llvm::LLVMGetModuleContext(module.as_mut_ptr());
-        let builder = llvm::LLVMCreateBuilderInContext(context);
-        // Collected first: a declaration left without calls is deleted on the way.
-        let functions: Vec<_> = module.get_functions().collect();
-        for function in functions {
-            let name = function.get_name().to_bytes();
-            let signed = if name.starts_with(b"llvm.fptosi.sat.") {
-                true
-            } else if name.starts_with(b"llvm.fptoui.sat.") {
-                false
+    // A call is erased only after its uses are replaced, and a declaration is deleted only
+    // once it has no uses. Collected first: a declaration left without calls is deleted on
+    // the way.
+    let functions: Vec<_> = module.functions().collect();
+    for function in functions {
+        let name = function.name();
+        let signed = if name.starts_with(b"llvm.fptosi.sat.") {
+            true
+        } else if name.starts_with(b"llvm.fptoui.sat.") {
+            false
+        } else {
+            continue;
+        };
+        let Some((from_double, to_64)) = scalar_types(function) else {
+            continue;
+        };
+        let name = nvvm_intrinsic(signed, from_double, to_64);
+        let target = module
+            .function(name)
+            .unwrap_or_else(|| module.add_function(name, function.function_type()));
+        for call in function.users() {
+            let Some(call) = call.as_call() else {
+                continue;
+            };
+            builder.position_before(*call);
+            let argument = call.operand(0).expect("a conversion has an argument");
+            let converted = builder.build_call(target, &[argument], c"").as_value();
+            let new = if from_double || to_64 {
+                let is_nan = builder.build_fcmp(FloatPredicate::UNO, argument, argument, c"");
+                let zero = converted.ty().const_null();
+                builder.build_select(is_nan, zero, converted, c"")
             } else {
-                continue;
+                converted
             };
-            let declaration = function.as_value_ref();
-            let Some((from_double, to_64)) = scalar_types(declaration) else {
-                continue;
-            };
-            let name = nvvm_intrinsic(signed, from_double, to_64);
-            let target = module
-                .get_function(name)
-                .unwrap_or_else(|| module.add_function(name, function.get_type(), None))
-                .as_value_ref();
-            for call in super::users(declaration) {
-                if llvm::LLVMIsACallInst(call).is_null() {
-                    continue;
-                }
-                llvm::LLVMPositionBuilderBefore(builder, call);
-                let mut argument = llvm::LLVMGetOperand(call, 0);
-                let converted = llvm::LLVMBuildCall2(
-                    builder,
-                    llvm::LLVMGlobalGetValueType(target),
-                    target,
-                    &mut argument,
-                    1,
-                    c"".as_ptr(),
-                );
-                let new = if from_double || to_64 {
-                    let is_nan = llvm::LLVMBuildFCmp(
-                        builder,
-                        inkwell::llvm_sys::LLVMRealPredicate::LLVMRealUNO,
-                        argument,
-                        argument,
-                        c"".as_ptr(),
-                    );
-                    let zero = llvm::LLVMConstNull(llvm::LLVMTypeOf(converted));
-                    llvm::LLVMBuildSelect(builder, is_nan, zero, converted, c"".as_ptr())
-                } else {
-                    converted
-                };
-                llvm::LLVMReplaceAllUsesWith(call, new);
-                llvm::LLVMInstructionEraseFromParent(call);
-                replaced += 1;
-            }
-            if llvm::LLVMGetFirstUse(declaration).is_null() {
-                llvm::LLVMDeleteFunction(declaration);
-            }
+            call.replace_all_uses_with(new);
+            call.erase();
+            replaced += 1;
         }
-        llvm::LLVMDisposeBuilder(builder);
+        if !function.has_uses() {
+            function.delete();
+        }
     }
     replaced
 }
 
 /// For `iN @llvm.fpto?i.sat.iN.fM(fM)` with a scalar `float` or `double` argument and an
 /// `i32` or `i64` result: (from `double`, to 64 bits).
-///
-/// # Safety
-/// `declaration` is a live function.
-unsafe fn scalar_types(declaration: LLVMValueRef) -> Option<(bool, bool)> {
-    // SAFETY: this function's contract.
-    unsafe {
-        let ty = llvm::LLVMGlobalGetValueType(declaration);
-        if llvm::LLVMCountParamTypes(ty) != 1 {
-            return None;
-        }
-        let mut param = std::ptr::null_mut();
-        llvm::LLVMGetParamTypes(ty, &mut param);
-        let from_double = match llvm::LLVMGetTypeKind(param) {
-            LLVMTypeKind::LLVMFloatTypeKind => false,
-            LLVMTypeKind::LLVMDoubleTypeKind => true,
-            _ => return None,
-        };
-        let result = llvm::LLVMGetReturnType(ty);
-        if llvm::LLVMGetTypeKind(result) != LLVMTypeKind::LLVMIntegerTypeKind {
-            return None;
-        }
-        match llvm::LLVMGetIntTypeWidth(result) {
-            32 => Some((from_double, false)),
-            64 => Some((from_double, true)),
-            _ => None,
-        }
+fn scalar_types(declaration: Function<'_>) -> Option<(bool, bool)> {
+    let ty = declaration.function_type();
+    let &[param] = ty.param_types().as_slice() else {
+        return None;
+    };
+    let from_double = match param.kind() {
+        TypeKind::Float => false,
+        TypeKind::Double => true,
+        _ => return None,
+    };
+    match ty.return_type()?.int_width()? {
+        32 => Some((from_double, false)),
+        64 => Some((from_double, true)),
+        _ => None,
     }
 }
 

@@ -5,28 +5,18 @@
 //! thread records what it links; LLVM's fatal-error hook and a SIGABRT handler print that
 //! before the process ends as LLVM wants it to (the handler then hands the signal on).
 
+#![forbid(unsafe_code)]
+
 use std::cell::Cell;
-use std::ffi::{CStr, c_char, c_int};
 use std::sync::Once;
 
-use inkwell::llvm_sys::error_handling::LLVMInstallFatalErrorHandler;
-
-const SIGABRT: c_int = 6;
+use super::ir::process::{CrashHooks, install_crash_hooks, write_stderr};
 
 thread_local! {
     /// What this thread is linking (a leaked string, one per link), if anything.
     static LINKING: Cell<Option<&'static str>> = const { Cell::new(None) };
     /// Whether the fatal-error hook already reported this thread's crash.
     static REPORTED: Cell<bool> = const { Cell::new(false) };
-}
-
-/// The previous SIGABRT disposition, handed the signal after the report.
-static mut PREVIOUS_ABORT: usize = 0;
-
-unsafe extern "C" {
-    fn signal(signum: c_int, handler: usize) -> usize;
-    fn raise(signum: c_int) -> c_int;
-    fn write(fd: c_int, buf: *const u8, count: usize) -> isize;
 }
 
 /// While alive, a crash of LLVM on this thread is reported as one of the link of `what`.
@@ -44,16 +34,9 @@ impl Drop for Linking {
 /// guard drops.
 pub(super) fn linking(what: String) -> Linking {
     static INSTALL: Once = Once::new();
-    INSTALL.call_once(|| {
-        // SAFETY: `on_fatal` and `on_abort` are `extern "C"` functions that only read
-        // thread-locals initialized by a constant and write to standard error; `signal`
-        // replaces the process's SIGABRT disposition, whose previous value is kept (before
-        // any link can abort) and restored when the signal is handed on.
-        unsafe {
-            LLVMInstallFatalErrorHandler(Some(on_fatal));
-            PREVIOUS_ABORT = signal(SIGABRT, on_abort as extern "C" fn(c_int) as usize);
-        }
-    });
+    // The hooks only read thread-locals initialized by a constant and write to standard
+    // error; the SIGABRT disposition they replace is handed the signal after them.
+    INSTALL.call_once(|| install_crash_hooks(CrashHooks { on_fatal, on_abort }));
     let what: &'static str = Box::leak(what.into_boxed_str());
     Linking {
         previous: LINKING.with(|l| l.replace(Some(what))),
@@ -63,17 +46,15 @@ pub(super) fn linking(what: String) -> Linking {
 /// Writes `parts` to standard error with `write(2)`: async-signal-safe, no allocation.
 fn say(parts: &[&[u8]]) {
     for part in parts {
-        // SAFETY: `part` is a live byte slice; a failed write has nothing to fall back on.
-        unsafe { write(2, part.as_ptr(), part.len()) };
+        write_stderr(part);
     }
 }
 
-extern "C" fn on_fatal(reason: *const c_char) {
+/// LLVM's fatal error, with its reason if it gave one.
+fn on_fatal(reason: Option<&[u8]>) {
     let Some(what) = LINKING.with(Cell::get) else {
         return;
     };
-    // SAFETY: LLVM passes its reason as a NUL-terminated string, or null.
-    let reason = (!reason.is_null()).then(|| unsafe { CStr::from_ptr(reason) }.to_bytes());
     say(&[
         b"error: LLVM failed in the device link of ",
         what.as_bytes(),
@@ -86,7 +67,8 @@ extern "C" fn on_fatal(reason: *const c_char) {
     REPORTED.with(|r| r.set(true));
 }
 
-extern "C" fn on_abort(signum: c_int) {
+/// SIGABRT, before the signal goes on to the disposition found at installation.
+fn on_abort() {
     if let Some(what) = LINKING.with(Cell::get)
         && !REPORTED.with(Cell::get)
     {
@@ -96,18 +78,14 @@ extern "C" fn on_abort(signum: c_int) {
             b"\n  (LLVM's own message, if it printed one, is above)\n",
         ]);
     }
-    // SAFETY: restores the disposition found at installation and raises the signal again,
-    // so the process ends (or the previous handler runs) as it would have without this one.
-    unsafe {
-        signal(signum, PREVIOUS_ABORT);
-        raise(signum);
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::process::Command;
+
+    const SIGABRT: i32 = 6;
 
     /// In a child process (this test binary run again): a link marked as linking, then an
     /// abort as LLVM's fatal errors end in. The parent checks what the child printed and that
@@ -118,7 +96,7 @@ mod tests {
         if let Some(mode) = crate::env::Env::detect().get_untracked(CHILD) {
             let _guard = linking("`my_kernels` for gfx1100".into());
             if mode == "fatal" {
-                on_fatal(c"Unsupported instruction".as_ptr());
+                on_fatal(Some(b"Unsupported instruction"));
             }
             std::process::abort();
         }

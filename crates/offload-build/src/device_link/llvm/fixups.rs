@@ -13,8 +13,7 @@ use super::ir::{self, Value};
 use super::{HOST_GLOBALS, cstr, has_local_linkage, is_amdgpu, is_nvptx};
 use crate::device_link::{LinkError, Result};
 
-pub(super) const PTX_KERNEL_CC: u32 = 71;
-pub(super) const AMDGPU_KERNEL_CC: u32 = 91;
+use super::ir::call_conv::{AMDGPU_KERNEL as AMDGPU_KERNEL_CC, PTX_KERNEL as PTX_KERNEL_CC};
 
 pub(super) fn is_kernel(f: FunctionValue<'_>) -> bool {
     matches!(f.get_call_conventions(), PTX_KERNEL_CC | AMDGPU_KERNEL_CC)

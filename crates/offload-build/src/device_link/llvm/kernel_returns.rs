@@ -5,47 +5,36 @@
 //! where the whole wavefront reaches it, as the report's does; where only some lanes do, it
 //! ends those alone, as PTX's `exit` ends a thread, and the others go on.
 
-use inkwell::llvm_sys::LLVMCallConv;
-use inkwell::llvm_sys::core as llvm;
-use inkwell::llvm_sys::debuginfo;
-use inkwell::module::Module;
-use inkwell::values::AsValueRef;
+#![forbid(unsafe_code)]
 
+use inkwell::module::Module;
+
+use super::ir::{self, call_conv};
 use super::shared_traps::block_ending_calls;
 
 /// Replaces each `llvm.amdgcn.endpgm` that ends a block of a kernel returning `void` with
 /// `ret void`; returns how many.
 pub(super) fn endpgm_as_return(module: &Module<'_>) -> usize {
-    let Some(endpgm) = module.get_function("llvm.amdgcn.endpgm") else {
+    let module = ir::Module::new(module);
+    let Some(endpgm) = module.function("llvm.amdgcn.endpgm") else {
         return 0;
     };
     let mut replaced = 0;
-    // SAFETY: the calls, their blocks and functions are live values of `module`; the builder
-    // is made in its context and disposed of below. The call ends its block with the
-    // `unreachable` after it, so the block has no successor, and a `ret` in its place leaves
-    // every phi as it was.
-    unsafe {
-        let context = llvm::LLVMGetModuleContext(module.as_mut_ptr());
-        let builder = llvm::LLVMCreateBuilderInContext(context);
-        for call in block_ending_calls(endpgm.as_value_ref()) {
-            let function = llvm::LLVMGetBasicBlockParent(llvm::LLVMGetInstructionParent(call));
-            let returns_void = llvm::LLVMGetReturnType(llvm::LLVMGlobalGetValueType(function))
-                == llvm::LLVMVoidTypeInContext(context);
-            if llvm::LLVMGetFunctionCallConv(function)
-                != LLVMCallConv::LLVMAMDGPUKERNELCallConv as u32
-                || !returns_void
-            {
-                continue;
-            }
-            let unreachable = llvm::LLVMGetNextInstruction(call);
-            llvm::LLVMPositionBuilderBefore(builder, call);
-            let ret = llvm::LLVMBuildRetVoid(builder);
-            debuginfo::LLVMInstructionSetDebugLoc(ret, debuginfo::LLVMInstructionGetDebugLoc(call));
-            llvm::LLVMInstructionEraseFromParent(unreachable);
-            llvm::LLVMInstructionEraseFromParent(call);
-            replaced += 1;
+    // The call ends its block with the `unreachable` after it, so the block has no
+    // successor, and a `ret` in its place leaves every phi as it was.
+    let builder = module.builder();
+    for call in block_ending_calls(endpgm) {
+        let function = call.function();
+        if function.call_conv() != call_conv::AMDGPU_KERNEL || !function.return_type().is_void() {
+            continue;
         }
-        llvm::LLVMDisposeBuilder(builder);
+        let unreachable = call.next().expect("`unreachable` follows the call");
+        builder.position_before(*call);
+        let ret = builder.build_ret_void();
+        ret.copy_debug_location_from(*call);
+        unreachable.erase();
+        call.erase();
+        replaced += 1;
     }
     replaced
 }

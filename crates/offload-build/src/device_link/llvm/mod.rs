@@ -69,7 +69,6 @@ mod shared_traps;
 mod uniform_panics;
 
 // The raw helpers of the stages not on the `ir` layer yet.
-use ir::bridge::{callee_name, users};
 
 pub use helpers::amdgpu_wave_size;
 

@@ -19,78 +19,85 @@
 //! marked `!nonnull`. The stage runs after optimization and before the address spaces are
 //! inferred.
 
+#![forbid(unsafe_code)]
+
 use std::collections::{HashMap, HashSet};
 
-use inkwell::llvm_sys::core as llvm;
-use inkwell::llvm_sys::prelude::{LLVMBasicBlockRef, LLVMBuilderRef, LLVMValueRef};
-use inkwell::llvm_sys::{LLVMIntPredicate, LLVMOpcode};
+use inkwell::IntPredicate;
 use inkwell::module::Module;
-use inkwell::values::AsValueRef;
+use inkwell::values::InstructionOpcode;
 
-use super::ir::bridge::compares_with_null_raw as compares_with_null;
-use super::{callee_name, users};
+use super::ir::{self, Block, Builder, Function, ICmp, Instruction, MetadataKind, Value};
+use super::shared_memory::compares_with_null;
 
 /// How deep a select and phi tree is followed.
 const MAX_DEPTH: u32 = 4;
 
 /// What a pointer's non-nullness is: a constant, or an `i1` value in the IR.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum NonNull {
+enum NonNull<'m> {
     Always,
     Never,
-    When(LLVMValueRef),
+    When(Value<'m>),
+}
+
+/// Each block's predecessor where it has exactly one (through one edge), else `None`.
+type Predecessors<'m> = HashMap<Block<'m>, Option<Block<'m>>>;
+
+/// Operand `index` of `value`, which the caller knows it has.
+fn operand<'m>(value: impl Into<Value<'m>>, index: u32) -> Value<'m> {
+    value
+        .into()
+        .operand(index)
+        .expect("the instruction has the operand")
 }
 
 /// Replaces the null tests of pointers whose non-nullness is a known condition; returns how
 /// many were replaced.
 pub(super) fn fold_null_tests(module: &Module<'_>) -> usize {
+    let module = ir::Module::new(module);
+    let builder = module.builder();
+    let nonnull = module.metadata_kind("nonnull");
     let mut folded = 0;
-    // SAFETY: every value below is a live value of `module`; an instruction is erased only
-    // after its uses are replaced, and none is visited after.
-    unsafe {
-        let context = llvm::LLVMGetModuleContext(module.as_mut_ptr());
-        let builder = llvm::LLVMCreateBuilderInContext(context);
-        for function in module.get_functions() {
-            let function = function.as_value_ref();
-            if llvm::LLVMCountBasicBlocks(function) == 0 {
+    // An instruction is erased only after its uses are replaced, and none is visited after.
+    for function in module.functions() {
+        if function.is_declaration() {
+            continue;
+        }
+        let mut facts = Facts::of(function, nonnull);
+        // Built the first time a test's condition is not a constant: most functions
+        // have no such test.
+        let mut predecessors = None;
+        for test in null_tests(function) {
+            let (a, b) = (operand(test, 0), operand(test, 1));
+            let pointer = if compares_with_null(*test, a) { a } else { b };
+            // A constant's test (a global's, say) is LLVM's to fold, not this stage's.
+            if pointer.is_constant() {
                 continue;
             }
-            let mut facts = Facts::of(function);
-            // Built the first time a test's condition is not a constant: most functions
-            // have no such test.
-            let mut predecessors = None;
-            for test in null_tests(function) {
-                let (a, b) = (llvm::LLVMGetOperand(test, 0), llvm::LLVMGetOperand(test, 1));
-                let pointer = if compares_with_null(test, a) { a } else { b };
-                // A constant's test (a global's, say) is LLVM's to fold, not this stage's.
-                if !llvm::LLVMIsAConstant(pointer).is_null() {
-                    continue;
-                }
-                let Some(nonnull) = facts.condition(builder, pointer, 0) else {
-                    continue;
-                };
-                let i1 = llvm::LLVMTypeOf(test);
-                let is_ne = llvm::LLVMGetICmpPredicate(test) == LLVMIntPredicate::LLVMIntNE;
-                if let NonNull::When(_) = nonnull {
-                    let predecessors =
-                        predecessors.get_or_insert_with(|| single_predecessors(function));
-                    facts.use_element_past_test(builder, test, pointer, is_ne, predecessors);
-                }
-                let replacement = match nonnull {
-                    NonNull::Always => llvm::LLVMConstInt(i1, u64::from(is_ne), 0),
-                    NonNull::Never => llvm::LLVMConstInt(i1, u64::from(!is_ne), 0),
-                    NonNull::When(condition) if is_ne => condition,
-                    NonNull::When(condition) => {
-                        llvm::LLVMPositionBuilderBefore(builder, test);
-                        llvm::LLVMBuildNot(builder, condition, c"is_null".as_ptr())
-                    }
-                };
-                llvm::LLVMReplaceAllUsesWith(test, replacement);
-                llvm::LLVMInstructionEraseFromParent(test);
-                folded += 1;
+            let Some(nonnull) = facts.condition(&builder, pointer, 0) else {
+                continue;
+            };
+            let i1 = test.ty();
+            let is_ne = test.predicate() == IntPredicate::NE;
+            if let NonNull::When(_) = nonnull {
+                let predecessors =
+                    predecessors.get_or_insert_with(|| single_predecessors(function));
+                facts.use_element_past_test(&builder, test, pointer, is_ne, predecessors);
             }
+            let replacement = match nonnull {
+                NonNull::Always => i1.const_int(u64::from(is_ne), false),
+                NonNull::Never => i1.const_int(u64::from(!is_ne), false),
+                NonNull::When(condition) if is_ne => condition,
+                NonNull::When(condition) => {
+                    builder.position_before(*test);
+                    builder.build_not(condition, c"is_null")
+                }
+            };
+            test.replace_all_uses_with(replacement);
+            test.erase();
+            folded += 1;
         }
-        llvm::LLVMDisposeBuilder(builder);
     }
     folded
 }
@@ -99,88 +106,68 @@ pub(super) fn fold_null_tests(module: &Module<'_>) -> usize {
 /// `i1` that is `when` only where `pointer` is not null: through logical ands (true only when
 /// each operand is), logical ors (false only when each is), negations, and to the branches on
 /// them, whose successor counts where it has the branch's block as its one predecessor.
-///
-/// # Safety
-/// `value` is a live `i1` value of a function whose single predecessors are `predecessors`.
-unsafe fn nonnull_edges(
-    value: LLVMValueRef,
+fn nonnull_edges<'m>(
+    value: Value<'m>,
     when: bool,
     depth: u32,
-    predecessors: &HashMap<LLVMBasicBlockRef, Option<LLVMBasicBlockRef>>,
-    edges: &mut Vec<LLVMBasicBlockRef>,
+    predecessors: &Predecessors<'m>,
+    edges: &mut Vec<Block<'m>>,
 ) {
     if depth > MAX_DEPTH {
         return;
     }
-    // SAFETY: this function's contract; the users and operands of live values are live.
-    unsafe {
-        let is_const = |v: LLVMValueRef, bit: u64| {
-            !llvm::LLVMIsAConstantInt(v).is_null() && llvm::LLVMConstIntGetZExtValue(v) == bit
-        };
-        for user in users(value) {
-            if !llvm::LLVMIsABranchInst(user).is_null() {
-                if llvm::LLVMIsConditional(user) == 0 {
-                    continue;
-                }
-                let block = llvm::LLVMGetInstructionParent(user);
-                let successor = llvm::LLVMGetSuccessor(user, if when { 0 } else { 1 });
-                if predecessors.get(&successor).copied().flatten() == Some(block) {
-                    edges.push(successor);
-                }
+    for user in value.users() {
+        if let Some(branch) = user.as_branch() {
+            if !branch.is_conditional() {
                 continue;
             }
-            let (and, or) = if !llvm::LLVMIsASelectInst(user).is_null() {
-                let (c, t, f) = (
-                    llvm::LLVMGetOperand(user, 0),
-                    llvm::LLVMGetOperand(user, 1),
-                    llvm::LLVMGetOperand(user, 2),
-                );
-                (
-                    is_const(f, 0) && (c == value || t == value),
-                    is_const(t, 1) && (c == value || f == value),
-                )
-            } else if !llvm::LLVMIsABinaryOperator(user).is_null() {
-                let opcode = llvm::LLVMGetInstructionOpcode(user);
-                if opcode == LLVMOpcode::LLVMXor
-                    && (is_const(llvm::LLVMGetOperand(user, 0), 1)
-                        || is_const(llvm::LLVMGetOperand(user, 1), 1))
-                {
-                    nonnull_edges(user, !when, depth + 1, predecessors, edges);
-                    continue;
-                }
-                (opcode == LLVMOpcode::LLVMAnd, opcode == LLVMOpcode::LLVMOr)
-            } else {
-                (false, false)
-            };
-            if (and && when) || (or && !when) {
-                nonnull_edges(user, when, depth + 1, predecessors, edges);
+            let block = branch.block();
+            let successor = branch
+                .successor(if when { 0 } else { 1 })
+                .expect("a conditional branch has two successors");
+            if predecessors.get(&successor).copied().flatten() == Some(block) {
+                edges.push(successor);
             }
+            continue;
+        }
+        let (and, or) = if user.is_select() {
+            let (c, t, f) = (operand(user, 0), operand(user, 1), operand(user, 2));
+            (
+                f.is_const_int(0) && (c == value || t == value),
+                t.is_const_int(1) && (c == value || f == value),
+            )
+        } else if let Some(operator) = user.as_instruction().filter(|u| u.is_binary_operator()) {
+            let opcode = operator.opcode();
+            if opcode == InstructionOpcode::Xor
+                && (operand(user, 0).is_const_int(1) || operand(user, 1).is_const_int(1))
+            {
+                nonnull_edges(user, !when, depth + 1, predecessors, edges);
+                continue;
+            }
+            (
+                opcode == InstructionOpcode::And,
+                opcode == InstructionOpcode::Or,
+            )
+        } else {
+            (false, false)
+        };
+        if (and && when) || (or && !when) {
+            nonnull_edges(user, when, depth + 1, predecessors, edges);
         }
     }
 }
 
 /// Each block's predecessor where it has exactly one (through one edge), else `None`.
-///
-/// # Safety
-/// `function` is a live function with a body.
-unsafe fn single_predecessors(
-    function: LLVMValueRef,
-) -> HashMap<LLVMBasicBlockRef, Option<LLVMBasicBlockRef>> {
+fn single_predecessors(function: Function<'_>) -> Predecessors<'_> {
     let mut predecessors = HashMap::new();
-    // SAFETY: this function's contract; a block's terminator and successors are live.
-    unsafe {
-        let mut block = llvm::LLVMGetFirstBasicBlock(function);
-        while !block.is_null() {
-            let terminator = llvm::LLVMGetBasicBlockTerminator(block);
-            if !terminator.is_null() {
-                for i in 0..llvm::LLVMGetNumSuccessors(terminator) {
-                    predecessors
-                        .entry(llvm::LLVMGetSuccessor(terminator, i))
-                        .and_modify(|single| *single = None)
-                        .or_insert(Some(block));
-                }
+    for block in function.blocks() {
+        if let Some(terminator) = block.terminator() {
+            for successor in terminator.successors() {
+                predecessors
+                    .entry(successor)
+                    .and_modify(|single| *single = None)
+                    .or_insert(Some(block));
             }
-            block = llvm::LLVMGetNextBasicBlock(block);
         }
     }
     predecessors
@@ -188,10 +175,10 @@ unsafe fn single_predecessors(
 
 /// Whether every path to `block` goes through `edge_target` (a block with one predecessor):
 /// `block` is `edge_target` or below it through blocks of one predecessor each.
-fn only_reached_through(
-    mut block: LLVMBasicBlockRef,
-    edge_target: LLVMBasicBlockRef,
-    predecessors: &HashMap<LLVMBasicBlockRef, Option<LLVMBasicBlockRef>>,
+fn only_reached_through<'m>(
+    mut block: Block<'m>,
+    edge_target: Block<'m>,
+    predecessors: &Predecessors<'m>,
 ) -> bool {
     // A chain of single predecessors that never meets `edge_target` may be a cycle of
     // unreachable blocks; the bound ends it.
@@ -208,67 +195,51 @@ fn only_reached_through(
 }
 
 /// The `icmp eq/ne ptr %p, null` instructions of `function`.
-///
-/// # Safety
-/// `function` is a live function with a body.
-unsafe fn null_tests(function: LLVMValueRef) -> Vec<LLVMValueRef> {
+fn null_tests(function: Function<'_>) -> Vec<ICmp<'_>> {
     let mut tests = Vec::new();
-    // SAFETY: this function's contract; the blocks and instructions of a live function are
-    // live.
-    unsafe {
-        let mut block = llvm::LLVMGetFirstBasicBlock(function);
-        while !block.is_null() {
-            let mut inst = llvm::LLVMGetFirstInstruction(block);
-            while !inst.is_null() {
-                if !llvm::LLVMIsAICmpInst(inst).is_null() {
-                    let a = llvm::LLVMGetOperand(inst, 0);
-                    let pointer = llvm::LLVMGetTypeKind(llvm::LLVMTypeOf(a))
-                        == inkwell::llvm_sys::LLVMTypeKind::LLVMPointerTypeKind;
-                    if pointer
-                        && (compares_with_null(inst, a)
-                            || compares_with_null(inst, llvm::LLVMGetOperand(inst, 1)))
-                    {
-                        tests.push(inst);
-                    }
-                }
-                inst = llvm::LLVMGetNextInstruction(inst);
+    for block in function.blocks() {
+        for inst in block.instructions() {
+            let Some(icmp) = inst.as_icmp() else {
+                continue;
+            };
+            let a = operand(icmp, 0);
+            if a.ty().is_pointer()
+                && (compares_with_null(inst, a) || compares_with_null(inst, operand(icmp, 1)))
+            {
+                tests.push(icmp);
             }
-            block = llvm::LLVMGetNextBasicBlock(block);
         }
     }
     tests
 }
 
 /// What a function's entry block assumes, and the conditions already built.
-struct Facts {
+struct Facts<'m> {
     /// Pointers and integers the entry block assumes non-null and non-zero.
-    assumed: HashSet<LLVMValueRef>,
+    assumed: HashSet<Value<'m>>,
     /// Conditions of the phis and selects already seen (`None`: none can be given).
-    known: HashMap<LLVMValueRef, Option<NonNull>>,
+    known: HashMap<Value<'m>, Option<NonNull<'m>>>,
     /// The values the phis and selects already seen have where they are not null.
-    elements: HashMap<LLVMValueRef, Option<LLVMValueRef>>,
+    elements: HashMap<Value<'m>, Option<Value<'m>>>,
+    /// The `nonnull` metadata kind.
+    nonnull: MetadataKind,
 }
 
-impl Facts {
-    /// # Safety
-    /// `function` is a live function with a body.
-    unsafe fn of(function: LLVMValueRef) -> Self {
+impl<'m> Facts<'m> {
+    /// The facts of `function`, a function with a body; `nonnull` is the metadata kind.
+    fn of(function: Function<'m>, nonnull: MetadataKind) -> Self {
         let mut assumed = HashSet::new();
-        // SAFETY: this function's contract.
-        unsafe {
-            let entry = llvm::LLVMGetEntryBasicBlock(function);
-            let mut inst = llvm::LLVMGetFirstInstruction(entry);
-            while !inst.is_null() {
-                if let Some(value) = assumed_nonzero(inst) {
-                    assumed.insert(value);
-                }
-                inst = llvm::LLVMGetNextInstruction(inst);
+        let entry = function.entry_block().expect("a function with a body");
+        for inst in entry.instructions() {
+            if let Some(value) = assumed_nonzero(inst) {
+                assumed.insert(value);
             }
         }
         Facts {
             assumed,
             known: HashMap::new(),
             elements: HashMap::new(),
+            nonnull,
         }
     }
 
@@ -276,48 +247,35 @@ impl Facts {
     /// `pointer` below that edge use [`Facts::element`] instead: the address itself, not the
     /// select or phi that merges it with null. Without it the merge stays for the loads and
     /// stores (a select of two registers per accessor), though the test is gone.
-    ///
-    /// # Safety
-    /// As [`Facts::condition`]; `test` is `pointer`'s null test, `predecessors` its function's.
-    unsafe fn use_element_past_test(
+    fn use_element_past_test(
         &mut self,
-        builder: LLVMBuilderRef,
-        test: LLVMValueRef,
-        pointer: LLVMValueRef,
+        builder: &Builder<'m>,
+        test: ICmp<'m>,
+        pointer: Value<'m>,
         is_ne: bool,
-        predecessors: &HashMap<LLVMBasicBlockRef, Option<LLVMBasicBlockRef>>,
+        predecessors: &Predecessors<'m>,
     ) {
-        // SAFETY: this function's contract; users and successors of live values are live.
-        unsafe {
-            let mut guarded = Vec::new();
-            nonnull_edges(test, is_ne, 0, predecessors, &mut guarded);
-            if guarded.is_empty() {
+        let mut guarded = Vec::new();
+        nonnull_edges(test.as_value(), is_ne, 0, predecessors, &mut guarded);
+        if guarded.is_empty() {
+            return;
+        }
+        for user in pointer.users() {
+            // A phi's use is at the end of its incoming block, not where the phi is.
+            let Some(user) = user.as_instruction().filter(|u| *u != *test && !u.is_phi()) else {
+                continue;
+            };
+            let block = user.block();
+            if !guarded
+                .iter()
+                .any(|&edge| only_reached_through(block, edge, predecessors))
+            {
+                continue;
+            }
+            let Some(element) = self.element(builder, pointer, 0) else {
                 return;
-            }
-            for user in users(pointer) {
-                // A phi's use is at the end of its incoming block, not where the phi is.
-                if user == test
-                    || llvm::LLVMIsAInstruction(user).is_null()
-                    || !llvm::LLVMIsAPHINode(user).is_null()
-                {
-                    continue;
-                }
-                let block = llvm::LLVMGetInstructionParent(user);
-                if !guarded
-                    .iter()
-                    .any(|&edge| only_reached_through(block, edge, predecessors))
-                {
-                    continue;
-                }
-                let Some(element) = self.element(builder, pointer, 0) else {
-                    return;
-                };
-                for i in 0..llvm::LLVMGetNumOperands(user) as u32 {
-                    if llvm::LLVMGetOperand(user, i) == pointer {
-                        llvm::LLVMSetOperand(user, i, element);
-                    }
-                }
-            }
+            };
+            user.replace_operand(pointer, element);
         }
     }
 
@@ -325,316 +283,225 @@ impl Facts {
     /// its incoming values' (poison on the edges where it is null); `None` when it cannot be
     /// told. It is defined where `pointer` is: a select's operands are, and a phi is rebuilt
     /// in the block of the phi.
-    ///
-    /// # Safety
-    /// As [`Facts::condition`].
-    unsafe fn element(
+    fn element(
         &mut self,
-        builder: LLVMBuilderRef,
-        pointer: LLVMValueRef,
+        builder: &Builder<'m>,
+        pointer: Value<'m>,
         depth: u32,
-    ) -> Option<LLVMValueRef> {
-        // SAFETY: this function's contract; operands and incoming values of live
-        // instructions are live.
-        unsafe {
-            if is_null_constant(pointer) || depth >= MAX_DEPTH {
-                return None;
-            }
-            if self.is_nonnull(pointer, 0) {
-                return Some(pointer);
-            }
-            if let Some(known) = self.elements.get(&pointer) {
-                return *known;
-            }
-            let found = if !llvm::LLVMIsASelectInst(pointer).is_null() {
-                let (on_true, on_false) = (
-                    llvm::LLVMGetOperand(pointer, 1),
-                    llvm::LLVMGetOperand(pointer, 2),
-                );
-                if is_null_constant(on_false) {
-                    self.element(builder, on_true, depth + 1)
-                } else if is_null_constant(on_true) {
-                    self.element(builder, on_false, depth + 1)
-                } else {
-                    None
-                }
-            } else if !llvm::LLVMIsAPHINode(pointer).is_null() {
-                self.phi_element(builder, pointer, depth)
+    ) -> Option<Value<'m>> {
+        if is_null_constant(pointer) || depth >= MAX_DEPTH {
+            return None;
+        }
+        if self.is_nonnull(pointer, 0) {
+            return Some(pointer);
+        }
+        if let Some(known) = self.elements.get(&pointer) {
+            return *known;
+        }
+        let found = if pointer.is_select() {
+            let (on_true, on_false) = (operand(pointer, 1), operand(pointer, 2));
+            if is_null_constant(on_false) {
+                self.element(builder, on_true, depth + 1)
+            } else if is_null_constant(on_true) {
+                self.element(builder, on_false, depth + 1)
             } else {
                 None
-            };
-            self.elements.insert(pointer, found);
-            found
-        }
+            }
+        } else if pointer.is_phi() {
+            self.phi_element(builder, pointer, depth)
+        } else {
+            None
+        };
+        self.elements.insert(pointer, found);
+        found
     }
 
     /// [`Facts::element`] of a phi.
-    ///
-    /// # Safety
-    /// As [`Facts::condition`], `phi` a phi node.
-    unsafe fn phi_element(
+    fn phi_element(
         &mut self,
-        builder: LLVMBuilderRef,
-        phi: LLVMValueRef,
+        builder: &Builder<'m>,
+        phi: Value<'m>,
         depth: u32,
-    ) -> Option<LLVMValueRef> {
-        // SAFETY: this function's contract.
-        unsafe {
-            let ty = llvm::LLVMTypeOf(phi);
-            let count = llvm::LLVMCountIncoming(phi);
-            let mut incoming = Vec::with_capacity(count as usize);
-            for i in 0..count {
-                let value = llvm::LLVMGetIncomingValue(phi, i);
-                let element = if is_null_constant(value) {
-                    llvm::LLVMGetPoison(ty)
-                } else {
-                    self.element(builder, value, depth + 1)?
-                };
-                incoming.push((element, llvm::LLVMGetIncomingBlock(phi, i)));
-            }
-            let block = llvm::LLVMGetInstructionParent(phi);
-            llvm::LLVMPositionBuilder(builder, block, llvm::LLVMGetFirstInstruction(block));
-            let new = llvm::LLVMBuildPhi(builder, ty, c"element".as_ptr());
-            for (mut value, mut from) in incoming {
-                llvm::LLVMAddIncoming(new, &mut value, &mut from, 1);
-            }
-            Some(new)
+    ) -> Option<Value<'m>> {
+        let phi = phi.as_phi()?;
+        let ty = phi.ty();
+        let count = phi.count_incoming();
+        let mut incoming = Vec::with_capacity(count as usize);
+        for i in 0..count {
+            let (value, from) = phi.incoming(i)?;
+            let element = if is_null_constant(value) {
+                ty.poison()
+            } else {
+                self.element(builder, value, depth + 1)?
+            };
+            incoming.push((element, from));
         }
+        builder.position_at_start(phi.block());
+        let new = builder.build_phi(ty, c"element");
+        for (value, from) in incoming {
+            new.add_incoming(value, from);
+        }
+        Some(new.as_value())
     }
 
     /// Whether `pointer` is non-null, as a constant or a condition built in the IR; `None`
     /// when it cannot be told.
-    ///
-    /// # Safety
-    /// `pointer` is a live pointer value of a function with a body; `builder` is live.
-    unsafe fn condition(
+    fn condition(
         &mut self,
-        builder: LLVMBuilderRef,
-        pointer: LLVMValueRef,
+        builder: &Builder<'m>,
+        pointer: Value<'m>,
         depth: u32,
-    ) -> Option<NonNull> {
-        // SAFETY: this function's contract; operands and incoming values of live
-        // instructions are live.
-        unsafe {
-            if is_null_constant(pointer) {
-                return Some(NonNull::Never);
-            }
-            if self.is_nonnull(pointer, 0) {
-                return Some(NonNull::Always);
-            }
-            if depth >= MAX_DEPTH {
-                return None;
-            }
-            if let Some(known) = self.known.get(&pointer) {
-                return *known;
-            }
-            let found = if !llvm::LLVMIsASelectInst(pointer).is_null() {
-                self.select_condition(builder, pointer, depth)
-            } else if !llvm::LLVMIsAPHINode(pointer).is_null() {
-                self.phi_condition(builder, pointer, depth)
-            } else {
-                None
-            };
-            self.known.insert(pointer, found);
-            found
+    ) -> Option<NonNull<'m>> {
+        if is_null_constant(pointer) {
+            return Some(NonNull::Never);
         }
+        if self.is_nonnull(pointer, 0) {
+            return Some(NonNull::Always);
+        }
+        if depth >= MAX_DEPTH {
+            return None;
+        }
+        if let Some(known) = self.known.get(&pointer) {
+            return *known;
+        }
+        let found = if pointer.is_select() {
+            self.select_condition(builder, pointer, depth)
+        } else if pointer.is_phi() {
+            self.phi_condition(builder, pointer, depth)
+        } else {
+            None
+        };
+        self.known.insert(pointer, found);
+        found
     }
 
     /// `select c, a, b` where `a` and `b` are each null or known non-null.
-    ///
-    /// # Safety
-    /// As [`Facts::condition`], `select` a select instruction.
-    unsafe fn select_condition(
+    fn select_condition(
         &mut self,
-        builder: LLVMBuilderRef,
-        select: LLVMValueRef,
+        builder: &Builder<'m>,
+        select: Value<'m>,
         depth: u32,
-    ) -> Option<NonNull> {
-        // SAFETY: this function's contract.
-        unsafe {
-            let condition = llvm::LLVMGetOperand(select, 0);
-            let on_true = self.condition(builder, llvm::LLVMGetOperand(select, 1), depth + 1)?;
-            let on_false = self.condition(builder, llvm::LLVMGetOperand(select, 2), depth + 1)?;
-            Some(match (on_true, on_false) {
-                (a, b) if a == b => a,
-                (NonNull::Always, NonNull::Never) => NonNull::When(condition),
-                (NonNull::Never, NonNull::Always) => {
-                    llvm::LLVMPositionBuilderBefore(builder, select);
-                    NonNull::When(llvm::LLVMBuildNot(builder, condition, c"".as_ptr()))
-                }
-                _ => return None,
-            })
-        }
+    ) -> Option<NonNull<'m>> {
+        let condition = operand(select, 0);
+        let on_true = self.condition(builder, operand(select, 1), depth + 1)?;
+        let on_false = self.condition(builder, operand(select, 2), depth + 1)?;
+        Some(match (on_true, on_false) {
+            (a, b) if a == b => a,
+            (NonNull::Always, NonNull::Never) => NonNull::When(condition),
+            (NonNull::Never, NonNull::Always) => {
+                builder.position_before(select.as_instruction()?);
+                NonNull::When(builder.build_not(condition, c""))
+            }
+            _ => return None,
+        })
     }
 
     /// A phi of pointers each null, known non-null, or a select of those: an `i1` phi of
     /// their conditions on the same edges.
-    ///
-    /// # Safety
-    /// As [`Facts::condition`], `phi` a phi node.
-    unsafe fn phi_condition(
+    fn phi_condition(
         &mut self,
-        builder: LLVMBuilderRef,
-        phi: LLVMValueRef,
+        builder: &Builder<'m>,
+        phi: Value<'m>,
         depth: u32,
-    ) -> Option<NonNull> {
-        // SAFETY: this function's contract.
-        unsafe {
-            let count = llvm::LLVMCountIncoming(phi);
-            let mut incoming = Vec::with_capacity(count as usize);
-            for i in 0..count {
-                let value = llvm::LLVMGetIncomingValue(phi, i);
-                // A select's condition is an operand of the select, so it is available
-                // wherever the select is: at the end of the incoming block.
-                let condition = self.condition(builder, value, depth + 1)?;
-                incoming.push((condition, llvm::LLVMGetIncomingBlock(phi, i)));
-            }
-            let first = incoming.first()?.0;
-            if incoming.iter().all(|(c, _)| *c == first) {
-                return Some(first);
-            }
-            let i1 = llvm::LLVMInt1TypeInContext(llvm::LLVMGetTypeContext(llvm::LLVMTypeOf(phi)));
-            let block = llvm::LLVMGetInstructionParent(phi);
-            llvm::LLVMPositionBuilder(builder, block, llvm::LLVMGetFirstInstruction(block));
-            let new = llvm::LLVMBuildPhi(builder, i1, c"nonnull".as_ptr());
-            for (condition, from) in incoming {
-                let mut value = match condition {
-                    NonNull::Always => llvm::LLVMConstInt(i1, 1, 0),
-                    NonNull::Never => llvm::LLVMConstInt(i1, 0, 0),
-                    NonNull::When(value) => value,
-                };
-                let mut from = from;
-                llvm::LLVMAddIncoming(new, &mut value, &mut from, 1);
-            }
-            Some(NonNull::When(new))
+    ) -> Option<NonNull<'m>> {
+        let phi = phi.as_phi()?;
+        let count = phi.count_incoming();
+        let mut incoming = Vec::with_capacity(count as usize);
+        for i in 0..count {
+            let (value, from) = phi.incoming(i)?;
+            // A select's condition is an operand of the select, so it is available
+            // wherever the select is: at the end of the incoming block.
+            let condition = self.condition(builder, value, depth + 1)?;
+            incoming.push((condition, from));
         }
+        let first = incoming.first()?.0;
+        if incoming.iter().all(|(c, _)| *c == first) {
+            return Some(first);
+        }
+        let i1 = phi.ty().i1_in_context();
+        builder.position_at_start(phi.block());
+        let new = builder.build_phi(i1, c"nonnull");
+        for (condition, from) in incoming {
+            let value = match condition {
+                NonNull::Always => i1.const_int(1, false),
+                NonNull::Never => i1.const_int(0, false),
+                NonNull::When(value) => value,
+            };
+            new.add_incoming(value, from);
+        }
+        Some(NonNull::When(new.as_value()))
     }
 
     /// Whether `pointer` cannot be null (see the module's documentation).
-    ///
-    /// # Safety
-    /// `pointer` is a live value.
-    unsafe fn is_nonnull(&self, pointer: LLVMValueRef, depth: u32) -> bool {
+    fn is_nonnull(&self, pointer: Value<'m>, depth: u32) -> bool {
         if depth > MAX_DEPTH {
             return false;
         }
         if self.assumed.contains(&pointer) {
             return true;
         }
-        // SAFETY: this function's contract; operands of live instructions are live.
-        unsafe {
-            if !llvm::LLVMIsAGetElementPtrInst(pointer).is_null() {
-                return is_generic_or_global(pointer)
-                    && llvm::LLVMIsInBounds(pointer) != 0
-                    && self.is_nonnull(llvm::LLVMGetOperand(pointer, 0), depth + 1);
-            }
-            if !llvm::LLVMIsAAddrSpaceCastInst(pointer).is_null() {
-                let from = llvm::LLVMGetOperand(pointer, 0);
-                return is_generic_or_global(pointer)
-                    && is_generic_or_global(from)
-                    && self.is_nonnull(from, depth + 1);
-            }
-            if !llvm::LLVMIsAIntToPtrInst(pointer).is_null() {
-                return self.assumed.contains(&llvm::LLVMGetOperand(pointer, 0));
-            }
-            if !llvm::LLVMIsAArgument(pointer).is_null() {
-                return has_nonnull_attribute(pointer);
-            }
-            if !llvm::LLVMIsALoadInst(pointer).is_null() {
-                const NAME: &str = "nonnull";
-                let kind = llvm::LLVMGetMDKindIDInContext(
-                    llvm::LLVMGetTypeContext(llvm::LLVMTypeOf(pointer)),
-                    NAME.as_ptr().cast(),
-                    NAME.len() as u32,
-                );
-                return !llvm::LLVMGetMetadata(pointer, kind).is_null();
-            }
+        if let Some(gep) = pointer.as_gep() {
+            return is_generic_or_global(pointer)
+                && gep.is_in_bounds()
+                && self.is_nonnull(operand(gep, 0), depth + 1);
+        }
+        if pointer.is_addrspacecast() {
+            let from = operand(pointer, 0);
+            return is_generic_or_global(pointer)
+                && is_generic_or_global(from)
+                && self.is_nonnull(from, depth + 1);
+        }
+        if pointer.is_inttoptr() {
+            return self.assumed.contains(&operand(pointer, 0));
+        }
+        if let Some(argument) = pointer.as_argument() {
+            return argument.has_enum_attribute("nonnull");
+        }
+        if let Some(load) = pointer.as_load() {
+            return load.has_metadata(self.nonnull);
         }
         false
     }
 }
 
 /// The value `inst` assumes non-null or non-zero: `call @llvm.assume(icmp ne %v, null/0)`.
-///
-/// # Safety
-/// `inst` is a live instruction.
-unsafe fn assumed_nonzero(inst: LLVMValueRef) -> Option<LLVMValueRef> {
-    // SAFETY: this function's contract.
-    unsafe {
-        if llvm::LLVMIsACallInst(inst).is_null() {
-            return None;
-        }
-        if callee_name(inst) != b"llvm.assume" {
-            return None;
-        }
-        let test = llvm::LLVMGetOperand(inst, 0);
-        if llvm::LLVMIsAICmpInst(test).is_null()
-            || llvm::LLVMGetICmpPredicate(test) != LLVMIntPredicate::LLVMIntNE
-        {
-            return None;
-        }
-        let (a, b) = (llvm::LLVMGetOperand(test, 0), llvm::LLVMGetOperand(test, 1));
-        match (is_null_constant(a), is_null_constant(b)) {
-            (false, true) => Some(a),
-            (true, false) => Some(b),
-            _ => None,
-        }
+fn assumed_nonzero(inst: Instruction<'_>) -> Option<Value<'_>> {
+    let call = inst.as_call()?;
+    if call.callee_name() != b"llvm.assume" {
+        return None;
+    }
+    let test = call.operand(0)?.as_icmp()?;
+    if test.predicate() != IntPredicate::NE {
+        return None;
+    }
+    let (a, b) = (operand(test, 0), operand(test, 1));
+    match (is_null_constant(a), is_null_constant(b)) {
+        (false, true) => Some(a),
+        (true, false) => Some(b),
+        _ => None,
     }
 }
 
 /// Whether `value` is a constant null pointer or zero, or the generic null cast to the
 /// global address space (the AMDGPU entry's pointers are global, and LLVM keeps that cast as a
 /// constant expression, not knowing it is the global null).
-///
-/// # Safety
-/// `value` is a live value.
-unsafe fn is_null_constant(value: LLVMValueRef) -> bool {
-    // SAFETY: this function's contract; a constant expression's operands are live.
-    unsafe {
-        if llvm::LLVMIsAConstant(value).is_null() {
-            return false;
-        }
-        if llvm::LLVMIsNull(value) != 0 {
-            return true;
-        }
-        !llvm::LLVMIsAConstantExpr(value).is_null()
-            && llvm::LLVMGetConstOpcode(value) == LLVMOpcode::LLVMAddrSpaceCast
-            && is_generic_or_global(value)
-            && llvm::LLVMIsNull(llvm::LLVMGetOperand(value, 0)) != 0
+fn is_null_constant(value: Value<'_>) -> bool {
+    if !value.is_constant() {
+        return false;
     }
+    if value.is_null_constant() {
+        return true;
+    }
+    value.const_opcode() == Some(InstructionOpcode::AddrSpaceCast)
+        && is_generic_or_global(value)
+        && operand(value, 0).is_null_constant()
 }
 
 /// Whether `pointer` is in the generic or the global address space: on both GPU targets the
 /// two have the same null, 0, which no in-bounds address is, and a cast between them keeps
 /// the address.
-///
-/// # Safety
-/// `pointer` is a live pointer value.
-unsafe fn is_generic_or_global(pointer: LLVMValueRef) -> bool {
-    // SAFETY: this function's contract.
-    let space = unsafe { llvm::LLVMGetPointerAddressSpace(llvm::LLVMTypeOf(pointer)) };
-    matches!(space, 0 | 1)
-}
-
-/// Whether the argument `argument` is `nonnull`.
-///
-/// # Safety
-/// `argument` is a live argument.
-unsafe fn has_nonnull_attribute(argument: LLVMValueRef) -> bool {
-    // SAFETY: this function's contract; an argument's parent function is live.
-    unsafe {
-        let function = llvm::LLVMGetParamParent(argument);
-        let mut index = 0;
-        let mut param = llvm::LLVMGetFirstParam(function);
-        while !param.is_null() && param != argument {
-            index += 1;
-            param = llvm::LLVMGetNextParam(param);
-        }
-        const NAME: &str = "nonnull";
-        let kind = llvm::LLVMGetEnumAttributeKindForName(NAME.as_ptr().cast(), NAME.len());
-        // Attribute indices: 0 the return value, 1 + i the i-th parameter.
-        !llvm::LLVMGetEnumAttributeAtIndex(function, index + 1, kind).is_null()
-    }
+fn is_generic_or_global(pointer: Value<'_>) -> bool {
+    matches!(pointer.ty().address_space(), Some(0 | 1))
 }
 
 #[cfg(test)]

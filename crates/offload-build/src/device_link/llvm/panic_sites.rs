@@ -162,13 +162,11 @@ pub(super) fn describe_sites(module: &Module<'_>, machine: &TargetMachine) -> Re
             let mut reporters = site_reporters.clone();
             if let (Some(reporter), Some(index)) = (thread_reporter, thread_index) {
                 let reporter = ir.wrap_function(reporter);
-                let raw_reporters: Vec<_> =
-                    site_reporters.iter().map(|&f| ir::bridge::raw(f)).collect();
-                uniform_panics::make_uniform(
-                    module,
-                    &raw_reporters,
-                    ir::bridge::raw(reporter),
-                    ir::bridge::raw(ir.wrap_function(index)),
+                uniform_panics::make_sites_uniform(
+                    ir,
+                    &site_reporters,
+                    reporter,
+                    ir.wrap_function(index),
                 );
                 reporters.push(reporter);
             }

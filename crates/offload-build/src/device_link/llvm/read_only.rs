@@ -12,7 +12,7 @@ use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::module::Module;
 use inkwell::values::InstructionOpcode;
 
-use super::ir::{self, MetadataKind, Value};
+use super::ir::{self, MetadataKind, MetadataNode};
 
 /// offload-rt's marker (`kernel::slice`): `ptr __offload_read_only(ptr)`, the identity.
 pub(super) const MARKER: &str = offload_format::abi::READ_ONLY_MARKER;
@@ -75,7 +75,7 @@ pub(super) fn mark_host_global_loads(module: &Module<'_>, names: &[&str]) -> usi
 }
 
 /// The `invariant.load` metadata kind and its empty node, in `module`'s context.
-fn invariant_load<'m>(module: ir::Module<'m>) -> (MetadataKind, Value<'m>) {
+fn invariant_load<'m>(module: ir::Module<'m>) -> (MetadataKind, MetadataNode<'m>) {
     (
         module.metadata_kind("invariant.load"),
         module.empty_metadata_node(),

@@ -6,103 +6,72 @@
 //! `llvm.trap` followed by `unreachable` is the same action, so this stage gives each function
 //! one block that traps and sends the others there.
 
-use inkwell::llvm_sys::LLVMOpcode;
-use inkwell::llvm_sys::core as llvm;
-use inkwell::llvm_sys::debuginfo;
-use inkwell::llvm_sys::prelude::{LLVMBasicBlockRef, LLVMValueRef};
-use inkwell::module::Module;
-use inkwell::values::AsValueRef;
+#![forbid(unsafe_code)]
 
-use super::users;
+use inkwell::module::Module;
+
+use super::ir::{self, Block, Call, Function, Instruction};
 
 /// Sends every trap of each function with more than one to one trap block; returns how many
 /// traps were removed.
 pub(super) fn share_traps(module: &Module<'_>) -> usize {
-    let Some(trap) = module.get_function("llvm.trap") else {
+    let module = ir::Module::new(module);
+    let Some(trap) = module.function("llvm.trap") else {
         return 0;
     };
     let mut removed = 0;
-    // SAFETY: the calls, their blocks and functions are live values of `module`; the builder
-    // is made in its context and disposed of below. A trap call ends its block with the
-    // `unreachable` after it, so the block has no successor and no phi names it as an
-    // incoming block: it can be replaced by any other block, and a call and `unreachable`
-    // replaced by a branch, without changing a phi.
-    unsafe {
-        let mut by_function: Vec<(LLVMValueRef, Vec<LLVMValueRef>)> = Vec::new();
-        for call in block_ending_calls(trap.as_value_ref()) {
-            let function = llvm::LLVMGetBasicBlockParent(llvm::LLVMGetInstructionParent(call));
-            match by_function.iter_mut().find(|(f, _)| *f == function) {
-                Some((_, calls)) => calls.push(call),
-                None => by_function.push((function, vec![call])),
+    // A trap call ends its block with the `unreachable` after it, so the block has no
+    // successor and no phi names it as an incoming block: it can be replaced by any other
+    // block, and a call and `unreachable` replaced by a branch, without changing a phi.
+    let mut by_function: Vec<(Function<'_>, Vec<Call<'_>>)> = Vec::new();
+    for call in block_ending_calls(trap) {
+        let function = call.function();
+        match by_function.iter_mut().find(|(f, _)| *f == function) {
+            Some((_, calls)) => calls.push(call),
+            None => by_function.push((function, vec![call])),
+        }
+    }
+    let builder = module.builder();
+    for (function, calls) in by_function.into_iter().filter(|(_, c)| c.len() > 1) {
+        removed += calls.len() - 1;
+        let shared = function.append_block(c"trap");
+        builder.position_at_end(shared);
+        builder.insert_clone(*calls[0]);
+        builder.build_unreachable();
+        for call in calls {
+            let block = call.block();
+            if block.first_instruction() == Some(*call) {
+                replace_block(block, shared);
+            } else {
+                let unreachable = call.next().expect("`unreachable` follows the call");
+                builder.position_before(*call);
+                let branch = builder.build_br(shared);
+                branch.copy_debug_location_from(*call);
+                unreachable.erase();
+                call.erase();
             }
         }
-        let context = llvm::LLVMGetModuleContext(module.as_mut_ptr());
-        let builder = llvm::LLVMCreateBuilderInContext(context);
-        for (function, calls) in by_function.into_iter().filter(|(_, c)| c.len() > 1) {
-            removed += calls.len() - 1;
-            let shared = llvm::LLVMAppendBasicBlockInContext(context, function, c"trap".as_ptr());
-            llvm::LLVMPositionBuilderAtEnd(builder, shared);
-            let kept = llvm::LLVMInstructionClone(calls[0]);
-            llvm::LLVMInsertIntoBuilder(builder, kept);
-            llvm::LLVMBuildUnreachable(builder);
-            for call in calls {
-                let block = llvm::LLVMGetInstructionParent(call);
-                if llvm::LLVMGetFirstInstruction(block) == call {
-                    replace_block(block, shared);
-                } else {
-                    let unreachable = llvm::LLVMGetNextInstruction(call);
-                    llvm::LLVMPositionBuilderBefore(builder, call);
-                    let branch = llvm::LLVMBuildBr(builder, shared);
-                    debuginfo::LLVMInstructionSetDebugLoc(
-                        branch,
-                        debuginfo::LLVMInstructionGetDebugLoc(call),
-                    );
-                    llvm::LLVMInstructionEraseFromParent(unreachable);
-                    llvm::LLVMInstructionEraseFromParent(call);
-                }
-            }
-        }
-        llvm::LLVMDisposeBuilder(builder);
     }
     removed
 }
 
 /// The calls of `callee` that the `unreachable` after them ends their block with.
-///
-/// # Safety
-/// `callee` is a live function.
-pub(super) unsafe fn block_ending_calls(callee: LLVMValueRef) -> Vec<LLVMValueRef> {
-    // SAFETY: this function's contract; a live value's users are live, and the next
-    // instruction of a live one is live or null.
-    unsafe {
-        users(callee)
-            .into_iter()
-            .filter(|&call| {
-                if llvm::LLVMIsACallInst(call).is_null() {
-                    return false;
-                }
-                let next = llvm::LLVMGetNextInstruction(call);
-                !next.is_null()
-                    && llvm::LLVMGetInstructionOpcode(next) == LLVMOpcode::LLVMUnreachable
-            })
-            .collect()
-    }
+pub(super) fn block_ending_calls(callee: Function<'_>) -> Vec<Call<'_>> {
+    callee
+        .users()
+        .into_iter()
+        .filter_map(|user| user.as_call())
+        .filter(|call| call.next().is_some_and(Instruction::is_unreachable))
+        .collect()
 }
 
 /// Sends every branch to `block` (a trap and `unreachable` alone) to `shared`, then deletes it.
-///
-/// # Safety
-/// `block` and `shared` are live blocks of one function; `block` has no successor.
-unsafe fn replace_block(block: LLVMBasicBlockRef, shared: LLVMBasicBlockRef) {
-    // SAFETY: this function's contract; a block's uses are branches to it (and block
-    // addresses), which may name any block of the function.
-    unsafe {
-        llvm::LLVMReplaceAllUsesWith(
-            llvm::LLVMBasicBlockAsValue(block),
-            llvm::LLVMBasicBlockAsValue(shared),
-        );
-        llvm::LLVMDeleteBasicBlock(block);
-    }
+/// `block` and `shared` are blocks of one function; `block` has no successor.
+fn replace_block<'m>(block: Block<'m>, shared: Block<'m>) {
+    // A block's uses are branches to it (and block addresses), which may name any block of
+    // the function.
+    block.replace_all_uses_with(shared);
+    block.delete();
 }
 
 #[cfg(test)]

@@ -12,63 +12,60 @@
 //! entered this way; a function with another site is left as it was. A call the optimizer
 //! merged from several sites (its values phis of theirs) is split into one per branch first.
 
+#![forbid(unsafe_code)]
+
 use std::ffi::CStr;
 
-use inkwell::context::AsContextRef;
-use inkwell::llvm_sys::LLVMOpcode;
-use inkwell::llvm_sys::core as llvm;
-use inkwell::llvm_sys::prelude::{
-    LLVMBasicBlockRef, LLVMBuilderRef, LLVMContextRef, LLVMModuleRef, LLVMTypeRef, LLVMValueRef,
-};
+use inkwell::IntPredicate;
 use inkwell::module::Module;
-use inkwell::values::AsValueRef;
+use inkwell::values::InstructionOpcode;
 
-use super::callee_name;
 use super::condition_chains::is_plain_arithmetic;
-use super::ir::bridge::site_calls;
+use super::ir::{self, Block, Branch, Builder, Call, Function, Instruction, Type, Value};
+use super::panics::site_calls;
 
 /// offload-rt's `kernel::gpu_channel::__offload_gpu_panic_at_thread(thread, site, a, b, c,
 /// values)`, on AMD GPUs only: `values` says how many of `a`, `b` and `c` the site passes.
-pub(super) const THREAD_REPORTER: &str = offload_format::abi::GPU_PANIC_AT_THREAD;
+pub(super) const THREAD_REPORTER: &str = "__offload_gpu_panic_at_thread";
 /// offload-rt's `kernel::gpu_channel::__offload_gpu_thread_index()`, on AMD GPUs only.
-pub(super) const THREAD_INDEX: &str = offload_format::abi::GPU_THREAD_INDEX;
+pub(super) const THREAD_INDEX: &str = "__offload_gpu_thread_index";
+
+/// An intrinsic of the module overloaded on `overloads`, declared where missing.
+fn intrinsic<'m>(module: ir::Module<'m>, name: &str, overloads: &[Type<'m>]) -> Function<'m> {
+    module
+        .intrinsic(name, overloads)
+        .unwrap_or_else(|| panic!("LLVM knows `{name}`"))
+}
 
 /// With the panic strategy `trap` on AMD GPUs: makes each divergent conditional branch to a
 /// block that only traps (`llvm.trap`, then `unreachable`) scalar, taken when any active lane
-/// takes it (a branch on the condition's ballot), as [`make_uniform`] does for the branches to
-/// a report. A trap ends the whole wavefront however many of its lanes reach it, so only the
-/// branch changes: it needs no exec-mask bookkeeping around the trap, and where several
-/// checks share one trap block ([`super::shared_traps`]) the structurizer joins no divergent
-/// paths there. Returns how many branches changed.
+/// takes it (a branch on the condition's ballot), as [`make_sites_uniform`] does for the
+/// branches to a report. A trap ends the whole wavefront however many of its lanes reach it,
+/// so only the branch changes: it needs no exec-mask bookkeeping around the trap, and where
+/// several checks share one trap block ([`super::shared_traps`]) the structurizer joins no
+/// divergent paths there. Returns how many branches changed.
 pub(super) fn uniform_traps(module: &Module<'_>) -> usize {
-    let mut branches = Vec::new();
-    // SAFETY: the blocks, their instructions and the terminators using them are live values of
-    // `module`; they are collected before any changes.
-    unsafe {
-        for function in module.get_functions() {
-            for block in function.get_basic_block_iter() {
-                let block = block.as_mut_ptr();
-                if !only_traps(block) {
+    let module = ir::Module::new(module);
+    // Collected before any changes.
+    let mut branches: Vec<(Branch<'_>, Block<'_>, bool)> = Vec::new();
+    for function in module.functions() {
+        for block in function.blocks() {
+            if !only_traps(block) {
+                continue;
+            }
+            for use_ in block.uses() {
+                let Some(branch) = use_.user().as_branch() else {
+                    continue;
+                };
+                if branch.condition().is_none_or(|c| is_uniform(c, 8)) {
                     continue;
                 }
-                let as_value = llvm::LLVMBasicBlockAsValue(block);
-                let mut use_ = llvm::LLVMGetFirstUse(as_value);
-                while !use_.is_null() {
-                    let branch = llvm::LLVMGetUser(use_);
-                    use_ = llvm::LLVMGetNextUse(use_);
-                    if llvm::LLVMIsABranchInst(branch).is_null()
-                        || llvm::LLVMIsConditional(branch) == 0
-                        || is_uniform(llvm::LLVMGetCondition(branch), 8)
-                    {
-                        continue;
-                    }
-                    let traps_when_true = llvm::LLVMGetSuccessor(branch, 0) == block;
-                    if traps_when_true == (llvm::LLVMGetSuccessor(branch, 1) == block) {
-                        continue;
-                    }
-                    if !branches.iter().any(|(b, _, _)| *b == branch) {
-                        branches.push((branch, block, traps_when_true));
-                    }
+                let traps_when_true = branch.successor(0) == Some(block);
+                if traps_when_true == (branch.successor(1) == Some(block)) {
+                    continue;
+                }
+                if !branches.iter().any(|(b, _, _)| *b == branch) {
+                    branches.push((branch, block, traps_when_true));
                 }
             }
         }
@@ -76,47 +73,31 @@ pub(super) fn uniform_traps(module: &Module<'_>) -> usize {
     if branches.is_empty() {
         return 0;
     }
-    let context = module.get_context();
-    // SAFETY: each branch is a live conditional branch of `module`, whose context the builder
-    // is made in; its condition and successors are replaced with values built before it.
-    unsafe {
-        let ctx = context.as_ctx_ref();
-        let i64_type = llvm::LLVMInt64TypeInContext(ctx);
-        let ballot = Intrinsic::new(module.as_mut_ptr(), "llvm.amdgcn.ballot", &[i64_type]);
-        let builder = llvm::LLVMCreateBuilderInContext(ctx);
-        for &(branch, trap, traps_when_true) in &branches {
-            branch_when_any(
-                builder,
-                &ballot,
-                i64_type,
-                branch,
-                trap,
-                traps_when_true,
-                c"offload.any_traps",
-            );
-        }
-        llvm::LLVMDisposeBuilder(builder);
+    let i64_type = module.i64_type();
+    let ballot = intrinsic(module, "llvm.amdgcn.ballot", &[i64_type]);
+    let builder = module.builder();
+    for &(branch, trap, traps_when_true) in &branches {
+        branch_when_any(
+            &builder,
+            ballot,
+            i64_type,
+            branch,
+            trap,
+            traps_when_true,
+            c"offload.any_traps",
+        );
     }
     branches.len()
 }
 
 /// Whether `block` holds a call of `llvm.trap` and `unreachable`, and nothing else.
-///
-/// # Safety
-/// `block` is a live block.
-unsafe fn only_traps(block: LLVMBasicBlockRef) -> bool {
-    // SAFETY: the caller's contract; the callee is read from calls only.
-    unsafe {
-        let first = llvm::LLVMGetFirstInstruction(block);
-        !first.is_null()
-            && !llvm::LLVMIsACallInst(first).is_null()
-            && callee_name(first) == b"llvm.trap"
-            && {
-                let next = llvm::LLVMGetNextInstruction(first);
-                !next.is_null()
-                    && llvm::LLVMGetInstructionOpcode(next) == LLVMOpcode::LLVMUnreachable
-            }
-    }
+fn only_traps(block: Block<'_>) -> bool {
+    block.first_instruction().is_some_and(|first| {
+        first
+            .as_call()
+            .is_some_and(|call| call.callee_name() == b"llvm.trap")
+            && first.next().is_some_and(Instruction::is_unreachable)
+    })
 }
 
 /// In each function whose every call of the `site_reporters` (each followed by `unreachable`)
@@ -125,273 +106,206 @@ unsafe fn only_traps(block: LLVMBasicBlockRef) -> bool {
 /// (`thread_index`, called where the function starts) of the first failing lane. A function
 /// with a site that cannot be is left as it is: its sites meet at a divergent join, where
 /// scalar values would not stay scalar. Returns how many sites changed.
-pub(super) fn make_uniform(
-    module: &Module<'_>,
-    site_reporters: &[LLVMValueRef],
-    thread_reporter: LLVMValueRef,
-    thread_index: LLVMValueRef,
+pub(super) fn make_sites_uniform<'m>(
+    module: ir::Module<'m>,
+    site_reporters: &[Function<'m>],
+    thread_reporter: Function<'m>,
+    thread_index: Function<'m>,
 ) -> usize {
     let mut functions = Vec::new();
-    let context = module.get_context();
-    // SAFETY: a builder of the module's context, disposed of below.
-    let builder = unsafe { llvm::LLVMCreateBuilderInContext(context.as_ctx_ref()) };
-    for function in module.get_functions() {
+    let builder = module.builder();
+    for function in module.functions() {
         let calls = site_calls(function, site_reporters)
             .into_iter()
-            // SAFETY: each call is a live site call of `function`, in `module`'s context.
-            .flat_map(|call| unsafe { split_merged(context.as_ctx_ref(), builder, call) })
-            .collect::<Vec<_>>()
-            .into_iter();
-        // SAFETY: each call is a live instruction of its block.
-        let branches: Option<Vec<(LLVMValueRef, Entry)>> = calls
-            .map(|call| unsafe {
-                Some((
-                    call,
-                    site_entry(llvm::LLVMGetInstructionParent(call), call)?,
-                ))
-            })
+            .flat_map(|call| split_merged(&builder, call))
+            .collect::<Vec<_>>();
+        let branches: Option<Vec<(Call<'m>, Entry<'m>)>> = calls
+            .into_iter()
+            .map(|call| Some((call, site_entry(call.block(), call)?)))
             .collect();
         if let Some(sites) = branches.filter(|b| !b.is_empty()) {
             functions.push((function, sites));
         }
     }
     if functions.is_empty() {
-        // SAFETY: the builder made above, used no more.
-        unsafe { llvm::LLVMDisposeBuilder(builder) };
         return 0;
     }
-    // SAFETY: the functions, the calls, their blocks and the branches into them are live
-    // values of `module`, whose context the builder is made in; each call is erased once its
-    // replacement is built before it, and nothing else refers to it. An entry block ends in a
-    // terminator, so the walk past its allocas stops.
-    unsafe {
-        let ctx = context.as_ctx_ref();
-        let raw_module = module.as_mut_ptr();
-        let i1 = llvm::LLVMInt1TypeInContext(ctx);
-        let i32_type = llvm::LLVMInt32TypeInContext(ctx);
-        let i64_type = llvm::LLVMInt64TypeInContext(ctx);
-        let ballot = Intrinsic::new(raw_module, "llvm.amdgcn.ballot", &[i64_type]);
-        let cttz = Intrinsic::new(raw_module, "llvm.cttz", &[i64_type]);
-        let readlane = Intrinsic::new(raw_module, "llvm.amdgcn.readlane", &[i64_type]);
-        let readlane_u32 = Intrinsic::new(raw_module, "llvm.amdgcn.readlane", &[i32_type]);
-        // An empty instruction taking the thread's index, packed in one word, in a vector
-        // register: the index is computed before it, where the function starts, and not sunk
-        // to the panic sites, which would keep the three indices live until there.
-        let mut pin_type = [i32_type];
-        let pin_type = llvm::LLVMFunctionType(
-            llvm::LLVMVoidTypeInContext(ctx),
-            pin_type.as_mut_ptr(),
-            1,
-            0,
-        );
-        let pin = llvm::LLVMGetInlineAsm(
-            pin_type,
-            c"".as_ptr().cast_mut(),
-            0,
-            c"v".as_ptr().cast_mut(),
-            1,
-            1,
-            0,
-            inkwell::llvm_sys::LLVMInlineAsmDialect::LLVMInlineAsmDialectATT,
-            0,
-        );
-        let mut changed = 0;
-        for (function, sites) in functions {
-            let entry = llvm::LLVMGetEntryBasicBlock(function.as_value_ref());
-            let mut start = llvm::LLVMGetFirstInstruction(entry);
-            while !llvm::LLVMIsAAllocaInst(start).is_null()
-                || !llvm::LLVMIsAPHINode(start).is_null()
-            {
-                start = llvm::LLVMGetNextInstruction(start);
-            }
-            llvm::LLVMPositionBuilderBefore(builder, start);
-            let index = llvm::LLVMBuildCall2(
-                builder,
-                llvm::LLVMGlobalGetValueType(thread_index),
-                thread_index,
-                std::ptr::null_mut(),
-                0,
-                c"offload.thread_index".as_ptr(),
-            );
-            let mut pinned = [index];
-            llvm::LLVMBuildCall2(builder, pin_type, pin, pinned.as_mut_ptr(), 1, c"".as_ptr());
-            // How many values the reports write: the most any site of the function passes, the
-            // same for every site, so that their calls, once merged, still pass a constant.
-            let values = sites
-                .iter()
-                .map(|&(call, _)| llvm::LLVMGetNumArgOperands(call).max(1) - 1)
-                .max()
-                .unwrap_or(0);
-            for (call, entry) in sites {
-                changed += 1;
-                let block = llvm::LLVMGetInstructionParent(call);
-                let mask = match entry {
-                    Entry::Divergent {
-                        branch,
-                        panics_when_true,
-                    } => {
-                        let assumptions: Vec<LLVMValueRef> = std::iter::successors(
-                            Some(llvm::LLVMGetFirstInstruction(block)),
-                            |&i| Some(llvm::LLVMGetNextInstruction(i)),
-                        )
-                        .take_while(|&i| i != call)
+    // Each call is erased once its replacement is built before it, and nothing else refers
+    // to it. An entry block ends in a terminator, so the walk past its allocas stops.
+    let i1 = module.i1_type();
+    let i32_type = module.i32_type();
+    let i64_type = module.i64_type();
+    let ballot = intrinsic(module, "llvm.amdgcn.ballot", &[i64_type]);
+    let cttz = intrinsic(module, "llvm.cttz", &[i64_type]);
+    let readlane = intrinsic(module, "llvm.amdgcn.readlane", &[i64_type]);
+    let readlane_u32 = intrinsic(module, "llvm.amdgcn.readlane", &[i32_type]);
+    // An empty instruction taking the thread's index, packed in one word, in a vector
+    // register: the index is computed before it, where the function starts, and not sunk
+    // to the panic sites, which would keep the three indices live until there.
+    let pin_type = module.void_type().function_type(&[i32_type], false);
+    let pin = module.inline_asm(pin_type, "", "v", true, false);
+    let mut changed = 0;
+    for (function, sites) in functions {
+        let entry = function
+            .entry_block()
+            .expect("a function with sites has a body");
+        let mut start = entry
+            .first_instruction()
+            .expect("an entry block ends in a terminator");
+        while start.is_alloca() || start.is_phi() {
+            start = start.next().expect("an entry block ends in a terminator");
+        }
+        builder.position_before(start);
+        let index = builder
+            .build_call(thread_index, &[], c"offload.thread_index")
+            .as_value();
+        builder.build_call_typed(pin_type, pin, &[index], c"");
+        // How many values the reports write: the most any site of the function passes, the
+        // same for every site, so that their calls, once merged, still pass a constant.
+        let values = sites
+            .iter()
+            .map(|&(call, _)| call.num_args().max(1) - 1)
+            .max()
+            .unwrap_or(0);
+        for (call, entry) in sites {
+            changed += 1;
+            let block = call.block();
+            let mask = match entry {
+                Entry::Divergent {
+                    branch,
+                    panics_when_true,
+                } => {
+                    let assumptions: Vec<Instruction<'_>> = block
+                        .instructions()
+                        .take_while(|&i| i != *call)
                         .filter(|&i| is_assume(i))
                         .collect();
-                        for assumption in assumptions {
-                            llvm::LLVMInstructionEraseFromParent(assumption);
-                        }
-                        branch_when_any(
-                            builder,
-                            &ballot,
-                            i64_type,
-                            branch,
-                            block,
-                            panics_when_true,
-                            c"offload.any_panics",
-                        )
+                    for assumption in assumptions {
+                        assumption.erase();
                     }
-                    Entry::Uniform => {
-                        llvm::LLVMPositionBuilderBefore(builder, call);
-                        ballot.call(builder, &mut [llvm::LLVMConstInt(i1, 1, 0)])
-                    }
-                };
-                llvm::LLVMPositionBuilderBefore(builder, call);
-                let first = cttz.call(builder, &mut [mask, llvm::LLVMConstInt(i1, 1, 0)]);
-                let lane = llvm::LLVMBuildTrunc(builder, first, i32_type, c"offload.lane".as_ptr());
-                let mut args = vec![readlane_u32.call(builder, &mut [index, lane])];
-                let count = llvm::LLVMGetNumArgOperands(call);
-                for i in 0..4 {
-                    let value = if i < count {
-                        llvm::LLVMGetOperand(call, i)
-                    } else {
-                        llvm::LLVMConstInt(i64_type, 0, 0)
-                    };
-                    args.push(if is_uniform(value, 8) {
-                        value
-                    } else {
-                        readlane.call(builder, &mut [value, lane])
-                    });
+                    branch_when_any(
+                        &builder,
+                        ballot,
+                        i64_type,
+                        branch,
+                        block,
+                        panics_when_true,
+                        c"offload.any_panics",
+                    )
                 }
-                args.push(llvm::LLVMConstInt(i32_type, u64::from(values), 0));
-                let new = llvm::LLVMBuildCall2(
-                    builder,
-                    llvm::LLVMGlobalGetValueType(thread_reporter),
-                    thread_reporter,
-                    args.as_mut_ptr(),
-                    args.len() as u32,
-                    c"".as_ptr(),
-                );
-                let debuginfo = inkwell::llvm_sys::debuginfo::LLVMInstructionGetDebugLoc(call);
-                inkwell::llvm_sys::debuginfo::LLVMInstructionSetDebugLoc(new, debuginfo);
-                llvm::LLVMInstructionEraseFromParent(call);
+                Entry::Uniform => {
+                    builder.position_before(*call);
+                    builder
+                        .build_call(ballot, &[i1.const_int(1, false)], c"")
+                        .as_value()
+                }
+            };
+            builder.position_before(*call);
+            let first = builder.build_call(cttz, &[mask, i1.const_int(1, false)], c"");
+            let lane = builder.build_trunc(first.as_value(), i32_type, c"offload.lane");
+            let mut args = vec![
+                builder
+                    .build_call(readlane_u32, &[index, lane], c"")
+                    .as_value(),
+            ];
+            let count = call.num_args();
+            for i in 0..4 {
+                let value = match call.operand(i) {
+                    Some(value) if i < count => value,
+                    _ => i64_type.const_int(0, false),
+                };
+                args.push(if is_uniform(value, 8) {
+                    value
+                } else {
+                    builder.build_call(readlane, &[value, lane], c"").as_value()
+                });
             }
+            args.push(i32_type.const_int(u64::from(values), false));
+            let new = builder.build_call(thread_reporter, &args, c"");
+            new.copy_debug_location_from(*call);
+            call.erase();
         }
-        llvm::LLVMDisposeBuilder(builder);
-        changed
     }
+    changed
 }
 
 /// A site whose block several branches enter, its call's arguments phis of theirs (the
 /// optimizer merged their calls): one block and call for each branch instead, so that each
 /// branch can be made scalar (the site stage's `merge_site_calls` joins them again where
 /// the values are scalar). Returns the calls that stand for `call`: itself where it is not
-/// such a site.
-///
-/// # Safety
-/// `call` is a live site call followed by `unreachable`; `context` is its module's and
-/// `builder` one of that context.
-unsafe fn split_merged(
-    context: LLVMContextRef,
-    builder: LLVMBuilderRef,
-    call: LLVMValueRef,
-) -> Vec<LLVMValueRef> {
-    // SAFETY: the caller's contract; the uses of a block are the terminators branching to it,
-    // and the block is erased only once nothing branches to it or uses its values.
-    unsafe {
-        let block = llvm::LLVMGetInstructionParent(call);
-        let mut phis = Vec::new();
-        let mut instruction = llvm::LLVMGetFirstInstruction(block);
-        while instruction != call {
-            let only_use = llvm::LLVMGetFirstUse(instruction);
-            if llvm::LLVMIsAPHINode(instruction).is_null()
-                || only_use.is_null()
-                || !llvm::LLVMGetNextUse(only_use).is_null()
-                || llvm::LLVMGetUser(only_use) != call
-            {
-                return vec![call];
-            }
-            phis.push(instruction);
-            instruction = llvm::LLVMGetNextInstruction(instruction);
-        }
-        let mut branches = Vec::new();
-        let mut use_ = llvm::LLVMGetFirstUse(llvm::LLVMBasicBlockAsValue(block));
-        while !use_.is_null() {
-            let branch = llvm::LLVMGetUser(use_);
-            if llvm::LLVMIsABranchInst(branch).is_null() || branches.contains(&branch) {
-                return vec![call];
-            }
-            branches.push(branch);
-            use_ = llvm::LLVMGetNextUse(use_);
-        }
-        if branches.len() < 2 {
+/// such a site. `call` is a site call followed by `unreachable`.
+fn split_merged<'m>(builder: &Builder<'m>, call: Call<'m>) -> Vec<Call<'m>> {
+    // The uses of a block are the terminators branching to it, and the block is erased only
+    // once nothing branches to it or uses its values.
+    let block = call.block();
+    let mut phis = Vec::new();
+    let mut instruction = block.first_instruction().expect("the call is in its block");
+    while instruction != *call {
+        let used_by_the_call_alone = instruction
+            .single_use()
+            .is_some_and(|u| u.user() == call.as_value());
+        if !instruction.is_phi() || !used_by_the_call_alone {
             return vec![call];
         }
-        let callee = llvm::LLVMGetCalledValue(call);
-        let function = llvm::LLVMGetBasicBlockParent(block);
-        let debuginfo = inkwell::llvm_sys::debuginfo::LLVMInstructionGetDebugLoc(call);
-        let mut calls = Vec::new();
-        for branch in branches {
-            let from = llvm::LLVMGetInstructionParent(branch);
-            let site =
-                llvm::LLVMAppendBasicBlockInContext(context, function, c"offload.site".as_ptr());
-            llvm::LLVMPositionBuilderAtEnd(builder, site);
-            let mut args: Vec<LLVMValueRef> = (0..llvm::LLVMGetNumArgOperands(call))
-                .map(|i| {
-                    let arg = llvm::LLVMGetOperand(call, i);
-                    if !phis.contains(&arg) {
-                        return arg;
-                    }
-                    (0..llvm::LLVMCountIncoming(arg))
-                        .find(|&j| llvm::LLVMGetIncomingBlock(arg, j) == from)
-                        .map_or_else(
-                            || llvm::LLVMGetUndef(llvm::LLVMTypeOf(arg)),
-                            |j| llvm::LLVMGetIncomingValue(arg, j),
-                        )
-                })
-                .collect();
-            let new = llvm::LLVMBuildCall2(
-                builder,
-                llvm::LLVMGlobalGetValueType(callee),
-                callee,
-                args.as_mut_ptr(),
-                args.len() as u32,
-                c"".as_ptr(),
-            );
-            inkwell::llvm_sys::debuginfo::LLVMInstructionSetDebugLoc(new, debuginfo);
-            llvm::LLVMBuildUnreachable(builder);
-            for i in 0..llvm::LLVMGetNumSuccessors(branch) {
-                if llvm::LLVMGetSuccessor(branch, i) == block {
-                    llvm::LLVMSetSuccessor(branch, i, site);
-                }
-            }
-            calls.push(new);
-        }
-        llvm::LLVMInstructionEraseFromParent(call);
-        for phi in phis {
-            llvm::LLVMInstructionEraseFromParent(phi);
-        }
-        llvm::LLVMDeleteBasicBlock(block);
-        calls
+        phis.push(instruction);
+        instruction = instruction.next().expect("the call is in its block");
     }
+    let mut branches: Vec<Branch<'m>> = Vec::new();
+    for use_ in block.uses() {
+        match use_.user().as_branch() {
+            Some(branch) if !branches.contains(&branch) => branches.push(branch),
+            _ => return vec![call],
+        }
+    }
+    if branches.len() < 2 {
+        return vec![call];
+    }
+    let callee = call
+        .called_function()
+        .expect("a site call calls a reporter");
+    let function = block.function();
+    let debuginfo = call.debug_location();
+    let mut calls = Vec::new();
+    for branch in branches {
+        let from = branch.block();
+        let site = function.append_block(c"offload.site");
+        builder.position_at_end(site);
+        let args: Vec<Value<'m>> = call
+            .args()
+            .map(|arg| {
+                if !phis.iter().any(|phi| phi.as_value() == arg) {
+                    return arg;
+                }
+                arg.as_phi()
+                    .and_then(|phi| phi.incoming_from(from))
+                    .unwrap_or_else(|| arg.ty().undef())
+            })
+            .collect();
+        let new = builder.build_call(callee, &args, c"");
+        new.set_debug_location(debuginfo);
+        builder.build_unreachable();
+        for i in 0..branch.num_successors() {
+            if branch.successor(i) == Some(block) {
+                branch.set_successor(i, site);
+            }
+        }
+        calls.push(new);
+    }
+    call.erase();
+    for phi in phis {
+        phi.erase();
+    }
+    block.delete();
+    calls
 }
 
 /// How the lanes come to a panic site's block.
 #[derive(Clone, Copy)]
-enum Entry {
+enum Entry<'m> {
     /// By the conditional branch `branch` on a test that differs between lanes, to the site
     /// when the test is `panics_when_true`: it becomes a branch on whether any lane fails.
     Divergent {
-        branch: LLVMValueRef,
+        branch: Branch<'m>,
         panics_when_true: bool,
     },
     /// By a branch on a value the same in every lane: every active lane comes already.
@@ -400,101 +314,82 @@ enum Entry {
 
 /// How the lanes come to `block`, where it is entered by one conditional branch alone, and,
 /// for a [`Entry::Divergent`] branch, every instruction of `block` before `call` may run in
-/// lanes that do not panic.
-///
-/// # Safety
-/// `block` is a live block and `call` one of its instructions.
-unsafe fn site_entry(block: LLVMBasicBlockRef, call: LLVMValueRef) -> Option<Entry> {
-    // SAFETY: the caller's contract; uses of a block are the terminators branching to it.
-    unsafe {
-        let as_value = llvm::LLVMBasicBlockAsValue(block);
-        let first = llvm::LLVMGetFirstUse(as_value);
-        if first.is_null() || !llvm::LLVMGetNextUse(first).is_null() {
+/// lanes that do not panic. `call` is an instruction of `block`.
+fn site_entry<'m>(block: Block<'m>, call: Call<'m>) -> Option<Entry<'m>> {
+    // The uses of a block are the terminators branching to it.
+    let branch = block.single_use()?.user().as_branch()?;
+    let condition = branch.condition()?;
+    if is_uniform(condition, 8) {
+        return Some(Entry::Uniform);
+    }
+    let mut instruction = block.first_instruction()?;
+    while instruction != *call {
+        if !computes_only(instruction.opcode()) && !is_assume(instruction) {
             return None;
         }
-        let branch = llvm::LLVMGetUser(first);
-        if llvm::LLVMIsABranchInst(branch).is_null() || llvm::LLVMIsConditional(branch) == 0 {
-            return None;
-        }
-        if is_uniform(llvm::LLVMGetCondition(branch), 8) {
-            return Some(Entry::Uniform);
-        }
-        let mut instruction = llvm::LLVMGetFirstInstruction(block);
-        while instruction != call {
-            if !computes_only(llvm::LLVMGetInstructionOpcode(instruction))
-                && !is_assume(instruction)
-            {
-                return None;
-            }
-            instruction = llvm::LLVMGetNextInstruction(instruction);
-        }
-        let (when_true, when_false) = (
-            llvm::LLVMGetSuccessor(branch, 0),
-            llvm::LLVMGetSuccessor(branch, 1),
-        );
-        match (when_true == block, when_false == block) {
-            (true, false) => Some(Entry::Divergent {
-                branch,
-                panics_when_true: true,
-            }),
-            (false, true) => Some(Entry::Divergent {
-                branch,
-                panics_when_true: false,
-            }),
-            _ => None,
-        }
+        instruction = instruction.next()?;
+    }
+    match (
+        branch.successor(0) == Some(block),
+        branch.successor(1) == Some(block),
+    ) {
+        (true, false) => Some(Entry::Divergent {
+            branch,
+            panics_when_true: true,
+        }),
+        (false, true) => Some(Entry::Divergent {
+            branch,
+            panics_when_true: false,
+        }),
+        _ => None,
     }
 }
 
 /// Whether `instruction` calls `llvm.assume`: what it states holds in the lanes that panic,
 /// not in the others, so the stage drops it from a block every lane enters.
-///
-/// # Safety
-/// `instruction` is a live instruction.
-unsafe fn is_assume(instruction: LLVMValueRef) -> bool {
-    // SAFETY: the caller's contract; the callee is read from calls only.
-    unsafe {
-        !llvm::LLVMIsACallInst(instruction).is_null()
-            && callee_name(instruction).starts_with(b"llvm.assume")
-    }
+fn is_assume(instruction: Instruction<'_>) -> bool {
+    instruction
+        .as_call()
+        .is_some_and(|call| call.callee_name().starts_with(b"llvm.assume"))
 }
 
 /// Whether `value` is the same in every lane, as far as `depth` levels of operands show: a
 /// constant, a kernel's parameter, a value computed from such values, a load from such an
 /// address, or the workgroup's place and sizes. A branch on such a value is scalar already; a
 /// ballot would move its test into vector registers.
-///
-/// # Safety
-/// `value` is a live value.
-unsafe fn is_uniform(value: LLVMValueRef, depth: u32) -> bool {
-    // SAFETY: the caller's contract; operands of live instructions are live values.
-    unsafe {
-        if llvm::LLVMIsConstant(value) != 0 || !llvm::LLVMIsAArgument(value).is_null() {
-            return true;
+fn is_uniform(value: Value<'_>, depth: u32) -> bool {
+    if value.is_constant() || value.is_argument() {
+        return true;
+    }
+    if depth == 0 {
+        return false;
+    }
+    let Some(instruction) = value.as_instruction() else {
+        return false;
+    };
+    let opcode = instruction.opcode();
+    let operands = instruction.num_operands();
+    let all_uniform = |from: u32, to: u32| {
+        (from..to).all(|i| {
+            instruction
+                .operand(i)
+                .is_some_and(|operand| is_uniform(operand, depth - 1))
+        })
+    };
+    match opcode {
+        InstructionOpcode::Load => all_uniform(0, operands),
+        InstructionOpcode::Call => {
+            let name = instruction.as_call().map_or(&[][..], Call::callee_name);
+            // A ballot is the wavefront's mask, whatever its lanes' operands.
+            name.starts_with(b"llvm.amdgcn.ballot")
+                || UNIFORM_INTRINSICS
+                    .iter()
+                    .any(|u| name.starts_with(u.as_bytes()))
+                    && all_uniform(0, operands - 1)
         }
-        if depth == 0 || llvm::LLVMIsAInstruction(value).is_null() {
-            return false;
-        }
-        let opcode = llvm::LLVMGetInstructionOpcode(value);
-        let operands = llvm::LLVMGetNumOperands(value).max(0) as u32;
-        let all_uniform = |from: u32, to: u32| {
-            (from..to).all(|i| is_uniform(llvm::LLVMGetOperand(value, i), depth - 1))
-        };
-        match opcode {
-            LLVMOpcode::LLVMLoad => all_uniform(0, operands),
-            LLVMOpcode::LLVMCall => {
-                let name = callee_name(value);
-                // A ballot is the wavefront's mask, whatever its lanes' operands.
-                name.starts_with(b"llvm.amdgcn.ballot")
-                    || UNIFORM_INTRINSICS
-                        .iter()
-                        .any(|u| name.starts_with(u.as_bytes()))
-                        && all_uniform(0, operands - 1)
-            }
-            LLVMOpcode::LLVMPHI => false,
-            opcode if computes_only(opcode) => all_uniform(0, operands),
-            _ => false,
-        }
+        InstructionOpcode::Phi => false,
+        opcode if computes_only(opcode) => all_uniform(0, operands),
+        _ => false,
     }
 }
 
@@ -509,107 +404,54 @@ const UNIFORM_INTRINSICS: [&str; 5] = [
 
 /// Whether an instruction of this kind only computes a value from its operands: no memory,
 /// no call, nothing that is undefined for some operands (division).
-fn computes_only(opcode: LLVMOpcode) -> bool {
-    use LLVMOpcode::*;
+fn computes_only(opcode: InstructionOpcode) -> bool {
+    use InstructionOpcode::*;
     is_plain_arithmetic(opcode)
         || matches!(
             opcode,
-            LLVMPtrToInt
-                | LLVMIntToPtr
-                | LLVMBitCast
-                | LLVMAddrSpaceCast
-                | LLVMSelect
-                | LLVMExtractValue
-                | LLVMInsertValue
-                | LLVMFreeze
-                | LLVMPHI
+            PtrToInt
+                | IntToPtr
+                | BitCast
+                | AddrSpaceCast
+                | Select
+                | ExtractValue
+                | InsertValue
+                | Freeze
+                | Phi
         )
 }
 
 /// Makes the conditional `branch` scalar: it goes to `target` (the successor its condition
 /// takes when it is `taken_when_true`) when any lane of the wavefront would, to its other
 /// successor when none would. Returns the wavefront's ballot of the lanes that would.
-///
-/// # Safety
-/// `builder` is of `branch`'s context; `branch` is a live conditional branch with `target` as
-/// one successor; `ballot` is its module's `llvm.amdgcn.ballot` on `i64_type`.
-unsafe fn branch_when_any(
-    builder: LLVMBuilderRef,
-    ballot: &Intrinsic,
-    i64_type: LLVMTypeRef,
-    branch: LLVMValueRef,
-    target: LLVMBasicBlockRef,
+/// `target` is one of `branch`'s successors; `ballot` is its module's `llvm.amdgcn.ballot`
+/// on `i64_type`.
+fn branch_when_any<'m>(
+    builder: &Builder<'m>,
+    ballot: Function<'m>,
+    i64_type: Type<'m>,
+    branch: Branch<'m>,
+    target: Block<'m>,
     taken_when_true: bool,
     name: &CStr,
-) -> LLVMValueRef {
-    // SAFETY: the caller's contract; the new values are built before the branch they feed.
-    unsafe {
-        llvm::LLVMPositionBuilderBefore(builder, branch);
-        let condition = llvm::LLVMGetCondition(branch);
-        let taken = if taken_when_true {
-            condition
-        } else {
-            llvm::LLVMBuildNot(builder, condition, c"".as_ptr())
-        };
-        let mask = ballot.call(builder, &mut [taken]);
-        let any = llvm::LLVMBuildICmp(
-            builder,
-            inkwell::llvm_sys::LLVMIntPredicate::LLVMIntNE,
-            mask,
-            llvm::LLVMConstInt(i64_type, 0, 0),
-            name.as_ptr(),
-        );
-        let other = llvm::LLVMGetSuccessor(branch, u32::from(taken_when_true));
-        llvm::LLVMSetCondition(branch, any);
-        llvm::LLVMSetSuccessor(branch, 0, target);
-        llvm::LLVMSetSuccessor(branch, 1, other);
-        mask
-    }
-}
-
-/// An intrinsic's declaration in a module, overloaded on the given types.
-struct Intrinsic {
-    function: LLVMValueRef,
-    function_type: LLVMTypeRef,
-}
-
-impl Intrinsic {
-    /// # Safety
-    /// `module` is a live module whose context made the `overloads`, and `name` an intrinsic
-    /// overloaded on exactly those types.
-    unsafe fn new(module: LLVMModuleRef, name: &str, overloads: &[LLVMTypeRef]) -> Intrinsic {
-        // SAFETY: the caller's contract.
-        unsafe {
-            let id = llvm::LLVMLookupIntrinsicID(name.as_ptr().cast(), name.len());
-            let mut overloads = overloads.to_vec();
-            let function = llvm::LLVMGetIntrinsicDeclaration(
-                module,
-                id,
-                overloads.as_mut_ptr(),
-                overloads.len(),
-            );
-            Intrinsic {
-                function,
-                function_type: llvm::LLVMGlobalGetValueType(function),
-            }
-        }
-    }
-
-    /// # Safety
-    /// The builder is positioned in a function of the intrinsic's module; `args` fit it.
-    unsafe fn call(&self, builder: LLVMBuilderRef, args: &mut [LLVMValueRef]) -> LLVMValueRef {
-        // SAFETY: the caller's contract.
-        unsafe {
-            llvm::LLVMBuildCall2(
-                builder,
-                self.function_type,
-                self.function,
-                args.as_mut_ptr(),
-                args.len() as u32,
-                c"".as_ptr(),
-            )
-        }
-    }
+) -> Value<'m> {
+    // The new values are built before the branch they feed.
+    builder.position_before(branch.instruction());
+    let condition = branch.condition().expect("a conditional branch");
+    let taken = if taken_when_true {
+        condition
+    } else {
+        builder.build_not(condition, c"")
+    };
+    let mask = builder.build_call(ballot, &[taken], c"").as_value();
+    let any = builder.build_icmp(IntPredicate::NE, mask, i64_type.const_int(0, false), name);
+    let other = branch
+        .successor(u32::from(taken_when_true))
+        .expect("a conditional branch has two successors");
+    branch.set_condition(any);
+    branch.set_successor(0, target);
+    branch.set_successor(1, other);
+    mask
 }
 
 #[cfg(test)]
@@ -792,13 +634,14 @@ declare void @llvm.trap()
     fn transformed(context: &Context) -> (Module<'_>, usize) {
         let buffer = MemoryBuffer::create_from_memory_range_copy(IR.as_bytes(), "uniform");
         let module = context.create_module_from_ir(buffer).unwrap();
-        let reporter = |name: &str| module.get_function(name).unwrap().as_value_ref();
+        let ir = ir::Module::new(&module);
+        let reporter = |name: &str| ir.function(name).unwrap();
         let site_reporters = [
-            reporter(offload_format::abi::GPU_PANIC_AT1),
-            reporter(offload_format::abi::GPU_PANIC_AT2),
+            reporter("__offload_gpu_panic_at1"),
+            reporter("__offload_gpu_panic_at2"),
         ];
-        let changed = make_uniform(
-            &module,
+        let changed = make_sites_uniform(
+            ir,
             &site_reporters,
             reporter(THREAD_REPORTER),
             reporter(THREAD_INDEX),

@@ -62,12 +62,6 @@ impl<'m> Block<'m> {
         Value::wrap(unsafe { llvm::LLVMGetFirstInstruction(self.raw()) }).map(Instruction)
     }
 
-    /// The block's last instruction; `None` for an empty block.
-    pub fn last_instruction(self) -> Option<Instruction<'m>> {
-        // SAFETY: `self` is a live block; its last instruction is one or null.
-        Value::wrap(unsafe { llvm::LLVMGetLastInstruction(self.raw()) }).map(Instruction)
-    }
-
     /// The block's terminator; `None` while the block has none.
     pub fn terminator(self) -> Option<Terminator<'m>> {
         // SAFETY: `self` is a live block; its terminator is one or null.
@@ -92,10 +86,9 @@ impl<'m> Block<'m> {
         self.as_value().uses()
     }
 
-    /// The users of the block, each once: the terminators that branch to it (and block
-    /// addresses).
-    pub fn users(self) -> Vec<Value<'m>> {
-        self.as_value().users()
+    /// The block's one use, where it has exactly one: the one terminator branching to it.
+    pub fn single_use(self) -> Option<super::Use<'m>> {
+        self.as_value().single_use()
     }
 
     /// Makes every branch to the block (and its phis' incoming edges naming it) name `other`.
@@ -136,34 +129,22 @@ impl<'m> Function<'m> {
         Function(value)
     }
 
-    /// How many blocks the function has: 0 for a declaration.
-    pub fn count_blocks(self) -> u32 {
-        // SAFETY: `self` is a live function.
-        unsafe { llvm::LLVMCountBasicBlocks(self.raw()) }
-    }
-
-    /// Whether the function is only declared.
+    /// Whether the function is only declared (has no blocks).
     pub fn is_declaration(self) -> bool {
-        self.count_blocks() == 0
+        self.entry_block().is_none()
     }
 
     /// The function's first block; `None` for a declaration.
     pub fn entry_block(self) -> Option<Block<'m>> {
         // SAFETY: `self` is a live function; its first block is one or null (a
-        // declaration's), and `LLVMGetEntryBasicBlock` is asked only of a definition.
-        unsafe {
-            if self.is_declaration() {
-                return None;
-            }
-            Block::from_raw(llvm::LLVMGetEntryBasicBlock(self.raw()))
-        }
+        // declaration's).
+        unsafe { Block::from_raw(llvm::LLVMGetFirstBasicBlock(self.raw())) }
     }
 
     /// The function's blocks in order. The next is read before a block is yielded, so the
     /// yielded one may be deleted (not another); blocks appended meanwhile are reached.
     pub fn blocks(self) -> Blocks<'m> {
-        // SAFETY: `self` is a live function; its first block is one or null.
-        Blocks(unsafe { Block::from_raw(llvm::LLVMGetFirstBasicBlock(self.raw())) })
+        Blocks(self.entry_block())
     }
 
     /// The function's parameters in order.

@@ -103,13 +103,6 @@ impl<'m> Builder<'m> {
         Self::built(unsafe { llvm::LLVMBuildNot(builder, value.into().raw(), name.as_ptr()) })
     }
 
-    /// `and a, b`.
-    pub fn build_and(&self, a: Value<'m>, b: Value<'m>, name: &CStr) -> Value<'m> {
-        let builder = self.positioned();
-        // SAFETY: a positioned builder; the operands are live; the name is NUL-terminated.
-        Self::built(unsafe { llvm::LLVMBuildAnd(builder, a.raw(), b.raw(), name.as_ptr()) })
-    }
-
     /// `or a, b`.
     pub fn build_or(&self, a: Value<'m>, b: Value<'m>, name: &CStr) -> Value<'m> {
         let builder = self.positioned();
@@ -230,7 +223,7 @@ impl<'m> Builder<'m> {
         args: &[Value<'m>],
         name: &CStr,
     ) -> Call<'m> {
-        let params = function_type.param_types().len();
+        let params = function_type.count_params() as usize;
         assert!(
             params == args.len() || params < args.len() && function_type.is_var_arg(),
             "build_call: {} arguments for {params} parameters",
@@ -258,21 +251,6 @@ impl<'m> Builder<'m> {
         let builder = self.positioned();
         // SAFETY: a positioned builder; the block is live.
         let branch = Self::built(unsafe { llvm::LLVMBuildBr(builder, block.raw()) });
-        Branch(Terminator(Instruction(branch)))
-    }
-
-    /// `br i1 condition, label %on_true, label %on_false`.
-    pub fn build_cond_br(
-        &self,
-        condition: Value<'m>,
-        on_true: Block<'m>,
-        on_false: Block<'m>,
-    ) -> Branch<'m> {
-        let builder = self.positioned();
-        // SAFETY: a positioned builder; the condition and blocks are live.
-        let branch = Self::built(unsafe {
-            llvm::LLVMBuildCondBr(builder, condition.raw(), on_true.raw(), on_false.raw())
-        });
         Branch(Terminator(Instruction(branch)))
     }
 
@@ -318,6 +296,15 @@ impl<'m> Builder<'m> {
 }
 
 impl Type<'_> {
+    /// How many parameters a function type has; 0 for any other type.
+    pub fn count_params(self) -> u32 {
+        if self.kind() != super::TypeKind::Function {
+            return 0;
+        }
+        // SAFETY: `self` is a live function type (tested above).
+        unsafe { llvm::LLVMCountParamTypes(self.raw()) }
+    }
+
     /// Whether a function type takes variable arguments.
     pub fn is_var_arg(self) -> bool {
         // SAFETY: `self` is a live function type (tested first).

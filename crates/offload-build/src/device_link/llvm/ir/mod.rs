@@ -1,6 +1,6 @@
 //! The device link's safe IR layer: every call of LLVM's C API (`llvm-sys`) that the stages
 //! need, and every `unsafe` block around one, is here; the stage files are safe code
-//! (`#![forbid(unsafe_code)]`, checked by [`tests::stage_files_are_safe_code`]). inkwell's
+//! (`#![forbid(unsafe_code)]`, checked by the test `stage_files_are_safe_code` below). inkwell's
 //! types stay where they serve (the module, the context, attributes, passes, code
 //! generation); this layer adds what inkwell lacks or makes awkward for rewriting IR: use
 //! lists, operands by index, kind tests, phis, successors, builders that name their results.
@@ -23,8 +23,6 @@
 //! ahead, so the element just yielded may be erased; a stage that erases others collects
 //! first.
 
-#![allow(dead_code, unused_imports)] // The layer serves every stage, some not on it yet.
-
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 
@@ -34,18 +32,16 @@ use inkwell::llvm_sys::target;
 use inkwell::values::AsValueRef;
 
 mod block;
-pub mod bridge;
 mod builder;
 pub mod process;
 mod types;
 mod value;
 
-pub use block::{Block, Blocks, Function, Instructions};
+pub use block::{Block, Function};
 pub use builder::Builder;
 pub use types::{Type, TypeKind};
 pub use value::{
-    Argument, Branch, Call, Gep, GlobalVariable, ICmp, Instruction, Load, Phi, Terminator, Use,
-    Uses, Value,
+    Argument, Branch, Call, GlobalVariable, ICmp, Instruction, Phi, Terminator, Use, Uses, Value,
 };
 
 /// Calling conventions, as [`Function::call_conv`] gives them.
@@ -145,24 +141,28 @@ impl<'m> Module<'m> {
 
     /// The declaration of the intrinsic `name` overloaded on `overloads` (none for one that
     /// is not overloaded), added to the module where missing; `None` for no such intrinsic.
+    ///
+    /// # Panics
+    /// When overloads are given for an intrinsic that has none, or none for one that has.
     pub fn intrinsic(self, name: &str, overloads: &[Type<'m>]) -> Option<Function<'m>> {
         // SAFETY: LLVM reads `name.len()` bytes; 0 is no intrinsic.
         let id = unsafe { llvm::LLVMLookupIntrinsicID(name.as_ptr().cast(), name.len()) };
         if id == 0 {
             return None;
         }
+        // SAFETY: `id` is an intrinsic.
+        let overloaded = unsafe { llvm::LLVMIntrinsicIsOverloaded(id) != 0 };
+        assert_eq!(
+            overloaded,
+            !overloads.is_empty(),
+            "`{name}`: overload types for an overloaded intrinsic only"
+        );
         let mut raw: Vec<_> = overloads.iter().map(|t| t.raw()).collect();
         // SAFETY: the module and the types (of its context) are live; `id` is an intrinsic.
         Value::wrap(unsafe {
             llvm::LLVMGetIntrinsicDeclaration(self.raw, id, raw.as_mut_ptr(), raw.len())
         })
         .map(Function)
-    }
-
-    /// The integer type of `bits` bits.
-    pub fn int_type(self, bits: u32) -> Type<'m> {
-        // SAFETY: the context is live.
-        Type::wrap(unsafe { llvm::LLVMIntTypeInContext(self.context, bits) })
     }
 
     /// `i1`.
@@ -215,14 +215,14 @@ impl<'m> Module<'m> {
         })
     }
 
-    /// The empty metadata node `!{}`, as a value (for [`Instruction::set_metadata`]).
-    pub fn empty_metadata_node(self) -> Value<'m> {
-        // SAFETY: the context is live; an empty node of no operands.
-        unsafe {
+    /// The empty metadata node `!{}` (for [`Instruction::set_metadata`]).
+    pub fn empty_metadata_node(self) -> MetadataNode<'m> {
+        // SAFETY: the context is live; an empty node of no operands, wrapped as a value.
+        let node = unsafe {
             let node = llvm::LLVMMDNodeInContext2(self.context, std::ptr::null_mut(), 0);
             Value::wrap(llvm::LLVMMetadataAsValue(self.context, node))
-        }
-        .expect("LLVM makes the node")
+        };
+        MetadataNode(node.expect("LLVM makes the node"))
     }
 
     /// Inline assembly (AT&T dialect, not unwinding) of `function_type`, to call with
@@ -338,6 +338,16 @@ impl<'m> Iterator for Functions<'m> {
     }
 }
 
+/// A metadata node wrapped as a value ([`Module::empty_metadata_node`]).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct MetadataNode<'m>(Value<'m>);
+
+impl<'m> MetadataNode<'m> {
+    fn raw(self) -> inkwell::llvm_sys::prelude::LLVMValueRef {
+        self.0.raw()
+    }
+}
+
 /// A metadata kind of a context ([`Module::metadata_kind`]).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub struct MetadataKind(u32);
@@ -362,10 +372,9 @@ impl DebugLocation<'_> {
     }
 }
 
-/// Where an attribute is: on the return value, a parameter (from 0) or the function.
+/// Where an attribute is: on a parameter (from 0) or the function.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub enum AttributeIndex {
-    Return,
     Param(u32),
     Function,
 }
@@ -373,7 +382,6 @@ pub enum AttributeIndex {
 impl AttributeIndex {
     fn raw(self) -> u32 {
         match self {
-            AttributeIndex::Return => 0,
             AttributeIndex::Param(i) => i + 1,
             AttributeIndex::Function => inkwell::llvm_sys::LLVMAttributeFunctionIndex,
         }
@@ -389,18 +397,6 @@ fn enum_attribute_kind(name: &str) -> u32 {
 #[cfg(test)]
 mod tests {
     use std::path::Path;
-
-    /// The stage files not on the layer yet: each still calls `llvm-sys` itself. The list
-    /// only shrinks; a file that no longer needs its entry fails the test until removed.
-    const NOT_YET_CONVERTED: &[&str] = &[
-        "condition_chains.rs",
-        "conversions.rs",
-        "crash.rs",
-        "kernel_returns.rs",
-        "null_tests.rs",
-        "shared_traps.rs",
-        "uniform_panics.rs",
-    ];
 
     /// Every `.rs` file of `device_link/llvm/` but the layer's (`ir/`) is safe code: it
     /// names neither `unsafe` nor `llvm_sys` outside comments, and says
@@ -427,19 +423,14 @@ mod tests {
             let raw = code
                 .iter()
                 .any(|l| l.contains("unsafe") || l.contains("llvm_sys"));
-            // `mod.rs` is the parent of the layer (and of the stages not on it yet): a
-            // `forbid` there would hold them too, so it is only checked for raw code.
+            // `mod.rs` is the parent of the layer: a `forbid` there would hold the layer too,
+            // so it is only checked for raw code.
             let forbids = name == "mod.rs" || text.lines().any(|l| l == FORBID);
-            let allowed = NOT_YET_CONVERTED.contains(&name.as_str());
-            match (allowed, raw || !forbids) {
-                (false, true) => problems.push(format!(
+            if raw || !forbids {
+                problems.push(format!(
                     "{name}: a stage file uses `unsafe` or `llvm_sys`, or lacks \
                      `#![forbid(unsafe_code)]`: use the `ir` layer"
-                )),
-                (true, false) => problems.push(format!(
-                    "{name}: safe now: remove it from NOT_YET_CONVERTED"
-                )),
-                _ => {}
+                ));
             }
         }
         assert!(seen > 10, "no stage files found in {}", dir.display());

@@ -138,12 +138,6 @@ impl<'m> Type<'m> {
             .then(|| Type::wrap(unsafe { llvm::LLVMGetElementType(self.raw()) }))
     }
 
-    /// An array's length.
-    pub fn array_length(self) -> Option<u64> {
-        // SAFETY: `self` is a live array type (tested first).
-        (self.kind() == TypeKind::Array).then(|| unsafe { llvm::LLVMGetArrayLength2(self.raw()) })
-    }
-
     /// Whether the type is a packed struct.
     pub fn is_packed_struct(self) -> bool {
         // SAFETY: `self` is a live struct type (tested first).

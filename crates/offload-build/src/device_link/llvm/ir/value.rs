@@ -12,11 +12,12 @@ use inkwell::llvm_sys::prelude::{LLVMUseRef, LLVMValueRef};
 use inkwell::values::InstructionOpcode;
 use inkwell::{AtomicOrdering, FloatPredicate, IntPredicate};
 
-use super::{Block, DebugLocation, Function, MetadataKind, Type};
+use super::{Block, DebugLocation, Function, MetadataKind, MetadataNode, Type};
 
 /// An LLVM value of a module borrowed for `'m`: an instruction, argument, constant, global,
 /// function, block address or metadata wrapped as a value.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(transparent)]
 pub struct Value<'m> {
     raw: NonNull<inkwell::llvm_sys::LLVMValue>,
     _module: PhantomData<&'m ()>,
@@ -239,17 +240,6 @@ impl<'m> Value<'m> {
     pub fn as_global_variable(self) -> Option<GlobalVariable<'m>> {
         self.is_global_variable().then_some(GlobalVariable(self))
     }
-    /// The value as a block (a branch's successor operand, a block address's block).
-    pub fn as_block(self) -> Option<Block<'m>> {
-        // SAFETY: `self` is live; `LLVMValueIsBasicBlock` takes any value, and a value that is
-        // a block converts to it.
-        unsafe {
-            if llvm::LLVMValueIsBasicBlock(self.raw()) == 0 {
-                return None;
-            }
-            Block::from_raw(llvm::LLVMValueAsBasicBlock(self.raw()))
-        }
-    }
 
     // Constants.
 
@@ -363,10 +353,15 @@ impl<'m> Value<'m> {
         uses.next().is_none().then_some(first)
     }
 
-    /// Makes every use of the value use `new` instead (of the same type).
+    /// Makes every use of the value use `new` instead (of the same type). `self` is no
+    /// constant other than a global (constants are uniqued, their uses not theirs to move).
     pub fn replace_all_uses_with(self, new: impl Into<Value<'m>>) {
         let new = new.into();
         assert_eq!(self.ty(), new.ty(), "replace_all_uses_with: types differ");
+        assert!(
+            !self.is_constant() || self.isa(llvm::LLVMIsAGlobalValue),
+            "replace_all_uses_with of a constant"
+        );
         // SAFETY: both values are live and of one type, which LLVM requires.
         unsafe { llvm::LLVMReplaceAllUsesWith(self.raw(), new.raw()) }
     }
@@ -467,13 +462,6 @@ impl<'m> Use<'m> {
         // SAFETY: a live use has a user.
         Value::wrap(unsafe { llvm::LLVMGetUser(self.raw.as_ptr()) }).expect("a use has a user")
     }
-
-    /// The value used.
-    pub fn used(self) -> Value<'m> {
-        // SAFETY: a live use has a used value.
-        Value::wrap(unsafe { llvm::LLVMGetUsedValue(self.raw.as_ptr()) })
-            .expect("a use has a value")
-    }
 }
 
 /// The uses of a value ([`Value::uses`]).
@@ -495,6 +483,7 @@ macro_rules! kind {
     ($(#[$doc:meta])* $name:ident($parent:ident)) => {
         $(#[$doc])*
         #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+        #[repr(transparent)]
         pub struct $name<'m>(pub(super) $parent<'m>);
 
         impl<'m> Deref for $name<'m> {
@@ -555,6 +544,11 @@ kind!(
 );
 
 impl<'m> Instruction<'m> {
+    /// The instruction itself: what a handle of a narrower kind is as an instruction.
+    pub fn instruction(self) -> Instruction<'m> {
+        self
+    }
+
     /// The instruction's opcode.
     pub fn opcode(self) -> InstructionOpcode {
         // SAFETY: `self` is a live instruction.
@@ -580,18 +574,6 @@ impl<'m> Instruction<'m> {
         Value::wrap(unsafe { llvm::LLVMGetNextInstruction(self.raw()) }).map(Instruction)
     }
 
-    /// The previous instruction of its block; `None` for the first.
-    pub fn previous(self) -> Option<Instruction<'m>> {
-        // SAFETY: `self` is a live instruction; the previous one is an instruction or null.
-        Value::wrap(unsafe { llvm::LLVMGetPreviousInstruction(self.raw()) }).map(Instruction)
-    }
-
-    /// The instruction as its block's terminator, if it is one.
-    pub fn as_terminator(self) -> Option<Terminator<'m>> {
-        self.isa(llvm::LLVMIsATerminatorInst)
-            .then_some(Terminator(self))
-    }
-
     /// Whether the instruction is `unreachable`.
     pub fn is_unreachable(self) -> bool {
         self.opcode() == InstructionOpcode::Unreachable
@@ -613,11 +595,6 @@ impl<'m> Instruction<'m> {
         Value::wrap(unsafe { llvm::LLVMGetOperand(self.raw(), index) })
     }
 
-    /// The operands in order.
-    pub fn operands(self) -> impl Iterator<Item = Value<'m>> {
-        (0..self.num_operands()).filter_map(move |i| self.operand(i))
-    }
-
     /// Sets operand `index` to `value`.
     ///
     /// # Panics
@@ -633,9 +610,12 @@ impl<'m> Instruction<'m> {
     pub fn replace_operand(self, old: Value<'m>, new: Value<'m>) -> usize {
         let mut replaced = 0;
         for i in 0..self.num_operands() {
-            if self.operand(i) == Some(old) {
-                self.set_operand(i, new);
-                replaced += 1;
+            // SAFETY: `self` is a live instruction with more than `i` operands; `new` is live.
+            unsafe {
+                if llvm::LLVMGetOperand(self.raw(), i) == old.raw() {
+                    llvm::LLVMSetOperand(self.raw(), i, new.raw());
+                    replaced += 1;
+                }
             }
         }
         replaced
@@ -674,10 +654,11 @@ impl<'m> Instruction<'m> {
         unsafe { !llvm::LLVMGetMetadata(self.raw(), kind.0).is_null() }
     }
 
-    /// Sets the instruction's metadata of `kind` to `node` (a metadata node as a value, from
-    /// [`super::Module::empty_metadata_node`] say).
-    pub fn set_metadata(self, kind: MetadataKind, node: Value<'m>) {
-        // SAFETY: `self` is a live instruction and `node` a live metadata value.
+    /// Sets the instruction's metadata of `kind` to `node` (from
+    /// [`super::Module::empty_metadata_node`], say).
+    pub fn set_metadata(self, kind: MetadataKind, node: MetadataNode<'m>) {
+        // SAFETY: `self` is a live instruction and `node` a live metadata node as a value,
+        // the kind `LLVMSetMetadata` takes.
         unsafe { llvm::LLVMSetMetadata(self.raw(), kind.0, node.raw()) }
     }
 
@@ -709,14 +690,6 @@ impl<'m> Instruction<'m> {
             || self.is_store()
             || self.isa(llvm::LLVMIsAAtomicRMWInst)
             || self.isa(llvm::LLVMIsAAtomicCmpXchgInst)
-    }
-
-    /// The alignment of a load, store, `alloca` or global; `None` for another instruction.
-    pub fn alignment(self) -> Option<u32> {
-        // SAFETY: `self` is a live load, store or alloca, the instructions
-        // `LLVMGetAlignment` takes.
-        (self.is_load() || self.is_store() || self.is_alloca())
-            .then(|| unsafe { llvm::LLVMGetAlignment(self.raw()) })
     }
 }
 
@@ -751,12 +724,6 @@ impl<'m> Call<'m> {
     /// The arguments in order.
     pub fn args(self) -> impl Iterator<Item = Value<'m>> {
         (0..self.num_args()).filter_map(move |i| self.arg(i))
-    }
-
-    /// The type of the function called.
-    pub fn function_type(self) -> Type<'m> {
-        // SAFETY: `self` is a live call.
-        Type::wrap(unsafe { llvm::LLVMGetCalledFunctionType(self.raw()) })
     }
 
     /// Whether the call site has the enum attribute `name` at `index` (an
