@@ -43,7 +43,7 @@ pub(crate) fn open_gpu(kind: DeviceKind, ordinal: usize) -> Result<Box<dyn Backe
     match kind {
         DeviceKind::Cuda => gpu::open_backend::<cuda::Cuda>(ordinal),
         DeviceKind::Hip => gpu::open_backend::<hip::Hip>(ordinal),
-        DeviceKind::Cpu => Err(crate::Error::BackendUnavailable {
+        DeviceKind::Cpu => Err(crate::error::Error::BackendUnavailable {
             backend: kind.name(),
             reason: format!("device {ordinal}: the CPU is not a GPU backend"),
         }),

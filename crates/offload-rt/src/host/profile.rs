@@ -349,7 +349,7 @@ impl Recorder {
     }
 
     /// Records that a device loaded `image`.
-    pub(crate) fn image(&self, image: &crate::ImageInfo) {
+    pub(crate) fn image(&self, image: &crate::registry::ImageInfo) {
         let mut line = String::from("{\"kind\":\"image\",\"module\":");
         json_string(&mut line, &image.module);
         line.push_str(",\"triple\":");
@@ -407,8 +407,8 @@ pub(crate) fn copy<T>(
     direction: Direction,
     stream: u64,
     bytes: usize,
-    run: impl FnOnce() -> crate::Result<T>,
-) -> crate::Result<T> {
+    run: impl FnOnce() -> crate::error::Result<T>,
+) -> crate::error::Result<T> {
     match recorder() {
         Some(recorder) if cpu() => {
             let start = Instant::now();

@@ -452,7 +452,7 @@ impl Communicator {
     ///
     /// # Errors
     /// [`Error::CollectiveArgs`] when the stream is of another device.
-    pub fn set_stream(&mut self, stream: &crate::Stream) -> Result<()> {
+    pub fn set_stream(&mut self, stream: &crate::host::stream::Stream) -> Result<()> {
         if !stream.device().same_device(&self.device) {
             return Err(Error::CollectiveArgs {
                 call: "set_stream",
