@@ -298,9 +298,9 @@ pub const CPU_ABI_VERSION: u32 = 8;
 /// Lanes of a warp on the CPU device.
 pub const CPU_WARP_SIZE: u32 = 32;
 /// Bytes of dynamic shared memory a block can use on the CPU device.
-pub const CPU_DYNAMIC_SHARED_CAPACITY: usize = super::MAX_SHARED_BYTES;
+pub const CPU_DYNAMIC_SHARED_CAPACITY: usize = super::limits::MAX_SHARED_BYTES;
 /// Bytes of static shared memory a block can use on the CPU device.
-pub const CPU_SHARED_CAPACITY: usize = super::MAX_STATIC_SHARED_BYTES;
+pub const CPU_SHARED_CAPACITY: usize = super::limits::MAX_STATIC_SHARED_BYTES;
 
 /// One argument of a device print: a scalar as its bits, with what it is.
 #[repr(C)]

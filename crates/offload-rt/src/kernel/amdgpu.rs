@@ -4,7 +4,7 @@
 
 use core::arch::amdgpu;
 
-use super::warp::{Shuffle, source_lane};
+use super::shuffle::{Shuffle, source_lane};
 
 unsafe extern "C" {
     /// `workgroup_size_{x,y,z}` of the HSA kernel dispatch packet for `dim` 0, 1, 2, then the

@@ -17,7 +17,7 @@ use super::abi::{
     CPU_ABI_VERSION, CPU_DYNAMIC_SHARED_CAPACITY, CPU_PANIC_MESSAGE_CAPACITY, CPU_SHARED_CAPACITY,
     CPU_WARP_SIZE, CpuLaunch, CpuPanic, CpuPosition, PrintArg,
 };
-use super::warp::{Shuffle, WarpValue, source_lane};
+use super::shuffle::{Shuffle, WarpValue, source_lane};
 
 /// The CPU ABI this image speaks; the runtime refuses images with another version.
 #[unsafe(export_name = offload_format::abi_name!(CPU_ABI_SYMBOL))]
@@ -833,9 +833,9 @@ macro_rules! region_dim3 {
     ($($name:ident: $field:ident;)*) => {$(
         #[allow(missing_docs)]
         #[inline(always)]
-        pub fn $name(self) -> super::Dim3 {
+        pub fn $name(self) -> super::dim::Dim3 {
             let [x, y, z] = self.$field;
-            super::Dim3 { x, y, z }
+            super::dim::Dim3 { x, y, z }
         }
     )*};
 }
@@ -879,7 +879,7 @@ impl RegionThread {
 
     #[inline(always)]
     fn global(self, i: usize) -> usize {
-        super::global_idx(self.block[i], self.block_dim[i], self.thread[i])
+        super::dim::global_idx(self.block[i], self.block_dim[i], self.thread[i])
     }
 
     #[allow(missing_docs)]
@@ -1335,7 +1335,7 @@ unsafe fn butterfly_of_warp<T: WarpValue>(
 ///
 /// As [`warp_butterfly`].
 #[inline(always)]
-pub unsafe fn warp_sum_tree<T: WarpValue + super::warp::WarpAdd>(
+pub unsafe fn warp_sum_tree<T: WarpValue + super::shuffle::WarpAdd>(
     active: *mut bool,
     values: *mut T,
 ) {
@@ -1353,7 +1353,7 @@ pub unsafe fn warp_sum_tree<T: WarpValue + super::warp::WarpAdd>(
                 let mut half = SIZE / 2;
                 while half > 0 {
                     for lane in 0..half {
-                        warp[lane] = super::warp::warp_sum_step(warp[lane], warp[lane + half]);
+                        warp[lane] = super::shuffle::warp_sum_step(warp[lane], warp[lane + half]);
                     }
                     half /= 2;
                 }
@@ -1365,7 +1365,7 @@ pub unsafe fn warp_sum_tree<T: WarpValue + super::warp::WarpAdd>(
     // SAFETY: this function's contract; a partial warp starts at `base`.
     if base < threads && unsafe { warp_is_active(active, base, threads - base) } {
         // SAFETY: as above.
-        unsafe { butterfly_of_warp(values, base, threads - base, super::warp::warp_sum_step) };
+        unsafe { butterfly_of_warp(values, base, threads - base, super::shuffle::warp_sum_step) };
     }
 }
 

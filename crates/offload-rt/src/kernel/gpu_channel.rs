@@ -9,10 +9,10 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use core::sync::atomic::{AtomicU64, fence};
 
 use super::abi::{
-    DeviceChannel, PANIC_EMPTY, PANIC_FILE_CAPACITY, PANIC_MESSAGE_CAPACITY, PANIC_WRITING,
-    PANIC_WRITTEN, PRINT_RECORD_READY, PanicKind, PanicRecord, PrintArg, pack_block, pack_thread,
-    print_record_size,
+    DeviceChannel, PANIC_EMPTY, PANIC_FILE_CAPACITY, PANIC_MESSAGE_CAPACITY, PANIC_WRITTEN,
+    PRINT_RECORD_READY, PanicKind, PanicRecord, PrintArg, pack_block, print_record_size,
 };
+use super::panic_claim::{leave, one_store_at_a_time, packed_thread_index, try_claim};
 
 /// The channel, set by the runtime before any launch (null until then, or when the runtime
 /// could not map one). External and never written by the image, so the device link keeps it
@@ -204,6 +204,8 @@ pub unsafe extern "C" fn __offload_gpu_panic_at2(site: u64, a: u64, b: u64) -> !
 /// The site passes its first `values` values; the others are zero and not written (see
 /// [`panic_at`]). The device link gives `values` as a constant, so the tests fold away.
 ///
+/// [`pack_thread`]: super::abi::pack_thread
+///
 /// # Safety
 /// As for [`__offload_gpu_panic_at`]; every argument is the same in every lane.
 #[cfg(target_arch = "amdgpu")]
@@ -241,21 +243,13 @@ pub unsafe extern "C" fn __offload_gpu_panic_at_thread(
 /// [`__offload_gpu_panic_at_thread`]: the device link computes it where a kernel starts, so
 /// that one vector register holds it rather than the three indices living until the panic
 /// sites. Packed, unlike a rank, it needs no block extents in the report.
+///
+/// [`pack_thread`]: super::abi::pack_thread
 #[cfg(target_arch = "amdgpu")]
 #[unsafe(export_name = offload_format::abi_name!(GPU_THREAD_INDEX))]
 #[inline(never)]
 pub extern "C" fn __offload_gpu_thread_index() -> u32 {
     packed_thread_index()
-}
-
-/// The calling thread's index in its block as a panic records it ([`pack_thread`]).
-#[inline(always)]
-fn packed_thread_index() -> u32 {
-    pack_thread([
-        super::thread_idx_x(),
-        super::thread_idx_y(),
-        super::thread_idx_z(),
-    ])
 }
 
 /// The body of the site reporters. Its claim, wait and finish are [`__offload_gpu_panic`]'s,
@@ -324,18 +318,6 @@ unsafe fn write_words<const N: usize>(first: *mut u64, words: [u64; N]) {
     }
 }
 
-/// On AMD GPUs, keeps the scheduler from moving the report's stores together: it would give
-/// each value its own vector registers, which the kernel pays for (the stores are ordered, the
-/// moves of their values into vector registers are not).
-#[inline(always)]
-fn one_store_at_a_time() {
-    #[cfg(target_arch = "amdgpu")]
-    // SAFETY: a scheduling barrier only; it changes no value and no memory.
-    unsafe {
-        core::arch::amdgpu::sched_barrier::<0>()
-    }
-}
-
 /// A panic reported by a whole AMD wavefront for its first active lane. Its lanes run in
 /// lockstep, and a trap or `s_endpgm` ends all of them: a lane that lost the claim to a lane of
 /// its own wavefront could neither wait for that report (it would hold the writer back) nor
@@ -347,7 +329,8 @@ mod wave {
     use core::arch::amdgpu::{readfirstlane_u32, readfirstlane_u64};
     use core::sync::atomic::{AtomicU32, Ordering, fence};
 
-    use super::super as kernel;
+    use super::super::arch;
+    use super::super::thread::{block_idx_x, block_idx_y, block_idx_z};
     use super::pack_block;
     use super::{PANIC_EMPTY, PANIC_WRITTEN, PanicRecord, one_store_at_a_time};
 
@@ -370,7 +353,7 @@ mod wave {
     /// As for [`super::try_claim`].
     #[inline(always)]
     pub(super) unsafe fn claim(record: *mut PanicRecord) {
-        let lane = kernel::arch::lane_id();
+        let lane = arch::lane_id();
         let before = if lane == readfirstlane_u32(lane) {
             // SAFETY: the caller's contract.
             unsafe { super::try_claim(record) }
@@ -403,14 +386,7 @@ mod wave {
     /// As for [`finish`].
     #[inline(always)]
     pub(super) unsafe fn finish_for(record: *mut PanicRecord, thread: u32) -> ! {
-        let block = pack_block(
-            [
-                kernel::block_idx_x(),
-                kernel::block_idx_y(),
-                kernel::block_idx_z(),
-            ],
-            false,
-        );
+        let block = pack_block([block_idx_x(), block_idx_y(), block_idx_z()], false);
         // SAFETY: the caller's contract: the record's fields are this wavefront's; an atomic
         // store is not merged with its neighbours.
         unsafe {
@@ -427,34 +403,8 @@ mod wave {
             (*record).state.store(PANIC_WRITTEN, Ordering::Release);
             fence(Ordering::Release);
         }
-        kernel::arch::trap()
+        arch::trap()
     }
-}
-
-/// Tries to claim the record for this thread: moves `state` from [`PANIC_EMPTY`] to
-/// [`PANIC_WRITING`] if it can, and returns the state it found ([`PANIC_EMPTY`]: claimed).
-///
-/// # Safety
-/// `record` is the channel's live panic record; `state` is only accessed atomically.
-#[inline(always)]
-unsafe fn try_claim(record: *mut PanicRecord) -> u32 {
-    // SAFETY: the caller's contract; no reference to the whole record is made.
-    let state = unsafe { &(*record).state };
-    // NVIDIA: one atomic OR, where a compare-and-swap takes two more registers of every
-    // kernel that can panic; `PANIC_WRITTEN` includes `PANIC_WRITING`'s bit, so the OR
-    // changes only an empty record. Relaxed: the claim orders nothing, as only the host reads
-    // the record, after the writer's release store and fence. AMD GPUs keep the
-    // compare-and-swap: there a system-scope OR becomes a loop of them.
-    #[cfg(not(target_arch = "amdgpu"))]
-    let before = state.fetch_or(PANIC_WRITING, Ordering::Relaxed);
-    #[cfg(target_arch = "amdgpu")]
-    let (Ok(before) | Err(before)) = state.compare_exchange(
-        PANIC_EMPTY,
-        PANIC_WRITING,
-        Ordering::Relaxed,
-        Ordering::Relaxed,
-    );
-    before
 }
 
 /// Claims the record for this thread ([`try_claim`]), or leaves the panic to the thread that
@@ -470,21 +420,6 @@ unsafe fn claim_or_leave(record: *mut PanicRecord) {
     if before != PANIC_EMPTY {
         leave(before)
     }
-}
-
-/// A panicking thread (on AMD GPUs, wavefront) that found the record in state `before`,
-/// claimed by another: while the other is writing its report, this one ends alone (PTX
-/// `exit`; on AMD GPUs a return from the kernel) and the writer's trap ends the launch once
-/// the report is whole; once the report is written, it traps. Either way nothing of the
-/// kernel runs after the panic here, and nothing waits: a wait for the report would keep a
-/// trap from ending the launch too early, at the cost of a loop in every kernel that can
-/// panic.
-#[inline(always)]
-fn leave(before: u32) -> ! {
-    if before == PANIC_WRITING {
-        super::arch::end_thread()
-    }
-    super::arch::trap()
 }
 
 /// Completes the report this thread claimed: writes its block and thread, publishes the

@@ -67,13 +67,13 @@ pub(super) use zero as lane_id;
 
 /// A warp of one lane: every shuffle reads the caller's own value.
 #[inline(always)]
-pub(super) fn shuffle_u32(_: super::warp::Shuffle, value: u32, _: u32) -> u32 {
+pub(super) fn shuffle_u32(_: super::shuffle::Shuffle, value: u32, _: u32) -> u32 {
     value
 }
 
 /// As [`shuffle_u32`].
 #[inline(always)]
-pub(super) fn shuffle_u64(_: super::warp::Shuffle, value: u64, _: u32) -> u64 {
+pub(super) fn shuffle_u64(_: super::shuffle::Shuffle, value: u64, _: u32) -> u64 {
     value
 }
 
@@ -93,12 +93,22 @@ pub(super) fn warp_all(predicate: bool) -> bool {
 }
 
 #[inline(always)]
-pub(super) fn shuffle_u32_masked(_: u64, mode: super::warp::Shuffle, value: u32, arg: u32) -> u32 {
+pub(super) fn shuffle_u32_masked(
+    _: u64,
+    mode: super::shuffle::Shuffle,
+    value: u32,
+    arg: u32,
+) -> u32 {
     shuffle_u32(mode, value, arg)
 }
 
 #[inline(always)]
-pub(super) fn shuffle_u64_masked(_: u64, mode: super::warp::Shuffle, value: u64, arg: u32) -> u64 {
+pub(super) fn shuffle_u64_masked(
+    _: u64,
+    mode: super::shuffle::Shuffle,
+    value: u64,
+    arg: u32,
+) -> u64 {
     shuffle_u64(mode, value, arg)
 }
 

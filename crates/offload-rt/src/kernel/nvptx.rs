@@ -2,7 +2,7 @@
 
 use core::arch::nvptx;
 
-use super::warp::Shuffle;
+use super::shuffle::Shuffle;
 
 /// Every lane of the warp: the mask of each `*.sync` warp operation.
 const FULL_MASK: u32 = u32::MAX;

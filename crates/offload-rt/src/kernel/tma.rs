@@ -12,19 +12,7 @@
 
 use super::mbarrier::MBarrier;
 
-/// A tensor map: the 128 bytes of CUDA's `CUtensorMap`, encoded by the driver
-/// (`cuTensorMapEncodeTiled`), read by the copies. A kernel takes it as a pointer to device
-/// memory (`*const TensorMap`), where it stays unchanged while kernels use it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(C, align(64))]
-pub struct TensorMap {
-    /// The driver's encoding.
-    pub words: [u64; 16],
-}
-
-// SAFETY: 128 bytes of plain words, no padding (128 is a multiple of the alignment), no
-// pointers into host memory; every bit pattern is a value (the driver decides what is valid).
-unsafe impl super::DeviceCopy for TensorMap {}
+pub use super::tensor_map::TensorMap;
 
 /// Starts copying the box of `map`'s tensor at element coordinates (`col`, `row`) (the
 /// innermost dimension first, as the map was encoded) into shared memory at `dst`; the copy

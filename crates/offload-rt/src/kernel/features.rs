@@ -1,0 +1,66 @@
+//! What an image's device has of Hopper's units, a constant of each image.
+
+/// Whether this image's device has the tensor memory accelerator, `mbarrier`'s byte counts and
+/// thread-block clusters ([`tma`](super::tma), [`mbarrier`](super::mbarrier),
+/// [`cluster`](super::cluster): NVIDIA sm_90 and later). A constant of each image, set by the
+/// device link: one kernel source branches on it for its Hopper path, and the other images keep
+/// only the other branch (the device link refuses a kernel whose image still reaches these
+/// units).
+#[inline(always)]
+pub fn has_tma() -> bool {
+    features::tma()
+}
+
+/// Whether this image's device has Hopper's warpgroup matrix multiplies and `setmaxnreg`
+/// (`kernel::wgmma`, with the `half` feature: NVIDIA `sm_90a`, an `--offload-arch sm_90a`
+/// image); a constant of each image, as [`has_tma`].
+#[inline(always)]
+pub fn has_wgmma() -> bool {
+    features::wgmma()
+}
+
+#[cfg(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+mod features {
+    unsafe extern "C" {
+        // Defined by the device link as constants of the image.
+        fn __offload_has_tma() -> bool;
+        fn __offload_has_wgmma() -> bool;
+    }
+
+    #[inline(always)]
+    pub(super) fn tma() -> bool {
+        // SAFETY: a constant of the image.
+        unsafe { __offload_has_tma() }
+    }
+
+    #[inline(always)]
+    pub(super) fn wgmma() -> bool {
+        // SAFETY: a constant of the image.
+        unsafe { __offload_has_wgmma() }
+    }
+}
+
+#[cfg(not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))))]
+mod features {
+    #[inline(always)]
+    pub(super) fn tma() -> bool {
+        false
+    }
+
+    #[inline(always)]
+    pub(super) fn wgmma() -> bool {
+        false
+    }
+}
+
+/// The CPU device's (and host builds') answer to a Hopper unit: the kernel stops with a panic
+/// naming it, which its launch reports.
+#[cfg(not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))))]
+#[cold]
+#[track_caller]
+pub(super) fn hopper_only(feature: &str) -> ! {
+    panic!(
+        "{feature} needs an NVIDIA GPU of sm_90 or later (wgmma: sm_90a); this device has none \
+         (branch on kernel::has_tma() / has_wgmma())"
+    )
+}
