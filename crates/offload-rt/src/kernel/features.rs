@@ -8,7 +8,7 @@
 /// units).
 #[inline(always)]
 pub fn has_tma() -> bool {
-    features::tma()
+    imp::tma()
 }
 
 /// Whether this image's device has Hopper's warpgroup matrix multiplies and `setmaxnreg`
@@ -16,11 +16,11 @@ pub fn has_tma() -> bool {
 /// image); a constant of each image, as [`has_tma`].
 #[inline(always)]
 pub fn has_wgmma() -> bool {
-    features::wgmma()
+    imp::wgmma()
 }
 
 #[cfg(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-mod features {
+mod imp {
     unsafe extern "C" {
         // Defined by the device link as constants of the image.
         fn __offload_has_tma() -> bool;
@@ -41,7 +41,7 @@ mod features {
 }
 
 #[cfg(not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))))]
-mod features {
+mod imp {
     #[inline(always)]
     pub(super) fn tma() -> bool {
         false
