@@ -28,7 +28,9 @@
 
 use super::arch;
 use super::shuffle::sealed;
-pub use super::shuffle::{Shuffle, WarpAdd, WarpValue, warp_sum_step};
+#[doc(hidden)]
+pub use super::shuffle::{Shuffle, warp_sum_step};
+pub use super::shuffle::{WarpAdd, WarpValue};
 
 macro_rules! warp_values {
     ($via:ident, $masked:ident, $bits:ty: $($t:ty),*) => {$(
