@@ -505,6 +505,28 @@ mod tests {
         assert!(ir.contains("addrspacecast ptr addrspace(3)"), "{ir}");
     }
 
+    /// A generic address of the tile written as a constant expression (as rustc leaves a
+    /// shared static read through a generic pointer) is rebuilt around the tile in LDS.
+    #[test]
+    fn a_constant_generic_address_of_the_tile_is_rebuilt() {
+        let context = Context::create();
+        let module = amdgpu_module(
+            &context,
+            "define amdgpu_kernel void @k(ptr addrspace(1) %out) {\n\
+               %v = load i32, ptr addrspacecast (ptr addrspace(1) @tile to ptr)\n\
+               store i32 %v, ptr addrspace(1) %out\n\
+               ret void\n\
+             }\n",
+        );
+        assert_eq!(move_shared_to_addrspace3(&module).unwrap(), 1);
+        module.verify().unwrap();
+        let ir = module.print_to_string().to_string();
+        assert!(
+            ir.contains("load i32, ptr addrspacecast (ptr addrspace(3) @tile to ptr)"),
+            "{ir}"
+        );
+    }
+
     /// A debug build's checks compare a shared static's address with null: never null, so
     /// the comparisons fold, in whatever address space the null is written.
     #[test]

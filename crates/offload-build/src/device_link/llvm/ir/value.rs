@@ -354,13 +354,17 @@ impl<'m> Value<'m> {
     }
 
     /// Makes every use of the value use `new` instead (of the same type). `self` is no
-    /// constant other than a global (constants are uniqued, their uses not theirs to move).
+    /// constant other than a global or a constant expression (a constant number is uniqued
+    /// across the context: its uses are everyone's); a constant expression's constant users
+    /// are remade by LLVM around `new`.
     pub fn replace_all_uses_with(self, new: impl Into<Value<'m>>) {
         let new = new.into();
         assert_eq!(self.ty(), new.ty(), "replace_all_uses_with: types differ");
         assert!(
-            !self.is_constant() || self.isa(llvm::LLVMIsAGlobalValue),
-            "replace_all_uses_with of a constant"
+            !self.is_constant()
+                || self.isa(llvm::LLVMIsAGlobalValue)
+                || self.isa(llvm::LLVMIsAConstantExpr),
+            "replace_all_uses_with of a constant number"
         );
         // SAFETY: both values are live and of one type, which LLVM requires.
         unsafe { llvm::LLVMReplaceAllUsesWith(self.raw(), new.raw()) }
