@@ -22,6 +22,8 @@ mod link_cache;
 #[cfg(feature = "llvm")]
 mod llvm;
 #[cfg(feature = "llvm")]
+mod options;
+#[cfg(feature = "llvm")]
 mod pipeline;
 mod ptx;
 #[cfg(feature = "llvm")]
@@ -33,9 +35,10 @@ pub use llvm::{
     linked_llvm_major, nvptx_link,
 };
 #[cfg(feature = "llvm")]
+pub use options::GpuLinkOptions;
+#[cfg(feature = "llvm")]
 pub use pipeline::{
-    GpuLinkOptions, build_gpu_images, build_gpu_images_of_triple, device_inputs, gpu_images,
-    parse_gpu_arch,
+    build_gpu_images, build_gpu_images_of_triple, device_inputs, gpu_images, parse_gpu_arch,
 };
 pub(crate) use ptx::check_cubin;
 pub use ptx::{
