@@ -1,6 +1,8 @@
 //! What the stages share: the globals the runtime writes, and the accessors every stage
 //! reads a module and its values with.
 
+#![forbid(unsafe_code)]
+
 use std::ffi::CStr;
 
 use inkwell::module::{Linkage, Module};
