@@ -7,8 +7,8 @@ use std::process::Command;
 
 use offload_format::{AmdTargetId, DeviceFamily, ImageKind, Sm};
 
-use super::AmdCodeObjectVersion;
 use super::llvm::{AmdgpuLinkOptions, NvptxLinkOptions, amdgpu_code_object, nvptx_link};
+use super::options::GpuLinkOptions;
 use super::ptx::{CubinPlan, check_cubin, cubin_plan, ptx_isa_version, ptxas_verbose};
 use super::rlib_bitcode::{DeviceInput, bitcode_members};
 use super::{GpuImage, LinkError, Result, io_err};
@@ -16,7 +16,7 @@ use crate::arch::OffloadArch;
 use crate::env::Env;
 use crate::image::DeviceImage;
 use crate::json::JsonExt;
-use crate::metadata::{KernelCrate, PanicStrategy};
+use crate::metadata::KernelCrate;
 use crate::{command, nested};
 
 /// A GPU architecture by its name alone (`sm_90`, `gfx942:xnack+`), as the device link's own
@@ -266,28 +266,6 @@ pub fn device_inputs(
 ) -> Result<Vec<DeviceInput>> {
     let build = NestedBuild::new(manifest, target.triple(), baseline_cpu(target), target_dir);
     nested_build(env, &build)?.inputs()
-}
-
-/// What a build's device link of one target is made with, besides its inputs: what the
-/// environment and the kernel crate choose. Every kernel is kept, and the `ld.lld` found links.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct GpuLinkOptions {
-    /// The AMD code object version (a build takes the one [`AmdCodeObjectVersion::from_env`]
-    /// picks); NVIDIA images do not depend on it.
-    pub code_object_version: AmdCodeObjectVersion,
-    /// How the kernels end when they panic (a build takes [`KernelCrate::panic`]).
-    pub panic: PanicStrategy,
-}
-
-impl GpuLinkOptions {
-    /// The options of a build of `krate`: the code object version of `env`, the crate's panic
-    /// strategy.
-    fn for_build(env: &Env, krate: &KernelCrate) -> Result<Self> {
-        Ok(Self {
-            code_object_version: AmdCodeObjectVersion::from_env(env)?,
-            panic: krate.panic,
-        })
-    }
 }
 
 /// Links the images of one target from device-link inputs. NVIDIA targets give a cubin (where

@@ -17,9 +17,9 @@ use inkwell::module::Module;
 use inkwell::targets::TargetMachine;
 use offload_format::target_id::Sm;
 
+use super::common::{cstr, is_nvptx};
 use super::helpers::{declared, link_helpers};
 use super::matrix::kernels_reaching;
-use super::{cstr, is_nvptx};
 use crate::device_link::{LinkError, Result};
 
 /// Deepest `cp.async.wait_group` offload-rt asks for.

@@ -20,9 +20,9 @@ use inkwell::module::Module;
 use inkwell::targets::TargetMachine;
 use offload_format::target_id::{Sm, SmSuffix};
 
+use super::common::{cstr, is_amdgpu, is_nvptx};
 use super::helpers::{declared, link_helpers};
 use super::matrix::kernels_reaching;
-use super::{cstr, is_amdgpu, is_nvptx};
 use crate::device_link::{LinkError, Result};
 
 /// Deepest wait offload-rt asks for (`wgmma.wait_group`, `cp.async.bulk.wait_group`).

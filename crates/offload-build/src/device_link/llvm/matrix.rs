@@ -17,10 +17,10 @@ use inkwell::module::Module;
 use inkwell::targets::TargetMachine;
 use offload_format::target_id::{MatrixUnit, Sm, amdgpu_processor};
 
+use super::common::{cstr, is_nvptx};
 use super::helpers::link_helpers;
 use super::ir;
 use super::ir::call_conv::{AMDGPU_KERNEL as AMDGPU_KERNEL_CC, PTX_KERNEL as PTX_KERNEL_CC};
-use super::{cstr, is_nvptx};
 use crate::device_link::{LinkError, Result};
 
 /// The helpers and the input type each multiplies.

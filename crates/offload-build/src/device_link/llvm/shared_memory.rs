@@ -11,7 +11,7 @@ use inkwell::targets::TargetMachine;
 use inkwell::values::InstructionOpcode;
 
 use super::codegen::{MERGE_CONSTANTS, run_pipeline};
-use super::cstr;
+use super::common::cstr;
 use super::ir::{self, Builder, Function, GlobalVariable, Instruction, Value};
 use crate::device_link::{
     CONSTANT_SECTION, GENERIC_TILE_FUNCTION, LinkError, MAX_CONSTANT_BYTES,
@@ -134,7 +134,7 @@ pub(super) fn move_shared_to_addrspace3(module: &Module<'_>) -> Result<usize> {
 /// the [`MAX_CONSTANT_BYTES`] of a module's constant bank. Returns how many moved.
 pub(super) fn move_constants_to_addrspace4(module: &Module<'_>) -> Result<usize> {
     let moved = move_section(module, Placement::Constant)?;
-    if moved > 0 && super::is_nvptx(module) {
+    if moved > 0 && super::common::is_nvptx(module) {
         check_constant_limit(module)?;
     }
     Ok(moved)
