@@ -34,7 +34,7 @@ use codegen::{CLEAN_UP, INFER_ADDRESS_SPACES, emit, optimize, run_pipeline, targ
 use common::{cstr, is_amdgpu, is_nvptx};
 use fixups::{amdgpu_byref_parameters, global_pointers, internalize};
 use helpers::{
-    AMDGPU_HELPERS, AMDGPU_HELPERS_IR, DYNAMIC_SHARED_MEMORY, GPU_HELPERS, GPU_HELPERS_IR,
+    AMDGPU_HELPERS, DYNAMIC_SHARED_MEMORY, GPU_HELPERS, amdgpu_helpers_ir, gpu_helpers_ir,
     link_helpers,
 };
 use link::{Roots, check_resolved, link_inputs};
@@ -168,10 +168,10 @@ fn link_for<'ctx>(
     panics::check_reporters(&module)?;
     if is_amdgpu(&module) {
         let wave = amdgpu_wave_size(&cstr(&machine.get_cpu())).to_string();
-        let ir = AMDGPU_HELPERS_IR.replace("WAVE_SIZE", &wave);
+        let ir = amdgpu_helpers_ir().replace("WAVE_SIZE", &wave);
         link_helpers(context, &module, AMDGPU_HELPERS, &ir)?;
     }
-    link_helpers(context, &module, GPU_HELPERS, GPU_HELPERS_IR)?;
+    link_helpers(context, &module, GPU_HELPERS, &gpu_helpers_ir())?;
     matrix::link_matrix_helpers(context, &module, machine)?;
     async_copy::link_async_copy_helpers(context, &module, machine)?;
     hopper::link_hopper_helpers(context, &module, machine)?;
