@@ -346,7 +346,7 @@ pub fn build_gpu_images(
     arch: &OffloadArch,
     target_dir: &Path,
     extra: &[DeviceInput],
-) -> crate::Result<Vec<DeviceImage>> {
+) -> crate::error::Result<Vec<DeviceImage>> {
     gpu_target_checked(env, krate, arch)?;
     let opts = GpuLinkOptions::for_build(env, krate)?;
     let mut inputs = nested_inputs(env, krate, arch, std::slice::from_ref(arch), target_dir)?;
@@ -366,7 +366,7 @@ pub fn build_gpu_images_of_triple(
     archs: &[OffloadArch],
     target_dir: &Path,
     extra: &[(OffloadArch, DeviceInput)],
-) -> crate::Result<Vec<(OffloadArch, crate::Result<Vec<DeviceImage>>)>> {
+) -> crate::error::Result<Vec<(OffloadArch, crate::error::Result<Vec<DeviceImage>>)>> {
     for arch in archs {
         gpu_target_checked(env, krate, arch)?;
     }
@@ -401,7 +401,7 @@ pub fn build_gpu_images_of_triple(
         .zip(results)
         .map(|(arch, result)| {
             let result = result.unwrap_or_else(|| {
-                Err(crate::Error::Prerequisite(format!(
+                Err(crate::error::Error::Prerequisite(format!(
                     "the device link of {} for {arch} did not finish",
                     krate.package
                 )))
@@ -413,7 +413,11 @@ pub fn build_gpu_images_of_triple(
 
 /// Refuses `arch` before any build when it is no GPU's or LLVM would abort on it, with the
 /// cubin policy checked for an `sm`.
-fn gpu_target_checked(env: &Env, krate: &KernelCrate, arch: &OffloadArch) -> crate::Result<()> {
+fn gpu_target_checked(
+    env: &Env,
+    krate: &KernelCrate,
+    arch: &OffloadArch,
+) -> crate::error::Result<()> {
     match *arch {
         OffloadArch::Nvptx(sm) => {
             ptx_isa_version(&sm.to_string())?;
@@ -439,7 +443,7 @@ fn nested_inputs(
     target: &OffloadArch,
     archs: &[OffloadArch],
     target_dir: &Path,
-) -> crate::Result<Vec<DeviceInput>> {
+) -> crate::error::Result<Vec<DeviceInput>> {
     let mut build = NestedBuild::new(
         &krate.manifest_path,
         target.triple(),
@@ -467,7 +471,7 @@ fn link_device_images(
     arch: &OffloadArch,
     inputs: &[DeviceInput],
     opts: &GpuLinkOptions,
-) -> crate::Result<Vec<DeviceImage>> {
+) -> crate::error::Result<Vec<DeviceImage>> {
     let cache = super::link_cache::LinkCache::from_env(env);
     // AMD images do not depend on ptxas.
     let ptxas = match arch {
