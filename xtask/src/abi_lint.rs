@@ -309,6 +309,41 @@ mod tests {
     }
 
     #[test]
+    fn the_abi_lint_finds_a_device_link_helper() {
+        let abi = home_strings();
+        // The helpers the device link defines and the kernel side declares, plain and composed
+        // of a family's prefix and a suffix, pieced together so that this file spells none.
+        for rest in [
+            "_dynamic_shared",
+            "_dynamic_shared_memory",
+            "_f32_to_bf16",
+            "_atomic_add_bf16",
+            "_amdgpu_wave_size",
+            "_has_wgmma",
+            "_mma_bf16",
+            "_cp_async_16",
+            "_cp_async_wait_7",
+            "_ldmatrix_x4_trans",
+            "_mbarrier_try_wait_parity",
+            "_tma_store_wait_3",
+            "_cluster_map_shared",
+            "_wgmma_m64n128k16_bf16_tn",
+            "_wgmma_wait_0",
+            "_setmaxnreg_dec_240",
+        ] {
+            let name = format!("__offload{rest}");
+            let source =
+                format!("const A: &str = \"{name}\";\nlet b = \"define void @{name}() #0 {{\";\n");
+            let flagged: Vec<usize> = string_literals(&source)
+                .into_iter()
+                .filter(|(_, literal)| !spelled(literal, &abi).is_empty())
+                .map(|(line, _)| line)
+                .collect();
+            assert_eq!(flagged, [1, 2], "{source}");
+        }
+    }
+
+    #[test]
     fn the_triple_lint_finds_a_prefix_test() {
         let dir = std::env::temp_dir().join(format!("abi-lint-{}", std::process::id()));
         let src = dir.join("crates/some-crate/src");

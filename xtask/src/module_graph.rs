@@ -348,48 +348,17 @@ mod tests {
         state.out
     }
 
-    /// The cycles the tree had when the check came to cover every module, to be taken apart
-    /// (shared items moved down into a leaf module both ends use): per crate, the subtrees
-    /// whose modules they join (`crate` the root alone). A cycle with a module outside them
-    /// fails, and so does an entry no cycle needs any more, so the list only shrinks.
-    const KNOWN_CYCLES: &[(&str, &[&str])] = &[
-        ("offload-build", &["device_link", "foreign"]),
-    ];
-
-    /// Whether `module` lies in the known subtree `known`.
-    fn in_known(module: &Module, known: &str) -> bool {
-        if known == "crate" {
-            return module.is_empty();
-        }
-        let known: Vec<&str> = known.split("::").collect();
-        module.len() >= known.len() && module.iter().zip(&known).all(|(a, b)| a == b)
-    }
-
     #[test]
     fn no_crate_has_a_module_cycle() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let mut found = Vec::new();
-        let mut needed = BTreeSet::new();
         for entry in std::fs::read_dir(root.join("crates")).unwrap() {
             let krate = entry.unwrap().path();
             let krate_name = krate.file_name().unwrap().to_string_lossy().into_owned();
-            let known = KNOWN_CYCLES
-                .iter()
-                .find(|(k, _)| *k == krate_name)
-                .map_or(&[][..], |(_, known)| *known);
             let edges = module_edges(&krate.join("src"));
             for cycle in strongly_connected(&edges).iter().filter(|c| c.len() > 1) {
-                let subtrees: Option<Vec<&str>> = cycle
-                    .iter()
-                    .map(|m| known.iter().copied().find(|k| in_known(m, k)))
-                    .collect();
-                if let Some(subtrees) = subtrees {
-                    needed.extend(subtrees.into_iter().map(|k| (krate_name.clone(), k)));
-                    continue;
-                }
                 let names: Vec<String> = cycle.iter().map(name).collect();
-                let krate = &krate_name;
-                found.push(format!("{krate}: {}", names.join(" <-> ")));
+                found.push(format!("{krate_name}: {}", names.join(" <-> ")));
                 // The uses that close it (a module's use of its own descendants is implied).
                 for from in cycle {
                     for to in edges[from].iter().filter(|to| cycle.contains(to)) {
@@ -398,16 +367,6 @@ mod tests {
                         }
                     }
                 }
-            }
-        }
-        for (krate, known) in KNOWN_CYCLES {
-            for k in known
-                .iter()
-                .filter(|k| !needed.contains(&(krate.to_string(), **k)))
-            {
-                found.push(format!(
-                    "{krate}: `{k}` is in no cycle: take it off KNOWN_CYCLES"
-                ));
             }
         }
         assert!(found.is_empty(), "module cycles:\n{}", found.join("\n"));

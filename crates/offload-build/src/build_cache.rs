@@ -288,7 +288,7 @@ pub fn around<T>(
     let Some(cache) = BuildCache::from_env(env) else {
         return build();
     };
-    let warn = |what: &str, e: crate::Error| {
+    let warn = |what: &str, e: crate::error::Error| {
         env.warn(&format!(
             "the shared build cache {} could not be {what} ({e}); building without it",
             cache.root.display()

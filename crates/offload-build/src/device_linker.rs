@@ -30,10 +30,11 @@ use std::sync::Mutex;
 use crate::arch::OffloadArch;
 use crate::env::Env;
 use crate::error::{Error, IoContext, Result};
+use crate::foreign::rdc::LinkedSources;
 use crate::image::DeviceImage;
 use crate::json::{self, CargoMessage, JsonExt, JsonValue};
 use crate::metadata::KernelCrate;
-use crate::{LinkedSources, command, fsutil};
+use crate::{command, fsutil};
 
 /// The path of a `cargo-offload-device` to use for GPU device links. Read with a rerun
 /// declaration: another executable may link otherwise.

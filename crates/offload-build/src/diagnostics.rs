@@ -40,9 +40,9 @@ static RECORDED: Mutex<Vec<Recorded>> = Mutex::new(Vec::new());
 static ARCH_ORDER: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 /// Lists the architectures of each diagnostic in the order of `archs` (the build's list).
-pub(crate) fn set_arch_order(archs: &[crate::OffloadArch]) {
+pub(crate) fn set_arch_order(archs: &[crate::arch::OffloadArch]) {
     *ARCH_ORDER.lock().unwrap_or_else(|e| e.into_inner()) =
-        archs.iter().map(crate::OffloadArch::name).collect();
+        archs.iter().map(crate::arch::OffloadArch::name).collect();
 }
 
 /// What makes two diagnostics the same one: package, level, text and primary location.

@@ -27,7 +27,7 @@ pub fn status(env: &Env, verb: &str, message: &str) {
 }
 
 /// `sm_80, sm_90, host`.
-pub fn arch_list(archs: &[crate::OffloadArch]) -> String {
+pub fn arch_list(archs: &[crate::arch::OffloadArch]) -> String {
     archs
         .iter()
         .map(|a| a.name().to_owned())

@@ -49,6 +49,48 @@ macro_rules! abi_name {
     (CONSTANT_SECTION) => { ".offload.constant" };
     (GENERIC_TILE_FUNCTION) => { "__offload_shared_tile" };
     (READ_ONLY_MARKER) => { "__offload_read_only" };
+    // Helpers the device link defines and the kernel side declares.
+    (DYNAMIC_SHARED) => { "__offload_dynamic_shared" };
+    (DYNAMIC_SHARED_MEMORY) => { "__offload_dynamic_shared_memory" };
+    (F32_TO_BF16) => { "__offload_f32_to_bf16" };
+    (ATOMIC_ADD_F16) => { "__offload_atomic_add_f16" };
+    (ATOMIC_ADD_BF16) => { "__offload_atomic_add_bf16" };
+    (AMDGPU_DISPATCH_FIELD) => { "__offload_amdgpu_dispatch_field" };
+    (AMDGPU_SYNC_THREADS) => { "__offload_amdgpu_sync_threads" };
+    (AMDGPU_SYNC_WARP) => { "__offload_amdgpu_sync_warp" };
+    (AMDGPU_WAVE_SIZE) => { "__offload_amdgpu_wave_size" };
+    (MMA_F16) => { "__offload_mma_f16" };
+    (MMA_BF16) => { "__offload_mma_bf16" };
+    (CP_ASYNC_PREFIX) => { "__offload_cp_async_" };
+    (CP_ASYNC_COMMIT) => { "__offload_cp_async_commit" };
+    (CP_ASYNC_WAIT_PREFIX) => { "__offload_cp_async_wait_" };
+    (LDMATRIX_PREFIX) => { "__offload_ldmatrix_" };
+    (HAS_TMA) => { "__offload_has_tma" };
+    (HAS_WGMMA) => { "__offload_has_wgmma" };
+    (MBARRIER_INIT) => { "__offload_mbarrier_init" };
+    (MBARRIER_ARRIVE) => { "__offload_mbarrier_arrive" };
+    (MBARRIER_ARRIVE_EXPECT_TX) => { "__offload_mbarrier_arrive_expect_tx" };
+    (MBARRIER_EXPECT_TX) => { "__offload_mbarrier_expect_tx" };
+    (MBARRIER_TRY_WAIT_PARITY) => { "__offload_mbarrier_try_wait_parity" };
+    (MBARRIER_FENCE_INIT) => { "__offload_mbarrier_fence_init" };
+    (TMA_LOAD_2D) => { "__offload_tma_load_2d" };
+    (TMA_LOAD_2D_MULTICAST) => { "__offload_tma_load_2d_multicast" };
+    (TMA_STORE_2D) => { "__offload_tma_store_2d" };
+    (TMA_STORE_COMMIT) => { "__offload_tma_store_commit" };
+    (TMA_STORE_WAIT_PREFIX) => { "__offload_tma_store_wait_" };
+    (TMA_PREFETCH) => { "__offload_tma_prefetch" };
+    (FENCE_PROXY_ASYNC) => { "__offload_fence_proxy_async" };
+    (CLUSTER_ARRIVE) => { "__offload_cluster_arrive" };
+    (CLUSTER_WAIT) => { "__offload_cluster_wait" };
+    (CLUSTER_BLOCK_RANK) => { "__offload_cluster_block_rank" };
+    (CLUSTER_BLOCKS) => { "__offload_cluster_blocks" };
+    (CLUSTER_MAP_SHARED) => { "__offload_cluster_map_shared" };
+    (WGMMA_PREFIX) => { "__offload_wgmma_" };
+    (WGMMA_FENCE) => { "__offload_wgmma_fence" };
+    (WGMMA_COMMIT) => { "__offload_wgmma_commit" };
+    (WGMMA_WAIT_PREFIX) => { "__offload_wgmma_wait_" };
+    (SHARED_ADDRESS) => { "__offload_shared_address" };
+    (SETMAXNREG_PREFIX) => { "__offload_setmaxnreg_" };
     // Registration of a host binary's bundles.
     (OFFLOADING_SECTION) => { ".llvm.offloading" };
     (REGISTRATION_CONSTRUCTOR_SECTION) => { ".init_array.101" };
@@ -133,6 +175,95 @@ pub const GENERIC_TILE_FUNCTION: &str = abi_name!(GENERIC_TILE_FUNCTION);
 /// The identity function through which a `&[T]` kernel parameter's loads go, which the device
 /// link removes, marking the loads invariant.
 pub const READ_ONLY_MARKER: &str = abi_name!(READ_ONLY_MARKER);
+
+/// The helpers below are defined by the device link (`offload-build`'s `device_link`, in IR or
+/// inline PTX) and declared `extern` by the kernel side (`offload_rt::kernel`).
+///
+/// The helper that returns the generic address of [`DYNAMIC_SHARED_MEMORY`] (Rust cannot
+/// declare an address-space-3 global).
+pub const DYNAMIC_SHARED: &str = abi_name!(DYNAMIC_SHARED);
+/// The image's dynamic shared memory: an external address-space-3 array the device link declares.
+pub const DYNAMIC_SHARED_MEMORY: &str = abi_name!(DYNAMIC_SHARED_MEMORY);
+/// The helper that rounds an `f32` to bfloat16 bits (`fptrunc float to bfloat`).
+pub const F32_TO_BF16: &str = abi_name!(F32_TO_BF16);
+/// The helper that adds a `half` atomically (`atomicrmw fadd half`), returning the old bits.
+pub const ATOMIC_ADD_F16: &str = abi_name!(ATOMIC_ADD_F16);
+/// The helper that adds a `bfloat` atomically (`atomicrmw fadd bfloat`), returning the old bits.
+pub const ATOMIC_ADD_BF16: &str = abi_name!(ATOMIC_ADD_BF16);
+/// On AMD GPUs, the helper that reads a field of the HSA kernel dispatch packet.
+pub const AMDGPU_DISPATCH_FIELD: &str = abi_name!(AMDGPU_DISPATCH_FIELD);
+/// On AMD GPUs, the block barrier between workgroup-scope fences.
+pub const AMDGPU_SYNC_THREADS: &str = abi_name!(AMDGPU_SYNC_THREADS);
+/// On AMD GPUs, the wavefront barrier between wavefront-scope fences.
+pub const AMDGPU_SYNC_WARP: &str = abi_name!(AMDGPU_SYNC_WARP);
+/// On AMD GPUs, the wavefront size of the image's processor.
+pub const AMDGPU_WAVE_SIZE: &str = abi_name!(AMDGPU_WAVE_SIZE);
+/// The NVIDIA tensor-core matrix multiply-accumulate of `f16` inputs.
+pub const MMA_F16: &str = abi_name!(MMA_F16);
+/// The NVIDIA tensor-core matrix multiply-accumulate of `bf16` inputs.
+pub const MMA_BF16: &str = abi_name!(MMA_BF16);
+/// Prefix of the asynchronous copies from global to shared memory (`cp.async`):
+/// `CP_ASYNC_PREFIX<bytes>`, bytes 4, 8 or 16.
+pub const CP_ASYNC_PREFIX: &str = abi_name!(CP_ASYNC_PREFIX);
+/// The helper that closes a group of asynchronous copies.
+pub const CP_ASYNC_COMMIT: &str = abi_name!(CP_ASYNC_COMMIT);
+/// Prefix of the waits for all but `n` groups of asynchronous copies: `CP_ASYNC_WAIT_PREFIX<n>`.
+pub const CP_ASYNC_WAIT_PREFIX: &str = abi_name!(CP_ASYNC_WAIT_PREFIX);
+/// Prefix of the `ldmatrix` helpers: `LDMATRIX_PREFIX x<count>[_trans]`, count 1, 2 or 4.
+pub const LDMATRIX_PREFIX: &str = abi_name!(LDMATRIX_PREFIX);
+/// The image's constant: whether its device has the Tensor Memory Accelerator.
+pub const HAS_TMA: &str = abi_name!(HAS_TMA);
+/// The image's constant: whether its device has warpgroup matrix multiplies and `setmaxnreg`.
+pub const HAS_WGMMA: &str = abi_name!(HAS_WGMMA);
+/// Hopper's `mbarrier.init` helper.
+pub const MBARRIER_INIT: &str = abi_name!(MBARRIER_INIT);
+/// Hopper's `mbarrier.arrive` helper.
+pub const MBARRIER_ARRIVE: &str = abi_name!(MBARRIER_ARRIVE);
+/// Hopper's `mbarrier.arrive.expect_tx` helper.
+pub const MBARRIER_ARRIVE_EXPECT_TX: &str = abi_name!(MBARRIER_ARRIVE_EXPECT_TX);
+/// Hopper's `mbarrier.expect_tx` helper.
+pub const MBARRIER_EXPECT_TX: &str = abi_name!(MBARRIER_EXPECT_TX);
+/// Hopper's `mbarrier.try_wait.parity` helper.
+pub const MBARRIER_TRY_WAIT_PARITY: &str = abi_name!(MBARRIER_TRY_WAIT_PARITY);
+/// Hopper's fence after an `mbarrier.init`.
+pub const MBARRIER_FENCE_INIT: &str = abi_name!(MBARRIER_FENCE_INIT);
+/// The TMA load of a 2-D tile to shared memory.
+pub const TMA_LOAD_2D: &str = abi_name!(TMA_LOAD_2D);
+/// The TMA load of a 2-D tile multicast to the blocks of a cluster.
+pub const TMA_LOAD_2D_MULTICAST: &str = abi_name!(TMA_LOAD_2D_MULTICAST);
+/// The TMA store of a 2-D tile from shared memory.
+pub const TMA_STORE_2D: &str = abi_name!(TMA_STORE_2D);
+/// The helper that closes a group of TMA stores.
+pub const TMA_STORE_COMMIT: &str = abi_name!(TMA_STORE_COMMIT);
+/// Prefix of the waits for all but `n` groups of TMA stores: `TMA_STORE_WAIT_PREFIX<n>`.
+pub const TMA_STORE_WAIT_PREFIX: &str = abi_name!(TMA_STORE_WAIT_PREFIX);
+/// The prefetch of a tensor map.
+pub const TMA_PREFETCH: &str = abi_name!(TMA_PREFETCH);
+/// The fence between the generic and the async proxy.
+pub const FENCE_PROXY_ASYNC: &str = abi_name!(FENCE_PROXY_ASYNC);
+/// The arrival at a cluster's barrier.
+pub const CLUSTER_ARRIVE: &str = abi_name!(CLUSTER_ARRIVE);
+/// The wait at a cluster's barrier.
+pub const CLUSTER_WAIT: &str = abi_name!(CLUSTER_WAIT);
+/// The calling block's rank in its cluster.
+pub const CLUSTER_BLOCK_RANK: &str = abi_name!(CLUSTER_BLOCK_RANK);
+/// The number of blocks of the cluster.
+pub const CLUSTER_BLOCKS: &str = abi_name!(CLUSTER_BLOCKS);
+/// The address of a shared location in another block of the cluster.
+pub const CLUSTER_MAP_SHARED: &str = abi_name!(CLUSTER_MAP_SHARED);
+/// Prefix of the warpgroup helpers, among them the multiplies:
+/// `WGMMA_PREFIX m64n<n>k16_<f16|bf16>_<n|t><n|t>`.
+pub const WGMMA_PREFIX: &str = abi_name!(WGMMA_PREFIX);
+/// The fence before a warpgroup's multiplies.
+pub const WGMMA_FENCE: &str = abi_name!(WGMMA_FENCE);
+/// The helper that closes a group of warpgroup multiplies.
+pub const WGMMA_COMMIT: &str = abi_name!(WGMMA_COMMIT);
+/// Prefix of the waits for all but `n` groups of warpgroup multiplies: `WGMMA_WAIT_PREFIX<n>`.
+pub const WGMMA_WAIT_PREFIX: &str = abi_name!(WGMMA_WAIT_PREFIX);
+/// The 32-bit shared-window address of a generic pointer to shared memory.
+pub const SHARED_ADDRESS: &str = abi_name!(SHARED_ADDRESS);
+/// Prefix of the `setmaxnreg` helpers: `SETMAXNREG_PREFIX<inc|dec>_<registers>`.
+pub const SETMAXNREG_PREFIX: &str = abi_name!(SETMAXNREG_PREFIX);
 
 /// Bytes of static shared memory one GPU kernel may use, the limit of every device: `ptxas`
 /// refuses more in static declarations, and the CPU device's arena is this size.

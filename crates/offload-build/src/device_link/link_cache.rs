@@ -193,7 +193,7 @@ impl LinkCache {
     }
 
     /// Keeps `images` under `key`, written whole and renamed into place.
-    pub(crate) fn store(&self, key: &LinkKey, images: &[DeviceImage]) -> crate::Result<()> {
+    pub(crate) fn store(&self, key: &LinkKey, images: &[DeviceImage]) -> crate::error::Result<()> {
         let bytes: Vec<u8> = images
             .iter()
             .flat_map(|image| image.to_offload_binary().to_bytes())

@@ -7,8 +7,8 @@ use std::process::Command;
 
 use offload_format::{AmdTargetId, DeviceFamily, ImageKind, Sm};
 
-use super::AmdCodeObjectVersion;
 use super::llvm::{AmdgpuLinkOptions, NvptxLinkOptions, amdgpu_code_object, nvptx_link};
+use super::options::GpuLinkOptions;
 use super::ptx::{CubinPlan, check_cubin, cubin_plan, ptx_isa_version, ptxas_verbose};
 use super::rlib_bitcode::{DeviceInput, bitcode_members};
 use super::{GpuImage, LinkError, Result, io_err};
@@ -16,7 +16,7 @@ use crate::arch::OffloadArch;
 use crate::env::Env;
 use crate::image::DeviceImage;
 use crate::json::JsonExt;
-use crate::metadata::{KernelCrate, PanicStrategy};
+use crate::metadata::KernelCrate;
 use crate::{command, nested};
 
 /// A GPU architecture by its name alone (`sm_90`, `gfx942:xnack+`), as the device link's own
@@ -268,28 +268,6 @@ pub fn device_inputs(
     nested_build(env, &build)?.inputs()
 }
 
-/// What a build's device link of one target is made with, besides its inputs: what the
-/// environment and the kernel crate choose. Every kernel is kept, and the `ld.lld` found links.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct GpuLinkOptions {
-    /// The AMD code object version (a build takes the one [`AmdCodeObjectVersion::from_env`]
-    /// picks); NVIDIA images do not depend on it.
-    pub code_object_version: AmdCodeObjectVersion,
-    /// How the kernels end when they panic (a build takes [`KernelCrate::panic`]).
-    pub panic: PanicStrategy,
-}
-
-impl GpuLinkOptions {
-    /// The options of a build of `krate`: the code object version of `env`, the crate's panic
-    /// strategy.
-    fn for_build(env: &Env, krate: &KernelCrate) -> Result<Self> {
-        Ok(Self {
-            code_object_version: AmdCodeObjectVersion::from_env(env)?,
-            panic: krate.panic,
-        })
-    }
-}
-
 /// Links the images of one target from device-link inputs. NVIDIA targets give a cubin (where
 /// the installed `ptxas` knows the `sm`, see [`cubin_plan`]) and PTX, in that order, both with
 /// the figures of the one `ptxas -v` run that made the cubin; AMD
@@ -368,7 +346,7 @@ pub fn build_gpu_images(
     arch: &OffloadArch,
     target_dir: &Path,
     extra: &[DeviceInput],
-) -> crate::Result<Vec<DeviceImage>> {
+) -> crate::error::Result<Vec<DeviceImage>> {
     gpu_target_checked(env, krate, arch)?;
     let opts = GpuLinkOptions::for_build(env, krate)?;
     let mut inputs = nested_inputs(env, krate, arch, std::slice::from_ref(arch), target_dir)?;
@@ -388,7 +366,7 @@ pub fn build_gpu_images_of_triple(
     archs: &[OffloadArch],
     target_dir: &Path,
     extra: &[(OffloadArch, DeviceInput)],
-) -> crate::Result<Vec<(OffloadArch, crate::Result<Vec<DeviceImage>>)>> {
+) -> crate::error::Result<Vec<(OffloadArch, crate::error::Result<Vec<DeviceImage>>)>> {
     for arch in archs {
         gpu_target_checked(env, krate, arch)?;
     }
@@ -423,7 +401,7 @@ pub fn build_gpu_images_of_triple(
         .zip(results)
         .map(|(arch, result)| {
             let result = result.unwrap_or_else(|| {
-                Err(crate::Error::Prerequisite(format!(
+                Err(crate::error::Error::Prerequisite(format!(
                     "the device link of {} for {arch} did not finish",
                     krate.package
                 )))
@@ -435,7 +413,11 @@ pub fn build_gpu_images_of_triple(
 
 /// Refuses `arch` before any build when it is no GPU's or LLVM would abort on it, with the
 /// cubin policy checked for an `sm`.
-fn gpu_target_checked(env: &Env, krate: &KernelCrate, arch: &OffloadArch) -> crate::Result<()> {
+fn gpu_target_checked(
+    env: &Env,
+    krate: &KernelCrate,
+    arch: &OffloadArch,
+) -> crate::error::Result<()> {
     match *arch {
         OffloadArch::Nvptx(sm) => {
             ptx_isa_version(&sm.to_string())?;
@@ -461,7 +443,7 @@ fn nested_inputs(
     target: &OffloadArch,
     archs: &[OffloadArch],
     target_dir: &Path,
-) -> crate::Result<Vec<DeviceInput>> {
+) -> crate::error::Result<Vec<DeviceInput>> {
     let mut build = NestedBuild::new(
         &krate.manifest_path,
         target.triple(),
@@ -489,7 +471,7 @@ fn link_device_images(
     arch: &OffloadArch,
     inputs: &[DeviceInput],
     opts: &GpuLinkOptions,
-) -> crate::Result<Vec<DeviceImage>> {
+) -> crate::error::Result<Vec<DeviceImage>> {
     let cache = super::link_cache::LinkCache::from_env(env);
     // AMD images do not depend on ptxas.
     let ptxas = match arch {

@@ -9,7 +9,8 @@ use std::process::Command;
 use offload_format::image::ptx;
 use offload_format::{ImageKind, OffloadKind, Sm};
 
-use super::{Clang, Compiled, Options, Source, depfile};
+use super::source::{Compiled, Options, Source};
+use super::{Clang, depfile};
 use crate::arch::OffloadArch;
 use crate::device_link::{CubinPlan, cubin_plan, ptx_isa_version, ptxas_verbose};
 use crate::env::Env;
@@ -76,7 +77,7 @@ pub fn build(
         return Ok(compiled);
     }
     let language = language_args(env)?;
-    let dir = super::work_dir(out_dir, source);
+    let dir = super::source::work_dir(out_dir, source);
     std::fs::create_dir_all(&dir).io("creating", &dir)?;
     let module = source.module();
     for sm in sms {
@@ -96,10 +97,10 @@ pub fn build(
             .arg(&source.path)
             .arg("-o")
             .arg(&ptx_path);
-        super::run_clang(env, &mut cmd, source, &sm_name)?;
+        super::source::run_clang(env, &mut cmd, source, &sm_name)?;
         let ptx = std::fs::read_to_string(&ptx_path).io("reading", &ptx_path)?;
         let deps = std::fs::read_to_string(&dep_path).io("reading", &dep_path)?;
-        super::extend_unique(&mut compiled.watch, depfile::prerequisites(&deps));
+        super::source::extend_unique(&mut compiled.watch, depfile::prerequisites(&deps));
         let kernels = ptx::kernel_names(&ptx);
         if kernels.is_empty() {
             env.warn(&format!(

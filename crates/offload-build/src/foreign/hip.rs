@@ -12,12 +12,13 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::{Clang, Source, depfile};
+use super::source::Source;
+use super::{Clang, depfile};
 use crate::env::Env;
 use crate::error::{IoContext, Result};
 #[cfg(feature = "image-readers")]
 use {
-    super::{Compiled, Options},
+    super::source::{Compiled, Options},
     crate::arch::OffloadArch,
     crate::device_link::{AmdCodeObjectVersion, bad_code_object},
     crate::error::Error,
@@ -75,7 +76,7 @@ pub(crate) fn header_dependencies(
         .arg("-MT")
         .arg(&source.path)
         .arg(&source.path);
-    super::run_clang(env, &mut cmd, source, arch)?;
+    super::source::run_clang(env, &mut cmd, source, arch)?;
     let text = std::fs::read_to_string(dep_path).io("reading", dep_path)?;
     Ok(depfile::prerequisites(&text))
 }
@@ -95,7 +96,7 @@ pub fn build(
         return Ok(compiled);
     }
     let code_object = AmdCodeObjectVersion::from_env(env)?;
-    let dir = super::work_dir(out_dir, source);
+    let dir = super::source::work_dir(out_dir, source);
     let mut args = language_args(&dir)?;
     let module = source.module();
     let bundle_path = dir.join(format!("{module}.hipfb"));
@@ -115,9 +116,9 @@ pub fn build(
         .arg(&source.path)
         .arg("-o")
         .arg(&bundle_path);
-    super::run_clang(env, &mut cmd, source, &arch_list)?;
+    super::source::run_clang(env, &mut cmd, source, &arch_list)?;
     let deps = header_dependencies(env, clang, source, &args, &dep_path, &arch_list)?;
-    super::extend_unique(&mut compiled.watch, deps);
+    super::source::extend_unique(&mut compiled.watch, deps);
 
     let bundle = std::fs::read(&bundle_path).io("reading", &bundle_path)?;
     let entries = offload_format::bundle::parse_any_bundle(&bundle)?;

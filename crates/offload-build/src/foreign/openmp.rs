@@ -16,7 +16,8 @@ use std::process::Command;
 
 use offload_format::{AmdTargetId, Sm};
 
-use super::{Clang, Options, Source};
+use super::Clang;
+use super::source::{Options, Source};
 use crate::arch::{AMDGCN_TRIPLE, NVPTX_TRIPLE, OffloadArch};
 use crate::command::{self, CommandLine};
 use crate::env::Env;
@@ -225,7 +226,7 @@ pub fn build(
     for source in sources {
         let (object, deps) = compile(env, clang, source, &targets, options, out_dir)?;
         objects.push(object);
-        super::extend_unique(&mut watch, deps);
+        super::source::extend_unique(&mut watch, deps);
     }
     let link_name = link_name(package);
     let merged = out_dir.join("offload-src").join(format!("{link_name}.o"));
@@ -236,7 +237,7 @@ pub fn build(
         path: merged.clone(),
         reason,
     })?;
-    super::write_static_library(
+    super::source::write_static_library(
         &out_dir.join(format!("lib{link_name}.a")),
         &[offload_format::archive::ArchiveMember {
             name: format!("{link_name}.o"),
@@ -261,7 +262,7 @@ fn compile(
     options: &Options,
     out_dir: &Path,
 ) -> Result<(PathBuf, Vec<PathBuf>)> {
-    let dir = super::work_dir(out_dir, source);
+    let dir = super::source::work_dir(out_dir, source);
     std::fs::create_dir_all(&dir).io("creating directory", &dir)?;
     let object = dir.join(format!("{}.o", source.module()));
     let depfile = dir.join(format!("{}.d", source.module()));
@@ -277,11 +278,11 @@ fn compile(
         .arg(&*tmp)
         .args(["-x", "c++"])
         .arg(&source.path);
-    super::run_clang(env, &mut cmd, source, &targets.describe())?;
+    super::source::run_clang(env, &mut cmd, source, &targets.describe())?;
     tmp.persist(&object).io("renaming into place", &object)?;
     let text = std::fs::read_to_string(&depfile).io("reading", &depfile)?;
     let mut deps = vec![source.path.clone()];
-    super::extend_unique(&mut deps, super::depfile::prerequisites(&text));
+    super::source::extend_unique(&mut deps, super::depfile::prerequisites(&text));
     Ok((object, deps))
 }
 

@@ -12,7 +12,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::{Clang, Language, Options, Source, depfile};
+use super::source::{Language, Options, Source};
+use super::{Clang, depfile};
 use crate::arch::{OffloadArch, host_triple};
 use crate::env::Env;
 use crate::error::{IoContext, Result};
@@ -82,8 +83,8 @@ pub fn build(
     }
     let archs = unique.as_slice();
     for source in sources {
-        super::extend_unique(&mut linked.watch, vec![source.path.clone()]);
-        let dir = super::work_dir(out_dir, source);
+        super::source::extend_unique(&mut linked.watch, vec![source.path.clone()]);
+        let dir = super::source::work_dir(out_dir, source);
         std::fs::create_dir_all(&dir).io("creating", &dir)?;
         let module = source.module();
         let language = match source.language {
@@ -158,7 +159,7 @@ pub fn build(
             if host || source.language == Language::Cuda {
                 cmd.arg("-MMD").arg("-MF").arg(&dep_path);
             }
-            super::run_clang(env, &mut cmd, source, &arch.name())?;
+            super::source::run_clang(env, &mut cmd, source, &arch.name())?;
             compiled = true;
             if host {
                 host_objects.push(output);
@@ -182,7 +183,7 @@ pub fn build(
             let text = std::fs::read_to_string(&dep_path).io("reading", &dep_path)?;
             depfile::prerequisites(&text)
         };
-        super::extend_unique(&mut linked.watch, deps);
+        super::source::extend_unique(&mut linked.watch, deps);
     }
     if !host_objects.is_empty() {
         let link_name = format!("offload_linked_{}", package.replace('-', "_"));
@@ -205,5 +206,5 @@ fn archive(objects: &[PathBuf], path: &Path) -> Result<()> {
             data: std::fs::read(object).io("reading", object)?.into(),
         });
     }
-    super::write_static_library(path, &members)
+    super::source::write_static_library(path, &members)
 }

@@ -12,18 +12,22 @@ unsafe extern "C" {
     /// as HIP's `gridDim` reads them). Rust cannot name `llvm.amdgcn.dispatch.ptr` or
     /// `llvm.amdgcn.implicitarg.ptr` (they return address-space-4 pointers), so the AMD device
     /// link defines this function in IR over them.
+    #[link_name = offload_format::abi_name!(AMDGPU_DISPATCH_FIELD)]
     fn __offload_amdgpu_dispatch_field(dim: u32) -> u32;
     /// `s_barrier` between workgroup-scope release and acquire fences, defined by the AMD
     /// device link: Rust's fences are system-scope, and each would write back and invalidate
     /// the whole L2 cache.
+    #[link_name = offload_format::abi_name!(AMDGPU_SYNC_THREADS)]
     fn __offload_amdgpu_sync_threads();
     /// `wave_barrier` between wavefront-scope release and acquire fences, defined by the AMD
     /// device link (a wavefront runs in lockstep: the barrier keeps the compiler from moving
     /// the lanes' memory accesses across it, the fences order them).
+    #[link_name = offload_format::abi_name!(AMDGPU_SYNC_WARP)]
     fn __offload_amdgpu_sync_warp();
     /// Lanes per wavefront of the image's target (64 on gfx9, 32 on gfx10 and later), defined
     /// by the AMD device link: one device build serves every target of the triple, and rustc
     /// would fold `llvm.amdgcn.wavefrontsize` for the build's baseline CPU.
+    #[link_name = offload_format::abi_name!(AMDGPU_WAVE_SIZE)]
     fn __offload_amdgpu_wave_size() -> u32;
 }
 
@@ -203,6 +207,7 @@ pub(super) fn sync_warp_masked(_mask: u64) {
 unsafe extern "C" {
     /// The generic address of the block's dynamic shared memory, defined by the device link
     /// (Rust cannot declare the zero-length address-space-3 array it points at).
+    #[link_name = offload_format::abi_name!(DYNAMIC_SHARED)]
     fn __offload_dynamic_shared() -> *mut u8;
 }
 

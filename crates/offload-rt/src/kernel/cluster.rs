@@ -61,10 +61,15 @@ mod imp {
     unsafe extern "C" {
         // Defined by the device link for sm_90 and later; a kernel that reaches one on another
         // GPU is refused, named.
+        #[link_name = offload_format::abi_name!(CLUSTER_ARRIVE)]
         fn __offload_cluster_arrive();
+        #[link_name = offload_format::abi_name!(CLUSTER_WAIT)]
         fn __offload_cluster_wait();
+        #[link_name = offload_format::abi_name!(CLUSTER_BLOCK_RANK)]
         fn __offload_cluster_block_rank() -> u32;
+        #[link_name = offload_format::abi_name!(CLUSTER_BLOCKS)]
         fn __offload_cluster_blocks() -> u32;
+        #[link_name = offload_format::abi_name!(CLUSTER_MAP_SHARED)]
         fn __offload_cluster_map_shared(ptr: *mut u8, rank: u32) -> *mut u8;
     }
 

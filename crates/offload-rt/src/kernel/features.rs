@@ -23,7 +23,9 @@ pub fn has_wgmma() -> bool {
 mod imp {
     unsafe extern "C" {
         // Defined by the device link as constants of the image.
+        #[link_name = offload_format::abi_name!(HAS_TMA)]
         fn __offload_has_tma() -> bool;
+        #[link_name = offload_format::abi_name!(HAS_WGMMA)]
         fn __offload_has_wgmma() -> bool;
     }
 

@@ -84,10 +84,13 @@ mod imp {
     // for every input.
     unsafe extern "C" {
         /// Defined by the device link of every GPU image as `fptrunc float to bfloat`.
+        #[link_name = offload_format::abi_name!(F32_TO_BF16)]
         safe fn __offload_f32_to_bf16(x: f32) -> u16;
         /// Defined by the device link as `atomicrmw fadd half`; returns the old bits.
+        #[link_name = offload_format::abi_name!(ATOMIC_ADD_F16)]
         fn __offload_atomic_add_f16(ptr: *mut u16, value: u16) -> u16;
         /// Defined by the device link as `atomicrmw fadd bfloat`; returns the old bits.
+        #[link_name = offload_format::abi_name!(ATOMIC_ADD_BF16)]
         fn __offload_atomic_add_bf16(ptr: *mut u16, value: u16) -> u16;
     }
 

@@ -263,6 +263,7 @@ macro_rules! ldmatrix {
             {
                 unsafe extern "C" {
                     // Defined by the device link over `llvm.nvvm.ldmatrix.*`.
+                    #[link_name = concat!(offload_format::abi_name!(LDMATRIX_PREFIX), stringify!($name))]
                     fn $helper(src: *const u16, out: *mut u32);
                 }
                 let mut out = [0u32; $count];
@@ -457,8 +458,10 @@ mod imp {
         /// `c += a × b` for the warp, `f16` inputs, defined by the device link for the image's
         /// processor over its matrix instructions (`llvm.nvvm.mma.*`, `llvm.amdgcn.mfma.*`,
         /// `llvm.amdgcn.wmma.*`), which Rust cannot name with their vector types.
+        #[link_name = offload_format::abi_name!(MMA_F16)]
         fn __offload_mma_f16(a: *const u16, b: *const u16, c: *mut f32);
         /// As `__offload_mma_f16`, `bf16` inputs.
+        #[link_name = offload_format::abi_name!(MMA_BF16)]
         fn __offload_mma_bf16(a: *const u16, b: *const u16, c: *mut f32);
     }
 

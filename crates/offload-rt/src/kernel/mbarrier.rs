@@ -110,11 +110,17 @@ mod imp {
     unsafe extern "C" {
         // Defined by the device link for sm_90 and later (`mbarrier.*` on the shared window);
         // a kernel that reaches one on another GPU is refused, named.
+        #[link_name = offload_format::abi_name!(MBARRIER_INIT)]
         fn __offload_mbarrier_init(word: *mut u64, arrivals: u32);
+        #[link_name = offload_format::abi_name!(MBARRIER_ARRIVE)]
         fn __offload_mbarrier_arrive(word: *mut u64) -> u64;
+        #[link_name = offload_format::abi_name!(MBARRIER_ARRIVE_EXPECT_TX)]
         fn __offload_mbarrier_arrive_expect_tx(word: *mut u64, bytes: u32) -> u64;
+        #[link_name = offload_format::abi_name!(MBARRIER_EXPECT_TX)]
         fn __offload_mbarrier_expect_tx(word: *mut u64, bytes: u32);
+        #[link_name = offload_format::abi_name!(MBARRIER_TRY_WAIT_PARITY)]
         fn __offload_mbarrier_try_wait_parity(word: *mut u64, parity: u32) -> u32;
+        #[link_name = offload_format::abi_name!(MBARRIER_FENCE_INIT)]
         fn __offload_mbarrier_fence_init();
     }
 

@@ -162,6 +162,7 @@ pub(super) fn sync_warp_masked(mask: u64) {
 unsafe extern "C" {
     /// The generic address of the block's dynamic shared memory, defined by the device link
     /// (Rust cannot declare the zero-length address-space-3 array it points at).
+    #[link_name = offload_format::abi_name!(DYNAMIC_SHARED)]
     fn __offload_dynamic_shared() -> *mut u8;
 }
 

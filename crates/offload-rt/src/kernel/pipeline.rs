@@ -255,17 +255,29 @@ mod imp {
     unsafe extern "C" {
         // Defined by the device link over `llvm.nvvm.cp.async.*` (Rust cannot name the shared
         // and global address spaces the intrinsics take); refused before sm_80.
+        #[link_name = concat!(offload_format::abi_name!(CP_ASYNC_PREFIX), "16")]
         fn __offload_cp_async_16(dst: *mut u8, src: *const u8);
+        #[link_name = concat!(offload_format::abi_name!(CP_ASYNC_PREFIX), "8")]
         fn __offload_cp_async_8(dst: *mut u8, src: *const u8);
+        #[link_name = concat!(offload_format::abi_name!(CP_ASYNC_PREFIX), "4")]
         fn __offload_cp_async_4(dst: *mut u8, src: *const u8);
+        #[link_name = offload_format::abi_name!(CP_ASYNC_COMMIT)]
         fn __offload_cp_async_commit();
+        #[link_name = concat!(offload_format::abi_name!(CP_ASYNC_WAIT_PREFIX), "0")]
         fn __offload_cp_async_wait_0();
+        #[link_name = concat!(offload_format::abi_name!(CP_ASYNC_WAIT_PREFIX), "1")]
         fn __offload_cp_async_wait_1();
+        #[link_name = concat!(offload_format::abi_name!(CP_ASYNC_WAIT_PREFIX), "2")]
         fn __offload_cp_async_wait_2();
+        #[link_name = concat!(offload_format::abi_name!(CP_ASYNC_WAIT_PREFIX), "3")]
         fn __offload_cp_async_wait_3();
+        #[link_name = concat!(offload_format::abi_name!(CP_ASYNC_WAIT_PREFIX), "4")]
         fn __offload_cp_async_wait_4();
+        #[link_name = concat!(offload_format::abi_name!(CP_ASYNC_WAIT_PREFIX), "5")]
         fn __offload_cp_async_wait_5();
+        #[link_name = concat!(offload_format::abi_name!(CP_ASYNC_WAIT_PREFIX), "6")]
         fn __offload_cp_async_wait_6();
+        #[link_name = concat!(offload_format::abi_name!(CP_ASYNC_WAIT_PREFIX), "7")]
         fn __offload_cp_async_wait_7();
     }
 

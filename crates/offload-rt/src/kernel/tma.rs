@@ -110,6 +110,7 @@ mod imp {
     unsafe extern "C" {
         // Defined by the device link for sm_90 and later (`cp.async.bulk.tensor`); a kernel
         // that reaches one on another GPU is refused, named.
+        #[link_name = offload_format::abi_name!(TMA_LOAD_2D)]
         fn __offload_tma_load_2d(
             dst: *mut u8,
             map: *const TensorMap,
@@ -117,6 +118,7 @@ mod imp {
             col: i32,
             row: i32,
         );
+        #[link_name = offload_format::abi_name!(TMA_LOAD_2D_MULTICAST)]
         fn __offload_tma_load_2d_multicast(
             dst: *mut u8,
             map: *const TensorMap,
@@ -125,17 +127,29 @@ mod imp {
             row: i32,
             blocks: u16,
         );
+        #[link_name = offload_format::abi_name!(TMA_STORE_2D)]
         fn __offload_tma_store_2d(map: *const TensorMap, src: *const u8, col: i32, row: i32);
+        #[link_name = offload_format::abi_name!(TMA_STORE_COMMIT)]
         fn __offload_tma_store_commit();
+        #[link_name = concat!(offload_format::abi_name!(TMA_STORE_WAIT_PREFIX), "0")]
         fn __offload_tma_store_wait_0();
+        #[link_name = concat!(offload_format::abi_name!(TMA_STORE_WAIT_PREFIX), "1")]
         fn __offload_tma_store_wait_1();
+        #[link_name = concat!(offload_format::abi_name!(TMA_STORE_WAIT_PREFIX), "2")]
         fn __offload_tma_store_wait_2();
+        #[link_name = concat!(offload_format::abi_name!(TMA_STORE_WAIT_PREFIX), "3")]
         fn __offload_tma_store_wait_3();
+        #[link_name = concat!(offload_format::abi_name!(TMA_STORE_WAIT_PREFIX), "4")]
         fn __offload_tma_store_wait_4();
+        #[link_name = concat!(offload_format::abi_name!(TMA_STORE_WAIT_PREFIX), "5")]
         fn __offload_tma_store_wait_5();
+        #[link_name = concat!(offload_format::abi_name!(TMA_STORE_WAIT_PREFIX), "6")]
         fn __offload_tma_store_wait_6();
+        #[link_name = concat!(offload_format::abi_name!(TMA_STORE_WAIT_PREFIX), "7")]
         fn __offload_tma_store_wait_7();
+        #[link_name = offload_format::abi_name!(TMA_PREFETCH)]
         fn __offload_tma_prefetch(map: *const TensorMap);
+        #[link_name = offload_format::abi_name!(FENCE_PROXY_ASYNC)]
         fn __offload_fence_proxy_async();
     }
 

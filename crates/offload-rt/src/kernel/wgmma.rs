@@ -193,45 +193,53 @@ pub fn shared_address(ptr: *const u8) -> u32 {
 #[cfg(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu")))]
 mod imp {
     macro_rules! helpers {
-        ($($name:ident),* $(,)?) => {
+        ($($name:ident = $suffix:ident),* $(,)?) => {
             unsafe extern "C" {
                 // Defined by the device link for sm_90a (`wgmma.*`, `setmaxnreg`, over inline
                 // PTX); a kernel that reaches one on another GPU is refused, named.
-                $(fn $name(acc: *mut f32, a: u64, b: u64, accumulate: u32);)*
+                $(
+                    #[link_name = concat!(offload_format::abi_name!(WGMMA_PREFIX), stringify!($suffix))]
+                    fn $name(acc: *mut f32, a: u64, b: u64, accumulate: u32);
+                )*
             }
         };
     }
     helpers!(
-        __offload_wgmma_m64n64k16_f16_nn,
-        __offload_wgmma_m64n64k16_f16_nt,
-        __offload_wgmma_m64n64k16_f16_tn,
-        __offload_wgmma_m64n64k16_f16_tt,
-        __offload_wgmma_m64n64k16_bf16_nn,
-        __offload_wgmma_m64n64k16_bf16_nt,
-        __offload_wgmma_m64n64k16_bf16_tn,
-        __offload_wgmma_m64n64k16_bf16_tt,
-        __offload_wgmma_m64n128k16_f16_nn,
-        __offload_wgmma_m64n128k16_f16_nt,
-        __offload_wgmma_m64n128k16_f16_tn,
-        __offload_wgmma_m64n128k16_f16_tt,
-        __offload_wgmma_m64n128k16_bf16_nn,
-        __offload_wgmma_m64n128k16_bf16_nt,
-        __offload_wgmma_m64n128k16_bf16_tn,
-        __offload_wgmma_m64n128k16_bf16_tt,
-        __offload_wgmma_m64n256k16_f16_nn,
-        __offload_wgmma_m64n256k16_f16_nt,
-        __offload_wgmma_m64n256k16_f16_tn,
-        __offload_wgmma_m64n256k16_f16_tt,
-        __offload_wgmma_m64n256k16_bf16_nn,
-        __offload_wgmma_m64n256k16_bf16_nt,
-        __offload_wgmma_m64n256k16_bf16_tn,
-        __offload_wgmma_m64n256k16_bf16_tt,
+        __offload_wgmma_m64n64k16_f16_nn = m64n64k16_f16_nn,
+        __offload_wgmma_m64n64k16_f16_nt = m64n64k16_f16_nt,
+        __offload_wgmma_m64n64k16_f16_tn = m64n64k16_f16_tn,
+        __offload_wgmma_m64n64k16_f16_tt = m64n64k16_f16_tt,
+        __offload_wgmma_m64n64k16_bf16_nn = m64n64k16_bf16_nn,
+        __offload_wgmma_m64n64k16_bf16_nt = m64n64k16_bf16_nt,
+        __offload_wgmma_m64n64k16_bf16_tn = m64n64k16_bf16_tn,
+        __offload_wgmma_m64n64k16_bf16_tt = m64n64k16_bf16_tt,
+        __offload_wgmma_m64n128k16_f16_nn = m64n128k16_f16_nn,
+        __offload_wgmma_m64n128k16_f16_nt = m64n128k16_f16_nt,
+        __offload_wgmma_m64n128k16_f16_tn = m64n128k16_f16_tn,
+        __offload_wgmma_m64n128k16_f16_tt = m64n128k16_f16_tt,
+        __offload_wgmma_m64n128k16_bf16_nn = m64n128k16_bf16_nn,
+        __offload_wgmma_m64n128k16_bf16_nt = m64n128k16_bf16_nt,
+        __offload_wgmma_m64n128k16_bf16_tn = m64n128k16_bf16_tn,
+        __offload_wgmma_m64n128k16_bf16_tt = m64n128k16_bf16_tt,
+        __offload_wgmma_m64n256k16_f16_nn = m64n256k16_f16_nn,
+        __offload_wgmma_m64n256k16_f16_nt = m64n256k16_f16_nt,
+        __offload_wgmma_m64n256k16_f16_tn = m64n256k16_f16_tn,
+        __offload_wgmma_m64n256k16_f16_tt = m64n256k16_f16_tt,
+        __offload_wgmma_m64n256k16_bf16_nn = m64n256k16_bf16_nn,
+        __offload_wgmma_m64n256k16_bf16_nt = m64n256k16_bf16_nt,
+        __offload_wgmma_m64n256k16_bf16_tn = m64n256k16_bf16_tn,
+        __offload_wgmma_m64n256k16_bf16_tt = m64n256k16_bf16_tt,
     );
 
     macro_rules! setmaxnreg {
         ($($n:literal => $inc:ident, $dec:ident;)*) => {
             unsafe extern "C" {
-                $(fn $inc(); fn $dec();)*
+                $(
+                    #[link_name = concat!(offload_format::abi_name!(SETMAXNREG_PREFIX), "inc_", stringify!($n))]
+                    fn $inc();
+                    #[link_name = concat!(offload_format::abi_name!(SETMAXNREG_PREFIX), "dec_", stringify!($n))]
+                    fn $dec();
+                )*
             }
             /// `n` is a constant wherever it is inlined, so one instruction is left.
             #[inline(always)]
@@ -280,16 +288,27 @@ mod imp {
     }
 
     unsafe extern "C" {
+        #[link_name = offload_format::abi_name!(WGMMA_FENCE)]
         fn __offload_wgmma_fence();
+        #[link_name = offload_format::abi_name!(WGMMA_COMMIT)]
         fn __offload_wgmma_commit();
+        #[link_name = concat!(offload_format::abi_name!(WGMMA_WAIT_PREFIX), "0")]
         fn __offload_wgmma_wait_0();
+        #[link_name = concat!(offload_format::abi_name!(WGMMA_WAIT_PREFIX), "1")]
         fn __offload_wgmma_wait_1();
+        #[link_name = concat!(offload_format::abi_name!(WGMMA_WAIT_PREFIX), "2")]
         fn __offload_wgmma_wait_2();
+        #[link_name = concat!(offload_format::abi_name!(WGMMA_WAIT_PREFIX), "3")]
         fn __offload_wgmma_wait_3();
+        #[link_name = concat!(offload_format::abi_name!(WGMMA_WAIT_PREFIX), "4")]
         fn __offload_wgmma_wait_4();
+        #[link_name = concat!(offload_format::abi_name!(WGMMA_WAIT_PREFIX), "5")]
         fn __offload_wgmma_wait_5();
+        #[link_name = concat!(offload_format::abi_name!(WGMMA_WAIT_PREFIX), "6")]
         fn __offload_wgmma_wait_6();
+        #[link_name = concat!(offload_format::abi_name!(WGMMA_WAIT_PREFIX), "7")]
         fn __offload_wgmma_wait_7();
+        #[link_name = offload_format::abi_name!(SHARED_ADDRESS)]
         fn __offload_shared_address(ptr: *const u8) -> u32;
     }
 

@@ -15,11 +15,14 @@
 use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::targets::TargetMachine;
+use offload_format::abi::{
+    CP_ASYNC_COMMIT, CP_ASYNC_PREFIX, CP_ASYNC_WAIT_PREFIX, LDMATRIX_PREFIX,
+};
 use offload_format::target_id::Sm;
 
+use super::common::{cstr, is_nvptx};
 use super::helpers::{declared, link_helpers};
 use super::matrix::kernels_reaching;
-use super::{cstr, is_nvptx};
 use crate::device_link::{LinkError, Result};
 
 /// Deepest `cp.async.wait_group` offload-rt asks for.
@@ -34,25 +37,25 @@ struct Family {
 }
 
 fn families() -> [Family; 2] {
-    let mut copies = String::from(
+    let mut copies = format!(
         "declare void @llvm.nvvm.cp.async.cg.shared.global.16(ptr addrspace(3), ptr addrspace(1))
 declare void @llvm.nvvm.cp.async.ca.shared.global.8(ptr addrspace(3), ptr addrspace(1))
 declare void @llvm.nvvm.cp.async.ca.shared.global.4(ptr addrspace(3), ptr addrspace(1))
 declare void @llvm.nvvm.cp.async.commit.group()
 declare void @llvm.nvvm.cp.async.wait.group(i32 immarg)
-define void @__offload_cp_async_commit() #0 {
+define void @{CP_ASYNC_COMMIT}() #0 {{
   call void @llvm.nvvm.cp.async.commit.group()
   ret void
-}
+}}
 ",
     );
-    let mut copy_names = vec!["__offload_cp_async_commit".to_owned()];
+    let mut copy_names = vec![CP_ASYNC_COMMIT.to_owned()];
     // 16 bytes bypass L1 (`.cg`, the only caching 16-byte copies and tiles want); 4 and 8
     // bytes may only be cached at all levels (`.ca`).
     for (bytes, cache) in [(16, "cg"), (8, "ca"), (4, "ca")] {
-        copy_names.push(format!("__offload_cp_async_{bytes}"));
+        copy_names.push(format!("{CP_ASYNC_PREFIX}{bytes}"));
         copies.push_str(&format!(
-            "define void @__offload_cp_async_{bytes}(ptr %dst, ptr %src) #0 {{
+            "define void @{CP_ASYNC_PREFIX}{bytes}(ptr %dst, ptr %src) #0 {{
   %d = addrspacecast ptr %dst to ptr addrspace(3)
   %s = addrspacecast ptr %src to ptr addrspace(1)
   call void @llvm.nvvm.cp.async.{cache}.shared.global.{bytes}(ptr addrspace(3) %d, ptr addrspace(1) %s)
@@ -62,9 +65,9 @@ define void @__offload_cp_async_commit() #0 {
         ));
     }
     for n in 0..=MAX_WAIT_GROUP {
-        copy_names.push(format!("__offload_cp_async_wait_{n}"));
+        copy_names.push(format!("{CP_ASYNC_WAIT_PREFIX}{n}"));
         copies.push_str(&format!(
-            "define void @__offload_cp_async_wait_{n}() #0 {{
+            "define void @{CP_ASYNC_WAIT_PREFIX}{n}() #0 {{
   call void @llvm.nvvm.cp.async.wait.group(i32 {n})
   ret void
 }}
@@ -75,7 +78,7 @@ define void @__offload_cp_async_commit() #0 {
     let mut load_names = Vec::new();
     for count in [1, 2, 4] {
         for trans in ["", ".trans"] {
-            let name = format!("__offload_ldmatrix_x{count}{}", trans.replace('.', "_"));
+            let name = format!("{LDMATRIX_PREFIX}x{count}{}", trans.replace('.', "_"));
             let intrinsic = format!("llvm.nvvm.ldmatrix.sync.aligned.m8n8.x{count}{trans}.b16.p3");
             let ty = if count == 1 {
                 "i32".to_owned()

@@ -9,8 +9,8 @@ use inkwell::context::Context;
 use inkwell::module::{Linkage, Module};
 use inkwell::values::{FunctionValue, InstructionOpcode};
 
+use super::common::{HOST_GLOBALS, cstr, has_local_linkage, is_amdgpu, is_nvptx};
 use super::ir::{self, Value};
-use super::{HOST_GLOBALS, cstr, has_local_linkage, is_amdgpu, is_nvptx};
 use crate::device_link::{LinkError, Result};
 
 use super::ir::call_conv::{AMDGPU_KERNEL as AMDGPU_KERNEL_CC, PTX_KERNEL as PTX_KERNEL_CC};

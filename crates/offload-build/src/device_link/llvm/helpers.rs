@@ -6,6 +6,10 @@
 use inkwell::context::Context;
 use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::module::Module;
+use offload_format::abi::{
+    AMDGPU_DISPATCH_FIELD, AMDGPU_SYNC_THREADS, AMDGPU_SYNC_WARP, AMDGPU_WAVE_SIZE,
+    ATOMIC_ADD_BF16, ATOMIC_ADD_F16, DYNAMIC_SHARED, F32_TO_BF16,
+};
 
 use super::ir;
 use crate::device_link::{LinkError, Result};
@@ -13,7 +17,7 @@ use crate::device_link::{LinkError, Result};
 /// The block's dynamic shared memory: a zero-length `extern` array in address space 3, which
 /// NVPTX emits as `.extern .shared .align 16 .b8 NAME[]` and AMDGPU places after the static
 /// LDS (CUDA's `extern __shared__`).
-pub(super) const DYNAMIC_SHARED_MEMORY: &str = "__offload_dynamic_shared_memory";
+pub(super) use offload_format::abi::DYNAMIC_SHARED_MEMORY;
 
 /// What offload-rt's device API asks every GPU link to define:
 /// `__offload_dynamic_shared()`, the generic address of [`DYNAMIC_SHARED_MEMORY`] (Rust cannot
@@ -23,47 +27,47 @@ pub(super) const DYNAMIC_SHARED_MEMORY: &str = "__offload_dynamic_shared_memory"
 /// `__offload_atomic_add_f16(p, v)` and `__offload_atomic_add_bf16(p, v)`: `atomicrmw fadd` of
 /// `half` / `bfloat` (Rust has no atomic floats), relaxed as Rust's and CUDA's atomics, which
 /// each processor lowers to its native instruction or a compare-and-swap loop.
-pub(super) const GPU_HELPERS: &[&str] = &[
-    "__offload_dynamic_shared",
-    "__offload_f32_to_bf16",
-    "__offload_atomic_add_f16",
-    "__offload_atomic_add_bf16",
-];
-pub(super) const GPU_HELPERS_IR: &str = r#"
-@__offload_dynamic_shared_memory = external addrspace(3) global [0 x i8], align 16
+pub(super) const GPU_HELPERS: &[&str] =
+    &[DYNAMIC_SHARED, F32_TO_BF16, ATOMIC_ADD_F16, ATOMIC_ADD_BF16];
+pub(super) fn gpu_helpers_ir() -> String {
+    format!(
+        r#"
+@{DYNAMIC_SHARED_MEMORY} = external addrspace(3) global [0 x i8], align 16
 
-define ptr @__offload_dynamic_shared() #0 {
+define ptr @{DYNAMIC_SHARED}() #0 {{
 entry:
-  ret ptr addrspacecast (ptr addrspace(3) @__offload_dynamic_shared_memory to ptr)
-}
+  ret ptr addrspacecast (ptr addrspace(3) @{DYNAMIC_SHARED_MEMORY} to ptr)
+}}
 
-define i16 @__offload_f32_to_bf16(float %x) #1 {
+define i16 @{F32_TO_BF16}(float %x) #1 {{
 entry:
   %b = fptrunc float %x to bfloat
   %r = bitcast bfloat %b to i16
   ret i16 %r
-}
+}}
 
-define i16 @__offload_atomic_add_f16(ptr %p, i16 %v) #2 {
+define i16 @{ATOMIC_ADD_F16}(ptr %p, i16 %v) #2 {{
 entry:
   %h = bitcast i16 %v to half
   %old = atomicrmw fadd ptr %p, half %h monotonic, align 2
   %r = bitcast half %old to i16
   ret i16 %r
-}
+}}
 
-define i16 @__offload_atomic_add_bf16(ptr %p, i16 %v) #2 {
+define i16 @{ATOMIC_ADD_BF16}(ptr %p, i16 %v) #2 {{
 entry:
   %h = bitcast i16 %v to bfloat
   %old = atomicrmw fadd ptr %p, bfloat %h monotonic, align 2
   %r = bitcast bfloat %old to i16
   ret i16 %r
-}
+}}
 
-attributes #0 = { alwaysinline nounwind willreturn }
-attributes #1 = { alwaysinline nounwind willreturn memory(none) }
-attributes #2 = { alwaysinline nounwind }
-"#;
+attributes #0 = {{ alwaysinline nounwind willreturn }}
+attributes #1 = {{ alwaysinline nounwind willreturn memory(none) }}
+attributes #2 = {{ alwaysinline nounwind }}
+"#
+    )
+}
 
 /// What offload-rt's AMDGPU device API asks the link to define, in IR because Rust cannot
 /// say it:
@@ -80,10 +84,10 @@ attributes #2 = { alwaysinline nounwind }
 ///   [`amdgpu_wave_size`]), a constant here because one device build serves every processor
 ///   and rustc folds `llvm.amdgcn.wavefrontsize` for the build's baseline CPU.
 pub(super) const AMDGPU_HELPERS: &[&str] = &[
-    "__offload_amdgpu_dispatch_field",
-    "__offload_amdgpu_sync_threads",
-    "__offload_amdgpu_sync_warp",
-    "__offload_amdgpu_wave_size",
+    AMDGPU_DISPATCH_FIELD,
+    AMDGPU_SYNC_THREADS,
+    AMDGPU_SYNC_WARP,
+    AMDGPU_WAVE_SIZE,
 ];
 
 /// Lanes per wavefront the code object runs with on `processor`: 64 up to gfx9, 32 from
@@ -94,13 +98,15 @@ pub fn amdgpu_wave_size(processor: &str) -> u32 {
         offload_format::target_id::AmdGpuProcessor::default_wave_size,
     )
 }
-pub(super) const AMDGPU_HELPERS_IR: &str = r#"
+pub(super) fn amdgpu_helpers_ir() -> String {
+    format!(
+        r#"
 declare ptr addrspace(4) @llvm.amdgcn.dispatch.ptr()
 declare ptr addrspace(4) @llvm.amdgcn.implicitarg.ptr()
 declare void @llvm.amdgcn.s.barrier() #1
 declare void @llvm.amdgcn.wave.barrier() #1
 
-define i32 @__offload_amdgpu_dispatch_field(i32 %dim) #0 {
+define i32 @{AMDGPU_DISPATCH_FIELD}(i32 %dim) #0 {{
 entry:
   %is_size = icmp ult i32 %dim, 3
   br i1 %is_size, label %size, label %blocks
@@ -122,36 +128,38 @@ blocks:
   %p32 = getelementptr i8, ptr addrspace(4) %implicit, i64 %off32
   %v32 = load i32, ptr addrspace(4) %p32, align 4, !range !1, !invariant.load !2, !noundef !2
   ret i32 %v32
-}
+}}
 
-define void @__offload_amdgpu_sync_threads() #1 {
+define void @{AMDGPU_SYNC_THREADS}() #1 {{
 entry:
   fence syncscope("workgroup") release
   call void @llvm.amdgcn.s.barrier()
   fence syncscope("workgroup") acquire
   ret void
-}
+}}
 
-define void @__offload_amdgpu_sync_warp() #1 {
+define void @{AMDGPU_SYNC_WARP}() #1 {{
 entry:
   fence syncscope("wavefront") release
   call void @llvm.amdgcn.wave.barrier()
   fence syncscope("wavefront") acquire
   ret void
-}
+}}
 
-define i32 @__offload_amdgpu_wave_size() #0 {
+define i32 @{AMDGPU_WAVE_SIZE}() #0 {{
 entry:
   ret i32 WAVE_SIZE
+}}
+
+attributes #0 = {{ alwaysinline nounwind willreturn }}
+attributes #1 = {{ alwaysinline convergent nounwind willreturn }}
+
+!0 = !{{i16 1, i16 1025}}
+!1 = !{{i32 1, i32 0}}
+!2 = !{{}}
+"#
+    )
 }
-
-attributes #0 = { alwaysinline nounwind willreturn }
-attributes #1 = { alwaysinline convergent nounwind willreturn }
-
-!0 = !{i16 1, i16 1025}
-!1 = !{i32 1, i32 0}
-!2 = !{}
-"#;
 
 /// Links the IR module `ir` into `module` when `module` declares one of `names`.
 pub(super) fn link_helpers<'ctx>(

@@ -18,11 +18,19 @@
 use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::targets::TargetMachine;
+use offload_format::abi::{
+    CLUSTER_ARRIVE, CLUSTER_BLOCK_RANK, CLUSTER_BLOCKS, CLUSTER_MAP_SHARED, CLUSTER_WAIT,
+    FENCE_PROXY_ASYNC, HAS_TMA, HAS_WGMMA, MBARRIER_ARRIVE, MBARRIER_ARRIVE_EXPECT_TX,
+    MBARRIER_EXPECT_TX, MBARRIER_FENCE_INIT, MBARRIER_INIT, MBARRIER_TRY_WAIT_PARITY,
+    SETMAXNREG_PREFIX, SHARED_ADDRESS, TMA_LOAD_2D, TMA_LOAD_2D_MULTICAST, TMA_PREFETCH,
+    TMA_STORE_2D, TMA_STORE_COMMIT, TMA_STORE_WAIT_PREFIX, WGMMA_COMMIT, WGMMA_FENCE, WGMMA_PREFIX,
+    WGMMA_WAIT_PREFIX,
+};
 use offload_format::target_id::{Sm, SmSuffix};
 
+use super::common::{cstr, is_amdgpu, is_nvptx};
 use super::helpers::{declared, link_helpers};
 use super::matrix::kernels_reaching;
-use super::{cstr, is_amdgpu, is_nvptx};
 use crate::device_link::{LinkError, Result};
 
 /// Deepest wait offload-rt asks for (`wgmma.wait_group`, `cp.async.bulk.wait_group`).
@@ -72,7 +80,7 @@ struct Family {
 
 /// `mbarrier`, the tensor memory accelerator and clusters.
 fn tma_family() -> Family {
-    let mut ir = String::from(
+    let mut ir = format!(
         "declare void @llvm.nvvm.mbarrier.init.shared(ptr addrspace(3), i32)
 declare i64 @llvm.nvvm.mbarrier.arrive.shared(ptr addrspace(3))
 declare void @llvm.nvvm.barrier.cluster.arrive()
@@ -80,111 +88,111 @@ declare void @llvm.nvvm.barrier.cluster.wait()
 declare i32 @llvm.nvvm.read.ptx.sreg.cluster.ctarank()
 declare i32 @llvm.nvvm.read.ptx.sreg.cluster.nctarank()
 declare ptr @llvm.nvvm.mapa(ptr, i32)
-define void @__offload_mbarrier_init(ptr %w, i32 %n) #0 {
+define void @{MBARRIER_INIT}(ptr %w, i32 %n) #0 {{
   %s = addrspacecast ptr %w to ptr addrspace(3)
   call void @llvm.nvvm.mbarrier.init.shared(ptr addrspace(3) %s, i32 %n)
   ret void
-}
-define i64 @__offload_mbarrier_arrive(ptr %w) #0 {
+}}
+define i64 @{MBARRIER_ARRIVE}(ptr %w) #0 {{
   %s = addrspacecast ptr %w to ptr addrspace(3)
   %r = call i64 @llvm.nvvm.mbarrier.arrive.shared(ptr addrspace(3) %s)
   ret i64 %r
-}
-define i64 @__offload_mbarrier_arrive_expect_tx(ptr %w, i32 %bytes) #0 {
+}}
+define i64 @{MBARRIER_ARRIVE_EXPECT_TX}(ptr %w, i32 %bytes) #0 {{
   %s = addrspacecast ptr %w to ptr addrspace(3)
-  %r = call i64 asm sideeffect \"mbarrier.arrive.expect_tx.shared::cta.b64 $0, [$1], $2;\", \"=l,l,r,~{memory}\"(ptr addrspace(3) %s, i32 %bytes)
+  %r = call i64 asm sideeffect \"mbarrier.arrive.expect_tx.shared::cta.b64 $0, [$1], $2;\", \"=l,l,r,~{{memory}}\"(ptr addrspace(3) %s, i32 %bytes)
   ret i64 %r
-}
-define void @__offload_mbarrier_expect_tx(ptr %w, i32 %bytes) #0 {
+}}
+define void @{MBARRIER_EXPECT_TX}(ptr %w, i32 %bytes) #0 {{
   %s = addrspacecast ptr %w to ptr addrspace(3)
-  call void asm sideeffect \"mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [$0], $1;\", \"l,r,~{memory}\"(ptr addrspace(3) %s, i32 %bytes)
+  call void asm sideeffect \"mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [$0], $1;\", \"l,r,~{{memory}}\"(ptr addrspace(3) %s, i32 %bytes)
   ret void
-}
-define i32 @__offload_mbarrier_try_wait_parity(ptr %w, i32 %parity) #0 {
+}}
+define i32 @{MBARRIER_TRY_WAIT_PARITY}(ptr %w, i32 %parity) #0 {{
   %s = addrspacecast ptr %w to ptr addrspace(3)
-  %r = call i32 asm sideeffect \"{\\0A\\09.reg .pred p;\\0A\\09mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2;\\0A\\09selp.u32 $0, 1, 0, p;\\0A\\09}\", \"=r,l,r,~{memory}\"(ptr addrspace(3) %s, i32 %parity)
+  %r = call i32 asm sideeffect \"{{\\0A\\09.reg .pred p;\\0A\\09mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2;\\0A\\09selp.u32 $0, 1, 0, p;\\0A\\09}}\", \"=r,l,r,~{{memory}}\"(ptr addrspace(3) %s, i32 %parity)
   ret i32 %r
-}
-define void @__offload_mbarrier_fence_init() #0 {
-  call void asm sideeffect \"fence.mbarrier_init.release.cluster;\", \"~{memory}\"()
+}}
+define void @{MBARRIER_FENCE_INIT}() #0 {{
+  call void asm sideeffect \"fence.mbarrier_init.release.cluster;\", \"~{{memory}}\"()
   ret void
-}
-define void @__offload_tma_load_2d(ptr %dst, ptr %map, ptr %bar, i32 %c0, i32 %c1) #0 {
+}}
+define void @{TMA_LOAD_2D}(ptr %dst, ptr %map, ptr %bar, i32 %c0, i32 %c1) #0 {{
   %d = addrspacecast ptr %dst to ptr addrspace(3)
   %b = addrspacecast ptr %bar to ptr addrspace(3)
-  call void asm sideeffect \"cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$3, $4}], [$2];\", \"l,l,l,r,r,~{memory}\"(ptr addrspace(3) %d, ptr %map, ptr addrspace(3) %b, i32 %c0, i32 %c1)
+  call void asm sideeffect \"cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {{$3, $4}}], [$2];\", \"l,l,l,r,r,~{{memory}}\"(ptr addrspace(3) %d, ptr %map, ptr addrspace(3) %b, i32 %c0, i32 %c1)
   ret void
-}
-define void @__offload_tma_load_2d_multicast(ptr %dst, ptr %map, ptr %bar, i32 %c0, i32 %c1, i16 %mask) #0 {
+}}
+define void @{TMA_LOAD_2D_MULTICAST}(ptr %dst, ptr %map, ptr %bar, i32 %c0, i32 %c1, i16 %mask) #0 {{
   %d = addrspacecast ptr %dst to ptr addrspace(3)
   %b = addrspacecast ptr %bar to ptr addrspace(3)
-  call void asm sideeffect \"cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [$0], [$1, {$3, $4}], [$2], $5;\", \"l,l,l,r,r,h,~{memory}\"(ptr addrspace(3) %d, ptr %map, ptr addrspace(3) %b, i32 %c0, i32 %c1, i16 %mask)
+  call void asm sideeffect \"cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [$0], [$1, {{$3, $4}}], [$2], $5;\", \"l,l,l,r,r,h,~{{memory}}\"(ptr addrspace(3) %d, ptr %map, ptr addrspace(3) %b, i32 %c0, i32 %c1, i16 %mask)
   ret void
-}
-define void @__offload_tma_store_2d(ptr %map, ptr %src, i32 %c0, i32 %c1) #0 {
+}}
+define void @{TMA_STORE_2D}(ptr %map, ptr %src, i32 %c0, i32 %c1) #0 {{
   %s = addrspacecast ptr %src to ptr addrspace(3)
-  call void asm sideeffect \"cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [$0, {$2, $3}], [$1];\", \"l,l,r,r,~{memory}\"(ptr %map, ptr addrspace(3) %s, i32 %c0, i32 %c1)
+  call void asm sideeffect \"cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [$0, {{$2, $3}}], [$1];\", \"l,l,r,r,~{{memory}}\"(ptr %map, ptr addrspace(3) %s, i32 %c0, i32 %c1)
   ret void
-}
-define void @__offload_tma_store_commit() #0 {
-  call void asm sideeffect \"cp.async.bulk.commit_group;\", \"~{memory}\"()
+}}
+define void @{TMA_STORE_COMMIT}() #0 {{
+  call void asm sideeffect \"cp.async.bulk.commit_group;\", \"~{{memory}}\"()
   ret void
-}
-define void @__offload_tma_prefetch(ptr %map) #0 {
-  call void asm sideeffect \"prefetch.tensormap [$0];\", \"l,~{memory}\"(ptr %map)
+}}
+define void @{TMA_PREFETCH}(ptr %map) #0 {{
+  call void asm sideeffect \"prefetch.tensormap [$0];\", \"l,~{{memory}}\"(ptr %map)
   ret void
-}
-define void @__offload_fence_proxy_async() #0 {
-  call void asm sideeffect \"fence.proxy.async.shared::cta;\", \"~{memory}\"()
+}}
+define void @{FENCE_PROXY_ASYNC}() #0 {{
+  call void asm sideeffect \"fence.proxy.async.shared::cta;\", \"~{{memory}}\"()
   ret void
-}
-define void @__offload_cluster_arrive() #0 {
+}}
+define void @{CLUSTER_ARRIVE}() #0 {{
   call void @llvm.nvvm.barrier.cluster.arrive()
   ret void
-}
-define void @__offload_cluster_wait() #0 {
+}}
+define void @{CLUSTER_WAIT}() #0 {{
   call void @llvm.nvvm.barrier.cluster.wait()
   ret void
-}
-define i32 @__offload_cluster_block_rank() #0 {
+}}
+define i32 @{CLUSTER_BLOCK_RANK}() #0 {{
   %r = call i32 @llvm.nvvm.read.ptx.sreg.cluster.ctarank()
   ret i32 %r
-}
-define i32 @__offload_cluster_blocks() #0 {
+}}
+define i32 @{CLUSTER_BLOCKS}() #0 {{
   %r = call i32 @llvm.nvvm.read.ptx.sreg.cluster.nctarank()
   ret i32 %r
-}
-define ptr @__offload_cluster_map_shared(ptr %p, i32 %rank) #0 {
+}}
+define ptr @{CLUSTER_MAP_SHARED}(ptr %p, i32 %rank) #0 {{
   %r = call ptr @llvm.nvvm.mapa(ptr %p, i32 %rank)
   ret ptr %r
-}
+}}
 ",
     );
     let mut names: Vec<String> = [
-        "__offload_mbarrier_init",
-        "__offload_mbarrier_arrive",
-        "__offload_mbarrier_arrive_expect_tx",
-        "__offload_mbarrier_expect_tx",
-        "__offload_mbarrier_try_wait_parity",
-        "__offload_mbarrier_fence_init",
-        "__offload_tma_load_2d",
-        "__offload_tma_load_2d_multicast",
-        "__offload_tma_store_2d",
-        "__offload_tma_store_commit",
-        "__offload_tma_prefetch",
-        "__offload_fence_proxy_async",
-        "__offload_cluster_arrive",
-        "__offload_cluster_wait",
-        "__offload_cluster_block_rank",
-        "__offload_cluster_blocks",
-        "__offload_cluster_map_shared",
+        MBARRIER_INIT,
+        MBARRIER_ARRIVE,
+        MBARRIER_ARRIVE_EXPECT_TX,
+        MBARRIER_EXPECT_TX,
+        MBARRIER_TRY_WAIT_PARITY,
+        MBARRIER_FENCE_INIT,
+        TMA_LOAD_2D,
+        TMA_LOAD_2D_MULTICAST,
+        TMA_STORE_2D,
+        TMA_STORE_COMMIT,
+        TMA_PREFETCH,
+        FENCE_PROXY_ASYNC,
+        CLUSTER_ARRIVE,
+        CLUSTER_WAIT,
+        CLUSTER_BLOCK_RANK,
+        CLUSTER_BLOCKS,
+        CLUSTER_MAP_SHARED,
     ]
     .map(str::to_owned)
     .to_vec();
     for n in 0..=MAX_WAIT_GROUP {
-        names.push(format!("__offload_tma_store_wait_{n}"));
+        names.push(format!("{TMA_STORE_WAIT_PREFIX}{n}"));
         ir.push_str(&format!(
-            "define void @__offload_tma_store_wait_{n}() #0 {{
+            "define void @{TMA_STORE_WAIT_PREFIX}{n}() #0 {{
   call void asm sideeffect \"cp.async.bulk.wait_group.read {n};\", \"~{{memory}}\"()
   ret void
 }}
@@ -205,7 +213,7 @@ define ptr @__offload_cluster_map_shared(ptr %p, i32 %rank) #0 {
 fn wgmma_helper(n: u32, ty: &str, trans_a: bool, trans_b: bool) -> (String, String) {
     let floats = n / 2;
     let name = format!(
-        "__offload_wgmma_m64n{n}k16_{ty}_{}{}",
+        "{WGMMA_PREFIX}m64n{n}k16_{ty}_{}{}",
         if trans_a { 't' } else { 'n' },
         if trans_b { 't' } else { 'n' }
     );
@@ -250,36 +258,36 @@ fn wgmma_helper(n: u32, ty: &str, trans_a: bool, trans_b: bool) -> (String, Stri
 
 /// `wgmma` and `setmaxnreg`.
 fn wgmma_family() -> Family {
-    let mut ir = String::from(
+    let mut ir = format!(
         "declare void @llvm.nvvm.wgmma.fence.sync.aligned()
 declare void @llvm.nvvm.wgmma.commit_group.sync.aligned()
 declare void @llvm.nvvm.wgmma.wait_group.sync.aligned(i64 immarg)
 declare void @llvm.nvvm.setmaxnreg.inc.sync.aligned.u32(i32 immarg)
 declare void @llvm.nvvm.setmaxnreg.dec.sync.aligned.u32(i32 immarg)
-define void @__offload_wgmma_fence() #0 {
+define void @{WGMMA_FENCE}() #0 {{
   call void @llvm.nvvm.wgmma.fence.sync.aligned()
   ret void
-}
-define void @__offload_wgmma_commit() #0 {
+}}
+define void @{WGMMA_COMMIT}() #0 {{
   call void @llvm.nvvm.wgmma.commit_group.sync.aligned()
   ret void
-}
-define i32 @__offload_shared_address(ptr %p) #0 {
+}}
+define i32 @{SHARED_ADDRESS}(ptr %p) #0 {{
   %s = addrspacecast ptr %p to ptr addrspace(3)
   %i = ptrtoint ptr addrspace(3) %s to i32
   ret i32 %i
-}
+}}
 ",
     );
     let mut names = vec![
-        "__offload_wgmma_fence".to_owned(),
-        "__offload_wgmma_commit".to_owned(),
-        "__offload_shared_address".to_owned(),
+        WGMMA_FENCE.to_owned(),
+        WGMMA_COMMIT.to_owned(),
+        SHARED_ADDRESS.to_owned(),
     ];
     for n in 0..=MAX_WAIT_GROUP {
-        names.push(format!("__offload_wgmma_wait_{n}"));
+        names.push(format!("{WGMMA_WAIT_PREFIX}{n}"));
         ir.push_str(&format!(
-            "define void @__offload_wgmma_wait_{n}() #0 {{
+            "define void @{WGMMA_WAIT_PREFIX}{n}() #0 {{
   call void @llvm.nvvm.wgmma.wait_group.sync.aligned(i64 {n})
   ret void
 }}
@@ -288,9 +296,9 @@ define i32 @__offload_shared_address(ptr %p) #0 {
     }
     for regs in (24..=256).step_by(8) {
         for (way, intrinsic) in [("inc", "inc"), ("dec", "dec")] {
-            names.push(format!("__offload_setmaxnreg_{way}_{regs}"));
+            names.push(format!("{SETMAXNREG_PREFIX}{way}_{regs}"));
             ir.push_str(&format!(
-                "define void @__offload_setmaxnreg_{way}_{regs}() #0 {{
+                "define void @{SETMAXNREG_PREFIX}{way}_{regs}() #0 {{
   call void @llvm.nvvm.setmaxnreg.{intrinsic}.sync.aligned.u32(i32 {regs})
   ret void
 }}
@@ -320,14 +328,14 @@ define i32 @__offload_shared_address(ptr %p) #0 {
 /// The IR of the queries `kernel::has_tma()` and `kernel::has_wgmma()`, constants of the image.
 fn queries_ir(units: Units) -> String {
     format!(
-        "define i1 @__offload_has_tma() #0 {{\n  ret i1 {}\n}}\n\
-         define i1 @__offload_has_wgmma() #0 {{\n  ret i1 {}\n}}\n\
+        "define i1 @{HAS_TMA}() #0 {{\n  ret i1 {}\n}}\n\
+         define i1 @{HAS_WGMMA}() #0 {{\n  ret i1 {}\n}}\n\
          attributes #0 = {{ alwaysinline nounwind }}\n",
         units.tma, units.wgmma
     )
 }
 
-const QUERIES: &[&str] = &["__offload_has_tma", "__offload_has_wgmma"];
+const QUERIES: &[&str] = &[HAS_TMA, HAS_WGMMA];
 
 /// Defines the queries on every GPU image and the units the image has; what it lacks stays
 /// declared, for [`refuse_missing_units`] to name once optimization has dropped the branches
@@ -374,7 +382,7 @@ fn bound_register_handoffs(
     use inkwell::attributes::AttributeLoc;
     let mut kernels: Vec<String> = (24..=256)
         .step_by(8)
-        .flat_map(|regs| ["inc", "dec"].map(|way| format!("__offload_setmaxnreg_{way}_{regs}")))
+        .flat_map(|regs| ["inc", "dec"].map(|way| format!("{SETMAXNREG_PREFIX}{way}_{regs}")))
         .flat_map(|name| kernels_reaching(module, &name))
         .collect();
     kernels.sort();

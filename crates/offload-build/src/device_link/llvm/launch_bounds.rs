@@ -12,9 +12,9 @@ use inkwell::context::Context;
 use inkwell::module::Module;
 use offload_format::launch_bounds;
 
+use super::common::is_nvptx;
 use super::fixups::is_kernel;
 use super::ir;
-use super::is_nvptx;
 
 /// Gives each kernel of `module` with a launch bound its processor's attribute, and removes
 /// the statics that carried the bounds; returns how many kernels it bounded.

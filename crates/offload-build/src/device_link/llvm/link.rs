@@ -12,13 +12,13 @@ use inkwell::module::{Linkage, Module};
 use inkwell::targets::TargetMachine;
 
 use super::codegen::{DROP_UNUSED, run_pipeline};
+use super::common::{HOST_GLOBALS, cstr, has_local_linkage};
 use super::fixups::internalize;
 use super::helpers::AMDGPU_HELPERS;
 use super::ir::{self, LazyModule};
 use super::panic_sites::{LATE, SITE_REPORTERS};
 use super::panics::{REPORTER, lean_panics};
 use super::uniform_panics::{THREAD_INDEX, THREAD_REPORTER};
-use super::{HOST_GLOBALS, cstr, has_local_linkage};
 use crate::device_link::rlib_bitcode::DeviceInput;
 use crate::device_link::{LinkError, Result};
 
@@ -186,7 +186,7 @@ pub(super) fn link_inputs<'ctx>(
     let reporters =
         defines(&main, REPORTER) || members.iter().any(|m| m.definitions.contains(REPORTER));
     // offload-rt's AMD reporter of scalar panic branches, where its version has one.
-    let thread_reporter = (super::is_amdgpu(&main)
+    let thread_reporter = (super::common::is_amdgpu(&main)
         && (defines(&main, THREAD_REPORTER)
             || members
                 .iter()

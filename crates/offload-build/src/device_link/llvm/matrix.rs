@@ -15,17 +15,17 @@ use std::collections::{BTreeSet, HashSet};
 use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::targets::TargetMachine;
+use offload_format::abi::{MMA_BF16, MMA_F16};
 use offload_format::target_id::{MatrixUnit, Sm, amdgpu_processor};
 
+use super::common::{cstr, is_nvptx};
 use super::helpers::link_helpers;
 use super::ir;
 use super::ir::call_conv::{AMDGPU_KERNEL as AMDGPU_KERNEL_CC, PTX_KERNEL as PTX_KERNEL_CC};
-use super::{cstr, is_nvptx};
 use crate::device_link::{LinkError, Result};
 
 /// The helpers and the input type each multiplies.
-const MATRIX_HELPERS: &[(&str, &str)] =
-    &[("__offload_mma_f16", "f16"), ("__offload_mma_bf16", "bf16")];
+const MATRIX_HELPERS: &[(&str, &str)] = &[(MMA_F16, "f16"), (MMA_BF16, "bf16")];
 
 /// The matrix unit of the processor `cpu` (`sm_80`, `gfx90a`) of an NVIDIA or AMD link.
 fn matrix_unit(nvptx: bool, cpu: &str) -> Option<MatrixUnit> {

@@ -15,12 +15,11 @@
 //! `s_endpgm` a return, and [`codegen`] emits PTX or an object. This file holds the entry points
 //! for NVPTX and AMDGPU.
 
-use std::ffi::CStr;
 use std::path::PathBuf;
 use std::process::Command;
 
 use inkwell::context::Context;
-use inkwell::module::{Linkage, Module};
+use inkwell::module::Module;
 use inkwell::targets::{FileType, TargetMachine};
 
 use super::AmdCodeObjectVersion;
@@ -32,9 +31,10 @@ use super::{
 use crate::command::run as run_command;
 use crate::metadata::PanicStrategy;
 use codegen::{CLEAN_UP, INFER_ADDRESS_SPACES, emit, optimize, run_pipeline, target_machine};
+use common::{cstr, is_amdgpu, is_nvptx};
 use fixups::{amdgpu_byref_parameters, global_pointers, internalize};
 use helpers::{
-    AMDGPU_HELPERS, AMDGPU_HELPERS_IR, DYNAMIC_SHARED_MEMORY, GPU_HELPERS, GPU_HELPERS_IR,
+    AMDGPU_HELPERS, DYNAMIC_SHARED_MEMORY, GPU_HELPERS, amdgpu_helpers_ir, gpu_helpers_ir,
     link_helpers,
 };
 use link::{Roots, check_resolved, link_inputs};
@@ -48,6 +48,7 @@ use shared_memory::{
 
 mod async_copy;
 mod codegen;
+mod common;
 mod condition_chains;
 mod conversions;
 mod crash;
@@ -68,6 +69,8 @@ mod shared_memory;
 mod shared_traps;
 mod uniform_panics;
 
+pub use common::HOST_GLOBALS;
+
 // The raw helpers of the stages not on the `ir` layer yet.
 
 pub use helpers::amdgpu_wave_size;
@@ -82,10 +85,6 @@ const NVPTX_EXTERNALS: &[&str] = &[
 ];
 /// Externals an AMDGPU image may keep.
 const AMDGPU_EXTERNALS: &[&str] = &[DYNAMIC_SHARED_MEMORY];
-
-/// Globals of the device API that the runtime writes after loading an image (see
-/// `offload_rt::kernel::abi::CHANNEL_SYMBOL`): the device link keeps them external.
-pub const HOST_GLOBALS: &[&str] = &[offload_format::abi::CHANNEL];
 
 /// The major version of the LLVM this crate is linked against.
 pub fn linked_llvm_major() -> u32 {
@@ -133,34 +132,6 @@ pub struct LinkedObject {
     pub kernels: Vec<String>,
 }
 
-// Accessors the stages share.
-
-/// The device family of `module`'s triple.
-fn family(module: &Module<'_>) -> offload_format::DeviceFamily {
-    offload_format::DeviceFamily::of_target_triple(&module.get_triple().as_str().to_string_lossy())
-}
-
-/// Whether `module` is for AMD GPUs (`amdgcn-amd-amdhsa`).
-fn is_amdgpu(module: &Module<'_>) -> bool {
-    family(module) == offload_format::DeviceFamily::Amd
-}
-
-/// Whether `module` is for NVIDIA GPUs (`nvptx64-nvidia-cuda`).
-fn is_nvptx(module: &Module<'_>) -> bool {
-    family(module) == offload_format::DeviceFamily::Nvidia
-}
-
-fn cstr(s: &CStr) -> String {
-    s.to_string_lossy().into_owned()
-}
-
-fn has_local_linkage(linkage: Linkage) -> bool {
-    matches!(
-        linkage,
-        Linkage::Internal | Linkage::Private | Linkage::AvailableExternally | Linkage::Appending
-    )
-}
-
 /// What a link is called in a crash report: the kernel crate (its bitcode's file stem) and
 /// the architecture.
 fn link_name(inputs: &[DeviceInput], arch: &str) -> String {
@@ -197,10 +168,10 @@ fn link_for<'ctx>(
     panics::check_reporters(&module)?;
     if is_amdgpu(&module) {
         let wave = amdgpu_wave_size(&cstr(&machine.get_cpu())).to_string();
-        let ir = AMDGPU_HELPERS_IR.replace("WAVE_SIZE", &wave);
+        let ir = amdgpu_helpers_ir().replace("WAVE_SIZE", &wave);
         link_helpers(context, &module, AMDGPU_HELPERS, &ir)?;
     }
-    link_helpers(context, &module, GPU_HELPERS, GPU_HELPERS_IR)?;
+    link_helpers(context, &module, GPU_HELPERS, &gpu_helpers_ir())?;
     matrix::link_matrix_helpers(context, &module, machine)?;
     async_copy::link_async_copy_helpers(context, &module, machine)?;
     hopper::link_hopper_helpers(context, &module, machine)?;

@@ -18,8 +18,8 @@ use inkwell::values::InstructionOpcode;
 use offload_format::panic_sites::{self, PanicSite, PanicSites};
 
 use super::codegen::{INLINE_AND_CLEAN_UP, run_pipeline};
+use super::common::is_amdgpu;
 use super::ir::{self, Block, Call, Function, GlobalVariable, Phi, Type, TypeKind, Value};
-use super::is_amdgpu;
 use super::panics::{REPORTER, make_inlinable, site_calls};
 use super::shared_memory::compares_with_null;
 use super::uniform_panics::{self, THREAD_INDEX, THREAD_REPORTER};

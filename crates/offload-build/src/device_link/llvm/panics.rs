@@ -16,7 +16,7 @@ use inkwell::values::{BasicMetadataValueEnum, FunctionValue, InstructionOpcode};
 
 use offload_format::abi;
 
-use super::cstr;
+use super::common::cstr;
 use super::ir::{self, AttributeIndex, Value};
 use crate::device_link::{LinkError, Result};
 

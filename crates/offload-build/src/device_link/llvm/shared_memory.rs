@@ -11,7 +11,7 @@ use inkwell::targets::TargetMachine;
 use inkwell::values::InstructionOpcode;
 
 use super::codegen::{MERGE_CONSTANTS, run_pipeline};
-use super::cstr;
+use super::common::cstr;
 use super::ir::{self, Builder, Function, GlobalVariable, Instruction, Value};
 use crate::device_link::{
     CONSTANT_SECTION, GENERIC_TILE_FUNCTION, LinkError, MAX_CONSTANT_BYTES,
@@ -134,7 +134,7 @@ pub(super) fn move_shared_to_addrspace3(module: &Module<'_>) -> Result<usize> {
 /// the [`MAX_CONSTANT_BYTES`] of a module's constant bank. Returns how many moved.
 pub(super) fn move_constants_to_addrspace4(module: &Module<'_>) -> Result<usize> {
     let moved = move_section(module, Placement::Constant)?;
-    if moved > 0 && super::is_nvptx(module) {
+    if moved > 0 && super::common::is_nvptx(module) {
         check_constant_limit(module)?;
     }
     Ok(moved)
@@ -503,6 +503,28 @@ mod tests {
             "{ir}"
         );
         assert!(ir.contains("addrspacecast ptr addrspace(3)"), "{ir}");
+    }
+
+    /// A generic address of the tile written as a constant expression (as rustc leaves a
+    /// shared static read through a generic pointer) is rebuilt around the tile in LDS.
+    #[test]
+    fn a_constant_generic_address_of_the_tile_is_rebuilt() {
+        let context = Context::create();
+        let module = amdgpu_module(
+            &context,
+            "define amdgpu_kernel void @k(ptr addrspace(1) %out) {\n\
+               %v = load i32, ptr addrspacecast (ptr addrspace(1) @tile to ptr)\n\
+               store i32 %v, ptr addrspace(1) %out\n\
+               ret void\n\
+             }\n",
+        );
+        assert_eq!(move_shared_to_addrspace3(&module).unwrap(), 1);
+        module.verify().unwrap();
+        let ir = module.print_to_string().to_string();
+        assert!(
+            ir.contains("load i32, ptr addrspacecast (ptr addrspace(3) @tile to ptr)"),
+            "{ir}"
+        );
     }
 
     /// A debug build's checks compare a shared static's address with null: never null, so

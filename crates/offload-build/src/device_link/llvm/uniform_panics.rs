@@ -26,9 +26,9 @@ use super::panics::site_calls;
 
 /// offload-rt's `kernel::gpu_channel::__offload_gpu_panic_at_thread(thread, site, a, b, c,
 /// values)`, on AMD GPUs only: `values` says how many of `a`, `b` and `c` the site passes.
-pub(super) const THREAD_REPORTER: &str = "__offload_gpu_panic_at_thread";
+pub(super) const THREAD_REPORTER: &str = offload_format::abi::GPU_PANIC_AT_THREAD;
 /// offload-rt's `kernel::gpu_channel::__offload_gpu_thread_index()`, on AMD GPUs only.
-pub(super) const THREAD_INDEX: &str = "__offload_gpu_thread_index";
+pub(super) const THREAD_INDEX: &str = offload_format::abi::GPU_THREAD_INDEX;
 
 /// An intrinsic of the module overloaded on `overloads`, declared where missing.
 fn intrinsic<'m>(module: ir::Module<'m>, name: &str, overloads: &[Type<'m>]) -> Function<'m> {
@@ -637,8 +637,8 @@ declare void @llvm.trap()
         let ir = ir::Module::new(&module);
         let reporter = |name: &str| ir.function(name).unwrap();
         let site_reporters = [
-            reporter("__offload_gpu_panic_at1"),
-            reporter("__offload_gpu_panic_at2"),
+            reporter(offload_format::abi::GPU_PANIC_AT1),
+            reporter(offload_format::abi::GPU_PANIC_AT2),
         ];
         let changed = make_sites_uniform(
             ir,

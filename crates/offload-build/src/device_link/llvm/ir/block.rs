@@ -1,4 +1,6 @@
-//! Functions and their blocks, and the walks over them.
+//! Functions and their blocks, the walks over them, and what values and instructions have of
+//! them: the function a value is, an instruction's block, a phi's incoming blocks, a
+//! terminator's successors, an argument's function.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -9,7 +11,7 @@ use inkwell::llvm_sys::core as llvm;
 use inkwell::llvm_sys::prelude::LLVMBasicBlockRef;
 
 use super::value::kind;
-use super::{AttributeIndex, Instruction, Terminator, Type, Uses, Value};
+use super::{Argument, AttributeIndex, Call, Instruction, Phi, Terminator, Type, Uses, Value};
 
 /// A basic block of a function of a module borrowed for `'m`.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -243,5 +245,107 @@ impl<'m> Iterator for Blocks<'m> {
         let current = self.0?;
         self.0 = current.next();
         Some(current)
+    }
+}
+
+// What values, instructions and their kinds have of blocks and functions.
+
+impl<'m> Value<'m> {
+    /// The value as a function.
+    pub fn as_function(self) -> Option<Function<'m>> {
+        self.is_function().then_some(Function::from_value(self))
+    }
+}
+
+impl<'m> Instruction<'m> {
+    /// The block the instruction is in.
+    pub fn block(self) -> Block<'m> {
+        // SAFETY: `self` is a live instruction; the layer hands out only instructions that
+        // are in a block (a clone is inserted as it is made).
+        unsafe { Block::from_raw(llvm::LLVMGetInstructionParent(self.raw())) }
+            .expect("an instruction of the layer is in a block")
+    }
+
+    /// The function the instruction is in.
+    pub fn function(self) -> Function<'m> {
+        self.block().function()
+    }
+}
+
+impl<'m> Call<'m> {
+    /// The function called, for a direct call.
+    pub fn called_function(self) -> Option<Function<'m>> {
+        self.callee().as_function()
+    }
+}
+
+impl<'m> Phi<'m> {
+    /// Incoming edge `index`: the value and the block it comes from.
+    pub fn incoming(self, index: u32) -> Option<(Value<'m>, Block<'m>)> {
+        if index >= self.count_incoming() {
+            return None;
+        }
+        // SAFETY: `self` is a live phi with more than `index` incoming edges.
+        unsafe {
+            let value = Value::wrap(llvm::LLVMGetIncomingValue(self.raw(), index))?;
+            let block = Block::from_raw(llvm::LLVMGetIncomingBlock(self.raw(), index))?;
+            Some((value, block))
+        }
+    }
+
+    /// The incoming edges in order.
+    pub fn incomings(self) -> impl Iterator<Item = (Value<'m>, Block<'m>)> {
+        (0..self.count_incoming()).filter_map(move |i| self.incoming(i))
+    }
+
+    /// The value the phi has when entered from `block`, if an edge comes from it.
+    pub fn incoming_from(self, block: Block<'m>) -> Option<Value<'m>> {
+        self.incomings().find(|&(_, b)| b == block).map(|(v, _)| v)
+    }
+
+    /// Adds an incoming edge: `value` (of the phi's type) when entered from `block`.
+    pub fn add_incoming(self, value: impl Into<Value<'m>>, block: Block<'m>) {
+        let value = value.into();
+        assert_eq!(value.ty(), self.ty(), "add_incoming: types differ");
+        let (mut value, mut block) = (value.raw(), block.raw());
+        // SAFETY: `self` is a live phi; one value of its type and one block are passed.
+        unsafe { llvm::LLVMAddIncoming(self.raw(), &mut value, &mut block, 1) }
+    }
+}
+
+impl<'m> Terminator<'m> {
+    /// Successor `index`; `None` past the last.
+    pub fn successor(self, index: u32) -> Option<Block<'m>> {
+        if index >= self.num_successors() {
+            return None;
+        }
+        // SAFETY: `self` is a live terminator with more than `index` successors.
+        unsafe { Block::from_raw(llvm::LLVMGetSuccessor(self.raw(), index)) }
+    }
+
+    /// The successors in order (a block twice where two edges lead to it).
+    pub fn successors(self) -> impl Iterator<Item = Block<'m>> {
+        (0..self.num_successors()).filter_map(move |i| self.successor(i))
+    }
+
+    /// Sets successor `index` to `block` (of the same function).
+    ///
+    /// # Panics
+    /// Past the last successor.
+    pub fn set_successor(self, index: u32, block: Block<'m>) {
+        assert!(index < self.num_successors(), "set_successor past the last");
+        // SAFETY: `self` is a live terminator with more than `index` successors.
+        unsafe { llvm::LLVMSetSuccessor(self.raw(), index, block.raw()) }
+    }
+}
+
+impl<'m> Argument<'m> {
+    /// The function whose parameter it is.
+    pub fn function(self) -> Function<'m> {
+        // SAFETY: `self` is a live argument, whose parent is a function.
+        Function::from_value(
+            Value::wrap(unsafe { llvm::LLVMGetParamParent(self.raw()) })
+                .expect("an argument has a function"),
+        )
     }
 }

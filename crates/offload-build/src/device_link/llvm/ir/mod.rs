@@ -24,24 +24,29 @@
 //! first.
 
 use std::marker::PhantomData;
-use std::ptr::NonNull;
 
 use inkwell::llvm_sys::core as llvm;
-use inkwell::llvm_sys::prelude::{LLVMContextRef, LLVMMetadataRef, LLVMModuleRef};
+use inkwell::llvm_sys::prelude::{LLVMContextRef, LLVMModuleRef};
 use inkwell::llvm_sys::target;
 use inkwell::values::AsValueRef;
 
 mod block;
 mod builder;
+mod kinds;
+mod metadata;
 pub mod process;
 mod types;
 mod value;
 
 pub use block::{Block, Function};
 pub use builder::Builder;
+use kinds::enum_attribute_kind;
+pub use kinds::{AttributeIndex, GepNoWrapFlags, IntrinsicId};
+pub use metadata::{DebugFile, DebugLocation, DebugSubprogram, DebugSubroutineType, MetadataKind};
 pub use types::{Type, TypeKind};
 pub use value::{
-    Argument, Branch, Call, GlobalVariable, ICmp, Instruction, Phi, Terminator, Use, Uses, Value,
+    Argument, Branch, Call, GlobalVariable, ICmp, Instruction, MetadataNode, Phi, Terminator, Use,
+    Uses, Value,
 };
 
 /// Calling conventions, as [`Function::call_conv`] gives them.
@@ -338,62 +343,6 @@ impl<'m> Iterator for Functions<'m> {
     }
 }
 
-/// A metadata node wrapped as a value ([`Module::empty_metadata_node`]).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub struct MetadataNode<'m>(Value<'m>);
-
-impl<'m> MetadataNode<'m> {
-    fn raw(self) -> inkwell::llvm_sys::prelude::LLVMValueRef {
-        self.0.raw()
-    }
-}
-
-/// A metadata kind of a context ([`Module::metadata_kind`]).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub struct MetadataKind(u32);
-
-/// An instruction's debug location ([`Instruction::debug_location`]).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub struct DebugLocation<'m> {
-    raw: NonNull<inkwell::llvm_sys::LLVMOpaqueMetadata>,
-    _module: PhantomData<&'m ()>,
-}
-
-impl DebugLocation<'_> {
-    fn from_raw(raw: LLVMMetadataRef) -> Option<Self> {
-        NonNull::new(raw).map(|raw| DebugLocation {
-            raw,
-            _module: PhantomData,
-        })
-    }
-
-    fn raw(self) -> LLVMMetadataRef {
-        self.raw.as_ptr()
-    }
-}
-
-/// Where an attribute is: on a parameter (from 0) or the function.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub enum AttributeIndex {
-    Param(u32),
-    Function,
-}
-
-impl AttributeIndex {
-    fn raw(self) -> u32 {
-        match self {
-            AttributeIndex::Param(i) => i + 1,
-            AttributeIndex::Function => inkwell::llvm_sys::LLVMAttributeFunctionIndex,
-        }
-    }
-}
-
-/// The kind of the enum attribute `name` (0 for none).
-fn enum_attribute_kind(name: &str) -> u32 {
-    // SAFETY: LLVM reads `name.len()` bytes.
-    unsafe { llvm::LLVMGetEnumAttributeKindForName(name.as_ptr().cast(), name.len()) }
-}
-
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -435,68 +384,6 @@ mod tests {
         }
         assert!(seen > 10, "no stage files found in {}", dir.display());
         assert!(problems.is_empty(), "{}", problems.join("\n"));
-    }
-}
-
-/// An intrinsic's ID ([`Function::intrinsic_id`], [`Module::intrinsic_by_id`]).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub struct IntrinsicId(u32);
-
-/// A GEP's no-wrap flags (`inbounds`, `nusw`, `nuw`), as [`Value::gep_no_wrap_flags`] reads
-/// them.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub struct GepNoWrapFlags(u32);
-
-/// A kind of debug-information node of a module borrowed for `'m`: `$name` wraps a non-null
-/// metadata node of that kind, made only by the layer.
-macro_rules! debug_node {
-    ($(#[$doc:meta])* $name:ident) => {
-        $(#[$doc])*
-        #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-        pub struct $name<'m> {
-            raw: NonNull<inkwell::llvm_sys::LLVMOpaqueMetadata>,
-            _module: PhantomData<&'m ()>,
-        }
-
-        impl $name<'_> {
-            fn from_raw(raw: LLVMMetadataRef) -> Option<Self> {
-                NonNull::new(raw).map(|raw| $name {
-                    raw,
-                    _module: PhantomData,
-                })
-            }
-
-            fn raw(self) -> LLVMMetadataRef {
-                self.raw.as_ptr()
-            }
-        }
-    };
-}
-
-debug_node!(
-    /// A `DIFile`.
-    DebugFile
-);
-debug_node!(
-    /// A `DISubprogram`.
-    DebugSubprogram
-);
-debug_node!(
-    /// A `DISubroutineType`.
-    DebugSubroutineType
-);
-
-impl<'m> DebugSubprogram<'m> {
-    /// The subprogram's file; `None` where it has none.
-    pub fn file(self) -> Option<DebugFile<'m>> {
-        // SAFETY: `self` is a live subprogram, a scope; its file is one or null.
-        DebugFile::from_raw(unsafe { inkwell::llvm_sys::debuginfo::LLVMDIScopeGetFile(self.raw()) })
-    }
-
-    /// The subprogram's line.
-    pub fn line(self) -> u32 {
-        // SAFETY: `self` is a live subprogram.
-        unsafe { inkwell::llvm_sys::debuginfo::LLVMDISubprogramGetLine(self.raw()) }
     }
 }
 

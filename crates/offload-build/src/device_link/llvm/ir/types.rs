@@ -8,8 +8,6 @@ use inkwell::llvm_sys::LLVMTypeKind;
 use inkwell::llvm_sys::core as llvm;
 use inkwell::llvm_sys::prelude::LLVMTypeRef;
 
-use super::Value;
-
 /// A type of the context of a module borrowed for `'m`.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Type<'m> {
@@ -169,37 +167,5 @@ impl<'m> Type<'m> {
     pub fn i1_in_context(self) -> Type<'m> {
         // SAFETY: `self` is a live type; its context is live.
         Type::wrap(unsafe { llvm::LLVMInt1TypeInContext(llvm::LLVMGetTypeContext(self.raw())) })
-    }
-
-    // Constants.
-
-    /// The integer constant `value` of this integer type (its low bits; `sign_extend` says
-    /// how a narrower `value` is read for a wider type).
-    ///
-    /// # Panics
-    /// For a type that is no integer.
-    pub fn const_int(self, value: u64, sign_extend: bool) -> Value<'m> {
-        assert!(self.is_integer(), "const_int of a type that is no integer");
-        // SAFETY: `self` is a live integer type.
-        Value::wrap(unsafe { llvm::LLVMConstInt(self.raw(), value, i32::from(sign_extend)) })
-            .expect("LLVM makes the constant")
-    }
-
-    /// The null, zero or all-zero constant of this type.
-    pub fn const_null(self) -> Value<'m> {
-        // SAFETY: `self` is a live type.
-        Value::wrap(unsafe { llvm::LLVMConstNull(self.raw()) }).expect("LLVM makes the constant")
-    }
-
-    /// `poison` of this type.
-    pub fn poison(self) -> Value<'m> {
-        // SAFETY: `self` is a live type.
-        Value::wrap(unsafe { llvm::LLVMGetPoison(self.raw()) }).expect("LLVM makes the constant")
-    }
-
-    /// `undef` of this type.
-    pub fn undef(self) -> Value<'m> {
-        // SAFETY: `self` is a live type.
-        Value::wrap(unsafe { llvm::LLVMGetUndef(self.raw()) }).expect("LLVM makes the constant")
     }
 }

@@ -1,4 +1,5 @@
-//! Values, their uses, and the kinds of instruction the stages read and change.
+//! Values, their uses, the kinds of instruction the stages read and change, metadata nodes
+//! as values, and the constants of a type.
 
 use std::ffi::CStr;
 use std::fmt;
@@ -12,7 +13,7 @@ use inkwell::llvm_sys::prelude::{LLVMUseRef, LLVMValueRef};
 use inkwell::values::InstructionOpcode;
 use inkwell::{AtomicOrdering, FloatPredicate, IntPredicate};
 
-use super::{Block, DebugLocation, Function, MetadataKind, MetadataNode, Type};
+use super::{DebugLocation, MetadataKind, Type};
 
 /// An LLVM value of a module borrowed for `'m`: an instruction, argument, constant, global,
 /// function, block address or metadata wrapped as a value.
@@ -232,10 +233,6 @@ impl<'m> Value<'m> {
     pub fn as_argument(self) -> Option<Argument<'m>> {
         self.is_argument().then_some(Argument(self))
     }
-    /// The value as a function.
-    pub fn as_function(self) -> Option<Function<'m>> {
-        self.is_function().then_some(Function::from_value(self))
-    }
     /// The value as a global variable.
     pub fn as_global_variable(self) -> Option<GlobalVariable<'m>> {
         self.is_global_variable().then_some(GlobalVariable(self))
@@ -354,13 +351,17 @@ impl<'m> Value<'m> {
     }
 
     /// Makes every use of the value use `new` instead (of the same type). `self` is no
-    /// constant other than a global (constants are uniqued, their uses not theirs to move).
+    /// constant other than a global or a constant expression (a constant number is uniqued
+    /// across the context: its uses are everyone's); a constant expression's constant users
+    /// are remade by LLVM around `new`.
     pub fn replace_all_uses_with(self, new: impl Into<Value<'m>>) {
         let new = new.into();
         assert_eq!(self.ty(), new.ty(), "replace_all_uses_with: types differ");
         assert!(
-            !self.is_constant() || self.isa(llvm::LLVMIsAGlobalValue),
-            "replace_all_uses_with of a constant"
+            !self.is_constant()
+                || self.isa(llvm::LLVMIsAGlobalValue)
+                || self.isa(llvm::LLVMIsAConstantExpr),
+            "replace_all_uses_with of a constant number"
         );
         // SAFETY: both values are live and of one type, which LLVM requires.
         unsafe { llvm::LLVMReplaceAllUsesWith(self.raw(), new.raw()) }
@@ -555,19 +556,6 @@ impl<'m> Instruction<'m> {
         unsafe { llvm::LLVMGetInstructionOpcode(self.raw()) }.into()
     }
 
-    /// The block the instruction is in.
-    pub fn block(self) -> Block<'m> {
-        // SAFETY: `self` is a live instruction; the layer hands out only instructions that
-        // are in a block (a clone is inserted as it is made).
-        unsafe { Block::from_raw(llvm::LLVMGetInstructionParent(self.raw())) }
-            .expect("an instruction of the layer is in a block")
-    }
-
-    /// The function the instruction is in.
-    pub fn function(self) -> Function<'m> {
-        self.block().function()
-    }
-
     /// The next instruction of its block; `None` after the terminator.
     pub fn next(self) -> Option<Instruction<'m>> {
         // SAFETY: `self` is a live instruction; the next one is an instruction or null.
@@ -700,11 +688,6 @@ impl<'m> Call<'m> {
         Value::wrap(unsafe { llvm::LLVMGetCalledValue(self.raw()) }).expect("a call has a callee")
     }
 
-    /// The function called, for a direct call.
-    pub fn called_function(self) -> Option<Function<'m>> {
-        self.callee().as_function()
-    }
-
     /// The name of the function called: empty for an indirect call.
     pub fn callee_name(self) -> &'m [u8] {
         self.called_function().map_or(&[], |f| f.name())
@@ -748,38 +731,6 @@ impl<'m> Phi<'m> {
         // SAFETY: `self` is a live phi.
         unsafe { llvm::LLVMCountIncoming(self.raw()) }
     }
-
-    /// Incoming edge `index`: the value and the block it comes from.
-    pub fn incoming(self, index: u32) -> Option<(Value<'m>, Block<'m>)> {
-        if index >= self.count_incoming() {
-            return None;
-        }
-        // SAFETY: `self` is a live phi with more than `index` incoming edges.
-        unsafe {
-            let value = Value::wrap(llvm::LLVMGetIncomingValue(self.raw(), index))?;
-            let block = Block::from_raw(llvm::LLVMGetIncomingBlock(self.raw(), index))?;
-            Some((value, block))
-        }
-    }
-
-    /// The incoming edges in order.
-    pub fn incomings(self) -> impl Iterator<Item = (Value<'m>, Block<'m>)> {
-        (0..self.count_incoming()).filter_map(move |i| self.incoming(i))
-    }
-
-    /// The value the phi has when entered from `block`, if an edge comes from it.
-    pub fn incoming_from(self, block: Block<'m>) -> Option<Value<'m>> {
-        self.incomings().find(|&(_, b)| b == block).map(|(v, _)| v)
-    }
-
-    /// Adds an incoming edge: `value` (of the phi's type) when entered from `block`.
-    pub fn add_incoming(self, value: impl Into<Value<'m>>, block: Block<'m>) {
-        let value = value.into();
-        assert_eq!(value.ty(), self.ty(), "add_incoming: types differ");
-        let (mut value, mut block) = (value.raw(), block.raw());
-        // SAFETY: `self` is a live phi; one value of its type and one block are passed.
-        unsafe { llvm::LLVMAddIncoming(self.raw(), &mut value, &mut block, 1) }
-    }
 }
 
 impl<'m> Terminator<'m> {
@@ -787,30 +738,6 @@ impl<'m> Terminator<'m> {
     pub fn num_successors(self) -> u32 {
         // SAFETY: `self` is a live terminator.
         unsafe { llvm::LLVMGetNumSuccessors(self.raw()) }
-    }
-
-    /// Successor `index`; `None` past the last.
-    pub fn successor(self, index: u32) -> Option<Block<'m>> {
-        if index >= self.num_successors() {
-            return None;
-        }
-        // SAFETY: `self` is a live terminator with more than `index` successors.
-        unsafe { Block::from_raw(llvm::LLVMGetSuccessor(self.raw(), index)) }
-    }
-
-    /// The successors in order (a block twice where two edges lead to it).
-    pub fn successors(self) -> impl Iterator<Item = Block<'m>> {
-        (0..self.num_successors()).filter_map(move |i| self.successor(i))
-    }
-
-    /// Sets successor `index` to `block` (of the same function).
-    ///
-    /// # Panics
-    /// Past the last successor.
-    pub fn set_successor(self, index: u32, block: Block<'m>) {
-        assert!(index < self.num_successors(), "set_successor past the last");
-        // SAFETY: `self` is a live terminator with more than `index` successors.
-        unsafe { llvm::LLVMSetSuccessor(self.raw(), index, block.raw()) }
     }
 
     /// The terminator as a `br`.
@@ -884,15 +811,6 @@ impl<'m> Gep<'m> {
 }
 
 impl<'m> Argument<'m> {
-    /// The function whose parameter it is.
-    pub fn function(self) -> Function<'m> {
-        // SAFETY: `self` is a live argument, whose parent is a function.
-        Function::from_value(
-            Value::wrap(unsafe { llvm::LLVMGetParamParent(self.raw()) })
-                .expect("an argument has a function"),
-        )
-    }
-
     /// The parameter's position, from 0.
     pub fn index(self) -> u32 {
         self.function()
@@ -977,4 +895,48 @@ pub(super) fn int_predicate(p: IntPredicate) -> inkwell::llvm_sys::LLVMIntPredic
 /// A float predicate for the C API.
 pub(super) fn float_predicate(p: FloatPredicate) -> inkwell::llvm_sys::LLVMRealPredicate {
     p.into()
+}
+
+/// A metadata node wrapped as a value ([`super::Module::empty_metadata_node`]).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct MetadataNode<'m>(pub(super) Value<'m>);
+
+impl<'m> MetadataNode<'m> {
+    pub(super) fn raw(self) -> inkwell::llvm_sys::prelude::LLVMValueRef {
+        self.0.raw()
+    }
+}
+
+impl<'m> Type<'m> {
+    // Constants.
+
+    /// The integer constant `value` of this integer type (its low bits; `sign_extend` says
+    /// how a narrower `value` is read for a wider type).
+    ///
+    /// # Panics
+    /// For a type that is no integer.
+    pub fn const_int(self, value: u64, sign_extend: bool) -> Value<'m> {
+        assert!(self.is_integer(), "const_int of a type that is no integer");
+        // SAFETY: `self` is a live integer type.
+        Value::wrap(unsafe { llvm::LLVMConstInt(self.raw(), value, i32::from(sign_extend)) })
+            .expect("LLVM makes the constant")
+    }
+
+    /// The null, zero or all-zero constant of this type.
+    pub fn const_null(self) -> Value<'m> {
+        // SAFETY: `self` is a live type.
+        Value::wrap(unsafe { llvm::LLVMConstNull(self.raw()) }).expect("LLVM makes the constant")
+    }
+
+    /// `poison` of this type.
+    pub fn poison(self) -> Value<'m> {
+        // SAFETY: `self` is a live type.
+        Value::wrap(unsafe { llvm::LLVMGetPoison(self.raw()) }).expect("LLVM makes the constant")
+    }
+
+    /// `undef` of this type.
+    pub fn undef(self) -> Value<'m> {
+        // SAFETY: `self` is a live type.
+        Value::wrap(unsafe { llvm::LLVMGetUndef(self.raw()) }).expect("LLVM makes the constant")
+    }
 }
