@@ -243,7 +243,7 @@ fn words_to_halves(words: [u32; 4]) -> [u16; HALVES] {
 }
 
 macro_rules! ldmatrix {
-    ($($(#[$doc:meta])* $name:ident, $helper:ident, $count:literal, $trans:literal;)*) => {$(
+    ($($(#[$doc:meta])* $name:ident, $helper:ident = $suffix:literal, $count:literal, $trans:literal;)*) => {$(
         $(#[$doc])*
         ///
         /// Every lane of the warp calls it; lane `8·i + r` gives the address of row `r` of
@@ -263,7 +263,7 @@ macro_rules! ldmatrix {
             {
                 unsafe extern "C" {
                     // Defined by the device link over `llvm.nvvm.ldmatrix.*`.
-                    #[link_name = concat!(offload_format::abi_name!(LDMATRIX_PREFIX), stringify!($name))]
+                    #[link_name = concat!(offload_format::abi_name!(LDMATRIX_PREFIX), $suffix)]
                     fn $helper(src: *const u16, out: *mut u32);
                 }
                 let mut out = [0u32; $count];
@@ -280,20 +280,20 @@ macro_rules! ldmatrix {
 
 ldmatrix! {
     /// Loads one 8×8 matrix of 16-bit elements across the warp (`ldmatrix.x1`).
-    ldmatrix_x1, __offload_ldmatrix_x1, 1, false;
+    ldmatrix_x1, __offload_ldmatrix_x1 = "x1", 1, false;
     /// Loads two 8×8 matrices of 16-bit elements across the warp (`ldmatrix.x2`).
-    ldmatrix_x2, __offload_ldmatrix_x2, 2, false;
+    ldmatrix_x2, __offload_ldmatrix_x2 = "x2", 2, false;
     /// Loads four 8×8 matrices of 16-bit elements across the warp (`ldmatrix.x4`).
-    ldmatrix_x4, __offload_ldmatrix_x4, 4, false;
+    ldmatrix_x4, __offload_ldmatrix_x4 = "x4", 4, false;
     /// Loads one 8×8 matrix of 16-bit elements across the warp, transposed
     /// (`ldmatrix.x1.trans`).
-    ldmatrix_x1_trans, __offload_ldmatrix_x1_trans, 1, true;
+    ldmatrix_x1_trans, __offload_ldmatrix_x1_trans = "x1_trans", 1, true;
     /// Loads two 8×8 matrices of 16-bit elements across the warp, transposed
     /// (`ldmatrix.x2.trans`).
-    ldmatrix_x2_trans, __offload_ldmatrix_x2_trans, 2, true;
+    ldmatrix_x2_trans, __offload_ldmatrix_x2_trans = "x2_trans", 2, true;
     /// Loads four 8×8 matrices of 16-bit elements across the warp, transposed
     /// (`ldmatrix.x4.trans`).
-    ldmatrix_x4_trans, __offload_ldmatrix_x4_trans, 4, true;
+    ldmatrix_x4_trans, __offload_ldmatrix_x4_trans = "x4_trans", 4, true;
 }
 
 /// `ldmatrix` where the device has none: each lane fetches the addresses of the rows it reads
