@@ -119,6 +119,8 @@ case \"$*\" in *-arch=*) echo \"$*\" >> '{}';; esac\nexec '{}' \"$@\"\n",
     // A new one, as a new project's: seeded, it compiles the kernel crate and its path
     // dependencies (the device API here; from crates.io it would come from the cache too),
     // not `core` nor any crates.io crate, through the wrapper, and links the same image.
+    // `offload_format` twice: for the device (the ABI's names, no features) and for the host
+    // (the kernel macros' templates).
     let fresh = tempfile::tempdir().unwrap();
     let second = fresh.path().join("nvptx64-nvidia-cuda");
     let second_ptx = ptx(&arch, &second);
@@ -127,6 +129,7 @@ case \"$*\" in *-arch=*) echo \"$*\" >> '{}';; esac\nexec '{}' \"$@\"\n",
     assert_eq!(
         crates,
         [
+            "offload_format",
             "offload_format",
             "offload_macros",
             "offload_rt",

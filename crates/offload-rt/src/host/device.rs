@@ -254,8 +254,9 @@ impl Device {
     ///
     /// On the CPU device launches finish before they return, so there is nothing to wait
     /// for (a kernel that never finishes keeps its launch from returning, and the worker
-    /// threads running it cannot be stopped); a CPU [`Stream`]'s queue is waited for with
-    /// [`Stream::synchronize_timeout`].
+    /// threads running it cannot be stopped); a CPU [`Stream`](super::stream::Stream)'s queue
+    /// is waited for with
+    /// [`Stream::synchronize_timeout`](super::stream::Stream::synchronize_timeout).
     ///
     /// # Errors
     /// [`Error::Timeout`], or what [`Device::synchronize`] reports.
