@@ -1,7 +1,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use offload_build::tooling::arch::{OffloadArch, mentions_native, parse_found, parse_list};
+use offload_build::OffloadArch;
+use offload_build::tooling::arch::{mentions_native, parse_found, parse_list};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(list) = std::str::from_utf8(data) else {

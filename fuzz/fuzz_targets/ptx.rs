@@ -2,7 +2,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use offload_build::DeviceImage;
-use offload_build::tooling::arch::OffloadArch;
+use offload_build::OffloadArch;
 use offload_format::image::ptx::{
     entries, kernel_names, kernel_params, max_threads, parse_ptxas_verbose,
 };

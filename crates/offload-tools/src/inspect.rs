@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use offload_format::{DeviceFamily, ImageKind, OffloadBinary};
+use offload_format::{ImageKind, OffloadBinary};
 use serde::Serialize;
 
 use offload_format::offload_binary::{
@@ -381,9 +381,10 @@ fn image_resources(bin: &OffloadBinary<'_>, ptxas: PtxasFallback) -> Resources {
     let (kernels, from) = match bin.image_kind {
         #[cfg(feature = "image-readers")]
         ImageKind::Object
-            if bin
-                .triple()
-                .is_some_and(|t| DeviceFamily::of_target_triple(t) == DeviceFamily::Amd) =>
+            if bin.triple().is_some_and(|t| {
+                offload_format::DeviceFamily::of_target_triple(t)
+                    == offload_format::DeviceFamily::Amd
+            }) =>
         {
             let kernels: Vec<KernelResources> = offload_format::image::amdgpu::inspect(&bin.image)
                 .map(|info| {
