@@ -1984,8 +1984,10 @@ fn matrix_fragments_are_tensor_core_instructions() {
 
 /// The runtime fixture's data-movement kernels on NVIDIA: `staged_reverse` copies with
 /// `cp.async` and waits with `cp.async.wait_group` (sm_80 on), its launch bound is `.maxntid
-/// 64`; `matrix_loads` is `ldmatrix` in all six forms. Before sm_80 the copies are refused,
-/// naming the kernel; AMD images bound the kernel's work-group size.
+/// 64`; `matrix_loads` is `ldmatrix` in all six forms; `matrix_stores` is `stmatrix` in all
+/// six forms and `accumulator_to_tile__f16` one `stmatrix.x4` (`STSM`) on sm_90, where sm_80
+/// exchanges the rows' addresses (`shfl`) and stores element by element. Before sm_80 the
+/// copies are refused, naming the kernel; AMD images bound the kernel's work-group size.
 #[test]
 fn async_copies_matrix_loads_and_launch_bounds_on_the_gpus() {
     if !nightly_ready() {
@@ -1994,9 +1996,14 @@ fn async_copies_matrix_loads_and_launch_bounds_on_the_gpus() {
     let inputs = rt_fixture_inputs(&device_link::parse_gpu_arch("sm_80").unwrap());
     let options = NvptxLinkOptions {
         kernels: Some(
-            ["staged_reverse", "matrix_loads"]
-                .map(String::from)
-                .to_vec(),
+            [
+                "staged_reverse",
+                "matrix_loads",
+                "matrix_stores",
+                "accumulator_to_tile__f16",
+            ]
+            .map(String::from)
+            .to_vec(),
         ),
         ..Default::default()
     };
@@ -2020,6 +2027,34 @@ fn async_copies_matrix_loads_and_launch_bounds_on_the_gpus() {
             for trans in ["", ".trans"] {
                 let wanted = format!("ldmatrix.sync.aligned.m8n8.{count}{trans}.shared.b16");
                 assert!(loads.contains(&wanted), "{sm}: no {wanted}:\n{loads}");
+            }
+        }
+        let stores = spaced("matrix_stores");
+        let epilogue = spaced("accumulator_to_tile__f16");
+        if sm == "sm_90" {
+            for count in ["x1", "x2", "x4"] {
+                for trans in ["", ".trans"] {
+                    let wanted = format!("stmatrix.sync.aligned.m8n8.{count}{trans}.shared.b16");
+                    assert!(stores.contains(&wanted), "{sm}: no {wanted}:\n{stores}");
+                }
+            }
+            let wanted = "stmatrix.sync.aligned.m8n8.x4.shared.b16";
+            assert!(epilogue.contains(wanted), "{sm}: no {wanted}:\n{epilogue}");
+            assert_eq!(epilogue.matches("stmatrix").count(), 1, "{sm}:\n{epilogue}");
+        } else {
+            assert!(!stores.contains("stmatrix"), "{sm}:\n{stores}");
+            assert!(stores.contains("shfl.sync.idx"), "{sm}: no shfl:\n{stores}");
+            assert!(!epilogue.contains("stmatrix"), "{sm}:\n{epilogue}");
+        }
+        if sm == "sm_90" && device_link::ptxas_path().is_some() {
+            let (cubin, _) = device_link::ptxas_verbose(&ptx, sm).unwrap();
+            if let Some(sass) = sass(&cubin) {
+                for instruction in ["STSM.16.M88.4", "STSM.16.MT88.4"] {
+                    assert!(
+                        sass.contains(instruction),
+                        "{sm}: no {instruction} in\n{sass}"
+                    );
+                }
             }
         }
     }

@@ -65,6 +65,8 @@ macro_rules! abi_name {
     (CP_ASYNC_COMMIT) => { "__offload_cp_async_commit" };
     (CP_ASYNC_WAIT_PREFIX) => { "__offload_cp_async_wait_" };
     (LDMATRIX_PREFIX) => { "__offload_ldmatrix_" };
+    (STMATRIX_PREFIX) => { "__offload_stmatrix_" };
+    (HAS_STMATRIX) => { "__offload_has_stmatrix" };
     (HAS_TMA) => { "__offload_has_tma" };
     (HAS_WGMMA) => { "__offload_has_wgmma" };
     (MBARRIER_INIT) => { "__offload_mbarrier_init" };
@@ -211,6 +213,10 @@ pub const CP_ASYNC_COMMIT: &str = abi_name!(CP_ASYNC_COMMIT);
 pub const CP_ASYNC_WAIT_PREFIX: &str = abi_name!(CP_ASYNC_WAIT_PREFIX);
 /// Prefix of the `ldmatrix` helpers: `LDMATRIX_PREFIX x<count>[_trans]`, count 1, 2 or 4.
 pub const LDMATRIX_PREFIX: &str = abi_name!(LDMATRIX_PREFIX);
+/// Prefix of the `stmatrix` helpers: `STMATRIX_PREFIX x<count>[_trans]`, count 1, 2 or 4.
+pub const STMATRIX_PREFIX: &str = abi_name!(STMATRIX_PREFIX);
+/// The image's constant: whether its device has `stmatrix` (NVIDIA sm_90 and later).
+pub const HAS_STMATRIX: &str = abi_name!(HAS_STMATRIX);
 /// The image's constant: whether its device has the Tensor Memory Accelerator.
 pub const HAS_TMA: &str = abi_name!(HAS_TMA);
 /// The image's constant: whether its device has warpgroup matrix multiplies and `setmaxnreg`.

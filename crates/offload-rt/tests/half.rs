@@ -501,3 +501,105 @@ fn matrix_loads_give_mma_sync_layout() {
         assert_eq!(*words, want, "lane {lane}");
     }
 }
+
+/// Every `stmatrix` form on the CPU device, where the rows' addresses are exchanged across the
+/// warp: each puts lane `l`'s word of 8×8 matrix `i` at row `l / 4`, columns `2·(l % 4)` and
+/// the next (transposed: column `l / 4`, rows `2·(l % 4)` and the next), the low half first, as
+/// NVIDIA's `stmatrix` does, and leaves the rest of the tile alone.
+#[test]
+fn matrix_stores_take_mma_sync_layout() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let words: Vec<u32> = (0..32 * k::MATRIX_STORE_WORDS as u32)
+        .map(|i| i.wrapping_mul(0x9e37_79b9) ^ 0x5a5a_a5a5)
+        .collect();
+    let dw = DeviceBuffer::from_slice(&dev, &words).unwrap();
+    let mut out = DeviceBuffer::<[[u16; 8]; 4]>::zeroed(&dev, 32).unwrap();
+    k::matrix_stores
+        .launch(&dev, LaunchConfig::linear(1, 32), &dw, &mut out)
+        .unwrap();
+    let mut tiles = vec![[0u16; 8]; 128];
+    for (lane, rows) in out.to_vec().unwrap().iter().enumerate() {
+        for (j, row) in rows.iter().enumerate() {
+            tiles[lane + 32 * j] = *row;
+        }
+    }
+    let mut want = vec![[0u16; 8]; 128];
+    // (first row of the form's tile, matrices, transposed, index of its first word)
+    let forms = [
+        (0, 1, false, 0),
+        (8, 2, false, 1),
+        (24, 4, false, 3),
+        (56, 1, true, 7),
+        (64, 2, true, 8),
+        (80, 4, true, 10),
+    ];
+    for (first, count, trans, word) in forms {
+        for lane in 0..32 {
+            for i in 0..count {
+                let w = words[lane * k::MATRIX_STORE_WORDS + word + i];
+                let (low, high) = (w as u16, (w >> 16) as u16);
+                let base = first + 8 * i;
+                if trans {
+                    want[base + 2 * (lane % 4)][lane / 4] = low;
+                    want[base + 2 * (lane % 4) + 1][lane / 4] = high;
+                } else {
+                    want[base + lane / 4][2 * (lane % 4)] = low;
+                    want[base + lane / 4][2 * (lane % 4) + 1] = high;
+                }
+            }
+        }
+    }
+    for (r, (got, want)) in tiles.iter().zip(&want).enumerate() {
+        assert_eq!(got, want, "row {r}");
+    }
+}
+
+/// `Accumulator::store_tile` rounds each element to `f16`/`bf16` into its place of the
+/// swizzled tile, wherever the device's layout keeps it.
+#[test]
+fn accumulators_store_rounded_into_swizzled_tiles() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    // Halves of small integers and a value each type rounds (1 + 2^-11 + 2^-12 rounds up
+    // to 1 + 2^-10 in f16; 1 + 2^-8 + 2^-9 to 1 + 2^-7 in bf16).
+    let mut values: Vec<f32> = (0..256).map(|i| (i as f32 - 100.0) * 0.5).collect();
+    values[37] = 1.0 + 2f32.powi(-11) + 2f32.powi(-12);
+    values[200] = 1.0 + 2f32.powi(-8) + 2f32.powi(-9);
+    let dv = DeviceBuffer::from_slice(&dev, &values).unwrap();
+    let check = |got: Vec<[u16; 8]>, narrow: &dyn Fn(f32) -> u16, name: &str| {
+        for (lane, row) in got.iter().enumerate() {
+            for (c, bits) in row.iter().enumerate() {
+                let v = values[lane / 2 * 16 + 8 * (lane % 2) + c];
+                assert_eq!(
+                    *bits,
+                    narrow(v),
+                    "{name}: row {} column {}",
+                    lane / 2,
+                    8 * (lane % 2) + c
+                );
+            }
+        }
+    };
+    let mut out = DeviceBuffer::<[u16; 8]>::zeroed(&dev, 32).unwrap();
+    k::accumulator_to_tile::<f16>
+        .launch(&dev, LaunchConfig::linear(1, 32), &dv, &mut out)
+        .unwrap();
+    check(
+        out.to_vec().unwrap(),
+        &|v| f16::from_f32(v).to_bits(),
+        "f16",
+    );
+    k::accumulator_to_tile::<bf16>
+        .launch(&dev, LaunchConfig::linear(1, 32), &dv, &mut out)
+        .unwrap();
+    check(
+        out.to_vec().unwrap(),
+        &|v| bf16::from_f32(v).to_bits(),
+        "bf16",
+    );
+}

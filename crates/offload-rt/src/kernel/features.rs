@@ -19,6 +19,15 @@ pub fn has_wgmma() -> bool {
     imp::wgmma()
 }
 
+/// Whether this image's device stores matrices from the lanes' registers in one instruction
+/// (`stmatrix`: NVIDIA sm_90 and later); a constant of each image, as [`has_tma`].
+/// `kernel::matrix`'s `stmatrix_*` work on every device and use the instruction where this
+/// says so.
+#[inline(always)]
+pub fn has_stmatrix() -> bool {
+    imp::stmatrix()
+}
+
 #[cfg(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu")))]
 mod imp {
     unsafe extern "C" {
@@ -27,6 +36,8 @@ mod imp {
         fn __offload_has_tma() -> bool;
         #[link_name = offload_format::abi_name!(HAS_WGMMA)]
         fn __offload_has_wgmma() -> bool;
+        #[link_name = offload_format::abi_name!(HAS_STMATRIX)]
+        fn __offload_has_stmatrix() -> bool;
     }
 
     #[inline(always)]
@@ -40,6 +51,12 @@ mod imp {
         // SAFETY: a constant of the image.
         unsafe { __offload_has_wgmma() }
     }
+
+    #[inline(always)]
+    pub(super) fn stmatrix() -> bool {
+        // SAFETY: a constant of the image.
+        unsafe { __offload_has_stmatrix() }
+    }
 }
 
 #[cfg(not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))))]
@@ -51,6 +68,11 @@ mod imp {
 
     #[inline(always)]
     pub(super) fn wgmma() -> bool {
+        false
+    }
+
+    #[inline(always)]
+    pub(super) fn stmatrix() -> bool {
         false
     }
 }

@@ -62,6 +62,10 @@ impl MmaInput for f16 {
         super::half::f16_to_f32(f16::from_bits(bits))
     }
     #[inline(always)]
+    fn narrow(x: f32) -> u16 {
+        super::half::f32_to_f16(x).to_bits()
+    }
+    #[inline(always)]
     fn mma(a: &[u16; HALVES], b: &[u16; HALVES], c: &mut [f32; FLOATS]) {
         imp::mma_f16(a, b, c);
     }
@@ -76,6 +80,10 @@ impl MmaInput for bf16 {
     #[inline(always)]
     fn widen(bits: u16) -> f32 {
         f32::from_bits(u32::from(bits) << 16)
+    }
+    #[inline(always)]
+    fn narrow(x: f32) -> u16 {
+        super::half::f32_to_bf16(x).to_bits()
     }
     #[inline(always)]
     fn mma(a: &[u16; HALVES], b: &[u16; HALVES], c: &mut [f32; FLOATS]) {
@@ -296,6 +304,94 @@ ldmatrix! {
     ldmatrix_x4_trans, __offload_ldmatrix_x4_trans = "x4_trans", 4, true;
 }
 
+macro_rules! stmatrix {
+    ($($(#[$doc:meta])* $name:ident, $helper:ident = $suffix:literal, $count:literal, $trans:literal;)*) => {$(
+        $(#[$doc])*
+        ///
+        /// Every lane of the warp calls it; lane `8·i + r` gives the address of row `r` of
+        /// matrix `i` (lanes past the matrices stored give none that is written). Lane `l`
+        /// gives, of each matrix, the two elements of row `l / 4` at columns `2·(l % 4)` and
+        /// the next (transposed: of column `l / 4` at rows `2·(l % 4)` and the next), the first
+        /// in the low half: the layout the `ldmatrix_*` of the same shape load and `mma.sync`'s
+        /// accumulator holds. On NVIDIA sm_90 and later one `stmatrix`
+        /// ([`has_stmatrix`](super::has_stmatrix)); elsewhere the rows' addresses are
+        /// exchanged across the warp (groups of 32 lanes) and written.
+        ///
+        /// # Safety
+        ///
+        /// `row` points at 8 writable 16-bit elements, aligned to 16 bytes, in the block's
+        /// shared memory on NVIDIA; no other thread accesses the matrices' elements until the
+        /// block's next barrier.
+        #[inline(always)]
+        pub unsafe fn $name(row: *mut u16, words: [u32; $count]) {
+            #[cfg(all(offload_device, target_arch = "nvptx64"))]
+            if super::has_stmatrix() {
+                unsafe extern "C" {
+                    // Defined by the device link over `llvm.nvvm.stmatrix.*` (sm_90+).
+                    #[link_name = concat!(offload_format::abi_name!(STMATRIX_PREFIX), $suffix)]
+                    fn $helper(dst: *mut u16, words: *const u32);
+                }
+                // SAFETY: the caller's contract; the helper reads `$count` words.
+                unsafe { $helper(row, words.as_ptr()) };
+                return;
+            }
+            // SAFETY: the caller's contract.
+            unsafe { exchanged_row_stores::<$count, $trans>(row, words) }
+        }
+    )*};
+}
+
+stmatrix! {
+    /// Stores one 8×8 matrix of 16-bit elements from across the warp (`stmatrix.x1`).
+    stmatrix_x1, __offload_stmatrix_x1 = "x1", 1, false;
+    /// Stores two 8×8 matrices of 16-bit elements from across the warp (`stmatrix.x2`).
+    stmatrix_x2, __offload_stmatrix_x2 = "x2", 2, false;
+    /// Stores four 8×8 matrices of 16-bit elements from across the warp (`stmatrix.x4`).
+    stmatrix_x4, __offload_stmatrix_x4 = "x4", 4, false;
+    /// Stores one 8×8 matrix of 16-bit elements from across the warp, transposed
+    /// (`stmatrix.x1.trans`).
+    stmatrix_x1_trans, __offload_stmatrix_x1_trans = "x1_trans", 1, true;
+    /// Stores two 8×8 matrices of 16-bit elements from across the warp, transposed
+    /// (`stmatrix.x2.trans`).
+    stmatrix_x2_trans, __offload_stmatrix_x2_trans = "x2_trans", 2, true;
+    /// Stores four 8×8 matrices of 16-bit elements from across the warp, transposed
+    /// (`stmatrix.x4.trans`).
+    stmatrix_x4_trans, __offload_stmatrix_x4_trans = "x4_trans", 4, true;
+}
+
+/// `stmatrix` where the device has none: each lane fetches the addresses of the rows it
+/// writes from the lanes that hold them.
+///
+/// # Safety
+///
+/// As the `stmatrix_*` functions.
+#[inline(always)]
+unsafe fn exchanged_row_stores<const COUNT: usize, const TRANS: bool>(
+    row: *mut u16,
+    words: [u32; COUNT],
+) {
+    let lane = super::lane_id() as usize;
+    let (group, l) = (lane & !31, lane & 31);
+    let address = row as usize as u64;
+    let fetch = |source: usize| super::shuffle_idx(address, (group + source) as u32) as usize;
+    for (i, word) in words.into_iter().enumerate() {
+        if TRANS {
+            let (upper, lower) = (fetch(8 * i + 2 * (l % 4)), fetch(8 * i + 2 * (l % 4) + 1));
+            // SAFETY: rows `2·(l % 4)` and the next of matrix `i`, 8 elements each (the
+            // caller's contract for the lanes that gave them), column `l / 4 < 8`.
+            unsafe {
+                *(upper as *mut u16).add(l / 4) = word as u16;
+                *(lower as *mut u16).add(l / 4) = (word >> 16) as u16;
+            }
+        } else {
+            let target = fetch(8 * i + l / 4);
+            // SAFETY: row `l / 4` of matrix `i`, 8 elements (the caller's contract for the
+            // lane that gave it), the pair at columns `2·(l % 4)`, 4-byte aligned.
+            unsafe { *(target as *mut u32).add(l % 4) = word };
+        }
+    }
+}
+
 /// `ldmatrix` where the device has none: each lane fetches the addresses of the rows it reads
 /// from the lanes that hold them.
 ///
@@ -412,6 +508,51 @@ impl Accumulator {
                 unsafe { *dst.add(row * ld + col) = self.floats[e] };
             }
         });
+    }
+
+    /// Stores the tile rounded to `T` into the swizzled tile, element `(row, col)` at the
+    /// tile's `(row0 + row, col0 + col)`: the epilogue that hands a result to a TMA store or
+    /// to the next multiply. On NVIDIA sm_90 and later one `stmatrix.x4` (`STSM`) for the
+    /// warp, 16 bytes a lane ([`has_stmatrix`](super::has_stmatrix)); elsewhere element by
+    /// element. Every lane of the warp calls it with the same arguments.
+    ///
+    /// # Safety
+    ///
+    /// `row0 + 16 <= ROWS`, `col0 + 16 <= COLS`, `col0` a multiple of 8; no other thread
+    /// accesses those elements until the block's next barrier.
+    #[inline(always)]
+    pub unsafe fn store_tile<T: MmaInput, const ROWS: usize, const COLS: usize>(
+        &self,
+        tile: SwizzledTile<T, ROWS, COLS>,
+        row0: usize,
+        col0: usize,
+    ) {
+        let lane = super::lane_id() as usize;
+        if cfg!(all(offload_device, target_arch = "nvptx64")) && super::has_stmatrix() {
+            // `mma.sync`'s accumulator is stmatrix.x4's four 8×8 matrices in order: rows 0–7
+            // then 8–15 of columns 0–7, then of columns 8–15; lane `8·i + r` addresses row `r`
+            // of matrix `i`.
+            let (i, r) = (lane / 8 % 4, lane % 8);
+            let row = tile.ptr(row0 + r + 8 * (i % 2), col0 + 8 * (i / 2));
+            let mut words = [0u32; 4];
+            unrolled!(w in [0, 1, 2, 3] {
+                words[w] = u32::from(T::narrow(self.floats[2 * w]))
+                    | u32::from(T::narrow(self.floats[2 * w + 1])) << 16;
+            });
+            // SAFETY: 16 bytes of one chunk of the tile the caller vouches for.
+            unsafe { stmatrix_x4(row.cast(), words) };
+        } else {
+            unrolled!(e in [0, 1, 2, 3, 4, 5, 6, 7] {
+                if e < layout().c_count() {
+                    let (row, col) = layout().c_place(lane, e);
+                    // SAFETY: `row, col < 16`: inside the tile the caller vouches for.
+                    unsafe {
+                        *tile.ptr(row0 + row, col0 + col).cast::<u16>() =
+                            T::narrow(self.floats[e]);
+                    }
+                }
+            });
+        }
     }
 
     /// Applies `f` to every element (a scale, an activation): elementwise operations need not

@@ -28,6 +28,9 @@ pub trait MmaInput: Copy + sealed::Sealed {
     /// The value of `bits`, widened exactly.
     #[doc(hidden)]
     fn widen(bits: u16) -> f32;
+    /// The bits of `x` rounded to this type (to nearest, ties to even).
+    #[doc(hidden)]
+    fn narrow(x: f32) -> u16;
     /// `c` plus the product of `a` and `b` on this warp's matrix unit.
     #[doc(hidden)]
     fn mma(a: &[u16; HALVES], b: &[u16; HALVES], c: &mut [f32; FLOATS]);

@@ -125,7 +125,7 @@ pub use abi::{DeviceCopy, KernelScalar};
 pub use dim::Dim3;
 #[cfg(not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))))]
 use features::hopper_only;
-pub use features::{has_tma, has_wgmma};
+pub use features::{has_stmatrix, has_tma, has_wgmma};
 pub use grid::Grid;
 pub use limits::{
     DYNAMIC_SHARED_ALIGN, MAX_CONSTANT_BYTES, MAX_SHARED_BYTES, MAX_STATIC_SHARED_BYTES,

@@ -1,15 +1,17 @@
 //! Hopper's asynchronous units, defined per image: offload-rt's `kernel::mbarrier`,
 //! `kernel::tma`, `kernel::cluster` and `kernel::wgmma` declare `__offload_mbarrier_*`,
 //! `__offload_tma_*`, `__offload_cluster_*`, `__offload_wgmma_*` and
-//! `__offload_setmaxnreg_*`, and `kernel::has_tma()`/`has_wgmma()` declare
-//! `__offload_has_tma`/`__offload_has_wgmma`.
+//! `__offload_setmaxnreg_*`, `kernel::matrix`'s `stmatrix_*` declare `__offload_stmatrix_*`,
+//! and `kernel::has_tma()`/`has_wgmma()`/`has_stmatrix()` declare
+//! `__offload_has_tma`/`__offload_has_wgmma`/`__offload_has_stmatrix`.
 //!
 //! The queries are constants of every GPU image, so a kernel's Hopper branch folds away on the
 //! other targets. The units are defined, over LLVM's intrinsics or inline PTX (Rust cannot
 //! name the shared window the instructions take), where the image has them: the memory
 //! barriers' byte counts, the tensor memory accelerator and clusters on NVIDIA sm_90 and later
 //! with PTX ISA 8.0 (an `sm_90a` image; CUDA 11.8's `ptxas`, which assembles plain `sm_90`,
-//! reads PTX 7.8 at most), `wgmma` and `setmaxnreg` on `sm_90a` alone. After optimization a
+//! reads PTX 7.8 at most), `wgmma` and `setmaxnreg` on `sm_90a` alone, `stmatrix` on sm_90 and
+//! later (PTX ISA 7.8, so plain `sm_90` images too). After optimization a
 //! kernel that still reaches a unit its image lacks is refused with
 //! [`LinkError::FeatureUnsupported`], named.
 
@@ -20,11 +22,11 @@ use inkwell::module::Module;
 use inkwell::targets::TargetMachine;
 use offload_format::abi::{
     CLUSTER_ARRIVE, CLUSTER_BLOCK_RANK, CLUSTER_BLOCKS, CLUSTER_MAP_SHARED, CLUSTER_WAIT,
-    FENCE_PROXY_ASYNC, HAS_TMA, HAS_WGMMA, MBARRIER_ARRIVE, MBARRIER_ARRIVE_EXPECT_TX,
-    MBARRIER_EXPECT_TX, MBARRIER_FENCE_INIT, MBARRIER_INIT, MBARRIER_TRY_WAIT_PARITY,
-    SETMAXNREG_PREFIX, SHARED_ADDRESS, TMA_LOAD_2D, TMA_LOAD_2D_MULTICAST, TMA_PREFETCH,
-    TMA_STORE_2D, TMA_STORE_COMMIT, TMA_STORE_WAIT_PREFIX, WGMMA_COMMIT, WGMMA_FENCE, WGMMA_PREFIX,
-    WGMMA_WAIT_PREFIX,
+    FENCE_PROXY_ASYNC, HAS_STMATRIX, HAS_TMA, HAS_WGMMA, MBARRIER_ARRIVE,
+    MBARRIER_ARRIVE_EXPECT_TX, MBARRIER_EXPECT_TX, MBARRIER_FENCE_INIT, MBARRIER_INIT,
+    MBARRIER_TRY_WAIT_PARITY, SETMAXNREG_PREFIX, SHARED_ADDRESS, STMATRIX_PREFIX, TMA_LOAD_2D,
+    TMA_LOAD_2D_MULTICAST, TMA_PREFETCH, TMA_STORE_2D, TMA_STORE_COMMIT, TMA_STORE_WAIT_PREFIX,
+    WGMMA_COMMIT, WGMMA_FENCE, WGMMA_PREFIX, WGMMA_WAIT_PREFIX,
 };
 use offload_format::target_id::{Sm, SmSuffix};
 
@@ -43,6 +45,8 @@ struct Units {
     tma: bool,
     /// `wgmma`, `setmaxnreg`: `sm_90a`.
     wgmma: bool,
+    /// `stmatrix`: sm_90 and later, PTX ISA 7.8.
+    stmatrix: bool,
 }
 
 impl Units {
@@ -51,6 +55,7 @@ impl Units {
             return Self {
                 tma: false,
                 wgmma: false,
+                stmatrix: false,
             };
         }
         let cpu = cstr(&machine.get_cpu());
@@ -67,13 +72,27 @@ impl Units {
             wgmma: number == 90
                 && sm.and_then(Sm::suffix) == Some(SmSuffix::ArchSpecific)
                 && isa >= 80,
+            stmatrix: number >= 90 && isa >= 78,
         }
+    }
+
+    /// Each family with whether the image has it.
+    fn families(self) -> [(Family, bool); 3] {
+        [
+            (tma_family(), self.tma),
+            (wgmma_family(), self.wgmma),
+            (stmatrix_family(), self.stmatrix),
+        ]
     }
 }
 
 /// One kind of unit: the feature as an error names it, its helpers and their IR.
 struct Family {
     feature: &'static str,
+    /// What an NVIDIA image needs for it, as the refusal says.
+    needs: &'static str,
+    /// The query a kernel branches on for another path.
+    query: &'static str,
     names: Vec<String>,
     ir: String,
 }
@@ -200,6 +219,8 @@ define ptr @{CLUSTER_MAP_SHARED}(ptr %p, i32 %rank) #0 {{
         ));
     }
     Family {
+        needs: "an `sm_90a` image (`--offload-arch sm_90a`: PTX ISA 8.0 on sm_90)",
+        query: "kernel::has_tma()",
         feature: "Hopper's memory barriers, tensor memory accelerator and clusters \
                   (`offload_rt::kernel::{mbarrier, tma, cluster}`)",
         names,
@@ -318,6 +339,9 @@ define i32 @{SHARED_ADDRESS}(ptr %p) #0 {{
         }
     }
     Family {
+        needs: "an `sm_90a` image (`--offload-arch sm_90a`: `wgmma` and `setmaxnreg` on sm_90a \
+                alone)",
+        query: "kernel::has_wgmma()",
         feature: "warpgroup matrix multiplies (`wgmma`, `setmaxnreg`: \
                   `offload_rt::kernel::wgmma`)",
         names,
@@ -325,17 +349,54 @@ define i32 @{SHARED_ADDRESS}(ptr %p) #0 {{
     }
 }
 
-/// The IR of the queries `kernel::has_tma()` and `kernel::has_wgmma()`, constants of the image.
+/// `stmatrix`: a warp's 8×8 matrices of 16-bit elements from the lanes' registers into shared
+/// memory, `STMATRIX_PREFIX x<count>[_trans](dst, words)`.
+fn stmatrix_family() -> Family {
+    let mut ir = String::new();
+    let mut names = Vec::new();
+    for count in [1, 2, 4] {
+        for trans in ["", ".trans"] {
+            let name = format!("{STMATRIX_PREFIX}x{count}{}", trans.replace('.', "_"));
+            let intrinsic = format!("llvm.nvvm.stmatrix.sync.aligned.m8n8.x{count}{trans}.b16.p3");
+            let mut body = "  %d = addrspacecast ptr %dst to ptr addrspace(3)\n".to_owned();
+            let mut args = vec!["ptr addrspace(3) %d".to_owned()];
+            for i in 0..count {
+                body.push_str(&format!(
+                    "  %p{i} = getelementptr i32, ptr %words, i64 {i}\n  %w{i} = load i32, ptr %p{i}, align 4\n"
+                ));
+                args.push(format!("i32 %w{i}"));
+            }
+            let params = vec!["i32"; count].join(", ");
+            ir.push_str(&format!(
+                "declare void @{intrinsic}(ptr addrspace(3), {params})\n\
+                 define void @{name}(ptr %dst, ptr %words) #0 {{\n{body}  call void @{intrinsic}({})\n  ret void\n}}\n",
+                args.join(", ")
+            ));
+            names.push(name);
+        }
+    }
+    Family {
+        needs: "sm_90 or later",
+        query: "kernel::has_stmatrix()",
+        feature: "matrix stores (`stmatrix`, `offload_rt::kernel::matrix`)",
+        names,
+        ir,
+    }
+}
+
+/// The IR of the queries `kernel::has_tma()`, `has_wgmma()` and `has_stmatrix()`, constants
+/// of the image.
 fn queries_ir(units: Units) -> String {
     format!(
         "define i1 @{HAS_TMA}() #0 {{\n  ret i1 {}\n}}\n\
          define i1 @{HAS_WGMMA}() #0 {{\n  ret i1 {}\n}}\n\
+         define i1 @{HAS_STMATRIX}() #0 {{\n  ret i1 {}\n}}\n\
          attributes #0 = {{ alwaysinline nounwind }}\n",
-        units.tma, units.wgmma
+        units.tma, units.wgmma, units.stmatrix
     )
 }
 
-const QUERIES: &[&str] = &[HAS_TMA, HAS_WGMMA];
+const QUERIES: &[&str] = &[HAS_TMA, HAS_WGMMA, HAS_STMATRIX];
 
 /// Defines the queries on every GPU image and the units the image has; what it lacks stays
 /// declared, for [`refuse_missing_units`] to name once optimization has dropped the branches
@@ -353,7 +414,7 @@ pub(super) fn link_hopper_helpers<'ctx>(
     if units.wgmma {
         bound_register_handoffs(context, module, machine)?;
     }
-    for (family, present) in [(tma_family(), units.tma), (wgmma_family(), units.wgmma)] {
+    for (family, present) in units.families() {
         if !present {
             continue;
         }
@@ -430,7 +491,7 @@ pub(super) fn refuse_missing_units(module: &Module<'_>, machine: &TargetMachine)
     }
     let units = Units::of(module, machine);
     let cpu = cstr(&machine.get_cpu());
-    for (family, present) in [(tma_family(), units.tma), (wgmma_family(), units.wgmma)] {
+    for (family, present) in units.families() {
         if present {
             continue;
         }
@@ -444,15 +505,14 @@ pub(super) fn refuse_missing_units(module: &Module<'_>, machine: &TargetMachine)
         }
         kernels.sort();
         kernels.dedup();
+        let query = family.query;
         let reason = if is_amdgpu(module) {
-            "AMD GPUs have no such units; branch on `kernel::has_tma()` / `has_wgmma()` for \
-             another path"
-                .to_owned()
+            format!("AMD GPUs have no such units; branch on `{query}` for another path")
         } else {
-            "they need an `sm_90a` image (`--offload-arch sm_90a`: PTX ISA 8.0 on sm_90, \
-             `wgmma` on sm_90a alone); branch on `kernel::has_tma()` / `has_wgmma()` for \
-             another path on the other architectures"
-                .to_owned()
+            format!(
+                "they need {}; branch on `{query}` for another path on the other architectures",
+                family.needs
+            )
         };
         return Err(LinkError::FeatureUnsupported {
             arch: cpu,
@@ -534,7 +594,7 @@ define ptx_kernel void @plain(ptr %out) {
     /// Each family's IR parses and defines every name it lists.
     #[test]
     fn every_helper_is_defined_in_ir_that_parses() {
-        for family in [tma_family(), wgmma_family()] {
+        for family in [tma_family(), wgmma_family(), stmatrix_family()] {
             super::super::helpers::assert_defines(family.feature, &family.names, &family.ir);
         }
         let context = Context::create();
@@ -542,10 +602,64 @@ define ptx_kernel void @plain(ptr %out) {
             queries_ir(Units {
                 tma: true,
                 wgmma: false,
+                stmatrix: true,
             })
             .as_bytes(),
             "queries",
         );
         context.create_module_from_ir(buffer).unwrap();
+    }
+
+    /// `stmatrix` is defined on sm_90 (plain, PTX ISA 7.8) and sm_90a, its query folds to
+    /// false on sm_80, and a kernel reaching it regardless there is refused, named.
+    #[test]
+    fn stmatrix_is_defined_from_sm_90_and_refused_before() {
+        let ir = "declare zeroext i1 @__offload_has_stmatrix()
+declare void @__offload_stmatrix_x4_trans(ptr, ptr)
+define ptx_kernel void @guarded(ptr %dst, ptr %words, ptr %out) {
+  %has = call zeroext i1 @__offload_has_stmatrix()
+  br i1 %has, label %stsm, label %other
+stsm:
+  call void @__offload_stmatrix_x4_trans(ptr %dst, ptr %words)
+  ret void
+other:
+  store i32 2, ptr %out
+  ret void
+}
+define ptx_kernel void @plain(ptr %dst, ptr %words) {
+  call void @__offload_stmatrix_x4_trans(ptr %dst, ptr %words)
+  ret void
+}
+";
+        let inputs = vec![DeviceInput::object("k.bc", bitcode("k", ir))];
+        for sm in ["sm_90", "sm_90a"] {
+            let ptx = nvptx_link(&inputs, sm, &NvptxLinkOptions::default()).unwrap();
+            let spaced = ptx.split_whitespace().collect::<Vec<_>>().join(" ");
+            assert!(
+                spaced.contains("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16"),
+                "{sm}: {ptx}"
+            );
+        }
+        let guarded = NvptxLinkOptions {
+            kernels: Some(vec!["guarded".to_owned()]),
+            ..Default::default()
+        };
+        let ptx = nvptx_link(&inputs, "sm_80", &guarded).unwrap();
+        assert!(!ptx.contains("stmatrix"), "{ptx}");
+        let err = nvptx_link(&inputs, "sm_80", &NvptxLinkOptions::default()).unwrap_err();
+        match &err {
+            LinkError::FeatureUnsupported {
+                arch,
+                kernels,
+                feature,
+                reason,
+            } => {
+                assert_eq!((arch.as_str(), kernels.as_str()), ("sm_80", "plain"));
+                assert!(feature.contains("stmatrix"), "{feature}");
+                assert!(reason.contains("sm_90 or later"), "{reason}");
+                assert!(reason.contains("has_stmatrix"), "{reason}");
+            }
+            other => panic!("expected FeatureUnsupported, got {other}"),
+        }
     }
 }
