@@ -170,29 +170,35 @@ impl LaunchConfig {
     }
 }
 
-/// The block size, a multiple of the warp (32 threads) up to `bound`, at which a kernel using
+/// The block size, a multiple of the warp (wavefront) up to `bound`, at which a kernel using
 /// `usage` keeps the most threads resident on GPU architecture `arch` with
 /// `dynamic_shared_bytes` per block; of several, the largest, as CUDA's
-/// `cuOccupancyMaxPotentialBlockSize` chooses. `None` for an architecture whose limits are
-/// unknown.
+/// `cuOccupancyMaxPotentialBlockSize` chooses. The warp is 32 threads on NVIDIA, and on AMD
+/// `wave_size` where the kernel records one, else the processor's default (64 on GFX9, 32
+/// from GFX10). `None` for an architecture whose limits are unknown, or where no block fits.
 pub(crate) fn best_block_size(
     arch: &str,
+    wave_size: Option<u32>,
     usage: &offload_format::occupancy::KernelUsage,
     bound: u32,
     dynamic_shared_bytes: u64,
 ) -> Option<u32> {
     let bound = bound.clamp(1, MAX_THREADS_PER_BLOCK);
-    let sizes = (1..=bound / 32)
-        .rev()
-        .map(|w| w * 32)
-        .chain((bound < 32).then_some(bound));
-    let mut best: Option<(u64, u32)> = None;
-    for block_size in sizes {
+    let occupancy = |block_size| {
         let launch = offload_format::occupancy::Launch {
             block_size,
             dynamic_shared_bytes,
         };
-        let Ok(occupancy) = offload_format::occupancy::for_arch(arch, None, usage, &launch) else {
+        offload_format::occupancy::for_arch(arch, wave_size, usage, &launch).ok()
+    };
+    let wave = occupancy(bound)?.wave_size.max(1);
+    let sizes = (1..=bound / wave)
+        .rev()
+        .map(|w| w * wave)
+        .chain((bound < wave).then_some(bound));
+    let mut best: Option<(u64, u32)> = None;
+    for block_size in sizes {
+        let Some(occupancy) = occupancy(block_size) else {
             continue;
         };
         let threads = u64::from(occupancy.blocks) * u64::from(block_size);
@@ -230,7 +236,37 @@ pub(crate) fn image_block_size(
         shared_bytes: found.shared_bytes,
         ..Default::default()
     };
-    best_block_size(arch, &usage, bound, dynamic_shared_bytes)
+    best_block_size(arch, None, &usage, bound, dynamic_shared_bytes)
+}
+
+/// [`best_block_size`] for `kernel` of AMD code object `code_object` (for `arch`), from the
+/// VGPRs, AGPRs, SGPRs, static LDS, wavefront size and largest work-group its metadata note
+/// records; `None` where the code object cannot be read or records no such kernel.
+#[cfg(feature = "amdgpu-metadata")]
+pub(crate) fn code_object_block_size(
+    code_object: &[u8],
+    arch: &str,
+    kernel: &str,
+    dynamic_shared_bytes: u64,
+) -> Option<u32> {
+    let info = offload_format::image::amdgpu::inspect(code_object).ok()?;
+    let found = info.kernels.iter().find(|k| k.name == kernel)?;
+    let usage = offload_format::occupancy::KernelUsage {
+        registers: u32::try_from(found.vgpr_count).ok()?,
+        agprs: u32::try_from(found.agpr_count).ok()?,
+        sgprs: u32::try_from(found.sgpr_count).ok()?,
+        shared_bytes: found.group_segment_fixed_size,
+    };
+    // 0 where the metadata lacks the field.
+    let recorded = |n: u64| u32::try_from(n).ok().filter(|&n| n > 0);
+    let bound = recorded(found.max_flat_workgroup_size).unwrap_or(MAX_THREADS_PER_BLOCK);
+    best_block_size(
+        arch,
+        recorded(found.wavefront_size),
+        &usage,
+        bound,
+        dynamic_shared_bytes,
+    )
 }
 
 /// One kernel launch as it goes from a typed kernel handle down to the driver: which kernel,
@@ -378,31 +414,212 @@ mod tests {
             ..Default::default()
         };
         // 32 registers: every block size up to 1024 fills sm_80's 64 warps; the largest wins.
-        assert_eq!(best_block_size("sm_80", &usage(32, 0), 1024, 0), Some(1024));
+        assert_eq!(
+            best_block_size("sm_80", None, &usage(32, 0), 1024, 0),
+            Some(1024)
+        );
         // A launch bound of 384 caps it: 5 blocks of 384 keep 1920 threads, 8 of 256 all 2048.
-        assert_eq!(best_block_size("sm_80", &usage(32, 0), 384, 0), Some(256));
+        assert_eq!(
+            best_block_size("sm_80", None, &usage(32, 0), 384, 0),
+            Some(256)
+        );
         // 128 registers: 16 warps fit; 512 threads in one block is the largest that gets them.
-        assert_eq!(best_block_size("sm_80", &usage(128, 0), 1024, 0), Some(512));
+        assert_eq!(
+            best_block_size("sm_80", None, &usage(128, 0), 1024, 0),
+            Some(512)
+        );
         // 60 KiB of shared memory per block (61 with the driver's): sm_80's 164 KiB hold two
         // blocks, and with 32 registers two of 1024 threads fill the SM; with 100 KiB one block
         // fits, and 1024 threads are the most it can keep.
         assert_eq!(
-            best_block_size("sm_80", &usage(32, 60 << 10), 1024, 0),
+            best_block_size("sm_80", None, &usage(32, 60 << 10), 1024, 0),
             Some(1024)
         );
         assert_eq!(
-            best_block_size("sm_80", &usage(32, 100 << 10), 1024, 0),
+            best_block_size("sm_80", None, &usage(32, 100 << 10), 1024, 0),
             Some(1024)
         );
         // 40 KiB on sm_86: its 100 KiB hold two blocks, its 48 warp slots 1536 threads: two
         // blocks of 768 fill it, where one of 1024 would leave a third idle.
         assert_eq!(
-            best_block_size("sm_86", &usage(32, 40 << 10), 1024, 0),
+            best_block_size("sm_86", None, &usage(32, 40 << 10), 1024, 0),
             Some(768)
         );
         // 255 registers (256 allocated): 8 warps per SM, all in one block of 256 threads.
-        assert_eq!(best_block_size("sm_80", &usage(255, 0), 1024, 0), Some(256));
-        assert_eq!(best_block_size("sm_1", &usage(32, 0), 1024, 0), None);
+        assert_eq!(
+            best_block_size("sm_80", None, &usage(255, 0), 1024, 0),
+            Some(256)
+        );
+        assert_eq!(best_block_size("sm_1", None, &usage(32, 0), 1024, 0), None);
+    }
+
+    /// A code object holding a metadata note for one kernel, `k`: the ELF header, the note, the
+    /// section names, then the section headers (null, note, names). The msgpack is written by
+    /// hand: a map of fixstr keys to positive integers below 2^16.
+    #[cfg(feature = "amdgpu-metadata")]
+    fn code_object(fields: &[(&str, u16)]) -> Vec<u8> {
+        fn fixstr(out: &mut Vec<u8>, s: &str) {
+            out.push(0xa0 | s.len() as u8);
+            out.extend_from_slice(s.as_bytes());
+        }
+        let mut desc = vec![0x81];
+        fixstr(&mut desc, "amdhsa.kernels");
+        desc.extend_from_slice(&[0x91, 0x80 | (fields.len() as u8 + 1)]);
+        fixstr(&mut desc, ".name");
+        fixstr(&mut desc, "k");
+        for &(key, value) in fields {
+            fixstr(&mut desc, key);
+            desc.push(0xcd);
+            desc.extend_from_slice(&value.to_be_bytes());
+        }
+        let mut image = vec![0u8; 64];
+        image[..4].copy_from_slice(b"\x7fELF");
+        image[4..9].copy_from_slice(&[2, 1, 1, 64, 3]);
+        image[16..18].copy_from_slice(&3u16.to_le_bytes());
+        image[18..20].copy_from_slice(&224u16.to_le_bytes());
+        image[20..24].copy_from_slice(&1u32.to_le_bytes());
+        image[52..54].copy_from_slice(&64u16.to_le_bytes());
+        let note_at = image.len() as u64;
+        image.extend_from_slice(&7u32.to_le_bytes());
+        image.extend_from_slice(&(desc.len() as u32).to_le_bytes());
+        image.extend_from_slice(&32u32.to_le_bytes());
+        image.extend_from_slice(b"AMDGPU\0\0");
+        image.extend_from_slice(&desc);
+        image.resize(image.len().next_multiple_of(4), 0);
+        let note_size = image.len() as u64 - note_at;
+        let names: &[u8] = b"\0.note\0.shstrtab\0";
+        let names_at = image.len() as u64;
+        image.extend_from_slice(names);
+        image.resize(image.len().next_multiple_of(8), 0);
+        let shoff = image.len() as u64;
+        let header = |name: u32, kind: u32, offset: u64, size: u64| {
+            let mut h = [0u8; 64];
+            h[..4].copy_from_slice(&name.to_le_bytes());
+            h[4..8].copy_from_slice(&kind.to_le_bytes());
+            h[24..32].copy_from_slice(&offset.to_le_bytes());
+            h[32..40].copy_from_slice(&size.to_le_bytes());
+            h[48..56].copy_from_slice(&4u64.to_le_bytes());
+            h
+        };
+        image.extend_from_slice(&[0; 64]);
+        // SHT_NOTE, SHT_STRTAB.
+        image.extend_from_slice(&header(1, 7, note_at, note_size));
+        image.extend_from_slice(&header(7, 3, names_at, names.len() as u64));
+        image[40..48].copy_from_slice(&shoff.to_le_bytes());
+        image[58..60].copy_from_slice(&64u16.to_le_bytes());
+        image[60..62].copy_from_slice(&3u16.to_le_bytes());
+        image[62..64].copy_from_slice(&2u16.to_le_bytes());
+        image
+    }
+
+    /// The figures reach the rules from a code object's metadata note: those of the gfx90a
+    /// and gfx1100 cases below.
+    #[cfg(feature = "amdgpu-metadata")]
+    #[test]
+    fn a_code_objects_metadata_gives_the_amd_block_size() {
+        let gfx90a = code_object(&[
+            (".vgpr_count", 96),
+            (".sgpr_count", 32),
+            (".wavefront_size", 64),
+            (".max_flat_workgroup_size", 1024),
+        ]);
+        assert_eq!(code_object_block_size(&gfx90a, "gfx90a", "k", 0), Some(640));
+        assert_eq!(
+            code_object_block_size(&gfx90a, "gfx90a:sramecc+:xnack-", "k", 40 << 10),
+            Some(1024)
+        );
+        assert_eq!(
+            code_object_block_size(&gfx90a, "gfx90a", "missing", 0),
+            None
+        );
+        let limited = code_object(&[
+            (".vgpr_count", 96),
+            (".sgpr_count", 32),
+            (".max_flat_workgroup_size", 256),
+        ]);
+        assert_eq!(
+            code_object_block_size(&limited, "gfx90a", "k", 0),
+            Some(256)
+        );
+        let agprs = code_object(&[
+            (".vgpr_count", 61),
+            (".agpr_count", 100),
+            (".sgpr_count", 32),
+        ]);
+        assert_eq!(code_object_block_size(&agprs, "gfx90a", "k", 0), Some(768));
+        let gfx1100 = code_object(&[(".vgpr_count", 210), (".group_segment_fixed_size", 0)]);
+        assert_eq!(
+            code_object_block_size(&gfx1100, "gfx1100", "k", 0),
+            Some(896)
+        );
+        let wave64 = code_object(&[(".vgpr_count", 210), (".wavefront_size", 64)]);
+        assert_eq!(
+            code_object_block_size(&wave64, "gfx1100", "k", 0),
+            Some(768)
+        );
+        assert_eq!(code_object_block_size(b"not ELF", "gfx1100", "k", 0), None);
+    }
+
+    /// AMD: the same rule, over multiples of the wavefront, by `offload_format::occupancy`'s
+    /// AMD limits. `w` below is waves per work-group.
+    #[test]
+    fn the_best_block_size_on_amd_counts_whole_wavefronts() {
+        use offload_format::occupancy::KernelUsage;
+        let usage = |registers, agprs, sgprs, shared_bytes| KernelUsage {
+            registers,
+            agprs,
+            sgprs,
+            shared_bytes,
+        };
+        // gfx90a: wave64, 4 SIMDs of 8 wave slots (32 per CU), 512 VGPRs by 8, 800 SGPRs by
+        // 16, 64 KiB of LDS, 16 multi-wave work-groups. 96 VGPRs: 512 / 96 = 5 waves per SIMD,
+        // 20 per CU; 32 SGPRs: 25 per SIMD, 100 per CU. Work-groups: floor(20 / w), so
+        // 64 × w × floor(20 / w) threads: w = 16 keeps 1024, w = 10, 5, 4, 2 and 1 keep 1280,
+        // w = 9 and 6 1152. The largest of 1280: 10 waves, 640 threads.
+        let k = usage(96, 0, 32, 0);
+        assert_eq!(best_block_size("gfx90a", None, &k, 1024, 0), Some(640));
+        // The kernel's wavefront size is gfx90a's.
+        assert_eq!(best_block_size("gfx90a", Some(64), &k, 1024, 0), Some(640));
+        // A work-group limit of 256 (4 waves): 5 work-groups of 4 waves, 1280 threads.
+        assert_eq!(best_block_size("gfx90a", None, &k, 256, 0), Some(256));
+        // 40 KiB of LDS (80 granules of 512): 65536 / 40960 = 1 work-group, whose 16 waves
+        // the VGPRs (20) allow: 1024 threads.
+        let lds = usage(96, 0, 32, 40 << 10);
+        assert_eq!(best_block_size("gfx90a", None, &lds, 1024, 0), Some(1024));
+        // The same as dynamic LDS.
+        assert_eq!(
+            best_block_size("gfx90a", None, &k, 1024, 40 << 10),
+            Some(1024)
+        );
+        // AGPRs share the file: 61 VGPRs, then 100 AGPRs from 64: 164, allocated 168; 512 /
+        // 168 = 3 waves per SIMD, 12 per CU. 64 × w × floor(12 / w): 768 for w = 12, 6, 4,
+        // 3, 2, 1, none for w over 12. The largest: 768 threads.
+        let agprs = usage(61, 100, 32, 0);
+        assert_eq!(best_block_size("gfx90a", None, &agprs, 1024, 0), Some(768));
+
+        // gfx1100: wave32 by default, a WGP of 4 SIMDs of 16 wave slots (64), 1536 VGPRs by
+        // 24, 128 KiB of LDS (64 KiB per work-group), 32 multi-wave work-groups, no SGPR
+        // limit. 210 VGPRs, allocated 216: 1536 / 216 = 7 waves per SIMD, 28 per WGP;
+        // 32 × w × floor(28 / w) threads: 896 for every w dividing 28, none over 28. The
+        // largest: 28 waves, 896 threads.
+        let k = usage(210, 0, 64, 0);
+        assert_eq!(best_block_size("gfx1100", None, &k, 1024, 0), Some(896));
+        // Built for wave64: 768 VGPRs by 12, 210 → 216, 768 / 216 = 3 waves per SIMD, 12 per
+        // WGP; 64 × w × floor(12 / w): 768 at most, the largest 12 waves, 768 threads.
+        assert_eq!(best_block_size("gfx1100", Some(64), &k, 1024, 0), Some(768));
+        // 128 VGPRs, allocated 144: 10 waves per SIMD, 40 per WGP; 32 × w × floor(40 / w):
+        // 1280 for w = 20, 10, 8, 5, ...; 1024 for w = 32. The largest: 640 threads.
+        assert_eq!(
+            best_block_size("gfx1100", None, &usage(128, 0, 0, 0), 1024, 0),
+            Some(640)
+        );
+        // More LDS than a work-group may have (64 KiB): no block fits.
+        assert_eq!(
+            best_block_size("gfx1100", None, &usage(128, 0, 0, 0), 1024, 65 << 10),
+            None
+        );
+        // gfx9 runs no wave32.
+        assert_eq!(best_block_size("gfx90a", Some(32), &k, 1024, 0), None);
     }
 
     #[test]

@@ -145,6 +145,17 @@ fn the_cuda_backend_keeps_the_drivers_rules() {
     fake_driver::register(&binary);
     let device = Device::from_backend(Box::new(CudaBackend::open(0).unwrap()));
     let launches = fake_driver::counter(&library, "fake_cuda_launches");
+
+    // The block size is the driver's `cuOccupancyMaxPotentialBlockSize`, not one computed
+    // from the image, which records no `ptxas -v` figures (that would give 256).
+    let potential = fake_driver::counter(&library, "fake_cuda_potential_block_size")();
+    assert_eq!(potential, 512);
+    assert_eq!(device.best_block_size("fake", "k", 0).unwrap(), potential);
+    let config = LaunchConfig::for_num_elems_on(&device, "fake", "k", 1000).unwrap();
+    assert_eq!((config.grid, config.block), ((2, 1, 1), (potential, 1, 1)));
+    // Over 48 KiB of dynamic shared memory the stand-in finds no block that fits (it answers
+    // 0): the runtime computes, and without figures takes 256.
+    assert_eq!(device.best_block_size("fake", "k", 64 << 10).unwrap(), 256);
     let stream = device.stream().unwrap();
     fake_driver::check_streams_and_graphs(&device, &stream, launches, 2);
 
@@ -226,4 +237,9 @@ fn the_cuda_backend_keeps_the_drivers_rules() {
         }
         other => panic!("expected the device lost, got {other:?}"),
     }
+    // Asking the driver for a block size on the lost device is the same typed error.
+    assert!(matches!(
+        device.best_block_size("fake", "k", 0),
+        Err(Error::DeviceLost { .. })
+    ));
 }

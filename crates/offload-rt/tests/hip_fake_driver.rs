@@ -96,6 +96,17 @@ fn the_hip_backend_keeps_the_runtimes_rules() {
         unsafe { device.launch_raw("fake", "k", &LaunchConfig::linear(1, 0), &[]) }.unwrap_err();
     assert!(matches!(err, Error::InvalidLaunch { .. }), "{err}");
 
+    // The block size is the runtime's `hipModuleOccupancyMaxPotentialBlockSize`, not one
+    // computed from the code object, which has no metadata note (that would give 256).
+    let potential = fake_driver::counter(&library, "fake_hip_potential_block_size")();
+    assert_eq!(potential, 448);
+    assert_eq!(device.best_block_size("fake", "k", 0).unwrap(), potential);
+    let config = LaunchConfig::for_num_elems_on(&device, "fake", "k", 1000).unwrap();
+    assert_eq!((config.grid, config.block), ((3, 1, 1), (potential, 1, 1)));
+    // Over 32 KiB of dynamic LDS the stand-in finds no block that fits (it answers 0): the
+    // runtime computes, and with nothing to compute from takes 256.
+    assert_eq!(device.best_block_size("fake", "k", 48 << 10).unwrap(), 256);
+
     // A cooperative launch: the occupancy times the 104 compute units, checked before the
     // driver's cooperative launch.
     let cooperative = fake_driver::counter(&library, "fake_hip_cooperative_launches");

@@ -482,6 +482,11 @@ impl Module for CpuModule {
     ) -> Result<u32> {
         Ok(u32::try_from(self.pool.resident()).unwrap_or(u32::MAX))
     }
+
+    /// No driver: any block size keeps every worker busy.
+    fn driver_block_size(&self, _kernel: KernelHandle, _shared: u32) -> Result<Option<u32>> {
+        Ok(None)
+    }
 }
 
 impl CpuModule {

@@ -26,8 +26,8 @@ use sys::{CUdevice, CUresult, DriverApi};
 
 use crate::backend::DeviceKind;
 use crate::backend::gpu::driver::{
-    CooperativeLaunchFn, OccupancyFn, PeerEnd, c_chars, c_ordinal, forward_calls, initialized,
-    static_c_str,
+    CooperativeLaunchFn, OccupancyFn, PeerEnd, block_size, c_chars, c_ordinal, forward_calls,
+    initialized, static_c_str,
 };
 use crate::backend::gpu::driver_names;
 use crate::backend::gpu::{self, DeviceInfo, Driver, GpuError, GpuImageKind, Handle};
@@ -514,6 +514,30 @@ impl Driver for DriverApi {
 
     fn multiprocessors(info: &CudaDeviceInfo) -> u32 {
         info.multiprocessors
+    }
+
+    unsafe fn potential_block_size(
+        &self,
+        function: Handle,
+        shared: u32,
+    ) -> Result<Option<u32>, GpuError> {
+        let Some(potential) = self.cuOccupancyMaxPotentialBlockSize else {
+            return Ok(None);
+        };
+        let (mut grid, mut block): (c_int, c_int) = (0, 0);
+        // SAFETY: the trait's contract; writes two ints. With no size callback the driver
+        // takes `shared` for every block size, and a limit of 0 leaves the function's own.
+        self.check("cuOccupancyMaxPotentialBlockSize", unsafe {
+            potential(
+                &raw mut grid,
+                &raw mut block,
+                function,
+                None,
+                shared as usize,
+                0,
+            )
+        })?;
+        Ok(block_size(block))
     }
 
     unsafe fn graph_exec_update(&self, exec: Handle, graph: Handle) -> Result<bool, GpuError> {

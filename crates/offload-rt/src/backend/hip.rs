@@ -24,8 +24,8 @@ use sys::{HipApi, hipDeviceProp_tR0600, hipError_t};
 
 use crate::backend::DeviceKind;
 use crate::backend::gpu::driver::{
-    CooperativeLaunchFn, OccupancyFn, PeerEnd, c_chars, c_ordinal, forward_calls, initialized,
-    static_c_str,
+    CooperativeLaunchFn, OccupancyFn, PeerEnd, block_size, c_chars, c_ordinal, forward_calls,
+    initialized, static_c_str,
 };
 use crate::backend::gpu::driver_names;
 use crate::backend::gpu::{self, DeviceInfo, Driver, GpuError, GpuImageKind, Handle};
@@ -450,6 +450,23 @@ impl Driver for HipApi {
 
     fn multiprocessors(info: &HipDeviceInfo) -> u32 {
         info.compute_units
+    }
+
+    unsafe fn potential_block_size(
+        &self,
+        function: Handle,
+        shared: u32,
+    ) -> Result<Option<u32>, GpuError> {
+        let Some(potential) = self.hipModuleOccupancyMaxPotentialBlockSize else {
+            return Ok(None);
+        };
+        let (mut grid, mut block): (c_int, c_int) = (0, 0);
+        // SAFETY: the trait's contract; writes two ints. A limit of 0 leaves the function's
+        // own.
+        self.check("hipModuleOccupancyMaxPotentialBlockSize", unsafe {
+            potential(&raw mut grid, &raw mut block, function, shared as usize, 0)
+        })?;
+        Ok(block_size(block))
     }
 
     unsafe fn graph_exec_update(&self, exec: Handle, graph: Handle) -> Result<bool, GpuError> {

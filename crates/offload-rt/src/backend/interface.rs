@@ -350,4 +350,12 @@ pub trait Module: Send + Sync + fmt::Debug {
         threads: u32,
         shared_mem_bytes: u32,
     ) -> Result<u32>;
+
+    /// The block size the driver picks for `kernel` with `shared_mem_bytes` of dynamic shared
+    /// memory per block, the one that keeps the most threads resident
+    /// (`cuOccupancyMaxPotentialBlockSize`, `hipModuleOccupancyMaxPotentialBlockSize`);
+    /// `None` where there is no driver to ask (the CPU device), the driver lacks the call, or
+    /// it finds no block that fits.
+    fn driver_block_size(&self, kernel: KernelHandle, shared_mem_bytes: u32)
+    -> Result<Option<u32>>;
 }

@@ -678,46 +678,58 @@ impl Device {
 
     /// The threads per block at which kernel `kernel` of kernel module `module` keeps the
     /// most threads resident on this device, with `dynamic_shared_bytes` of dynamic shared
-    /// memory per block: what CUDA's `cuOccupancyMaxPotentialBlockSize` answers, computed by
-    /// CUDA's occupancy calculator (`offload_format::occupancy`) from the registers and static
-    /// shared memory the kernel's image records (the build's `ptxas -v` figures) and its
-    /// launch bound; the largest block of those that keep the most threads. The CPU device,
-    /// and a GPU image without such figures (AMD's code objects, so far), get
-    /// [`LaunchConfig::DEFAULT_BLOCK`] (256): on the CPU device a block is a loop on one
-    /// worker thread, and any size keeps every worker busy.
+    /// memory per block; of several such sizes, the largest.
+    ///
+    /// - **NVIDIA**: the driver's answer, `cuOccupancyMaxPotentialBlockSize` (no size
+    ///   callback, no limit beyond the kernel's own launch bound). Where the driver lacks it
+    ///   or finds no block that fits, CUDA's occupancy calculator
+    ///   (`offload_format::occupancy`) over the registers and static shared memory the
+    ///   kernel's image records (the build's `ptxas -v` figures) and its launch bound
+    ///   (`.maxntid`), trying every multiple of the warp (32) up to it.
+    /// - **AMD**: the HIP runtime's answer, `hipModuleOccupancyMaxPotentialBlockSize`. Where
+    ///   the runtime lacks it or finds no block that fits, and offload-rt is built with its
+    ///   `amdgpu-metadata` feature, `offload_format::occupancy`'s AMD rules over the VGPRs,
+    ///   AGPRs, SGPRs and static LDS the code object's metadata note records, trying every
+    ///   multiple of the kernel's wavefront (64 on GFX9, 32 from GFX10 unless it was built for
+    ///   wave64) up to its `.max_flat_workgroup_size`.
+    /// - **CPU device**: [`LaunchConfig::DEFAULT_BLOCK`] (256): a block is a loop on one
+    ///   worker thread, and any size keeps every worker busy.
+    ///
+    /// A GPU kernel for which neither the driver nor the image says gets
+    /// [`LaunchConfig::DEFAULT_BLOCK`] too.
     ///
     /// # Errors
-    /// What finding the kernel reports.
+    /// What finding the kernel reports; what the driver's call reports (a fault of an earlier
+    /// kernel among them).
     pub fn best_block_size(
         &self,
         module: &'static str,
         kernel: &'static str,
         dynamic_shared_bytes: u32,
     ) -> Result<u32> {
-        if self.kind() == DeviceKind::Cpu {
+        let kind = self.kind();
+        if kind == DeviceKind::Cpu {
             return Ok(LaunchConfig::DEFAULT_BLOCK);
         }
-        let (loaded, _) = self.resolve(module, kernel)?;
+        let (loaded, handle) = self.resolve(module, kernel)?;
+        let asked = loaded
+            .module
+            .driver_block_size(handle, dynamic_shared_bytes)
+            .map_err(|e| self.with_fault_context(e))?;
+        if let Some(block) = asked {
+            return Ok(block);
+        }
         let info = &loaded.image;
-        let found = registry::with_module_images(module, |images| {
-            let ptx = images
-                .iter()
-                .find(|i| i.binary.image_kind == offload_format::ImageKind::Ptx)
-                .map(|i| i.binary);
-            Ok(images
-                .iter()
-                .find(|i| i.source == info.source && i.index == info.index)
-                .and_then(|i| {
-                    crate::launch::image_block_size(
-                        i.binary,
-                        ptx,
-                        &info.arch,
-                        kernel,
-                        u64::from(dynamic_shared_bytes),
-                    )
-                }))
+        let computed = registry::with_module_images(module, |images| {
+            Ok(computed_block_size(
+                kind,
+                images,
+                info,
+                kernel,
+                u64::from(dynamic_shared_bytes),
+            ))
         })?;
-        Ok(found.unwrap_or(LaunchConfig::DEFAULT_BLOCK))
+        Ok(computed.unwrap_or(LaunchConfig::DEFAULT_BLOCK))
     }
 
     /// The module and handle of `kernel`, resolved once per device.
@@ -835,8 +847,10 @@ impl LaunchConfig {
     /// A 1-D launch with at least `n` threads in blocks of the size at which `kernel` (of
     /// kernel module `module`: a handle's `MODULE` and `NAME`) keeps the most threads
     /// resident on `device`, as [`Device::best_block_size`](crate::Device::best_block_size)
-    /// finds it: CUDA's `cuOccupancyMaxPotentialBlockSize` answer on an NVIDIA GPU, 256 on the
-    /// CPU device.
+    /// finds it with no dynamic shared memory: the driver's `cuOccupancyMaxPotentialBlockSize`
+    /// on an NVIDIA GPU and `hipModuleOccupancyMaxPotentialBlockSize` on an AMD GPU, computed
+    /// from the kernel's image where the driver lacks the call (see there), 256 on the CPU
+    /// device.
     ///
     /// # Errors
     /// What finding the kernel on `device` reports.
@@ -853,6 +867,45 @@ impl LaunchConfig {
             block: (block, 1, 1),
             shared_mem_bytes: 0,
         })
+    }
+}
+
+/// [`Device::best_block_size`] where the driver does not answer: the occupancy rules over the
+/// figures the loaded image `info` (one of `images`, the module's) records for `kernel` on a
+/// GPU of `kind`; `None` where it records none (or, for AMD, where offload-rt is built
+/// without `amdgpu-metadata`).
+fn computed_block_size(
+    kind: DeviceKind,
+    images: &[registry::RegisteredImage<'_>],
+    info: &ImageInfo,
+    kernel: &str,
+    dynamic_shared_bytes: u64,
+) -> Option<u32> {
+    let image = images
+        .iter()
+        .find(|i| i.source == info.source && i.index == info.index)?;
+    match kind {
+        DeviceKind::Cuda => {
+            let ptx = images
+                .iter()
+                .find(|i| i.binary.image_kind == offload_format::ImageKind::Ptx)
+                .map(|i| i.binary);
+            crate::launch::image_block_size(
+                image.binary,
+                ptx,
+                &info.arch,
+                kernel,
+                dynamic_shared_bytes,
+            )
+        }
+        #[cfg(feature = "amdgpu-metadata")]
+        DeviceKind::Hip => crate::launch::code_object_block_size(
+            image.bytes(),
+            &info.arch,
+            kernel,
+            dynamic_shared_bytes,
+        ),
+        _ => None,
     }
 }
 
@@ -932,6 +985,50 @@ mod tests {
         keys.sort_unstable();
         keys.dedup();
         assert_eq!(keys.len(), names.len());
+    }
+
+    /// Where the driver does not answer, an NVIDIA image's recorded `ptxas -v` figures give
+    /// the block size by CUDA's occupancy calculator; without figures, or on another kind of
+    /// device, there is nothing to compute from.
+    #[test]
+    fn without_the_drivers_answer_the_block_size_is_computed_from_the_image() {
+        use offload_format::offload_binary::{
+            KEY_KERNEL_RESOURCES, PtxasKernelInfo, encode_kernel_resources,
+        };
+        use offload_format::{ImageKind, OffloadBinary, OffloadKind};
+        // 128 registers on sm_80: 16 warps fit, 512 threads in one block is the largest that
+        // keeps them (launch.rs has the arithmetic).
+        let resources = encode_kernel_resources(&[PtxasKernelInfo {
+            name: "heavy".into(),
+            registers: 128,
+            ..Default::default()
+        }]);
+        let cubin = OffloadBinary::new(ImageKind::Cubin, OffloadKind::Cuda, b"cubin")
+            .with_string("triple", "nvptx64-nvidia-cuda")
+            .with_string("arch", "sm_80")
+            .with_string(KEY_KERNEL_RESOURCES, &resources);
+        let images = [registry::RegisteredImage {
+            source: "test",
+            index: 0,
+            module: "m",
+            binary: &cubin,
+        }];
+        let info = images[0].describe();
+        let computed = |kind, kernel| computed_block_size(kind, &images, &info, kernel, 0);
+        assert_eq!(computed(DeviceKind::Cuda, "heavy"), Some(512));
+        assert_eq!(computed(DeviceKind::Cuda, "unrecorded"), None);
+        assert_eq!(computed(DeviceKind::Cpu, "heavy"), None);
+        // Not an AMD code object: nothing to read.
+        assert_eq!(computed(DeviceKind::Hip, "heavy"), None);
+        // An image that is not among the module's.
+        let other = ImageInfo {
+            index: 1,
+            ..info.clone()
+        };
+        assert_eq!(
+            computed_block_size(DeviceKind::Cuda, &images, &other, "heavy", 0),
+            None
+        );
     }
 
     /// The CPU device's best block is the documented default, whatever the kernel.

@@ -34,6 +34,8 @@ pub type CUevent = *mut c_void;
 pub type CUjit_option = c_int;
 pub type CUgraph = *mut c_void;
 pub type CUgraphExec = *mut c_void;
+/// `CUoccupancyB2DSize`: dynamic shared memory for a block size.
+pub type CUoccupancyB2DSize = unsafe extern "C" fn(c_int) -> usize;
 
 /// `CUgraphExecUpdateResultInfo` (CUDA 12).
 #[derive(Debug)]
@@ -146,6 +148,8 @@ entry_points! {
     // Cooperative launches (a fake driver may lack them).
     cuLaunchCooperativeKernel: fn(CUfunction, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, CUstream, *mut *mut c_void) -> CUresult;
     cuOccupancyMaxActiveBlocksPerMultiprocessor: fn(*mut c_int, CUfunction, c_int, usize) -> CUresult;
+    // The driver's choice of block size (a fake driver may lack it).
+    cuOccupancyMaxPotentialBlockSize: fn(*mut c_int, *mut c_int, CUfunction, Option<CUoccupancyB2DSize>, usize, c_int) -> CUresult;
     // CUDA 12 and newer.
     cuGraphExecUpdate_v2: fn(CUgraphExec, CUgraph, *mut CUgraphExecUpdateResultInfo) -> CUresult;
     // Recovery after a fault (a fake driver may lack it).

@@ -885,4 +885,20 @@ impl<D: Driver> Module for GpuLoadedModule<D> {
             })
         })
     }
+
+    fn driver_block_size(
+        &self,
+        kernel: KernelHandle,
+        shared_mem_bytes: u32,
+    ) -> Result<Option<u32>> {
+        // SAFETY: `kernel` is a function of this module (from `Module::kernel`), which stays
+        // loaded while `self` lives.
+        unsafe {
+            self.device.potential_block_size(
+                std::ptr::with_exposed_provenance_mut(kernel.0 as usize),
+                shared_mem_bytes,
+            )
+        }
+        .map_err(|e| self.err(e))
+    }
 }

@@ -575,6 +575,21 @@ impl<D: Driver> GpuDevice<D> {
         })
     }
 
+    /// The block size the driver picks for `function` with `shared` bytes of dynamic shared
+    /// memory per block ([`Driver::potential_block_size`]); `None` where it cannot say.
+    ///
+    /// # Safety
+    /// `function` is a live function of this context.
+    pub(crate) unsafe fn potential_block_size(
+        &self,
+        function: Handle,
+        shared: u32,
+    ) -> Result<Option<u32>, GpuError> {
+        // SAFETY: this function's contract.
+        self.ctx
+            .call(|driver| unsafe { driver.potential_block_size(function, shared) })
+    }
+
     /// `stream`'s grid barrier word, allocated and zeroed (in stream order) on its first
     /// cooperative launch.
     fn grid_barrier(&self, stream: Handle) -> Result<u64, GpuError> {

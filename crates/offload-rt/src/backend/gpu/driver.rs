@@ -342,6 +342,19 @@ pub trait Driver: Send + Sync + Sized + 'static {
     fn occupancy_entry(&self) -> (&'static str, Option<OccupancyFn>);
     /// The multiprocessors (SMs, compute units) of a device.
     fn multiprocessors(info: &Self::Info) -> u32;
+    /// The block size at which `function` keeps the most threads resident with `shared`
+    /// bytes of dynamic shared memory per block, as the driver's occupancy calculator picks
+    /// it (`cuOccupancyMaxPotentialBlockSize`, `hipModuleOccupancyMaxPotentialBlockSize`,
+    /// the function's launch bound respected); `None` where the library lacks the call or
+    /// answers no block size of 1 to 1024 (no block fits).
+    ///
+    /// # Safety
+    /// `function` is a live function of a context of this driver, current on this thread.
+    unsafe fn potential_block_size(
+        &self,
+        function: Handle,
+        shared: u32,
+    ) -> Result<Option<u32>, GpuError>;
 
     /// Queues a cooperative launch of `function` on `stream` (all its blocks resident at once),
     /// as [`Driver::launch`] does a plain one; [`GpuError::MissingEntryPoint`] where the
@@ -479,6 +492,14 @@ pub(crate) fn initialized<D: Driver>(
         })
         .clone()?;
     Ok(api)
+}
+
+/// A block size a driver's occupancy calculator answered, where it is one a launch may use:
+/// a driver answers 0 when no block fits.
+pub(crate) fn block_size(answer: c_int) -> Option<u32> {
+    u32::try_from(answer)
+        .ok()
+        .filter(|n| (1..=crate::launch::MAX_THREADS_PER_BLOCK).contains(n))
 }
 
 /// A device ordinal as the C `int` drivers take.

@@ -162,6 +162,9 @@ entry_points! {
     // Cooperative launches (ROCm 6 and newer; a fake runtime may lack them).
     hipModuleLaunchCooperativeKernel: fn(hipFunction_t, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, hipStream_t, *mut *mut c_void) -> hipError_t;
     hipModuleOccupancyMaxActiveBlocksPerMultiprocessor: fn(*mut c_int, hipFunction_t, c_int, usize) -> hipError_t;
+    // The runtime's choice of block size for a module's function
+    // (`hipOccupancyMaxPotentialBlockSize` takes a host kernel stub); a fake runtime may lack it.
+    hipModuleOccupancyMaxPotentialBlockSize: fn(*mut c_int, *mut c_int, hipFunction_t, usize, c_int) -> hipError_t;
     // A fake runtime may lack it.
     hipDeviceSetLimit: fn(c_int, usize) -> hipError_t;
     // Recovery after a fault (a fake runtime may lack it).
