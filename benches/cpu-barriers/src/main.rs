@@ -52,6 +52,7 @@ fn matmul(device: &Device, n: u32, rounds: usize) -> Result<()> {
         grid: (n / TILE, n / TILE, 1),
         block: (TILE, TILE, 1),
         shared_mem_bytes: 0,
+        cluster: (1, 1, 1),
     };
     let ms = median_ms(rounds, || {
         // SAFETY: the buffers hold every element the kernel reaches through its pointers.
@@ -103,6 +104,7 @@ fn transpose(device: &Device, rows: u32, cols: u32, rounds: usize) -> Result<()>
         ),
         block: (TRANSPOSE_TILE, TRANSPOSE_ROWS, 1),
         shared_mem_bytes: 0,
+        cluster: (1, 1, 1),
     };
     let ms = median_ms(rounds, || {
         // SAFETY: the buffers hold every element the kernel reaches through its pointers.
@@ -137,6 +139,7 @@ fn stencil(device: &Device, n: u32, rounds: usize) -> Result<()> {
         grid: (n.div_ceil(TILE), n.div_ceil(TILE), 1),
         block: (TILE, TILE, 1),
         shared_mem_bytes: 0,
+        cluster: (1, 1, 1),
     };
     let ms = median_ms(rounds, || {
         // SAFETY: the buffers hold every element the kernel reaches through its pointers.
@@ -164,6 +167,7 @@ fn stencil7(device: &Device, n: u32, rounds: usize) -> Result<()> {
         grid: (n.div_ceil(TILE), n.div_ceil(TILE), n),
         block: (TILE, TILE, 1),
         shared_mem_bytes: 0,
+        cluster: (1, 1, 1),
     };
     let ms = median_ms(rounds, || {
         // SAFETY: the buffers hold every element the kernel reaches through its pointers.

@@ -129,6 +129,7 @@ fn run() -> Result<usize> {
         grid: (tiles, tiles, 1),
         block: (k::TILE as u32, k::TILE as u32, 1),
         shared_mem_bytes: 0,
+        cluster: (1, 1, 1),
     };
     let mut want = vec![0.0f32; m * m];
     for r in 0..m {
@@ -152,6 +153,7 @@ fn run() -> Result<usize> {
         grid: (w.div_ceil(k::TILE) as u32, h.div_ceil(k::TILE) as u32, 1),
         block: (k::TILE as u32, k::TILE as u32, 1),
         shared_mem_bytes: 0,
+        cluster: (1, 1, 1),
     };
     k::stencil::jacobi.launch(&device, config, w as u32, h as u32, &dg, &mut out)?;
     let mut want = grid.clone();

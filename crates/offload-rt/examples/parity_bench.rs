@@ -162,6 +162,7 @@ fn gemm_cases() -> Vec<Case> {
                 grid: (n / 128, n / 128, 1),
                 block: (256, 1, 1),
                 shared_mem_bytes: 0,
+                cluster: (1, 1, 1),
             },
             output: 2,
             tolerance: 0.0,
@@ -187,6 +188,7 @@ fn cases() -> Vec<Case> {
         grid: (w.div_ceil(bx), h.div_ceil(by), 1),
         block: (bx, by, 1),
         shared_mem_bytes: 0,
+        cluster: (1, 1, 1),
     };
     vec![
         Case {
@@ -248,6 +250,7 @@ fn cases() -> Vec<Case> {
                 grid: (side / 32, side / 32, 1),
                 block: (32, 8, 1),
                 shared_mem_bytes: 0,
+                cluster: (1, 1, 1),
             },
             output: 1,
             tolerance: 0.0,

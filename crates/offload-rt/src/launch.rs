@@ -65,7 +65,18 @@ pub struct LaunchConfig {
     pub block: (u32, u32, u32),
     /// Dynamic shared memory per block, in bytes.
     pub shared_mem_bytes: u32,
+    /// Blocks per thread-block cluster (x, y, z): `(1, 1, 1)`, no clusters, unless set with
+    /// [`LaunchConfig::with_cluster`]. Clusters of more than one block need an NVIDIA GPU of
+    /// compute capability 9.0 or later ([`crate::Device::supports_clusters`]).
+    pub cluster: (u32, u32, u32),
 }
+
+/// The most blocks a thread-block cluster may have: Hopper's limit with the kernel opted in
+/// to non-portable sizes, which the runtime does for clusters of more than
+/// [`MAX_PORTABLE_CLUSTER_SIZE`].
+pub const MAX_CLUSTER_SIZE: u32 = 16;
+/// The most blocks of a cluster every GPU with clusters runs.
+pub const MAX_PORTABLE_CLUSTER_SIZE: u32 = 8;
 
 impl LaunchConfig {
     /// Threads per block chosen by [`LaunchConfig::for_num_elems`].
@@ -81,6 +92,7 @@ impl LaunchConfig {
             grid: (u32::try_from(blocks).unwrap_or(u32::MAX), 1, 1),
             block: (Self::DEFAULT_BLOCK, 1, 1),
             shared_mem_bytes: 0,
+            cluster: (1, 1, 1),
         }
     }
 
@@ -90,7 +102,32 @@ impl LaunchConfig {
             grid: (grid, 1, 1),
             block: (block, 1, 1),
             shared_mem_bytes: 0,
+            cluster: (1, 1, 1),
         }
+    }
+
+    /// This launch with its blocks grouped into thread-block clusters of `cluster` blocks
+    /// (x, y, z), which run at once on one GPU processing cluster and share their shared
+    /// memory (`kernel::cluster`); each grid extent must be a multiple of the cluster's, and a
+    /// cluster at most [`MAX_CLUSTER_SIZE`] blocks. Launched through `cuLaunchKernelEx` on
+    /// NVIDIA GPUs of compute capability 9.0 and later; AMD GPUs and the CPU device refuse a
+    /// cluster of more than one block with [`crate::Error::InvalidLaunch`].
+    #[must_use]
+    pub fn with_cluster(self, cluster: (u32, u32, u32)) -> LaunchConfig {
+        LaunchConfig { cluster, ..self }
+    }
+
+    /// Blocks per cluster, or `None` on overflow.
+    pub fn cluster_size(&self) -> Option<u32> {
+        self.cluster
+            .0
+            .checked_mul(self.cluster.1)?
+            .checked_mul(self.cluster.2)
+    }
+
+    /// Whether the launch groups its blocks into clusters of more than one.
+    pub fn is_clustered(&self) -> bool {
+        self.cluster != (1, 1, 1)
     }
 
     /// Total blocks, or `None` on overflow.
@@ -152,6 +189,28 @@ impl LaunchConfig {
                 self.grid,
                 self.block,
                 u32::MAX
+            ));
+        }
+        let cluster = [self.cluster.0, self.cluster.1, self.cluster.2];
+        if cluster.contains(&0) {
+            return Err(format!(
+                "cluster {:?} must be at least 1 in every dimension",
+                self.cluster
+            ));
+        }
+        if self
+            .cluster_size()
+            .is_none_or(|size| size > MAX_CLUSTER_SIZE)
+        {
+            return Err(format!(
+                "cluster {:?} has more than {MAX_CLUSTER_SIZE} blocks",
+                self.cluster
+            ));
+        }
+        if grid.iter().zip(cluster).any(|(&g, c)| g % c != 0) {
+            return Err(format!(
+                "grid {:?} is not a whole number of clusters {:?} in every dimension",
+                self.grid, self.cluster
             ));
         }
         match self.num_blocks() {
@@ -388,6 +447,7 @@ mod tests {
             grid,
             block,
             shared_mem_bytes: 0,
+            cluster: (1, 1, 1),
         };
         for (config, words) in [
             (shape((1, 1, 1), (0, 1, 1)), "at least 1"),
@@ -399,10 +459,52 @@ mod tests {
             (shape((1, 65536, 1), (1, 1, 1)), "largest grid"),
             (shape((1 << 31, 1, 1), (1, 1, 1)), "largest grid"),
             (shape((1 << 30, 1, 1), (8, 1, 1)), "in one dimension"),
+            (
+                shape((4, 1, 1), (32, 1, 1)).with_cluster((0, 1, 1)),
+                "at least 1",
+            ),
+            (
+                shape((6, 1, 1), (32, 1, 1)).with_cluster((4, 1, 1)),
+                "whole number of clusters",
+            ),
+            (
+                shape((32, 2, 1), (32, 1, 1)).with_cluster((16, 2, 1)),
+                "more than 16 blocks",
+            ),
+            (
+                shape((1, 1, 1), (32, 1, 1)).with_cluster((1 << 16, 1 << 16, 1)),
+                "more than 16 blocks",
+            ),
         ] {
             let err = config.check().unwrap_err();
             assert!(err.contains(words), "{config:?}: {err}");
         }
+    }
+
+    #[test]
+    fn clusters_divide_the_grid() {
+        let config = LaunchConfig {
+            grid: (8, 4, 2),
+            block: (128, 1, 1),
+            shared_mem_bytes: 0,
+            cluster: (1, 1, 1),
+        };
+        assert!(!config.is_clustered());
+        for cluster in [(2, 1, 1), (8, 2, 1), (4, 2, 2), (2, 4, 2)] {
+            let clustered = config.with_cluster(cluster);
+            assert!(clustered.is_clustered());
+            assert_eq!(
+                clustered.check(),
+                Ok(LaunchShape::Blocks {
+                    blocks: 64,
+                    threads: 128
+                }),
+                "{cluster:?}"
+            );
+        }
+        // An empty grid is a whole number of any cluster.
+        let empty = LaunchConfig::linear(0, 32).with_cluster((2, 1, 1));
+        assert_eq!(empty.check(), Ok(LaunchShape::Empty));
     }
 
     #[test]

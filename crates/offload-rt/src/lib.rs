@@ -105,7 +105,8 @@ pub use host::tensor_map::{TensorMap, TensorMapElement, TensorMapLayout, TensorM
 pub use host::{Device, LaunchReport};
 #[cfg(feature = "host")]
 pub use launch::{
-    ElementCount, LaunchConfig, LaunchShape, MAX_BLOCK_DIM, MAX_GRID_DIM, MAX_THREADS_PER_BLOCK,
+    ElementCount, LaunchConfig, LaunchShape, MAX_BLOCK_DIM, MAX_CLUSTER_SIZE, MAX_GRID_DIM,
+    MAX_PORTABLE_CLUSTER_SIZE, MAX_THREADS_PER_BLOCK,
 };
 /// The MPI bindings the collectives use (feature `mpi`): `mpi::initialize()` starts a
 /// program's ranks.

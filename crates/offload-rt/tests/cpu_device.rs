@@ -191,6 +191,7 @@ fn indices_in_three_dimensions() {
         grid: (3, 4, 2),
         block: (8, 2, 3),
         shared_mem_bytes: 0,
+        cluster: (1, 1, 1),
     };
     let total = 3 * 4 * 2 * 8 * 2 * 3;
     let mut out = DeviceBuffer::<u32>::zeroed(&dev, total).unwrap();
@@ -326,6 +327,7 @@ fn bad_launch_configurations_are_typed_errors() {
         grid,
         block,
         shared_mem_bytes: 0,
+        cluster: (1, 1, 1),
     };
     // The rule of `LaunchConfig::check`, which the CUDA and HIP backends apply too.
     for config in [
@@ -346,6 +348,41 @@ fn bad_launch_configurations_are_typed_errors() {
             _ => panic!("{config:?}: {err}"),
         }
     }
+}
+
+/// The CPU device has no thread-block clusters: it says so, and refuses a launch with
+/// clusters of more than one block, on its default stream and on a queue, before running
+/// anything; a cluster of one is a plain launch.
+#[test]
+fn clusters_of_more_than_one_block_are_refused() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    assert!(!dev.supports_clusters());
+    let data: Vec<i32> = (0..128).collect();
+    let mut d = DeviceBuffer::from_slice(&dev, &data).unwrap();
+    let clustered = LaunchConfig::linear(2, 64).with_cluster((2, 1, 1));
+    // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+    let err = unsafe { k::reverse_blocks.launch(&dev, clustered, &mut d) }.unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidLaunch { kernel, reason }
+            if kernel == "reverse_blocks" && reason.contains("no thread-block clusters")),
+        "{err}"
+    );
+    let stream = dev.stream().unwrap();
+    // SAFETY: as above.
+    let err = unsafe { k::reverse_blocks.launch(stream.device(), clustered, &mut d) }.unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidLaunch { reason, .. } if reason.contains("clusters")),
+        "{err}"
+    );
+    stream.synchronize().unwrap();
+    assert_eq!(d.to_vec().unwrap(), data, "nothing ran");
+    let single = LaunchConfig::linear(2, 64).with_cluster((1, 1, 1));
+    // SAFETY: as above.
+    unsafe { k::reverse_blocks.launch(&dev, single, &mut d) }.unwrap();
+    assert_ne!(d.to_vec().unwrap(), data);
 }
 
 /// A launch over no elements runs nothing and succeeds, as on CUDA and HIP (the backends
@@ -1728,6 +1765,7 @@ fn kernels_with_barriers_run_alike_in_region_form_and_with_coroutines() {
             grid: (tiles, tiles, 1),
             block: (k::TILE as u32, k::TILE as u32, 1),
             shared_mem_bytes: 0,
+            cluster: (1, 1, 1),
         };
         for _ in 0..2 {
             // SAFETY: the buffers hold every element the kernel reaches through its pointers.
@@ -1978,6 +2016,7 @@ fn kernels_with_barriers_run_alike_in_region_form_and_with_coroutines() {
                 grid: (blocks as u32, blocks as u32, 1),
                 block: (side, side, 1),
                 shared_mem_bytes: 0,
+                cluster: (1, 1, 1),
             };
             // SAFETY: the buffers hold every element the kernel reaches through its pointers.
             unsafe { k::halo_stencil.launch(&dev, config, n as u32, &dinput, &mut out, &mut cols) }
@@ -2025,6 +2064,7 @@ fn kernels_with_barriers_run_alike_in_region_form_and_with_coroutines() {
                 grid: (cols.div_ceil(edge) as u32, rows.div_ceil(edge) as u32, 1),
                 block: (edge as u32, 2, 1),
                 shared_mem_bytes: 0,
+                cluster: (1, 1, 1),
             };
             // SAFETY: the buffers hold every element the kernel reaches through its pointers.
             unsafe {
@@ -2408,6 +2448,7 @@ fn disjoint_slices_hand_out_chunks_and_rows() {
         grid: (3, 2, 1),
         block: (4, 4, 1),
         shared_mem_bytes: 0,
+        cluster: (1, 1, 1),
     };
     k::fill_rows
         .launch(&dev, config, width as u32, &mut rows)
@@ -2603,6 +2644,7 @@ fn rows_read_by_column_and_row() {
         grid: (2, 3, 1),
         block: (4, 2, 1),
         shared_mem_bytes: 0,
+        cluster: (1, 1, 1),
     };
     k::shifted_rows
         .launch(&dev, config, w, h, 2, 0, 0, &din, &mut out)

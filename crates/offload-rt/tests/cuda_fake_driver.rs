@@ -74,6 +74,7 @@ fn the_cuda_backend_keeps_the_drivers_rules() {
             grid: (1, 1, 1),
             block: (64, 1, 1),
             shared_mem_bytes,
+            cluster: (1, 1, 1),
         };
         // SAFETY: the stand-in driver runs nothing; the kernel takes no parameters.
         unsafe { dev.launch(&k, &LaunchArgs::new("k", config, &[])) }
@@ -139,6 +140,25 @@ fn the_cuda_backend_keeps_the_drivers_rules() {
         )
     }
     .unwrap();
+    // The stand-in is a compute capability 8.0 device: no clusters.
+    assert!(!backend.supports_clusters());
+    // SAFETY: as above.
+    let err = unsafe {
+        module.launch(
+            handle,
+            &LaunchArgs::new(
+                "k",
+                LaunchConfig::linear(2, 64).with_cluster((2, 1, 1)),
+                &params,
+            ),
+        )
+    }
+    .unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidLaunch { kernel, reason }
+            if kernel == "k" && reason.contains("compute capability 9.0") && reason.contains("is 8.0")),
+        "{err}"
+    );
 
     // Streams: page-locked copies round-trip through a stream, and a captured graph replays
     // as many launches as were recorded, each time.

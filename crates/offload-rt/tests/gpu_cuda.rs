@@ -198,6 +198,7 @@ fn run_saxpy(dev: &CudaDevice, image: &[u8], kind: CudaImageKind, n: usize) {
                     grid: (blocks, 1, 1),
                     block: (256, 1, 1),
                     shared_mem_bytes: 0,
+                    cluster: (1, 1, 1),
                 },
                 &params,
             ),
@@ -502,4 +503,61 @@ fn gpu_streams_events_and_graphs() {
             .unwrap()
             .trim_end_matches(')')
     );
+}
+
+/// A clustered launch on a GPU of compute capability 9.0 or later: every block reads its rank
+/// in its cluster and the cluster's size from the hardware (`%cluster_ctarank`,
+/// `%cluster_nctarank`), for clusters of 2 and 4 blocks, of 16 (non-portable, opted in by the
+/// runtime), and of one (a plain launch). Elsewhere the launch is refused, named.
+#[test]
+fn gpu_clusters_group_blocks() {
+    if !gpu_tests_enabled("gpu_clusters_group_blocks") {
+        return;
+    }
+    let dev = open();
+    let device = Device::from_backend(Box::new(CudaBackend::open(0).unwrap()));
+    if !device.supports_clusters() {
+        let config = LaunchConfig::linear(2, 64).with_cluster((2, 1, 1));
+        let module = dev.load_module(PTX_SM70, CudaImageKind::Ptx).unwrap();
+        let f = module.function("empty").unwrap();
+        // SAFETY: empty() takes no parameters.
+        let err = unsafe { dev.launch(&f, &LaunchArgs::new("empty", config, &[])) }.unwrap_err();
+        assert!(err.to_string().contains("compute capability 9.0"), "{err}");
+        skip(
+            "gpu_clusters_group_blocks",
+            &format!("{} has no thread-block clusters", dev.info().arch()),
+        );
+        return;
+    }
+    let module = dev
+        .load_module(CLUSTERS_SM90, CudaImageKind::Cubin)
+        .unwrap();
+    let f = module.function("cluster_ranks").unwrap();
+    let blocks = 32u32;
+    for cluster in [1u32, 2, 4, 16] {
+        let mut out = dev.alloc(blocks as usize * 8).unwrap();
+        out.copy_from_host(0, &[0xffu8; 256]).unwrap();
+        let mut p = out.device_ptr();
+        let params: [*mut c_void; 1] = [(&raw mut p).cast()];
+        let config = LaunchConfig::linear(blocks, 64).with_cluster((cluster, 1, 1));
+        // SAFETY: cluster_ranks(unsigned*): one pointer to 2 words a block, alive until the
+        // synchronize below.
+        unsafe { dev.launch(&f, &LaunchArgs::new("cluster_ranks", config, &params)) }
+            .unwrap_or_else(|e| panic!("clusters of {cluster}: {e}"));
+        dev.synchronize().unwrap();
+        let mut bytes = [0u8; 256];
+        out.copy_to_host(0, &mut bytes).unwrap();
+        let words: Vec<u32> = bytes
+            .chunks_exact(4)
+            .map(|w| u32::from_le_bytes(w.try_into().unwrap()))
+            .collect();
+        for block in 0..blocks {
+            let (rank, size) = (words[2 * block as usize], words[2 * block as usize + 1]);
+            assert_eq!(
+                (rank, size),
+                (block % cluster, cluster),
+                "clusters of {cluster}: block {block}"
+            );
+        }
+    }
 }

@@ -33,6 +33,7 @@ fn gpu_kernel_fault_is_a_typed_error() {
                     grid: (1, 1, 1),
                     block: (1, 1, 1),
                     shared_mem_bytes: 0,
+                    cluster: (1, 1, 1),
                 },
                 &params,
             ),

@@ -143,6 +143,26 @@ fn the_hip_backend_keeps_the_runtimes_rules() {
         }
     }
 
+    // AMD GPUs have no thread-block clusters: a clustered launch is refused before the driver.
+    assert!(!device.supports_clusters());
+    let no_params: [*mut std::ffi::c_void; 0] = [];
+    let clustered = offload_rt::__private::LaunchArgs::new(
+        "k",
+        LaunchConfig::linear(2, 64).with_cluster((2, 1, 1)),
+        &no_params,
+    )
+    .in_module("fake")
+    .with_sizes(&[]);
+    let before = launches();
+    // SAFETY: the stand-in runs nothing.
+    let err = unsafe { device.launch_args(&clustered) }.unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidLaunch { kernel, reason }
+            if kernel == "k" && reason.contains("HIP devices have no thread-block clusters")),
+        "{err}"
+    );
+    assert_eq!(launches(), before);
+
     let stream = device.stream().unwrap();
     // The driver's handles for a library on the same device: the ordinal, and each stream's.
     assert_eq!(device.raw(), RawDevice::Hip { ordinal: 0 });

@@ -280,6 +280,7 @@ fn launch<T: Input>(
                 grid: ((n / TMA_BLOCK_N) as u32, (n / TMA_BLOCK_M) as u32, 1),
                 block: (TMA_THREADS, 1, 1),
                 shared_mem_bytes: TMA_SHARED_BYTES,
+                cluster: (1, 1, 1),
             };
             let maps = maps.ok_or_else(|| offload_rt::Error::InvalidLaunch {
                 kernel: "gemm_tma".to_owned(),
@@ -292,6 +293,7 @@ fn launch<T: Input>(
                 grid: ((n / GEMM_BLOCK_N) as u32, (n / GEMM_BLOCK_M) as u32, 1),
                 block: (GEMM_THREADS, 1, 1),
                 shared_mem_bytes: 0,
+                cluster: (1, 1, 1),
             };
             T::launch_pipelined(device, config, size, a, b, c)
         }
@@ -300,6 +302,7 @@ fn launch<T: Input>(
                 grid: ((n / BLOCK_N) as u32, (n / BLOCK_M) as u32, 1),
                 block: (THREADS, 1, 1),
                 shared_mem_bytes: 0,
+                cluster: (1, 1, 1),
             };
             T::launch_fragments(device, config, size, a, b, c)
         }

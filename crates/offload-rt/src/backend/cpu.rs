@@ -380,6 +380,11 @@ pub(crate) struct CpuModule {
     lib: Library,
 }
 
+/// Why the CPU device refuses a launch with clusters of more than one block.
+pub(crate) const NO_CLUSTERS: &str = "the CPU device has no thread-block clusters (NVIDIA GPUs \
+     of compute capability 9.0 and later have): launch clusters of one block where \
+     `Device::supports_clusters()` is false";
+
 impl CpuModule {
     /// Loads a CPU image from memory.
     fn load(
@@ -515,6 +520,9 @@ impl CpuModule {
             LaunchShape::Empty => return Ok(()),
             LaunchShape::Blocks { blocks, threads } => (blocks, threads),
         };
+        if config.is_clustered() {
+            return Err(invalid(NO_CLUSTERS.to_owned()));
+        }
         // The kernel's static shared memory is known once a launch has run it; the first
         // launch is checked after it ran (on the CPU device the two kinds of shared memory
         // are apart, so running it was harmless) and gets the same error.

@@ -505,6 +505,81 @@ impl Driver for DriverApi {
         ("cuLaunchCooperativeKernel", self.cuLaunchCooperativeKernel)
     }
 
+    fn supports_clusters(info: &CudaDeviceInfo) -> bool {
+        info.compute_capability.0 >= 9
+    }
+
+    unsafe fn launch_cluster(
+        &self,
+        function: Handle,
+        stream: Handle,
+        launch: &LaunchArgs<'_>,
+        info: &CudaDeviceInfo,
+    ) -> Result<(), GpuError> {
+        if !Self::supports_clusters(info) {
+            let (major, minor) = info.compute_capability;
+            return Err(GpuError::ClusterUnsupported {
+                reason: format!(
+                    "thread-block clusters need compute capability 9.0 or later; device {} ({}) \
+                     is {major}.{minor}: launch clusters of one block where \
+                     `Device::supports_clusters()` is false",
+                    info.ordinal, info.name
+                ),
+            });
+        }
+        let Some(launch_ex) = self.cuLaunchKernelEx else {
+            return Err(GpuError::MissingEntryPoint {
+                api: Self::API,
+                call: "cuLaunchKernelEx",
+            });
+        };
+        let config = &launch.config;
+        let (cx, cy, cz) = config.cluster;
+        if config
+            .cluster_size()
+            .is_some_and(|size| size > crate::launch::MAX_PORTABLE_CLUSTER_SIZE)
+        {
+            // SAFETY: `function` is live and its context current (the trait's contract).
+            self.check("cuFuncSetAttribute", unsafe {
+                (self.cuFuncSetAttribute)(
+                    function,
+                    sys::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                    1,
+                )
+            })?;
+        }
+        let mut value = [0u32; 16];
+        value[..3].copy_from_slice(&[cx, cy, cz]);
+        let mut attribute = sys::CUlaunchAttribute {
+            id: sys::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+            pad: [0; 4],
+            value,
+        };
+        let ex = sys::CUlaunchConfig {
+            gridDimX: config.grid.0,
+            gridDimY: config.grid.1,
+            gridDimZ: config.grid.2,
+            blockDimX: config.block.0,
+            blockDimY: config.block.1,
+            blockDimZ: config.block.2,
+            sharedMemBytes: config.shared_mem_bytes,
+            hStream: stream,
+            attrs: &raw mut attribute,
+            numAttrs: 1,
+        };
+        // SAFETY: the trait's contract (a live function of the current context, a live stream,
+        // `params` one pointer per kernel parameter); `ex` and its one attribute outlive the
+        // call, and the driver only reads them and `params` (the C prototype is non-const).
+        self.check("cuLaunchKernelEx", unsafe {
+            launch_ex(
+                &raw const ex,
+                function,
+                launch.params.as_ptr().cast_mut(),
+                ptr::null_mut(),
+            )
+        })
+    }
+
     fn occupancy_entry(&self) -> (&'static str, Option<OccupancyFn>) {
         (
             "cuOccupancyMaxActiveBlocksPerMultiprocessor",

@@ -241,6 +241,11 @@ pub trait Backend: Send + Sync + fmt::Debug {
         let _ = bytes;
         Ok(None)
     }
+
+    /// Whether launches may group blocks into thread-block clusters of more than one.
+    fn supports_clusters(&self) -> bool {
+        false
+    }
 }
 
 /// Host memory a backend gave out for asynchronous copies; freed on drop.

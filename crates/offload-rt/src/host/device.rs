@@ -212,6 +212,13 @@ impl Device {
         self.inner.backend.kind()
     }
 
+    /// Whether launches on this device may group their blocks into thread-block clusters of
+    /// more than one ([`LaunchConfig::with_cluster`]): NVIDIA GPUs of compute capability 9.0
+    /// and later. AMD GPUs and the CPU device have none.
+    pub fn supports_clusters(&self) -> bool {
+        self.inner.backend.supports_clusters()
+    }
+
     /// The device's handles in its driver's API, for a library that works on the same device
     /// (cuBLAS, rocBLAS, NCCL through cudarc or its own bindings): the CUDA device's ordinal
     /// and primary context, the HIP device's ordinal, or [`RawDevice::Cpu`]. With
@@ -664,6 +671,7 @@ impl Device {
             grid: (1, 1, 1),
             block: (threads_per_block, 1, 1),
             shared_mem_bytes,
+            cluster: (1, 1, 1),
         };
         config.check().map_err(|reason| Error::InvalidLaunch {
             kernel: kernel.to_owned(),
@@ -866,6 +874,7 @@ impl LaunchConfig {
             grid: (u32::try_from(blocks).unwrap_or(u32::MAX), 1, 1),
             block: (block, 1, 1),
             shared_mem_bytes: 0,
+            cluster: (1, 1, 1),
         })
     }
 }

@@ -258,6 +258,9 @@ pub(crate) unsafe fn queue_launch(
         }
         StreamImpl::Queue(q) => {
             launch.check()?;
+            if launch.config.is_clustered() {
+                return Err(launch.invalid(crate::backend::cpu::NO_CLUSTERS.to_owned()));
+            }
             match launch.sizes {
                 Some(sizes) => {
                     // SAFETY: the caller's contract.

@@ -16,6 +16,8 @@ pub const PTX_SM52: &[u8] = include_bytes!("../gpu_fixtures/kernels.sm_52.ptx");
 pub const CUBIN_SM52: &[u8] = include_bytes!("../gpu_fixtures/kernels.sm_52.cubin");
 pub const CUBIN_SM80: &[u8] = include_bytes!("../gpu_fixtures/kernels.sm_80.cubin");
 pub const CUBIN_SM90: &[u8] = include_bytes!("../gpu_fixtures/kernels.sm_90.cubin");
+/// `cluster_ranks` (clusters.cu) for compute capability 9.0 and later.
+pub const CLUSTERS_SM90: &[u8] = include_bytes!("../gpu_fixtures/clusters.sm_90.cubin");
 pub const NVPTX: &str = "nvptx64-nvidia-cuda";
 
 /// Says on stderr, past the harness's capture, that `test` was skipped and why.

@@ -17,3 +17,7 @@ for arch in gfx90a gfx942 gfx1100; do
   clang-22 -x hip --offload-arch=$arch -nogpulib -nogpuinc --cuda-device-only --no-gpu-bundle-output \
     -O3 -c kernels.hip -o kernels.$arch.co
 done
+# Thread-block clusters: PTX 7.8 and sm_90 from the start.
+clang-22 --cuda-device-only -S -O3 --cuda-gpu-arch=sm_90 -nocudalib --cuda-path="$CUDA_PATH" \
+  clusters.cu -o clusters.sm_90.ptx
+ptxas -arch=sm_90 clusters.sm_90.ptx -o clusters.sm_90.cubin

@@ -46,6 +46,38 @@ pub struct CUgraphExecUpdateResultInfo {
     pub errorFromNode: *mut c_void,
 }
 
+/// `CUlaunchAttribute`: an attribute id padded to 8 bytes, then a 64-byte value union (aligned
+/// to 8: it holds pointers).
+#[derive(Debug, Clone, Copy)]
+#[repr(C, align(8))]
+pub struct CUlaunchAttribute {
+    pub id: c_int,
+    pub pad: [u8; 4],
+    pub value: [u32; 16],
+}
+
+/// `CUlaunchConfig` (CUDA 12.0): a launch's shape, stream and attributes.
+#[derive(Debug)]
+#[repr(C)]
+pub struct CUlaunchConfig {
+    pub gridDimX: c_uint,
+    pub gridDimY: c_uint,
+    pub gridDimZ: c_uint,
+    pub blockDimX: c_uint,
+    pub blockDimY: c_uint,
+    pub blockDimZ: c_uint,
+    pub sharedMemBytes: c_uint,
+    pub hStream: CUstream,
+    pub attrs: *mut CUlaunchAttribute,
+    pub numAttrs: c_uint,
+}
+
+/// `CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`: the value's first three words are the cluster's
+/// blocks in x, y and z.
+pub const CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: c_int = 4;
+/// `CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED`: clusters of more than 8 blocks.
+pub const CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED: c_int = 14;
+
 pub const CUDA_SUCCESS: CUresult = 0;
 pub const CUDA_ERROR_OUT_OF_MEMORY: CUresult = 2;
 pub const CUDA_ERROR_STUB_LIBRARY: CUresult = 34;
@@ -154,6 +186,8 @@ entry_points! {
     cuGraphExecUpdate_v2: fn(CUgraphExec, CUgraph, *mut CUgraphExecUpdateResultInfo) -> CUresult;
     // Recovery after a fault (a fake driver may lack it).
     cuDevicePrimaryCtxReset_v2: fn(CUdevice) -> CUresult;
+    // Launches with attributes: thread-block clusters (CUDA 12.0 and later).
+    cuLaunchKernelEx: fn(*const CUlaunchConfig, CUfunction, *mut *mut c_void, *mut *mut c_void) -> CUresult;
     // Tensor maps of the tensor memory accelerator (CUDA 12.0 and later).
     cuTensorMapEncodeTiled: fn(*mut c_void, c_int, c_uint, *mut c_void, *const u64, *const u64, *const c_uint, *const c_uint, c_int, c_int, c_int, c_int) -> CUresult;
     }

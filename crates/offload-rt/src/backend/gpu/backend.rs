@@ -532,6 +532,10 @@ impl<D: Driver> Backend for GpuBackend<D> {
         let memory = self.device().alloc_host(bytes).map_err(|e| self.err(e))?;
         Ok(Some(Box::new(memory)))
     }
+
+    fn supports_clusters(&self) -> bool {
+        D::supports_clusters(self.device().info())
+    }
 }
 
 impl<D: Driver> HostMemory for PinnedBytes<D> {
@@ -804,7 +808,8 @@ impl<D: Driver> GpuLoadedModule<D> {
             )
         }
         .map_err(|e| match e {
-            GpuError::SharedMemoryLimit { reason, .. } => launch.invalid(reason),
+            GpuError::SharedMemoryLimit { reason, .. }
+            | GpuError::ClusterUnsupported { reason } => launch.invalid(reason),
             GpuError::CooperativeGridTooLarge { blocks, max } => Error::CooperativeGridTooLarge {
                 kernel: launch.kernel.to_owned(),
                 blocks,
@@ -816,7 +821,10 @@ impl<D: Driver> GpuLoadedModule<D> {
                 code,
                 name: err_name,
                 message,
-            } if call.ends_with("LaunchKernel") || call.ends_with("LaunchCooperativeKernel") => {
+            } if call.ends_with("LaunchKernel")
+                || call.ends_with("LaunchKernelEx")
+                || call.ends_with("LaunchCooperativeKernel") =>
+            {
                 launch.invalid(format!("{call}: {err_name} ({code}): {message}"))
             }
             other => self.err(other),

@@ -500,6 +500,19 @@ impl<D: Driver> GpuDevice<D> {
                 &self.ctx.info,
             )
         })?;
+        if launch.config.is_clustered() {
+            if launch.cooperative {
+                return Err(GpuError::ClusterUnsupported {
+                    reason: "a cooperative launch runs no thread-block clusters here: launch \
+                             it with clusters of one block"
+                        .to_owned(),
+                });
+            }
+            // SAFETY: as above.
+            let launched =
+                unsafe { driver.launch_cluster(function, stream, launch, &self.ctx.info) };
+            return self.ctx.note(launched);
+        }
         if launch.cooperative {
             // SAFETY: as above.
             let launched = unsafe { self.launch_cooperative(function, stream, launch) };

@@ -336,6 +336,36 @@ pub trait Driver: Send + Sync + Sized + 'static {
         launch: &LaunchArgs<'_>,
     ) -> Result<(), GpuError>;
 
+    /// Whether the device runs thread-block clusters of more than one block.
+    fn supports_clusters(info: &Self::Info) -> bool {
+        let _ = info;
+        false
+    }
+
+    /// Queues `launch`, whose blocks form clusters of more than one
+    /// (`launch.config.cluster`), as [`Driver::launch`] does a plain one;
+    /// [`GpuError::ClusterUnsupported`] where the device or its driver has no clusters.
+    ///
+    /// # Safety
+    /// As [`Driver::launch`].
+    unsafe fn launch_cluster(
+        &self,
+        function: Handle,
+        stream: Handle,
+        launch: &LaunchArgs<'_>,
+        info: &Self::Info,
+    ) -> Result<(), GpuError> {
+        let _ = (function, stream, launch, info);
+        Err(GpuError::ClusterUnsupported {
+            reason: format!(
+                "{} devices have no thread-block clusters (NVIDIA GPUs of compute capability \
+                 9.0 and later have): launch clusters of one block where \
+                 `Device::supports_clusters()` is false",
+                Self::API
+            ),
+        })
+    }
+
     /// The driver's cooperative launch and its name; `None` where the library lacks it.
     fn cooperative_launch_entry(&self) -> (&'static str, Option<CooperativeLaunchFn>);
     /// The driver's occupancy calculator and its name; `None` where the library lacks it.

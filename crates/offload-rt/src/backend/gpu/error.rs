@@ -217,6 +217,13 @@ pub enum GpuError {
         /// Which limit.
         reason: String,
     },
+    /// A launch with thread-block clusters of more than one block where the device, its
+    /// driver or the launch has none.
+    #[error("{reason}")]
+    ClusterUnsupported {
+        /// Why.
+        reason: String,
+    },
     /// A cooperative launch with more blocks than the device keeps resident at once.
     #[error("a cooperative grid of {blocks} blocks; the device keeps at most {max} resident")]
     CooperativeGridTooLarge {
