@@ -2,7 +2,8 @@
 //! compute capability 9.0 device: a clustered grid goes through `cuLaunchKernelEx` with the
 //! cluster's shape, a cluster of more than 8 blocks opts the kernel in to non-portable sizes
 //! first, a plain grid keeps `cuLaunchKernel`, and the shapes no device runs are refused
-//! before the driver, naming the kernel. One test, because the driver library is chosen once
+//! before the driver, naming the kernel; the device's peak figures come from its attributes.
+//! One test, because the driver library is chosen once
 //! per process through `OFFLOAD_CUDA_LIBRARY`.
 
 mod fake_driver;
@@ -35,6 +36,12 @@ fn clustered_grids_launch_through_cu_launch_kernel_ex() {
 
     let device = Device::from_backend(Box::new(CudaBackend::open(0).unwrap()));
     assert!(device.supports_clusters());
+
+    // The peak figures from the attributes: one SM of 128 FP32 lanes at 1.98 GHz, memory at
+    // 2.619 GHz over 5120 bits.
+    let peaks = CudaBackend::open(0).unwrap().peaks().unwrap();
+    assert_eq!(peaks.flops_per_second, 128.0 * 2.0 * 1.98e9);
+    assert_eq!(peaks.bytes_per_second, 2.619e9 * 2.0 * 640.0);
 
     let backend = CudaBackend::open(0).unwrap();
     let binary = OffloadBinary::new(ImageKind::Ptx, OffloadKind::Cuda, PTX)

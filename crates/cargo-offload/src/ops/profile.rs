@@ -129,11 +129,13 @@ pub fn profile(profile: &ProfileOptions, options: &CompileOptions) -> Result<Exi
     let peaks = if run.timer == record::Timer::OffloadRt {
         measure_cpu_peaks()
     } else {
-        Peaks {
+        run.peaks.clone().unwrap_or_else(|| Peaks {
             bytes_per_second: None,
             flops_per_second: None,
-            source: "the GPU's peak figures are not known to this report".to_owned(),
-        }
+            source: "the GPU's driver told no peak figures (the runtime reads them from \
+                     CUDA's device attributes)"
+                .to_owned(),
+        })
     };
     let hot_text = lines::render(&hot);
     let report_path = profile.report.clone().unwrap_or_else(|| {
@@ -363,6 +365,7 @@ impl Session<'_> {
         let mut run = traced(&recorded.device)?;
         run.flops = recorded.flops;
         run.bytes_per_launch = recorded.bytes_per_launch;
+        run.peaks = recorded.peaks;
         Ok(run)
     }
 

@@ -24,13 +24,13 @@ use std::ptr;
 
 use sys::{CUdevice, CUresult, DriverApi};
 
-use crate::backend::DeviceKind;
 use crate::backend::gpu::driver::{
     CooperativeLaunchFn, OccupancyFn, PeerEnd, block_size, c_chars, c_ordinal, forward_calls,
     initialized, static_c_str,
 };
 use crate::backend::gpu::driver_names;
 use crate::backend::gpu::{self, DeviceInfo, Driver, GpuError, GpuImageKind, Handle};
+use crate::backend::{DeviceKind, DevicePeaks};
 use crate::launch::LaunchArgs;
 use crate::select::DeviceTarget;
 
@@ -69,10 +69,52 @@ pub struct CudaDeviceInfo {
     pub driver_version: (u32, u32),
     /// Shared memory a block can use once a kernel opts in (attribute 97), in bytes.
     pub max_shared_per_block_optin: u32,
+    /// The SMs' peak clock, in kHz (attribute 13; 0 where the driver does not say).
+    pub clock_khz: u32,
+    /// The memory's peak clock, in kHz (attribute 36; 0 where the driver does not say).
+    pub memory_clock_khz: u32,
+    /// The memory bus, in bits (attribute 37; 0 where the driver does not say).
+    pub memory_bus_bits: u32,
     device: CUdevice,
 }
 
 impl CudaDeviceInfo {
+    /// The device's peak figures from its attributes, where they are known: FP32 FLOP/s
+    /// (SMs × FP32 lanes per SM of its compute capability × 2 for the fused multiply-add ×
+    /// the SM clock) and memory bandwidth (the memory clock × 2 for the double data rate ×
+    /// the bus width). An H100 SXM (132 SMs at 1.98 GHz, 2.62 GHz over 5120 bits) gives
+    /// 66.9 TFLOP/s and 3.35 TB/s, its data sheet's figures.
+    pub fn peaks(&self) -> Option<DevicePeaks> {
+        let lanes: u64 = match self.compute_capability {
+            (7, _) | (8, 0) => 64,
+            (8, _) | (9, _) | (10, _) | (11, _) | (12, _) => 128,
+            _ => return None,
+        };
+        if self.multiprocessors == 0
+            || self.clock_khz == 0
+            || self.memory_clock_khz == 0
+            || self.memory_bus_bits == 0
+        {
+            return None;
+        }
+        let clock = f64::from(self.clock_khz) * 1e3;
+        let memory_clock = f64::from(self.memory_clock_khz) * 1e3;
+        Some(DevicePeaks {
+            flops_per_second: f64::from(self.multiprocessors) * lanes as f64 * 2.0 * clock,
+            bytes_per_second: memory_clock * 2.0 * f64::from(self.memory_bus_bits) / 8.0,
+            source: format!(
+                "{} ({}): FP32, {} SMs × {lanes} lanes × 2 at {:.2} GHz; memory {:.2} GHz × 2 \
+                 over {} bits (the driver's attributes)",
+                self.name,
+                self.arch(),
+                self.multiprocessors,
+                clock / 1e9,
+                memory_clock / 1e9,
+                self.memory_bus_bits
+            ),
+        })
+    }
+
     /// The device's architecture name, e.g. `sm_90`.
     pub fn arch(&self) -> String {
         format!(
@@ -336,6 +378,10 @@ impl Driver for DriverApi {
                 dev,
                 sys::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
             )?,
+            clock_khz: self.attribute(dev, sys::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?,
+            memory_clock_khz: self.attribute(dev, sys::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE)?,
+            memory_bus_bits: self
+                .attribute(dev, sys::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)?,
             device: dev,
         })
     }
@@ -503,6 +549,10 @@ impl Driver for DriverApi {
 
     fn cooperative_launch_entry(&self) -> (&'static str, Option<CooperativeLaunchFn>) {
         ("cuLaunchCooperativeKernel", self.cuLaunchCooperativeKernel)
+    }
+
+    fn peaks(info: &CudaDeviceInfo) -> Option<DevicePeaks> {
+        info.peaks()
     }
 
     fn supports_clusters(info: &CudaDeviceInfo) -> bool {
@@ -746,6 +796,63 @@ impl Driver for DriverApi {
 
 #[cfg(test)]
 mod tests {
+
+    fn info(
+        compute_capability: (u32, u32),
+        multiprocessors: u32,
+        clocks: [u32; 3],
+    ) -> CudaDeviceInfo {
+        CudaDeviceInfo {
+            ordinal: 0,
+            name: "test".to_owned(),
+            compute_capability,
+            total_memory: 0,
+            multiprocessors,
+            driver_version: (12, 0),
+            max_shared_per_block_optin: 0,
+            clock_khz: clocks[0],
+            memory_clock_khz: clocks[1],
+            memory_bus_bits: clocks[2],
+            device: 0,
+        }
+    }
+
+    /// The data sheets' figures from the attributes the driver reports: H100 SXM 66.9 TFLOP/s
+    /// FP32 and 3.35 TB/s; A100 SXM 40 GB 19.5 TFLOP/s and 1.56 TB/s.
+    #[test]
+    fn peaks_follow_the_data_sheets() {
+        let h100 = info((9, 0), 132, [1_980_000, 2_619_000, 5120])
+            .peaks()
+            .unwrap();
+        assert!(
+            (h100.flops_per_second / 1e12 - 66.9).abs() < 0.05,
+            "{h100:?}"
+        );
+        assert!(
+            (h100.bytes_per_second / 1e12 - 3.35).abs() < 0.01,
+            "{h100:?}"
+        );
+        assert!(
+            h100.source.contains("132 SMs × 128 lanes"),
+            "{}",
+            h100.source
+        );
+        let a100 = info((8, 0), 108, [1_410_000, 1_215_000, 5120])
+            .peaks()
+            .unwrap();
+        assert!(
+            (a100.flops_per_second / 1e12 - 19.5).abs() < 0.05,
+            "{a100:?}"
+        );
+        assert!(
+            (a100.bytes_per_second / 1e12 - 1.555).abs() < 0.01,
+            "{a100:?}"
+        );
+        // A driver that does not say, or an architecture without a known lane count.
+        assert_eq!(info((9, 0), 132, [0, 2_619_000, 5120]).peaks(), None);
+        assert_eq!(info((6, 1), 20, [1_000_000, 1_000_000, 256]).peaks(), None);
+    }
+
     use super::*;
 
     #[test]

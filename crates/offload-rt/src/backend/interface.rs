@@ -246,6 +246,23 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn supports_clusters(&self) -> bool {
         false
     }
+
+    /// The device's peak figures, where the driver tells them (the CPU device's are measured
+    /// by `cargo offload profile` itself).
+    fn peaks(&self) -> Option<DevicePeaks> {
+        None
+    }
+}
+
+/// A device's peak figures: what a roofline is drawn against.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DevicePeaks {
+    /// Memory bandwidth, in bytes a second.
+    pub bytes_per_second: f64,
+    /// Floating-point operations a second.
+    pub flops_per_second: f64,
+    /// Where the figures come from, said in words.
+    pub source: String,
 }
 
 /// Host memory a backend gave out for asynchronous copies; freed on drop.

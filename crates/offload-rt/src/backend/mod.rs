@@ -22,8 +22,8 @@ mod native;
 mod stack_size;
 
 pub use interface::{
-    Backend, BackendEvent, BackendGraph, BackendStream, DeviceKind, DevicePtr, HostMemory,
-    KernelHandle, Module, RawDevice,
+    Backend, BackendEvent, BackendGraph, BackendStream, DeviceKind, DevicePeaks, DevicePtr,
+    HostMemory, KernelHandle, Module, RawDevice,
 };
 pub use native::{NativeArchs, native_archs};
 pub(crate) use stack_size::kernel_stack;

@@ -509,6 +509,9 @@ impl Device {
         })?;
         if let Some(recorder) = profile::recorder() {
             recorder.image(loaded.image());
+            if let Some(peaks) = self.inner.backend.peaks() {
+                recorder.note_peaks(self.describe(), &peaks);
+            }
         }
         let loaded = Arc::new(Loaded {
             image: Arc::new(loaded.image().clone()),

@@ -30,6 +30,9 @@
 //!   and copies past the first 65536, summed.
 //! - `{"kind":"image","module":…,"triple":…,"arch":…,"size":…}`: an image a device loaded,
 //!   by which the CPU device's image a sampling profiler saw can be found in the program.
+//! - `{"kind":"peaks","device":…,"bytes_per_second":…,"flops_per_second":…,"source":…}`: the
+//!   peak figures of the first GPU that loaded a module, where its driver's attributes tell
+//!   them (CUDA), for the roofline.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -99,6 +102,8 @@ pub(crate) struct Recorder {
     /// What the run did, written at the exit.
     events: Mutex<Events>,
     device: OnceLock<String>,
+    /// The `peaks` line of the first GPU that loaded a module and knows its figures.
+    peaks: OnceLock<String>,
     /// What [`count_flops`] declared, per kernel, written with the rest at the exit.
     flops: Mutex<std::collections::HashMap<String, u64>>,
 }
@@ -281,6 +286,7 @@ fn start() -> Option<Recorder> {
         epoch: Instant::now(),
         events: Mutex::new(Events::default()),
         device: OnceLock::new(),
+        peaks: OnceLock::new(),
         flops: Mutex::new(std::collections::HashMap::new()),
     })
 }
@@ -308,6 +314,23 @@ impl Recorder {
         self.device.get_or_init(|| description.to_owned());
     }
 
+    /// Records the peak figures of `device` (described as the runtime describes it), the
+    /// first GPU's only.
+    pub(crate) fn note_peaks(&self, device: &str, peaks: &crate::backend::DevicePeaks) {
+        self.peaks.get_or_init(|| {
+            let mut line = String::from("{\"kind\":\"peaks\",\"device\":");
+            json_string(&mut line, device);
+            let _ = write!(
+                line,
+                ",\"bytes_per_second\":{},\"flops_per_second\":{},\"source\":",
+                peaks.bytes_per_second, peaks.flops_per_second
+            );
+            json_string(&mut line, &peaks.source);
+            line.push('}');
+            line
+        });
+    }
+
     fn push(&self, event: Event) {
         self.events
             .lock()
@@ -330,6 +353,10 @@ impl Recorder {
         );
         json_string(&mut text, self.device.get().map_or("", String::as_str));
         text.push_str("}\n");
+        if let Some(peaks) = self.peaks.get() {
+            text.push_str(peaks);
+            text.push('\n');
+        }
         for event in &events.detailed {
             event.write(&mut text);
             text.push('\n');
@@ -467,6 +494,40 @@ mod tests {
             push_u64(&mut out, n);
             assert_eq!(out, n.to_string());
         }
+    }
+
+    /// The first GPU's peaks, once, on the line after the header, as `cargo offload profile`
+    /// reads them.
+    #[test]
+    fn the_first_gpus_peaks_follow_the_header() {
+        let dir = std::env::temp_dir().join(format!("offload-peaks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let recorder = Recorder {
+            path: dir.join("record.jsonl"),
+            epoch: Instant::now(),
+            events: Mutex::new(Events::default()),
+            device: OnceLock::new(),
+            peaks: OnceLock::new(),
+            flops: Mutex::new(std::collections::HashMap::new()),
+        };
+        recorder.note_device("cuda:0: H100");
+        let peaks = |bytes_per_second, source: &str| crate::backend::DevicePeaks {
+            bytes_per_second,
+            flops_per_second: 66_908_160_000_000.0,
+            source: source.to_owned(),
+        };
+        recorder.note_peaks("cuda:0: H100", &peaks(3_352_320_000_000.0, "H100 \"SXM\""));
+        recorder.note_peaks("cuda:1: A100", &peaks(1.0, "A100"));
+        recorder.flush();
+        let text = std::fs::read_to_string(dir.join("record.jsonl")).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].contains(r#""device":"cuda:0: H100""#), "{text}");
+        assert_eq!(
+            lines[1],
+            r#"{"kind":"peaks","device":"cuda:0: H100","bytes_per_second":3352320000000,"flops_per_second":66908160000000,"source":"H100 \"SXM\""}"#
+        );
+        assert_eq!(text.matches("\"peaks\"").count(), 1, "{text}");
     }
 
     #[test]

@@ -79,6 +79,8 @@ pub struct Run {
     pub summed: Vec<Summed>,
     /// Copies past those the timeline holds: count, time and bytes.
     pub summed_copies: [u64; 3],
+    /// The GPU's peak figures, where the runtime recorded them from its driver.
+    pub peaks: Option<super::report::Peaks>,
 }
 
 impl Run {
@@ -94,6 +96,7 @@ impl Run {
             images: Vec::new(),
             summed: Vec::new(),
             summed_copies: [0; 3],
+            peaks: None,
         }
     }
 }
@@ -218,6 +221,22 @@ pub fn parse_record(text: &str) -> Result<Run, RecordError> {
             }),
             Some("flops") => {
                 *run.flops.entry(str_of("kernel")?).or_default() += u64_of("flops")?;
+            }
+            Some("peaks") => {
+                let rate = |field: &'static str| {
+                    value[field]
+                        .as_f64()
+                        .filter(|r| r.is_finite() && *r > 0.0)
+                        .ok_or(RecordError::Missing {
+                            line: line_no,
+                            field,
+                        })
+                };
+                run.peaks = Some(super::report::Peaks {
+                    bytes_per_second: Some(rate("bytes_per_second")?),
+                    flops_per_second: Some(rate("flops_per_second")?),
+                    source: str_of("source")?,
+                });
             }
             // Lines of a later runtime's: left out.
             _ => {}
@@ -433,6 +452,29 @@ mod tests {
 {"kind":"launches","kernel":"scale","module":"k","launches":2,"duration_ns":1000,"bytes":8192}
 {"kind":"copies","direction":"to_host","copies":3,"duration_ns":30,"bytes":300}
 "#;
+
+    /// A GPU's record: its launches untimed, its peaks from the driver.
+    #[test]
+    fn a_gpus_peaks_are_read_from_the_record() {
+        let record = r#"{"format":"offload-profile","version":1,"pid":7,"device":"cuda:0: NVIDIA H100"}
+{"kind":"peaks","device":"cuda:0: NVIDIA H100","bytes_per_second":3352320000000,"flops_per_second":66908160000000,"source":"NVIDIA H100 (sm_90): FP32"}
+{"kind":"launch","kernel":"gpu","module":"k","stream":0,"start_ns":null,"duration_ns":null,"grid":[1,1,1],"block":[1,1,1],"bytes":64}
+"#;
+        let run = parse_record(record).unwrap();
+        let peaks = run.peaks.unwrap();
+        assert_eq!(peaks.bytes_per_second, Some(3.35232e12));
+        assert_eq!(peaks.flops_per_second, Some(6.690816e13));
+        assert!(peaks.source.contains("H100"), "{}", peaks.source);
+        let bad = record.replace("3352320000000", "-1");
+        assert!(matches!(
+            parse_record(&bad),
+            Err(RecordError::Missing {
+                line: 2,
+                field: "bytes_per_second"
+            })
+        ));
+        assert_eq!(parse_record(RECORD).unwrap().peaks, None);
+    }
 
     #[test]
     fn the_record_sums_per_kernel_slowest_first() {

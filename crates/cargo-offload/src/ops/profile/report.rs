@@ -399,6 +399,7 @@ mod tests {
             images: Vec::new(),
             summed: Vec::new(),
             summed_copies: [0; 3],
+            peaks: None,
         }
     }
 

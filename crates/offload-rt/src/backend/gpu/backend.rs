@@ -536,6 +536,10 @@ impl<D: Driver> Backend for GpuBackend<D> {
     fn supports_clusters(&self) -> bool {
         D::supports_clusters(self.device().info())
     }
+
+    fn peaks(&self) -> Option<crate::backend::DevicePeaks> {
+        D::peaks(self.device().info())
+    }
 }
 
 impl<D: Driver> HostMemory for PinnedBytes<D> {

@@ -12,7 +12,7 @@ use std::fmt;
 use std::sync::OnceLock;
 
 use super::{Api, GpuError, GpuImageKind, LoadError};
-use crate::backend::DeviceKind;
+use crate::backend::{DeviceKind, DevicePeaks};
 use crate::launch::LaunchArgs;
 use crate::select::DeviceTarget;
 
@@ -335,6 +335,12 @@ pub trait Driver: Send + Sync + Sized + 'static {
         stream: Handle,
         launch: &LaunchArgs<'_>,
     ) -> Result<(), GpuError>;
+
+    /// The device's peak figures, where its attributes tell them.
+    fn peaks(info: &Self::Info) -> Option<DevicePeaks> {
+        let _ = info;
+        None
+    }
 
     /// Whether the device runs thread-block clusters of more than one block.
     fn supports_clusters(info: &Self::Info) -> bool {
