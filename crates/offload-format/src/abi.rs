@@ -53,6 +53,8 @@ macro_rules! abi_name {
     (DYNAMIC_SHARED) => { "__offload_dynamic_shared" };
     (DYNAMIC_SHARED_MEMORY) => { "__offload_dynamic_shared_memory" };
     (F32_TO_BF16) => { "__offload_f32_to_bf16" };
+    (F32X2_TO_F16X2) => { "__offload_f32x2_to_f16x2" };
+    (F32X2_TO_BF16X2) => { "__offload_f32x2_to_bf16x2" };
     (ATOMIC_ADD_F16) => { "__offload_atomic_add_f16" };
     (ATOMIC_ADD_BF16) => { "__offload_atomic_add_bf16" };
     (AMDGPU_DISPATCH_FIELD) => { "__offload_amdgpu_dispatch_field" };
@@ -188,6 +190,10 @@ pub const DYNAMIC_SHARED: &str = abi_name!(DYNAMIC_SHARED);
 pub const DYNAMIC_SHARED_MEMORY: &str = abi_name!(DYNAMIC_SHARED_MEMORY);
 /// The helper that rounds an `f32` to bfloat16 bits (`fptrunc float to bfloat`).
 pub const F32_TO_BF16: &str = abi_name!(F32_TO_BF16);
+/// The GPU helper rounding two floats to `f16` at once, packed low first.
+pub const F32X2_TO_F16X2: &str = abi_name!(F32X2_TO_F16X2);
+/// The GPU helper rounding two floats to `bf16` at once, packed low first.
+pub const F32X2_TO_BF16X2: &str = abi_name!(F32X2_TO_BF16X2);
 /// The helper that adds a `half` atomically (`atomicrmw fadd half`), returning the old bits.
 pub const ATOMIC_ADD_F16: &str = abi_name!(ATOMIC_ADD_F16);
 /// The helper that adds a `bfloat` atomically (`atomicrmw fadd bfloat`), returning the old bits.

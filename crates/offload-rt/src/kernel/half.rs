@@ -50,6 +50,19 @@ pub fn f32_to_bf16(x: f32) -> bf16 {
     imp::f32_to_bf16(x)
 }
 
+/// `a` and `b` rounded to `f16`, packed `a` low: one conversion on GPUs (`cvt.rn.f16x2.f32`).
+#[inline(always)]
+pub(crate) fn f32x2_to_f16x2(a: f32, b: f32) -> u32 {
+    imp::f32x2_to_f16x2(a, b)
+}
+
+/// `a` and `b` rounded to `bf16`, packed `a` low: one conversion on GPUs
+/// (`cvt.rn.bf16x2.f32`).
+#[inline(always)]
+pub(crate) fn f32x2_to_bf16x2(a: f32, b: f32) -> u32 {
+    imp::f32x2_to_bf16x2(a, b)
+}
+
 /// Adds `value` to `*ptr` atomically and returns the value before (CUDA's
 /// `atomicAdd(__half *, __half)`), rounded once to the nearest `f16`: native where the GPU has
 /// it (`atom.add.noftz.f16` on NVIDIA), a compare-and-swap loop elsewhere (most AMD GPUs, the
@@ -86,6 +99,12 @@ mod imp {
         /// Defined by the device link of every GPU image as `fptrunc float to bfloat`.
         #[link_name = offload_format::abi_name!(F32_TO_BF16)]
         safe fn __offload_f32_to_bf16(x: f32) -> u16;
+        /// Defined by the device link as `fptrunc <2 x float> to <2 x half>`, packed.
+        #[link_name = offload_format::abi_name!(F32X2_TO_F16X2)]
+        safe fn __offload_f32x2_to_f16x2(a: f32, b: f32) -> u32;
+        /// Defined by the device link as `fptrunc <2 x float> to <2 x bfloat>`, packed.
+        #[link_name = offload_format::abi_name!(F32X2_TO_BF16X2)]
+        safe fn __offload_f32x2_to_bf16x2(a: f32, b: f32) -> u32;
         /// Defined by the device link as `atomicrmw fadd half`; returns the old bits.
         #[link_name = offload_format::abi_name!(ATOMIC_ADD_F16)]
         fn __offload_atomic_add_f16(ptr: *mut u16, value: u16) -> u16;
@@ -124,6 +143,16 @@ mod imp {
     pub(super) fn f32_to_bf16(x: f32) -> bf16 {
         bf16::from_bits(__offload_f32_to_bf16(x))
     }
+
+    #[inline(always)]
+    pub(super) fn f32x2_to_f16x2(a: f32, b: f32) -> u32 {
+        __offload_f32x2_to_f16x2(a, b)
+    }
+
+    #[inline(always)]
+    pub(super) fn f32x2_to_bf16x2(a: f32, b: f32) -> u32 {
+        __offload_f32x2_to_bf16x2(a, b)
+    }
 }
 
 /// The CPU device, and the host, where kernels only type-check: the `half` crate, whose
@@ -145,6 +174,16 @@ mod imp {
     #[inline(always)]
     pub(super) fn f32_to_bf16(x: f32) -> bf16 {
         bf16::from_f32(x)
+    }
+
+    #[inline(always)]
+    pub(super) fn f32x2_to_f16x2(a: f32, b: f32) -> u32 {
+        u32::from(f32_to_f16(a).to_bits()) | u32::from(f32_to_f16(b).to_bits()) << 16
+    }
+
+    #[inline(always)]
+    pub(super) fn f32x2_to_bf16x2(a: f32, b: f32) -> u32 {
+        u32::from(f32_to_bf16(a).to_bits()) | u32::from(f32_to_bf16(b).to_bits()) << 16
     }
 
     /// A compare-and-swap loop; the sum is made in `f64`, where the sum of two `f16`s is

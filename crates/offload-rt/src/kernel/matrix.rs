@@ -66,6 +66,10 @@ impl MmaInput for f16 {
         super::half::f32_to_f16(x).to_bits()
     }
     #[inline(always)]
+    fn narrow2(a: f32, b: f32) -> u32 {
+        super::half::f32x2_to_f16x2(a, b)
+    }
+    #[inline(always)]
     fn mma(a: &[u16; HALVES], b: &[u16; HALVES], c: &mut [f32; FLOATS]) {
         imp::mma_f16(a, b, c);
     }
@@ -84,6 +88,10 @@ impl MmaInput for bf16 {
     #[inline(always)]
     fn narrow(x: f32) -> u16 {
         super::half::f32_to_bf16(x).to_bits()
+    }
+    #[inline(always)]
+    fn narrow2(a: f32, b: f32) -> u32 {
+        super::half::f32x2_to_bf16x2(a, b)
     }
     #[inline(always)]
     fn mma(a: &[u16; HALVES], b: &[u16; HALVES], c: &mut [f32; FLOATS]) {
@@ -536,8 +544,7 @@ impl Accumulator {
             let row = tile.ptr(row0 + r + 8 * (i % 2), col0 + 8 * (i / 2));
             let mut words = [0u32; 4];
             unrolled!(w in [0, 1, 2, 3] {
-                words[w] = u32::from(T::narrow(self.floats[2 * w]))
-                    | u32::from(T::narrow(self.floats[2 * w + 1])) << 16;
+                words[w] = T::narrow2(self.floats[2 * w], self.floats[2 * w + 1]);
             });
             // SAFETY: 16 bytes of one chunk of the tile the caller vouches for.
             unsafe { stmatrix_x4(row.cast(), words) };

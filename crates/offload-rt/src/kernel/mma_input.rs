@@ -31,6 +31,9 @@ pub trait MmaInput: Copy + sealed::Sealed {
     /// The bits of `x` rounded to this type (to nearest, ties to even).
     #[doc(hidden)]
     fn narrow(x: f32) -> u16;
+    /// `a` and `b` rounded to this type, packed `a` low (one conversion on GPUs).
+    #[doc(hidden)]
+    fn narrow2(a: f32, b: f32) -> u32;
     /// `c` plus the product of `a` and `b` on this warp's matrix unit.
     #[doc(hidden)]
     fn mma(a: &[u16; HALVES], b: &[u16; HALVES], c: &mut [f32; FLOATS]);

@@ -8,7 +8,7 @@ use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::module::Module;
 use offload_format::abi::{
     AMDGPU_DISPATCH_FIELD, AMDGPU_SYNC_THREADS, AMDGPU_SYNC_WARP, AMDGPU_WAVE_SIZE,
-    ATOMIC_ADD_BF16, ATOMIC_ADD_F16, DYNAMIC_SHARED, F32_TO_BF16,
+    ATOMIC_ADD_BF16, ATOMIC_ADD_F16, DYNAMIC_SHARED, F32_TO_BF16, F32X2_TO_BF16X2, F32X2_TO_F16X2,
 };
 
 use super::ir;
@@ -27,8 +27,17 @@ pub(super) use offload_format::abi::DYNAMIC_SHARED_MEMORY;
 /// `__offload_atomic_add_f16(p, v)` and `__offload_atomic_add_bf16(p, v)`: `atomicrmw fadd` of
 /// `half` / `bfloat` (Rust has no atomic floats), relaxed as Rust's and CUDA's atomics, which
 /// each processor lowers to its native instruction or a compare-and-swap loop.
-pub(super) const GPU_HELPERS: &[&str] =
-    &[DYNAMIC_SHARED, F32_TO_BF16, ATOMIC_ADD_F16, ATOMIC_ADD_BF16];
+/// `__offload_f32x2_to_f16x2(a, b)` and `__offload_f32x2_to_bf16x2(a, b)`: both rounded by one
+/// `fptrunc <2 x float>` (one `cvt.rn.f16x2.f32` / `cvt.rn.bf16x2.f32` from sm_80 on, where
+/// two scalar conversions stay two), packed `a` low.
+pub(super) const GPU_HELPERS: &[&str] = &[
+    DYNAMIC_SHARED,
+    F32_TO_BF16,
+    F32X2_TO_F16X2,
+    F32X2_TO_BF16X2,
+    ATOMIC_ADD_F16,
+    ATOMIC_ADD_BF16,
+];
 pub(super) fn gpu_helpers_ir() -> String {
     format!(
         r#"
@@ -44,6 +53,24 @@ entry:
   %b = fptrunc float %x to bfloat
   %r = bitcast bfloat %b to i16
   ret i16 %r
+}}
+
+define i32 @{F32X2_TO_F16X2}(float %a, float %b) #1 {{
+entry:
+  %v0 = insertelement <2 x float> poison, float %a, i32 0
+  %v1 = insertelement <2 x float> %v0, float %b, i32 1
+  %h = fptrunc <2 x float> %v1 to <2 x half>
+  %r = bitcast <2 x half> %h to i32
+  ret i32 %r
+}}
+
+define i32 @{F32X2_TO_BF16X2}(float %a, float %b) #1 {{
+entry:
+  %v0 = insertelement <2 x float> poison, float %a, i32 0
+  %v1 = insertelement <2 x float> %v0, float %b, i32 1
+  %h = fptrunc <2 x float> %v1 to <2 x bfloat>
+  %r = bitcast <2 x bfloat> %h to i32
+  ret i32 %r
 }}
 
 define i16 @{ATOMIC_ADD_F16}(ptr %p, i16 %v) #2 {{
