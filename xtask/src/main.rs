@@ -653,11 +653,13 @@ fn test() -> Result {
     report_free_space();
     run(cargo().args(["fmt", "--all", "--", "--check"]))?;
     // Each lint and API-doc run for the workspace, then for the build-script crate as a host
-    // crate using prebuilt bundles builds it: without LLVM. The docs' links must resolve (the
+    // crate using prebuilt bundles builds it: without LLVM, and for the runtime with the AMD
+    // code-object reader no workspace member turns on. The docs' links must resolve (the
     // crates deny missing docs themselves).
     for selection in [
         &["--workspace"][..],
         &["-p", "offload-build", "--no-default-features"],
+        &["-p", "offload-rt", "--features", "amdgpu-metadata"],
     ] {
         run(cargo()
             .args(["clippy", "--all-targets", "--locked"])
@@ -685,6 +687,15 @@ fn test() -> Result {
     run(cargo()
         .env("PATH", &path)
         .args(["test", "--workspace", "--locked", "--no-fail-fast"]))?;
+    run(cargo().args([
+        "test",
+        "-p",
+        "offload-rt",
+        "--lib",
+        "--locked",
+        "--features",
+        "amdgpu-metadata",
+    ]))?;
     release_test_scratch()?;
     sanitizers::all()?;
     for example in [

@@ -32,8 +32,8 @@ use offload_toolchain::Tool;
 use super::cargo::{Runner, build_the_executable, exit_code};
 use super::command_line::{CompileOptions, NativeGpus};
 use lines::HotLine;
+use record::Peaks;
 use record::Run;
-use report::Peaks;
 
 /// What `cargo offload profile` takes besides the build's arguments.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

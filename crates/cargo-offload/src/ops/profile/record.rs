@@ -60,6 +60,17 @@ pub struct LoadedImage {
     pub size: u64,
 }
 
+/// The device's peak figures the roofline is drawn against.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Peaks {
+    /// Memory bandwidth, bytes per second.
+    pub bytes_per_second: Option<f64>,
+    /// Arithmetic, FLOP per second.
+    pub flops_per_second: Option<f64>,
+    /// Where the figures come from.
+    pub source: String,
+}
+
 /// A profiled run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Run {
@@ -80,7 +91,7 @@ pub struct Run {
     /// Copies past those the timeline holds: count, time and bytes.
     pub summed_copies: [u64; 3],
     /// The GPU's peak figures, where the runtime recorded them from its driver.
-    pub peaks: Option<super::report::Peaks>,
+    pub peaks: Option<Peaks>,
 }
 
 impl Run {
@@ -232,7 +243,7 @@ pub fn parse_record(text: &str) -> Result<Run, RecordError> {
                             field,
                         })
                 };
-                run.peaks = Some(super::report::Peaks {
+                run.peaks = Some(Peaks {
                     bytes_per_second: Some(rate("bytes_per_second")?),
                     flops_per_second: Some(rate("flops_per_second")?),
                     source: str_of("source")?,

@@ -6,18 +6,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use super::record::{KernelSummary, Run, rate, time};
-
-/// The device's peak figures the roofline is drawn against.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Peaks {
-    /// Memory bandwidth, bytes per second.
-    pub bytes_per_second: Option<f64>,
-    /// Arithmetic, FLOP per second.
-    pub flops_per_second: Option<f64>,
-    /// Where the figures come from.
-    pub source: String,
-}
+use super::record::{KernelSummary, Peaks, Run, rate, time};
 
 /// Colours of the kernels, in the order of the summary (then again).
 const PALETTE: [&str; 10] = [
