@@ -2155,6 +2155,8 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
         regions,
         [
             // A generic kernel's instantiations run split at their barriers too.
+            "accumulator_to_tile__bf16",
+            "accumulator_to_tile__f16",
             "axpy_tiled__f32__128",
             "axpy_tiled__f32__64",
             "axpy_tiled__f64__128",
@@ -2175,6 +2177,7 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "match_phases",
             "matmul_tiled",
             "matrix_loads",
+            "matrix_stores",
             "pyramid_min",
             "recurse_after_barrier",
             // Barriers and warp operations in functions of a `#[kernels]` module.
