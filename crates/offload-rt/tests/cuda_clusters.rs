@@ -10,9 +10,8 @@ mod fake_driver;
 
 use std::ffi::c_void;
 
-use offload_format::{ImageKind, OffloadBinary, OffloadKind};
 use offload_rt::__internal::cuda::CudaBackend;
-use offload_rt::__internal::{Backend, KernelHandle, LaunchArgs, RegisteredImage};
+use offload_rt::__internal::{Backend, KernelHandle, LaunchArgs};
 use offload_rt::{Device, Error, LaunchConfig};
 
 const PTX: &[u8] = b".version 8.0\n.target sm_90a\n.address_size 64\n";
@@ -39,23 +38,13 @@ fn clustered_grids_launch_through_cu_launch_kernel_ex() {
 
     // The peak figures from the attributes: one SM of 128 FP32 lanes at 1.98 GHz, memory at
     // 2.619 GHz over 5120 bits.
-    let peaks = CudaBackend::open(0).unwrap().peaks().unwrap();
+    let backend = CudaBackend::open(0).unwrap();
+    let peaks = backend.peaks().unwrap();
     assert_eq!(peaks.flops_per_second, 128.0 * 2.0 * 1.98e9);
     assert_eq!(peaks.bytes_per_second, 2.619e9 * 2.0 * 640.0);
 
-    let backend = CudaBackend::open(0).unwrap();
-    let binary = OffloadBinary::new(ImageKind::Ptx, OffloadKind::Cuda, PTX)
-        .with_string("triple", "nvptx64-nvidia-cuda")
-        .with_string("arch", "sm_90a")
-        .with_string("offload.module", "fake")
-        .with_string("offload.kernels", "k");
-    let images = [RegisteredImage {
-        source: "cuda_clusters",
-        index: 0,
-        module: "fake",
-        binary: &binary,
-    }];
-    let module = backend.load_module("fake", &images).unwrap();
+    let binary = fake_driver::fake_ptx_image(PTX, "sm_90a", "k");
+    let module = fake_driver::load_fake_module(&backend, "cuda_clusters", &binary);
     let handle: KernelHandle = module.kernel("k").unwrap();
     let params: [*mut c_void; 0] = [];
     // SAFETY: the stand-in driver runs nothing; the kernel takes no parameters.

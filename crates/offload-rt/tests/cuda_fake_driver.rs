@@ -8,9 +8,8 @@ mod fake_driver;
 
 use std::ffi::c_void;
 
-use offload_format::{ImageKind, OffloadBinary, OffloadKind};
 use offload_rt::__internal::cuda::{self, CudaBackend, CudaDevice, CudaError, CudaImageKind};
-use offload_rt::__internal::{Backend, KernelHandle, LaunchArgs, RegisteredImage};
+use offload_rt::__internal::{Backend, KernelHandle, LaunchArgs};
 use offload_rt::{Device, DeviceBuffer, Error, LaunchConfig, RawDevice};
 
 const PTX: &[u8] = b".version 7.8\n.target sm_80\n.address_size 64\n";
@@ -95,18 +94,8 @@ fn the_cuda_backend_keeps_the_drivers_rules() {
     // Through the `Backend` trait: an empty grid runs nothing and succeeds, as on the CPU;
     // an invalid block is the same typed error as on the CPU.
     let backend = CudaBackend::open(0).unwrap();
-    let binary = OffloadBinary::new(ImageKind::Ptx, OffloadKind::Cuda, PTX)
-        .with_string("triple", "nvptx64-nvidia-cuda")
-        .with_string("arch", "sm_80")
-        .with_string("offload.module", "fake")
-        .with_string("offload.kernels", "k,trap");
-    let images = [RegisteredImage {
-        source: "cuda_fake_driver",
-        index: 0,
-        module: "fake",
-        binary: &binary,
-    }];
-    let module = backend.load_module("fake", &images).unwrap();
+    let binary = fake_driver::fake_ptx_image(PTX, "sm_80", "k,trap");
+    let module = fake_driver::load_fake_module(&backend, "cuda_fake_driver", &binary);
     let handle: KernelHandle = module.kernel("k").unwrap();
     let params: [*mut c_void; 0] = [];
     for grid in [(0, 1, 1), (1, 0, 1), (1, 1, 0)] {

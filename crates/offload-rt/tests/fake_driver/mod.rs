@@ -30,6 +30,38 @@ pub fn amd_code_object() -> Vec<u8> {
     elf
 }
 
+/// The PTX image `ptx` of kernel module `fake` for `arch`, with `kernels`, as a build embeds it.
+pub fn fake_ptx_image(
+    ptx: &'static [u8],
+    arch: &'static str,
+    kernels: &'static str,
+) -> OffloadBinary<'static> {
+    OffloadBinary::new(
+        offload_format::ImageKind::Ptx,
+        offload_format::OffloadKind::Cuda,
+        ptx,
+    )
+    .with_string("triple", "nvptx64-nvidia-cuda")
+    .with_string("arch", arch)
+    .with_string("offload.module", "fake")
+    .with_string("offload.kernels", kernels)
+}
+
+/// Loads `binary` into `backend` as kernel module `fake`, registered by test `source`.
+pub fn load_fake_module(
+    backend: &dyn offload_rt::__internal::Backend,
+    source: &'static str,
+    binary: &OffloadBinary<'_>,
+) -> Box<dyn offload_rt::__internal::Module> {
+    let images = [offload_rt::__internal::RegisteredImage {
+        source,
+        index: 0,
+        module: "fake",
+        binary,
+    }];
+    backend.load_module("fake", &images).unwrap()
+}
+
 /// Registers `binary` as the embedded images of a program would be (once per process).
 pub fn register(binary: &OffloadBinary<'_>) {
     offload_rt::__internal::register_bundle("fake_driver", binary.to_bytes());
