@@ -26,6 +26,19 @@ macro_rules! abi_name {
     (CPU_NOTE_PREFIX) => { "__offload_cpu_note_" };
     (CPU_ABI_SYMBOL) => { "__offload_cpu_abi_version" };
     (CPU_POSITION_SYMBOL) => { "__offload_cpu_position" };
+    (CPU_BODY_PREFIX) => { "__offload_cpu_body_" };
+    // The kernel side's hooks in a CPU image's bitcode, for the IR form of barriers.
+    (CPU_IR_CFG) => { "offload_cpu_ir" };
+    (CPU_IR_PREFIX) => { "__offload_cpuir_" };
+    (CPU_IR_INDEX) => { "__offload_cpuir_index" };
+    (CPU_IR_BARRIER) => { "__offload_cpuir_barrier" };
+    (CPU_IR_WARP_BARRIER) => { "__offload_cpuir_warp_barrier" };
+    (CPU_IR_ENTER) => { "__offload_cpuir_enter" };
+    (CPU_IR_BEGIN_BLOCK) => { "__offload_cpuir_begin_block" };
+    (CPU_IR_SET_THREAD) => { "__offload_cpuir_set_thread" };
+    (CPU_IR_LANES) => { "__offload_cpuir_lanes" };
+    (CPU_IR_SHARED_SLOT) => { "__offload_cpuir_shared_slot" };
+    (CPU_IR_GENERIC_SHARED_TILE) => { "__offload_cpuir_generic_shared_tile" };
     // A GPU image's channel and panic reporters.
     (CHANNEL) => { "__offload_channel" };
     (GPU_PANIC) => { "__offload_gpu_panic" };
@@ -122,6 +135,41 @@ pub const CPU_ABI_SYMBOL: &str = abi_name!(CPU_ABI_SYMBOL);
 /// Symbol of the function every CPU image exports that says where the calling OS thread's GPU
 /// thread is (`offload_rt::kernel::abi::CpuPositionFn`).
 pub const CPU_POSITION_SYMBOL: &str = abi_name!(CPU_POSITION_SYMBOL);
+/// Prefix of a CPU image's per-kernel `extern "C" fn(params: *const *mut c_void)` in the
+/// bitcode of an IR-form build: one GPU thread's body, its parameters read, its index state
+/// the [`CPU_IR_INDEX`] calls. The CPU link forms the kernel's [`CPU_REGIONS_PREFIX`] entry
+/// from it and drops it.
+pub const CPU_BODY_PREFIX: &str = abi_name!(CPU_BODY_PREFIX);
+
+/// The `--cfg` of a CPU image built for the IR form of barriers: the kernel side then reads its
+/// index state and reaches its barriers through the `CPU_IR_*` functions below, which the CPU
+/// link recognizes, and `#[kernel]` emits a [`CPU_BODY_PREFIX`] function per kernel.
+pub const CPU_IR_CFG: &str = abi_name!(CPU_IR_CFG);
+/// Prefix of the kernel side's hooks for the IR form: outside [`CPU_SYMBOL_PREFIX`], so that an
+/// image never exports them.
+pub const CPU_IR_PREFIX: &str = abi_name!(CPU_IR_PREFIX);
+/// `extern "C" fn(which: u32) -> u32`: the running GPU thread's index state, `which` / 3 the
+/// vector (thread, block, block size, grid size) and `which` % 3 its component (x, y, z).
+pub const CPU_IR_INDEX: &str = abi_name!(CPU_IR_INDEX);
+/// The block barrier, `sync_threads()` (a Rust function, never inlined).
+pub const CPU_IR_BARRIER: &str = abi_name!(CPU_IR_BARRIER);
+/// The warp barrier every warp operation reaches (a Rust function, never inlined).
+pub const CPU_IR_WARP_BARRIER: &str = abi_name!(CPU_IR_WARP_BARRIER);
+/// `extern "C" fn(launch: *const CpuLaunch)`: starts a run in region form on this OS thread.
+pub const CPU_IR_ENTER: &str = abi_name!(CPU_IR_ENTER);
+/// `extern "C" fn(launch: *const CpuLaunch, linear: u64)`: starts block `linear` of the run.
+pub const CPU_IR_BEGIN_BLOCK: &str = abi_name!(CPU_IR_BEGIN_BLOCK);
+/// `extern "C" fn(x: u32, y: u32, z: u32)`: makes a thread of the running block the current
+/// one, for the functions a region calls that read the index state.
+pub const CPU_IR_SET_THREAD: &str = abi_name!(CPU_IR_SET_THREAD);
+/// `extern "C" fn(bytes: usize) -> *mut u8`: the OS thread's lane storage, 64-byte aligned, or
+/// null when `bytes` do not fit it.
+pub const CPU_IR_LANES: &str = abi_name!(CPU_IR_LANES);
+/// `shared_array!`'s slot of the running block (a Rust function, never inlined): the same
+/// pointer for every thread of a block.
+pub const CPU_IR_SHARED_SLOT: &str = abi_name!(CPU_IR_SHARED_SLOT);
+/// `generic_shared_array!`'s slot of the running block, as [`CPU_IR_SHARED_SLOT`].
+pub const CPU_IR_GENERIC_SHARED_TILE: &str = abi_name!(CPU_IR_GENERIC_SHARED_TILE);
 
 /// Symbol of a GPU image's `*mut DeviceChannel` global, which the runtime sets when it loads
 /// the module and the device link keeps external (and reads as invariant).
@@ -313,6 +361,7 @@ mod tests {
             CPU_NOTE_PREFIX,
             CPU_ABI_SYMBOL,
             CPU_POSITION_SYMBOL,
+            CPU_BODY_PREFIX,
         ] {
             assert!(symbol.starts_with(CPU_SYMBOL_PREFIX), "{symbol}");
         }

@@ -110,16 +110,27 @@ fn expand_one(
     let max_threads_static = max_threads_static(&kernel.name_str, max_threads);
     let host_handle = host_handle(&kernel, &item, handle);
     let plan = cpu_plan(&item.block, &params, helpers);
-    let (cpu_barriers, thread_body_fn) = kernel.cpu_barriers(plan, &abi);
+    let cpu_barriers = kernel.cpu_barriers(plan, &abi);
     Ok(kernel.entries(
         &item.block,
         &abi,
         &checks,
         cpu_barriers,
-        &thread_body_fn,
         max_threads_static,
         host_handle,
     ))
+}
+
+/// The CPU device's items for the barriers of a kernel.
+struct CpuBarriers {
+    /// The body the thread entry calls: the kernel's own, or its copy with the barriers of the
+    /// source-level region form marked.
+    thread_body_fn: syn::Ident,
+    /// That copy, where there is one.
+    marked_body: TokenStream2,
+    /// The source-level region form's entry point, or the note saying why the kernel keeps
+    /// coroutines: what an image built without the IR form of barriers carries.
+    source_form: TokenStream2,
 }
 
 /// The kernel's name and the parts of its signature each entry repeats.
@@ -370,7 +381,7 @@ impl Kernel<'_> {
     /// The CPU device's items for `plan` (the region entry point and the coroutine path's body
     /// with its barriers marked, or the note saying why the kernel keeps coroutines), and the
     /// body function the thread entry calls.
-    fn cpu_barriers(&self, plan: regions::Plan, abi: &LaunchAbi) -> (TokenStream2, syn::Ident) {
+    fn cpu_barriers(&self, plan: regions::Plan, abi: &LaunchAbi) -> CpuBarriers {
         let (name, name_str, unsafety, generics, inputs) = (
             self.name,
             &self.name_str,
@@ -387,7 +398,8 @@ impl Kernel<'_> {
             quote! { let #mutability #n: #ty = #value; }
         });
         let mut thread_body_fn = self.body_fn.clone();
-        let cpu_barriers = match plan {
+        let mut marked_body = TokenStream2::new();
+        let source_form = match plan {
             regions::Plan::NoBarriers => TokenStream2::new(),
             regions::Plan::Coroutines(reason) => {
                 let symbol = format!("{}{name_str}", abi::CPU_NOTE_PREFIX);
@@ -407,7 +419,7 @@ impl Kernel<'_> {
             } => {
                 let regions_symbol = format!("{}{name_str}", abi::CPU_REGIONS_PREFIX);
                 thread_body_fn = format_ident!("__offload_kernel_counted_{}", name);
-                quote! {
+                marked_body = quote! {
                     // A copy of the body (with the inlined functions of a `#[kernels]` module): the
                     // lints ran on the body itself, and comments are not in the copy.
                     #[allow(
@@ -420,7 +432,8 @@ impl Kernel<'_> {
                     #(#other_attrs)*
                     #[inline(always)]
                     #unsafety fn #thread_body_fn #generics (#inputs) #counted
-
+                };
+                quote! {
                     #[unsafe(export_name = #regions_symbol)]
                     #[allow(
                         unused_unsafe,
@@ -462,7 +475,11 @@ impl Kernel<'_> {
                 }
             }
         };
-        (cpu_barriers, thread_body_fn)
+        CpuBarriers {
+            thread_body_fn,
+            marked_body,
+            source_form,
+        }
     }
 
     /// Every item of the expansion: the body, the parameter checks, the CPU, GPU and host
@@ -473,8 +490,7 @@ impl Kernel<'_> {
         block: &syn::Block,
         abi: &LaunchAbi,
         checks: &[TokenStream2],
-        cpu_barriers: TokenStream2,
-        thread_body_fn: &syn::Ident,
+        cpu_barriers: CpuBarriers,
         max_threads_static: Option<TokenStream2>,
         host_handle: TokenStream2,
     ) -> TokenStream2 {
@@ -485,6 +501,29 @@ impl Kernel<'_> {
         let (gpu_tys, gpu_args) = (&abi.gpu_tys, &abi.gpu_args);
         let run_symbol = format!("{}{}", abi::CPU_RUN_PREFIX, self.name_str);
         let thread_symbol = format!("{}{}", abi::CPU_THREAD_PREFIX, self.name_str);
+        let CpuBarriers {
+            thread_body_fn,
+            marked_body,
+            source_form,
+        } = cpu_barriers;
+        // The body the CPU link forms the regions from: a cooperative kernel's blocks wait for
+        // each other at `Grid::sync`, so it keeps one coroutine per GPU thread and has none.
+        let ir_body = if is_cooperative(self.params) {
+            TokenStream2::new()
+        } else {
+            let body_symbol = format!("{}{}", abi::CPU_BODY_PREFIX, self.name_str);
+            quote! {
+                #[unsafe(export_name = #body_symbol)]
+                #[allow(unused_unsafe)]
+                unsafe extern "C" fn __offload_body(
+                    params: *const *mut ::offload_rt::__private::c_void,
+                ) {
+                    #read_params
+                    // SAFETY: as in `__offload_run`, for the thread the CPU link's loops run.
+                    unsafe { #body_fn(#(#values),*) }
+                }
+            }
+        };
         quote! {
             #[doc(hidden)]
             #[allow(dead_code, unused_unsafe, non_snake_case, clippy::not_unsafe_ptr_arg_deref)]
@@ -537,7 +576,11 @@ impl Kernel<'_> {
                     }
                 }
 
-                #cpu_barriers
+                #marked_body
+                ::offload_rt::__cpu_barriers! {
+                    ir { #ir_body }
+                    source { #source_form }
+                }
             };
             }
             gpu {

@@ -320,6 +320,24 @@ macro_rules! __for_target {
     (cpu { $($cpu:tt)* } gpu { $($gpu:tt)* } host { $($host:tt)* }) => { $($host)* };
 }
 
+/// Expands to the CPU device's items for one form of barriers: `ir` in an image built for the
+/// IR form (the CPU link forms the regions from each kernel's body function), `source` in one
+/// built without it (the `#[kernel]` macro's own region form and coroutine notes).
+#[cfg(offload_cpu_ir)]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __cpu_barriers {
+    (ir { $($ir:tt)* } source { $($source:tt)* }) => { $($ir)* };
+}
+
+/// As the other `__cpu_barriers!`, in an image built without the IR form.
+#[cfg(not(offload_cpu_ir))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __cpu_barriers {
+    (ir { $($ir:tt)* } source { $($source:tt)* }) => { $($source)* };
+}
+
 /// Implements a kernel handle's `launch`: a safe function, or an `unsafe` one with the given
 /// safety section for a kernel taking raw pointers. The first word says how the kernel is
 /// found: `module`, a `#[kernel]` by its crate and name; `foreign`, an `extern_kernels!`

@@ -105,58 +105,58 @@ struct MaskedExchange(UnsafeCell<[u64; 1024]>);
 #[thread_local]
 static MASKED: MaskedExchange = MaskedExchange(UnsafeCell::new([0; 1024]));
 
+/// Component `which % 3` of the index vector `which / 3` (thread, block, block size, grid
+/// size) of the running GPU thread.
 #[inline(always)]
-pub(super) fn thread_idx_x() -> u32 {
-    THREAD.get()[0]
+fn index_state(which: u32) -> u32 {
+    let vector = match which / 3 {
+        0 => THREAD.get(),
+        1 => BLOCK.get(),
+        2 => BLOCK_DIM.get(),
+        _ => GRID_DIM.get(),
+    };
+    vector[(which % 3) as usize]
 }
+
+/// The index state as the kernel reads it: in an image built for the IR form of barriers, a
+/// call the CPU link recognizes (it gives a region's thread loop its counters), inlined
+/// everywhere else by the link.
 #[inline(always)]
-pub(super) fn thread_idx_y() -> u32 {
-    THREAD.get()[1]
+fn index(which: u32) -> u32 {
+    #[cfg(offload_cpu_ir)]
+    return ir::index(which);
+    #[cfg(not(offload_cpu_ir))]
+    index_state(which)
 }
-#[inline(always)]
-pub(super) fn thread_idx_z() -> u32 {
-    THREAD.get()[2]
+
+macro_rules! index_accessors {
+    ($($name:ident = $which:literal;)*) => {$(
+        #[inline(always)]
+        pub(super) fn $name() -> u32 {
+            index($which)
+        }
+    )*};
 }
-#[inline(always)]
-pub(super) fn block_idx_x() -> u32 {
-    BLOCK.get()[0]
-}
-#[inline(always)]
-pub(super) fn block_idx_y() -> u32 {
-    BLOCK.get()[1]
-}
-#[inline(always)]
-pub(super) fn block_idx_z() -> u32 {
-    BLOCK.get()[2]
-}
-#[inline(always)]
-pub(super) fn block_dim_x() -> u32 {
-    BLOCK_DIM.get()[0]
-}
-#[inline(always)]
-pub(super) fn block_dim_y() -> u32 {
-    BLOCK_DIM.get()[1]
-}
-#[inline(always)]
-pub(super) fn block_dim_z() -> u32 {
-    BLOCK_DIM.get()[2]
-}
-#[inline(always)]
-pub(super) fn grid_dim_x() -> u32 {
-    GRID_DIM.get()[0]
-}
-#[inline(always)]
-pub(super) fn grid_dim_y() -> u32 {
-    GRID_DIM.get()[1]
-}
-#[inline(always)]
-pub(super) fn grid_dim_z() -> u32 {
-    GRID_DIM.get()[2]
+
+index_accessors! {
+    thread_idx_x = 0;
+    thread_idx_y = 1;
+    thread_idx_z = 2;
+    block_idx_x = 3;
+    block_idx_y = 4;
+    block_idx_z = 5;
+    block_dim_x = 6;
+    block_dim_y = 7;
+    block_dim_z = 8;
+    grid_dim_x = 9;
+    grid_dim_y = 10;
+    grid_dim_z = 11;
 }
 
 /// Suspends this GPU thread until the block reaches the barrier. The index state is per OS
 /// thread, shared by the block's coroutines, so it is saved on this coroutine's stack.
 #[inline(never)]
+#[cfg_attr(offload_cpu_ir, unsafe(export_name = offload_format::abi_name!(CPU_IR_BARRIER)))]
 pub(super) fn sync_threads() {
     let launch = LAUNCH.get();
     if launch.is_null() {
@@ -205,6 +205,7 @@ static REGION_WARP_OP: Cell<bool> = Cell::new(false);
 
 /// Suspends this GPU thread until the live lanes of its warp reach a warp barrier.
 #[inline(never)]
+#[cfg_attr(offload_cpu_ir, unsafe(export_name = offload_format::abi_name!(CPU_IR_WARP_BARRIER)))]
 fn warp_sync() {
     let launch = LAUNCH.get();
     if launch.is_null() {
@@ -248,8 +249,8 @@ pub(super) fn warp_size() -> u32 {
 
 #[inline(always)]
 fn rank() -> u32 {
-    let [x, y, z] = THREAD.get();
-    let [bx, by, _] = BLOCK_DIM.get();
+    let (x, y, z) = (thread_idx_x(), thread_idx_y(), thread_idx_z());
+    let (bx, by) = (block_dim_x(), block_dim_y());
     x + bx * (y + by * z)
 }
 
@@ -264,8 +265,8 @@ pub(super) fn lane_id() -> u32 {
 fn warp_of_rank() -> (u32, u32, u32) {
     let rank = rank();
     let base = rank - rank % CPU_WARP_SIZE;
-    let [bx, by, bz] = BLOCK_DIM.get();
-    (rank, base, (bx * by * bz - base).min(CPU_WARP_SIZE))
+    let threads = block_dim_x() * block_dim_y() * block_dim_z();
+    (rank, base, (threads - base).min(CPU_WARP_SIZE))
 }
 
 /// Publishes `value` in the caller's slot and waits for its warp: returns the slots of this
@@ -511,6 +512,7 @@ pub(super) fn trap() -> ! {
 /// The slot of one `shared_array!` site in the running block's arena. Aborts the launch when
 /// the block asks for more than [`CPU_SHARED_CAPACITY`] bytes or more than 32 arrays.
 #[inline(never)]
+#[cfg_attr(offload_cpu_ir, unsafe(export_name = offload_format::abi_name!(CPU_IR_SHARED_SLOT)))]
 pub fn shared_slot(key: usize, size: usize, align: usize) -> *mut u8 {
     // In place, not copied out of and back into the cells: a block asks once per site.
     // SAFETY: the tables are this OS thread's, and no reference to them outlives this call.
@@ -548,6 +550,7 @@ pub fn shared_slot(key: usize, size: usize, align: usize) -> *mut u8 {
 /// the array type's name, hashed into a key of [`shared_slot`] (one function's copies in
 /// several codegen units have one site static but may each have their own copy of the name).
 #[inline(never)]
+#[cfg_attr(offload_cpu_ir, unsafe(export_name = offload_format::abi_name!(CPU_IR_GENERIC_SHARED_TILE)))]
 pub fn generic_shared_tile(
     site: &'static u8,
     type_name: &'static str,
@@ -1456,6 +1459,64 @@ pub unsafe fn uniform<R>(alive: *mut bool, value: impl FnOnce(usize) -> R) -> Op
     let t32 = t as u32;
     THREAD.set([t32 % bx, (t32 / bx) % by, t32 / bx / by]);
     Some(value(t))
+}
+
+/// The kernel side's hooks in an image built for the IR form of barriers (`--cfg
+/// offload_cpu_ir`): the CPU link finds them by name, gives a kernel's regions their thread
+/// loops through them and inlines what remains of them.
+#[cfg(offload_cpu_ir)]
+mod ir {
+    use super::{CpuLaunch, LANE_CAPACITY, LANES, THREAD};
+
+    /// The index state; each call in a region the link replaces with the thread loop's
+    /// counters or the block's values.
+    #[unsafe(export_name = offload_format::abi_name!(CPU_IR_INDEX))]
+    #[inline(never)]
+    pub(super) extern "C" fn index(which: u32) -> u32 {
+        super::index_state(which)
+    }
+
+    /// Starts a run in region form on this OS thread.
+    ///
+    /// # Safety
+    ///
+    /// `launch` points at a valid [`CpuLaunch`] that outlives the run.
+    #[unsafe(export_name = offload_format::abi_name!(CPU_IR_ENTER))]
+    #[inline(never)]
+    unsafe extern "C" fn enter(launch: *const CpuLaunch) {
+        // SAFETY: this function's contract.
+        super::enter(unsafe { &*launch });
+    }
+
+    /// Starts block `linear` of the run (its arena, its warp operations' state).
+    ///
+    /// # Safety
+    ///
+    /// As [`enter`], with `linear` inside the launch's grid.
+    #[unsafe(export_name = offload_format::abi_name!(CPU_IR_BEGIN_BLOCK))]
+    #[inline(never)]
+    unsafe extern "C" fn begin_block(launch: *const CpuLaunch, linear: u64) {
+        // SAFETY: this function's contract.
+        super::begin_block(unsafe { &*launch }, linear);
+    }
+
+    /// Makes thread `(x, y, z)` of the running block the current GPU thread, for the
+    /// functions a region calls that read the index state (a panic's report).
+    #[unsafe(export_name = offload_format::abi_name!(CPU_IR_SET_THREAD))]
+    #[inline(never)]
+    extern "C" fn set_thread(x: u32, y: u32, z: u32) {
+        THREAD.set([x, y, z]);
+    }
+
+    /// This OS thread's lane storage for `bytes`, or null when they do not fit it.
+    #[unsafe(export_name = offload_format::abi_name!(CPU_IR_LANES))]
+    #[inline(never)]
+    extern "C" fn lanes(bytes: usize) -> *mut u8 {
+        if bytes > LANE_CAPACITY {
+            return core::ptr::null_mut();
+        }
+        LANES.0.get().cast()
+    }
 }
 
 /// The precompiled `core` has unwind tables naming Rust's personality routine; with

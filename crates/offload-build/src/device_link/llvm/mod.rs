@@ -51,6 +51,7 @@ mod codegen;
 mod common;
 mod condition_chains;
 mod conversions;
+mod cpu_regions;
 mod crash;
 mod fixups;
 mod helpers;
