@@ -82,6 +82,16 @@ impl<'m> Builder<'m> {
         Value::wrap(raw).expect("LLVM builds a value")
     }
 
+    /// [`Builder::positioned`], for the layer's other files.
+    pub(super) fn positioned_raw(&self) -> LLVMBuilderRef {
+        self.positioned()
+    }
+
+    /// [`Builder::built`], for the layer's other files.
+    pub(super) fn wrap_built(raw: LLVMValueRef) -> Value<'m> {
+        Self::built(raw)
+    }
+
     /// Inserts a copy of `instruction` (unnamed, with its operands and metadata) at the
     /// builder's position.
     pub fn insert_clone(&self, instruction: Instruction<'m>) -> Instruction<'m> {

@@ -32,6 +32,8 @@ use inkwell::values::AsValueRef;
 
 mod block;
 mod builder;
+mod cpu;
+pub use cpu::AtomicRmwOp;
 mod kinds;
 mod metadata;
 pub mod process;
