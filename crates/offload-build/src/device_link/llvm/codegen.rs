@@ -20,6 +20,9 @@ fn init_targets() {
         let config = InitializationConfig::default();
         Target::initialize_nvptx(&config);
         Target::initialize_amd_gpu(&config);
+        // The CPU device's image (`cpu_link`), for either host architecture it is built for.
+        Target::initialize_x86(&config);
+        Target::initialize_aarch64(&config);
     });
 }
 
@@ -61,7 +64,7 @@ pub(super) fn optimize(module: &Module<'_>, machine: &TargetMachine, nvptx: bool
 // default that one iteration reached a fixpoint and stops LLVM with a fatal error where it
 // did not, which ordinary kernels reach (a shared-memory histogram did); LLVM's own pipelines
 // (`default<O3>`) turn the check off, and so does each pipeline here.
-const OPTIMIZE: &str = "default<O3>";
+pub(super) const OPTIMIZE: &str = "default<O3>";
 const OPTIMIZE_NVPTX: &str =
     "default<O3>,function(loop-unroll<O3;no-runtime;no-partial;upperbound;full-unroll-max=2>)";
 /// After the link's own rewrites of conditions (null tests, shared condition values).
