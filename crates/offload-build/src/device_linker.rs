@@ -796,6 +796,61 @@ mod tests {
         assert!(matches!(err, Error::DeviceLinkOutput { .. }), "{err}");
     }
 
+    /// A CPU request names the library and the target; the object comes back as the child
+    /// wrote it, and a child's error comes back typed.
+    #[test]
+    fn a_cpu_link_request_comes_back_as_its_object() {
+        let dir = tempfile::tempdir().unwrap();
+        let archive = dir.path().join("libk_kernels.a");
+        std::fs::write(&archive, b"!<arch>\n").unwrap();
+        let copy = dir.path().join("request-copy");
+        std::fs::create_dir(&copy).unwrap();
+        let linker = DeviceLinker {
+            path: script(
+                dir.path(),
+                &format!(
+                    "cp \"$2/request.json\" '{}/request.json'; printf OBJECT > \"$2/cpu.o\"; \
+                     echo '{{\"protocol\":{PROTOCOL}}}' > \"$2/result.json\"",
+                    copy.display()
+                ),
+            ),
+            origin: OFFLOAD_DEVICE_LINKER,
+        };
+        let opts = CpuLinkOptions {
+            triple: "x86_64-unknown-linux-gnu".into(),
+            cpu: "x86-64-v3".into(),
+            features: String::new(),
+        };
+        let env = Env::detect();
+        let object = cpu_link(&env, &linker, &krate(), "x86-64-v3", &archive, &opts).unwrap();
+        assert_eq!(object, b"OBJECT");
+        let (package, path, read) = read_cpu_request(&copy).unwrap().unwrap();
+        assert_eq!(
+            (package.as_str(), path, read),
+            ("k-kernels", archive.clone(), opts.clone())
+        );
+        // The exchange directory is gone.
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n.to_string_lossy().starts_with("cpu-link-"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+
+        let failing = DeviceLinker {
+            path: script(
+                dir.path(),
+                &format!(
+                    "printf '{{\"protocol\":{PROTOCOL},\"error\":{{\"code\":\"OFF2130\",\"message\":\"boom\"}}}}' > \"$2/result.json\"; exit 1"
+                ),
+            ),
+            origin: OFFLOAD_DEVICE_LINKER,
+        };
+        let err = cpu_link(&env, &failing, &krate(), "host", &archive, &opts).unwrap_err();
+        assert!(matches!(err, Error::DeviceLinkFailed { .. }), "{err}");
+        assert!(err.to_string().contains("OFF2130"), "{err}");
+    }
+
     #[test]
     fn images_come_back_in_architecture_order() {
         let dir = tempfile::tempdir().unwrap();

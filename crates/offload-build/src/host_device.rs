@@ -39,12 +39,27 @@ use crate::nested;
 /// `target_dir` (a directory of its own), the image linked with the static library `library`
 /// (directory, link name) where there is one: the host side of relocatable CUDA/HIP sources.
 /// The image is linked by the linker of the build (`RUSTC_LINKER`), else `cc`.
+/// The form of its barriers is [`BarriersForm::choose`]'s, `OFFLOAD_CPU_BARRIERS_FORM` read.
 pub fn build(
     env: &Env,
     krate: &KernelCrate,
     level: CpuLevel,
     target_dir: &Path,
     library: Option<&(PathBuf, String)>,
+) -> Result<DeviceImage> {
+    let asked = env.get(crate::env::OFFLOAD_CPU_BARRIERS_FORM);
+    build_in_form(env, krate, level, target_dir, library, asked.as_deref())
+}
+
+/// [`build`] with the form of barriers asked as `OFFLOAD_CPU_BARRIERS_FORM` asks it (`ir`,
+/// `source`; `None`: chosen), the variable unread.
+pub fn build_in_form(
+    env: &Env,
+    krate: &KernelCrate,
+    level: CpuLevel,
+    target_dir: &Path,
+    library: Option<&(PathBuf, String)>,
+    asked: Option<&str>,
 ) -> Result<DeviceImage> {
     let mut flags: Vec<String> = [
         "--cfg",
@@ -65,7 +80,7 @@ pub fn build(
     }
     let checks = nested::KernelChecks::from_env(env);
     let toolchain = nested::CpuToolchain::find(env)?;
-    let form = BarriersForm::choose(env, &checks, &toolchain)?;
+    let form = BarriersForm::choose(env, &checks, &toolchain, asked)?;
     if let BarriersForm::Ir(_) = form {
         flags.extend(
             [
@@ -214,16 +229,16 @@ pub enum CpuLinker {
 
 impl BarriersForm {
     /// The form of an image built with `checks` by `toolchain`: the IR form where the CPU link
-    /// can run and read the toolchain's bitcode, unless `OFFLOAD_CPU_BARRIERS_FORM` says
-    /// `source` or the image is for a debugger (unoptimized) or AddressSanitizer (whose
-    /// instrumentation is rustc's).
+    /// can run and read the toolchain's bitcode, unless `asked` (`OFFLOAD_CPU_BARRIERS_FORM`)
+    /// says `source` or the image is for a debugger (unoptimized) or AddressSanitizer (whose
+    /// instrumentation is rustc's); `asked` `ir` makes a missing link an error.
     pub fn choose(
         env: &Env,
         checks: &nested::KernelChecks,
         toolchain: &nested::CpuToolchain,
+        asked: Option<&str>,
     ) -> Result<BarriersForm> {
-        let asked = env.get(crate::env::OFFLOAD_CPU_BARRIERS_FORM);
-        let required = match asked.as_deref() {
+        let required = match asked {
             None | Some("") => false,
             Some("source") => return Ok(BarriersForm::Source),
             Some("ir") => true,

@@ -4,7 +4,8 @@
 //! members are linked whole into one module; every definition is made internal but the image's
 //! exports (`offload_format::abi::CPU_SYMBOL_PREFIX`, the kernels' body functions excepted) and
 //! what the native members use of it (`rust_eh_personality`, the panic handler, the allocator);
-//! [`cpu_regions`](super::cpu_regions) forms the barrier regions; then `default<O3>` for the
+//! [`cpu_regions`](super::cpu_regions) forms the barrier regions, and the index hook is made
+//! inlinable where calls of it remain; then LLVM's O3 pipelines (`codegen::OPTIMIZE_CPU`) for the
 //! image's triple, CPU and features, and one relocatable object, which the build links with
 //! the native members into the image's shared object.
 
@@ -12,12 +13,13 @@
 
 use std::collections::BTreeSet;
 
+use inkwell::attributes::AttributeLoc;
 use inkwell::context::Context;
 use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::module::{Linkage, Module};
 use inkwell::targets::FileType;
 
-use super::codegen::{OPTIMIZE, emit, run_pipeline, target_machine};
+use super::codegen::{OPTIMIZE_CPU, emit, run_pipeline, target_machine};
 use super::common::{cstr, has_local_linkage};
 use super::cpu_regions::{CoroutineKernel, form_regions};
 use super::ir;
@@ -46,13 +48,14 @@ pub fn cpu_link(krate: &str, archive: &[u8], opts: &CpuLinkOptions) -> Result<Ve
     internalize(&module, &native_uses);
     let _coroutines: Vec<CoroutineKernel> =
         form_regions(ir::Module::new(&module)).map_err(failed("forming the regions"))?;
+    inline_index_hook(&module);
     module
         .verify()
         .map_err(|e| LinkError::Verify {
             message: e.to_string(),
         })
         .map_err(failed("verifying the module"))?;
-    run_pipeline(&module, OPTIMIZE, &machine).map_err(failed("optimizing"))?;
+    run_pipeline(&module, OPTIMIZE_CPU, &machine).map_err(failed("optimizing"))?;
     let object =
         emit(&machine, &module, FileType::Object, &opts.cpu).map_err(failed("generating code"))?;
     Ok(object.as_slice().to_vec())
@@ -88,6 +91,37 @@ fn link_bitcode<'ctx>(
              `-Clinker-plugin-lto`?)"
         ),
     })
+}
+
+/// Makes the index hook inlinable where the region stage left calls of it (the thread
+/// entries, kernels without barriers): the kernel side marks it `noinline` so that the stage
+/// finds its calls, and outside a region it is a read of the thread's index state, which a
+/// thread loop must see to run as a plain loop the optimizer vectorizes.
+fn inline_index_hook(module: &Module<'_>) {
+    let ir = ir::Module::new(module);
+    let Some(hook) = ir.function(offload_format::abi::CPU_IR_INDEX) else {
+        return;
+    };
+    if hook.is_declaration() {
+        return;
+    }
+    // rustc repeats `#[inline(never)]` on the calls of another crate's function.
+    for user in hook.users() {
+        if let Some(call) = user.as_call()
+            && call.callee() == *hook
+        {
+            call.remove_enum_attribute(ir::AttributeIndex::Function, "noinline");
+        }
+    }
+    let Some(hook) = module.get_function(offload_format::abi::CPU_IR_INDEX) else {
+        return;
+    };
+    let kind = inkwell::attributes::Attribute::get_named_enum_kind_id;
+    hook.remove_enum_attribute(AttributeLoc::Function, kind("noinline"));
+    let always = module
+        .get_context()
+        .create_enum_attribute(kind("alwaysinline"), 0);
+    hook.add_attribute(AttributeLoc::Function, always);
 }
 
 /// Whether the image keeps `name` external: its exports, but not the kernels' body functions,
@@ -190,22 +224,24 @@ mod tests {
     }
 
     /// The exports and what a native member uses stay; the body function, the hooks and
-    /// everything else become internal and, unused, are dropped; two bitcode members link.
+    /// everything else become internal and, unused or inlined, are dropped; two bitcode
+    /// members link.
     #[test]
     fn only_the_exports_and_what_native_code_uses_stay_external() {
         let kernel = bitcode(
             "kernel",
             "declare i32 @__offload_cpuir_index(i32)\n\
              define void @__offload_cpu_run_k(ptr %out) {\n\
-             \x20 %v = call i32 @__offload_cpuir_index(i32 0)\n\
+             \x20 %v = call i32 @__offload_cpuir_index(i32 0) #0\n\
              \x20 store i32 %v, ptr %out\n  ret void\n}\n\
              define void @__offload_cpu_body_k(ptr %p) {\n  ret void\n}\n\
              define i32 @rust_eh_personality() {\n  ret i32 0\n}\n\
-             define i32 @helper() {\n  ret i32 3\n}\n",
+             define i32 @helper() {\n  ret i32 3\n}\n\
+             attributes #0 = { noinline }\n",
         );
         let runtime = bitcode(
             "runtime",
-            "define i32 @__offload_cpuir_index(i32 %w) {\n  ret i32 %w\n}\n",
+            "define i32 @__offload_cpuir_index(i32 %w) noinline {\n  ret i32 %w\n}\n",
         );
         // A native member using `rust_eh_personality`: an ELF object written by LLVM.
         let native = {
@@ -229,8 +265,14 @@ mod tests {
         ]);
         let object = cpu_link("k", &bytes, &options()).unwrap();
         let (defined, undefined) = symbols(&object);
-        assert_eq!(defined, ["__offload_cpu_run_k", "rust_eh_personality"]);
+        let run = format!("{}k", offload_format::abi::CPU_RUN_PREFIX);
+        assert_eq!(defined, [run.as_str(), "rust_eh_personality"]);
         assert!(undefined.is_empty(), "{undefined:?}");
+        // The index hook, `noinline` in its crate and at its call, is inlined and gone.
+        use object::{Object as _, ObjectSymbol as _};
+        let file = object::File::parse(&*object).unwrap();
+        let hook = offload_format::abi::CPU_IR_INDEX;
+        assert!(!file.symbols().any(|s| s.name() == Ok(hook)), "{hook} left");
     }
 
     /// Failures name the crate and the step.
