@@ -108,7 +108,6 @@ impl BuildCache {
     }
 
     /// The directory of this layout's files.
-    #[cfg(feature = "llvm")]
     pub(crate) fn root(&self) -> &Path {
         &self.root
     }

@@ -5,7 +5,9 @@
 //!
 //! One process serves one nested build: one kernel crate and one GPU triple with every
 //! architecture of it asked for, linked in parallel inside it
-//! (`device_link::build_gpu_images_of_triple`, with the `llvm` feature). The
+//! (`device_link::build_gpu_images_of_triple`, with the `llvm` feature), or the IR link of
+//! one CPU image, whose nested build the build ran itself (`device_link::cpu_link`: its request
+//! names the static library and the target, and the object comes back). The
 //! exchange goes through a fresh directory in the nested build's target directory:
 //!
 //! | file | written by | contents |
@@ -13,6 +15,7 @@
 //! | `request.json` | the build | [`PROTOCOL`], the kernel crate (package, library name, manifest, features, panic strategy), the architectures and the nested target directory |
 //! | `images.offload` | the device link | the images, one OffloadBinary each, with the keys the embedded bundle carries ([`DeviceImage::to_offload_binary`]) |
 //! | `diagnostics.jsonl` | the device link | the nested build's compiler diagnostics, as `diagnostics::take_recorded` gives them |
+//! | `cpu.o` | the device link, for a CPU request | the CPU image's object ([`cpu_link`]) |
 //! | `result.json` | the device link, last | [`PROTOCOL`] and, on failure, the error: the architecture, its code and its text |
 //!
 //! The child inherits standard output and error: in a build script its `cargo:` lines
@@ -28,6 +31,7 @@ use std::process::Command;
 use std::sync::Mutex;
 
 use crate::arch::OffloadArch;
+use crate::device_link::cpu_archive::CpuLinkOptions;
 use crate::env::Env;
 use crate::error::{Error, IoContext, Result};
 use crate::foreign::rdc::LinkedSources;
@@ -50,7 +54,7 @@ pub const PROTOCOL_FLAG: &str = "--device-link-protocol";
 /// The executable's (hidden) subcommand that serves one request: `device-link <dir>`.
 pub const SUBCOMMAND: &str = "device-link";
 /// The version of the exchange's files. A change of their meaning increases it.
-pub const PROTOCOL: u32 = 2;
+pub const PROTOCOL: u32 = 3;
 /// `offload-build`'s version, which the executable must have too.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -58,6 +62,7 @@ const REQUEST: &str = "request.json";
 const IMAGES: &str = "images.offload";
 const DIAGNOSTICS: &str = "diagnostics.jsonl";
 const RESULT: &str = "result.json";
+const CPU_OBJECT: &str = "cpu.o";
 
 /// What the executable prints for [`PROTOCOL_FLAG`]: `offload-build 0.1.0 device-link 1`.
 pub fn protocol_line() -> String {
@@ -185,76 +190,17 @@ pub fn link(
     }
     let request = request_json(krate, archs, target_dir, &extra)?;
     fsutil::write_atomic(&work.path().join(REQUEST), request.as_bytes())?;
-    let mut cmd = Command::new(&linker.path);
-    cmd.arg(SUBCOMMAND).arg(work.path());
-    if env.verbose() {
-        eprintln!("running {}", command::CommandLine::of(&cmd));
-    }
-    let arch_names = crate::status::arch_list(archs);
-    // Its `cargo:` lines are the build script's, given with the script's own.
-    let output = command::output_stderr_inherited(&mut cmd)?;
-    for line in String::from_utf8_lossy(&output.stdout).lines() {
-        if line.starts_with("cargo:") {
-            crate::directives::emit(line.to_owned());
-        } else {
-            println!("{line}");
-        }
-    }
-    let status = output.status;
-    let diagnostics = work.path().join(DIAGNOSTICS);
-    if let Ok(text) = std::fs::read_to_string(&diagnostics) {
-        for message in text.lines().filter_map(CargoMessage::parse) {
-            crate::diagnostics::record_reported(&message);
-        }
-    }
-    let result_path = work.path().join(RESULT);
+    exchange(
+        env,
+        linker,
+        work.path(),
+        &krate.package,
+        &crate::status::arch_list(archs),
+    )?;
     let bad = |path: &Path, reason: String| Error::DeviceLinkOutput {
         path: path.to_owned(),
         reason,
     };
-    let result = match std::fs::read_to_string(&result_path) {
-        Ok(text) => json::parse(&text).map_err(|e| bad(&result_path, e.to_string()))?,
-        Err(_) if !status.success() => {
-            return Err(Error::DeviceLinkCrashed {
-                krate: krate.package.clone(),
-                arch: arch_names,
-                command: command::CommandLine::of(&cmd).to_string(),
-                how: how_it_ended(status),
-            });
-        }
-        Err(e) => return Err(bad(&result_path, e.to_string())),
-    };
-    let protocol = result.get_key("protocol").and_then(as_u32);
-    if protocol != Some(PROTOCOL) {
-        return Err(bad(
-            &result_path,
-            format!("protocol {protocol:?}, expected {PROTOCOL}"),
-        ));
-    }
-    if let Some(error) = result.get_key("error") {
-        // A nested build that failed: rustc's errors are reported with this process's.
-        if let Some(why) = error.str_at(&["why"]) {
-            return Err(Error::DeviceBuild {
-                krate: krate.package.clone(),
-                arch: error.str_at(&["arch"]).unwrap_or(&arch_names).to_owned(),
-                why: why.to_owned(),
-            });
-        }
-        return Err(Error::DeviceLinkFailed {
-            krate: krate.package.clone(),
-            arch: error.str_at(&["arch"]).unwrap_or(&arch_names).to_owned(),
-            code: error.str_at(&["code"]).unwrap_or("?").to_owned(),
-            message: error.str_at(&["message"]).unwrap_or("").to_owned(),
-        });
-    }
-    if !status.success() {
-        return Err(Error::DeviceLinkCrashed {
-            krate: krate.package.clone(),
-            arch: arch_names,
-            command: command::CommandLine::of(&cmd).to_string(),
-            how: how_it_ended(status),
-        });
-    }
     let images_path = work.path().join(IMAGES);
     let bytes = std::fs::read(&images_path).io("reading the device link's images", &images_path)?;
     let binaries = offload_format::offload_binary::parse_all(&bytes)
@@ -276,6 +222,161 @@ pub fn link(
     }
     images.sort_by_key(|i| archs.iter().position(|a| *a == i.arch));
     Ok(images)
+}
+
+/// The object of the CPU image's IR link of `krate`'s static library `archive` for `opts`
+/// (the image of `arch`, a CPU level's name) in `linker`'s process, exchanged through a
+/// directory beside the archive.
+pub fn cpu_link(
+    env: &Env,
+    linker: &DeviceLinker,
+    krate: &KernelCrate,
+    arch: &str,
+    archive: &Path,
+    opts: &CpuLinkOptions,
+) -> Result<Vec<u8>> {
+    let dir = archive.parent().unwrap_or(Path::new("."));
+    let work = fsutil::TempDir::new_in(dir, "cpu-link-").io("creating a directory in", dir)?;
+    let fields: [(&str, JsonValue); 5] = [
+        ("package", krate.package.clone().into()),
+        ("archive", path_text(archive)?.into()),
+        ("triple", opts.triple.clone().into()),
+        ("cpu", opts.cpu.clone().into()),
+        ("features", opts.features.clone().into()),
+    ];
+    let cpu = JsonValue::Object(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect());
+    let request = JsonValue::Object(
+        [
+            (
+                "protocol".to_owned(),
+                JsonValue::Number(f64::from(PROTOCOL)),
+            ),
+            ("cpu".to_owned(), cpu),
+        ]
+        .into_iter()
+        .collect(),
+    )
+    .stringify()
+    .map_err(|e| Error::Prerequisite(format!("writing the device link request: {e}")))?;
+    fsutil::write_atomic(&work.path().join(REQUEST), request.as_bytes())?;
+    exchange(env, linker, work.path(), &krate.package, arch)?;
+    let object = work.path().join(CPU_OBJECT);
+    std::fs::read(&object).io("reading the CPU link's object", &object)
+}
+
+/// A CPU request's fields: the package, the static library and the target.
+#[cfg(any(feature = "llvm", test))]
+fn read_cpu_request(dir: &Path) -> Result<Option<(String, PathBuf, CpuLinkOptions)>> {
+    let path = dir.join(REQUEST);
+    let text = std::fs::read_to_string(&path).io("reading the device link request", &path)?;
+    let bad = |reason: String| Error::DeviceLinkOutput {
+        path: path.clone(),
+        reason,
+    };
+    let value = json::parse(&text).map_err(|e| bad(e.to_string()))?;
+    if value.get_key("protocol").and_then(as_u32) != Some(PROTOCOL) {
+        // Left to `read_request`, which says so.
+        return Ok(None);
+    }
+    let Some(cpu) = value.get_key("cpu") else {
+        return Ok(None);
+    };
+    let field = |key: &str| {
+        cpu.str_at(&[key])
+            .map(str::to_owned)
+            .ok_or_else(|| bad(format!("a CPU request without a string `{key}`")))
+    };
+    Ok(Some((
+        field("package")?,
+        field("archive")?.into(),
+        CpuLinkOptions {
+            triple: field("triple")?,
+            cpu: field("cpu")?,
+            features: field("features")?,
+        },
+    )))
+}
+
+/// Runs `linker` on the request in `work` and checks its result: the nested build's
+/// diagnostics recorded here, its `cargo:` lines passed on, its error (about `package` for
+/// `arch_names`) returned typed.
+fn exchange(
+    env: &Env,
+    linker: &DeviceLinker,
+    work: &Path,
+    package: &str,
+    arch_names: &str,
+) -> Result<()> {
+    let mut cmd = Command::new(&linker.path);
+    cmd.arg(SUBCOMMAND).arg(work);
+    if env.verbose() {
+        eprintln!("running {}", command::CommandLine::of(&cmd));
+    }
+    // Its `cargo:` lines are the build script's, given with the script's own.
+    let output = command::output_stderr_inherited(&mut cmd)?;
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        if line.starts_with("cargo:") {
+            crate::directives::emit(line.to_owned());
+        } else {
+            println!("{line}");
+        }
+    }
+    let status = output.status;
+    let diagnostics = work.join(DIAGNOSTICS);
+    if let Ok(text) = std::fs::read_to_string(&diagnostics) {
+        for message in text.lines().filter_map(CargoMessage::parse) {
+            crate::diagnostics::record_reported(&message);
+        }
+    }
+    let result_path = work.join(RESULT);
+    let bad = |path: &Path, reason: String| Error::DeviceLinkOutput {
+        path: path.to_owned(),
+        reason,
+    };
+    let result = match std::fs::read_to_string(&result_path) {
+        Ok(text) => json::parse(&text).map_err(|e| bad(&result_path, e.to_string()))?,
+        Err(_) if !status.success() => {
+            return Err(Error::DeviceLinkCrashed {
+                krate: package.to_owned(),
+                arch: arch_names.to_owned(),
+                command: command::CommandLine::of(&cmd).to_string(),
+                how: how_it_ended(status),
+            });
+        }
+        Err(e) => return Err(bad(&result_path, e.to_string())),
+    };
+    let protocol = result.get_key("protocol").and_then(as_u32);
+    if protocol != Some(PROTOCOL) {
+        return Err(bad(
+            &result_path,
+            format!("protocol {protocol:?}, expected {PROTOCOL}"),
+        ));
+    }
+    if let Some(error) = result.get_key("error") {
+        // A nested build that failed: rustc's errors are reported with this process's.
+        if let Some(why) = error.str_at(&["why"]) {
+            return Err(Error::DeviceBuild {
+                krate: package.to_owned(),
+                arch: error.str_at(&["arch"]).unwrap_or(arch_names).to_owned(),
+                why: why.to_owned(),
+            });
+        }
+        return Err(Error::DeviceLinkFailed {
+            krate: package.to_owned(),
+            arch: error.str_at(&["arch"]).unwrap_or(arch_names).to_owned(),
+            code: error.str_at(&["code"]).unwrap_or("?").to_owned(),
+            message: error.str_at(&["message"]).unwrap_or("").to_owned(),
+        });
+    }
+    if !status.success() {
+        return Err(Error::DeviceLinkCrashed {
+            krate: package.to_owned(),
+            arch: arch_names.to_owned(),
+            command: command::CommandLine::of(&cmd).to_string(),
+            how: how_it_ended(status),
+        });
+    }
+    Ok(())
 }
 
 /// `was killed by signal 6 (SIGABRT)`, `exited with status 3 without a result`.
@@ -465,6 +566,19 @@ pub fn read_request(dir: &Path) -> Result<Request> {
 pub fn serve(dir: &Path) -> bool {
     fsutil::restrict_umask();
     let env = Env::detect();
+    match read_cpu_request(dir) {
+        Ok(Some((package, archive, opts))) => {
+            let outcome = std::fs::read(&archive)
+                .io("reading the static library", &archive)
+                .and_then(|bytes| {
+                    let object = crate::device_link::cpu_link(&package, &bytes, &opts)?;
+                    fsutil::write_atomic(&dir.join(CPU_OBJECT), &object)
+                });
+            return finish(dir, outcome, None);
+        }
+        Ok(None) => {}
+        Err(e) => return finish(dir, Err(e), None),
+    }
     let (linked, failed_arch) = link_request(&env, dir);
     let diagnostics: String = crate::diagnostics::take_recorded()
         .iter()
@@ -477,6 +591,13 @@ pub fn serve(dir: &Path) -> bool {
             .and_then(|()| fsutil::write_atomic(&dir.join(IMAGES), &crate::image::bundle(&images))),
         Err(e) => Err(e),
     };
+    finish(dir, outcome, failed_arch)
+}
+
+/// Writes the result file of the request in `dir` for `outcome` (an error about
+/// `failed_arch` where known); returns whether it succeeded.
+#[cfg(feature = "llvm")]
+fn finish(dir: &Path, outcome: Result<()>, failed_arch: Option<String>) -> bool {
     let mut result: Vec<(String, JsonValue)> = vec![(
         "protocol".to_owned(),
         JsonValue::Number(f64::from(PROTOCOL)),
@@ -673,6 +794,61 @@ mod tests {
         );
         let err = run_script("exit 0").unwrap_err();
         assert!(matches!(err, Error::DeviceLinkOutput { .. }), "{err}");
+    }
+
+    /// A CPU request names the library and the target; the object comes back as the child
+    /// wrote it, and a child's error comes back typed.
+    #[test]
+    fn a_cpu_link_request_comes_back_as_its_object() {
+        let dir = tempfile::tempdir().unwrap();
+        let archive = dir.path().join("libk_kernels.a");
+        std::fs::write(&archive, b"!<arch>\n").unwrap();
+        let copy = dir.path().join("request-copy");
+        std::fs::create_dir(&copy).unwrap();
+        let linker = DeviceLinker {
+            path: script(
+                dir.path(),
+                &format!(
+                    "cp \"$2/request.json\" '{}/request.json'; printf OBJECT > \"$2/cpu.o\"; \
+                     echo '{{\"protocol\":{PROTOCOL}}}' > \"$2/result.json\"",
+                    copy.display()
+                ),
+            ),
+            origin: OFFLOAD_DEVICE_LINKER,
+        };
+        let opts = CpuLinkOptions {
+            triple: "x86_64-unknown-linux-gnu".into(),
+            cpu: "x86-64-v3".into(),
+            features: String::new(),
+        };
+        let env = Env::detect();
+        let object = cpu_link(&env, &linker, &krate(), "x86-64-v3", &archive, &opts).unwrap();
+        assert_eq!(object, b"OBJECT");
+        let (package, path, read) = read_cpu_request(&copy).unwrap().unwrap();
+        assert_eq!(
+            (package.as_str(), path, read),
+            ("k-kernels", archive.clone(), opts.clone())
+        );
+        // The exchange directory is gone.
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n.to_string_lossy().starts_with("cpu-link-"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+
+        let failing = DeviceLinker {
+            path: script(
+                dir.path(),
+                &format!(
+                    "printf '{{\"protocol\":{PROTOCOL},\"error\":{{\"code\":\"OFF2130\",\"message\":\"boom\"}}}}' > \"$2/result.json\"; exit 1"
+                ),
+            ),
+            origin: OFFLOAD_DEVICE_LINKER,
+        };
+        let err = cpu_link(&env, &failing, &krate(), "host", &archive, &opts).unwrap_err();
+        assert!(matches!(err, Error::DeviceLinkFailed { .. }), "{err}");
+        assert!(err.to_string().contains("OFF2130"), "{err}");
     }
 
     #[test]

@@ -23,6 +23,11 @@ pub const OFFLOAD_DEBUG_KERNELS: &str = "OFFLOAD_DEBUG_KERNELS";
 /// `address`: the CPU device's image is built with AddressSanitizer (the pinned nightly's
 /// `-Zsanitizer=address`); `cargo offload run --sanitize=address` sets it.
 pub const OFFLOAD_SANITIZE_KERNELS: &str = "OFFLOAD_SANITIZE_KERNELS";
+/// `source`: the CPU device's image keeps the `#[kernel]` macro's own region form of barriers
+/// (rustc's fat LTO, no CPU link), as where no LLVM device link is found; `ir`: its barriers
+/// are formed in the CPU link (`crate::host_device`), and a build without that link fails;
+/// unset: `ir` where the link is found, else `source`.
+pub const OFFLOAD_CPU_BARRIERS_FORM: &str = "OFFLOAD_CPU_BARRIERS_FORM";
 /// `1`: build no device images (as under `cargo check`); `0`: always build them; unset: build
 /// them unless the build script runs under `cargo check`, `clippy` or `doc`.
 pub const OFFLOAD_CHECK_ONLY: &str = "OFFLOAD_CHECK_ONLY";

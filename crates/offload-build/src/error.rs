@@ -620,6 +620,28 @@ pub enum LinkError {
         /// What went wrong (compiler messages included).
         message: String,
     },
+    /// A native member of a CPU image's static library is an object file that does not read.
+    #[error(
+        "the CPU link of `{krate}`: reading the symbols of its native member `{member}`: {message}"
+    )]
+    CpuNativeMember {
+        /// The kernel crate.
+        krate: String,
+        /// The archive member.
+        member: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A step of the CPU image's IR link failed.
+    #[error("the CPU link of `{krate}` failed {step}: {source}")]
+    CpuLink {
+        /// The kernel crate.
+        krate: String,
+        /// The step: `linking its bitcode`, `forming the regions`, …
+        step: &'static str,
+        /// What failed.
+        source: Box<LinkError>,
+    },
 }
 
 offload_format::error_codes! {
@@ -652,6 +674,8 @@ offload_format::error_codes! {
         GenericTile => "OFF2126",
         MatrixUnsupported => "OFF2127",
         FeatureUnsupported => "OFF2128",
+        CpuNativeMember => "OFF2129",
+        CpuLink => "OFF2130",
     }
 }
 

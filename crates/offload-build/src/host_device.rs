@@ -1,10 +1,26 @@
 //! The host CPU as a device: the kernel crate built for the host crate's own target with
-//! `--cfg offload_device`, as a static library (one object after fat LTO, which compiler
-//! caches such as sccache keep), then linked here into an ELF shared object exporting the
-//! runtime's symbols. That shared object is the device image.
+//! `--cfg offload_device`, as a static library (which compiler caches such as sccache keep),
+//! then linked here into an ELF shared object exporting the runtime's symbols. That shared
+//! object is the device image.
 //! The pinned nightly builds it where installed, else the toolchain that runs the outer build
 //! ([`nested::CpuToolchain`]), stable included: the CPU device needs neither the nightly of
 //! GPU builds nor `rust-src`.
+//!
+//! Two forms, by where kernels with barriers get their regions ([`BarriersForm`]):
+//!
+//! - The IR form, where the LLVM device link is at hand (in-process with the `llvm` feature,
+//!   else `cargo-offload-device`, as for GPU images): the nested build adds
+//!   `--cfg offload_cpu_ir` and `-Clinker-plugin-lto`, so the static library holds the
+//!   workspace crates as bitcode beside the standard library's native objects; the CPU link
+//!   (`device_link::cpu_link`) links the bitcode, keeps external only the image's exports and
+//!   what the native objects use, forms the regions, runs `default<O3>` for the level and emits
+//!   one object, kept by the content of the library and the target (`cpu-links` of the shared
+//!   build cache); the image is that object and the native members.
+//! - The source form (no device link, or `OFFLOAD_CPU_BARRIERS_FORM=source`, or an image for
+//!   a debugger or AddressSanitizer): rustc's fat LTO into one object, the `#[kernel]` macro's
+//!   own region form of barriers, the whole static library linked.
+//!
+//! Each form has a target directory of its own, so that neither rebuilds the other's units.
 
 use std::path::{Path, PathBuf};
 
@@ -12,6 +28,7 @@ use offload_format::CpuLevel;
 use offload_format::image::elf;
 
 use crate::arch::{OffloadArch, host_triple};
+use crate::device_link::cpu_archive::{CpuArchive, CpuLinkOptions};
 use crate::env::Env;
 use crate::error::{Error, IoContext, Result};
 use crate::image::DeviceImage;
@@ -22,12 +39,27 @@ use crate::nested;
 /// `target_dir` (a directory of its own), the image linked with the static library `library`
 /// (directory, link name) where there is one: the host side of relocatable CUDA/HIP sources.
 /// The image is linked by the linker of the build (`RUSTC_LINKER`), else `cc`.
+/// The form of its barriers is [`BarriersForm::choose`]'s, `OFFLOAD_CPU_BARRIERS_FORM` read.
 pub fn build(
     env: &Env,
     krate: &KernelCrate,
     level: CpuLevel,
     target_dir: &Path,
     library: Option<&(PathBuf, String)>,
+) -> Result<DeviceImage> {
+    let asked = env.get(crate::env::OFFLOAD_CPU_BARRIERS_FORM);
+    build_in_form(env, krate, level, target_dir, library, asked.as_deref())
+}
+
+/// [`build`] with the form of barriers asked as `OFFLOAD_CPU_BARRIERS_FORM` asks it (`ir`,
+/// `source`; `None`: chosen), the variable unread.
+pub fn build_in_form(
+    env: &Env,
+    krate: &KernelCrate,
+    level: CpuLevel,
+    target_dir: &Path,
+    library: Option<&(PathBuf, String)>,
+    asked: Option<&str>,
 ) -> Result<DeviceImage> {
     let mut flags: Vec<String> = [
         "--cfg",
@@ -48,6 +80,17 @@ pub fn build(
     }
     let checks = nested::KernelChecks::from_env(env);
     let toolchain = nested::CpuToolchain::find(env)?;
+    let form = BarriersForm::choose(env, &checks, &toolchain, asked)?;
+    if let BarriersForm::Ir(_) = form {
+        flags.extend(
+            [
+                "--cfg",
+                offload_format::abi::CPU_IR_CFG,
+                "-Clinker-plugin-lto",
+            ]
+            .map(str::to_owned),
+        );
+    }
     // An image under AddressSanitizer: its own target directory, so that the plain image's
     // units are not rebuilt each time one or the other is asked for. The sanitizer's runtime
     // is the host program's (which `cargo offload run --sanitize=address` builds with it).
@@ -62,6 +105,9 @@ pub fn build(
         }
         flags.push("-Zsanitizer=address".to_owned());
         target_dir.join("address-sanitizer")
+    } else if let BarriersForm::Ir(_) = form {
+        // The IR form's units (other flags, bitcode) beside the source form's.
+        target_dir.join("cpu-ir")
     } else {
         target_dir.to_path_buf()
     };
@@ -77,8 +123,15 @@ pub fn build(
         .arg(target_dir)
         .env("CARGO_ENCODED_RUSTFLAGS", nested::encoded_rustflags(&flags))
         // The thread loop inside the image must inline the device API across crates to run
-        // at the speed of a plain loop.
-        .env("CARGO_PROFILE_RELEASE_LTO", "fat")
+        // at the speed of a plain loop: rustc's fat LTO, or in the IR form the CPU link's
+        // (rustc's own LTO off, so that the library keeps each crate's bitcode).
+        .env(
+            "CARGO_PROFILE_RELEASE_LTO",
+            match form {
+                BarriersForm::Ir(_) => "off",
+                BarriersForm::Source => "fat",
+            },
+        )
         .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1")
         .env("CARGO_PROFILE_RELEASE_DEBUG", "false");
     // A cross build's linker (`target.<triple>.linker`), which cargo hands the build script
@@ -110,7 +163,20 @@ pub fn build(
     let so = &archive.with_extension("so");
     let debug_info = checks.line_info || checks.debugger;
     let linker = linker.as_deref().unwrap_or("cc");
-    link_shared_object(env, linker, archive, library, debug_info, so)?;
+    match &form {
+        BarriersForm::Source => {
+            link_shared_object(env, linker, None, archive, library, debug_info, so)?;
+        }
+        BarriersForm::Ir(cpu_linker) => {
+            let bytes = std::fs::read(archive).io("reading the static library", archive)?;
+            let members = CpuArchive::read(&krate.package, &bytes)?;
+            let opts = CpuLinkOptions::for_level(host_triple(), level);
+            let object = cpu_link_cached(env, cpu_linker, krate, level, archive, &bytes, &opts)?;
+            let native = archive.with_extension("native.a");
+            members.write_native(&native)?;
+            link_shared_object(env, linker, Some(&object), &native, library, debug_info, so)?;
+        }
+    }
     let bytes = std::fs::read(so).io("reading the CPU device image", so)?;
     let bad = |e| Error::BadImage {
         path: so.clone(),
@@ -139,6 +205,158 @@ pub fn build(
     })
 }
 
+/// Where the image's kernels with barriers get their regions (see the module's comment).
+#[derive(Debug)]
+pub enum BarriersForm {
+    /// In the CPU link, run by the linker given.
+    Ir(CpuLinker),
+    /// In the `#[kernel]` macro's expansion; rustc's fat LTO makes the image's object.
+    Source,
+}
+
+/// What runs the CPU link.
+#[derive(Debug)]
+pub enum CpuLinker {
+    /// This process (the `llvm` feature).
+    #[cfg_attr(
+        not(feature = "llvm"),
+        allow(dead_code, reason = "linked in-process with the `llvm` feature only")
+    )]
+    InProcess,
+    /// `cargo-offload-device`.
+    Process(crate::device_linker::DeviceLinker),
+}
+
+impl BarriersForm {
+    /// The form of an image built with `checks` by `toolchain`: the IR form where the CPU link
+    /// can run and read the toolchain's bitcode, unless `asked` (`OFFLOAD_CPU_BARRIERS_FORM`)
+    /// says `source` or the image is for a debugger (unoptimized) or AddressSanitizer (whose
+    /// instrumentation is rustc's); `asked` `ir` makes a missing link an error.
+    pub fn choose(
+        env: &Env,
+        checks: &nested::KernelChecks,
+        toolchain: &nested::CpuToolchain,
+        asked: Option<&str>,
+    ) -> Result<BarriersForm> {
+        let required = match asked {
+            None | Some("") => false,
+            Some("source") => return Ok(BarriersForm::Source),
+            Some("ir") => true,
+            Some(other) => {
+                return Err(Error::Prerequisite(format!(
+                    "{} is `{other}`; the forms are `ir` and `source`",
+                    crate::env::OFFLOAD_CPU_BARRIERS_FORM
+                )));
+            }
+        };
+        if checks.debugger || checks.address_sanitizer {
+            return Ok(BarriersForm::Source);
+        }
+        let unavailable = |why: String| {
+            if required {
+                Err(Error::Prerequisite(format!(
+                    "{}=ir, but {why}",
+                    crate::env::OFFLOAD_CPU_BARRIERS_FORM
+                )))
+            } else {
+                if env.verbose() {
+                    eprintln!("offload: the CPU image keeps the source form of barriers: {why}");
+                }
+                Ok(BarriersForm::Source)
+            }
+        };
+        let linker = if cfg!(feature = "llvm") {
+            CpuLinker::InProcess
+        } else {
+            match crate::device_linker::find(env) {
+                Ok(linker) => CpuLinker::Process(linker),
+                Err(e) => return unavailable(format!("no device link: {e}")),
+            }
+        };
+        // The link reads the toolchain's bitcode: its LLVM must be the link's.
+        let version = toolchain.version(env)?;
+        match nested::rustc_llvm_major(&version) {
+            Some(major) if major == crate::device_link::LLVM_MAJOR => Ok(BarriersForm::Ir(linker)),
+            major => unavailable(format!(
+                "the CPU device's rustc uses LLVM {}, the device link LLVM {}",
+                major.map_or("(unknown)".to_owned(), |m| m.to_string()),
+                crate::device_link::LLVM_MAJOR
+            )),
+        }
+    }
+}
+
+/// The CPU link's object for the static library `archive` (its `bytes`) of `krate`, `opts`'s
+/// target: from the cache of CPU links where the same library was linked for the same target
+/// by the same linker, else linked by `linker` and kept. Returns the object's path in the
+/// cache (`cpu-links` of the shared build cache, else of the library's directory).
+fn cpu_link_cached(
+    env: &Env,
+    linker: &CpuLinker,
+    krate: &KernelCrate,
+    level: CpuLevel,
+    archive: &Path,
+    bytes: &[u8],
+    opts: &CpuLinkOptions,
+) -> Result<PathBuf> {
+    let dir = crate::build_cache::BuildCache::from_env(env).map_or_else(
+        || archive.parent().unwrap_or(Path::new(".")).join("cpu-links"),
+        |cache| cache.root().join("cpu-links"),
+    );
+    let key = cpu_link_key(linker, opts, bytes);
+    let path = dir.join(format!("{key}.o"));
+    if path.is_file() {
+        return Ok(path);
+    }
+    let object = match linker {
+        #[cfg(feature = "llvm")]
+        CpuLinker::InProcess => crate::device_link::cpu_link(&krate.package, bytes, opts)?,
+        #[cfg(not(feature = "llvm"))]
+        CpuLinker::InProcess => unreachable!("chosen with the `llvm` feature only"),
+        CpuLinker::Process(linker) => {
+            crate::device_linker::cpu_link(env, linker, krate, level.name(), archive, opts)?
+        }
+    };
+    std::fs::create_dir_all(&dir).io("creating the CPU link cache", &dir)?;
+    crate::fsutil::write_atomic(&path, &object)?;
+    Ok(path)
+}
+
+/// The key of a CPU link, in hex: a SHA-256 over the layout's version, the linker (the
+/// executable linking, by path, size and modification time, and its LLVM major), the target
+/// and the static library's bytes.
+fn cpu_link_key(linker: &CpuLinker, opts: &CpuLinkOptions, bytes: &[u8]) -> String {
+    let mut h = hmac_sha256::Hash::new();
+    let mut field = |bytes: &[u8]| {
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    };
+    field(b"offload CPU link cache 1");
+    let executable = match linker {
+        CpuLinker::InProcess => std::env::current_exe().ok(),
+        CpuLinker::Process(linker) => Some(linker.path.clone()),
+    };
+    match executable.as_deref().map(|p| (p, std::fs::metadata(p))) {
+        Some((path, Ok(meta))) => {
+            field(path.as_os_str().as_encoded_bytes());
+            field(&meta.len().to_le_bytes());
+            let modified = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos());
+            field(&modified.to_le_bytes());
+        }
+        _ => field(b"(unknown linker)"),
+    }
+    field(&crate::device_link::LLVM_MAJOR.to_le_bytes());
+    field(opts.triple.as_bytes());
+    field(opts.cpu.as_bytes());
+    field(opts.features.as_bytes());
+    field(bytes);
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// What the image exports, as a version script: the runtime's entry points, positions and notes
 /// (all `offload_format::abi::CPU_SYMBOL_PREFIX*`). Everything else stays inside the image, as
 /// in a `cdylib`.
@@ -147,7 +365,8 @@ fn version_script() -> String {
     format!("{{\n  global:\n    {prefix}*;\n  local:\n    *;\n}};\n")
 }
 
-/// Links the kernel crate's static library `archive` whole, with `library` (the host side of
+/// Links `object` (the CPU link's, in the IR form) and the kernel crate's static library
+/// `archive` (in the IR form its native members alone) whole, with `library` (the host side of
 /// relocatable CUDA/HIP sources) where there is one, into the shared object `so`, as rustc
 /// links a `cdylib`: no default libraries (the image's few C symbols, `memcpy` and the like,
 /// come from the program that loads it) and unused sections dropped. Debug information is
@@ -158,6 +377,7 @@ fn version_script() -> String {
 fn link_shared_object(
     env: &Env,
     linker: &str,
+    object: Option<&Path>,
     archive: &Path,
     library: Option<&(PathBuf, String)>,
     debug_info: bool,
@@ -167,9 +387,11 @@ fn link_shared_object(
     crate::fsutil::write_atomic(&exports, version_script().as_bytes())?;
     let out = crate::fsutil::temp_file_beside(so).io("creating a temporary file beside", so)?;
     let mut cmd = std::process::Command::new(linker);
-    cmd.args(["-shared", "-nodefaultlibs", "-o"])
-        .arg(&*out)
-        .arg("-Wl,--whole-archive")
+    cmd.args(["-shared", "-nodefaultlibs", "-o"]).arg(&*out);
+    if let Some(object) = object {
+        cmd.arg(object);
+    }
+    cmd.arg("-Wl,--whole-archive")
         .arg(archive)
         .arg("-Wl,--no-whole-archive");
     if let Some((dir, name)) = library {

@@ -31,7 +31,8 @@
 //! | `OFFLOAD_BUILD_VERBOSE` | `1` prints every nested command |
 //! | `OFFLOAD_PREBUILT` | `auto` (default): use a kernel crate's prebuilt bundle when its source hash matches, else build from source; `require`: the bundle or an error naming what differs; `never`: always from source |
 //! | `OFFLOAD_PTXAS` | the `ptxas` to use (default: `ptxas` on `PATH`, else none: PTX only) |
-//! | `OFFLOAD_DEVICE_LINKER` | without the `llvm` feature, the `cargo-offload-device` that links GPU images (default: beside the `cargo-offload` running the build, else on `PATH`; see `device_linker`) |
+//! | `OFFLOAD_DEVICE_LINKER` | without the `llvm` feature, the `cargo-offload-device` that links GPU images and the CPU image's IR link (default: beside the `cargo-offload` running the build, else on `PATH`; see `device_linker`) |
+//! | `OFFLOAD_CPU_BARRIERS_FORM` | `source`: the CPU device's image keeps the `#[kernel]` macro's region form of barriers (rustc's fat LTO, no CPU link); `ir`: its barriers are formed in the CPU link, and a build without one fails; unset: `ir` where the device link is found, else `source` |
 //! | `OFFLOAD_CHECK_ONLY` | `1`: build no device images, as under `cargo check`; `0`: always build them |
 //! | `OFFLOAD_DEVICE_CHECK` | `0`: a check does not check the kernel crates as device code |
 //! | `OFFLOAD_PANIC` | `report` or `trap`: how every kernel crate's GPU kernels end when they panic, over each kernel crate's `[package.metadata.offload] panic` (see [`PanicStrategy`]) |

@@ -188,5 +188,5 @@ pub mod foreign {
 
 /// The CPU device's image, for this crate's and offload-rt's tests.
 pub mod host_device {
-    pub use crate::host_device::build;
+    pub use crate::host_device::{build, build_in_form};
 }

@@ -2352,6 +2352,63 @@ fn the_matmul_inner_region_is_vector_code() {
     );
 }
 
+/// The image's exported symbols, sorted.
+fn exported_symbols(image: &[u8]) -> Vec<String> {
+    use object::{Object as _, ObjectSymbol as _};
+    let file = object::File::parse(image).unwrap();
+    let mut names: Vec<String> = file
+        .dynamic_symbols()
+        .filter(|s| s.is_definition())
+        .map(|s| s.name().unwrap().to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// An image whose barriers are formed in the CPU link (the kernel crate's bitcode linked,
+/// internalized, optimized and compiled by the device link) exports the entries of the one the
+/// `#[kernel]` macro's source form makes, and none of the IR form's body functions or hooks;
+/// `OFFLOAD_CPU_BARRIERS_FORM=source` still gives the source form's image, with its region
+/// entries and notes.
+#[test]
+fn the_cpu_link_exports_the_entries_the_source_form_does() {
+    use offload_format::abi::{
+        CPU_BODY_PREFIX, CPU_IR_PREFIX, CPU_NOTE_PREFIX, CPU_RUN_PREFIX, CPU_SYMBOL_PREFIX,
+    };
+    let level = offload_format::CpuLevel::Baseline;
+    let ir = match cpu_common::build_image_in_form(level, Some("ir")) {
+        Ok((image, _)) => image,
+        Err(why) => return cpu_common::skip(&why),
+    };
+    let (source, _) = cpu_common::build_image_in_form(level, Some("source")).unwrap();
+    let (ir, source) = (exported_symbols(&ir), exported_symbols(&source));
+    let entries = |symbols: &[String]| -> Vec<String> {
+        symbols
+            .iter()
+            .filter(|s| s.starts_with(CPU_RUN_PREFIX) || s.starts_with(CPU_THREAD_PREFIX))
+            .cloned()
+            .collect()
+    };
+    assert!(entries(&source).len() > 100, "{source:?}");
+    assert_eq!(entries(&ir), entries(&source));
+    for symbol in &ir {
+        assert!(
+            symbol.starts_with(CPU_SYMBOL_PREFIX) && !symbol.starts_with(CPU_BODY_PREFIX),
+            "the IR form's image exports `{symbol}`"
+        );
+        assert!(!symbol.starts_with(CPU_IR_PREFIX), "{symbol}");
+    }
+    // The source form keeps the macro's region entries and notes.
+    assert!(
+        source.contains(&format!("{CPU_REGIONS_PREFIX}matmul_tiled")),
+        "{source:?}"
+    );
+    assert!(
+        source.iter().any(|s| s.starts_with(CPU_NOTE_PREFIX)),
+        "{source:?}"
+    );
+}
+
 /// `symbol` of the fixture's CPU image, disassembled by `llvm-objdump`; `None` (after saying
 /// why) when the image or the tool is missing.
 fn disassemble(symbol: &str) -> Option<String> {

@@ -16,6 +16,7 @@
 //! [`find_tool`]; [`ptxas_supported_sms`] says which `sm_XX` the `ptxas` found can assemble.
 
 mod common;
+pub(crate) mod cpu_archive;
 mod error;
 #[cfg(feature = "llvm")]
 mod link_cache;
@@ -32,7 +33,7 @@ mod rlib_bitcode;
 #[cfg(feature = "llvm")]
 pub use llvm::{
     AmdgpuLinkOptions, HOST_GLOBALS, NvptxLinkOptions, amdgpu_code_object, check_llvm_versions,
-    linked_llvm_major, nvptx_link,
+    cpu_link, linked_llvm_major, nvptx_link,
 };
 #[cfg(feature = "llvm")]
 pub use options::GpuLinkOptions;

@@ -24,6 +24,15 @@ pub fn build_image() -> Result<(Vec<u8>, Vec<String>), String> {
 /// [`build_image`] for a level of the instruction set (`-Ctarget-cpu`), each level in a
 /// directory of its own.
 pub fn build_image_at(level: offload_format::CpuLevel) -> Result<(Vec<u8>, Vec<String>), String> {
+    build_image_in_form(level, None)
+}
+
+/// [`build_image_at`] with the form of barriers `form` (`ir`, `source`), as
+/// `OFFLOAD_CPU_BARRIERS_FORM` would ask for it; `None`: the build's choice.
+pub fn build_image_in_form(
+    level: offload_format::CpuLevel,
+    form: Option<&str>,
+) -> Result<(Vec<u8>, Vec<String>), String> {
     let toolchain = offload_toolchain::DEVICE_TOOLCHAIN;
     let present = offload_toolchain::Tool::Rustup
         .command()
@@ -51,12 +60,13 @@ pub fn build_image_at(level: offload_format::CpuLevel) -> Result<(Vec<u8>, Vec<S
         level => format!("cpu-device-{level}"),
     };
     let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(dir);
-    let image = offload_build::tooling::host_device::build(
+    let image = offload_build::tooling::host_device::build_in_form(
         &offload_build::tooling::env::Env::detect(),
         &krate,
         level,
         &target_dir,
         None,
+        form,
     )
     .unwrap_or_else(|e| panic!("device build of the fixture failed: {e}"));
     Ok((image.bytes, image.kernels))

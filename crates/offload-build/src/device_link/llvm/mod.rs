@@ -13,7 +13,9 @@
 //! `trap` on AMDGPU [`uniform_panics::uniform_traps`] makes the branches to the traps scalar,
 //! [`shared_traps`] leaves each function one trap, [`kernel_returns`] makes an AMDGPU kernel's
 //! `s_endpgm` a return, and [`codegen`] emits PTX or an object. This file holds the entry points
-//! for NVPTX and AMDGPU.
+//! for NVPTX and AMDGPU. The CPU device's image has a link of its own, [`cpu_link`]: the
+//! kernel crate's bitcode linked whole, internalized but for the image's exports,
+//! [`cpu_regions`] forming the barrier regions, `default<O3>` and an object.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -51,6 +53,7 @@ mod codegen;
 mod common;
 mod condition_chains;
 mod conversions;
+mod cpu_link;
 mod cpu_regions;
 mod crash;
 mod fixups;
@@ -71,6 +74,7 @@ mod shared_traps;
 mod uniform_panics;
 
 pub use common::HOST_GLOBALS;
+pub use cpu_link::cpu_link;
 
 // The raw helpers of the stages not on the `ir` layer yet.
 

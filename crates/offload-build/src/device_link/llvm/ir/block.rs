@@ -131,6 +131,15 @@ impl<'m> Function<'m> {
         Function(value)
     }
 
+    /// Takes the function out of its COMDAT group, if any: a definition made internal needs
+    /// none, and an ELF group of the same name elsewhere in a final link would otherwise
+    /// replace it.
+    pub fn drop_comdat(self) {
+        // SAFETY: `self` is a live function, a global object; a null comdat removes it
+        // (`GlobalObject::setComdat(nullptr)`).
+        unsafe { inkwell::llvm_sys::comdat::LLVMSetComdat(self.raw(), std::ptr::null_mut()) }
+    }
+
     /// Whether the function is only declared (has no blocks).
     pub fn is_declaration(self) -> bool {
         self.entry_block().is_none()

@@ -880,6 +880,13 @@ impl<'m> GlobalVariable<'m> {
         unsafe { llvm::LLVMDeleteGlobal(self.raw()) }
     }
 
+    /// Takes the global out of its COMDAT group, if any (see [`super::Function::drop_comdat`]).
+    pub fn drop_comdat(self) {
+        // SAFETY: `self` is a live global variable, a global object; a null comdat removes it
+        // (`GlobalObject::setComdat(nullptr)`).
+        unsafe { inkwell::llvm_sys::comdat::LLVMSetComdat(self.raw(), std::ptr::null_mut()) }
+    }
+
     /// Sets the global's linkage.
     pub fn set_linkage(self, linkage: inkwell::module::Linkage) {
         // SAFETY: `self` is a live global value.
