@@ -133,7 +133,16 @@ pub fn build_in_form(
             },
         )
         .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1")
-        .env("CARGO_PROFILE_RELEASE_DEBUG", "false");
+        // In the IR form, line tables: a kernel that keeps its coroutines is reported with
+        // the source line of the call that reaches its barrier (the image is stripped of them
+        // unless asked for).
+        .env(
+            "CARGO_PROFILE_RELEASE_DEBUG",
+            match form {
+                BarriersForm::Ir(_) => "line-tables-only",
+                BarriersForm::Source => "false",
+            },
+        );
     // A cross build's linker (`target.<triple>.linker`), which cargo hands the build script
     // as `RUSTC_LINKER`, links the nested build's scripts and the CPU image too.
     let linker = env.get_untracked("RUSTC_LINKER");

@@ -2161,7 +2161,8 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
     assert!(
         notes[0]
             .1
-            .contains("halve` reaches a barrier and calls itself"),
+            .contains("halve` reaches a barrier and calls itself")
+            && notes[0].1.contains("tests/fixtures/kernels/src/lib.rs:"),
         "{}",
         notes[0].1
     );
