@@ -2238,8 +2238,9 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
 }
 
 /// Which way a kernel's barriers run is decided on its first launch and said under
-/// `OFFLOAD_LOG`: in region form where `#[kernel]` could split the body, with coroutines where
-/// a barrier sits in a called function. Runs itself again as a child to read the log.
+/// `OFFLOAD_LOG`: as loops wherever its barriers are (in called functions too), with
+/// coroutines where the image has no region entry point (a barrier reached through
+/// recursion). Runs itself again as a child to read the log.
 #[test]
 fn the_barrier_path_is_chosen_per_kernel_and_logged() {
     if !setup() {
@@ -2283,6 +2284,11 @@ fn the_barrier_path_is_chosen_per_kernel_and_logged() {
         }
         .unwrap();
         assert_eq!(sums.to_vec().unwrap(), [3 * 7 * 32; 2]);
+        let mut halves = DeviceBuffer::<u32>::zeroed(&dev, 2).unwrap();
+        k::recursive_halving
+            .launch(&dev, LaunchConfig::linear(2, 32), &words, &mut halves)
+            .unwrap();
+        assert_eq!(halves.to_vec().unwrap(), [7 * 32; 2]);
         return;
     }
     let out = Command::new(std::env::current_exe().unwrap())
@@ -2305,7 +2311,9 @@ fn the_barrier_path_is_chosen_per_kernel_and_logged() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("kernel `hidden_barrier` has barriers; runs with one coroutine per GPU thread (it reached a barrier or a warp operation outside its body"),
+        stderr.contains(
+            "kernel `hidden_barrier` has barriers; runs as loops over each block's threads"
+        ),
         "{stderr}"
     );
     assert!(
@@ -2321,7 +2329,13 @@ fn the_barrier_path_is_chosen_per_kernel_and_logged() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("kernel `hidden_warp_sum` has barriers; runs with one coroutine per GPU thread (it reached a barrier or a warp operation outside its body"),
+        stderr.contains(
+            "kernel `hidden_warp_sum` has barriers; runs as loops over each block's threads"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("kernel `recursive_halving` has barriers; runs with one coroutine per GPU thread (no region form in its image)"),
         "{stderr}"
     );
     // Its barriers and warp operations are all in functions of its `#[kernels]` module.
