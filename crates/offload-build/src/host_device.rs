@@ -170,7 +170,16 @@ pub fn build_in_form(
         BarriersForm::Ir(cpu_linker) => {
             let bytes = std::fs::read(archive).io("reading the static library", archive)?;
             let members = CpuArchive::read(&krate.package, &bytes)?;
-            let opts = CpuLinkOptions::for_level(host_triple(), level);
+            let mut opts = CpuLinkOptions::for_level(host_triple(), level);
+            if let Some((dir, name)) = library {
+                // The host side of relocatable sources calls into the kernel crate.
+                let path = dir.join(format!("lib{name}.a"));
+                let bytes = std::fs::read(&path).io("reading the static library", &path)?;
+                opts.keep = CpuArchive::read(name, &bytes)?
+                    .native_undefined(name)?
+                    .into_iter()
+                    .collect();
+            }
             let object = cpu_link_cached(env, cpu_linker, krate, level, archive, &bytes, &opts)?;
             let native = archive.with_extension("native.a");
             members.write_native(&native)?;
@@ -353,6 +362,10 @@ fn cpu_link_key(linker: &CpuLinker, opts: &CpuLinkOptions, bytes: &[u8]) -> Stri
     field(opts.triple.as_bytes());
     field(opts.cpu.as_bytes());
     field(opts.features.as_bytes());
+    field(&(opts.keep.len() as u64).to_le_bytes());
+    for symbol in &opts.keep {
+        field(symbol.as_bytes());
+    }
     field(bytes);
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
