@@ -237,12 +237,13 @@ pub fn cpu_link(
 ) -> Result<Vec<u8>> {
     let dir = archive.parent().unwrap_or(Path::new("."));
     let work = fsutil::TempDir::new_in(dir, "cpu-link-").io("creating a directory in", dir)?;
-    let fields: [(&str, JsonValue); 5] = [
+    let fields: [(&str, JsonValue); 6] = [
         ("package", krate.package.clone().into()),
         ("archive", path_text(archive)?.into()),
         ("triple", opts.triple.clone().into()),
         ("cpu", opts.cpu.clone().into()),
         ("features", opts.features.clone().into()),
+        ("keep", strings(opts.keep.iter().cloned())),
     ];
     let cpu = JsonValue::Object(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect());
     let request = JsonValue::Object(
@@ -293,6 +294,11 @@ fn read_cpu_request(dir: &Path) -> Result<Option<(String, PathBuf, CpuLinkOption
             triple: field("triple")?,
             cpu: field("cpu")?,
             features: field("features")?,
+            keep: cpu
+                .strs_at(&["keep"])
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
         },
     )))
 }
@@ -820,6 +826,7 @@ mod tests {
             triple: "x86_64-unknown-linux-gnu".into(),
             cpu: "x86-64-v3".into(),
             features: String::new(),
+            keep: vec!["rust_twice".into()],
         };
         let env = Env::detect();
         let object = cpu_link(&env, &linker, &krate(), "x86-64-v3", &archive, &opts).unwrap();

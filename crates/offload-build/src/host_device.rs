@@ -179,7 +179,16 @@ pub fn build_in_form(
         BarriersForm::Ir(cpu_linker) => {
             let bytes = std::fs::read(archive).io("reading the static library", archive)?;
             let members = CpuArchive::read(&krate.package, &bytes)?;
-            let opts = CpuLinkOptions::for_level(host_triple(), level);
+            let mut opts = CpuLinkOptions::for_level(host_triple(), level);
+            if let Some((dir, name)) = library {
+                // The host side of relocatable sources calls into the kernel crate.
+                let path = dir.join(format!("lib{name}.a"));
+                let bytes = std::fs::read(&path).io("reading the static library", &path)?;
+                opts.keep = CpuArchive::read(name, &bytes)?
+                    .native_undefined(name)?
+                    .into_iter()
+                    .collect();
+            }
             let object = cpu_link_cached(env, cpu_linker, krate, level, archive, &bytes, &opts)?;
             let native = archive.with_extension("native.a");
             members.write_native(&native)?;
@@ -362,6 +371,10 @@ fn cpu_link_key(linker: &CpuLinker, opts: &CpuLinkOptions, bytes: &[u8]) -> Stri
     field(opts.triple.as_bytes());
     field(opts.cpu.as_bytes());
     field(opts.features.as_bytes());
+    field(&(opts.keep.len() as u64).to_le_bytes());
+    for symbol in &opts.keep {
+        field(symbol.as_bytes());
+    }
     field(bytes);
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -424,4 +437,54 @@ fn link_shared_object(
     }
     crate::command::run(&mut cmd)?;
     out.persist(so).io("renaming the CPU device image to", so)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The CPU link's cache key follows the library's bytes, the target and the symbols kept,
+    /// and nothing else.
+    #[test]
+    fn the_cpu_link_key_follows_the_library_and_the_target() {
+        let linker = CpuLinker::InProcess;
+        let opts = CpuLinkOptions::for_level("x86_64-unknown-linux-gnu", CpuLevel::Baseline);
+        assert_eq!(opts.cpu, "x86-64");
+        assert_eq!(
+            CpuLinkOptions::for_level("aarch64-unknown-linux-gnu", CpuLevel::Aarch64Sve).features,
+            "+sve"
+        );
+        let base = cpu_link_key(&linker, &opts, b"!<arch>\n1");
+        assert_eq!(base, cpu_link_key(&linker, &opts, b"!<arch>\n1"));
+        let v3 = CpuLinkOptions::for_level("x86_64-unknown-linux-gnu", CpuLevel::X86_64V3);
+        let mut kept = opts.clone();
+        kept.keep.push("rust_twice".into());
+        for other in [
+            cpu_link_key(&linker, &opts, b"!<arch>\n2"),
+            cpu_link_key(&linker, &v3, b"!<arch>\n1"),
+            cpu_link_key(&linker, &kept, b"!<arch>\n1"),
+        ] {
+            assert_ne!(base, other);
+        }
+    }
+
+    #[test]
+    fn an_unknown_form_is_refused() {
+        let env = Env::detect();
+        let toolchain = nested::CpuToolchain::Nightly;
+        let checks = nested::KernelChecks::default();
+        let err = BarriersForm::choose(&env, &checks, &toolchain, Some("regions")).unwrap_err();
+        assert!(err.to_string().contains("`ir` and `source`"), "{err}");
+        let form = BarriersForm::choose(&env, &checks, &toolchain, Some("source")).unwrap();
+        assert!(matches!(form, BarriersForm::Source));
+        let debugger = nested::KernelChecks {
+            debugger: true,
+            ..Default::default()
+        };
+        let form = BarriersForm::choose(&env, &debugger, &toolchain, Some("ir")).unwrap();
+        assert!(
+            matches!(form, BarriersForm::Source),
+            "an image for a debugger"
+        );
+    }
 }

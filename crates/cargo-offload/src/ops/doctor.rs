@@ -156,8 +156,9 @@ fn diagnose() -> Vec<Finding> {
     findings
 }
 
-/// The device link executable build scripts run for GPU images, found as they find it (this
-/// `cargo-offload` standing for the one that runs the build) and checked the same way.
+/// The device link executable build scripts run for GPU images and the CPU link, found as they
+/// find it (this `cargo-offload` standing for the one that runs the build) and checked the
+/// same way.
 fn device_linker_finding(env: &Env) -> Finding {
     use offload_build::tooling::device_linker;
     let name = "device linker";
@@ -167,7 +168,7 @@ fn device_linker_finding(env: &Env) -> Finding {
             name,
             Status::Ok,
             format!(
-                "{} ({}, {}): links build scripts' GPU images",
+                "{} ({}, {}): links build scripts' GPU images and CPU images' IR",
                 linker.path.display(),
                 linker.origin,
                 device_linker::protocol_line()

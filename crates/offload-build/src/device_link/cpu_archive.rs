@@ -25,6 +25,10 @@ pub struct CpuLinkOptions {
     pub cpu: String,
     /// LLVM's feature string (`+sve,+sve2`), empty for the processor's own.
     pub features: String,
+    /// Symbols the image's other objects use (the host side of relocatable CUDA/HIP sources,
+    /// linked beside the library), which the link keeps external as it keeps what the
+    /// library's native members use.
+    pub keep: Vec<String>,
 }
 
 impl CpuLinkOptions {
@@ -42,6 +46,7 @@ impl CpuLinkOptions {
             triple: triple.to_owned(),
             cpu: cpu.to_owned(),
             features: level.target_features().unwrap_or_default().to_owned(),
+            keep: Vec::new(),
         }
     }
 }
@@ -76,10 +81,6 @@ impl<'a> CpuArchive<'a> {
     /// (`rust_eh_personality`, the panic handler, the allocator's functions), which the link
     /// keeps external. A member that is not an object file adds none; an object file that does
     /// not read is an error.
-    #[cfg_attr(
-        not(feature = "llvm"),
-        allow(dead_code, reason = "linked in-process with the `llvm` feature only")
-    )]
     pub fn native_undefined(&self, krate: &str) -> Result<BTreeSet<String>> {
         let mut undefined = BTreeSet::new();
         for member in &self.native {

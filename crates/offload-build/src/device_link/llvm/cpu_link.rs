@@ -40,7 +40,8 @@ pub fn cpu_link(krate: &str, archive: &[u8], opts: &CpuLinkOptions) -> Result<Ve
         }
     };
     let archive = CpuArchive::read(krate, archive)?;
-    let native_uses = archive.native_undefined(krate)?;
+    let mut native_uses = archive.native_undefined(krate)?;
+    native_uses.extend(opts.keep.iter().cloned());
     let machine = target_machine(&opts.triple, &opts.cpu, &opts.features)
         .map_err(failed("making its target machine"))?;
     let context = Context::create();
@@ -202,6 +203,7 @@ mod tests {
             triple: TRIPLE.to_owned(),
             cpu: "x86-64".to_owned(),
             features: String::new(),
+            keep: Vec::new(),
         }
     }
 
