@@ -124,7 +124,7 @@ fn index_state(which: u32) -> u32 {
 #[inline(always)]
 fn index(which: u32) -> u32 {
     #[cfg(offload_cpu_ir)]
-    return ir::index(which);
+    return ir_index(which);
     #[cfg(not(offload_cpu_ir))]
     index_state(which)
 }
@@ -1470,62 +1470,63 @@ pub unsafe fn uniform<R>(alive: *mut bool, value: impl FnOnce(usize) -> R) -> Op
     Some(value(t))
 }
 
-/// The kernel side's hooks in an image built for the IR form of barriers (`--cfg
-/// offload_cpu_ir`): the CPU link finds them by name, gives a kernel's regions their thread
-/// loops through them and inlines what remains of them.
+// The kernel side's hooks in an image built for the IR form of barriers (`--cfg
+// offload_cpu_ir`): the CPU link finds them by name, gives a kernel's regions their thread
+// loops through them and inlines what remains of them.
+
+/// The index state; each call in a region the link replaces with the thread loop's counters or
+/// the block's values.
 #[cfg(offload_cpu_ir)]
-mod ir {
-    use super::{CpuLaunch, LANE_CAPACITY, LANES, THREAD};
+#[unsafe(export_name = offload_format::abi_name!(CPU_IR_INDEX))]
+#[inline(never)]
+extern "C" fn ir_index(which: u32) -> u32 {
+    index_state(which)
+}
 
-    /// The index state; each call in a region the link replaces with the thread loop's
-    /// counters or the block's values.
-    #[unsafe(export_name = offload_format::abi_name!(CPU_IR_INDEX))]
-    #[inline(never)]
-    pub(super) extern "C" fn index(which: u32) -> u32 {
-        super::index_state(which)
-    }
+/// Starts a run in region form on this OS thread.
+///
+/// # Safety
+///
+/// `launch` points at a valid [`CpuLaunch`] that outlives the run.
+#[cfg(offload_cpu_ir)]
+#[unsafe(export_name = offload_format::abi_name!(CPU_IR_ENTER))]
+#[inline(never)]
+unsafe extern "C" fn ir_enter(launch: *const CpuLaunch) {
+    // SAFETY: this function's contract.
+    enter(unsafe { &*launch });
+}
 
-    /// Starts a run in region form on this OS thread.
-    ///
-    /// # Safety
-    ///
-    /// `launch` points at a valid [`CpuLaunch`] that outlives the run.
-    #[unsafe(export_name = offload_format::abi_name!(CPU_IR_ENTER))]
-    #[inline(never)]
-    unsafe extern "C" fn enter(launch: *const CpuLaunch) {
-        // SAFETY: this function's contract.
-        super::enter(unsafe { &*launch });
-    }
+/// Starts block `linear` of the run (its arena, its warp operations' state).
+///
+/// # Safety
+///
+/// As [`ir_enter`], with `linear` inside the launch's grid.
+#[cfg(offload_cpu_ir)]
+#[unsafe(export_name = offload_format::abi_name!(CPU_IR_BEGIN_BLOCK))]
+#[inline(never)]
+unsafe extern "C" fn ir_begin_block(launch: *const CpuLaunch, linear: u64) {
+    // SAFETY: this function's contract.
+    begin_block(unsafe { &*launch }, linear);
+}
 
-    /// Starts block `linear` of the run (its arena, its warp operations' state).
-    ///
-    /// # Safety
-    ///
-    /// As [`enter`], with `linear` inside the launch's grid.
-    #[unsafe(export_name = offload_format::abi_name!(CPU_IR_BEGIN_BLOCK))]
-    #[inline(never)]
-    unsafe extern "C" fn begin_block(launch: *const CpuLaunch, linear: u64) {
-        // SAFETY: this function's contract.
-        super::begin_block(unsafe { &*launch }, linear);
-    }
+/// Makes thread `(x, y, z)` of the running block the current GPU thread, for the functions a
+/// region calls that read the index state (a panic's report).
+#[cfg(offload_cpu_ir)]
+#[unsafe(export_name = offload_format::abi_name!(CPU_IR_SET_THREAD))]
+#[inline(never)]
+extern "C" fn ir_set_thread(x: u32, y: u32, z: u32) {
+    THREAD.set([x, y, z]);
+}
 
-    /// Makes thread `(x, y, z)` of the running block the current GPU thread, for the
-    /// functions a region calls that read the index state (a panic's report).
-    #[unsafe(export_name = offload_format::abi_name!(CPU_IR_SET_THREAD))]
-    #[inline(never)]
-    extern "C" fn set_thread(x: u32, y: u32, z: u32) {
-        THREAD.set([x, y, z]);
+/// This OS thread's lane storage for `bytes`, or null when they do not fit it.
+#[cfg(offload_cpu_ir)]
+#[unsafe(export_name = offload_format::abi_name!(CPU_IR_LANES))]
+#[inline(never)]
+extern "C" fn ir_lanes(bytes: usize) -> *mut u8 {
+    if bytes > LANE_CAPACITY {
+        return core::ptr::null_mut();
     }
-
-    /// This OS thread's lane storage for `bytes`, or null when they do not fit it.
-    #[unsafe(export_name = offload_format::abi_name!(CPU_IR_LANES))]
-    #[inline(never)]
-    extern "C" fn lanes(bytes: usize) -> *mut u8 {
-        if bytes > LANE_CAPACITY {
-            return core::ptr::null_mut();
-        }
-        LANES.0.get().cast()
-    }
+    LANES.0.get().cast()
 }
 
 /// The precompiled `core` has unwind tables naming Rust's personality routine; with

@@ -1,17 +1,15 @@
 //! What the CPU device's region stage needs of LLVM beyond the rest of the layer: allocas,
 //! loads and stores, integer arithmetic, conditional branches and returns built; allocas read;
-//! function attributes and linkage set; a pass pipeline run on the module; constant byte
-//! arrays; debug locations read as file and line.
+//! function attributes and linkage set; debug locations read as file and line.
 
 use std::ffi::CStr;
 
 use inkwell::llvm_sys::core as llvm;
 use inkwell::llvm_sys::debuginfo;
-use inkwell::llvm_sys::transforms::pass_builder as passes;
 
+use super::kinds::enum_attribute_kind;
 use super::{
-    AttributeIndex, Block, Builder, DebugLocation, Function, GlobalVariable, Instruction, Module,
-    Terminator, Type, Value, enum_attribute_kind,
+    AttributeIndex, Block, Builder, DebugLocation, Function, Instruction, Terminator, Type, Value,
 };
 
 impl<'m> Builder<'m> {
@@ -271,45 +269,6 @@ impl<'m> Function<'m> {
     pub fn set_linkage(self, linkage: inkwell::module::Linkage) {
         // SAFETY: `self` is a live function, a global value.
         unsafe { llvm::LLVMSetLinkage(self.raw(), linkage.into()) }
-    }
-}
-
-impl<'m> Module<'m> {
-    /// Runs the new pass manager's `pipeline` (`always-inline`, `function(sroa)`, …) on the
-    /// module, with no target machine.
-    pub fn run_passes(self, pipeline: &str) -> Result<(), String> {
-        let pipeline = std::ffi::CString::new(pipeline).map_err(|e| e.to_string())?;
-        // SAFETY: the module is live; the options are made and disposed of here; a null
-        // target machine is allowed; an error, when returned, is read and disposed of once.
-        unsafe {
-            let options = passes::LLVMCreatePassBuilderOptions();
-            let error =
-                passes::LLVMRunPasses(self.raw, pipeline.as_ptr(), std::ptr::null_mut(), options);
-            passes::LLVMDisposePassBuilderOptions(options);
-            if error.is_null() {
-                return Ok(());
-            }
-            let message = inkwell::llvm_sys::error::LLVMGetErrorMessage(error);
-            let text = std::ffi::CStr::from_ptr(message)
-                .to_string_lossy()
-                .into_owned();
-            inkwell::llvm_sys::error::LLVMDisposeErrorMessage(message);
-            Err(text)
-        }
-    }
-
-    /// Adds the constant global `name` holding `bytes` (`[N x i8]`, no terminating NUL), with
-    /// external linkage.
-    pub fn add_constant_bytes(self, name: &str, bytes: &[u8]) -> GlobalVariable<'m> {
-        // SAFETY: the context is live; LLVM copies `bytes.len()` bytes and adds no NUL.
-        let init = unsafe {
-            llvm::LLVMConstStringInContext2(self.context, bytes.as_ptr().cast(), bytes.len(), 1)
-        };
-        let init = Value::wrap(init).expect("LLVM makes the constant");
-        let global = self.add_global_in_address_space(init.ty(), name, 0);
-        global.set_initializer(init);
-        global.set_constant_global(true);
-        global
     }
 }
 

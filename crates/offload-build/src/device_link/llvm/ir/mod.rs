@@ -331,6 +331,46 @@ impl<'m> Module<'m> {
     }
 }
 
+/// What the CPU device's region stage needs of a module.
+impl<'m> Module<'m> {
+    /// Runs the new pass manager's `pipeline` (`always-inline`, `function(sroa)`, …) on the
+    /// module, with no target machine.
+    pub fn run_passes(self, pipeline: &str) -> Result<(), String> {
+        let pipeline = std::ffi::CString::new(pipeline).map_err(|e| e.to_string())?;
+        // SAFETY: the module is live; the options are made and disposed of here; a null
+        // target machine is allowed; an error, when returned, is read and disposed of once.
+        unsafe {
+            let options = inkwell::llvm_sys::transforms::pass_builder::LLVMCreatePassBuilderOptions();
+            let error =
+                inkwell::llvm_sys::transforms::pass_builder::LLVMRunPasses(self.raw, pipeline.as_ptr(), std::ptr::null_mut(), options);
+            inkwell::llvm_sys::transforms::pass_builder::LLVMDisposePassBuilderOptions(options);
+            if error.is_null() {
+                return Ok(());
+            }
+            let message = inkwell::llvm_sys::error::LLVMGetErrorMessage(error);
+            let text = std::ffi::CStr::from_ptr(message)
+                .to_string_lossy()
+                .into_owned();
+            inkwell::llvm_sys::error::LLVMDisposeErrorMessage(message);
+            Err(text)
+        }
+    }
+
+    /// Adds the constant global `name` holding `bytes` (`[N x i8]`, no terminating NUL), with
+    /// external linkage.
+    pub fn add_constant_bytes(self, name: &str, bytes: &[u8]) -> GlobalVariable<'m> {
+        // SAFETY: the context is live; LLVM copies `bytes.len()` bytes and adds no NUL.
+        let init = unsafe {
+            llvm::LLVMConstStringInContext2(self.context, bytes.as_ptr().cast(), bytes.len(), 1)
+        };
+        let init = Value::wrap(init).expect("LLVM makes the constant");
+        let global = self.add_global_in_address_space(init.ty(), name, 0);
+        global.set_initializer(init);
+        global.set_constant_global(true);
+        global
+    }
+}
+
 /// A module's functions ([`Module::functions`]).
 #[derive(Debug)]
 pub struct Functions<'m>(Option<Function<'m>>);
