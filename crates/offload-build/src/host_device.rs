@@ -39,7 +39,8 @@ use crate::nested;
 /// `target_dir` (a directory of its own), the image linked with the static library `library`
 /// (directory, link name) where there is one: the host side of relocatable CUDA/HIP sources.
 /// The image is linked by the linker of the build (`RUSTC_LINKER`), else `cc`.
-/// The form of its barriers is [`BarriersForm::choose`]'s, `OFFLOAD_CPU_BARRIERS_FORM` read.
+/// The form of its barriers is the IR form where the CPU link can run, unless
+/// `OFFLOAD_CPU_BARRIERS_FORM` says `source`.
 pub fn build(
     env: &Env,
     krate: &KernelCrate,
