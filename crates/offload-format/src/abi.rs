@@ -27,6 +27,7 @@ macro_rules! abi_name {
     (CPU_ABI_SYMBOL) => { "__offload_cpu_abi_version" };
     (CPU_POSITION_SYMBOL) => { "__offload_cpu_position" };
     (CPU_BODY_PREFIX) => { "__offload_cpu_body_" };
+    (CPU_IR_REGIONS_PREFIX) => { "__offload_cpu_irregions_" };
     // The kernel side's hooks in a CPU image's bitcode, for the IR form of barriers.
     (CPU_IR_CFG) => { "offload_cpu_ir" };
     (CPU_IR_PREFIX) => { "__offload_cpuir_" };
@@ -135,6 +136,10 @@ pub const CPU_ABI_SYMBOL: &str = abi_name!(CPU_ABI_SYMBOL);
 /// Symbol of the function every CPU image exports that says where the calling OS thread's GPU
 /// thread is (`offload_rt::kernel::abi::CpuPositionFn`).
 pub const CPU_POSITION_SYMBOL: &str = abi_name!(CPU_POSITION_SYMBOL);
+/// Prefix of a CPU image's entry point of a kernel with barriers in the IR form (the CPU
+/// link's, `offload_rt::kernel::abi::CpuRegionsFn` as [`CPU_REGIONS_PREFIX`]): the runtime runs
+/// it where the source form's entry is missing or misses a barrier.
+pub const CPU_IR_REGIONS_PREFIX: &str = abi_name!(CPU_IR_REGIONS_PREFIX);
 /// Prefix of a CPU image's per-kernel `extern "C" fn(params: *const *mut c_void)` in the
 /// bitcode of an IR-form build: one GPU thread's body, its parameters read, its index state
 /// the [`CPU_IR_INDEX`] calls. The CPU link forms the kernel's [`CPU_REGIONS_PREFIX`] entry
@@ -362,6 +367,7 @@ mod tests {
             CPU_ABI_SYMBOL,
             CPU_POSITION_SYMBOL,
             CPU_BODY_PREFIX,
+            CPU_IR_REGIONS_PREFIX,
         ] {
             assert!(symbol.starts_with(CPU_SYMBOL_PREFIX), "{symbol}");
         }

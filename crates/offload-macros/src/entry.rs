@@ -128,9 +128,13 @@ struct CpuBarriers {
     thread_body_fn: syn::Ident,
     /// That copy, where there is one.
     marked_body: TokenStream2,
-    /// The source-level region form's entry point, or the note saying why the kernel keeps
-    /// coroutines: what an image built without the IR form of barriers carries.
-    source_form: TokenStream2,
+    /// The source-level region form's entry point, where there is one: every image carries
+    /// it (an image of the IR form has the CPU link's entry point too, which the runtime runs
+    /// where this one misses a barrier in a called function).
+    source_regions: TokenStream2,
+    /// The note saying why the kernel keeps coroutines: an image built without the IR form
+    /// carries it (the CPU link writes its own).
+    source_note: TokenStream2,
 }
 
 /// The kernel's name and the parts of its signature each entry repeats.
@@ -399,17 +403,19 @@ impl Kernel<'_> {
         });
         let mut thread_body_fn = self.body_fn.clone();
         let mut marked_body = TokenStream2::new();
-        let source_form = match plan {
+        let mut source_note = TokenStream2::new();
+        let source_regions = match plan {
             regions::Plan::NoBarriers => TokenStream2::new(),
             regions::Plan::Coroutines(reason) => {
                 let symbol = format!("{}{name_str}", abi::CPU_NOTE_PREFIX);
                 let bytes = syn::LitByteStr::new(reason.as_bytes(), Span::call_site());
                 let len = reason.len();
-                quote! {
+                source_note = quote! {
                     #[unsafe(export_name = #symbol)]
                     #[used]
                     static __OFFLOAD_NOTE: [u8; #len] = *#bytes;
-                }
+                };
+                TokenStream2::new()
             }
             regions::Plan::Regions {
                 lanes,
@@ -478,7 +484,8 @@ impl Kernel<'_> {
         CpuBarriers {
             thread_body_fn,
             marked_body,
-            source_form,
+            source_regions,
+            source_note,
         }
     }
 
@@ -504,7 +511,8 @@ impl Kernel<'_> {
         let CpuBarriers {
             thread_body_fn,
             marked_body,
-            source_form,
+            source_regions,
+            source_note,
         } = cpu_barriers;
         // The body the CPU link forms the regions from: a cooperative kernel's blocks wait for
         // each other at `Grid::sync`, so it keeps one coroutine per GPU thread and has none.
@@ -577,9 +585,10 @@ impl Kernel<'_> {
                 }
 
                 #marked_body
+                #source_regions
                 ::offload_rt::__cpu_barriers! {
                     ir { #ir_body }
-                    source { #source_form }
+                    source { #source_note }
                 }
             };
             }

@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 mod cpu_common;
 
 use offload_rt::__internal::{BarrierMode, CpuBackend, register_bundle};
-use offload_rt::kernel::abi::{CPU_REGIONS_PREFIX, CPU_THREAD_PREFIX};
+use offload_rt::kernel::abi::{CPU_IR_REGIONS_PREFIX, CPU_REGIONS_PREFIX, CPU_THREAD_PREFIX};
 use offload_rt::{
     Device, DeviceBuffer, DeviceCopy, Error, KernelPanicReport, LaunchConfig, PinnedBuffer,
 };
@@ -2146,8 +2146,8 @@ fn pyramid_min_reference(start: &[u32], wall: &[u32], steps: usize, block: usize
     out
 }
 
-/// The CPU link gives every kernel with barriers a region entry point, whatever the source
-/// looked like (barriers in generic helpers and closures, masked warp operations, `#[kernels]`
+/// The CPU link gives every kernel with barriers a region entry point of its own (beside the
+/// source form's, where `#[kernel]` made one), whatever the source looked like (barriers in generic helpers and closures, masked warp operations, `#[kernels]`
 /// modules), except one whose barrier it reaches only through recursion, which carries the
 /// reason (naming the function) for the build to report.
 #[test]
@@ -2170,7 +2170,7 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
     let file = object::File::parse(image).unwrap();
     let mut regions: Vec<&str> = file
         .dynamic_symbols()
-        .filter_map(|s| s.name().ok()?.strip_prefix(CPU_REGIONS_PREFIX))
+        .filter_map(|s| s.name().ok()?.strip_prefix(CPU_IR_REGIONS_PREFIX))
         .collect();
     regions.sort();
     assert_eq!(
@@ -2354,7 +2354,15 @@ fn the_barrier_path_is_chosen_per_kernel_and_logged() {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn the_matmul_inner_region_is_vector_code() {
-    let Some(text) = disassemble(&format!("{CPU_REGIONS_PREFIX}matmul_tiled")) else {
+    for prefix in [CPU_REGIONS_PREFIX, CPU_IR_REGIONS_PREFIX] {
+        matmul_inner_region_is_vector_code(prefix);
+    }
+}
+
+/// The check of [`the_matmul_inner_region_is_vector_code`] for one form's entry point.
+#[cfg(target_arch = "x86_64")]
+fn matmul_inner_region_is_vector_code(prefix: &str) {
+    let Some(text) = disassemble(&format!("{prefix}matmul_tiled")) else {
         return;
     };
     let mnemonic = |line: &str| line.split_whitespace().nth(1).map(str::to_owned);
@@ -2363,7 +2371,7 @@ fn the_matmul_inner_region_is_vector_code() {
     let packed_add = mnemonics.iter().filter(|m| *m == "addps").count();
     assert!(
         packed_mul >= 16 && packed_add >= 16,
-        "matmul_tiled's region entry has {packed_mul} mulps and {packed_add} addps:\n{text}"
+        "matmul_tiled's region entry ({prefix}) has {packed_mul} mulps and {packed_add} addps:\n{text}"
     );
 }
 
@@ -2413,11 +2421,20 @@ fn the_cpu_link_exports_the_entries_the_source_form_does() {
         );
         assert!(!symbol.starts_with(CPU_IR_PREFIX), "{symbol}");
     }
-    // The source form keeps the macro's region entries and notes.
-    assert!(
-        source.contains(&format!("{CPU_REGIONS_PREFIX}matmul_tiled")),
-        "{source:?}"
-    );
+    // Both keep the macro's region entries; the IR form adds the CPU link's, for every kernel
+    // with barriers (a closure's, a masked warp operation's too); the source form keeps the
+    // macro's notes.
+    for symbols in [&ir, &source] {
+        assert!(
+            symbols.contains(&format!("{CPU_REGIONS_PREFIX}matmul_tiled")),
+            "{symbols:?}"
+        );
+    }
+    for kernel in ["matmul_tiled", "closure_over_tile", "masked_warp_sum"] {
+        let symbol = format!("{CPU_IR_REGIONS_PREFIX}{kernel}");
+        assert!(ir.contains(&symbol), "{ir:?}");
+        assert!(!source.contains(&symbol), "{source:?}");
+    }
     assert!(
         source.iter().any(|s| s.starts_with(CPU_NOTE_PREFIX)),
         "{source:?}"

@@ -51,8 +51,8 @@ use super::{Backend, DeviceKind, DevicePtr, KernelHandle, Module};
 use crate::error::{Error, Result};
 use crate::kernel::MAX_SHARED_BYTES;
 use crate::kernel::abi::{
-    CPU_POSITION_SYMBOL, CPU_REGIONS_PREFIX, CPU_RUN_PREFIX, CPU_THREAD_PREFIX, CpuLaunch,
-    CpuPositionFn, CpuRegionsFn, CpuRunFn, CpuThreadFn,
+    CPU_IR_REGIONS_PREFIX, CPU_POSITION_SYMBOL, CPU_REGIONS_PREFIX, CPU_RUN_PREFIX,
+    CPU_THREAD_PREFIX, CpuLaunch, CpuPositionFn, CpuRegionsFn, CpuRunFn, CpuThreadFn,
 };
 use crate::launch::{LaunchArgs, LaunchShape};
 use crate::registry::{ImageInfo, RegisteredImage};
@@ -353,6 +353,9 @@ const MODE_UNKNOWN: u8 = 0;
 const MODE_PLAIN: u8 = 1;
 const MODE_BARRIER: u8 = 2;
 const MODE_REGIONS: u8 = 3;
+/// The CPU link's region entry point (the IR form), where the source form's is missing or
+/// misses a barrier in a called function.
+const MODE_IR_REGIONS: u8 = 4;
 
 #[derive(Debug)]
 struct CpuKernel {
@@ -360,9 +363,24 @@ struct CpuKernel {
     run: CpuRunFn,
     thread: CpuThreadFn,
     regions: Option<CpuRegionsFn>,
+    ir_regions: Option<CpuRegionsFn>,
     mode: AtomicU8,
     /// The most static shared memory a block of this kernel has used in a launch so far.
     static_shared: AtomicU32,
+}
+
+/// The region entry point a kernel runs in `mode`: the source form's, the CPU link's, or none
+/// (coroutines).
+fn entry_of(
+    mode: u8,
+    regions: Option<CpuRegionsFn>,
+    ir_regions: Option<CpuRegionsFn>,
+) -> Option<CpuRegionsFn> {
+    match mode {
+        MODE_REGIONS => regions,
+        MODE_IR_REGIONS => ir_regions,
+        _ => None,
+    }
 }
 
 /// A CPU image loaded in this process.
@@ -450,14 +468,16 @@ impl Module for CpuModule {
             .symbol(&format!("{CPU_THREAD_PREFIX}{name}"))
             .ok_or_else(not_found)?;
         let regions = self.lib.symbol(&format!("{CPU_REGIONS_PREFIX}{name}"));
+        let ir_regions = self.lib.symbol(&format!("{CPU_IR_REGIONS_PREFIX}{name}"));
         // SAFETY: the image was built by `#[kernel]`, whose entry points with these prefixes
         // have exactly the types `CpuRunFn` / `CpuThreadFn` / `CpuRegionsFn` (checked by the
         // ABI version).
-        let (run, thread, regions) = unsafe {
+        let (run, thread, regions, ir_regions) = unsafe {
             (
                 std::mem::transmute::<*mut c_void, CpuRunFn>(run),
                 std::mem::transmute::<*mut c_void, CpuThreadFn>(thread),
                 regions.map(|r| std::mem::transmute::<*mut c_void, CpuRegionsFn>(r)),
+                ir_regions.map(|r| std::mem::transmute::<*mut c_void, CpuRegionsFn>(r)),
             )
         };
         kernels.push(CpuKernel {
@@ -465,6 +485,7 @@ impl Module for CpuModule {
             run,
             thread,
             regions,
+            ir_regions,
             mode: AtomicU8::new(MODE_UNKNOWN),
             static_shared: AtomicU32::new(0),
         });
@@ -503,7 +524,7 @@ impl CpuModule {
     unsafe fn launch_with_stacks(&self, kernel: KernelHandle, args: &LaunchArgs<'_>) -> Result<()> {
         let (name, config, params) = (args.kernel, &args.config, args.params);
         let invalid = |reason: String| args.invalid(reason);
-        let (run, thread, regions, mode, known_static) = {
+        let (run, thread, regions, ir_regions, mode, known_static) = {
             let kernels = self.kernels();
             let k = kernels
                 .get(kernel.0 as usize)
@@ -512,6 +533,7 @@ impl CpuModule {
                 k.run,
                 k.thread,
                 k.regions,
+                k.ir_regions,
                 k.mode.load(Ordering::Relaxed),
                 k.static_shared.load(Ordering::Relaxed),
             )
@@ -579,18 +601,22 @@ impl CpuModule {
         }
 
         let mode = if mode == MODE_UNKNOWN {
-            let mode = if regions.is_some() {
+            let mode = if regions.is_some() || ir_regions.is_some() {
                 // The body has barriers. Block 0 runs with coroutines, which see every
-                // barrier; barriers the region form cannot see (in functions the kernel
-                // calls) keep the kernel there.
+                // barrier; barriers the source form cannot see (in functions the kernel
+                // calls) leave it to the IR form, where the image has one, else coroutines.
                 // SAFETY: the caller's contract covers running any thread of this launch.
                 unsafe { run_block_with_barriers(&launch_ref, thread, 0, threads, None) }?;
                 ctx.check_failure(name)?;
-                if ctx.unmarked.load(Ordering::Relaxed) || self.barriers == BarrierMode::Coroutines
-                {
+                let unmarked = ctx.unmarked.load(Ordering::Relaxed);
+                if self.barriers == BarrierMode::Coroutines {
                     MODE_BARRIER
-                } else {
+                } else if regions.is_some() && !unmarked {
                     MODE_REGIONS
+                } else if ir_regions.is_some() {
+                    MODE_IR_REGIONS
+                } else {
+                    MODE_BARRIER
                 }
             } else {
                 // SAFETY: as above.
@@ -612,7 +638,9 @@ impl CpuModule {
                 "cpu: kernel `{name}` has barriers; {}",
                 match mode {
                     MODE_REGIONS => "runs as loops over each block's threads between them",
-                    _ if regions.is_none() =>
+                    MODE_IR_REGIONS =>
+                        "runs as loops over each block's threads between them (formed by the CPU link)",
+                    _ if regions.is_none() && ir_regions.is_none() =>
                         "runs with one coroutine per GPU thread (no region form in its image)",
                     _ if self.barriers == BarrierMode::Coroutines =>
                         "runs with one coroutine per GPU thread (OFFLOAD_CPU_BARRIERS=coroutines)",
@@ -620,7 +648,7 @@ impl CpuModule {
                         "runs with one coroutine per GPU thread (it reached a barrier or a warp operation outside its body, in a function it calls: `#[offload_rt::kernels]` on a module of the kernel and its functions lets the region form see them)",
                 }
             ));
-            let regions = regions.filter(|_| mode == MODE_REGIONS);
+            let regions = entry_of(mode, regions, ir_regions);
             // SAFETY: as above; block 0 has run.
             unsafe { self.run_barrier(&launch_ref, regions, thread, threads, 1, blocks) }?;
             mode
@@ -629,7 +657,7 @@ impl CpuModule {
             unsafe { self.run_plain(&launch_ref, run, blocks, 0) }?;
             mode
         } else {
-            let regions = regions.filter(|_| mode == MODE_REGIONS);
+            let regions = entry_of(mode, regions, ir_regions);
             // SAFETY: as above.
             unsafe { self.run_barrier(&launch_ref, regions, thread, threads, 0, blocks) }?;
             mode
@@ -655,7 +683,9 @@ impl CpuModule {
         {
             k.static_shared.fetch_max(used, Ordering::Relaxed);
         }
-        if matches!(mode, MODE_PLAIN | MODE_REGIONS) && ctx.divergent.load(Ordering::Relaxed) {
+        if matches!(mode, MODE_PLAIN | MODE_REGIONS | MODE_IR_REGIONS)
+            && ctx.divergent.load(Ordering::Relaxed)
+        {
             self.set_mode(kernel, MODE_BARRIER);
             return Err(Error::DivergentBarrier {
                 kernel: name.to_owned(),

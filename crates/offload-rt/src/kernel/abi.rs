@@ -290,8 +290,8 @@ pub type CpuPositionFn = unsafe extern "C" fn() -> CpuPosition;
 // prefixes, the coroutine note's, the ABI version's and the [`CpuPositionFn`]'s: the device
 // ABI's one home.
 pub use offload_format::abi::{
-    CPU_ABI_SYMBOL, CPU_NOTE_PREFIX, CPU_POSITION_SYMBOL, CPU_REGIONS_PREFIX, CPU_RUN_PREFIX,
-    CPU_THREAD_PREFIX,
+    CPU_ABI_SYMBOL, CPU_IR_REGIONS_PREFIX, CPU_NOTE_PREFIX, CPU_POSITION_SYMBOL,
+    CPU_REGIONS_PREFIX, CPU_RUN_PREFIX, CPU_THREAD_PREFIX,
 };
 /// The CPU entry-point ABI described by this module.
 pub const CPU_ABI_VERSION: u32 = 8;

@@ -165,15 +165,7 @@ pub(super) fn sync_threads() {
     let thread = THREAD.get();
     // SAFETY: LAUNCH is set by the entry points from the runtime's launch record, which
     // outlives every thread of the launch.
-    unsafe {
-        // In an image of the IR form every barrier the kernel reaches is one its region
-        // entry point was formed at, wherever it sits in the source.
-        if cfg!(offload_cpu_ir) {
-            ((*launch).region_barrier)(launch)
-        } else {
-            ((*launch).barrier)(launch)
-        }
-    };
+    unsafe { ((*launch).barrier)(launch) };
     THREAD.set(thread);
 }
 
@@ -219,8 +211,7 @@ fn warp_sync() {
     if launch.is_null() {
         return;
     }
-    // As for `sync_threads`: in the IR form every warp operation is one the regions split at.
-    let (thread, marked) = (THREAD.get(), REGION_WARP_OP.get() || cfg!(offload_cpu_ir));
+    let (thread, marked) = (THREAD.get(), REGION_WARP_OP.get());
     // SAFETY: as in `sync_threads`.
     unsafe {
         if marked {

@@ -2,7 +2,7 @@
 //! (`offload_format::abi::CPU_BODY_PREFIX<kernel>`: one GPU thread, its parameters read) has
 //! everything that reaches a barrier inlined into it, whatever the source looked like (generic
 //! helpers, closures, `?`, shared arrays in helpers), and becomes the kernel's
-//! `CPU_REGIONS_PREFIX<kernel>` entry point: the body cut at its barriers into segments, each
+//! `CPU_IR_REGIONS_PREFIX<kernel>` entry point: the body cut at its barriers into segments, each
 //! region (the segments reachable from the kernel's start or from one barrier without crossing
 //! another) cloned into a loop over the block's threads, `x` innermost, with the thread's index
 //! the loop's counters.
@@ -606,7 +606,7 @@ fn form_kernel<'m>(
     demote_across_segments(module, body, &segments, &mut kinds)?;
     let segments = Segments::of(body, &is_barrier);
     let slots = classify_allocas(module, body, &segments)?;
-    let name = format!("{}{kernel}", abi::CPU_REGIONS_PREFIX);
+    let name = format!("{}{kernel}", abi::CPU_IR_REGIONS_PREFIX);
     if module.function(&name).is_some() {
         return Err(format!("`{name}` is already defined"));
     }
@@ -1736,13 +1736,13 @@ exit:
         let (text, kept) = form(LOOP_BODY);
         assert!(kept.is_empty(), "{kept:?}");
         assert!(
-            text.contains("define i32 @__offload_cpu_regions_k(ptr %0, ptr %1, i64 %2, i64 %3)"),
+            text.contains("define i32 @__offload_cpu_irregions_k(ptr %0, ptr %1, i64 %2, i64 %3)"),
             "{text}"
         );
         // The body is gone, and no barrier is called any more: the regions are loops.
         assert!(!text.contains("@__offload_cpu_body_k"), "{text}");
         let entry = text
-            .split("define i32 @__offload_cpu_regions_k")
+            .split("define i32 @__offload_cpu_irregions_k")
             .nth(1)
             .unwrap();
         assert!(
@@ -1785,7 +1785,7 @@ out:
                 .contains("`again` reaches a barrier and calls itself")
         );
         assert!(text.contains("@__offload_cpu_note_k = constant"), "{text}");
-        assert!(!text.contains("@__offload_cpu_regions_k"), "{text}");
+        assert!(!text.contains("@__offload_cpu_irregions_k"), "{text}");
     }
 
     #[test]
@@ -1797,7 +1797,7 @@ define void @__offload_cpu_body_k(ptr %params) {
 }";
         let (text, kept) = form(body);
         assert!(kept.is_empty());
-        assert!(!text.contains("@__offload_cpu_regions_k"), "{text}");
+        assert!(!text.contains("@__offload_cpu_irregions_k"), "{text}");
         assert!(!text.contains("@__offload_cpu_body_k"), "{text}");
     }
 
@@ -1816,7 +1816,7 @@ define internal void @helper(i32 %t) noinline {
 attributes #0 = { noinline }";
         let (text, kept) = form(body);
         assert!(kept.is_empty(), "{kept:?}");
-        assert!(text.contains("@__offload_cpu_regions_k"), "{text}");
+        assert!(text.contains("@__offload_cpu_irregions_k"), "{text}");
     }
 
     #[test]

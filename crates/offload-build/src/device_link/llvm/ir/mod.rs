@@ -340,9 +340,14 @@ impl<'m> Module<'m> {
         // SAFETY: the module is live; the options are made and disposed of here; a null
         // target machine is allowed; an error, when returned, is read and disposed of once.
         unsafe {
-            let options = inkwell::llvm_sys::transforms::pass_builder::LLVMCreatePassBuilderOptions();
-            let error =
-                inkwell::llvm_sys::transforms::pass_builder::LLVMRunPasses(self.raw, pipeline.as_ptr(), std::ptr::null_mut(), options);
+            let options =
+                inkwell::llvm_sys::transforms::pass_builder::LLVMCreatePassBuilderOptions();
+            let error = inkwell::llvm_sys::transforms::pass_builder::LLVMRunPasses(
+                self.raw,
+                pipeline.as_ptr(),
+                std::ptr::null_mut(),
+                options,
+            );
             inkwell::llvm_sys::transforms::pass_builder::LLVMDisposePassBuilderOptions(options);
             if error.is_null() {
                 return Ok(());
