@@ -284,11 +284,16 @@ impl BarriersForm {
                 Ok(BarriersForm::Source)
             }
         };
-        let linker = if cfg!(feature = "llvm") {
+        // A build script links in `cargo-offload-device` where there is one, even with the
+        // `llvm` feature (which `cargo test --workspace` unifies into build scripts): a build
+        // script's several CPU levels would otherwise link at once in its unoptimized process.
+        let in_process = cfg!(feature = "llvm");
+        let linker = if in_process && !env.build_script {
             CpuLinker::InProcess
         } else {
             match crate::device_linker::find(env) {
                 Ok(linker) => CpuLinker::Process(linker),
+                Err(_) if in_process => CpuLinker::InProcess,
                 Err(e) => return unavailable(format!("no device link: {e}")),
             }
         };
