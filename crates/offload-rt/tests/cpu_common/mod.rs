@@ -24,7 +24,7 @@ pub fn build_image() -> Result<(Vec<u8>, Vec<String>), String> {
 /// [`build_image`] for a level of the instruction set (`-Ctarget-cpu`), each level in a
 /// directory of its own.
 pub fn build_image_at(level: offload_format::CpuLevel) -> Result<(Vec<u8>, Vec<String>), String> {
-    build_image_in_form(level, None)
+    build_image_in_form(level, Some("ir"))
 }
 
 /// [`build_image_at`] with the form of barriers `form` (`ir`, `source`), as
