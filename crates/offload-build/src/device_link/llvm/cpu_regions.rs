@@ -595,7 +595,7 @@ fn form_kernel<'m>(
             .and_then(callee)
             .is_some_and(|f| Some(f) == hooks.barrier || Some(f) == hooks.warp_barrier)
     };
-    check_supported(body, &is_barrier)?;
+    check_supported(body)?;
     let mut kinds = Kinds {
         hooks,
         params,
@@ -623,10 +623,7 @@ fn form_kernel<'m>(
 }
 
 /// Refuses what the form does not take.
-fn check_supported<'m>(
-    body: Function<'m>,
-    is_barrier: &dyn Fn(Instruction<'m>) -> bool,
-) -> std::result::Result<(), String> {
+fn check_supported(body: Function<'_>) -> std::result::Result<(), String> {
     let entry = body.entry_block().ok_or("the body has no blocks")?;
     for block in body.blocks() {
         for i in block.instructions() {
@@ -643,7 +640,6 @@ fn check_supported<'m>(
                 }
                 _ => {}
             }
-            let _ = is_barrier;
         }
     }
     Ok(())
@@ -835,7 +831,6 @@ const RAN_THIS_ROUND: u64 = 1 << 31;
 #[derive(Clone, Copy)]
 struct ThreadAt<'m> {
     xyz: [Value<'m>; 3],
-    rank: Value<'m>,
     /// The thread's state.
     state: Value<'m>,
     /// `RAN_THIS_ROUND` in a round, else 0: or-ed into the states threads leave with.
@@ -868,7 +863,6 @@ fn index_of(call: Instruction<'_>) -> std::result::Result<u64, String> {
 struct Emitter<'a, 'm> {
     module: Module<'m>,
     hooks: &'a Complete<'m>,
-    body: Function<'m>,
     function: Function<'m>,
     builder: Builder<'m>,
     segments: &'a Segments<'m>,
@@ -965,7 +959,6 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let mut emitter = Emitter {
             module,
             hooks,
-            body,
             function,
             builder,
             segments,
@@ -1329,7 +1322,6 @@ impl<'a, 'm> Emitter<'a, 'm> {
         }
         let at = ThreadAt {
             xyz: [x.as_value(), y.as_value(), z.as_value()],
-            rank,
             state,
             flag,
             latch: x_latch,
@@ -1355,7 +1347,6 @@ impl<'a, 'm> Emitter<'a, 'm> {
         z.add_incoming(z_next, z_latch);
         let more_z = b.build_icmp(IntPredicate::ULT, z_next, bz, c"");
         self.builder.build_cond_br(more_z, z_head, after);
-        let _ = at.rank;
         Ok(pre)
     }
 
@@ -1651,7 +1642,6 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 clone.set_operand(index, value);
             }
         }
-        let _ = self.body;
         self.hoisted.insert(op, clone.as_value());
         Ok(clone.as_value())
     }
