@@ -577,7 +577,7 @@ pub fn serve(dir: &Path) -> bool {
             let outcome = std::fs::read(&archive)
                 .io("reading the static library", &archive)
                 .and_then(|bytes| {
-                    let object = crate::host_device::in_process_cpu_link(&package, &bytes, &opts)?;
+                    let object = crate::device_link::cpu_link(&package, &bytes, &opts)?;
                     fsutil::write_atomic(&dir.join(CPU_OBJECT), &object)
                 });
             return finish(dir, outcome, None);

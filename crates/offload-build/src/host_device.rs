@@ -258,9 +258,7 @@ impl BarriersForm {
         asked: Option<&str>,
     ) -> Result<BarriersForm> {
         let required = match asked {
-            // Opt-in until the CPU link takes every kernel crate: it crashes on
-            // `examples/gemm`'s.
-            None | Some("") => return Ok(BarriersForm::Source),
+            None | Some("") => false,
             Some("source") => return Ok(BarriersForm::Source),
             Some("ir") => true,
             Some(other) => {
@@ -336,7 +334,7 @@ fn cpu_link_cached(
     }
     let object = match linker {
         #[cfg(feature = "llvm")]
-        CpuLinker::InProcess => in_process_cpu_link(&krate.package, bytes, opts)?,
+        CpuLinker::InProcess => crate::device_link::cpu_link(&krate.package, bytes, opts)?,
         #[cfg(not(feature = "llvm"))]
         CpuLinker::InProcess => unreachable!("chosen with the `llvm` feature only"),
         CpuLinker::Process(linker) => {
@@ -346,34 +344,6 @@ fn cpu_link_cached(
     std::fs::create_dir_all(&dir).io("creating the CPU link cache", &dir)?;
     crate::fsutil::write_atomic(&path, &object)?;
     Ok(path)
-}
-
-/// Stack of the thread an in-process CPU link runs on: LLVM's passes and the region stage
-/// recurse along chains of values, deeper than a spawned thread's 2 MiB allow in a build
-/// script's unoptimized code (reserved, not committed, until touched).
-#[cfg(feature = "llvm")]
-const CPU_LINK_STACK: usize = 512 << 20;
-
-/// [`crate::device_link::cpu_link`] on a thread of [`CPU_LINK_STACK`] bytes of stack.
-#[cfg(feature = "llvm")]
-pub(crate) fn in_process_cpu_link(
-    krate: &str,
-    bytes: &[u8],
-    opts: &CpuLinkOptions,
-) -> Result<Vec<u8>, crate::device_link::LinkError> {
-    std::thread::scope(|scope| {
-        let link = std::thread::Builder::new()
-            .name("cpu-link".to_owned())
-            .stack_size(CPU_LINK_STACK)
-            .spawn_scoped(scope, || crate::device_link::cpu_link(krate, bytes, opts))
-            .map_err(|source| crate::device_link::LinkError::Io {
-                action: "starting the CPU link's thread",
-                path: PathBuf::from(krate),
-                source,
-            })?;
-        link.join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-    })
 }
 
 /// The key of a CPU link, in hex: a SHA-256 over the layout's version, the linker (the

@@ -26,11 +26,33 @@ use super::ir;
 use crate::device_link::cpu_archive::{CpuArchive, CpuLinkOptions};
 use crate::device_link::{LinkError, Result};
 
+/// Stack of the thread a CPU link runs on: LLVM's passes and the region stage recurse along
+/// chains of values, deeper than a spawned thread's 2 MiB allow in a build script's
+/// unoptimized code (reserved, not committed, until touched).
+const CPU_LINK_STACK: usize = 512 << 20;
+
 /// Links the bitcode of `archive` (the static library of kernel crate `krate`) into one
-/// object for `opts`, as the module comment says. The kernels that keep their coroutines are
-/// not returned: the region stage leaves a note for each in the object, which the build reads
-/// from the image as it reads a source-form image's.
+/// object for `opts`, as the module comment says, on a thread of [`CPU_LINK_STACK`] bytes of
+/// stack. The kernels that keep their coroutines are not returned: the region stage leaves a
+/// note for each in the object, which the build reads from the image as it reads a
+/// source-form image's.
 pub fn cpu_link(krate: &str, archive: &[u8], opts: &CpuLinkOptions) -> Result<Vec<u8>> {
+    std::thread::scope(|scope| {
+        let link = std::thread::Builder::new()
+            .name("cpu-link".to_owned())
+            .stack_size(CPU_LINK_STACK)
+            .spawn_scoped(scope, || link_on_this_thread(krate, archive, opts))
+            .map_err(|source| LinkError::Io {
+                action: "starting the CPU link's thread",
+                path: std::path::PathBuf::from(krate),
+                source,
+            })?;
+        link.join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
+fn link_on_this_thread(krate: &str, archive: &[u8], opts: &CpuLinkOptions) -> Result<Vec<u8>> {
     let _linking = super::crash::linking(format!("`{krate}` for the CPU device"));
     let failed = |step: &'static str| {
         move |source: LinkError| LinkError::CpuLink {

@@ -272,6 +272,17 @@ fn inline_what_reaches_barriers<'m>(
             }
         }
     }
+    // The inliner deletes the internal functions it inlined everywhere: after it, the
+    // functions are found again by name, never through the handles taken before.
+    let inlined: Vec<String> = reaching
+        .iter()
+        .filter(|f| !recursive.contains_key(f))
+        .map(|f| name_of(*f))
+        .collect();
+    let recursive: Vec<(String, String)> = recursive
+        .into_iter()
+        .map(|(f, reason)| (name_of(f), reason))
+        .collect();
     let pipeline = "always-inline,function(sroa,early-cse,simplifycfg)";
     module
         .run_passes(pipeline)
@@ -281,14 +292,20 @@ fn inline_what_reaches_barriers<'m>(
         })?;
     // What the inliner left (recursion, or a call it refused) keeps its barriers out of
     // reach.
-    let mut not_inlined = recursive;
-    for f in reaching {
-        not_inlined.entry(f).or_insert_with(|| {
-            format!(
-                "`{}` reaches a barrier and could not be inlined",
-                demangled(&name_of(f))
-            )
-        });
+    let mut not_inlined: HashMap<Function<'m>, String> = recursive
+        .into_iter()
+        .filter_map(|(name, reason)| Some((module.function(&name)?, reason)))
+        .collect();
+    for name in inlined {
+        if let Some(f) = module.function(&name) {
+            not_inlined.insert(
+                f,
+                format!(
+                    "`{}` reaches a barrier and could not be inlined",
+                    demangled(&name)
+                ),
+            );
+        }
     }
     Ok(not_inlined)
 }
@@ -1807,6 +1824,8 @@ attributes #0 = { noinline }";
         let (text, kept) = form(body);
         assert!(kept.is_empty(), "{kept:?}");
         assert!(text.contains("@__offload_cpu_irregions_k"), "{text}");
+        // The inliner deleted the helper: the stage must not touch it afterwards.
+        assert!(!text.contains("@helper"), "{text}");
     }
 
     #[test]
