@@ -109,8 +109,9 @@ fn examples_embed_every_image_and_llvm_tools_read_them() {
                 .unwrap(),
             "llvm-offload-binary",
         );
+        // The image of the IR form of barriers (`cargo offload` brings the device link).
         let built = target
-            .join("offload/x86_64-unknown-linux-gnu-host/x86_64-unknown-linux-gnu/release")
+            .join("offload/x86_64-unknown-linux-gnu-host/cpu-ir/x86_64-unknown-linux-gnu/release")
             .join(format!("lib{module}.so"));
         assert_eq!(
             std::fs::read(&extracted).unwrap(),

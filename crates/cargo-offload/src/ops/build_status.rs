@@ -90,7 +90,10 @@ fn print_new_lines(dir: &Path, read: &mut HashMap<PathBuf, usize>, style: &Style
         *done += end + 1;
         for line in new.lines() {
             if let Some((verb, message)) = line.split_once('\t') {
-                let _ = writeln!(err, "{clear}{}", style.status(verb, message));
+                // One write: the build's own processes share this standard error, and a line
+                // written in pieces could take theirs between its text and its newline.
+                let line = format!("{clear}{}\n", style.status(verb, message));
+                let _ = err.write_all(line.as_bytes());
             }
         }
     }
