@@ -83,6 +83,11 @@ fn dir_size(dir: &Path) -> Result<u64> {
     Ok(total)
 }
 
+/// The pack's CPU images, fallbacks on a GPU machine, in the source form of barriers: the IR
+/// form's carry the whole link's line tables, which would take the pack over [`SIZE_LIMIT`].
+/// The IR form is tested on the CPU device by the workspace's tests.
+const CPU_FORM: (&str, &str) = ("OFFLOAD_CPU_BARRIERS_FORM", "source");
+
 /// Builds the pack into `dir` (its `bin`, `run.sh` and `MANIFEST.txt` replaced; results of an
 /// earlier run left alone).
 pub fn gpu_pack(dir: &Path) -> Result {
@@ -93,22 +98,26 @@ pub fn gpu_pack(dir: &Path) -> Result {
     let mut build = cargo();
     build
         .env("PATH", &path)
+        .env(CPU_FORM.0, CPU_FORM.1)
         .args(["build", "--release", "--locked"]);
     for p in PROGRAMS {
         build.args(["-p", p]);
     }
     run(&mut build)?;
-    run(cargo().env("PATH", &path).args([
-        "build",
-        "--release",
-        "--locked",
-        "-p",
-        "offload-rt",
-        "--example",
-        "gpu_bench",
-        "--example",
-        "parity_bench",
-    ]))?;
+    run(cargo()
+        .env("PATH", &path)
+        .env(CPU_FORM.0, CPU_FORM.1)
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "-p",
+            "offload-rt",
+            "--example",
+            "gpu_bench",
+            "--example",
+            "parity_bench",
+        ]))?;
     // The parity benchmark's images, Rust's and C's, made afresh by its test.
     run(cargo().args([
         "test",
@@ -119,7 +128,7 @@ pub fn gpu_pack(dir: &Path) -> Result {
         "parity",
     ]))?;
     let mut tests = cargo();
-    tests.env("PATH", &path).args([
+    tests.env("PATH", &path).env(CPU_FORM.0, CPU_FORM.1).args([
         "test",
         "--release",
         "--locked",
