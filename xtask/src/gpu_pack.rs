@@ -83,41 +83,40 @@ fn dir_size(dir: &Path) -> Result<u64> {
     Ok(total)
 }
 
-/// The pack's CPU images, fallbacks on a GPU machine, in the source form of barriers: the IR
-/// form's carry the whole link's line tables, which would take the pack over [`SIZE_LIMIT`].
-/// The IR form is tested on the CPU device by the workspace's tests.
-const CPU_FORM: (&str, &str) = ("OFFLOAD_CPU_BARRIERS_FORM", "source");
+/// `cargo` building the pack's programs: their build scripts link the GPU images in the
+/// `cargo-offload-device` on `path` (the one built with `cargo-offload`), and the CPU images,
+/// fallbacks on a GPU machine, in the source form of barriers: the IR form's carry the whole
+/// link's line tables, which would take the pack over [`SIZE_LIMIT`]. The IR form is tested
+/// on the CPU device by the workspace's tests.
+fn pack_cargo(path: &std::ffi::OsStr) -> Command {
+    let mut cmd = cargo();
+    cmd.env("PATH", path)
+        .env("OFFLOAD_CPU_BARRIERS_FORM", "source");
+    cmd
+}
 
 /// Builds the pack into `dir` (its `bin`, `run.sh` and `MANIFEST.txt` replaced; results of an
 /// earlier run left alone).
 pub fn gpu_pack(dir: &Path) -> Result {
     let objcopy = Tool::LlvmObjcopy.find().map_err(|e| e.to_string())?;
-    // The programs' build scripts link their GPU images in the `cargo-offload-device` built
-    // with `cargo-offload`.
     let path = path_with_cargo_offload()?;
-    let mut build = cargo();
-    build
-        .env("PATH", &path)
-        .env(CPU_FORM.0, CPU_FORM.1)
-        .args(["build", "--release", "--locked"]);
+    let mut build = pack_cargo(&path);
+    build.args(["build", "--release", "--locked"]);
     for p in PROGRAMS {
         build.args(["-p", p]);
     }
     run(&mut build)?;
-    run(cargo()
-        .env("PATH", &path)
-        .env(CPU_FORM.0, CPU_FORM.1)
-        .args([
-            "build",
-            "--release",
-            "--locked",
-            "-p",
-            "offload-rt",
-            "--example",
-            "gpu_bench",
-            "--example",
-            "parity_bench",
-        ]))?;
+    run(pack_cargo(&path).args([
+        "build",
+        "--release",
+        "--locked",
+        "-p",
+        "offload-rt",
+        "--example",
+        "gpu_bench",
+        "--example",
+        "parity_bench",
+    ]))?;
     // The parity benchmark's images, Rust's and C's, made afresh by its test.
     run(cargo().args([
         "test",
@@ -127,8 +126,8 @@ pub fn gpu_pack(dir: &Path) -> Result {
         "--test",
         "parity",
     ]))?;
-    let mut tests = cargo();
-    tests.env("PATH", &path).env(CPU_FORM.0, CPU_FORM.1).args([
+    let mut tests = pack_cargo(&path);
+    tests.args([
         "test",
         "--release",
         "--locked",

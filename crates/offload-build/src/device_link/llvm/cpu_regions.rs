@@ -273,15 +273,20 @@ fn inline_what_reaches_barriers<'m>(
         }
     }
     // The inliner deletes the internal functions it inlined everywhere: after it, the
-    // functions are found again by name, never through the handles taken before.
-    let inlined: Vec<String> = reaching
+    // functions are found again by name, never through the handles taken before. What it
+    // left (recursion, or a call it refused) keeps its barriers out of reach.
+    let reasons: Vec<(String, String)> = reaching
         .iter()
-        .filter(|f| !recursive.contains_key(f))
-        .map(|f| name_of(*f))
-        .collect();
-    let recursive: Vec<(String, String)> = recursive
-        .into_iter()
-        .map(|(f, reason)| (name_of(f), reason))
+        .map(|f| {
+            let name = name_of(*f);
+            let reason = recursive.get(f).cloned().unwrap_or_else(|| {
+                format!(
+                    "`{}` reaches a barrier and could not be inlined",
+                    demangled(&name)
+                )
+            });
+            (name, reason)
+        })
         .collect();
     let pipeline = "always-inline,function(sroa,early-cse,simplifycfg)";
     module
@@ -290,24 +295,10 @@ fn inline_what_reaches_barriers<'m>(
             pipeline: pipeline.to_owned(),
             message,
         })?;
-    // What the inliner left (recursion, or a call it refused) keeps its barriers out of
-    // reach.
-    let mut not_inlined: HashMap<Function<'m>, String> = recursive
+    Ok(reasons
         .into_iter()
         .filter_map(|(name, reason)| Some((module.function(&name)?, reason)))
-        .collect();
-    for name in inlined {
-        if let Some(f) = module.function(&name) {
-            not_inlined.insert(
-                f,
-                format!(
-                    "`{}` reaches a barrier and could not be inlined",
-                    demangled(&name)
-                ),
-            );
-        }
-    }
-    Ok(not_inlined)
+        .collect())
 }
 
 /// Why `body` keeps coroutines when it calls a function that reaches a barrier recursively.
