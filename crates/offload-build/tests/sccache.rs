@@ -4,13 +4,15 @@
 //! (`sccache --show-stats`: no miss) and links the same images, and so does a build in another
 //! target directory (another checkout's, another CI runner's): nothing the nested builds hand
 //! rustc names the target directory where sccache hashes it. sccache runs a server of its own
-//! here (its own directory and port), which the test stops at the end.
+//! here (its own directory and port), which the test starts and stops.
 #![cfg(feature = "llvm")]
 
 mod common;
 
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use offload_build::OffloadArch;
 use offload_build::tooling::arch::parse_list;
@@ -97,13 +99,58 @@ fn units(dir: &Path) -> Units {
     found
 }
 
-/// Stops the test's sccache server however the test ends.
-struct Server(PathBuf);
+/// The test's own sccache server, run in the foreground as a child of the test (sccache's
+/// `--start-server` gives up after ten seconds, which a loaded CI machine has overrun); stopped
+/// and reaped however the test ends.
+struct Server {
+    program: PathBuf,
+    child: Child,
+}
+
+impl Server {
+    const STARTUP: Duration = Duration::from_secs(120);
+
+    fn start(program: &Path, port: u16) -> Server {
+        let child = Command::new(program)
+            .env("SCCACHE_START_SERVER", "1")
+            .env("SCCACHE_NO_DAEMON", "1")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{}: {e}", program.display()));
+        let mut server = Server {
+            program: program.to_path_buf(),
+            child,
+        };
+        let deadline = Instant::now() + Self::STARTUP;
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Some(status) = server.child.try_wait().unwrap() {
+                panic!("the sccache server exited before listening on port {port}: {status}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the sccache server did not listen on port {port} within {:?}",
+                Self::STARTUP
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        server
+    }
+}
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = Command::new(&self.0).arg("--stop-server").output();
+        let _ = Command::new(&self.program).arg("--stop-server").output();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
+}
+
+/// A port nothing listens on now.
+fn free_port() -> u16 {
+    TcpListener::bind(("127.0.0.1", 0))
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port()
 }
 
 #[test]
@@ -115,21 +162,18 @@ fn a_clean_rebuild_under_sccache_compiles_nothing_and_links_the_same_images() {
         .find()
         .unwrap_or_else(|e| panic!("{e}"));
     let scratch = tempfile::tempdir().unwrap();
+    let port = free_port();
     // SAFETY: this test binary has this one test, and nothing else in it reads or writes the
     // environment meanwhile.
     unsafe {
         std::env::set_var("SCCACHE_DIR", scratch.path().join("sccache"));
-        std::env::set_var(
-            "SCCACHE_SERVER_PORT",
-            (20_000 + std::process::id() % 20_000).to_string(),
-        );
+        std::env::set_var("SCCACHE_SERVER_PORT", port.to_string());
         std::env::set_var("SCCACHE_IDLE_TIMEOUT", "0");
         std::env::set_var("RUSTC_WRAPPER", &program);
         // The device link's own cache would hide nothing here, but the units' would: off.
         std::env::set_var("OFFLOAD_BUILD_CACHE", "off");
     }
-    sccache(&program, &["--start-server"]);
-    let _server = Server(program.clone());
+    let _server = Server::start(&program, port);
 
     let arch = parse_list("gfx90a", "the test").unwrap()[0];
     let gpu_target = scratch.path().join("target/amdgcn-amd-amdhsa");
