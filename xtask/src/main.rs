@@ -696,6 +696,17 @@ fn test() -> Result {
         "--features",
         "amdgpu-metadata",
     ]))?;
+    // The CPU device's tests again with the CPU link's region entries wherever the image has
+    // them: by default the runtime prefers `#[kernel]`'s, so this is where every fixture
+    // kernel with barriers runs in the IR form and is checked against the host's results.
+    run(cargo().env("OFFLOAD_CPU_BARRIERS", "ir").args([
+        "test",
+        "-p",
+        "offload-rt",
+        "--test",
+        "cpu_device",
+        "--locked",
+    ]))?;
     release_test_scratch()?;
     sanitizers::all()?;
     for example in [

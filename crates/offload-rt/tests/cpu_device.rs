@@ -1653,7 +1653,7 @@ fn barriers_in_called_functions_run_alike_in_region_form_and_with_coroutines() {
         return;
     }
     use k::called_barriers as cb;
-    for (mode, dev) in both_barrier_modes() {
+    for (mode, dev) in barrier_modes() {
         for (blocks, block) in [(3u32, 1024u32), (4, 96), (2, 40)] {
             let values: Vec<u32> = (0..blocks * block).map(|i| i % 13 + 1).collect();
             let mut data = DeviceBuffer::from_slice(&dev, &values).unwrap();
@@ -1753,9 +1753,16 @@ fn barriers_in_called_functions_run_alike_in_region_form_and_with_coroutines() {
 }
 
 /// The CPU device with each way of running barriers: in region form (loops over the block's
-/// threads between barriers, the default) and with one coroutine per GPU thread.
-fn both_barrier_modes() -> [(BarrierMode, Device); 2] {
-    [BarrierMode::Regions, BarrierMode::Coroutines].map(|mode| {
+/// threads between barriers, the default), in the CPU link's region form wherever the image
+/// has it (the fixture's image is built in IR form, so every kernel with barriers has it), and
+/// with one coroutine per GPU thread.
+fn barrier_modes() -> [(BarrierMode, Device); 3] {
+    [
+        BarrierMode::Regions,
+        BarrierMode::IrRegions,
+        BarrierMode::Coroutines,
+    ]
+    .map(|mode| {
         (
             mode,
             Device::from_backend(Box::new(CpuBackend::with_threads(2).with_barriers(mode))),
@@ -1768,7 +1775,7 @@ fn kernels_with_barriers_run_alike_in_region_form_and_with_coroutines() {
     if !setup() {
         return;
     }
-    for (mode, dev) in both_barrier_modes() {
+    for (mode, dev) in barrier_modes() {
         // Tiled matrix product: barriers in a loop, a per-thread accumulator across them.
         let n = 64usize;
         let a: Vec<f32> = (0..n * n)
@@ -2589,7 +2596,7 @@ fn slices_in_kernels_with_barriers() {
     if !setup() {
         return;
     }
-    for (mode, dev) in both_barrier_modes() {
+    for (mode, dev) in barrier_modes() {
         let blocks = 9u32;
         // One element short of the grid: the last thread reads 0 through `get`.
         let input: Vec<i32> = (0..blocks as i32 * 64 - 1).map(|i| i * 3 - 7).collect();
@@ -2690,7 +2697,7 @@ fn panics_in_kernels_with_barriers_and_in_every_thread() {
         return;
     }
     let assert_line = fixture_line("    assert!(");
-    for (mode, dev) in both_barrier_modes() {
+    for (mode, dev) in barrier_modes() {
         let blocks = 40u32;
         let data: Vec<u32> = (0..blocks * 64).map(|i| i % 1000).collect();
         let din = DeviceBuffer::from_slice(&dev, &data).unwrap();
@@ -2972,11 +2979,11 @@ fn a_stack_overflow_is_an_error_naming_the_thread() {
 /// With barriers a GPU thread runs in region form (on the worker's stack) or as a coroutine
 /// on a stack of its own (128 KiB by default): an overflow on either is the same error.
 #[test]
-fn a_stack_overflow_after_a_barrier_is_an_error_in_both_barrier_modes() {
+fn a_stack_overflow_after_a_barrier_is_an_error_in_every_barrier_mode() {
     if !setup() {
         return;
     }
-    for (mode, dev) in both_barrier_modes() {
+    for (mode, dev) in barrier_modes() {
         let mut out = DeviceBuffer::<u32>::zeroed(&dev, 128).unwrap();
         k::recurse_after_barrier
             .launch(&dev, LaunchConfig::linear(4, 32), 200, 99, &mut out)
@@ -2993,7 +3000,7 @@ fn a_stack_overflow_after_a_barrier_is_an_error_in_both_barrier_modes() {
                 "{mode:?}"
             );
             let expected = match mode {
-                BarrierMode::Regions => 8 << 20,
+                BarrierMode::Regions | BarrierMode::IrRegions => 8 << 20,
                 BarrierMode::Coroutines => 128 << 10,
             };
             assert_eq!(bytes, expected, "{mode:?}");
@@ -3023,7 +3030,11 @@ fn the_kernel_stack_is_a_setting() {
             .unwrap();
         assert_eq!(out.to_vec().unwrap(), depths(64, deep, depth));
     }
-    for mode in [BarrierMode::Regions, BarrierMode::Coroutines] {
+    for mode in [
+        BarrierMode::Regions,
+        BarrierMode::IrRegions,
+        BarrierMode::Coroutines,
+    ] {
         let small = Device::from_backend(Box::new(
             CpuBackend::with_threads(2)
                 .with_barriers(mode)

@@ -10,9 +10,11 @@
 //! barriers is found on its first launch: thread 0 of block 0 runs as a coroutine; if it
 //! completes without reaching a barrier, the kernel takes the fast path (no coroutines) from
 //! then on. A kernel with barriers runs in region form when its image has a region entry
-//! point (`#[kernel]` split its body at its barriers into loops over the block's threads) and
-//! block 0 reached no barrier the region form cannot see (one in a function the kernel calls);
-//! otherwise, or with `OFFLOAD_CPU_BARRIERS=coroutines`, each GPU thread of a block runs as a
+//! point: `#[kernel]`'s (its body split at its barriers into loops over the block's threads)
+//! where block 0 reached no barrier that form cannot see (one in a function the kernel
+//! calls), else the CPU link's (the same loops formed on the image's IR after inlining;
+//! `OFFLOAD_CPU_BARRIERS=ir` prefers it wherever the image has one); otherwise, or with
+//! `OFFLOAD_CPU_BARRIERS=coroutines`, each GPU thread of a block runs as a
 //! coroutine on the worker's OS thread, switched at the barrier. Warp operations suspend a
 //! coroutine too, at a warp barrier that opens when every live lane of the warp (32 threads)
 //! has reached it.
@@ -70,8 +72,14 @@ use stacks::{LauncherStacks, guarded};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BarrierMode {
     /// In region form where the image has it (loops over the block's threads between
-    /// barriers), else with coroutines.
+    /// barriers), else with coroutines: the `#[kernel]` macro's where it saw every barrier,
+    /// else the CPU link's.
     Regions,
+    /// In the CPU link's region form wherever the image has it, else as [`Regions`]
+    /// (`OFFLOAD_CPU_BARRIERS=ir`).
+    ///
+    /// [`Regions`]: BarrierMode::Regions
+    IrRegions,
     /// Always with one coroutine per GPU thread (`OFFLOAD_CPU_BARRIERS=coroutines`).
     Coroutines,
 }
@@ -136,7 +144,7 @@ fn map_huge(bytes: usize) -> Option<(*mut c_void, usize)> {
 impl CpuBackend {
     /// A CPU device with `OFFLOAD_CPU_THREADS` worker threads, or as many as the host's
     /// available parallelism, running barriers as `OFFLOAD_CPU_BARRIERS` says (`coroutines`,
-    /// or by default `regions`), each GPU thread with `OFFLOAD_KERNEL_STACK` bytes of stack
+    /// `ir`, or by default `regions`), each GPU thread with `OFFLOAD_KERNEL_STACK` bytes of stack
     /// (by default 8 MiB, 128 KiB for a GPU thread run as a coroutine). Threads start on the
     /// first launch.
     pub fn new() -> CpuBackend {
@@ -147,6 +155,7 @@ impl CpuBackend {
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         let barriers = match std::env::var("OFFLOAD_CPU_BARRIERS").as_deref() {
             Ok("coroutines") => BarrierMode::Coroutines,
+            Ok("ir") => BarrierMode::IrRegions,
             _ => BarrierMode::Regions,
         };
         CpuBackend::with_threads(threads)
@@ -611,6 +620,8 @@ impl CpuModule {
                 let unmarked = ctx.unmarked.load(Ordering::Relaxed);
                 if self.barriers == BarrierMode::Coroutines {
                     MODE_BARRIER
+                } else if self.barriers == BarrierMode::IrRegions && ir_regions.is_some() {
+                    MODE_IR_REGIONS
                 } else if regions.is_some() && !unmarked {
                     MODE_REGIONS
                 } else if ir_regions.is_some() {
