@@ -15,7 +15,9 @@
 //!
 //! Values live across a barrier are kept per thread, in the OS thread's lane storage
 //! (`CPU_IR_LANES`); values every thread computes alike (from the parameters, the block's
-//! indices, shared arrays' addresses) are computed once per block instead, before the loops.
+//! indices, shared arrays' addresses) are computed once per block instead, before the loops,
+//! and values every thread holds alike at each barrier (loop counters around barriers:
+//! `cpu_uniform`) are kept once per block.
 //! Locals whose memory lives across a barrier get a copy per thread there too.
 //!
 //! A kernel the form cannot take (a barrier reached through recursion, an `invoke`) keeps one
@@ -30,6 +32,7 @@ use inkwell::module::Linkage;
 use inkwell::values::InstructionOpcode;
 use offload_format::abi;
 
+use super::cpu_uniform::block_uniform_slots;
 use super::ir::{
     AtomicRmwOp, AttributeIndex, Block, Builder, Call, Function, Instruction, Module, Type, Value,
 };
@@ -583,6 +586,9 @@ struct Slots<'m> {
     per_thread: Vec<(Instruction<'m>, u64)>,
     /// Allocas of the body kept once (each thread's use ends before the next thread's).
     single: Vec<Instruction<'m>>,
+    /// Allocas of the body that live across barriers but hold the same value in every thread
+    /// at each barrier ([`block_uniform_slots`]): kept once per block.
+    block: Vec<Instruction<'m>>,
 }
 
 /// Forms `kernel`'s regions from `body`; the reason it cannot, otherwise.
@@ -613,7 +619,14 @@ fn form_kernel<'m>(
     let segments = Segments::of(body, &is_barrier);
     demote_across_segments(module, body, &segments, &mut kinds)?;
     let segments = Segments::of(body, &is_barrier);
-    let slots = classify_allocas(module, body, &segments)?;
+    let mut slots = classify_allocas(module, body, &segments)?;
+    let candidates: Vec<Instruction<'m>> = slots.per_thread.iter().map(|(a, _)| *a).collect();
+    slots.block = block_uniform_slots(body, &candidates, &is_barrier, &mut |v| {
+        kinds.of(v) == Kind::Hoistable
+    });
+    slots
+        .per_thread
+        .retain(|(alloca, _)| !slots.block.contains(alloca));
     let name = format!("{}{kernel}", abi::CPU_IR_REGIONS_PREFIX);
     if module.function(&name).is_some() {
         return Err(format!("`{name}` is already defined"));
@@ -772,6 +785,7 @@ fn classify_allocas<'m>(
     let mut slots = Slots {
         per_thread: Vec::new(),
         single: Vec::new(),
+        block: Vec::new(),
     };
     for alloca in allocas {
         let (ty, align) = alloca.alloca_type().expect("an alloca");
@@ -846,6 +860,20 @@ struct Summary<'m> {
     done: Value<'m>,
 }
 
+/// A slot of the body that every thread holds alike at each barrier: each thread of a region
+/// starts from `current` in a local of its own (so that a read after the thread's own write
+/// sees it) and leaves its value at a barrier in `next`, all threads the same value; the
+/// scheduler makes `next` current between regions. Reads of `current` are invariant in the
+/// loop over the threads, and so is what is computed from them.
+#[derive(Clone, Copy)]
+struct BlockSlot<'m> {
+    body: Value<'m>,
+    ty: Type<'m>,
+    current: Value<'m>,
+    next: Value<'m>,
+    local: Value<'m>,
+}
+
 /// The loop counters of one thread of a region's loop.
 #[derive(Clone, Copy)]
 struct ThreadAt<'m> {
@@ -913,6 +941,8 @@ struct Emitter<'a, 'm> {
     first_warp_state: Option<u64>,
     /// The states' summary, in locals of the entry point.
     summary: Summary<'m>,
+    /// The slots kept once per block, each in three locals of the entry point.
+    block_slots: Vec<BlockSlot<'m>>,
     debug_from: Option<Instruction<'m>>,
 }
 
@@ -983,6 +1013,21 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 .build_alloca(module.i1_type(), 1, c"states.done")
                 .as_value(),
         };
+        let block_slots = slots
+            .block
+            .iter()
+            .map(|alloca| {
+                let (ty, align) = alloca.alloca_type().expect("an alloca");
+                let align = align.max(1);
+                BlockSlot {
+                    body: alloca.as_value(),
+                    ty,
+                    current: builder.build_alloca(ty, align, c"block.slot").as_value(),
+                    next: builder.build_alloca(ty, align, c"block.next").as_value(),
+                    local: builder.build_alloca(ty, align, c"block.local").as_value(),
+                }
+            })
+            .collect();
         let placeholder = builder.build_unreachable();
         let mut emitter = Emitter {
             module,
@@ -1005,6 +1050,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             region_starts,
             first_warp_state,
             summary,
+            block_slots,
             debug_from,
         };
         placeholder.erase();
@@ -1208,6 +1254,12 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let round_step = self.block(c"round.step");
         let b = &self.builder;
         b.position_at_end(schedule);
+        for slot in &self.block_slots {
+            b.build_store(
+                b.build_load(slot.ty, slot.next, c"").as_value(),
+                slot.current,
+            );
+        }
         let flag = b.build_load(i32_ty, flag_slot, c"").as_value();
         let in_round = b.build_icmp(IntPredicate::NE, flag, self.const32(0), c"");
         self.builder.build_cond_br(in_round, round_step, scanned);
@@ -1351,6 +1403,14 @@ impl<'a, 'm> Emitter<'a, 'm> {
         }
         self.builder.position_at_end(go);
         let mut locals = HashMap::new();
+        for slot in &self.block_slots {
+            let b = &self.builder;
+            b.build_store(
+                b.build_load(slot.ty, slot.current, c"").as_value(),
+                slot.local,
+            );
+            locals.insert(slot.body, slot.local);
+        }
         for (alloca, lanes, bytes) in &self.lanes {
             let offset = self.builder.build_mul(rank, self.const64(*bytes), c"");
             locals.insert(*alloca, self.byte_gep(*lanes, offset));
@@ -1581,6 +1641,10 @@ impl<'a, 'm> Emitter<'a, 'm> {
     fn leave(&self, at: &ThreadAt<'m>, state: Value<'m>, flagged: bool) {
         let b = &self.builder;
         let state = if flagged {
+            // A thread that returns leaves no block value: the threads that go on do.
+            for slot in &self.block_slots {
+                b.build_store(b.build_load(slot.ty, slot.local, c"").as_value(), slot.next);
+            }
             b.build_or(state, at.flag, c"")
         } else {
             state
@@ -1781,6 +1845,57 @@ exit:
         assert!(entry.contains("mul i64 %rank, 4"), "{entry}");
         // The index hook is inlined everywhere else.
         assert!(text.contains("alwaysinline"), "{text}");
+    }
+
+    /// The region entry point of kernel `k` in `text`.
+    fn entry_point(text: &str) -> &str {
+        text.split("define i32 @__offload_cpu_irregions_k")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no region entry point in:\n{text}"))
+    }
+
+    /// A loop counter every thread computes alike from a block-wide value, under branches on
+    /// it alone, is kept once per block: its slot is a local of the entry point, not a lane.
+    #[test]
+    fn a_loop_counter_the_block_shares_is_kept_once_per_block() {
+        let (text, _) = form(LOOP_BODY);
+        let entry = entry_point(&text);
+        assert!(entry.contains("%block.slot = alloca i32"), "{entry}");
+        assert!(entry.contains("%block.next = alloca i32"), "{entry}");
+        // Still so when threads leave early (a return past no barrier).
+        let early = LOOP_BODY.replace(
+            "  call void @__offload_cpuir_barrier()\n  br label %loop\nloop:",
+            "  call void @__offload_cpuir_barrier()\n  %out_of_range = icmp ugt i32 %t, 1000\n  \
+             br i1 %out_of_range, label %early, label %loop\nearly:\n  ret void\nloop:",
+        );
+        assert_ne!(early, LOOP_BODY);
+        let (text, _) = form(&early);
+        assert!(
+            entry_point(&text).contains("%block.slot = alloca i32"),
+            "{text}"
+        );
+    }
+
+    /// A counter that depends on the thread, or any counter of a body with a barrier under a
+    /// thread's own condition, stays per thread.
+    #[test]
+    fn a_counter_of_the_thread_or_a_divergent_barrier_keeps_lanes() {
+        let per_thread =
+            LOOP_BODY.replace("%next = lshr i32 %half, 1", "%next = lshr i32 %half, %t");
+        let divergent = LOOP_BODY.replace(
+            "  %next = lshr i32 %half, 1\n  call void @__offload_cpuir_barrier()\n  br label %loop",
+            "  %next = lshr i32 %half, 1\n  %mine = icmp ult i32 %t, %half\n  \
+             br i1 %mine, label %wait, label %loop\nwait:\n  \
+             call void @__offload_cpuir_barrier()\n  br label %loop",
+        );
+        for body in [per_thread, divergent] {
+            assert_ne!(body, LOOP_BODY);
+            let (text, kept) = form(&body);
+            assert!(kept.is_empty(), "{kept:?}");
+            let entry = entry_point(&text);
+            assert!(!entry.contains("block.slot"), "{entry}");
+            assert!(entry.contains("call ptr @__offload_cpuir_lanes"), "{entry}");
+        }
     }
 
     #[test]

@@ -55,6 +55,7 @@ mod condition_chains;
 mod conversions;
 mod cpu_link;
 mod cpu_regions;
+mod cpu_uniform;
 mod crash;
 mod fixups;
 mod helpers;

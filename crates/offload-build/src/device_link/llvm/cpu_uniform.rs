@@ -1,0 +1,343 @@
+//! Which of a kernel body's values kept across barriers are the block's, not each thread's:
+//! loop counters and bounds of loops around barriers (`for step in 0..n / TILE`, a halving
+//! offset), the same for every thread of a block because every thread computes them alike
+//! under the same control flow.
+//!
+//! The region loops keep such a value once per block instead of once per thread, so it stays
+//! invariant in the loop over the block's threads and LLVM computes what depends on it, and
+//! the branches on it, once per region. That needs every live thread to run every region
+//! together: every barrier is executed uniformly (under conditions the whole block shares), as
+//! the CUDA and HIP programming guides require of `__syncthreads` anyway. A thread that leaves
+//! on its own (an early `return`, a panic) without reaching a barrier or writing such a value
+//! does not count against it: it is done, and the others go on together.
+//!
+//! A divergence analysis on the body after its phis are demoted to memory: optimistic (every
+//! candidate the block's), then a candidate is dropped when a store to it writes a value a
+//! thread computes for itself or sits in a block that is control-dependent on a branch with a
+//! thread's own condition, until nothing changes.
+#![forbid(unsafe_code)]
+
+use std::collections::{HashMap, HashSet};
+
+use inkwell::values::InstructionOpcode;
+
+use super::ir::{Block, Function, Instruction, Value};
+
+/// The allocas of `candidates` (each thread's slots of `body`) whose value every thread of a
+/// block holds alike at every barrier; empty when a barrier may be reached by some threads
+/// and not others. `is_barrier` tells the barrier calls; `is_block_value` values that are the
+/// same for every thread whatever the control flow (parameters, block indices, constants).
+pub fn block_uniform_slots<'m>(
+    body: Function<'m>,
+    candidates: &[Instruction<'m>],
+    is_barrier: &dyn Fn(Instruction<'m>) -> bool,
+    is_block_value: &mut dyn FnMut(Value<'m>) -> bool,
+) -> Vec<Instruction<'m>> {
+    let mut slots: HashSet<Value<'m>> = candidates
+        .iter()
+        .filter(|a| only_loaded_and_stored(a.as_value()))
+        .map(|a| a.as_value())
+        .collect();
+    if slots.is_empty() {
+        return Vec::new();
+    }
+    loop {
+        // Which blocks only lead a thread out depends on the slots still taken as the block's.
+        let graph = Graph::of(body, &slots, is_barrier);
+        let mut values = Uniform {
+            slots: &slots,
+            is_block_value: &mut *is_block_value,
+            memo: HashMap::new(),
+        };
+        let uniform_blocks = graph.uniformly_executed(&mut values);
+        let dropped: Vec<Value<'m>> = slots
+            .iter()
+            .copied()
+            .filter(|slot| {
+                stores_to(*slot).any(|store| {
+                    !uniform_blocks.contains(&store.block())
+                        || !store.operand(0).is_some_and(|v| values.of(v))
+                })
+            })
+            .collect();
+        if dropped.is_empty() {
+            if graph
+                .barrier_blocks
+                .iter()
+                .any(|b| !uniform_blocks.contains(b))
+            {
+                return Vec::new();
+            }
+            break;
+        }
+        for slot in dropped {
+            slots.remove(&slot);
+        }
+        if slots.is_empty() {
+            return Vec::new();
+        }
+    }
+    candidates
+        .iter()
+        .copied()
+        .filter(|a| slots.contains(&a.as_value()))
+        .collect()
+}
+
+/// Whether every use of `alloca` is a plain load from it or a plain store to it (not of it).
+fn only_loaded_and_stored(alloca: Value<'_>) -> bool {
+    alloca.users().into_iter().all(|user| {
+        let Some(i) = user.as_instruction() else {
+            return false;
+        };
+        if i.is_volatile() || i.is_atomic() {
+            return false;
+        }
+        match i.opcode() {
+            InstructionOpcode::Load => true,
+            InstructionOpcode::Store => {
+                i.operand(1) == Some(alloca) && i.operand(0) != Some(alloca)
+            }
+            _ => false,
+        }
+    })
+}
+
+fn stores_to<'m>(slot: Value<'m>) -> impl Iterator<Item = Instruction<'m>> {
+    slot.users()
+        .into_iter()
+        .filter_map(|u| u.as_instruction())
+        .filter(|i| i.opcode() == InstructionOpcode::Store)
+}
+
+/// The values every thread of a block computes alike, given the slots taken as the block's.
+struct Uniform<'a, 'm> {
+    slots: &'a HashSet<Value<'m>>,
+    is_block_value: &'a mut dyn FnMut(Value<'m>) -> bool,
+    memo: HashMap<Value<'m>, bool>,
+}
+
+impl<'m> Uniform<'_, 'm> {
+    fn of(&mut self, value: Value<'m>) -> bool {
+        if let Some(known) = self.memo.get(&value) {
+            return *known;
+        }
+        // No phis are left, so a cycle runs through memory, which loads end.
+        self.memo.insert(value, false);
+        let uniform = self.compute(value);
+        self.memo.insert(value, uniform);
+        uniform
+    }
+
+    fn compute(&mut self, value: Value<'m>) -> bool {
+        if (self.is_block_value)(value) {
+            return true;
+        }
+        let Some(i) = value.as_instruction() else {
+            return value.is_constant();
+        };
+        use InstructionOpcode as Op;
+        match i.opcode() {
+            Op::Load => {
+                !i.is_volatile()
+                    && !i.is_atomic()
+                    && i.operand(0).is_some_and(|p| self.slots.contains(&p))
+            }
+            Op::Add
+            | Op::Sub
+            | Op::Mul
+            | Op::UDiv
+            | Op::SDiv
+            | Op::URem
+            | Op::SRem
+            | Op::Shl
+            | Op::LShr
+            | Op::AShr
+            | Op::And
+            | Op::Or
+            | Op::Xor
+            | Op::FAdd
+            | Op::FSub
+            | Op::FMul
+            | Op::FDiv
+            | Op::FRem
+            | Op::FNeg
+            | Op::GetElementPtr
+            | Op::ICmp
+            | Op::FCmp
+            | Op::Select
+            | Op::ZExt
+            | Op::SExt
+            | Op::Trunc
+            | Op::PtrToInt
+            | Op::IntToPtr
+            | Op::BitCast
+            | Op::FPExt
+            | Op::FPTrunc
+            | Op::FPToSI
+            | Op::FPToUI
+            | Op::SIToFP
+            | Op::UIToFP
+            | Op::ExtractValue
+            | Op::InsertValue
+            | Op::ExtractElement
+            | Op::InsertElement
+            | Op::ShuffleVector
+            | Op::Freeze => {
+                let operands: Vec<Value<'m>> = i.as_value().operands().collect();
+                operands.into_iter().all(|op| self.of(op))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The body's control flow with the blocks that only lead a thread out (to a return or a
+/// panic, past no barrier and no store to a candidate slot) taken away: a branch into one of
+/// them does not divide the threads that go on.
+struct Graph<'m> {
+    blocks: Vec<Block<'m>>,
+    /// Successors that do not only lead out; `None` for a block that only leads out.
+    successors: Vec<Option<Vec<usize>>>,
+    /// Each block's terminator's condition, where it has two ways on that do not only lead out.
+    conditions: Vec<Option<Value<'m>>>,
+    /// Post-dominators, the virtual exit (index `blocks.len()`) included.
+    post_dominators: Vec<Vec<bool>>,
+    barrier_blocks: Vec<Block<'m>>,
+}
+
+impl<'m> Graph<'m> {
+    fn of(
+        body: Function<'m>,
+        slots: &HashSet<Value<'m>>,
+        is_barrier: &dyn Fn(Instruction<'m>) -> bool,
+    ) -> Graph<'m> {
+        let blocks: Vec<Block<'m>> = body.blocks().collect();
+        let index: HashMap<Block<'m>, usize> =
+            blocks.iter().enumerate().map(|(i, b)| (*b, i)).collect();
+        let all_successors: Vec<Vec<usize>> = blocks
+            .iter()
+            .map(|b| {
+                b.terminator()
+                    .map(|t| t.successors().map(|s| index[&s]).collect())
+                    .unwrap_or_default()
+            })
+            .collect();
+        let barrier_blocks: Vec<Block<'m>> = blocks
+            .iter()
+            .copied()
+            .filter(|b| b.instructions().any(is_barrier))
+            .collect();
+        let matters = |b: Block<'m>| {
+            b.instructions().any(|i| {
+                is_barrier(i)
+                    || (i.opcode() == InstructionOpcode::Store
+                        && i.operand(1).is_some_and(|p| slots.contains(&p)))
+            })
+        };
+        // A block stays when it reaches a block that matters.
+        let n = blocks.len();
+        let mut stays: Vec<bool> = blocks.iter().map(|b| matters(*b)).collect();
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for b in 0..n {
+                if !stays[b] && all_successors[b].iter().any(|&s| stays[s]) {
+                    stays[b] = true;
+                    changed = true;
+                }
+            }
+        }
+        let successors: Vec<Option<Vec<usize>>> = (0..n)
+            .map(|b| {
+                stays[b].then(|| {
+                    let mut kept: Vec<usize> = all_successors[b]
+                        .iter()
+                        .copied()
+                        .filter(|&s| stays[s])
+                        .collect();
+                    kept.dedup();
+                    kept
+                })
+            })
+            .collect();
+        let conditions = (0..n)
+            .map(|b| {
+                let kept = successors[b].as_ref()?;
+                let distinct: HashSet<usize> = kept.iter().copied().collect();
+                if distinct.len() < 2 {
+                    return None;
+                }
+                blocks[b].terminator()?.instruction().operand(0)
+            })
+            .collect();
+        let post_dominators = post_dominators(&successors);
+        Graph {
+            blocks,
+            successors,
+            conditions,
+            post_dominators,
+            barrier_blocks,
+        }
+    }
+
+    /// The blocks every live thread runs alike: control-dependent on no branch whose
+    /// condition is a thread's own.
+    fn uniformly_executed(&self, values: &mut Uniform<'_, 'm>) -> HashSet<Block<'m>> {
+        let n = self.blocks.len();
+        let divergent: Vec<usize> = (0..n)
+            .filter(|&b| self.conditions[b].is_some_and(|c| !values.of(c)))
+            .collect();
+        (0..n)
+            .filter(|&b| self.successors[b].is_some())
+            .filter(|&b| {
+                divergent.iter().all(|&branch| {
+                    let strictly = self.post_dominators[branch][b] && b != branch;
+                    strictly
+                        || !self.successors[branch]
+                            .as_deref()
+                            .unwrap_or_default()
+                            .iter()
+                            .any(|&s| self.post_dominators[s][b])
+                })
+            })
+            .map(|b| self.blocks[b])
+            .collect()
+    }
+}
+
+/// `result[b][d]`: `d` post-dominates `b`, on the blocks that stay (`Some` successors); a
+/// block without successors that stay leads to the virtual exit, index `successors.len()`.
+fn post_dominators(successors: &[Option<Vec<usize>>]) -> Vec<Vec<bool>> {
+    let n = successors.len();
+    let exit = n;
+    let mut sets: Vec<Vec<bool>> = vec![vec![true; n + 1]; n + 1];
+    sets[exit] = vec![false; n + 1];
+    sets[exit][exit] = true;
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for b in (0..n).rev() {
+            let Some(next) = &successors[b] else {
+                continue;
+            };
+            let mut meet = vec![true; n + 1];
+            let targets: Vec<usize> = if next.is_empty() {
+                vec![exit]
+            } else {
+                next.clone()
+            };
+            for s in targets {
+                for (m, d) in meet.iter_mut().zip(&sets[s]) {
+                    *m &= *d;
+                }
+            }
+            meet[b] = true;
+            if meet != sets[b] {
+                sets[b] = meet;
+                changed = true;
+            }
+        }
+    }
+    sets
+}
