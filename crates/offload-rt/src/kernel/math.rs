@@ -79,13 +79,57 @@ mod prim {
 
 /// On the CPU device (and the host, where kernels only type-check) `libm`: without an FMA or
 /// SSE4.1 target feature LLVM would turn `llvm.fma` and `llvm.floor` into calls to the C
-/// library.
+/// library. On x86-64 the square root (SSE2, always there) and, at CPU levels with FMA, the
+/// fused multiply-add are the compiler's own operations instead: `libm`'s are inline assembly
+/// (a legacy-SSE `sqrtss` in AVX code, which costs a state transition at each call, and
+/// nothing the vectorizer can widen) and an FMA chosen at run time through a function pointer.
 #[cfg(not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))))]
 mod prim {
-    pub(super) use libm::{
-        floor as floor_f64, floorf as floor_f32, fma as fma_f64, fmaf as fma_f32, sqrt as sqrt_f64,
-        sqrtf as sqrt_f32,
-    };
+    pub(super) use libm::{floor as floor_f64, floorf as floor_f32};
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "fma")))]
+    pub(super) use libm::{fma as fma_f64, fmaf as fma_f32};
+    #[cfg(not(target_arch = "x86_64"))]
+    pub(super) use libm::{sqrt as sqrt_f64, sqrtf as sqrt_f32};
+    #[cfg(target_arch = "x86_64")]
+    pub(super) use x86_64::*;
+
+    #[cfg(target_arch = "x86_64")]
+    mod x86_64 {
+        use core::arch::x86_64::{
+            _mm_cvtsd_f64, _mm_cvtss_f32, _mm_set_sd, _mm_set_ss, _mm_sqrt_sd, _mm_sqrt_ss,
+        };
+
+        #[inline(always)]
+        pub(in super::super) fn sqrt_f32(x: f32) -> f32 {
+            // SAFETY: SSE is part of every x86-64 CPU (the target's baseline).
+            unsafe { _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(x))) }
+        }
+
+        #[inline(always)]
+        pub(in super::super) fn sqrt_f64(x: f64) -> f64 {
+            // SAFETY: SSE2 is part of every x86-64 CPU (the target's baseline).
+            unsafe {
+                let x = _mm_set_sd(x);
+                _mm_cvtsd_f64(_mm_sqrt_sd(x, x))
+            }
+        }
+
+        #[cfg(target_feature = "fma")]
+        #[inline(always)]
+        pub(in super::super) fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
+            use core::arch::x86_64::_mm_fmadd_ss;
+            // SAFETY: this is compiled only for CPUs with FMA (`target_feature = "fma"`).
+            unsafe { _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c))) }
+        }
+
+        #[cfg(target_feature = "fma")]
+        #[inline(always)]
+        pub(in super::super) fn fma_f64(a: f64, b: f64, c: f64) -> f64 {
+            use core::arch::x86_64::_mm_fmadd_sd;
+            // SAFETY: this is compiled only for CPUs with FMA (`target_feature = "fma"`).
+            unsafe { _mm_cvtsd_f64(_mm_fmadd_sd(_mm_set_sd(a), _mm_set_sd(b), _mm_set_sd(c))) }
+        }
+    }
 }
 
 macro_rules! float {
