@@ -849,17 +849,6 @@ fn accesses_of<'m>(pointer: Value<'m>, segments: &Segments<'m>) -> (Vec<usize>, 
 /// The bit a thread's state carries once it ran in a round of block barriers.
 const RAN_THIS_ROUND: u64 = 1 << 31;
 
-/// What the threads' states come to after a region's loop, or a round's clearing: the
-/// largest, the smallest live one (`u32::MAX` when none is), whether a thread is done. Each
-/// thread's state is folded in where the loop leaves it, so that the scheduler need not read
-/// every state again after every region.
-#[derive(Clone, Copy)]
-struct Summary<'m> {
-    max: Value<'m>,
-    min: Value<'m>,
-    done: Value<'m>,
-}
-
 /// A slot of the body that every thread holds alike at each barrier: each thread of a region
 /// starts from `current` in a local of its own (so that a read after the thread's own write
 /// sees it) and leaves its value at a barrier in `next`, all threads the same value; the
@@ -939,8 +928,6 @@ struct Emitter<'a, 'm> {
     region_starts: Vec<usize>,
     /// Each region's state, where it follows a warp barrier.
     first_warp_state: Option<u64>,
-    /// The states' summary, in locals of the entry point.
-    summary: Summary<'m>,
     /// The slots kept once per block, each in three locals of the entry point.
     block_slots: Vec<BlockSlot<'m>>,
     debug_from: Option<Instruction<'m>>,
@@ -1006,13 +993,6 @@ impl<'a, 'm> Emitter<'a, 'm> {
             let copy = builder.build_alloca(ty, align.max(1), c"local");
             single.insert(alloca.as_value(), copy.as_value());
         }
-        let summary = Summary {
-            max: builder.build_alloca(i32_ty, 4, c"states.max").as_value(),
-            min: builder.build_alloca(i32_ty, 4, c"states.min").as_value(),
-            done: builder
-                .build_alloca(module.i1_type(), 1, c"states.done")
-                .as_value(),
-        };
         let block_slots = slots
             .block
             .iter()
@@ -1049,7 +1029,6 @@ impl<'a, 'm> Emitter<'a, 'm> {
             region_of_barrier,
             region_starts,
             first_warp_state,
-            summary,
             block_slots,
             debug_from,
         };
@@ -1092,30 +1071,6 @@ impl<'a, 'm> Emitter<'a, 'm> {
     fn state_of(&self, rank: Value<'m>) -> Value<'m> {
         let b = &self.builder;
         self.byte_gep(self.states, b.build_mul(rank, self.const64(4), c""))
-    }
-
-    /// Starts the states' summary over: no state seen.
-    fn reset_summary(&self) {
-        let b = &self.builder;
-        b.build_store(self.const32(0), self.summary.max);
-        b.build_store(self.const32(u64::from(u32::MAX)), self.summary.min);
-        b.build_store(self.module.i1_type().const_int(0, false), self.summary.done);
-    }
-
-    /// Folds one thread's `state` into the states' summary.
-    fn fold_state(&self, state: Value<'m>) {
-        let (b, i32_ty) = (&self.builder, self.i32_ty);
-        let Summary { max, min, done } = self.summary;
-        let is_done = b.build_icmp(IntPredicate::EQ, state, self.const32(0), c"");
-        let old_max = b.build_load(i32_ty, max, c"").as_value();
-        let gt = b.build_icmp(IntPredicate::UGT, state, old_max, c"");
-        b.build_store(b.build_select(gt, state, old_max, c""), max);
-        let live = b.build_select(is_done, self.const32(u64::from(u32::MAX)), state, c"");
-        let old_min = b.build_load(i32_ty, min, c"").as_value();
-        let lt = b.build_icmp(IntPredicate::ULT, live, old_min, c"");
-        b.build_store(b.build_select(lt, live, old_min, c""), min);
-        let old_done = b.build_load(self.module.i1_type(), done, c"").as_value();
-        b.build_store(b.build_or(old_done, is_done, c""), done);
     }
 
     fn emit_function(
@@ -1250,6 +1205,8 @@ impl<'a, 'm> Emitter<'a, 'm> {
         [flag_slot, round_state, round_max]: [Value<'m>; 3],
     ) {
         let (i32_ty, i64_ty, i1_ty) = (self.i32_ty, self.i64_ty, self.module.i1_type());
+        let scan_start = self.block(c"scan.start");
+        let scan = self.block(c"scan");
         let scanned = self.block(c"scanned");
         let round_step = self.block(c"round.step");
         let b = &self.builder;
@@ -1262,15 +1219,40 @@ impl<'a, 'm> Emitter<'a, 'm> {
         }
         let flag = b.build_load(i32_ty, flag_slot, c"").as_value();
         let in_round = b.build_icmp(IntPredicate::NE, flag, self.const32(0), c"");
-        self.builder.build_cond_br(in_round, round_step, scanned);
+        self.builder.build_cond_br(in_round, round_step, scan_start);
+        // The scan: the largest state, the smallest live one, whether a thread is done.
+        self.builder.position_at_end(scan_start);
+        self.builder.build_br(scan);
+        let b = &self.builder;
+        b.position_at_end(scan);
+        let t = b.build_phi(i64_ty, c"t");
+        let max = b.build_phi(i32_ty, c"max");
+        let min = b.build_phi(i32_ty, c"min");
+        let any_done = b.build_phi(i1_ty, c"any.done");
+        t.add_incoming(self.const64(0), scan_start);
+        max.add_incoming(self.const32(0), scan_start);
+        min.add_incoming(self.const32(u64::from(u32::MAX)), scan_start);
+        any_done.add_incoming(i1_ty.const_int(0, false), scan_start);
+        let at = self.state_of(t.as_value());
+        let b = &self.builder;
+        let s = b.build_load(i32_ty, at, c"state").as_value();
+        let is_done = b.build_icmp(IntPredicate::EQ, s, self.const32(0), c"");
+        let gt = b.build_icmp(IntPredicate::UGT, s, max.as_value(), c"");
+        let max_next = b.build_select(gt, s, max.as_value(), c"");
+        let live = b.build_select(is_done, self.const32(u64::from(u32::MAX)), s, c"");
+        let lt = b.build_icmp(IntPredicate::ULT, live, min.as_value(), c"");
+        let min_next = b.build_select(lt, live, min.as_value(), c"");
+        let done_next = b.build_or(any_done.as_value(), is_done, c"");
+        let t_next = b.build_add(t.as_value(), self.const64(1), c"");
+        t.add_incoming(t_next, scan);
+        max.add_incoming(max_next, scan);
+        min.add_incoming(min_next, scan);
+        any_done.add_incoming(done_next, scan);
+        let again = b.build_icmp(IntPredicate::ULT, t_next, self.threads, c"");
+        self.builder.build_cond_br(again, scan, scanned);
         // Every thread done: the next block.
         self.builder.position_at_end(scanned);
         let b = &self.builder;
-        let max_next = b.build_load(i32_ty, self.summary.max, c"max").as_value();
-        let min_next = b.build_load(i32_ty, self.summary.min, c"min").as_value();
-        let done_next = b
-            .build_load(i1_ty, self.summary.done, c"any.done")
-            .as_value();
         let all_done = b.build_icmp(IntPredicate::EQ, max_next, self.const32(0), c"");
         let dispatch = self.block(c"dispatch");
         self.builder.build_cond_br(all_done, block_done, dispatch);
@@ -1326,8 +1308,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let b = &self.builder;
         b.position_at_end(clear_start);
         b.build_store(self.const32(0), flag_slot);
-        self.reset_summary();
-        self.builder.build_br(clear);
+        b.build_br(clear);
         b.position_at_end(clear);
         let t = b.build_phi(i64_ty, c"t");
         t.add_incoming(self.const64(0), clear_start);
@@ -1336,12 +1317,10 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let s = b.build_load(i32_ty, at, c"").as_value();
         let cleared = b.build_and(s, self.const32(RAN_THIS_ROUND - 1), c"");
         b.build_store(cleared, at);
-        self.fold_state(cleared);
-        let b = &self.builder;
         let t_next = b.build_add(t.as_value(), self.const64(1), c"");
         t.add_incoming(t_next, clear);
         let again = b.build_icmp(IntPredicate::ULT, t_next, self.threads, c"");
-        self.builder.build_cond_br(again, clear, scanned);
+        self.builder.build_cond_br(again, clear, scan_start);
     }
 
     /// The loop of region `r` over the block's threads (`x` innermost), those whose state is
@@ -1366,8 +1345,6 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let b = &self.builder;
         b.position_at_end(pre);
         let flag = b.build_load(i32_ty, flag_slot, c"flag").as_value();
-        self.reset_summary();
-        let b = &self.builder;
         b.build_br(z_head);
         b.position_at_end(z_head);
         let z = b.build_phi(i32_ty, c"z");
@@ -1393,11 +1370,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             let b = &self.builder;
             let s = b.build_load(i32_ty, state, c"").as_value();
             let mine = b.build_icmp(IntPredicate::EQ, s, self.const32(r as u64 + 1), c"");
-            let skip = self.block(c"skip");
-            self.builder.build_cond_br(mine, go, skip);
-            self.builder.position_at_end(skip);
-            self.fold_state(s);
-            self.builder.build_br(x_latch);
+            self.builder.build_cond_br(mine, go, x_latch);
         } else {
             self.builder.build_br(go);
         }
@@ -1650,8 +1623,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             state
         };
         b.build_store(state, at.state);
-        self.fold_state(state);
-        self.builder.build_br(at.latch);
+        b.build_br(at.latch);
     }
 
     /// What `op`, an operand of the body, is in a region's clone: its copy, the entry point's
