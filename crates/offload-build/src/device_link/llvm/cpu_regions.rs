@@ -32,7 +32,7 @@ use inkwell::module::Linkage;
 use inkwell::values::InstructionOpcode;
 use offload_format::abi;
 
-use super::cpu_uniform::block_uniform_slots;
+use super::cpu_uniform::{block_uniform_slots, is_division, is_pure};
 use super::ir::{
     AtomicRmwOp, AttributeIndex, Block, Builder, Call, Function, Instruction, Module, Type, Value,
 };
@@ -504,49 +504,13 @@ impl<'m> Kinds<'_, 'm> {
                     Kind::Varying
                 }
             }
-            Op::Add
-            | Op::Sub
-            | Op::Mul
-            | Op::Shl
-            | Op::LShr
-            | Op::AShr
-            | Op::And
-            | Op::Or
-            | Op::Xor
-            | Op::FAdd
-            | Op::FSub
-            | Op::FMul
-            | Op::FNeg
-            | Op::GetElementPtr
-            | Op::ICmp
-            | Op::FCmp
-            | Op::Select
-            | Op::ZExt
-            | Op::SExt
-            | Op::Trunc
-            | Op::PtrToInt
-            | Op::IntToPtr
-            | Op::BitCast
-            | Op::FPExt
-            | Op::FPTrunc
-            | Op::FPToSI
-            | Op::FPToUI
-            | Op::SIToFP
-            | Op::UIToFP
-            | Op::ExtractValue
-            | Op::InsertValue
-            | Op::ExtractElement
-            | Op::InsertElement
-            | Op::ShuffleVector
-            | Op::Freeze => operands(self, i),
+            op if is_pure(op) => operands(self, i),
             // Not computed before the loops (a division by zero the body guards against would
             // trap), but again where used: the body computed it before with the same operands.
-            Op::UDiv | Op::SDiv | Op::URem | Op::SRem | Op::FDiv | Op::FRem => {
-                match operands(self, i) {
-                    Kind::Varying => Kind::Varying,
-                    _ => Kind::Recomputed,
-                }
-            }
+            op if is_division(op) => match operands(self, i) {
+                Kind::Varying => Kind::Varying,
+                _ => Kind::Recomputed,
+            },
             _ => Kind::Varying,
         }
     }

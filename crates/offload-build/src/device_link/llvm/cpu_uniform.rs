@@ -103,6 +103,59 @@ fn only_loaded_and_stored(alloca: Value<'_>) -> bool {
     })
 }
 
+/// Whether `op` computes its result from its operands alone, without memory, and cannot trap.
+pub fn is_pure(op: InstructionOpcode) -> bool {
+    use InstructionOpcode as Op;
+    matches!(
+        op,
+        Op::Add
+            | Op::Sub
+            | Op::Mul
+            | Op::Shl
+            | Op::LShr
+            | Op::AShr
+            | Op::And
+            | Op::Or
+            | Op::Xor
+            | Op::FAdd
+            | Op::FSub
+            | Op::FMul
+            | Op::FNeg
+            | Op::GetElementPtr
+            | Op::ICmp
+            | Op::FCmp
+            | Op::Select
+            | Op::ZExt
+            | Op::SExt
+            | Op::Trunc
+            | Op::PtrToInt
+            | Op::IntToPtr
+            | Op::BitCast
+            | Op::FPExt
+            | Op::FPTrunc
+            | Op::FPToSI
+            | Op::FPToUI
+            | Op::SIToFP
+            | Op::UIToFP
+            | Op::ExtractValue
+            | Op::InsertValue
+            | Op::ExtractElement
+            | Op::InsertElement
+            | Op::ShuffleVector
+            | Op::Freeze
+    )
+}
+
+/// Whether `op` is a division or remainder: pure like [`is_pure`]'s, but a division by zero
+/// traps.
+pub fn is_division(op: InstructionOpcode) -> bool {
+    use InstructionOpcode as Op;
+    matches!(
+        op,
+        Op::UDiv | Op::SDiv | Op::URem | Op::SRem | Op::FDiv | Op::FRem
+    )
+}
+
 fn stores_to<'m>(slot: Value<'m>) -> impl Iterator<Item = Instruction<'m>> {
     slot.users()
         .into_iter()
@@ -143,47 +196,7 @@ impl<'m> Uniform<'_, 'm> {
                     && !i.is_atomic()
                     && i.operand(0).is_some_and(|p| self.slots.contains(&p))
             }
-            Op::Add
-            | Op::Sub
-            | Op::Mul
-            | Op::UDiv
-            | Op::SDiv
-            | Op::URem
-            | Op::SRem
-            | Op::Shl
-            | Op::LShr
-            | Op::AShr
-            | Op::And
-            | Op::Or
-            | Op::Xor
-            | Op::FAdd
-            | Op::FSub
-            | Op::FMul
-            | Op::FDiv
-            | Op::FRem
-            | Op::FNeg
-            | Op::GetElementPtr
-            | Op::ICmp
-            | Op::FCmp
-            | Op::Select
-            | Op::ZExt
-            | Op::SExt
-            | Op::Trunc
-            | Op::PtrToInt
-            | Op::IntToPtr
-            | Op::BitCast
-            | Op::FPExt
-            | Op::FPTrunc
-            | Op::FPToSI
-            | Op::FPToUI
-            | Op::SIToFP
-            | Op::UIToFP
-            | Op::ExtractValue
-            | Op::InsertValue
-            | Op::ExtractElement
-            | Op::InsertElement
-            | Op::ShuffleVector
-            | Op::Freeze => {
+            op if is_pure(op) || is_division(op) => {
                 let operands: Vec<Value<'m>> = i.as_value().operands().collect();
                 operands.into_iter().all(|op| self.of(op))
             }
