@@ -125,9 +125,17 @@ fn root() -> PathBuf {
 
 fn run(cmd: &mut Command) -> Result {
     eprintln!("xtask: running {cmd:?}");
+    let started = std::time::Instant::now();
     let status = cmd
         .status()
         .map_err(|e| format!("could not start {:?}: {e}", cmd.get_program()))?;
+    // Where CI's time goes, step by step, in its log.
+    eprintln!(
+        "xtask: {:.0} s for {:?} {:?}",
+        started.elapsed().as_secs_f64(),
+        cmd.get_program(),
+        cmd.get_args().take(4).collect::<Vec<_>>()
+    );
     if status.success() {
         Ok(())
     } else {
