@@ -170,11 +170,12 @@ fn abi_copies(root: &std::path::Path, abi: &[String]) -> Vec<String> {
     found
 }
 
-/// The first line of `text` that is test code: all of a file under a `tests` directory, else
-/// from its `#[cfg(test)]` module on.
+/// The first line of `text` that is test code: all of a file under a `tests` directory or of a
+/// unit-test module's own file (`tests.rs`, declared `#[cfg(test)] mod tests;`), else from its
+/// `#[cfg(test)]` module on.
 #[cfg(test)]
 fn test_code_from(rel: &str, text: &str) -> usize {
-    if rel.contains("/tests/") {
+    if rel.contains("/tests/") || rel.ends_with("/tests.rs") {
         return 1;
     }
     text.lines()

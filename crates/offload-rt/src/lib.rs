@@ -155,12 +155,19 @@ pub mod __private {
         not(any(target_arch = "nvptx64", target_arch = "amdgpu"))
     ))]
     pub use crate::kernel::cpu::{
-        RegionThread, WarpExchange, WarpSlot, begin_region_block, block_atomic, block_stride_trips,
+        block_atomic, region_barrier, region_warp_op, run_blocks, run_thread,
+    };
+    #[cfg(all(
+        offload_device,
+        not(any(target_arch = "nvptx64", target_arch = "amdgpu"))
+    ))]
+    pub use crate::kernel::cpu_regions::{
+        RegionThread, WarpExchange, WarpSlot, begin_region_block, block_stride_trips,
         enter_regions, for_each_thread, for_each_thread_in, for_each_thread_span,
-        grid_stride_trips, guard_span, lane_read, lane_write, lanes, lanes_fit, region_barrier,
-        region_warp_op, run_blocks, run_thread, thread_range_and, thread_range_eq, thread_range_lt,
-        thread_ranges_miss, uniform, warp_butterfly, warp_exchange, warp_put, warp_put_predicate,
-        warp_sum_tree, warp_take, warp_take_bool, warp_take_mask,
+        grid_stride_trips, guard_span, lane_read, lane_write, lanes, lanes_fit, thread_range_and,
+        thread_range_eq, thread_range_lt, thread_ranges_miss, uniform, warp_butterfly,
+        warp_exchange, warp_put, warp_put_predicate, warp_sum_tree, warp_take, warp_take_bool,
+        warp_take_mask,
     };
     #[cfg(all(
         offload_device,

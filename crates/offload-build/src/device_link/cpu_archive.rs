@@ -13,7 +13,7 @@ use std::path::Path;
 use object::{Object as _, ObjectSymbol as _};
 use offload_format::archive::{ArchiveMember, parse_archive, write_archive};
 
-use super::{LinkError, Result};
+use super::error::{LinkError, Result};
 
 /// The target of a CPU image's link: what rustc's `-Ctarget-cpu` and `-Ctarget-feature`
 /// say for its level.

@@ -18,7 +18,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::GpuLinkOptions;
+use super::options::GpuLinkOptions;
 use super::rlib_bitcode::DeviceInput;
 use crate::env::Env;
 use crate::error::IoContext;
@@ -269,7 +269,8 @@ mod tests {
         // AMD images depend on the code object version.
         let amd_key = key("k", "gfx90a", &amd, None, &inputs);
         let v6 = GpuLinkOptions {
-            code_object_version: super::super::AmdCodeObjectVersion::parse("6").unwrap(),
+            code_object_version: crate::device_link::common::AmdCodeObjectVersion::parse("6")
+                .unwrap(),
             ..GpuLinkOptions::default()
         };
         assert_ne!(amd_key, key("k", "gfx90a", &v6, None, &inputs));

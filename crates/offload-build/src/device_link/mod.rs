@@ -47,19 +47,12 @@ pub use ptx::{
     ptxas_assemble, ptxas_for, ptxas_path, ptxas_supported_sms, ptxas_verbose,
 };
 #[cfg(feature = "llvm")]
-pub use rlib_bitcode::{DeviceInput, is_bitcode};
+pub use rlib_bitcode::DeviceInput;
 
-pub(crate) use common::scratch_dir;
 pub use common::{AmdCodeObjectVersion, LLVM_MAJOR, find_tool};
-#[cfg(feature = "llvm")]
-pub use common::{
-    CONSTANT_SECTION, GENERIC_TILE_FUNCTION, GpuImage, MAX_CONSTANT_BYTES, MAX_STATIC_SHARED_BYTES,
-    SHARED_SECTION, nightly_rustc_llvm_major,
-};
+pub use error::LinkError;
 #[cfg(feature = "image-readers")]
 pub(crate) use error::bad_code_object;
-pub(crate) use error::io_err;
-pub use error::{LinkError, Result};
 
 #[cfg(test)]
 mod tests {

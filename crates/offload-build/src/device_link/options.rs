@@ -1,6 +1,6 @@
 //! The options of a build's GPU device link, which the link cache's key holds.
 
-use super::AmdCodeObjectVersion;
+use super::common::AmdCodeObjectVersion;
 use super::error::Result;
 use crate::env::Env;
 use crate::metadata::{KernelCrate, PanicStrategy};

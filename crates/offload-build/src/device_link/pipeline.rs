@@ -7,11 +7,12 @@ use std::process::Command;
 
 use offload_format::{AmdTargetId, DeviceFamily, ImageKind, Sm};
 
+use super::common::GpuImage;
+use super::error::{LinkError, Result, io_err};
 use super::llvm::{AmdgpuLinkOptions, NvptxLinkOptions, amdgpu_code_object, nvptx_link};
 use super::options::GpuLinkOptions;
 use super::ptx::{CubinPlan, check_cubin, cubin_plan, ptx_isa_version, ptxas_verbose};
 use super::rlib_bitcode::{DeviceInput, bitcode_members};
-use super::{GpuImage, LinkError, Result, io_err};
 use crate::arch::OffloadArch;
 use crate::env::Env;
 use crate::image::DeviceImage;
@@ -509,7 +510,7 @@ fn link_device_images(
             offload_format::image::ptx::kernel_params(&String::from_utf8_lossy(&image.bytes))
         }
         Some(image) => offload_format::image::amdgpu::kernel_params(&image.bytes)
-            .map_err(super::bad_code_object)?,
+            .map_err(super::error::bad_code_object)?,
         None => Vec::new(),
     };
     let images: Vec<DeviceImage> = images

@@ -6,7 +6,7 @@ use std::process::Command;
 use offload_format::image::ptx::parse_ptxas_verbose;
 use offload_format::{DeviceFamily, Sm};
 
-use super::{LinkError, Result, io_err};
+use super::error::{LinkError, Result, io_err};
 use crate::command::run as run_command;
 
 /// The ISA the device link targets at least: what clang-22 emits with CUDA 11.8, the newest
@@ -39,7 +39,7 @@ pub use offload_format::offload_binary::PtxasKernelInfo;
 
 /// Where `ptxas` is: `$OFFLOAD_PTXAS`, else `PATH`, else the usual CUDA locations.
 pub fn ptxas_path() -> Option<PathBuf> {
-    super::find_tool(offload_toolchain::Tool::Ptxas).ok()
+    super::common::find_tool(offload_toolchain::Tool::Ptxas).ok()
 }
 
 /// The `ptxas` found and what it can assemble, for the build and for a `doctor` report.
@@ -225,9 +225,9 @@ pub(crate) fn check_cubin(env: &crate::env::Env, owner: &str, sm: &str) -> Resul
 fn run_ptxas(ptx: &str, sm: &str, verbose: bool) -> Result<(Vec<u8>, String)> {
     let ptxas = match ptxas_for(sm)? {
         Some(info) => info.path,
-        None => super::find_tool(offload_toolchain::Tool::Ptxas)?,
+        None => super::common::find_tool(offload_toolchain::Tool::Ptxas)?,
     };
-    let dir = super::scratch_dir("ptxas")?;
+    let dir = super::common::scratch_dir("ptxas")?;
     let input = dir.path().join(format!("image.{sm}.ptx"));
     let output = dir.path().join(format!("image.{sm}.cubin"));
     let result = (|| {

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use object::read::archive::ArchiveFile;
 
-use super::{LinkError, Result};
+use super::error::{LinkError, Result};
 
 const BITCODE_MAGIC: [u8; 4] = *b"BC\xC0\xDE";
 /// Bitcode wrapper header magic (`0x0B17C0DE`, little-endian), as Darwin tools write it.

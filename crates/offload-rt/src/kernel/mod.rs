@@ -66,6 +66,11 @@
     not(any(target_arch = "nvptx64", target_arch = "amdgpu"))
 ))]
 pub mod cpu;
+#[cfg(all(
+    offload_device,
+    not(any(target_arch = "nvptx64", target_arch = "amdgpu"))
+))]
+pub mod cpu_regions;
 #[cfg(not(offload_device))]
 mod host_stubs;
 

@@ -23,7 +23,7 @@ use offload_format::target_id::Sm;
 use super::common::{cstr, is_nvptx};
 use super::helpers::{declared, link_helpers};
 use super::matrix::kernels_reaching;
-use crate::device_link::{LinkError, Result};
+use crate::device_link::error::{LinkError, Result};
 
 /// Deepest `cp.async.wait_group` offload-rt asks for.
 const MAX_WAIT_GROUP: u32 = 7;

@@ -12,7 +12,7 @@ use inkwell::targets::{
     CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple,
 };
 
-use crate::device_link::{LinkError, Result};
+use crate::device_link::error::{LinkError, Result};
 
 fn init_targets() {
     static INIT: Once = Once::new();

@@ -177,7 +177,7 @@ mod tests {
 
     use super::super::tests::{bitcode, link};
     use super::unshare_condition_values;
-    use crate::device_link::DeviceInput;
+    use crate::device_link::rlib_bitcode::DeviceInput;
 
     /// `x != 0 && x + 1 < w` guarding an access at `row + x + 1`: the sum is the condition's
     /// and the access's.

@@ -102,7 +102,7 @@ fn scalar_types(declaration: Function<'_>) -> Option<(bool, bool)> {
 #[cfg(test)]
 mod tests {
     use super::super::tests::{bitcode, link};
-    use crate::device_link::DeviceInput;
+    use crate::device_link::rlib_bitcode::DeviceInput;
 
     /// `f as i32`, `f as u32`, `d as i64` and `d as u64`: one `cvt.rzi` each, no range
     /// comparison or select around it; the ones from `double` keep one NaN test and select

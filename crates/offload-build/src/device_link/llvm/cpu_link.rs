@@ -24,7 +24,7 @@ use super::common::{cstr, has_local_linkage};
 use super::cpu_regions::{CoroutineKernel, form_regions};
 use super::ir;
 use crate::device_link::cpu_archive::{CpuArchive, CpuLinkOptions};
-use crate::device_link::{LinkError, Result};
+use crate::device_link::error::{LinkError, Result};
 
 /// Stack of the thread a CPU link runs on: LLVM's passes and the region stage recurse along
 /// chains of values, deeper than a spawned thread's 2 MiB allow in a build script's

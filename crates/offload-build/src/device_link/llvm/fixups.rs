@@ -11,7 +11,7 @@ use inkwell::values::{FunctionValue, InstructionOpcode};
 
 use super::common::{HOST_GLOBALS, cstr, has_local_linkage, is_amdgpu, is_nvptx};
 use super::ir::{self, Value};
-use crate::device_link::{LinkError, Result};
+use crate::device_link::error::{LinkError, Result};
 
 use super::ir::call_conv::{AMDGPU_KERNEL as AMDGPU_KERNEL_CC, PTX_KERNEL as PTX_KERNEL_CC};
 

@@ -12,7 +12,7 @@ use offload_format::abi::{
 };
 
 use super::ir;
-use crate::device_link::{LinkError, Result};
+use crate::device_link::error::{LinkError, Result};
 
 /// The block's dynamic shared memory: a zero-length `extern` array in address space 3, which
 /// NVPTX emits as `.extern .shared .align 16 .b8 NAME[]` and AMDGPU places after the static

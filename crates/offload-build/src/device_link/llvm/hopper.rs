@@ -33,7 +33,7 @@ use offload_format::target_id::{Sm, SmSuffix};
 use super::common::{cstr, is_amdgpu, is_nvptx};
 use super::helpers::{declared, link_helpers};
 use super::matrix::kernels_reaching;
-use crate::device_link::{LinkError, Result};
+use crate::device_link::error::{LinkError, Result};
 
 /// Deepest wait offload-rt asks for (`wgmma.wait_group`, `cp.async.bulk.wait_group`).
 const MAX_WAIT_GROUP: u32 = 7;
@@ -528,7 +528,8 @@ pub(super) fn refuse_missing_units(module: &Module<'_>, machine: &TargetMachine)
 mod tests {
     use super::super::tests::bitcode;
     use super::*;
-    use crate::device_link::{DeviceInput, NvptxLinkOptions, nvptx_link};
+    use crate::device_link::llvm::{NvptxLinkOptions, nvptx_link};
+    use crate::device_link::rlib_bitcode::DeviceInput;
 
     /// A kernel that multiplies with `wgmma` when `has_wgmma()` says so, and `@plain`, which
     /// does so without asking.

@@ -19,8 +19,8 @@ use super::ir::{self, LazyModule};
 use super::panic_sites::{LATE, SITE_REPORTERS};
 use super::panics::{REPORTER, lean_panics};
 use super::uniform_panics::{THREAD_INDEX, THREAD_REPORTER};
+use crate::device_link::error::{LinkError, Result};
 use crate::device_link::rlib_bitcode::DeviceInput;
-use crate::device_link::{LinkError, Result};
 
 fn parse_eager<'ctx>(context: &'ctx Context, input: &DeviceInput) -> Result<Module<'ctx>> {
     // Borrowed, not copied: a full parse keeps nothing of the buffer.
@@ -39,7 +39,7 @@ fn parse_lazy<'ctx, 'a>(
     context: &'ctx Context,
     input: &'a DeviceInput,
 ) -> Result<LazyModule<'ctx, 'a>> {
-    if !crate::device_link::is_bitcode(&input.bytes) {
+    if !crate::device_link::rlib_bitcode::is_bitcode(&input.bytes) {
         return Err(LinkError::NotBitcode {
             name: input.name.clone(),
         });

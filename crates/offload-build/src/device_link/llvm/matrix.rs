@@ -22,7 +22,7 @@ use super::common::{cstr, is_nvptx};
 use super::helpers::link_helpers;
 use super::ir;
 use super::ir::call_conv::{AMDGPU_KERNEL as AMDGPU_KERNEL_CC, PTX_KERNEL as PTX_KERNEL_CC};
-use crate::device_link::{LinkError, Result};
+use crate::device_link::error::{LinkError, Result};
 
 /// The helpers and the input type each multiplies.
 const MATRIX_HELPERS: &[(&str, &str)] = &[(MMA_F16, "f16"), (MMA_BF16, "bf16")];

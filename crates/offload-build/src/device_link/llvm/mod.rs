@@ -24,12 +24,12 @@ use inkwell::context::Context;
 use inkwell::module::Module;
 use inkwell::targets::{FileType, TargetMachine};
 
-use super::AmdCodeObjectVersion;
+use super::common::{
+    AmdCodeObjectVersion, LLVM_MAJOR, find_tool, nightly_rustc_llvm_major, scratch_dir,
+};
+use super::error::{LinkError, Result, io_err};
 use super::ptx::ptx_features;
 use super::rlib_bitcode::DeviceInput;
-use super::{
-    LLVM_MAJOR, LinkError, Result, find_tool, io_err, nightly_rustc_llvm_major, scratch_dir,
-};
 use crate::command::run as run_command;
 use crate::metadata::PanicStrategy;
 use codegen::{CLEAN_UP, INFER_ADDRESS_SPACES, emit, optimize, run_pipeline, target_machine};
@@ -55,7 +55,6 @@ mod condition_chains;
 mod conversions;
 mod cpu_link;
 mod cpu_regions;
-mod cpu_uniform;
 mod crash;
 mod fixups;
 mod helpers;
@@ -338,7 +337,7 @@ pub fn amdgpu_code_object(
         )?;
         let mut bytes = std::fs::read(&image).map_err(io_err("reading", &image))?;
         offload_format::image::amdgpu::fix_e_flags(&mut bytes, target)
-            .map_err(super::bad_code_object)?;
+            .map_err(super::error::bad_code_object)?;
         Ok((bytes, linked.kernels.clone()))
     })();
     drop(dir);
@@ -401,8 +400,8 @@ mod tests {
         assert!(ptx.contains(".file\t1 \"/k/src/lib.rs\""), "{ptx}");
         assert!(!targets_debug(&ptx), "{ptx}");
         assert!(crate::device_link::ptx::has_line_directives(&ptx));
-        if crate::device_link::ptxas_path().is_some() {
-            crate::device_link::ptxas_assemble(&ptx, "sm_80").unwrap();
+        if crate::device_link::ptx::ptxas_path().is_some() {
+            crate::device_link::ptx::ptxas_assemble(&ptx, "sm_80").unwrap();
         }
         let full = link(&kernel_with_debug_info("FullDebug")).unwrap();
         assert!(!targets_debug(&full), "{full}");

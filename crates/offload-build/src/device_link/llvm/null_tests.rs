@@ -512,7 +512,7 @@ mod tests {
 
     use super::super::tests::{bitcode, link};
     use super::fold_null_tests;
-    use crate::device_link::DeviceInput;
+    use crate::device_link::rlib_bitcode::DeviceInput;
 
     fn parse<'ctx>(context: &'ctx Context, ir: &str) -> Module<'ctx> {
         let buffer = MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "test");

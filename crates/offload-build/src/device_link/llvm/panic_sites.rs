@@ -23,7 +23,7 @@ use super::ir::{self, Block, Call, Function, GlobalVariable, Phi, Type, TypeKind
 use super::panics::{REPORTER, make_inlinable, site_calls};
 use super::shared_memory::compares_with_null;
 use super::uniform_panics::{self, THREAD_INDEX, THREAD_REPORTER};
-use crate::device_link::{LinkError, Result};
+use crate::device_link::error::{LinkError, Result};
 
 /// offload-rt's `kernel::gpu_channel::__offload_gpu_panic_at(site, a, b, c)`.
 pub(super) const SITE_REPORTER: &str = offload_format::abi::GPU_PANIC_AT;
@@ -606,7 +606,7 @@ mod tests {
             .filter_map(|i| i.get_operand(i.get_num_operands().checked_sub(1)?))
             .filter_map(|op| op.value())
             .filter(|v| v.is_pointer_value())
-            .map(|v| super::super::cstr(v.into_pointer_value().get_name()))
+            .map(|v| super::super::common::cstr(v.into_pointer_value().get_name()))
             .collect()
     }
 

@@ -18,7 +18,7 @@ use offload_format::abi;
 
 use super::common::cstr;
 use super::ir::{self, AttributeIndex, Value};
-use crate::device_link::{LinkError, Result};
+use crate::device_link::error::{LinkError, Result};
 
 /// Core's functions whose bodies become a call of offload-rt's reporter with the same Rust
 /// signature (the parameters forwarded as they are).

@@ -135,7 +135,7 @@ pub(super) fn mark_read_only_loads(module: &Module<'_>) -> usize {
 #[cfg(test)]
 mod tests {
     use super::super::tests::{bitcode, link};
-    use crate::device_link::DeviceInput;
+    use crate::device_link::rlib_bitcode::DeviceInput;
     use inkwell::context::Context;
     use inkwell::memory_buffer::MemoryBuffer;
 

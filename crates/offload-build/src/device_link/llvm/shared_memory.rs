@@ -13,10 +13,11 @@ use inkwell::values::InstructionOpcode;
 use super::codegen::{MERGE_CONSTANTS, run_pipeline};
 use super::common::cstr;
 use super::ir::{self, Builder, Function, GlobalVariable, Instruction, Value};
-use crate::device_link::{
-    CONSTANT_SECTION, GENERIC_TILE_FUNCTION, LinkError, MAX_CONSTANT_BYTES,
-    MAX_STATIC_SHARED_BYTES, Result, SHARED_SECTION,
+use crate::device_link::common::{
+    CONSTANT_SECTION, GENERIC_TILE_FUNCTION, MAX_CONSTANT_BYTES, MAX_STATIC_SHARED_BYTES,
+    SHARED_SECTION,
 };
+use crate::device_link::error::{LinkError, Result};
 
 /// Where the globals of a link section move.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

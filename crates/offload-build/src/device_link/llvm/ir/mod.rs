@@ -394,42 +394,59 @@ impl<'m> Iterator for Functions<'m> {
 mod tests {
     use std::path::Path;
 
-    /// Every `.rs` file of `device_link/llvm/` but the layer's (`ir/`) is safe code: it
-    /// names neither `unsafe` nor `llvm_sys` outside comments, and says
-    /// `#![forbid(unsafe_code)]`, so that the compiler holds it to that.
+    /// Every `.rs` file of `device_link/llvm/` and its stage folders (`cpu_regions/`), but the
+    /// layer's (`ir/`), is safe code: it names neither `unsafe` nor `llvm_sys` outside comments,
+    /// and says `#![forbid(unsafe_code)]`, or sits in a folder whose `mod.rs` does, so that the
+    /// compiler holds it to that.
     #[test]
     fn stage_files_are_safe_code() {
         const FORBID: &str = "#![forbid(unsafe_code)]";
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/device_link/llvm");
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/device_link/llvm");
         let mut problems = Vec::new();
         let mut seen = 0;
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let name = path.file_name().unwrap().to_str().unwrap().to_owned();
-            if !path.is_file() || !name.ends_with(".rs") {
-                continue;
-            }
-            seen += 1;
-            let text = std::fs::read_to_string(&path).unwrap();
-            let code: Vec<&str> = text
-                .lines()
-                .map(str::trim_start)
-                .filter(|l| !l.starts_with("//") && *l != FORBID)
-                .collect();
-            let raw = code
-                .iter()
-                .any(|l| l.contains("unsafe") || l.contains("llvm_sys"));
-            // `mod.rs` is the parent of the layer: a `forbid` there would hold the layer too,
-            // so it is only checked for raw code.
-            let forbids = name == "mod.rs" || text.lines().any(|l| l == FORBID);
-            if raw || !forbids {
-                problems.push(format!(
-                    "{name}: a stage file uses `unsafe` or `llvm_sys`, or lacks \
-                     `#![forbid(unsafe_code)]`: use the `ir` layer"
-                ));
+        // (folder, whether its `mod.rs` forbids `unsafe` for the files in it)
+        let mut folders = vec![(root.clone(), false)];
+        while let Some((dir, inherited)) = folders.pop() {
+            let forbidden_here = inherited
+                || std::fs::read_to_string(dir.join("mod.rs"))
+                    .is_ok_and(|t| dir != root && t.lines().any(|l| l == FORBID));
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+                if path.is_dir() {
+                    if name != "ir" {
+                        folders.push((path, forbidden_here));
+                    }
+                    continue;
+                }
+                if !name.ends_with(".rs") {
+                    continue;
+                }
+                seen += 1;
+                let text = std::fs::read_to_string(&path).unwrap();
+                let code: Vec<&str> = text
+                    .lines()
+                    .map(str::trim_start)
+                    .filter(|l| !l.starts_with("//") && *l != FORBID)
+                    .collect();
+                let raw = code
+                    .iter()
+                    .any(|l| l.contains("unsafe") || l.contains("llvm_sys"));
+                // `llvm/mod.rs` is the parent of the layer: a `forbid` there would hold the
+                // layer too, so it is only checked for raw code.
+                let forbids = (dir == root && name == "mod.rs")
+                    || forbidden_here
+                    || text.lines().any(|l| l == FORBID);
+                if raw || !forbids {
+                    problems.push(format!(
+                        "{}: a stage file uses `unsafe` or `llvm_sys`, or lacks \
+                         `#![forbid(unsafe_code)]`: use the `ir` layer",
+                        path.strip_prefix(&root).unwrap().display()
+                    ));
+                }
             }
         }
-        assert!(seen > 10, "no stage files found in {}", dir.display());
+        assert!(seen > 10, "no stage files found in {}", root.display());
         assert!(problems.is_empty(), "{}", problems.join("\n"));
     }
 }

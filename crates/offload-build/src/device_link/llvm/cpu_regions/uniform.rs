@@ -21,7 +21,7 @@ use std::collections::{HashMap, HashSet};
 
 use inkwell::values::InstructionOpcode;
 
-use super::ir::{Block, Function, Instruction, Value};
+use super::super::ir::{Block, Function, Instruction, Value};
 
 /// The allocas of `candidates` (each thread's slots of `body`) whose value every thread of a
 /// block holds alike at every barrier; empty when a barrier may be reached by some threads
@@ -85,7 +85,7 @@ pub fn block_uniform_slots<'m>(
 }
 
 /// Whether every use of `alloca` is a plain load from it or a plain store to it (not of it).
-fn only_loaded_and_stored(alloca: Value<'_>) -> bool {
+pub(super) fn only_loaded_and_stored(alloca: Value<'_>) -> bool {
     alloca.users().into_iter().all(|user| {
         let Some(i) = user.as_instruction() else {
             return false;
@@ -156,7 +156,7 @@ pub fn is_division(op: InstructionOpcode) -> bool {
     )
 }
 
-fn stores_to<'m>(slot: Value<'m>) -> impl Iterator<Item = Instruction<'m>> {
+pub(super) fn stores_to<'m>(slot: Value<'m>) -> impl Iterator<Item = Instruction<'m>> {
     slot.users()
         .into_iter()
         .filter_map(|u| u.as_instruction())
@@ -164,14 +164,14 @@ fn stores_to<'m>(slot: Value<'m>) -> impl Iterator<Item = Instruction<'m>> {
 }
 
 /// The values every thread of a block computes alike, given the slots taken as the block's.
-struct Uniform<'a, 'm> {
-    slots: &'a HashSet<Value<'m>>,
-    is_block_value: &'a mut dyn FnMut(Value<'m>) -> bool,
-    memo: HashMap<Value<'m>, bool>,
+pub(super) struct Uniform<'a, 'm> {
+    pub(super) slots: &'a HashSet<Value<'m>>,
+    pub(super) is_block_value: &'a mut dyn FnMut(Value<'m>) -> bool,
+    pub(super) memo: HashMap<Value<'m>, bool>,
 }
 
 impl<'m> Uniform<'_, 'm> {
-    fn of(&mut self, value: Value<'m>) -> bool {
+    pub(super) fn of(&mut self, value: Value<'m>) -> bool {
         if let Some(known) = self.memo.get(&value) {
             return *known;
         }
@@ -182,7 +182,7 @@ impl<'m> Uniform<'_, 'm> {
         uniform
     }
 
-    fn compute(&mut self, value: Value<'m>) -> bool {
+    pub(super) fn compute(&mut self, value: Value<'m>) -> bool {
         if (self.is_block_value)(value) {
             return true;
         }
@@ -208,19 +208,19 @@ impl<'m> Uniform<'_, 'm> {
 /// The body's control flow with the blocks that only lead a thread out (to a return or a
 /// panic, past no barrier and no store to a candidate slot) taken away: a branch into one of
 /// them does not divide the threads that go on.
-struct Graph<'m> {
-    blocks: Vec<Block<'m>>,
+pub(super) struct Graph<'m> {
+    pub(super) blocks: Vec<Block<'m>>,
     /// Successors that do not only lead out; `None` for a block that only leads out.
-    successors: Vec<Option<Vec<usize>>>,
+    pub(super) successors: Vec<Option<Vec<usize>>>,
     /// Each block's terminator's condition, where it has two ways on that do not only lead out.
-    conditions: Vec<Option<Value<'m>>>,
+    pub(super) conditions: Vec<Option<Value<'m>>>,
     /// Post-dominators, the virtual exit (index `blocks.len()`) included.
-    post_dominators: Vec<Vec<bool>>,
-    barrier_blocks: Vec<Block<'m>>,
+    pub(super) post_dominators: Vec<Vec<bool>>,
+    pub(super) barrier_blocks: Vec<Block<'m>>,
 }
 
 impl<'m> Graph<'m> {
-    fn of(
+    pub(super) fn of(
         body: Function<'m>,
         slots: &HashSet<Value<'m>>,
         is_barrier: &dyn Fn(Instruction<'m>) -> bool,
@@ -296,7 +296,7 @@ impl<'m> Graph<'m> {
 
     /// The blocks every live thread runs alike: control-dependent on no branch whose
     /// condition is a thread's own.
-    fn uniformly_executed(&self, values: &mut Uniform<'_, 'm>) -> HashSet<Block<'m>> {
+    pub(super) fn uniformly_executed(&self, values: &mut Uniform<'_, 'm>) -> HashSet<Block<'m>> {
         let n = self.blocks.len();
         let divergent: Vec<usize> = (0..n)
             .filter(|&b| self.conditions[b].is_some_and(|c| !values.of(c)))
@@ -321,7 +321,7 @@ impl<'m> Graph<'m> {
 
 /// `result[b][d]`: `d` post-dominates `b`, on the blocks that stay (`Some` successors); a
 /// block without successors that stay leads to the virtual exit, index `successors.len()`.
-fn post_dominators(successors: &[Option<Vec<usize>>]) -> Vec<Vec<bool>> {
+pub(super) fn post_dominators(successors: &[Option<Vec<usize>>]) -> Vec<Vec<bool>> {
     let n = successors.len();
     let exit = n;
     let mut sets: Vec<Vec<bool>> = vec![vec![true; n + 1]; n + 1];

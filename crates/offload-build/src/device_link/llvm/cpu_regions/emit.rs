@@ -1,0 +1,886 @@
+//! The region entry point: each region cloned into a loop over the block's threads, and the
+//! scheduler between regions.
+
+use std::collections::HashMap;
+
+use inkwell::IntPredicate;
+use inkwell::values::InstructionOpcode;
+
+use super::super::ir::{AtomicRmwOp, Block, Builder, Function, Instruction, Module, Type, Value};
+use super::hooks::{Complete, callee, is_index_call, with_location};
+use super::kinds::{Kind, Kinds};
+use super::segments::Segments;
+use super::slots::Slots;
+
+/// The bit a thread's state carries once it ran in a round of block barriers.
+pub(super) const RAN_THIS_ROUND: u64 = 1 << 31;
+
+/// A slot of the body that every thread holds alike at each barrier: each thread of a region
+/// starts from `current` in a local of its own (so that a read after the thread's own write
+/// sees it) and leaves its value at a barrier in `next`, all threads the same value; the
+/// scheduler makes `next` current between regions. Reads of `current` are invariant in the
+/// loop over the threads, and so is what is computed from them.
+#[derive(Clone, Copy)]
+pub(super) struct BlockSlot<'m> {
+    pub(super) body: Value<'m>,
+    pub(super) ty: Type<'m>,
+    pub(super) current: Value<'m>,
+    pub(super) next: Value<'m>,
+    pub(super) local: Value<'m>,
+}
+
+/// The loop counters of one thread of a region's loop.
+#[derive(Clone, Copy)]
+pub(super) struct ThreadAt<'m> {
+    pub(super) xyz: [Value<'m>; 3],
+    /// The thread's state.
+    pub(super) state: Value<'m>,
+    /// `RAN_THIS_ROUND` in a round, else 0: or-ed into the states threads leave with.
+    pub(super) flag: Value<'m>,
+    /// Where a thread goes once it reached a barrier or returned.
+    pub(super) latch: Block<'m>,
+}
+
+/// One region's clone for one thread, under construction.
+pub(super) struct RegionClone<'c, 'm> {
+    pub(super) at: ThreadAt<'m>,
+    /// The per-thread locals' addresses for this thread.
+    pub(super) locals: &'c HashMap<Value<'m>, Value<'m>>,
+    /// The body's values in the block being cloned: copies, and values computed again.
+    pub(super) values: HashMap<Value<'m>, Value<'m>>,
+    /// The block being filled.
+    pub(super) current: Block<'m>,
+}
+
+/// Which index a call of the index hook asks for.
+pub(super) fn index_of(call: Instruction<'_>) -> std::result::Result<u64, String> {
+    call.as_value()
+        .as_call()
+        .and_then(|c| c.arg(0))
+        .and_then(|a| a.const_zext_value())
+        .ok_or_else(|| with_location("the index hook called with a variable", call))
+}
+
+/// The region entry point under construction.
+pub(super) struct Emitter<'a, 'm> {
+    pub(super) module: Module<'m>,
+    pub(super) hooks: &'a Complete<'m>,
+    pub(super) function: Function<'m>,
+    pub(super) builder: Builder<'m>,
+    pub(super) segments: &'a Segments<'m>,
+    pub(super) i32_ty: Type<'m>,
+    pub(super) i64_ty: Type<'m>,
+    /// The body's parameter array, and the entry point's.
+    pub(super) body_params: Value<'m>,
+    pub(super) params: Value<'m>,
+    /// Where per-block values go: before the end of the block's start.
+    pub(super) hoist_point: Instruction<'m>,
+    /// Per-block values: the body's values computed once per block.
+    pub(super) hoisted: HashMap<Value<'m>, Value<'m>>,
+    /// The index hook's values per block (`which` >= 3).
+    pub(super) block_values: HashMap<u64, Value<'m>>,
+    /// The threads of a block.
+    pub(super) threads: Value<'m>,
+    /// The allocas kept once, as the entry point's allocas.
+    pub(super) single: HashMap<Value<'m>, Value<'m>>,
+    /// The allocas kept per thread: each one's lanes and size.
+    pub(super) lanes: Vec<(Value<'m>, Value<'m>, u64)>,
+    /// The threads' states (u32 each): 0 done, else the region each waits to run (1 the
+    /// body's start), with [`RAN_THIS_ROUND`] in a round once run.
+    pub(super) states: Value<'m>,
+    /// The region after each barrier call.
+    pub(super) region_of_barrier: HashMap<Instruction<'m>, u64>,
+    /// Each region's first segment (region `r` is state `r + 1`).
+    pub(super) region_starts: Vec<usize>,
+    /// Each region's state, where it follows a warp barrier.
+    pub(super) first_warp_state: Option<u64>,
+    /// The slots kept once per block, each in three locals of the entry point.
+    pub(super) block_slots: Vec<BlockSlot<'m>>,
+    pub(super) debug_from: Option<Instruction<'m>>,
+}
+
+impl<'a, 'm> Emitter<'a, 'm> {
+    /// Emits the entry point `name` from `body`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn emit(
+        module: Module<'m>,
+        hooks: &'a Complete<'m>,
+        body: Function<'m>,
+        name: &str,
+        segments: &'a Segments<'m>,
+        slots: &Slots<'m>,
+        kinds: &mut Kinds<'_, 'm>,
+    ) -> std::result::Result<Function<'m>, String> {
+        let (i32_ty, i64_ty, ptr_ty) = (module.i32_type(), module.i64_type(), module.ptr_type(0));
+        let fn_ty = i32_ty.function_type(&[ptr_ty, ptr_ty, i64_ty, i64_ty], false);
+        let function = module.add_function(name, fn_ty);
+        if let Some(sp) = body.subprogram() {
+            function.set_subprogram(sp);
+        }
+        let debug_from = body
+            .blocks()
+            .flat_map(|b| b.instructions())
+            .find(|i| i.debug_location().is_some());
+        let args: Vec<Value<'m>> = function.params().map(|p| p.as_value()).collect();
+        let (launch, params, begin, end) = (args[0], args[1], args[2], args[3]);
+        let body_params = body
+            .params()
+            .next()
+            .map(|p| p.as_value())
+            .ok_or("the body function has no parameter")?;
+        // Regions: the body's start, then one after each barrier, block barriers first.
+        let is_warp = |i: Instruction<'m>| {
+            hooks.warp_barrier.is_some()
+                && i.as_value().as_call().and_then(callee) == hooks.warp_barrier
+        };
+        let mut region_of_barrier = HashMap::new();
+        let mut region_starts = vec![0usize];
+        let mut first_warp_state = None;
+        for warp in [false, true] {
+            for seg in &segments.list {
+                let Some(b) = seg.barrier else { continue };
+                if is_warp(b) != warp {
+                    continue;
+                }
+                region_starts.push(segments.after_barrier[&b]);
+                let state = region_starts.len() as u64;
+                if warp && first_warp_state.is_none() {
+                    first_warp_state = Some(state);
+                }
+                region_of_barrier.insert(b, state);
+            }
+        }
+        let builder = module.builder();
+        let entry = function.append_block(c"entry");
+        builder.position_at_end(entry);
+        let mut single = HashMap::new();
+        for alloca in &slots.single {
+            let (ty, align) = alloca.alloca_type().expect("an alloca");
+            let copy = builder.build_alloca(ty, align.max(1), c"local");
+            single.insert(alloca.as_value(), copy.as_value());
+        }
+        let block_slots = slots
+            .block
+            .iter()
+            .map(|alloca| {
+                let (ty, align) = alloca.alloca_type().expect("an alloca");
+                let align = align.max(1);
+                BlockSlot {
+                    body: alloca.as_value(),
+                    ty,
+                    current: builder.build_alloca(ty, align, c"block.slot").as_value(),
+                    next: builder.build_alloca(ty, align, c"block.next").as_value(),
+                    local: builder.build_alloca(ty, align, c"block.local").as_value(),
+                }
+            })
+            .collect();
+        let placeholder = builder.build_unreachable();
+        let mut emitter = Emitter {
+            module,
+            hooks,
+            function,
+            builder,
+            segments,
+            i32_ty,
+            i64_ty,
+            body_params,
+            params,
+            hoist_point: placeholder,
+            hoisted: HashMap::new(),
+            block_values: HashMap::new(),
+            threads: params,
+            single,
+            lanes: Vec::new(),
+            states: params,
+            region_of_barrier,
+            region_starts,
+            first_warp_state,
+            block_slots,
+            debug_from,
+        };
+        placeholder.erase();
+        emitter.emit_function(entry, [launch, begin, end], slots, kinds)?;
+        Ok(function)
+    }
+
+    pub(super) fn call(&self, f: Function<'m>, args: &[Value<'m>]) -> Value<'m> {
+        let call = self.builder.build_call(f, args, c"");
+        if let Some(from) = self.debug_from {
+            call.instruction().copy_debug_location_from(from);
+        }
+        call.as_value()
+    }
+
+    pub(super) fn const32(&self, v: u64) -> Value<'m> {
+        self.i32_ty.const_int(v, false)
+    }
+
+    pub(super) fn const64(&self, v: u64) -> Value<'m> {
+        self.i64_ty.const_int(v, false)
+    }
+
+    pub(super) fn block(&self, name: &std::ffi::CStr) -> Block<'m> {
+        self.function.append_block(name)
+    }
+
+    pub(super) fn byte_gep(&self, base: Value<'m>, offset: Value<'m>) -> Value<'m> {
+        self.builder.build_gep_with_no_wrap_flags(
+            self.module.i8_type(),
+            base,
+            &[offset],
+            c"",
+            super::super::ir::GepNoWrapFlags::NONE,
+        )
+    }
+
+    /// Thread `rank`'s state.
+    pub(super) fn state_of(&self, rank: Value<'m>) -> Value<'m> {
+        let b = &self.builder;
+        self.byte_gep(self.states, b.build_mul(rank, self.const64(4), c""))
+    }
+
+    pub(super) fn emit_function(
+        &mut self,
+        entry: Block<'m>,
+        [launch, begin, end]: [Value<'m>; 3],
+        slots: &Slots<'m>,
+        kinds: &mut Kinds<'_, 'm>,
+    ) -> std::result::Result<(), String> {
+        self.builder.position_at_end(entry);
+        let flag_slot = self
+            .builder
+            .build_alloca(self.i32_ty, 4, c"round.flag")
+            .as_value();
+        let round_state = self
+            .builder
+            .build_alloca(self.i32_ty, 4, c"round.state")
+            .as_value();
+        let round_max = self
+            .builder
+            .build_alloca(self.i32_ty, 4, c"round.max")
+            .as_value();
+        self.call(self.hooks.enter, &[launch]);
+        let dims: Vec<Value<'m>> = (6..9)
+            .map(|w| self.call(self.hooks.index, &[self.const32(w)]))
+            .collect();
+        let b = &self.builder;
+        let threads32 = b.build_mul(b.build_mul(dims[0], dims[1], c""), dims[2], c"threads");
+        self.threads = b.build_zext(threads32, self.i64_ty, c"");
+        // Lane storage: the states, then each per-thread local, each 64-byte aligned.
+        let mut offset = b.build_mul(self.threads, self.const64(4), c"");
+        let mut placed = Vec::new();
+        for (alloca, bytes) in &slots.per_thread {
+            let b = &self.builder;
+            let start = b.build_and(
+                b.build_add(offset, self.const64(63), c""),
+                self.const64(!63),
+                c"",
+            );
+            placed.push((alloca.as_value(), start, *bytes));
+            let size = b.build_mul(self.threads, self.const64(*bytes), c"");
+            offset = b.build_add(start, size, c"");
+        }
+        let base = self.call(self.hooks.lanes, &[offset]);
+        let b = &self.builder;
+        let ptr_ty = self.module.ptr_type(0);
+        let no_room = b.build_icmp(IntPredicate::EQ, base, ptr_ty.const_null(), c"");
+        let refuse = self.block(c"no.room");
+        let start = self.block(c"start");
+        self.builder.build_cond_br(no_room, refuse, start);
+        self.builder.position_at_end(refuse);
+        self.builder.build_ret(self.const32(1));
+        self.builder.position_at_end(start);
+        self.states = base;
+        for (alloca, at, bytes) in placed {
+            let lanes = self.byte_gep(base, at);
+            self.lanes.push((alloca, lanes, bytes));
+        }
+        let head = self.block(c"block.head");
+        let block_start = self.block(c"block.start");
+        let done = self.block(c"done");
+        let next = self.block(c"block.next");
+        let b = &self.builder;
+        b.build_br(head);
+        b.position_at_end(head);
+        let linear = b.build_phi(self.i64_ty, c"block");
+        linear.add_incoming(begin, start);
+        let more = b.build_icmp(IntPredicate::ULT, linear.as_value(), end, c"");
+        self.builder.build_cond_br(more, block_start, done);
+        self.builder.position_at_end(done);
+        self.builder.build_ret(self.const32(0));
+        self.builder.position_at_end(next);
+        let following = self
+            .builder
+            .build_add(linear.as_value(), self.const64(1), c"");
+        linear.add_incoming(following, next);
+        self.builder.build_br(head);
+        // Per block: its start, its values, the body's start for every thread, then the
+        // regions until every thread is done.
+        self.builder.position_at_end(block_start);
+        self.call(self.hooks.begin_block, &[launch, linear.as_value()]);
+        self.builder.build_store(self.const32(0), flag_slot);
+        let first_region = self.block(c"first.region");
+        self.hoist_point = self.builder.build_br(first_region).instruction();
+        self.builder.position_before(self.hoist_point);
+        for w in 3..12u64 {
+            let value = if (6..9).contains(&w) {
+                dims[w as usize - 6]
+            } else {
+                self.call(self.hooks.index, &[self.const32(w)])
+            };
+            self.block_values.insert(w, value);
+        }
+        let schedule = self.block(c"schedule");
+        let mut unguarded = Vec::new();
+        let mut guarded = Vec::new();
+        for r in 0..self.region_starts.len() {
+            unguarded.push(self.region_loop(r, false, schedule, flag_slot, kinds)?);
+            guarded.push(self.region_loop(r, true, schedule, flag_slot, kinds)?);
+        }
+        self.builder.position_at_end(first_region);
+        self.builder.build_br(unguarded[0]);
+        self.emit_schedule(
+            schedule,
+            next,
+            (&unguarded, &guarded),
+            [flag_slot, round_state, round_max],
+        );
+        Ok(())
+    }
+
+    /// Jumps on `state` to `targets[state - 1]`.
+    pub(super) fn switch_on(&self, state: Value<'m>, targets: &[Block<'m>]) {
+        let unknown = self.block(c"unknown.state");
+        let cases: Vec<(Value<'m>, Block<'m>)> = targets
+            .iter()
+            .enumerate()
+            .map(|(r, block)| (self.const32(r as u64 + 1), *block))
+            .collect();
+        self.builder.build_switch(state, unknown, &cases);
+        self.builder.position_at_end(unknown);
+        self.builder.build_unreachable();
+    }
+
+    /// The scheduler, which every region's loop ends in: reads the threads' states and runs
+    /// the next region, or ends the block.
+    pub(super) fn emit_schedule(
+        &mut self,
+        schedule: Block<'m>,
+        block_done: Block<'m>,
+        (unguarded, guarded): (&[Block<'m>], &[Block<'m>]),
+        [flag_slot, round_state, round_max]: [Value<'m>; 3],
+    ) {
+        let (i32_ty, i64_ty, i1_ty) = (self.i32_ty, self.i64_ty, self.module.i1_type());
+        let scan_start = self.block(c"scan.start");
+        let scan = self.block(c"scan");
+        let scanned = self.block(c"scanned");
+        let round_step = self.block(c"round.step");
+        let b = &self.builder;
+        b.position_at_end(schedule);
+        for slot in &self.block_slots {
+            b.build_store(
+                b.build_load(slot.ty, slot.next, c"").as_value(),
+                slot.current,
+            );
+        }
+        let flag = b.build_load(i32_ty, flag_slot, c"").as_value();
+        let in_round = b.build_icmp(IntPredicate::NE, flag, self.const32(0), c"");
+        self.builder.build_cond_br(in_round, round_step, scan_start);
+        // The scan: the largest state, the smallest live one, whether a thread is done.
+        self.builder.position_at_end(scan_start);
+        self.builder.build_br(scan);
+        let b = &self.builder;
+        b.position_at_end(scan);
+        let t = b.build_phi(i64_ty, c"t");
+        let max = b.build_phi(i32_ty, c"max");
+        let min = b.build_phi(i32_ty, c"min");
+        let any_done = b.build_phi(i1_ty, c"any.done");
+        t.add_incoming(self.const64(0), scan_start);
+        max.add_incoming(self.const32(0), scan_start);
+        min.add_incoming(self.const32(u64::from(u32::MAX)), scan_start);
+        any_done.add_incoming(i1_ty.const_int(0, false), scan_start);
+        let at = self.state_of(t.as_value());
+        let b = &self.builder;
+        let s = b.build_load(i32_ty, at, c"state").as_value();
+        let is_done = b.build_icmp(IntPredicate::EQ, s, self.const32(0), c"");
+        let gt = b.build_icmp(IntPredicate::UGT, s, max.as_value(), c"");
+        let max_next = b.build_select(gt, s, max.as_value(), c"");
+        let live = b.build_select(is_done, self.const32(u64::from(u32::MAX)), s, c"");
+        let lt = b.build_icmp(IntPredicate::ULT, live, min.as_value(), c"");
+        let min_next = b.build_select(lt, live, min.as_value(), c"");
+        let done_next = b.build_or(any_done.as_value(), is_done, c"");
+        let t_next = b.build_add(t.as_value(), self.const64(1), c"");
+        t.add_incoming(t_next, scan);
+        max.add_incoming(max_next, scan);
+        min.add_incoming(min_next, scan);
+        any_done.add_incoming(done_next, scan);
+        let again = b.build_icmp(IntPredicate::ULT, t_next, self.threads, c"");
+        self.builder.build_cond_br(again, scan, scanned);
+        // Every thread done: the next block.
+        self.builder.position_at_end(scanned);
+        let b = &self.builder;
+        let all_done = b.build_icmp(IntPredicate::EQ, max_next, self.const32(0), c"");
+        let dispatch = self.block(c"dispatch");
+        self.builder.build_cond_br(all_done, block_done, dispatch);
+        // Every live thread at one barrier and none done: the region's loop, unguarded.
+        self.builder.position_at_end(dispatch);
+        let b = &self.builder;
+        let same = b.build_icmp(IntPredicate::EQ, min_next, max_next, c"");
+        let whole = b.build_and(same, b.build_not(done_next, c""), c"");
+        let run_whole = self.block(c"run.whole");
+        let not_whole = self.block(c"not.whole");
+        self.builder.build_cond_br(whole, run_whole, not_whole);
+        self.builder.position_at_end(run_whole);
+        self.switch_on(max_next, unguarded);
+        // Threads at a warp barrier (the largest states) go first; one state: its threads.
+        self.builder.position_at_end(not_whole);
+        let b = &self.builder;
+        let warp = match self.first_warp_state {
+            Some(first) => b.build_icmp(IntPredicate::UGE, max_next, self.const32(first), c""),
+            None => i1_ty.const_int(0, false),
+        };
+        let one_state = b.build_or(warp, same, c"");
+        let run_one = self.block(c"run.one");
+        let round = self.block(c"round");
+        self.builder.build_cond_br(one_state, run_one, round);
+        self.builder.position_at_end(run_one);
+        self.switch_on(max_next, guarded);
+        // Threads at different block barriers: a round runs each barrier's threads, marking
+        // them as they leave so that none runs twice, then clears the marks.
+        let round_run = self.block(c"round.run");
+        let round_next = self.block(c"round.next");
+        let clear_start = self.block(c"round.clear");
+        let b = &self.builder;
+        b.position_at_end(round);
+        b.build_store(self.const32(RAN_THIS_ROUND), flag_slot);
+        b.build_store(min_next, round_state);
+        b.build_store(max_next, round_max);
+        b.build_br(round_run);
+        b.position_at_end(round_step);
+        let current = b.build_load(i32_ty, round_state, c"").as_value();
+        let following = b.build_add(current, self.const32(1), c"");
+        b.build_store(following, round_state);
+        b.build_br(round_run);
+        b.position_at_end(round_run);
+        let state = b.build_load(i32_ty, round_state, c"").as_value();
+        let last = b.build_load(i32_ty, round_max, c"").as_value();
+        let past = b.build_icmp(IntPredicate::UGT, state, last, c"");
+        self.builder.build_cond_br(past, clear_start, round_next);
+        self.builder.position_at_end(round_next);
+        // A state no thread is at runs its guarded loop for nothing; states between two
+        // barriers' are rare (threads at different barriers are).
+        self.switch_on(state, guarded);
+        let clear = self.block(c"clear");
+        let b = &self.builder;
+        b.position_at_end(clear_start);
+        b.build_store(self.const32(0), flag_slot);
+        b.build_br(clear);
+        b.position_at_end(clear);
+        let t = b.build_phi(i64_ty, c"t");
+        t.add_incoming(self.const64(0), clear_start);
+        let at = self.state_of(t.as_value());
+        let b = &self.builder;
+        let s = b.build_load(i32_ty, at, c"").as_value();
+        let cleared = b.build_and(s, self.const32(RAN_THIS_ROUND - 1), c"");
+        b.build_store(cleared, at);
+        let t_next = b.build_add(t.as_value(), self.const64(1), c"");
+        t.add_incoming(t_next, clear);
+        let again = b.build_icmp(IntPredicate::ULT, t_next, self.threads, c"");
+        self.builder.build_cond_br(again, clear, scan_start);
+    }
+
+    /// The loop of region `r` over the block's threads (`x` innermost), those whose state is
+    /// the region's only when `guarded`, ending in `after`; returns its first block.
+    pub(super) fn region_loop(
+        &mut self,
+        r: usize,
+        guarded: bool,
+        after: Block<'m>,
+        flag_slot: Value<'m>,
+        kinds: &mut Kinds<'_, 'm>,
+    ) -> std::result::Result<Block<'m>, String> {
+        let (i32_ty, i64_ty) = (self.i32_ty, self.i64_ty);
+        let [bx, by, bz] = [6, 7, 8].map(|w| self.block_values[&w]);
+        let pre = self.block(c"region");
+        let z_head = self.block(c"z");
+        let y_head = self.block(c"y");
+        let x_body = self.block(c"x");
+        let x_latch = self.block(c"x.latch");
+        let y_latch = self.block(c"y.latch");
+        let z_latch = self.block(c"z.latch");
+        let b = &self.builder;
+        b.position_at_end(pre);
+        let flag = b.build_load(i32_ty, flag_slot, c"flag").as_value();
+        b.build_br(z_head);
+        b.position_at_end(z_head);
+        let z = b.build_phi(i32_ty, c"z");
+        z.add_incoming(self.const32(0), pre);
+        b.build_br(y_head);
+        b.position_at_end(y_head);
+        let y = b.build_phi(i32_ty, c"y");
+        y.add_incoming(self.const32(0), z_head);
+        let row = b.build_mul(
+            b.build_add(b.build_mul(z.as_value(), by, c""), y.as_value(), c""),
+            bx,
+            c"",
+        );
+        let row = b.build_zext(row, i64_ty, c"row");
+        b.build_br(x_body);
+        b.position_at_end(x_body);
+        let x = b.build_phi(i32_ty, c"x");
+        x.add_incoming(self.const32(0), y_head);
+        let rank = b.build_add(row, b.build_zext(x.as_value(), i64_ty, c""), c"rank");
+        let state = self.state_of(rank);
+        let go = self.block(c"go");
+        if guarded {
+            let b = &self.builder;
+            let s = b.build_load(i32_ty, state, c"").as_value();
+            let mine = b.build_icmp(IntPredicate::EQ, s, self.const32(r as u64 + 1), c"");
+            self.builder.build_cond_br(mine, go, x_latch);
+        } else {
+            self.builder.build_br(go);
+        }
+        self.builder.position_at_end(go);
+        let mut locals = HashMap::new();
+        for slot in &self.block_slots {
+            let b = &self.builder;
+            b.build_store(
+                b.build_load(slot.ty, slot.current, c"").as_value(),
+                slot.local,
+            );
+            locals.insert(slot.body, slot.local);
+        }
+        for (alloca, lanes, bytes) in &self.lanes {
+            let offset = self.builder.build_mul(rank, self.const64(*bytes), c"");
+            locals.insert(*alloca, self.byte_gep(*lanes, offset));
+        }
+        let at = ThreadAt {
+            xyz: [x.as_value(), y.as_value(), z.as_value()],
+            state,
+            flag,
+            latch: x_latch,
+        };
+        let start = self.clone_region(self.region_starts[r], &at, &locals, kinds)?;
+        self.builder.position_at_end(go);
+        self.builder.build_br(start);
+        let b = &self.builder;
+        b.position_at_end(x_latch);
+        let x_next = b.build_add(x.as_value(), self.const32(1), c"");
+        x.add_incoming(x_next, x_latch);
+        let more_x = b.build_icmp(IntPredicate::ULT, x_next, bx, c"");
+        self.builder.build_cond_br(more_x, x_body, y_latch);
+        let b = &self.builder;
+        b.position_at_end(y_latch);
+        let y_next = b.build_add(y.as_value(), self.const32(1), c"");
+        y.add_incoming(y_next, y_latch);
+        let more_y = b.build_icmp(IntPredicate::ULT, y_next, by, c"");
+        self.builder.build_cond_br(more_y, y_head, z_latch);
+        let b = &self.builder;
+        b.position_at_end(z_latch);
+        let z_next = b.build_add(z.as_value(), self.const32(1), c"");
+        z.add_incoming(z_next, z_latch);
+        let more_z = b.build_icmp(IntPredicate::ULT, z_next, bz, c"");
+        self.builder.build_cond_br(more_z, z_head, after);
+        Ok(pre)
+    }
+
+    /// Clones the region starting at segment `first` for one thread: returns the clone's first
+    /// block.
+    pub(super) fn clone_region(
+        &mut self,
+        first: usize,
+        at: &ThreadAt<'m>,
+        locals: &HashMap<Value<'m>, Value<'m>>,
+        kinds: &mut Kinds<'_, 'm>,
+    ) -> std::result::Result<Block<'m>, String> {
+        let mut copies: HashMap<(Block<'m>, Option<Instruction<'m>>), Block<'m>> = HashMap::new();
+        let mut clone = RegionClone {
+            at: *at,
+            locals,
+            values: HashMap::new(),
+            current: self.hoist_point.block(),
+        };
+        let start_seg = self.segments.list[first];
+        let key = (start_seg.block, start_seg.start);
+        let first_block = self.block(c"r");
+        copies.insert(key, first_block);
+        let mut work = vec![(key, first_block)];
+        while let Some(((block, start), copy)) = work.pop() {
+            // A copy is one segment, whose values are its own (those used in another have
+            // slots) or computed again in it.
+            clone.current = copy;
+            clone.values.clear();
+            let mut next = match start {
+                Some(i) => Some(i),
+                None => block.first_instruction(),
+            };
+            while let Some(i) = next {
+                next = i.next();
+                self.builder.position_at_end(copy);
+                if let Some(&state) = self.region_of_barrier.get(&i) {
+                    self.leave(at, self.const32(state), true);
+                    break;
+                }
+                use InstructionOpcode as Op;
+                match i.opcode() {
+                    Op::Return => {
+                        self.leave(at, self.const32(0), false);
+                        break;
+                    }
+                    Op::Alloca => continue,
+                    _ => {}
+                }
+                let value = i.as_value();
+                if is_index_call(i, self.hooks)
+                    || (i.as_terminator().is_none()
+                        && !value.ty().is_void()
+                        && kinds.of(value) != Kind::Varying)
+                {
+                    continue;
+                }
+                let mut set_thread = false;
+                if let Some(call) = value.as_call()
+                    && let Some(f) = callee(call)
+                {
+                    if f.name().starts_with(b"llvm.lifetime.") {
+                        continue;
+                    }
+                    set_thread = f.intrinsic_id().is_none() && !self.hooks.is_hook(f);
+                }
+                let mut operands = Vec::new();
+                for index in 0..i.num_operands() {
+                    let Some(op) = i.operand(index) else { continue };
+                    if op.is_basic_block() {
+                        continue;
+                    }
+                    let mapped = self.remap(op, &mut clone, kinds)?;
+                    if mapped != op {
+                        operands.push((index, mapped));
+                    }
+                }
+                self.builder.position_at_end(copy);
+                if set_thread {
+                    // The index state the called function may read (a panic's report).
+                    self.call(self.hooks.set_thread, &at.xyz);
+                }
+                if i.is_atomic() && self.is_block_memory(i) {
+                    let operand = |index: u32| {
+                        operands
+                            .iter()
+                            .find(|(k, _)| *k == index)
+                            .map(|(_, v)| *v)
+                            .or_else(|| i.operand(index))
+                            .expect("an atomic access's operand")
+                    };
+                    if let Some(plain) = self.plain_access(i, &operand) {
+                        clone.values.insert(value, plain);
+                        continue;
+                    }
+                }
+                let copied = self.builder.insert_clone(i);
+                for (index, mapped) in operands {
+                    copied.set_operand(index, mapped);
+                }
+                clone.values.insert(value, copied.as_value());
+                if let Some(terminator) = copied.as_terminator() {
+                    let successors: Vec<Block<'m>> = terminator.successors().collect();
+                    for (index, successor) in successors.into_iter().enumerate() {
+                        let key = (successor, None);
+                        let target = match copies.get(&key) {
+                            Some(b) => *b,
+                            None => {
+                                let b = self.block(c"r");
+                                copies.insert(key, b);
+                                work.push((key, b));
+                                b
+                            }
+                        };
+                        terminator.set_successor(index as u32, target);
+                    }
+                    break;
+                }
+            }
+        }
+        Ok(first_block)
+    }
+
+    /// Whether the atomic access `i` is to memory only the block's OS thread reaches (shared
+    /// memory, the image's thread-locals, the thread's locals): in region form the block's
+    /// threads run one after another there, so the access needs no atomic instruction.
+    pub(super) fn is_block_memory(&self, i: Instruction<'m>) -> bool {
+        let pointer_index = if i.is_store() { 1 } else { 0 };
+        let mut pointer = i.operand(pointer_index);
+        while let Some(p) = pointer {
+            let Some(def) = p.as_instruction() else {
+                return false;
+            };
+            use InstructionOpcode as Op;
+            match def.opcode() {
+                Op::GetElementPtr | Op::BitCast | Op::AddrSpaceCast => pointer = def.operand(0),
+                Op::Alloca => return true,
+                Op::Call => {
+                    return p.as_call().and_then(callee).is_some_and(|f| {
+                        self.hooks.shared.contains(&Some(f))
+                            || f.name() == b"llvm.threadlocal.address.p0"
+                    });
+                }
+                _ => return false,
+            }
+        }
+        false
+    }
+
+    /// The plain form of the atomic access `i` (operands from `operand`), built at the
+    /// builder's position: its value (the old value, a load's value, or none for a store);
+    /// `None` for an operation it has no plain form of.
+    pub(super) fn plain_access(
+        &self,
+        i: Instruction<'m>,
+        operand: &dyn Fn(u32) -> Value<'m>,
+    ) -> Option<Value<'m>> {
+        let b = &self.builder;
+        if i.is_load() || i.is_store() {
+            let copied = b.insert_clone(i);
+            for index in 0..i.num_operands() {
+                copied.set_operand(index, operand(index));
+            }
+            copied.make_not_atomic();
+            return Some(copied.as_value());
+        }
+        let pointer = operand(0);
+        if i.is_cmpxchg() {
+            let (expected, new) = (operand(1), operand(2));
+            let old = b.build_load(expected.ty(), pointer, c"").as_value();
+            let equal = b.build_icmp(IntPredicate::EQ, old, expected, c"");
+            let stored = b.build_select(equal, new, old, c"");
+            b.build_store(stored, pointer);
+            let pair = b.build_insert_value(i.as_value().ty().poison(), old, 0, c"");
+            return Some(b.build_insert_value(pair, equal, 1, c""));
+        }
+        let op = i.atomic_rmw_op()?;
+        let v = operand(1);
+        let old = b.build_load(v.ty(), pointer, c"").as_value();
+        let new = match op {
+            AtomicRmwOp::Xchg => v,
+            AtomicRmwOp::Binary(opcode) => b.build_binop(opcode, old, v, c""),
+            AtomicRmwOp::Nand => {
+                let and = b.build_binop(InstructionOpcode::And, old, v, c"");
+                b.build_not(and, c"")
+            }
+            AtomicRmwOp::Keep(keep) => {
+                let keep_old = b.build_icmp(keep, old, v, c"");
+                b.build_select(keep_old, old, v, c"")
+            }
+        };
+        b.build_store(new, pointer);
+        Some(old)
+    }
+
+    /// Ends a thread's run of the region: it leaves with `state`.
+    pub(super) fn leave(&self, at: &ThreadAt<'m>, state: Value<'m>, flagged: bool) {
+        let b = &self.builder;
+        let state = if flagged {
+            // A thread that returns leaves no block value: the threads that go on do.
+            for slot in &self.block_slots {
+                b.build_store(b.build_load(slot.ty, slot.local, c"").as_value(), slot.next);
+            }
+            b.build_or(state, at.flag, c"")
+        } else {
+            state
+        };
+        b.build_store(state, at.state);
+        b.build_br(at.latch);
+    }
+
+    /// What `op`, an operand of the body, is in a region's clone: its copy, the entry point's
+    /// parameters or local, the thread's index, a per-block value, or a value computed again
+    /// at the clone's end.
+    pub(super) fn remap(
+        &mut self,
+        op: Value<'m>,
+        clone: &mut RegionClone<'_, 'm>,
+        kinds: &mut Kinds<'_, 'm>,
+    ) -> std::result::Result<Value<'m>, String> {
+        if let Some(v) = clone.values.get(&op) {
+            return Ok(*v);
+        }
+        if op == self.body_params {
+            return Ok(self.params);
+        }
+        if let Some(v) = self.single.get(&op).or_else(|| clone.locals.get(&op)) {
+            return Ok(*v);
+        }
+        let Some(i) = op.as_instruction() else {
+            return Ok(op);
+        };
+        if is_index_call(i, self.hooks) {
+            let which = index_of(i)?;
+            return Ok(match which {
+                0..3 => clone.at.xyz[which as usize],
+                w => *self
+                    .block_values
+                    .get(&w)
+                    .ok_or_else(|| with_location("the index hook asked an unknown index", i))?,
+            });
+        }
+        match kinds.of(op) {
+            Kind::Hoistable => self.hoist(op),
+            Kind::Recomputed => {
+                let mut operands = Vec::new();
+                for index in 0..i.num_operands() {
+                    let Some(o) = i.operand(index) else { continue };
+                    let mapped = self.remap(o, clone, kinds)?;
+                    if mapped != o {
+                        operands.push((index, mapped));
+                    }
+                }
+                self.builder.position_at_end(clone.current);
+                let copied = self.builder.insert_clone(i);
+                for (index, mapped) in operands {
+                    copied.set_operand(index, mapped);
+                }
+                clone.values.insert(op, copied.as_value());
+                Ok(copied.as_value())
+            }
+            Kind::Varying => Err(with_location(
+                "internal error: a value crosses a barrier without a slot",
+                i,
+            )),
+        }
+    }
+
+    /// `op`'s value computed once per block.
+    pub(super) fn hoist(&mut self, op: Value<'m>) -> std::result::Result<Value<'m>, String> {
+        if let Some(v) = self.hoisted.get(&op) {
+            return Ok(*v);
+        }
+        if op == self.body_params {
+            return Ok(self.params);
+        }
+        let Some(i) = op.as_instruction() else {
+            return Ok(op);
+        };
+        if is_index_call(i, self.hooks) {
+            let which = index_of(i)?;
+            return self
+                .block_values
+                .get(&which)
+                .copied()
+                .ok_or_else(|| with_location("a thread's index computed once per block", i));
+        }
+        let mut operands = Vec::new();
+        for index in 0..i.num_operands() {
+            let Some(o) = i.operand(index) else { continue };
+            operands.push((index, self.hoist(o)?));
+        }
+        self.builder.position_before(self.hoist_point);
+        let clone = self.builder.insert_clone(i);
+        for (index, value) in operands {
+            if clone.operand(index) != Some(value) {
+                clone.set_operand(index, value);
+            }
+        }
+        self.hoisted.insert(op, clone.as_value());
+        Ok(clone.as_value())
+    }
+}

@@ -1,0 +1,184 @@
+//! The CPU device's barriers in IR form. A kernel's body function
+//! (`offload_format::abi::CPU_BODY_PREFIX<kernel>`: one GPU thread, its parameters read) has
+//! everything that reaches a barrier inlined into it, whatever the source looked like (generic
+//! helpers, closures, `?`, shared arrays in helpers), and becomes the kernel's
+//! `CPU_IR_REGIONS_PREFIX<kernel>` entry point: the body cut at its barriers into segments, each
+//! region (the segments reachable from the kernel's start or from one barrier without crossing
+//! another) cloned into a loop over the block's threads, `x` innermost, with the thread's index
+//! the loop's counters.
+//!
+//! Between regions each thread's place is a state (the barrier it waits at, or done), kept per
+//! thread, so that threads that return early, or wait at different barriers, run as a GPU runs
+//! them: a warp operation's barrier first (its lanes all reached it), then, once every live
+//! thread waits at a block barrier, each of those barriers' threads in turn. When every live
+//! thread waits at the same barrier (the common case) the region's loop runs without a test.
+//!
+//! Values live across a barrier are kept per thread, in the OS thread's lane storage
+//! (`CPU_IR_LANES`); values every thread computes alike (from the parameters, the block's
+//! indices, shared arrays' addresses) are computed once per block instead, before the loops,
+//! and values every thread holds alike at each barrier (loop counters around barriers:
+//! [`uniform`]) are kept once per block.
+//! Locals whose memory lives across a barrier get a copy per thread there too.
+//!
+//! A kernel the form cannot take (a barrier reached through recursion, an `invoke`) keeps one
+//! coroutine per GPU thread and gets a `CPU_NOTE_PREFIX<kernel>` note saying why, with the
+//! barrier's source line where debug information has one, which the build reports.
+#![forbid(unsafe_code)]
+
+mod emit;
+mod hooks;
+mod inline;
+mod kinds;
+mod segments;
+mod slots;
+#[cfg(test)]
+mod tests;
+mod uniform;
+
+use std::collections::HashMap;
+
+use inkwell::module::Linkage;
+use inkwell::values::InstructionOpcode;
+use offload_format::abi;
+
+use super::ir::{AttributeIndex, Function, Instruction, Module};
+use crate::device_link::error::Result;
+use emit::Emitter;
+use hooks::{Complete, Hooks, barrier_calls, callee, with_location};
+use inline::{inline_what_reaches_barriers, recursive_callee};
+use kinds::{Kind, Kinds};
+use segments::Segments;
+use slots::{classify_allocas, demote_across_segments, demote_phis};
+use uniform::block_uniform_slots;
+
+/// A kernel with barriers that keeps one coroutine per GPU thread, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoroutineKernel {
+    /// The kernel's name.
+    pub kernel: String,
+    /// Why, with the source line of the barrier where debug information has one.
+    pub reason: String,
+}
+
+/// Forms the regions of every kernel body in `module` (the CPU image's bitcode, linked and
+/// internalized) and drops the bodies; makes the index hook inline everywhere else. Returns
+/// the kernels with barriers that keep their coroutines.
+pub fn form_regions(module: Module<'_>) -> Result<Vec<CoroutineKernel>> {
+    let hooks = Hooks::find(module);
+    let bodies: Vec<(String, Function<'_>)> = module
+        .functions()
+        .filter(|f| !f.is_declaration())
+        .filter_map(|f| {
+            let name = std::str::from_utf8(f.name()).ok()?;
+            let kernel = name.strip_prefix(abi::CPU_BODY_PREFIX)?;
+            Some((kernel.to_owned(), f))
+        })
+        .collect();
+    let mut kept = Vec::new();
+    if !hooks.barriers().is_empty() && !bodies.is_empty() {
+        let recursive = inline_what_reaches_barriers(module, &hooks)?;
+        for (kernel, body) in &bodies {
+            let formed = match recursive_callee(*body, &recursive) {
+                Some(reason) => Err(reason),
+                None if barrier_calls(*body, &hooks).is_empty() => continue,
+                None => hooks
+                    .complete()
+                    .and_then(|hooks| form_kernel(module, &hooks, kernel, *body)),
+            };
+            if let Err(reason) = formed {
+                let symbol = format!("{}{kernel}", abi::CPU_NOTE_PREFIX);
+                module.add_constant_bytes(&symbol, reason.as_bytes());
+                kept.push(CoroutineKernel {
+                    kernel: kernel.clone(),
+                    reason,
+                });
+            }
+        }
+    }
+    for (_, body) in bodies {
+        if !body.has_uses() {
+            body.delete();
+        }
+    }
+    for hook in [hooks.index, hooks.set_thread].into_iter().flatten() {
+        hook.remove_enum_attribute(AttributeIndex::Function, "noinline");
+        hook.add_enum_attribute(AttributeIndex::Function, "alwaysinline");
+        hook.set_linkage(Linkage::Internal);
+    }
+    Ok(kept)
+}
+
+/// Forms `kernel`'s regions from `body`; the reason it cannot, otherwise.
+fn form_kernel<'m>(
+    module: Module<'m>,
+    hooks: &Complete<'m>,
+    kernel: &str,
+    body: Function<'m>,
+) -> std::result::Result<(), String> {
+    let params = body
+        .params()
+        .next()
+        .map(|p| p.as_value())
+        .ok_or("the body function has no parameter")?;
+    let is_barrier = |i: Instruction<'m>| {
+        i.as_value()
+            .as_call()
+            .and_then(callee)
+            .is_some_and(|f| Some(f) == hooks.barrier || Some(f) == hooks.warp_barrier)
+    };
+    check_supported(body)?;
+    let mut kinds = Kinds {
+        hooks,
+        params,
+        memo: HashMap::new(),
+    };
+    demote_phis(module, body);
+    let segments = Segments::of(body, &is_barrier);
+    demote_across_segments(module, body, &segments, &mut kinds)?;
+    let segments = Segments::of(body, &is_barrier);
+    let mut slots = classify_allocas(module, body, &segments)?;
+    let candidates: Vec<Instruction<'m>> = slots.per_thread.iter().map(|(a, _)| *a).collect();
+    slots.block = block_uniform_slots(body, &candidates, &is_barrier, &mut |v| {
+        kinds.of(v) == Kind::Hoistable
+    });
+    slots
+        .per_thread
+        .retain(|(alloca, _)| !slots.block.contains(alloca));
+    let name = format!("{}{kernel}", abi::CPU_IR_REGIONS_PREFIX);
+    if module.function(&name).is_some() {
+        return Err(format!("`{name}` is already defined"));
+    }
+    let region_fn = Emitter::emit(module, hooks, body, &name, &segments, &slots, &mut kinds);
+    match region_fn {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            if let Some(f) = module.function(&name) {
+                f.delete();
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Refuses what the form does not take.
+fn check_supported(body: Function<'_>) -> std::result::Result<(), String> {
+    let entry = body.entry_block().ok_or("the body has no blocks")?;
+    for block in body.blocks() {
+        for i in block.instructions() {
+            use InstructionOpcode as Op;
+            match i.opcode() {
+                Op::Invoke | Op::CallBr | Op::IndirectBr | Op::Resume | Op::CatchSwitch => {
+                    return Err(with_location(
+                        "the body unwinds or branches indirectly after inlining",
+                        i,
+                    ));
+                }
+                Op::Alloca if block != entry => {
+                    return Err(with_location("the body allocates stack dynamically", i));
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,195 @@
+//! Where the values and locals that live across barriers are kept.
+
+use std::collections::HashSet;
+
+use inkwell::values::InstructionOpcode;
+
+use super::super::ir::{Function, Instruction, Module, Value};
+use super::hooks::{is_index_call, with_location};
+use super::kinds::{Kind, Kinds};
+use super::segments::Segments;
+
+/// The body's slots: one per value or local that lives across a barrier (or is each thread's
+/// own across segments), each in the thread's lane storage or, for a value every thread
+/// computes alike, one for all.
+pub(super) struct Slots<'m> {
+    /// Allocas of the body kept per thread: type size in bytes and alignment.
+    pub(super) per_thread: Vec<(Instruction<'m>, u64)>,
+    /// Allocas of the body kept once (each thread's use ends before the next thread's).
+    pub(super) single: Vec<Instruction<'m>>,
+    /// Allocas of the body that live across barriers but hold the same value in every thread
+    /// at each barrier ([`block_uniform_slots`]): kept once per block.
+    pub(super) block: Vec<Instruction<'m>>,
+}
+
+/// Each phi of `body` made a slot: stored at the end of each predecessor, loaded where the
+/// phi was.
+pub(super) fn demote_phis<'m>(module: Module<'m>, body: Function<'m>) {
+    let entry = body.entry_block().expect("checked: the body has blocks");
+    let builder = module.builder();
+    let phis: Vec<Instruction<'m>> = body
+        .blocks()
+        .flat_map(|b| b.instructions())
+        .filter(|i| i.as_value().is_phi())
+        .collect();
+    let mut loads = Vec::new();
+    for phi in &phis {
+        builder.position_at_start(entry);
+        let ty = phi.as_value().ty();
+        let slot = builder.build_alloca(ty, 0, c"phi.slot");
+        let as_phi = phi.as_value().as_phi().expect("a phi");
+        for (value, pred) in as_phi.incomings().collect::<Vec<_>>() {
+            let terminator = pred.terminator().expect("a predecessor ends");
+            builder.position_before(terminator.instruction());
+            builder.build_store(value, slot.as_value());
+        }
+        loads.push((*phi, slot, ty));
+    }
+    for (phi, slot, ty) in loads {
+        let block = phi.block();
+        let first = block
+            .instructions()
+            .find(|i| !i.as_value().is_phi())
+            .expect("a block ends with a terminator");
+        builder.position_before(first);
+        let load = builder.build_load(ty, slot.as_value(), c"phi.load");
+        phi.as_value().replace_all_uses_with(load.as_value());
+    }
+    for phi in phis {
+        phi.erase();
+    }
+}
+
+/// Each value used in another segment than its own made a slot (except the index hook's
+/// calls and values computed once per block, which the loops have anyway).
+pub(super) fn demote_across_segments<'m>(
+    module: Module<'m>,
+    body: Function<'m>,
+    segments: &Segments<'m>,
+    kinds: &mut Kinds<'_, 'm>,
+) -> std::result::Result<(), String> {
+    let entry = body.entry_block().expect("checked: the body has blocks");
+    let builder = module.builder();
+    let instructions: Vec<Instruction<'m>> = body.blocks().flat_map(|b| b.instructions()).collect();
+    for i in instructions {
+        let value = i.as_value();
+        if value.ty().is_void()
+            || value.is_alloca()
+            || is_index_call(i, kinds.hooks)
+            || kinds.of(value) != Kind::Varying
+        {
+            continue;
+        }
+        let home = segments.of_instruction[&i];
+        let users: Vec<Instruction<'m>> = value
+            .users()
+            .into_iter()
+            .filter_map(|u| u.as_instruction())
+            .filter(|u| segments.of_instruction.get(u) != Some(&home))
+            .collect();
+        if users.is_empty() {
+            continue;
+        }
+        if i.as_terminator().is_some() {
+            return Err(with_location(
+                "a value defined by a block's terminator lives across a barrier",
+                i,
+            ));
+        }
+        let ty = value.ty();
+        builder.position_at_start(entry);
+        let slot = builder.build_alloca(ty, 0, c"live.slot");
+        let next = i.next().expect("a non-terminator has a next instruction");
+        builder.position_before(next);
+        builder.build_store(value, slot.as_value());
+        for user in users {
+            builder.position_before(user);
+            let load = builder.build_load(ty, slot.as_value(), c"live.load");
+            user.replace_operand(value, load.as_value());
+        }
+    }
+    Ok(())
+}
+
+/// Where the memory of each alloca of `body` goes: per thread when a barrier lies between two
+/// of its accesses (or its address is stored somewhere), once otherwise.
+pub(super) fn classify_allocas<'m>(
+    module: Module<'m>,
+    body: Function<'m>,
+    segments: &Segments<'m>,
+) -> std::result::Result<Slots<'m>, String> {
+    let reach = segments.reachability();
+    let crossings: Vec<(usize, usize)> = segments
+        .list
+        .iter()
+        .enumerate()
+        .filter_map(|(s, seg)| Some((s, segments.after_barrier[&seg.barrier?])))
+        .collect();
+    let entry = body.entry_block().expect("checked: the body has blocks");
+    let allocas: Vec<Instruction<'m>> = entry
+        .instructions()
+        .filter(|i| i.as_value().is_alloca())
+        .collect();
+    let mut slots = Slots {
+        per_thread: Vec::new(),
+        single: Vec::new(),
+        block: Vec::new(),
+    };
+    for alloca in allocas {
+        let (ty, align) = alloca.alloca_type().expect("an alloca");
+        if align > 64 {
+            return Err(with_location(
+                "a local aligned to more than 64 bytes lives across a barrier",
+                alloca,
+            ));
+        }
+        let count = alloca
+            .operand(0)
+            .and_then(|n| n.const_zext_value())
+            .ok_or_else(|| with_location("a local of a dynamic length", alloca))?;
+        let bytes = module.abi_size(ty) * count;
+        let (accesses, escapes) = accesses_of(alloca.as_value(), segments);
+        let crosses = crossings.iter().any(|&(before, after)| {
+            accesses.iter().any(|&a| reach[a][before]) && accesses.iter().any(|&b| reach[after][b])
+        });
+        if crosses || escapes {
+            slots.per_thread.push((alloca, bytes.max(1)));
+        } else {
+            slots.single.push(alloca);
+        }
+    }
+    Ok(slots)
+}
+
+/// The segments where the memory at `pointer` (an alloca) is used, and whether its address
+/// escapes (is stored, or turned into an integer).
+pub(super) fn accesses_of<'m>(pointer: Value<'m>, segments: &Segments<'m>) -> (Vec<usize>, bool) {
+    let mut accesses = Vec::new();
+    let mut escapes = false;
+    let mut stack = vec![pointer];
+    let mut seen = HashSet::new();
+    while let Some(p) = stack.pop() {
+        if !seen.insert(p) {
+            continue;
+        }
+        for user in p.users() {
+            let Some(i) = user.as_instruction() else {
+                escapes = true;
+                continue;
+            };
+            if let Some(&s) = segments.of_instruction.get(&i) {
+                accesses.push(s);
+            }
+            use InstructionOpcode as Op;
+            match i.opcode() {
+                Op::GetElementPtr | Op::BitCast | Op::AddrSpaceCast | Op::Select | Op::Phi => {
+                    stack.push(user)
+                }
+                Op::Store if i.operand(0) == Some(p) => escapes = true,
+                Op::PtrToInt => escapes = true,
+                _ => {}
+            }
+        }
+    }
+    (accesses, escapes)
+}

@@ -1,0 +1,221 @@
+use super::hooks::demangled;
+use super::*;
+
+/// The kernel side's hooks, as a CPU image's bitcode defines them (their bodies do not
+/// matter here), and `body` as the body of kernel `k`.
+fn module_text(body: &str) -> String {
+    format!(
+        "target datalayout = \"e-m:e-p270:32:32-p271:32:32-p272:64:64-i64:64-i128:128-f80:128-n8:16:32:64-S128\"
+target triple = \"x86_64-unknown-linux-gnu\"
+@state = internal global [12 x i32] zeroinitializer
+define i32 @__offload_cpuir_index(i32 %w) noinline {{
+  %p = getelementptr i32, ptr @state, i32 %w
+  %v = load i32, ptr %p
+  ret i32 %v
+}}
+define void @__offload_cpuir_barrier() noinline {{ ret void }}
+define void @__offload_cpuir_warp_barrier() noinline {{ ret void }}
+define void @__offload_cpuir_enter(ptr %l) noinline {{ ret void }}
+define void @__offload_cpuir_begin_block(ptr %l, i64 %b) noinline {{ ret void }}
+define void @__offload_cpuir_set_thread(i32 %x, i32 %y, i32 %z) noinline {{ ret void }}
+define ptr @__offload_cpuir_lanes(i64 %n) noinline {{ ret ptr null }}
+{body}"
+    )
+}
+
+/// Forms the regions of `body` (kernel `k`), verifies the module and returns its text and
+/// the kernels that keep coroutines.
+fn form(body: &str) -> (String, Vec<CoroutineKernel>) {
+    let context = inkwell::context::Context::create();
+    let buffer = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(
+        module_text(body).as_bytes(),
+        "test",
+    );
+    let module = context.create_module_from_ir(buffer).expect("parses");
+    let kept = form_regions(Module::new(&module)).expect("forms the regions");
+    module.verify().unwrap_or_else(|e| {
+        panic!(
+            "{}\n{}",
+            e.to_string(),
+            module.print_to_string().to_string()
+        )
+    });
+    (module.print_to_string().to_string(), kept)
+}
+
+/// A reduction's shape: a value computed before a barrier (the thread's element) used
+/// after it, a loop around a barrier whose trip count the block shares, an early return.
+const LOOP_BODY: &str = "
+define void @__offload_cpu_body_k(ptr %params) {
+entry:
+  %pp = load ptr, ptr %params
+  %data = load ptr, ptr %pp
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  %n = call i32 @__offload_cpuir_index(i32 6)
+  %slot = getelementptr i32, ptr %data, i32 %t
+  %v = load i32, ptr %slot
+  %sq = mul i32 %v, %v
+  call void @__offload_cpuir_barrier()
+  br label %loop
+loop:
+  %half = phi i32 [ %n, %entry ], [ %next, %body ]
+  %done = icmp ult i32 %half, 2
+  br i1 %done, label %exit, label %body
+body:
+  %next = lshr i32 %half, 1
+  call void @__offload_cpuir_barrier()
+  br label %loop
+exit:
+  %out = getelementptr i32, ptr %data, i32 %t
+  store i32 %sq, ptr %out
+  ret void
+}";
+
+#[test]
+fn a_body_with_barriers_becomes_a_region_entry_point() {
+    let (text, kept) = form(LOOP_BODY);
+    assert!(kept.is_empty(), "{kept:?}");
+    assert!(
+        text.contains("define i32 @__offload_cpu_irregions_k(ptr %0, ptr %1, i64 %2, i64 %3)"),
+        "{text}"
+    );
+    // The body is gone, and no barrier is called any more: the regions are loops.
+    assert!(!text.contains("@__offload_cpu_body_k"), "{text}");
+    let entry = text
+        .split("define i32 @__offload_cpu_irregions_k")
+        .nth(1)
+        .unwrap();
+    assert!(
+        !entry.contains("call void @__offload_cpuir_barrier"),
+        "{entry}"
+    );
+    // The element squared lives across the barriers: a slot per thread in the lanes,
+    // addressed by the thread's rank.
+    assert!(entry.contains("call ptr @__offload_cpuir_lanes"), "{entry}");
+    assert!(entry.contains("mul i64 %rank, 4"), "{entry}");
+    // The index hook is inlined everywhere else.
+    assert!(text.contains("alwaysinline"), "{text}");
+}
+
+/// The region entry point of kernel `k` in `text`.
+fn entry_point(text: &str) -> &str {
+    text.split("define i32 @__offload_cpu_irregions_k")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no region entry point in:\n{text}"))
+}
+
+/// A loop counter every thread computes alike from a block-wide value, under branches on
+/// it alone, is kept once per block: its slot is a local of the entry point, not a lane.
+#[test]
+fn a_loop_counter_the_block_shares_is_kept_once_per_block() {
+    let (text, _) = form(LOOP_BODY);
+    let entry = entry_point(&text);
+    assert!(entry.contains("%block.slot = alloca i32"), "{entry}");
+    assert!(entry.contains("%block.next = alloca i32"), "{entry}");
+    // Still so when threads leave early (a return past no barrier).
+    let early = LOOP_BODY.replace(
+        "  call void @__offload_cpuir_barrier()\n  br label %loop\nloop:",
+        "  call void @__offload_cpuir_barrier()\n  %out_of_range = icmp ugt i32 %t, 1000\n  \
+         br i1 %out_of_range, label %early, label %loop\nearly:\n  ret void\nloop:",
+    );
+    assert_ne!(early, LOOP_BODY);
+    let (text, _) = form(&early);
+    assert!(
+        entry_point(&text).contains("%block.slot = alloca i32"),
+        "{text}"
+    );
+}
+
+/// A counter that depends on the thread, or any counter of a body with a barrier under a
+/// thread's own condition, stays per thread.
+#[test]
+fn a_counter_of_the_thread_or_a_divergent_barrier_keeps_lanes() {
+    let per_thread = LOOP_BODY.replace("%next = lshr i32 %half, 1", "%next = lshr i32 %half, %t");
+    let divergent = LOOP_BODY.replace(
+        "  %next = lshr i32 %half, 1\n  call void @__offload_cpuir_barrier()\n  br label %loop",
+        "  %next = lshr i32 %half, 1\n  %mine = icmp ult i32 %t, %half\n  \
+         br i1 %mine, label %wait, label %loop\nwait:\n  \
+         call void @__offload_cpuir_barrier()\n  br label %loop",
+    );
+    for body in [per_thread, divergent] {
+        assert_ne!(body, LOOP_BODY);
+        let (text, kept) = form(&body);
+        assert!(kept.is_empty(), "{kept:?}");
+        let entry = entry_point(&text);
+        assert!(!entry.contains("block.slot"), "{entry}");
+        assert!(entry.contains("call ptr @__offload_cpuir_lanes"), "{entry}");
+    }
+}
+
+#[test]
+fn a_barrier_reached_through_recursion_keeps_coroutines_with_a_note() {
+    let body = "
+define void @__offload_cpu_body_k(ptr %params) {
+  call void @again(i32 3)
+  ret void
+}
+define internal void @again(i32 %n) noinline {
+  call void @__offload_cpuir_barrier()
+  %z = icmp eq i32 %n, 0
+  br i1 %z, label %out, label %more
+more:
+  %m = sub i32 %n, 1
+  call void @again(i32 %m)
+  call void @__offload_cpuir_barrier()
+  br label %out
+out:
+  ret void
+}";
+    let (text, kept) = form(body);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(kept[0].kernel, "k");
+    assert!(
+        kept[0]
+            .reason
+            .contains("`again` reaches a barrier and calls itself")
+    );
+    assert!(text.contains("@__offload_cpu_note_k = constant"), "{text}");
+    assert!(!text.contains("@__offload_cpu_irregions_k"), "{text}");
+}
+
+#[test]
+fn a_body_without_barriers_gets_no_region_entry_point() {
+    let body = "
+define void @__offload_cpu_body_k(ptr %params) {
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  ret void
+}";
+    let (text, kept) = form(body);
+    assert!(kept.is_empty());
+    assert!(!text.contains("@__offload_cpu_irregions_k"), "{text}");
+    assert!(!text.contains("@__offload_cpu_body_k"), "{text}");
+}
+
+#[test]
+fn a_barrier_in_a_helper_is_inlined_and_formed() {
+    let body = "
+define void @__offload_cpu_body_k(ptr %params) {
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  call void @helper(i32 %t) #0
+  ret void
+}
+define internal void @helper(i32 %t) noinline {
+  call void @__offload_cpuir_barrier()
+  ret void
+}
+attributes #0 = { noinline }";
+    let (text, kept) = form(body);
+    assert!(kept.is_empty(), "{kept:?}");
+    assert!(text.contains("@__offload_cpu_irregions_k"), "{text}");
+    // The inliner deleted the helper: the stage must not touch it afterwards.
+    assert!(!text.contains("@helper"), "{text}");
+}
+
+#[test]
+fn rust_symbols_are_named_readably() {
+    assert_eq!(
+        demangled("_ZN23offload_rt_test_kernels5halve17h0123456789abcdefE"),
+        "offload_rt_test_kernels::halve"
+    );
+    assert_eq!(demangled("plain"), "plain");
+}
