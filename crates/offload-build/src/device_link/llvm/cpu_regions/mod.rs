@@ -132,9 +132,9 @@ fn form_kernel<'m>(
         params,
         memo: HashMap::new(),
     };
-    demote_phis(module, body);
+    let phi_slots = demote_phis(module, body);
     let segments = Segments::of(body, &is_barrier);
-    demote_across_segments(module, body, &segments, &mut kinds)?;
+    demote_across_segments(module, body, &segments, &mut kinds, &phi_slots)?;
     let segments = Segments::of(body, &is_barrier);
     let mut slots = classify_allocas(module, body, &segments)?;
     let candidates: Vec<Instruction<'m>> = slots.per_thread.iter().map(|(a, _)| *a).collect();

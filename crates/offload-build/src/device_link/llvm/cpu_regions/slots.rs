@@ -1,6 +1,6 @@
 //! Where the values and locals that live across barriers are kept.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use inkwell::values::InstructionOpcode;
 
@@ -23,8 +23,11 @@ pub(super) struct Slots<'m> {
 }
 
 /// Each phi of `body` made a slot: stored at the end of each predecessor, loaded where the
-/// phi was.
-pub(super) fn demote_phis<'m>(module: Module<'m>, body: Function<'m>) {
+/// phi was. Returns each load with its slot.
+pub(super) fn demote_phis<'m>(
+    module: Module<'m>,
+    body: Function<'m>,
+) -> HashMap<Instruction<'m>, Value<'m>> {
     let entry = body.entry_block().expect("checked: the body has blocks");
     let builder = module.builder();
     let phis: Vec<Instruction<'m>> = body
@@ -45,6 +48,7 @@ pub(super) fn demote_phis<'m>(module: Module<'m>, body: Function<'m>) {
         }
         loads.push((*phi, slot, ty));
     }
+    let mut slot_of_load = HashMap::new();
     for (phi, slot, ty) in loads {
         let block = phi.block();
         let first = block
@@ -54,10 +58,53 @@ pub(super) fn demote_phis<'m>(module: Module<'m>, body: Function<'m>) {
         builder.position_before(first);
         let load = builder.build_load(ty, slot.as_value(), c"phi.load");
         phi.as_value().replace_all_uses_with(load.as_value());
+        slot_of_load.insert(load, slot.as_value());
     }
     for phi in phis {
         phi.erase();
     }
+    slot_of_load
+}
+
+/// Whether `users` of `load` (a phi's load at the start of its block) may load its `slot`
+/// again instead: no store to the slot lies on a path from the load to one of them, short of
+/// the load itself running again. A loop's accumulator then keeps one slot across the
+/// barriers in its loop, rather than being copied into a second one at each trip.
+fn slot_still_holds<'m>(load: Instruction<'m>, slot: Value<'m>, users: &[Instruction<'m>]) -> bool {
+    let home = load.block();
+    let mut stored_after: HashSet<Instruction<'m>> = HashSet::new();
+    let mut blocks = Vec::new();
+    let mut seen = HashSet::new();
+    for store in slot.users().into_iter().filter_map(|u| u.as_instruction()) {
+        if !(store.as_value().is_store() && store.operand(1) == Some(slot)) {
+            continue;
+        }
+        let mut next = store.next();
+        while let Some(i) = next {
+            stored_after.insert(i);
+            next = i.next();
+        }
+        blocks.extend(
+            store
+                .block()
+                .terminator()
+                .into_iter()
+                .flat_map(|t| t.successors()),
+        );
+    }
+    while let Some(block) = blocks.pop() {
+        if block == home {
+            // Up to the load, which reads the slot afresh.
+            stored_after.extend(block.instructions().take_while(|i| *i != load));
+            continue;
+        }
+        if !seen.insert(block) {
+            continue;
+        }
+        stored_after.extend(block.instructions());
+        blocks.extend(block.terminator().into_iter().flat_map(|t| t.successors()));
+    }
+    users.iter().all(|u| !stored_after.contains(u))
 }
 
 /// Each value used in another segment than its own made a slot (except the index hook's
@@ -67,6 +114,7 @@ pub(super) fn demote_across_segments<'m>(
     body: Function<'m>,
     segments: &Segments<'m>,
     kinds: &mut Kinds<'_, 'm>,
+    phi_slots: &HashMap<Instruction<'m>, Value<'m>>,
 ) -> std::result::Result<(), String> {
     let entry = body.entry_block().expect("checked: the body has blocks");
     let builder = module.builder();
@@ -97,6 +145,16 @@ pub(super) fn demote_across_segments<'m>(
             ));
         }
         let ty = value.ty();
+        if let Some(&slot) = phi_slots.get(&i)
+            && slot_still_holds(i, slot, &users)
+        {
+            for user in users {
+                builder.position_before(user);
+                let load = builder.build_load(ty, slot, c"phi.reload");
+                user.replace_operand(value, load.as_value());
+            }
+            continue;
+        }
         builder.position_at_start(entry);
         let slot = builder.build_alloca(ty, 0, c"live.slot");
         let next = i.next().expect("a non-terminator has a next instruction");

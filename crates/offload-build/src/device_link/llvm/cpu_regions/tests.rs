@@ -219,3 +219,57 @@ fn rust_symbols_are_named_readably() {
     );
     assert_eq!(demangled("plain"), "plain");
 }
+
+/// An accumulator of a loop around a barrier: read after the barrier, written back at the end
+/// of each trip.
+const ACCUMULATOR_BODY: &str = "
+define void @__offload_cpu_body_k(ptr %params) {
+entry:
+  %pp = load ptr, ptr %params
+  %data = load ptr, ptr %pp
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  %slot = getelementptr i32, ptr %data, i32 %t
+  br label %loop
+loop:
+  %i = phi i32 [ 0, %entry ], [ %i.next, %loop ]
+  %acc = phi i32 [ 0, %entry ], [ %acc.next, %loop ]
+  %v = load i32, ptr %slot
+  call void @__offload_cpuir_barrier()
+  %acc.next = add i32 %acc, %v
+  %i.next = add i32 %i, 1
+  %done = icmp eq i32 %i.next, 4
+  br i1 %done, label %exit, label %loop
+exit:
+  store i32 %acc.next, ptr %slot
+  ret void
+}";
+
+/// The number of per-thread slots in lane storage the entry point `entry` asks for (each is
+/// aligned to 64 bytes in the sum it passes the lanes hook).
+fn lane_slots(entry: &str) -> usize {
+    let before = entry
+        .split("call ptr @__offload_cpuir_lanes")
+        .next()
+        .unwrap_or_default();
+    before.matches(", 63\n").count()
+}
+
+/// The accumulator is read after the barrier from its phi's slot, which no store changes
+/// before that read: no second slot, no copy into it each trip. Read after the loop too,
+/// where the trip's store has changed the slot, it takes a slot of its own.
+#[test]
+fn a_loop_accumulator_across_a_barrier_keeps_one_slot() {
+    let (text, kept) = form(ACCUMULATOR_BODY);
+    assert!(kept.is_empty(), "{kept:?}");
+    let one = lane_slots(entry_point(&text));
+    let after_the_loop = ACCUMULATOR_BODY.replace(
+        "  store i32 %acc.next, ptr %slot",
+        "  store i32 %acc.next, ptr %slot\n  store i32 %acc, ptr %data",
+    );
+    assert_ne!(after_the_loop, ACCUMULATOR_BODY);
+    let (text, kept) = form(&after_the_loop);
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert!(one >= 2, "{one} slots in:\n{entry}");
+    assert_eq!(lane_slots(entry), one + 1, "{entry}");
+}
