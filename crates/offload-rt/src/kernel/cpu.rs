@@ -708,9 +708,9 @@ pub unsafe fn run_thread(launch: *const CpuLaunch, block: u64, thread: u32, body
     body();
 }
 
-/// The index state in an image built for the IR form of barriers (`--cfg offload_cpu_ir`,
-/// which the CPU link finds by name; its other hooks are [`super::cpu_regions`]'); each call in a region the link replaces with the thread loop's counters or
-/// the block's values.
+/// The index state in an image built for the IR form of barriers (`--cfg offload_cpu_ir`), a
+/// hook the CPU link finds by name (its other hooks are in [`super::cpu_regions`]): each call
+/// in a region the link replaces with the thread loop's counters or the block's values.
 #[cfg(offload_cpu_ir)]
 #[unsafe(export_name = offload_format::abi_name!(CPU_IR_INDEX))]
 #[inline(never)]

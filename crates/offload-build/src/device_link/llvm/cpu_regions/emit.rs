@@ -123,11 +123,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             .find(|i| i.debug_location().is_some());
         let args: Vec<Value<'m>> = function.params().map(|p| p.as_value()).collect();
         let (launch, params, begin, end) = (args[0], args[1], args[2], args[3]);
-        let body_params = body
-            .params()
-            .next()
-            .map(|p| p.as_value())
-            .ok_or("the body function has no parameter")?;
+        let body_params = kinds.params;
         // Regions: the body's start, then one after each barrier, block barriers first.
         let is_warp = |i: Instruction<'m>| {
             hooks.warp_barrier.is_some()
@@ -563,24 +559,20 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let start = self.clone_region(self.region_starts[r], &at, &locals, kinds)?;
         self.builder.position_at_end(go);
         self.builder.build_br(start);
-        let b = &self.builder;
-        b.position_at_end(x_latch);
-        let x_next = b.build_add(x.as_value(), self.const32(1), c"");
-        x.add_incoming(x_next, x_latch);
-        let more_x = b.build_icmp(IntPredicate::ULT, x_next, bx, c"");
-        self.builder.build_cond_br(more_x, x_body, y_latch);
-        let b = &self.builder;
-        b.position_at_end(y_latch);
-        let y_next = b.build_add(y.as_value(), self.const32(1), c"");
-        y.add_incoming(y_next, y_latch);
-        let more_y = b.build_icmp(IntPredicate::ULT, y_next, by, c"");
-        self.builder.build_cond_br(more_y, y_head, z_latch);
-        let b = &self.builder;
-        b.position_at_end(z_latch);
-        let z_next = b.build_add(z.as_value(), self.const32(1), c"");
-        z.add_incoming(z_next, z_latch);
-        let more_z = b.build_icmp(IntPredicate::ULT, z_next, bz, c"");
-        self.builder.build_cond_br(more_z, z_head, after);
+        // Each counter's latch: the next index, or on to the next counter's latch (`x`
+        // innermost).
+        for (counter, bound, latch, again, done) in [
+            (x, bx, x_latch, x_body, y_latch),
+            (y, by, y_latch, y_head, z_latch),
+            (z, bz, z_latch, z_head, after),
+        ] {
+            let b = &self.builder;
+            b.position_at_end(latch);
+            let next = b.build_add(counter.as_value(), self.const32(1), c"");
+            counter.add_incoming(next, latch);
+            let more = b.build_icmp(IntPredicate::ULT, next, bound, c"");
+            b.build_cond_br(more, again, done);
+        }
         Ok(pre)
     }
 

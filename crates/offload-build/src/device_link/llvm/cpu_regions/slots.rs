@@ -145,24 +145,20 @@ pub(super) fn demote_across_segments<'m>(
             ));
         }
         let ty = value.ty();
-        if let Some(&slot) = phi_slots.get(&i)
-            && slot_still_holds(i, slot, &users)
-        {
-            for user in users {
-                builder.position_before(user);
-                let load = builder.build_load(ty, slot, c"phi.reload");
-                user.replace_operand(value, load.as_value());
+        let (slot, load_name) = match phi_slots.get(&i) {
+            Some(&slot) if slot_still_holds(i, slot, &users) => (slot, c"phi.reload"),
+            _ => {
+                builder.position_at_start(entry);
+                let slot = builder.build_alloca(ty, 0, c"live.slot").as_value();
+                let next = i.next().expect("a non-terminator has a next instruction");
+                builder.position_before(next);
+                builder.build_store(value, slot);
+                (slot, c"live.load")
             }
-            continue;
-        }
-        builder.position_at_start(entry);
-        let slot = builder.build_alloca(ty, 0, c"live.slot");
-        let next = i.next().expect("a non-terminator has a next instruction");
-        builder.position_before(next);
-        builder.build_store(value, slot.as_value());
+        };
         for user in users {
             builder.position_before(user);
-            let load = builder.build_load(ty, slot.as_value(), c"live.load");
+            let load = builder.build_load(ty, slot, load_name);
             user.replace_operand(value, load.as_value());
         }
     }

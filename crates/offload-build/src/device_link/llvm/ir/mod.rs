@@ -408,8 +408,9 @@ mod tests {
         let mut folders = vec![(root.clone(), false)];
         while let Some((dir, inherited)) = folders.pop() {
             let forbidden_here = inherited
-                || std::fs::read_to_string(dir.join("mod.rs"))
-                    .is_ok_and(|t| dir != root && t.lines().any(|l| l == FORBID));
+                || (dir != root
+                    && std::fs::read_to_string(dir.join("mod.rs"))
+                        .is_ok_and(|t| t.lines().any(|l| l == FORBID)));
             for entry in std::fs::read_dir(&dir).unwrap() {
                 let path = entry.unwrap().path();
                 let name = path.file_name().unwrap().to_str().unwrap().to_owned();
