@@ -32,6 +32,7 @@ const PROGRAMS: &[&str] = &[
     "mixed",
     "blas-interop",
     "gemm",
+    "attention",
     "offload-rt-kernel-run",
 ];
 
@@ -468,6 +469,41 @@ mod tests {
              | 256³ | 0.18 GFLOP/s | 2.55 GFLOP/s | 0.07× |\n\
              gemm ratio-to-host-loop N=256 0.0706\n";
         let (status, detail) = script.classify("gemm", 0, false, on_cpu);
+        assert_eq!(status, "PASS", "{detail}");
+        assert!(detail.contains("no goal"), "{detail}");
+    }
+
+    /// `attention --bench` on an NVIDIA GPU: two rows, then the lines the goal reads.
+    fn attention_log(f16: &str, bf16: &str) -> String {
+        format!(
+            "device: cuda:0 NVIDIA H200 (sm_90)\n\
+             | sequence | head dim | heads | causal | inputs | time | TFLOP/s |\n\
+             |---|---|---|---|---|---|---|\n\
+             | 8192 | 128 | 32 | no | f16 | 2.000 ms | {f16} |\n\
+             attention tflops D=128 N=8192 f16 causal=0 {f16}\n\
+             attention tflops D=128 N=8192 bf16 causal=0 {bf16}\n\
+             attention tflops D=128 N=8192 f16 causal=1 100.0\n"
+        )
+    }
+
+    /// Attention at d128 over 8192 tokens is held to its goal (the causal lines are not); off
+    /// an NVIDIA GPU its figures are recorded, not judged.
+    #[test]
+    fn attention_is_held_to_its_goal_at_d128_and_8k_tokens() {
+        let script = Script::new("attention");
+        let (status, detail) =
+            script.classify("attention", 0, true, &attention_log("480.0", "470.5"));
+        assert_eq!(status, "PASS", "{detail}");
+        assert!(detail.contains("f16 480.0, bf16 470.5"), "{detail}");
+        let (status, detail) =
+            script.classify("attention", 0, true, &attention_log("480.0", "449.9"));
+        assert_eq!(status, "MISSED", "{detail}");
+        assert!(detail.contains("bf16 449.9 TFLOP/s"), "{detail}");
+        let (status, detail) = script.classify("attention", 0, true, "device: cuda:0\n");
+        assert_eq!(status, "FAIL", "{detail}");
+        let (status, _) = script.classify("attention", 1, true, &attention_log("480.0", "470.5"));
+        assert_eq!(status, "FAIL");
+        let (status, detail) = script.classify("attention", 0, false, &attention_log("1.0", "1.0"));
         assert_eq!(status, "PASS", "{detail}");
         assert!(detail.contains("no goal"), "{detail}");
     }

@@ -603,3 +603,65 @@ fn accumulators_store_rounded_into_swizzled_tiles() {
         "bf16",
     );
 }
+
+/// The row operations attention is built from, on the CPU device's warp: each row's maximum
+/// and sum across two tiles, an element's row value and place, an accumulator rounded into
+/// an A fragment, and a tile read transposed as B.
+#[test]
+fn accumulator_rows_reduce_map_and_feed_the_next_multiply() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    // 16 rows of 32 halves of small integers: exact in f16, their sums exact in f32.
+    let values: Vec<f32> = (0..512)
+        .map(|i| ((i * 37 + 11) % 97) as f32 * 0.5 - 24.0)
+        .collect();
+    let identity: Vec<f16> = (0..256)
+        .map(|i| f16::from_f32(if i / 16 == i % 16 { 1.0 } else { 0.0 }))
+        .collect();
+    let dv = DeviceBuffer::from_slice(&dev, &values).unwrap();
+    let di = DeviceBuffer::from_slice(&dev, &identity).unwrap();
+    let mut stats = DeviceBuffer::<f32>::zeroed(&dev, 32).unwrap();
+    let mut out = DeviceBuffer::<f32>::zeroed(&dev, 1024).unwrap();
+    // SAFETY: the buffers hold what the kernel reads and writes (its contract).
+    unsafe {
+        k::accumulator_rows.launch(
+            &dev,
+            LaunchConfig::linear(1, 32),
+            &dv,
+            &di,
+            &mut stats,
+            &mut out,
+        )
+    }
+    .unwrap();
+    let (stats, out) = (stats.to_vec().unwrap(), out.to_vec().unwrap());
+    for row in 0..16 {
+        let cells = &values[row * 32..(row + 1) * 32];
+        let max = cells.iter().copied().fold(f32::MIN, f32::max);
+        let sum: f32 = cells.iter().sum();
+        assert_eq!(stats[row], max, "row {row}'s maximum");
+        assert_eq!(stats[16 + row], sum, "row {row}'s sum");
+        for col in 0..32 {
+            let want = cells[col] - max + row as f32 - col as f32;
+            assert_eq!(
+                out[row * 32 + col],
+                want,
+                "map_rows, map_at at ({row}, {col})"
+            );
+        }
+        for col in 0..16 {
+            assert_eq!(
+                out[512 + row * 16 + col],
+                cells[col],
+                "to_fragment_a at ({row}, {col})"
+            );
+            assert_eq!(
+                out[768 + row * 16 + col],
+                values[col * 32 + 16 + row],
+                "load_tile_transposed at ({row}, {col})"
+            );
+        }
+    }
+}

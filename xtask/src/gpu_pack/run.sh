@@ -35,6 +35,8 @@ parity_goal=0.95
 gemm_goal=0.60
 # The Hopper kernel (`gemm_tma`, its lines "gemm-tma ratio-to-cublas N=…", on an sm_90a image).
 gemm_tma_goal=0.90
+# Attention's forward pass at head dimension 128 over 8192 tokens, TFLOP/s (issue goal).
+attention_goal=450
 
 # The goals a benchmark's log says it missed, one short phrase each: the figure's name and the
 # words before its goal ("launch overhead: …ratio 1.21x (target <= 1.1x: MISSED)").
@@ -133,6 +135,30 @@ bench_status() {
             printf 'MISSED\tunder %sx of cuBLAS (gemm_tma: %sx): %s\n' "$gemm_goal" "$gemm_tma_goal" "$below"
         else
             printf 'PASS\tat least %sx of cuBLAS: %s\n' "$gemm_goal" "$ratios"
+        fi
+        ;;
+    attention)
+        # A table row per variant, then "attention tflops D=128 N=8192 f16 causal=0 312.4"
+        # lines; the goal applies on an NVIDIA GPU to head dimension 128 over 8192 tokens,
+        # without the causal mask.
+        local table rates below error
+        table="$(grep '^| [0-9]' "$log" | head -n 4 | tr '\n' ' ' | cut -c1-200)"
+        rates="$(awk '$1 == "attention" && $2 == "tflops" && $3 == "D=128" && $4 == "N=8192" && $6 == "causal=0" && $7 ~ /^[0-9.]+$/ {
+            printf "%s%s %s", (n++ ? ", " : ""), $5, $7 }' "$log")"
+        below="$(awk -v goal="$attention_goal" '$1 == "attention" && $2 == "tflops" && $3 == "D=128" && $4 == "N=8192" && $6 == "causal=0" && $7 ~ /^[0-9.]+$/ && $7 + 0 < goal + 0 {
+            printf "%s%s %s TFLOP/s", (n++ ? ", " : ""), $5, $7 }' "$log")"
+        error="$(grep -m 1 '^error: ' "$log" | cut -c1-160)"
+        if [ "$rc" != 0 ]; then
+            printf 'FAIL\texit %s: %s(see %s)\n' "$rc" "${error:+$error }" "$short"
+        elif [ "$nvidia" != 1 ]; then
+            printf 'PASS\tno goal off an NVIDIA GPU, figures only: %s\n' "$table"
+        elif [ -z "$rates" ]; then
+            printf 'FAIL\tno D=128 N=8192 figure in the output, so the goal (%s TFLOP/s) went unchecked (see %s)\n' \
+                "$attention_goal" "$short"
+        elif [ -n "$below" ]; then
+            printf 'MISSED\tunder %s TFLOP/s at d128, 8192 tokens: %s\n' "$attention_goal" "$below"
+        else
+            printf 'PASS\tat least %s TFLOP/s at d128, 8192 tokens: %s TFLOP/s\n' "$attention_goal" "$rates"
         fi
         ;;
     *)
@@ -519,6 +545,16 @@ else
     OFFLOAD_DEVICE=cpu timed "$log" "$bin/gemm" --bench 256
 fi
 record_bench "bench gemm" gemm "$log"
+
+# The attention example's forward pass over 1k-16k tokens (both head dimensions, causal and
+# not); on a machine without a GPU, the CPU device at 256.
+log="$logs/attention_bench.log"
+if [ "$nvidia" = 1 ] || [ "$amd" = 1 ]; then
+    timed "$log" "$bin/attention" --bench
+else
+    OFFLOAD_DEVICE=cpu timed "$log" "$bin/attention" --bench 256
+fi
+record_bench "bench attention" attention "$log"
 
 # ---- results --------------------------------------------------------------------------------
 total=$(($(date +%s) - started))

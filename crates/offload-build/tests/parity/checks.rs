@@ -141,12 +141,27 @@ pub fn gemm(arch: &str, outcome: &GemmOutcome) -> Vec<String> {
                 "GEMM {kernel} on {arch}: Rust's kernel has no {opcode}: {rust:?}"
             ));
         }
-        if rust.figures.stack_bytes > 0 || rust.figures.spills > 0 {
-            problems.push(format!(
+        let local = rust.figures.stack_bytes.max(rust.figures.spills);
+        let allowed = limits::GEMM_LOCAL_MEMORY_NOT_MET
+            .iter()
+            .find(|(k, a, _)| k == kernel && *a == arch)
+            .map(|&(_, _, bytes)| bytes);
+        match allowed {
+            None if local > 0 => problems.push(format!(
                 "GEMM {kernel} on {arch}: Rust uses local memory ({} bytes of stack, {} of \
                  spills), the goal is none",
                 rust.figures.stack_bytes, rust.figures.spills
-            ));
+            )),
+            Some(0) | None => {}
+            Some(_) if local == 0 => problems.push(format!(
+                "GEMM {kernel} on {arch}: no local memory any more; remove its line from \
+                 GEMM_LOCAL_MEMORY_NOT_MET"
+            )),
+            Some(bytes) if local > bytes => problems.push(format!(
+                "GEMM {kernel} on {arch}: {local} bytes of local memory, more than the {bytes} \
+                 GEMM_LOCAL_MEMORY_NOT_MET allows"
+            )),
+            Some(_) => {}
         }
         let r = ratio(rust.figures.registers, c.figures.registers);
         if r > limits::GEMM_REGISTERS_GOAL {
@@ -357,7 +372,7 @@ mod tests {
     use super::*;
     use crate::measure::GemmFigures;
 
-    fn side(registers: u64, stack_bytes: u64, mix: [u64; 7]) -> GemmFigures {
+    fn side(registers: u64, stack_bytes: u64, mix: [u64; 8]) -> GemmFigures {
         GemmFigures {
             figures: Figures {
                 registers,
@@ -379,11 +394,11 @@ mod tests {
                 c,
             }])
         };
-        let twin = side(125, 0, [32, 12, 12, 0, 0, 0, 1]);
+        let twin = side(125, 0, [32, 12, 12, 0, 0, 0, 1, 0]);
         // Registers within 1.1×; BAR is reported, not compared.
-        let ok = row(side(137, 0, [32, 12, 12, 0, 0, 0, 2]), twin.clone());
+        let ok = row(side(137, 0, [32, 12, 12, 0, 0, 0, 2, 0]), twin.clone());
         assert_eq!(gemm("sm_80", &ok), Vec::<String>::new());
-        let bad = row(side(138, 16, [32, 24, 12, 0, 0, 0, 1]), twin.clone());
+        let bad = row(side(138, 16, [32, 24, 12, 0, 0, 0, 1, 0]), twin.clone());
         let problems = gemm("sm_80", &bad);
         assert_eq!(problems.len(), 3, "{problems:#?}");
         assert!(problems[0].contains("local memory"), "{problems:#?}");
@@ -392,16 +407,34 @@ mod tests {
             problems[2].contains("24 LDSM in Rust's SASS, 12"),
             "{problems:#?}"
         );
-        let hollow = row(twin.clone(), side(125, 0, [0, 0, 0, 0, 0, 0, 1]));
+        let hollow = row(twin.clone(), side(125, 0, [0, 0, 0, 0, 0, 0, 1, 0]));
         assert!(gemm("sm_80", &hollow)[0].contains("the C twin has no HMMA"));
         // On sm_90a the wgmma and TMA counts are held equal, the sm_80-class ones are not.
-        let hopper = side(168, 0, [0, 0, 0, 8, 20, 36, 1]);
-        let hopper_ok = row(side(168, 0, [0, 0, 0, 8, 20, 40, 1]), hopper.clone());
+        let hopper = side(168, 0, [0, 0, 0, 8, 20, 36, 1, 0]);
+        let hopper_ok = row(side(168, 0, [0, 0, 0, 8, 20, 40, 1, 0]), hopper.clone());
         assert_eq!(gemm("sm_90a", &hopper_ok), Vec::<String>::new());
-        let fewer = row(side(168, 0, [0, 0, 0, 4, 20, 36, 1]), hopper.clone());
+        let fewer = row(side(168, 0, [0, 0, 0, 4, 20, 36, 1, 0]), hopper.clone());
         assert!(gemm("sm_90a", &fewer)[0].contains("4 HGMMA"));
-        let without = row(side(168, 0, [0, 0, 0, 8, 0, 36, 1]), hopper);
+        let without = row(side(168, 0, [0, 0, 0, 8, 0, 36, 1, 0]), hopper);
         assert!(gemm("sm_90a", &without)[0].contains("Rust's kernel has no UTMALDG"));
         assert!(gemm("sm_90", &GemmOutcome::Unavailable("no SASS".into())).is_empty());
+    }
+
+    /// A pair listed in `GEMM_LOCAL_MEMORY_NOT_MET` may use up to its bytes of local memory,
+    /// no more, and fails once it uses none while listed.
+    #[test]
+    fn listed_local_memory_is_held_to_its_bytes() {
+        let (kernel, arch, bytes) = limits::GEMM_LOCAL_MEMORY_NOT_MET[0];
+        let twin = side(255, 0, [128, 72, 40, 0, 0, 0, 6, 40]);
+        let with = |stack| {
+            GemmOutcome::Measured(vec![GemmRow {
+                kernel,
+                rust: side(255, stack, [128, 72, 40, 0, 0, 0, 6, 40]),
+                c: twin.clone(),
+            }])
+        };
+        assert_eq!(gemm(arch, &with(bytes)), Vec::<String>::new());
+        assert!(gemm(arch, &with(bytes + 8))[0].contains("more than"));
+        assert!(gemm(arch, &with(0))[0].contains("remove its line"));
     }
 }

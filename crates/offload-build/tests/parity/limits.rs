@@ -122,6 +122,19 @@ pub const TRAP_REGISTERS_NOT_MET: &[(&str, &str, f64)] = &[
 /// Registers, each kernel: at most this ratio of the twin's.
 pub const GEMM_REGISTERS_GOAL: f64 = 1.10;
 
+/// The pairs that use local memory today, with the most bytes of stack they may use. Both
+/// sides of `attention_d128` sit at the 255-register ceiling; the Rust kernel's shared-memory
+/// addresses are 64-bit (the NVPTX back end's pointers to shared memory), where the twin
+/// computes 32-bit ones, and the addresses its loop keeps cost ptxas the last few registers:
+/// 12–16 bytes spilled. A listed pair that reaches no local memory fails the test until its
+/// line is removed.
+pub const GEMM_LOCAL_MEMORY_NOT_MET: &[(&str, &str, u64)] = &[
+    ("attention_d128__f16", "sm_80", 16),
+    ("attention_d128__bf16", "sm_80", 16),
+    ("attention_d128__f16", "sm_90", 16),
+    ("attention_d128__bf16", "sm_90", 16),
+];
+
 /// The SASS opcodes of which each Rust kernel has exactly as many as its twin on `arch`: the
 /// matrix multiply-adds, the `ldmatrix` loads and the `cp.async` copies of the sm_80-class
 /// GEMM; the `wgmma` multiplies of the `sm_90a` one (the algorithm, instruction for

@@ -3,8 +3,9 @@
 //! and architecture: registers, scratch, instructions, code size, memory accesses by address
 //! space, device-build time; on NVIDIA, also the kernels that can panic against CUDA C that
 //! checks with `assert` (no limit), every kernel linked with the panic strategy `trap` against
-//! both C twins (`TRAP_*` limits), and the fast GEMM of `examples/gemm` against its CUDA C
-//! twin (`benches/parity/gemm.cu`). Writes `target/parity/parity.md` and `parity.json`, prints
+//! both C twins (`TRAP_*` limits), and the fast GEMM of `examples/gemm` and the attention
+//! kernels of `examples/attention` against their CUDA C twins (`benches/parity/gemm.cu`,
+//! `gemm_tma.cu`, `attention.cu`). Writes `target/parity/parity.md` and `parity.json`, prints
 //! the tables, and fails when a figure is missing or a limit of `limits.rs` is broken.
 //!
 //! Unlike the other GPU-tool tests, a missing tool fails this one everywhere: the benchmark
@@ -60,6 +61,16 @@ pub const GEMM_KERNELS: [&str; 2] = ["gemm__f16", "gemm__bf16"];
 /// `sm_90a` against their CUDA C twins of `benches/parity/gemm_tma.cu`, with the limits
 /// `GEMM_*`.
 pub const GEMM_TMA_KERNELS: [&str; 2] = ["gemm_tma__f16", "gemm_tma__bf16"];
+
+/// The attention kernels of `examples/attention/kernels` (the entry points of its generic
+/// `attention_d64` and `attention_d128`), measured on NVIDIA against their CUDA C twins of
+/// `benches/parity/attention.cu` with the GEMM's limits, in the GEMM's table.
+pub const ATTENTION_KERNELS: [&str; 4] = [
+    "attention_d64__f16",
+    "attention_d64__bf16",
+    "attention_d128__f16",
+    "attention_d128__bf16",
+];
 
 const NVIDIA: [&str; 2] = ["sm_80", "sm_90"];
 const AMD: [&str; 3] = ["gfx90a", "gfx942", "gfx1100"];
@@ -155,13 +166,23 @@ fn parity() {
         }
     }
 
-    let gemm_rust = measure::gemm_rust_inputs(&base.join("nested"));
+    let gemm_rust = measure::example_rust_inputs("examples/gemm/kernels", &base.join("nested"));
+    let attention_rust =
+        measure::example_rust_inputs("examples/attention/kernels", &base.join("nested"));
     let gemm: Vec<(&str, measure::GemmOutcome)> = NVIDIA
         .iter()
-        .map(|&arch| (arch, &GEMM_KERNELS, "gemm.cu"))
-        .chain([("sm_90a", &GEMM_TMA_KERNELS, "gemm_tma.cu")])
-        .map(|(arch, kernels, twin)| {
-            let outcome = measure::nvidia_gemm(arch, kernels, twin, &gemm_rust, &clang, &work);
+        .map(|&arch| (arch, &GEMM_KERNELS[..], "gemm.cu", &gemm_rust))
+        .chain([("sm_90a", &GEMM_TMA_KERNELS[..], "gemm_tma.cu", &gemm_rust)])
+        .chain(NVIDIA.iter().map(|&arch| {
+            (
+                arch,
+                &ATTENTION_KERNELS[..],
+                "attention.cu",
+                &attention_rust,
+            )
+        }))
+        .map(|(arch, kernels, twin, rust)| {
+            let outcome = measure::nvidia_gemm(arch, kernels, twin, rust, &clang, &work);
             (arch, outcome)
         })
         .collect();

@@ -448,8 +448,11 @@ impl<'a> Listing<'a> {
 /// the matrix multiply-adds (`mma.sync`), the shared-memory matrix loads (`ldmatrix`), the
 /// asynchronous copies from global to shared memory (`cp.async`), Hopper's warpgroup
 /// multiplies (`wgmma`), tensor-memory-accelerator loads and memory-barrier operations
-/// (`mbarrier`), and the block's barriers.
-pub const GEMM_MIX: [&str; 7] = ["HMMA", "LDSM", "LDGSTS", "HGMMA", "UTMALDG", "SYNCS", "BAR"];
+/// (`mbarrier`), the block's barriers, and the special-function unit's operations
+/// (attention's `ex2.approx`, reciprocals).
+pub const GEMM_MIX: [&str; 8] = [
+    "HMMA", "LDSM", "LDGSTS", "HGMMA", "UTMALDG", "SYNCS", "BAR", "MUFU",
+];
 
 /// One side of the GEMM pair on one architecture.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -489,17 +492,18 @@ pub enum GemmOutcome {
     Unavailable(String),
 }
 
-/// The device-link inputs of the GEMM kernel crate, `examples/gemm/kernels`, for NVIDIA (one
-/// nested build for every `sm`, as for the benchmark's crate).
-pub fn gemm_rust_inputs(target_dir: &Path) -> Vec<DeviceInput> {
-    let manifest = repo_root().join("examples/gemm/kernels/Cargo.toml");
+/// The device-link inputs of an example's kernel crate (`examples/gemm/kernels`,
+/// `examples/attention/kernels`) for NVIDIA (one nested build for every `sm`, as for the
+/// benchmark's crate).
+pub fn example_rust_inputs(kernel_crate: &str, target_dir: &Path) -> Vec<DeviceInput> {
+    let manifest = repo_root().join(kernel_crate).join("Cargo.toml");
     let target = device_link::parse_gpu_arch("sm_80").expect("sm_80 is a target");
     crate::common::nested_inputs(&Env::detect(), &manifest, &target, target_dir)
 }
 
-/// The GEMM pair on `sm`: `kernels` of the Rust crate (`rust`, which may hold other kernels)
-/// against their twins in `benches/parity/<twin>`. The images and listings go to
-/// `work/gemm/<sm>-rust` and `work/gemm/<sm>-c`.
+/// A compute-bound pair on `sm` (GEMM, attention): `kernels` of the Rust crate (`rust`, which
+/// may hold other kernels) against their twins in `benches/parity/<twin>`. The images and
+/// listings go to `work/<twin's stem>/<sm>-rust` and `…/<sm>-c`.
 pub fn nvidia_gemm(
     sm: &str,
     kernels: &[&'static str],
@@ -521,7 +525,7 @@ pub fn nvidia_gemm(
         .find(|i| i.kind == ImageKind::Ptx)
         .map(|i| String::from_utf8_lossy(&i.bytes).into_owned())
         .unwrap_or_else(|| fail("the Rust images", &"no PTX"));
-    let work = work.join("gemm");
+    let work = work.join(Path::new(twin).file_stem().unwrap_or_default());
     let c_ptx =
         cuda_ptx(sm, twin, clang, &work).unwrap_or_else(|e| fail(&format!("clang on {twin}"), &e));
     let side = |ptx: &str, name: &str| -> BTreeMap<&'static str, GemmFigures> {

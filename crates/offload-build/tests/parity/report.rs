@@ -365,7 +365,11 @@ fn gemm_twins(md: &mut String, gemm: &[(&str, GemmOutcome)]) {
          `benches/parity/gemm.cu` (128×128 block tiles, 3 `cp.async` stages, `ldmatrix` and \
          `mma.sync.m16n8k16`); on sm_90a `gemm_tma__f16` and `gemm_tma__bf16` against \
          `benches/parity/gemm_tma.cu` (a TMA producer warpgroup and two `wgmma` m64n128k16 \
-         consumers over 4 `mbarrier` stages, `setmaxnreg`). Measured as above; cells are \
+         consumers over 4 `mbarrier` stages, `setmaxnreg`). The attention kernels of \
+         `examples/attention/kernels` against `benches/parity/attention.cu` on sm_80 and sm_90 \
+         (FlashAttention-2's forward pass: 64 queries a block, K and V by `cp.async`, \
+         `ldmatrix`, `mma.sync.m16n8k16`, the online softmax in `ex2.approx`), with the \
+         GEMM's goals. Measured as above; cells are \
          `Rust / C`. Shared: static shared memory per block (`ptxas -v`), bytes. {}: opcodes \
          counted in each kernel's SASS (the code, not its execution). Goals: no stack or \
          spills in Rust, registers at most {:.2}× C's, the same {} counts on sm_80 and sm_90 \
@@ -378,7 +382,10 @@ fn gemm_twins(md: &mut String, gemm: &[(&str, GemmOutcome)]) {
         limits::gemm_present("sm_90a").join(", ")
     );
     let _ = writeln!(md);
-    let _ = writeln!(md, "### GEMM against its CUDA C twin (NVIDIA)");
+    let _ = writeln!(
+        md,
+        "### GEMM and attention against their CUDA C twins (NVIDIA)"
+    );
     let _ = writeln!(md);
     let _ = writeln!(md, "{}", wrap(&legend, 95));
     let _ = writeln!(md);

@@ -286,3 +286,37 @@ pub fn min<T: Float>(x: T, y: T) -> T {
 pub fn max<T: Float>(x: T, y: T) -> T {
     x.max_(y)
 }
+
+/// `2^x` by the device's own approximation, for kernels that trade the last bits for speed
+/// (a softmax's exponentials): NVIDIA's `ex2.approx.ftz.f32` (`MUFU.EX2`, relative error
+/// below 2^-22, subnormal inputs and results flushed to zero), AMD's `v_exp_f32` (1 ulp,
+/// subnormal results flushed), on the CPU device `libm`'s `exp2f`. Unlike the rest of this
+/// module, devices may differ in the last bits; `exp2_approx(-inf)` is `0` and
+/// `exp2_approx(0.0)` is `1` on every one.
+#[inline(always)]
+pub fn exp2_approx(x: f32) -> f32 {
+    approx::exp2(x)
+}
+
+#[cfg(all(offload_device, target_arch = "nvptx64"))]
+mod approx {
+    // SAFETY: LLVM's intrinsic of this name and type, defined for every input.
+    unsafe extern "unadjusted" {
+        #[link_name = "llvm.nvvm.ex2.approx.ftz.f"]
+        pub(super) safe fn exp2(x: f32) -> f32;
+    }
+}
+
+#[cfg(all(offload_device, target_arch = "amdgpu"))]
+mod approx {
+    // SAFETY: LLVM's intrinsic of this name and type, defined for every input.
+    unsafe extern "unadjusted" {
+        #[link_name = "llvm.amdgcn.exp2.f32"]
+        pub(super) safe fn exp2(x: f32) -> f32;
+    }
+}
+
+#[cfg(not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))))]
+mod approx {
+    pub(super) use libm::exp2f as exp2;
+}

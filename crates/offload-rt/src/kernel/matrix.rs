@@ -38,7 +38,7 @@
 use core::marker::PhantomData;
 
 use super::half::{bf16, f16};
-use super::mma_input::{FLOATS, HALVES, Layout};
+use super::mma_input::{FLOATS, HALVES, Layout, ROW_SLOTS};
 pub use super::mma_input::{MmaInput, TILE};
 use super::pipeline::SwizzledTile;
 
@@ -48,6 +48,31 @@ use super::pipeline::SwizzledTile;
 macro_rules! unrolled {
     ($e:ident in [$($i:literal),*] $body:block) => {
         $( { let $e: usize = $i; $body } )*
+    };
+}
+
+/// Evaluates `$body` with `$layout` bound to the target's layout as a constant of each
+/// branch. On AMD the wavefront size, and so the layout, is a constant of the device link,
+/// unknown to rustc's optimizations: an array index derived from it (a row's value for an
+/// element) would keep the array in scratch memory, where inside one branch it is a constant
+/// and the array stays in registers. NVIDIA and the CPU device have one layout, and one
+/// branch.
+macro_rules! per_layout {
+    ($layout:ident => $($body:tt)*) => {
+        match layout() {
+            Layout::Mma => {
+                let $layout = Layout::Mma;
+                $($body)*;
+            }
+            Layout::Mfma => {
+                let $layout = Layout::Mfma;
+                $($body)*;
+            }
+            Layout::Wmma => {
+                let $layout = Layout::Wmma;
+                $($body)*;
+            }
+        }
     };
 }
 
@@ -117,6 +142,72 @@ pub struct FragmentB<T: MmaInput> {
 #[derive(Clone, Copy, Debug)]
 pub struct Accumulator {
     floats: [f32; FLOATS],
+}
+
+/// One value for each row of an accumulator tile, as the lanes that hold the row's elements
+/// need it: what [`Accumulator::row_max`], [`Accumulator::row_sum`] and
+/// [`Accumulator::row_reduce`] give and [`Accumulator::map_rows`] applies (a softmax's
+/// running maximum and sum, a scale per row). A lane keeps the values of the rows it holds
+/// elements of (2 on NVIDIA, 4 on CDNA, 8 on gfx11); two `RowValues` combine elementwise
+/// ([`RowValues::zip`]) when they come from tiles of the same rows.
+#[derive(Clone, Copy, Debug)]
+pub struct RowValues {
+    values: [f32; ROW_SLOTS],
+}
+
+impl RowValues {
+    /// `x` for every row.
+    #[inline(always)]
+    pub fn splat(x: f32) -> RowValues {
+        RowValues {
+            values: [x; ROW_SLOTS],
+        }
+    }
+
+    /// `f` of each row's value.
+    #[inline(always)]
+    pub fn map(&self, f: impl Fn(f32) -> f32) -> RowValues {
+        let mut out = *self;
+        per_layout!(layout => unrolled!(s in [0, 1, 2, 3, 4, 5, 6, 7] {
+            if s < layout.row_slots() {
+                out.values[s] = f(self.values[s]);
+            }
+        }));
+        out
+    }
+
+    /// `f` of each row's value here and in `other`.
+    #[inline(always)]
+    pub fn zip(&self, other: &RowValues, f: impl Fn(f32, f32) -> f32) -> RowValues {
+        let mut out = *self;
+        per_layout!(layout => unrolled!(s in [0, 1, 2, 3, 4, 5, 6, 7] {
+            if s < layout.row_slots() {
+                out.values[s] = f(self.values[s], other.values[s]);
+            }
+        }));
+        out
+    }
+
+    /// Stores row `r`'s value at `dst[r]` (a softmax's log-sum-exp, a row's norm); the lane
+    /// that holds the row's column 0 writes it. Every lane of the warp calls it with the same
+    /// `dst`.
+    ///
+    /// # Safety
+    ///
+    /// The 16 floats from `dst` are writable, and no other thread accesses them meanwhile.
+    #[inline(always)]
+    pub unsafe fn store(&self, dst: *mut f32) {
+        let lane = super::lane_id() as usize;
+        per_layout!(layout => unrolled!(e in [0, 1, 2, 3, 4, 5, 6, 7] {
+            if e < layout.c_count() {
+                let (row, col) = layout.c_place(lane, e);
+                if col == 0 {
+                    // SAFETY: `row < 16`: inside the 16 floats the caller vouches for.
+                    unsafe { *dst.add(row) = self.values[layout.row_slot(e)] };
+                }
+            }
+        }));
+    }
 }
 
 impl<T: MmaInput> FragmentA<T> {
@@ -236,6 +327,58 @@ impl<T: MmaInput> FragmentB<T> {
                     let (k, col) = layout().b_place(lane, e);
                     // SAFETY: `k, col < 16`: inside the tile the caller vouches for.
                     halves[e] = unsafe { *tile.ptr(row0 + k, col0 + col) }.bits();
+                }
+            });
+            halves
+        };
+        FragmentB {
+            halves,
+            input: PhantomData,
+        }
+    }
+}
+
+impl<T: MmaInput> FragmentB<T> {
+    /// Loads the 16×16 tile of B whose element `(k, col)` is the swizzled tile's element
+    /// `(row0 + col, col0 + k)`: B held transposed, as `Kᵀ` is in the rows of K (attention's
+    /// `Q·Kᵀ`) or a column-major B. On NVIDIA one `ldmatrix.x4` (`LDSM`, without `.trans`)
+    /// for the warp; on CDNA one 64-bit LDS read a lane; elsewhere element by element. Every
+    /// lane of the warp calls it with the same arguments.
+    ///
+    /// # Safety
+    ///
+    /// As [`FragmentA::load_tile`].
+    #[inline(always)]
+    pub unsafe fn load_tile_transposed<const ROWS: usize, const COLS: usize>(
+        tile: SwizzledTile<T, ROWS, COLS>,
+        row0: usize,
+        col0: usize,
+    ) -> FragmentB<T> {
+        let lane = super::lane_id() as usize;
+        let halves = if cfg!(all(offload_device, target_arch = "nvptx64")) {
+            // Matrix `j` (lanes 8j..8j+7) is the tile's rows 8·(j / 2).., columns 8·(j % 2)..:
+            // B's registers of the left 16×8 half, then of the right.
+            let row = tile.ptr(row0 + lane / 16 * 8 + lane % 8, col0 + lane / 8 % 2 * 8);
+            // SAFETY: 16 bytes of one chunk of the tile the caller vouches for.
+            words_to_halves(unsafe { ldmatrix_x4(row.cast()) })
+        } else if layout() == Layout::Mfma {
+            // A lane's 4 elements are consecutive in `k`, along one of the tile's rows.
+            let (k, col) = layout().b_place(lane, 0);
+            // SAFETY: 4 elements of one chunk of the tile the caller vouches for, at a column
+            // that is a multiple of 4, so aligned to 8 bytes.
+            let word = unsafe { tile.ptr(row0 + col, col0 + k).cast::<u64>().read() };
+            let mut halves = [0u16; HALVES];
+            unrolled!(e in [0, 1, 2, 3] {
+                halves[e] = (word >> (16 * e)) as u16;
+            });
+            halves
+        } else {
+            let mut halves = [0u16; HALVES];
+            unrolled!(e in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
+                if e < layout().b_count() {
+                    let (k, col) = layout().b_place(lane, e);
+                    // SAFETY: `k, col < 16`: inside the tile the caller vouches for.
+                    halves[e] = unsafe { *tile.ptr(row0 + col, col0 + k) }.bits();
                 }
             });
             halves
@@ -574,6 +717,131 @@ impl Accumulator {
         });
         out
     }
+
+    /// Applies `f(row, col, x)` to every element `x` at `(row, col)` of the tile: a mask by
+    /// position (attention's causal mask), a bias by row or column.
+    #[inline(always)]
+    pub fn map_at(&self, f: impl Fn(usize, usize, f32) -> f32) -> Accumulator {
+        let lane = super::lane_id() as usize;
+        let mut out = *self;
+        unrolled!(e in [0, 1, 2, 3, 4, 5, 6, 7] {
+            if e < layout().c_count() {
+                let (row, col) = layout().c_place(lane, e);
+                out.floats[e] = f(row, col, out.floats[e]);
+            }
+        });
+        out
+    }
+
+    /// Applies `f(x, v)` to every element `x`, `v` its row's value in `rows`: a row's scale,
+    /// a softmax's `exp(x - max)`.
+    #[inline(always)]
+    pub fn map_rows(&self, rows: &RowValues, f: impl Fn(f32, f32) -> f32) -> Accumulator {
+        let mut out = *self;
+        per_layout!(layout => unrolled!(e in [0, 1, 2, 3, 4, 5, 6, 7] {
+            if e < layout.c_count() {
+                out.floats[e] = f(out.floats[e], rows.values[layout.row_slot(e)]);
+            }
+        }));
+        out
+    }
+
+    /// Each row's elements combined by `op`, as [`rows_reduce`] of this one tile.
+    #[inline(always)]
+    pub fn row_reduce(&self, op: impl Fn(f32, f32) -> f32) -> RowValues {
+        rows_reduce(core::array::from_ref(self), op)
+    }
+
+    /// Each row's largest element (NaNs ignored, as `f32::max` does): [`rows_reduce`] of
+    /// this tile by `f32::max`.
+    #[inline(always)]
+    pub fn row_max(&self) -> RowValues {
+        self.row_reduce(f32::max)
+    }
+
+    /// Each row's sum, in an order of the device's: [`rows_reduce`] of this tile by `+`.
+    #[inline(always)]
+    pub fn row_sum(&self) -> RowValues {
+        self.row_reduce(|a, b| a + b)
+    }
+
+    /// The tile rounded to `T` as the left operand of the next multiply: attention's
+    /// probabilities `P` times `V`, a chain of products kept in registers. On NVIDIA and the
+    /// CPU device the accumulator's layout is A's, so each lane converts its own elements
+    /// (`cvt.rn.f16x2.f32` pairs); on AMD the elements move between lanes (one exchange per
+    /// element of A and of the accumulator: 16 on CDNA, 128 on gfx11). Every lane of the warp
+    /// calls it.
+    #[inline(always)]
+    pub fn to_fragment_a<T: MmaInput>(&self) -> FragmentA<T> {
+        let mut halves = [0u16; HALVES];
+        if layout() == Layout::Mma {
+            unrolled!(w in [0, 1, 2, 3] {
+                let pair = T::narrow2(self.floats[2 * w], self.floats[2 * w + 1]);
+                halves[2 * w] = pair as u16;
+                halves[2 * w + 1] = (pair >> 16) as u16;
+            });
+        } else {
+            let lane = super::lane_id() as usize;
+            unrolled!(e in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
+                if e < layout().a_count() {
+                    let (row, k) = layout().a_place(lane, e);
+                    let (source, element) = layout().c_holder(row, k);
+                    let mut value = 0.0;
+                    unrolled!(s in [0, 1, 2, 3, 4, 5, 6, 7] {
+                        if s < layout().c_count() {
+                            let x = super::shuffle_idx(self.floats[s], source as u32);
+                            if s == element {
+                                value = x;
+                            }
+                        }
+                    });
+                    halves[e] = T::narrow(value);
+                }
+            });
+        }
+        FragmentA {
+            halves,
+            input: PhantomData,
+        }
+    }
+}
+
+/// Each row's elements across `tiles` (accumulators of the same 16 rows, side by side: a row
+/// of a warp's tiles) combined by `op`, as every lane holding the row needs the result. `op`
+/// is associative and commutative: each lane combines its own elements, tile after tile,
+/// then the lanes of a row exchange their partial results (2 exchanges on NVIDIA and the CPU
+/// device, 4 on AMD, however many tiles), in an order of the device's. Every lane of the warp
+/// calls it.
+#[inline(always)]
+pub fn rows_reduce<const N: usize>(
+    tiles: &[Accumulator; N],
+    op: impl Fn(f32, f32) -> f32,
+) -> RowValues {
+    let mut values = [0.0; ROW_SLOTS];
+    // Indices, not a slice iterator: the iterator's non-null assumption on the array's
+    // address is a use AMD's private address space never folds away, which keeps the
+    // accumulators in scratch memory.
+    per_layout!(layout => {
+        #[allow(clippy::needless_range_loop)]
+        for t in 0..N {
+            let tile = &tiles[t];
+            unrolled!(e in [0, 1, 2, 3, 4, 5, 6, 7] {
+                if e < layout.c_count() {
+                    let s = layout.row_slot(e);
+                    let first = t == 0 && (0..e).all(|earlier| layout.row_slot(earlier) != s);
+                    values[s] = if first { tile.floats[e] } else { op(values[s], tile.floats[e]) };
+                }
+            });
+        }
+        unrolled!(s in [0, 1, 2, 3, 4, 5, 6, 7] {
+            if s < layout.row_slots() {
+                for &mask in layout.row_lane_masks() {
+                    values[s] = op(values[s], super::shuffle_xor(values[s], mask));
+                }
+            }
+        });
+    });
+    RowValues { values }
 }
 
 /// `c + a × b` on the warp's matrix unit. Every lane of the warp calls it.

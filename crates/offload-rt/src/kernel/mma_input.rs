@@ -114,4 +114,89 @@ impl Layout {
             Layout::Wmma => (2 * e + lane / 16 % 2, lane % 16),
         }
     }
+
+    /// The lane and element of the accumulator that hold its `(row, col)`: the inverse of
+    /// [`c_place`](Self::c_place).
+    #[inline(always)]
+    pub(super) fn c_holder(self, row: usize, col: usize) -> (usize, usize) {
+        match self {
+            Layout::Mma => (
+                4 * (row % 8) + col % 8 / 2,
+                col % 2 + 2 * (row / 8) + 4 * (col / 8),
+            ),
+            Layout::Mfma => (col + 16 * (row / 4), row % 4),
+            Layout::Wmma => (col + 16 * (row % 2), row / 2),
+        }
+    }
+
+    /// Rows of the accumulator a lane holds elements of.
+    #[inline(always)]
+    pub(super) fn row_slots(self) -> usize {
+        match self {
+            Layout::Mma => 2,
+            Layout::Mfma => 4,
+            Layout::Wmma => 8,
+        }
+    }
+
+    /// Which of its rows ([`row_slots`](Self::row_slots)) a lane's accumulator element `e`
+    /// lies in: the same for every lane.
+    #[inline(always)]
+    pub(super) fn row_slot(self, e: usize) -> usize {
+        match self {
+            Layout::Mma => (e >> 1) & 1,
+            Layout::Mfma | Layout::Wmma => e,
+        }
+    }
+
+    /// The lane masks whose exchanges (`shuffle_xor`) join the lanes that hold one row of the
+    /// accumulator: `mma.sync`'s groups of 4, the matrix cores' 16 lanes of one row.
+    #[inline(always)]
+    pub(super) fn row_lane_masks(self) -> &'static [u32] {
+        match self {
+            Layout::Mma => &[1, 2],
+            Layout::Mfma | Layout::Wmma => &[1, 2, 4, 8],
+        }
+    }
+}
+
+/// Rows of the accumulator a lane holds elements of, at most.
+pub(super) const ROW_SLOTS: usize = 8;
+
+#[cfg(test)]
+mod tests {
+    use super::{Layout, ROW_SLOTS, TILE};
+
+    /// For each layout: its lanes and elements cover the accumulator once, `c_holder` finds
+    /// them, each element's row is its lane's `row_slot`, and the lanes of one row are those
+    /// the row masks join.
+    #[test]
+    fn the_accumulator_layouts_invert_and_their_rows_are_joined_by_the_masks() {
+        for (layout, lanes) in [(Layout::Mma, 32), (Layout::Mfma, 64), (Layout::Wmma, 32)] {
+            let mut seen = [[0u32; TILE]; TILE];
+            for lane in 0..lanes {
+                let mut slot_rows = [usize::MAX; ROW_SLOTS];
+                for e in 0..layout.c_count() {
+                    let (row, col) = layout.c_place(lane, e);
+                    seen[row][col] += 1;
+                    // gfx11's WMMA duplicates nothing in its accumulator: each place once.
+                    assert_eq!(layout.c_holder(row, col), (lane, e));
+                    let slot = layout.row_slot(e);
+                    assert!(slot < layout.row_slots());
+                    assert!(slot_rows[slot] == usize::MAX || slot_rows[slot] == row);
+                    slot_rows[slot] = row;
+                }
+                let joined = layout.row_lane_masks().iter().fold(0, |m, &x| m | x) as usize;
+                for other in 0..lanes {
+                    let same_row = layout.c_place(other, 0).0 == layout.c_place(lane, 0).0;
+                    assert_eq!(
+                        same_row,
+                        other & !joined == lane & !joined,
+                        "{lane} {other}"
+                    );
+                }
+            }
+            assert!(seen.iter().flatten().all(|&n| n == 1));
+        }
+    }
 }

@@ -1,0 +1,3 @@
+fn main() {
+    offload_build::Build::new().compile();
+}
