@@ -222,6 +222,11 @@ pub fn gpu_pack(dir: &Path) -> Result {
         Err(e) => eprintln!("xtask: gpu-pack: without compute-sanitizer ({e})"),
     }
 
+    compress_files(&bin)?;
+    if sanitizer.exists() {
+        compress_files(&sanitizer)?;
+    }
+
     let script = dir.join("run.sh");
     let script_text = RUN_SH.replace("PACKED_PROGRAMS", &PROGRAMS.join(" "));
     std::fs::write(&script, &script_text).map_err(|e| format!("{}: {e}", script.display()))?;
@@ -240,7 +245,8 @@ pub fn gpu_pack(dir: &Path) -> Result {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .unwrap_or_else(|| "unknown".to_owned());
     let manifest = format!(
-        "cargo-offload GPU pack\ncommit: {commit}\nprograms and tests (bin/): {}\n\
+        "cargo-offload GPU pack\ncommit: {commit}\nprograms and tests (bin/, gzip-compressed \
+         until run.sh unpacks them): {}\n\
          run: ./run.sh (OFFLOAD_DEVICE=cpu ./run.sh without a GPU)\n",
         contents.join(" ")
     );
@@ -268,6 +274,32 @@ pub fn gpu_pack(dir: &Path) -> Result {
             "the GPU pack is {size} bytes, over its limit of {SIZE_LIMIT}: a GPU machine is lent \
              for minutes, and the pack must copy in seconds"
         ));
+    }
+    Ok(())
+}
+
+/// Replaces each file of `dir` by its gzip-compressed copy `NAME.gz` (programs shrink to about
+/// a third): the pack must fit what a GPU machine is lent with, and `run.sh` unpacks the files
+/// with the `gzip` every Linux machine has before it runs anything.
+fn compress_files(dir: &Path) -> Result {
+    use std::io::Write;
+    for entry in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        if !path.is_file() {
+            continue;
+        }
+        let mut name = path.file_name().unwrap_or_default().to_owned();
+        name.push(".gz");
+        let packed = path.with_file_name(name);
+        let data = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let file =
+            std::fs::File::create(&packed).map_err(|e| format!("{}: {e}", packed.display()))?;
+        let mut encoder = flate2::write::GzEncoder::new(file, flate2::Compression::default());
+        encoder
+            .write_all(&data)
+            .and_then(|()| encoder.finish().map(drop))
+            .map_err(|e| format!("{}: {e}", packed.display()))?;
+        std::fs::remove_file(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     }
     Ok(())
 }

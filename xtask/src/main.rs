@@ -1,5 +1,6 @@
-//! `cargo xtask`: set-up and the project's own jobs. Its one dependency, `offload-toolchain`,
-//! has none, so it builds on a bare machine before anything else is installed.
+//! `cargo xtask`: set-up and the project's own jobs. Its dependencies, `offload-toolchain` and
+//! `flate2` (pure Rust), need nothing installed, so it builds on a bare machine before
+//! anything else is.
 //!
 //! - `cargo xtask setup [--cuda]`: installs what is missing (the Debian packages of every tool in
 //!   `offload-toolchain`'s table and the libraries beside them, the nightly toolchain with
@@ -13,7 +14,8 @@
 //! - `cargo xtask guide`: the user guide (`docs/guide`) built with the pinned mdBook, installed
 //!   first when missing, and its links and anchors checked.
 //! - `cargo xtask gpu-pack DIR`: everything a GPU can check, built and stripped into `DIR`
-//!   (at most 60 MiB) with the `run.sh` that runs it all on a GPU machine (see `gpu_pack`).
+//!   (gzip-compressed, at most 60 MiB) with the `run.sh` that unpacks and runs it all on a
+//!   GPU machine (see `gpu_pack`).
 //! - `cargo xtask fuzz [SECONDS]`: every fuzz target (`fuzz/`) built with the pinned
 //!   cargo-fuzz, installed first when missing, and run SECONDS each (default 20) from a copy of
 //!   its corpus; a crash fails it.
@@ -605,6 +607,27 @@ fn cargo_offload_run(path: &std::ffi::OsStr, example: &str) -> Command {
     cmd
 }
 
+/// `example` run through `cargo offload run` (its build's messages shown as they come), which
+/// must succeed and say which device and which image ran its kernels: the `device: ` and
+/// `image: ` lines every example prints.
+fn run_example(path: &std::ffi::OsStr, example: &str) -> Result {
+    let started = std::time::Instant::now();
+    let stdout = output(cargo_offload_run(path, example).stderr(std::process::Stdio::inherit()))?;
+    print!("{stdout}");
+    eprintln!(
+        "xtask: {:.0} s for the example {example}",
+        started.elapsed().as_secs_f64()
+    );
+    for line in ["device: ", "image: "] {
+        if !stdout.lines().any(|l| l.starts_with(line)) {
+            return Err(format!(
+                "example {example}: no `{line}` line in its output:\n{stdout}"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn demo() -> Result {
     let path = path_with_cargo_offload()?;
     run(&mut cargo_offload_run(&path, "saxpy"))
@@ -726,7 +749,7 @@ fn test() -> Result {
         "gemm",
         "attention",
     ] {
-        run(&mut cargo_offload_run(&path, example))?;
+        run_example(&path, example)?;
     }
     // The collectives example runs as four MPI ranks in `e2e`'s
     // `collectives_run_exactly_on_four_mpi_ranks_of_the_cpu_device`, which checks its output

@@ -715,44 +715,6 @@ fn ptxas_runs_once_per_image_at_build_time_and_never_after() {
     let _ = std::fs::remove_dir_all(&tools);
 }
 
-#[test]
-fn examples_run_correctly_on_the_cpu_device() {
-    let root = workspace_root();
-    let target = target_dir("e2e-examples");
-    let target_s = target.to_string_lossy().into_owned();
-    for (example, ok, argument) in [
-        ("saxpy", "elements OK", "100000"),
-        ("reduce", "OK", "100000"),
-        ("half-sum", "bf16 sum", "100000"),
-        ("blas-interop", "OK", "100000"),
-        (
-            "gemm",
-            "128×128×128, f16 inputs, f32 accumulators: OK",
-            "128",
-        ),
-    ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_cargo-offload"))
-            .args([
-                "offload",
-                "run",
-                "--offload-arch",
-                "host",
-                "--release",
-                "-p",
-            ])
-            .args([example, "--target-dir", &target_s, "--", argument])
-            .current_dir(&root)
-            .env("OFFLOAD_DEVICE", "cpu")
-            .env_remove("RUSTFLAGS")
-            .output()
-            .unwrap();
-        let stdout = check(&out, example);
-        assert!(stdout.contains("device: "), "{stdout}");
-        assert!(stdout.contains("image: "), "{stdout}");
-        assert!(stdout.contains(ok), "{stdout}");
-    }
-}
-
 /// `cargo offload run --np 4`: the collectives example as four MPI ranks of the CPU device
 /// (Open MPI's `mpirun`, which CI installs), every collective of every element type checked
 /// exactly on every rank; and what `--np` says without an `mpirun`.

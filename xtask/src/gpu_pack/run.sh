@@ -230,6 +230,19 @@ bin="$here/bin"
 logs="$here/logs"
 rm -rf "$logs"
 mkdir -p "$logs"
+
+# The pack travels gzip-compressed, file by file (`xtask gpu-pack`): each NAME.gz becomes NAME
+# here, executable, before anything runs.
+for packed in "$bin"/*.gz "$here"/compute-sanitizer/*.gz; do
+    [ -e "$packed" ] || continue
+    if gzip -dc "$packed" > "${packed%.gz}.part" && mv "${packed%.gz}.part" "${packed%.gz}"; then
+        chmod +x "${packed%.gz}"
+        rm -f "$packed"
+    else
+        echo "run.sh: could not decompress $packed (gzip)" >&2
+        exit 1
+    fi
+done
 export OFFLOAD_EXAMPLES_DIR="$bin"
 step_timeout="${OFFLOAD_PACK_STEP_TIMEOUT:-240}"
 started=$(date +%s)
