@@ -77,6 +77,11 @@ fn the_hip_backend_keeps_the_runtimes_rules() {
     fake_driver::register(&binary);
     let backend = HipBackend::open(0).unwrap();
     assert_eq!(backend.kind(), DeviceKind::Hip);
+    // The peak figures from HIP's attributes: 104 compute units of 64 FP32 lanes at 1.7 GHz,
+    // memory at 1.6 GHz over 4096 bits.
+    let peaks = backend.peaks().unwrap();
+    assert_eq!(peaks.flops_per_second, 104.0 * 64.0 * 2.0 * 1.7e9);
+    assert_eq!(peaks.bytes_per_second, 1.6e9 * 2.0 * 512.0);
     let device = Device::from_backend(Box::new(backend));
     assert_eq!(
         device.describe(),

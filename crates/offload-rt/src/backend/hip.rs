@@ -22,13 +22,13 @@ use std::ptr;
 
 use sys::{HipApi, hipDeviceProp_tR0600, hipError_t};
 
-use crate::backend::DeviceKind;
 use crate::backend::gpu::driver::{
     CooperativeLaunchFn, OccupancyFn, PeerEnd, block_size, c_chars, c_ordinal, forward_calls,
     initialized, static_c_str,
 };
 use crate::backend::gpu::driver_names;
 use crate::backend::gpu::{self, DeviceInfo, Driver, GpuError, GpuImageKind, Handle};
+use crate::backend::{DeviceKind, DevicePeaks};
 use crate::launch::LaunchArgs;
 use crate::select::DeviceTarget;
 
@@ -65,6 +65,53 @@ pub struct HipDeviceInfo {
     pub compute_units: u32,
     /// The driver version number HIP reports.
     pub driver_version: i32,
+    /// The compute units' peak clock, in kHz (0 where HIP does not say).
+    pub clock_khz: u32,
+    /// The memory's peak clock, in kHz (0 where HIP does not say).
+    pub memory_clock_khz: u32,
+    /// The memory bus, in bits (0 where HIP does not say).
+    pub memory_bus_bits: u32,
+}
+
+impl HipDeviceInfo {
+    /// The device's peak figures from its attributes, where they are known: FP32 FLOP/s
+    /// (compute units × FP32 lanes per compute unit of its processor × 2 for the fused
+    /// multiply-add × the clock; the lanes of unpacked vector operations, as AMD's data sheets
+    /// count "FP32 vector": 64 on GFX9 and GFX10, 128 on gfx94x, gfx950 and RDNA 3 and later)
+    /// and memory bandwidth (the memory clock × 2 × the bus width). One MI250X die (110 compute
+    /// units at 1.7 GHz, 1.6 GHz over 4096 bits) gives 23.9 TFLOP/s and 1.64 TB/s, half its
+    /// data sheet's two-die figures.
+    pub fn peaks(&self) -> Option<DevicePeaks> {
+        let processor = self.target_id.split(':').next().unwrap_or_default();
+        let lanes: u64 = match processor {
+            "gfx940" | "gfx941" | "gfx942" | "gfx950" => 128,
+            p if p.starts_with("gfx11") || p.starts_with("gfx12") => 128,
+            p if p.starts_with("gfx9") || p.starts_with("gfx10") => 64,
+            _ => return None,
+        };
+        if self.compute_units == 0
+            || self.clock_khz == 0
+            || self.memory_clock_khz == 0
+            || self.memory_bus_bits == 0
+        {
+            return None;
+        }
+        let clock = f64::from(self.clock_khz) * 1e3;
+        let memory_clock = f64::from(self.memory_clock_khz) * 1e3;
+        Some(DevicePeaks {
+            flops_per_second: f64::from(self.compute_units) * lanes as f64 * 2.0 * clock,
+            bytes_per_second: memory_clock * 2.0 * f64::from(self.memory_bus_bits) / 8.0,
+            source: format!(
+                "{} ({processor}): FP32 vector, {} compute units × {lanes} lanes × 2 at {:.2} \
+                 GHz; memory {:.2} GHz × 2 over {} bits (HIP's attributes)",
+                self.name,
+                self.compute_units,
+                clock / 1e9,
+                memory_clock / 1e9,
+                self.memory_bus_bits
+            ),
+        })
+    }
 }
 
 impl DeviceInfo for HipDeviceInfo {
@@ -262,6 +309,18 @@ impl Driver for HipApi {
         self.check("hipDriverGetVersion", unsafe {
             (self.hipDriverGetVersion)(&raw mut driver_version)
         })?;
+        // The clocks and the bus only feed the peak figures: a HIP that does not answer leaves
+        // them unknown (0) rather than the device unusable.
+        let optional = |attribute: c_int| {
+            let mut value: c_int = 0;
+            // SAFETY: writes one int.
+            let status = unsafe { (self.hipDeviceGetAttribute)(&raw mut value, attribute, ord) };
+            if status == sys::hipSuccess {
+                u32::try_from(value).unwrap_or(0)
+            } else {
+                0
+            }
+        };
         Ok(HipDeviceInfo {
             ordinal,
             name,
@@ -269,6 +328,9 @@ impl Driver for HipApi {
             total_memory,
             compute_units: u32::try_from(cus).unwrap_or(0),
             driver_version,
+            clock_khz: optional(sys::hipDeviceAttributeClockRate),
+            memory_clock_khz: optional(sys::hipDeviceAttributeMemoryClockRate),
+            memory_bus_bits: optional(sys::hipDeviceAttributeMemoryBusWidth),
         })
     }
 
@@ -434,6 +496,10 @@ impl Driver for HipApi {
         })
     }
 
+    fn peaks(info: &HipDeviceInfo) -> Option<DevicePeaks> {
+        info.peaks()
+    }
+
     fn cooperative_launch_entry(&self) -> (&'static str, Option<CooperativeLaunchFn>) {
         (
             "hipModuleLaunchCooperativeKernel",
@@ -522,5 +588,61 @@ impl Driver for HipApi {
     unsafe fn event_query(&self, event: Handle) -> Result<bool, GpuError> {
         // SAFETY: the trait's contract.
         self.check_ready("hipEventQuery", unsafe { (self.hipEventQuery)(event) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HipDeviceInfo;
+
+    fn info(target_id: &str, compute_units: u32, clocks: [u32; 3]) -> HipDeviceInfo {
+        HipDeviceInfo {
+            ordinal: 0,
+            name: "AMD Instinct".to_owned(),
+            target_id: target_id.to_owned(),
+            total_memory: 1 << 36,
+            compute_units,
+            driver_version: 60_000_000,
+            clock_khz: clocks[0],
+            memory_clock_khz: clocks[1],
+            memory_bus_bits: clocks[2],
+        }
+    }
+
+    /// The data sheets' figures from the attributes HIP reports: one MI250X die (half the
+    /// card's 47.9 TFLOP/s FP32 vector and 3.2768 TB/s), an MI300X's 163.4 TFLOP/s FP32
+    /// vector; none where HIP does not say, or for a processor without a known lane count.
+    #[test]
+    fn peaks_follow_the_data_sheets() {
+        let mi250x_die = info("gfx90a:sramecc+:xnack-", 110, [1_700_000, 1_600_000, 4096])
+            .peaks()
+            .unwrap();
+        assert!(
+            (mi250x_die.flops_per_second / 1e12 - 47.9 / 2.0).abs() < 0.05,
+            "{mi250x_die:?}"
+        );
+        assert!(
+            (mi250x_die.bytes_per_second / 1e12 - 3.2768 / 2.0).abs() < 0.001,
+            "{mi250x_die:?}"
+        );
+        assert!(
+            mi250x_die
+                .source
+                .contains("110 compute units × 64 lanes × 2 at 1.70 GHz"),
+            "{}",
+            mi250x_die.source
+        );
+        let mi300x = info("gfx942:sramecc+:xnack-", 304, [2_100_000, 2_600_000, 8192])
+            .peaks()
+            .unwrap();
+        assert!(
+            (mi300x.flops_per_second / 1e12 - 163.4).abs() < 0.05,
+            "{mi300x:?}"
+        );
+        assert_eq!(info("gfx90a", 110, [0, 1_600_000, 4096]).peaks(), None);
+        assert_eq!(
+            info("gfx803", 64, [1_000_000, 1_000_000, 2048]).peaks(),
+            None
+        );
     }
 }

@@ -50,6 +50,9 @@ pub const hipErrorLaunchTimeOut: hipError_t = 702;
 pub const hipErrorAssert: hipError_t = 710;
 pub const hipErrorLaunchFailure: hipError_t = 719;
 
+pub const hipDeviceAttributeClockRate: c_int = 5;
+pub const hipDeviceAttributeMemoryBusWidth: c_int = 59;
+pub const hipDeviceAttributeMemoryClockRate: c_int = 60;
 pub const hipDeviceAttributeMultiprocessorCount: c_int = 63;
 pub const hipStreamCaptureModeThreadLocal: c_int = 1;
 
