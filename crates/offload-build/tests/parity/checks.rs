@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use crate::limits;
-use crate::measure::{Figures, GemmOutcome, GemmRow, Outcome, Row, TrapRow};
+use crate::measure::{AmdGemmRow, Figures, GemmOutcome, GemmRow, Outcome, Row, TrapRow};
 
 /// Every figure a row should have: each side used registers, has code, and touches global
 /// memory (every kernel of the benchmark reads or writes a buffer).
@@ -179,6 +179,48 @@ pub fn gemm(arch: &str, outcome: &GemmOutcome) -> Vec<String> {
                 problems.push(format!(
                     "GEMM {kernel} on {arch}: {ours} {opcode} in Rust's SASS, {theirs} in the \
                      twin's (the goal is the same count)"
+                ));
+            }
+        }
+    }
+    problems
+}
+
+/// The AMD GEMM pair's goals on `arch`: no scratch or spills in Rust, vector registers at most
+/// `AMD_GEMM_REGISTERS_GOAL` of the twin's, the same counts of `AMD_GEMM_SAME_COUNT`, and
+/// the twin not hollow (it multiplies on the matrix cores).
+pub fn amd_gemm(arch: &str, rows: &[AmdGemmRow]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for AmdGemmRow { kernel, rust, c } in rows {
+        if c.count("v_mfma") == 0 || rust.figures.instructions == 0 {
+            problems.push(format!(
+                "AMD GEMM {kernel} on {arch}: a side has no code or the twin no v_mfma: \
+                 {rust:?} / {c:?}"
+            ));
+        }
+        let (stack, spills) = (rust.figures.stack_bytes, rust.figures.spills);
+        if stack > 0 || spills > 0 {
+            problems.push(format!(
+                "AMD GEMM {kernel} on {arch}: Rust uses scratch ({stack} bytes, {spills} \
+                 spills), the goal is none"
+            ));
+        }
+        let r = ratio(rust.vector_registers(), c.vector_registers());
+        if r > limits::AMD_GEMM_REGISTERS_GOAL {
+            problems.push(format!(
+                "AMD GEMM {kernel} on {arch}: {} vector registers against the twin's {} \
+                 ({r:.2}×, the goal is at most {:.2}×)",
+                rust.vector_registers(),
+                c.vector_registers(),
+                limits::AMD_GEMM_REGISTERS_GOAL
+            ));
+        }
+        for prefix in limits::AMD_GEMM_SAME_COUNT {
+            let (ours, theirs) = (rust.count(prefix), c.count(prefix));
+            if ours != theirs {
+                problems.push(format!(
+                    "AMD GEMM {kernel} on {arch}: {ours} {prefix}* in Rust's code, {theirs} in \
+                     the twin's (the goal is the same count)"
                 ));
             }
         }
@@ -418,6 +460,51 @@ mod tests {
         let without = row(side(168, 0, [0, 0, 0, 8, 0, 36, 1, 0]), hopper);
         assert!(gemm("sm_90a", &without)[0].contains("Rust's kernel has no UTMALDG"));
         assert!(gemm("sm_90", &GemmOutcome::Unavailable("no SASS".into())).is_empty());
+    }
+
+    /// The AMD pair: the same multiplies, fragment reads and global loads, VGPRs within the
+    /// goal, no scratch; LDS writes are reported, not compared.
+    #[test]
+    fn amd_gemm_goals() {
+        use crate::measure::AmdGemmFigures;
+        let side = |vgprs, scratch, mix| AmdGemmFigures {
+            figures: Figures {
+                registers: vgprs,
+                stack_bytes: scratch,
+                instructions: 900,
+                ..Figures::default()
+            },
+            mix,
+        };
+        let twin = side(143, 0, [32, 36, 12, 12, 1, 0]);
+        let row = |rust| {
+            vec![AmdGemmRow {
+                kernel: "gemm__f16",
+                rust,
+                c: twin.clone(),
+            }]
+        };
+        assert_eq!(
+            amd_gemm("gfx90a", &row(side(149, 0, [32, 36, 16, 12, 1, 0]))),
+            Vec::<String>::new()
+        );
+        let problems = amd_gemm("gfx90a", &row(side(158, 16, [16, 36, 12, 12, 1, 0])));
+        assert_eq!(problems.len(), 3, "{problems:#?}");
+        assert!(problems[0].contains("scratch"), "{problems:#?}");
+        assert!(
+            problems[1].contains("158 vector registers"),
+            "{problems:#?}"
+        );
+        assert!(
+            problems[2].contains("16 v_mfma* in Rust's code, 32"),
+            "{problems:#?}"
+        );
+        let hollow = vec![AmdGemmRow {
+            kernel: "gemm__f16",
+            rust: twin.clone(),
+            c: side(143, 0, [0, 36, 12, 12, 1, 0]),
+        }];
+        assert!(amd_gemm("gfx942", &hollow)[0].contains("no v_mfma"));
     }
 
     /// A pair listed in `GEMM_LOCAL_MEMORY_NOT_MET` may use up to its bytes of local memory,

@@ -122,6 +122,16 @@ pub const TRAP_REGISTERS_NOT_MET: &[(&str, &str, f64)] = &[
 /// Registers, each kernel: at most this ratio of the twin's.
 pub const GEMM_REGISTERS_GOAL: f64 = 1.10;
 
+/// The AMD GEMM pair (`gemm.hip`): vector registers (VGPRs and AGPRs) of each Rust kernel at
+/// most this ratio of its HIP twin's.
+pub const AMD_GEMM_REGISTERS_GOAL: f64 = 1.10;
+
+/// The instructions (mnemonic prefixes) of which each Rust kernel of the AMD GEMM pair has
+/// exactly as many as its HIP twin: the matrix-core multiplies, the LDS reads that load the
+/// fragments and the global loads that feed the stages (the algorithm, instruction for
+/// instruction, where it matters). LDS writes, barriers and exchanges are reported.
+pub const AMD_GEMM_SAME_COUNT: [&str; 3] = ["v_mfma", "ds_read", "global_load"];
+
 /// The pairs that use local memory today, with the most bytes of stack they may use. Both
 /// sides of `attention_d128` sit at the 255-register ceiling; the Rust kernel's shared-memory
 /// addresses are 64-bit (the NVPTX back end's pointers to shared memory), where the twin

@@ -5,7 +5,7 @@
 //! checks with `assert` (no limit), every kernel linked with the panic strategy `trap` against
 //! both C twins (`TRAP_*` limits), and the fast GEMM of `examples/gemm` and the attention
 //! kernels of `examples/attention` against their CUDA C twins (`benches/parity/gemm.cu`,
-//! `gemm_tma.cu`, `attention.cu`). Writes `target/parity/parity.md` and `parity.json`, prints
+//! `gemm_tma.cu`, `attention.cu`), and the GEMM on AMD against its HIP C twin (`gemm.hip`). Writes `target/parity/parity.md` and `parity.json`, prints
 //! the tables, and fails when a figure is missing or a limit of `limits.rs` is broken.
 //!
 //! Unlike the other GPU-tool tests, a missing tool fails this one everywhere: the benchmark
@@ -73,6 +73,9 @@ pub const ATTENTION_KERNELS: [&str; 4] = [
 ];
 
 const NVIDIA: [&str; 2] = ["sm_80", "sm_90"];
+/// The AMD processors the GEMM is measured on against its HIP C twin (`benches/parity/
+/// gemm.hip`), with the limits `AMD_GEMM_*`.
+const AMD_GEMM: [&str; 2] = ["gfx90a", "gfx942"];
 const AMD: [&str; 3] = ["gfx90a", "gfx942", "gfx1100"];
 
 pub const COMMAND: &str = "cargo test -p offload-build --test parity -- --nocapture";
@@ -166,9 +169,10 @@ fn parity() {
         }
     }
 
-    let gemm_rust = measure::example_rust_inputs("examples/gemm/kernels", &base.join("nested"));
+    let nested = base.join("nested");
+    let gemm_rust = measure::example_rust_inputs("examples/gemm/kernels", "sm_80", &nested);
     let attention_rust =
-        measure::example_rust_inputs("examples/attention/kernels", &base.join("nested"));
+        measure::example_rust_inputs("examples/attention/kernels", "sm_80", &nested);
     let gemm: Vec<(&str, measure::GemmOutcome)> = NVIDIA
         .iter()
         .map(|&arch| (arch, &GEMM_KERNELS[..], "gemm.cu", &gemm_rust))
@@ -187,11 +191,27 @@ fn parity() {
         })
         .collect();
 
-    let markdown = report::markdown(&results, &asserted, &trapped, &gemm, COMMAND);
+    let gemm_amd_rust = measure::example_rust_inputs("examples/gemm/kernels", "gfx90a", &nested);
+    let amd_gemm: Vec<(&str, Vec<measure::AmdGemmRow>)> = AMD_GEMM
+        .iter()
+        .map(|&arch| {
+            let rows = measure::amd_gemm(
+                arch,
+                &GEMM_KERNELS,
+                "gemm.hip",
+                &gemm_amd_rust,
+                &clang,
+                &work,
+            );
+            (arch, rows)
+        })
+        .collect();
+
+    let markdown = report::markdown(&results, &asserted, &trapped, &gemm, &amd_gemm, COMMAND);
     let out = output_dir();
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(out.join("parity.md"), &markdown).unwrap();
-    let json = report::json(&results, &asserted, &trapped, &gemm);
+    let json = report::json(&results, &asserted, &trapped, &gemm, &amd_gemm);
     std::fs::write(out.join("parity.json"), json).unwrap();
     println!("{markdown}");
     println!(
@@ -218,6 +238,9 @@ fn parity() {
     }
     for (arch, outcome) in &gemm {
         problems.extend(checks::gemm(arch, outcome));
+    }
+    for (arch, rows) in &amd_gemm {
+        problems.extend(checks::amd_gemm(arch, rows));
     }
     let (broken, mut today) = checks::limits(&results);
     problems.extend(broken);

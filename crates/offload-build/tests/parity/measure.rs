@@ -493,11 +493,11 @@ pub enum GemmOutcome {
 }
 
 /// The device-link inputs of an example's kernel crate (`examples/gemm/kernels`,
-/// `examples/attention/kernels`) for NVIDIA (one nested build for every `sm`, as for the
-/// benchmark's crate).
-pub fn example_rust_inputs(kernel_crate: &str, target_dir: &Path) -> Vec<DeviceInput> {
+/// `examples/attention/kernels`) for the family of `arch` (one nested build for every `sm`,
+/// one for every AMD processor, as for the benchmark's crate).
+pub fn example_rust_inputs(kernel_crate: &str, arch: &str, target_dir: &Path) -> Vec<DeviceInput> {
     let manifest = repo_root().join(kernel_crate).join("Cargo.toml");
-    let target = device_link::parse_gpu_arch("sm_80").expect("sm_80 is a target");
+    let target = device_link::parse_gpu_arch(arch).expect("a GPU target");
     crate::common::nested_inputs(&Env::detect(), &manifest, &target, target_dir)
 }
 
@@ -795,6 +795,28 @@ fn amd_side(
             "the code object's kernels {names:?} are not the benchmark's kernels {wanted:?}"
         ));
     }
+    Ok(amd_figures(object, processor, &wanted, &[], dir)?
+        .into_iter()
+        .map(|(kernel, (figures, _))| (kernel, figures))
+        .collect())
+}
+
+/// The figures of the kernels `wanted` of a code object (each must be there), with how many of
+/// their instructions start with each of `mix`. The object and its listing go to `dir`.
+fn amd_figures(
+    object: &[u8],
+    processor: &str,
+    wanted: &BTreeSet<String>,
+    mix: &[&str],
+    dir: &Path,
+) -> Result<BTreeMap<String, (Figures, Vec<u64>)>, String> {
+    let info = offload_format::image::amdgpu::inspect(object).map_err(|e| e.to_string())?;
+    if let Some(missing) = wanted
+        .iter()
+        .find(|w| !info.kernels.iter().any(|k| &k.name == *w))
+    {
+        return Err(format!("the code object has no kernel {missing}"));
+    }
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     let path = dir.join("image.elf");
     std::fs::write(&path, object).map_err(|e| e.to_string())?;
@@ -806,7 +828,7 @@ fn amd_side(
     std::fs::write(dir.join("image.s"), &text).map_err(|e| e.to_string())?;
     let code = AmdCode::new(object, &text)?;
     let mut figures = BTreeMap::new();
-    for kernel in &info.kernels {
+    for kernel in info.kernels.iter().filter(|k| wanted.contains(&k.name)) {
         let reachable = code.reachable(&kernel.name)?;
         let mnemonics: Vec<&str> = reachable
             .iter()
@@ -831,23 +853,146 @@ fn amd_side(
             }),
             read_only: 0,
         };
+        let counts = mix.iter().map(|p| count(&|m| m.starts_with(p))).collect();
         figures.insert(
             kernel.name.clone(),
-            Figures {
-                registers: kernel.vgpr_count,
-                sgprs: Some(kernel.sgpr_count),
-                agprs: Some(kernel.agpr_count),
-                stack_bytes: kernel.private_segment_fixed_size,
-                dynamic_stack: kernel.uses_dynamic_stack,
-                spills: kernel.vgpr_spill_count + kernel.sgpr_spill_count,
-                instructions: mnemonics.len() as u64,
-                code_bytes: reachable.iter().map(|f| code.functions[*f].1).sum(),
-                calls: count(&|m| m.starts_with("s_swappc") || m.starts_with("s_call")),
-                accesses,
-            },
+            (
+                Figures {
+                    registers: kernel.vgpr_count,
+                    sgprs: Some(kernel.sgpr_count),
+                    agprs: Some(kernel.agpr_count),
+                    stack_bytes: kernel.private_segment_fixed_size,
+                    dynamic_stack: kernel.uses_dynamic_stack,
+                    spills: kernel.vgpr_spill_count + kernel.sgpr_spill_count,
+                    instructions: mnemonics.len() as u64,
+                    code_bytes: reachable.iter().map(|f| code.functions[*f].1).sum(),
+                    calls: count(&|m| m.starts_with("s_swappc") || m.starts_with("s_call")),
+                    accesses,
+                },
+                counts,
+            ),
         );
     }
     Ok(figures)
+}
+
+/// The instructions the AMD GEMM comparison counts in each kernel (mnemonic prefixes; the code,
+/// not its execution): the matrix-core multiplies, LDS reads and writes, global loads, the
+/// block's barriers, and the cross-lane exchanges.
+pub const AMD_GEMM_MIX: [&str; 6] = [
+    "v_mfma",
+    "ds_read",
+    "ds_write",
+    "global_load",
+    "s_barrier",
+    "ds_bpermute",
+];
+
+/// One side of an AMD pair.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AmdGemmFigures {
+    /// VGPRs, SGPRs, scratch, spills, instructions…
+    pub figures: Figures,
+    /// How many instructions of each prefix of [`AMD_GEMM_MIX`], in that order.
+    pub mix: [u64; AMD_GEMM_MIX.len()],
+}
+
+impl AmdGemmFigures {
+    /// The count of `prefix`, one of [`AMD_GEMM_MIX`].
+    pub fn count(&self, prefix: &str) -> u64 {
+        let i = AMD_GEMM_MIX
+            .iter()
+            .position(|p| *p == prefix)
+            .unwrap_or_else(|| panic!("{prefix} is not counted: AMD_GEMM_MIX is {AMD_GEMM_MIX:?}"));
+        self.mix[i]
+    }
+
+    /// The vector registers a wavefront holds: `.vgpr_count`, which counts the AGPRs too on
+    /// gfx90a and later.
+    pub fn vector_registers(&self) -> u64 {
+        self.figures.registers
+    }
+}
+
+/// Both sides of one kernel of an AMD pair.
+#[derive(Debug, Clone)]
+pub struct AmdGemmRow {
+    pub kernel: &'static str,
+    pub rust: AmdGemmFigures,
+    pub c: AmdGemmFigures,
+}
+
+/// A compute-bound pair on the AMD processor `id`: `kernels` of the Rust crate (`rust`, which
+/// may hold other kernels) against their HIP twins in `benches/parity/<twin>`, compiled as the
+/// build compiles HIP. The objects and listings go to `work/<twin's stem>/<id>-rust` and
+/// `…/<id>-c`.
+pub fn amd_gemm(
+    id: &str,
+    kernels: &[&'static str],
+    twin: &str,
+    rust: &[DeviceInput],
+    clang: &Clang,
+    work: &Path,
+) -> Vec<AmdGemmRow> {
+    let fail = |what: &str, e: &dyn std::fmt::Display| -> ! { panic!("{id}, {twin}: {what}: {e}") };
+    let target = device_link::parse_gpu_arch(id).unwrap_or_else(|e| fail("target", &e));
+    let images = device_link::gpu_images(rust, &target, &Default::default())
+        .unwrap_or_else(|e| fail("the Rust device link", &e));
+    let rust_object = images
+        .iter()
+        .find(|i| i.kind == ImageKind::Object)
+        .map(|i| i.bytes.clone())
+        .unwrap_or_else(|| fail("the Rust images", &"no code object"));
+    let work = work.join(Path::new(twin).file_stem().unwrap_or_default());
+    let source = Source {
+        language: Language::Hip,
+        path: bench_dir().join(twin),
+        relocatable: false,
+    };
+    let parsed = AmdTargetId::parse(id).unwrap_or_else(|e| fail("target", &e));
+    let compiled = foreign::hip::build(
+        &Env::detect(),
+        clang,
+        &source,
+        &[parsed],
+        &Options::default(),
+        &work.join(id),
+    )
+    .unwrap_or_else(|e| fail("clang", &e));
+    let c_object = compiled
+        .images
+        .first()
+        .map(|i| i.bytes.clone())
+        .unwrap_or_else(|| fail("clang", &"no code object"));
+    let processor = id.split(':').next().unwrap_or(id);
+    let wanted: BTreeSet<String> = kernels.iter().map(|k| k.to_string()).collect();
+    let side = |object: &[u8], name: &str| {
+        amd_figures(
+            object,
+            processor,
+            &wanted,
+            &AMD_GEMM_MIX,
+            &work.join(format!("{id}-{name}")),
+        )
+        .unwrap_or_else(|e| fail(&format!("the {name} object"), &e))
+    };
+    let (mut rust, mut c) = (side(&rust_object, "rust"), side(&c_object, "c"));
+    let take = |map: &mut BTreeMap<String, (Figures, Vec<u64>)>, kernel: &str| {
+        let (figures, counts) = map.remove(kernel).unwrap_or_default();
+        let mut mix = [0; AMD_GEMM_MIX.len()];
+        for (m, c) in mix.iter_mut().zip(counts) {
+            *m = c;
+        }
+        AmdGemmFigures { figures, mix }
+    };
+    kernels
+        .iter()
+        .map(|&kernel| AmdGemmRow {
+            kernel,
+            rust: take(&mut rust, kernel),
+            c: take(&mut c, kernel),
+        })
+        .collect()
 }
 
 /// The instructions of `llvm-objdump -d`'s listing as (address, mnemonic, operands), from lines

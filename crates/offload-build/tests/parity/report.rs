@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 use crate::checks::{excess_generic, excess_scratch, geomean, ratio};
 use crate::limits;
 use crate::measure::{
-    Accesses, Figures, GEMM_MIX, GemmFigures, GemmOutcome, GemmRow, Outcome, Row, TrapRow,
+    AMD_GEMM_MIX, Accesses, AmdGemmRow, Figures, GEMM_MIX, GemmFigures, GemmOutcome, GemmRow,
+    Outcome, Row, TrapRow,
 };
 
 /// `text` in lines of at most `width` characters, broken at spaces.
@@ -60,6 +61,7 @@ pub fn markdown(
     asserted: &[(&str, Vec<Row>)],
     trapped: &[(&str, Vec<TrapRow>)],
     gemm: &[(&str, GemmOutcome)],
+    amd_gemm: &[(&str, Vec<AmdGemmRow>)],
     command: &str,
 ) -> String {
     let mut md = String::new();
@@ -204,7 +206,76 @@ pub fn markdown(
     assert_twins(&mut md, asserted);
     trap_strategy(&mut md, trapped);
     gemm_twins(&mut md, gemm);
+    amd_gemm_twins(&mut md, amd_gemm);
     md
+}
+
+/// The GEMM on AMD against its HIP C twin.
+fn amd_gemm_twins(md: &mut String, amd_gemm: &[(&str, Vec<AmdGemmRow>)]) {
+    if amd_gemm.is_empty() {
+        return;
+    }
+    let legend = format!(
+        "The GEMM kernels of `examples/gemm/kernels` (`gemm__f16`, `gemm__bf16`) on AMD against \
+         their HIP C twins in `benches/parity/gemm.hip`, the same algorithm as the Rust \
+         kernel's AMD path (128×128 block tiles of 4 wavefronts, 64×64 each, 32-deep slices \
+         staged through registers into a 3-stage ring of swizzled LDS, `v_mfma_f32_16x16x16`), \
+         measured as the table's AMD rows; cells are `Rust / C`. VGPRs: `.vgpr_count`, AGPRs \
+         included. {}: instructions counted by mnemonic prefix in each kernel's code (not its \
+         execution). Goals: no scratch in Rust, VGPRs at most {:.2}× C's, the same {} counts; \
+         **bold** where one is not met.",
+        AMD_GEMM_MIX.join(", "),
+        limits::AMD_GEMM_REGISTERS_GOAL,
+        limits::AMD_GEMM_SAME_COUNT.join(", ")
+    );
+    let _ = writeln!(md);
+    let _ = writeln!(md, "### GEMM against its HIP C twin (AMD)");
+    let _ = writeln!(md);
+    let _ = writeln!(md, "{}", wrap(&legend, 95));
+    let _ = writeln!(md);
+    let _ = writeln!(
+        md,
+        "| kernel | arch | VGPRs | × | scratch, spills | {} | instructions |",
+        AMD_GEMM_MIX.join(" | ")
+    );
+    let _ = writeln!(
+        md,
+        "|---|---|---:|---:|---:|{}---:|",
+        "---:|".repeat(AMD_GEMM_MIX.len())
+    );
+    for (arch, rows) in amd_gemm {
+        for AmdGemmRow { kernel, rust, c } in rows {
+            let (r, cf) = (&rust.figures, &c.figures);
+            let stack = if r.uses_scratch() {
+                format!("**{}** / {}", scratch(r), scratch(cf))
+            } else {
+                format!("{} / {}", scratch(r), scratch(cf))
+            };
+            let mix: Vec<String> = AMD_GEMM_MIX
+                .iter()
+                .map(|p| {
+                    pair(
+                        rust.count(p),
+                        c.count(p),
+                        limits::AMD_GEMM_SAME_COUNT.contains(p),
+                    )
+                })
+                .collect();
+            let _ = writeln!(
+                md,
+                "| {kernel} | {arch} | {} / {} | {} | {stack} | {} | {} / {} |",
+                rust.vector_registers(),
+                c.vector_registers(),
+                over(
+                    ratio(rust.vector_registers(), c.vector_registers()),
+                    limits::AMD_GEMM_REGISTERS_GOAL
+                ),
+                mix.join(" | "),
+                r.instructions,
+                cf.instructions
+            );
+        }
+    }
 }
 
 /// Every kernel linked with the panic strategy `trap`, against `report` and both C twins.
@@ -517,6 +588,7 @@ pub fn json(
     asserted: &[(&str, Vec<Row>)],
     trapped: &[(&str, Vec<TrapRow>)],
     gemm: &[(&str, GemmOutcome)],
+    amd_gemm: &[(&str, Vec<AmdGemmRow>)],
 ) -> String {
     let archs: Vec<String> = results
         .iter()
@@ -603,12 +675,45 @@ pub fn json(
             }
         })
         .collect();
+    let amd_gemm: Vec<String> = amd_gemm
+        .iter()
+        .map(|(arch, rows)| {
+            let rows: Vec<String> = rows
+                .iter()
+                .map(|r| {
+                    let side = |f: &crate::measure::AmdGemmFigures| {
+                        let mix: Vec<String> = AMD_GEMM_MIX
+                            .iter()
+                            .map(|p| format!("{}: {}", json_string(p), f.count(p)))
+                            .collect();
+                        format!(
+                            "{{\"figures\": {}, \"mix\": {{{}}}}}",
+                            json_figures(&f.figures),
+                            mix.join(", ")
+                        )
+                    };
+                    format!(
+                        "{{\"kernel\": {}, \"rust\": {}, \"c\": {}}}",
+                        json_string(r.kernel),
+                        side(&r.rust),
+                        side(&r.c)
+                    )
+                })
+                .collect();
+            format!(
+                "{{\"arch\": {}, \"kernels\": [\n    {}\n  ]}}",
+                json_string(arch),
+                rows.join(",\n    ")
+            )
+        })
+        .collect();
     format!(
         "{{\"archs\": [\n  {}\n],\n\"assert_twins\": [\n  {}\n],\n\"trap\": [\n  {}\n],\n\
-         \"gemm_twins\": [\n  {}\n]}}\n",
+         \"gemm_twins\": [\n  {}\n],\n\"amd_gemm_twins\": [\n  {}\n]}}\n",
         archs.join(",\n  "),
         asserted.join(",\n  "),
         trapped.join(",\n  "),
-        gemm.join(",\n  ")
+        gemm.join(",\n  "),
+        amd_gemm.join(",\n  ")
     )
 }

@@ -325,6 +325,12 @@ mod imp {
 /// registers; there is nothing to wait for.
 #[cfg(not(all(offload_device, target_arch = "nvptx64")))]
 mod imp {
+    /// 16 bytes aligned to 16: the alignment the contract promises, which lets AMD's LDS take
+    /// the copy in one `ds_write_b128` (an array of `u32` would say 4 and split it).
+    #[derive(Clone, Copy)]
+    #[repr(C, align(16))]
+    struct Bytes16([u32; 4]);
+
     /// # Safety
     ///
     /// As [`super::copy_async`], `bytes` its size.
@@ -333,7 +339,7 @@ mod imp {
         // SAFETY: the caller's contract: both valid and aligned for `bytes` (4, 8 or 16).
         unsafe {
             match bytes {
-                16 => dst.cast::<[u32; 4]>().write(src.cast::<[u32; 4]>().read()),
+                16 => dst.cast::<Bytes16>().write(src.cast::<Bytes16>().read()),
                 8 => dst.cast::<u64>().write(src.cast::<u64>().read()),
                 _ => dst.cast::<u32>().write(src.cast::<u32>().read()),
             }
