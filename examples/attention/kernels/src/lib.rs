@@ -23,11 +23,25 @@ use offload_rt::kernel::pipeline::{SwizzledTile, commit_group, copy_async, wait_
 use offload_rt::kernel::{self, kernel};
 use offload_rt::shared_array;
 
-/// Runs `body` with `$i` bound to each of the literal indices: fragments and accumulators
-/// indexed by constants stay in registers.
+/// Runs `body` with `$i` bound to each of the literal indices. On GPUs unrolled: fragments
+/// and accumulators indexed by constants stay in registers.
+#[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
 macro_rules! unroll {
     ($i:ident in [$($n:literal),*] $body:block) => {
         $( { let $i: usize = $n; $body } )*
+    };
+}
+
+/// On the CPU device a loop: every unrolled copy of a warp-wide multiply would be inlined into
+/// the kernel's loops over its threads, and the kernels' 256 of them made the CPU image's
+/// build minutes long.
+#[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+macro_rules! unroll {
+    ($i:ident in [$($n:literal),*] $body:block) => {
+        for $i in [$($n),*] {
+            let $i: usize = $i;
+            $body
+        }
     };
 }
 
