@@ -51,6 +51,20 @@ impl AmdGpuProcessor {
         if self.gfx_major() >= 10 { 32 } else { 64 }
     }
 
+    /// FP32 lanes per compute unit, as AMD's data sheets count "FP32 vector" (unpacked
+    /// operations): 128 on gfx94x, gfx950 and RDNA 3 and later (dual issue), 64 on the other
+    /// GFX9 and GFX10 processors; `None` before GFX9.
+    pub fn fp32_lanes_per_compute_unit(&self) -> Option<u32> {
+        match self.name {
+            "gfx940" | "gfx941" | "gfx942" | "gfx950" | "gfx9-4-generic" => Some(128),
+            _ => match self.gfx_major() {
+                9 | 10 => Some(64),
+                11.. => Some(128),
+                _ => None,
+            },
+        }
+    }
+
     /// The matrix instructions of this processor that a wavefront-wide 16×16×16
     /// multiply-accumulate (f16 or bf16 inputs, f32 accumulators) runs on, if any: MFMA on
     /// CDNA (gfx908; gfx90a and the gfx94x/gfx950 family also for bf16), WMMA on RDNA 3
@@ -812,6 +826,25 @@ mod tests {
 
     fn t(s: &str) -> TargetId {
         TargetId::parse(s).unwrap()
+    }
+
+    /// FP32 vector lanes per compute unit as the data sheets count them: 64 on MI100, MI200
+    /// and RDNA 2; 128 on MI300, MI355 and RDNA 3 and 4; unknown before GFX9.
+    #[test]
+    fn fp32_lanes_follow_the_data_sheets() {
+        for (name, lanes) in [
+            ("gfx908", Some(64)),
+            ("gfx90a", Some(64)),
+            ("gfx1030", Some(64)),
+            ("gfx942", Some(128)),
+            ("gfx950", Some(128)),
+            ("gfx1100", Some(128)),
+            ("gfx1201", Some(128)),
+            ("gfx803", None),
+        ] {
+            let processor = amdgpu_processor(name).unwrap();
+            assert_eq!(processor.fp32_lanes_per_compute_unit(), lanes, "{name}");
+        }
     }
 
     #[test]

@@ -82,13 +82,9 @@ impl HipDeviceInfo {
     /// units at 1.7 GHz, 1.6 GHz over 4096 bits) gives 23.9 TFLOP/s and 1.64 TB/s, half its
     /// data sheet's two-die figures.
     pub fn peaks(&self) -> Option<DevicePeaks> {
-        let processor = self.target_id.split(':').next().unwrap_or_default();
-        let lanes: u64 = match processor {
-            "gfx940" | "gfx941" | "gfx942" | "gfx950" => 128,
-            p if p.starts_with("gfx11") || p.starts_with("gfx12") => 128,
-            p if p.starts_with("gfx9") || p.starts_with("gfx10") => 64,
-            _ => return None,
-        };
+        let target = offload_format::target_id::TargetId::parse(&self.target_id).ok()?;
+        let processor = target.processor();
+        let lanes = u64::from(target.amdgpu()?.fp32_lanes_per_compute_unit()?);
         if self.compute_units == 0
             || self.clock_khz == 0
             || self.memory_clock_khz == 0
