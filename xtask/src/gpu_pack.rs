@@ -282,7 +282,6 @@ pub fn gpu_pack(dir: &Path) -> Result {
 /// a third): the pack must fit what a GPU machine is lent with, and `run.sh` unpacks the files
 /// with the `gzip` every Linux machine has before it runs anything.
 fn compress_files(dir: &Path) -> Result {
-    use std::io::Write;
     for entry in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
         let path = entry.map_err(|e| e.to_string())?.path();
         if !path.is_file() {
@@ -291,13 +290,13 @@ fn compress_files(dir: &Path) -> Result {
         let mut name = path.file_name().unwrap_or_default().to_owned();
         name.push(".gz");
         let packed = path.with_file_name(name);
-        let data = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut input =
+            std::fs::File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let file =
             std::fs::File::create(&packed).map_err(|e| format!("{}: {e}", packed.display()))?;
         let mut encoder = flate2::write::GzEncoder::new(file, flate2::Compression::default());
-        encoder
-            .write_all(&data)
-            .and_then(|()| encoder.finish().map(drop))
+        std::io::copy(&mut input, &mut encoder)
+            .and_then(|_| encoder.finish().map(drop))
             .map_err(|e| format!("{}: {e}", packed.display()))?;
         std::fs::remove_file(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     }
@@ -332,6 +331,24 @@ pub fn run_on_cpu(dir: &Path) -> Result {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each file becomes `NAME.gz`, which unpacks to the same bytes; the original is gone.
+    #[test]
+    fn files_are_replaced_by_their_gzip_copies() {
+        use std::io::Read;
+        let dir = std::env::temp_dir().join(format!("gpu-pack-gz-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(dir.join("program"), &data).unwrap();
+        compress_files(&dir).unwrap();
+        assert!(!dir.join("program").exists());
+        let mut unpacked = Vec::new();
+        flate2::read::GzDecoder::new(std::fs::File::open(dir.join("program.gz")).unwrap())
+            .read_to_end(&mut unpacked)
+            .unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(unpacked, data);
+    }
 
     /// `run.sh` written to a directory of its own, with canned logs beside it: the pack runs on a
     /// GPU machine without Rust, so its labels live in the script, and these tests ask the script

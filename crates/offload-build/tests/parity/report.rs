@@ -210,6 +210,15 @@ pub fn markdown(
     md
 }
 
+/// Rust's stack and spills against C's, Rust's in bold where it uses any.
+fn scratch_pair(rust: &Figures, c: &Figures) -> String {
+    if rust.uses_scratch() {
+        format!("**{}** / {}", scratch(rust), scratch(c))
+    } else {
+        format!("{} / {}", scratch(rust), scratch(c))
+    }
+}
+
 /// The GEMM on AMD against its HIP C twin.
 fn amd_gemm_twins(md: &mut String, amd_gemm: &[(&str, Vec<AmdGemmRow>)]) {
     if amd_gemm.is_empty() {
@@ -246,11 +255,7 @@ fn amd_gemm_twins(md: &mut String, amd_gemm: &[(&str, Vec<AmdGemmRow>)]) {
     for (arch, rows) in amd_gemm {
         for AmdGemmRow { kernel, rust, c } in rows {
             let (r, cf) = (&rust.figures, &c.figures);
-            let stack = if r.uses_scratch() {
-                format!("**{}** / {}", scratch(r), scratch(cf))
-            } else {
-                format!("{} / {}", scratch(r), scratch(cf))
-            };
+            let stack = scratch_pair(r, cf);
             let mix: Vec<String> = AMD_GEMM_MIX
                 .iter()
                 .map(|p| {
@@ -480,11 +485,7 @@ fn gemm_twins(md: &mut String, gemm: &[(&str, GemmOutcome)]) {
         };
         for GemmRow { kernel, rust, c } in rows {
             let (r, cf) = (&rust.figures, &c.figures);
-            let stack = if r.uses_scratch() {
-                format!("**{}** / {}", scratch(r), scratch(cf))
-            } else {
-                format!("{} / {}", scratch(r), scratch(cf))
-            };
+            let stack = scratch_pair(r, cf);
             let mix: Vec<String> = GEMM_MIX
                 .iter()
                 .map(|o| {

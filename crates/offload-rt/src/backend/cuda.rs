@@ -30,6 +30,7 @@ use crate::backend::gpu::driver::{
 };
 use crate::backend::gpu::driver_names;
 use crate::backend::gpu::{self, DeviceInfo, Driver, GpuError, GpuImageKind, Handle};
+use crate::backend::interface::GpuClocks;
 use crate::backend::{DeviceKind, DevicePeaks};
 use crate::launch::LaunchArgs;
 use crate::select::DeviceTarget;
@@ -90,29 +91,16 @@ impl CudaDeviceInfo {
             (8, _) | (9, _) | (10, _) | (11, _) | (12, _) => 128,
             _ => return None,
         };
-        if self.multiprocessors == 0
-            || self.clock_khz == 0
-            || self.memory_clock_khz == 0
-            || self.memory_bus_bits == 0
-        {
-            return None;
-        }
-        let clock = f64::from(self.clock_khz) * 1e3;
-        let memory_clock = f64::from(self.memory_clock_khz) * 1e3;
-        Some(DevicePeaks {
-            flops_per_second: f64::from(self.multiprocessors) * lanes as f64 * 2.0 * clock,
-            bytes_per_second: memory_clock * 2.0 * f64::from(self.memory_bus_bits) / 8.0,
-            source: format!(
-                "{} ({}): FP32, {} SMs × {lanes} lanes × 2 at {:.2} GHz; memory {:.2} GHz × 2 \
-                 over {} bits (the driver's attributes)",
-                self.name,
-                self.arch(),
-                self.multiprocessors,
-                clock / 1e9,
-                memory_clock / 1e9,
-                self.memory_bus_bits
-            ),
-        })
+        let clocks = GpuClocks {
+            units: self.multiprocessors,
+            unit_name: "SMs",
+            lanes,
+            clock_khz: self.clock_khz,
+            memory_clock_khz: self.memory_clock_khz,
+            memory_bus_bits: self.memory_bus_bits,
+        };
+        let device = format!("{} ({}): FP32", self.name, self.arch());
+        DevicePeaks::from_clocks(&device, &clocks, "the driver's attributes")
     }
 
     /// The device's architecture name, e.g. `sm_90`.

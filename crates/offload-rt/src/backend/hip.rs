@@ -28,6 +28,7 @@ use crate::backend::gpu::driver::{
 };
 use crate::backend::gpu::driver_names;
 use crate::backend::gpu::{self, DeviceInfo, Driver, GpuError, GpuImageKind, Handle};
+use crate::backend::interface::GpuClocks;
 use crate::backend::{DeviceKind, DevicePeaks};
 use crate::launch::LaunchArgs;
 use crate::select::DeviceTarget;
@@ -83,30 +84,16 @@ impl HipDeviceInfo {
     /// data sheet's two-die figures.
     pub fn peaks(&self) -> Option<DevicePeaks> {
         let target = offload_format::target_id::TargetId::parse(&self.target_id).ok()?;
-        let processor = target.processor();
-        let lanes = u64::from(target.amdgpu()?.fp32_lanes_per_compute_unit()?);
-        if self.compute_units == 0
-            || self.clock_khz == 0
-            || self.memory_clock_khz == 0
-            || self.memory_bus_bits == 0
-        {
-            return None;
-        }
-        let clock = f64::from(self.clock_khz) * 1e3;
-        let memory_clock = f64::from(self.memory_clock_khz) * 1e3;
-        Some(DevicePeaks {
-            flops_per_second: f64::from(self.compute_units) * lanes as f64 * 2.0 * clock,
-            bytes_per_second: memory_clock * 2.0 * f64::from(self.memory_bus_bits) / 8.0,
-            source: format!(
-                "{} ({processor}): FP32 vector, {} compute units × {lanes} lanes × 2 at {:.2} \
-                 GHz; memory {:.2} GHz × 2 over {} bits (HIP's attributes)",
-                self.name,
-                self.compute_units,
-                clock / 1e9,
-                memory_clock / 1e9,
-                self.memory_bus_bits
-            ),
-        })
+        let clocks = GpuClocks {
+            units: self.compute_units,
+            unit_name: "compute units",
+            lanes: u64::from(target.amdgpu()?.fp32_lanes_per_compute_unit()?),
+            clock_khz: self.clock_khz,
+            memory_clock_khz: self.memory_clock_khz,
+            memory_bus_bits: self.memory_bus_bits,
+        };
+        let device = format!("{} ({}): FP32 vector", self.name, target.processor());
+        DevicePeaks::from_clocks(&device, &clocks, "HIP's attributes")
     }
 }
 

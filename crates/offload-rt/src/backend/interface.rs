@@ -265,6 +265,54 @@ pub struct DevicePeaks {
     pub source: String,
 }
 
+/// A GPU's attributes that its peak figures follow from.
+pub(crate) struct GpuClocks<'a> {
+    /// Streaming multiprocessors or compute units.
+    pub units: u32,
+    /// What a unit is called ("SMs", "compute units").
+    pub unit_name: &'a str,
+    /// FP32 lanes per unit.
+    pub lanes: u64,
+    /// The units' peak clock, kHz (0 where the driver does not say).
+    pub clock_khz: u32,
+    /// The memory's peak clock, kHz (0 where the driver does not say).
+    pub memory_clock_khz: u32,
+    /// The memory bus, bits (0 where the driver does not say).
+    pub memory_bus_bits: u32,
+}
+
+impl DevicePeaks {
+    /// FP32 FLOP/s (units × lanes × 2 for the fused multiply-add × the clock) and memory
+    /// bandwidth (the memory clock × 2 for the double data rate × the bus width) from `clocks`;
+    /// `None` where an attribute is unknown. `device` and `whose` frame the source: "`device`,
+    /// 132 SMs × 128 lanes × 2 at 1.98 GHz; memory … (`whose`)".
+    pub(crate) fn from_clocks(device: &str, clocks: &GpuClocks<'_>, whose: &str) -> Option<Self> {
+        if clocks.units == 0
+            || clocks.clock_khz == 0
+            || clocks.memory_clock_khz == 0
+            || clocks.memory_bus_bits == 0
+        {
+            return None;
+        }
+        let clock = f64::from(clocks.clock_khz) * 1e3;
+        let memory_clock = f64::from(clocks.memory_clock_khz) * 1e3;
+        Some(DevicePeaks {
+            flops_per_second: f64::from(clocks.units) * clocks.lanes as f64 * 2.0 * clock,
+            bytes_per_second: memory_clock * 2.0 * f64::from(clocks.memory_bus_bits) / 8.0,
+            source: format!(
+                "{device}, {} {} × {} lanes × 2 at {:.2} GHz; memory {:.2} GHz × 2 over {} bits \
+                 ({whose})",
+                clocks.units,
+                clocks.unit_name,
+                clocks.lanes,
+                clock / 1e9,
+                memory_clock / 1e9,
+                clocks.memory_bus_bits
+            ),
+        })
+    }
+}
+
 /// Host memory a backend gave out for asynchronous copies; freed on drop.
 pub trait HostMemory: Send + Sync + fmt::Debug {
     /// The first byte.
