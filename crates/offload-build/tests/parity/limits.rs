@@ -133,16 +133,13 @@ pub const AMD_GEMM_REGISTERS_GOAL: f64 = 1.10;
 pub const AMD_GEMM_SAME_COUNT: [&str; 3] = ["v_mfma", "ds_read", "global_load"];
 
 /// The pairs that use local memory today, with the most bytes of stack they may use. Both
-/// sides of `attention_d128` sit at the 255-register ceiling; the Rust kernel's shared-memory
-/// addresses are 64-bit (the NVPTX back end's pointers to shared memory), where the twin
-/// computes 32-bit ones, and the addresses its loop keeps cost ptxas the last few registers:
-/// 12–16 bytes spilled. A listed pair that reaches no local memory fails the test until its
-/// line is removed.
+/// sides of `attention_d128` sit at the 255-register ceiling on sm_90; the Rust kernel keeps
+/// one value in its stack frame across the key loop (one 4-byte store before the loop, one
+/// load after it, none inside) where the twin keeps it in a register. A listed pair that
+/// reaches no local memory fails the test until its line is removed.
 pub const GEMM_LOCAL_MEMORY_NOT_MET: &[(&str, &str, u64)] = &[
-    ("attention_d128__f16", "sm_80", 16),
-    ("attention_d128__bf16", "sm_80", 16),
-    ("attention_d128__f16", "sm_90", 16),
-    ("attention_d128__bf16", "sm_90", 16),
+    ("attention_d128__f16", "sm_90", 8),
+    ("attention_d128__bf16", "sm_90", 8),
 ];
 
 /// The SASS opcodes of which each Rust kernel has exactly as many as its twin on `arch`: the

@@ -4,8 +4,9 @@
 //! and `__offload_cp_async_wait_N()` (N pending groups at most, an immediate of the
 //! instruction), and `kernel::matrix` declares `__offload_ldmatrix_x{1,2,4}[_trans](src, out)`
 //! (a warp's 8×8 matrices of 16-bit elements from shared memory into the lanes' registers in
-//! the layout `mma.sync` takes). Rust cannot name the address spaces the intrinsics take, so
-//! the link defines them in IR over generic pointers, always inlined; on a processor without
+//! the layout `mma.sync` takes). Rust cannot name the address spaces the instructions take, so
+//! the link defines them in IR over generic pointers, always inlined, the copies and loads as
+//! inline assembly over 32-bit shared-memory addresses as CUDA C writes them; on a processor without
 //! the instructions (`cp.async` before sm_80, `ldmatrix` before sm_75) it refuses the kernels
 //! that reach them with [`LinkError::FeatureUnsupported`]. AMD GPUs and the CPU device get
 //! offload-rt's own code for them, never these declarations.
@@ -20,7 +21,7 @@ use offload_format::abi::{
 };
 use offload_format::target_id::Sm;
 
-use super::common::{cstr, is_nvptx};
+use super::common::{cstr, is_nvptx, shared_address};
 use super::helpers::{declared, link_helpers};
 use super::matrix::kernels_reaching;
 use crate::device_link::error::{LinkError, Result};
@@ -38,10 +39,7 @@ struct Family {
 
 fn families() -> [Family; 2] {
     let mut copies = format!(
-        "declare void @llvm.nvvm.cp.async.cg.shared.global.16(ptr addrspace(3), ptr addrspace(1))
-declare void @llvm.nvvm.cp.async.ca.shared.global.8(ptr addrspace(3), ptr addrspace(1))
-declare void @llvm.nvvm.cp.async.ca.shared.global.4(ptr addrspace(3), ptr addrspace(1))
-declare void @llvm.nvvm.cp.async.commit.group()
+        "declare void @llvm.nvvm.cp.async.commit.group()
 declare void @llvm.nvvm.cp.async.wait.group(i32 immarg)
 define void @{CP_ASYNC_COMMIT}() #0 {{
   call void @llvm.nvvm.cp.async.commit.group()
@@ -52,13 +50,13 @@ define void @{CP_ASYNC_COMMIT}() #0 {{
     let mut copy_names = vec![CP_ASYNC_COMMIT.to_owned()];
     // 16 bytes bypass L1 (`.cg`, the only caching 16-byte copies and tiles want); 4 and 8
     // bytes may only be cached at all levels (`.ca`).
+    let dst = shared_address("dst", "d");
     for (bytes, cache) in [(16, "cg"), (8, "ca"), (4, "ca")] {
         copy_names.push(format!("{CP_ASYNC_PREFIX}{bytes}"));
         copies.push_str(&format!(
             "define void @{CP_ASYNC_PREFIX}{bytes}(ptr %dst, ptr %src) #0 {{
-  %d = addrspacecast ptr %dst to ptr addrspace(3)
-  %s = addrspacecast ptr %src to ptr addrspace(1)
-  call void @llvm.nvvm.cp.async.{cache}.shared.global.{bytes}(ptr addrspace(3) %d, ptr addrspace(1) %s)
+{dst}  %s = addrspacecast ptr %src to ptr addrspace(1)
+  call void asm sideeffect \"cp.async.{cache}.shared.global [$0], [$1], {bytes};\", \"r,l,~{{memory}}\"(i32 %d, ptr addrspace(1) %s) #1
   ret void
 }}
 "
@@ -79,14 +77,19 @@ define void @{CP_ASYNC_COMMIT}() #0 {{
     for count in [1, 2, 4] {
         for trans in ["", ".trans"] {
             let name = format!("{LDMATRIX_PREFIX}x{count}{}", trans.replace('.', "_"));
-            let intrinsic = format!("llvm.nvvm.ldmatrix.sync.aligned.m8n8.x{count}{trans}.b16.p3");
             let ty = if count == 1 {
                 "i32".to_owned()
             } else {
                 format!("{{ {} }}", vec!["i32"; count].join(", "))
             };
+            let registers = (0..count)
+                .map(|i| format!("${i}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let outputs = vec!["=r"; count].join(",");
             let mut body = format!(
-                "  %s = addrspacecast ptr %src to ptr addrspace(3)\n  %r = call {ty} @{intrinsic}(ptr addrspace(3) %s)\n"
+                "{}  %r = call {ty} asm sideeffect \"ldmatrix.sync.aligned.m8n8.x{count}{trans}.shared.b16 {{{registers}}}, [${count}];\", \"{outputs},r\"(i32 %s) #1\n",
+                shared_address("src", "s"),
             );
             for i in 0..count {
                 let value = if count == 1 {
@@ -100,10 +103,14 @@ define void @{CP_ASYNC_COMMIT}() #0 {{
                 ));
             }
             loads.push_str(&format!(
-                "declare {ty} @{intrinsic}(ptr addrspace(3))\ndefine void @{name}(ptr %src, ptr %out) #0 {{\n{body}  ret void\n}}\n"
+                "define void @{name}(ptr %src, ptr %out) #0 {{\n{body}  ret void\n}}\n"
             ));
             load_names.push(name);
         }
+    }
+    // The inline assembly's call sites (`#1`), convergent as clang marks CUDA's.
+    for ir in [&mut copies, &mut loads] {
+        ir.push_str("attributes #1 = { convergent nounwind }\n");
     }
     [
         Family {

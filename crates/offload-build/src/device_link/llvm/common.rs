@@ -36,3 +36,16 @@ pub(super) fn has_local_linkage(linkage: Linkage) -> bool {
         Linkage::Internal | Linkage::Private | Linkage::AvailableExternally | Linkage::Appending
     )
 }
+
+/// IR that gives `%{name}` the 32-bit shared-memory address of the generic pointer
+/// `%{pointer}`, as CUDA C's `(unsigned)__cvta_generic_to_shared(p)`: the NVPTX back end's
+/// pointers to shared memory are 64-bit, and a tile's addresses kept across a loop in pairs of
+/// registers cost a kernel at the register ceiling its last registers (spills where the C
+/// twin has none), so the instructions take their addresses through inline assembly.
+pub(super) fn shared_address(pointer: &str, name: &str) -> String {
+    format!(
+        "  %{name}.shared = addrspacecast ptr %{pointer} to ptr addrspace(3)\n\
+         \x20 %{name}.wide = ptrtoint ptr addrspace(3) %{name}.shared to i64\n\
+         \x20 %{name} = trunc i64 %{name}.wide to i32\n"
+    )
+}

@@ -7,7 +7,8 @@
 //!
 //! The queries are constants of every GPU image, so a kernel's Hopper branch folds away on the
 //! other targets. The units are defined, over LLVM's intrinsics or inline PTX (Rust cannot
-//! name the shared window the instructions take), where the image has them: the memory
+//! name the shared window the instructions take; inline PTX addresses it in 32 bits, as CUDA
+//! C does), where the image has them: the memory
 //! barriers' byte counts, the tensor memory accelerator and clusters on NVIDIA sm_90 and later
 //! with PTX ISA 8.0 (an `sm_90a` image; CUDA 11.8's `ptxas`, which assembles plain `sm_90`,
 //! reads PTX 7.8 at most), `wgmma` and `setmaxnreg` on `sm_90a` alone, `stmatrix` on sm_90 and
@@ -30,7 +31,7 @@ use offload_format::abi::{
 };
 use offload_format::target_id::{Sm, SmSuffix};
 
-use super::common::{cstr, is_amdgpu, is_nvptx};
+use super::common::{cstr, is_amdgpu, is_nvptx, shared_address};
 use super::helpers::{declared, link_helpers};
 use super::matrix::kernels_reaching;
 use crate::device_link::error::{LinkError, Result};
@@ -99,37 +100,36 @@ struct Family {
 
 /// `mbarrier`, the tensor memory accelerator and clusters.
 fn tma_family() -> Family {
+    let (w, dst, bar, src) = (
+        shared_address("w", "s"),
+        shared_address("dst", "d"),
+        shared_address("bar", "b"),
+        shared_address("src", "s"),
+    );
     let mut ir = format!(
-        "declare void @llvm.nvvm.mbarrier.init.shared(ptr addrspace(3), i32)
-declare i64 @llvm.nvvm.mbarrier.arrive.shared(ptr addrspace(3))
-declare void @llvm.nvvm.barrier.cluster.arrive()
+        "declare void @llvm.nvvm.barrier.cluster.arrive()
 declare void @llvm.nvvm.barrier.cluster.wait()
 declare i32 @llvm.nvvm.read.ptx.sreg.cluster.ctarank()
 declare i32 @llvm.nvvm.read.ptx.sreg.cluster.nctarank()
 declare ptr @llvm.nvvm.mapa(ptr, i32)
 define void @{MBARRIER_INIT}(ptr %w, i32 %n) #0 {{
-  %s = addrspacecast ptr %w to ptr addrspace(3)
-  call void @llvm.nvvm.mbarrier.init.shared(ptr addrspace(3) %s, i32 %n)
+{w}  call void asm sideeffect \"mbarrier.init.shared.b64 [$0], $1;\", \"r,r,~{{memory}}\"(i32 %s, i32 %n)
   ret void
 }}
 define i64 @{MBARRIER_ARRIVE}(ptr %w) #0 {{
-  %s = addrspacecast ptr %w to ptr addrspace(3)
-  %r = call i64 @llvm.nvvm.mbarrier.arrive.shared(ptr addrspace(3) %s)
+{w}  %r = call i64 asm sideeffect \"mbarrier.arrive.shared.b64 $0, [$1];\", \"=l,r,~{{memory}}\"(i32 %s)
   ret i64 %r
 }}
 define i64 @{MBARRIER_ARRIVE_EXPECT_TX}(ptr %w, i32 %bytes) #0 {{
-  %s = addrspacecast ptr %w to ptr addrspace(3)
-  %r = call i64 asm sideeffect \"mbarrier.arrive.expect_tx.shared::cta.b64 $0, [$1], $2;\", \"=l,l,r,~{{memory}}\"(ptr addrspace(3) %s, i32 %bytes)
+{w}  %r = call i64 asm sideeffect \"mbarrier.arrive.expect_tx.shared::cta.b64 $0, [$1], $2;\", \"=l,r,r,~{{memory}}\"(i32 %s, i32 %bytes)
   ret i64 %r
 }}
 define void @{MBARRIER_EXPECT_TX}(ptr %w, i32 %bytes) #0 {{
-  %s = addrspacecast ptr %w to ptr addrspace(3)
-  call void asm sideeffect \"mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [$0], $1;\", \"l,r,~{{memory}}\"(ptr addrspace(3) %s, i32 %bytes)
+{w}  call void asm sideeffect \"mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [$0], $1;\", \"r,r,~{{memory}}\"(i32 %s, i32 %bytes)
   ret void
 }}
 define i32 @{MBARRIER_TRY_WAIT_PARITY}(ptr %w, i32 %parity) #0 {{
-  %s = addrspacecast ptr %w to ptr addrspace(3)
-  %r = call i32 asm sideeffect \"{{\\0A\\09.reg .pred p;\\0A\\09mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2;\\0A\\09selp.u32 $0, 1, 0, p;\\0A\\09}}\", \"=r,l,r,~{{memory}}\"(ptr addrspace(3) %s, i32 %parity)
+{w}  %r = call i32 asm sideeffect \"{{\\0A\\09.reg .pred p;\\0A\\09mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2;\\0A\\09selp.u32 $0, 1, 0, p;\\0A\\09}}\", \"=r,r,r,~{{memory}}\"(i32 %s, i32 %parity)
   ret i32 %r
 }}
 define void @{MBARRIER_FENCE_INIT}() #0 {{
@@ -137,20 +137,15 @@ define void @{MBARRIER_FENCE_INIT}() #0 {{
   ret void
 }}
 define void @{TMA_LOAD_2D}(ptr %dst, ptr %map, ptr %bar, i32 %c0, i32 %c1) #0 {{
-  %d = addrspacecast ptr %dst to ptr addrspace(3)
-  %b = addrspacecast ptr %bar to ptr addrspace(3)
-  call void asm sideeffect \"cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {{$3, $4}}], [$2];\", \"l,l,l,r,r,~{{memory}}\"(ptr addrspace(3) %d, ptr %map, ptr addrspace(3) %b, i32 %c0, i32 %c1)
+{dst}{bar}  call void asm sideeffect \"cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {{$3, $4}}], [$2];\", \"r,l,r,r,r,~{{memory}}\"(i32 %d, ptr %map, i32 %b, i32 %c0, i32 %c1)
   ret void
 }}
 define void @{TMA_LOAD_2D_MULTICAST}(ptr %dst, ptr %map, ptr %bar, i32 %c0, i32 %c1, i16 %mask) #0 {{
-  %d = addrspacecast ptr %dst to ptr addrspace(3)
-  %b = addrspacecast ptr %bar to ptr addrspace(3)
-  call void asm sideeffect \"cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [$0], [$1, {{$3, $4}}], [$2], $5;\", \"l,l,l,r,r,h,~{{memory}}\"(ptr addrspace(3) %d, ptr %map, ptr addrspace(3) %b, i32 %c0, i32 %c1, i16 %mask)
+{dst}{bar}  call void asm sideeffect \"cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [$0], [$1, {{$3, $4}}], [$2], $5;\", \"r,l,r,r,r,h,~{{memory}}\"(i32 %d, ptr %map, i32 %b, i32 %c0, i32 %c1, i16 %mask)
   ret void
 }}
 define void @{TMA_STORE_2D}(ptr %map, ptr %src, i32 %c0, i32 %c1) #0 {{
-  %s = addrspacecast ptr %src to ptr addrspace(3)
-  call void asm sideeffect \"cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [$0, {{$2, $3}}], [$1];\", \"l,l,r,r,~{{memory}}\"(ptr %map, ptr addrspace(3) %s, i32 %c0, i32 %c1)
+{src}  call void asm sideeffect \"cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [$0, {{$2, $3}}], [$1];\", \"l,r,r,r,~{{memory}}\"(ptr %map, i32 %s, i32 %c0, i32 %c1)
   ret void
 }}
 define void @{TMA_STORE_COMMIT}() #0 {{
@@ -357,24 +352,30 @@ fn stmatrix_family() -> Family {
     for count in [1, 2, 4] {
         for trans in ["", ".trans"] {
             let name = format!("{STMATRIX_PREFIX}x{count}{}", trans.replace('.', "_"));
-            let intrinsic = format!("llvm.nvvm.stmatrix.sync.aligned.m8n8.x{count}{trans}.b16.p3");
-            let mut body = "  %d = addrspacecast ptr %dst to ptr addrspace(3)\n".to_owned();
-            let mut args = vec!["ptr addrspace(3) %d".to_owned()];
+            let mut body = shared_address("dst", "d");
+            let mut args = vec!["i32 %d".to_owned()];
             for i in 0..count {
                 body.push_str(&format!(
                     "  %p{i} = getelementptr i32, ptr %words, i64 {i}\n  %w{i} = load i32, ptr %p{i}, align 4\n"
                 ));
                 args.push(format!("i32 %w{i}"));
             }
-            let params = vec!["i32"; count].join(", ");
+            let registers = (1..=count)
+                .map(|i| format!("${i}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let constraints = vec!["r"; count + 1].join(",");
             ir.push_str(&format!(
-                "declare void @{intrinsic}(ptr addrspace(3), {params})\n\
-                 define void @{name}(ptr %dst, ptr %words) #0 {{\n{body}  call void @{intrinsic}({})\n  ret void\n}}\n",
+                "define void @{name}(ptr %dst, ptr %words) #0 {{\n{body}  call void asm sideeffect \
+                 \"stmatrix.sync.aligned.m8n8.x{count}{trans}.shared.b16 [$0], {{{registers}}};\", \
+                 \"{constraints},~{{memory}}\"({}) #1\n  ret void\n}}\n",
                 args.join(", ")
             ));
             names.push(name);
         }
     }
+    // The stores' call sites: warp-wide, convergent as clang marks CUDA's inline assembly.
+    ir.push_str("attributes #1 = { convergent nounwind }\n");
     Family {
         needs: "sm_90 or later",
         query: "kernel::has_stmatrix()",
