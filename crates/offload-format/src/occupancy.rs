@@ -72,8 +72,8 @@ pub const MAX_BLOCK_SIZE: u32 = 1024;
 /// What one kernel uses, as its image records it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct KernelUsage {
-    /// NVIDIA: registers per thread (`ptxas -v`). AMD: architectural VGPRs per lane
-    /// (`.vgpr_count`).
+    /// NVIDIA: registers per thread (`ptxas -v`). AMD: architectural VGPRs per lane (from a
+    /// code object's metadata: [`KernelUsage::from_amd_metadata`]).
     pub registers: u32,
     /// AMD: accumulation VGPRs per lane (`.agpr_count`: gfx908, gfx90a, gfx942, gfx950); 0
     /// elsewhere.
@@ -82,6 +82,34 @@ pub struct KernelUsage {
     pub sgprs: u32,
     /// Static shared memory (AMD: LDS, `.group_segment_fixed_size`) per block, in bytes.
     pub shared_bytes: u64,
+}
+
+impl KernelUsage {
+    /// What an AMD code object's metadata records of a kernel on `processor` (`.vgpr_count`,
+    /// `.agpr_count`, `.sgpr_count`, `.group_segment_fixed_size`). Where the AGPRs share the
+    /// VGPRs' file (gfx90a, gfx942, gfx950) `.vgpr_count` already counts them after the
+    /// 4-aligned VGPRs (LLVM's `getTotalNumVGPRs`), so the architectural VGPRs are the rest;
+    /// on gfx908 it is the larger of the two files' counts, which is what limits.
+    pub fn from_amd_metadata(
+        processor: &str,
+        vgpr_count: u32,
+        agpr_count: u32,
+        sgpr_count: u32,
+        shared_bytes: u64,
+    ) -> KernelUsage {
+        let unified = amd_limits(processor, 64).is_some_and(|l| l.agprs == AgprFile::Unified);
+        let registers = if unified {
+            vgpr_count.saturating_sub(agpr_count)
+        } else {
+            vgpr_count
+        };
+        KernelUsage {
+            registers,
+            agprs: agpr_count,
+            sgprs: sgpr_count,
+            shared_bytes,
+        }
+    }
 }
 
 /// The shape of a launch that occupancy depends on.
@@ -964,6 +992,32 @@ mod tests {
         // gfx908: separate files of 256, the larger count, 100, limits: 256 / 100 = 2 waves.
         let o = amd("gfx908", 64, &k, &launch(64)).unwrap();
         assert_eq!(summary(&o), (8, 8, 20.0, vec![Registers]));
+    }
+
+    /// `.vgpr_count` counts the AGPRs where they share the file: `attention_d128__bf16` of
+    /// `examples/attention` on gfx90a records 386 (256 VGPRs, then 130 AGPRs) and 130, one
+    /// wave per SIMD (llc 22: `Occupancy: 1`), not the none that counting the AGPRs twice
+    /// (516) would give.
+    #[test]
+    fn amd_metadata_counts_agprs_once() {
+        let k = KernelUsage::from_amd_metadata("gfx90a:xnack-", 386, 130, 96, 49152);
+        assert_eq!((k.registers, k.agprs), (256, 130));
+        let o = amd("gfx90a", 64, &k, &launch(128)).unwrap();
+        assert_eq!(o.registers_allocated, 392);
+        assert_eq!(o.limits.registers, Some(2));
+        assert_eq!(summary(&o), (1, 2, 6.25, vec![SharedMemory]));
+        // gfx908's second file: `.vgpr_count` is the larger count, as it is.
+        let k = KernelUsage::from_amd_metadata("gfx908", 100, 100, 32, 0);
+        assert_eq!((k.registers, k.agprs), (100, 100));
+        // Without AGPRs, or where there are none, the count is the VGPRs'.
+        assert_eq!(
+            KernelUsage::from_amd_metadata("gfx942", 234, 0, 32, 0).registers,
+            234
+        );
+        assert_eq!(
+            KernelUsage::from_amd_metadata("gfx1100", 210, 0, 64, 0).registers,
+            210
+        );
     }
 
     #[test]

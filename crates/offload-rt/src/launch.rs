@@ -310,12 +310,13 @@ pub(crate) fn code_object_block_size(
 ) -> Option<u32> {
     let info = offload_format::image::amdgpu::inspect(code_object).ok()?;
     let found = info.kernels.iter().find(|k| k.name == kernel)?;
-    let usage = offload_format::occupancy::KernelUsage {
-        registers: u32::try_from(found.vgpr_count).ok()?,
-        agprs: u32::try_from(found.agpr_count).ok()?,
-        sgprs: u32::try_from(found.sgpr_count).ok()?,
-        shared_bytes: found.group_segment_fixed_size,
-    };
+    let usage = offload_format::occupancy::KernelUsage::from_amd_metadata(
+        arch,
+        u32::try_from(found.vgpr_count).ok()?,
+        u32::try_from(found.agpr_count).ok()?,
+        u32::try_from(found.sgpr_count).ok()?,
+        found.group_segment_fixed_size,
+    );
     // 0 where the metadata lacks the field.
     let recorded = |n: u64| u32::try_from(n).ok().filter(|&n| n > 0);
     let bound = recorded(found.max_flat_workgroup_size).unwrap_or(MAX_THREADS_PER_BLOCK);
@@ -643,8 +644,9 @@ mod tests {
             code_object_block_size(&limited, "gfx90a", "k", 0),
             Some(256)
         );
+        // 61 VGPRs and 100 AGPRs: `.vgpr_count` counts both, the AGPRs from 64.
         let agprs = code_object(&[
-            (".vgpr_count", 61),
+            (".vgpr_count", 164),
             (".agpr_count", 100),
             (".sgpr_count", 32),
         ]);

@@ -584,11 +584,22 @@ fn kernel_occupancy(
     let count = |n: Option<u64>| u32::try_from(n.unwrap_or(0)).unwrap_or(u32::MAX);
     let amd = family == offload_format::DeviceFamily::Amd;
     let registers = if amd { r.vgprs } else { r.registers };
-    let usage = KernelUsage {
-        registers: count(registers),
-        agprs: count(r.agprs),
-        sgprs: count(r.sgprs),
-        shared_bytes: r.shared_bytes.unwrap_or(0),
+    let shared_bytes = r.shared_bytes.unwrap_or(0);
+    let usage = if amd {
+        KernelUsage::from_amd_metadata(
+            arch,
+            count(registers),
+            count(r.agprs),
+            count(r.sgprs),
+            shared_bytes,
+        )
+    } else {
+        KernelUsage {
+            registers: count(registers),
+            agprs: 0,
+            sgprs: 0,
+            shared_bytes,
+        }
     };
     let launch = Launch {
         block_size,

@@ -5,7 +5,8 @@
 //! checks with `assert` (no limit), every kernel linked with the panic strategy `trap` against
 //! both C twins (`TRAP_*` limits), and the fast GEMM of `examples/gemm` and the attention
 //! kernels of `examples/attention` against their CUDA C twins (`benches/parity/gemm.cu`,
-//! `gemm_tma.cu`, `attention.cu`), and the GEMM on AMD against its HIP C twin (`gemm.hip`). Writes `target/parity/parity.md` and `parity.json`, prints
+//! `gemm_tma.cu`, `attention.cu`), and the GEMM and attention on AMD against their HIP C twins
+//! (`gemm.hip`, `attention.hip`). Writes `target/parity/parity.md` and `parity.json`, prints
 //! the tables, and fails when a figure is missing or a limit of `limits.rs` is broken.
 //!
 //! Unlike the other GPU-tool tests, a missing tool fails this one everywhere: the benchmark
@@ -64,7 +65,8 @@ pub const GEMM_TMA_KERNELS: [&str; 2] = ["gemm_tma__f16", "gemm_tma__bf16"];
 
 /// The attention kernels of `examples/attention/kernels` (the entry points of its generic
 /// `attention_d64` and `attention_d128`), measured on NVIDIA against their CUDA C twins of
-/// `benches/parity/attention.cu` with the GEMM's limits, in the GEMM's table.
+/// `benches/parity/attention.cu` with the GEMM's limits, in the GEMM's table, and on AMD
+/// against their HIP C twins of `benches/parity/attention.hip` with the AMD GEMM's.
 pub const ATTENTION_KERNELS: [&str; 4] = [
     "attention_d64__f16",
     "attention_d64__bf16",
@@ -73,8 +75,8 @@ pub const ATTENTION_KERNELS: [&str; 4] = [
 ];
 
 const NVIDIA: [&str; 2] = ["sm_80", "sm_90"];
-/// The AMD processors the GEMM is measured on against its HIP C twin (`benches/parity/
-/// gemm.hip`), with the limits `AMD_GEMM_*`.
+/// The AMD processors the GEMM and attention are measured on against their HIP C twins
+/// (`benches/parity/gemm.hip`, `attention.hip`), with the limits `AMD_GEMM_*`.
 const AMD_GEMM: [&str; 2] = ["gfx90a", "gfx942"];
 const AMD: [&str; 3] = ["gfx90a", "gfx942", "gfx1100"];
 
@@ -192,17 +194,21 @@ fn parity() {
         .collect();
 
     let gemm_amd_rust = measure::example_rust_inputs("examples/gemm/kernels", "gfx90a", &nested);
+    let attention_amd_rust =
+        measure::example_rust_inputs("examples/attention/kernels", "gfx90a", &nested);
     let amd_gemm: Vec<(&str, Vec<measure::AmdGemmRow>)> = AMD_GEMM
         .iter()
-        .map(|&arch| {
-            let rows = measure::amd_gemm(
+        .map(|&arch| (arch, &GEMM_KERNELS[..], "gemm.hip", &gemm_amd_rust))
+        .chain(AMD_GEMM.iter().map(|&arch| {
+            (
                 arch,
-                &GEMM_KERNELS,
-                "gemm.hip",
-                &gemm_amd_rust,
-                &clang,
-                &work,
-            );
+                &ATTENTION_KERNELS[..],
+                "attention.hip",
+                &attention_amd_rust,
+            )
+        }))
+        .map(|(arch, kernels, twin, rust)| {
+            let rows = measure::amd_gemm(arch, kernels, twin, rust, &clang, &work);
             (arch, rows)
         })
         .collect();
