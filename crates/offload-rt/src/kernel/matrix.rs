@@ -265,7 +265,7 @@ impl<T: MmaInput> FragmentA<T> {
         let halves = if cfg!(all(offload_device, target_arch = "nvptx64")) {
             // Lanes 0–15 address rows 0–15 at `k` 0, lanes 16–31 at `k` 8: the four 8×8
             // matrices are `mma.sync`'s A registers in order.
-            let row = tile.ptr(row0 + lane % 16, col0 + lane / 16 * 8);
+            let row = tile.ptr_from_row(row0, lane % 16, col0 + lane / 16 * 8);
             // SAFETY: 16 bytes of one chunk of the tile the caller vouches for.
             words_to_halves(unsafe { ldmatrix_x4(row.cast()) })
         } else if layout() == Layout::Mfma {
@@ -274,7 +274,7 @@ impl<T: MmaInput> FragmentA<T> {
             let (row, k) = layout().a_place(lane, 0);
             // SAFETY: 4 elements of one chunk of the tile the caller vouches for, at a column
             // that is a multiple of 4, so aligned to 8 bytes (the tile's chunks are aligned).
-            let word = unsafe { tile.ptr(row0 + row, col0 + k).cast::<u64>().read() };
+            let word = unsafe { tile.ptr_from_row(row0, row, col0 + k).cast::<u64>().read() };
             let mut halves = [0u16; HALVES];
             unrolled!(e in [0, 1, 2, 3] {
                 halves[e] = (word >> (16 * e)) as u16;
@@ -286,7 +286,7 @@ impl<T: MmaInput> FragmentA<T> {
                 if e < layout().a_count() {
                     let (row, k) = layout().a_place(lane, e);
                     // SAFETY: `row, k < 16`: inside the tile the caller vouches for.
-                    halves[e] = unsafe { *tile.ptr(row0 + row, col0 + k) }.bits();
+                    halves[e] = unsafe { *tile.ptr_from_row(row0, row, col0 + k) }.bits();
                 }
             });
             halves
@@ -317,7 +317,7 @@ impl<T: MmaInput> FragmentB<T> {
         let halves = if cfg!(all(offload_device, target_arch = "nvptx64")) {
             // Matrix `j` (lanes 8j..8j+7) is `k` 8·(j % 2).., columns 8·(j / 2)..: transposed,
             // the B registers of the left then the right 16×8 half.
-            let row = tile.ptr(row0 + lane / 8 % 2 * 8 + lane % 8, col0 + lane / 16 * 8);
+            let row = tile.ptr_from_row(row0, lane / 8 % 2 * 8 + lane % 8, col0 + lane / 16 * 8);
             // SAFETY: 16 bytes of one chunk of the tile the caller vouches for.
             words_to_halves(unsafe { ldmatrix_x4_trans(row.cast()) })
         } else {
@@ -326,7 +326,7 @@ impl<T: MmaInput> FragmentB<T> {
                 if e < layout().b_count() {
                     let (k, col) = layout().b_place(lane, e);
                     // SAFETY: `k, col < 16`: inside the tile the caller vouches for.
-                    halves[e] = unsafe { *tile.ptr(row0 + k, col0 + col) }.bits();
+                    halves[e] = unsafe { *tile.ptr_from_row(row0, k, col0 + col) }.bits();
                 }
             });
             halves
@@ -358,7 +358,7 @@ impl<T: MmaInput> FragmentB<T> {
         let halves = if cfg!(all(offload_device, target_arch = "nvptx64")) {
             // Matrix `j` (lanes 8j..8j+7) is the tile's rows 8·(j / 2).., columns 8·(j % 2)..:
             // B's registers of the left 16×8 half, then of the right.
-            let row = tile.ptr(row0 + lane / 16 * 8 + lane % 8, col0 + lane / 8 % 2 * 8);
+            let row = tile.ptr_from_row(row0, lane / 16 * 8 + lane % 8, col0 + lane / 8 % 2 * 8);
             // SAFETY: 16 bytes of one chunk of the tile the caller vouches for.
             words_to_halves(unsafe { ldmatrix_x4(row.cast()) })
         } else if layout() == Layout::Mfma {
@@ -366,7 +366,7 @@ impl<T: MmaInput> FragmentB<T> {
             let (k, col) = layout().b_place(lane, 0);
             // SAFETY: 4 elements of one chunk of the tile the caller vouches for, at a column
             // that is a multiple of 4, so aligned to 8 bytes.
-            let word = unsafe { tile.ptr(row0 + col, col0 + k).cast::<u64>().read() };
+            let word = unsafe { tile.ptr_from_row(row0, col, col0 + k).cast::<u64>().read() };
             let mut halves = [0u16; HALVES];
             unrolled!(e in [0, 1, 2, 3] {
                 halves[e] = (word >> (16 * e)) as u16;
@@ -378,7 +378,7 @@ impl<T: MmaInput> FragmentB<T> {
                 if e < layout().b_count() {
                     let (k, col) = layout().b_place(lane, e);
                     // SAFETY: `k, col < 16`: inside the tile the caller vouches for.
-                    halves[e] = unsafe { *tile.ptr(row0 + col, col0 + k) }.bits();
+                    halves[e] = unsafe { *tile.ptr_from_row(row0, col, col0 + k) }.bits();
                 }
             });
             halves
@@ -684,7 +684,7 @@ impl Accumulator {
             // then 8–15 of columns 0–7, then of columns 8–15; lane `8·i + r` addresses row `r`
             // of matrix `i`.
             let (i, r) = (lane / 8 % 4, lane % 8);
-            let row = tile.ptr(row0 + r + 8 * (i % 2), col0 + 8 * (i / 2));
+            let row = tile.ptr_from_row(row0, r + 8 * (i % 2), col0 + 8 * (i / 2));
             let mut words = [0u32; 4];
             unrolled!(w in [0, 1, 2, 3] {
                 words[w] = T::narrow2(self.floats[2 * w], self.floats[2 * w + 1]);
@@ -697,7 +697,7 @@ impl Accumulator {
                     let (row, col) = layout().c_place(lane, e);
                     // SAFETY: `row, col < 16`: inside the tile the caller vouches for.
                     unsafe {
-                        *tile.ptr(row0 + row, col0 + col).cast::<u16>() =
+                        *tile.ptr_from_row(row0, row, col0 + col).cast::<u16>() =
                             T::narrow(self.floats[e]);
                     }
                 }

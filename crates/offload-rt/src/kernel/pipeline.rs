@@ -233,14 +233,33 @@ impl<T, const ROWS: usize, const COLS: usize> SwizzledTile<T, ROWS, COLS> {
     /// Where element `(row, col)` is stored, in elements from the tile's start.
     #[inline(always)]
     pub fn offset(row: usize, col: usize) -> usize {
+        row * COLS + Self::offset_in_row(row, col)
+    }
+
+    /// Where element `(row, col)` is stored, in elements from its row's start.
+    #[inline(always)]
+    fn offset_in_row(row: usize, col: usize) -> usize {
         let chunk = (col / Self::CHUNK) ^ ((row / Self::ROWS_PER_LINE) & Self::XOR_MASK);
-        row * COLS + chunk * Self::CHUNK + col % Self::CHUNK
+        chunk * Self::CHUNK + col % Self::CHUNK
     }
 
     /// The address of element `(row, col)`.
     #[inline(always)]
     pub fn ptr(self, row: usize, col: usize) -> *mut T {
         self.base.wrapping_add(Self::offset(row, col))
+    }
+
+    /// The address of element `(row0 + row, col)`, from row `row0`'s start: the fragments of
+    /// blocks of rows a constant distance apart (`row0` a multiple of 16 plus `row`) then lie
+    /// a constant offset apart, which `ldmatrix` takes as its immediate (`[R+0x800]`), where
+    /// `ptr(row0 + row, col)` hides the constant inside one row value: a register per tile,
+    /// and spills at the register ceiling.
+    #[cfg(feature = "half")]
+    #[inline(always)]
+    pub(crate) fn ptr_from_row(self, row0: usize, row: usize, col: usize) -> *mut T {
+        self.base
+            .wrapping_add(row0 * COLS)
+            .wrapping_add(row * COLS + Self::offset_in_row(row0 + row, col))
     }
 
     /// The tile's first element.

@@ -6,9 +6,9 @@
 //! (a warp's 8×8 matrices of 16-bit elements from shared memory into the lanes' registers in
 //! the layout `mma.sync` takes). Rust cannot name the address spaces the instructions take, so
 //! the link defines them in IR over generic pointers, always inlined, the copies and loads as
-//! inline assembly over 32-bit shared-memory addresses as CUDA C writes them; on a processor without
-//! the instructions (`cp.async` before sm_80, `ldmatrix` before sm_75) it refuses the kernels
-//! that reach them with [`LinkError::FeatureUnsupported`]. AMD GPUs and the CPU device get
+//! inline assembly over 32-bit shared-memory addresses as CUDA C writes them; on a processor
+//! without the instructions (`cp.async` before sm_80, `ldmatrix` before sm_75) it refuses the
+//! kernels that reach them with [`LinkError::FeatureUnsupported`]. AMD GPUs and the CPU device get
 //! offload-rt's own code for them, never these declarations.
 
 #![forbid(unsafe_code)]
