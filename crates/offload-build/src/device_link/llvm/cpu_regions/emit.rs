@@ -1,16 +1,18 @@
 //! The region entry point: each region cloned into a loop over the block's threads, and the
 //! scheduler between regions.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use inkwell::IntPredicate;
 use inkwell::values::InstructionOpcode;
 
 use super::super::ir::{AtomicRmwOp, Block, Builder, Function, Instruction, Module, Type, Value};
+use super::exits::leave_together;
 use super::hooks::{Complete, callee, is_index_call, with_location};
 use super::kinds::{Kind, Kinds};
 use super::segments::Segments;
 use super::slots::Slots;
+use super::uniform::Uniform;
 
 /// The bit a thread's state carries once it ran in a round of block barriers.
 pub(super) const RAN_THIS_ROUND: u64 = 1 << 31;
@@ -39,6 +41,17 @@ pub(super) struct ThreadAt<'m> {
     pub(super) flag: Value<'m>,
     /// Where a thread goes once it reached a barrier or returned.
     pub(super) latch: Block<'m>,
+}
+
+/// Which threads a region's loop runs, and where they leave their states.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum RegionRun {
+    /// Those whose state is the region's; each leaves its state.
+    Guarded,
+    /// All, every one at the region's start; each leaves its state.
+    Unguarded,
+    /// All, every one at the region's start, and they leave it together: in one local.
+    Together,
 }
 
 /// One region's clone for one thread, under construction.
@@ -94,6 +107,9 @@ pub(super) struct Emitter<'a, 'm> {
     pub(super) region_starts: Vec<usize>,
     /// Each region's state, where it follows a warp barrier.
     pub(super) first_warp_state: Option<u64>,
+    /// Where the threads of a region they leave together, run unguarded, leave their state:
+    /// one local, not each thread's ([`Emitter::emit_dispatch`] reads it).
+    pub(super) together_state: Value<'m>,
     /// The slots kept once per block, each in three locals of the entry point.
     pub(super) block_slots: Vec<BlockSlot<'m>>,
     pub(super) debug_from: Option<Instruction<'m>>,
@@ -188,6 +204,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             single,
             lanes: Vec::new(),
             states: params,
+            together_state: params,
             region_of_barrier,
             region_starts,
             first_warp_state,
@@ -254,6 +271,10 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let round_max = self
             .builder
             .build_alloca(self.i32_ty, 4, c"round.max")
+            .as_value();
+        self.together_state = self
+            .builder
+            .build_alloca(self.i32_ty, 4, c"together.state")
             .as_value();
         self.call(self.hooks.enter, &[launch]);
         let dims: Vec<Value<'m>> = (6..9)
@@ -327,11 +348,30 @@ impl<'a, 'm> Emitter<'a, 'm> {
             self.block_values.insert(w, value);
         }
         let schedule = self.block(c"schedule");
+        let together = self.regions_left_together(kinds);
         let mut unguarded = Vec::new();
         let mut guarded = Vec::new();
-        for r in 0..self.region_starts.len() {
-            unguarded.push(self.region_loop(r, false, schedule, flag_slot, kinds)?);
-            guarded.push(self.region_loop(r, true, schedule, flag_slot, kinds)?);
+        let mut dispatches = Vec::new();
+        for (r, &together) in together.iter().enumerate() {
+            // A region its threads leave together, run by all of them, goes on where its last
+            // thread went without the scheduler's pass over the states.
+            let after = if together {
+                let dispatch = self.block(c"together");
+                dispatches.push(dispatch);
+                dispatch
+            } else {
+                schedule
+            };
+            let run = if together {
+                RegionRun::Together
+            } else {
+                RegionRun::Unguarded
+            };
+            unguarded.push(self.region_loop(r, run, after, flag_slot, kinds)?);
+            guarded.push(self.region_loop(r, RegionRun::Guarded, schedule, flag_slot, kinds)?);
+        }
+        for dispatch in dispatches {
+            self.emit_dispatch(dispatch, next, &unguarded);
         }
         self.builder.position_at_end(first_region);
         self.builder.build_br(unguarded[0]);
@@ -342,6 +382,56 @@ impl<'a, 'm> Emitter<'a, 'm> {
             [flag_slot, round_state, round_max],
         );
         Ok(())
+    }
+
+    /// Whether each region's threads, started together, leave it together
+    /// ([`leave_together`]).
+    fn regions_left_together(&self, kinds: &mut Kinds<'_, 'm>) -> Vec<bool> {
+        let block_slots: HashSet<Value<'m>> = self.block_slots.iter().map(|s| s.body).collect();
+        let mut is_block_value = |v| kinds.of(v) == Kind::Hoistable;
+        let mut uniform = Uniform {
+            slots: &block_slots,
+            is_block_value: &mut is_block_value,
+            memo: HashMap::new(),
+        };
+        self.region_starts
+            .iter()
+            .map(|&start| {
+                leave_together(self.segments, start, &self.region_of_barrier, &mut |v| {
+                    uniform.of(v)
+                })
+            })
+            .collect()
+    }
+
+    /// Where every thread goes after a region they all ran and left together: the block's
+    /// values made current, then the block's end when they returned, else the region after
+    /// their barrier, unguarded. Their own states are not written: the states are read only
+    /// after a region they may leave apart, whose loop writes every thread's.
+    fn emit_dispatch(&self, dispatch: Block<'m>, block_done: Block<'m>, unguarded: &[Block<'m>]) {
+        let b = &self.builder;
+        b.position_at_end(dispatch);
+        self.make_block_values_current();
+        let state = b
+            .build_load(self.i32_ty, self.together_state, c"state")
+            .as_value();
+        let returned = b.build_icmp(IntPredicate::EQ, state, self.const32(0), c"");
+        let go_on = self.block(c"go.on");
+        self.builder.build_cond_br(returned, block_done, go_on);
+        self.builder.position_at_end(go_on);
+        self.switch_on(state, unguarded);
+    }
+
+    /// Makes the values the threads left in each block slot at their barrier current, at the
+    /// builder's position: between regions.
+    fn make_block_values_current(&self) {
+        let b = &self.builder;
+        for slot in &self.block_slots {
+            b.build_store(
+                b.build_load(slot.ty, slot.next, c"").as_value(),
+                slot.current,
+            );
+        }
     }
 
     /// Jumps on `state` to `targets[state - 1]`.
@@ -373,12 +463,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let round_step = self.block(c"round.step");
         let b = &self.builder;
         b.position_at_end(schedule);
-        for slot in &self.block_slots {
-            b.build_store(
-                b.build_load(slot.ty, slot.next, c"").as_value(),
-                slot.current,
-            );
-        }
+        self.make_block_values_current();
         let flag = b.build_load(i32_ty, flag_slot, c"").as_value();
         let in_round = b.build_icmp(IntPredicate::NE, flag, self.const32(0), c"");
         self.builder.build_cond_br(in_round, round_step, scan_start);
@@ -485,12 +570,12 @@ impl<'a, 'm> Emitter<'a, 'm> {
         self.builder.build_cond_br(again, clear, scan_start);
     }
 
-    /// The loop of region `r` over the block's threads (`x` innermost), those whose state is
-    /// the region's only when `guarded`, ending in `after`; returns its first block.
+    /// The loop of region `r` over the block's threads (`x` innermost), ending in `after`;
+    /// returns its first block.
     pub(super) fn region_loop(
         &mut self,
         r: usize,
-        guarded: bool,
+        run: RegionRun,
         after: Block<'m>,
         flag_slot: Value<'m>,
         kinds: &mut Kinds<'_, 'm>,
@@ -526,9 +611,12 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let x = b.build_phi(i32_ty, c"x");
         x.add_incoming(self.const32(0), y_head);
         let rank = b.build_add(row, b.build_zext(x.as_value(), i64_ty, c""), c"rank");
-        let state = self.state_of(rank);
+        let state = match run {
+            RegionRun::Together => self.together_state,
+            RegionRun::Unguarded | RegionRun::Guarded => self.state_of(rank),
+        };
         let go = self.block(c"go");
-        if guarded {
+        if run == RegionRun::Guarded {
             let b = &self.builder;
             let s = b.build_load(i32_ty, state, c"").as_value();
             let mine = b.build_icmp(IntPredicate::EQ, s, self.const32(r as u64 + 1), c"");

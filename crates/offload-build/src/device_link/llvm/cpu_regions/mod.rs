@@ -11,7 +11,10 @@
 //! thread, so that threads that return early, or wait at different barriers, run as a GPU runs
 //! them: a warp operation's barrier first (its lanes all reached it), then, once every live
 //! thread waits at a block barrier, each of those barriers' threads in turn. When every live
-//! thread waits at the same barrier (the common case) the region's loop runs without a test.
+//! thread waits at the same barrier (the common case) the region's loop runs without a test,
+//! and where the threads can only leave that region together ([`exits`]: every branch on a
+//! thread's own condition joins again before the region's barrier or return) they leave no
+//! states and the next region's loop follows at once.
 //!
 //! Values live across a barrier are kept per thread, in the OS thread's lane storage
 //! (`CPU_IR_LANES`); values every thread computes alike (from the parameters, the block's
@@ -26,6 +29,7 @@
 #![forbid(unsafe_code)]
 
 mod emit;
+mod exits;
 mod hooks;
 mod inline;
 mod kinds;

@@ -273,3 +273,68 @@ fn a_loop_accumulator_across_a_barrier_keeps_one_slot() {
     assert!(one >= 2, "{one} slots in:\n{entry}");
     assert_eq!(lane_slots(entry), one + 1, "{entry}");
 }
+
+/// How many regions of the entry point `entry` go on without the scheduler's pass over the
+/// threads' states: one `together` block each.
+fn regions_left_together(entry: &str) -> usize {
+    entry
+        .lines()
+        .filter(|l| l.starts_with("together") && l.contains(':'))
+        .count()
+}
+
+/// A branch on the thread's index that joins again before the barrier, and branches on what
+/// the block shares (its loop counter): each region's threads leave it together.
+#[test]
+fn threads_that_can_only_leave_a_region_together_skip_the_scan() {
+    let (text, kept) = form(LOOP_BODY);
+    assert!(kept.is_empty(), "{kept:?}");
+    assert_eq!(regions_left_together(entry_point(&text)), 3, "{text}");
+    let joined = "
+define void @__offload_cpu_body_k(ptr %params) {
+entry:
+  %pp = load ptr, ptr %params
+  %data = load ptr, ptr %pp
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  %n = call i32 @__offload_cpuir_index(i32 6)
+  %h = lshr i32 %n, 1
+  %in = icmp ult i32 %t, %h
+  br i1 %in, label %write, label %wait
+write:
+  %slot = getelementptr i32, ptr %data, i32 %t
+  store i32 1, ptr %slot
+  br label %wait
+wait:
+  call void @__offload_cpuir_barrier()
+  ret void
+}";
+    let (text, kept) = form(joined);
+    assert!(kept.is_empty(), "{kept:?}");
+    assert_eq!(regions_left_together(entry_point(&text)), 2, "{text}");
+}
+
+/// Threads that return early on a condition of their own while the others wait at the
+/// barrier leave that region apart: the scheduler reads their states after it.
+#[test]
+fn an_early_return_of_some_threads_keeps_the_scan() {
+    let body = "
+define void @__offload_cpu_body_k(ptr %params) {
+entry:
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  %n = call i32 @__offload_cpuir_index(i32 6)
+  %h = lshr i32 %n, 1
+  %in = icmp ult i32 %t, %h
+  br i1 %in, label %wait, label %out
+wait:
+  call void @__offload_cpuir_barrier()
+  br label %out
+out:
+  ret void
+}";
+    let (text, kept) = form(body);
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    // The start's threads leave apart; the region after the barrier only returns.
+    assert_eq!(regions_left_together(entry), 1, "{entry}");
+    assert!(entry.contains("\nscan:"), "{entry}");
+}
