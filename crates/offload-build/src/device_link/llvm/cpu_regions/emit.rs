@@ -12,6 +12,7 @@ use super::hooks::{Complete, callee, is_index_call, with_location};
 use super::kinds::{Kind, Kinds};
 use super::segments::Segments;
 use super::slots::Slots;
+use super::trim::{Facts, Trim, trim_branch};
 use super::uniform::Uniform;
 
 /// The bit a thread's state carries once it ran in a round of block barriers.
@@ -65,6 +66,56 @@ pub(super) struct RegionClone<'c, 'm> {
     pub(super) current: Block<'m>,
 }
 
+/// Intrinsics a thread may skip: no memory written, nothing that traps.
+const IDLE_INTRINSICS: [&[u8]; 20] = [
+    b"llvm.lifetime.",
+    b"llvm.dbg.",
+    b"llvm.assume",
+    b"llvm.experimental.noalias.scope.decl",
+    b"llvm.umin.",
+    b"llvm.umax.",
+    b"llvm.smin.",
+    b"llvm.smax.",
+    b"llvm.abs.",
+    b"llvm.ctpop.",
+    b"llvm.ctlz.",
+    b"llvm.cttz.",
+    b"llvm.fshl.",
+    b"llvm.fshr.",
+    b"llvm.bswap.",
+    b"llvm.fabs.",
+    b"llvm.minnum.",
+    b"llvm.maxnum.",
+    b"llvm.fma.",
+    b"llvm.fmuladd.",
+];
+
+/// Whether the body's instruction `i` leaves nothing a later thread or region could see: a
+/// load, a store to a slot the block shares or to a local no barrier separates from its uses,
+/// a call of the index hook or of an intrinsic in [`IDLE_INTRINSICS`], arithmetic.
+fn idle_instruction<'m>(
+    i: Instruction<'m>,
+    hooks: &Complete<'m>,
+    block_slots: &HashSet<Value<'m>>,
+    single: &HashMap<Value<'m>, Value<'m>>,
+) -> bool {
+    use InstructionOpcode as Op;
+    match i.opcode() {
+        Op::Store => {
+            !i.is_volatile()
+                && !i.is_atomic()
+                && i.operand(1)
+                    .is_some_and(|p| block_slots.contains(&p) || single.contains_key(&p))
+        }
+        Op::Load => !i.is_volatile(),
+        Op::Call => i.as_value().as_call().and_then(callee).is_some_and(|f| {
+            f == hooks.index || IDLE_INTRINSICS.iter().any(|n| f.name().starts_with(n))
+        }),
+        Op::AtomicRMW | Op::AtomicCmpXchg | Op::Fence | Op::Invoke | Op::CallBr => false,
+        _ => true,
+    }
+}
+
 /// Which index a call of the index hook asks for.
 pub(super) fn index_of(call: Instruction<'_>) -> std::result::Result<u64, String> {
     call.as_value()
@@ -110,6 +161,14 @@ pub(super) struct Emitter<'a, 'm> {
     /// Where the threads of a region they leave together, run unguarded, leave their state:
     /// one local, not each thread's ([`Emitter::emit_dispatch`] reads it).
     pub(super) together_state: Value<'m>,
+    /// Each region's trim branch, where its threads leave it together ([`trim_branch`]).
+    pub(super) trims: Vec<Option<Trim<'m>>>,
+    /// The trim bound the row's first thread found (`V`, widened to 64 bits), and whether it
+    /// reached the trim branch at all.
+    pub(super) trim_bound: Value<'m>,
+    pub(super) trim_reached: Value<'m>,
+    /// The trim branch whose bound the region's clone under construction records.
+    pub(super) recording: Option<Trim<'m>>,
     /// The slots kept once per block, each in three locals of the entry point.
     pub(super) block_slots: Vec<BlockSlot<'m>>,
     pub(super) debug_from: Option<Instruction<'m>>,
@@ -205,6 +264,10 @@ impl<'a, 'm> Emitter<'a, 'm> {
             lanes: Vec::new(),
             states: params,
             together_state: params,
+            trims: Vec::new(),
+            trim_bound: params,
+            trim_reached: params,
+            recording: None,
             region_of_barrier,
             region_starts,
             first_warp_state,
@@ -275,6 +338,14 @@ impl<'a, 'm> Emitter<'a, 'm> {
         self.together_state = self
             .builder
             .build_alloca(self.i32_ty, 4, c"together.state")
+            .as_value();
+        self.trim_bound = self
+            .builder
+            .build_alloca(self.i64_ty, 8, c"trim.bound")
+            .as_value();
+        self.trim_reached = self
+            .builder
+            .build_alloca(self.i32_ty, 4, c"trim.reached")
             .as_value();
         self.call(self.hooks.enter, &[launch]);
         let dims: Vec<Value<'m>> = (6..9)
@@ -349,6 +420,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
         }
         let schedule = self.block(c"schedule");
         let together = self.regions_left_together(kinds);
+        self.trims = self.trim_branches(&together, kinds);
         let mut unguarded = Vec::new();
         let mut guarded = Vec::new();
         let mut dispatches = Vec::new();
@@ -400,6 +472,40 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 leave_together(self.segments, start, &self.region_of_barrier, &mut |v| {
                     uniform.of(v)
                 })
+            })
+            .collect()
+    }
+
+    /// Each region's trim branch ([`trim_branch`]), for the regions the threads leave
+    /// together.
+    fn trim_branches(&self, together: &[bool], kinds: &mut Kinds<'_, 'm>) -> Vec<Option<Trim<'m>>> {
+        let block_slots: HashSet<Value<'m>> = self.block_slots.iter().map(|s| s.body).collect();
+        let hooks = self.hooks;
+        let single = &self.single;
+        let is_thread_x = |v: Value<'m>| {
+            v.as_instruction()
+                .is_some_and(|i| is_index_call(i, hooks) && index_of(i) == Ok(0))
+        };
+        let is_idle = |i: Instruction<'m>| idle_instruction(i, hooks, &block_slots, single);
+        let mut is_block_value = |v| kinds.of(v) == Kind::Hoistable;
+        let mut uniform = Uniform {
+            slots: &block_slots,
+            is_block_value: &mut is_block_value,
+            memo: HashMap::new(),
+        };
+        let mut uniform = |v| uniform.of(v);
+        let mut facts = Facts {
+            uniform: &mut uniform,
+            is_thread_x: &is_thread_x,
+            is_idle: &is_idle,
+        };
+        self.region_starts
+            .iter()
+            .zip(together)
+            .map(|(&start, &together)| {
+                together
+                    .then(|| trim_branch(self.segments, start, &mut facts))
+                    .flatten()
             })
             .collect()
     }
@@ -571,7 +677,9 @@ impl<'a, 'm> Emitter<'a, 'm> {
     }
 
     /// The loop of region `r` over the block's threads (`x` innermost), ending in `after`;
-    /// returns its first block.
+    /// returns its first block. A region with a trim branch, run by all threads together,
+    /// runs each row's first thread on its own, then the row's next threads up to the bound
+    /// that thread found.
     pub(super) fn region_loop(
         &mut self,
         r: usize,
@@ -582,6 +690,10 @@ impl<'a, 'm> Emitter<'a, 'm> {
     ) -> std::result::Result<Block<'m>, String> {
         let (i32_ty, i64_ty) = (self.i32_ty, self.i64_ty);
         let [bx, by, bz] = [6, 7, 8].map(|w| self.block_values[&w]);
+        let trim = match run {
+            RegionRun::Together => self.trims[r],
+            RegionRun::Unguarded | RegionRun::Guarded => None,
+        };
         let pre = self.block(c"region");
         let z_head = self.block(c"z");
         let y_head = self.block(c"y");
@@ -606,15 +718,49 @@ impl<'a, 'm> Emitter<'a, 'm> {
             c"",
         );
         let row = b.build_zext(row, i64_ty, c"row");
-        b.build_br(x_body);
+        let state_of = |this: &Self, rank| match run {
+            RegionRun::Together => this.together_state,
+            RegionRun::Unguarded | RegionRun::Guarded => this.state_of(rank),
+        };
+        let (x_first, x_end, x_entry) = match trim {
+            None => {
+                self.builder.build_br(x_body);
+                (0, bx, y_head)
+            }
+            Some(trim) => {
+                // The row's first thread, which records the bound.
+                let first = self.block(c"first");
+                let rest = self.block(c"row.rest");
+                self.builder.build_store(self.const32(0), self.trim_reached);
+                self.builder.build_br(first);
+                self.builder.position_at_end(first);
+                let locals = self.thread_locals(row);
+                let at = ThreadAt {
+                    xyz: [self.const32(0), y.as_value(), z.as_value()],
+                    state: state_of(self, row),
+                    flag,
+                    latch: rest,
+                };
+                self.recording = Some(trim);
+                let start = self.clone_region(self.region_starts[r], &at, &locals, kinds);
+                self.recording = None;
+                self.builder.position_at_end(first);
+                self.builder.build_br(start?);
+                self.builder.position_at_end(rest);
+                let end = self.trimmed_end(trim, bx);
+                let more = self
+                    .builder
+                    .build_icmp(IntPredicate::ULT, self.const32(1), end, c"");
+                self.builder.build_cond_br(more, x_body, y_latch);
+                (1, end, rest)
+            }
+        };
+        let b = &self.builder;
         b.position_at_end(x_body);
         let x = b.build_phi(i32_ty, c"x");
-        x.add_incoming(self.const32(0), y_head);
+        x.add_incoming(self.const32(x_first), x_entry);
         let rank = b.build_add(row, b.build_zext(x.as_value(), i64_ty, c""), c"rank");
-        let state = match run {
-            RegionRun::Together => self.together_state,
-            RegionRun::Unguarded | RegionRun::Guarded => self.state_of(rank),
-        };
+        let state = state_of(self, rank);
         let go = self.block(c"go");
         if run == RegionRun::Guarded {
             let b = &self.builder;
@@ -625,6 +771,36 @@ impl<'a, 'm> Emitter<'a, 'm> {
             self.builder.build_br(go);
         }
         self.builder.position_at_end(go);
+        let locals = self.thread_locals(rank);
+        let at = ThreadAt {
+            xyz: [x.as_value(), y.as_value(), z.as_value()],
+            state,
+            flag,
+            latch: x_latch,
+        };
+        let start = self.clone_region(self.region_starts[r], &at, &locals, kinds)?;
+        self.builder.position_at_end(go);
+        self.builder.build_br(start);
+        // Each counter's latch: the next index, or on to the next counter's latch (`x`
+        // innermost).
+        for (counter, bound, latch, again, done) in [
+            (x, x_end, x_latch, x_body, y_latch),
+            (y, by, y_latch, y_head, z_latch),
+            (z, bz, z_latch, z_head, after),
+        ] {
+            let b = &self.builder;
+            b.position_at_end(latch);
+            let next = b.build_add(counter.as_value(), self.const32(1), c"");
+            counter.add_incoming(next, latch);
+            let more = b.build_icmp(IntPredicate::ULT, next, bound, c"");
+            b.build_cond_br(more, again, done);
+        }
+        Ok(pre)
+    }
+
+    /// Thread `rank`'s locals, at the builder's position: the block's slots copied into the
+    /// entry point's locals, its lanes' addresses.
+    fn thread_locals(&self, rank: Value<'m>) -> HashMap<Value<'m>, Value<'m>> {
         let mut locals = HashMap::new();
         for slot in &self.block_slots {
             let b = &self.builder;
@@ -638,30 +814,33 @@ impl<'a, 'm> Emitter<'a, 'm> {
             let offset = self.builder.build_mul(rank, self.const64(*bytes), c"");
             locals.insert(*alloca, self.byte_gep(*lanes, offset));
         }
-        let at = ThreadAt {
-            xyz: [x.as_value(), y.as_value(), z.as_value()],
-            state,
-            flag,
-            latch: x_latch,
+        locals
+    }
+
+    /// Where a row's threads that run a trimmed region end (`i32`, at most `bx`): the row's
+    /// first thread's index is 0, so the threads below the bound `V` it recorded are `0..V`
+    /// (`0..=V` for an inclusive bound); every thread when the first did not reach the branch.
+    fn trimmed_end(&self, trim: Trim<'m>, bx: Value<'m>) -> Value<'m> {
+        let b = &self.builder;
+        let i64_ty = self.i64_ty;
+        let reached = b.build_load(self.i32_ty, self.trim_reached, c"").as_value();
+        let reached = b.build_icmp(IntPredicate::NE, reached, self.const32(0), c"reached");
+        let bound = b.build_load(i64_ty, self.trim_bound, c"bound").as_value();
+        let width = b.build_zext(bx, i64_ty, c"");
+        let limit = if trim.inclusive {
+            b.build_add(width, self.const64(u64::MAX), c"")
+        } else {
+            width
         };
-        let start = self.clone_region(self.region_starts[r], &at, &locals, kinds)?;
-        self.builder.position_at_end(go);
-        self.builder.build_br(start);
-        // Each counter's latch: the next index, or on to the next counter's latch (`x`
-        // innermost).
-        for (counter, bound, latch, again, done) in [
-            (x, bx, x_latch, x_body, y_latch),
-            (y, by, y_latch, y_head, z_latch),
-            (z, bz, z_latch, z_head, after),
-        ] {
-            let b = &self.builder;
-            b.position_at_end(latch);
-            let next = b.build_add(counter.as_value(), self.const32(1), c"");
-            counter.add_incoming(next, latch);
-            let more = b.build_icmp(IntPredicate::ULT, next, bound, c"");
-            b.build_cond_br(more, again, done);
-        }
-        Ok(pre)
+        let below = b.build_icmp(IntPredicate::ULT, bound, limit, c"");
+        let end = b.build_select(below, bound, limit, c"");
+        let end = if trim.inclusive {
+            b.build_add(end, self.const64(1), c"")
+        } else {
+            end
+        };
+        let end = b.build_trunc(end, self.i32_ty, c"");
+        b.build_select(reached, end, bx, c"x.end")
     }
 
     /// Clones the region starting at segment `first` for one thread: returns the clone's first
@@ -739,6 +918,11 @@ impl<'a, 'm> Emitter<'a, 'm> {
                     }
                 }
                 self.builder.position_at_end(copy);
+                if let Some(trim) = self.recording
+                    && trim.branch == i
+                {
+                    self.record_trim_bound(trim, &mut clone, kinds)?;
+                }
                 if set_thread {
                     // The index state the called function may read (a panic's report).
                     self.call(self.hooks.set_thread, &at.xyz);
@@ -782,6 +966,34 @@ impl<'a, 'm> Emitter<'a, 'm> {
             }
         }
         Ok(first_block)
+    }
+
+    /// Records, before the clone's copy of the trim branch, the bound `V` it compares the
+    /// thread's index with (widened to 64 bits) and that the branch was reached.
+    fn record_trim_bound(
+        &mut self,
+        trim: Trim<'m>,
+        clone: &mut RegionClone<'_, 'm>,
+        kinds: &mut Kinds<'_, 'm>,
+    ) -> std::result::Result<(), String> {
+        let compare = trim
+            .branch
+            .operand(0)
+            .and_then(|c| c.as_instruction())
+            .ok_or("a trim branch without its comparison")?;
+        let bound = compare
+            .operand(1 - trim.x_operand)
+            .ok_or("a trim comparison without its bound")?;
+        let bound = self.remap(bound, clone, kinds)?;
+        self.builder.position_at_end(clone.current);
+        let bound = if bound.ty().int_width() == Some(64) {
+            bound
+        } else {
+            self.builder.build_zext(bound, self.i64_ty, c"")
+        };
+        self.builder.build_store(bound, self.trim_bound);
+        self.builder.build_store(self.const32(1), self.trim_reached);
+        Ok(())
     }
 
     /// Whether the atomic access `i` is to memory only the block's OS thread reaches (shared

@@ -22,18 +22,7 @@ pub(super) fn leave_together<'m>(
     state_of_barrier: &HashMap<Instruction<'m>, u64>,
     uniform: &mut dyn FnMut(Value<'m>) -> bool,
 ) -> bool {
-    let mut region = Vec::new();
-    let mut seen = vec![false; segments.list.len()];
-    let mut work = vec![start];
-    while let Some(s) = work.pop() {
-        if std::mem::replace(&mut seen[s], true) {
-            continue;
-        }
-        region.push(s);
-        if segments.list[s].barrier.is_none() {
-            work.extend(segments.successors[s].iter().copied());
-        }
-    }
+    let region = segments.region(start);
     let mut exits: HashMap<usize, BTreeSet<u64>> = region
         .iter()
         .map(|&s| {

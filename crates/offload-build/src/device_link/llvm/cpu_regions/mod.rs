@@ -14,7 +14,9 @@
 //! thread waits at the same barrier (the common case) the region's loop runs without a test,
 //! and where the threads can only leave that region together ([`exits`]: every branch on a
 //! thread's own condition joins again before the region's barrier or return) they leave no
-//! states and the next region's loop follows at once.
+//! states and the next region's loop follows at once. In such a region, threads whose `x`
+//! index is past a bound the block shares and that then only wait for the barrier ([`trim`]:
+//! a reduction's `if tid < stride`) are not run: each row's first thread records the bound.
 //!
 //! Values live across a barrier are kept per thread, in the OS thread's lane storage
 //! (`CPU_IR_LANES`); values every thread computes alike (from the parameters, the block's
@@ -37,6 +39,7 @@ mod segments;
 mod slots;
 #[cfg(test)]
 mod tests;
+mod trim;
 mod uniform;
 
 use std::collections::HashMap;

@@ -78,6 +78,25 @@ impl<'m> Segments<'m> {
         }
     }
 
+    /// The segments of the region starting at segment `start`: those reached from it without
+    /// crossing a barrier, in order.
+    pub(super) fn region(&self, start: usize) -> Vec<usize> {
+        let mut region = Vec::new();
+        let mut seen = vec![false; self.list.len()];
+        let mut work = vec![start];
+        while let Some(s) = work.pop() {
+            if std::mem::replace(&mut seen[s], true) {
+                continue;
+            }
+            region.push(s);
+            if self.list[s].barrier.is_none() {
+                work.extend(self.successors[s].iter().copied());
+            }
+        }
+        region.sort_unstable();
+        region
+    }
+
     /// `reach[a]` holds `b` when a path leads from segment `a` to segment `b` (`a` itself
     /// included).
     pub(super) fn reachability(&self) -> Vec<Vec<bool>> {

@@ -274,13 +274,18 @@ fn a_loop_accumulator_across_a_barrier_keeps_one_slot() {
     assert_eq!(lane_slots(entry), one + 1, "{entry}");
 }
 
+/// How many blocks of the entry point `entry` are labelled `label` (`label`, `label1`, …).
+fn labelled(entry: &str, label: &str) -> usize {
+    entry
+        .lines()
+        .filter(|l| l.starts_with(label) && l.contains(':'))
+        .count()
+}
+
 /// How many regions of the entry point `entry` go on without the scheduler's pass over the
 /// threads' states: one `together` block each.
 fn regions_left_together(entry: &str) -> usize {
-    entry
-        .lines()
-        .filter(|l| l.starts_with("together") && l.contains(':'))
-        .count()
+    labelled(entry, "together")
 }
 
 /// A branch on the thread's index that joins again before the barrier, and branches on what
@@ -337,4 +342,65 @@ out:
     // The start's threads leave apart; the region after the barrier only returns.
     assert_eq!(regions_left_together(entry), 1, "{entry}");
     assert!(entry.contains("\nscan:"), "{entry}");
+}
+
+/// A tree reduction's levels: threads below the halving stride add, the others only wait.
+const TREE_BODY: &str = "
+define void @__offload_cpu_body_k(ptr %params) {
+entry:
+  %pp = load ptr, ptr %params
+  %data = load ptr, ptr %pp
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  %n = call i32 @__offload_cpuir_index(i32 6)
+  br label %loop
+loop:
+  %s = phi i32 [ %n, %entry ], [ %half, %join ]
+  %half = lshr i32 %s, 1
+  %done = icmp eq i32 %half, 0
+  br i1 %done, label %exit, label %level
+level:
+  %in = icmp ult i32 %t, %half
+  br i1 %in, label %add, label %join
+add:
+  %slot = getelementptr i32, ptr %data, i32 %t
+  %far = add i32 %t, %half
+  %other = getelementptr i32, ptr %data, i32 %far
+  %a = load i32, ptr %slot
+  %b = load i32, ptr %other
+  %sum = add i32 %a, %b
+  store i32 %sum, ptr %slot
+  br label %join
+join:
+  call void @__offload_cpuir_barrier()
+  br label %loop
+exit:
+  ret void
+}";
+
+/// How many regions of the entry point `entry` run each row's first thread on its own and
+/// the rest of the row up to the bound it found: one `row.rest` block each.
+fn trimmed_regions(entry: &str) -> usize {
+    labelled(entry, "row.rest")
+}
+
+/// Both regions of a tree reduction (the start and the one after the level's barrier) run
+/// only the threads below the stride; a thread past it that stores something keeps them all.
+#[test]
+fn threads_past_a_bound_that_only_wait_are_not_run() {
+    let (text, kept) = form(TREE_BODY);
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert_eq!(regions_left_together(entry), 2, "{entry}");
+    assert_eq!(trimmed_regions(entry), 2, "{entry}");
+    assert!(entry.contains("store i32 1, ptr %trim.reached"), "{entry}");
+    let busy = TREE_BODY.replace(
+        "  br i1 %in, label %add, label %join\n",
+        "  br i1 %in, label %add, label %count\ncount:\n  store i32 0, ptr %data\n  br label %join\n",
+    );
+    assert_ne!(busy, TREE_BODY);
+    let (text, kept) = form(&busy);
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert_eq!(regions_left_together(entry), 2, "{entry}");
+    assert_eq!(trimmed_regions(entry), 0, "{entry}");
 }
