@@ -40,6 +40,8 @@ macro_rules! abi_name {
     (CPU_IR_LANES) => { "__offload_cpuir_lanes" };
     (CPU_IR_SHARED_SLOT) => { "__offload_cpuir_shared_slot" };
     (CPU_IR_GENERIC_SHARED_TILE) => { "__offload_cpuir_generic_shared_tile" };
+    (CPU_IR_INTERLEAVED) => { "__offload_cpuir_interleaved" };
+    (CPU_IR_INTERLEAVE) => { "__offload_cpuir_interleave" };
     // A GPU image's channel and panic reporters.
     (CHANNEL) => { "__offload_channel" };
     (GPU_PANIC) => { "__offload_gpu_panic" };
@@ -175,6 +177,14 @@ pub const CPU_IR_LANES: &str = abi_name!(CPU_IR_LANES);
 pub const CPU_IR_SHARED_SLOT: &str = abi_name!(CPU_IR_SHARED_SLOT);
 /// `generic_shared_array!`'s slot of the running block, as [`CPU_IR_SHARED_SLOT`].
 pub const CPU_IR_GENERIC_SHARED_TILE: &str = abi_name!(CPU_IR_GENERIC_SHARED_TILE);
+/// `extern "C" fn() -> bool`: whether the block- or grid-stride loop that asks runs trip by
+/// trip for the whole block (a Rust function, never inlined, answering `false`). The CPU link
+/// answers `true` in the bodies whose regions it forms, `false` elsewhere.
+pub const CPU_IR_INTERLEAVED: &str = abi_name!(CPU_IR_INTERLEAVED);
+/// The top of each trip of such a loop: a place the CPU link cuts regions at, as at a block
+/// barrier, so that the block's threads run each trip in turn (a Rust function, never inlined,
+/// that does nothing).
+pub const CPU_IR_INTERLEAVE: &str = abi_name!(CPU_IR_INTERLEAVE);
 
 /// Symbol of a GPU image's `*mut DeviceChannel` global, which the runtime sets when it loads
 /// the module and the device link keeps external (and reads as invariant).

@@ -816,3 +816,24 @@ extern "C" fn ir_lanes(bytes: usize) -> *mut u8 {
     }
     LANES.0.get().cast()
 }
+
+/// Whether a block- or grid-stride loop runs trip by trip for the whole block: `false` as
+/// compiled; the CPU link answers `true` in the kernel bodies whose regions it forms, where
+/// [`ir_interleave`] then cuts the regions (see `Strided`).
+#[cfg(offload_cpu_ir)]
+#[unsafe(export_name = offload_format::abi_name!(CPU_IR_INTERLEAVED))]
+#[inline(never)]
+pub(super) extern "C" fn ir_interleaved() -> bool {
+    // Opaque, so that rustc keeps each loop's question for the CPU link to answer.
+    core::hint::black_box(false)
+}
+
+/// The top of each trip of an interleaved loop, where the CPU link cuts the regions as at a
+/// block barrier; does nothing where it stays a call.
+#[cfg(offload_cpu_ir)]
+#[unsafe(export_name = offload_format::abi_name!(CPU_IR_INTERLEAVE))]
+#[inline(never)]
+pub(super) extern "C" fn ir_interleave() {
+    // A side effect rustc cannot see through, so that the calls are kept.
+    core::hint::black_box(());
+}

@@ -138,6 +138,26 @@ pub struct Strided {
     narrow: Span<u32>,
     /// Every index and `end` are known to fit in `u32` when the kernel is compiled.
     counts_in_u32: bool,
+    /// Where the CPU link forms the kernel's regions: the loop runs trip by trip for the
+    /// whole block.
+    #[cfg(offload_cpu_ir)]
+    block: Option<BlockTrips>,
+}
+
+/// A block- or grid-stride loop run trip by trip on the CPU device: every thread of the
+/// block takes the same number of trips, those of the block's first thread (which has the
+/// most: the others start up to a step later), and skips the last one where its index is
+/// past the end. At the top of each trip the CPU link cuts the body into regions, as at a
+/// barrier, so that each trip runs for every thread before the next one: consecutive threads
+/// read consecutive elements, as a GPU's warps do, instead of each thread its whole strided
+/// share in turn; and the trip counter is the block's, not each thread's.
+#[cfg(offload_cpu_ir)]
+#[derive(Debug, Clone)]
+struct BlockTrips {
+    /// The block's first thread's index in the coming trip.
+    first: usize,
+    /// The calling thread's distance from it, less than the step.
+    offset: usize,
 }
 
 /// `next, next + step, …` below `end`.
@@ -166,6 +186,28 @@ impl Strided {
                 step: step as u32,
             },
             counts_in_u32: known_true(start <= MAX && step <= MAX && end <= MAX),
+            #[cfg(offload_cpu_ir)]
+            block: None,
+        }
+    }
+
+    /// On the CPU device in IR form, the same loop run trip by trip where the CPU link forms
+    /// the kernel's regions (see [`BlockTrips`]): `first` is the block's first thread's start,
+    /// the calling thread's `offset` after it and below the step.
+    #[inline(always)]
+    fn trip_by_trip(self, first: usize, offset: usize) -> Strided {
+        #[cfg(offload_cpu_ir)]
+        {
+            let mut strided = self;
+            if super::cpu_regions::ir_interleaved() {
+                strided.block = Some(BlockTrips { first, offset });
+            }
+            strided
+        }
+        #[cfg(not(offload_cpu_ir))]
+        {
+            let _ = (first, offset);
+            self
         }
     }
 }
@@ -175,6 +217,23 @@ impl Iterator for Strided {
 
     #[inline(always)]
     fn next(&mut self) -> Option<usize> {
+        #[cfg(offload_cpu_ir)]
+        if let Some(block) = &mut self.block {
+            let Span { end, step, .. } = self.wide;
+            loop {
+                super::cpu_regions::ir_interleave();
+                let first = block.first;
+                if first >= end {
+                    return None;
+                }
+                // `first < end <= usize::MAX - step`, and `offset < step`.
+                block.first = first + step;
+                let i = first + block.offset;
+                if i < end {
+                    return Some(i);
+                }
+            }
+        }
         if self.counts_in_u32 {
             let Span { next, end, step } = &mut self.narrow;
             if *next >= *end {
@@ -216,6 +275,7 @@ fn known_true(condition: bool) -> bool {
 #[inline(always)]
 pub fn block_stride_x(n: usize) -> Strided {
     Strided::new(thread_idx_x() as usize, n, block_dim_x() as usize)
+        .trip_by_trip(0, thread_idx_x() as usize)
 }
 
 /// The calling thread's share of `0..n` in a grid-stride loop: [`global_idx_x`], then every
@@ -225,7 +285,10 @@ pub fn grid_stride_x(n: usize) -> Strided {
     // SAFETY: the launch rule of every backend keeps grid extent times block extent within
     // `u32` (`LaunchConfig::check`).
     let step = unsafe { grid_dim_x().unchecked_mul(block_dim_x()) };
-    Strided::new(global_idx_x(), n, step as usize)
+    Strided::new(global_idx_x(), n, step as usize).trip_by_trip(
+        block_idx_x() as usize * block_dim_x() as usize,
+        thread_idx_x() as usize,
+    )
 }
 
 /// Linear index of the calling thread within its block: `x + y * dim.x + z * dim.x * dim.y`.

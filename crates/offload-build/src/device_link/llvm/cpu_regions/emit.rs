@@ -13,6 +13,7 @@ use super::kinds::{Kind, Kinds};
 use super::segments::Segments;
 use super::slots::Slots;
 use super::trim::{Facts, Trim, trim_branch};
+use super::uniform::PURE_INTRINSICS;
 use super::uniform::Uniform;
 
 /// The bit a thread's state carries once it ran in a round of block barriers.
@@ -66,28 +67,13 @@ pub(super) struct RegionClone<'c, 'm> {
     pub(super) current: Block<'m>,
 }
 
-/// Intrinsics a thread may skip: no memory written, nothing that traps.
-const IDLE_INTRINSICS: [&[u8]; 20] = [
+/// Intrinsics a thread may skip besides the [`PURE_INTRINSICS`]: no memory written, nothing
+/// that traps.
+const IDLE_INTRINSICS: [&[u8]; 4] = [
     b"llvm.lifetime.",
     b"llvm.dbg.",
     b"llvm.assume",
     b"llvm.experimental.noalias.scope.decl",
-    b"llvm.umin.",
-    b"llvm.umax.",
-    b"llvm.smin.",
-    b"llvm.smax.",
-    b"llvm.abs.",
-    b"llvm.ctpop.",
-    b"llvm.ctlz.",
-    b"llvm.cttz.",
-    b"llvm.fshl.",
-    b"llvm.fshr.",
-    b"llvm.bswap.",
-    b"llvm.fabs.",
-    b"llvm.minnum.",
-    b"llvm.maxnum.",
-    b"llvm.fma.",
-    b"llvm.fmuladd.",
 ];
 
 /// Whether the body's instruction `i` leaves nothing a later thread or region could see: a
@@ -109,7 +95,11 @@ fn idle_instruction<'m>(
         }
         Op::Load => !i.is_volatile(),
         Op::Call => i.as_value().as_call().and_then(callee).is_some_and(|f| {
-            f == hooks.index || IDLE_INTRINSICS.iter().any(|n| f.name().starts_with(n))
+            f == hooks.index
+                || IDLE_INTRINSICS
+                    .iter()
+                    .chain(&PURE_INTRINSICS)
+                    .any(|n| f.name().starts_with(n))
         }),
         Op::AtomicRMW | Op::AtomicCmpXchg | Op::Fence | Op::Invoke | Op::CallBr => false,
         _ => true,

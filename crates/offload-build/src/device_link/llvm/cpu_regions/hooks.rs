@@ -17,6 +17,8 @@ pub(super) struct Hooks<'m> {
     pub(super) lanes: Option<Function<'m>>,
     pub(super) shared_slot: Option<Function<'m>>,
     pub(super) generic_shared_tile: Option<Function<'m>>,
+    pub(super) interleaved: Option<Function<'m>>,
+    pub(super) interleave: Option<Function<'m>>,
 }
 
 /// The hooks a formed kernel calls, all present.
@@ -29,6 +31,7 @@ pub(super) struct Complete<'m> {
     pub(super) set_thread: Function<'m>,
     pub(super) lanes: Function<'m>,
     pub(super) shared: [Option<Function<'m>>; 2],
+    pub(super) interleave: Option<Function<'m>>,
 }
 
 impl<'m> Complete<'m> {
@@ -42,6 +45,15 @@ impl<'m> Complete<'m> {
             || self.shared.contains(&Some(f))
             || Some(f) == self.barrier
             || Some(f) == self.warp_barrier
+            || Some(f) == self.interleave
+    }
+
+    /// Whether `i` calls a barrier, or the top of an interleaved loop's trip (a place regions
+    /// are cut at as at a block barrier).
+    pub(super) fn is_barrier(&self, i: Instruction<'m>) -> bool {
+        i.as_value().as_call().and_then(callee).is_some_and(|f| {
+            Some(f) == self.barrier || Some(f) == self.warp_barrier || Some(f) == self.interleave
+        })
     }
 }
 
@@ -58,6 +70,8 @@ impl<'m> Hooks<'m> {
             lanes: defined(abi::CPU_IR_LANES),
             shared_slot: defined(abi::CPU_IR_SHARED_SLOT),
             generic_shared_tile: defined(abi::CPU_IR_GENERIC_SHARED_TILE),
+            interleaved: defined(abi::CPU_IR_INTERLEAVED),
+            interleave: defined(abi::CPU_IR_INTERLEAVE),
         }
     }
 
@@ -85,6 +99,7 @@ impl<'m> Hooks<'m> {
                 .ok_or_else(|| missing(abi::CPU_IR_SET_THREAD))?,
             lanes: self.lanes.ok_or_else(|| missing(abi::CPU_IR_LANES))?,
             shared: [self.shared_slot, self.generic_shared_tile],
+            interleave: self.interleave,
         })
     }
 }

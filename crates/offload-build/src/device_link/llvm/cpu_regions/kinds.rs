@@ -7,7 +7,7 @@ use inkwell::values::InstructionOpcode;
 
 use super::super::ir::{Instruction, Value};
 use super::hooks::{Complete, callee};
-use super::uniform::{is_division, is_pure};
+use super::uniform::{is_division, is_pure, is_pure_call};
 
 /// What a value of the body is to the thread loops.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -63,6 +63,7 @@ impl<'m> Kinds<'_, 'm> {
         };
         use InstructionOpcode as Op;
         match i.opcode() {
+            _ if is_pure_call(i) => operands(self, i),
             Op::Call => {
                 let call = i.as_value().as_call().expect("a call");
                 let Some(f) = callee(call) else {

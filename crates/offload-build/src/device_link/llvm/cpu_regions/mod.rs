@@ -17,6 +17,8 @@
 //! states and the next region's loop follows at once. In such a region, threads whose `x`
 //! index is past a bound the block shares and that then only wait for the barrier ([`trim`]:
 //! a reduction's `if tid < stride`) are not run: each row's first thread records the bound.
+//! Block- and grid-stride loops in a formed body run trip by trip ([`answer_interleaved`]):
+//! the top of each trip is cut at like a barrier.
 //!
 //! Values live across a barrier are kept per thread, in the OS thread's lane storage
 //! (`CPU_IR_LANES`); values every thread computes alike (from the parameters, the block's
@@ -42,14 +44,14 @@ mod tests;
 mod trim;
 mod uniform;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use inkwell::module::Linkage;
 use inkwell::values::InstructionOpcode;
 use offload_format::abi;
 
 use super::ir::{AttributeIndex, Function, Instruction, Module};
-use crate::device_link::error::Result;
+use crate::device_link::error::{LinkError, Result};
 use emit::Emitter;
 use hooks::{Complete, Hooks, barrier_calls, callee, with_location};
 use inline::{inline_what_reaches_barriers, recursive_callee};
@@ -82,24 +84,34 @@ pub fn form_regions(module: Module<'_>) -> Result<Vec<CoroutineKernel>> {
         })
         .collect();
     let mut kept = Vec::new();
+    let mut to_form = Vec::new();
     if !hooks.barriers().is_empty() && !bodies.is_empty() {
         let recursive = inline_what_reaches_barriers(module, &hooks)?;
         for (kernel, body) in &bodies {
-            let formed = match recursive_callee(*body, &recursive) {
-                Some(reason) => Err(reason),
-                None if barrier_calls(*body, &hooks).is_empty() => continue,
-                None => hooks
-                    .complete()
-                    .and_then(|hooks| form_kernel(module, &hooks, kernel, *body)),
-            };
-            if let Err(reason) = formed {
-                let symbol = format!("{}{kernel}", abi::CPU_NOTE_PREFIX);
-                module.add_constant_bytes(&symbol, reason.as_bytes());
-                kept.push(CoroutineKernel {
-                    kernel: kernel.clone(),
-                    reason,
-                });
+            match recursive_callee(*body, &recursive) {
+                Some(reason) => kept.push((kernel, Err(reason))),
+                None if barrier_calls(*body, &hooks).is_empty() => {}
+                None => to_form.push((kernel, *body)),
             }
+        }
+    }
+    let formed_bodies: HashSet<Function<'_>> = to_form.iter().map(|(_, body)| *body).collect();
+    answer_interleaved(module, &hooks, &formed_bodies)?;
+    for (kernel, body) in to_form {
+        let formed = hooks
+            .complete()
+            .and_then(|hooks| form_kernel(module, &hooks, kernel, body));
+        kept.push((kernel, formed));
+    }
+    let mut coroutines = Vec::new();
+    for (kernel, formed) in kept {
+        if let Err(reason) = formed {
+            let symbol = format!("{}{kernel}", abi::CPU_NOTE_PREFIX);
+            module.add_constant_bytes(&symbol, reason.as_bytes());
+            coroutines.push(CoroutineKernel {
+                kernel: kernel.clone(),
+                reason,
+            });
         }
     }
     for (_, body) in bodies {
@@ -112,7 +124,47 @@ pub fn form_regions(module: Module<'_>) -> Result<Vec<CoroutineKernel>> {
         hook.add_enum_attribute(AttributeIndex::Function, "alwaysinline");
         hook.set_linkage(Linkage::Internal);
     }
-    Ok(kept)
+    Ok(coroutines)
+}
+
+/// Answers the question of every block- and grid-stride loop ([`abi::CPU_IR_INTERLEAVED`]):
+/// `true` in the bodies whose regions are formed next, where each trip's top becomes a place
+/// regions are cut at, so that the block's threads run the loop trip by trip (consecutive
+/// threads on consecutive elements, as a GPU's warps) instead of each thread its whole
+/// strided share in turn; `false` everywhere else. The branches decided are folded before
+/// the bodies are cut.
+fn answer_interleaved<'m>(
+    module: Module<'m>,
+    hooks: &Hooks<'m>,
+    formed: &HashSet<Function<'m>>,
+) -> Result<()> {
+    let Some(hook) = hooks.interleaved else {
+        return Ok(());
+    };
+    let calls: Vec<_> = hook
+        .as_value()
+        .users()
+        .into_iter()
+        .filter_map(|user| user.as_call())
+        .filter(|call| callee(*call) == Some(hook))
+        .collect();
+    if calls.is_empty() {
+        return Ok(());
+    }
+    let i1 = module.i1_type();
+    for call in calls {
+        let inside = formed.contains(&call.instruction().function());
+        call.as_value()
+            .replace_all_uses_with(i1.const_int(u64::from(inside), false));
+        call.instruction().erase();
+    }
+    let pipeline = "function(instsimplify,simplifycfg)";
+    module
+        .run_passes(pipeline)
+        .map_err(|message| LinkError::Passes {
+            pipeline: pipeline.to_owned(),
+            message,
+        })
 }
 
 /// Forms `kernel`'s regions from `body`; the reason it cannot, otherwise.
@@ -127,12 +179,7 @@ fn form_kernel<'m>(
         .next()
         .map(|p| p.as_value())
         .ok_or("the body function has no parameter")?;
-    let is_barrier = |i: Instruction<'m>| {
-        i.as_value()
-            .as_call()
-            .and_then(callee)
-            .is_some_and(|f| Some(f) == hooks.barrier || Some(f) == hooks.warp_barrier)
-    };
+    let is_barrier = |i: Instruction<'m>| hooks.is_barrier(i);
     check_supported(body)?;
     let mut kinds = Kinds {
         hooks,

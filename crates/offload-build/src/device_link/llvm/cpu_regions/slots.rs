@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 
 use inkwell::values::InstructionOpcode;
 
-use super::super::ir::{Function, Instruction, Module, Value};
+use super::super::ir::{Block, Function, Instruction, Module, Value};
 use super::hooks::{is_index_call, with_location};
 use super::kinds::{Kind, Kinds};
 use super::segments::Segments;
@@ -24,6 +24,12 @@ pub(super) struct Slots<'m> {
 
 /// Each phi of `body` made a slot: stored at the end of each predecessor, loaded where the
 /// phi was. Returns each load with its slot.
+///
+/// A phi whose only use is another phi's value from a block that does nothing else
+/// (an outer loop's header in front of an inner one's) gets no slot: its incoming values are
+/// stored into the other phi's slot at the ends of its own predecessors. A loop counter
+/// advanced before a branch on a thread's own condition, and carried to the next trip on both
+/// ways, is then stored the same value on both, which the divergence analysis can see.
 pub(super) fn demote_phis<'m>(
     module: Module<'m>,
     body: Function<'m>,
@@ -35,13 +41,36 @@ pub(super) fn demote_phis<'m>(
         .flat_map(|b| b.instructions())
         .filter(|i| i.as_value().is_phi())
         .collect();
+    let forwarded: HashSet<Instruction<'m>> = phis
+        .iter()
+        .copied()
+        .filter(|phi| forwarded_phi(*phi).is_some())
+        .collect();
     let mut loads = Vec::new();
-    for phi in &phis {
+    for phi in phis.iter().filter(|phi| !forwarded.contains(*phi)) {
         builder.position_at_start(entry);
         let ty = phi.as_value().ty();
         let slot = builder.build_alloca(ty, 0, c"phi.slot");
         let as_phi = phi.as_value().as_phi().expect("a phi");
-        for (value, pred) in as_phi.incomings().collect::<Vec<_>>() {
+        let incoming: Vec<(Value<'m>, Block<'m>)> = as_phi
+            .incomings()
+            .flat_map(|(value, pred)| match value.as_instruction() {
+                Some(inner) if forwarded.contains(&inner) => {
+                    let inner = inner.as_value().as_phi().expect("a phi");
+                    inner.incomings().collect::<Vec<_>>()
+                }
+                _ => vec![(value, pred)],
+            })
+            .collect();
+        for &(value, pred) in &incoming {
+            // Where the predecessor's one predecessor stored the same value already, the slot
+            // holds it: a store here would be the only one some threads run.
+            let stored_before = pred
+                .single_predecessor()
+                .is_some_and(|before| incoming.iter().any(|&(v, p)| p == before && v == value));
+            if stored_before {
+                continue;
+            }
             let terminator = pred.terminator().expect("a predecessor ends");
             builder.position_before(terminator.instruction());
             builder.build_store(value, slot.as_value());
@@ -60,10 +89,44 @@ pub(super) fn demote_phis<'m>(
         phi.as_value().replace_all_uses_with(load.as_value());
         slot_of_load.insert(load, slot.as_value());
     }
-    for phi in phis {
+    for phi in phis.iter().filter(|phi| !forwarded.contains(*phi)) {
+        phi.erase();
+    }
+    for phi in forwarded {
         phi.erase();
     }
     slot_of_load
+}
+
+/// The phi `phi` only forwards to, where it does nothing else: `phi`'s block holds phis and a
+/// branch to the other phi's block alone, `phi`'s one use is the other phi, its values are no
+/// phis, and its predecessors are none of the other block's (whose ends then store one value
+/// each).
+fn forwarded_phi<'m>(phi: Instruction<'m>) -> Option<Instruction<'m>> {
+    let block = phi.block();
+    let terminator = block.terminator()?;
+    if terminator.num_successors() != 1
+        || block
+            .instructions()
+            .any(|i| !i.as_value().is_phi() && i != terminator.instruction())
+    {
+        return None;
+    }
+    let target = terminator.successor(0)?;
+    let user = phi.as_value().single_use()?.user().as_instruction()?;
+    if user.block() != target || !user.as_value().is_phi() || user == phi {
+        return None;
+    }
+    let outer = user.as_value().as_phi()?;
+    let own = phi.as_value().as_phi()?;
+    let target_preds: HashSet<Block<'m>> = outer.incomings().map(|(_, b)| b).collect();
+    if own
+        .incomings()
+        .any(|(value, pred)| target_preds.contains(&pred) || pred == block || value.is_phi())
+    {
+        return None;
+    }
+    Some(user)
 }
 
 /// Whether `users` of `load` (a phi's load at the start of its block) may load its `slot`

@@ -19,6 +19,8 @@ define void @__offload_cpuir_enter(ptr %l) noinline {{ ret void }}
 define void @__offload_cpuir_begin_block(ptr %l, i64 %b) noinline {{ ret void }}
 define void @__offload_cpuir_set_thread(i32 %x, i32 %y, i32 %z) noinline {{ ret void }}
 define ptr @__offload_cpuir_lanes(i64 %n) noinline {{ ret ptr null }}
+define i1 @__offload_cpuir_interleaved() noinline {{ ret i1 false }}
+define void @__offload_cpuir_interleave() noinline {{ ret void }}
 {body}"
     )
 }
@@ -403,4 +405,104 @@ fn threads_past_a_bound_that_only_wait_are_not_run() {
     let entry = entry_point(&text);
     assert_eq!(regions_left_together(entry), 2, "{entry}");
     assert_eq!(trimmed_regions(entry), 0, "{entry}");
+}
+
+/// A grid-stride loop as the kernel side writes it: the answer to the CPU link's question
+/// chooses between the loop trip by trip for the whole block (the block's first index
+/// advanced before a branch on the thread's own index, the top of each trip a place the body
+/// is cut at) and each thread's own loop; a barrier after it when `BARRIER` is set.
+fn strided_body(barrier: bool) -> String {
+    let barrier = if barrier {
+        "  call void @__offload_cpuir_barrier()\n"
+    } else {
+        ""
+    };
+    format!(
+        "
+define void @__offload_cpu_body_k(ptr %params) {{
+entry:
+  %pp = load ptr, ptr %params
+  %data = load ptr, ptr %pp
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  %b = call i32 @__offload_cpuir_index(i32 3)
+  %bd = call i32 @__offload_cpuir_index(i32 6)
+  %gd = call i32 @__offload_cpuir_index(i32 9)
+  %step32 = mul i32 %bd, %gd
+  %step = zext i32 %step32 to i64
+  %first32 = mul i32 %b, %bd
+  %first0 = zext i32 %first32 to i64
+  %offset = zext i32 %t to i64
+  %interleaved = call i1 @__offload_cpuir_interleaved()
+  br i1 %interleaved, label %outer, label %own
+outer:
+  %first = phi i64 [ %first0, %entry ], [ %next, %body ]
+  br label %trip
+trip:
+  %f = phi i64 [ %first, %outer ], [ %next, %advance ]
+  call void @__offload_cpuir_interleave()
+  %more = icmp ult i64 %f, 1000000
+  br i1 %more, label %advance, label %done
+advance:
+  %next = add i64 %f, %step
+  %i = add i64 %f, %offset
+  %in = icmp ult i64 %i, 1000000
+  br i1 %in, label %body, label %trip
+body:
+  %p = getelementptr i32, ptr %data, i64 %i
+  store i32 1, ptr %p
+  br label %outer
+own:
+  %start = add i64 %first0, %offset
+  br label %own.loop
+own.loop:
+  %j = phi i64 [ %start, %own ], [ %j.next, %own.body ]
+  %own.more = icmp ult i64 %j, 1000000
+  br i1 %own.more, label %own.body, label %done
+own.body:
+  %q = getelementptr i32, ptr %data, i64 %j
+  store i32 1, ptr %q
+  %j.next = add i64 %j, %step
+  br label %own.loop
+done:
+{barrier}  ret void
+}}"
+    )
+}
+
+/// In a kernel with barriers a grid-stride loop runs trip by trip for the whole block: the
+/// top of each trip is cut at like a barrier, the block's first index is kept once per block
+/// (stored the same on the way through the thread's element and on the way past it), and
+/// the threads leave each trip's region together.
+#[test]
+fn a_strided_loop_runs_trip_by_trip_where_regions_are_formed() {
+    let (text, kept) = form(&strided_body(true));
+    assert!(kept.is_empty(), "{kept:?}");
+    assert!(
+        !text.contains("call i1 @__offload_cpuir_interleaved"),
+        "{text}"
+    );
+    let entry = entry_point(&text);
+    assert!(
+        !entry.contains("call void @__offload_cpuir_interleave"),
+        "{entry}"
+    );
+    assert!(entry.contains("%block.slot = alloca i64"), "{entry}");
+    assert_eq!(regions_left_together(entry), 3, "{entry}");
+}
+
+/// Without a barrier the kernel keeps each thread's own loop: the question is answered
+/// `false` and the trip-by-trip loop folded away.
+#[test]
+fn a_strided_loop_without_barriers_stays_each_threads_own() {
+    let (text, kept) = form(&strided_body(false));
+    assert!(kept.is_empty(), "{kept:?}");
+    assert!(!text.contains("@__offload_cpu_irregions_k"), "{text}");
+    assert!(
+        !text.contains("call i1 @__offload_cpuir_interleaved"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("call void @__offload_cpuir_interleave"),
+        "{text}"
+    );
 }

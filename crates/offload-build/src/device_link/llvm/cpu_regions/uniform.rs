@@ -146,6 +146,36 @@ pub fn is_pure(op: InstructionOpcode) -> bool {
     )
 }
 
+/// Intrinsics that compute their result from their operands alone, without memory, and cannot
+/// trap: LLVM computes them ahead of their branches freely, and so may the thread loops.
+pub const PURE_INTRINSICS: [&[u8]; 16] = [
+    b"llvm.umin.",
+    b"llvm.umax.",
+    b"llvm.smin.",
+    b"llvm.smax.",
+    b"llvm.abs.",
+    b"llvm.ctpop.",
+    b"llvm.ctlz.",
+    b"llvm.cttz.",
+    b"llvm.fshl.",
+    b"llvm.fshr.",
+    b"llvm.bswap.",
+    b"llvm.fabs.",
+    b"llvm.minnum.",
+    b"llvm.maxnum.",
+    b"llvm.fma.",
+    b"llvm.fmuladd.",
+];
+
+/// Whether `i` calls one of the [`PURE_INTRINSICS`].
+pub(super) fn is_pure_call(i: Instruction<'_>) -> bool {
+    i.opcode() == InstructionOpcode::Call
+        && i.as_value()
+            .as_call()
+            .and_then(|c| c.called_function())
+            .is_some_and(|f| PURE_INTRINSICS.iter().any(|n| f.name().starts_with(n)))
+}
+
 /// Whether `op` is a division or remainder: pure like [`is_pure`]'s, but a division by zero
 /// traps.
 pub fn is_division(op: InstructionOpcode) -> bool {
@@ -195,6 +225,10 @@ impl<'m> Uniform<'_, 'm> {
                 !i.is_volatile()
                     && !i.is_atomic()
                     && i.operand(0).is_some_and(|p| self.slots.contains(&p))
+            }
+            _ if is_pure_call(i) => {
+                let operands: Vec<Value<'m>> = i.as_value().operands().collect();
+                operands.into_iter().all(|op| self.of(op))
             }
             op if is_pure(op) || is_division(op) => {
                 let operands: Vec<Value<'m>> = i.as_value().operands().collect();

@@ -93,6 +93,16 @@ impl<'m> Block<'m> {
         self.as_value().single_use()
     }
 
+    /// The one block that branches to this one, where exactly one does (by one edge or more)
+    /// and nothing takes its address.
+    pub fn single_predecessor(self) -> Option<Block<'m>> {
+        let mut preds = self
+            .uses()
+            .map(|u| u.user().as_instruction().map(|i| i.block()));
+        let first = preds.next()??;
+        preds.all(|b| b == Some(first)).then_some(first)
+    }
+
     /// Makes every branch to the block (and its phis' incoming edges naming it) name `other`.
     pub fn replace_all_uses_with(self, other: Block<'m>) {
         self.as_value().replace_all_uses_with(other.as_value());
