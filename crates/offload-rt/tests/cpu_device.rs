@@ -16,7 +16,7 @@ use offload_rt::{
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,hidden_warp_sum,warp_ops_in_statements,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,recursive_halving,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,tiled_transpose,mirrored_rows,shared_atomics,strided_histogram,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16,matrix_loads,matrix_stores,accumulator_to_tile__f16,accumulator_to_tile__bf16,staged_reverse,scan_with_helper,reduce_with_helpers,tiled_weighted_sums,shared_shuffle_rows,match_phases,tma_tile,tma_store_tile,wgmma_tile,register_handoff,accumulator_rows";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,hidden_warp_sum,warp_ops_in_statements,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,recursive_halving,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,tiled_transpose,mirrored_rows,shared_atomics,strided_histogram,strided_first_hits,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16,matrix_loads,matrix_stores,accumulator_to_tile__f16,accumulator_to_tile__bf16,staged_reverse,scan_with_helper,reduce_with_helpers,tiled_weighted_sums,shared_shuffle_rows,match_phases,tma_tile,tma_store_tile,wgmma_tile,register_handoff,accumulator_rows";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -2030,6 +2030,32 @@ fn kernels_with_barriers_run_alike_in_region_form_and_with_coroutines() {
             );
         }
 
+        // Threads that leave a grid-stride loop early wait at the barrier after it until
+        // every thread of the block has left it: each block's count is final when read.
+        let (n, blocks, block) = (100_003u32, 7u32, 96u32);
+        let hit = |i: u32| i.is_multiple_of(block) || i >= n - 2000;
+        let words: Vec<u32> = (0..n).map(|i| u32::from(hit(i))).collect();
+        let dwords = DeviceBuffer::from_slice(&dev, &words).unwrap();
+        let mut counts = DeviceBuffer::<u32>::zeroed(&dev, blocks as usize).unwrap();
+        let config = LaunchConfig::linear(blocks, block);
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        unsafe { k::strided_first_hits.launch(&dev, config, n, &dwords, 1, &mut counts) }.unwrap();
+        let want: Vec<u32> = (0..blocks)
+            .map(|b| {
+                let found = |t: u32| {
+                    (b * block + t..n)
+                        .step_by((blocks * block) as usize)
+                        .any(hit)
+                };
+                (0..block).filter(|&t| found(t)).count() as u32
+            })
+            .collect();
+        assert_eq!(
+            counts.to_vec().unwrap(),
+            want,
+            "{mode:?}: strided_first_hits"
+        );
+
         // A value taken from a block-wide local before the block changes it.
         let mut data = DeviceBuffer::<u32>::zeroed(&dev, 2 * 96).unwrap();
         // SAFETY: the buffers hold every element the kernel reaches through its pointers.
@@ -2231,6 +2257,7 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "skipping_passes",
             // A pipeline of asynchronous copies, its `Stage` kept per thread across barriers.
             "staged_reverse",
+            "strided_first_hits",
             "strided_histogram",
             "tiled_transpose",
             "tiled_weighted_sums",

@@ -146,8 +146,9 @@ pub(super) struct Emitter<'a, 'm> {
     pub(super) region_of_barrier: HashMap<Instruction<'m>, u64>,
     /// Each region's first segment (region `r` is state `r + 1`).
     pub(super) region_starts: Vec<usize>,
-    /// Each region's state, where it follows a warp barrier.
-    pub(super) first_warp_state: Option<u64>,
+    /// The first state after a barrier whose threads go first (a warp barrier, an interleaved
+    /// loop's trip), where the body has one.
+    pub(super) first_state_going_first: Option<u64>,
     /// Where the threads of a region they leave together, run unguarded, leave their state:
     /// one local, not each thread's ([`Emitter::emit_dispatch`] reads it).
     pub(super) together_state: Value<'m>,
@@ -189,24 +190,27 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let args: Vec<Value<'m>> = function.params().map(|p| p.as_value()).collect();
         let (launch, params, begin, end) = (args[0], args[1], args[2], args[3]);
         let body_params = kinds.params;
-        // Regions: the body's start, then one after each barrier, block barriers first.
-        let is_warp = |i: Instruction<'m>| {
-            hooks.warp_barrier.is_some()
-                && i.as_value().as_call().and_then(callee) == hooks.warp_barrier
+        // Regions: the body's start, then one after each barrier, block barriers first. The
+        // threads at a warp barrier, or at the top of an interleaved loop's trip, go before
+        // those at a block barrier: a thread that left such a loop early waits at the block's
+        // next barrier until the others have left it too.
+        let goes_first = |i: Instruction<'m>| {
+            let called = i.as_value().as_call().and_then(callee);
+            called.is_some() && (called == hooks.warp_barrier || called == hooks.interleave)
         };
         let mut region_of_barrier = HashMap::new();
         let mut region_starts = vec![0usize];
-        let mut first_warp_state = None;
-        for warp in [false, true] {
+        let mut first_state_going_first = None;
+        for first in [false, true] {
             for seg in &segments.list {
                 let Some(b) = seg.barrier else { continue };
-                if is_warp(b) != warp {
+                if goes_first(b) != first {
                     continue;
                 }
                 region_starts.push(segments.after_barrier[&b]);
                 let state = region_starts.len() as u64;
-                if warp && first_warp_state.is_none() {
-                    first_warp_state = Some(state);
+                if first && first_state_going_first.is_none() {
+                    first_state_going_first = Some(state);
                 }
                 region_of_barrier.insert(b, state);
             }
@@ -260,7 +264,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             recording: None,
             region_of_barrier,
             region_starts,
-            first_warp_state,
+            first_state_going_first,
             block_slots,
             debug_from,
         };
@@ -609,10 +613,11 @@ impl<'a, 'm> Emitter<'a, 'm> {
         self.builder.build_cond_br(whole, run_whole, not_whole);
         self.builder.position_at_end(run_whole);
         self.switch_on(max_next, unguarded);
-        // Threads at a warp barrier (the largest states) go first; one state: its threads.
+        // Threads at a warp barrier or an interleaved trip (the largest states) go first; one
+        // state: its threads.
         self.builder.position_at_end(not_whole);
         let b = &self.builder;
-        let warp = match self.first_warp_state {
+        let warp = match self.first_state_going_first {
             Some(first) => b.build_icmp(IntPredicate::UGE, max_next, self.const32(first), c""),
             None => i1_ty.const_int(0, false),
         };
