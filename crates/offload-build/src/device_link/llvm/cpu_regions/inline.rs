@@ -96,17 +96,21 @@ pub(super) fn inline_what_reaches_barriers<'m>(
             (name, reason)
         })
         .collect();
-    let pipeline = "always-inline,function(sroa,early-cse,simplifycfg)";
+    run_passes(module, "always-inline,function(sroa,early-cse,simplifycfg)")?;
+    Ok(reasons
+        .into_iter()
+        .filter_map(|(name, reason)| Some((module.function(&name)?, reason)))
+        .collect())
+}
+
+/// LLVM's passes `pipeline` over `module`, a failure named with the pipeline.
+pub(super) fn run_passes(module: Module<'_>, pipeline: &str) -> Result<()> {
     module
         .run_passes(pipeline)
         .map_err(|message| LinkError::Passes {
             pipeline: pipeline.to_owned(),
             message,
-        })?;
-    Ok(reasons
-        .into_iter()
-        .filter_map(|(name, reason)| Some((module.function(&name)?, reason)))
-        .collect())
+        })
 }
 
 /// Why `body` keeps coroutines when it calls a function that reaches a barrier recursively.

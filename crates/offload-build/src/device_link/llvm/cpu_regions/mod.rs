@@ -51,10 +51,10 @@ use inkwell::values::InstructionOpcode;
 use offload_format::abi;
 
 use super::ir::{AttributeIndex, Function, Instruction, Module};
-use crate::device_link::error::{LinkError, Result};
+use crate::device_link::error::Result;
 use emit::Emitter;
 use hooks::{Complete, Hooks, barrier_calls, callee, with_location};
-use inline::{inline_what_reaches_barriers, recursive_callee};
+use inline::{inline_what_reaches_barriers, recursive_callee, run_passes};
 use kinds::{Kind, Kinds};
 use segments::Segments;
 use slots::{classify_allocas, demote_across_segments, demote_phis};
@@ -158,13 +158,7 @@ fn answer_interleaved<'m>(
             .replace_all_uses_with(i1.const_int(u64::from(inside), false));
         call.instruction().erase();
     }
-    let pipeline = "function(instsimplify,simplifycfg)";
-    module
-        .run_passes(pipeline)
-        .map_err(|message| LinkError::Passes {
-            pipeline: pipeline.to_owned(),
-            message,
-        })
+    run_passes(module, "function(instsimplify,simplifycfg)")
 }
 
 /// Forms `kernel`'s regions from `body`; the reason it cannot, otherwise.

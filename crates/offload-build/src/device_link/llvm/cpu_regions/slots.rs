@@ -89,6 +89,7 @@ pub(super) fn demote_phis<'m>(
         phi.as_value().replace_all_uses_with(load.as_value());
         slot_of_load.insert(load, slot.as_value());
     }
+    // The phis a forwarded one feeds go first: until then they use it.
     for phi in phis.iter().filter(|phi| !forwarded.contains(*phi)) {
         phi.erase();
     }
