@@ -1982,6 +1982,213 @@ fn matrix_fragments_are_tensor_core_instructions() {
     }
 }
 
+/// `kernel::matrix::m32n32k8`: a 32×32×8 step is eight m16n8k8 `mma.sync` (`HMMA.1688`) on
+/// NVIDIA, one `v_mfma_f32_32x32x8` on CDNA and four `v_wmma_f32_16x16x16` on gfx11, with no
+/// stack or scratch; from swizzled tiles A and Bᵀ are one `ldmatrix.x4` each and B one
+/// `ldmatrix.x4.trans` on NVIDIA, A and Bᵀ one 64-bit LDS read a lane on CDNA.
+#[test]
+fn wide_matrix_tiles_are_each_processors_instructions() {
+    if !nightly_ready() {
+        return;
+    }
+    let kernels = [
+        ("mma_gemm_32x32__f16", "f16"),
+        ("mma_gemm_32x32__bf16", "bf16"),
+    ];
+    let target = device_link::parse_gpu_arch("sm_80").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    for sm in ["sm_80", "sm_90"] {
+        let ptx = device_link::nvptx_link(&inputs, sm, &NvptxLinkOptions::default()).unwrap();
+        for (kernel, input) in kernels {
+            let body = ptx_entry(&ptx, kernel).join("\n");
+            let mma = format!("mma.sync.aligned.m16n8k8.row.col.f32.{input}.{input}.f32");
+            let found = body.matches(&mma).count();
+            assert!(
+                found > 0 && found % 8 == 0,
+                "{sm} {kernel}: {found} {mma}:\n{body}"
+            );
+        }
+        for input in ["f16", "bf16"] {
+            let body = ptx_entry(&ptx, &format!("wide_tiles__{input}")).join("\n");
+            let plain = "ldmatrix.sync.aligned.m8n8.x4.shared.b16";
+            let trans = "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16";
+            assert_eq!(
+                (body.matches(plain).count(), body.matches(trans).count()),
+                (2, 1),
+                "{sm} wide_tiles__{input}:\n{body}"
+            );
+        }
+        if device_link::ptxas_path().is_none() {
+            continue;
+        }
+        let (cubin, report) = device_link::ptxas_verbose(&ptx, sm).unwrap();
+        for (kernel, _) in kernels {
+            let info = report.iter().find(|k| k.name == kernel).unwrap();
+            assert_eq!(
+                (info.stack_bytes, info.spill_store_bytes),
+                (0, 0),
+                "{sm} {kernel}: {info:?}"
+            );
+        }
+        let Some(sass) = sass(&cubin) else {
+            continue;
+        };
+        for (kernel, input) in kernels {
+            let function = sass
+                .split("Function : ")
+                .find(|f| f.starts_with(kernel) && f[kernel.len()..].starts_with('\n'))
+                .unwrap_or_else(|| panic!("{sm}: no SASS for {kernel}"));
+            let hmma = match input {
+                "f16" => "HMMA.1688.F32 ",
+                _ => "HMMA.1688.F32.BF16 ",
+            };
+            assert!(
+                function.contains(hmma),
+                "{sm} {kernel}: no {hmma}:\n{function}"
+            );
+        }
+    }
+
+    if Tool::LlvmObjdump.for_test().is_none() {
+        return;
+    }
+    let target = device_link::parse_gpu_arch("gfx90a").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    let scratch = tempfile::tempdir().unwrap();
+    for (id, instructions, per_step) in [
+        (
+            "gfx90a",
+            ["v_mfma_f32_32x32x8f16", "v_mfma_f32_32x32x8bf16_1k"],
+            1,
+        ),
+        (
+            "gfx942",
+            ["v_mfma_f32_32x32x8_f16", "v_mfma_f32_32x32x8_bf16"],
+            1,
+        ),
+        (
+            "gfx1100",
+            ["v_wmma_f32_16x16x16_f16", "v_wmma_f32_16x16x16_bf16"],
+            4,
+        ),
+    ] {
+        let target = device_link::parse_gpu_arch(id).unwrap();
+        let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
+        let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
+        let text = disassemble(&images[0].bytes, id, scratch.path());
+        for ((kernel, _), instruction) in kernels.iter().zip(instructions) {
+            let k = info.kernels.iter().find(|k| k.name == *kernel).unwrap();
+            assert_eq!(
+                k.private_segment_fixed_size, 0,
+                "{id} {kernel}: scratch: {k:?}"
+            );
+            let body = function_body(&text, kernel);
+            let found = body.iter().filter(|l| l.starts_with(instruction)).count();
+            assert!(
+                found > 0 && found % per_step == 0,
+                "{id} {kernel}: {found} {instruction}:\n{}",
+                body.join("\n")
+            );
+        }
+        if id != "gfx1100" {
+            for input in ["f16", "bf16"] {
+                let kernel = format!("wide_tiles__{input}");
+                let body = function_body(&text, &kernel);
+                // The back end may pair the two reads (`ds_read2st64_b64`).
+                let reads: usize = body
+                    .iter()
+                    .map(|l| match l.split_whitespace().next() {
+                        Some("ds_read_b64") => 1,
+                        Some(op) if op.starts_with("ds_read2") && op.ends_with("_b64") => 2,
+                        _ => 0,
+                    })
+                    .sum();
+                assert!(
+                    reads >= 2,
+                    "{id} {kernel}: {reads} 64-bit LDS reads:\n{}",
+                    body.join("\n")
+                );
+            }
+        }
+    }
+}
+
+/// `SwizzledTile::copy_async_from` (the fixture's `tile_copy_async`): on AMD CDNA the tile
+/// arrives by direct loads to LDS (`global_load_dword ... lds` on gfx90a,
+/// `global_load_lds_dword` on gfx942), no LDS store instruction, and `s_waitcnt vmcnt(0)`
+/// before the barrier that publishes it; on gfx11 a load and a 16-byte LDS store a chunk; on
+/// NVIDIA 16-byte `cp.async` copies.
+#[test]
+fn tiles_load_directly_to_lds_on_cdna() {
+    if !nightly_ready() {
+        return;
+    }
+    let kernel = "tile_copy_async";
+    let target = device_link::parse_gpu_arch("sm_80").unwrap();
+    let ptx = device_link::nvptx_link(
+        &rt_fixture_inputs(&target),
+        "sm_80",
+        &NvptxLinkOptions::default(),
+    )
+    .unwrap();
+    let body = ptx_entry(&ptx, kernel).join(" ");
+    let body = body.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        body.contains("cp.async.cg.shared.global") && body.contains("cp.async.wait_group 0"),
+        "sm_80 {kernel}:\n{body}"
+    );
+    if Tool::LlvmObjdump.for_test().is_none() {
+        return;
+    }
+    let target = device_link::parse_gpu_arch("gfx90a").unwrap();
+    let inputs = rt_fixture_inputs(&target);
+    let scratch = tempfile::tempdir().unwrap();
+    for (id, direct) in [
+        ("gfx90a", Some("global_load_dword")),
+        ("gfx942", Some("global_load_lds_dword")),
+        ("gfx1100", None),
+    ] {
+        let target = device_link::parse_gpu_arch(id).unwrap();
+        let images = device_link::gpu_images(&inputs, &target, &Default::default()).unwrap();
+        let text = disassemble(&images[0].bytes, id, scratch.path());
+        let body = function_body(&text, kernel);
+        let listing = body.join("\n");
+        let op = |l: &&str| l.split_whitespace().next().unwrap_or("").to_owned();
+        // gfx11 names them `ds_store_*`.
+        let stores = body
+            .iter()
+            .filter(|l| op(l).starts_with("ds_write") || op(l).starts_with("ds_store"))
+            .count();
+        let barrier = body
+            .iter()
+            .position(|l| op(l) == "s_barrier")
+            .unwrap_or_else(|| panic!("{id}: no s_barrier:\n{listing}"));
+        match direct {
+            Some(load) => {
+                let direct_loads = body
+                    .iter()
+                    .filter(|l| op(l) == load && (load.contains("lds") || l.contains(" lds")))
+                    .count();
+                assert!(direct_loads > 0, "{id}: no direct load to LDS:\n{listing}");
+                assert_eq!(stores, 0, "{id}: LDS stores:\n{listing}");
+                assert!(
+                    body[..barrier]
+                        .iter()
+                        .any(|l| l.contains("s_waitcnt vmcnt(0)")),
+                    "{id}: no vmcnt(0) wait before the barrier:\n{listing}"
+                );
+            }
+            None => {
+                assert!(
+                    !listing.contains(" lds") && !listing.contains("load_lds"),
+                    "{id}:\n{listing}"
+                );
+                assert!(stores > 0, "{id}: no LDS stores:\n{listing}");
+            }
+        }
+    }
+}
+
 /// The runtime fixture's data-movement kernels on NVIDIA: `staged_reverse` copies with
 /// `cp.async` and waits with `cp.async.wait_group` (sm_80 on), its launch bound is `.maxntid
 /// 64`; `matrix_loads` is `ldmatrix` in all six forms; `matrix_stores` is `stmatrix` in all

@@ -77,8 +77,13 @@ macro_rules! abi_name {
     (AMDGPU_SYNC_THREADS) => { "__offload_amdgpu_sync_threads" };
     (AMDGPU_SYNC_WARP) => { "__offload_amdgpu_sync_warp" };
     (AMDGPU_WAVE_SIZE) => { "__offload_amdgpu_wave_size" };
+    (AMDGPU_LDS_DMA_4) => { "__offload_amdgpu_lds_dma_4" };
+    (AMDGPU_LDS_DMA_WAIT) => { "__offload_amdgpu_lds_dma_wait" };
+    (HAS_LDS_DMA) => { "__offload_has_lds_dma" };
     (MMA_F16) => { "__offload_mma_f16" };
     (MMA_BF16) => { "__offload_mma_bf16" };
+    (MMA_M32N32K8_F16) => { "__offload_mma_m32n32k8_f16" };
+    (MMA_M32N32K8_BF16) => { "__offload_mma_m32n32k8_bf16" };
     (CP_ASYNC_PREFIX) => { "__offload_cp_async_" };
     (CP_ASYNC_COMMIT) => { "__offload_cp_async_commit" };
     (CP_ASYNC_WAIT_PREFIX) => { "__offload_cp_async_wait_" };
@@ -269,10 +274,21 @@ pub const AMDGPU_SYNC_THREADS: &str = abi_name!(AMDGPU_SYNC_THREADS);
 pub const AMDGPU_SYNC_WARP: &str = abi_name!(AMDGPU_SYNC_WARP);
 /// On AMD GPUs, the wavefront size of the image's processor.
 pub const AMDGPU_WAVE_SIZE: &str = abi_name!(AMDGPU_WAVE_SIZE);
+/// On AMD GPUs, a wavefront's direct load from global memory to LDS, 4 bytes a lane into
+/// consecutive words from one LDS address (`global_load_lds_dword`).
+pub const AMDGPU_LDS_DMA_4: &str = abi_name!(AMDGPU_LDS_DMA_4);
+/// On AMD GPUs, the wait for this wavefront's direct loads to LDS (`s_waitcnt vmcnt(0)`).
+pub const AMDGPU_LDS_DMA_WAIT: &str = abi_name!(AMDGPU_LDS_DMA_WAIT);
+/// Whether the image's processor loads from global memory directly to LDS (AMD CDNA).
+pub const HAS_LDS_DMA: &str = abi_name!(HAS_LDS_DMA);
 /// The NVIDIA tensor-core matrix multiply-accumulate of `f16` inputs.
 pub const MMA_F16: &str = abi_name!(MMA_F16);
 /// The NVIDIA tensor-core matrix multiply-accumulate of `bf16` inputs.
 pub const MMA_BF16: &str = abi_name!(MMA_BF16);
+/// The 32×32×8 matrix multiply-accumulate of `f16` inputs (`kernel::matrix::m32n32k8`).
+pub const MMA_M32N32K8_F16: &str = abi_name!(MMA_M32N32K8_F16);
+/// The 32×32×8 matrix multiply-accumulate of `bf16` inputs.
+pub const MMA_M32N32K8_BF16: &str = abi_name!(MMA_M32N32K8_BF16);
 /// Prefix of the asynchronous copies from global to shared memory (`cp.async`):
 /// `CP_ASYNC_PREFIX<bytes>`, bytes 4, 8 or 16.
 pub const CP_ASYNC_PREFIX: &str = abi_name!(CP_ASYNC_PREFIX);

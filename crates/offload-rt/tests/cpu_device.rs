@@ -16,7 +16,7 @@ use offload_rt::{
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,hidden_warp_sum,warp_ops_in_statements,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,recursive_halving,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,tiled_transpose,mirrored_rows,shared_atomics,strided_histogram,strided_first_hits,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16,matrix_loads,matrix_stores,accumulator_to_tile__f16,accumulator_to_tile__bf16,staged_reverse,scan_with_helper,reduce_with_helpers,tiled_weighted_sums,shared_shuffle_rows,match_phases,tma_tile,tma_store_tile,wgmma_tile,register_handoff,accumulator_rows";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,hidden_warp_sum,warp_ops_in_statements,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,recursive_halving,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,tiled_transpose,mirrored_rows,shared_atomics,strided_histogram,strided_first_hits,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16,mma_gemm_32x32__f16,mma_gemm_32x32__bf16,wide_tiles__f16,wide_tiles__bf16,matrix_loads,matrix_stores,accumulator_to_tile__f16,accumulator_to_tile__bf16,staged_reverse,tile_copy_async,scan_with_helper,reduce_with_helpers,tiled_weighted_sums,shared_shuffle_rows,match_phases,tma_tile,tma_store_tile,wgmma_tile,register_handoff,accumulator_rows";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -141,6 +141,38 @@ fn pipelined_copies_reach_the_other_threads_of_the_block() {
             want,
             "{blocks} blocks of {tiles} tiles"
         );
+    }
+}
+
+/// A whole swizzled tile copied by the block (`SwizzledTile::copy_async_from`) lands where
+/// the tile's element addresses say, for each block's own part of the input.
+#[test]
+fn a_tile_copied_by_the_block_lands_in_its_swizzled_places() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let (blocks, ld) = (3usize, 40usize);
+    let input: Vec<u16> = (0..blocks * k::COPIED_ROWS * ld)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761) as u16)
+        .collect();
+    let din = DeviceBuffer::from_slice(&dev, &input).unwrap();
+    let tile = k::COPIED_ROWS * k::COPIED_COLS;
+    let mut dout = DeviceBuffer::<u16>::zeroed(&dev, blocks * tile).unwrap();
+    let config = LaunchConfig::linear(blocks as u32, 128);
+    // SAFETY: the buffers hold every block's tile.
+    unsafe { k::tile_copy_async.launch(&dev, config, ld as u32, &din, &mut dout) }.unwrap();
+    let out = dout.to_vec().unwrap();
+    for b in 0..blocks {
+        for row in 0..k::COPIED_ROWS {
+            for col in 0..k::COPIED_COLS {
+                assert_eq!(
+                    out[b * tile + col * k::COPIED_ROWS + row],
+                    input[(b * k::COPIED_ROWS + row) * ld + col],
+                    "block {b} ({row}, {col})"
+                );
+            }
+        }
     }
 }
 
@@ -2242,6 +2274,8 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "matrix_loads",
             "matrix_stores",
             // Warp-wide matrix multiplies: their fragments exchanged at warp barriers.
+            "mma_gemm_32x32__bf16",
+            "mma_gemm_32x32__f16",
             "mma_gemm__bf16",
             "mma_gemm__f16",
             "pyramid_min",
@@ -2259,6 +2293,7 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "staged_reverse",
             "strided_first_hits",
             "strided_histogram",
+            "tile_copy_async",
             "tiled_transpose",
             "tiled_weighted_sums",
             // Not Hopper's kernels: their barriers follow the early return of their query,
@@ -2268,7 +2303,9 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "warp_ops",
             "warp_ops_in_statements",
             "warp_sync_sum",
-            "wide_locals"
+            "wide_locals",
+            "wide_tiles__bf16",
+            "wide_tiles__f16"
         ]
     );
 }

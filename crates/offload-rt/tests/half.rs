@@ -458,6 +458,145 @@ fn matrix_fragments_multiply_tiles_as_the_host_does() {
     assert!(err.to_string().contains("whole warps"), "{err}");
 }
 
+/// `kernel::matrix::m32n32k8` on the CPU device: a warp per 32×32 tile of C over `k` steps of
+/// 8, f16 and bf16, in blocks of 64 threads and of 32, the result the host's bit for bit.
+#[test]
+fn wide_matrix_fragments_multiply_tiles_as_the_host_does() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    let (m, n, k) = (64usize, 96usize, 40usize);
+    let value = |i: usize, salt: usize| ((i * 7919 + salt * 104_729) % 61) as f32 / 8.0 - 3.5;
+    let af: Vec<f32> = (0..m * k).map(|i| value(i, 4)).collect();
+    let bf: Vec<f32> = (0..k * n).map(|i| value(i, 5)).collect();
+    let c: Vec<f32> = (0..m * n).map(|i| value(i, 6) * 1.0e-3).collect();
+    let tiles = (m / 32 * (n / 32)) as u32;
+    for block in [64u32, 32] {
+        let config = LaunchConfig::linear((tiles * 32).div_ceil(block), block);
+        let a: Vec<f16> = af.iter().map(|&v| f16::from_f32(v)).collect();
+        let b: Vec<f16> = bf.iter().map(|&v| f16::from_f32(v)).collect();
+        let (da, db) = (
+            DeviceBuffer::from_slice(&dev, &a).unwrap(),
+            DeviceBuffer::from_slice(&dev, &b).unwrap(),
+        );
+        let mut dc = DeviceBuffer::from_slice(&dev, &c).unwrap();
+        // SAFETY: the buffers have m·k, k·n and m·n elements.
+        unsafe {
+            k::mma_gemm_32x32::<f16>.launch(
+                &dev, config, m as u32, n as u32, k as u32, 0.5, &da, &db, &mut dc,
+            )
+        }
+        .unwrap();
+        let want = gemm_reference((m, n, k), 0.5, &a, &b, &c, f16::to_f32);
+        assert_eq!(dc.to_vec().unwrap(), want, "f16, blocks of {block}");
+        let a: Vec<bf16> = af.iter().map(|&v| bf16::from_f32(v)).collect();
+        let b: Vec<bf16> = bf.iter().map(|&v| bf16::from_f32(v)).collect();
+        let (da, db) = (
+            DeviceBuffer::from_slice(&dev, &a).unwrap(),
+            DeviceBuffer::from_slice(&dev, &b).unwrap(),
+        );
+        let mut dc = DeviceBuffer::from_slice(&dev, &c).unwrap();
+        // SAFETY: as above.
+        unsafe {
+            k::mma_gemm_32x32::<bf16>.launch(
+                &dev, config, m as u32, n as u32, k as u32, 2.0, &da, &db, &mut dc,
+            )
+        }
+        .unwrap();
+        let want = gemm_reference((m, n, k), 2.0, &a, &b, &c, bf16::to_f32);
+        assert_eq!(dc.to_vec().unwrap(), want, "bf16, blocks of {block}");
+    }
+}
+
+/// The shared-memory paths of `kernel::matrix::m32n32k8` on the CPU device: A and B read from
+/// swizzled tiles (`load_tile`), B read from a tile of Bᵀ (`load_tile_transposed`), each
+/// element's place (`map_at`), and the product rounded into a swizzled tile (`store_tile`).
+#[test]
+fn wide_matrix_tiles_load_transpose_and_store() {
+    if !setup() {
+        return;
+    }
+    let dev = Device::cpu();
+    // Small integers: the products and their sums are exact.
+    let af: Vec<f32> = (0..256).map(|i| ((i * 37 + 5) % 13) as f32 - 6.0).collect();
+    let bf: Vec<f32> = (0..256).map(|i| ((i * 53 + 7) % 11) as f32 - 5.0).collect();
+    let mut want = vec![0f32; 1024];
+    for row in 0..32 {
+        for col in 0..32 {
+            want[row * 32 + col] = (0..8).map(|kk| af[row * 8 + kk] * bf[kk * 32 + col]).sum();
+        }
+    }
+    let btf: Vec<f32> = (0..256).map(|i| bf[(i % 8) * 32 + i / 8]).collect();
+    fn run<T: offload_rt::DeviceCopy>(
+        dev: &Device,
+        kernel: impl Fn(
+            &DeviceBuffer<T>,
+            &DeviceBuffer<T>,
+            &DeviceBuffer<T>,
+            &mut DeviceBuffer<f32>,
+            &mut DeviceBuffer<u16>,
+        ),
+        (a, b, bt): (&[T], &[T], &[T]),
+    ) -> (Vec<f32>, Vec<u16>) {
+        let (da, db, dbt) = (
+            DeviceBuffer::from_slice(dev, a).unwrap(),
+            DeviceBuffer::from_slice(dev, b).unwrap(),
+            DeviceBuffer::from_slice(dev, bt).unwrap(),
+        );
+        let mut out = DeviceBuffer::<f32>::zeroed(dev, 2048).unwrap();
+        let mut rounded = DeviceBuffer::<u16>::zeroed(dev, 1024).unwrap();
+        kernel(&da, &db, &dbt, &mut out, &mut rounded);
+        (out.to_vec().unwrap(), rounded.to_vec().unwrap())
+    }
+    let one_warp = LaunchConfig::linear(1, 32);
+    let halves = |x: &[f32]| x.iter().map(|&v| f16::from_f32(v)).collect::<Vec<_>>();
+    let (a, b, bt) = (halves(&af), halves(&bf), halves(&btf));
+    let (out, rounded) = run(
+        &dev,
+        |a, b, bt, out, rounded| {
+            // SAFETY: the buffers hold what the kernel reads and writes (its contract).
+            unsafe { k::wide_tiles::<f16>.launch(&dev, one_warp, a, b, bt, out, rounded) }.unwrap();
+        },
+        (&a, &b, &bt),
+    );
+    let brains = |x: &[f32]| x.iter().map(|&v| bf16::from_f32(v)).collect::<Vec<_>>();
+    let (a, b, bt) = (brains(&af), brains(&bf), brains(&btf));
+    let (out_b, rounded_b) = run(
+        &dev,
+        |a, b, bt, out, rounded| {
+            // SAFETY: as above.
+            unsafe { k::wide_tiles::<bf16>.launch(&dev, one_warp, a, b, bt, out, rounded) }
+                .unwrap();
+        },
+        (&a, &b, &bt),
+    );
+    for row in 0..32 {
+        for col in 0..32 {
+            let i = row * 32 + col;
+            let placed = want[i] + (row * 1000 + col) as f32;
+            for (name, out) in [("f16", &out), ("bf16", &out_b)] {
+                assert_eq!(out[i], placed, "{name} load_tile at ({row}, {col})");
+                assert_eq!(
+                    out[1024 + i],
+                    placed,
+                    "{name} load_tile_transposed at ({row}, {col})"
+                );
+            }
+            assert_eq!(
+                rounded[i],
+                f16::from_f32(want[i]).to_bits(),
+                "f16 store_tile"
+            );
+            assert_eq!(
+                rounded_b[i],
+                bf16::from_f32(want[i]).to_bits(),
+                "bf16 store_tile"
+            );
+        }
+    }
+}
+
 /// Every `ldmatrix` form on the CPU device, where the rows' addresses are exchanged across the
 /// warp: lane `l` gets, of each 8×8 matrix `i`, row `l / 4`'s columns `2·(l % 4)` and the next
 /// (transposed: column `l / 4`'s rows `2·(l % 4)` and the next), the first in the low half, as

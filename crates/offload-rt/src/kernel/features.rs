@@ -1,4 +1,5 @@
-//! What an image's device has of Hopper's units, a constant of each image.
+//! What an image's device has of Hopper's units and of AMD's direct loads to shared memory, a
+//! constant of each image.
 
 /// Whether this image's device has the tensor memory accelerator, `mbarrier`'s byte counts and
 /// thread-block clusters ([`tma`](super::tma), [`mbarrier`](super::mbarrier),
@@ -26,6 +27,27 @@ pub fn has_wgmma() -> bool {
 #[inline(always)]
 pub fn has_stmatrix() -> bool {
     imp::stmatrix()
+}
+
+/// Whether this image's device loads from global memory directly into shared memory, without
+/// registers on the way (AMD CDNA, gfx908 to gfx950: `global_load_lds_dword`); a constant of
+/// each image, as [`has_tma`]. [`pipeline::copy_async_warp`](super::pipeline::copy_async_warp)
+/// and [`SwizzledTile::copy_async_from`](super::pipeline::SwizzledTile::copy_async_from) use
+/// them where this says so.
+#[inline(always)]
+pub fn has_lds_dma() -> bool {
+    #[cfg(all(offload_device, target_arch = "amdgpu"))]
+    {
+        unsafe extern "C" {
+            // Defined by the device link as a constant of the image.
+            #[link_name = offload_format::abi_name!(HAS_LDS_DMA)]
+            fn __offload_has_lds_dma() -> bool;
+        }
+        // SAFETY: a constant of the image.
+        unsafe { __offload_has_lds_dma() }
+    }
+    #[cfg(not(all(offload_device, target_arch = "amdgpu")))]
+    false
 }
 
 #[cfg(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu")))]

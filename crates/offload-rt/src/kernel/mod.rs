@@ -108,6 +108,8 @@ mod limits;
 pub mod math;
 #[cfg(feature = "half")]
 pub mod matrix;
+#[cfg(feature = "half")]
+mod matrix_loads;
 pub mod mbarrier;
 #[cfg(feature = "half")]
 mod mma_input;
@@ -130,7 +132,7 @@ pub use abi::{DeviceCopy, KernelScalar};
 pub use dim::Dim3;
 #[cfg(not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))))]
 use features::hopper_only;
-pub use features::{has_stmatrix, has_tma, has_wgmma};
+pub use features::{has_lds_dma, has_stmatrix, has_tma, has_wgmma};
 pub use grid::Grid;
 pub use limits::{
     DYNAMIC_SHARED_ALIGN, MAX_CONSTANT_BYTES, MAX_SHARED_BYTES, MAX_STATIC_SHARED_BYTES,

@@ -24,7 +24,8 @@
 //! |---|---|---|
 //! | NVIDIA sm_80+ | `cp.async` (`LDGSTS`), 16 bytes bypassing L1 | `cp.async.wait_group` |
 //! | NVIDIA before sm_80 | refused by the device link, naming the kernels | |
-//! | AMD GPUs | a load and a store (staged through registers) | nothing to wait for |
+//! | AMD CDNA (gfx908–gfx950) | [`copy_async_warp`], [`SwizzledTile::copy_async_from`]: direct loads to LDS (`global_load_lds_dword`, no registers); [`copy_async`]: a load and a store | `s_waitcnt vmcnt(0)` where the kernel crate loads directly |
+//! | other AMD GPUs | a load and a store (staged through registers) | nothing to wait for |
 //! | CPU device | a copy | nothing to wait for |
 //!
 //! On every device the shared stage is visible to the other threads of the block only after
@@ -53,6 +54,31 @@ pub unsafe fn copy_async<T: Copy>(dst: *mut T, src: *const T) {
     };
     // SAFETY: the caller's contract.
     unsafe { imp::copy(dst.cast(), src.cast(), size_of::<T>()) }
+}
+
+/// Starts copying, for each lane `l` of the warp, the 4 bytes at that lane's `src` to
+/// `dst.add(l)`: the warp fills `warp_size()` consecutive words of shared memory from wherever
+/// its lanes read. On AMD CDNA one direct load to LDS for the wavefront (`global_load_lds_dword`:
+/// no registers, no LDS store instruction; [`has_lds_dma`](super::has_lds_dma)), on NVIDIA a
+/// 4-byte `cp.async` a lane, elsewhere a copy. Complete as [`copy_async`]'s copies are: after a
+/// [`wait_group`] that covers its group, and for the block after the barrier that follows.
+/// Every lane of the warp calls it, with the same `dst`.
+///
+/// # Safety
+///
+/// Each lane's `src` is readable for 4 bytes, aligned to 4, in global memory; the
+/// `warp_size()` words from `dst` are writable, `dst` aligned to 4 bytes in the block's shared
+/// memory; nothing reads or writes them until the copy is complete.
+#[inline(always)]
+pub unsafe fn copy_async_warp(dst: *mut u32, src: *const u32) {
+    #[cfg(all(offload_device, target_arch = "amdgpu"))]
+    if super::has_lds_dma() {
+        // SAFETY: the caller's contract; `dst` is the wavefront's one LDS address.
+        unsafe { imp::lds_dma(dst, src) };
+        return;
+    }
+    // SAFETY: the caller's contract, for this lane's word.
+    unsafe { copy_async(dst.add(super::lane_id() as usize), src) }
 }
 
 /// Closes this thread's group of asynchronous copies: the copies since the last commit form
@@ -243,6 +269,68 @@ impl<T, const ROWS: usize, const COLS: usize> SwizzledTile<T, ROWS, COLS> {
         chunk * Self::CHUNK + col % Self::CHUNK
     }
 
+    /// The element stored at `offset` elements from the tile's start, `(row, col)`: the
+    /// inverse of [`offset`](Self::offset).
+    #[inline(always)]
+    pub fn place(offset: usize) -> (usize, usize) {
+        let (row, at) = (offset / COLS, offset % COLS);
+        let chunk = (at / Self::CHUNK) ^ ((row / Self::ROWS_PER_LINE) & Self::XOR_MASK);
+        (row, chunk * Self::CHUNK + at % Self::CHUNK)
+    }
+
+    /// Starts copying the `ROWS`×`COLS` tile of global memory whose element `(row, col)` is
+    /// at `src[row * ld + col]` into this tile, asynchronously where the device can, the
+    /// block's `threads` threads sharing the work (this one `thread`, `0..threads`); each
+    /// thread's copies belong to its open group ([`commit_group`], [`Pipeline`]). On NVIDIA
+    /// sm_80+ one 16-byte `cp.async` a chunk; on AMD CDNA direct loads to LDS, a wavefront
+    /// filling 4 bytes a lane of the tile's memory in order, each lane reading the element the
+    /// swizzle places there ([`copy_async_warp`]); elsewhere a load and a store a chunk.
+    ///
+    /// # Safety
+    ///
+    /// The tile's rows of `src` are readable, in global memory, each 16-byte aligned (`src`
+    /// aligned to 16 bytes, `ld * size_of::<T>()` a multiple of 16); `threads` is a multiple
+    /// of the warp size and every thread of those warps calls it with the same `src`, `ld`
+    /// and `threads`; nothing reads or writes the tile until the copies are complete.
+    #[inline(always)]
+    pub unsafe fn copy_async_from(self, src: *const T, ld: usize, thread: usize, threads: usize) {
+        let lanes = super::warp_size() as usize;
+        let words = ROWS * COLS * size_of::<T>() / 4;
+        if super::has_lds_dma() && words.is_multiple_of(lanes) {
+            let (warp, lane, warps) = (thread / lanes, thread % lanes, threads / lanes);
+            let mut run = warp;
+            while run < words / lanes {
+                let byte = (run * lanes + lane) * 4;
+                let (row, col) = Self::place(byte / size_of::<T>());
+                let from = src
+                    .wrapping_add(row * ld + col)
+                    .cast::<u8>()
+                    .wrapping_add(byte % size_of::<T>());
+                // SAFETY: the word lies in the tile's memory and in row `row` of the source
+                // (the caller's contract); the run's words are the warp's `lanes` consecutive
+                // words, from a `dst` the same for every lane.
+                unsafe {
+                    copy_async_warp(self.base.cast::<u32>().add(run * lanes), from.cast::<u32>())
+                };
+                run += warps;
+            }
+        } else {
+            let mut chunk = thread;
+            while chunk < ROWS * Self::CHUNKS {
+                let (row, col) = (chunk / Self::CHUNKS, chunk % Self::CHUNKS * Self::CHUNK);
+                // SAFETY: 16 bytes of one chunk of the tile and of the source row (the
+                // caller's contract), both aligned to 16.
+                unsafe {
+                    copy_async(
+                        self.ptr(row, col).cast::<Chunk16>(),
+                        src.wrapping_add(row * ld + col).cast::<Chunk16>(),
+                    )
+                };
+                chunk += threads;
+            }
+        }
+    }
+
     /// The address of element `(row, col)`.
     #[inline(always)]
     pub fn ptr(self, row: usize, col: usize) -> *mut T {
@@ -268,6 +356,11 @@ impl<T, const ROWS: usize, const COLS: usize> SwizzledTile<T, ROWS, COLS> {
         self.base
     }
 }
+
+/// 16 bytes aligned to 16, the unit of a tile's copies.
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+struct Chunk16([u32; 4]);
 
 #[cfg(all(offload_device, target_arch = "nvptx64"))]
 mod imp {
@@ -341,7 +434,7 @@ mod imp {
 }
 
 /// AMD GPUs, the CPU device and host builds: the copy is done when the call returns, through
-/// registers; there is nothing to wait for.
+/// registers; there is nothing to wait for but AMD's direct loads to LDS.
 #[cfg(not(all(offload_device, target_arch = "nvptx64")))]
 mod imp {
     /// 16 bytes aligned to 16: the alignment the contract promises, which lets AMD's LDS take
@@ -368,15 +461,45 @@ mod imp {
     #[inline(always)]
     pub(super) fn commit() {}
 
+    /// The device's direct loads are counted with every other global load: the wait is for
+    /// all of them, whatever `n`.
     #[inline(always)]
-    pub(super) fn wait(_n: usize) {}
+    pub(super) fn wait(_n: usize) {
+        #[cfg(all(offload_device, target_arch = "amdgpu"))]
+        // SAFETY: waiting has no preconditions.
+        unsafe {
+            amdgpu::__offload_amdgpu_lds_dma_wait()
+        }
+    }
+
+    /// # Safety
+    ///
+    /// As [`super::copy_async_warp`], on a device with direct loads to LDS.
+    #[cfg(all(offload_device, target_arch = "amdgpu"))]
+    #[inline(always)]
+    pub(super) unsafe fn lds_dma(dst: *mut u32, src: *const u32) {
+        // SAFETY: the caller's contract.
+        unsafe { amdgpu::__offload_amdgpu_lds_dma_4(dst, src) }
+    }
+
+    #[cfg(all(offload_device, target_arch = "amdgpu"))]
+    mod amdgpu {
+        unsafe extern "C" {
+            // Defined by the device link over `llvm.amdgcn.global.load.lds` and `s_waitcnt`
+            // (Rust cannot name LDS's address space or M0).
+            #[link_name = offload_format::abi_name!(AMDGPU_LDS_DMA_4)]
+            pub(super) fn __offload_amdgpu_lds_dma_4(dst: *mut u32, src: *const u32);
+            #[link_name = offload_format::abi_name!(AMDGPU_LDS_DMA_WAIT)]
+            pub(super) fn __offload_amdgpu_lds_dma_wait();
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::SwizzledTile;
 
-    /// Every element has its own place, and the 8 rows of any column of chunks fall in 8
+    /// Every element has its own place, which `place` inverts, and the 8 rows of any column of chunks fall in 8
     /// different groups of 4 banks (16 bytes of the 128 of a line).
     fn check<T, const ROWS: usize, const COLS: usize>() {
         let mut seen = [false; 8192];
@@ -384,6 +507,7 @@ mod tests {
             for col in 0..COLS {
                 let at = SwizzledTile::<T, ROWS, COLS>::offset(row, col);
                 assert!(!seen[at], "({row}, {col}) shares {at}");
+                assert_eq!(SwizzledTile::<T, ROWS, COLS>::place(at), (row, col));
                 seen[at] = true;
             }
         }

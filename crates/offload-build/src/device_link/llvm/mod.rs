@@ -62,6 +62,7 @@ mod hopper;
 mod ir;
 mod kernel_returns;
 mod launch_bounds;
+mod lds_dma;
 mod link;
 mod matrix;
 mod null_tests;
@@ -179,6 +180,7 @@ fn link_for<'ctx>(
     link_helpers(context, &module, GPU_HELPERS, &gpu_helpers_ir())?;
     matrix::link_matrix_helpers(context, &module, machine)?;
     async_copy::link_async_copy_helpers(context, &module, machine)?;
+    lds_dma::link_lds_dma_helpers(context, &module, machine)?;
     hopper::link_hopper_helpers(context, &module, machine)?;
     // A dev build's images keep the kernel crate's source lines: line directives on NVIDIA
     // (see `nvptx_link`), line tables on AMD, whose kernel wrappers get subprograms of their
@@ -202,6 +204,7 @@ fn link_for<'ctx>(
     private_volatiles::plain_private_volatiles(&module);
     optimize(&module, machine, is_nvptx(&module))?;
     hopper::refuse_missing_units(&module, machine)?;
+    matrix::refuse_unfolded_shapes(&module, machine)?;
     let folded = null_tests::fold_null_tests(&module);
     if folded + condition_chains::unshare_condition_values(&module) > 0 {
         run_pipeline(&module, CLEAN_UP, machine)?;
