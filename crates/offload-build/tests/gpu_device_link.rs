@@ -2316,7 +2316,13 @@ fn gemm_example_runs_on_the_matrix_units() {
         let dir = target_dir().join(format!("gemm-{}", target.triple()));
         common::nested_inputs(&env, &manifest, &target, &dir)
     };
-    let kernels = ["gemm_fragments_f16", "gemm__f16", "gemm__bf16"];
+    let kernels = [
+        "gemm_fragments_f16",
+        "gemm__f16",
+        "gemm__bf16",
+        "gemm_bt__f16",
+        "gemm_bt__bf16",
+    ];
     let nvptx = inputs_for("sm_80");
     for sm in ["sm_80", "sm_90"] {
         let ptx = device_link::nvptx_link(&nvptx, sm, &NvptxLinkOptions::default()).unwrap();
@@ -2333,19 +2339,25 @@ fn gemm_example_runs_on_the_matrix_units() {
                 )),
                 "{sm} {kernel}:\n{body}"
             );
-            if kernel.starts_with("gemm__") {
+            if kernel != "gemm_fragments_f16" {
                 assert!(
                     body.contains(".maxntid 256"),
                     "{sm} {kernel}: no .maxntid:\n{body}"
+                );
+                // B column-major (`gemm_bt`): its fragments are `ldmatrix` without `.trans`.
+                let trans = "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16";
+                let spaced = body.split_whitespace().collect::<Vec<_>>().join(" ");
+                assert_eq!(
+                    spaced.contains(trans),
+                    kernel.starts_with("gemm__"),
+                    "{sm} {kernel}:\n{body}"
                 );
                 for instruction in [
                     "cp.async.cg.shared.global",
                     "cp.async.commit_group",
                     "cp.async.wait_group 1",
                     "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
-                    "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
                 ] {
-                    let spaced = body.split_whitespace().collect::<Vec<_>>().join(" ");
                     assert!(
                         spaced.contains(instruction),
                         "{sm} {kernel}: no {instruction}:\n{body}"
@@ -2386,7 +2398,7 @@ fn gemm_example_runs_on_the_matrix_units() {
         let images = device_link::gpu_images(&amdgpu, &target, &Default::default()).unwrap();
         let info = offload_format::image::amdgpu::inspect(&images[0].bytes).unwrap();
         let text = disassemble(&images[0].bytes, id, scratch.path());
-        for kernel in ["gemm_fragments_f16", "gemm__f16"] {
+        for kernel in ["gemm_fragments_f16", "gemm__f16", "gemm_bt__f16"] {
             let k = info.kernels.iter().find(|k| k.name == kernel).unwrap();
             eprintln!(
                 "{id} {kernel}: {} VGPRs, {} AGPRs, {} bytes of scratch, {} VGPR spills",
@@ -2398,12 +2410,13 @@ fn gemm_example_runs_on_the_matrix_units() {
             );
             // `max_threads = 256`: without it a wavefront of 64 gets at most 128 VGPRs and
             // spills its 64×64 part of C.
-            if kernel == "gemm__f16" {
+            if kernel != "gemm_fragments_f16" {
                 assert_eq!(k.max_flat_workgroup_size, 256, "{id}: {k:?}");
             }
             let body = function_body(&text, kernel);
-            // MFMA's A fragments: 4 consecutive halves a lane, read 64 bits at a time.
-            if kernel == "gemm__f16" && id != "gfx1100" {
+            // MFMA's A fragments (and `gemm_bt`'s B fragments): 4 consecutive halves a lane,
+            // read 64 bits at a time.
+            if kernel != "gemm_fragments_f16" && id != "gfx1100" {
                 assert!(
                     body.iter().any(|l| l.starts_with("ds_read")
                         && l.split_whitespace()

@@ -5,15 +5,18 @@
 //!
 //! `cargo offload run -p gemm [-- SIZE]` multiplies two SIZE×SIZE matrices (a multiple of 128;
 //! 256 by default) with each kernel and input type and checks every product. `-- --bench
-//! [SIZE,…]` times them: on a CUDA device against cuBLAS's `cublasGemmEx` of the same input
-//! type (the same inputs and accumulation), loaded at run time (2048, 4096 and 8192 by
+//! [SIZE,…]` times them, B row-major (`gemm`) and column-major (`gemm_bt`): on a CUDA device
+//! against cuBLAS's `cublasGemmEx` and cuBLASLt's `cublasLtMatmul` of the same input type and
+//! layout (the same inputs and accumulation), loaded at run time (2048, 4096 and 8192 by
 //! default); on the CPU device against a plain tiled loop on the host (256 and 512). After its
 //! table, one line per size and input type of the fast kernel gives its speed over the
 //! reference's for scripts (`gemm ratio-to-cublas N=4096 0.0600 f16`; `ratio-to-host-loop` on
 //! the CPU device): the GPU pack holds it to its goal on an NVIDIA GPU.
 //! `OFFLOAD_DEVICE=cpu|cuda:0|hip:0` picks the device.
 
-use std::ffi::{c_int, c_void};
+mod blas;
+
+use std::ffi::c_int;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -26,9 +29,11 @@ use offload_rt::kernel::half::bf16;
 use offload_rt::kernel::half::f16;
 use offload_rt::kernel::matrix::MmaInput;
 use offload_rt::{
-    Device, DeviceBuffer, DeviceKind, DevicePtr, LaunchConfig, RawDevice, TensorMap,
-    TensorMapElement, TensorMapLayout, TensorMapSwizzle,
+    Device, DeviceBuffer, DeviceKind, LaunchConfig, RawDevice, TensorMap, TensorMapElement,
+    TensorMapLayout, TensorMapSwizzle,
 };
+
+use crate::blas::{CUDA_R_16BF, CUDA_R_16F, Cublas, CublasLt};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -73,6 +78,15 @@ trait Input: MmaInput + DeviceCopy + TensorMapElement + std::fmt::Debug {
         b: &DeviceBuffer<Self>,
         c: &mut DeviceBuffer<f32>,
     ) -> offload_rt::Result<()>;
+    /// Launches `gemm_bt` on `n`×`n` matrices, `bt` holding Bᵀ (B column-major).
+    fn launch_bt(
+        device: &Device,
+        config: LaunchConfig,
+        n: u32,
+        a: &DeviceBuffer<Self>,
+        bt: &DeviceBuffer<Self>,
+        c: &mut DeviceBuffer<f32>,
+    ) -> offload_rt::Result<()>;
     /// Launches `gemm_tma` on `n`×`n` matrices through the tensor maps of A and of Bᵀ.
     fn launch_tma(
         device: &Device,
@@ -112,6 +126,17 @@ impl Input for f16 {
         // SAFETY: the buffers hold n×n elements each, and the grid is (n / 128, n / 128)
         // blocks of GEMM_THREADS, as the kernel asks (`launch`).
         unsafe { gemm_kernels::gemm::<f16>.launch(device, config, n, n, n, a, b, c) }.map(drop)
+    }
+    fn launch_bt(
+        device: &Device,
+        config: LaunchConfig,
+        n: u32,
+        a: &DeviceBuffer<f16>,
+        bt: &DeviceBuffer<f16>,
+        c: &mut DeviceBuffer<f32>,
+    ) -> offload_rt::Result<()> {
+        // SAFETY: as for `gemm`, `bt` holding n×n elements.
+        unsafe { gemm_kernels::gemm_bt::<f16>.launch(device, config, n, n, n, a, bt, c) }.map(drop)
     }
     fn launch_tma(
         device: &Device,
@@ -162,6 +187,17 @@ impl Input for bf16 {
         // blocks of GEMM_THREADS, as the kernel asks (`launch`).
         unsafe { gemm_kernels::gemm::<bf16>.launch(device, config, n, n, n, a, b, c) }.map(drop)
     }
+    fn launch_bt(
+        device: &Device,
+        config: LaunchConfig,
+        n: u32,
+        a: &DeviceBuffer<bf16>,
+        bt: &DeviceBuffer<bf16>,
+        c: &mut DeviceBuffer<f32>,
+    ) -> offload_rt::Result<()> {
+        // SAFETY: as for `gemm`, `bt` holding n×n elements.
+        unsafe { gemm_kernels::gemm_bt::<bf16>.launch(device, config, n, n, n, a, bt, c) }.map(drop)
+    }
     fn launch_tma(
         device: &Device,
         config: LaunchConfig,
@@ -197,6 +233,8 @@ enum Kernel {
     Fragments,
     /// `gemm`: asynchronous copies into a pipeline of swizzled tiles, `ldmatrix` fragments.
     Pipelined,
+    /// `gemm_bt`: `gemm` with B column-major (its input is Bᵀ, row-major).
+    PipelinedBt,
     /// `gemm_tma`: Hopper's TMA loads and `wgmma` multiplies, warp-specialized (`sm_90a`).
     Tma,
 }
@@ -206,6 +244,7 @@ impl Kernel {
         match self {
             Kernel::Fragments => "gemm_fragments_f16",
             Kernel::Pipelined => "gemm",
+            Kernel::PipelinedBt => "gemm_bt",
             Kernel::Tma => "gemm_tma",
         }
     }
@@ -228,8 +267,7 @@ fn maps<T: Input>(
     a: &DeviceBuffer<T>,
     b: &[T],
 ) -> offload_rt::Result<Maps<T>> {
-    let bt: Vec<T> = (0..n * n).map(|i| b[(i % n) * n + i / n]).collect();
-    let bt = DeviceBuffer::from_slice(device, &bt)?;
+    let bt = DeviceBuffer::from_slice(device, &transposed(n, b))?;
     let layout = TensorMapLayout {
         rows: n as u64,
         cols: n as u64,
@@ -243,6 +281,20 @@ fn maps<T: Input>(
         bt: bt.tensor_map_2d(layout)?,
         _bt_data: bt,
     })
+}
+
+/// The `n`×`n` matrix `m` transposed (row-major either way).
+fn transposed<T: Copy>(n: usize, m: &[T]) -> Vec<T> {
+    (0..n * n).map(|i| m[(i % n) * n + i / n]).collect()
+}
+
+/// B as `kernel` reads it: Bᵀ for `gemm_bt` (B column-major), B elsewhere.
+fn b_input<T: Copy>(kernel: Kernel, n: usize, b: &[T]) -> Vec<T> {
+    if kernel == Kernel::PipelinedBt {
+        transposed(n, b)
+    } else {
+        b.to_vec()
+    }
 }
 
 /// Whether the device runs `gemm_kernels`' `sm_90a` image, the one with `gemm_tma`'s Hopper
@@ -288,14 +340,18 @@ fn launch<T: Input>(
             })?;
             T::launch_tma(device, config, size, maps, c)
         }
-        Kernel::Pipelined => {
+        Kernel::Pipelined | Kernel::PipelinedBt => {
             let config = LaunchConfig {
                 grid: ((n / GEMM_BLOCK_N) as u32, (n / GEMM_BLOCK_M) as u32, 1),
                 block: (GEMM_THREADS, 1, 1),
                 shared_mem_bytes: 0,
                 cluster: (1, 1, 1),
             };
-            T::launch_pipelined(device, config, size, a, b, c)
+            if kernel == Kernel::PipelinedBt {
+                T::launch_bt(device, config, size, a, b, c)
+            } else {
+                T::launch_pipelined(device, config, size, a, b, c)
+            }
         }
         Kernel::Fragments => {
             let config = LaunchConfig {
@@ -315,6 +371,8 @@ fn check(size: Option<&str>) -> Outcome {
     println!("device: {}", device.describe());
     let mut right = check_one::<f16>(&device, Kernel::Pipelined, n)?;
     right &= check_one::<bf16>(&device, Kernel::Pipelined, n)?;
+    right &= check_one::<f16>(&device, Kernel::PipelinedBt, n)?;
+    right &= check_one::<bf16>(&device, Kernel::PipelinedBt, n)?;
     right &= check_one::<f16>(&device, Kernel::Fragments, n)?;
     if hopper(&device) {
         right &= check_one::<f16>(&device, Kernel::Tma, n)?;
@@ -330,7 +388,7 @@ fn check_one<T: Input>(device: &Device, kernel: Kernel, n: usize) -> Outcome {
     let (a, b) = (inputs::<T>(n, 1), inputs::<T>(n, 2));
     let (da, db) = (
         DeviceBuffer::from_slice(device, &a)?,
-        DeviceBuffer::from_slice(device, &b)?,
+        DeviceBuffer::from_slice(device, &b_input(kernel, n, &b))?,
     );
     let mut dc = DeviceBuffer::<f32>::zeroed(device, n * n)?;
     let maps = match kernel {
@@ -385,15 +443,17 @@ fn bench(sizes: Option<&str>) -> Outcome {
         None if cpu => vec![256, 512],
         None => vec![2048, 4096, 8192],
     };
-    let blas = match device.raw() {
-        raw @ RawDevice::Cuda { .. } => match Cublas::load(raw) {
-            Ok(blas) => Some(blas),
-            Err(e) => {
-                println!("cuBLAS: {e}; timing the kernels alone");
-                None
-            }
-        },
-        _ => None,
+    let (blas, lt) = match device.raw() {
+        RawDevice::Cuda { .. } => {
+            let blas = Cublas::load()
+                .inspect_err(|e| println!("cuBLAS: {e}; timing without it"))
+                .ok();
+            let lt = CublasLt::load(&device)
+                .inspect_err(|e| println!("cuBLASLt: {e}; timing without it"))
+                .ok();
+            (blas, lt)
+        }
+        _ => (None, None),
     };
     let unit = if cpu { "GFLOP/s" } else { "TFLOP/s" };
     let reference = if cpu {
@@ -402,18 +462,21 @@ fn bench(sizes: Option<&str>) -> Outcome {
         "cuBLAS GemmEx"
     };
     println!(
-        "| size | kernel | inputs | this kernel ({unit}) | {reference} ({unit}) | speed against it |"
+        "| size | kernel | inputs | this kernel ({unit}) | {reference} ({unit}) | speed against it | cuBLASLt ({unit}) | against cuBLASLt |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     // After the table, one line per size and input type of the fast kernel that has a
     // reference, for scripts to read: `gemm ratio-to-cublas N=4096 0.0600 f16` (its speed over
-    // cuBLAS's; `ratio-to-host-loop` on the CPU device), and `gemm-ladder …` lines for the
-    // ladder's first step.
+    // cuBLAS's; `ratio-to-host-loop` on the CPU device; `gemm-bt` for B column-major;
+    // `ratio-to-cublaslt` against cuBLASLt), and `gemm-ladder …` lines for the ladder's first
+    // step.
     let mut ratios = Vec::new();
     let mut steps = vec![
         (Kernel::Fragments, "f16"),
         (Kernel::Pipelined, "f16"),
         (Kernel::Pipelined, "bf16"),
+        (Kernel::PipelinedBt, "f16"),
+        (Kernel::PipelinedBt, "bf16"),
     ];
     if hopper(&device) {
         steps.extend([(Kernel::Tma, "f16"), (Kernel::Tma, "bf16")]);
@@ -421,38 +484,40 @@ fn bench(sizes: Option<&str>) -> Outcome {
     for n in sizes {
         for &(kernel, input) in &steps {
             let row = if input == "f16" {
-                bench_one::<f16>(&device, blas.as_ref(), kernel, n)?
+                bench_one::<f16>(&device, blas.as_ref(), lt.as_ref(), kernel, n)?
             } else {
-                bench_one::<bf16>(&device, blas.as_ref(), kernel, n)?
+                bench_one::<bf16>(&device, blas.as_ref(), lt.as_ref(), kernel, n)?
             };
             let scale = if cpu { 1e9 } else { 1e12 };
             let rate = |t: Duration| 2.0 * (n as f64).powi(3) / t.as_secs_f64() / scale;
-            match row.theirs {
-                Some(t) => {
-                    let ratio = t.as_secs_f64() / row.ours.as_secs_f64();
-                    println!(
-                        "| {n}³ | `{}` | {input} | {:.2} | {:.2} | {ratio:.2}× |",
-                        kernel.name(),
-                        rate(row.ours),
-                        rate(t),
-                    );
-                    let against = if cpu { "host-loop" } else { "cublas" };
-                    ratios.push(if kernel == Kernel::Pipelined {
-                        format!("gemm ratio-to-{against} N={n} {ratio:.4} {input}")
-                    } else if kernel == Kernel::Tma {
-                        format!("gemm-tma ratio-to-{against} N={n} {ratio:.4} {input}")
-                    } else {
-                        format!(
-                            "gemm-ladder {} ratio-to-{against} N={n} {ratio:.4}",
-                            kernel.name()
-                        )
-                    });
-                }
-                None => println!(
-                    "| {n}³ | `{}` | {input} | {:.2} | — | — |",
-                    kernel.name(),
-                    rate(row.ours)
-                ),
+            let against = |t: Option<Duration>| t.map(|t| t.as_secs_f64() / row.ours.as_secs_f64());
+            let cell = |x: Option<f64>, suffix: &str| {
+                x.map_or_else(|| "—".to_owned(), |x| format!("{x:.2}{suffix}"))
+            };
+            let (ratio, lt_ratio) = (against(row.theirs), against(row.lt));
+            println!(
+                "| {n}³ | `{}` | {input} | {:.2} | {} | {} | {} | {} |",
+                kernel.name(),
+                rate(row.ours),
+                cell(row.theirs.map(rate), ""),
+                cell(ratio, "×"),
+                cell(row.lt.map(rate), ""),
+                cell(lt_ratio, "×"),
+            );
+            let name = match kernel {
+                Kernel::Pipelined => "gemm".to_owned(),
+                Kernel::PipelinedBt => "gemm-bt".to_owned(),
+                Kernel::Tma => "gemm-tma".to_owned(),
+                Kernel::Fragments => format!("gemm-ladder {}", kernel.name()),
+            };
+            let reference = if cpu { "host-loop" } else { "cublas" };
+            if let Some(ratio) = ratio {
+                ratios.push(format!(
+                    "{name} ratio-to-{reference} N={n} {ratio:.4} {input}"
+                ));
+            }
+            if let Some(ratio) = lt_ratio {
+                ratios.push(format!("{name} ratio-to-cublaslt N={n} {ratio:.4} {input}"));
             }
         }
     }
@@ -462,22 +527,26 @@ fn bench(sizes: Option<&str>) -> Outcome {
     Ok(true)
 }
 
-/// One kernel's time and its reference's, where there is one.
+/// One kernel's time and its references', where there are.
 struct Timed {
     ours: Duration,
+    /// cuBLAS's `cublasGemmEx` (the host loop on the CPU device).
     theirs: Option<Duration>,
+    /// cuBLASLt's `cublasLtMatmul`.
+    lt: Option<Duration>,
 }
 
 fn bench_one<T: Input>(
     device: &Device,
     blas: Option<&Cublas>,
+    lt: Option<&CublasLt>,
     kernel: Kernel,
     n: usize,
 ) -> Result<Timed, Box<dyn std::error::Error>> {
     let (a, b) = (inputs::<T>(n, 1), inputs::<T>(n, 2));
     let (da, db) = (
         DeviceBuffer::from_slice(device, &a)?,
-        DeviceBuffer::from_slice(device, &b)?,
+        DeviceBuffer::from_slice(device, &b_input(kernel, n, &b))?,
     );
     let mut dc = DeviceBuffer::<f32>::zeroed(device, n * n)?;
     let maps = match kernel {
@@ -487,6 +556,14 @@ fn bench_one<T: Input>(
     let ours = time(device, || {
         launch(device, kernel, n, &da, &db, maps.as_ref(), &mut dc)
     })?;
+    let b_transposed = kernel == Kernel::PipelinedBt;
+    let failed = |what: &str| {
+        let what = what.to_owned();
+        move |reason| offload_rt::Error::InvalidLaunch {
+            kernel: what.clone(),
+            reason,
+        }
+    };
     let theirs = if device.kind() == DeviceKind::Cpu {
         let (af, bf): (Vec<f32>, Vec<f32>) = (
             a.iter().map(|v| v.to_f32()).collect(),
@@ -508,20 +585,40 @@ fn bench_one<T: Input>(
                     stream,
                     n,
                     T::CUDA_TYPE,
+                    b_transposed,
                     da.device_ptr(),
                     db.device_ptr(),
                     dc.device_ptr(),
                 )
             }
-            .map_err(|reason| offload_rt::Error::InvalidLaunch {
-                kernel: "cublasGemmEx".to_owned(),
-                reason,
-            })
+            .map_err(failed("cublasGemmEx"))
         })?)
     } else {
         None
     };
-    Ok(Timed { ours, theirs })
+    let lt = match lt {
+        Some(lt) if device.kind() != DeviceKind::Cpu => {
+            match lt.plan(n, T::CUDA_TYPE, b_transposed) {
+                Ok(plan) => {
+                    let dc = DeviceBuffer::<f32>::zeroed(device, n * n)?;
+                    let stream = device.raw_stream();
+                    Some(time(device, || {
+                        // SAFETY: as for cuBLAS.
+                        unsafe {
+                            plan.run(stream, da.device_ptr(), db.device_ptr(), dc.device_ptr())
+                        }
+                        .map_err(failed("cublasLtMatmul"))
+                    })?)
+                }
+                Err(e) => {
+                    println!("cuBLASLt at {n}³ {}: {e}", T::NAME);
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    Ok(Timed { ours, theirs, lt })
 }
 
 /// The median of 5 runs of `work` (after one warm-up), each synchronized.
@@ -562,146 +659,4 @@ fn host_tiled(n: usize, a: &[f32], b: &[f32]) -> Vec<f32> {
         }
     }
     c
-}
-
-/// cuBLAS, loaded at run time as the runtime loads the driver, with a handle on the device's
-/// context (current on this thread: the runtime made it so when it opened the device).
-struct Cublas {
-    library: libloading::Library,
-    handle: *mut c_void,
-}
-
-/// `cublasGemmEx`.
-type GemmEx = unsafe extern "C" fn(
-    *mut c_void,
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-    *const c_void,
-    *const c_void,
-    c_int,
-    c_int,
-    *const c_void,
-    c_int,
-    c_int,
-    *const c_void,
-    *mut c_void,
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-) -> c_int;
-
-const CUDA_R_16F: c_int = 2;
-const CUDA_R_16BF: c_int = 14;
-const CUDA_R_32F: c_int = 0;
-const CUBLAS_COMPUTE_32F: c_int = 68;
-const CUBLAS_GEMM_DEFAULT: c_int = -1;
-
-impl Cublas {
-    fn load(_device: RawDevice) -> Result<Cublas, String> {
-        let files = [
-            "libcublas.so",
-            "libcublas.so.13",
-            "libcublas.so.12",
-            "libcublas.so.11",
-            "/usr/local/cuda/lib64/libcublas.so",
-        ];
-        // SAFETY: loading a vendor library runs its initializers, which have no preconditions.
-        let library = files
-            .iter()
-            .find_map(|file| unsafe { libloading::Library::new(file) }.ok())
-            .ok_or_else(|| format!("not installed (tried {})", files.join(", ")))?;
-        let mut handle = std::ptr::null_mut();
-        // SAFETY: `cublasCreate_v2` takes a pointer to the handle it creates.
-        let status = unsafe {
-            let create = library
-                .get::<unsafe extern "C" fn(*mut *mut c_void) -> c_int>(b"cublasCreate_v2")
-                .map_err(|e| e.to_string())?;
-            create(&raw mut handle)
-        };
-        if status != 0 {
-            return Err(format!("cublasCreate_v2 failed with status {status}"));
-        }
-        Ok(Cublas { library, handle })
-    }
-
-    /// Queues `C = A·B` (row-major `n`×`n`, inputs of cuBLAS's type `input`, `f32` output and
-    /// accumulation) on the
-    /// driver stream `stream`: column-major cuBLAS computes `Cᵀ = Bᵀ·Aᵀ`.
-    ///
-    /// # Safety
-    /// `a`, `b` and `c` hold `n`×`n` elements of the handle's device and stay allocated until
-    /// the stream has passed the product; `stream` is a live stream of it.
-    unsafe fn gemm_ex(
-        &self,
-        stream: *mut c_void,
-        n: usize,
-        input: c_int,
-        a: DevicePtr,
-        b: DevicePtr,
-        c: DevicePtr,
-    ) -> Result<(), String> {
-        let (alpha, beta) = (1.0f32, 0.0f32);
-        let n = n as c_int;
-        let pointer = |p: DevicePtr| std::ptr::with_exposed_provenance::<c_void>(p.0 as usize);
-        // SAFETY: the functions have these signatures; the caller's contract covers the memory
-        // and the stream; `alpha` and `beta` are host values of the compute type.
-        unsafe {
-            let set_stream = self
-                .library
-                .get::<unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int>(
-                    b"cublasSetStream_v2",
-                )
-                .map_err(|e| e.to_string())?;
-            if set_stream(self.handle, stream) != 0 {
-                return Err("cublasSetStream_v2 failed".to_owned());
-            }
-            let gemm = self
-                .library
-                .get::<GemmEx>(b"cublasGemmEx")
-                .map_err(|e| e.to_string())?;
-            let status = gemm(
-                self.handle,
-                0,
-                0,
-                n,
-                n,
-                n,
-                (&raw const alpha).cast(),
-                pointer(b),
-                input,
-                n,
-                pointer(a),
-                input,
-                n,
-                (&raw const beta).cast(),
-                pointer(c).cast_mut(),
-                CUDA_R_32F,
-                n,
-                CUBLAS_COMPUTE_32F,
-                CUBLAS_GEMM_DEFAULT,
-            );
-            match status {
-                0 => Ok(()),
-                code => Err(format!("status {code}")),
-            }
-        }
-    }
-}
-
-impl Drop for Cublas {
-    fn drop(&mut self) {
-        // SAFETY: the handle was made by this library and is destroyed once.
-        unsafe {
-            if let Ok(destroy) = self
-                .library
-                .get::<unsafe extern "C" fn(*mut c_void) -> c_int>(b"cublasDestroy_v2")
-            {
-                destroy(self.handle);
-            }
-        }
-    }
 }

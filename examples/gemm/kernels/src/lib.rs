@@ -69,16 +69,60 @@ type StageB<T> = SwizzledTile<T, GEMM_BLOCK_K, GEMM_BLOCK_N>;
 /// the registers for its 64×64 part of C).
 #[kernel(T = f16 | bf16, max_threads = 256)]
 pub unsafe fn gemm<T: MmaInput>(m: u32, n: u32, k: u32, a: *const T, b: *const T, c: *mut f32) {
+    let a_stages = shared_array!(Chunk, GEMM_STAGES * STAGE_CHUNKS);
+    let b_stages = shared_array!(Chunk, GEMM_STAGES * STAGE_CHUNKS);
+    // SAFETY: the launch's contract; the stages are the block's shared arrays.
+    unsafe { pipelined::<T, false>(m, n, k, a, b, c, a_stages, b_stages) }
+}
+
+/// [`gemm`] with B column-major: `bt` holds Bᵀ row-major (`n×k`, the layout of a column-major
+/// B, of PyTorch's `linear` weights); one entry point per input type (`gemm_bt__f16`,
+/// `gemm_bt__bf16`). Its slices of Bᵀ are copied as A's are, and B's fragments are read from
+/// them transposed (`FragmentB::load_tile_transposed`: `ldmatrix` without `.trans` on NVIDIA,
+/// one 64-bit LDS read a lane on CDNA).
+///
+/// # Safety (of the launch)
+///
+/// As [`gemm`]'s, `bt` with `n·k` elements.
+#[kernel(T = f16 | bf16, max_threads = 256)]
+pub unsafe fn gemm_bt<T: MmaInput>(m: u32, n: u32, k: u32, a: *const T, bt: *const T, c: *mut f32) {
+    let a_stages = shared_array!(Chunk, GEMM_STAGES * STAGE_CHUNKS);
+    let b_stages = shared_array!(Chunk, GEMM_STAGES * STAGE_CHUNKS);
+    // SAFETY: the launch's contract; the stages are the block's shared arrays.
+    unsafe { pipelined::<T, true>(m, n, k, a, bt, c, a_stages, b_stages) }
+}
+
+/// The body of [`gemm`] (`B_TRANSPOSED` false: `b` holds B row-major) and [`gemm_bt`] (true:
+/// `b` holds Bᵀ row-major), over the block's stages of A and of B.
+///
+/// # Safety
+///
+/// The kernels' launch contracts; `a_stages` and `b_stages` are the block's shared arrays of
+/// `GEMM_STAGES * STAGE_CHUNKS` chunks.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn pipelined<T: MmaInput, const B_TRANSPOSED: bool>(
+    m: u32,
+    n: u32,
+    k: u32,
+    a: *const T,
+    b: *const T,
+    c: *mut f32,
+    a_stages: *mut Chunk,
+    b_stages: *mut Chunk,
+) {
     let (n, k) = (n as usize, k as usize);
     let _ = m;
-    let a_stages = shared_array!(Chunk, GEMM_STAGES * STAGE_CHUNKS).cast::<T>();
-    let b_stages = shared_array!(Chunk, GEMM_STAGES * STAGE_CHUNKS).cast::<T>();
+    let (a_stages, b_stages) = (a_stages.cast::<T>(), b_stages.cast::<T>());
     // SAFETY: each stage is `STAGE_CHUNKS` chunks of the arrays, aligned to 16 bytes.
     let stage_a =
         |s: usize| unsafe { StageA::<T>::from_ptr(a_stages.add(s * StageA::<T>::ELEMENTS)) };
     // SAFETY: as for A.
     let stage_b =
         |s: usize| unsafe { StageB::<T>::from_ptr(b_stages.add(s * StageB::<T>::ELEMENTS)) };
+    // SAFETY: as for A; Bᵀ's stages are the same memory, 128×32 like A's.
+    let stage_bt =
+        |s: usize| unsafe { StageA::<T>::from_ptr(b_stages.add(s * StageA::<T>::ELEMENTS)) };
     let block_row = kernel::block_idx_y() as usize * GEMM_BLOCK_M;
     let block_col = kernel::block_idx_x() as usize * GEMM_BLOCK_N;
     let thread = kernel::thread_idx_x() as usize;
@@ -102,15 +146,27 @@ pub unsafe fn gemm<T: MmaInput>(m: u32, n: u32, k: u32, a: *const T, b: *const T
                         .cast::<Chunk>(),
                 )
             };
-            let (row, col) = (i / 16, i % 16 * 8);
-            // SAFETY: inside the 32×128 slice of B at (t·32, block_col) and the stage.
-            unsafe {
-                copy_async(
-                    sb.ptr(row, col).cast::<Chunk>(),
-                    b.add((t * GEMM_BLOCK_K + row) * n + block_col + col)
-                        .cast::<Chunk>(),
-                )
-            };
+            if B_TRANSPOSED {
+                let (row, col) = (i / 4, i % 4 * 8);
+                // SAFETY: inside the 128×32 slice of Bᵀ at (block_col, t·32) and the stage.
+                unsafe {
+                    copy_async(
+                        stage_bt(s).ptr(row, col).cast::<Chunk>(),
+                        b.add((block_col + row) * k + t * GEMM_BLOCK_K + col)
+                            .cast::<Chunk>(),
+                    )
+                };
+            } else {
+                let (row, col) = (i / 16, i % 16 * 8);
+                // SAFETY: inside the 32×128 slice of B at (t·32, block_col) and the stage.
+                unsafe {
+                    copy_async(
+                        sb.ptr(row, col).cast::<Chunk>(),
+                        b.add((t * GEMM_BLOCK_K + row) * n + block_col + col)
+                            .cast::<Chunk>(),
+                    )
+                };
+            }
         }
     };
     let mut acc = [[Accumulator::zero(); MAX_WARP_TILES_N]; WARP_TILES_M];
@@ -125,7 +181,11 @@ pub unsafe fn gemm<T: MmaInput>(m: u32, n: u32, k: u32, a: *const T, b: *const T
     for t in 0..slices {
         let stage = pipeline.consumer_wait();
         kernel::sync_threads();
-        let (sa, sb) = (stage_a(stage.index()), stage_b(stage.index()));
+        let (sa, sb, sbt) = (
+            stage_a(stage.index()),
+            stage_b(stage.index()),
+            stage_bt(stage.index()),
+        );
         unroll!(step in [0, 1] {
             let kk = step * TILE;
             let mut fa = [FragmentA::<T>::zero(); WARP_TILES_M];
@@ -138,7 +198,13 @@ pub unsafe fn gemm<T: MmaInput>(m: u32, n: u32, k: u32, a: *const T, b: *const T
             unroll!(j in [0, 1, 2, 3] {
                 if j < tiles_n {
                     // SAFETY: as for A.
-                    fb[j] = unsafe { FragmentB::load_tile(sb, kk, warp_col + j * TILE) };
+                    fb[j] = unsafe {
+                        if B_TRANSPOSED {
+                            FragmentB::load_tile_transposed(sbt, warp_col + j * TILE, kk)
+                        } else {
+                            FragmentB::load_tile(sb, kk, warp_col + j * TILE)
+                        }
+                    };
                 }
             });
             unroll!(i in [0, 1, 2, 3] {
