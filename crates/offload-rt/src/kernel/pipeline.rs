@@ -280,30 +280,44 @@ impl<T, const ROWS: usize, const COLS: usize> SwizzledTile<T, ROWS, COLS> {
 
     /// Starts copying the `ROWS`×`COLS` tile of global memory whose element `(row, col)` is
     /// at `src[row * ld + col]` into this tile, asynchronously where the device can, the
-    /// block's `threads` threads sharing the work (this one `thread`, `0..threads`); each
+    /// block's `THREADS` threads sharing the work (this one `thread`, `0..THREADS`); each
     /// thread's copies belong to its open group ([`commit_group`], [`Pipeline`]). On NVIDIA
-    /// sm_80+ one 16-byte `cp.async` a chunk; on AMD CDNA direct loads to LDS, a wavefront
-    /// filling 4 bytes a lane of the tile's memory in order, each lane reading the element the
-    /// swizzle places there ([`copy_async_warp`]); elsewhere a load and a store a chunk.
+    /// sm_80+ one 16-byte `cp.async` a chunk, thread `t` copying chunks `t`, `t + THREADS`, …
+    /// in row-major order; on AMD CDNA direct loads to LDS, a wavefront filling 4 bytes a lane
+    /// of the tile's memory in order, each lane reading the element the swizzle places there
+    /// ([`copy_async_warp`]); elsewhere a load and a store a chunk. The loops' trip counts are
+    /// constants: `THREADS` is the kernel's block size.
     ///
     /// # Safety
     ///
     /// The tile's rows of `src` are readable, in global memory, each 16-byte aligned (`src`
-    /// aligned to 16 bytes, `ld * size_of::<T>()` a multiple of 16); `threads` is a multiple
-    /// of the warp size and every thread of those warps calls it with the same `src`, `ld`
-    /// and `threads`; nothing reads or writes the tile until the copies are complete.
+    /// aligned to 16 bytes, `ld * size_of::<T>()` a multiple of 16); `thread < THREADS`,
+    /// `THREADS` a multiple of the warp size, and every thread of the block calls it with the
+    /// same `src` and `ld`; nothing reads or writes the tile until the copies are complete.
     #[inline(always)]
-    pub unsafe fn copy_async_from(self, src: *const T, ld: usize, thread: usize, threads: usize) {
+    pub unsafe fn copy_async_from<const THREADS: usize>(
+        self,
+        src: *const T,
+        ld: usize,
+        thread: usize,
+    ) {
         let lanes = super::warp_size() as usize;
         let words = ROWS * COLS * size_of::<T>() / 4;
         if super::has_lds_dma() && words.is_multiple_of(lanes) {
-            let (warp, lane, warps) = (thread / lanes, thread % lanes, threads / lanes);
-            let mut run = warp;
-            while run < words / lanes {
+            let (warp, lane, warps) = (thread / lanes, thread % lanes, THREADS / lanes);
+            let runs = words / lanes;
+            for i in 0..runs.div_ceil(warps) {
+                let run = warp + i * warps;
+                if !runs.is_multiple_of(warps) && run >= runs {
+                    break;
+                }
                 let byte = (run * lanes + lane) * 4;
                 let (row, col) = Self::place(byte / size_of::<T>());
+                // A 32-bit offset from the block's one base: the back end addresses the load
+                // with the base in scalar registers and one vector register a lane.
+                let offset = row as u32 * ld as u32 + col as u32;
                 let from = src
-                    .wrapping_add(row * ld + col)
+                    .wrapping_add(offset as usize)
                     .cast::<u8>()
                     .wrapping_add(byte % size_of::<T>());
                 // SAFETY: the word lies in the tile's memory and in row `row` of the source
@@ -312,11 +326,14 @@ impl<T, const ROWS: usize, const COLS: usize> SwizzledTile<T, ROWS, COLS> {
                 unsafe {
                     copy_async_warp(self.base.cast::<u32>().add(run * lanes), from.cast::<u32>())
                 };
-                run += warps;
             }
         } else {
-            let mut chunk = thread;
-            while chunk < ROWS * Self::CHUNKS {
+            let chunks = ROWS * Self::CHUNKS;
+            for i in 0..chunks.div_ceil(THREADS) {
+                let chunk = thread + i * THREADS;
+                if !chunks.is_multiple_of(THREADS) && chunk >= chunks {
+                    break;
+                }
                 let (row, col) = (chunk / Self::CHUNKS, chunk % Self::CHUNKS * Self::CHUNK);
                 // SAFETY: 16 bytes of one chunk of the tile and of the source row (the
                 // caller's contract), both aligned to 16.
@@ -326,7 +343,6 @@ impl<T, const ROWS: usize, const COLS: usize> SwizzledTile<T, ROWS, COLS> {
                         src.wrapping_add(row * ld + col).cast::<Chunk16>(),
                     )
                 };
-                chunk += threads;
             }
         }
     }
