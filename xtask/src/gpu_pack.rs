@@ -641,7 +641,9 @@ mod tests {
     fn the_benchmarks_print_what_run_sh_reads() {
         let read = |path: &str| std::fs::read_to_string(root().join(path)).unwrap();
         let gemm = read("examples/gemm/src/main.rs");
-        assert!(gemm.contains(r#""gemm ratio-to-{against} N={n} {ratio:.4} {input}""#));
+        assert!(gemm.contains(r#""{name} ratio-to-{reference} N={n} {ratio:.4} {input}""#));
+        assert!(gemm.contains(r#"Kernel::Pipelined => "gemm".to_owned()"#));
+        assert!(gemm.contains(r#"Kernel::Tma => "gemm-tma".to_owned()"#));
         assert!(gemm.contains(r#"if cpu { "host-loop" } else { "cublas" }"#));
         assert!(RUN_SH.contains(r#"$2 == "ratio-to-cublas""#));
         let parity = read("crates/offload-rt/examples/parity_bench.rs");
