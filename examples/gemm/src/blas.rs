@@ -76,10 +76,9 @@ impl Cublas {
         let mut handle = std::ptr::null_mut();
         // SAFETY: `cublasCreate_v2` takes a pointer to the handle it creates.
         let status = unsafe {
-            let create = library
-                .get::<unsafe extern "C" fn(*mut *mut c_void) -> c_int>(b"cublasCreate_v2")
-                .map_err(|e| e.to_string())?;
-            create(&raw mut handle)
+            symbol::<unsafe extern "C" fn(*mut *mut c_void) -> c_int>(&library, b"cublasCreate_v2")?(
+                &raw mut handle,
+            )
         };
         if status != 0 {
             return Err(format!("cublasCreate_v2 failed with status {status}"));
@@ -115,19 +114,14 @@ impl Cublas {
         // SAFETY: the functions have these signatures; the caller's contract covers the memory
         // and the stream; `alpha` and `beta` are host values of the compute type.
         unsafe {
-            let set_stream = self
-                .library
-                .get::<unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int>(
-                    b"cublasSetStream_v2",
-                )
-                .map_err(|e| e.to_string())?;
+            let set_stream = symbol::<unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int>(
+                &self.library,
+                b"cublasSetStream_v2",
+            )?;
             if set_stream(self.handle, stream) != 0 {
                 return Err("cublasSetStream_v2 failed".to_owned());
             }
-            let gemm = self
-                .library
-                .get::<GemmEx>(b"cublasGemmEx")
-                .map_err(|e| e.to_string())?;
+            let gemm = symbol::<GemmEx>(&self.library, b"cublasGemmEx")?;
             let status = gemm(
                 self.handle,
                 op_b,
@@ -161,10 +155,10 @@ impl Drop for Cublas {
     fn drop(&mut self) {
         // SAFETY: the handle was made by this library and is destroyed once.
         unsafe {
-            if let Ok(destroy) = self
-                .library
-                .get::<unsafe extern "C" fn(*mut c_void) -> c_int>(b"cublasDestroy_v2")
-            {
+            if let Ok(destroy) = symbol::<unsafe extern "C" fn(*mut c_void) -> c_int>(
+                &self.library,
+                b"cublasDestroy_v2",
+            ) {
                 destroy(self.handle);
             }
         }
@@ -212,7 +206,7 @@ impl CublasLt {
         let mut handle = std::ptr::null_mut();
         // SAFETY: `cublasLtCreate` takes a pointer to the handle it creates.
         let status = unsafe {
-            lt_fn::<unsafe extern "C" fn(*mut *mut c_void) -> c_int>(&library, b"cublasLtCreate")?(
+            symbol::<unsafe extern "C" fn(*mut *mut c_void) -> c_int>(&library, b"cublasLtCreate")?(
                 &raw mut handle,
             )
         };
@@ -261,7 +255,7 @@ impl CublasLt {
         // live local or field; attribute buffers are host values of the attribute's type; the
         // plan's Drop destroys what was created, also on an early return.
         unsafe {
-            let create = lt_fn::<Create>(&self.library, b"cublasLtMatmulDescCreate")?;
+            let create = symbol::<Create>(&self.library, b"cublasLtMatmulDescCreate")?;
             check(
                 "cublasLtMatmulDescCreate",
                 create(&raw mut plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
@@ -271,7 +265,7 @@ impl CublasLt {
             } else {
                 CUBLAS_OP_N
             };
-            let set = lt_fn::<SetAttribute>(&self.library, b"cublasLtMatmulDescSetAttribute")?;
+            let set = symbol::<SetAttribute>(&self.library, b"cublasLtMatmulDescSetAttribute")?;
             check(
                 "cublasLtMatmulDescSetAttribute",
                 set(
@@ -281,7 +275,7 @@ impl CublasLt {
                     size_of::<c_int>(),
                 ),
             )?;
-            let layout = lt_fn::<LayoutCreate>(&self.library, b"cublasLtMatrixLayoutCreate")?;
+            let layout = symbol::<LayoutCreate>(&self.library, b"cublasLtMatrixLayoutCreate")?;
             let n64 = n as u64;
             for (slot, ty) in plan.layouts.iter_mut().zip([input, input, CUDA_R_32F]) {
                 check(
@@ -291,18 +285,19 @@ impl CublasLt {
             }
             let mut preference = std::ptr::null_mut();
             let pref_create =
-                lt_fn::<PreferenceCreate>(&self.library, b"cublasLtMatmulPreferenceCreate")?;
+                symbol::<PreferenceCreate>(&self.library, b"cublasLtMatmulPreferenceCreate")?;
             check(
                 "cublasLtMatmulPreferenceCreate",
                 pref_create(&raw mut preference),
             )?;
-            let pref_destroy = lt_fn::<Destroy>(&self.library, b"cublasLtMatmulPreferenceDestroy")?;
+            let pref_destroy =
+                symbol::<Destroy>(&self.library, b"cublasLtMatmulPreferenceDestroy")?;
             let limit = LT_WORKSPACE_BYTES as u64;
             let pref_set =
-                lt_fn::<SetAttribute>(&self.library, b"cublasLtMatmulPreferenceSetAttribute")?;
+                symbol::<SetAttribute>(&self.library, b"cublasLtMatmulPreferenceSetAttribute")?;
             let mut result = std::mem::zeroed::<HeuristicResult>();
             let mut found: c_int = 0;
-            let heuristic = lt_fn::<Heuristic>(&self.library, b"cublasLtMatmulAlgoGetHeuristic")?;
+            let heuristic = symbol::<Heuristic>(&self.library, b"cublasLtMatmulAlgoGetHeuristic")?;
             let status = match pref_set(
                 preference,
                 CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -373,7 +368,7 @@ impl LtPlan<'_> {
         // and the stream; the workspace is the handle's device memory of at least the size the
         // algorithm asked for (the heuristic was limited to it).
         unsafe {
-            let matmul = lt_fn::<Matmul>(&self.lt.library, b"cublasLtMatmul")?;
+            let matmul = symbol::<Matmul>(&self.lt.library, b"cublasLtMatmul")?;
             let status = matmul(
                 self.lt.handle,
                 self.desc,
@@ -406,13 +401,13 @@ impl Drop for LtPlan<'_> {
         // destroyed once.
         unsafe {
             type Destroy = unsafe extern "C" fn(*mut c_void) -> c_int;
-            if let Ok(destroy) = lt_fn::<Destroy>(&self.lt.library, b"cublasLtMatrixLayoutDestroy")
+            if let Ok(destroy) = symbol::<Destroy>(&self.lt.library, b"cublasLtMatrixLayoutDestroy")
             {
                 for layout in self.layouts.into_iter().filter(|l| !l.is_null()) {
                     destroy(layout);
                 }
             }
-            if let Ok(destroy) = lt_fn::<Destroy>(&self.lt.library, b"cublasLtMatmulDescDestroy")
+            if let Ok(destroy) = symbol::<Destroy>(&self.lt.library, b"cublasLtMatmulDescDestroy")
                 && !self.desc.is_null()
             {
                 destroy(self.desc);
@@ -425,7 +420,7 @@ impl Drop for CublasLt {
     fn drop(&mut self) {
         // SAFETY: the handle was made by this library and is destroyed once.
         unsafe {
-            if let Ok(destroy) = lt_fn::<unsafe extern "C" fn(*mut c_void) -> c_int>(
+            if let Ok(destroy) = symbol::<unsafe extern "C" fn(*mut c_void) -> c_int>(
                 &self.library,
                 b"cublasLtDestroy",
             ) {
@@ -435,11 +430,11 @@ impl Drop for CublasLt {
     }
 }
 
-/// The function `name` of cuBLASLt, of type `F`.
+/// The function `name` of `library`, of type `F`.
 ///
 /// # Safety
 /// `F` is the function's type.
-unsafe fn lt_fn<F: Copy>(library: &libloading::Library, name: &[u8]) -> Result<F, String> {
+unsafe fn symbol<F: Copy>(library: &libloading::Library, name: &[u8]) -> Result<F, String> {
     // SAFETY: the caller's contract.
     unsafe { library.get::<F>(name) }
         .map(|f| *f)

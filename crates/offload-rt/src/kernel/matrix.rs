@@ -42,11 +42,11 @@
 use core::marker::PhantomData;
 
 use super::half::{bf16, f16};
-use super::matrix_loads::words_to_halves;
 pub use super::matrix_loads::{
     ldmatrix_x1, ldmatrix_x1_trans, ldmatrix_x2, ldmatrix_x2_trans, ldmatrix_x4, ldmatrix_x4_trans,
     stmatrix_x1, stmatrix_x1_trans, stmatrix_x2, stmatrix_x2_trans, stmatrix_x4, stmatrix_x4_trans,
 };
+use super::matrix_loads::{word_to_halves, words_to_halves};
 use super::mma_input::{FLOATS, HALVES, Layout, ROW_SLOTS};
 pub use super::mma_input::{MmaInput, TILE};
 use super::pipeline::SwizzledTile;
@@ -285,12 +285,7 @@ impl<T: MmaInput> FragmentA<T> {
             let (row, k) = layout().a_place(lane, 0);
             // SAFETY: 4 elements of one chunk of the tile the caller vouches for, at a column
             // that is a multiple of 4, so aligned to 8 bytes (the tile's chunks are aligned).
-            let word = unsafe { tile.ptr_from_row(row0, row, col0 + k).cast::<u64>().read() };
-            let mut halves = [0u16; HALVES];
-            unrolled!(e in [0, 1, 2, 3] {
-                halves[e] = (word >> (16 * e)) as u16;
-            });
-            halves
+            word_to_halves(unsafe { tile.ptr_from_row(row0, row, col0 + k).cast::<u64>().read() })
         } else {
             let mut halves = [0u16; HALVES];
             unrolled!(e in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
@@ -377,12 +372,7 @@ impl<T: MmaInput> FragmentB<T> {
             let (k, col) = layout().b_place(lane, 0);
             // SAFETY: 4 elements of one chunk of the tile the caller vouches for, at a column
             // that is a multiple of 4, so aligned to 8 bytes.
-            let word = unsafe { tile.ptr_from_row(row0, col, col0 + k).cast::<u64>().read() };
-            let mut halves = [0u16; HALVES];
-            unrolled!(e in [0, 1, 2, 3] {
-                halves[e] = (word >> (16 * e)) as u16;
-            });
-            halves
+            word_to_halves(unsafe { tile.ptr_from_row(row0, col, col0 + k).cast::<u64>().read() })
         } else {
             let mut halves = [0u16; HALVES];
             unrolled!(e in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {

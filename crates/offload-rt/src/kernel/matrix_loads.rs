@@ -4,6 +4,19 @@
 
 use super::mma_input::HALVES;
 
+/// The 4 halves of one 64-bit read, low first: a lane's fragment of MFMA's layouts on CDNA.
+#[inline(always)]
+pub(super) fn word_to_halves(word: u64) -> [u16; HALVES] {
+    let mut halves = [0u16; HALVES];
+    [halves[0], halves[1], halves[2], halves[3]] = [
+        word as u16,
+        (word >> 16) as u16,
+        (word >> 32) as u16,
+        (word >> 48) as u16,
+    ];
+    halves
+}
+
 /// The halves of four registers, each low half first.
 #[inline(always)]
 pub(super) fn words_to_halves(words: [u32; 4]) -> [u16; HALVES] {

@@ -265,8 +265,14 @@ impl<T, const ROWS: usize, const COLS: usize> SwizzledTile<T, ROWS, COLS> {
     /// Where element `(row, col)` is stored, in elements from its row's start.
     #[inline(always)]
     fn offset_in_row(row: usize, col: usize) -> usize {
-        let chunk = (col / Self::CHUNK) ^ ((row / Self::ROWS_PER_LINE) & Self::XOR_MASK);
+        let chunk = (col / Self::CHUNK) ^ Self::row_swizzle(row);
         chunk * Self::CHUNK + col % Self::CHUNK
+    }
+
+    /// What row `row`'s chunk indices are XOR-ed with; XOR-ing again undoes it.
+    #[inline(always)]
+    fn row_swizzle(row: usize) -> usize {
+        (row / Self::ROWS_PER_LINE) & Self::XOR_MASK
     }
 
     /// The element stored at `offset` elements from the tile's start, `(row, col)`: the
@@ -274,7 +280,7 @@ impl<T, const ROWS: usize, const COLS: usize> SwizzledTile<T, ROWS, COLS> {
     #[inline(always)]
     pub fn place(offset: usize) -> (usize, usize) {
         let (row, at) = (offset / COLS, offset % COLS);
-        let chunk = (at / Self::CHUNK) ^ ((row / Self::ROWS_PER_LINE) & Self::XOR_MASK);
+        let chunk = (at / Self::CHUNK) ^ Self::row_swizzle(row);
         (row, chunk * Self::CHUNK + at % Self::CHUNK)
     }
 
@@ -339,8 +345,8 @@ impl<T, const ROWS: usize, const COLS: usize> SwizzledTile<T, ROWS, COLS> {
                 // caller's contract), both aligned to 16.
                 unsafe {
                     copy_async(
-                        self.ptr(row, col).cast::<Chunk16>(),
-                        src.wrapping_add(row * ld + col).cast::<Chunk16>(),
+                        self.ptr(row, col).cast::<[u32; 4]>(),
+                        src.wrapping_add(row * ld + col).cast::<[u32; 4]>(),
                     )
                 };
             }
@@ -372,11 +378,6 @@ impl<T, const ROWS: usize, const COLS: usize> SwizzledTile<T, ROWS, COLS> {
         self.base
     }
 }
-
-/// 16 bytes aligned to 16, the unit of a tile's copies.
-#[derive(Clone, Copy)]
-#[repr(C, align(16))]
-struct Chunk16([u32; 4]);
 
 #[cfg(all(offload_device, target_arch = "nvptx64"))]
 mod imp {

@@ -195,12 +195,7 @@ pub(super) fn link_helpers<'ctx>(
     names: &[&str],
     ir: &str,
 ) -> Result<()> {
-    let needed = names.iter().any(|name| {
-        module
-            .get_function(name)
-            .is_some_and(|f| f.as_global_value().is_declaration())
-    });
-    if !needed {
+    if !names.iter().any(|name| is_declared(module, name)) {
         return Ok(());
     }
     let buffer =
@@ -219,16 +214,20 @@ pub(super) fn link_helpers<'ctx>(
     })
 }
 
+/// Whether `module` declares the function `name` without defining it: a helper the link must
+/// define.
+pub(super) fn is_declared(module: &Module<'_>, name: &str) -> bool {
+    module
+        .get_function(name)
+        .is_some_and(|f| f.as_global_value().is_declaration())
+}
+
 /// Those of `names` that `module` declares without defining: the helpers a link must define.
 pub(super) fn declared<'a>(module: &Module<'_>, names: &'a [String]) -> Vec<&'a str> {
     names
         .iter()
         .map(String::as_str)
-        .filter(|name| {
-            module
-                .get_function(name)
-                .is_some_and(|f| f.as_global_value().is_declaration())
-        })
+        .filter(|name| is_declared(module, name))
         .collect()
 }
 

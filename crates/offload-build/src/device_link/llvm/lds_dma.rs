@@ -18,7 +18,7 @@ use offload_format::abi::{AMDGPU_LDS_DMA_4, AMDGPU_LDS_DMA_WAIT, HAS_LDS_DMA};
 use offload_format::target_id::{MatrixUnit, amdgpu_processor};
 
 use super::common::{cstr, is_amdgpu};
-use super::helpers::link_helpers;
+use super::helpers::{is_declared, link_helpers};
 use crate::device_link::error::Result;
 
 /// `s_waitcnt` with `vmcnt(0)` and the other counters at their maxima, in gfx9's encoding
@@ -70,13 +70,8 @@ pub(super) fn link_lds_dma_helpers<'ctx>(
     if !is_amdgpu(module) {
         return Ok(());
     }
-    let declared = |name: &str| {
-        module
-            .get_function(name)
-            .is_some_and(|f| f.as_global_value().is_declaration())
-    };
     let dma = has_lds_dma(&cstr(&machine.get_cpu()));
-    let loads = declared(AMDGPU_LDS_DMA_4);
+    let loads = is_declared(module, AMDGPU_LDS_DMA_4);
     let mut names = vec![HAS_LDS_DMA, AMDGPU_LDS_DMA_WAIT];
     if dma {
         names.push(AMDGPU_LDS_DMA_4);

@@ -20,7 +20,7 @@ use offload_format::abi::{MMA_BF16, MMA_F16, MMA_M32N32K8_BF16, MMA_M32N32K8_F16
 use offload_format::target_id::{MatrixUnit, Sm, amdgpu_processor};
 
 use super::common::{cstr, is_nvptx};
-use super::helpers::link_helpers;
+use super::helpers::{is_declared, link_helpers};
 use super::ir;
 use super::ir::call_conv::{AMDGPU_KERNEL as AMDGPU_KERNEL_CC, PTX_KERNEL as PTX_KERNEL_CC};
 use crate::device_link::error::{LinkError, Result};
@@ -61,11 +61,7 @@ pub(super) fn link_matrix_helpers<'ctx>(
     let used: Vec<(&str, &str, Shape)> = MATRIX_HELPERS
         .iter()
         .copied()
-        .filter(|(name, _, _)| {
-            module
-                .get_function(name)
-                .is_some_and(|f| f.as_global_value().is_declaration())
-        })
+        .filter(|(name, _, _)| is_declared(module, name))
         .collect();
     if used.is_empty() {
         return Ok(());
@@ -114,9 +110,6 @@ pub(super) fn link_matrix_helpers<'ctx>(
     }
     ir.push_str(&declarations(unit));
     ir.push_str("attributes #0 = { alwaysinline convergent nounwind }\n");
-    if defined.is_empty() {
-        return Ok(());
-    }
     link_helpers(context, module, &defined, &ir)
 }
 
@@ -124,10 +117,7 @@ pub(super) fn link_matrix_helpers<'ctx>(
 /// which offload-rt's own layout choice leaves unreached there (WMMA has no such shape).
 pub(super) fn refuse_unfolded_shapes(module: &Module<'_>, machine: &TargetMachine) -> Result<()> {
     for &(name, input, shape) in MATRIX_HELPERS {
-        let declared = module
-            .get_function(name)
-            .is_some_and(|f| f.as_global_value().is_declaration());
-        if shape != Shape::M32N32K8 || !declared {
+        if shape != Shape::M32N32K8 || !is_declared(module, name) {
             continue;
         }
         let kernels = kernels_reaching(module, name);

@@ -28,7 +28,9 @@
 use core::marker::PhantomData;
 
 use super::super::pipeline::SwizzledTile;
-use super::{FLOATS, HALVES, MmaInput, ldmatrix_x4, ldmatrix_x4_trans, words_to_halves};
+use super::{
+    FLOATS, HALVES, MmaInput, ldmatrix_x4, ldmatrix_x4_trans, word_to_halves, words_to_halves,
+};
 
 /// Rows of A and of the accumulator.
 pub const M: usize = 32;
@@ -156,16 +158,6 @@ pub struct FragmentB<T: MmaInput> {
 #[derive(Clone, Copy, Debug)]
 pub struct Accumulator {
     floats: [f32; WIDE_FLOATS],
-}
-
-/// The 4 halves of one 64-bit read, low first: a CDNA lane's whole fragment.
-#[inline(always)]
-fn word_to_halves(word: u64) -> [u16; HALVES] {
-    let mut halves = [0u16; HALVES];
-    unrolled!(e in [0, 1, 2, 3] {
-        halves[e] = (word >> (16 * e)) as u16;
-    });
-    halves
 }
 
 impl<T: MmaInput> FragmentA<T> {
