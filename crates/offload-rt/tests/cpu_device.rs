@@ -1898,7 +1898,7 @@ fn kernels_with_barriers_run_alike_in_region_form_and_with_coroutines() {
             );
         }
 
-        // 256 bytes a thread across a barrier: blocks of 1024 exceed the lane storage.
+        // 2 KiB a thread across a barrier: blocks of 1024 exceed the lane storage.
         for (blocks, block) in [(2u32, 1024u32), (3, 128)] {
             let values: Vec<u32> = (0..blocks * block)
                 .map(|i| i.wrapping_mul(40_503))
@@ -1910,8 +1910,8 @@ fn kernels_with_barriers_run_alike_in_region_form_and_with_coroutines() {
             let want: Vec<u32> = (0..values.len())
                 .map(|i| {
                     let (base, t) = (i - i % block as usize, i % block as usize);
-                    let mirrored = values[base + block as usize - 1 - t].wrapping_mul(64);
-                    mirrored.wrapping_add(values[i].wrapping_mul(2080))
+                    let mirrored = values[base + block as usize - 1 - t].wrapping_mul(512);
+                    mirrored.wrapping_add(values[i].wrapping_mul(131_328))
                 })
                 .collect();
             assert_eq!(
@@ -2273,11 +2273,10 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "matmul_tiled",
             "matrix_loads",
             "matrix_stores",
-            // Warp-wide matrix multiplies: their fragments exchanged at warp barriers.
+            // 32×32×8 matrix multiplies: their fragments exchanged at warp barriers (the
+            // 16×16×16 GEMM has none: each lane keeps the rows and columns its outputs need).
             "mma_gemm_32x32__bf16",
             "mma_gemm_32x32__f16",
-            "mma_gemm__bf16",
-            "mma_gemm__f16",
             "pyramid_min",
             "recurse_after_barrier",
             // Barriers and warp operations in functions of a `#[kernels]` module.
@@ -2313,7 +2312,8 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
 /// Which way a kernel's barriers run is decided on its first launch and said under
 /// `OFFLOAD_LOG`: as loops wherever its barriers are (in called functions too), with
 /// coroutines where the image has no region entry point (a barrier reached through
-/// recursion). Runs itself again as a child to read the log.
+/// recursion), and once, with coroutines, where a block's values do not fit the lane storage.
+/// Runs itself again as a child to read the log.
 #[test]
 fn the_barrier_path_is_chosen_per_kernel_and_logged() {
     if !setup() {
@@ -2362,6 +2362,13 @@ fn the_barrier_path_is_chosen_per_kernel_and_logged() {
             .launch(&dev, LaunchConfig::linear(2, 32), &words, &mut halves)
             .unwrap();
         assert_eq!(halves.to_vec().unwrap(), [7 * 32; 2]);
+        // 2 KiB a thread across a barrier: blocks of 1024 exceed the lane storage.
+        let mut data = DeviceBuffer::<u32>::zeroed(&dev, 3 * 1024).unwrap();
+        for _ in 0..2 {
+            // SAFETY: an element of `data` per thread.
+            unsafe { k::wide_locals.launch(&dev, LaunchConfig::linear(3, 1024), &mut data) }
+                .unwrap();
+        }
         return;
     }
     let out = Command::new(std::env::current_exe().unwrap())
@@ -2418,6 +2425,11 @@ fn the_barrier_path_is_chosen_per_kernel_and_logged() {
         ),
         "{stderr}"
     );
+    // Said once for the two launches.
+    let overflow = "kernel `wide_locals`: the values its regions keep per thread do not fit the \
+                    1024 KiB of lane storage a worker has at 1024 threads a block; its blocks run \
+                    with one coroutine per GPU thread";
+    assert_eq!(stderr.matches(overflow).count(), 1, "{stderr}");
 }
 
 /// The region form exists to let the optimizer vectorize across a block's threads: the tiled

@@ -376,6 +376,8 @@ struct CpuKernel {
     mode: AtomicU8,
     /// The most static shared memory a block of this kernel has used in a launch so far.
     static_shared: AtomicU32,
+    /// Whether the log has said that this kernel's regions did not fit the lane storage.
+    lanes_logged: AtomicBool,
 }
 
 /// The region entry point a kernel runs in `mode`: the source form's, the CPU link's, or none
@@ -497,6 +499,7 @@ impl Module for CpuModule {
             ir_regions,
             mode: AtomicU8::new(MODE_UNKNOWN),
             static_shared: AtomicU32::new(0),
+            lanes_logged: AtomicBool::new(false),
         });
         Ok(KernelHandle(kernels.len() as u64 - 1))
     }
@@ -661,7 +664,9 @@ impl CpuModule {
             ));
             let regions = entry_of(mode, regions, ir_regions);
             // SAFETY: as above; block 0 has run.
-            unsafe { self.run_barrier(&launch_ref, regions, thread, threads, 1, blocks) }?;
+            let fitted =
+                unsafe { self.run_barrier(&launch_ref, regions, thread, threads, 1, blocks) }?;
+            self.log_lanes_overflow(kernel, name, fitted, threads);
             mode
         } else if mode == MODE_PLAIN {
             // SAFETY: as above.
@@ -670,10 +675,31 @@ impl CpuModule {
         } else {
             let regions = entry_of(mode, regions, ir_regions);
             // SAFETY: as above.
-            unsafe { self.run_barrier(&launch_ref, regions, thread, threads, 0, blocks) }?;
+            let fitted =
+                unsafe { self.run_barrier(&launch_ref, regions, thread, threads, 0, blocks) }?;
+            self.log_lanes_overflow(kernel, name, fitted, threads);
             mode
         };
         self.finish(kernel, name, &launch, &ctx, mode, known_static)
+    }
+
+    /// Says once per kernel (`OFFLOAD_LOG`) that a launch's blocks ran with coroutines because
+    /// the values its regions keep per thread did not fit a worker's lane storage.
+    fn log_lanes_overflow(&self, kernel: KernelHandle, name: &str, fitted: bool, threads: u32) {
+        let first = || {
+            self.kernels()
+                .get(kernel.0 as usize)
+                .is_some_and(|k| !k.lanes_logged.swap(true, Ordering::Relaxed))
+        };
+        if fitted || !first() {
+            return;
+        }
+        crate::backend::gpu::log(format_args!(
+            "cpu: kernel `{name}`: the values its regions keep per thread do not fit the {} KiB \
+             of lane storage a worker has at {threads} threads a block; its blocks run with one \
+             coroutine per GPU thread",
+            crate::kernel::abi::CPU_LANE_CAPACITY / 1024,
+        ));
     }
 
     /// What a launch that ran in `mode` reports: a barrier reached where no coroutine ran, or
@@ -769,7 +795,7 @@ impl CpuModule {
 
     /// Blocks `first..blocks` of a kernel with barriers: in region form when `regions` is
     /// given, with coroutines otherwise and for a range whose locals do not fit the lane
-    /// storage.
+    /// storage. Returns whether every range given to the region form fitted.
     ///
     /// # Safety
     ///
@@ -782,10 +808,11 @@ impl CpuModule {
         threads: u32,
         first: u64,
         blocks: u64,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         if first >= blocks {
-            return Ok(());
+            return Ok(true);
         }
+        let overflowed = AtomicBool::new(false);
         let chunk = chunk_size(blocks - first, self.pool.threads());
         self.pool.run(blocks - first, chunk, &|begin, end| {
             let (begin, end) = (first + begin, first + end);
@@ -801,6 +828,7 @@ impl CpuModule {
                 if fits || l.panicked() {
                     return Ok(());
                 }
+                overflowed.store(true, Ordering::Relaxed);
             }
             for b in begin..end {
                 // SAFETY: as in `run_plain`.
@@ -810,7 +838,8 @@ impl CpuModule {
                 }
             }
             Ok(())
-        })
+        })?;
+        Ok(!overflowed.into_inner())
     }
 }
 

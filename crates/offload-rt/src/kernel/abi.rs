@@ -297,6 +297,9 @@ pub use offload_format::abi::{
 pub const CPU_ABI_VERSION: u32 = 8;
 /// Lanes of a warp on the CPU device.
 pub const CPU_WARP_SIZE: u32 = 32;
+/// Bytes of lane storage (per-thread copies of the values a kernel's regions share) each worker
+/// thread of the CPU device has; a block whose values need more runs on the coroutine path.
+pub const CPU_LANE_CAPACITY: usize = 1024 * 1024;
 /// Bytes of dynamic shared memory a block can use on the CPU device.
 pub const CPU_DYNAMIC_SHARED_CAPACITY: usize = super::limits::MAX_SHARED_BYTES;
 /// Bytes of static shared memory a block can use on the CPU device.

@@ -295,18 +295,31 @@ fn publish_in<T: Copy>(exchange: *mut [[T; 1024]; 2], value: T) -> (*const T, us
     (slots, base as usize, lanes)
 }
 
+/// Panics unless the calling thread's warp has all 32 lanes, as the warp-wide matrix
+/// operations need on a GPU (where a partial warp's result is undefined).
+#[cfg(feature = "half")]
+#[inline(always)]
+pub(super) fn assert_whole_warp() {
+    let (_, _, lanes) = warp_of_rank();
+    if lanes != CPU_WARP_SIZE {
+        whole_warps_needed();
+    }
+}
+
+#[cfg(feature = "half")]
+#[cold]
+#[inline(never)]
+fn whole_warps_needed() -> ! {
+    panic!("kernel::matrix needs whole warps of 32 threads: make the block size a multiple of 32")
+}
+
 /// Publishes this lane's four `words` and waits for its warp, for the warp-wide matrix
 /// operations: returns the warp's 32 lanes' words, by lane, valid until this lane's next warp
 /// operation. The warp must be whole (the operations need all 32 lanes, as on a GPU).
 #[cfg(feature = "half")]
 #[inline(never)]
 pub(super) fn warp_gather4(words: [u64; 4]) -> &'static [[u64; 4]; CPU_WARP_SIZE as usize] {
-    let (_, _, lanes) = warp_of_rank();
-    if lanes != CPU_WARP_SIZE {
-        panic!(
-            "kernel::matrix needs whole warps of 32 threads: make the block size a multiple of 32"
-        );
-    }
+    assert_whole_warp();
     let (slots, base, _) = publish_in(EXCHANGE4.0.get(), words);
     // SAFETY: `base..base + 32` are this warp's slots, each written before the warp barrier
     // and not again before every lane has passed the next one (the halves alternate); the

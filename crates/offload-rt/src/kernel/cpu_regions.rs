@@ -6,7 +6,7 @@
 
 use core::cell::UnsafeCell;
 
-use super::abi::{CPU_WARP_SIZE, CpuLaunch};
+use super::abi::{CPU_LANE_CAPACITY, CPU_WARP_SIZE, CpuLaunch};
 #[cfg(offload_cpu_ir)]
 use super::cpu::begin_block;
 use super::cpu::{
@@ -15,9 +15,8 @@ use super::cpu::{
 };
 use super::shuffle::{Shuffle, WarpValue, source_lane};
 
-/// Bytes of lane storage (per-thread copies of the locals a kernel's regions share) one
-/// worker thread has; a block whose locals need more runs on the coroutine path.
-pub const LANE_CAPACITY: usize = 256 * 1024;
+/// Bytes of lane storage one worker thread has ([`CPU_LANE_CAPACITY`]).
+pub const LANE_CAPACITY: usize = CPU_LANE_CAPACITY;
 
 #[repr(C, align(64))]
 struct LaneArena(UnsafeCell<[u8; LANE_CAPACITY]>);

@@ -26,7 +26,7 @@
 //! | NVIDIA sm_80+ | `mma.sync.aligned.m16n8k16` (`HMMA`), two per tile | 32 | the tensor core's |
 //! | AMD gfx908, gfx90a, gfx94x, gfx950 | `v_mfma_f32_16x16x16` (bf16 from gfx90a) | 64 | the matrix core's |
 //! | AMD gfx11 | `v_wmma_f32_16x16x16` | 32 | the matrix core's |
-//! | CPU device | the warp's fragments exchanged, then scalar code | 32 | in `k` order, each sum rounded to `f32` |
+//! | CPU device | none: each lane keeps A's rows and B's columns its outputs need, then vector code | 32 | in `k` order, each sum rounded to `f32` |
 //!
 //! The products of two `f16` or two `bf16` values are exact in `f32`, so every device gives the
 //! same result wherever the sums are exact too (integers below 2^24, for instance). Otherwise
@@ -85,7 +85,21 @@ macro_rules! per_layout {
     };
 }
 
+#[cfg(not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))))]
+mod lane_operands;
 pub mod m32n32k8;
+
+/// What a lane holds of A: its part of the tile in the matrix instruction's layout on the
+/// GPUs; on the CPU device the two rows its accumulator elements need ([`lane_operands`]).
+#[cfg(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+type HeldA = [u16; HALVES];
+#[cfg(not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))))]
+type HeldA = lane_operands::LaneRows;
+/// What a lane holds of B, as [`HeldA`]: on the CPU device four columns.
+#[cfg(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+type HeldB = [u16; HALVES];
+#[cfg(not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))))]
+type HeldB = lane_operands::LaneColumns;
 
 impl MmaInput for f16 {
     const BF16: bool = false;
@@ -138,14 +152,14 @@ impl MmaInput for bf16 {
 /// This lane's part of a 16×16 tile of A (the left operand), `f16` or `bf16`.
 #[derive(Clone, Copy, Debug)]
 pub struct FragmentA<T: MmaInput> {
-    halves: [u16; HALVES],
+    held: HeldA,
     input: PhantomData<T>,
 }
 
 /// This lane's part of a 16×16 tile of B (the right operand), `f16` or `bf16`.
 #[derive(Clone, Copy, Debug)]
 pub struct FragmentB<T: MmaInput> {
-    halves: [u16; HALVES],
+    held: HeldB,
     input: PhantomData<T>,
 }
 
@@ -226,7 +240,13 @@ impl<T: MmaInput> FragmentA<T> {
     #[inline(always)]
     pub fn zero() -> FragmentA<T> {
         FragmentA {
-            halves: [0; HALVES],
+            #[cfg(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+            held: [0; HALVES],
+            #[cfg(not(all(
+                offload_device,
+                any(target_arch = "nvptx64", target_arch = "amdgpu")
+            )))]
+            held: lane_operands::LaneRows::ZERO,
             input: PhantomData,
         }
     }
@@ -240,16 +260,25 @@ impl<T: MmaInput> FragmentA<T> {
     #[inline(always)]
     pub unsafe fn load(src: *const T, ld: usize) -> FragmentA<T> {
         let lane = super::lane_id() as usize;
-        let mut halves = [0u16; HALVES];
-        unrolled!(e in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
-            if e < layout().a_count() {
-                let (row, k) = layout().a_place(lane, e);
-                // SAFETY: `row, k < 16`: inside the tile the caller vouches for.
-                halves[e] = unsafe { *src.add(row * ld + k) }.bits();
-            }
+        #[cfg(not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))))]
+        let held = lane_operands::LaneRows::from_chunks::<T>(lane, |row, k0| {
+            // SAFETY: `row < 16`, `k0 + 8 <= 16`: inside the tile the caller vouches for.
+            unsafe { src.add(row * ld + k0).cast::<[u16; 8]>().read_unaligned() }
         });
+        #[cfg(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        let held = {
+            let mut halves = [0u16; HALVES];
+            unrolled!(e in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
+                if e < layout().a_count() {
+                    let (row, k) = layout().a_place(lane, e);
+                    // SAFETY: `row, k < 16`: inside the tile the caller vouches for.
+                    halves[e] = unsafe { *src.add(row * ld + k) }.bits();
+                }
+            });
+            halves
+        };
         FragmentA {
-            halves,
+            held,
             input: PhantomData,
         }
     }
@@ -273,7 +302,18 @@ impl<T: MmaInput> FragmentA<T> {
         col0: usize,
     ) -> FragmentA<T> {
         let lane = super::lane_id() as usize;
-        let halves = if cfg!(all(offload_device, target_arch = "nvptx64")) {
+        #[cfg(not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))))]
+        let held = lane_operands::LaneRows::from_chunks::<T>(lane, |row, k0| {
+            // SAFETY: `row < 16`, `k0` 0 or 8 and `col0` a multiple of 8: one 16-byte chunk
+            // of the tile the caller vouches for.
+            unsafe {
+                tile.ptr_from_row(row0, row, col0 + k0)
+                    .cast::<[u16; 8]>()
+                    .read()
+            }
+        });
+        #[cfg(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        let held = if cfg!(all(offload_device, target_arch = "nvptx64")) {
             // Lanes 0–15 address rows 0–15 at `k` 0, lanes 16–31 at `k` 8: the four 8×8
             // matrices are `mma.sync`'s A registers in order.
             let row = tile.ptr_from_row(row0, lane % 16, col0 + lane / 16 * 8);
@@ -298,7 +338,7 @@ impl<T: MmaInput> FragmentA<T> {
             halves
         };
         FragmentA {
-            halves,
+            held,
             input: PhantomData,
         }
     }
@@ -320,7 +360,13 @@ impl<T: MmaInput> FragmentB<T> {
         col0: usize,
     ) -> FragmentB<T> {
         let lane = super::lane_id() as usize;
-        let halves = if cfg!(all(offload_device, target_arch = "nvptx64")) {
+        #[cfg(not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))))]
+        let held = lane_operands::LaneColumns::from_elements::<T>(lane, |k, col| {
+            // SAFETY: `k, col < 16`: inside the tile the caller vouches for.
+            unsafe { *tile.ptr_from_row(row0, k, col0 + col) }.bits()
+        });
+        #[cfg(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        let held = if cfg!(all(offload_device, target_arch = "nvptx64")) {
             // Matrix `j` (lanes 8j..8j+7) is `k` 8·(j % 2).., columns 8·(j / 2)..: transposed,
             // the B registers of the left then the right 16×8 half.
             let row = tile.ptr_from_row(row0, lane / 8 % 2 * 8 + lane % 8, col0 + lane / 16 * 8);
@@ -338,7 +384,7 @@ impl<T: MmaInput> FragmentB<T> {
             halves
         };
         FragmentB {
-            halves,
+            held,
             input: PhantomData,
         }
     }
@@ -361,7 +407,18 @@ impl<T: MmaInput> FragmentB<T> {
         col0: usize,
     ) -> FragmentB<T> {
         let lane = super::lane_id() as usize;
-        let halves = if cfg!(all(offload_device, target_arch = "nvptx64")) {
+        #[cfg(not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))))]
+        let held = lane_operands::LaneColumns::from_chunks::<T>(lane, |col, k0| {
+            // SAFETY: `col < 16`, `k0` 0 or 8 and `col0` a multiple of 8: one 16-byte chunk
+            // of the tile the caller vouches for.
+            unsafe {
+                tile.ptr_from_row(row0, col, col0 + k0)
+                    .cast::<[u16; 8]>()
+                    .read()
+            }
+        });
+        #[cfg(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        let held = if cfg!(all(offload_device, target_arch = "nvptx64")) {
             // Matrix `j` (lanes 8j..8j+7) is the tile's rows 8·(j / 2).., columns 8·(j % 2)..:
             // B's registers of the left 16×8 half, then of the right.
             let row = tile.ptr_from_row(row0, lane / 16 * 8 + lane % 8, col0 + lane / 8 % 2 * 8);
@@ -385,7 +442,7 @@ impl<T: MmaInput> FragmentB<T> {
             halves
         };
         FragmentB {
-            halves,
+            held,
             input: PhantomData,
         }
     }
@@ -396,7 +453,13 @@ impl<T: MmaInput> FragmentB<T> {
     #[inline(always)]
     pub fn zero() -> FragmentB<T> {
         FragmentB {
-            halves: [0; HALVES],
+            #[cfg(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+            held: [0; HALVES],
+            #[cfg(not(all(
+                offload_device,
+                any(target_arch = "nvptx64", target_arch = "amdgpu")
+            )))]
+            held: lane_operands::LaneColumns::ZERO,
             input: PhantomData,
         }
     }
@@ -410,16 +473,25 @@ impl<T: MmaInput> FragmentB<T> {
     #[inline(always)]
     pub unsafe fn load(src: *const T, ld: usize) -> FragmentB<T> {
         let lane = super::lane_id() as usize;
-        let mut halves = [0u16; HALVES];
-        unrolled!(e in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
-            if e < layout().b_count() {
-                let (k, col) = layout().b_place(lane, e);
-                // SAFETY: `k, col < 16`: inside the tile the caller vouches for.
-                halves[e] = unsafe { *src.add(k * ld + col) }.bits();
-            }
+        #[cfg(not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))))]
+        let held = lane_operands::LaneColumns::from_elements::<T>(lane, |k, col| {
+            // SAFETY: `k, col < 16`: inside the tile the caller vouches for.
+            unsafe { *src.add(k * ld + col) }.bits()
         });
+        #[cfg(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        let held = {
+            let mut halves = [0u16; HALVES];
+            unrolled!(e in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
+                if e < layout().b_count() {
+                    let (k, col) = layout().b_place(lane, e);
+                    // SAFETY: `k, col < 16`: inside the tile the caller vouches for.
+                    halves[e] = unsafe { *src.add(k * ld + col) }.bits();
+                }
+            });
+            halves
+        };
         FragmentB {
-            halves,
+            held,
             input: PhantomData,
         }
     }
@@ -579,40 +651,58 @@ impl Accumulator {
 
     /// The tile rounded to `T` as the left operand of the next multiply: attention's
     /// probabilities `P` times `V`, a chain of products kept in registers. On NVIDIA and the
-    /// CPU device the accumulator's layout is A's, so each lane converts its own elements
+    /// NVIDIA the accumulator's layout is A's, so each lane converts its own elements
     /// (`cvt.rn.f16x2.f32` pairs); on AMD the elements move between lanes (one exchange per
-    /// element of A and of the accumulator: 16 on CDNA, 128 on gfx11). Every lane of the warp
-    /// calls it.
+    /// element of A and of the accumulator: 16 on CDNA, 128 on gfx11); on the CPU device each
+    /// lane rounds its own, then takes its two rows from the three other lanes that hold them
+    /// (one exchange). Every lane of the warp calls it.
     #[inline(always)]
     pub fn to_fragment_a<T: MmaInput>(&self) -> FragmentA<T> {
-        let mut halves = [0u16; HALVES];
-        if layout() == Layout::Mma {
+        #[cfg(not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))))]
+        let held = {
+            let mut words = [0u64; 4];
             unrolled!(w in [0, 1, 2, 3] {
                 let pair = T::narrow2(self.floats[2 * w], self.floats[2 * w + 1]);
-                halves[2 * w] = pair as u16;
-                halves[2 * w + 1] = (pair >> 16) as u16;
+                words[w / 2] |= u64::from(pair) << (32 * (w % 2));
             });
-        } else {
-            let lane = super::lane_id() as usize;
-            unrolled!(e in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
-                if e < layout().a_count() {
-                    let (row, k) = layout().a_place(lane, e);
-                    let (source, element) = layout().c_holder(row, k);
-                    let mut value = 0.0;
-                    unrolled!(s in [0, 1, 2, 3, 4, 5, 6, 7] {
-                        if s < layout().c_count() {
-                            let x = super::shuffle_idx(self.floats[s], source as u32);
-                            if s == element {
-                                value = x;
+            let warp = lane_operands::gather(words);
+            lane_operands::LaneRows::from_values(super::lane_id() as usize, |row, k| {
+                let (holder, e) = Layout::Mma.c_holder(row, k);
+                T::widen((warp[holder][e / 4] >> (16 * (e % 4))) as u16)
+            })
+        };
+        #[cfg(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        let held = {
+            let mut halves = [0u16; HALVES];
+            if layout() == Layout::Mma {
+                unrolled!(w in [0, 1, 2, 3] {
+                    let pair = T::narrow2(self.floats[2 * w], self.floats[2 * w + 1]);
+                    halves[2 * w] = pair as u16;
+                    halves[2 * w + 1] = (pair >> 16) as u16;
+                });
+            } else {
+                let lane = super::lane_id() as usize;
+                unrolled!(e in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
+                    if e < layout().a_count() {
+                        let (row, k) = layout().a_place(lane, e);
+                        let (source, element) = layout().c_holder(row, k);
+                        let mut value = 0.0;
+                        unrolled!(s in [0, 1, 2, 3, 4, 5, 6, 7] {
+                            if s < layout().c_count() {
+                                let x = super::shuffle_idx(self.floats[s], source as u32);
+                                if s == element {
+                                    value = x;
+                                }
                             }
-                        }
-                    });
-                    halves[e] = T::narrow(value);
-                }
-            });
-        }
+                        });
+                        halves[e] = T::narrow(value);
+                    }
+                });
+            }
+            halves
+        };
         FragmentA {
-            halves,
+            held,
             input: PhantomData,
         }
     }
@@ -660,7 +750,10 @@ pub fn rows_reduce<const N: usize>(
 #[inline(always)]
 pub fn mma<T: MmaInput>(a: &FragmentA<T>, b: &FragmentB<T>, c: &Accumulator) -> Accumulator {
     let mut out = *c;
-    T::mma(&a.halves, &b.halves, &mut out.floats);
+    #[cfg(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+    T::mma(&a.held, &b.held, &mut out.floats);
+    #[cfg(not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))))]
+    lane_operands::mma(&a.held, &b.held, &mut out.floats);
     out
 }
 

@@ -54,6 +54,10 @@ pub(super) enum Layout {
 }
 
 impl Layout {
+    #[cfg_attr(
+        not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))),
+        allow(dead_code)
+    )]
     #[inline(always)]
     pub(super) fn a_count(self) -> usize {
         match self {
@@ -63,6 +67,10 @@ impl Layout {
         }
     }
 
+    #[cfg_attr(
+        not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))),
+        allow(dead_code)
+    )]
     #[inline(always)]
     pub(super) fn b_count(self) -> usize {
         self.a_count()
@@ -77,6 +85,10 @@ impl Layout {
     }
 
     /// `(row, k)` of A's element `e` in `lane`.
+    #[cfg_attr(
+        not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))),
+        allow(dead_code)
+    )]
     #[inline(always)]
     pub(super) fn a_place(self, lane: usize, e: usize) -> (usize, usize) {
         match self {
@@ -90,6 +102,10 @@ impl Layout {
     }
 
     /// `(k, col)` of B's element `e` in `lane`.
+    #[cfg_attr(
+        not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))),
+        allow(dead_code)
+    )]
     #[inline(always)]
     pub(super) fn b_place(self, lane: usize, e: usize) -> (usize, usize) {
         match self {

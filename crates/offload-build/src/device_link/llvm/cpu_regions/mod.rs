@@ -185,13 +185,22 @@ fn form_kernel<'m>(
     demote_across_segments(module, body, &segments, &mut kinds, &phi_slots)?;
     let segments = Segments::of(body, &is_barrier);
     let mut slots = classify_allocas(module, body, &segments)?;
-    let candidates: Vec<Instruction<'m>> = slots.per_thread.iter().map(|(a, _)| *a).collect();
+    // A slot kept once that a loop around a barrier uses on both sides of it (a loop counter
+    // written after the barrier and tested before the next) is a candidate too: the block's,
+    // it tells the regions that the branches on it are the block's.
+    let candidates: Vec<Instruction<'m>> = slots
+        .per_thread
+        .iter()
+        .map(|(a, _)| *a)
+        .chain(slots.scratch_in_loops.iter().copied())
+        .collect();
     slots.block = block_uniform_slots(body, &candidates, &is_barrier, &mut |v| {
         kinds.of(v) == Kind::Hoistable
     });
     slots
         .per_thread
         .retain(|(alloca, _)| !slots.block.contains(alloca));
+    slots.single.retain(|alloca| !slots.block.contains(alloca));
     let name = format!("{}{kernel}", abi::CPU_IR_REGIONS_PREFIX);
     if module.function(&name).is_some() {
         return Err(format!("`{name}` is already defined"));

@@ -20,6 +20,10 @@ pub(super) struct Slots<'m> {
     /// Allocas of the body that live across barriers but hold the same value in every thread
     /// at each barrier ([`block_uniform_slots`]): kept once per block.
     pub(super) block: Vec<Instruction<'m>>,
+    /// Those of `single` used on both sides of a barrier in a loop around it, each trip's
+    /// value its own: candidates for `block` too, as they were when such an alloca was kept
+    /// per thread.
+    pub(super) scratch_in_loops: Vec<Instruction<'m>>,
 }
 
 /// Each phi of `body` made a slot: stored at the end of each predecessor, loaded where the
@@ -183,6 +187,14 @@ pub(super) fn demote_across_segments<'m>(
     let entry = body.entry_block().expect("checked: the body has blocks");
     let builder = module.builder();
     let instructions: Vec<Instruction<'m>> = body.blocks().flat_map(|b| b.instructions()).collect();
+    let copies = compute_local_addresses_where_used(module, &instructions, segments);
+    let segment_of = |i: &Instruction<'m>| {
+        segments
+            .of_instruction
+            .get(i)
+            .or_else(|| copies.get(i))
+            .copied()
+    };
     for i in instructions {
         let value = i.as_value();
         if value.ty().is_void()
@@ -192,13 +204,7 @@ pub(super) fn demote_across_segments<'m>(
         {
             continue;
         }
-        let home = segments.of_instruction[&i];
-        let users: Vec<Instruction<'m>> = value
-            .users()
-            .into_iter()
-            .filter_map(|u| u.as_instruction())
-            .filter(|u| segments.of_instruction.get(u) != Some(&home))
-            .collect();
+        let users = users_elsewhere(i, segments.of_instruction[&i], segment_of);
         if users.is_empty() {
             continue;
         }
@@ -229,14 +235,103 @@ pub(super) fn demote_across_segments<'m>(
     Ok(())
 }
 
-/// Where the memory of each alloca of `body` goes: per thread when a barrier lies between two
-/// of its accesses (or its address is stored somewhere), once otherwise.
+/// The instructions that use `i`'s value in another segment than `home`, as `segment_of`
+/// tells an instruction's (those it knows nothing of among them).
+fn users_elsewhere<'m>(
+    i: Instruction<'m>,
+    home: usize,
+    segment_of: impl Fn(&Instruction<'m>) -> Option<usize>,
+) -> Vec<Instruction<'m>> {
+    i.as_value()
+        .users()
+        .into_iter()
+        .filter_map(|u| u.as_instruction())
+        .filter(|u| segment_of(u) != Some(home))
+        .collect()
+}
+
+/// Whether `value` is an address in a local: a `getelementptr` of an alloca or of such an
+/// address.
+fn is_local_address(value: Value<'_>) -> bool {
+    value.is_gep()
+        && value
+            .operands()
+            .next()
+            .is_some_and(|base| base.is_alloca() || is_local_address(base))
+}
+
+/// Each address in a local used in another segment than its own (LLVM hoists them to the
+/// entry) computed again before each such use, the chain of addresses it derives from with it:
+/// a slot would hold an address of the local and so hide its accesses from
+/// `classify_allocas`. The indices stay as they are, for the slots of values to carry where
+/// they vary. Returns each copy's segment.
+fn compute_local_addresses_where_used<'m>(
+    module: Module<'m>,
+    instructions: &[Instruction<'m>],
+    segments: &Segments<'m>,
+) -> HashMap<Instruction<'m>, usize> {
+    let builder = module.builder();
+    let mut copies = HashMap::new();
+    for &i in instructions {
+        let value = i.as_value();
+        if !is_local_address(value) {
+            continue;
+        }
+        let home = segments.of_instruction[&i];
+        let users = users_elsewhere(i, home, |u| segments.of_instruction.get(u).copied());
+        for user in users {
+            let Some(&segment) = segments.of_instruction.get(&user) else {
+                continue;
+            };
+            let copy = copy_address(&builder, i, user, segment, &mut copies);
+            user.replace_operand(value, copy.as_value());
+        }
+    }
+    copies
+}
+
+/// A copy of the local address `address` (and of the addresses it derives from) just before
+/// `before`, in `segment`.
+fn copy_address<'m>(
+    builder: &super::super::ir::Builder<'m>,
+    address: Instruction<'m>,
+    before: Instruction<'m>,
+    segment: usize,
+    copies: &mut HashMap<Instruction<'m>, usize>,
+) -> Instruction<'m> {
+    let base = address.operand(0).expect("a getelementptr has a base");
+    let base_copy = match base.as_instruction() {
+        Some(inner) if is_local_address(base) => {
+            Some(copy_address(builder, inner, before, segment, copies))
+        }
+        _ => None,
+    };
+    builder.position_before(before);
+    let copy = builder.insert_clone(address);
+    if let Some(inner) = base_copy {
+        copy.replace_operand(base, inner.as_value());
+    }
+    copies.insert(copy, segment);
+    copy
+}
+
+/// Where the memory of each alloca of `body` goes: per thread when it is live across a barrier
+/// (read after the barrier before a store of all of it or the start of its lifetime), once
+/// otherwise: a local used only between two barriers of a loop around them is the loop's
+/// scratch, not a thread's state. Where its address escapes (is stored somewhere) its
+/// accesses cannot all be seen: per thread when a barrier lies on a path between two of them.
 pub(super) fn classify_allocas<'m>(
     module: Module<'m>,
     body: Function<'m>,
     segments: &Segments<'m>,
 ) -> std::result::Result<Slots<'m>, String> {
     let reach = segments.reachability();
+    let position: HashMap<Instruction<'m>, usize> = body
+        .blocks()
+        .flat_map(|b| b.instructions())
+        .enumerate()
+        .map(|(n, i)| (i, n))
+        .collect();
     let crossings: Vec<(usize, usize)> = segments
         .list
         .iter()
@@ -252,6 +347,7 @@ pub(super) fn classify_allocas<'m>(
         per_thread: Vec::new(),
         single: Vec::new(),
         block: Vec::new(),
+        scratch_in_loops: Vec::new(),
     };
     for alloca in allocas {
         let (ty, align) = alloca.alloca_type().expect("an alloca");
@@ -267,9 +363,19 @@ pub(super) fn classify_allocas<'m>(
             .ok_or_else(|| with_location("a local of a dynamic length", alloca))?;
         let bytes = module.abi_size(ty) * count;
         let (accesses, escapes) = accesses_of(alloca.as_value(), segments);
-        let crosses = crossings.iter().any(|&(before, after)| {
-            accesses.iter().any(|&a| reach[a][before]) && accesses.iter().any(|&b| reach[after][b])
-        });
+        let on_a_path_through_a_barrier = || {
+            crossings.iter().any(|&(before, after)| {
+                accesses.iter().any(|&a| reach[a][before])
+                    && accesses.iter().any(|&b| reach[after][b])
+            })
+        };
+        let crosses = match segment_uses(module, alloca, bytes, segments, &position) {
+            Some(uses) => live_across_a_barrier(&uses, segments),
+            None => on_a_path_through_a_barrier(),
+        };
+        if !crosses && !escapes && on_a_path_through_a_barrier() {
+            slots.scratch_in_loops.push(alloca);
+        }
         if crosses || escapes {
             slots.per_thread.push((alloca, bytes.max(1)));
         } else {
@@ -277,6 +383,94 @@ pub(super) fn classify_allocas<'m>(
         }
     }
     Ok(slots)
+}
+
+/// How a segment uses an alloca's memory.
+#[derive(Clone, Copy, Default)]
+struct SegmentUse {
+    /// It reads the memory (or may: any access that does not replace it all) before anything
+    /// replaces it: the segment reads what it enters with.
+    reads_first: bool,
+    /// It replaces the memory: a store of the whole alloca, or the start or end of the local's
+    /// lifetime (`llvm.lifetime.*`, after which the memory holds nothing).
+    writes: bool,
+}
+
+/// Each segment's use of `alloca` (of `bytes` bytes), its accesses found through the
+/// addresses derived from it; `None` where its address escapes (is stored, or made an
+/// integer), so that its accesses cannot all be found.
+fn segment_uses<'m>(
+    module: Module<'m>,
+    alloca: Instruction<'m>,
+    bytes: u64,
+    segments: &Segments<'m>,
+    position: &HashMap<Instruction<'m>, usize>,
+) -> Option<Vec<SegmentUse>> {
+    use InstructionOpcode as Op;
+    let base = alloca.as_value();
+    let mut first: Vec<Option<(usize, bool)>> = vec![None; segments.list.len()];
+    let mut uses = vec![SegmentUse::default(); segments.list.len()];
+    let mut stack = vec![base];
+    let mut seen = HashSet::new();
+    while let Some(pointer) = stack.pop() {
+        if !seen.insert(pointer) {
+            continue;
+        }
+        for user in pointer.users() {
+            let i = user.as_instruction()?;
+            let replaces = match i.opcode() {
+                Op::GetElementPtr | Op::BitCast | Op::AddrSpaceCast | Op::Select | Op::Phi => {
+                    stack.push(user);
+                    continue;
+                }
+                Op::Store if i.operand(0) == Some(pointer) => return None,
+                Op::PtrToInt => return None,
+                Op::Store => pointer == base && module.abi_size(i.operand(0)?.ty()) == bytes,
+                Op::Call => {
+                    let name = i.as_value().as_call()?.callee_name();
+                    pointer == base && name.starts_with(b"llvm.lifetime.")
+                }
+                _ => false,
+            };
+            let s = *segments.of_instruction.get(&i)?;
+            let at = *position.get(&i)?;
+            uses[s].writes |= replaces;
+            if first[s].is_none_or(|(earliest, _)| at < earliest) {
+                first[s] = Some((at, replaces));
+            }
+        }
+    }
+    for (s, first) in first.into_iter().enumerate() {
+        uses[s].reads_first = first.is_some_and(|(_, replaces)| !replaces);
+    }
+    Some(uses)
+}
+
+/// Whether the memory of an alloca used as `uses` says is live across a barrier: read after it
+/// (in the segment that follows, or further on) before anything replaces it.
+fn live_across_a_barrier(uses: &[SegmentUse], segments: &Segments<'_>) -> bool {
+    let n = uses.len();
+    let mut live_in: Vec<bool> = uses.iter().map(|u| u.reads_first).collect();
+    let mut predecessors = vec![Vec::new(); n];
+    for (s, next) in segments.successors.iter().enumerate() {
+        for &t in next {
+            predecessors[t].push(s);
+        }
+    }
+    let mut work: Vec<usize> = (0..n).filter(|&s| live_in[s]).collect();
+    while let Some(t) = work.pop() {
+        for &s in &predecessors[t] {
+            if !live_in[s] && !uses[s].writes {
+                live_in[s] = true;
+                work.push(s);
+            }
+        }
+    }
+    segments
+        .list
+        .iter()
+        .filter_map(|segment| segment.barrier)
+        .any(|barrier| live_in[segments.after_barrier[&barrier]])
 }
 
 /// The segments where the memory at `pointer` (an alloca) is used, and whether its address
