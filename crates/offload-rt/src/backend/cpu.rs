@@ -686,12 +686,14 @@ impl CpuModule {
     /// Says once per kernel (`OFFLOAD_LOG`) that a launch's blocks ran with coroutines because
     /// the values its regions keep per thread did not fit a worker's lane storage.
     fn log_lanes_overflow(&self, kernel: KernelHandle, name: &str, fitted: bool, threads: u32) {
-        let first = || {
-            self.kernels()
-                .get(kernel.0 as usize)
-                .is_some_and(|k| !k.lanes_logged.swap(true, Ordering::Relaxed))
-        };
-        if fitted || !first() {
+        if fitted {
+            return;
+        }
+        let said = self
+            .kernels()
+            .get(kernel.0 as usize)
+            .is_none_or(|k| k.lanes_logged.swap(true, Ordering::Relaxed));
+        if said {
             return;
         }
         crate::backend::gpu::log(format_args!(

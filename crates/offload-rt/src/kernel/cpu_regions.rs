@@ -15,14 +15,11 @@ use super::cpu::{
 };
 use super::shuffle::{Shuffle, WarpValue, source_lane};
 
-/// Bytes of lane storage one worker thread has ([`CPU_LANE_CAPACITY`]).
-pub const LANE_CAPACITY: usize = CPU_LANE_CAPACITY;
-
 #[repr(C, align(64))]
-struct LaneArena(UnsafeCell<[u8; LANE_CAPACITY]>);
+struct LaneArena(UnsafeCell<[u8; CPU_LANE_CAPACITY]>);
 
 #[thread_local]
-static LANES: LaneArena = LaneArena(UnsafeCell::new([0; LANE_CAPACITY]));
+static LANES: LaneArena = LaneArena(UnsafeCell::new([0; CPU_LANE_CAPACITY]));
 
 /// Starts a launch's run in region form on this OS thread.
 ///
@@ -54,7 +51,7 @@ fn block_threads() -> usize {
 }
 
 /// Lane storage for one local: a slot of `T` per thread of the block, after the `cursor`
-/// bytes already given out. Past [`LANE_CAPACITY`] it returns the arena's start and leaves
+/// bytes already given out. Past [`CPU_LANE_CAPACITY`] it returns the arena's start and leaves
 /// `cursor` past the capacity, which [`lanes_fit`] reports before anything runs.
 #[inline(always)]
 pub fn lanes<T>(cursor: &mut usize) -> *mut T {
@@ -68,9 +65,9 @@ pub fn lanes<T>(cursor: &mut usize) -> *mut T {
     };
     let end = start.and_then(|s| s.checked_add(core::mem::size_of::<T>().checked_mul(threads)?));
     match (start, end) {
-        (Some(start), Some(end)) if end <= LANE_CAPACITY => {
+        (Some(start), Some(end)) if end <= CPU_LANE_CAPACITY => {
             *cursor = end;
-            // SAFETY: `start + size_of::<T>() * threads <= LANE_CAPACITY`.
+            // SAFETY: `start + size_of::<T>() * threads <= CPU_LANE_CAPACITY`.
             unsafe { base.add(start).cast() }
         }
         _ => {
@@ -83,7 +80,7 @@ pub fn lanes<T>(cursor: &mut usize) -> *mut T {
 /// Whether the lane storage given out fits this OS thread's arena.
 #[inline(always)]
 pub fn lanes_fit(cursor: usize) -> bool {
-    cursor <= LANE_CAPACITY
+    cursor <= CPU_LANE_CAPACITY
 }
 
 /// Thread `t`'s copy of a local.
@@ -810,7 +807,7 @@ extern "C" fn ir_set_thread(x: u32, y: u32, z: u32) {
 #[unsafe(export_name = offload_format::abi_name!(CPU_IR_LANES))]
 #[inline(never)]
 extern "C" fn ir_lanes(bytes: usize) -> *mut u8 {
-    if bytes > LANE_CAPACITY {
+    if bytes > CPU_LANE_CAPACITY {
         return core::ptr::null_mut();
     }
     LANES.0.get().cast()

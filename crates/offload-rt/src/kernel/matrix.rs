@@ -119,6 +119,7 @@ impl MmaInput for f16 {
     fn narrow2(a: f32, b: f32) -> u32 {
         super::half::f32x2_to_f16x2(a, b)
     }
+    #[cfg(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu")))]
     #[inline(always)]
     fn mma(a: &[u16; HALVES], b: &[u16; HALVES], c: &mut [f32; FLOATS]) {
         imp::mma_f16(a, b, c);
@@ -143,6 +144,7 @@ impl MmaInput for bf16 {
     fn narrow2(a: f32, b: f32) -> u32 {
         super::half::f32x2_to_bf16x2(a, b)
     }
+    #[cfg(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu")))]
     #[inline(always)]
     fn mma(a: &[u16; HALVES], b: &[u16; HALVES], c: &mut [f32; FLOATS]) {
         imp::mma_bf16(a, b, c);
@@ -797,71 +799,5 @@ mod imp {
     pub(super) fn mma_bf16(a: &[u16; HALVES], b: &[u16; HALVES], c: &mut [f32; FLOATS]) {
         // SAFETY: as in `mma_f16`.
         unsafe { __offload_mma_bf16(a.as_ptr(), b.as_ptr(), c.as_mut_ptr()) }
-    }
-}
-
-/// The CPU device (and host builds, where kernels only type-check): the warp's fragments
-/// gathered in every lane, then this lane's outputs computed in `k` order.
-#[cfg(not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))))]
-mod imp {
-    use super::{FLOATS, HALVES, Layout, MmaInput, TILE};
-    use crate::kernel::half::{bf16, f16};
-
-    pub(super) fn mma_f16(a: &[u16; HALVES], b: &[u16; HALVES], c: &mut [f32; FLOATS]) {
-        mma::<f16>(a, b, c);
-    }
-
-    pub(super) fn mma_bf16(a: &[u16; HALVES], b: &[u16; HALVES], c: &mut [f32; FLOATS]) {
-        mma::<bf16>(a, b, c);
-    }
-
-    /// Words `w` of a fragment's 8 halves (`w` 0 or 1).
-    fn word(halves: &[u16; HALVES], w: usize) -> u64 {
-        (0..4).fold(0, |acc, i| acc | u64::from(halves[4 * w + i]) << (16 * i))
-    }
-
-    /// The half at element `e` (0..8) of the fragment whose words start at `words[first]`.
-    fn half(words: &[u64; 4], first: usize, e: usize) -> u16 {
-        (words[first + e / 4] >> (16 * (e % 4))) as u16
-    }
-
-    /// The lane and element of `mma.sync`'s layout that hold A's `(row, k)`.
-    fn a_holder(row: usize, k: usize) -> (usize, usize) {
-        (
-            (row % 8) * 4 + (k % 8) / 2,
-            (k % 2) + 2 * (row / 8) + 4 * (k / 8),
-        )
-    }
-
-    /// The lane and element that hold B's `(k, col)`.
-    fn b_holder(k: usize, col: usize) -> (usize, usize) {
-        (
-            (col % 8) * 4 + (k % 8) / 2,
-            4 * (col / 8) + (k % 2) + 2 * (k / 8),
-        )
-    }
-
-    #[inline(never)]
-    fn mma<T: MmaInput>(a: &[u16; HALVES], b: &[u16; HALVES], c: &mut [f32; FLOATS]) {
-        let warp = gather([word(a, 0), word(a, 1), word(b, 0), word(b, 1)]);
-        let lane = super::super::lane_id() as usize;
-        for (e, v) in c.iter_mut().enumerate() {
-            let (row, col) = Layout::Mma.c_place(lane, e);
-            for k in 0..TILE {
-                let (la, ea) = a_holder(row, k);
-                let (lb, eb) = b_holder(k, col);
-                *v += T::widen(half(&warp[la], 0, ea)) * T::widen(half(&warp[lb], 2, eb));
-            }
-        }
-    }
-
-    #[cfg(offload_device)]
-    fn gather(words: [u64; 4]) -> &'static [[u64; 4]; 32] {
-        super::super::cpu::warp_gather4(words)
-    }
-
-    #[cfg(not(offload_device))]
-    fn gather(_words: [u64; 4]) -> &'static [[u64; 4]; 32] {
-        panic!("kernel::matrix runs in device launches only")
     }
 }

@@ -34,8 +34,10 @@ pub trait MmaInput: Copy + sealed::Sealed {
     /// `a` and `b` rounded to this type, packed `a` low (one conversion on GPUs).
     #[doc(hidden)]
     fn narrow2(a: f32, b: f32) -> u32;
-    /// `c` plus the product of `a` and `b` on this warp's matrix unit.
+    /// `c` plus the product of `a` and `b` on this warp's matrix unit (the CPU device has none:
+    /// its lanes multiply their own rows and columns, `matrix::lane_operands`).
     #[doc(hidden)]
+    #[cfg(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu")))]
     fn mma(a: &[u16; HALVES], b: &[u16; HALVES], c: &mut [f32; FLOATS]);
 }
 
@@ -53,11 +55,13 @@ pub(super) enum Layout {
     Wmma,
 }
 
+/// Where A's and B's elements lie, which the CPU device does not use: its lanes keep whole rows
+/// and columns (`matrix::lane_operands`).
+#[cfg_attr(
+    not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))),
+    allow(dead_code)
+)]
 impl Layout {
-    #[cfg_attr(
-        not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))),
-        allow(dead_code)
-    )]
     #[inline(always)]
     pub(super) fn a_count(self) -> usize {
         match self {
@@ -67,28 +71,12 @@ impl Layout {
         }
     }
 
-    #[cfg_attr(
-        not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))),
-        allow(dead_code)
-    )]
     #[inline(always)]
     pub(super) fn b_count(self) -> usize {
         self.a_count()
     }
 
-    #[inline(always)]
-    pub(super) fn c_count(self) -> usize {
-        match self {
-            Layout::Mma | Layout::Wmma => 8,
-            Layout::Mfma => 4,
-        }
-    }
-
     /// `(row, k)` of A's element `e` in `lane`.
-    #[cfg_attr(
-        not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))),
-        allow(dead_code)
-    )]
     #[inline(always)]
     pub(super) fn a_place(self, lane: usize, e: usize) -> (usize, usize) {
         match self {
@@ -102,10 +90,6 @@ impl Layout {
     }
 
     /// `(k, col)` of B's element `e` in `lane`.
-    #[cfg_attr(
-        not(all(offload_device, any(target_arch = "nvptx64", target_arch = "amdgpu"))),
-        allow(dead_code)
-    )]
     #[inline(always)]
     pub(super) fn b_place(self, lane: usize, e: usize) -> (usize, usize) {
         match self {
@@ -115,6 +99,16 @@ impl Layout {
             }
             Layout::Mfma => (4 * (lane / 16 % 4) + e, lane % 16),
             Layout::Wmma => (e, lane % 16),
+        }
+    }
+}
+
+impl Layout {
+    #[inline(always)]
+    pub(super) fn c_count(self) -> usize {
+        match self {
+            Layout::Mma | Layout::Wmma => 8,
+            Layout::Mfma => 4,
         }
     }
 

@@ -60,15 +60,9 @@ impl LaneRows {
         lane: usize,
         chunk: impl Fn(usize, usize) -> [u16; 8],
     ) -> LaneRows {
-        let mut rows = LaneRows::ZERO;
-        for k0 in [0, 8] {
-            let wide: [[f32; 8]; ROWS] =
-                core::array::from_fn(|s| widen8::<T>(chunk(row(lane, s), k0)));
-            for (i, at) in rows.at[k0..k0 + 8].iter_mut().enumerate() {
-                *at = core::array::from_fn(|s| wide[s][i]);
-            }
+        LaneRows {
+            at: k_major_from_chunks::<T, ROWS>(|s| row(lane, s), chunk),
         }
-        rows
     }
 
     /// The rows from `value(row, k)`, A's element `(row, k)` already widened.
@@ -108,16 +102,27 @@ impl LaneColumns {
         lane: usize,
         chunk: impl Fn(usize, usize) -> [u16; 8],
     ) -> LaneColumns {
-        let mut cols = LaneColumns::ZERO;
-        for k0 in [0, 8] {
-            let wide: [[f32; 8]; COLUMNS] =
-                core::array::from_fn(|j| widen8::<T>(chunk(column(lane, j), k0)));
-            for (i, at) in cols.at[k0..k0 + 8].iter_mut().enumerate() {
-                *at = core::array::from_fn(|j| wide[j][i]);
-            }
+        LaneColumns {
+            at: k_major_from_chunks::<T, COLUMNS>(|j| column(lane, j), chunk),
         }
-        cols
     }
+}
+
+/// The `W` lines `line(0..W)` (rows of A, or columns of B) from `chunk(line, k0)`, their
+/// elements `k0..k0 + 8` as bits (`k0` 0 or 8), widened and laid out `k`-major.
+#[inline(always)]
+fn k_major_from_chunks<T: MmaInput, const W: usize>(
+    line: impl Fn(usize) -> usize,
+    chunk: impl Fn(usize, usize) -> [u16; 8],
+) -> [[f32; W]; TILE] {
+    let mut at = [[0.0; W]; TILE];
+    for k0 in [0, 8] {
+        let wide: [[f32; 8]; W] = core::array::from_fn(|w| widen8::<T>(chunk(line(w), k0)));
+        for (i, at) in at[k0..k0 + 8].iter_mut().enumerate() {
+            *at = core::array::from_fn(|w| wide[w][i]);
+        }
+    }
+    at
 }
 
 /// `c += a × b` for this lane's accumulator elements, each a sum in `k` order rounded to `f32`

@@ -28,9 +28,7 @@
 use core::marker::PhantomData;
 
 use super::super::pipeline::SwizzledTile;
-use super::{
-    FLOATS, HALVES, MmaInput, ldmatrix_x4, ldmatrix_x4_trans, word_to_halves, words_to_halves,
-};
+use super::{HALVES, MmaInput, ldmatrix_x4, ldmatrix_x4_trans, word_to_halves, words_to_halves};
 
 /// Rows of A and of the accumulator.
 pub const M: usize = 32;
@@ -471,6 +469,7 @@ impl Accumulator {
 #[inline(always)]
 pub fn mma<T: MmaInput>(a: &FragmentA<T>, b: &FragmentB<T>, c: &Accumulator) -> Accumulator {
     let mut out = *c;
+    #[cfg(all(offload_device, target_arch = "amdgpu"))]
     if layout() == Layout::Wmma {
         // Each quarter of the accumulator from its half of A and of B, `k` 8..16 zeros.
         unrolled!(quarter in [0, 1, 2, 3] {
@@ -478,16 +477,16 @@ pub fn mma<T: MmaInput>(a: &FragmentA<T>, b: &FragmentB<T>, c: &Accumulator) -> 
             let pad = |halves: &[u16; HALVES], half: usize| -> [u16; HALVES] {
                 core::array::from_fn(|e| if e < 8 { halves[8 * half + e] } else { 0 })
             };
-            let mut floats: [f32; FLOATS] =
+            let mut floats: [f32; super::FLOATS] =
                 core::array::from_fn(|e| out.floats[8 * quarter + e]);
             T::mma(&pad(&a.halves, row_half), &pad(&b.halves, col_half), &mut floats);
             unrolled!(e in [0, 1, 2, 3, 4, 5, 6, 7] {
                 out.floats[8 * quarter + e] = floats[e];
             });
         });
-    } else {
-        product::<T>(&a.halves, &b.halves, &mut out.floats);
+        return out;
     }
+    product::<T>(&a.halves, &b.halves, &mut out.floats);
     out
 }
 
@@ -528,15 +527,7 @@ fn product<T: MmaInput>(a: &[u16; HALVES], b: &[u16; HALVES], c: &mut [f32; WIDE
     fn half(words: &[u64; 4], first: usize, e: usize) -> u16 {
         (words[first + e / 4] >> (16 * (e % 4))) as u16
     }
-    #[cfg(offload_device)]
-    fn gather(words: [u64; 4]) -> &'static [[u64; 4]; 32] {
-        super::super::cpu::warp_gather4(words)
-    }
-    #[cfg(not(offload_device))]
-    fn gather(_words: [u64; 4]) -> &'static [[u64; 4]; 32] {
-        panic!("kernel::matrix runs in device launches only")
-    }
-    let warp = gather([word(a, 0), word(a, 1), word(b, 0), word(b, 1)]);
+    let warp = super::lane_operands::gather([word(a, 0), word(a, 1), word(b, 0), word(b, 1)]);
     let lane = super::super::lane_id() as usize;
     for (e, v) in c.iter_mut().enumerate() {
         let (row, col) = Layout::Mma.c_place(lane, e);

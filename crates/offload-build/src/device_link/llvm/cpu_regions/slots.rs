@@ -332,6 +332,12 @@ pub(super) fn classify_allocas<'m>(
         .enumerate()
         .map(|(n, i)| (i, n))
         .collect();
+    let mut predecessors = vec![Vec::new(); segments.list.len()];
+    for (s, next) in segments.successors.iter().enumerate() {
+        for &t in next {
+            predecessors[t].push(s);
+        }
+    }
     let crossings: Vec<(usize, usize)> = segments
         .list
         .iter()
@@ -362,15 +368,21 @@ pub(super) fn classify_allocas<'m>(
             .and_then(|n| n.const_zext_value())
             .ok_or_else(|| with_location("a local of a dynamic length", alloca))?;
         let bytes = module.abi_size(ty) * count;
-        let (accesses, escapes) = accesses_of(alloca.as_value(), segments);
+        let uses = local_uses(alloca.as_value());
+        let escapes = uses.escapes;
+        let accesses: Vec<usize> = uses
+            .users
+            .iter()
+            .filter_map(|(i, _)| segments.of_instruction.get(i).copied())
+            .collect();
         let on_a_path_through_a_barrier = || {
             crossings.iter().any(|&(before, after)| {
                 accesses.iter().any(|&a| reach[a][before])
                     && accesses.iter().any(|&b| reach[after][b])
             })
         };
-        let crosses = match segment_uses(module, alloca, bytes, segments, &position) {
-            Some(uses) => live_across_a_barrier(&uses, segments),
+        let crosses = match segment_uses(module, &uses, alloca, bytes, segments, &position) {
+            Some(uses) => live_across_a_barrier(&uses, segments, &predecessors),
             None => on_a_path_through_a_barrier(),
         };
         if !crosses && !escapes && on_a_path_through_a_barrier() {
@@ -396,68 +408,56 @@ struct SegmentUse {
     writes: bool,
 }
 
-/// Each segment's use of `alloca` (of `bytes` bytes), its accesses found through the
-/// addresses derived from it; `None` where its address escapes (is stored, or made an
-/// integer), so that its accesses cannot all be found.
+/// Each segment's use of `alloca` (of `bytes` bytes) from its `uses`; `None` where its address
+/// escapes, so that its accesses cannot all be found.
 fn segment_uses<'m>(
     module: Module<'m>,
+    uses: &LocalUses<'m>,
     alloca: Instruction<'m>,
     bytes: u64,
     segments: &Segments<'m>,
     position: &HashMap<Instruction<'m>, usize>,
 ) -> Option<Vec<SegmentUse>> {
     use InstructionOpcode as Op;
+    if uses.escapes {
+        return None;
+    }
     let base = alloca.as_value();
     let mut first: Vec<Option<(usize, bool)>> = vec![None; segments.list.len()];
-    let mut uses = vec![SegmentUse::default(); segments.list.len()];
-    let mut stack = vec![base];
-    let mut seen = HashSet::new();
-    while let Some(pointer) = stack.pop() {
-        if !seen.insert(pointer) {
-            continue;
-        }
-        for user in pointer.users() {
-            let i = user.as_instruction()?;
-            let replaces = match i.opcode() {
-                Op::GetElementPtr | Op::BitCast | Op::AddrSpaceCast | Op::Select | Op::Phi => {
-                    stack.push(user);
-                    continue;
-                }
-                Op::Store if i.operand(0) == Some(pointer) => return None,
-                Op::PtrToInt => return None,
-                Op::Store => pointer == base && module.abi_size(i.operand(0)?.ty()) == bytes,
-                Op::Call => {
-                    let name = i.as_value().as_call()?.callee_name();
-                    pointer == base && name.starts_with(b"llvm.lifetime.")
-                }
-                _ => false,
-            };
-            let s = *segments.of_instruction.get(&i)?;
-            let at = *position.get(&i)?;
-            uses[s].writes |= replaces;
-            if first[s].is_none_or(|(earliest, _)| at < earliest) {
-                first[s] = Some((at, replaces));
+    let mut by_segment = vec![SegmentUse::default(); segments.list.len()];
+    for &(i, pointer) in &uses.users {
+        let replaces = match i.opcode() {
+            op if derives_an_address(op) => continue,
+            Op::Store => pointer == base && module.abi_size(i.operand(0)?.ty()) == bytes,
+            Op::Call => {
+                let name = i.as_value().as_call()?.callee_name();
+                pointer == base && name.starts_with(b"llvm.lifetime.")
             }
+            _ => false,
+        };
+        let s = *segments.of_instruction.get(&i)?;
+        let at = *position.get(&i)?;
+        by_segment[s].writes |= replaces;
+        if first[s].is_none_or(|(earliest, _)| at < earliest) {
+            first[s] = Some((at, replaces));
         }
     }
     for (s, first) in first.into_iter().enumerate() {
-        uses[s].reads_first = first.is_some_and(|(_, replaces)| !replaces);
+        by_segment[s].reads_first = first.is_some_and(|(_, replaces)| !replaces);
     }
-    Some(uses)
+    Some(by_segment)
 }
 
 /// Whether the memory of an alloca used as `uses` says is live across a barrier: read after it
 /// (in the segment that follows, or further on) before anything replaces it.
-fn live_across_a_barrier(uses: &[SegmentUse], segments: &Segments<'_>) -> bool {
-    let n = uses.len();
+/// `predecessors` are the segments' own, the inverse of `segments.successors`.
+fn live_across_a_barrier(
+    uses: &[SegmentUse],
+    segments: &Segments<'_>,
+    predecessors: &[Vec<usize>],
+) -> bool {
     let mut live_in: Vec<bool> = uses.iter().map(|u| u.reads_first).collect();
-    let mut predecessors = vec![Vec::new(); n];
-    for (s, next) in segments.successors.iter().enumerate() {
-        for &t in next {
-            predecessors[t].push(s);
-        }
-    }
-    let mut work: Vec<usize> = (0..n).filter(|&s| live_in[s]).collect();
+    let mut work: Vec<usize> = (0..uses.len()).filter(|&s| live_in[s]).collect();
     while let Some(t) = work.pop() {
         for &s in &predecessors[t] {
             if !live_in[s] && !uses[s].writes {
@@ -473,11 +473,30 @@ fn live_across_a_barrier(uses: &[SegmentUse], segments: &Segments<'_>) -> bool {
         .any(|barrier| live_in[segments.after_barrier[&barrier]])
 }
 
-/// The segments where the memory at `pointer` (an alloca) is used, and whether its address
-/// escapes (is stored, or turned into an integer).
-pub(super) fn accesses_of<'m>(pointer: Value<'m>, segments: &Segments<'m>) -> (Vec<usize>, bool) {
-    let mut accesses = Vec::new();
-    let mut escapes = false;
+/// The instructions that use the memory at an alloca, or an address derived from it, each with
+/// the address it uses; and whether the address escapes (is stored, made an integer, or used
+/// by something other than an instruction).
+struct LocalUses<'m> {
+    users: Vec<(Instruction<'m>, Value<'m>)>,
+    escapes: bool,
+}
+
+/// Whether an instruction of opcode `op` derives an address from its operand (one it then uses
+/// in turn), rather than accessing the memory there.
+fn derives_an_address(op: InstructionOpcode) -> bool {
+    use InstructionOpcode as Op;
+    matches!(
+        op,
+        Op::GetElementPtr | Op::BitCast | Op::AddrSpaceCast | Op::Select | Op::Phi
+    )
+}
+
+/// The [`LocalUses`] of `pointer`, an alloca.
+fn local_uses<'m>(pointer: Value<'m>) -> LocalUses<'m> {
+    let mut uses = LocalUses {
+        users: Vec::new(),
+        escapes: false,
+    };
     let mut stack = vec![pointer];
     let mut seen = HashSet::new();
     while let Some(p) = stack.pop() {
@@ -486,22 +505,18 @@ pub(super) fn accesses_of<'m>(pointer: Value<'m>, segments: &Segments<'m>) -> (V
         }
         for user in p.users() {
             let Some(i) = user.as_instruction() else {
-                escapes = true;
+                uses.escapes = true;
                 continue;
             };
-            if let Some(&s) = segments.of_instruction.get(&i) {
-                accesses.push(s);
-            }
+            uses.users.push((i, p));
             use InstructionOpcode as Op;
             match i.opcode() {
-                Op::GetElementPtr | Op::BitCast | Op::AddrSpaceCast | Op::Select | Op::Phi => {
-                    stack.push(user)
-                }
-                Op::Store if i.operand(0) == Some(p) => escapes = true,
-                Op::PtrToInt => escapes = true,
+                op if derives_an_address(op) => stack.push(user),
+                Op::Store if i.operand(0) == Some(p) => uses.escapes = true,
+                Op::PtrToInt => uses.escapes = true,
                 _ => {}
             }
         }
     }
-    (accesses, escapes)
+    uses
 }
