@@ -48,6 +48,11 @@ impl<'m> Complete<'m> {
             || Some(f) == self.interleave
     }
 
+    /// Whether `i` calls the warp barrier.
+    pub(super) fn is_warp_barrier(&self, i: Instruction<'m>) -> bool {
+        self.warp_barrier.is_some() && i.as_value().as_call().and_then(callee) == self.warp_barrier
+    }
+
     /// Whether `i` calls a barrier, or the top of an interleaved loop's trip (a place regions
     /// are cut at as at a block barrier).
     pub(super) fn is_barrier(&self, i: Instruction<'m>) -> bool {

@@ -37,6 +37,7 @@ mod exits;
 mod hooks;
 mod inline;
 mod kinds;
+mod merge;
 mod segments;
 mod slots;
 #[cfg(test)]
@@ -56,6 +57,7 @@ use emit::Emitter;
 use hooks::{Complete, Hooks, barrier_calls, callee, with_location};
 use inline::{inline_what_reaches_barriers, recursive_callee, run_passes};
 use kinds::{Kind, Kinds};
+use merge::merge_alternative_barriers;
 use segments::Segments;
 use slots::{classify_allocas, demote_across_segments, demote_phis};
 use uniform::block_uniform_slots;
@@ -183,6 +185,10 @@ fn form_kernel<'m>(
     let phi_slots = demote_phis(module, body);
     let segments = Segments::of(body, &is_barrier);
     demote_across_segments(module, body, &segments, &mut kinds, &phi_slots)?;
+    if merge_alternative_barriers(module, body, hooks) > 0 {
+        // The merge erased instructions whose handles the memo may still hold.
+        kinds.memo.clear();
+    }
     let segments = Segments::of(body, &is_barrier);
     let mut slots = classify_allocas(module, body, &segments)?;
     // A slot kept once that a loop around a barrier uses on both sides of it (a loop counter
@@ -194,7 +200,8 @@ fn form_kernel<'m>(
         .map(|(a, _)| *a)
         .chain(slots.scratch_in_loops.iter().copied())
         .collect();
-    slots.block = block_uniform_slots(body, &candidates, &is_barrier, &mut |v| {
+    let is_warp_barrier = |i: Instruction<'m>| hooks.is_warp_barrier(i);
+    slots.block = block_uniform_slots(body, &candidates, &is_barrier, &is_warp_barrier, &mut |v| {
         kinds.of(v) == Kind::Hoistable
     });
     slots

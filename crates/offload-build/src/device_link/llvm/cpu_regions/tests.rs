@@ -554,3 +554,202 @@ fn a_strided_loop_without_barriers_stays_each_threads_own() {
         "{text}"
     );
 }
+
+/// The calls of the block barrier hook left in `text`.
+fn barrier_calls_in(text: &str) -> usize {
+    text.matches("call void @__offload_cpuir_barrier()").count()
+}
+
+/// Runs [`merge_alternative_barriers`](super::merge::merge_alternative_barriers) on kernel
+/// `k`'s body; returns how many barriers it merged away and the verified module's text.
+fn merge_barriers(body: &str) -> (usize, String) {
+    let context = inkwell::context::Context::create();
+    let buffer = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(
+        module_text(body).as_bytes(),
+        "test",
+    );
+    let module = context.create_module_from_ir(buffer).expect("parses");
+    let ir = Module::new(&module);
+    let hooks = Hooks::find(ir).complete().expect("the hooks");
+    let body = ir.function("__offload_cpu_body_k").expect("the body");
+    let merged = super::merge::merge_alternative_barriers(ir, body, &hooks);
+    module
+        .verify()
+        .unwrap_or_else(|e| panic!("{e}\n{}", module.print_to_string()));
+    (merged, module.print_to_string().to_string())
+}
+
+/// A barrier LLVM's jump threading copied into both ways of a branch on the thread's own
+/// condition (`if first { .. } sync_threads(); if !first { .. }`), the code after each copy
+/// its way's own.
+const THREADED_BARRIER: &str = "
+define void @__offload_cpu_body_k(ptr %params) {
+entry:
+  %pp = load ptr, ptr %params
+  %data = load ptr, ptr %pp
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  %slot = getelementptr i32, ptr %data, i32 %t
+  %first = icmp eq i32 %t, 0
+  br i1 %first, label %mine, label %others
+mine:
+  store i32 7, ptr %data
+  call void @__offload_cpuir_barrier()
+  br label %join
+others:
+  call void @__offload_cpuir_barrier()
+  %seen = load i32, ptr %data
+  %sum = add i32 %seen, %t
+  br label %join
+join:
+  %v = phi i32 [ 0, %mine ], [ %sum, %others ]
+  store i32 %v, ptr %slot
+  ret void
+}";
+
+#[test]
+fn barriers_copied_into_both_ways_of_a_branch_become_one() {
+    assert_eq!(barrier_calls_in(THREADED_BARRIER), 2);
+    let (merged, text) = merge_barriers(THREADED_BARRIER);
+    assert_eq!(merged, 1, "{text}");
+    assert_eq!(barrier_calls_in(&text), 1, "{text}");
+    // Each thread goes on the way it came: stored before the barrier, switched on after.
+    assert!(text.contains("%barrier.way = alloca i32"), "{text}");
+    assert!(text.contains("switch i32 %barrier.way"), "{text}");
+    // Formed, the kernel keeps no coroutines.
+    let (text, kept) = form(THREADED_BARRIER);
+    assert!(kept.is_empty(), "{kept:?}");
+    assert!(text.contains("@__offload_cpu_irregions_k"), "{text}");
+}
+
+#[test]
+fn barriers_one_after_the_other_or_in_a_loop_stay_apart() {
+    let sequential = THREADED_BARRIER.replace(
+        "  store i32 7, ptr %data\n  call void @__offload_cpuir_barrier()\n  br label %join",
+        "  store i32 7, ptr %data\n  call void @__offload_cpuir_barrier()\n  br label %others",
+    );
+    let sequential = sequential.replace("[ 0, %mine ], ", "");
+    assert_ne!(sequential, THREADED_BARRIER);
+    let (merged, text) = merge_barriers(&sequential);
+    assert_eq!(merged, 0, "{text}");
+    assert_eq!(barrier_calls_in(&text), 2, "{text}");
+    // The loop's two barriers (one on a thread's own way) reach each other around it.
+    let divergent_loop = LOOP_BODY.replace(
+        "  %next = lshr i32 %half, 1\n  call void @__offload_cpuir_barrier()\n  br label %loop",
+        "  %next = lshr i32 %half, 1\n  %mine = icmp ult i32 %t, %half\n  \
+         br i1 %mine, label %wait, label %other\nwait:\n  \
+         call void @__offload_cpuir_barrier()\n  br label %loop\nother:\n  \
+         call void @__offload_cpuir_barrier()\n  br label %loop",
+    );
+    let divergent_loop =
+        divergent_loop.replace("[ %next, %body ]", "[ %next, %wait ], [ %next, %other ]");
+    assert_ne!(divergent_loop, LOOP_BODY);
+    let (merged, text) = merge_barriers(&divergent_loop);
+    assert_eq!(merged, 0, "{text}");
+    assert_eq!(barrier_calls_in(&text), 3, "{text}");
+}
+
+/// A loop around a barrier whose counter the block shares, then `tail`, then the end.
+fn counted_loop_then(tail: &str) -> String {
+    format!(
+        "
+define void @__offload_cpu_body_k(ptr %params) {{
+entry:
+  %pp = load ptr, ptr %params
+  %data = load ptr, ptr %pp
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  %n = call i32 @__offload_cpuir_index(i32 6)
+  %slot = getelementptr i32, ptr %data, i32 %t
+  br label %loop
+loop:
+  %half = phi i32 [ %n, %entry ], [ %next, %body ]
+  %done = icmp ult i32 %half, 2
+  br i1 %done, label %after, label %body
+body:
+  %next = lshr i32 %half, 1
+  store i32 %half, ptr %slot
+  call void @__offload_cpuir_barrier()
+  br label %loop
+after:
+{tail}
+}}"
+    )
+}
+
+#[test]
+fn a_threaded_barrier_after_a_loop_leaves_its_counter_the_blocks() {
+    // After the loop, the jump-threaded barrier pair of `THREADED_BARRIER`.
+    let body = counted_loop_then(
+        "  %first = icmp eq i32 %t, 0
+  br i1 %first, label %mine, label %others
+mine:
+  store i32 7, ptr %data
+  call void @__offload_cpuir_barrier()
+  br label %join
+others:
+  call void @__offload_cpuir_barrier()
+  %seen = load i32, ptr %data
+  br label %join
+join:
+  %v = phi i32 [ 0, %mine ], [ %seen, %others ]
+  store i32 %v, ptr %slot
+  ret void",
+    );
+    let (text, kept) = form(&body);
+    assert!(kept.is_empty(), "{kept:?}");
+    assert!(
+        entry_point(&text).contains("%block.slot = alloca i32"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_warp_barrier_on_a_threads_own_way_leaves_earlier_counters_the_blocks() {
+    // The first warp's warp operation after the loop (`if warp_id() == 0 { .. }`).
+    let after = counted_loop_then(
+        "  %warp = lshr i32 %t, 5
+  %first_warp = icmp eq i32 %warp, 0
+  br i1 %first_warp, label %lanes, label %out
+lanes:
+  call void @__offload_cpuir_warp_barrier()
+  br label %out
+out:
+  ret void",
+    );
+    let (text, kept) = form(&after);
+    assert!(kept.is_empty(), "{kept:?}");
+    assert!(
+        entry_point(&text).contains("%block.slot = alloca i32"),
+        "{text}"
+    );
+    // Before the loop instead, the counter's first store may run while the first warp still
+    // waits at its warp barrier: each thread's own.
+    let before = after
+        .replace(
+            "  %slot = getelementptr i32, ptr %data, i32 %t\n  br label %loop",
+            "  %slot = getelementptr i32, ptr %data, i32 %t
+  %warp = lshr i32 %t, 5
+  %first_warp = icmp eq i32 %warp, 0
+  br i1 %first_warp, label %lanes, label %start
+lanes:
+  call void @__offload_cpuir_warp_barrier()
+  br label %start
+start:
+  br label %loop",
+        )
+        .replace("[ %n, %entry ]", "[ %n, %start ]")
+        .replace(
+            "  %warp = lshr i32 %t, 5
+  %first_warp = icmp eq i32 %warp, 0
+  br i1 %first_warp, label %lanes, label %out
+lanes:
+  call void @__offload_cpuir_warp_barrier()
+  br label %out
+out:
+  ret void",
+            "  ret void",
+        );
+    assert_ne!(before, after);
+    let (text, kept) = form(&before);
+    assert!(kept.is_empty(), "{kept:?}");
+    assert!(!entry_point(&text).contains("block.slot"), "{text}");
+}

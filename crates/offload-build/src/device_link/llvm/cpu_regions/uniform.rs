@@ -15,6 +15,11 @@
 //! candidate the block's), then a candidate is dropped when a store to it writes a value a
 //! thread computes for itself or sits in a block that is control-dependent on a branch with a
 //! thread's own condition, until nothing changes.
+//!
+//! Warp barriers need only their warp's lanes (`if warp_id() == 0 { warp_scan(..) }`): the
+//! threads of such a branch run its regions after the others have gone on to the next block
+//! barrier, so a candidate is also dropped when a store to it may run between such a warp
+//! barrier and the next block barrier (the others would have written it first).
 #![forbid(unsafe_code)]
 
 use std::collections::{HashMap, HashSet};
@@ -31,8 +36,10 @@ pub fn block_uniform_slots<'m>(
     body: Function<'m>,
     candidates: &[Instruction<'m>],
     is_barrier: &dyn Fn(Instruction<'m>) -> bool,
+    is_warp_barrier: &dyn Fn(Instruction<'m>) -> bool,
     is_block_value: &mut dyn FnMut(Value<'m>) -> bool,
 ) -> Vec<Instruction<'m>> {
+    let is_block_barrier = |i: Instruction<'m>| is_barrier(i) && !is_warp_barrier(i);
     let mut slots: HashSet<Value<'m>> = candidates
         .iter()
         .filter(|a| only_loaded_and_stored(a.as_value()))
@@ -50,21 +57,37 @@ pub fn block_uniform_slots<'m>(
             memo: HashMap::new(),
         };
         let uniform_blocks = graph.uniformly_executed(&mut values);
+        let divergent: Vec<Block<'m>> = graph
+            .barrier_blocks
+            .iter()
+            .copied()
+            .filter(|b| !uniform_blocks.contains(b))
+            .collect();
+        // Which warp barriers some threads reach while others go on, with the ways out
+        // counted (a loop left only by a return still ends).
+        let all_reach = graph.executed_by_all(&mut values);
+        let behind: Vec<Block<'m>> = graph
+            .barrier_blocks
+            .iter()
+            .copied()
+            .filter(|b| !all_reach.contains(b))
+            .collect();
+        let late = reached_before_block_barrier(&behind, &is_block_barrier);
         let dropped: Vec<Value<'m>> = slots
             .iter()
             .copied()
             .filter(|slot| {
                 stores_to(*slot).any(|store| {
                     !uniform_blocks.contains(&store.block())
+                        || late.contains(&store.block())
                         || !store.operand(0).is_some_and(|v| values.of(v))
                 })
             })
             .collect();
         if dropped.is_empty() {
-            if graph
-                .barrier_blocks
+            if divergent
                 .iter()
-                .any(|b| !uniform_blocks.contains(b))
+                .any(|b| b.instructions().any(is_block_barrier))
             {
                 return Vec::new();
             }
@@ -82,6 +105,28 @@ pub fn block_uniform_slots<'m>(
         .copied()
         .filter(|a| slots.contains(&a.as_value()))
         .collect()
+}
+
+/// The blocks a thread may run from `from` on before it reaches a block barrier: `from`
+/// themselves, and the blocks with a block barrier it reaches (whose stores may come first).
+fn reached_before_block_barrier<'m>(
+    from: &[Block<'m>],
+    is_block_barrier: &dyn Fn(Instruction<'m>) -> bool,
+) -> HashSet<Block<'m>> {
+    let mut reached: HashSet<Block<'m>> = from.iter().copied().collect();
+    let mut stack: Vec<Block<'m>> = from.to_vec();
+    while let Some(block) = stack.pop() {
+        if block.instructions().any(is_block_barrier) && !from.contains(&block) {
+            continue;
+        }
+        let successors = block.terminator().into_iter().flat_map(|t| t.successors());
+        for next in successors {
+            if reached.insert(next) {
+                stack.push(next);
+            }
+        }
+    }
+    reached
 }
 
 /// Whether every use of `alloca` is a plain load from it or a plain store to it (not of it).
@@ -250,6 +295,9 @@ pub(super) struct Graph<'m> {
     pub(super) conditions: Vec<Option<Value<'m>>>,
     /// Post-dominators, the virtual exit (index `blocks.len()`) included.
     pub(super) post_dominators: Vec<Vec<bool>>,
+    /// As `post_dominators`, with a way to the exit from each block with a successor that
+    /// only leads out.
+    pub(super) post_dominators_leaving: Vec<Vec<bool>>,
     pub(super) barrier_blocks: Vec<Block<'m>>,
 }
 
@@ -318,12 +366,17 @@ impl<'m> Graph<'m> {
                 blocks[b].terminator()?.instruction().operand(0)
             })
             .collect();
-        let post_dominators = post_dominators(&successors);
+        let staying = post_dominators(&successors, &vec![false; n]);
+        let leaves: Vec<bool> = (0..n)
+            .map(|b| stays[b] && all_successors[b].iter().any(|&s| !stays[s]))
+            .collect();
+        let leaving = post_dominators(&successors, &leaves);
         Graph {
             blocks,
             successors,
             conditions,
-            post_dominators,
+            post_dominators: staying,
+            post_dominators_leaving: leaving,
             barrier_blocks,
         }
     }
@@ -331,6 +384,24 @@ impl<'m> Graph<'m> {
     /// The blocks every live thread runs alike: control-dependent on no branch whose
     /// condition is a thread's own.
     pub(super) fn uniformly_executed(&self, values: &mut Uniform<'_, 'm>) -> HashSet<Block<'m>> {
+        self.not_control_dependent(values, &self.post_dominators)
+    }
+
+    /// The blocks every thread that does not leave runs, the ways out counted: control-dependent
+    /// on no branch whose condition is a thread's own, with post-dominators in which a loop
+    /// left only by a return still ends. (Without the ways out, such a loop has no end and
+    /// every block seems to post-dominate it, which [`Graph::uniformly_executed`] may take for
+    /// barriers every thread reaches, as programs with block barriers under block-uniform
+    /// control flow make no difference; a warp barrier under a thread's own branch does.)
+    pub(super) fn executed_by_all(&self, values: &mut Uniform<'_, 'm>) -> HashSet<Block<'m>> {
+        self.not_control_dependent(values, &self.post_dominators_leaving)
+    }
+
+    fn not_control_dependent(
+        &self,
+        values: &mut Uniform<'_, 'm>,
+        post_dominators: &[Vec<bool>],
+    ) -> HashSet<Block<'m>> {
         let n = self.blocks.len();
         let divergent: Vec<usize> = (0..n)
             .filter(|&b| self.conditions[b].is_some_and(|c| !values.of(c)))
@@ -339,13 +410,13 @@ impl<'m> Graph<'m> {
             .filter(|&b| self.successors[b].is_some())
             .filter(|&b| {
                 divergent.iter().all(|&branch| {
-                    let strictly = self.post_dominators[branch][b] && b != branch;
+                    let strictly = post_dominators[branch][b] && b != branch;
                     strictly
                         || !self.successors[branch]
                             .as_deref()
                             .unwrap_or_default()
                             .iter()
-                            .any(|&s| self.post_dominators[s][b])
+                            .any(|&s| post_dominators[s][b])
                 })
             })
             .map(|b| self.blocks[b])
@@ -354,8 +425,12 @@ impl<'m> Graph<'m> {
 }
 
 /// `result[b][d]`: `d` post-dominates `b`, on the blocks that stay (`Some` successors); a
-/// block without successors that stay leads to the virtual exit, index `successors.len()`.
-pub(super) fn post_dominators(successors: &[Option<Vec<usize>>]) -> Vec<Vec<bool>> {
+/// block without successors that stay, or one that `leaves`, leads to the virtual exit,
+/// index `successors.len()`.
+pub(super) fn post_dominators(
+    successors: &[Option<Vec<usize>>],
+    leaves: &[bool],
+) -> Vec<Vec<bool>> {
     let n = successors.len();
     let exit = n;
     let mut sets: Vec<Vec<bool>> = vec![vec![true; n + 1]; n + 1];
@@ -369,11 +444,10 @@ pub(super) fn post_dominators(successors: &[Option<Vec<usize>>]) -> Vec<Vec<bool
                 continue;
             };
             let mut meet = vec![true; n + 1];
-            let targets: Vec<usize> = if next.is_empty() {
-                vec![exit]
-            } else {
-                next.clone()
-            };
+            let mut targets: Vec<usize> = next.clone();
+            if next.is_empty() || leaves[b] {
+                targets.push(exit);
+            }
             for s in targets {
                 for (m, d) in meet.iter_mut().zip(&sets[s]) {
                     *m &= *d;
