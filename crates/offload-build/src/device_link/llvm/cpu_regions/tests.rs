@@ -571,7 +571,9 @@ fn merge_barriers(body: &str) -> (usize, String) {
     let module = context.create_module_from_ir(buffer).expect("parses");
     let ir = Module::new(&module);
     let hooks = Hooks::find(ir).complete().expect("the hooks");
-    let body = ir.function("__offload_cpu_body_k").expect("the body");
+    let body = ir
+        .function(&format!("{}k", abi::CPU_BODY_PREFIX))
+        .expect("the body");
     let merged = super::merge::merge_alternative_barriers(ir, body, &hooks);
     module
         .verify()
