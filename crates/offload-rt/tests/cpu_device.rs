@@ -1788,9 +1788,10 @@ fn barriers_in_called_functions_run_alike_in_region_form_and_with_coroutines() {
 /// threads between barriers, the default), in the CPU link's region form wherever the image
 /// has it (the fixture's image is built in IR form, so every kernel with barriers has it), and
 /// with one coroutine per GPU thread.
-fn barrier_modes() -> [(BarrierMode, Device); 3] {
+fn barrier_modes() -> [(BarrierMode, Device); 4] {
     [
         BarrierMode::Regions,
+        BarrierMode::SourceRegions,
         BarrierMode::IrRegions,
         BarrierMode::Coroutines,
     ]
@@ -2323,8 +2324,13 @@ fn the_barrier_path_is_chosen_per_kernel_and_logged() {
     if std::env::var_os(CHILD).is_some() {
         let dev = Device::cpu();
         let mut data = DeviceBuffer::<i32>::zeroed(&dev, 128).unwrap();
-        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
-        unsafe { k::reverse_blocks.launch(&dev, LaunchConfig::linear(2, 64), &mut data) }.unwrap();
+        // Four launches: the first in `#[kernel]`'s loops, the second in them timed, the third
+        // in the CPU link's timed, the fourth in the faster.
+        for _ in 0..4 {
+            // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+            unsafe { k::reverse_blocks.launch(&dev, LaunchConfig::linear(2, 64), &mut data) }
+                .unwrap();
+        }
         // SAFETY: the buffers hold every element the kernel reaches through its pointers.
         unsafe { k::hidden_barrier.launch(&dev, LaunchConfig::linear(2, 64), &mut data) }.unwrap();
         let (n, words) = (64u32, DeviceBuffer::from_slice(&dev, &[7u32; 64]).unwrap());
@@ -2423,6 +2429,17 @@ fn the_barrier_path_is_chosen_per_kernel_and_logged() {
         stderr.contains(
             "kernel `reduce_with_helpers` has barriers; runs as loops over each block's threads"
         ),
+        "{stderr}"
+    );
+    // The choice between the two forms, said once.
+    let chosen = stderr
+        .lines()
+        .filter(|l| l.contains("kernel `reverse_blocks`: ") && l.contains(" from now on"))
+        .collect::<Vec<_>>();
+    assert_eq!(chosen.len(), 1, "{stderr}");
+    assert!(
+        chosen[0].contains("ns a GPU thread in `#[kernel]`'s loops, ")
+            && chosen[0].contains(" in the CPU link's; runs "),
         "{stderr}"
     );
     // Said once for the two launches.
@@ -3078,7 +3095,9 @@ fn a_stack_overflow_after_a_barrier_is_an_error_in_every_barrier_mode() {
                 "{mode:?}"
             );
             let expected = match mode {
-                BarrierMode::Regions | BarrierMode::IrRegions => 8 << 20,
+                BarrierMode::Regions | BarrierMode::SourceRegions | BarrierMode::IrRegions => {
+                    8 << 20
+                }
                 BarrierMode::Coroutines => 128 << 10,
             };
             assert_eq!(bytes, expected, "{mode:?}");

@@ -11,9 +11,11 @@
 //! completes without reaching a barrier, the kernel takes the fast path (no coroutines) from
 //! then on. A kernel with barriers runs in region form when its image has a region entry
 //! point: `#[kernel]`'s (its body split at its barriers into loops over the block's threads)
-//! where block 0 reached no barrier that form cannot see (one in a function the kernel
-//! calls), else the CPU link's (the same loops formed on the image's IR after inlining;
-//! `OFFLOAD_CPU_BARRIERS=ir` prefers it wherever the image has one); otherwise, or with
+//! or the CPU link's (the same loops formed on the image's IR after inlining). Where block 0
+//! reached no barrier the first cannot see (one in a function the kernel calls) and the image
+//! has both, the kernel's second launch runs the first and its third the second, each timed,
+//! and the faster runs from then on (`OFFLOAD_CPU_BARRIERS=source` or `=ir` picks one without
+//! timing); else the CPU link's; otherwise, or with
 //! `OFFLOAD_CPU_BARRIERS=coroutines`, each GPU thread of a block runs as a
 //! coroutine on the worker's OS thread, switched at the barrier. Warp operations suspend a
 //! coroutine too, at a warp barrier that opens when every live lane of the warp (32 threads)
@@ -47,7 +49,8 @@ mod trap;
 
 use std::ffi::c_void;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
+use std::time::Instant;
 
 use super::{Backend, DeviceKind, DevicePtr, KernelHandle, Module};
 use crate::error::{Error, Result};
@@ -72,9 +75,16 @@ use stacks::{LauncherStacks, guarded};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BarrierMode {
     /// In region form where the image has it (loops over the block's threads between
-    /// barriers), else with coroutines: the `#[kernel]` macro's where it saw every barrier,
-    /// else the CPU link's.
+    /// barriers), else with coroutines: where the image has both the `#[kernel]` macro's form
+    /// and the CPU link's and the macro saw every barrier, the one that ran a kernel's blocks
+    /// faster on its first launches (after the first, one launch timed in each), else the one
+    /// it has.
     Regions,
+    /// In the `#[kernel]` macro's region form where it saw every barrier, else as
+    /// [`Regions`], without measuring (`OFFLOAD_CPU_BARRIERS=source`).
+    ///
+    /// [`Regions`]: BarrierMode::Regions
+    SourceRegions,
     /// In the CPU link's region form wherever the image has it, else as [`Regions`]
     /// (`OFFLOAD_CPU_BARRIERS=ir`).
     ///
@@ -144,7 +154,7 @@ fn map_huge(bytes: usize) -> Option<(*mut c_void, usize)> {
 impl CpuBackend {
     /// A CPU device with `OFFLOAD_CPU_THREADS` worker threads, or as many as the host's
     /// available parallelism, running barriers as `OFFLOAD_CPU_BARRIERS` says (`coroutines`,
-    /// `ir`, or by default `regions`), each GPU thread with `OFFLOAD_KERNEL_STACK` bytes of stack
+    /// `ir`, `source`, or by default `regions`), each GPU thread with `OFFLOAD_KERNEL_STACK` bytes of stack
     /// (by default 8 MiB, 128 KiB for a GPU thread run as a coroutine). Threads start on the
     /// first launch.
     pub fn new() -> CpuBackend {
@@ -156,6 +166,7 @@ impl CpuBackend {
         let barriers = match std::env::var("OFFLOAD_CPU_BARRIERS").as_deref() {
             Ok("coroutines") => BarrierMode::Coroutines,
             Ok("ir") => BarrierMode::IrRegions,
+            Ok("source") => BarrierMode::SourceRegions,
             _ => BarrierMode::Regions,
         };
         CpuBackend::with_threads(threads)
@@ -365,6 +376,13 @@ const MODE_REGIONS: u8 = 3;
 /// The CPU link's region entry point (the IR form), where the source form's is missing or
 /// misses a barrier in a called function.
 const MODE_IR_REGIONS: u8 = 4;
+/// The source form's region entry point, its launch timed for the choice between the forms.
+const MODE_TRY_REGIONS: u8 = 5;
+/// The CPU link's region entry point, its launch timed and compared with the source form's.
+const MODE_TRY_IR_REGIONS: u8 = 6;
+/// The IR form replaces the source form where its blocks ran in at most this part of the
+/// time (nanoseconds a thread), so that timing noise does not move a kernel between forms.
+const IR_FORM_MARGIN: f64 = 0.9;
 
 #[derive(Debug)]
 struct CpuKernel {
@@ -378,6 +396,8 @@ struct CpuKernel {
     static_shared: AtomicU32,
     /// Whether the log has said that this kernel's regions did not fit the lane storage.
     lanes_logged: AtomicBool,
+    /// Nanoseconds a GPU thread the source form's timed launch took (as `f64` bits).
+    source_form_time: AtomicU64,
 }
 
 /// The region entry point a kernel runs in `mode`: the source form's, the CPU link's, or none
@@ -388,8 +408,8 @@ fn entry_of(
     ir_regions: Option<CpuRegionsFn>,
 ) -> Option<CpuRegionsFn> {
     match mode {
-        MODE_REGIONS => regions,
-        MODE_IR_REGIONS => ir_regions,
+        MODE_REGIONS | MODE_TRY_REGIONS => regions,
+        MODE_IR_REGIONS | MODE_TRY_IR_REGIONS => ir_regions,
         _ => None,
     }
 }
@@ -500,6 +520,7 @@ impl Module for CpuModule {
             mode: AtomicU8::new(MODE_UNKNOWN),
             static_shared: AtomicU32::new(0),
             lanes_logged: AtomicBool::new(false),
+            source_form_time: AtomicU64::new(0),
         });
         Ok(KernelHandle(kernels.len() as u64 - 1))
     }
@@ -625,6 +646,12 @@ impl CpuModule {
                     MODE_BARRIER
                 } else if self.barriers == BarrierMode::IrRegions && ir_regions.is_some() {
                     MODE_IR_REGIONS
+                } else if regions.is_some()
+                    && !unmarked
+                    && ir_regions.is_some()
+                    && self.barriers == BarrierMode::Regions
+                {
+                    MODE_TRY_REGIONS
                 } else if regions.is_some() && !unmarked {
                     MODE_REGIONS
                 } else if ir_regions.is_some() {
@@ -652,6 +679,8 @@ impl CpuModule {
                 "cpu: kernel `{name}` has barriers; {}",
                 match mode {
                     MODE_REGIONS => "runs as loops over each block's threads between them",
+                    MODE_TRY_REGIONS =>
+                        "runs as loops over each block's threads between them (`#[kernel]`'s and the CPU link's, the faster after a timed launch of each)",
                     MODE_IR_REGIONS =>
                         "runs as loops over each block's threads between them (formed by the CPU link)",
                     _ if regions.is_none() && ir_regions.is_none() =>
@@ -662,6 +691,8 @@ impl CpuModule {
                         "runs with one coroutine per GPU thread (it reached a barrier or a warp operation outside its body, in a function it calls: `#[offload_rt::kernels]` on a module of the kernel and its functions lets the region form see them)",
                 }
             ));
+            // Untimed where the forms are compared: a first launch also pays for what it
+            // touches first (pages, caches).
             let regions = entry_of(mode, regions, ir_regions);
             // SAFETY: as above; block 0 has run.
             let fitted =
@@ -674,13 +705,73 @@ impl CpuModule {
             mode
         } else {
             let regions = entry_of(mode, regions, ir_regions);
+            let started = Instant::now();
             // SAFETY: as above.
             let fitted =
                 unsafe { self.run_barrier(&launch_ref, regions, thread, threads, 0, blocks) }?;
             self.log_lanes_overflow(kernel, name, fitted, threads);
+            self.choose_form(
+                kernel,
+                name,
+                mode,
+                fitted.then(|| (started.elapsed(), blocks)),
+                threads,
+            );
             mode
         };
         self.finish(kernel, name, &launch, &ctx, mode, known_static)
+    }
+
+    /// After a timed launch (`mode` one of the trials): the source form's time is kept and the
+    /// next launch tries the IR form; the IR form's is compared with it and the kernel keeps
+    /// the faster form from then on. `timed` is the launch's region run and its blocks, `None`
+    /// where it says nothing of the form's speed (one block, or blocks run with coroutines):
+    /// the source form is timed again, the IR form counts as slower.
+    fn choose_form(
+        &self,
+        kernel: KernelHandle,
+        name: &str,
+        mode: u8,
+        timed: Option<(std::time::Duration, u64)>,
+        threads: u32,
+    ) {
+        if !matches!(mode, MODE_TRY_REGIONS | MODE_TRY_IR_REGIONS) {
+            return;
+        }
+        let kernels = self.kernels();
+        let Some(k) = kernels.get(kernel.0 as usize) else {
+            return;
+        };
+        let per_thread = timed
+            .map(|(time, blocks)| time.as_nanos() as f64 / (blocks * u64::from(threads)) as f64);
+        match (mode, per_thread) {
+            (MODE_TRY_REGIONS, Some(ns)) => {
+                k.source_form_time.store(ns.to_bits(), Ordering::Relaxed);
+                k.mode.store(MODE_TRY_IR_REGIONS, Ordering::Relaxed);
+            }
+            (MODE_TRY_REGIONS, None) => {}
+            (_, ir) => {
+                let source = f64::from_bits(k.source_form_time.load(Ordering::Relaxed));
+                let ir_faster = ir.is_some_and(|ir| ir <= source * IR_FORM_MARGIN);
+                let chosen = if ir_faster {
+                    MODE_IR_REGIONS
+                } else {
+                    MODE_REGIONS
+                };
+                k.mode.store(chosen, Ordering::Relaxed);
+                crate::backend::gpu::log(format_args!(
+                    "cpu: kernel `{name}`: {} ns a GPU thread in `#[kernel]`'s loops, {} in the \
+                     CPU link's; runs {} from now on",
+                    format_ns(source),
+                    ir.map_or_else(|| "not timed".to_owned(), format_ns),
+                    if ir_faster {
+                        "the CPU link's"
+                    } else {
+                        "`#[kernel]`'s"
+                    },
+                ));
+            }
+        }
     }
 
     /// Says once per kernel (`OFFLOAD_LOG`) that a launch's blocks ran with coroutines because
@@ -722,7 +813,9 @@ impl CpuModule {
         {
             k.static_shared.fetch_max(used, Ordering::Relaxed);
         }
-        if matches!(mode, MODE_PLAIN | MODE_REGIONS | MODE_IR_REGIONS)
+        let unguarded = [MODE_PLAIN, MODE_REGIONS, MODE_IR_REGIONS];
+        let trials = [MODE_TRY_REGIONS, MODE_TRY_IR_REGIONS];
+        if (unguarded.contains(&mode) || trials.contains(&mode))
             && ctx.divergent.load(Ordering::Relaxed)
         {
             self.set_mode(kernel, MODE_BARRIER);
@@ -853,3 +946,8 @@ fn chunk_size(blocks: u64, threads: usize) -> u64 {
 // SAFETY: the record and the parameter values are only read during the launch, and the
 // launching thread keeps them alive until every worker is done with them.
 unsafe impl Sync for Launch {}
+
+/// A time in nanoseconds, as the log prints it.
+fn format_ns(ns: f64) -> String {
+    format!("{ns:.2}")
+}
