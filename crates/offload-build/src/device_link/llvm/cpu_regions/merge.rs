@@ -10,13 +10,14 @@
 //! Two barriers are alternatives where the threads leaving one barrier (or the start) can
 //! reach either first and neither reaches the other (as a loop around them, or barriers one
 //! after the other, would): a group of such barriers, none reaching another, is made one
-//! call, which makes no loop. After the merge each thread goes on from where it reached its barrier: the
-//! way it came is stored before the barrier and switched on after it.
+//! call, which makes no loop. After it each thread goes on from where it reached its barrier:
+//! the way it came is stored before the barrier (in one local for all groups: each group's is
+//! read right after its barrier) and switched on after it.
 #![forbid(unsafe_code)]
 
 use std::collections::{HashMap, HashSet};
 
-use super::super::ir::{Block, Function, Instruction, Module};
+use super::super::ir::{Block, Function, Instruction, Module, Value};
 use super::hooks::{Complete, callee};
 
 /// Makes each group of alternative block barriers of `body` one barrier; returns how many
@@ -85,6 +86,7 @@ pub(super) fn merge_alternative_barriers<'m>(
         by_root.entry(groups.find(n)).or_default().push(n);
     }
     let mut merged = 0;
+    let mut way = None;
     let mut roots: Vec<usize> = by_root.keys().copied().collect();
     roots.sort_unstable();
     for root in roots {
@@ -96,7 +98,14 @@ pub(super) fn merge_alternative_barriers<'m>(
         if members.len() < 2 || !apart_all {
             continue;
         }
-        merge(module, body, barrier, &members);
+        let way = *way.get_or_insert_with(|| {
+            let builder = module.builder();
+            builder.position_at_start(entry);
+            builder
+                .build_alloca(module.i32_type(), 4, c"barrier.way")
+                .as_value()
+        });
+        merge(module, body, barrier, way, &members);
         merged += members.len() - 1;
     }
     merged
@@ -141,19 +150,18 @@ fn walk<'m>(start: Start<'m>, stop: &mut dyn FnMut(Instruction<'m>) -> bool) {
 }
 
 /// Makes `members` one call of `barrier` in a block of its own: each member's block ends
-/// before it, storing which member it was and going to the new block, which calls the
-/// barrier and goes on to that member's rest, moved into a block of its own.
+/// before it, storing which member it was in `way` (an `i32` local) and going to the new
+/// block, which calls the barrier and goes on to that member's rest, moved into a block of
+/// its own.
 fn merge<'m>(
     module: Module<'m>,
     body: Function<'m>,
     barrier: Function<'m>,
+    way: Value<'m>,
     members: &[Instruction<'m>],
 ) {
     let builder = module.builder();
     let i32_ty = module.i32_type();
-    let entry = body.entry_block().expect("checked: the body has blocks");
-    builder.position_at_start(entry);
-    let way = builder.build_alloca(i32_ty, 4, c"barrier.way").as_value();
     let location = members[0].debug_location();
     let joined = body.append_block(c"barrier.joined");
     let mut ways = Vec::new();
