@@ -154,9 +154,9 @@ fn map_huge(bytes: usize) -> Option<(*mut c_void, usize)> {
 impl CpuBackend {
     /// A CPU device with `OFFLOAD_CPU_THREADS` worker threads, or as many as the host's
     /// available parallelism, running barriers as `OFFLOAD_CPU_BARRIERS` says (`coroutines`,
-    /// `ir`, `source`, or by default `regions`), each GPU thread with `OFFLOAD_KERNEL_STACK` bytes of stack
-    /// (by default 8 MiB, 128 KiB for a GPU thread run as a coroutine). Threads start on the
-    /// first launch.
+    /// `ir`, `source`, or by default `regions`), each GPU thread with `OFFLOAD_KERNEL_STACK`
+    /// bytes of stack (by default 8 MiB, 128 KiB for a GPU thread run as a coroutine). Threads
+    /// start on the first launch.
     pub fn new() -> CpuBackend {
         let threads = std::env::var("OFFLOAD_CPU_THREADS")
             .ok()
@@ -705,18 +705,18 @@ impl CpuModule {
             mode
         } else {
             let regions = entry_of(mode, regions, ir_regions);
-            let started = Instant::now();
+            let trial = matches!(mode, MODE_TRY_REGIONS | MODE_TRY_IR_REGIONS);
+            let started = trial.then(Instant::now);
             // SAFETY: as above.
             let fitted =
                 unsafe { self.run_barrier(&launch_ref, regions, thread, threads, 0, blocks) }?;
             self.log_lanes_overflow(kernel, name, fitted, threads);
-            self.choose_form(
-                kernel,
-                name,
-                mode,
-                fitted.then(|| (started.elapsed(), blocks)),
-                threads,
-            );
+            if let Some(started) = started {
+                let per_thread = fitted.then(|| {
+                    started.elapsed().as_nanos() as f64 / (blocks * u64::from(threads)) as f64
+                });
+                self.choose_form(kernel, name, mode, per_thread);
+            }
             mode
         };
         self.finish(kernel, name, &launch, &ctx, mode, known_static)
@@ -724,26 +724,14 @@ impl CpuModule {
 
     /// After a timed launch (`mode` one of the trials): the source form's time is kept and the
     /// next launch tries the IR form; the IR form's is compared with it and the kernel keeps
-    /// the faster form from then on. `timed` is the launch's region run and its blocks, `None`
-    /// where it says nothing of the form's speed (one block, or blocks run with coroutines):
-    /// the source form is timed again, the IR form counts as slower.
-    fn choose_form(
-        &self,
-        kernel: KernelHandle,
-        name: &str,
-        mode: u8,
-        timed: Option<(std::time::Duration, u64)>,
-        threads: u32,
-    ) {
-        if !matches!(mode, MODE_TRY_REGIONS | MODE_TRY_IR_REGIONS) {
-            return;
-        }
+    /// the faster form from then on. `per_thread` is the launch's nanoseconds a GPU thread,
+    /// `None` where its blocks ran with coroutines (lanes did not fit): the source form is
+    /// timed again, the IR form counts as slower.
+    fn choose_form(&self, kernel: KernelHandle, name: &str, mode: u8, per_thread: Option<f64>) {
         let kernels = self.kernels();
         let Some(k) = kernels.get(kernel.0 as usize) else {
             return;
         };
-        let per_thread = timed
-            .map(|(time, blocks)| time.as_nanos() as f64 / (blocks * u64::from(threads)) as f64);
         match (mode, per_thread) {
             (MODE_TRY_REGIONS, Some(ns)) => {
                 k.source_form_time.store(ns.to_bits(), Ordering::Relaxed);
@@ -760,10 +748,9 @@ impl CpuModule {
                 };
                 k.mode.store(chosen, Ordering::Relaxed);
                 crate::backend::gpu::log(format_args!(
-                    "cpu: kernel `{name}`: {} ns a GPU thread in `#[kernel]`'s loops, {} in the \
-                     CPU link's; runs {} from now on",
-                    format_ns(source),
-                    ir.map_or_else(|| "not timed".to_owned(), format_ns),
+                    "cpu: kernel `{name}`: {source:.2} ns a GPU thread in `#[kernel]`'s loops, {} \
+                     in the CPU link's; runs {} from now on",
+                    ir.map_or_else(|| "not timed".to_owned(), |ir| format!("{ir:.2}")),
                     if ir_faster {
                         "the CPU link's"
                     } else {
@@ -813,11 +800,11 @@ impl CpuModule {
         {
             k.static_shared.fetch_max(used, Ordering::Relaxed);
         }
-        let unguarded = [MODE_PLAIN, MODE_REGIONS, MODE_IR_REGIONS];
-        let trials = [MODE_TRY_REGIONS, MODE_TRY_IR_REGIONS];
-        if (unguarded.contains(&mode) || trials.contains(&mode))
-            && ctx.divergent.load(Ordering::Relaxed)
-        {
+        let without_coroutines = matches!(
+            mode,
+            MODE_PLAIN | MODE_REGIONS | MODE_IR_REGIONS | MODE_TRY_REGIONS | MODE_TRY_IR_REGIONS
+        );
+        if without_coroutines && ctx.divergent.load(Ordering::Relaxed) {
             self.set_mode(kernel, MODE_BARRIER);
             return Err(Error::DivergentBarrier {
                 kernel: name.to_owned(),
@@ -946,8 +933,3 @@ fn chunk_size(blocks: u64, threads: usize) -> u64 {
 // SAFETY: the record and the parameter values are only read during the launch, and the
 // launching thread keeps them alive until every worker is done with them.
 unsafe impl Sync for Launch {}
-
-/// A time in nanoseconds, as the log prints it.
-fn format_ns(ns: f64) -> String {
-    format!("{ns:.2}")
-}

@@ -48,9 +48,13 @@ impl<'m> Complete<'m> {
             || Some(f) == self.interleave
     }
 
-    /// Whether `i` calls the warp barrier.
-    pub(super) fn is_warp_barrier(&self, i: Instruction<'m>) -> bool {
-        self.warp_barrier.is_some() && i.as_value().as_call().and_then(callee) == self.warp_barrier
+    /// Whether `i` is a place every thread of the block reaches before any goes on: a call of
+    /// the block barrier, or the top of an interleaved loop's trip ([`Complete::is_barrier`]
+    /// less the warp barrier, which only a warp's lanes wait at).
+    pub(super) fn is_block_barrier(&self, i: Instruction<'m>) -> bool {
+        let warp = self.warp_barrier.is_some()
+            && i.as_value().as_call().and_then(callee) == self.warp_barrier;
+        self.is_barrier(i) && !warp
     }
 
     /// Whether `i` calls a barrier, or the top of an interleaved loop's trip (a place regions

@@ -19,6 +19,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::super::ir::{Block, Function, Instruction, Module, Value};
 use super::hooks::{Complete, callee};
+use super::segments::Segments;
 
 /// Makes each group of alternative block barriers of `body` one barrier; returns how many
 /// barrier calls were merged away.
@@ -30,49 +31,34 @@ pub(super) fn merge_alternative_barriers<'m>(
     let Some(barrier) = hooks.barrier else {
         return 0;
     };
-    let is_block_barrier =
-        |i: Instruction<'m>| i.as_value().as_call().and_then(callee) == Some(barrier);
-    // Where a thread stops: a block barrier, or an interleaved loop's trip (cut at the same).
-    let stops = |i: Instruction<'m>| hooks.is_barrier(i) && !hooks.is_warp_barrier(i);
-    let calls: Vec<Instruction<'m>> = body
-        .blocks()
-        .flat_map(|b| b.instructions())
-        .filter(|i| is_block_barrier(*i))
+    // Cut where a thread waits for the block: at block barriers and interleaved trips' tops.
+    let segments = Segments::of(body, &|i| hooks.is_block_barrier(i));
+    let calls: Vec<Instruction<'m>> = segments
+        .list
+        .iter()
+        .filter_map(|s| s.barrier)
+        .filter(|i| i.as_value().as_call().and_then(callee) == Some(barrier))
         .collect();
     if calls.len() < 2 {
         return 0;
     }
     let index: HashMap<Instruction<'m>, usize> =
         calls.iter().enumerate().map(|(n, c)| (*c, n)).collect();
-    // Which barriers a thread leaving each one can reach at all.
-    let reach: Vec<HashSet<usize>> = calls
-        .iter()
-        .map(|call| {
-            let mut reached = HashSet::new();
-            walk(Start::After(*call), &mut |i| {
-                if let Some(&n) = index.get(&i) {
-                    reached.insert(n);
-                }
-                false
-            });
-            reached
-        })
-        .collect();
-    let apart = |a: usize, b: usize| !reach[a].contains(&b) && !reach[b].contains(&a);
+    let reach = segments.reachability();
+    let leads_to = |a: usize, b: usize| {
+        reach[segments.after_barrier[&calls[a]]][segments.of_instruction[&calls[b]]]
+    };
+    let apart = |a: usize, b: usize| !leads_to(a, b) && !leads_to(b, a);
+    // The body's start (its first segment) and each barrier's continuation: the barriers a
+    // thread leaving there reaches first are alternatives where apart.
+    let starts = std::iter::once(0).chain(calls.iter().map(|c| segments.after_barrier[c]));
     let mut groups = UnionFind::new(calls.len());
-    let entry = body.entry_block().expect("checked: the body has blocks");
-    let starts = std::iter::once(Start::Block(entry)).chain(calls.iter().map(|c| Start::After(*c)));
     for start in starts {
-        let mut first = Vec::new();
-        walk(start, &mut |i| {
-            if !stops(i) {
-                return false;
-            }
-            if let Some(&n) = index.get(&i) {
-                first.push(n);
-            }
-            true
-        });
+        let first: Vec<usize> = segments
+            .region(start)
+            .into_iter()
+            .filter_map(|s| index.get(&segments.list[s].barrier?).copied())
+            .collect();
         for (k, &a) in first.iter().enumerate() {
             for &b in &first[k + 1..] {
                 if apart(a, b) {
@@ -85,17 +71,18 @@ pub(super) fn merge_alternative_barriers<'m>(
     for n in 0..calls.len() {
         by_root.entry(groups.find(n)).or_default().push(n);
     }
-    let mut merged = 0;
-    let mut way = None;
     let mut roots: Vec<usize> = by_root.keys().copied().collect();
     roots.sort_unstable();
+    let entry = body.entry_block().expect("checked: the body has blocks");
+    let mut way = None;
+    let mut merged = 0;
     for root in roots {
-        let members: Vec<Instruction<'m>> = by_root[&root].iter().map(|&n| calls[n]).collect();
-        let apart_all = by_root[&root]
+        let group = &by_root[&root];
+        let apart_all = group
             .iter()
             .enumerate()
-            .all(|(k, &a)| by_root[&root][k + 1..].iter().all(|&b| apart(a, b)));
-        if members.len() < 2 || !apart_all {
+            .all(|(k, &a)| group[k + 1..].iter().all(|&b| apart(a, b)));
+        if group.len() < 2 || !apart_all {
             continue;
         }
         let way = *way.get_or_insert_with(|| {
@@ -105,48 +92,11 @@ pub(super) fn merge_alternative_barriers<'m>(
                 .build_alloca(module.i32_type(), 4, c"barrier.way")
                 .as_value()
         });
+        let members: Vec<Instruction<'m>> = group.iter().map(|&n| calls[n]).collect();
         merge(module, body, barrier, way, &members);
         merged += members.len() - 1;
     }
     merged
-}
-
-/// Where a walk over the body starts: a block's first instruction, or after an instruction.
-#[derive(Clone, Copy)]
-enum Start<'m> {
-    Block(Block<'m>),
-    After(Instruction<'m>),
-}
-
-/// Visits the instructions reachable from `start`, each once; `stop(i)` true ends the path at
-/// `i`.
-fn walk<'m>(start: Start<'m>, stop: &mut dyn FnMut(Instruction<'m>) -> bool) {
-    let mut entered: HashSet<Block<'m>> = HashSet::new();
-    let mut pending: Vec<Block<'m>> = Vec::new();
-    let (block, from) = match start {
-        Start::Block(b) => {
-            entered.insert(b);
-            (b, b.first_instruction())
-        }
-        Start::After(i) => (i.block(), i.next()),
-    };
-    let mut run = |block: Block<'m>, from: Option<Instruction<'m>>, pending: &mut Vec<_>| {
-        let mut at = from;
-        while let Some(i) = at {
-            if stop(i) {
-                return;
-            }
-            at = i.next();
-        }
-        let successors = block.terminator().into_iter().flat_map(|t| t.successors());
-        pending.extend(successors);
-    };
-    run(block, from, &mut pending);
-    while let Some(b) = pending.pop() {
-        if entered.insert(b) {
-            run(b, b.first_instruction(), &mut pending);
-        }
-    }
 }
 
 /// Makes `members` one call of `barrier` in a block of its own: each member's block ends
@@ -178,10 +128,11 @@ fn merge<'m>(
         }
         redirect_phis(module, rest, block);
         member.erase();
+        let n = i32_ty.const_int(n as u64, false);
         builder.position_at_end(block);
-        builder.build_store(i32_ty.const_int(n as u64, false), way);
+        builder.build_store(n, way);
         builder.build_br(joined);
-        ways.push((i32_ty.const_int(n as u64, false), rest));
+        ways.push((n, rest));
     }
     builder.position_at_end(joined);
     let call = builder.build_call(barrier, &[], c"");

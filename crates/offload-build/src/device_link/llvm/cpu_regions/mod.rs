@@ -200,10 +200,14 @@ fn form_kernel<'m>(
         .map(|(a, _)| *a)
         .chain(slots.scratch_in_loops.iter().copied())
         .collect();
-    let is_warp_barrier = |i: Instruction<'m>| hooks.is_warp_barrier(i);
-    slots.block = block_uniform_slots(body, &candidates, &is_barrier, &is_warp_barrier, &mut |v| {
-        kinds.of(v) == Kind::Hoistable
-    });
+    let is_block_barrier = |i: Instruction<'m>| hooks.is_block_barrier(i);
+    slots.block = block_uniform_slots(
+        body,
+        &candidates,
+        &is_barrier,
+        &is_block_barrier,
+        &mut |v| kinds.of(v) == Kind::Hoistable,
+    );
     slots
         .per_thread
         .retain(|(alloca, _)| !slots.block.contains(alloca));

@@ -583,15 +583,8 @@ fn merge_barriers(body: &str) -> (usize, String) {
 
 /// A barrier LLVM's jump threading copied into both ways of a branch on the thread's own
 /// condition (`if first { .. } sync_threads(); if !first { .. }`), the code after each copy
-/// its way's own.
-const THREADED_BARRIER: &str = "
-define void @__offload_cpu_body_k(ptr %params) {
-entry:
-  %pp = load ptr, ptr %params
-  %data = load ptr, ptr %pp
-  %t = call i32 @__offload_cpuir_index(i32 0)
-  %slot = getelementptr i32, ptr %data, i32 %t
-  %first = icmp eq i32 %t, 0
+/// its way's own, to the body's end; `%t`, `%data` and `%slot` defined before.
+const THREADED_PAIR: &str = "  %first = icmp eq i32 %t, 0
   br i1 %first, label %mine, label %others
 mine:
   store i32 7, ptr %data
@@ -605,32 +598,48 @@ others:
 join:
   %v = phi i32 [ 0, %mine ], [ %sum, %others ]
   store i32 %v, ptr %slot
-  ret void
-}";
+  ret void";
+
+/// [`THREADED_PAIR`] as a whole body.
+fn threaded_barrier() -> String {
+    format!(
+        "
+define void @__offload_cpu_body_k(ptr %params) {{
+entry:
+  %pp = load ptr, ptr %params
+  %data = load ptr, ptr %pp
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  %slot = getelementptr i32, ptr %data, i32 %t
+{THREADED_PAIR}
+}}"
+    )
+}
 
 #[test]
 fn barriers_copied_into_both_ways_of_a_branch_become_one() {
-    assert_eq!(barrier_calls_in(THREADED_BARRIER), 2);
-    let (merged, text) = merge_barriers(THREADED_BARRIER);
+    let threaded = threaded_barrier();
+    assert_eq!(barrier_calls_in(&threaded), 2);
+    let (merged, text) = merge_barriers(&threaded);
     assert_eq!(merged, 1, "{text}");
     assert_eq!(barrier_calls_in(&text), 1, "{text}");
     // Each thread goes on the way it came: stored before the barrier, switched on after.
     assert!(text.contains("%barrier.way = alloca i32"), "{text}");
     assert!(text.contains("switch i32 %barrier.way"), "{text}");
     // Formed, the kernel keeps no coroutines.
-    let (text, kept) = form(THREADED_BARRIER);
+    let (text, kept) = form(&threaded);
     assert!(kept.is_empty(), "{kept:?}");
     assert!(text.contains("@__offload_cpu_irregions_k"), "{text}");
 }
 
 #[test]
 fn barriers_one_after_the_other_or_in_a_loop_stay_apart() {
-    let sequential = THREADED_BARRIER.replace(
+    let threaded = threaded_barrier();
+    let sequential = threaded.replace(
         "  store i32 7, ptr %data\n  call void @__offload_cpuir_barrier()\n  br label %join",
         "  store i32 7, ptr %data\n  call void @__offload_cpuir_barrier()\n  br label %others",
     );
     let sequential = sequential.replace("[ 0, %mine ], ", "");
-    assert_ne!(sequential, THREADED_BARRIER);
+    assert_ne!(sequential, threaded);
     let (merged, text) = merge_barriers(&sequential);
     assert_eq!(merged, 0, "{text}");
     assert_eq!(barrier_calls_in(&text), 2, "{text}");
@@ -679,23 +688,8 @@ after:
 
 #[test]
 fn a_threaded_barrier_after_a_loop_leaves_its_counter_the_blocks() {
-    // After the loop, the jump-threaded barrier pair of `THREADED_BARRIER`.
-    let body = counted_loop_then(
-        "  %first = icmp eq i32 %t, 0
-  br i1 %first, label %mine, label %others
-mine:
-  store i32 7, ptr %data
-  call void @__offload_cpuir_barrier()
-  br label %join
-others:
-  call void @__offload_cpuir_barrier()
-  %seen = load i32, ptr %data
-  br label %join
-join:
-  %v = phi i32 [ 0, %mine ], [ %seen, %others ]
-  store i32 %v, ptr %slot
-  ret void",
-    );
+    // After the loop, the jump-threaded barrier pair.
+    let body = counted_loop_then(THREADED_PAIR);
     let (text, kept) = form(&body);
     assert!(kept.is_empty(), "{kept:?}");
     assert!(

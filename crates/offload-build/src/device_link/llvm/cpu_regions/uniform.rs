@@ -36,10 +36,9 @@ pub fn block_uniform_slots<'m>(
     body: Function<'m>,
     candidates: &[Instruction<'m>],
     is_barrier: &dyn Fn(Instruction<'m>) -> bool,
-    is_warp_barrier: &dyn Fn(Instruction<'m>) -> bool,
+    is_block_barrier: &dyn Fn(Instruction<'m>) -> bool,
     is_block_value: &mut dyn FnMut(Value<'m>) -> bool,
 ) -> Vec<Instruction<'m>> {
-    let is_block_barrier = |i: Instruction<'m>| is_barrier(i) && !is_warp_barrier(i);
     let mut slots: HashSet<Value<'m>> = candidates
         .iter()
         .filter(|a| only_loaded_and_stored(a.as_value()))
@@ -57,22 +56,10 @@ pub fn block_uniform_slots<'m>(
             memo: HashMap::new(),
         };
         let uniform_blocks = graph.uniformly_executed(&mut values);
-        let divergent: Vec<Block<'m>> = graph
-            .barrier_blocks
-            .iter()
-            .copied()
-            .filter(|b| !uniform_blocks.contains(b))
-            .collect();
         // Which warp barriers some threads reach while others go on, with the ways out
         // counted (a loop left only by a return still ends).
-        let all_reach = graph.executed_by_all(&mut values);
-        let behind: Vec<Block<'m>> = graph
-            .barrier_blocks
-            .iter()
-            .copied()
-            .filter(|b| !all_reach.contains(b))
-            .collect();
-        let late = reached_before_block_barrier(&behind, &is_block_barrier);
+        let behind = graph.barrier_blocks_outside(&graph.executed_by_all(&mut values));
+        let late = reached_before_block_barrier(&behind, is_block_barrier);
         let dropped: Vec<Value<'m>> = slots
             .iter()
             .copied()
@@ -85,7 +72,8 @@ pub fn block_uniform_slots<'m>(
             })
             .collect();
         if dropped.is_empty() {
-            if divergent
+            if graph
+                .barrier_blocks_outside(&uniform_blocks)
                 .iter()
                 .any(|b| b.instructions().any(is_block_barrier))
             {
@@ -395,6 +383,15 @@ impl<'m> Graph<'m> {
     /// control flow make no difference; a warp barrier under a thread's own branch does.)
     pub(super) fn executed_by_all(&self, values: &mut Uniform<'_, 'm>) -> HashSet<Block<'m>> {
         self.not_control_dependent(values, &self.post_dominators_leaving)
+    }
+
+    /// The blocks with a barrier that are not in `blocks`.
+    fn barrier_blocks_outside(&self, blocks: &HashSet<Block<'m>>) -> Vec<Block<'m>> {
+        self.barrier_blocks
+            .iter()
+            .copied()
+            .filter(|b| !blocks.contains(b))
+            .collect()
     }
 
     fn not_control_dependent(
