@@ -10,6 +10,7 @@ use super::super::ir::{AtomicRmwOp, Block, Builder, Function, Instruction, Modul
 use super::exits::leave_together;
 use super::hooks::{Complete, callee, is_index_call, with_location};
 use super::kinds::{Kind, Kinds};
+use super::scopes::scope_lane_accesses;
 use super::segments::Segments;
 use super::slots::Slots;
 use super::trim::{Facts, Trim, trim_branch};
@@ -270,6 +271,10 @@ impl<'a, 'm> Emitter<'a, 'm> {
         };
         placeholder.erase();
         emitter.emit_function(entry, [launch, begin, end], slots, kinds)?;
+        let parts: Vec<Value<'m>> = std::iter::once(emitter.states)
+            .chain(emitter.lanes.iter().map(|(_, lanes, _)| *lanes))
+            .collect();
+        scope_lane_accesses(module, function, &parts);
         Ok(function)
     }
 

@@ -749,3 +749,68 @@ out:
     assert!(kept.is_empty(), "{kept:?}");
     assert!(!entry_point(&text).contains("block.slot"), "{text}");
 }
+
+/// The lanes' parts (the states, each per-thread local) get alias scopes: an access to one
+/// part says it touches no other, and, where no address into the lanes leaves the entry
+/// point's loads and stores, every other access says it touches none of them.
+#[test]
+fn lane_accesses_are_told_apart_from_each_other_and_the_rest() {
+    let (text, _) = form(LOOP_BODY);
+    let entry = entry_point(&text);
+    let lines: Vec<&str> = entry.lines().collect();
+    // The element squared, stored in its lanes and loaded after the barrier.
+    assert!(
+        lines.iter().any(|l| l.contains("store i32")
+            && l.contains("!alias.scope")
+            && l.contains("!noalias")),
+        "{entry}"
+    );
+    // The parameters' loads, outside the lanes.
+    assert!(
+        lines.iter().any(|l| l.contains("load ptr, ptr %1")
+            && l.contains("!noalias")
+            && !l.contains("!alias.scope")),
+        "{entry}"
+    );
+    assert!(
+        text.contains("!\"__offload_cpu_irregions_k lanes\"}"),
+        "{text}"
+    );
+    assert!(
+        text.contains("!\"__offload_cpu_irregions_k lanes 1\""),
+        "{text}"
+    );
+}
+
+/// A per-thread local whose address a call takes: an access through any other address may
+/// reach it, so only the lanes' own accesses are scoped.
+#[test]
+fn an_escaping_lane_address_scopes_only_the_lanes_own_accesses() {
+    let body = "
+declare void @sink(ptr)
+define void @__offload_cpu_body_k(ptr %params) {
+entry:
+  %a = alloca i32
+  %pp = load ptr, ptr %params
+  %data = load ptr, ptr %pp
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  store i32 %t, ptr %a
+  call void @__offload_cpuir_barrier()
+  call void @sink(ptr %a)
+  %v = load i32, ptr %a
+  %out = getelementptr i32, ptr %data, i32 %t
+  store i32 %v, ptr %out
+  ret void
+}";
+    let (text, kept) = form(body);
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert!(entry.contains("call void @sink"), "{entry}");
+    assert!(entry.contains("!alias.scope"), "{entry}");
+    assert!(
+        !entry
+            .lines()
+            .any(|l| l.contains("!noalias") && !l.contains("!alias.scope")),
+        "{entry}"
+    );
+}

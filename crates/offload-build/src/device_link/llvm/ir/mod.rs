@@ -224,9 +224,35 @@ impl<'m> Module<'m> {
 
     /// The empty metadata node `!{}` (for [`Instruction::set_metadata`]).
     pub fn empty_metadata_node(self) -> MetadataNode<'m> {
-        // SAFETY: the context is live; an empty node of no operands, wrapped as a value.
+        self.metadata_node(None, &[])
+    }
+
+    /// The metadata node `!{!"name", operands…}`, or `!{operands…}` without a name. Nodes
+    /// are uniqued: the same name and operands give the same node (an alias scope domain is
+    /// `!{!"domain"}`, a scope `!{!"scope", domain}`, a scope list `!{scope, …}`).
+    pub fn metadata_node(
+        self,
+        name: Option<&str>,
+        operands: &[MetadataNode<'m>],
+    ) -> MetadataNode<'m> {
+        // SAFETY: the context is live; LLVM reads `name.len()` bytes; each operand wraps a
+        // live node as a value, which `LLVMValueAsMetadata` unwraps; LLVM reads
+        // `parts.len()` operands.
         let node = unsafe {
-            let node = llvm::LLVMMDNodeInContext2(self.context, std::ptr::null_mut(), 0);
+            let mut parts = Vec::with_capacity(operands.len() + 1);
+            if let Some(name) = name {
+                parts.push(llvm::LLVMMDStringInContext2(
+                    self.context,
+                    name.as_ptr().cast(),
+                    name.len(),
+                ));
+            }
+            parts.extend(
+                operands
+                    .iter()
+                    .map(|node| llvm::LLVMValueAsMetadata(node.raw())),
+            );
+            let node = llvm::LLVMMDNodeInContext2(self.context, parts.as_mut_ptr(), parts.len());
             Value::wrap(llvm::LLVMMetadataAsValue(self.context, node))
         };
         MetadataNode(node.expect("LLVM makes the node"))

@@ -642,6 +642,20 @@ impl<'m> Instruction<'m> {
         unsafe { !llvm::LLVMGetMetadata(self.raw(), kind.0).is_null() }
     }
 
+    /// The instruction's metadata of `kind`, where it has a node of that kind.
+    pub fn metadata(self, kind: MetadataKind) -> Option<MetadataNode<'m>> {
+        // SAFETY: `self` is a live instruction; the result is a metadata value or null, and
+        // `LLVMIsAMDNode` keeps it only where it wraps a node.
+        let raw = unsafe {
+            let raw = llvm::LLVMGetMetadata(self.raw(), kind.0);
+            if raw.is_null() {
+                return None;
+            }
+            llvm::LLVMIsAMDNode(raw)
+        };
+        Value::wrap(raw).map(MetadataNode)
+    }
+
     /// Sets the instruction's metadata of `kind` to `node` (from
     /// [`super::Module::empty_metadata_node`], say).
     pub fn set_metadata(self, kind: MetadataKind, node: MetadataNode<'m>) {
@@ -911,6 +925,26 @@ pub struct MetadataNode<'m>(pub(super) Value<'m>);
 impl<'m> MetadataNode<'m> {
     pub(super) fn raw(self) -> inkwell::llvm_sys::prelude::LLVMValueRef {
         self.0.raw()
+    }
+
+    /// The node's operands that are nodes themselves, in order (a scope list's scopes).
+    pub fn node_operands(self) -> Vec<MetadataNode<'m>> {
+        // SAFETY: `self` wraps a live node as a value, which both functions take; the buffer
+        // holds as many operands as LLVM writes; each written is a value or null, and
+        // `LLVMIsAMDNode` keeps the nodes.
+        let raw = unsafe {
+            let count = llvm::LLVMGetMDNodeNumOperands(self.raw());
+            let mut raw = vec![std::ptr::null_mut(); count as usize];
+            llvm::LLVMGetMDNodeOperands(self.raw(), raw.as_mut_ptr());
+            raw.into_iter()
+                .filter(|v| !v.is_null())
+                .map(|v| llvm::LLVMIsAMDNode(v))
+                .collect::<Vec<_>>()
+        };
+        raw.into_iter()
+            .filter_map(Value::wrap)
+            .map(MetadataNode)
+            .collect()
     }
 }
 
