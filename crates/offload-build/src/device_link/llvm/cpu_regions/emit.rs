@@ -10,6 +10,7 @@ use super::super::ir::{AtomicRmwOp, Block, Builder, Function, Instruction, Modul
 use super::exits::leave_together;
 use super::hooks::{Complete, callee, is_index_call, with_location};
 use super::kinds::{Kind, Kinds};
+use super::parallel::{mark_in_turn, mark_thread_loops_parallel};
 use super::scopes::scope_lane_accesses;
 use super::segments::Segments;
 use super::slots::Slots;
@@ -164,6 +165,9 @@ pub(super) struct Emitter<'a, 'm> {
     /// The slots kept once per block, each in three locals of the entry point.
     pub(super) block_slots: Vec<BlockSlot<'m>>,
     pub(super) debug_from: Option<Instruction<'m>>,
+    /// The `x` counter's block and latch of each region loop that runs every thread it
+    /// visits.
+    pub(super) thread_loops: Vec<(Block<'m>, Block<'m>)>,
 }
 
 impl<'a, 'm> Emitter<'a, 'm> {
@@ -268,6 +272,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             first_state_going_first,
             block_slots,
             debug_from,
+            thread_loops: Vec::new(),
         };
         placeholder.erase();
         emitter.emit_function(entry, [launch, begin, end], slots, kinds)?;
@@ -275,6 +280,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             .chain(emitter.lanes.iter().map(|(_, lanes, _)| *lanes))
             .collect();
         scope_lane_accesses(module, function, &parts);
+        mark_thread_loops_parallel(module, function, hooks.index, &emitter.thread_loops);
         Ok(function)
     }
 
@@ -755,6 +761,11 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 (1, end, rest)
             }
         };
+        if run != RegionRun::Guarded {
+            // A guarded loop runs a few of the threads it visits (a warp's, the threads at
+            // one of several barriers): as vectors it would run them all, masked.
+            self.thread_loops.push((x_body, x_latch));
+        }
         let b = &self.builder;
         b.position_at_end(x_body);
         let x = b.build_phi(i32_ty, c"x");
@@ -1037,21 +1048,26 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 copied.set_operand(index, operand(index));
             }
             copied.make_not_atomic();
+            mark_in_turn(self.module, copied);
             return Some(copied.as_value());
         }
         let pointer = operand(0);
         if i.is_cmpxchg() {
             let (expected, new) = (operand(1), operand(2));
-            let old = b.build_load(expected.ty(), pointer, c"").as_value();
+            let old = b.build_load(expected.ty(), pointer, c"");
+            mark_in_turn(self.module, old);
+            let old = old.as_value();
             let equal = b.build_icmp(IntPredicate::EQ, old, expected, c"");
             let stored = b.build_select(equal, new, old, c"");
-            b.build_store(stored, pointer);
+            mark_in_turn(self.module, b.build_store(stored, pointer));
             let pair = b.build_insert_value(i.as_value().ty().poison(), old, 0, c"");
             return Some(b.build_insert_value(pair, equal, 1, c""));
         }
         let op = i.atomic_rmw_op()?;
         let v = operand(1);
-        let old = b.build_load(v.ty(), pointer, c"").as_value();
+        let old = b.build_load(v.ty(), pointer, c"");
+        mark_in_turn(self.module, old);
+        let old = old.as_value();
         let new = match op {
             AtomicRmwOp::Xchg => v,
             AtomicRmwOp::Binary(opcode) => b.build_binop(opcode, old, v, c""),
@@ -1064,7 +1080,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 b.build_select(keep_old, old, v, c"")
             }
         };
-        b.build_store(new, pointer);
+        mark_in_turn(self.module, b.build_store(new, pointer));
         Some(old)
     }
 

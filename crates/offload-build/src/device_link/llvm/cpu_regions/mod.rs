@@ -38,6 +38,7 @@ mod hooks;
 mod inline;
 mod kinds;
 mod merge;
+mod parallel;
 mod scopes;
 mod segments;
 mod slots;

@@ -814,3 +814,90 @@ entry:
         "{entry}"
     );
 }
+
+/// The loops over `x` of the regions every thread runs are marked parallel: an access group
+/// on each memory access, `llvm.loop.parallel_accesses` on the loop.
+#[test]
+fn thread_loops_are_marked_parallel() {
+    let (text, _) = form(LOOP_BODY);
+    let entry = entry_point(&text);
+    let marked = entry.matches(", !llvm.loop !").count();
+    assert!(marked >= 2, "{entry}");
+    assert!(text.contains("!\"llvm.loop.parallel_accesses\""), "{text}");
+    // The output's store, in the region after the loop, is in the group.
+    assert!(
+        entry
+            .lines()
+            .any(|l| l.contains("store i32") && l.contains("!llvm.access.group")),
+        "{entry}"
+    );
+    // The guarded loops (threads at one of several barriers) are not marked.
+    let loops = entry.matches("label %x").count();
+    assert!(marked < loops, "{entry}");
+}
+
+/// The body of kernel `k` with `region` (its instructions, given `%t`, the thread's `x`
+/// index, `%data`, the kernel's buffer, and `%shared`, a block-wide array) between two
+/// barriers.
+fn body_with_region(declarations: &str, locals: &str, region: &str) -> String {
+    format!(
+        "
+@shared = internal global [64 x i32] zeroinitializer
+{declarations}
+define void @__offload_cpu_body_k(ptr %params) {{
+entry:
+{locals}
+  %pp = load ptr, ptr %params
+  %data = load ptr, ptr %pp
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  call void @__offload_cpuir_barrier()
+{region}
+  call void @__offload_cpuir_barrier()
+  ret void
+}}"
+    )
+}
+
+/// The number of loops marked parallel in the entry point of `body`.
+fn parallel_loops(body: &str) -> usize {
+    let (text, kept) = form(body);
+    assert!(kept.is_empty(), "{kept:?}");
+    entry_point(&text).matches(", !llvm.loop !").count()
+}
+
+/// A region whose threads store beside one another is parallel; one that adds to a shared
+/// word atomically (plain code in region form, run by the threads in turn), uses a local
+/// array of the entry point by a thread's index, or calls a function is not.
+#[test]
+fn only_regions_whose_threads_run_in_no_order_are_parallel() {
+    let halo = body_with_region(
+        "",
+        "",
+        "  %s = getelementptr i32, ptr @shared, i32 %t
+  store i32 %t, ptr %s
+  %s1 = getelementptr i32, ptr %s, i32 1
+  store i32 0, ptr %s1",
+    );
+    let base = parallel_loops(&halo);
+    assert!(base >= 1);
+    let atomic = body_with_region(
+        "",
+        "",
+        "  %old = atomicrmw add ptr @shared, i32 1 monotonic",
+    );
+    assert_eq!(parallel_loops(&atomic), base - 1);
+    let local_array = body_with_region(
+        "declare void @llvm.lifetime.start.p0(ptr)",
+        "  %a = alloca [4 x i32]",
+        "  call void @llvm.lifetime.start.p0(ptr %a)
+  %i = and i32 %t, 3
+  %e = getelementptr i32, ptr %a, i32 %i
+  store i32 %t, ptr %e
+  %v = load i32, ptr %a
+  %o = getelementptr i32, ptr %data, i32 %t
+  store i32 %v, ptr %o",
+    );
+    assert_eq!(parallel_loops(&local_array), base - 1);
+    let call = body_with_region("declare void @sink(i32)", "", "  call void @sink(i32 %t)");
+    assert_eq!(parallel_loops(&call), base - 1);
+}

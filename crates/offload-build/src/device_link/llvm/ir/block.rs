@@ -205,6 +205,20 @@ impl<'m> Function<'m> {
         unsafe { !llvm::LLVMGetEnumAttributeAtIndex(self.raw(), index.raw(), kind).is_null() }
     }
 
+    /// Whether the function reads and writes no memory: its `memory` attribute says
+    /// `memory(none)` (LLVM's intrinsics for arithmetic say so).
+    pub fn accesses_no_memory(self) -> bool {
+        let kind = super::enum_attribute_kind("memory");
+        // SAFETY: `self` is a live function; the result is an attribute or null, and an
+        // enum attribute's value is read from a non-null one.
+        unsafe {
+            let attribute =
+                llvm::LLVMGetEnumAttributeAtIndex(self.raw(), AttributeIndex::Function.raw(), kind);
+            // `MemoryEffects` encoded: no access to any location is 0.
+            !attribute.is_null() && llvm::LLVMGetEnumAttributeValue(attribute) == 0
+        }
+    }
+
     /// Appends a new empty block named `name` to the function.
     pub fn append_block(self, name: &std::ffi::CStr) -> Block<'m> {
         // SAFETY: `self` is a live function; the name is NUL-terminated and copied; the

@@ -258,6 +258,31 @@ impl<'m> Module<'m> {
         MetadataNode(node.expect("LLVM makes the node"))
     }
 
+    /// A loop's `llvm.loop` node, `!{self, properties…}`: a node of its own at each call, as
+    /// a loop ID must be.
+    pub fn loop_id(self, properties: &[MetadataNode<'m>]) -> MetadataNode<'m> {
+        // SAFETY: the context is live; the placeholder is a temporary node of no operands,
+        // which `LLVMMetadataReplaceAllUsesWith` replaces by the new node (making its first
+        // operand the node itself) and deletes; each property wraps a live node as a value.
+        let node = unsafe {
+            let placeholder = inkwell::llvm_sys::debuginfo::LLVMTemporaryMDNode(
+                self.context,
+                std::ptr::null_mut(),
+                0,
+            );
+            let mut parts = vec![placeholder];
+            parts.extend(
+                properties
+                    .iter()
+                    .map(|p| llvm::LLVMValueAsMetadata(p.raw())),
+            );
+            let node = llvm::LLVMMDNodeInContext2(self.context, parts.as_mut_ptr(), parts.len());
+            inkwell::llvm_sys::debuginfo::LLVMMetadataReplaceAllUsesWith(placeholder, node);
+            Value::wrap(llvm::LLVMMetadataAsValue(self.context, node))
+        };
+        MetadataNode(node.expect("LLVM makes the node"))
+    }
+
     /// Inline assembly (AT&T dialect, not unwinding) of `function_type`, to call with
     /// [`Builder::build_call_typed`].
     pub fn inline_asm(

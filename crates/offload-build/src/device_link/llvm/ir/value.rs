@@ -841,6 +841,12 @@ impl<'m> Argument<'m> {
 }
 
 impl<'m> GlobalVariable<'m> {
+    /// Whether the global is thread-local.
+    pub fn is_thread_local(self) -> bool {
+        // SAFETY: `self` is a live global variable.
+        unsafe { llvm::LLVMIsThreadLocal(self.raw()) != 0 }
+    }
+
     /// The global's initializer; `None` for a declaration.
     pub fn initializer(self) -> Option<Value<'m>> {
         // SAFETY: `self` is a live global variable; its initializer is a constant or null.

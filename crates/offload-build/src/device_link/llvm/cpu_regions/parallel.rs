@@ -1,0 +1,333 @@
+//! The regions' loops over `x` marked parallel. Between two barriers a GPU runs a block's
+//! threads in no order, and a thread sees another's writes only after the next barrier (or
+//! through atomics): a region's loop over its threads has no dependence from one thread to the
+//! next that a program may rely on. LLVM cannot know that, and kept such loops scalar where
+//! threads store beside one another (a stencil's edge threads storing the halo next to their
+//! neighbours' cells, a transpose's tile rows). Each loop gets `llvm.loop.parallel_accesses`
+//! over an access group that every memory access in it belongs to, as clang marks
+//! `#pragma clang loop vectorize(assume_safety)`.
+//!
+//! A loop is left as it is where some access in it is one the threads make in turn rather
+//! than in no order: the plain form of an atomic on shared memory ([`mark_in_turn`]), a local
+//! of the entry point that LLVM does not make a register (the threads use one copy each
+//! after the other), a thread-local of the image at a fixed place (the runtime's scalars), an
+//! atomic, a fence, a volatile access, or a call that LLVM may not inline into something it
+//! can see (any but the index hook, the intrinsics that touch no memory, the markers and the
+//! copies). The emitter hands over only the loops that run every thread they visit: a guarded
+//! loop (the threads at one of several barriers) would run them all as masked vectors.
+
+use std::collections::HashSet;
+
+use inkwell::values::InstructionOpcode;
+
+use inkwell::AtomicOrdering;
+
+use super::super::ir::{Block, Function, Instruction, Module, Value};
+use super::hooks::callee;
+
+/// Intrinsics that touch no memory a thread shares: markers.
+const MARKER_INTRINSICS: [&[u8]; 4] = [
+    b"llvm.lifetime.",
+    b"llvm.assume",
+    b"llvm.experimental.noalias.scope.decl",
+    b"llvm.dbg.",
+];
+
+/// Intrinsics that copy or fill memory through their pointer arguments.
+const COPY_INTRINSICS: [&[u8]; 3] = [b"llvm.memcpy.", b"llvm.memmove.", b"llvm.memset."];
+
+/// The metadata kind that marks the plain loads and stores an atomic access became: the
+/// block's threads make them one after another, as the atomic orders them on a GPU.
+const IN_TURN: &str = "offload.cpu.in_turn";
+
+/// Marks `access`, the plain form of an atomic one, as one the threads make in turn: a loop
+/// holding it is not marked parallel.
+pub(super) fn mark_in_turn<'m>(module: Module<'m>, access: Instruction<'m>) {
+    access.set_metadata(module.metadata_kind(IN_TURN), module.empty_metadata_node());
+}
+
+/// Marks each loop of `loops` (its header, the `x` counter's block, and its latch) of the
+/// entry point `function` parallel where every memory access in it may be; `index` is the
+/// index hook, which LLVM inlines later (its loads then join the call's group). Returns how
+/// many loops were marked.
+pub(super) fn mark_thread_loops_parallel<'m>(
+    module: Module<'m>,
+    function: Function<'m>,
+    index: Function<'m>,
+    loops: &[(Block<'m>, Block<'m>)],
+) -> usize {
+    let group = module.metadata_node(None, &[]);
+    let parallel = module.metadata_node(Some("llvm.loop.parallel_accesses"), &[group]);
+    let access_group = module.metadata_kind("llvm.access.group");
+    let loop_kind = module.metadata_kind("llvm.loop");
+    let in_turn = module.metadata_kind(IN_TURN);
+    let entry = function.entry_block();
+    if locals_escape(entry) {
+        // An access through an address loaded from memory could reach one of them.
+        return 0;
+    }
+    let mut marked = 0;
+    for &(header, latch) in loops {
+        let Some(blocks) = loop_blocks(function, header, latch) else {
+            continue;
+        };
+        let accesses: Result<Vec<Instruction<'m>>, ()> = blocks
+            .iter()
+            .flat_map(|b| b.instructions())
+            .filter_map(|i| {
+                if i.has_metadata(in_turn) {
+                    return Some(Err(()));
+                }
+                in_no_order(i, entry, index).transpose()
+            })
+            .collect();
+        let (Ok(accesses), Some(branch)) = (accesses, latch.terminator()) else {
+            continue;
+        };
+        for access in accesses {
+            access.set_metadata(access_group, group);
+        }
+        branch
+            .instruction()
+            .set_metadata(loop_kind, module.loop_id(&[parallel]));
+        marked += 1;
+    }
+    marked
+}
+
+/// The blocks of the loop from `header` to `latch`: those `header` reaches short of going on
+/// from `latch`; `None` where the loop is entered anywhere but at `header` or left anywhere
+/// but from `latch` (then it is not the loop the emitter made).
+fn loop_blocks<'m>(
+    function: Function<'m>,
+    header: Block<'m>,
+    latch: Block<'m>,
+) -> Option<Vec<Block<'m>>> {
+    let mut inside = HashSet::from([header]);
+    let mut work = vec![header];
+    while let Some(block) = work.pop() {
+        if block == latch {
+            continue;
+        }
+        for next in block.terminator()?.successors() {
+            if inside.insert(next) {
+                work.push(next);
+            }
+        }
+    }
+    if !inside.contains(&latch) {
+        return None;
+    }
+    for block in function.blocks() {
+        if inside.contains(&block) || block == latch {
+            continue;
+        }
+        let enters = block
+            .terminator()
+            .is_some_and(|t| t.successors().any(|s| s != header && inside.contains(&s)));
+        if enters {
+            return None;
+        }
+    }
+    let mut blocks: Vec<Block<'m>> = inside.into_iter().collect();
+    blocks.sort_by_key(|b| b.as_value().name().to_vec());
+    Some(blocks)
+}
+
+/// For `i` in a thread loop: `Ok(Some(i))` where it accesses memory in no order between the
+/// threads (it joins the access group), `Ok(None)` where it accesses none, `Err(())` where the
+/// threads share what it accesses in turn.
+fn in_no_order<'m>(
+    i: Instruction<'m>,
+    entry: Option<Block<'m>>,
+    index: Function<'m>,
+) -> Result<Option<Instruction<'m>>, ()> {
+    use InstructionOpcode as Op;
+    let plain = |i: Instruction<'m>| {
+        !i.is_volatile() && matches!(i.atomic_ordering(), Some(AtomicOrdering::NotAtomic))
+    };
+    match i.opcode() {
+        Op::Load | Op::Store => {
+            let address = i.operand(u32::from(i.opcode() == Op::Store)).ok_or(())?;
+            if plain(i) && unshared_or_a_register(address, entry) {
+                Ok(Some(i))
+            } else {
+                Err(())
+            }
+        }
+        Op::AtomicRMW | Op::AtomicCmpXchg | Op::Fence | Op::VAArg => Err(()),
+        Op::Call => {
+            let call = i.as_value().as_call().ok_or(())?;
+            let f = callee(call).ok_or(())?;
+            let name = f.name();
+            let copies_unshared = || {
+                COPY_INTRINSICS.iter().any(|p| name.starts_with(p))
+                    && call
+                        .args()
+                        .filter(|a| a.ty().is_pointer())
+                        .all(|a| no_local_behind(a, entry))
+            };
+            if f.accesses_no_memory() {
+                Ok(None)
+            } else if f == index
+                || MARKER_INTRINSICS.iter().any(|p| name.starts_with(p))
+                || copies_unshared()
+            {
+                Ok(Some(i))
+            } else {
+                Err(())
+            }
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Whether a load or store through `address` touches memory each thread has its own of or
+/// that the block shares in no order: no local of the entry point is behind it, nor a
+/// thread-local of the image at a fixed place (the runtime's per-thread scalars, which the
+/// block's threads use in turn; its arrays by thread rank are each thread's own), or it is
+/// such a local itself that LLVM makes a register (then no memory is left to share).
+fn unshared_or_a_register(address: Value<'_>, entry: Option<Block<'_>>) -> bool {
+    (no_local_behind(address, entry) && !fixed_thread_local(address))
+        || (is_entry_local(address, entry) && becomes_a_register(address))
+}
+
+/// Whether `address` is a thread-local of the image, or a constant offset into one.
+fn fixed_thread_local(address: Value<'_>) -> bool {
+    let mut value = address;
+    loop {
+        if value
+            .as_global_variable()
+            .is_some_and(|g| g.is_thread_local())
+        {
+            return true;
+        }
+        let Some(i) = value.as_instruction() else {
+            return false;
+        };
+        match i.opcode() {
+            InstructionOpcode::GetElementPtr
+                if i.as_value().operands().skip(1).all(|o| o.is_constant()) =>
+            {
+                value = i.operand(0).expect("a GEP has a base");
+            }
+            InstructionOpcode::BitCast | InstructionOpcode::AddrSpaceCast => {
+                value = i.operand(0).expect("a cast has an operand");
+            }
+            InstructionOpcode::Call => {
+                let call = value.as_call();
+                let is_address = call
+                    .and_then(callee)
+                    .is_some_and(|f| f.name().starts_with(b"llvm.threadlocal.address"));
+                return is_address;
+            }
+            _ => return false,
+        }
+    }
+}
+
+/// Whether `alloca` is only loaded and stored whole (not stored itself, not offset, not
+/// passed anywhere), which LLVM's `mem2reg`/`sroa` turn into registers.
+fn becomes_a_register(alloca: Value<'_>) -> bool {
+    alloca.users().into_iter().all(|user| {
+        let Some(i) = user.as_instruction() else {
+            return false;
+        };
+        match i.opcode() {
+            InstructionOpcode::Load => !i.is_volatile(),
+            InstructionOpcode::Store => !i.is_volatile() && i.operand(0) != Some(alloca),
+            _ => false,
+        }
+    })
+}
+
+fn is_entry_local(value: Value<'_>, entry: Option<Block<'_>>) -> bool {
+    value.is_alloca() && value.as_instruction().map(|i| i.block()) == entry
+}
+
+/// Whether no local of the entry point is behind `address` (through offsets, casts, phis and
+/// selects).
+fn no_local_behind(address: Value<'_>, entry: Option<Block<'_>>) -> bool {
+    let mut seen = HashSet::from([address]);
+    let mut work = vec![address];
+    while let Some(value) = work.pop() {
+        if value.is_alloca() {
+            if is_entry_local(value, entry) {
+                return false;
+            }
+            continue;
+        }
+        let Some(i) = value.as_instruction() else {
+            continue;
+        };
+        use InstructionOpcode as Op;
+        let sources: Vec<Value<'_>> = match i.opcode() {
+            Op::GetElementPtr | Op::BitCast | Op::AddrSpaceCast => {
+                i.operand(0).into_iter().collect()
+            }
+            Op::Select => [1, 2].into_iter().filter_map(|k| i.operand(k)).collect(),
+            Op::Phi => value
+                .as_phi()
+                .map(|phi| phi.incomings().map(|(v, _)| v).collect())
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        for source in sources {
+            if seen.insert(source) {
+                work.push(source);
+            }
+        }
+    }
+    true
+}
+
+/// Whether the address of a local of the entry point (or one computed from it) is stored,
+/// passed to a call other than a marker or a copy, or made an integer.
+fn locals_escape(entry: Option<Block<'_>>) -> bool {
+    let Some(entry) = entry else {
+        return false;
+    };
+    let mut work: Vec<Value<'_>> = entry
+        .instructions()
+        .map(|i| i.as_value())
+        .filter(|v| v.is_alloca())
+        .collect();
+    let mut seen: HashSet<Value<'_>> = work.iter().copied().collect();
+    while let Some(address) = work.pop() {
+        for user in address.users() {
+            let Some(i) = user.as_instruction() else {
+                return true;
+            };
+            use InstructionOpcode as Op;
+            let follows = match i.opcode() {
+                Op::GetElementPtr => i.operand(0) == Some(address),
+                Op::BitCast | Op::AddrSpaceCast | Op::Phi | Op::Select => true,
+                Op::Load | Op::ICmp => false,
+                Op::Store => {
+                    if i.operand(0) == Some(address) {
+                        return true;
+                    }
+                    false
+                }
+                Op::Call => {
+                    let name = user.as_call().and_then(callee).map(|f| f.name());
+                    let kept = name.is_none_or(|name| {
+                        !MARKER_INTRINSICS
+                            .iter()
+                            .chain(&COPY_INTRINSICS)
+                            .any(|p| name.starts_with(p))
+                    });
+                    if kept {
+                        return true;
+                    }
+                    false
+                }
+                _ => return true,
+            };
+            if follows && seen.insert(user) {
+                work.push(user);
+            }
+        }
+    }
+    false
+}
