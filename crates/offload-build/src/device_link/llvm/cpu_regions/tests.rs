@@ -865,8 +865,8 @@ fn parallel_loops(body: &str) -> usize {
     entry_point(&text).matches(", !llvm.loop !").count()
 }
 
-/// A region whose threads store beside one another is parallel; one that adds to a shared
-/// word atomically (plain code in region form, run by the threads in turn), uses a local
+/// A region whose threads store beside one another is parallel; one that adds to a word
+/// atomically (also where it becomes plain code, which the threads run in turn), uses a local
 /// array of the entry point by a thread's index, or calls a function is not.
 #[test]
 fn only_regions_whose_threads_run_in_no_order_are_parallel() {
@@ -886,6 +886,18 @@ fn only_regions_whose_threads_run_in_no_order_are_parallel() {
         "  %old = atomicrmw add ptr @shared, i32 1 monotonic",
     );
     assert_eq!(parallel_loops(&atomic), base - 1);
+    // On memory only the block's OS thread reaches, an atomic becomes plain code, which the
+    // threads still run in turn.
+    let plain_atomic = body_with_region(
+        "",
+        "  %count = alloca i32",
+        "  %old = atomicrmw add ptr %count, i32 1 monotonic
+  %o = getelementptr i32, ptr %data, i32 %t
+  store i32 %old, ptr %o",
+    );
+    let (text, _) = form(&plain_atomic);
+    assert!(!entry_point(&text).contains("atomicrmw"), "{text}");
+    assert_eq!(parallel_loops(&plain_atomic), base - 1);
     let local_array = body_with_region(
         "declare void @llvm.lifetime.start.p0(ptr)",
         "  %a = alloca [4 x i32]",
