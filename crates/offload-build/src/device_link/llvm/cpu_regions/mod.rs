@@ -32,6 +32,7 @@
 //! barrier's source line where debug information has one, which the build reports.
 #![forbid(unsafe_code)]
 
+mod addresses;
 mod emit;
 mod exits;
 mod hooks;

@@ -23,6 +23,7 @@ use inkwell::values::InstructionOpcode;
 use inkwell::AtomicOrdering;
 
 use super::super::ir::{Block, Function, Instruction, Module, Value};
+use super::addresses::{derived_from, sources};
 use super::hooks::callee;
 
 /// Intrinsics that touch no memory a thread shares: markers.
@@ -251,28 +252,10 @@ fn no_local_behind(address: Value<'_>, entry: Option<Block<'_>>) -> bool {
     let mut seen = HashSet::from([address]);
     let mut work = vec![address];
     while let Some(value) = work.pop() {
-        if value.is_alloca() {
-            if is_entry_local(value, entry) {
-                return false;
-            }
-            continue;
+        if is_entry_local(value, entry) {
+            return false;
         }
-        let Some(i) = value.as_instruction() else {
-            continue;
-        };
-        use InstructionOpcode as Op;
-        let sources: Vec<Value<'_>> = match i.opcode() {
-            Op::GetElementPtr | Op::BitCast | Op::AddrSpaceCast => {
-                i.operand(0).into_iter().collect()
-            }
-            Op::Select => [1, 2].into_iter().filter_map(|k| i.operand(k)).collect(),
-            Op::Phi => value
-                .as_phi()
-                .map(|phi| phi.incomings().map(|(v, _)| v).collect())
-                .unwrap_or_default(),
-            _ => Vec::new(),
-        };
-        for source in sources {
+        for source in sources(value) {
             if seen.insert(source) {
                 work.push(source);
             }
@@ -287,47 +270,10 @@ fn locals_escape(entry: Option<Block<'_>>) -> bool {
     let Some(entry) = entry else {
         return false;
     };
-    let mut work: Vec<Value<'_>> = entry
+    let locals: Vec<Value<'_>> = entry
         .instructions()
         .map(|i| i.as_value())
         .filter(|v| v.is_alloca())
         .collect();
-    let mut seen: HashSet<Value<'_>> = work.iter().copied().collect();
-    while let Some(address) = work.pop() {
-        for user in address.users() {
-            let Some(i) = user.as_instruction() else {
-                return true;
-            };
-            use InstructionOpcode as Op;
-            let follows = match i.opcode() {
-                Op::GetElementPtr => i.operand(0) == Some(address),
-                Op::BitCast | Op::AddrSpaceCast | Op::Phi | Op::Select => true,
-                Op::Load | Op::ICmp => false,
-                Op::Store => {
-                    if i.operand(0) == Some(address) {
-                        return true;
-                    }
-                    false
-                }
-                Op::Call => {
-                    let name = user.as_call().and_then(callee).map(|f| f.name());
-                    let kept = name.is_none_or(|name| {
-                        !MARKER_INTRINSICS
-                            .iter()
-                            .chain(&COPY_INTRINSICS)
-                            .any(|p| name.starts_with(p))
-                    });
-                    if kept {
-                        return true;
-                    }
-                    false
-                }
-                _ => return true,
-            };
-            if follows && seen.insert(user) {
-                work.push(user);
-            }
-        }
-    }
-    false
+    derived_from(&locals).1
 }

@@ -13,15 +13,7 @@ use std::collections::{HashMap, HashSet};
 use inkwell::values::InstructionOpcode;
 
 use super::super::ir::{Function, Instruction, MetadataNode, Module, Value};
-use super::hooks::callee;
-
-/// Intrinsics that take an address into the buffer without keeping or returning it.
-const ADDRESS_ONLY_INTRINSICS: [&[u8]; 4] = [
-    b"llvm.lifetime.",
-    b"llvm.memcpy.",
-    b"llvm.memmove.",
-    b"llvm.memset.",
-];
+use super::addresses::{derived_from, sources};
 
 /// Which part of the buffer a pointer points into.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -43,7 +35,7 @@ pub(super) fn scope_lane_accesses<'m>(
     let Some(&buffer) = parts.first() else {
         return;
     };
-    let (derived, escapes) = addresses_into(buffer);
+    let (derived, escapes) = derived_from(&[buffer]);
     let name = String::from_utf8_lossy(function.name()).into_owned();
     let domain = module.metadata_node(Some(&format!("{name} lanes")), &[]);
     let scopes: Vec<MetadataNode<'m>> = (0..parts.len())
@@ -94,56 +86,6 @@ pub(super) fn scope_lane_accesses<'m>(
     }
 }
 
-/// The values that are addresses computed from `buffer` (through GEPs, casts, phis and
-/// selects), and whether one of them leaves the function's loads, stores and comparisons:
-/// stored, passed to a call, turned into an integer.
-fn addresses_into(buffer: Value<'_>) -> (HashSet<Value<'_>>, bool) {
-    let mut derived = HashSet::from([buffer]);
-    let mut work = vec![buffer];
-    let mut escapes = false;
-    while let Some(address) = work.pop() {
-        for user in address.users() {
-            let Some(i) = user.as_instruction() else {
-                escapes = true;
-                continue;
-            };
-            use InstructionOpcode as Op;
-            let follows = match i.opcode() {
-                Op::GetElementPtr => i.operand(0) == Some(address),
-                Op::BitCast | Op::AddrSpaceCast | Op::Phi => true,
-                Op::Select => true,
-                Op::Load | Op::ICmp => false,
-                Op::Store | Op::AtomicRMW => {
-                    escapes |= i.operand(1) != Some(address) || i.operand(0) == Some(address);
-                    false
-                }
-                Op::AtomicCmpXchg => {
-                    escapes |= i.operand(0) != Some(address)
-                        || i.operand(1) == Some(address)
-                        || i.operand(2) == Some(address);
-                    false
-                }
-                Op::Call => {
-                    let name = user.as_call().and_then(callee).map(|f| f.name());
-                    let address_only = name.is_some_and(|name| {
-                        ADDRESS_ONLY_INTRINSICS.iter().any(|p| name.starts_with(p))
-                    });
-                    escapes |= !address_only;
-                    false
-                }
-                _ => {
-                    escapes = true;
-                    false
-                }
-            };
-            if follows && derived.insert(user) {
-                work.push(user);
-            }
-        }
-    }
-    (derived, escapes)
-}
-
 /// The part `address` (one of the buffer's derived addresses) points into; `None` where only
 /// a cycle of phis being visited leads to it.
 fn part<'m>(
@@ -158,24 +100,14 @@ fn part<'m>(
     if let Some(&known) = memo.get(&address) {
         return known;
     }
-    let Some(i) = address.as_instruction() else {
+    if !address.is_instruction() {
         return Some(Part::Several);
-    };
+    }
     if !visiting.insert(address) {
         return None;
     }
-    use InstructionOpcode as Op;
-    let sources: Vec<Value<'m>> = match i.opcode() {
-        Op::GetElementPtr | Op::BitCast | Op::AddrSpaceCast => i.operand(0).into_iter().collect(),
-        Op::Select => [1, 2].into_iter().filter_map(|k| i.operand(k)).collect(),
-        Op::Phi => address
-            .as_phi()
-            .map(|phi| phi.incomings().map(|(v, _)| v).collect())
-            .unwrap_or_default(),
-        _ => Vec::new(),
-    };
     let mut found = None;
-    for source in sources {
+    for source in sources(address) {
         found = match (found, part(source, starts, memo, visiting)) {
             (None, x) | (x, None) => x,
             (Some(a), Some(b)) if a == b => Some(a),
