@@ -1,7 +1,7 @@
 //! The process-wide hooks of the crash report (`crash.rs`): LLVM's fatal-error handler, the
 //! SIGABRT disposition and a write to standard error that a signal handler may make. The
 //! hooks are plain Rust functions; the `extern "C"` entry points that LLVM and the kernel
-//! call, and the C library calls, are here.
+//! call, and the C library calls, are here. And LLVM's process-wide options.
 
 use std::ffi::{CStr, c_char, c_int};
 use std::sync::OnceLock;
@@ -72,4 +72,26 @@ extern "C" fn on_abort(signum: c_int) {
 pub fn write_stderr(part: &[u8]) {
     // SAFETY: `part` is a live byte slice; a failed write has nothing to fall back on.
     unsafe { write(2, part.as_ptr(), part.len()) };
+}
+
+/// Sets LLVM's process-wide command-line options `options` (`-name=value`), once per process:
+/// later calls do nothing (LLVM refuses an option given twice).
+pub fn set_llvm_options(options: &[&str]) {
+    static SET: std::sync::Once = std::sync::Once::new();
+    SET.call_once(|| {
+        let strings: Vec<std::ffi::CString> = std::iter::once("offload-device-link")
+            .chain(options.iter().copied())
+            .map(|o| std::ffi::CString::new(o).expect("an option has no NUL"))
+            .collect();
+        let argv: Vec<*const c_char> = strings.iter().map(|s| s.as_ptr()).collect();
+        // SAFETY: `argv` holds `argv.len()` NUL-terminated strings that live across the call;
+        // a null overview is allowed; LLVM copies what it keeps.
+        unsafe {
+            inkwell::llvm_sys::support::LLVMParseCommandLineOptions(
+                argv.len() as c_int,
+                argv.as_ptr(),
+                std::ptr::null(),
+            )
+        };
+    });
 }
