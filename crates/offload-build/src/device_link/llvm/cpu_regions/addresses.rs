@@ -9,13 +9,14 @@ use inkwell::values::InstructionOpcode;
 use super::super::ir::Value;
 use super::hooks::callee;
 
-/// Intrinsics that take an address without keeping or returning it.
-pub(super) const ADDRESS_ONLY_INTRINSICS: [&[u8]; 4] = [
-    b"llvm.lifetime.",
-    b"llvm.memcpy.",
-    b"llvm.memmove.",
-    b"llvm.memset.",
-];
+/// Intrinsics that copy or fill memory through their pointer arguments.
+pub(super) const COPY_INTRINSICS: [&[u8]; 3] = [b"llvm.memcpy.", b"llvm.memmove.", b"llvm.memset."];
+
+/// Whether the intrinsic `name` takes an address without keeping or returning it: a lifetime
+/// marker or one of the [`COPY_INTRINSICS`].
+pub(super) fn takes_address_only(name: &[u8]) -> bool {
+    name.starts_with(b"llvm.lifetime.") || COPY_INTRINSICS.iter().any(|p| name.starts_with(p))
+}
 
 /// The addresses `address` is computed from: a GEP's or cast's base, a select's two values, a
 /// phi's incoming values; none for anything else (an object, an argument, a loaded address).
@@ -37,7 +38,7 @@ pub(super) fn sources(address: Value<'_>) -> Vec<Value<'_>> {
 
 /// The addresses computed from `roots` (through GEPs, casts, phis and selects), the roots
 /// among them, and whether one of them leaves the function's memory accesses and comparisons:
-/// stored as a value, passed to a call other than the [`ADDRESS_ONLY_INTRINSICS`], turned
+/// stored as a value, passed to a call other than those [`takes_address_only`], turned
 /// into an integer, returned.
 pub(super) fn derived_from<'m>(roots: &[Value<'m>]) -> (HashSet<Value<'m>>, bool) {
     let mut derived: HashSet<Value<'m>> = roots.iter().copied().collect();
@@ -66,9 +67,7 @@ pub(super) fn derived_from<'m>(roots: &[Value<'m>]) -> (HashSet<Value<'m>>, bool
                 }
                 Op::Call => {
                     let name = user.as_call().and_then(callee).map(|f| f.name());
-                    escapes |= !name.is_some_and(|name| {
-                        ADDRESS_ONLY_INTRINSICS.iter().any(|p| name.starts_with(p))
-                    });
+                    escapes |= !name.is_some_and(takes_address_only);
                     false
                 }
                 _ => {

@@ -23,7 +23,7 @@ use inkwell::values::InstructionOpcode;
 use inkwell::AtomicOrdering;
 
 use super::super::ir::{Block, Function, Instruction, Module, Value};
-use super::addresses::{derived_from, sources};
+use super::addresses::{COPY_INTRINSICS, derived_from, sources};
 use super::hooks::callee;
 
 /// Intrinsics that touch no memory a thread shares: markers.
@@ -33,9 +33,6 @@ const MARKER_INTRINSICS: [&[u8]; 4] = [
     b"llvm.experimental.noalias.scope.decl",
     b"llvm.dbg.",
 ];
-
-/// Intrinsics that copy or fill memory through their pointer arguments.
-const COPY_INTRINSICS: [&[u8]; 3] = [b"llvm.memcpy.", b"llvm.memmove.", b"llvm.memset."];
 
 /// The metadata kind that marks the plain loads and stores an atomic access became: the
 /// block's threads make them one after another, as the atomic orders them on a GPU.
@@ -49,14 +46,13 @@ pub(super) fn mark_in_turn<'m>(module: Module<'m>, access: Instruction<'m>) {
 
 /// Marks each loop of `loops` (its header, the `x` counter's block, and its latch) of the
 /// entry point `function` parallel where every memory access in it may be; `index` is the
-/// index hook, which LLVM inlines later (its loads then join the call's group). Returns how
-/// many loops were marked.
+/// index hook, which LLVM inlines later (its loads then join the call's group).
 pub(super) fn mark_thread_loops_parallel<'m>(
     module: Module<'m>,
     function: Function<'m>,
     index: Function<'m>,
     loops: &[(Block<'m>, Block<'m>)],
-) -> usize {
+) {
     let group = module.metadata_node(None, &[]);
     let parallel = module.metadata_node(Some("llvm.loop.parallel_accesses"), &[group]);
     let access_group = module.metadata_kind("llvm.access.group");
@@ -65,9 +61,8 @@ pub(super) fn mark_thread_loops_parallel<'m>(
     let entry = function.entry_block();
     if locals_escape(entry) {
         // An access through an address loaded from memory could reach one of them.
-        return 0;
+        return;
     }
-    let mut marked = 0;
     for &(header, latch) in loops {
         let Some(blocks) = loop_blocks(function, header, latch) else {
             continue;
@@ -91,9 +86,7 @@ pub(super) fn mark_thread_loops_parallel<'m>(
         branch
             .instruction()
             .set_metadata(loop_kind, module.loop_id(&[parallel]));
-        marked += 1;
     }
-    marked
 }
 
 /// The blocks of the loop from `header` to `latch`: those `header` reaches short of going on
@@ -130,9 +123,7 @@ fn loop_blocks<'m>(
             return None;
         }
     }
-    let mut blocks: Vec<Block<'m>> = inside.into_iter().collect();
-    blocks.sort_by_key(|b| b.as_value().name().to_vec());
-    Some(blocks)
+    Some(inside.into_iter().collect())
 }
 
 /// For `i` in a thread loop: `Ok(Some(i))` where it accesses memory in no order between the
