@@ -24,7 +24,11 @@ WORK=${BENCH_DIR:-$TARGET_DIR/cpu-barriers-bench}
 mkdir -p "$WORK"
 
 # `cargo offload run --release -p cpu-barriers` builds the same program: its Cargo.toml asks
-# for the CPU device's images at three levels (host, x86-64-v3, x86-64-v4).
+# for the CPU device's images at three levels (host, x86-64-v3, x86-64-v4). A plain `cargo
+# build` finds no `cargo-offload-device` unless one is installed, and then links the images
+# without the CPU link's region form: the workspace's own linker is built and named instead.
+(cd "$ROOT" && cargo build --release -p cargo-offload --bins >&2)
+export OFFLOAD_DEVICE_LINKER=${OFFLOAD_DEVICE_LINKER:-$TARGET_DIR/release/cargo-offload-device}
 (cd "$ROOT" && cargo build --release -p cpu-barriers >&2)
 # Portable x86-64 (no -march); no contraction to FMA, as rustc never contracts.
 "$CLANG" -O3 -fopenmp -ffp-contract=off "$ROOT/benches/peers/barriers_openmp.c" \

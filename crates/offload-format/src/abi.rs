@@ -42,6 +42,7 @@ macro_rules! abi_name {
     (CPU_IR_GENERIC_SHARED_TILE) => { "__offload_cpuir_generic_shared_tile" };
     (CPU_IR_INTERLEAVED) => { "__offload_cpuir_interleaved" };
     (CPU_IR_INTERLEAVE) => { "__offload_cpuir_interleave" };
+    (CPU_IR_WARP_TURN) => { "__offload_cpuir_warp_turn" };
     // A GPU image's channel and panic reporters.
     (CHANNEL) => { "__offload_channel" };
     (GPU_PANIC) => { "__offload_gpu_panic" };
@@ -190,6 +191,11 @@ pub const CPU_IR_INTERLEAVED: &str = abi_name!(CPU_IR_INTERLEAVED);
 /// barrier, so that the block's threads run each trip in turn (a Rust function, never inlined,
 /// that does nothing).
 pub const CPU_IR_INTERLEAVE: &str = abi_name!(CPU_IR_INTERLEAVE);
+/// `extern "C" fn(rank: u32) -> u32`: which of its two exchange slots the thread of rank `rank`
+/// uses for its warp operation (0 or 1), turned for its next one (a Rust function, never
+/// inlined). In a kernel whose regions it forms, the CPU link keeps each thread's turn in a
+/// local instead: 0 at the start and again after each block barrier.
+pub const CPU_IR_WARP_TURN: &str = abi_name!(CPU_IR_WARP_TURN);
 
 /// Symbol of a GPU image's `*mut DeviceChannel` global, which the runtime sets when it loads
 /// the module and the device link keeps external (and reads as invariant).

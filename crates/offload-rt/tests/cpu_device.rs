@@ -16,7 +16,7 @@ use offload_rt::{
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,hidden_warp_sum,warp_ops_in_statements,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,recursive_halving,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,tiled_transpose,mirrored_rows,shared_atomics,strided_histogram,strided_first_hits,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16,mma_gemm_32x32__f16,mma_gemm_32x32__bf16,wide_tiles__f16,wide_tiles__bf16,matrix_loads,matrix_stores,accumulator_to_tile__f16,accumulator_to_tile__bf16,staged_reverse,tile_copy_async,scan_with_helper,reduce_with_helpers,tiled_weighted_sums,shared_shuffle_rows,match_phases,tma_tile,tma_store_tile,wgmma_tile,register_handoff,accumulator_rows";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,hidden_warp_sum,warp_ops_in_statements,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,recursive_halving,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,tiled_transpose,mirrored_rows,shared_atomics,strided_histogram,strided_first_hits,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16,mma_gemm_32x32__f16,mma_gemm_32x32__bf16,wide_tiles__f16,wide_tiles__bf16,matrix_loads,matrix_stores,accumulator_to_tile__f16,accumulator_to_tile__bf16,staged_reverse,tile_copy_async,scan_with_helper,reduce_with_helpers,tiled_weighted_sums,shared_shuffle_rows,match_phases,tma_tile,tma_store_tile,wgmma_tile,register_handoff,accumulator_rows,shuffle_distances";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -551,6 +551,58 @@ fn warp_operations_match_the_rules() {
             .enumerate()
         {
             assert_eq!(c, r, "blocks of {block}: thread {t}");
+        }
+    }
+}
+
+/// Shuffles by every kind of distance (0, within the warp, powers of two and not, a warp's
+/// width and past it) in whole and partial warps, in every barrier mode, against CUDA's rules
+/// with the CPU device's answer for a lane past a partial warp's last (the caller's own value).
+#[test]
+fn shuffles_by_every_distance_match_the_rules() {
+    if !setup() {
+        return;
+    }
+    let rule = |mode: &str, lane: usize, delta: usize, lanes: usize| -> usize {
+        let src = match mode {
+            "up" if delta <= lane => lane - delta,
+            "down" if lane + delta < 32 => lane + delta,
+            "xor" if lane ^ delta < 32 => lane ^ delta,
+            "idx" => delta % 32,
+            _ => lane,
+        };
+        if src < lanes { src } else { lane }
+    };
+    for (mode, dev) in barrier_modes() {
+        for (blocks, block) in [(2u32, 256u32), (3, 48), (2, 100), (1, 1024)] {
+            for delta in [0u32, 1, 2, 3, 5, 6, 8, 16, 24, 31, 32, 33, 64, 100] {
+                let threads = (blocks * block) as usize;
+                let mut out =
+                    DeviceBuffer::<u32>::zeroed(&dev, threads * k::SHUFFLE_WORDS).unwrap();
+                let config = LaunchConfig::linear(blocks, block);
+                // SAFETY: the buffer holds SHUFFLE_WORDS words per thread of the launch.
+                unsafe { k::shuffle_distances.launch(&dev, config, delta, &mut out) }.unwrap();
+                let got = out.to_vec().unwrap();
+                for (i, row) in got.chunks(k::SHUFFLE_WORDS).enumerate() {
+                    let t = i % block as usize;
+                    let (base, lane) = (i - t + t / 32 * 32, t % 32);
+                    let lanes = (block as usize - t / 32 * 32).min(32);
+                    let mut want = [0u32; k::SHUFFLE_WORDS];
+                    for (m, name) in ["up", "down", "xor", "idx"].into_iter().enumerate() {
+                        let (v, wide) = k::shuffle_values(
+                            base + rule(name, lane, delta as usize, lanes),
+                            delta,
+                        );
+                        want[m] = v;
+                        want[4 + 2 * m] = wide as u32;
+                        want[5 + 2 * m] = (wide >> 32) as u32;
+                    }
+                    assert_eq!(
+                        row, want,
+                        "{mode:?}: blocks of {block}, delta {delta}, thread {i}"
+                    );
+                }
+            }
         }
     }
 }
@@ -2288,6 +2340,7 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "scan_with_helper",
             "shared_atomics",
             "shared_shuffle_rows",
+            "shuffle_distances",
             "skipping_passes",
             // A pipeline of asynchronous copies, its `Stage` kept per thread across barriers.
             "staged_reverse",

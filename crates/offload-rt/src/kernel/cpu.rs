@@ -77,12 +77,24 @@ static ARENA_USED: Cell<usize> = Cell::new(0);
 /// Two slots per thread of the running block, where warp operations leave the value the
 /// other lanes read, used in turn: a lane writes the other slot for its next operation, which
 /// no lane can still be reading (every lane read this one before reaching the next warp
-/// barrier). `PARITY` says which slot a thread's next operation uses.
+/// barrier). `PARITY` says which slot a thread's next operation uses. Each half has
+/// [`EXCHANGE_PAD`] slots more before and after the block's, which no thread owns: a shuffle
+/// reads its neighbour `delta` lanes away whether or not the lane takes it, so that a region's
+/// loop over the block's threads loads the neighbours as one vector, not gathered. 32-bit
+/// values have their own exchange, so that such a loop's vectors hold twice as many threads
+/// (only consecutive operations must use different halves, and any two of one exchange do:
+/// every lane reads an operation's slots before it reaches the next operation's barrier).
 #[repr(C, align(64))]
-struct Exchange(UnsafeCell<[[u64; 1024]; 2]>);
+struct Exchange<T>(UnsafeCell<[[T; EXCHANGE_HALF]; 2]>);
+
+/// Slots before and after a half's 1024 threads' (a warp's: no neighbour is farther).
+const EXCHANGE_PAD: usize = CPU_WARP_SIZE as usize;
+const EXCHANGE_HALF: usize = EXCHANGE_PAD + 1024 + EXCHANGE_PAD;
 
 #[thread_local]
-static EXCHANGE: Exchange = Exchange(UnsafeCell::new([[0; 1024]; 2]));
+static EXCHANGE: Exchange<u64> = Exchange(UnsafeCell::new([[0; EXCHANGE_HALF]; 2]));
+#[thread_local]
+static EXCHANGE32: Exchange<u32> = Exchange(UnsafeCell::new([[0; EXCHANGE_HALF]; 2]));
 #[thread_local]
 static PARITY: UnsafeCell<[u8; 1024]> = UnsafeCell::new([0; 1024]);
 
@@ -269,30 +281,67 @@ fn warp_of_rank() -> (u32, u32, u32) {
     (rank, base, (threads - base).min(CPU_WARP_SIZE))
 }
 
-/// Publishes `value` in the caller's slot and waits for its warp: returns the slots of this
-/// operation, the index of the warp's first slot and the number of lanes the warp has.
-#[inline(always)]
-fn publish(value: u64) -> (*const u64, usize, u32) {
-    publish_in(EXCHANGE.0.get(), value)
+/// A warp operation's slots, after its warp barrier.
+#[derive(Clone, Copy)]
+struct Published<T> {
+    /// Thread 0's slot of the operation's half; every thread of the block has one after it.
+    slots: *const T,
+    /// The calling thread's rank in its block.
+    rank: usize,
+    /// The rank of its warp's first lane.
+    base: usize,
+    /// The number of lanes its warp has.
+    lanes: u32,
 }
 
-/// [`publish`] into `exchange`, two halves of a slot per thread that `PARITY` chooses between.
+/// Publishes `value` in the caller's slot of `exchange` (a thread-local [`Exchange`]) and waits for its warp.
 #[inline(always)]
-fn publish_in<T: Copy>(exchange: *mut [[T; 1024]; 2], value: T) -> (*const T, usize, u32) {
+fn publish<T: Copy>(exchange: *mut [[T; EXCHANGE_HALF]; 2], value: T) -> Published<T> {
+    // SAFETY: the padding is inside the first half, and thread 0's slot after it.
+    let first = unsafe { exchange.cast::<T>().add(EXCHANGE_PAD) };
+    publish_in(first, EXCHANGE_HALF, value)
+}
+
+/// [`publish`] into one of two halves of an exchange, `half_len` slots apart, that the
+/// thread's turn chooses between; `first` is thread 0's slot of the first half.
+#[inline(always)]
+fn publish_in<T: Copy>(first: *mut T, half_len: usize, value: T) -> Published<T> {
     let (rank, base, lanes) = warp_of_rank();
-    // SAFETY: `exchange` is a thread-local array of this thread's (the callers'); `rank` <
-    // threads per block <= 1024, the length of PARITY and of each half; the thread's own
-    // entries are written by it alone.
+    let half = warp_turn(rank) as usize & 1;
+    // SAFETY: `first` is in a thread-local array of this thread's (the callers') with two
+    // halves of `half_len` >= 1024 slots from it; `rank` < threads per block <= 1024; the
+    // thread's own entries are written by it alone.
     let slots = unsafe {
-        let parity = PARITY.get().cast::<u8>().add(rank as usize);
-        let p = *parity;
-        *parity = p ^ 1;
-        let slots = exchange.cast::<[T; 1024]>().add(usize::from(p)).cast::<T>();
+        let slots = first.add(half * half_len);
         *slots.add(rank as usize) = value;
         slots
     };
     warp_sync();
-    (slots, base as usize, lanes)
+    Published {
+        slots,
+        rank: rank as usize,
+        base: base as usize,
+        lanes,
+    }
+}
+
+/// Which half of the exchange the thread of rank `rank` uses for its warp operation (0 or 1),
+/// turned in `PARITY` for its next one. In an image built for the IR form, a hook the CPU
+/// link finds by name: in a kernel whose regions it forms it keeps each thread's turn in a
+/// local instead, back to 0 after each block barrier (by then every lane has read the slots
+/// of its warp's operations), so that a turn every thread takes alike is the block's.
+#[cfg_attr(offload_cpu_ir, unsafe(export_name = offload_format::abi_name!(CPU_IR_WARP_TURN)))]
+#[cfg_attr(offload_cpu_ir, inline(never))]
+#[cfg_attr(not(offload_cpu_ir), inline(always))]
+extern "C" fn warp_turn(rank: u32) -> u32 {
+    // SAFETY: `rank` < threads per block <= 1024, PARITY's length; PARITY is this OS
+    // thread's, and the thread's own entry is written by it alone.
+    unsafe {
+        let parity = PARITY.get().cast::<u8>().add(rank as usize);
+        let turn = *parity;
+        *parity = turn ^ 1;
+        u32::from(turn)
+    }
 }
 
 /// Panics unless the calling thread's warp has all 32 lanes, as the warp-wide matrix
@@ -320,7 +369,7 @@ fn whole_warps_needed() -> ! {
 #[inline(never)]
 pub(super) fn warp_gather4(words: [u64; 4]) -> &'static [[u64; 4]; CPU_WARP_SIZE as usize] {
     assert_whole_warp();
-    let (slots, base, _) = publish_in(EXCHANGE4.0.get(), words);
+    let Published { slots, base, .. } = publish_in(EXCHANGE4.0.get().cast(), 1024, words);
     // SAFETY: `base..base + 32` are this warp's slots, each written before the warp barrier
     // and not again before every lane has passed the next one (the halves alternate); the
     // thread-local array lives as long as the thread, and the reference is only read until
@@ -330,25 +379,70 @@ pub(super) fn warp_gather4(words: [u64; 4]) -> &'static [[u64; 4]; CPU_WARP_SIZE
 
 #[inline(always)]
 pub(super) fn shuffle_u64(mode: Shuffle, value: u64, arg: u32) -> u64 {
-    let (slots, base, lanes) = publish(value);
-    let src = source_lane(mode, lane_id(), arg, CPU_WARP_SIZE);
-    if src < lanes {
-        // SAFETY: `base + src` is a thread of this block; every lane wrote its slot before the
-        // warp barrier, and none writes again before the next one.
-        unsafe { *slots.add(base + src as usize) }
-    } else {
-        value
-    }
+    shuffle_in(EXCHANGE.0.get(), mode, value, arg)
 }
 
 #[inline(always)]
 pub(super) fn shuffle_u32(mode: Shuffle, value: u32, arg: u32) -> u32 {
-    shuffle_u64(mode, u64::from(value), arg) as u32
+    shuffle_in(EXCHANGE32.0.get(), mode, value, arg)
+}
+
+/// A shuffle of `value` through `exchange`.
+#[inline(always)]
+fn shuffle_in<T: Copy>(
+    exchange: *mut [[T; EXCHANGE_HALF]; 2],
+    mode: Shuffle,
+    value: T,
+    arg: u32,
+) -> T {
+    let Published {
+        slots,
+        rank,
+        base,
+        lanes,
+    } = publish(exchange, value);
+    let lane = (rank - base) as u32;
+    // Up, down and a butterfly's power of two read the slot `near` ranks away whether or not
+    // the lane takes it (the exchange's padding holds a warp's distance past either end).
+    let near = arg.min(CPU_WARP_SIZE) as usize;
+    // SAFETY (each read): `rank ± near` is a slot of the half or of its padding; every lane
+    // wrote its slot before the warp barrier, and none writes again before the next one.
+    match mode {
+        Shuffle::Up => {
+            let other = unsafe { *slots.add(rank).sub(near) };
+            if arg <= lane { other } else { value }
+        }
+        Shuffle::Down => {
+            let other = unsafe { *slots.add(rank + near) };
+            if arg < lanes - lane { other } else { value }
+        }
+        Shuffle::Xor if arg.is_power_of_two() => {
+            let below = unsafe { *slots.add(rank).sub(near) };
+            let above = unsafe { *slots.add(rank + near) };
+            if lane ^ arg >= lanes {
+                value
+            } else if lane & arg != 0 {
+                below
+            } else {
+                above
+            }
+        }
+        _ => {
+            let src = source_lane(mode, lane, arg, CPU_WARP_SIZE);
+            if src < lanes {
+                unsafe { *slots.add(base + src as usize) }
+            } else {
+                value
+            }
+        }
+    }
 }
 
 #[inline(always)]
 pub(super) fn ballot(predicate: bool) -> u64 {
-    let (slots, base, lanes) = publish(u64::from(predicate));
+    let Published {
+        slots, base, lanes, ..
+    } = publish(EXCHANGE.0.get(), u64::from(predicate));
     let mut mask = 0;
     for lane in 0..lanes as usize {
         // SAFETY: as in `shuffle_u64`.

@@ -19,6 +19,7 @@ pub(super) struct Hooks<'m> {
     pub(super) generic_shared_tile: Option<Function<'m>>,
     pub(super) interleaved: Option<Function<'m>>,
     pub(super) interleave: Option<Function<'m>>,
+    pub(super) warp_turn: Option<Function<'m>>,
 }
 
 /// The hooks a formed kernel calls, all present.
@@ -81,6 +82,7 @@ impl<'m> Hooks<'m> {
             generic_shared_tile: defined(abi::CPU_IR_GENERIC_SHARED_TILE),
             interleaved: defined(abi::CPU_IR_INTERLEAVED),
             interleave: defined(abi::CPU_IR_INTERLEAVE),
+            warp_turn: defined(abi::CPU_IR_WARP_TURN),
         }
     }
 

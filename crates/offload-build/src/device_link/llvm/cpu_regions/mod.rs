@@ -46,6 +46,7 @@ mod slots;
 #[cfg(test)]
 mod tests;
 mod trim;
+mod turns;
 mod uniform;
 
 use std::collections::{HashMap, HashSet};
@@ -63,6 +64,7 @@ use kinds::{Kind, Kinds};
 use merge::merge_alternative_barriers;
 use segments::Segments;
 use slots::{classify_allocas, demote_across_segments, demote_phis};
+use turns::keep_warp_turns_in_locals;
 use uniform::block_uniform_slots;
 
 /// A kernel with barriers that keeps one coroutine per GPU thread, and why.
@@ -102,6 +104,7 @@ pub fn form_regions(module: Module<'_>) -> Result<Vec<CoroutineKernel>> {
     }
     let formed_bodies: HashSet<Function<'_>> = to_form.iter().map(|(_, body)| *body).collect();
     answer_interleaved(module, &hooks, &formed_bodies)?;
+    keep_warp_turns_in_locals(module, &hooks, formed_bodies.iter().copied())?;
     for (kernel, body) in to_form {
         let formed = hooks
             .complete()
@@ -124,10 +127,19 @@ pub fn form_regions(module: Module<'_>) -> Result<Vec<CoroutineKernel>> {
             body.delete();
         }
     }
-    for hook in [hooks.index, hooks.set_thread].into_iter().flatten() {
+    for hook in [hooks.index, hooks.set_thread, hooks.warp_turn]
+        .into_iter()
+        .flatten()
+    {
         hook.remove_enum_attribute(AttributeIndex::Function, "noinline");
         hook.add_enum_attribute(AttributeIndex::Function, "alwaysinline");
         hook.set_linkage(Linkage::Internal);
+        // rustc repeats `#[inline(never)]` on the calls of another crate's function.
+        for user in hook.as_value().users() {
+            if let Some(call) = user.as_call().filter(|c| callee(*c) == Some(hook)) {
+                call.remove_enum_attribute(AttributeIndex::Function, "noinline");
+            }
+        }
     }
     Ok(coroutines)
 }

@@ -21,6 +21,7 @@ define void @__offload_cpuir_set_thread(i32 %x, i32 %y, i32 %z) noinline {{ ret 
 define ptr @__offload_cpuir_lanes(i64 %n) noinline {{ ret ptr null }}
 define i1 @__offload_cpuir_interleaved() noinline {{ ret i1 false }}
 define void @__offload_cpuir_interleave() noinline {{ ret void }}
+define i32 @__offload_cpuir_warp_turn(i32 %rank) noinline {{ ret i32 0 }}
 {body}"
     )
 }
@@ -912,4 +913,100 @@ fn only_regions_whose_threads_run_in_no_order_are_parallel() {
     assert_eq!(parallel_loops(&local_array), base - 1);
     let call = body_with_region("declare void @sink(i32)", "", "  call void @sink(i32 %t)");
     assert_eq!(parallel_loops(&call), base - 1);
+}
+
+/// A warp scan's shape: `delta` doubling to the warp's width, a warp operation each trip
+/// (its turn, the warp barrier, a read of the turn's half after it), then `tail`.
+fn warp_scan_then(tail: &str) -> String {
+    format!(
+        "
+define void @__offload_cpu_body_k(ptr %params) {{
+entry:
+  %pp = load ptr, ptr %params
+  %data = load ptr, ptr %pp
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  %own = getelementptr i32, ptr %data, i32 %t
+  br label %loop
+loop:
+  %delta = phi i32 [ 1, %entry ], [ %next, %body ]
+  %done = icmp uge i32 %delta, 32
+  br i1 %done, label %after, label %body
+body:
+  %turn = call i32 @__offload_cpuir_warp_turn(i32 %t)
+  %half = mul i32 %turn, 1024
+  %mine = add i32 %half, %t
+  %put = getelementptr i32, ptr %data, i32 %mine
+  store i32 %delta, ptr %put
+  call void @__offload_cpuir_warp_barrier()
+  %from = sub i32 %mine, %delta
+  %get = getelementptr i32, ptr %data, i32 %from
+  %v = load i32, ptr %get
+  store i32 %v, ptr %own
+  %next = shl i32 %delta, 1
+  br label %loop
+after:
+{tail}
+}}"
+    )
+}
+
+/// The turn of warp operations every thread takes alike is the block's: no lane holds it,
+/// and the hook is called no more. Taken on a thread's own way, it is each thread's own,
+/// until a block barrier, after which every thread's turn is 0 again.
+#[test]
+fn warp_turns_every_thread_takes_alike_are_the_blocks() {
+    let scan = warp_scan_then("  ret void");
+    let (text, kept) = form(&scan);
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert!(!entry.contains("@__offload_cpuir_warp_turn"), "{entry}");
+    // As a turn computed from the block's own counter.
+    let (uniform, _) = form(&scan.replace(
+        "  %turn = call i32 @__offload_cpuir_warp_turn(i32 %t)",
+        "  %turn = and i32 %delta, 1",
+    ));
+    assert_eq!(
+        lane_slots(entry),
+        lane_slots(entry_point(&uniform)),
+        "{entry}"
+    );
+
+    // One more warp operation on the first warp's way, then the scan again: the turns the
+    // scan takes differ between the warps, each thread's own.
+    let first_warp_then = |between: &str| {
+        warp_scan_then(&format!(
+            "  %first = icmp ult i32 %t, 32
+  br i1 %first, label %lanes, label %joined
+lanes:
+  %extra = call i32 @__offload_cpuir_warp_turn(i32 %t)
+  call void @__offload_cpuir_warp_barrier()
+  br label %joined
+joined:
+{between}  br label %again
+again:
+  %d2 = phi i32 [ 1, %joined ], [ %n2, %b2 ]
+  %done2 = icmp uge i32 %d2, 32
+  br i1 %done2, label %end, label %b2
+b2:
+  %turn2 = call i32 @__offload_cpuir_warp_turn(i32 %t)
+  %half2 = mul i32 %turn2, 1024
+  %mine2 = add i32 %half2, %t
+  %put2 = getelementptr i32, ptr %data, i32 %mine2
+  store i32 %d2, ptr %put2
+  call void @__offload_cpuir_warp_barrier()
+  %get2 = getelementptr i32, ptr %data, i32 %mine2
+  %v2 = load i32, ptr %get2
+  store i32 %v2, ptr %own
+  %n2 = shl i32 %d2, 1
+  br label %again
+end:
+  ret void"
+        ))
+    };
+    let (diverged, _) = form(&first_warp_then(""));
+    let (reset, _) = form(&first_warp_then("  call void @__offload_cpuir_barrier()\n"));
+    assert!(
+        lane_slots(entry_point(&diverged)) > lane_slots(entry_point(&reset)),
+        "{diverged}\n{reset}"
+    );
 }
