@@ -46,7 +46,10 @@ pub(super) fn mark_in_turn<'m>(module: Module<'m>, access: Instruction<'m>) {
 
 /// Marks each loop of `loops` (its header, the `x` counter's block, and its latch) of the
 /// entry point `function` parallel where every memory access in it may be; `index` is the
-/// index hook, which LLVM inlines later (its loads then join the call's group).
+/// index hook, which LLVM inlines later (its loads then join the call's group). Each loop
+/// also runs one vector a trip (`llvm.loop.interleave.count` 1): LLVM, not knowing a block's
+/// width, interleaved four vectors of eight, so that a row of 16 threads (a 16 × 16 block)
+/// never entered the vector loop and ran in its scalar remainder.
 pub(super) fn mark_thread_loops_parallel<'m>(
     module: Module<'m>,
     function: Function<'m>,
@@ -58,6 +61,7 @@ pub(super) fn mark_thread_loops_parallel<'m>(
     let access_group = module.metadata_kind("llvm.access.group");
     let loop_kind = module.metadata_kind("llvm.loop");
     let in_turn = module.metadata_kind(IN_TURN);
+    let one_at_a_time = module.loop_property("llvm.loop.interleave.count", 1);
     let entry = function.entry_block();
     if locals_escape(entry) {
         // An access through an address loaded from memory could reach one of them.
@@ -77,7 +81,13 @@ pub(super) fn mark_thread_loops_parallel<'m>(
                 in_no_order(i, entry, index).transpose()
             })
             .collect();
-        let (Ok(accesses), Some(branch)) = (accesses, latch.terminator()) else {
+        let Some(branch) = latch.terminator() else {
+            continue;
+        };
+        let Ok(accesses) = accesses else {
+            branch
+                .instruction()
+                .set_metadata(loop_kind, module.loop_id(&[one_at_a_time]));
             continue;
         };
         for access in accesses {
@@ -85,7 +95,7 @@ pub(super) fn mark_thread_loops_parallel<'m>(
         }
         branch
             .instruction()
-            .set_metadata(loop_kind, module.loop_id(&[parallel]));
+            .set_metadata(loop_kind, module.loop_id(&[parallel, one_at_a_time]));
     }
 }
 

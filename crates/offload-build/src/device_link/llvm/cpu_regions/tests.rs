@@ -835,6 +835,10 @@ fn thread_loops_are_marked_parallel() {
     // The guarded loops (threads at one of several barriers) are not marked.
     let loops = entry.matches("label %x").count();
     assert!(marked < loops, "{entry}");
+    // Every thread loop runs one vector a trip (a block's row of 16 threads is not left to
+    // the scalar remainder of vectors four times as wide).
+    let one_at_a_time = loop_ids_with(&text, "!\"llvm.loop.interleave.count\", i32 1}");
+    assert_eq!(one_at_a_time.len(), marked, "{text}");
 }
 
 /// The body of kernel `k` with `region` (its instructions, given `%t`, the thread's `x`
@@ -859,11 +863,38 @@ entry:
     )
 }
 
+/// The loop ids of `text` (`!N = distinct !{!N, ...}`) that name the metadata node `property`
+/// (`!"llvm.loop.parallel_accesses"`, say): their `!N`s.
+fn loop_ids_with(text: &str, property: &str) -> Vec<String> {
+    let named: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(property))
+        .filter_map(|l| l.split(" = ").next())
+        .collect();
+    text.lines()
+        .filter_map(|l| {
+            let (id, node) = l.split_once(" = distinct !{")?;
+            let refers = node
+                .split(", ")
+                .any(|part| named.contains(&part.trim_end_matches('}')));
+            (node.starts_with(&format!("{id},")) && refers).then(|| id.to_owned())
+        })
+        .collect()
+}
+
 /// The number of loops marked parallel in the entry point of `body`.
 fn parallel_loops(body: &str) -> usize {
     let (text, kept) = form(body);
     assert!(kept.is_empty(), "{kept:?}");
-    entry_point(&text).matches(", !llvm.loop !").count()
+    let parallel = loop_ids_with(&text, "!\"llvm.loop.parallel_accesses\"");
+    entry_point(&text)
+        .lines()
+        .filter(|l| {
+            l.split(", !llvm.loop ")
+                .nth(1)
+                .is_some_and(|id| parallel.iter().any(|p| id.starts_with(p.as_str())))
+        })
+        .count()
 }
 
 /// A region whose threads store beside one another is parallel; one that adds to a word

@@ -283,6 +283,24 @@ impl<'m> Module<'m> {
         MetadataNode(node.expect("LLVM makes the node"))
     }
 
+    /// A loop property of one integer, `!{!"name", i32 value}` (as
+    /// `llvm.loop.interleave.count`), for [`Module::loop_id`].
+    pub fn loop_property(self, name: &str, value: u32) -> MetadataNode<'m> {
+        // SAFETY: the context is live; LLVM reads `name.len()` bytes; the constant is a live
+        // value of the context, which `LLVMValueAsMetadata` wraps; LLVM reads both parts.
+        let node = unsafe {
+            let int =
+                llvm::LLVMConstInt(llvm::LLVMInt32TypeInContext(self.context), value.into(), 0);
+            let mut parts = [
+                llvm::LLVMMDStringInContext2(self.context, name.as_ptr().cast(), name.len()),
+                llvm::LLVMValueAsMetadata(int),
+            ];
+            let node = llvm::LLVMMDNodeInContext2(self.context, parts.as_mut_ptr(), parts.len());
+            Value::wrap(llvm::LLVMMetadataAsValue(self.context, node))
+        };
+        MetadataNode(node.expect("LLVM makes the node"))
+    }
+
     /// Inline assembly (AT&T dialect, not unwinding) of `function_type`, to call with
     /// [`Builder::build_call_typed`].
     pub fn inline_asm(
