@@ -10,7 +10,8 @@
 //!
 //! - The IR form, where the LLVM device link is at hand (in-process with the `llvm` feature,
 //!   else `cargo-offload-device`, as for GPU images): the nested build adds
-//!   `--cfg offload_cpu_ir` and `-Clinker-plugin-lto`, so the static library holds the
+//!   `--cfg offload_cpu_ir`, `-Clinker-plugin-lto` (and no jump threading through calls,
+//!   which would copy barriers), so the static library holds the
 //!   workspace crates as bitcode beside the standard library's native objects; the CPU link
 //!   (`device_link::cpu_link`) links the bitcode, keeps external only the image's exports and
 //!   what the native objects use, forms the regions, runs `default<O3>` for the level and emits
@@ -88,6 +89,14 @@ pub fn build_in_form(
                 "--cfg",
                 offload_format::abi::CPU_IR_CFG,
                 "-Clinker-plugin-lto",
+                // No block with a call copied by jump threading before the CPU link: rustc's
+                // pipeline gave a tree level's idle threads a chain of barriers of their own,
+                // which the link merges back behind a switch per thread, and the level's
+                // threads past its bound could no longer be skipped (`prescan` 2.3x slower).
+                // A call counts 4 in LLVM's cost of copying a block, so 3 leaves the blocks
+                // without calls; the link's own pipeline threads jumps once the barriers are
+                // gone.
+                "-Cllvm-args=-jump-threading-threshold=3",
             ]
             .map(str::to_owned),
         );

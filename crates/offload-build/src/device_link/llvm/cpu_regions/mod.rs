@@ -34,6 +34,7 @@
 
 mod addresses;
 mod emit;
+mod equal_phis;
 mod exits;
 mod hooks;
 mod inline;
@@ -58,6 +59,7 @@ use offload_format::abi;
 use super::ir::{AttributeIndex, Function, Instruction, Module};
 use crate::device_link::error::Result;
 use emit::Emitter;
+use equal_phis::fold_phis_restating_a_value;
 use hooks::{Complete, Hooks, barrier_calls, callee, with_location};
 use inline::{inline_what_reaches_barriers, recursive_callee, run_passes};
 use kinds::{Kind, Kinds};
@@ -105,6 +107,9 @@ pub fn form_regions(module: Module<'_>) -> Result<Vec<CoroutineKernel>> {
     let formed_bodies: HashSet<Function<'_>> = to_form.iter().map(|(_, body)| *body).collect();
     answer_interleaved(module, &hooks, &formed_bodies)?;
     keep_warp_turns_in_locals(module, &hooks, formed_bodies.iter().copied())?;
+    for body in &formed_bodies {
+        fold_phis_restating_a_value(*body);
+    }
     for (kernel, body) in to_form {
         let formed = hooks
             .complete()

@@ -1041,3 +1041,50 @@ end:
         "{diverged}\n{reset}"
     );
 }
+
+/// [`TREE_BODY`] after an `if t == C { .. }` whose join LLVM gave a phi of `C` from that
+/// branch and `t` otherwise (a scan's down-sweep after `if thid == 0`), the levels' bound
+/// tested on the phi.
+fn tree_after_thread_test(tested: u32, restated: u32) -> String {
+    TREE_BODY
+        .replace(
+            "  br label %loop\nloop:\n  %s = phi i32 [ %n, %entry ]",
+            &format!(
+                "  %first = icmp eq i32 %t, {tested}
+  br i1 %first, label %only, label %joined
+only:
+  store i32 1, ptr %data
+  br label %joined
+joined:
+  %tid = phi i32 [ {restated}, %only ], [ %t, %entry ]
+  br label %loop
+loop:
+  %s = phi i32 [ %n, %joined ]"
+            ),
+        )
+        .replace(
+            "%in = icmp ult i32 %t, %half",
+            "%in = icmp ult i32 %tid, %half",
+        )
+        .replace(
+            "%slot = getelementptr i32, ptr %data, i32 %t",
+            "%slot = getelementptr i32, ptr %data, i32 %tid",
+        )
+        .replace("%far = add i32 %t, %half", "%far = add i32 %tid, %half")
+}
+
+/// The phi restating the thread's index is the index again, and the levels are trimmed as in
+/// [`threads_past_a_bound_that_only_wait_are_not_run`]; a phi of another value than the one
+/// tested stays, and so do the levels' loops over every thread.
+#[test]
+fn a_phi_restating_the_threads_index_is_the_index() {
+    let restating = tree_after_thread_test(0, 0);
+    let (text, kept) = form(&restating);
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert!(!entry.contains("%tid"), "{entry}");
+    assert_eq!(trimmed_regions(entry), 1, "{entry}");
+    let (text, kept) = form(&tree_after_thread_test(1, 0));
+    assert!(kept.is_empty(), "{kept:?}");
+    assert_eq!(trimmed_regions(entry_point(&text)), 0, "{text}");
+}
