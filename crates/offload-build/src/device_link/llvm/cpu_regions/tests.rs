@@ -946,8 +946,34 @@ fn only_regions_whose_threads_run_in_no_order_are_parallel() {
     assert_eq!(parallel_loops(&call), base - 1);
 }
 
-/// A warp scan's shape: `delta` doubling to the warp's width, a warp operation each trip
-/// (its turn, the warp barrier, a read of the turn's half after it), then `tail`.
+/// A warp scan's loop, its names suffixed `n`: `delta` doubling to the warp's width from
+/// block `%from`, a warp operation each trip (its turn, the warp barrier, a read of the
+/// turn's half after it), then block `%exit`.
+fn warp_scan_loop(n: &str, from: &str, exit: &str) -> String {
+    format!(
+        "  br label %loop{n}
+loop{n}:
+  %delta{n} = phi i32 [ 1, %{from} ], [ %next{n}, %body{n} ]
+  %done{n} = icmp uge i32 %delta{n}, 32
+  br i1 %done{n}, label %{exit}, label %body{n}
+body{n}:
+  %turn{n} = call i32 @__offload_cpuir_warp_turn(i32 %t)
+  %half{n} = mul i32 %turn{n}, 1024
+  %mine{n} = add i32 %half{n}, %t
+  %put{n} = getelementptr i32, ptr %data, i32 %mine{n}
+  store i32 %delta{n}, ptr %put{n}
+  call void @__offload_cpuir_warp_barrier()
+  %from{n} = sub i32 %mine{n}, %delta{n}
+  %get{n} = getelementptr i32, ptr %data, i32 %from{n}
+  %v{n} = load i32, ptr %get{n}
+  store i32 %v{n}, ptr %own
+  %next{n} = shl i32 %delta{n}, 1
+  br label %loop{n}
+"
+    )
+}
+
+/// [`warp_scan_loop`] at the body's start, then `tail`.
 fn warp_scan_then(tail: &str) -> String {
     format!(
         "
@@ -957,27 +983,10 @@ entry:
   %data = load ptr, ptr %pp
   %t = call i32 @__offload_cpuir_index(i32 0)
   %own = getelementptr i32, ptr %data, i32 %t
-  br label %loop
-loop:
-  %delta = phi i32 [ 1, %entry ], [ %next, %body ]
-  %done = icmp uge i32 %delta, 32
-  br i1 %done, label %after, label %body
-body:
-  %turn = call i32 @__offload_cpuir_warp_turn(i32 %t)
-  %half = mul i32 %turn, 1024
-  %mine = add i32 %half, %t
-  %put = getelementptr i32, ptr %data, i32 %mine
-  store i32 %delta, ptr %put
-  call void @__offload_cpuir_warp_barrier()
-  %from = sub i32 %mine, %delta
-  %get = getelementptr i32, ptr %data, i32 %from
-  %v = load i32, ptr %get
-  store i32 %v, ptr %own
-  %next = shl i32 %delta, 1
-  br label %loop
-after:
+{}after:
 {tail}
-}}"
+}}",
+        warp_scan_loop("", "entry", "after")
     )
 }
 
@@ -1013,25 +1022,9 @@ lanes:
   call void @__offload_cpuir_warp_barrier()
   br label %joined
 joined:
-{between}  br label %again
-again:
-  %d2 = phi i32 [ 1, %joined ], [ %n2, %b2 ]
-  %done2 = icmp uge i32 %d2, 32
-  br i1 %done2, label %end, label %b2
-b2:
-  %turn2 = call i32 @__offload_cpuir_warp_turn(i32 %t)
-  %half2 = mul i32 %turn2, 1024
-  %mine2 = add i32 %half2, %t
-  %put2 = getelementptr i32, ptr %data, i32 %mine2
-  store i32 %d2, ptr %put2
-  call void @__offload_cpuir_warp_barrier()
-  %get2 = getelementptr i32, ptr %data, i32 %mine2
-  %v2 = load i32, ptr %get2
-  store i32 %v2, ptr %own
-  %n2 = shl i32 %d2, 1
-  br label %again
-end:
-  ret void"
+{between}{}end:
+  ret void",
+            warp_scan_loop("2", "joined", "end")
         ))
     };
     let (diverged, _) = form(&first_warp_then(""));
