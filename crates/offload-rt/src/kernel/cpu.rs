@@ -294,7 +294,8 @@ struct Published<T> {
     lanes: u32,
 }
 
-/// Publishes `value` in the caller's slot of `exchange` (a thread-local [`Exchange`]) and waits for its warp.
+/// Publishes `value` in the caller's slot of `exchange` (a thread-local [`Exchange`]) and
+/// waits for its warp.
 #[inline(always)]
 fn publish<T: Copy>(exchange: *mut [[T; EXCHANGE_HALF]; 2], value: T) -> Published<T> {
     // SAFETY: the padding is inside the first half, and thread 0's slot after it.
@@ -405,8 +406,9 @@ fn shuffle_in<T: Copy>(
     // Up, down and a butterfly's power of two read the slot `near` ranks away whether or not
     // the lane takes it (the exchange's padding holds a warp's distance past either end).
     let near = arg.min(CPU_WARP_SIZE) as usize;
-    // SAFETY (each read): `rank ± near` is a slot of the half or of its padding; every lane
-    // wrote its slot before the warp barrier, and none writes again before the next one.
+    // SAFETY (the reads of up, down and xor): `rank ± near` is a slot of the half or of its
+    // padding; every lane wrote its slot before the warp barrier, and none writes again before
+    // the next one.
     match mode {
         Shuffle::Up => {
             let other = unsafe { *slots.add(rank).sub(near) };
@@ -430,6 +432,8 @@ fn shuffle_in<T: Copy>(
         _ => {
             let src = source_lane(mode, lane, arg, CPU_WARP_SIZE);
             if src < lanes {
+                // SAFETY: `base + src` is a thread of this block, whose slot it wrote before
+                // the warp barrier.
                 unsafe { *slots.add(base + src as usize) }
             } else {
                 value
@@ -445,7 +449,7 @@ pub(super) fn ballot(predicate: bool) -> u64 {
     } = publish(EXCHANGE.0.get(), u64::from(predicate));
     let mut mask = 0;
     for lane in 0..lanes as usize {
-        // SAFETY: as in `shuffle_u64`.
+        // SAFETY: as a shuffle's read of another lane's slot (`shuffle_in`).
         mask |= unsafe { *slots.add(base + lane) } << lane;
     }
     mask

@@ -4,8 +4,8 @@
 //! members are linked whole into one module; every definition is made internal but the image's
 //! exports (`offload_format::abi::CPU_SYMBOL_PREFIX`, the kernels' body functions excepted) and
 //! what the native members use of it (`rust_eh_personality`, the panic handler, the allocator);
-//! [`cpu_regions`](super::cpu_regions) forms the barrier regions, and the index hook is made
-//! inlinable where calls of it remain; then LLVM's O3 pipelines (`codegen::OPTIMIZE_CPU`) for the
+//! [`cpu_regions`](super::cpu_regions) forms the barrier regions and makes the hooks inlinable
+//! where calls of them remain; then LLVM's O3 pipelines (`codegen::OPTIMIZE_CPU`) for the
 //! image's triple, CPU and features, and one relocatable object, which the build links with
 //! the native members into the image's shared object.
 
@@ -13,7 +13,6 @@
 
 use std::collections::BTreeSet;
 
-use inkwell::attributes::AttributeLoc;
 use inkwell::context::Context;
 use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::module::{Linkage, Module};
@@ -71,7 +70,6 @@ fn link_on_this_thread(krate: &str, archive: &[u8], opts: &CpuLinkOptions) -> Re
     internalize(&module, &native_uses);
     let _coroutines: Vec<CoroutineKernel> =
         form_regions(ir::Module::new(&module)).map_err(failed("forming the regions"))?;
-    inline_index_hook(&module);
     module
         .verify()
         .map_err(|e| LinkError::Verify {
@@ -114,37 +112,6 @@ fn link_bitcode<'ctx>(
              `-Clinker-plugin-lto`?)"
         ),
     })
-}
-
-/// Makes the index hook inlinable where the region stage left calls of it (the thread
-/// entries, kernels without barriers): the kernel side marks it `noinline` so that the stage
-/// finds its calls, and outside a region it is a read of the thread's index state, which a
-/// thread loop must see to run as a plain loop the optimizer vectorizes.
-fn inline_index_hook(module: &Module<'_>) {
-    let ir = ir::Module::new(module);
-    let Some(hook) = ir.function(offload_format::abi::CPU_IR_INDEX) else {
-        return;
-    };
-    if hook.is_declaration() {
-        return;
-    }
-    // rustc repeats `#[inline(never)]` on the calls of another crate's function.
-    for user in hook.users() {
-        if let Some(call) = user.as_call()
-            && call.callee() == *hook
-        {
-            call.remove_enum_attribute(ir::AttributeIndex::Function, "noinline");
-        }
-    }
-    let Some(hook) = module.get_function(offload_format::abi::CPU_IR_INDEX) else {
-        return;
-    };
-    let kind = inkwell::attributes::Attribute::get_named_enum_kind_id;
-    hook.remove_enum_attribute(AttributeLoc::Function, kind("noinline"));
-    let always = module
-        .get_context()
-        .create_enum_attribute(kind("alwaysinline"), 0);
-    hook.add_attribute(AttributeLoc::Function, always);
 }
 
 /// Whether the image keeps `name` external: its exports, but not the kernels' body functions,

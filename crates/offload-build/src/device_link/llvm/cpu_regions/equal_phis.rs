@@ -11,17 +11,16 @@ use inkwell::values::InstructionOpcode;
 use super::super::ir::{Block, Function, Value};
 
 /// Replaces each phi of `body` that equals one value on every edge (a constant coming only
-/// where that value was just found equal to it) with the value; returns how many.
-pub(super) fn fold_phis_restating_a_value(body: Function<'_>) -> usize {
+/// where that value was just found equal to it) with the value.
+pub(super) fn fold_phis_restating_a_value(body: Function<'_>) {
     let Some(entry) = body.entry_block() else {
-        return 0;
+        return;
     };
     let phis: Vec<_> = body
         .blocks()
         .flat_map(|b| b.instructions())
         .filter_map(|i| i.as_value().as_phi())
         .collect();
-    let mut folded = 0;
     for phi in phis {
         let incomings: Vec<(Value<'_>, Block<'_>)> = phi.incomings().collect();
         let mut values = incomings
@@ -42,10 +41,8 @@ pub(super) fn fold_phis_restating_a_value(body: Function<'_>) -> usize {
         if dominates && restated {
             phi.as_value().replace_all_uses_with(x);
             phi.instruction().erase();
-            folded += 1;
         }
     }
-    folded
 }
 
 /// Whether `block` is entered only from a branch on `x == c` (or on `y == c` where `x` is `y`
@@ -78,8 +75,7 @@ fn entered_only_equal<'m>(block: Block<'m>, x: Value<'m>, c: Value<'m>) -> bool 
         .filter(|i| i.opcode() == InstructionOpcode::ZExt)
         .and_then(|i| i.operand(0));
     equal_way
-        && k.is_constant_int()
         && (y == x || Some(y) == widened)
-        && k.const_zext_value().is_some()
-        && k.const_zext_value() == c.const_zext_value()
+        && k.const_zext_value()
+            .is_some_and(|k| Some(k) == c.const_zext_value())
 }

@@ -65,20 +65,16 @@ pub(super) fn inline_what_reaches_barriers<'m>(
         .filter(|f| f.name().starts_with(abi::CPU_BODY_PREFIX.as_bytes()))
         .collect();
     for f in &reaching {
-        if bodies.contains(f) || recursive.contains_key(f) {
+        if recursive.contains_key(f) {
+            continue;
+        }
+        inline_calls_of(*f);
+        if bodies.contains(f) {
             continue;
         }
         f.remove_enum_attribute(AttributeIndex::Function, "noinline");
         f.remove_enum_attribute(AttributeIndex::Function, "optnone");
         f.add_enum_attribute(AttributeIndex::Function, "alwaysinline");
-    }
-    // rustc marks the calls of an `#[inline(never)]` function `noinline` too.
-    for f in &defined {
-        for call in calls(*f) {
-            if callee(call).is_some_and(|c| reaching.contains(&c) && !recursive.contains_key(&c)) {
-                call.remove_enum_attribute(AttributeIndex::Function, "noinline");
-            }
-        }
     }
     // The inliner deletes the internal functions it inlined everywhere: after it, the
     // functions are found again by name, never through the handles taken before. What it
@@ -101,6 +97,16 @@ pub(super) fn inline_what_reaches_barriers<'m>(
         .into_iter()
         .filter_map(|(name, reason)| Some((module.function(&name)?, reason)))
         .collect())
+}
+
+/// Takes `noinline` off the calls of `f`: rustc repeats an `#[inline(never)]` of another
+/// crate's function on its calls.
+pub(super) fn inline_calls_of(f: Function<'_>) {
+    for user in f.as_value().users() {
+        if let Some(call) = user.as_call().filter(|c| callee(*c) == Some(f)) {
+            call.remove_enum_attribute(AttributeIndex::Function, "noinline");
+        }
+    }
 }
 
 /// LLVM's passes `pipeline` over `module`, a failure named with the pipeline.

@@ -61,7 +61,7 @@ use crate::device_link::error::Result;
 use emit::Emitter;
 use equal_phis::fold_phis_restating_a_value;
 use hooks::{Complete, Hooks, barrier_calls, callee, with_location};
-use inline::{inline_what_reaches_barriers, recursive_callee, run_passes};
+use inline::{inline_calls_of, inline_what_reaches_barriers, recursive_callee, run_passes};
 use kinds::{Kind, Kinds};
 use merge::merge_alternative_barriers;
 use segments::Segments;
@@ -79,7 +79,9 @@ pub struct CoroutineKernel {
 }
 
 /// Forms the regions of every kernel body in `module` (the CPU image's bitcode, linked and
-/// internalized) and drops the bodies; makes the index hook inline everywhere else. Returns
+/// internalized) and drops the bodies; makes the hooks calls of which remain (the index, the
+/// current thread's, the warp turn's: in the thread entries, kernels without barriers and
+/// kernels kept on coroutines) inline everywhere else. Returns
 /// the kernels with barriers that keep their coroutines.
 pub fn form_regions(module: Module<'_>) -> Result<Vec<CoroutineKernel>> {
     let hooks = Hooks::find(module);
@@ -139,12 +141,7 @@ pub fn form_regions(module: Module<'_>) -> Result<Vec<CoroutineKernel>> {
         hook.remove_enum_attribute(AttributeIndex::Function, "noinline");
         hook.add_enum_attribute(AttributeIndex::Function, "alwaysinline");
         hook.set_linkage(Linkage::Internal);
-        // rustc repeats `#[inline(never)]` on the calls of another crate's function.
-        for user in hook.as_value().users() {
-            if let Some(call) = user.as_call().filter(|c| callee(*c) == Some(hook)) {
-                call.remove_enum_attribute(AttributeIndex::Function, "noinline");
-            }
-        }
+        inline_calls_of(hook);
     }
     Ok(coroutines)
 }
