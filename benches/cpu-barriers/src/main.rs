@@ -9,8 +9,8 @@
 //! computes the same outputs (same inputs, same order of float operations) with OpenMP and
 //! prints lines of the same form; `benches/cpu-barriers.sh` runs both and compares.
 //!
-//! `cargo offload run --release -p cpu-barriers [-- ROUNDS]`; `OFFLOAD_CPU_THREADS` sets the
-//! CPU device's worker threads.
+//! `cargo offload run --release -p cpu-barriers [-- [--only CASE,..] ROUNDS]` (`--only` runs
+//! the cases named); `OFFLOAD_CPU_THREADS` sets the CPU device's worker threads.
 
 use std::time::Instant;
 
@@ -19,25 +19,62 @@ use offload_rt::{Device, DeviceBuffer, LaunchConfig};
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
+/// The cases, in the order they run.
+const CASES: [&str; 7] = [
+    "matmul",
+    "reduce",
+    "transpose",
+    "stencil5",
+    "stencil7",
+    "histogram",
+    "saxpy",
+];
+
 fn main() -> Result<()> {
-    let rounds: usize = std::env::args()
-        .nth(1)
-        .map_or(Ok(5), |a| a.parse())
-        .map_err(|e| format!("rounds: {e}"))?;
+    let mut rounds = 5usize;
+    let mut only: Option<Vec<String>> = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--only" => {
+                let names = args.next().ok_or("--only CASE,..")?;
+                only = Some(names.split(',').map(str::to_owned).collect());
+            }
+            r => rounds = r.parse().map_err(|e| format!("rounds {r:?}: {e}"))?,
+        }
+    }
+    if let Some(unknown) = only.iter().flatten().find(|c| !CASES.contains(&c.as_str())) {
+        return Err(format!("--only: no case {unknown:?} (cases: {})", CASES.join(", ")).into());
+    }
+    let runs = |case: &str| only.as_ref().is_none_or(|o| o.iter().any(|c| c == case));
     let rounds = rounds.max(1);
     let device = Device::cpu();
     println!("# cpu-barriers on {}, {rounds} rounds", device.describe());
 
-    for n in [512, 1024] {
-        let r = if n == 1024 { rounds.min(3) } else { rounds };
-        matmul(&device, n, r)?;
+    if runs("matmul") {
+        for n in [512, 1024] {
+            let r = if n == 1024 { rounds.min(3) } else { rounds };
+            matmul(&device, n, r)?;
+        }
     }
-    reduce(&device, 1 << 24, rounds)?;
-    transpose(&device, 4096, 4096, rounds)?;
-    stencil(&device, 4096, rounds)?;
-    stencil7(&device, 256, rounds)?;
-    histogram(&device, 1 << 24, rounds)?;
-    saxpy(&device, 1 << 24, rounds)?;
+    if runs("reduce") {
+        reduce(&device, 1 << 24, rounds)?;
+    }
+    if runs("transpose") {
+        transpose(&device, 4096, 4096, rounds)?;
+    }
+    if runs("stencil5") {
+        stencil(&device, 4096, rounds)?;
+    }
+    if runs("stencil7") {
+        stencil7(&device, 256, rounds)?;
+    }
+    if runs("histogram") {
+        histogram(&device, 1 << 24, rounds)?;
+    }
+    if runs("saxpy") {
+        saxpy(&device, 1 << 24, rounds)?;
+    }
     Ok(())
 }
 

@@ -8,8 +8,8 @@
 //! `<case> <size> rounds=R median_ms=M digest=D`. `benches/peers/samples_openmp.c` prints the
 //! same lines with OpenMP; `benches/cpu-samples.sh` runs all four and compares.
 //!
-//! `cpu-samples [--peer device|seq|rayon] [--size small|full] [ROUNDS]` (the size defaults to
-//! `$SIZE`, else `full`; ROUNDS to 5). `OFFLOAD_CPU_THREADS` sets the CPU device's worker
+//! `cpu-samples [--peer device|seq|rayon] [--size small|full] [--only CASE,..] [ROUNDS]` (the
+//! size defaults to `$SIZE`, else `full`; ROUNDS to 5; `--only` runs the cases named). `OFFLOAD_CPU_THREADS` sets the CPU device's worker
 //! threads, `RAYON_NUM_THREADS` rayon's.
 
 use std::time::Instant;
@@ -70,6 +70,7 @@ fn main() -> Result<()> {
     let mut peer = Peer::Device;
     let mut size = std::env::var("SIZE").unwrap_or_else(|_| "full".to_owned());
     let mut rounds = 5usize;
+    let mut only: Option<Vec<String>> = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -82,6 +83,10 @@ fn main() -> Result<()> {
                 }
             }
             "--size" => size = args.next().ok_or("--size small|full")?,
+            "--only" => {
+                let names = args.next().ok_or("--only CASE,..")?;
+                only = Some(names.split(',').map(str::to_owned).collect());
+            }
             r => rounds = r.parse().map_err(|e| format!("rounds {r:?}: {e}"))?,
         }
     }
@@ -90,6 +95,23 @@ fn main() -> Result<()> {
         "full" => true,
         other => return Err(format!("size small|full, not {other:?}").into()),
     };
+    const CASES: [&str; 12] = [
+        "reduce5",
+        "sum_and_max",
+        "prescan",
+        "shfl_scan",
+        "histogram256",
+        "jacobi5",
+        "hotspot",
+        "transpose",
+        "matrix_mul",
+        "nbody",
+        "kmeans",
+        "bitonic_sort",
+    ];
+    if let Some(unknown) = only.iter().flatten().find(|c| !CASES.contains(&c.as_str())) {
+        return Err(format!("--only: no case {unknown:?} (cases: {})", CASES.join(", ")).into());
+    }
     let device = (peer == Peer::Device).then(Device::cpu);
     let who = match &device {
         Some(d) => d.describe().to_owned(),
@@ -105,18 +127,43 @@ fn main() -> Result<()> {
 
     let pick = |small: u32, large: u32| if full { large } else { small };
     // The same sizes in samples_openmp.c.
-    reduce5(&b, pick(1 << 20, 1 << 24))?;
-    sum_and_max(&b, pick(1 << 22, 1 << 24))?;
-    prescan(&b, pick(1 << 19, 1 << 21))?;
-    shfl_scan(&b, pick(1 << 20, 1 << 24))?;
-    histogram256(&b, pick(1 << 22, 1 << 24))?;
-    jacobi5(&b, pick(1024, 4096))?;
-    hotspot(&b, pick(512, 1024))?;
-    transpose(&b, pick(1024, 4096), pick(2048, 4096))?;
-    matrix_mul(&b, pick(256, 512))?;
-    nbody(&b, pick(1024, 2048))?;
-    kmeans(&b, pick(1 << 18, 1 << 22))?;
-    bitonic(&b, pick(1 << 17, 1 << 20))?;
+    let runs = |case: &str| only.as_ref().is_none_or(|o| o.iter().any(|c| c == case));
+    if runs("reduce5") {
+        reduce5(&b, pick(1 << 20, 1 << 24))?;
+    }
+    if runs("sum_and_max") {
+        sum_and_max(&b, pick(1 << 22, 1 << 24))?;
+    }
+    if runs("prescan") {
+        prescan(&b, pick(1 << 19, 1 << 21))?;
+    }
+    if runs("shfl_scan") {
+        shfl_scan(&b, pick(1 << 20, 1 << 24))?;
+    }
+    if runs("histogram256") {
+        histogram256(&b, pick(1 << 22, 1 << 24))?;
+    }
+    if runs("jacobi5") {
+        jacobi5(&b, pick(1024, 4096))?;
+    }
+    if runs("hotspot") {
+        hotspot(&b, pick(512, 1024))?;
+    }
+    if runs("transpose") {
+        transpose(&b, pick(1024, 4096), pick(2048, 4096))?;
+    }
+    if runs("matrix_mul") {
+        matrix_mul(&b, pick(256, 512))?;
+    }
+    if runs("nbody") {
+        nbody(&b, pick(1024, 2048))?;
+    }
+    if runs("kmeans") {
+        kmeans(&b, pick(1 << 18, 1 << 22))?;
+    }
+    if runs("bitonic_sort") {
+        bitonic(&b, pick(1 << 17, 1 << 20))?;
+    }
     Ok(())
 }
 

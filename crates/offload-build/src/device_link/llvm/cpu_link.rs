@@ -5,8 +5,10 @@
 //! exports (`offload_format::abi::CPU_SYMBOL_PREFIX`, the kernels' body functions excepted) and
 //! what the native members use of it (`rust_eh_personality`, the panic handler, the allocator);
 //! [`cpu_regions`](super::cpu_regions) forms the barrier regions and makes the hooks inlinable
-//! where calls of them remain; then LLVM's O3 pipelines (`codegen::OPTIMIZE_CPU`) for the
-//! image's triple, CPU and features, and one relocatable object, which the build links with
+//! where calls of them remain; then LLVM's O3 pipelines for the image's triple, CPU and
+//! features (`codegen::OPTIMIZE_CPU_PRE_LINK`, [`constrained_loops`](super::constrained_loops)
+//! reopening the loops range-check elimination closed, `codegen::OPTIMIZE_CPU_LINK`), and one
+//! relocatable object, which the build links with
 //! the native members into the image's shared object.
 
 #![forbid(unsafe_code)]
@@ -18,8 +20,11 @@ use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::module::{Linkage, Module};
 use inkwell::targets::FileType;
 
-use super::codegen::{OPTIMIZE_CPU, emit, run_pipeline, target_machine};
+use super::codegen::{
+    OPTIMIZE_CPU_LINK, OPTIMIZE_CPU_PRE_LINK, emit, run_pipeline, target_machine,
+};
 use super::common::{cstr, has_local_linkage};
+use super::constrained_loops::reopen_constrained_loops;
 use super::cpu_regions::{CoroutineKernel, form_regions};
 use super::ir;
 use crate::device_link::cpu_archive::{CpuArchive, CpuLinkOptions};
@@ -76,7 +81,9 @@ fn link_on_this_thread(krate: &str, archive: &[u8], opts: &CpuLinkOptions) -> Re
             message: e.to_string(),
         })
         .map_err(failed("verifying the module"))?;
-    run_pipeline(&module, OPTIMIZE_CPU, &machine).map_err(failed("optimizing"))?;
+    run_pipeline(&module, OPTIMIZE_CPU_PRE_LINK, &machine).map_err(failed("optimizing"))?;
+    reopen_constrained_loops(ir::Module::new(&module));
+    run_pipeline(&module, OPTIMIZE_CPU_LINK, &machine).map_err(failed("optimizing"))?;
     let object =
         emit(&machine, &module, FileType::Object, &opts.cpu).map_err(failed("generating code"))?;
     Ok(object.as_slice().to_vec())

@@ -15,7 +15,8 @@
 //! `s_endpgm` a return, and [`codegen`] emits PTX or an object. This file holds the entry points
 //! for NVPTX and AMDGPU. The CPU device's image has a link of its own, [`cpu_link`]: the
 //! kernel crate's bitcode linked whole, internalized but for the image's exports,
-//! [`cpu_regions`] forming the barrier regions, `default<O3>` and an object.
+//! [`cpu_regions`] forming the barrier regions, LLVM's O3 pipelines with [`constrained_loops`]
+//! between them, and an object.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -52,6 +53,7 @@ mod async_copy;
 mod codegen;
 mod common;
 mod condition_chains;
+mod constrained_loops;
 mod conversions;
 mod cpu_link;
 mod cpu_regions;

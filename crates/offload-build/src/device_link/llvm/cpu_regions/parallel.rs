@@ -68,7 +68,7 @@ pub(super) fn mark_thread_loops_parallel<'m>(
         return;
     }
     for &(header, latch) in loops {
-        let Some(blocks) = loop_blocks(function, header, latch) else {
+        let Some(blocks) = function.loop_blocks(header, latch) else {
             continue;
         };
         let accesses: Result<Vec<Instruction<'m>>, ()> = blocks
@@ -97,43 +97,6 @@ pub(super) fn mark_thread_loops_parallel<'m>(
             .instruction()
             .set_metadata(loop_kind, module.loop_id(&[parallel, one_at_a_time]));
     }
-}
-
-/// The blocks of the loop from `header` to `latch`: those `header` reaches short of going on
-/// from `latch`; `None` where the loop is entered anywhere but at `header` or left anywhere
-/// but from `latch` (then it is not the loop the emitter made).
-fn loop_blocks<'m>(
-    function: Function<'m>,
-    header: Block<'m>,
-    latch: Block<'m>,
-) -> Option<Vec<Block<'m>>> {
-    let mut inside = HashSet::from([header]);
-    let mut work = vec![header];
-    while let Some(block) = work.pop() {
-        if block == latch {
-            continue;
-        }
-        for next in block.terminator()?.successors() {
-            if inside.insert(next) {
-                work.push(next);
-            }
-        }
-    }
-    if !inside.contains(&latch) {
-        return None;
-    }
-    for block in function.blocks() {
-        if inside.contains(&block) || block == latch {
-            continue;
-        }
-        let enters = block
-            .terminator()
-            .is_some_and(|t| t.successors().any(|s| s != header && inside.contains(&s)));
-        if enters {
-            return None;
-        }
-    }
-    Some(inside.into_iter().collect())
 }
 
 /// For `i` in a thread loop: `Ok(Some(i))` where it accesses memory in no order between the

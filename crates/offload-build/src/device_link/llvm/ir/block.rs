@@ -168,6 +168,34 @@ impl<'m> Function<'m> {
         Blocks(self.entry_block())
     }
 
+    /// The blocks of the loop entered at `header` and closed by `latch`: those `header`
+    /// reaches short of going on from `latch`, `header` and `latch` among them; `None` where
+    /// `header` does not reach `latch` or a block outside enters them anywhere but at `header`.
+    pub fn loop_blocks(self, header: Block<'m>, latch: Block<'m>) -> Option<Vec<Block<'m>>> {
+        let mut inside = std::collections::HashSet::from([header]);
+        let mut work = vec![header];
+        while let Some(block) = work.pop() {
+            if block == latch {
+                continue;
+            }
+            for next in block.terminator()?.successors() {
+                if inside.insert(next) {
+                    work.push(next);
+                }
+            }
+        }
+        if !inside.contains(&latch) {
+            return None;
+        }
+        let entered_elsewhere = self.blocks().any(|block| {
+            !inside.contains(&block)
+                && block
+                    .terminator()
+                    .is_some_and(|t| t.successors().any(|s| s != header && inside.contains(&s)))
+        });
+        (!entered_elsewhere).then(|| inside.into_iter().collect())
+    }
+
     /// The function's parameters in order.
     pub fn params(self) -> impl Iterator<Item = super::Argument<'m>> {
         // SAFETY: `self` is a live function; `LLVMGetParam` is asked for indices below
