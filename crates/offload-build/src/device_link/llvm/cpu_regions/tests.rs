@@ -751,6 +751,27 @@ out:
     assert!(!entry_point(&text).contains("block.slot"), "{text}");
 }
 
+/// The guarded loop of a region after a warp barrier tests each warp's states before it runs
+/// the warp's threads; those after block barriers run every thread they visit as before.
+#[test]
+fn a_guarded_loop_after_a_warp_barrier_skips_warps_none_of_whose_threads_wait_there() {
+    let first_warp = counted_loop_then(
+        "  %warp = lshr i32 %t, 5
+  %first_warp = icmp eq i32 %warp, 0
+  br i1 %first_warp, label %lanes, label %out
+lanes:
+  call void @__offload_cpuir_warp_barrier()
+  br label %out
+out:
+  ret void",
+    );
+    let (text, kept) = form(&first_warp);
+    assert!(kept.is_empty(), "{kept:?}");
+    assert_eq!(labelled(entry_point(&text), "piece.tested"), 1, "{text}");
+    let (text, _) = form(LOOP_BODY);
+    assert_eq!(labelled(entry_point(&text), "piece"), 0, "{text}");
+}
+
 /// The lanes' parts (the states, each per-thread local) get alias scopes: an access to one
 /// part says it touches no other, and, where no address into the lanes leaves the entry
 /// point's loads and stores, every other access says it touches none of them.
