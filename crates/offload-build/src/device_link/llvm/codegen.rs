@@ -136,7 +136,7 @@ mod tests {
 target datalayout = "e-m:e-p270:32:32-p271:32:32-p272:64:64-i64:64-i128:128-f80:128-n8:16:32:64-S128"
 target triple = "x86_64-unknown-linux-gnu"
 
-define i32 @__offload_cpu_irregions_k(ptr %halo, i32 %width, i64 %n, ptr %left, i1 %inside, ptr %input, ptr %tile, i1 %top, i1 %not_bottom) {
+define i32 @k(ptr %halo, i32 %width, i64 %n, ptr %left, i1 %inside, ptr %input, ptr %tile, i1 %top, i1 %not_bottom) {
 entry:
   br label %y
 y:

@@ -194,7 +194,7 @@ done:
         text: String,
     }
 
-    const ENTRY_POINT: &str = "__offload_cpu_irregions_k";
+    const ENTRY_POINT: &str = concat!(offload_format::abi_name!(CPU_IR_REGIONS_PREFIX), "k");
 
     /// `THREADS` as the function `name` through the CPU link's pipelines, reopening the loops
     /// between them or not.
