@@ -699,10 +699,9 @@ fn a_threaded_barrier_after_a_loop_leaves_its_counter_the_blocks() {
     );
 }
 
-#[test]
-fn a_warp_barrier_on_a_threads_own_way_leaves_earlier_counters_the_blocks() {
-    // The first warp's warp operation after the loop (`if warp_id() == 0 { .. }`).
-    let after = counted_loop_then(
+/// The first warp's warp operation after the loop (`if warp_id() == 0 { .. }`).
+fn first_warp_after_loop() -> String {
+    counted_loop_then(
         "  %warp = lshr i32 %t, 5
   %first_warp = icmp eq i32 %warp, 0
   br i1 %first_warp, label %lanes, label %out
@@ -711,7 +710,12 @@ lanes:
   br label %out
 out:
   ret void",
-    );
+    )
+}
+
+#[test]
+fn a_warp_barrier_on_a_threads_own_way_leaves_earlier_counters_the_blocks() {
+    let after = first_warp_after_loop();
     let (text, kept) = form(&after);
     assert!(kept.is_empty(), "{kept:?}");
     assert!(
@@ -755,17 +759,7 @@ out:
 /// the warp's threads; those after block barriers run every thread they visit as before.
 #[test]
 fn a_guarded_loop_after_a_warp_barrier_skips_warps_none_of_whose_threads_wait_there() {
-    let first_warp = counted_loop_then(
-        "  %warp = lshr i32 %t, 5
-  %first_warp = icmp eq i32 %warp, 0
-  br i1 %first_warp, label %lanes, label %out
-lanes:
-  call void @__offload_cpuir_warp_barrier()
-  br label %out
-out:
-  ret void",
-    );
-    let (text, kept) = form(&first_warp);
+    let (text, kept) = form(&first_warp_after_loop());
     assert!(kept.is_empty(), "{kept:?}");
     assert_eq!(labelled(entry_point(&text), "piece.tested"), 1, "{text}");
     let (text, _) = form(LOOP_BODY);
