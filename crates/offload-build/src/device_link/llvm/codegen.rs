@@ -76,7 +76,7 @@ const OPTIMIZE: &str = "default<O3>";
 /// unswitching on the branches a thread loop keeps on what every thread of a row shares:
 /// `jacobi5`'s halo rows (`if ty == 0 { .. }`, `if ty == 15 { .. }`), whose two stores LLVM had
 /// sunk into one store through a phi of their addresses, a scatter in the vectorized loop for
-/// every row (1.36x). Then (`constrained_loops` between) [`OPTIMIZE_CPU_LINK`].
+/// every row (1.4x). Then (`constrained_loops` between) [`OPTIMIZE_CPU_LINK`].
 pub(super) const OPTIMIZE_CPU_PRE_LINK: &str =
     "thinlto-pre-link<O3>,function(irce),function(loop-mssa(simple-loop-unswitch<nontrivial>))";
 /// The O3 pipeline of a link (what rustc's fat LTO runs on its merged module), which
