@@ -17,6 +17,7 @@ use std::collections::HashSet;
 use inkwell::values::InstructionOpcode;
 use offload_format::abi;
 
+use super::cpu_regions::{parallel_over, thread_loop_id};
 use super::ir::{Block, Function, Instruction, MetadataNode, Module};
 
 /// The metadata kind LLVM's loop constrainer tags a pre- or post-loop's latch with.
@@ -68,10 +69,7 @@ fn parallel_groups<'m>(module: Module<'m>, function: Function<'m>) -> HashSet<Me
         .blocks()
         .flat_map(|b| b.instructions())
         .filter_map(|i| i.metadata(access_group))
-        .filter(|group| {
-            properties
-                .contains(&module.metadata_node(Some("llvm.loop.parallel_accesses"), &[*group]))
-        })
+        .filter(|group| properties.contains(&parallel_over(module, *group)))
         .collect()
 }
 
@@ -106,13 +104,9 @@ fn reopen<'m>(
         _ => None,
     }
     .filter(|g| parallel_groups.contains(g));
-    let mut properties = vec![module.loop_property("llvm.loop.interleave.count", 1)];
-    if let Some(group) = group {
-        properties.push(module.metadata_node(Some("llvm.loop.parallel_accesses"), &[group]));
-    }
     terminator.instruction().set_metadata(
         module.metadata_kind("llvm.loop"),
-        module.loop_id(&properties),
+        thread_loop_id(module, group),
     );
     true
 }

@@ -236,7 +236,8 @@ impl<'a, 'm> Emitter<'a, 'm> {
                     continue;
                 }
                 region_starts.push(segments.after_barrier[&b]);
-                after_warp_barrier.push(called(b).is_some() && called(b) == hooks.warp_barrier);
+                let at_warp = called(b);
+                after_warp_barrier.push(at_warp.is_some() && at_warp == hooks.warp_barrier);
                 let state = region_starts.len() as u64;
                 if first && first_state_going_first.is_none() {
                     first_state_going_first = Some(state);
@@ -760,11 +761,11 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 self.builder.build_br(chunks.head);
                 self.builder.position_at_end(chunks.found);
                 self.builder.build_br(x_body);
-                (0, chunks.end, chunks.found)
+                (chunks.start, chunks.end, chunks.found)
             }
             (None, None) => {
                 self.builder.build_br(x_body);
-                (0, bx, y_head)
+                (self.const32(0), bx, y_head)
             }
             (Some(trim), None) => {
                 // The row's first thread, which records the bound.
@@ -791,7 +792,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
                     .builder
                     .build_icmp(IntPredicate::ULT, self.const32(1), end, c"");
                 self.builder.build_cond_br(more, x_body, y_latch);
-                (1, end, rest)
+                (self.const32(1), end, rest)
             }
         };
         if run != RegionRun::Guarded {
@@ -802,17 +803,12 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let b = &self.builder;
         b.position_at_end(x_body);
         let x = b.build_phi(i32_ty, c"x");
-        match guarded {
-            Some(chunks) => x.add_incoming(chunks.start, x_entry),
-            None => x.add_incoming(self.const32(x_first), x_entry),
-        }
+        x.add_incoming(x_first, x_entry);
         let rank = b.build_add(row, b.build_zext(x.as_value(), i64_ty, c""), c"rank");
         let state = state_of(self, rank);
         let go = self.block(c"go");
         if run == RegionRun::Guarded {
-            let b = &self.builder;
-            let s = b.build_load(i32_ty, state, c"").as_value();
-            let mine = b.build_icmp(IntPredicate::EQ, s, self.const32(r as u64 + 1), c"");
+            let mine = self.waits_at(r, state);
             self.builder.build_cond_br(mine, go, x_latch);
         } else {
             self.builder.build_br(go);
@@ -844,6 +840,13 @@ impl<'a, 'm> Emitter<'a, 'm> {
             b.build_cond_br(more, again, done);
         }
         Ok(pre)
+    }
+
+    /// Whether the thread whose state is at `state` waits at region `r`'s barrier.
+    fn waits_at(&self, r: usize, state: Value<'m>) -> Value<'m> {
+        let b = &self.builder;
+        let s = b.build_load(self.i32_ty, state, c"").as_value();
+        b.build_icmp(IntPredicate::EQ, s, self.const32(r as u64 + 1), c"")
     }
 
     /// A guarded loop's pieces of a row of threads, a warp's width each (`row` the row's
@@ -878,10 +881,8 @@ impl<'a, 'm> Emitter<'a, 'm> {
         // Where the piece's first thread is at the barrier (most guarded loops run most of
         // their threads), the piece runs without the test.
         let first = b.build_add(row, b.build_zext(start.as_value(), self.i64_ty, c""), c"");
-        let at = self.state_of(first);
+        let first_mine = self.waits_at(r, self.state_of(first));
         let b = &self.builder;
-        let state = b.build_load(i32_ty, at, c"").as_value();
-        let first_mine = b.build_icmp(IntPredicate::EQ, state, self.const32(r as u64 + 1), c"");
         b.build_cond_br(first_mine, found, test);
         b.position_at_end(test);
         let k = b.build_phi(i32_ty, c"k");
@@ -889,10 +890,8 @@ impl<'a, 'm> Emitter<'a, 'm> {
         k.add_incoming(start.as_value(), head);
         any.add_incoming(i1_ty.const_int(0, false), head);
         let rank = b.build_add(row, b.build_zext(k.as_value(), self.i64_ty, c""), c"");
-        let at = self.state_of(rank);
+        let mine = self.waits_at(r, self.state_of(rank));
         let b = &self.builder;
-        let state = b.build_load(i32_ty, at, c"").as_value();
-        let mine = b.build_icmp(IntPredicate::EQ, state, self.const32(r as u64 + 1), c"");
         let any_next = b.build_or(any.as_value(), mine, c"");
         let k_next = b.build_add(k.as_value(), self.const32(1), c"");
         k.add_incoming(k_next, test);

@@ -64,6 +64,7 @@ use hooks::{Complete, Hooks, barrier_calls, callee, with_location};
 use inline::{inline_calls_of, inline_what_reaches_barriers, recursive_callee, run_passes};
 use kinds::{Kind, Kinds};
 use merge::merge_alternative_barriers;
+pub(super) use parallel::{parallel_over, thread_loop_id};
 use segments::Segments;
 use slots::{classify_allocas, demote_across_segments, demote_phis};
 use turns::keep_warp_turns_in_locals;

@@ -22,7 +22,7 @@ use inkwell::values::InstructionOpcode;
 
 use inkwell::AtomicOrdering;
 
-use super::super::ir::{Block, Function, Instruction, Module, Value};
+use super::super::ir::{Block, Function, Instruction, MetadataNode, Module, Value};
 use super::addresses::{COPY_INTRINSICS, derived_from, sources};
 use super::hooks::callee;
 
@@ -57,11 +57,9 @@ pub(super) fn mark_thread_loops_parallel<'m>(
     loops: &[(Block<'m>, Block<'m>)],
 ) {
     let group = module.metadata_node(None, &[]);
-    let parallel = module.metadata_node(Some("llvm.loop.parallel_accesses"), &[group]);
     let access_group = module.metadata_kind("llvm.access.group");
     let loop_kind = module.metadata_kind("llvm.loop");
     let in_turn = module.metadata_kind(IN_TURN);
-    let one_at_a_time = module.loop_property("llvm.loop.interleave.count", 1);
     let entry = function.entry_block();
     if locals_escape(entry) {
         // An access through an address loaded from memory could reach one of them.
@@ -87,7 +85,7 @@ pub(super) fn mark_thread_loops_parallel<'m>(
         let Ok(accesses) = accesses else {
             branch
                 .instruction()
-                .set_metadata(loop_kind, module.loop_id(&[one_at_a_time]));
+                .set_metadata(loop_kind, thread_loop_id(module, None));
             continue;
         };
         for access in accesses {
@@ -95,7 +93,29 @@ pub(super) fn mark_thread_loops_parallel<'m>(
         }
         branch
             .instruction()
-            .set_metadata(loop_kind, module.loop_id(&[parallel, one_at_a_time]));
+            .set_metadata(loop_kind, thread_loop_id(module, Some(group)));
+    }
+}
+
+/// `llvm.loop.parallel_accesses` over `group`: the loop property that says the accesses of the
+/// group are in no order between the loop's trips.
+pub(in super::super) fn parallel_over<'m>(
+    module: Module<'m>,
+    group: MetadataNode<'m>,
+) -> MetadataNode<'m> {
+    module.metadata_node(Some("llvm.loop.parallel_accesses"), &[group])
+}
+
+/// A thread loop's ID: one vector a trip, and parallel over `group` where the loop's accesses
+/// all belong to it and may be.
+pub(in super::super) fn thread_loop_id<'m>(
+    module: Module<'m>,
+    group: Option<MetadataNode<'m>>,
+) -> MetadataNode<'m> {
+    let one_at_a_time = module.loop_property("llvm.loop.interleave.count", 1);
+    match group {
+        Some(group) => module.loop_id(&[parallel_over(module, group), one_at_a_time]),
+        None => module.loop_id(&[one_at_a_time]),
     }
 }
 

@@ -3,10 +3,11 @@
 //! operation's value never overwrites one its warp may still read; the kernel side keeps the
 //! turn per thread in the OS thread's storage ([`offload_format::abi::CPU_IR_WARP_TURN`]),
 //! which a region's loop reads and writes at each thread's own offset, so the exchange's
-//! addresses are each thread's own. In a formed body the turn becomes a local of the thread instead, 0 at the
-//! start and again after each block barrier (every lane has read its warp's slots by then):
-//! where every thread takes the same turns (warp operations under the block's own control
-//! flow) the turn is then the block's, the exchange's slots consecutive in a region's loop.
+//! addresses are each thread's own. In a formed body the turn becomes a local of the thread
+//! instead, 0 at the start and again after each block barrier (every lane has read its warp's
+//! slots by then): where every thread takes the same turns (warp operations under the block's
+//! own control flow) the turn is then the block's, the exchange's slots consecutive in a
+//! region's loop.
 
 use inkwell::values::InstructionOpcode;
 
