@@ -14,7 +14,7 @@ use super::parallel::{mark_in_turn, mark_thread_loops_parallel};
 use super::scopes::scope_lane_accesses;
 use super::segments::Segments;
 use super::slots::Slots;
-use super::trim::{Facts, Trim, trim_branch};
+use super::trim::{Facts, Trim, trim_branch, trim_prefix};
 use super::uniform::PURE_INTRINSICS;
 use super::uniform::Uniform;
 
@@ -45,6 +45,17 @@ pub(super) struct ThreadAt<'m> {
     pub(super) flag: Value<'m>,
     /// Where a thread goes once it reached a barrier or returned.
     pub(super) latch: Block<'m>,
+}
+
+/// What a clone of a trimmed region for a row's first thread runs: the way to the trim branch,
+/// where it records the bound, then on to `rest`; `rest` too where it leaves that way (a
+/// branch on a value the block shares), with no bound recorded.
+#[derive(Clone)]
+pub(super) struct Probe<'m> {
+    trim: Trim<'m>,
+    /// The segments on the way, as [`Emitter::clone_region`] keys its copies.
+    prefix: HashSet<(Block<'m>, Option<Instruction<'m>>)>,
+    rest: Block<'m>,
 }
 
 /// The threads of a row a guarded loop tests together: a warp of the CPU device.
@@ -181,8 +192,9 @@ pub(super) struct Emitter<'a, 'm> {
     /// reached the trim branch at all.
     pub(super) trim_bound: Value<'m>,
     pub(super) trim_reached: Value<'m>,
-    /// The trim branch whose bound the region's clone under construction records.
-    pub(super) recording: Option<Trim<'m>>,
+    /// The trimmed region whose first thread's way to the trim branch the clone under
+    /// construction is.
+    pub(super) probing: Option<Probe<'m>>,
     /// The slots kept once per block, each in three locals of the entry point.
     pub(super) block_slots: Vec<BlockSlot<'m>>,
     pub(super) debug_from: Option<Instruction<'m>>,
@@ -291,7 +303,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             trims: Vec::new(),
             trim_bound: params,
             trim_reached: params,
-            recording: None,
+            probing: None,
             region_of_barrier,
             region_starts,
             first_state_going_first,
@@ -768,12 +780,13 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 (self.const32(0), bx, y_head)
             }
             (Some(trim), None) => {
-                // The row's first thread, which records the bound.
-                let first = self.block(c"first");
+                // The row's first thread on its way to the trim branch, which records the
+                // bound; then the row's threads up to it.
+                let probe = self.block(c"probe");
                 let rest = self.block(c"row.rest");
                 self.builder.build_store(self.const32(0), self.trim_reached);
-                self.builder.build_br(first);
-                self.builder.position_at_end(first);
+                self.builder.build_br(probe);
+                self.builder.position_at_end(probe);
                 let locals = self.thread_locals(row);
                 let at = ThreadAt {
                     xyz: [self.const32(0), y.as_value(), z.as_value()],
@@ -781,18 +794,20 @@ impl<'a, 'm> Emitter<'a, 'm> {
                     flag,
                     latch: rest,
                 };
-                self.recording = Some(trim);
-                let start = self.clone_region(self.region_starts[r], &at, &locals, kinds);
-                self.recording = None;
-                self.builder.position_at_end(first);
+                let start = self.region_starts[r];
+                let prefix = trim_prefix(self.segments, start, &trim)
+                    .into_iter()
+                    .map(|s| (self.segments.list[s].block, self.segments.list[s].start))
+                    .collect();
+                self.probing = Some(Probe { trim, prefix, rest });
+                let start = self.clone_region(start, &at, &locals, kinds);
+                self.probing = None;
+                self.builder.position_at_end(probe);
                 self.builder.build_br(start?);
                 self.builder.position_at_end(rest);
                 let end = self.trimmed_end(trim, bx);
-                let more = self
-                    .builder
-                    .build_icmp(IntPredicate::ULT, self.const32(1), end, c"");
-                self.builder.build_cond_br(more, x_body, y_latch);
-                (self.const32(1), end, rest)
+                self.builder.build_br(x_body);
+                (self.const32(0), end, rest)
             }
         };
         if run != RegionRun::Guarded {
@@ -937,6 +952,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
     /// Where a row's threads that run a trimmed region end (`i32`, at most `bx`): the row's
     /// first thread's index is 0, so the threads below the bound `V` it recorded are `0..V`
     /// (`0..=V` for an inclusive bound); every thread when the first did not reach the branch.
+    /// The first thread runs even past the bound, to leave the state every thread leaves with.
     fn trimmed_end(&self, trim: Trim<'m>, bx: Value<'m>) -> Value<'m> {
         let b = &self.builder;
         let i64_ty = self.i64_ty;
@@ -954,7 +970,8 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let end = if trim.inclusive {
             b.build_add(end, self.const64(1), c"")
         } else {
-            end
+            let none = b.build_icmp(IntPredicate::EQ, end, self.const64(0), c"");
+            b.build_select(none, self.const64(1), end, c"")
         };
         let end = b.build_trunc(end, self.i32_ty, c"");
         b.build_select(reached, end, bx, c"x.end")
@@ -1035,10 +1052,13 @@ impl<'a, 'm> Emitter<'a, 'm> {
                     }
                 }
                 self.builder.position_at_end(copy);
-                if let Some(trim) = self.recording
-                    && trim.branch == i
+                if let Some(probe) = &self.probing
+                    && probe.trim.branch == i
                 {
+                    let (trim, rest) = (probe.trim, probe.rest);
                     self.record_trim_bound(trim, &mut clone, kinds)?;
+                    self.builder.build_br(rest);
+                    break;
                 }
                 if set_thread {
                     // The index state the called function may read (a panic's report).
@@ -1067,9 +1087,11 @@ impl<'a, 'm> Emitter<'a, 'm> {
                     let successors: Vec<Block<'m>> = terminator.successors().collect();
                     for (index, successor) in successors.into_iter().enumerate() {
                         let key = (successor, None);
-                        let target = match copies.get(&key) {
-                            Some(b) => *b,
-                            None => {
+                        let left = self.probing.as_ref().filter(|p| !p.prefix.contains(&key));
+                        let target = match (left, copies.get(&key)) {
+                            (Some(probe), _) => probe.rest,
+                            (None, Some(b)) => *b,
+                            (None, None) => {
                                 let b = self.block(c"r");
                                 copies.insert(key, b);
                                 work.push((key, b));
@@ -1193,6 +1215,11 @@ impl<'a, 'm> Emitter<'a, 'm> {
     /// Ends a thread's run of the region: it leaves with `state`.
     pub(super) fn leave(&self, at: &ThreadAt<'m>, state: Value<'m>, flagged: bool) {
         let b = &self.builder;
+        if let Some(probe) = &self.probing {
+            // A probe that reaches a barrier or returns never reached the trim branch.
+            b.build_br(probe.rest);
+            return;
+        }
         let state = if flagged {
             // A thread that returns leaves no block value: the threads that go on do.
             for slot in &self.block_slots {

@@ -11,7 +11,8 @@
 //! than in no order: the plain form of an atomic on shared memory ([`mark_in_turn`]), a local
 //! of the entry point that LLVM does not make a register (the threads use one copy each
 //! after the other), a thread-local of the image at a fixed place (the runtime's scalars), an
-//! atomic, a fence, a volatile access, or a call that LLVM may not inline into something it
+//! atomic load or store (LLVM would widen it in a parallel loop; a read-modify-write on
+//! global memory joins the group, as LLVM widens none), a fence, a volatile access, or a call that LLVM may not inline into something it
 //! can see (any but the index hook, the intrinsics that touch no memory, the markers and the
 //! copies). The emitter hands over only the loops that run every thread they visit: a guarded
 //! loop (the threads at one of several barriers) would run them all as masked vectors.
@@ -140,7 +141,18 @@ fn in_no_order<'m>(
                 Err(())
             }
         }
-        Op::AtomicRMW | Op::AtomicCmpXchg | Op::Fence | Op::VAArg => Err(()),
+        // Threads make their atomics on global memory in no order, and LLVM vectorizes no
+        // loop that holds one: in the group, they let the loop's other versions (those
+        // unswitched on a value the block shares, without the atomic) vectorize unchecked.
+        Op::AtomicRMW | Op::AtomicCmpXchg => {
+            let address = i.operand(0).ok_or(())?;
+            if !i.is_volatile() && unshared_or_a_register(address, entry) {
+                Ok(Some(i))
+            } else {
+                Err(())
+            }
+        }
+        Op::Fence | Op::VAArg => Err(()),
         Op::Call => {
             let call = i.as_value().as_call().ok_or(())?;
             let f = callee(call).ok_or(())?;

@@ -428,10 +428,67 @@ exit:
   ret void
 }";
 
-/// How many regions of the entry point `entry` run each row's first thread on its own and
-/// the rest of the row up to the bound it found: one `row.rest` block each.
+/// How many regions of the entry point `entry` probe each row's first thread for the bound
+/// and run the row up to it: one `row.rest` block each.
 fn trimmed_regions(entry: &str) -> usize {
     labelled(entry, "row.rest")
+}
+
+/// The blocks of `entry` (label and text) a run that starts at a block labelled `from..`
+/// passes through before it reaches one labelled `to..`.
+fn blocks_between<'t>(entry: &'t str, from: &str, to: &str) -> Vec<&'t str> {
+    let mut blocks: Vec<(&str, &str)> = Vec::new();
+    let mut start = 0;
+    for (at, _) in entry.match_indices('\n') {
+        let line = &entry[at + 1..];
+        if let Some((label, _)) = line.split_once(':')
+            && !label.starts_with(' ')
+            && !label.contains(' ')
+        {
+            if let Some(last) = blocks.last_mut() {
+                last.1 = &entry[start..at];
+            }
+            blocks.push((label, ""));
+            start = at + 1;
+        }
+    }
+    if let Some(last) = blocks.last_mut() {
+        last.1 = &entry[start..];
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    let mut work: Vec<&str> = blocks
+        .iter()
+        .filter(|(label, _)| label.starts_with(from))
+        .map(|(label, _)| *label)
+        .collect();
+    let mut passed = Vec::new();
+    while let Some(label) = work.pop() {
+        if label.starts_with(to) || seen.contains(&label) {
+            continue;
+        }
+        seen.push(label);
+        let Some((_, text)) = blocks.iter().find(|(l, _)| *l == label) else {
+            continue;
+        };
+        passed.push(*text);
+        let terminator = text
+            .lines()
+            .rev()
+            .find(|l| l.trim_start().starts_with("br "));
+        for target in terminator
+            .into_iter()
+            .flat_map(|t| t.split("label %").skip(1))
+        {
+            let name = target.split([',', ' ']).next().unwrap_or_default();
+            work.push(
+                blocks
+                    .iter()
+                    .find(|(l, _)| *l == name)
+                    .map_or("", |(l, _)| *l),
+            );
+        }
+    }
+    passed
 }
 
 /// Both regions of a tree reduction (the start and the one after the level's barrier) run
@@ -444,6 +501,14 @@ fn threads_past_a_bound_that_only_wait_are_not_run() {
     assert_eq!(regions_left_together(entry), 2, "{entry}");
     assert_eq!(trimmed_regions(entry), 2, "{entry}");
     assert!(entry.contains("store i32 1, ptr %trim.reached"), "{entry}");
+    // The row's loop starts at its first thread, which the probe only ran up to the bound.
+    assert_eq!(entry.matches("[ 0, %row.rest").count(), 2, "{entry}");
+    assert!(
+        blocks_between(entry, "probe", "row.rest")
+            .iter()
+            .all(|b| !b.contains("store i32 %sum")),
+        "{entry}"
+    );
     let busy = TREE_BODY.replace(
         "  br i1 %in, label %add, label %join\n",
         "  br i1 %in, label %add, label %count\ncount:\n  store i32 0, ptr %data\n  br label %join\n",
@@ -454,6 +519,31 @@ fn threads_past_a_bound_that_only_wait_are_not_run() {
     let entry = entry_point(&text);
     assert_eq!(regions_left_together(entry), 2, "{entry}");
     assert_eq!(trimmed_regions(entry), 0, "{entry}");
+}
+
+/// A probe leaves the way to the trim branch where the block does (the reduction's end, where
+/// its first thread adds the sum to a word of global memory), having done nothing.
+#[test]
+fn a_trimmed_regions_probe_runs_nothing_past_the_way_to_its_branch() {
+    let tail = TREE_BODY.replace(
+        "exit:\n  ret void",
+        "exit:\n  %lead = icmp eq i32 %t, 0\n  br i1 %lead, label %publish, label %out\npublish:\n  \
+         %total = load i32, ptr %data\n  %out.at = getelementptr i32, ptr %data, i32 64\n  \
+         %old = atomicrmw add ptr %out.at, i32 %total monotonic\n  br label %out\nout:\n  ret void",
+    );
+    assert_ne!(tail, TREE_BODY);
+    let (text, kept) = form(&tail);
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert_eq!(trimmed_regions(entry), 2, "{entry}");
+    assert!(entry.contains("atomicrmw add"), "{entry}");
+    let probed = blocks_between(entry, "probe", "row.rest");
+    assert!(!probed.is_empty(), "{entry}");
+    for block in probed {
+        assert!(!block.contains("atomicrmw"), "{block}\n\nin\n{entry}");
+        assert!(!block.contains("store i32 %sum"), "{block}\n\nin\n{entry}");
+        assert!(!block.contains("state"), "{block}\n\nin\n{entry}");
+    }
 }
 
 /// A grid-stride loop as the kernel side writes it: the answer to the CPU link's question
@@ -912,9 +1002,12 @@ fn parallel_loops(body: &str) -> usize {
         .count()
 }
 
-/// A region whose threads store beside one another is parallel; one that adds to a word
-/// atomically (also where it becomes plain code, which the threads run in turn), uses a local
-/// array of the entry point by a thread's index, or calls a function is not.
+/// A region whose threads store beside one another is parallel, and so is one that adds to a
+/// word of global memory atomically (LLVM vectorizes no loop holding the atomic, but the
+/// versions of it unswitched away from the atomic); one that loads a word atomically (which
+/// LLVM would widen), adds to a word where the atomic becomes plain code (which the threads
+/// run in turn), uses a local array of the entry point by a thread's index, or calls a
+/// function is not.
 #[test]
 fn only_regions_whose_threads_run_in_no_order_are_parallel() {
     let halo = body_with_region(
@@ -932,7 +1025,22 @@ fn only_regions_whose_threads_run_in_no_order_are_parallel() {
         "",
         "  %old = atomicrmw add ptr @shared, i32 1 monotonic",
     );
-    assert_eq!(parallel_loops(&atomic), base - 1);
+    assert_eq!(parallel_loops(&atomic), base);
+    let (text, _) = form(&atomic);
+    assert!(
+        entry_point(&text)
+            .lines()
+            .any(|l| l.contains("atomicrmw add") && l.contains("!llvm.access.group")),
+        "{text}"
+    );
+    let atomic_load = body_with_region(
+        "",
+        "",
+        "  %v = load atomic i32, ptr @shared monotonic, align 4
+  %o = getelementptr i32, ptr %data, i32 %t
+  store i32 %v, ptr %o",
+    );
+    assert_eq!(parallel_loops(&atomic_load), base - 1);
     // On memory only the block's OS thread reaches, an atomic becomes plain code, which the
     // threads still run in turn.
     let plain_atomic = body_with_region(

@@ -18,6 +18,8 @@ use super::segments::Segments;
 pub(super) struct Trim<'m> {
     /// The branch, in the body.
     pub(super) branch: Instruction<'m>,
+    /// The segment it ends.
+    pub(super) segment: usize,
     /// Which of the comparison's operands is `X`.
     pub(super) x_operand: u32,
     /// Whether threads with `X == V` go the running way too.
@@ -63,11 +65,7 @@ pub(super) fn trim_branch<'m>(
         let skip = ways[1 - run_way];
         // Every thread reaches the branch as the row's first does, doing nothing on the way,
         // and not twice.
-        let before: Vec<usize> = region
-            .iter()
-            .copied()
-            .filter(|&a| reaches(segments, a, s, &within))
-            .collect();
+        let before = segments_before(segments, &region, s);
         if segments.successors[s]
             .iter()
             .any(|&n| reaches(segments, n, s, &within))
@@ -99,12 +97,29 @@ pub(super) fn trim_branch<'m>(
         {
             return Some(Trim {
                 branch,
+                segment: s,
                 x_operand,
                 inclusive,
             });
         }
     }
     None
+}
+
+/// The segments of the region starting at `start` on the way to its trim branch, the
+/// branch's own among them: what the row's first thread runs to find the bound.
+pub(super) fn trim_prefix(segments: &Segments<'_>, start: usize, trim: &Trim<'_>) -> Vec<usize> {
+    segments_before(segments, &segments.region(start), trim.segment)
+}
+
+/// The segments of `region` from which a path inside it leads to segment `s`.
+fn segments_before(segments: &Segments<'_>, region: &[usize], s: usize) -> Vec<usize> {
+    let within = |a: usize| region.contains(&a);
+    region
+        .iter()
+        .copied()
+        .filter(|&a| reaches(segments, a, s, &within))
+        .collect()
 }
 
 /// Whether a path inside the region leads from segment `from` to segment `to` (`from`
