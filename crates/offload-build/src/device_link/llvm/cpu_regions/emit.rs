@@ -6,7 +6,9 @@ use std::collections::{HashMap, HashSet};
 use inkwell::IntPredicate;
 use inkwell::values::InstructionOpcode;
 
-use super::super::ir::{AtomicRmwOp, Block, Builder, Function, Instruction, Module, Type, Value};
+use super::super::ir::{
+    AtomicRmwOp, Block, Builder, Function, Instruction, Module, Phi, Type, Value,
+};
 use super::exits::leave_together;
 use super::hooks::{Complete, callee, is_index_call, with_location};
 use super::kinds::{Kind, Kinds};
@@ -186,6 +188,10 @@ pub(super) struct Emitter<'a, 'm> {
     /// Where the threads of a region they leave together, run unguarded, leave their state:
     /// one local, not each thread's ([`Emitter::emit_dispatch`] reads it).
     pub(super) together_state: Value<'m>,
+    /// The scheduler's last view of the threads' states (the largest, the smallest live one,
+    /// whether one is done), which a guarded loop updates without a pass over the states
+    /// where it can ([`Emitter::emit_schedule`]).
+    pub(super) summary: [Value<'m>; 3],
     /// Each region's trim branch, where its threads leave it together ([`trim_branch`]).
     pub(super) trims: Vec<Option<Trim<'m>>>,
     /// The trim bound the row's first thread found (`V`, widened to 64 bits), and whether it
@@ -300,6 +306,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             lanes: Vec::new(),
             states: params,
             together_state: params,
+            summary: [params; 3],
             trims: Vec::new(),
             trim_bound: params,
             trim_reached: params,
@@ -382,6 +389,8 @@ impl<'a, 'm> Emitter<'a, 'm> {
             .builder
             .build_alloca(self.i32_ty, 4, c"together.state")
             .as_value();
+        self.summary = [c"summary.max", c"summary.min", c"summary.done"]
+            .map(|name| self.builder.build_alloca(self.i32_ty, 4, name).as_value());
         self.trim_bound = self
             .builder
             .build_alloca(self.i64_ty, 8, c"trim.bound")
@@ -467,6 +476,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let mut unguarded = Vec::new();
         let mut guarded = Vec::new();
         let mut dispatches = Vec::new();
+        let mut shortcuts = Vec::new();
         for (r, &together) in together.iter().enumerate() {
             // A region its threads leave together, run by all of them, goes on where its last
             // thread went without the scheduler's pass over the states.
@@ -483,7 +493,21 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 RegionRun::Unguarded
             };
             unguarded.push(self.region_loop(r, run, after, flag_slot, kinds)?);
-            guarded.push(self.region_loop(r, RegionRun::Guarded, schedule, flag_slot, kinds)?);
+            let after_guarded = match self.single_exit_state(r) {
+                Some(left) if left > r as u64 => {
+                    let shortcut = self.block(c"summarize");
+                    shortcuts.push((shortcut, left));
+                    shortcut
+                }
+                _ => schedule,
+            };
+            guarded.push(self.region_loop(
+                r,
+                RegionRun::Guarded,
+                after_guarded,
+                flag_slot,
+                kinds,
+            )?);
         }
         for dispatch in dispatches {
             self.emit_dispatch(dispatch, next, &unguarded);
@@ -491,12 +515,34 @@ impl<'a, 'm> Emitter<'a, 'm> {
         self.builder.position_at_end(first_region);
         self.builder.build_br(unguarded[0]);
         self.emit_schedule(
-            schedule,
-            next,
+            [schedule, next],
             (&unguarded, &guarded),
+            &shortcuts,
             [flag_slot, round_state, round_max],
         );
         Ok(())
+    }
+
+    /// The state every thread that runs region `r` leaves it with, where there is one: the
+    /// region reaches one barrier and does not return.
+    fn single_exit_state(&self, r: usize) -> Option<u64> {
+        let mut exits = self
+            .segments
+            .region(self.region_starts[r])
+            .into_iter()
+            .filter_map(|s| {
+                let segment = self.segments.list[s];
+                match segment.barrier {
+                    Some(barrier) => Some(self.region_of_barrier[&barrier]),
+                    None => segment
+                        .block
+                        .terminator()
+                        .is_some_and(|t| t.instruction().opcode() == InstructionOpcode::Return)
+                        .then_some(0),
+                }
+            });
+        let first = exits.next()?;
+        exits.all(|state| state == first).then_some(first)
     }
 
     /// Whether each region's threads, started together, leave it together
@@ -597,12 +643,19 @@ impl<'a, 'm> Emitter<'a, 'm> {
     }
 
     /// The scheduler, which every region's loop ends in: reads the threads' states and runs
-    /// the next region, or ends the block.
+    /// the next region, or ends the block. The guarded loops of regions whose threads all
+    /// leave at one state `S'` at least the region's own `S` (the next warp barrier of a
+    /// warp's straight code, or the same one again in a loop) end in `shortcuts` instead
+    /// (each with its `S'`): there, outside a round, the loop ran every thread at the largest
+    /// state, `S`, so the largest state is now `S'`, the smallest live one `S'` where every
+    /// live thread was at `S`, else as it was, and the threads done as they were, with no pass
+    /// over the states. A reduction's or scan's last warp, its lanes exchanging values, ran a
+    /// pass over the block's states at each exchange.
     pub(super) fn emit_schedule(
         &mut self,
-        schedule: Block<'m>,
-        block_done: Block<'m>,
+        [schedule, block_done]: [Block<'m>; 2],
         (unguarded, guarded): (&[Block<'m>], &[Block<'m>]),
+        shortcuts: &[(Block<'m>, u64)],
         [flag_slot, round_state, round_max]: [Value<'m>; 3],
     ) {
         let (i32_ty, i64_ty, i1_ty) = (self.i32_ty, self.i64_ty, self.module.i1_type());
@@ -646,9 +699,32 @@ impl<'a, 'm> Emitter<'a, 'm> {
         any_done.add_incoming(done_next, scan);
         let again = b.build_icmp(IntPredicate::ULT, t_next, self.threads, c"");
         self.builder.build_cond_br(again, scan, scanned);
-        // Every thread done: the next block.
         self.builder.position_at_end(scanned);
+        let summary = self.block(c"summary");
+        let done_next = self.builder.build_zext(done_next, i32_ty, c"");
+        self.builder.build_br(summary);
         let b = &self.builder;
+        b.position_at_end(summary);
+        let [max, min, done] = [c"max", c"min", c"done"].map(|name| b.build_phi(i32_ty, name));
+        max.add_incoming(max_next, scanned);
+        min.add_incoming(min_next, scanned);
+        done.add_incoming(done_next, scanned);
+        for (kept, value) in self.summary.iter().zip([max, min, done]) {
+            b.build_store(value.as_value(), *kept);
+        }
+        let (max_next, min_next) = (max.as_value(), min.as_value());
+        let done_next = b.build_icmp(IntPredicate::NE, done.as_value(), self.const32(0), c"");
+        for &(shortcut, left) in shortcuts {
+            self.emit_shortcut(
+                (shortcut, left),
+                [schedule, summary],
+                flag_slot,
+                [max, min, done],
+            );
+        }
+        // Every thread done: the next block.
+        let b = &self.builder;
+        b.position_at_end(summary);
         let all_done = b.build_icmp(IntPredicate::EQ, max_next, self.const32(0), c"");
         let dispatch = self.block(c"dispatch");
         self.builder.build_cond_br(all_done, block_done, dispatch);
@@ -718,6 +794,38 @@ impl<'a, 'm> Emitter<'a, 'm> {
         t.add_incoming(t_next, clear);
         let again = b.build_icmp(IntPredicate::ULT, t_next, self.threads, c"");
         self.builder.build_cond_br(again, clear, scan_start);
+    }
+
+    /// The end of a guarded loop whose threads all left at state `left`
+    /// ([`Emitter::emit_schedule`]): the summary of the states without a pass over them; in a
+    /// round, the scheduler.
+    fn emit_shortcut(
+        &self,
+        (shortcut, left): (Block<'m>, u64),
+        [schedule, summary]: [Block<'m>; 2],
+        flag_slot: Value<'m>,
+        [max, min, done]: [Phi<'m>; 3],
+    ) {
+        let i32_ty = self.i32_ty;
+        let b = &self.builder;
+        b.position_at_end(shortcut);
+        let flag = b.build_load(i32_ty, flag_slot, c"").as_value();
+        let in_round = b.build_icmp(IntPredicate::NE, flag, self.const32(0), c"");
+        let outside = self.block(c"summarize.outside");
+        self.builder.build_cond_br(in_round, schedule, outside);
+        self.builder.position_at_end(outside);
+        self.make_block_values_current();
+        let b = &self.builder;
+        let left = self.const32(left);
+        let [was_max, was_min, was_done] = self
+            .summary
+            .map(|kept| b.build_load(i32_ty, kept, c"").as_value());
+        let all_there = b.build_icmp(IntPredicate::EQ, was_min, was_max, c"");
+        let min_now = b.build_select(all_there, left, was_min, c"");
+        max.add_incoming(left, outside);
+        min.add_incoming(min_now, outside);
+        done.add_incoming(was_done, outside);
+        self.builder.build_br(summary);
     }
 
     /// The loop of region `r` over the block's threads (`x` innermost), ending in `after`;

@@ -546,6 +546,47 @@ fn a_trimmed_regions_probe_runs_nothing_past_the_way_to_its_branch() {
     }
 }
 
+/// A warp's straight code between two warp barriers, under `if t < 32`, the other threads at a
+/// block barrier: the guarded loop of the region after the first warp barrier, whose threads
+/// all leave at the second (a later state), ends in the scheduler's shortcut with that state;
+/// the region after the second, which leaves at the block barrier (an earlier state), does
+/// not, nor do the regions with two ways out or a return.
+#[test]
+fn a_guarded_loop_onward_to_one_later_barrier_skips_the_scan() {
+    let body = "
+define void @__offload_cpu_body_k(ptr %params) {
+entry:
+  %pp = load ptr, ptr %params
+  %data = load ptr, ptr %pp
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  %own = getelementptr i32, ptr %data, i32 %t
+  %lead = icmp ult i32 %t, 32
+  br i1 %lead, label %warp, label %wait
+warp:
+  store i32 1, ptr %own
+  call void @__offload_cpuir_warp_barrier()
+  store i32 2, ptr %own
+  call void @__offload_cpuir_warp_barrier()
+  store i32 3, ptr %own
+  br label %wait
+wait:
+  call void @__offload_cpuir_barrier()
+  ret void
+}";
+    let (text, kept) = form(body);
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert_eq!(labelled(entry, "summarize:"), 1, "{entry}");
+    // The largest state after it is the second warp barrier's, a constant.
+    let largest = entry
+        .lines()
+        .find(|l| l.contains("= phi i32") && l.contains("%scanned ], [ "))
+        .and_then(|l| l.split("], [ ").nth(1))
+        .and_then(|l| l.strip_suffix(", %summarize.outside ]"));
+    assert!(largest.is_some_and(|v| v.parse::<u32>().is_ok()), "{entry}");
+    assert!(entry.contains("\nscan:"), "{entry}");
+}
+
 /// A grid-stride loop as the kernel side writes it: the answer to the CPU link's question
 /// chooses between the loop trip by trip for the whole block (the block's first index
 /// advanced before a branch on the thread's own index, the top of each trip a place the body
