@@ -494,12 +494,12 @@ impl<'a, 'm> Emitter<'a, 'm> {
             };
             unguarded.push(self.region_loop(r, run, after, flag_slot, kinds)?);
             let after_guarded = match self.single_exit_state(r) {
-                Some(left) if left > r as u64 => {
+                Some(left) => {
                     let shortcut = self.block(c"summarize");
-                    shortcuts.push((shortcut, left));
+                    shortcuts.push((shortcut, [left, r as u64 + 1]));
                     shortcut
                 }
-                _ => schedule,
+                None => schedule,
             };
             guarded.push(self.region_loop(
                 r,
@@ -644,18 +644,19 @@ impl<'a, 'm> Emitter<'a, 'm> {
 
     /// The scheduler, which every region's loop ends in: reads the threads' states and runs
     /// the next region, or ends the block. The guarded loops of regions whose threads all
-    /// leave at one state `S'` at least the region's own `S` (the next warp barrier of a
-    /// warp's straight code, or the same one again in a loop) end in `shortcuts` instead
-    /// (each with its `S'`): there, outside a round, the loop ran every thread at the largest
-    /// state, `S`, so the largest state is now `S'`, the smallest live one `S'` where every
-    /// live thread was at `S`, else as it was, and the threads done as they were, with no pass
-    /// over the states. A reduction's or scan's last warp, its lanes exchanging values, ran a
-    /// pass over the block's states at each exchange.
+    /// leave at one state `S'` end in `shortcuts` instead (each with `S'` and the region's own
+    /// state `S`): there, outside a round, the loop ran every thread at the largest state,
+    /// `S`. Where every live thread was at `S`, they are all at `S'` now (done where `S'` is
+    /// 0); else, where `S' >= S` (the next warp barrier of a warp's straight code, or the same
+    /// one again in a loop), the largest state is `S'`, the smallest live one and the threads
+    /// done as they were. Either way without a pass over the states, else with one. A
+    /// reduction's or scan's last warp, its lanes exchanging values, ran a pass over the
+    /// block's states at each exchange.
     pub(super) fn emit_schedule(
         &mut self,
         [schedule, block_done]: [Block<'m>; 2],
         (unguarded, guarded): (&[Block<'m>], &[Block<'m>]),
-        shortcuts: &[(Block<'m>, u64)],
+        shortcuts: &[(Block<'m>, [u64; 2])],
         [flag_slot, round_state, round_max]: [Value<'m>; 3],
     ) {
         let (i32_ty, i64_ty, i1_ty) = (self.i32_ty, self.i64_ty, self.module.i1_type());
@@ -714,10 +715,10 @@ impl<'a, 'm> Emitter<'a, 'm> {
         }
         let (max_next, min_next) = (max.as_value(), min.as_value());
         let done_next = b.build_icmp(IntPredicate::NE, done.as_value(), self.const32(0), c"");
-        for &(shortcut, left) in shortcuts {
+        for &(shortcut, states) in shortcuts {
             self.emit_shortcut(
-                (shortcut, left),
-                [schedule, summary],
+                (shortcut, states),
+                [schedule, scan_start, summary],
                 flag_slot,
                 [max, min, done],
             );
@@ -796,13 +797,13 @@ impl<'a, 'm> Emitter<'a, 'm> {
         self.builder.build_cond_br(again, clear, scan_start);
     }
 
-    /// The end of a guarded loop whose threads all left at state `left`
-    /// ([`Emitter::emit_schedule`]): the summary of the states without a pass over them; in a
-    /// round, the scheduler.
+    /// The end of a guarded loop of the region at state `own` whose threads all left at state
+    /// `left` ([`Emitter::emit_schedule`]): the summary of the states without a pass over
+    /// them where it can, else the scan; in a round, the scheduler.
     fn emit_shortcut(
         &self,
-        (shortcut, left): (Block<'m>, u64),
-        [schedule, summary]: [Block<'m>; 2],
+        (shortcut, [left, own]): (Block<'m>, [u64; 2]),
+        [schedule, scan_start, summary]: [Block<'m>; 3],
         flag_slot: Value<'m>,
         [max, min, done]: [Phi<'m>; 3],
     ) {
@@ -816,15 +817,30 @@ impl<'a, 'm> Emitter<'a, 'm> {
         self.builder.position_at_end(outside);
         self.make_block_values_current();
         let b = &self.builder;
-        let left = self.const32(left);
         let [was_max, was_min, was_done] = self
             .summary
             .map(|kept| b.build_load(i32_ty, kept, c"").as_value());
         let all_there = b.build_icmp(IntPredicate::EQ, was_min, was_max, c"");
-        let min_now = b.build_select(all_there, left, was_min, c"");
-        max.add_incoming(left, outside);
-        min.add_incoming(min_now, outside);
-        done.add_incoming(was_done, outside);
+        let left_value = self.const32(left);
+        if left >= own {
+            let min_now = b.build_select(all_there, left_value, was_min, c"");
+            max.add_incoming(left_value, outside);
+            min.add_incoming(min_now, outside);
+            done.add_incoming(was_done, outside);
+            self.builder.build_br(summary);
+            return;
+        }
+        let exact = self.block(c"summarize.all");
+        self.builder.build_cond_br(all_there, exact, scan_start);
+        self.builder.position_at_end(exact);
+        let (min_now, done_now) = if left == 0 {
+            (self.const32(u64::from(u32::MAX)), self.const32(1))
+        } else {
+            (left_value, was_done)
+        };
+        max.add_incoming(left_value, exact);
+        min.add_incoming(min_now, exact);
+        done.add_incoming(done_now, exact);
         self.builder.build_br(summary);
     }
 
