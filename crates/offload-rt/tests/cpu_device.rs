@@ -16,7 +16,7 @@ use offload_rt::{
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,hidden_warp_sum,warp_ops_in_statements,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,recursive_halving,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,tiled_transpose,mirrored_rows,shared_atomics,strided_histogram,strided_first_hits,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16,mma_gemm_32x32__f16,mma_gemm_32x32__bf16,wide_tiles__f16,wide_tiles__bf16,matrix_loads,matrix_stores,accumulator_to_tile__f16,accumulator_to_tile__bf16,staged_reverse,tile_copy_async,scan_with_helper,reduce_with_helpers,tiled_weighted_sums,shared_shuffle_rows,match_phases,tma_tile,tma_store_tile,wgmma_tile,register_handoff,accumulator_rows,shuffle_distances";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,edge_totals,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,hidden_warp_sum,warp_ops_in_statements,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,recursive_halving,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,tiled_transpose,mirrored_rows,shared_atomics,strided_histogram,strided_first_hits,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16,mma_gemm_32x32__f16,mma_gemm_32x32__bf16,wide_tiles__f16,wide_tiles__bf16,matrix_loads,matrix_stores,accumulator_to_tile__f16,accumulator_to_tile__bf16,staged_reverse,tile_copy_async,scan_with_helper,reduce_with_helpers,tiled_weighted_sums,shared_shuffle_rows,match_phases,tma_tile,tma_store_tile,wgmma_tile,register_handoff,accumulator_rows,shuffle_distances";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -1855,6 +1855,45 @@ fn barrier_modes() -> [(BarrierMode, Device); 4] {
     })
 }
 
+/// A block's first and last thread storing to words the block shares, alone after a
+/// barrier (the CPU link's loops skip them and run each apart): blocks of one thread (both
+/// at once), of a few, of a warp and more, in every barrier mode.
+#[test]
+fn threads_that_store_alone_run_apart_from_the_loops() {
+    if !setup() {
+        return;
+    }
+    for (mode, dev) in barrier_modes() {
+        for (blocks, block) in [(3u32, 1u32), (4, 3), (2, 32), (3, 100), (2, 1024)] {
+            let n = (blocks * block) as usize;
+            let values: Vec<u32> = (0..n as u32).map(|i| i % 17 + 1).collect();
+            let mut data = DeviceBuffer::from_slice(&dev, &values).unwrap();
+            let mut edges = DeviceBuffer::<u32>::zeroed(&dev, 2 * blocks as usize).unwrap();
+            let config = LaunchConfig::linear(blocks, block);
+            // SAFETY: `data` has one word per thread, `edges` two per block.
+            unsafe { k::edge_totals.launch(&dev, config, &mut data, &mut edges) }.unwrap();
+            let block = block as usize;
+            let doubled: Vec<u32> = (0..n).map(|i| values[i] * 2 + (i % block) as u32).collect();
+            let want_edges: Vec<u32> = (0..blocks as usize)
+                .flat_map(|b| {
+                    let (first, last) = (b * block, b * block + block - 1);
+                    [doubled[first] + values[last], doubled[last]]
+                })
+                .collect();
+            assert_eq!(
+                data.to_vec().unwrap(),
+                doubled,
+                "{mode:?}: blocks of {block}"
+            );
+            assert_eq!(
+                edges.to_vec().unwrap(),
+                want_edges,
+                "{mode:?}: blocks of {block}"
+            );
+        }
+    }
+}
+
 #[test]
 fn kernels_with_barriers_run_alike_in_region_form_and_with_coroutines() {
     if !setup() {
@@ -2312,6 +2351,7 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "checked_block_sum",
             // A closure bound to a local, made before a barrier and called after it.
             "closure_over_tile",
+            "edge_totals",
             // A barrier in a const-generic helper.
             "generic_tiles",
             "half_dot",

@@ -16,7 +16,7 @@ use super::parallel::{mark_in_turn, mark_thread_loops_parallel};
 use super::scopes::scope_lane_accesses;
 use super::segments::Segments;
 use super::slots::Slots;
-use super::trim::{Facts, Trim, trim_branch, trim_prefix};
+use super::trim::{Facts, Trim, trim_branch, trim_prefix, widened_thread_x};
 use super::uniform::PURE_INTRINSICS;
 use super::uniform::Uniform;
 
@@ -58,6 +58,57 @@ pub(super) struct Probe<'m> {
     /// The segments on the way, as [`Emitter::clone_region`] keys its copies.
     prefix: HashSet<(Block<'m>, Option<Instruction<'m>>)>,
     rest: Block<'m>,
+}
+
+/// Whether a branch on `compare` (equality where `equal`, else inequality) leads the way of
+/// equality to a block that stores to an address the block's threads share.
+fn guards_a_uniform_store<'m>(
+    compare: Instruction<'m>,
+    equal: bool,
+    kinds: &mut Kinds<'_, 'm>,
+) -> bool {
+    compare.as_value().users().into_iter().any(|user| {
+        let Some(branch) = user
+            .as_instruction()
+            .filter(|u| u.opcode() == InstructionOpcode::Br)
+        else {
+            return false;
+        };
+        let Some(way) = branch
+            .block()
+            .terminator()
+            .and_then(|t| t.successors().nth(usize::from(!equal)))
+        else {
+            return false;
+        };
+        way.instructions().any(|i| {
+            i.is_store()
+                && i.operand(1).is_some_and(|address| {
+                    address.as_instruction().is_none() || kinds.of(address) == Kind::Hoistable
+                })
+        })
+    })
+}
+
+/// A row of threads a region's loop runs.
+struct Row<'m> {
+    /// The region.
+    r: usize,
+    run: RegionRun,
+    y: Value<'m>,
+    z: Value<'m>,
+    /// The rank of the row's first thread (`i64`).
+    row: Value<'m>,
+    flag: Value<'m>,
+}
+
+/// The threads of a row that run a region alone ([`Emitter::split_row`]): the values `V` of
+/// its comparisons `x == V` (at most two), and those comparisons with what each is for the
+/// other threads.
+#[derive(Default)]
+struct SingleThreads<'m> {
+    at: Vec<Value<'m>>,
+    forced: HashMap<Instruction<'m>, bool>,
 }
 
 /// The threads of a row a guarded loop tests together: a warp of the CPU device.
@@ -201,6 +252,9 @@ pub(super) struct Emitter<'a, 'm> {
     /// The trimmed region whose first thread's way to the trim branch the clone under
     /// construction is.
     pub(super) probing: Option<Probe<'m>>,
+    /// The comparisons whose result the region's copy under construction knows: its threads
+    /// are none of those [`SingleThreads`] names.
+    pub(super) forced: HashMap<Instruction<'m>, bool>,
     /// The slots kept once per block, each in three locals of the entry point.
     pub(super) block_slots: Vec<BlockSlot<'m>>,
     pub(super) debug_from: Option<Instruction<'m>>,
@@ -311,6 +365,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             trim_bound: params,
             trim_reached: params,
             probing: None,
+            forced: HashMap::new(),
             region_of_barrier,
             region_starts,
             first_state_going_first,
@@ -865,8 +920,6 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let pre = self.block(c"region");
         let z_head = self.block(c"z");
         let y_head = self.block(c"y");
-        let x_body = self.block(c"x");
-        let x_latch = self.block(c"x.latch");
         let y_latch = self.block(c"y.latch");
         let z_latch = self.block(c"z.latch");
         let b = &self.builder;
@@ -886,22 +939,34 @@ impl<'a, 'm> Emitter<'a, 'm> {
             c"",
         );
         let row = b.build_zext(row, i64_ty, c"row");
-        let state_of = |this: &Self, rank| match run {
-            RegionRun::Together => this.together_state,
-            RegionRun::Unguarded | RegionRun::Guarded => this.state_of(rank),
+        let row_at = Row {
+            r,
+            run,
+            y: y.as_value(),
+            z: z.as_value(),
+            row,
+            flag,
         };
         let guarded = (run == RegionRun::Guarded && self.after_warp_barrier[r])
             .then(|| self.guarded_chunks(r, row, bx, [y_head, y_latch]));
-        let (x_first, x_end, x_entry) = match (trim, guarded) {
+        match (trim, guarded) {
             (_, Some(chunks)) => {
                 self.builder.build_br(chunks.head);
                 self.builder.position_at_end(chunks.found);
-                self.builder.build_br(x_body);
-                (chunks.start, chunks.end, chunks.found)
+                self.thread_loop(&row_at, [chunks.start, chunks.end], chunks.latch, kinds)?;
             }
             (None, None) => {
-                self.builder.build_br(x_body);
-                (self.const32(0), bx, y_head)
+                let singles = match run {
+                    RegionRun::Guarded => SingleThreads::default(),
+                    RegionRun::Unguarded | RegionRun::Together => self.single_threads(r, kinds)?,
+                };
+                // Hoisting their values moved the builder.
+                self.builder.position_at_end(y_head);
+                if singles.at.is_empty() {
+                    self.thread_loop(&row_at, [self.const32(0), bx], y_latch, kinds)?;
+                } else {
+                    self.split_row(&row_at, singles, y_latch, kinds)?;
+                }
             }
             (Some(trim), None) => {
                 // The row's first thread on its way to the trim branch, which records the
@@ -913,8 +978,8 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 self.builder.position_at_end(probe);
                 let locals = self.thread_locals(row);
                 let at = ThreadAt {
-                    xyz: [self.const32(0), y.as_value(), z.as_value()],
-                    state: state_of(self, row),
+                    xyz: [self.const32(0), row_at.y, row_at.z],
+                    state: self.state_in(run, row),
                     flag,
                     latch: rest,
                 };
@@ -930,44 +995,11 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 self.builder.build_br(start?);
                 self.builder.position_at_end(rest);
                 let end = self.trimmed_end(trim, bx);
-                self.builder.build_br(x_body);
-                (self.const32(0), end, rest)
+                self.thread_loop(&row_at, [self.const32(0), end], y_latch, kinds)?;
             }
-        };
-        if run != RegionRun::Guarded {
-            // A guarded loop runs a few of the threads it visits (a warp's, the threads at
-            // one of several barriers): as vectors it would run them all, masked.
-            self.thread_loops.push((x_body, x_latch));
         }
-        let b = &self.builder;
-        b.position_at_end(x_body);
-        let x = b.build_phi(i32_ty, c"x");
-        x.add_incoming(x_first, x_entry);
-        let rank = b.build_add(row, b.build_zext(x.as_value(), i64_ty, c""), c"rank");
-        let state = state_of(self, rank);
-        let go = self.block(c"go");
-        if run == RegionRun::Guarded {
-            let mine = self.waits_at(r, state);
-            self.builder.build_cond_br(mine, go, x_latch);
-        } else {
-            self.builder.build_br(go);
-        }
-        self.builder.position_at_end(go);
-        let locals = self.thread_locals(rank);
-        let at = ThreadAt {
-            xyz: [x.as_value(), y.as_value(), z.as_value()],
-            state,
-            flag,
-            latch: x_latch,
-        };
-        let start = self.clone_region(self.region_starts[r], &at, &locals, kinds)?;
-        self.builder.position_at_end(go);
-        self.builder.build_br(start);
-        // Each counter's latch: the next index, or on to the next counter's latch (`x`
-        // innermost).
-        let x_done = guarded.map_or(y_latch, |chunks| chunks.latch);
+        // Each outer counter's latch: the next index, or on to the next counter's latch.
         for (counter, bound, latch, again, done) in [
-            (x, x_end, x_latch, x_body, x_done),
             (y, by, y_latch, y_head, z_latch),
             (z, bz, z_latch, z_head, after),
         ] {
@@ -979,6 +1011,222 @@ impl<'a, 'm> Emitter<'a, 'm> {
             b.build_cond_br(more, again, done);
         }
         Ok(pre)
+    }
+
+    /// The comparisons `x == V` (or `!=`) of region `r` against a value `V` the block computes
+    /// once (a constant, a block value), on which a branch leads to a store to an address the
+    /// block shares (which LLVM made a masked scatter): the threads of each row that run the
+    /// region alone. Where such a branch leads to stores beside one another (a halo's edge),
+    /// a masked vector store is cheaper than the pieces.
+    fn single_threads(
+        &mut self,
+        r: usize,
+        kinds: &mut Kinds<'_, 'm>,
+    ) -> std::result::Result<SingleThreads<'m>, String> {
+        let hooks = self.hooks;
+        let is_thread_x = |v: Value<'m>| {
+            v.as_instruction()
+                .is_some_and(|i| is_index_call(i, hooks) && index_of(i) == Ok(0))
+        };
+        let mut singles = SingleThreads::default();
+        for s in self.segments.region(self.region_starts[r]) {
+            let segment = self.segments.list[s];
+            let mut next = segment.start.or_else(|| segment.block.first_instruction());
+            while let Some(i) = next {
+                if Some(i) == segment.barrier {
+                    break;
+                }
+                next = i.next();
+                let Some(compare) = i.as_value().as_icmp() else {
+                    continue;
+                };
+                let equal = match compare.predicate() {
+                    IntPredicate::EQ => true,
+                    IntPredicate::NE => false,
+                    _ => continue,
+                };
+                let (Some(a), Some(b)) = (compare.operand(0), compare.operand(1)) else {
+                    continue;
+                };
+                let v = if widened_thread_x(a, &is_thread_x) {
+                    b
+                } else if widened_thread_x(b, &is_thread_x) {
+                    a
+                } else {
+                    continue;
+                };
+                let once = v.is_constant_int() || kinds.of(v) == Kind::Hoistable;
+                if !once || !guards_a_uniform_store(i, equal, kinds) {
+                    continue;
+                }
+                let v = self.hoist(v)?;
+                if !singles.at.contains(&v) {
+                    if singles.at.len() == 2 {
+                        continue;
+                    }
+                    singles.at.push(v);
+                }
+                singles.forced.insert(i, !equal);
+            }
+        }
+        Ok(singles)
+    }
+
+    /// Where the thread of rank `rank` leaves its state in a loop that runs as `run`.
+    fn state_in(&self, run: RegionRun, rank: Value<'m>) -> Value<'m> {
+        match run {
+            RegionRun::Together => self.together_state,
+            RegionRun::Unguarded | RegionRun::Guarded => self.state_of(rank),
+        }
+    }
+
+    /// The loop over the row's threads `x` in `first..end` (`end` at least `first`), from the
+    /// builder's block (which it ends), to `done`.
+    fn thread_loop(
+        &mut self,
+        row: &Row<'m>,
+        [first, end]: [Value<'m>; 2],
+        done: Block<'m>,
+        kinds: &mut Kinds<'_, 'm>,
+    ) -> std::result::Result<(), String> {
+        let (i32_ty, i64_ty) = (self.i32_ty, self.i64_ty);
+        let x_body = self.block(c"x");
+        let x_latch = self.block(c"x.latch");
+        let entry = self.builder.build_br(x_body).instruction().block();
+        if row.run != RegionRun::Guarded {
+            // A guarded loop runs a few of the threads it visits (a warp's, the threads at
+            // one of several barriers): as vectors it would run them all, masked.
+            self.thread_loops.push((x_body, x_latch));
+        }
+        let b = &self.builder;
+        b.position_at_end(x_body);
+        let x = b.build_phi(i32_ty, c"x");
+        x.add_incoming(first, entry);
+        let rank = b.build_add(row.row, b.build_zext(x.as_value(), i64_ty, c""), c"rank");
+        let state = self.state_in(row.run, rank);
+        let go = self.block(c"go");
+        if row.run == RegionRun::Guarded {
+            let mine = self.waits_at(row.r, state);
+            self.builder.build_cond_br(mine, go, x_latch);
+        } else {
+            self.builder.build_br(go);
+        }
+        self.builder.position_at_end(go);
+        let locals = self.thread_locals(rank);
+        let at = ThreadAt {
+            xyz: [x.as_value(), row.y, row.z],
+            state,
+            flag: row.flag,
+            latch: x_latch,
+        };
+        let start = self.clone_region(self.region_starts[row.r], &at, &locals, kinds)?;
+        self.builder.position_at_end(go);
+        self.builder.build_br(start);
+        let b = &self.builder;
+        b.position_at_end(x_latch);
+        let next = b.build_add(x.as_value(), self.const32(1), c"");
+        x.add_incoming(next, x_latch);
+        let more = b.build_icmp(IntPredicate::ULT, next, end, c"");
+        b.build_cond_br(more, x_body, done);
+        Ok(())
+    }
+
+    /// The row's threads in pieces around the threads `singles` names, from the builder's
+    /// block (which it ends), to `done`: a loop over the threads before the first, that thread
+    /// alone, a loop over those up to the second, and so on. The loops' copies of the
+    /// region have `singles`' comparisons decided (no thread in them is one of those), so
+    /// that what one thread does (`if x == 0 { .. }`, a halo's edge, a block's total stored
+    /// by its last thread) leaves the loops: LLVM made it a masked scatter or kept the loop
+    /// scalar.
+    fn split_row(
+        &mut self,
+        row: &Row<'m>,
+        singles: SingleThreads<'m>,
+        done: Block<'m>,
+        kinds: &mut Kinds<'_, 'm>,
+    ) -> std::result::Result<(), String> {
+        let bx = self.block_values[&6];
+        let b = &self.builder;
+        let width = b.build_zext(bx, self.i64_ty, c"");
+        let clamped: Vec<Value<'m>> = singles
+            .at
+            .iter()
+            .map(|&v| {
+                let v = if v.ty().int_width() == Some(64) {
+                    v
+                } else {
+                    b.build_zext(v, self.i64_ty, c"")
+                };
+                let inside = b.build_icmp(IntPredicate::ULT, v, width, c"");
+                b.build_trunc(
+                    b.build_select(inside, v, width, c""),
+                    self.i32_ty,
+                    c"single",
+                )
+            })
+            .collect();
+        let (lo, hi) = match clamped[..] {
+            [only] => (only, None),
+            [a, second, ..] => {
+                let first_lower = b.build_icmp(IntPredicate::ULE, a, second, c"");
+                let lo = b.build_select(first_lower, a, second, c"single.lo");
+                let hi = b.build_select(first_lower, second, a, c"single.hi");
+                (lo, Some(hi))
+            }
+            [] => return Err("internal error: a row split at no thread".into()),
+        };
+        let mut from = self.const32(0);
+        for (k, single) in std::iter::once(lo).chain(hi).enumerate() {
+            let alone = self.block(c"single");
+            self.piece(row, [from, single], alone, &singles.forced, kinds)?;
+            self.builder.position_at_end(alone);
+            let next = self.block(c"single.next");
+            let b = &self.builder;
+            let mut present = b.build_icmp(IntPredicate::ULT, single, bx, c"");
+            if k > 0 {
+                let repeated = b.build_icmp(IntPredicate::EQ, single, lo, c"");
+                present = b.build_and(present, b.build_not(repeated, c""), c"");
+            }
+            let go = self.block(c"single.go");
+            self.builder.build_cond_br(present, go, next);
+            self.builder.position_at_end(go);
+            let b = &self.builder;
+            let rank = b.build_add(row.row, b.build_zext(single, self.i64_ty, c""), c"");
+            let locals = self.thread_locals(rank);
+            let at = ThreadAt {
+                xyz: [single, row.y, row.z],
+                state: self.state_in(row.run, rank),
+                flag: row.flag,
+                latch: next,
+            };
+            let start = self.clone_region(self.region_starts[row.r], &at, &locals, kinds)?;
+            self.builder.position_at_end(go);
+            self.builder.build_br(start);
+            self.builder.position_at_end(next);
+            from = self.builder.build_add(single, self.const32(1), c"");
+        }
+        self.piece(row, [from, bx], done, &singles.forced, kinds)
+    }
+
+    /// A loop of [`Emitter::split_row`] over the threads `first..end`, none where `end` is
+    /// not past `first`, from the builder's block to `done`, with `forced`'s comparisons
+    /// decided.
+    fn piece(
+        &mut self,
+        row: &Row<'m>,
+        [first, end]: [Value<'m>; 2],
+        done: Block<'m>,
+        forced: &HashMap<Instruction<'m>, bool>,
+        kinds: &mut Kinds<'_, 'm>,
+    ) -> std::result::Result<(), String> {
+        let some = self.builder.build_icmp(IntPredicate::ULT, first, end, c"");
+        let entry = self.block(c"piece");
+        self.builder.build_cond_br(some, entry, done);
+        self.builder.position_at_end(entry);
+        self.forced.clone_from(forced);
+        let result = self.thread_loop(row, [first, end], done, kinds);
+        self.forced.clear();
+        result
     }
 
     /// Whether the thread whose state is at `state` waits at region `r`'s barrier.
@@ -1153,6 +1401,11 @@ impl<'a, 'm> Emitter<'a, 'm> {
                         && !value.ty().is_void()
                         && kinds.of(value) != Kind::Varying)
                 {
+                    continue;
+                }
+                if let Some(&known) = self.forced.get(&i) {
+                    let known = self.module.i1_type().const_int(u64::from(known), false);
+                    clone.values.insert(value, known);
                     continue;
                 }
                 let mut set_thread = false;
@@ -1368,6 +1621,9 @@ impl<'a, 'm> Emitter<'a, 'm> {
     ) -> std::result::Result<Value<'m>, String> {
         if let Some(v) = clone.values.get(&op) {
             return Ok(*v);
+        }
+        if let Some(&known) = op.as_instruction().and_then(|i| self.forced.get(&i)) {
+            return Ok(self.module.i1_type().const_int(u64::from(known), false));
         }
         if op == self.body_params {
             return Ok(self.params);

@@ -595,6 +595,52 @@ wait:
     assert!(entry.contains("\nscan:"), "{entry}");
 }
 
+/// A region whose first thread alone stores to a word the block shares runs that thread
+/// apart from the loops over the others, whose copies of the region know the test's answer
+/// (the guarded loop, threads at one of several barriers, keeps it); where the word is the
+/// thread's own (a halo's edge), the loop keeps it too.
+#[test]
+fn a_thread_storing_alone_to_a_shared_word_runs_apart() {
+    let region = |address: &str| {
+        format!(
+            "  %first = icmp eq i32 %t, 0
+  br i1 %first, label %lead, label %rest
+lead:
+{address}
+  store i32 %t, ptr %to
+  br label %rest
+rest:"
+        )
+    };
+    let shared = body_with_region(
+        "",
+        "",
+        &region("  %to = getelementptr i32, ptr @shared, i32 3"),
+    );
+    let (text, kept) = form(&shared);
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert!(labelled(entry, "single.go") >= 1, "{entry}");
+    // The test stays in the guarded loop only (threads at one of several barriers).
+    let tested_in_loops = |entry: &str| {
+        entry
+            .lines()
+            .filter(|l| l.contains("icmp eq i32 %x") && l.ends_with(", 0"))
+            .count()
+    };
+    assert_eq!(tested_in_loops(entry), 1, "{entry}");
+    let own = body_with_region(
+        "",
+        "",
+        &region("  %to = getelementptr i32, ptr %data, i32 %t"),
+    );
+    let (text, kept) = form(&own);
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert_eq!(labelled(entry, "single.go"), 0, "{entry}");
+    assert_eq!(tested_in_loops(entry), 2, "{entry}");
+}
+
 /// A grid-stride loop as the kernel side writes it: the answer to the CPU link's question
 /// chooses between the loop trip by trip for the whole block (the block's first index
 /// advanced before a branch on the thread's own index, the top of each trip a place the body

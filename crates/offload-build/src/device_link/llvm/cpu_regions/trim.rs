@@ -212,7 +212,7 @@ fn bound_test<'m>(
 }
 
 /// Whether `v` is the thread's `x` index, zero-extended or not.
-fn widened_thread_x<'m>(v: Value<'m>, is_thread_x: &dyn Fn(Value<'m>) -> bool) -> bool {
+pub(super) fn widened_thread_x<'m>(v: Value<'m>, is_thread_x: &dyn Fn(Value<'m>) -> bool) -> bool {
     if is_thread_x(v) {
         return true;
     }
