@@ -998,19 +998,25 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 self.thread_loop(&row_at, [self.const32(0), end], y_latch, kinds)?;
             }
         }
-        // Each outer counter's latch: the next index, or on to the next counter's latch.
-        for (counter, bound, latch, again, done) in [
-            (y, by, y_latch, y_head, z_latch),
-            (z, bz, z_latch, z_head, after),
-        ] {
-            let b = &self.builder;
-            b.position_at_end(latch);
-            let next = b.build_add(counter.as_value(), self.const32(1), c"");
-            counter.add_incoming(next, latch);
-            let more = b.build_icmp(IntPredicate::ULT, next, bound, c"");
-            b.build_cond_br(more, again, done);
-        }
+        self.counter_latch(y, [y_latch, y_head, z_latch], by);
+        self.counter_latch(z, [z_latch, z_head, after], bz);
         Ok(pre)
+    }
+
+    /// A thread counter's latch: the next index, back to `again` while below `bound`, else
+    /// on to `done` (the next counter's latch).
+    fn counter_latch(
+        &self,
+        counter: Phi<'m>,
+        [latch, again, done]: [Block<'m>; 3],
+        bound: Value<'m>,
+    ) {
+        let b = &self.builder;
+        b.position_at_end(latch);
+        let next = b.build_add(counter.as_value(), self.const32(1), c"");
+        counter.add_incoming(next, latch);
+        let more = b.build_icmp(IntPredicate::ULT, next, bound, c"");
+        b.build_cond_br(more, again, done);
     }
 
     /// The comparisons `x == V` (or `!=`) of region `r` against a value `V` the block computes
@@ -1122,12 +1128,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let start = self.clone_region(self.region_starts[row.r], &at, &locals, kinds)?;
         self.builder.position_at_end(go);
         self.builder.build_br(start);
-        let b = &self.builder;
-        b.position_at_end(x_latch);
-        let next = b.build_add(x.as_value(), self.const32(1), c"");
-        x.add_incoming(next, x_latch);
-        let more = b.build_icmp(IntPredicate::ULT, next, end, c"");
-        b.build_cond_br(more, x_body, done);
+        self.counter_latch(x, [x_latch, x_body, done], end);
         Ok(())
     }
 
