@@ -901,8 +901,9 @@ impl<'a, 'm> Emitter<'a, 'm> {
 
     /// The loop of region `r` over the block's threads (`x` innermost), ending in `after`;
     /// returns its first block. A region with a trim branch, run by all threads together,
-    /// runs each row's first thread on its own, then the row's next threads up to the bound
-    /// that thread found.
+    /// probes each row's first thread for the bound, then runs the row's threads up to it; a
+    /// region some threads of a row run alone ([`Emitter::single_threads`]) runs the row in
+    /// pieces ([`Emitter::split_row`]).
     pub(super) fn region_loop(
         &mut self,
         r: usize,
