@@ -52,7 +52,6 @@ pub(super) struct ThreadAt<'m> {
 /// What a clone of a trimmed region for a row's first thread runs: the way to the trim branch,
 /// where it records the bound, then on to `rest`; `rest` too where it leaves that way (a
 /// branch on a value the block shares), with no bound recorded.
-#[derive(Clone)]
 pub(super) struct Probe<'m> {
     trim: Trim<'m>,
     /// The segments on the way, as [`Emitter::clone_region`] keys its copies.
@@ -444,8 +443,13 @@ impl<'a, 'm> Emitter<'a, 'm> {
             .builder
             .build_alloca(self.i32_ty, 4, c"together.state")
             .as_value();
-        self.summary = [c"summary.max", c"summary.min", c"summary.done"]
-            .map(|name| self.builder.build_alloca(self.i32_ty, 4, name).as_value());
+        let i1_ty = self.module.i1_type();
+        self.summary = [
+            (self.i32_ty, c"summary.max"),
+            (self.i32_ty, c"summary.min"),
+            (i1_ty, c"summary.done"),
+        ]
+        .map(|(ty, name)| self.builder.build_alloca(ty, 4, name).as_value());
         self.trim_bound = self
             .builder
             .build_alloca(self.i64_ty, 8, c"trim.bound")
@@ -757,19 +761,18 @@ impl<'a, 'm> Emitter<'a, 'm> {
         self.builder.build_cond_br(again, scan, scanned);
         self.builder.position_at_end(scanned);
         let summary = self.block(c"summary");
-        let done_next = self.builder.build_zext(done_next, i32_ty, c"");
         self.builder.build_br(summary);
         let b = &self.builder;
         b.position_at_end(summary);
-        let [max, min, done] = [c"max", c"min", c"done"].map(|name| b.build_phi(i32_ty, name));
+        let [max, min, done] = [(i32_ty, c"max"), (i32_ty, c"min"), (i1_ty, c"done")]
+            .map(|(ty, name)| b.build_phi(ty, name));
         max.add_incoming(max_next, scanned);
         min.add_incoming(min_next, scanned);
         done.add_incoming(done_next, scanned);
         for (kept, value) in self.summary.iter().zip([max, min, done]) {
             b.build_store(value.as_value(), *kept);
         }
-        let (max_next, min_next) = (max.as_value(), min.as_value());
-        let done_next = b.build_icmp(IntPredicate::NE, done.as_value(), self.const32(0), c"");
+        let (max_next, min_next, done_next) = (max.as_value(), min.as_value(), done.as_value());
         for &(shortcut, states) in shortcuts {
             self.emit_shortcut(
                 (shortcut, states),
@@ -872,9 +875,14 @@ impl<'a, 'm> Emitter<'a, 'm> {
         self.builder.position_at_end(outside);
         self.make_block_values_current();
         let b = &self.builder;
-        let [was_max, was_min, was_done] = self
-            .summary
-            .map(|kept| b.build_load(i32_ty, kept, c"").as_value());
+        let i1_ty = self.module.i1_type();
+        let load = |ty, kept| b.build_load(ty, kept, c"").as_value();
+        let [max_kept, min_kept, done_kept] = self.summary;
+        let (was_max, was_min, was_done) = (
+            load(i32_ty, max_kept),
+            load(i32_ty, min_kept),
+            load(i1_ty, done_kept),
+        );
         let all_there = b.build_icmp(IntPredicate::EQ, was_min, was_max, c"");
         let left_value = self.const32(left);
         if left >= own {
@@ -889,7 +897,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
         self.builder.build_cond_br(all_there, exact, scan_start);
         self.builder.position_at_end(exact);
         let (min_now, done_now) = if left == 0 {
-            (self.const32(u64::from(u32::MAX)), self.const32(1))
+            (self.const32(u64::from(u32::MAX)), i1_ty.const_int(1, false))
         } else {
             (left_value, was_done)
         };
@@ -1079,6 +1087,15 @@ impl<'a, 'm> Emitter<'a, 'm> {
         Ok(singles)
     }
 
+    /// `v`, an integer of at most 64 bits, zero-extended to 64 at the builder's position.
+    fn widened(&self, v: Value<'m>) -> Value<'m> {
+        if v.ty().int_width() == Some(64) {
+            v
+        } else {
+            self.builder.build_zext(v, self.i64_ty, c"")
+        }
+    }
+
     /// Where the thread of rank `rank` leaves its state in a loop that runs as `run`.
     fn state_in(&self, run: RegionRun, rank: Value<'m>) -> Value<'m> {
         match run {
@@ -1154,11 +1171,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             .at
             .iter()
             .map(|&v| {
-                let v = if v.ty().int_width() == Some(64) {
-                    v
-                } else {
-                    b.build_zext(v, self.i64_ty, c"")
-                };
+                let v = self.widened(v);
                 let inside = b.build_icmp(IntPredicate::ULT, v, width, c"");
                 b.build_trunc(
                     b.build_select(inside, v, width, c""),
@@ -1398,16 +1411,13 @@ impl<'a, 'm> Emitter<'a, 'm> {
                     _ => {}
                 }
                 let value = i.as_value();
+                // A comparison whose result the copy knows is a constant where it is used.
                 if is_index_call(i, self.hooks)
+                    || self.forced.contains_key(&i)
                     || (i.as_terminator().is_none()
                         && !value.ty().is_void()
                         && kinds.of(value) != Kind::Varying)
                 {
-                    continue;
-                }
-                if let Some(&known) = self.forced.get(&i) {
-                    let known = self.module.i1_type().const_int(u64::from(known), false);
-                    clone.values.insert(value, known);
                     continue;
                 }
                 let mut set_thread = false;
@@ -1504,12 +1514,8 @@ impl<'a, 'm> Emitter<'a, 'm> {
             .ok_or("a trim comparison without its bound")?;
         let bound = self.remap(bound, clone, kinds)?;
         self.builder.position_at_end(clone.current);
-        let bound = if bound.ty().int_width() == Some(64) {
-            bound
-        } else {
-            self.builder.build_zext(bound, self.i64_ty, c"")
-        };
-        self.builder.build_store(bound, self.trim_bound);
+        self.builder
+            .build_store(self.widened(bound), self.trim_bound);
         self.builder.build_store(self.const32(1), self.trim_reached);
         Ok(())
     }

@@ -12,9 +12,9 @@
 //! of the entry point that LLVM does not make a register (the threads use one copy each
 //! after the other), a thread-local of the image at a fixed place (the runtime's scalars), an
 //! atomic load or store (LLVM would widen it in a parallel loop; a read-modify-write on
-//! global memory joins the group, as LLVM widens none), a fence, a volatile access, or a call that LLVM may not inline into something it
-//! can see (any but the index hook, the intrinsics that touch no memory, the markers and the
-//! copies). The emitter hands over only the loops that run every thread they visit: a guarded
+//! global memory joins the group, as LLVM widens none), a fence, a volatile access, or a call
+//! that LLVM may not inline into something it can see (any but the index hook, the
+//! intrinsics that touch no memory, the markers and the copies). The emitter hands over only the loops that run every thread they visit: a guarded
 //! loop (the threads at one of several barriers) would run them all as masked vectors.
 
 use std::collections::HashSet;
@@ -129,24 +129,17 @@ fn in_no_order<'m>(
     index: Function<'m>,
 ) -> Result<Option<Instruction<'m>>, ()> {
     use InstructionOpcode as Op;
-    let plain = |i: Instruction<'m>| {
-        !i.is_volatile() && matches!(i.atomic_ordering(), Some(AtomicOrdering::NotAtomic))
-    };
     match i.opcode() {
-        Op::Load | Op::Store => {
-            let address = i.operand(u32::from(i.opcode() == Op::Store)).ok_or(())?;
-            if plain(i) && unshared_or_a_register(address, entry) {
-                Ok(Some(i))
-            } else {
-                Err(())
-            }
-        }
-        // Threads make their atomics on global memory in no order, and LLVM vectorizes no
-        // loop that holds one: in the group, they let the loop's other versions (those
-        // unswitched on a value the block shares, without the atomic) vectorize unchecked.
-        Op::AtomicRMW | Op::AtomicCmpXchg => {
-            let address = i.operand(0).ok_or(())?;
-            if !i.is_volatile() && unshared_or_a_register(address, entry) {
+        // Threads make their atomic read-modify-writes on global memory in no order, and LLVM
+        // vectorizes no loop that holds one: in the group, they let the loop's other versions
+        // (those unswitched on a value the block shares, without the atomic) vectorize
+        // unchecked. An atomic load or store LLVM would widen.
+        op @ (Op::Load | Op::Store | Op::AtomicRMW | Op::AtomicCmpXchg) => {
+            let address = i.operand(u32::from(op == Op::Store)).ok_or(())?;
+            let widenable_atomic = matches!(op, Op::Load | Op::Store)
+                && !matches!(i.atomic_ordering(), Some(AtomicOrdering::NotAtomic));
+            let in_order = i.is_volatile() || widenable_atomic;
+            if !in_order && unshared_or_a_register(address, entry) {
                 Ok(Some(i))
             } else {
                 Err(())
