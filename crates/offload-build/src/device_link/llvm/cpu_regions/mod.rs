@@ -33,6 +33,7 @@
 #![forbid(unsafe_code)]
 
 mod addresses;
+mod dominators;
 mod emit;
 mod equal_phis;
 mod exits;
@@ -203,7 +204,8 @@ fn form_kernel<'m>(
     let phi_slots = demote_phis(module, body);
     let segments = Segments::of(body, &is_barrier);
     demote_across_segments(module, body, &segments, &mut kinds, &phi_slots)?;
-    if merge_alternative_barriers(module, body, hooks) > 0 {
+    let recomputed = &mut |c| kinds.of(c) != Kind::Varying;
+    if merge_alternative_barriers(module, body, hooks, recomputed) > 0 {
         // The merge erased instructions whose handles the memo may still hold.
         kinds.memo.clear();
     }

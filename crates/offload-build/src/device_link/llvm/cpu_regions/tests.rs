@@ -1,3 +1,4 @@
+use super::super::ir::Value;
 use super::hooks::demangled;
 use super::*;
 
@@ -747,8 +748,17 @@ fn barrier_calls_in(text: &str) -> usize {
 }
 
 /// Runs [`merge_alternative_barriers`](super::merge::merge_alternative_barriers) on kernel
-/// `k`'s body; returns how many barriers it merged away and the verified module's text.
+/// `k`'s body, no condition computed again after a barrier; returns how many barriers it
+/// merged away and the verified module's text.
 fn merge_barriers(body: &str) -> (usize, String) {
+    merge_barriers_with(body, &mut |_| false)
+}
+
+/// [`merge_barriers`] with the conditions `recomputed` accepts computed again.
+fn merge_barriers_with(
+    body: &str,
+    recomputed: &mut dyn FnMut(Value<'_>) -> bool,
+) -> (usize, String) {
     let context = inkwell::context::Context::create();
     let buffer = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(
         module_text(body).as_bytes(),
@@ -760,7 +770,7 @@ fn merge_barriers(body: &str) -> (usize, String) {
     let body = ir
         .function(&format!("{}k", abi::CPU_BODY_PREFIX))
         .expect("the body");
-    let merged = super::merge::merge_alternative_barriers(ir, body, &hooks);
+    let merged = super::merge::merge_alternative_barriers(ir, body, &hooks, recomputed);
     module
         .verify()
         .unwrap_or_else(|e| panic!("{e}\n{}", module.print_to_string()));
@@ -815,6 +825,35 @@ fn barriers_copied_into_both_ways_of_a_branch_become_one() {
     let (text, kept) = form(&threaded);
     assert!(kept.is_empty(), "{kept:?}");
     assert!(text.contains("@__offload_cpu_irregions_k"), "{text}");
+}
+
+/// Where the branch into the two barriers tests the thread's index, the way each thread came
+/// is that test again after the barrier: nothing is stored before it, and the formed kernel
+/// keeps no lanes (a stored way is each thread's, kept across the barrier). On a condition
+/// read from memory the way is stored and kept.
+#[test]
+fn a_way_the_threads_index_decides_is_tested_again_after_the_barrier() {
+    let threaded = threaded_barrier();
+    let (text, kept) = form(&threaded);
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert_eq!(lane_slots(entry), 0, "{entry}");
+    let (merged, text) = merge_barriers_with(&threaded, &mut |_| true);
+    assert_eq!(merged, 1, "{text}");
+    assert!(!text.contains("%barrier.way = alloca"), "{text}");
+    assert!(
+        text.contains("%barrier.way = select i1 %first, i32 0, i32 1"),
+        "{text}"
+    );
+    let read = threaded.replace(
+        "  %first = icmp eq i32 %t, 0",
+        "  %flag = load i32, ptr %slot\n  %first = icmp eq i32 %flag, 0",
+    );
+    assert_ne!(read, threaded);
+    let (text, kept) = form(&read);
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert_eq!(lane_slots(entry), 1, "{entry}");
 }
 
 #[test]
