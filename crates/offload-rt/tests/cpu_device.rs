@@ -16,7 +16,7 @@ use offload_rt::{
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,edge_totals,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,hidden_warp_sum,warp_ops_in_statements,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,recursive_halving,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,tiled_transpose,mirrored_rows,shared_atomics,strided_histogram,strided_first_hits,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16,mma_gemm_32x32__f16,mma_gemm_32x32__bf16,wide_tiles__f16,wide_tiles__bf16,matrix_loads,matrix_stores,accumulator_to_tile__f16,accumulator_to_tile__bf16,staged_reverse,tile_copy_async,scan_with_helper,reduce_with_helpers,tiled_weighted_sums,shared_shuffle_rows,match_phases,tma_tile,tma_store_tile,wgmma_tile,register_handoff,accumulator_rows,shuffle_distances";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,edge_totals,stepped_flags,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,hidden_warp_sum,warp_ops_in_statements,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,recursive_halving,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,tiled_transpose,mirrored_rows,shared_atomics,strided_histogram,strided_first_hits,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16,mma_gemm_32x32__f16,mma_gemm_32x32__bf16,wide_tiles__f16,wide_tiles__bf16,matrix_loads,matrix_stores,accumulator_to_tile__f16,accumulator_to_tile__bf16,staged_reverse,tile_copy_async,scan_with_helper,reduce_with_helpers,tiled_weighted_sums,shared_shuffle_rows,match_phases,tma_tile,tma_store_tile,wgmma_tile,register_handoff,accumulator_rows,shuffle_distances";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -1894,6 +1894,74 @@ fn threads_that_store_alone_run_apart_from_the_loops() {
     }
 }
 
+/// [`k::stepped_flags`] on the host: each 16 × 16 block's tile stepped as its threads do.
+fn host_stepped_flags(n: usize, steps: u32, values: &[f32]) -> Vec<f32> {
+    let mut out = values.to_vec();
+    for (by, bx) in (0..n.div_ceil(16)).flat_map(|by| (0..n.div_ceil(16)).map(move |bx| (by, bx))) {
+        let cell = |tx: usize, ty: usize| {
+            let (x, y) = (bx * 16 + tx, by * 16 + ty);
+            (x < n && y < n).then_some(y * n + x)
+        };
+        let mut tile = [0f32; 256];
+        for t in 0..256 {
+            if let Some(g) = cell(t % 16, t / 16) {
+                tile[t] = values[g];
+            }
+        }
+        let mut computed = [false; 256];
+        let mut next = [0f32; 256];
+        for i in 0..steps as usize {
+            for t in 0..256 {
+                let (tx, ty) = (t % 16, t / 16);
+                let inner = tx > i && tx + i < 15 && ty > i && ty + i < 15;
+                computed[t] = cell(tx, ty).is_some() && inner;
+                if computed[t] {
+                    let around = tile[t - 1] + tile[t + 1] + tile[t - 16] + tile[t + 16];
+                    next[t] = 0.5 * tile[t] + 0.125 * around;
+                }
+            }
+            for t in 0..256 {
+                if computed[t] {
+                    tile[t] = next[t];
+                }
+            }
+        }
+        for t in 0..256 {
+            if let (true, Some(g)) = (computed[t], cell(t % 16, t / 16)) {
+                out[g] = next[t];
+            }
+        }
+    }
+    out
+}
+
+/// A flag set on one way of a branch on the step and the thread's index, read after the
+/// barriers (kept a byte a thread in the CPU link's lanes), and a test of the thread's cell
+/// being in the grid before and after a barrier: in every barrier mode, as the host steps the
+/// tiles; a grid of 40 × 40 has blocks partly outside it.
+#[test]
+fn flags_set_on_one_way_and_read_after_barriers_run_alike() {
+    if !setup() {
+        return;
+    }
+    let (n, steps) = (40u32, 3u32);
+    let values: Vec<f32> = (0..n * n).map(|i| (i % 13) as f32 * 0.25).collect();
+    let want = host_stepped_flags(n as usize, steps, &values);
+    assert_ne!(want, values);
+    for (mode, dev) in barrier_modes() {
+        let mut data = DeviceBuffer::from_slice(&dev, &values).unwrap();
+        let config = LaunchConfig {
+            grid: (n.div_ceil(16), n.div_ceil(16), 1),
+            block: (16, 16, 1),
+            shared_mem_bytes: 0,
+            cluster: (1, 1, 1),
+        };
+        // SAFETY: `data` holds the `n × n` grid.
+        unsafe { k::stepped_flags.launch(&dev, config, n, steps, &mut data) }.unwrap();
+        assert_eq!(data.to_vec().unwrap(), want, "{mode:?}");
+    }
+}
+
 #[test]
 fn kernels_with_barriers_run_alike_in_region_form_and_with_coroutines() {
     if !setup() {
@@ -2384,6 +2452,7 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "skipping_passes",
             // A pipeline of asynchronous copies, its `Stage` kept per thread across barriers.
             "staged_reverse",
+            "stepped_flags",
             "strided_first_hits",
             "strided_histogram",
             "tile_copy_async",

@@ -1453,19 +1453,24 @@ impl<'a, 'm> Emitter<'a, 'm> {
                     // The index state the called function may read (a panic's report).
                     self.call(self.hooks.set_thread, &at.xyz);
                 }
-                if i.is_atomic() && self.is_block_memory(i) {
-                    let operand = |index: u32| {
-                        operands
-                            .iter()
-                            .find(|(k, _)| *k == index)
-                            .map(|(_, v)| *v)
-                            .or_else(|| i.operand(index))
-                            .expect("an atomic access's operand")
-                    };
-                    if let Some(plain) = self.plain_access(i, &operand) {
-                        clone.values.insert(value, plain);
-                        continue;
-                    }
+                let operand = |index: u32| {
+                    operands
+                        .iter()
+                        .find(|(k, _)| *k == index)
+                        .map(|(_, v)| *v)
+                        .or_else(|| i.operand(index))
+                        .expect("an access's operand")
+                };
+                if i.is_atomic()
+                    && self.is_block_memory(i)
+                    && let Some(plain) = self.plain_access(i, &operand)
+                {
+                    clone.values.insert(value, plain);
+                    continue;
+                }
+                if let Some(byte) = self.flag_in_lanes_as_byte(i, &operand) {
+                    clone.values.insert(value, byte);
+                    continue;
                 }
                 let copied = self.builder.insert_clone(i);
                 for (index, mapped) in operands {
@@ -1494,6 +1499,43 @@ impl<'a, 'm> Emitter<'a, 'm> {
             }
         }
         Ok(first_block)
+    }
+
+    /// A load or store of an `i1` in a thread's lanes (operands from `operand`), built at the
+    /// builder's position as one of a byte: LLVM scalarizes a vector of `i1` stored under a
+    /// mask, a branch and a byte store a lane where a flag is set on one way of a branch
+    /// (`hotspot`'s `computed`), while bytes are one masked vector store. Its value (none for
+    /// a store); `None` for any other access.
+    fn flag_in_lanes_as_byte(
+        &self,
+        i: Instruction<'m>,
+        operand: &dyn Fn(u32) -> Value<'m>,
+    ) -> Option<Value<'m>> {
+        let (accessed, pointer_index) = if i.is_store() {
+            (i.operand(0)?.ty(), 1)
+        } else if i.is_load() {
+            (i.as_value().ty(), 0)
+        } else {
+            return None;
+        };
+        let flag = self.module.i1_type();
+        let in_lanes = i
+            .operand(pointer_index)
+            .is_some_and(|p| self.lanes.iter().any(|(alloca, ..)| *alloca == p));
+        if accessed != flag || !in_lanes || i.is_atomic() || i.is_volatile() {
+            return None;
+        }
+        let (b, byte) = (&self.builder, self.module.i8_type());
+        let pointer = operand(pointer_index);
+        if i.is_store() {
+            let store = b.build_store(b.build_zext(operand(0), byte, c""), pointer);
+            store.copy_debug_location_from(i);
+            Some(store.as_value())
+        } else {
+            let load = b.build_load(byte, pointer, c"");
+            load.copy_debug_location_from(i);
+            Some(b.build_trunc(load.as_value(), flag, c""))
+        }
     }
 
     /// Records, before the clone's copy of the trim branch, the bound `V` it compares the

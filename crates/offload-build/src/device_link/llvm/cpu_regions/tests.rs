@@ -280,6 +280,42 @@ fn a_loop_accumulator_across_a_barrier_keeps_one_slot() {
     assert_eq!(lane_slots(entry), one, "{entry}");
 }
 
+/// A flag a thread keeps across a barrier (`i1`) is a byte in its lanes: the region loops
+/// store and load bytes, which LLVM stores as one masked vector where it scalarized a vector
+/// of `i1` (a branch and a byte store a lane).
+#[test]
+fn a_flag_kept_across_a_barrier_is_a_byte_in_the_lanes() {
+    let flag = "
+define void @__offload_cpu_body_k(ptr %params) {
+entry:
+  %pp = load ptr, ptr %params
+  %data = load ptr, ptr %pp
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  %slot = getelementptr i32, ptr %data, i32 %t
+  %v = load i32, ptr %slot
+  %big = icmp ugt i32 %v, 7
+  call void @__offload_cpuir_barrier()
+  br i1 %big, label %yes, label %no
+yes:
+  store i32 0, ptr %slot
+  br label %no
+no:
+  ret void
+}";
+    let (text, kept) = form(flag);
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert_eq!(lane_slots(entry), 1, "{entry}");
+    let widened = |l: &&str| l.contains("= zext i1 ") && l.ends_with(" to i8");
+    assert!(entry.lines().any(|l| widened(&l)), "{entry}");
+    assert!(entry.contains("= load i8, ptr"), "{entry}");
+    let flags_stored = entry
+        .lines()
+        .filter(|l| l.contains("store i1") && !l.contains("%summary.done"))
+        .count();
+    assert_eq!(flags_stored, 0, "{entry}");
+}
+
 /// A local array of a loop around a barrier: written and read between the barrier and the
 /// loop's end, its lifetime starting each trip, it is the trip's scratch and takes no lanes;
 /// read after the barrier where the trips before wrote, it is each thread's own.
