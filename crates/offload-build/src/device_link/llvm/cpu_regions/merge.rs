@@ -16,7 +16,7 @@
 //! a branch on a condition computed from the thread's indices and the block's values (a
 //! stencil's `if inside { .. } sync_threads(); if inside { .. }`), the way is that condition
 //! again after the barrier: a stored way is each thread's, kept across the barrier, and the
-//! loops after it test every thread's (masked loads in every vector, `stencil7` 1.3x) where
+//! loops after it test every thread's (masked loads in every vector, `stencil7` 1.7x) where
 //! the condition lets range-check elimination take the bound off the loop.
 #![forbid(unsafe_code)]
 
