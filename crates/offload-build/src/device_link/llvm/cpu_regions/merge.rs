@@ -94,14 +94,22 @@ pub(super) fn merge_alternative_barriers<'m>(
         })
         .map(|group| group.iter().map(|&n| calls[n]).collect())
         .collect();
-    // Decided before any merge changes the blocks.
+    // Decided before any merge changes the blocks. A merge moves what follows a barrier in its
+    // block into a block of its own (copied, the original erased): a condition defined there
+    // would be gone by its group's turn.
     let dominators = Dominators::of(body);
+    let barrier_blocks: HashSet<Block<'m>> = calls.iter().map(|c| c.block()).collect();
+    let stays = |condition: Value<'m>| {
+        condition
+            .as_instruction()
+            .is_none_or(|i| !barrier_blocks.contains(&i.block()))
+    };
     let decided: Vec<Option<(Value<'m>, bool)>> = groups
         .iter()
         .map(|members| match members[..] {
             [a, b] => dominators
                 .deciding_branch([a.block(), b.block()])
-                .filter(|(condition, _)| recomputed(*condition)),
+                .filter(|(condition, _)| stays(*condition) && recomputed(*condition)),
             _ => None,
         })
         .collect();
