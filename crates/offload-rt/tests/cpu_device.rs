@@ -1902,12 +1902,8 @@ fn host_stepped_flags(n: usize, steps: u32, values: &[f32]) -> Vec<f32> {
             let (x, y) = (bx * 16 + tx, by * 16 + ty);
             (x < n && y < n).then_some(y * n + x)
         };
-        let mut tile = [0f32; 256];
-        for t in 0..256 {
-            if let Some(g) = cell(t % 16, t / 16) {
-                tile[t] = values[g];
-            }
-        }
+        let mut tile: [f32; 256] =
+            std::array::from_fn(|t| cell(t % 16, t / 16).map_or(0.0, |g| values[g]));
         let mut computed = [false; 256];
         let mut next = [0f32; 256];
         for i in 0..steps as usize {
@@ -1920,15 +1916,15 @@ fn host_stepped_flags(n: usize, steps: u32, values: &[f32]) -> Vec<f32> {
                     next[t] = 0.5 * tile[t] + 0.125 * around;
                 }
             }
-            for t in 0..256 {
-                if computed[t] {
-                    tile[t] = next[t];
+            for ((cell, &stepped), &computed) in tile.iter_mut().zip(&next).zip(&computed) {
+                if computed {
+                    *cell = stepped;
                 }
             }
         }
-        for t in 0..256 {
-            if let (true, Some(g)) = (computed[t], cell(t % 16, t / 16)) {
-                out[g] = next[t];
+        for (t, (&computed, &stepped)) in computed.iter().zip(&next).enumerate() {
+            if let (true, Some(g)) = (computed, cell(t % 16, t / 16)) {
+                out[g] = stepped;
             }
         }
     }

@@ -1374,3 +1374,67 @@ fn a_phi_restating_the_threads_index_is_the_index() {
     assert!(kept.is_empty(), "{kept:?}");
     assert_eq!(trimmed_regions(entry_point(&text)), 0, "{text}");
 }
+
+/// The dominator tree of a body with a diamond inside a loop: the branch decides which way a
+/// thread came only where each way's block is entered from it alone.
+#[test]
+fn a_branch_decides_the_way_only_where_each_way_is_entered_from_it_alone() {
+    let body = "
+define void @__offload_cpu_body_k(ptr %params) {
+entry:
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  %c = icmp ult i32 %t, 4
+  br label %loop
+loop:
+  %i = phi i32 [ 0, %entry ], [ %i.next, %join ]
+  br i1 %c, label %left, label %right
+left:
+  br label %left.end
+left.end:
+  br label %join
+right:
+  br label %join
+join:
+  %i.next = add i32 %i, 1
+  %more = icmp ult i32 %i.next, 8
+  br i1 %more, label %loop, label %exit
+exit:
+  ret void
+}";
+    let context = inkwell::context::Context::create();
+    let buffer = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(
+        module_text(body).as_bytes(),
+        "test",
+    );
+    let module = context.create_module_from_ir(buffer).expect("parses");
+    let ir = Module::new(&module);
+    let body = ir
+        .function(&format!("{}k", abi::CPU_BODY_PREFIX))
+        .expect("the body");
+    let block = |name: &str| {
+        body.blocks()
+            .find(|b| b.as_value().name() == name.as_bytes())
+            .expect("the block")
+    };
+    let dominators = super::dominators::Dominators::of(body);
+    let [entry, looped, left, left_end, right, join, exit] =
+        ["entry", "loop", "left", "left.end", "right", "join", "exit"].map(block);
+    assert!(dominators.dominates(entry, exit));
+    assert!(dominators.dominates(looped, join));
+    assert!(dominators.dominates(left, left_end));
+    assert!(!dominators.dominates(left, join));
+    assert!(!dominators.dominates(join, looped));
+    let (condition, true_to_first) = dominators
+        .deciding_branch([left_end, right])
+        .expect("the loop's branch decides");
+    assert_eq!(condition.name(), b"c");
+    assert!(true_to_first);
+    assert_eq!(
+        dominators
+            .deciding_branch([right, left_end])
+            .map(|(_, t)| t),
+        Some(false)
+    );
+    // `join` is entered from both ways: a block past it is no way's alone.
+    assert!(dominators.deciding_branch([join, right]).is_none());
+}
