@@ -94,29 +94,31 @@ pub(super) fn merge_alternative_barriers<'m>(
         })
         .map(|group| group.iter().map(|&n| calls[n]).collect())
         .collect();
-    // Decided before any merge changes the blocks. A merge moves what follows a barrier in its
-    // block into a block of its own (copied, the original erased): a condition defined there
-    // would be gone by its group's turn.
+    // Decided before any merge changes the blocks. A merge moves what follows each member
+    // barrier in its block into a block of its own (copied, the original erased): a condition
+    // in the block of an earlier group's member may be gone by its group's turn, and its
+    // group stores its way instead.
     let dominators = Dominators::of(body);
-    let barrier_blocks: HashSet<Block<'m>> = calls.iter().map(|c| c.block()).collect();
-    let stays = |condition: Value<'m>| {
-        condition
-            .as_instruction()
-            .is_none_or(|i| !barrier_blocks.contains(&i.block()))
-    };
     let decided: Vec<Option<(Value<'m>, bool)>> = groups
         .iter()
         .map(|members| match members[..] {
             [a, b] => dominators
                 .deciding_branch([a.block(), b.block()])
-                .filter(|(condition, _)| stays(*condition) && recomputed(*condition)),
+                .filter(|(condition, _)| recomputed(*condition)),
             _ => None,
         })
         .collect();
+    let home = |condition: Value<'m>| condition.as_instruction().map(|i| i.block());
+    let homes: Vec<Option<Block<'m>>> = decided
+        .iter()
+        .map(|d| d.and_then(|(condition, _)| home(condition)))
+        .collect();
+    let mut moved: HashSet<Block<'m>> = HashSet::new();
     let mut way = None;
     let mut merged = 0;
-    for (members, decided) in groups.iter().zip(decided) {
-        let taken = match decided {
+    for ((members, decided), home) in groups.iter().zip(decided).zip(homes) {
+        let still_there = home.is_none_or(|b| !moved.contains(&b));
+        let taken = match decided.filter(|_| still_there) {
             Some((condition, true_to_first)) => Way::Decided {
                 condition,
                 true_to_first,
@@ -129,6 +131,7 @@ pub(super) fn merge_alternative_barriers<'m>(
                     .as_value()
             })),
         };
+        moved.extend(members.iter().map(|m| m.block()));
         merge(module, body, barrier, taken, members);
         merged += members.len() - 1;
     }

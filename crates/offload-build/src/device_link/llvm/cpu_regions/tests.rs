@@ -1438,3 +1438,49 @@ exit:
     // `join` is entered from both ways: a block past it is no way's alone.
     assert!(dominators.deciding_branch([join, right]).is_none());
 }
+
+/// Two merged pairs, the second's branch after a barrier of the first in its block: merging
+/// the first moves that branch's condition (copied, the original erased), so the second pair
+/// stores its way; the first tests its condition again.
+#[test]
+fn a_way_whose_condition_an_earlier_merge_moves_is_stored() {
+    let body = "
+define void @__offload_cpu_body_k(ptr %params) {
+entry:
+  %pp = load ptr, ptr %params
+  %data = load ptr, ptr %pp
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  %first = icmp eq i32 %t, 0
+  br i1 %first, label %mine, label %others
+mine:
+  call void @__offload_cpuir_barrier()
+  %low = icmp ult i32 %t, 5
+  br i1 %low, label %below, label %above
+others:
+  call void @__offload_cpuir_barrier()
+  ret void
+below:
+  call void @__offload_cpuir_barrier()
+  store i32 1, ptr %data
+  ret void
+above:
+  call void @__offload_cpuir_barrier()
+  store i32 2, ptr %data
+  ret void
+}";
+    let (merged, text) = merge_barriers_with(body, &mut |_| true);
+    assert_eq!(merged, 2, "{text}");
+    assert_eq!(barrier_calls_in(&text), 2, "{text}");
+    assert!(
+        text.contains("%barrier.way = select i1 %first, i32 0, i32 1"),
+        "{text}"
+    );
+    let stored_way =
+        |l: &str| l.trim_start().starts_with("%barrier.way") && l.contains("alloca i32");
+    assert_eq!(text.lines().filter(|l| stored_way(l)).count(), 1, "{text}");
+    assert_eq!(
+        text.matches("store i32 0, ptr %barrier.way").count(),
+        1,
+        "{text}"
+    );
+}
