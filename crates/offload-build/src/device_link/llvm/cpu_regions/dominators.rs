@@ -31,24 +31,13 @@ impl<'m> Dominators<'m> {
         if !order.is_empty() {
             idom[0] = 0;
         }
-        let intersect = |idom: &[usize], mut a: usize, mut b: usize| {
-            while a != b {
-                while a > b {
-                    a = idom[a];
-                }
-                while b > a {
-                    b = idom[b];
-                }
-            }
-            a
-        };
         let mut changed = true;
         while changed {
             changed = false;
             for k in 1..order.len() {
                 let mut known = preds[k].iter().copied().filter(|&p| idom[p] != UNKNOWN);
                 let Some(first) = known.next() else { continue };
-                let new = known.fold(first, |d, p| intersect(&idom, p, d));
+                let new = known.fold(first, |d, p| nearest_common(&idom, p, d));
                 if idom[k] != new {
                     idom[k] = new;
                     changed = true;
@@ -79,20 +68,6 @@ impl<'m> Dominators<'m> {
         }
     }
 
-    /// The nearest block that dominates both (reachable) blocks.
-    fn nearest_common(&self, a: Block<'m>, b: Block<'m>) -> Option<Block<'m>> {
-        let (mut a, mut b) = (*self.position.get(&a)?, *self.position.get(&b)?);
-        while a != b {
-            while a > b {
-                a = self.idom[a];
-            }
-            while b > a {
-                b = self.idom[b];
-            }
-        }
-        Some(self.order[a])
-    }
-
     /// The branch that decides which of two blocks a thread comes from: the condition of
     /// their nearest common dominator's conditional branch, and whether its true way leads to
     /// `froms[0]` (else to `froms[1]`). Each way must lead to its block only: the way's block
@@ -102,7 +77,11 @@ impl<'m> Dominators<'m> {
         if froms[0] == froms[1] {
             return None;
         }
-        let branch = self.nearest_common(froms[0], froms[1])?;
+        let (a, b) = (
+            *self.position.get(&froms[0])?,
+            *self.position.get(&froms[1])?,
+        );
+        let branch = self.order[nearest_common(&self.idom, a, b)];
         let terminator = branch.terminator()?;
         let condition = terminator.as_branch().and_then(|b| b.condition())?;
         let (on_true, on_false) = (terminator.successor(0)?, terminator.successor(1)?);
@@ -120,6 +99,20 @@ impl<'m> Dominators<'m> {
             None
         }
     }
+}
+
+/// The nearest common dominator of the blocks at positions `a` and `b` of the reverse
+/// postorder, where `idom` holds each (known) block's immediate dominator.
+fn nearest_common(idom: &[usize], mut a: usize, mut b: usize) -> usize {
+    while a != b {
+        while a > b {
+            a = idom[a];
+        }
+        while b > a {
+            b = idom[b];
+        }
+    }
+    a
 }
 
 /// The blocks reachable from the entry, in reverse postorder.

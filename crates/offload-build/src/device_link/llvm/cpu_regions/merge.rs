@@ -98,28 +98,30 @@ pub(super) fn merge_alternative_barriers<'m>(
     // barrier in its block into a block of its own (copied, the original erased): a condition
     // in the block of an earlier group's member may be gone by its group's turn, and its
     // group stores its way instead.
+    // Each decision keeps its condition's block, found now (by then the handle may be erased).
     let dominators = Dominators::of(body);
-    let decided: Vec<Option<(Value<'m>, bool)>> = groups
+    let decided: Vec<Option<(Value<'m>, bool, Option<Block<'m>>)>> = groups
         .iter()
         .map(|members| match members[..] {
             [a, b] => dominators
                 .deciding_branch([a.block(), b.block()])
-                .filter(|(condition, _)| recomputed(*condition)),
+                .filter(|(condition, _)| recomputed(*condition))
+                .map(|(condition, true_to_first)| {
+                    let home = condition.as_instruction().map(|i| i.block());
+                    (condition, true_to_first, home)
+                }),
             _ => None,
         })
-        .collect();
-    let home = |condition: Value<'m>| condition.as_instruction().map(|i| i.block());
-    let homes: Vec<Option<Block<'m>>> = decided
-        .iter()
-        .map(|d| d.and_then(|(condition, _)| home(condition)))
         .collect();
     let mut moved: HashSet<Block<'m>> = HashSet::new();
     let mut way = None;
     let mut merged = 0;
-    for ((members, decided), home) in groups.iter().zip(decided).zip(homes) {
-        let still_there = home.is_none_or(|b| !moved.contains(&b));
-        let taken = match decided.filter(|_| still_there) {
-            Some((condition, true_to_first)) => Way::Decided {
+    for (members, decided) in groups.iter().zip(decided) {
+        let still_there = |(_, _, home): &(Value<'m>, bool, Option<Block<'m>>)| {
+            home.is_none_or(|b| !moved.contains(&b))
+        };
+        let taken = match decided.filter(still_there) {
+            Some((condition, true_to_first, _)) => Way::Decided {
                 condition,
                 true_to_first,
             },
