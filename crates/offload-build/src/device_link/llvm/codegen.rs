@@ -26,7 +26,14 @@ fn init_targets() {
         // x86's cmov conversion turns a select on a loop's critical path into a branch: in the
         // CPU device's loops over a block's threads the condition is each thread's own data
         // (an argmin over clusters), and the branch mispredicts (`kmeans` 2.6x slower).
-        super::ir::process::set_llvm_options(&["-x86-cmov-converter=false"]);
+        // Innermost loops start on a 64-byte line rather than x86's 16 bytes: a thread loop of
+        // a few instructions that straddles two lines decodes from both on every trip, and
+        // which loops straddled moved with every change of the image (`block_sum` 1.2x slower
+        // for the same instructions 32 bytes further on).
+        super::ir::process::set_llvm_options(&[
+            "-x86-cmov-converter=false",
+            "-x86-experimental-pref-innermost-loop-alignment=6",
+        ]);
     });
 }
 
@@ -69,6 +76,16 @@ pub(super) fn optimize(module: &Module<'_>, machine: &TargetMachine, nvptx: bool
 // did not, which ordinary kernels reach (a shared-memory histogram did); LLVM's own pipelines
 // (`default<O3>`) turn the check off, and so does each pipeline here.
 const OPTIMIZE: &str = "default<O3>";
+/// The CPU link's first pipeline after the passes `first` (literals, each ending in a comma).
+macro_rules! cpu_pre_link {
+    ($($first:literal),*) => {
+        concat!(
+            $($first,)*
+            "thinlto-pre-link<O3>,function(irce),",
+            "function(loop-mssa(simple-loop-unswitch<nontrivial>))"
+        )
+    };
+}
 /// The CPU image's module (`cpu_link`), first: the O3 pipeline its crates' bitcode was built
 /// for (rustc's per-crate pre-link pipeline, `-Clinker-plugin-lto`), now with the index hook
 /// inlinable, then inductive range-check elimination, which splits a kernel's `if i < n` guard
@@ -77,8 +94,17 @@ const OPTIMIZE: &str = "default<O3>";
 /// `jacobi5`'s halo rows (`if ty == 0 { .. }`, `if ty == 15 { .. }`), whose two stores LLVM had
 /// sunk into one store through a phi of their addresses, a scatter in the vectorized loop for
 /// every row (1.4x). Then (`constrained_loops` between) [`OPTIMIZE_CPU_LINK`].
-pub(super) const OPTIMIZE_CPU_PRE_LINK: &str =
-    "thinlto-pre-link<O3>,function(irce),function(loop-mssa(simple-loop-unswitch<nontrivial>))";
+pub(super) const OPTIMIZE_CPU_PRE_LINK: &str = cpu_pre_link!();
+/// [`OPTIMIZE_CPU_PRE_LINK`] for an image whose thread loops LLVM may not peel
+/// (`cpu_regions::Peeling::Never`), the regions as formed first cleaned up, their conditions
+/// hoisted and unswitched: unpeeled, the O3 pipeline's jump threading and sinking merge
+/// `jacobi5`'s two halo rows' stores into one that neither unswitching takes apart (1.7x
+/// slower; the clean-up or the unswitching alone is not enough). Only there: on the baseline
+/// image it made `nbody` 5% slower.
+pub(super) const OPTIMIZE_CPU_PRE_LINK_UNPEELED: &str = cpu_pre_link!(
+    "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,",
+    "loop-mssa(licm,simple-loop-unswitch<nontrivial>)),"
+);
 /// The O3 pipeline of a link (what rustc's fat LTO runs on its merged module), which
 /// vectorizes the check-free loops. `default<O3>` alone leaves SAXPY's thread loop scalar (its
 /// cost model weighs the range checks), and costs as much.
@@ -202,6 +228,96 @@ latch:
     fn branches_on_what_a_row_shares_leave_no_scatter_in_the_cpu_link() {
         assert_ne!(halo_scatters("thinlto-pre-link<O3>,function(irce)"), 0);
         assert_eq!(halo_scatters(OPTIMIZE_CPU_PRE_LINK), 0);
+        assert_eq!(halo_scatters(OPTIMIZE_CPU_PRE_LINK_UNPEELED), 0);
+    }
+
+    /// A row of a stencil's tile load (`jacobi5`'s): each thread stages its cell, the row's
+    /// first thread the halo cell before it. `{unpeeled}` is the loop ID's last property.
+    const HALO_COLUMN: &str = r#"
+target datalayout = "e-m:e-p270:32:32-p271:32:32-p272:64:64-i64:64-i128:128-f80:128-n8:16:32:64-S128"
+target triple = "x86_64-unknown-linux-gnu"
+
+define void @row(ptr noalias %tile, ptr noalias %input, i32 %width, i1 %inside) {
+entry:
+  br label %x
+x:
+  %x32 = phi i32 [ 0, %entry ], [ %next, %latch ]
+  %wide = zext i32 %x32 to i64
+  %from = getelementptr float, ptr %input, i64 %wide
+  %v = load float, ptr %from, align 4, !llvm.access.group !0
+  %slot = getelementptr float, ptr %tile, i64 %wide
+  %cell = getelementptr i8, ptr %slot, i64 4
+  store float %v, ptr %cell, align 4, !llvm.access.group !0
+  %first = icmp eq i32 %x32, 0
+  %edge = and i1 %first, %inside
+  br i1 %edge, label %halo, label %latch
+halo:
+  %before = getelementptr i8, ptr %from, i64 -4
+  %h = load float, ptr %before, align 4, !llvm.access.group !0
+  store float %h, ptr %slot, align 4, !llvm.access.group !0
+  br label %latch
+latch:
+  %next = add i32 %x32, 1
+  %more = icmp ult i32 %next, %width
+  br i1 %more, label %x, label %exit, !llvm.loop !1
+exit:
+  ret void
+}
+
+!0 = distinct !{}
+!1 = distinct !{!1, !2, !3{unpeeled}}
+!2 = !{!"llvm.loop.parallel_accesses", !0}
+!3 = !{!"llvm.loop.interleave.count", i32 1}
+!4 = !{!"llvm.loop.peeled.count", i32 2147483647}
+"#;
+
+    /// `HALO_COLUMN` through the CPU link's pipelines for `cpu`, its loop ID ending in
+    /// `unpeeled`: the module's text.
+    fn halo_column(cpu: &str, unpeeled: &str) -> String {
+        use inkwell::context::Context;
+        use inkwell::memory_buffer::MemoryBuffer;
+        let context = Context::create();
+        let text = HALO_COLUMN.replace("{unpeeled}", unpeeled);
+        let buffer = MemoryBuffer::create_from_memory_range_copy(text.as_bytes(), "column");
+        let module = context.create_module_from_ir(buffer).expect("parses");
+        let machine = target_machine("x86_64-unknown-linux-gnu", cpu, "").unwrap();
+        let pre_link = if unpeeled.is_empty() {
+            OPTIMIZE_CPU_PRE_LINK
+        } else {
+            OPTIMIZE_CPU_PRE_LINK_UNPEELED
+        };
+        run_pipeline(&module, pre_link, &machine).unwrap();
+        run_pipeline(&module, OPTIMIZE_CPU_LINK, &machine).unwrap();
+        module.print_to_string().to_string()
+    }
+
+    /// LLVM peels a row's first thread off the loop to drop the halo's test, unless the loop
+    /// says it peeled as many as it peels (the region stage's `Peeling::Never`); the row then
+    /// runs as whole vectors, the halo a masked store.
+    #[test]
+    fn a_thread_loop_that_says_it_was_peeled_keeps_its_first_thread() {
+        const PEELED: &str = "!{!\"llvm.loop.peeled.count\", i32 1}";
+        let peeled = halo_column("x86-64-v4", "");
+        assert!(peeled.contains(PEELED), "{peeled}");
+        let whole = halo_column("x86-64-v4", ", !4");
+        assert!(!whole.contains(PEELED), "{whole}");
+        assert!(whole.contains("call void @llvm.masked.store"), "{whole}");
+    }
+
+    /// The CPU image's innermost loops start on a 64-byte line (the x86 default is 16).
+    #[test]
+    fn the_cpu_images_innermost_loops_start_on_a_cache_line() {
+        use inkwell::context::Context;
+        use inkwell::memory_buffer::MemoryBuffer;
+        let context = Context::create();
+        let text = HALO_COLUMN.replace("{unpeeled}", "");
+        let buffer = MemoryBuffer::create_from_memory_range_copy(text.as_bytes(), "column");
+        let module = context.create_module_from_ir(buffer).expect("parses");
+        let machine = target_machine("x86_64-unknown-linux-gnu", "x86-64-v3", "").unwrap();
+        run_pipeline(&module, OPTIMIZE_CPU_LINK, &machine).unwrap();
+        let assembly = emit(&machine, &module, FileType::Assembly, "x86-64-v3").unwrap();
+        let assembly = String::from_utf8_lossy(assembly.as_slice());
+        assert!(assembly.contains(".p2align\t6"), "{assembly}");
     }
 
     /// Every pipeline string of the device link's sources, the constants above and any other:
@@ -211,6 +327,7 @@ latch:
         for pipeline in [
             OPTIMIZE,
             OPTIMIZE_CPU_PRE_LINK,
+            OPTIMIZE_CPU_PRE_LINK_UNPEELED,
             OPTIMIZE_CPU_LINK,
             OPTIMIZE_NVPTX,
             CLEAN_UP,

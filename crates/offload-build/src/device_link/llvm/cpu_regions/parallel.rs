@@ -56,6 +56,7 @@ pub(super) fn mark_thread_loops_parallel<'m>(
     function: Function<'m>,
     index: Function<'m>,
     loops: &[(Block<'m>, Block<'m>)],
+    peeling: Peeling,
 ) {
     let group = module.metadata_node(None, &[]);
     let access_group = module.metadata_kind("llvm.access.group");
@@ -70,6 +71,7 @@ pub(super) fn mark_thread_loops_parallel<'m>(
         let Some(blocks) = function.loop_blocks(header, latch) else {
             continue;
         };
+        let peeling = peeling.of_loop(&blocks);
         let accesses: Result<Vec<Instruction<'m>>, ()> = blocks
             .iter()
             .flat_map(|b| b.instructions())
@@ -86,7 +88,7 @@ pub(super) fn mark_thread_loops_parallel<'m>(
         let Ok(accesses) = accesses else {
             branch
                 .instruction()
-                .set_metadata(loop_kind, thread_loop_id(module, None));
+                .set_metadata(loop_kind, thread_loop_id(module, None, peeling));
             continue;
         };
         for access in accesses {
@@ -94,7 +96,7 @@ pub(super) fn mark_thread_loops_parallel<'m>(
         }
         branch
             .instruction()
-            .set_metadata(loop_kind, thread_loop_id(module, Some(group)));
+            .set_metadata(loop_kind, thread_loop_id(module, Some(group), peeling));
     }
 }
 
@@ -107,17 +109,52 @@ pub(in super::super) fn parallel_over<'m>(
     module.metadata_node(Some("llvm.loop.parallel_accesses"), &[group])
 }
 
-/// A thread loop's ID: one vector a trip, and parallel over `group` where the loop's accesses
-/// all belong to it and may be.
+/// Whether LLVM may peel a thread loop's first trips, by the image's vectors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Peeling {
+    /// LLVM peels a trip where that drops a test from the loop: a stencil's `if tx == 0 {..}`
+    /// (the thread that stores the tile's left halo) peels thread 0 off each row, and the
+    /// other 15 threads of a 16-wide row run as one vector of eight and seven scalar trips.
+    /// Kept where a masked store costs more than that (AVX2's `vmaskmovps` on AMD's cores made
+    /// `jacobi5` 1.9x slower unpeeled; SSE has none).
+    Allowed,
+    /// Not peeled: the row runs as whole vectors, the test a mask. For AVX-512, whose masked
+    /// stores cost what plain ones do (`jacobi5` 1.2x, `stencil5` 1.2x).
+    Never,
+}
+
+impl Peeling {
+    /// What `self` is for the loop of `blocks`: a loop holding an atomic read-modify-write is
+    /// peeled where LLVM peels it, as LLVM vectorizes no such loop and peeling takes out the
+    /// thread whose test guards the atomic (`if tid == 0 { total.fetch_add(..) }`): the loop
+    /// of `examples/reduce`'s `block_sum` tested each thread of the block unpeeled (0.92x).
+    pub(in super::super) fn of_loop(self, blocks: &[Block<'_>]) -> Peeling {
+        let atomic = blocks.iter().flat_map(|b| b.instructions()).any(|i| {
+            matches!(
+                i.opcode(),
+                InstructionOpcode::AtomicRMW | InstructionOpcode::AtomicCmpXchg
+            )
+        });
+        if atomic { Peeling::Allowed } else { self }
+    }
+}
+
+/// A thread loop's ID: one vector a trip, parallel over `group` where the loop's accesses all
+/// belong to it and may be, and not peeled where `peeling` says so.
 pub(in super::super) fn thread_loop_id<'m>(
     module: Module<'m>,
     group: Option<MetadataNode<'m>>,
+    peeling: Peeling,
 ) -> MetadataNode<'m> {
-    let one_at_a_time = module.loop_property("llvm.loop.interleave.count", 1);
-    match group {
-        Some(group) => module.loop_id(&[parallel_over(module, group), one_at_a_time]),
-        None => module.loop_id(&[one_at_a_time]),
+    let mut properties = Vec::with_capacity(3);
+    properties.extend(group.map(|group| parallel_over(module, group)));
+    properties.push(module.loop_property("llvm.loop.interleave.count", 1));
+    if peeling == Peeling::Never {
+        // LLVM has no property that asks for no peeling; it peels no more trips off a loop
+        // that says as many were peeled already as it ever peels (`-unroll-peel-max-count`).
+        properties.push(module.loop_property("llvm.loop.peeled.count", i32::MAX as u32));
     }
+    module.loop_id(&properties)
 }
 
 /// For `i` in a thread loop: `Ok(Some(i))` where it accesses memory in no order between the
