@@ -153,7 +153,15 @@ pub(super) fn emit(
 
 #[cfg(test)]
 mod tests {
+    use inkwell::context::Context;
+
     use super::*;
+
+    /// `text` parsed into a module of `context`.
+    fn parse<'c>(context: &'c Context, text: &str) -> Module<'c> {
+        let buffer = MemoryBuffer::create_from_memory_range_copy(text.as_bytes(), "test");
+        context.create_module_from_ir(buffer).expect("parses")
+    }
 
     /// A thread loop of `jacobi5`'s entry point (the halo's rows), reduced by `llvm-reduce` to
     /// what keeps its stores scattered: branches on what the row's threads share around
@@ -209,11 +217,8 @@ latch:
 
     /// How many scatters `HALO_ROWS` keeps through `pre_link` and the link's pipeline.
     fn halo_scatters(pre_link: &str) -> usize {
-        use inkwell::context::Context;
-        use inkwell::memory_buffer::MemoryBuffer;
         let context = Context::create();
-        let buffer = MemoryBuffer::create_from_memory_range_copy(HALO_ROWS.as_bytes(), "halo");
-        let module = context.create_module_from_ir(buffer).expect("parses");
+        let module = parse(&context, HALO_ROWS);
         let machine = target_machine("x86_64-unknown-linux-gnu", "x86-64-v4", "").unwrap();
         run_pipeline(&module, pre_link, &machine).unwrap();
         run_pipeline(&module, OPTIMIZE_CPU_LINK, &machine).unwrap();
@@ -274,12 +279,8 @@ exit:
     /// `HALO_COLUMN` through the CPU link's pipelines for `cpu`, its loop ID ending in
     /// `unpeeled`: the module's text.
     fn halo_column(cpu: &str, unpeeled: &str) -> String {
-        use inkwell::context::Context;
-        use inkwell::memory_buffer::MemoryBuffer;
         let context = Context::create();
-        let text = HALO_COLUMN.replace("{unpeeled}", unpeeled);
-        let buffer = MemoryBuffer::create_from_memory_range_copy(text.as_bytes(), "column");
-        let module = context.create_module_from_ir(buffer).expect("parses");
+        let module = parse(&context, &HALO_COLUMN.replace("{unpeeled}", unpeeled));
         let machine = target_machine("x86_64-unknown-linux-gnu", cpu, "").unwrap();
         let pre_link = if unpeeled.is_empty() {
             OPTIMIZE_CPU_PRE_LINK
@@ -307,12 +308,8 @@ exit:
     /// The CPU image's innermost loops start on a 64-byte line (the x86 default is 16).
     #[test]
     fn the_cpu_images_innermost_loops_start_on_a_cache_line() {
-        use inkwell::context::Context;
-        use inkwell::memory_buffer::MemoryBuffer;
         let context = Context::create();
-        let text = HALO_COLUMN.replace("{unpeeled}", "");
-        let buffer = MemoryBuffer::create_from_memory_range_copy(text.as_bytes(), "column");
-        let module = context.create_module_from_ir(buffer).expect("parses");
+        let module = parse(&context, &HALO_COLUMN.replace("{unpeeled}", ""));
         let machine = target_machine("x86_64-unknown-linux-gnu", "x86-64-v3", "").unwrap();
         run_pipeline(&module, OPTIMIZE_CPU_LINK, &machine).unwrap();
         let assembly = emit(&machine, &module, FileType::Assembly, "x86-64-v3").unwrap();
