@@ -50,7 +50,8 @@ pub(super) fn mark_in_turn<'m>(module: Module<'m>, access: Instruction<'m>) {
 /// index hook, which LLVM inlines later (its loads then join the call's group). Each loop
 /// also runs one vector a trip (`llvm.loop.interleave.count` 1): LLVM, not knowing a block's
 /// width, interleaved four vectors of eight, so that a row of 16 threads (a 16 × 16 block)
-/// never entered the vector loop and ran in its scalar remainder.
+/// never entered the vector loop and ran in its scalar remainder. A loop whose accesses that
+/// vary with the thread would all be gathers and scatters ([`only_gathers`]) is kept scalar.
 pub(super) fn mark_thread_loops_parallel<'m>(
     module: Module<'m>,
     function: Function<'m>,
@@ -91,13 +92,109 @@ pub(super) fn mark_thread_loops_parallel<'m>(
                 .set_metadata(loop_kind, thread_loop_id(module, None, peeling));
             continue;
         };
+        let x = header.first_instruction().filter(|i| i.as_value().is_phi());
+        let scalar = x.is_some_and(|x| only_gathers(&accesses, x.as_value()));
         for access in accesses {
             access.set_metadata(access_group, group);
         }
-        branch
-            .instruction()
-            .set_metadata(loop_kind, thread_loop_id(module, Some(group), peeling));
+        let id = if scalar {
+            module.loop_id(&[
+                parallel_over(module, group),
+                module.loop_property("llvm.loop.vectorize.enable", 0),
+            ])
+        } else {
+            thread_loop_id(module, Some(group), peeling)
+        };
+        branch.instruction().set_metadata(loop_kind, id);
     }
+}
+
+/// How an address depends on a thread loop's counter `x`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    /// Not at all.
+    Not,
+    /// Through sums and constant multiples of it: the threads' addresses a constant stride
+    /// apart, which LLVM loads and stores as vectors (or interleaved ones).
+    Affine,
+    /// Otherwise: a Blelloch scan's tree level (`offset * (2 * x + 1) - 1`, the block's
+    /// `offset`, and its padding's `i >> 5`), a bitonic sort's partner (`x ^ j`).
+    Other,
+}
+
+/// Whether every access of `accesses` whose address depends on `x` depends on it otherwise
+/// than affinely, and one does: as vectors each would be a gather or a scatter. Such a loop
+/// is left scalar (`llvm.loop.vectorize.enable` false): on `x86-64-v4` the vectorized tree
+/// levels made `prescan` 2.4x slower, the gathers and scatters costing this AMD core more than
+/// LLVM's model says (every image of the other levels kept them scalar already). A loop with
+/// one affine access (a bitonic sort's `shared[x]` beside its partner's) stays vectorized.
+fn only_gathers<'m>(accesses: &[Instruction<'m>], x: Value<'m>) -> bool {
+    use InstructionOpcode as Op;
+    let mut memo = std::collections::HashMap::new();
+    let mut gathered = 0;
+    for access in accesses {
+        let address = match access.opcode() {
+            Op::Store => access.operand(1),
+            Op::Load | Op::AtomicRMW | Op::AtomicCmpXchg => access.operand(0),
+            _ => None,
+        };
+        let Some(address) = address else {
+            continue;
+        };
+        match reach(address, x, &mut memo) {
+            Reach::Not => {}
+            Reach::Affine => return false,
+            Reach::Other => gathered += 1,
+        }
+    }
+    gathered > 0
+}
+
+/// How `value` depends on `x` (`memo` holds what is known, and marks a value under way).
+fn reach<'m>(
+    value: Value<'m>,
+    x: Value<'m>,
+    memo: &mut std::collections::HashMap<Value<'m>, Reach>,
+) -> Reach {
+    use InstructionOpcode as Op;
+    if value == x {
+        return Reach::Affine;
+    }
+    let Some(i) = value.as_instruction() else {
+        return Reach::Not;
+    };
+    if let Some(known) = memo.get(&value) {
+        return *known;
+    }
+    // Under way: a cycle back to `value` through the phis of the loops around the thread loop
+    // does not depend on `x` by itself (a phi that takes `x` in on another way is `Other`).
+    memo.insert(value, Reach::Not);
+    let operands: Vec<Value<'m>> = i.as_value().operands().collect();
+    let reaches: Vec<Reach> = operands.iter().map(|&o| reach(o, x, memo)).collect();
+    let reaching = reaches.iter().filter(|&&r| r != Reach::Not).count();
+    let result = if reaching == 0 {
+        Reach::Not
+    } else if reaches.contains(&Reach::Other) {
+        Reach::Other
+    } else {
+        match i.opcode() {
+            Op::Add | Op::Sub | Op::Or | Op::ZExt | Op::SExt | Op::Trunc | Op::GetElementPtr => {
+                Reach::Affine
+            }
+            Op::Mul | Op::Shl
+                if reaching == 1
+                    && operands
+                        .iter()
+                        .zip(&reaches)
+                        .all(|(o, &r)| r == Reach::Affine || o.is_constant_int()) =>
+            {
+                Reach::Affine
+            }
+            _ => Reach::Other,
+        }
+    };
+    memo.insert(value, result);
+    result
 }
 
 /// `llvm.loop.parallel_accesses` over `group`: the loop property that says the accesses of the

@@ -1149,6 +1149,48 @@ fn thread_loops_are_left_unpeeled_where_masked_stores_are_cheap() {
     assert!(entry.matches(", !llvm.loop !").count() > 1, "{text}");
 }
 
+/// A region whose accesses that vary with the thread all vary otherwise than by sums and
+/// constant multiples of its index (a Blelloch scan's tree level: `offset * (2 * t + 1) - 1`,
+/// `offset` the block's) is kept scalar; one with an access at `t` itself beside them (a
+/// bitonic sort's `shared[t]` and `shared[t ^ j]`) is vectorized as the others.
+#[test]
+fn a_region_whose_accesses_would_all_be_gathers_stays_scalar() {
+    const SCALAR: &str = "!\"llvm.loop.vectorize.enable\", i32 0}";
+    let tree = body_with_region(
+        "",
+        "",
+        "  %offset = call i32 @__offload_cpuir_index(i32 6)
+  %twice = shl i32 %t, 1
+  %odd = or i32 %twice, 1
+  %scaled = mul i32 %odd, %offset
+  %ai = sub i32 %scaled, 1
+  %a = getelementptr i32, ptr @shared, i32 %ai
+  %bi = add i32 %ai, %offset
+  %b = getelementptr i32, ptr @shared, i32 %bi
+  %va = load i32, ptr %a
+  %vb = load i32, ptr %b
+  %sum = add i32 %va, %vb
+  store i32 %sum, ptr %b",
+    );
+    let (text, kept) = form(&tree);
+    assert!(kept.is_empty(), "{kept:?}");
+    assert_eq!(loop_ids_with(&text, SCALAR).len(), 1, "{text}");
+    let partner = body_with_region(
+        "",
+        "",
+        "  %j = xor i32 %t, 1
+  %mine = getelementptr i32, ptr @shared, i32 %t
+  %theirs = getelementptr i32, ptr @shared, i32 %j
+  %v = load i32, ptr %theirs
+  store i32 %v, ptr %mine",
+    );
+    let (text, _) = form(&partner);
+    assert!(loop_ids_with(&text, SCALAR).is_empty(), "{text}");
+    let alone = partner.replace("store i32 %v, ptr %mine", "store i32 %v, ptr %theirs");
+    let (text, _) = form(&alone);
+    assert_eq!(loop_ids_with(&text, SCALAR).len(), 1, "{text}");
+}
+
 /// The body of kernel `k` with `region` (its instructions, given `%t`, the thread's `x`
 /// index, `%data`, the kernel's buffer, and `%shared`, a block-wide array) between two
 /// barriers.
