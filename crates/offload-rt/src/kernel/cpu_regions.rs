@@ -7,8 +7,6 @@
 use core::cell::UnsafeCell;
 
 use super::abi::{CPU_LANE_CAPACITY, CPU_WARP_SIZE, CpuLaunch};
-#[cfg(offload_cpu_ir)]
-use super::cpu::begin_block;
 use super::cpu::{
     BLOCK, BLOCK_DIM, GRID_DIM, THREAD, begin_block_without_warps, block_dim_x, block_idx_x, enter,
     grid_dim_x,
@@ -780,7 +778,9 @@ unsafe extern "C" fn ir_enter(launch: *const CpuLaunch) {
     enter(unsafe { &*launch });
 }
 
-/// Starts block `linear` of the run (its arena, its warp operations' state).
+/// Starts block `linear` of the run (its arena). The warp operations' turns are not reset:
+/// the CPU link keeps them in each formed body's locals (`CPU_IR_WARP_TURN`), and every other
+/// path resets them at its own blocks' start.
 ///
 /// # Safety
 ///
@@ -790,7 +790,7 @@ unsafe extern "C" fn ir_enter(launch: *const CpuLaunch) {
 #[inline(never)]
 unsafe extern "C" fn ir_begin_block(launch: *const CpuLaunch, linear: u64) {
     // SAFETY: this function's contract.
-    begin_block(unsafe { &*launch }, linear);
+    begin_block_without_warps(unsafe { &*launch }, linear);
 }
 
 /// Makes thread `(x, y, z)` of the running block the current GPU thread, for the functions a
