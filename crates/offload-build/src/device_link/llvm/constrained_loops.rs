@@ -17,7 +17,7 @@ use std::collections::HashSet;
 use inkwell::values::InstructionOpcode;
 use offload_format::abi;
 
-use super::cpu_regions::{Peeling, parallel_over, thread_loop_id};
+use super::cpu_regions::{ThreadLoops, parallel_over, thread_loop_id};
 use super::ir::{Block, Function, Instruction, MetadataNode, Module};
 
 /// The metadata kind LLVM's loop constrainer tags a pre- or post-loop's latch with.
@@ -26,9 +26,9 @@ const CLONED_LOOP: &str = "loop_constrainer.loop.clone";
 /// Gives every pre- and post-loop of `irce` in the region stage's entry points of `module`
 /// back to the loop optimizations; the number of loops reopened. Only there: in the
 /// `#[kernel]` macro's loops, which the link optimizes too, reopening them made the block
-/// reduction of `examples/reduce` 14% slower. A reopened loop is a thread loop, peeled as
-/// `peeling` says.
-pub(super) fn reopen_constrained_loops(module: Module<'_>, peeling: Peeling) -> usize {
+/// reduction of `examples/reduce` 14% slower. A reopened loop is a thread loop, shaped as
+/// `shape` says.
+pub(super) fn reopen_constrained_loops(module: Module<'_>, shape: ThreadLoops) -> usize {
     let cloned = module.metadata_kind(CLONED_LOOP);
     let mut reopened = 0;
     let entry_points = module
@@ -47,7 +47,7 @@ pub(super) fn reopen_constrained_loops(module: Module<'_>, peeling: Peeling) -> 
         }
         let parallel_groups = parallel_groups(module, function);
         for latch in latches {
-            if reopen(module, function, latch, &parallel_groups, peeling) {
+            if reopen(module, function, latch, &parallel_groups, shape) {
                 reopened += 1;
             }
         }
@@ -83,7 +83,7 @@ fn reopen<'m>(
     function: Function<'m>,
     latch: Block<'m>,
     parallel_groups: &HashSet<MetadataNode<'m>>,
-    peeling: Peeling,
+    shape: ThreadLoops,
 ) -> bool {
     let Some(terminator) = latch.terminator() else {
         return false;
@@ -108,7 +108,7 @@ fn reopen<'m>(
     .filter(|g| parallel_groups.contains(g));
     terminator.instruction().set_metadata(
         module.metadata_kind("llvm.loop"),
-        thread_loop_id(module, group, peeling.of_loop(blocks)),
+        thread_loop_id(module, group, shape.of_loop(blocks)),
     );
     true
 }
@@ -222,7 +222,7 @@ done:
                 .expect("range-check elimination made a post-loop")
         };
         let reopened = if reopening {
-            reopen_constrained_loops(ir, Peeling::Allowed)
+            reopen_constrained_loops(ir, ThreadLoops::NARROW)
         } else {
             0
         };

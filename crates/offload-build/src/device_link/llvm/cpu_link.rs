@@ -26,7 +26,7 @@ use super::codegen::{
 };
 use super::common::{cstr, has_local_linkage};
 use super::constrained_loops::reopen_constrained_loops;
-use super::cpu_regions::{CoroutineKernel, Peeling, form_regions};
+use super::cpu_regions::{CoroutineKernel, Peeling, ThreadLoops, form_regions};
 use super::ir;
 use crate::device_link::cpu_archive::{CpuArchive, CpuLinkOptions};
 use crate::device_link::error::{LinkError, Result};
@@ -74,35 +74,36 @@ fn link_on_this_thread(krate: &str, archive: &[u8], opts: &CpuLinkOptions) -> Re
     let context = Context::create();
     let module = link_bitcode(&context, krate, &archive).map_err(failed("linking its bitcode"))?;
     internalize(&module, &native_uses);
-    let peeling = peeling(opts);
+    let shape = thread_loops(opts);
     let _coroutines: Vec<CoroutineKernel> =
-        form_regions(ir::Module::new(&module), peeling).map_err(failed("forming the regions"))?;
+        form_regions(ir::Module::new(&module), shape).map_err(failed("forming the regions"))?;
     module
         .verify()
         .map_err(|e| LinkError::Verify {
             message: e.to_string(),
         })
         .map_err(failed("verifying the module"))?;
-    let pre_link = match peeling {
+    let pre_link = match shape.peeling {
         Peeling::Allowed => OPTIMIZE_CPU_PRE_LINK,
         Peeling::Never => OPTIMIZE_CPU_PRE_LINK_UNPEELED,
     };
     run_pipeline(&module, pre_link, &machine).map_err(failed("optimizing"))?;
-    reopen_constrained_loops(ir::Module::new(&module), peeling);
+    reopen_constrained_loops(ir::Module::new(&module), shape);
     run_pipeline(&module, OPTIMIZE_CPU_LINK, &machine).map_err(failed("optimizing"))?;
     let object =
         emit(&machine, &module, FileType::Object, &opts.cpu).map_err(failed("generating code"))?;
     Ok(object.as_slice().to_vec())
 }
 
-/// Whether LLVM may peel the image's thread loops: not where its vectors are AVX-512's, whose
-/// masked stores cost what plain ones do.
-fn peeling(opts: &CpuLinkOptions) -> Peeling {
+/// How the image's thread loops are shaped: unpeeled and two vectors a trip where its vectors
+/// are AVX-512's, whose masked stores cost what plain ones do and whose 32 registers hold two
+/// vectors' values.
+fn thread_loops(opts: &CpuLinkOptions) -> ThreadLoops {
     let avx512 = opts.cpu == "x86-64-v4" || opts.features.split(',').any(|f| f == "+avx512f");
     if avx512 {
-        Peeling::Never
+        ThreadLoops::AVX512
     } else {
-        Peeling::Allowed
+        ThreadLoops::NARROW
     }
 }
 

@@ -12,7 +12,7 @@ use super::super::ir::{
 use super::exits::leave_together;
 use super::hooks::{Complete, callee, is_index_call, with_location};
 use super::kinds::{Kind, Kinds};
-use super::parallel::{Peeling, mark_in_turn, mark_thread_loops_parallel};
+use super::parallel::{ThreadLoops, mark_in_turn, mark_thread_loops_parallel};
 use super::scopes::scope_lane_accesses;
 use super::segments::Segments;
 use super::slots::Slots;
@@ -273,7 +273,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
         segments: &'a Segments<'m>,
         slots: &Slots<'m>,
         kinds: &mut Kinds<'_, 'm>,
-        peeling: Peeling,
+        shape: ThreadLoops,
     ) -> std::result::Result<Function<'m>, String> {
         let (i32_ty, i64_ty, ptr_ty) = (module.i32_type(), module.i64_type(), module.ptr_type(0));
         let fn_ty = i32_ty.function_type(&[ptr_ty, ptr_ty, i64_ty, i64_ty], false);
@@ -380,13 +380,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             .chain(emitter.lanes.iter().map(|(_, lanes, _)| *lanes))
             .collect();
         scope_lane_accesses(module, function, &parts);
-        mark_thread_loops_parallel(
-            module,
-            function,
-            hooks.index,
-            &emitter.thread_loops,
-            peeling,
-        );
+        mark_thread_loops_parallel(module, function, hooks.index, &emitter.thread_loops, shape);
         Ok(function)
     }
 

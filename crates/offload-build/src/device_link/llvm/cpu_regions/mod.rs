@@ -65,7 +65,7 @@ use hooks::{Complete, Hooks, barrier_calls, callee, with_location};
 use inline::{inline_calls_of, inline_what_reaches_barriers, recursive_callee, run_passes};
 use kinds::{Kind, Kinds};
 use merge::merge_alternative_barriers;
-pub use parallel::Peeling;
+pub use parallel::{Peeling, ThreadLoops};
 pub(super) use parallel::{parallel_over, thread_loop_id};
 use segments::Segments;
 use slots::{classify_allocas, demote_across_segments, demote_phis};
@@ -84,9 +84,9 @@ pub struct CoroutineKernel {
 /// Forms the regions of every kernel body in `module` (the CPU image's bitcode, linked and
 /// internalized) and drops the bodies; makes the hooks calls of which remain (the index, the
 /// current thread's, the warp turn's: in the thread entries, kernels without barriers and
-/// kernels kept on coroutines) inline everywhere else; `peeling` is what the image's vectors
-/// make of a peeled thread loop. Returns the kernels with barriers that keep their coroutines.
-pub fn form_regions(module: Module<'_>, peeling: Peeling) -> Result<Vec<CoroutineKernel>> {
+/// kernels kept on coroutines) inline everywhere else; `shape` is how the image's vectors
+/// run the thread loops. Returns the kernels with barriers that keep their coroutines.
+pub fn form_regions(module: Module<'_>, shape: ThreadLoops) -> Result<Vec<CoroutineKernel>> {
     let hooks = Hooks::find(module);
     let bodies: Vec<(String, Function<'_>)> = module
         .functions()
@@ -118,7 +118,7 @@ pub fn form_regions(module: Module<'_>, peeling: Peeling) -> Result<Vec<Coroutin
     for (kernel, body) in to_form {
         let formed = hooks
             .complete()
-            .and_then(|hooks| form_kernel(module, &hooks, kernel, body, peeling));
+            .and_then(|hooks| form_kernel(module, &hooks, kernel, body, shape));
         kept.push((kernel, formed));
     }
     let mut coroutines = Vec::new();
@@ -189,7 +189,7 @@ fn form_kernel<'m>(
     hooks: &Complete<'m>,
     kernel: &str,
     body: Function<'m>,
-    peeling: Peeling,
+    shape: ThreadLoops,
 ) -> std::result::Result<(), String> {
     let params = body
         .params()
@@ -239,7 +239,7 @@ fn form_kernel<'m>(
         return Err(format!("`{name}` is already defined"));
     }
     let region_fn = Emitter::emit(
-        module, hooks, body, &name, &segments, &slots, &mut kinds, peeling,
+        module, hooks, body, &name, &segments, &slots, &mut kinds, shape,
     );
     match region_fn {
         Ok(_) => Ok(()),

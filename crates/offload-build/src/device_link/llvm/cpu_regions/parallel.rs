@@ -47,17 +47,15 @@ pub(super) fn mark_in_turn<'m>(module: Module<'m>, access: Instruction<'m>) {
 
 /// Marks each loop of `loops` (its header, the `x` counter's block, and its latch) of the
 /// entry point `function` parallel where every memory access in it may be; `index` is the
-/// index hook, which LLVM inlines later (its loads then join the call's group). Each loop
-/// also runs one vector a trip (`llvm.loop.interleave.count` 1): LLVM, not knowing a block's
-/// width, interleaved four vectors of eight, so that a row of 16 threads (a 16 × 16 block)
-/// never entered the vector loop and ran in its scalar remainder. A loop whose accesses that
-/// vary with the thread would all be gathers and scatters ([`only_gathers`]) is kept scalar.
+/// index hook, which LLVM inlines later (its loads then join the call's group). Each loop is
+/// shaped as `shape` says ([`thread_loop_id`]). A loop whose accesses that vary with the
+/// thread would all be gathers and scatters ([`only_gathers`]) is kept scalar.
 pub(super) fn mark_thread_loops_parallel<'m>(
     module: Module<'m>,
     function: Function<'m>,
     index: Function<'m>,
     loops: &[(Block<'m>, Block<'m>)],
-    peeling: Peeling,
+    shape: ThreadLoops,
 ) {
     let group = module.metadata_node(None, &[]);
     let access_group = module.metadata_kind("llvm.access.group");
@@ -72,7 +70,7 @@ pub(super) fn mark_thread_loops_parallel<'m>(
         let Some(blocks) = function.loop_blocks(header, latch) else {
             continue;
         };
-        let peeling = peeling.of_loop(&blocks);
+        let shape = shape.of_loop(&blocks);
         let accesses: Result<Vec<Instruction<'m>>, ()> = blocks
             .iter()
             .flat_map(|b| b.instructions())
@@ -89,7 +87,7 @@ pub(super) fn mark_thread_loops_parallel<'m>(
         let Ok(accesses) = accesses else {
             branch
                 .instruction()
-                .set_metadata(loop_kind, thread_loop_id(module, None, peeling));
+                .set_metadata(loop_kind, thread_loop_id(module, None, shape));
             continue;
         };
         let x = header.first_instruction().filter(|i| i.as_value().is_phi());
@@ -103,7 +101,7 @@ pub(super) fn mark_thread_loops_parallel<'m>(
                 module.loop_property("llvm.loop.vectorize.enable", 0),
             ])
         } else {
-            thread_loop_id(module, Some(group), peeling)
+            thread_loop_id(module, Some(group), shape)
         };
         branch.instruction().set_metadata(loop_kind, id);
     }
@@ -202,6 +200,42 @@ pub(in super::super) fn parallel_over<'m>(
     module.metadata_node(Some("llvm.loop.parallel_accesses"), &[group])
 }
 
+/// How the image's vectors run its thread loops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThreadLoops {
+    /// Whether LLVM may peel a loop's first trips.
+    pub peeling: Peeling,
+    /// Vectors a trip of the vector loop (`llvm.loop.interleave.count`). LLVM, not knowing
+    /// a block's width, interleaves four vectors of eight, so that a row of 16 threads (a 16 ×
+    /// 16 block) never enters the vector loop and runs in its scalar remainder: one vector a
+    /// trip where the image has 16 vector registers (SSE, AVX2; two made the baseline image's
+    /// `stencil7` 1.6x and `jacobi5` 1.3x slower), two with AVX-512's 32, whose 256-bit
+    /// vectors of eight then take a row of 16 in one trip (`stencil5` 1.2x, `block_sum`
+    /// 1.1x).
+    pub interleave: u32,
+}
+
+impl ThreadLoops {
+    /// For an image whose vectors are AVX-512's: unpeeled, two vectors a trip.
+    pub const AVX512: ThreadLoops = ThreadLoops {
+        peeling: Peeling::Never,
+        interleave: 2,
+    };
+    /// For any other image: peeled where LLVM peels, one vector a trip.
+    pub const NARROW: ThreadLoops = ThreadLoops {
+        peeling: Peeling::Allowed,
+        interleave: 1,
+    };
+
+    /// What `self` is for the loop of `blocks` ([`Peeling::of_loop`]).
+    pub(in super::super) fn of_loop(self, blocks: &[Block<'_>]) -> ThreadLoops {
+        ThreadLoops {
+            peeling: self.peeling.of_loop(blocks),
+            ..self
+        }
+    }
+}
+
 /// Whether LLVM may peel a thread loop's first trips, by the image's vectors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Peeling {
@@ -232,17 +266,17 @@ impl Peeling {
     }
 }
 
-/// A thread loop's ID: one vector a trip, parallel over `group` where the loop's accesses all
-/// belong to it and may be, and not peeled where `peeling` says so.
+/// A thread loop's ID: as many vectors a trip as `shape` says, parallel over `group` where the
+/// loop's accesses all belong to it and may be, and not peeled where `shape` says so.
 pub(in super::super) fn thread_loop_id<'m>(
     module: Module<'m>,
     group: Option<MetadataNode<'m>>,
-    peeling: Peeling,
+    shape: ThreadLoops,
 ) -> MetadataNode<'m> {
     let mut properties = Vec::with_capacity(3);
     properties.extend(group.map(|group| parallel_over(module, group)));
-    properties.push(module.loop_property("llvm.loop.interleave.count", 1));
-    if peeling == Peeling::Never {
+    properties.push(module.loop_property("llvm.loop.interleave.count", shape.interleave));
+    if shape.peeling == Peeling::Never {
         // LLVM has no property that asks for no peeling; it peels no more trips off a loop
         // that says as many were peeled already as it ever peels (`-unroll-peel-max-count`).
         properties.push(module.loop_property("llvm.loop.peeled.count", i32::MAX as u32));

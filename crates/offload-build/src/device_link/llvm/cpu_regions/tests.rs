@@ -30,18 +30,18 @@ define i32 @__offload_cpuir_warp_turn(i32 %rank) noinline {{ ret i32 0 }}
 /// Forms the regions of `body` (kernel `k`), verifies the module and returns its text and
 /// the kernels that keep coroutines.
 fn form(body: &str) -> (String, Vec<CoroutineKernel>) {
-    form_with(body, Peeling::Allowed)
+    form_with(body, ThreadLoops::NARROW)
 }
 
-/// [`form`] for an image whose thread loops are peeled as `peeling` says.
-fn form_with(body: &str, peeling: Peeling) -> (String, Vec<CoroutineKernel>) {
+/// [`form`] for an image whose thread loops are shaped as `shape` says.
+fn form_with(body: &str, shape: ThreadLoops) -> (String, Vec<CoroutineKernel>) {
     let context = inkwell::context::Context::create();
     let buffer = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(
         module_text(body).as_bytes(),
         "test",
     );
     let module = context.create_module_from_ir(buffer).expect("parses");
-    let kept = form_regions(Module::new(&module), peeling).expect("forms the regions");
+    let kept = form_regions(Module::new(&module), shape).expect("forms the regions");
     module.verify().unwrap_or_else(|e| {
         panic!(
             "{}\n{}",
@@ -1121,22 +1121,26 @@ fn thread_loops_are_marked_parallel() {
     assert_eq!(one_at_a_time.len(), marked, "{text}");
 }
 
-/// For an image whose masked stores cost what plain ones do (`Peeling::Never`), every thread
-/// loop says LLVM peeled it as far as LLVM peels, but for one holding an atomic
+/// For an image whose masked stores cost what plain ones do ([`ThreadLoops::AVX512`]), every
+/// thread loop says LLVM peeled it as far as LLVM peels, but for one holding an atomic
 /// read-modify-write, which LLVM vectorizes in no case and whose guarded thread peeling takes
-/// out of it. Elsewhere LLVM peels where it finds that worth it.
+/// out of it, and runs two vectors a trip. Elsewhere LLVM peels where it finds that worth it,
+/// one vector a trip.
 #[test]
 fn thread_loops_are_left_unpeeled_where_masked_stores_are_cheap() {
     const UNPEELED: &str = "!\"llvm.loop.peeled.count\", i32 2147483647}";
-    let (text, _) = form_with(LOOP_BODY, Peeling::Never);
+    const TWO_A_TRIP: &str = "!\"llvm.loop.interleave.count\", i32 2}";
+    let (text, _) = form_with(LOOP_BODY, ThreadLoops::AVX512);
     let marked = entry_point(&text).matches(", !llvm.loop !").count();
     assert!(marked >= 2, "{text}");
     assert_eq!(loop_ids_with(&text, UNPEELED).len(), marked, "{text}");
+    assert_eq!(loop_ids_with(&text, TWO_A_TRIP).len(), marked, "{text}");
     let (text, _) = form(LOOP_BODY);
     assert!(!text.contains("llvm.loop.peeled.count"), "{text}");
+    assert!(loop_ids_with(&text, TWO_A_TRIP).is_empty(), "{text}");
 
     let atomic = body_with_region("", "", "  %old = atomicrmw add ptr %data, i32 1 monotonic");
-    let (text, _) = form_with(&atomic, Peeling::Never);
+    let (text, _) = form_with(&atomic, ThreadLoops::AVX512);
     let entry = entry_point(&text);
     let unpeeled = loop_ids_with(&text, UNPEELED);
     let holding_the_atomic: Vec<&str> = entry
