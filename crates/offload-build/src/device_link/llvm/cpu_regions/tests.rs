@@ -1195,6 +1195,46 @@ fn a_region_whose_accesses_would_all_be_gathers_stays_scalar() {
     assert_eq!(loop_ids_with(&text, SCALAR).len(), 1, "{text}");
 }
 
+/// A region that stores on every trip at an address that varies with the thread otherwise
+/// than affinely (a Blelloch scan's padded slot, `t + (t >> 5)`) is kept scalar although it
+/// also loads at `t`: as vectors, a scatter on every trip. The same store under a test that
+/// varies with the thread (a warp's last lane) leaves the region vectorized.
+#[test]
+fn a_region_that_would_scatter_on_every_trip_stays_scalar() {
+    const SCALAR: &str = "!\"llvm.loop.vectorize.enable\", i32 0}";
+    let padded = body_with_region(
+        "",
+        "",
+        "  %from = getelementptr i32, ptr %data, i32 %t
+  %v = load i32, ptr %from
+  %pad = lshr i32 %t, 5
+  %slot = add i32 %t, %pad
+  %to = getelementptr i32, ptr @shared, i32 %slot
+  store i32 %v, ptr %to",
+    );
+    let (text, kept) = form(&padded);
+    assert!(kept.is_empty(), "{kept:?}");
+    assert_eq!(loop_ids_with(&text, SCALAR).len(), 1, "{text}");
+    let tested = body_with_region(
+        "",
+        "",
+        "  %from = getelementptr i32, ptr %data, i32 %t
+  %v = load i32, ptr %from
+  %lane = and i32 %t, 31
+  %last = icmp eq i32 %lane, 31
+  br i1 %last, label %store, label %after
+store:
+  %warp = lshr i32 %t, 5
+  %to = getelementptr i32, ptr @shared, i32 %warp
+  store i32 %v, ptr %to
+  br label %after
+after:",
+    );
+    let (text, kept) = form(&tested);
+    assert!(kept.is_empty(), "{kept:?}");
+    assert!(loop_ids_with(&text, SCALAR).is_empty(), "{text}");
+}
+
 /// The body of kernel `k` with `region` (its instructions, given `%t`, the thread's `x`
 /// index, `%data`, the kernel's buffer, and `%shared`, a block-wide array) between two
 /// barriers.
