@@ -744,8 +744,8 @@ impl CpuModule {
             (MODE_TRY_REGIONS, None) => {}
             (_, ir) => {
                 let source = f64::from_bits(k.source_form_time.load(Ordering::Relaxed));
-                let ir_faster = ir.is_some_and(|ir| source > ir * SOURCE_FORM_MARGIN);
-                let chosen = if ir_faster {
+                let ir_kept = ir.is_some_and(|ir| source > ir * SOURCE_FORM_MARGIN);
+                let chosen = if ir_kept {
                     MODE_IR_REGIONS
                 } else {
                     MODE_REGIONS
@@ -755,7 +755,7 @@ impl CpuModule {
                     "cpu: kernel `{name}`: {source:.2} ns a GPU thread in `#[kernel]`'s loops, {} \
                      in the CPU link's; runs {} from now on",
                     ir.map_or_else(|| "not timed".to_owned(), |ir| format!("{ir:.2}")),
-                    if ir_faster {
+                    if ir_kept {
                         "the CPU link's"
                     } else {
                         "`#[kernel]`'s"

@@ -684,8 +684,8 @@ pub(super) fn begin_block(launch: &CpuLaunch, linear: u64) {
     unsafe { (*PARITY.get()).fill(0) };
 }
 
-/// [`begin_block`] for code without warp operations (the region form), which never reads
-/// the warp operations' `PARITY`.
+/// [`begin_block`] for code that never reads the warp operations' `PARITY`: the macro's
+/// region form (no warp operations) and the CPU link's (their turns in locals).
 #[inline(always)]
 pub(super) fn begin_block_without_warps(launch: &CpuLaunch, linear: u64) {
     let [gx, gy, _] = launch.grid;

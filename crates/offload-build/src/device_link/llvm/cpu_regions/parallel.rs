@@ -50,8 +50,8 @@ pub(super) fn mark_in_turn<'m>(module: Module<'m>, access: Instruction<'m>) {
 /// entry point `function` parallel where every memory access in it may be; `index` is the
 /// index hook, which LLVM inlines later (its loads then join the call's group). Each loop is
 /// shaped as `shape` says ([`thread_loop_id`]). A loop whose accesses that vary with the
-/// thread would all be gathers and scatters ([`only_gathers`]), or that would scatter on every
-/// trip ([`scatters_every_trip`]), is kept scalar.
+/// thread would all be gathers and scatters, or that would scatter on every trip, is kept
+/// scalar ([`kept_scalar`]).
 pub(super) fn mark_thread_loops_parallel<'m>(
     module: Module<'m>,
     function: Function<'m>,
@@ -94,10 +94,7 @@ pub(super) fn mark_thread_loops_parallel<'m>(
             continue;
         };
         let x = header.first_instruction().filter(|i| i.as_value().is_phi());
-        let scalar = x.is_some_and(|x| {
-            only_gathers(&accesses, x.as_value())
-                || scatters_every_trip(&accesses, x.as_value(), latch, &dominators)
-        });
+        let scalar = x.is_some_and(|x| kept_scalar(&accesses, x.as_value(), latch, &dominators));
         for access in accesses {
             access.set_metadata(access_group, group);
         }
@@ -126,16 +123,26 @@ enum Reach {
     Other,
 }
 
-/// Whether every access of `accesses` whose address depends on `x` depends on it otherwise
-/// than affinely, and one does: as vectors each would be a gather or a scatter. Such a loop
-/// is left scalar (`llvm.loop.vectorize.enable` false): on `x86-64-v4` the vectorized tree
-/// levels made `prescan` 2.4x slower, the gathers and scatters costing this AMD core more than
-/// LLVM's model says (every image of the other levels kept them scalar already). A loop with
-/// one affine access (a bitonic sort's `shared[x]` beside its partner's) stays vectorized.
-fn only_gathers<'m>(accesses: &[Instruction<'m>], x: Value<'m>) -> bool {
+/// Whether the thread loop closed by `latch`, of counter `x` and memory accesses `accesses`,
+/// is kept scalar (`llvm.loop.vectorize.enable` false) because as vectors its accesses would
+/// be gathers and scatters, which cost this AMD core more than LLVM's model says (every image
+/// of the levels without them kept such loops scalar already):
+/// - every access whose address depends on `x` depends on it otherwise than affinely, and one
+///   does: on `x86-64-v4` the vectorized tree levels made `prescan` 2.4x slower; a loop with
+///   one affine access (a bitonic sort's `shared[x]` beside its partner's) stays vectorized;
+/// - or a store that runs on every trip (its block dominates the latch) does: a scatter on
+///   every trip; scalar, `prescan`'s stores to its padded slots (`i + (i >> 5)`) beside the
+///   input's contiguous loads made it 1.1x faster on `x86-64-v4`. A scatter under a test (a
+///   warp's last lane storing the warp's sum) leaves the loop vectorized.
+fn kept_scalar<'m>(
+    accesses: &[Instruction<'m>],
+    x: Value<'m>,
+    latch: Block<'m>,
+    dominators: &Dominators<'m>,
+) -> bool {
     use InstructionOpcode as Op;
     let mut memo = HashMap::new();
-    let mut gathered = 0;
+    let (mut gathered, mut affine) = (false, false);
     for access in accesses {
         let address = match access.opcode() {
             Op::Store => access.operand(1),
@@ -147,33 +154,17 @@ fn only_gathers<'m>(accesses: &[Instruction<'m>], x: Value<'m>) -> bool {
         };
         match reach(address, x, &mut memo) {
             Reach::Not => {}
-            Reach::Affine => return false,
-            Reach::Other => gathered += 1,
+            Reach::Affine => affine = true,
+            Reach::Other => {
+                let every_trip = || dominators.dominates(access.block(), latch);
+                if access.opcode() == Op::Store && every_trip() {
+                    return true;
+                }
+                gathered = true;
+            }
         }
     }
-    gathered > 0
-}
-
-/// Whether a store of `accesses` that runs on every trip of the loop closed by `latch` (its
-/// block dominates the latch) has an address that depends on `x` otherwise than affinely: as
-/// vectors, a scatter on every trip. AVX-512's scatters cost this AMD core more than LLVM's
-/// model says: scalar, `prescan`'s stores to its padded slots (`i + (i >> 5)`) beside the
-/// input's contiguous loads made it 1.1x faster on `x86-64-v4`. LLVM already kept such loops
-/// scalar on the levels without scatters; a scatter under a test (a warp's last lane storing
-/// the warp's sum) leaves the loop vectorized.
-fn scatters_every_trip<'m>(
-    accesses: &[Instruction<'m>],
-    x: Value<'m>,
-    latch: Block<'m>,
-    dominators: &Dominators<'m>,
-) -> bool {
-    let mut memo = HashMap::new();
-    accesses.iter().any(|a| {
-        a.opcode() == InstructionOpcode::Store
-            && dominators.dominates(a.block(), latch)
-            && a.operand(1)
-                .is_some_and(|addr| reach(addr, x, &mut memo) == Reach::Other)
-    })
+    gathered && !affine
 }
 
 /// How `value` depends on `x` (`memo` holds what is known, and marks a value under way).
