@@ -727,10 +727,10 @@ fn test() -> Result {
         "--features",
         "amdgpu-metadata",
     ]))?;
-    // The CPU device's tests again with the CPU link's region entries wherever the image has
-    // them: by default the runtime prefers `#[kernel]`'s, so this is where every fixture
-    // kernel with barriers runs in the IR form and is checked against the host's results.
-    run(cargo().env("OFFLOAD_CPU_BARRIERS", "ir").args([
+    // The CPU device's tests again with the fixture's image of the source form (the fallback
+    // of a build without the CPU link): every fixture kernel with barriers runs in
+    // `#[kernel]`'s loops where the macro can split it, checked against the host's results.
+    run(cargo().env("OFFLOAD_CPU_BARRIERS_FORM", "source").args([
         "test",
         "-p",
         "offload-rt",

@@ -123,14 +123,13 @@ fn expand_one(
 
 /// The CPU device's items for the barriers of a kernel.
 struct CpuBarriers {
-    /// The body the thread entry calls: the kernel's own, or its copy with the barriers of the
-    /// source-level region form marked.
+    /// The body the source form's thread entry calls: the kernel's own, or its copy with the
+    /// barriers of the source-level region form marked.
     thread_body_fn: syn::Ident,
     /// That copy, where there is one.
     marked_body: TokenStream2,
-    /// The source-level region form's entry point, where there is one: every image carries
-    /// it (an image of the IR form has the CPU link's entry point too, which the runtime runs
-    /// where this one misses a barrier in a called function).
+    /// The source-level region form's entry point, where there is one: only an image built
+    /// without the IR form carries it (the CPU link forms every kernel's from the body).
     source_regions: TokenStream2,
     /// The note saying why the kernel keeps coroutines: an image built without the IR form
     /// carries it (the CPU link writes its own).
@@ -532,6 +531,30 @@ impl Kernel<'_> {
                 }
             }
         };
+        // The coroutine path's entry: in the source form it runs the copy of the body whose
+        // barriers the macro's region form marked, so that the runtime learns whether a thread
+        // reached one it did not see.
+        let thread_entry = |body: &syn::Ident| {
+            quote! {
+                #[unsafe(export_name = #thread_symbol)]
+                #[allow(unused_unsafe)]
+                unsafe extern "C" fn __offload_thread(
+                    launch: *const ::offload_rt::__private::CpuLaunch,
+                    params: *const *mut ::offload_rt::__private::c_void,
+                    block: u64,
+                    thread: u32,
+                ) {
+                    #read_params
+                    // SAFETY: as in `__offload_run`.
+                    unsafe {
+                        ::offload_rt::__private::run_thread(launch, block, thread, move || {
+                            unsafe { #body(#(#values),*) }
+                        })
+                    }
+                }
+            }
+        };
+        let (ir_thread, source_thread) = (thread_entry(body_fn), thread_entry(&thread_body_fn));
         quote! {
             #[doc(hidden)]
             #[allow(dead_code, unused_unsafe, non_snake_case, clippy::not_unsafe_ptr_arg_deref)]
@@ -567,28 +590,17 @@ impl Kernel<'_> {
                     }
                 }
 
-                #[unsafe(export_name = #thread_symbol)]
-                #[allow(unused_unsafe)]
-                unsafe extern "C" fn __offload_thread(
-                    launch: *const ::offload_rt::__private::CpuLaunch,
-                    params: *const *mut ::offload_rt::__private::c_void,
-                    block: u64,
-                    thread: u32,
-                ) {
-                    #read_params
-                    // SAFETY: as in `__offload_run`.
-                    unsafe {
-                        ::offload_rt::__private::run_thread(launch, block, thread, move || {
-                            unsafe { #thread_body_fn(#(#values),*) }
-                        })
-                    }
-                }
-
-                #marked_body
-                #source_regions
                 ::offload_rt::__cpu_barriers! {
-                    ir { #ir_body }
-                    source { #source_note }
+                    ir {
+                        #ir_thread
+                        #ir_body
+                    }
+                    source {
+                        #source_thread
+                        #marked_body
+                        #source_regions
+                        #source_note
+                    }
                 }
             };
             }

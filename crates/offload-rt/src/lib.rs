@@ -15,9 +15,7 @@
 //! - `OFFLOAD_DEVICE`: the device [`Device::best`] opens: `cpu`, `cuda[:N]` or `hip[:N]`.
 //! - `OFFLOAD_CPU_THREADS`: worker threads of the CPU device (default: available parallelism).
 //! - `OFFLOAD_CPU_BARRIERS=coroutines`: run kernels with barriers on the CPU device with one
-//!   coroutine per GPU thread instead of as loops between their barriers; `=ir` or `=source`:
-//!   as the CPU link's loops, or `#[kernel]`'s, wherever the image has them, instead of the
-//!   CPU link's unless `#[kernel]`'s are clearly faster, timed on a launch of each.
+//!   coroutine per GPU thread instead of as loops between their barriers.
 //! - `OFFLOAD_KERNEL_STACK`: the stack of each GPU thread (bytes, or with a `K`, `M` or `G`
 //!   suffix) on every device; on the CPU device an overflow is `Error::KernelStackOverflow`.
 //! - `OFFLOAD_CPU_IMAGE_DIR`: a directory where the CPU device writes each image it loads (and

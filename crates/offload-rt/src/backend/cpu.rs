@@ -9,16 +9,13 @@
 //! Blocks are spread over a persistent pool of worker threads. Whether a kernel reaches
 //! barriers is found on its first launch: thread 0 of block 0 runs as a coroutine; if it
 //! completes without reaching a barrier, the kernel takes the fast path (no coroutines) from
-//! then on. A kernel with barriers runs in region form when its image has a region entry
-//! point: `#[kernel]`'s (its body split at its barriers into loops over the block's threads)
-//! or the CPU link's (the same loops formed on the image's IR after inlining). Where block 0
-//! reached no barrier the first cannot see (one in a function the kernel calls) and the image
-//! has both, the kernel's second launch runs the first and its third the second, each timed,
-//! and the CPU link's runs from then on unless `#[kernel]`'s was clearly faster
-//! (`OFFLOAD_CPU_BARRIERS=source` or `=ir` picks one without timing); else the CPU link's;
-//! otherwise, or with
-//! `OFFLOAD_CPU_BARRIERS=coroutines`, each GPU thread of a block runs as a
-//! coroutine on the worker's OS thread, switched at the barrier. Warp operations suspend a
+//! then on. A kernel with barriers runs in region form (loops over the block's threads between
+//! its barriers) when its image has a region entry point: the CPU link's, formed on the image's
+//! IR after inlining, in an image of the IR form; `#[kernel]`'s, its body split at the barriers
+//! it sees in the source, in one of the source form, where block 0, run with coroutines first,
+//! reached no barrier the macro did not see (one in a function the kernel calls). Otherwise, or
+//! with `OFFLOAD_CPU_BARRIERS=coroutines`, each GPU thread of a block runs as a coroutine on
+//! the worker's OS thread, switched at the barrier. Warp operations suspend a
 //! coroutine too, at a warp barrier that opens when every live lane of the warp (32 threads)
 //! has reached it.
 //!
@@ -50,8 +47,7 @@ mod trap;
 
 use std::ffi::c_void;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 
 use super::{Backend, DeviceKind, DevicePtr, KernelHandle, Module};
 use crate::error::{Error, Result};
@@ -76,21 +72,9 @@ use stacks::{LauncherStacks, guarded};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BarrierMode {
     /// In region form where the image has it (loops over the block's threads between
-    /// barriers), else with coroutines: where the image has both the `#[kernel]` macro's form
-    /// and the CPU link's and the macro saw every barrier, the CPU link's unless the macro's
-    /// ran a kernel's blocks clearly faster on its first launches (after the first, one launch
-    /// timed in each), else the one it has.
+    /// barriers): the CPU link's, or in an image of the source form the `#[kernel]` macro's
+    /// where it saw every barrier; else with coroutines.
     Regions,
-    /// In the `#[kernel]` macro's region form where it saw every barrier, else as
-    /// [`Regions`], without measuring (`OFFLOAD_CPU_BARRIERS=source`).
-    ///
-    /// [`Regions`]: BarrierMode::Regions
-    SourceRegions,
-    /// In the CPU link's region form wherever the image has it, else as [`Regions`]
-    /// (`OFFLOAD_CPU_BARRIERS=ir`).
-    ///
-    /// [`Regions`]: BarrierMode::Regions
-    IrRegions,
     /// Always with one coroutine per GPU thread (`OFFLOAD_CPU_BARRIERS=coroutines`).
     Coroutines,
 }
@@ -154,8 +138,8 @@ fn map_huge(bytes: usize) -> Option<(*mut c_void, usize)> {
 
 impl CpuBackend {
     /// A CPU device with `OFFLOAD_CPU_THREADS` worker threads, or as many as the host's
-    /// available parallelism, running barriers as `OFFLOAD_CPU_BARRIERS` says (`coroutines`,
-    /// `ir`, `source`, or by default `regions`), each GPU thread with `OFFLOAD_KERNEL_STACK`
+    /// available parallelism, running barriers as `OFFLOAD_CPU_BARRIERS` says (`coroutines`, or
+    /// by default `regions`), each GPU thread with `OFFLOAD_KERNEL_STACK`
     /// bytes of stack (by default 8 MiB, 128 KiB for a GPU thread run as a coroutine). Threads
     /// start on the first launch.
     pub fn new() -> CpuBackend {
@@ -166,8 +150,6 @@ impl CpuBackend {
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         let barriers = match std::env::var("OFFLOAD_CPU_BARRIERS").as_deref() {
             Ok("coroutines") => BarrierMode::Coroutines,
-            Ok("ir") => BarrierMode::IrRegions,
-            Ok("source") => BarrierMode::SourceRegions,
             _ => BarrierMode::Regions,
         };
         CpuBackend::with_threads(threads)
@@ -373,19 +355,10 @@ impl Backend for CpuBackend {
 const MODE_UNKNOWN: u8 = 0;
 const MODE_PLAIN: u8 = 1;
 const MODE_BARRIER: u8 = 2;
+/// The source form's region entry point (`#[kernel]`'s).
 const MODE_REGIONS: u8 = 3;
-/// The CPU link's region entry point (the IR form), where the source form's is missing or
-/// misses a barrier in a called function.
+/// The CPU link's region entry point (the IR form).
 const MODE_IR_REGIONS: u8 = 4;
-/// The source form's region entry point, its launch timed for the choice between the forms.
-const MODE_TRY_REGIONS: u8 = 5;
-/// The CPU link's region entry point, its launch timed and compared with the source form's.
-const MODE_TRY_IR_REGIONS: u8 = 6;
-/// The source form replaces the IR form (the CPU device's path) where its blocks ran in at
-/// most this part of the IR form's time (nanoseconds a thread), so that timing noise does not
-/// move a kernel between forms: `stencil7`'s IR form, timed at 0.93 of the source form's
-/// time, lost to it under a margin the other way, though its loops are 1.3x faster.
-const SOURCE_FORM_MARGIN: f64 = 0.9;
 
 #[derive(Debug)]
 struct CpuKernel {
@@ -399,8 +372,6 @@ struct CpuKernel {
     static_shared: AtomicU32,
     /// Whether the log has said that this kernel's regions did not fit the lane storage.
     lanes_logged: AtomicBool,
-    /// Nanoseconds a GPU thread the source form's timed launch took (as `f64` bits).
-    source_form_time: AtomicU64,
 }
 
 /// The region entry point a kernel runs in `mode`: the source form's, the CPU link's, or none
@@ -411,8 +382,8 @@ fn entry_of(
     ir_regions: Option<CpuRegionsFn>,
 ) -> Option<CpuRegionsFn> {
     match mode {
-        MODE_REGIONS | MODE_TRY_REGIONS => regions,
-        MODE_IR_REGIONS | MODE_TRY_IR_REGIONS => ir_regions,
+        MODE_REGIONS => regions,
+        MODE_IR_REGIONS => ir_regions,
         _ => None,
     }
 }
@@ -523,7 +494,6 @@ impl Module for CpuModule {
             mode: AtomicU8::new(MODE_UNKNOWN),
             static_shared: AtomicU32::new(0),
             lanes_logged: AtomicBool::new(false),
-            source_form_time: AtomicU64::new(0),
         });
         Ok(KernelHandle(kernels.len() as u64 - 1))
     }
@@ -637,31 +607,24 @@ impl CpuModule {
         }
 
         let mode = if mode == MODE_UNKNOWN {
-            let mode = if regions.is_some() || ir_regions.is_some() {
+            let (mode, ran) = if ir_regions.is_some() && self.barriers == BarrierMode::Regions {
+                // The CPU link formed the regions after inlining: it saw every barrier.
+                (MODE_IR_REGIONS, 0)
+            } else if regions.is_some() || ir_regions.is_some() {
                 // The body has barriers. Block 0 runs with coroutines, which see every
-                // barrier; barriers the source form cannot see (in functions the kernel
-                // calls) leave it to the IR form, where the image has one, else coroutines.
+                // barrier; one the source form cannot see (in a function the kernel calls)
+                // leaves the kernel to coroutines.
                 // SAFETY: the caller's contract covers running any thread of this launch.
                 unsafe { run_block_with_barriers(&launch_ref, thread, 0, threads, None) }?;
                 ctx.check_failure(name)?;
                 let unmarked = ctx.unmarked.load(Ordering::Relaxed);
-                if self.barriers == BarrierMode::Coroutines {
-                    MODE_BARRIER
-                } else if self.barriers == BarrierMode::IrRegions && ir_regions.is_some() {
-                    MODE_IR_REGIONS
-                } else if regions.is_some()
-                    && !unmarked
-                    && ir_regions.is_some()
-                    && self.barriers == BarrierMode::Regions
-                {
-                    MODE_TRY_REGIONS
-                } else if regions.is_some() && !unmarked {
-                    MODE_REGIONS
-                } else if ir_regions.is_some() {
-                    MODE_IR_REGIONS
-                } else {
-                    MODE_BARRIER
-                }
+                let mode =
+                    if self.barriers == BarrierMode::Regions && regions.is_some() && !unmarked {
+                        MODE_REGIONS
+                    } else {
+                        MODE_BARRIER
+                    };
+                (mode, 1)
             } else {
                 // SAFETY: as above.
                 let reached_barrier = unsafe { probe(&launch_ref, thread) }?;
@@ -669,7 +632,7 @@ impl CpuModule {
                 if reached_barrier {
                     // Thread 0 of block 0 reached a barrier inside `probe`, which then
                     // finished block 0.
-                    MODE_BARRIER
+                    (MODE_BARRIER, 1)
                 } else {
                     // SAFETY: as above; thread 0 of block 0 has run.
                     unsafe { self.run_plain(&launch_ref, run, blocks, 1) }?;
@@ -682,8 +645,6 @@ impl CpuModule {
                 "cpu: kernel `{name}` has barriers; {}",
                 match mode {
                     MODE_REGIONS => "runs as loops over each block's threads between them",
-                    MODE_TRY_REGIONS =>
-                        "runs as loops over each block's threads between them (the CPU link's, or `#[kernel]`'s where a timed launch of each finds it clearly faster)",
                     MODE_IR_REGIONS =>
                         "runs as loops over each block's threads between them (formed by the CPU link)",
                     _ if regions.is_none() && ir_regions.is_none() =>
@@ -694,12 +655,10 @@ impl CpuModule {
                         "runs with one coroutine per GPU thread (it reached a barrier or a warp operation outside its body, in a function it calls: `#[offload_rt::kernels]` on a module of the kernel and its functions lets the region form see them)",
                 }
             ));
-            // Untimed where the forms are compared: a first launch also pays for what it
-            // touches first (pages, caches).
             let regions = entry_of(mode, regions, ir_regions);
-            // SAFETY: as above; block 0 has run.
+            // SAFETY: as above; the first `ran` blocks have run.
             let fitted =
-                unsafe { self.run_barrier(&launch_ref, regions, thread, threads, 1, blocks) }?;
+                unsafe { self.run_barrier(&launch_ref, regions, thread, threads, ran, blocks) }?;
             self.log_lanes_overflow(kernel, name, fitted, threads);
             mode
         } else if mode == MODE_PLAIN {
@@ -708,61 +667,13 @@ impl CpuModule {
             mode
         } else {
             let regions = entry_of(mode, regions, ir_regions);
-            let trial = matches!(mode, MODE_TRY_REGIONS | MODE_TRY_IR_REGIONS);
-            let started = trial.then(Instant::now);
             // SAFETY: as above.
             let fitted =
                 unsafe { self.run_barrier(&launch_ref, regions, thread, threads, 0, blocks) }?;
             self.log_lanes_overflow(kernel, name, fitted, threads);
-            if let Some(started) = started {
-                let per_thread = fitted.then(|| {
-                    started.elapsed().as_nanos() as f64 / (blocks * u64::from(threads)) as f64
-                });
-                self.choose_form(kernel, name, mode, per_thread);
-            }
             mode
         };
         self.finish(kernel, name, &launch, &ctx, mode, known_static)
-    }
-
-    /// After a timed launch (`mode` one of the trials): the source form's time is kept and the
-    /// next launch tries the IR form; the IR form's is compared with it and the kernel keeps
-    /// the IR form from then on unless the source form was clearly faster
-    /// ([`SOURCE_FORM_MARGIN`]). `per_thread` is the launch's nanoseconds a GPU thread, `None`
-    /// where its blocks ran with coroutines (lanes did not fit): the source form is timed
-    /// again, the IR form counts as slower.
-    fn choose_form(&self, kernel: KernelHandle, name: &str, mode: u8, per_thread: Option<f64>) {
-        let kernels = self.kernels();
-        let Some(k) = kernels.get(kernel.0 as usize) else {
-            return;
-        };
-        match (mode, per_thread) {
-            (MODE_TRY_REGIONS, Some(ns)) => {
-                k.source_form_time.store(ns.to_bits(), Ordering::Relaxed);
-                k.mode.store(MODE_TRY_IR_REGIONS, Ordering::Relaxed);
-            }
-            (MODE_TRY_REGIONS, None) => {}
-            (_, ir) => {
-                let source = f64::from_bits(k.source_form_time.load(Ordering::Relaxed));
-                let ir_kept = ir.is_some_and(|ir| source > ir * SOURCE_FORM_MARGIN);
-                let chosen = if ir_kept {
-                    MODE_IR_REGIONS
-                } else {
-                    MODE_REGIONS
-                };
-                k.mode.store(chosen, Ordering::Relaxed);
-                crate::backend::gpu::log(format_args!(
-                    "cpu: kernel `{name}`: {source:.2} ns a GPU thread in `#[kernel]`'s loops, {} \
-                     in the CPU link's; runs {} from now on",
-                    ir.map_or_else(|| "not timed".to_owned(), |ir| format!("{ir:.2}")),
-                    if ir_kept {
-                        "the CPU link's"
-                    } else {
-                        "`#[kernel]`'s"
-                    },
-                ));
-            }
-        }
     }
 
     /// Says once per kernel (`OFFLOAD_LOG`) that a launch's blocks ran with coroutines because
@@ -804,10 +715,7 @@ impl CpuModule {
         {
             k.static_shared.fetch_max(used, Ordering::Relaxed);
         }
-        let without_coroutines = matches!(
-            mode,
-            MODE_PLAIN | MODE_REGIONS | MODE_IR_REGIONS | MODE_TRY_REGIONS | MODE_TRY_IR_REGIONS
-        );
+        let without_coroutines = matches!(mode, MODE_PLAIN | MODE_REGIONS | MODE_IR_REGIONS);
         if without_coroutines && ctx.divergent.load(Ordering::Relaxed) {
             self.set_mode(kernel, MODE_BARRIER);
             return Err(Error::DivergentBarrier {

@@ -22,9 +22,19 @@ pub fn build_image() -> Result<(Vec<u8>, Vec<String>), String> {
 }
 
 /// [`build_image`] for a level of the instruction set (`-Ctarget-cpu`), each level in a
-/// directory of its own.
+/// directory of its own, in the form of barriers [`image_form`] says.
 pub fn build_image_at(level: offload_format::CpuLevel) -> Result<(Vec<u8>, Vec<String>), String> {
-    build_image_in_form(level, Some("ir"))
+    build_image_in_form(level, Some(image_form()))
+}
+
+/// The form of barriers of the fixture's image: `OFFLOAD_CPU_BARRIERS_FORM` where it says
+/// `source` (the fallback of builds without the CPU link, tested so in a run of its own),
+/// else `ir`, the CPU device's path, whose build fails where the CPU link is missing.
+pub fn image_form() -> &'static str {
+    match std::env::var("OFFLOAD_CPU_BARRIERS_FORM").as_deref() {
+        Ok("source") => "source",
+        _ => "ir",
+    }
 }
 
 /// [`build_image_at`] with the form of barriers `form` (`ir`, `source`), as
