@@ -16,7 +16,7 @@ use offload_rt::{
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,edge_totals,stepped_flags,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,hidden_warp_sum,warp_ops_in_statements,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,recursive_halving,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,tiled_transpose,mirrored_rows,shared_atomics,strided_histogram,strided_first_hits,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16,mma_gemm_32x32__f16,mma_gemm_32x32__bf16,wide_tiles__f16,wide_tiles__bf16,matrix_loads,matrix_stores,accumulator_to_tile__f16,accumulator_to_tile__bf16,staged_reverse,tile_copy_async,scan_with_helper,reduce_with_helpers,tiled_weighted_sums,shared_shuffle_rows,match_phases,tma_tile,tma_store_tile,wgmma_tile,register_handoff,accumulator_rows,shuffle_distances";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,edge_totals,stepped_flags,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,hidden_warp_sum,warp_ops_in_statements,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,recursive_halving,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,tiled_transpose,mirrored_rows,shared_atomics,strided_histogram,strided_first_hits,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16,mma_gemm_32x32__f16,mma_gemm_32x32__bf16,wide_tiles__f16,wide_tiles__bf16,matrix_loads,matrix_stores,accumulator_to_tile__f16,accumulator_to_tile__bf16,staged_reverse,tile_copy_async,scan_with_helper,reduce_with_helpers,tiled_weighted_sums,shared_shuffle_rows,match_phases,tma_tile,tma_store_tile,wgmma_tile,register_handoff,accumulator_rows,shuffle_distances,early_exit_warp_sum";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -1848,6 +1848,55 @@ fn barrier_modes() -> [(BarrierMode, Device); 2] {
     })
 }
 
+/// Threads that returned before a block barrier, the others summing their warps with
+/// shuffles after it (the CPU link's scheduler takes them from the barrier to the warp's
+/// exchanges without a pass over their states): blocks of one warp to 1024 threads, a few
+/// of their warps active, in every barrier mode.
+#[test]
+fn warps_sum_after_a_barrier_their_block_passed_without_the_returned_threads() {
+    if !setup() {
+        return;
+    }
+    for (mode, dev) in barrier_modes() {
+        for (blocks, block, active) in [
+            (3u32, 32u32, 32u32),
+            (2, 256, 64),
+            (3, 128, 96),
+            (2, 1024, 512),
+        ] {
+            let n = (blocks * block) as usize;
+            let input: Vec<u32> = (0..n as u32).map(|i| i * 7 % 1000).collect();
+            let dx = DeviceBuffer::from_slice(&dev, &input).unwrap();
+            let mut out = DeviceBuffer::from_slice(&dev, &vec![u32::MAX; n / 32]).unwrap();
+            // SAFETY: an element of `input` per thread, of `out` per warp.
+            unsafe {
+                k::early_exit_warp_sum.launch(
+                    &dev,
+                    LaunchConfig::linear(blocks, block),
+                    active,
+                    &dx,
+                    &mut out,
+                )
+            }
+            .unwrap();
+            let mut want = vec![u32::MAX; n / 32];
+            for b in 0..blocks as usize {
+                let base = b * block as usize;
+                for t in (0..active as usize).step_by(32) {
+                    want[(base + t) / 32] = (t..t + 32)
+                        .map(|t| input[base + (t + 1) % active as usize])
+                        .sum();
+                }
+            }
+            assert_eq!(
+                out.to_vec().unwrap(),
+                want,
+                "{mode:?}: {blocks}x{block}, {active} active"
+            );
+        }
+    }
+}
+
 /// A block's first and last thread storing to words the block shares, alone after a
 /// barrier (the CPU link's loops skip them and run each apart): blocks of one thread (both
 /// at once), of a few, of a warp and more, in every barrier mode.
@@ -2408,6 +2457,8 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "checked_block_sum",
             // A closure bound to a local, made before a barrier and called after it.
             "closure_over_tile",
+            // Threads that returned, the others at a block barrier, then warp operations.
+            "early_exit_warp_sum",
             "edge_totals",
             // A barrier in a const-generic helper.
             "generic_tiles",

@@ -242,6 +242,14 @@ pub(super) struct Emitter<'a, 'm> {
     /// whether one is done), which a guarded loop updates without a pass over the states
     /// where it can ([`Emitter::emit_schedule`]).
     pub(super) summary: [Value<'m>; 3],
+    /// Past the largest rank whose state goes first (a warp barrier's, an interleaved trip's)
+    /// at the scheduler's last pass over the states: outside a round, only threads
+    /// below it can be at a warp barrier until the next pass, as threads at a block barrier
+    /// or done stay so, and those at a warp barrier move to another or out of the warp code.
+    /// The guarded loops after warp barriers stop there ([`Emitter::guarded_chunks`]). An
+    /// `i32`, as the states: the scan's vector code selects it beside them (an `i64` made the
+    /// baseline image's scans of `shfl_scan` 2.5x slower).
+    pub(super) going_first_end: Value<'m>,
     /// Each region's trim branch, where its threads leave it together ([`trim_branch`]).
     pub(super) trims: Vec<Option<Trim<'m>>>,
     /// The trim bound the row's first thread found (`V`, widened to 64 bits), and whether it
@@ -361,6 +369,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             states: params,
             together_state: params,
             summary: [params; 3],
+            going_first_end: params,
             trims: Vec::new(),
             trim_bound: params,
             trim_reached: params,
@@ -451,6 +460,13 @@ impl<'a, 'm> Emitter<'a, 'm> {
             (i1_ty, c"summary.done"),
         ]
         .map(|(ty, name)| self.builder.build_alloca(ty, 4, name).as_value());
+        self.going_first_end = self
+            .builder
+            .build_alloca(self.i32_ty, 4, c"going.first.end")
+            .as_value();
+        // No thread passed over until a scan has looked.
+        self.builder
+            .build_store(self.const32(u64::from(u32::MAX)), self.going_first_end);
         self.trim_bound = self
             .builder
             .build_alloca(self.i64_ty, 8, c"trim.bound")
@@ -739,10 +755,12 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let max = b.build_phi(i32_ty, c"max");
         let min = b.build_phi(i32_ty, c"min");
         let any_done = b.build_phi(i1_ty, c"any.done");
+        let first_end = b.build_phi(i32_ty, c"first.end");
         t.add_incoming(self.const64(0), scan_start);
         max.add_incoming(self.const32(0), scan_start);
         min.add_incoming(self.const32(u64::from(u32::MAX)), scan_start);
         any_done.add_incoming(i1_ty.const_int(0, false), scan_start);
+        first_end.add_incoming(self.const32(0), scan_start);
         let at = self.state_of(t.as_value());
         let b = &self.builder;
         let s = b.build_load(i32_ty, at, c"state").as_value();
@@ -754,13 +772,26 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let min_next = b.build_select(lt, live, min.as_value(), c"");
         let done_next = b.build_or(any_done.as_value(), is_done, c"");
         let t_next = b.build_add(t.as_value(), self.const64(1), c"");
+        // States increase with the ranks' order of the scan: the last rank going first wins.
+        let has_warp_barriers = self.after_warp_barrier.contains(&true);
+        let first_end_next = match self.first_state_going_first {
+            Some(first) if has_warp_barriers => {
+                let goes_first = b.build_icmp(IntPredicate::UGE, s, self.const32(first), c"");
+                let past = b.build_trunc(t_next, i32_ty, c"");
+                b.build_select(goes_first, past, first_end.as_value(), c"")
+            }
+            _ => first_end.as_value(),
+        };
         t.add_incoming(t_next, scan);
         max.add_incoming(max_next, scan);
         min.add_incoming(min_next, scan);
         any_done.add_incoming(done_next, scan);
+        first_end.add_incoming(first_end_next, scan);
         let again = b.build_icmp(IntPredicate::ULT, t_next, self.threads, c"");
         self.builder.build_cond_br(again, scan, scanned);
         self.builder.position_at_end(scanned);
+        self.builder
+            .build_store(first_end_next, self.going_first_end);
         let summary = self.block(c"summary");
         self.builder.build_br(summary);
         let b = &self.builder;
@@ -886,6 +917,11 @@ impl<'a, 'm> Emitter<'a, 'm> {
         );
         let all_there = b.build_icmp(IntPredicate::EQ, was_min, was_max, c"");
         let left_value = self.const32(left);
+        let going_first = |state: u64| self.first_state_going_first.is_some_and(|f| state >= f);
+        if going_first(left) && !going_first(own) {
+            // Threads the last scan saw elsewhere may be at the warp barrier now.
+            b.build_store(self.const32(u64::from(u32::MAX)), self.going_first_end);
+        }
         if left >= own {
             let min_now = b.build_select(all_there, left_value, was_min, c"");
             max.add_incoming(left_value, outside);
@@ -958,7 +994,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             flag,
         };
         let guarded = (run == RegionRun::Guarded && self.after_warp_barrier[r])
-            .then(|| self.guarded_chunks(r, row, bx, [y_head, y_latch]));
+            .then(|| self.guarded_chunks(r, [row, flag], bx, [y_head, y_latch]));
         match (trim, guarded) {
             (_, Some(chunks)) => {
                 self.builder.build_br(chunks.head);
@@ -1259,11 +1295,13 @@ impl<'a, 'm> Emitter<'a, 'm> {
     /// threads are often one warp of the block (a reduction's last warp, a scan's first), the
     /// others at a block barrier or done: scalar or masked, the guarded loop visited every
     /// thread of the block. Elsewhere the pieces made `hotspot`'s guarded loops, which run most
-    /// of their threads, 17% slower.
+    /// of their threads, 17% slower. Outside a round (`flag` 0) the row ends at the scheduler's
+    /// last rank going first ([`Emitter::going_first_end`]): a reduction's last warp's
+    /// exchanges tested the other warps' states at each one (a third of `reduce5`'s time).
     fn guarded_chunks(
         &self,
         r: usize,
-        row: Value<'m>,
+        [row, flag]: [Value<'m>; 2],
         bx: Value<'m>,
         [entry, y_latch]: [Block<'m>; 2],
     ) -> GuardedChunks<'m> {
@@ -1281,17 +1319,26 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let past = b.build_add(start.as_value(), width, c"");
         let short = b.build_icmp(IntPredicate::ULT, past, bx, c"");
         let end = b.build_select(short, past, bx, c"piece.end");
+        let first = b.build_add(row, b.build_zext(start.as_value(), self.i64_ty, c""), c"");
+        let in_round = b.build_icmp(IntPredicate::NE, flag, self.const32(0), c"");
+        let first_end = b
+            .build_load(i32_ty, self.going_first_end, c"first.end")
+            .as_value();
+        let first_end = b.build_zext(first_end, self.i64_ty, c"");
+        let below = b.build_icmp(IntPredicate::ULT, first, first_end, c"");
+        let live = self.block(c"piece.live");
+        b.build_cond_br(b.build_or(in_round, below, c""), live, y_latch);
+        b.position_at_end(live);
         // Where the piece's first thread is at the barrier (most guarded loops run most of
         // their threads), the piece runs without the test.
-        let first = b.build_add(row, b.build_zext(start.as_value(), self.i64_ty, c""), c"");
         let first_mine = self.waits_at(r, self.state_of(first));
         let b = &self.builder;
         b.build_cond_br(first_mine, found, test);
         b.position_at_end(test);
         let k = b.build_phi(i32_ty, c"k");
         let any = b.build_phi(i1_ty, c"any");
-        k.add_incoming(start.as_value(), head);
-        any.add_incoming(i1_ty.const_int(0, false), head);
+        k.add_incoming(start.as_value(), live);
+        any.add_incoming(i1_ty.const_int(0, false), live);
         let rank = b.build_add(row, b.build_zext(k.as_value(), self.i64_ty, c""), c"");
         let mine = self.waits_at(r, self.state_of(rank));
         let b = &self.builder;

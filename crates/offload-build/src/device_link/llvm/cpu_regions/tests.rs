@@ -1031,6 +1031,44 @@ fn a_guarded_loop_after_a_warp_barrier_skips_warps_none_of_whose_threads_wait_th
     assert_eq!(labelled(entry_point(&text), "piece"), 0, "{text}");
 }
 
+/// Outside a round, the guarded loop after a warp barrier stops its row at the last rank the
+/// scheduler's last pass over the states found at a warp barrier; where a guarded loop takes
+/// threads from a block barrier to a warp barrier without a pass (threads that returned
+/// before the block barrier, the others summing their warp after it), that bound is dropped.
+#[test]
+fn a_guarded_loop_after_a_warp_barrier_stops_at_the_last_warp_the_scan_found() {
+    let dropped = "store i32 -1, ptr %going.first.end";
+    let (text, kept) = form(&first_warp_after_loop());
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert_eq!(labelled(entry, "piece.live"), 1, "{entry}");
+    assert!(entry.contains("%going.first.end"), "{entry}");
+    // Set in the entry block only: every shortcut keeps the threads going first.
+    assert_eq!(entry.matches(dropped).count(), 1, "{entry}");
+    let body = "
+define void @__offload_cpu_body_k(ptr %params) {
+entry:
+  %pp = load ptr, ptr %params
+  %data = load ptr, ptr %pp
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  %own = getelementptr i32, ptr %data, i32 %t
+  %gone = icmp uge i32 %t, 64
+  br i1 %gone, label %out, label %stay
+stay:
+  call void @__offload_cpuir_barrier()
+  store i32 1, ptr %own
+  call void @__offload_cpuir_warp_barrier()
+  store i32 2, ptr %own
+  br label %out
+out:
+  ret void
+}";
+    let (text, kept) = form(body);
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert_eq!(entry.matches(dropped).count(), 2, "{entry}");
+}
+
 /// The lanes' parts (the states, each per-thread local) get alias scopes: an access to one
 /// part says it touches no other, and, where no address into the lanes leaves the entry
 /// point's loads and stores, every other access says it touches none of them.
