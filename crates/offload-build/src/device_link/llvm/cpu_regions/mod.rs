@@ -42,6 +42,7 @@ mod inline;
 mod kinds;
 mod merge;
 mod parallel;
+mod phi_groups;
 mod scopes;
 mod segments;
 mod slots;
@@ -57,11 +58,11 @@ use inkwell::module::Linkage;
 use inkwell::values::InstructionOpcode;
 use offload_format::abi;
 
-use super::ir::{AttributeIndex, Function, Instruction, Module};
+use super::ir::{AttributeIndex, Function, Instruction, Module, Value};
 use crate::device_link::error::Result;
 use emit::Emitter;
 use equal_phis::fold_phis_restating_a_value;
-use hooks::{Complete, Hooks, barrier_calls, callee, with_location};
+use hooks::{Complete, Hooks, barrier_calls, callee, is_index_call, with_location};
 use inline::{inline_calls_of, inline_what_reaches_barriers, recursive_callee, run_passes};
 use kinds::{Kind, Kinds};
 use merge::merge_alternative_barriers;
@@ -203,7 +204,11 @@ fn form_kernel<'m>(
         params,
         memo: HashMap::new(),
     };
-    let phi_slots = demote_phis(module, body);
+    let is_thread_x = |v: Value<'m>| {
+        v.as_instruction()
+            .is_some_and(|i| is_index_call(i, hooks) && emit::index_of(i) == Ok(0))
+    };
+    let phi_slots = demote_phis(module, body, &is_thread_x);
     let segments = Segments::of(body, &is_barrier);
     demote_across_segments(module, body, &segments, &mut kinds, &phi_slots)?;
     let recomputed = &mut |c| kinds.of(c) != Kind::Varying;

@@ -7,6 +7,7 @@ use inkwell::values::InstructionOpcode;
 use super::super::ir::{Block, Function, Instruction, Module, Value};
 use super::hooks::{is_index_call, with_location};
 use super::kinds::{Kind, Kinds};
+use super::phi_groups::phi_groups;
 use super::segments::Segments;
 
 /// The body's slots: one per value or local that lives across a barrier (or is each thread's
@@ -34,9 +35,13 @@ pub(super) struct Slots<'m> {
 /// stored into the other phi's slot at the ends of its own predecessors. A loop counter
 /// advanced before a branch on a thread's own condition, and carried to the next trip on both
 /// ways, is then stored the same value on both, which the divergence analysis can see.
+///
+/// A phi that takes on a branch's way a value of its own slot group ([`phi_groups`]) stores
+/// nothing there: the slot holds that value still.
 pub(super) fn demote_phis<'m>(
     module: Module<'m>,
     body: Function<'m>,
+    is_thread_x: &dyn Fn(Value<'m>) -> bool,
 ) -> HashMap<Instruction<'m>, Value<'m>> {
     let entry = body.entry_block().expect("checked: the body has blocks");
     let builder = module.builder();
@@ -50,11 +55,32 @@ pub(super) fn demote_phis<'m>(
         .copied()
         .filter(|phi| forwarded_phi(*phi).is_some())
         .collect();
+    let groups = phi_groups(&phis, &forwarded, is_thread_x);
+    let mut group_slots: HashMap<Instruction<'m>, Value<'m>> = HashMap::new();
+    let mut slot_of = |member: Instruction<'m>, lead: Instruction<'m>| {
+        *group_slots.entry(lead).or_insert_with(|| {
+            builder.position_at_start(entry);
+            let ty = member.as_value().ty();
+            builder.build_alloca(ty, 0, c"phi.slot").as_value()
+        })
+    };
+    // A value of a group that is no phi goes into the slot where it is made.
+    for (&member, &lead) in &groups {
+        if member.as_value().is_phi() {
+            continue;
+        }
+        let slot = slot_of(member, lead);
+        let after = member
+            .next()
+            .expect("a value is followed by its block's terminator");
+        builder.position_before(after);
+        builder.build_store(member.as_value(), slot);
+    }
     let mut loads = Vec::new();
     for phi in phis.iter().filter(|phi| !forwarded.contains(*phi)) {
-        builder.position_at_start(entry);
         let ty = phi.as_value().ty();
-        let slot = builder.build_alloca(ty, 0, c"phi.slot");
+        let lead = groups.get(phi).copied();
+        let slot = slot_of(*phi, lead.unwrap_or(*phi));
         let as_phi = phi.as_value().as_phi().expect("a phi");
         let incoming: Vec<(Value<'m>, Block<'m>)> = as_phi
             .incomings()
@@ -67,6 +93,13 @@ pub(super) fn demote_phis<'m>(
             })
             .collect();
         for &(value, pred) in &incoming {
+            // A value of the group: the slot holds it still.
+            let shared = value
+                .as_instruction()
+                .is_some_and(|v| lead.is_some() && groups.get(&v).copied() == lead);
+            if shared {
+                continue;
+            }
             // Where the predecessor's one predecessor stored the same value already, the slot
             // holds it: a store here would be the only one some threads run.
             let stored_before = pred
@@ -77,7 +110,7 @@ pub(super) fn demote_phis<'m>(
             }
             let terminator = pred.terminator().expect("a predecessor ends");
             builder.position_before(terminator.instruction());
-            builder.build_store(value, slot.as_value());
+            builder.build_store(value, slot);
         }
         loads.push((*phi, slot, ty));
     }
@@ -89,9 +122,9 @@ pub(super) fn demote_phis<'m>(
             .find(|i| !i.as_value().is_phi())
             .expect("a block ends with a terminator");
         builder.position_before(first);
-        let load = builder.build_load(ty, slot.as_value(), c"phi.load");
+        let load = builder.build_load(ty, slot, c"phi.load");
         phi.as_value().replace_all_uses_with(load.as_value());
-        slot_of_load.insert(load, slot.as_value());
+        slot_of_load.insert(load, slot);
     }
     // The phis a forwarded one feeds go first: until then they use it.
     for phi in phis.iter().filter(|phi| !forwarded.contains(*phi)) {

@@ -36,11 +36,7 @@ fn form(body: &str) -> (String, Vec<CoroutineKernel>) {
 /// [`form`] for an image whose thread loops are shaped as `shape` says.
 fn form_with(body: &str, shape: ThreadLoops) -> (String, Vec<CoroutineKernel>) {
     let context = inkwell::context::Context::create();
-    let buffer = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(
-        module_text(body).as_bytes(),
-        "test",
-    );
-    let module = context.create_module_from_ir(buffer).expect("parses");
+    let module = parse(&context, body);
     let kept = form_regions(Module::new(&module), shape).expect("forms the regions");
     module.verify().unwrap_or_else(|e| {
         panic!(
@@ -50,6 +46,15 @@ fn form_with(body: &str, shape: ThreadLoops) -> (String, Vec<CoroutineKernel>) {
         )
     });
     (module.print_to_string().to_string(), kept)
+}
+
+/// `body` in the module [`module_text`] makes of it, parsed.
+fn parse<'c>(context: &'c inkwell::context::Context, body: &str) -> inkwell::module::Module<'c> {
+    let buffer = inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(
+        module_text(body).as_bytes(),
+        "test",
+    );
+    context.create_module_from_ir(buffer).expect("parses")
 }
 
 /// A reduction's shape: a value computed before a barrier (the thread's element) used
@@ -531,6 +536,105 @@ fn blocks_between<'t>(entry: &'t str, from: &str, to: &str) -> Vec<&'t str> {
         }
     }
     passed
+}
+
+/// A tree level of a sum each thread keeps in a value (`if t < 128 { sum += x }` after a
+/// barrier, as `reduce5` writes it): the threads past the bound would copy the old sum into
+/// the phi's slot, but the old sum is stored there where it is made, so the level's region
+/// runs only the threads below the bound; an old sum the slot no longer holds is copied.
+#[test]
+fn a_sum_updated_below_a_bound_shares_its_phis_slot() {
+    let body = "
+define void @__offload_cpu_body_k(ptr %params) {
+entry:
+  %pp = load ptr, ptr %params
+  %data = load ptr, ptr %pp
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  %own = getelementptr i32, ptr %data, i32 %t
+  %v = load i32, ptr %own
+  %sum0 = add i32 %v, 1
+  call void @__offload_cpuir_barrier()
+  %in = icmp ult i32 %t, 128
+  br i1 %in, label %update, label %joined
+update:
+  %far = add i32 %t, 128
+  %at = getelementptr i32, ptr %data, i32 %far
+  %x = load i32, ptr %at
+  %sum1 = add i32 %sum0, %x
+  store i32 %sum1, ptr %own
+  br label %joined
+joined:
+  %sum = phi i32 [ %sum1, %update ], [ %sum0, %entry ]
+  call void @__offload_cpuir_barrier()
+  %lead = icmp eq i32 %t, 0
+  br i1 %lead, label %write, label %out
+write:
+  store i32 %sum, ptr %data
+  br label %out
+out:
+  ret void
+}";
+    let (text, kept) = form(body);
+    assert!(kept.is_empty(), "{kept:?}");
+    assert_eq!(trimmed_regions(entry_point(&text)), 1, "{text}");
+    assert!(shares_a_slot(body, "sum", "sum0"));
+    // The level in a loop, its old sum made before the loop: at the loop's next trip the slot
+    // holds the last trip's sum, not the old one, so the two keep a slot each.
+    let in_a_loop = body
+        .replace(
+            "  call void @__offload_cpuir_barrier()\n  %in",
+            "  br label %level\nlevel:\n  %k = phi i32 [ 0, %entry ], [ %k1, %joined ]
+  call void @__offload_cpuir_barrier()\n  %in",
+        )
+        .replace("[ %sum0, %entry ]", "[ %sum0, %level ]")
+        .replace(
+            "  %sum = phi i32 [ %sum1, %update ], [ %sum0, %level ]\n",
+            "  %sum = phi i32 [ %sum1, %update ], [ %sum0, %level ]
+  %k1 = add i32 %k, 1
+  %again = icmp ult i32 %k1, 4
+  br i1 %again, label %level, label %last\nlast:\n",
+        );
+    assert!(in_a_loop.contains("%again"), "{in_a_loop}");
+    let (_, kept) = form(&in_a_loop);
+    assert!(kept.is_empty(), "{kept:?}");
+    assert!(!shares_a_slot(&in_a_loop, "sum", "sum0"), "{in_a_loop}");
+}
+
+/// Whether [`phi_groups`](super::phi_groups::phi_groups) puts the phi `%phi` of `body` and
+/// its incoming value `%value` in one slot.
+fn shares_a_slot(body: &str, phi: &str, value: &str) -> bool {
+    let context = inkwell::context::Context::create();
+    let module = parse(&context, body);
+    let function = Module::new(&module)
+        .function("__offload_cpu_body_k")
+        .expect("the body");
+    let instructions: Vec<_> = function.blocks().flat_map(|b| b.instructions()).collect();
+    let named = |name: &str| {
+        *instructions
+            .iter()
+            .find(|i| i.as_value().name() == name.as_bytes())
+            .unwrap_or_else(|| panic!("no %{name}"))
+    };
+    let phis: Vec<_> = instructions
+        .iter()
+        .copied()
+        .filter(|i| i.as_value().is_phi())
+        .collect();
+    let is_thread_x = |v: super::super::ir::Value<'_>| {
+        v.as_instruction().is_some_and(|i| {
+            i.as_value()
+                .as_call()
+                .and_then(super::hooks::callee)
+                .is_some_and(|f| f.name() == b"__offload_cpuir_index")
+                && super::emit::index_of(i) == Ok(0)
+        })
+    };
+    let groups =
+        super::phi_groups::phi_groups(&phis, &std::collections::HashSet::new(), &is_thread_x);
+    let (phi, value) = (named(phi), named(value));
+    groups
+        .get(&phi)
+        .is_some_and(|lead| groups.get(&value) == Some(lead))
 }
 
 /// Both regions of a tree reduction (the start and the one after the level's barrier) run
