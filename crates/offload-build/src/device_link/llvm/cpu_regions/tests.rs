@@ -606,7 +606,7 @@ fn shares_a_slot(body: &str, phi: &str, value: &str) -> bool {
     let context = inkwell::context::Context::create();
     let module = parse(&context, body);
     let function = Module::new(&module)
-        .function("__offload_cpu_body_k")
+        .function(&format!("{}k", abi::CPU_BODY_PREFIX))
         .expect("the body");
     let instructions: Vec<_> = function.blocks().flat_map(|b| b.instructions()).collect();
     let named = |name: &str| {
@@ -620,12 +620,12 @@ fn shares_a_slot(body: &str, phi: &str, value: &str) -> bool {
         .copied()
         .filter(|i| i.as_value().is_phi())
         .collect();
-    let is_thread_x = |v: super::super::ir::Value<'_>| {
+    let is_thread_x = |v: Value<'_>| {
         v.as_instruction().is_some_and(|i| {
             i.as_value()
                 .as_call()
                 .and_then(super::hooks::callee)
-                .is_some_and(|f| f.name() == b"__offload_cpuir_index")
+                .is_some_and(|f| f.name() == abi::CPU_IR_INDEX.as_bytes())
                 && super::emit::index_of(i) == Ok(0)
         })
     };
