@@ -189,6 +189,12 @@ fn idle_instruction<'m>(
     }
 }
 
+/// Whether `v` is the thread's `x` index: a call of the index hook asking for it.
+pub(super) fn is_thread_x<'m>(v: Value<'m>, hooks: &Complete<'m>) -> bool {
+    v.as_instruction()
+        .is_some_and(|i| is_index_call(i, hooks) && index_of(i) == Ok(0))
+}
+
 /// Which index a call of the index hook asks for.
 pub(super) fn index_of(call: Instruction<'_>) -> std::result::Result<u64, String> {
     call.as_value()
@@ -647,10 +653,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let block_slots: HashSet<Value<'m>> = self.block_slots.iter().map(|s| s.body).collect();
         let hooks = self.hooks;
         let single = &self.single;
-        let is_thread_x = |v: Value<'m>| {
-            v.as_instruction()
-                .is_some_and(|i| is_index_call(i, hooks) && index_of(i) == Ok(0))
-        };
+        let is_thread_x = |v: Value<'m>| is_thread_x(v, hooks);
         let is_idle = |i: Instruction<'m>| idle_instruction(i, hooks, &block_slots, single);
         let mut is_block_value = |v| kinds.of(v) == Kind::Hoistable;
         let mut uniform = Uniform {
@@ -1076,10 +1079,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
         kinds: &mut Kinds<'_, 'm>,
     ) -> std::result::Result<SingleThreads<'m>, String> {
         let hooks = self.hooks;
-        let is_thread_x = |v: Value<'m>| {
-            v.as_instruction()
-                .is_some_and(|i| is_index_call(i, hooks) && index_of(i) == Ok(0))
-        };
+        let is_thread_x = |v: Value<'m>| is_thread_x(v, hooks);
         let mut singles = SingleThreads::default();
         for s in self.segments.region(self.region_starts[r]) {
             let segment = self.segments.list[s];

@@ -62,7 +62,7 @@ use super::ir::{AttributeIndex, Function, Instruction, Module, Value};
 use crate::device_link::error::Result;
 use emit::Emitter;
 use equal_phis::fold_phis_restating_a_value;
-use hooks::{Complete, Hooks, barrier_calls, callee, is_index_call, with_location};
+use hooks::{Complete, Hooks, barrier_calls, callee, with_location};
 use inline::{inline_calls_of, inline_what_reaches_barriers, recursive_callee, run_passes};
 use kinds::{Kind, Kinds};
 use merge::merge_alternative_barriers;
@@ -204,10 +204,7 @@ fn form_kernel<'m>(
         params,
         memo: HashMap::new(),
     };
-    let is_thread_x = |v: Value<'m>| {
-        v.as_instruction()
-            .is_some_and(|i| is_index_call(i, hooks) && emit::index_of(i) == Ok(0))
-    };
+    let is_thread_x = |v: Value<'m>| emit::is_thread_x(v, hooks);
     let phi_slots = demote_phis(module, body, &is_thread_x);
     let segments = Segments::of(body, &is_barrier);
     demote_across_segments(module, body, &segments, &mut kinds, &phi_slots)?;

@@ -620,15 +620,10 @@ fn shares_a_slot(body: &str, phi: &str, value: &str) -> bool {
         .copied()
         .filter(|i| i.as_value().is_phi())
         .collect();
-    let is_thread_x = |v: Value<'_>| {
-        v.as_instruction().is_some_and(|i| {
-            i.as_value()
-                .as_call()
-                .and_then(super::hooks::callee)
-                .is_some_and(|f| f.name() == abi::CPU_IR_INDEX.as_bytes())
-                && super::emit::index_of(i) == Ok(0)
-        })
-    };
+    let hooks = super::hooks::Hooks::find(Module::new(&module))
+        .complete()
+        .expect("the hooks");
+    let is_thread_x = |v: Value<'_>| super::emit::is_thread_x(v, &hooks);
     let groups =
         super::phi_groups::phi_groups(&phis, &std::collections::HashSet::new(), &is_thread_x);
     let (phi, value) = (named(phi), named(value));
