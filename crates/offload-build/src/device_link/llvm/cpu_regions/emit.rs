@@ -12,7 +12,7 @@ use super::super::ir::{
 use super::exits::leave_together;
 use super::hooks::{Complete, callee, is_index_call, with_location};
 use super::kinds::{Kind, Kinds};
-use super::parallel::{ThreadLoops, mark_in_turn, mark_thread_loops_parallel};
+use super::parallel::{Alone, ThreadLoops, mark_in_turn, mark_thread_loops_parallel};
 use super::scopes::scope_lane_accesses;
 use super::segments::Segments;
 use super::slots::Slots;
@@ -108,6 +108,66 @@ struct Row<'m> {
 struct SingleThreads<'m> {
     at: Vec<Value<'m>>,
     forced: HashMap<Instruction<'m>, bool>,
+    /// `V - C` of the comparisons `x + C == V`, by the hoisted `(V, C)`: one thread for each
+    /// pair however many comparisons name it.
+    differences: Vec<((Value<'m>, Value<'m>), Value<'m>)>,
+}
+
+/// Of the operands `a`, `b` of a comparison: the other one `V` where one is the thread's `x`
+/// (widened), or `V` and `C` where one is `x + C`, in which case the comparison holds for
+/// `x == V - C` alone.
+fn thread_x_against<'m>(
+    a: Value<'m>,
+    b: Value<'m>,
+    is_thread_x: &dyn Fn(Value<'m>) -> bool,
+) -> Option<(Value<'m>, Option<Value<'m>>)> {
+    for (x, v) in [(a, b), (b, a)] {
+        if widened_thread_x(x, is_thread_x) {
+            return Some((v, None));
+        }
+    }
+    for (sum, v) in [(a, b), (b, a)] {
+        let Some(add) = sum
+            .as_instruction()
+            .filter(|i| i.opcode() == InstructionOpcode::Add)
+        else {
+            continue;
+        };
+        let (Some(p), Some(q)) = (add.operand(0), add.operand(1)) else {
+            continue;
+        };
+        for (x, c) in [(p, q), (q, p)] {
+            if widened_thread_x(x, is_thread_x) {
+                return Some((v, Some(c)));
+            }
+        }
+    }
+    None
+}
+
+/// Whether `compare` decides a branch, alone or through `and`s, `or`s and `select`s of
+/// conditions.
+fn decides_a_branch(compare: Instruction<'_>) -> bool {
+    let mut conditions = vec![compare.as_value()];
+    for _ in 0..4 {
+        let mut next = Vec::new();
+        for c in conditions {
+            for user in c.users() {
+                let Some(u) = user.as_instruction() else {
+                    continue;
+                };
+                match u.opcode() {
+                    InstructionOpcode::Br => return true,
+                    InstructionOpcode::And | InstructionOpcode::Or | InstructionOpcode::Select => {
+                        next.push(u.as_value())
+                    }
+                    _ => {}
+                }
+            }
+        }
+        conditions = next;
+    }
+    false
 }
 
 /// The threads of a row a guarded loop tests together: a warp of the CPU device.
@@ -274,6 +334,8 @@ pub(super) struct Emitter<'a, 'm> {
     /// The `x` counter's block and latch of each region loop that runs every thread it
     /// visits.
     pub(super) thread_loops: Vec<(Block<'m>, Block<'m>)>,
+    /// How the image's vectors run the thread loops.
+    pub(super) shape: ThreadLoops,
 }
 
 impl<'a, 'm> Emitter<'a, 'm> {
@@ -388,6 +450,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             block_slots,
             debug_from,
             thread_loops: Vec::new(),
+            shape,
         };
         placeholder.erase();
         emitter.emit_function(entry, [launch, begin, end], slots, kinds)?;
@@ -1068,11 +1131,10 @@ impl<'a, 'm> Emitter<'a, 'm> {
         b.build_cond_br(more, again, done);
     }
 
-    /// The comparisons `x == V` (or `!=`) of region `r` against a value `V` the block computes
-    /// once (a constant, a block value), on which a branch leads to a store to an address the
-    /// block shares (which LLVM made a masked scatter): the threads of each row that run the
-    /// region alone. Where such a branch leads to stores beside one another (a halo's edge),
-    /// a masked vector store is cheaper than the pieces.
+    /// The comparisons `x == V` or `x + C == V` (or `!=`) of region `r` against values the
+    /// block computes once (constants, block values), which the image's [`Alone`] names: the
+    /// threads of each row that run the region alone (`V`, or `V - C`), at most two, those of
+    /// comparisons with a constant first.
     fn single_threads(
         &mut self,
         r: usize,
@@ -1080,7 +1142,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
     ) -> std::result::Result<SingleThreads<'m>, String> {
         let hooks = self.hooks;
         let is_thread_x = |v: Value<'m>| is_thread_x(v, hooks);
-        let mut singles = SingleThreads::default();
+        let mut candidates = Vec::new();
         for s in self.segments.region(self.region_starts[r]) {
             let segment = self.segments.list[s];
             let mut next = segment.start.or_else(|| segment.block.first_instruction());
@@ -1100,26 +1162,56 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 let (Some(a), Some(b)) = (compare.operand(0), compare.operand(1)) else {
                     continue;
                 };
-                let v = if widened_thread_x(a, &is_thread_x) {
-                    b
-                } else if widened_thread_x(b, &is_thread_x) {
-                    a
-                } else {
+                let Some((v, offset)) = thread_x_against(a, b, &is_thread_x) else {
                     continue;
                 };
-                let once = v.is_constant_int() || kinds.of(v) == Kind::Hoistable;
-                if !once || !guards_a_uniform_store(i, equal, kinds) {
+                let once = |v: Value<'m>, kinds: &mut Kinds<'_, 'm>| {
+                    v.is_constant_int() || kinds.of(v) == Kind::Hoistable
+                };
+                if !once(v, kinds) || offset.is_some_and(|c| !once(c, kinds)) {
                     continue;
                 }
-                let v = self.hoist(v)?;
-                if !singles.at.contains(&v) {
-                    if singles.at.len() == 2 {
-                        continue;
-                    }
-                    singles.at.push(v);
+                let guards = match self.shape.alone {
+                    Alone::EveryBranch => decides_a_branch(i),
+                    Alone::UniformStores => guards_a_uniform_store(i, equal, kinds),
+                };
+                if guards {
+                    let order = match offset {
+                        None if v.is_constant_int() => 0,
+                        None => 1,
+                        Some(_) => 2,
+                    };
+                    candidates.push((order, i, equal, v, offset));
                 }
-                singles.forced.insert(i, !equal);
             }
+        }
+        candidates.sort_by_key(|c| c.0);
+        let mut singles = SingleThreads::default();
+        for (_, i, equal, v, offset) in candidates {
+            let v = match offset {
+                None => self.hoist(v)?,
+                Some(c) => {
+                    let (v, c) = (self.hoist(v)?, self.hoist(c)?);
+                    match singles.differences.iter().find(|(key, _)| *key == (v, c)) {
+                        Some((_, d)) => *d,
+                        None => {
+                            self.builder.position_before(self.hoist_point);
+                            let d =
+                                self.builder
+                                    .build_binop(InstructionOpcode::Sub, v, c, c"single");
+                            singles.differences.push(((v, c), d));
+                            d
+                        }
+                    }
+                }
+            };
+            if !singles.at.contains(&v) {
+                if singles.at.len() == 2 {
+                    continue;
+                }
+                singles.at.push(v);
+            }
+            singles.forced.insert(i, !equal);
         }
         Ok(singles)
     }

@@ -232,6 +232,27 @@ pub struct ThreadLoops {
     /// vectors of eight then take a row of 16 in one trip (`stencil5` 1.2x, `block_sum`
     /// 1.1x).
     pub interleave: u32,
+    /// Which comparisons `x == V` of a thread's `x` index with a value the block computes
+    /// once make thread `V` of each row run a region alone, the loops over the others
+    /// free of the test.
+    pub alone: Alone,
+}
+
+/// Which threads of a row run a region alone, by what a masked store costs the image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Alone {
+    /// Those whose test leads to a store to a word the block shares, which LLVM made a masked
+    /// scatter. For AVX-512, whose masked loads and stores cost what plain ones do: a
+    /// stencil's halo as a masked vector store beside the neighbours' cells was faster than
+    /// the row in pieces (running alone every thread a test names made `jacobi5` 0.6x and
+    /// `stencil5` 0.7x).
+    UniformStores,
+    /// Those of every test `x == V` or `x + C == V` a branch takes (up to two a region,
+    /// constants first): a stencil's `tx == 0`, `tx == 15` halo threads and its
+    /// `col == 0 || col == n - 1` border, which SSE cannot mask and AVX2 masks slowly on AMD's
+    /// cores, so that LLVM kept the whole row scalar (`jacobi5` 1.24x on the baseline image,
+    /// 1.53x on `x86-64-v3`; `stencil5` and `stencil7` 1.24–1.42x).
+    EveryBranch,
 }
 
 impl ThreadLoops {
@@ -239,11 +260,14 @@ impl ThreadLoops {
     pub const AVX512: ThreadLoops = ThreadLoops {
         peeling: Peeling::Never,
         interleave: 2,
+        alone: Alone::UniformStores,
     };
-    /// For any other image: peeled where LLVM peels, one vector a trip.
+    /// For any other image: peeled where LLVM peels, one vector a trip, every thread a test
+    /// names run alone.
     pub const NARROW: ThreadLoops = ThreadLoops {
         peeling: Peeling::Allowed,
         interleave: 1,
+        alone: Alone::EveryBranch,
     };
 
     /// What `self` is for the loop of `blocks` ([`Peeling::of_loop`]).

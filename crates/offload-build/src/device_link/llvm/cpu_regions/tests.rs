@@ -738,8 +738,9 @@ wait:
 
 /// A region whose first thread alone stores to a word the block shares runs that thread
 /// apart from the loops over the others, whose copies of the region know the test's answer
-/// (the guarded loop, threads at one of several barriers, keeps it); where the word is the
-/// thread's own (a halo's edge), the loop keeps it too.
+/// (the guarded loop, threads at one of several barriers, keeps it). Where the word is the
+/// thread's own (a halo's edge), the loop keeps the test in an image with AVX-512's masked
+/// stores; in the others, the thread runs apart too.
 #[test]
 fn a_thread_storing_alone_to_a_shared_word_runs_apart() {
     let region = |address: &str| {
@@ -753,15 +754,6 @@ lead:
 rest:"
         )
     };
-    let shared = body_with_region(
-        "",
-        "",
-        &region("  %to = getelementptr i32, ptr @shared, i32 3"),
-    );
-    let (text, kept) = form(&shared);
-    assert!(kept.is_empty(), "{kept:?}");
-    let entry = entry_point(&text);
-    assert!(labelled(entry, "single.go") >= 1, "{entry}");
     // The test stays in the guarded loop only (threads at one of several barriers).
     let tested_in_loops = |entry: &str| {
         entry
@@ -769,17 +761,79 @@ rest:"
             .filter(|l| l.contains("icmp eq i32 %x") && l.ends_with(", 0"))
             .count()
     };
-    assert_eq!(tested_in_loops(entry), 1, "{entry}");
+    let shared = body_with_region(
+        "",
+        "",
+        &region("  %to = getelementptr i32, ptr @shared, i32 3"),
+    );
     let own = body_with_region(
         "",
         "",
         &region("  %to = getelementptr i32, ptr %data, i32 %t"),
     );
-    let (text, kept) = form(&own);
+    for shape in [ThreadLoops::AVX512, ThreadLoops::NARROW] {
+        let (text, kept) = form_with(&shared, shape);
+        assert!(kept.is_empty(), "{kept:?}");
+        let entry = entry_point(&text);
+        assert!(labelled(entry, "single.go") >= 1, "{entry}");
+        assert_eq!(tested_in_loops(entry), 1, "{entry}");
+    }
+    let (text, kept) = form_with(&own, ThreadLoops::AVX512);
     assert!(kept.is_empty(), "{kept:?}");
     let entry = entry_point(&text);
     assert_eq!(labelled(entry, "single.go"), 0, "{entry}");
     assert_eq!(tested_in_loops(entry), 2, "{entry}");
+    let (text, kept) = form_with(&own, ThreadLoops::NARROW);
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert!(labelled(entry, "single.go") >= 1, "{entry}");
+    assert_eq!(tested_in_loops(entry), 1, "{entry}");
+}
+
+/// A stencil's border test on the thread's column, `col == 0 || col == n - 1` with
+/// `col = base + x`, in an image without AVX-512: threads `0 - base` and `n - 1 - base` of
+/// each row run alone (where inside the row), and the loops' copies of the region know both
+/// tests false, so that no test of either is left in a loop.
+#[test]
+fn a_border_test_on_the_threads_column_runs_its_threads_apart() {
+    let region = "  %block = call i32 @__offload_cpuir_index(i32 3)
+  %base = mul i32 %block, 16
+  %col = add i32 %t, %base
+  %n = call i32 @__offload_cpuir_index(i32 9)
+  %last = add i32 %n, -1
+  %left = icmp eq i32 %col, 0
+  %right = icmp eq i32 %col, %last
+  %border = or i1 %left, %right
+  br i1 %border, label %edge, label %rest
+edge:
+  %own = getelementptr i32, ptr %data, i32 %t
+  store i32 %t, ptr %own
+  br label %rest
+rest:";
+    let body = body_with_region("", "", region);
+    let (text, kept) = form_with(&body, ThreadLoops::NARROW);
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert_eq!(labelled(entry, "single.go"), 2, "{entry}");
+    let differences = entry
+        .lines()
+        .filter(|l| l.contains("= sub i32") && l.trim_start().starts_with("%single"))
+        .count();
+    assert_eq!(differences, 2, "{entry}");
+    // A loop's column is `x` plus the base; of the loops, only the guarded one (threads at
+    // one of several barriers) still compares it, with 0 and with the last column.
+    let columns: Vec<&str> = entry
+        .lines()
+        .filter(|l| l.contains(" = add i32 %x") && !l.ends_with(", 1"))
+        .filter_map(|l| l.split(" = ").next())
+        .map(str::trim)
+        .collect();
+    let compared = entry
+        .lines()
+        .filter(|l| l.contains("icmp eq i32"))
+        .filter(|l| columns.iter().any(|c| l.contains(&format!("{c},"))))
+        .count();
+    assert_eq!(compared, 2, "{entry}");
 }
 
 /// A grid-stride loop as the kernel side writes it: the answer to the CPU link's question
