@@ -145,6 +145,82 @@ fn thread_x_against<'m>(
     None
 }
 
+/// Where each row of a region is cut ([`Emitter::thread_bound`]): the comparisons of the
+/// thread's `x` with a value `V` the block computes once whose answer is one for the threads
+/// below the cut and the other above it.
+struct Bound<'m> {
+    /// `V`, hoisted (for a signed comparison with a constant, the cut itself).
+    value: Value<'m>,
+    /// Whether the cut is one past `V` (`x <= V`, `x > V`).
+    inclusive: bool,
+    /// Each comparison with its answer for the threads below the cut.
+    below: HashMap<Instruction<'m>, bool>,
+}
+
+/// A row's [`Bound`] as a value of the row: the threads `x < at` and the others run in loops of
+/// their own ([`Emitter::piece`]).
+#[derive(Clone)]
+pub(super) struct Cut<'m> {
+    at: Value<'m>,
+    below: HashMap<Instruction<'m>, bool>,
+}
+
+/// Of a comparison `x P V` or `V P x` (`P` an order, `x` the thread's index, widened): `V`,
+/// whether the cut between its answers is one past `V`, whether `P` is signed, and its
+/// answer below the cut.
+fn thread_x_order<'m>(
+    compare: Instruction<'m>,
+    is_thread_x: &dyn Fn(Value<'m>) -> bool,
+) -> Option<(Value<'m>, bool, bool, bool)> {
+    use IntPredicate::{SGE, SGT, SLE, SLT, UGE, UGT, ULE, ULT};
+    let predicate = compare.as_value().as_icmp()?.predicate();
+    let (a, b) = (compare.operand(0)?, compare.operand(1)?);
+    let (predicate, v) = if widened_thread_x(a, is_thread_x) {
+        (predicate, b)
+    } else if widened_thread_x(b, is_thread_x) {
+        let swapped = match predicate {
+            ULT => UGT,
+            ULE => UGE,
+            UGT => ULT,
+            UGE => ULE,
+            SLT => SGT,
+            SLE => SGE,
+            SGT => SLT,
+            SGE => SLE,
+            other => other,
+        };
+        (swapped, a)
+    } else {
+        return None;
+    };
+    let (inclusive, signed, below) = match predicate {
+        ULT => (false, false, true),
+        ULE => (true, false, true),
+        UGT => (true, false, false),
+        UGE => (false, false, false),
+        SLT => (false, true, true),
+        SLE => (true, true, true),
+        SGT => (true, true, false),
+        SGE => (false, true, false),
+        _ => return None,
+    };
+    Some((v, inclusive, signed, below))
+}
+
+/// The cut of a signed comparison of `x` (never negative) with the constant `v`: 0 below
+/// zero, else `v`, or one past it where `inclusive`.
+fn signed_cut(v: Value<'_>, inclusive: bool) -> Option<u64> {
+    let raw = v.const_zext_value()?;
+    let width = v.ty().int_width()?;
+    let shift = 64 - width.min(64);
+    let value = ((raw << shift) as i64) >> shift;
+    Some(if value < 0 {
+        0
+    } else {
+        (value as u64).saturating_add(u64::from(inclusive))
+    })
+}
+
 /// Whether `compare` decides a branch, alone or through `and`s, `or`s and `select`s of
 /// conditions.
 fn decides_a_branch(compare: Instruction<'_>) -> bool {
@@ -336,6 +412,8 @@ pub(super) struct Emitter<'a, 'm> {
     pub(super) thread_loops: Vec<(Block<'m>, Block<'m>)>,
     /// How the image's vectors run the thread loops.
     pub(super) shape: ThreadLoops,
+    /// The cut of the rows of the region being emitted, if any.
+    pub(super) cut: Option<Cut<'m>>,
 }
 
 impl<'a, 'm> Emitter<'a, 'm> {
@@ -451,6 +529,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             debug_from,
             thread_loops: Vec::new(),
             shape,
+            cut: None,
         };
         placeholder.erase();
         emitter.emit_function(entry, [launch, begin, end], slots, kinds)?;
@@ -1072,13 +1151,23 @@ impl<'a, 'm> Emitter<'a, 'm> {
                     RegionRun::Guarded => SingleThreads::default(),
                     RegionRun::Unguarded | RegionRun::Together => self.single_threads(r, kinds)?,
                 };
+                let bound = match run {
+                    RegionRun::Guarded => None,
+                    RegionRun::Unguarded | RegionRun::Together => self.thread_bound(r, kinds)?,
+                };
                 // Hoisting their values moved the builder.
                 self.builder.position_at_end(y_head);
-                if singles.at.is_empty() {
-                    self.thread_loop(&row_at, [self.const32(0), bx], y_latch, kinds)?;
+                self.cut = bound.map(|bound| self.cut_at(bound));
+                let split = if !singles.at.is_empty() {
+                    self.split_row(&row_at, singles, y_latch, kinds)
+                } else if self.cut.is_some() {
+                    let none = HashMap::new();
+                    self.piece(&row_at, [self.const32(0), bx], y_latch, &none, kinds)
                 } else {
-                    self.split_row(&row_at, singles, y_latch, kinds)?;
-                }
+                    self.thread_loop(&row_at, [self.const32(0), bx], y_latch, kinds)
+                };
+                self.cut = None;
+                split?;
             }
             (Some(trim), None) => {
                 // The row's first thread on its way to the trim branch, which records the
@@ -1214,6 +1303,82 @@ impl<'a, 'm> Emitter<'a, 'm> {
             singles.forced.insert(i, !equal);
         }
         Ok(singles)
+    }
+
+    /// The cut of region `r`'s rows at its first comparison `x < V`, `x <= V`, `x > V` or
+    /// `x >= V` (either way round, `V` computed once by the block; a signed one only with a
+    /// constant) that decides a branch, with every comparison of the region that cuts the row
+    /// at the same place. IRCE's loop for the threads past such a test kept it, which SSE
+    /// cannot mask and AVX-512 masks at a cost: `reduce5`'s `if tid < 32` ran its 224 other
+    /// threads one at a time on the baseline image.
+    fn thread_bound(
+        &mut self,
+        r: usize,
+        kinds: &mut Kinds<'_, 'm>,
+    ) -> std::result::Result<Option<Bound<'m>>, String> {
+        let hooks = self.hooks;
+        let is_thread_x = |v: Value<'m>| is_thread_x(v, hooks);
+        let mut bound: Option<Bound<'m>> = None;
+        for s in self.segments.region(self.region_starts[r]) {
+            let segment = self.segments.list[s];
+            let mut next = segment.start.or_else(|| segment.block.first_instruction());
+            while let Some(i) = next {
+                if Some(i) == segment.barrier {
+                    break;
+                }
+                next = i.next();
+                let Some((v, inclusive, signed, below)) = thread_x_order(i, &is_thread_x) else {
+                    continue;
+                };
+                if !(v.is_constant_int() || kinds.of(v) == Kind::Hoistable) || !decides_a_branch(i)
+                {
+                    continue;
+                }
+                let (value, inclusive) = match (signed, signed_cut(v, inclusive)) {
+                    (false, _) => (self.hoist(v)?, inclusive),
+                    (true, Some(cut)) => (self.const64(cut), false),
+                    (true, None) => continue,
+                };
+                match &mut bound {
+                    None => {
+                        bound = Some(Bound {
+                            value,
+                            inclusive,
+                            below: HashMap::from([(i, below)]),
+                        });
+                    }
+                    Some(b) if b.value == value && b.inclusive == inclusive => {
+                        b.below.insert(i, below);
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        Ok(bound)
+    }
+
+    /// `bound`'s cut of a row (at most the row's width), computed at the builder's position.
+    fn cut_at(&self, bound: Bound<'m>) -> Cut<'m> {
+        let bx = self.block_values[&6];
+        let b = &self.builder;
+        let width = b.build_zext(bx, self.i64_ty, c"");
+        let v = self.widened(bound.value);
+        let b = &self.builder;
+        let inside = b.build_icmp(IntPredicate::ULT, v, width, c"");
+        let past = if bound.inclusive {
+            b.build_add(v, self.const64(1), c"")
+        } else {
+            v
+        };
+        let at = b.build_trunc(
+            b.build_select(inside, past, width, c""),
+            self.i32_ty,
+            c"bound",
+        );
+        Cut {
+            at,
+            below: bound.below,
+        }
     }
 
     /// `v`, an integer of at most 64 bits, zero-extended to 64 at the builder's position.
@@ -1352,10 +1517,38 @@ impl<'a, 'm> Emitter<'a, 'm> {
         self.piece(row, [from, bx], done, &singles.forced, kinds)
     }
 
-    /// A loop of [`Emitter::split_row`] over the threads `first..end`, none where `end` is
+    /// The loops of [`Emitter::split_row`] over the threads `first..end`, none where `end` is
     /// not past `first`, from the builder's block to `done`, with `forced`'s comparisons
-    /// decided.
+    /// decided: one loop, or two where the row has a [`Cut`], each with the cut's
+    /// comparisons decided too.
     fn piece(
+        &mut self,
+        row: &Row<'m>,
+        [first, end]: [Value<'m>; 2],
+        done: Block<'m>,
+        forced: &HashMap<Instruction<'m>, bool>,
+        kinds: &mut Kinds<'_, 'm>,
+    ) -> std::result::Result<(), String> {
+        let Some(cut) = self.cut.clone() else {
+            return self.piece_loop(row, [first, end], done, forced, kinds);
+        };
+        let b = &self.builder;
+        let before_end = b.build_icmp(IntPredicate::ULT, cut.at, end, c"");
+        let at = b.build_select(before_end, cut.at, end, c"");
+        let past_first = b.build_icmp(IntPredicate::ULT, first, at, c"");
+        let at = b.build_select(past_first, at, first, c"cut");
+        let above = self.block(c"cut.above");
+        let mut decided = forced.clone();
+        decided.extend(cut.below.iter().map(|(&i, &below)| (i, below)));
+        self.piece_loop(row, [first, at], above, &decided, kinds)?;
+        self.builder.position_at_end(above);
+        let mut decided = forced.clone();
+        decided.extend(cut.below.iter().map(|(&i, &below)| (i, !below)));
+        self.piece_loop(row, [at, end], done, &decided, kinds)
+    }
+
+    /// One loop of [`Emitter::piece`].
+    fn piece_loop(
         &mut self,
         row: &Row<'m>,
         [first, end]: [Value<'m>; 2],

@@ -836,6 +836,51 @@ rest:";
     assert_eq!(compared, 2, "{entry}");
 }
 
+/// A branch on `x < 16` (the threads past it not only waiting, so that the region is not
+/// trimmed) cuts each row of its region in two loops, the threads below 16 and the others,
+/// each copy of the region with the test decided (IRCE's loop for the threads
+/// past such a test kept it, and SSE could not mask its loads), in every image; only the
+/// guarded loop (threads at one of several barriers) still tests it. So for `x > -1` signed,
+/// true for every thread: the cut is at 0.
+#[test]
+fn a_branch_on_an_order_of_x_cuts_the_rows() {
+    let region = |test: &str| {
+        format!(
+            "  {test}
+  %own = getelementptr i32, ptr %data, i32 %t
+  br i1 %low, label %lead, label %other
+lead:
+  store i32 %t, ptr %own
+  br label %rest
+other:
+  store i32 0, ptr %own
+  br label %rest
+rest:"
+        )
+    };
+    let tests = |entry: &str, tail: &str| {
+        entry
+            .lines()
+            .filter(|l| l.contains(" %x") && l.ends_with(tail))
+            .count()
+    };
+    for shape in [ThreadLoops::AVX512, ThreadLoops::NARROW] {
+        let body = body_with_region("", "", &region("%low = icmp ult i32 %t, 16"));
+        let (text, kept) = form_with(&body, shape);
+        assert!(kept.is_empty(), "{kept:?}");
+        let entry = entry_point(&text);
+        assert_eq!(labelled(entry, "cut.above"), 1, "{entry}");
+        assert_eq!(tests(entry, ", 16"), 1, "{entry}");
+    }
+    let body = body_with_region("", "", &region("%low = icmp sgt i32 %t, -1"));
+    let (text, kept) = form(&body);
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert_eq!(labelled(entry, "cut.above"), 1, "{entry}");
+    assert_eq!(tests(entry, ", -1"), 1, "{entry}");
+    assert!(entry.contains("%bound = trunc i64 %"), "{entry}");
+}
+
 /// A grid-stride loop as the kernel side writes it: the answer to the CPU link's question
 /// chooses between the loop trip by trip for the whole block (the block's first index
 /// advanced before a branch on the thread's own index, the top of each trip a place the body
