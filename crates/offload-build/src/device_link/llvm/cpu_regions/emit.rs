@@ -1220,6 +1220,20 @@ impl<'a, 'm> Emitter<'a, 'm> {
         b.build_cond_br(more, again, done);
     }
 
+    /// The body's instructions region `r` runs, each of its segments up to its barrier.
+    fn region_instructions(&self, r: usize) -> Vec<Instruction<'m>> {
+        let mut instructions = Vec::new();
+        for s in self.segments.region(self.region_starts[r]) {
+            let segment = self.segments.list[s];
+            let mut next = segment.start.or_else(|| segment.block.first_instruction());
+            while let Some(i) = next.filter(|&i| Some(i) != segment.barrier) {
+                instructions.push(i);
+                next = i.next();
+            }
+        }
+        instructions
+    }
+
     /// The comparisons `x == V` or `x + C == V` (or `!=`) of region `r` against values the
     /// block computes once (constants, block values), which the image's [`Alone`] names: the
     /// threads of each row that run the region alone (`V`, or `V - C`), at most two, those of
@@ -1232,46 +1246,38 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let hooks = self.hooks;
         let is_thread_x = |v: Value<'m>| is_thread_x(v, hooks);
         let mut candidates = Vec::new();
-        for s in self.segments.region(self.region_starts[r]) {
-            let segment = self.segments.list[s];
-            let mut next = segment.start.or_else(|| segment.block.first_instruction());
-            while let Some(i) = next {
-                if Some(i) == segment.barrier {
-                    break;
-                }
-                next = i.next();
-                let Some(compare) = i.as_value().as_icmp() else {
-                    continue;
+        for i in self.region_instructions(r) {
+            let Some(compare) = i.as_value().as_icmp() else {
+                continue;
+            };
+            let equal = match compare.predicate() {
+                IntPredicate::EQ => true,
+                IntPredicate::NE => false,
+                _ => continue,
+            };
+            let (Some(a), Some(b)) = (compare.operand(0), compare.operand(1)) else {
+                continue;
+            };
+            let Some((v, offset)) = thread_x_against(a, b, &is_thread_x) else {
+                continue;
+            };
+            let once = |v: Value<'m>, kinds: &mut Kinds<'_, 'm>| {
+                v.is_constant_int() || kinds.of(v) == Kind::Hoistable
+            };
+            if !once(v, kinds) || offset.is_some_and(|c| !once(c, kinds)) {
+                continue;
+            }
+            let guards = match self.shape.alone {
+                Alone::EveryBranch => decides_a_branch(i),
+                Alone::UniformStores => guards_a_uniform_store(i, equal, kinds),
+            };
+            if guards {
+                let order = match offset {
+                    None if v.is_constant_int() => 0,
+                    None => 1,
+                    Some(_) => 2,
                 };
-                let equal = match compare.predicate() {
-                    IntPredicate::EQ => true,
-                    IntPredicate::NE => false,
-                    _ => continue,
-                };
-                let (Some(a), Some(b)) = (compare.operand(0), compare.operand(1)) else {
-                    continue;
-                };
-                let Some((v, offset)) = thread_x_against(a, b, &is_thread_x) else {
-                    continue;
-                };
-                let once = |v: Value<'m>, kinds: &mut Kinds<'_, 'm>| {
-                    v.is_constant_int() || kinds.of(v) == Kind::Hoistable
-                };
-                if !once(v, kinds) || offset.is_some_and(|c| !once(c, kinds)) {
-                    continue;
-                }
-                let guards = match self.shape.alone {
-                    Alone::EveryBranch => decides_a_branch(i),
-                    Alone::UniformStores => guards_a_uniform_store(i, equal, kinds),
-                };
-                if guards {
-                    let order = match offset {
-                        None if v.is_constant_int() => 0,
-                        None => 1,
-                        Some(_) => 2,
-                    };
-                    candidates.push((order, i, equal, v, offset));
-                }
+                candidates.push((order, i, equal, v, offset));
             }
         }
         candidates.sort_by_key(|c| c.0);
@@ -1319,39 +1325,30 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let hooks = self.hooks;
         let is_thread_x = |v: Value<'m>| is_thread_x(v, hooks);
         let mut bound: Option<Bound<'m>> = None;
-        for s in self.segments.region(self.region_starts[r]) {
-            let segment = self.segments.list[s];
-            let mut next = segment.start.or_else(|| segment.block.first_instruction());
-            while let Some(i) = next {
-                if Some(i) == segment.barrier {
-                    break;
+        for i in self.region_instructions(r) {
+            let Some((v, inclusive, signed, below)) = thread_x_order(i, &is_thread_x) else {
+                continue;
+            };
+            if !(v.is_constant_int() || kinds.of(v) == Kind::Hoistable) || !decides_a_branch(i) {
+                continue;
+            }
+            let (value, inclusive) = match (signed, signed_cut(v, inclusive)) {
+                (false, _) => (self.hoist(v)?, inclusive),
+                (true, Some(cut)) => (self.const64(cut), false),
+                (true, None) => continue,
+            };
+            match &mut bound {
+                None => {
+                    bound = Some(Bound {
+                        value,
+                        inclusive,
+                        below: HashMap::from([(i, below)]),
+                    });
                 }
-                next = i.next();
-                let Some((v, inclusive, signed, below)) = thread_x_order(i, &is_thread_x) else {
-                    continue;
-                };
-                if !(v.is_constant_int() || kinds.of(v) == Kind::Hoistable) || !decides_a_branch(i)
-                {
-                    continue;
+                Some(b) if b.value == value && b.inclusive == inclusive => {
+                    b.below.insert(i, below);
                 }
-                let (value, inclusive) = match (signed, signed_cut(v, inclusive)) {
-                    (false, _) => (self.hoist(v)?, inclusive),
-                    (true, Some(cut)) => (self.const64(cut), false),
-                    (true, None) => continue,
-                };
-                match &mut bound {
-                    None => {
-                        bound = Some(Bound {
-                            value,
-                            inclusive,
-                            below: HashMap::from([(i, below)]),
-                        });
-                    }
-                    Some(b) if b.value == value && b.inclusive == inclusive => {
-                        b.below.insert(i, below);
-                    }
-                    Some(_) => {}
-                }
+                Some(_) => {}
             }
         }
         Ok(bound)
@@ -1529,33 +1526,24 @@ impl<'a, 'm> Emitter<'a, 'm> {
         forced: &HashMap<Instruction<'m>, bool>,
         kinds: &mut Kinds<'_, 'm>,
     ) -> std::result::Result<(), String> {
-        let Some(cut) = self.cut.clone() else {
-            return self.piece_loop(row, [first, end], done, forced, kinds);
-        };
-        let b = &self.builder;
-        let before_end = b.build_icmp(IntPredicate::ULT, cut.at, end, c"");
-        let at = b.build_select(before_end, cut.at, end, c"");
-        let past_first = b.build_icmp(IntPredicate::ULT, first, at, c"");
-        let at = b.build_select(past_first, at, first, c"cut");
-        let above = self.block(c"cut.above");
-        let mut decided = forced.clone();
-        decided.extend(cut.below.iter().map(|(&i, &below)| (i, below)));
-        self.piece_loop(row, [first, at], above, &decided, kinds)?;
-        self.builder.position_at_end(above);
-        let mut decided = forced.clone();
-        decided.extend(cut.below.iter().map(|(&i, &below)| (i, !below)));
-        self.piece_loop(row, [at, end], done, &decided, kinds)
-    }
-
-    /// One loop of [`Emitter::piece`].
-    fn piece_loop(
-        &mut self,
-        row: &Row<'m>,
-        [first, end]: [Value<'m>; 2],
-        done: Block<'m>,
-        forced: &HashMap<Instruction<'m>, bool>,
-        kinds: &mut Kinds<'_, 'm>,
-    ) -> std::result::Result<(), String> {
+        if let Some(cut) = self.cut.take() {
+            let b = &self.builder;
+            let before_end = b.build_icmp(IntPredicate::ULT, cut.at, end, c"");
+            let at = b.build_select(before_end, cut.at, end, c"");
+            let past_first = b.build_icmp(IntPredicate::ULT, first, at, c"");
+            let at = b.build_select(past_first, at, first, c"cut");
+            let above = self.block(c"cut.above");
+            let decided = |below: bool| {
+                let mut decided = forced.clone();
+                decided.extend(cut.below.iter().map(|(&i, &b)| (i, b == below)));
+                decided
+            };
+            self.piece(row, [first, at], above, &decided(true), kinds)?;
+            self.builder.position_at_end(above);
+            self.piece(row, [at, end], done, &decided(false), kinds)?;
+            self.cut = Some(cut);
+            return Ok(());
+        }
         let some = self.builder.build_icmp(IntPredicate::ULT, first, end, c"");
         let entry = self.block(c"piece");
         self.builder.build_cond_br(some, entry, done);
