@@ -159,8 +159,7 @@ struct Bound<'m> {
 
 /// A row's [`Bound`] as a value of the row: the threads `x < at` and the others run in loops of
 /// their own ([`Emitter::piece`]).
-#[derive(Clone)]
-pub(super) struct Cut<'m> {
+struct Cut<'m> {
     at: Value<'m>,
     below: HashMap<Instruction<'m>, bool>,
 }
@@ -412,8 +411,6 @@ pub(super) struct Emitter<'a, 'm> {
     pub(super) thread_loops: Vec<(Block<'m>, Block<'m>)>,
     /// How the image's vectors run the thread loops.
     pub(super) shape: ThreadLoops,
-    /// The cut of the rows of the region being emitted, if any.
-    pub(super) cut: Option<Cut<'m>>,
 }
 
 impl<'a, 'm> Emitter<'a, 'm> {
@@ -529,7 +526,6 @@ impl<'a, 'm> Emitter<'a, 'm> {
             debug_from,
             thread_loops: Vec::new(),
             shape,
-            cut: None,
         };
         placeholder.erase();
         emitter.emit_function(entry, [launch, begin, end], slots, kinds)?;
@@ -1157,17 +1153,16 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 };
                 // Hoisting their values moved the builder.
                 self.builder.position_at_end(y_head);
-                self.cut = bound.map(|bound| self.cut_at(bound));
-                let split = if !singles.at.is_empty() {
-                    self.split_row(&row_at, singles, y_latch, kinds)
-                } else if self.cut.is_some() {
+                let cut = bound.map(|bound| self.cut_at(bound));
+                if !singles.at.is_empty() {
+                    self.split_row(&row_at, singles, cut.as_ref(), y_latch, kinds)?;
+                } else if let Some(cut) = &cut {
                     let none = HashMap::new();
-                    self.piece(&row_at, [self.const32(0), bx], y_latch, &none, kinds)
+                    let all = [self.const32(0), bx];
+                    self.piece(&row_at, all, y_latch, &none, Some(cut), kinds)?;
                 } else {
-                    self.thread_loop(&row_at, [self.const32(0), bx], y_latch, kinds)
-                };
-                self.cut = None;
-                split?;
+                    self.thread_loop(&row_at, [self.const32(0), bx], y_latch, kinds)?;
+                }
             }
             (Some(trim), None) => {
                 // The row's first thread on its way to the trim branch, which records the
@@ -1245,6 +1240,9 @@ impl<'a, 'm> Emitter<'a, 'm> {
     ) -> std::result::Result<SingleThreads<'m>, String> {
         let hooks = self.hooks;
         let is_thread_x = |v: Value<'m>| is_thread_x(v, hooks);
+        let once = |v: Value<'m>, kinds: &mut Kinds<'_, 'm>| {
+            v.is_constant_int() || kinds.of(v) == Kind::Hoistable
+        };
         let mut candidates = Vec::new();
         for i in self.region_instructions(r) {
             let Some(compare) = i.as_value().as_icmp() else {
@@ -1260,9 +1258,6 @@ impl<'a, 'm> Emitter<'a, 'm> {
             };
             let Some((v, offset)) = thread_x_against(a, b, &is_thread_x) else {
                 continue;
-            };
-            let once = |v: Value<'m>, kinds: &mut Kinds<'_, 'm>| {
-                v.is_constant_int() || kinds.of(v) == Kind::Hoistable
             };
             if !once(v, kinds) || offset.is_some_and(|c| !once(c, kinds)) {
                 continue;
@@ -1447,11 +1442,12 @@ impl<'a, 'm> Emitter<'a, 'm> {
     /// region have `singles`' comparisons decided (no thread in them is one of those), so
     /// that what one thread does (`if x == 0 { .. }`, a halo's edge, a block's total stored
     /// by its last thread) leaves the loops: LLVM made it a masked scatter or kept the loop
-    /// scalar.
+    /// scalar. Each loop is cut at `cut`, if any ([`Emitter::piece`]).
     fn split_row(
         &mut self,
         row: &Row<'m>,
         singles: SingleThreads<'m>,
+        cut: Option<&Cut<'m>>,
         done: Block<'m>,
         kinds: &mut Kinds<'_, 'm>,
     ) -> std::result::Result<(), String> {
@@ -1484,7 +1480,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let mut from = self.const32(0);
         for (k, single) in std::iter::once(lo).chain(hi).enumerate() {
             let alone = self.block(c"single");
-            self.piece(row, [from, single], alone, &singles.forced, kinds)?;
+            self.piece(row, [from, single], alone, &singles.forced, cut, kinds)?;
             self.builder.position_at_end(alone);
             let next = self.block(c"single.next");
             let b = &self.builder;
@@ -1511,22 +1507,23 @@ impl<'a, 'm> Emitter<'a, 'm> {
             self.builder.position_at_end(next);
             from = self.builder.build_add(single, self.const32(1), c"");
         }
-        self.piece(row, [from, bx], done, &singles.forced, kinds)
+        self.piece(row, [from, bx], done, &singles.forced, cut, kinds)
     }
 
     /// The loops of [`Emitter::split_row`] over the threads `first..end`, none where `end` is
     /// not past `first`, from the builder's block to `done`, with `forced`'s comparisons
-    /// decided: one loop, or two where the row has a [`Cut`], each with the cut's
-    /// comparisons decided too.
+    /// decided: one loop, or two where `cut` is given, each with the cut's comparisons decided
+    /// too.
     fn piece(
         &mut self,
         row: &Row<'m>,
         [first, end]: [Value<'m>; 2],
         done: Block<'m>,
         forced: &HashMap<Instruction<'m>, bool>,
+        cut: Option<&Cut<'m>>,
         kinds: &mut Kinds<'_, 'm>,
     ) -> std::result::Result<(), String> {
-        if let Some(cut) = self.cut.take() {
+        if let Some(cut) = cut {
             let b = &self.builder;
             let before_end = b.build_icmp(IntPredicate::ULT, cut.at, end, c"");
             let at = b.build_select(before_end, cut.at, end, c"");
@@ -1538,11 +1535,9 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 decided.extend(cut.below.iter().map(|(&i, &b)| (i, b == below)));
                 decided
             };
-            self.piece(row, [first, at], above, &decided(true), kinds)?;
+            self.piece(row, [first, at], above, &decided(true), None, kinds)?;
             self.builder.position_at_end(above);
-            self.piece(row, [at, end], done, &decided(false), kinds)?;
-            self.cut = Some(cut);
-            return Ok(());
+            return self.piece(row, [at, end], done, &decided(false), None, kinds);
         }
         let some = self.builder.build_icmp(IntPredicate::ULT, first, end, c"");
         let entry = self.block(c"piece");
