@@ -162,8 +162,13 @@ pub const CPU_IR_CFG: &str = abi_name!(CPU_IR_CFG);
 /// image never exports them.
 pub const CPU_IR_PREFIX: &str = abi_name!(CPU_IR_PREFIX);
 /// `extern "C" fn(which: u32) -> u32`: the running GPU thread's index state, `which` / 3 the
-/// vector (thread, block, block size, grid size) and `which` % 3 its component (x, y, z).
+/// vector (thread, block, block size, grid size) and `which` % 3 its component (x, y, z) for
+/// `which` < 12, or [`CPU_IR_RANK`].
 pub const CPU_IR_INDEX: &str = abi_name!(CPU_IR_INDEX);
+/// The `which` of [`CPU_IR_INDEX`] that asks for the thread's rank in its block
+/// (`x + dim.x * (y + dim.y * z)`): the CPU link sees what a kernel derives from it (its warp,
+/// its lane) without reading the arithmetic back.
+pub const CPU_IR_RANK: u32 = 12;
 /// The block barrier, `sync_threads()` (a Rust function, never inlined).
 pub const CPU_IR_BARRIER: &str = abi_name!(CPU_IR_BARRIER);
 /// The warp barrier every warp operation reaches (a Rust function, never inlined).

@@ -634,6 +634,27 @@ fn warp_reduction_in_one_warp_after_a_barrier() {
         .unwrap();
         assert_eq!(out.to_vec().unwrap(), [expected], "blocks of {block}");
     }
+    // Rows whose width is not a multiple of the warp's (whole warps a block, as a warp sum
+    // needs): warps span rows, and the CPU link's loops over one warp's threads end at a
+    // multiple of 32 of the rank (24 × 4), or also of `x`, one warp then in two of them
+    // (40 × 4). Each row reads the same elements.
+    for (bx, by) in [(24u32, 4u32), (40, 4)] {
+        let mut out = DeviceBuffer::<u64>::zeroed(&dev, 1).unwrap();
+        let config = LaunchConfig {
+            grid: (n.div_ceil(bx), 1, 1),
+            block: (bx, by, 1),
+            shared_mem_bytes: 0,
+            cluster: (1, 1, 1),
+        };
+        // SAFETY: as above; a thread reads element `block * bx + x`.
+        unsafe { k::warp_block_sum.launch(&dev, config, n, &din, &mut out) }.unwrap();
+        let rows = u64::from(by);
+        assert_eq!(
+            out.to_vec().unwrap(),
+            [expected * rows],
+            "blocks of {bx} × {by}"
+        );
+    }
 }
 
 /// `sync_warp` orders a warp's shared-memory steps: each warp's sum, from blocks of one and of

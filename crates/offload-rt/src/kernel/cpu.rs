@@ -259,23 +259,34 @@ pub(super) fn warp_size() -> u32 {
     CPU_WARP_SIZE
 }
 
+/// The calling thread's rank in its block: in an image built for the IR form, an index the
+/// CPU link gives each thread loop (where a warp's threads run together, their warp is then
+/// one value for the loop).
 #[inline(always)]
-fn rank() -> u32 {
-    let (x, y, z) = (thread_idx_x(), thread_idx_y(), thread_idx_z());
-    let (bx, by) = (block_dim_x(), block_dim_y());
+pub(super) fn thread_rank() -> u32 {
+    #[cfg(offload_cpu_ir)]
+    return ir_index(offload_format::abi::CPU_IR_RANK);
+    #[cfg(not(offload_cpu_ir))]
+    rank_of_state()
+}
+
+#[inline(always)]
+fn rank_of_state() -> u32 {
+    let [x, y, z] = THREAD.get();
+    let [bx, by, _] = BLOCK_DIM.get();
     x + bx * (y + by * z)
 }
 
 #[inline(always)]
 pub(super) fn lane_id() -> u32 {
-    rank() % CPU_WARP_SIZE
+    thread_rank() % CPU_WARP_SIZE
 }
 
 /// The calling thread's rank, the rank of its warp's first lane and the number of lanes its
 /// warp has (fewer than [`CPU_WARP_SIZE`] in a block's last, partial warp).
 #[inline(always)]
 fn warp_of_rank() -> (u32, u32, u32) {
-    let rank = rank();
+    let rank = thread_rank();
     let base = rank - rank % CPU_WARP_SIZE;
     let threads = block_dim_x() * block_dim_y() * block_dim_z();
     (rank, base, (threads - base).min(CPU_WARP_SIZE))
@@ -826,7 +837,11 @@ pub unsafe fn run_thread(launch: *const CpuLaunch, block: u64, thread: u32, body
 #[unsafe(export_name = offload_format::abi_name!(CPU_IR_INDEX))]
 #[inline(never)]
 extern "C" fn ir_index(which: u32) -> u32 {
-    index_state(which)
+    if which == offload_format::abi::CPU_IR_RANK {
+        rank_of_state()
+    } else {
+        index_state(which)
+    }
 }
 
 /// The precompiled `core` has unwind tables naming Rust's personality routine; with

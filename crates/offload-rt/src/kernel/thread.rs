@@ -294,7 +294,12 @@ pub fn grid_stride_x(n: usize) -> Strided {
 /// Linear index of the calling thread within its block: `x + y * dim.x + z * dim.x * dim.y`.
 #[inline(always)]
 pub fn thread_rank() -> u32 {
-    thread_idx_x() + block_dim_x() * (thread_idx_y() + block_dim_y() * thread_idx_z())
+    // The CPU link gives each thread loop its threads' ranks as a counter of its own.
+    #[cfg(offload_cpu_ir)]
+    let rank = arch::thread_rank();
+    #[cfg(not(offload_cpu_ir))]
+    let rank = thread_idx_x() + block_dim_x() * (thread_idx_y() + block_dim_y() * thread_idx_z());
+    rank
 }
 
 /// Threads per block in total.

@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use inkwell::IntPredicate;
 use inkwell::values::InstructionOpcode;
+use offload_format::abi;
 
 use super::super::ir::{
     AtomicRmwOp, Block, Builder, Function, Instruction, Module, Phi, Type, Value,
@@ -13,12 +14,14 @@ use super::exits::leave_together;
 use super::hooks::{Complete, callee, is_index_call, with_location};
 use super::kinds::{Kind, Kinds};
 use super::parallel::{Alone, ThreadLoops, mark_in_turn, mark_thread_loops_parallel};
+use super::ranges::adds_without_wrapping;
 use super::scopes::scope_lane_accesses;
 use super::segments::Segments;
 use super::slots::Slots;
 use super::trim::{Facts, Trim, trim_branch, trim_prefix, widened_thread_x};
 use super::uniform::PURE_INTRINSICS;
 use super::uniform::Uniform;
+use super::warps::{WarpAt, lane_against, warp_part};
 
 /// The bit a thread's state carries once it ran in a round of block barriers.
 pub(super) const RAN_THIS_ROUND: u64 = 1 << 31;
@@ -47,6 +50,8 @@ pub(super) struct ThreadAt<'m> {
     pub(super) flag: Value<'m>,
     /// Where a thread goes once it reached a barrier or returned.
     pub(super) latch: Block<'m>,
+    /// The warp of every thread of the loop, where it runs one warp's threads.
+    pub(super) warp: Option<WarpAt<'m>>,
 }
 
 /// What a clone of a trimmed region for a row's first thread runs: the way to the trim branch,
@@ -60,11 +65,11 @@ pub(super) struct Probe<'m> {
 }
 
 /// Whether a branch on `compare` (equality where `equal`, else inequality) leads the way of
-/// equality to a block that stores to an address the block's threads share.
+/// equality to a block that stores to an address the threads share (`shared`).
 fn guards_a_uniform_store<'m>(
     compare: Instruction<'m>,
     equal: bool,
-    kinds: &mut Kinds<'_, 'm>,
+    shared: &mut dyn FnMut(Value<'m>) -> bool,
 ) -> bool {
     compare.as_value().users().into_iter().any(|user| {
         let Some(branch) = user
@@ -80,16 +85,13 @@ fn guards_a_uniform_store<'m>(
         else {
             return false;
         };
-        way.instructions().any(|i| {
-            i.is_store()
-                && i.operand(1).is_some_and(|address| {
-                    address.as_instruction().is_none() || kinds.of(address) == Kind::Hoistable
-                })
-        })
+        way.instructions()
+            .any(|i| i.is_store() && i.operand(1).is_some_and(&mut *shared))
     })
 }
 
 /// A row of threads a region's loop runs.
+#[derive(Clone, Copy)]
 struct Row<'m> {
     /// The region.
     r: usize,
@@ -99,18 +101,29 @@ struct Row<'m> {
     /// The rank of the row's first thread (`i64`).
     row: Value<'m>,
     flag: Value<'m>,
+    /// The warp of the row's threads, where the loop runs one warp's threads.
+    warp: Option<WarpAt<'m>>,
 }
 
 /// The threads of a row that run a region alone ([`Emitter::split_row`]): the values `V` of
-/// its comparisons `x == V` (at most two), and those comparisons with what each is for the
-/// other threads.
+/// its comparisons `x == V` or, in a loop over one warp's threads, `lane == V` (at most two),
+/// and those comparisons with what each is for the other threads.
 #[derive(Default)]
 struct SingleThreads<'m> {
-    at: Vec<Value<'m>>,
+    at: Vec<SingleAt<'m>>,
     forced: HashMap<Instruction<'m>, bool>,
     /// `V - C` of the comparisons `x + C == V`, by the hoisted `(V, C)`: one thread for each
     /// pair however many comparisons name it.
     differences: Vec<((Value<'m>, Value<'m>), Value<'m>)>,
+}
+
+/// Which thread of a row, or of a warp's piece of it, runs a region alone.
+#[derive(Clone, Copy, PartialEq)]
+enum SingleAt<'m> {
+    /// `x == V`.
+    X(Value<'m>),
+    /// `lane == V`, the lane of the rank or of `x` ([`WarpAt::lane_from_x`]).
+    Lane { value: Value<'m>, of_x: bool },
 }
 
 /// Of the operands `a`, `b` of a comparison: the other one `V` where one is the thread's `x`
@@ -151,6 +164,8 @@ fn thread_x_against<'m>(
 struct Bound<'m> {
     /// `V`, hoisted (for a signed comparison with a constant, the cut itself).
     value: Value<'m>,
+    /// `C` of comparisons of `x + C`, hoisted.
+    offset: Option<Value<'m>>,
     /// Whether the cut is one past `V` (`x <= V`, `x > V`).
     inclusive: bool,
     /// Each comparison with its answer for the threads below the cut.
@@ -164,19 +179,44 @@ struct Cut<'m> {
     below: HashMap<Instruction<'m>, bool>,
 }
 
-/// Of a comparison `x P V` or `V P x` (`P` an order, `x` the thread's index, widened): `V`,
-/// whether the cut between its answers is one past `V`, whether `P` is signed, and its
-/// answer below the cut.
+/// Whether `v` is the thread's `x` (widened), `Some(None)`, or `x + C` that never wraps
+/// (`block * dim + x`), `Some(Some(C))`.
+fn thread_x_plus<'m>(
+    v: Value<'m>,
+    is_thread_x: &dyn Fn(Value<'m>) -> bool,
+) -> Option<Option<Value<'m>>> {
+    if widened_thread_x(v, is_thread_x) {
+        return Some(None);
+    }
+    let i = v.as_instruction()?;
+    if i.opcode() == InstructionOpcode::ZExt {
+        return thread_x_plus(i.operand(0)?, is_thread_x);
+    }
+    let add = Some(i).filter(|i| i.opcode() == InstructionOpcode::Add)?;
+    let (p, q) = (add.operand(0)?, add.operand(1)?);
+    let c = if widened_thread_x(p, is_thread_x) {
+        q
+    } else if widened_thread_x(q, is_thread_x) {
+        p
+    } else {
+        return None;
+    };
+    adds_without_wrapping(add).then_some(Some(c))
+}
+
+/// Of a comparison `x P V` or `V P x` (`P` an order, `x` the thread's index, widened, or
+/// `x + C` that never wraps with `P` unsigned): `V`, `C` if any, whether the cut between its
+/// answers is one past `V`, whether `P` is signed, and its answer below the cut.
 fn thread_x_order<'m>(
     compare: Instruction<'m>,
     is_thread_x: &dyn Fn(Value<'m>) -> bool,
-) -> Option<(Value<'m>, bool, bool, bool)> {
+) -> Option<(Value<'m>, Option<Value<'m>>, bool, bool, bool)> {
     use IntPredicate::{SGE, SGT, SLE, SLT, UGE, UGT, ULE, ULT};
     let predicate = compare.as_value().as_icmp()?.predicate();
     let (a, b) = (compare.operand(0)?, compare.operand(1)?);
-    let (predicate, v) = if widened_thread_x(a, is_thread_x) {
-        (predicate, b)
-    } else if widened_thread_x(b, is_thread_x) {
+    let ((predicate, v), offset) = if let Some(offset) = thread_x_plus(a, is_thread_x) {
+        ((predicate, b), offset)
+    } else if let Some(offset) = thread_x_plus(b, is_thread_x) {
         let swapped = match predicate {
             ULT => UGT,
             ULE => UGE,
@@ -188,7 +228,7 @@ fn thread_x_order<'m>(
             SGE => SLE,
             other => other,
         };
-        (swapped, a)
+        ((swapped, a), offset)
     } else {
         return None;
     };
@@ -203,7 +243,10 @@ fn thread_x_order<'m>(
         SGE => (false, true, false),
         _ => return None,
     };
-    Some((v, inclusive, signed, below))
+    if signed && offset.is_some() {
+        return None;
+    }
+    Some((v, offset, inclusive, signed, below))
 }
 
 /// The cut of a signed comparison of `x` (never negative) with the constant `v`: 0 below
@@ -1133,6 +1176,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             z: z.as_value(),
             row,
             flag,
+            warp: None,
         };
         let guarded = (run == RegionRun::Guarded && self.after_warp_barrier[r])
             .then(|| self.guarded_chunks(r, [row, flag], bx, [y_head, y_latch]));
@@ -1143,9 +1187,12 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 self.thread_loop(&row_at, [chunks.start, chunks.end], chunks.latch, kinds)?;
             }
             (None, None) => {
+                let by_warp = run != RegionRun::Guarded && self.asks_for_its_warp(r, kinds);
                 let singles = match run {
                     RegionRun::Guarded => SingleThreads::default(),
-                    RegionRun::Unguarded | RegionRun::Together => self.single_threads(r, kinds)?,
+                    RegionRun::Unguarded | RegionRun::Together => {
+                        self.single_threads(r, by_warp, kinds)?
+                    }
                 };
                 let bound = match run {
                     RegionRun::Guarded => None,
@@ -1154,14 +1201,23 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 // Hoisting their values moved the builder.
                 self.builder.position_at_end(y_head);
                 let cut = bound.map(|bound| self.cut_at(bound));
+                let (threads, done, row_at) = if by_warp {
+                    let (threads, next, warp) = self.warp_pieces(row, bx, y_latch);
+                    let row_at = Row {
+                        warp: Some(warp),
+                        ..row_at
+                    };
+                    (threads, next, row_at)
+                } else {
+                    ([self.const32(0), bx], y_latch, row_at)
+                };
                 if !singles.at.is_empty() {
-                    self.split_row(&row_at, singles, cut.as_ref(), y_latch, kinds)?;
+                    self.split_row(&row_at, &singles, cut.as_ref(), threads, done, kinds)?;
                 } else if let Some(cut) = &cut {
                     let none = HashMap::new();
-                    let all = [self.const32(0), bx];
-                    self.piece(&row_at, all, y_latch, &none, Some(cut), kinds)?;
+                    self.piece(&row_at, threads, done, &none, Some(cut), kinds)?;
                 } else {
-                    self.thread_loop(&row_at, [self.const32(0), bx], y_latch, kinds)?;
+                    self.thread_loop(&row_at, threads, done, kinds)?;
                 }
             }
             (Some(trim), None) => {
@@ -1178,6 +1234,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
                     state: self.state_in(run, row),
                     flag,
                     latch: rest,
+                    warp: None,
                 };
                 let start = self.region_starts[r];
                 let prefix = trim_prefix(self.segments, start, &trim)
@@ -1216,7 +1273,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
     }
 
     /// The body's instructions region `r` runs, each of its segments up to its barrier.
-    fn region_instructions(&self, r: usize) -> Vec<Instruction<'m>> {
+    pub(super) fn region_instructions(&self, r: usize) -> Vec<Instruction<'m>> {
         let mut instructions = Vec::new();
         for s in self.segments.region(self.region_starts[r]) {
             let segment = self.segments.list[s];
@@ -1230,12 +1287,14 @@ impl<'a, 'm> Emitter<'a, 'm> {
     }
 
     /// The comparisons `x == V` or `x + C == V` (or `!=`) of region `r` against values the
-    /// block computes once (constants, block values), which the image's [`Alone`] names: the
-    /// threads of each row that run the region alone (`V`, or `V - C`), at most two, those of
-    /// comparisons with a constant first.
+    /// block computes once (constants, block values), and `lane == V` in a loop over one
+    /// warp's threads (`by_warp`), which the image's [`Alone`] names: the threads of each row
+    /// or warp that run the region alone (`V`, or `V - C`), at most two, those of comparisons
+    /// with a constant first.
     fn single_threads(
         &mut self,
         r: usize,
+        by_warp: bool,
         kinds: &mut Kinds<'_, 'm>,
     ) -> std::result::Result<SingleThreads<'m>, String> {
         let hooks = self.hooks;
@@ -1256,15 +1315,25 @@ impl<'a, 'm> Emitter<'a, 'm> {
             let (Some(a), Some(b)) = (compare.operand(0), compare.operand(1)) else {
                 continue;
             };
-            let Some((v, offset)) = thread_x_against(a, b, &is_thread_x) else {
-                continue;
+            let (v, offset, lane) = match thread_x_against(a, b, &is_thread_x) {
+                Some((v, offset)) => (v, offset, None),
+                None => match lane_against(a, b, hooks).filter(|_| by_warp) {
+                    Some((v, of_x)) => (v, None, Some(of_x)),
+                    None => continue,
+                },
             };
             if !once(v, kinds) || offset.is_some_and(|c| !once(c, kinds)) {
                 continue;
             }
             let guards = match self.shape.alone {
                 Alone::EveryBranch => decides_a_branch(i),
-                Alone::UniformStores => guards_a_uniform_store(i, equal, kinds),
+                // A lane's store is to a word its warp shares.
+                Alone::UniformStores if lane.is_some() => {
+                    guards_a_uniform_store(i, equal, &mut |a| self.one_per_warp(a, kinds, 8))
+                }
+                Alone::UniformStores => guards_a_uniform_store(i, equal, &mut |a| {
+                    a.as_instruction().is_none() || kinds.of(a) == Kind::Hoistable
+                }),
             };
             if guards {
                 let order = match offset {
@@ -1272,12 +1341,12 @@ impl<'a, 'm> Emitter<'a, 'm> {
                     None => 1,
                     Some(_) => 2,
                 };
-                candidates.push((order, i, equal, v, offset));
+                candidates.push((order, i, equal, v, offset, lane));
             }
         }
         candidates.sort_by_key(|c| c.0);
         let mut singles = SingleThreads::default();
-        for (_, i, equal, v, offset) in candidates {
+        for (_, i, equal, v, offset, lane) in candidates {
             let v = match offset {
                 None => self.hoist(v)?,
                 Some(c) => {
@@ -1295,11 +1364,15 @@ impl<'a, 'm> Emitter<'a, 'm> {
                     }
                 }
             };
-            if !singles.at.contains(&v) {
+            let at = match lane {
+                None => SingleAt::X(v),
+                Some(of_x) => SingleAt::Lane { value: v, of_x },
+            };
+            if !singles.at.contains(&at) {
                 if singles.at.len() == 2 {
                     continue;
                 }
-                singles.at.push(v);
+                singles.at.push(at);
             }
             singles.forced.insert(i, !equal);
         }
@@ -1321,10 +1394,17 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let is_thread_x = |v: Value<'m>| is_thread_x(v, hooks);
         let mut bound: Option<Bound<'m>> = None;
         for i in self.region_instructions(r) {
-            let Some((v, inclusive, signed, below)) = thread_x_order(i, &is_thread_x) else {
+            let Some((v, offset, inclusive, signed, below)) = thread_x_order(i, &is_thread_x)
+            else {
                 continue;
             };
-            if !(v.is_constant_int() || kinds.of(v) == Kind::Hoistable) || !decides_a_branch(i) {
+            if offset.is_some() && !self.shape.offset_cuts {
+                continue;
+            }
+            let once = |v: Value<'m>, kinds: &mut Kinds<'_, 'm>| {
+                v.is_constant_int() || kinds.of(v) == Kind::Hoistable
+            };
+            if !once(v, kinds) || offset.is_some_and(|c| !once(c, kinds)) || !decides_a_branch(i) {
                 continue;
             }
             let (value, inclusive) = match (signed, signed_cut(v, inclusive)) {
@@ -1332,15 +1412,17 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 (true, Some(cut)) => (self.const64(cut), false),
                 (true, None) => continue,
             };
+            let offset = offset.map(|c| self.hoist(c)).transpose()?;
             match &mut bound {
                 None => {
                     bound = Some(Bound {
                         value,
+                        offset,
                         inclusive,
                         below: HashMap::from([(i, below)]),
                     });
                 }
-                Some(b) if b.value == value && b.inclusive == inclusive => {
+                Some(b) if b.value == value && b.offset == offset && b.inclusive == inclusive => {
                     b.below.insert(i, below);
                 }
                 Some(_) => {}
@@ -1349,12 +1431,20 @@ impl<'a, 'm> Emitter<'a, 'm> {
         Ok(bound)
     }
 
-    /// `bound`'s cut of a row (at most the row's width), computed at the builder's position.
+    /// `bound`'s cut of a row (at most the row's width), computed at the builder's position:
+    /// for `x + C`, at `V - C`, or at the row's start where `V < C`.
     fn cut_at(&self, bound: Bound<'m>) -> Cut<'m> {
         let bx = self.block_values[&6];
         let b = &self.builder;
         let width = b.build_zext(bx, self.i64_ty, c"");
-        let v = self.widened(bound.value);
+        let mut v = self.widened(bound.value);
+        let mut reached = None;
+        if let Some(c) = bound.offset {
+            let c = self.widened(c);
+            let b = &self.builder;
+            reached = Some(b.build_icmp(IntPredicate::UGE, v, c, c""));
+            v = b.build_binop(InstructionOpcode::Sub, v, c, c"");
+        }
         let b = &self.builder;
         let inside = b.build_icmp(IntPredicate::ULT, v, width, c"");
         let past = if bound.inclusive {
@@ -1362,11 +1452,11 @@ impl<'a, 'm> Emitter<'a, 'm> {
         } else {
             v
         };
-        let at = b.build_trunc(
-            b.build_select(inside, past, width, c""),
-            self.i32_ty,
-            c"bound",
-        );
+        let mut at = b.build_select(inside, past, width, c"");
+        if let Some(reached) = reached {
+            at = b.build_select(reached, at, self.const64(0), c"");
+        }
+        let at = b.build_trunc(at, self.i32_ty, c"bound");
         Cut {
             at,
             below: bound.below,
@@ -1428,6 +1518,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             state,
             flag: row.flag,
             latch: x_latch,
+            warp: row.warp,
         };
         let start = self.clone_region(self.region_starts[row.r], &at, &locals, kinds)?;
         self.builder.position_at_end(go);
@@ -1442,31 +1533,52 @@ impl<'a, 'm> Emitter<'a, 'm> {
     /// region have `singles`' comparisons decided (no thread in them is one of those), so
     /// that what one thread does (`if x == 0 { .. }`, a halo's edge, a block's total stored
     /// by its last thread) leaves the loops: LLVM made it a masked scatter or kept the loop
-    /// scalar. Each loop is cut at `cut`, if any ([`Emitter::piece`]).
+    /// scalar. Each loop is cut at `cut`, if any ([`Emitter::piece`]). The row's threads are
+    /// `x` in `[first, end)`: all of them, or one warp's ([`Row::warp`]).
     fn split_row(
         &mut self,
         row: &Row<'m>,
-        singles: SingleThreads<'m>,
+        singles: &SingleThreads<'m>,
         cut: Option<&Cut<'m>>,
+        [first, end]: [Value<'m>; 2],
         done: Block<'m>,
         kinds: &mut Kinds<'_, 'm>,
     ) -> std::result::Result<(), String> {
-        let bx = self.block_values[&6];
         let b = &self.builder;
-        let width = b.build_zext(bx, self.i64_ty, c"");
-        let clamped: Vec<Value<'m>> = singles
-            .at
-            .iter()
-            .map(|&v| {
-                let v = self.widened(v);
-                let inside = b.build_icmp(IntPredicate::ULT, v, width, c"");
-                b.build_trunc(
-                    b.build_select(inside, v, width, c""),
-                    self.i32_ty,
-                    c"single",
-                )
-            })
-            .collect();
+        let i64_ty = self.i64_ty;
+        let first64 = b.build_zext(first, i64_ty, c"");
+        let width = b.build_binop(
+            InstructionOpcode::Sub,
+            b.build_zext(end, i64_ty, c""),
+            first64,
+            c"",
+        );
+        let mut clamped = Vec::new();
+        for &at in &singles.at {
+            let v = match (at, row.warp) {
+                (SingleAt::X(v), _) => self.widened(v),
+                (SingleAt::Lane { value, of_x }, Some(warp)) => {
+                    // The thread `x` of the piece whose lane is `V`: `V` less the piece's
+                    // lane of `x` (wrapping where no thread of the piece has that lane).
+                    let value = match value.ty().int_width() {
+                        Some(32) => value,
+                        _ => b.build_trunc(value, self.i32_ty, c""),
+                    };
+                    let offset = warp.lane_from_x[usize::from(of_x)];
+                    let x = b.build_binop(InstructionOpcode::Sub, value, offset, c"");
+                    b.build_zext(x, i64_ty, c"")
+                }
+                (SingleAt::Lane { .. }, None) => {
+                    return Err("internal error: a lane named outside a warp's loop".into());
+                }
+            };
+            let b = &self.builder;
+            let from_first = b.build_binop(InstructionOpcode::Sub, v, first64, c"");
+            let inside = b.build_icmp(IntPredicate::ULT, from_first, width, c"");
+            let at = b.build_select(inside, v, b.build_zext(end, i64_ty, c""), c"");
+            clamped.push(b.build_trunc(at, self.i32_ty, c"single"));
+        }
+        let b = &self.builder;
         let (lo, hi) = match clamped[..] {
             [only] => (only, None),
             [a, second, ..] => {
@@ -1477,14 +1589,14 @@ impl<'a, 'm> Emitter<'a, 'm> {
             }
             [] => return Err("internal error: a row split at no thread".into()),
         };
-        let mut from = self.const32(0);
+        let mut from = first;
         for (k, single) in std::iter::once(lo).chain(hi).enumerate() {
             let alone = self.block(c"single");
             self.piece(row, [from, single], alone, &singles.forced, cut, kinds)?;
             self.builder.position_at_end(alone);
             let next = self.block(c"single.next");
             let b = &self.builder;
-            let mut present = b.build_icmp(IntPredicate::ULT, single, bx, c"");
+            let mut present = b.build_icmp(IntPredicate::ULT, single, end, c"");
             if k > 0 {
                 let repeated = b.build_icmp(IntPredicate::EQ, single, lo, c"");
                 present = b.build_and(present, b.build_not(repeated, c""), c"");
@@ -1500,6 +1612,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 state: self.state_in(row.run, rank),
                 flag: row.flag,
                 latch: next,
+                warp: row.warp,
             };
             let start = self.clone_region(self.region_starts[row.r], &at, &locals, kinds)?;
             self.builder.position_at_end(go);
@@ -1507,7 +1620,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             self.builder.position_at_end(next);
             from = self.builder.build_add(single, self.const32(1), c"");
         }
-        self.piece(row, [from, bx], done, &singles.forced, cut, kinds)
+        self.piece(row, [from, end], done, &singles.forced, cut, kinds)
     }
 
     /// The loops of [`Emitter::split_row`] over the threads `first..end`, none where `end` is
@@ -2004,11 +2117,24 @@ impl<'a, 'm> Emitter<'a, 'm> {
             let which = index_of(i)?;
             return Ok(match which {
                 0..3 => clone.at.xyz[which as usize],
+                w if w == u64::from(abi::CPU_IR_RANK) => {
+                    let rank = self.rank_of(&clone.at, clone.current);
+                    clone.values.insert(op, rank);
+                    rank
+                }
                 w => *self
                     .block_values
                     .get(&w)
                     .ok_or_else(|| with_location("the index hook asked an unknown index", i))?,
             });
+        }
+        if let Some(warp) = clone.at.warp
+            && let Some(part) = warp_part(i, self.hooks)
+        {
+            self.builder.position_at_end(clone.current);
+            let value = self.warp_value(part, clone.at.xyz[0], &warp, op);
+            clone.values.insert(op, value);
+            return Ok(value);
         }
         match kinds.of(op) {
             Kind::Hoistable => self.hoist(op),
@@ -2034,6 +2160,16 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 i,
             )),
         }
+    }
+
+    /// The rank in its block of the thread `at`, computed at the end of `current`.
+    fn rank_of(&self, at: &ThreadAt<'m>, current: Block<'m>) -> Value<'m> {
+        let [x, y, z] = at.xyz;
+        let [bx, by] = [6, 7].map(|w| self.block_values[&w]);
+        let b = &self.builder;
+        b.position_at_end(current);
+        let row = b.build_mul(b.build_add(b.build_mul(z, by, c""), y, c""), bx, c"");
+        b.build_add(x, row, c"rank")
     }
 
     /// `op`'s value computed once per block.

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use inkwell::values::InstructionOpcode;
+use offload_format::abi;
 
 use super::super::ir::{Instruction, Value};
 use super::hooks::{Complete, callee};
@@ -72,9 +73,10 @@ impl<'m> Kinds<'_, 'm> {
                 if f == self.hooks.index {
                     let which = call.arg(0).and_then(|a| a.const_zext_value());
                     return match which {
-                        Some(w) if w >= 3 => Kind::Hoistable,
-                        Some(_) => Kind::Recomputed,
-                        None => Kind::Varying,
+                        Some(0..3) => Kind::Recomputed,
+                        Some(3..12) => Kind::Hoistable,
+                        Some(w) if w == u64::from(abi::CPU_IR_RANK) => Kind::Recomputed,
+                        _ => Kind::Varying,
                     };
                 }
                 let shared = self.hooks.shared.contains(&Some(f));

@@ -43,6 +43,7 @@ mod kinds;
 mod merge;
 mod parallel;
 mod phi_groups;
+mod ranges;
 mod scopes;
 mod segments;
 mod slots;
@@ -51,6 +52,7 @@ mod tests;
 mod trim;
 mod turns;
 mod uniform;
+mod warps;
 
 use std::collections::{HashMap, HashSet};
 

@@ -8,7 +8,7 @@ fn module_text(body: &str) -> String {
     format!(
         "target datalayout = \"e-m:e-p270:32:32-p271:32:32-p272:64:64-i64:64-i128:128-f80:128-n8:16:32:64-S128\"
 target triple = \"x86_64-unknown-linux-gnu\"
-@state = internal global [12 x i32] zeroinitializer
+@state = internal global [13 x i32] zeroinitializer
 define i32 @__offload_cpuir_index(i32 %w) noinline {{
   %p = getelementptr i32, ptr @state, i32 %w
   %v = load i32, ptr %p
@@ -881,6 +881,50 @@ rest:"
     assert!(entry.contains("%bound = trunc i64 %"), "{entry}");
 }
 
+/// A branch on a global index against a length (`block * dim + x < n`, the sum marked `nuw`
+/// or bounded by its operands' widths) cuts the rows at `n - block * dim` on the images
+/// without AVX-512, as `x < V` does; not on AVX-512 images, and not for a sum that may wrap.
+#[test]
+fn a_branch_on_a_global_index_against_a_length_cuts_the_rows() {
+    let region = |index: &str| {
+        format!(
+            "  %block = call i32 @__offload_cpuir_index(i32 3)
+  %dim = call i32 @__offload_cpuir_index(i32 6)
+  %n = call i32 @__offload_cpuir_index(i32 9)
+{index}
+  %n64 = zext i32 %n to i64
+  %low = icmp ult i64 %i, %n64
+  %own = getelementptr i32, ptr %data, i32 %t
+  br i1 %low, label %lead, label %rest
+lead:
+  store i32 %t, ptr %own
+  br label %rest
+rest:"
+        )
+    };
+    let nuw = "  %base = mul nuw i32 %block, %dim
+  %sum = add nuw i32 %base, %t
+  %i = zext i32 %sum to i64";
+    let widths = "  %block64 = zext i32 %block to i64
+  %dim64 = zext i32 %dim to i64
+  %base = mul i64 %block64, %dim64
+  %t64 = zext i32 %t to i64
+  %i = add i64 %base, %t64";
+    let wrapping = "  %base = mul i32 %block, %dim
+  %sum = add i32 %base, %t
+  %i = zext i32 %sum to i64";
+    let cuts = |index: &str, shape: ThreadLoops| {
+        let body = body_with_region("", "", &region(index));
+        let (text, kept) = form_with(&body, shape);
+        assert!(kept.is_empty(), "{kept:?}");
+        labelled(entry_point(&text), "cut.above")
+    };
+    assert_eq!(cuts(nuw, ThreadLoops::NARROW), 1);
+    assert_eq!(cuts(widths, ThreadLoops::NARROW), 1);
+    assert_eq!(cuts(wrapping, ThreadLoops::NARROW), 0);
+    assert_eq!(cuts(nuw, ThreadLoops::AVX512), 0);
+}
+
 /// A grid-stride loop as the kernel side writes it: the answer to the CPU link's question
 /// chooses between the loop trip by trip for the whole block (the block's first index
 /// advanced before a branch on the thread's own index, the top of each trip a place the body
@@ -1395,7 +1439,6 @@ fn thread_loops_are_left_unpeeled_where_masked_stores_are_cheap() {
 /// bitonic sort's `shared[t]` and `shared[t ^ j]`) is vectorized as the others.
 #[test]
 fn a_region_whose_accesses_would_all_be_gathers_stays_scalar() {
-    const SCALAR: &str = "!\"llvm.loop.vectorize.enable\", i32 0}";
     let tree = body_with_region(
         "",
         "",
@@ -1432,23 +1475,12 @@ fn a_region_whose_accesses_would_all_be_gathers_stays_scalar() {
 }
 
 /// A region that stores on every trip at an address that varies with the thread otherwise
-/// than affinely (a Blelloch scan's padded slot, `t + (t >> 5)`) is kept scalar although it
+/// than affinely (a slot padded every 8 words, `t + (t >> 3)`) is kept scalar although it
 /// also loads at `t`: as vectors, a scatter on every trip. The same store under a test that
 /// varies with the thread (a warp's last lane) leaves the region vectorized.
 #[test]
 fn a_region_that_would_scatter_on_every_trip_stays_scalar() {
-    const SCALAR: &str = "!\"llvm.loop.vectorize.enable\", i32 0}";
-    let padded = body_with_region(
-        "",
-        "",
-        "  %from = getelementptr i32, ptr %data, i32 %t
-  %v = load i32, ptr %from
-  %pad = lshr i32 %t, 5
-  %slot = add i32 %t, %pad
-  %to = getelementptr i32, ptr @shared, i32 %slot
-  store i32 %v, ptr %to",
-    );
-    let (text, kept) = form(&padded);
+    let (text, kept) = form(&padded_copy(0, 3));
     assert!(kept.is_empty(), "{kept:?}");
     assert_eq!(loop_ids_with(&text, SCALAR).len(), 1, "{text}");
     let tested = body_with_region(
@@ -1469,6 +1501,96 @@ after:",
     let (text, kept) = form(&tested);
     assert!(kept.is_empty(), "{kept:?}");
     assert!(loop_ids_with(&text, SCALAR).is_empty(), "{text}");
+}
+
+/// A region that asks for its thread's warp (`rank >> 5`, or `(x + 512) >> 5` of a Blelloch
+/// scan's padded slot) runs its rows a warp at a time, the warp one value for each loop: no
+/// `>> 5` of a thread's index is left in that loop (the guarded loop, for threads at one of
+/// several barriers, keeps its). The warp's last lane storing the warp's
+/// total to the warp's word runs alone, on either shape of loops. A shift that is not a
+/// warp's (`rank >> 4`) leaves the rows whole.
+#[test]
+fn a_region_that_asks_for_its_warp_runs_a_warp_at_a_time() {
+    let total = |shift: u32| {
+        body_with_region(
+            "",
+            "",
+            &format!(
+                "  %rank = call i32 @__offload_cpuir_index(i32 12)
+  %from = getelementptr i32, ptr %data, i32 %t
+  %v = load i32, ptr %from
+  %lane = and i32 %rank, 31
+  %last = icmp eq i32 %lane, 31
+  br i1 %last, label %store, label %after
+store:
+  %warp = lshr i32 %rank, {shift}
+  %to = getelementptr i32, ptr @shared, i32 %warp
+  store i32 %v, ptr %to
+  br label %after
+after:"
+            ),
+        )
+    };
+    // The lines of the loop over the warps, from its head to the next region's start.
+    let loop_of_warps = |entry: &str| -> Vec<String> {
+        let mut lines = entry.lines().skip_while(|l| !l.starts_with("warp:"));
+        let head = lines.next().map(str::to_owned);
+        head.into_iter()
+            .chain(
+                lines
+                    .take_while(|l| !l.starts_with("region"))
+                    .map(str::to_owned),
+            )
+            .collect()
+    };
+    let shifted_index = |lines: &[String]| {
+        lines
+            .iter()
+            .filter(|l| l.contains("= lshr") && !l.contains("%warp"))
+            .count()
+    };
+    for shape in [ThreadLoops::AVX512, ThreadLoops::NARROW] {
+        let (text, kept) = form_with(&total(5), shape);
+        assert!(kept.is_empty(), "{kept:?}");
+        let entry = entry_point(&text);
+        assert!(labelled(entry, "warp") >= 1, "{entry}");
+        assert!(labelled(entry, "single.go") >= 1, "{entry}");
+        let warps = loop_of_warps(entry);
+        assert!(warps.iter().any(|l| l.contains("store")), "{entry}");
+        assert_eq!(shifted_index(&warps), 0, "{entry}");
+        let (text, kept) = form_with(&total(4), shape);
+        assert!(kept.is_empty(), "{kept:?}");
+        let entry = entry_point(&text);
+        assert_eq!(labelled(entry, "warp"), 0, "{entry}");
+    }
+    let (text, kept) = form(&padded_copy(512, 5));
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    let warps = loop_of_warps(entry);
+    assert!(warps.iter().any(|l| l.contains("store")), "{entry}");
+    assert_eq!(shifted_index(&warps), 0, "{entry}");
+    assert!(loop_ids_with(&text, SCALAR).is_empty(), "{text}");
+}
+
+/// A thread loop's property that keeps it scalar.
+const SCALAR: &str = "!\"llvm.loop.vectorize.enable\", i32 0}";
+
+/// The body of kernel `k` whose region copies `data[t]` to `@shared[i + (i >> shift)]`, `i`
+/// the thread's `x` plus `plus`: a slot padded every `2^shift` words.
+fn padded_copy(plus: u32, shift: u32) -> String {
+    body_with_region(
+        "",
+        "",
+        &format!(
+            "  %from = getelementptr i32, ptr %data, i32 %t
+  %v = load i32, ptr %from
+  %i = add i32 %t, {plus}
+  %pad = lshr i32 %i, {shift}
+  %slot = add i32 %i, %pad
+  %to = getelementptr i32, ptr @shared, i32 %slot
+  store i32 %v, ptr %to"
+        ),
+    )
 }
 
 /// The body of kernel `k` with `region` (its instructions, given `%t`, the thread's `x`

@@ -562,6 +562,15 @@ impl<'m> Instruction<'m> {
         Value::wrap(unsafe { llvm::LLVMGetNextInstruction(self.raw()) }).map(Instruction)
     }
 
+    /// Whether the instruction is an `add`, `sub`, `mul` or `shl` marked `nuw`: its result,
+    /// read unsigned, never wraps.
+    pub fn has_no_unsigned_wrap(self) -> bool {
+        use InstructionOpcode as Op;
+        matches!(self.opcode(), Op::Add | Op::Sub | Op::Mul | Op::Shl)
+            // SAFETY: `self` is a live instruction of an opcode that carries the flag.
+            && unsafe { llvm::LLVMGetNUW(self.raw()) } != 0
+    }
+
     /// Whether the instruction is `unreachable`.
     pub fn is_unreachable(self) -> bool {
         self.opcode() == InstructionOpcode::Unreachable
