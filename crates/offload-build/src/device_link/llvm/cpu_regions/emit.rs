@@ -11,7 +11,7 @@ use super::super::ir::{
     AtomicRmwOp, Block, Builder, Function, Instruction, Module, Phi, Type, Value,
 };
 use super::exits::leave_together;
-use super::hooks::{Complete, callee, is_index_call, with_location};
+use super::hooks::{Complete, callee, index_of, is_index_call, with_location};
 use super::kinds::{Kind, Kinds};
 use super::parallel::{Alone, ThreadLoops, mark_in_turn, mark_thread_loops_parallel};
 use super::ranges::adds_without_wrapping;
@@ -21,7 +21,9 @@ use super::slots::Slots;
 use super::trim::{Facts, Trim, trim_branch, trim_prefix, widened_thread_x};
 use super::uniform::PURE_INTRINSICS;
 use super::uniform::Uniform;
-use super::warps::{WarpAt, lane_against, warp_part};
+use super::warps::{
+    WarpAt, asks_for_its_warp, lane_against, one_per_warp, warp_part, warp_pieces, warp_value,
+};
 
 /// The bit a thread's state carries once it ran in a round of block barriers.
 pub(super) const RAN_THIS_ROUND: u64 = 1 << 31;
@@ -371,15 +373,6 @@ fn idle_instruction<'m>(
 pub(super) fn is_thread_x<'m>(v: Value<'m>, hooks: &Complete<'m>) -> bool {
     v.as_instruction()
         .is_some_and(|i| is_index_call(i, hooks) && index_of(i) == Ok(0))
-}
-
-/// Which index a call of the index hook asks for.
-pub(super) fn index_of(call: Instruction<'_>) -> std::result::Result<u64, String> {
-    call.as_value()
-        .as_call()
-        .and_then(|c| c.arg(0))
-        .and_then(|a| a.const_zext_value())
-        .ok_or_else(|| with_location("the index hook called with a variable", call))
 }
 
 /// The region entry point under construction.
@@ -1187,7 +1180,8 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 self.thread_loop(&row_at, [chunks.start, chunks.end], chunks.latch, kinds)?;
             }
             (None, None) => {
-                let by_warp = run != RegionRun::Guarded && self.asks_for_its_warp(r, kinds);
+                let by_warp = run != RegionRun::Guarded
+                    && asks_for_its_warp(&self.region_instructions(r), self.hooks, kinds);
                 let singles = match run {
                     RegionRun::Guarded => SingleThreads::default(),
                     RegionRun::Unguarded | RegionRun::Together => {
@@ -1202,7 +1196,8 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 self.builder.position_at_end(y_head);
                 let cut = bound.map(|bound| self.cut_at(bound));
                 let (threads, done, row_at) = if by_warp {
-                    let (threads, next, warp) = self.warp_pieces(row, bx, y_latch);
+                    let (threads, next, warp) =
+                        warp_pieces(&self.builder, self.function, [row, bx], y_latch);
                     let row_at = Row {
                         warp: Some(warp),
                         ..row_at
@@ -1273,7 +1268,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
     }
 
     /// The body's instructions region `r` runs, each of its segments up to its barrier.
-    pub(super) fn region_instructions(&self, r: usize) -> Vec<Instruction<'m>> {
+    fn region_instructions(&self, r: usize) -> Vec<Instruction<'m>> {
         let mut instructions = Vec::new();
         for s in self.segments.region(self.region_starts[r]) {
             let segment = self.segments.list[s];
@@ -1329,7 +1324,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 Alone::EveryBranch => decides_a_branch(i),
                 // A lane's store is to a word its warp shares.
                 Alone::UniformStores if lane.is_some() => {
-                    guards_a_uniform_store(i, equal, &mut |a| self.one_per_warp(a, kinds, 8))
+                    guards_a_uniform_store(i, equal, &mut |a| one_per_warp(a, hooks, kinds))
                 }
                 Alone::UniformStores => guards_a_uniform_store(i, equal, &mut |a| {
                     a.as_instruction().is_none() || kinds.of(a) == Kind::Hoistable
@@ -2132,7 +2127,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             && let Some(part) = warp_part(i, self.hooks)
         {
             self.builder.position_at_end(clone.current);
-            let value = self.warp_value(part, clone.at.xyz[0], &warp, op);
+            let value = warp_value(&self.builder, part, clone.at.xyz[0], &warp, op);
             clone.values.insert(op, value);
             return Ok(value);
         }

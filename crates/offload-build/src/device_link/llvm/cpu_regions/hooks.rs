@@ -148,6 +148,15 @@ pub(super) fn is_index_call<'m>(i: Instruction<'m>, hooks: &Complete<'m>) -> boo
         .is_some_and(|f| f == hooks.index)
 }
 
+/// Which index a call of the index hook asks for.
+pub(super) fn index_of(call: Instruction<'_>) -> std::result::Result<u64, String> {
+    call.as_value()
+        .as_call()
+        .and_then(|c| c.arg(0))
+        .and_then(|a| a.const_zext_value())
+        .ok_or_else(|| with_location("the index hook called with a variable", call))
+}
+
 /// `reason`, with the source line of `at` where debug information has one.
 pub(super) fn with_location(reason: &str, at: Instruction<'_>) -> String {
     match at.debug_location().map(|l| l.file_and_line()) {

@@ -11,9 +11,8 @@ use inkwell::IntPredicate;
 use inkwell::values::InstructionOpcode;
 use offload_format::abi;
 
-use super::super::ir::{Block, Instruction, Value};
-use super::emit::{Emitter, index_of};
-use super::hooks::{Complete, is_index_call};
+use super::super::ir::{Block, Builder, Function, Instruction, Value};
+use super::hooks::{Complete, index_of, is_index_call};
 use super::kinds::{Kind, Kinds};
 
 /// Lanes per warp on the CPU device (`offload_rt`'s `CPU_WARP_SIZE`): a warp's threads are 32
@@ -124,48 +123,65 @@ pub(super) fn lane_against<'m>(
         .find_map(|(l, v)| Some((v, lane(l, hooks)?)))
 }
 
-impl<'m> Emitter<'_, 'm> {
-    /// Whether what region `r` does (its stores, calls, branches, values kept per thread)
-    /// depends on a thread's warp ([`WarpPart::Warp`]): its rows then run a warp at a time.
-    pub(super) fn asks_for_its_warp(&self, r: usize, kinds: &mut Kinds<'_, 'm>) -> bool {
-        let mut seen = HashSet::new();
-        let mut work: Vec<Value<'m>> = Vec::new();
-        for i in self.region_instructions(r) {
-            // The values computed from the indices are computed where used, if at all.
-            let value = i.as_value();
-            if value.ty().is_void() || kinds.of(value) == Kind::Varying {
-                work.extend(value.operands());
-            }
-        }
-        while let Some(v) = work.pop() {
-            let Some(i) = v.as_instruction() else {
-                continue;
-            };
-            if !seen.insert(v) {
-                continue;
-            }
-            if matches!(warp_part(i, self.hooks), Some(WarpPart::Warp { .. })) {
-                return true;
-            }
-            // Values the region computes again from the thread's indices lead to a warp
-            // computed before its barrier.
-            if kinds.of(v) == Kind::Recomputed {
-                work.extend(i.as_value().operands());
-            }
-        }
-        false
-    }
+/// How deep [`one_per_warp`] follows operands.
+const DEPTH: u32 = 8;
 
-    /// Whether `v` is the same for every thread of a loop over one warp's threads: computed
-    /// once by the block, or from a warp ([`WarpPart::Warp`]) by arithmetic.
-    pub(super) fn one_per_warp(&self, v: Value<'m>, kinds: &mut Kinds<'_, 'm>, depth: u32) -> bool {
+/// Whether what a region does (its stores, calls, branches, values kept per thread: of its
+/// `instructions`) depends on a thread's warp ([`WarpPart::Warp`]): its rows then run a warp at
+/// a time.
+pub(super) fn asks_for_its_warp<'m>(
+    instructions: &[Instruction<'m>],
+    hooks: &Complete<'m>,
+    kinds: &mut Kinds<'_, 'm>,
+) -> bool {
+    let mut seen = HashSet::new();
+    let mut work: Vec<Value<'m>> = Vec::new();
+    for i in instructions {
+        // The values computed from the indices are computed where used, if at all.
+        let value = i.as_value();
+        if value.ty().is_void() || kinds.of(value) == Kind::Varying {
+            work.extend(value.operands());
+        }
+    }
+    while let Some(v) = work.pop() {
+        let Some(i) = v.as_instruction() else {
+            continue;
+        };
+        if !seen.insert(v) {
+            continue;
+        }
+        if matches!(warp_part(i, hooks), Some(WarpPart::Warp { .. })) {
+            return true;
+        }
+        // Values the region computes again from the thread's indices lead to a warp
+        // computed before its barrier.
+        if kinds.of(v) == Kind::Recomputed {
+            work.extend(i.as_value().operands());
+        }
+    }
+    false
+}
+
+/// Whether `v` is the same for every thread of a loop over one warp's threads: computed once
+/// by the block, or from a warp ([`WarpPart::Warp`]) by arithmetic.
+pub(super) fn one_per_warp<'m>(
+    v: Value<'m>,
+    hooks: &Complete<'m>,
+    kinds: &mut Kinds<'_, 'm>,
+) -> bool {
+    fn within<'m>(
+        v: Value<'m>,
+        hooks: &Complete<'m>,
+        kinds: &mut Kinds<'_, 'm>,
+        depth: u32,
+    ) -> bool {
         let Some(i) = v.as_instruction() else {
             return true;
         };
         if kinds.of(v) == Kind::Hoistable {
             return true;
         }
-        if let Some(part) = warp_part(i, self.hooks) {
+        if let Some(part) = warp_part(i, hooks) {
             return matches!(part, WarpPart::Warp { .. });
         }
         use InstructionOpcode as Op;
@@ -187,98 +203,96 @@ impl<'m> Emitter<'_, 'm> {
             && depth > 0
             && i.as_value()
                 .operands()
-                .all(|o| self.one_per_warp(o, kinds, depth - 1))
+                .all(|o| within(o, hooks, kinds, depth - 1))
     }
+    within(v, hooks, kinds, DEPTH)
+}
 
-    /// The head of a loop over a row's warps, from the builder's block (which it ends): the
-    /// first piece from `x == 0`, the next where the last ended, to `done` past `width`.
-    /// Returns the piece's threads `x` in `[first, end)`, where the piece's loops go on to
-    /// (`next`, which it ends), and the piece's [`WarpAt`].
-    pub(super) fn warp_pieces(
-        &self,
-        row: Value<'m>,
-        width: Value<'m>,
-        done: Block<'m>,
-    ) -> ([Value<'m>; 2], Block<'m>, WarpAt<'m>) {
-        let i32_ty = self.i32_ty;
-        let head = self.block(c"warp");
-        let next = self.block(c"warp.next");
-        let entry = self.builder.build_br(head).instruction().block();
-        let b = &self.builder;
-        b.position_at_end(head);
-        let first = b.build_phi(i32_ty, c"warp.x");
-        first.add_incoming(self.const32(0), entry);
-        let x = first.as_value();
-        let rank = b.build_add(b.build_trunc(row, i32_ty, c""), x, c"warp.rank");
-        let lane = b.build_and(rank, self.const32(LANES - 1), c"");
-        let shift = self.const32(LANE_BITS);
-        let warp = b.build_binop(InstructionOpcode::LShr, rank, shift, c"warp");
-        let x_warp = b.build_binop(InstructionOpcode::LShr, x, shift, c"warp.of.x");
-        // The next warp of the rank, or of `x`, whichever comes first, within the row.
-        let rank_end = b.build_add(
-            x,
-            b.build_binop(InstructionOpcode::Sub, self.const32(LANES), lane, c""),
-            c"",
-        );
-        let x_end = b.build_add(
-            b.build_or(x, self.const32(LANES - 1), c""),
-            self.const32(1),
-            c"",
-        );
-        let min = |a: Value<'m>, c: Value<'m>| {
-            let lower = b.build_icmp(IntPredicate::ULT, a, c, c"");
-            b.build_select(lower, a, c, c"")
-        };
-        let end = min(min(rank_end, x_end), width);
-        let lane_from_x = [
-            b.build_binop(InstructionOpcode::Sub, lane, x, c"lane.of.rank"),
-            b.build_binop(
-                InstructionOpcode::Sub,
-                self.const32(0),
-                b.build_binop(InstructionOpcode::Shl, x_warp, shift, c""),
-                c"lane.of.x",
-            ),
-        ];
-        b.position_at_end(next);
-        first.add_incoming(end, next);
-        let more = b.build_icmp(IntPredicate::ULT, end, width, c"");
-        b.build_cond_br(more, head, done);
-        b.position_at_end(head);
-        let at = WarpAt {
-            warp,
-            x_warp,
-            lane_from_x,
-        };
-        ([x, end], next, at)
-    }
+/// The head of a loop over the warps of a row of `width` threads starting at rank `row` (an
+/// `i64`), built in `function` from the builder's block (which it ends): the first piece from
+/// `x == 0`, the next where the last ended, to `done` past `width`. Returns the piece's
+/// threads `x` in `[first, end)`, where the piece's loops go on to (`next`, which it ends),
+/// and the piece's [`WarpAt`]; the builder is left at the end of the head.
+pub(super) fn warp_pieces<'m>(
+    b: &Builder<'m>,
+    function: Function<'m>,
+    [row, width]: [Value<'m>; 2],
+    done: Block<'m>,
+) -> ([Value<'m>; 2], Block<'m>, WarpAt<'m>) {
+    let i32_ty = width.ty();
+    let constant = |v: u64| i32_ty.const_int(v, false);
+    let head = function.append_block(c"warp");
+    let next = function.append_block(c"warp.next");
+    let entry = b.build_br(head).instruction().block();
+    b.position_at_end(head);
+    let first = b.build_phi(i32_ty, c"warp.x");
+    first.add_incoming(constant(0), entry);
+    let x = first.as_value();
+    let rank = b.build_add(b.build_trunc(row, i32_ty, c""), x, c"warp.rank");
+    let lane = b.build_and(rank, constant(LANES - 1), c"");
+    let shift = constant(LANE_BITS);
+    let warp = b.build_binop(InstructionOpcode::LShr, rank, shift, c"warp");
+    let x_warp = b.build_binop(InstructionOpcode::LShr, x, shift, c"warp.of.x");
+    // The next warp of the rank, or of `x`, whichever comes first, within the row.
+    let rank_end = b.build_add(
+        x,
+        b.build_binop(InstructionOpcode::Sub, constant(LANES), lane, c""),
+        c"",
+    );
+    let x_end = b.build_add(b.build_or(x, constant(LANES - 1), c""), constant(1), c"");
+    let min = |a: Value<'m>, c: Value<'m>| {
+        let lower = b.build_icmp(IntPredicate::ULT, a, c, c"");
+        b.build_select(lower, a, c, c"")
+    };
+    let end = min(min(rank_end, x_end), width);
+    let lane_from_x = [
+        b.build_binop(InstructionOpcode::Sub, lane, x, c"lane.of.rank"),
+        b.build_binop(
+            InstructionOpcode::Sub,
+            constant(0),
+            b.build_binop(InstructionOpcode::Shl, x_warp, shift, c""),
+            c"lane.of.x",
+        ),
+    ];
+    b.position_at_end(next);
+    first.add_incoming(end, next);
+    let more = b.build_icmp(IntPredicate::ULT, end, width, c"");
+    b.build_cond_br(more, head, done);
+    b.position_at_end(head);
+    let at = WarpAt {
+        warp,
+        x_warp,
+        lane_from_x,
+    };
+    ([x, end], next, at)
+}
 
-    /// What `part` is for the thread `x` of a loop over one warp's threads, as a value of
-    /// type `like`'s, computed at the builder's position.
-    pub(super) fn warp_value(
-        &self,
-        part: WarpPart,
-        x: Value<'m>,
-        at: &WarpAt<'m>,
-        like: Value<'m>,
-    ) -> Value<'m> {
-        let b = &self.builder;
-        let value = match part {
-            WarpPart::Warp { of_x, plus, shift } => {
-                let mut warp = if of_x { at.x_warp } else { at.warp };
-                if plus != 0 {
-                    warp = b.build_add(warp, self.const32(plus), c"");
-                }
-                if shift != 0 {
-                    warp = b.build_binop(InstructionOpcode::LShr, warp, self.const32(shift), c"");
-                }
-                warp
+/// What `part` is for the thread `x` (an `i32`) of a loop over one warp's threads, as a value
+/// of type `like`'s, computed at the builder's position.
+pub(super) fn warp_value<'m>(
+    b: &Builder<'m>,
+    part: WarpPart,
+    x: Value<'m>,
+    at: &WarpAt<'m>,
+    like: Value<'m>,
+) -> Value<'m> {
+    let constant = |v: u64| x.ty().const_int(v, false);
+    let value = match part {
+        WarpPart::Warp { of_x, plus, shift } => {
+            let mut warp = if of_x { at.x_warp } else { at.warp };
+            if plus != 0 {
+                warp = b.build_add(warp, constant(plus), c"");
             }
-            WarpPart::Lane { of_x } => b.build_add(x, at.lane_from_x[usize::from(of_x)], c"lane"),
-        };
-        if like.ty().int_width() == Some(32) {
-            value
-        } else {
-            b.build_zext(value, like.ty(), c"")
+            if shift != 0 {
+                warp = b.build_binop(InstructionOpcode::LShr, warp, constant(shift), c"");
+            }
+            warp
         }
+        WarpPart::Lane { of_x } => b.build_add(x, at.lane_from_x[usize::from(of_x)], c"lane"),
+    };
+    if like.ty().int_width() == Some(32) {
+        value
+    } else {
+        b.build_zext(value, like.ty(), c"")
     }
 }
