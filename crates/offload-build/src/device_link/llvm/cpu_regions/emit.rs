@@ -119,6 +119,11 @@ struct SingleThreads<'m> {
     differences: Vec<((Value<'m>, Value<'m>), Value<'m>)>,
 }
 
+/// Whether `v` is one value for the whole block: a constant, or computed once per block.
+fn computed_once<'m>(v: Value<'m>, kinds: &mut Kinds<'_, 'm>) -> bool {
+    v.is_constant_int() || kinds.of(v) == Kind::Hoistable
+}
+
 /// Which thread of a row, or of a warp's piece of it, runs a region alone.
 #[derive(Clone, Copy, PartialEq)]
 enum SingleAt<'m> {
@@ -1294,9 +1299,6 @@ impl<'a, 'm> Emitter<'a, 'm> {
     ) -> std::result::Result<SingleThreads<'m>, String> {
         let hooks = self.hooks;
         let is_thread_x = |v: Value<'m>| is_thread_x(v, hooks);
-        let once = |v: Value<'m>, kinds: &mut Kinds<'_, 'm>| {
-            v.is_constant_int() || kinds.of(v) == Kind::Hoistable
-        };
         let mut candidates = Vec::new();
         for i in self.region_instructions(r) {
             let Some(compare) = i.as_value().as_icmp() else {
@@ -1317,7 +1319,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
                     None => continue,
                 },
             };
-            if !once(v, kinds) || offset.is_some_and(|c| !once(c, kinds)) {
+            if !computed_once(v, kinds) || offset.is_some_and(|c| !computed_once(c, kinds)) {
                 continue;
             }
             let guards = match self.shape.alone {
@@ -1396,10 +1398,10 @@ impl<'a, 'm> Emitter<'a, 'm> {
             if offset.is_some() && !self.shape.offset_cuts {
                 continue;
             }
-            let once = |v: Value<'m>, kinds: &mut Kinds<'_, 'm>| {
-                v.is_constant_int() || kinds.of(v) == Kind::Hoistable
-            };
-            if !once(v, kinds) || offset.is_some_and(|c| !once(c, kinds)) || !decides_a_branch(i) {
+            if !computed_once(v, kinds)
+                || offset.is_some_and(|c| !computed_once(c, kinds))
+                || !decides_a_branch(i)
+            {
                 continue;
             }
             let (value, inclusive) = match (signed, signed_cut(v, inclusive)) {

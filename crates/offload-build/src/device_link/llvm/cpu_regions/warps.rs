@@ -14,6 +14,7 @@ use offload_format::abi;
 use super::super::ir::{Block, Builder, Function, Instruction, Value};
 use super::hooks::{Complete, index_of, is_index_call};
 use super::kinds::{Kind, Kinds};
+use super::uniform::is_pure;
 
 /// Lanes per warp on the CPU device (`offload_rt`'s `CPU_WARP_SIZE`): a warp's threads are 32
 /// consecutive ranks.
@@ -184,22 +185,7 @@ pub(super) fn one_per_warp<'m>(
         if let Some(part) = warp_part(i, hooks) {
             return matches!(part, WarpPart::Warp { .. });
         }
-        use InstructionOpcode as Op;
-        let arithmetic = matches!(
-            i.opcode(),
-            Op::Add
-                | Op::Sub
-                | Op::Mul
-                | Op::Shl
-                | Op::LShr
-                | Op::Or
-                | Op::And
-                | Op::ZExt
-                | Op::SExt
-                | Op::Trunc
-                | Op::GetElementPtr
-        );
-        arithmetic
+        is_pure(i.opcode())
             && depth > 0
             && i.as_value()
                 .operands()
