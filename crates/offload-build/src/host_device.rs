@@ -10,8 +10,8 @@
 //!
 //! - The IR form, where the LLVM device link is at hand (in-process with the `llvm` feature,
 //!   else `cargo-offload-device`, as for GPU images): the nested build adds
-//!   `--cfg offload_cpu_ir`, `-Clinker-plugin-lto` (and no jump threading through calls,
-//!   which would copy barriers), so the static library holds the
+//!   `--cfg offload_cpu_ir`, `-Clinker-plugin-lto` (and neither jump threading through calls
+//!   nor loop unswitching, which would copy barriers), so the static library holds the
 //!   workspace crates as bitcode beside the standard library's native objects; the CPU link
 //!   (`device_link::cpu_link`) links the bitcode, keeps external only the image's exports and
 //!   what the native objects use, forms the regions, runs `default<O3>` for the level and emits
@@ -97,6 +97,13 @@ pub fn build_in_form(
                 // without calls; the link's own pipeline threads jumps once the barriers are
                 // gone.
                 "-Cllvm-args=-jump-threading-threshold=3",
+                // Nor loops copied by unswitching on a condition inside them, which O3 does
+                // on a thread's own: `hotspot`'s stepping loop became one copy for the threads
+                // inside the tile and one for the others, each with barriers of its own that
+                // the threads then waited at in turn, and the tiled transpose's loop over its
+                // rows two copies on the thread's column (1.3-3x slower). The link's own
+                // pipeline unswitches the thread loops once the barriers are gone.
+                "-Cllvm-args=-unswitch-threshold=0",
             ]
             .map(str::to_owned),
         );

@@ -9,8 +9,9 @@
 //!
 //! Two barriers are alternatives where the threads leaving one barrier (or the start) can
 //! reach either first and neither reaches the other (as a loop around them, or barriers one
-//! after the other, would): a group of such barriers, none reaching another, is made one
-//! call, which makes no loop. After it each thread goes on from where it reached its barrier:
+//! after the other, would) but through the barrier they left (the trip's last barrier of a
+//! loop around both, `hotspot`'s `if inside { step } sync_threads()` in its stepping loop): a
+//! group of such barriers is made one call, which makes no loop the body did not have. After it each thread goes on from where it reached its barrier:
 //! the way it came is stored before the barrier (in one local for all groups: each group's is
 //! read right after its barrier) and switched on after it. Where two barriers are the ways of
 //! a branch on a condition computed from the thread's indices and the block's values (a
@@ -58,23 +59,40 @@ pub(super) fn merge_alternative_barriers<'m>(
     };
     let apart = |a: usize, b: usize| !leads_to(a, b) && !leads_to(b, a);
     // The body's start (its first segment) and each barrier's continuation: the barriers a
-    // thread leaving there reaches first are alternatives where apart.
-    let starts = std::iter::once(0).chain(calls.iter().map(|c| segments.after_barrier[c]));
+    // thread leaving there reaches first are alternatives where apart. Leaving a barrier in
+    // a loop, they lead to one another around the loop, through that barrier: apart within
+    // a trip is enough, as merging them makes no loop the body did not have.
+    let starts = std::iter::once((0, None)).chain(
+        calls
+            .iter()
+            .map(|c| (segments.after_barrier[c], Some(segments.of_instruction[c]))),
+    );
     let mut groups = UnionFind::new(calls.len());
-    for start in starts {
+    let mut alternatives = HashSet::new();
+    for (start, through) in starts {
         let first: Vec<usize> = segments
             .region(start)
             .into_iter()
             .filter_map(|s| index.get(&segments.list[s].barrier?).copied())
             .collect();
+        let leads_to_within = |a: usize, b: usize| {
+            segments.leads_to_avoiding(
+                segments.after_barrier[&calls[a]],
+                segments.of_instruction[&calls[b]],
+                through,
+            )
+        };
         for (k, &a) in first.iter().enumerate() {
             for &b in &first[k + 1..] {
-                if apart(a, b) {
+                if !leads_to_within(a, b) && !leads_to_within(b, a) {
                     groups.union(a, b);
+                    alternatives.insert((a.min(b), a.max(b)));
                 }
             }
         }
     }
+    let alternative =
+        |a: usize, b: usize| apart(a, b) || alternatives.contains(&(a.min(b), a.max(b)));
     let mut by_root: HashMap<usize, Vec<usize>> = HashMap::new();
     for n in 0..calls.len() {
         by_root.entry(groups.find(n)).or_default().push(n);
@@ -90,7 +108,7 @@ pub(super) fn merge_alternative_barriers<'m>(
                 && group
                     .iter()
                     .enumerate()
-                    .all(|(k, &a)| group[k + 1..].iter().all(|&b| apart(a, b)))
+                    .all(|(k, &a)| group[k + 1..].iter().all(|&b| alternative(a, b)))
         })
         .map(|group| group.iter().map(|&n| calls[n]).collect())
         .collect();

@@ -97,6 +97,23 @@ impl<'m> Segments<'m> {
         region
     }
 
+    /// Whether a path leads from segment `from` to segment `to` without leaving segment
+    /// `through` (where one is given): within one trip of a loop around its barrier.
+    pub(super) fn leads_to_avoiding(&self, from: usize, to: usize, through: Option<usize>) -> bool {
+        let mut seen = vec![false; self.list.len()];
+        let mut stack = vec![from];
+        while let Some(s) = stack.pop() {
+            if s == to {
+                return true;
+            }
+            if std::mem::replace(&mut seen[s], true) || Some(s) == through {
+                continue;
+            }
+            stack.extend(self.successors[s].iter().copied());
+        }
+        false
+    }
+
     /// `reach[a]` holds `b` when a path leads from segment `a` to segment `b` (`a` itself
     /// included).
     pub(super) fn reachability(&self) -> Vec<Vec<bool>> {

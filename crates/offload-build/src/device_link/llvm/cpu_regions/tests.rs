@@ -1167,6 +1167,71 @@ fn barriers_one_after_the_other_or_in_a_loop_stay_apart() {
     assert_eq!(barrier_calls_in(&text), 3, "{text}");
 }
 
+/// Rodinia's `hotspot` after jump threading: a loop whose trip ends at a barrier every
+/// thread reaches, and before it a barrier copied into each way of a branch on the thread's
+/// own condition (`if inside { step; } sync_threads()`), each copy going on to the trip's
+/// end or, on the last trip, out of the kernel (the copy of the threads that stepped by way
+/// of a store of their cell). `%t` is the thread's `x`; the loop is left only on ways that
+/// lead out (to a store to global memory and the return).
+const STEPPED_LOOP: &str = "
+define void @__offload_cpu_body_k(ptr %params) {
+entry:
+  %pp = load ptr, ptr %params
+  %data = load ptr, ptr %pp
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  %cell = getelementptr i32, ptr %data, i32 %t
+  call void @__offload_cpuir_barrier()
+  br label %loop
+loop:
+  %i = phi i32 [ 0, %entry ], [ %next, %trip_end ]
+  %from = add i32 %i, 1
+  %inside = icmp ugt i32 %t, %i
+  br i1 %inside, label %step, label %idle
+step:
+  store i32 %i, ptr %cell
+  call void @__offload_cpuir_barrier()
+  %last_stepped = icmp eq i32 %i, 3
+  br i1 %last_stepped, label %write, label %copy
+idle:
+  call void @__offload_cpuir_barrier()
+  %last_idle = icmp eq i32 %i, 3
+  br i1 %last_idle, label %end, label %trip_end
+copy:
+  store i32 %from, ptr %cell
+  br label %trip_end
+trip_end:
+  %next = add i32 %i, 1
+  call void @__offload_cpuir_barrier()
+  br label %loop
+write:
+  %out = getelementptr i32, ptr %data, i32 %from
+  store i32 %t, ptr %out
+  br label %end
+end:
+  ret void
+}";
+
+/// The two copies of the barrier lead to one another only around the loop, through the
+/// trip's last barrier: within a trip they are alternatives, made one. The way each thread
+/// came is its own (stored under its own branch, in a loop left only on ways out): a lane
+/// of each thread, not a value the block keeps once, beside the counter the block does.
+#[test]
+fn barriers_copied_into_both_ways_of_a_branch_in_a_loop_become_one() {
+    assert_eq!(barrier_calls_in(STEPPED_LOOP), 4);
+    let (merged, text) = merge_barriers(STEPPED_LOOP);
+    assert_eq!(merged, 1, "{text}");
+    assert_eq!(barrier_calls_in(&text), 3, "{text}");
+    assert!(text.contains("switch i32 %barrier.way"), "{text}");
+    let (text, kept) = form(STEPPED_LOOP);
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    let block_slots = entry
+        .lines()
+        .filter(|l| l.contains("%block.slot") && l.contains("= alloca"))
+        .count();
+    assert_eq!((block_slots, lane_slots(entry)), (2, 1), "{entry}");
+}
+
 /// A loop around a barrier whose counter the block shares, then `tail`, then the end.
 fn counted_loop_then(tail: &str) -> String {
     format!(

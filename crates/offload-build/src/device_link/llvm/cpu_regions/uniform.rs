@@ -281,8 +281,8 @@ pub(super) struct Graph<'m> {
     pub(super) successors: Vec<Option<Vec<usize>>>,
     /// Each block's terminator's condition, where it has two ways on that do not only lead out.
     pub(super) conditions: Vec<Option<Value<'m>>>,
-    /// Post-dominators, the virtual exit (index `blocks.len()`) included.
-    pub(super) post_dominators: Vec<Vec<bool>>,
+    /// The blocks with a successor that only leads out.
+    pub(super) leaves: Vec<bool>,
     /// As `post_dominators`, with a way to the exit from each block with a successor that
     /// only leads out.
     pub(super) post_dominators_leaving: Vec<Vec<bool>>,
@@ -354,7 +354,6 @@ impl<'m> Graph<'m> {
                 blocks[b].terminator()?.instruction().operand(0)
             })
             .collect();
-        let staying = post_dominators(&successors, &vec![false; n]);
         let leaves: Vec<bool> = (0..n)
             .map(|b| stays[b] && all_successors[b].iter().any(|&s| !stays[s]))
             .collect();
@@ -363,16 +362,32 @@ impl<'m> Graph<'m> {
             blocks,
             successors,
             conditions,
-            post_dominators: staying,
+            leaves,
             post_dominators_leaving: leaving,
             barrier_blocks,
         }
     }
 
     /// The blocks every live thread runs alike: control-dependent on no branch whose
-    /// condition is a thread's own.
+    /// condition is a thread's own. A way out taken by the whole block (a loop's exit on a
+    /// condition the block shares) counts as one; one taken by some threads (a thread's early
+    /// `return`) does not, as those threads are done. (A loop left only by ways out the
+    /// graph drops would have no end, and every block in it would seem to post-dominate every
+    /// branch in it, a thread's own among them.)
     pub(super) fn uniformly_executed(&self, values: &mut Uniform<'_, 'm>) -> HashSet<Block<'m>> {
-        self.not_control_dependent(values, &self.post_dominators)
+        let left_together: Vec<bool> = self
+            .blocks
+            .iter()
+            .zip(&self.leaves)
+            .map(|(block, &leaves)| {
+                leaves
+                    && block
+                        .terminator()
+                        .is_some_and(|t| t.instruction().operand(0).is_some_and(|c| values.of(c)))
+            })
+            .collect();
+        let post_dominators = post_dominators(&self.successors, &left_together);
+        self.not_control_dependent(values, &post_dominators)
     }
 
     /// The blocks every thread that does not leave runs, the ways out counted: control-dependent
