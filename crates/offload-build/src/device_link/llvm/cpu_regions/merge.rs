@@ -11,12 +11,13 @@
 //! reach either first and neither reaches the other (as a loop around them, or barriers one
 //! after the other, would) but through the barrier they left (the trip's last barrier of a
 //! loop around both, `hotspot`'s `if inside { step } sync_threads()` in its stepping loop): a
-//! group of such barriers is made one call, which makes no loop the body did not have. After it each thread goes on from where it reached its barrier:
-//! the way it came is stored before the barrier (in one local for all groups: each group's is
-//! read right after its barrier) and switched on after it. Where two barriers are the ways of
-//! a branch on a condition computed from the thread's indices and the block's values (a
-//! stencil's `if inside { .. } sync_threads(); if inside { .. }`), the way is that condition
-//! again after the barrier: a stored way is each thread's, kept across the barrier, and the
+//! group of such barriers is made one call, which makes no loop the body did not have. After
+//! it each thread goes on from where it reached its barrier: the way it came is stored before
+//! the barrier (in one local for all groups: each group's is read right after its barrier)
+//! and switched on after it. Where two barriers are the ways of a branch on a condition
+//! computed from the thread's indices and the block's values (a stencil's
+//! `if inside { .. } sync_threads(); if inside { .. }`), the way is that condition again after
+//! the barrier: a stored way is each thread's, kept across the barrier, and the
 //! loops after it test every thread's (masked loads in every vector, `stencil7` 1.7x) where
 //! the condition lets range-check elimination take the bound off the loop.
 #![forbid(unsafe_code)]

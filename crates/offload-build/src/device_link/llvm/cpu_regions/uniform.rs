@@ -283,8 +283,8 @@ pub(super) struct Graph<'m> {
     pub(super) conditions: Vec<Option<Value<'m>>>,
     /// The blocks with a successor that only leads out.
     pub(super) leaves: Vec<bool>,
-    /// As `post_dominators`, with a way to the exit from each block with a successor that
-    /// only leads out.
+    /// Post-dominators (the virtual exit, index `blocks.len()`, included) with a way to the
+    /// exit from each block of `leaves`.
     pub(super) post_dominators_leaving: Vec<Vec<bool>>,
     pub(super) barrier_blocks: Vec<Block<'m>>,
 }
