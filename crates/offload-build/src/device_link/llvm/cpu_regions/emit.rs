@@ -305,6 +305,9 @@ struct GuardedChunks<'m> {
     head: Block<'m>,
     /// Where a piece with a thread at the barrier goes on to its loop over the threads.
     found: Block<'m>,
+    /// Where a piece whose every thread is at the barrier goes on to its loop over them, as
+    /// an unguarded one.
+    whole: Block<'m>,
     /// The next piece, or the row's end.
     latch: Block<'m>,
     /// The piece's first `x`.
@@ -313,7 +316,17 @@ struct GuardedChunks<'m> {
     end: Value<'m>,
 }
 
-/// Which threads a region's loop runs, and where they leave their states.
+/// The summary of the states an unguarded region's loop under construction keeps, in locals of
+/// the entry point (`piece_exits.rs` builds and reads it).
+#[derive(Clone, Copy)]
+pub(super) struct PieceSummary<'m> {
+    /// The largest state, the smallest live one (`u32::MAX` where none), whether a thread is
+    /// done (an `i1`), past the last rank going first (an `i32`, 0 where none).
+    pub(super) kept: [Value<'m>; 4],
+    /// Whether every piece built so far knows the one state its threads leave at.
+    pub(super) known: bool,
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum RegionRun {
     /// Those whose state is the region's; each leaves its state.
@@ -452,6 +465,12 @@ pub(super) struct Emitter<'a, 'm> {
     pub(super) thread_loops: Vec<(Block<'m>, Block<'m>)>,
     /// How the image's vectors run the thread loops.
     pub(super) shape: ThreadLoops,
+    /// The locals of [`PieceSummary`], and the summary of the unguarded loop under
+    /// construction.
+    pub(super) piece_kept: [Value<'m>; 4],
+    pub(super) piece_summary: Option<PieceSummary<'m>>,
+    /// Where the unguarded loops that kept the summary go on to the scheduler's next step.
+    pub(super) summarized: Vec<Block<'m>>,
 }
 
 impl<'a, 'm> Emitter<'a, 'm> {
@@ -567,6 +586,9 @@ impl<'a, 'm> Emitter<'a, 'm> {
             debug_from,
             thread_loops: Vec::new(),
             shape,
+            piece_kept: [params; 4],
+            piece_summary: None,
+            summarized: Vec::new(),
         };
         placeholder.erase();
         emitter.emit_function(entry, [launch, begin, end], slots, kinds)?;
@@ -643,6 +665,13 @@ impl<'a, 'm> Emitter<'a, 'm> {
             (self.i32_ty, c"summary.max"),
             (self.i32_ty, c"summary.min"),
             (i1_ty, c"summary.done"),
+        ]
+        .map(|(ty, name)| self.builder.build_alloca(ty, 4, name).as_value());
+        self.piece_kept = [
+            (self.i32_ty, c"pieces.max"),
+            (self.i32_ty, c"pieces.min"),
+            (i1_ty, c"pieces.done"),
+            (self.i32_ty, c"pieces.first.end"),
         ]
         .map(|(ty, name)| self.builder.build_alloca(ty, 4, name).as_value());
         self.going_first_end = self
@@ -877,7 +906,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
 
     /// Makes the values the threads left in each block slot at their barrier current, at the
     /// builder's position: between regions.
-    fn make_block_values_current(&self) {
+    pub(super) fn make_block_values_current(&self) {
         let b = &self.builder;
         for slot in &self.block_slots {
             b.build_store(
@@ -987,6 +1016,9 @@ impl<'a, 'm> Emitter<'a, 'm> {
             b.build_store(value.as_value(), *kept);
         }
         let (max_next, min_next, done_next) = (max.as_value(), min.as_value(), done.as_value());
+        for block in std::mem::take(&mut self.summarized) {
+            self.emit_summarized(block, [schedule, summary], flag_slot, [max, min, done]);
+        }
         for &(shortcut, states) in shortcuts {
             self.emit_shortcut(
                 (shortcut, states),
@@ -1153,6 +1185,10 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let b = &self.builder;
         b.position_at_end(pre);
         let flag = b.build_load(i32_ty, flag_slot, c"flag").as_value();
+        if run == RegionRun::Unguarded {
+            self.start_piece_summary();
+        }
+        let b = &self.builder;
         b.build_br(z_head);
         b.position_at_end(z_head);
         let z = b.build_phi(i32_ty, c"z");
@@ -1183,41 +1219,21 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 self.builder.build_br(chunks.head);
                 self.builder.position_at_end(chunks.found);
                 self.thread_loop(&row_at, [chunks.start, chunks.end], chunks.latch, kinds)?;
+                let whole = Row {
+                    run: RegionRun::Unguarded,
+                    ..row_at
+                };
+                let threads = [chunks.start, chunks.end];
+                self.builder.position_at_end(chunks.whole);
+                self.unguarded_threads(&whole, threads, chunks.latch, chunks.whole, kinds)?;
             }
             (None, None) => {
-                let by_warp = run != RegionRun::Guarded
-                    && asks_for_its_warp(&self.region_instructions(r), self.hooks, kinds);
-                let singles = match run {
-                    RegionRun::Guarded => SingleThreads::default(),
-                    RegionRun::Unguarded | RegionRun::Together => {
-                        self.single_threads(r, by_warp, kinds)?
-                    }
-                };
-                let bound = match run {
-                    RegionRun::Guarded => None,
-                    RegionRun::Unguarded | RegionRun::Together => self.thread_bound(r, kinds)?,
-                };
-                // Hoisting their values moved the builder.
                 self.builder.position_at_end(y_head);
-                let cut = bound.map(|bound| self.cut_at(bound));
-                let (threads, done, row_at) = if by_warp {
-                    let (threads, next, warp) =
-                        warp_pieces(&self.builder, self.function, [row, bx], y_latch);
-                    let row_at = Row {
-                        warp: Some(warp),
-                        ..row_at
-                    };
-                    (threads, next, row_at)
+                let threads = [self.const32(0), bx];
+                if run == RegionRun::Guarded {
+                    self.thread_loop(&row_at, threads, y_latch, kinds)?;
                 } else {
-                    ([self.const32(0), bx], y_latch, row_at)
-                };
-                if !singles.at.is_empty() {
-                    self.split_row(&row_at, &singles, cut.as_ref(), threads, done, kinds)?;
-                } else if let Some(cut) = &cut {
-                    let none = HashMap::new();
-                    self.piece(&row_at, threads, done, &none, Some(cut), kinds)?;
-                } else {
-                    self.thread_loop(&row_at, threads, done, kinds)?;
+                    self.unguarded_threads(&row_at, threads, y_latch, y_head, kinds)?;
                 }
             }
             (Some(trim), None) => {
@@ -1251,9 +1267,54 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 self.thread_loop(&row_at, [self.const32(0), end], y_latch, kinds)?;
             }
         }
+        let after = match run {
+            RegionRun::Unguarded => self.end_piece_summary().unwrap_or(after),
+            RegionRun::Guarded | RegionRun::Together => after,
+        };
         self.counter_latch(y, [y_latch, y_head, z_latch], by);
         self.counter_latch(z, [z_latch, z_head, after], bz);
         Ok(pre)
+    }
+
+    /// The loop of a region's threads `x` in `[first, end)` of a row, run as `row.run` says
+    /// (all of them, unguarded or together), from `entry` (the builder's block, which it
+    /// ends) to `done`: by warps where the region asks for its warp, in pieces around the
+    /// threads that run it alone, cut at its bound ([`Emitter::split_row`],
+    /// [`Emitter::piece`]).
+    fn unguarded_threads(
+        &mut self,
+        row: &Row<'m>,
+        [first, end]: [Value<'m>; 2],
+        done: Block<'m>,
+        entry: Block<'m>,
+        kinds: &mut Kinds<'_, 'm>,
+    ) -> std::result::Result<(), String> {
+        let r = row.r;
+        let by_warp = asks_for_its_warp(&self.region_instructions(r), self.hooks, kinds);
+        let singles = self.single_threads(r, by_warp, kinds)?;
+        let bound = self.thread_bound(r, kinds)?;
+        // Hoisting their values moved the builder.
+        self.builder.position_at_end(entry);
+        let cut = bound.map(|bound| self.cut_at(bound));
+        let (threads, done, row) = if by_warp {
+            let (threads, next, warp) =
+                warp_pieces(&self.builder, self.function, [row.row, first, end], done);
+            let row = Row {
+                warp: Some(warp),
+                ..*row
+            };
+            (threads, next, row)
+        } else {
+            ([first, end], done, *row)
+        };
+        if !singles.at.is_empty() {
+            self.split_row(&row, &singles, cut.as_ref(), threads, done, kinds)
+        } else if let Some(cut) = &cut {
+            let none = HashMap::new();
+            self.piece(&row, threads, done, &none, Some(cut), kinds)
+        } else {
+            self.thread_loop(&row, threads, done, kinds)
+        }
     }
 
     /// A thread counter's latch: the next index, back to `again` while below `bound`, else
@@ -1489,6 +1550,11 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let (i32_ty, i64_ty) = (self.i32_ty, self.i64_ty);
         let x_body = self.block(c"x");
         let x_latch = self.block(c"x.latch");
+        if row.run == RegionRun::Unguarded {
+            let b = &self.builder;
+            let rank_end = b.build_add(row.row, b.build_zext(end, i64_ty, c""), c"");
+            self.add_piece_exit(row.r, None, rank_end);
+        }
         let entry = self.builder.build_br(x_body).instruction().block();
         if row.run != RegionRun::Guarded {
             // A guarded loop runs a few of the threads it visits (a warp's, the threads at
@@ -1586,6 +1652,21 @@ impl<'a, 'm> Emitter<'a, 'm> {
             }
             [] => return Err("internal error: a row split at no thread".into()),
         };
+        // The single threads' `x` where each is a constant (`if tid == 0`), in the order they
+        // run: what their copies' comparisons of `x` answer.
+        let mut constant_x: Vec<Option<u64>> = singles
+            .at
+            .iter()
+            .map(|at| match at {
+                SingleAt::X(v) => v.const_zext_value(),
+                SingleAt::Lane { .. } => None,
+            })
+            .collect();
+        if constant_x.iter().all(Option::is_some) {
+            constant_x.sort_unstable();
+        } else {
+            constant_x.fill(None);
+        }
         let mut from = first;
         for (k, single) in std::iter::once(lo).chain(hi).enumerate() {
             let alone = self.block(c"single");
@@ -1603,6 +1684,11 @@ impl<'a, 'm> Emitter<'a, 'm> {
             self.builder.position_at_end(go);
             let b = &self.builder;
             let rank = b.build_add(row.row, b.build_zext(single, self.i64_ty, c""), c"");
+            if row.run == RegionRun::Unguarded {
+                let rank_end = self.builder.build_add(rank, self.const64(1), c"");
+                let x = constant_x.get(k).copied().flatten();
+                self.add_piece_exit(row.r, x, rank_end);
+            }
             let locals = self.thread_locals(rank);
             let at = ThreadAt {
                 xyz: [single, row.y, row.z],
@@ -1668,8 +1754,10 @@ impl<'a, 'm> Emitter<'a, 'm> {
 
     /// A guarded loop's pieces of a row of threads, a warp's width each (`row` the row's
     /// first rank, `bx` its width, `entry` the row's block, `y_latch` where the row ends): a
-    /// piece whose first thread is not at region `r`'s barrier has its states tested first,
-    /// as a vector, and is skipped where none is. For the regions after a warp barrier, whose
+    /// piece has its states tested first, as a vector, and is skipped where none is at region
+    /// `r`'s barrier, run unguarded where all are ([`GuardedChunks::whole`]: a scalar loop
+    /// testing each thread made `reduce5`'s warp stage a third of its time on the baseline
+    /// image), else run guarded. For the regions after a warp barrier, whose
     /// threads are often one warp of the block (a reduction's last warp, a scan's first), the
     /// others at a block barrier or done: scalar or masked, the guarded loop visited every
     /// thread of the block. Elsewhere the pieces made `hotspot`'s guarded loops, which run most
@@ -1707,26 +1795,34 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let live = self.block(c"piece.live");
         b.build_cond_br(b.build_or(in_round, below, c""), live, y_latch);
         b.position_at_end(live);
-        // Where the piece's first thread is at the barrier (most guarded loops run most of
-        // their threads), the piece runs without the test.
-        let first_mine = self.waits_at(r, self.state_of(first));
+        // A piece whose threads are all at the barrier (a reduction's or scan's one warp at
+        // its exchanges) runs them as vectors, unguarded.
         let b = &self.builder;
-        b.build_cond_br(first_mine, found, test);
+        b.build_br(test);
         b.position_at_end(test);
         let k = b.build_phi(i32_ty, c"k");
         let any = b.build_phi(i1_ty, c"any");
+        let all = b.build_phi(i1_ty, c"all");
         k.add_incoming(start.as_value(), live);
         any.add_incoming(i1_ty.const_int(0, false), live);
+        all.add_incoming(i1_ty.const_int(1, false), live);
         let rank = b.build_add(row, b.build_zext(k.as_value(), self.i64_ty, c""), c"");
         let mine = self.waits_at(r, self.state_of(rank));
         let b = &self.builder;
         let any_next = b.build_or(any.as_value(), mine, c"");
+        let all_next = b.build_and(all.as_value(), mine, c"");
         let k_next = b.build_add(k.as_value(), self.const32(1), c"");
         k.add_incoming(k_next, test);
         any.add_incoming(any_next, test);
+        all.add_incoming(all_next, test);
         let more = b.build_icmp(IntPredicate::ULT, k_next, end, c"");
         b.build_cond_br(more, test, tested);
         b.position_at_end(tested);
+        let whole = self.block(c"piece.whole");
+        let some = self.block(c"piece.some");
+        let b = &self.builder;
+        b.build_cond_br(all_next, whole, some);
+        b.position_at_end(some);
         b.build_cond_br(any_next, found, latch);
         b.position_at_end(latch);
         let next = b.build_add(start.as_value(), width, c"");
@@ -1737,6 +1833,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
         GuardedChunks {
             head,
             found,
+            whole,
             latch,
             start: start.as_value(),
             end,

@@ -1,6 +1,8 @@
 //! Which regions the threads that start them together also leave together: at the same
 //! barrier, or all returning. After such a region's loop over the block's threads, any
 //! thread's state is every thread's, so the scheduler's pass over the states is not needed.
+//! And where the threads of each piece of a row leave ([`exit_states`]): where each piece's
+//! threads leave at one state, the loop knows the states' summary without that pass either.
 #![forbid(unsafe_code)]
 
 use std::collections::{BTreeSet, HashMap};
@@ -9,6 +11,7 @@ use inkwell::values::InstructionOpcode;
 
 use super::super::ir::{Instruction, Value};
 use super::segments::Segments;
+use super::trim::widened_thread_x;
 
 /// Whether every thread that runs the region starting at segment `start` together with the
 /// others leaves it where they do: each branch on a condition that may differ between threads
@@ -69,5 +72,120 @@ pub(super) fn leave_together<'m>(
             .terminator()
             .and_then(|t| t.instruction().operand(0));
         condition.is_some_and(&mut *uniform) || exits[&s].len() <= 1
+    })
+}
+
+/// The states a thread leaves the region starting at segment `start` with, on the ways open to
+/// it: a branch whose condition `decide` answers goes that way alone (a comparison the
+/// region's copy knows, a constant). Exits as [`leave_together`]'s.
+pub(super) fn exit_states<'m>(
+    segments: &Segments<'m>,
+    start: usize,
+    state_of_barrier: &HashMap<Instruction<'m>, u64>,
+    decide: &mut dyn FnMut(Value<'m>) -> Option<bool>,
+) -> BTreeSet<u64> {
+    let mut states = BTreeSet::new();
+    let mut seen = vec![false; segments.list.len()];
+    let mut work = vec![start];
+    while let Some(s) = work.pop() {
+        if std::mem::replace(&mut seen[s], true) {
+            continue;
+        }
+        let segment = segments.list[s];
+        if let Some(barrier) = segment.barrier {
+            states.extend(state_of_barrier.get(&barrier));
+            continue;
+        }
+        let Some(terminator) = segment.block.terminator() else {
+            continue;
+        };
+        if terminator.instruction().opcode() == InstructionOpcode::Return {
+            states.insert(0);
+            continue;
+        }
+        let ways = &segments.successors[s];
+        let condition = terminator.as_branch().and_then(|b| b.condition());
+        match condition.and_then(&mut *decide) {
+            Some(true) => work.extend(ways.first()),
+            Some(false) => work.extend(ways.get(1)),
+            None => work.extend(ways.iter().copied()),
+        }
+    }
+    states
+}
+
+/// What `condition` (an `i1`) is where the comparisons of `known` have their answers and the
+/// thread's `x` is `x`, if given (`is_thread_x` names it); `None` where that does not decide
+/// it.
+pub(super) fn decided<'m>(
+    condition: Value<'m>,
+    known: &HashMap<Instruction<'m>, bool>,
+    x: Option<u64>,
+    is_thread_x: &dyn Fn(Value<'m>) -> bool,
+) -> Option<bool> {
+    use InstructionOpcode as Op;
+    if let Some(c) = condition.const_zext_value() {
+        return Some(c != 0);
+    }
+    let i = condition.as_instruction()?;
+    if let Some(&answer) = known.get(&i) {
+        return Some(answer);
+    }
+    let operand = |k: u32| i.operand(k).and_then(|v| decided(v, known, x, is_thread_x));
+    match i.opcode() {
+        Op::And => match (operand(0), operand(1)) {
+            (Some(false), _) | (_, Some(false)) => Some(false),
+            (Some(true), Some(true)) => Some(true),
+            _ => None,
+        },
+        Op::Or => match (operand(0), operand(1)) {
+            (Some(true), _) | (_, Some(true)) => Some(true),
+            (Some(false), Some(false)) => Some(false),
+            _ => None,
+        },
+        Op::Xor => Some(operand(0)? != operand(1)?),
+        Op::Select => {
+            let way = if operand(0)? { 1 } else { 2 };
+            operand(way)
+        }
+        Op::ICmp => compared_with_x(i, x?, is_thread_x),
+        _ => None,
+    }
+}
+
+/// The answer of `compare`, of the thread's `x` (widened) with a constant, where `x` is `x`.
+fn compared_with_x<'m>(
+    compare: Instruction<'m>,
+    x: u64,
+    is_thread_x: &dyn Fn(Value<'m>) -> bool,
+) -> Option<bool> {
+    use inkwell::IntPredicate as P;
+    let predicate = compare.as_value().as_icmp()?.predicate();
+    let (a, b) = (compare.operand(0)?, compare.operand(1)?);
+    // Each side as (unsigned, signed): `x` is a thread's index, far below any sign bit.
+    let sides = |v: Value<'m>| {
+        let raw = v.const_zext_value()?;
+        let shift = 64 - v.ty().int_width()?.min(64);
+        Some((raw, ((raw << shift) as i64) >> shift))
+    };
+    let own = (x, x as i64);
+    let ((u, s), (v, t)) = if widened_thread_x(a, is_thread_x) {
+        (own, sides(b)?)
+    } else if widened_thread_x(b, is_thread_x) {
+        (sides(a)?, own)
+    } else {
+        return None;
+    };
+    Some(match predicate {
+        P::EQ => u == v,
+        P::NE => u != v,
+        P::ULT => u < v,
+        P::ULE => u <= v,
+        P::UGT => u > v,
+        P::UGE => u >= v,
+        P::SLT => s < t,
+        P::SLE => s <= t,
+        P::SGT => s > t,
+        P::SGE => s >= t,
     })
 }

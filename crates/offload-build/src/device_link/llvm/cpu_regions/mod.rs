@@ -43,6 +43,7 @@ mod kinds;
 mod merge;
 mod parallel;
 mod phi_groups;
+mod piece_exits;
 mod ranges;
 mod scopes;
 mod segments;

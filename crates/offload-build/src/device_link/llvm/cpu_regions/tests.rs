@@ -442,6 +442,54 @@ out:
     assert!(entry.contains("\nscan:"), "{entry}");
 }
 
+/// Where the rows are cut at the test that sends some threads to the barrier and the others
+/// out, each piece's threads leave at one state: the loop keeps the scheduler's summary as it
+/// runs and the pass over the states is skipped. Where a thread's own value decides, it is not.
+#[test]
+fn pieces_whose_threads_leave_at_one_state_each_skip_the_scan() {
+    let body = |test: &str| {
+        format!(
+            "
+define void @__offload_cpu_body_k(ptr %params) {{
+entry:
+  %pp = load ptr, ptr %params
+  %data = load ptr, ptr %pp
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  %n = call i32 @__offload_cpuir_index(i32 6)
+  %h = lshr i32 %n, 1
+  %own = getelementptr i32, ptr %data, i32 %t
+  %v = load i32, ptr %own
+  {test}
+  br i1 %in, label %wait, label %out
+wait:
+  call void @__offload_cpuir_barrier()
+  store i32 1, ptr %own
+  br label %out
+out:
+  ret void
+}}"
+        )
+    };
+    let (text, kept) = form(&body("%in = icmp ult i32 %t, %h"));
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert_eq!(labelled(entry, "cut.above"), 1, "{entry}");
+    assert_eq!(labelled(entry, "summarized.outside"), 1, "{entry}");
+    // The thread at `x == 0` runs alone, its copy's test of `x` answered.
+    let (text, kept) = form(&body(
+        "%zero = icmp eq i32 %t, 0
+  %low = icmp ult i32 %t, %h
+  %in = or i1 %zero, %low",
+    ));
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert_eq!(labelled(entry, "single.go"), 1, "{entry}");
+    assert_eq!(labelled(entry, "summarized.outside"), 1, "{entry}");
+    let (text, kept) = form(&body("%in = icmp ult i32 %v, %h"));
+    assert!(kept.is_empty(), "{kept:?}");
+    assert_eq!(labelled(entry_point(&text), "summarized"), 0, "{text}");
+}
+
 /// A tree reduction's levels: threads below the halving stride add, the others only wait.
 const TREE_BODY: &str = "
 define void @__offload_cpu_body_k(ptr %params) {
@@ -1328,12 +1376,15 @@ out:
 }
 
 /// The guarded loop of a region after a warp barrier tests each warp's states before it runs
-/// the warp's threads; those after block barriers run every thread they visit as before.
+/// the warp's threads, as an unguarded loop where all wait there; those after block barriers
+/// run every thread they visit as before.
 #[test]
 fn a_guarded_loop_after_a_warp_barrier_skips_warps_none_of_whose_threads_wait_there() {
     let (text, kept) = form(&first_warp_after_loop());
     assert!(kept.is_empty(), "{kept:?}");
     assert_eq!(labelled(entry_point(&text), "piece.tested"), 1, "{text}");
+    // A warp whose threads all wait there runs them unguarded.
+    assert_eq!(labelled(entry_point(&text), "piece.whole"), 1, "{text}");
     let (text, _) = form(LOOP_BODY);
     assert_eq!(labelled(entry_point(&text), "piece"), 0, "{text}");
 }

@@ -194,25 +194,25 @@ pub(super) fn one_per_warp<'m>(
     within(v, hooks, kinds, DEPTH)
 }
 
-/// The head of a loop over the warps of a row of `width` threads starting at rank `row` (an
-/// `i64`), built in `function` from the builder's block (which it ends): the first piece from
-/// `x == 0`, the next where the last ended, to `done` past `width`. Returns the piece's
-/// threads `x` in `[first, end)`, where the piece's loops go on to (`next`, which it ends),
-/// and the piece's [`WarpAt`]; the builder is left at the end of the head.
+/// The head of a loop over the warps of the threads `x` in `[first, last)` of a row starting at
+/// rank `row` (an `i64`), built in `function` from the builder's block (which it ends): the
+/// first piece from `first`, the next where the last ended, to `done` at `last`. Returns the
+/// piece's threads `x` in `[first, end)`, where the piece's loops go on to (`next`, which it
+/// ends), and the piece's [`WarpAt`]; the builder is left at the end of the head.
 pub(super) fn warp_pieces<'m>(
     b: &Builder<'m>,
     function: Function<'m>,
-    [row, width]: [Value<'m>; 2],
+    [row, first_x, last]: [Value<'m>; 3],
     done: Block<'m>,
 ) -> ([Value<'m>; 2], Block<'m>, WarpAt<'m>) {
-    let i32_ty = width.ty();
+    let i32_ty = last.ty();
     let constant = |v: u64| i32_ty.const_int(v, false);
     let head = function.append_block(c"warp");
     let next = function.append_block(c"warp.next");
     let entry = b.build_br(head).instruction().block();
     b.position_at_end(head);
     let first = b.build_phi(i32_ty, c"warp.x");
-    first.add_incoming(constant(0), entry);
+    first.add_incoming(first_x, entry);
     let x = first.as_value();
     let rank = b.build_add(b.build_trunc(row, i32_ty, c""), x, c"warp.rank");
     let lane = b.build_and(rank, constant(LANES - 1), c"");
@@ -230,7 +230,7 @@ pub(super) fn warp_pieces<'m>(
         let lower = b.build_icmp(IntPredicate::ULT, a, c, c"");
         b.build_select(lower, a, c, c"")
     };
-    let end = min(min(rank_end, x_end), width);
+    let end = min(min(rank_end, x_end), last);
     let lane_from_x = [
         b.build_binop(InstructionOpcode::Sub, lane, x, c"lane.of.rank"),
         b.build_binop(
@@ -242,7 +242,7 @@ pub(super) fn warp_pieces<'m>(
     ];
     b.position_at_end(next);
     first.add_incoming(end, next);
-    let more = b.build_icmp(IntPredicate::ULT, end, width, c"");
+    let more = b.build_icmp(IntPredicate::ULT, end, last, c"");
     b.build_cond_br(more, head, done);
     b.position_at_end(head);
     let at = WarpAt {
