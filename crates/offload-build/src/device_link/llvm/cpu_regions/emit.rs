@@ -321,12 +321,25 @@ struct GuardedChunks<'m> {
 #[derive(Clone, Copy)]
 pub(super) struct PieceSummary<'m> {
     /// The largest state, the smallest live one (`u32::MAX` where none), whether a thread is
-    /// done (an `i1`), past the last rank going first (an `i32`, 0 where none).
-    pub(super) kept: [Value<'m>; 4],
+    /// done (an `i1`), past the last rank going first (an `i32`, 0 where none), the states
+    /// seen (an `i64`, bit `min(state, 63)` each).
+    pub(super) kept: [Value<'m>; 5],
     /// Whether every piece built so far knows the one state its threads leave at.
     pub(super) known: bool,
 }
 
+/// Where the threads of a piece of an unguarded region's row leave (`Emitter::piece_exit`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum PieceExit {
+    /// At one state, added to the summary.
+    Known,
+    /// At one state its warp decides: its first thread's, once the piece ran.
+    OfItsWarp,
+    /// At states that differ between its threads.
+    Unknown,
+}
+
+/// Which threads a region's loop runs, and where they leave their states.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum RegionRun {
     /// Those whose state is the region's; each leaves its state.
@@ -434,9 +447,10 @@ pub(super) struct Emitter<'a, 'm> {
     /// one local, not each thread's ([`Emitter::emit_dispatch`] reads it).
     pub(super) together_state: Value<'m>,
     /// The scheduler's last view of the threads' states (the largest, the smallest live one,
-    /// whether one is done), which a guarded loop updates without a pass over the states
-    /// where it can ([`Emitter::emit_schedule`]).
-    pub(super) summary: [Value<'m>; 3],
+    /// whether one is done, whether every live thread is at one of those two), which a
+    /// guarded loop updates without a pass over the states where it can
+    /// ([`Emitter::emit_schedule`]).
+    pub(super) summary: [Value<'m>; 4],
     /// Past the largest rank whose state goes first (a warp barrier's, an interleaved trip's)
     /// at the scheduler's last pass over the states: outside a round, only threads
     /// below it can be at a warp barrier until the next pass, as threads at a block barrier
@@ -467,7 +481,7 @@ pub(super) struct Emitter<'a, 'm> {
     pub(super) shape: ThreadLoops,
     /// The locals of [`PieceSummary`], and the summary of the unguarded loop under
     /// construction.
-    pub(super) piece_kept: [Value<'m>; 4],
+    pub(super) piece_kept: [Value<'m>; 5],
     pub(super) piece_summary: Option<PieceSummary<'m>>,
     /// Where the unguarded loops that kept the summary go on to the scheduler's next step.
     pub(super) summarized: Vec<Block<'m>>,
@@ -571,7 +585,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             lanes: Vec::new(),
             states: params,
             together_state: params,
-            summary: [params; 3],
+            summary: [params; 4],
             going_first_end: params,
             trims: Vec::new(),
             trim_bound: params,
@@ -586,7 +600,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             debug_from,
             thread_loops: Vec::new(),
             shape,
-            piece_kept: [params; 4],
+            piece_kept: [params; 5],
             piece_summary: None,
             summarized: Vec::new(),
         };
@@ -665,6 +679,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             (self.i32_ty, c"summary.max"),
             (self.i32_ty, c"summary.min"),
             (i1_ty, c"summary.done"),
+            (i1_ty, c"summary.two"),
         ]
         .map(|(ty, name)| self.builder.build_alloca(ty, 4, name).as_value());
         self.piece_kept = [
@@ -672,6 +687,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             (self.i32_ty, c"pieces.min"),
             (i1_ty, c"pieces.done"),
             (self.i32_ty, c"pieces.first.end"),
+            (self.i64_ty, c"pieces.seen"),
         ]
         .map(|(ty, name)| self.builder.build_alloca(ty, 4, name).as_value());
         self.going_first_end = self
@@ -936,9 +952,11 @@ impl<'a, 'm> Emitter<'a, 'm> {
     /// `S`. Where every live thread was at `S`, they are all at `S'` now (done where `S'` is
     /// 0); else, where `S' >= S` (the next warp barrier of a warp's straight code, or the same
     /// one again in a loop), the largest state is `S'`, the smallest live one and the threads
-    /// done as they were. Either way without a pass over the states, else with one. A
-    /// reduction's or scan's last warp, its lanes exchanging values, ran a pass over the
-    /// block's states at each exchange.
+    /// done as they were; else, where every live thread was at `S` or at the smallest live
+    /// state (the summary's `two`, which the scan leaves unknown but where it found one
+    /// state), the threads at `S'` and those at the smallest. Either way without a pass over
+    /// the states, else with one. A reduction's or scan's last warp, its lanes exchanging
+    /// values, ran a pass over the block's states at each exchange.
     pub(super) fn emit_schedule(
         &mut self,
         [schedule, block_done]: [Block<'m>; 2],
@@ -1003,28 +1021,41 @@ impl<'a, 'm> Emitter<'a, 'm> {
         self.builder.position_at_end(scanned);
         self.builder
             .build_store(first_end_next, self.going_first_end);
+        // The pass does not tell whether live states lie between the two it keeps.
+        let one_state = self
+            .builder
+            .build_icmp(IntPredicate::EQ, min_next, max_next, c"");
         let summary = self.block(c"summary");
         self.builder.build_br(summary);
         let b = &self.builder;
         b.position_at_end(summary);
-        let [max, min, done] = [(i32_ty, c"max"), (i32_ty, c"min"), (i1_ty, c"done")]
-            .map(|(ty, name)| b.build_phi(ty, name));
+        let phis = [
+            (i32_ty, c"max"),
+            (i32_ty, c"min"),
+            (i1_ty, c"done"),
+            (i1_ty, c"two"),
+        ]
+        .map(|(ty, name)| b.build_phi(ty, name));
+        let [max, min, done, two] = phis;
         max.add_incoming(max_next, scanned);
         min.add_incoming(min_next, scanned);
         done.add_incoming(done_next, scanned);
-        for (kept, value) in self.summary.iter().zip([max, min, done]) {
+        two.add_incoming(one_state, scanned);
+        let b = &self.builder;
+        b.position_at_end(summary);
+        for (kept, value) in self.summary.iter().zip(phis) {
             b.build_store(value.as_value(), *kept);
         }
         let (max_next, min_next, done_next) = (max.as_value(), min.as_value(), done.as_value());
         for block in std::mem::take(&mut self.summarized) {
-            self.emit_summarized(block, [schedule, summary], flag_slot, [max, min, done]);
+            self.emit_summarized(block, [schedule, summary], flag_slot, phis);
         }
         for &(shortcut, states) in shortcuts {
             self.emit_shortcut(
                 (shortcut, states),
                 [schedule, scan_start, summary],
                 flag_slot,
-                [max, min, done],
+                phis,
             );
         }
         // Every thread done: the next block.
@@ -1109,7 +1140,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
         (shortcut, [left, own]): (Block<'m>, [u64; 2]),
         [schedule, scan_start, summary]: [Block<'m>; 3],
         flag_slot: Value<'m>,
-        [max, min, done]: [Phi<'m>; 3],
+        [max, min, done, two]: [Phi<'m>; 4],
     ) {
         let i32_ty = self.i32_ty;
         let b = &self.builder;
@@ -1123,13 +1154,15 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let b = &self.builder;
         let i1_ty = self.module.i1_type();
         let load = |ty, kept| b.build_load(ty, kept, c"").as_value();
-        let [max_kept, min_kept, done_kept] = self.summary;
-        let (was_max, was_min, was_done) = (
+        let [max_kept, min_kept, done_kept, two_kept] = self.summary;
+        let (was_max, was_min, was_done, was_two) = (
             load(i32_ty, max_kept),
             load(i32_ty, min_kept),
             load(i1_ty, done_kept),
+            load(i1_ty, two_kept),
         );
         let all_there = b.build_icmp(IntPredicate::EQ, was_min, was_max, c"");
+        let true_ = i1_ty.const_int(1, false);
         let left_value = self.const32(left);
         let going_first = |state: u64| self.first_state_going_first.is_some_and(|f| state >= f);
         if going_first(left) && !going_first(own) {
@@ -1141,20 +1174,40 @@ impl<'a, 'm> Emitter<'a, 'm> {
             max.add_incoming(left_value, outside);
             min.add_incoming(min_now, outside);
             done.add_incoming(was_done, outside);
+            two.add_incoming(b.build_or(was_two, all_there, c""), outside);
             self.builder.build_br(summary);
             return;
         }
+        // Every live thread was at `S` or at the smallest live state: those at `S` are at `S'`
+        // now, the others where they were (a scan's first warp back at the block barrier
+        // where the other warps wait).
         let exact = self.block(c"summarize.all");
-        self.builder.build_cond_br(all_there, exact, scan_start);
+        let known = b.build_or(all_there, was_two, c"");
+        self.builder.build_cond_br(known, exact, scan_start);
         self.builder.position_at_end(exact);
-        let (min_now, done_now) = if left == 0 {
-            (self.const32(u64::from(u32::MAX)), i1_ty.const_int(1, false))
+        let b = &self.builder;
+        let none = self.const32(u64::from(u32::MAX));
+        let (max_now, min_now, done_now) = if left == 0 {
+            let max_now = b.build_select(all_there, self.const32(0), was_min, c"");
+            (
+                max_now,
+                b.build_select(all_there, none, was_min, c""),
+                true_,
+            )
         } else {
-            (left_value, was_done)
+            let lower = b.build_icmp(IntPredicate::ULT, left_value, was_min, c"");
+            let max_two = b.build_select(lower, was_min, left_value, c"");
+            let min_two = b.build_select(lower, left_value, was_min, c"");
+            (
+                b.build_select(all_there, left_value, max_two, c""),
+                b.build_select(all_there, left_value, min_two, c""),
+                was_done,
+            )
         };
-        max.add_incoming(left_value, exact);
+        max.add_incoming(max_now, exact);
         min.add_incoming(min_now, exact);
         done.add_incoming(done_now, exact);
+        two.add_incoming(true_, exact);
         self.builder.build_br(summary);
     }
 
@@ -1550,11 +1603,14 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let (i32_ty, i64_ty) = (self.i32_ty, self.i64_ty);
         let x_body = self.block(c"x");
         let x_latch = self.block(c"x.latch");
-        if row.run == RegionRun::Unguarded {
-            let b = &self.builder;
-            let rank_end = b.build_add(row.row, b.build_zext(end, i64_ty, c""), c"");
-            self.add_piece_exit(row.r, None, rank_end);
-        }
+        let b = &self.builder;
+        let rank_end = b.build_add(row.row, b.build_zext(end, i64_ty, c""), c"");
+        let exit = match row.run {
+            RegionRun::Unguarded => {
+                self.piece_exit(row.r, None, row.warp.is_some(), rank_end, kinds)
+            }
+            RegionRun::Guarded | RegionRun::Together => PieceExit::Unknown,
+        };
         let entry = self.builder.build_br(x_body).instruction().block();
         if row.run != RegionRun::Guarded {
             // A guarded loop runs a few of the threads it visits (a warp's, the threads at
@@ -1586,7 +1642,25 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let start = self.clone_region(self.region_starts[row.r], &at, &locals, kinds)?;
         self.builder.position_at_end(go);
         self.builder.build_br(start);
-        self.counter_latch(x, [x_latch, x_body, done], end);
+        let left = match exit {
+            PieceExit::OfItsWarp => {
+                let left = self.block(c"piece.left");
+                let b = &self.builder;
+                b.position_at_end(left);
+                // The first thread's: the last one's, a lane of the vector store just made,
+                // reached the load only after a stall on AMD's cores (`shfl_scan` 5% slower
+                // on `x86-64-v3` than with the pass over the states).
+                let first_rank = b.build_add(row.row, b.build_zext(first, i64_ty, c""), c"");
+                let state = b
+                    .build_load(i32_ty, self.state_of(first_rank), c"")
+                    .as_value();
+                self.add_to_summary(state, rank_end);
+                self.builder.build_br(done);
+                left
+            }
+            PieceExit::Known | PieceExit::Unknown => done,
+        };
+        self.counter_latch(x, [x_latch, x_body, left], end);
         Ok(())
     }
 
@@ -1687,7 +1761,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             if row.run == RegionRun::Unguarded {
                 let rank_end = self.builder.build_add(rank, self.const64(1), c"");
                 let x = constant_x.get(k).copied().flatten();
-                self.add_piece_exit(row.r, x, rank_end);
+                self.piece_exit(row.r, x, false, rank_end, kinds);
             }
             let locals = self.thread_locals(rank);
             let at = ThreadAt {
