@@ -10,7 +10,7 @@ use offload_format::abi;
 use super::super::ir::{
     AtomicRmwOp, Block, Builder, Function, Instruction, Module, Phi, Type, Value,
 };
-use super::exits::leave_together;
+use super::exits::{leave_together, signed_constant};
 use super::hooks::{Complete, callee, index_of, is_index_call, with_location};
 use super::kinds::{Kind, Kinds};
 use super::parallel::{Alone, ThreadLoops, mark_in_turn, mark_thread_loops_parallel};
@@ -259,10 +259,7 @@ fn thread_x_order<'m>(
 /// The cut of a signed comparison of `x` (never negative) with the constant `v`: 0 below
 /// zero, else `v`, or one past it where `inclusive`.
 fn signed_cut(v: Value<'_>, inclusive: bool) -> Option<u64> {
-    let raw = v.const_zext_value()?;
-    let width = v.ty().int_width()?;
-    let shift = 64 - width.min(64);
-    let value = ((raw << shift) as i64) >> shift;
+    let value = signed_constant(v)?;
     Some(if value < 0 {
         0
     } else {
@@ -314,18 +311,6 @@ struct GuardedChunks<'m> {
     start: Value<'m>,
     /// Past its last.
     end: Value<'m>,
-}
-
-/// The summary of the states an unguarded region's loop under construction keeps, in locals of
-/// the entry point (`piece_exits.rs` builds and reads it).
-#[derive(Clone, Copy)]
-pub(super) struct PieceSummary<'m> {
-    /// The largest state, the smallest live one (`u32::MAX` where none), whether a thread is
-    /// done (an `i1`), past the last rank going first (an `i32`, 0 where none), the states
-    /// seen (an `i64`, bit `min(state, 63)` each).
-    pub(super) kept: [Value<'m>; 5],
-    /// Whether every piece built so far knows the one state its threads leave at.
-    pub(super) known: bool,
 }
 
 /// Where the threads of a piece of an unguarded region's row leave (`Emitter::piece_exit`).
@@ -479,10 +464,15 @@ pub(super) struct Emitter<'a, 'm> {
     pub(super) thread_loops: Vec<(Block<'m>, Block<'m>)>,
     /// How the image's vectors run the thread loops.
     pub(super) shape: ThreadLoops,
-    /// The locals of [`PieceSummary`], and the summary of the unguarded loop under
-    /// construction.
+    /// The summary of the states an unguarded region's loop keeps as it runs
+    /// (`piece_exits.rs`), in locals of the entry point: the largest state, the smallest live
+    /// one (`u32::MAX` where none), whether a thread is done (an `i1`), past the last rank
+    /// going first (an `i32`, 0 where none), the states seen (an `i64`, bit `min(state, 63)`
+    /// each).
     pub(super) piece_kept: [Value<'m>; 5],
-    pub(super) piece_summary: Option<PieceSummary<'m>>,
+    /// While an unguarded region's loop is built, whether every piece built so far knows the
+    /// one state its threads leave at.
+    pub(super) pieces_known: Option<bool>,
     /// Where the unguarded loops that kept the summary go on to the scheduler's next step.
     pub(super) summarized: Vec<Block<'m>>,
 }
@@ -601,7 +591,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             thread_loops: Vec::new(),
             shape,
             piece_kept: [params; 5],
-            piece_summary: None,
+            pieces_known: None,
             summarized: Vec::new(),
         };
         placeholder.erase();
@@ -922,7 +912,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
 
     /// Makes the values the threads left in each block slot at their barrier current, at the
     /// builder's position: between regions.
-    pub(super) fn make_block_values_current(&self) {
+    fn make_block_values_current(&self) {
         let b = &self.builder;
         for slot in &self.block_slots {
             b.build_store(
@@ -1002,9 +992,8 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let done_next = b.build_or(any_done.as_value(), is_done, c"");
         let t_next = b.build_add(t.as_value(), self.const64(1), c"");
         // States increase with the ranks' order of the scan: the last rank going first wins.
-        let has_warp_barriers = self.after_warp_barrier.contains(&true);
-        let first_end_next = match self.first_state_going_first {
-            Some(first) if has_warp_barriers => {
+        let first_end_next = match self.first_state_counted_going_first() {
+            Some(first) => {
                 let goes_first = b.build_icmp(IntPredicate::UGE, s, self.const32(first), c"");
                 let past = b.build_trunc(t_next, i32_ty, c"");
                 b.build_select(goes_first, past, first_end.as_value(), c"")
@@ -1041,8 +1030,6 @@ impl<'a, 'm> Emitter<'a, 'm> {
         min.add_incoming(min_next, scanned);
         done.add_incoming(done_next, scanned);
         two.add_incoming(one_state, scanned);
-        let b = &self.builder;
-        b.position_at_end(summary);
         for (kept, value) in self.summary.iter().zip(phis) {
             b.build_store(value.as_value(), *kept);
         }
@@ -1132,6 +1119,30 @@ impl<'a, 'm> Emitter<'a, 'm> {
         self.builder.build_cond_br(again, clear, scan_start);
     }
 
+    /// The first state the scheduler's pass counts as going first when it finds the last rank
+    /// going first ([`Emitter::going_first_end`]): where the body has warp barriers.
+    pub(super) fn first_state_counted_going_first(&self) -> Option<u64> {
+        self.first_state_going_first
+            .filter(|_| self.after_warp_barrier.contains(&true))
+    }
+
+    /// From `block`, on to the scheduler in a round (`flag_slot` set), else to `outside`, where
+    /// the builder is left after making the block's values current.
+    pub(super) fn outside_a_round(
+        &self,
+        block: Block<'m>,
+        [schedule, outside]: [Block<'m>; 2],
+        flag_slot: Value<'m>,
+    ) {
+        let b = &self.builder;
+        b.position_at_end(block);
+        let flag = b.build_load(self.i32_ty, flag_slot, c"").as_value();
+        let in_round = b.build_icmp(IntPredicate::NE, flag, self.const32(0), c"");
+        b.build_cond_br(in_round, schedule, outside);
+        b.position_at_end(outside);
+        self.make_block_values_current();
+    }
+
     /// The end of a guarded loop of the region at state `own` whose threads all left at state
     /// `left` ([`Emitter::emit_schedule`]): the summary of the states without a pass over
     /// them where it can, else the scan; in a round, the scheduler.
@@ -1143,14 +1154,8 @@ impl<'a, 'm> Emitter<'a, 'm> {
         [max, min, done, two]: [Phi<'m>; 4],
     ) {
         let i32_ty = self.i32_ty;
-        let b = &self.builder;
-        b.position_at_end(shortcut);
-        let flag = b.build_load(i32_ty, flag_slot, c"").as_value();
-        let in_round = b.build_icmp(IntPredicate::NE, flag, self.const32(0), c"");
         let outside = self.block(c"summarize.outside");
-        self.builder.build_cond_br(in_round, schedule, outside);
-        self.builder.position_at_end(outside);
-        self.make_block_values_current();
+        self.outside_a_round(shortcut, [schedule, outside], flag_slot);
         let b = &self.builder;
         let i1_ty = self.module.i1_type();
         let load = |ty, kept| b.build_load(ty, kept, c"").as_value();
@@ -1603,13 +1608,14 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let (i32_ty, i64_ty) = (self.i32_ty, self.i64_ty);
         let x_body = self.block(c"x");
         let x_latch = self.block(c"x.latch");
-        let b = &self.builder;
-        let rank_end = b.build_add(row.row, b.build_zext(end, i64_ty, c""), c"");
         let exit = match row.run {
             RegionRun::Unguarded => {
-                self.piece_exit(row.r, None, row.warp.is_some(), rank_end, kinds)
+                let b = &self.builder;
+                let rank_end = b.build_add(row.row, b.build_zext(end, i64_ty, c""), c"");
+                let exit = self.piece_exit(row.r, None, row.warp.is_some(), rank_end, kinds);
+                (exit == PieceExit::OfItsWarp).then_some(rank_end)
             }
-            RegionRun::Guarded | RegionRun::Together => PieceExit::Unknown,
+            RegionRun::Guarded | RegionRun::Together => None,
         };
         let entry = self.builder.build_br(x_body).instruction().block();
         if row.run != RegionRun::Guarded {
@@ -1643,7 +1649,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
         self.builder.position_at_end(go);
         self.builder.build_br(start);
         let left = match exit {
-            PieceExit::OfItsWarp => {
+            Some(rank_end) => {
                 let left = self.block(c"piece.left");
                 let b = &self.builder;
                 b.position_at_end(left);
@@ -1658,7 +1664,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 self.builder.build_br(done);
                 left
             }
-            PieceExit::Known | PieceExit::Unknown => done,
+            None => done,
         };
         self.counter_latch(x, [x_latch, x_body, left], end);
         Ok(())

@@ -163,11 +163,7 @@ fn compared_with_x<'m>(
     let predicate = compare.as_value().as_icmp()?.predicate();
     let (a, b) = (compare.operand(0)?, compare.operand(1)?);
     // Each side as (unsigned, signed): `x` is a thread's index, far below any sign bit.
-    let sides = |v: Value<'m>| {
-        let raw = v.const_zext_value()?;
-        let shift = 64 - v.ty().int_width()?.min(64);
-        Some((raw, ((raw << shift) as i64) >> shift))
-    };
+    let sides = |v: Value<'m>| Some((v.const_zext_value()?, signed_constant(v)?));
     let own = (x, x as i64);
     let ((u, s), (v, t)) = if widened_thread_x(a, is_thread_x) {
         (own, sides(b)?)
@@ -188,4 +184,11 @@ fn compared_with_x<'m>(
         P::SGT => s > t,
         P::SGE => s >= t,
     })
+}
+
+/// The constant integer `v` sign-extended from its width.
+pub(super) fn signed_constant(v: Value<'_>) -> Option<i64> {
+    let raw = v.const_zext_value()?;
+    let shift = 64 - v.ty().int_width()?.min(64);
+    Some(((raw << shift) as i64) >> shift)
 }

@@ -10,7 +10,7 @@
 use inkwell::IntPredicate;
 
 use super::super::ir::{Block, Phi, Value};
-use super::emit::{Emitter, PieceExit, PieceSummary, is_thread_x};
+use super::emit::{Emitter, PieceExit, is_thread_x};
 use super::exits::{decided, exit_states, leave_together};
 use super::kinds::Kinds;
 use super::warps::one_per_warp;
@@ -20,7 +20,7 @@ impl<'m> Emitter<'_, 'm> {
     /// the loop): nothing seen.
     pub(super) fn start_piece_summary(&mut self) {
         let kept = self.piece_kept;
-        self.piece_summary = Some(PieceSummary { kept, known: true });
+        self.pieces_known = Some(true);
         let i1_ty = self.module.i1_type();
         let b = &self.builder;
         b.build_store(self.const32(0), kept[0]);
@@ -43,7 +43,7 @@ impl<'m> Emitter<'_, 'm> {
         rank_end: Value<'m>,
         kinds: &mut Kinds<'_, 'm>,
     ) -> PieceExit {
-        if !self.piece_summary.is_some_and(|s| s.known) {
+        if self.pieces_known != Some(true) {
             return PieceExit::Unknown;
         }
         let hooks = self.hooks;
@@ -67,10 +67,8 @@ impl<'m> Emitter<'_, 'm> {
             }
             _ => PieceExit::Unknown,
         };
-        if exit == PieceExit::Unknown
-            && let Some(summary) = self.piece_summary.as_mut()
-        {
-            summary.known = false;
+        if exit == PieceExit::Unknown {
+            self.pieces_known = Some(false);
         }
         exit
     }
@@ -78,10 +76,10 @@ impl<'m> Emitter<'_, 'm> {
     /// Adds the threads up to rank `rank_end` (an `i64`, past the last), all at `state` (an
     /// `i32`), to the summary, at the builder's position.
     pub(super) fn add_to_summary(&self, state: Value<'m>, rank_end: Value<'m>) {
-        let Some(summary) = self.piece_summary else {
+        if self.pieces_known.is_none() {
             return;
-        };
-        let [max, min, done, first_end, seen] = summary.kept;
+        }
+        let [max, min, done, first_end, seen] = self.piece_kept;
         let (i32_ty, i1_ty) = (self.i32_ty, self.module.i1_type());
         let bit = self.state_bit(state);
         let b = &self.builder;
@@ -98,9 +96,7 @@ impl<'m> Emitter<'_, 'm> {
         let was = load(i32_ty, min);
         let below = b.build_icmp(IntPredicate::ULT, live, was, c"");
         b.build_store(select(below, live, was), min);
-        if self.after_warp_barrier.contains(&true)
-            && let Some(first) = self.first_state_going_first
-        {
+        if let Some(first) = self.first_state_counted_going_first() {
             let goes_first = b.build_icmp(IntPredicate::UGE, state, self.const32(first), c"");
             let past = b.build_trunc(rank_end, i32_ty, c"");
             b.build_store(select(goes_first, past, load(i32_ty, first_end)), first_end);
@@ -111,8 +107,7 @@ impl<'m> Emitter<'_, 'm> {
     /// the loop goes on to instead of the scheduler's pass (wired by
     /// [`Emitter::emit_schedule`]).
     pub(super) fn end_piece_summary(&mut self) -> Option<Block<'m>> {
-        let summary = self.piece_summary.take()?;
-        if !summary.known {
+        if self.pieces_known.take() != Some(true) {
             return None;
         }
         let block = self.block(c"summarized");
@@ -131,14 +126,8 @@ impl<'m> Emitter<'_, 'm> {
         [max, min, done, two]: [Phi<'m>; 4],
     ) {
         let (i32_ty, i1_ty) = (self.i32_ty, self.module.i1_type());
-        let b = &self.builder;
-        b.position_at_end(block);
-        let flag = b.build_load(i32_ty, flag_slot, c"").as_value();
-        let in_round = b.build_icmp(IntPredicate::NE, flag, self.const32(0), c"");
         let outside = self.block(c"summarized.outside");
-        self.builder.build_cond_br(in_round, schedule, outside);
-        self.builder.position_at_end(outside);
-        self.make_block_values_current();
+        self.outside_a_round(block, [schedule, outside], flag_slot);
         let b = &self.builder;
         let [kept_max, kept_min, kept_done, kept_first_end, kept_seen] = self.piece_kept;
         let first_end = b.build_load(i32_ty, kept_first_end, c"").as_value();
