@@ -18,6 +18,7 @@ use super::ranges::adds_without_wrapping;
 use super::scopes::scope_lane_accesses;
 use super::segments::Segments;
 use super::slots::Slots;
+use super::strides::gathers_or_scatters;
 use super::trim::{Facts, Trim, trim_branch, trim_prefix, widened_thread_x};
 use super::uniform::PURE_INTRINSICS;
 use super::uniform::Uniform;
@@ -66,17 +67,18 @@ pub(super) struct Probe<'m> {
     rest: Block<'m>,
 }
 
-/// Whether a branch on `compare` (equality where `equal`, else inequality) leads the way of
-/// equality to a block that stores to an address the threads share (`shared`).
+/// Whether a branch of `region` on `compare` (equality where `equal`, else inequality) leads
+/// the way of equality to a block that stores to an address the threads share (`shared`).
 fn guards_a_uniform_store<'m>(
     compare: Instruction<'m>,
     equal: bool,
+    region: &HashSet<Instruction<'m>>,
     shared: &mut dyn FnMut(Value<'m>) -> bool,
 ) -> bool {
     compare.as_value().users().into_iter().any(|user| {
         let Some(branch) = user
             .as_instruction()
-            .filter(|u| u.opcode() == InstructionOpcode::Br)
+            .filter(|u| u.opcode() == InstructionOpcode::Br && region.contains(u))
         else {
             return false;
         };
@@ -267,15 +269,15 @@ fn signed_cut(v: Value<'_>, inclusive: bool) -> Option<u64> {
     })
 }
 
-/// Whether `compare` decides a branch, alone or through `and`s, `or`s and `select`s of
-/// conditions.
-fn decides_a_branch(compare: Instruction<'_>) -> bool {
+/// Whether `compare` decides a branch of `region` (its instructions and the values it
+/// computes again), alone or through `and`s, `or`s and `select`s of conditions.
+fn decides_a_branch<'m>(compare: Instruction<'m>, region: &HashSet<Instruction<'m>>) -> bool {
     let mut conditions = vec![compare.as_value()];
     for _ in 0..4 {
         let mut next = Vec::new();
         for c in conditions {
             for user in c.users() {
-                let Some(u) = user.as_instruction() else {
+                let Some(u) = user.as_instruction().filter(|u| region.contains(u)) else {
                     continue;
                 };
                 match u.opcode() {
@@ -1405,6 +1407,33 @@ impl<'a, 'm> Emitter<'a, 'm> {
         instructions
     }
 
+    /// Region `r`'s instructions and, after them, those of other regions it computes again
+    /// ([`Kind::Recomputed`]) where it uses their values: a test of a global index made
+    /// before a barrier (`let inside = i < n;`) is the region's own test of `x` after it.
+    fn region_and_recomputed(
+        &self,
+        r: usize,
+        kinds: &mut Kinds<'_, 'm>,
+    ) -> (Vec<Instruction<'m>>, HashSet<Instruction<'m>>) {
+        let mut instructions = self.region_instructions(r);
+        let mut seen: HashSet<Instruction<'m>> = instructions.iter().copied().collect();
+        let mut next = 0;
+        while next < instructions.len() {
+            let i = instructions[next];
+            next += 1;
+            for op in i.as_value().operands() {
+                let Some(o) = op.as_instruction() else {
+                    continue;
+                };
+                if !seen.contains(&o) && kinds.of(op) == Kind::Recomputed {
+                    seen.insert(o);
+                    instructions.push(o);
+                }
+            }
+        }
+        (instructions, seen)
+    }
+
     /// The comparisons `x == V` or `x + C == V` (or `!=`) of region `r` against values the
     /// block computes once (constants, block values), and `lane == V` in a loop over one
     /// warp's threads (`by_warp`), which the image's [`Alone`] names: the threads of each row
@@ -1419,7 +1448,8 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let hooks = self.hooks;
         let is_thread_x = |v: Value<'m>| is_thread_x(v, hooks);
         let mut candidates = Vec::new();
-        for i in self.region_instructions(r) {
+        let (instructions, region) = self.region_and_recomputed(r, kinds);
+        for i in instructions {
             let Some(compare) = i.as_value().as_icmp() else {
                 continue;
             };
@@ -1442,12 +1472,14 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 continue;
             }
             let guards = match self.shape.alone {
-                Alone::EveryBranch => decides_a_branch(i),
+                Alone::EveryBranch => decides_a_branch(i, &region),
                 // A lane's store is to a word its warp shares.
                 Alone::UniformStores if lane.is_some() => {
-                    guards_a_uniform_store(i, equal, &mut |a| one_per_warp(a, hooks, kinds))
+                    guards_a_uniform_store(i, equal, &region, &mut |a| {
+                        one_per_warp(a, hooks, kinds)
+                    })
                 }
-                Alone::UniformStores => guards_a_uniform_store(i, equal, &mut |a| {
+                Alone::UniformStores => guards_a_uniform_store(i, equal, &region, &mut |a| {
                     a.as_instruction().is_none() || kinds.of(a) == Kind::Hoistable
                 }),
             };
@@ -1509,17 +1541,21 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let hooks = self.hooks;
         let is_thread_x = |v: Value<'m>| is_thread_x(v, hooks);
         let mut bound: Option<Bound<'m>> = None;
-        for i in self.region_instructions(r) {
+        let own = self.region_instructions(r);
+        let offset_cuts =
+            self.shape.offset_cuts || gathers_or_scatters(self.module, &own, hooks, kinds);
+        let (instructions, region) = self.region_and_recomputed(r, kinds);
+        for i in instructions {
             let Some((v, offset, inclusive, signed, below)) = thread_x_order(i, &is_thread_x)
             else {
                 continue;
             };
-            if offset.is_some() && !self.shape.offset_cuts {
+            if offset.is_some() && !offset_cuts {
                 continue;
             }
             if !computed_once(v, kinds)
                 || offset.is_some_and(|c| !computed_once(c, kinds))
-                || !decides_a_branch(i)
+                || !decides_a_branch(i, &region)
             {
                 continue;
             }

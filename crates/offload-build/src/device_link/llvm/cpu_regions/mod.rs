@@ -48,6 +48,7 @@ mod ranges;
 mod scopes;
 mod segments;
 mod slots;
+mod strides;
 #[cfg(test)]
 mod tests;
 mod trim;

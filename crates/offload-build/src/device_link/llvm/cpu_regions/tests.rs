@@ -1010,6 +1010,85 @@ rest:"
     assert_eq!(cuts(nuw, ThreadLoops::AVX512), 0);
 }
 
+/// A global index tested against a length before a barrier (`let inside = i < n;`) and
+/// branched on after it cuts the rows of the region after the barrier, which computes the test
+/// again: the region's own test of `x`.
+#[test]
+fn a_global_index_tested_before_a_barrier_cuts_the_rows_after_it() {
+    let body = "
+define void @__offload_cpu_body_k(ptr %params) {
+entry:
+  %pp = load ptr, ptr %params
+  %data = load ptr, ptr %pp
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  %block = call i32 @__offload_cpuir_index(i32 3)
+  %dim = call i32 @__offload_cpuir_index(i32 6)
+  %n = call i32 @__offload_cpuir_index(i32 9)
+  %base = mul nuw i32 %block, %dim
+  %sum = add nuw i32 %base, %t
+  %i = zext i32 %sum to i64
+  %n64 = zext i32 %n to i64
+  %inside = icmp ult i64 %i, %n64
+  %own = getelementptr i32, ptr %data, i32 %t
+  store i32 0, ptr %own
+  call void @__offload_cpuir_barrier()
+  br i1 %inside, label %lead, label %rest
+lead:
+  store i32 %t, ptr %own
+  br label %rest
+rest:
+  call void @__offload_cpuir_barrier()
+  ret void
+}";
+    let (text, kept) = form(body);
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert_eq!(labelled(entry, "cut.above"), 1, "{entry}");
+    // The first region's loops, which do not branch on the test, are left whole.
+    let first = entry
+        .split("\nregion:")
+        .nth(1)
+        .and_then(|rest| rest.split("\nsummarize:").next())
+        .expect("the first region's loops");
+    assert!(!first.contains("cut.above"), "{entry}");
+}
+
+/// On an image whose masked loads cost what plain ones do ([`ThreadLoops::AVX512`]), a test
+/// of a global index cuts the rows where the region's accesses under it would be gathers (a
+/// warp's slot, `shared[t >> 5]`; a column, `shared[2 * t]`), whose masked forms cost more
+/// than the cut; not where every access is the thread's own element.
+#[test]
+fn on_avx512_a_global_index_cuts_the_rows_of_regions_that_gather() {
+    let region = |address: &str| {
+        format!(
+            "  %block = call i32 @__offload_cpuir_index(i32 3)
+  %dim = call i32 @__offload_cpuir_index(i32 6)
+  %n = call i32 @__offload_cpuir_index(i32 9)
+  %base = mul nuw i32 %block, %dim
+  %sum = add nuw i32 %base, %t
+  %low = icmp ult i32 %sum, %n
+  %own = getelementptr i32, ptr %data, i32 %t
+  br i1 %low, label %lead, label %rest
+lead:
+{address}
+  %slot = getelementptr i32, ptr @shared, i32 %at
+  %v = load i32, ptr %slot
+  store i32 %v, ptr %own
+  br label %rest
+rest:"
+        )
+    };
+    let cuts = |address: &str| {
+        let body = body_with_region("", "", &region(address));
+        let (text, kept) = form_with(&body, ThreadLoops::AVX512);
+        assert!(kept.is_empty(), "{kept:?}");
+        labelled(entry_point(&text), "cut.above")
+    };
+    assert_eq!(cuts("  %at = lshr i32 %t, 5"), 1);
+    assert_eq!(cuts("  %at = shl i32 %t, 1"), 1);
+    assert_eq!(cuts("  %at = add i32 %t, 1"), 0);
+}
+
 /// A grid-stride loop as the kernel side writes it: the answer to the CPU link's question
 /// chooses between the loop trip by trip for the whole block (the block's first index
 /// advanced before a branch on the thread's own index, the top of each trip a place the body
