@@ -240,7 +240,8 @@ pub struct ThreadLoops {
     /// n`) cuts a row as `x < V - C`, each loop free of the test: on the images without
     /// AVX-512, which otherwise kept the row scalar or masked (`jacobi5` 1.25x on the baseline
     /// image, `stencil5` and `stencil7` 1.1x on `x86-64-v3`). AVX-512's masked loads cost
-    /// what plain ones do, and there the cut made `block_sum` 0.77x.
+    /// what plain ones do, and there the cut made `block_sum` 0.77x: its images cut only the
+    /// regions whose accesses would be gathers or scatters (`strides::gathers_or_scatters`).
     pub offset_cuts: bool,
 }
 
