@@ -14,6 +14,8 @@
 //!
 //! - `OFFLOAD_DEVICE`: the device [`Device::best`] opens: `cpu`, `cuda[:N]` or `hip[:N]`.
 //! - `OFFLOAD_CPU_THREADS`: worker threads of the CPU device (default: available parallelism).
+//! - `OFFLOAD_CPU_SPIN_US`: microseconds the CPU device's threads spin between launches before
+//!   they sleep (default 100; 0 sleeps at once).
 //! - `OFFLOAD_CPU_BARRIERS=coroutines`: run kernels with barriers on the CPU device with one
 //!   coroutine per GPU thread instead of as loops between their barriers.
 //! - `OFFLOAD_KERNEL_STACK`: the stack of each GPU thread (bytes, or with a `K`, `M` or `G`

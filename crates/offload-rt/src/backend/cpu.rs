@@ -138,8 +138,9 @@ fn map_huge(bytes: usize) -> Option<(*mut c_void, usize)> {
 
 impl CpuBackend {
     /// A CPU device with `OFFLOAD_CPU_THREADS` worker threads, or as many as the host's
-    /// available parallelism, running barriers as `OFFLOAD_CPU_BARRIERS` says (`coroutines`, or
-    /// by default `regions`), each GPU thread with `OFFLOAD_KERNEL_STACK`
+    /// available parallelism, which spin for `OFFLOAD_CPU_SPIN_US` microseconds before they
+    /// sleep (by default 100), running barriers as `OFFLOAD_CPU_BARRIERS` says (`coroutines`,
+    /// or by default `regions`), each GPU thread with `OFFLOAD_KERNEL_STACK`
     /// bytes of stack (by default 8 MiB, 128 KiB for a GPU thread run as a coroutine). Threads
     /// start on the first launch.
     pub fn new() -> CpuBackend {
@@ -148,11 +149,16 @@ impl CpuBackend {
             .and_then(|s| s.parse::<usize>().ok())
             .filter(|&n| n > 0)
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let spin = std::env::var("OFFLOAD_CPU_SPIN_US")
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .map_or(pool::SPIN, std::time::Duration::from_micros);
         let barriers = match std::env::var("OFFLOAD_CPU_BARRIERS").as_deref() {
             Ok("coroutines") => BarrierMode::Coroutines,
             _ => BarrierMode::Regions,
         };
         CpuBackend::with_threads(threads)
+            .with_spin(spin)
             .with_barriers(barriers)
             .with_stack(super::kernel_stack())
             .with_level(std::env::var("OFFLOAD_CPU_LEVEL").ok())
@@ -162,6 +168,13 @@ impl CpuBackend {
     /// `None` of the highest level this CPU has.
     pub fn with_level(mut self, level: Option<String>) -> CpuBackend {
         self.level = level;
+        self
+    }
+
+    /// This device with threads that spin for `spin` before they sleep between launches (none
+    /// for zero: each launch then wakes the workers).
+    pub fn with_spin(mut self, spin: std::time::Duration) -> CpuBackend {
+        self.pool = Pool::with_spin(self.pool.threads(), spin);
         self
     }
 

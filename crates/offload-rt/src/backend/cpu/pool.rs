@@ -64,22 +64,27 @@ struct Inner {
     /// the lock: what a thread spins on before it sleeps.
     epoch: AtomicU64,
     active: AtomicUsize,
+    /// How long a worker that finished its part of a launch, and the launching thread waiting
+    /// for the others, spin before they sleep ([`SPIN`] unless set).
+    spin: Duration,
 }
 
-/// How long a worker that finished its part of a launch, and the launching thread waiting for
-/// the others, spin before they sleep: a launch that follows within it (a GPU program's
-/// launches, back to back) or a worker finishing within it costs no wake-up, which took
-/// 7–50 µs on a virtual machine's cores. OpenMP's runtimes spin so too.
-const SPIN: Duration = Duration::from_micros(100);
+/// How long the pool's threads spin before they sleep by default: a launch that follows
+/// within it (a GPU program's launches, back to back) or a worker finishing within it costs no
+/// wake-up, which took 7–50 µs on a virtual machine's cores. OpenMP's runtimes spin so too.
+pub(super) const SPIN: Duration = Duration::from_micros(100);
 
 impl Inner {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Spins up to [`SPIN`] while `waiting()` holds.
+    /// Spins up to `self.spin` while `waiting()` holds.
     fn spin_while(&self, waiting: impl Fn() -> bool) {
-        let deadline = Instant::now() + SPIN;
+        if self.spin.is_zero() {
+            return;
+        }
+        let deadline = Instant::now() + self.spin;
         let mut turns = 0u32;
         while waiting() {
             turns = turns.wrapping_add(1);
@@ -138,8 +143,14 @@ impl std::fmt::Debug for Pool {
 }
 
 impl Pool {
-    /// A pool running launches on `threads` threads, the launching one included.
+    /// A pool running launches on `threads` threads, the launching one included, which spin
+    /// for [`SPIN`] before they sleep.
     pub(super) fn new(threads: usize) -> Pool {
+        Pool::with_spin(threads, SPIN)
+    }
+
+    /// A pool whose threads spin for `spin` before they sleep (none for zero).
+    pub(super) fn with_spin(threads: usize, spin: Duration) -> Pool {
         Pool {
             handle: Arc::new(Handle {
                 inner: Arc::new(Inner {
@@ -149,6 +160,7 @@ impl Pool {
                     done: Condvar::new(),
                     epoch: AtomicU64::new(0),
                     active: AtomicUsize::new(0),
+                    spin,
                 }),
                 launch: Mutex::new(()),
                 workers: OnceLock::new(),
@@ -322,14 +334,15 @@ mod tests {
     /// the spin find them asleep: both run every index once, on more than one thread.
     #[test]
     fn workers_take_launches_whether_spinning_or_asleep() {
-        let pool = Pool::new(2);
-        for pause in [
-            Duration::ZERO,
-            Duration::ZERO,
-            SPIN * 20,
-            Duration::ZERO,
-            SPIN * 20,
-        ] {
+        let spinning = (Pool::new(2), SPIN * 20);
+        let sleeping = (Pool::with_spin(2, Duration::ZERO), Duration::from_millis(2));
+        for (pool, long) in [spinning, sleeping] {
+            launches_after_pauses(&pool, long);
+        }
+    }
+
+    fn launches_after_pauses(pool: &Pool, long: Duration) {
+        for pause in [Duration::ZERO, Duration::ZERO, long, Duration::ZERO, long] {
             std::thread::sleep(pause);
             let hits: Vec<AtomicU64> = (0..64).map(|_| AtomicU64::new(0)).collect();
             let threads = Mutex::new(std::collections::HashSet::new());
