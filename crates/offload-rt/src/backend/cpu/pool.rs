@@ -50,8 +50,6 @@ unsafe impl Send for JobPtr {}
 #[derive(Default)]
 struct State {
     job: Option<JobPtr>,
-    epoch: u64,
-    active: usize,
     shutdown: bool,
 }
 
@@ -60,8 +58,9 @@ struct Inner {
     state: Mutex<State>,
     work: Condvar,
     done: Condvar,
-    /// `State::epoch` (and `u64::MAX` once shut down) and `State::active`, readable without
-    /// the lock: what a thread spins on before it sleeps.
+    /// The launch counter (`u64::MAX` once shut down) and the workers still in the current
+    /// launch: changed under `state`'s lock, read without it by a thread spinning before it
+    /// sleeps.
     epoch: AtomicU64,
     active: AtomicUsize,
     /// How long a worker that finished its part of a launch, and the launching thread waiting
@@ -114,8 +113,11 @@ impl Drop for Handle {
     /// after its last device is dropped (a `cdylib` closed with `dlclose`) must leave no
     /// thread running its code.
     fn drop(&mut self) {
-        self.inner.lock().shutdown = true;
-        self.inner.epoch.store(u64::MAX, Ordering::Release);
+        {
+            let mut st = self.inner.lock();
+            st.shutdown = true;
+            self.inner.epoch.store(u64::MAX, Ordering::Release);
+        }
         self.inner.work.notify_all();
         // A worker cannot join itself; nor can it hold the last handle, short of kernel code
         // dropping a device.
@@ -232,16 +234,14 @@ impl Pool {
             {
                 let mut st = inner.lock();
                 st.job = Some(JobPtr(&raw const job));
-                st.epoch += 1;
-                st.active = workers;
                 inner.active.store(workers, Ordering::Relaxed);
-                inner.epoch.store(st.epoch, Ordering::Release);
+                inner.epoch.fetch_add(1, Ordering::Release);
             }
             inner.work.notify_all();
             job.work();
             inner.spin_while(|| inner.active.load(Ordering::Acquire) > 0);
             let mut st = inner.lock();
-            while st.active > 0 {
+            while inner.active.load(Ordering::Acquire) > 0 {
                 st = inner.done.wait(st).unwrap_or_else(|p| p.into_inner());
             }
             st.job = None;
@@ -270,13 +270,13 @@ fn worker(inner: &Inner) {
         inner.spin_while(|| inner.epoch.load(Ordering::Acquire) == seen);
         let job = {
             let mut st = inner.lock();
-            while st.epoch == seen && !st.shutdown {
+            while inner.epoch.load(Ordering::Acquire) == seen && !st.shutdown {
                 st = inner.work.wait(st).unwrap_or_else(|p| p.into_inner());
             }
             if st.shutdown {
                 return;
             }
-            seen = st.epoch;
+            seen = inner.epoch.load(Ordering::Acquire);
             match &st.job {
                 Some(j) => j.0,
                 None => continue,
@@ -285,10 +285,9 @@ fn worker(inner: &Inner) {
         // SAFETY: the job stays published (and alive) until `active` drops to zero, which
         // needs this worker's decrement below.
         unsafe { &*job }.work();
-        let mut st = inner.lock();
-        st.active -= 1;
-        inner.active.store(st.active, Ordering::Release);
-        if st.active == 0 {
+        // Under the lock: the launching thread tests `active` under it before it waits.
+        let _st = inner.lock();
+        if inner.active.fetch_sub(1, Ordering::AcqRel) == 1 {
             inner.done.notify_all();
         }
     }

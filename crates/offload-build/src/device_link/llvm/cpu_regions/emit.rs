@@ -1407,15 +1407,14 @@ impl<'a, 'm> Emitter<'a, 'm> {
         instructions
     }
 
-    /// Region `r`'s instructions and, after them, those of other regions it computes again
-    /// ([`Kind::Recomputed`]) where it uses their values: a test of a global index made
-    /// before a barrier (`let inside = i < n;`) is the region's own test of `x` after it.
-    fn region_and_recomputed(
-        &self,
-        r: usize,
+    /// A region's `instructions` ([`Emitter::region_instructions`]) and, after them, those of
+    /// other regions it computes again ([`Kind::Recomputed`]) where it uses their values: a
+    /// test of a global index made before a barrier (`let inside = i < n;`) is the region's
+    /// own test of `x` after it.
+    fn with_recomputed(
+        mut instructions: Vec<Instruction<'m>>,
         kinds: &mut Kinds<'_, 'm>,
     ) -> (Vec<Instruction<'m>>, HashSet<Instruction<'m>>) {
-        let mut instructions = self.region_instructions(r);
         let mut seen: HashSet<Instruction<'m>> = instructions.iter().copied().collect();
         let mut next = 0;
         while next < instructions.len() {
@@ -1448,7 +1447,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let hooks = self.hooks;
         let is_thread_x = |v: Value<'m>| is_thread_x(v, hooks);
         let mut candidates = Vec::new();
-        let (instructions, region) = self.region_and_recomputed(r, kinds);
+        let (instructions, region) = Self::with_recomputed(self.region_instructions(r), kinds);
         for i in instructions {
             let Some(compare) = i.as_value().as_icmp() else {
                 continue;
@@ -1544,7 +1543,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let own = self.region_instructions(r);
         let offset_cuts =
             self.shape.offset_cuts || gathers_or_scatters(self.module, &own, hooks, kinds);
-        let (instructions, region) = self.region_and_recomputed(r, kinds);
+        let (instructions, region) = Self::with_recomputed(own, kinds);
         for i in instructions {
             let Some((v, offset, inclusive, signed, below)) = thread_x_order(i, &is_thread_x)
             else {
