@@ -1804,6 +1804,68 @@ after:"
     assert!(loop_ids_with(&text, SCALAR).is_empty(), "{text}");
 }
 
+/// A warp operation's read of its warp's slots: the warp's first rank (`rank & -32`, as
+/// `rank - rank % 32` folds) and the warp's lanes (`min(threads - first, 32)`) are one value
+/// for each loop over a warp's threads, not a mask of each thread's rank; a mask that is not
+/// a warp's (`rank & -16`) leaves the rows whole.
+#[test]
+fn a_warps_first_lane_is_one_value_for_a_loop_over_the_warp() {
+    let shuffle_down = |mask: i32| {
+        body_with_region(
+            "",
+            "",
+            &format!(
+                "  %rank = call i32 @__offload_cpuir_index(i32 12)
+  %threads = call i32 @__offload_cpuir_index(i32 6)
+  %first = and i32 %rank, {mask}
+  %left = sub i32 %threads, %first
+  %lanes = call i32 @llvm.umin.i32(i32 %left, i32 32)
+  %lane = sub i32 %rank, %first
+  %after = sub i32 %lanes, %lane
+  %inside = icmp ugt i32 %after, 16
+  %near = add i32 %rank, 16
+  %from = getelementptr i32, ptr %data, i32 %near
+  %other = load i32, ptr %from
+  %own = getelementptr i32, ptr %data, i32 %rank
+  %mine = load i32, ptr %own
+  %v = select i1 %inside, i32 %other, i32 %mine
+  %to = getelementptr i32, ptr @shared, i32 %t
+  store i32 %v, ptr %to"
+            ),
+        )
+    };
+    let masks_of_rank = |lines: &[&str], mask: i32| {
+        lines
+            .iter()
+            .filter(|l| l.contains("= and i32") && l.ends_with(&format!(", {mask}")))
+            .count()
+    };
+    for shape in [ThreadLoops::AVX512, ThreadLoops::NARROW] {
+        let (text, kept) = form_with(&shuffle_down(-32), shape);
+        assert!(kept.is_empty(), "{kept:?}");
+        let entry = entry_point(&text);
+        assert!(labelled(entry, "warp") >= 1, "{entry}");
+        // The loop over the warps, from its head to the next region's start (the guarded
+        // loop, for threads at one of several barriers, keeps its mask).
+        let warps: Vec<&str> = entry
+            .lines()
+            .skip_while(|l| !l.starts_with("warp:"))
+            .take_while(|l| !l.starts_with("region"))
+            .collect();
+        assert_eq!(masks_of_rank(&warps, -32), 0, "{entry}");
+        assert!(
+            warps.iter().any(|l| l.contains("%first.lane = shl")),
+            "{entry}"
+        );
+        let (text, kept) = form_with(&shuffle_down(-16), shape);
+        assert!(kept.is_empty(), "{kept:?}");
+        let entry = entry_point(&text);
+        assert_eq!(labelled(entry, "warp"), 0, "{entry}");
+        let lines: Vec<&str> = entry.lines().collect();
+        assert!(masks_of_rank(&lines, -16) >= 1, "{entry}");
+    }
+}
+
 /// A thread loop's property that keeps it scalar.
 const SCALAR: &str = "!\"llvm.loop.vectorize.enable\", i32 0}";
 

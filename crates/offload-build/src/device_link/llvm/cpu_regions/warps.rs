@@ -40,6 +40,16 @@ pub(super) enum WarpPart {
     Warp { of_x: bool, plus: u64, shift: u64 },
     /// The lane (`rank % 32`, or `x % 32`).
     Lane { of_x: bool },
+    /// The rank, or `x`, of the warp's first lane (`r - r % 32`, `r & !31`): what a warp
+    /// operation's slots are counted from, and its number of lanes from the block's size.
+    FirstLane { of_x: bool },
+}
+
+impl WarpPart {
+    /// Whether the part is the same for every thread of a warp.
+    fn is_the_warps(self) -> bool {
+        !matches!(self, WarpPart::Lane { .. })
+    }
 }
 
 /// The index hook `v` asks for, looking through a zero extension: `Some(true)` for the
@@ -64,11 +74,18 @@ fn rank_or_x<'m>(v: Value<'m>, hooks: &Complete<'m>) -> Option<bool> {
 const MAX_PLUS: u64 = 1 << 24;
 
 /// Which [`WarpPart`] `i` computes, if any: `r >> k` or `r / 2^k` with `k >= 5` (also of
-/// `r + C` with `C` a multiple of 32), `r & 31` or `r % 32`, `r` the thread's rank or `x`.
+/// `r + C` with `C` a multiple of 32), `r & 31` or `r % 32`, `r & !31`, `r` the thread's rank
+/// or `x`.
 pub(super) fn warp_part<'m>(i: Instruction<'m>, hooks: &Complete<'m>) -> Option<WarpPart> {
     use InstructionOpcode as Op;
     let k = i.operand(1)?.const_zext_value()?;
+    let width = i.as_value().ty().int_width()?;
+    let first_lane_mask = (u64::MAX >> (64 - width.min(64))) & !(LANES - 1);
     let shift = match i.opcode() {
+        Op::And if k == first_lane_mask => {
+            let of_x = rank_or_x(i.operand(0)?, hooks)?;
+            return Some(WarpPart::FirstLane { of_x });
+        }
         Op::LShr if k >= LANE_BITS => k - LANE_BITS,
         Op::UDiv if k.is_power_of_two() && k >= LANES => u64::from(k.trailing_zeros()) - LANE_BITS,
         Op::And if k == LANES - 1 => {
@@ -116,7 +133,7 @@ pub(super) fn lane_against<'m>(
         }
         match warp_part(i, hooks)? {
             WarpPart::Lane { of_x } => Some(of_x),
-            WarpPart::Warp { .. } => None,
+            WarpPart::Warp { .. } | WarpPart::FirstLane { .. } => None,
         }
     }
     [(a, b), (b, a)]
@@ -128,8 +145,8 @@ pub(super) fn lane_against<'m>(
 const DEPTH: u32 = 8;
 
 /// Whether what a region does (its stores, calls, branches, values kept per thread: of its
-/// `instructions`) depends on a thread's warp ([`WarpPart::Warp`]): its rows then run a warp at
-/// a time.
+/// `instructions`) depends on a thread's warp ([`WarpPart::Warp`], [`WarpPart::FirstLane`]):
+/// its rows then run a warp at a time.
 pub(super) fn asks_for_its_warp<'m>(
     instructions: &[Instruction<'m>],
     hooks: &Complete<'m>,
@@ -151,7 +168,7 @@ pub(super) fn asks_for_its_warp<'m>(
         if !seen.insert(v) {
             continue;
         }
-        if matches!(warp_part(i, hooks), Some(WarpPart::Warp { .. })) {
+        if warp_part(i, hooks).is_some_and(WarpPart::is_the_warps) {
             return true;
         }
         // Values the region computes again from the thread's indices lead to a warp
@@ -164,7 +181,7 @@ pub(super) fn asks_for_its_warp<'m>(
 }
 
 /// Whether `v` is the same for every thread of a loop over one warp's threads: computed once
-/// by the block, or from a warp ([`WarpPart::Warp`]) by arithmetic.
+/// by the block, or from a warp ([`WarpPart::Warp`], [`WarpPart::FirstLane`]) by arithmetic.
 pub(super) fn one_per_warp<'m>(
     v: Value<'m>,
     hooks: &Complete<'m>,
@@ -183,7 +200,7 @@ pub(super) fn one_per_warp<'m>(
             return true;
         }
         if let Some(part) = warp_part(i, hooks) {
-            return matches!(part, WarpPart::Warp { .. });
+            return part.is_the_warps();
         }
         is_pure(i.opcode())
             && depth > 0
@@ -275,6 +292,15 @@ pub(super) fn warp_value<'m>(
             warp
         }
         WarpPart::Lane { of_x } => b.build_add(x, at.lane_from_x[usize::from(of_x)], c"lane"),
+        WarpPart::FirstLane { of_x } => {
+            let warp = if of_x { at.x_warp } else { at.warp };
+            b.build_binop(
+                InstructionOpcode::Shl,
+                warp,
+                constant(LANE_BITS),
+                c"first.lane",
+            )
+        }
     };
     if like.ty().int_width() == Some(32) {
         value
