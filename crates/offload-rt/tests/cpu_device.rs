@@ -16,7 +16,7 @@ use offload_rt::{
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,edge_totals,stepped_flags,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,hidden_warp_sum,warp_ops_in_statements,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,recursive_halving,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,tiled_transpose,mirrored_rows,shared_atomics,strided_histogram,strided_first_hits,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16,mma_gemm_32x32__f16,mma_gemm_32x32__bf16,wide_tiles__f16,wide_tiles__bf16,matrix_loads,matrix_stores,accumulator_to_tile__f16,accumulator_to_tile__bf16,staged_reverse,tile_copy_async,scan_with_helper,reduce_with_helpers,tiled_weighted_sums,shared_shuffle_rows,match_phases,tma_tile,tma_store_tile,wgmma_tile,register_handoff,accumulator_rows,shuffle_distances,early_exit_warp_sum";
+const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,edge_totals,stepped_flags,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,hidden_warp_sum,warp_ops_in_statements,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,recursive_halving,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,tiled_transpose,mirrored_rows,shared_atomics,strided_histogram,strided_first_hits,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16,mma_gemm_32x32__f16,mma_gemm_32x32__bf16,wide_tiles__f16,wide_tiles__bf16,matrix_loads,matrix_stores,accumulator_to_tile__f16,accumulator_to_tile__bf16,staged_reverse,tile_copy_async,scan_with_helper,reduce_with_helpers,tiled_weighted_sums,shared_shuffle_rows,match_phases,tma_tile,tma_store_tile,wgmma_tile,register_handoff,accumulator_rows,shuffle_distances,early_exit_warp_sum,clamped_window";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -2075,6 +2075,27 @@ fn kernels_with_barriers_run_alike_in_region_form_and_with_coroutines() {
             .collect();
         assert_eq!(dout.to_vec().unwrap(), want, "{mode:?}: blur3");
 
+        // Range checks and clamped neighbours of a signed global index, as `hotspot`'s.
+        let len = 1000i32;
+        let input: Vec<i32> = (0..len).map(|i| i * 37 % 101 - 50).collect();
+        let din = DeviceBuffer::from_slice(&dev, &input).unwrap();
+        let at = |i: i32| input[i.clamp(0, len - 1) as usize];
+        let want: Vec<i32> = (0..len)
+            .map(|g| at(g - 1) + 2 * at(g) + at(g + 1))
+            .collect();
+        for (block, halo) in [(256u32, 1i32), (96, 3), (40, 2)] {
+            let mut dout = DeviceBuffer::<i32>::zeroed(&dev, len as usize).unwrap();
+            let blocks = (len as u32).div_ceil(block - 2 * halo as u32);
+            let config = LaunchConfig::linear(blocks, block);
+            // SAFETY: the kernel reads `input[..len]` and writes `output[..len]`.
+            unsafe { k::clamped_window.launch(&dev, config, len, halo, &din, &mut dout) }.unwrap();
+            assert_eq!(
+                dout.to_vec().unwrap(),
+                want,
+                "{mode:?}: clamped_window {block}, {halo}"
+            );
+        }
+
         // A value read before a barrier and used after it, in a loop with a uniform bound.
         for (blocks, block) in [(3u32, 1024u32), (5, 96)] {
             let values: Vec<u32> = (0..blocks * block).map(|i| i % 11 + 1).collect();
@@ -2476,6 +2497,7 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "block_uniform_barrier",
             "blur3",
             "checked_block_sum",
+            "clamped_window",
             // A closure bound to a local, made before a barrier and called after it.
             "closure_over_tile",
             // Threads that returned, the others at a block barrier, then warp operations.

@@ -10,15 +10,14 @@ use offload_format::abi;
 use super::super::ir::{
     AtomicRmwOp, Block, Builder, Function, Instruction, Module, Phi, Type, Value,
 };
-use super::exits::{leave_together, signed_constant};
+use super::cuts::{Cuts, Decided};
+use super::exits::{decided, leave_together};
 use super::hooks::{Complete, callee, index_of, is_index_call, with_location};
 use super::kinds::{Kind, Kinds};
 use super::parallel::{Alone, ThreadLoops, mark_in_turn, mark_thread_loops_parallel};
-use super::ranges::adds_without_wrapping;
 use super::scopes::scope_lane_accesses;
 use super::segments::Segments;
 use super::slots::Slots;
-use super::strides::gathers_or_scatters;
 use super::trim::{Facts, Trim, trim_branch, trim_prefix, widened_thread_x};
 use super::uniform::PURE_INTRINSICS;
 use super::uniform::Uniform;
@@ -122,7 +121,7 @@ struct SingleThreads<'m> {
 }
 
 /// Whether `v` is one value for the whole block: a constant, or computed once per block.
-fn computed_once<'m>(v: Value<'m>, kinds: &mut Kinds<'_, 'm>) -> bool {
+pub(super) fn computed_once<'m>(v: Value<'m>, kinds: &mut Kinds<'_, 'm>) -> bool {
     v.is_constant_int() || kinds.of(v) == Kind::Hoistable
 }
 
@@ -167,111 +166,15 @@ fn thread_x_against<'m>(
     None
 }
 
-/// Where each row of a region is cut ([`Emitter::thread_bound`]): the comparisons of the
-/// thread's `x` with a value `V` the block computes once whose answer is one for the threads
-/// below the cut and the other above it.
-struct Bound<'m> {
-    /// `V`, hoisted (for a signed comparison with a constant, the cut itself).
-    value: Value<'m>,
-    /// `C` of comparisons of `x + C`, hoisted.
-    offset: Option<Value<'m>>,
-    /// Whether the cut is one past `V` (`x <= V`, `x > V`).
-    inclusive: bool,
-    /// Each comparison with its answer for the threads below the cut.
-    below: HashMap<Instruction<'m>, bool>,
-}
-
-/// A row's [`Bound`] as a value of the row: the threads `x < at` and the others run in loops of
-/// their own ([`Emitter::piece`]).
-struct Cut<'m> {
-    at: Value<'m>,
-    below: HashMap<Instruction<'m>, bool>,
-}
-
-/// Whether `v` is the thread's `x` (widened), `Some(None)`, or `x + C` that never wraps
-/// (`block * dim + x`), `Some(Some(C))`.
-fn thread_x_plus<'m>(
-    v: Value<'m>,
-    is_thread_x: &dyn Fn(Value<'m>) -> bool,
-) -> Option<Option<Value<'m>>> {
-    if widened_thread_x(v, is_thread_x) {
-        return Some(None);
-    }
-    let i = v.as_instruction()?;
-    if i.opcode() == InstructionOpcode::ZExt {
-        return thread_x_plus(i.operand(0)?, is_thread_x);
-    }
-    let add = Some(i).filter(|i| i.opcode() == InstructionOpcode::Add)?;
-    let (p, q) = (add.operand(0)?, add.operand(1)?);
-    let c = if widened_thread_x(p, is_thread_x) {
-        q
-    } else if widened_thread_x(q, is_thread_x) {
-        p
-    } else {
-        return None;
-    };
-    adds_without_wrapping(add).then_some(Some(c))
-}
-
-/// Of a comparison `x P V` or `V P x` (`P` an order, `x` the thread's index, widened, or
-/// `x + C` that never wraps with `P` unsigned): `V`, `C` if any, whether the cut between its
-/// answers is one past `V`, whether `P` is signed, and its answer below the cut.
-fn thread_x_order<'m>(
-    compare: Instruction<'m>,
-    is_thread_x: &dyn Fn(Value<'m>) -> bool,
-) -> Option<(Value<'m>, Option<Value<'m>>, bool, bool, bool)> {
-    use IntPredicate::{SGE, SGT, SLE, SLT, UGE, UGT, ULE, ULT};
-    let predicate = compare.as_value().as_icmp()?.predicate();
-    let (a, b) = (compare.operand(0)?, compare.operand(1)?);
-    let ((predicate, v), offset) = if let Some(offset) = thread_x_plus(a, is_thread_x) {
-        ((predicate, b), offset)
-    } else if let Some(offset) = thread_x_plus(b, is_thread_x) {
-        let swapped = match predicate {
-            ULT => UGT,
-            ULE => UGE,
-            UGT => ULT,
-            UGE => ULE,
-            SLT => SGT,
-            SLE => SGE,
-            SGT => SLT,
-            SGE => SLE,
-            other => other,
-        };
-        ((swapped, a), offset)
-    } else {
-        return None;
-    };
-    let (inclusive, signed, below) = match predicate {
-        ULT => (false, false, true),
-        ULE => (true, false, true),
-        UGT => (true, false, false),
-        UGE => (false, false, false),
-        SLT => (false, true, true),
-        SLE => (true, true, true),
-        SGT => (true, true, false),
-        SGE => (false, true, false),
-        _ => return None,
-    };
-    if signed && offset.is_some() {
-        return None;
-    }
-    Some((v, offset, inclusive, signed, below))
-}
-
-/// The cut of a signed comparison of `x` (never negative) with the constant `v`: 0 below
-/// zero, else `v`, or one past it where `inclusive`.
-fn signed_cut(v: Value<'_>, inclusive: bool) -> Option<u64> {
-    let value = signed_constant(v)?;
-    Some(if value < 0 {
-        0
-    } else {
-        (value as u64).saturating_add(u64::from(inclusive))
-    })
-}
-
 /// Whether `compare` decides a branch of `region` (its instructions and the values it
-/// computes again), alone or through `and`s, `or`s and `select`s of conditions.
-fn decides_a_branch<'m>(compare: Instruction<'m>, region: &HashSet<Instruction<'m>>) -> bool {
+/// computes again), alone or through `and`s, `or`s and `select`s of conditions, and `known`'s
+/// answers do not decide that branch's condition alone (`tx == 0 && col > 0` where the piece
+/// knows `tx == 0` is false).
+pub(super) fn decides_a_branch<'m>(
+    compare: Instruction<'m>,
+    region: &HashSet<Instruction<'m>>,
+    known: &HashMap<Instruction<'m>, bool>,
+) -> bool {
     let mut conditions = vec![compare.as_value()];
     for _ in 0..4 {
         let mut next = Vec::new();
@@ -281,7 +184,14 @@ fn decides_a_branch<'m>(compare: Instruction<'m>, region: &HashSet<Instruction<'
                     continue;
                 };
                 match u.opcode() {
-                    InstructionOpcode::Br => return true,
+                    InstructionOpcode::Br => {
+                        let open = u
+                            .operand(0)
+                            .is_none_or(|c| decided(c, known, None, &|_| false).is_none());
+                        if open {
+                            return true;
+                        }
+                    }
                     InstructionOpcode::And | InstructionOpcode::Or | InstructionOpcode::Select => {
                         next.push(u.as_value())
                     }
@@ -458,6 +368,9 @@ pub(super) struct Emitter<'a, 'm> {
     /// The comparisons whose result the region's copy under construction knows: its threads
     /// are none of those [`SingleThreads`] names.
     pub(super) forced: HashMap<Instruction<'m>, bool>,
+    /// The clamps of `x` (`llvm.smin` and the like) the current piece knows, with the operand
+    /// each returns there ([`Emitter::piece`]).
+    pub(super) clamped: HashMap<Instruction<'m>, u32>,
     /// The slots kept once per block, each in three locals of the entry point.
     pub(super) block_slots: Vec<BlockSlot<'m>>,
     pub(super) debug_from: Option<Instruction<'m>>,
@@ -584,6 +497,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             trim_reached: params,
             probing: None,
             forced: HashMap::new(),
+            clamped: HashMap::new(),
             region_of_barrier,
             region_starts,
             first_state_going_first,
@@ -1352,10 +1266,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let r = row.r;
         let by_warp = asks_for_its_warp(&self.region_instructions(r), self.hooks, kinds);
         let singles = self.single_threads(r, by_warp, kinds)?;
-        let bound = self.thread_bound(r, kinds)?;
-        // Hoisting their values moved the builder.
-        self.builder.position_at_end(entry);
-        let cut = bound.map(|bound| self.cut_at(bound));
+        let cuts = self.cuts(r, entry, &singles.forced, kinds)?;
         let (threads, done, row) = if by_warp {
             let (threads, next, warp) =
                 warp_pieces(&self.builder, self.function, [row.row, first, end], done);
@@ -1368,10 +1279,9 @@ impl<'a, 'm> Emitter<'a, 'm> {
             ([first, end], done, *row)
         };
         if !singles.at.is_empty() {
-            self.split_row(&row, &singles, cut.as_ref(), threads, done, kinds)
-        } else if let Some(cut) = &cut {
-            let none = HashMap::new();
-            self.piece(&row, threads, done, &none, Some(cut), kinds)
+            self.split_row(&row, &singles, &cuts, threads, done, kinds)
+        } else if !cuts.at.is_empty() {
+            self.piece(&row, threads, done, &Decided::default(), &cuts, kinds)
         } else {
             self.thread_loop(&row, threads, done, kinds)
         }
@@ -1394,7 +1304,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
     }
 
     /// The body's instructions region `r` runs, each of its segments up to its barrier.
-    fn region_instructions(&self, r: usize) -> Vec<Instruction<'m>> {
+    pub(super) fn region_instructions(&self, r: usize) -> Vec<Instruction<'m>> {
         let mut instructions = Vec::new();
         for s in self.segments.region(self.region_starts[r]) {
             let segment = self.segments.list[s];
@@ -1411,7 +1321,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
     /// other regions it computes again ([`Kind::Recomputed`]) where it uses their values: a
     /// test of a global index made before a barrier (`let inside = i < n;`) is the region's
     /// own test of `x` after it.
-    fn with_recomputed(
+    pub(super) fn with_recomputed(
         mut instructions: Vec<Instruction<'m>>,
         kinds: &mut Kinds<'_, 'm>,
     ) -> (Vec<Instruction<'m>>, HashSet<Instruction<'m>>) {
@@ -1471,7 +1381,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 continue;
             }
             let guards = match self.shape.alone {
-                Alone::EveryBranch => decides_a_branch(i, &region),
+                Alone::EveryBranch => decides_a_branch(i, &region, &HashMap::new()),
                 // A lane's store is to a word its warp shares.
                 Alone::UniformStores if lane.is_some() => {
                     guards_a_uniform_store(i, equal, &region, &mut |a| {
@@ -1526,96 +1436,8 @@ impl<'a, 'm> Emitter<'a, 'm> {
         Ok(singles)
     }
 
-    /// The cut of region `r`'s rows at its first comparison `x < V`, `x <= V`, `x > V` or
-    /// `x >= V` (either way round, `V` computed once by the block; a signed one only with a
-    /// constant) that decides a branch, with every comparison of the region that cuts the row
-    /// at the same place. IRCE's loop for the threads past such a test kept it, which SSE
-    /// cannot mask and AVX-512 masks at a cost: `reduce5`'s `if tid < 32` ran its 224 other
-    /// threads one at a time on the baseline image.
-    fn thread_bound(
-        &mut self,
-        r: usize,
-        kinds: &mut Kinds<'_, 'm>,
-    ) -> std::result::Result<Option<Bound<'m>>, String> {
-        let hooks = self.hooks;
-        let is_thread_x = |v: Value<'m>| is_thread_x(v, hooks);
-        let mut bound: Option<Bound<'m>> = None;
-        let own = self.region_instructions(r);
-        let offset_cuts =
-            self.shape.offset_cuts || gathers_or_scatters(self.module, &own, hooks, kinds);
-        let (instructions, region) = Self::with_recomputed(own, kinds);
-        for i in instructions {
-            let Some((v, offset, inclusive, signed, below)) = thread_x_order(i, &is_thread_x)
-            else {
-                continue;
-            };
-            if offset.is_some() && !offset_cuts {
-                continue;
-            }
-            if !computed_once(v, kinds)
-                || offset.is_some_and(|c| !computed_once(c, kinds))
-                || !decides_a_branch(i, &region)
-            {
-                continue;
-            }
-            let (value, inclusive) = match (signed, signed_cut(v, inclusive)) {
-                (false, _) => (self.hoist(v)?, inclusive),
-                (true, Some(cut)) => (self.const64(cut), false),
-                (true, None) => continue,
-            };
-            let offset = offset.map(|c| self.hoist(c)).transpose()?;
-            match &mut bound {
-                None => {
-                    bound = Some(Bound {
-                        value,
-                        offset,
-                        inclusive,
-                        below: HashMap::from([(i, below)]),
-                    });
-                }
-                Some(b) if b.value == value && b.offset == offset && b.inclusive == inclusive => {
-                    b.below.insert(i, below);
-                }
-                Some(_) => {}
-            }
-        }
-        Ok(bound)
-    }
-
-    /// `bound`'s cut of a row (at most the row's width), computed at the builder's position:
-    /// for `x + C`, at `V - C`, or at the row's start where `V < C`.
-    fn cut_at(&self, bound: Bound<'m>) -> Cut<'m> {
-        let bx = self.block_values[&6];
-        let b = &self.builder;
-        let width = b.build_zext(bx, self.i64_ty, c"");
-        let mut v = self.widened(bound.value);
-        let mut reached = None;
-        if let Some(c) = bound.offset {
-            let c = self.widened(c);
-            let b = &self.builder;
-            reached = Some(b.build_icmp(IntPredicate::UGE, v, c, c""));
-            v = b.build_binop(InstructionOpcode::Sub, v, c, c"");
-        }
-        let b = &self.builder;
-        let inside = b.build_icmp(IntPredicate::ULT, v, width, c"");
-        let past = if bound.inclusive {
-            b.build_add(v, self.const64(1), c"")
-        } else {
-            v
-        };
-        let mut at = b.build_select(inside, past, width, c"");
-        if let Some(reached) = reached {
-            at = b.build_select(reached, at, self.const64(0), c"");
-        }
-        let at = b.build_trunc(at, self.i32_ty, c"bound");
-        Cut {
-            at,
-            below: bound.below,
-        }
-    }
-
     /// `v`, an integer of at most 64 bits, zero-extended to 64 at the builder's position.
-    fn widened(&self, v: Value<'m>) -> Value<'m> {
+    pub(super) fn widened(&self, v: Value<'m>) -> Value<'m> {
         if v.ty().int_width() == Some(64) {
             v
         } else {
@@ -1717,7 +1539,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
         &mut self,
         row: &Row<'m>,
         singles: &SingleThreads<'m>,
-        cut: Option<&Cut<'m>>,
+        cuts: &Cuts<'m>,
         [first, end]: [Value<'m>; 2],
         done: Block<'m>,
         kinds: &mut Kinds<'_, 'm>,
@@ -1782,10 +1604,14 @@ impl<'a, 'm> Emitter<'a, 'm> {
         } else {
             constant_x.fill(None);
         }
+        let others = Decided {
+            answers: singles.forced.clone(),
+            clamps: HashMap::new(),
+        };
         let mut from = first;
         for (k, single) in std::iter::once(lo).chain(hi).enumerate() {
             let alone = self.block(c"single");
-            self.piece(row, [from, single], alone, &singles.forced, cut, kinds)?;
+            self.piece(row, [from, single], alone, &others, cuts, kinds)?;
             self.builder.position_at_end(alone);
             let next = self.block(c"single.next");
             let b = &self.builder;
@@ -1818,45 +1644,56 @@ impl<'a, 'm> Emitter<'a, 'm> {
             self.builder.position_at_end(next);
             from = self.builder.build_add(single, self.const32(1), c"");
         }
-        self.piece(row, [from, end], done, &singles.forced, cut, kinds)
+        self.piece(row, [from, end], done, &others, cuts, kinds)
     }
 
     /// The loops of [`Emitter::split_row`] over the threads `first..end`, none where `end` is
-    /// not past `first`, from the builder's block to `done`, with `forced`'s comparisons
-    /// decided: one loop, or two where `cut` is given, each with the cut's comparisons decided
-    /// too.
+    /// not past `first`, from the builder's block to `done`, with `decided`'s comparisons and
+    /// clamps decided: one loop, or a loop for each piece between `cuts`, each with what
+    /// that piece knows decided too.
     fn piece(
         &mut self,
         row: &Row<'m>,
         [first, end]: [Value<'m>; 2],
         done: Block<'m>,
-        forced: &HashMap<Instruction<'m>, bool>,
-        cut: Option<&Cut<'m>>,
+        decided: &Decided<'m>,
+        cuts: &Cuts<'m>,
         kinds: &mut Kinds<'_, 'm>,
     ) -> std::result::Result<(), String> {
-        if let Some(cut) = cut {
+        let mut from = first;
+        for (k, &cut) in cuts.at.iter().enumerate() {
             let b = &self.builder;
-            let before_end = b.build_icmp(IntPredicate::ULT, cut.at, end, c"");
-            let at = b.build_select(before_end, cut.at, end, c"");
-            let past_first = b.build_icmp(IntPredicate::ULT, first, at, c"");
-            let at = b.build_select(past_first, at, first, c"cut");
+            let before_end = b.build_icmp(IntPredicate::ULT, cut, end, c"");
+            let at = b.build_select(before_end, cut, end, c"");
+            let past_from = b.build_icmp(IntPredicate::ULT, from, at, c"");
+            let at = b.build_select(past_from, at, from, c"cut");
             let above = self.block(c"cut.above");
-            let decided = |below: bool| {
-                let mut decided = forced.clone();
-                decided.extend(cut.below.iter().map(|(&i, &b)| (i, b == below)));
-                decided
-            };
-            self.piece(row, [first, at], above, &decided(true), None, kinds)?;
+            self.piece_loop(row, [from, at], above, &decided.with(&cuts.known[k]), kinds)?;
             self.builder.position_at_end(above);
-            return self.piece(row, [at, end], done, &decided(false), None, kinds);
+            from = at;
         }
+        let last = cuts.known.last().cloned().unwrap_or_default();
+        self.piece_loop(row, [from, end], done, &decided.with(&last), kinds)
+    }
+
+    /// The loop of one piece of [`Emitter::piece`].
+    fn piece_loop(
+        &mut self,
+        row: &Row<'m>,
+        [first, end]: [Value<'m>; 2],
+        done: Block<'m>,
+        decided: &Decided<'m>,
+        kinds: &mut Kinds<'_, 'm>,
+    ) -> std::result::Result<(), String> {
         let some = self.builder.build_icmp(IntPredicate::ULT, first, end, c"");
         let entry = self.block(c"piece");
         self.builder.build_cond_br(some, entry, done);
         self.builder.position_at_end(entry);
-        self.forced.clone_from(forced);
+        self.forced.clone_from(&decided.answers);
+        self.clamped.clone_from(&decided.clamps);
         let result = self.thread_loop(row, [first, end], done, kinds);
         self.forced.clear();
+        self.clamped.clear();
         result
     }
 
@@ -2052,6 +1889,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 // A comparison whose result the copy knows is a constant where it is used.
                 if is_index_call(i, self.hooks)
                     || self.forced.contains_key(&i)
+                    || self.clamped.contains_key(&i)
                     || (i.as_terminator().is_none()
                         && !value.ty().is_void()
                         && kinds.of(value) != Kind::Varying)
@@ -2312,6 +2150,15 @@ impl<'a, 'm> Emitter<'a, 'm> {
         }
         if let Some(&known) = op.as_instruction().and_then(|i| self.forced.get(&i)) {
             return Ok(self.module.i1_type().const_int(u64::from(known), false));
+        }
+        if let Some((i, &k)) = op
+            .as_instruction()
+            .and_then(|i| Some((i, self.clamped.get(&i)?)))
+        {
+            let returned = i
+                .operand(k)
+                .ok_or("internal error: a clamp without its operand")?;
+            return self.remap(returned, clone, kinds);
         }
         if op == self.body_params {
             return Ok(self.params);

@@ -33,6 +33,7 @@
 #![forbid(unsafe_code)]
 
 mod addresses;
+mod cuts;
 mod dominators;
 mod emit;
 mod equal_phis;

@@ -1866,6 +1866,140 @@ fn a_warps_first_lane_is_one_value_for_a_loop_over_the_warp() {
     }
 }
 
+/// The pieces of the entry point `entry`'s unguarded loops: each `piece` block with the blocks
+/// of its thread loop after it (`x`, `x.latch`, `go` and the region's copy, `r`).
+fn pieces(entry: &str) -> Vec<String> {
+    let mut pieces: Vec<String> = Vec::new();
+    let mut current: Option<String> = None;
+    for line in entry.lines() {
+        if let Some((label, _)) = line.split_once(':').filter(|_| !line.starts_with(' ')) {
+            let name = label.trim_end_matches(|c: char| c.is_ascii_digit());
+            if name == "piece" || !["x", "x.latch", "go", "r"].contains(&name) {
+                pieces.extend(current.take());
+            }
+            if name == "piece" {
+                current = Some(String::new());
+            }
+        }
+        if let Some(piece) = &mut current {
+            piece.push_str(line);
+            piece.push('\n');
+        }
+    }
+    pieces.extend(current);
+    pieces
+}
+
+/// Rodinia `hotspot`'s range check written as `IN_RANGE` negated (`x < lo || x > hi` leaves
+/// the thread out) and its clamped neighbours (`max(x - 1, lo)`, `min(hi, x + 1)`, either
+/// operand first), `lo` and `hi` the block's: the rows are cut at the largest lower cut and
+/// the smallest upper one, and the piece between knows every comparison and clamp, so that
+/// its copy of the region keeps neither (its loads are of `x - 1` and `x + 1`, no gathers).
+#[test]
+fn a_range_check_and_clamped_neighbours_leave_the_middle_piece() {
+    let region = "  %lo = call i32 @__offload_cpuir_index(i32 3)
+  %hi = call i32 @__offload_cpuir_index(i32 9)
+  %below = icmp slt i32 %t, %lo
+  %above = icmp sgt i32 %t, %hi
+  %out = or i1 %below, %above
+  br i1 %out, label %rest, label %work
+work:
+  %w1 = add i32 %t, -1
+  %west = call i32 @llvm.smax.i32(i32 %w1, i32 %lo)
+  %e1 = add i32 %t, 1
+  %east = call i32 @llvm.smin.i32(i32 %hi, i32 %e1)
+  %wp = getelementptr i32, ptr @shared, i32 %west
+  %ep = getelementptr i32, ptr @shared, i32 %east
+  %a = load i32, ptr %wp
+  %b = load i32, ptr %ep
+  %sum = add i32 %a, %b
+  %own = getelementptr i32, ptr %data, i32 %t
+  store i32 %sum, ptr %own
+  br label %rest
+rest:";
+    let declarations = "declare i32 @llvm.smax.i32(i32, i32)\ndeclare i32 @llvm.smin.i32(i32, i32)";
+    for shape in [ThreadLoops::AVX512, ThreadLoops::NARROW] {
+        let (text, kept) = form_with(&body_with_region(declarations, "", region), shape);
+        assert!(kept.is_empty(), "{kept:?}");
+        let entry = entry_point(&text);
+        assert_eq!(labelled(entry, "cut.above"), 2, "{entry}");
+        let pieces = pieces(entry);
+        let decided = |piece: &&String| {
+            piece.contains("store i32")
+                && !piece.contains("@llvm.smax")
+                && !piece.contains("@llvm.smin")
+                && !piece.contains("icmp s")
+        };
+        assert_eq!(pieces.iter().filter(decided).count(), 1, "{entry}");
+        // The pieces before and after it keep what they cannot know.
+        assert!(pieces.iter().any(|p| p.contains("@llvm.smin")), "{entry}");
+    }
+}
+
+/// Comparisons of `x` with two constants (`t < 64`, `t < 16`, as `kmeans` clears its sums and
+/// counts) cut the rows at both, in ascending order, and every piece knows both answers: no
+/// loop of the unguarded region tests either.
+#[test]
+fn constant_bounds_cut_the_rows_in_ascending_order() {
+    let region = "  %own = getelementptr i32, ptr %data, i32 %t
+  %wide = icmp ult i32 %t, 64
+  br i1 %wide, label %first, label %next
+first:
+  store i32 1, ptr %own
+  br label %next
+next:
+  %narrow = icmp ult i32 %t, 16
+  br i1 %narrow, label %second, label %rest
+second:
+  %slot = getelementptr i32, ptr @shared, i32 %t
+  store i32 2, ptr %slot
+  br label %rest
+rest:";
+    let (text, kept) = form(&body_with_region("", "", region));
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert_eq!(labelled(entry, "cut.above"), 2, "{entry}");
+    let pieces = pieces(entry);
+    assert_eq!(pieces.len(), 3, "{entry}");
+    for piece in &pieces {
+        assert!(!piece.contains("icmp ult i32 %x"), "{piece}");
+    }
+}
+
+/// A signed comparison of a global index `x + C` (`C` the block's, perhaps negative: a tile
+/// with a halo) cuts the rows at `V - C`, where no `x` of the row carries `x + C` past the
+/// largest `i32`, tested as the row runs; with a constant `C` (a neighbour's `x + 1`), that
+/// needs no test.
+#[test]
+fn a_signed_global_index_cuts_the_rows_unless_it_wraps() {
+    let region = |offset: &str| {
+        format!(
+            "  %block = call i32 @__offload_cpuir_index(i32 3)
+  %n = call i32 @__offload_cpuir_index(i32 9)
+  %start = mul i32 %block, 14
+  %base = add i32 %start, -1
+  %g = add i32 %t, {offset}
+  %inside = icmp slt i32 %g, %n
+  br i1 %inside, label %work, label %rest
+work:
+  %own = getelementptr i32, ptr %data, i32 %t
+  store i32 %g, ptr %own
+  br label %rest
+rest:"
+        )
+    };
+    let (text, kept) = form(&body_with_region("", "", &region("%base")));
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert!(labelled(entry, "cut.above") >= 1, "{entry}");
+    assert!(entry.contains("%wraps = icmp sgt i64"), "{entry}");
+    let (text, kept) = form(&body_with_region("", "", &region("1")));
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert_eq!(labelled(entry, "cut.above"), 1, "{entry}");
+    assert!(!entry.contains("wraps"), "{entry}");
+}
+
 /// A thread loop's property that keeps it scalar.
 const SCALAR: &str = "!\"llvm.loop.vectorize.enable\", i32 0}";
 

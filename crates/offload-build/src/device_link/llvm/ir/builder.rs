@@ -136,6 +136,17 @@ impl<'m> Builder<'m> {
         Self::built(unsafe { llvm::LLVMBuildZExt(builder, value.raw(), ty.raw(), name.as_ptr()) })
     }
 
+    /// `sext value to ty` (`value` itself where it already has that type).
+    pub fn build_sext(&self, value: Value<'m>, ty: Type<'m>, name: &CStr) -> Value<'m> {
+        if value.ty() == ty {
+            return value;
+        }
+        let builder = self.positioned();
+        // SAFETY: a positioned builder; the value and type are live; the name is
+        // NUL-terminated.
+        Self::built(unsafe { llvm::LLVMBuildSExt(builder, value.raw(), ty.raw(), name.as_ptr()) })
+    }
+
     /// `addrspacecast value to ty`.
     pub fn build_addrspace_cast(&self, value: Value<'m>, ty: Type<'m>, name: &CStr) -> Value<'m> {
         let builder = self.positioned();
