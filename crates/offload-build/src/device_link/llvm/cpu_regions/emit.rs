@@ -1264,7 +1264,9 @@ impl<'a, 'm> Emitter<'a, 'm> {
         kinds: &mut Kinds<'_, 'm>,
     ) -> std::result::Result<(), String> {
         let r = row.r;
-        let by_warp = asks_for_its_warp(&self.region_instructions(r), self.hooks, kinds);
+        let instructions = self.region_instructions(r);
+        let first_lane = self.shape.first_lane_pieces;
+        let by_warp = asks_for_its_warp(&instructions, first_lane, self.hooks, kinds);
         let singles = self.single_threads(r, by_warp, kinds)?;
         let cuts = self.cuts(r, entry, &singles.forced, kinds)?;
         let (threads, done, row) = if by_warp {

@@ -243,6 +243,12 @@ pub struct ThreadLoops {
     /// what plain ones do, and there the cut made `block_sum` 0.77x: its images cut only the
     /// regions whose accesses would be gathers or scatters (`strides::gathers_or_scatters`).
     pub offset_cuts: bool,
+    /// Whether a warp's first lane (`rank & !31`, what a warp operation counts its slots and
+    /// lanes from) alone makes a region's rows run a warp at a time, the first lane one value
+    /// for each loop: on the images without AVX-512, where the lanes' vector was built lane by
+    /// lane (`reduce5` 1.3x on the baseline image). A warp's 32 threads are one trip of
+    /// AVX-512's loops either way, and the pieces' heads cost more (`reduce5` 0.95x).
+    pub first_lane_pieces: bool,
 }
 
 /// Which threads of a row run a region alone, by what a masked store costs the image.
@@ -269,6 +275,7 @@ impl ThreadLoops {
         interleave: 2,
         alone: Alone::UniformStores,
         offset_cuts: false,
+        first_lane_pieces: false,
     };
     /// For any other image: peeled where LLVM peels, one vector a trip, every thread a test
     /// names run alone.
@@ -277,6 +284,7 @@ impl ThreadLoops {
         interleave: 1,
         alone: Alone::EveryBranch,
         offset_cuts: true,
+        first_lane_pieces: true,
     };
 
     /// What `self` is for the loop of `blocks` ([`Peeling::of_loop`]).

@@ -145,10 +145,11 @@ pub(super) fn lane_against<'m>(
 const DEPTH: u32 = 8;
 
 /// Whether what a region does (its stores, calls, branches, values kept per thread: of its
-/// `instructions`) depends on a thread's warp ([`WarpPart::Warp`], [`WarpPart::FirstLane`]):
-/// its rows then run a warp at a time.
+/// `instructions`) depends on a thread's warp ([`WarpPart::Warp`], and where `first_lane`
+/// says so [`WarpPart::FirstLane`]): its rows then run a warp at a time.
 pub(super) fn asks_for_its_warp<'m>(
     instructions: &[Instruction<'m>],
+    first_lane: bool,
     hooks: &Complete<'m>,
     kinds: &mut Kinds<'_, 'm>,
 ) -> bool {
@@ -168,8 +169,10 @@ pub(super) fn asks_for_its_warp<'m>(
         if !seen.insert(v) {
             continue;
         }
-        if warp_part(i, hooks).is_some_and(WarpPart::is_the_warps) {
-            return true;
+        match warp_part(i, hooks) {
+            Some(WarpPart::Warp { .. }) => return true,
+            Some(WarpPart::FirstLane { .. }) if first_lane => return true,
+            _ => {}
         }
         // Values the region computes again from the thread's indices lead to a warp
         // computed before its barrier.
