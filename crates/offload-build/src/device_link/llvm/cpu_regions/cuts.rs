@@ -25,38 +25,10 @@ use super::emit::{Emitter, computed_once, decides_a_branch, is_thread_x};
 use super::exits::signed_constant;
 use super::hooks::callee;
 use super::kinds::Kinds;
+use super::known::{Cuts, Decided};
 use super::ranges::adds_without_wrapping;
 use super::strides::gathers_or_scatters;
 use super::trim::widened_thread_x;
-
-/// What a piece of a row knows of its threads' comparisons and clamps.
-#[derive(Clone, Default)]
-pub(super) struct Decided<'m> {
-    /// Comparisons with their answer.
-    pub(super) answers: HashMap<Instruction<'m>, bool>,
-    /// Clamps (`llvm.smin` and the like) with the operand they return.
-    pub(super) clamps: HashMap<Instruction<'m>, u32>,
-}
-
-impl<'m> Decided<'m> {
-    /// What the threads on the other side of the cut know of the same comparisons and clamps.
-    fn flipped(&self) -> Self {
-        Decided {
-            answers: self.answers.iter().map(|(&i, &a)| (i, !a)).collect(),
-            clamps: self.clamps.iter().map(|(&i, &k)| (i, 1 - k)).collect(),
-        }
-    }
-
-    /// `self` with `other`'s decisions too.
-    pub(super) fn with(&self, other: &Self) -> Self {
-        let mut both = self.clone();
-        both.answers
-            .extend(other.answers.iter().map(|(&i, &a)| (i, a)));
-        both.clamps
-            .extend(other.clamps.iter().map(|(&i, &k)| (i, k)));
-        both
-    }
-}
 
 /// The comparisons and clamps of a region that cut its rows at one place ([`Emitter::bounds`]).
 struct Bound<'m> {
@@ -93,15 +65,6 @@ impl Bound<'_> {
 
 /// The most threads a row of a block has (and past the last `x`).
 const MAX_ROW: i128 = 1024;
-
-/// Where a row's threads run in pieces of their own ([`Emitter::piece`]): the threads
-/// `x < at[0]`, then those up to each next cut (at least the last), each piece knowing
-/// `known[piece]`; `at` empty, one piece, where nothing cuts the rows.
-#[derive(Default)]
-pub(super) struct Cuts<'m> {
-    pub(super) at: Vec<Value<'m>>,
-    pub(super) known: Vec<Decided<'m>>,
-}
 
 /// One cut of [`Cuts`]: of one bound, or of several combined.
 struct Element<'m> {

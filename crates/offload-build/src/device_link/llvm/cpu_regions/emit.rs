@@ -10,10 +10,10 @@ use offload_format::abi;
 use super::super::ir::{
     AtomicRmwOp, Block, Builder, Function, Instruction, Module, Phi, Type, Value,
 };
-use super::cuts::{Cuts, Decided};
 use super::exits::{decided, leave_together};
 use super::hooks::{Complete, callee, index_of, is_index_call, with_location};
 use super::kinds::{Kind, Kinds};
+use super::known::{Cuts, Decided};
 use super::parallel::{Alone, ThreadLoops, mark_in_turn, mark_thread_loops_parallel};
 use super::scopes::scope_lane_accesses;
 use super::segments::Segments;

@@ -41,6 +41,7 @@ mod exits;
 mod hooks;
 mod inline;
 mod kinds;
+mod known;
 mod merge;
 mod parallel;
 mod phi_groups;
