@@ -21,7 +21,7 @@ use inkwell::IntPredicate;
 use inkwell::values::InstructionOpcode;
 
 use super::super::ir::{Block, Instruction, Value};
-use super::emit::{Emitter, computed_once, decides_a_branch, is_thread_x};
+use super::emit::{Emitter, RegionCode, computed_once, decides_a_branch, is_thread_x};
 use super::exits::signed_constant;
 use super::hooks::callee;
 use super::kinds::Kinds;
@@ -49,17 +49,17 @@ struct Bound<'m> {
     lower: bool,
 }
 
-impl Bound<'_> {
-    /// Whether the answers may not hold for every thread (`x + C` wrapping past the largest
+impl<'m> Bound<'m> {
+    /// `C` where the answers may not hold for every thread (`x + C` wrapping past the largest
     /// signed value): tested when the row runs, unless `C` is a constant that a row's `x`
     /// (below 1024) cannot carry past it.
-    fn may_wrap(&self) -> bool {
-        let Some(c) = self.offset.filter(|_| self.signed) else {
-            return false;
-        };
+    fn may_wrap(&self) -> Option<Value<'m>> {
+        let c = self.offset.filter(|_| self.signed)?;
         let bits = c.ty().int_width().unwrap_or(64).min(64);
         let largest = (1i128 << (bits - 1)) - 1;
-        signed_constant(c).is_none_or(|c| i128::from(c) + MAX_ROW >= largest)
+        signed_constant(c)
+            .is_none_or(|c| i128::from(c) + MAX_ROW >= largest)
+            .then_some(c)
     }
 }
 
@@ -303,28 +303,27 @@ fn signed_cut(v: Value<'_>, inclusive: bool) -> Option<u64> {
 }
 
 impl<'m> Emitter<'_, 'm> {
-    /// The cuts of region `r`'s rows: its comparisons `x < V`, `x <= V`, `x > V` or `x >= V`
-    /// (either way round, `V` computed once by the block, `x` also `x + C`) that decide a
-    /// branch the answers `singles` knows leave open, grouped by where they cut, and where there are any, its clamps of `x` to such
-    /// a `V` (`x + C` is cut at only where the image's shape or the region's gathers ask for
-    /// it). IRCE's loop for the threads past such a test kept it, which SSE cannot mask and
+    /// The cuts of the rows of the region of `code`: its comparisons `x < V`, `x <= V`,
+    /// `x > V` or `x >= V` (either way round, `V` computed once by the block, `x` also
+    /// `x + C`) that decide a branch the answers `singles` knows leave open, grouped by where
+    /// they cut, and where there are any, its clamps of `x` to such a `V` (`x + C` is cut at
+    /// only where the image's shape or the region's gathers ask for it). IRCE's loop for the threads past such a test kept it, which SSE cannot mask and
     /// AVX-512 masks at a cost: `reduce5`'s `if tid < 32` ran its 224 other threads one at a
     /// time on the baseline image.
     fn bounds(
         &mut self,
-        r: usize,
+        code: &RegionCode<'m>,
         singles: &HashMap<Instruction<'m>, bool>,
         kinds: &mut Kinds<'_, 'm>,
     ) -> std::result::Result<Vec<Bound<'m>>, String> {
         let hooks = self.hooks;
         let is_thread_x = |v: Value<'m>| is_thread_x(v, hooks);
         let mut bounds: Vec<Bound<'m>> = Vec::new();
-        let own = self.region_instructions(r);
         let offset_cuts =
-            self.shape.offset_cuts || gathers_or_scatters(self.module, &own, hooks, kinds);
-        let (instructions, region) = Self::with_recomputed(own, kinds);
+            self.shape.offset_cuts || gathers_or_scatters(self.module, code.own(), hooks, kinds);
+        let region = &code.set;
         let mut clamps = Vec::new();
-        for i in instructions {
+        for &i in &code.instructions {
             let Some(order) = thread_x_order(i, &is_thread_x) else {
                 continue;
             };
@@ -337,10 +336,10 @@ impl<'m> Emitter<'_, 'm> {
                 continue;
             }
             let lower = match order.below {
-                Below::Answer(_) if !decides_a_branch(i, &region, singles) => continue,
+                Below::Answer(_) if !decides_a_branch(i, region, singles) => continue,
                 Below::Answer(answer) => {
                     let ends = |b: Instruction<'m>| self.region_of_barrier.contains_key(&b);
-                    answer != answer_for_the_branch(i, &region, &ends)
+                    answer != answer_for_the_branch(i, region, &ends)
                 }
                 Below::Operand(k) => {
                     clamps.push((i, k != order.x_operand, order));
@@ -375,42 +374,46 @@ impl<'m> Emitter<'_, 'm> {
             (true, Some(_)) => (self.hoist(order.value)?, order.inclusive, true),
         };
         let offset = order.offset.map(|c| self.hoist(c)).transpose()?;
-        let bound = match bounds.iter_mut().find(|b| {
+        let same = |b: &Bound<'m>| {
             b.value == value && b.offset == offset && b.inclusive == inclusive && b.signed == signed
-        }) {
-            Some(bound) => bound,
-            None => {
-                bounds.push(Bound {
-                    value,
-                    offset,
-                    inclusive,
-                    signed,
-                    below: Decided::default(),
-                    lower,
-                });
-                bounds.last_mut().expect("just pushed")
-            }
         };
+        let k = bounds.iter().position(same).unwrap_or_else(|| {
+            bounds.push(Bound {
+                value,
+                offset,
+                inclusive,
+                signed,
+                below: Decided::default(),
+                lower,
+            });
+            bounds.len() - 1
+        });
+        let below = &mut bounds[k].below;
         match order.below {
-            Below::Answer(answer) => bound.below.answers.insert(i, answer),
-            Below::Operand(k) => bound.below.clamps.insert(i, k).map(|_| true),
-        };
+            Below::Answer(answer) => {
+                below.answers.insert(i, answer);
+            }
+            Below::Operand(operand) => {
+                below.clamps.insert(i, operand);
+            }
+        }
         Ok(())
     }
 
-    /// Region `r`'s cuts of a row ([`Emitter::bounds`]), computed at the end of `entry`: the
+    /// The cuts of a row of the region of `code` ([`Emitter::bounds`]), computed at the end of
+    /// `entry`: the
     /// largest of the lower cuts whose place only the block knows (and the whole row where an
     /// `x + C` may wrap), each constant cut in ascending order, then the smallest of the other
     /// upper cuts. Each piece knows the answers of the cuts before it and the next one, and of
     /// every later constant one past a constant next cut.
     pub(super) fn cuts(
         &mut self,
-        r: usize,
+        code: &RegionCode<'m>,
         entry: Block<'m>,
         singles: &HashMap<Instruction<'m>, bool>,
         kinds: &mut Kinds<'_, 'm>,
     ) -> std::result::Result<Cuts<'m>, String> {
-        let bounds = self.bounds(r, singles, kinds)?;
+        let bounds = self.bounds(code, singles, kinds)?;
         // Hoisting their values moved the builder.
         self.builder.position_at_end(entry);
         if bounds.is_empty() {
@@ -421,9 +424,7 @@ impl<'m> Emitter<'_, 'm> {
                 .then(|| b.value.const_zext_value())
                 .flatten()
         };
-        let wraps: Vec<usize> = (0..bounds.len())
-            .filter(|&k| bounds[k].may_wrap())
-            .collect();
+        let wraps: Vec<Value<'m>> = bounds.iter().filter_map(Bound::may_wrap).collect();
         let lower: Vec<usize> = (0..bounds.len())
             .filter(|&k| bounds[k].lower && constant(&bounds[k]).is_none())
             .collect();
@@ -441,9 +442,9 @@ impl<'m> Emitter<'_, 'm> {
                 .unwrap_or_else(|| self.const32(0));
             // Where `x + C` wraps for a thread of the row, the first piece is the row, and it
             // knows nothing.
-            for &k in &wraps {
-                let wrapping = self.wraps_in_a_row(&bounds[k]);
-                let width = self.block_values[&6];
+            let width = self.block_values[&6];
+            for &offset in &wraps {
+                let wrapping = self.wraps_in_a_row(offset);
                 at = self.builder.build_select(wrapping, width, at, c"");
             }
             elements.push(Element {
@@ -475,27 +476,22 @@ impl<'m> Emitter<'_, 'm> {
         }
         let known = (0..=elements.len())
             .map(|piece| {
+                // The constant cut that ends the piece, if any.
+                let next = elements.get(piece).and_then(|n| n.constant);
                 let mut known = Decided::default();
                 for (i, element) in elements.iter().enumerate() {
-                    let next = elements.get(piece);
                     let (knows, above) = if i < piece {
                         (element.above_known, true)
                     } else if i == piece {
                         (element.below_known, false)
                     } else {
-                        let before = next.and_then(|n| n.constant);
-                        let known =
-                            matches!((before, element.constant), (Some(a), Some(b)) if a <= b);
-                        (known, false)
+                        let past_next =
+                            matches!((next, element.constant), (Some(a), Some(b)) if a <= b);
+                        (past_next, false)
                     };
                     if knows {
                         for &k in &element.bounds {
-                            let below = &bounds[k].below;
-                            known = known.with(&if above {
-                                below.flipped()
-                            } else {
-                                below.clone()
-                            });
+                            known.add(&bounds[k].below, above);
                         }
                     }
                 }
@@ -579,12 +575,11 @@ impl<'m> Emitter<'_, 'm> {
         b.build_trunc(at, self.i32_ty, c"bound")
     }
 
-    /// Whether `x + C` of `bound` (signed, at most 32 bits) wraps for a thread of a row: `C`
-    /// plus the row's last `x` past the largest signed value of `C`'s width.
-    fn wraps_in_a_row(&self, bound: &Bound<'m>) -> Value<'m> {
+    /// Whether `x + c` (signed, at most 32 bits) wraps for a thread of a row: `c` plus the
+    /// row's last `x` past the largest signed value of `c`'s width.
+    fn wraps_in_a_row(&self, c: Value<'m>) -> Value<'m> {
         let b = &self.builder;
         let bx = b.build_zext(self.block_values[&6], self.i64_ty, c"");
-        let c = bound.offset.expect("a bound that may wrap has an offset");
         let bits = c.ty().int_width().unwrap_or(32);
         let c = b.build_sext(c, self.i64_ty, c"");
         let end = b.build_add(c, bx, c"");

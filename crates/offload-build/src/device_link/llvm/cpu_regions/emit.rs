@@ -114,10 +114,28 @@ struct Row<'m> {
 #[derive(Default)]
 struct SingleThreads<'m> {
     at: Vec<SingleAt<'m>>,
-    forced: HashMap<Instruction<'m>, bool>,
+    forced: Decided<'m>,
     /// `V - C` of the comparisons `x + C == V`, by the hoisted `(V, C)`: one thread for each
     /// pair however many comparisons name it.
     differences: Vec<((Value<'m>, Value<'m>), Value<'m>)>,
+}
+
+/// A region's instructions, for the analyses of its rows: its own, each of its segments up to
+/// its barrier ([`Emitter::region_instructions`]), then those of other regions it computes
+/// again ([`Kind::Recomputed`]) where it uses their values (a test of a global index made
+/// before a barrier, `let inside = i < n;`, is the region's own test of `x` after it), and all
+/// of them as a set.
+pub(super) struct RegionCode<'m> {
+    pub(super) instructions: Vec<Instruction<'m>>,
+    own: usize,
+    pub(super) set: HashSet<Instruction<'m>>,
+}
+
+impl<'m> RegionCode<'m> {
+    /// The region's own instructions.
+    pub(super) fn own(&self) -> &[Instruction<'m>] {
+        &self.instructions[..self.own]
+    }
 }
 
 /// Whether `v` is one value for the whole block: a constant, or computed once per block.
@@ -1263,12 +1281,11 @@ impl<'a, 'm> Emitter<'a, 'm> {
         entry: Block<'m>,
         kinds: &mut Kinds<'_, 'm>,
     ) -> std::result::Result<(), String> {
-        let r = row.r;
-        let instructions = self.region_instructions(r);
+        let code = self.region_code(row.r, kinds);
         let first_lane = self.shape.first_lane_pieces;
-        let by_warp = asks_for_its_warp(&instructions, first_lane, self.hooks, kinds);
-        let singles = self.single_threads(r, by_warp, kinds)?;
-        let cuts = self.cuts(r, entry, &singles.forced, kinds)?;
+        let by_warp = asks_for_its_warp(code.own(), first_lane, self.hooks, kinds);
+        let singles = self.single_threads(&code, by_warp, kinds)?;
+        let cuts = self.cuts(&code, entry, &singles.forced.answers, kinds)?;
         let (threads, done, row) = if by_warp {
             let (threads, next, warp) =
                 warp_pieces(&self.builder, self.function, [row.row, first, end], done);
@@ -1319,14 +1336,10 @@ impl<'a, 'm> Emitter<'a, 'm> {
         instructions
     }
 
-    /// A region's `instructions` ([`Emitter::region_instructions`]) and, after them, those of
-    /// other regions it computes again ([`Kind::Recomputed`]) where it uses their values: a
-    /// test of a global index made before a barrier (`let inside = i < n;`) is the region's
-    /// own test of `x` after it.
-    pub(super) fn with_recomputed(
-        mut instructions: Vec<Instruction<'m>>,
-        kinds: &mut Kinds<'_, 'm>,
-    ) -> (Vec<Instruction<'m>>, HashSet<Instruction<'m>>) {
+    /// Region `r`'s [`RegionCode`].
+    fn region_code(&self, r: usize, kinds: &mut Kinds<'_, 'm>) -> RegionCode<'m> {
+        let mut instructions = self.region_instructions(r);
+        let own = instructions.len();
         let mut seen: HashSet<Instruction<'m>> = instructions.iter().copied().collect();
         let mut next = 0;
         while next < instructions.len() {
@@ -1342,7 +1355,11 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 }
             }
         }
-        (instructions, seen)
+        RegionCode {
+            instructions,
+            own,
+            set: seen,
+        }
     }
 
     /// The comparisons `x == V` or `x + C == V` (or `!=`) of region `r` against values the
@@ -1352,15 +1369,15 @@ impl<'a, 'm> Emitter<'a, 'm> {
     /// with a constant first.
     fn single_threads(
         &mut self,
-        r: usize,
+        code: &RegionCode<'m>,
         by_warp: bool,
         kinds: &mut Kinds<'_, 'm>,
     ) -> std::result::Result<SingleThreads<'m>, String> {
         let hooks = self.hooks;
         let is_thread_x = |v: Value<'m>| is_thread_x(v, hooks);
         let mut candidates = Vec::new();
-        let (instructions, region) = Self::with_recomputed(self.region_instructions(r), kinds);
-        for i in instructions {
+        let region = &code.set;
+        for &i in &code.instructions {
             let Some(compare) = i.as_value().as_icmp() else {
                 continue;
             };
@@ -1383,14 +1400,12 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 continue;
             }
             let guards = match self.shape.alone {
-                Alone::EveryBranch => decides_a_branch(i, &region, &HashMap::new()),
+                Alone::EveryBranch => decides_a_branch(i, region, &HashMap::new()),
                 // A lane's store is to a word its warp shares.
                 Alone::UniformStores if lane.is_some() => {
-                    guards_a_uniform_store(i, equal, &region, &mut |a| {
-                        one_per_warp(a, hooks, kinds)
-                    })
+                    guards_a_uniform_store(i, equal, region, &mut |a| one_per_warp(a, hooks, kinds))
                 }
-                Alone::UniformStores => guards_a_uniform_store(i, equal, &region, &mut |a| {
+                Alone::UniformStores => guards_a_uniform_store(i, equal, region, &mut |a| {
                     a.as_instruction().is_none() || kinds.of(a) == Kind::Hoistable
                 }),
             };
@@ -1433,7 +1448,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 }
                 singles.at.push(at);
             }
-            singles.forced.insert(i, !equal);
+            singles.forced.answers.insert(i, !equal);
         }
         Ok(singles)
     }
@@ -1606,14 +1621,10 @@ impl<'a, 'm> Emitter<'a, 'm> {
         } else {
             constant_x.fill(None);
         }
-        let others = Decided {
-            answers: singles.forced.clone(),
-            clamps: HashMap::new(),
-        };
         let mut from = first;
         for (k, single) in std::iter::once(lo).chain(hi).enumerate() {
             let alone = self.block(c"single");
-            self.piece(row, [from, single], alone, &others, cuts, kinds)?;
+            self.piece(row, [from, single], alone, &singles.forced, cuts, kinds)?;
             self.builder.position_at_end(alone);
             let next = self.block(c"single.next");
             let b = &self.builder;
@@ -1646,7 +1657,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             self.builder.position_at_end(next);
             from = self.builder.build_add(single, self.const32(1), c"");
         }
-        self.piece(row, [from, end], done, &others, cuts, kinds)
+        self.piece(row, [from, end], done, &singles.forced, cuts, kinds)
     }
 
     /// The loops of [`Emitter::split_row`] over the threads `first..end`, none where `end` is
@@ -1674,8 +1685,11 @@ impl<'a, 'm> Emitter<'a, 'm> {
             self.builder.position_at_end(above);
             from = at;
         }
-        let last = cuts.known.last().cloned().unwrap_or_default();
-        self.piece_loop(row, [from, end], done, &decided.with(&last), kinds)
+        let decided = match cuts.known.last() {
+            Some(last) => &decided.with(last),
+            None => decided,
+        };
+        self.piece_loop(row, [from, end], done, decided, kinds)
     }
 
     /// The loop of one piece of [`Emitter::piece`].

@@ -17,21 +17,20 @@ pub(super) struct Decided<'m> {
 }
 
 impl<'m> Decided<'m> {
-    /// What the threads on the other side of the cut know of the same comparisons and clamps.
-    pub(super) fn flipped(&self) -> Self {
-        Decided {
-            answers: self.answers.iter().map(|(&i, &a)| (i, !a)).collect(),
-            clamps: self.clamps.iter().map(|(&i, &k)| (i, 1 - k)).collect(),
-        }
+    /// Adds `other`'s decisions, or where `flipped` those of the threads on the other side of
+    /// the cut (each answer negated, each clamp's other operand).
+    pub(super) fn add(&mut self, other: &Self, flipped: bool) {
+        let answers = other.answers.iter().map(|(&i, &a)| (i, a != flipped));
+        self.answers.extend(answers);
+        let operand = |k: u32| if flipped { 1 - k } else { k };
+        let clamps = other.clamps.iter().map(|(&i, &k)| (i, operand(k)));
+        self.clamps.extend(clamps);
     }
 
     /// `self` with `other`'s decisions too.
     pub(super) fn with(&self, other: &Self) -> Self {
         let mut both = self.clone();
-        both.answers
-            .extend(other.answers.iter().map(|(&i, &a)| (i, a)));
-        both.clamps
-            .extend(other.clamps.iter().map(|(&i, &k)| (i, k)));
+        both.add(other, false);
         both
     }
 }

@@ -1852,24 +1852,22 @@ fn a_warps_first_lane_is_one_value_for_a_loop_over_the_warp() {
         let lines: Vec<&str> = entry.lines().collect();
         assert!(masks_of_rank(&lines, -16) >= 1, "{entry}");
     }
-    {
-        let (text, kept) = form_with(&shuffle_down(-32), ThreadLoops::NARROW);
-        assert!(kept.is_empty(), "{kept:?}");
-        let entry = entry_point(&text);
-        assert!(labelled(entry, "warp") >= 1, "{entry}");
-        // The loop over the warps, from its head to the next region's start (the guarded
-        // loop, for threads at one of several barriers, keeps its mask).
-        let warps: Vec<&str> = entry
-            .lines()
-            .skip_while(|l| !l.starts_with("warp:"))
-            .take_while(|l| !l.starts_with("region"))
-            .collect();
-        assert_eq!(masks_of_rank(&warps, -32), 0, "{entry}");
-        assert!(
-            warps.iter().any(|l| l.contains("%first.lane = shl")),
-            "{entry}"
-        );
-    }
+    let (text, kept) = form_with(&shuffle_down(-32), ThreadLoops::NARROW);
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert!(labelled(entry, "warp") >= 1, "{entry}");
+    // The loop over the warps, from its head to the next region's start (the guarded
+    // loop, for threads at one of several barriers, keeps its mask).
+    let warps: Vec<&str> = entry
+        .lines()
+        .skip_while(|l| !l.starts_with("warp:"))
+        .take_while(|l| !l.starts_with("region"))
+        .collect();
+    assert_eq!(masks_of_rank(&warps, -32), 0, "{entry}");
+    assert!(
+        warps.iter().any(|l| l.contains("%first.lane = shl")),
+        "{entry}"
+    );
 }
 
 /// The pieces of the entry point `entry`'s unguarded loops: each `piece` block with the blocks
