@@ -1,8 +1,9 @@
 //! Where the rows of a region are cut: at the comparisons of a thread's `x` with a value the
-//! block computes once (a reduction's `if tid < s`, Rodinia's `IN_RANGE(tx, lo, hi)`, a global
-//! index's `x + C < n`) and at the clamps of `x` to such a value (a stencil's neighbour
-//! `min(tx + 1, max)`), each of which is one thing for the threads below a cut of the row and
-//! another above it. The row's threads run in pieces between the cuts, each piece's copy of the
+//! block computes once, or every thread holds alike from the region's start (`at_entry.rs`: a
+//! reduction's `if tid < s`, Rodinia's `IN_RANGE(tx, lo, hi)` and its pyramid's `IN_RANGE(tx,
+//! i + 1, 14 - i)`, a global index's `x + C < n`) and at the clamps of `x` to such a value (a
+//! stencil's neighbour `min(tx + 1, max)`), each of which is one thing for the threads below a
+//! cut of the row and another above it. The row's threads run in pieces between the cuts, each piece's copy of the
 //! region with what it knows decided: its vectors then neither mask a range check nor gather a
 //! clamped neighbour, which kept `hotspot`'s loops scalar.
 //!
@@ -21,7 +22,8 @@ use inkwell::IntPredicate;
 use inkwell::values::InstructionOpcode;
 
 use super::super::ir::{Block, Instruction, Value};
-use super::emit::{Emitter, RegionCode, computed_once, decides_a_branch, is_thread_x};
+use super::at_entry::AtEntry;
+use super::emit::{Emitter, RegionCode, decides_a_branch, is_thread_x};
 use super::exits::signed_constant;
 use super::hooks::callee;
 use super::kinds::Kinds;
@@ -116,6 +118,15 @@ struct Order<'m> {
     below: Below,
     /// Which operand is `x`'s side.
     x_operand: u32,
+}
+
+/// Where an [`Order`]'s `V` and `C` come from ([`Emitter::at_entry`]), and the block where
+/// the row's cuts are computed, where they are computed too where the block does not compute
+/// them once.
+struct Placed<'m> {
+    value: AtEntry<'m>,
+    offset: Option<AtEntry<'m>>,
+    entry: Block<'m>,
 }
 
 /// What a comparison or a clamp is for the threads below its cut.
@@ -304,15 +315,18 @@ fn signed_cut(v: Value<'_>, inclusive: bool) -> Option<u64> {
 
 impl<'m> Emitter<'_, 'm> {
     /// The cuts of the rows of the region of `code`: its comparisons `x < V`, `x <= V`,
-    /// `x > V` or `x >= V` (either way round, `V` computed once by the block, `x` also
-    /// `x + C`) that decide a branch the answers `singles` knows leave open, grouped by where
-    /// they cut, and where there are any, its clamps of `x` to such a `V` (`x + C` is cut at
-    /// only where the image's shape or the region's gathers ask for it). IRCE's loop for the threads past such a test kept it, which SSE cannot mask and
-    /// AVX-512 masks at a cost: `reduce5`'s `if tid < 32` ran its 224 other threads one at a
-    /// time on the baseline image.
+    /// `x > V` or `x >= V` (either way round, `V` and `C` of `x + C` the same for every
+    /// thread from the region's start, [`Emitter::at_entry`], computed at the end of `entry`
+    /// where the block does not compute them once) that decide a branch the answers `singles`
+    /// knows leave open, grouped by where they cut, and where there are any, its clamps of `x`
+    /// to such a `V` (`x + C` is cut at only where the image's shape or the region's gathers
+    /// ask for it). IRCE's loop for the threads past such a test kept it, which SSE cannot
+    /// mask and AVX-512 masks at a cost: `reduce5`'s `if tid < 32` ran its 224 other threads
+    /// one at a time on the baseline image.
     fn bounds(
         &mut self,
         code: &RegionCode<'m>,
+        entry: Block<'m>,
         singles: &HashMap<Instruction<'m>, bool>,
         kinds: &mut Kinds<'_, 'm>,
     ) -> std::result::Result<Vec<Bound<'m>>, String> {
@@ -323,6 +337,7 @@ impl<'m> Emitter<'_, 'm> {
             self.shape.offset_cuts || gathers_or_scatters(self.module, code.own(), hooks, kinds);
         let region = &code.set;
         let mut clamps = Vec::new();
+        let mut made = HashMap::new();
         for &i in &code.instructions {
             let Some(order) = thread_x_order(i, &is_thread_x) else {
                 continue;
@@ -330,11 +345,13 @@ impl<'m> Emitter<'_, 'm> {
             if order.offset.is_some() && !offset_cuts {
                 continue;
             }
-            if !computed_once(order.value, kinds)
-                || order.offset.is_some_and(|c| !computed_once(c, kinds))
-            {
+            let Some(value) = self.at_entry(order.value, code, kinds) else {
                 continue;
-            }
+            };
+            let offset = match order.offset.map(|c| self.at_entry(c, code, kinds)) {
+                Some(None) => continue,
+                offset => offset.flatten(),
+            };
             let lower = match order.below {
                 Below::Answer(_) if !decides_a_branch(i, region, singles) => continue,
                 Below::Answer(answer) => {
@@ -342,38 +359,64 @@ impl<'m> Emitter<'_, 'm> {
                     answer != answer_for_the_branch(i, region, &ends)
                 }
                 Below::Operand(k) => {
-                    clamps.push((i, k != order.x_operand, order));
+                    clamps.push((i, k != order.x_operand, order, value, offset));
                     continue;
                 }
             };
-            self.add_to_bounds(&mut bounds, i, order, lower)?;
+            let at = Placed {
+                value,
+                offset,
+                entry,
+            };
+            self.add_to_bounds(&mut bounds, i, order, at, lower, &mut made)?;
         }
         if !bounds.is_empty() {
-            for (i, lower, order) in clamps {
-                self.add_to_bounds(&mut bounds, i, order, lower)?;
+            for (i, lower, order, value, offset) in clamps {
+                let at = Placed {
+                    value,
+                    offset,
+                    entry,
+                };
+                self.add_to_bounds(&mut bounds, i, order, at, lower, &mut made)?;
             }
         }
         Ok(bounds)
     }
 
     /// Adds `i`, a comparison or clamp, to the bound of `bounds` that cuts where it does, or
-    /// as a bound of its own, [`Bound::lower`] as `lower` says.
+    /// as a bound of its own, [`Bound::lower`] as `lower` says; `at` computes its `V` and `C`
+    /// (`made` what it computed before).
     fn add_to_bounds(
         &mut self,
         bounds: &mut Vec<Bound<'m>>,
         i: Instruction<'m>,
         order: Order<'m>,
+        at: Placed<'m>,
         lower: bool,
+        made: &mut HashMap<Value<'m>, Value<'m>>,
     ) -> std::result::Result<(), String> {
-        let (value, inclusive, signed) = match (order.signed, order.offset) {
-            (false, _) => (self.hoist(order.value)?, order.inclusive, false),
-            (true, None) => match signed_cut(order.value, order.inclusive) {
-                Some(cut) => (self.const64(cut), false, false),
-                None => (self.hoist(order.value)?, order.inclusive, true),
-            },
-            (true, Some(_)) => (self.hoist(order.value)?, order.inclusive, true),
+        let entry = at.entry;
+        let constant_cut = at
+            .value
+            .constant()
+            .and_then(|v| signed_cut(v, order.inclusive));
+        let (value, inclusive, signed) = match (order.signed, &at.offset, constant_cut) {
+            (false, _, _) => (
+                self.materialize(&at.value, entry, made)?,
+                order.inclusive,
+                false,
+            ),
+            (true, None, Some(cut)) => (self.const64(cut), false, false),
+            (true, _, _) => (
+                self.materialize(&at.value, entry, made)?,
+                order.inclusive,
+                true,
+            ),
         };
-        let offset = order.offset.map(|c| self.hoist(c)).transpose()?;
+        let offset = match &at.offset {
+            Some(c) => Some(self.materialize(c, entry, made)?),
+            None => None,
+        };
         let same = |b: &Bound<'m>| {
             b.value == value && b.offset == offset && b.inclusive == inclusive && b.signed == signed
         };
@@ -413,7 +456,7 @@ impl<'m> Emitter<'_, 'm> {
         singles: &HashMap<Instruction<'m>, bool>,
         kinds: &mut Kinds<'_, 'm>,
     ) -> std::result::Result<Cuts<'m>, String> {
-        let bounds = self.bounds(code, singles, kinds)?;
+        let bounds = self.bounds(code, entry, singles, kinds)?;
         // Hoisting their values moved the builder.
         self.builder.position_at_end(entry);
         if bounds.is_empty() {

@@ -129,6 +129,9 @@ pub(super) struct RegionCode<'m> {
     pub(super) instructions: Vec<Instruction<'m>>,
     own: usize,
     pub(super) set: HashSet<Instruction<'m>>,
+    /// The region, and its segments in order.
+    pub(super) region: usize,
+    pub(super) segments: Vec<usize>,
 }
 
 impl<'m> RegionCode<'m> {
@@ -1359,6 +1362,8 @@ impl<'a, 'm> Emitter<'a, 'm> {
             instructions,
             own,
             set: seen,
+            region: r,
+            segments: self.segments.region(self.region_starts[r]),
         }
     }
 

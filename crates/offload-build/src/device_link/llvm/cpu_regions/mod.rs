@@ -33,6 +33,7 @@
 #![forbid(unsafe_code)]
 
 mod addresses;
+mod at_entry;
 mod cuts;
 mod dominators;
 mod emit;

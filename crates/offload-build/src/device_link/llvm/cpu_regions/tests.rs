@@ -2004,6 +2004,53 @@ rest:"
     assert!(!entry.contains("wraps"), "{entry}");
 }
 
+/// A pyramid of steps (Rodinia `hotspot`): a loop around barriers whose counter `i` the block
+/// keeps, each trip testing `i < x <= 14 - i`. The first trip's region knows `i = 0` (stored
+/// before it reads it), the later trips' regions read `i` as the block left it at the barrier:
+/// each computes its cuts from that once per row, and has a piece that knows both answers.
+#[test]
+fn a_counter_the_block_keeps_across_barriers_cuts_the_rows() {
+    let body = "
+define void @__offload_cpu_body_k(ptr %params) {
+entry:
+  %pp = load ptr, ptr %params
+  %data = load ptr, ptr %pp
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  call void @__offload_cpuir_barrier()
+  br label %loop
+loop:
+  %i = phi i32 [ 0, %entry ], [ %next, %step_end ]
+  %hi = sub i32 14, %i
+  %above = icmp sgt i32 %t, %i
+  %below = icmp sle i32 %t, %hi
+  %inside = and i1 %above, %below
+  br i1 %inside, label %work, label %step_end
+work:
+  %own = getelementptr i32, ptr %data, i32 %t
+  store i32 %i, ptr %own
+  br label %step_end
+step_end:
+  %next = add i32 %i, 1
+  call void @__offload_cpuir_barrier()
+  %again = icmp slt i32 %next, 4
+  br i1 %again, label %loop, label %end
+end:
+  ret void
+}";
+    let (text, kept) = form(body);
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert!(
+        entry.contains("%at.entry = load i32, ptr %block.slot"),
+        "{entry}"
+    );
+    let knows_both = |piece: &&String| piece.contains("store i32") && !piece.contains("icmp s");
+    assert!(
+        pieces(entry).iter().filter(knows_both).count() >= 2,
+        "{entry}"
+    );
+}
+
 /// A thread loop's property that keeps it scalar.
 const SCALAR: &str = "!\"llvm.loop.vectorize.enable\", i32 0}";
 
