@@ -37,6 +37,42 @@ impl<'m> AtEntry<'m> {
             _ => None,
         }
     }
+
+    /// Whether it is `other`'s value: the same values computed once and slots, through the
+    /// same integer operations (two loads of a counter on two ways of a branch).
+    pub(super) fn same_as(&self, other: &Self) -> bool {
+        use InstructionOpcode as Op;
+        match (self, other) {
+            (Self::Once(a), Self::Once(b)) => a == b,
+            (Self::Slot(a), Self::Slot(b)) => a == b,
+            (Self::Op(i, a), Self::Op(j, b)) => {
+                let alike = match (i.as_value().as_icmp(), j.as_value().as_icmp()) {
+                    (Some(p), Some(q)) => p.predicate() == q.predicate(),
+                    (None, None) => matches!(
+                        i.opcode(),
+                        Op::Add
+                            | Op::Sub
+                            | Op::Mul
+                            | Op::And
+                            | Op::Or
+                            | Op::Xor
+                            | Op::Shl
+                            | Op::LShr
+                            | Op::AShr
+                            | Op::ZExt
+                            | Op::SExt
+                            | Op::Trunc
+                    ),
+                    _ => false,
+                };
+                (i == j
+                    || alike && i.opcode() == j.opcode() && i.as_value().ty() == j.as_value().ty())
+                    && a.len() == b.len()
+                    && a.iter().zip(b).all(|(a, b)| a.same_as(b))
+            }
+            _ => false,
+        }
+    }
 }
 
 /// Whether `pointer`'s only uses are loads from it and stores to it: nothing else writes it.

@@ -1,6 +1,7 @@
 //! The region entry point: each region cloned into a loop over the block's threads, and the
 //! scheduler between regions.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
 use inkwell::IntPredicate;
@@ -782,18 +783,36 @@ impl<'a, 'm> Emitter<'a, 'm> {
     /// ([`leave_together`]).
     fn regions_left_together(&self, kinds: &mut Kinds<'_, 'm>) -> Vec<bool> {
         let block_slots: HashSet<Value<'m>> = self.block_slots.iter().map(|s| s.body).collect();
-        let mut is_block_value = |v| kinds.of(v) == Kind::Hoistable;
+        let kinds = RefCell::new(kinds);
+        let mut is_block_value = |v| kinds.borrow_mut().of(v) == Kind::Hoistable;
         let mut uniform = Uniform {
             slots: &block_slots,
             is_block_value: &mut is_block_value,
             memo: HashMap::new(),
         };
-        self.region_starts
-            .iter()
-            .map(|&start| {
-                leave_together(self.segments, start, &self.region_of_barrier, &mut |v| {
-                    uniform.of(v)
-                })
+        (0..self.region_starts.len())
+            .map(|r| {
+                let code = self.region_code(r, &mut kinds.borrow_mut());
+                // Two conditions are one where the region's start gives both alike.
+                let mut same = |a: Value<'m>, b: Value<'m>| {
+                    let kinds = &mut kinds.borrow_mut();
+                    a == b
+                        || match (
+                            self.at_entry(a, &code, kinds),
+                            self.at_entry(b, &code, kinds),
+                        ) {
+                            (Some(a), Some(b)) => a.same_as(&b),
+                            _ => false,
+                        }
+                };
+                let start = self.region_starts[r];
+                leave_together(
+                    self.segments,
+                    start,
+                    &self.region_of_barrier,
+                    &mut |v| uniform.of(v),
+                    &mut same,
+                )
             })
             .collect()
     }

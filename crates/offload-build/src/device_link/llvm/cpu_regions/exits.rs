@@ -1,5 +1,5 @@
 //! Which regions the threads that start them together also leave together: at the same
-//! barrier, or all returning. After such a region's loop over the block's threads, any
+//! barrier, or all returning, whichever way a thread's own conditions take it. After such a region's loop over the block's threads, any
 //! thread's state is every thread's, so the scheduler's pass over the states is not needed.
 //! And where the threads of each piece of a row leave ([`exit_states`]): where each piece's
 //! threads leave at one state, the loop knows the states' summary without that pass either.
@@ -16,10 +16,34 @@ use super::trim::widened_thread_x;
 /// Whether every thread that runs the region starting at segment `start` together with the
 /// others leaves it where they do: each branch on a condition that may differ between threads
 /// (`uniform` says which are the block's) leads to one and the same exit whichever way it
-/// goes, as an `if` on the thread's index that joins again before the barrier does. Exits are
-/// the states of `state_of_barrier` and 0 for a return; a path that ends in `unreachable` (a
+/// goes, as an `if` on the thread's index that joins again before the barrier does; or, in a
+/// region without loops, its ways choose their exits by the same tests of conditions the
+/// block shares ([`Decision`]; `same` says which conditions are one value). Exits are the
+/// states of `state_of_barrier` and 0 for a return; a path that ends in `unreachable` (a
 /// panic) leaves through none.
 pub(super) fn leave_together<'m>(
+    segments: &Segments<'m>,
+    start: usize,
+    state_of_barrier: &HashMap<Instruction<'m>, u64>,
+    uniform: &mut dyn FnMut(Value<'m>) -> bool,
+    same: &mut dyn FnMut(Value<'m>, Value<'m>) -> bool,
+) -> bool {
+    if each_way_leaves_alike(segments, start, state_of_barrier, uniform) {
+        return true;
+    }
+    let mut facts = Ways {
+        segments,
+        state_of_barrier,
+        uniform,
+        same,
+        memo: HashMap::new(),
+    };
+    facts.decision(start).is_some()
+}
+
+/// [`leave_together`]'s first test: each branch on a condition the threads may not share
+/// reaches one exit at most.
+fn each_way_leaves_alike<'m>(
     segments: &Segments<'m>,
     start: usize,
     state_of_barrier: &HashMap<Instruction<'m>, u64>,
@@ -73,6 +97,90 @@ pub(super) fn leave_together<'m>(
             .and_then(|t| t.instruction().operand(0));
         condition.is_some_and(&mut *uniform) || exits[&s].len() <= 1
     })
+}
+
+/// How a thread's exit from a segment is chosen: one exit (`None` where the way leaves through
+/// none, as a panic does), or by a condition every thread holds alike, between the decisions
+/// of its two ways. A merged barrier's way (`hotspot`'s `if computed` after its step) is each
+/// thread's own, but each of its ways leaves by the block's `if i == iteration - 1`.
+#[derive(Clone)]
+enum Decision<'m> {
+    Exit(Option<u64>),
+    On(Value<'m>, Box<[Decision<'m>; 2]>),
+}
+
+/// The facts [`Ways::decision`] reads.
+struct Ways<'a, 'm> {
+    segments: &'a Segments<'m>,
+    state_of_barrier: &'a HashMap<Instruction<'m>, u64>,
+    uniform: &'a mut dyn FnMut(Value<'m>) -> bool,
+    same: &'a mut dyn FnMut(Value<'m>, Value<'m>) -> bool,
+    /// Each segment's decision, `None` while it is computed (a loop) or where none holds.
+    memo: HashMap<usize, Option<Decision<'m>>>,
+}
+
+impl<'m> Ways<'_, 'm> {
+    /// The decision of a thread's exit from segment `s`; `None` where a condition the threads
+    /// may not share chooses it, or the way loops.
+    fn decision(&mut self, s: usize) -> Option<Decision<'m>> {
+        if let Some(known) = self.memo.get(&s) {
+            return known.clone();
+        }
+        self.memo.insert(s, None);
+        let decision = self.compute(s);
+        self.memo.insert(s, decision.clone());
+        decision
+    }
+
+    fn compute(&mut self, s: usize) -> Option<Decision<'m>> {
+        let segment = self.segments.list[s];
+        if let Some(barrier) = segment.barrier {
+            return Some(Decision::Exit(self.state_of_barrier.get(&barrier).copied()));
+        }
+        let terminator = segment.block.terminator()?.instruction();
+        if terminator.opcode() == InstructionOpcode::Return {
+            return Some(Decision::Exit(Some(0)));
+        }
+        let ways = self.segments.successors[s].clone();
+        let mut decisions = Vec::with_capacity(ways.len());
+        for way in ways {
+            decisions.push(self.decision(way)?);
+        }
+        let Some(first) = decisions.first().cloned() else {
+            return Some(Decision::Exit(None));
+        };
+        let mut one = Some(first);
+        for d in &decisions[1..] {
+            one = one.and_then(|o| self.merged(&o, d));
+        }
+        if one.is_some() {
+            return one;
+        }
+        let condition = terminator.operand(0)?;
+        match <[Decision<'m>; 2]>::try_from(decisions) {
+            Ok(two)
+                if terminator.opcode() == InstructionOpcode::Br && (self.uniform)(condition) =>
+            {
+                Some(Decision::On(condition, Box::new(two)))
+            }
+            _ => None,
+        }
+    }
+
+    /// One decision for both `a` and `b` where they choose alike (a way that leaves through
+    /// none chooses as the other).
+    fn merged(&mut self, a: &Decision<'m>, b: &Decision<'m>) -> Option<Decision<'m>> {
+        match (a, b) {
+            (Decision::Exit(None), other) | (other, Decision::Exit(None)) => Some(other.clone()),
+            (Decision::Exit(x), Decision::Exit(y)) => (x == y).then(|| a.clone()),
+            (Decision::On(c, ways), Decision::On(d, other)) if (self.same)(*c, *d) => {
+                let first = self.merged(&ways[0], &other[0])?;
+                let second = self.merged(&ways[1], &other[1])?;
+                Some(Decision::On(*c, Box::new([first, second])))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// The states a thread leaves the region starting at segment `start` with, on the ways open to

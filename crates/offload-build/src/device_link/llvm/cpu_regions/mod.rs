@@ -13,7 +13,8 @@
 //! thread waits at a block barrier, each of those barriers' threads in turn. When every live
 //! thread waits at the same barrier (the common case) the region's loop runs without a test,
 //! and where the threads can only leave that region together ([`exits`]: every branch on a
-//! thread's own condition joins again before the region's barrier or return) they leave no
+//! thread's own condition joins again before the region's barrier or return, or its ways
+//! choose their exits by the same tests of what the block shares) they leave no
 //! states and the next region's loop follows at once. In such a region, threads whose `x`
 //! index is past a bound the block shares and that then only wait for the barrier ([`trim`]:
 //! a reduction's `if tid < stride`) are not run: each row's first thread records the bound.

@@ -59,9 +59,13 @@ impl<'m> Emitter<'_, 'm> {
                 PieceExit::Known
             }
             _ if warp
-                && leave_together(self.segments, start, &self.region_of_barrier, &mut |c| {
-                    decide(c).is_some() || one_per_warp(c, hooks, kinds)
-                }) =>
+                && leave_together(
+                    self.segments,
+                    start,
+                    &self.region_of_barrier,
+                    &mut |c| decide(c).is_some() || one_per_warp(c, hooks, kinds),
+                    &mut |a, b| a == b,
+                ) =>
             {
                 PieceExit::OfItsWarp
             }

@@ -445,6 +445,54 @@ out:
     assert!(entry.contains("\nscan:"), "{entry}");
 }
 
+/// A branch on the thread's index whose ways each leave the loop or go on to its barrier as
+/// the counter the block keeps says (two tests of it, one on each way, as a merged barrier's
+/// ways have them): every thread leaves where the others do. Tested on the thread's own value
+/// instead, they leave apart.
+#[test]
+fn ways_that_each_leave_by_the_blocks_counter_leave_together() {
+    let body = |last_b: &str| {
+        format!(
+            "
+define void @__offload_cpu_body_k(ptr %params) {{
+entry:
+  %pp = load ptr, ptr %params
+  %data = load ptr, ptr %pp
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  %own = getelementptr i32, ptr %data, i32 %t
+  call void @__offload_cpuir_barrier()
+  br label %loop
+loop:
+  %i = phi i32 [ 0, %entry ], [ %next, %tail ]
+  %low = icmp ult i32 %t, 8
+  br i1 %low, label %a, label %b
+a:
+  store i32 1, ptr %own
+  %last_a = icmp eq i32 %i, 3
+  br i1 %last_a, label %end, label %tail
+b:
+  store i32 2, ptr %own
+  %last_b = {last_b}
+  br i1 %last_b, label %end, label %tail
+tail:
+  %next = add i32 %i, 1
+  call void @__offload_cpuir_barrier()
+  br label %loop
+end:
+  ret void
+}}"
+        )
+    };
+    let (text, kept) = form(&body("icmp eq i32 %i, 3"));
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert_eq!(regions_left_together(entry), 3, "{entry}");
+    let (text, kept) = form(&body("icmp eq i32 %t, 3"));
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert_eq!(regions_left_together(entry), 1, "{entry}");
+}
+
 /// Where the rows are cut at the test that sends some threads to the barrier and the others
 /// out, each piece's threads leave at one state: the loop keeps the scheduler's summary as it
 /// runs and the pass over the states is skipped. Where a thread's own value decides, it is not.
