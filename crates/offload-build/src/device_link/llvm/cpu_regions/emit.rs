@@ -188,8 +188,9 @@ fn thread_x_against<'m>(
     None
 }
 
-/// Whether `compare` decides a branch of `region` (its instructions and the values it
-/// computes again), alone or through `and`s, `or`s and `select`s of conditions, and `known`'s
+/// Whether `compare` decides a branch or a switch of `region` (its instructions and the values
+/// it computes again), alone or through `and`s, `or`s, `select`s and extensions of conditions
+/// (a merged barrier's way computed again, `select i1 %inside, i32 1, i32 0`), and `known`'s
 /// answers do not decide that branch's condition alone (`tx == 0 && col > 0` where the piece
 /// knows `tx == 0` is false).
 pub(super) fn decides_a_branch<'m>(
@@ -214,9 +215,11 @@ pub(super) fn decides_a_branch<'m>(
                             return true;
                         }
                     }
-                    InstructionOpcode::And | InstructionOpcode::Or | InstructionOpcode::Select => {
-                        next.push(u.as_value())
-                    }
+                    InstructionOpcode::Switch => return true,
+                    InstructionOpcode::And
+                    | InstructionOpcode::Or
+                    | InstructionOpcode::Select
+                    | InstructionOpcode::ZExt => next.push(u.as_value()),
                     _ => {}
                 }
             }

@@ -2099,6 +2099,44 @@ end:
     );
 }
 
+/// A barrier copied into both ways of a branch on a test of `x` (as jump threading leaves
+/// `if inside { .. } sync_threads(); if inside { .. }`) is merged into one, after which the
+/// test, computed again, selects the way a `switch` takes: it cuts the rows after the barrier
+/// as a branch on it does, and no piece tests it.
+#[test]
+fn a_test_of_x_a_merged_barriers_switch_reads_cuts_the_rows() {
+    let body = "
+define void @__offload_cpu_body_k(ptr %params) {
+entry:
+  %pp = load ptr, ptr %params
+  %data = load ptr, ptr %pp
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  %lo = call i32 @__offload_cpuir_index(i32 3)
+  %own = getelementptr i32, ptr %data, i32 %t
+  %in = icmp ult i32 %t, %lo
+  br i1 %in, label %a, label %b
+a:
+  store i32 %t, ptr %own
+  call void @__offload_cpuir_barrier()
+  store i32 1, ptr %own
+  br label %end
+b:
+  call void @__offload_cpuir_barrier()
+  store i32 0, ptr %own
+  br label %end
+end:
+  call void @__offload_cpuir_barrier()
+  ret void
+}";
+    let (merged, text) = merge_barriers(body);
+    assert_eq!(merged, 1, "{text}");
+    assert!(text.contains("switch i32 %barrier.way"), "{text}");
+    let (text, kept) = form(body);
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert!(labelled(entry, "cut.above") >= 1, "{entry}");
+}
+
 /// A thread loop's property that keeps it scalar.
 const SCALAR: &str = "!\"llvm.loop.vectorize.enable\", i32 0}";
 
