@@ -428,6 +428,18 @@ pub enum Error {
         /// Why it cannot be used.
         reason: String,
     },
+    /// An environment variable of the CPU device (`OFFLOAD_CPU_THREADS`,
+    /// `OFFLOAD_CPU_SPIN_US`, `OFFLOAD_CPU_BARRIERS`, `OFFLOAD_KERNEL_STACK`) is set to a value
+    /// it cannot read.
+    #[error("{variable}=`{value}`: not {expected}")]
+    CpuSetting {
+        /// The variable.
+        variable: &'static str,
+        /// Its value.
+        value: String,
+        /// What it takes.
+        expected: &'static str,
+    },
 }
 
 impl Error {
@@ -518,6 +530,7 @@ offload_format::error_codes! {
         Timeout => "OFF3036",
         ResetRefused => "OFF3037",
         TensorMap => "OFF3038",
+        CpuSetting => "OFF3039",
     }
 }
 

@@ -88,6 +88,9 @@ pub struct CpuBackend {
     barriers: BarrierMode,
     /// `OFFLOAD_CPU_LEVEL`: the highest level of CPU image to run, where set.
     level: Option<String>,
+    /// The first of the device's environment variables it could not read (the default taken
+    /// instead): the error of every module load, as a bad `OFFLOAD_CPU_LEVEL` is.
+    setting: Option<Setting>,
     /// Allocations made with `mmap` (address → mapped length); the rest came from `calloc`.
     mapped: Mutex<std::collections::HashMap<u64, usize>>,
     /// The handler that turns a stack overflow in kernel code into an error.
@@ -136,6 +139,58 @@ fn map_huge(bytes: usize) -> Option<(*mut c_void, usize)> {
     Some((start as *mut c_void, len))
 }
 
+/// An environment variable of the CPU device set to a value it cannot read.
+#[derive(Debug, Clone)]
+struct Setting {
+    variable: &'static str,
+    value: String,
+    expected: &'static str,
+}
+
+impl Setting {
+    fn error(&self) -> Error {
+        Error::CpuSetting {
+            variable: self.variable,
+            value: self.value.clone(),
+            expected: self.expected,
+        }
+    }
+}
+
+/// The CPU device's environment variables as [`CpuBackend::new`] reads them, each looked up
+/// by `lookup`.
+struct Settings<'a> {
+    lookup: &'a dyn Fn(&str) -> Option<std::ffi::OsString>,
+    first_unread: Option<Setting>,
+}
+
+impl Settings<'_> {
+    /// `variable`'s value as `parse` reads it (trimmed); `None` where it is unset or empty,
+    /// or where `parse` cannot read it, which is remembered with what was `expected`.
+    fn read<T>(
+        &mut self,
+        variable: &'static str,
+        expected: &'static str,
+        parse: impl FnOnce(&str) -> Option<T>,
+    ) -> Option<T> {
+        let value = (self.lookup)(variable)?;
+        let text = value.to_string_lossy();
+        let text = text.trim();
+        if text.is_empty() {
+            return None;
+        }
+        let parsed = value.to_str().and_then(|s| parse(s.trim()));
+        if parsed.is_none() && self.first_unread.is_none() {
+            self.first_unread = Some(Setting {
+                variable,
+                value: text.to_owned(),
+                expected,
+            });
+        }
+        parsed
+    }
+}
+
 impl CpuBackend {
     /// A CPU device with `OFFLOAD_CPU_THREADS` worker threads, or as many as the host's
     /// available parallelism, which spin for `OFFLOAD_CPU_SPIN_US` microseconds before they
@@ -143,25 +198,54 @@ impl CpuBackend {
     /// or by default `regions`), each GPU thread with `OFFLOAD_KERNEL_STACK`
     /// bytes of stack (by default 8 MiB, 128 KiB for a GPU thread run as a coroutine). Threads
     /// start on the first launch.
+    ///
+    /// A variable set to a value it cannot read leaves its default and is the error of every
+    /// module load ([`Error::CpuSetting`]).
     pub fn new() -> CpuBackend {
-        let threads = std::env::var("OFFLOAD_CPU_THREADS")
-            .ok()
-            .and_then(|s| s.parse::<usize>().ok())
-            .filter(|&n| n > 0)
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        let spin = std::env::var("OFFLOAD_CPU_SPIN_US")
-            .ok()
-            .and_then(|s| s.parse::<u64>().ok())
-            .map_or(pool::SPIN, std::time::Duration::from_micros);
-        let barriers = match std::env::var("OFFLOAD_CPU_BARRIERS").as_deref() {
-            Ok("coroutines") => BarrierMode::Coroutines,
-            _ => BarrierMode::Regions,
+        CpuBackend::from_environment(&|variable| std::env::var_os(variable))
+    }
+
+    /// [`CpuBackend::new`] with the environment's variables looked up by `lookup`.
+    fn from_environment(lookup: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> CpuBackend {
+        let mut settings = Settings {
+            lookup,
+            first_unread: None,
         };
-        CpuBackend::with_threads(threads)
+        let threads = settings
+            .read(
+                "OFFLOAD_CPU_THREADS",
+                "a number of threads, 1 or more",
+                |s| s.parse::<usize>().ok().filter(|&n| n > 0),
+            )
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let spin = settings
+            .read("OFFLOAD_CPU_SPIN_US", "a number of microseconds", |s| {
+                s.parse::<u64>().ok()
+            })
+            .map_or(pool::SPIN, std::time::Duration::from_micros);
+        let barriers = settings
+            .read(
+                "OFFLOAD_CPU_BARRIERS",
+                "`regions` or `coroutines`",
+                |s| match s {
+                    "regions" => Some(BarrierMode::Regions),
+                    "coroutines" => Some(BarrierMode::Coroutines),
+                    _ => None,
+                },
+            )
+            .unwrap_or(BarrierMode::Regions);
+        let stack = settings.read(
+            "OFFLOAD_KERNEL_STACK",
+            "a number of bytes, or of KiB, MiB or GiB with a `K`, `M` or `G` suffix",
+            super::stack_size::parse_stack_size,
+        );
+        let mut backend = CpuBackend::with_threads(threads)
             .with_spin(spin)
             .with_barriers(barriers)
-            .with_stack(super::kernel_stack())
-            .with_level(std::env::var("OFFLOAD_CPU_LEVEL").ok())
+            .with_stack(stack)
+            .with_level(lookup("OFFLOAD_CPU_LEVEL").and_then(|v| v.into_string().ok()));
+        backend.setting = settings.first_unread;
+        backend
     }
 
     /// This device running the CPU images of at most `level` (`host`, `x86-64-v3`, …), or with
@@ -186,6 +270,7 @@ impl CpuBackend {
             sizes: StackSizes::new(None),
             barriers: BarrierMode::Regions,
             level: None,
+            setting: None,
             mapped: Mutex::new(std::collections::HashMap::new()),
             _overflows: trap::Handler::acquire(),
         }
@@ -320,6 +405,9 @@ impl Backend for CpuBackend {
     }
 
     fn load_module(&self, module: &str, images: &[RegisteredImage<'_>]) -> Result<Box<dyn Module>> {
+        if let Some(setting) = &self.setting {
+            return Err(setting.error());
+        }
         let limit = level::limit(self.level.as_deref())?;
         let Some((index, image, chosen)) = level::choose(images, &limit) else {
             return Err(Error::NoCompatibleImage {
@@ -858,3 +946,75 @@ fn chunk_size(blocks: u64, threads: usize) -> u64 {
 // SAFETY: the record and the parameter values are only read during the launch, and the
 // launching thread keeps them alive until every worker is done with them.
 unsafe impl Sync for Launch {}
+
+#[cfg(test)]
+mod settings_tests {
+    use super::{BarrierMode, CpuBackend};
+    use crate::backend::Backend;
+    use crate::error::Error;
+
+    fn backend(vars: &[(&str, &str)]) -> CpuBackend {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        CpuBackend::from_environment(&|name| {
+            vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.into())
+        })
+    }
+
+    #[test]
+    fn settings_are_read_with_surrounding_blanks_and_empty_ones_ignored() {
+        let b = backend(&[
+            ("OFFLOAD_CPU_THREADS", " 3 "),
+            ("OFFLOAD_CPU_SPIN_US", "0"),
+            ("OFFLOAD_CPU_BARRIERS", "coroutines"),
+            ("OFFLOAD_KERNEL_STACK", "1M"),
+            ("OFFLOAD_CPU_LEVEL", ""),
+        ]);
+        assert!(b.setting.is_none(), "{:?}", b.setting);
+        assert_eq!((b.threads(), b.barriers), (3, BarrierMode::Coroutines));
+    }
+
+    #[test]
+    fn a_setting_that_cannot_be_read_is_named_with_what_it_takes() {
+        for (variable, value, expected) in [
+            ("OFFLOAD_CPU_THREADS", "0", "a number of threads"),
+            ("OFFLOAD_CPU_THREADS", "four", "a number of threads"),
+            ("OFFLOAD_CPU_SPIN_US", "-5", "a number of microseconds"),
+            (
+                "OFFLOAD_CPU_BARRIERS",
+                "coroutine",
+                "`regions` or `coroutines`",
+            ),
+            ("OFFLOAD_KERNEL_STACK", "lots", "a number of bytes"),
+        ] {
+            let b = backend(&[(variable, value)]);
+            let message = b.setting.as_ref().map(|s| s.error().to_string());
+            let message = message.unwrap_or_default();
+            assert!(
+                message.starts_with(&format!("{variable}=`{value}`: not {expected}")),
+                "{variable}={value}: {message}"
+            );
+        }
+        // The first one that cannot be read is the one reported; the defaults stand.
+        let b = backend(&[("OFFLOAD_CPU_THREADS", "x"), ("OFFLOAD_CPU_SPIN_US", "y")]);
+        let message = b.setting.as_ref().map(|s| s.error().to_string());
+        let message = message.unwrap_or_default();
+        assert!(message.starts_with("OFFLOAD_CPU_THREADS=`x`"), "{message}");
+        assert_eq!(b.barriers, BarrierMode::Regions);
+        // Loading a module is where a program hears of it.
+        let loaded = b.load_module("kernels", &[]);
+        assert!(
+            matches!(
+                loaded,
+                Err(Error::CpuSetting {
+                    variable: "OFFLOAD_CPU_THREADS",
+                    ..
+                })
+            ),
+            "{:?}",
+            loaded.err()
+        );
+    }
+}

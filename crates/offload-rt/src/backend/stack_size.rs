@@ -7,7 +7,7 @@ pub(crate) fn kernel_stack() -> Option<usize> {
     parse_stack_size(&std::env::var("OFFLOAD_KERNEL_STACK").ok()?)
 }
 
-fn parse_stack_size(text: &str) -> Option<usize> {
+pub(crate) fn parse_stack_size(text: &str) -> Option<usize> {
     let text = text.trim();
     let (digits, shift) = match text.as_bytes().last()? {
         b'k' | b'K' => (&text[..text.len() - 1], 10),
