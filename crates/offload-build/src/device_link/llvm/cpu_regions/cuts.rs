@@ -129,6 +129,14 @@ struct Placed<'m> {
     entry: Block<'m>,
 }
 
+/// What the cuts of a row computed at its entry: the body's values ([`Emitter::materialize`])
+/// and those frozen.
+#[derive(Default)]
+struct Made<'m> {
+    values: HashMap<Value<'m>, Value<'m>>,
+    frozen: HashMap<Value<'m>, Value<'m>>,
+}
+
 /// What a comparison or a clamp is for the threads below its cut.
 #[derive(Clone, Copy)]
 enum Below {
@@ -337,7 +345,7 @@ impl<'m> Emitter<'_, 'm> {
             self.shape.offset_cuts || gathers_or_scatters(self.module, code.own(), hooks, kinds);
         let region = &code.set;
         let mut clamps = Vec::new();
-        let mut made = HashMap::new();
+        let mut made = Made::default();
         for &i in &code.instructions {
             let Some(order) = thread_x_order(i, &is_thread_x) else {
                 continue;
@@ -393,7 +401,7 @@ impl<'m> Emitter<'_, 'm> {
         order: Order<'m>,
         at: Placed<'m>,
         lower: bool,
-        made: &mut HashMap<Value<'m>, Value<'m>>,
+        made: &mut Made<'m>,
     ) -> std::result::Result<(), String> {
         let entry = at.entry;
         let constant_cut = at
@@ -402,20 +410,25 @@ impl<'m> Emitter<'_, 'm> {
             .and_then(|v| signed_cut(v, order.inclusive));
         let (value, inclusive, signed) = match (order.signed, &at.offset, constant_cut) {
             (false, _, _) => (
-                self.materialize(&at.value, entry, made)?,
+                self.materialize(&at.value, entry, &mut made.values)?,
                 order.inclusive,
                 false,
             ),
             (true, None, Some(cut)) => (self.const64(cut), false, false),
             (true, _, _) => (
-                self.materialize(&at.value, entry, made)?,
+                self.materialize(&at.value, entry, &mut made.values)?,
                 order.inclusive,
                 true,
             ),
         };
         let offset = match &at.offset {
-            Some(c) => Some(self.materialize(c, entry, made)?),
+            Some(c) => Some(self.materialize(c, entry, &mut made.values)?),
             None => None,
+        };
+        let value = self.frozen(&at.value, value, entry, made);
+        let offset = match (&at.offset, offset) {
+            (Some(c), Some(v)) => Some(self.frozen(c, v, entry, made)),
+            _ => None,
         };
         let same = |b: &Bound<'m>| {
             b.value == value && b.offset == offset && b.inclusive == inclusive && b.signed == signed
@@ -441,6 +454,27 @@ impl<'m> Emitter<'_, 'm> {
             }
         }
         Ok(())
+    }
+
+    /// `v`, `value` computed, frozen ([`Emitter::frozen_once`]): once for the block where the
+    /// block computes it, else at the end of `entry`, once for each value of `made`.
+    fn frozen(
+        &mut self,
+        value: &AtEntry<'m>,
+        v: Value<'m>,
+        entry: Block<'m>,
+        made: &mut Made<'m>,
+    ) -> Value<'m> {
+        if matches!(value, AtEntry::Once(_)) {
+            return self.frozen_once(v);
+        }
+        if let Some(f) = made.frozen.get(&v) {
+            return *f;
+        }
+        self.builder.position_at_end(entry);
+        let f = self.builder.build_freeze(v, c"");
+        made.frozen.insert(v, f);
+        f
     }
 
     /// The cuts of a row of the region of `code` ([`Emitter::bounds`]), computed at the end of
@@ -577,9 +611,10 @@ impl<'m> Emitter<'_, 'm> {
         let bx = self.block_values[&6];
         let b = &self.builder;
         let width = b.build_zext(bx, self.i64_ty, c"");
+        let (value, offset) = (bound.value, bound.offset);
         if bound.signed {
-            let mut v = b.build_sext(bound.value, self.i64_ty, c"");
-            if let Some(c) = bound.offset {
+            let mut v = b.build_sext(value, self.i64_ty, c"");
+            if let Some(c) = offset {
                 let c = b.build_sext(c, self.i64_ty, c"");
                 v = b.build_binop(InstructionOpcode::Sub, v, c, c"");
             }
@@ -596,9 +631,9 @@ impl<'m> Emitter<'_, 'm> {
             let at = b.build_select(negative, self.const64(0), at, c"");
             return b.build_trunc(at, self.i32_ty, c"bound");
         }
-        let mut v = self.widened(bound.value);
+        let mut v = self.widened(value);
         let mut reached = None;
-        if let Some(c) = bound.offset {
+        if let Some(c) = offset {
             let c = self.widened(c);
             let b = &self.builder;
             reached = Some(b.build_icmp(IntPredicate::UGE, v, c, c""));

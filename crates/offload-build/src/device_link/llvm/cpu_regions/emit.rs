@@ -344,6 +344,8 @@ pub(super) struct Emitter<'a, 'm> {
     pub(super) hoist_point: Instruction<'m>,
     /// Per-block values: the body's values computed once per block.
     pub(super) hoisted: HashMap<Value<'m>, Value<'m>>,
+    /// Per-block values frozen where a row branches on them ([`Emitter::frozen_once`]).
+    pub(super) frozen: HashMap<Value<'m>, Value<'m>>,
     /// The index hook's values per block (`which` >= 3).
     pub(super) block_values: HashMap<u64, Value<'m>>,
     /// The threads of a block.
@@ -509,6 +511,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             params,
             hoist_point: placeholder,
             hoisted: HashMap::new(),
+            frozen: HashMap::new(),
             block_values: HashMap::new(),
             threads: params,
             single,
@@ -1465,6 +1468,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
                     }
                 }
             };
+            let v = self.frozen_once(v);
             let at = match lane {
                 None => SingleAt::X(v),
                 Some(of_x) => SingleAt::Lane { value: v, of_x },
@@ -1478,6 +1482,21 @@ impl<'a, 'm> Emitter<'a, 'm> {
             singles.forced.answers.insert(i, !equal);
         }
         Ok(singles)
+    }
+
+    /// `v`, a per-block value (hoisted), frozen once for the block: a row branches on its
+    /// cuts and lone threads whether or not a thread would compute their bounds (one computed
+    /// under a test the block shares, `7 - lo` marked `nuw` under `if lo < 8`, is poison past
+    /// it), and where they are poison any cut will do, as no thread reads the answers it
+    /// decides.
+    pub(super) fn frozen_once(&mut self, v: Value<'m>) -> Value<'m> {
+        if let Some(f) = self.frozen.get(&v) {
+            return *f;
+        }
+        self.builder.position_before(self.hoist_point);
+        let f = self.builder.build_freeze(v, c"");
+        self.frozen.insert(v, f);
+        f
     }
 
     /// `v`, an integer of at most 64 bits, zero-extended to 64 at the builder's position.

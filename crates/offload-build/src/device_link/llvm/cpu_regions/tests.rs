@@ -2137,6 +2137,38 @@ end:
     assert!(labelled(entry, "cut.above") >= 1, "{entry}");
 }
 
+/// A bound computed under a test the block shares (`if lo < 8 { if t < 7 - lo { .. } }`, the
+/// subtraction `nuw`, poison past the test): the row computes its cut whatever the test says,
+/// so it cuts at the bound frozen, never branching on poison.
+#[test]
+fn a_bound_computed_under_a_test_is_frozen_before_the_row_cuts_at_it() {
+    let region = "  %lo = call i32 @__offload_cpuir_index(i32 3)
+  %own = getelementptr i32, ptr %data, i32 %t
+  %small = icmp ult i32 %lo, 8
+  br i1 %small, label %guarded, label %rest
+guarded:
+  %hi = sub nuw i32 7, %lo
+  %in = icmp ult i32 %t, %hi
+  br i1 %in, label %work, label %other
+work:
+  store i32 %t, ptr %own
+  br label %rest
+other:
+  store i32 0, ptr %own
+  br label %rest
+rest:";
+    let (text, kept) = form(&body_with_region("", "", region));
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert!(labelled(entry, "cut.above") >= 1, "{entry}");
+    let hoisted = entry
+        .lines()
+        .find(|l| l.contains("= sub nuw i32 7,"))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no hoisted bound: {entry}"));
+    assert!(entry.contains(&format!("freeze i32 {hoisted}")), "{entry}");
+}
+
 /// A thread loop's property that keeps it scalar.
 const SCALAR: &str = "!\"llvm.loop.vectorize.enable\", i32 0}";
 

@@ -147,6 +147,17 @@ impl<'m> Builder<'m> {
         Self::built(unsafe { llvm::LLVMBuildSExt(builder, value.raw(), ty.raw(), name.as_ptr()) })
     }
 
+    /// `freeze value`: the value, or where it is poison (an `add nsw` that overflowed) some
+    /// value of its type; an integer constant stays itself.
+    pub fn build_freeze(&self, value: Value<'m>, name: &CStr) -> Value<'m> {
+        if value.is_constant_int() {
+            return value;
+        }
+        let builder = self.positioned();
+        // SAFETY: a positioned builder; the value is live; the name is NUL-terminated.
+        Self::built(unsafe { llvm::LLVMBuildFreeze(builder, value.raw(), name.as_ptr()) })
+    }
+
     /// `addrspacecast value to ty`.
     pub fn build_addrspace_cast(&self, value: Value<'m>, ty: Type<'m>, name: &CStr) -> Value<'m> {
         let builder = self.positioned();
