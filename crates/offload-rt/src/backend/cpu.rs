@@ -179,7 +179,8 @@ impl Settings<'_> {
         if text.is_empty() {
             return None;
         }
-        let parsed = value.to_str().and_then(|s| parse(s.trim()));
+        // `text` is the value itself where it is Unicode, which `parse` needs.
+        let parsed = value.to_str().and_then(|_| parse(text));
         if parsed.is_none() && self.first_unread.is_none() {
             self.first_unread = Some(Setting {
                 variable,

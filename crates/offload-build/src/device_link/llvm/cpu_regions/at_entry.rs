@@ -75,6 +75,24 @@ impl<'m> AtEntry<'m> {
     }
 }
 
+/// The block where a row's cuts are computed (the row's loops follow it), and what was
+/// computed there: each body value's copy, and each value frozen.
+pub(super) struct RowEntry<'m> {
+    block: Block<'m>,
+    made: HashMap<Value<'m>, Value<'m>>,
+    frozen: HashMap<Value<'m>, Value<'m>>,
+}
+
+impl<'m> RowEntry<'m> {
+    pub(super) fn new(block: Block<'m>) -> Self {
+        RowEntry {
+            block,
+            made: HashMap::new(),
+            frozen: HashMap::new(),
+        }
+    }
+}
+
 /// Whether `pointer`'s only uses are loads from it and stores to it: nothing else writes it.
 fn only_loaded_and_stored(pointer: Value<'_>) -> bool {
     pointer.users().into_iter().all(|u| {
@@ -176,38 +194,56 @@ impl<'m> Emitter<'_, 'm> {
         }
     }
 
-    /// `value` computed at the end of `entry` (a block the region's loops follow), each
-    /// body value of it already computed there in `made`.
-    pub(super) fn materialize(
+    /// `value` computed for the row, frozen: once for the block where the block computes it
+    /// ([`Emitter::frozen_once`]), else at the end of `row`'s block, once for each value.
+    pub(super) fn frozen_at_row_entry(
         &mut self,
         value: &AtEntry<'m>,
-        entry: Block<'m>,
-        made: &mut HashMap<Value<'m>, Value<'m>>,
+        row: &mut RowEntry<'m>,
+    ) -> std::result::Result<Value<'m>, String> {
+        let v = self.materialize(value, row)?;
+        if matches!(value, AtEntry::Once(_)) {
+            return Ok(self.frozen_once(v));
+        }
+        if let Some(f) = row.frozen.get(&v) {
+            return Ok(*f);
+        }
+        self.builder.position_at_end(row.block);
+        let f = self.builder.build_freeze(v, c"");
+        row.frozen.insert(v, f);
+        Ok(f)
+    }
+
+    /// `value` computed at the end of `row`'s block, each body value of it once.
+    fn materialize(
+        &mut self,
+        value: &AtEntry<'m>,
+        row: &mut RowEntry<'m>,
     ) -> std::result::Result<Value<'m>, String> {
         match value {
             AtEntry::Once(v) => self.hoist(*v),
             AtEntry::Slot(k) => {
                 let slot = self.block_slots[*k];
-                self.builder.position_at_end(entry);
+                self.builder.position_at_end(row.block);
                 let current = self.builder.build_load(slot.ty, slot.current, c"at.entry");
                 Ok(current.as_value())
             }
             AtEntry::Op(i, operands) => {
-                if let Some(v) = made.get(&i.as_value()) {
+                if let Some(v) = row.made.get(&i.as_value()) {
                     return Ok(*v);
                 }
                 let mut values = Vec::with_capacity(operands.len());
                 for operand in operands {
-                    values.push(self.materialize(operand, entry, made)?);
+                    values.push(self.materialize(operand, row)?);
                 }
-                self.builder.position_at_end(entry);
+                self.builder.position_at_end(row.block);
                 let clone = self.builder.insert_clone(*i);
                 for (k, v) in (0u32..).zip(values) {
                     if clone.operand(k) != Some(v) {
                         clone.set_operand(k, v);
                     }
                 }
-                made.insert(i.as_value(), clone.as_value());
+                row.made.insert(i.as_value(), clone.as_value());
                 Ok(clone.as_value())
             }
         }

@@ -3,9 +3,9 @@
 //! reduction's `if tid < s`, Rodinia's `IN_RANGE(tx, lo, hi)` and its pyramid's `IN_RANGE(tx,
 //! i + 1, 14 - i)`, a global index's `x + C < n`) and at the clamps of `x` to such a value (a
 //! stencil's neighbour `min(tx + 1, max)`), each of which is one thing for the threads below a
-//! cut of the row and another above it. The row's threads run in pieces between the cuts, each piece's copy of the
-//! region with what it knows decided: its vectors then neither mask a range check nor gather a
-//! clamped neighbour, which kept `hotspot`'s loops scalar.
+//! cut of the row and another above it. The row's threads run in pieces between the cuts, each
+//! piece's copy of the region with what it knows decided: its vectors then neither mask a range
+//! check nor gather a clamped neighbour, which kept `hotspot`'s loops scalar.
 //!
 //! One cut where every comparison cuts the row at one place (both pieces decided). Where they
 //! cut it at several: the largest of the lower cuts whose place only the block knows (`x >=
@@ -22,7 +22,7 @@ use inkwell::IntPredicate;
 use inkwell::values::InstructionOpcode;
 
 use super::super::ir::{Block, Instruction, Value};
-use super::at_entry::AtEntry;
+use super::at_entry::{AtEntry, RowEntry};
 use super::emit::{Emitter, RegionCode, decides_a_branch, is_thread_x};
 use super::exits::signed_constant;
 use super::hooks::callee;
@@ -118,23 +118,6 @@ struct Order<'m> {
     below: Below,
     /// Which operand is `x`'s side.
     x_operand: u32,
-}
-
-/// Where an [`Order`]'s `V` and `C` come from ([`Emitter::at_entry`]), and the block where
-/// the row's cuts are computed, where they are computed too where the block does not compute
-/// them once.
-struct Placed<'m> {
-    value: AtEntry<'m>,
-    offset: Option<AtEntry<'m>>,
-    entry: Block<'m>,
-}
-
-/// What the cuts of a row computed at its entry: the body's values ([`Emitter::materialize`])
-/// and those frozen.
-#[derive(Default)]
-struct Made<'m> {
-    values: HashMap<Value<'m>, Value<'m>>,
-    frozen: HashMap<Value<'m>, Value<'m>>,
 }
 
 /// What a comparison or a clamp is for the threads below its cut.
@@ -345,7 +328,7 @@ impl<'m> Emitter<'_, 'm> {
             self.shape.offset_cuts || gathers_or_scatters(self.module, code.own(), hooks, kinds);
         let region = &code.set;
         let mut clamps = Vec::new();
-        let mut made = Made::default();
+        let mut row = RowEntry::new(entry);
         for &i in &code.instructions {
             let Some(order) = thread_x_order(i, &is_thread_x) else {
                 continue;
@@ -371,64 +354,43 @@ impl<'m> Emitter<'_, 'm> {
                     continue;
                 }
             };
-            let at = Placed {
-                value,
-                offset,
-                entry,
-            };
-            self.add_to_bounds(&mut bounds, i, order, at, lower, &mut made)?;
+            self.add_to_bounds(&mut bounds, i, order, (value, offset), lower, &mut row)?;
         }
         if !bounds.is_empty() {
             for (i, lower, order, value, offset) in clamps {
-                let at = Placed {
-                    value,
-                    offset,
-                    entry,
-                };
-                self.add_to_bounds(&mut bounds, i, order, at, lower, &mut made)?;
+                self.add_to_bounds(&mut bounds, i, order, (value, offset), lower, &mut row)?;
             }
         }
         Ok(bounds)
     }
 
     /// Adds `i`, a comparison or clamp, to the bound of `bounds` that cuts where it does, or
-    /// as a bound of its own, [`Bound::lower`] as `lower` says; `at` computes its `V` and `C`
-    /// (`made` what it computed before).
+    /// as a bound of its own, [`Bound::lower`] as `lower` says; its `V` and `C` computed for
+    /// `row`.
     fn add_to_bounds(
         &mut self,
         bounds: &mut Vec<Bound<'m>>,
         i: Instruction<'m>,
         order: Order<'m>,
-        at: Placed<'m>,
+        (value, offset): (AtEntry<'m>, Option<AtEntry<'m>>),
         lower: bool,
-        made: &mut Made<'m>,
+        row: &mut RowEntry<'m>,
     ) -> std::result::Result<(), String> {
-        let entry = at.entry;
-        let constant_cut = at
-            .value
+        let constant_cut = value
             .constant()
-            .and_then(|v| signed_cut(v, order.inclusive));
-        let (value, inclusive, signed) = match (order.signed, &at.offset, constant_cut) {
-            (false, _, _) => (
-                self.materialize(&at.value, entry, &mut made.values)?,
+            .and_then(|v| signed_cut(v, order.inclusive))
+            .filter(|_| order.signed && offset.is_none());
+        let (value, inclusive, signed) = match constant_cut {
+            Some(cut) => (self.const64(cut), false, false),
+            None => (
+                self.frozen_at_row_entry(&value, row)?,
                 order.inclusive,
-                false,
-            ),
-            (true, None, Some(cut)) => (self.const64(cut), false, false),
-            (true, _, _) => (
-                self.materialize(&at.value, entry, &mut made.values)?,
-                order.inclusive,
-                true,
+                order.signed,
             ),
         };
-        let offset = match &at.offset {
-            Some(c) => Some(self.materialize(c, entry, &mut made.values)?),
+        let offset = match &offset {
+            Some(c) => Some(self.frozen_at_row_entry(c, row)?),
             None => None,
-        };
-        let value = self.frozen(&at.value, value, entry, made);
-        let offset = match (&at.offset, offset) {
-            (Some(c), Some(v)) => Some(self.frozen(c, v, entry, made)),
-            _ => None,
         };
         let same = |b: &Bound<'m>| {
             b.value == value && b.offset == offset && b.inclusive == inclusive && b.signed == signed
@@ -456,32 +418,10 @@ impl<'m> Emitter<'_, 'm> {
         Ok(())
     }
 
-    /// `v`, `value` computed, frozen ([`Emitter::frozen_once`]): once for the block where the
-    /// block computes it, else at the end of `entry`, once for each value of `made`.
-    fn frozen(
-        &mut self,
-        value: &AtEntry<'m>,
-        v: Value<'m>,
-        entry: Block<'m>,
-        made: &mut Made<'m>,
-    ) -> Value<'m> {
-        if matches!(value, AtEntry::Once(_)) {
-            return self.frozen_once(v);
-        }
-        if let Some(f) = made.frozen.get(&v) {
-            return *f;
-        }
-        self.builder.position_at_end(entry);
-        let f = self.builder.build_freeze(v, c"");
-        made.frozen.insert(v, f);
-        f
-    }
-
     /// The cuts of a row of the region of `code` ([`Emitter::bounds`]), computed at the end of
-    /// `entry`: the
-    /// largest of the lower cuts whose place only the block knows (and the whole row where an
-    /// `x + C` may wrap), each constant cut in ascending order, then the smallest of the other
-    /// upper cuts. Each piece knows the answers of the cuts before it and the next one, and of
+    /// `entry`: the largest of the lower cuts whose place only the block knows (and the whole
+    /// row where an `x + C` may wrap), each constant cut in ascending order, then the smallest
+    /// of the other upper cuts. Each piece knows the answers of the cuts before it and the next one, and of
     /// every later constant one past a constant next cut.
     pub(super) fn cuts(
         &mut self,
@@ -611,10 +551,9 @@ impl<'m> Emitter<'_, 'm> {
         let bx = self.block_values[&6];
         let b = &self.builder;
         let width = b.build_zext(bx, self.i64_ty, c"");
-        let (value, offset) = (bound.value, bound.offset);
         if bound.signed {
-            let mut v = b.build_sext(value, self.i64_ty, c"");
-            if let Some(c) = offset {
+            let mut v = b.build_sext(bound.value, self.i64_ty, c"");
+            if let Some(c) = bound.offset {
                 let c = b.build_sext(c, self.i64_ty, c"");
                 v = b.build_binop(InstructionOpcode::Sub, v, c, c"");
             }
@@ -631,9 +570,9 @@ impl<'m> Emitter<'_, 'm> {
             let at = b.build_select(negative, self.const64(0), at, c"");
             return b.build_trunc(at, self.i32_ty, c"bound");
         }
-        let mut v = self.widened(value);
+        let mut v = self.widened(bound.value);
         let mut reached = None;
-        if let Some(c) = offset {
+        if let Some(c) = bound.offset {
             let c = self.widened(c);
             let b = &self.builder;
             reached = Some(b.build_icmp(IntPredicate::UGE, v, c, c""));

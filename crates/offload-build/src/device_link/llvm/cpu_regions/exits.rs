@@ -1,6 +1,7 @@
 //! Which regions the threads that start them together also leave together: at the same
-//! barrier, or all returning, whichever way a thread's own conditions take it. After such a region's loop over the block's threads, any
-//! thread's state is every thread's, so the scheduler's pass over the states is not needed.
+//! barrier, or all returning, whichever way a thread's own conditions take it. After such a
+//! region's loop over the block's threads, any thread's state is every thread's, so the
+//! scheduler's pass over the states is not needed.
 //! And where the threads of each piece of a row leave ([`exit_states`]): where each piece's
 //! threads leave at one state, the loop knows the states' summary without that pass either.
 #![forbid(unsafe_code)]
@@ -31,14 +32,14 @@ pub(super) fn leave_together<'m>(
     if each_way_leaves_alike(segments, start, state_of_barrier, uniform) {
         return true;
     }
-    let mut facts = Ways {
+    let mut ways = Ways {
         segments,
         state_of_barrier,
         uniform,
         same,
         memo: HashMap::new(),
     };
-    facts.decision(start).is_some()
+    ways.decision(start).is_some()
 }
 
 /// [`leave_together`]'s first test: each branch on a condition the threads may not share
