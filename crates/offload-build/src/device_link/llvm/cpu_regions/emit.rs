@@ -11,6 +11,7 @@ use offload_format::abi;
 use super::super::ir::{
     AtomicRmwOp, Block, Builder, Function, Instruction, Module, Phi, Type, Value,
 };
+use super::ahead::FetchAhead;
 use super::exits::{decided, leave_together};
 use super::hooks::{Complete, callee, index_of, is_index_call, with_location};
 use super::kinds::{Kind, Kinds};
@@ -348,6 +349,9 @@ pub(super) struct Emitter<'a, 'm> {
     pub(super) frozen: HashMap<Value<'m>, Value<'m>>,
     /// The index hook's values per block (`which` >= 3).
     pub(super) block_values: HashMap<u64, Value<'m>>,
+    /// What the rows fetch ahead of the worker's next block, where anything
+    /// ([`Emitter::plan_fetch_ahead`]).
+    pub(super) fetch_ahead: Option<FetchAhead<'m>>,
     /// The threads of a block.
     pub(super) threads: Value<'m>,
     /// The allocas kept once, as the entry point's allocas.
@@ -513,6 +517,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             hoisted: HashMap::new(),
             frozen: HashMap::new(),
             block_values: HashMap::new(),
+            fetch_ahead: None,
             threads: params,
             single,
             lanes: Vec::new(),
@@ -710,6 +715,7 @@ impl<'a, 'm> Emitter<'a, 'm> {
             };
             self.block_values.insert(w, value);
         }
+        self.plan_fetch_ahead(kinds);
         let schedule = self.block(c"schedule");
         let together = self.regions_left_together(kinds);
         self.trims = self.trim_branches(&together, kinds);
@@ -1223,6 +1229,9 @@ impl<'a, 'm> Emitter<'a, 'm> {
             c"",
         );
         let row = b.build_zext(row, i64_ty, c"row");
+        if run != RegionRun::Guarded {
+            self.fetch_next_block_ahead(r, y_head, [y.as_value(), z.as_value()], kinds);
+        }
         let row_at = Row {
             r,
             run,

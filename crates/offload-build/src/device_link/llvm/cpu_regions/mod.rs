@@ -34,6 +34,7 @@
 #![forbid(unsafe_code)]
 
 mod addresses;
+mod ahead;
 mod at_entry;
 mod cuts;
 mod dominators;
