@@ -39,12 +39,13 @@ const FEWEST_STREAMS_A_ROW: usize = 3;
 /// Lines fetched ahead at most at each row's start: a row of a tile reads few streams.
 const MOST_STREAMS: usize = 8;
 
-/// The thread whose addresses a row's prefetch computes: the row's first or last.
-#[derive(Clone, Copy)]
+/// The thread whose addresses a row's prefetch computes (the row's first or last), where,
+/// and the body's values computed for it so far.
 struct Ahead<'m> {
     xyz: [Value<'m>; 3],
     next_block_x: Value<'m>,
     at: Block<'m>,
+    memo: HashMap<Value<'m>, Option<Value<'m>>>,
 }
 
 /// What the region loops fetch ahead ([`Emitter::plan_fetch_ahead`]).
@@ -108,14 +109,14 @@ impl<'m> Emitter<'_, 'm> {
             c"",
         );
         for x in [self.const32(0), last] {
-            let ahead = Ahead {
+            let mut ahead = Ahead {
                 xyz: [x, y, z],
                 next_block_x,
                 at,
+                memo: HashMap::new(),
             };
-            let mut memo = HashMap::new();
             for &(pointer, write) in &accesses {
-                let Some(address) = self.address_ahead(pointer, &ahead, &mut memo, kinds) else {
+                let Some(address) = self.address_ahead(pointer, &mut ahead, kinds) else {
                     continue;
                 };
                 self.builder.position_at_end(at);
@@ -181,23 +182,22 @@ impl<'m> Emitter<'_, 'm> {
     fn address_ahead(
         &mut self,
         v: Value<'m>,
-        ahead: &Ahead<'m>,
-        memo: &mut HashMap<Value<'m>, Option<Value<'m>>>,
+        ahead: &mut Ahead<'m>,
         kinds: &mut Kinds<'_, 'm>,
     ) -> Option<Value<'m>> {
-        if let Some(&done) = memo.get(&v) {
+        if let Some(&done) = ahead.memo.get(&v) {
             return done;
         }
-        let value = self.compute_ahead(v, ahead, memo, kinds);
-        memo.insert(v, value);
+        let value = self.compute_ahead(v, ahead, kinds);
+        ahead.memo.insert(v, value);
         value
     }
 
+    /// [`Emitter::address_ahead`] of a value not yet computed.
     fn compute_ahead(
         &mut self,
         v: Value<'m>,
-        ahead: &Ahead<'m>,
-        memo: &mut HashMap<Value<'m>, Option<Value<'m>>>,
+        ahead: &mut Ahead<'m>,
         kinds: &mut Kinds<'_, 'm>,
     ) -> Option<Value<'m>> {
         if v == self.body_params {
@@ -226,17 +226,9 @@ impl<'m> Emitter<'_, 'm> {
         let mut operands = Vec::new();
         for index in 0..i.num_operands() {
             let Some(o) = i.operand(index) else { continue };
-            let mapped = self.address_ahead(o, ahead, memo, kinds)?;
-            if mapped != o {
-                operands.push((index, mapped));
-            }
+            operands.push((index, self.address_ahead(o, ahead, kinds)?));
         }
-        self.builder.position_at_end(ahead.at);
-        let copied = self.builder.insert_clone(i);
-        for (index, mapped) in operands {
-            copied.set_operand(index, mapped);
-        }
-        Some(copied.as_value())
+        Some(self.copy_at_end(ahead.at, i, &operands))
     }
 }
 

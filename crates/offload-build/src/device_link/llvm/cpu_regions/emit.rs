@@ -2269,24 +2269,35 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 let mut operands = Vec::new();
                 for index in 0..i.num_operands() {
                     let Some(o) = i.operand(index) else { continue };
-                    let mapped = self.remap(o, clone, kinds)?;
-                    if mapped != o {
-                        operands.push((index, mapped));
-                    }
+                    operands.push((index, self.remap(o, clone, kinds)?));
                 }
-                self.builder.position_at_end(clone.current);
-                let copied = self.builder.insert_clone(i);
-                for (index, mapped) in operands {
-                    copied.set_operand(index, mapped);
-                }
-                clone.values.insert(op, copied.as_value());
-                Ok(copied.as_value())
+                let copied = self.copy_at_end(clone.current, i, &operands);
+                clone.values.insert(op, copied);
+                Ok(copied)
             }
             Kind::Varying => Err(with_location(
                 "internal error: a value crosses a barrier without a slot",
                 i,
             )),
         }
+    }
+
+    /// A copy of the body's `i` at the end of `at`, with the operands `operands` gives
+    /// (by index) in place of its own.
+    pub(super) fn copy_at_end(
+        &self,
+        at: Block<'m>,
+        i: Instruction<'m>,
+        operands: &[(u32, Value<'m>)],
+    ) -> Value<'m> {
+        self.builder.position_at_end(at);
+        let copied = self.builder.insert_clone(i);
+        for &(index, mapped) in operands {
+            if copied.operand(index) != Some(mapped) {
+                copied.set_operand(index, mapped);
+            }
+        }
+        copied.as_value()
     }
 
     /// The rank in its block of the thread `at`, computed at the end of `current`.
