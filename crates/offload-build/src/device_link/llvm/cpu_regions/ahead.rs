@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use inkwell::values::InstructionOpcode;
 
 use super::super::ir::{Block, Instruction, Value};
-use super::emit::Emitter;
+use super::emit::{Emitter, FetchAhead};
 use super::hooks::{Complete, index_of, is_index_call};
 use super::kinds::{Kind, Kinds};
 use super::uniform::{is_pure, is_pure_call};
@@ -46,14 +46,6 @@ struct Ahead<'m> {
     next_block_x: Value<'m>,
     at: Block<'m>,
     memo: HashMap<Value<'m>, Option<Value<'m>>>,
-}
-
-/// What the region loops fetch ahead ([`Emitter::plan_fetch_ahead`]).
-pub(super) struct FetchAhead<'m> {
-    /// Each region's accesses: the pointer, and whether it is written.
-    accesses: Vec<Vec<(Value<'m>, bool)>>,
-    /// The block's `x` index plus one.
-    next_block_x: Value<'m>,
 }
 
 impl<'m> Emitter<'_, 'm> {

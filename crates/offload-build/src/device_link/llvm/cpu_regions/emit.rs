@@ -11,7 +11,6 @@ use offload_format::abi;
 use super::super::ir::{
     AtomicRmwOp, Block, Builder, Function, Instruction, Module, Phi, Type, Value,
 };
-use super::ahead::FetchAhead;
 use super::exits::{decided, leave_together};
 use super::hooks::{Complete, callee, index_of, is_index_call, with_location};
 use super::kinds::{Kind, Kinds};
@@ -327,6 +326,14 @@ fn idle_instruction<'m>(
 pub(super) fn is_thread_x<'m>(v: Value<'m>, hooks: &Complete<'m>) -> bool {
     v.as_instruction()
         .is_some_and(|i| is_index_call(i, hooks) && index_of(i) == Ok(0))
+}
+
+/// What the region loops fetch ahead of the worker's next block (`ahead.rs`).
+pub(super) struct FetchAhead<'m> {
+    /// Each region's accesses: the pointer, and whether it is written.
+    pub(super) accesses: Vec<Vec<(Value<'m>, bool)>>,
+    /// The block's `x` index plus one.
+    pub(super) next_block_x: Value<'m>,
 }
 
 /// The region entry point under construction.
