@@ -233,18 +233,12 @@ impl<'m> Emitter<'_, 'm> {
                     return Ok(*v);
                 }
                 let mut values = Vec::with_capacity(operands.len());
-                for operand in operands {
-                    values.push(self.materialize(operand, row)?);
+                for (k, operand) in (0u32..).zip(operands) {
+                    values.push((k, self.materialize(operand, row)?));
                 }
-                self.builder.position_at_end(row.block);
-                let clone = self.builder.insert_clone(*i);
-                for (k, v) in (0u32..).zip(values) {
-                    if clone.operand(k) != Some(v) {
-                        clone.set_operand(k, v);
-                    }
-                }
-                row.made.insert(i.as_value(), clone.as_value());
-                Ok(clone.as_value())
+                let copied = self.copy_at_end(row.block, *i, &values);
+                row.made.insert(i.as_value(), copied);
+                Ok(copied)
             }
         }
     }
