@@ -2844,6 +2844,45 @@ fn shared_memory_atomics_take_no_lock_in_region_form() {
     assert!(coroutines.contains("lock"), "{coroutines}");
 }
 
+/// A block reduction's one total for the grid (`block_sum`: thread 0 adds its block's sum,
+/// relaxed): each worker sums its blocks' adds and adds the sum once as it leaves, so that
+/// the workers do not take the total's line from each other once a block. The region entry's
+/// locked adds lie outside every loop of it (no backward jump spans one).
+#[test]
+fn a_grids_one_total_is_added_once_per_worker_outside_the_loops() {
+    let Some(regions) = disassemble(&format!("{}block_sum", regions_prefix())) else {
+        return;
+    };
+    let address = |line: &str| {
+        let field = line.split(':').next()?.trim();
+        u64::from_str_radix(field, 16).ok()
+    };
+    let locked: Vec<u64> = regions
+        .lines()
+        .filter(|l| l.split_whitespace().nth(1) == Some("lock"))
+        .filter_map(address)
+        .collect();
+    assert!(!locked.is_empty(), "{regions}");
+    let backward_jumps: Vec<(u64, u64)> = regions
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace().skip(1);
+            let op = words.next()?;
+            let target = u64::from_str_radix(words.next()?.strip_prefix("0x")?, 16).ok()?;
+            let from = address(line)?;
+            (op.starts_with('j') && target <= from).then_some((target, from))
+        })
+        .collect();
+    for at in locked {
+        assert!(
+            !backward_jumps
+                .iter()
+                .any(|&(top, bottom)| top <= at && at <= bottom),
+            "a locked add at {at:x} inside a loop:\n{regions}"
+        );
+    }
+}
+
 #[test]
 fn slice_parameters_launch_safely_and_check_lengths() {
     if !setup() {

@@ -36,6 +36,7 @@
 mod addresses;
 mod ahead;
 mod at_entry;
+mod atomics;
 mod cuts;
 mod dominators;
 mod emit;
@@ -208,6 +209,7 @@ fn form_kernel<'m>(
         .ok_or("the body function has no parameter")?;
     let is_barrier = |i: Instruction<'m>| hooks.is_barrier(i);
     check_supported(body)?;
+    let summable = atomics::adds_can_be_summed(body, params, hooks);
     let mut kinds = Kinds {
         hooks,
         params,
@@ -253,7 +255,12 @@ fn form_kernel<'m>(
         module, hooks, body, &name, &segments, &slots, &mut kinds, shape,
     );
     match region_fn {
-        Ok(_) => Ok(()),
+        Ok(entry) => {
+            if summable {
+                atomics::sum_adds_per_worker(module, entry);
+            }
+            Ok(())
+        }
         Err(e) => {
             if let Some(f) = module.function(&name) {
                 f.delete();

@@ -2662,3 +2662,81 @@ fn one_row_blocks_and_addresses_from_memory_fetch_nothing_ahead() {
     let (text, _) = form(&gathered);
     assert!(prefetched(entry_point(&text)).is_empty(), "{text}");
 }
+
+/// A block reduction's last step: after a barrier, thread 0 adds the block's value to one
+/// total for the whole grid, relaxed, its result unused.
+const TOTAL_BODY: &str = "
+define void @__offload_cpu_body_k(ptr %params) {
+entry:
+  %pp = load ptr, ptr %params
+  %data = load ptr, ptr %pp
+  %op = getelementptr i8, ptr %params, i64 8
+  %po = load ptr, ptr %op
+  %out = load ptr, ptr %po
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  %slot = getelementptr i32, ptr %data, i32 %t
+  %v = load i32, ptr %slot
+  call void @__offload_cpuir_barrier()
+  %first = icmp eq i32 %t, 0
+  br i1 %first, label %add, label %exit
+add:
+  %w = zext i32 %v to i64
+  %old = atomicrmw add ptr %out, i64 %w monotonic
+  br label %exit
+exit:
+  ret void
+}";
+
+/// The lines of `entry` that add atomically, and whether each adds a worker's sum (its
+/// address loaded from the sum's slot).
+fn atomic_adds(entry: &str) -> Vec<(bool, &str)> {
+    entry
+        .lines()
+        .filter(|l| l.contains("atomicrmw add"))
+        .map(|l| (l.contains("atomicrmw add ptr %sum.at"), l))
+        .collect()
+}
+
+/// Every block's add to the one total becomes an add to the worker's sum, which the worker
+/// adds to the total once, at its return: the workers no longer take the total's line from
+/// each other once a block.
+#[test]
+fn a_grids_one_total_is_summed_by_each_worker_and_added_once() {
+    let (text, _) = form(TOTAL_BODY);
+    let entry = entry_point(&text);
+    assert!(entry.contains("%worker.sum = alloca i64"), "{entry}");
+    assert!(entry.contains("%sum.added = add i64"), "{entry}");
+    let adds = atomic_adds(entry);
+    assert!(!adds.is_empty(), "{entry}");
+    assert!(adds.iter().all(|(sum, _)| *sum), "{adds:?}");
+}
+
+/// Where the adds could be told apart, they stay: the thread reads global memory after its
+/// add, the add's result decides what the block does (a ticket), or each block adds to its
+/// own address.
+#[test]
+fn adds_that_a_thread_reads_after_or_uses_or_that_move_with_the_block_stay() {
+    let read_after = TOTAL_BODY.replace(
+        "exit:\n  ret void",
+        "exit:\n  %again = load i32, ptr %data\n  store i32 %again, ptr %slot\n  ret void",
+    );
+    // A ticket: the block that adds last does more.
+    let used = TOTAL_BODY.replace(
+        "monotonic\n  br label %exit",
+        "monotonic\n  %last = icmp eq i64 %old, 7\n  br i1 %last, label %more, label %exit\nmore:\n  store i32 1, ptr %data\n  br label %exit",
+    );
+    let per_block = TOTAL_BODY.replace(
+        "%old = atomicrmw add ptr %out,",
+        "%b = call i32 @__offload_cpuir_index(i32 3)\n  %mine = getelementptr i64, ptr %out, i32 %b\n  %old = atomicrmw add ptr %mine,",
+    );
+    for body in [read_after, used, per_block] {
+        let (text, _) = form(&body);
+        let entry = entry_point(&text);
+        assert!(!entry.contains("worker.sum"), "{body}\n{entry}");
+        let adds = atomic_adds(entry);
+        assert!(
+            !adds.is_empty() && adds.iter().all(|(sum, _)| !sum),
+            "{entry}"
+        );
+    }
+}
