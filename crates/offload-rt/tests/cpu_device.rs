@@ -16,7 +16,7 @@ use offload_rt::{
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,edge_totals,stepped_flags,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,hidden_warp_sum,warp_ops_in_statements,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,recursive_halving,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,tiled_transpose,mirrored_rows,shared_atomics,strided_histogram,strided_first_hits,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16,mma_gemm_32x32__f16,mma_gemm_32x32__bf16,wide_tiles__f16,wide_tiles__bf16,matrix_loads,matrix_stores,accumulator_to_tile__f16,accumulator_to_tile__bf16,staged_reverse,tile_copy_async,scan_with_helper,reduce_with_helpers,tiled_weighted_sums,shared_shuffle_rows,match_phases,tma_tile,tma_store_tile,wgmma_tile,register_handoff,accumulator_rows,shuffle_distances,early_exit_warp_sum,clamped_window";
+const KERNELS: &str = "saxpy,block_sum,grid_max,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,edge_totals,stepped_flags,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,hidden_warp_sum,warp_ops_in_statements,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,recursive_halving,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,tiled_transpose,mirrored_rows,shared_atomics,strided_histogram,strided_first_hits,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16,mma_gemm_32x32__f16,mma_gemm_32x32__bf16,wide_tiles__f16,wide_tiles__bf16,matrix_loads,matrix_stores,accumulator_to_tile__f16,accumulator_to_tile__bf16,staged_reverse,tile_copy_async,scan_with_helper,reduce_with_helpers,tiled_weighted_sums,shared_shuffle_rows,match_phases,tma_tile,tma_store_tile,wgmma_tile,register_handoff,accumulator_rows,shuffle_distances,early_exit_warp_sum,clamped_window";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -192,6 +192,37 @@ fn block_reduction_with_shared_memory_and_barriers() {
         unsafe { k::block_sum.launch(&dev, LaunchConfig::for_num_elems(n), n, &din, &mut out) }
             .unwrap();
         assert_eq!(out.to_vec().unwrap(), [expected]);
+    }
+}
+
+/// A grid's maximum through one relaxed `fetch_max` a block, which each worker combines over
+/// its blocks in region form: the same maximum in both ways of running barriers, from one
+/// worker and from several.
+#[test]
+fn a_grids_one_maximum_is_the_same_however_the_blocks_run() {
+    if !setup() {
+        return;
+    }
+    let n = 300_001u32;
+    let input: Vec<u32> = (0..n).map(|i| i.wrapping_mul(2_654_435_761) >> 3).collect();
+    let expected = *input.iter().max().unwrap();
+    for (mode, threads) in [
+        (BarrierMode::Regions, 1),
+        (BarrierMode::Regions, 3),
+        (BarrierMode::Coroutines, 3),
+    ] {
+        let backend = CpuBackend::with_threads(threads).with_barriers(mode);
+        let dev = Device::from_backend(Box::new(backend));
+        let din = DeviceBuffer::from_slice(&dev, &input).unwrap();
+        let mut out = DeviceBuffer::<u32>::zeroed(&dev, 1).unwrap();
+        // SAFETY: the buffers hold every element the kernel reaches through its pointers.
+        unsafe { k::grid_max.launch(&dev, LaunchConfig::for_num_elems(n), n, &din, &mut out) }
+            .unwrap();
+        assert_eq!(
+            out.to_vec().unwrap(),
+            [expected],
+            "{mode:?}, {threads} threads"
+        );
     }
 }
 
@@ -2505,6 +2536,7 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             "edge_totals",
             // A barrier in a const-generic helper.
             "generic_tiles",
+            "grid_max",
             "half_dot",
             "halo_stencil",
             "halving_offsets",
@@ -2845,41 +2877,46 @@ fn shared_memory_atomics_take_no_lock_in_region_form() {
 }
 
 /// A block reduction's one total for the grid (`block_sum`: thread 0 adds its block's sum,
-/// relaxed): each worker sums its blocks' adds and adds the sum once as it leaves, so that
-/// the workers do not take the total's line from each other once a block. The region entry's
-/// locked adds lie outside every loop of it (no backward jump spans one).
+/// relaxed; `grid_max`: its block's largest, `fetch_max`): each worker combines its blocks'
+/// operations and makes one as it leaves, so that the workers do not take the total's line
+/// from each other once a block. The region entry's locked operations lie outside every loop
+/// of it (no backward jump spans one, but a compare-and-swap's retry).
 #[test]
 fn a_grids_one_total_is_added_once_per_worker_outside_the_loops() {
-    let Some(regions) = disassemble(&format!("{}block_sum", regions_prefix())) else {
-        return;
-    };
-    let address = |line: &str| {
-        let field = line.split(':').next()?.trim();
-        u64::from_str_radix(field, 16).ok()
-    };
-    let locked: Vec<u64> = regions
-        .lines()
-        .filter(|l| l.split_whitespace().nth(1) == Some("lock"))
-        .filter_map(address)
-        .collect();
-    assert!(!locked.is_empty(), "{regions}");
-    let backward_jumps: Vec<(u64, u64)> = regions
-        .lines()
-        .filter_map(|line| {
-            let mut words = line.split_whitespace().skip(1);
-            let op = words.next()?;
-            let target = u64::from_str_radix(words.next()?.strip_prefix("0x")?, 16).ok()?;
-            let from = address(line)?;
-            (op.starts_with('j') && target <= from).then_some((target, from))
-        })
-        .collect();
-    for at in locked {
-        assert!(
-            !backward_jumps
-                .iter()
-                .any(|&(top, bottom)| top <= at && at <= bottom),
-            "a locked add at {at:x} inside a loop:\n{regions}"
-        );
+    for kernel in ["block_sum", "grid_max"] {
+        let Some(regions) = disassemble(&format!("{}{kernel}", regions_prefix())) else {
+            return;
+        };
+        let address = |line: &str| {
+            let field = line.split(':').next()?.trim();
+            u64::from_str_radix(field, 16).ok()
+        };
+        let locked: Vec<u64> = regions
+            .lines()
+            .filter(|l| l.split_whitespace().nth(1) == Some("lock"))
+            .filter_map(address)
+            .collect();
+        assert!(!locked.is_empty(), "{regions}");
+        let backward_jumps: Vec<(u64, u64)> = regions
+            .lines()
+            .filter_map(|line| {
+                let mut words = line.split_whitespace().skip(1);
+                let op = words.next()?;
+                let target = u64::from_str_radix(words.next()?.strip_prefix("0x")?, 16).ok()?;
+                let from = address(line)?;
+                // Not the retry of a compare-and-swap (x86 has no `fetch_max`): a few
+                // instructions back to the load before it.
+                (op.starts_with('j') && target + 32 <= from).then_some((target, from))
+            })
+            .collect();
+        for at in locked {
+            assert!(
+                !backward_jumps
+                    .iter()
+                    .any(|&(top, bottom)| top <= at && at <= bottom),
+                "{kernel}: a locked operation at {at:x} inside a loop:\n{regions}"
+            );
+        }
     }
 }
 

@@ -6,8 +6,9 @@
 //! sum once, as it leaves its run of blocks.
 //!
 //! What nothing can tell means here, in an entry point with no fence, no compare-and-swap
-//! and no atomic load or store: every read-modify-write of its global memory is an integer
-//! `add`, relaxed, whose result nothing uses, at an address that is the same for every block
+//! and no atomic load or store: every read-modify-write of its memory is the same integer
+//! operation that combines (`add`, `sub`, `and`, `or`, `xor`, `max`, `min`, `umax`, `umin`),
+//! relaxed, whose result nothing uses, at an address that is the same for every block
 //! (computed from a kernel parameter alone), and after which the block reads and writes no
 //! memory but its own (its locals, lanes, shared memory) before its end. Another block could
 //! only read the address while the adds go on by racing with them; the launch's end, where
@@ -16,8 +17,8 @@
 
 use std::collections::HashSet;
 
-use inkwell::AtomicOrdering;
 use inkwell::values::InstructionOpcode as Op;
+use inkwell::{AtomicOrdering, IntPredicate};
 
 use super::super::ir::{AtomicRmwOp, Block, Function, Instruction, Module, Value};
 use super::hooks::{Complete, callee};
@@ -46,7 +47,11 @@ pub(super) fn adds_can_be_summed<'m>(
             _ => {}
         }
     }
-    !adds.is_empty() && adds.iter().all(|&add| unobserved_after(add, hooks))
+    // Two operations on what may be one address do not commute (an add, then a max).
+    let one_operation = adds
+        .windows(2)
+        .all(|w| w[0].atomic_rmw_op() == w[1].atomic_rmw_op());
+    !adds.is_empty() && one_operation && adds.iter().all(|&add| unobserved_after(add, hooks))
 }
 
 /// Makes the atomic adds of `entry` (the region entry point of a body whose adds
@@ -79,6 +84,9 @@ pub(super) fn sum_adds_per_worker<'m>(module: Module<'m>, entry: Function<'m>) -
         let (Some(address), Some(value)) = (add.operand(0), add.operand(1)) else {
             return 0;
         };
+        let (Some(op), Some(bits)) = (add.atomic_rmw_op(), value.ty().int_width()) else {
+            return 0;
+        };
         let ty = value.ty();
         builder.position_before(first);
         let sum = builder.build_alloca(ty, 8, c"worker.sum").as_value();
@@ -86,7 +94,7 @@ pub(super) fn sum_adds_per_worker<'m>(module: Module<'m>, entry: Function<'m>) -
         // Where the sum goes when no block added: a local, so that the add at the end needs
         // no branch.
         let nowhere = builder.build_alloca(ty, 8, c"worker.sum.none").as_value();
-        builder.build_store(ty.const_int(0, false), sum);
+        builder.build_store(ty.const_int(identity(op, bits), false), sum);
         builder.build_store(nowhere, at);
         for &ret in &returns {
             builder.position_before(ret);
@@ -99,17 +107,48 @@ pub(super) fn sum_adds_per_worker<'m>(module: Module<'m>, entry: Function<'m>) -
         builder.position_before(add);
         builder.build_store(address, at);
         let before = builder.build_load(ty, sum, c"sum").as_value();
-        let after = builder.build_add(before, value, c"sum.added");
+        let after = match op {
+            // A sum of what is subtracted, subtracted once.
+            AtomicRmwOp::Binary(Op::Sub) => builder.build_add(before, value, c"sum.added"),
+            AtomicRmwOp::Binary(binary) => builder.build_binop(binary, before, value, c"sum.added"),
+            AtomicRmwOp::Keep(keeps_old) => {
+                let keep = builder.build_icmp(keeps_old, before, value, c"sum.keeps");
+                builder.build_select(keep, before, value, c"sum.added")
+            }
+            AtomicRmwOp::Xchg | AtomicRmwOp::Nand => return 0,
+        };
         builder.build_store(after, sum);
         add.erase();
     }
     adds.len()
 }
 
-/// Whether `i` is an add that can be summed: integer, relaxed, not volatile, its result
-/// unused, its address computed from the parameters alone.
+/// The value `op` leaves unchanged, of `bits` bits.
+fn identity(op: AtomicRmwOp, bits: u32) -> u64 {
+    let ones = u64::MAX >> (64 - bits.min(64));
+    let sign = 1u64 << (bits.min(64) - 1);
+    match op {
+        AtomicRmwOp::Binary(Op::And) | AtomicRmwOp::Keep(IntPredicate::ULE) => ones,
+        AtomicRmwOp::Keep(IntPredicate::SGE) => sign,
+        AtomicRmwOp::Keep(IntPredicate::SLE) => sign - 1,
+        _ => 0,
+    }
+}
+
+/// Whether `i` is a read-modify-write that can be summed: an integer operation that combines,
+/// relaxed, not volatile, its result unused, its address computed from the parameters alone.
 fn is_summable<'m>(i: Instruction<'m>, params: Value<'m>) -> bool {
-    i.atomic_rmw_op() == Some(AtomicRmwOp::Binary(Op::Add))
+    let combines = match i.atomic_rmw_op() {
+        Some(AtomicRmwOp::Binary(op)) => {
+            matches!(op, Op::Add | Op::Sub | Op::And | Op::Or | Op::Xor)
+        }
+        Some(AtomicRmwOp::Keep(_)) => true,
+        _ => false,
+    };
+    combines
+        && i.operand(1)
+            .and_then(|v| v.ty().int_width())
+            .is_some_and(|bits| (1..=64).contains(&bits))
         && i.atomic_ordering() == Some(AtomicOrdering::Monotonic)
         && !i.is_volatile()
         && !i.as_value().has_uses()

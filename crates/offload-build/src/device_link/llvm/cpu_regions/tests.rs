@@ -2740,3 +2740,26 @@ fn adds_that_a_thread_reads_after_or_uses_or_that_move_with_the_block_stay() {
         );
     }
 }
+
+/// A grid's maximum (`atomicMax(out, block_max)`) combines as a sum does, each worker's
+/// maximum from the smallest `i64`; an add and a maximum on what may be one address do not
+/// commute, and keep their locked operations.
+#[test]
+fn a_grids_one_maximum_is_combined_per_worker_and_mixed_operations_stay() {
+    let max = TOTAL_BODY.replace("atomicrmw add ptr %out", "atomicrmw max ptr %out");
+    let (text, _) = form(&max);
+    let entry = entry_point(&text);
+    assert!(
+        entry.contains("store i64 -9223372036854775808, ptr %worker.sum"),
+        "{entry}"
+    );
+    assert!(entry.contains("%sum.keeps = icmp sge i64"), "{entry}");
+    assert!(entry.contains("atomicrmw max ptr %sum.at"), "{entry}");
+    let mixed = TOTAL_BODY.replace(
+        "monotonic\n  br label %exit",
+        "monotonic\n  %also = atomicrmw max ptr %out, i64 %w monotonic\n  br label %exit",
+    );
+    let (text, _) = form(&mixed);
+    let entry = entry_point(&text);
+    assert!(!entry.contains("worker.sum"), "{entry}");
+}
