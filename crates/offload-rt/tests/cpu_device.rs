@@ -2883,6 +2883,11 @@ fn shared_memory_atomics_take_no_lock_in_region_form() {
 /// of it (no backward jump spans one, but a compare-and-swap's retry).
 #[test]
 fn a_grids_one_total_is_added_once_per_worker_outside_the_loops() {
+    if cpu_common::image_form() != "ir" {
+        // Not a missing tool: the CPU link combines them, and the default run tests its form.
+        eprintln!("skipped: the fixture's image is of the source form in this run");
+        return;
+    }
     for kernel in ["block_sum", "grid_max"] {
         let Some(regions) = disassemble(&format!("{}{kernel}", regions_prefix())) else {
             return;
