@@ -29,7 +29,7 @@ const PARAMETER_LOADS: u32 = 2;
 
 /// Whether the atomic adds of `body` (one GPU thread, its parameters' record `params`) can
 /// be summed per worker: the body has no fence, no compare-and-swap and no atomic load or
-/// store, every read-modify-write in it can be summed ([`is_summable`]), and after each the
+/// store, every read-modify-write in it can be summed ([`combining`]), and after each the
 /// thread reads and writes no memory but its block's own up to its return (in program order,
 /// across barriers: what the block's other threads do after them too).
 pub(super) fn adds_can_be_summed<'m>(
@@ -41,7 +41,7 @@ pub(super) fn adds_can_be_summed<'m>(
     for i in body.blocks().flat_map(|b| b.instructions()) {
         match i.opcode() {
             Op::Fence | Op::AtomicCmpXchg => return false,
-            Op::AtomicRMW if is_summable(i, params) => adds.push(i),
+            Op::AtomicRMW if combining(i, params).is_some() => adds.push(i),
             Op::AtomicRMW => return false,
             Op::Load | Op::Store if i.is_atomic() => return false,
             _ => {}
@@ -62,14 +62,15 @@ pub(super) fn sum_adds_per_worker<'m>(module: Module<'m>, entry: Function<'m>) -
     };
     let instructions: Vec<Instruction<'m>> =
         entry.blocks().flat_map(|b| b.instructions()).collect();
-    let adds: Vec<Instruction<'m>> = instructions
+    // Every add, or none: each one's combination is known before the entry changes.
+    let Some(adds) = instructions
         .iter()
-        .copied()
         .filter(|i| i.opcode() == Op::AtomicRMW)
-        .collect();
-    if adds.iter().any(|&add| !is_summable(add, params)) {
+        .map(|&add| Some((add, combining(add, params)?)))
+        .collect::<Option<Vec<_>>>()
+    else {
         return 0;
-    }
+    };
     let returns: Vec<Instruction<'m>> = instructions
         .iter()
         .copied()
@@ -80,21 +81,15 @@ pub(super) fn sum_adds_per_worker<'m>(module: Module<'m>, entry: Function<'m>) -
     };
     let builder = module.builder();
     let ptr_ty = module.ptr_type(0);
-    for &add in &adds {
-        let (Some(address), Some(value)) = (add.operand(0), add.operand(1)) else {
-            return 0;
-        };
-        let (Some(op), Some(bits)) = (add.atomic_rmw_op(), value.ty().int_width()) else {
-            return 0;
-        };
-        let ty = value.ty();
+    for &(add, combine) in &adds {
+        let ty = combine.value.ty();
         builder.position_before(first);
         let sum = builder.build_alloca(ty, 8, c"worker.sum").as_value();
         let at = builder.build_alloca(ptr_ty, 8, c"worker.sum.at").as_value();
         // Where the sum goes when no block added: a local, so that the add at the end needs
         // no branch.
         let nowhere = builder.build_alloca(ty, 8, c"worker.sum.none").as_value();
-        builder.build_store(ty.const_int(identity(op, bits), false), sum);
+        builder.build_store(ty.const_int(combine.identity(), false), sum);
         builder.build_store(nowhere, at);
         for &ret in &returns {
             builder.position_before(ret);
@@ -105,17 +100,14 @@ pub(super) fn sum_adds_per_worker<'m>(module: Module<'m>, entry: Function<'m>) -
             flush.set_operand(1, total);
         }
         builder.position_before(add);
-        builder.build_store(address, at);
+        builder.build_store(combine.address, at);
         let before = builder.build_load(ty, sum, c"sum").as_value();
-        let after = match op {
-            // A sum of what is subtracted, subtracted once.
-            AtomicRmwOp::Binary(Op::Sub) => builder.build_add(before, value, c"sum.added"),
-            AtomicRmwOp::Binary(binary) => builder.build_binop(binary, before, value, c"sum.added"),
-            AtomicRmwOp::Keep(keeps_old) => {
-                let keep = builder.build_icmp(keeps_old, before, value, c"sum.keeps");
-                builder.build_select(keep, before, value, c"sum.added")
+        let after = match combine.with {
+            Combined::Binary(op) => builder.build_binop(op, before, combine.value, c"sum.added"),
+            Combined::Keep(keeps_old) => {
+                let keep = builder.build_icmp(keeps_old, before, combine.value, c"sum.keeps");
+                builder.build_select(keep, before, combine.value, c"sum.added")
             }
-            AtomicRmwOp::Xchg | AtomicRmwOp::Nand => return 0,
         };
         builder.build_store(after, sum);
         add.erase();
@@ -123,38 +115,65 @@ pub(super) fn sum_adds_per_worker<'m>(module: Module<'m>, entry: Function<'m>) -
     adds.len()
 }
 
-/// The value `op` leaves unchanged, of `bits` bits.
-fn identity(op: AtomicRmwOp, bits: u32) -> u64 {
-    let ones = u64::MAX >> (64 - bits.min(64));
-    let sign = 1u64 << (bits.min(64) - 1);
-    match op {
-        AtomicRmwOp::Binary(Op::And) | AtomicRmwOp::Keep(IntPredicate::ULE) => ones,
-        AtomicRmwOp::Keep(IntPredicate::SGE) => sign,
-        AtomicRmwOp::Keep(IntPredicate::SLE) => sign - 1,
-        _ => 0,
+/// How a worker combines the values of one summable read-modify-write.
+#[derive(Clone, Copy)]
+struct Combine<'m> {
+    address: Value<'m>,
+    value: Value<'m>,
+    bits: u32,
+    with: Combined,
+}
+
+/// The operation that combines two values of a read-modify-write: its own, but an add for a
+/// `sub` (a sum of what is subtracted, subtracted once).
+#[derive(Clone, Copy)]
+enum Combined {
+    /// `add`, `and`, `or`, `xor`.
+    Binary(Op),
+    /// `max`, `min`, `umax`, `umin`: the comparison that keeps the first value.
+    Keep(IntPredicate),
+}
+
+impl Combine<'_> {
+    /// The value the combination leaves unchanged.
+    fn identity(self) -> u64 {
+        let ones = u64::MAX >> (64 - self.bits);
+        let sign = 1u64 << (self.bits - 1);
+        match self.with {
+            Combined::Binary(Op::And) | Combined::Keep(IntPredicate::ULE) => ones,
+            Combined::Keep(IntPredicate::SGE) => sign,
+            Combined::Keep(IntPredicate::SLE) => sign - 1,
+            _ => 0,
+        }
     }
 }
 
-/// Whether `i` is a read-modify-write that can be summed: an integer operation that combines,
-/// relaxed, not volatile, its result unused, its address computed from the parameters alone.
-fn is_summable<'m>(i: Instruction<'m>, params: Value<'m>) -> bool {
-    let combines = match i.atomic_rmw_op() {
-        Some(AtomicRmwOp::Binary(op)) => {
-            matches!(op, Op::Add | Op::Sub | Op::And | Op::Or | Op::Xor)
-        }
-        Some(AtomicRmwOp::Keep(_)) => true,
-        _ => false,
+/// How `i` combines where it is a read-modify-write that can be summed: an integer operation
+/// that combines, relaxed, not volatile, its result unused, its address computed from the
+/// parameters alone.
+fn combining<'m>(i: Instruction<'m>, params: Value<'m>) -> Option<Combine<'m>> {
+    let with = match i.atomic_rmw_op()? {
+        AtomicRmwOp::Binary(Op::Sub) => Combined::Binary(Op::Add),
+        AtomicRmwOp::Binary(op @ (Op::Add | Op::And | Op::Or | Op::Xor)) => Combined::Binary(op),
+        AtomicRmwOp::Keep(keeps_old) => Combined::Keep(keeps_old),
+        _ => return None,
     };
-    combines
-        && i.operand(1)
-            .and_then(|v| v.ty().int_width())
-            .is_some_and(|bits| (1..=64).contains(&bits))
-        && i.atomic_ordering() == Some(AtomicOrdering::Monotonic)
+    let (address, value) = (i.operand(0)?, i.operand(1)?);
+    let bits = value
+        .ty()
+        .int_width()
+        .filter(|bits| (1..=64).contains(bits))?;
+    let summable = i.atomic_ordering() == Some(AtomicOrdering::Monotonic)
         && !i.is_volatile()
         && !i.as_value().has_uses()
-        && i.operand(0)
-            .and_then(|a| loads_from_parameters(a, params, &mut HashSet::new()))
-            .is_some_and(|loads| loads <= PARAMETER_LOADS)
+        && loads_from_parameters(address, params, &mut HashSet::new())
+            .is_some_and(|loads| loads <= PARAMETER_LOADS);
+    summable.then_some(Combine {
+        address,
+        value,
+        bits,
+        with,
+    })
 }
 
 /// How many loads deep `v` reads the parameters' record `params` where it is computed from it
@@ -221,7 +240,8 @@ fn unobserved_after<'m>(add: Instruction<'m>, hooks: &Complete<'m>) -> bool {
 }
 
 /// Whether `i` reads and writes no memory but the block's own: a plain load or store of a
-/// local, the lanes or shared memory, a summable add, a hook or an intrinsic without memory.
+/// local, shared memory or a thread-local, a summable add, a hook or an intrinsic without
+/// memory.
 fn touches_only_its_own<'m>(i: Instruction<'m>, hooks: &Complete<'m>) -> bool {
     match i.opcode() {
         Op::Load => !i.is_atomic() && i.operand(0).is_some_and(|a| is_own(a, hooks)),
@@ -240,7 +260,7 @@ fn touches_only_its_own<'m>(i: Instruction<'m>, hooks: &Complete<'m>) -> bool {
 }
 
 /// Whether `address` is in the block's own memory: computed (through GEPs, casts, selects
-/// and phis) from allocas, the lanes, shared memory or thread-local variables alone.
+/// and phis) from allocas, shared memory or the image's thread-locals alone.
 fn is_own<'m>(address: Value<'m>, hooks: &Complete<'m>) -> bool {
     let mut seen = HashSet::new();
     let mut work = vec![address];
@@ -254,12 +274,9 @@ fn is_own<'m>(address: Value<'m>, hooks: &Complete<'m>) -> bool {
             continue;
         }
         let own = a.is_alloca()
-            || a.as_global_variable().is_some_and(|g| g.is_thread_local())
-            || a.as_call().and_then(callee).is_some_and(|f| {
-                f == hooks.lanes
-                    || hooks.shared.contains(&Some(f))
-                    || f.name().starts_with(b"llvm.threadlocal.address")
-            });
+            || a.as_call()
+                .and_then(callee)
+                .is_some_and(|f| hooks.gives_block_memory(f));
         if !own {
             return false;
         }

@@ -2131,10 +2131,10 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 Op::GetElementPtr | Op::BitCast | Op::AddrSpaceCast => pointer = def.operand(0),
                 Op::Alloca => return true,
                 Op::Call => {
-                    return p.as_call().and_then(callee).is_some_and(|f| {
-                        self.hooks.shared.contains(&Some(f))
-                            || f.name() == b"llvm.threadlocal.address.p0"
-                    });
+                    return p
+                        .as_call()
+                        .and_then(callee)
+                        .is_some_and(|f| self.hooks.gives_block_memory(f));
                 }
                 _ => return false,
             }

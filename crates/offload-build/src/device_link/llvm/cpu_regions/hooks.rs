@@ -49,6 +49,12 @@ impl<'m> Complete<'m> {
             || Some(f) == self.interleave
     }
 
+    /// Whether a call of `f` gives memory only the block's OS thread reaches: a shared array
+    /// (a shared-slot hook) or a thread-local of the image (`llvm.threadlocal.address`).
+    pub(super) fn gives_block_memory(&self, f: Function<'m>) -> bool {
+        self.shared.contains(&Some(f)) || f.name() == b"llvm.threadlocal.address.p0"
+    }
+
     /// Whether `i` is a place every thread of the block reaches before any goes on: a call of
     /// the block barrier, or the top of an interleaved loop's trip ([`Complete::is_barrier`]
     /// less the warp barrier, which only a warp's lanes wait at).

@@ -79,9 +79,9 @@ impl<'m> Kinds<'_, 'm> {
                         _ => Kind::Varying,
                     };
                 }
-                let shared = self.hooks.shared.contains(&Some(f));
-                let tls = f.name() == b"llvm.threadlocal.address.p0";
-                if (shared || tls) && call.args().all(|a| a.is_constant() || !a.is_instruction()) {
+                if self.hooks.gives_block_memory(f)
+                    && call.args().all(|a| a.is_constant() || !a.is_instruction())
+                {
                     return Kind::Hoistable;
                 }
                 Kind::Varying
