@@ -16,7 +16,7 @@ use offload_rt::{
 use offload_rt_test_kernels as k;
 
 use cpu_common::{MODULE, fixture_dir};
-const KERNELS: &str = "saxpy,block_sum,grid_max,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,edge_totals,stepped_flags,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,hidden_warp_sum,warp_ops_in_statements,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,recursive_halving,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,tiled_transpose,mirrored_rows,shared_atomics,strided_histogram,strided_first_hits,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16,mma_gemm_32x32__f16,mma_gemm_32x32__bf16,wide_tiles__f16,wide_tiles__bf16,matrix_loads,matrix_stores,accumulator_to_tile__f16,accumulator_to_tile__bf16,staged_reverse,tile_copy_async,scan_with_helper,reduce_with_helpers,tiled_weighted_sums,shared_shuffle_rows,match_phases,tma_tile,tma_store_tile,wgmma_tile,register_handoff,accumulator_rows,shuffle_distances,early_exit_warp_sum,clamped_window";
+const KERNELS: &str = "saxpy,block_sum,grid_max,indices,reverse_blocks,divergent,block_uniform_barrier,hidden_barrier,matmul_tiled,blur3,block_scan,edge_totals,stepped_flags,wide_locals,loop_barrier,warp_ops,warp_block_sum,warp_sync_sum,reverse_dynamic,struct_params,math_f32,math_f64,libm_direct,saxpy_slices,fill_chunks,fill_rows,copy_offset,shifted_rows,float_casts,reverse_slices,empty_slices,empty_pointers,checked_block_sum,half_widen,half_narrow,half_params,half_dot,print_values,print_then_panic,panic_kinds,scale_float4,wide_ints,combine_flags,poke_bytes,axpy_tiled__f32__64,axpy_tiled__f32__128,axpy_tiled__f64__64,axpy_tiled__f64__128,axpy_tiled__u32__64,axpy_tiled__u32__128,complex_axpy,masked_warp_sum,hidden_warp_sum,warp_ops_in_statements,constant_tables,half_histogram,closure_over_tile,swap_two,recurse,recurse_after_barrier,recursive_halving,print_deep,pyramid_min,skipping_passes,halving_offsets,halo_stencil,tiled_transpose,mirrored_rows,shared_atomics,strided_histogram,strided_first_hits,tuple_params,generic_tiles,grid_rounds,grid_mismatch,mma_gemm__f16,mma_gemm__bf16,mma_gemm_32x32__f16,mma_gemm_32x32__bf16,wide_tiles__f16,wide_tiles__bf16,matrix_loads,matrix_stores,accumulator_to_tile__f16,accumulator_to_tile__bf16,staged_reverse,tile_copy_async,scan_with_helper,reduce_with_helpers,tiled_weighted_sums,shared_shuffle_rows,match_phases,tma_tile,tma_store_tile,wgmma_tile,register_handoff,accumulator_rows,shuffle_distances,early_exit_warp_sum,clamped_window,parked_lanes";
 /// The same image registered a second time, by another descriptor, as another module.
 const SECOND_MODULE: &str = "offload_rt_second_module";
 
@@ -223,6 +223,71 @@ fn a_grids_one_maximum_is_the_same_however_the_blocks_run() {
             [expected],
             "{mode:?}, {threads} threads"
         );
+    }
+}
+
+/// Threads parked while others run: the first warp of each block of 128 (two rows of a 16-wide
+/// block, half a row of a 64-wide one) sums the warps' totals while the other warps wait at the
+/// barrier after it; then the threads with `x` below `live` of every row (whole warps) go on
+/// through warp operations, the others return. What each thread writes is the same with one
+/// worker, three, and on the coroutines, for none of a row to all of it.
+#[test]
+fn threads_parked_at_a_barrier_or_returned_wait_for_the_others() {
+    if !setup() {
+        return;
+    }
+    let blocks = 37usize;
+    let input: Vec<u32> = (0..blocks as u32 * 128)
+        .map(|i| i.wrapping_mul(2_654_435_761) >> 7)
+        .collect();
+    let add = |a: u32, v: &u32| a.wrapping_add(*v);
+    let totals: Vec<u32> = input.chunks(128).map(|b| b.iter().fold(0, add)).collect();
+    for ((bx, by), live) in [
+        ((16, 8), 0),
+        ((16, 8), 16),
+        ((64, 2), 0),
+        ((64, 2), 32),
+        ((64, 2), 64),
+    ] {
+        let want: Vec<u32> = (0..input.len())
+            .map(|i| {
+                let (block, t) = (i / 128, i % 128);
+                if t % bx as usize >= live as usize {
+                    return 0;
+                }
+                let warp = &input[block * 128 + t / 32 * 32..][..32];
+                warp.iter()
+                    .fold(0u32, |a, v| a.wrapping_add(v.wrapping_add(totals[block])))
+            })
+            .collect();
+        let want_totals = if live == 0 {
+            vec![0; blocks]
+        } else {
+            totals.clone()
+        };
+        for (mode, threads) in [
+            (BarrierMode::Regions, 1),
+            (BarrierMode::Regions, 3),
+            (BarrierMode::Coroutines, 3),
+        ] {
+            let backend = CpuBackend::with_threads(threads).with_barriers(mode);
+            let dev = Device::from_backend(Box::new(backend));
+            let din = DeviceBuffer::from_slice(&dev, &input).unwrap();
+            let mut out = DeviceBuffer::<u32>::zeroed(&dev, input.len()).unwrap();
+            let mut sums = DeviceBuffer::<u32>::zeroed(&dev, blocks).unwrap();
+            let config = LaunchConfig {
+                grid: (blocks as u32, 1, 1),
+                block: (bx, by, 1),
+                shared_mem_bytes: 0,
+                cluster: (1, 1, 1),
+            };
+            // SAFETY: 128 elements of `input` and `out` per block, one of `totals`.
+            unsafe { k::parked_lanes.launch(&dev, config, live, &din, &mut out, &mut sums) }
+                .unwrap();
+            let what = format!("{bx} × {by}, live {live}, {mode:?}, {threads} threads");
+            assert_eq!(out.to_vec().unwrap(), want, "{what}");
+            assert_eq!(sums.to_vec().unwrap(), want_totals, "{what}");
+        }
     }
 }
 
@@ -2553,6 +2618,7 @@ fn the_image_says_which_kernels_keep_coroutines_and_why() {
             // 16×16×16 GEMM has none: each lane keeps the rows and columns its outputs need).
             "mma_gemm_32x32__bf16",
             "mma_gemm_32x32__f16",
+            "parked_lanes",
             "pyramid_min",
             "recurse_after_barrier",
             // Barriers and warp operations in functions of a `#[kernels]` module.

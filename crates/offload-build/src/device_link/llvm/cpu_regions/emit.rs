@@ -19,7 +19,9 @@ use super::parallel::{Alone, ThreadLoops, mark_in_turn, mark_thread_loops_parall
 use super::scopes::scope_lane_accesses;
 use super::segments::Segments;
 use super::slots::Slots;
-use super::trim::{Facts, Trim, trim_branch, trim_prefix, widened_thread_x};
+use super::trim::{
+    Exit, Facts, Park, Trim, park_branch, trim_branch, trim_prefix, widened_thread_x,
+};
 use super::uniform::PURE_INTRINSICS;
 use super::uniform::Uniform;
 use super::warps::{
@@ -328,6 +330,12 @@ pub(super) fn is_thread_x<'m>(v: Value<'m>, hooks: &Complete<'m>) -> bool {
         .is_some_and(|i| is_index_call(i, hooks) && index_of(i) == Ok(0))
 }
 
+/// Whether `v` is the thread's rank in the block: a call of the index hook asking for it.
+fn is_rank<'m>(v: Value<'m>, hooks: &Complete<'m>) -> bool {
+    v.as_instruction()
+        .is_some_and(|i| is_index_call(i, hooks) && index_of(i) == Ok(u64::from(abi::CPU_IR_RANK)))
+}
+
 /// What the region loops fetch ahead of the worker's next block (`ahead.rs`).
 pub(super) struct FetchAhead<'m> {
     /// Each region's accesses: the pointer, and whether it is written.
@@ -394,8 +402,15 @@ pub(super) struct Emitter<'a, 'm> {
     /// `i32`, as the states: the scan's vector code selects it beside them (an `i64` made the
     /// baseline image's scans of `shfl_scan` 2.5x slower).
     pub(super) going_first_end: Value<'m>,
-    /// Each region's trim branch, where its threads leave it together ([`trim_branch`]).
+    /// Each region's trim branch, where its threads leave it together ([`trim_branch`]), or
+    /// its park branch ([`park_branch`]).
     pub(super) trims: Vec<Option<Trim<'m>>>,
+    /// Each region whose threads past a bound park ([`Park`]), with the state they wait at.
+    pub(super) parked_at: Vec<Option<u64>>,
+    /// Where the body has such a region, the threads that run while others are parked:
+    /// those with `x` below the first (an `i32`) and rank below the second (an `i64`), every
+    /// thread otherwise. Every loop of a region run together runs those of its row.
+    pub(super) live: Option<[Value<'m>; 2]>,
     /// The trim bound the row's first thread found (`V`, widened to 64 bits), and whether it
     /// reached the trim branch at all.
     pub(super) trim_bound: Value<'m>,
@@ -533,6 +548,8 @@ impl<'a, 'm> Emitter<'a, 'm> {
             summary: [params; 4],
             going_first_end: params,
             trims: Vec::new(),
+            parked_at: Vec::new(),
+            live: None,
             trim_bound: params,
             trim_reached: params,
             probing: None,
@@ -651,6 +668,11 @@ impl<'a, 'm> Emitter<'a, 'm> {
             .builder
             .build_alloca(self.i32_ty, 4, c"trim.reached")
             .as_value();
+        let live = [
+            (self.i32_ty, c"live.x.end"),
+            (self.i64_ty, c"live.rank.end"),
+        ]
+        .map(|(ty, name)| self.builder.build_alloca(ty, 8, name).as_value());
         self.call(self.hooks.enter, &[launch]);
         let dims: Vec<Value<'m>> = (6..9)
             .map(|w| self.call(self.hooks.index, &[self.const32(w)]))
@@ -724,8 +746,21 @@ impl<'a, 'm> Emitter<'a, 'm> {
         }
         self.plan_fetch_ahead(kinds);
         let schedule = self.block(c"schedule");
-        let together = self.regions_left_together(kinds);
+        let mut together = self.regions_left_together(kinds);
         self.trims = self.trim_branches(&together, kinds);
+        let parks = self.parks(&together, kinds);
+        self.parked_at = parks.iter().map(|p| p.map(|(_, at)| at)).collect();
+        for (r, park) in parks.into_iter().enumerate() {
+            if let Some((trim, _)) = park {
+                together[r] = true;
+                self.trims[r] = Some(trim);
+            }
+        }
+        if self.parked_at.iter().any(Option::is_some) {
+            self.builder.position_before(self.hoist_point);
+            self.every_thread_live(live);
+            self.live = Some(live);
+        }
         let mut unguarded = Vec::new();
         let mut guarded = Vec::new();
         let mut dispatches = Vec::new();
@@ -839,10 +874,33 @@ impl<'a, 'm> Emitter<'a, 'm> {
     /// Each region's trim branch ([`trim_branch`]), for the regions the threads leave
     /// together.
     fn trim_branches(&self, together: &[bool], kinds: &mut Kinds<'_, 'm>) -> Vec<Option<Trim<'m>>> {
+        self.with_facts(kinds, |facts| {
+            self.region_starts
+                .iter()
+                .zip(together)
+                .map(|(&start, &together)| {
+                    together
+                        .then(|| trim_branch(self.segments, start, facts))
+                        .flatten()
+                })
+                .collect()
+        })
+    }
+
+    /// Runs `f` with what the trims and parks need to know of the body ([`Facts`]).
+    fn with_facts<R>(
+        &self,
+        kinds: &mut Kinds<'_, 'm>,
+        f: impl FnOnce(&mut Facts<'_, 'm>) -> R,
+    ) -> R {
         let block_slots: HashSet<Value<'m>> = self.block_slots.iter().map(|s| s.body).collect();
         let hooks = self.hooks;
         let single = &self.single;
         let is_thread_x = |v: Value<'m>| is_thread_x(v, hooks);
+        let is_rank = |v: Value<'m>| is_rank(v, hooks);
+        let lanes: HashSet<Value<'m>> = self.lanes.iter().map(|(alloca, _, _)| *alloca).collect();
+        let is_lane_store =
+            |i: Instruction<'m>| i.is_store() && i.operand(1).is_some_and(|p| lanes.contains(&p));
         let is_idle = |i: Instruction<'m>| idle_instruction(i, hooks, &block_slots, single);
         let mut is_block_value = |v| kinds.of(v) == Kind::Hoistable;
         let mut uniform = Uniform {
@@ -851,18 +909,49 @@ impl<'a, 'm> Emitter<'a, 'm> {
             memo: HashMap::new(),
         };
         let mut uniform = |v| uniform.of(v);
-        let mut facts = Facts {
+        f(&mut Facts {
             uniform: &mut uniform,
             is_thread_x: &is_thread_x,
+            is_rank: &is_rank,
             is_idle: &is_idle,
+            is_lane_store: &is_lane_store,
+        })
+    }
+
+    /// Each region its threads leave apart that parks the threads past a bound ([`Park`]),
+    /// with its trim and the state they wait at, where the threads below the bound go from
+    /// there through regions they leave together, each to one state, to the parked threads'
+    /// state: no thread is left behind while the others run alone.
+    fn parks(&self, together: &[bool], kinds: &mut Kinds<'_, 'm>) -> Vec<Option<(Trim<'m>, u64)>> {
+        let state_of = |exit: Exit<'m>| match exit {
+            Exit::Barrier(barrier) => self.region_of_barrier[&barrier],
+            Exit::Return => 0,
         };
-        self.region_starts
-            .iter()
-            .zip(together)
-            .map(|(&start, &together)| {
-                together
-                    .then(|| trim_branch(self.segments, start, &mut facts))
-                    .flatten()
+        let parks: Vec<Option<Park<'m>>> = self.with_facts(kinds, |facts| {
+            (0..self.region_starts.len())
+                .map(|r| {
+                    (!together[r])
+                        .then(|| park_branch(self.segments, self.region_starts[r], facts))
+                        .flatten()
+                })
+                .collect()
+        });
+        parks
+            .into_iter()
+            .enumerate()
+            .map(|(r, park)| {
+                let park = park?;
+                let parked = state_of(park.parked);
+                let mut state = state_of(park.run);
+                let mut seen = HashSet::new();
+                while state != parked {
+                    let next = usize::try_from(state).ok()?.checked_sub(1)?;
+                    if next == r || !together[next] || !seen.insert(next) {
+                        return None;
+                    }
+                    state = self.single_exit_state(next)?;
+                }
+                Some((park.trim, parked))
             })
             .collect()
     }
@@ -878,11 +967,35 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let state = b
             .build_load(self.i32_ty, self.together_state, c"state")
             .as_value();
+        if let Some(live) = self.live {
+            // The threads below a bound reached the barrier where the others are parked.
+            let mut parked: Vec<u64> = self.parked_at.iter().flatten().copied().collect();
+            parked.sort_unstable();
+            parked.dedup();
+            for at in parked.into_iter().filter(|&at| at != 0) {
+                let b = &self.builder;
+                let there = b.build_icmp(IntPredicate::EQ, state, self.const32(at), c"");
+                let all = self.block(c"unpark");
+                let on = self.block(c"unparked");
+                self.builder.build_cond_br(there, all, on);
+                self.builder.position_at_end(all);
+                self.every_thread_live(live);
+                self.builder.build_br(on);
+                self.builder.position_at_end(on);
+            }
+        }
+        let b = &self.builder;
         let returned = b.build_icmp(IntPredicate::EQ, state, self.const32(0), c"");
         let go_on = self.block(c"go.on");
         self.builder.build_cond_br(returned, block_done, go_on);
         self.builder.position_at_end(go_on);
         self.switch_on(state, unguarded);
+    }
+
+    /// Makes every thread of the block live again ([`Emitter::live`]).
+    fn every_thread_live(&self, [x_end, rank_end]: [Value<'m>; 2]) {
+        self.builder.build_store(self.block_values[&6], x_end);
+        self.builder.build_store(self.const64(u64::MAX), rank_end);
     }
 
     /// Makes the values the threads left in each block slot at their barrier current, at the
@@ -1218,6 +1331,10 @@ impl<'a, 'm> Emitter<'a, 'm> {
         let b = &self.builder;
         b.position_at_end(pre);
         let flag = b.build_load(i32_ty, flag_slot, c"flag").as_value();
+        if let (RegionRun::Together, Some(parked)) = (run, self.parked_at[r]) {
+            // Where no thread is below the bound, all of them are where the others park.
+            b.build_store(self.const32(parked), self.together_state);
+        }
         if run == RegionRun::Unguarded {
             self.start_piece_summary();
         }
@@ -1239,6 +1356,10 @@ impl<'a, 'm> Emitter<'a, 'm> {
         if run != RegionRun::Guarded {
             self.fetch_next_block_ahead(r, y_head, [y.as_value(), z.as_value()], kinds);
         }
+        let (width, row_entry) = match (run, self.live) {
+            (RegionRun::Together, Some(live)) => self.live_width(live, row, bx, y_latch),
+            _ => (bx, y_head),
+        };
         let row_at = Row {
             r,
             run,
@@ -1264,12 +1385,12 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 self.unguarded_threads(&whole, threads, chunks.latch, chunks.whole, kinds)?;
             }
             (None, None) => {
-                self.builder.position_at_end(y_head);
-                let threads = [self.const32(0), bx];
+                self.builder.position_at_end(row_entry);
+                let threads = [self.const32(0), width];
                 if run == RegionRun::Guarded {
                     self.thread_loop(&row_at, threads, y_latch, kinds)?;
                 } else {
-                    self.unguarded_threads(&row_at, threads, y_latch, y_head, kinds)?;
+                    self.unguarded_threads(&row_at, threads, y_latch, row_entry, kinds)?;
                 }
             }
             (Some(trim), None) => {
@@ -1299,8 +1420,27 @@ impl<'a, 'm> Emitter<'a, 'm> {
                 self.builder.position_at_end(probe);
                 self.builder.build_br(start?);
                 self.builder.position_at_end(rest);
-                let end = self.trimmed_end(trim, bx);
-                self.thread_loop(&row_at, [self.const32(0), end], y_latch, kinds)?;
+                match (self.live, self.parked_at[r]) {
+                    (Some([x_end, rank_end]), Some(_)) => {
+                        let end = self.parked_end(trim, width, row);
+                        if trim.by_rank {
+                            self.builder.build_store(self.parked_bound(trim), rank_end);
+                        } else {
+                            self.builder.build_store(end, x_end);
+                        }
+                        let some =
+                            self.builder
+                                .build_icmp(IntPredicate::NE, end, self.const32(0), c"");
+                        let threads = self.block(c"row.live");
+                        self.builder.build_cond_br(some, threads, y_latch);
+                        self.builder.position_at_end(threads);
+                        self.thread_loop(&row_at, [self.const32(0), end], y_latch, kinds)?;
+                    }
+                    _ => {
+                        let end = self.trimmed_end(trim, width);
+                        self.thread_loop(&row_at, [self.const32(0), end], y_latch, kinds)?;
+                    }
+                }
             }
         }
         let after = match run {
@@ -2092,6 +2232,77 @@ impl<'a, 'm> Emitter<'a, 'm> {
         }
     }
 
+    /// Where a row's threads below a park's bound end (`i32`, at most `width`, 0 where none
+    /// of the row's is): `V` (`V + 1` for an inclusive bound), less the rank of the row's
+    /// first thread (`row`) for a test of the rank.
+    fn parked_end(&self, trim: Trim<'m>, width: Value<'m>, row: Value<'m>) -> Value<'m> {
+        let bound = self.parked_bound(trim);
+        let bound = if trim.by_rank {
+            self.left_of(bound, row)
+        } else {
+            bound
+        };
+        let b = &self.builder;
+        let width64 = b.build_zext(width, self.i64_ty, c"");
+        let below = b.build_icmp(IntPredicate::ULT, bound, width64, c"");
+        let end = b.build_select(below, bound, width64, c"");
+        b.build_trunc(end, self.i32_ty, c"live.x.end")
+    }
+
+    /// The end of the indices below a park's bound (`i64`): `V`, `V + 1` for an inclusive
+    /// one (saturated: `V` is `u64::MAX` only past every thread).
+    fn parked_bound(&self, trim: Trim<'m>) -> Value<'m> {
+        let b = &self.builder;
+        let bound = b
+            .build_load(self.i64_ty, self.trim_bound, c"bound")
+            .as_value();
+        if !trim.inclusive {
+            return bound;
+        }
+        let all = b.build_icmp(IntPredicate::EQ, bound, self.const64(u64::MAX), c"");
+        let next = b.build_add(bound, self.const64(1), c"");
+        b.build_select(all, bound, next, c"")
+    }
+
+    /// `end - row` where `end > row`, else 0 (`i64`s).
+    fn left_of(&self, end: Value<'m>, row: Value<'m>) -> Value<'m> {
+        let b = &self.builder;
+        let past = b.build_icmp(IntPredicate::UGT, end, row, c"");
+        let left = b.build_binop(InstructionOpcode::Sub, end, row, c"");
+        b.build_select(past, left, self.const64(0), c"")
+    }
+
+    /// The threads of a row (rank `row`) that are live ([`Emitter::live`]): `x` below the
+    /// returned width; the row's block where any is, which the builder is left in, else on
+    /// to `done`.
+    fn live_width(
+        &self,
+        [x_end, rank_end]: [Value<'m>; 2],
+        row: Value<'m>,
+        bx: Value<'m>,
+        done: Block<'m>,
+    ) -> (Value<'m>, Block<'m>) {
+        let b = &self.builder;
+        let x_end = b.build_load(self.i32_ty, x_end, c"").as_value();
+        let rank_end = b.build_load(self.i64_ty, rank_end, c"").as_value();
+        let below = b.build_icmp(IntPredicate::ULT, x_end, bx, c"");
+        let width = b.build_select(below, x_end, bx, c"");
+        let width64 = b.build_zext(width, self.i64_ty, c"");
+        let left = self.left_of(rank_end, row);
+        let b = &self.builder;
+        let below = b.build_icmp(IntPredicate::ULT, left, width64, c"");
+        let width = b.build_trunc(
+            b.build_select(below, left, width64, c""),
+            self.i32_ty,
+            c"live.width",
+        );
+        let some = b.build_icmp(IntPredicate::NE, width, self.const32(0), c"");
+        let entry = self.block(c"row.some");
+        self.builder.build_cond_br(some, entry, done);
+        self.builder.position_at_end(entry);
+        (width, entry)
+    }
+
     /// Records, before the clone's copy of the trim branch, the bound `V` it compares the
     /// thread's index with (widened to 64 bits) and that the branch was reached.
     fn record_trim_bound(
@@ -2100,18 +2311,24 @@ impl<'a, 'm> Emitter<'a, 'm> {
         clone: &mut RegionClone<'_, 'm>,
         kinds: &mut Kinds<'_, 'm>,
     ) -> std::result::Result<(), String> {
-        let compare = trim
-            .branch
-            .operand(0)
-            .and_then(|c| c.as_instruction())
-            .ok_or("a trim branch without its comparison")?;
-        let bound = compare
-            .operand(1 - trim.x_operand)
-            .ok_or("a trim comparison without its bound")?;
-        let bound = self.remap(bound, clone, kinds)?;
+        let bound = match trim.constant {
+            Some(bound) => self.const64(bound),
+            None => {
+                let compare = trim
+                    .branch
+                    .operand(0)
+                    .and_then(|c| c.as_instruction())
+                    .ok_or("a trim branch without its comparison")?;
+                let bound = compare
+                    .operand(1 - trim.x_operand)
+                    .ok_or("a trim comparison without its bound")?;
+                let bound = self.remap(bound, clone, kinds)?;
+                self.builder.position_at_end(clone.current);
+                self.widened(bound)
+            }
+        };
         self.builder.position_at_end(clone.current);
-        self.builder
-            .build_store(self.widened(bound), self.trim_bound);
+        self.builder.build_store(bound, self.trim_bound);
         self.builder.build_store(self.const32(1), self.trim_reached);
         Ok(())
     }

@@ -18,6 +18,9 @@
 //! states and the next region's loop follows at once. In such a region, threads whose `x`
 //! index is past a bound the block shares and that then only wait for the barrier ([`trim`]:
 //! a reduction's `if tid < stride`) are not run: each row's first thread records the bound.
+//! Where such threads return or wait at a later barrier instead, while the others go on alone
+//! through regions they leave together to that barrier (a reduction's last warp, a scan's
+//! first), they are parked: the loops until then run the live threads only ([`trim::Park`]).
 //! Block- and grid-stride loops in a formed body run trip by trip ([`answer_interleaved`]):
 //! the top of each trip is cut at like a barrier.
 //!

@@ -426,13 +426,18 @@ fn an_early_return_of_some_threads_keeps_the_scan() {
     let body = "
 define void @__offload_cpu_body_k(ptr %params) {
 entry:
+  %pp = load ptr, ptr %params
+  %data = load ptr, ptr %pp
   %t = call i32 @__offload_cpuir_index(i32 0)
   %n = call i32 @__offload_cpuir_index(i32 6)
   %h = lshr i32 %n, 1
   %in = icmp ult i32 %t, %h
-  br i1 %in, label %wait, label %out
+  br i1 %in, label %wait, label %leave
 wait:
   call void @__offload_cpuir_barrier()
+  br label %out
+leave:
+  store i32 1, ptr %data
   br label %out
 out:
   ret void
@@ -440,7 +445,8 @@ out:
     let (text, kept) = form(body);
     assert!(kept.is_empty(), "{kept:?}");
     let entry = entry_point(&text);
-    // The start's threads leave apart; the region after the barrier only returns.
+    // The start's threads leave apart (those that return store on their way: they are not
+    // parked); the region after the barrier only returns.
     assert_eq!(regions_left_together(entry), 1, "{entry}");
     assert!(entry.contains("\nscan:"), "{entry}");
 }
@@ -511,10 +517,13 @@ entry:
   %own = getelementptr i32, ptr %data, i32 %t
   %v = load i32, ptr %own
   {test}
-  br i1 %in, label %wait, label %out
+  br i1 %in, label %wait, label %skip
 wait:
   call void @__offload_cpuir_barrier()
   store i32 1, ptr %own
+  br label %out
+skip:
+  store i32 3, ptr %own
   br label %out
 out:
   ret void
@@ -555,6 +564,7 @@ entry:
   %data = load ptr, ptr %pp
   %t = call i32 @__offload_cpuir_index(i32 0)
   %own = getelementptr i32, ptr %data, i32 %t
+  store i32 0, ptr %own
   %warp = lshr i32 %t, 5
   %first_warp = icmp eq i32 %warp, 0
   br i1 %first_warp, label %lanes, label %wait
@@ -573,6 +583,107 @@ wait:
     assert_eq!(labelled(entry, "piece.left"), 1, "{entry}");
     assert_eq!(labelled(entry, "summarized.outside"), 1, "{entry}");
     assert!(entry.contains("load i1, ptr %summary.two"), "{entry}");
+}
+
+/// A reduction's last warp: after the block barrier the threads below 32 go on to warp
+/// operations and the others return, storing nothing on the way (the store of `x == 0` is not
+/// theirs). The region runs the first 32 threads only, the others parked as returned, and
+/// the region after the warp barrier runs the live threads of each row without the
+/// scheduler. Tested on the thread's own value instead, or with a store on the way of those
+/// that return, the region's threads leave apart as before.
+#[test]
+fn threads_past_a_bound_that_return_are_parked() {
+    let body = |test: &str, skipped: &str| {
+        format!(
+            "
+define void @__offload_cpu_body_k(ptr %params) {{
+entry:
+  %pp = load ptr, ptr %params
+  %data = load ptr, ptr %pp
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  %own = getelementptr i32, ptr %data, i32 %t
+  %v = load i32, ptr %own
+  call void @__offload_cpuir_barrier()
+  {test}
+  br i1 %low, label %lanes, label %rest
+lanes:
+  call void @__offload_cpuir_warp_barrier()
+  store i32 1, ptr %own
+  br label %rest
+rest:
+  {skipped}
+  %first = icmp eq i32 %t, 0
+  br i1 %first, label %one, label %out
+one:
+  store i32 2, ptr %data
+  br label %out
+out:
+  ret void
+}}"
+        )
+    };
+    let (text, kept) = form(&body("%low = icmp ult i32 %t, 32", ""));
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert_eq!(labelled(entry, "row.live"), 1, "{entry}");
+    assert_eq!(labelled(entry, "unpark"), 0, "{entry}");
+    assert!(entry.contains("%live.width"), "{entry}");
+    for (test, skipped) in [
+        ("%low = icmp ult i32 %v, 32", ""),
+        ("%low = icmp ult i32 %t, 32", "store i32 3, ptr %own"),
+    ] {
+        let (text, kept) = form(&body(test, skipped));
+        assert!(kept.is_empty(), "{kept:?}");
+        let entry = entry_point(&text);
+        assert_eq!(labelled(entry, "row.live"), 0, "{test} {skipped}: {entry}");
+    }
+}
+
+/// A scan's first warp (`rank >> 5 == 0`) goes through warp operations to the block barrier
+/// where the other warps wait: those are parked there, the first warp's regions run its
+/// threads alone (a rank's prefix of the rows), and the barrier's region runs every thread
+/// again. Where the first warp returns instead of reaching the others' barrier, nothing is
+/// parked.
+#[test]
+fn a_first_warp_runs_alone_while_the_others_wait_at_its_barrier() {
+    let body = |after_lanes: &str| {
+        format!(
+            "
+define void @__offload_cpu_body_k(ptr %params) {{
+entry:
+  %pp = load ptr, ptr %params
+  %data = load ptr, ptr %pp
+  %t = call i32 @__offload_cpuir_index(i32 0)
+  %r = call i32 @__offload_cpuir_index(i32 12)
+  %own = getelementptr i32, ptr %data, i32 %t
+  %warp = lshr i32 %r, 5
+  %first_warp = icmp eq i32 %warp, 0
+  br i1 %first_warp, label %lanes, label %wait
+lanes:
+  call void @__offload_cpuir_warp_barrier()
+  store i32 1, ptr %own
+  {after_lanes}
+wait:
+  call void @__offload_cpuir_barrier()
+  store i32 2, ptr %own
+  ret void
+}}"
+        )
+    };
+    let (text, kept) = form(&body("br label %wait"));
+    assert!(kept.is_empty(), "{kept:?}");
+    let entry = entry_point(&text);
+    assert_eq!(labelled(entry, "row.live"), 1, "{entry}");
+    // Each region left together unparks where its threads go to the barrier.
+    assert_eq!(
+        labelled(entry, "unparked"),
+        regions_left_together(entry),
+        "{entry}"
+    );
+    assert!(entry.contains("ptr %live.rank.end"), "{entry}");
+    let (text, kept) = form(&body("ret void"));
+    assert!(kept.is_empty(), "{kept:?}");
+    assert_eq!(labelled(entry_point(&text), "row.live"), 0, "{text}");
 }
 
 /// A tree reduction's levels: threads below the halving stride add, the others only wait.
