@@ -57,18 +57,10 @@ pub(super) fn trim_branch<'m>(
 ) -> Option<Trim<'m>> {
     let region = segments.region(start);
     let within = |s: usize| region.contains(&s);
-    for &s in &region {
-        let segment = segments.list[s];
-        if segment.barrier.is_some() {
+    for (s, branch, test) in bound_branches(segments, &region, facts) {
+        if test.by_rank {
             continue;
         }
-        let Some(terminator) = segment.block.terminator() else {
-            continue;
-        };
-        let branch = terminator.instruction();
-        let Some(test) = bound_test(branch, facts).filter(|t| !t.by_rank) else {
-            continue;
-        };
         let ways: Vec<usize> = segments.successors[s].clone();
         let run_way = test.run_way;
         if ways.len() != 2 || ways[0] == ways[1] {
@@ -143,18 +135,7 @@ pub(super) fn park_branch<'m>(
 ) -> Option<Park<'m>> {
     let region = segments.region(start);
     let within = |s: usize| region.contains(&s);
-    for &s in &region {
-        let segment = segments.list[s];
-        if segment.barrier.is_some() {
-            continue;
-        }
-        let Some(terminator) = segment.block.terminator() else {
-            continue;
-        };
-        let branch = terminator.instruction();
-        let Some(test) = bound_test(branch, facts) else {
-            continue;
-        };
+    for (s, branch, test) in bound_branches(segments, &region, facts) {
         let run_way = test.run_way;
         let ways = &segments.successors[s];
         if ways.len() != 2
@@ -376,6 +357,26 @@ fn idle_segment_by<'m>(
         next = i.next();
     }
     true
+}
+
+/// The branches of `region`'s segments on a test of the thread's index against a bound, each
+/// with its segment.
+fn bound_branches<'m>(
+    segments: &Segments<'m>,
+    region: &[usize],
+    facts: &mut Facts<'_, 'm>,
+) -> Vec<(usize, Instruction<'m>, BoundTest)> {
+    region
+        .iter()
+        .filter_map(|&s| {
+            let segment = segments.list[s];
+            if segment.barrier.is_some() {
+                return None;
+            }
+            let branch = segment.block.terminator()?.instruction();
+            Some((s, branch, bound_test(branch, facts)?))
+        })
+        .collect()
 }
 
 /// A branch's test of the thread's index against a bound ([`bound_test`]).
