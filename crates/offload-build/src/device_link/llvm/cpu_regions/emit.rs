@@ -20,7 +20,7 @@ use super::scopes::scope_lane_accesses;
 use super::segments::Segments;
 use super::slots::Slots;
 use super::trim::{
-    Exit, Facts, Park, Trim, park_branch, trim_branch, trim_prefix, widened_thread_x,
+    Exit, Facts, Park, Trim, one_exit, park_branch, trim_branch, trim_prefix, widened_thread_x,
 };
 use super::uniform::PURE_INTRINSICS;
 use super::uniform::Uniform;
@@ -326,14 +326,18 @@ fn idle_instruction<'m>(
 
 /// Whether `v` is the thread's `x` index: a call of the index hook asking for it.
 pub(super) fn is_thread_x<'m>(v: Value<'m>, hooks: &Complete<'m>) -> bool {
-    v.as_instruction()
-        .is_some_and(|i| is_index_call(i, hooks) && index_of(i) == Ok(0))
+    asks_for(v, 0, hooks)
 }
 
 /// Whether `v` is the thread's rank in the block: a call of the index hook asking for it.
 fn is_rank<'m>(v: Value<'m>, hooks: &Complete<'m>) -> bool {
+    asks_for(v, u64::from(abi::CPU_IR_RANK), hooks)
+}
+
+/// Whether `v` is a call of the index hook asking for index `which`.
+fn asks_for<'m>(v: Value<'m>, which: u64, hooks: &Complete<'m>) -> bool {
     v.as_instruction()
-        .is_some_and(|i| is_index_call(i, hooks) && index_of(i) == Ok(u64::from(abi::CPU_IR_RANK)))
+        .is_some_and(|i| is_index_call(i, hooks) && index_of(i) == Ok(which))
 }
 
 /// What the region loops fetch ahead of the worker's next block (`ahead.rs`).
@@ -668,11 +672,6 @@ impl<'a, 'm> Emitter<'a, 'm> {
             .builder
             .build_alloca(self.i32_ty, 4, c"trim.reached")
             .as_value();
-        let live = [
-            (self.i32_ty, c"live.x.end"),
-            (self.i64_ty, c"live.rank.end"),
-        ]
-        .map(|(ty, name)| self.builder.build_alloca(ty, 8, name).as_value());
         self.call(self.hooks.enter, &[launch]);
         let dims: Vec<Value<'m>> = (6..9)
             .map(|w| self.call(self.hooks.index, &[self.const32(w)]))
@@ -757,6 +756,14 @@ impl<'a, 'm> Emitter<'a, 'm> {
             }
         }
         if self.parked_at.iter().any(Option::is_some) {
+            let allocas = entry.terminator().map(|t| t.instruction());
+            self.builder
+                .position_before(allocas.ok_or("the entry point's start has no end")?);
+            let live = [
+                (self.i32_ty, c"live.x.end"),
+                (self.i64_ty, c"live.rank.end"),
+            ]
+            .map(|(ty, name)| self.builder.build_alloca(ty, 8, name).as_value());
             self.builder.position_before(self.hoist_point);
             self.every_thread_live(live);
             self.live = Some(live);
@@ -814,23 +821,16 @@ impl<'a, 'm> Emitter<'a, 'm> {
     /// The state every thread that runs region `r` leaves it with, where there is one: the
     /// region reaches one barrier and does not return.
     fn single_exit_state(&self, r: usize) -> Option<u64> {
-        let mut exits = self
-            .segments
-            .region(self.region_starts[r])
-            .into_iter()
-            .filter_map(|s| {
-                let segment = self.segments.list[s];
-                match segment.barrier {
-                    Some(barrier) => Some(self.region_of_barrier[&barrier]),
-                    None => segment
-                        .block
-                        .terminator()
-                        .is_some_and(|t| t.instruction().opcode() == InstructionOpcode::Return)
-                        .then_some(0),
-                }
-            });
-        let first = exits.next()?;
-        exits.all(|state| state == first).then_some(first)
+        let region = self.segments.region(self.region_starts[r]);
+        one_exit(self.segments, &region).map(|exit| self.state_after(exit))
+    }
+
+    /// The state a thread leaving by `exit` is at: its barrier's region's, 0 once returned.
+    fn state_after(&self, exit: Exit<'m>) -> u64 {
+        match exit {
+            Exit::Barrier(barrier) => self.region_of_barrier[&barrier],
+            Exit::Return => 0,
+        }
     }
 
     /// Whether each region's threads, started together, leave it together
@@ -923,10 +923,6 @@ impl<'a, 'm> Emitter<'a, 'm> {
     /// there through regions they leave together, each to one state, to the parked threads'
     /// state: no thread is left behind while the others run alone.
     fn parks(&self, together: &[bool], kinds: &mut Kinds<'_, 'm>) -> Vec<Option<(Trim<'m>, u64)>> {
-        let state_of = |exit: Exit<'m>| match exit {
-            Exit::Barrier(barrier) => self.region_of_barrier[&barrier],
-            Exit::Return => 0,
-        };
         let parks: Vec<Option<Park<'m>>> = self.with_facts(kinds, |facts| {
             (0..self.region_starts.len())
                 .map(|r| {
@@ -941,8 +937,8 @@ impl<'a, 'm> Emitter<'a, 'm> {
             .enumerate()
             .map(|(r, park)| {
                 let park = park?;
-                let parked = state_of(park.parked);
-                let mut state = state_of(park.run);
+                let parked = self.state_after(park.parked);
+                let mut state = self.state_after(park.run);
                 let mut seen = HashSet::new();
                 while state != parked {
                     let next = usize::try_from(state).ok()?.checked_sub(1)?;

@@ -26,6 +26,8 @@ pub(super) struct Trim<'m> {
     pub(super) x_operand: u32,
     /// Whether threads with `X == V` go the running way too.
     pub(super) inclusive: bool,
+    /// Which way (successor 0 or 1) the threads below the bound go.
+    pub(super) run_way: usize,
     /// Whether `X` is the thread's rank in the block, not its `x` index (only a [`Park`]'s).
     pub(super) by_rank: bool,
     /// `V` where the comparison does not hold it as an operand: `2^k` for `X >> k == 0`.
@@ -57,12 +59,13 @@ pub(super) fn trim_branch<'m>(
 ) -> Option<Trim<'m>> {
     let region = segments.region(start);
     let within = |s: usize| region.contains(&s);
-    for (s, branch, test) in bound_branches(segments, &region, facts) {
-        if test.by_rank {
+    for trim in bound_branches(segments, &region, facts) {
+        if trim.by_rank {
             continue;
         }
+        let s = trim.segment;
         let ways: Vec<usize> = segments.successors[s].clone();
-        let run_way = test.run_way;
+        let run_way = trim.run_way;
         if ways.len() != 2 || ways[0] == ways[1] {
             continue;
         }
@@ -99,7 +102,7 @@ pub(super) fn trim_branch<'m>(
             .iter()
             .all(|&d| idle_segment(segments, d, usize::MAX, facts))
         {
-            return Some(test.trim(branch, s));
+            return Some(trim);
         }
     }
     None
@@ -135,8 +138,8 @@ pub(super) fn park_branch<'m>(
 ) -> Option<Park<'m>> {
     let region = segments.region(start);
     let within = |s: usize| region.contains(&s);
-    for (s, branch, test) in bound_branches(segments, &region, facts) {
-        let run_way = test.run_way;
+    for trim in bound_branches(segments, &region, facts) {
+        let (s, run_way) = (trim.segment, trim.run_way);
         let ways = &segments.successors[s];
         if ways.len() != 2
             || ways[0] == ways[1]
@@ -144,9 +147,8 @@ pub(super) fn park_branch<'m>(
         {
             continue;
         }
-        let trim = test.trim(branch, s);
         let bound = trim.constant.or_else(|| {
-            branch
+            trim.branch
                 .operand(0)
                 .and_then(|c| c.as_instruction())
                 .and_then(|c| c.operand(1 - trim.x_operand))
@@ -167,10 +169,10 @@ pub(super) fn park_branch<'m>(
                 &below,
             )
         });
-        let stores_nothing = skipped.iter().all(|&d| {
-            idle_segment(segments, d, usize::MAX, facts)
-                && !segment_instructions(segments, d).any(|i| i.is_store())
-        });
+        let is_idle = facts.is_idle;
+        let stores_nothing = skipped
+            .iter()
+            .all(|&d| idle_segment_by(segments, d, usize::MAX, &|i| is_idle(i) && !i.is_store()));
         if !stores_nothing {
             continue;
         }
@@ -182,7 +184,7 @@ pub(super) fn park_branch<'m>(
         };
         // Every path from the region's start passes the branch, doing nothing on the way; a
         // thread that returns may skip what it keeps for itself after a barrier.
-        let (is_idle, is_lane_store) = (facts.is_idle, facts.is_lane_store);
+        let is_lane_store = facts.is_lane_store;
         let returns = parked == Exit::Return;
         let idle = |i: Instruction<'m>| is_idle(i) || (returns && is_lane_store(i));
         let before = segments_before(segments, &region, s);
@@ -255,7 +257,7 @@ fn not_taken_below<'m>(
 }
 
 /// The one exit the threads in `reached` leave by, where there is one.
-fn one_exit<'m>(segments: &Segments<'m>, reached: &[usize]) -> Option<Exit<'m>> {
+pub(super) fn one_exit<'m>(segments: &Segments<'m>, reached: &[usize]) -> Option<Exit<'m>> {
     let mut exits = reached.iter().filter_map(|&d| {
         let segment = segments.list[d];
         match segment.barrier {
@@ -269,19 +271,6 @@ fn one_exit<'m>(segments: &Segments<'m>, reached: &[usize]) -> Option<Exit<'m>> 
     });
     let first = exits.next()?;
     exits.all(|e| e == first).then_some(first)
-}
-
-/// The instructions of segment `s`, up to its barrier or terminator.
-fn segment_instructions<'a, 'm>(
-    segments: &'a Segments<'m>,
-    s: usize,
-) -> impl Iterator<Item = Instruction<'m>> + 'a {
-    let segment = segments.list[s];
-    std::iter::successors(
-        segment.start.or_else(|| segment.block.first_instruction()),
-        |i| i.next(),
-    )
-    .take_while(move |i| Some(*i) != segment.barrier)
 }
 
 /// The segments of the region starting at `start` on the way to its trim branch, the
@@ -359,13 +348,12 @@ fn idle_segment_by<'m>(
     true
 }
 
-/// The branches of `region`'s segments on a test of the thread's index against a bound, each
-/// with its segment.
+/// The branches of `region`'s segments on a test of the thread's index against a bound.
 fn bound_branches<'m>(
     segments: &Segments<'m>,
     region: &[usize],
     facts: &mut Facts<'_, 'm>,
-) -> Vec<(usize, Instruction<'m>, BoundTest)> {
+) -> Vec<Trim<'m>> {
     region
         .iter()
         .filter_map(|&s| {
@@ -374,37 +362,18 @@ fn bound_branches<'m>(
                 return None;
             }
             let branch = segment.block.terminator()?.instruction();
-            Some((s, branch, bound_test(branch, facts)?))
+            bound_test(branch, s, facts)
         })
         .collect()
 }
 
-/// A branch's test of the thread's index against a bound ([`bound_test`]).
-struct BoundTest {
-    x_operand: u32,
-    inclusive: bool,
-    /// Which way (successor 0 or 1) the threads below the bound go.
-    run_way: usize,
-    by_rank: bool,
-    constant: Option<u64>,
-}
-
-impl BoundTest {
-    fn trim<'m>(&self, branch: Instruction<'m>, segment: usize) -> Trim<'m> {
-        Trim {
-            branch,
-            segment,
-            x_operand: self.x_operand,
-            inclusive: self.inclusive,
-            by_rank: self.by_rank,
-            constant: self.constant,
-        }
-    }
-}
-
 /// For a conditional branch on `icmp` of the thread's `x` index (or rank) against a value the
 /// block shares, or of the index shifted right against 0 (a warp's number: `warp == 0`).
-fn bound_test<'m>(branch: Instruction<'m>, facts: &mut Facts<'_, 'm>) -> Option<BoundTest> {
+fn bound_test<'m>(
+    branch: Instruction<'m>,
+    segment: usize,
+    facts: &mut Facts<'_, 'm>,
+) -> Option<Trim<'m>> {
     if branch.opcode() != InstructionOpcode::Br || branch.num_operands() != 3 {
         return None;
     }
@@ -413,8 +382,16 @@ fn bound_test<'m>(branch: Instruction<'m>, facts: &mut Facts<'_, 'm>) -> Option<
     let is_x = |v: Value<'m>| widened_thread_x(v, facts.is_thread_x);
     let is_rank = |v: Value<'m>| widened_thread_x(v, facts.is_rank);
     use IntPredicate as P;
-    if let Some(test) = shift_test(compare, &is_x, &is_rank) {
-        return Some(test);
+    if let Some((run_way, by_rank, constant)) = shift_test(compare, &is_x, &is_rank) {
+        return Some(Trim {
+            branch,
+            segment,
+            x_operand: 0,
+            inclusive: false,
+            run_way,
+            by_rank,
+            constant: Some(constant),
+        });
     }
     let (x_operand, by_rank) = if is_x(a) && (facts.uniform)(b) {
         (0, false)
@@ -444,7 +421,9 @@ fn bound_test<'m>(branch: Instruction<'m>, facts: &mut Facts<'_, 'm>) -> Option<
         P::UGT => (true, 1),
         _ => return None,
     };
-    Some(BoundTest {
+    Some(Trim {
+        branch,
+        segment,
         x_operand,
         inclusive,
         run_way,
@@ -453,12 +432,13 @@ fn bound_test<'m>(branch: Instruction<'m>, facts: &mut Facts<'_, 'm>) -> Option<
     })
 }
 
-/// `X >> k == 0` (or `!= 0`), `X` the thread's `x` index or rank: `X < 2^k`.
+/// `X >> k == 0` (or `!= 0`), `X` the thread's `x` index or rank: `X < 2^k`. Which way the
+/// threads below the bound go, whether `X` is the rank, and `2^k`.
 fn shift_test<'m>(
     compare: ICmp<'m>,
     is_x: &dyn Fn(Value<'m>) -> bool,
     is_rank: &dyn Fn(Value<'m>) -> bool,
-) -> Option<BoundTest> {
+) -> Option<(usize, bool, u64)> {
     if !compare.operand(1)?.is_const_int(0) {
         return None;
     }
@@ -479,13 +459,7 @@ fn shift_test<'m>(
         IntPredicate::NE => 1,
         _ => return None,
     };
-    (k < 32).then_some(BoundTest {
-        x_operand: 0,
-        inclusive: false,
-        run_way,
-        by_rank,
-        constant: Some(1 << k),
-    })
+    (k < 32).then_some((run_way, by_rank, 1 << k))
 }
 
 /// Whether `v` is the thread's `x` index, zero-extended or not.
