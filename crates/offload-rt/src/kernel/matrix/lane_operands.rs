@@ -88,9 +88,12 @@ impl LaneColumns {
         let mut cols = LaneColumns::ZERO;
         for k0 in (0..TILE).step_by(2) {
             let bits = core::array::from_fn(|i| element(k0 + i / 4, column(lane, i % 4)));
-            for (i, &x) in widen8::<T>(bits).iter().enumerate() {
-                cols.at[k0 + i / 4][i % 4] = x;
-            }
+            // Columns `0..4` at `k0`, then at `k0 + 1`: copied as two rows, not value by value
+            // (which went through the stack).
+            let wide = widen8::<T>(bits);
+            let (this, next) = wide.split_at(COLUMNS);
+            cols.at[k0].copy_from_slice(this);
+            cols.at[k0 + 1].copy_from_slice(next);
         }
         cols
     }
@@ -115,6 +118,10 @@ fn k_major_from_chunks<T: MmaInput, const W: usize>(
     line: impl Fn(usize) -> usize,
     chunk: impl Fn(usize, usize) -> [u16; 8],
 ) -> [[f32; W]; TILE] {
+    #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2")))]
+    if W == 2 || W == 4 {
+        return x86::k_major_from_chunks::<T, W>(line, chunk);
+    }
     let mut at = [[0.0; W]; TILE];
     for k0 in [0, 8] {
         let wide: [[f32; 8]; W] = core::array::from_fn(|w| widen8::<T>(chunk(line(w), k0)));
@@ -285,24 +292,78 @@ mod x86 {
 
     #[inline(always)]
     pub(super) fn widen8<T: MmaInput>(bits: [u16; 8]) -> [f32; 8] {
-        // SAFETY: SSE2 is part of x86-64's baseline, F16C of the images this `cfg` says have
-        // it; the load reads the 16 bytes of `bits`; two `__m128i` or one `__m256` are eight
-        // `f32`s' bits, any of them a valid value.
+        // SAFETY: two `__m128` are eight `f32`s.
+        unsafe { core::mem::transmute::<[__m128; 2], [f32; 8]>(widen8_halves::<T>(bits)) }
+    }
+
+    /// [`widen8`] as two vectors of four.
+    #[inline(always)]
+    fn widen8_halves<T: MmaInput>(bits: [u16; 8]) -> [__m128; 2] {
+        // SAFETY: SSE2 is part of x86-64's baseline, AVX and F16C of the images this `cfg`
+        // says have them; the load reads the 16 bytes of `bits`; any bits are a valid `f32`.
         unsafe {
             let bits = _mm_loadu_si128(bits.as_ptr().cast());
             let zero = _mm_setzero_si128();
             if T::BF16 {
-                let halves = [
-                    _mm_unpacklo_epi16(zero, bits),
-                    _mm_unpackhi_epi16(zero, bits),
+                return [
+                    _mm_castsi128_ps(_mm_unpacklo_epi16(zero, bits)),
+                    _mm_castsi128_ps(_mm_unpackhi_epi16(zero, bits)),
                 ];
-                return core::mem::transmute::<[__m128i; 2], [f32; 8]>(halves);
             }
             #[cfg(target_feature = "f16c")]
-            return core::mem::transmute::<__m256, [f32; 8]>(_mm256_cvtph_ps(bits));
+            {
+                let wide = _mm256_cvtph_ps(bits);
+                [
+                    _mm256_castps256_ps128(wide),
+                    _mm256_extractf128_ps::<1>(wide),
+                ]
+            }
             #[cfg(not(target_feature = "f16c"))]
-            return core::mem::transmute::<[__m128i; 2], [f32; 8]>(f16x8(bits));
+            f16x8(bits).map(|half| _mm_castsi128_ps(half))
         }
+    }
+
+    /// [`super::k_major_from_chunks`] for two lines (A's rows) or four (B's columns): each
+    /// four `k`s of the lines interleaved (two lines) or transposed (four) in vectors, where
+    /// the compiler moved the widened values one by one through the stack. For images
+    /// without AVX2, whose multiply-accumulate is [`super::mma_sse`]: with AVX2's the
+    /// compiler's own layout of the values was faster (`examples/gemm`'s `gemm` about 0.8x as
+    /// fast with this).
+    #[cfg_attr(target_feature = "avx2", allow(dead_code))]
+    #[inline(always)]
+    pub(super) fn k_major_from_chunks<T: MmaInput, const W: usize>(
+        line: impl Fn(usize) -> usize,
+        chunk: impl Fn(usize, usize) -> [u16; 8],
+    ) -> [[f32; W]; super::TILE] {
+        const { assert!(W == 2 || W == 4) };
+        let mut at = [[0.0; W]; super::TILE];
+        let out: *mut f32 = at.as_mut_ptr().cast();
+        for k0 in [0, 8] {
+            let wide: [[__m128; 2]; W] =
+                core::array::from_fn(|w| widen8_halves::<T>(chunk(line(w), k0)));
+            for (half, k) in [(0, k0), (1, k0 + 4)] {
+                // SAFETY: SSE is part of x86-64's baseline; `at` is `TILE` rows of `W` floats
+                // and `k + 4 <= TILE`: each store writes four of the floats of rows
+                // `k..k + 4`, which `out`, derived from all of `at`, reaches.
+                unsafe {
+                    let store = |row: usize, v: __m128| _mm_storeu_ps(out.add(row * W), v);
+                    if W == 2 {
+                        let [a, b] = [wide[0][half], wide[1][half]];
+                        store(k, _mm_unpacklo_ps(a, b));
+                        store(k + 2, _mm_unpackhi_ps(a, b));
+                    } else {
+                        let [c0, c1, c2, c3] = core::array::from_fn(|j| wide[j][half]);
+                        let (low01, low23) = (_mm_unpacklo_ps(c0, c1), _mm_unpacklo_ps(c2, c3));
+                        let (high01, high23) = (_mm_unpackhi_ps(c0, c1), _mm_unpackhi_ps(c2, c3));
+                        store(k, _mm_movelh_ps(low01, low23));
+                        store(k + 1, _mm_movehl_ps(low23, low01));
+                        store(k + 2, _mm_movelh_ps(high01, high23));
+                        store(k + 3, _mm_movehl_ps(high23, high01));
+                    }
+                }
+            }
+        }
+        at
     }
 
     /// Eight `f16`s widened to `f32`'s bits as [`super::f16_bits_to_f32`] widens one, in 18
