@@ -119,17 +119,18 @@ fn k_major_from_chunks<T: MmaInput, const W: usize>(
     chunk: impl Fn(usize, usize) -> [u16; 8],
 ) -> [[f32; W]; TILE] {
     #[cfg(all(target_arch = "x86_64", not(target_feature = "avx2")))]
-    if W == 2 || W == 4 {
-        return x86::k_major_from_chunks::<T, W>(line, chunk);
-    }
-    let mut at = [[0.0; W]; TILE];
-    for k0 in [0, 8] {
-        let wide: [[f32; 8]; W] = core::array::from_fn(|w| widen8::<T>(chunk(line(w), k0)));
-        for (i, at) in at[k0..k0 + 8].iter_mut().enumerate() {
-            *at = core::array::from_fn(|w| wide[w][i]);
+    return x86::k_major_from_chunks::<T, W>(line, chunk);
+    #[cfg(not(all(target_arch = "x86_64", not(target_feature = "avx2"))))]
+    {
+        let mut at = [[0.0; W]; TILE];
+        for k0 in [0, 8] {
+            let wide: [[f32; 8]; W] = core::array::from_fn(|w| widen8::<T>(chunk(line(w), k0)));
+            for (i, at) in at[k0..k0 + 8].iter_mut().enumerate() {
+                *at = core::array::from_fn(|w| wide[w][i]);
+            }
         }
+        at
     }
-    at
 }
 
 /// `c += a × b` for this lane's accumulator elements, each a sum in `k` order rounded to `f32`
